@@ -1,0 +1,39 @@
+# hooks.h / train.h - every entry point. `make demo` and `make test` install what they need first.
+#
+#   make demo       train the demo MLP with a few hooks (installs dependencies when missing)
+#   make test       unit, order, resume, bad-input, sanitizer, valgrind, compile-matrix, zero-cost, fuzz-smoke
+#   make bench      side-by-side cost tables (instructions via callgrind, ns via the clock)
+#   make examples   build every example into build/
+#   make install PREFIX=/usr/local   headers + pkg-config file
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+BUILD   := build
+STB_INC ?= /usr/include
+WARN    := -Wall -Wextra -pedantic -Werror
+CFLAGS  ?= -std=c99 -O2 -g
+ALL_CFLAGS = $(CFLAGS) $(WARN) -I. -I$(STB_INC)
+LDLIBS  := -lm
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+.PHONY: all deps test bench examples demo install clean
+all: examples
+
+$(BUILD):
+	@mkdir -p $(BUILD)
+
+deps:
+	@sh scripts/deps.sh
+
+include tests/tests.mk
+include bench/bench.mk
+include examples/examples.mk
+
+install:
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 hooks.h train.h $(DESTDIR)$(PREFIX)/include/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define HOOKS_VERSION_STRING "\(.*\)"/\1/p' hooks.h)|' \
+	    scripts/hooks.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hooks.pc
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs what the build and tests need, only when something is missing.
+# Needed: a C compiler, make, stb_ds.h (libstb-dev), cmocka, valgrind, clang with libFuzzer (libclang-rt-14-dev).
+missing=""
+[ -f /usr/include/stb/stb_ds.h ]      || missing="$missing libstb-dev"
+[ -f /usr/include/cmocka.h ]          || missing="$missing libcmocka-dev"
+command -v valgrind >/dev/null 2>&1   || missing="$missing valgrind"
+command -v clang >/dev/null 2>&1      || missing="$missing clang"
+command -v g++ >/dev/null 2>&1        || missing="$missing g++"
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-14-dev"
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing"
+if [ "$(id -u)" != 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO=sudo
+  else
+    echo "deps: missing packages:$missing" >&2
+    echo "deps: run as root, or:  sudo apt-get install$missing" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq && $SUDO apt-get install -y -qq $missing >/dev/null || {
+  echo "deps: apt-get install$missing failed" >&2; exit 1; }
