@@ -16,8 +16,13 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -I. -I$(STB_INC)
 LDLIBS  := -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-.PHONY: all deps test bench examples demo install clean
+.PHONY: all deps test test-all bench bench-all examples demo install clean
 all: examples
+
+# Each area's fragment appends its targets to TEST_TARGETS, BENCH_TARGETS and EXAMPLES.
+TEST_TARGETS  :=
+BENCH_TARGETS :=
+EXAMPLES      :=
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -25,9 +30,24 @@ $(BUILD):
 deps:
 	@sh scripts/deps.sh
 
-include tests/tests.mk
+include tests/hooks.mk
+include tests/train.mk
 include bench/bench.mk
 include examples/examples.mk
+include examples/train_examples.mk
+include bench/train_bench.mk
+
+# deps first, then everything else (a fresh machine may lack the compilers and libraries).
+test: deps
+	@$(MAKE) --no-print-directory test-all
+test-all: $(TEST_TARGETS)
+	@echo "make test: all passed"
+
+bench: deps
+	@$(MAKE) --no-print-directory bench-all
+bench-all: $(BENCH_TARGETS)
+
+examples: $(EXAMPLES)
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -1,0 +1,1 @@
+# owned by its area; see the top Makefile
