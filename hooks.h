@@ -412,3 +412,1297 @@ HOOKS_API hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx);
 }
 #endif
 #endif /* HOOKS_H */
+
+/* =============================================================================================
+   IMPLEMENTATION
+   ============================================================================================= */
+#ifdef HOOKS_IMPLEMENTATION
+#ifndef HOOKS__IMPLEMENTED
+#define HOOKS__IMPLEMENTED
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HOOKS_ASSERT
+#  include <assert.h>
+#  define HOOKS_ASSERT(c) assert(c)
+#endif
+#if defined(HOOKS_REALLOC) != defined(HOOKS_FREE)
+#  error "hooks.h: define both HOOKS_REALLOC and HOOKS_FREE, or neither"
+#endif
+#ifndef HOOKS_REALLOC
+#  define HOOKS_REALLOC(p, n) realloc((p), (n))
+#  define HOOKS_FREE(p) free(p)
+#endif
+#ifndef HOOKS_STB_DS_INCLUDE
+#  define HOOKS_STB_DS_INCLUDE <stb/stb_ds.h>
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#  define HK__COLD __attribute__((noinline, cold))
+#else
+#  define HK__COLD
+#endif
+#ifdef HOOKS_STATIC
+#  define HK__DEF static
+#else
+#  define HK__DEF
+#endif
+
+/* stb_ds grows its maps without checking realloc for NULL, so hooks.h routes its allocations here.
+   Everything hooks.h allocates itself is checked and reported as HK_ERR_NOMEM; a failure inside
+   stb_ds (a name or metric map growing) cannot be unwound, so it is reported and aborts. */
+static void *hk__stb_realloc(void *p, size_t n) {
+  void *q = HOOKS_REALLOC(p, n);
+  if (!q && n) {
+    fprintf(stderr, "hooks.h: out of memory growing an stb_ds map (%lu bytes)\n", (unsigned long)n);
+    abort();
+  }
+  return q;
+}
+#ifndef STBDS_REALLOC
+#  define STBDS_REALLOC(c, p, n) hk__stb_realloc((p), (n))
+#  define STBDS_FREE(c, p) HOOKS_FREE(p)
+#endif
+#ifndef HOOKS_NO_STB_DS_IMPL
+#  define STB_DS_IMPLEMENTATION
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#  pragma GCC diagnostic push
+#  pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#  pragma GCC diagnostic ignored "-Wsign-compare"
+#endif
+#include HOOKS_STB_DS_INCLUDE
+#if defined(__GNUC__) || defined(__clang__)
+#  pragma GCC diagnostic pop
+#endif
+
+/* ---- private types ------------------------------------------------------------------------- */
+enum { HK__F_OFF = 1, HK__F_FILTER = 2, HK__F_TRACE = 4 }; /* hook flags: any set -> slow path */
+
+typedef struct hk__reg hk__reg;
+
+/* One (registration, event) pair. Lives as long as its registration; dispatch lists point here. */
+typedef struct hk__hook {
+  hk_fn fn;
+  void *user;
+  hk_handle id;
+  unsigned char flags;
+  int event;
+  int64_t calls;         /* times the event reached this hook (HK_COUNT_CALLS) */
+  int fired;             /* once_at already happened */
+  hk__reg *owner;
+} hk__hook;
+
+/* One registration: a single function or a whole callback. */
+struct hk__reg {
+  hk_handle id;
+  int seq;               /* registration order, the last sort key */
+  char *name;
+  hk_opts opts;
+  int has_filter;
+  int enabled, dead, failures;
+  int is_callback;
+  hk_callback cb;
+  hk__hook *hooks;       /* one per event this registration listens to */
+  int n_hooks;
+};
+
+typedef struct hk__factory {
+  hk_param params[HK_SPEC_MAX_ARGS];
+  int n_params;
+  hk_factory_fn make;
+  void *user;
+  const char *doc;
+} hk__factory;
+
+typedef struct hk__metric {
+  double value;
+  int has_value;
+  double (*fn)(const hk_ctx *ctx, void *user); /* lazy source, or NULL */
+  void *user;
+  uint64_t seq;          /* dispatch in which value was computed */
+} hk__metric;
+
+typedef struct { char *key; hk__metric value; } hk__metric_entry;
+typedef struct { char *key; hk_handle value; } hk__name_entry;
+typedef struct { char *key; hk__factory value; } hk__factory_entry;
+
+typedef struct hk__state {
+  hk_desc desc;
+  hk__reg **regs;        /* in registration order */
+  int n_regs, cap_regs;
+  hk__hook **lists[HK_MAX_EVENTS]; /* per event: enabled hooks in run order (capacity desc.max_hooks) */
+  int n_list[HK_MAX_EVENTS];
+  int n_events;          /* built-in + user-defined */
+  char *user_names[HK_MAX_EVENTS];
+  int user_flags[HK_MAX_EVENTS];
+  hk__name_entry *names;
+  hk__factory_entry *factories;
+  hk_handle next_id;
+  int next_seq;
+  int depth;             /* dispatches in progress; structural changes wait until it is 0 */
+  int dirty;
+  hk_trace_mode trace;
+  FILE *trace_out;
+  int trace_depth;
+  char err[512];
+  char fatal[512];       /* ctx->error after a fatal hook failure */
+} hk__state;
+
+/* ---- tables generated from the X-macros ----------------------------------------------------- */
+static const char *const hk__event_names[] = {
+#define HK__X(NAME, name, phase, pairing, signals, doc) #name,
+  HK_EVENTS(HK__X)
+#undef HK__X
+};
+static const char *const hk__event_docs[] = {
+#define HK__X(NAME, name, phase, pairing, signals, doc) doc,
+  HK_EVENTS(HK__X)
+#undef HK__X
+};
+static const int hk__event_pairing[] = {
+#define HK__X(NAME, name, phase, pairing, signals, doc) pairing,
+  HK_EVENTS(HK__X)
+#undef HK__X
+};
+static const hk_signal hk__event_signals[] = {
+#define HK__X(NAME, name, phase, pairing, signals, doc) signals,
+  HK_EVENTS(HK__X)
+#undef HK__X
+};
+static const char *const hk__signal_names[] = {
+#define HK__X(sym, name, doc) #name,
+  HK_SIGNALS(HK__X)
+#undef HK__X
+};
+static const char *const hk__signal_docs[] = {
+#define HK__X(sym, name, doc) doc,
+  HK_SIGNALS(HK__X)
+#undef HK__X
+};
+
+/* ---- small helpers -------------------------------------------------------------------------- */
+static void *hk__alloc(size_t n) { return HOOKS_REALLOC(NULL, n ? n : 1); }
+
+static char *hk__strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = (char *)hk__alloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+static hk_err hk__fail_with(hk__state *s, hk_err code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+static void hk__log(hk__state *s, const char *fmt, ...) {
+  char msg[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (s->desc.log) s->desc.log(msg, s->desc.log_user);
+  else fprintf(stderr, "hooks: %s\n", msg);
+}
+
+static int hk__is_ident(const char *s) {
+  if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
+  for (; *s; s++) if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '.')) return 0;
+  return 1;
+}
+
+static hk__reg *hk__find_reg(const hk__state *s, hk_handle h) {
+  int i;
+  for (i = 0; i < s->n_regs; i++)
+    if (s->regs[i]->id == h && !s->regs[i]->dead) return s->regs[i];
+  return NULL;
+}
+
+/* ---- names, docs, flags ------------------------------------------------------------------------ */
+HK__DEF const char *hk_event_name(const hk_registry *reg, int event) {
+  if (event >= 0 && event < HK_EVENT_COUNT) return hk__event_names[event];
+  if (reg && event >= HK_EVENT_COUNT && event < reg->hk__s->n_events) return reg->hk__s->user_names[event];
+  return NULL;
+}
+HK__DEF const char *hk_event_doc(int event) {
+  return (event >= 0 && event < HK_EVENT_COUNT) ? hk__event_docs[event] : NULL;
+}
+HK__DEF int hk_event_flags(const hk_registry *reg, int event) {
+  if (event >= 0 && event < HK_EVENT_COUNT) return hk__event_pairing[event];
+  if (reg && event >= HK_EVENT_COUNT && event < reg->hk__s->n_events) return reg->hk__s->user_flags[event];
+  return 0;
+}
+HK__DEF hk_signal hk_event_honours(int event) {
+  return (event >= 0 && event < HK_EVENT_COUNT) ? hk__event_signals[event] : HK_FAIL;
+}
+HK__DEF const char *hk_signal_name(hk_signal s) {
+  return ((unsigned)s < HK_SIGNAL_COUNT) ? hk__signal_names[s] : "invalid";
+}
+HK__DEF const char *hk_signal_doc(hk_signal s) {
+  return ((unsigned)s < HK_SIGNAL_COUNT) ? hk__signal_docs[s] : "";
+}
+HK__DEF const char *hk_tier_name(hk_tier t) {
+  static const char *const n[] = { "callback", "model", "strategy" };
+  return ((unsigned)t < HK_TIER_COUNT) ? n[t] : "invalid";
+}
+HK__DEF const char *hk_stage_name(hk_stage st) {
+  static const char *const n[] = { "none", "fit", "validate", "test", "predict", "sanity_check" };
+  return ((unsigned)st <= HK_STAGE_SANITY_CHECK) ? n[st] : "invalid";
+}
+HK__DEF const char *hk_err_name(hk_err e) {
+  static const char *const n[] = { "ok", "invalid argument", "unknown event", "duplicate name", "table full",
+                                   "not found", "out of memory", "bad spec", "hook failed", "bad state" };
+  return ((unsigned)e < HK_ERR_COUNT) ? n[e] : "invalid error code";
+}
+HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
+  int i;
+  if (!name) return -1;
+  for (i = 0; i < HK_EVENT_COUNT; i++) if (!strcmp(hk__event_names[i], name)) return i;
+  if (reg) for (i = HK_EVENT_COUNT; i < reg->hk__s->n_events; i++) if (!strcmp(reg->hk__s->user_names[i], name)) return i;
+  return -1;
+}
+
+/* ---- building the per-event run lists ---------------------------------------------------------
+   Lists hold pointers to the enabled hooks of an event in run order. They are rebuilt only when no
+   dispatch is running (a running dispatch iterates a list), so changes made by hooks are deferred. */
+static int hk__rank(const hk__state *s, const hk__hook *h) {
+  const hk_opts *o = &h->owner->opts;
+  if (o->monitor && (hk_event_flags(NULL, h->event) & HK_MONITOR_LAST)) return 2 * HK_TIER_MODEL + 1;
+  (void)s;
+  return 2 * (int)o->tier;
+}
+
+static int hk__runs_before(const hk__state *s, const hk__hook *a, const hk__hook *b) {
+  int ra = hk__rank(s, a), rb = hk__rank(s, b);
+  if (ra != rb) return ra < rb;
+  if (a->owner->opts.order != b->owner->opts.order) return a->owner->opts.order < b->owner->opts.order;
+  return a->owner->seq < b->owner->seq;
+}
+
+static unsigned char hk__hook_flags(const hk__state *s, const hk__hook *h) {
+  return (unsigned char)((h->owner->has_filter ? HK__F_FILTER : 0) | (s->trace ? HK__F_TRACE : 0));
+}
+
+static void hk__free_reg(hk__reg *r) {
+  if (r->is_callback && r->cb.destroy) r->cb.destroy(r->cb.user);
+  HOOKS_FREE(r->name);
+  HOOKS_FREE(r->hooks);
+  HOOKS_FREE(r);
+}
+
+static void hk__rebuild(hk_registry *reg) {
+  hk__state *s = reg->hk__s;
+  int e, i, j, k, kept = 0;
+  HOOKS_ASSERT(s->depth == 0);
+  /* drop removed registrations (their destroy runs now, when none of their hooks is running) */
+  for (i = 0; i < s->n_regs; i++) {
+    if (s->regs[i]->dead) hk__free_reg(s->regs[i]);
+    else s->regs[kept++] = s->regs[i];
+  }
+  s->n_regs = kept;
+  for (e = 0; e < s->n_events; e++) s->n_list[e] = 0;
+  for (i = 0; i < s->n_regs; i++) {
+    hk__reg *r = s->regs[i];
+    if (!r->enabled) continue;
+    for (j = 0; j < r->n_hooks; j++) {
+      hk__hook *h = &r->hooks[j];
+      hk__hook **list = s->lists[h->event];
+      int n = s->n_list[h->event]++;
+      h->flags = hk__hook_flags(s, h);
+      /* insertion sort: lists are short and nearly sorted already */
+      for (k = n; k > 0 && hk__runs_before(s, h, list[k - 1]); k--) list[k] = list[k - 1];
+      list[k] = h;
+    }
+  }
+  for (e = 0; e < s->n_events; e++) {
+    if (s->desc.reverse_end_events && (hk_event_flags(reg, e) & HK_CLOSES)) {
+      hk__hook **l = s->lists[e];
+      for (i = 0, j = s->n_list[e] - 1; i < j; i++, j--) { hk__hook *t = l[i]; l[i] = l[j]; l[j] = t; }
+    }
+    reg->armed[e] = (unsigned char)(s->n_list[e] > 0 || s->trace != HK_TRACE_OFF);
+  }
+  s->dirty = 0;
+}
+
+/* Apply a structural change now, or after the running dispatch returns. */
+static void hk__changed(hk_registry *reg, hk__reg *r) {
+  hk__state *s = reg->hk__s;
+  if (s->depth == 0) { hk__rebuild(reg); return; }
+  if (r && (r->dead || !r->enabled)) {   /* stop it running later in the current dispatch */
+    int j;
+    for (j = 0; j < r->n_hooks; j++) r->hooks[j].flags |= HK__F_OFF;
+  }
+  s->dirty = 1;
+}
+
+/* ---- registry ------------------------------------------------------------------------------- */
+static hk_trace_mode hk__trace_from_env(hk__state *s) {
+  const char *v = getenv("HOOKS_TRACE");
+  if (!v || !*v || !strcmp(v, "0") || !strcmp(v, "off")) return HK_TRACE_OFF;
+  if (!strcmp(v, "tree") || !strcmp(v, "1")) return HK_TRACE_TREE;
+  if (!strcmp(v, "lines")) return HK_TRACE_LINES;
+  hk__log(s, "warning: HOOKS_TRACE='%s' is not valid; use tree (or 1), lines, or 0; tracing stays off", v);
+  return HK_TRACE_OFF;
+}
+
+HK__DEF hk_registry *hk_create(const hk_desc *desc) {
+  hk_registry *reg = (hk_registry *)hk__alloc(sizeof *reg);
+  hk__state *s = (hk__state *)hk__alloc(sizeof *s);
+  if (!reg || !s) { HOOKS_FREE(reg); HOOKS_FREE(s); return NULL; }
+  memset(reg, 0, sizeof *reg);
+  memset(s, 0, sizeof *s);
+  reg->hk__s = s;
+  if (desc) s->desc = *desc;
+  if (s->desc.max_hooks <= 0) s->desc.max_hooks = 256;
+  s->trace_out = s->desc.trace_out ? s->desc.trace_out : stderr;
+  s->n_events = HK_EVENT_COUNT;
+  s->next_id = 1;
+  stbds_sh_new_strdup(s->names);
+  stbds_sh_new_strdup(s->factories);
+  s->trace = hk__trace_from_env(s);
+  hk__rebuild(reg);
+  return reg;
+}
+
+HK__DEF void hk_destroy(hk_registry *reg) {
+  hk__state *s;
+  int i;
+  if (!reg) return;
+  s = reg->hk__s;
+  for (i = 0; i < s->n_regs; i++) hk__free_reg(s->regs[i]);
+  HOOKS_FREE(s->regs);
+  for (i = 0; i < HK_MAX_EVENTS; i++) { HOOKS_FREE(s->lists[i]); HOOKS_FREE(s->user_names[i]); }
+  stbds_shfree(s->names);
+  stbds_shfree(s->factories);
+  HOOKS_FREE(s);
+  HOOKS_FREE(reg);
+}
+
+HK__DEF const char *hk_last_error(const hk_registry *reg) {
+  return reg ? reg->hk__s->err : "the registry is NULL (hk_create returned NULL: out of memory?)";
+}
+
+static hk_err hk__check_opts(hk__state *s, const hk_opts *o, const char *name) {
+  if ((unsigned)o->tier >= HK_TIER_COUNT)
+    return hk__fail_with(s, HK_ERR_INVALID, "'%s': tier %d is not valid (HK_TIER_CALLBACK, HK_TIER_MODEL or HK_TIER_STRATEGY)", name, (int)o->tier);
+  if ((unsigned)o->on_error > HK_ON_ERROR_DISABLE)
+    return hk__fail_with(s, HK_ERR_INVALID, "'%s': on_error %d is not valid (HK_ON_ERROR_FATAL, _WARN or _DISABLE)", name, (int)o->on_error);
+  if ((unsigned)o->filter.counter > HK_COUNT_BATCH)
+    return hk__fail_with(s, HK_ERR_INVALID, "'%s': filter counter %d is not valid (HK_COUNT_CALLS, _STEP, _EPOCH or _BATCH)", name, (int)o->filter.counter);
+  if (o->filter.every < 0 || o->filter.once_at < 0 || o->filter.until < 0)
+    return hk__fail_with(s, HK_ERR_INVALID, "'%s': filter every/once_at/until must be >= 0 (0 means unused)", name);
+  if (o->max_failures < 0)
+    return hk__fail_with(s, HK_ERR_INVALID, "'%s': max_failures must be >= 0 (0 means 1)", name);
+  return HK_OK;
+}
+
+/* Common path of hk_on and hk_add_callback: validate, allocate everything, then commit. */
+static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *opts, const int *events,
+                           const hk_fn *fns, int n, void *user, const hk_callback *cb, hk_handle *out) {
+  hk__state *s = reg->hk__s;
+  hk_opts o;
+  char autoname[32];
+  hk__reg *r;
+  hk_err err;
+  int i;
+  if (out) *out = 0;
+  if (opts) o = *opts;
+  else memset(&o, 0, sizeof o);
+  if (!name) { snprintf(autoname, sizeof autoname, "hook#%d", s->next_id); name = autoname; }
+  if ((err = hk__check_opts(s, &o, name)) != HK_OK) return err;
+  if (stbds_shgeti(s->names, name) >= 0)
+    return hk__fail_with(s, HK_ERR_DUPLICATE, "a hook named '%s' is already registered (names must be unique; hk_off it first)", name);
+  if (s->n_regs >= s->desc.max_hooks)
+    return hk__fail_with(s, HK_ERR_FULL, "cannot register '%s': the registry is full (%d registrations; raise hk_desc.max_hooks)", name, s->desc.max_hooks);
+  /* allocate first, so a failure leaves the registry untouched */
+  for (i = 0; i < n; i++) {
+    if (!s->lists[events[i]]) {
+      s->lists[events[i]] = (hk__hook **)hk__alloc(sizeof(hk__hook *) * (size_t)s->desc.max_hooks);
+      if (!s->lists[events[i]]) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+    }
+  }
+  if (s->n_regs == s->cap_regs) {
+    int cap = s->cap_regs ? 2 * s->cap_regs : 16;
+    hk__reg **g = (hk__reg **)HOOKS_REALLOC(s->regs, sizeof *g * (size_t)cap);
+    if (!g) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+    s->regs = g;
+    s->cap_regs = cap;
+  }
+  r = (hk__reg *)hk__alloc(sizeof *r);
+  if (!r) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+  memset(r, 0, sizeof *r);
+  r->name = hk__strdup(name);
+  r->hooks = (hk__hook *)hk__alloc(sizeof(hk__hook) * (size_t)(n ? n : 1));
+  if (!r->name || !r->hooks) {
+    HOOKS_FREE(r->name); HOOKS_FREE(r->hooks); HOOKS_FREE(r);
+    return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+  }
+  if (!o.max_failures) o.max_failures = 1;
+  r->opts = o;
+  r->opts.name = r->name;
+  r->has_filter = o.filter.every || o.filter.once_at || o.filter.from || o.filter.until || o.filter.pred;
+  r->id = s->next_id++;
+  r->seq = s->next_seq++;
+  r->enabled = !o.disabled;
+  if (cb) { r->is_callback = 1; r->cb = *cb; }
+  r->n_hooks = n;
+  for (i = 0; i < n; i++) {
+    hk__hook *h = &r->hooks[i];
+    memset(h, 0, sizeof *h);
+    h->fn = fns[i];
+    h->user = user;
+    h->id = r->id;
+    h->event = events[i];
+    h->owner = r;
+    h->flags = HK__F_OFF; /* not yet in any list; the rebuild sets the real flags */
+  }
+  stbds_shput(s->names, r->name, r->id);
+  s->regs[s->n_regs++] = r;
+  if (out) *out = r->id;
+  hk__changed(reg, NULL);
+  return HK_OK;
+}
+
+HK__DEF hk_err hk_on(hk_registry *reg, int event, hk_fn fn, void *user, const hk_opts *opts, hk_handle *out) {
+  hk__state *s;
+  const char *name = opts && opts->name ? opts->name : "(unnamed)";
+  if (out) *out = 0;
+  if (!reg) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  if (event < 0 || event >= s->n_events)
+    return hk__fail_with(s, HK_ERR_UNKNOWN_EVENT, "cannot register '%s': event id %d does not exist (built-in events are 0..%d; "
+                         "user events %d..%d come from hk_event_define)", name, event, HK_EVENT_COUNT - 1, HK_EVENT_COUNT, s->n_events - 1);
+  if (!fn)
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register '%s' on %s: the hook function is NULL", name, hk_event_name(reg, event));
+  if (opts && opts->name && !*opts->name)
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register on %s: the name is empty (give a name or leave it NULL)", hk_event_name(reg, event));
+  return hk__register(reg, opts ? opts->name : NULL, opts, &event, &fn, 1, user, NULL, out);
+}
+
+HK__DEF hk_err hk_add_callback(hk_registry *reg, const hk_callback *cb, const hk_opts *opts, hk_handle *out) {
+  int events[HK_EVENT_COUNT];
+  hk_fn fns[HK_EVENT_COUNT];
+  int n = 0;
+  if (out) *out = 0;
+  if (!reg) return HK_ERR_INVALID;
+  if (!cb) return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "hk_add_callback: the callback is NULL");
+  if (!cb->name || !*cb->name)
+    return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "hk_add_callback: the callback has no name (set .name; it is also its state key)");
+#define HK__X(NAME, field, phase, pairing, signals, doc) \
+  if (cb->field) { events[n] = HK_##NAME; fns[n] = cb->field; n++; }
+  HK_EVENTS(HK__X)
+#undef HK__X
+  if (n == 0 && !cb->save_state && !cb->load_state)
+    return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "callback '%s' has no event functions and no state functions: nothing to register", cb->name);
+  if (!cb->save_state != !cb->load_state)
+    return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "callback '%s' has only one of save_state/load_state; give both or neither", cb->name);
+  return hk__register(reg, cb->name, opts, events, fns, n, cb->user, cb, out);
+}
+
+static hk_err hk__lookup(hk_registry *reg, hk_handle h, hk__reg **out) {
+  if (!reg) return HK_ERR_INVALID;
+  *out = hk__find_reg(reg->hk__s, h);
+  if (!*out) return hk__fail_with(reg->hk__s, HK_ERR_NOT_FOUND, "handle %d is not a live registration (already removed, or never returned by hk_on/hk_add_callback)", h);
+  return HK_OK;
+}
+
+HK__DEF hk_err hk_off(hk_registry *reg, hk_handle h) {
+  hk__reg *r;
+  hk_err err = hk__lookup(reg, h, &r);
+  if (err) return err;
+  stbds_shdel(reg->hk__s->names, r->name);
+  r->dead = 1;
+  hk__changed(reg, r);
+  return HK_OK;
+}
+
+static hk_err hk__set_enabled(hk_registry *reg, hk_handle h, int on) {
+  hk__reg *r;
+  hk_err err = hk__lookup(reg, h, &r);
+  if (err) return err;
+  if (r->enabled == on) return HK_OK;
+  r->enabled = on;
+  hk__changed(reg, r);
+  return HK_OK;
+}
+HK__DEF hk_err hk_enable(hk_registry *reg, hk_handle h) { return hk__set_enabled(reg, h, 1); }
+HK__DEF hk_err hk_disable(hk_registry *reg, hk_handle h) { return hk__set_enabled(reg, h, 0); }
+
+HK__DEF hk_handle hk_find(const hk_registry *reg, const char *name) {
+  if (!reg || !name) return 0;
+  return stbds_shgeti(reg->hk__s->names, name) >= 0 ? stbds_shget(reg->hk__s->names, name) : 0;
+}
+HK__DEF int hk_is_enabled(const hk_registry *reg, hk_handle h) {
+  const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
+  return r ? r->enabled : 0;
+}
+HK__DEF int hk_count(const hk_registry *reg, int event) {
+  if (!reg || event < 0 || event >= reg->hk__s->n_events) return 0;
+  return reg->hk__s->n_list[event];
+}
+
+HK__DEF hk_err hk_event_define(hk_registry *reg, const char *name, int pairing, int *out_id) {
+  hk__state *s;
+  int id;
+  if (out_id) *out_id = -1;
+  if (!reg) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  if (!hk__is_ident(name) || strlen(name) > 63)
+    return hk__fail_with(s, HK_ERR_INVALID, "event name '%s' is not valid (letters, digits, '_' and '.', starting with a letter or '_', at most 63 chars)", name ? name : "(null)");
+  if (pairing & ~(HK_OPENS | HK_CLOSES | HK_MONITOR_LAST) || (pairing & HK_OPENS && pairing & HK_CLOSES))
+    return hk__fail_with(s, HK_ERR_INVALID, "event '%s': pairing %d is not valid (0, HK_OPENS or HK_CLOSES, optionally | HK_MONITOR_LAST)", name, pairing);
+  if (hk_event_find(reg, name) >= 0)
+    return hk__fail_with(s, HK_ERR_DUPLICATE, "event '%s' already exists", name);
+  if (s->n_events >= HK_MAX_EVENTS)
+    return hk__fail_with(s, HK_ERR_FULL, "cannot define event '%s': all %d event ids are used (raise HK_MAX_EVENTS)", name, HK_MAX_EVENTS);
+  id = s->n_events;
+  if (!(s->user_names[id] = hk__strdup(name))) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory defining event '%s'", name);
+  s->user_flags[id] = pairing;
+  s->n_events++;
+  reg->armed[id] = (unsigned char)(s->trace != HK_TRACE_OFF);
+  if (out_id) *out_id = id;
+  return HK_OK;
+}
+
+/* ---- trace -------------------------------------------------------------------------------------- */
+HK__DEF void hk_trace(hk_registry *reg, hk_trace_mode mode, FILE *out) {
+  if (!reg) return;
+  if ((unsigned)mode > HK_TRACE_LINES) mode = HK_TRACE_OFF;
+  reg->hk__s->trace = mode;
+  reg->hk__s->trace_depth = 0;
+  if (out) reg->hk__s->trace_out = out;
+  hk__changed(reg, NULL);
+}
+
+static void hk__trace_indent(hk__state *s, int depth) {
+  int i;
+  for (i = 0; i < depth; i++) fputs("\xe2\x94\x82   ", s->trace_out);  /* "│   " */
+  fputs("\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80 ", s->trace_out);       /* "├── " */
+}
+
+static void hk__trace_event(hk_registry *reg, int event, const hk_ctx *ctx) {
+  hk__state *s = reg->hk__s;
+  if (s->trace != HK_TRACE_TREE) return;
+  if ((hk_event_flags(reg, event) & HK_CLOSES) && s->trace_depth > 0) s->trace_depth--;
+  hk__trace_indent(s, s->trace_depth);
+  if (event == HK_SETUP || event == HK_TEARDOWN) fprintf(s->trace_out, "%s(stage=%s)\n", hk_event_name(reg, event), hk_stage_name(ctx->stage));
+  else fprintf(s->trace_out, "%s()\n", hk_event_name(reg, event));
+}
+
+static void hk__trace_hook(hk_registry *reg, const hk__hook *h) {
+  hk__state *s = reg->hk__s;
+  const char *tier = hk_tier_name(h->owner->opts.tier);
+  if (s->trace == HK_TRACE_LINES) {
+    fprintf(s->trace_out, "%s %s %s\n", hk_event_name(reg, h->event), tier, h->owner->name);
+  } else {
+    hk__trace_indent(s, s->trace_depth + 1);
+    fprintf(s->trace_out, "[%s] %s\n", tier, h->owner->name);
+  }
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------------ */
+static int64_t hk__counter(const hk__hook *h, const hk_ctx *ctx) {
+  switch (h->owner->opts.filter.counter) {
+  case HK_COUNT_STEP: return ctx->global_step;
+  case HK_COUNT_EPOCH: return ctx->epoch;
+  case HK_COUNT_BATCH: return ctx->batch_idx;
+  default: return h->calls;
+  }
+}
+
+/* The slow path of a hook whose flags are set: removed or disabled mid-dispatch, filtered, traced. */
+static HK__COLD int hk__admit(hk_registry *reg, hk__hook *h, hk_ctx *ctx) {
+  const hk_filter *f = &h->owner->opts.filter;
+  if (h->flags & HK__F_OFF) return 0;
+  if (h->flags & HK__F_FILTER) {
+    int64_t c;
+    h->calls++;
+    c = hk__counter(h, ctx);
+    if (f->once_at && (h->fired || c != f->once_at)) return 0;
+    if (f->every && c % f->every != 0) return 0;
+    if (c < f->from) return 0;
+    if (f->until && c >= f->until) return 0;
+    if (f->pred && !f->pred(ctx, f->pred_user)) return 0;
+    if (f->once_at) h->fired = 1;
+  }
+  if (h->flags & HK__F_TRACE) hk__trace_hook(reg, h);
+  return 1;
+}
+
+/* A hook returned something other than HK_CONTINUE: combine it, or apply the error policy. */
+static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx, hk_signal r, hk_signal out) {
+  hk__state *s = reg->hk__s;
+  hk__reg *o = h->owner;
+  char why[300];
+  if ((unsigned)r < HK_FAIL) return r > out ? r : out;
+  if (r == HK_FAIL) snprintf(why, sizeof why, "%s", ctx->message[0] ? ctx->message : "(no message; use hk_fail)");
+  else snprintf(why, sizeof why, "returned %d, which is not a hk_signal (valid: 0..%d)", (int)r, HK_FAIL);
+  ctx->message[0] = 0;
+  o->failures++;
+  if (o->opts.on_error == HK_ON_ERROR_FATAL) {
+    hk__log(s, "error: hook '%s' (%s) failed in %s: %s", o->name, hk_tier_name(o->opts.tier), hk_event_name(reg, h->event), why);
+    if (out != HK_FAIL) {  /* the first fatal failure of a dispatch is the one reported to the trainer */
+      snprintf(s->fatal, sizeof s->fatal, "hook '%s' failed in %s: %s", o->name, hk_event_name(reg, h->event), why);
+      ctx->error = s->fatal;
+    }
+    return HK_FAIL;
+  }
+  hk__log(s, "warning: hook '%s' (%s) failed in %s: %s (failure %d; continuing)", o->name,
+          hk_tier_name(o->opts.tier), hk_event_name(reg, h->event), why, o->failures);
+  if (o->opts.on_error == HK_ON_ERROR_DISABLE && o->failures >= o->opts.max_failures && o->enabled) {
+    hk__log(s, "warning: hook '%s' disabled after %d failure(s)", o->name, o->failures);
+    o->enabled = 0;
+    hk__changed(reg, o);
+  }
+  return out;
+}
+
+HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx) {
+  hk__state *s = reg->hk__s;
+  hk_ctx scratch;
+  hk__hook **list;
+  hk_signal out = HK_CONTINUE;
+  int i, n, outer_event;
+  hk_handle outer_self;
+  if (!ctx) { memset(&scratch, 0, sizeof scratch); ctx = &scratch; }
+  if (event < 0 || event >= s->n_events) {
+    hk__log(s, "error: HK_FIRE with event id %d, which does not exist (0..%d)", event, s->n_events - 1);
+    return HK_CONTINUE;
+  }
+  outer_event = ctx->event;
+  outer_self = ctx->self;
+  ctx->reg = reg;
+  ctx->event = event;
+  ctx->message[0] = 0;
+  ctx->hk__seq++;
+  s->depth++;
+  if (s->trace) hk__trace_event(reg, event, ctx);
+  list = s->lists[event];
+  n = s->n_list[event];
+  for (i = 0; i < n; i++) {
+    hk__hook *h = list[i];
+    hk_signal r;
+    if (h->flags && !hk__admit(reg, h, ctx)) continue;
+    ctx->self = h->id;
+    r = h->fn(ctx, h->user);
+    if (r != HK_CONTINUE) out = hk__settle(reg, h, ctx, r, out);
+  }
+  if (s->trace == HK_TRACE_TREE && (hk_event_flags(reg, event) & HK_OPENS)) s->trace_depth++;
+  s->depth--;
+  ctx->event = outer_event;
+  ctx->self = outer_self;
+  if (s->depth == 0 && s->dirty) hk__rebuild(reg);
+  return out;
+}
+
+/* ---- inside hooks --------------------------------------------------------------------------------- */
+HK__DEF hk_signal hk_fail(hk_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  if (!ctx) return HK_FAIL;
+  va_start(ap, fmt);
+  vsnprintf(ctx->message, sizeof ctx->message, fmt ? fmt : "(no message)", ap);
+  va_end(ap);
+  return HK_FAIL;
+}
+
+HK__DEF void hk_request(hk_ctx *ctx, unsigned request) { if (ctx) ctx->requests |= request; }
+
+HK__DEF const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char *name) {
+  int i;
+  if (!t || !name) return NULL;
+  for (i = 0; i < n; i++) if (t[i].name && !strcmp(t[i].name, name)) return &t[i];
+  return NULL;
+}
+
+/* ---- metrics ------------------------------------------------------------------------------------ */
+static hk__metric *hk__metric_slot(hk_ctx *ctx, const char *name) {
+  hk__metric_entry *m = (hk__metric_entry *)ctx->hk__metrics;
+  ptrdiff_t i;
+  if (!m) {
+    stbds_sh_new_strdup(m);
+    ctx->hk__metrics = m;
+  }
+  i = stbds_shgeti(m, name);
+  if (i < 0) {
+    hk__metric zero;
+    memset(&zero, 0, sizeof zero);
+    stbds_shput(m, name, zero);
+    ctx->hk__metrics = m;
+    i = stbds_shgeti(m, name);
+  }
+  return &m[i].value;
+}
+
+HK__DEF hk_err hk_metric_set(hk_ctx *ctx, const char *name, double value) {
+  hk__metric *v;
+  if (!ctx || !name || !*name) return HK_ERR_INVALID;
+  v = hk__metric_slot(ctx, name);
+  v->value = value;
+  v->has_value = 1;
+  v->seq = ctx->hk__seq;
+  return HK_OK;
+}
+
+HK__DEF hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const hk_ctx *, void *), void *user) {
+  hk__metric *v;
+  if (!ctx || !name || !*name || !fn) return HK_ERR_INVALID;
+  v = hk__metric_slot(ctx, name);
+  v->fn = fn;
+  v->user = user;
+  v->has_value = 0;
+  return HK_OK;
+}
+
+/* A lazy value is computed on first request in a dispatch and reused until the next dispatch. */
+static double hk__metric_read(hk_ctx *ctx, hk__metric *v) {
+  if (v->fn && (!v->has_value || v->seq != ctx->hk__seq)) {
+    v->value = v->fn(ctx, v->user);
+    v->has_value = 1;
+    v->seq = ctx->hk__seq;
+  }
+  return v->value;
+}
+
+HK__DEF int hk_metric_get(hk_ctx *ctx, const char *name, double *value) {
+  hk__metric_entry *m;
+  ptrdiff_t i;
+  if (!ctx || !name || !ctx->hk__metrics) return 0;
+  m = (hk__metric_entry *)ctx->hk__metrics;
+  i = stbds_shgeti(m, name);
+  if (i < 0 || (!m[i].value.has_value && !m[i].value.fn)) return 0;
+  if (value) *value = hk__metric_read(ctx, &m[i].value);
+  else hk__metric_read(ctx, &m[i].value);
+  return 1;
+}
+
+HK__DEF int hk_metric_count(const hk_ctx *ctx) {
+  return (ctx && ctx->hk__metrics) ? (int)stbds_shlen((hk__metric_entry *)ctx->hk__metrics) : 0;
+}
+
+HK__DEF const char *hk_metric_at(hk_ctx *ctx, int i, double *value) {
+  hk__metric_entry *m;
+  if (i < 0 || i >= hk_metric_count(ctx)) return NULL;
+  m = (hk__metric_entry *)ctx->hk__metrics;
+  if (value) *value = hk__metric_read(ctx, &m[i].value);
+  return m[i].key;
+}
+
+HK__DEF void hk_metric_clear(hk_ctx *ctx) {
+  hk__metric_entry *m, *keep = NULL;
+  ptrdiff_t i;
+  if (!ctx || !ctx->hk__metrics) return;
+  m = (hk__metric_entry *)ctx->hk__metrics;
+  stbds_sh_new_strdup(keep);
+  for (i = 0; i < stbds_shlen(m); i++) {
+    if (m[i].value.fn) {
+      hk__metric v = m[i].value;
+      v.has_value = 0;
+      stbds_shput(keep, m[i].key, v);
+    }
+  }
+  stbds_shfree(m);
+  ctx->hk__metrics = keep;
+}
+
+HK__DEF void hk_ctx_free(hk_ctx *ctx) {
+  hk__metric_entry *m;
+  if (!ctx || !ctx->hk__metrics) return;
+  m = (hk__metric_entry *)ctx->hk__metrics;
+  stbds_shfree(m);
+  ctx->hk__metrics = NULL;
+}
+
+/* ---- callback state -------------------------------------------------------------------------------- */
+HK__DEF int hk_bytes_put(hk_bytes *b, const void *data, size_t n) {
+  if (!b || b->failed) return -1;
+  if (b->len + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    unsigned char *g;
+    while (cap < b->len + n) cap *= 2;
+    g = (unsigned char *)HOOKS_REALLOC(b->data, cap);
+    if (!g) { b->failed = 1; return -1; }
+    b->data = g;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->data + b->len, data, n);
+  b->len += n;
+  return 0;
+}
+
+HK__DEF void hk_bytes_free(hk_bytes *b) {
+  if (!b) return;
+  HOOKS_FREE(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+HK__DEF int hk_read(hk_reader *r, void *dst, size_t n) {
+  if (!r || r->pos > r->len || r->len - r->pos < n) return -1;
+  if (n) memcpy(dst, r->data + r->pos, n);
+  r->pos += n;
+  return 0;
+}
+
+HK__DEF hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user) {
+  hk__state *s;
+  int i;
+  if (!reg || !sink) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  for (i = 0; i < s->n_regs; i++) {
+    hk__reg *r = s->regs[i];
+    hk_bytes b;
+    hk_err err;
+    if (r->dead || !r->is_callback || !r->cb.save_state) continue;
+    memset(&b, 0, sizeof b);
+    if (r->cb.save_state(r->cb.user, &b) != 0 || b.failed) {
+      hk_bytes_free(&b);
+      return hk__fail_with(s, HK_ERR_STATE, "callback '%s' failed to save its state%s", r->name, b.failed ? " (out of memory)" : "");
+    }
+    err = sink(r->name, b.data, b.len, user);
+    hk_bytes_free(&b);
+    if (err) return err;
+  }
+  return HK_OK;
+}
+
+HK__DEF hk_err hk_state_load(hk_registry *reg, const char *key, const void *data, size_t len) {
+  hk__reg *r;
+  hk_reader rd;
+  if (!reg || !key || (!data && len)) return HK_ERR_INVALID;
+  r = hk__find_reg(reg->hk__s, hk_find(reg, key));
+  if (!r || !r->is_callback || !r->cb.load_state)
+    return hk__fail_with(reg->hk__s, HK_ERR_NOT_FOUND, "no registered callback named '%s' loads state; its saved state is ignored", key);
+  rd.data = (const unsigned char *)data;
+  rd.len = len;
+  rd.pos = 0;
+  if (r->cb.load_state(r->cb.user, &rd) != 0)
+    return hk__fail_with(reg->hk__s, HK_ERR_STATE, "callback '%s' rejected its saved state (%lu bytes)", key, (unsigned long)len);
+  return HK_OK;
+}
+
+/* ---- factories and spec strings -------------------------------------------------------------------- */
+typedef struct hk__span { const char *p; int n; int pos; } hk__span;  /* pos: byte offset in the spec */
+
+typedef struct hk__item {
+  hk__span name;
+  hk__factory *factory;
+  hk_args args;
+} hk__item;
+
+typedef struct hk__parser {
+  hk__state *s;
+  const char *spec, *p;
+  char *values;          /* unescaped values, NUL-separated; never longer than the spec */
+  size_t vlen;
+  hk__item *items;
+  int n_items, cap_items;
+} hk__parser;
+
+static void hk__where(const char *spec, int pos, int *line, int *col) {
+  int i;
+  *line = 1;
+  *col = 1;
+  for (i = 0; i < pos && spec[i]; i++) {
+    if (spec[i] == '\n') { (*line)++; *col = 1; }
+    else (*col)++;
+  }
+}
+
+static hk_err hk__spec_error(hk__parser *ps, int pos, const char *fmt, ...) {
+  char what[400];
+  int line, col;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  hk__where(ps->spec, pos, &line, &col);
+  return hk__fail_with(ps->s, HK_ERR_SPEC, "spec error at %d:%d: %s", line, col, what);
+}
+
+/* Edit distance, for "did you mean" suggestions (names are short). */
+static int hk__distance(const char *a, int na, const char *b) {
+  int nb = (int)strlen(b), i, j, row[64];
+  if (na > 63 || nb > 63) return 99;
+  for (j = 0; j <= nb; j++) row[j] = j;
+  for (i = 1; i <= na; i++) {
+    int diag = row[0];
+    row[0] = i;
+    for (j = 1; j <= nb; j++) {
+      int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[nb];
+}
+
+/* " (did you mean 'x'?)" when one candidate is close, else "". */
+static const char *hk__suggest(char *buf, size_t cap, const char *word, int n, const char *const *cands, int nc) {
+  int i, best = 3, at = -1;
+  for (i = 0; i < nc; i++) {
+    int d = hk__distance(word, n, cands[i]);
+    if (d < best && d <= (n + 2) / 3 + 1) { best = d; at = i; }
+  }
+  if (at < 0) return "";
+  snprintf(buf, cap, " (did you mean '%s'?)", cands[at]);
+  return buf;
+}
+
+static void hk__list(char *buf, size_t cap, const char *const *names, int n) {
+  size_t used = 0;
+  int i;
+  buf[0] = 0;
+  if (n == 0) { snprintf(buf, cap, "(none registered)"); return; }
+  for (i = 0; i < n && used + 1 < cap; i++) used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+static void hk__skip_ws(hk__parser *ps) { while (*ps->p && isspace((unsigned char)*ps->p)) ps->p++; }
+
+static int hk__ident(hk__parser *ps, hk__span *out) {
+  const char *b = ps->p;
+  if (!(isalpha((unsigned char)*b) || *b == '_')) return 0;
+  while (isalnum((unsigned char)*ps->p) || *ps->p == '_' || *ps->p == '.') ps->p++;
+  out->p = b;
+  out->n = (int)(ps->p - b);
+  out->pos = (int)(b - ps->spec);
+  return 1;
+}
+
+static const char *hk__show(char *buf, size_t cap, const char *p) {
+  int n = 0;
+  if (!*p) return "end of spec";
+  while (p[n] && n < 12 && p[n] != '\n') n++;
+  snprintf(buf, cap, "'%.*s'", n, p);
+  return buf;
+}
+
+/* A value: a "quoted string" or a bare word. Returns its unescaped copy in ps->values. */
+static hk_err hk__value(hk__parser *ps, const char **out) {
+  char *dst = ps->values + ps->vlen, shown[32];
+  const char *b = ps->p;
+  if (*ps->p == '"') {
+    ps->p++;
+    for (;;) {
+      char c = *ps->p;
+      if (!c) return hk__spec_error(ps, (int)(b - ps->spec), "unterminated string: the '\"' here has no closing '\"'");
+      ps->p++;
+      if (c == '"') break;
+      if (c == '\\') {
+        char e = *ps->p;
+        if (e == '"' || e == '\\') c = e;
+        else if (e == 'n') c = '\n';
+        else if (e == 't') c = '\t';
+        else return hk__spec_error(ps, (int)(ps->p - ps->spec) - 1, "unknown escape '\\%c' in a string (valid: \\\" \\\\ \\n \\t)", e ? e : ' ');
+        ps->p++;
+      }
+      ps->values[ps->vlen++] = c;
+    }
+  } else {
+    while (*ps->p && !isspace((unsigned char)*ps->p) && !strchr(",;()=\"", *ps->p)) ps->values[ps->vlen++] = *ps->p++;
+    if (ps->p == b) return hk__spec_error(ps, (int)(b - ps->spec), "expected a value, found %s (quote values that contain , ; ( ) = or spaces)", hk__show(shown, sizeof shown, ps->p));
+  }
+  ps->values[ps->vlen++] = 0;
+  *out = dst;
+  return HK_OK;
+}
+
+/* Convert text to a typed argument; NULL pos (< 0) means a factory default is being checked. */
+static hk_err hk__convert(hk__parser *ps, const hk_param *prm, const char *text, int pos, const char *factory,
+                          int64_t *i, double *d) {
+  char *end;
+  const char *where = pos < 0 ? "default " : "";
+  errno = 0;
+  switch (prm->type) {
+  case HK_PARAM_INT:
+    *i = strtoll(text, &end, 10);
+    if (!*text || *end || errno == ERANGE)
+      goto bad;
+    *d = (double)*i;
+    return HK_OK;
+  case HK_PARAM_DOUBLE:
+    *d = strtod(text, &end);
+    if (!*text || *end || errno == ERANGE) goto bad;
+    return HK_OK;
+  case HK_PARAM_BOOL:
+    if (!strcmp(text, "true") || !strcmp(text, "1") || !strcmp(text, "yes") || !strcmp(text, "on")) *i = 1;
+    else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no") || !strcmp(text, "off")) *i = 0;
+    else goto bad;
+    return HK_OK;
+  case HK_PARAM_CHOICE: {
+    const char *c = prm->choices;
+    size_t n = strlen(text);
+    int k = 0;
+    while (c && *c) {
+      size_t len = strcspn(c, "|");
+      if (len == n && !strncmp(c, text, n)) { *i = k; return HK_OK; }
+      c += len + (c[len] == '|');
+      k++;
+    }
+    goto bad;
+  }
+  case HK_PARAM_STRING:
+    return HK_OK;
+  }
+bad:
+  {
+    static const char *const expect[] = { "", "an integer such as 3", "a number such as 0.001", "true or false",
+                                           "any text", "one of " };
+    if (pos < 0)
+      return hk__fail_with(ps->s, HK_ERR_INVALID, "factory '%s': %svalue '%s' for '%s' is not %s%s", factory, where, text,
+                           prm->key, expect[prm->type], prm->type == HK_PARAM_CHOICE ? prm->choices : "");
+    return hk__spec_error(ps, pos, "bad value '%s' for '%s' of '%s': expected %s%s", text, prm->key, factory,
+                          expect[prm->type], prm->type == HK_PARAM_CHOICE ? prm->choices : "");
+  }
+}
+
+static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
+  char shown[32], sugg[96], list[512];
+  const char *keys[HK_SPEC_MAX_ARGS];
+  hk__factory_entry *fe = ps->s->factories;
+  const char *names[64];
+  char fname[64];
+  int k, nf = 0, open_pos;
+  ptrdiff_t fi;
+  memset(it, 0, sizeof *it);
+  if (!hk__ident(ps, &it->name))
+    return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected a callback name, found %s", hk__show(shown, sizeof shown, ps->p));
+  for (fi = 0; fi < stbds_shlen(fe) && nf < 64; fi++) names[nf++] = fe[fi].key;
+  snprintf(fname, sizeof fname, "%.*s", it->name.n < 63 ? it->name.n : 63, it->name.p);
+  fi = it->name.n < 63 ? stbds_shgeti(ps->s->factories, fname) : -1;
+  if (fi < 0) {
+    hk__list(list, sizeof list, names, nf);
+    return hk__spec_error(ps, it->name.pos, "unknown callback '%.*s'%s; known: %s", it->name.n, it->name.p,
+                          hk__suggest(sugg, sizeof sugg, it->name.p, it->name.n, names, nf), list);
+  }
+  it->factory = &ps->s->factories[fi].value;
+  it->args.factory = ps->s->factories[fi].key;
+  for (k = 0; k < it->factory->n_params; k++) keys[k] = it->factory->params[k].key;
+  hk__skip_ws(ps);
+  if (*ps->p == '(') {
+    open_pos = (int)(ps->p - ps->spec);
+    ps->p++;
+    hk__skip_ws(ps);
+    if (*ps->p == ')') ps->p++;
+    else for (;;) {
+      hk__span key;
+      const char *text;
+      int slot = -1;
+      hk_err err;
+      if (!hk__ident(ps, &key)) {
+        if (!*ps->p) return hk__spec_error(ps, open_pos, "unclosed '(' for '%s'", it->args.factory);
+        return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected a key of '%s', found %s", it->args.factory, hk__show(shown, sizeof shown, ps->p));
+      }
+      for (k = 0; k < it->factory->n_params; k++)
+        if ((int)strlen(keys[k]) == key.n && !strncmp(keys[k], key.p, (size_t)key.n)) slot = k;
+      if (slot < 0) {
+        hk__list(list, sizeof list, keys, it->factory->n_params);
+        return hk__spec_error(ps, key.pos, "unknown key '%.*s' for '%s'%s; valid keys: %s", key.n, key.p, it->args.factory,
+                              hk__suggest(sugg, sizeof sugg, key.p, key.n, keys, it->factory->n_params), list);
+      }
+      if (it->args.v[slot].given) return hk__spec_error(ps, key.pos, "key '%s' is given twice for '%s'", keys[slot], it->args.factory);
+      hk__skip_ws(ps);
+      if (*ps->p != '=') return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected '=' after key '%s', found %s", keys[slot], hk__show(shown, sizeof shown, ps->p));
+      ps->p++;
+      hk__skip_ws(ps);
+      k = (int)(ps->p - ps->spec);
+      if ((err = hk__value(ps, &text)) != HK_OK) return err;
+      it->args.v[slot].given = 1;
+      it->args.v[slot].s = text;
+      if ((err = hk__convert(ps, &it->factory->params[slot], text, k, it->args.factory, &it->args.v[slot].i, &it->args.v[slot].d)) != HK_OK) return err;
+      hk__skip_ws(ps);
+      if (*ps->p == ',') { ps->p++; hk__skip_ws(ps); continue; }
+      if (*ps->p == ')') { ps->p++; break; }
+      if (!*ps->p) return hk__spec_error(ps, open_pos, "unclosed '(' for '%s'", it->args.factory);
+      return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected ',' or ')' after the value of '%s', found %s", keys[slot], hk__show(shown, sizeof shown, ps->p));
+    }
+  }
+  /* fill in defaults; report every missing required key at once */
+  it->args.n = it->factory->n_params;
+  list[0] = 0;
+  for (k = 0; k < it->factory->n_params; k++) {
+    const hk_param *prm = &it->factory->params[k];
+    it->args.v[k].key = prm->key;
+    it->args.v[k].type = prm->type;
+    if (it->args.v[k].given) continue;
+    if (!prm->def) {
+      size_t used = strlen(list);
+      snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", prm->key);
+      continue;
+    }
+    it->args.v[k].s = prm->def;
+    hk__convert(ps, prm, prm->def, -1, it->args.factory, &it->args.v[k].i, &it->args.v[k].d); /* checked at hk_factory_add */
+  }
+  if (list[0]) return hk__spec_error(ps, it->name.pos, "'%s' is missing required key(s): %s", it->args.factory, list);
+  return HK_OK;
+}
+
+static hk_err hk__parse(hk__parser *ps, hk__state *s, const char *spec) {
+  memset(ps, 0, sizeof *ps);
+  ps->s = s;
+  ps->spec = ps->p = spec;
+  ps->values = (char *)hk__alloc(strlen(spec) + 1);
+  if (!ps->values) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory parsing a spec");
+  hk__skip_ws(ps);
+  while (*ps->p) {
+    char shown[32];
+    hk_err err;
+    if (ps->n_items == ps->cap_items) {
+      int cap = ps->cap_items ? 2 * ps->cap_items : 8;
+      hk__item *g = (hk__item *)HOOKS_REALLOC(ps->items, sizeof *g * (size_t)cap);
+      if (!g) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory parsing a spec");
+      ps->items = g;
+      ps->cap_items = cap;
+    }
+    if ((err = hk__parse_item(ps, &ps->items[ps->n_items])) != HK_OK) return err;
+    ps->n_items++;
+    hk__skip_ws(ps);
+    if (*ps->p == ';') { ps->p++; hk__skip_ws(ps); continue; }
+    if (*ps->p) return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected ';' between callbacks, found %s", hk__show(shown, sizeof shown, ps->p));
+  }
+  return HK_OK;
+}
+
+static void hk__parser_free(hk__parser *ps) {
+  HOOKS_FREE(ps->values);
+  HOOKS_FREE(ps->items);
+}
+
+HK__DEF hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param *params, int n_params,
+                              hk_factory_fn make, void *user, const char *doc) {
+  hk__state *s;
+  hk__factory f;
+  hk__parser check;
+  int k, j;
+  if (!reg) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  if (!hk__is_ident(name) || strlen(name) > 62)
+    return hk__fail_with(s, HK_ERR_INVALID, "factory name '%s' is not valid (letters, digits, '_' and '.', starting with a letter or '_')", name ? name : "(null)");
+  if (!make) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': the make function is NULL", name);
+  if (n_params < 0 || n_params > HK_SPEC_MAX_ARGS || (n_params && !params))
+    return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': %d parameters given (0..%d, and params must not be NULL)", name, n_params, HK_SPEC_MAX_ARGS);
+  if (stbds_shgeti(s->factories, name) >= 0) return hk__fail_with(s, HK_ERR_DUPLICATE, "factory '%s' is already registered", name);
+  memset(&f, 0, sizeof f);
+  memset(&check, 0, sizeof check);
+  check.s = s;
+  for (k = 0; k < n_params; k++) {
+    const hk_param *p = &params[k];
+    int64_t i;
+    double d;
+    if (!hk__is_ident(p->key)) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': parameter %d has an invalid key '%s'", name, k, p->key ? p->key : "(null)");
+    for (j = 0; j < k; j++) if (!strcmp(params[j].key, p->key)) return hk__fail_with(s, HK_ERR_DUPLICATE, "factory '%s': parameter '%s' is declared twice", name, p->key);
+    if (p->type < HK_PARAM_INT || p->type > HK_PARAM_CHOICE) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': parameter '%s' has no valid type (HK_PARAM_INT, _DOUBLE, _BOOL, _STRING, _CHOICE)", name, p->key);
+    if (p->type == HK_PARAM_CHOICE && (!p->choices || !*p->choices)) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': choice parameter '%s' needs choices such as \"min|max\"", name, p->key);
+    if (p->def && hk__convert(&check, p, p->def, -1, name, &i, &d) != HK_OK) return HK_ERR_INVALID;
+    f.params[k] = *p;
+  }
+  f.n_params = n_params;
+  f.make = make;
+  f.user = user;
+  f.doc = doc;
+  stbds_shput(s->factories, name, f);
+  return HK_OK;
+}
+
+HK__DEF hk_err hk_spec_check(hk_registry *reg, const char *spec) {
+  hk__parser ps;
+  hk_err err;
+  if (!reg) return HK_ERR_INVALID;
+  if (!spec) return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "the spec is NULL");
+  err = hk__parse(&ps, reg->hk__s, spec);
+  hk__parser_free(&ps);
+  return err;
+}
+
+HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
+  hk__parser ps;
+  hk__state *s;
+  hk_handle first;
+  hk_err err;
+  int i;
+  if (!reg) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  if (!spec) return hk__fail_with(s, HK_ERR_INVALID, "the spec is NULL");
+  if ((err = hk__parse(&ps, s, spec)) != HK_OK) { hk__parser_free(&ps); return err; }
+  first = s->next_id;
+  for (i = 0; i < ps.n_items && !err; i++) {
+    hk__item *it = &ps.items[i];
+    if ((err = it->factory->make(reg, &it->args, it->factory->user)) != HK_OK) {
+      char why[512];
+      int line, col;
+      snprintf(why, sizeof why, "%s", s->err);
+      hk__where(spec, it->name.pos, &line, &col);
+      hk__fail_with(s, err, "spec item '%s' at %d:%d failed: %s", it->args.factory, line, col, why[0] ? why : hk_err_name(err));
+    }
+  }
+  if (err) {  /* all or nothing: remove what the earlier factories registered */
+    hk_handle h;
+    for (h = first; h < s->next_id; h++) if (hk__find_reg(s, h)) hk_off(reg, h);
+  }
+  hk__parser_free(&ps);
+  return err;
+}
+
+static int hk__arg(const hk_args *a, const char *key) {
+  int k;
+  if (!a || !key) return -1;
+  for (k = 0; k < a->n; k++) if (!strcmp(a->v[k].key, key)) return k;
+  return -1;
+}
+HK__DEF int64_t hk_arg_int(const hk_args *a, const char *key) { int k = hk__arg(a, key); return k < 0 ? 0 : a->v[k].i; }
+HK__DEF double hk_arg_double(const hk_args *a, const char *key) { int k = hk__arg(a, key); return k < 0 ? 0.0 : a->v[k].d; }
+HK__DEF int hk_arg_bool(const hk_args *a, const char *key) { int k = hk__arg(a, key); return k < 0 ? 0 : (int)a->v[k].i; }
+HK__DEF const char *hk_arg_str(const hk_args *a, const char *key) { int k = hk__arg(a, key); return k < 0 ? NULL : a->v[k].s; }
+HK__DEF int hk_arg_given(const hk_args *a, const char *key) { int k = hk__arg(a, key); return k < 0 ? 0 : a->v[k].given; }
+
+#endif /* HOOKS__IMPLEMENTED */
+#endif /* HOOKS_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+This software is available under 2 licenses -- choose whichever you prefer.
+------------------------------------------------------------------------------
+ALTERNATIVE A - MIT License
+Copyright (c) 2026 the hooks.h authors
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+ALTERNATIVE B - Public Domain (www.unlicense.org)
+This is free and unencumbered software released into the public domain.
+Anyone is free to copy, modify, publish, use, compile, sell, or distribute this
+software, either in source code form or as a compiled binary, for any purpose,
+commercial or non-commercial, and by any means.
+In jurisdictions that recognize copyright laws, the author or authors of this
+software dedicate any and all copyright interest in the software to the public
+domain. We make this dedication in perpetuity for the benefit of the public at
+large and to the detriment of our heirs and successors. We intend this
+dedication to be an overt act of relinquishment in perpetuity of all present
+and future rights to this software under copyright law.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN
+ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION
+WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+------------------------------------------------------------------------------
+*/
