@@ -987,7 +987,7 @@ static void hk__trace_indent(hk__state *s, int depth) {
   fputs("\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80 ", s->trace_out);       /* "├── " */
 }
 
-static void hk__trace_event(hk_registry *reg, int event, const hk_ctx *ctx) {
+static HK__COLD void hk__trace_event(hk_registry *reg, int event, const hk_ctx *ctx) {
   hk__state *s = reg->hk__s;
   if (s->trace != HK_TRACE_TREE) return;
   if ((hk_event_flags(reg, event) & HK_CLOSES) && s->trace_depth > 0) s->trace_depth--;
@@ -1064,19 +1064,25 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
   return out;
 }
 
+/* Rare entry conditions, kept out of the dispatch loop's register budget. */
+static HK__COLD hk_signal hk__dispatch_scratch(hk_registry *reg, int event) {
+  hk_ctx scratch;
+  memset(&scratch, 0, sizeof scratch);
+  return hk__dispatch(reg, event, &scratch);
+}
+
 HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx) {
   hk__state *s = reg->hk__s;
-  hk_ctx scratch;
-  hk__hook **list;
+  hk__hook **p, **end;
   hk_signal out = HK_CONTINUE;
-  int i, n, outer_event;
+  int outer_event;
   hk_handle outer_self;
-  if (!ctx) { memset(&scratch, 0, sizeof scratch); ctx = &scratch; }
+  if (!ctx) return hk__dispatch_scratch(reg, event);
   if (event < 0 || event >= s->n_events) {
     hk__log(s, "error: HK_FIRE with event id %d, which does not exist (0..%d)", event, s->n_events - 1);
     return HK_CONTINUE;
   }
-  outer_event = ctx->event;
+  outer_event = ctx->event;  /* a hook may fire events itself: restore what its caller saw */
   outer_self = ctx->self;
   ctx->reg = reg;
   ctx->event = event;
@@ -1084,16 +1090,16 @@ HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx
   ctx->hk__seq++;
   s->depth++;
   if (s->trace) hk__trace_event(reg, event, ctx);
-  list = s->lists[event];
-  n = s->n_list[event];
-  for (i = 0; i < n; i++) {
-    hk__hook *h = list[i];
+  /* the list and its length stay fixed while any dispatch runs (changes wait for depth 0) */
+  for (p = s->lists[event], end = p + s->n_list[event]; p < end; p++) {
+    hk__hook *h = *p;
     hk_signal r;
     if (h->flags && !hk__admit(reg, h, ctx)) continue;
     ctx->self = h->id;
     r = h->fn(ctx, h->user);
-    if (r != HK_CONTINUE) out = hk__settle(reg, h, ctx, r, out);
+    if (r != HK_CONTINUE) out = hk__settle(reg, *p, ctx, r, out);
   }
+  s = reg->hk__s;
   if (s->trace == HK_TRACE_TREE && (hk_event_flags(reg, event) & HK_OPENS)) s->trace_depth++;
   s->depth--;
   ctx->event = outer_event;
@@ -1493,7 +1499,7 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
     if (*ps->p == ')') ps->p++;
     else for (;;) {
       hk__span key;
-      const char *text;
+      const char *text = NULL;
       int slot = -1;
       hk_err err;
       if (!hk__ident(ps, &key)) {
