@@ -672,15 +672,15 @@ HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
 /* ---- building the per-event run lists ---------------------------------------------------------
    Lists hold pointers to the enabled hooks of an event in run order. They are rebuilt only when no
    dispatch is running (a running dispatch iterates a list), so changes made by hooks are deferred. */
-static int hk__rank(const hk__state *s, const hk__hook *h) {
+/* Tier as a sort key; a monitoring callback on a HK_MONITOR_LAST event sorts between model and strategy. */
+static int hk__rank(const hk_registry *reg, const hk__hook *h) {
   const hk_opts *o = &h->owner->opts;
-  if (o->monitor && (hk_event_flags(NULL, h->event) & HK_MONITOR_LAST)) return 2 * HK_TIER_MODEL + 1;
-  (void)s;
+  if (o->monitor && (hk_event_flags(reg, h->event) & HK_MONITOR_LAST)) return 2 * HK_TIER_MODEL + 1;
   return 2 * (int)o->tier;
 }
 
-static int hk__runs_before(const hk__state *s, const hk__hook *a, const hk__hook *b) {
-  int ra = hk__rank(s, a), rb = hk__rank(s, b);
+static int hk__runs_before(const hk_registry *reg, const hk__hook *a, const hk__hook *b) {
+  int ra = hk__rank(reg, a), rb = hk__rank(reg, b);
   if (ra != rb) return ra < rb;
   if (a->owner->opts.order != b->owner->opts.order) return a->owner->opts.order < b->owner->opts.order;
   return a->owner->seq < b->owner->seq;
@@ -717,7 +717,7 @@ static void hk__rebuild(hk_registry *reg) {
       int n = s->n_list[h->event]++;
       h->flags = hk__hook_flags(s, h);
       /* insertion sort: lists are short and nearly sorted already */
-      for (k = n; k > 0 && hk__runs_before(s, h, list[k - 1]); k--) list[k] = list[k - 1];
+      for (k = n; k > 0 && hk__runs_before(reg, h, list[k - 1]); k--) list[k] = list[k - 1];
       list[k] = h;
     }
   }
