@@ -32,6 +32,7 @@ deps:
 
 include tests/hooks.mk
 include tests/train.mk
+include tests/zero_cost/zero_cost.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

@@ -289,8 +289,9 @@ typedef struct hk_desc {
 #endif
 
 #ifdef HK_DISABLE
+/* hk__off() keeps a bare `HK_FIRE(...);` statement free of "statement with no effect" warnings. */
 #  define HK_ACTIVE(reg, event) (0 && (reg)->armed[(event)])
-#  define HK_FIRE(reg, event, ctx) (0 ? hk__dispatch((reg), (event), (ctx)) : HK_CONTINUE)
+#  define HK_FIRE(reg, event, ctx) hk__off(0 ? hk__dispatch((reg), (event), (ctx)) : HK_CONTINUE)
 #else
 #  define HK_ACTIVE(reg, event) HK__UNLIKELY((reg)->armed[(event)])
 #  define HK_FIRE(reg, event, ctx) \
@@ -407,6 +408,7 @@ HOOKS_API int hk_arg_given(const hk_args *a, const char *key);
 
 /* private: the out-of-line dispatch loop behind HK_FIRE */
 HOOKS_API hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx);
+static inline hk_signal hk__off(hk_signal s) { return s; }
 
 #ifdef __cplusplus
 }
@@ -1078,7 +1080,7 @@ HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx
   int outer_event;
   hk_handle outer_self;
   if (!ctx) return hk__dispatch_scratch(reg, event);
-  if (event < 0 || event >= s->n_events) {
+  if ((unsigned)event >= (unsigned)s->n_events) {
     hk__log(s, "error: HK_FIRE with event id %d, which does not exist (0..%d)", event, s->n_events - 1);
     return HK_CONTINUE;
   }
@@ -1086,7 +1088,6 @@ HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx
   outer_self = ctx->self;
   ctx->reg = reg;
   ctx->event = event;
-  ctx->message[0] = 0;
   ctx->hk__seq++;
   s->depth++;
   if (s->trace) hk__trace_event(reg, event, ctx);

@@ -1,1 +1,15 @@
-# owned by its area; see the top Makefile
+# hooks.h examples (train.h examples live in examples/train_examples.mk).
+#   make examples     builds them into $(BUILD)/
+#   make hook-tree    prints where every hook fires in a fit, as a tree
+HK_EXAMPLES := $(BUILD)/minimal $(BUILD)/hook_tree
+EXAMPLES    += $(HK_EXAMPLES)
+
+.PHONY: hook-tree
+hook-tree: $(BUILD)/hook_tree
+	@$(BUILD)/hook_tree
+
+$(BUILD)/minimal: examples/minimal.c hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+
+$(BUILD)/hook_tree: examples/hook_tree.c hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
