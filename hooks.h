@@ -78,51 +78,51 @@ extern "C" {
      pairing:  HK_OPENS  starts a span closed by a matching *_end event (the trace indents after it)
                HK_CLOSES ends a span (runs in reverse hook order when reverse_end_events is set)
                HK_MONITOR_LAST also: callbacks registered with .monitor run after the model tier
-     signals:  the strongest signal a trainer acts on at this event (see hk_signal); a site that
-               receives a stronger one than it honours treats it as HK_STOP (or HK_FAIL).
+     signals:  the set of signals a trainer acts on at this event (HK_HONOURS_* below). A signal an
+               event does not honour degrades to the strongest weaker one it does: hk_honoured().
    --------------------------------------------------------------------------------------------- */
 #define HK_EVENTS(X) \
-  X(SETUP,                      setup,                      HK_PHASE_SETUP,      HK_OPENS,  HK_STOP,       "a stage begins (ctx->stage: fit, validate, test, predict); allocate here") \
-  X(CONFIGURE_MODEL,            configure_model,            HK_PHASE_SETUP,      0,         HK_STOP,       "build or modify the model before optimizers are made") \
-  X(ON_FIT_START,               on_fit_start,               HK_PHASE_FIT,        HK_OPENS,  HK_STOP,       "fit() begins, after setup and checkpoint restore") \
-  X(ON_SANITY_CHECK_START,      on_sanity_check_start,      HK_PHASE_SANITY,     HK_OPENS,  HK_STOP,       "a few validation batches run before training to catch bugs early") \
-  X(ON_SANITY_CHECK_END,        on_sanity_check_end,        HK_PHASE_SANITY,     HK_CLOSES, HK_STOP,       "the sanity check finished") \
-  X(ON_TRAIN_START,             on_train_start,             HK_PHASE_TRAIN,      HK_OPENS,  HK_STOP,       "the training loop begins") \
-  X(ON_TRAIN_EPOCH_START,       on_train_epoch_start,       HK_PHASE_TRAIN,      HK_OPENS,  HK_STOP_EPOCH, "a training epoch begins (ctx->epoch)") \
-  X(ON_TRAIN_BATCH_START,       on_train_batch_start,       HK_PHASE_TRAIN,      HK_OPENS,  HK_STOP_EPOCH, "a training batch begins (ctx->batch_idx, ctx->batch)") \
-  X(ON_BEFORE_ZERO_GRAD,        on_before_zero_grad,        HK_PHASE_OPTIMIZER,  0,         HK_STOP_EPOCH, "gradients are about to be zeroed (first micro-batch of a window)") \
-  X(ON_BEFORE_BACKWARD,         on_before_backward,         HK_PHASE_OPTIMIZER,  0,         HK_STOP_EPOCH, "the loss is known (ctx->loss); backward is next") \
-  X(ON_AFTER_BACKWARD,          on_after_backward,          HK_PHASE_OPTIMIZER,  0,         HK_STOP_EPOCH, "gradients of this micro-batch are accumulated (ctx->grads)") \
-  X(ON_BEFORE_OPTIMIZER_STEP,   on_before_optimizer_step,   HK_PHASE_OPTIMIZER,  0,         HK_STOP_EPOCH, "gradients are final, before clipping and the update") \
-  X(ON_GRADIENT_CLIP,           on_gradient_clip,           HK_PHASE_OPTIMIZER,  0,         HK_STOP_EPOCH, "gradients were clipped (ctx->grad_norm is the norm before clipping)") \
-  X(ON_AFTER_OPTIMIZER_STEP,    on_after_optimizer_step,    HK_PHASE_OPTIMIZER,  0,         HK_STOP_EPOCH, "parameters were updated (EMA, weight averaging)") \
-  X(ON_TRAIN_BATCH_END,         on_train_batch_end,         HK_PHASE_TRAIN,      HK_CLOSES, HK_STOP_EPOCH, "a training batch ended (ctx->loss, ctx->global_step)") \
-  X(ON_VALIDATION_START,        on_validation_start,        HK_PHASE_VALIDATION, HK_OPENS,  HK_STOP,       "a validation run begins") \
-  X(ON_VALIDATION_EPOCH_START,  on_validation_epoch_start,  HK_PHASE_VALIDATION, HK_OPENS,  HK_STOP,       "the validation epoch begins") \
-  X(ON_VALIDATION_BATCH_START,  on_validation_batch_start,  HK_PHASE_VALIDATION, HK_OPENS,  HK_STOP_EPOCH, "a validation batch begins") \
-  X(ON_VALIDATION_BATCH_END,    on_validation_batch_end,    HK_PHASE_VALIDATION, HK_CLOSES, HK_STOP_EPOCH, "a validation batch ended (ctx->loss)") \
-  X(ON_VALIDATION_EPOCH_END,    on_validation_epoch_end,    HK_PHASE_VALIDATION, HK_CLOSES, HK_STOP,       "the validation epoch ended; metrics such as val/loss are set") \
-  X(ON_VALIDATION_END,          on_validation_end,          HK_PHASE_VALIDATION, HK_CLOSES, HK_STOP,       "the validation run ended") \
-  X(ON_TRAIN_EPOCH_END,         on_train_epoch_end,         HK_PHASE_TRAIN,      HK_CLOSES | HK_MONITOR_LAST, HK_STOP, "a training epoch ended, after its validation") \
-  X(ON_TRAIN_END,               on_train_end,               HK_PHASE_TRAIN,      HK_CLOSES, HK_STOP,       "the training loop ended") \
-  X(ON_FIT_END,                 on_fit_end,                 HK_PHASE_FIT,        HK_CLOSES, HK_STOP,       "fit() is about to return successfully") \
-  X(ON_TEST_START,              on_test_start,              HK_PHASE_TEST,       HK_OPENS,  HK_STOP,       "a test run begins") \
-  X(ON_TEST_EPOCH_START,        on_test_epoch_start,        HK_PHASE_TEST,       HK_OPENS,  HK_STOP,       "the test epoch begins") \
-  X(ON_TEST_BATCH_START,        on_test_batch_start,        HK_PHASE_TEST,       HK_OPENS,  HK_STOP_EPOCH, "a test batch begins") \
-  X(ON_TEST_BATCH_END,          on_test_batch_end,          HK_PHASE_TEST,       HK_CLOSES, HK_STOP_EPOCH, "a test batch ended (ctx->loss)") \
-  X(ON_TEST_EPOCH_END,          on_test_epoch_end,          HK_PHASE_TEST,       HK_CLOSES, HK_STOP,       "the test epoch ended; metrics such as test/loss are set") \
-  X(ON_TEST_END,                on_test_end,                HK_PHASE_TEST,       HK_CLOSES, HK_STOP,       "the test run ended") \
-  X(ON_PREDICT_START,           on_predict_start,           HK_PHASE_PREDICT,    HK_OPENS,  HK_STOP,       "a prediction run begins") \
-  X(ON_PREDICT_EPOCH_START,     on_predict_epoch_start,     HK_PHASE_PREDICT,    HK_OPENS,  HK_STOP,       "the prediction epoch begins") \
-  X(ON_PREDICT_BATCH_START,     on_predict_batch_start,     HK_PHASE_PREDICT,    HK_OPENS,  HK_STOP_EPOCH, "a prediction batch begins") \
-  X(ON_PREDICT_BATCH_END,       on_predict_batch_end,       HK_PHASE_PREDICT,    HK_CLOSES, HK_STOP_EPOCH, "a prediction batch ended (ctx->outputs)") \
-  X(ON_PREDICT_EPOCH_END,       on_predict_epoch_end,       HK_PHASE_PREDICT,    HK_CLOSES, HK_STOP,       "the prediction epoch ended") \
-  X(ON_PREDICT_END,             on_predict_end,             HK_PHASE_PREDICT,    HK_CLOSES, HK_STOP,       "the prediction run ended") \
-  X(ON_SAVE_CHECKPOINT,         on_save_checkpoint,         HK_PHASE_CHECKPOINT, 0,         HK_FAIL,       "a checkpoint is being written (ctx->path); hook state is saved with it") \
-  X(ON_LOAD_CHECKPOINT,         on_load_checkpoint,         HK_PHASE_CHECKPOINT, 0,         HK_FAIL,       "a checkpoint was read (ctx->path); hook state is already restored") \
-  X(ON_CHECKPOINT_SAVED,        on_checkpoint_saved,        HK_PHASE_CHECKPOINT, 0,         HK_FAIL,       "a checkpoint file is complete on disk (ctx->path)") \
-  X(ON_EXCEPTION,               on_exception,               HK_PHASE_EXCEPTION,  0,         HK_CONTINUE,   "a run is aborting (ctx->error says why); every handler runs") \
-  X(TEARDOWN,                   teardown,                   HK_PHASE_SETUP,      HK_CLOSES, HK_CONTINUE,   "a stage ends, on success and on failure (ctx->stage); free here")
+  X(SETUP,                      setup,                      HK_PHASE_SETUP,      HK_OPENS,  HK_HONOURS_RUN,    "a stage begins (ctx->stage: fit, validate, test, predict); allocate here") \
+  X(CONFIGURE_MODEL,            configure_model,            HK_PHASE_SETUP,      0,         HK_HONOURS_RUN,    "build or modify the model before optimizers are made") \
+  X(ON_FIT_START,               on_fit_start,               HK_PHASE_FIT,        HK_OPENS,  HK_HONOURS_RUN,    "fit() begins, after setup and checkpoint restore") \
+  X(ON_SANITY_CHECK_START,      on_sanity_check_start,      HK_PHASE_SANITY,     HK_OPENS,  HK_HONOURS_RUN,    "a few validation batches run before training to catch bugs early") \
+  X(ON_SANITY_CHECK_END,        on_sanity_check_end,        HK_PHASE_SANITY,     HK_CLOSES, HK_HONOURS_RUN,    "the sanity check finished") \
+  X(ON_TRAIN_START,             on_train_start,             HK_PHASE_TRAIN,      HK_OPENS,  HK_HONOURS_RUN,    "the training loop begins") \
+  X(ON_TRAIN_EPOCH_START,       on_train_epoch_start,       HK_PHASE_TRAIN,      HK_OPENS,  HK_HONOURS_EPOCH,  "a training epoch begins (ctx->epoch)") \
+  X(ON_TRAIN_BATCH_START,       on_train_batch_start,       HK_PHASE_TRAIN,      HK_OPENS,  HK_HONOURS_STEP,   "a training batch begins (ctx->batch_idx, ctx->batch)") \
+  X(ON_BEFORE_ZERO_GRAD,        on_before_zero_grad,        HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients are about to be zeroed (first micro-batch of a window)") \
+  X(ON_BEFORE_BACKWARD,         on_before_backward,         HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "the loss is known (ctx->loss); backward is next") \
+  X(ON_AFTER_BACKWARD,          on_after_backward,          HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients of this micro-batch are accumulated (ctx->grads)") \
+  X(ON_BEFORE_OPTIMIZER_STEP,   on_before_optimizer_step,   HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients are final, before clipping and the update") \
+  X(ON_GRADIENT_CLIP,           on_gradient_clip,           HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients were clipped (ctx->grad_norm is the norm before clipping)") \
+  X(ON_AFTER_OPTIMIZER_STEP,    on_after_optimizer_step,    HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_EPOCH,  "parameters were updated (EMA, weight averaging)") \
+  X(ON_TRAIN_BATCH_END,         on_train_batch_end,         HK_PHASE_TRAIN,      HK_CLOSES, HK_HONOURS_EPOCH,  "a training batch ended (ctx->loss, ctx->global_step)") \
+  X(ON_VALIDATION_START,        on_validation_start,        HK_PHASE_VALIDATION, HK_OPENS,  HK_HONOURS_RUN,    "a validation run begins") \
+  X(ON_VALIDATION_EPOCH_START,  on_validation_epoch_start,  HK_PHASE_VALIDATION, HK_OPENS,  HK_HONOURS_RUN,    "the validation epoch begins") \
+  X(ON_VALIDATION_BATCH_START,  on_validation_batch_start,  HK_PHASE_VALIDATION, HK_OPENS,  HK_HONOURS_BATCH,  "a validation batch begins") \
+  X(ON_VALIDATION_BATCH_END,    on_validation_batch_end,    HK_PHASE_VALIDATION, HK_CLOSES, HK_HONOURS_EPOCH,  "a validation batch ended (ctx->loss)") \
+  X(ON_VALIDATION_EPOCH_END,    on_validation_epoch_end,    HK_PHASE_VALIDATION, HK_CLOSES, HK_HONOURS_RUN,    "the validation epoch ended; metrics such as val/loss are set") \
+  X(ON_VALIDATION_END,          on_validation_end,          HK_PHASE_VALIDATION, HK_CLOSES, HK_HONOURS_RUN,    "the validation run ended") \
+  X(ON_TRAIN_EPOCH_END,         on_train_epoch_end,         HK_PHASE_TRAIN,      HK_CLOSES | HK_MONITOR_LAST, HK_HONOURS_RUN,    "a training epoch ended, after its validation") \
+  X(ON_TRAIN_END,               on_train_end,               HK_PHASE_TRAIN,      HK_CLOSES, HK_HONOURS_RUN,    "the training loop ended") \
+  X(ON_FIT_END,                 on_fit_end,                 HK_PHASE_FIT,        HK_CLOSES, HK_HONOURS_RUN,    "fit() is about to return successfully") \
+  X(ON_TEST_START,              on_test_start,              HK_PHASE_TEST,       HK_OPENS,  HK_HONOURS_RUN,    "a test run begins") \
+  X(ON_TEST_EPOCH_START,        on_test_epoch_start,        HK_PHASE_TEST,       HK_OPENS,  HK_HONOURS_RUN,    "the test epoch begins") \
+  X(ON_TEST_BATCH_START,        on_test_batch_start,        HK_PHASE_TEST,       HK_OPENS,  HK_HONOURS_BATCH,  "a test batch begins") \
+  X(ON_TEST_BATCH_END,          on_test_batch_end,          HK_PHASE_TEST,       HK_CLOSES, HK_HONOURS_EPOCH,  "a test batch ended (ctx->loss)") \
+  X(ON_TEST_EPOCH_END,          on_test_epoch_end,          HK_PHASE_TEST,       HK_CLOSES, HK_HONOURS_RUN,    "the test epoch ended; metrics such as test/loss are set") \
+  X(ON_TEST_END,                on_test_end,                HK_PHASE_TEST,       HK_CLOSES, HK_HONOURS_RUN,    "the test run ended") \
+  X(ON_PREDICT_START,           on_predict_start,           HK_PHASE_PREDICT,    HK_OPENS,  HK_HONOURS_RUN,    "a prediction run begins") \
+  X(ON_PREDICT_EPOCH_START,     on_predict_epoch_start,     HK_PHASE_PREDICT,    HK_OPENS,  HK_HONOURS_RUN,    "the prediction epoch begins") \
+  X(ON_PREDICT_BATCH_START,     on_predict_batch_start,     HK_PHASE_PREDICT,    HK_OPENS,  HK_HONOURS_BATCH,  "a prediction batch begins") \
+  X(ON_PREDICT_BATCH_END,       on_predict_batch_end,       HK_PHASE_PREDICT,    HK_CLOSES, HK_HONOURS_EPOCH,  "a prediction batch ended (ctx->outputs)") \
+  X(ON_PREDICT_EPOCH_END,       on_predict_epoch_end,       HK_PHASE_PREDICT,    HK_CLOSES, HK_HONOURS_RUN,    "the prediction epoch ended") \
+  X(ON_PREDICT_END,             on_predict_end,             HK_PHASE_PREDICT,    HK_CLOSES, HK_HONOURS_RUN,    "the prediction run ended") \
+  X(ON_SAVE_CHECKPOINT,         on_save_checkpoint,         HK_PHASE_CHECKPOINT, 0,         HK_HONOURS_FAIL,   "a checkpoint is being written (ctx->path); hook state is saved with it") \
+  X(ON_LOAD_CHECKPOINT,         on_load_checkpoint,         HK_PHASE_CHECKPOINT, 0,         HK_HONOURS_FAIL,   "a checkpoint was read (ctx->path); hook state is already restored") \
+  X(ON_CHECKPOINT_SAVED,        on_checkpoint_saved,        HK_PHASE_CHECKPOINT, 0,         HK_HONOURS_FAIL,   "a checkpoint file is complete on disk (ctx->path)") \
+  X(ON_EXCEPTION,               on_exception,               HK_PHASE_EXCEPTION,  0,         HK_HONOURS_NONE,   "a run is aborting (ctx->error says why); every handler runs") \
+  X(TEARDOWN,                   teardown,                   HK_PHASE_SETUP,      HK_CLOSES, HK_HONOURS_NONE,   "a stage ends, on success and on failure (ctx->stage); free here")
 
 /* What a hook returns. The strongest signal of all hooks of one dispatch wins; every hook runs. */
 #define HK_SIGNALS(X) \
@@ -141,6 +141,15 @@ typedef enum hk_signal {
 } hk_signal;
 
 enum { HK_OPENS = 1, HK_CLOSES = 2, HK_MONITOR_LAST = 4 };
+
+/* Signal sets for the event table's "signals" column. */
+#define HK_SIGNAL_BIT(s) (1u << (s))
+#define HK_HONOURS_NONE  HK_SIGNAL_BIT(HK_CONTINUE)                                  /* reported, never acted on */
+#define HK_HONOURS_FAIL  (HK_HONOURS_NONE | HK_SIGNAL_BIT(HK_FAIL))
+#define HK_HONOURS_RUN   (HK_HONOURS_FAIL | HK_SIGNAL_BIT(HK_STOP))                  /* stop gracefully, or fail */
+#define HK_HONOURS_EPOCH (HK_HONOURS_RUN | HK_SIGNAL_BIT(HK_STOP_EPOCH))             /* ... or end this epoch/loop */
+#define HK_HONOURS_BATCH (HK_HONOURS_EPOCH | HK_SIGNAL_BIT(HK_SKIP_BATCH))           /* ... or skip this batch */
+#define HK_HONOURS_STEP  (HK_HONOURS_BATCH | HK_SIGNAL_BIT(HK_SKIP_STEP))            /* ... or skip the optimizer step */
 
 typedef enum hk_phase {
   HK_PHASE_SETUP, HK_PHASE_FIT, HK_PHASE_SANITY, HK_PHASE_TRAIN, HK_PHASE_OPTIMIZER,
@@ -225,7 +234,7 @@ struct hk_ctx {
   const char *error;     /* on_exception: what went wrong */
   void *trainer, *user;
   unsigned requests;     /* HK_REQUEST_* bits; the trainer clears the ones it honours */
-  char message[256];     /* hk_fail() writes the failing hook's message here */
+  char message[256];     /* hk_fail() writes here; dispatch reads it and reports the failure in ctx->error */
   void *hk__metrics;     /* private: the metrics map */
   uint64_t hk__seq;      /* private: dispatch counter for lazy metric caching */
 };
@@ -328,7 +337,9 @@ HOOKS_API int hk_event_find(const hk_registry *reg, const char *name);   /* -1 i
 HOOKS_API const char *hk_event_name(const hk_registry *reg, int event); /* reg may be NULL for built-ins */
 HOOKS_API const char *hk_event_doc(int event);            /* built-in events */
 HOOKS_API int hk_event_flags(const hk_registry *reg, int event);
-HOOKS_API hk_signal hk_event_honours(int event);          /* strongest signal the event honours */
+HOOKS_API unsigned hk_event_signals(const hk_registry *reg, int event); /* HK_SIGNAL_BIT set it honours */
+/* What a trainer acts on: s if the event honours it, else the strongest weaker signal it does honour. */
+HOOKS_API hk_signal hk_honoured(const hk_registry *reg, int event, hk_signal s);
 HOOKS_API const char *hk_signal_name(hk_signal s);
 HOOKS_API const char *hk_signal_doc(hk_signal s);
 HOOKS_API const char *hk_tier_name(hk_tier t);
@@ -447,8 +458,13 @@ static inline hk_signal hk__off(hk_signal s) { return s; }
 #else
 #  define HK__COLD
 #endif
+#if defined(__GNUC__) || defined(__clang__)
+#  define HK__UNUSED __attribute__((unused))
+#else
+#  define HK__UNUSED
+#endif
 #ifdef HOOKS_STATIC
-#  define HK__DEF static
+#  define HK__DEF static HK__UNUSED  /* a private copy: functions the program never calls are fine */
 #else
 #  define HK__DEF
 #endif
@@ -456,7 +472,7 @@ static inline hk_signal hk__off(hk_signal s) { return s; }
 /* stb_ds grows its maps without checking realloc for NULL, so hooks.h routes its allocations here.
    Everything hooks.h allocates itself is checked and reported as HK_ERR_NOMEM; a failure inside
    stb_ds (a name or metric map growing) cannot be unwound, so it is reported and aborts. */
-static void *hk__stb_realloc(void *p, size_t n) {
+static HK__UNUSED void *hk__stb_realloc(void *p, size_t n) {
   void *q = HOOKS_REALLOC(p, n);
   if (!q && n) {
     fprintf(stderr, "hooks.h: out of memory growing an stb_ds map (%lu bytes)\n", (unsigned long)n);
@@ -570,7 +586,7 @@ static const int hk__event_pairing[] = {
   HK_EVENTS(HK__X)
 #undef HK__X
 };
-static const hk_signal hk__event_signals[] = {
+static const unsigned hk__event_signals[] = {
 #define HK__X(NAME, name, phase, pairing, signals, doc) signals,
   HK_EVENTS(HK__X)
 #undef HK__X
@@ -641,8 +657,17 @@ HK__DEF int hk_event_flags(const hk_registry *reg, int event) {
   if (reg && event >= HK_EVENT_COUNT && event < reg->hk__s->n_events) return reg->hk__s->user_flags[event];
   return 0;
 }
-HK__DEF hk_signal hk_event_honours(int event) {
-  return (event >= 0 && event < HK_EVENT_COUNT) ? hk__event_signals[event] : HK_FAIL;
+HK__DEF unsigned hk_event_signals(const hk_registry *reg, int event) {
+  if (event >= 0 && event < HK_EVENT_COUNT) return hk__event_signals[event];
+  if (reg && event >= HK_EVENT_COUNT && event < reg->hk__s->n_events) return ~0u; /* user events: the caller decides */
+  return HK_HONOURS_NONE;
+}
+HK__DEF hk_signal hk_honoured(const hk_registry *reg, int event, hk_signal s) {
+  unsigned set = hk_event_signals(reg, event);
+  int k;
+  for (k = (int)s; k > HK_CONTINUE; k--)
+    if ((unsigned)k < HK_SIGNAL_COUNT && (set & HK_SIGNAL_BIT(k))) return (hk_signal)k;
+  return HK_CONTINUE;
 }
 HK__DEF const char *hk_signal_name(hk_signal s) {
   return ((unsigned)s < HK_SIGNAL_COUNT) ? hk__signal_names[s] : "invalid";
@@ -674,18 +699,24 @@ HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
 /* ---- building the per-event run lists ---------------------------------------------------------
    Lists hold pointers to the enabled hooks of an event in run order. They are rebuilt only when no
    dispatch is running (a running dispatch iterates a list), so changes made by hooks are deferred. */
-/* Tier as a sort key; a monitoring callback on a HK_MONITOR_LAST event sorts between model and strategy. */
-static int hk__rank(const hk_registry *reg, const hk__hook *h) {
+/* Run order: tier, then opts.order, then registration order; closing events run it backwards when
+   desc.reverse_end_events is set. A monitoring callback on a HK_MONITOR_LAST event still runs right
+   after the model tier in either direction (Lightning's on_train_epoch_end rule). */
+static int hk__rank(const hk_registry *reg, const hk__hook *h, int reverse) {
   const hk_opts *o = &h->owner->opts;
-  if (o->monitor && (hk_event_flags(reg, h->event) & HK_MONITOR_LAST)) return 2 * HK_TIER_MODEL + 1;
+  if (o->monitor && (hk_event_flags(reg, h->event) & HK_MONITOR_LAST))
+    return reverse ? 2 * HK_TIER_MODEL - 1 : 2 * HK_TIER_MODEL + 1;
   return 2 * (int)o->tier;
 }
 
 static int hk__runs_before(const hk_registry *reg, const hk__hook *a, const hk__hook *b) {
-  int ra = hk__rank(reg, a), rb = hk__rank(reg, b);
-  if (ra != rb) return ra < rb;
-  if (a->owner->opts.order != b->owner->opts.order) return a->owner->opts.order < b->owner->opts.order;
-  return a->owner->seq < b->owner->seq;
+  int reverse = reg->hk__s->desc.reverse_end_events && (hk_event_flags(reg, a->event) & HK_CLOSES);
+  int ra = hk__rank(reg, a, reverse), rb = hk__rank(reg, b, reverse);
+  int before;
+  if (ra != rb) before = ra < rb;
+  else if (a->owner->opts.order != b->owner->opts.order) before = a->owner->opts.order < b->owner->opts.order;
+  else before = a->owner->seq < b->owner->seq;
+  return reverse ? !before : before;
 }
 
 static unsigned char hk__hook_flags(const hk__state *s, const hk__hook *h) {
@@ -723,13 +754,8 @@ static void hk__rebuild(hk_registry *reg) {
       list[k] = h;
     }
   }
-  for (e = 0; e < s->n_events; e++) {
-    if (s->desc.reverse_end_events && (hk_event_flags(reg, e) & HK_CLOSES)) {
-      hk__hook **l = s->lists[e];
-      for (i = 0, j = s->n_list[e] - 1; i < j; i++, j--) { hk__hook *t = l[i]; l[i] = l[j]; l[j] = t; }
-    }
+  for (e = 0; e < s->n_events; e++)
     reg->armed[e] = (unsigned char)(s->n_list[e] > 0 || s->trace != HK_TRACE_OFF);
-  }
   s->dirty = 0;
 }
 
@@ -817,7 +843,12 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
   if (out) *out = 0;
   if (opts) o = *opts;
   else memset(&o, 0, sizeof o);
-  if (!name) { snprintf(autoname, sizeof autoname, "hook#%d", s->next_id); name = autoname; }
+  if (!name) {  /* "hook#<handle>", with a suffix in the unlikely case a user took that name */
+    int k = 0;
+    snprintf(autoname, sizeof autoname, "hook#%d", s->next_id);
+    while (stbds_shgeti(s->names, autoname) >= 0) snprintf(autoname, sizeof autoname, "hook#%d.%d", s->next_id, ++k);
+    name = autoname;
+  }
   if ((err = hk__check_opts(s, &o, name)) != HK_OK) return err;
   if (stbds_shgeti(s->names, name) >= 0)
     return hk__fail_with(s, HK_ERR_DUPLICATE, "a hook named '%s' is already registered (names must be unique; hk_off it first)", name);
@@ -1092,7 +1123,9 @@ HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx
   s->depth++;
   if (s->trace) hk__trace_event(reg, event, ctx);
   /* the list and its length stay fixed while any dispatch runs (changes wait for depth 0) */
-  for (p = s->lists[event], end = p + s->n_list[event]; p < end; p++) {
+  p = s->lists[event];
+  end = p ? p + s->n_list[event] : p;  /* no list yet when only the trace armed this event */
+  for (; p < end; p++) {
     hk__hook *h = *p;
     hk_signal r;
     if (h->flags && !hk__admit(reg, h, ctx)) continue;
@@ -1460,7 +1493,7 @@ static hk_err hk__convert(hk__parser *ps, const hk_param *prm, const char *text,
   }
 bad:
   {
-    static const char *const expect[] = { "", "an integer such as 3", "a number such as 0.001", "true or false",
+    static const char *const expect[] = { "", "an integer such as 3", "a number such as 0.001", "true or false (also yes/no, on/off, 1/0)",
                                            "any text", "one of " };
     if (pos < 0)
       return hk__fail_with(ps->s, HK_ERR_INVALID, "factory '%s': %svalue '%s' for '%s' is not %s%s", factory, where, text,
@@ -1558,6 +1591,7 @@ static hk_err hk__parse(hk__parser *ps, hk__state *s, const char *spec) {
   ps->values = (char *)hk__alloc(strlen(spec) + 1);
   if (!ps->values) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory parsing a spec");
   hk__skip_ws(ps);
+  if (!*ps->p) return hk__fail_with(s, HK_ERR_SPEC, "spec error at 1:1: the spec is empty (expected name or name(key=value, ...), separated by ';')");
   while (*ps->p) {
     char shown[32];
     hk_err err;
@@ -1641,6 +1675,7 @@ HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
   first = s->next_id;
   for (i = 0; i < ps.n_items && !err; i++) {
     hk__item *it = &ps.items[i];
+    s->err[0] = 0;
     if ((err = it->factory->make(reg, &it->args, it->factory->user)) != HK_OK) {
       char why[512];
       int line, col;

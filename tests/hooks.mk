@@ -1,1 +1,147 @@
-# owned by its area; see the top Makefile
+# tests/hooks.mk - tests of hooks.h (included by the top Makefile; uses CC, BUILD, ALL_CFLAGS, WARN,
+# SAN, STB_INC, LDLIBS from there).
+#
+#   make test-hooks-unit       cmocka unit tests (tests/test_hooks.c), plain build
+#   make test-hooks-asan       the same tests built with $(SAN) (ASan + UBSan, leaks checked), once with
+#                              $(CC) and once with clang (clang's UBSan also checks pointer arithmetic)
+#   make test-hooks-valgrind   the plain build under valgrind (definite/indirect leaks are errors)
+#   make test-compile-matrix   hooks.h in two TUs with gcc/clang -std=c99/c11, g++/clang++ -std=c++11,
+#                              C/C++ mixed, -DHK_DISABLE, -DHOOKS_STATIC, -DHOOKS_NO_STB_DS_IMPL,
+#                              HOOKS_REALLOC/HOOKS_FREE/HOOKS_ASSERT overrides; each program also runs
+#   make test-fuzz-spec        libFuzzer on hk_spec_check/hk_spec_apply for $(FUZZ_SPEC_TIME) seconds
+#   make test-readme           README.md's event and signal tables match the X-macros
+#   make readme-table          rewrite those tables in README.md
+
+HK_TEST_BIN     := $(BUILD)/test_hooks
+HK_TEST_ASAN    := $(BUILD)/test_hooks_asan
+HK_TEST_ASAN_CL := $(BUILD)/test_hooks_asan_clang
+HK_CLANG        ?= clang
+HK_TEST_SRC     := tests/test_hooks.c
+HK_CMOCKA       := -lcmocka
+VALGRIND        ?= valgrind
+FUZZ_CC         ?= clang
+FUZZ_SPEC_TIME  ?= 20
+HK_README_TOOL  := $(BUILD)/check_readme_table
+
+.PHONY: test-hooks-unit test-hooks-asan test-hooks-valgrind test-compile-matrix test-fuzz-spec test-readme readme-table
+TEST_TARGETS += test-hooks-unit test-hooks-asan test-hooks-valgrind test-compile-matrix test-fuzz-spec test-readme
+
+# ---- unit tests -------------------------------------------------------------------------------------
+$(HK_TEST_BIN): $(HK_TEST_SRC) hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(HK_TEST_SRC) $(HK_CMOCKA) $(LDLIBS)
+
+$(HK_TEST_ASAN): $(HK_TEST_SRC) hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(HK_TEST_SRC) $(HK_CMOCKA) $(LDLIBS)
+
+$(HK_TEST_ASAN_CL): $(HK_TEST_SRC) hooks.h | $(BUILD)
+	$(HK_CLANG) $(ALL_CFLAGS) $(SAN) -o $@ $(HK_TEST_SRC) $(HK_CMOCKA) $(LDLIBS)
+
+test-hooks-unit: $(HK_TEST_BIN)
+	./$(HK_TEST_BIN)
+
+HK_SAN_ENV := ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+              UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+test-hooks-asan: $(HK_TEST_ASAN) $(HK_TEST_ASAN_CL)
+	@rc=0; for t in ./$(HK_TEST_ASAN) ./$(HK_TEST_ASAN_CL); do \
+	  echo "== $$t"; $(HK_SAN_ENV) $$t || rc=1; \
+	done; exit $$rc
+
+test-hooks-valgrind: $(HK_TEST_BIN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	  ./$(HK_TEST_BIN)
+
+# ---- compile matrix ---------------------------------------------------------------------------------
+# Every configuration builds an implementation TU and a user TU (or one TU), links, and runs the
+# result (each program checks its own behaviour and returns nonzero on a mismatch). A stamp file
+# records success, so an unchanged configuration is not rebuilt.
+HK_MX       := $(BUILD)/compile-matrix
+HK_MX_FLAGS  = -O2 $(WARN) -I. -I$(STB_INC)
+HK_MX_DEPS  := hooks.h tests/compile_impl.c tests/compile_user.c tests/compile_user.cc tests/compile_static.c tests/compile_alloc.c \
+               tests/compile_stbds.c
+HK_MX_CONFIGS := gcc-c99 gcc-c11 clang-c99 clang-c11 gxx-cxx11 clangxx-cxx11 c-impl-cxx-user cxx-impl-c-user \
+                 disable-gcc disable-clang disable-gxx static-gcc static-clang static-gxx alloc-gcc alloc-clangxx \
+                 no-stb-impl-gcc no-stb-impl-clang
+
+# $(call hk_mx_two,stamp,impl compile,user compile,link driver)
+hk_mx_two = @mkdir -p $(HK_MX) && echo "compile-matrix: $(notdir $(1:.ok=))" && \
+  $(2) $(HK_MX_FLAGS) -c -o $(1:.ok=)-impl.o && \
+  $(3) $(HK_MX_FLAGS) -c -o $(1:.ok=)-user.o && \
+  $(4) -o $(1:.ok=) $(1:.ok=)-impl.o $(1:.ok=)-user.o $(LDLIBS) && \
+  ./$(1:.ok=) && touch $(1)
+
+$(HK_MX)/gcc-c99.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 tests/compile_impl.c,gcc -std=c99 tests/compile_user.c,gcc)
+$(HK_MX)/gcc-c11.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c11 tests/compile_impl.c,gcc -std=c11 tests/compile_user.c,gcc)
+$(HK_MX)/clang-c99.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,clang -std=c99 tests/compile_impl.c,clang -std=c99 tests/compile_user.c,clang)
+$(HK_MX)/clang-c11.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,clang -std=c11 tests/compile_impl.c,clang -std=c11 tests/compile_user.c,clang)
+# C++: the implementation itself compiled as C++, and a plain C++11 user TU
+$(HK_MX)/gxx-cxx11.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,g++ -std=c++11 -x c++ tests/compile_impl.c,g++ -std=c++11 tests/compile_user.cc,g++)
+$(HK_MX)/clangxx-cxx11.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,clang++ -std=c++11 -x c++ tests/compile_impl.c,clang++ -std=c++11 tests/compile_user.cc,clang++)
+# mixed languages: extern "C" must make the two sides link
+$(HK_MX)/c-impl-cxx-user.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 tests/compile_impl.c,g++ -std=c++11 tests/compile_user.cc,g++)
+$(HK_MX)/cxx-impl-c-user.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,g++ -std=c++11 -x c++ tests/compile_impl.c,gcc -std=c99 tests/compile_user.c,g++)
+# HK_DISABLE: sites compile to nothing, arguments are still type-checked, hooks never run
+$(HK_MX)/disable-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 -DHK_DISABLE tests/compile_impl.c,gcc -std=c99 -DHK_DISABLE tests/compile_user.c,gcc)
+$(HK_MX)/disable-clang.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,clang -std=c11 -DHK_DISABLE tests/compile_impl.c,clang -std=c11 -DHK_DISABLE tests/compile_user.c,clang)
+$(HK_MX)/disable-gxx.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,g++ -std=c++11 -DHK_DISABLE -x c++ tests/compile_impl.c,g++ -std=c++11 -DHK_DISABLE tests/compile_user.cc,g++)
+# HOOKS_STATIC: two TUs, each with its own private (static) copy of the implementation
+$(HK_MX)/static-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 tests/compile_static.c,gcc -std=c99 -DCOMPILE_STATIC_SECOND tests/compile_static.c,gcc)
+$(HK_MX)/static-clang.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,clang -std=c99 tests/compile_static.c,clang -std=c99 -DCOMPILE_STATIC_SECOND tests/compile_static.c,clang)
+$(HK_MX)/static-gxx.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,g++ -std=c++11 -x c++ tests/compile_static.c,g++ -std=c++11 -x c++ -DCOMPILE_STATIC_SECOND tests/compile_static.c,g++)
+# HOOKS_NO_STB_DS_IMPL: the program has its own stb_ds implementation (a third TU)
+$(HK_MX)/no-stb-impl-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	@mkdir -p $(HK_MX) && echo "compile-matrix: no-stb-impl-gcc"
+	gcc -std=c99 $(HK_MX_FLAGS) -c -o $(@:.ok=)-stbds.o tests/compile_stbds.c
+	$(call hk_mx_two,$@,gcc -std=c99 -DHOOKS_NO_STB_DS_IMPL tests/compile_impl.c,gcc -std=c99 tests/compile_user.c,gcc $(@:.ok=)-stbds.o)
+$(HK_MX)/no-stb-impl-clang.ok: $(HK_MX_DEPS) | $(BUILD)
+	@mkdir -p $(HK_MX) && echo "compile-matrix: no-stb-impl-clang"
+	clang -std=c11 $(HK_MX_FLAGS) -c -o $(@:.ok=)-stbds.o tests/compile_stbds.c
+	$(call hk_mx_two,$@,clang -std=c11 -DHOOKS_NO_STB_DS_IMPL tests/compile_impl.c,clang -std=c11 tests/compile_user.c,clang $(@:.ok=)-stbds.o)
+# HOOKS_REALLOC / HOOKS_FREE / HOOKS_ASSERT overrides (one TU)
+$(HK_MX)/alloc-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	@mkdir -p $(HK_MX) && echo "compile-matrix: alloc-gcc"
+	gcc -std=c99 $(HK_MX_FLAGS) -o $(@:.ok=) tests/compile_alloc.c $(LDLIBS) && ./$(@:.ok=) && touch $@
+$(HK_MX)/alloc-clangxx.ok: $(HK_MX_DEPS) | $(BUILD)
+	@mkdir -p $(HK_MX) && echo "compile-matrix: alloc-clangxx"
+	clang++ -std=c++11 $(HK_MX_FLAGS) -x c++ -o $(@:.ok=) tests/compile_alloc.c $(LDLIBS) && ./$(@:.ok=) && touch $@
+
+test-compile-matrix: $(addprefix $(HK_MX)/,$(addsuffix .ok,$(HK_MX_CONFIGS)))
+	@echo "compile-matrix: $(words $(HK_MX_CONFIGS)) configurations built warning-free and ran"
+
+# ---- fuzzing the spec parser --------------------------------------------------------------------------
+# New inputs go to $(BUILD)/fuzz_spec_corpus (the seeds in tests/fuzz_corpus stay untouched); a crash
+# leaves $(BUILD)/fuzz-crash-* to reproduce with  ./$(BUILD)/fuzz_spec $(BUILD)/fuzz-crash-...
+$(BUILD)/fuzz_spec: tests/fuzz_spec.c hooks.h | $(BUILD)
+	$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(WARN) -I. -I$(STB_INC) -o $@ tests/fuzz_spec.c $(LDLIBS)
+
+test-fuzz-spec: $(BUILD)/fuzz_spec
+	@mkdir -p $(BUILD)/fuzz_spec_corpus
+	@echo "fuzz_spec: $(FUZZ_SPEC_TIME) s (log: $(BUILD)/fuzz_spec.log)"
+	@./$(BUILD)/fuzz_spec -max_total_time=$(FUZZ_SPEC_TIME) -max_len=512 -timeout=10 -print_final_stats=1 \
+	  -artifact_prefix=$(BUILD)/fuzz- $(BUILD)/fuzz_spec_corpus tests/fuzz_corpus > $(BUILD)/fuzz_spec.log 2>&1 \
+	  || { tail -n 60 $(BUILD)/fuzz_spec.log; echo "fuzz_spec: FAILED (reproduce: ./$(BUILD)/fuzz_spec $(BUILD)/fuzz-crash-...)"; exit 1; }
+	@grep -E "^(Done|stat::number_of_executed_units|#[0-9]+.*DONE)" $(BUILD)/fuzz_spec.log | tail -n 2
+
+# ---- README tables ----------------------------------------------------------------------------------------
+$(HK_README_TOOL): tests/check_readme_table.c hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/check_readme_table.c $(LDLIBS)
+
+test-readme: $(HK_README_TOOL)
+	./$(HK_README_TOOL) --check README.md
+
+readme-table: $(HK_README_TOOL)
+	./$(HK_README_TOOL) --write README.md
