@@ -231,7 +231,8 @@ struct hk_ctx {
   int n_tensors;         /* entries in params and in grads */
   void *batch, *outputs; /* the current batch and the model's outputs, as the trainer defines them */
   const char *path;      /* checkpoint events: the file */
-  const char *error;     /* on_exception: what went wrong */
+  const char *error;     /* on_exception: why the run is aborting (set by the trainer) */
+  const char *failure;   /* set by a dispatch that returns HK_FAIL: "hook 'x' failed in on_y: why" */
   void *trainer, *user;
   unsigned requests;     /* HK_REQUEST_* bits; the trainer clears the ones it honours */
   char message[256];     /* hk_fail() writes here; dispatch reads it and reports the failure in ctx->error */
@@ -567,7 +568,7 @@ typedef struct hk__state {
   FILE *trace_out;
   int trace_depth;
   char err[512];
-  char fatal[512];       /* ctx->error after a fatal hook failure */
+  char fatal[512];       /* ctx->failure after a fatal hook failure */
 } hk__state;
 
 /* ---- tables generated from the X-macros ----------------------------------------------------- */
@@ -1083,7 +1084,7 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
     hk__log(s, "error: hook '%s' (%s) failed in %s: %s", o->name, hk_tier_name(o->opts.tier), hk_event_name(reg, h->event), why);
     if (out != HK_FAIL) {  /* the first fatal failure of a dispatch is the one reported to the trainer */
       snprintf(s->fatal, sizeof s->fatal, "hook '%s' failed in %s: %s", o->name, hk_event_name(reg, h->event), why);
-      ctx->error = s->fatal;
+      ctx->failure = s->fatal;
     }
     return HK_FAIL;
   }

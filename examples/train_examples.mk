@@ -1,1 +1,25 @@
-# owned by its area; see the top Makefile
+# train.h examples and `make demo` (included by the top Makefile; hooks.h examples are in examples.mk).
+#   make demo             install what is missing (deps), build build/demo and run it
+#   make examples         build every example, these included
+#   make train-examples   build and run every train.h example once (each takes well under a second)
+# All of them share the model and data in examples/mlp.h.
+TR_EX_DEPS  := hooks.h train.h examples/mlp.h
+TR_EX_NAMES := demo train_resume train_callback train_control train_trace
+TR_EX_BINS  := $(addprefix $(BUILD)/,$(TR_EX_NAMES))
+EXAMPLES    += $(TR_EX_BINS)
+
+.PHONY: train-examples
+demo: deps
+	@$(MAKE) --no-print-directory -q $(BUILD)/demo || $(MAKE) --no-print-directory $(BUILD)/demo
+	@$(BUILD)/demo
+
+$(TR_EX_BINS): $(BUILD)/%: examples/%.c $(TR_EX_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+
+# Each example checks its own claim (accuracy reached, parameters identical, state restored, ...) and
+# exits nonzero when it does not hold. The checkpoint examples write their files into $(BUILD).
+train-examples: $(TR_EX_BINS)
+	@set -e; for x in $(TR_EX_NAMES); do \
+	  echo "== $(BUILD)/$$x"; (cd $(BUILD) && ./$$x) >$(BUILD)/$$x.out 2>&1 || { cat $(BUILD)/$$x.out; exit 1; }; \
+	  tail -n 3 $(BUILD)/$$x.out; done
+	@echo "train-examples: all passed"

@@ -1179,11 +1179,12 @@ static void test_error_fatal(void **state) {
   s = HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &c);
   assert_int_equal(s, HK_FAIL);
   assert_string_equal(g_log, "alpha beta");
-  /* the trainer learns why through ctx->error (handed on to on_exception) */
-  assert_non_null(c.error);
-  assert_contains(c.error, "alpha_hook");
-  assert_contains(c.error, "on_train_batch_end");
-  assert_contains(c.error, "boom 42 in alpha");
+  /* the trainer learns why through ctx->failure; ctx->error (the trainer's abort reason) is untouched */
+  assert_non_null(c.failure);
+  assert_contains(c.failure, "alpha_hook");
+  assert_contains(c.failure, "on_train_batch_end");
+  assert_contains(c.failure, "boom 42 in alpha");
+  assert_null(c.error);
   assert_int_equal(g_nmsgs, 1);
   assert_contains(g_msgs, "alpha_hook");
   assert_contains(g_msgs, "on_train_batch_end");

@@ -1,1 +1,113 @@
-# owned by its area; see the top Makefile
+# tests/train.mk - tests of train.h (included by the top Makefile; uses CC, BUILD, ALL_CFLAGS, WARN,
+# SAN, STB_INC, LDLIBS from there).
+#
+#   make test-train-unit       cmocka tests (tests/test_train.c): order, optimizers vs float64 reference,
+#                              schedules, clipping, signals, requests, failure path, Ctrl-C,
+#                              checkpoints (corruption, mismatch, hook state), exact resume (new processes)
+#   make test-train-asan       the same tests built with $(SAN) (ASan + UBSan, leaks checked)
+#   make test-train-valgrind   the plain build under valgrind, the resume child processes included
+#   make test-train-cxx        the same tests compiled as C++ (g++) and run
+#   make test-train-compile    train.h from a user TU without the implementation: gcc/clang C99/C11,
+#                              g++/clang++ C++11, C implementation + C++ user, TRAIN_STATIC, HK_DISABLE
+#   make test-train-fastmath   a NaN / inf loss is caught in an -Ofast build (bit-pattern test)
+#   make test-fuzz-ckpt        libFuzzer on the checkpoint loader for $(FUZZ_CKPT_RUNS) inputs
+
+TR_TEST_SRC   := tests/test_train.c
+TR_TEST_BIN   := $(BUILD)/test_train
+TR_TEST_ASAN  := $(BUILD)/test_train_asan
+TR_TEST_CXX   := $(BUILD)/test_train_cxx
+TR_DEPS       := hooks.h train.h
+TR_CMOCKA     := -lcmocka
+VALGRIND      ?= valgrind
+FUZZ_CC       ?= clang
+FUZZ_CKPT_RUNS ?= 500000
+
+.PHONY: test-train-unit test-train-asan test-train-valgrind test-train-cxx test-train-compile \
+        test-train-fastmath test-fuzz-ckpt
+TEST_TARGETS += test-train-unit test-train-asan test-train-valgrind test-train-cxx test-train-compile \
+                test-train-fastmath test-fuzz-ckpt
+
+# ---- unit tests ----------------------------------------------------------------------------------------
+$(TR_TEST_BIN): $(TR_TEST_SRC) $(TR_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(TR_TEST_SRC) $(TR_CMOCKA) $(LDLIBS)
+
+$(TR_TEST_ASAN): $(TR_TEST_SRC) $(TR_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(TR_TEST_SRC) $(TR_CMOCKA) $(LDLIBS)
+
+$(TR_TEST_CXX): $(TR_TEST_SRC) $(TR_DEPS) | $(BUILD)
+	g++ -std=c++11 -O2 -g $(WARN) -I. -I$(STB_INC) -x c++ -o $@ $(TR_TEST_SRC) -x none $(TR_CMOCKA) $(LDLIBS)
+
+test-train-unit: $(TR_TEST_BIN)
+	./$(TR_TEST_BIN)
+
+test-train-asan: $(TR_TEST_ASAN)
+	ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(TR_TEST_ASAN)
+
+# --trace-children: the resume tests re-run the binary in new processes; those run under valgrind too.
+test-train-valgrind: $(TR_TEST_BIN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	  --trace-children=yes ./$(TR_TEST_BIN)
+
+test-train-cxx: $(TR_TEST_CXX)
+	./$(TR_TEST_CXX)
+
+# ---- compile matrix --------------------------------------------------------------------------------------
+# Each configuration compiles the implementation TU and the user TU, links them and runs the result
+# (it checks its own behaviour). A stamp records success.
+TR_MX       := $(BUILD)/train-compile
+TR_MX_FLAGS  = -O2 $(WARN) -I. -I$(STB_INC)
+TR_MX_DEPS  := $(TR_DEPS) tests/test_train_user.c tests/test_train_impl.c
+TR_MX_CONFIGS := gcc-c99 clang-c11 gxx-cxx11 clangxx-cxx11 c-impl-cxx-user static-gcc static-gxx disable-gcc
+
+# $(call tr_mx,stamp,impl compile,user compile,link driver)
+tr_mx = @mkdir -p $(TR_MX) && echo "train-compile: $(notdir $(1:.ok=))" && \
+  $(2) $(TR_MX_FLAGS) -c -o $(1:.ok=)-impl.o tests/test_train_impl.c && \
+  $(3) $(TR_MX_FLAGS) -c -o $(1:.ok=)-user.o tests/test_train_user.c && \
+  $(4) -o $(1:.ok=) $(1:.ok=)-impl.o $(1:.ok=)-user.o $(LDLIBS) && \
+  ./$(1:.ok=) > $(1:.ok=).out && touch $(1)
+
+$(TR_MX)/gcc-c99.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,gcc -std=c99,gcc -std=c99,gcc)
+$(TR_MX)/clang-c11.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,clang -std=c11,clang -std=c11,clang)
+$(TR_MX)/gxx-cxx11.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,g++ -std=c++11 -x c++,g++ -std=c++11 -x c++,g++)
+$(TR_MX)/clangxx-cxx11.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,clang++ -std=c++11 -x c++,clang++ -std=c++11 -x c++,clang++)
+$(TR_MX)/c-impl-cxx-user.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,gcc -std=c99,g++ -std=c++11 -x c++,g++)
+# TRAIN_STATIC: the user TU has its own static copy of train.h; the other TU only hooks.h's
+$(TR_MX)/static-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,gcc -std=c99 -DTEST_TRAIN_HOOKS_ONLY,gcc -std=c99 -DTEST_TRAIN_STATIC,gcc)
+$(TR_MX)/static-gxx.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,g++ -std=c++11 -x c++ -DTEST_TRAIN_HOOKS_ONLY,g++ -std=c++11 -x c++ -DTEST_TRAIN_STATIC,g++)
+# HK_DISABLE: train.h still builds and trains; no hook runs
+$(TR_MX)/disable-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,gcc -std=c99 -DHK_DISABLE,gcc -std=c99 -DHK_DISABLE,gcc)
+
+test-train-compile: $(addprefix $(TR_MX)/,$(addsuffix .ok,$(TR_MX_CONFIGS)))
+	@echo "train-compile: $(words $(TR_MX_CONFIGS)) configurations built warning-free and ran"
+
+# ---- -Ofast ----------------------------------------------------------------------------------------------
+$(BUILD)/test_train_fastmath: tests/test_train_fastmath.c $(TR_DEPS) | $(BUILD)
+	$(CC) -std=c99 -Ofast $(WARN) -I. -I$(STB_INC) -o $@ tests/test_train_fastmath.c $(LDLIBS)
+
+test-train-fastmath: $(BUILD)/test_train_fastmath
+	./$(BUILD)/test_train_fastmath
+
+# ---- fuzzing the checkpoint loader ----------------------------------------------------------------------
+# A bounded number of inputs (not a time limit), starting from valid checkpoints that the target writes
+# itself; a crash leaves $(BUILD)/fuzz-ckpt-crash-* to reproduce with ./$(BUILD)/fuzz_ckpt <file>.
+$(BUILD)/fuzz_ckpt: tests/fuzz_ckpt.c $(TR_DEPS) | $(BUILD)
+	$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(WARN) -I. -I$(STB_INC) -o $@ tests/fuzz_ckpt.c $(LDLIBS)
+
+test-fuzz-ckpt: $(BUILD)/fuzz_ckpt
+	@mkdir -p $(BUILD)/fuzz_ckpt_corpus
+	@echo "fuzz_ckpt: $(FUZZ_CKPT_RUNS) inputs (log: $(BUILD)/fuzz_ckpt.log)"
+	@FUZZ_CKPT_SEED_DIR=$(BUILD)/fuzz_ckpt_corpus ./$(BUILD)/fuzz_ckpt -runs=$(FUZZ_CKPT_RUNS) -max_len=4096 \
+	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(BUILD)/fuzz-ckpt- $(BUILD)/fuzz_ckpt_corpus \
+	  > $(BUILD)/fuzz_ckpt.log 2>&1 \
+	  || { tail -n 60 $(BUILD)/fuzz_ckpt.log; echo "fuzz_ckpt: FAILED (reproduce: ./$(BUILD)/fuzz_ckpt $(BUILD)/fuzz-ckpt-crash-...)"; exit 1; }
+	@grep -E "^(Done|stat::number_of_executed_units)" $(BUILD)/fuzz_ckpt.log | tail -n 2

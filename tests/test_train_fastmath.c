@@ -1,0 +1,68 @@
+/* tests/test_train_fastmath.c - built with -Ofast (-ffast-math), where the compiler may assume that
+   no value is NaN or infinite and fold isnan()/isinf() to 0: train.h's bit-pattern test must still
+   catch a NaN or an infinite training loss. Returns nonzero on failure. */
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+#include <stdio.h>
+#include <string.h>
+
+static float P[1], G[1], X[4] = { 1, 2, 3, 4 };
+static uint64_t bad_bits; /* the loss pattern of call `bad_at` */
+static int calls, bad_at = 2;
+
+static int forward(void *user, void *batch, int training, double *loss) {
+  float x = *(const float *)batch;
+  (void)user;
+  (void)training;
+  *loss = (double)(P[0] * x - x) * (P[0] * x - x);
+  if (calls++ == bad_at) memcpy(loss, &bad_bits, sizeof *loss); /* arithmetic here could be folded */
+  return 0;
+}
+static int backward(void *user, void *batch) { (void)user; G[0] += *(const float *)batch; return 0; }
+static int64_t count(void *user) { (void)user; return 4; }
+static int get(void *user, int64_t i, void **batch) { (void)user; *batch = &X[i]; return 0; }
+
+static int run(uint64_t bits, const char *name) {
+  tr_trainer t;
+  tr_desc d;
+  tr_config c;
+  tr_data data;
+  tr_err e;
+  memset(&d, 0, sizeof d);
+  d.model.params = P;
+  d.model.grads = G;
+  d.model.n_params = 1;
+  d.model.forward = forward;
+  d.model.backward = backward;
+  if (tr_init(&t, &d) != TR_OK) return 1;
+  memset(&data, 0, sizeof data);
+  data.count = count;
+  data.get = get;
+  memset(&c, 0, sizeof c);
+  c.train = &data;
+  c.max_epochs = 1;
+  c.no_sigint = 1;
+  bad_bits = bits;
+  calls = 0;
+  e = tr_fit(&t, &c);
+  if (e != TR_ERR_NONFINITE || t.global_step != 2) {
+    printf("test_train_fastmath: %s loss not caught (%s, step %lld)\n", name, tr_err_name(e), (long long)t.global_step);
+    tr_free(&t);
+    return 1;
+  }
+  printf("test_train_fastmath: %s loss caught: %s\n", name, tr_error(&t));
+  tr_free(&t);
+  return 0;
+}
+
+int main(void) {
+  int bad = 0;
+#ifndef __FAST_MATH__
+  printf("test_train_fastmath: warning: not built with -ffast-math\n");
+#endif
+  bad |= run(0x7ff8000000000000ull, "NaN");
+  bad |= run(0xfff0000000000000ull, "-inf");
+  bad |= run(0x7ff0000000000001ull, "signalling NaN");
+  return bad;
+}

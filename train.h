@@ -1,0 +1,1892 @@
+/* train.h - v0.1.0 - 2026-11-21 - a minimal, complete trainer built on hooks.h - MIT or public domain
+
+   A small training loop you can read top to bottom: fit / validate / test / predict loops, a sanity
+   check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
+   schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
+   Ctrl-C). Every hook of hooks.h fires in PyTorch Lightning's order. It uses only hooks.h's public API.
+
+   USAGE
+     In exactly one C or C++ file (it may be the same file as hooks.h's implementation):
+         #define HOOKS_IMPLEMENTATION
+         #define TRAIN_IMPLEMENTATION
+         #include "train.h"          (includes hooks.h)
+     Everywhere else just #include "train.h". Link with -lm.
+
+     The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
+     views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
+     a count, a "get batch i" function and an optional shuffle. Then:
+
+       tr_trainer t;
+       tr_err e = tr_init(&t, &(tr_desc){
+           .model = { .params = P, .grads = G, .n_params = N, .tensors = views, .n_tensors = 2,
+                      .user = &net, .forward = net_forward, .backward = net_backward },
+           .optim = { .kind = TR_OPTIM_ADAMW, .lr = 1e-3 },
+           .seed  = 42 });
+       hk_on(t.reg, HK_ON_TRAIN_BATCH_END, log_loss, NULL, NULL, NULL);     (any hooks.h hook)
+       if (!e) e = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = 3 });
+       if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
+       tr_free(&t);
+
+   A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
+   comment says what its zero means.
+
+   THE ORDER OF EVENTS IN tr_fit (Lightning's: seeds/000's tree, lightning.md 2.3-2.7)
+     setup(fit)  configure_model  [tr_config.ckpt_path: load -> on_load_checkpoint]  on_fit_start
+     on_sanity_check_start  <validation loop>  on_sanity_check_end      (not after a checkpoint load)
+     on_train_start
+       per epoch:  on_train_epoch_start                       (not when resuming in mid-epoch)
+         per batch:  on_train_batch_start  forward
+                     on_before_zero_grad, zero_grad           (first micro-batch of a window only)
+                     on_before_backward  backward  on_after_backward
+                     on_before_optimizer_step  clip  on_gradient_clip  step  on_after_optimizer_step
+                                                              (last micro-batch of a window only)
+                     on_train_batch_end   [validation every val_every_n_steps]   [requests]
+         [validation at the epoch's end]  on_train_epoch_end  [requests]
+     on_train_end  on_fit_end  teardown(fit)
+   The validation loop: on_validation_start, on_validation_epoch_start, per batch
+   on_validation_batch_start / _end, on_validation_epoch_end (val/loss is set), on_validation_end.
+   tr_validate / tr_test / tr_predict: setup(stage), configure_model, the loop, teardown(stage).
+   Within an event: callbacks, then the model tier, then the strategy tier (hooks.h's tiers).
+
+   WHAT A HOOK'S SIGNAL DOES (the strongest of an event's hooks wins; every hook still runs). Which
+   events honour which signals is hooks.h's event table; a signal an event does not honour counts as
+   the strongest weaker one it does (hk_honoured): HK_FAIL from teardown or on_exception is only
+   reported, HK_SKIP_STEP from on_train_batch_end does nothing.
+     HK_SKIP_STEP   the current accumulation window gets no optimizer step; its gradients are dropped
+                    (on_train_batch_start .. on_gradient_clip); global_step does not move.
+     HK_SKIP_BATCH  the rest of this batch is skipped (forward, backward, step, whichever are left);
+                    on_train_batch_end still fires. A window whose last micro-batch is skipped gets no
+                    step. In validation/test/predict: the batch's forward is skipped (not averaged).
+     HK_STOP_EPOCH  the epoch (or the evaluation loop) ends after this batch; the epoch's end runs
+                    as usual (validation, on_train_epoch_end), then the next epoch starts.
+     HK_STOP        training stops after the current batch, once min_epochs and min_steps are reached
+                    (until then the request is held); the epoch ends as usual, then on_train_end,
+                    on_fit_end, teardown; tr_fit returns TR_OK. From any event of a fit.
+     HK_FAIL        the run fails: every on_exception handler runs (ctx->error says why), then
+                    teardown; the function returns TR_ERR_HOOK with the hook's message.
+   A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
+   as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
+   the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
+   saves to tr_config.checkpoint_path, HK_REQUEST_LOG writes the counters and every metric to
+   tr_desc.log.
+
+   METRICS the trainer provides (hk_metric_get): lr, train/loss (the last training batch's loss),
+   grad_norm (L2 norm of the gradients, computed only when read), val/loss and test/loss (means).
+
+   COMPILE-TIME OPTIONS (define before including)
+     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit
+     TRAIN_STATIC           make every function static
+     TRAIN_API              declaration prefix for public functions (default: extern)
+     TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
+     (hooks.h's options apply to hooks.h, which this header includes)
+
+   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints and signal() for
+   Ctrl-C; elsewhere it falls back to stdio (no fsync).
+
+   CHANGELOG
+     0.1.0  first release: loops, sanity check, limits, accumulation, clipping, SGD/AdamW, schedules,
+            checkpoints (format version 1), exact resume, failure path, Ctrl-C.
+*/
+#ifndef TRAIN_H
+#define TRAIN_H
+
+#define TRAIN_VERSION_MAJOR 0
+#define TRAIN_VERSION_MINOR 1
+#define TRAIN_VERSION_PATCH 0
+#define TRAIN_VERSION_STRING "0.1.0"
+
+#include "hooks.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifndef TRAIN_API
+#  if defined(TRAIN_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#    define TRAIN_API static __attribute__((unused)) /* a private copy need not use every function */
+#  elif defined(TRAIN_STATIC)
+#    define TRAIN_API static
+#  else
+#    define TRAIN_API extern
+#  endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------------------------------
+   Every function that can fail returns a tr_err (0 = success); tr_error(t) has the readable message. */
+typedef enum tr_err {
+  TR_OK = 0,
+  TR_ERR_INVALID,      /* a bad argument or config value (the message names it) */
+  TR_ERR_NOMEM,        /* an allocation failed */
+  TR_ERR_NOT_FOUND,    /* the checkpoint file does not exist */
+  TR_ERR_IO,           /* a file could not be opened, read, written or renamed */
+  TR_ERR_FORMAT,       /* not a checkpoint, or truncated, or corrupted (a checksum does not match) */
+  TR_ERR_VERSION,      /* a checkpoint format version this build cannot read */
+  TR_ERR_MISMATCH,     /* the checkpoint's tensors or optimizer do not match this trainer's */
+  TR_ERR_HOOK,         /* a hook failed (returned HK_FAIL under the fatal policy) */
+  TR_ERR_STATE,        /* a hook's state could not be saved or restored */
+  TR_ERR_MODEL,        /* a model or data function returned nonzero */
+  TR_ERR_NONFINITE,    /* the training loss was NaN or infinite */
+  TR_ERR_INTERRUPTED,  /* Ctrl-C (SIGINT) during tr_fit */
+  TR_ERR_COUNT
+} tr_err;
+
+/* ---- random numbers ------------------------------------------------------------------------------
+   A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
+   own use, e.g. dropout or initialisation, and hands a per-epoch one to your shuffle function. */
+typedef struct tr_rng { uint64_t state; } tr_rng;
+
+TRAIN_API void     tr_rng_seed(tr_rng *r, uint64_t seed);
+TRAIN_API uint64_t tr_rng_u64(tr_rng *r);
+TRAIN_API uint32_t tr_rng_u32(tr_rng *r);
+TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n);  /* uniform in [0, n), n > 0; unbiased */
+TRAIN_API float    tr_rng_float(tr_rng *r);              /* uniform in [0, 1) */
+TRAIN_API float    tr_rng_normal(tr_rng *r);             /* standard normal (Box-Muller) */
+/* Write a fresh random permutation of 0..n-1 into idx (Fisher-Yates). The result depends only on the
+   generator, never on idx's previous contents: exactly what a resumable shuffle needs. */
+TRAIN_API void     tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n);
+
+/* ---- the model (yours) ---------------------------------------------------------------------------
+   llm.c style: every parameter lives in one flat float buffer; a tensor is a named (offset, count)
+   view into it; the gradient buffer has the same layout. */
+typedef struct tr_tensor {
+  const char *name;    /* unique; checked against checkpoints; must stay valid while the trainer lives */
+  size_t offset;       /* first element in params/grads */
+  size_t count;        /* number of elements */
+} tr_tensor;
+
+typedef struct tr_model {
+  float *params;              /* n_params floats, owned by you */
+  float *grads;               /* n_params floats, same layout; the trainer zeroes it */
+  size_t n_params;
+  const tr_tensor *tensors;   /* named views; NULL = one tensor "params" covering everything */
+  int n_tensors;
+  void *user;                 /* passed as the first argument of the functions below */
+  /* Forward pass and loss on one batch: store the batch's (mean) loss in *loss. training is 1 inside
+     tr_fit's training batches and 0 in validation, test and the sanity check (turn dropout off).
+     Return 0, or nonzero for an error (the run fails with TR_ERR_MODEL). Required. */
+  int (*forward)(void *user, void *batch, int training, double *loss);
+  /* Backward pass for the batch of the forward just before: ADD d(loss)/d(params) into grads (+=).
+     The trainer zeroes grads at the start of each accumulation window and divides the sum by the
+     window's size before clipping and the step. Return 0 or nonzero. Required for tr_fit. */
+  int (*backward)(void *user, void *batch);
+  /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
+     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. */
+  int (*predict)(void *user, void *batch, void **outputs);
+} tr_model;
+
+/* ---- the data (yours) ----------------------------------------------------------------------------- */
+typedef struct tr_data {
+  void *user;                                          /* first argument of the functions below */
+  int64_t (*count)(void *user);                        /* number of batches (required) */
+  /* Batch `index` (0 <= index < count) in the current order: point *batch at it (your memory; it must
+     stay valid until the next get). Hooks see it as ctx->batch. Return 0, or nonzero for an error. */
+  int (*get)(void *user, int64_t index, void **batch);
+  /* Optional: reorder your samples for a new training epoch. rng is seeded from the trainer's seed and
+     the epoch number, so the same epoch gets the same order after a resume, provided the order depends
+     only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
+  void (*shuffle)(void *user, tr_rng *rng);
+  int64_t batch_size;                                  /* samples per batch, for ctx->samples_seen (0 = 1) */
+} tr_data;
+
+/* ---- optimizers ------------------------------------------------------------------------------------
+   The formulas are PyTorch's (torch.optim.SGD and torch.optim.AdamW), applied per element:
+     SGD:   d = g + wd*p;  if momentum: buf = d on the first step, else buf = momentum*buf + (1-dampening)*d;
+            d = nesterov ? d + momentum*buf : buf;   p -= lr*d
+     AdamW: p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
+            p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)          (t = steps taken, from 1)
+   The arithmetic is done in double per element; the stored values are float. */
+typedef enum tr_optim_kind { TR_OPTIM_ADAMW = 0, TR_OPTIM_SGD } tr_optim_kind;
+
+typedef struct tr_optim {
+  tr_optim_kind kind;     /* 0 = AdamW */
+  double lr;              /* base learning rate (the schedule scales it); 0 = 1e-3 */
+  double weight_decay;    /* SGD: L2 added to the gradient; AdamW: decoupled. 0 = none */
+  double momentum;        /* SGD; 0 = plain SGD */
+  double dampening;       /* SGD; 0 = none (must be 0 with nesterov) */
+  int nesterov;           /* SGD; needs momentum > 0 */
+  double beta1, beta2;    /* AdamW; 0 = 0.9 and 0.999 */
+  double eps;             /* AdamW; 0 = 1e-8 */
+} tr_optim;
+
+/* ---- learning-rate schedules --------------------------------------------------------------------
+   lr(t) = optim.lr * factor(t), where t counts scheduler steps taken: optimizer steps (default) or
+   finished epochs (per_epoch = 1). Every kind starts with an optional linear warmup:
+     t < warmup:  factor = (t+1) / warmup
+   then, with u = t - warmup:
+     TR_SCHED_CONSTANT  1
+     TR_SCHED_STEP      gamma ^ floor(u / step_size)
+     TR_SCHED_WARMUP    1  (the same as CONSTANT; named for readability: "linear warmup, then hold")
+     TR_SCHED_COSINE    min_factor + (1-min_factor) * 0.5 * (1 + cos(pi * min(u, T) / T)),  T = total - warmup
+   The current value is in ctx->lr before every training batch; tr_lr_at computes it anywhere. */
+typedef enum tr_sched_kind { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_WARMUP, TR_SCHED_COSINE } tr_sched_kind;
+
+typedef struct tr_sched {
+  tr_sched_kind kind;     /* 0 = constant */
+  int per_epoch;          /* 0: t counts optimizer steps; 1: t counts finished epochs */
+  int64_t warmup;         /* scheduler steps of linear warmup; 0 = none */
+  int64_t step_size;      /* TR_SCHED_STEP: decay every step_size scheduler steps (required there) */
+  double gamma;           /* TR_SCHED_STEP: decay factor; 0 = 0.1 */
+  int64_t total;          /* TR_SCHED_COSINE: scheduler steps until the minimum; 0 = tr_config.max_steps
+                             (or max_epochs when per_epoch) of the fit that uses it. Set it when one
+                             training is split over several fits (resume), so the curve stays put. */
+  double min_factor;      /* TR_SCHED_COSINE: final lr as a fraction of optim.lr; 0 = decay to 0 */
+} tr_sched;
+
+/* lr after t scheduler steps (total must be resolved, i.e. > warmup, for the cosine kind). */
+TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
+
+/* ---- the trainer ---------------------------------------------------------------------------------- */
+typedef struct tr_desc {
+  tr_model model;         /* required */
+  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
+  tr_optim optim;
+  tr_sched sched;
+  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
+  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
+  void *user;             /* handed to hooks as ctx->user */
+} tr_desc;
+
+/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
+   builds still catch it). */
+typedef enum tr_nonfinite {
+  TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
+  TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
+  TR_NONFINITE_IGNORE     /* do nothing */
+} tr_nonfinite;
+
+typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
+
+/* One fit. Zero means the default in every field. */
+typedef struct tr_config {
+  const tr_data *train;          /* required */
+  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
+  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
+  int64_t max_steps;             /* optimizer steps; 0 = no limit */
+  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
+  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
+  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
+  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
+  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
+  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
+                                    Skipped when a step validation already ran at the same step. */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1 */
+  double gradient_clip_val;      /* 0 = no clipping */
+  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
+  tr_nonfinite on_nonfinite_loss;/* 0 = fail */
+  int no_sigint;                 /* 1: leave SIGINT alone. Default: during tr_fit the first Ctrl-C
+                                    finishes the current batch, the second stops at once; both end
+                                    through on_exception with TR_ERR_INTERRUPTED. The previous handler
+                                    is restored when tr_fit returns. */
+  const char *ckpt_path;         /* resume from this checkpoint (loaded after configure_model) */
+  const char *checkpoint_path;   /* where HK_REQUEST_CHECKPOINT saves; NULL: such requests only warn */
+} tr_config;
+
+/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
+   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
+typedef struct tr_trainer {
+  hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
+  hk_ctx ctx;              /* what every hook sees */
+  tr_model model;
+  tr_optim optim;          /* with defaults filled in */
+  tr_sched sched;
+  tr_rng rng;              /* yours to draw from; saved in checkpoints */
+  uint64_t seed;
+  int64_t epoch;           /* current (or next) epoch, from 0 */
+  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
+  int64_t epoch_batch;     /* training batches finished in the current epoch */
+  int64_t samples_seen;
+  double lr;               /* current learning rate (also ctx->lr) */
+  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
+  char error[512];         /* the last error's message ("" if none) */
+  /* private */
+  tr_err tr__err;          /* the first error of the run in progress */
+  FILE *tr__log;
+  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
+  hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
+  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
+  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
+  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
+  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
+  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
+  int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
+  int tr__grads_zeroed;    /* the current window's zero_grad happened */
+  int tr__step_skip;       /* the current window's optimizer step is cancelled (HK_SKIP_STEP) */
+  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
+  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
+  int tr__should_stop;     /* a graceful stop was requested (held until min_epochs/min_steps) */
+  int tr__restarting;      /* a checkpoint was loaded: the next fit skips the sanity check */
+  int64_t tr__total;       /* the cosine schedule's resolved total */
+  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
+  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
+} tr_trainer;
+
+/* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
+   state and the tensor views (all allocation happens here, none in the step loop). On error the
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. */
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
+TRAIN_API void   tr_free(tr_trainer *t);
+
+/* Train. Fires setup(fit), configure_model, on_fit_start, the sanity check, on_train_start, the epochs
+   (batches, optimizer hooks, validation), on_train_end, on_fit_end, teardown(fit) - in Lightning's
+   order. Calling tr_fit again continues from the trainer's counters (raise max_epochs/max_steps). */
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg);
+
+/* Evaluation loops (forward only, no gradients). limit_batches: 0 = all. mean_loss may be NULL; it
+   is NaN when no batch was evaluated. The mean also appears as the metric "val/loss" / "test/loss".
+   Data without batches runs no loop events at all (setup, configure_model and teardown still run). */
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+/* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
+
+/* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
+   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save), writes
+   <path>.tmp, fsyncs it and renames it over path, then fires on_checkpoint_saved (ctx->path).
+   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.checkpoint_path: the
+   trainer then saves right after the current training batch (or epoch end), when every hook of that
+   event has run. tr_save called directly from a hook records the loop as it is at that moment:
+   from on_train_batch_end or later it resumes after that batch; from inside a training batch the
+   resumed run repeats the batch (in an accumulation window a gradient it already added then counts
+   twice).
+   tr_load reads and verifies the whole file before changing anything; then restores parameters,
+   optimizer, schedule, counters, RNG and hook states, and fires on_load_checkpoint. On any error the
+   trainer and the hooks are exactly as before. Unknown hook keys only warn. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
+
+TRAIN_API const char *tr_error(const tr_trainer *t);
+TRAIN_API const char *tr_err_name(tr_err e);
+/* 1 if x is neither NaN nor infinite, by looking at the bits (immune to -ffast-math). */
+TRAIN_API int tr_is_finite(double x);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRAIN_H */
+
+/* =================================================================================================
+   IMPLEMENTATION
+   ================================================================================================= */
+#ifdef TRAIN_IMPLEMENTATION
+#ifndef TRAIN__IMPLEMENTED
+#define TRAIN__IMPLEMENTED
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#  include <fcntl.h>
+#  include <unistd.h>
+#  define TR__POSIX 1
+#endif
+#ifndef TRAIN_ASSERT
+#  include <assert.h>
+#  define TRAIN_ASSERT(c) assert(c)
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#  define TR__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#  define TR__NOINLINE __attribute__((noinline))
+#else
+#  define TR__PRINTF(a, b)
+#  define TR__NOINLINE
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
+
+/* ---- errors --------------------------------------------------------------------------------------- */
+
+TRAIN_API const char *tr_err_name(tr_err e) {
+  static const char *names[TR_ERR_COUNT] = {
+    "ok", "invalid argument", "out of memory", "file not found", "i/o error", "bad checkpoint format",
+    "unsupported checkpoint version", "checkpoint does not match", "hook failed", "hook state error",
+    "model or data error", "non-finite loss", "interrupted"
+  };
+  return (e >= 0 && e < TR_ERR_COUNT) ? names[e] : "unknown error";
+}
+
+TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
+
+/* Record an error. The first error of a run wins (later ones are usually its consequences), and
+   the run's loops check t->tr__err after every step that can fail. Returns the recorded code. */
+static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) TR__PRINTF(3, 4);
+static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) {
+  if (t->tr__err == TR_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+    t->tr__err = code;
+  }
+  return t->tr__err;
+}
+
+static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__warn(tr_trainer *t, const char *fmt, ...) {
+  va_list ap;
+  FILE *f = t->tr__log ? t->tr__log : stderr;
+  fputs("train.h: warning: ", f);
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+}
+
+/* NaN and infinity have every exponent bit set. Looking at the bits keeps working under
+   -ffast-math / -Ofast, where the compiler may assume isnan(x) is always false. */
+TRAIN_API int tr_is_finite(double x) {
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  return ((bits >> 52) & 0x7ff) != 0x7ff;
+}
+
+/* ---- random numbers (splitmix64: one 64-bit word of state, good enough for shuffles and dropout) -- */
+
+TRAIN_API void tr_rng_seed(tr_rng *r, uint64_t seed) { r->state = seed; }
+
+TRAIN_API uint64_t tr_rng_u64(tr_rng *r) {
+  uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+TRAIN_API uint32_t tr_rng_u32(tr_rng *r) { return (uint32_t)(tr_rng_u64(r) >> 32); }
+
+TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n) {
+  /* Reject the top sliver that would make some values more likely than others. */
+  uint64_t limit, x;
+  if (n == 0) return 0;
+  limit = UINT64_MAX - UINT64_MAX % n;
+  do x = tr_rng_u64(r); while (x >= limit);
+  return x % n;
+}
+
+TRAIN_API float tr_rng_float(tr_rng *r) { return (float)(tr_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+TRAIN_API float tr_rng_normal(tr_rng *r) {
+  double u1 = ((double)(tr_rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0); /* (0, 1] */
+  double u2 = (double)(tr_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; i++) idx[i] = i;
+  for (i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)tr_rng_below(r, (uint64_t)i + 1), tmp = idx[i];
+    idx[i] = idx[j];
+    idx[j] = tmp;
+  }
+}
+
+/* The shuffle of epoch e gets its own generator, derived from the seed and e alone, so that an
+   epoch resumed from a checkpoint sees exactly the order it had the first time. */
+static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
+  tr_rng r;
+  tr_rng_seed(&r, seed ^ 0x5DEECE66Dull);
+  r.state = tr_rng_u64(&r) ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull);
+  return r;
+}
+
+/* ---- learning-rate schedule ------------------------------------------------------------------------ */
+
+TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
+  int64_t warmup = s->warmup > 0 ? s->warmup : 0, u;
+  if (t < 0) t = 0;
+  if (t < warmup) return base_lr * (double)(t + 1) / (double)warmup;
+  u = t - warmup;
+  switch (s->kind) {
+  case TR_SCHED_STEP: {
+    double gamma = s->gamma > 0 ? s->gamma : 0.1;
+    int64_t size = s->step_size > 0 ? s->step_size : 1;
+    return base_lr * pow(gamma, (double)(u / size));
+  }
+  case TR_SCHED_COSINE: {
+    double T = (double)(s->total - warmup), x = (double)u;
+    if (T <= 0) return base_lr * s->min_factor;
+    if (x > T) x = T;
+    return base_lr * (s->min_factor + (1.0 - s->min_factor) * 0.5 * (1.0 + cos(3.141592653589793 * x / T)));
+  }
+  default: return base_lr; /* constant, and warmup-then-hold */
+  }
+}
+
+/* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
+static double tr__current_lr(const tr_trainer *t) {
+  tr_sched s = t->sched;
+  s.total = t->tr__total;
+  return tr_lr_at(&s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
+}
+
+/* ---- setup --------------------------------------------------------------------------------------- */
+
+/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
+   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm costs
+   a pass over all gradients, so it is computed only when asked, at most once per event. */
+static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
+static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) {
+  const tr_trainer *t = (const tr_trainer *)user;
+  double sum = 0;
+  size_t i;
+  (void)ctx;
+  for (i = 0; i < t->model.n_params; i++) sum += (double)t->model.grads[i] * t->model.grads[i];
+  return sqrt(sum);
+}
+
+static int tr__bad_number(double x, double lo, double hi) { return !tr_is_finite(x) || x < lo || x > hi; }
+
+TRAIN_API void tr_free(tr_trainer *t) {
+  if (!t) return;
+  hk_ctx_free(&t->ctx);
+  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
+  free(t->tr__views);
+  free(t->tr__m);
+  free(t->tr__v);
+  t->reg = NULL;
+  t->tr__views = NULL;
+  t->tr__m = t->tr__v = NULL;
+  t->tr__own_reg = 0;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  const tr_model *m;
+  tr_optim *o;
+  int i, j, n;
+  if (!t) return TR_ERR_INVALID;
+  memset(t, 0, sizeof *t);
+  t->running = HK_STAGE_NONE;
+  t->tr__val_at = -1;
+  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  t->tr__log = d->log;
+  t->model = d->model;
+  m = &t->model;
+  if (!m->params || !m->grads || m->n_params == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params, model.grads and model.n_params are required");
+  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
+  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
+  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
+    t->tr__whole.name = "params";
+    t->tr__whole.offset = 0;
+    t->tr__whole.count = m->n_params;
+    t->model.tensors = &t->tr__whole;
+    t->model.n_tensors = 1;
+  }
+  n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
+    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
+      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
+                      x->name, x->offset, x->count, m->n_params);
+    for (j = 0; j < i; j++)
+      if (strcmp(t->model.tensors[j].name, x->name) == 0)
+        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
+  }
+
+  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
+  t->optim = d->optim;
+  o = &t->optim;
+  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
+  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
+  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
+  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
+  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
+  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
+
+  t->sched = d->sched;
+  if (t->sched.kind < TR_SCHED_CONSTANT || t->sched.kind > TR_SCHED_COSINE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.kind %d is not a schedule", (int)t->sched.kind);
+  if (t->sched.warmup < 0 || t->sched.step_size < 0 || t->sched.total < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.warmup, sched.step_size and sched.total must be >= 0");
+  if (t->sched.kind == TR_SCHED_STEP && t->sched.step_size == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: the step schedule needs sched.step_size");
+  if (t->sched.gamma == 0) t->sched.gamma = 0.1;
+  if (tr__bad_number(t->sched.gamma, 0, HUGE_VAL) || tr__bad_number(t->sched.min_factor, 0, 1))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.gamma must be > 0 and sched.min_factor in [0, 1]");
+  t->tr__total = t->sched.total;
+
+  /* Everything the step loop needs is allocated now, once. */
+  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
+  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
+  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
+  }
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
+    p->name = g->name = x->name;
+    p->count = g->count = x->count;
+    p->data = m->params + x->offset;
+    g->data = m->grads + x->offset;
+  }
+  if (d->reg) t->reg = d->reg;
+  else {
+    t->reg = hk_create(NULL);
+    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
+    t->tr__own_reg = 1;
+  }
+
+  t->seed = d->seed;
+  tr_rng_seed(&t->rng, d->seed);
+  t->lr = o->lr;
+  t->ctx.trainer = t;
+  t->ctx.user = d->user;
+  t->ctx.params = t->tr__views;
+  t->ctx.grads = t->tr__views + n;
+  t->ctx.n_tensors = n;
+  t->ctx.world_size = 1;
+  t->ctx.lr = t->lr;
+  t->tr__last_loss = NAN; /* no training batch yet */
+  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  }
+  return TR_OK;
+}
+
+/* ---- Ctrl-C -----------------------------------------------------------------------------------------
+   The handler only counts (all a signal handler may safely do); the loops look at the count between
+   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next check. */
+static volatile sig_atomic_t tr__sigint_count;
+
+static void tr__on_sigint(int sig) {
+  tr__sigint_count = tr__sigint_count >= 1 ? 2 : 1;
+  signal(sig, tr__on_sigint); /* where signal() has System V semantics, the handler must be re-armed */
+}
+
+/* ---- firing events ---------------------------------------------------------------------------------
+   Every event goes through here. HK_FIRE costs a load and a branch when nothing is registered.
+   hooks.h's table says which signals each event honours; hk_honoured() turns any other signal into
+   the strongest weaker one the event does honour (HK_FAIL from teardown becomes HK_CONTINUE, for
+   example). Then HK_FAIL becomes the run's error and HK_STOP is remembered for the next safe point;
+   the batch-level signals are returned for the caller to act on. */
+static TR__NOINLINE hk_signal tr__settle(tr_trainer *t, int event, hk_signal s) {
+  const char *why = t->ctx.failure; /* hooks.h reports a fatal failure as "hook 'name' failed in ...: msg" */
+  t->ctx.failure = NULL;
+  s = hk_honoured(t->reg, event, s);
+  if (s == HK_STOP && t->running == HK_STAGE_FIT) t->tr__should_stop = 1;
+  else if (s == HK_FAIL) tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
+  if (tr__sigint_count >= 2 && t->running == HK_STAGE_FIT) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+  return s;
+}
+
+/* Inline so an empty site costs hooks.h's guard plus the Ctrl-C check; the rest is out of line. */
+static inline hk_signal tr__fire(tr_trainer *t, int event) {
+  hk_signal s = HK_FIRE(t->reg, event, &t->ctx);
+  if (s != HK_CONTINUE || tr__sigint_count >= 2) s = tr__settle(t, event, s);
+  return s;
+}
+
+/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
+   teardown, which always runs. Lightning skips teardown on errors; we do not. */
+static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
+  tr_err e = t->tr__err;
+  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  t->ctx.error = t->error;
+  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
+  t->ctx.stage = stage;
+  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
+  t->ctx.error = NULL;
+  return e;
+}
+
+/* Write the HK_REQUEST_LOG line: counters, then every metric. */
+static void tr__log_line(tr_trainer *t) {
+  FILE *f = t->tr__log ? t->tr__log : stderr;
+  int i, n = hk_metric_count(&t->ctx);
+  fprintf(f, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)t->ctx.epoch,
+          (long long)t->ctx.global_step, (long long)t->ctx.batch_idx, t->ctx.loss, t->ctx.lr);
+  for (i = 0; i < n; i++) {
+    double v = 0;
+    const char *name = hk_metric_at(&t->ctx, i, &v);
+    if (name) fprintf(f, " %s=%.6g", name, v);
+  }
+  fputc('\n', f);
+}
+
+/* ---- optimizer ---------------------------------------------------------------------------------- */
+
+static void tr__zero_grad(tr_trainer *t) { memset(t->model.grads, 0, t->model.n_params * sizeof(float)); }
+
+/* Clip the gradients; returns the total L2 norm before clipping (PyTorch's clip_grad_norm_ rule:
+   scale by max_norm / (norm + 1e-6) when that is below 1). */
+static double tr__clip(tr_trainer *t, tr_clip algo, double limit, int want_norm) {
+  float *g = t->model.grads;
+  size_t i, n = t->model.n_params;
+  double norm = 0;
+  if (algo == TR_CLIP_NORM || want_norm) {
+    for (i = 0; i < n; i++) norm += (double)g[i] * g[i];
+    norm = sqrt(norm);
+  }
+  if (algo == TR_CLIP_NORM) {
+    double coef = limit / (norm + 1e-6);
+    if (coef < 1.0) {
+      float c = (float)coef;
+      for (i = 0; i < n; i++) g[i] *= c;
+    }
+  } else {
+    float hi = (float)limit, lo = -hi;
+    for (i = 0; i < n; i++) g[i] = g[i] > hi ? hi : (g[i] < lo ? lo : g[i]);
+  }
+  return norm;
+}
+
+/* One optimizer step with learning rate lr; t->global_step + 1 is the step number. */
+/* noinline: inlined into tr_fit, gcc has laid this loop out as a cold block that calls libm's sqrt
+   for every element (+3% per step in bench/bench_train.c). */
+static TR__NOINLINE void tr__optimizer_step(tr_trainer *t, double lr) {
+  const tr_optim *o = &t->optim;
+  float *p = t->model.params, *g = t->model.grads, *m = t->tr__m, *v = t->tr__v;
+  size_t i, n = t->model.n_params;
+  if (o->kind == TR_OPTIM_ADAMW) {
+    double step = (double)(t->global_step + 1);
+    double b1 = o->beta1, b2 = o->beta2, eps = o->eps;
+    double bc1 = 1.0 - pow(b1, step), bc2_sqrt = sqrt(1.0 - pow(b2, step));
+    double decay = 1.0 - lr * o->weight_decay; /* decoupled weight decay: p -= lr*wd*p */
+    for (i = 0; i < n; i++) {
+      double gi = g[i];
+      double mi = b1 * m[i] + (1.0 - b1) * gi;
+      double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+      double pi = p[i] * decay;
+      pi -= (lr / bc1) * mi / (sqrt(vi) / bc2_sqrt + eps);
+      m[i] = (float)mi;
+      v[i] = (float)vi;
+      p[i] = (float)pi;
+    }
+  } else {
+    double mu = o->momentum, damp = o->dampening, wd = o->weight_decay;
+    int first = !t->tr__has_momentum;
+    for (i = 0; i < n; i++) {
+      double d = (double)g[i] + wd * p[i];
+      if (mu > 0) {
+        double buf = first ? d : mu * m[i] + (1.0 - damp) * d;
+        m[i] = (float)buf;
+        d = o->nesterov ? d + mu * buf : buf;
+      }
+      p[i] = (float)(p[i] - lr * d);
+    }
+    if (mu > 0) t->tr__has_momentum = 1;
+  }
+}
+
+/* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
+
+typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
+static const tr__loop_events tr__val_events = {
+  HK_ON_VALIDATION_START, HK_ON_VALIDATION_EPOCH_START, HK_ON_VALIDATION_BATCH_START,
+  HK_ON_VALIDATION_BATCH_END, HK_ON_VALIDATION_EPOCH_END, HK_ON_VALIDATION_END };
+static const tr__loop_events tr__test_events = {
+  HK_ON_TEST_START, HK_ON_TEST_EPOCH_START, HK_ON_TEST_BATCH_START,
+  HK_ON_TEST_BATCH_END, HK_ON_TEST_EPOCH_END, HK_ON_TEST_END };
+static const tr__loop_events tr__predict_events = {
+  HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
+  HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
+
+/* Number of batches to run: the data's count, capped by limit (> 0). */
+static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
+  int64_t n = data->count(data->user);
+  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); return 0; }
+  return (limit > 0 && limit < n) ? limit : n;
+}
+
+/* Does signal s end an evaluation loop after the current batch? */
+static int tr__ends_eval(hk_signal s, int in_fit) { return s == HK_STOP_EPOCH || (!in_fit && s == HK_STOP); }
+
+/* Runs start, epoch_start, every batch (forward only, or predict), epoch_end, end; nothing at all
+   when the data has no batches. The mean loss goes into the metric `metric` (if not NULL) before the
+   epoch_end event. Inside fit, HK_STOP only asks
+   training to stop (the validation finishes); in a standalone run it ends the loop like HK_STOP_EPOCH. */
+static tr_err tr__eval_loop(tr_trainer *t, const tr__loop_events *ev, const tr_data *data, int64_t limit,
+                            int predict, const char *metric, const char *what, double *mean_out) {
+  int in_fit = t->running == HK_STAGE_FIT;
+  int64_t b, n, counted = 0;
+  double sum = 0, mean = 0;
+  int stop = 0;
+  hk_signal s;
+  int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
+  double saved_loss = t->ctx.loss;
+  void *saved_batch = t->ctx.batch;
+
+  if (mean_out) *mean_out = NAN;
+  n = tr__n_batches(t, data, limit, what);
+  if (t->tr__err || n == 0) return t->tr__err; /* no batches: no loop at all (as in Lightning) */
+  tr__fire(t, ev->start);
+  if (t->tr__err) return t->tr__err;
+  s = tr__fire(t, ev->epoch_start);
+  if (t->tr__err) return t->tr__err;
+  stop = tr__ends_eval(s, in_fit);
+  for (b = 0; b < n && !stop; b++) {
+    void *batch = NULL;
+    int skip, rc;
+    t->ctx.batch_idx = b;
+    t->ctx.outputs = NULL;
+    rc = data->get(data->user, b, &batch);
+    if (rc) return tr__fail(t, TR_ERR_MODEL, "%s data: get(%lld) returned %d", what, (long long)b, rc);
+    t->ctx.batch = batch;
+    t->ctx.loss = NAN; /* until the forward pass (it stays NaN in a skipped batch and in predict) */
+    s = tr__fire(t, ev->batch_start);
+    if (t->tr__err) return t->tr__err;
+    skip = s == HK_SKIP_BATCH;
+    stop |= tr__ends_eval(s, in_fit);
+    if (!skip) {
+      if (predict) {
+        rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
+        if (rc) return tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)b);
+      } else {
+        double loss = 0;
+        rc = t->model.forward(t->model.user, batch, 0, &loss);
+        if (rc) return tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, what, (long long)b);
+        t->ctx.loss = loss;
+        sum += loss;
+        counted++;
+      }
+    }
+    s = tr__fire(t, ev->batch_end);
+    if (t->tr__err) return t->tr__err;
+    stop |= tr__ends_eval(s, in_fit);
+  }
+  t->ctx.outputs = NULL;
+  if (!predict) {
+    mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
+    t->ctx.loss = mean;
+    if (metric && hk_metric_set(&t->ctx, metric, mean) != HK_OK)
+      return tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", metric);
+  }
+  if (mean_out) *mean_out = mean;
+  tr__fire(t, ev->epoch_end);
+  if (t->tr__err) return t->tr__err;
+  tr__fire(t, ev->end);
+  t->ctx.batch_idx = saved_idx;
+  t->ctx.batch = saved_batch;
+  if (in_fit) t->ctx.loss = saved_loss;
+  return t->tr__err;
+}
+
+/* validate / test / predict as their own runs: setup, configure_model, the loop, teardown. */
+static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__loop_events *ev, const tr_data *data,
+                           int64_t limit, int predict, const char *metric, const char *what, double *mean) {
+  tr_err e;
+  if (!t) return TR_ERR_INVALID;
+  if (t->running != HK_STAGE_NONE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_%s called during a %s run (from a hook?)", what, hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  if (!data || !data->count || !data->get) return tr__fail(t, TR_ERR_INVALID, "tr_%s: data needs count and get", what);
+  if (predict && !t->model.predict) return tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  t->running = stage;
+  t->ctx.stage = stage;
+  t->ctx.requests = 0;
+  tr__fire(t, HK_SETUP);
+  if (!t->tr__err) tr__fire(t, HK_CONFIGURE_MODEL);
+  if (!t->tr__err) tr__eval_loop(t, ev, data, limit, predict, metric, what, mean);
+  if (t->tr__err) e = tr__abort(t, stage);
+  else {
+    if (t->ctx.requests & HK_REQUEST_LOG) tr__log_line(t);
+    t->ctx.requests = 0; /* validation and checkpoint requests only mean something during fit */
+    t->ctx.stage = stage;
+    tr__fire(t, HK_TEARDOWN);
+    e = t->tr__err;
+  }
+  t->running = HK_STAGE_NONE;
+  t->ctx.stage = HK_STAGE_NONE;
+  return e;
+}
+
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  return tr__eval_run(t, HK_STAGE_VALIDATE, &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss);
+}
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  return tr__eval_run(t, HK_STAGE_TEST, &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss);
+}
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
+  return tr__eval_run(t, HK_STAGE_PREDICT, &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL);
+}
+
+/* ---- the training loop ------------------------------------------------------------------------------- */
+
+static int tr__can_stop(const tr_trainer *t, const tr_config *c) {
+  return t->epoch >= c->min_epochs && t->global_step >= c->min_steps;
+}
+
+/* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
+   validation resumes after it instead of repeating it. */
+static tr_err tr__fit_validate(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  t->tr__val_at = t->epoch_batch;
+  return tr__eval_loop(t, &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL);
+}
+
+/* A safe point (after a training batch or an epoch): honour what hooks requested. */
+static tr_err tr__honour_requests(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  unsigned r = t->ctx.requests;
+  t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
+  if (r & HK_REQUEST_VALIDATION) {
+    if (c->val) {
+      if (tr__fit_validate(t)) return t->tr__err;
+    } else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
+  }
+  if (r & HK_REQUEST_CHECKPOINT) {
+    if (c->checkpoint_path) {
+      if (tr_save(t, c->checkpoint_path)) return t->tr__err;
+    } else tr__warn(t, "a hook requested a checkpoint but tr_config.checkpoint_path is not set");
+  }
+  if (r & HK_REQUEST_LOG) tr__log_line(t);
+  return t->tr__err;
+}
+
+/* The end of an accumulation window: forget its gradients' bookkeeping. */
+static void tr__end_window(tr_trainer *t) {
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__step_skip = 0;
+}
+
+/* One training batch, in Lightning's order:
+     on_train_batch_start, forward, [on_before_zero_grad, zero_grad]  (first micro-batch of a window),
+     on_before_backward, backward, on_after_backward,
+     [on_before_optimizer_step, clip, on_gradient_clip, step, on_after_optimizer_step]  (last micro-batch),
+     on_train_batch_end
+   *stop_epoch is set when a hook asks to end the epoch after this batch. */
+static tr_err tr__train_batch(tr_trainer *t, int64_t n_batches, int *stop_epoch) {
+  const tr_config *c = t->tr__cfg;
+  const tr_data *d = c->train;
+  int64_t b = t->epoch_batch;
+  int last = t->tr__accum_pos + 1 >= c->accumulate_grad_batches || b + 1 >= n_batches;
+  int skip = 0, stepped = 0, did_backward = 0, rc;
+  void *batch = NULL;
+  double loss = 0;
+  hk_signal s;
+
+/* What a signal from a hook means for the rest of this batch. */
+#define TR__ACT(sig)                                      \
+  do {                                                    \
+    if (t->tr__err) return t->tr__err;                    \
+    if ((sig) == HK_SKIP_STEP) t->tr__step_skip = 1;      \
+    else if ((sig) == HK_SKIP_BATCH) skip = 1;            \
+    else if ((sig) == HK_STOP_EPOCH) *stop_epoch = 1;     \
+  } while (0)
+
+  t->lr = t->ctx.lr = tr__current_lr(t);
+  t->ctx.batch_idx = b;
+  t->ctx.outputs = NULL;
+  rc = d->get(d->user, b, &batch);
+  if (rc) return tr__fail(t, TR_ERR_MODEL, "train data: get(%lld) returned %d", (long long)b, rc);
+  t->ctx.batch = batch;
+  t->ctx.loss = NAN; /* until the forward pass; stays NaN in a batch skipped before it */
+  s = tr__fire(t, HK_ON_TRAIN_BATCH_START);
+  TR__ACT(s);
+
+  if (!skip) {
+    rc = t->model.forward(t->model.user, batch, 1, &loss);
+    if (rc) return tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)b);
+    t->ctx.loss = t->tr__last_loss = loss;
+    if (!tr_is_finite(loss) && c->on_nonfinite_loss != TR_NONFINITE_IGNORE) {
+      if (c->on_nonfinite_loss == TR_NONFINITE_FAIL)
+        return tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
+                        (long long)t->epoch, (long long)b, (long long)t->global_step);
+      tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)b);
+      skip = 1;
+    }
+  }
+  if (!skip && !t->tr__grads_zeroed) { /* the window's first micro-batch that gets this far */
+    s = tr__fire(t, HK_ON_BEFORE_ZERO_GRAD);
+    TR__ACT(s);
+    tr__zero_grad(t);
+    t->tr__grads_zeroed = 1;
+  }
+  if (!skip) {
+    s = tr__fire(t, HK_ON_BEFORE_BACKWARD);
+    TR__ACT(s);
+  }
+  if (!skip) {
+    rc = t->model.backward(t->model.user, batch);
+    if (rc) return tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)b);
+    did_backward = 1;
+    s = tr__fire(t, HK_ON_AFTER_BACKWARD);
+    TR__ACT(s);
+  }
+  t->tr__accum_pos++; /* counted together, so that a checkpoint taken inside a batch stays consistent */
+  t->tr__accum_n += did_backward;
+  if (last) {
+    if (!skip && !t->tr__step_skip && t->tr__accum_n > 0) {
+      if (t->tr__accum_n > 1) { /* the window's gradient is the mean over its micro-batches */
+        float scale = 1.0f / (float)t->tr__accum_n;
+        size_t i;
+        for (i = 0; i < t->model.n_params; i++) t->model.grads[i] *= scale;
+      }
+      s = tr__fire(t, HK_ON_BEFORE_OPTIMIZER_STEP);
+      TR__ACT(s);
+      if (!skip && !t->tr__step_skip && c->gradient_clip_val > 0) {
+        t->ctx.grad_norm = tr__clip(t, c->gradient_clip_algorithm, c->gradient_clip_val,
+                                    HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP) != 0);
+        s = tr__fire(t, HK_ON_GRADIENT_CLIP);
+        TR__ACT(s);
+      }
+      if (!skip && !t->tr__step_skip) {
+        tr__optimizer_step(t, t->lr);
+        t->global_step++;
+        t->ctx.global_step = t->global_step;
+        stepped = 1;
+        s = tr__fire(t, HK_ON_AFTER_OPTIMIZER_STEP);
+        TR__ACT(s);
+      }
+    }
+    tr__end_window(t);
+  }
+#undef TR__ACT
+
+  t->epoch_batch++;
+  t->samples_seen += d->batch_size > 0 ? d->batch_size : 1;
+  t->ctx.samples_seen = t->samples_seen;
+  s = tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  if (t->tr__err) return t->tr__err;
+  if (s == HK_STOP_EPOCH) *stop_epoch = 1;
+  if (tr__sigint_count >= 1) return tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+
+  if (stepped && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
+    if (tr__fit_validate(t)) return t->tr__err;
+  return tr__honour_requests(t);
+}
+
+/* The epoch is over: move the counters to the next one. */
+static void tr__finish_epoch(tr_trainer *t) {
+  t->epoch++;
+  t->epoch_batch = 0;
+  t->tr__val_at = -1;
+  t->tr__epoch_ended = 0;
+  tr__end_window(t); /* a window cut short by a stop is dropped */
+  t->ctx.epoch = t->epoch;
+}
+
+/* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
+   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way, without a
+   second on_train_epoch_start, as Lightning does after a mid-epoch restart. */
+static tr_err tr__train_epoch(tr_trainer *t, int *no_data) {
+  const tr_config *c = t->tr__cfg;
+  int64_t n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
+  int resuming = t->epoch_batch > 0, stop_epoch = 0, complete;
+  if (t->tr__err) return t->tr__err;
+  if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
+    *no_data = 1;
+    return TR_OK;
+  }
+  t->ctx.epoch = t->epoch;
+  t->ctx.batch_idx = t->epoch_batch;
+  if (c->train->shuffle) { /* also when resuming: it rebuilds the epoch's order */
+    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
+    c->train->shuffle(c->train->user, &r);
+  }
+  if (!resuming) {
+    hk_signal s = tr__fire(t, HK_ON_TRAIN_EPOCH_START);
+    if (t->tr__err) return t->tr__err;
+    if (s == HK_STOP_EPOCH) stop_epoch = 1;
+  }
+  while (t->epoch_batch < n && !stop_epoch && !(t->tr__should_stop && tr__can_stop(t, c))) {
+    if (tr__train_batch(t, n, &stop_epoch)) return t->tr__err;
+    if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
+  }
+  complete = t->epoch_batch >= n || stop_epoch || (t->tr__should_stop && tr__can_stop(t, c));
+  if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
+      t->tr__val_at != t->epoch_batch)
+    if (tr__fit_validate(t)) return t->tr__err;
+  t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_END);
+  if (t->tr__err) return t->tr__err;
+  if (complete) tr__finish_epoch(t);
+  return tr__honour_requests(t);
+}
+
+static int tr__fit_done(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  if (c->max_steps > 0 && t->global_step >= c->max_steps) return 1;
+  if (c->max_epochs > 0 && t->epoch >= c->max_epochs) return 1;
+  if (t->tr__should_stop && tr__can_stop(t, c)) return 1;
+  return 0;
+}
+
+/* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
+static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
+  *c = *in;
+  if (!c->train || !c->train->count || !c->train->get) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count and get");
+  if (c->val && (!c->val->count || !c->val->get)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count and get");
+  if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
+      c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps and "
+                    "accumulate_grad_batches must be >= 0");
+  if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
+      (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
+  if (c->on_nonfinite_loss < TR_NONFINITE_FAIL || c->on_nonfinite_loss > TR_NONFINITE_IGNORE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: on_nonfinite_loss is not a tr_nonfinite value");
+  if (c->max_epochs == 0 && c->max_steps == 0) c->max_epochs = 1000;
+  if (c->limit_val_batches < 0) c->val = NULL;
+  if (c->num_sanity_val_steps == 0) c->num_sanity_val_steps = 2;
+  if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
+  if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
+  if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
+  t->tr__total = t->sched.total;
+  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total == 0)
+    t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
+  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total <= t->sched.warmup)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the cosine schedule needs sched.total (or max_steps / max_epochs) "
+                    "greater than sched.warmup");
+  return TR_OK;
+}
+
+/* The body of tr_fit, in the order of Lightning's Trainer.fit (lightning.md 2.3). */
+static tr_err tr__fit_run(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int no_data = 0;
+  tr__fire(t, HK_SETUP);
+  if (t->tr__err) return t->tr__err;
+  tr__fire(t, HK_CONFIGURE_MODEL);
+  if (t->tr__err) return t->tr__err;
+  if (c->ckpt_path && tr__load_file(t, c->ckpt_path)) return t->tr__err;
+  tr__fire(t, HK_ON_FIT_START);
+  if (t->tr__err) return t->tr__err;
+
+  /* The sanity check: a few validation batches before training, to find bugs in validation early.
+     Skipped after a checkpoint was loaded (Lightning skips it when restarting). */
+  if (c->val && c->num_sanity_val_steps > 0 && !t->tr__restarting) {
+    int64_t limit = c->num_sanity_val_steps;
+    if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
+    t->ctx.stage = HK_STAGE_SANITY_CHECK;
+    tr__fire(t, HK_ON_SANITY_CHECK_START);
+    if (!t->tr__err) tr__eval_loop(t, &tr__val_events, c->val, limit, 0, "val/loss", "sanity check", NULL);
+    if (!t->tr__err) tr__fire(t, HK_ON_SANITY_CHECK_END);
+    t->ctx.stage = HK_STAGE_FIT;
+    if (t->tr__err) return t->tr__err;
+  }
+
+  tr__fire(t, HK_ON_TRAIN_START);
+  if (t->tr__err) return t->tr__err;
+  if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
+  while (!tr__fit_done(t) && !no_data) {
+    if (tr__sigint_count >= 1) return tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+    if (tr__train_epoch(t, &no_data)) return t->tr__err;
+  }
+  if (no_data) tr__warn(t, "the training data has no batches: nothing to train");
+  tr__fire(t, HK_ON_TRAIN_END);
+  if (t->tr__err) return t->tr__err;
+  tr__fire(t, HK_ON_FIT_END);
+  if (t->tr__err) return t->tr__err;
+  tr__fire(t, HK_TEARDOWN);
+  return TR_OK; /* teardown honours no signal */
+}
+
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
+  tr_config c;
+  tr_err e;
+  void (*prev)(int) = SIG_ERR;
+  if (!t) return TR_ERR_INVALID;
+  if (t->running != HK_STAGE_NONE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit called during a %s run (from a hook?)", hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  if (tr__resolve(t, cfg, &c)) return t->tr__err;
+  t->tr__cfg = &c;
+  t->running = HK_STAGE_FIT;
+  t->ctx.stage = HK_STAGE_FIT;
+  t->ctx.requests = 0;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->lr = t->ctx.lr = tr__current_lr(t);
+  tr__sigint_count = 0;
+  if (!c.no_sigint) prev = signal(SIGINT, tr__on_sigint);
+
+  e = tr__fit_run(t);
+  if (e) e = tr__abort(t, HK_STAGE_FIT);
+
+  if (prev != SIG_ERR) signal(SIGINT, prev);
+  tr__sigint_count = 0;
+  t->tr__should_stop = 0; /* consumed by this fit */
+  t->tr__restarting = 0;
+  t->tr__cfg = NULL;
+  t->running = HK_STAGE_NONE;
+  t->ctx.stage = HK_STAGE_NONE;
+  t->ctx.batch = NULL;
+  return e;
+}
+
+/* ---- checkpoints --------------------------------------------------------------------------------------
+   CHECKPOINT FORMAT, version 1. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
+
+     header   8 bytes magic "TRAINCKP" | u32 version (1) | u32 flags (0)
+     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
+              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
+
+   The sections, in this order:
+     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
+           n_tensors x (u32 name length | name | u64 offset | u64 count)
+     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
+           i64 val_at | i64 accum_pos | i64 accum_n |
+           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
+     PARM  n_params x f32: the parameters
+     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
+     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
+     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
+     END   empty; nothing may follow it
+   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
+   is needed for any change to this layout. */
+
+#define TR__MAGIC "TRAINCKP"
+#define TR__VERSION 1u
+#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TR__META TR__TAG('M', 'E', 'T', 'A')
+#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
+#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
+#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
+#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
+#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
+#define TR__END  TR__TAG('E', 'N', 'D', '!')
+#define TR__LOOP_SIZE (9 * 8 + 4)
+#define TR__MAX_KEY 4096
+enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
+
+static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+  return h;
+}
+#define TR__FNV_START 0xcbf29ce484222325ull
+
+static void tr__le(unsigned char *p, uint64_t v, int bytes) {
+  int i;
+  for (i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t tr__get(const unsigned char *p, int bytes) {
+  uint64_t v = 0;
+  int i;
+  for (i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* -- writing: a buffered writer that checksums what it writes -- */
+typedef struct tr__writer {
+  unsigned char *buf;
+  size_t pos, cap;
+  uint64_t hash;     /* running checksum of the current section */
+  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
+#ifdef TR__POSIX
+  int fd;
+#else
+  FILE *f;
+#endif
+  int failed;        /* 0, or the errno of the first failure */
+} tr__writer;
+
+static void tr__w_flush(tr__writer *w) {
+  size_t done = 0;
+  if (w->failed) return;
+  while (done < w->pos) {
+#ifdef TR__POSIX
+    ssize_t k = write(w->fd, w->buf + done, w->pos - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) { w->failed = k < 0 ? errno : EIO; return; }
+    done += (size_t)k;
+#else
+    size_t k = fwrite(w->buf + done, 1, w->pos - done, w->f);
+    if (k == 0) { w->failed = EIO; return; }
+    done += k;
+#endif
+  }
+  w->pos = 0;
+}
+
+static void tr__w_put(tr__writer *w, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  w->hash = tr__fnv(w->hash, p, n);
+  w->left -= n;
+  while (n > 0) {
+    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
+    memcpy(w->buf + w->pos, p, k);
+    w->pos += k;
+    p += k;
+    n -= k;
+    if (w->pos == w->cap) tr__w_flush(w);
+  }
+}
+static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
+static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
+static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    tr__w_u32(w, u);
+  }
+}
+static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
+  w->hash = TR__FNV_START;
+  w->left = 12;
+  tr__w_u32(w, tag);
+  tr__w_u64(w, size);
+  w->left = size;
+}
+static void tr__w_end(tr__writer *w) {
+  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
+  w->left = 8;
+  tr__w_u64(w, w->hash);
+}
+
+/* hk_state_save hands every stateful hook's blob to this sink: one HOOK section each. */
+static hk_err tr__hook_sink(const char *key, const void *data, size_t len, void *user) {
+  tr__writer *w = (tr__writer *)user;
+  size_t klen = strlen(key);
+  tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
+  tr__w_u32(w, (uint32_t)klen);
+  tr__w_put(w, key, klen);
+  tr__w_u64(w, len);
+  tr__w_put(w, data, len);
+  tr__w_end(w);
+  return HK_OK;
+}
+
+static void tr__write_all(tr_trainer *t, tr__writer *w) {
+  size_t n = t->model.n_params, meta = 8 + 4 + 4 + 4;
+  int i;
+  unsigned char header[16];
+  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
+  int in_window = t->tr__accum_pos > 0;
+  uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (t->tr__step_skip && in_window ? TR__F_SKIP : 0) |
+                   (t->tr__should_stop ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+                   (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  memcpy(header, TR__MAGIC, 8);
+  tr__le(header + 8, TR__VERSION, 4);
+  tr__le(header + 12, 0, 4);
+  w->left = 16;
+  tr__w_put(w, header, 16);
+
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  tr__w_begin(w, TR__META, meta);
+  tr__w_u64(w, n);
+  tr__w_u32(w, (uint32_t)t->optim.kind);
+  tr__w_u32(w, (uint32_t)t->tr__n_buf);
+  tr__w_u32(w, (uint32_t)t->model.n_tensors);
+  for (i = 0; i < t->model.n_tensors; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len = strlen(x->name);
+    tr__w_u32(w, (uint32_t)len);
+    tr__w_put(w, x->name, len);
+    tr__w_u64(w, x->offset);
+    tr__w_u64(w, x->count);
+  }
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
+  tr__w_u64(w, t->seed);
+  tr__w_u64(w, t->rng.state);
+  tr__w_u64(w, (uint64_t)t->epoch);
+  tr__w_u64(w, (uint64_t)t->global_step);
+  tr__w_u64(w, (uint64_t)t->epoch_batch);
+  tr__w_u64(w, (uint64_t)t->samples_seen);
+  tr__w_u64(w, (uint64_t)t->tr__val_at);
+  tr__w_u64(w, (uint64_t)t->tr__accum_pos);
+  tr__w_u64(w, (uint64_t)(in_window ? t->tr__accum_n : 0));
+  tr__w_u32(w, flags);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
+  tr__w_f32s(w, t->model.params, n);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)t->tr__n_buf);
+  if (t->tr__n_buf >= 1) tr__w_f32s(w, t->tr__m, n);
+  if (t->tr__n_buf >= 2) tr__w_f32s(w, t->tr__v, n);
+  tr__w_end(w);
+
+  if (in_window) { /* inside an accumulation window: the partial sum must survive */
+    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
+    tr__w_f32s(w, t->model.grads, n);
+    tr__w_end(w);
+  }
+  if (hk_state_save(t->reg, tr__hook_sink, w) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  tr__w_begin(w, TR__END, 0);
+  tr__w_end(w);
+  tr__w_flush(w);
+}
+
+/* Write to <path>.tmp, flush it to the disk, then rename it over path: a crash at any moment leaves
+   either the old checkpoint or the new one, never half of one. */
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__writer w;
+  size_t plen = strlen(path);
+  char *tmp = (char *)malloc(plen + 5);
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  w.buf = (unsigned char *)malloc(w.cap);
+  if (!tmp || !w.buf) {
+    free(tmp);
+    free(w.buf);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  }
+  memcpy(tmp, path, plen);
+  memcpy(tmp + plen, ".tmp", 5);
+#ifdef TR__POSIX
+  w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (w.fd < 0) w.failed = errno;
+#else
+  w.f = fopen(tmp, "wb");
+  if (!w.f) w.failed = errno ? errno : EIO;
+#endif
+  if (!w.failed) {
+    tr__write_all(t, &w);
+#ifdef TR__POSIX
+    if (!w.failed && fsync(w.fd) != 0) w.failed = errno;
+    if (close(w.fd) != 0 && !w.failed) w.failed = errno;
+#else
+    if (fflush(w.f) != 0 && !w.failed) w.failed = errno ? errno : EIO;
+    if (fclose(w.f) != 0 && !w.failed) w.failed = errno ? errno : EIO;
+    if (!w.failed && !t->tr__err) remove(path); /* rename does not replace files everywhere */
+#endif
+    if (w.failed || t->tr__err) remove(tmp);
+    else if (rename(tmp, path) != 0) {
+      w.failed = errno;
+      remove(tmp);
+    }
+#ifdef TR__POSIX
+    else { /* make the rename itself durable: fsync the directory (best effort) */
+      const char *slash = strrchr(path, '/');
+      int dfd;
+      if (slash) {
+        tmp[slash - path + (slash == path)] = 0;
+        dfd = open(tmp, O_RDONLY);
+      } else dfd = open(".", O_RDONLY);
+      if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+      }
+    }
+#endif
+  }
+  free(tmp);
+  free(w.buf);
+  if (w.failed) return tr__fail(t, TR_ERR_IO, "tr_save: writing '%s' failed: %s", path, strerror(w.failed));
+  return t->tr__err;
+}
+
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
+  tr_err run_err, e;
+  char run_msg[sizeof t->error];
+  if (!t) return TR_ERR_INVALID;
+  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
+  /* An on_exception handler may save while the run is failing: the save gets a clean slate, and
+     the run keeps its own error. */
+  run_err = t->tr__err;
+  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
+  t->tr__err = TR_OK;
+  if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else {
+    t->ctx.path = path;
+    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
+    if (!t->tr__err) tr__save_file(t, path);
+    if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+    t->ctx.path = NULL;
+  }
+  e = t->tr__err;
+  if (run_err) {
+    t->tr__err = run_err;
+    memcpy(t->error, run_msg, sizeof run_msg);
+  }
+  return e;
+}
+
+/* -- reading: verify everything first, then change the trainer -- */
+typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
+
+static const char *tr__tag_name(uint32_t tag, char out[5]) {
+  int i;
+  for (i = 0; i < 4; i++) {
+    char c = (char)(tag >> (8 * i));
+    out[i] = (c >= 32 && c < 127) ? c : '?';
+  }
+  out[4] = 0;
+  return out;
+}
+
+/* Read the section at *pos: its header, bounds and checksum. */
+static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
+  size_t at = *pos, avail = len - at;
+  uint64_t size;
+  char name[5];
+  if (avail < 12)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
+  s->tag = (uint32_t)tr__get(buf + at, 4);
+  size = tr__get(buf + at + 4, 8);
+  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
+                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
+  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
+                    tr__tag_name(s->tag, name), at);
+  s->p = buf + at + 12;
+  s->n = (size_t)size;
+  s->at = at;
+  *pos = at + 12 + (size_t)size + 8;
+  return TR_OK;
+}
+
+/* Read the next section and check that it is the expected one. */
+static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
+  char want[5], got[5];
+  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
+  if (s->tag != tag)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
+                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
+  return TR_OK;
+}
+
+/* A parsed, verified checkpoint: pointers into the file's bytes. */
+typedef struct tr__ckpt {
+  tr__section meta, loop, parm, optm, grad;
+  int has_grad;
+  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
+  uint64_t seed, rng;
+  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
+  uint32_t flags;
+} tr__ckpt;
+
+static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
+  const unsigned char *p = s->p;
+  size_t pos = 20, n = s->n;
+  uint64_t n_params;
+  uint32_t kind, nbuf, nt, i;
+  static const char *optim_names[2] = { "AdamW", "SGD" };
+  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
+  n_params = tr__get(p, 8);
+  kind = (uint32_t)tr__get(p + 8, 4);
+  nbuf = (uint32_t)tr__get(p + 12, 4);
+  nt = (uint32_t)tr__get(p + 16, 4);
+  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
+  if (kind != (uint32_t)t->optim.kind)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
+                    optim_names[kind], optim_names[t->optim.kind]);
+  if (nbuf != (uint32_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
+                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
+  if (nt != (uint32_t)t->model.n_tensors)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
+  for (i = 0; i < nt; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len;
+    uint64_t off, cnt;
+    if (n - pos < 4) break;
+    len = (size_t)tr__get(p + pos, 4);
+    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
+    off = tr__get(p + pos + 4 + len, 8);
+    cnt = tr__get(p + pos + 4 + len + 8, 8);
+    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
+                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
+    if (off != x->offset || cnt != x->count)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
+                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
+                      (unsigned long long)off, x->count, x->offset);
+    pos += 4 + len + 16;
+  }
+  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
+  if (n_params != t->model.n_params)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
+                    (unsigned long long)n_params, t->model.n_params);
+  return TR_OK;
+}
+
+static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
+  size_t pos = 16, n4 = t->model.n_params * 4;
+  int i;
+  tr__section s;
+  memset(ck, 0, sizeof *ck);
+  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
+  if (tr__get(buf + 8, 4) != TR__VERSION)
+    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads version %u",
+                    (unsigned)tr__get(buf + 8, 4), TR__VERSION);
+  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
+
+  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
+  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
+  if (ck->loop.n != TR__LOOP_SIZE)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
+  ck->seed = tr__get(ck->loop.p, 8);
+  ck->rng = tr__get(ck->loop.p + 8, 8);
+  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
+  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
+  for (i = 0; i < 7; i++)
+    if (ck->v[i] < (i == 4 ? -1 : 0)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: negative loop counter");
+  if (ck->v[6] > ck->v[5] || (ck->flags & ~(uint32_t)TR__F_ALL))
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: inconsistent accumulation counters or flags");
+
+  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
+  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
+  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
+  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
+  if (ck->v[5] > 0) {
+    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
+    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
+    ck->has_grad = 1;
+  }
+
+  /* HOOK sections until END. Keys must be sane and unique. */
+  ck->hooks_at = pos;
+  for (;;) {
+    size_t klen, at = pos, q;
+    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
+    if (s.tag == TR__END) break;
+    if (s.tag != TR__HOOK) {
+      char name[5];
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
+    }
+    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
+    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
+        memchr(s.p + 4, 0, klen) != NULL)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
+    for (q = ck->hooks_at; q < at;) { /* an earlier HOOK with the same key? */
+      tr__section e;
+      tr__read_section(t, buf, len, &q, &e);
+      if ((size_t)tr__get(e.p, 4) == klen && memcmp(e.p + 4, s.p + 4, klen) == 0)
+        return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: hook state '%.*s' appears twice", (int)klen, (const char *)(s.p + 4));
+    }
+  }
+  ck->hooks_end = pos - 20; /* where END starts */
+  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
+  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
+  return TR_OK;
+}
+
+static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
+    memcpy(&dst[i], &u, 4);
+  }
+}
+
+/* The hooks' current state, kept while loading so that a hook rejecting its saved state can be
+   put back as it was. */
+typedef struct tr__snapshot { int n, cap; char **keys; unsigned char **data; size_t *len; int failed; } tr__snapshot;
+
+static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
+  tr__snapshot *s = (tr__snapshot *)user;
+  char *k;
+  unsigned char *d;
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 8;
+    char **keys = (char **)realloc(s->keys, (size_t)cap * sizeof(char *));
+    unsigned char **datas;
+    size_t *lens;
+    if (!keys) return HK_ERR_NOMEM;
+    s->keys = keys;
+    datas = (unsigned char **)realloc(s->data, (size_t)cap * sizeof(unsigned char *));
+    if (!datas) return HK_ERR_NOMEM;
+    s->data = datas;
+    lens = (size_t *)realloc(s->len, (size_t)cap * sizeof(size_t));
+    if (!lens) return HK_ERR_NOMEM;
+    s->len = lens;
+    s->cap = cap;
+  }
+  k = (char *)malloc(strlen(key) + 1);
+  d = (unsigned char *)malloc(len ? len : 1);
+  if (!k || !d) { free(k); free(d); return HK_ERR_NOMEM; }
+  strcpy(k, key);
+  if (len) memcpy(d, data, len);
+  s->keys[s->n] = k;
+  s->data[s->n] = d;
+  s->len[s->n] = len;
+  s->n++;
+  return HK_OK;
+}
+
+static void tr__snap_free(tr__snapshot *s) {
+  int i;
+  for (i = 0; i < s->n; i++) { free(s->keys[i]); free(s->data[i]); }
+  free(s->keys);
+  free(s->data);
+  free(s->len);
+}
+
+/* Give every HOOK section to its hook. All or nothing: on a rejection the snapshot is restored. */
+static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
+  tr__snapshot snap;
+  size_t pos = ck->hooks_at;
+  char key[TR__MAX_KEY + 1];
+  int i;
+  memset(&snap, 0, sizeof snap);
+  if (pos == ck->hooks_end) return TR_OK;
+  if (hk_state_save(t->reg, tr__snap_sink, &snap) != HK_OK) {
+    tr__snap_free(&snap);
+    return tr__fail(t, TR_ERR_STATE, "loading hook state: could not keep the current state: %s", hk_last_error(t->reg));
+  }
+  while (pos < ck->hooks_end) {
+    const unsigned char *p = buf + pos + 12;
+    size_t klen = (size_t)tr__get(p, 4), slen = (size_t)tr__get(p + 4 + klen, 8);
+    hk_err r;
+    pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8;
+    memcpy(key, p + 4, klen);
+    key[klen] = 0;
+    r = hk_state_load(t->reg, key, p + 4 + klen + 8, slen);
+    if (r == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", key);
+    else if (r != HK_OK) {
+      tr__fail(t, TR_ERR_STATE, "hook '%s' rejected its saved state: %s", key, hk_last_error(t->reg));
+      for (i = 0; i < snap.n; i++) (void)hk_state_load(t->reg, snap.keys[i], snap.data[i], snap.len[i]);
+      break;
+    }
+  }
+  tr__snap_free(&snap);
+  return t->tr__err;
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  tr__ckpt ck;
+  size_t n = t->model.n_params;
+  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (tr__load_hooks(t, buf, &ck)) return t->tr__err;
+
+  tr__read_f32s(t->model.params, ck.parm.p, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
+  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  t->seed = ck.seed;
+  t->rng.state = ck.rng;
+  t->epoch = ck.v[0];
+  t->global_step = ck.v[1];
+  t->epoch_batch = ck.v[2];
+  t->samples_seen = ck.v[3];
+  t->tr__val_at = ck.v[4];
+  t->tr__accum_pos = ck.v[5];
+  t->tr__accum_n = ck.v[6];
+  t->tr__grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
+  t->tr__step_skip = (ck.flags & TR__F_SKIP) != 0;
+  t->tr__should_stop = (ck.flags & TR__F_STOP) != 0;
+  t->tr__epoch_ended = (ck.flags & TR__F_ENDED) != 0;
+  t->tr__has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
+  t->tr__restarting = 1;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->ctx.batch_idx = t->epoch_batch;
+
+  t->ctx.path = path;
+  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
+  t->ctx.path = NULL;
+  return t->tr__err;
+}
+
+/* Read a whole file into memory. */
+static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
+  FILE *f = fopen(path, "rb");
+  unsigned char *buf = NULL;
+  size_t len = 0, cap = 0;
+  if (!f) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  for (;;) {
+    size_t k;
+    if (len == cap) {
+      size_t ncap = cap ? 2 * cap : 1 << 16;
+      unsigned char *nb = ncap > cap ? (unsigned char *)realloc(buf, ncap) : NULL;
+      if (!nb) { free(buf); fclose(f); return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s'", path); }
+      buf = nb;
+      cap = ncap;
+    }
+    k = fread(buf + len, 1, cap - len, f);
+    len += k;
+    if (k == 0) break;
+  }
+  if (ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+  fclose(f);
+  *out = buf;
+  *out_len = len;
+  return TR_OK;
+}
+
+static tr_err tr__load_file(tr_trainer *t, const char *path) {
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
+  tr__load_mem(t, buf, len, path);
+  free(buf);
+  return t->tr__err;
+}
+
+/* Loading while a run is going would pull the counters from under the loop (tr_config.ckpt_path is
+   the way to resume inside fit). */
+static tr_err tr__load_allowed(tr_trainer *t) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_load called during a %s run (use tr_config.ckpt_path)", hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return t->tr__err;
+  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
+  return tr__load_file(t, path);
+}
+
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return t->tr__err;
+  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
+  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRAIN__IMPLEMENTED */
+#endif /* TRAIN_IMPLEMENTATION */
+
+/*
+   ------------------------------------------------------------------------------------------------
+   This software is available under 2 licenses -- choose whichever you prefer.
+   ALTERNATIVE A - MIT License. Copyright (c) 2026 the hooks.h authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
+   associated documentation files (the "Software"), to deal in the Software without restriction,
+   including without limitation the rights to use, copy, modify, merge, publish, distribute,
+   sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
+   furnished to do so, subject to the following conditions: The above copyright notice and this
+   permission notice shall be included in all copies or substantial portions of the Software.
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
+   ALTERNATIVE B - Public Domain (www.unlicense.org). Anyone is free to copy, modify, publish, use,
+   compile, sell, or distribute this software, either in source code form or as a compiled binary,
+   for any purpose, commercial or non-commercial, and by any means.
+   ------------------------------------------------------------------------------------------------
+*/
