@@ -145,3 +145,9 @@ test-readme: $(HK_README_TOOL)
 
 readme-table: $(HK_README_TOOL)
 	./$(HK_README_TOOL) --write README.md
+
+# The README's quick starts compile warning-free and run (they are copied from nowhere else).
+test-readme-code:
+	@sh tests/readme_code.sh README.md $(BUILD)/readme $(CC) $(ALL_CFLAGS)
+TEST_TARGETS += test-readme-code
+.PHONY: test-readme-code
