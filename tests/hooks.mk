@@ -151,3 +151,14 @@ test-readme-code:
 	@sh tests/readme_code.sh README.md $(BUILD)/readme $(CC) $(ALL_CFLAGS)
 TEST_TARGETS += test-readme-code
 .PHONY: test-readme-code
+
+# make install puts the headers and a working pkg-config file under PREFIX.
+test-install:
+	@rm -rf $(BUILD)/inst
+	@$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/inst >/dev/null
+	@printf '#define HOOKS_IMPLEMENTATION\n#define TRAIN_IMPLEMENTATION\n#include <train.h>\nint main(void) { tr_trainer t; return tr_init(&t, NULL) == TR_OK; }\n' > $(BUILD)/inst/use.c
+	@$(CC) $(CFLAGS) $(WARN) $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --cflags hooks) -I$(STB_INC) \
+	    -o $(BUILD)/inst/use $(BUILD)/inst/use.c $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --libs hooks)
+	@$(BUILD)/inst/use && echo "install: headers and hooks.pc work"
+TEST_TARGETS += test-install
+.PHONY: test-install
