@@ -235,7 +235,7 @@ struct hk_ctx {
   const char *failure;   /* set by a dispatch that returns HK_FAIL: "hook 'x' failed in on_y: why" */
   void *trainer, *user;
   unsigned requests;     /* HK_REQUEST_* bits; the trainer clears the ones it honours */
-  char message[256];     /* hk_fail() writes here; dispatch reads it and reports the failure in ctx->error */
+  char message[256];     /* hk_fail() writes here; dispatch reads it and reports the failure in ->failure */
   void *hk__metrics;     /* private: the metrics map */
   uint64_t hk__seq;      /* private: dispatch counter for lazy metric caching */
 };
@@ -405,6 +405,8 @@ typedef struct hk_args {
 
 typedef hk_err (*hk_factory_fn)(hk_registry *reg, const hk_args *args, void *user);
 
+/* The params array is copied; the strings it points to (keys, defaults, choices, docs) must outlive
+   the registry, as string literals do. Argument strings handed to make() are valid only during it. */
 HOOKS_API hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param *params, int n_params,
                                 hk_factory_fn make, void *user, const char *doc);
 /* Parse, check everything, then call the factories in order. All or nothing: if one fails, the
@@ -1426,7 +1428,7 @@ static const char *hk__show(char *buf, size_t cap, const char *p) {
 }
 
 /* A value: a "quoted string" or a bare word. Returns its unescaped copy in ps->values. */
-static hk_err hk__value(hk__parser *ps, const char **out) {
+static hk_err hk__value(hk__parser *ps, const char *key, const char **out) {
   char *dst = ps->values + ps->vlen, shown[32];
   const char *b = ps->p;
   if (*ps->p == '"') {
@@ -1448,7 +1450,7 @@ static hk_err hk__value(hk__parser *ps, const char **out) {
     }
   } else {
     while (*ps->p && !isspace((unsigned char)*ps->p) && !strchr(",;()=\"", *ps->p)) ps->values[ps->vlen++] = *ps->p++;
-    if (ps->p == b) return hk__spec_error(ps, (int)(b - ps->spec), "expected a value, found %s (quote values that contain , ; ( ) = or spaces)", hk__show(shown, sizeof shown, ps->p));
+    if (ps->p == b) return hk__spec_error(ps, (int)(b - ps->spec), "expected a value for '%s', found %s (quote values that contain , ; ( ) = or spaces)", key, hk__show(shown, sizeof shown, ps->p));
   }
   ps->values[ps->vlen++] = 0;
   *out = dst;
@@ -1554,7 +1556,7 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
       ps->p++;
       hk__skip_ws(ps);
       k = (int)(ps->p - ps->spec);
-      if ((err = hk__value(ps, &text)) != HK_OK) return err;
+      if ((err = hk__value(ps, keys[slot], &text)) != HK_OK) return err;
       it->args.v[slot].given = 1;
       it->args.v[slot].s = text;
       if ((err = hk__convert(ps, &it->factory->params[slot], text, k, it->args.factory, &it->args.v[slot].i, &it->args.v[slot].d)) != HK_OK) return err;

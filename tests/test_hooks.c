@@ -2193,6 +2193,11 @@ static void test_spec_bad(void **state) {
   assert_contains(m, "early_stopping");
   assert_pos(m, sp, "early_stopping");
 
+  m = spec_error(reg, sp = "early_stopping(monitor=x, min_delta=)");
+  assert_contains(m, "value for 'min_delta'");   /* a missing value names its key */
+  assert_contains(m, "found ')'");
+  assert_pos(m, sp, ")");
+
   m = spec_error(reg, sp = "early_stopping(monitor=x, patience=abc)");
   assert_contains(m, "'abc'");
   assert_contains(m, "patience");
