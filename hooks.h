@@ -380,6 +380,11 @@ typedef hk_err (*hk_state_sink)(const char *key, const void *data, size_t len, v
 HOOKS_API hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user);
 /* Hands a saved blob to the callback whose name is key. HK_ERR_NOT_FOUND if no such callback. */
 HOOKS_API hk_err hk_state_load(hk_registry *reg, const char *key, const void *data, size_t len);
+/* Loads many blobs, all or nothing: if one callback rejects its blob (HK_ERR_STATE), every callback
+   loaded before it gets its previous state back. A key no callback loads is skipped and marked
+   HK_ERR_NOT_FOUND in its blob's result, for the caller to warn about. */
+typedef struct hk_state_blob { const char *key; const void *data; size_t len; hk_err result; } hk_state_blob;
+HOOKS_API hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n);
 
 /* ---- factories and spec strings --------------------------------------------------------------
    A factory turns a spec such as  early_stopping(monitor=val/loss, patience=3)  into registrations.
@@ -1327,6 +1332,41 @@ HK__DEF hk_err hk_state_load(hk_registry *reg, const char *key, const void *data
   if (r->cb.load_state(r->cb.user, &rd) != 0)
     return hk__fail_with(reg->hk__s, HK_ERR_STATE, "callback '%s' rejected its saved state (%lu bytes)", key, (unsigned long)len);
   return HK_OK;
+}
+
+HK__DEF hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n) {
+  hk__state *s;
+  hk__reg **who;
+  hk_bytes *before;
+  hk_err err = HK_OK;
+  int i, k;
+  if (!reg || n < 0 || (n && !blobs)) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  who = (hk__reg **)hk__alloc(sizeof *who * (size_t)n);
+  before = (hk_bytes *)hk__alloc(sizeof *before * (size_t)n);
+  if (!who || !before) { HOOKS_FREE(who); HOOKS_FREE(before); return hk__fail_with(s, HK_ERR_NOMEM, "out of memory loading callback state"); }
+  memset(before, 0, sizeof *before * (size_t)n);
+  /* keep what every callback involved has now, so a rejection can be undone */
+  for (i = 0; i < n && !err; i++) {
+    hk__reg *r = blobs[i].key ? hk__find_reg(s, hk_find(reg, blobs[i].key)) : NULL;
+    who[i] = (r && r->is_callback && r->cb.load_state) ? r : NULL;
+    blobs[i].result = who[i] ? HK_OK : HK_ERR_NOT_FOUND;
+    if (who[i] && (r->cb.save_state(r->cb.user, &before[i]) != 0 || before[i].failed))
+      err = hk__fail_with(s, HK_ERR_STATE, "callback '%s' could not save its current state, so nothing was loaded", r->name);
+  }
+  for (i = 0; i < n && !err; i++) {
+    if (!who[i]) continue;
+    if ((err = hk_state_load(reg, blobs[i].key, blobs[i].data, blobs[i].len)) != HK_OK) {
+      blobs[i].result = err;
+      for (k = 0; k < i; k++) if (who[k]) (void)hk_state_load(reg, blobs[k].key, before[k].data, before[k].len);
+      hk__fail_with(s, err, "callback '%s' rejected its saved state (%lu bytes); the callbacks loaded before it were restored",
+                    blobs[i].key, (unsigned long)blobs[i].len);
+    }
+  }
+  for (i = 0; i < n; i++) hk_bytes_free(&before[i]);
+  HOOKS_FREE(who);
+  HOOKS_FREE(before);
+  return err;
 }
 
 /* ---- factories and spec strings -------------------------------------------------------------------- */

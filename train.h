@@ -1694,77 +1694,38 @@ static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
   }
 }
 
-/* The hooks' current state, kept while loading so that a hook rejecting its saved state can be
-   put back as it was. */
-typedef struct tr__snapshot { int n, cap; char **keys; unsigned char **data; size_t *len; int failed; } tr__snapshot;
-
-static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
-  tr__snapshot *s = (tr__snapshot *)user;
-  char *k;
-  unsigned char *d;
-  if (s->n == s->cap) {
-    int cap = s->cap ? 2 * s->cap : 8;
-    char **keys = (char **)realloc(s->keys, (size_t)cap * sizeof(char *));
-    unsigned char **datas;
-    size_t *lens;
-    if (!keys) return HK_ERR_NOMEM;
-    s->keys = keys;
-    datas = (unsigned char **)realloc(s->data, (size_t)cap * sizeof(unsigned char *));
-    if (!datas) return HK_ERR_NOMEM;
-    s->data = datas;
-    lens = (size_t *)realloc(s->len, (size_t)cap * sizeof(size_t));
-    if (!lens) return HK_ERR_NOMEM;
-    s->len = lens;
-    s->cap = cap;
-  }
-  k = (char *)malloc(strlen(key) + 1);
-  d = (unsigned char *)malloc(len ? len : 1);
-  if (!k || !d) { free(k); free(d); return HK_ERR_NOMEM; }
-  strcpy(k, key);
-  if (len) memcpy(d, data, len);
-  s->keys[s->n] = k;
-  s->data[s->n] = d;
-  s->len[s->n] = len;
-  s->n++;
-  return HK_OK;
-}
-
-static void tr__snap_free(tr__snapshot *s) {
-  int i;
-  for (i = 0; i < s->n; i++) { free(s->keys[i]); free(s->data[i]); }
-  free(s->keys);
-  free(s->data);
-  free(s->len);
-}
-
-/* Give every HOOK section to its hook. All or nothing: on a rejection the snapshot is restored. */
+/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
+   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
 static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
-  tr__snapshot snap;
-  size_t pos = ck->hooks_at;
-  char key[TR__MAX_KEY + 1];
-  int i;
-  memset(&snap, 0, sizeof snap);
-  if (pos == ck->hooks_end) return TR_OK;
-  if (hk_state_save(t->reg, tr__snap_sink, &snap) != HK_OK) {
-    tr__snap_free(&snap);
-    return tr__fail(t, TR_ERR_STATE, "loading hook state: could not keep the current state: %s", hk_last_error(t->reg));
+  char (*keys)[TR__MAX_KEY + 1];
+  hk_state_blob *blobs;
+  size_t pos;
+  int i, n = 0;
+  for (pos = ck->hooks_at; pos < ck->hooks_end; pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) n++;
+  if (n == 0) return TR_OK;
+  keys = (char (*)[TR__MAX_KEY + 1])malloc(sizeof *keys * (size_t)n);
+  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)n);
+  if (!keys || !blobs) {
+    free(keys);
+    free(blobs);
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading hook state");
   }
-  while (pos < ck->hooks_end) {
+  for (i = 0, pos = ck->hooks_at; i < n; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
     const unsigned char *p = buf + pos + 12;
-    size_t klen = (size_t)tr__get(p, 4), slen = (size_t)tr__get(p + 4 + klen, 8);
-    hk_err r;
-    pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8;
-    memcpy(key, p + 4, klen);
-    key[klen] = 0;
-    r = hk_state_load(t->reg, key, p + 4 + klen + 8, slen);
-    if (r == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", key);
-    else if (r != HK_OK) {
-      tr__fail(t, TR_ERR_STATE, "hook '%s' rejected its saved state: %s", key, hk_last_error(t->reg));
-      for (i = 0; i < snap.n; i++) (void)hk_state_load(t->reg, snap.keys[i], snap.data[i], snap.len[i]);
-      break;
-    }
+    size_t klen = (size_t)tr__get(p, 4);
+    memcpy(keys[i], p + 4, klen);
+    keys[i][klen] = 0;
+    blobs[i].key = keys[i];
+    blobs[i].data = p + 4 + klen + 8;
+    blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
   }
-  tr__snap_free(&snap);
+  if (hk_state_load_all(t->reg, blobs, n) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
+  else
+    for (i = 0; i < n; i++)
+      if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", keys[i]);
+  free(keys);
+  free(blobs);
   return t->tr__err;
 }
 

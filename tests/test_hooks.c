@@ -1874,6 +1874,59 @@ static void test_state_save_load(void **state) {
   destroy_reg(reg);
 }
 
+/* hk_state_load_all: all or nothing, unknown keys marked, a failing snapshot loads nothing. */
+static void test_state_load_all(void **state) {
+  hk_registry *reg = mkreg();
+  static counter_cb a, b, c;
+  hk_callback cba, cbb, cbc;
+  hk_state_blob blobs[4];
+  int32_t va = 7, vb = 8, vc = 9, bad = 1;
+  (void)state;
+  memset(&a, 0, sizeof a); memset(&b, 0, sizeof b); memset(&c, 0, sizeof c);
+  a.n = 1; b.n = 2; c.n = 3;
+  cba = counter_callback("a", &a, 1);
+  cbb = counter_callback("b", &b, 1);
+  cbc = counter_callback("c", &c, 1);
+  assert_int_equal(hk_add_callback(reg, &cba, NULL, NULL), HK_OK);
+  assert_int_equal(hk_add_callback(reg, &cbb, NULL, NULL), HK_OK);
+  assert_int_equal(hk_add_callback(reg, &cbc, NULL, NULL), HK_OK);
+  memset(blobs, 0, sizeof blobs);
+  blobs[0].key = "a"; blobs[0].data = &va; blobs[0].len = 4;
+  blobs[1].key = "ghost"; blobs[1].data = &vb; blobs[1].len = 4;
+  blobs[2].key = "b"; blobs[2].data = &vb; blobs[2].len = 4;
+  blobs[3].key = "c"; blobs[3].data = &vc; blobs[3].len = 4;
+  assert_int_equal(hk_state_load_all(reg, blobs, 4), HK_OK);
+  assert_int_equal(a.n, 7);
+  assert_int_equal(b.n, 8);
+  assert_int_equal(c.n, 9);
+  assert_int_equal(blobs[0].result, HK_OK);
+  assert_int_equal(blobs[1].result, HK_ERR_NOT_FOUND);  /* unknown: skipped, for the caller to warn */
+
+  /* c rejects a 3-byte blob: a and b get their previous values back */
+  a.n = 1; b.n = 2; c.n = 3;
+  blobs[3].data = &bad; blobs[3].len = 3;
+  assert_int_equal(hk_state_load_all(reg, blobs, 4), HK_ERR_STATE);
+  assert_int_equal(blobs[3].result, HK_ERR_STATE);
+  assert_contains(hk_last_error(reg), "'c' rejected");
+  assert_int_equal(a.n, 1);
+  assert_int_equal(b.n, 2);
+  assert_int_equal(c.n, 3);
+
+  /* a callback that cannot save its current state: nothing is loaded at all */
+  blobs[3].data = &vc; blobs[3].len = 4;
+  b.fail_save = 1;
+  assert_int_equal(hk_state_load_all(reg, blobs, 4), HK_ERR_STATE);
+  assert_contains(hk_last_error(reg), "'b' could not save");
+  assert_int_equal(a.n, 1);
+  assert_int_equal(c.n, 3);
+  b.fail_save = 0;
+
+  assert_int_equal(hk_state_load_all(reg, NULL, 0), HK_OK);
+  assert_int_equal(hk_state_load_all(reg, NULL, 2), HK_ERR_INVALID);
+  assert_int_equal(hk_state_load_all(NULL, blobs, 1), HK_ERR_INVALID);
+  destroy_reg(reg);
+}
+
 static void test_state_bytes_reader(void **state) {
   hk_bytes b;
   hk_reader r;
@@ -2479,6 +2532,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_trace_env, cleanup),
     cmocka_unit_test_teardown(test_custom_events, cleanup),
     cmocka_unit_test_teardown(test_state_save_load, cleanup),
+    cmocka_unit_test_teardown(test_state_load_all, cleanup),
     cmocka_unit_test_teardown(test_state_bytes_reader, cleanup),
     cmocka_unit_test_teardown(test_destroy_called, cleanup),
     cmocka_unit_test_teardown(test_callback_copied, cleanup),

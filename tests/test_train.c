@@ -1749,7 +1749,7 @@ static void test_ckpt_hook_state(void **state) {
     keep = k.st; /* "stats" loads first (it was registered first), then "picky" rejects */
     picky.reject = 1;
     expect_reject(&k, both, n, TR_ERR_STATE, "rejected state");
-    assert_string_equal(g_reject_msg, "hook 'picky' rejected its saved state: callback 'picky' rejected its saved state (24 bytes)");
+    assert_string_equal(g_reject_msg, "loading hook state: callback 'picky' rejected its saved state (24 bytes); the callbacks loaded before it were restored");
     assert_memory_equal(&k.st, &keep, sizeof keep);
     free(both);
   }
