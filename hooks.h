@@ -221,7 +221,7 @@ typedef struct hk_tensor {
 /* Everything a hook sees. The trainer (or your loop) owns it and fills the fields it knows. */
 struct hk_ctx {
   hk_registry *reg;      /* set by dispatch: the registry running this hook */
-  int event;             /* set by dispatch: the event being dispatched */
+  int event;             /* set by dispatch: the event being dispatched (valid inside hooks) */
   hk_handle self;        /* set by dispatch: the running hook's handle (a hook may hk_off itself) */
   hk_stage stage;
   int64_t epoch, global_step, batch_idx, samples_seen;
@@ -1105,35 +1105,16 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
   return out;
 }
 
-/* Rare entry conditions, kept out of the dispatch loop's register budget. */
-static HK__COLD hk_signal hk__dispatch_scratch(hk_registry *reg, int event) {
-  hk_ctx scratch;
-  memset(&scratch, 0, sizeof scratch);
-  return hk__dispatch(reg, event, &scratch);
-}
-
-HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx) {
-  hk__state *s = reg->hk__s;
-  hk__hook **p, **end;
+/* The hook loop, shared by both entries below. The list and its length stay fixed while any
+   dispatch runs: structural changes wait until the outermost dispatch returns. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline hk_signal hk__run(hk_registry *reg, int event, hk_ctx *ctx) {
+  hk__hook **p = reg->hk__s->lists[event], **end;
   hk_signal out = HK_CONTINUE;
-  int outer_event;
-  hk_handle outer_self;
-  if (!ctx) return hk__dispatch_scratch(reg, event);
-  if ((unsigned)event >= (unsigned)s->n_events) {
-    hk__log(s, "error: HK_FIRE with event id %d, which does not exist (0..%d)", event, s->n_events - 1);
-    return HK_CONTINUE;
-  }
-  outer_event = ctx->event;  /* a hook may fire events itself: restore what its caller saw */
-  outer_self = ctx->self;
-  ctx->reg = reg;
-  ctx->event = event;
-  ctx->hk__seq++;
-  s->depth++;
-  if (s->trace) hk__trace_event(reg, event, ctx);
-  /* the list and its length stay fixed while any dispatch runs (changes wait for depth 0) */
-  p = s->lists[event];
-  end = p ? p + s->n_list[event] : p;  /* no list yet when only the trace armed this event */
-  for (; p < end; p++) {
+  if (!p) return out;  /* no list yet: only the trace armed this event */
+  for (end = p + reg->hk__s->n_list[event]; p < end; p++) {
     hk__hook *h = *p;
     hk_signal r;
     if (h->flags && !hk__admit(reg, h, ctx)) continue;
@@ -1141,12 +1122,51 @@ HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx
     r = h->fn(ctx, h->user);
     if (r != HK_CONTINUE) out = hk__settle(reg, *p, ctx, r, out);
   }
-  s = reg->hk__s;
+  return out;
+}
+
+/* Everything but the common case: a NULL context, a bad event id, a dispatch fired from inside a
+   hook (the caller's ctx->event and ctx->self are put back afterwards), or tracing. */
+static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, int event, hk_ctx *ctx) {
+  hk__state *s = reg->hk__s;
+  hk_ctx scratch;
+  hk_signal out;
+  int outer_event;
+  hk_handle outer_self;
+  if (!ctx) { memset(&scratch, 0, sizeof scratch); ctx = &scratch; }
+  if ((unsigned)event >= (unsigned)s->n_events) {
+    hk__log(s, "error: HK_FIRE with event id %d, which does not exist (0..%d)", event, s->n_events - 1);
+    return HK_CONTINUE;
+  }
+  outer_event = ctx->event;
+  outer_self = ctx->self;
+  ctx->reg = reg;
+  ctx->event = event;
+  ctx->hk__seq++;
+  s->depth++;
+  if (s->trace) hk__trace_event(reg, event, ctx);
+  out = hk__run(reg, event, ctx);
   if (s->trace == HK_TRACE_TREE && (hk_event_flags(reg, event) & HK_OPENS)) s->trace_depth++;
   s->depth--;
   ctx->event = outer_event;
   ctx->self = outer_self;
   if (s->depth == 0 && s->dirty) hk__rebuild(reg);
+  return out;
+}
+
+/* The common case: a top-level, untraced dispatch. */
+HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx) {
+  hk__state *s = reg->hk__s;
+  hk_signal out;
+  if (!ctx || (unsigned)event >= (unsigned)s->n_events || s->depth || s->trace)
+    return hk__dispatch_full(reg, event, ctx);
+  ctx->reg = reg;
+  ctx->event = event;
+  ctx->hk__seq++;
+  s->depth = 1;
+  out = hk__run(reg, event, ctx);
+  s->depth = 0;
+  if (s->dirty) hk__rebuild(reg);
   return out;
 }
 
