@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs what the build and tests need, only when something is missing.
-# Needed: a C compiler, make, stb_ds.h (libstb-dev), cmocka, valgrind, clang with libFuzzer (libclang-rt-14-dev).
+# Needed: a C compiler, make, stb_ds.h (libstb-dev), cmocka, valgrind, clang with libFuzzer (libclang-rt-dev).
 missing=""
 [ -f /usr/include/stb/stb_ds.h ]      || missing="$missing libstb-dev"
 [ -f /usr/include/cmocka.h ]          || missing="$missing libcmocka-dev"
@@ -8,7 +8,7 @@ command -v valgrind >/dev/null 2>&1   || missing="$missing valgrind"
 command -v clang >/dev/null 2>&1      || missing="$missing clang"
 command -v g++ >/dev/null 2>&1        || missing="$missing g++"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-14-dev"
+ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
 [ -z "$missing" ] && exit 0
 echo "deps: installing:$missing"
 if [ "$(id -u)" != 0 ]; then
