@@ -1339,12 +1339,18 @@ HK__DEF hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user) {
   return HK_OK;
 }
 
+/* The live callback named key that can load state, or NULL. */
+static hk__reg *hk__state_loader(const hk_registry *reg, const char *key) {
+  hk__reg *r = key ? hk__find_reg(reg->hk__s, hk_find(reg, key)) : NULL;
+  return (r && r->is_callback && r->cb.load_state) ? r : NULL;
+}
+
 HK__DEF hk_err hk_state_load(hk_registry *reg, const char *key, const void *data, size_t len) {
   hk__reg *r;
   hk_reader rd;
   if (!reg || !key || (!data && len)) return HK_ERR_INVALID;
-  r = hk__find_reg(reg->hk__s, hk_find(reg, key));
-  if (!r || !r->is_callback || !r->cb.load_state)
+  r = hk__state_loader(reg, key);
+  if (!r)
     return hk__fail_with(reg->hk__s, HK_ERR_NOT_FOUND, "no registered callback named '%s' loads state; its saved state is ignored", key);
   rd.data = (const unsigned char *)data;
   rd.len = len;
@@ -1368,10 +1374,9 @@ HK__DEF hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n) 
   memset(before, 0, sizeof *before * (size_t)n);
   /* keep what every callback involved has now, so a rejection can be undone */
   for (i = 0; i < n && !err; i++) {
-    hk__reg *r = blobs[i].key ? hk__find_reg(s, hk_find(reg, blobs[i].key)) : NULL;
-    who[i] = (r && r->is_callback && r->cb.load_state) ? r : NULL;
-    blobs[i].result = who[i] ? HK_OK : HK_ERR_NOT_FOUND;
-    if (who[i] && (r->cb.save_state(r->cb.user, &before[i]) != 0 || before[i].failed))
+    hk__reg *r = who[i] = hk__state_loader(reg, blobs[i].key);
+    blobs[i].result = r ? HK_OK : HK_ERR_NOT_FOUND;
+    if (r && (r->cb.save_state(r->cb.user, &before[i]) != 0 || before[i].failed))
       err = hk__fail_with(s, HK_ERR_STATE, "callback '%s' could not save its current state, so nothing was loaded", r->name);
   }
   for (i = 0; i < n && !err; i++) {
