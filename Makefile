@@ -33,6 +33,8 @@ deps:
 include tests/hooks.mk
 include tests/train.mk
 include tests/zero_cost/zero_cost.mk
+include tests/own_loop.mk
+include tests/third_party.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

@@ -1,4 +1,4 @@
-/* hooks.h - v0.1.0 - 2026-11-21 - Lightning-style hooks for C training loops - MIT or public domain
+/* hooks.h - v0.2.0 - 2026-11-22 - Lightning-style hooks for C training loops - MIT or public domain
 
    A training loop calls HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx) at each interesting point; users
    register functions or whole callbacks against those events. A site with nothing registered costs
@@ -9,7 +9,7 @@
          #define HOOKS_IMPLEMENTATION
          #include "hooks.h"
      Everywhere else just #include "hooks.h". The implementation needs stb_ds.h
-     (Debian: libstb-dev, found as <stb/stb_ds.h>).
+     (Debian: libstb-dev, found as <stb/stb_ds.h>); link with -lm.
 
        static hk_signal log_loss(hk_ctx *ctx, void *user) {
            printf("step %lld loss %.4f\n", (long long)ctx->global_step, ctx->loss);
@@ -19,13 +19,26 @@
        hk_on(reg, HK_ON_TRAIN_BATCH_END, log_loss, NULL, &(hk_opts){ .name = "log" }, NULL);
        ...
        hk_ctx ctx = { .stage = HK_STAGE_FIT };
-       for (...) { ...; ctx.loss = loss; HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx); }
+       hk_flow flow = { 0 };
+       for (...) {
+           ...; ctx.loss = loss;
+           HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);    (or HK_FIRE, ignoring signals)
+           if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) break;
+       }
        hk_ctx_free(&ctx);
        hk_destroy(reg);
 
+     Your own loop: read "THE CONTEXT CONTRACT" (what each hk_ctx field means and when it changes)
+     and "your own loop" (hk_flow, hk_grad_norm, hk_is_finite) below.
+
    COMPILE-TIME OPTIONS (define before including)
      HOOKS_IMPLEMENTATION     emit the implementation in this translation unit
-     HK_DISABLE               compile every HK_FIRE site to nothing (arguments are still type-checked)
+     HK_DISABLE               compile every site (HK_FIRE, HK_FIRE_FLOW, HK_ACTIVE) to nothing; arguments
+                              are still type-checked. Only the sites go: every function stays real and
+                              callable (so the same program builds either way; registrations succeed,
+                              nothing is ever dispatched), and the implementation stays linked (about
+                              42 KB of code with gcc -O2) unless the program calls none of it and links
+                              with -Wl,--gc-sections
      HOOKS_STATIC             make every function static (private copy per translation unit)
      HOOKS_API                declaration prefix for public functions (default: extern)
      HOOKS_ASSERT(c)          assertion used by the implementation (default: assert)
@@ -39,6 +52,11 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     0.2.0  own loops: HK_FIRE_FLOW/hk_flow, hk_grad_norm (cached until hk_grads_changed),
+            hk_is_finite/hk_is_finitef, the context contract; ctx->error/failure/message became
+            abort_reason/hook_failure/(private); ctx->grad_norm removed (hk_grad_norm); filters count
+            1-based ordinals for every counter; fatal failures are reported once (ctx->hook_failure);
+            HK_MODEL_FIRST; HK_MAX_DEPTH; hardening (ordering cost, destroy re-entrancy, specs).
      0.1.0  first release: event table, registry, dispatch, signals, filters, error policies,
             metrics with lazy values, trace, callback state, factories and spec strings.
 */
@@ -46,13 +64,14 @@
 #define HOOKS_H
 
 #define HOOKS_VERSION_MAJOR 0
-#define HOOKS_VERSION_MINOR 1
+#define HOOKS_VERSION_MINOR 2
 #define HOOKS_VERSION_PATCH 0
-#define HOOKS_VERSION_STRING "0.1.0"
+#define HOOKS_VERSION_STRING "0.2.0"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h> /* memcpy in the inline finite checks */
 
 #ifndef HOOKS_API
 #  ifdef HOOKS_STATIC
@@ -72,57 +91,59 @@ extern "C" {
 
 /* ---------------------------------------------------------------------------------------------
    The event table: the single source of truth. Everything about an event (enum, name, callback
-   field, phase, pairing, which signals it honours, documentation) is generated from this list.
+   field, pairing, which signals it honours, documentation) is generated from this list.
 
-   X(ENUM_SUFFIX, name, phase, pairing, honoured signals, doc)
+   X(ENUM_SUFFIX, name, pairing, honoured signals, doc)
      pairing:  HK_OPENS  starts a span closed by a matching *_end event (the trace indents after it)
                HK_CLOSES ends a span (runs in reverse hook order when reverse_end_events is set)
                HK_MONITOR_LAST also: callbacks registered with .monitor run after the model tier
+               HK_MODEL_FIRST  also: the model tier runs before the callback tier (Lightning calls the
+                               LightningModule's on_load_checkpoint before the callbacks')
      signals:  the set of signals a trainer acts on at this event (HK_HONOURS_* below). A signal an
                event does not honour degrades to the strongest weaker one it does: hk_honoured().
    --------------------------------------------------------------------------------------------- */
 #define HK_EVENTS(X) \
-  X(SETUP,                      setup,                      HK_PHASE_SETUP,      HK_OPENS,  HK_HONOURS_RUN,    "a stage begins (ctx->stage: fit, validate, test, predict); allocate here") \
-  X(CONFIGURE_MODEL,            configure_model,            HK_PHASE_SETUP,      0,         HK_HONOURS_RUN,    "build or modify the model before optimizers are made") \
-  X(ON_FIT_START,               on_fit_start,               HK_PHASE_FIT,        HK_OPENS,  HK_HONOURS_RUN,    "fit() begins, after setup and checkpoint restore") \
-  X(ON_SANITY_CHECK_START,      on_sanity_check_start,      HK_PHASE_SANITY,     HK_OPENS,  HK_HONOURS_RUN,    "a few validation batches run before training to catch bugs early") \
-  X(ON_SANITY_CHECK_END,        on_sanity_check_end,        HK_PHASE_SANITY,     HK_CLOSES, HK_HONOURS_RUN,    "the sanity check finished") \
-  X(ON_TRAIN_START,             on_train_start,             HK_PHASE_TRAIN,      HK_OPENS,  HK_HONOURS_RUN,    "the training loop begins") \
-  X(ON_TRAIN_EPOCH_START,       on_train_epoch_start,       HK_PHASE_TRAIN,      HK_OPENS,  HK_HONOURS_EPOCH,  "a training epoch begins (ctx->epoch)") \
-  X(ON_TRAIN_BATCH_START,       on_train_batch_start,       HK_PHASE_TRAIN,      HK_OPENS,  HK_HONOURS_STEP,   "a training batch begins (ctx->batch_idx, ctx->batch)") \
-  X(ON_BEFORE_ZERO_GRAD,        on_before_zero_grad,        HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients are about to be zeroed (first micro-batch of a window)") \
-  X(ON_BEFORE_BACKWARD,         on_before_backward,         HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "the loss is known (ctx->loss); backward is next") \
-  X(ON_AFTER_BACKWARD,          on_after_backward,          HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients of this micro-batch are accumulated (ctx->grads)") \
-  X(ON_BEFORE_OPTIMIZER_STEP,   on_before_optimizer_step,   HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients are final, before clipping and the update") \
-  X(ON_GRADIENT_CLIP,           on_gradient_clip,           HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_STEP,   "gradients were clipped (ctx->grad_norm is the norm before clipping)") \
-  X(ON_AFTER_OPTIMIZER_STEP,    on_after_optimizer_step,    HK_PHASE_OPTIMIZER,  0,         HK_HONOURS_EPOCH,  "parameters were updated (EMA, weight averaging)") \
-  X(ON_TRAIN_BATCH_END,         on_train_batch_end,         HK_PHASE_TRAIN,      HK_CLOSES, HK_HONOURS_EPOCH,  "a training batch ended (ctx->loss, ctx->global_step)") \
-  X(ON_VALIDATION_START,        on_validation_start,        HK_PHASE_VALIDATION, HK_OPENS,  HK_HONOURS_RUN,    "a validation run begins") \
-  X(ON_VALIDATION_EPOCH_START,  on_validation_epoch_start,  HK_PHASE_VALIDATION, HK_OPENS,  HK_HONOURS_RUN,    "the validation epoch begins") \
-  X(ON_VALIDATION_BATCH_START,  on_validation_batch_start,  HK_PHASE_VALIDATION, HK_OPENS,  HK_HONOURS_BATCH,  "a validation batch begins") \
-  X(ON_VALIDATION_BATCH_END,    on_validation_batch_end,    HK_PHASE_VALIDATION, HK_CLOSES, HK_HONOURS_EPOCH,  "a validation batch ended (ctx->loss)") \
-  X(ON_VALIDATION_EPOCH_END,    on_validation_epoch_end,    HK_PHASE_VALIDATION, HK_CLOSES, HK_HONOURS_RUN,    "the validation epoch ended; metrics such as val/loss are set") \
-  X(ON_VALIDATION_END,          on_validation_end,          HK_PHASE_VALIDATION, HK_CLOSES, HK_HONOURS_RUN,    "the validation run ended") \
-  X(ON_TRAIN_EPOCH_END,         on_train_epoch_end,         HK_PHASE_TRAIN,      HK_CLOSES | HK_MONITOR_LAST, HK_HONOURS_RUN,    "a training epoch ended, after its validation") \
-  X(ON_TRAIN_END,               on_train_end,               HK_PHASE_TRAIN,      HK_CLOSES, HK_HONOURS_RUN,    "the training loop ended") \
-  X(ON_FIT_END,                 on_fit_end,                 HK_PHASE_FIT,        HK_CLOSES, HK_HONOURS_RUN,    "fit() is about to return successfully") \
-  X(ON_TEST_START,              on_test_start,              HK_PHASE_TEST,       HK_OPENS,  HK_HONOURS_RUN,    "a test run begins") \
-  X(ON_TEST_EPOCH_START,        on_test_epoch_start,        HK_PHASE_TEST,       HK_OPENS,  HK_HONOURS_RUN,    "the test epoch begins") \
-  X(ON_TEST_BATCH_START,        on_test_batch_start,        HK_PHASE_TEST,       HK_OPENS,  HK_HONOURS_BATCH,  "a test batch begins") \
-  X(ON_TEST_BATCH_END,          on_test_batch_end,          HK_PHASE_TEST,       HK_CLOSES, HK_HONOURS_EPOCH,  "a test batch ended (ctx->loss)") \
-  X(ON_TEST_EPOCH_END,          on_test_epoch_end,          HK_PHASE_TEST,       HK_CLOSES, HK_HONOURS_RUN,    "the test epoch ended; metrics such as test/loss are set") \
-  X(ON_TEST_END,                on_test_end,                HK_PHASE_TEST,       HK_CLOSES, HK_HONOURS_RUN,    "the test run ended") \
-  X(ON_PREDICT_START,           on_predict_start,           HK_PHASE_PREDICT,    HK_OPENS,  HK_HONOURS_RUN,    "a prediction run begins") \
-  X(ON_PREDICT_EPOCH_START,     on_predict_epoch_start,     HK_PHASE_PREDICT,    HK_OPENS,  HK_HONOURS_RUN,    "the prediction epoch begins") \
-  X(ON_PREDICT_BATCH_START,     on_predict_batch_start,     HK_PHASE_PREDICT,    HK_OPENS,  HK_HONOURS_BATCH,  "a prediction batch begins") \
-  X(ON_PREDICT_BATCH_END,       on_predict_batch_end,       HK_PHASE_PREDICT,    HK_CLOSES, HK_HONOURS_EPOCH,  "a prediction batch ended (ctx->outputs)") \
-  X(ON_PREDICT_EPOCH_END,       on_predict_epoch_end,       HK_PHASE_PREDICT,    HK_CLOSES, HK_HONOURS_RUN,    "the prediction epoch ended") \
-  X(ON_PREDICT_END,             on_predict_end,             HK_PHASE_PREDICT,    HK_CLOSES, HK_HONOURS_RUN,    "the prediction run ended") \
-  X(ON_SAVE_CHECKPOINT,         on_save_checkpoint,         HK_PHASE_CHECKPOINT, 0,         HK_HONOURS_FAIL,   "a checkpoint is being written (ctx->path); hook state is saved with it") \
-  X(ON_LOAD_CHECKPOINT,         on_load_checkpoint,         HK_PHASE_CHECKPOINT, 0,         HK_HONOURS_FAIL,   "a checkpoint was read (ctx->path); hook state is already restored") \
-  X(ON_CHECKPOINT_SAVED,        on_checkpoint_saved,        HK_PHASE_CHECKPOINT, 0,         HK_HONOURS_FAIL,   "a checkpoint file is complete on disk (ctx->path)") \
-  X(ON_EXCEPTION,               on_exception,               HK_PHASE_EXCEPTION,  0,         HK_HONOURS_NONE,   "a run is aborting (ctx->error says why); every handler runs") \
-  X(TEARDOWN,                   teardown,                   HK_PHASE_SETUP,      HK_CLOSES, HK_HONOURS_NONE,   "a stage ends, on success and on failure (ctx->stage); free here")
+  X(SETUP,                      setup,                      HK_OPENS,  HK_HONOURS_RUN,    "a stage begins (ctx->stage: fit, validate, test, predict); allocate here") \
+  X(CONFIGURE_MODEL,            configure_model,            0,         HK_HONOURS_RUN,    "build or modify the model before optimizers are made") \
+  X(ON_FIT_START,               on_fit_start,               HK_OPENS,  HK_HONOURS_RUN,    "fit() begins, after setup and checkpoint restore") \
+  X(ON_SANITY_CHECK_START,      on_sanity_check_start,      HK_OPENS,  HK_HONOURS_RUN,    "a few validation batches run before training to catch bugs early") \
+  X(ON_SANITY_CHECK_END,        on_sanity_check_end,        HK_CLOSES, HK_HONOURS_RUN,    "the sanity check finished") \
+  X(ON_TRAIN_START,             on_train_start,             HK_OPENS,  HK_HONOURS_RUN,    "the training loop begins") \
+  X(ON_TRAIN_EPOCH_START,       on_train_epoch_start,       HK_OPENS,  HK_HONOURS_EPOCH,  "a training epoch begins (ctx->epoch)") \
+  X(ON_TRAIN_BATCH_START,       on_train_batch_start,       HK_OPENS,  HK_HONOURS_STEP,   "a training batch begins (ctx->batch_idx, ctx->batch)") \
+  X(ON_BEFORE_ZERO_GRAD,        on_before_zero_grad,        0,         HK_HONOURS_STEP,   "gradients are about to be zeroed (first micro-batch of a window)") \
+  X(ON_BEFORE_BACKWARD,         on_before_backward,         0,         HK_HONOURS_STEP,   "the loss is known (ctx->loss); backward is next") \
+  X(ON_AFTER_BACKWARD,          on_after_backward,          0,         HK_HONOURS_STEP,   "gradients of this micro-batch are accumulated (ctx->grads)") \
+  X(ON_BEFORE_OPTIMIZER_STEP,   on_before_optimizer_step,   0,         HK_HONOURS_STEP,   "gradients are final, before clipping and the update") \
+  X(ON_GRADIENT_CLIP,           on_gradient_clip,           0,         HK_HONOURS_STEP,   "gradients were clipped (hk_grad_norm(ctx) is still the norm before clipping)") \
+  X(ON_AFTER_OPTIMIZER_STEP,    on_after_optimizer_step,    0,         HK_HONOURS_EPOCH,  "parameters were updated (EMA, weight averaging)") \
+  X(ON_TRAIN_BATCH_END,         on_train_batch_end,         HK_CLOSES, HK_HONOURS_EPOCH,  "a training batch ended (ctx->loss, ctx->global_step)") \
+  X(ON_VALIDATION_START,        on_validation_start,        HK_OPENS,  HK_HONOURS_RUN,    "a validation run begins") \
+  X(ON_VALIDATION_EPOCH_START,  on_validation_epoch_start,  HK_OPENS,  HK_HONOURS_RUN,    "the validation epoch begins") \
+  X(ON_VALIDATION_BATCH_START,  on_validation_batch_start,  HK_OPENS,  HK_HONOURS_BATCH,  "a validation batch begins") \
+  X(ON_VALIDATION_BATCH_END,    on_validation_batch_end,    HK_CLOSES, HK_HONOURS_EPOCH,  "a validation batch ended (ctx->loss)") \
+  X(ON_VALIDATION_EPOCH_END,    on_validation_epoch_end,    HK_CLOSES, HK_HONOURS_RUN,    "the validation epoch ended; metrics such as val/loss are set") \
+  X(ON_VALIDATION_END,          on_validation_end,          HK_CLOSES, HK_HONOURS_RUN,    "the validation run ended") \
+  X(ON_TRAIN_EPOCH_END,         on_train_epoch_end,         HK_CLOSES | HK_MONITOR_LAST, HK_HONOURS_RUN,    "a training epoch ended, after its validation") \
+  X(ON_TRAIN_END,               on_train_end,               HK_CLOSES, HK_HONOURS_RUN,    "the training loop ended") \
+  X(ON_FIT_END,                 on_fit_end,                 HK_CLOSES, HK_HONOURS_RUN,    "fit() is about to return successfully") \
+  X(ON_TEST_START,              on_test_start,              HK_OPENS,  HK_HONOURS_RUN,    "a test run begins") \
+  X(ON_TEST_EPOCH_START,        on_test_epoch_start,        HK_OPENS,  HK_HONOURS_RUN,    "the test epoch begins") \
+  X(ON_TEST_BATCH_START,        on_test_batch_start,        HK_OPENS,  HK_HONOURS_BATCH,  "a test batch begins") \
+  X(ON_TEST_BATCH_END,          on_test_batch_end,          HK_CLOSES, HK_HONOURS_EPOCH,  "a test batch ended (ctx->loss)") \
+  X(ON_TEST_EPOCH_END,          on_test_epoch_end,          HK_CLOSES, HK_HONOURS_RUN,    "the test epoch ended; metrics such as test/loss are set") \
+  X(ON_TEST_END,                on_test_end,                HK_CLOSES, HK_HONOURS_RUN,    "the test run ended") \
+  X(ON_PREDICT_START,           on_predict_start,           HK_OPENS,  HK_HONOURS_RUN,    "a prediction run begins") \
+  X(ON_PREDICT_EPOCH_START,     on_predict_epoch_start,     HK_OPENS,  HK_HONOURS_RUN,    "the prediction epoch begins") \
+  X(ON_PREDICT_BATCH_START,     on_predict_batch_start,     HK_OPENS,  HK_HONOURS_BATCH,  "a prediction batch begins") \
+  X(ON_PREDICT_BATCH_END,       on_predict_batch_end,       HK_CLOSES, HK_HONOURS_EPOCH,  "a prediction batch ended (ctx->outputs)") \
+  X(ON_PREDICT_EPOCH_END,       on_predict_epoch_end,       HK_CLOSES, HK_HONOURS_RUN,    "the prediction epoch ended") \
+  X(ON_PREDICT_END,             on_predict_end,             HK_CLOSES, HK_HONOURS_RUN,    "the prediction run ended") \
+  X(ON_SAVE_CHECKPOINT,         on_save_checkpoint,         0,         HK_HONOURS_FAIL,   "a checkpoint is being written (ctx->path); hook state is saved with it") \
+  X(ON_LOAD_CHECKPOINT,         on_load_checkpoint,         HK_MODEL_FIRST, HK_HONOURS_FAIL,   "a checkpoint was read (ctx->path); hook state is already restored") \
+  X(ON_CHECKPOINT_SAVED,        on_checkpoint_saved,        0,         HK_HONOURS_FAIL,   "a checkpoint file is complete on disk (ctx->path)") \
+  X(ON_EXCEPTION,               on_exception,               0,         HK_HONOURS_NONE,   "a run is aborting (ctx->abort_reason says why); every handler runs") \
+  X(TEARDOWN,                   teardown,                   HK_CLOSES, HK_HONOURS_NONE,   "a stage ends, on success and on failure (ctx->stage); free here")
 
 /* What a hook returns. The strongest signal of all hooks of one dispatch wins; every hook runs. */
 #define HK_SIGNALS(X) \
@@ -140,7 +161,7 @@ typedef enum hk_signal {
   HK_SIGNAL_COUNT
 } hk_signal;
 
-enum { HK_OPENS = 1, HK_CLOSES = 2, HK_MONITOR_LAST = 4 };
+enum { HK_OPENS = 1, HK_CLOSES = 2, HK_MONITOR_LAST = 4, HK_MODEL_FIRST = 8 };
 
 /* Signal sets for the event table's "signals" column. */
 #define HK_SIGNAL_BIT(s) (1u << (s))
@@ -151,38 +172,58 @@ enum { HK_OPENS = 1, HK_CLOSES = 2, HK_MONITOR_LAST = 4 };
 #define HK_HONOURS_BATCH (HK_HONOURS_EPOCH | HK_SIGNAL_BIT(HK_SKIP_BATCH))           /* ... or skip this batch */
 #define HK_HONOURS_STEP  (HK_HONOURS_BATCH | HK_SIGNAL_BIT(HK_SKIP_STEP))            /* ... or skip the optimizer step */
 
-typedef enum hk_phase {
-  HK_PHASE_SETUP, HK_PHASE_FIT, HK_PHASE_SANITY, HK_PHASE_TRAIN, HK_PHASE_OPTIMIZER,
-  HK_PHASE_VALIDATION, HK_PHASE_TEST, HK_PHASE_PREDICT, HK_PHASE_CHECKPOINT, HK_PHASE_EXCEPTION,
-  HK_PHASE_USER
-} hk_phase;
-
 typedef enum hk_event {
-#define HK__X(NAME, name, phase, pairing, signals, doc) HK_##NAME,
+#define HK__X(NAME, name, pairing, signals, doc) HK_##NAME,
   HK_EVENTS(HK__X)
 #undef HK__X
   HK_EVENT_COUNT /* built-in events; user events get ids from HK_EVENT_COUNT up */
 } hk_event;
 
-/* Order within an event: tier, then opts.order (ascending), then registration order. */
-typedef enum hk_tier { HK_TIER_CALLBACK, HK_TIER_MODEL, HK_TIER_STRATEGY, HK_TIER_COUNT } hk_tier;
+/* Order within an event: tier, then opts.order (ascending), then registration order.
+   X(enum, name) - hk_tier_name() is generated from the same list. */
+#define HK_TIERS(X) \
+  X(HK_TIER_CALLBACK, "callback") \
+  X(HK_TIER_MODEL,    "model")    \
+  X(HK_TIER_STRATEGY, "strategy")
+typedef enum hk_tier {
+#define HK__X(sym, name) sym,
+  HK_TIERS(HK__X)
+#undef HK__X
+  HK_TIER_COUNT
+} hk_tier;
 
+/* What the loop is running (ctx->stage). X(enum, name) - hk_stage_name(). */
+#define HK_STAGES(X) \
+  X(HK_STAGE_NONE,         "none")     \
+  X(HK_STAGE_FIT,          "fit")      \
+  X(HK_STAGE_VALIDATE,     "validate") \
+  X(HK_STAGE_TEST,         "test")     \
+  X(HK_STAGE_PREDICT,      "predict")  \
+  X(HK_STAGE_SANITY_CHECK, "sanity_check")
 typedef enum hk_stage {
-  HK_STAGE_NONE, HK_STAGE_FIT, HK_STAGE_VALIDATE, HK_STAGE_TEST, HK_STAGE_PREDICT, HK_STAGE_SANITY_CHECK
+#define HK__X(sym, name) sym,
+  HK_STAGES(HK__X)
+#undef HK__X
+  HK_STAGE_COUNT
 } hk_stage;
 
-/* Errors are values; 0 is success. hk_last_error() has the readable message. */
+/* Errors are values; 0 is success. hk_last_error() has the readable message.
+   X(enum, name for hk_err_name, when it happens) */
+#define HK_ERRORS(X) \
+  X(HK_OK,                "ok",             "success") \
+  X(HK_ERR_INVALID,       "invalid argument", "a NULL or out-of-range argument, or a call not allowed now") \
+  X(HK_ERR_UNKNOWN_EVENT, "unknown event",  "an event id or name that does not exist") \
+  X(HK_ERR_DUPLICATE,     "duplicate name", "a name that is already registered") \
+  X(HK_ERR_FULL,          "table full",     "a table reached its capacity") \
+  X(HK_ERR_NOT_FOUND,     "not found",      "a handle, name or key that is not registered") \
+  X(HK_ERR_NOMEM,         "out of memory",  "allocation failed") \
+  X(HK_ERR_SPEC,          "bad spec",       "a spec string is malformed or names something unknown") \
+  X(HK_ERR_HOOK,          "hook failed",    "a hook failed with the fatal policy") \
+  X(HK_ERR_STATE,         "bad state",      "a callback could not save or load its state")
 typedef enum hk_err {
-  HK_OK = 0,
-  HK_ERR_INVALID,        /* a NULL or out-of-range argument */
-  HK_ERR_UNKNOWN_EVENT,  /* an event id or name that does not exist */
-  HK_ERR_DUPLICATE,      /* a name that is already registered */
-  HK_ERR_FULL,           /* a table reached its capacity */
-  HK_ERR_NOT_FOUND,      /* a handle, name or key that is not registered */
-  HK_ERR_NOMEM,          /* allocation failed */
-  HK_ERR_SPEC,           /* a spec string is malformed or names something unknown */
-  HK_ERR_HOOK,           /* a hook failed with the fatal policy */
-  HK_ERR_STATE,          /* a callback could not save or load its state */
+#define HK__X(sym, name, doc) sym,
+  HK_ERRORS(HK__X)
+#undef HK__X
   HK_ERR_COUNT
 } hk_err;
 
@@ -218,26 +259,67 @@ typedef struct hk_tensor {
   int on_device;         /* 1 when data is device memory (read it with the trainer's helpers) */
 } hk_tensor;
 
-/* Everything a hook sees. The trainer (or your loop) owns it and fills the fields it knows. */
+/* Everything a hook sees: THE CONTEXT CONTRACT. The loop (train.h, or yours) owns one hk_ctx and
+   fills the fields below; dispatch fills reg/event/self/hook_failure. A callback written against
+   this contract works in any loop that keeps it (train.h keeps all of it). "Lightning:" notes say
+   where PyTorch Lightning's Trainer behaves the same or differently.
+
+   field          set by     meaningful at / changes when
+   reg,event,self dispatch   inside a hook: the registry, the event being run, the running hook's handle
+   stage          loop       every event: HK_STAGE_FIT for a whole fit, validation inside it included;
+                             HK_STAGE_SANITY_CHECK during the sanity check; VALIDATE/TEST/PREDICT in
+                             standalone runs (Lightning: stage is "validating" inside fit too)
+   epoch          loop       the current epoch, from 0; set before on_train_epoch_start, moves to the
+                             next value after on_train_epoch_end (validation inside fit sees the
+                             training epoch it belongs to)
+   global_step    loop       optimizer steps taken. It moves right after the optimizer update, before
+                             on_after_optimizer_step, so that event and on_train_batch_end see the new
+                             count and on_before_optimizer_step the old one (Lightning: the same; it
+                             has no on_after_optimizer_step). A skipped step does not move it.
+   batch_idx      loop       the batch's index in its loop, from 0: from *_batch_start to *_batch_end;
+                             after a validation inside fit, the training batch's index again
+   samples_seen   loop       training samples processed, updated before on_train_batch_end
+   loss           loop       training: NaN at on_train_batch_start, the batch's loss from
+                             on_before_backward on; evaluation: the batch's loss at *_batch_end, the
+                             loop's mean at *_epoch_end and *_end; after a validation inside fit, the
+                             training batch's loss again
+   lr             loop       the learning rate of the current step, set before on_train_batch_start
+   rank,world_size loop      this process's rank and the number of processes (0 and 1 alone)
+   params, grads  loop       n_tensors named views of the parameters and gradients (hk_tensor).
+                             grads are meaningful from on_after_backward to on_after_optimizer_step;
+                             read their norm with hk_grad_norm(ctx), computed once per change
+   batch, outputs loop       the current batch from *_batch_start to *_batch_end; outputs (predict) at
+                             on_predict_batch_end
+   path           loop       on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint: the file
+   abort_reason   loop       on_exception only: why the run is aborting; NULL elsewhere
+   hook_failure   dispatch   after a dispatch that returned HK_FAIL: "hook 'x' failed in on_y: why"
+                             (the loop reports it; the registry does not print fatal failures)
+   trainer, user  loop       the loop's own object (train.h: the tr_trainer) and the user's pointer
+   requests       hooks      HK_REQUEST_* bits a hook sets with hk_request(); the loop clears the ones
+                             it honours at its next safe point
+   metrics        both       hk_metric_set/get: the way hooks talk to each other; the loop may publish
+                             values there (train.h's are listed at the top of train.h) */
 struct hk_ctx {
-  hk_registry *reg;      /* set by dispatch: the registry running this hook */
-  int event;             /* set by dispatch: the event being dispatched (valid inside hooks) */
-  hk_handle self;        /* set by dispatch: the running hook's handle (a hook may hk_off itself) */
+  hk_registry *reg;
+  int event;
+  hk_handle self;
   hk_stage stage;
   int64_t epoch, global_step, batch_idx, samples_seen;
-  double loss, lr, grad_norm;
+  double loss, lr;
   int rank, world_size;
   const hk_tensor *params, *grads;
   int n_tensors;         /* entries in params and in grads */
-  void *batch, *outputs; /* the current batch and the model's outputs, as the trainer defines them */
-  const char *path;      /* checkpoint events: the file */
-  const char *error;     /* on_exception: why the run is aborting (set by the trainer) */
-  const char *failure;   /* set by a dispatch that returns HK_FAIL: "hook 'x' failed in on_y: why" */
+  void *batch, *outputs;
+  const char *path;
+  const char *abort_reason;
+  const char *hook_failure;
   void *trainer, *user;
-  unsigned requests;     /* HK_REQUEST_* bits; the trainer clears the ones it honours */
-  char message[256];     /* hk_fail() writes here; dispatch reads it and reports the failure in ->failure */
+  unsigned requests;
+  char hk__fail_msg[256]; /* private: hk_fail() writes the message here; dispatch moves it to hook_failure */
   void *hk__metrics;     /* private: the metrics map */
   uint64_t hk__seq;      /* private: dispatch counter for lazy metric caching */
+  double hk__grad_norm;  /* private: hk_grad_norm's cached value, valid while hk__grad_norm_ok */
+  int hk__grad_norm_ok;
 };
 
 /* Filters decide per call whether a hook runs. Zero fields mean "no constraint". */
@@ -270,7 +352,7 @@ typedef struct hk_reader { const unsigned char *data; size_t len, pos; } hk_read
 typedef struct hk_callback {
   const char *name;      /* unique; also the state key in checkpoints */
   void *user;            /* passed to every function below */
-#define HK__X(NAME, name, phase, pairing, signals, doc) hk_fn name;
+#define HK__X(NAME, name, pairing, signals, doc) hk_fn name;
   HK_EVENTS(HK__X)
 #undef HK__X
   int (*save_state)(void *user, hk_bytes *out);   /* return 0 on success */
@@ -367,6 +449,77 @@ HOOKS_API const char *hk_metric_at(hk_ctx *ctx, int i, double *value);  /* i-th 
 HOOKS_API void hk_metric_clear(hk_ctx *ctx);              /* forget every value (lazy sources stay) */
 HOOKS_API void hk_ctx_free(hk_ctx *ctx);                  /* frees the metrics map */
 
+/* ---- finite checks that survive -ffast-math --------------------------------------------------
+   Under -ffast-math / -Ofast the compiler may assume no value is NaN or infinite and fold isfinite()
+   and isnan() to constants, so a NaN guard written with them never fires. These look at the bits:
+   NaN and infinity are the values whose exponent bits are all ones. hooks.h and train.h test
+   finiteness only through them. */
+static inline int hk_is_finite(double x) {
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  return ((bits >> 52) & 0x7ff) != 0x7ff;
+}
+static inline int hk_is_finitef(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  return ((bits >> 23) & 0xff) != 0xff;
+}
+
+/* ---- your own loop: acting on signals -----------------------------------------------------------
+   HK_FIRE returns the strongest signal of one dispatch. A loop wants sticky decisions instead: "the
+   rest of this batch is skipped", "this accumulation window gets no step", "stop after this batch".
+   An hk_flow collects them. HK_FIRE_FLOW(reg, event, ctx, &flow) is HK_FIRE (the same 3-instruction
+   guard when nothing is registered) whose out-of-line part also degrades the result to what the
+   event honours (hk_honoured) and ORs it into flow.signals. The loop then tests one bit mask where it
+   decides, with a branch hint, and none of the decision logic sits between its own hot code:
+
+       hk_flow flow = {0};
+       HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+       if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)) { forward...; backward...; }
+       if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP)) optimizer_update();
+       HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+       hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);          (batch over: skip_batch/skip_step go)
+       if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) break;          (HK_FAIL: ctx.hook_failure says why)
+
+   Your loop may set bits itself (hk_flow_raise(&flow, HK_FAIL) on a NaN loss) so that one test
+   covers hooks and loop alike. Under HK_DISABLE, HK_FIRE_FLOW compiles to nothing. */
+typedef struct hk_flow { unsigned signals; } hk_flow; /* HK_SIGNAL_BIT set of what was asked since cleared */
+
+/* Masks for HK_FLOW_HAS: each includes the stronger signals that imply it. */
+#define HK_FLOW_FAIL       HK_SIGNAL_BIT(HK_FAIL)
+#define HK_FLOW_STOP       (HK_SIGNAL_BIT(HK_STOP) | HK_FLOW_FAIL)           /* leave the training loop */
+#define HK_FLOW_STOP_EPOCH (HK_SIGNAL_BIT(HK_STOP_EPOCH) | HK_FLOW_STOP)     /* leave this epoch */
+#define HK_FLOW_SKIP_BATCH (HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_FLOW_FAIL)     /* do no more work in this batch */
+#define HK_FLOW_SKIP_STEP  (HK_SIGNAL_BIT(HK_SKIP_STEP) | HK_FLOW_SKIP_BATCH) /* no optimizer step now */
+/* What hk_flow_clear forgets when a batch is over (keep HK_SKIP_STEP until an accumulation window
+   ends if you accumulate), and when an epoch is over. */
+#define HK_FLOW_BATCH_SIGNALS (HK_SIGNAL_BIT(HK_SKIP_STEP) | HK_SIGNAL_BIT(HK_SKIP_BATCH))
+#define HK_FLOW_EPOCH_SIGNALS (HK_FLOW_BATCH_SIGNALS | HK_SIGNAL_BIT(HK_STOP_EPOCH))
+
+#define HK_FLOW_HAS(flow, mask) HK__UNLIKELY(((flow)->signals & (mask)) != 0)
+static inline void hk_flow_raise(hk_flow *f, hk_signal s) { if (s != HK_CONTINUE) f->signals |= HK_SIGNAL_BIT(s); }
+static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mask; }
+
+#ifdef HK_DISABLE
+#  define HK_FIRE_FLOW(reg, event, ctx, flow) hk__off(0 ? hk__dispatch_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
+#else
+#  define HK_FIRE_FLOW(reg, event, ctx, flow) \
+     (HK__UNLIKELY((reg)->armed[(event)]) ? hk__dispatch_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
+#endif
+
+/* ---- your own loop: the gradient norm ----------------------------------------------------------
+   hk_grad_norm(ctx) is the L2 norm over every ctx->grads view, computed on first request and cached
+   until the loop calls hk_grads_changed(ctx) (after zero_grad, backward, averaging an accumulation
+   window). Clipping is not a change: for the rest of the step hk_grad_norm reports the norm before
+   clipping, the value Lightning logs. A loop that computes the norm anyway (to clip) hands it over
+   with hk_grad_norm_set, so nobody pays twice. Views with on_device set cannot be read here: the
+   result is NaN unless the loop set the value. hk_grad_norm_metric plugs it into the metrics map:
+       hk_metric_lazy(&ctx, "grad_norm", hk_grad_norm_metric, NULL); */
+HOOKS_API double hk_grad_norm(hk_ctx *ctx);
+HOOKS_API void hk_grad_norm_set(hk_ctx *ctx, double norm);
+HOOKS_API double hk_grad_norm_metric(const hk_ctx *ctx, void *user);
+static inline void hk_grads_changed(hk_ctx *ctx) { ctx->hk__grad_norm_ok = 0; }
+
 /* ---- trace -------------------------------------------------------------------------------------- */
 typedef enum hk_trace_mode { HK_TRACE_OFF, HK_TRACE_TREE, HK_TRACE_LINES } hk_trace_mode;
 HOOKS_API void hk_trace(hk_registry *reg, hk_trace_mode mode, FILE *out); /* out NULL = keep current */
@@ -427,6 +580,7 @@ HOOKS_API int hk_arg_given(const hk_args *a, const char *key);
 
 /* private: the out-of-line dispatch loop behind HK_FIRE */
 HOOKS_API hk_signal hk__dispatch(hk_registry *reg, int event, hk_ctx *ctx);
+HOOKS_API hk_signal hk__dispatch_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow);
 static inline hk_signal hk__off(hk_signal s) { return s; }
 
 #ifdef __cplusplus
@@ -443,6 +597,7 @@ static inline hk_signal hk__off(hk_signal s) { return s; }
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,27 +730,27 @@ typedef struct hk__state {
   FILE *trace_out;
   int trace_depth;
   char err[512];
-  char fatal[512];       /* ctx->failure after a fatal hook failure */
+  char fatal[512];       /* ctx->hook_failure after a fatal hook failure */
 } hk__state;
 
 /* ---- tables generated from the X-macros ----------------------------------------------------- */
 static const char *const hk__event_names[] = {
-#define HK__X(NAME, name, phase, pairing, signals, doc) #name,
+#define HK__X(NAME, name, pairing, signals, doc) #name,
   HK_EVENTS(HK__X)
 #undef HK__X
 };
 static const char *const hk__event_docs[] = {
-#define HK__X(NAME, name, phase, pairing, signals, doc) doc,
+#define HK__X(NAME, name, pairing, signals, doc) doc,
   HK_EVENTS(HK__X)
 #undef HK__X
 };
 static const int hk__event_pairing[] = {
-#define HK__X(NAME, name, phase, pairing, signals, doc) pairing,
+#define HK__X(NAME, name, pairing, signals, doc) pairing,
   HK_EVENTS(HK__X)
 #undef HK__X
 };
 static const unsigned hk__event_signals[] = {
-#define HK__X(NAME, name, phase, pairing, signals, doc) signals,
+#define HK__X(NAME, name, pairing, signals, doc) signals,
   HK_EVENTS(HK__X)
 #undef HK__X
 };
@@ -684,16 +839,27 @@ HK__DEF const char *hk_signal_doc(hk_signal s) {
   return ((unsigned)s < HK_SIGNAL_COUNT) ? hk__signal_docs[s] : "";
 }
 HK__DEF const char *hk_tier_name(hk_tier t) {
-  static const char *const n[] = { "callback", "model", "strategy" };
+  static const char *const n[] = {
+#define HK__X(sym, name) name,
+    HK_TIERS(HK__X)
+#undef HK__X
+  };
   return ((unsigned)t < HK_TIER_COUNT) ? n[t] : "invalid";
 }
 HK__DEF const char *hk_stage_name(hk_stage st) {
-  static const char *const n[] = { "none", "fit", "validate", "test", "predict", "sanity_check" };
-  return ((unsigned)st <= HK_STAGE_SANITY_CHECK) ? n[st] : "invalid";
+  static const char *const n[] = {
+#define HK__X(sym, name) name,
+    HK_STAGES(HK__X)
+#undef HK__X
+  };
+  return ((unsigned)st < HK_STAGE_COUNT) ? n[st] : "invalid";
 }
 HK__DEF const char *hk_err_name(hk_err e) {
-  static const char *const n[] = { "ok", "invalid argument", "unknown event", "duplicate name", "table full",
-                                   "not found", "out of memory", "bad spec", "hook failed", "bad state" };
+  static const char *const n[] = {
+#define HK__X(sym, name, doc) name,
+    HK_ERRORS(HK__X)
+#undef HK__X
+  };
   return ((unsigned)e < HK_ERR_COUNT) ? n[e] : "invalid error code";
 }
 HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
@@ -712,8 +878,11 @@ HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
    after the model tier in either direction (Lightning's on_train_epoch_end rule). */
 static int hk__rank(const hk_registry *reg, const hk__hook *h, int reverse) {
   const hk_opts *o = &h->owner->opts;
-  if (o->monitor && (hk_event_flags(reg, h->event) & HK_MONITOR_LAST))
+  int flags = hk_event_flags(reg, h->event);
+  if (o->monitor && (flags & HK_MONITOR_LAST))
     return reverse ? 2 * HK_TIER_MODEL - 1 : 2 * HK_TIER_MODEL + 1;
+  if ((flags & HK_MODEL_FIRST) && o->tier <= HK_TIER_MODEL) /* model, then callbacks, then strategy */
+    return 2 * (HK_TIER_MODEL - (int)o->tier);
   return 2 * (int)o->tier;
 }
 
@@ -936,7 +1105,7 @@ HK__DEF hk_err hk_add_callback(hk_registry *reg, const hk_callback *cb, const hk
   if (!cb) return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "hk_add_callback: the callback is NULL");
   if (!cb->name || !*cb->name)
     return hk__fail_with(reg->hk__s, HK_ERR_INVALID, "hk_add_callback: the callback has no name (set .name; it is also its state key)");
-#define HK__X(NAME, field, phase, pairing, signals, doc) \
+#define HK__X(NAME, field, pairing, signals, doc) \
   if (cb->field) { events[n] = HK_##NAME; fns[n] = cb->field; n++; }
   HK_EVENTS(HK__X)
 #undef HK__X
@@ -997,8 +1166,9 @@ HK__DEF hk_err hk_event_define(hk_registry *reg, const char *name, int pairing, 
   s = reg->hk__s;
   if (!hk__is_ident(name) || strlen(name) > 63)
     return hk__fail_with(s, HK_ERR_INVALID, "event name '%s' is not valid (letters, digits, '_' and '.', starting with a letter or '_', at most 63 chars)", name ? name : "(null)");
-  if (pairing & ~(HK_OPENS | HK_CLOSES | HK_MONITOR_LAST) || (pairing & HK_OPENS && pairing & HK_CLOSES))
-    return hk__fail_with(s, HK_ERR_INVALID, "event '%s': pairing %d is not valid (0, HK_OPENS or HK_CLOSES, optionally | HK_MONITOR_LAST)", name, pairing);
+  if (pairing & ~(HK_OPENS | HK_CLOSES | HK_MONITOR_LAST | HK_MODEL_FIRST) || (pairing & HK_OPENS && pairing & HK_CLOSES))
+    return hk__fail_with(s, HK_ERR_INVALID, "event '%s': pairing %d is not valid (0, HK_OPENS or HK_CLOSES, optionally "
+                         "| HK_MONITOR_LAST and/or HK_MODEL_FIRST)", name, pairing);
   if (hk_event_find(reg, name) >= 0)
     return hk__fail_with(s, HK_ERR_DUPLICATE, "event '%s' already exists", name);
   if (s->n_events >= HK_MAX_EVENTS)
@@ -1083,15 +1253,15 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
   hk__reg *o = h->owner;
   char why[300];
   if ((unsigned)r < HK_FAIL) return r > out ? r : out;
-  if (r == HK_FAIL) snprintf(why, sizeof why, "%s", ctx->message[0] ? ctx->message : "(no message; use hk_fail)");
+  if (r == HK_FAIL) snprintf(why, sizeof why, "%s", ctx->hk__fail_msg[0] ? ctx->hk__fail_msg : "(no message; use hk_fail)");
   else snprintf(why, sizeof why, "returned %d, which is not a hk_signal (valid: 0..%d)", (int)r, HK_FAIL);
-  ctx->message[0] = 0;
+  ctx->hk__fail_msg[0] = 0;
   o->failures++;
   if (o->opts.on_error == HK_ON_ERROR_FATAL) {
     hk__log(s, "error: hook '%s' (%s) failed in %s: %s", o->name, hk_tier_name(o->opts.tier), hk_event_name(reg, h->event), why);
     if (out != HK_FAIL) {  /* the first fatal failure of a dispatch is the one reported to the trainer */
       snprintf(s->fatal, sizeof s->fatal, "hook '%s' failed in %s: %s", o->name, hk_event_name(reg, h->event), why);
-      ctx->failure = s->fatal;
+      ctx->hook_failure = s->fatal;
     }
     return HK_FAIL;
   }
@@ -1175,12 +1345,46 @@ HK__DEF hk_signal hk_fail(hk_ctx *ctx, const char *fmt, ...) {
   va_list ap;
   if (!ctx) return HK_FAIL;
   va_start(ap, fmt);
-  vsnprintf(ctx->message, sizeof ctx->message, fmt ? fmt : "(no message)", ap);
+  vsnprintf(ctx->hk__fail_msg, sizeof ctx->hk__fail_msg, fmt ? fmt : "(no message)", ap);
   va_end(ap);
   return HK_FAIL;
 }
 
 HK__DEF void hk_request(hk_ctx *ctx, unsigned request) { if (ctx) ctx->requests |= request; }
+
+/* ---- your own loop ------------------------------------------------------------------------------- */
+/* HK_FIRE_FLOW's out-of-line part: everything but the guard, so the loop's code stays as it was. */
+HK__DEF HK__COLD hk_signal hk__dispatch_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow) {
+  hk_signal s = hk_honoured(reg, event, hk__dispatch(reg, event, ctx));
+  if (flow) hk_flow_raise(flow, s);
+  return s;
+}
+
+HK__DEF double hk_grad_norm(hk_ctx *ctx) {
+  double sum = 0;
+  int k;
+  if (!ctx) return NAN;
+  if (ctx->hk__grad_norm_ok) return ctx->hk__grad_norm;
+  for (k = 0; k < ctx->n_tensors && ctx->grads; k++) {
+    const hk_tensor *g = &ctx->grads[k];
+    size_t i;
+    if (g->on_device) return NAN; /* not readable from here, and not set by the loop */
+    for (i = 0; i < g->count; i++) sum += (double)g->data[i] * g->data[i];
+  }
+  hk_grad_norm_set(ctx, sqrt(sum));
+  return ctx->hk__grad_norm;
+}
+
+HK__DEF void hk_grad_norm_set(hk_ctx *ctx, double norm) {
+  if (!ctx) return;
+  ctx->hk__grad_norm = norm;
+  ctx->hk__grad_norm_ok = 1;
+}
+
+HK__DEF double hk_grad_norm_metric(const hk_ctx *ctx, void *user) {
+  (void)user;
+  return hk_grad_norm((hk_ctx *)ctx); /* the cache lives in the context, which the loop owns */
+}
 
 HK__DEF const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char *name) {
   int i;

@@ -1,9 +1,10 @@
-/* train.h - v0.1.0 - 2026-11-21 - a minimal, complete trainer built on hooks.h - MIT or public domain
+/* train.h - v0.2.0 - 2026-11-22 - a minimal, complete trainer built on hooks.h - MIT or public domain
 
    A small training loop you can read top to bottom: fit / validate / test / predict loops, a sanity
    check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
    schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
-   Ctrl-C). Every hook of hooks.h fires in PyTorch Lightning's order. It uses only hooks.h's public API.
+   Ctrl-C). Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
+   FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
 
    USAGE
      In exactly one C or C++ file (it may be the same file as hooks.h's implementation):
@@ -14,7 +15,8 @@
 
      The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
      views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
-     a count, a "get batch i" function and an optional shuffle. Then:
+     a count and a "get batch i" function (or an iterator: next, reset, and its position saved in
+     checkpoints), and an optional shuffle. Then:
 
        tr_trainer t;
        tr_err e = tr_init(&t, &(tr_desc){
@@ -30,9 +32,11 @@
    A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
    comment says what its zero means.
 
-   THE ORDER OF EVENTS IN tr_fit (Lightning's: seeds/000's tree, lightning.md 2.3-2.7)
-     setup(fit)  configure_model  [tr_config.ckpt_path: load -> on_load_checkpoint]  on_fit_start
-     on_sanity_check_start  <validation loop>  on_sanity_check_end      (not after a checkpoint load)
+   THE ORDER OF EVENTS IN tr_fit
+     setup(fit)  configure_model  [tr_config.resume_from: load -> on_load_checkpoint]  on_fit_start
+     on_sanity_check_start  <validation loop>  on_sanity_check_end
+                            (skipped after resuming from a checkpoint written in the middle of an epoch
+                             or of a validation; run after one written at an epoch's end, as Lightning)
      on_train_start
        per epoch:  on_train_epoch_start                       (not when resuming in mid-epoch)
          per batch:  on_train_batch_start  forward
@@ -46,7 +50,9 @@
    The validation loop: on_validation_start, on_validation_epoch_start, per batch
    on_validation_batch_start / _end, on_validation_epoch_end (val/loss is set), on_validation_end.
    tr_validate / tr_test / tr_predict: setup(stage), configure_model, the loop, teardown(stage).
-   Within an event: callbacks, then the model tier, then the strategy tier (hooks.h's tiers).
+   Within an event: callbacks, then the model tier, then the strategy tier (hooks.h's tiers); on
+   on_load_checkpoint the model tier first (hooks.h's HK_MODEL_FIRST), as Lightning.
+   What each hk_ctx field holds at each event is hooks.h's "CONTEXT CONTRACT"; train.h keeps all of it.
 
    WHAT A HOOK'S SIGNAL DOES (the strongest of an event's hooks wins; every hook still runs). Which
    events honour which signals is hooks.h's event table; a signal an event does not honour counts as
@@ -62,16 +68,41 @@
      HK_STOP        training stops after the current batch, once min_epochs and min_steps are reached
                     (until then the request is held); the epoch ends as usual, then on_train_end,
                     on_fit_end, teardown; tr_fit returns TR_OK. From any event of a fit.
-     HK_FAIL        the run fails: every on_exception handler runs (ctx->error says why), then
+     HK_FAIL        the run fails: every on_exception handler runs (ctx->abort_reason says why), then
                     teardown; the function returns TR_ERR_HOOK with the hook's message.
    A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
    as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
    the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
-   saves to tr_config.checkpoint_path, HK_REQUEST_LOG writes the counters and every metric to
-   tr_desc.log.
+   saves to tr_config.save_to (a failed save fails the run), HK_REQUEST_LOG writes the counters and
+   every metric to tr_desc.log. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
+   hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
 
-   METRICS the trainer provides (hk_metric_get): lr, train/loss (the last training batch's loss),
-   grad_norm (L2 norm of the gradients, computed only when read), val/loss and test/loss (means).
+   METRICS the trainer provides (hk_metric_get), all lazy (computed only when a hook reads them):
+     lr           the learning rate of the current step (also ctx->lr), from the first batch on
+     train/loss   the last training batch's loss (NaN before the first)
+     grad_norm    hk_grad_norm(ctx): the L2 norm of the gradients, from on_after_backward; during the
+                  optimizer step it is the norm before clipping (computed once per step, shared with
+                  clipping)
+     val/loss     the mean loss of the last validation, set before on_validation_epoch_end
+     test/loss    the mean loss of the last test, set before on_test_epoch_end
+
+   WHERE train.h DIFFERS FROM LIGHTNING (2.6), ON PURPOSE (each one pinned by tests/test_train.c)
+     - teardown also runs when a run fails, after on_exception; Lightning skips it on errors.
+     - every on_exception handler runs even if one fails; in Lightning an exception in one ends the rest.
+     - Ctrl-C ends tr_fit with TR_ERR_INTERRUPTED after on_exception and teardown; Lightning exits the
+       process (sys.exit(1)).
+     - A hook's state (save_state) is taken after on_save_checkpoint and restored before
+       on_load_checkpoint, so on_save_checkpoint can update what is saved and on_load_checkpoint sees
+       the restored state; Lightning takes state_dict before on_save_checkpoint and calls
+       on_load_checkpoint before load_state_dict.
+     - on_fit_start sees the whole restored state (counters, optimizer, schedule); Lightning restores
+       the loop counters and optimizers after on_fit_start.
+     - ctx->stage stays HK_STAGE_FIT during validation inside a fit; Lightning's stage is "validating".
+     - Any hook can skip the step or the batch, end the epoch or stop (signals, the strongest wins);
+       in Lightning only the LightningModule's on_train_batch_start can skip (by returning -1, which
+       ends the epoch) and callbacks stop by setting trainer.should_stop.
+     - HK_STOP_EPOCH still fires that batch's on_train_batch_end and runs the epoch's validation;
+       Lightning's -1 skips both.
 
    COMPILE-TIME OPTIONS (define before including)
      TRAIN_IMPLEMENTATION   emit the implementation in this translation unit
@@ -84,6 +115,12 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     0.2.0  the loop reads as a list (hooks.h's hk_flow); runs share one start/finish path; refused
+            nested calls no longer fail the run; tr_config.ckpt_path/checkpoint_path renamed
+            resume_from/save_to; TR_SCHED_WARMUP removed (every schedule has .warmup); late gradient
+            buffers (tr_set_buffers); iterator data with its position in checkpoints; tensors must tile
+            the parameter buffer; sanity check after an end-of-epoch resume, as Lightning; hardened
+            checkpoints (see tr_save/tr_load).
      0.1.0  first release: loops, sanity check, limits, accumulation, clipping, SGD/AdamW, schedules,
             checkpoints (format version 1), exact resume, failure path, Ctrl-C.
 */
@@ -91,9 +128,9 @@
 #define TRAIN_H
 
 #define TRAIN_VERSION_MAJOR 0
-#define TRAIN_VERSION_MINOR 1
+#define TRAIN_VERSION_MINOR 2
 #define TRAIN_VERSION_PATCH 0
-#define TRAIN_VERSION_STRING "0.1.0"
+#define TRAIN_VERSION_STRING "0.2.0"
 
 #include "hooks.h"
 #include <stddef.h>
@@ -116,20 +153,24 @@ extern "C" {
 
 /* ---- errors ------------------------------------------------------------------------------------
    Every function that can fail returns a tr_err (0 = success); tr_error(t) has the readable message. */
+#define TR_ERRORS(X) /* X(enum, tr_err_name, when it happens) */ \
+  X(TR_OK,              "ok",                   "success") \
+  X(TR_ERR_INVALID,     "invalid argument",     "a bad argument or config value (the message names it), or a call not allowed now") \
+  X(TR_ERR_NOMEM,       "out of memory",        "an allocation failed") \
+  X(TR_ERR_NOT_FOUND,   "file not found",       "the checkpoint file does not exist") \
+  X(TR_ERR_IO,          "i/o error",            "a file could not be opened, read, written or renamed") \
+  X(TR_ERR_FORMAT,      "bad checkpoint format", "not a checkpoint, or truncated, or corrupted (a checksum does not match)") \
+  X(TR_ERR_VERSION,     "unsupported checkpoint version", "a checkpoint format version this build cannot read") \
+  X(TR_ERR_MISMATCH,    "checkpoint does not match", "the checkpoint's tensors or optimizer do not match this trainer's") \
+  X(TR_ERR_HOOK,        "hook failed",          "a hook failed (returned HK_FAIL under the fatal policy)") \
+  X(TR_ERR_STATE,       "hook state error",     "a hook's state could not be saved or restored") \
+  X(TR_ERR_MODEL,       "model or data error",  "a model or data function returned nonzero") \
+  X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
+  X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) during tr_fit")
 typedef enum tr_err {
-  TR_OK = 0,
-  TR_ERR_INVALID,      /* a bad argument or config value (the message names it) */
-  TR_ERR_NOMEM,        /* an allocation failed */
-  TR_ERR_NOT_FOUND,    /* the checkpoint file does not exist */
-  TR_ERR_IO,           /* a file could not be opened, read, written or renamed */
-  TR_ERR_FORMAT,       /* not a checkpoint, or truncated, or corrupted (a checksum does not match) */
-  TR_ERR_VERSION,      /* a checkpoint format version this build cannot read */
-  TR_ERR_MISMATCH,     /* the checkpoint's tensors or optimizer do not match this trainer's */
-  TR_ERR_HOOK,         /* a hook failed (returned HK_FAIL under the fatal policy) */
-  TR_ERR_STATE,        /* a hook's state could not be saved or restored */
-  TR_ERR_MODEL,        /* a model or data function returned nonzero */
-  TR_ERR_NONFINITE,    /* the training loss was NaN or infinite */
-  TR_ERR_INTERRUPTED,  /* Ctrl-C (SIGINT) during tr_fit */
+#define TR__X(sym, name, doc) sym,
+  TR_ERRORS(TR__X)
+#undef TR__X
   TR_ERR_COUNT
 } tr_err;
 
@@ -159,7 +200,9 @@ typedef struct tr_tensor {
 
 typedef struct tr_model {
   float *params;              /* n_params floats, owned by you */
-  float *grads;               /* n_params floats, same layout; the trainer zeroes it */
+  float *grads;               /* n_params floats, same layout; the trainer zeroes it. May be NULL at
+                                 tr_init for a model that allocates it late: hand it over with
+                                 tr_set_buffers (e.g. in a configure_model hook) before training */
   size_t n_params;
   const tr_tensor *tensors;   /* named views; NULL = one tensor "params" covering everything */
   int n_tensors;
@@ -177,13 +220,24 @@ typedef struct tr_model {
   int (*predict)(void *user, void *batch, void **outputs);
 } tr_model;
 
-/* ---- the data (yours) ----------------------------------------------------------------------------- */
+/* ---- the data (yours) -----------------------------------------------------------------------------
+   Two shapes: random access (get batch i) or an iterator (next batch), as llm.c's data loader is.
+   Give exactly one of get and next. */
 typedef struct tr_data {
   void *user;                                          /* first argument of the functions below */
-  int64_t (*count)(void *user);                        /* number of batches (required) */
+  int64_t (*count)(void *user);                        /* batches per epoch (required) */
   /* Batch `index` (0 <= index < count) in the current order: point *batch at it (your memory; it must
      stay valid until the next get). Hooks see it as ctx->batch. Return 0, or nonzero for an error. */
   int (*get)(void *user, int64_t index, void **batch);
+  /* An iterator instead: the next batch. reset (optional) rewinds it at the start of every epoch that
+     does not resume in its middle. For exact resume, save_state/load_state (optional; both or neither)
+     write and read the iterator's position: checkpoints store it, and a fit that resumes hands it
+     back before its first batch. A checkpoint written inside a training batch resumes after that
+     batch (the iterator has moved past it), not at it as random-access data does. */
+  int (*next)(void *user, void **batch);
+  int (*reset)(void *user);
+  int (*save_state)(void *user, hk_bytes *out);
+  int (*load_state)(void *user, hk_reader *in);
   /* Optional: reorder your samples for a new training epoch. rng is seeded from the trainer's seed and
      the epoch number, so the same epoch gets the same order after a resume, provided the order depends
      only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
@@ -218,10 +272,9 @@ typedef struct tr_optim {
    then, with u = t - warmup:
      TR_SCHED_CONSTANT  1
      TR_SCHED_STEP      gamma ^ floor(u / step_size)
-     TR_SCHED_WARMUP    1  (the same as CONSTANT; named for readability: "linear warmup, then hold")
      TR_SCHED_COSINE    min_factor + (1-min_factor) * 0.5 * (1 + cos(pi * min(u, T) / T)),  T = total - warmup
    The current value is in ctx->lr before every training batch; tr_lr_at computes it anywhere. */
-typedef enum tr_sched_kind { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_WARMUP, TR_SCHED_COSINE } tr_sched_kind;
+typedef enum tr_sched_kind { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE } tr_sched_kind;
 
 typedef struct tr_sched {
   tr_sched_kind kind;     /* 0 = constant */
@@ -280,8 +333,8 @@ typedef struct tr_config {
                                     finishes the current batch, the second stops at once; both end
                                     through on_exception with TR_ERR_INTERRUPTED. The previous handler
                                     is restored when tr_fit returns. */
-  const char *ckpt_path;         /* resume from this checkpoint (loaded after configure_model) */
-  const char *checkpoint_path;   /* where HK_REQUEST_CHECKPOINT saves; NULL: such requests only warn */
+  const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
+  const char *save_to;           /* where HK_REQUEST_CHECKPOINT saves; NULL: such requests only warn */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
@@ -313,15 +366,20 @@ typedef struct tr_trainer {
   int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
   int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
-  int tr__step_skip;       /* the current window's optimizer step is cancelled (HK_SKIP_STEP) */
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
-  int tr__should_stop;     /* a graceful stop was requested (held until min_epochs/min_steps) */
-  int tr__restarting;      /* a checkpoint was loaded: the next fit skips the sanity check */
+  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
   const tr_config *tr__cfg;/* the resolved config of the fit in progress */
+  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
+  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
 } tr_trainer;
+
+/* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
+   its gradients on the first backward: allocate them in a configure_model hook and pass them here).
+   NULL keeps a buffer as it is. Not during a training step. The layout (n_params, tensors) stays. */
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
 
 /* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
    state and the tensor views (all allocation happens here, none in the step loop). On error the
@@ -345,7 +403,7 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
 /* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
    tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save), writes
    <path>.tmp, fsyncs it and renames it over path, then fires on_checkpoint_saved (ctx->path).
-   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.checkpoint_path: the
+   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
    trainer then saves right after the current training batch (or epoch end), when every hook of that
    event has run. tr_save called directly from a hook records the loop as it is at that moment:
    from on_train_batch_end or later it resumes after that batch; from inside a training batch the
@@ -360,8 +418,6 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
 
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
-/* 1 if x is neither NaN nor infinite, by looking at the bits (immune to -ffast-math). */
-TRAIN_API int tr_is_finite(double x);
 
 #ifdef __cplusplus
 }
@@ -407,10 +463,10 @@ static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at
 /* ---- errors --------------------------------------------------------------------------------------- */
 
 TRAIN_API const char *tr_err_name(tr_err e) {
-  static const char *names[TR_ERR_COUNT] = {
-    "ok", "invalid argument", "out of memory", "file not found", "i/o error", "bad checkpoint format",
-    "unsupported checkpoint version", "checkpoint does not match", "hook failed", "hook state error",
-    "model or data error", "non-finite loss", "interrupted"
+  static const char *const names[TR_ERR_COUNT] = {
+#define TR__X(sym, name, doc) name,
+    TR_ERRORS(TR__X)
+#undef TR__X
   };
   return (e >= 0 && e < TR_ERR_COUNT) ? names[e] : "unknown error";
 }
@@ -431,6 +487,19 @@ static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) {
   return t->tr__err;
 }
 
+/* A call that is not allowed right now (tr_fit from a hook, say) is refused without touching the run
+   in progress: its error stays as it is, so a hook that ignores the refusal does not end the run. */
+static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
+  if (t->tr__err == TR_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+  }
+  return TR_ERR_INVALID;
+}
+
 static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
 static void tr__warn(tr_trainer *t, const char *fmt, ...) {
   va_list ap;
@@ -442,13 +511,6 @@ static void tr__warn(tr_trainer *t, const char *fmt, ...) {
   fputc('\n', f);
 }
 
-/* NaN and infinity have every exponent bit set. Looking at the bits keeps working under
-   -ffast-math / -Ofast, where the compiler may assume isnan(x) is always false. */
-TRAIN_API int tr_is_finite(double x) {
-  uint64_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  return ((bits >> 52) & 0x7ff) != 0x7ff;
-}
 
 /* ---- random numbers (splitmix64: one 64-bit word of state, good enough for shuffles and dropout) -- */
 
@@ -518,7 +580,7 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
     if (x > T) x = T;
     return base_lr * (s->min_factor + (1.0 - s->min_factor) * 0.5 * (1.0 + cos(3.141592653589793 * x / T)));
   }
-  default: return base_lr; /* constant, and warmup-then-hold */
+  default: return base_lr; /* constant (after its warmup, if any) */
   }
 }
 
@@ -532,24 +594,69 @@ static double tr__current_lr(const tr_trainer *t) {
 /* ---- setup --------------------------------------------------------------------------------------- */
 
 /* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
-   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm costs
-   a pass over all gradients, so it is computed only when asked, at most once per event. */
+   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
+   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
+   every hook and by clipping. */
 static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
 static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
-static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) {
-  const tr_trainer *t = (const tr_trainer *)user;
-  double sum = 0;
-  size_t i;
-  (void)ctx;
-  for (i = 0; i < t->model.n_params; i++) sum += (double)t->model.grads[i] * t->model.grads[i];
-  return sqrt(sum);
+
+/* Views sorted by offset, for the tiling check. */
+static int tr__by_offset(const void *a, const void *b) {
+  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
+  return x < y ? -1 : x > y;
 }
 
-static int tr__bad_number(double x, double lo, double hi) { return !tr_is_finite(x) || x < lo || x > hi; }
+/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
+   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
+static tr_err tr__check_tiling(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  size_t end = 0;
+  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
+  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
+  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
+  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
+  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
+  if (i < n || end != t->model.n_params) {
+    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
+                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
+    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
+                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
+  }
+  free(v);
+  return t->tr__err;
+}
+
+/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
+static void tr__point_views(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
+    p->name = g->name = x->name;
+    p->count = g->count = x->count;
+    p->data = t->model.params + x->offset;
+    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
+  }
+  hk_grads_changed(&t->ctx);
+}
+
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
+  if (!t || !t->tr__views) return TR_ERR_INVALID;
+  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
+    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
+                      "current buffer (hand buffers over before training, e.g. in configure_model)");
+  if (params) t->model.params = params;
+  if (grads) t->model.grads = grads;
+  tr__point_views(t);
+  return TR_OK;
+}
+
+static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
 
 TRAIN_API void tr_free(tr_trainer *t) {
   if (!t) return;
   hk_ctx_free(&t->ctx);
+  hk_bytes_free(&t->tr__data_state);
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
   free(t->tr__views);
   free(t->tr__m);
@@ -572,8 +679,9 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   t->tr__log = d->log;
   t->model = d->model;
   m = &t->model;
-  if (!m->params || !m->grads || m->n_params == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params, model.grads and model.n_params are required");
+  if (!m->params || m->n_params == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
+                    "come later, through tr_set_buffers)");
   if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
   if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
     return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
@@ -595,6 +703,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
       if (strcmp(t->model.tensors[j].name, x->name) == 0)
         return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
   }
+  if (tr__check_tiling(t)) return t->tr__err;
 
   /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
   t->optim = d->optim;
@@ -636,14 +745,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
-    p->name = g->name = x->name;
-    p->count = g->count = x->count;
-    p->data = m->params + x->offset;
-    g->data = m->grads + x->offset;
-  }
+  tr__point_views(t);
   if (d->reg) t->reg = d->reg;
   else {
     t->reg = hk_create(NULL);
@@ -664,7 +766,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   t->tr__last_loss = NAN; /* no training batch yet */
   if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
       hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
+      hk_metric_lazy(&t->ctx, "grad_norm", hk_grad_norm_metric, NULL) != HK_OK) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
@@ -673,7 +775,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
 
 /* ---- Ctrl-C -----------------------------------------------------------------------------------------
    The handler only counts (all a signal handler may safely do); the loops look at the count between
-   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next check. */
+   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next event. */
 static volatile sig_atomic_t tr__sigint_count;
 
 static void tr__on_sigint(int sig) {
@@ -682,39 +784,42 @@ static void tr__on_sigint(int sig) {
 }
 
 /* ---- firing events ---------------------------------------------------------------------------------
-   Every event goes through here. HK_FIRE costs a load and a branch when nothing is registered.
-   hooks.h's table says which signals each event honours; hk_honoured() turns any other signal into
-   the strongest weaker one the event does honour (HK_FAIL from teardown becomes HK_CONTINUE, for
-   example). Then HK_FAIL becomes the run's error and HK_STOP is remembered for the next safe point;
-   the batch-level signals are returned for the caller to act on. */
-static TR__NOINLINE hk_signal tr__settle(tr_trainer *t, int event, hk_signal s) {
-  const char *why = t->ctx.failure; /* hooks.h reports a fatal failure as "hook 'name' failed in ...: msg" */
-  t->ctx.failure = NULL;
-  s = hk_honoured(t->reg, event, s);
-  if (s == HK_STOP && t->running == HK_STAGE_FIT) t->tr__should_stop = 1;
-  else if (s == HK_FAIL) tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
-  if (tr__sigint_count >= 2 && t->running == HK_STAGE_FIT) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
-  return s;
+   Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
+   nothing is registered; what hooks ask for (skip the step, skip the batch, end the epoch, stop)
+   collects in t->tr__flow, already degraded to what each event honours, for the loops to act on.
+   HK_FAIL becomes the run's error. Once the run has failed nothing fires any more: the abort path
+   fires on_exception and teardown itself. */
+static TR__NOINLINE void tr__settle(tr_trainer *t) {
+  const char *why = t->ctx.hook_failure; /* "hook 'name' failed in on_x: message" */
+  t->ctx.hook_failure = NULL;
+  if (HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) { /* t->tr__err is the one record of a failure */
+    tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
+    hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
+  }
+  if (tr__sigint_count >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
 }
 
-/* Inline so an empty site costs hooks.h's guard plus the Ctrl-C check; the rest is out of line. */
-static inline hk_signal tr__fire(tr_trainer *t, int event) {
-  hk_signal s = HK_FIRE(t->reg, event, &t->ctx);
-  if (s != HK_CONTINUE || tr__sigint_count >= 2) s = tr__settle(t, event, s);
-  return s;
+static inline void tr__fire(tr_trainer *t, int event) {
+  if (t->tr__err) return;
+  if (HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow) == HK_FAIL || tr__sigint_count >= 2) tr__settle(t);
 }
+
+/* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
+   error); the optimizer's stop at HK_SKIP_STEP too. */
+static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
+static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
 
 /* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
    teardown, which always runs. Lightning skips teardown on errors; we do not. */
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr_err e = t->tr__err;
   tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
-  t->ctx.error = t->error;
+  t->ctx.abort_reason = t->error;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
   t->ctx.stage = stage;
   (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
-  t->ctx.error = NULL;
-  return e;
+  t->ctx.abort_reason = NULL;
+  t->ctx.hook_failure = NULL;
+  return t->tr__err;
 }
 
 /* Write the HK_REQUEST_LOG line: counters, then every metric. */
@@ -731,37 +836,106 @@ static void tr__log_line(tr_trainer *t) {
   fputc('\n', f);
 }
 
-/* ---- optimizer ---------------------------------------------------------------------------------- */
+/* ---- the work of a step -------------------------------------------------------------------------
+   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
+   reads as a straight list. */
 
-static void tr__zero_grad(tr_trainer *t) { memset(t->model.grads, 0, t->model.n_params * sizeof(float)); }
-
-/* Clip the gradients; returns the total L2 norm before clipping (PyTorch's clip_grad_norm_ rule:
-   scale by max_norm / (norm + 1e-6) when that is below 1). */
-static double tr__clip(tr_trainer *t, tr_clip algo, double limit, int want_norm) {
-  float *g = t->model.grads;
-  size_t i, n = t->model.n_params;
-  double norm = 0;
-  if (algo == TR_CLIP_NORM || want_norm) {
-    for (i = 0; i < n; i++) norm += (double)g[i] * g[i];
-    norm = sqrt(norm);
-  }
-  if (algo == TR_CLIP_NORM) {
-    double coef = limit / (norm + 1e-6);
-    if (coef < 1.0) {
-      float c = (float)coef;
-      for (i = 0; i < n; i++) g[i] *= c;
-    }
-  } else {
-    float hi = (float)limit, lo = -hi;
-    for (i = 0; i < n; i++) g[i] = g[i] > hi ? hi : (g[i] < lo ? lo : g[i]);
-  }
-  return norm;
+/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
+static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
+  void *batch = NULL;
+  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, b, &batch);
+  if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
+  t->ctx.batch_idx = b;
+  t->ctx.batch = batch;
+  t->ctx.outputs = NULL;
+  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
+  return batch;
 }
 
-/* One optimizer step with learning rate lr; t->global_step + 1 is the step number. */
-/* noinline: inlined into tr_fit, gcc has laid this loop out as a cold block that calls libm's sqrt
+/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
+   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
+static void tr__forward(tr_trainer *t, void *batch) {
+  const tr_config *c = t->tr__cfg;
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.forward(t->model.user, batch, 1, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+  t->ctx.loss = t->tr__last_loss = loss;
+  if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
+  if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
+    tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
+             (long long)t->epoch, (long long)t->epoch_batch, (long long)t->global_step);
+    return;
+  }
+  tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)t->epoch_batch);
+  hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
+}
+
+/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
+   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
+static void tr__zero_grad(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  memset(t->model.grads, 0, t->model.n_params * sizeof(float));
+  hk_grads_changed(&t->ctx);
+  t->tr__grads_zeroed = 1;
+}
+
+static void tr__backward(tr_trainer *t, void *batch) {
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.backward(t->model.user, batch);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+  hk_grads_changed(&t->ctx);
+  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
+}
+
+/* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
+   gets no step. */
+static void tr__average_window(tr_trainer *t) {
+  size_t i;
+  float scale;
+  if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
+  scale = 1.0f / (float)t->tr__accum_n;
+  for (i = 0; i < t->model.n_params; i++) t->model.grads[i] *= scale;
+  hk_grads_changed(&t->ctx);
+}
+
+/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
+   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
+   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
+   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
+static void tr__clip_gradients(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  float *g = t->model.grads;
+  size_t i, n = t->model.n_params;
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    double coef = c->gradient_clip_val / (hk_grad_norm(&t->ctx) + 1e-6);
+    if (coef < 1.0) {
+      float k = (float)coef;
+      for (i = 0; i < n; i++) g[i] *= k;
+    }
+  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
+    float hi = (float)c->gradient_clip_val, lo = -hi;
+    double sum = 0;
+    int k;
+    for (k = 0; k < t->ctx.n_tensors; k++) {
+      float *x = t->ctx.grads[k].data;
+      for (i = 0; i < t->ctx.grads[k].count; i++) {
+        sum += (double)x[i] * x[i];
+        x[i] = x[i] > hi ? hi : (x[i] < lo ? lo : x[i]);
+      }
+    }
+    hk_grad_norm_set(&t->ctx, sqrt(sum));
+  }
+}
+
+/* One optimizer update with learning rate lr; t->global_step + 1 is the step number.
+   noinline: inlined into tr_fit, gcc has laid this loop out as a cold block that calls libm's sqrt
    for every element (+3% per step in bench/bench_train.c). */
-static TR__NOINLINE void tr__optimizer_step(tr_trainer *t, double lr) {
+static TR__NOINLINE void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
   float *p = t->model.params, *g = t->model.grads, *m = t->tr__m, *v = t->tr__v;
   size_t i, n = t->model.n_params;
@@ -796,6 +970,20 @@ static TR__NOINLINE void tr__optimizer_step(tr_trainer *t, double lr) {
   }
 }
 
+/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
+static void tr__optimizer_step(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+  tr__update(t, t->lr);
+  t->ctx.global_step = ++t->global_step;
+}
+
+/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
+static void tr__end_window(tr_trainer *t) {
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+}
+
 /* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
 
 typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
@@ -809,6 +997,17 @@ static const tr__loop_events tr__predict_events = {
   HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
   HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
 
+/* What one evaluation loop runs: its events, its data, and where its mean loss goes. */
+typedef struct tr__eval {
+  const tr__loop_events *ev;
+  const tr_data *data;
+  int64_t limit;        /* batches; 0 = all */
+  int predict;          /* model.predict instead of forward; no loss */
+  const char *metric;   /* the mean loss's metric name, or NULL */
+  const char *what;     /* for messages */
+  double *mean;         /* where the mean loss goes, or NULL */
+} tr__eval;
+
 /* Number of batches to run: the data's count, capped by limit (> 0). */
 static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
   int64_t n = data->count(data->user);
@@ -816,264 +1015,221 @@ static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, 
   return (limit > 0 && limit < n) ? limit : n;
 }
 
-/* Does signal s end an evaluation loop after the current batch? */
-static int tr__ends_eval(hk_signal s, int in_fit) { return s == HK_STOP_EPOCH || (!in_fit && s == HK_STOP); }
+/* One evaluation batch: forward (its loss joins the mean) or predict (ctx->outputs). */
+static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, double *sum, int64_t *counted) {
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  if (e->predict) {
+    rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
+    if (rc) tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)t->ctx.batch_idx);
+    return;
+  }
+  rc = t->model.forward(t->model.user, batch, 0, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
+  t->ctx.loss = loss;
+  *sum += loss;
+  ++*counted;
+}
 
-/* Runs start, epoch_start, every batch (forward only, or predict), epoch_end, end; nothing at all
-   when the data has no batches. The mean loss goes into the metric `metric` (if not NULL) before the
-   epoch_end event. Inside fit, HK_STOP only asks
-   training to stop (the validation finishes); in a standalone run it ends the loop like HK_STOP_EPOCH. */
-static tr_err tr__eval_loop(tr_trainer *t, const tr__loop_events *ev, const tr_data *data, int64_t limit,
-                            int predict, const char *metric, const char *what, double *mean_out) {
+/* start, epoch_start, every batch, epoch_end, end; nothing at all when the data has no batches. The
+   mean loss goes into the metric before epoch_end. HK_STOP_EPOCH and HK_SKIP_BATCH mean this loop's
+   epoch and batches: the loop keeps its own (`own`) and gives the training loop's back afterwards.
+   HK_STOP ends a standalone run like HK_STOP_EPOCH; inside fit it only asks training to stop (the
+   validation finishes), so it stays in the flow for the fit, next to a held stop or a skipped step
+   (which a checkpoint written during the validation records). */
+static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   int in_fit = t->running == HK_STAGE_FIT;
+  unsigned own = HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH) | (in_fit ? 0 : HK_SIGNAL_BIT(HK_STOP));
+  unsigned ends = in_fit ? HK_SIGNAL_BIT(HK_STOP_EPOCH) : HK_FLOW_STOP_EPOCH;
+  unsigned outer = t->tr__flow.signals;
   int64_t b, n, counted = 0;
-  double sum = 0, mean = 0;
-  int stop = 0;
-  hk_signal s;
+  double sum = 0, mean = NAN;
   int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
   double saved_loss = t->ctx.loss;
   void *saved_batch = t->ctx.batch;
 
-  if (mean_out) *mean_out = NAN;
-  n = tr__n_batches(t, data, limit, what);
+  if (e->mean) *e->mean = NAN;
+  n = tr__n_batches(t, e->data, e->limit, e->what);
   if (t->tr__err || n == 0) return t->tr__err; /* no batches: no loop at all (as in Lightning) */
-  tr__fire(t, ev->start);
-  if (t->tr__err) return t->tr__err;
-  s = tr__fire(t, ev->epoch_start);
-  if (t->tr__err) return t->tr__err;
-  stop = tr__ends_eval(s, in_fit);
-  for (b = 0; b < n && !stop; b++) {
-    void *batch = NULL;
-    int skip, rc;
-    t->ctx.batch_idx = b;
-    t->ctx.outputs = NULL;
-    rc = data->get(data->user, b, &batch);
-    if (rc) return tr__fail(t, TR_ERR_MODEL, "%s data: get(%lld) returned %d", what, (long long)b, rc);
-    t->ctx.batch = batch;
-    t->ctx.loss = NAN; /* until the forward pass (it stays NaN in a skipped batch and in predict) */
-    s = tr__fire(t, ev->batch_start);
-    if (t->tr__err) return t->tr__err;
-    skip = s == HK_SKIP_BATCH;
-    stop |= tr__ends_eval(s, in_fit);
-    if (!skip) {
-      if (predict) {
-        rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
-        if (rc) return tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)b);
-      } else {
-        double loss = 0;
-        rc = t->model.forward(t->model.user, batch, 0, &loss);
-        if (rc) return tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, what, (long long)b);
-        t->ctx.loss = loss;
-        sum += loss;
-        counted++;
-      }
-    }
-    s = tr__fire(t, ev->batch_end);
-    if (t->tr__err) return t->tr__err;
-    stop |= tr__ends_eval(s, in_fit);
+  hk_flow_clear(&t->tr__flow, own);
+  if (e->data->reset && e->data->reset(e->data->user))
+    tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
+  tr__fire(t, e->ev->start);
+  tr__fire(t, e->ev->epoch_start);
+  for (b = 0; b < n && !tr__skips(t, ends); b++) {
+    void *batch = tr__fetch(t, e->data, b, e->what);
+    tr__fire(t, e->ev->batch_start);
+    tr__eval_forward(t, e, batch, &sum, &counted);
+    tr__fire(t, e->ev->batch_end);
+    hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
   }
   t->ctx.outputs = NULL;
-  if (!predict) {
+  if (!e->predict) {
     mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
     t->ctx.loss = mean;
-    if (metric && hk_metric_set(&t->ctx, metric, mean) != HK_OK)
-      return tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", metric);
+    if (e->metric && !t->tr__err && hk_metric_set(&t->ctx, e->metric, mean) != HK_OK)
+      tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", e->metric);
   }
-  if (mean_out) *mean_out = mean;
-  tr__fire(t, ev->epoch_end);
-  if (t->tr__err) return t->tr__err;
-  tr__fire(t, ev->end);
+  if (e->mean) *e->mean = mean;
+  tr__fire(t, e->ev->epoch_end);
+  tr__fire(t, e->ev->end);
   t->ctx.batch_idx = saved_idx;
   t->ctx.batch = saved_batch;
   if (in_fit) t->ctx.loss = saved_loss;
+  t->tr__flow.signals = (t->tr__flow.signals & ~own) | (outer & own);
   return t->tr__err;
 }
 
-/* validate / test / predict as their own runs: setup, configure_model, the loop, teardown. */
-static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__loop_events *ev, const tr_data *data,
-                           int64_t limit, int predict, const char *metric, const char *what, double *mean) {
-  tr_err e;
-  if (!t) return TR_ERR_INVALID;
+/* ---- runs -------------------------------------------------------------------------------------------
+   fit, validate, test and predict start and end the same way: refuse to start inside another run,
+   setup(stage), configure_model, the body, then teardown; on failure on_exception, then teardown. */
+
+static tr_err tr__idle(tr_trainer *t, const char *fn) {
   if (t->running != HK_STAGE_NONE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_%s called during a %s run (from a hook?)", what, hk_stage_name(t->running));
+    return tr__refuse(t, "%s called during a %s run (from a hook?); call it when the run has returned", fn, hk_stage_name(t->running));
   t->tr__err = TR_OK;
   t->error[0] = 0;
-  if (!data || !data->count || !data->get) return tr__fail(t, TR_ERR_INVALID, "tr_%s: data needs count and get", what);
-  if (predict && !t->model.predict) return tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  return TR_OK;
+}
+
+static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
+  hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
+  tr_err e;
   t->running = stage;
   t->ctx.stage = stage;
   t->ctx.requests = 0;
+  if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
-  if (!t->tr__err) tr__fire(t, HK_CONFIGURE_MODEL);
-  if (!t->tr__err) tr__eval_loop(t, ev, data, limit, predict, metric, what, mean);
+  tr__fire(t, HK_CONFIGURE_MODEL);
+  if (!t->tr__err) body(t, arg);
   if (t->tr__err) e = tr__abort(t, stage);
   else {
-    if (t->ctx.requests & HK_REQUEST_LOG) tr__log_line(t);
-    t->ctx.requests = 0; /* validation and checkpoint requests only mean something during fit */
     t->ctx.stage = stage;
     tr__fire(t, HK_TEARDOWN);
-    e = t->tr__err;
+    e = TR_OK; /* teardown honours no signal */
   }
   t->running = HK_STAGE_NONE;
   t->ctx.stage = HK_STAGE_NONE;
+  t->ctx.batch = NULL;
+  t->ctx.requests = 0;
+  t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
   return e;
 }
 
+static void tr__eval_body(tr_trainer *t, const void *arg) {
+  tr__eval_loop(t, (const tr__eval *)arg);
+  if (!t->tr__err && (t->ctx.requests & HK_REQUEST_LOG)) tr__log_line(t);
+}
+
+static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, fn)) return TR_ERR_INVALID;
+  if (!e->data || !e->data->count || !e->data->get == !e->data->next)
+    return tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  if (e->predict && !t->model.predict) return tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  return tr__run(t, stage, tr__eval_body, e);
+}
+
 TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
-  return tr__eval_run(t, HK_STAGE_VALIDATE, &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss);
+  tr__eval e = { &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss };
+  return tr__eval_run(t, HK_STAGE_VALIDATE, &e, "tr_validate");
 }
 TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
-  return tr__eval_run(t, HK_STAGE_TEST, &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss);
+  tr__eval e = { &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss };
+  return tr__eval_run(t, HK_STAGE_TEST, &e, "tr_test");
 }
 TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
-  return tr__eval_run(t, HK_STAGE_PREDICT, &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL);
+  tr__eval e = { &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL };
+  return tr__eval_run(t, HK_STAGE_PREDICT, &e, "tr_predict");
 }
 
 /* ---- the training loop ------------------------------------------------------------------------------- */
 
-static int tr__can_stop(const tr_trainer *t, const tr_config *c) {
-  return t->epoch >= c->min_epochs && t->global_step >= c->min_steps;
+static int tr__can_stop(const tr_trainer *t) {
+  return t->epoch >= t->tr__cfg->min_epochs && t->global_step >= t->tr__cfg->min_steps;
+}
+/* A graceful stop (HK_STOP) takes effect once min_epochs and min_steps are reached; until then it is held. */
+static int tr__stopping(const tr_trainer *t) {
+  return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
 }
 
 /* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
    validation resumes after it instead of repeating it. */
-static tr_err tr__fit_validate(tr_trainer *t) {
+static void tr__fit_validate(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
+  tr__eval e = { &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL };
+  if (t->tr__err) return;
   t->tr__val_at = t->epoch_batch;
-  return tr__eval_loop(t, &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL);
+  tr__eval_loop(t, &e);
 }
 
 /* A safe point (after a training batch or an epoch): honour what hooks requested. */
-static tr_err tr__honour_requests(tr_trainer *t) {
+static void tr__honour_requests(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   unsigned r = t->ctx.requests;
+  if (t->tr__err) return;
   t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
   if (r & HK_REQUEST_VALIDATION) {
-    if (c->val) {
-      if (tr__fit_validate(t)) return t->tr__err;
-    } else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
+    if (c->val) tr__fit_validate(t);
+    else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
   }
-  if (r & HK_REQUEST_CHECKPOINT) {
-    if (c->checkpoint_path) {
-      if (tr_save(t, c->checkpoint_path)) return t->tr__err;
-    } else tr__warn(t, "a hook requested a checkpoint but tr_config.checkpoint_path is not set");
+  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) {
+    if (!c->save_to) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
+    else {
+      tr_err e = tr_save(t, c->save_to); /* its failure is the run's failure: the hook asked for it */
+      if (e) {
+        char why[sizeof t->error];
+        memcpy(why, t->error, sizeof why);
+        tr__fail(t, e, "%s", why);
+      }
+    }
   }
-  if (r & HK_REQUEST_LOG) tr__log_line(t);
-  return t->tr__err;
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
 }
 
-/* The end of an accumulation window: forget its gradients' bookkeeping. */
-static void tr__end_window(tr_trainer *t) {
-  t->tr__accum_pos = t->tr__accum_n = 0;
-  t->tr__grads_zeroed = 0;
-  t->tr__step_skip = 0;
-}
-
-/* One training batch, in Lightning's order:
-     on_train_batch_start, forward, [on_before_zero_grad, zero_grad]  (first micro-batch of a window),
-     on_before_backward, backward, on_after_backward,
-     [on_before_optimizer_step, clip, on_gradient_clip, step, on_after_optimizer_step]  (last micro-batch),
-     on_train_batch_end
-   *stop_epoch is set when a hook asks to end the epoch after this batch. */
-static tr_err tr__train_batch(tr_trainer *t, int64_t n_batches, int *stop_epoch) {
+/* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
+   hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
+   lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
+static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   const tr_config *c = t->tr__cfg;
-  const tr_data *d = c->train;
-  int64_t b = t->epoch_batch;
-  int last = t->tr__accum_pos + 1 >= c->accumulate_grad_batches || b + 1 >= n_batches;
-  int skip = 0, stepped = 0, did_backward = 0, rc;
-  void *batch = NULL;
-  double loss = 0;
-  hk_signal s;
-
-/* What a signal from a hook means for the rest of this batch. */
-#define TR__ACT(sig)                                      \
-  do {                                                    \
-    if (t->tr__err) return t->tr__err;                    \
-    if ((sig) == HK_SKIP_STEP) t->tr__step_skip = 1;      \
-    else if ((sig) == HK_SKIP_BATCH) skip = 1;            \
-    else if ((sig) == HK_STOP_EPOCH) *stop_epoch = 1;     \
-  } while (0)
+  int64_t steps_before = t->global_step;
+  int window_ends = t->tr__accum_pos + 1 >= c->accumulate_grad_batches || t->epoch_batch + 1 >= n_batches;
+  void *batch;
 
   t->lr = t->ctx.lr = tr__current_lr(t);
-  t->ctx.batch_idx = b;
-  t->ctx.outputs = NULL;
-  rc = d->get(d->user, b, &batch);
-  if (rc) return tr__fail(t, TR_ERR_MODEL, "train data: get(%lld) returned %d", (long long)b, rc);
-  t->ctx.batch = batch;
-  t->ctx.loss = NAN; /* until the forward pass; stays NaN in a batch skipped before it */
-  s = tr__fire(t, HK_ON_TRAIN_BATCH_START);
-  TR__ACT(s);
-
-  if (!skip) {
-    rc = t->model.forward(t->model.user, batch, 1, &loss);
-    if (rc) return tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)b);
-    t->ctx.loss = t->tr__last_loss = loss;
-    if (!tr_is_finite(loss) && c->on_nonfinite_loss != TR_NONFINITE_IGNORE) {
-      if (c->on_nonfinite_loss == TR_NONFINITE_FAIL)
-        return tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
-                        (long long)t->epoch, (long long)b, (long long)t->global_step);
-      tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)b);
-      skip = 1;
-    }
-  }
-  if (!skip && !t->tr__grads_zeroed) { /* the window's first micro-batch that gets this far */
-    s = tr__fire(t, HK_ON_BEFORE_ZERO_GRAD);
-    TR__ACT(s);
+  batch = tr__fetch(t, c->train, t->epoch_batch, "train");
+  tr__fire(t, HK_ON_TRAIN_BATCH_START);
+  tr__forward(t, batch);
+  if (!t->tr__grads_zeroed) {              /* the window's first micro-batch that gets this far */
+    tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_ZERO_GRAD);
     tr__zero_grad(t);
-    t->tr__grads_zeroed = 1;
   }
-  if (!skip) {
-    s = tr__fire(t, HK_ON_BEFORE_BACKWARD);
-    TR__ACT(s);
-  }
-  if (!skip) {
-    rc = t->model.backward(t->model.user, batch);
-    if (rc) return tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)b);
-    did_backward = 1;
-    s = tr__fire(t, HK_ON_AFTER_BACKWARD);
-    TR__ACT(s);
-  }
-  t->tr__accum_pos++; /* counted together, so that a checkpoint taken inside a batch stays consistent */
-  t->tr__accum_n += did_backward;
-  if (last) {
-    if (!skip && !t->tr__step_skip && t->tr__accum_n > 0) {
-      if (t->tr__accum_n > 1) { /* the window's gradient is the mean over its micro-batches */
-        float scale = 1.0f / (float)t->tr__accum_n;
-        size_t i;
-        for (i = 0; i < t->model.n_params; i++) t->model.grads[i] *= scale;
-      }
-      s = tr__fire(t, HK_ON_BEFORE_OPTIMIZER_STEP);
-      TR__ACT(s);
-      if (!skip && !t->tr__step_skip && c->gradient_clip_val > 0) {
-        t->ctx.grad_norm = tr__clip(t, c->gradient_clip_algorithm, c->gradient_clip_val,
-                                    HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP) != 0);
-        s = tr__fire(t, HK_ON_GRADIENT_CLIP);
-        TR__ACT(s);
-      }
-      if (!skip && !t->tr__step_skip) {
-        tr__optimizer_step(t, t->lr);
-        t->global_step++;
-        t->ctx.global_step = t->global_step;
-        stepped = 1;
-        s = tr__fire(t, HK_ON_AFTER_OPTIMIZER_STEP);
-        TR__ACT(s);
-      }
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_BACKWARD);
+  tr__backward(t, batch);
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
+  t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
+  if (window_ends) {                       /* the last micro-batch of the window steps */
+    tr__average_window(t);
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
+    if (c->gradient_clip_val > 0) {
+      tr__clip_gradients(t);
+      tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
     }
+    tr__optimizer_step(t);
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
     tr__end_window(t);
   }
-#undef TR__ACT
-
   t->epoch_batch++;
-  t->samples_seen += d->batch_size > 0 ? d->batch_size : 1;
+  t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
   t->ctx.samples_seen = t->samples_seen;
-  s = tr__fire(t, HK_ON_TRAIN_BATCH_END);
-  if (t->tr__err) return t->tr__err;
-  if (s == HK_STOP_EPOCH) *stop_epoch = 1;
-  if (tr__sigint_count >= 1) return tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
+  if (tr__sigint_count >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
 
-  if (stepped && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
-    if (tr__fit_validate(t)) return t->tr__err;
-  return tr__honour_requests(t);
+  if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
+    tr__fit_validate(t);
+  tr__honour_requests(t);
 }
 
 /* The epoch is over: move the counters to the next one. */
@@ -1083,61 +1239,62 @@ static void tr__finish_epoch(tr_trainer *t) {
   t->tr__val_at = -1;
   t->tr__epoch_ended = 0;
   tr__end_window(t); /* a window cut short by a stop is dropped */
+  hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
   t->ctx.epoch = t->epoch;
+}
+
+/* Start epoch t->epoch, or continue it mid-way after a resume: the shuffle is rebuilt from the seed
+   either way; an iterator is rewound only at a real start (a resumed one was handed its position). */
+static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
+  int resuming = t->epoch_batch > 0;
+  t->ctx.epoch = t->epoch;
+  t->ctx.batch_idx = t->epoch_batch;
+  if (d->shuffle) {
+    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
+    d->shuffle(d->user, &r);
+  }
+  if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
+  if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
+  tr__fire(t, HK_ON_TRAIN_EPOCH_START);
 }
 
 /* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
-   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way, without a
-   second on_train_epoch_start, as Lightning does after a mid-epoch restart. */
-static tr_err tr__train_epoch(tr_trainer *t, int *no_data) {
+   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
+static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
-  int64_t n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
-  int resuming = t->epoch_batch > 0, stop_epoch = 0, complete;
-  if (t->tr__err) return t->tr__err;
-  if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
-    *no_data = 1;
-    return TR_OK;
-  }
-  t->ctx.epoch = t->epoch;
-  t->ctx.batch_idx = t->epoch_batch;
-  if (c->train->shuffle) { /* also when resuming: it rebuilds the epoch's order */
-    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
-    c->train->shuffle(c->train->user, &r);
-  }
-  if (!resuming) {
-    hk_signal s = tr__fire(t, HK_ON_TRAIN_EPOCH_START);
-    if (t->tr__err) return t->tr__err;
-    if (s == HK_STOP_EPOCH) stop_epoch = 1;
-  }
-  while (t->epoch_batch < n && !stop_epoch && !(t->tr__should_stop && tr__can_stop(t, c))) {
-    if (tr__train_batch(t, n, &stop_epoch)) return t->tr__err;
+  int complete;
+  tr__start_epoch(t, c->train);
+  while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
+    tr__train_batch(t, n);
     if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
   }
-  complete = t->epoch_batch >= n || stop_epoch || (t->tr__should_stop && tr__can_stop(t, c));
+  if (t->tr__err) return;
+  complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
   if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
       t->tr__val_at != t->epoch_batch)
-    if (tr__fit_validate(t)) return t->tr__err;
+    tr__fit_validate(t);
   t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
   tr__fire(t, HK_ON_TRAIN_EPOCH_END);
-  if (t->tr__err) return t->tr__err;
-  if (complete) tr__finish_epoch(t);
-  return tr__honour_requests(t);
+  if (complete && !t->tr__err) tr__finish_epoch(t);
+  tr__honour_requests(t);
 }
 
-static int tr__fit_done(tr_trainer *t) {
+static int tr__fit_done(const tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  if (c->max_steps > 0 && t->global_step >= c->max_steps) return 1;
-  if (c->max_epochs > 0 && t->epoch >= c->max_epochs) return 1;
-  if (t->tr__should_stop && tr__can_stop(t, c)) return 1;
-  return 0;
+  return t->tr__err || (c->max_steps > 0 && t->global_step >= c->max_steps) ||
+         (c->max_epochs > 0 && t->epoch >= c->max_epochs) || tr__stopping(t);
 }
 
 /* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
 static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
   *c = *in;
-  if (!c->train || !c->train->count || !c->train->get) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count and get");
-  if (c->val && (!c->val->count || !c->val->get)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count and get");
+  if (!c->train || !c->train->count || !c->train->get == !c->train->next)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count, and get or next (one of them)");
+  if (c->val && (!c->val->count || !c->val->get == !c->val->next))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count, and get or next (one of them)");
+  if (!c->train->save_state != !c->train->load_state)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
       c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
@@ -1163,45 +1320,72 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   return TR_OK;
 }
 
-/* The body of tr_fit, in the order of Lightning's Trainer.fit (lightning.md 2.3). */
-static tr_err tr__fit_run(tr_trainer *t) {
+/* Everything the model must have handed over by the first step, and the training data's position. */
+static void tr__ready_to_train(tr_trainer *t) {
+  const tr_data *d = t->tr__cfg->train;
+  if (t->tr__err) return;
+  if (!t->model.grads) {
+    tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
+             "(for example in a configure_model hook) before training starts");
+    return;
+  }
+  if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
+    hk_reader rd = { t->tr__data_state.data, t->tr__data_state.len, 0 };
+    if (d->load_state(d->user, &rd)) tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)", t->tr__data_state.len);
+  }
+}
+
+/* The sanity check: a few validation batches before training, to find bugs in validation early. */
+static void tr__sanity_check(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  int no_data = 0;
-  tr__fire(t, HK_SETUP);
-  if (t->tr__err) return t->tr__err;
-  tr__fire(t, HK_CONFIGURE_MODEL);
-  if (t->tr__err) return t->tr__err;
-  if (c->ckpt_path && tr__load_file(t, c->ckpt_path)) return t->tr__err;
+  int64_t limit = c->num_sanity_val_steps;
+  tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
+  if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
+  if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
+  e.limit = limit;
+  t->ctx.stage = HK_STAGE_SANITY_CHECK;
+  tr__fire(t, HK_ON_SANITY_CHECK_START);
+  if (!t->tr__err) tr__eval_loop(t, &e);
+  tr__fire(t, HK_ON_SANITY_CHECK_END);
+  t->ctx.stage = HK_STAGE_FIT;
+}
+
+/* The body of tr_fit, after setup and configure_model, in the order of Lightning's Trainer.fit. */
+static void tr__fit_body(tr_trainer *t, const void *arg) {
+  const tr_config *c = t->tr__cfg;
+  int64_t n;
+  (void)arg;
+  if (c->resume_from && tr__load_file(t, c->resume_from)) return;
+  tr__ready_to_train(t);
   tr__fire(t, HK_ON_FIT_START);
-  if (t->tr__err) return t->tr__err;
-
-  /* The sanity check: a few validation batches before training, to find bugs in validation early.
-     Skipped after a checkpoint was loaded (Lightning skips it when restarting). */
-  if (c->val && c->num_sanity_val_steps > 0 && !t->tr__restarting) {
-    int64_t limit = c->num_sanity_val_steps;
-    if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
-    t->ctx.stage = HK_STAGE_SANITY_CHECK;
-    tr__fire(t, HK_ON_SANITY_CHECK_START);
-    if (!t->tr__err) tr__eval_loop(t, &tr__val_events, c->val, limit, 0, "val/loss", "sanity check", NULL);
-    if (!t->tr__err) tr__fire(t, HK_ON_SANITY_CHECK_END);
-    t->ctx.stage = HK_STAGE_FIT;
-    if (t->tr__err) return t->tr__err;
-  }
-
+  tr__sanity_check(t);
   tr__fire(t, HK_ON_TRAIN_START);
-  if (t->tr__err) return t->tr__err;
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
-  while (!tr__fit_done(t) && !no_data) {
-    if (tr__sigint_count >= 1) return tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
-    if (tr__train_epoch(t, &no_data)) return t->tr__err;
+  while (!tr__fit_done(t)) {
+    if (tr__sigint_count >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
+    if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
+      if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
+      break;
+    }
+    tr__train_epoch(t, n);
   }
-  if (no_data) tr__warn(t, "the training data has no batches: nothing to train");
   tr__fire(t, HK_ON_TRAIN_END);
-  if (t->tr__err) return t->tr__err;
   tr__fire(t, HK_ON_FIT_END);
-  if (t->tr__err) return t->tr__err;
-  tr__fire(t, HK_TEARDOWN);
-  return TR_OK; /* teardown honours no signal */
+}
+
+/* Where the training iterator stands when a fit ends: what tr_save writes and the next fit restores. */
+static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
+  hk_bytes b;
+  if (!d->save_state) return;
+  memset(&b, 0, sizeof b);
+  if (d->save_state(d->user, &b) || b.failed) {
+    hk_bytes_free(&b);
+    tr__warn(t, "train data: save_state() failed when the fit ended; the next checkpoint holds the previous position");
+    return;
+  }
+  hk_bytes_free(&t->tr__data_state);
+  t->tr__data_state = b;
 }
 
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
@@ -1209,15 +1393,8 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_err e;
   void (*prev)(int) = SIG_ERR;
   if (!t) return TR_ERR_INVALID;
-  if (t->running != HK_STAGE_NONE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit called during a %s run (from a hook?)", hk_stage_name(t->running));
-  t->tr__err = TR_OK;
-  t->error[0] = 0;
-  if (tr__resolve(t, cfg, &c)) return t->tr__err;
+  if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
   t->tr__cfg = &c;
-  t->running = HK_STAGE_FIT;
-  t->ctx.stage = HK_STAGE_FIT;
-  t->ctx.requests = 0;
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
@@ -1225,17 +1402,13 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sigint_count = 0;
   if (!c.no_sigint) prev = signal(SIGINT, tr__on_sigint);
 
-  e = tr__fit_run(t);
-  if (e) e = tr__abort(t, HK_STAGE_FIT);
+  e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (prev != SIG_ERR) signal(SIGINT, prev);
   tr__sigint_count = 0;
-  t->tr__should_stop = 0; /* consumed by this fit */
+  tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;
-  t->running = HK_STAGE_NONE;
-  t->ctx.stage = HK_STAGE_NONE;
-  t->ctx.batch = NULL;
   return e;
 }
 
@@ -1379,8 +1552,8 @@ static void tr__write_all(tr_trainer *t, tr__writer *w) {
   unsigned char header[16];
   /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
   int in_window = t->tr__accum_pos > 0;
-  uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (t->tr__step_skip && in_window ? TR__F_SKIP : 0) |
-                   (t->tr__should_stop ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+  uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
+                   (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
                    (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
   memcpy(header, TR__MAGIC, 8);
   tr__le(header + 8, TR__VERSION, 4);
@@ -1750,11 +1923,11 @@ static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, 
   t->tr__accum_pos = ck.v[5];
   t->tr__accum_n = ck.v[6];
   t->tr__grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
-  t->tr__step_skip = (ck.flags & TR__F_SKIP) != 0;
-  t->tr__should_stop = (ck.flags & TR__F_STOP) != 0;
+  t->tr__flow.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
+                        ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
   t->tr__epoch_ended = (ck.flags & TR__F_ENDED) != 0;
   t->tr__has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
-  t->tr__restarting = 1;
+  t->tr__restarting = t->epoch_batch > 0 && !t->tr__epoch_ended; /* mid-epoch or mid-validation (Lightning) */
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
@@ -1805,11 +1978,11 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   return t->tr__err;
 }
 
-/* Loading while a run is going would pull the counters from under the loop (tr_config.ckpt_path is
+/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
    the way to resume inside fit). */
 static tr_err tr__load_allowed(tr_trainer *t) {
   if (t->running != HK_STAGE_NONE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_load called during a %s run (use tr_config.ckpt_path)", hk_stage_name(t->running));
+    return tr__fail(t, TR_ERR_INVALID, "tr_load called during a %s run (use tr_config.resume_from)", hk_stage_name(t->running));
   t->tr__err = TR_OK;
   t->error[0] = 0;
   return TR_OK;

@@ -136,7 +136,7 @@ static hk_signal record_lr(hk_ctx *ctx, void *user) {
 /* 4. a NaN guard: fail the run if the loss is not finite (train.h checks too; a user guard often does) */
 static hk_signal nan_guard(hk_ctx *ctx, void *user) {
     (void)user;
-    return tr_is_finite(ctx->loss) ? HK_CONTINUE : hk_fail(ctx, "loss is %f", ctx->loss);
+    return hk_is_finite(ctx->loss) ? HK_CONTINUE : hk_fail(ctx, "loss is %f", ctx->loss);
 }
 
 /* 5. a step counter with checkpointable state */

@@ -1,7 +1,7 @@
 # hooks.h examples (train.h examples live in examples/train_examples.mk).
 #   make examples     builds them into $(BUILD)/
 #   make hook-tree    prints where every hook fires in a fit, as a tree
-HK_EXAMPLES := $(BUILD)/minimal $(BUILD)/hook_tree
+HK_EXAMPLES := $(BUILD)/minimal $(BUILD)/hook_tree $(BUILD)/own_loop
 EXAMPLES    += $(HK_EXAMPLES)
 
 .PHONY: hook-tree
@@ -14,10 +14,16 @@ $(BUILD)/minimal: examples/minimal.c hooks.h | $(BUILD)
 $(BUILD)/hook_tree: examples/hook_tree.c hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 
+# -Ofast on purpose: the example's NaN guard must still fire there
+$(BUILD)/own_loop: examples/own_loop.c hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -Ofast $< -o $@ $(LDLIBS)
+
 # make test builds and runs every example, so none of them can rot.
 .PHONY: test-examples
 test-examples: $(HK_EXAMPLES) train-examples
 	@$(BUILD)/minimal > $(BUILD)/minimal.out && grep -q "stopped after epoch" $(BUILD)/minimal.out
 	@$(BUILD)/hook_tree > $(BUILD)/hook_tree.out && grep -q "on_train_epoch_end" $(BUILD)/hook_tree.out
+	@$(BUILD)/own_loop > $(BUILD)/own_loop.out 2>&1 && grep -q "stopped after" $(BUILD)/own_loop.out
+	@$(BUILD)/own_loop nan > $(BUILD)/own_loop_nan.out 2>&1 && grep -q "aborting: hook 'nan_guard' failed" $(BUILD)/own_loop_nan.out
 	@echo "examples: all build and run"
 TEST_TARGETS += test-examples

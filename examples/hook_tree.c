@@ -19,19 +19,16 @@
 #include "hooks.h"
 #include <math.h>
 
-#define EPOCHS 2
-#define BATCHES 2
-#define VAL_BATCHES 1
-#define SANITY_BATCHES 1
+enum { EPOCHS = 2, BATCHES = 2, VAL_BATCHES = 1, SANITY_BATCHES = 1 };
 
 /* ---- the model: y = w*x + b, trained on 8 points per batch ---------------------------------- */
 typedef struct model { float w, b, gw, gb; } model;
 
-static float forward(const model *m, int batch) {   /* the loss of one batch */
+static float forward(const model *m, int batch, float shift) { /* the loss of one batch */
   float loss = 0;
   int i;
   for (i = 0; i < 8; i++) {
-    float x = 0.1f * (float)(batch * 8 + i), err = m->w * x + m->b - (2 * x + 1);
+    float x = shift + 0.1f * (float)(batch * 8 + i), err = m->w * x + m->b - (2 * x + 1);
     loss += err * err / 8;
   }
   return loss;
@@ -44,16 +41,6 @@ static void backward(model *m, int batch) {          /* add its gradient to gw, 
     m->gw += err * x / 4;
     m->gb += err / 4;
   }
-}
-
-static float evaluate(const model *m, int batch) {
-  float loss = 0;
-  int i;
-  for (i = 0; i < 8; i++) {
-    float x = 0.05f + 0.1f * (float)(batch * 8 + i), err = m->w * x + m->b - (2 * x + 1);
-    loss += err * err / 8;
-  }
-  return loss;
 }
 
 /* ---- the hooks ------------------------------------------------------------------------------ */
@@ -80,7 +67,7 @@ static void validation(hk_registry *reg, hk_ctx *ctx, const model *m, int batche
   for (i = 0; i < batches; i++) {
     ctx->batch_idx = i;
     HK_FIRE(reg, HK_ON_VALIDATION_BATCH_START, ctx);
-    ctx->loss = evaluate(m, i);
+    ctx->loss = forward(m, i, 0.05f);               /* validation points lie between the training ones */
     total += (float)ctx->loss;
     HK_FIRE(reg, HK_ON_VALIDATION_BATCH_END, ctx);
   }
@@ -111,7 +98,7 @@ static void fit(hk_registry *reg, hk_ctx *ctx, model *m) {
       float norm;
       ctx->batch_idx = batch;
       HK_FIRE(reg, HK_ON_TRAIN_BATCH_START, ctx);
-      ctx->loss = forward(m, batch);               /* training_step */
+      ctx->loss = forward(m, batch, 0);            /* training_step */
       HK_FIRE(reg, HK_ON_BEFORE_ZERO_GRAD, ctx);
       m->gw = m->gb = 0;
       HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
@@ -119,13 +106,13 @@ static void fit(hk_registry *reg, hk_ctx *ctx, model *m) {
       HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
       HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
       norm = sqrtf(m->gw * m->gw + m->gb * m->gb); /* clip the gradient norm at 1 */
-      ctx->grad_norm = norm;
+      hk_grad_norm_set(ctx, norm);                 /* hooks read it with hk_grad_norm(ctx) */
       if (norm > 1) { m->gw /= norm; m->gb /= norm; }
       HK_FIRE(reg, HK_ON_GRADIENT_CLIP, ctx);
       m->w -= lr * m->gw;
       m->b -= lr * m->gb;
+      ctx->global_step++;                          /* steps taken: moves before on_after_optimizer_step */
       HK_FIRE(reg, HK_ON_AFTER_OPTIMIZER_STEP, ctx);
-      ctx->global_step++;
       HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, ctx);
     }
     validation(reg, ctx, m, VAL_BATCHES);          /* validation runs before on_train_epoch_end */
@@ -138,7 +125,7 @@ static void fit(hk_registry *reg, hk_ctx *ctx, model *m) {
 
 int main(void) {
   model m = { 0, 0, 0, 0 };
-  hk_ctx ctx = { .stage = HK_STAGE_NONE };
+  hk_ctx ctx = { .world_size = 1 };
   hk_registry *reg = hk_create(NULL);
   hk_callback cb = { .name = "my_callback", .on_train_start = cb_train_start,
                      .on_after_backward = cb_after_backward, .on_train_epoch_end = cb_epoch_end };

@@ -1,5 +1,5 @@
 # train.h examples and `make demo` (included by the top Makefile; hooks.h examples are in examples.mk).
-#   make demo             install what is missing (deps), build build/demo and run it
+#   make demo             install what the demo needs when missing (a C compiler, libstb-dev), build build/demo, run it
 #   make examples         build every example, these included
 #   make train-examples   build and run every train.h example once (each takes well under a second)
 # All of them share the model and data in examples/mlp.h.
@@ -9,7 +9,8 @@ TR_EX_BINS  := $(addprefix $(BUILD)/,$(TR_EX_NAMES))
 EXAMPLES    += $(TR_EX_BINS)
 
 .PHONY: train-examples
-demo: deps
+demo:
+	@sh scripts/deps.sh demo
 	@$(MAKE) --no-print-directory -q $(BUILD)/demo || $(MAKE) --no-print-directory $(BUILD)/demo
 	@$(BUILD)/demo
 

@@ -4,7 +4,7 @@
      A. straight through: 300 steps
      B. interrupted: 110 steps (in the middle of an epoch), then tr_save() writes a checkpoint
      C. a fresh start, as a new process would make it: a model initialised with a DIFFERENT seed, a new
-        trainer, and tr_fit(.ckpt_path = the checkpoint, .max_steps = 300)
+        trainer, and tr_fit(.resume_from = the checkpoint, .max_steps = 300)
    The checkpoint holds the parameters, the AdamW moments, the step and epoch counters, the position
    inside the epoch and the random generator, so C continues exactly where B stopped: its parameters
    end up identical to A's, bit for bit. The program checks that and exits nonzero if not.
@@ -44,7 +44,7 @@ static int train(const char *label, mlp *net, const char *resume_from, const cha
     hk_on(t.reg, HK_ON_TRAIN_BATCH_END, print_loss, (void *)label,
           &(hk_opts){ .name = "print_loss", .filter = { .counter = HK_COUNT_STEP, .every = 50 } }, NULL);
 
-    tr_err err = tr_fit(&t, &(tr_config){ .train = &data, .max_steps = max_steps, .ckpt_path = resume_from });
+    tr_err err = tr_fit(&t, &(tr_config){ .train = &data, .max_steps = max_steps, .resume_from = resume_from });
     if (!err && save_to) err = tr_save(&t, save_to);
     if (err) fprintf(stderr, "train_resume: [%s] %s\n", label, tr_error(&t));
     else printf("  [%s] stopped at step %lld (epoch %lld, %lld batches into it)%s%s\n", label,

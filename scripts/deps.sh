@@ -1,14 +1,20 @@
 #!/bin/sh
-# Installs what the build and tests need, only when something is missing.
-# Needed: a C compiler, make, stb_ds.h (libstb-dev), cmocka, valgrind, clang with libFuzzer (libclang-rt-dev).
+# Installs what a make target needs, only when something is missing.
+#   sh scripts/deps.sh demo   what `make demo` needs: a C compiler and stb_ds.h (libstb-dev)
+#   sh scripts/deps.sh        what `make test` and `make bench` need: the above, cmocka, valgrind,
+#                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config
 missing=""
+command -v cc >/dev/null 2>&1         || missing="$missing gcc"
+command -v make >/dev/null 2>&1       || missing="$missing make"
 [ -f /usr/include/stb/stb_ds.h ]      || missing="$missing libstb-dev"
-[ -f /usr/include/cmocka.h ]          || missing="$missing libcmocka-dev"
-command -v valgrind >/dev/null 2>&1   || missing="$missing valgrind"
-command -v clang >/dev/null 2>&1      || missing="$missing clang"
-command -v g++ >/dev/null 2>&1        || missing="$missing g++"
-command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
+if [ "${1:-test}" != demo ]; then
+  [ -f /usr/include/cmocka.h ]          || missing="$missing libcmocka-dev"
+  command -v valgrind >/dev/null 2>&1   || missing="$missing valgrind"
+  command -v clang >/dev/null 2>&1      || missing="$missing clang"
+  command -v g++ >/dev/null 2>&1        || missing="$missing g++"
+  command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
+fi
 [ -z "$missing" ] && exit 0
 echo "deps: installing:$missing"
 if [ "$(id -u)" != 0 ]; then

@@ -55,22 +55,16 @@ static void put_cell(buf *b, const char *s) {
   }
 }
 
-/* "HK_PHASE_OPTIMIZER" -> "optimizer" */
-static void put_phase(buf *b, const char *sym) {
-  const char *p = strncmp(sym, "HK_PHASE_", 9) == 0 ? sym + 9 : sym;
-  for (; *p; p++) put(b, "%c", tolower((unsigned char)*p));
-}
-
+/* "-", or the flags in words: "closes, monitors last", "model first", ... */
 static const char *pairing_text(int flags) {
-  switch (flags) {
-  case 0: return "-";
-  case HK_OPENS: return "opens";
-  case HK_CLOSES: return "closes";
-  case HK_CLOSES | HK_MONITOR_LAST: return "closes, monitors last";
-  case HK_OPENS | HK_MONITOR_LAST: return "opens, monitors last";
-  case HK_MONITOR_LAST: return "monitors last";
-  default: return "?";
-  }
+  static char out[96];
+  static const struct { int bit; const char *word; } words[] = {
+    { HK_OPENS, "opens" }, { HK_CLOSES, "closes" }, { HK_MONITOR_LAST, "monitors last" }, { HK_MODEL_FIRST, "model first" } };
+  size_t i;
+  out[0] = 0;
+  for (i = 0; i < sizeof words / sizeof words[0]; i++)
+    if (flags & words[i].bit) snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", out[0] ? ", " : "", words[i].word);
+  return out[0] ? out : "-";
 }
 
 static int g_mismatch;
@@ -91,18 +85,16 @@ static void put_signals(buf *b, unsigned set) {
 
 /* ---- the two tables ------------------------------------------------------------------------------------- */
 static void events_table(buf *b) {
-  put(b, "| event | phase | pairing | signals honoured | what it means |\n");
-  put(b, "|---|---|---|---|---|\n");
-#define X(NAME, name, phase, pairing, signals, doc)                                            \
+  put(b, "| event | pairing | signals honoured | what it means |\n");
+  put(b, "|---|---|---|---|\n");
+#define X(NAME, name, pairing, signals, doc)                                            \
   {                                                                                           \
     int e = HK_##NAME;                                                                        \
     agree(hk_event_name(NULL, e) && !strcmp(hk_event_name(NULL, e), #name), "name", #name);   \
     agree(hk_event_doc(e) && !strcmp(hk_event_doc(e), doc), "doc", #name);                    \
     agree(hk_event_flags(NULL, e) == (pairing), "pairing", #name);                            \
     agree(hk_event_signals(NULL, e) == (signals), "honoured signals", #name);                 \
-    put(b, "| `%s` | ", hk_event_name(NULL, e));                                              \
-    put_phase(b, #phase);                                                                     \
-    put(b, " | %s | ", pairing_text(hk_event_flags(NULL, e)));                                \
+    put(b, "| `%s` | %s | ", hk_event_name(NULL, e), pairing_text(hk_event_flags(NULL, e)));   \
     put_signals(b, hk_event_signals(NULL, e));                                                \
     put(b, " | ");                                                                            \
     put_cell(b, hk_event_doc(e));                                                             \

@@ -148,7 +148,7 @@ static const char *line_with(const char *text, const char *needle, char *buf, si
 
 static void test_event_table_accessors(void **state) {
   (void)state;
-#define X(NAME, name, phase, pairing, signals, doc)                                  \
+#define X(NAME, name, pairing, signals, doc)                                  \
   assert_string_equal(hk_event_name(NULL, HK_##NAME), #name);                        \
   assert_string_equal(hk_event_doc(HK_##NAME), doc);                                 \
   assert_int_equal(hk_event_flags(NULL, HK_##NAME), (pairing));                      \
@@ -1179,12 +1179,12 @@ static void test_error_fatal(void **state) {
   s = HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &c);
   assert_int_equal(s, HK_FAIL);
   assert_string_equal(g_log, "alpha beta");
-  /* the trainer learns why through ctx->failure; ctx->error (the trainer's abort reason) is untouched */
-  assert_non_null(c.failure);
-  assert_contains(c.failure, "alpha_hook");
-  assert_contains(c.failure, "on_train_batch_end");
-  assert_contains(c.failure, "boom 42 in alpha");
-  assert_null(c.error);
+  /* the trainer learns why through ctx->hook_failure; ctx->abort_reason (the trainer's abort reason) is untouched */
+  assert_non_null(c.hook_failure);
+  assert_contains(c.hook_failure, "alpha_hook");
+  assert_contains(c.hook_failure, "on_train_batch_end");
+  assert_contains(c.hook_failure, "boom 42 in alpha");
+  assert_null(c.abort_reason);
   assert_int_equal(g_nmsgs, 1);
   assert_contains(g_msgs, "alpha_hook");
   assert_contains(g_msgs, "on_train_batch_end");
@@ -1346,7 +1346,7 @@ static void test_error_long_message(void **state) {
   on_named(reg, HK_ON_EXCEPTION, long_fail, NULL, "long");
   assert_int_equal(HK_FIRE(reg, HK_ON_EXCEPTION, &c), HK_FAIL);
   assert_int_equal(g_nmsgs, 1);
-  /* hk_fail truncates to ctx->message (255 characters), safely */
+  /* hk_fail truncates to ctx->hk__fail_msg (255 characters), safely */
   memset(x255, 'x', 255); x255[255] = 0;
   memset(x256, 'x', 256); x256[256] = 0;
   assert_contains(g_msgs, x255);

@@ -228,7 +228,7 @@ static hk_signal probe_fn(hk_ctx *ctx, void *user) {
   p->calls[ctx->event]++;
   p->stages[ctx->event] = ctx->stage;
   snprintf(p->paths[ctx->event], sizeof p->paths[0], "%s", ctx->path ? ctx->path : "(null)");
-  if (ctx->event == HK_ON_EXCEPTION && ctx->error) snprintf(p->error_seen, sizeof p->error_seen, "%s", ctx->error);
+  if (ctx->event == HK_ON_EXCEPTION && ctx->abort_reason) snprintf(p->error_seen, sizeof p->error_seen, "%s", ctx->abort_reason);
   if (ctx->event == HK_ON_TRAIN_BATCH_START && p->n_lr < 64) p->lr_seen[p->n_lr++] = ctx->lr;
   return p->act ? p->act(p, ctx) : HK_CONTINUE;
 }
@@ -238,7 +238,7 @@ static hk_callback probe_callback(probe *p, const char *name) {
   memset(&cb, 0, sizeof cb);
   cb.name = name;
   cb.user = p;
-#define X(NAME, name, phase, pairing, signals, doc) cb.name = probe_fn;
+#define X(NAME, name, pairing, signals, doc) cb.name = probe_fn;
   HK_EVENTS(X)
 #undef X
   return cb;
@@ -250,7 +250,7 @@ static hk_callback noop_callback(const char *name) {
   hk_callback cb;
   memset(&cb, 0, sizeof cb);
   cb.name = name;
-#define X(NAME, name, phase, pairing, signals, doc) cb.name = noop_fn;
+#define X(NAME, name, pairing, signals, doc) cb.name = noop_fn;
   HK_EVENTS(X)
 #undef X
   return cb;
@@ -758,7 +758,6 @@ static void test_schedule_values(void **state) {
   assert_true(tr_lr_at(&s, 1.0, 0) == 0.25);
   assert_true(tr_lr_at(&s, 1.0, 2) == 0.75);
   assert_true(tr_lr_at(&s, 1.0, 3) == 1.0);
-  s.kind = TR_SCHED_WARMUP;
   assert_true(tr_lr_at(&s, 1.0, 1) == 0.5);
   assert_true(tr_lr_at(&s, 1.0, 99) == 1.0);
   memset(&s, 0, sizeof s);
@@ -854,7 +853,7 @@ static hk_signal watch_clip(probe *p, hk_ctx *ctx) {
     assert_float_equal(lazy, c->norm_before, 1e-12);
   }
   if (ctx->event == HK_ON_GRADIENT_CLIP) {
-    c->norm_reported = ctx->grad_norm;
+    c->norm_reported = hk_grad_norm(ctx); /* still the norm before clipping */
     c->norm_after = norm_of(ctx, &c->max_abs_after);
   }
   return HK_CONTINUE;
@@ -1110,7 +1109,7 @@ static void test_signal_not_honoured(void **state) {
     char p[512];
     path_in_dir(p, sizeof p, "stop.ckpt");
     c.max_epochs = 2;
-    c.checkpoint_path = p;
+    c.save_to = p;
     f->p.act = request_at;
     f->p.arg = HK_REQUEST_CHECKPOINT;
     f->p.arg2 = 1;
@@ -1150,7 +1149,7 @@ static void test_signal_fail(void **state) {
     assert_int_equal(e, TR_ERR_HOOK);
     snprintf(want, sizeof want, "hook 'probe' failed in %s: boom at %s", hk_event_name(NULL, ev), hk_event_name(NULL, ev));
     if (strcmp(tr_error(&f->t), want) != 0) fail_msg("error '%s', expected '%s'", tr_error(&f->t), want);
-    assert_string_equal(f->p.error_seen, want); /* on_exception saw it in ctx->error */
+    assert_string_equal(f->p.error_seen, want); /* on_exception saw it in ctx->abort_reason */
     assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
     assert_int_equal(f->p.calls[HK_TEARDOWN], 1);
     assert_int_equal(f->p.stages[HK_TEARDOWN], HK_STAGE_FIT);
@@ -1183,9 +1182,9 @@ static void test_signal_fail_in_test(void **state) {
    ================================================================================================= */
 typedef struct exc_rec { int order[8]; int n; char seen[8][160]; } exc_rec;
 static exc_rec g_exc;
-/* each handler records the abort reason it sees in ctx->error: a failing handler must not change it */
+/* each handler records the abort reason it sees in ctx->abort_reason: a failing handler must not change it */
 static void exc_note(hk_ctx *ctx, int who) {
-  snprintf(g_exc.seen[g_exc.n], sizeof g_exc.seen[0], "%s", ctx->error ? ctx->error : "(null)");
+  snprintf(g_exc.seen[g_exc.n], sizeof g_exc.seen[0], "%s", ctx->abort_reason ? ctx->abort_reason : "(null)");
   g_exc.order[g_exc.n++] = who;
 }
 static hk_signal exc_a(hk_ctx *ctx, void *u) { (void)u; exc_note(ctx, 1); return hk_fail(ctx, "handler A broke too"); }
@@ -1279,11 +1278,11 @@ static void test_nonfinite_loss(void **state) {
     double inf = HUGE_VAL, nan_v;
     uint64_t bits = 0xfff8000000000001ull;
     memcpy(&nan_v, &bits, 8);
-    assert_false(tr_is_finite(inf));
-    assert_false(tr_is_finite(-inf));
-    assert_false(tr_is_finite(nan_v));
-    assert_true(tr_is_finite(1e308));
-    assert_true(tr_is_finite(-0.0));
+    assert_false(hk_is_finite(inf));
+    assert_false(hk_is_finite(-inf));
+    assert_false(hk_is_finite(nan_v));
+    assert_true(hk_is_finite(1e308));
+    assert_true(hk_is_finite(-0.0));
   }
 }
 
@@ -1390,7 +1389,7 @@ static void test_requests(void **state) {
   remove(ck);
   c.max_epochs = 1;
   c.num_sanity_val_steps = -1;
-  c.checkpoint_path = ck;
+  c.save_to = ck;
   f->p.act = request_at;
   f->p.arg = HK_REQUEST_VALIDATION | HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG;
   f->p.arg2 = 1;
@@ -1408,7 +1407,7 @@ static void test_requests(void **state) {
   assert_int_equal(f->t.ctx.requests, 0);
   fx_free(f);
 
-  /* a checkpoint request without checkpoint_path only warns */
+  /* a checkpoint request without save_to only warns */
   f = fx_new(2, 1, NULL, NULL, 1);
   c = fx_config(f, 0);
   c.max_epochs = 1;
@@ -1416,7 +1415,7 @@ static void test_requests(void **state) {
   f->p.arg = HK_REQUEST_CHECKPOINT;
   f->p.arg2 = 1;
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
-  assert_non_null(strstr(fx_logtext(f), "warning: a hook requested a checkpoint but tr_config.checkpoint_path is not set"));
+  assert_non_null(strstr(fx_logtext(f), "warning: a hook requested a checkpoint but tr_config.save_to is not set"));
   assert_int_equal(f->p.calls[HK_ON_SAVE_CHECKPOINT], 0);
   fx_free(f);
 }
@@ -1889,7 +1888,7 @@ static int resume_child(const char *phase, const char *ckpt, const char *out) {
     hk_on(r.f->reg, HK_ON_TRAIN_EPOCH_END, count_ends, NULL, NULL, NULL);
     hk_on(r.f->reg, HK_ON_VALIDATION_END, count_ends, NULL, NULL, NULL);
     c = resume_config(&r, 2 * RESUME_N);
-    c.ckpt_path = ckpt;
+    c.resume_from = ckpt;
     e = tr_fit(&r.f->t, &c);
     if (!e) e = tr_save(&r.f->t, out);
     if (!e && want_e >= 0 && (g_epoch_ends != want_e || g_val_ends != want_v)) {
@@ -1899,7 +1898,7 @@ static int resume_child(const char *phase, const char *ckpt, const char *out) {
   } else if (!strcmp(phase, "request")) { /* 2N steps, with a requested checkpoint mid-run */
     hk_on(r.f->reg, HK_ON_TRAIN_BATCH_END, request_mid_window, NULL, NULL, NULL);
     c = resume_config(&r, 2 * RESUME_N);
-    c.checkpoint_path = ckpt;
+    c.save_to = ckpt;
     e = tr_fit(&r.f->t, &c);
     if (!e) e = tr_save(&r.f->t, out);
   } else if (!strcmp(phase, "hooksave")) { /* 2N steps, saving from inside two hooks */
@@ -2047,7 +2046,7 @@ static void test_resume_sgd_momentum(void **state) {
   assert_int_equal(tr_fit(&a->t, &ca), TR_OK);
   assert_int_equal(tr_fit(&b->t, &cb), TR_OK);
   assert_int_equal(tr_save(&b->t, p), TR_OK);
-  cc.ckpt_path = p;
+  cc.resume_from = p;
   assert_int_equal(tr_fit(&c->t, &cc), TR_OK);
   assert_memory_equal(a->m.p, c->m.p, 5 * sizeof(float));
   assert_int_equal(c->t.global_step, 5);
@@ -2058,6 +2057,147 @@ static void test_resume_sgd_momentum(void **state) {
 
 /* tr_fit again continues where the last one stopped: a max_steps cut mid-epoch is resumed without
    a second on_train_epoch_start. */
+/* =================================================================================================
+   Where train.h follows Lightning 2.6, and where it differs on purpose (the list at the top of
+   train.h, "WHERE train.h DIFFERS FROM LIGHTNING"): each item is pinned here.
+   ================================================================================================= */
+
+/* A stateful callback that counts its saves: on_save_checkpoint bumps the count before the state is
+   taken, and on_load_checkpoint records what the state holds by then. */
+typedef struct saver { int64_t value, seen_at_load; char *order; } saver;
+static hk_signal saver_on_save(hk_ctx *ctx, void *user) { (void)ctx; ((saver *)user)->value++; return HK_CONTINUE; }
+static hk_signal saver_on_load(hk_ctx *ctx, void *user) {
+  saver *s = (saver *)user;
+  (void)ctx;
+  s->seen_at_load = s->value;
+  strcat(s->order, "callback ");
+  return HK_CONTINUE;
+}
+static int saver_save(void *user, hk_bytes *out) { return hk_bytes_put(out, &((saver *)user)->value, 8); }
+static int saver_load(void *user, hk_reader *in) { return hk_read(in, &((saver *)user)->value, 8); }
+static hk_signal model_on_load(hk_ctx *ctx, void *user) { (void)ctx; strcat((char *)user, "model "); return HK_CONTINUE; }
+static hk_signal fit_start_step(hk_ctx *ctx, void *user) { *(int64_t *)user = ctx->global_step; return HK_CONTINUE; }
+
+static void add_saver(fx *f, saver *s, char *order) {
+  hk_callback cb;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "saver";
+  cb.user = s;
+  cb.on_save_checkpoint = saver_on_save;
+  cb.on_load_checkpoint = saver_on_load;
+  cb.save_state = saver_save;
+  cb.load_state = saver_load;
+  s->order = order;
+  assert_int_equal(hk_add_callback(f->reg, &cb, NULL, NULL), HK_OK);
+  /* registered after the callback, in the model tier: Lightning still runs it first on load */
+  assert_int_equal(hk_on(f->reg, HK_ON_LOAD_CHECKPOINT, model_on_load, order,
+                         &(hk_opts){ .name = "model.on_load_checkpoint", .tier = HK_TIER_MODEL }, NULL), HK_OK);
+}
+
+static void test_lightning_checkpoint_order(void **state) {
+  char ck[300], order[64] = "";
+  saver a, b;
+  int64_t step_at_fit_start = -1;
+  fx *f = fx_new(4, 1, NULL, NULL, 0), *g;
+  tr_config c = fx_config(f, 0);
+  (void)state;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  path_in_dir(ck, sizeof ck, "lightning_order.ckpt");
+  add_saver(f, &a, order);
+  c.max_steps = 2;
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+  assert_int_equal(tr_save(&f->t, ck), TR_OK);
+  assert_int_equal(a.value, 1); /* on_save_checkpoint ran before the state was taken ... */
+
+  g = fx_new(4, 1, NULL, NULL, 0);
+  add_saver(g, &b, order);
+  assert_int_equal(hk_on(g->reg, HK_ON_FIT_START, fit_start_step, &step_at_fit_start, NULL, NULL), HK_OK);
+  c = fx_config(g, 0);
+  c.resume_from = ck;
+  c.max_steps = 3;
+  assert_int_equal(tr_fit(&g->t, &c), TR_OK);
+  assert_int_equal(b.seen_at_load, 1); /* ... so the file holds 1, and on_load_checkpoint already sees it */
+  assert_string_equal(order, "model callback "); /* the model's on_load_checkpoint first, as Lightning */
+  assert_int_equal(step_at_fit_start, 2); /* on_fit_start sees the restored counters (Lightning: not yet) */
+  fx_free(f);
+  fx_free(g);
+  remove(ck);
+}
+
+/* Lightning runs the sanity check after resuming from an end-of-epoch checkpoint and skips it after a
+   mid-epoch (or mid-validation) one. */
+static void test_lightning_sanity_after_resume(void **state) {
+  char ck[300];
+  fx *f = fx_new(4, 2, NULL, NULL, 0), *g;
+  tr_config c = fx_config(f, 1);
+  (void)state;
+  path_in_dir(ck, sizeof ck, "sanity.ckpt");
+  c.max_epochs = 1;
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);          /* ends at the epoch's end */
+  assert_int_equal(tr_save(&f->t, ck), TR_OK);
+  g = fx_new(4, 2, NULL, NULL, 1);
+  c = fx_config(g, 1);
+  c.resume_from = ck;
+  c.max_epochs = 2;
+  assert_int_equal(tr_fit(&g->t, &c), TR_OK);
+  assert_int_equal(g->p.calls[HK_ON_SANITY_CHECK_START], 1);
+  fx_free(g);
+
+  c = fx_config(f, 1);
+  c.max_steps = 6;                                      /* stops in the middle of epoch 1 */
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+  assert_int_equal(f->t.epoch_batch, 2);
+  assert_int_equal(tr_save(&f->t, ck), TR_OK);
+  g = fx_new(4, 2, NULL, NULL, 1);
+  c = fx_config(g, 1);
+  c.resume_from = ck;
+  c.max_steps = 8;
+  assert_int_equal(tr_fit(&g->t, &c), TR_OK);
+  assert_int_equal(g->p.calls[HK_ON_SANITY_CHECK_START], 0);
+  assert_int_equal(g->p.calls[HK_ON_TRAIN_EPOCH_START], 0); /* and no second epoch start, as Lightning */
+  fx_free(g);
+  fx_free(f);
+  remove(ck);
+}
+
+/* Stages, stop-epoch and teardown on failure. */
+static hk_signal stop_epoch_at_first(probe *p, hk_ctx *ctx) {
+  (void)p;
+  return ctx->event == HK_ON_TRAIN_BATCH_START && ctx->epoch == 0 && ctx->batch_idx == 0 ? HK_STOP_EPOCH : HK_CONTINUE;
+}
+static hk_signal fail_at_train_start(probe *p, hk_ctx *ctx) {
+  (void)p;
+  return ctx->event == HK_ON_TRAIN_START ? hk_fail(ctx, "no") : HK_CONTINUE;
+}
+static void test_lightning_run_differences(void **state) {
+  fx *f = fx_new(3, 1, NULL, NULL, 1);
+  tr_config c = fx_config(f, 1);
+  (void)state;
+  c.max_epochs = 1;
+  f->p.act = stop_epoch_at_first;
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+  /* the stage inside fit's validation stays FIT (Lightning: "validating"); the sanity check has its own */
+  assert_int_equal(f->p.stages[HK_ON_VALIDATION_BATCH_END], HK_STAGE_FIT);
+  assert_int_equal(f->p.stages[HK_ON_SANITY_CHECK_END], HK_STAGE_SANITY_CHECK);
+  /* HK_STOP_EPOCH from a callback: that batch's on_train_batch_end still fires, and the epoch's
+     validation still runs (Lightning's -1 is the model's only, and skips both) */
+  assert_int_equal(f->p.calls[HK_ON_TRAIN_BATCH_START], 1);
+  assert_int_equal(f->p.calls[HK_ON_TRAIN_BATCH_END], 1);
+  assert_int_equal(f->p.calls[HK_ON_VALIDATION_START], 2); /* the sanity check and the epoch's end */
+  fx_free(f);
+
+  /* teardown runs after on_exception when a run fails (Lightning skips teardown) */
+  f = fx_new(3, 1, NULL, NULL, 1);
+  c = fx_config(f, 0);
+  f->p.act = fail_at_train_start;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_HOOK);
+  assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
+  assert_int_equal(f->p.calls[HK_TEARDOWN], 1);
+  assert_non_null(strstr(f->p.log, "on_exception teardown "));
+  fx_free(f);
+}
+
 static void test_fit_continues(void **state) {
   fx *f = fx_new(4, 1, NULL, NULL, 1);
   tr_config c = fx_config(f, 0);
@@ -2080,12 +2220,19 @@ static void test_fit_continues(void **state) {
 /* =================================================================================================
    Bad arguments
    ================================================================================================= */
+/* Starts runs from inside a fit, ignoring what they return except for the record in p->arg. */
 static hk_signal nested(probe *p, hk_ctx *ctx) {
   tr_trainer *t = (tr_trainer *)ctx->trainer;
   if (ctx->event == HK_ON_TRAIN_START) {
     tr_config c;
+    tr_data none;
     memset(&c, 0, sizeof c);
+    memset(&none, 0, sizeof none);
     p->arg = tr_fit(t, &c);
+    assert_string_equal(tr_error(t), "tr_fit called during a fit run (from a hook?); call it when the run has returned");
+    assert_int_equal(tr_validate(t, &none, 0, NULL), TR_ERR_INVALID);
+    assert_int_equal(tr_predict(t, &none, 0), TR_ERR_INVALID);
+    assert_string_equal(tr_error(t), "tr_predict called during a fit run (from a hook?); call it when the run has returned");
   }
   return HK_CONTINUE;
 }
@@ -2100,7 +2247,8 @@ static void test_bad_arguments(void **state) {
   memset(&d, 0, sizeof d);
   assert_int_equal(tr_init(&t, NULL), TR_ERR_INVALID);
   assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
-  assert_string_equal(tr_error(&t), "tr_init: model.params, model.grads and model.n_params are required");
+  assert_string_equal(tr_error(&t), "tr_init: model.params and model.n_params are required (model.grads may come "
+                      "later, through tr_set_buffers)");
   d.model = as_model(&m);
   d.model.forward = NULL;
   assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
@@ -2109,7 +2257,16 @@ static void test_bad_arguments(void **state) {
   m.tensors[1].count = 2;
   assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
   assert_string_equal(tr_error(&t), "tr_init: tensor 'b' (offset 4, count 2) lies outside the 5 parameters");
+  m.tensors[1].offset = 3; /* overlaps w (0..3) */
   m.tensors[1].count = 1;
+  assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
+  assert_string_equal(tr_error(&t), "tr_init: tensors 'w' and 'b' overlap (each parameter must belong to exactly one tensor)");
+  m.tensors[0].count = 2; /* w is 0..1, b is 3: parameter 2 is in no tensor */
+  assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
+  assert_string_equal(tr_error(&t), "tr_init: parameters 2..2 belong to no tensor (the tensors must cover all 5 "
+                      "parameters, without gaps)");
+  m.tensors[0].count = 4;
+  m.tensors[1].offset = 4;
   m.tensors[1].name = "w";
   assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
   assert_string_equal(tr_error(&t), "tr_init: two tensors are named 'w'");
@@ -2132,7 +2289,7 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(tr_fit(&t, NULL), TR_ERR_INVALID);
   memset(&c, 0, sizeof c);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_INVALID);
-  assert_string_equal(tr_error(&t), "tr_fit: config.train needs count and get");
+  assert_string_equal(tr_error(&t), "tr_fit: config.train needs count, and get or next (one of them)");
   assert_int_equal(tr_validate(&t, NULL, 0, NULL), TR_ERR_INVALID);
   assert_int_equal(tr_load(&t, NULL), TR_ERR_INVALID);
   assert_int_equal(tr_save(&t, ""), TR_ERR_INVALID);
@@ -2142,15 +2299,17 @@ static void test_bad_arguments(void **state) {
   tr_free(&t); /* harmless twice */
   lin_free(&m);
 
-  /* a run started from inside a hook is refused, and the outer run fails with that error */
+  /* a run started from inside a hook is refused; the refusal does not touch the run in progress,
+     which completes as if nothing had happened */
   f = fx_new(2, 1, NULL, NULL, 1);
   c = fx_config(f, 0);
   c.max_epochs = 1;
   f->p.act = nested;
-  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   assert_int_equal(f->p.arg, TR_ERR_INVALID);
-  assert_string_equal(tr_error(&f->t), "tr_fit called during a fit run (from a hook?)");
-  assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
+  assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 0);
+  assert_int_equal(f->p.calls[HK_ON_FIT_END], 1);
+  assert_int_equal(f->t.epoch, 1);
   fx_free(f);
 
   /* training data without batches: nothing happens, with a warning */
@@ -2232,6 +2391,9 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_resume_exact),
     cmocka_unit_test(test_resume_sgd_momentum),
     cmocka_unit_test(test_fit_continues),
+    cmocka_unit_test(test_lightning_checkpoint_order),
+    cmocka_unit_test(test_lightning_sanity_after_resume),
+    cmocka_unit_test(test_lightning_run_differences),
     cmocka_unit_test(test_bad_arguments),
     cmocka_unit_test(test_rng),
   };

@@ -29,7 +29,7 @@ ZC_NOINLINE void zc_step(hk_ctx *ctx, long n) {
     HK_FIRE(zc_reg, HK_ON_TRAIN_BATCH_END, ctx);         /* the documented form: a bare statement */
 #elif ZC_SITE == 2
     if (HK_ACTIVE(zc_reg, HK_ON_AFTER_BACKWARD)) {
-      ctx->grad_norm = zc_expensive(ctx);
+      ctx->loss = zc_expensive(ctx);
       HK_FIRE(zc_reg, HK_ON_AFTER_BACKWARD, ctx);
     }
 #endif
