@@ -1413,9 +1413,10 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
 }
 
 /* ---- checkpoints --------------------------------------------------------------------------------------
-   CHECKPOINT FORMAT, version 1. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
+   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
 
-     header   8 bytes magic "TRAINCKP" | u32 version (1) | u32 flags (0)
+     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
+              load) | u32 flags (0)
      section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
               u64 checksum: FNV-1a 64 over the tag, size and payload bytes
 
@@ -1428,19 +1429,21 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
      PARM  n_params x f32: the parameters
      OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
      GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
+     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
      HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
      END   empty; nothing may follow it
    The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
    is needed for any change to this layout. */
 
 #define TR__MAGIC "TRAINCKP"
-#define TR__VERSION 1u
+#define TR__VERSION 2u
 #define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
 #define TR__META TR__TAG('M', 'E', 'T', 'A')
 #define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
 #define TR__PARM TR__TAG('P', 'A', 'R', 'M')
 #define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
 #define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
+#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
 #define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
 #define TR__END  TR__TAG('E', 'N', 'D', '!')
 #define TR__LOOP_SIZE (9 * 8 + 4)
@@ -1546,10 +1549,24 @@ static hk_err tr__hook_sink(const char *key, const void *data, size_t len, void 
   return HK_OK;
 }
 
+/* The training iterator's position to store: asked of the data during a fit, else the one kept from
+   the last fit's end (or from the checkpoint loaded last). */
+static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
+  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
+  if (!d || !d->save_state) return &t->tr__data_state;
+  if (d->save_state(d->user, live) || live->failed) {
+    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
+    return NULL;
+  }
+  return live;
+}
+
 static void tr__write_all(tr_trainer *t, tr__writer *w) {
   size_t n = t->model.n_params, meta = 8 + 4 + 4 + 4;
   int i;
   unsigned char header[16];
+  hk_bytes live = { NULL, 0, 0, 0 };
+  const hk_bytes *data = tr__data_position(t, &live);
   /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
   int in_window = t->tr__accum_pos > 0;
   uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
@@ -1604,6 +1621,12 @@ static void tr__write_all(tr_trainer *t, tr__writer *w) {
     tr__w_f32s(w, t->model.grads, n);
     tr__w_end(w);
   }
+  if (data && data->len) { /* the training iterator's position */
+    tr__w_begin(w, TR__DATA, data->len);
+    tr__w_put(w, data->data, data->len);
+    tr__w_end(w);
+  }
+  hk_bytes_free(&live);
   if (hk_state_save(t->reg, tr__hook_sink, w) != HK_OK)
     tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
   tr__w_begin(w, TR__END, 0);
@@ -1743,8 +1766,9 @@ static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, si
 
 /* A parsed, verified checkpoint: pointers into the file's bytes. */
 typedef struct tr__ckpt {
-  tr__section meta, loop, parm, optm, grad;
-  int has_grad;
+  uint32_t version;
+  tr__section meta, loop, parm, optm, grad, data;
+  int has_grad, has_data;
   size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
   uint64_t seed, rng;
   int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
@@ -1803,9 +1827,10 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
   memset(ck, 0, sizeof *ck);
   if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
   if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
-  if (tr__get(buf + 8, 4) != TR__VERSION)
-    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads version %u",
-                    (unsigned)tr__get(buf + 8, 4), TR__VERSION);
+  ck->version = (uint32_t)tr__get(buf + 8, 4);
+  if (ck->version < 1 || ck->version > TR__VERSION)
+    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
+                    (unsigned)ck->version, TR__VERSION);
   if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
 
   if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
@@ -1830,6 +1855,10 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
     if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
     if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
     ck->has_grad = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
+    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
+    ck->has_data = 1;
   }
 
   /* HOOK sections until END. Keys must be sane and unique. */
@@ -1906,13 +1935,23 @@ static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__
 static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
   size_t n = t->model.n_params;
+  hk_bytes data;
+  memset(&data, 0, sizeof data);
   if (tr__parse(t, buf, len, &ck)) return t->tr__err;
-  if (tr__load_hooks(t, buf, &ck)) return t->tr__err;
+  if (ck.has_grad && !t->model.grads)
+    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
+                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
+  if (ck.has_data && hk_bytes_put(&data, ck.data.p, ck.data.n))
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
+  if (tr__load_hooks(t, buf, &ck)) { hk_bytes_free(&data); return t->tr__err; }
 
   tr__read_f32s(t->model.params, ck.parm.p, n);
   if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
   if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  hk_grads_changed(&t->ctx);
+  hk_bytes_free(&t->tr__data_state); /* none in the file: the next fit starts the iterator afresh */
+  t->tr__data_state = data;
   t->seed = ck.seed;
   t->rng.state = ck.rng;
   t->epoch = ck.v[0];

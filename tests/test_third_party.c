@@ -237,11 +237,67 @@ static void test_data_shapes(void **state) {
   free(l.tokens);
 }
 
+
+/* Exact resume with an iterator: 2N steps straight equal N steps, a checkpoint, and N more steps in a
+   new trainer with a new model and a new loader (cursor 0) - bit for bit, and the loader ends at the
+   same position. Once with the checkpoint saved after tr_fit returned (the position kept at the
+   fit's end), once saved by a request in the middle of the fit (the position asked live). */
+static hk_signal request_save_at_7(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (ctx->global_step == 7) hk_request(ctx, HK_REQUEST_CHECKPOINT);
+  return HK_CONTINUE;
+}
+static void run_steps(ext_model *m, ext_loader *l, int64_t steps, const char *resume, const char *save, int request) {
+  tr_trainer t;
+  tr_data d = ext_data(l);
+  tr_config c;
+  memset(&c, 0, sizeof c);
+  c.train = &d;
+  c.max_steps = steps;
+  c.resume_from = resume;
+  c.save_to = request ? save : NULL;
+  assert_int_equal(ext_trainer(&t, m, 1), TR_OK);
+  if (request) assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, request_save_at_7, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  if (save && !request) assert_int_equal(tr_save(&t, save), TR_OK);
+  tr_free(&t);
+}
+static void test_iterator_resume(void **state) {
+  char path[64];
+  int request;
+  (void)state;
+  snprintf(path, sizeof path, "/tmp/test_third_party_%d.ckpt", (int)getpid());
+  for (request = 0; request <= 1; request++) {
+    ext_model straight, resumed;
+    ext_loader l1, l2, l3;
+    memset(&straight, 0, sizeof straight);
+    memset(&resumed, 0, sizeof resumed);
+    ext_loader_init(&l1);
+    ext_loader_init(&l2);
+    ext_loader_init(&l3);
+    run_steps(&straight, &l1, 14, NULL, NULL, 0);                  /* 14 steps: epoch 1, batch 4 */
+    run_steps(&resumed, &l2, request ? 8 : 7, NULL, path, request); /* saved at step 7, mid-epoch */
+    free(resumed.grads);
+    memset(&resumed, 0, sizeof resumed);                           /* a new process: nothing kept */
+    run_steps(&resumed, &l3, 14, path, NULL, 0);
+    assert_memory_equal(straight.params, resumed.params, sizeof straight.params);
+    assert_true(l1.cursor == l3.cursor);
+    assert_int_equal(l3.resets, 1); /* only epoch 1's start: the resumed epoch 0 kept its position */
+    free(straight.grads);
+    free(resumed.grads);
+    free(l1.tokens);
+    free(l2.tokens);
+    free(l3.tokens);
+  }
+  remove(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_grads_missing),
     cmocka_unit_test(test_grads_late_and_iterator),
     cmocka_unit_test(test_data_shapes),
+    cmocka_unit_test(test_iterator_resume),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
