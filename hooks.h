@@ -47,6 +47,9 @@
      HOOKS_STB_DS_INCLUDE     how to include stb_ds.h (default: <stb/stb_ds.h>)
      HOOKS_NO_STB_DS_IMPL     the program already defines STB_DS_IMPLEMENTATION elsewhere (or links -lstb)
      HK_MAX_EVENTS            built-in plus user-defined events (default 128)
+     HK_MAX_DEPTH             how deep dispatches may nest (a hook firing an event, which fires ...):
+                              one deeper runs no hook and returns HK_FAIL with ctx->hook_failure saying
+                              so, instead of overflowing the stack (default 64)
 
    ENVIRONMENT
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
@@ -83,6 +86,9 @@
 
 #ifndef HK_MAX_EVENTS
 #  define HK_MAX_EVENTS 128
+#endif
+#ifndef HK_MAX_DEPTH
+#  define HK_MAX_DEPTH 64 /* dispatches nested inside hooks; deeper ones fail instead of overflowing the stack */
 #endif
 
 #ifdef __cplusplus
@@ -229,17 +235,22 @@ typedef enum hk_err {
 
 /* What happens when a hook returns HK_FAIL (or an invalid signal). */
 typedef enum hk_on_error {
-  HK_ON_ERROR_FATAL,     /* report; the dispatch returns HK_FAIL (default) */
-  HK_ON_ERROR_WARN,      /* report and carry on as if the hook returned HK_CONTINUE */
+  HK_ON_ERROR_FATAL,     /* the dispatch returns HK_FAIL and ctx->hook_failure says what failed (default);
+                            the loop reports it: hooks.h logs only a second fatal failure of one dispatch */
+  HK_ON_ERROR_WARN,      /* log it (hk_desc.log) and carry on as if the hook returned HK_CONTINUE */
   HK_ON_ERROR_DISABLE    /* like WARN, and disable the hook after opts.max_failures failures */
 } hk_on_error;
 
-/* Which counter a filter reads. */
+/* Which counter a filter reads. Every counter is read the same way, as a 1-based ordinal n, "the
+   n-th such thing": every = N runs when n > 0 and n % N == 0 (the N-th, 2N-th, ...), once_at = N the
+   first time n == N, from/until keep from <= n < until. Lightning counts so too: log_every_n_steps = 50
+   logs on the 50th, 100th batch ((batches_that_stepped + 1) % 50 == 0), check_val_every_n_epoch = N
+   validates after the N-th epoch ((current_epoch + 1) % N == 0). */
 typedef enum hk_counter {
-  HK_COUNT_CALLS,        /* times this event reached this hook, 1 on the first (default) */
-  HK_COUNT_STEP,         /* ctx->global_step */
-  HK_COUNT_EPOCH,        /* ctx->epoch */
-  HK_COUNT_BATCH         /* ctx->batch_idx */
+  HK_COUNT_CALLS,        /* n = calls of this hook on this event, this one included (default) */
+  HK_COUNT_STEP,         /* n = ctx->global_step: optimizer steps taken (0 before the first) */
+  HK_COUNT_EPOCH,        /* n = ctx->epoch + 1 */
+  HK_COUNT_BATCH         /* n = ctx->batch_idx + 1 */
 } hk_counter;
 
 /* Requests a hook can make of the trainer (HuggingFace's TrainerControl); honoured at the next safe point. */
@@ -674,6 +685,8 @@ typedef struct hk__hook {
   int event;
   int64_t calls;         /* times the event reached this hook (HK_COUNT_CALLS) */
   int fired;             /* once_at already happened */
+  int rank;              /* sort key, fixed at registration: see hk__cmp */
+  unsigned char reverse; /* this event runs its list backwards (reverse_end_events) */
   hk__reg *owner;
 } hk__hook;
 
@@ -725,7 +738,8 @@ typedef struct hk__state {
   hk_handle next_id;
   int next_seq;
   int depth;             /* dispatches in progress; structural changes wait until it is 0 */
-  int dirty;
+  int dirty;             /* a change waits for the next full rebuild */
+  int closing;           /* hk_destroy is running: no new registrations */
   hk_trace_mode trace;
   FILE *trace_out;
   int trace_depth;
@@ -802,7 +816,7 @@ static int hk__is_ident(const char *s) {
 static hk__reg *hk__find_reg(const hk__state *s, hk_handle h) {
   int i;
   for (i = 0; i < s->n_regs; i++)
-    if (s->regs[i]->id == h && !s->regs[i]->dead) return s->regs[i];
+    if (s->regs[i] && s->regs[i]->id == h && !s->regs[i]->dead) return s->regs[i];
   return NULL;
 }
 
@@ -870,12 +884,16 @@ HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
   return -1;
 }
 
-/* ---- building the per-event run lists ---------------------------------------------------------
-   Lists hold pointers to the enabled hooks of an event in run order. They are rebuilt only when no
-   dispatch is running (a running dispatch iterates a list), so changes made by hooks are deferred. */
-/* Run order: tier, then opts.order, then registration order; closing events run it backwards when
+/* ---- the per-event run lists ----------------------------------------------------------------
+   Lists hold pointers to the enabled hooks of an event in run order. A change made while no dispatch
+   runs is applied to them at once (a binary search and a move per hook); a change made from inside a
+   dispatch waits (the running dispatch iterates a list) and a full rebuild, one sort per event,
+   applies everything when the outermost dispatch returns.
+
+   Run order: tier, then opts.order, then registration order; closing events run it backwards when
    desc.reverse_end_events is set. A monitoring callback on a HK_MONITOR_LAST event still runs right
-   after the model tier in either direction (Lightning's on_train_epoch_end rule). */
+   after the model tier in either direction (Lightning's on_train_epoch_end rule); on a HK_MODEL_FIRST
+   event the model tier runs first. The tier part is the hook's rank, fixed at registration. */
 static int hk__rank(const hk_registry *reg, const hk__hook *h, int reverse) {
   const hk_opts *o = &h->owner->opts;
   int flags = hk_event_flags(reg, h->event);
@@ -886,65 +904,126 @@ static int hk__rank(const hk_registry *reg, const hk__hook *h, int reverse) {
   return 2 * (int)o->tier;
 }
 
-static int hk__runs_before(const hk_registry *reg, const hk__hook *a, const hk__hook *b) {
-  int reverse = reg->hk__s->desc.reverse_end_events && (hk_event_flags(reg, a->event) & HK_CLOSES);
-  int ra = hk__rank(reg, a, reverse), rb = hk__rank(reg, b, reverse);
-  int before;
-  if (ra != rb) before = ra < rb;
-  else if (a->owner->opts.order != b->owner->opts.order) before = a->owner->opts.order < b->owner->opts.order;
-  else before = a->owner->seq < b->owner->seq;
-  return reverse ? !before : before;
+/* < 0 when a runs before b. Keys are unique (one hook per registration and event), so this is a
+   total order and reversing it is exact. */
+static int hk__cmp(const hk__hook *a, const hk__hook *b) {
+  int x = a->owner->opts.order, y = b->owner->opts.order, c;
+  if (a->rank != b->rank) c = a->rank < b->rank ? -1 : 1;
+  else if (x != y) c = x < y ? -1 : 1;
+  else c = a->owner->seq < b->owner->seq ? -1 : a->owner->seq > b->owner->seq;
+  return a->reverse ? -c : c;
 }
+static int hk__qcmp(const void *a, const void *b) { return hk__cmp(*(hk__hook *const *)a, *(hk__hook *const *)b); }
 
 static unsigned char hk__hook_flags(const hk__state *s, const hk__hook *h) {
   return (unsigned char)((h->owner->has_filter ? HK__F_FILTER : 0) | (s->trace ? HK__F_TRACE : 0));
 }
 
-static void hk__free_reg(hk__reg *r) {
-  if (r->is_callback && r->cb.destroy) r->cb.destroy(r->cb.user);
+static void hk__arm(hk_registry *reg, int e) {
+  reg->armed[e] = (unsigned char)(reg->hk__s->n_list[e] > 0 || reg->hk__s->trace != HK_TRACE_OFF);
+}
+
+static void hk__list_insert(hk_registry *reg, hk__hook *h) {
+  hk__state *s = reg->hk__s;
+  hk__hook **list = s->lists[h->event];
+  int lo = 0, hi = s->n_list[h->event];
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (hk__cmp(list[mid], h) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  memmove(list + lo + 1, list + lo, sizeof *list * (size_t)(s->n_list[h->event] - lo));
+  list[lo] = h;
+  s->n_list[h->event]++;
+  h->flags = hk__hook_flags(s, h);
+  hk__arm(reg, h->event);
+}
+
+static void hk__list_remove(hk_registry *reg, hk__hook *h) {
+  hk__state *s = reg->hk__s;
+  hk__hook **list = s->lists[h->event];
+  int i, n = s->n_list[h->event];
+  for (i = 0; i < n && list[i] != h; i++) {}
+  if (i == n) return; /* not listed (disabled) */
+  memmove(list + i, list + i + 1, sizeof *list * (size_t)(n - i - 1));
+  s->n_list[h->event]--;
+  h->flags = HK__F_OFF;
+  hk__arm(reg, h->event);
+}
+
+/* A removed registration's destroy runs with the registry marked busy, so that an hk_off it calls
+   (on another registration) is deferred like one made inside a dispatch instead of reshaping the
+   arrays under this loop. */
+static void hk__free_reg(hk__state *s, hk__reg *r) {
+  if (r->is_callback && r->cb.destroy) {
+    s->depth++;
+    r->cb.destroy(r->cb.user);
+    s->depth--;
+  }
   HOOKS_FREE(r->name);
   HOOKS_FREE(r->hooks);
   HOOKS_FREE(r);
 }
 
-static void hk__rebuild(hk_registry *reg) {
-  hk__state *s = reg->hk__s;
-  int e, i, j, k, kept = 0;
-  HOOKS_ASSERT(s->depth == 0);
-  /* drop removed registrations (their destroy runs now, when none of their hooks is running) */
-  for (i = 0; i < s->n_regs; i++) {
-    if (s->regs[i]->dead) hk__free_reg(s->regs[i]);
-    else s->regs[kept++] = s->regs[i];
-  }
-  s->n_regs = kept;
-  for (e = 0; e < s->n_events; e++) s->n_list[e] = 0;
-  for (i = 0; i < s->n_regs; i++) {
+/* Free the dead registrations and close the gaps they leave in s->regs. */
+static void hk__reap(hk__state *s) {
+  int i, kept = 0;
+  for (i = 0; i < s->n_regs; i++) {  /* n_regs may grow: a destroy may register */
     hk__reg *r = s->regs[i];
-    if (!r->enabled) continue;
-    for (j = 0; j < r->n_hooks; j++) {
-      hk__hook *h = &r->hooks[j];
-      hk__hook **list = s->lists[h->event];
-      int n = s->n_list[h->event]++;
-      h->flags = hk__hook_flags(s, h);
-      /* insertion sort: lists are short and nearly sorted already */
-      for (k = n; k > 0 && hk__runs_before(reg, h, list[k - 1]); k--) list[k] = list[k - 1];
-      list[k] = h;
-    }
+    if (r->dead) { s->regs[i] = NULL; hk__free_reg(s, r); }
   }
-  for (e = 0; e < s->n_events; e++)
-    reg->armed[e] = (unsigned char)(s->n_list[e] > 0 || s->trace != HK_TRACE_OFF);
-  s->dirty = 0;
+  for (i = 0; i < s->n_regs; i++) if (s->regs[i]) s->regs[kept++] = s->regs[i];
+  s->n_regs = kept;
 }
 
-/* Apply a structural change now, or after the running dispatch returns. */
+/* The full rebuild: every list from scratch (one sort each), then the removed registrations are
+   freed; a destroy that changes the registry again makes it go round once more. */
+static void hk__rebuild(hk_registry *reg) {
+  hk__state *s = reg->hk__s;
+  int e, i, j;
+  HOOKS_ASSERT(s->depth == 0);
+  do {
+    s->dirty = 0;
+    for (e = 0; e < s->n_events; e++) s->n_list[e] = 0;
+    for (i = 0; i < s->n_regs; i++) {
+      hk__reg *r = s->regs[i];
+      for (j = 0; j < r->n_hooks; j++) {
+        hk__hook *h = &r->hooks[j];
+        h->flags = HK__F_OFF;
+        if (r->dead || !r->enabled) continue;
+        h->flags = hk__hook_flags(s, h);
+        s->lists[h->event][s->n_list[h->event]++] = h;
+      }
+    }
+    for (e = 0; e < s->n_events; e++) {
+      if (s->n_list[e] > 1) qsort(s->lists[e], (size_t)s->n_list[e], sizeof(hk__hook *), hk__qcmp);
+      hk__arm(reg, e);
+    }
+    hk__reap(s);
+  } while (s->dirty);
+}
+
+/* Registration r was added, enabled, disabled or removed: apply it now, or after the running
+   dispatch returns (then it stops running at once: its hooks are flagged off). */
 static void hk__changed(hk_registry *reg, hk__reg *r) {
   hk__state *s = reg->hk__s;
-  if (s->depth == 0) { hk__rebuild(reg); return; }
-  if (r && (r->dead || !r->enabled)) {   /* stop it running later in the current dispatch */
-    int j;
-    for (j = 0; j < r->n_hooks; j++) r->hooks[j].flags |= HK__F_OFF;
+  int j, listed = r && r->enabled && !r->dead;
+  if (s->depth > 0 || s->dirty || !r) {
+    if (r && !listed) for (j = 0; j < r->n_hooks; j++) r->hooks[j].flags |= HK__F_OFF;
+    s->dirty = 1;
+    if (s->depth == 0) hk__rebuild(reg);
+    return;
   }
-  s->dirty = 1;
+  for (j = 0; j < r->n_hooks; j++) {
+    hk__hook *h = &r->hooks[j];
+    int in_list = !(h->flags & HK__F_OFF);
+    if (listed && !in_list) hk__list_insert(reg, h);
+    else if (!listed && in_list) hk__list_remove(reg, h);
+  }
+  if (r->dead) {
+    hk__reap(s);
+    if (s->dirty) hk__rebuild(reg); /* the destroy changed the registry */
+  }
 }
 
 /* ---- registry ------------------------------------------------------------------------------- */
@@ -981,7 +1060,14 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   int i;
   if (!reg) return;
   s = reg->hk__s;
-  for (i = 0; i < s->n_regs; i++) hk__free_reg(s->regs[i]);
+  s->closing = 1; /* a destroy may hk_off another registration (it is freed in its turn), not add one */
+  s->depth++;
+  for (i = 0; i < s->n_regs; i++) {
+    hk__reg *r = s->regs[i];
+    r->dead = 1;
+    s->regs[i] = NULL;
+    hk__free_reg(s, r);
+  }
   HOOKS_FREE(s->regs);
   for (i = 0; i < HK_MAX_EVENTS; i++) { HOOKS_FREE(s->lists[i]); HOOKS_FREE(s->user_names[i]); }
   stbds_shfree(s->names);
@@ -994,17 +1080,18 @@ HK__DEF const char *hk_last_error(const hk_registry *reg) {
   return reg ? reg->hk__s->err : "the registry is NULL (hk_create returned NULL: out of memory?)";
 }
 
-static hk_err hk__check_opts(hk__state *s, const hk_opts *o, const char *name) {
+/* who: how messages name the registration: "'name'", or "an unnamed hook on on_x". */
+static hk_err hk__check_opts(hk__state *s, const hk_opts *o, const char *who) {
   if ((unsigned)o->tier >= HK_TIER_COUNT)
-    return hk__fail_with(s, HK_ERR_INVALID, "'%s': tier %d is not valid (HK_TIER_CALLBACK, HK_TIER_MODEL or HK_TIER_STRATEGY)", name, (int)o->tier);
+    return hk__fail_with(s, HK_ERR_INVALID, "%s: tier %d is not valid (HK_TIER_CALLBACK, HK_TIER_MODEL or HK_TIER_STRATEGY)", who, (int)o->tier);
   if ((unsigned)o->on_error > HK_ON_ERROR_DISABLE)
-    return hk__fail_with(s, HK_ERR_INVALID, "'%s': on_error %d is not valid (HK_ON_ERROR_FATAL, _WARN or _DISABLE)", name, (int)o->on_error);
+    return hk__fail_with(s, HK_ERR_INVALID, "%s: on_error %d is not valid (HK_ON_ERROR_FATAL, _WARN or _DISABLE)", who, (int)o->on_error);
   if ((unsigned)o->filter.counter > HK_COUNT_BATCH)
-    return hk__fail_with(s, HK_ERR_INVALID, "'%s': filter counter %d is not valid (HK_COUNT_CALLS, _STEP, _EPOCH or _BATCH)", name, (int)o->filter.counter);
+    return hk__fail_with(s, HK_ERR_INVALID, "%s: filter counter %d is not valid (HK_COUNT_CALLS, _STEP, _EPOCH or _BATCH)", who, (int)o->filter.counter);
   if (o->filter.every < 0 || o->filter.once_at < 0 || o->filter.until < 0)
-    return hk__fail_with(s, HK_ERR_INVALID, "'%s': filter every/once_at/until must be >= 0 (0 means unused)", name);
+    return hk__fail_with(s, HK_ERR_INVALID, "%s: filter every/once_at/until must be >= 0 (0 means unused)", who);
   if (o->max_failures < 0)
-    return hk__fail_with(s, HK_ERR_INVALID, "'%s': max_failures must be >= 0 (0 means 1)", name);
+    return hk__fail_with(s, HK_ERR_INVALID, "%s: max_failures must be >= 0 (0 means 1)", who);
   return HK_OK;
 }
 
@@ -1013,46 +1100,50 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
                            const hk_fn *fns, int n, void *user, const hk_callback *cb, hk_handle *out) {
   hk__state *s = reg->hk__s;
   hk_opts o;
-  char autoname[32];
+  char autoname[32], who[128];
   hk__reg *r;
   hk_err err;
   int i;
   if (out) *out = 0;
   if (opts) o = *opts;
   else memset(&o, 0, sizeof o);
+  /* errors name what the user registered, never an automatic name */
+  if (name) snprintf(who, sizeof who, "'%s'", name);
+  else snprintf(who, sizeof who, "an unnamed hook on %s", hk_event_name(reg, events[0]));
   if (!name) {  /* "hook#<handle>", with a suffix in the unlikely case a user took that name */
     int k = 0;
     snprintf(autoname, sizeof autoname, "hook#%d", s->next_id);
     while (stbds_shgeti(s->names, autoname) >= 0) snprintf(autoname, sizeof autoname, "hook#%d.%d", s->next_id, ++k);
     name = autoname;
   }
-  if ((err = hk__check_opts(s, &o, name)) != HK_OK) return err;
+  if (s->closing) return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s: the registry is being destroyed (from a destroy callback?)", who);
+  if ((err = hk__check_opts(s, &o, who)) != HK_OK) return err;
   if (stbds_shgeti(s->names, name) >= 0)
     return hk__fail_with(s, HK_ERR_DUPLICATE, "a hook named '%s' is already registered (names must be unique; hk_off it first)", name);
   if (s->n_regs >= s->desc.max_hooks)
-    return hk__fail_with(s, HK_ERR_FULL, "cannot register '%s': the registry is full (%d registrations; raise hk_desc.max_hooks)", name, s->desc.max_hooks);
+    return hk__fail_with(s, HK_ERR_FULL, "cannot register %s: the registry is full (%d registrations; raise hk_desc.max_hooks)", who, s->desc.max_hooks);
   /* allocate first, so a failure leaves the registry untouched */
   for (i = 0; i < n; i++) {
     if (!s->lists[events[i]]) {
       s->lists[events[i]] = (hk__hook **)hk__alloc(sizeof(hk__hook *) * (size_t)s->desc.max_hooks);
-      if (!s->lists[events[i]]) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+      if (!s->lists[events[i]]) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering %s", who);
     }
   }
   if (s->n_regs == s->cap_regs) {
     int cap = s->cap_regs ? 2 * s->cap_regs : 16;
     hk__reg **g = (hk__reg **)HOOKS_REALLOC(s->regs, sizeof *g * (size_t)cap);
-    if (!g) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+    if (!g) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering %s", who);
     s->regs = g;
     s->cap_regs = cap;
   }
   r = (hk__reg *)hk__alloc(sizeof *r);
-  if (!r) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+  if (!r) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering %s", who);
   memset(r, 0, sizeof *r);
   r->name = hk__strdup(name);
   r->hooks = (hk__hook *)hk__alloc(sizeof(hk__hook) * (size_t)(n ? n : 1));
   if (!r->name || !r->hooks) {
     HOOKS_FREE(r->name); HOOKS_FREE(r->hooks); HOOKS_FREE(r);
-    return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering '%s'", name);
+    return hk__fail_with(s, HK_ERR_NOMEM, "out of memory registering %s", who);
   }
   if (!o.max_failures) o.max_failures = 1;
   r->opts = o;
@@ -1071,12 +1162,14 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
     h->id = r->id;
     h->event = events[i];
     h->owner = r;
-    h->flags = HK__F_OFF; /* not yet in any list; the rebuild sets the real flags */
+    h->flags = HK__F_OFF; /* not yet in any list */
+    h->reverse = (unsigned char)(s->desc.reverse_end_events && (hk_event_flags(reg, h->event) & HK_CLOSES));
+    h->rank = hk__rank(reg, h, h->reverse);
   }
   stbds_shput(s->names, r->name, r->id);
   s->regs[s->n_regs++] = r;
   if (out) *out = r->id;
-  hk__changed(reg, NULL);
+  hk__changed(reg, r);
   return HK_OK;
 }
 
@@ -1219,11 +1312,12 @@ static void hk__trace_hook(hk_registry *reg, const hk__hook *h) {
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------------ */
+/* The filter's ordinal n (see hk_counter): indexes from 0 become "the n-th", counts stay counts. */
 static int64_t hk__counter(const hk__hook *h, const hk_ctx *ctx) {
   switch (h->owner->opts.filter.counter) {
   case HK_COUNT_STEP: return ctx->global_step;
-  case HK_COUNT_EPOCH: return ctx->epoch;
-  case HK_COUNT_BATCH: return ctx->batch_idx;
+  case HK_COUNT_EPOCH: return ctx->epoch + 1;
+  case HK_COUNT_BATCH: return ctx->batch_idx + 1;
   default: return h->calls;
   }
 }
@@ -1237,7 +1331,7 @@ static HK__COLD int hk__admit(hk_registry *reg, hk__hook *h, hk_ctx *ctx) {
     h->calls++;
     c = hk__counter(h, ctx);
     if (f->once_at && (h->fired || c != f->once_at)) return 0;
-    if (f->every && c % f->every != 0) return 0;
+    if (f->every && (c <= 0 || c % f->every != 0)) return 0;
     if (c < f->from) return 0;
     if (f->until && c >= f->until) return 0;
     if (f->pred && !f->pred(ctx, f->pred_user)) return 0;
@@ -1247,28 +1341,41 @@ static HK__COLD int hk__admit(hk_registry *reg, hk__hook *h, hk_ctx *ctx) {
   return 1;
 }
 
-/* A hook returned something other than HK_CONTINUE: combine it, or apply the error policy. */
+/* "hook 'x'" for a function, "callback 'x'" for a callback; the tier only when it is not the default. */
+static const char *hk__label(char *buf, size_t cap, const hk__reg *o) {
+  snprintf(buf, cap, "%s '%s'%s%s%s", o->is_callback ? "callback" : "hook", o->name, o->opts.tier ? " (" : "",
+           o->opts.tier ? hk_tier_name(o->opts.tier) : "", o->opts.tier ? " tier)" : "");
+  return buf;
+}
+
+/* A hook returned something other than HK_CONTINUE: combine it, or apply the error policy. Each
+   failure is reported once: the first fatal one of a dispatch through ctx->hook_failure (the loop
+   reports it), every other one through the log. */
 static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx, hk_signal r, hk_signal out) {
   hk__state *s = reg->hk__s;
   hk__reg *o = h->owner;
-  char why[300];
+  char why[300], who[160];
+  /* HK_FAIL without a message of its own from a hook that fired a nested dispatch passes that
+     dispatch's failure on as it is: the root cause, not one wrapper per level */
+  int passed_on = r == HK_FAIL && !ctx->hk__fail_msg[0] && ctx->hook_failure;
   if ((unsigned)r < HK_FAIL) return r > out ? r : out;
-  if (r == HK_FAIL) snprintf(why, sizeof why, "%s", ctx->hk__fail_msg[0] ? ctx->hk__fail_msg : "(no message; use hk_fail)");
+  if (passed_on) snprintf(why, sizeof why, "%s", ctx->hook_failure);
+  else if (r == HK_FAIL) snprintf(why, sizeof why, "%s", ctx->hk__fail_msg[0] ? ctx->hk__fail_msg : "(no message; use hk_fail)");
   else snprintf(why, sizeof why, "returned %d, which is not a hk_signal (valid: 0..%d)", (int)r, HK_FAIL);
   ctx->hk__fail_msg[0] = 0;
   o->failures++;
+  hk__label(who, sizeof who, o);
   if (o->opts.on_error == HK_ON_ERROR_FATAL) {
-    hk__log(s, "error: hook '%s' (%s) failed in %s: %s", o->name, hk_tier_name(o->opts.tier), hk_event_name(reg, h->event), why);
-    if (out != HK_FAIL) {  /* the first fatal failure of a dispatch is the one reported to the trainer */
-      snprintf(s->fatal, sizeof s->fatal, "hook '%s' failed in %s: %s", o->name, hk_event_name(reg, h->event), why);
+    if (out != HK_FAIL) {
+      if (passed_on) { if (ctx->hook_failure != s->fatal) snprintf(s->fatal, sizeof s->fatal, "%s", ctx->hook_failure); }
+      else snprintf(s->fatal, sizeof s->fatal, "%s failed in %s: %s", who, hk_event_name(reg, h->event), why);
       ctx->hook_failure = s->fatal;
-    }
+    } else hk__log(s, "error: %s failed in %s: %s (after another failure in this dispatch)", who, hk_event_name(reg, h->event), why);
     return HK_FAIL;
   }
-  hk__log(s, "warning: hook '%s' (%s) failed in %s: %s (failure %d; continuing)", o->name,
-          hk_tier_name(o->opts.tier), hk_event_name(reg, h->event), why, o->failures);
+  hk__log(s, "warning: %s failed in %s: %s (failure %d; continuing)", who, hk_event_name(reg, h->event), why, o->failures);
   if (o->opts.on_error == HK_ON_ERROR_DISABLE && o->failures >= o->opts.max_failures && o->enabled) {
-    hk__log(s, "warning: hook '%s' disabled after %d failure(s)", o->name, o->failures);
+    hk__log(s, "warning: %s disabled after %d failure(s)", who, o->failures);
     o->enabled = 0;
     hk__changed(reg, o);
   }
@@ -1307,6 +1414,12 @@ static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, int event, hk_ctx 
   if ((unsigned)event >= (unsigned)s->n_events) {
     hk__log(s, "error: HK_FIRE with event id %d, which does not exist (0..%d)", event, s->n_events - 1);
     return HK_CONTINUE;
+  }
+  if (s->depth >= HK_MAX_DEPTH) {
+    snprintf(s->fatal, sizeof s->fatal, "%s fired %d dispatches deep (HK_MAX_DEPTH): does a hook fire the event it "
+             "is running in, or save a checkpoint from on_save_checkpoint?", hk_event_name(reg, event), s->depth + 1);
+    ctx->hook_failure = s->fatal;
+    return HK_FAIL;
   }
   outer_event = ctx->event;
   outer_self = ctx->self;
@@ -1530,7 +1643,7 @@ HK__DEF hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user) {
     hk__reg *r = s->regs[i];
     hk_bytes b;
     hk_err err;
-    if (r->dead || !r->is_callback || !r->cb.save_state) continue;
+    if (!r || r->dead || !r->is_callback || !r->cb.save_state) continue; /* (NULL: being destroyed) */
     memset(&b, 0, sizeof b);
     if (r->cb.save_state(r->cb.user, &b) != 0 || b.failed) {
       hk_bytes_free(&b);

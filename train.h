@@ -795,13 +795,15 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
   if (HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) { /* t->tr__err is the one record of a failure */
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
-  }
+  } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
   if (tr__sigint_count >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
 }
 
+/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it. */
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
-  if (HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow) == HK_FAIL || tr__sigint_count >= 2) tr__settle(t);
+  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
+  if (t->ctx.hook_failure || tr__sigint_count >= 2) tr__settle(t);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -814,11 +816,13 @@ static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
   t->ctx.abort_reason = t->error;
+  t->ctx.hook_failure = NULL;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
+  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
   t->ctx.stage = stage;
   (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
+  tr__settle(t);
   t->ctx.abort_reason = NULL;
-  t->ctx.hook_failure = NULL;
   return t->tr__err;
 }
 

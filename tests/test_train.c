@@ -1147,7 +1147,7 @@ static void test_signal_fail(void **state) {
     f->p.act = fail_at;
     e = tr_fit(&f->t, &c);
     assert_int_equal(e, TR_ERR_HOOK);
-    snprintf(want, sizeof want, "hook 'probe' failed in %s: boom at %s", hk_event_name(NULL, ev), hk_event_name(NULL, ev));
+    snprintf(want, sizeof want, "callback 'probe' failed in %s: boom at %s", hk_event_name(NULL, ev), hk_event_name(NULL, ev));
     if (strcmp(tr_error(&f->t), want) != 0) fail_msg("error '%s', expected '%s'", tr_error(&f->t), want);
     assert_string_equal(f->p.error_seen, want); /* on_exception saw it in ctx->abort_reason */
     assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
@@ -1214,8 +1214,8 @@ static void test_on_exception_all_run(void **state) {
   assert_int_equal(g_exc.order[1], 3);
   assert_int_equal(g_exc.order[2], 2);
   assert_int_equal(g_exc.order[3], 9);
-  assert_string_equal(tr_error(&f->t), "hook 'probe' failed in on_after_backward: boom at on_after_backward");
-  assert_string_equal(g_exc.seen[0], "hook 'probe' failed in on_after_backward: boom at on_after_backward");
+  assert_string_equal(tr_error(&f->t), "callback 'probe' failed in on_after_backward: boom at on_after_backward");
+  assert_string_equal(g_exc.seen[0], "callback 'probe' failed in on_after_backward: boom at on_after_backward");
   assert_string_equal(g_exc.seen[1], g_exc.seen[0]); /* C runs after A failed: same reason */
   assert_string_equal(g_exc.seen[2], g_exc.seen[0]); /* and so does the model's handler */
   assert_int_equal(f->p.calls[HK_ON_EXCEPTION], 1);
@@ -1790,7 +1790,7 @@ static void test_ckpt_hook_fail(void **state) {
   g_act.event = HK_ON_SAVE_CHECKPOINT;
   f->p.act = fail_at;
   assert_int_equal(tr_save(&f->t, p), TR_ERR_HOOK);
-  assert_string_equal(tr_error(&f->t), "hook 'probe' failed in on_save_checkpoint: boom at on_save_checkpoint");
+  assert_string_equal(tr_error(&f->t), "callback 'probe' failed in on_save_checkpoint: boom at on_save_checkpoint");
   assert_false(file_exists(p));
   assert_false(file_exists(tmp));
   assert_int_equal(f->p.calls[HK_ON_CHECKPOINT_SAVED], 0);
