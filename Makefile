@@ -35,6 +35,8 @@ include tests/train.mk
 include tests/zero_cost/zero_cost.mk
 include tests/own_loop.mk
 include tests/third_party.mk
+include tests/ckpt.mk
+include tests/spec.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

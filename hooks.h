@@ -335,10 +335,10 @@ struct hk_ctx {
 
 /* Filters decide per call whether a hook runs. Zero fields mean "no constraint". */
 typedef struct hk_filter {
-  hk_counter counter;    /* what every/once_at/from/until read */
-  int64_t every;         /* run when counter % every == 0 */
-  int64_t once_at;       /* run the first time counter == once_at, never again */
-  int64_t from, until;   /* run when from <= counter (and counter < until, when until > 0) */
+  hk_counter counter;    /* what every/once_at/from/until read: the ordinal n (see hk_counter) */
+  int64_t every;         /* run when n > 0 and n % every == 0: the every-th, 2*every-th, ... */
+  int64_t once_at;       /* run the first time n == once_at, never again */
+  int64_t from, until;   /* run when from <= n (and n < until, when until > 0) */
   int (*pred)(const hk_ctx *ctx, void *user); /* run only when pred returns nonzero */
   void *pred_user;
 } hk_filter;
@@ -350,7 +350,7 @@ typedef struct hk_opts {
   int order;             /* within a tier: lower runs first */
   int monitor;           /* a monitoring callback: on HK_MONITOR_LAST events it runs after the model tier */
   hk_filter filter;
-  hk_on_error on_error;
+  hk_on_error on_error;  /* fatal (default): reported once, by the loop, from ctx->hook_failure; warn/disable: logged */
   int max_failures;      /* HK_ON_ERROR_DISABLE: disable after this many failures (default 1) */
   int disabled;          /* register disabled; hk_enable() turns it on */
 } hk_opts;
@@ -425,7 +425,8 @@ HOOKS_API hk_handle hk_find(const hk_registry *reg, const char *name); /* 0 if n
 HOOKS_API int hk_is_enabled(const hk_registry *reg, hk_handle h);
 HOOKS_API int hk_count(const hk_registry *reg, int event);  /* enabled hooks on an event */
 
-/* User-defined events: ids from HK_EVENT_COUNT up to HK_MAX_EVENTS-1. pairing: 0, HK_OPENS or HK_CLOSES. */
+/* User-defined events: ids from HK_EVENT_COUNT up to HK_MAX_EVENTS-1. pairing: 0, HK_OPENS or HK_CLOSES,
+   optionally | HK_MONITOR_LAST and/or HK_MODEL_FIRST (the event table's legend says what they do). */
 HOOKS_API hk_err hk_event_define(hk_registry *reg, const char *name, int pairing, int *out_id);
 HOOKS_API int hk_event_find(const hk_registry *reg, const char *name);   /* -1 if unknown */
 HOOKS_API const char *hk_event_name(const hk_registry *reg, int event); /* reg may be NULL for built-ins */
@@ -544,10 +545,18 @@ typedef hk_err (*hk_state_sink)(const char *key, const void *data, size_t len, v
 HOOKS_API hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user);
 /* Hands a saved blob to the callback whose name is key. HK_ERR_NOT_FOUND if no such callback. */
 HOOKS_API hk_err hk_state_load(hk_registry *reg, const char *key, const void *data, size_t len);
-/* Loads many blobs, all or nothing: if one callback rejects its blob (HK_ERR_STATE), every callback
-   loaded before it gets its previous state back. A key no callback loads is skipped and marked
-   HK_ERR_NOT_FOUND in its blob's result, for the caller to warn about. */
 typedef struct hk_state_blob { const char *key; const void *data; size_t len; hk_err result; } hk_state_blob;
+/* Checks many blobs against the registry without loading anything, in time linear in blobs plus
+   registrations: each blob's result is HK_OK, HK_ERR_NOT_FOUND (no callback loads that key) or
+   HK_ERR_DUPLICATE (the key came before); *missing (may be NULL) counts the stateful callbacks that
+   get no blob, and hk_last_error names them (the first few). Returns HK_ERR_DUPLICATE if a key is
+   given twice, else HK_OK. */
+HOOKS_API hk_err hk_state_check(hk_registry *reg, hk_state_blob *blobs, int n, int *missing);
+/* Loads many blobs, all or nothing: if one callback rejects its blob (HK_ERR_STATE), every callback
+   loaded before it gets its previous state back. The model tier's callbacks load first, then the
+   callback tier's, then the strategy's (Lightning restores the model before the callbacks). A key no
+   callback loads is skipped and marked HK_ERR_NOT_FOUND in its blob's result, for the caller to warn
+   about; a key given twice is an error (HK_ERR_DUPLICATE) and loads nothing. */
 HOOKS_API hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n);
 
 /* ---- factories and spec strings --------------------------------------------------------------
@@ -697,7 +706,8 @@ struct hk__reg {
   char *name;
   hk_opts opts;
   int has_filter;
-  int enabled, dead, failures;
+  int enabled, failures;
+  int dead;              /* removed: 1 (may still be listed, flagged off), 2 (unlisted, hk__reap frees it) */
   int is_callback;
   hk_callback cb;
   hk__hook *hooks;       /* one per event this registration listens to */
@@ -721,7 +731,7 @@ typedef struct hk__metric {
 } hk__metric;
 
 typedef struct { char *key; hk__metric value; } hk__metric_entry;
-typedef struct { char *key; hk_handle value; } hk__name_entry;
+typedef struct { char *key; hk__reg *value; } hk__name_entry; /* live registrations by name */
 typedef struct { char *key; hk__factory value; } hk__factory_entry;
 
 typedef struct hk__state {
@@ -745,6 +755,13 @@ typedef struct hk__state {
   int trace_depth;
   char err[512];
   char fatal[512];       /* ctx->hook_failure after a fatal hook failure */
+  /* the last nested dispatch that returned HK_FAIL: which context, its dispatch counter then, and the
+     hook (depth, handle) that fired it; hk__settle passes its failure on only to that hook's call.
+     The context is kept as a number: it is only compared, and may be gone by then. */
+  uintptr_t inner_ctx;
+  uint64_t inner_seq;
+  int inner_depth;
+  hk_handle inner_self;
 } hk__state;
 
 /* ---- tables generated from the X-macros ----------------------------------------------------- */
@@ -897,9 +914,11 @@ HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
 static int hk__rank(const hk_registry *reg, const hk__hook *h, int reverse) {
   const hk_opts *o = &h->owner->opts;
   int flags = hk_event_flags(reg, h->event);
-  if (o->monitor && (flags & HK_MONITOR_LAST))
-    return reverse ? 2 * HK_TIER_MODEL - 1 : 2 * HK_TIER_MODEL + 1;
-  if ((flags & HK_MODEL_FIRST) && o->tier <= HK_TIER_MODEL) /* model, then callbacks, then strategy */
+  int model_first = (flags & HK_MODEL_FIRST) != 0;
+  int model = model_first ? 0 : 2 * HK_TIER_MODEL; /* the model tier's rank on this event */
+  if (o->monitor && (flags & HK_MONITOR_LAST)) /* next to the model tier, on its far side in run order */
+    return reverse ? model - 1 : model + 1;
+  if (model_first && o->tier <= HK_TIER_MODEL) /* model, then callbacks, then strategy */
     return 2 * (HK_TIER_MODEL - (int)o->tier);
   return 2 * (int)o->tier;
 }
@@ -965,12 +984,16 @@ static void hk__free_reg(hk__state *s, hk__reg *r) {
   HOOKS_FREE(r);
 }
 
-/* Free the dead registrations and close the gaps they leave in s->regs. */
+/* Free the registrations that were dead when this pass began (no list holds their hooks any more)
+   and close the gaps they leave in s->regs. One that a destroy removes meanwhile is still listed,
+   flagged off, so it waits for the next pass (the change set s->dirty): a destroy that fires an
+   event never walks a freed hook. */
 static void hk__reap(hk__state *s) {
-  int i, kept = 0;
-  for (i = 0; i < s->n_regs; i++) {  /* n_regs may grow: a destroy may register */
+  int i, n = s->n_regs, kept = 0;
+  for (i = 0; i < n; i++) if (s->regs[i]->dead) s->regs[i]->dead = 2; /* 2: unlisted, free it now */
+  for (i = 0; i < n; i++) {  /* only these; n_regs may grow meanwhile: a destroy may register */
     hk__reg *r = s->regs[i];
-    if (r->dead) { s->regs[i] = NULL; hk__free_reg(s, r); }
+    if (r->dead == 2) { s->regs[i] = NULL; hk__free_reg(s, r); }
   }
   for (i = 0; i < s->n_regs; i++) if (s->regs[i]) s->regs[kept++] = s->regs[i];
   s->n_regs = kept;
@@ -1062,8 +1085,10 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   s = reg->hk__s;
   s->closing = 1; /* a destroy may hk_off another registration (it is freed in its turn), not add one */
   s->depth++;
+  for (i = 0; i < HK_MAX_EVENTS; i++) s->n_list[i] = 0; /* an event fired from a destroy runs no hook */
   for (i = 0; i < s->n_regs; i++) {
     hk__reg *r = s->regs[i];
+    stbds_shdel(s->names, r->name); /* the name map points at it: hk_find from a later destroy must not */
     r->dead = 1;
     s->regs[i] = NULL;
     hk__free_reg(s, r);
@@ -1083,15 +1108,15 @@ HK__DEF const char *hk_last_error(const hk_registry *reg) {
 /* who: how messages name the registration: "'name'", or "an unnamed hook on on_x". */
 static hk_err hk__check_opts(hk__state *s, const hk_opts *o, const char *who) {
   if ((unsigned)o->tier >= HK_TIER_COUNT)
-    return hk__fail_with(s, HK_ERR_INVALID, "%s: tier %d is not valid (HK_TIER_CALLBACK, HK_TIER_MODEL or HK_TIER_STRATEGY)", who, (int)o->tier);
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s: tier %d is not valid (HK_TIER_CALLBACK, HK_TIER_MODEL or HK_TIER_STRATEGY)", who, (int)o->tier);
   if ((unsigned)o->on_error > HK_ON_ERROR_DISABLE)
-    return hk__fail_with(s, HK_ERR_INVALID, "%s: on_error %d is not valid (HK_ON_ERROR_FATAL, _WARN or _DISABLE)", who, (int)o->on_error);
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s: on_error %d is not valid (HK_ON_ERROR_FATAL, _WARN or _DISABLE)", who, (int)o->on_error);
   if ((unsigned)o->filter.counter > HK_COUNT_BATCH)
-    return hk__fail_with(s, HK_ERR_INVALID, "%s: filter counter %d is not valid (HK_COUNT_CALLS, _STEP, _EPOCH or _BATCH)", who, (int)o->filter.counter);
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s: filter counter %d is not valid (HK_COUNT_CALLS, _STEP, _EPOCH or _BATCH)", who, (int)o->filter.counter);
   if (o->filter.every < 0 || o->filter.once_at < 0 || o->filter.until < 0)
-    return hk__fail_with(s, HK_ERR_INVALID, "%s: filter every/once_at/until must be >= 0 (0 means unused)", who);
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s: filter every/once_at/until must be >= 0 (0 means unused)", who);
   if (o->max_failures < 0)
-    return hk__fail_with(s, HK_ERR_INVALID, "%s: max_failures must be >= 0 (0 means 1)", who);
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s: max_failures must be >= 0 (0 means 1)", who);
   return HK_OK;
 }
 
@@ -1166,7 +1191,7 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
     h->reverse = (unsigned char)(s->desc.reverse_end_events && (hk_event_flags(reg, h->event) & HK_CLOSES));
     h->rank = hk__rank(reg, h, h->reverse);
   }
-  stbds_shput(s->names, r->name, r->id);
+  stbds_shput(s->names, r->name, r);
   s->regs[s->n_regs++] = r;
   if (out) *out = r->id;
   hk__changed(reg, r);
@@ -1175,15 +1200,20 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
 
 HK__DEF hk_err hk_on(hk_registry *reg, int event, hk_fn fn, void *user, const hk_opts *opts, hk_handle *out) {
   hk__state *s;
-  const char *name = opts && opts->name ? opts->name : "(unnamed)";
+  char who[128], users[64];
   if (out) *out = 0;
   if (!reg) return HK_ERR_INVALID;
   s = reg->hk__s;
-  if (event < 0 || event >= s->n_events)
-    return hk__fail_with(s, HK_ERR_UNKNOWN_EVENT, "cannot register '%s': event id %d does not exist (built-in events are 0..%d; "
-                         "user events %d..%d come from hk_event_define)", name, event, HK_EVENT_COUNT - 1, HK_EVENT_COUNT, s->n_events - 1);
+  if (opts && opts->name) snprintf(who, sizeof who, "'%s'", opts->name);
+  else snprintf(who, sizeof who, "an unnamed hook");
+  if (event < 0 || event >= s->n_events) {
+    if (s->n_events > HK_EVENT_COUNT) snprintf(users, sizeof users, "user events %d..%d", HK_EVENT_COUNT, s->n_events - 1);
+    else snprintf(users, sizeof users, "no user events yet");
+    return hk__fail_with(s, HK_ERR_UNKNOWN_EVENT, "cannot register %s: event id %d does not exist (built-in events are 0..%d, "
+                         "%s; hk_event_define adds more)", who, event, HK_EVENT_COUNT - 1, users);
+  }
   if (!fn)
-    return hk__fail_with(s, HK_ERR_INVALID, "cannot register '%s' on %s: the hook function is NULL", name, hk_event_name(reg, event));
+    return hk__fail_with(s, HK_ERR_INVALID, "cannot register %s on %s: the hook function is NULL", who, hk_event_name(reg, event));
   if (opts && opts->name && !*opts->name)
     return hk__fail_with(s, HK_ERR_INVALID, "cannot register on %s: the name is empty (give a name or leave it NULL)", hk_event_name(reg, event));
   return hk__register(reg, opts ? opts->name : NULL, opts, &event, &fn, 1, user, NULL, out);
@@ -1240,7 +1270,7 @@ HK__DEF hk_err hk_disable(hk_registry *reg, hk_handle h) { return hk__set_enable
 
 HK__DEF hk_handle hk_find(const hk_registry *reg, const char *name) {
   if (!reg || !name) return 0;
-  return stbds_shgeti(reg->hk__s->names, name) >= 0 ? stbds_shget(reg->hk__s->names, name) : 0;
+  return stbds_shgeti(reg->hk__s->names, name) >= 0 ? stbds_shget(reg->hk__s->names, name)->id : 0;
 }
 HK__DEF int hk_is_enabled(const hk_registry *reg, hk_handle h) {
   const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
@@ -1355,9 +1385,11 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
   hk__state *s = reg->hk__s;
   hk__reg *o = h->owner;
   char why[300], who[160];
-  /* HK_FAIL without a message of its own from a hook that fired a nested dispatch passes that
-     dispatch's failure on as it is: the root cause, not one wrapper per level */
-  int passed_on = r == HK_FAIL && !ctx->hk__fail_msg[0] && ctx->hook_failure;
+  /* HK_FAIL without a message of its own, right after a nested dispatch fired by this very call failed
+     (no dispatch since), passes that failure on as it is: the root cause, not one wrapper per level.
+     An older ctx->hook_failure, from an earlier dispatch, is not this hook's failure. */
+  int passed_on = r == HK_FAIL && !ctx->hk__fail_msg[0] && ctx->hook_failure && s->inner_ctx == (uintptr_t)ctx &&
+                  s->inner_seq == ctx->hk__seq && s->inner_depth == s->depth && s->inner_self == h->id;
   if ((unsigned)r < HK_FAIL) return r > out ? r : out;
   if (passed_on) snprintf(why, sizeof why, "%s", ctx->hook_failure);
   else if (r == HK_FAIL) snprintf(why, sizeof why, "%s", ctx->hk__fail_msg[0] ? ctx->hk__fail_msg : "(no message; use hk_fail)");
@@ -1402,6 +1434,14 @@ static inline hk_signal hk__run(hk_registry *reg, int event, hk_ctx *ctx) {
   return out;
 }
 
+/* A dispatch fired from inside the hook `self` (at the current depth) failed: remember it for hk__settle. */
+static void hk__failed_inside(hk__state *s, const hk_ctx *ctx, hk_handle self) {
+  s->inner_ctx = (uintptr_t)ctx;
+  s->inner_seq = ctx->hk__seq;
+  s->inner_depth = s->depth;
+  s->inner_self = self;
+}
+
 /* Everything but the common case: a NULL context, a bad event id, a dispatch fired from inside a
    hook (the caller's ctx->event and ctx->self are put back afterwards), or tracing. */
 static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, int event, hk_ctx *ctx) {
@@ -1416,9 +1456,10 @@ static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, int event, hk_ctx 
     return HK_CONTINUE;
   }
   if (s->depth >= HK_MAX_DEPTH) {
-    snprintf(s->fatal, sizeof s->fatal, "%s fired %d dispatches deep (HK_MAX_DEPTH): does a hook fire the event it "
-             "is running in, or save a checkpoint from on_save_checkpoint?", hk_event_name(reg, event), s->depth + 1);
+    snprintf(s->fatal, sizeof s->fatal, "%s fired %d dispatches deep, past HK_MAX_DEPTH (%d): does a hook fire the event "
+             "it is running in, or save a checkpoint from on_save_checkpoint?", hk_event_name(reg, event), s->depth + 1, HK_MAX_DEPTH);
     ctx->hook_failure = s->fatal;
+    if (ctx != &scratch) hk__failed_inside(s, ctx, ctx->self);
     return HK_FAIL;
   }
   outer_event = ctx->event;
@@ -1433,6 +1474,7 @@ static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, int event, hk_ctx 
   s->depth--;
   ctx->event = outer_event;
   ctx->self = outer_self;
+  if (out == HK_FAIL && s->depth > 0 && ctx != &scratch) hk__failed_inside(s, ctx, outer_self);
   if (s->depth == 0 && s->dirty) hk__rebuild(reg);
   return out;
 }
@@ -1658,7 +1700,7 @@ HK__DEF hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user) {
 
 /* The live callback named key that can load state, or NULL. */
 static hk__reg *hk__state_loader(const hk_registry *reg, const char *key) {
-  hk__reg *r = key ? hk__find_reg(reg->hk__s, hk_find(reg, key)) : NULL;
+  hk__reg *r = key && stbds_shgeti(reg->hk__s->names, key) >= 0 ? stbds_shget(reg->hk__s->names, key) : NULL; /* O(1) */
   return (r && r->is_callback && r->cb.load_state) ? r : NULL;
 }
 
@@ -1677,30 +1719,75 @@ HK__DEF hk_err hk_state_load(hk_registry *reg, const char *key, const void *data
   return HK_OK;
 }
 
+HK__DEF hk_err hk_state_check(hk_registry *reg, hk_state_blob *blobs, int n, int *missing) {
+  typedef struct { char *key; int value; } seen_entry;
+  seen_entry *seen = NULL;
+  hk__state *s;
+  hk_err err = HK_OK;
+  char names[200];
+  int i, n_missing = 0;
+  size_t used = 0;
+  if (missing) *missing = 0;
+  if (!reg || n < 0 || (n && !blobs)) return HK_ERR_INVALID;
+  s = reg->hk__s;
+  stbds_sh_new_strdup(seen);
+  for (i = 0; i < n; i++) {
+    if (!blobs[i].key || stbds_shgeti(seen, blobs[i].key) >= 0) {
+      blobs[i].result = HK_ERR_DUPLICATE;
+      if (!err) err = hk__fail_with(s, HK_ERR_DUPLICATE, "the state of '%s' is given twice", blobs[i].key ? blobs[i].key : "(null)");
+      continue;
+    }
+    stbds_shput(seen, blobs[i].key, i);
+    blobs[i].result = hk__state_loader(reg, blobs[i].key) ? HK_OK : HK_ERR_NOT_FOUND;
+  }
+  names[0] = 0;
+  for (i = 0; i < s->n_regs; i++) {
+    hk__reg *r = s->regs[i];
+    if (!r || r->dead || !r->is_callback || !r->cb.load_state || stbds_shgeti(seen, r->name) >= 0) continue;
+    if (n_missing++ < 3 && used < sizeof names)
+      used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'", used ? ", " : "", r->name);
+  }
+  stbds_shfree(seen);
+  if (missing) *missing = n_missing;
+  if (!err && n_missing) {
+    if (n_missing > 3) hk__fail_with(s, HK_OK, "no saved state for %s and %d more", names, n_missing - 3);
+    else hk__fail_with(s, HK_OK, "no saved state for %s", names);
+  }
+  return err;
+}
+
 HK__DEF hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n) {
+  static const hk_tier tiers[HK_TIER_COUNT] = { HK_TIER_MODEL, HK_TIER_CALLBACK, HK_TIER_STRATEGY };
   hk__state *s;
   hk__reg **who;
   hk_bytes *before;
-  hk_err err = HK_OK;
-  int i, k;
-  if (!reg || n < 0 || (n && !blobs)) return HK_ERR_INVALID;
+  int *order;
+  hk_err err;
+  int i, k, j, n_order = 0;
+  if ((err = hk_state_check(reg, blobs, n, NULL)) != HK_OK) return err;
   s = reg->hk__s;
   who = (hk__reg **)hk__alloc(sizeof *who * (size_t)n);
   before = (hk_bytes *)hk__alloc(sizeof *before * (size_t)n);
-  if (!who || !before) { HOOKS_FREE(who); HOOKS_FREE(before); return hk__fail_with(s, HK_ERR_NOMEM, "out of memory loading callback state"); }
+  order = (int *)hk__alloc(sizeof *order * (size_t)n);
+  if (!who || !before || !order) {
+    HOOKS_FREE(who); HOOKS_FREE(before); HOOKS_FREE(order);
+    return hk__fail_with(s, HK_ERR_NOMEM, "out of memory loading callback state");
+  }
   memset(before, 0, sizeof *before * (size_t)n);
+  memset(who, 0, sizeof *who * (size_t)n);
   /* keep what every callback involved has now, so a rejection can be undone */
   for (i = 0; i < n && !err; i++) {
-    hk__reg *r = who[i] = hk__state_loader(reg, blobs[i].key);
-    blobs[i].result = r ? HK_OK : HK_ERR_NOT_FOUND;
+    hk__reg *r = who[i] = blobs[i].result == HK_OK ? hk__state_loader(reg, blobs[i].key) : NULL;
     if (r && (r->cb.save_state(r->cb.user, &before[i]) != 0 || before[i].failed))
       err = hk__fail_with(s, HK_ERR_STATE, "callback '%s' could not save its current state, so nothing was loaded", r->name);
   }
-  for (i = 0; i < n && !err; i++) {
-    if (!who[i]) continue;
+  for (k = 0; k < HK_TIER_COUNT; k++)  /* the order to load in: model, callbacks, strategy */
+    for (i = 0; i < n; i++) if (who[i] && who[i]->opts.tier == tiers[k]) order[n_order++] = i;
+  for (j = 0; j < n_order && !err; j++) {
+    i = order[j];
     if ((err = hk_state_load(reg, blobs[i].key, blobs[i].data, blobs[i].len)) != HK_OK) {
       blobs[i].result = err;
-      for (k = 0; k < i; k++) if (who[k]) (void)hk_state_load(reg, blobs[k].key, before[k].data, before[k].len);
+      for (k = 0; k < j; k++) (void)hk_state_load(reg, blobs[order[k]].key, before[order[k]].data, before[order[k]].len);
       hk__fail_with(s, err, "callback '%s' rejected its saved state (%lu bytes); the callbacks loaded before it were restored",
                     blobs[i].key, (unsigned long)blobs[i].len);
     }
@@ -1708,15 +1795,20 @@ HK__DEF hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n) 
   for (i = 0; i < n; i++) hk_bytes_free(&before[i]);
   HOOKS_FREE(who);
   HOOKS_FREE(before);
+  HOOKS_FREE(order);
   return err;
 }
 
 /* ---- factories and spec strings -------------------------------------------------------------------- */
-typedef struct hk__span { const char *p; int n; int pos; } hk__span;  /* pos: byte offset in the spec */
+typedef struct hk__span { const char *p; size_t n, pos; } hk__span;  /* pos: byte offset in the spec */
+#define HK__NO_POS ((size_t)-1)  /* hk__convert checking a factory's default, not the spec */
 
+/* One parsed spec item. make and user are copies: a make() may add factories, and the map that
+   holds them moves when it grows. */
 typedef struct hk__item {
   hk__span name;
-  hk__factory *factory;
+  hk_factory_fn make;
+  void *user;
   hk_args args;
 } hk__item;
 
@@ -1729,8 +1821,9 @@ typedef struct hk__parser {
   int n_items, cap_items;
 } hk__parser;
 
-static void hk__where(const char *spec, int pos, int *line, int *col) {
-  int i;
+/* Line and column (from 1) of a byte offset; size_t, so that specs past 2 GiB still say where. */
+static void hk__where(const char *spec, size_t pos, size_t *line, size_t *col) {
+  size_t i;
   *line = 1;
   *col = 1;
   for (i = 0; i < pos && spec[i]; i++) {
@@ -1739,21 +1832,47 @@ static void hk__where(const char *spec, int pos, int *line, int *col) {
   }
 }
 
-static hk_err hk__spec_error(hk__parser *ps, int pos, const char *fmt, ...) {
+static hk_err hk__spec_error(hk__parser *ps, size_t pos, const char *fmt, ...) {
   char what[400];
-  int line, col;
+  size_t line, col;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   hk__where(ps->spec, pos, &line, &col);
-  return hk__fail_with(ps->s, HK_ERR_SPEC, "spec error at %d:%d: %s", line, col, what);
+  return hk__fail_with(ps->s, HK_ERR_SPEC, "spec error at %llu:%llu: %s", (unsigned long long)line, (unsigned long long)col, what);
+}
+
+/* How much of text to quote in a message: at most max bytes, up to a newline, and never ending
+   inside a UTF-8 character (text[n] must not be a continuation byte). */
+static size_t hk__prefix(const char *text, size_t max) {
+  size_t n = 0;
+  while (n < max && text[n] && text[n] != '\n') n++;
+  while (n > 0 && text[n] && ((unsigned char)text[n] & 0xC0) == 0x80) n--;
+  return n;
+}
+
+/* Bytes of the (UTF-8) character at p: a message never quotes half of one. */
+static int hk__char_len(const char *p) {
+  unsigned char c = (unsigned char)*p;
+  int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1, i;
+  for (i = 1; i < n; i++) if (((unsigned char)p[i] & 0xC0) != 0x80) return i;
+  return n;
+}
+
+/* A value for a message: itself, or its start, "..." and its length, so that a huge value cannot
+   push the rest of the message (what was expected) out. */
+static const char *hk__clip(char *buf, size_t cap, const char *text) {
+  size_t n = hk__prefix(text, 40), len = strlen(text);
+  if (n == len) snprintf(buf, cap, "%s", text);
+  else snprintf(buf, cap, "%.*s... (%llu bytes)", (int)n, text, (unsigned long long)len);
+  return buf;
 }
 
 /* Edit distance, for "did you mean" suggestions (names are short). */
-static int hk__distance(const char *a, int na, const char *b) {
-  int nb = (int)strlen(b), i, j, row[64];
-  if (na > 63 || nb > 63) return 99;
+static int hk__distance(const char *a, size_t na_, const char *b) {
+  int nb = (int)strlen(b), na = (int)na_, i, j, row[64];
+  if (na_ > 63 || nb > 63) return 99;
   for (j = 0; j <= nb; j++) row[j] = j;
   for (i = 1; i <= na; i++) {
     int diag = row[0];
@@ -1770,11 +1889,11 @@ static int hk__distance(const char *a, int na, const char *b) {
 }
 
 /* " (did you mean 'x'?)" when one candidate is close, else "". */
-static const char *hk__suggest(char *buf, size_t cap, const char *word, int n, const char *const *cands, int nc) {
+static const char *hk__suggest(char *buf, size_t cap, const char *word, size_t n, const char *const *cands, int nc) {
   int i, best = 3, at = -1;
   for (i = 0; i < nc; i++) {
     int d = hk__distance(word, n, cands[i]);
-    if (d < best && d <= (n + 2) / 3 + 1) { best = d; at = i; }
+    if (d < best && (size_t)d <= (n + 2) / 3 + 1) { best = d; at = i; }
   }
   if (at < 0) return "";
   snprintf(buf, cap, " (did you mean '%s'?)", cands[at]);
@@ -1796,66 +1915,94 @@ static int hk__ident(hk__parser *ps, hk__span *out) {
   if (!(isalpha((unsigned char)*b) || *b == '_')) return 0;
   while (isalnum((unsigned char)*ps->p) || *ps->p == '_' || *ps->p == '.') ps->p++;
   out->p = b;
-  out->n = (int)(ps->p - b);
-  out->pos = (int)(b - ps->spec);
+  out->n = (size_t)(ps->p - b);
+  out->pos = (size_t)(b - ps->spec);
   return 1;
 }
 
+static size_t hk__at(const hk__parser *ps) { return (size_t)(ps->p - ps->spec); }
+
+/* What the parser found where it expected something else: a short quote, or "end of spec". */
 static const char *hk__show(char *buf, size_t cap, const char *p) {
-  int n = 0;
   if (!*p) return "end of spec";
-  while (p[n] && n < 12 && p[n] != '\n') n++;
-  snprintf(buf, cap, "'%.*s'", n, p);
+  snprintf(buf, cap, "'%.*s'", (int)hk__prefix(p, 12), p);
   return buf;
 }
 
-/* A value: a "quoted string" or a bare word. Returns its unescaped copy in ps->values. */
+/* A value: a "double-quoted" or 'single-quoted' string (escapes \" \' \\ \n \t in both) or a bare
+   word. Returns its unescaped copy in ps->values. */
 static hk_err hk__value(hk__parser *ps, const char *key, const char **out) {
   char *dst = ps->values + ps->vlen, shown[32];
   const char *b = ps->p;
-  if (*ps->p == '"') {
-    ps->p++;
+  if (*ps->p == '"' || *ps->p == '\'') {
+    char quote = *ps->p++;
     for (;;) {
       char c = *ps->p;
-      if (!c) return hk__spec_error(ps, (int)(b - ps->spec), "unterminated string: the '\"' here has no closing '\"'");
+      if (!c || (c == '\\' && !ps->p[1])) /* the end, or a last backslash that escapes nothing */
+        return hk__spec_error(ps, (size_t)(b - ps->spec), "unterminated string: the %s here has no closing %s",
+                              quote == '"' ? "'\"'" : "\"'\"", quote == '"' ? "'\"'" : "\"'\"");
       ps->p++;
-      if (c == '"') break;
+      if (c == quote) break;
       if (c == '\\') {
         char e = *ps->p;
-        if (e == '"' || e == '\\') c = e;
+        if (e == '"' || e == '\'' || e == '\\') c = e;
         else if (e == 'n') c = '\n';
         else if (e == 't') c = '\t';
-        else return hk__spec_error(ps, (int)(ps->p - ps->spec) - 1, "unknown escape '\\%c' in a string (valid: \\\" \\\\ \\n \\t)", e ? e : ' ');
+        else return hk__spec_error(ps, hk__at(ps) - 1, "unknown escape '\\%.*s' in a string (valid: \\\" \\' \\\\ \\n \\t)",
+                                   hk__char_len(ps->p), ps->p);
         ps->p++;
       }
       ps->values[ps->vlen++] = c;
     }
   } else {
-    while (*ps->p && !isspace((unsigned char)*ps->p) && !strchr(",;()=\"", *ps->p)) ps->values[ps->vlen++] = *ps->p++;
-    if (ps->p == b) return hk__spec_error(ps, (int)(b - ps->spec), "expected a value for '%s', found %s (quote values that contain , ; ( ) = or spaces)", key, hk__show(shown, sizeof shown, ps->p));
+    while (*ps->p && !isspace((unsigned char)*ps->p) && !strchr(",;()=\"'", *ps->p)) ps->values[ps->vlen++] = *ps->p++;
+    if (ps->p == b) return hk__spec_error(ps, (size_t)(b - ps->spec), "expected a value for '%s', found %s (quote values that contain , ; ( ) = ' \" or spaces)", key, hk__show(shown, sizeof shown, ps->p));
   }
   ps->values[ps->vlen++] = 0;
   *out = dst;
   return HK_OK;
 }
 
-/* Convert text to a typed argument; NULL pos (< 0) means a factory default is being checked. */
-static hk_err hk__convert(hk__parser *ps, const hk_param *prm, const char *text, int pos, const char *factory,
+/* A number as a spec writes it: [+-]digits for an integer; for a double also a fraction and an
+   exponent ([+-]digits[.digits][e[+-]digits], or .5). Nothing else: no spaces, no hex, no nan or
+   inf, which strtod would take. */
+static int hk__is_number(const char *t, int integer) {
+  if (*t == '+' || *t == '-') t++;
+  if (!isdigit((unsigned char)*t) && (integer || *t != '.' || !isdigit((unsigned char)t[1]))) return 0;
+  while (isdigit((unsigned char)*t)) t++;
+  if (integer) return *t == 0;
+  if (*t == '.') for (t++; isdigit((unsigned char)*t); t++) {}
+  if (*t == 'e' || *t == 'E') {
+    t++;
+    if (*t == '+' || *t == '-') t++;
+    if (!isdigit((unsigned char)*t)) return 0;
+    while (isdigit((unsigned char)*t)) t++;
+  }
+  return *t == 0;
+}
+
+/* Convert text to a typed argument. pos is where the value starts in the spec, or HK__NO_POS when a
+   factory's default is being checked. */
+static hk_err hk__convert(hk__parser *ps, const hk_param *prm, const char *text, size_t pos, const char *factory,
                           int64_t *i, double *d) {
-  char *end;
-  const char *where = pos < 0 ? "default " : "";
+  static const char *const expect[] = { "", "an integer such as 3", "a number such as 0.001 or 1e-3", "true or false (also yes/no, on/off, 1/0)",
+                                        "any text", "one of " };
+  const char *range = NULL;
+  char shown[96];
   errno = 0;
   switch (prm->type) {
   case HK_PARAM_INT:
-    *i = strtoll(text, &end, 10);
-    if (!*text || *end || errno == ERANGE)
-      goto bad;
+    if (!hk__is_number(text, 1)) goto bad;
+    *i = strtoll(text, NULL, 10);
+    if (errno == ERANGE) { range = "integers are -9223372036854775808..9223372036854775807"; goto bad; }
     *d = (double)*i;
     return HK_OK;
   case HK_PARAM_DOUBLE:
-    *d = strtod(text, &end);
-    if (!*text || *end || errno == ERANGE) goto bad;
-    return HK_OK;
+    if (!hk__is_number(text, 0)) goto bad;
+    *d = strtod(text, NULL);
+    if (errno == ERANGE && !hk_is_finite(*d)) { range = "beyond +-1.8e308"; goto bad; }
+    if (errno == ERANGE && *d == 0) { range = "too close to 0 (the smallest magnitude is about 4.9e-324), write 0"; goto bad; }
+    return HK_OK; /* a tiny (subnormal) value is kept as strtod gives it */
   case HK_PARAM_BOOL:
     if (!strcmp(text, "true") || !strcmp(text, "1") || !strcmp(text, "yes") || !strcmp(text, "on")) *i = 1;
     else if (!strcmp(text, "false") || !strcmp(text, "0") || !strcmp(text, "no") || !strcmp(text, "off")) *i = 0;
@@ -1877,42 +2024,44 @@ static hk_err hk__convert(hk__parser *ps, const hk_param *prm, const char *text,
     return HK_OK;
   }
 bad:
-  {
-    static const char *const expect[] = { "", "an integer such as 3", "a number such as 0.001", "true or false (also yes/no, on/off, 1/0)",
-                                           "any text", "one of " };
-    if (pos < 0)
-      return hk__fail_with(ps->s, HK_ERR_INVALID, "factory '%s': %svalue '%s' for '%s' is not %s%s", factory, where, text,
-                           prm->key, expect[prm->type], prm->type == HK_PARAM_CHOICE ? prm->choices : "");
-    return hk__spec_error(ps, pos, "bad value '%s' for '%s' of '%s': expected %s%s", text, prm->key, factory,
-                          expect[prm->type], prm->type == HK_PARAM_CHOICE ? prm->choices : "");
-  }
+  hk__clip(shown, sizeof shown, text);
+  if (pos == HK__NO_POS)
+    return range ? hk__fail_with(ps->s, HK_ERR_INVALID, "factory '%s': default value '%s' for '%s' is out of range: %s", factory, shown, prm->key, range)
+                 : hk__fail_with(ps->s, HK_ERR_INVALID, "factory '%s': default value '%s' for '%s' is not %s%s", factory, shown,
+                                 prm->key, expect[prm->type], prm->type == HK_PARAM_CHOICE ? prm->choices : "");
+  if (range) return hk__spec_error(ps, pos, "value '%s' for '%s' of '%s' is out of range: %s", shown, prm->key, factory, range);
+  return hk__spec_error(ps, pos, "bad value '%s' for '%s' of '%s': expected %s%s", shown, prm->key, factory,
+                        expect[prm->type], prm->type == HK_PARAM_CHOICE ? prm->choices : "");
 }
 
 static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
-  char shown[32], sugg[96], list[512];
+  char shown[32], sugg[96], list[512], fname[64];
   const char *keys[HK_SPEC_MAX_ARGS];
   hk__factory_entry *fe = ps->s->factories;
+  const hk__factory *f;
   const char *names[64];
-  char fname[64];
-  int k, nf = 0, open_pos;
+  int k, nf = 0;
+  size_t open_pos;
   ptrdiff_t fi;
   memset(it, 0, sizeof *it);
   if (!hk__ident(ps, &it->name))
-    return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected a callback name, found %s", hk__show(shown, sizeof shown, ps->p));
+    return hk__spec_error(ps, hk__at(ps), "expected a callback name, found %s", hk__show(shown, sizeof shown, ps->p));
   for (fi = 0; fi < stbds_shlen(fe) && nf < 64; fi++) names[nf++] = fe[fi].key;
-  snprintf(fname, sizeof fname, "%.*s", it->name.n < 63 ? it->name.n : 63, it->name.p);
+  snprintf(fname, sizeof fname, "%.*s", (int)(it->name.n < 63 ? it->name.n : 63), it->name.p);
   fi = it->name.n < 63 ? stbds_shgeti(ps->s->factories, fname) : -1;
   if (fi < 0) {
     hk__list(list, sizeof list, names, nf);
-    return hk__spec_error(ps, it->name.pos, "unknown callback '%.*s'%s; known: %s", it->name.n, it->name.p,
-                          hk__suggest(sugg, sizeof sugg, it->name.p, it->name.n, names, nf), list);
+    return hk__spec_error(ps, it->name.pos, "unknown callback '%.*s'%s; known: %s", (int)hk__prefix(it->name.p, it->name.n < 63 ? it->name.n : 63),
+                          it->name.p, hk__suggest(sugg, sizeof sugg, it->name.p, it->name.n, names, nf), list);
   }
-  it->factory = &ps->s->factories[fi].value;
-  it->args.factory = ps->s->factories[fi].key;
-  for (k = 0; k < it->factory->n_params; k++) keys[k] = it->factory->params[k].key;
+  f = &ps->s->factories[fi].value; /* only while parsing: no factory runs until every item is parsed */
+  it->make = f->make;
+  it->user = f->user;
+  it->args.factory = ps->s->factories[fi].key; /* stb_ds keeps each key in its own allocation */
+  for (k = 0; k < f->n_params; k++) keys[k] = f->params[k].key;
   hk__skip_ws(ps);
   if (*ps->p == '(') {
-    open_pos = (int)(ps->p - ps->spec);
+    open_pos = hk__at(ps);
     ps->p++;
     hk__skip_ws(ps);
     if (*ps->p == ')') ps->p++;
@@ -1920,40 +2069,41 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
       hk__span key;
       const char *text = NULL;
       int slot = -1;
+      size_t value_pos;
       hk_err err;
       if (!hk__ident(ps, &key)) {
         if (!*ps->p) return hk__spec_error(ps, open_pos, "unclosed '(' for '%s'", it->args.factory);
-        return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected a key of '%s', found %s", it->args.factory, hk__show(shown, sizeof shown, ps->p));
+        return hk__spec_error(ps, hk__at(ps), "expected a key of '%s', found %s", it->args.factory, hk__show(shown, sizeof shown, ps->p));
       }
-      for (k = 0; k < it->factory->n_params; k++)
-        if ((int)strlen(keys[k]) == key.n && !strncmp(keys[k], key.p, (size_t)key.n)) slot = k;
+      for (k = 0; k < f->n_params; k++)
+        if (strlen(keys[k]) == key.n && !strncmp(keys[k], key.p, key.n)) slot = k;
       if (slot < 0) {
-        hk__list(list, sizeof list, keys, it->factory->n_params);
-        return hk__spec_error(ps, key.pos, "unknown key '%.*s' for '%s'%s; valid keys: %s", key.n, key.p, it->args.factory,
-                              hk__suggest(sugg, sizeof sugg, key.p, key.n, keys, it->factory->n_params), list);
+        hk__list(list, sizeof list, keys, f->n_params);
+        return hk__spec_error(ps, key.pos, "unknown key '%.*s' for '%s'%s; valid keys: %s", (int)hk__prefix(key.p, key.n < 40 ? key.n : 40),
+                              key.p, it->args.factory, hk__suggest(sugg, sizeof sugg, key.p, key.n, keys, f->n_params), list);
       }
       if (it->args.v[slot].given) return hk__spec_error(ps, key.pos, "key '%s' is given twice for '%s'", keys[slot], it->args.factory);
       hk__skip_ws(ps);
-      if (*ps->p != '=') return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected '=' after key '%s', found %s", keys[slot], hk__show(shown, sizeof shown, ps->p));
+      if (*ps->p != '=') return hk__spec_error(ps, hk__at(ps), "expected '=' after key '%s', found %s", keys[slot], hk__show(shown, sizeof shown, ps->p));
       ps->p++;
       hk__skip_ws(ps);
-      k = (int)(ps->p - ps->spec);
+      value_pos = hk__at(ps);
       if ((err = hk__value(ps, keys[slot], &text)) != HK_OK) return err;
       it->args.v[slot].given = 1;
       it->args.v[slot].s = text;
-      if ((err = hk__convert(ps, &it->factory->params[slot], text, k, it->args.factory, &it->args.v[slot].i, &it->args.v[slot].d)) != HK_OK) return err;
+      if ((err = hk__convert(ps, &f->params[slot], text, value_pos, it->args.factory, &it->args.v[slot].i, &it->args.v[slot].d)) != HK_OK) return err;
       hk__skip_ws(ps);
       if (*ps->p == ',') { ps->p++; hk__skip_ws(ps); continue; }
       if (*ps->p == ')') { ps->p++; break; }
       if (!*ps->p) return hk__spec_error(ps, open_pos, "unclosed '(' for '%s'", it->args.factory);
-      return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected ',' or ')' after the value of '%s', found %s", keys[slot], hk__show(shown, sizeof shown, ps->p));
+      return hk__spec_error(ps, hk__at(ps), "expected ',' or ')' after the value of '%s', found %s", keys[slot], hk__show(shown, sizeof shown, ps->p));
     }
   }
   /* fill in defaults; report every missing required key at once */
-  it->args.n = it->factory->n_params;
+  it->args.n = f->n_params;
   list[0] = 0;
-  for (k = 0; k < it->factory->n_params; k++) {
-    const hk_param *prm = &it->factory->params[k];
+  for (k = 0; k < f->n_params; k++) {
+    const hk_param *prm = &f->params[k];
     it->args.v[k].key = prm->key;
     it->args.v[k].type = prm->type;
     if (it->args.v[k].given) continue;
@@ -1963,7 +2113,7 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
       continue;
     }
     it->args.v[k].s = prm->def;
-    hk__convert(ps, prm, prm->def, -1, it->args.factory, &it->args.v[k].i, &it->args.v[k].d); /* checked at hk_factory_add */
+    hk__convert(ps, prm, prm->def, HK__NO_POS, it->args.factory, &it->args.v[k].i, &it->args.v[k].d); /* checked at hk_factory_add */
   }
   if (list[0]) return hk__spec_error(ps, it->name.pos, "'%s' is missing required key(s): %s", it->args.factory, list);
   return HK_OK;
@@ -1991,7 +2141,7 @@ static hk_err hk__parse(hk__parser *ps, hk__state *s, const char *spec) {
     ps->n_items++;
     hk__skip_ws(ps);
     if (*ps->p == ';') { ps->p++; hk__skip_ws(ps); continue; }
-    if (*ps->p) return hk__spec_error(ps, (int)(ps->p - ps->spec), "expected ';' between callbacks, found %s", hk__show(shown, sizeof shown, ps->p));
+    if (*ps->p) return hk__spec_error(ps, hk__at(ps), "expected ';' between callbacks, found %s", hk__show(shown, sizeof shown, ps->p));
   }
   return HK_OK;
 }
@@ -2026,7 +2176,7 @@ HK__DEF hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param
     for (j = 0; j < k; j++) if (!strcmp(params[j].key, p->key)) return hk__fail_with(s, HK_ERR_DUPLICATE, "factory '%s': parameter '%s' is declared twice", name, p->key);
     if (p->type < HK_PARAM_INT || p->type > HK_PARAM_CHOICE) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': parameter '%s' has no valid type (HK_PARAM_INT, _DOUBLE, _BOOL, _STRING, _CHOICE)", name, p->key);
     if (p->type == HK_PARAM_CHOICE && (!p->choices || !*p->choices)) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': choice parameter '%s' needs choices such as \"min|max\"", name, p->key);
-    if (p->def && hk__convert(&check, p, p->def, -1, name, &i, &d) != HK_OK) return HK_ERR_INVALID;
+    if (p->def && hk__convert(&check, p, p->def, HK__NO_POS, name, &i, &d) != HK_OK) return HK_ERR_INVALID;
     f.params[k] = *p;
   }
   f.n_params = n_params;
@@ -2061,12 +2211,13 @@ HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
   for (i = 0; i < ps.n_items && !err; i++) {
     hk__item *it = &ps.items[i];
     s->err[0] = 0;
-    if ((err = it->factory->make(reg, &it->args, it->factory->user)) != HK_OK) {
+    if ((err = it->make(reg, &it->args, it->user)) != HK_OK) {
       char why[512];
-      int line, col;
+      size_t line, col;
       snprintf(why, sizeof why, "%s", s->err);
       hk__where(spec, it->name.pos, &line, &col);
-      hk__fail_with(s, err, "spec item '%s' at %d:%d failed: %s", it->args.factory, line, col, why[0] ? why : hk_err_name(err));
+      hk__fail_with(s, err, "spec item '%s' at %llu:%llu failed: %s", it->args.factory, (unsigned long long)line,
+                    (unsigned long long)col, why[0] ? why : hk_err_name(err));
     }
   }
   if (err) {  /* all or nothing: remove what the earlier factories registered */

@@ -300,6 +300,12 @@ typedef struct tr_desc {
   uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
   FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
   void *user;             /* handed to hooks as ctx->user */
+  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
+     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
+  int strict_hook_state;
+  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
+     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
+  uint64_t max_checkpoint_bytes;
 } tr_desc;
 
 /* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
@@ -374,6 +380,9 @@ typedef struct tr_trainer {
   const tr_config *tr__cfg;/* the resolved config of the fit in progress */
   hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
   hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
+  int tr__saving;          /* tr_save is running (a nested one is refused) */
+  int tr__strict_hook_state;
+  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -401,17 +410,28 @@ TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batch
 TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
 
 /* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
-   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save), writes
-   <path>.tmp, fsyncs it and renames it over path, then fires on_checkpoint_saved (ctx->path).
+   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
+   training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
+   O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
+   then fires on_checkpoint_saved (ctx->path). Any failure (a full disk, say) returns TR_ERR_IO naming
+   the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
+   Temporary files left by a save that was killed are removed by the next save to the same path
+   (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
+   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded).
    From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
    trainer then saves right after the current training batch (or epoch end), when every hook of that
    event has run. tr_save called directly from a hook records the loop as it is at that moment:
    from on_train_batch_end or later it resumes after that batch; from inside a training batch the
    resumed run repeats the batch (in an accumulation window a gradient it already added then counts
    twice).
-   tr_load reads and verifies the whole file before changing anything; then restores parameters,
-   optimizer, schedule, counters, RNG and hook states, and fires on_load_checkpoint. On any error the
-   trainer and the hooks are exactly as before. Unknown hook keys only warn. */
+   tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
+   reads and verifies the whole file (checksums, every field's range) before changing anything; then
+   restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
+   (the model tier's first), and fires on_load_checkpoint. On any error - a failing
+   on_load_checkpoint hook included - the trainer and the hooks are exactly as before. A checkpoint
+   without the state of a registered stateful hook, or with state no hook loads, warns (the hook keeps
+   its state), or is refused under tr_desc.strict_hook_state. tr_load from a hook during a run is
+   refused and leaves the run alone. */
 TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
@@ -438,7 +458,10 @@ TRAIN_API const char *tr_err_name(tr_err e);
 #include <stdlib.h>
 #include <string.h>
 #if defined(__unix__) || defined(__APPLE__)
+#  include <dirent.h>
 #  include <fcntl.h>
+#  include <sys/stat.h>
+#  include <sys/types.h>
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
@@ -459,6 +482,7 @@ extern "C" {
 #endif
 
 static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 
@@ -755,6 +779,8 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
 
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
+  t->tr__strict_hook_state = d->strict_hook_state != 0;
+  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
   t->lr = o->lr;
   t->ctx.trainer = t;
   t->ctx.user = d->user;
@@ -1452,7 +1478,17 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
 #define TR__END  TR__TAG('E', 'N', 'D', '!')
 #define TR__LOOP_SIZE (9 * 8 + 4)
 #define TR__MAX_KEY 4096
+#define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
 enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
+
+/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
+   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
+  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
+  int i;
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
+}
 
 static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
   size_t i;
@@ -1486,10 +1522,11 @@ typedef struct tr__writer {
   int failed;        /* 0, or the errno of the first failure */
 } tr__writer;
 
+/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
+   wait for room that a failed write will not make (it used to spin here on a full disk). */
 static void tr__w_flush(tr__writer *w) {
   size_t done = 0;
-  if (w->failed) return;
-  while (done < w->pos) {
+  while (!w->failed && done < w->pos) {
 #ifdef TR__POSIX
     ssize_t k = write(w->fd, w->buf + done, w->pos - done);
     if (k < 0 && errno == EINTR) continue;
@@ -1508,7 +1545,7 @@ static void tr__w_put(tr__writer *w, const void *data, size_t n) {
   const unsigned char *p = (const unsigned char *)data;
   w->hash = tr__fnv(w->hash, p, n);
   w->left -= n;
-  while (n > 0) {
+  while (n > 0 && !w->failed) {
     size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
     memcpy(w->buf + w->pos, p, k);
     w->pos += k;
@@ -1638,12 +1675,65 @@ static void tr__write_all(tr_trainer *t, tr__writer *w) {
   tr__w_flush(w);
 }
 
-/* Write to <path>.tmp, flush it to the disk, then rename it over path: a crash at any moment leaves
-   either the old checkpoint or the new one, never half of one. */
+/* The temporary file: <path>.tmp.<pid>.<n>, created with O_EXCL (and O_NOFOLLOW where defined), so an
+   existing file or a symlink planted at that name is never opened, let alone overwritten. A save
+   killed half-way leaves one behind; the next save to the same path removes those whose process no
+   longer exists (told by /proc/<pid>; where there is no /proc, nothing is removed). unlink removes a
+   name, never what a symlink points to, so a planted link costs nothing either. (These are the calls
+   a strict -std=c99 build declares: no kill, no lstat.) */
+#ifdef TR__POSIX
+static void tr__remove_stale_temps(const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1, blen = strlen(base);
+  char dir[4096], file[4096 + 256];
+  DIR *d;
+  struct dirent *e;
+  struct stat st;
+  if (dlen >= sizeof dir || stat("/proc/self", &st) != 0) return;
+  memcpy(dir, slash ? path : ".", dlen);
+  dir[dlen] = 0;
+  if (!(d = opendir(dir))) return;
+  while ((e = readdir(d)) != NULL) {
+    const char *tail = e->d_name + blen;
+    char *end, proc[64];
+    long pid;
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0) continue;
+    pid = strtol(tail + 5, &end, 10);
+    if (end == tail + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+    snprintf(proc, sizeof proc, "/proc/%ld", pid);
+    if (stat(proc, &st) == 0 || errno != ENOENT) continue; /* alive, or not ours to judge */
+    if (snprintf(file, sizeof file, "%s/%s", dir, e->d_name) < (int)sizeof file) (void)unlink(file);
+  }
+  closedir(d);
+}
+
+static int tr__open_temp(const char *path, char *tmp, size_t cap) {
+  static unsigned counter;
+  int tries, fd = -1, flags = O_WRONLY | O_CREAT | O_EXCL;
+#ifdef O_NOFOLLOW
+  flags |= O_NOFOLLOW;
+#endif
+#ifdef O_CLOEXEC
+  flags |= O_CLOEXEC;
+#endif
+  for (tries = 0; tries < 100 && fd < 0; tries++) {
+    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+    fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  return fd;
+}
+#endif
+
+/* Write to a temporary file, flush it to the disk, then rename it over path: a crash at any moment
+   leaves either the old checkpoint or the new one, never half of one. Every failure removes the
+   temporary file and names the file that failed. */
 static tr_err tr__save_file(tr_trainer *t, const char *path) {
   tr__writer w;
-  size_t plen = strlen(path);
-  char *tmp = (char *)malloc(plen + 5);
+  size_t cap = strlen(path) + 64;
+  char *tmp = (char *)malloc(cap);
+  const char *step = "creating";
   memset(&w, 0, sizeof w);
   w.cap = 1 << 16;
   w.buf = (unsigned char *)malloc(w.cap);
@@ -1652,16 +1742,17 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
     free(w.buf);
     return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
   }
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
 #ifdef TR__POSIX
-  w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  tr__remove_stale_temps(path);
+  w.fd = tr__open_temp(path, tmp, cap);
   if (w.fd < 0) w.failed = errno;
 #else
+  snprintf(tmp, cap, "%s.tmp", path);
   w.f = fopen(tmp, "wb");
   if (!w.f) w.failed = errno ? errno : EIO;
 #endif
   if (!w.failed) {
+    step = "writing";
     tr__write_all(t, &w);
 #ifdef TR__POSIX
     if (!w.failed && fsync(w.fd) != 0) w.failed = errno;
@@ -1674,6 +1765,7 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
     if (w.failed || t->tr__err) remove(tmp);
     else if (rename(tmp, path) != 0) {
       w.failed = errno;
+      step = "renaming";
       remove(tmp);
     }
 #ifdef TR__POSIX
@@ -1681,7 +1773,9 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
       const char *slash = strrchr(path, '/');
       int dfd;
       if (slash) {
-        tmp[slash - path + (slash == path)] = 0;
+        size_t n = (size_t)(slash - path) + (slash == path);
+        memcpy(tmp, path, n);
+        tmp[n] = 0;
         dfd = open(tmp, O_RDONLY);
       } else dfd = open(".", O_RDONLY);
       if (dfd >= 0) {
@@ -1691,22 +1785,32 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
     }
 #endif
   }
+  if (w.failed && !strcmp(step, "renaming"))
+    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", tmp, path, strerror(w.failed));
+  else if (w.failed)
+    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", step, tmp, strerror(w.failed), path);
   free(tmp);
   free(w.buf);
-  if (w.failed) return tr__fail(t, TR_ERR_IO, "tr_save: writing '%s' failed: %s", path, strerror(w.failed));
   return t->tr__err;
 }
 
+/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
+   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
+   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
 TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   tr_err run_err, e;
   char run_msg[sizeof t->error];
+  hk_flow run_flow;
   if (!t) return TR_ERR_INVALID;
+  if (t->tr__saving)
+    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
+                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
   if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
-  /* An on_exception handler may save while the run is failing: the save gets a clean slate, and
-     the run keeps its own error. */
   run_err = t->tr__err;
+  run_flow = t->tr__flow;
   if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
-  t->tr__err = TR_OK;
+  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
+  t->tr__saving = 1;
   if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
   else {
     t->ctx.path = path;
@@ -1716,9 +1820,11 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     t->ctx.path = NULL;
   }
   e = t->tr__err;
-  if (run_err) {
+  t->tr__saving = 0;
+  if (t->running != HK_STAGE_NONE) {
     t->tr__err = run_err;
-    memcpy(t->error, run_msg, sizeof run_msg);
+    t->tr__flow = run_flow;
+    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
   }
   return e;
 }
@@ -1773,6 +1879,8 @@ typedef struct tr__ckpt {
   uint32_t version;
   tr__section meta, loop, parm, optm, grad, data;
   int has_grad, has_data;
+  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
+  size_t key_bytes;
   size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
   uint64_t seed, rng;
   int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
@@ -1845,10 +1953,24 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
   ck->rng = tr__get(ck->loop.p + 8, 8);
   for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
   ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
-  for (i = 0; i < 7; i++)
-    if (ck->v[i] < (i == 4 ? -1 : 0)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: negative loop counter");
-  if (ck->v[6] > ck->v[5] || (ck->flags & ~(uint32_t)TR__F_ALL))
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: inconsistent accumulation counters or flags");
+  /* every field in its range, so that nothing overflows when the loop counts on from it */
+  for (i = 0; i < 7; i++) {
+    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
+    int64_t lo = i == 4 ? -1 : 0;
+    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
+                      (long long)ck->v[i], (long long)lo);
+  }
+  if (ck->v[4] > ck->v[2])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
+                    (long long)ck->v[4], (long long)ck->v[2]);
+  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
+                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
+                    (long long)ck->v[6], (long long)ck->v[2]);
+  if (ck->flags & ~(uint32_t)TR__F_ALL)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
+                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
 
   if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
   if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
@@ -1865,10 +1987,10 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
     ck->has_data = 1;
   }
 
-  /* HOOK sections until END. Keys must be sane and unique. */
+  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
   ck->hooks_at = pos;
   for (;;) {
-    size_t klen, at = pos, q;
+    size_t klen, at = pos;
     if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
     if (s.tag == TR__END) break;
     if (s.tag != TR__HOOK) {
@@ -1879,12 +2001,8 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
     if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
         memchr(s.p + 4, 0, klen) != NULL)
       return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
-    for (q = ck->hooks_at; q < at;) { /* an earlier HOOK with the same key? */
-      tr__section e;
-      tr__read_section(t, buf, len, &q, &e);
-      if ((size_t)tr__get(e.p, 4) == klen && memcmp(e.p + 4, s.p + 4, klen) == 0)
-        return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: hook state '%.*s' appears twice", (int)klen, (const char *)(s.p + 4));
-    }
+    ck->n_hooks++;
+    ck->key_bytes += klen + 1;
   }
   ck->hooks_end = pos - 20; /* where END starts */
   if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
@@ -1903,110 +2021,275 @@ static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
 /* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
    a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
 static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
-  char (*keys)[TR__MAX_KEY + 1];
-  hk_state_blob *blobs;
+  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
+  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
   size_t pos;
-  int i, n = 0;
-  for (pos = ck->hooks_at; pos < ck->hooks_end; pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) n++;
-  if (n == 0) return TR_OK;
-  keys = (char (*)[TR__MAX_KEY + 1])malloc(sizeof *keys * (size_t)n);
-  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)n);
+  int i, missing = 0, unknown = 0;
   if (!keys || !blobs) {
     free(keys);
     free(blobs);
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading hook state");
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
   }
-  for (i = 0, pos = ck->hooks_at; i < n; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+  for (i = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
     const unsigned char *p = buf + pos + 12;
     size_t klen = (size_t)tr__get(p, 4);
-    memcpy(keys[i], p + 4, klen);
-    keys[i][klen] = 0;
-    blobs[i].key = keys[i];
+    memcpy(k, p + 4, klen);
+    k[klen] = 0;
+    blobs[i].key = k;
     blobs[i].data = p + 4 + klen + 8;
     blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
+    k += klen + 1;
   }
-  if (hk_state_load_all(t->reg, blobs, n) != HK_OK)
+  if (hk_state_check(t->reg, blobs, ck->n_hooks, &missing) != HK_OK)
+    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
+  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
+      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
+  if (!t->tr__err && missing && t->tr__strict_hook_state)
+    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, ck->n_hooks) != HK_OK)
     tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
-  else
-    for (i = 0; i < n; i++)
-      if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", keys[i]);
+  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
+  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
   free(keys);
   free(blobs);
   return t->tr__err;
 }
 
 /* Verify, then commit. Nothing of the trainer changes before every check has passed. */
-static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  tr__ckpt ck;
-  size_t n = t->model.n_params;
+/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
+   its rollback are the same assignment. */
+typedef struct tr__loop_state {
+  uint64_t seed, rng;
+  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
+  unsigned signals;
+  int grads_zeroed, epoch_ended, has_momentum, restarting;
   hk_bytes data;
-  memset(&data, 0, sizeof data);
-  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
-  if (ck.has_grad && !t->model.grads)
-    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
-                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
-  if (ck.has_data && hk_bytes_put(&data, ck.data.p, ck.data.n))
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
-  if (tr__load_hooks(t, buf, &ck)) { hk_bytes_free(&data); return t->tr__err; }
+} tr__loop_state;
 
-  tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
-  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  hk_grads_changed(&t->ctx);
-  hk_bytes_free(&t->tr__data_state); /* none in the file: the next fit starts the iterator afresh */
-  t->tr__data_state = data;
-  t->seed = ck.seed;
-  t->rng.state = ck.rng;
-  t->epoch = ck.v[0];
-  t->global_step = ck.v[1];
-  t->epoch_batch = ck.v[2];
-  t->samples_seen = ck.v[3];
-  t->tr__val_at = ck.v[4];
-  t->tr__accum_pos = ck.v[5];
-  t->tr__accum_n = ck.v[6];
-  t->tr__grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
-  t->tr__flow.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
-                        ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
-  t->tr__epoch_ended = (ck.flags & TR__F_ENDED) != 0;
-  t->tr__has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
-  t->tr__restarting = t->epoch_batch > 0 && !t->tr__epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
+  ls->seed = t->seed;                 ls->rng = t->rng.state;
+  ls->epoch = t->epoch;               ls->global_step = t->global_step;
+  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
+  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
+  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
+  ls->grads_zeroed = t->tr__grads_zeroed;
+  ls->epoch_ended = t->tr__epoch_ended;
+  ls->has_momentum = t->tr__has_momentum;
+  ls->restarting = t->tr__restarting;
+  ls->data = t->tr__data_state;
+}
+
+static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
+  t->seed = ls->seed;                 t->rng.state = ls->rng;
+  t->epoch = ls->epoch;               t->global_step = ls->global_step;
+  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
+  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
+  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
+  t->tr__grads_zeroed = ls->grads_zeroed;
+  t->tr__epoch_ended = ls->epoch_ended;
+  t->tr__has_momentum = ls->has_momentum;
+  t->tr__restarting = ls->restarting;
+  t->tr__data_state = ls->data;
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
   t->ctx.batch_idx = t->epoch_batch;
+  hk_grads_changed(&t->ctx);
+}
+
+/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
+static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  uint32_t k = (uint32_t)strlen(key);
+  uint64_t l = len;
+  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
+}
+static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
+  size_t pos = 0;
+  int n = 0, i;
+  hk_state_blob *blobs;
+  char *keys = (char *)malloc(b->len + 1), *k = keys;
+  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
+  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
+  if (!keys || !blobs) {
+    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
+  } else {
+    for (i = 0, pos = 0; i < n; i++) {
+      uint32_t kl;
+      uint64_t l;
+      memcpy(&kl, b->data + pos, 4);
+      memcpy(k, b->data + pos + 4, kl);
+      k[kl] = 0;
+      memcpy(&l, b->data + pos + 4 + kl, 8);
+      blobs[i].key = k;
+      blobs[i].data = b->data + pos + 12 + kl;
+      blobs[i].len = (size_t)l;
+      k += kl + 1;
+      pos += 12 + kl + (size_t)l;
+    }
+    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
+  }
+  free(keys);
+  free(blobs);
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
+   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
+   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
+   on_load_checkpoint (nobody else can fail after the commit). */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  tr__ckpt ck;
+  size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
+  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
+  tr__loop_state before, after;
+  hk_bytes hooks_before = { NULL, 0, 0, 0 };
+  float *floats_before = NULL;
+  memset(&after, 0, sizeof after);
+  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (ck.has_grad && !t->model.grads)
+    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
+                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
+  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
+  if (listened) {
+    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
+    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
+      free(floats_before);
+      hk_bytes_free(&hooks_before);
+      hk_bytes_free(&after.data);
+      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
+    }
+    memcpy(floats_before, t->model.params, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * n);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + 2 * n, t->tr__v, 4 * n);
+    if (t->model.grads) memcpy(floats_before + n * (size_t)(1 + t->tr__n_buf), t->model.grads, 4 * n);
+  }
+  if (tr__load_hooks(t, buf, &ck)) {
+    free(floats_before);
+    hk_bytes_free(&hooks_before);
+    hk_bytes_free(&after.data);
+    return t->tr__err;
+  }
+
+  tr__get_loop(t, &before);
+  tr__read_f32s(t->model.params, ck.parm.p, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
+  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  after.seed = ck.seed;
+  after.rng = ck.rng;
+  after.epoch = ck.v[0];
+  after.global_step = ck.v[1];
+  after.epoch_batch = ck.v[2];
+  after.samples_seen = ck.v[3];
+  after.val_at = ck.v[4];
+  after.accum_pos = ck.v[5];
+  after.accum_n = ck.v[6];
+  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
+  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
+                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
+  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
+  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
+  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
 
   t->ctx.path = path;
   tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
   t->ctx.path = NULL;
+  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
+    memcpy(t->model.params, floats_before, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    tr__set_loop(t, &before);
+    tr__snap_restore(t, &hooks_before);
+    hk_bytes_free(&after.data);
+  } else hk_bytes_free(&before.data);
+  free(floats_before);
+  hk_bytes_free(&hooks_before);
   return t->tr__err;
 }
 
-/* Read a whole file into memory. */
+/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
+   pass of its size (a file that grows meanwhile is refused rather than read forever). */
 static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
+  unsigned char *buf;
+  uint64_t size;
+  size_t len = 0;
+#ifdef TR__POSIX
+  struct stat st;
+#ifdef O_NONBLOCK
+  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
+#else
+  int fd = open(path, O_RDONLY);
+#endif
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
+  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
+  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
+  size = (uint64_t)st.st_size;
+#else
   FILE *f = fopen(path, "rb");
-  unsigned char *buf = NULL;
-  size_t len = 0, cap = 0;
+  long end;
   if (!f) {
     int err = errno;
     if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
     return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
   }
-  for (;;) {
-    size_t k;
-    if (len == cap) {
-      size_t ncap = cap ? 2 * cap : 1 << 16;
-      unsigned char *nb = ncap > cap ? (unsigned char *)realloc(buf, ncap) : NULL;
-      if (!nb) { free(buf); fclose(f); return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s'", path); }
-      buf = nb;
-      cap = ncap;
-    }
-    k = fread(buf + len, 1, cap - len, f);
-    len += k;
-    if (k == 0) break;
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
   }
-  if (ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+  size = (uint64_t)end;
+#endif
+  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
+                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
+                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
+  }
+  buf = (unsigned char *)malloc((size_t)size + 1);
+  if (!buf) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
+  }
+  for (;;) { /* one byte more than the size: to see a file that grew */
+#ifdef TR__POSIX
+    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
+#else
+    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
+    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+#endif
+    if (k == 0) break;
+    len += (size_t)k;
+    if (len > size) break;
+  }
+#ifdef TR__POSIX
+  close(fd);
+#else
   fclose(f);
+#endif
+  if (len != size) {
+    free(buf);
+    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
+                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
+  }
   *out = buf;
   *out_len = len;
   return TR_OK;
@@ -2022,10 +2305,11 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
 }
 
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
-   the way to resume inside fit). */
+   the way to resume inside fit): refused, without touching the run. */
 static tr_err tr__load_allowed(tr_trainer *t) {
   if (t->running != HK_STAGE_NONE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_load called during a %s run (use tr_config.resume_from)", hk_stage_name(t->running));
+    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
+                      hk_stage_name(t->running));
   t->tr__err = TR_OK;
   t->error[0] = 0;
   return TR_OK;
@@ -2033,14 +2317,14 @@ static tr_err tr__load_allowed(tr_trainer *t) {
 
 TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
   if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return t->tr__err;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
   if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
   return tr__load_file(t, path);
 }
 
 TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
   if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return t->tr__err;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
   if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
   return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
 }

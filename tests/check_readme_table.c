@@ -55,19 +55,27 @@ static void put_cell(buf *b, const char *s) {
   }
 }
 
+static int g_mismatch; /* the X-macros and the accessors (or this program) disagree: exit 1 */
+
 /* "-", or the flags in words: "closes, monitors last", "model first", ... */
 static const char *pairing_text(int flags) {
   static char out[96];
   static const struct { int bit; const char *word; } words[] = {
     { HK_OPENS, "opens" }, { HK_CLOSES, "closes" }, { HK_MONITOR_LAST, "monitors last" }, { HK_MODEL_FIRST, "model first" } };
   size_t i;
+  int known = 0;
   out[0] = 0;
-  for (i = 0; i < sizeof words / sizeof words[0]; i++)
+  for (i = 0; i < sizeof words / sizeof words[0]; i++) {
+    known |= words[i].bit;
     if (flags & words[i].bit) snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s", out[0] ? ", " : "", words[i].word);
+  }
+  if (flags & ~known) { /* a new pairing bit without a word here yet: show it rather than drop it */
+    fprintf(stderr, "check_readme_table: pairing bit(s) 0x%x have no word in pairing_text\n", (unsigned)(flags & ~known));
+    g_mismatch = 1;
+  }
   return out[0] ? out : "-";
 }
 
-static int g_mismatch;
 static void agree(int ok, const char *what, const char *event) {
   if (!ok) {
     fprintf(stderr, "check_readme_table: %s of '%s' disagrees between HK_EVENTS/HK_SIGNALS and the accessor\n", what, event);

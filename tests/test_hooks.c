@@ -2529,8 +2529,8 @@ static void test_nesting_limit(void **state) {
   assert_int_equal(HK_FIRE(reg, ev, &c), HK_FAIL);
   assert_int_equal(g_depth_calls, HK_MAX_DEPTH);
   assert_non_null(c.hook_failure);
-  assert_string_equal(c.hook_failure, "on_again fired 65 dispatches deep (HK_MAX_DEPTH): does a hook fire the event it "
-                      "is running in, or save a checkpoint from on_save_checkpoint?");
+  assert_string_equal(c.hook_failure, "on_again fired 65 dispatches deep, past HK_MAX_DEPTH (64): does a hook fire the "
+                      "event it is running in, or save a checkpoint from on_save_checkpoint?");
   assert_int_equal(g_nmsgs, 0); /* each level passes the root cause on: one report in all */
   /* the registry is intact afterwards */
   hk_off(reg, hk_find(reg, "hook#1"));
@@ -2680,6 +2680,334 @@ static void test_destroy_reentrancy(void **state) {
   assert_int_equal(g_victim_destroyed, 1);
 }
 
+/* Mid-dispatch changes to a long list: hooks registered (descending and scrambled orders, all tiers),
+   removed, disabled and re-enabled from inside another event's dispatch wait for the full rebuild,
+   which then gives exactly the (tier, order, registration) order. */
+typedef struct many_driver_t { many_t *m; int *live, *n_live, ev; uint32_t seed; hk_err err; } many_driver_t;
+static hk_signal many_driver(hk_ctx *ctx, void *user) {
+  many_driver_t *d = (many_driver_t *)user;
+  int i, k = 0, n = *d->n_live;
+  for (i = 0; i < MANY / 2 && !d->err; i++) {
+    hk_opts o;
+    hk_handle h = 0;
+    memset(&o, 0, sizeof o);
+    d->seed = d->seed * 1664525u + 1013904223u;
+    o.order = i % 2 ? -i : (int)(d->seed >> 20) % 40;
+    o.tier = (hk_tier)((d->seed >> 8) % 3);
+    d->err = hk_on(ctx->reg, d->ev, many_hook, d->m, &o, &h);
+    g_many_tier[h] = (int)o.tier;
+    g_many_order[h] = o.order;
+    d->live[n++] = h;
+  }
+  for (i = 0; i < n && !d->err; i++) {
+    if (i % 4 == 0) d->err = hk_off(ctx->reg, d->live[i]);
+    else if (i % 7 == 3) {
+      d->err = hk_disable(ctx->reg, d->live[i]);
+      if (!d->err && i % 14 == 3) d->err = hk_enable(ctx->reg, d->live[i]); /* back on: stays */
+      if (i % 14 == 3) d->live[k++] = d->live[i];
+    } else d->live[k++] = d->live[i];
+  }
+  *d->n_live = k;
+  return HK_CONTINUE;
+}
+static void test_many_hooks_mid_dispatch(void **state) {
+  int rev;
+  (void)state;
+  for (rev = 0; rev <= 1; rev++) {
+    hk_desc d;
+    hk_registry *reg;
+    many_t m;
+    many_driver_t drv;
+    int live[MANY + 8], n_live = 0, i, ev = rev ? HK_ON_VALIDATION_BATCH_END : HK_ON_VALIDATION_BATCH_START;
+    memset(&d, 0, sizeof d);
+    d.max_hooks = MANY + 8;
+    d.reverse_end_events = rev;
+    reg = mkreg_desc(d);
+    g_many_rev = rev;
+    for (i = 0; i < MANY / 2; i++) {
+      hk_opts o;
+      hk_handle h = 0;
+      memset(&o, 0, sizeof o);
+      o.order = MANY - i;
+      o.tier = (hk_tier)(i % 3);
+      assert_int_equal(hk_on(reg, ev, many_hook, &m, &o, &h), HK_OK);
+      g_many_tier[h] = (int)o.tier;
+      g_many_order[h] = o.order;
+      live[n_live++] = h;
+    }
+    memset(&drv, 0, sizeof drv);
+    drv.m = &m; drv.live = live; drv.n_live = &n_live; drv.ev = ev; drv.seed = 7;
+    assert_int_equal(hk_on(reg, HK_ON_FIT_START, many_driver, &drv, NULL, NULL), HK_OK);
+    assert_int_equal(fire(reg, HK_ON_FIT_START), HK_CONTINUE);
+    assert_int_equal(drv.err, HK_OK);
+    assert_int_equal(hk_count(reg, ev), n_live);
+    check_many(reg, ev, live, n_live, &m);
+    destroy_reg(reg);
+  }
+}
+
+/* More destroy re-entrancy: the victim registered after the killer; a destroy that removes two
+   registrations, one of which fires an event from its own destroy (the other one's hook is still in
+   that event's list, flagged off, and must not be freed yet); a destroy that fires an event or adds
+   a callback, or looks registrations up by name, during hk_destroy. */
+typedef struct killer2_t {
+  hk_registry *reg;
+  hk_handle a, b, found;
+  int fire_event, add;
+  const char *find;
+  hk_err off_a, off_b, add_err;
+  char msg[600];
+} killer2_t;
+static int g_k2_destroyed;
+static void k2_destroy(void *user) {
+  killer2_t *k = (killer2_t *)user;
+  g_k2_destroyed++;
+  if (k->find) k->found = hk_find(k->reg, k->find);
+  if (k->a) k->off_a = hk_off(k->reg, k->a);
+  if (k->b) k->off_b = hk_off(k->reg, k->b);
+  if (k->fire_event) (void)fire(k->reg, HK_ON_TRAIN_START);
+  if (k->add) {
+    hk_callback cb;
+    memset(&cb, 0, sizeof cb);
+    cb.name = "late";
+    cb.on_train_start = noop;
+    k->add_err = hk_add_callback(k->reg, &cb, NULL, NULL);
+    snprintf(k->msg, sizeof k->msg, "%s", hk_last_error(k->reg));
+  }
+}
+static void test_destroy_reentrancy_more(void **state) {
+  hk_registry *reg = mkreg();
+  killer2_t k, firer, adder;
+  rec_t v = { "victim", HK_CONTINUE, 0 };
+  hk_callback cb;
+  hk_handle hk;
+  (void)state;
+  /* the killer (first) removes a victim and a firer registered after it; the firer's destroy fires
+     on_train_start, whose list still holds the victim (removed, not yet freed): it does not run */
+  memset(&k, 0, sizeof k);
+  memset(&firer, 0, sizeof firer);
+  g_k2_destroyed = g_victim_destroyed = 0;
+  k.reg = firer.reg = reg;
+  hk = add_cb(reg, "killer", k2_destroy, &k);
+  memset(&cb, 0, sizeof cb);
+  cb.name = "victim";
+  cb.user = &v;
+  cb.on_train_start = rec;
+  cb.destroy = victim_destroy;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, &k.a), HK_OK);
+  firer.fire_event = 1;
+  k.b = add_cb(reg, "firer", k2_destroy, &firer);
+  assert_int_equal(hk_count(reg, HK_ON_TRAIN_START), 3);
+  assert_int_equal(hk_off(reg, hk), HK_OK);
+  assert_int_equal(k.off_a, HK_OK);
+  assert_int_equal(k.off_b, HK_OK);
+  assert_int_equal(g_k2_destroyed, 2); /* each destroy ran exactly once */
+  assert_int_equal(g_victim_destroyed, 1);
+  assert_int_equal(v.calls, 0);
+  assert_int_equal(hk_count(reg, HK_ON_TRAIN_START), 0);
+  assert_false(HK_ACTIVE(reg, HK_ON_TRAIN_START));
+  destroy_reg(reg);
+
+  /* during hk_destroy: a destroy that fires an event runs no hook (the others are being freed), one
+     that adds a callback is refused with a message that says why, and hk_find no longer finds the
+     registrations destroyed before (it still finds the ones to come) */
+  reg = mkreg();
+  memset(&firer, 0, sizeof firer);
+  memset(&adder, 0, sizeof adder);
+  firer.reg = adder.reg = reg;
+  firer.fire_event = 1;
+  firer.find = "adder";
+  adder.add = 1;
+  adder.find = "listener";
+  adder.found = -1;
+  v.calls = 0;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "listener";
+  cb.user = &v;
+  cb.on_train_start = rec;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, NULL), HK_OK);
+  (void)add_cb(reg, "firer", k2_destroy, &firer);
+  hk = add_cb(reg, "adder", k2_destroy, &adder);
+  destroy_reg(reg);
+  assert_int_equal(v.calls, 0);
+  assert_int_equal(adder.add_err, HK_ERR_INVALID);
+  assert_string_equal(adder.msg, "cannot register 'late': the registry is being destroyed (from a destroy callback?)");
+  assert_int_equal(firer.found, hk);
+  assert_int_equal(adder.found, 0);
+}
+
+/* Failures name registrations by kind: "hook 'x'" (hk_on), "callback 'x'" (hk_add_callback), with the
+   tier only when it is not the default; the same labels in ctx->hook_failure and in the log. */
+static void test_error_labels(void **state) {
+  hk_registry *reg = mkreg();
+  rec_t a = { "a", HK_CONTINUE, 0 };
+  hk_callback cb;
+  hk_opts o;
+  (void)state;
+  /* fatal: ctx->hook_failure, nothing logged */
+  o = opts_named("st");
+  o.tier = HK_TIER_STRATEGY;
+  assert_int_equal(hk_on(reg, HK_ON_FIT_END, failer, &a, &o, NULL), HK_OK);
+  assert_int_equal(fire(reg, HK_ON_FIT_END), HK_FAIL);
+  assert_string_equal(g_failure, "hook 'st' (strategy tier) failed in on_fit_end: boom 42 in a");
+  memset(&cb, 0, sizeof cb);
+  cb.name = "cb";
+  cb.user = &a;
+  cb.on_train_end = failer;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, NULL), HK_OK);
+  assert_int_equal(fire(reg, HK_ON_TRAIN_END), HK_FAIL);
+  assert_string_equal(g_failure, "callback 'cb' failed in on_train_end: boom 42 in a");
+  assert_int_equal(g_nmsgs, 0);
+  /* warn and disable: logged (nobody else reports them), ctx->hook_failure untouched */
+  memset(&o, 0, sizeof o);
+  o.tier = HK_TIER_MODEL;
+  o.on_error = HK_ON_ERROR_WARN;
+  cb.name = "ema";
+  cb.on_train_end = NULL;
+  cb.on_validation_end = failer;
+  assert_int_equal(hk_add_callback(reg, &cb, &o, NULL), HK_OK);
+  o = opts_named("plain");
+  o.on_error = HK_ON_ERROR_DISABLE;
+  assert_int_equal(hk_on(reg, HK_ON_VALIDATION_END, failer, &a, &o, NULL), HK_OK);
+  assert_int_equal(fire(reg, HK_ON_VALIDATION_END), HK_CONTINUE);
+  assert_string_equal(g_failure, "");
+  assert_string_equal(g_msgs,
+                      "warning: hook 'plain' failed in on_validation_end: boom 42 in a (failure 1; continuing)\n"
+                      "warning: hook 'plain' disabled after 1 failure(s)\n"
+                      "warning: callback 'ema' (model tier) failed in on_validation_end: boom 42 in a (failure 1; continuing)\n");
+  destroy_reg(reg);
+}
+
+/* A hook that returns HK_FAIL without a message of its own passes on the failure of a nested dispatch
+   it fired just before; it never takes over an older ctx->hook_failure (an earlier dispatch's, or
+   one a sibling hook's nested dispatch left behind). */
+typedef struct nester_t { int inner_event; int pass_on; } nester_t;
+static hk_signal nester(hk_ctx *ctx, void *user) {
+  nester_t *n = (nester_t *)user;
+  hk_signal r = HK_FIRE(ctx->reg, n->inner_event, ctx);
+  return n->pass_on ? r : HK_CONTINUE;
+}
+static void test_error_passed_on_only_from_nested(void **state) {
+  hk_registry *reg = mkreg();
+  rec_t a = { "a", HK_CONTINUE, 0 }, bare = { "bare", HK_FAIL, 0 };
+  nester_t pass = { 0, 1 }, ignore = { 0, 0 };
+  hk_ctx c = ctx0();
+  hk_opts o;
+  int inner = -1;
+  (void)state;
+  assert_int_equal(hk_event_define(reg, "on_inner", 0, &inner), HK_OK);
+  pass.inner_event = ignore.inner_event = inner;
+  on_named(reg, inner, failer, &a, "inner");
+  /* passed on: the root cause, reported once */
+  on_named(reg, HK_ON_TRAIN_START, nester, &pass, "outer");
+  assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_START, &c), HK_FAIL);
+  assert_string_equal(c.hook_failure, "hook 'inner' failed in on_inner: boom 42 in a");
+  /* an older failure is still in c.hook_failure: a bare HK_FAIL elsewhere is its own failure */
+  on_named(reg, HK_ON_TRAIN_END, rec, &bare, "bare");
+  assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_END, &c), HK_FAIL);
+  assert_string_equal(c.hook_failure, "hook 'bare' failed in on_train_end: (no message; use hk_fail)");
+  /* the same with the warn policy: the log names this hook's failure only */
+  o = opts_named("bare_warn");
+  o.on_error = HK_ON_ERROR_WARN;
+  (void)HK_FIRE(reg, HK_ON_TRAIN_START, &c); /* c.hook_failure: inner's again */
+  assert_int_equal(hk_on(reg, HK_ON_FIT_END, rec, &bare, &o, NULL), HK_OK);
+  log_reset();
+  assert_int_equal(HK_FIRE(reg, HK_ON_FIT_END, &c), HK_CONTINUE);
+  assert_string_equal(g_msgs, "warning: hook 'bare_warn' failed in on_fit_end: (no message; use hk_fail) (failure 1; continuing)\n");
+  /* a sibling fired the failing dispatch and ignored it: the next hook's bare HK_FAIL is its own */
+  on_named(reg, HK_ON_VALIDATION_START, nester, &ignore, "ignorer");
+  on_named(reg, HK_ON_VALIDATION_START, rec, &bare, "bare2");
+  assert_int_equal(HK_FIRE(reg, HK_ON_VALIDATION_START, &c), HK_FAIL);
+  assert_string_equal(c.hook_failure, "hook 'bare2' failed in on_validation_start: (no message; use hk_fail)");
+  hk_ctx_free(&c);
+  destroy_reg(reg);
+}
+
+/* Errors of hk_on itself name the hook as the user gave it: "an unnamed hook", never "(unnamed)". */
+static void test_register_errors_name_the_hook(void **state) {
+  hk_registry *reg = mkreg();
+  hk_opts o = opts_named("x");
+  char want[300];
+  int ev = -1;
+  (void)state;
+  assert_int_equal(hk_on(reg, 1000, noop, NULL, NULL, NULL), HK_ERR_UNKNOWN_EVENT);
+  snprintf(want, sizeof want, "cannot register an unnamed hook: event id 1000 does not exist (built-in events are 0..%d, "
+           "no user events yet; hk_event_define adds more)", HK_EVENT_COUNT - 1);
+  assert_string_equal(hk_last_error(reg), want);
+  assert_int_equal(hk_event_define(reg, "on_mine", 0, &ev), HK_OK);
+  assert_int_equal(hk_on(reg, -2, noop, NULL, &o, NULL), HK_ERR_UNKNOWN_EVENT);
+  snprintf(want, sizeof want, "cannot register 'x': event id -2 does not exist (built-in events are 0..%d, "
+           "user events %d..%d; hk_event_define adds more)", HK_EVENT_COUNT - 1, ev, ev);
+  assert_string_equal(hk_last_error(reg), want);
+  assert_int_equal(hk_on(reg, HK_SETUP, NULL, NULL, NULL, NULL), HK_ERR_INVALID);
+  assert_string_equal(hk_last_error(reg), "cannot register an unnamed hook on setup: the hook function is NULL");
+  assert_int_equal(hk_on(reg, ev, NULL, NULL, &o, NULL), HK_ERR_INVALID);
+  assert_string_equal(hk_last_error(reg), "cannot register 'x' on on_mine: the hook function is NULL");
+  memset(&o, 0, sizeof o);
+  o.on_error = (hk_on_error)9;
+  assert_int_equal(hk_on(reg, HK_TEARDOWN, noop, NULL, &o, NULL), HK_ERR_INVALID);
+  assert_string_equal(hk_last_error(reg), "cannot register an unnamed hook on teardown: on_error 9 is not valid (HK_ON_ERROR_FATAL, _WARN or _DISABLE)");
+  destroy_reg(reg);
+}
+
+/* HK_MODEL_FIRST (on_load_checkpoint): the model tier, then callbacks, then the strategy (Lightning
+   calls the LightningModule's on_load_checkpoint before the callbacks'). The event does not close a
+   span, so reverse_end_events leaves it alone. On a user event that also closes and has
+   HK_MONITOR_LAST, a monitor runs right after the model tier in both directions. */
+static void reg_tiers(hk_registry *reg, int ev, int monitor) {
+  static const struct { const char *tag; hk_tier tier; int order; } t[] = {
+    { "s1", HK_TIER_STRATEGY, 1 }, { "c1", HK_TIER_CALLBACK, 1 }, { "m1", HK_TIER_MODEL, 1 },
+    { "c0", HK_TIER_CALLBACK, 0 }, { "m0", HK_TIER_MODEL, -1 }, { "s0", HK_TIER_STRATEGY, -5 } };
+  hk_opts o;
+  size_t i;
+  char name[32];
+  for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+    memset(&o, 0, sizeof o);
+    snprintf(name, sizeof name, "%s_%d", t[i].tag, ev);
+    o.name = name; o.tier = t[i].tier; o.order = t[i].order;
+    assert_int_equal(hk_on(reg, ev, tag_fn, (void *)t[i].tag, &o, NULL), HK_OK);
+    if (i == 2 && monitor) {
+      memset(&o, 0, sizeof o);
+      snprintf(name, sizeof name, "mon_%d", ev);
+      o.name = name; o.monitor = 1; o.order = -100;
+      assert_int_equal(hk_on(reg, ev, tag_fn, (void *)"mon", &o, NULL), HK_OK);
+    }
+  }
+}
+static void test_order_model_first(void **state) {
+  int rev;
+  (void)state;
+  for (rev = 0; rev <= 1; rev++) {
+    hk_desc d;
+    hk_registry *reg;
+    int ev = -1;
+    memset(&d, 0, sizeof d);
+    d.reverse_end_events = rev;
+    reg = mkreg_desc(d);
+    assert_true(hk_event_flags(reg, HK_ON_LOAD_CHECKPOINT) & HK_MODEL_FIRST);
+    reg_tiers(reg, HK_ON_LOAD_CHECKPOINT, 0);
+    reg_tiers(reg, HK_ON_SAVE_CHECKPOINT, 0);
+    fire(reg, HK_ON_LOAD_CHECKPOINT);
+    assert_string_equal(g_log, "m0 m1 c0 c1 s0 s1");
+    log_reset();
+    fire(reg, HK_ON_SAVE_CHECKPOINT); /* no flag: callbacks first */
+    assert_string_equal(g_log, "c0 c1 m0 m1 s0 s1");
+    assert_int_equal(hk_event_define(reg, "on_restored", HK_CLOSES | HK_MONITOR_LAST | HK_MODEL_FIRST, &ev), HK_OK);
+    reg_tiers(reg, ev, 1);
+    log_reset();
+    fire(reg, ev);
+    assert_string_equal(g_log, rev ? "s1 s0 c1 c0 m1 m0 mon" : "m0 m1 mon c0 c1 s0 s1");
+    /* the full rebuild (one sort per event) agrees with the sorted inserts */
+    hk_trace(reg, HK_TRACE_OFF, NULL);
+    log_reset();
+    fire(reg, ev);
+    fire(reg, HK_ON_LOAD_CHECKPOINT);
+    assert_string_equal(g_log, rev ? "s1 s0 c1 c0 m1 m0 mon m0 m1 c0 c1 s0 s1" : "m0 m1 mon c0 c1 s0 s1 m0 m1 c0 c1 s0 s1");
+    assert_int_equal(hk_event_define(reg, "on_bad", 16, NULL), HK_ERR_INVALID);
+    destroy_reg(reg);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_event_table_accessors, cleanup),
@@ -2749,6 +3077,12 @@ int main(void) {
     cmocka_unit_test_teardown(test_nesting_limit, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_order, cleanup),
     cmocka_unit_test_teardown(test_destroy_reentrancy, cleanup),
+    cmocka_unit_test_teardown(test_many_hooks_mid_dispatch, cleanup),
+    cmocka_unit_test_teardown(test_destroy_reentrancy_more, cleanup),
+    cmocka_unit_test_teardown(test_error_labels, cleanup),
+    cmocka_unit_test_teardown(test_error_passed_on_only_from_nested, cleanup),
+    cmocka_unit_test_teardown(test_register_errors_name_the_hook, cleanup),
+    cmocka_unit_test_teardown(test_order_model_first, cleanup),
   };
   unsetenv("HOOKS_TRACE"); /* the trace tests set it themselves */
   return cmocka_run_group_tests(tests, NULL, NULL);

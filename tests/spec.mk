@@ -1,0 +1,23 @@
+# tests/spec.mk - the spec parser's hardening (tests/test_spec.c: plain, ASan+UBSan, valgrind) and its
+# positions past 2 GiB (tests/test_spec_big.c: plain -O2 only, ~10 s and ~4.5 GB; skips without the memory).
+SP_SRC  := tests/test_spec.c
+SP_BIN  := $(BUILD)/test_spec
+SP_ASAN := $(BUILD)/test_spec_asan
+
+.PHONY: test-spec test-spec-big
+TEST_TARGETS += test-spec test-spec-big
+
+$(SP_BIN): $(SP_SRC) hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(SP_SRC) -lcmocka $(LDLIBS)
+$(SP_ASAN): $(SP_SRC) hooks.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(SP_SRC) -lcmocka $(LDLIBS)
+
+test-spec: $(SP_BIN) $(SP_ASAN)
+	./$(SP_BIN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(SP_ASAN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(SP_BIN)
+
+$(BUILD)/test_spec_big: tests/test_spec_big.c hooks.h | $(BUILD)
+	$(CC) -std=c99 -O2 $(WARN) -I. -I$(STB_INC) -o $@ $< $(LDLIBS)
+test-spec-big: $(BUILD)/test_spec_big
+	./$(BUILD)/test_spec_big
