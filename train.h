@@ -1805,11 +1805,21 @@ static void tr__w_put(tr__writer *w, const void *data, size_t n) {
 static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
 static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
 static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], 4);
-    tr__w_u32(w, u);
+  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
+  size_t i, k;
+  for (i = 0; i < n; i += k) {
+    const uint32_t one = 1;
+    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
+    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
+    else {
+      size_t j;
+      for (j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, &x[i + j], 4);
+        tr__le(block + 4 * j, u, 4);
+      }
+    }
+    tr__w_put(w, block, 4 * k);
   }
 }
 static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
