@@ -885,10 +885,15 @@ typedef struct run_out {
   char best_path[600], files[1024];
 } run_out;
 
+static int64_t g_every_steps; /* 0: model_checkpoint at epoch ends (+ last link); n: every n steps, "{step}" names */
 static void add_all(sc *m, tr_trainer *t, const char *dir, hk_handle *hes, hk_handle *hmc, hk_handle *htm) {
   assert_int_equal(tr_early_stopping(t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, hes), TR_OK);
-  assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
-                   .save_last = TR_SAVE_LAST_LINK }, hmc), TR_OK);
+  if (g_every_steps)
+    assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
+                     .every_n_train_steps = g_every_steps, .filename = "{step}" }, hmc), TR_OK);
+  else
+    assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
+                     .save_last = TR_SAVE_LAST_LINK }, hmc), TR_OK);
   assert_int_equal(tr_timer(t, &(tr_timer_desc){ .seconds = 1000, .clock = sc_now, .clock_user = m }, htm), TR_OK);
 }
 static void fill_out(run_out *o, sc *m, tr_trainer *t, hk_handle hes, hk_handle hmc, hk_handle htm) {
@@ -906,7 +911,8 @@ static void fill_out(run_out *o, sc *m, tr_trainer *t, hk_handle hes, hk_handle 
   list_dir(m->dir, o->files, sizeof o->files);
 }
 
-static void test_exact_resume(void **state) {
+/* split: the first half's tr_config.max_steps (0: 3 epochs); resume from model_checkpoint's file */
+static void exact_resume(int64_t split_steps, const char *ckpt_name, const char *whole_files, const char *split_files) {
   static const double v[] = { 5, 4, 4.5, 3.5, 3.9, 3.6, 3.7, 3.8, 3.0 };
   sc m;
   tr_trainer t;
@@ -914,7 +920,6 @@ static void test_exact_resume(void **state) {
   tr_config c = sc_cfg(9);
   run_out whole, split;
   char ckpt[600];
-  (void)state;
   /* in one go */
   sc_init(&m, &t, v, 9, 0);
   add_all(&m, &t, m.dir, &a, &b, &c3);
@@ -925,9 +930,11 @@ static void test_exact_resume(void **state) {
   /* in two halves: 3 epochs, then a new trainer resumes from the checkpoint model_checkpoint wrote (last) */
   sc_init(&m, &t, v, 9, 0);
   add_all(&m, &t, m.dir, &a, &b, &c3);
-  c.max_epochs = 3;
+  if (split_steps) c.max_steps = split_steps;
+  else c.max_epochs = 3;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
-  snprintf(ckpt, sizeof ckpt, "%s", tr_model_checkpoint_get(t.reg, b)->last_model_path);
+  if (ckpt_name) in_dir(&m, ckpt, sizeof ckpt, ckpt_name);
+  else snprintf(ckpt, sizeof ckpt, "%s", tr_model_checkpoint_get(t.reg, b)->last_model_path);
   {
     char dir[300];
     double clock = m.clock;
@@ -941,6 +948,7 @@ static void test_exact_resume(void **state) {
   }
   add_all(&m, &t, m.dir, &a, &b, &c3);
   c.max_epochs = 9;
+  c.max_steps = 0;
   c.resume_from = ckpt;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   fill_out(&split, &m, &t, a, b, c3);
@@ -954,8 +962,21 @@ static void test_exact_resume(void **state) {
   assert_true(whole.best == split.best);
   assert_string_equal(whole.best_path, split.best_path);
   assert_true(whole.timer == split.timer);
-  /* the same files, apart from the run's own directory name */
-  assert_string_equal(whole.files, split.files);
+  /* the same files, except that the checkpoint a run resumed from is never deleted (Lightning's rule) */
+  assert_string_equal(whole.files, whole_files);
+  assert_string_equal(split.files, split_files);
+}
+static void test_exact_resume(void **state) {
+  (void)state;
+  g_every_steps = 0;
+  exact_resume(0, NULL, "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt->epoch=5-step=24.ckpt",
+               "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt->epoch=5-step=24.ckpt"); /* from last.ckpt (a link) */
+}
+static void test_exact_resume_mid_epoch(void **state) {
+  (void)state;
+  g_every_steps = 6;         /* step 6 is the middle of epoch 1 (4 batches per epoch) */
+  exact_resume(6, "step=6.ckpt", "step=18.ckpt step=24.ckpt", "step=18.ckpt step=24.ckpt step=6.ckpt");
+  g_every_steps = 0;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -984,6 +1005,7 @@ int main(void) {
     cmocka_unit_test(test_own_loop),
     cmocka_unit_test(test_request_checkpoint_api),
     cmocka_unit_test(test_exact_resume),
+    cmocka_unit_test(test_exact_resume_mid_epoch),
   };
   int rc;
   char tmpl[] = "/tmp/test_callbacks.XXXXXX";
