@@ -55,6 +55,8 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   hk_request_checkpoint (a checkpoint at a path; ctx->checkpoint_paths), hk_callback_get,
+            hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name)
      0.2.0  own loops: HK_FIRE_FLOW/hk_flow, hk_grad_norm (cached until hk_grads_changed),
             hk_is_finite/hk_is_finitef, the context contract; ctx->error/failure/message became
             abort_reason/hook_failure/(private); ctx->grad_norm removed (hk_grad_norm); filters count
@@ -1208,7 +1210,7 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
   r->id = s->next_id++;
   r->seq = s->next_seq++;
   r->enabled = !o.disabled;
-  if (cb) { r->is_callback = 1; r->cb = *cb; }
+  if (cb) { r->is_callback = 1; r->cb = *cb; r->cb.name = r->name; } /* the caller's name may be gone */
   r->n_hooks = n;
   for (i = 0; i < n; i++) {
     hk__hook *h = &r->hooks[i];

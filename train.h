@@ -3,7 +3,8 @@
    A small training loop you can read top to bottom: fit / validate / test / predict loops, a sanity
    check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
    schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
-   Ctrl-C). Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
+   Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer: the section
+   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init. Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
    FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
 
    USAGE
@@ -73,8 +74,10 @@
    A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
    as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
    the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
-   saves to tr_config.save_to (a failed save fails the run), HK_REQUEST_LOG writes the counters and
-   every metric to tr_desc.log. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
+   saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
+   at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
+   writes the counters and every metric to tr_desc.log. Checkpoint and log requests made in
+   on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
    hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
 
    METRICS the trainer provides (hk_metric_get), all lazy (computed only when a hook reads them):
@@ -115,6 +118,9 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
+            TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
+            hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
      0.2.0  the loop reads as a list (hooks.h's hk_flow); runs share one start/finish path; refused
             nested calls no longer fail the run; tr_config.ckpt_path/checkpoint_path renamed
             resume_from/save_to; TR_SCHED_WARMUP removed (every schedule has .warmup); late gradient
@@ -340,7 +346,8 @@ typedef struct tr_config {
                                     through on_exception with TR_ERR_INTERRUPTED. The previous handler
                                     is restored when tr_fit returns. */
   const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
-  const char *save_to;           /* where HK_REQUEST_CHECKPOINT saves; NULL: such requests only warn */
+  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
+                                    warn (hk_request_checkpoint names its own path) */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read

@@ -633,6 +633,70 @@ static void test_mc_every_n_train_steps_and_time(void **state) {
   sc_free(&m, &t);
 }
 
+/* mode max, every_n_epochs 2, at validation end, without the version counter */
+static void test_mc_max_every_2_epochs(void **state) {
+  static const double acc[] = { 0.5, 0.6, 0.7, 0.65, 0.9, 0.95 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(6);
+  const tr_model_checkpoint_state *s;
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, acc, 6, 0);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .mode = TR_MODE_MAX,
+                   .every_n_epochs = 2, .save_on_train_epoch_end = TR_NO, .filename = "best", .enable_version_counter = TR_NO }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  /* saves after epochs 1, 3, 5 (the 2nd, 4th, 6th): 0.6, then 0.65 > 0.6 replaces it under the same name */
+  assert_string_equal(m.files[1], "");
+  assert_string_equal(m.files[2], "best.ckpt");
+  s = tr_model_checkpoint_get(t.reg, h);
+  assert_true(s->best_model_score == 0.95);
+  assert_int_equal(s->n_best_k, 1);
+  in_dir(&m, path, sizeof path, "best.ckpt");
+  assert_string_equal(s->best_model_path, path);
+  assert_string_equal(m.files[6], "best.ckpt");
+  sc_free(&m, &t);
+}
+
+/* a checkpoint from another directory restores only best_model_path (Lightning); bad state is refused */
+static void test_mc_state_load(void **state) {
+  static const double v[] = { 5, 3 };
+  sc m;
+  tr_trainer t;
+  hk_handle h, h2, h3;
+  tr_config c = sc_cfg(2);
+  char ckpt[600], other[700], best[600];
+  static const unsigned char junk[] = { 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255 };
+  (void)state;
+  sc_init(&m, &t, v, 2, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h2), TR_OK);
+  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ 0 }, &h3), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  snprintf(ckpt, sizeof ckpt, "%s", tr_model_checkpoint_get(t.reg, h)->last_model_path);
+  snprintf(best, sizeof best, "%s", tr_model_checkpoint_get(t.reg, h)->best_model_path);
+  /* each callback rejects a blob that is not its own format */
+  assert_int_equal(hk_state_load(t.reg, "early_stopping{monitor=val/loss,mode=min}", junk, sizeof junk), HK_ERR_STATE);
+  assert_int_equal(hk_state_load(t.reg, "timer", junk, sizeof junk), HK_ERR_STATE);
+  assert_int_equal(hk_state_load(t.reg, hk_callback_get(t.reg, h)->name, junk, sizeof junk), HK_ERR_STATE);
+  assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 1); /* unchanged */
+  sc_free(&m, &t);
+  sc_init(&m, &t, v, 2, 0);
+  snprintf(other, sizeof other, "%s/other", m.dir);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = other, .monitor = "val/loss",
+                   .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_load(&t, ckpt), TR_OK);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, best);
+  assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 0);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->last_model_path, "");
+  assert_non_null(strstr(sc_logtext(&m), "only best_model_path is restored"));
+  sc_free(&m, &t);
+}
+
 /* templates: formats, missing metrics as 0, auto_insert off, '/' never makes a directory */
 static hk_signal set_metrics(hk_ctx *ctx, void *user) {
   (void)user;
@@ -705,6 +769,11 @@ static void test_timer(void **state) {
   assert_true(hk_metric_get(&t.ctx, "time/sanity_check", &x));
   assert_non_null(strstr(sc_logtext(&m), "Time limit reached. Elapsed time is 0:00:10"));
   assert_true(tr_timer_elapsed(t.reg, 12345, TR_TIMER_TRAIN) < 0);
+  /* standalone runs count as their stages, summed over runs */
+  assert_int_equal(tr_validate(&t, &g_train, 0, NULL), TR_OK);  /* training batches: forward with training=0 */
+  assert_int_equal(tr_test(&t, &g_val, 0, NULL), TR_OK);
+  assert_true(s->time_elapsed[TR_TIMER_TEST] == 0 && s->time_elapsed[TR_TIMER_VALIDATE] == 0);
+  assert_true(hk_metric_get(&t.ctx, "time/test", &x) && x == 0);
   sc_free(&m, &t);
   /* per epoch: checked after each epoch only */
   sc_init(&m, &t, v, 1, 0);
@@ -997,6 +1066,8 @@ int main(void) {
     cmocka_unit_test(test_mc_validation_twice_per_epoch),
     cmocka_unit_test(test_mc_rerun_same_dir),
     cmocka_unit_test(test_mc_every_n_train_steps_and_time),
+    cmocka_unit_test(test_mc_max_every_2_epochs),
+    cmocka_unit_test(test_mc_state_load),
     cmocka_unit_test(test_mc_templates),
     cmocka_unit_test(test_mc_missing_monitor),
     cmocka_unit_test(test_timer),
