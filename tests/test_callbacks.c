@@ -861,6 +861,27 @@ static void test_spec_strings(void **state) {
   assert_non_null(tr_timer_get(t.reg, hk_find(t.reg, "timer")));
   sc_free(&m, &t);
 
+  /* a registry of the user's, handed to tr_init after tr_add_factories: tr_init keeps what is there */
+  own = hk_create(NULL);
+  assert_int_equal(tr_add_factories(own), HK_OK);
+  {
+    tr_trainer t2;
+    tr_desc d;
+    memset(&d, 0, sizeof d);
+    d.model.params = m.p;
+    d.model.grads = m.g;
+    d.model.n_params = 2;
+    d.model.forward = sc_forward;
+    d.model.backward = sc_backward;
+    d.reg = own;
+    assert_int_equal(tr_init(&t2, &d), TR_OK);
+    assert_int_equal(hk_spec_apply(own, "timer(seconds=1, interval=epoch)"), HK_OK);
+    assert_non_null(tr_timer_get(own, hk_find(own, "timer")));
+    assert_int_equal(hk_spec_apply(own, "timer"), HK_ERR_INVALID); /* one timer per registry (its state key) */
+    assert_non_null(strstr(hk_last_error(own), "timer"));
+    tr_free(&t2); /* not the user's registry */
+  }
+  hk_destroy(own);
   own = hk_create(NULL);
   assert_int_equal(tr_add_factories(own), HK_OK);
   assert_int_equal(tr_add_factories(own), HK_OK); /* again: the names are there, nothing changes */
