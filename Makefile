@@ -37,6 +37,7 @@ include tests/own_loop.mk
 include tests/third_party.mk
 include tests/ckpt.mk
 include tests/spec.mk
+include tests/callbacks.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

@@ -55,6 +55,8 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   hk_request_checkpoint (a checkpoint at a path; ctx->checkpoint_paths), hk_callback_get,
+            hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name)
      0.2.0  own loops: HK_FIRE_FLOW/hk_flow, hk_grad_norm (cached until hk_grads_changed),
             hk_is_finite/hk_is_finitef, the context contract; ctx->error/failure/message became
             abort_reason/hook_failure/(private); ctx->grad_norm removed (hk_grad_norm); filters count
@@ -86,6 +88,9 @@
 
 #ifndef HK_MAX_EVENTS
 #  define HK_MAX_EVENTS 128
+#endif
+#ifndef HK_MAX_CHECKPOINT_PATHS
+#  define HK_MAX_CHECKPOINT_PATHS 8 /* paths hk_request_checkpoint can queue before the loop honours them */
 #endif
 #ifndef HK_MAX_DEPTH
 #  define HK_MAX_DEPTH 64 /* dispatches nested inside hooks; deeper ones fail instead of overflowing the stack */
@@ -307,6 +312,10 @@ typedef struct hk_tensor {
                              (the loop reports it; the registry does not print fatal failures)
    trainer, user  loop       the loop's own object (train.h: the tr_trainer) and the user's pointer
    requests       hooks      HK_REQUEST_* bits a hook sets with hk_request(); the loop clears the ones
+   checkpoint_paths, n_checkpoint_paths, checkpoint_default
+                  hooks      where a requested checkpoint goes: hk_request_checkpoint(ctx, path) adds a
+                             path; hk_request(ctx, HK_REQUEST_CHECKPOINT) sets checkpoint_default (the
+                             loop's own path). The loop clears them with the request bit (below)
                              it honours at its next safe point
    metrics        both       hk_metric_set/get: the way hooks talk to each other; the loop may publish
                              values there (train.h's are listed at the top of train.h) */
@@ -326,6 +335,9 @@ struct hk_ctx {
   const char *hook_failure;
   void *trainer, *user;
   unsigned requests;
+  const char *checkpoint_paths[HK_MAX_CHECKPOINT_PATHS]; /* hk_request_checkpoint() */
+  int n_checkpoint_paths;
+  int checkpoint_default; /* also save at the loop's own path */
   char hk__fail_msg[256]; /* private: hk_fail() writes the message here; dispatch moves it to hook_failure */
   void *hk__metrics;     /* private: the metrics map */
   uint64_t hk__seq;      /* private: dispatch counter for lazy metric caching */
@@ -411,6 +423,13 @@ struct hk_registry {
 HOOKS_API hk_registry *hk_create(const hk_desc *desc);  /* NULL desc = defaults; NULL on OOM */
 HOOKS_API void hk_destroy(hk_registry *reg);             /* calls every callback's destroy */
 HOOKS_API const char *hk_last_error(const hk_registry *reg);
+/* Set the message hk_last_error returns and return code: how a factory (or any library built on
+   hooks.h) says why it refused, e.g. return hk_set_error(reg, HK_ERR_INVALID, "patience must be >= 0"). */
+HOOKS_API hk_err hk_set_error(hk_registry *reg, hk_err code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 3, 4)))
+#endif
+  ;
 
 /* Register one function for one event (built-in or user-defined). */
 HOOKS_API hk_err hk_on(hk_registry *reg, int event, hk_fn fn, void *user, const hk_opts *opts, hk_handle *out);
@@ -424,6 +443,10 @@ HOOKS_API hk_err hk_disable(hk_registry *reg, hk_handle h);
 HOOKS_API hk_handle hk_find(const hk_registry *reg, const char *name); /* 0 if none */
 HOOKS_API int hk_is_enabled(const hk_registry *reg, hk_handle h);
 HOOKS_API int hk_count(const hk_registry *reg, int event);  /* enabled hooks on an event */
+/* The callback registered under h (a copy hooks.h keeps; its user pointer is the callback's state),
+   or NULL when h is a single function or not registered. Lets a library find its own callback's
+   state again from a handle (check cb->destroy to know the callback is yours). */
+HOOKS_API const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h);
 
 /* User-defined events: ids from HK_EVENT_COUNT up to HK_MAX_EVENTS-1. pairing: 0, HK_OPENS or HK_CLOSES,
    optionally | HK_MONITOR_LAST and/or HK_MODEL_FIRST (the event table's legend says what they do). */
@@ -449,6 +472,16 @@ HOOKS_API hk_signal hk_fail(hk_ctx *ctx, const char *fmt, ...)
 #endif
   ;
 HOOKS_API void hk_request(hk_ctx *ctx, unsigned request);  /* HK_REQUEST_* */
+/* A checkpoint at a path of the hook's choosing (model_checkpoint's top-k files): sets
+   HK_REQUEST_CHECKPOINT and queues path in ctx->checkpoint_paths (a path queued twice is kept once).
+   The string is not copied: it must stay valid until the loop has honoured the request, i.e. until
+   on_checkpoint_saved fired for it (keep it in the hook's own state). HK_ERR_FULL after
+   HK_MAX_CHECKPOINT_PATHS paths, HK_ERR_INVALID for a NULL or empty path.
+   A loop honours it at its next safe point: for each queued path, save there (atomically) and fire
+   on_checkpoint_saved with ctx->path = that path; save at its own path too when checkpoint_default
+   is set or no path is queued; then clear requests' HK_REQUEST_CHECKPOINT bit, n_checkpoint_paths
+   and checkpoint_default. */
+HOOKS_API hk_err hk_request_checkpoint(hk_ctx *ctx, const char *path);
 HOOKS_API const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char *name);
 
 /* Metrics: a string -> double map in the context, the way hooks talk to each other. */
@@ -1177,7 +1210,7 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
   r->id = s->next_id++;
   r->seq = s->next_seq++;
   r->enabled = !o.disabled;
-  if (cb) { r->is_callback = 1; r->cb = *cb; }
+  if (cb) { r->is_callback = 1; r->cb = *cb; r->cb.name = r->name; } /* the caller's name may be gone */
   r->n_hooks = n;
   for (i = 0; i < n; i++) {
     hk__hook *h = &r->hooks[i];
@@ -1275,6 +1308,18 @@ HK__DEF hk_handle hk_find(const hk_registry *reg, const char *name) {
 HK__DEF int hk_is_enabled(const hk_registry *reg, hk_handle h) {
   const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
   return r ? r->enabled : 0;
+}
+HK__DEF hk_err hk_set_error(hk_registry *reg, hk_err code, const char *fmt, ...) {
+  va_list ap;
+  if (!reg || !fmt) return code;
+  va_start(ap, fmt);
+  vsnprintf(reg->hk__s->err, sizeof reg->hk__s->err, fmt, ap);
+  va_end(ap);
+  return code;
+}
+HK__DEF const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h) {
+  const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
+  return r && r->is_callback && !r->dead ? &r->cb : NULL;
 }
 HK__DEF int hk_count(const hk_registry *reg, int event) {
   if (!reg || event < 0 || event >= reg->hk__s->n_events) return 0;
@@ -1505,7 +1550,23 @@ HK__DEF hk_signal hk_fail(hk_ctx *ctx, const char *fmt, ...) {
   return HK_FAIL;
 }
 
-HK__DEF void hk_request(hk_ctx *ctx, unsigned request) { if (ctx) ctx->requests |= request; }
+HK__DEF void hk_request(hk_ctx *ctx, unsigned request) {
+  if (!ctx) return;
+  ctx->requests |= request;
+  if (request & HK_REQUEST_CHECKPOINT) ctx->checkpoint_default = 1;
+}
+HK__DEF hk_err hk_request_checkpoint(hk_ctx *ctx, const char *path) {
+  int i;
+  if (!ctx || !path || !path[0]) return HK_ERR_INVALID;
+  for (i = 0; i < ctx->n_checkpoint_paths; i++)
+    if (ctx->checkpoint_paths[i] == path || strcmp(ctx->checkpoint_paths[i], path) == 0) break;
+  if (i == ctx->n_checkpoint_paths) {
+    if (i < 0 || i >= HK_MAX_CHECKPOINT_PATHS) return HK_ERR_FULL;
+    ctx->checkpoint_paths[ctx->n_checkpoint_paths++] = path;
+  }
+  ctx->requests |= HK_REQUEST_CHECKPOINT;
+  return HK_OK;
+}
 
 /* ---- your own loop ------------------------------------------------------------------------------- */
 /* HK_FIRE_FLOW's out-of-line part: everything but the guard, so the loop's code stays as it was. */

@@ -3,7 +3,8 @@
    A small training loop you can read top to bottom: fit / validate / test / predict loops, a sanity
    check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
    schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
-   Ctrl-C). Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
+   Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer: the section
+   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init. Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
    FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
 
    USAGE
@@ -73,8 +74,10 @@
    A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
    as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
    the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
-   saves to tr_config.save_to (a failed save fails the run), HK_REQUEST_LOG writes the counters and
-   every metric to tr_desc.log. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
+   saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
+   at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
+   writes the counters and every metric to tr_desc.log. Checkpoint and log requests made in
+   on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
    hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
 
    METRICS the trainer provides (hk_metric_get), all lazy (computed only when a hook reads them):
@@ -115,6 +118,9 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
+            TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
+            hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
      0.2.0  the loop reads as a list (hooks.h's hk_flow); runs share one start/finish path; refused
             nested calls no longer fail the run; tr_config.ckpt_path/checkpoint_path renamed
             resume_from/save_to; TR_SCHED_WARMUP removed (every schedule has .warmup); late gradient
@@ -340,7 +346,8 @@ typedef struct tr_config {
                                     through on_exception with TR_ERR_INTERRUPTED. The previous handler
                                     is restored when tr_fit returns. */
   const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
-  const char *save_to;           /* where HK_REQUEST_CHECKPOINT saves; NULL: such requests only warn */
+  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
+                                    warn (hk_request_checkpoint names its own path) */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
@@ -374,6 +381,7 @@ typedef struct tr_trainer {
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
+  int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
@@ -439,6 +447,210 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
 
+/* 1 when an HK_STOP returned by the hook now running would end this fit at the loop's next stopping
+   point; 0 while tr_config.min_epochs / min_steps would hold it back (1 outside a fit). A callback
+   that re-decides at every check (early_stopping) asks this instead of returning HK_STOP early, so
+   that its decision does not stay latched while the minimum is unmet. */
+TRAIN_API int tr_stop_allowed(const tr_trainer *t);
+
+/* =================================================================================================
+   STANDARD CALLBACKS
+   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API (and tr_stop_allowed).
+   Each has
+     - a constructor taking a zero-initialised desc (sokol style) that registers one hk_callback on
+       t->reg and hands back its handle (out may be NULL); bad parameters are refused before anything
+       is registered, with TR_ERR_INVALID and a message (tr_error) naming the parameter and what is valid;
+     - a spec-string factory of the same name (TR_FACTORIES): tr_init registers them on the trainer's
+       registry, so  hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=3)")  works; a
+       registry of your own gets them from tr_add_factories(reg) (a bad parameter: HK_ERR_INVALID and
+       hk_last_error naming it);
+     - its state in checkpoints (the callback's name is its state key), so a resumed run decides
+       exactly as the uninterrupted one;
+     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
+   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
+   also work in a hand-written loop that fires the events each one lists and honours them; the
+   trainer-specific parts (Lightning's defaults that read the fit's config) fall back to documented
+   defaults there.
+   Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
+   TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
+   ================================================================================================= */
+#define TR_ZERO (-2147483647 - 1)
+enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
+
+/* Which direction is better for a monitored metric. */
+typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
+
+/* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg,
+   tr_trainer *t)` registers the spec factory `name`; t is the trainer when tr_init calls it (its
+   callbacks then read the fit's config), NULL from tr_add_factories. */
+#define TR_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer)
+/* Registers every standard factory on reg; a name already registered is left as it is. */
+TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+
+/* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
+   Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
+   check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
+   Lightning's order, each exclusive: (1) check_finite and the value is NaN/inf: stop; (2) the value
+   is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
+   (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
+   wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
+   counts checks, not epochs). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
+   Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
+   every check, so a metric that improves meanwhile keeps training going (state.held says so).
+   Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
+   (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
+   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour. */
+#define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
+  X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
+  X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
+  X(TR_STOP_DIVERGENCE_THRESHOLD, "divergence_threshold") \
+  X(TR_STOP_PATIENCE_EXHAUSTED,   "patience_exhausted")   \
+  X(TR_STOP_NON_FINITE_METRIC,    "non_finite_metric")
+typedef enum tr_stop_reason {
+#define TR__X(sym, name) sym,
+  TR_STOP_REASONS(TR__X)
+#undef TR__X
+  TR_STOP_REASON_COUNT
+} tr_stop_reason;
+TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
+
+typedef struct tr_early_stopping_desc {
+  const char *monitor;          /* required: the metric, e.g. "val/loss" */
+  tr_mode mode;                 /* 0 = min (lower is better) */
+  double min_delta;             /* >= 0; an improvement must beat the best by more than this */
+  int patience;                 /* checks without improvement before stopping: 0 = 3; TR_ZERO = 0 */
+  int strict;                   /* the metric is missing at a check: fail the run (default), TR_NO: skip the check */
+  int check_finite;             /* default yes: a NaN or infinite value stops training */
+  int has_stopping_threshold;   /* 1: stop once the value is better than stopping_threshold */
+  double stopping_threshold;
+  int has_divergence_threshold; /* 1: stop once the value is worse than divergence_threshold */
+  double divergence_threshold;
+  int check_on_train_epoch_end; /* TR_YES: check at on_train_epoch_end; TR_NO: at on_validation_end;
+                                   default: at the epoch's end, unless the fit validates mid-epoch
+                                   (val_every_n_steps) or not every epoch (Lightning's rule) */
+  int verbose;                  /* print every decision (and why it stopped) to tr_desc.log / stderr */
+} tr_early_stopping_desc;
+
+typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
+  int64_t wait_count;           /* checks since the last improvement */
+  int64_t stopped_epoch;        /* the epoch at whose check it stopped training; 0 = it did not */
+  double best_score;            /* +inf (min) / -inf (max) before the first check */
+  int64_t patience;
+  tr_stop_reason stopping_reason;
+  const char *stopping_reason_message; /* "" while not stopped */
+  int held;                     /* the last check said "stop" but min_epochs/min_steps held it back */
+} tr_early_stopping_state;
+
+TRAIN_API tr_err tr_early_stopping(tr_trainer *t, const tr_early_stopping_desc *d, hk_handle *out);
+TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry *reg, hk_handle h);
+
+/* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
+   At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
+   the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
+   file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
+   (the new one is safely on disk: train.h renames a synced temporary file), and only files it wrote
+   itself (never the checkpoint the fit resumed from).
+   Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
+   on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
+   global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
+   check, outside a fit, or twice at one global step. A step or time save whose monitored metric does
+   not exist yet waits for the next on_validation_end.
+   Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
+   better than the k-th); -1 keeps all; TR_ZERO none (only last). Without a monitor only -1 (keep
+   every save) and 1 (keep the latest) are allowed. NaN is never best: it counts as the worst value,
+   so it is evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as
+   +-inf and may call it best).
+   File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
+   global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
+   [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
+   "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
+   behind empty), and the template itself may not contain '/' (put directories in dirpath). A name
+   that exists already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
+   (enable_version_counter), except the file being replaced.
+   save_last: at each save point also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it
+   did not write); TR_SAVE_LAST_LINK makes it a relative symlink to the newest file this callback
+   saved (a copy where symlinks fail; a real save when save_top_k is TR_ZERO); at on_train_end it is
+   written if no checkpoint was saved at the final step.
+   Hand-written loop: fire on_train_epoch_end / on_validation_end / on_train_batch_end (stage
+   HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving at
+   each ctx->checkpoint_paths[i] and firing on_checkpoint_saved with ctx->path = that path (see
+   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
+typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
+
+typedef struct tr_model_checkpoint_desc {
+  const char *dirpath;          /* NULL = "checkpoints"; created (with parents) when missing */
+  const char *filename;         /* template without ".ckpt"; NULL = "{epoch}-{step}" */
+  const char *monitor;          /* NULL: no metric; every save is the newest */
+  tr_mode mode;                 /* 0 = min */
+  int save_top_k;               /* 0 = 1; -1 = keep all; TR_ZERO = none */
+  tr_save_last save_last;       /* 0 = no */
+  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps */
+  int64_t every_n_epochs;       /* > 0: save every n epochs; TR_ZERO: never by epoch */
+  double train_time_interval;   /* > 0: save when this many seconds passed since the last check */
+  int save_on_train_epoch_end;  /* epoch saves: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
+                                   default: as early_stopping's check_on_train_epoch_end */
+  int auto_insert_metric_name;  /* default yes */
+  int enable_version_counter;   /* default yes */
+  int verbose;                  /* print every save and eviction */
+  double (*clock)(void *user);  /* seconds, for train_time_interval; NULL = a monotonic clock */
+  void *clock_user;
+} tr_model_checkpoint_desc;
+
+typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only best_model_path when
+                                              the checkpoint's dirpath differs, as Lightning) */
+  const char *dirpath;
+  const char *best_model_path;  /* "" until a save */
+  double best_model_score;      /* NaN until a save with a monitored value */
+  const char *kth_best_model_path; /* the worst kept file once k are kept ("" before) */
+  double kth_value;
+  const char *last_model_path;  /* save_last's file ("" until written) */
+  double current_score;         /* the value at the newest save */
+  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved */
+  const char *const *best_k_paths;
+  const double *best_k_scores;
+  int64_t last_global_step_saved; /* -1 = none */
+} tr_model_checkpoint_state;
+
+TRAIN_API tr_err tr_model_checkpoint(tr_trainer *t, const tr_model_checkpoint_desc *d, hk_handle *out);
+TRAIN_API const tr_model_checkpoint_state *tr_model_checkpoint_get(const hk_registry *reg, hk_handle h);
+
+/* ---- timer (Lightning's Timer) ------------------------------------------------------------------
+   Measures the time spent per stage (train = on_train_start .. on_train_end, validation inside it
+   included, as Lightning; sanity_check, validate, test, predict = their runs, summed over runs) and
+   stops training with HK_STOP once the train time reaches the duration: checked at on_fit_start and
+   then at every on_train_batch_end (interval step) or on_train_epoch_end (interval epoch). The
+   elapsed times are in checkpoints (a resumed run keeps counting) and in the metrics time/train,
+   time/validate, ... (seconds, updated at each check and stage end). Hand-written loop: fire the
+   start/end events of the stages you want measured and a check event; stop at HK_STOP. */
+#define TR_TIMER_STAGES(X) X(TR_TIMER_TRAIN, "train") X(TR_TIMER_SANITY_CHECK, "sanity_check") \
+  X(TR_TIMER_VALIDATE, "validate") X(TR_TIMER_TEST, "test") X(TR_TIMER_PREDICT, "predict")
+typedef enum tr_timer_stage {
+#define TR__X(sym, name) sym,
+  TR_TIMER_STAGES(TR__X)
+#undef TR__X
+  TR_TIMER_STAGE_COUNT
+} tr_timer_stage;
+typedef enum tr_interval { TR_INTERVAL_STEP = 0, TR_INTERVAL_EPOCH } tr_interval;
+
+typedef struct tr_timer_desc {
+  const char *duration;         /* "DD:HH:MM:SS", e.g. "00:12:00:00"; NULL: seconds */
+  double seconds;               /* the limit in seconds (not with duration); both 0/NULL: only measure */
+  tr_interval interval;         /* 0 = check after every training step */
+  int verbose;                  /* say when it stops */
+  double (*clock)(void *user);  /* seconds; NULL = a monotonic clock */
+  void *clock_user;
+} tr_timer_desc;
+
+typedef struct tr_timer_state {
+  double duration;              /* seconds; 0 = no limit */
+  double time_elapsed[TR_TIMER_STAGE_COUNT]; /* at the last start, end or check */
+} tr_timer_state;
+
+TRAIN_API tr_err tr_timer(tr_trainer *t, const tr_timer_desc *d, hk_handle *out);
+TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h);
+/* The time spent in a stage so far, running stage included; a negative value if h is not a timer. */
+TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_stage stage);
+
 #ifdef __cplusplus
 }
 #endif
@@ -457,6 +669,7 @@ TRAIN_API const char *tr_err_name(tr_err e);
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
@@ -482,6 +695,7 @@ extern "C" {
 #endif
 
 static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
+static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t); /* standard callbacks, after the trainer */
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 
 /* ---- errors --------------------------------------------------------------------------------------- */
@@ -795,6 +1009,10 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
       hk_metric_lazy(&t->ctx, "grad_norm", hk_grad_norm_metric, NULL) != HK_OK) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  }
+  if (tr__add_factories(t->reg, t) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
   return TR_OK;
 }
@@ -1129,6 +1347,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   t->running = stage;
   t->ctx.stage = stage;
   t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
   if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
   tr__fire(t, HK_CONFIGURE_MODEL);
@@ -1143,6 +1362,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   t->ctx.stage = HK_STAGE_NONE;
   t->ctx.batch = NULL;
   t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
   t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
   return e;
 }
@@ -1184,6 +1404,13 @@ static int tr__stopping(const tr_trainer *t) {
   return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
 }
 
+/* Where the loop next looks at a stop, the epoch counts as finished if its last batch has run. */
+TRAIN_API int tr_stop_allowed(const tr_trainer *t) {
+  const tr_config *c = t ? t->tr__cfg : NULL;
+  if (!c || t->running != HK_STAGE_FIT) return 1;
+  return t->epoch + (t->tr__epoch_done ? 1 : 0) >= c->min_epochs && t->global_step >= c->min_steps;
+}
+
 /* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
    validation resumes after it instead of repeating it. */
 static void tr__fit_validate(tr_trainer *t) {
@@ -1192,6 +1419,30 @@ static void tr__fit_validate(tr_trainer *t) {
   if (t->tr__err) return;
   t->tr__val_at = t->epoch_batch;
   tr__eval_loop(t, &e);
+}
+
+/* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
+   hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
+   for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
+static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
+  const char *paths[HK_MAX_CHECKPOINT_PATHS];
+  int i, n = t->ctx.n_checkpoint_paths, dflt = t->ctx.checkpoint_default || n == 0;
+  if (n < 0 || n > HK_MAX_CHECKPOINT_PATHS) n = 0;
+  for (i = 0; i < n; i++) paths[i] = t->ctx.checkpoint_paths[i];
+  t->ctx.n_checkpoint_paths = 0;
+  t->ctx.checkpoint_default = 0;
+  for (i = 0; i <= n && !t->tr__err; i++) {
+    const char *path = i < n ? paths[i] : (dflt ? c->save_to : NULL);
+    tr_err e;
+    if (i == n && !dflt) break;
+    if (!path) { tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set"); break; }
+    e = tr_save(t, path);
+    if (e) {
+      char why[sizeof t->error];
+      memcpy(why, t->error, sizeof why);
+      tr__fail(t, e, "%s", why);
+    }
+  }
 }
 
 /* A safe point (after a training batch or an epoch): honour what hooks requested. */
@@ -1204,17 +1455,17 @@ static void tr__honour_requests(tr_trainer *t) {
     if (c->val) tr__fit_validate(t);
     else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
   }
-  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) {
-    if (!c->save_to) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
-    else {
-      tr_err e = tr_save(t, c->save_to); /* its failure is the run's failure: the hook asked for it */
-      if (e) {
-        char why[sizeof t->error];
-        memcpy(why, t->error, sizeof why);
-        tr__fail(t, e, "%s", why);
-      }
-    }
-  }
+  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
+}
+
+/* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
+   a validation is not run any more. */
+static void tr__honour_final_requests(tr_trainer *t) {
+  unsigned r = t->ctx.requests;
+  if (t->tr__err) return;
+  t->ctx.requests = 0;
+  if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
   if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
 }
 
@@ -1251,6 +1502,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
     tr__end_window(t);
   }
   t->epoch_batch++;
+  t->tr__epoch_done = t->epoch_batch >= n_batches;
   t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
   t->ctx.samples_seen = t->samples_seen;
   tr__fire(t, HK_ON_TRAIN_BATCH_END);
@@ -1268,6 +1520,7 @@ static void tr__finish_epoch(tr_trainer *t) {
   t->epoch_batch = 0;
   t->tr__val_at = -1;
   t->tr__epoch_ended = 0;
+  t->tr__epoch_done = 0;
   tr__end_window(t); /* a window cut short by a stop is dropped */
   hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
   t->ctx.epoch = t->epoch;
@@ -1300,6 +1553,7 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
   }
   if (t->tr__err) return;
   complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  t->tr__epoch_done = complete;
   if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
       t->tr__val_at != t->epoch_batch)
     tr__fit_validate(t);
@@ -1401,6 +1655,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
     tr__train_epoch(t, n);
   }
   tr__fire(t, HK_ON_TRAIN_END);
+  tr__honour_final_requests(t);
   tr__fire(t, HK_ON_FIT_END);
 }
 
@@ -1557,11 +1812,21 @@ static void tr__w_put(tr__writer *w, const void *data, size_t n) {
 static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
 static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
 static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, &x[i], 4);
-    tr__w_u32(w, u);
+  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
+  size_t i, k;
+  for (i = 0; i < n; i += k) {
+    const uint32_t one = 1;
+    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
+    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
+    else {
+      size_t j;
+      for (j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, &x[i + j], 4);
+        tr__le(block + 4 * j, u, 4);
+      }
+    }
+    tr__w_put(w, block, 4 * k);
   }
 }
 static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
@@ -2328,6 +2593,1239 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
   if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
   return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
 }
+
+
+/* =================================================================================================
+   STANDARD CALLBACKS (implementation)
+   Shared pieces first: the clock, flags, the monitored metric, state bytes, errors; then one part per
+   callback, then the factories. A callback's state is one malloc'd struct (its hk_callback user),
+   freed by its destroy; nothing here runs on a step unless the callback is due.
+   ================================================================================================= */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
+#endif
+
+#define TR__CB_MAX_STR 4096 /* the longest string a callback's state may hold */
+
+static double tr__now(void) {
+#if defined(TR__POSIX) && defined(CLOCK_MONOTONIC)
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+  return (double)time(NULL); /* strict C99 headers declare no monotonic clock: whole seconds */
+}
+static double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
+
+static int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
+static int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+static int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
+static double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
+static const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
+
+static char *tr__strdup(const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  char *p = (char *)malloc(n);
+  if (p) memcpy(p, s ? s : "", n);
+  return p;
+}
+static void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
+  char *p = tr__strdup(s);
+  if (p) { free(*dst); *dst = p; }
+}
+
+/* The trainer behind ctx, if it is the one the callback was made for; NULL in a hand-written loop. */
+static tr_trainer *tr__cb_trainer(const hk_ctx *ctx, tr_trainer *t) { return t && ctx->trainer == (void *)t ? t : NULL; }
+
+/* Where a callback talks: the trainer's log (tr_desc.log), else stderr. */
+static void tr__cb_say(tr_trainer *t, const char *who, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__cb_say(tr_trainer *t, const char *who, const char *fmt, ...) {
+  FILE *f = t && t->tr__log ? t->tr__log : stderr;
+  va_list ap;
+  fprintf(f, "%s: ", who);
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+}
+
+/* Lightning's rule for monitoring callbacks: act at the training epoch's end when validation runs at
+   every epoch's end only (or not at all), else at the validation's end. Outside train.h: epoch end. */
+static int tr__at_epoch_end(const tr_trainer *t, int flag) {
+  const tr_config *c = t ? t->tr__cfg : NULL;
+  if (flag != TR_DEFAULT) return flag > 0;
+  if (!c || !c->val) return 1;
+  return c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1;
+}
+
+/* The monitored metric is missing: the failure names it and lists what there is. */
+static hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
+  char have[256];
+  size_t len = 0;
+  int i, n = hk_metric_count(ctx);
+  have[0] = 0;
+  for (i = 0; i < n && len + 4 < sizeof have; i++) {
+    double v;
+    const char *name = hk_metric_at(ctx, i, &v);
+    if (name) len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", name);
+  }
+  if (len >= sizeof have) len = sizeof have - 1;
+  return hk_fail(ctx, "%s: the monitored metric '%s' is not set (metrics now: %s); set it before this check, or "
+                 "monitor one of those", who, monitor, len ? have : "none");
+}
+
+/* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
+static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
+static void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
+static void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
+static void tr__put_str(hk_bytes *b, const char *s) {
+  size_t n = strlen(s ? s : "");
+  unsigned char x[4];
+  tr__le(x, (uint64_t)n, 4);
+  hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, s ? s : "", n);
+}
+static int tr__get_u64(hk_reader *r, uint64_t *v) {
+  unsigned char x[8];
+  if (hk_read(r, x, 8)) return -1;
+  *v = tr__get(x, 8);
+  return 0;
+}
+static int tr__get_i64(hk_reader *r, int64_t *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; *v = (int64_t)u; return 0; }
+static int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
+static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 when bad or out of memory */
+  unsigned char x[4];
+  uint64_t n;
+  char *s;
+  if (hk_read(r, x, 4)) return -1;
+  n = tr__get(x, 4);
+  if (n > TR__CB_MAX_STR || n > r->len - r->pos) return -1;
+  s = (char *)malloc((size_t)n + 1);
+  if (!s) return -1;
+  if (hk_read(r, s, (size_t)n) || memchr(s, 0, (size_t)n)) { free(s); return -1; }
+  s[n] = 0;
+  *out = s;
+  return 0;
+}
+
+/* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
+typedef struct tr__why { char msg[512]; } tr__why;
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  va_end(ap);
+  return TR_ERR_INVALID;
+}
+static tr_err tr__cb_result(tr_trainer *t, tr_err e, const tr__why *w) {
+  if (e) snprintf(t->error, sizeof t->error, "%s", w->msg);
+  return e;
+}
+
+/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
+   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
+   as Lightning orders them. */
+static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+  hk_opts o;
+  hk_err e;
+  memset(&o, 0, sizeof o);
+  o.monitor = 1;
+  o.order = order;
+  e = hk_add_callback(reg, cb, &o, out);
+  if (e) {
+    tr__bad(w, "%s", hk_last_error(reg));
+    cb->destroy(cb->user);
+    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+
+static int tr__file_exists(const char *path) {
+#ifdef TR__POSIX
+  struct stat st;
+  return stat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
+
+/* mkdir -p; 0 on success */
+static int tr__mkdirs(const char *dir) {
+#ifdef TR__POSIX
+  char buf[TR__CB_MAX_STR];
+  size_t i, n = strlen(dir);
+  if (n == 0 || n >= sizeof buf) return n == 0 ? 0 : -1;
+  memcpy(buf, dir, n + 1);
+  for (i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == 0) {
+      char c = buf[i];
+      buf[i] = 0;
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+#else
+  (void)dir;
+  return 0;
+#endif
+}
+
+/* ---- early_stopping ------------------------------------------------------------------------------- */
+TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r) {
+  static const char *const names[TR_STOP_REASON_COUNT] = {
+#define TR__X(sym, name) name,
+    TR_STOP_REASONS(TR__X)
+#undef TR__X
+  };
+  return (unsigned)r < TR_STOP_REASON_COUNT ? names[r] : "unknown";
+}
+
+typedef struct tr__es {
+  tr_early_stopping_state pub;
+  tr_trainer *t;
+  char *monitor, *message;
+  tr_mode mode;
+  double min_delta;             /* signed as Lightning: negative for min */
+  int strict, check_finite, has_stop, has_div, at_epoch_flag, at_epoch_end, verbose;
+  double stop_thr, div_thr;
+} tr__es;
+
+static void tr__es_destroy(void *user) {
+  tr__es *s = (tr__es *)user;
+  if (!s) return;
+  free(s->monitor);
+  free(s->message);
+  free(s);
+}
+
+static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_stop_reason why = TR_STOP_NOT_STOPPED;
+  char msg[400];
+  double cur;
+  if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE; /* not in the sanity check, not outside a fit */
+  if (!hk_metric_get(ctx, s->monitor, &cur)) {
+    if (s->strict) return tr__missing_metric(ctx, "early_stopping", s->monitor);
+    if (s->verbose) tr__cb_say(t, "early_stopping", "'%s' is not set; check skipped (strict=false)", s->monitor);
+    return HK_CONTINUE;
+  }
+  msg[0] = 0;
+  if (s->check_finite && !hk_is_finite(cur)) {
+    why = TR_STOP_NON_FINITE_METRIC;
+    snprintf(msg, sizeof msg, "Monitored metric %s = %g is not finite. Previous best value was %.3f. Signaling Trainer to stop.",
+             s->monitor, cur, s->pub.best_score);
+  } else if (s->has_stop && tr__better(s->mode, cur, s->stop_thr)) {
+    why = TR_STOP_STOPPING_THRESHOLD;
+    snprintf(msg, sizeof msg, "Stopping threshold reached: %s = %g %s %g. Signaling Trainer to stop.", s->monitor, cur,
+             s->mode == TR_MODE_MAX ? ">" : "<", s->stop_thr);
+  } else if (s->has_div && tr__better(s->mode, s->div_thr, cur)) {
+    why = TR_STOP_DIVERGENCE_THRESHOLD;
+    snprintf(msg, sizeof msg, "Divergence threshold reached: %s = %g %s %g. Signaling Trainer to stop.", s->monitor, cur,
+             s->mode == TR_MODE_MAX ? "<" : ">", s->div_thr);
+  } else if (tr__better(s->mode, cur - s->min_delta, s->pub.best_score)) {
+    if (s->verbose) {
+      if (hk_is_finite(s->pub.best_score))
+        tr__cb_say(t, "early_stopping", "Metric %s improved by %.3f >= min_delta = %g. New best score: %.3f", s->monitor,
+                   fabs(s->pub.best_score - cur), fabs(s->min_delta), cur);
+      else tr__cb_say(t, "early_stopping", "Metric %s improved. New best score: %.3f", s->monitor, cur);
+    }
+    s->pub.best_score = cur;
+    s->pub.wait_count = 0;
+  } else {
+    s->pub.wait_count++;
+    if (s->pub.wait_count >= s->pub.patience) {
+      why = TR_STOP_PATIENCE_EXHAUSTED;
+      snprintf(msg, sizeof msg, "Monitored metric %s did not improve in the last %lld records. Best score: %.3f. "
+               "Signaling Trainer to stop.", s->monitor, (long long)s->pub.wait_count, s->pub.best_score);
+    }
+  }
+  if (why == TR_STOP_NOT_STOPPED) { /* re-decided: an earlier held "stop" is gone */
+    s->pub.held = 0;
+    s->pub.stopping_reason = TR_STOP_NOT_STOPPED;
+    s->message[0] = 0;
+    s->pub.stopping_reason_message = s->message;
+    return HK_CONTINUE;
+  }
+  if (t && !tr_stop_allowed(t)) { /* min_epochs / min_steps unmet: decide again at the next check */
+    s->pub.held = 1;
+    if (s->verbose) tr__cb_say(t, "early_stopping", "%s (held: min_epochs/min_steps not reached; decided again at the next check)", msg);
+    return HK_CONTINUE;
+  }
+  s->pub.held = 0;
+  s->pub.stopping_reason = why;
+  s->pub.stopped_epoch = ctx->epoch;
+  tr__set_str(&s->message, msg);
+  s->pub.stopping_reason_message = s->message;
+  if (s->verbose) tr__cb_say(t, "early_stopping", "%s", msg);
+  return HK_STOP;
+}
+
+static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
+  tr__es *s = (tr__es *)user;
+  s->at_epoch_end = tr__at_epoch_end(tr__cb_trainer(ctx, s->t), s->at_epoch_flag);
+  return HK_CONTINUE;
+}
+static hk_signal tr__es_epoch_end(hk_ctx *ctx, void *user) {
+  tr__es *s = (tr__es *)user;
+  return s->at_epoch_end ? tr__es_check(s, ctx) : HK_CONTINUE;
+}
+static hk_signal tr__es_val_end(hk_ctx *ctx, void *user) {
+  tr__es *s = (tr__es *)user;
+  return s->at_epoch_end ? HK_CONTINUE : tr__es_check(s, ctx);
+}
+
+static int tr__es_save(void *user, hk_bytes *out) {
+  tr__es *s = (tr__es *)user;
+  tr__put_u64(out, 1); /* version */
+  tr__put_i64(out, s->pub.wait_count);
+  tr__put_i64(out, s->pub.stopped_epoch);
+  tr__put_f64(out, s->pub.best_score);
+  tr__put_i64(out, s->pub.patience);
+  tr__put_i64(out, (int64_t)s->pub.stopping_reason);
+  tr__put_str(out, s->message);
+  tr__put_i64(out, s->pub.held);
+  return out->failed ? -1 : 0;
+}
+static int tr__es_load(void *user, hk_reader *in) {
+  tr__es *s = (tr__es *)user;
+  uint64_t version;
+  int64_t wait, stopped, patience, reason, held;
+  double best;
+  char *msg = NULL;
+  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &wait) || tr__get_i64(in, &stopped) ||
+      tr__get_f64(in, &best) || tr__get_i64(in, &patience) || tr__get_i64(in, &reason) || tr__get_str(in, &msg) ||
+      tr__get_i64(in, &held) || in->pos != in->len || wait < 0 || stopped < 0 || patience < 0 || reason < 0 ||
+      reason >= TR_STOP_REASON_COUNT || (held != 0 && held != 1)) {
+    free(msg);
+    return -1;
+  }
+  s->pub.wait_count = wait;
+  s->pub.stopped_epoch = stopped;
+  s->pub.best_score = best;
+  s->pub.patience = patience;
+  s->pub.stopping_reason = (tr_stop_reason)reason;
+  s->pub.held = (int)held;
+  free(s->message);
+  s->message = msg;
+  s->pub.stopping_reason_message = msg;
+  return 0;
+}
+
+static tr_err tr__es_make(hk_registry *reg, tr_trainer *t, const tr_early_stopping_desc *d, hk_handle *out, tr__why *w) {
+  tr__es *s;
+  hk_callback cb;
+  char name[300];
+  if (!d) return tr__bad(w, "early_stopping: desc is NULL");
+  if (!d->monitor || !d->monitor[0]) return tr__bad(w, "early_stopping: monitor is required (the metric to watch, e.g. val/loss)");
+  if (strlen(d->monitor) > 200) return tr__bad(w, "early_stopping: monitor is longer than 200 characters");
+  if (d->mode != TR_MODE_MIN && d->mode != TR_MODE_MAX)
+    return tr__bad(w, "early_stopping: mode %d is not valid (min or max)", (int)d->mode);
+  if (!hk_is_finite(d->min_delta) || d->min_delta < 0)
+    return tr__bad(w, "early_stopping: min_delta must be a finite number >= 0 (got %g)", d->min_delta);
+  if (d->patience < 0 && d->patience != TR_ZERO)
+    return tr__bad(w, "early_stopping: patience must be >= 0 (got %d): the checks without improvement before stopping", d->patience);
+  if ((d->has_stopping_threshold && !hk_is_finite(d->stopping_threshold)) ||
+      (d->has_divergence_threshold && !hk_is_finite(d->divergence_threshold)))
+    return tr__bad(w, "early_stopping: stopping_threshold and divergence_threshold must be finite numbers");
+  s = (tr__es *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->monitor = tr__strdup(d->monitor);
+  s->message = tr__strdup("");
+  s->mode = d->mode;
+  s->min_delta = s->mode == TR_MODE_MIN ? -d->min_delta : d->min_delta;
+  s->pub.patience = tr__zero_int(d->patience, 3);
+  s->pub.best_score = tr__worst(s->mode);
+  s->pub.stopping_reason_message = s->message;
+  s->strict = tr__flag(d->strict, 1);
+  s->check_finite = tr__flag(d->check_finite, 1);
+  s->has_stop = d->has_stopping_threshold != 0;
+  s->stop_thr = d->stopping_threshold;
+  s->has_div = d->has_divergence_threshold != 0;
+  s->div_thr = d->divergence_threshold;
+  s->at_epoch_flag = d->check_on_train_epoch_end;
+  s->at_epoch_end = tr__at_epoch_end(NULL, s->at_epoch_flag);
+  s->verbose = d->verbose;
+  if (!s->monitor || !s->message) { tr__es_destroy(s); return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM; }
+  /* the state key: two early stoppings on one metric and mode would share it (Lightning's key) */
+  snprintf(name, sizeof name, "early_stopping{monitor=%s,mode=%s}", d->monitor, tr__mode_name(s->mode));
+  memset(&cb, 0, sizeof cb);
+  cb.name = name;
+  cb.user = s;
+  cb.on_fit_start = tr__es_fit_start;
+  cb.on_train_epoch_end = tr__es_epoch_end;
+  cb.on_validation_end = tr__es_val_end;
+  cb.save_state = tr__es_save;
+  cb.load_state = tr__es_load;
+  cb.destroy = tr__es_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+
+TRAIN_API tr_err tr_early_stopping(tr_trainer *t, const tr_early_stopping_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__es_make(t->reg, t, d, out, &w), &w);
+}
+
+TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__es_destroy ? &((const tr__es *)cb->user)->pub : NULL;
+}
+
+/* ---- model_checkpoint ----------------------------------------------------------------------------- */
+typedef struct tr__mc {
+  tr_model_checkpoint_state pub;
+  tr_trainer *t;
+  char *dirpath, *filename, *monitor;
+  tr_mode mode;
+  int top_k;                    /* -1 all, 0 none, k */
+  tr_save_last save_last;
+  int64_t every_steps, every_epochs;
+  double every_seconds;
+  int epoch_flag, at_epoch_end, auto_insert, versions, verbose;
+  double (*clock)(void *);
+  void *clock_user;
+  double last_time_checked;
+  int deferred;                 /* a step/time save waits for the monitored metric */
+  /* best_k_models, in insertion order; a NaN value is kept as NaN and ranks as the worst */
+  char **paths;
+  double *scores;
+  int n, cap;
+  char *best, *kth, *last, *newest; /* pub's strings; newest: the newest file saved (save_last's link target) */
+  /* requested, not yet on disk: the file, the one it replaces; the last file, the one it replaces */
+  char *want, *evict, *want_last, *old_last;
+  int link_after_want;          /* make the last link once `want` is on disk */
+  char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
+} tr__mc;
+
+static void tr__mc_sync(tr__mc *s) { /* point the public view at the current values */
+  s->pub.dirpath = s->dirpath;
+  s->pub.best_model_path = s->best ? s->best : "";
+  s->pub.kth_best_model_path = s->kth ? s->kth : "";
+  s->pub.last_model_path = s->last ? s->last : "";
+  s->pub.n_best_k = s->n;
+  s->pub.best_k_paths = (const char *const *)s->paths;
+  s->pub.best_k_scores = s->scores;
+}
+
+static void tr__mc_destroy(void *user) {
+  tr__mc *s = (tr__mc *)user;
+  int i;
+  if (!s) return;
+  for (i = 0; i < s->n; i++) free(s->paths[i]);
+  free(s->paths);
+  free(s->scores);
+  free(s->dirpath); free(s->filename); free(s->monitor);
+  free(s->best); free(s->kth); free(s->last); free(s->newest);
+  free(s->want); free(s->evict); free(s->want_last); free(s->old_last);
+  free(s);
+}
+
+/* -- file name templates: {name} or {name:fmt}, fmt = [0][width][.precision][f|e|g|d] -- */
+typedef struct tr__field { const char *key; size_t key_len; int zero, width, prec; char type; } tr__field;
+
+/* Parse the field at p ('{'); returns the position after '}', or NULL with a reason. */
+static const char *tr__field_parse(const char *p, tr__field *f, const char **why) {
+  const char *q = p + 1, *end;
+  memset(f, 0, sizeof *f);
+  f->prec = -1;
+  f->key = q;
+  while (*q && *q != '}' && *q != ':' && *q != '{') q++;
+  f->key_len = (size_t)(q - f->key);
+  if (*q == '{') { *why = "a '{' inside a field"; return NULL; }
+  if (!*q) { *why = "a '{' without its '}'"; return NULL; }
+  if (f->key_len == 0) { *why = "an empty field name"; return NULL; }
+  if (*q == '}') return q + 1;
+  end = strchr(q, '}');
+  if (!end) { *why = "a '{' without its '}'"; return NULL; }
+  q++; /* the format spec */
+  if (*q == '0') { f->zero = 1; q++; }
+  while (q < end && *q >= '0' && *q <= '9') { f->width = f->width * 10 + (*q - '0'); q++; if (f->width > 64) break; }
+  if (q < end && *q == '.') {
+    q++;
+    if (q == end || *q < '0' || *q > '9') { *why = "a '.' without a precision in the format"; return NULL; }
+    f->prec = 0;
+    while (q < end && *q >= '0' && *q <= '9') { f->prec = f->prec * 10 + (*q - '0'); q++; if (f->prec > 30) break; }
+  }
+  if (q < end && strchr("fegd", *q)) f->type = *q++;
+  if (q != end || f->width > 64 || f->prec > 30) { *why = "a format this library cannot render (valid: [0][width][.precision][f|e|g|d], e.g. .2f)"; return NULL; }
+  return end + 1;
+}
+
+/* Check a template; 0 if fine, else a message in w. */
+static int tr__template_check(const char *tpl, tr__why *w) {
+  const char *p = tpl, *why = NULL;
+  tr__field f;
+  while (*p) {
+    if (*p == '/') return tr__bad(w, "model_checkpoint: filename '%s' contains '/': put directories in dirpath", tpl), -1;
+    if (*p == '}') return tr__bad(w, "model_checkpoint: filename '%s' has a '}' without its '{' (at offset %d)", tpl, (int)(p - tpl)), -1;
+    if (*p != '{') { p++; continue; }
+    if (!(p = tr__field_parse(p, &f, &why)) || (f.type == 'd' && f.prec >= 0))
+      return tr__bad(w, "model_checkpoint: filename '%s' is not a valid template: %s; write fields as {epoch}, {step}, "
+                     "{val/loss} or {val/loss:.2f}", tpl, why ? why : "'d' takes no precision"), -1;
+  }
+  return 0;
+}
+
+/* Python's str() of a float, near enough: the shortest digits that read back the same. */
+static void tr__repr(char *out, size_t cap, double v) {
+  int p;
+  if (!hk_is_finite(v)) { snprintf(out, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
+  for (p = 1; p <= 17; p++) {
+    snprintf(out, cap, "%.*g", p, v);
+    if (strtod(out, NULL) == v) break;
+  }
+  if (!strpbrk(out, ".e")) { size_t n = strlen(out); if (n + 2 < cap) memcpy(out + n, ".0", 3); }
+}
+
+static void tr__field_render(char *out, size_t cap, const tr__field *f, int is_int, int64_t i, double v) {
+  char spec[32];
+  if (!is_int && !hk_is_finite(v) && f->type != 'd') { tr__repr(out, cap, v); return; }
+  if (f->type == 'd' || (is_int && !f->type && f->prec < 0)) {
+    long long x = is_int ? (long long)i : hk_is_finite(v) && fabs(v) < 9e18 ? (long long)floor(v + 0.5) : 0;
+    snprintf(spec, sizeof spec, "%%%s%dlld", f->zero ? "0" : "", f->width);
+    snprintf(out, cap, spec, x);
+  } else if (!f->type && f->prec < 0 && !f->width) {
+    tr__repr(out, cap, v);
+  } else {
+    snprintf(spec, sizeof spec, "%%%s%d.%d%c", f->zero ? "0" : "", f->width, f->prec < 0 ? 6 : f->prec, f->type ? f->type : 'g');
+    snprintf(out, cap, spec, is_int ? (double)i : v);
+  }
+}
+
+/* Render tpl with the current epoch, step and metrics into s->buf (without directory or extension). */
+static void tr__mc_render(tr__mc *s, hk_ctx *ctx, const char *tpl) {
+  const char *p = tpl, *why;
+  size_t len = 0, cap = sizeof s->buf - 64; /* room for "-vN.ckpt" and the directory is added later */
+  while (*p && len < cap) {
+    tr__field f;
+    char key[256], val[128];
+    const char *next;
+    int is_int = 0;
+    int64_t iv = 0;
+    double dv = 0;
+    size_t k;
+    if (*p != '{') { s->buf[len++] = *p++; continue; }
+    next = tr__field_parse(p, &f, &why);
+    if (!next) break; /* checked at construction */
+    k = f.key_len < sizeof key - 1 ? f.key_len : sizeof key - 1;
+    memcpy(key, f.key, k);
+    key[k] = 0;
+    if (!strcmp(key, "epoch")) { is_int = 1; iv = ctx->epoch; }
+    else if (!strcmp(key, "step")) { is_int = 1; iv = ctx->global_step; }
+    else if (!hk_metric_get(ctx, key, &dv)) { is_int = 1; iv = 0; } /* missing: 0, as Lightning */
+    tr__field_render(val, sizeof val, &f, is_int, iv, dv);
+    if (s->auto_insert) {
+      size_t j;
+      for (j = 0; j < k && len < cap; j++) s->buf[len++] = key[j] == '/' ? '_' : key[j];
+      if (len < cap) s->buf[len++] = '=';
+    }
+    for (k = 0; val[k] && len < cap; k++) s->buf[len++] = val[k] == '/' ? '_' : val[k];
+    p = next;
+  }
+  s->buf[len] = 0;
+}
+
+/* dirpath/<rendered>[-vN].ckpt, with a version while the name exists and is not `reuse`. */
+static char *tr__mc_path(tr__mc *s, const char *reuse) {
+  size_t need = strlen(s->dirpath) + strlen(s->buf) + 32;
+  char *path = (char *)malloc(need);
+  int v;
+  if (!path) return NULL;
+  snprintf(path, need, "%s/%s.ckpt", s->dirpath, s->buf);
+  for (v = 1; s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path)) && v < 1000000; v++)
+    snprintf(path, need, "%s/%s-v%d.ckpt", s->dirpath, s->buf, v);
+  return path;
+}
+
+/* The value kept for ranking: NaN counts as the worst (Lightning: NaN -> +-inf). */
+static double tr__mc_rank(const tr__mc *s, double v) { return v != v ? tr__worst(s->mode) : v; }
+
+/* best = first best non-NaN (none: ""), kth = first worst once k are kept; Python's min/max order. */
+static void tr__mc_rerank(tr__mc *s) {
+  int i, b = -1, k = -1;
+  for (i = 0; i < s->n; i++) {
+    double v = s->scores[i];
+    if (v == v && (b < 0 || tr__better(s->mode, v, s->scores[b]))) b = i;
+    if (k < 0 || tr__better(s->mode, tr__mc_rank(s, s->scores[k]), tr__mc_rank(s, v))) k = i;
+  }
+  if (!s->monitor) b = s->n - 1; /* no metric: the newest is the best */
+  tr__set_str(&s->best, b >= 0 ? s->paths[b] : "");
+  s->pub.best_model_score = b >= 0 && s->monitor ? s->scores[b] : NAN;
+  if (s->top_k > 0 && s->n >= s->top_k && k >= 0) {
+    tr__set_str(&s->kth, s->paths[k]);
+    s->pub.kth_value = tr__mc_rank(s, s->scores[k]);
+  } else {
+    tr__set_str(&s->kth, "");
+    s->pub.kth_value = tr__worst(s->mode);
+  }
+  tr__mc_sync(s);
+}
+
+static int tr__mc_push(tr__mc *s, char *path, double score) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? s->cap * 2 : 4;
+    char **p = (char **)realloc(s->paths, (size_t)cap * sizeof *p);
+    double *d;
+    if (!p) return -1;
+    s->paths = p;
+    d = (double *)realloc(s->scores, (size_t)cap * sizeof *d);
+    if (!d) return -1;
+    s->scores = d;
+    s->cap = cap;
+  }
+  s->paths[s->n] = path;
+  s->scores[s->n++] = score;
+  return 0;
+}
+static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best_k; returns it (owned) */
+  int i;
+  for (i = 0; i < s->n; i++)
+    if (!strcmp(s->paths[i], path)) {
+      char *p = s->paths[i];
+      memmove(s->paths + i, s->paths + i + 1, (size_t)(s->n - i - 1) * sizeof *s->paths);
+      memmove(s->scores + i, s->scores + i + 1, (size_t)(s->n - i - 1) * sizeof *s->scores);
+      s->n--;
+      return p;
+    }
+  return NULL;
+}
+
+/* Delete a file this callback wrote, unless it is `keep` or the checkpoint the fit resumed from. */
+static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  if (!path || !path[0] || (keep && !strcmp(path, keep))) return;
+  if (t && t->tr__cfg && t->tr__cfg->resume_from && !strcmp(t->tr__cfg->resume_from, path)) return;
+  if (remove(path) == 0 && s->verbose) tr__cb_say(t, "model_checkpoint", "removed %s", path);
+}
+
+/* save_last as a link: a relative symlink next to its target, made atomically; a copy where that fails. */
+static int tr__mc_link(const char *target, const char *link_path) {
+  const char *slash = strrchr(target, '/');
+  size_t n = strlen(link_path) + 16;
+  char *tmp = (char *)malloc(n);
+  int ok = 0;
+  if (!tmp) return -1;
+  snprintf(tmp, n, "%s.link.tmp", link_path);
+  remove(tmp);
+#ifdef TR__POSIX
+  ok = symlink(slash ? slash + 1 : target, tmp) == 0;
+#endif
+  if (!ok) { /* copy */
+    FILE *in = fopen(target, "rb"), *o = in ? fopen(tmp, "wb") : NULL;
+    char block[1 << 14];
+    size_t got;
+    ok = in && o;
+    while (ok && (got = fread(block, 1, sizeof block, in)) > 0) ok = fwrite(block, 1, got, o) == got;
+    if (in && ferror(in)) ok = 0;
+    if (in) fclose(in);
+    if (o && fclose(o) != 0) ok = 0;
+  }
+  if (ok && rename(tmp, link_path) != 0) ok = 0;
+  if (!ok) remove(tmp);
+  free(tmp);
+  return ok ? 0 : -1;
+}
+
+static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
+  hk_err e = hk_request_checkpoint(ctx, path);
+  return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
+}
+
+/* The last file at this save point: a link to the newest file, or a save of its own. */
+static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  char *path;
+  tr__mc_render(s, ctx, "last");
+  path = tr__mc_path(s, s->last);
+  if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (s->last && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
+  tr__set_str(&s->last, path);
+  tr__mc_sync(s);
+  if (s->save_last == TR_SAVE_LAST_LINK && s->top_k != 0 && (s->want || (s->newest && s->newest[0]))) {
+    free(path);
+    if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
+    if (tr__mc_link(s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+    if (s->verbose) tr__cb_say(t, "model_checkpoint", "%s -> %s", s->last, s->newest);
+    return HK_CONTINUE;
+  }
+  free(s->want_last);
+  s->want_last = path;
+  return tr__mc_request(ctx, path);
+}
+
+/* One save point: top-k, then last. */
+static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  double cur = NAN;
+  hk_signal sig = HK_CONTINUE;
+  int saved = 0;
+  if (ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
+  if (s->monitor && !hk_metric_get(ctx, s->monitor, &cur)) {
+    if (from_step) { s->deferred = 1; return HK_CONTINUE; } /* saved after the next validation */
+    return tr__missing_metric(ctx, "model_checkpoint", s->monitor);
+  }
+  s->deferred = 0;
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+  if (s->top_k != 0) {
+    int k = s->top_k < 0 ? s->n + 1 : s->top_k, take;
+    if (!s->monitor) take = 1;
+    else if (s->top_k < 0 || s->n < s->top_k) take = 1;
+    else take = cur == cur && tr__better(s->mode, cur, s->pub.kth_value); /* strictly better than the k-th */
+    if (take) {
+      char *evict = NULL, *path;
+      if (!s->monitor && s->top_k == 1 && s->n == 1) evict = tr__mc_pop(s, s->paths[0]);
+      else if (s->monitor && s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
+      tr__mc_render(s, ctx, s->filename);
+      path = tr__mc_path(s, evict);
+      if (!path || tr__mc_push(s, path, cur)) { free(path); free(evict); return hk_fail(ctx, "model_checkpoint: out of memory"); }
+      s->pub.current_score = cur;
+      tr__mc_rerank(s);
+      free(s->evict);
+      s->evict = evict;
+      tr__set_str(&s->want, path);
+      s->link_after_want = 0;
+      if (s->verbose) {
+        if (s->monitor) tr__cb_say(t, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s",
+                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, path);
+        else tr__cb_say(t, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, path);
+      }
+      sig = tr__mc_request(ctx, path);
+      saved = 1;
+    } else if (s->verbose)
+      tr__cb_say(t, "model_checkpoint", "epoch %lld, step %lld: '%s' was not in top %d", (long long)ctx->epoch,
+                 (long long)ctx->global_step, s->monitor, s->top_k);
+  }
+  if (sig == HK_CONTINUE && s->save_last != TR_SAVE_LAST_NO) { sig = tr__mc_save_last(s, ctx); saved = 1; }
+  if (saved) s->pub.last_global_step_saved = ctx->global_step;
+  return sig;
+}
+
+static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  s->at_epoch_end = tr__at_epoch_end(tr__cb_trainer(ctx, s->t), s->epoch_flag);
+  return HK_CONTINUE;
+}
+static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  (void)ctx;
+  s->last_time_checked = tr__clock(s->clock, s->clock_user);
+  return HK_CONTINUE;
+}
+static int tr__mc_epoch_due(const tr__mc *s, const hk_ctx *ctx) { return s->every_epochs > 0 && (ctx->epoch + 1) % s->every_epochs == 0; }
+static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  int due = 0;
+  if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
+  else if (s->every_seconds > 0) {
+    double now = tr__clock(s->clock, s->clock_user);
+    if (now - s->last_time_checked >= s->every_seconds) { due = 1; s->last_time_checked = now; }
+  }
+  return due ? tr__mc_save(s, ctx, 1) : HK_CONTINUE;
+}
+static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  return s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
+}
+static hk_signal tr__mc_val_end(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  if (s->deferred) return tr__mc_save(s, ctx, 0);
+  return !s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
+}
+static hk_signal tr__mc_train_end(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  if (ctx->stage != HK_STAGE_FIT || s->save_last == TR_SAVE_LAST_NO || s->pub.last_global_step_saved == ctx->global_step)
+    return HK_CONTINUE;
+  s->pub.last_global_step_saved = ctx->global_step;
+  return tr__mc_save_last(s, ctx);
+}
+
+/* A file is on disk: now, and only now, remove what it replaces. */
+static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  if (!ctx->path) return HK_CONTINUE;
+  if (s->want && !strcmp(ctx->path, s->want)) {
+    tr__mc_remove(s, ctx, s->evict, s->want);
+    free(s->evict);
+    s->evict = NULL;
+    free(s->newest);
+    s->newest = s->want;
+    s->want = NULL;
+    if (s->link_after_want && s->last) {
+      s->link_after_want = 0;
+      if (tr__mc_link(s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+    }
+  } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last); free(s->old_last); s->old_last = NULL; }
+    free(s->want_last);
+    s->want_last = NULL;
+  }
+  return HK_CONTINUE;
+}
+
+static int tr__mc_save_state(void *user, hk_bytes *out) {
+  tr__mc *s = (tr__mc *)user;
+  int i;
+  tr__put_u64(out, 1); /* version */
+  tr__put_str(out, s->dirpath);
+  tr__put_str(out, s->best);
+  tr__put_f64(out, s->pub.best_model_score);
+  tr__put_str(out, s->kth);
+  tr__put_f64(out, s->pub.kth_value);
+  tr__put_str(out, s->last);
+  tr__put_f64(out, s->pub.current_score);
+  tr__put_i64(out, s->pub.last_global_step_saved);
+  tr__put_str(out, s->want ? s->want : s->newest); /* a requested file is on disk by the time this is read */
+  tr__put_u64(out, (uint64_t)s->n);
+  for (i = 0; i < s->n; i++) { tr__put_str(out, s->paths[i]); tr__put_f64(out, s->scores[i]); }
+  return out->failed ? -1 : 0;
+}
+static int tr__mc_load_state(void *user, hk_reader *in) {
+  tr__mc *s = (tr__mc *)user;
+  uint64_t version, n = 0, i;
+  char *dir = NULL, *best = NULL, *kth = NULL, *last = NULL, *newest = NULL, **paths = NULL;
+  double best_score, kth_value, current, *scores = NULL;
+  int64_t step;
+  int ok = !tr__get_u64(in, &version) && version == 1 && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
+           !tr__get_f64(in, &best_score) && !tr__get_str(in, &kth) && !tr__get_f64(in, &kth_value) &&
+           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) && step >= -1 &&
+           !tr__get_str(in, &newest) && !tr__get_u64(in, &n) && n <= (in->len - in->pos) / 12;
+  if (ok) {
+    paths = (char **)calloc((size_t)n + 1, sizeof *paths);
+    scores = (double *)calloc((size_t)n + 1, sizeof *scores);
+    ok = paths && scores;
+    for (i = 0; ok && i < n; i++) ok = !tr__get_str(in, &paths[i]) && !tr__get_f64(in, &scores[i]);
+    ok = ok && in->pos == in->len;
+  }
+  if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
+    int k;
+    for (k = 0; k < s->n; k++) free(s->paths[k]);
+    free(s->paths); free(s->scores);
+    s->paths = paths; s->scores = scores; s->n = (int)n;
+    s->cap = (int)n + 1; /* calloc'd n + 1 */
+    free(s->best); s->best = best; best = NULL;
+    free(s->kth); s->kth = kth; kth = NULL;
+    free(s->last); s->last = last; last = NULL;
+    free(s->newest); s->newest = newest; newest = NULL;
+    s->pub.best_model_score = best_score;
+    s->pub.kth_value = kth_value;
+    s->pub.current_score = current;
+    s->pub.last_global_step_saved = step;
+    paths = NULL; scores = NULL; n = 0;
+  } else if (ok) { /* another directory: only best_model_path, as Lightning; the rest starts afresh */
+    tr__cb_say(s->t, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
+               "restored, top-k starts afresh", dir, s->dirpath);
+    free(s->best); s->best = best; best = NULL;
+  }
+  for (i = 0; paths && i < n; i++) free(paths[i]);
+  free(paths); free(scores);
+  free(dir); free(best); free(kth); free(last); free(newest);
+  tr__mc_sync(s);
+  return ok ? 0 : -1;
+}
+
+static tr_err tr__mc_make(hk_registry *reg, tr_trainer *t, const tr_model_checkpoint_desc *d, hk_handle *out, tr__why *w) {
+  tr__mc *s;
+  hk_callback cb;
+  char name[400];
+  int triggers;
+  const char *tpl;
+  if (!d) return tr__bad(w, "model_checkpoint: desc is NULL");
+  tpl = d->filename ? d->filename : "{epoch}-{step}";
+  if (d->mode != TR_MODE_MIN && d->mode != TR_MODE_MAX) return tr__bad(w, "model_checkpoint: mode %d is not valid (min or max)", (int)d->mode);
+  if (d->save_top_k < -1 && d->save_top_k != TR_ZERO)
+    return tr__bad(w, "model_checkpoint: save_top_k must be >= -1 (got %d): k best files, -1 = all, 0 = none", d->save_top_k);
+  if (d->save_last < TR_SAVE_LAST_NO || d->save_last > TR_SAVE_LAST_LINK)
+    return tr__bad(w, "model_checkpoint: save_last %d is not valid (no, yes or link)", (int)d->save_last);
+  if (d->every_n_train_steps < 0 || (d->every_n_epochs < 0 && d->every_n_epochs != TR_ZERO) ||
+      !(d->train_time_interval >= 0) || !hk_is_finite(d->train_time_interval))
+    return tr__bad(w, "model_checkpoint: every_n_train_steps, every_n_epochs and train_time_interval must be >= 0");
+  triggers = (d->every_n_train_steps > 0) + (d->every_n_epochs > 0) + (d->train_time_interval > 0);
+  if (triggers > 1)
+    return tr__bad(w, "model_checkpoint: every_n_train_steps=%lld, every_n_epochs=%lld and train_time_interval=%g are "
+                   "mutually exclusive: give at most one", (long long)d->every_n_train_steps,
+                   (long long)(d->every_n_epochs == TR_ZERO ? 0 : d->every_n_epochs), d->train_time_interval);
+  if ((!d->monitor || !d->monitor[0]) && d->save_top_k > 1)
+    return tr__bad(w, "model_checkpoint: save_top_k=%d needs a monitor (without one only -1, 0 or 1 are valid)", d->save_top_k);
+  if (d->monitor && strlen(d->monitor) > 200) return tr__bad(w, "model_checkpoint: monitor is longer than 200 characters");
+  if (d->dirpath && (!d->dirpath[0] || strlen(d->dirpath) > TR__CB_MAX_STR / 2))
+    return tr__bad(w, "model_checkpoint: dirpath must be a non-empty path shorter than %d characters", TR__CB_MAX_STR / 2);
+  if (strlen(tpl) > 1024) return tr__bad(w, "model_checkpoint: filename is longer than 1024 characters");
+  if (tr__template_check(tpl, w)) return TR_ERR_INVALID;
+  s = (tr__mc *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->dirpath = tr__strdup(d->dirpath ? d->dirpath : "checkpoints");
+  s->filename = tr__strdup(tpl);
+  s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
+  s->mode = d->mode;
+  s->top_k = tr__zero_int(d->save_top_k, 1);
+  s->save_last = d->save_last;
+  s->every_steps = d->every_n_train_steps;
+  s->every_seconds = d->train_time_interval;
+  s->every_epochs = d->every_n_epochs == TR_ZERO ? 0 : triggers == 0 ? 1 : d->every_n_epochs;
+  s->epoch_flag = d->save_on_train_epoch_end;
+  s->at_epoch_end = tr__at_epoch_end(NULL, s->epoch_flag);
+  s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
+  s->versions = tr__flag(d->enable_version_counter, 1);
+  s->verbose = d->verbose;
+  s->clock = d->clock;
+  s->clock_user = d->clock_user;
+  s->pub.best_model_score = NAN;
+  s->pub.current_score = NAN;
+  s->pub.kth_value = tr__worst(s->mode);
+  s->pub.last_global_step_saved = 0; /* Lightning: nothing is saved at step 0 */
+  if (!s->dirpath || !s->filename || (d->monitor && d->monitor[0] && !s->monitor)) {
+    tr__mc_destroy(s);
+    return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
+  }
+  { /* drop trailing slashes: names are dirpath + "/" + file */
+    size_t n = strlen(s->dirpath);
+    while (n > 1 && s->dirpath[n - 1] == '/') s->dirpath[--n] = 0;
+  }
+  tr__mc_sync(s);
+  /* the state key (Lightning's: monitor, mode and the triggers; not the file names) */
+  snprintf(name, sizeof name, "model_checkpoint{monitor=%s,mode=%s,every_n_train_steps=%lld,every_n_epochs=%lld,"
+           "train_time_interval=%g}", s->monitor ? s->monitor : "none", tr__mode_name(s->mode), (long long)s->every_steps,
+           (long long)s->every_epochs, s->every_seconds);
+  memset(&cb, 0, sizeof cb);
+  cb.name = name;
+  cb.user = s;
+  cb.on_fit_start = tr__mc_fit_start;
+  cb.on_train_start = tr__mc_train_start;
+  if (s->every_steps > 0 || s->every_seconds > 0) cb.on_train_batch_end = tr__mc_batch_end;
+  cb.on_train_epoch_end = tr__mc_epoch_end;
+  cb.on_validation_end = tr__mc_val_end;
+  cb.on_train_end = tr__mc_train_end;
+  cb.on_checkpoint_saved = tr__mc_saved;
+  cb.save_state = tr__mc_save_state;
+  cb.load_state = tr__mc_load_state;
+  cb.destroy = tr__mc_destroy;
+  return tr__cb_register(reg, &cb, 1000, out, w);
+}
+
+TRAIN_API tr_err tr_model_checkpoint(tr_trainer *t, const tr_model_checkpoint_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__mc_make(t->reg, t, d, out, &w), &w);
+}
+
+TRAIN_API const tr_model_checkpoint_state *tr_model_checkpoint_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__mc_destroy ? &((const tr__mc *)cb->user)->pub : NULL;
+}
+
+/* ---- timer ---------------------------------------------------------------------------------------- */
+static const char *const tr__timer_metric[TR_TIMER_STAGE_COUNT] = {
+#define TR__X(sym, name) "time/" name,
+  TR_TIMER_STAGES(TR__X)
+#undef TR__X
+};
+
+typedef struct tr__timer {
+  tr_timer_state pub;
+  tr_trainer *t;
+  tr_interval interval;
+  int verbose;
+  double (*clock)(void *);
+  void *clock_user;
+  double start[TR_TIMER_STAGE_COUNT];
+  int running[TR_TIMER_STAGE_COUNT];
+  double offset[TR_TIMER_STAGE_COUNT]; /* time of the finished runs (and from a checkpoint) */
+} tr__timer;
+
+static void tr__timer_destroy(void *user) { free(user); }
+
+static double tr__timer_elapsed(const tr__timer *s, int k, double now) {
+  return s->offset[k] + (s->running[k] ? now - s->start[k] : 0);
+}
+static void tr__timer_publish(tr__timer *s, hk_ctx *ctx, int k, double now) {
+  s->pub.time_elapsed[k] = tr__timer_elapsed(s, k, now);
+  (void)hk_metric_set(ctx, tr__timer_metric[k], s->pub.time_elapsed[k]);
+}
+static void tr__timer_start(tr__timer *s, int k) {
+  s->start[k] = tr__clock(s->clock, s->clock_user);
+  s->running[k] = 1;
+}
+static void tr__timer_stop(tr__timer *s, hk_ctx *ctx, int k) {
+  double now = tr__clock(s->clock, s->clock_user);
+  if (!s->running[k]) return;
+  s->offset[k] = tr__timer_elapsed(s, k, now);
+  s->running[k] = 0;
+  tr__timer_publish(s, ctx, k, now);
+}
+static int tr__timer_eval_stage(const hk_ctx *ctx) { return ctx->stage == HK_STAGE_SANITY_CHECK ? TR_TIMER_SANITY_CHECK : TR_TIMER_VALIDATE; }
+
+static hk_signal tr__timer_check(tr__timer *s, hk_ctx *ctx) {
+  double now = tr__clock(s->clock, s->clock_user);
+  tr__timer_publish(s, ctx, TR_TIMER_TRAIN, now);
+  if (ctx->stage != HK_STAGE_FIT || s->pub.duration <= 0 || s->pub.time_elapsed[TR_TIMER_TRAIN] < s->pub.duration) return HK_CONTINUE;
+  if (s->verbose) {
+    long long e = (long long)s->pub.time_elapsed[TR_TIMER_TRAIN];
+    tr__cb_say(tr__cb_trainer(ctx, s->t), "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
+               e / 3600, e / 60 % 60, e % 60);
+  }
+  return HK_STOP;
+}
+
+static hk_signal tr__timer_fit_start(hk_ctx *ctx, void *u) { return tr__timer_check((tr__timer *)u, ctx); }
+static hk_signal tr__timer_train_start(hk_ctx *ctx, void *u) { (void)ctx; tr__timer_start((tr__timer *)u, TR_TIMER_TRAIN); return HK_CONTINUE; }
+static hk_signal tr__timer_train_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_TRAIN); return HK_CONTINUE; }
+static hk_signal tr__timer_val_start(hk_ctx *ctx, void *u) { tr__timer_start((tr__timer *)u, tr__timer_eval_stage(ctx)); return HK_CONTINUE; }
+static hk_signal tr__timer_val_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, tr__timer_eval_stage(ctx)); return HK_CONTINUE; }
+static hk_signal tr__timer_test_start(hk_ctx *ctx, void *u) { (void)ctx; tr__timer_start((tr__timer *)u, TR_TIMER_TEST); return HK_CONTINUE; }
+static hk_signal tr__timer_test_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_TEST); return HK_CONTINUE; }
+static hk_signal tr__timer_pred_start(hk_ctx *ctx, void *u) { (void)ctx; tr__timer_start((tr__timer *)u, TR_TIMER_PREDICT); return HK_CONTINUE; }
+static hk_signal tr__timer_pred_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_PREDICT); return HK_CONTINUE; }
+static hk_signal tr__timer_batch_end(hk_ctx *ctx, void *u) {
+  tr__timer *s = (tr__timer *)u;
+  return s->interval == TR_INTERVAL_STEP ? tr__timer_check(s, ctx) : HK_CONTINUE;
+}
+static hk_signal tr__timer_epoch_end(hk_ctx *ctx, void *u) {
+  tr__timer *s = (tr__timer *)u;
+  return s->interval == TR_INTERVAL_EPOCH ? tr__timer_check(s, ctx) : HK_CONTINUE;
+}
+
+static int tr__timer_save(void *user, hk_bytes *out) {
+  tr__timer *s = (tr__timer *)user;
+  double now = tr__clock(s->clock, s->clock_user);
+  int k;
+  tr__put_u64(out, 1);
+  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) tr__put_f64(out, tr__timer_elapsed(s, k, now));
+  return out->failed ? -1 : 0;
+}
+static int tr__timer_load(void *user, hk_reader *in) {
+  tr__timer *s = (tr__timer *)user;
+  double v[TR_TIMER_STAGE_COUNT], now = tr__clock(s->clock, s->clock_user);
+  uint64_t version;
+  int k;
+  if (tr__get_u64(in, &version) || version != 1) return -1;
+  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++)
+    if (tr__get_f64(in, &v[k]) || !hk_is_finite(v[k]) || v[k] < 0) return -1;
+  if (in->pos != in->len) return -1;
+  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* a resumed run keeps counting from here */
+    s->offset[k] = v[k];
+    s->pub.time_elapsed[k] = v[k];
+    if (s->running[k]) s->start[k] = now;
+  }
+  return 0;
+}
+
+/* "DD:HH:MM:SS" (Lightning's Timer string) in seconds; -1 if it is not that. */
+static double tr__parse_duration(const char *s) {
+  double total = 0;
+  static const double unit[4] = { 86400, 3600, 60, 1 };
+  int f;
+  for (f = 0; f < 4; f++) {
+    double x = 0;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9' && digits < 9) { x = x * 10 + (*s++ - '0'); digits++; }
+    if (!digits) return -1;
+    total += x * unit[f];
+    if (f < 3 && *s++ != ':') return -1;
+  }
+  return *s ? -1 : total;
+}
+
+static tr_err tr__timer_make(hk_registry *reg, tr_trainer *t, const tr_timer_desc *d, hk_handle *out, tr__why *w) {
+  tr__timer *s;
+  hk_callback cb;
+  double limit = 0;
+  if (!d) return tr__bad(w, "timer: desc is NULL");
+  if (d->duration && d->duration[0] && d->seconds != 0)
+    return tr__bad(w, "timer: give duration (\"DD:HH:MM:SS\") or seconds, not both");
+  if (d->duration && d->duration[0] && (limit = tr__parse_duration(d->duration)) < 0)
+    return tr__bad(w, "timer: duration '%s' is not \"DD:HH:MM:SS\" (four numbers, e.g. \"00:12:00:00\" for 12 hours)", d->duration);
+  if (!(d->seconds >= 0) || !hk_is_finite(d->seconds)) return tr__bad(w, "timer: seconds must be a finite number >= 0 (got %g)", d->seconds);
+  if (d->seconds > 0) limit = d->seconds;
+  if (d->interval != TR_INTERVAL_STEP && d->interval != TR_INTERVAL_EPOCH)
+    return tr__bad(w, "timer: interval %d is not valid (step or epoch)", (int)d->interval);
+  s = (tr__timer *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "timer: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->pub.duration = limit;
+  s->interval = d->interval;
+  s->verbose = d->verbose;
+  s->clock = d->clock;
+  s->clock_user = d->clock_user;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "timer";
+  cb.user = s;
+  cb.on_fit_start = tr__timer_fit_start;
+  cb.on_train_start = tr__timer_train_start;
+  cb.on_train_end = tr__timer_train_end;
+  cb.on_validation_start = tr__timer_val_start;
+  cb.on_validation_end = tr__timer_val_end;
+  cb.on_test_start = tr__timer_test_start;
+  cb.on_test_end = tr__timer_test_end;
+  cb.on_predict_start = tr__timer_pred_start;
+  cb.on_predict_end = tr__timer_pred_end;
+  if (s->interval == TR_INTERVAL_STEP) cb.on_train_batch_end = tr__timer_batch_end;
+  else cb.on_train_epoch_end = tr__timer_epoch_end;
+  cb.save_state = tr__timer_save;
+  cb.load_state = tr__timer_load;
+  cb.destroy = tr__timer_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+
+TRAIN_API tr_err tr_timer(tr_trainer *t, const tr_timer_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__timer_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__timer_destroy ? &((const tr__timer *)cb->user)->pub : NULL;
+}
+TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_stage stage) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  const tr__timer *s = cb && cb->destroy == tr__timer_destroy ? (const tr__timer *)cb->user : NULL;
+  if (!s || (unsigned)stage >= TR_TIMER_STAGE_COUNT) return -1;
+  return tr__timer_elapsed(s, (int)stage, tr__clock(s->clock, s->clock_user));
+}
+
+/* ---- the factories: spec strings -> the constructors above --------------------------------------
+   Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
+static const char *const tr__tri = "auto|true|false";
+static int tr__tri_arg(const hk_args *a, const char *key) {
+  const char *v = hk_arg_str(a, key);
+  return !v || !strcmp(v, "auto") ? TR_DEFAULT : !strcmp(v, "true") ? TR_YES : TR_NO;
+}
+static int tr__bool_arg(const hk_args *a, const char *key) { return hk_arg_bool(a, key) ? TR_YES : TR_NO; }
+static tr_mode tr__mode_arg(const hk_args *a) { const char *m = hk_arg_str(a, "mode"); return m && !strcmp(m, "max") ? TR_MODE_MAX : TR_MODE_MIN; }
+/* an int parameter whose 0 is an explicit 0 in the spec (the desc's 0 means the default) */
+static int tr__int_arg(const hk_args *a, const char *key, int *out, tr__why *w) {
+  int64_t v = hk_arg_int(a, key);
+  if (v < -1000000000 || v > 1000000000) return tr__bad(w, "%s: %s=%lld is out of range", a->factory, key, (long long)v), -1;
+  *out = v == 0 ? TR_ZERO : (int)v;
+  return 0;
+}
+static hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
+  return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
+}
+
+static const hk_param tr__es_params[] = {
+  { "monitor", HK_PARAM_STRING, NULL, NULL, "the metric to watch, e.g. val/loss" },
+  { "mode", HK_PARAM_CHOICE, "min", "min|max", "which direction is better" },
+  { "min_delta", HK_PARAM_DOUBLE, "0", NULL, "an improvement must beat the best by more than this" },
+  { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
+  { "strict", HK_PARAM_BOOL, "true", NULL, "a missing metric fails the run (false: skip the check)" },
+  { "check_finite", HK_PARAM_BOOL, "true", NULL, "stop when the metric is NaN or infinite" },
+  { "stopping_threshold", HK_PARAM_DOUBLE, "0", NULL, "stop once the metric is better than this (when given)" },
+  { "divergence_threshold", HK_PARAM_DOUBLE, "0", NULL, "stop once the metric is worse than this (when given)" },
+  { "check_on_train_epoch_end", HK_PARAM_CHOICE, "auto", "auto|true|false", "check at the epoch's end or at validation end" },
+  { "verbose", HK_PARAM_BOOL, "false", NULL, "print every decision" },
+};
+static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_early_stopping_desc d;
+  tr__why w;
+  memset(&d, 0, sizeof d);
+  d.monitor = hk_arg_str(a, "monitor");
+  d.mode = tr__mode_arg(a);
+  d.min_delta = hk_arg_double(a, "min_delta");
+  if (tr__int_arg(a, "patience", &d.patience, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
+  d.strict = tr__bool_arg(a, "strict");
+  d.check_finite = tr__bool_arg(a, "check_finite");
+  d.has_stopping_threshold = hk_arg_given(a, "stopping_threshold");
+  d.stopping_threshold = hk_arg_double(a, "stopping_threshold");
+  d.has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
+  d.divergence_threshold = hk_arg_double(a, "divergence_threshold");
+  d.check_on_train_epoch_end = tr__tri_arg(a, "check_on_train_epoch_end");
+  d.verbose = hk_arg_bool(a, "verbose");
+  return tr__factory_result(reg, tr__es_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__mc_params[] = {
+  { "dirpath", HK_PARAM_STRING, "checkpoints", NULL, "the directory (created when missing)" },
+  { "filename", HK_PARAM_STRING, "{epoch}-{step}", NULL, "file name template, e.g. {epoch}-{val/loss:.2f}" },
+  { "monitor", HK_PARAM_STRING, "", NULL, "the metric that ranks checkpoints (empty: none)" },
+  { "mode", HK_PARAM_CHOICE, "min", "min|max", "which direction is better" },
+  { "save_top_k", HK_PARAM_INT, "1", NULL, "keep the k best; -1 all, 0 none" },
+  { "save_last", HK_PARAM_CHOICE, "false", "false|true|link", "also write last.ckpt (or link it)" },
+  { "every_n_train_steps", HK_PARAM_INT, "0", NULL, "save every n optimizer steps" },
+  { "every_n_epochs", HK_PARAM_INT, "1", NULL, "save every n epochs (0: never by epoch)" },
+  { "train_time_interval", HK_PARAM_DOUBLE, "0", NULL, "save every this many seconds" },
+  { "save_on_train_epoch_end", HK_PARAM_CHOICE, "auto", "auto|true|false", "epoch saves at the epoch's end or at validation end" },
+  { "auto_insert_metric_name", HK_PARAM_BOOL, "true", NULL, "{val/loss} -> val_loss=..." },
+  { "enable_version_counter", HK_PARAM_BOOL, "true", NULL, "-v1, -v2 ... on name collisions" },
+  { "verbose", HK_PARAM_BOOL, "false", NULL, "print every save" },
+};
+static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_model_checkpoint_desc d;
+  tr__why w;
+  const char *last = hk_arg_str(a, "save_last");
+  int64_t steps = hk_arg_int(a, "every_n_train_steps"), epochs = hk_arg_int(a, "every_n_epochs");
+  memset(&d, 0, sizeof d);
+  d.dirpath = hk_arg_str(a, "dirpath");
+  d.filename = hk_arg_str(a, "filename");
+  d.monitor = hk_arg_str(a, "monitor");
+  d.mode = tr__mode_arg(a);
+  if (tr__int_arg(a, "save_top_k", &d.save_top_k, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
+  d.save_last = last && !strcmp(last, "link") ? TR_SAVE_LAST_LINK : last && !strcmp(last, "true") ? TR_SAVE_LAST_YES : TR_SAVE_LAST_NO;
+  d.every_n_train_steps = steps;
+  d.train_time_interval = hk_arg_double(a, "train_time_interval");
+  /* every_n_epochs defaults to 1 only while no other trigger is given (Lightning) */
+  if (hk_arg_given(a, "every_n_epochs")) d.every_n_epochs = epochs == 0 ? TR_ZERO : epochs;
+  d.save_on_train_epoch_end = tr__tri_arg(a, "save_on_train_epoch_end");
+  d.auto_insert_metric_name = tr__bool_arg(a, "auto_insert_metric_name");
+  d.enable_version_counter = tr__bool_arg(a, "enable_version_counter");
+  d.verbose = hk_arg_bool(a, "verbose");
+  if (steps < 0 || steps > ((int64_t)1 << 53) || epochs > 1000000000 || epochs < -1000000000)
+    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps and every_n_epochs must be >= 0");
+  return tr__factory_result(reg, tr__mc_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__timer_params[] = {
+  { "duration", HK_PARAM_STRING, "", NULL, "the limit as DD:HH:MM:SS (empty: seconds)" },
+  { "seconds", HK_PARAM_DOUBLE, "0", NULL, "the limit in seconds (0 with no duration: only measure)" },
+  { "interval", HK_PARAM_CHOICE, "step", "step|epoch", "check after every step or every epoch" },
+  { "verbose", HK_PARAM_BOOL, "true", NULL, "say when it stops" },
+};
+static hk_err tr__timer_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_timer_desc d;
+  tr__why w;
+  const char *iv = hk_arg_str(a, "interval");
+  memset(&d, 0, sizeof d);
+  d.duration = hk_arg_str(a, "duration");
+  d.seconds = hk_arg_double(a, "seconds");
+  d.interval = iv && !strcmp(iv, "epoch") ? TR_INTERVAL_EPOCH : TR_INTERVAL_STEP;
+  d.verbose = hk_arg_bool(a, "verbose");
+  return tr__factory_result(reg, tr__timer_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+#define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+static hk_err tr__factory_early_stopping(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, t,
+                        "stop training when a monitored metric stops improving (Lightning's EarlyStopping)");
+}
+static hk_err tr__factory_model_checkpoint(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "model_checkpoint", tr__mc_params, TR__NPARAMS(tr__mc_params), tr__mc_factory, t,
+                        "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)");
+}
+static hk_err tr__factory_timer(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "timer", tr__timer_params, TR__NPARAMS(tr__timer_params), tr__timer_factory, t,
+                        "stop training after a time limit; time per stage (Lightning's Timer)");
+}
+
+/* Every factory of TR_FACTORIES; names already registered stay as they are (a registry handed to
+   two trainers, or given the factories before tr_init). */
+static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t) {
+  hk_err e = HK_OK;
+  if (!reg) return HK_ERR_INVALID;
+#define TR__X(name) \
+  if (!e) { e = tr__factory_##name(reg, t); if (e == HK_ERR_DUPLICATE) e = HK_OK; }
+  TR_FACTORIES(TR__X)
+#undef TR__X
+  return e;
+}
+TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(reg, NULL); }
 
 #ifdef __cplusplus
 }

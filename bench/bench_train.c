@@ -11,6 +11,9 @@
      five    tr_fit with five typical callbacks: a loss logger writing a metric, a grad-norm monitor
              reading train.h's lazy "grad_norm" metric every 10th step, an LR recorder, a NaN guard and
              a stateful step counter
+     std     tr_fit with the standard callbacks early_stopping (patience 1000: it never stops, so the
+             math stays the same) and model_checkpoint (top 2 by the metric, a checkpoint file written
+             at every epoch's end into a temporary directory), both monitoring train/loss
 
    Each way runs under valgrind --tool=callgrind, which counts executed instructions exactly (no
    timing noise), collecting only inside bench_run() (--toggle-collect). Each runs twice, for 2 and for
@@ -28,6 +31,7 @@
 #include "examples/mlp.h"
 
 #include <inttypes.h>
+#include <unistd.h> /* mkdtemp, rmdir */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +169,18 @@ static int add_five(hk_registry *reg, five *f) {
            hk_add_callback(reg, &counter, NULL, NULL);
 }
 
+/* ==== the standard callbacks ======================================================================= */
+static int add_std(tr_trainer *t, char *dir, hk_handle *ckpt) {
+    return tr_early_stopping(t, &(tr_early_stopping_desc){ .monitor = "train/loss", .patience = 1000 }, NULL) ||
+           tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "train/loss", .save_top_k = 2,
+                               .filename = "{epoch}-{train/loss:.4f}" }, ckpt);
+}
+static void remove_std(tr_trainer *t, char *dir, hk_handle ckpt) {   /* what model_checkpoint left */
+    const tr_model_checkpoint_state *s = tr_model_checkpoint_get(t->reg, ckpt);
+    for (int i = 0; s && i < s->n_best_k; i++) remove(s->best_k_paths[i]);
+    rmdir(dir);
+}
+
 /* ==== one run ====================================================================================== */
 
 static uint64_t checksum(const float *p, size_t n) {   /* FNV-1a over the parameters' bytes */
@@ -191,14 +207,20 @@ int bench_run(const char *mode, int epochs, uint64_t *sum) {
     } else {
         tr_trainer t;
         five f;
+        char dir[] = "/tmp/bench_train_ckpt.XXXXXX";
+        hk_handle ckpt = 0;
+        int std = !strcmp(mode, "std");
         memset(&f, 0, sizeof f);
+        if (std && !mkdtemp(dir)) { perror("bench_train: mkdtemp"); return 1; }
         if (tr_init(&t, &(tr_desc){ .model = model, .optim = { .kind = TR_OPTIM_ADAMW, .lr = LR, .weight_decay = WD },
                                     .seed = SEED }) == TR_OK &&
-            (strcmp(mode, "five") || add_five(t.reg, &f) == 0)) {
+            (strcmp(mode, "five") || add_five(t.reg, &f) == 0) && (!std || add_std(&t, dir, &ckpt) == 0)) {
             rc = tr_fit(&t, &(tr_config){ .train = &train, .max_epochs = epochs, .no_sigint = 1 }) != TR_OK;
             if (rc) fprintf(stderr, "bench_train: %s\n", tr_error(&t));
             if (!strcmp(mode, "five") && f.steps != (int64_t)epochs * spirals_num_batches(&data, BATCH)) rc = 1;
+            if (std && tr_model_checkpoint_get(t.reg, ckpt)->n_best_k != 2) rc = 1;
         }
+        if (std) remove_std(&t, dir, ckpt);
         tr_free(&t);
     }
     *sum = checksum(net.params, net.num_params);
@@ -246,6 +268,7 @@ int main(int argc, char **argv) {
         { "train.h, HK_DISABLE (sites compiled out)", off, "empty", 0, 0 },
         { "train.h, nothing registered (empty sites)", self, "empty", 0, 0 },
         { "train.h, 5 typical callbacks", self, "five", 0, 0 },
+        { "train.h, early stopping + checkpoint/epoch", self, "std", 0, 0 },
     };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     const int64_t steps_per_epoch = (PER_CLASS * CLASSES + BATCH - 1) / BATCH;
@@ -276,5 +299,8 @@ int main(int argc, char **argv) {
     double empty = rows[2].per_step / rows[0].per_step - 1.0;
     printf("\nfinal parameters identical in all rows: %s\n", same ? "yes (same math, batch for batch)" : "NO");
     printf("empty sites vs hand-written: %+.2f%% (goal: under +1%%): %s\n", 100.0 * empty, empty < 0.01 ? "met" : "NOT met");
+    double std = rows[4].per_step / rows[2].per_step - 1.0;
+    printf("early stopping + a checkpoint every epoch vs empty sites: %+.2f%% per step (goal: under +1%%): %s\n",
+           100.0 * std, std < 0.01 ? "met" : "NOT met");
     return same ? 0 : 1;
 }

@@ -11,8 +11,11 @@
                       the hook itself has no `if`): prints step, epoch, learning rate and smoothed loss
      3. val_accuracy  at the end of every validation: measures accuracy and sets the metric "val/acc"
      4. epoch_report  at the end of every 10th epoch: prints val/loss (set by train.h) and val/acc
+   and two of train.h's standard callbacks:
+     early_stopping    stops when val/loss has not improved by 0.001 for 5 epochs (from a spec string)
+     model_checkpoint  keeps the 2 best checkpoints by val/loss, and last.ckpt: a link to the newest
 
-   Run:  make demo            (builds, then runs build/demo; installs missing dependencies first)
+   Run:  make demo            (builds, then runs build/demo build/checkpoints; installs missing dependencies first)
          HOOKS_TRACE=lines build/demo 2>&1 | head    (every hook call as it happens; the trace goes to stderr) */
 #define HOOKS_IMPLEMENTATION        /* exactly one .c file of a program compiles the implementations */
 #define TRAIN_IMPLEMENTATION
@@ -69,7 +72,8 @@ static hk_signal epoch_report(hk_ctx *ctx, void *user) {
     return HK_CONTINUE;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *ckpt_dir = argc > 1 ? argv[1] : "checkpoints";
     /* ---- data: 3 spiral arms; 300 training and 100 validation points per arm, different seeds ---- */
     spirals train, val;
     if (spirals_make(&train, 300, 3, 0.2f, 1) || spirals_make(&val, 100, 3, 0.2f, 2)) {
@@ -111,18 +115,28 @@ int main(void) {
        this hook is reached: filter on HK_COUNT_CALLS. */
     bad |= hk_on(t.reg, HK_ON_TRAIN_EPOCH_END, epoch_report, NULL,
                  &(hk_opts){ .name = "epoch_report", .filter = { .counter = HK_COUNT_CALLS, .every = 10 } }, NULL);
+    /* ---- standard callbacks: a spec string (tr_init registered the factories), or a C desc ---- */
+    bad |= hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, min_delta=0.001, patience=5)");
     if (bad) { fprintf(stderr, "demo: %s\n", hk_last_error(t.reg)); return 1; }
+    hk_handle ckpt, stopper = hk_find(t.reg, "early_stopping{monitor=val/loss,mode=min}"); /* its state key */
+    err = tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = ckpt_dir, .monitor = "val/loss",
+        .save_top_k = 2, .save_last = TR_SAVE_LAST_LINK, .filename = "{epoch}-{val/loss:.4f}" }, &ckpt);
+    if (err) { fprintf(stderr, "demo: %s\n", tr_error(&t)); return 1; }
 
     /* ---- train ---- */
     err = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = epochs });
     if (err) { fprintf(stderr, "demo: training failed: %s\n", tr_error(&t)); return 1; }
 
-    /* ---- final numbers: one more validation pass, then accuracy on both sets ---- */
+    const char *why = tr_early_stopping_get(t.reg, stopper)->stopping_reason_message; /* "" if it did not stop */
+    printf("trained %lld steps (%lld epochs). %s\n", (long long)t.global_step, (long long)t.epoch, why);
+    /* ---- the best checkpoint: where it is; then the final numbers of the model loaded from it ---- */
+    const tr_model_checkpoint_state *ck = tr_model_checkpoint_get(t.reg, ckpt);
+    printf("best checkpoint: %s (val/loss %.4f); last: %s\n", ck->best_model_path, ck->best_model_score, ck->last_model_path);
     double val_loss = 0;
-    err = tr_validate(&t, &val_data, 0, &val_loss);
+    err = tr_load(&t, ck->best_model_path);
+    if (!err) err = tr_validate(&t, &val_data, 0, &val_loss);
     if (err) { fprintf(stderr, "demo: %s\n", tr_error(&t)); return 1; }
     double train_acc = mlp_accuracy(&net, &train, 100), val_acc = mlp_accuracy(&net, &val, 100);
-    printf("trained %lld steps (%lld epochs)\n", (long long)t.global_step, (long long)t.epoch);
     printf("final training accuracy:   %.1f%%\n", 100.0 * train_acc);
     printf("final validation loss:     %.4f\n", val_loss);
     printf("final validation accuracy: %.1f%%\n", 100.0 * val_acc);

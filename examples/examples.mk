@@ -15,7 +15,7 @@ $(BUILD)/hook_tree: examples/hook_tree.c hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 
 # -Ofast on purpose: the example's NaN guard must still fire there
-$(BUILD)/own_loop: examples/own_loop.c hooks.h | $(BUILD)
+$(BUILD)/own_loop: examples/own_loop.c hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Ofast $< -o $@ $(LDLIBS)
 
 # make test builds and runs every example, so none of them can rot.
@@ -23,7 +23,7 @@ $(BUILD)/own_loop: examples/own_loop.c hooks.h | $(BUILD)
 test-examples: $(HK_EXAMPLES) train-examples
 	@$(BUILD)/minimal > $(BUILD)/minimal.out && grep -q "stopped after epoch" $(BUILD)/minimal.out
 	@$(BUILD)/hook_tree > $(BUILD)/hook_tree.out && grep -q "on_train_epoch_end" $(BUILD)/hook_tree.out
-	@$(BUILD)/own_loop > $(BUILD)/own_loop.out 2>&1 && grep -q "stopped after" $(BUILD)/own_loop.out
+	@$(BUILD)/own_loop > $(BUILD)/own_loop.out 2>&1 && grep -q "stopped after" $(BUILD)/own_loop.out && grep -q "early_stopping: Stopping threshold reached" $(BUILD)/own_loop.out
 	@$(BUILD)/own_loop nan > $(BUILD)/own_loop_nan.out 2>&1 && grep -q "aborting: hook 'nan_guard' failed" $(BUILD)/own_loop_nan.out
 	@echo "examples: all build and run"
 TEST_TARGETS += test-examples

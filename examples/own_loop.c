@@ -1,4 +1,4 @@
-/* examples/own_loop.c - hooks.h vendored into a hand-written training loop (no train.h).
+/* examples/own_loop.c - hooks.h vendored into a hand-written training loop (train.h's loop unused).
 
    The loop is yours, llm.c style: a flat parameter buffer, your forward/backward, your AdamW. hooks.h
    adds the callback points and what a loop needs to act on them:
@@ -6,13 +6,17 @@
      - hk_is_finite: a NaN guard that still fires when this file is built with -Ofast (make does)
      - hk_grad_norm: the gradient norm, computed only if a hook asks, once per step however many ask
      - on_exception: why the run aborted (ctx.abort_reason), then teardown
+     - a standard callback from train.h, early_stopping, made from a spec string: it stops the run once
+       the loss is below the goal (or stalls). What it needs from the loop: on_train_epoch_end fired
+       with ctx.stage = HK_STAGE_FIT and the metric set (here every step is an epoch), and HK_STOP obeyed
    Run:  build/own_loop        trains until a hook stops it at the target loss
          build/own_loop nan    a NaN appears at step 20: the guard fails the run, on_exception reports */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #define HOOKS_IMPLEMENTATION
-#include "hooks.h"
+#define TRAIN_IMPLEMENTATION
+#include "train.h"                           /* hooks.h, and the standard callbacks */
 
 enum { D = 16, N = 256 };                    /* features, samples (one full batch) */
 static float params[D + 1], grads[D + 1], m[D + 1], v[D + 1], X[N][D], Y[N];
@@ -53,9 +57,6 @@ static hk_signal spike_guard(hk_ctx *ctx, void *u) {         /* skip a step whos
   (void)u;
   return hk_grad_norm(ctx) > 10.0 ? HK_SKIP_STEP : HK_CONTINUE;
 }
-static hk_signal target(hk_ctx *ctx, void *u) {              /* stop once the loss is low enough */
-  return ctx->loss < *(double *)u ? HK_STOP : HK_CONTINUE;
-}
 static hk_signal on_exception(hk_ctx *ctx, void *u) {
   (void)u;
   printf("aborting: %s\n", ctx->abort_reason);
@@ -80,7 +81,11 @@ int main(int argc, char **argv) {
   hk_on(reg, HK_ON_TRAIN_BATCH_END, report, NULL, &(hk_opts){ .name = "report", .filter = { .counter = HK_COUNT_STEP, .every = 25 } }, NULL);
   hk_on(reg, HK_ON_BEFORE_BACKWARD, nan_guard, NULL, &(hk_opts){ .name = "nan_guard" }, NULL);
   hk_on(reg, HK_ON_BEFORE_OPTIMIZER_STEP, spike_guard, NULL, &(hk_opts){ .name = "spike_guard" }, NULL);
-  hk_on(reg, HK_ON_TRAIN_BATCH_END, target, &goal, &(hk_opts){ .name = "target" }, NULL);
+  tr_add_factories(reg);                     /* train.h's standard callbacks, for spec strings */
+  if (hk_spec_apply(reg, "early_stopping(monitor=loss, stopping_threshold=0.12, patience=50)")) {
+    printf("%s\n", hk_last_error(reg));
+    return 1;
+  }
   hk_on(reg, HK_ON_EXCEPTION, on_exception, NULL, &(hk_opts){ .name = "on_exception" }, NULL);
 
   hk_flow flow = { 0 };
@@ -103,6 +108,11 @@ int main(int argc, char **argv) {
     }
     if (!HK_FLOW_HAS(&flow, HK_FLOW_FAIL)) HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
     hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+    if (!HK_FLOW_HAS(&flow, HK_FLOW_FAIL)) {  /* one batch is one epoch here: early stopping checks now */
+      ctx.epoch = step;
+      hk_metric_set(&ctx, "loss", ctx.loss);
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+    }
   }
   int failed = HK_FLOW_HAS(&flow, HK_FLOW_FAIL);
   if (failed) {                              /* the loop reports the failure, once */
@@ -111,6 +121,7 @@ int main(int argc, char **argv) {
   } else {
     HK_FIRE(reg, HK_ON_TRAIN_END, &ctx);
     printf("stopped after %lld steps at loss %.4f\n", (long long)ctx.global_step, ctx.loss);
+    printf("early_stopping: %s\n", tr_early_stopping_get(reg, hk_find(reg, "early_stopping{monitor=loss,mode=min}"))->stopping_reason_message);
   }
   HK_FIRE(reg, HK_TEARDOWN, &ctx);
   hk_ctx_free(&ctx);

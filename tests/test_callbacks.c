@@ -1,0 +1,1110 @@
+/* tests/test_callbacks.c - train.h's standard callbacks early_stopping, model_checkpoint and timer.
+
+   A model whose validation loss follows a script (script[i] at the i-th check: by epoch, or by
+   validation when validating every few steps) replays fixed metric sequences; each test asserts the
+   outcome Lightning 2.6 has (reference/lightning.md section 5, loggers.md section 3), or the
+   documented difference: which epoch early stopping stops at and why, which files exist after each
+   epoch, the best path and score, ties, NaN, min_epochs, resume, a rerun into the same directory,
+   bad parameters (constructor and spec string), and exact resume with all three registered. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include <cmocka.h>
+#ifdef __cplusplus
+}
+#endif
+
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_root[256]; /* a private temporary directory; each test works in a subdirectory */
+
+/* ---- the scripted model ------------------------------------------------------------------------- */
+#define NB 4 /* training batches per epoch */
+typedef struct sc {
+  float p[2], g[2];
+  tr_trainer *t;
+  const double *script;
+  int n;
+  int64_t by_step;          /* > 0: the i-th check is the validation at step (i+1)*by_step */
+  double clock;             /* the fake clock: +1 s per training forward */
+  char dir[300];
+  char files[64][1024];     /* directory listing after each epoch (recorded at on_train_epoch_start and at the end) */
+  int n_files;
+  FILE *log;
+  char *log_buf;
+  size_t log_len;
+  int batch;
+} sc;
+
+static double sc_val(sc *m) {
+  int64_t i = m->by_step > 0 ? m->t->global_step / m->by_step - 1 : m->t->epoch;
+  if (i < 0) i = 0;
+  return m->script[i < m->n ? i : m->n - 1];
+}
+static int sc_forward(void *user, void *batch, int training, double *loss) {
+  sc *m = (sc *)user;
+  (void)batch;
+  if (training) { m->clock += 1.0; *loss = 1.0 + (double)m->p[0] * m->p[0]; }
+  else *loss = sc_val(m);
+  return 0;
+}
+static int sc_backward(void *user, void *batch) {
+  sc *m = (sc *)user;
+  (void)batch;
+  m->g[0] += 2 * m->p[0];
+  m->g[1] += 0.5f;
+  return 0;
+}
+static int64_t sc_count(void *user) { (void)user; return NB; }
+static int64_t sc_count1(void *user) { (void)user; return 1; }
+static int sc_get(void *user, int64_t i, void **batch) { (void)i; *batch = user; return 0; }
+static double sc_now(void *user) { return ((sc *)user)->clock; }
+
+static int cmp_str(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+/* "a b c": the directory's entries, sorted; symlinks marked "->target" */
+static void list_dir(const char *dir, char *out, size_t cap) {
+  char names[64][256];
+  int n = 0, i;
+  size_t len = 0;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  out[0] = 0;
+  if (!d) return;
+  while ((e = readdir(d)) && n < 64) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(names[n++], sizeof names[0], "%s", e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, sizeof names[0], cmp_str);
+  for (i = 0; i < n; i++) {
+    char full[600], target[256];
+    ssize_t k;
+    if (snprintf(full, sizeof full, "%s/%s", dir, names[i]) >= (int)sizeof full) continue;
+    k = readlink(full, target, sizeof target - 1);
+    if (k >= 0) target[k] = 0;
+    len += (size_t)snprintf(out + len, cap - len, "%s%s%s%s", i ? " " : "", names[i], k >= 0 ? "->" : "", k >= 0 ? target : "");
+    if (len >= cap) { out[cap - 1] = 0; return; }
+  }
+}
+static hk_signal record_files(hk_ctx *ctx, void *user) {
+  sc *m = (sc *)user;
+  (void)ctx;
+  if (m->n_files < 64) list_dir(m->dir, m->files[m->n_files++], sizeof m->files[0]);
+  return HK_CONTINUE;
+}
+
+static void rm_rf(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (!d) return;
+  while ((e = readdir(d))) {
+    char full[600];
+    struct stat st;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full) continue;
+    if (lstat(full, &st) == 0 && S_ISDIR(st.st_mode)) { rm_rf(full); rmdir(full); }
+    else unlink(full);
+  }
+  closedir(d);
+}
+
+static tr_data g_train, g_val;
+static int g_n = 0; /* test directory counter */
+
+/* A trainer over the scripted model, logging into memory, with a fresh directory m->dir. */
+static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t by_step) {
+  tr_desc d;
+  memset(m, 0, sizeof *m);
+  m->p[0] = 0.5f;
+  m->t = t;
+  m->script = script;
+  m->n = n;
+  m->by_step = by_step;
+  snprintf(m->dir, sizeof m->dir, "%s/t%d", g_root, ++g_n);
+  rm_rf(m->dir);
+  m->log = open_memstream(&m->log_buf, &m->log_len);
+  memset(&d, 0, sizeof d);
+  d.model.params = m->p;
+  d.model.grads = m->g;
+  d.model.n_params = 2;
+  d.model.user = m;
+  d.model.forward = sc_forward;
+  d.model.backward = sc_backward;
+  d.optim.kind = TR_OPTIM_SGD;
+  d.optim.lr = 0.1;
+  d.seed = 3;
+  d.log = m->log;
+  assert_int_equal(tr_init(t, &d), TR_OK);
+  memset(&g_train, 0, sizeof g_train);
+  g_train.count = sc_count;
+  g_train.get = sc_get;
+  g_train.user = m;
+  memset(&g_val, 0, sizeof g_val);
+  g_val.count = sc_count1;
+  g_val.get = sc_get;
+  g_val.user = m;
+}
+static void sc_record(sc *m, tr_trainer *t) {
+  hk_on(t->reg, HK_ON_TRAIN_EPOCH_START, record_files, m, &(hk_opts){ .name = "record_files" }, NULL);
+}
+static const char *sc_logtext(sc *m) { fflush(m->log); return m->log_buf ? m->log_buf : ""; }
+static void sc_free(sc *m, tr_trainer *t) {
+  tr_free(t);
+  fclose(m->log);
+  free(m->log_buf);
+}
+static tr_config sc_cfg(int64_t max_epochs) {
+  tr_config c;
+  memset(&c, 0, sizeof c);
+  c.train = &g_train;
+  c.val = &g_val;
+  c.max_epochs = max_epochs;
+  c.no_sigint = 1;
+  return c;
+}
+static void in_dir(const sc *m, char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", m->dir, name); }
+
+/* =================================================================================================
+   early_stopping
+   ================================================================================================= */
+static void test_es_patience(void **state) {
+  static const double v[] = { 5, 4, 4.5, 4.4, 4.6, 3, 2 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  const tr_early_stopping_state *es;
+  (void)state;
+  sc_init(&m, &t, v, 7, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_non_null(es);
+  /* best 4 at epoch 1; epochs 2 and 3 do not improve: stop at the check of epoch 3 (patience counts checks) */
+  assert_int_equal(t.epoch, 4);
+  assert_int_equal(es->stopped_epoch, 3);
+  assert_int_equal(es->wait_count, 2);
+  assert_true(es->best_score == 4.0);
+  assert_int_equal(es->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
+  assert_string_equal(tr_stop_reason_name(es->stopping_reason), "patience_exhausted");
+  assert_non_null(strstr(es->stopping_reason_message, "did not improve in the last 2 records. Best score: 4.000"));
+  assert_non_null(strstr(sc_logtext(&m), "Signaling Trainer to stop"));
+  assert_null(tr_model_checkpoint_get(t.reg, h)); /* the getters check the type */
+  sc_free(&m, &t);
+}
+
+/* patience 0 (TR_ZERO / spec patience=0): the first check without improvement stops; ties do not improve */
+static void test_es_ties_and_zero_patience(void **state) {
+  static const double v[] = { 5, 5, 5, 5 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  (void)state;
+  sc_init(&m, &t, v, 4, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = TR_ZERO }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_early_stopping_get(t.reg, h)->stopped_epoch, 1); /* 5 == 5 is no improvement */
+  assert_int_equal(t.epoch, 2);
+  sc_free(&m, &t);
+}
+
+static void test_es_min_delta_and_max(void **state) {
+  static const double v[] = { 5, 4.6, 4.4, 4.3, 4.2 };
+  static const double acc[] = { 0.5, 0.6, 0.64, 0.63, 0.645, 0.9 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  const tr_early_stopping_state *es;
+  (void)state;
+  /* min_delta 0.5 (min): 4.6 is not 0.5 better than 5; 4.4 is (strictly: 4.4 + 0.5 < 5) */
+  sc_init(&m, &t, v, 5, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .min_delta = 0.5, .patience = 2 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_true(es->best_score == 4.4);
+  assert_int_equal(es->stopped_epoch, 4); /* 4.3 and 4.2 are within min_delta of 4.4 */
+  sc_free(&m, &t);
+  /* mode max with min_delta 0.05 (its sign flips): 0.6 improves on 0.5 (0.6-0.05 > 0.5); 0.64, 0.63, 0.645 do not */
+  sc_init(&m, &t, acc, 6, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .mode = TR_MODE_MAX, .min_delta = 0.05,
+                                                                    .patience = 3 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_true(es->best_score == 0.6);
+  assert_int_equal(es->stopped_epoch, 4);
+  sc_free(&m, &t);
+}
+
+static void test_es_thresholds(void **state) {
+  static const double down[] = { 5, 4, 2.5, 2.4, 2 };
+  static const double up[] = { 5, 4, 7, 11, 1 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  const tr_early_stopping_state *es;
+  (void)state;
+  /* stopping_threshold 2.5: reaching it exactly does not stop (strict), 2.4 does */
+  sc_init(&m, &t, down, 5, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 10,
+                   .has_stopping_threshold = 1, .stopping_threshold = 2.5 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_int_equal(es->stopped_epoch, 3);
+  assert_int_equal(es->stopping_reason, TR_STOP_STOPPING_THRESHOLD);
+  assert_true(es->best_score == 2.5); /* a threshold stop does not update the best */
+  assert_non_null(strstr(es->stopping_reason_message, "Stopping threshold reached: val/loss = 2.4 < 2.5"));
+  sc_free(&m, &t);
+  /* divergence_threshold 10: 11 > 10 stops at epoch 3 */
+  sc_init(&m, &t, up, 5, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 10,
+                   .has_divergence_threshold = 1, .divergence_threshold = 10 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_int_equal(es->stopped_epoch, 3);
+  assert_int_equal(es->stopping_reason, TR_STOP_DIVERGENCE_THRESHOLD);
+  sc_free(&m, &t);
+}
+
+static void test_es_nan(void **state) {
+  static const double v[] = { 5, NAN, 4, 6, 7 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  const tr_early_stopping_state *es;
+  (void)state;
+  sc_init(&m, &t, v, 5, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_int_equal(es->stopped_epoch, 1);
+  assert_int_equal(es->stopping_reason, TR_STOP_NON_FINITE_METRIC);
+  assert_non_null(strstr(es->stopping_reason_message, "is not finite. Previous best value was 5.000"));
+  sc_free(&m, &t);
+  /* check_finite off: NaN is never an improvement; it counts as a check without one */
+  sc_init(&m, &t, v, 5, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .check_finite = TR_NO, .patience = 2 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_true(es->best_score == 4.0);
+  assert_int_equal(es->stopped_epoch, 4);
+  sc_free(&m, &t);
+}
+
+/* Lightning issue 19966: patience=2, min_epochs=6, val = 5,4,4.5,4.4,3,2 -> Lightning stops after epoch 5
+   although the metric improved since its decision. Here the decision is made again at each check. */
+static void test_es_min_epochs_not_latched(void **state) {
+  static const double improves[] = { 5, 4, 4.5, 4.4, 3, 2, 2.5, 2.6, 2.7 };
+  static const double stalls[] = { 5, 4, 4.5, 4.4, 4.6, 4.7, 4.8, 4.9 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  const tr_early_stopping_state *es;
+  (void)state;
+  c.min_epochs = 6;
+  sc_init(&m, &t, improves, 9, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_true(es->best_score == 2.0);
+  assert_int_equal(es->stopped_epoch, 7); /* 2.5, 2.6 after the best 2.0 at epoch 5 */
+  assert_int_equal(t.epoch, 8);
+  assert_int_equal(es->held, 0);
+  sc_free(&m, &t);
+  /* without improvement it stops exactly when min_epochs allows: after epoch 5 (6 epochs) */
+  sc_init(&m, &t, stalls, 8, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_int_equal(t.epoch, 6);
+  assert_int_equal(es->stopped_epoch, 5);
+  assert_int_equal(es->wait_count, 4);
+  assert_non_null(strstr(sc_logtext(&m), "held: min_epochs/min_steps not reached"));
+  sc_free(&m, &t);
+}
+
+static void test_es_strict(void **state) {
+  static const double v[] = { 5, 4, 3 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(3);
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/acc" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_non_null(strstr(tr_error(&t), "the monitored metric 'val/acc' is not set"));
+  assert_non_null(strstr(tr_error(&t), "val/loss")); /* it lists what there is */
+  sc_free(&m, &t);
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/acc", .strict = TR_NO, .verbose = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.epoch, 3);
+  assert_non_null(strstr(sc_logtext(&m), "'val/acc' is not set; check skipped"));
+  sc_free(&m, &t);
+}
+
+/* Validation twice per epoch (every 2 of 4 steps): Lightning's default then checks at validation end,
+   and patience counts validations. */
+static void test_es_validation_end(void **state) {
+  static const double v[] = { 5, 4, 4.1, 4.2, 4.3 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(20);
+  const tr_early_stopping_state *es;
+  (void)state;
+  c.val_every_n_steps = 2;
+  sc_init(&m, &t, v, 5, 2);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, h);
+  assert_int_equal(t.global_step, 10);  /* 3 validations without improvement after step 4: steps 6, 8, 10 */
+  assert_int_equal(es->stopped_epoch, 2);
+  sc_free(&m, &t);
+  /* forced to the epoch's end: one check per epoch, at epochs 0, 1, 2, 3 with values 4, 4.2, 4.3, 4.3 */
+  sc_init(&m, &t, v, 5, 2);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3,
+                   .check_on_train_epoch_end = TR_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_early_stopping_get(t.reg, h)->stopped_epoch, 3);
+  sc_free(&m, &t);
+}
+
+/* =================================================================================================
+   model_checkpoint
+   ================================================================================================= */
+static void test_mc_top_k(void **state) {
+  static const double v[] = { 5, 3, 4, 1, 2, 3 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(6);
+  const tr_model_checkpoint_state *s;
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 6, 0);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+                   .filename = "{epoch}-{val/loss:.2f}", .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  /* files after each epoch (listed at the next epoch's start, and at the end) */
+  assert_int_equal(m.n_files, 7);
+  assert_string_equal(m.files[0], "");
+  assert_string_equal(m.files[1], "epoch=0-val_loss=5.00.ckpt");
+  assert_string_equal(m.files[2], "epoch=0-val_loss=5.00.ckpt epoch=1-val_loss=3.00.ckpt");
+  assert_string_equal(m.files[3], "epoch=1-val_loss=3.00.ckpt epoch=2-val_loss=4.00.ckpt");
+  assert_string_equal(m.files[4], "epoch=1-val_loss=3.00.ckpt epoch=3-val_loss=1.00.ckpt");
+  assert_string_equal(m.files[5], "epoch=3-val_loss=1.00.ckpt epoch=4-val_loss=2.00.ckpt");
+  assert_string_equal(m.files[6], "epoch=3-val_loss=1.00.ckpt epoch=4-val_loss=2.00.ckpt"); /* 3 is not in the top 2 */
+  s = tr_model_checkpoint_get(t.reg, h);
+  in_dir(&m, path, sizeof path, "epoch=3-val_loss=1.00.ckpt");
+  assert_string_equal(s->best_model_path, path);
+  assert_true(s->best_model_score == 1.0);
+  in_dir(&m, path, sizeof path, "epoch=4-val_loss=2.00.ckpt");
+  assert_string_equal(s->kth_best_model_path, path);
+  assert_true(s->kth_value == 2.0);
+  assert_int_equal(s->n_best_k, 2);
+  assert_string_equal(s->best_k_paths[1], path);
+  assert_true(s->best_k_scores[0] == 1.0 && s->best_k_scores[1] == 2.0);
+  assert_string_equal(s->last_model_path, "");
+  assert_int_equal(s->last_global_step_saved, 20);
+  assert_non_null(strstr(sc_logtext(&m), "'val/loss' was not in top 2"));
+  sc_free(&m, &t);
+}
+
+/* ties are not better than the k-th; NaN is never best and is evicted first */
+static void test_mc_ties_and_nan(void **state) {
+  static const double v[] = { 5, NAN, 4, 4, 4 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(5);
+  const tr_model_checkpoint_state *s;
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 5, 0);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+                   .filename = "{epoch}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  assert_string_equal(m.files[2], "epoch=0.ckpt epoch=1.ckpt");     /* NaN is kept while fewer than k ... */
+  assert_string_equal(m.files[3], "epoch=0.ckpt epoch=2.ckpt");     /* ... and evicted first */
+  assert_string_equal(m.files[4], "epoch=2.ckpt epoch=3.ckpt");     /* 4 beats 5 */
+  assert_string_equal(m.files[5], "epoch=2.ckpt epoch=3.ckpt");     /* 4 ties the k-th 4: not saved */
+  s = tr_model_checkpoint_get(t.reg, h);
+  in_dir(&m, path, sizeof path, "epoch=2.ckpt");
+  assert_string_equal(s->best_model_path, path);                   /* the first of equal bests */
+  sc_free(&m, &t);
+  /* a NaN first: Lightning would call it best (stored as inf); here best stays empty until a number */
+  {
+    static const double w[] = { NAN, 3 };
+    sc_init(&m, &t, w, 2, 0);
+    assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2 }, &h), TR_OK);
+    c.max_epochs = 1;
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    s = tr_model_checkpoint_get(t.reg, h);
+    assert_string_equal(s->best_model_path, "");
+    assert_true(isnan(s->best_model_score));
+    assert_int_equal(s->n_best_k, 1);
+    c.max_epochs = 2;
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    in_dir(&m, path, sizeof path, "epoch=1-step=8.ckpt");
+    assert_string_equal(s->best_model_path, path);
+    assert_true(s->best_model_score == 3.0);
+    sc_free(&m, &t);
+  }
+}
+
+/* no monitor: save_top_k 1 keeps the newest (the same name is overwritten), -1 keeps all; TR_ZERO only last */
+static void test_mc_no_monitor_and_last(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  char path[600];
+  const tr_model_checkpoint_state *s;
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=2-step=12.ckpt");
+  s = tr_model_checkpoint_get(t.reg, h);
+  in_dir(&m, path, sizeof path, "epoch=2-step=12.ckpt");
+  assert_string_equal(s->best_model_path, path);
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "same" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "same.ckpt"); /* overwritten, no -v1 without a monitor */
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=0-step=4.ckpt epoch=1-step=8.ckpt epoch=2-step=12.ckpt last.ckpt");
+  in_dir(&m, path, sizeof path, "last.ckpt");
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->last_model_path, path);
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = TR_ZERO,
+                   .save_last = TR_SAVE_LAST_LINK }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "last.ckpt"); /* a real file: there is nothing to link to */
+  sc_free(&m, &t);
+}
+
+static void test_mc_last_link(void **state) {
+  static const double v[] = { 5, 3, 4 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .filename = "{epoch}", .save_last = TR_SAVE_LAST_LINK }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  assert_string_equal(m.files[1], "epoch=0.ckpt last.ckpt->epoch=0.ckpt");
+  assert_string_equal(m.files[2], "epoch=1.ckpt last.ckpt->epoch=1.ckpt");
+  assert_string_equal(m.files[3], "epoch=1.ckpt last.ckpt->epoch=1.ckpt"); /* 4 not saved: the link stays */
+  /* the link is a loadable checkpoint */
+  in_dir(&m, path, sizeof path, "last.ckpt");
+  assert_int_equal(tr_load(&t, path), TR_OK);
+  sc_free(&m, &t);
+}
+
+/* two validations per epoch with filename {epoch}: the second gets -v1 (Lightning) */
+static void test_mc_validation_twice_per_epoch(void **state) {
+  static const double v[] = { 5, 4, 3, 2 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(2);
+  (void)state;
+  c.val_every_n_steps = 2;
+  sc_init(&m, &t, v, 4, 2);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .save_top_k = -1, .filename = "{epoch}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=0-v1.ckpt epoch=0.ckpt epoch=1-v1.ckpt epoch=1.ckpt");
+  assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 4);
+  assert_true(tr_model_checkpoint_get(t.reg, h)->best_model_score == 2.0);
+  sc_free(&m, &t);
+}
+
+/* a second run into the same directory: -v1 names, last-v1.ckpt; nothing of the first run is deleted */
+static void test_mc_rerun_same_dir(void **state) {
+  static const double v[] = { 5, 3 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(2);
+  char dir[300];
+  tr_model_checkpoint_desc d;
+  (void)state;
+  sc_init(&m, &t, v, 2, 0);
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  memset(&d, 0, sizeof d);
+  d.dirpath = dir;
+  d.monitor = "val/loss";
+  d.save_last = TR_SAVE_LAST_YES;
+  assert_int_equal(tr_model_checkpoint(&t, &d, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  sc_free(&m, &t);
+  list_dir(dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=1-step=8.ckpt last.ckpt");
+  /* the rerun */
+  sc_init(&m, &t, v, 2, 0);
+  rmdir(m.dir);
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  assert_int_equal(tr_model_checkpoint(&t, &d, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=1-step=8-v1.ckpt epoch=1-step=8.ckpt last-v1.ckpt last.ckpt");
+  sc_free(&m, &t);
+}
+
+static void test_mc_every_n_train_steps_and_time(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .every_n_train_steps = 5, .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  /* steps 5 and 10; no epoch saves; last at step 10, and again at the end (step 12, on_train_end) */
+  assert_string_equal(m.files[0], "epoch=1-step=5.ckpt epoch=2-step=10.ckpt last.ckpt");
+  assert_int_equal(tr_model_checkpoint_get(t.reg, h)->last_global_step_saved, 12);
+  sc_free(&m, &t);
+  /* every 3 seconds of the fake clock (+1 s per training batch, checked after each batch) */
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .train_time_interval = 3, .clock = sc_now, .clock_user = &m, .filename = "{step}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "step=12.ckpt step=3.ckpt step=6.ckpt step=9.ckpt");
+  sc_free(&m, &t);
+  /* a step save whose metric does not exist yet waits for the next validation (no sanity check here) */
+  sc_init(&m, &t, v, 1, 0);
+  c.num_sanity_val_steps = -1;
+  c.max_epochs = 1;
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .every_n_train_steps = 2, .filename = "{step}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "step=4.ckpt");
+  sc_free(&m, &t);
+}
+
+/* mode max, every_n_epochs 2, at validation end, without the version counter */
+static void test_mc_max_every_2_epochs(void **state) {
+  static const double acc[] = { 0.5, 0.6, 0.7, 0.65, 0.9, 0.95 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(6);
+  const tr_model_checkpoint_state *s;
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, acc, 6, 0);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .mode = TR_MODE_MAX,
+                   .every_n_epochs = 2, .save_on_train_epoch_end = TR_NO, .filename = "best", .enable_version_counter = TR_NO }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  /* saves after epochs 1, 3, 5 (the 2nd, 4th, 6th): 0.6, then 0.65 > 0.6 replaces it under the same name */
+  assert_string_equal(m.files[1], "");
+  assert_string_equal(m.files[2], "best.ckpt");
+  s = tr_model_checkpoint_get(t.reg, h);
+  assert_true(s->best_model_score == 0.95);
+  assert_int_equal(s->n_best_k, 1);
+  in_dir(&m, path, sizeof path, "best.ckpt");
+  assert_string_equal(s->best_model_path, path);
+  assert_string_equal(m.files[6], "best.ckpt");
+  sc_free(&m, &t);
+}
+
+/* a checkpoint from another directory restores only best_model_path (Lightning); bad state is refused */
+static void test_mc_state_load(void **state) {
+  static const double v[] = { 5, 3 };
+  sc m;
+  tr_trainer t;
+  hk_handle h, h2, h3;
+  tr_config c = sc_cfg(2);
+  char ckpt[600], other[700], best[600];
+  static const unsigned char junk[] = { 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255 };
+  (void)state;
+  sc_init(&m, &t, v, 2, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h2), TR_OK);
+  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ 0 }, &h3), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  snprintf(ckpt, sizeof ckpt, "%s", tr_model_checkpoint_get(t.reg, h)->last_model_path);
+  snprintf(best, sizeof best, "%s", tr_model_checkpoint_get(t.reg, h)->best_model_path);
+  /* each callback rejects a blob that is not its own format */
+  assert_int_equal(hk_state_load(t.reg, "early_stopping{monitor=val/loss,mode=min}", junk, sizeof junk), HK_ERR_STATE);
+  assert_int_equal(hk_state_load(t.reg, "timer", junk, sizeof junk), HK_ERR_STATE);
+  assert_int_equal(hk_state_load(t.reg, hk_callback_get(t.reg, h)->name, junk, sizeof junk), HK_ERR_STATE);
+  assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 1); /* unchanged */
+  sc_free(&m, &t);
+  sc_init(&m, &t, v, 2, 0);
+  snprintf(other, sizeof other, "%s/other", m.dir);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = other, .monitor = "val/loss",
+                   .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_load(&t, ckpt), TR_OK);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, best);
+  assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 0);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->last_model_path, "");
+  assert_non_null(strstr(sc_logtext(&m), "only best_model_path is restored"));
+  sc_free(&m, &t);
+}
+
+/* templates: formats, missing metrics as 0, auto_insert off, '/' never makes a directory */
+static hk_signal set_metrics(hk_ctx *ctx, void *user) {
+  (void)user;
+  hk_metric_set(ctx, "val/acc", 0.875);
+  hk_metric_set(ctx, "n", 7);
+  return HK_CONTINUE;
+}
+static void test_mc_templates(void **state) {
+  static const double v[] = { 0.123456 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(1);
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, set_metrics, NULL, &(hk_opts){ .name = "set_metrics" }, NULL);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .filename = "{epoch:03d}_{val/loss}_{val/acc:.1%}" }, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&t), "filename '{epoch:03d}_{val/loss}_{val/acc:.1%}' is not a valid template"));
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .filename = "{epoch:03d}_{val/loss}_{val/acc:.3e}_{missing:.2f}_{n}_{step:5d}" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=000_val_loss=0.123456_val_acc=8.750e-01_missing=0.00_n=7.0_step=    4.ckpt");
+  sc_free(&m, &t);
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir,
+                   .filename = "model-{val/loss:.2f}", .auto_insert_metric_name = TR_NO }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "model-0.12.ckpt");
+  sc_free(&m, &t);
+}
+
+/* the monitored metric missing at an epoch save is an error naming it */
+static void test_mc_missing_monitor(void **state) {
+  static const double v[] = { 1 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(1);
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/f1" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_non_null(strstr(tr_error(&t), "model_checkpoint: the monitored metric 'val/f1' is not set"));
+  sc_free(&m, &t);
+}
+
+/* =================================================================================================
+   timer
+   ================================================================================================= */
+static void test_timer(void **state) {
+  static const double v[] = { 1 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(10);
+  const tr_timer_state *s;
+  double x;
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ .duration = "00:00:00:10", .clock = sc_now, .clock_user = &m, .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_timer_get(t.reg, h);
+  assert_true(s->duration == 10);
+  assert_int_equal(t.global_step, 10); /* +1 s per batch, checked after each: 10 s after step 10 */
+  assert_true(s->time_elapsed[TR_TIMER_TRAIN] == 10);
+  assert_true(tr_timer_elapsed(t.reg, h, TR_TIMER_TRAIN) == 10);
+  assert_true(hk_metric_get(&t.ctx, "time/train", &x) && x == 10);
+  assert_true(hk_metric_get(&t.ctx, "time/validate", &x) && x == 0); /* validation takes no fake time */
+  assert_true(hk_metric_get(&t.ctx, "time/sanity_check", &x));
+  assert_non_null(strstr(sc_logtext(&m), "Time limit reached. Elapsed time is 0:00:10"));
+  assert_true(tr_timer_elapsed(t.reg, 12345, TR_TIMER_TRAIN) < 0);
+  /* standalone runs count as their stages, summed over runs */
+  assert_int_equal(tr_validate(&t, &g_train, 0, NULL), TR_OK);  /* training batches: forward with training=0 */
+  assert_int_equal(tr_test(&t, &g_val, 0, NULL), TR_OK);
+  assert_true(s->time_elapsed[TR_TIMER_TEST] == 0 && s->time_elapsed[TR_TIMER_VALIDATE] == 0);
+  assert_true(hk_metric_get(&t.ctx, "time/test", &x) && x == 0);
+  sc_free(&m, &t);
+  /* per epoch: checked after each epoch only */
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ .seconds = 10, .interval = TR_INTERVAL_EPOCH, .clock = sc_now, .clock_user = &m }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.global_step, 12);
+  sc_free(&m, &t);
+}
+
+/* =================================================================================================
+   bad parameters: constructors and spec strings, before anything runs
+   ================================================================================================= */
+static void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
+  assert_int_equal(e, TR_ERR_INVALID);
+  if (!strstr(tr_error(t), needle)) fail_msg("error '%s' lacks '%s'", tr_error(t), needle);
+}
+static void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
+  assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
+  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("spec '%s': error '%s' lacks '%s'", spec, hk_last_error(t->reg), needle);
+}
+static void test_bad_parameters(void **state) {
+  static const double v[] = { 1 };
+  sc m;
+  tr_trainer t;
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ 0 }, NULL), "monitor is required");
+  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .patience = -1 }, NULL), "patience must be >= 0");
+  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .mode = (tr_mode)7 }, NULL), "mode 7 is not valid (min or max)");
+  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .min_delta = -1 }, NULL), "min_delta must be");
+  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .has_stopping_threshold = 1, .stopping_threshold = NAN }, NULL), "stopping_threshold");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .every_n_train_steps = 5, .every_n_epochs = 1 }, NULL), "mutually exclusive");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .every_n_train_steps = 5, .train_time_interval = 2 }, NULL), "mutually exclusive");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .save_top_k = -2 }, NULL), "save_top_k must be >= -1");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .save_top_k = 3 }, NULL), "save_top_k=3 needs a monitor");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "{epoch" }, NULL), "a '{' without its '}'");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "epoch}" }, NULL), "'}' without its '{'");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "{}" }, NULL), "an empty field name");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "{a:.q}" }, NULL), "a '.' without a precision");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "sub/{epoch}" }, NULL), "put directories in dirpath");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .mode = (tr_mode)2 }, NULL), "mode 2 is not valid");
+  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .save_last = (tr_save_last)5 }, NULL), "save_last 5 is not valid");
+  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .duration = "12:00" }, NULL), "is not \"DD:HH:MM:SS\"");
+  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .duration = "00:01:00:00", .seconds = 5 }, NULL), "not both");
+  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .seconds = -1 }, NULL), "seconds must be");
+  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .interval = (tr_interval)3 }, NULL), "interval 3 is not valid (step or epoch)");
+  /* the same through spec strings; nothing is registered (all or nothing) */
+  expect_bad_spec(&t, "early_stopping(patience=3)", "monitor");
+  expect_bad_spec(&t, "early_stopping(monitor=val/loss, mode=maximum)", "max");
+  expect_bad_spec(&t, "early_stopping(monitor=val/loss, patience=-2)", "patience must be >= 0");
+  expect_bad_spec(&t, "timer(seconds=5); early_stopping(monitor=val/loss, patience=-2)", "patience must be >= 0");
+  expect_bad_spec(&t, "model_checkpoint(every_n_train_steps=10, every_n_epochs=2)", "mutually exclusive");
+  expect_bad_spec(&t, "model_checkpoint(filename=\"{epoch\")", "not a valid template");
+  expect_bad_spec(&t, "model_checkpoint(save_last=maybe)", "false|true|link");
+  expect_bad_spec(&t, "timer(duration=1h)", "DD:HH:MM:SS");
+  assert_int_equal(hk_find(t.reg, "timer"), 0);
+  assert_int_equal(hk_count(t.reg, HK_ON_TRAIN_EPOCH_END), 0);
+  /* two early stoppings on one metric and mode share a state key: refused */
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, NULL), TR_OK);
+  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, NULL), "early_stopping{monitor=val/loss,mode=min}");
+  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .mode = TR_MODE_MAX }, NULL), TR_OK);
+  sc_free(&m, &t);
+}
+
+/* spec strings work out of the box on the trainer's registry, and on a registry of one's own */
+static void test_spec_strings(void **state) {
+  static const double v[] = { 5, 3, 4, 4.5, 6 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(20);
+  char spec[800];
+  hk_registry *own;
+  hk_handle h;
+  (void)state;
+  sc_init(&m, &t, v, 5, 0);
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=2); model_checkpoint(dirpath=\"%s\", "
+           "monitor=val/loss, save_top_k=2, filename=\"{epoch}-{val/loss:.1f}\"); timer(duration=\"01:00:00:00\")", m.dir);
+  assert_int_equal(hk_spec_apply(t.reg, spec), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.epoch, 4); /* best 3 at epoch 1; 4 and 4.5 do not improve */
+  h = hk_find(t.reg, "early_stopping{monitor=val/loss,mode=min}");
+  assert_int_equal(tr_early_stopping_get(t.reg, h)->stopped_epoch, 3);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=1-val_loss=3.0.ckpt epoch=2-val_loss=4.0.ckpt");
+  assert_non_null(tr_timer_get(t.reg, hk_find(t.reg, "timer")));
+  sc_free(&m, &t);
+
+  /* a registry of the user's, handed to tr_init after tr_add_factories: tr_init keeps what is there */
+  own = hk_create(NULL);
+  assert_int_equal(tr_add_factories(own), HK_OK);
+  {
+    tr_trainer t2;
+    tr_desc d;
+    memset(&d, 0, sizeof d);
+    d.model.params = m.p;
+    d.model.grads = m.g;
+    d.model.n_params = 2;
+    d.model.forward = sc_forward;
+    d.model.backward = sc_backward;
+    d.reg = own;
+    assert_int_equal(tr_init(&t2, &d), TR_OK);
+    assert_int_equal(hk_spec_apply(own, "timer(seconds=1, interval=epoch)"), HK_OK);
+    assert_non_null(tr_timer_get(own, hk_find(own, "timer")));
+    assert_int_equal(hk_spec_apply(own, "timer"), HK_ERR_INVALID); /* one timer per registry (its state key) */
+    assert_non_null(strstr(hk_last_error(own), "timer"));
+    tr_free(&t2); /* not the user's registry */
+  }
+  hk_destroy(own);
+  own = hk_create(NULL);
+  assert_int_equal(tr_add_factories(own), HK_OK);
+  assert_int_equal(tr_add_factories(own), HK_OK); /* again: the names are there, nothing changes */
+  assert_int_equal(hk_spec_check(own, "early_stopping(monitor=loss, patience=0, check_on_train_epoch_end=true)"), HK_OK);
+  assert_int_equal(hk_spec_apply(own, "early_stopping(monitor=loss, patience=0, check_on_train_epoch_end=true)"), HK_OK);
+  h = hk_find(own, "early_stopping{monitor=loss,mode=min}");
+  assert_int_equal(tr_early_stopping_get(own, h)->patience, 0);
+  hk_destroy(own);
+}
+
+/* =================================================================================================
+   A hand-written loop (no train.h loop) honouring hk_request_checkpoint and HK_STOP
+   ================================================================================================= */
+static void test_own_loop(void **state) {
+  static const double v[] = { 5, 3, 4, 4 };
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  char dir[300], spec[600], files[1024];
+  int epoch, saves = 0;
+  FILE *f;
+  (void)state;
+  snprintf(dir, sizeof dir, "%s/own", g_root);
+  memset(&ctx, 0, sizeof ctx);
+  ctx.stage = HK_STAGE_FIT;
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  snprintf(spec, sizeof spec, "early_stopping(monitor=loss, patience=1); model_checkpoint(dirpath=\"%s\", monitor=loss, "
+           "filename=\"{epoch}\", save_last=link)", dir);
+  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
+  for (epoch = 0; epoch < 4 && !HK_FLOW_HAS(&flow, HK_FLOW_STOP); epoch++) {
+    int i;
+    ctx.epoch = epoch;
+    ctx.global_step = epoch + 1;
+    hk_metric_set(&ctx, "loss", v[epoch]);
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+    if (ctx.requests & HK_REQUEST_CHECKPOINT) { /* what a loop must do: save at each path, then on_checkpoint_saved */
+      assert_int_equal(ctx.checkpoint_default, 0);
+      for (i = 0; i < ctx.n_checkpoint_paths; i++) {
+        assert_non_null(f = fopen(ctx.checkpoint_paths[i], "wb"));
+        fputs("state", f);
+        fclose(f);
+        ctx.path = ctx.checkpoint_paths[i];
+        HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, &ctx);
+        ctx.path = NULL;
+        saves++;
+      }
+      ctx.requests &= ~(unsigned)HK_REQUEST_CHECKPOINT;
+      ctx.n_checkpoint_paths = 0;
+    }
+  }
+  assert_int_equal(epoch, 3); /* 4 at epoch 2 does not improve on 3: patience 1 stops */
+  assert_int_equal(saves, 2);
+  list_dir(dir, files, sizeof files);
+  assert_string_equal(files, "epoch=1.ckpt last.ckpt->epoch=1.ckpt");
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  rm_rf(dir);
+}
+
+/* hk_request_checkpoint itself */
+static void test_request_checkpoint_api(void **state) {
+  hk_ctx ctx;
+  char names[HK_MAX_CHECKPOINT_PATHS + 1][16];
+  int i;
+  (void)state;
+  memset(&ctx, 0, sizeof ctx);
+  assert_int_equal(hk_request_checkpoint(&ctx, NULL), HK_ERR_INVALID);
+  assert_int_equal(hk_request_checkpoint(&ctx, ""), HK_ERR_INVALID);
+  assert_int_equal(hk_request_checkpoint(NULL, "a"), HK_ERR_INVALID);
+  assert_int_equal(ctx.requests, 0);
+  for (i = 0; i <= HK_MAX_CHECKPOINT_PATHS; i++) snprintf(names[i], sizeof names[i], "p%d", i);
+  for (i = 0; i < HK_MAX_CHECKPOINT_PATHS; i++) assert_int_equal(hk_request_checkpoint(&ctx, names[i]), HK_OK);
+  assert_int_equal(hk_request_checkpoint(&ctx, "p0"), HK_OK); /* already queued */
+  assert_int_equal(hk_request_checkpoint(&ctx, names[HK_MAX_CHECKPOINT_PATHS]), HK_ERR_FULL);
+  assert_int_equal(ctx.n_checkpoint_paths, HK_MAX_CHECKPOINT_PATHS);
+  assert_int_equal(ctx.requests, HK_REQUEST_CHECKPOINT);
+  assert_int_equal(ctx.checkpoint_default, 0);
+  hk_request(&ctx, HK_REQUEST_CHECKPOINT);
+  assert_int_equal(ctx.checkpoint_default, 1);
+}
+
+/* =================================================================================================
+   Exact resume with all three registered: 2N epochs = N + save + load in a new trainer + N, bit for
+   bit (parameters), and the callbacks' decisions and state (early stopping stops at the same epoch,
+   the same checkpoint files, the same best, the timer keeps counting).
+   ================================================================================================= */
+typedef struct run_out {
+  float p[2];
+  int64_t epoch, step, stopped_epoch, wait;
+  double best, es_best, timer;
+  char best_path[600], files[1024];
+} run_out;
+
+static int64_t g_every_steps; /* 0: model_checkpoint at epoch ends (+ last link); n: every n steps, "{step}" names */
+static void add_all(sc *m, tr_trainer *t, const char *dir, hk_handle *hes, hk_handle *hmc, hk_handle *htm) {
+  assert_int_equal(tr_early_stopping(t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, hes), TR_OK);
+  if (g_every_steps)
+    assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
+                     .every_n_train_steps = g_every_steps, .filename = "{step}" }, hmc), TR_OK);
+  else
+    assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
+                     .save_last = TR_SAVE_LAST_LINK }, hmc), TR_OK);
+  assert_int_equal(tr_timer(t, &(tr_timer_desc){ .seconds = 1000, .clock = sc_now, .clock_user = m }, htm), TR_OK);
+}
+static void fill_out(run_out *o, sc *m, tr_trainer *t, hk_handle hes, hk_handle hmc, hk_handle htm) {
+  const tr_early_stopping_state *es = tr_early_stopping_get(t->reg, hes);
+  const tr_model_checkpoint_state *mc = tr_model_checkpoint_get(t->reg, hmc);
+  memcpy(o->p, m->p, sizeof o->p);
+  o->epoch = t->epoch;
+  o->step = t->global_step;
+  o->stopped_epoch = es->stopped_epoch;
+  o->wait = es->wait_count;
+  o->es_best = es->best_score;
+  o->best = mc->best_model_score;
+  snprintf(o->best_path, sizeof o->best_path, "%s", strrchr(mc->best_model_path, '/') + 1);
+  o->timer = tr_timer_get(t->reg, htm)->time_elapsed[TR_TIMER_TRAIN];
+  list_dir(m->dir, o->files, sizeof o->files);
+}
+
+/* split: the first half's tr_config.max_steps (0: 3 epochs); resume from model_checkpoint's file */
+static void exact_resume(int64_t split_steps, const char *ckpt_name, const char *whole_files, const char *split_files) {
+  static const double v[] = { 5, 4, 4.5, 3.5, 3.9, 3.6, 3.7, 3.8, 3.0 };
+  sc m;
+  tr_trainer t;
+  hk_handle a, b, c3;
+  tr_config c = sc_cfg(9);
+  run_out whole, split;
+  char ckpt[600];
+  /* in one go */
+  sc_init(&m, &t, v, 9, 0);
+  add_all(&m, &t, m.dir, &a, &b, &c3);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  fill_out(&whole, &m, &t, a, b, c3);
+  sc_free(&m, &t);
+  assert_int_equal(whole.stopped_epoch, 6); /* best 3.5 at epoch 3; 3.9, 3.6, 3.7 */
+  /* in two halves: 3 epochs, then a new trainer resumes from the checkpoint model_checkpoint wrote (last) */
+  sc_init(&m, &t, v, 9, 0);
+  add_all(&m, &t, m.dir, &a, &b, &c3);
+  if (split_steps) c.max_steps = split_steps;
+  else c.max_epochs = 3;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  if (ckpt_name) in_dir(&m, ckpt, sizeof ckpt, ckpt_name);
+  else snprintf(ckpt, sizeof ckpt, "%s", tr_model_checkpoint_get(t.reg, b)->last_model_path);
+  {
+    char dir[300];
+    double clock = m.clock;
+    snprintf(dir, sizeof dir, "%s", m.dir);
+    sc_free(&m, &t);
+    sc_init(&m, &t, v, 9, 0);
+    rmdir(m.dir);
+    snprintf(m.dir, sizeof m.dir, "%s", dir);
+    m.clock = clock + 100; /* another process's clock: the timer adds to what the checkpoint holds */
+    m.p[0] = 99;           /* the checkpoint restores it */
+  }
+  add_all(&m, &t, m.dir, &a, &b, &c3);
+  c.max_epochs = 9;
+  c.max_steps = 0;
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  fill_out(&split, &m, &t, a, b, c3);
+  sc_free(&m, &t);
+  assert_memory_equal(whole.p, split.p, sizeof whole.p);
+  assert_int_equal(whole.epoch, split.epoch);
+  assert_int_equal(whole.step, split.step);
+  assert_int_equal(whole.stopped_epoch, split.stopped_epoch);
+  assert_int_equal(whole.wait, split.wait);
+  assert_true(whole.es_best == split.es_best);
+  assert_true(whole.best == split.best);
+  assert_string_equal(whole.best_path, split.best_path);
+  assert_true(whole.timer == split.timer);
+  /* the same files, except that the checkpoint a run resumed from is never deleted (Lightning's rule) */
+  assert_string_equal(whole.files, whole_files);
+  assert_string_equal(split.files, split_files);
+}
+static void test_exact_resume(void **state) {
+  (void)state;
+  g_every_steps = 0;
+  exact_resume(0, NULL, "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt->epoch=5-step=24.ckpt",
+               "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt->epoch=5-step=24.ckpt"); /* from last.ckpt (a link) */
+}
+static void test_exact_resume_mid_epoch(void **state) {
+  (void)state;
+  g_every_steps = 6;         /* step 6 is the middle of epoch 1 (4 batches per epoch) */
+  exact_resume(6, "step=6.ckpt", "step=18.ckpt step=24.ckpt", "step=18.ckpt step=24.ckpt step=6.ckpt");
+  g_every_steps = 0;
+}
+
+/* ------------------------------------------------------------------------------------------------ */
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_es_patience),
+    cmocka_unit_test(test_es_ties_and_zero_patience),
+    cmocka_unit_test(test_es_min_delta_and_max),
+    cmocka_unit_test(test_es_thresholds),
+    cmocka_unit_test(test_es_nan),
+    cmocka_unit_test(test_es_min_epochs_not_latched),
+    cmocka_unit_test(test_es_strict),
+    cmocka_unit_test(test_es_validation_end),
+    cmocka_unit_test(test_mc_top_k),
+    cmocka_unit_test(test_mc_ties_and_nan),
+    cmocka_unit_test(test_mc_no_monitor_and_last),
+    cmocka_unit_test(test_mc_last_link),
+    cmocka_unit_test(test_mc_validation_twice_per_epoch),
+    cmocka_unit_test(test_mc_rerun_same_dir),
+    cmocka_unit_test(test_mc_every_n_train_steps_and_time),
+    cmocka_unit_test(test_mc_max_every_2_epochs),
+    cmocka_unit_test(test_mc_state_load),
+    cmocka_unit_test(test_mc_templates),
+    cmocka_unit_test(test_mc_missing_monitor),
+    cmocka_unit_test(test_timer),
+    cmocka_unit_test(test_bad_parameters),
+    cmocka_unit_test(test_spec_strings),
+    cmocka_unit_test(test_own_loop),
+    cmocka_unit_test(test_request_checkpoint_api),
+    cmocka_unit_test(test_exact_resume),
+    cmocka_unit_test(test_exact_resume_mid_epoch),
+  };
+  int rc;
+  char tmpl[] = "/tmp/test_callbacks.XXXXXX";
+  if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
+  snprintf(g_root, sizeof g_root, "%s", tmpl);
+  rc = cmocka_run_group_tests(tests, NULL, NULL);
+  rm_rf(g_root);
+  rmdir(g_root);
+  return rc;
+}
