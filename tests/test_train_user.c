@@ -36,7 +36,9 @@ static int get(void *user, int64_t i, void **batch) { (void)user; *batch = &X[i]
 static int fired;
 static hk_signal on_end(hk_ctx *ctx, void *user) { (void)ctx; (void)user; fired++; return HK_CONTINUE; }
 
-int main(void) {
+/* argv[1]: where to write the checkpoint (inside the build directory). */
+int main(int argc, char **argv) {
+  const char *ckpt = argc > 1 ? argv[1] : "test_train_user.ckpt";
   tr_trainer t;
   tr_desc d;
   tr_config c;
@@ -72,11 +74,11 @@ int main(void) {
   if (fired != 60) { printf("on_train_epoch_end fired %d times\n", fired); return 1; }
 #endif
   memcpy(saved, P, sizeof saved);
-  if (tr_save(&t, "build/test_train_user.ckpt") != TR_OK) { printf("tr_save: %s\n", tr_error(&t)); return 1; }
+  if (tr_save(&t, ckpt) != TR_OK) { printf("tr_save: %s\n", tr_error(&t)); return 1; }
   P[0] = P[1] = 0;
-  if (tr_load(&t, "build/test_train_user.ckpt") != TR_OK) { printf("tr_load: %s\n", tr_error(&t)); return 1; }
+  if (tr_load(&t, ckpt) != TR_OK) { printf("tr_load: %s\n", tr_error(&t)); return 1; }
   if (memcmp(saved, P, sizeof saved) != 0 || t.global_step != 480) { printf("restore differs\n"); return 1; }
-  remove("build/test_train_user.ckpt");
+  remove(ckpt);
   tr_free(&t);
   printf("test_train_user: ok (w=%.4f b=%.4f, val loss %.2e)\n", P[0], P[1], loss);
   return 0;

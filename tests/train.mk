@@ -65,7 +65,7 @@ tr_mx = @mkdir -p $(TR_MX) && echo "train-compile: $(notdir $(1:.ok=))" && \
   $(2) $(TR_MX_FLAGS) -c -o $(1:.ok=)-impl.o tests/test_train_impl.c && \
   $(3) $(TR_MX_FLAGS) -c -o $(1:.ok=)-user.o tests/test_train_user.c && \
   $(4) -o $(1:.ok=) $(1:.ok=)-impl.o $(1:.ok=)-user.o $(LDLIBS) && \
-  ./$(1:.ok=) > $(1:.ok=).out && touch $(1)
+  $(abspath $(1:.ok=)) $(1:.ok=).ckpt > $(1:.ok=).out && touch $(1)
 
 $(TR_MX)/gcc-c99.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,gcc -std=c99,gcc -std=c99,gcc)
