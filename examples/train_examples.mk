@@ -12,7 +12,7 @@ EXAMPLES    += $(TR_EX_BINS)
 demo:
 	@sh scripts/deps.sh demo
 	@$(MAKE) --no-print-directory -q $(BUILD)/demo || $(MAKE) --no-print-directory $(BUILD)/demo
-	@rm -rf $(BUILD)/checkpoints; $(BUILD)/demo $(BUILD)/checkpoints
+	@rm -rf $(BUILD)/checkpoints; $(BUILD)/demo $(BUILD)/checkpoints $(BUILD)/runs
 
 $(TR_EX_BINS): $(BUILD)/%: examples/%.c $(TR_EX_DEPS) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)

@@ -9,7 +9,8 @@
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
-     test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test) */
+     test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
+     test_log --plot CSV SVG    tr_plot_csv */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -578,6 +579,12 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
+  if (argc == 4 && !strcmp(argv[1], "--plot")) {
+    char why[600];
+    if (tr_plot_csv(argv[2], argv[3], NULL, why, sizeof why) == TR_OK) return 0;
+    fprintf(stderr, "test_log --plot: %s\n", why);
+    return 1;
+  }
   if (!mkdtemp(tmpl)) return 2;
   snprintf(g_root, sizeof g_root, "%s", tmpl);
   rc = cmocka_run_group_tests(tests, NULL, NULL);
