@@ -4,7 +4,8 @@
    check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
    schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
    Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer: the section
-   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init. Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
+   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init, and loggers (csv, jsonl,
+   tensorboard, plot) and a progress bar ("LOGGERS AND PROGRESS BAR"). Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
    FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
 
    USAGE
@@ -118,6 +119,9 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
+            tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
+            tr_bar_format, tr_log_*; tr_trainer.train_batches/eval_batches
      next   standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
             TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
             hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
@@ -4389,8 +4393,8 @@ static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx) {
       sprintf(tmp, "%s.tmp", s->path);
       if (tr__csv_text(s, &s->out, 1, 0)) { free(tmp); return tr__logger_broke(s, ctx, "out of memory"); }
       fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-      e = fd < 0 ? errno : tr__fd_write(fd, s->out.data, s->out.len);
-      if (!e && fsync(fd) != 0) e = errno;
+      e = fd < 0 ? errno : tr__fd_write(fd, s->out.data, s->out.len); /* no fsync: a killed process loses
+                                                                         nothing the kernel has; it costs ms */
       if (fd >= 0 && close(fd) != 0 && !e) e = errno;
       if (!e && rename(tmp, s->path) != 0) e = errno;
       if (e) { (void)remove(tmp); free(tmp); return tr__logger_broke(s, ctx, "cannot rewrite %s with new columns: %s", s->path, strerror(e)); }
