@@ -891,7 +891,8 @@ TRAIN_API tr_err tr_tensorboard_logger(tr_trainer *t, const tr_logger_desc *d, h
 TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h); /* any of these loggers, or plot */
 
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
-   at every teardown, i.e. at the end of each run, failed runs included. */
+   at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
+   SVG's <desc> element (as hparams.yaml's lines). */
 typedef struct tr_plot_desc {
   tr_logger_desc dir;           /* where: path NULL = <version directory>/metrics.svg */
   const char *path;             /* the SVG file */
@@ -4598,48 +4599,40 @@ static int tr__csv_add_row(tr__logger *s, const tr_log_record *r) {
   s->row_at[++s->n_rows] = s->n_cells;
   return 0;
 }
-static const tr__logger *tr__csv_sorting; /* qsort has no user pointer; only set while sorting */
-static int tr__csv_cmp(const void *a, const void *b) {
-  return strcmp(tr__csv_sorting->cols[*(const int *)a], tr__csv_sorting->cols[*(const int *)b]);
-}
-/* rows [from, n_rows) as CSV lines (with the header first when header is set) */
+/* rows [from, n_rows) as CSV lines (with the header first when header is set). Columns in
+   Lightning's order: sorted by name (an insertion sort: a few dozen columns). */
 static int tr__csv_text(tr__logger *s, hk_bytes *b, int header, int from) {
-  int *order = (int *)malloc((size_t)(s->n_cols ? s->n_cols : 1) * sizeof *order), *pos;
-  int i, r;
-  char num[40];
-  if (!order) return -1;
-  pos = (int *)malloc((size_t)(s->n_cols ? s->n_cols : 1) * sizeof *pos);
-  if (!pos) { free(order); return -1; }
-  for (i = 0; i < s->n_cols; i++) order[i] = i;
-  tr__csv_sorting = s; /* Lightning's order: sorted by name */
-  qsort(order, (size_t)s->n_cols, sizeof *order, tr__csv_cmp);
-  tr__csv_sorting = NULL;
+  size_t nc = (size_t)(s->n_cols ? s->n_cols : 1);
+  int *order = (int *)malloc(2 * nc * sizeof(int)), *pos = order ? order + nc : NULL, i, j, r;
+  double *row = (double *)malloc(nc * sizeof(double));
+  char *has = (char *)malloc(nc), num[40];
+  if (!order || !row || !has) { free(order); free(row); free(has); return -1; }
+  for (i = 0; i < s->n_cols; i++) {
+    for (j = i; j > 0 && strcmp(s->cols[order[j - 1]], s->cols[i]) > 0; j--) order[j] = order[j - 1];
+    order[j] = i;
+  }
   for (i = 0; i < s->n_cols; i++) pos[order[i]] = i;
   if (header) {
     for (i = 0; i < s->n_cols; i++) { if (i) tr__put_s(b, ","); tr__csv_cell(b, s->cols[order[i]]); }
     tr__put_s(b, "\n");
   }
   for (r = from; r < s->n_rows; r++) {
-    int c, k = 0;
-    double *row = (double *)malloc((size_t)(s->n_cols ? s->n_cols : 1) * sizeof *row);
-    char *has = (char *)calloc((size_t)(s->n_cols ? s->n_cols : 1), 1);
-    if (!row || !has) { free(row); free(has); free(order); free(pos); return -1; }
+    int c;
+    memset(has, 0, nc);
     for (c = s->row_at[r]; c < s->row_at[r + 1]; c++) { row[pos[s->cell_col[c]]] = s->cell_val[c]; has[pos[s->cell_col[c]]] = 1; }
     for (i = 0; i < s->n_cols; i++) {
+      const char *col = s->cols[order[i]];
       if (i) tr__put_s(b, ",");
       if (!has[i]) continue;
-      if (!strcmp(s->cols[order[i]], "epoch") || !strcmp(s->cols[order[i]], "step")) snprintf(num, sizeof num, "%lld", (long long)row[i]);
+      if (!strcmp(col, "epoch") || !strcmp(col, "step")) snprintf(num, sizeof num, "%lld", (long long)row[i]);
       else tr__num(num, sizeof num, row[i]);
       tr__put_s(b, num);
-      k++;
     }
-    (void)k;
     tr__put_s(b, "\n");
-    free(row);
-    free(has);
   }
   free(order);
-  free(pos);
+  free(row);
+  free(has);
   return b->failed ? -1 : 0;
 }
 
@@ -4768,18 +4761,18 @@ static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogr
   hk_bytes_free(&histo);
 }
 
-/* The hparams as text for each format. */
-static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, hk_bytes *b) {
+/* The hparams as text in a logger's format (csv: hparams.yaml; plot uses that too). */
+static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk_bytes *b) {
   tr__hparam h[TR__MAX_HPARAMS];
   int i, n = tr__hparams(tr__cb_trainer(ctx, s->t), h);
   const char *spec;
-  if (s->kind == TR__LOG_CSV) { /* hparams.yaml */
+  if (format == TR__LOG_CSV || format == TR__LOG_PLOT) { /* hparams.yaml */
     for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
     tr__put_s(b, "specs:");
     if (!hk_spec_applied(ctx->reg, 0)) tr__put_s(b, " []");
     for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(b, "\n- "); tr__json_str(b, spec); }
     tr__put_s(b, "\n");
-  } else if (s->kind == TR__LOG_JSONL) {
+  } else if (format == TR__LOG_JSONL) {
     tr__put_s(b, "{\"hparams\":{");
     for (i = 0; i < n; i++) { if (i) tr__put_s(b, ","); tr__json_str(b, h[i].key); tr__put_s(b, ":"); if (h[i].num) tr__put_s(b, h[i].val); else tr__json_str(b, h[i].val); }
     tr__put_s(b, n ? ",\"specs\":[" : "\"specs\":[");
@@ -4843,7 +4836,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   return tr__logger_broke(s, ctx, "file loggers need a POSIX system");
 #endif
   memset(&b, 0, sizeof b);
-  tr__hparams_text(s, ctx, &b);
+  tr__hparams_text(s, ctx, s->kind, &b);
   if (b.failed) e = ENOMEM;
   else if (s->kind == TR__LOG_CSV) {
     char *yaml = tr__join(s->dir, "hparams.yaml");
@@ -4990,7 +4983,7 @@ static void tr__svg_text(FILE *f, const char *s) {
 }
 /* Curves of every series against x, one colour each, with axes, ticks, grid and a legend; written to
    path.tmp and renamed. 0, or errno with why filled. */
-static int tr__svg_write(const char *path, const char *title, const tr__series *s, int n, char *why, size_t why_len) {
+static int tr__svg_write(const char *path, const char *title, const char *desc, const tr__series *s, int n, char *why, size_t why_len) {
   static const char *const colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf" };
   const double W = 760, H = 420, L = 70, R = 190, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
   double x0 = HUGE_VAL, x1 = -HUGE_VAL, y0 = HUGE_VAL, y1 = -HUGE_VAL, dx, dy, v;
@@ -5021,6 +5014,7 @@ static int tr__svg_write(const char *path, const char *title, const tr__series *
   fprintf(f, "<rect width=\"%g\" height=\"%g\" fill=\"white\"/>\n<text x=\"%g\" y=\"24\" font-size=\"15\">", W, H, L);
   tr__svg_text(f, title);
   fputs("</text>\n", f);
+  if (desc && desc[0]) { fputs("<desc>", f); tr__svg_text(f, desc); fputs("</desc>\n", f); } /* the hparams */
   for (v = ceil(x0 / dx) * dx; v <= x1 + dx * 1e-9; v += dx)
     fprintf(f, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\" stroke=\"#e5e5e5\"/><text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
             TR__SX(v), T, TR__SX(v), T + ph, TR__SX(v), T + ph + 16, v);
@@ -5060,11 +5054,17 @@ static int tr__svg_write(const char *path, const char *title, const tr__series *
 
 static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   char why[600];
+  hk_bytes desc;
+  int e;
   hk_signal sig = tr__logger_open(s, ctx);
   if (sig != HK_CONTINUE || s->broken || !s->n_series) return sig;
-  if (tr__svg_write(s->path, s->title && s->title[0] ? s->title : s->dir, s->series, s->n_series, why, sizeof why))
-    return tr__logger_broke(s, ctx, "%s", why);
-  return HK_CONTINUE;
+  memset(&desc, 0, sizeof desc);
+  tr__hparams_text(s, ctx, TR__LOG_PLOT, &desc);
+  hk_bytes_put(&desc, "", 1);
+  e = tr__svg_write(s->path, s->title && s->title[0] ? s->title : s->dir, desc.failed ? NULL : (const char *)desc.data,
+                    s->series, s->n_series, why, sizeof why);
+  hk_bytes_free(&desc);
+  return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
 }
 
 /* Read a CSV line's cells in place (quotes removed); returns the number of cells. */
@@ -5150,7 +5150,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, csv_path, series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/log_bar.sh BIN DIR - the progress bar in a real terminal (tmux) and in a pipe.
-#   terminal: every snapshot of the screen shows at most one training bar and one evaluation bar, and
+#   terminal: as wide as the terminal less one column (tqdm); every snapshot of the screen shows at most one training bar and one evaluation bar, and
 #             at the end exactly one line: the last epoch's bar at 100% (the validation line erased)
 #   pipe:     complete lines only: no carriage return, no escape code; every epoch's final line
 set -u
@@ -38,4 +38,6 @@ tmux -L "$sock" kill-server 2>/dev/null
 grep -q '^EXIT=0' "$dir/screen.txt" || { cat "$dir/screen.txt"; fail "the run in tmux did not finish"; }
 [ "$(grep -c '|' "$dir/screen.txt")" -eq 1 ] || { cat "$dir/screen.txt"; fail "not exactly one bar left on the screen"; }
 grep -q '^Epoch 2: 100%|.*| 4/4 \[.*loss=.*val/loss=' "$dir/screen.txt" || { cat "$dir/screen.txt"; fail "the last bar is not epoch 2 at 100% with loss and val/loss"; }
+width=$(grep '^Epoch' "$dir/screen.txt" | python3 -c 'import sys; print(len(sys.stdin.buffer.read().decode().rstrip("\n").rstrip()))')
+[ "$width" -eq 109 ] || fail "the bar is $width characters wide; the terminal has 110 columns (tqdm: 110 - 1)"
 echo "log_bar: terminal: $shots screenshots, never more than one bar per line kind; at the end: $(grep '^Epoch' "$dir/screen.txt")"

@@ -284,6 +284,40 @@ static hk_signal add_histogram(hk_ctx *ctx, void *user) {
   (void)user;
   return tr_log_histogram(ctx, "weights", v, 5) == TR_OK ? HK_CONTINUE : hk_fail(ctx, "tr_log_histogram failed");
 }
+/* tr_log_histogram outside on_log (where a gradient monitor sees the gradients) waits for the next
+   record: it rides with that one only. */
+static hk_signal hist_from_grads(hk_ctx *ctx, void *user) {
+  (void)user;
+  return tr_log_histogram(ctx, "grads", ctx->grads[0].data, ctx->grads[0].count) == TR_OK ? HK_CONTINUE : hk_fail(ctx, "histogram refused");
+}
+static hk_signal count_hists(hk_ctx *ctx, void *user) {
+  tr_log_record *r = tr_log_current(ctx);
+  int *seen = (int *)user;
+  if (r->n_histograms == 1 && !strcmp(r->histograms[0].tag, "grads") && r->histograms[0].num == 2) seen[0]++;
+  else if (r->n_histograms == 0) seen[1]++;
+  else seen[2]++;
+  return HK_CONTINUE;
+}
+static void test_histogram_waits(void **state) {
+  tr_trainer t;
+  toy m;
+  int seen[3] = { 0, 0, 0 };
+  hk_ctx foreign;
+  (void)state;
+  toy_init(&t, &m, NULL);
+  /* at step 2 only (the 2nd call), before the optimizer step; records every 2 steps: steps 2 and 4 */
+  assert_int_equal(hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, hist_from_grads, NULL,
+                         &(hk_opts){ .filter = { .once_at = 2 } }, NULL), HK_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_LOG, count_hists, seen, NULL, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
+  assert_int_equal(seen[0], 1); /* the record of step 2 carried it */
+  assert_int_equal(seen[1], 2); /* the record of step 4 and the validation's did not */
+  assert_int_equal(seen[2], 0);
+  memset(&foreign, 0, sizeof foreign); /* not at on_log, and not train.h's trainer: refused */
+  assert_int_equal(tr_log_histogram(&foreign, "x", m.g, 2), TR_ERR_INVALID);
+  tr_free(&t);
+}
+
 static void test_tensorboard(void **state) {
   char dir[300], path[700];
   tr_trainer t;
@@ -354,6 +388,8 @@ static void test_plot(void **state) {
   assert_contains(text, ">train/loss</text>");
   assert_contains(text, ">val/loss</text>");
   assert_contains(text, "<polyline");
+  assert_contains(text, "<desc>");
+  assert_contains(text, "log_every_n_steps: 1\n");  /* the hparams */
   free(text);
   tr_free(&t);
 
@@ -567,6 +603,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_csv_layout),
     cmocka_unit_test(test_jsonl),
     cmocka_unit_test(test_tensorboard),
+    cmocka_unit_test(test_histogram_waits),
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_errors),
