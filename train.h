@@ -77,7 +77,8 @@
    the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
    saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
    at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
-   writes the counters and every metric to tr_desc.log. Checkpoint and log requests made in
+   writes the counters and every metric to tr_desc.log and, in a fit, sends a training log record to
+   the loggers (on_log) at once. Checkpoint and log requests made in
    on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
    hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
 
@@ -121,7 +122,8 @@
    CHANGELOG
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
-            tr_bar_format, tr_log_*; tr_trainer.train_batches/eval_batches
+            tr_bar_format, tr_log_* (tr_log_due); HK_REQUEST_LOG also sends a training record;
+            tr_trainer.train_batches/eval_batches
      next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
@@ -795,6 +797,8 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
      val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
             tr_validate: every metric named val/...
      test   after on_test_epoch_end: every metric named test/...
+     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
+            current training batch or epoch end, where requests are honoured)
    step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
    logs step 49; validation records carry the last training step), so columns line up with
    Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
@@ -842,6 +846,10 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
    record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
    calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
 TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
+/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
+   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
+   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
+TRAIN_API int tr_log_due(const hk_ctx *ctx);
 /* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
 
@@ -1588,6 +1596,12 @@ static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   r->n_histograms = 0;
 }
 
+/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
+static void tr__log_requested(tr_trainer *t) {
+  tr__log_line(t);
+  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
+}
+
 /* ---- the work of a step -------------------------------------------------------------------------
    Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
    reads as a straight list. */
@@ -1938,7 +1952,7 @@ static void tr__honour_requests(tr_trainer *t) {
     else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
   }
   if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
 }
 
 /* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
@@ -1948,7 +1962,7 @@ static void tr__honour_final_requests(tr_trainer *t) {
   if (t->tr__err) return;
   t->ctx.requests = 0;
   if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
 }
 
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
@@ -4257,6 +4271,14 @@ TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *val
   }
   if (h == &r->histograms[r->n_histograms]) r->n_histograms++;
   return TR_OK;
+}
+
+TRAIN_API int tr_log_due(const hk_ctx *ctx) {
+  const tr_trainer *t = ctx ? (const tr_trainer *)ctx->trainer : NULL;
+  int64_t n;
+  if (!t || &t->ctx != ctx || t->running != HK_STAGE_FIT || !t->tr__cfg || !t->reg || !t->reg->armed[HK_ON_LOG]) return 0;
+  n = t->tr__cfg->log_every_n_steps;
+  return n > 0 && (ctx->global_step + 1) % n == 0;
 }
 
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r) {

@@ -167,6 +167,8 @@ static hk_signal set_val_metrics(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 
+static hk_signal request_log(hk_ctx *ctx, void *user) { (void)user; hk_request(ctx, HK_REQUEST_LOG); return HK_CONTINUE; }
+
 static void test_csv_layout(void **state) {
   char dir[300], path[600], *yaml;
   tr_trainer t;
@@ -233,6 +235,15 @@ static void test_csv_layout(void **state) {
   assert_true(access(path, F_OK) == 0);
   tr_free(&t);
 
+  /* a hook asks for a log at step 2 (not due with log_every_n_steps=50): one extra row, at once */
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "requested" }, NULL), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, request_log, NULL, &(hk_opts){ .filter = { .once_at = 2 } }, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 50), TR_OK);
+  snprintf(path, sizeof path, "%s/lightning_logs/requested/metrics.csv", dir);
+  assert_file(path, "epoch,step,train/loss,val/loss\n0,1,1.6400000190734865,\n0,3,,0.5\n");
+  tr_free(&t);
+
   /* a given version and name "" */
   toy_init(&t, &m, NULL);
   assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .name = "", .version = "mine", .flush_every = 100 }, &h), TR_OK);
@@ -287,7 +298,9 @@ static hk_signal add_histogram(hk_ctx *ctx, void *user) {
 /* tr_log_histogram outside on_log (where a gradient monitor sees the gradients) waits for the next
    record: it rides with that one only. */
 static hk_signal hist_from_grads(hk_ctx *ctx, void *user) {
-  (void)user;
+  int *due = (int *)user;
+  due[ctx->global_step] = tr_log_due(ctx);
+  if (ctx->global_step != 1) return HK_CONTINUE;
   return tr_log_histogram(ctx, "grads", ctx->grads[0].data, ctx->grads[0].count) == TR_OK ? HK_CONTINUE : hk_fail(ctx, "histogram refused");
 }
 static hk_signal count_hists(hk_ctx *ctx, void *user) {
@@ -301,18 +314,22 @@ static hk_signal count_hists(hk_ctx *ctx, void *user) {
 static void test_histogram_waits(void **state) {
   tr_trainer t;
   toy m;
-  int seen[3] = { 0, 0, 0 };
+  int seen[3] = { 0, 0, 0 }, due[NB] = { 9, 9, 9, 9 };
   hk_ctx foreign;
   (void)state;
   toy_init(&t, &m, NULL);
-  /* at step 2 only (the 2nd call), before the optimizer step; records every 2 steps: steps 2 and 4 */
-  assert_int_equal(hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, hist_from_grads, NULL,
-                         &(hk_opts){ .filter = { .once_at = 2 } }, NULL), HK_OK);
+  /* at the 2nd step only, before the optimizer step; records every 2 steps: after steps 2 and 4 */
+  assert_int_equal(hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, hist_from_grads, due, NULL, NULL), HK_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, count_hists, seen, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   assert_int_equal(seen[0], 1); /* the record of step 2 carried it */
   assert_int_equal(seen[1], 2); /* the record of step 4 and the validation's did not */
   assert_int_equal(seen[2], 0);
+  assert_int_equal(due[0], 0); /* tr_log_due: the 2nd and 4th steps are followed by a record */
+  assert_int_equal(due[1], 1);
+  assert_int_equal(due[2], 0);
+  assert_int_equal(due[3], 1);
+  assert_int_equal(tr_log_due(&t.ctx), 0); /* outside a fit */
   memset(&foreign, 0, sizeof foreign); /* not at on_log, and not train.h's trainer: refused */
   assert_int_equal(tr_log_histogram(&foreign, "x", m.g, 2), TR_ERR_INVALID);
   tr_free(&t);

@@ -1442,7 +1442,7 @@ static void test_requests(void **state) {
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   assert_log(&f->p,
     "setup configure_model on_fit_start on_train_start on_train_epoch_start " TRAIN_BATCH_NO_CLIP
-    VALIDATION_1 "on_save_checkpoint on_checkpoint_saved "
+    VALIDATION_1 "on_save_checkpoint on_checkpoint_saved on_log "
     TRAIN_BATCH_NO_CLIP TRAIN_BATCH_NO_CLIP VALIDATION_1 "on_train_epoch_end on_train_end on_fit_end teardown ");
   assert_string_equal(f->p.paths[HK_ON_CHECKPOINT_SAVED], ck);
   fp = fopen(ck, "rb");
