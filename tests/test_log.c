@@ -455,6 +455,48 @@ static void test_bar_format(void **state) {
   assert_int_equal(tr_bar_format(b, 8, "Epoch 0", 1, 4, 1, NULL, 0, 0), 7); /* clipped */
 }
 
+/* ---- the bar as a callback: lines into a file, and a terminal's redraws --------------------------- */
+static void test_bar_callback(void **state) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  tr_trainer t;
+  toy m;
+  (void)state;
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 2), TR_OK);
+  assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK);
+  fflush(out);
+  assert_null(strchr(text, '\r'));
+  assert_null(strchr(text, '\033'));
+  assert_true(strncmp(text, "Sanity Checking: 100%|##########| 2/2 [00:00<00:00, ", 52) == 0);
+  assert_contains(text, "\nValidation: 100%|##########| 2/2 [");
+  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 0: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.044, val/loss=0.6]\nEpoch 1: 100%|##########| 4/4 [");
+  assert_contains(text, "\nValidation: 100%|##########| 2/2 [00:00<");  /* tr_validate's line */
+  tr_free(&t);
+  fclose(out);
+  free(text);
+
+  /* a terminal: \r redraws padded over the last text, the validation line below, erased at its end */
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60 }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
+  fflush(out);
+  assert_contains(text, "\rSanity Checking:   0%|");
+  assert_contains(text, "\r\033[K\rEpoch 0:   0%|"); /* the sanity check's line is erased */
+  assert_contains(text, "\n\rValidation:   0%|");
+  assert_contains(text, "\r\033[K\033[A\rEpoch 0: 100%|");
+  assert_int_equal(text[len - 1], '\n');         /* on_train_end leaves the line */
+  assert_null(strstr(text, "\n\n"));
+  tr_free(&t);
+  fclose(out);
+  free(text);
+}
+
 /* ---- errors: reported once, training goes on; fail_on_error fails it; rank 1 writes nothing ------ */
 static void test_errors(void **state) {
   char dir[300], path[700], blocker[400], *log_text = NULL;
@@ -623,6 +665,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_histogram_waits),
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
+    cmocka_unit_test(test_bar_callback),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),
