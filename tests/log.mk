@@ -1,7 +1,8 @@
 # tests/log.mk - train.h's loggers, progress bar and plots (tests/test_log.c and the scripts below).
 #   test-log              the cmocka tests: plain, ASan+UBSan, valgrind
 #   test-log-tensorboard  a run written by train.h, read back by the real tensorboard package (pip, in
-#                         $(BUILD)/venv, made here on first use)
+#                         $(BUILD)/venv, made here on first use): its Python reader (both CRCs
+#                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP
 #   test-log-bar          the live bar in a real terminal (tmux: one bar on screen) and in a pipe (no
 #                         carriage return, no escape code)
 #   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
@@ -37,6 +38,7 @@ test-log-tensorboard: $(LOG_BIN) $(LOG_VENV)/.tensorboard
 	rm -rf $(LOG_TMP)/tb && mkdir -p $(LOG_TMP)/tb
 	./$(LOG_BIN) --tb $(LOG_TMP)/tb
 	$(LOG_VENV)/bin/python tests/tb_read.py $(LOG_TMP)/tb/run
+	$(LOG_VENV)/bin/python tests/tb_serve.py $(LOG_TMP)/tb
 
 test-log-bar: $(LOG_BIN)
 	sh tests/log_bar.sh ./$(LOG_BIN) $(LOG_TMP)/bar
