@@ -8,7 +8,7 @@
      1. loss_ema      after every training batch: keeps a smoothed loss and publishes it as the metric
                       "train/loss_ema", the way hooks pass values to each other
      2. log_lr        at on_log, right before the loggers write a record: adds the learning rate to
-                      every 2nd training record (a FILTER: the dispatcher skips the other calls)
+                      the records of every 100th step (a FILTER: the dispatcher skips the other calls)
      3. val_accuracy  at the end of every validation: measures accuracy and sets the metric "val/acc"
    and train.h's standard callbacks:
      early_stopping    stops when val/loss has not improved by 0.001 for 5 epochs (from a spec string)
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     bad |= hk_on(t.reg, HK_ON_TRAIN_BATCH_END, loss_ema, &state,
                  &(hk_opts){ .name = "loss_ema", .order = -1 }, NULL);
     bad |= hk_on(t.reg, HK_ON_LOG, log_lr, NULL,
-                 &(hk_opts){ .name = "log_lr", .filter = { .counter = HK_COUNT_CALLS, .every = 2 } }, NULL);
+                 &(hk_opts){ .name = "log_lr", .filter = { .counter = HK_COUNT_STEP, .every = 100 } }, NULL);
     bad |= hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, val_accuracy, &state,
                  &(hk_opts){ .name = "val_accuracy" }, NULL);
     /* ---- standard callbacks: a spec string (tr_init registered the factories), or a C desc ---- */
