@@ -122,7 +122,7 @@
    CHANGELOG
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
-            tr_bar_format, tr_log_* (tr_log_due); HK_REQUEST_LOG also sends a training record;
+            tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
             tr_trainer.train_batches/eval_batches
      next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
@@ -815,12 +815,13 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record */
 #endif
 #define TR_LOG_NAME_MAX 64          /* a metric name's bytes, its NUL included; longer names are refused */
-#define TR_LOG_HIST_BUCKETS 30      /* equal-width buckets between a histogram's min and max */
+#define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
 
 typedef struct tr_log_metric { char name[TR_LOG_NAME_MAX]; double value; } tr_log_metric;
 typedef struct tr_log_histogram_data {
   char tag[TR_LOG_NAME_MAX];
   double min, max, num, sum, sum_squares;
+  int n_buckets;
   double limit[TR_LOG_HIST_BUCKETS];  /* right edge of each bucket (TensorBoard's bucket_limit) */
   double count[TR_LOG_HIST_BUCKETS];
 } tr_log_histogram_data;
@@ -846,6 +847,11 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
    record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
    calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
 TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
+/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
+   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
+   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares);
 /* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
    to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
    hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
@@ -4233,20 +4239,34 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
   return 1;
 }
 
-TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n) {
+/* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
+static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
   tr_log_record *r = tr_log_current(ctx);
   tr_trainer *t = ctx ? (tr_trainer *)ctx->trainer : NULL;
   tr_log_histogram_data *h;
-  size_t i, len = tag ? strlen(tag) : 0;
+  size_t len = tag ? strlen(tag) : 0;
   int k;
-  if (!ctx || len == 0 || len >= TR_LOG_NAME_MAX || (!values && n)) return TR_ERR_INVALID;
+  *e = TR_ERR_INVALID;
+  if (!ctx || len == 0 || len >= TR_LOG_NAME_MAX) return NULL;
   if (!r && t && &t->ctx == ctx && t->tr__logging) r = &t->tr__logging->rec; /* waits for the next record */
-  if (!r) return TR_ERR_INVALID; /* not at on_log, and not train.h's trainer */
+  if (!r) return NULL; /* not at on_log, and not train.h's trainer */
   for (k = 0; k < r->n_histograms && strcmp(r->histograms[k].tag, tag); k++) {}
-  if (k == TR_LOG_MAX_HISTOGRAMS) return TR_ERR_NOMEM;
+  if (k == TR_LOG_MAX_HISTOGRAMS) { *e = TR_ERR_NOMEM; return NULL; }
+  if (k == r->n_histograms) r->n_histograms++;
   h = &r->histograms[k];
   memset(h, 0, sizeof *h);
   memcpy(h->tag, tag, len + 1);
+  *e = TR_OK;
+  return h;
+}
+
+TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n) {
+  tr_log_histogram_data *h;
+  tr_err e;
+  size_t i;
+  int k;
+  if (!values && n) return TR_ERR_INVALID;
+  if (!(h = tr__hist_slot(ctx, tag, &e))) return e;
   h->min = HUGE_VAL;
   h->max = -HUGE_VAL;
   for (i = 0; i < n; i++) {
@@ -4259,6 +4279,7 @@ TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *val
     h->sum_squares += v * v;
   }
   if (h->num == 0) h->min = h->max = 0;
+  h->n_buckets = TR_LOG_HIST_BUCKETS;
   for (k = 0; k < TR_LOG_HIST_BUCKETS; k++) /* right edges; the first one is >= min (TensorBoard reads it so) */
     h->limit[k] = h->min + (h->max - h->min) * (double)(k + 1) / TR_LOG_HIST_BUCKETS;
   h->limit[TR_LOG_HIST_BUCKETS - 1] = h->max;
@@ -4269,7 +4290,30 @@ TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *val
     if (k >= TR_LOG_HIST_BUCKETS) k = TR_LOG_HIST_BUCKETS - 1;
     h->count[k] += 1;
   }
-  if (h == &r->histograms[r->n_histograms]) r->n_histograms++;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares) {
+  tr_log_histogram_data *h;
+  tr_err e;
+  int b, group;
+  if (n_bins < 1 || !edges || !counts) return TR_ERR_INVALID;
+  for (b = 0; b < n_bins; b++)
+    if (!(edges[b] <= edges[b + 1]) || counts[b] < 0) return TR_ERR_INVALID; /* NaN edges too */
+  if (!(h = tr__hist_slot(ctx, tag, &e))) return e;
+  group = (n_bins + TR_LOG_HIST_BUCKETS - 1) / TR_LOG_HIST_BUCKETS; /* bins per bucket */
+  h->min = edges[0];
+  h->max = edges[n_bins];
+  h->sum = sum;
+  h->sum_squares = sum_squares;
+  for (b = 0; b < n_bins; b++) {
+    int k = b / group;
+    h->count[k] += (double)counts[b];
+    h->limit[k] = edges[b + 1];
+    h->num += (double)counts[b];
+    if (k + 1 > h->n_buckets) h->n_buckets = k + 1;
+  }
   return TR_OK;
 }
 
@@ -4771,10 +4815,10 @@ static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogr
   tr__pb_f64(&histo, 3, h->num);
   tr__pb_f64(&histo, 4, h->sum);
   tr__pb_f64(&histo, 5, h->sum_squares);
-  tr__pb_key(&histo, 6, 2); tr__pb_varint(&histo, 8 * TR_LOG_HIST_BUCKETS); /* packed doubles */
-  for (k = 0; k < TR_LOG_HIST_BUCKETS; k++) { uint64_t u; memcpy(&u, &h->limit[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
-  tr__pb_key(&histo, 7, 2); tr__pb_varint(&histo, 8 * TR_LOG_HIST_BUCKETS);
-  for (k = 0; k < TR_LOG_HIST_BUCKETS; k++) { uint64_t u; memcpy(&u, &h->count[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
+  tr__pb_key(&histo, 6, 2); tr__pb_varint(&histo, 8 * (uint64_t)h->n_buckets); /* packed doubles */
+  for (k = 0; k < h->n_buckets; k++) { uint64_t u; memcpy(&u, &h->limit[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
+  tr__pb_key(&histo, 7, 2); tr__pb_varint(&histo, 8 * (uint64_t)h->n_buckets);
+  for (k = 0; k < h->n_buckets; k++) { uint64_t u; memcpy(&u, &h->count[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
   tmp->len = 0;
   tr__pb_str(tmp, 1, h->tag);
   tr__pb_bytes(tmp, 5, histo.data, histo.len);

@@ -335,6 +335,49 @@ static void test_histogram_waits(void **state) {
   tr_free(&t);
 }
 
+/* A histogram counted elsewhere (a monitor's): 70 bins merge into 24 buckets of 3 (the last of 1). */
+static void test_histogram_bins(void **state) {
+  static tr_log_record r;
+  double edges[71];
+  int64_t counts[70];
+  hk_ctx ctx;
+  const tr_log_histogram_data *h;
+  int b;
+  double total = 0;
+  (void)state;
+  memset(&r, 0, sizeof r);
+  memset(&ctx, 0, sizeof ctx);
+  ctx.event = HK_ON_LOG;
+  ctx.outputs = &r;
+  for (b = 0; b <= 70; b++) edges[b] = -3.5 + 0.1 * b;
+  for (b = 0; b < 70; b++) counts[b] = b % 5;
+  assert_int_equal(tr_log_histogram_bins(&ctx, "grads", 70, edges, counts, 1.5, 20), TR_OK);
+  assert_int_equal(r.n_histograms, 1);
+  h = &r.histograms[0];
+  assert_int_equal(h->n_buckets, 24);
+  assert_true(h->min == edges[0] && h->max == edges[70] && h->sum == 1.5 && h->sum_squares == 20);
+  assert_true(h->limit[0] == edges[3] && h->count[0] == 0 + 1 + 2);
+  assert_true(h->limit[23] == edges[70] && h->count[23] == 69 % 5);
+  for (b = 0; b < h->n_buckets; b++) total += h->count[b];
+  assert_true(total == h->num && h->num == 140);
+  /* few bins are kept as they are; a tag given again replaces its histogram */
+  assert_int_equal(tr_log_histogram_bins(&ctx, "grads", 2, edges, counts + 1, 0, 0), TR_OK);
+  assert_int_equal(r.n_histograms, 1);
+  assert_int_equal(h->n_buckets, 2);
+  assert_true(h->count[0] == 1 && h->count[1] == 2 && h->limit[1] == edges[2]);
+  /* bad input */
+  assert_int_equal(tr_log_histogram_bins(&ctx, "g", 0, edges, counts, 0, 0), TR_ERR_INVALID);
+  edges[5] = edges[4] - 1;
+  assert_int_equal(tr_log_histogram_bins(&ctx, "g", 10, edges, counts, 0, 0), TR_ERR_INVALID);
+  edges[5] = NAN;
+  assert_int_equal(tr_log_histogram_bins(&ctx, "g", 10, edges, counts, 0, 0), TR_ERR_INVALID);
+  edges[5] = edges[4] + 0.1;
+  counts[2] = -1;
+  assert_int_equal(tr_log_histogram_bins(&ctx, "g", 10, edges, counts, 0, 0), TR_ERR_INVALID);
+  assert_int_equal(tr_log_histogram_bins(&ctx, "", 10, edges, counts, 0, 0), TR_ERR_INVALID);
+  assert_int_equal(r.n_histograms, 1);
+}
+
 static void test_tensorboard(void **state) {
   char dir[300], path[700];
   tr_trainer t;
@@ -615,7 +658,15 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
     r.stage = "train";
     tr_log_set(&r, "train/loss", 1.0 / (step + 1));
     tr_log_set(&r, "lr", 0.5 * step);
-    if (step == 3) { ctx.event = HK_ON_LOG; ctx.outputs = &r; tr_log_histogram(&ctx, "weights", values, 100); ctx.outputs = NULL; }
+    ctx.event = HK_ON_LOG; /* tr_log_histogram* at on_log: into this record */
+    ctx.outputs = &r;
+    if (step == 3) tr_log_histogram(&ctx, "weights", values, 100);
+    if (step == 5) {
+      static const double edges[5] = { -1, 0, 1, 2, 3 };
+      static const int64_t counts[4] = { 1, 2, 3, 4 };
+      tr_log_histogram_bins(&ctx, "grads", 4, edges, counts, 10, 30);
+    }
+    ctx.outputs = NULL;
     if (tr_log_emit(reg, &ctx, &r) != HK_CONTINUE) return 1;
   }
   HK_FIRE(reg, HK_TEARDOWN, &ctx);
@@ -663,6 +714,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_jsonl),
     cmocka_unit_test(test_tensorboard),
     cmocka_unit_test(test_histogram_waits),
+    cmocka_unit_test(test_histogram_bins),
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_bar_callback),
