@@ -4320,7 +4320,7 @@ TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins,
 TRAIN_API int tr_log_due(const hk_ctx *ctx) {
   const tr_trainer *t = ctx ? (const tr_trainer *)ctx->trainer : NULL;
   int64_t n;
-  if (!t || &t->ctx != ctx || t->running != HK_STAGE_FIT || !t->tr__cfg || !t->reg || !t->reg->armed[HK_ON_LOG]) return 0;
+  if (!t || &t->ctx != ctx || t->running != HK_STAGE_FIT || !t->tr__cfg || !t->reg || !HK_ACTIVE(t->reg, HK_ON_LOG)) return 0;
   n = t->tr__cfg->log_every_n_steps;
   return n > 0 && (ctx->global_step + 1) % n == 0;
 }
