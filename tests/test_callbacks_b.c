@@ -335,6 +335,44 @@ static void test_gradient_monitor_fit(void **state) {
   lin_free(&m, &t);
 }
 static int g_hist_calls;
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+/* percentiles against a sort, on values with many ties (the selection must handle them) */
+static void test_gradient_monitor_percentiles(void **state) {
+  enum { N = 1001 };
+  static float g[N], sorted[N];
+  static const double q[] = { 0, 25, 33.3, 50, 99.9, 100 };
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_tensor v = { "g", g, N, 0 };
+  tr_rng r;
+  int i;
+  (void)state;
+  tr_rng_seed(&r, 5);
+  for (i = 0; i < N; i++) g[i] = (float)((int)tr_rng_below(&r, 50) - 25) / 8;
+  for (i = 0; i < N; i++) sorted[i] = fabsf(g[i]);
+  qsort(sorted, N, sizeof(float), cmp_float);
+  memset(&ctx, 0, sizeof ctx);
+  ctx.grads = &v;
+  ctx.n_tensors = 1;
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1, percentiles=\"0,25,33.3,50,99.9,100\")"), HK_OK);
+  HK_FIRE(reg, HK_ON_TRAIN_START, &ctx);
+  HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx);
+  for (i = 0; i < 6; i++) {
+    char name[32];
+    double pos = q[i] / 100 * (N - 1), want, got;
+    size_t lo = (size_t)pos;
+    want = sorted[lo] + (pos - (double)lo) * (lo + 1 < N ? sorted[lo + 1] - sorted[lo] : 0);
+    snprintf(name, sizeof name, "grad_abs_p%g", q[i]);
+    assert_true(hk_metric_get(&ctx, name, &got));
+    if (fabs(got - want) > 1e-12) fail_msg("%s: %g, want %g", name, got, want);
+  }
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
 static void on_hist(const tr_histogram *h, hk_ctx *ctx, void *user) {
   (void)ctx;
   (void)user;
@@ -726,7 +764,7 @@ static void fill6(out6 *o, lin *m, tr_trainer *t) {
   o->es_wait = tr_early_stopping_get(t->reg, hk_find(t->reg, "early_stopping{monitor=val/loss,mode=min}"))->wait_count;
   o->best = tr_model_checkpoint_get(t->reg, hk_find(t->reg, "model_checkpoint{monitor=val/loss,mode=min,every_n_train_steps=3,every_n_epochs=0,train_time_interval=0}"))->best_model_score;
 }
-static void resume6(int64_t first_steps) {
+static void resume6(int64_t first_steps, int64_t batches_before) {
   lin m;
   tr_trainer t;
   tr_config c = lin_cfg(6);
@@ -755,7 +793,7 @@ static void resume6(int64_t first_steps) {
   c.resume_from = ckpt;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   fill6(&split, &m, &t);
-  assert_int_equal(m.forwards, 6 * NBATCH - (first_steps ? 6 : 12)); /* only the batches after the checkpoint: no sweep */
+  assert_int_equal(m.forwards, 6 * NBATCH - batches_before); /* only the batches after the checkpoint: no sweep */
   lin_free(&m, &t);
   assert_memory_equal(whole.p, split.p, sizeof whole.p);
   assert_memory_equal(whole.avg, split.avg, sizeof whole.avg);
@@ -775,11 +813,12 @@ static void resume6(int64_t first_steps) {
 }
 static void test_exact_resume_all(void **state) {
   (void)state;
-  resume6(0);
+  resume6(0, 12);
 }
 static void test_exact_resume_all_mid_epoch(void **state) {
   (void)state;
-  resume6(5); /* step 5 after one skipped: the middle of epoch 1 */
+  resume6(5, 6);   /* step 5 after one skipped: the middle of epoch 1 */
+  resume6(10, 14); /* the middle of epoch 3, where 2 micro-batches make a step: the factor comes back */
 }
 #endif /* NAN_GUARD_ONLY */
 
@@ -792,6 +831,7 @@ int main(void) {
     cmocka_unit_test(test_lr_monitor),
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
+    cmocka_unit_test(test_gradient_monitor_percentiles),
     cmocka_unit_test(test_ema),
     cmocka_unit_test(test_lr_finder),
     cmocka_unit_test(test_model_summary),
