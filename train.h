@@ -4401,8 +4401,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     return hk_fail(ctx, "gradient_monitor: the loop's tensors changed since on_train_start");
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq = 0;
-    for (i = 0; i < g->count; i++) sq += (double)g->data[i] * g->data[i];
+    double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);

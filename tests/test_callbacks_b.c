@@ -308,6 +308,7 @@ static hk_signal rec_gm(hk_ctx *ctx, void *user) {
     r->due++;
     if (s->checks != r->checks_before + 1) r->wrong++;
     if (!hk_metric_get(ctx, "grad_2.0_norm_total", &v) || fabs(v - sqrt(total)) > 1e-12 * (1 + v)) r->wrong++;
+    if (v != hk_grad_norm(ctx)) r->wrong++; /* the same bits as hooks.h's norm (before clipping) */
     if (!hk_metric_get(ctx, "grad_2.0_norm/w", &v) || fabs(v - sqrt(wn)) > 1e-12 * (1 + v)) r->wrong++;
     r->checked++;
   } else if (s->checks != r->checks_before) r->wrong++; /* not due: nothing ran */
