@@ -3200,12 +3200,15 @@ static tr_err tr__cb_result(tr_trainer *t, tr_err e, const tr__why *w) {
 /* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
    at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
    as Lightning orders them. */
-static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
+                                   void *due_user, hk_handle *out, tr__why *w) {
   hk_opts o;
   hk_err e;
   memset(&o, 0, sizeof o);
   o.monitor = 1;
   o.order = order;
+  o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
+  o.filter.pred_user = due_user;
   e = hk_add_callback(reg, cb, &o, out);
   if (e) {
     tr__bad(w, "%s", hk_last_error(reg));
@@ -3213,6 +3216,9 @@ static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
   return TR_OK;
+}
+static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+  return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
 static int tr__file_exists(const char *path) {
@@ -4166,25 +4172,6 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
   return tr__timer_elapsed(s, (int)stage, tr__clock(s->clock, s->clock_user));
 }
 
-/* Register with a filter predicate (a callback that is due only on some calls: the dispatcher tests
-   it, so calls that are not due run none of the callback's code). */
-static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int (*due)(const hk_ctx *, void *), void *due_user,
-                                   hk_handle *out, tr__why *w) {
-  hk_opts o;
-  hk_err e;
-  memset(&o, 0, sizeof o);
-  o.monitor = 1;
-  o.filter.pred = due;
-  o.filter.pred_user = due_user;
-  e = hk_add_callback(reg, cb, &o, out);
-  if (e) {
-    tr__bad(w, "%s", hk_last_error(reg));
-    cb->destroy(cb->user);
-    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
-  }
-  return TR_OK;
-}
-
 /* The parameter views a callback works on: the loop's, checked to be in host memory. */
 static int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
   int k;
@@ -4532,7 +4519,7 @@ static tr_err tr__gm_make(hk_registry *reg, tr_trainer *t, const tr_gradient_mon
   cb.on_train_start = tr__gm_train_start;
   cb.on_before_optimizer_step = tr__gm_check;
   cb.destroy = tr__gm_destroy;
-  return tr__cb_register_when(reg, &cb, tr__gm_due, s, out, w);
+  return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
 }
 TRAIN_API tr_err tr_gradient_monitor(tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out) {
   tr__why w;
