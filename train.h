@@ -883,7 +883,7 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
    average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
    swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
    the parameters for each validation, test and predict run (on_*_start) and swapped back at their
-   end (on_*_end); train.h's sanity check included. copy_at_end copies the average into the model at
+   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
    on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
    trained weights exactly). The average and its count are in checkpoints. Hand-written loop: fire
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
@@ -4803,6 +4803,7 @@ static tr_err tr__ema_make(hk_registry *reg, tr_trainer *t, const tr_ema_desc *d
   cb.on_validation_start = cb.on_test_start = cb.on_predict_start = tr__ema_eval_start;
   cb.on_validation_end = cb.on_test_end = cb.on_predict_end = tr__ema_eval_end;
   cb.on_train_end = tr__ema_train_end;
+  cb.teardown = tr__ema_eval_end; /* a run that failed inside an evaluation gets its trained weights back */
   cb.save_state = tr__ema_save;
   cb.load_state = tr__ema_load;
   cb.destroy = tr__ema_destroy;

@@ -485,6 +485,7 @@ static hk_signal rec_ema_val_end(hk_ctx *ctx, void *user) {
   if (r->n > 0 && memcmp(r->m->val_p, r->avg, sizeof r->avg)) r->bad_val++;
   return HK_CONTINUE;
 }
+static hk_signal fail_hook(hk_ctx *ctx, void *user) { (void)user; return hk_fail(ctx, "on purpose"); }
 static void test_ema(void **state) {
   lin m;
   tr_trainer t;
@@ -513,6 +514,14 @@ static void test_ema(void **state) {
   assert_int_equal(tr_test(&t, &g_val, 0, NULL), TR_OK); /* test runs on the average too */
   assert_memory_equal(m.val_p, r.avg, sizeof r.avg);
   assert_memory_equal(m.p, trained, sizeof trained);
+  /* a test that fails inside its loop: teardown swaps the trained weights back */
+  {
+    hk_handle fail;
+    assert_int_equal(hk_on(t.reg, HK_ON_TEST_BATCH_END, fail_hook, NULL, &(hk_opts){ .name = "fail" }, &fail), HK_OK);
+    assert_int_equal(tr_test(&t, &g_val, 0, NULL), TR_ERR_HOOK);
+    assert_memory_equal(m.p, trained, sizeof trained);
+    assert_int_equal(tr_ema_get(t.reg, h)->swapped, 0);
+  }
   lin_free(&m, &t);
 
   /* SWA from epoch 1: the mean of the weights at the ends of epochs 1 and 2; copied at the end */
