@@ -885,7 +885,8 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
    the parameters for each validation, test and predict run (on_*_start) and swapped back at their
    end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
    on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
-   trained weights exactly). The average and its count are in checkpoints. Hand-written loop: fire
+   trained weights exactly). The average and its count are in checkpoints (a save from inside an
+   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
    evaluations, on_train_epoch_end for SWA. */
 typedef struct tr_ema_desc {
