@@ -6,7 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#ifdef __cplusplus /* cmocka 1.1 has no extern "C" of its own; this file also builds as C++ */
+extern "C" {
+#endif
 #include <cmocka.h>
+#ifdef __cplusplus
+}
+#endif
 
 #include <float.h>
 #include <math.h>
