@@ -1635,10 +1635,12 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
 static HK__CLONES double hk__sumsq_chunk(const float *x, size_t n) {
   double acc[16] = {0};
   size_t i, j, w;
-  for (i = 0; i + 16 <= n; i += 16) {
-    if (i + HK__AHEAD < n) HK__PREFETCH(x + i + HK__AHEAD);
+  for (i = 0; i + 16 + HK__AHEAD <= n; i += 16) { /* (no branch in these loops: it would stop the vectoriser) */
+    HK__PREFETCH(x + i + HK__AHEAD);
     HK__UNROLL16 for (j = 0; j < 16; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
   }
+  for (; i + 16 <= n; i += 16)
+    HK__UNROLL16 for (j = 0; j < 16; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
   for (j = 0; i + j < n; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
   for (w = 8; w >= 1; w /= 2)
     for (j = 0; j < w; j++) acc[j] += acc[j + w];

@@ -509,6 +509,7 @@ typedef struct tr_trainer {
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -1188,10 +1189,30 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
   }
 }
 
+/* Zero one chunk. A buffer far larger than the caches is zeroed with streaming stores on x86: a plain
+   store first reads the line it writes (8 bytes of traffic for 4 written), a streaming one does not;
+   a small buffer keeps memset, whose zeros stay in cache for the backward pass that comes next. */
+#define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
+static void tr__zero_range(float *x, size_t n, int stream) {
+#if TR__X86
+  if (stream) {
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(x + i) & 15); i++) x[i] = 0.0f; /* to a 16-byte boundary */
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, _mm_setzero_ps());
+    for (; i < n; i++) x[i] = 0.0f;
+    _mm_sfence(); /* this thread's streaming stores are visible before the pass returns */
+    return;
+  }
+#endif
+  (void)stream;
+  memset(x, 0, n * sizeof(float));
+}
+
 TRAIN_API void tr_zero(float *x, size_t n, int threads) {
   long k, nk = tr__n_chunks(n);
+  int stream = n >= TR__STREAM_MIN;
   TR__FOR_CHUNKS(threads)
-  for (k = 0; k < nk; k++) memset(x + (size_t)k * TR__CHUNK, 0, tr__chunk_len(n, (size_t)k) * sizeof(float));
+  for (k = 0; k < nk; k++) tr__zero_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), stream);
 }
 
 TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
@@ -1360,6 +1381,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   if (d->threads < 0 || d->threads > 4096)
     return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
   t->tr__threads = d->threads ? d->threads : 1;
+  t->tr__gscale = 1.0f;
 
   /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
   t->optim = d->optim;
@@ -1586,7 +1608,11 @@ static void tr__clip_gradients(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
-    if (coef < 1.0) tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    if (coef >= 1.0) return;
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
+      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
+      t->tr__gscale = (float)coef;
   } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
     float hi = (float)c->gradient_clip_val;
     double sum = 0;
@@ -1603,12 +1629,15 @@ static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
   if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
+    c.gscale = t->tr__gscale;
     tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
   } else {
     tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
+    c.gscale = t->tr__gscale;
     tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
     if (o->momentum > 0) t->tr__has_momentum = 1;
   }
+  t->tr__gscale = 1.0f;
 }
 
 /* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
@@ -1622,6 +1651,7 @@ static void tr__optimizer_step(tr_trainer *t) {
 static void tr__end_window(tr_trainer *t) {
   t->tr__accum_pos = t->tr__accum_n = 0;
   t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
 }
 
