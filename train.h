@@ -374,11 +374,12 @@ typedef struct tr_sgd_coef {
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
 TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
 
-/* One element of AdamW (g already scaled). The int fields of c only choose between forms: a loop
-   that fixes them (a constant in its copy of c) has no branch left in its body. */
-TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c) {
+/* One element of AdamW (g already scaled); small is c.lerp_small. The int fields of c and small only
+   choose between forms: a loop that fixes them (constants in its copy of c) has no branch left in
+   its body. */
+TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c, int small) {
   float pi = c.decays ? *p * c.decay : *p;
-  float mi = c.lerp_small ? *m + c.w1 * (g - *m) : g - (g - *m) * c.w1_comp; /* PyTorch's lerp */
+  float mi = small ? *m + c.w1 * (g - *m) : g - (g - *m) * c.w1_comp; /* PyTorch's lerp */
   float vi = *v * c.beta2 + (c.w2 * g) * g;
   float d = sqrtf(vi) / c.bc2_sqrt + c.eps;
   *p = pi + (c.neg_step * mi) / d;
@@ -1054,7 +1055,7 @@ static TR__CLONES void tr__scale_range(float *TR__RESTRICT x, size_t n, float k)
 static inline void tr__adamw_run(float *TR__RESTRICT p, const float *TR__RESTRICT g, float *TR__RESTRICT m,
                                  float *TR__RESTRICT v, size_t n, tr_adamw_coef c) {
   size_t i;
-  for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c);
+  for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c, c.lerp_small);
 }
 
 #if TR__X86
