@@ -1605,9 +1605,9 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
   return ctx->hk__grad_norm;
 }
 
-/* The gradient norm's loop: unrolled, so that its sixteen sums stay in registers, prefetching, and on x86-64 Linux
-   with gcc given an AVX2 copy that the loader picks where the CPU has it (the order of the additions
-   is the same in both: vectorising follows the sixteen lanes). */
+/* The gradient norm's loop: unrolled, so that its sixteen sums stay in registers, prefetching, and on
+   x86-64 with gcc and glibc given an AVX2 copy that the loader picks where the CPU has it (the order
+   of the additions is the same in both: vectorising follows the sixteen lanes). */
 #if defined(__GNUC__) && !defined(__clang__)
 #  define HK__UNROLL16 _Pragma("GCC unroll 16")
 #elif defined(__clang__)
@@ -1623,7 +1623,7 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
 #else
 #  define HK__PREFETCH(p) ((void)0)
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__gnu_linux__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) /* ifunc */
 #  define HK__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #  define HK__CLONES

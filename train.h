@@ -123,7 +123,8 @@
      next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
-            deterministic reductions (the same bits for any thread count);
+            deterministic reductions (the same bits for any thread count); SIMD at default flags
+            (TRAIN_NO_SIMD, TRAIN_NO_AVX); clipping by norm folded into the update;
             standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
             TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
             hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
@@ -334,6 +335,13 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
    the passes run on the calling thread. Reductions are deterministic: every chunk is summed in
    hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
    bits for any thread count, and equal to hooks.h's hk_grad_norm.
+
+   Speed: every pass moves its bytes at memory speed with the default flags (-O2, nothing
+   machine-specific; README "Numbers", make bench-math): the loops are shaped so that gcc vectorises
+   them at -O2, AdamW has SSE and AVX kernels (chosen at run time), the other loops get AVX2 copies
+   on x86-64 with glibc (TRAIN_NO_SIMD / TRAIN_NO_AVX turn these off), clipping by norm is folded
+   into the optimizer's pass when no on_gradient_clip hook would look at the clipped gradients, and
+   zero_grad of a buffer much larger than the caches uses streaming stores. No pass allocates.
 
    The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
    the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
@@ -963,9 +971,9 @@ static double tr__current_lr(const tr_trainer *t) {
 #  define TR__RESTRICT restrict
 #endif
 /* x86-64 with gcc or clang: AdamW has SSE and AVX kernels (tr__adamw_sse/avx), the AVX one chosen at
-   run time, and the other loops get an AVX2 copy beside the default one (target_clones: the loader
-   picks one per machine, so a plain -O2 build runs AVX2 where the CPU has it). Elsewhere: the same
-   loops, plain. */
+   run time, and with gcc and glibc the other loops get an AVX2 copy beside the default one
+   (target_clones: the loader picks one per machine, so a plain -O2 build runs AVX2 where the CPU
+   has it). Elsewhere: the same loops, plain. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(TRAIN_NO_SIMD)
 #  include <immintrin.h>
 #  define TR__X86 1
@@ -977,7 +985,7 @@ static int tr__has_avx(void) { return __builtin_cpu_supports("avx"); }
 #else
 #  define TR__X86 0
 #endif
-#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__gnu_linux__)
+#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) /* ifunc: glibc's loader */
 #  define TR__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #  define TR__CLONES
