@@ -25,9 +25,10 @@ extern "C" {
 #include "train.h"
 #include "ref_f32.h"
 
-/* Sizes around every edge: empty, below and across the 16-wide blocks, around a chunk, several chunks. */
-static const size_t sizes[] = { 0, 1, 7, 15, 16, 17, 33, 1000, HK_NORM_CHUNK - 1, HK_NORM_CHUNK,
-                                HK_NORM_CHUNK + 1, 3 * HK_NORM_CHUNK + 5 };
+/* Sizes around every edge: empty, below and across the 16-wide blocks, the prefetching loop's end,
+   around a chunk, several chunks. */
+static const size_t sizes[] = { 0, 1, 7, 15, 16, 17, 33, 1000, HK_NORM_CHUNK / 2 + 1, HK_NORM_CHUNK / 2 + 1043,
+                                HK_NORM_CHUNK - 1, HK_NORM_CHUNK, HK_NORM_CHUNK + 1, 3 * HK_NORM_CHUNK + 5 };
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
 #define MAX_N (3 * HK_NORM_CHUNK + 5)
 static const int thread_counts[] = { 1, 2, 3, 7 };
