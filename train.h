@@ -378,7 +378,8 @@ typedef struct tr_sgd_coef {
 } tr_sgd_coef;
 
 /* The coefficients of AdamW's step number `step` (1 for the first) at learning rate lr, and of
-   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. */
+   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. Zero fields of o
+   mean tr_optim's defaults (beta1 0.9, beta2 0.999, eps 1e-8); o->lr is not read (lr is). */
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
 TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
 
@@ -1011,16 +1012,17 @@ static long tr__n_chunks(size_t n) { return (long)((n + TR__CHUNK - 1) / TR__CHU
 
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step) {
   tr_adamw_coef c;
-  double bc1 = 1.0 - pow(o->beta1, (double)step), bc2 = 1.0 - pow(o->beta2, (double)step);
+  double b1 = o->beta1 ? o->beta1 : 0.9, b2 = o->beta2 ? o->beta2 : 0.999; /* tr_optim's zeros, as tr_init */
+  double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
   c.decay = (float)(1.0 - lr * o->weight_decay);
   c.decays = o->weight_decay != 0;
-  c.w1 = (float)(1.0 - o->beta1);
+  c.w1 = (float)(1.0 - b1);
   c.w1_comp = 1.0f - c.w1; /* lerp computes 1 - weight in float */
   c.lerp_small = c.w1 < 0.5f;
-  c.beta2 = (float)o->beta2;
-  c.w2 = (float)(1.0 - o->beta2);
+  c.beta2 = (float)b2;
+  c.w2 = (float)(1.0 - b2);
   c.bc2_sqrt = (float)sqrt(bc2);
-  c.eps = (float)o->eps;
+  c.eps = (float)(o->eps ? o->eps : 1e-8);
   c.neg_step = (float)-(lr / bc1);
   c.gscale = 1.0f;
   return c;

@@ -225,6 +225,22 @@ static void test_zero_scale_count(void **state) {
   free(x); free(y);
 }
 
+/* A zero-initialised tr_optim means the defaults, as everywhere in train.h. */
+static void test_coef_defaults(void **state) {
+  tr_optim zero, full;
+  tr_adamw_coef a, b;
+  (void)state;
+  memset(&zero, 0, sizeof zero);
+  full = zero;
+  full.beta1 = 0.9;
+  full.beta2 = 0.999;
+  full.eps = 1e-8;
+  a = tr_adamw_coefs(&zero, 1e-3, 7);
+  b = tr_adamw_coefs(&full, 1e-3, 7);
+  assert_memory_equal(&a, &b, sizeof a);
+  assert_true(a.lerp_small && !a.decays && a.gscale == 1.0f);
+}
+
 /* ---- the trainer: the same bits for every thread count, and clipping folded into the update --- */
 #define TN (3 * HK_NORM_CHUNK + 123)
 typedef struct tmodel { float *p, *g; int step; } tmodel;
@@ -374,6 +390,7 @@ int main(void) {
     cmocka_unit_test(test_clamp_sumsq),
     cmocka_unit_test(test_zero_scale_count),
     cmocka_unit_test(test_zero_large),
+    cmocka_unit_test(test_coef_defaults),
     cmocka_unit_test(test_trainer_threads),
     cmocka_unit_test(test_bad_threads),
   };
