@@ -3512,18 +3512,19 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
 /* Delete a file this callback wrote, unless it is `keep` or the checkpoint the fit resumed from. */
 static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
   tr_trainer *t = tr__cb_trainer(ctx, s->t);
-  if (!path || !path[0] || (keep && !strcmp(path, keep))) return;
+  if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
   if (t && t->tr__cfg && t->tr__cfg->resume_from && !strcmp(t->tr__cfg->resume_from, path)) return;
   if (remove(path) == 0 && s->verbose) tr__cb_say(t, "model_checkpoint", "removed %s", path);
 }
 
 /* save_last as a link: a relative symlink next to its target, made atomically; a copy where that fails. */
-static int tr__mc_link(const char *target, const char *link_path) {
+static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path) {
   const char *slash = strrchr(target, '/');
   size_t n = strlen(link_path) + 16;
-  char *tmp = (char *)malloc(n);
+  char *tmp;
   int ok = 0;
-  if (!tmp) return -1;
+  if (ctx->rank != 0) return 0; /* with several processes, rank 0 alone touches the files */
+  if (!(tmp = (char *)malloc(n))) return -1;
   snprintf(tmp, n, "%s.link.tmp", link_path);
   remove(tmp);
 #ifdef TR__POSIX
@@ -3563,7 +3564,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (s->save_last == TR_SAVE_LAST_LINK && s->top_k != 0 && (s->want || (s->newest && s->newest[0]))) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__cb_say(t, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
@@ -3674,7 +3675,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
       if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {

@@ -7,7 +7,8 @@
 #                           ranks); close to one process on the same global batches (the difference is
 #                           printed); world size 1 == the plain build bit for bit; a stop / skip / failure /
 #                           SIGTERM / bad resume_from / failing configure_model on one rank ends every rank
-#                           the same way; uneven batch counts; rank-zero-only hooks; a checkpoint requested
+#                           the same way; uneven batch counts; rank-zero-only hooks; model_checkpoint and
+#                           early_stopping on every rank (rank 0 alone writes files); a checkpoint requested
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; the example
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, C++11 with mpicxx) linked
 #                           with a user TU built without MPI; the program runs as one process
@@ -52,11 +53,11 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=g2.bin $$1 > fit.out; \
 	  ./test_mpi_plain fit out=g1.bin global=2 $$1 > ref.out; \
 	  printf "test-mpi: 2 ranks vs one process on the same global batches, $$1: "; ./test_mpi_plain diff g2.bin g1.bin $$2; done; \
-	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0; do \
+	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi $$m > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: scenario $$m on $$w ranks failed"; exit 1; }; \
 	  grep "rank 0 of" scen.out; done; done; \
-	for m in stop fail skip sigterm uneven rank0 configfail; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
+	for m in stop fail skip sigterm uneven rank0 configfail mc; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=straight.bin epochs=4 > fit.out; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=first.bin epochs=2 request_at=13 ckpt=mid.ckpt > fit.out; \

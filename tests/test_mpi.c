@@ -16,6 +16,7 @@
 #include "train.h"
 #include "examples/mlp.h"
 #include <signal.h>
+#include <dirent.h>
 
 static int rank_ = 0, world_ = 1;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__, #c); \
@@ -262,6 +263,14 @@ static int mode_scenario(const char *mode) {
   if (!strcmp(mode, "failload")) { /* the last rank alone is given a checkpoint that does not exist */
     want = TR_ERR_NOT_FOUND;
     c.resume_from = rank_ == world_ - 1 ? "/nonexistent/dir/x.ckpt" : NULL;
+  } else if (!strcmp(mode, "mc")) { /* the standard callbacks on every rank; rank 0 alone writes, links, removes */
+    if (rank_ == 0) CHECK(system("rm -rf mc") == 0, "rm");
+#ifdef TRAIN_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+    c.max_epochs = 6;
+    CHECK(hk_spec_apply(r.t.reg, "model_checkpoint(dirpath=mc, monitor=val/loss, save_top_k=2, save_last=link)") == HK_OK &&
+          hk_spec_apply(r.t.reg, "early_stopping(monitor=val/loss, patience=100)") == HK_OK, "%s", hk_last_error(r.t.reg));
   } else if (!strcmp(mode, "rank0")) {
     CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, zero_only, NULL, &(hk_opts){ .name = "zero", .rank_zero_only = 1 }, NULL) == HK_OK, "hook");
   } else if (!strcmp(mode, "uneven")) { /* 7 batches: floor(7 / W) each; the 7 validation batches shared unevenly */
@@ -286,6 +295,20 @@ static int mode_scenario(const char *mode) {
   if (!strcmp(mode, "sigterm")) CHECK(r.t.global_step == 4, "interrupted at step %lld, expected 4", (long long)r.t.global_step);
   if (!strcmp(mode, "skip")) CHECK(r.t.global_step == 3 * (19 / world_) - 3, "steps %lld: three windows skipped on one rank skip "
                                    "them everywhere", (long long)r.t.global_step);
+  if (!strcmp(mode, "mc") && rank_ == 0) { /* two best checkpoints and the last.ckpt link, nothing else */
+    DIR *dir = opendir("mc");
+    struct dirent *de;
+    int files = 0, last = 0;
+    CHECK(dir, "mc/ was not created");
+    while ((de = readdir(dir))) {
+      if (de->d_name[0] == '.') continue;
+      files++;
+      last += !strcmp(de->d_name, "last.ckpt");
+      CHECK(strstr(de->d_name, ".ckpt") && !strstr(de->d_name, ".tmp"), "unexpected file mc/%s", de->d_name);
+    }
+    closedir(dir);
+    CHECK(files == 3 && last == 1, "mc/ holds %d files (last.ckpt: %d), expected 2 best + last.ckpt", files, last);
+  }
   if (!strcmp(mode, "rank0")) {
     CHECK(r.t.global_step == 3, "a stop from a rank-zero-only hook: stopped at %lld, expected 3", (long long)r.t.global_step);
     CHECK(sum_everywhere(zero_only_calls) == 3 && zero_only_calls == (rank_ == 0 ? 3 : 0), "rank-zero-only calls %d", zero_only_calls);
