@@ -112,13 +112,18 @@
      TRAIN_STATIC           make every function static
      TRAIN_API              declaration prefix for public functions (default: extern)
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
+     TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
+                            with mpicc, run with mpirun): section "MPI STRATEGY" at the end
      (hooks.h's options apply to hooks.h, which this header includes)
 
    POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints and signal() for
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
-     next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
+     next   TRAIN_MPI: data-parallel training on MPI (sharded data, gradients summed in rank order at one
+            point, signals/requests/failures agreed by every rank, rank-0 checkpoints), TR_ERR_COMM;
+            SIGTERM is handled like Ctrl-C; model_checkpoint touches files on rank 0 only;
+            per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
             deterministic reductions (the same bits for any thread count);
@@ -460,7 +465,8 @@ typedef struct tr_config {
   double gradient_clip_val;      /* 0 = no clipping */
   tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
   tr_nonfinite on_nonfinite_loss;/* 0 = fail */
-  int no_sigint;                 /* 1: leave SIGINT alone. Default: during tr_fit the first Ctrl-C
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
+                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
                                     finishes the current batch, the second stops at once; both end
                                     through on_exception with TR_ERR_INTERRUPTED. The previous handler
                                     is restored when tr_fit returns. */
