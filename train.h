@@ -813,6 +813,9 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #    define MPICH_SKIP_MPICXX 1
 #  endif
 #  include <mpi.h>
+#  ifdef TRAIN_CUDA
+#    include <nccl.h> /* device gradients are summed by NCCL (in the CUDA toolkit) */
+#  endif
 #endif
 #ifndef TRAIN_ASSERT
 #  include <assert.h>
@@ -4204,6 +4207,12 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
    rank's own; val/loss, test/loss, the gradients from on_before_optimizer_step on, grad_norm there,
    and the parameters are the same on every rank.
 
+   GPU: with TRAIN_CUDA too (a .cu file built by nvcc with the MPI include path, linked with -lmpi
+   -lnccl), an on_device model's gradients are summed by NCCL (ncclAllReduce on the default stream,
+   where every kernel of the step runs: no host wait). NCCL adds in its own order, the same bits on
+   every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
+   (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
+
    LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
    0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
    ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
@@ -4240,6 +4249,9 @@ typedef struct tr__dist {
   int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
+#ifdef TRAIN_CUDA
+  ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
+#endif
   char paths[HK_MAX_CHECKPOINT_PATHS][TR__DIST_PATH];
 } tr__dist;
 
@@ -4307,6 +4319,21 @@ static tr_err tr__dist_init(tr_trainer *t) {
   MPI_Type_commit(&d->vote_type);
   MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
   t->tr__dist = d;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
+    ncclUniqueId id;
+    ncclResult_t nr = ncclSuccess;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) nr = ncclGetUniqueId(&id);
+    if ((rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
+    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, id, rank);
+    if (nr != ncclSuccess) {
+      d->nccl = NULL;
+      return tr__fail(t, TR_ERR_DEVICE, "tr_init: NCCL could not join the %d ranks: %s (one GPU per rank: select it with "
+                      "cudaSetDevice before allocating the model)", world, ncclGetErrorString(nr));
+    }
+  }
+#endif
   return TR_OK;
 }
 
@@ -4315,6 +4342,9 @@ static void tr__dist_free(tr_trainer *t) {
   int done = 0;
   if (!d) return;
   MPI_Finalized(&done);
+#ifdef TRAIN_CUDA
+  if (d->nccl) ncclCommDestroy(d->nccl);
+#endif
   if (!done) {
     MPI_Op_free(&d->vote_op);
     MPI_Type_free(&d->vote_type);
@@ -4409,10 +4439,20 @@ static void tr__dist_grads(tr_trainer *t) {
   int64_t v[TR__V_COUNT];
   int rc;
   if (!d) return;
-  if (!t->tr__grads_zeroed && t->model.grads) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* it adds nothing */
   tr__dist_vote(t, t->tr__accum_n, 0, v);
   t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
+#ifdef TRAIN_CUDA
+  if (d->nccl) { /* on the default stream, as every kernel of the step: no host wait */
+    ncclResult_t nr;
+    if (!t->tr__grads_zeroed) tr__dev_zero_grad(t); /* this rank adds nothing */
+    nr = ncclAllReduce(t->model.grads, t->model.grads, t->model.n_params, ncclFloat, ncclSum, d->nccl, 0);
+    if (nr != ncclSuccess) tr__fail(t, TR_ERR_DEVICE, "the gradient all-reduce (NCCL) failed: %s", ncclGetErrorString(nr));
+    hk_grads_changed(&t->ctx);
+    return;
+  }
+#endif
+  if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
   rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
   if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
   hk_grads_changed(&t->ctx);

@@ -10,6 +10,7 @@
 #                           the same way; uneven batch counts; rank-zero-only hooks; model_checkpoint and
 #                           early_stopping on every rank (rank 0 alone writes files); a checkpoint requested
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; the example
+#   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, C++11 with mpicxx) linked
 #                           with a user TU built without MPI; the program runs as one process
 # Every mpirun is under `timeout`: a hang fails the test instead of stopping CI. Needs Open MPI
@@ -75,3 +76,23 @@ $(TR_MX)/mpi-cxx11.ok: $(TR_MX_DEPS) | $(BUILD)
 
 test-mpi-compile: $(TR_MX)/mpi-c99.ok $(TR_MX)/mpi-cxx11.ok
 	@echo "test-mpi-compile: TRAIN_MPI builds warning-free as C99 and C++11 and runs as one process"
+
+# With TRAIN_CUDA too: device gradients through NCCL. Compiled and linked wherever nvcc, nccl.h and
+# train.h's CUDA section (examples/cuda_mlp.cu) are present: the spirals MLP's .cu file with TRAIN_MPI,
+# linked with tests/test_cuda.c, -lmpi and -lnccl, then run under mpirun -np 1 (it trains on a GPU when
+# there is one, else says it skipped). Multi-rank NCCL needs one GPU per rank: not run here.
+MPI_NVCC     = $(or $(NVCC),nvcc)
+MPI_CU_HOME  = $(or $(CUDA_HOME),/usr/local/cuda)
+MPI_CU_FLAGS = -O3 -std=c++14 -fmad=false -arch=sm_90 -I. -I$(STB_INC) $(addprefix -I,$(shell $(MPICC) --showme:incdirs 2>/dev/null)) \
+               -Xcompiler -Wall,-Wextra,-Werror
+.PHONY: test-mpi-nccl
+TEST_TARGETS += test-mpi-nccl
+test-mpi-nccl: | $(MPI_DIR)
+	@if [ ! -f examples/cuda_mlp.cu ] || [ ! -f tests/test_cuda.c ]; then echo "test-mpi-nccl: skipped: train.h's CUDA section is not in this tree"; \
+	elif ! command -v $(MPI_NVCC) >/dev/null || [ ! -f $(MPI_CU_HOME)/include/nccl.h ]; then echo "test-mpi-nccl: skipped: nvcc or nccl.h not found"; \
+	else set -e; \
+	  $(MPI_NVCC) $(MPI_CU_FLAGS) -DTRAIN_MPI -c examples/cuda_mlp.cu -o $(MPI_DIR)/cuda_mlp_mpi.o; \
+	  $(CC) $(ALL_CFLAGS) tests/test_cuda.c $(MPI_DIR)/cuda_mlp_mpi.o -o $(MPI_DIR)/test_cuda_mpi -L$(MPI_CU_HOME)/lib64 \
+	    -Wl,-rpath,$(MPI_CU_HOME)/lib64 -lcudart -lnccl -lstdc++ -lm $$($(MPICC) --showme:link); \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 1 $(MPI_DIR)/test_cuda_mpi; \
+	  echo "test-mpi-nccl: TRAIN_MPI + TRAIN_CUDA (NCCL) built warning-free with nvcc and linked with MPI and NCCL"; fi
