@@ -4216,9 +4216,10 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
    LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
    0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
    ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
-   iterators, equally long shards). tr_save from a hook during a multi-process run must be called on
-   every rank (it synchronises): use hk_request(ctx, HK_REQUEST_CHECKPOINT) instead. tr_load alone does
-   not synchronise. */
+   iterators, equally long shards). tr_save must be called on every rank (it synchronises; rank 0
+   writes): from a hook use hk_request(ctx, HK_REQUEST_CHECKPOINT) instead. tr_load alone does not
+   synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
+   splits the batches differently (not bit-exact). */
 #ifdef TRAIN_MPI
 
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */

@@ -322,6 +322,12 @@ static int mode_scenario(const char *mode) {
     direct /= 7;
     CHECK(fabs(v - direct) <= 1e-6 * fabs(direct), "val/loss %.9g, direct mean %.9g", v, direct);
     CHECK(r.t.global_step == 3 * (7 / world_), "steps %lld", (long long)r.t.global_step);
+    /* tr_validate / tr_test outside a fit: sharded the same way, the same global mean on every rank */
+    CHECK(tr_validate(&r.t, &r.vd, 0, &v) == TR_OK && fabs(v - direct) <= 1e-6 * fabs(direct), "tr_validate: %.9g vs %.9g", v, direct);
+    same_everywhere(hash(&v, sizeof v), "tr_validate's mean");
+    CHECK(tr_test(&r.t, &r.vd, 3, &v) == TR_OK, "tr_test: %s", tr_error(&r.t)); /* 3 batches per rank */
+    same_everywhere(hash(&v, sizeof v), "tr_test's mean");
+    CHECK(tr_predict(&r.t, &r.vd, 0) == TR_OK, "tr_predict: %s", tr_error(&r.t));
   }
   run_free(&r);
   return 0;
