@@ -1229,6 +1229,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
   int i, j, n;
+  tr_err e;
   if (!t) return TR_ERR_INVALID;
   memset(t, 0, sizeof *t);
   t->running = HK_STAGE_NONE;
@@ -1337,7 +1338,12 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
-  if (tr__dist_init(t)) { char why[sizeof t->error]; memcpy(why, t->error, sizeof why); tr_free(t); return tr__fail(t, TR_ERR_COMM, "%s", why); }
+  if ((e = tr__dist_init(t)) != TR_OK) { /* the MPI strategy (TRAIN_MPI, several processes) */
+    char why[sizeof t->error];
+    memcpy(why, t->error, sizeof why);
+    tr_free(t);
+    return tr__fail(t, e, "%s", why);
+  }
   return TR_OK;
 }
 
@@ -4179,8 +4185,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
    and a sum in rank order (MPI_Allreduce may add in any order, and differently per call).
 
    AGREEMENT POINTS: after configure_model, after on_fit_start, after on_train_start, after each
-   epoch's start, after each training batch (after on_train_batch_end), after on_train_epoch_end,
-   after on_train_end, after each evaluation loop, inside tr_save, and when the run ends. One small
+   epoch's start, before each optimizer step (after on_gradient_clip), after each training batch
+   (after on_train_batch_end), after on_train_epoch_end, after on_train_end, when an evaluation loop
+   counts its batches and at its end, inside tr_save, and when the run ends. One small
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
