@@ -263,14 +263,18 @@ static int mode_scenario(const char *mode) {
   if (!strcmp(mode, "failload")) { /* the last rank alone is given a checkpoint that does not exist */
     want = TR_ERR_NOT_FOUND;
     c.resume_from = rank_ == world_ - 1 ? "/nonexistent/dir/x.ckpt" : NULL;
-  } else if (!strcmp(mode, "mc")) { /* the standard callbacks on every rank; rank 0 alone writes, links, removes */
+  } else if (!strcmp(mode, "mc")) { /* standard callbacks on every rank (ema swaps weights for validation,
+                                       nan_guard and gradient_monitor read gradients); rank 0 alone writes, links, removes */
     if (rank_ == 0) CHECK(system("rm -rf mc") == 0, "rm");
 #ifdef TRAIN_MPI
     MPI_Barrier(MPI_COMM_WORLD);
 #endif
     c.max_epochs = 6;
     CHECK(hk_spec_apply(r.t.reg, "model_checkpoint(dirpath=mc, monitor=val/loss, save_top_k=2, save_last=link)") == HK_OK &&
-          hk_spec_apply(r.t.reg, "early_stopping(monitor=val/loss, patience=100)") == HK_OK, "%s", hk_last_error(r.t.reg));
+          hk_spec_apply(r.t.reg, "early_stopping(monitor=val/loss, patience=100)") == HK_OK &&
+          hk_spec_apply(r.t.reg, "ema(decay=0.9)") == HK_OK && hk_spec_apply(r.t.reg, "nan_guard()") == HK_OK &&
+          hk_spec_apply(r.t.reg, "lr_monitor()") == HK_OK && hk_spec_apply(r.t.reg, "gradient_monitor()") == HK_OK,
+          "%s", hk_last_error(r.t.reg));
   } else if (!strcmp(mode, "rank0")) {
     CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, zero_only, NULL, &(hk_opts){ .name = "zero", .rank_zero_only = 1 }, NULL) == HK_OK, "hook");
   } else if (!strcmp(mode, "uneven")) { /* 7 batches: floor(7 / W) each; the 7 validation batches shared unevenly */
