@@ -7,7 +7,8 @@
         step in the same run: a hook at on_after_backward (the last thing before the point) first
         aligns the ranks (MPI_Barrier and one untimed all-reduce), times a bare MPI_Allreduce of the
         gradient buffer (n floats; the same memory, so the same cache state as train.h's own) and a
-        bare "all-reduce + multiply by 1/W" (what a hand-written data-parallel loop does), then
+        bare "all-reduce + multiply by 1/W with tr_scale" (what a hand-written data-parallel loop does, with
+        train.h's own scaling kernel so that only the framework's extra work differs), then
         notes the clock; a hook at on_before_optimizer_step (the first thing after) reads it. Between
         the two: train.h's agreement vote, its gradient all-reduce and the averaging.
    Medians over all steps: the machine is shared, medians ignore the steps another process disturbed.
@@ -42,7 +43,6 @@ typedef struct probe {
 static hk_signal before_point(hk_ctx *ctx, void *u) {
   probe *p = (probe *)u;
   double t0, t1, t2;
-  size_t i;
   float scale = 1.0f / (float)p->world;
   (void)ctx;
   if (p->k >= STEPS) return HK_CONTINUE;
@@ -52,7 +52,7 @@ static hk_signal before_point(hk_ctx *ctx, void *u) {
   MPI_Allreduce(MPI_IN_PLACE, p->buf, (int)p->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   t1 = now();
   MPI_Allreduce(MPI_IN_PLACE, p->buf, (int)p->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  for (i = 0; i < p->n; i++) p->buf[i] *= scale;
+  tr_scale(p->buf, p->n, scale, 1); /* the averaging train.h does (its own kernel: the same work) */
   t2 = now();
   p->bare[p->k] = t1 - t0;
   p->bare_avg[p->k] = t2 - t1;
