@@ -172,7 +172,8 @@ extern "C" {
   X(TR_ERR_STATE,       "hook state error",     "a hook's state could not be saved or restored") \
   X(TR_ERR_MODEL,       "model or data error",  "a model or data function returned nonzero") \
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
-  X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) during tr_fit")
+  X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) during tr_fit") \
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (section CUDA)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
@@ -224,6 +225,13 @@ typedef struct tr_model {
   /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
      valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. */
   int (*predict)(void *user, void *batch, void **outputs);
+  /* On the GPU (section "CUDA (TRAIN_CUDA)"): 1 when params and grads are device memory. The trainer
+     then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
+  int on_device;
+  /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
+     it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
+     until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
+  float *device_loss;
 } tr_model;
 
 /* ---- the data (yours) -----------------------------------------------------------------------------
@@ -391,6 +399,7 @@ typedef struct tr_trainer {
   int tr__saving;          /* tr_save is running (a nested one is refused) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -452,6 +461,16 @@ TRAIN_API const char *tr_err_name(tr_err e);
    that re-decides at every check (early_stopping) asks this instead of returning HK_STOP early, so
    that its decision does not stay latched while the minimum is unmet. */
 TRAIN_API int tr_stop_allowed(const tr_trainer *t);
+
+/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
+   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
+   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
+   device). bins in 1..4096, lo < hi, both finite. */
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+
+/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
 
 /* =================================================================================================
    STANDARD CALLBACKS
@@ -690,6 +709,11 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #  define TR__NOINLINE
 #endif
 
+#ifdef TRAIN_CUDA /* the kernels come with the implementation (section CUDA): this file is built by nvcc */
+#  define TRAIN_CUDA_IMPLEMENTATION
+#  include "kernels/train_cuda.cuh"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -829,6 +853,294 @@ static double tr__current_lr(const tr_trainer *t) {
   return tr_lr_at(&s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 
+/* =================================================================================================
+   CUDA (TRAIN_CUDA)
+   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
+   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
+   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
+   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
+     zero_grad       trc_zero                     accumulation mean   trc_scale
+     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
+                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
+                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
+     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
+     AdamW / SGD     trc_adamw / trc_sgd: the same float32 formula as the CPU (trc_adamw_elem,
+                     trc_sgd_elem), checked against the CPU path by make cuda-test
+   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
+   the host or synchronises unless asked:
+     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
+       the gradients, when a hook first reads it (ctx->grad_norm_source);
+     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
+       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
+       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
+       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
+     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
+   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
+   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
+   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
+   launches its own kernels on them, or copies them; it must not dereference them on the host.
+   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
+   step with no hooks is a fixed sequence of kernel launches that can be captured. A hook runs once,
+   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
+   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
+   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
+   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
+   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
+   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
+   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   ================================================================================================= */
+#ifdef TRAIN_CUDA
+typedef struct tr__device {
+  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
+  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *host_params, *host_grads;
+  double *partials;         /* TRC_NORM_BLOCKS */
+  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  unsigned long long *counts; /* histogram bins */
+  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
+  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
+  uint64_t norm_version;
+  int loss_known;           /* loss holds the device loss of the last training forward */
+  double loss;
+  int swapped;              /* model.params/grads point at the host mirrors */
+} tr__device;
+
+#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
+
+static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
+  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e == 0;
+}
+
+/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+static void tr__dev_norm(tr_trainer *t, double max_norm) {
+  tr__device *d = TR__DEV(t);
+  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, NULL), "trc_norm")) {
+    d->norm_known = 1;
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
+static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  double norm = NAN;
+  (void)ctx;
+  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
+  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, NULL), "copying the norm");
+  return norm;
+}
+
+static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  float x = NAN;
+  (void)ctx;
+  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
+  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, NULL), "copying the loss")) {
+    d->loss_known = 1;
+    t->tr__last_loss = x;
+  }
+  return t->tr__last_loss;
+}
+
+static void tr__dev_free(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d) return;
+  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
+  free(d->host_params); free(d->host_grads);
+  free(d);
+  t->tr__dev = NULL;
+}
+
+/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+static tr_err tr__dev_init(tr_trainer *t) {
+  tr__device *d;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  char why[256];
+  int i, e = 0;
+  if (!t->model.on_device) return TR_OK;
+  if (!trc_device_ok(why, sizeof why))
+    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
+  d = (tr__device *)calloc(1, sizeof *d);
+  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
+  t->tr__dev = d;
+  d->host_params = (float *)malloc(bytes);
+  d->host_grads = (float *)malloc(bytes);
+  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
+  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
+  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
+  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
+  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, NULL);
+  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, NULL);
+  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
+  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
+  t->ctx.grad_norm_source = tr__dev_grad_norm;
+  t->ctx.grad_norm_source_user = t;
+  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  return TR_OK;
+}
+
+/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
+static tr_err tr__dev_to_host(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || d->swapped) return TR_OK;
+  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, NULL);
+  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, NULL);
+  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, NULL);
+  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, NULL);
+  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
+  d->params = t->model.params;
+  d->grads = t->model.grads;
+  t->model.params = d->host_params;
+  if (t->model.grads) t->model.grads = d->host_grads;
+  d->swapped = 1;
+  return TR_OK;
+}
+
+/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
+static void tr__dev_upload(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || !d->swapped) return;
+  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, NULL);
+  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, NULL);
+  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, NULL);
+  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, NULL);
+  e = e ? e : trc_synchronize(NULL); /* the mirrors may change again as soon as we return */
+  tr__dev_ok(t, e, "copying the state to the device");
+  d->norm_known = 0;
+}
+
+static void tr__dev_unswap(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d || !d->swapped) return;
+  t->model.params = d->params;
+  if (d->grads) t->model.grads = d->grads;
+  d->swapped = 0;
+}
+
+/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+static void tr__dev_zero_grad(tr_trainer *t) {
+  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, NULL), "zeroing the gradients");
+}
+
+static void tr__dev_scale_grads(tr_trainer *t, float k) {
+  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, NULL), "scaling the gradients");
+}
+
+static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
+  tr__device *d = TR__DEV(t);
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    tr__dev_norm(t, c->gradient_clip_val);
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
+      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, NULL), "clipping");
+    else d->fold_clip = 1;
+  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
+                                         d->ctrl, NULL), "clipping by value")) {
+    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+static void tr__dev_update(tr_trainer *t, double lr) {
+  tr__device *d = TR__DEV(t);
+  const tr_optim *o = &t->optim;
+  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
+  size_t n = t->model.n_params;
+  int e;
+  d->fold_clip = 0;
+  if (o->kind == TR_OPTIM_ADAMW)
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n,
+                  trc_adamw_args_make(lr, o->beta1, o->beta2, o->eps, o->weight_decay, t->global_step + 1), ctrl, NULL);
+  else {
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n,
+                trc_sgd_args_make(lr, o->weight_decay, o->momentum, o->dampening, o->nesterov, !t->tr__has_momentum),
+                ctrl, NULL);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  tr__dev_ok(t, e, "the optimizer step");
+}
+
+/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
+static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
+  tr__device *d = TR__DEV(t);
+  if (!t->model.device_loss) return;
+  d->loss_known = 0;
+  *loss = t->tr__last_loss = NAN;
+  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
+}
+
+/* An evaluation batch's loss (one copy). */
+static double tr__dev_eval_loss(tr_trainer *t, double loss) {
+  float x = NAN;
+  if (!t->model.device_loss) return loss;
+  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, NULL), "copying the loss");
+  return x;
+}
+
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
+#define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
+#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+static tr_err tr__dev_init(tr_trainer *t) {
+  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
+                                       "compiled with TRAIN_CUDA by nvcc (see the section CUDA)") : TR_OK;
+}
+static void tr__dev_free(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
+static void tr__dev_upload(tr_trainer *t) { (void)t; }
+static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
+#define TR__ON_DEVICE(t) 0
+#endif
+
+/* A value's bin: the same float operations as trc_hist_bin in kernels/train_cuda.cuh, so the CPU and
+   the GPU count alike (make cuda-test compares them exactly). */
+static int tr__hist_bin(float x, float lo, float hi, float width, int bins) {
+  int k;
+  if (!hk_is_finitef(x)) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
+  float width;
+  int k;
+  if (!t || !counts) return TR_ERR_INVALID;
+  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
+    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
+                      bins, (double)lo, (double)hi);
+  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
+  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) {
+    tr__device *d = TR__DEV(t);
+    unsigned long long c[4096 + 3];
+    int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, NULL);
+    e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), NULL);
+    if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
+    for (b = 0; b < bins + 3; b++) counts[b] = c[b];
+    return TR_OK;
+  }
+#endif
+  width = (hi - lo) / (float)bins;
+  for (k = 0; k < t->ctx.n_tensors; k++) {
+    const float *x = t->ctx.grads[k].data;
+    size_t i;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr__hist_bin(x[i], lo, hi, width, bins)]++;
+  }
+  return TR_OK;
+}
+
 /* ---- setup --------------------------------------------------------------------------------------- */
 
 /* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
@@ -893,6 +1205,7 @@ static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite
 
 TRAIN_API void tr_free(tr_trainer *t) {
   if (!t) return;
+  tr__dev_free(t);
   hk_ctx_free(&t->ctx);
   hk_bytes_free(&t->tr__data_state);
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
@@ -1010,6 +1323,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
   if (tr__add_factories(t->reg, t) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
@@ -1109,6 +1423,9 @@ static void tr__forward(tr_trainer *t, void *batch) {
   if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
   rc = t->model.forward(t->model.user, batch, 1, &loss);
   if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
+#endif
   t->ctx.loss = t->tr__last_loss = loss;
   if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
   if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
@@ -1124,6 +1441,9 @@ static void tr__forward(tr_trainer *t, void *batch) {
    (Lightning: when batch_idx % accumulate_grad_batches == 0). */
 static void tr__zero_grad(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
+#endif
   memset(t->model.grads, 0, t->model.n_params * sizeof(float));
   hk_grads_changed(&t->ctx);
   t->tr__grads_zeroed = 1;
@@ -1146,6 +1466,9 @@ static void tr__average_window(tr_trainer *t) {
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
   scale = 1.0f / (float)t->tr__accum_n;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, scale); else
+#endif
   for (i = 0; i < t->model.n_params; i++) t->model.grads[i] *= scale;
   hk_grads_changed(&t->ctx);
 }
@@ -1159,6 +1482,9 @@ static void tr__clip_gradients(tr_trainer *t) {
   float *g = t->model.grads;
   size_t i, n = t->model.n_params;
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
+#endif
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     double coef = c->gradient_clip_val / (hk_grad_norm(&t->ctx) + 1e-6);
     if (coef < 1.0) {
@@ -1187,6 +1513,9 @@ static TR__NOINLINE void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
   float *p = t->model.params, *g = t->model.grads, *m = t->tr__m, *v = t->tr__v;
   size_t i, n = t->model.n_params;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
+#endif
   if (o->kind == TR_OPTIM_ADAMW) {
     double step = (double)(t->global_step + 1);
     double b1 = o->beta1, b2 = o->beta2, eps = o->eps;
@@ -1275,6 +1604,9 @@ static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, doub
   }
   rc = t->model.forward(t->model.user, batch, 0, &loss);
   if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
+#endif
   t->ctx.loss = loss;
   *sum += loss;
   ++*counted;
@@ -2080,7 +2412,8 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   else {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    if (!t->tr__err) tr__save_file(t, path);
+    if (!t->tr__err && !tr__dev_to_host(t)) tr__save_file(t, path); /* CUDA: from host mirrors */
+    tr__dev_unswap(t);
     if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
     t->ctx.path = NULL;
   }
@@ -2404,7 +2737,7 @@ static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
    on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
    the parameters, optimizer state, gradients and hook states, made only when a hook listens to
    on_load_checkpoint (nobody else can fail after the commit). */
-static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
   size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
   int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
@@ -2443,6 +2776,7 @@ static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, 
   if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
   if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  tr__dev_upload(t); /* CUDA: the device gets what was read (section CUDA) */
   after.seed = ck.seed;
   after.rng = ck.rng;
   after.epoch = ck.v[0];
@@ -2468,6 +2802,7 @@ static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, 
     if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
     if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
     if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    tr__dev_upload(t);
     tr__set_loop(t, &before);
     tr__snap_restore(t, &hooks_before);
     hk_bytes_free(&after.data);
@@ -2558,6 +2893,13 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
   *out = buf;
   *out_len = len;
   return TR_OK;
+}
+
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (section CUDA). */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
+  tr__dev_unswap(t);
+  return t->tr__err;
 }
 
 static tr_err tr__load_file(tr_trainer *t, const char *path) {
