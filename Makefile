@@ -38,6 +38,7 @@ include tests/third_party.mk
 include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
+include tests/cuda.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

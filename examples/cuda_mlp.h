@@ -11,6 +11,7 @@
 #define CUDA_MLP_H
 
 #include "train.h"
+#include "kernels/train_cuda.cuh"
 #include "examples/mlp.h"
 
 #ifdef __cplusplus

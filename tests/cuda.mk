@@ -1,0 +1,81 @@
+# tests/cuda.mk - the optional CUDA kernels (kernels/train_cuda.cuh) and train.h's section CUDA.
+#
+#   make test-cuda-build  (in make test) nvcc compiles and links every kernel, the GPU test, the benchmark
+#                         and the example, for the pinned architectures below; without nvcc it says it
+#                         skipped the CUDA build and succeeds
+#   make test-cuda-cpu    (in make test) what needs no GPU: the declarations as C99/C11/C++ (gcc, clang,
+#                         g++), the #error of the implementation outside nvcc, tests/test_cuda_cpu.c (the
+#                         shared per-element math against train.h's CPU optimizer, the histogram API,
+#                         on_device refused without TRAIN_CUDA, ctx->grad_norm_source), and the GPU test
+#                         binary, which says "skipped: no CUDA device" and exits 0 on a machine without one
+#   make cuda-test        the GPU tests (tests/test_cuda.c): kernels against the CPU, determinism,
+#                         training against the CPU, exact resume, CPU/GPU checkpoints, the wait count
+#   make cuda-bench       each kernel at 1e8 parameters: GB/s against a device-to-device copy
+#   make cuda-demo        examples/cuda_demo.c (the spirals MLP on the GPU)
+#
+# Architectures are pinned (no GPU is needed to build): sm_80 (A100) and sm_90 (H100) machine code, and
+# compute_90 PTX that newer GPUs JIT-compile. Override with CUDA_GENCODE=... for another GPU.
+NVCC         ?= nvcc
+HAVE_NVCC    := $(shell command -v $(NVCC) 2>/dev/null)
+CUDA_HOME    ?= $(if $(HAVE_NVCC),$(patsubst %/bin/,%,$(dir $(HAVE_NVCC))),/usr/local/cuda)
+CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS    = -O3 -std=c++14 $(CUDA_GENCODE) -I. -I$(STB_INC) -Xcompiler -Wall,-Wextra,-Werror
+CUDA_LDLIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lm
+CU_DIR       := $(BUILD)/cuda
+CU_DEPS      := hooks.h train.h kernels/train_cuda.cuh examples/mlp.h examples/cuda_mlp.h
+CU_BINS      := $(CU_DIR)/test_cuda $(CU_DIR)/cuda_demo $(CU_DIR)/bench_cuda
+
+.PHONY: test-cuda-build test-cuda-cpu cuda-test cuda-bench cuda-demo
+TEST_TARGETS += test-cuda-build test-cuda-cpu
+BENCH_TARGETS += cuda-bench
+
+$(CU_DIR):
+	@mkdir -p $@
+
+# The program's one CUDA file: hooks.h + train.h (TRAIN_CUDA) + kernels + the MLP's kernels.
+$(CU_DIR)/cuda_mlp.o: examples/cuda_mlp.cu $(CU_DEPS) | $(CU_DIR)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+$(CU_DIR)/test_cuda: tests/test_cuda.c $(CU_DIR)/cuda_mlp.o $(CU_DEPS) | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $< $(CU_DIR)/cuda_mlp.o -o $@ $(CUDA_LDLIBS)
+$(CU_DIR)/cuda_demo: examples/cuda_demo.c $(CU_DIR)/cuda_mlp.o $(CU_DEPS) | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $< $(CU_DIR)/cuda_mlp.o -o $@ $(CUDA_LDLIBS)
+$(CU_DIR)/bench_cuda.o: bench/bench_cuda.cu kernels/train_cuda.cuh | $(CU_DIR)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+$(CU_DIR)/bench_cuda: $(CU_DIR)/bench_cuda.o
+	$(CC) $< -o $@ $(CUDA_LDLIBS)
+
+ifeq ($(HAVE_NVCC),)
+test-cuda-build:
+	@echo "test-cuda-build: skipped the CUDA build: $(NVCC) not found (set NVCC=/path/to/nvcc)"
+cuda-test cuda-bench cuda-demo:
+	@echo "$@: skipped: $(NVCC) not found, the CUDA build needs it"
+CU_SKIP_RUN := true
+else
+test-cuda-build: $(CU_BINS)
+	@echo "test-cuda-build: kernels, test, benchmark and example built for sm_80, sm_90, compute_90"
+cuda-test: $(CU_DIR)/test_cuda
+	./$(CU_DIR)/test_cuda $(CU_DIR)
+cuda-bench: $(CU_DIR)/bench_cuda
+	./$(CU_DIR)/bench_cuda
+cuda-demo: $(CU_DIR)/cuda_demo
+	@rm -rf $(CU_DIR)/checkpoints; ./$(CU_DIR)/cuda_demo $(CU_DIR)/checkpoints
+CU_SKIP_RUN := ./$(CU_DIR)/test_cuda $(CU_DIR)
+endif
+
+# ---- what runs without a GPU ----------------------------------------------------------------------
+CU_DECL := $(CU_DIR)/decl.c
+$(CU_DIR)/test_cuda_cpu: tests/test_cuda_cpu.c hooks.h train.h kernels/train_cuda.cuh | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+
+test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
+	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint main(void) { trc_sgd_args a = trc_sgd_args_make(0.1, 0, 0, 0, 0, 1); float p = 1; trc_sgd_elem(&p, 1, 0, a); return p != 0.9f; }\n' > $(CU_DECL)
+	gcc -std=c99 $(WARN) -I. -I$(STB_INC) $(CU_DECL) -o $(CU_DIR)/decl-c99 -lm && ./$(CU_DIR)/decl-c99
+	clang -std=c11 $(WARN) -I. -I$(STB_INC) $(CU_DECL) -o $(CU_DIR)/decl-c11 -lm && ./$(CU_DIR)/decl-c11
+	g++ -std=c++11 $(WARN) -I. -I$(STB_INC) -x c++ $(CU_DECL) -o $(CU_DIR)/decl-cxx -lm && ./$(CU_DIR)/decl-cxx
+	@if gcc -std=c99 -DTRAIN_CUDA_IMPLEMENTATION -I. -fsyntax-only -x c $(CU_DECL) 2>$(CU_DIR)/impl-gcc.err; then \
+	  echo "test-cuda-cpu: the kernels' implementation compiled without nvcc (expected the #error)"; exit 1; fi
+	@grep -q "must be compiled by nvcc" $(CU_DIR)/impl-gcc.err
+	./$(CU_DIR)/test_cuda_cpu
+	$(CU_SKIP_RUN)
+	@echo "test-cuda-cpu: passed"
