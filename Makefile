@@ -31,6 +31,7 @@ deps:
 	@sh scripts/deps.sh
 
 include tests/hooks.mk
+include tests/math.mk
 include tests/train.mk
 include tests/zero_cost/zero_cost.mk
 include tests/own_loop.mk

@@ -118,7 +118,11 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
-     next   standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
+     next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
+            tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
+            per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
+            deterministic reductions (the same bits for any thread count);
+            standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
             TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
             hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
      0.2.0  the loop reads as a list (hooks.h's hk_flow); runs share one start/finish path; refused
@@ -139,6 +143,7 @@
 #define TRAIN_VERSION_STRING "0.2.0"
 
 #include "hooks.h"
+#include <math.h> /* sqrtf in the per-element optimizer functions */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -265,7 +270,7 @@ typedef struct tr_data {
             d = nesterov ? d + momentum*buf : buf;   p -= lr*d
      AdamW: p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
             p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)          (t = steps taken, from 1)
-   The arithmetic is done in double per element; the stored values are float. */
+   The arithmetic is float32 in PyTorch's order (the section "PER-STEP MATH" below). */
 typedef enum tr_optim_kind { TR_OPTIM_ADAMW = 0, TR_OPTIM_SGD } tr_optim_kind;
 
 typedef struct tr_optim {
@@ -305,6 +310,116 @@ typedef struct tr_sched {
 /* lr after t scheduler steps (total must be resolved, i.e. > warmup, for the cosine kind). */
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
 
+/* =================================================================================================
+   PER-STEP MATH
+   Every pass the trainer makes over the parameters and gradients in a step, public so that a
+   hand-written loop can use them too: the optimizer updates, zero_grad, scaling, clipping, the
+   gradient norm and the NaN/Inf scan.
+
+   Same answers: float32 arithmetic in the order of PyTorch's single-tensor torch.optim.AdamW and
+   torch.optim.SGD (the per-step scalars are computed in double on the host, as Python does, and
+   rounded to float once). Per element, with the tr_*_coef fields:
+     AdamW  p = p * decay                          param.mul_(1 - lr*wd)          (skipped when wd = 0)
+            m = m + w1 * (g - m)                   exp_avg.lerp_(g, 1 - beta1)    (g - (g - m) * (1 - w1)
+                                                                                   when w1 >= 0.5, as lerp)
+            v = v * beta2 + (w2 * g) * g           exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            d = sqrt(v) / bc2_sqrt + eps           (exp_avg_sq.sqrt() / sqrt(1 - beta2^t)).add_(eps)
+            p = p + (neg_step * m) / d             param.addcdiv_(m, d, value=-lr / (1 - beta1^t))
+     SGD    d = g + wd * p                         (when wd != 0)
+            b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
+            d = nesterov ? d + momentum * b : b
+            p = p + neg_lr * d
+   No product is fused with an addition (no FMA): tests/ref_f32.c writes the same formulas as plain
+   scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
+   vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
+   from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
+   with an FMA target are not) to keep the bits; -ffast-math builds are faster and only close.
+
+   Threads: each pass takes a thread count (tr_desc.threads for the trainer). With OpenMP (-fopenmp)
+   the work is split over that many threads, in fixed chunks of HK_NORM_CHUNK elements; without it
+   the passes run on the calling thread. Reductions are deterministic: every chunk is summed in
+   hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
+   bits for any thread count, and equal to hooks.h's hk_grad_norm.
+
+   The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
+   the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
+#if defined(__CUDACC__)
+#  define TR__HD __host__ __device__
+#else
+#  define TR__HD
+#endif
+
+/* One AdamW step's scalars (tr_adamw_coefs), each rounded to float once. */
+typedef struct tr_adamw_coef {
+  float decay;      /* 1 - lr*wd; 1 when wd = 0 (then p is left alone) */
+  float w1;         /* 1 - beta1, the lerp weight of m */
+  float w1_comp;    /* 1 - w1 in float: lerp's other form, used when w1 >= 0.5 */
+  float beta2, w2;  /* beta2 and 1 - beta2 */
+  float bc2_sqrt;   /* sqrt(1 - beta2^t) */
+  float eps;
+  float neg_step;   /* -lr / (1 - beta1^t) */
+  float gscale;     /* the gradient is multiplied by this first (and stored back) unless it is 1:
+                       clipping by norm folded into the update */
+  int decays;       /* wd != 0 */
+  int lerp_small;   /* w1 < 0.5: lerp's first form */
+} tr_adamw_coef;
+
+/* One SGD step's scalars (tr_sgd_coefs). */
+typedef struct tr_sgd_coef {
+  float wd, momentum, damp1; /* damp1 = 1 - dampening */
+  float neg_lr;
+  float gscale;     /* as in tr_adamw_coef */
+  int first;        /* the momentum buffer is empty: it takes d as it is (PyTorch's clone) */
+  int nesterov;
+} tr_sgd_coef;
+
+/* The coefficients of AdamW's step number `step` (1 for the first step) at learning rate lr, and of
+   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. */
+TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
+TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
+
+/* PyTorch's lerp(a, b, w) on floats, unfused: a + w*(b - a) for w < 0.5, else b - (b - a)*(1 - w). */
+TR__HD static inline float tr_lerp_elem(float a, float b, float w, float w_comp, int small) {
+  return small ? a + w * (b - a) : b - (b - a) * w_comp;
+}
+
+/* One element of AdamW (the gradient g already scaled). small is c.lerp_small, passed apart so that a
+   loop can make it a constant and keep the branch out of its body. */
+TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c, int small) {
+  float pi = c.decays ? *p * c.decay : *p;
+  float mi = tr_lerp_elem(*m, g, c.w1, c.w1_comp, small);
+  float vi = *v * c.beta2 + (c.w2 * g) * g;
+  float d = sqrtf(vi) / c.bc2_sqrt + c.eps;
+  *p = pi + (c.neg_step * mi) / d;
+  *m = mi;
+  *v = vi;
+}
+
+/* One element of SGD; buf may be NULL when c.momentum is 0. */
+TR__HD static inline void tr_sgd_elem(float *p, float g, float *buf, tr_sgd_coef c) {
+  float d = c.wd != 0.0f ? g + c.wd * *p : g;
+  if (c.momentum != 0.0f) {
+    float b = c.first ? d : *buf * c.momentum + c.damp1 * d;
+    *buf = b;
+    d = c.nesterov ? d + c.momentum * b : b;
+  }
+  *p = *p + c.neg_lr * d;
+}
+
+/* The passes, over n elements with `threads` threads (0 or 1 = the calling thread only). g is
+   written only when c->gscale != 1 (then it holds the scaled gradient, as after a separate clip). */
+TRAIN_API void   tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads);
+TRAIN_API void   tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_sgd_coef *c, int threads);
+TRAIN_API void   tr_zero(float *x, size_t n, int threads);                  /* x = 0 */
+TRAIN_API void   tr_scale(float *x, size_t n, float k, int threads);        /* x = x * k */
+/* hk_sumsq(x, n) (the same bits), computed with threads. */
+TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
+/* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
+   the norm before clipping). A NaN stays NaN. */
+TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
+/* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
+TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
+
 /* ---- the trainer ---------------------------------------------------------------------------------- */
 typedef struct tr_desc {
   tr_model model;         /* required */
@@ -320,6 +435,9 @@ typedef struct tr_desc {
   /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
      state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
   uint64_t max_checkpoint_bytes;
+  /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
+     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
+  int threads;
 } tr_desc;
 
 /* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
@@ -400,6 +518,7 @@ typedef struct tr_trainer {
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
+  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -721,6 +840,7 @@ extern "C" {
 static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
 static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t); /* standard callbacks, after the trainer */
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 
@@ -854,6 +974,174 @@ static double tr__current_lr(const tr_trainer *t) {
 }
 
 /* =================================================================================================
+   PER-STEP MATH (CPU kernels)
+   The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
+   elements (256 KiB of floats: a chunk stays in L2 while a pass works on it) and hands whole chunks
+   to OpenMP threads; a reduction stores one partial per chunk and adds them in chunk order, so no
+   thread count changes a bit. No allocation: partials live on the stack, TR__GROUP chunks at a time.
+   ================================================================================================= */
+#if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 199901L
+#  define TR__RESTRICT __restrict
+#else
+#  define TR__RESTRICT restrict
+#endif
+#define TR__PRAGMA(x) _Pragma(#x)
+#ifdef _OPENMP /* whole chunks per thread; no team at all for one thread */
+#  define TR__FOR_CHUNKS(threads) TR__PRAGMA(omp parallel for schedule(static) num_threads((threads) > 1 ? (threads) : 1) if((threads) > 1))
+#else
+#  define TR__FOR_CHUNKS(threads) (void)(threads);
+#endif
+#define TR__CHUNK ((size_t)HK_NORM_CHUNK)
+#define TR__GROUP 256 /* chunks per round of partials (2 KiB of stack) */
+
+/* The elements of chunk k of an n-element array: [k*TR__CHUNK, +tr__chunk_len). */
+static size_t tr__chunk_len(size_t n, size_t k) { return n - k * TR__CHUNK < TR__CHUNK ? n - k * TR__CHUNK : TR__CHUNK; }
+static long tr__n_chunks(size_t n) { return (long)((n + TR__CHUNK - 1) / TR__CHUNK); }
+
+TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step) {
+  tr_adamw_coef c;
+  double bc1 = 1.0 - pow(o->beta1, (double)step), bc2 = 1.0 - pow(o->beta2, (double)step);
+  c.decay = (float)(1.0 - lr * o->weight_decay);
+  c.decays = o->weight_decay != 0;
+  c.w1 = (float)(1.0 - o->beta1);
+  c.w1_comp = 1.0f - c.w1; /* lerp computes 1 - weight in float */
+  c.lerp_small = c.w1 < 0.5f;
+  c.beta2 = (float)o->beta2;
+  c.w2 = (float)(1.0 - o->beta2);
+  c.bc2_sqrt = (float)sqrt(bc2);
+  c.eps = (float)o->eps;
+  c.neg_step = (float)-(lr / bc1);
+  c.gscale = 1.0f;
+  return c;
+}
+
+TRAIN_API tr_sgd_coef tr_sgd_coefs(const tr_optim *o, double lr, int first) {
+  tr_sgd_coef c;
+  c.wd = (float)o->weight_decay;
+  c.momentum = (float)o->momentum;
+  c.damp1 = (float)(1.0 - o->dampening);
+  c.neg_lr = (float)-lr;
+  c.gscale = 1.0f;
+  c.first = first != 0;
+  c.nesterov = o->nesterov != 0;
+  return c;
+}
+
+/* x *= k over one chunk. */
+static void tr__scale_range(float *TR__RESTRICT x, size_t n, float k) {
+  size_t i;
+  for (i = 0; i < n; i++) x[i] *= k;
+}
+
+/* AdamW over one chunk. The lerp form is fixed per loop (a constant argument), so the body has no
+   branch; a clip scale is applied to the chunk first, while it is in cache. */
+static void tr__adamw_range(float *TR__RESTRICT p, float *TR__RESTRICT g, float *TR__RESTRICT m,
+                            float *TR__RESTRICT v, size_t n, tr_adamw_coef c) {
+  size_t i;
+  if (c.gscale != 1.0f) tr__scale_range(g, n, c.gscale);
+  if (c.lerp_small) for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c, 1);
+  else              for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c, 0);
+}
+
+static void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT g, float *TR__RESTRICT b, size_t n, tr_sgd_coef c) {
+  size_t i;
+  if (c.gscale != 1.0f) tr__scale_range(g, n, c.gscale);
+  if (b) for (i = 0; i < n; i++) tr_sgd_elem(&p[i], g[i], &b[i], c);
+  else   for (i = 0; i < n; i++) tr_sgd_elem(&p[i], g[i], NULL, c);
+}
+
+/* Clamp one chunk into [lo, hi]; NaN fails both tests and stays. */
+static void tr__clamp_range(float *TR__RESTRICT x, size_t n, float lo, float hi) {
+  size_t i;
+  for (i = 0; i < n; i++) x[i] = x[i] > hi ? hi : (x[i] < lo ? lo : x[i]);
+}
+
+/* Non-finite values of one chunk: exponent bits all ones (the test hk_is_finitef makes). */
+static size_t tr__nonfinite_range(const float *TR__RESTRICT x, size_t n) {
+  size_t i, bad = 0;
+  for (i = 0; i < n; i++) {
+    uint32_t bits;
+    memcpy(&bits, &x[i], sizeof bits);
+    bad += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+TRAIN_API void tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads) {
+  long k, nk = tr__n_chunks(n);
+  TR__FOR_CHUNKS(threads)
+  for (k = 0; k < nk; k++) {
+    size_t o = (size_t)k * TR__CHUNK;
+    tr__adamw_range(p + o, g + o, m + o, v + o, tr__chunk_len(n, (size_t)k), *c);
+  }
+}
+
+TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_sgd_coef *c, int threads) {
+  long k, nk = tr__n_chunks(n);
+  TR__FOR_CHUNKS(threads)
+  for (k = 0; k < nk; k++) {
+    size_t o = (size_t)k * TR__CHUNK;
+    tr__sgd_range(p + o, g + o, c->momentum != 0.0f ? buf + o : NULL, tr__chunk_len(n, (size_t)k), *c);
+  }
+}
+
+TRAIN_API void tr_zero(float *x, size_t n, int threads) {
+  long k, nk = tr__n_chunks(n);
+  TR__FOR_CHUNKS(threads)
+  for (k = 0; k < nk; k++) memset(x + (size_t)k * TR__CHUNK, 0, tr__chunk_len(n, (size_t)k) * sizeof(float));
+}
+
+TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
+  long k, nk = tr__n_chunks(n);
+  TR__FOR_CHUNKS(threads)
+  for (k = 0; k < nk; k++) tr__scale_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), s);
+}
+
+/* The reductions: TR__GROUP chunks at a time, one partial each (any thread computes it), then the
+   partials added in chunk order on this thread. */
+TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
+  double part[TR__GROUP], sum = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) part[k] = hk_sumsq(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)));
+    for (k = 0; k < ng; k++) sum += part[k];
+  }
+  return sum;
+}
+
+/* The chunk's sum of squares is taken first, then the chunk (still in cache) is clamped. */
+TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads) {
+  double part[TR__GROUP], sum = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) {
+      float *c = x + (size_t)(g + k) * TR__CHUNK;
+      size_t len = tr__chunk_len(n, (size_t)(g + k));
+      part[k] = hk_sumsq(c, len);
+      tr__clamp_range(c, len, lo, hi);
+    }
+    for (k = 0; k < ng; k++) sum += part[k];
+  }
+  return sum;
+}
+
+TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
+  size_t part[TR__GROUP], bad = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) part[k] = tr__nonfinite_range(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)));
+    for (k = 0; k < ng; k++) bad += part[k];
+  }
+  return bad;
+}
+
+/* =================================================================================================
    CUDA (TRAIN_CUDA)
    With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
    file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
@@ -864,8 +1152,9 @@ static double tr__current_lr(const tr_trainer *t) {
                      on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
                      hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
      clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
-     AdamW / SGD     trc_adamw / trc_sgd: the same float32 formula as the CPU (trc_adamw_elem,
-                     trc_sgd_elem), checked against the CPU path by make cuda-test
+     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (section "PER-STEP MATH"):
+                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
+                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
    NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
    the host or synchronises unless asked:
      - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
@@ -1058,12 +1347,9 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   int e;
   d->fold_clip = 0;
   if (o->kind == TR_OPTIM_ADAMW)
-    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n,
-                  trc_adamw_args_make(lr, o->beta1, o->beta2, o->eps, o->weight_decay, t->global_step + 1), ctrl, NULL);
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, NULL);
   else {
-    e = trc_sgd(t->model.params, t->model.grads, d->m, n,
-                trc_sgd_args_make(lr, o->weight_decay, o->momentum, o->dampening, o->nesterov, !t->tr__has_momentum),
-                ctrl, NULL);
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, NULL);
     if (o->momentum > 0) t->tr__has_momentum = 1;
   }
   tr__dev_ok(t, e, "the optimizer step");
@@ -1255,6 +1541,9 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
         return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
   }
   if (tr__check_tiling(t)) return t->tr__err;
+  if (d->threads < 0 || d->threads > 4096)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
+  t->tr__threads = d->threads ? d->threads : 1;
 
   /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
   t->optim = d->optim;
@@ -1319,7 +1608,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   t->tr__last_loss = NAN; /* no training batch yet */
   if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
       hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "grad_norm", hk_grad_norm_metric, NULL) != HK_OK) {
+      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
@@ -1444,7 +1733,7 @@ static void tr__zero_grad(tr_trainer *t) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
 #endif
-  memset(t->model.grads, 0, t->model.n_params * sizeof(float));
+  tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
   hk_grads_changed(&t->ctx);
   t->tr__grads_zeroed = 1;
 }
@@ -1461,17 +1750,26 @@ static void tr__backward(tr_trainer *t, void *batch) {
 /* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
    gets no step. */
 static void tr__average_window(tr_trainer *t) {
-  size_t i;
-  float scale;
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
-  scale = 1.0f / (float)t->tr__accum_n;
 #ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, scale); else
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
 #endif
-  for (i = 0; i < t->model.n_params; i++) t->model.grads[i] *= scale;
+  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
+
+/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
+   view, in view order: hk_grad_norm's bits). */
+static double tr__grad_norm(tr_trainer *t) {
+  double sum = 0;
+  int k;
+  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+  return sqrt(sum);
+}
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
 
 /* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
    below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
@@ -1479,71 +1777,37 @@ static void tr__average_window(tr_trainer *t) {
    computes it in the same pass, so a hook reading it later finds the norm before clipping. */
 static void tr__clip_gradients(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  float *g = t->model.grads;
-  size_t i, n = t->model.n_params;
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
 #endif
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
-    double coef = c->gradient_clip_val / (hk_grad_norm(&t->ctx) + 1e-6);
-    if (coef < 1.0) {
-      float k = (float)coef;
-      for (i = 0; i < n; i++) g[i] *= k;
-    }
+    double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
+    if (coef < 1.0) tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
   } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
-    float hi = (float)c->gradient_clip_val, lo = -hi;
+    float hi = (float)c->gradient_clip_val;
     double sum = 0;
     int k;
-    for (k = 0; k < t->ctx.n_tensors; k++) {
-      float *x = t->ctx.grads[k].data;
-      for (i = 0; i < t->ctx.grads[k].count; i++) {
-        sum += (double)x[i] * x[i];
-        x[i] = x[i] > hi ? hi : (x[i] < lo ? lo : x[i]);
-      }
-    }
+    for (k = 0; k < t->ctx.n_tensors; k++)
+      sum += tr_clamp_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, -hi, hi, t->tr__threads);
     hk_grad_norm_set(&t->ctx, sqrt(sum));
   }
 }
 
-/* One optimizer update with learning rate lr; t->global_step + 1 is the step number.
-   noinline: inlined into tr_fit, gcc has laid this loop out as a cold block that calls libm's sqrt
-   for every element (+3% per step in bench/bench_train.c). */
-static TR__NOINLINE void tr__update(tr_trainer *t, double lr) {
+/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
+   scalars in double, then one float pass (the section "PER-STEP MATH"). */
+static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
-  float *p = t->model.params, *g = t->model.grads, *m = t->tr__m, *v = t->tr__v;
-  size_t i, n = t->model.n_params;
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
 #endif
   if (o->kind == TR_OPTIM_ADAMW) {
-    double step = (double)(t->global_step + 1);
-    double b1 = o->beta1, b2 = o->beta2, eps = o->eps;
-    double bc1 = 1.0 - pow(b1, step), bc2_sqrt = sqrt(1.0 - pow(b2, step));
-    double decay = 1.0 - lr * o->weight_decay; /* decoupled weight decay: p -= lr*wd*p */
-    for (i = 0; i < n; i++) {
-      double gi = g[i];
-      double mi = b1 * m[i] + (1.0 - b1) * gi;
-      double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
-      double pi = p[i] * decay;
-      pi -= (lr / bc1) * mi / (sqrt(vi) / bc2_sqrt + eps);
-      m[i] = (float)mi;
-      v[i] = (float)vi;
-      p[i] = (float)pi;
-    }
+    tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
+    tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
   } else {
-    double mu = o->momentum, damp = o->dampening, wd = o->weight_decay;
-    int first = !t->tr__has_momentum;
-    for (i = 0; i < n; i++) {
-      double d = (double)g[i] + wd * p[i];
-      if (mu > 0) {
-        double buf = first ? d : mu * m[i] + (1.0 - damp) * d;
-        m[i] = (float)buf;
-        d = o->nesterov ? d + mu * buf : buf;
-      }
-      p[i] = (float)(p[i] - lr * d);
-    }
-    if (mu > 0) t->tr__has_momentum = 1;
+    tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
+    tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
   }
 }
 

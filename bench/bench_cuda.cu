@@ -5,10 +5,13 @@
    what this GPU's memory actually delivers, so "% of copy" is the kernel's efficiency. The goal for
    AdamW, SGD and the norm is >= 85%. Times are the mean of REPS launches after WARMUP, by CUDA events.
    Without a CUDA device: "skipped: no CUDA device" and exit 0. */
-#define TRAIN_CUDA_IMPLEMENTATION
-#include "kernels/train_cuda.cuh"
+#define TRAIN_CUDA            /* train.h's implementation brings the kernels' (and tr_adamw_coefs) */
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { WARMUP = 3, REPS = 20 };
 static size_t n = 100000000;
@@ -54,12 +57,18 @@ int main(int argc, char **argv) {
   printf("| kernel                         | B/par |       ms |    GB/s | of copy | goal |\n");
   printf("|--------------------------------|-------|----------|---------|---------|------|\n");
   TIME(ms, cudaMemcpyAsync(dst, g, n * 4, cudaMemcpyDeviceToDevice)); row("device-to-device copy", 8, ms, "reference");
-  trc_adamw_args a = trc_adamw_args_make(1e-3, 0.9, 0.999, 1e-8, 0.01, 10);
+  tr_optim ao, so;
+  memset(&ao, 0, sizeof ao);
+  ao.kind = TR_OPTIM_ADAMW; ao.lr = 1e-3; ao.weight_decay = 0.01; ao.beta1 = 0.9; ao.beta2 = 0.999; ao.eps = 1e-8;
+  tr_adamw_coef a = tr_adamw_coefs(&ao, ao.lr, 10);
   TIME(ms, trc_adamw(p, g, m, v, n, a, NULL, NULL)); row("AdamW", 28, ms, ">= 85%");
   TIME(ms, trc_adamw(p, g, m, v, n, a, ctrl, NULL)); row("AdamW + clip scale (no clip)", 28, ms, ">= 85%");
-  trc_sgd_args s = trc_sgd_args_make(1e-2, 1e-4, 0.9, 0, 0, 0);
+  so = ao;
+  so.kind = TR_OPTIM_SGD; so.lr = 1e-2; so.weight_decay = 1e-4; so.momentum = 0.9;
+  tr_sgd_coef s = tr_sgd_coefs(&so, so.lr, 0);
   TIME(ms, trc_sgd(p, g, m, n, s, NULL, NULL)); row("SGD momentum", 20, ms, ">= 85%");
-  s = trc_sgd_args_make(1e-2, 0, 0, 0, 0, 0);
+  so.momentum = so.weight_decay = 0;
+  s = tr_sgd_coefs(&so, so.lr, 0);
   TIME(ms, trc_sgd(p, g, NULL, n, s, NULL, NULL)); row("SGD plain", 12, ms, "");
   TIME(ms, trc_norm(g, n, partials, ctrl, 1.0, 0, NULL)); row("norm (+ clip scale, NaN flag)", 4, ms, ">= 85%");
   TIME(ms, trc_count_nonfinite(g, n, counts, NULL)); row("NaN/Inf scan", 4, ms, "");

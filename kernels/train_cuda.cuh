@@ -6,8 +6,9 @@
    a NaN/Inf scan, a histogram, and the mean of per-sample losses.
 
    USAGE
-     Declarations (C99 and C++, no CUDA header needed): #include "kernels/train_cuda.cuh" anywhere.
-     Implementation: in exactly one translation unit compiled by nvcc,
+     Declarations (C99 and C++, no CUDA header needed): #include "kernels/train_cuda.cuh" anywhere
+     (it includes ../train.h for the optimizers' formulas).
+     Implementation: in exactly one translation unit compiled by nvcc with -fmad=false,
          #define TRAIN_CUDA_IMPLEMENTATION
          #include "kernels/train_cuda.cuh"
      train.h does this itself when TRAIN_CUDA and TRAIN_IMPLEMENTATION are defined (then that file is a
@@ -22,15 +23,14 @@
      - Scratch is the caller's, allocated once: TRC_NORM_BLOCKS doubles of partial sums and one
        trc_ctrl, the device-side control block that carries the norm, the clip scale, the non-finite
        flags and the skip decision from kernel to kernel without a round trip to the host.
+     - Same formulas as the CPU: see "per-element math" below (build with -fmad=false).
      - Determinism: the norm runs on a fixed grid of TRC_NORM_BLOCKS blocks, accumulates in double,
        reduces in shared memory in a fixed tree order, and one final block adds the partials in a
        fixed order: the same bits run after run, on every GPU (the grid does not depend on the GPU
-       model). The loss mean is one block, same scheme. Histogram and NaN counts use integer atomics only (exact). Elementwise kernels do one
-       element per thread with round-to-nearest intrinsics (__fmul_rn, ...), which nvcc never fuses
-       into FMAs, so they compute the very same float32 operations as the C functions trc_adamw_elem
-       and trc_sgd_elem below - the CPU tests exercise that code, the GPU tests compare bitwise.
+       model). The loss mean is one block, same scheme. Histogram and NaN counts use integer atomics
+       only (exact).
      - CUDA graphs: every launcher is capturable (no allocation, no sync, no host reads). AdamW's step
-       count reaches the kernel as host scalars (trc_adamw_args): a captured update keeps the
+       count reaches the kernel as host scalars (tr_adamw_coef): a captured update keeps the
        captured step's bias correction, so re-capture (or update the node's arguments) per step.
 
    CHANGELOG
@@ -42,6 +42,7 @@
 
 #include <stddef.h>
 #include <math.h>
+#include "../train.h" /* tr_adamw_coef, tr_sgd_coef, tr_adamw_elem, tr_sgd_elem */
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,93 +60,17 @@ typedef struct trc_ctrl {
   int skip;             /* the updates leave everything untouched (set by trc_norm with skip_nonfinite) */
 } trc_ctrl;
 
-/* The per-step scalars of AdamW, computed on the host in double and rounded to float once, as
-   PyTorch does with its Python-float scalars (trc_adamw_args_make). */
-typedef struct trc_adamw_args {
-  float decay;          /* 1 - lr*weight_decay (decoupled weight decay: p *= decay) */
-  float one_minus_beta1, beta2, one_minus_beta2, eps;
-  float step_size;      /* lr / (1 - beta1^t) */
-  float bc2_sqrt;       /* sqrt(1 - beta2^t) */
-} trc_adamw_args;
-
-typedef struct trc_sgd_args {
-  float lr, weight_decay, momentum, one_minus_dampening;
-  int nesterov;
-  int first;            /* the momentum buffer is empty: it takes d as it is (PyTorch) */
-} trc_sgd_args;
-
 /* ---- per-element math, shared by the CPU and the GPU -------------------------------------------
-   TRC_HD functions compile as plain C and as __host__ __device__ under nvcc. On the device the
-   arithmetic goes through round-to-nearest intrinsics (never contracted into FMAs); on the host it is
-   plain float arithmetic (ISO C modes do not contract; x86-64 without -mfma cannot). */
+   The optimizers' formulas are train.h's (tr_adamw_elem, tr_sgd_elem and their tr_adamw_coef /
+   tr_sgd_coef scalars, TR__HD = __host__ __device__ under nvcc): one definition, run by the CPU loops
+   and by the kernels below. To get the CPU's bits on the GPU, the file that compiles the kernels must
+   keep nvcc from fusing a*b+c into FMAs: build it with -fmad=false (make test-cuda-build checks the
+   PTX of the update kernels for fma instructions). The little helpers below are TRC_HD too. */
 #if defined(__CUDACC__)
 #  define TRC_HD static __host__ __device__ __forceinline__
 #else
 #  define TRC_HD static inline
 #endif
-#if defined(__CUDA_ARCH__)
-#  define TRC_ADD(a, b) __fadd_rn((a), (b))
-#  define TRC_SUB(a, b) __fsub_rn((a), (b))
-#  define TRC_MUL(a, b) __fmul_rn((a), (b))
-#  define TRC_DIV(a, b) __fdiv_rn((a), (b))
-#  define TRC_SQRT(a)   __fsqrt_rn(a)
-#else
-#  define TRC_ADD(a, b) ((a) + (b))
-#  define TRC_SUB(a, b) ((a) - (b))
-#  define TRC_MUL(a, b) ((a) * (b))
-#  define TRC_DIV(a, b) ((a) / (b))
-#  define TRC_SQRT(a)   sqrtf(a)
-#endif
-
-TRC_HD trc_adamw_args trc_adamw_args_make(double lr, double beta1, double beta2, double eps, double weight_decay,
-                                          long long step) {
-  trc_adamw_args a;
-  a.decay = (float)(1.0 - lr * weight_decay);
-  a.one_minus_beta1 = (float)(1.0 - beta1);
-  a.beta2 = (float)beta2;
-  a.one_minus_beta2 = (float)(1.0 - beta2);
-  a.eps = (float)eps;
-  a.step_size = (float)(lr / (1.0 - pow(beta1, (double)step)));
-  a.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)step));
-  return a;
-}
-
-TRC_HD trc_sgd_args trc_sgd_args_make(double lr, double weight_decay, double momentum, double dampening, int nesterov,
-                                      int first) {
-  trc_sgd_args a;
-  a.lr = (float)lr;
-  a.weight_decay = (float)weight_decay;
-  a.momentum = (float)momentum;
-  a.one_minus_dampening = (float)(1.0 - dampening);
-  a.nesterov = nesterov;
-  a.first = first;
-  return a;
-}
-
-/* PyTorch's single-tensor AdamW, in its order: p *= 1-lr*wd; m.lerp_(g, 1-b1) (weight < 0.5:
-   m + w*(g-m)); v = v*b2 + (1-b2)*g*g (addcmul: (value*g)*g); denom = sqrt(v)/bc2_sqrt + eps;
-   p += -step_size * (m/denom). Only the "weight < 0.5" lerp branch is PyTorch's for beta1 > 0.5. */
-TRC_HD void trc_adamw_elem(float *p, float g, float *m, float *v, trc_adamw_args a) {
-  float mi = TRC_ADD(*m, TRC_MUL(a.one_minus_beta1, TRC_SUB(g, *m)));
-  float vi = TRC_ADD(TRC_MUL(*v, a.beta2), TRC_MUL(TRC_MUL(a.one_minus_beta2, g), g));
-  float pi = TRC_MUL(*p, a.decay);
-  float denom = TRC_ADD(TRC_DIV(TRC_SQRT(vi), a.bc2_sqrt), a.eps);
-  *p = TRC_ADD(pi, TRC_MUL(-a.step_size, TRC_DIV(mi, denom)));
-  *m = mi;
-  *v = vi;
-}
-
-/* PyTorch's single-tensor SGD: d = g + wd*p; buf = first ? d : buf*mu + (1-damp)*d;
-   d = nesterov ? d + mu*buf : buf; p += -lr*d. buf may be NULL when momentum is 0. */
-TRC_HD void trc_sgd_elem(float *p, float g, float *buf, trc_sgd_args a) {
-  float d = a.weight_decay != 0.0f ? TRC_ADD(g, TRC_MUL(a.weight_decay, *p)) : g;
-  if (buf) {
-    float b = a.first ? d : TRC_ADD(TRC_MUL(*buf, a.momentum), TRC_MUL(a.one_minus_dampening, d));
-    *buf = b;
-    d = a.nesterov ? TRC_ADD(d, TRC_MUL(a.momentum, b)) : b;
-  }
-  *p = TRC_ADD(*p, TRC_MUL(-a.lr, d));
-}
 
 /* PyTorch's clip_grad_norm_ coefficient, in double, applied as a float: 1 when no clipping. */
 TRC_HD float trc_clip_scale(double norm, double max_norm) {
@@ -164,7 +89,7 @@ TRC_HD int trc_hist_bin(float x, float lo, float hi, float width, int bins) {
   if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2; /* NaN/Inf, by the bits (-ffast-math safe) */
   if (x < lo) return bins;
   if (x >= hi) return bins + 1;
-  k = (int)TRC_DIV(TRC_SUB(x, lo), width);
+  k = (int)((x - lo) / width);
   return k < bins ? k : bins - 1; /* rounding just below hi */
 }
 
@@ -178,11 +103,13 @@ int trc_norm(const float *d_x, size_t n, double *d_partials, trc_ctrl *d_ctrl, d
              void *stream);
 /* Clamp to [-limit, limit] in place; d_ctrl gets the norm of the values before clamping. */
 int trc_clip_value(float *d_g, size_t n, float limit, double *d_partials, trc_ctrl *d_ctrl, void *stream);
-/* The updates. d_ctrl may be NULL (no clip, no skip); else they do nothing when d_ctrl->skip, and
-   multiply g by d_ctrl->clip_scale, writing the clipped gradient back (as clipping on the CPU does). */
-int trc_adamw(float *d_p, float *d_g, float *d_m, float *d_v, size_t n, trc_adamw_args a, const trc_ctrl *d_ctrl,
+/* The updates: train.h's tr_adamw_update / tr_sgd_update on the device (c from tr_adamw_coefs /
+   tr_sgd_coefs; d_buf unused when c.momentum is 0). With d_ctrl NULL the gradient is scaled by
+   c.gscale (written back unless 1), as on the CPU. With d_ctrl, the device's clip_scale replaces
+   c.gscale, and nothing is touched when d_ctrl->skip. */
+int trc_adamw(float *d_p, float *d_g, float *d_m, float *d_v, size_t n, tr_adamw_coef c, const trc_ctrl *d_ctrl,
               void *stream);
-int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, trc_sgd_args a, const trc_ctrl *d_ctrl, void *stream);
+int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, tr_sgd_coef c, const trc_ctrl *d_ctrl, void *stream);
 /* Adds the number of NaN/Inf values to *d_count (zero it first with trc_memset). */
 int trc_count_nonfinite(const float *d_x, size_t n, unsigned long long *d_count, void *stream);
 /* bins equal-width bins over [lo, hi) in d_counts[0..bins-1], then d_counts[bins] = below lo,
@@ -288,29 +215,29 @@ __global__ void trc__loss_mean_kernel(const float *x, size_t n, float *mean) {
   if (threadIdx.x == 0) *mean = (float)(acc / (double)n);
 }
 
-__global__ void trc__adamw_kernel(float *p, float *g, float *m, float *v, size_t n, trc_adamw_args a,
+__global__ void trc__adamw_kernel(float *p, float *g, float *m, float *v, size_t n, tr_adamw_coef c,
                                   const trc_ctrl *ctrl) {
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  float k = ctrl ? ctrl->clip_scale : 1.0f, gi, pi, mi, vi;
+  float k = ctrl ? ctrl->clip_scale : c.gscale, gi, pi, mi, vi;
   if (i >= n || (ctrl && ctrl->skip)) return;
   gi = g[i];
   if (k != 1.0f) g[i] = gi = __fmul_rn(gi, k); /* the clipped gradient stays in the buffer, as on the CPU */
   pi = p[i]; mi = m[i]; vi = v[i];
-  trc_adamw_elem(&pi, gi, &mi, &vi, a);
+  tr_adamw_elem(&pi, gi, &mi, &vi, c, c.lerp_small);
   p[i] = pi; m[i] = mi; v[i] = vi;
 }
 
-__global__ void trc__sgd_kernel(float *p, float *g, float *buf, size_t n, trc_sgd_args a, const trc_ctrl *ctrl) {
+__global__ void trc__sgd_kernel(float *p, float *g, float *buf, size_t n, tr_sgd_coef c, const trc_ctrl *ctrl) {
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  float k = ctrl ? ctrl->clip_scale : 1.0f, gi, pi, bi = 0;
+  float k = ctrl ? ctrl->clip_scale : c.gscale, gi, pi, bi = 0;
   if (i >= n || (ctrl && ctrl->skip)) return;
   gi = g[i];
   if (k != 1.0f) g[i] = gi = __fmul_rn(gi, k);
   pi = p[i];
-  if (buf) bi = buf[i];
-  trc_sgd_elem(&pi, gi, buf ? &bi : NULL, a);
+  if (c.momentum != 0.0f) bi = buf[i];
+  tr_sgd_elem(&pi, gi, &bi, c);
   p[i] = pi;
-  if (buf) buf[i] = bi;
+  if (c.momentum != 0.0f) buf[i] = bi;
 }
 
 __device__ int trc__is_nonfinite(float x) { return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u; }
@@ -332,7 +259,7 @@ __global__ void trc__histogram_kernel(const float *x, size_t n, float lo, float 
   extern __shared__ unsigned h[];
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
   int b, nb = bins + 3;
-  float width = TRC_DIV(TRC_SUB(hi, lo), (float)bins);
+  float width = (hi - lo) / (float)bins;
   for (b = threadIdx.x; b < nb; b += blockDim.x) h[b] = 0;
   __syncthreads();
   for (; i < n; i += stride) atomicAdd(&h[trc_hist_bin(x[i], lo, hi, width, bins)], 1u);
@@ -370,16 +297,16 @@ int trc_clip_value(float *d_g, size_t n, float limit, double *d_partials, trc_ct
   return trc__launched();
 }
 
-int trc_adamw(float *d_p, float *d_g, float *d_m, float *d_v, size_t n, trc_adamw_args a, const trc_ctrl *d_ctrl,
+int trc_adamw(float *d_p, float *d_g, float *d_m, float *d_v, size_t n, tr_adamw_coef c, const trc_ctrl *d_ctrl,
               void *stream) {
   if (n == 0) return 0;
-  trc__adamw_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_p, d_g, d_m, d_v, n, a, d_ctrl);
+  trc__adamw_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_p, d_g, d_m, d_v, n, c, d_ctrl);
   return trc__launched();
 }
 
-int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, trc_sgd_args a, const trc_ctrl *d_ctrl, void *stream) {
+int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, tr_sgd_coef c, const trc_ctrl *d_ctrl, void *stream) {
   if (n == 0) return 0;
-  trc__sgd_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_p, d_g, d_buf, n, a, d_ctrl);
+  trc__sgd_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_p, d_g, d_buf, n, c, d_ctrl);
   return trc__launched();
 }
 

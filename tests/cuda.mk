@@ -20,7 +20,7 @@ HAVE_NVCC    := $(shell command -v $(NVCC) 2>/dev/null)
 CUDA_HOME    ?= $(if $(HAVE_NVCC),$(patsubst %/bin/,%,$(dir $(HAVE_NVCC))),/usr/local/cuda)
 CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                 -gencode arch=compute_90,code=compute_90
-NVCC_FLAGS    = -O3 -std=c++14 $(CUDA_GENCODE) -I. -I$(STB_INC) -Xcompiler -Wall,-Wextra,-Werror
+NVCC_FLAGS    = -O3 -std=c++14 -fmad=false $(CUDA_GENCODE) -I. -I$(STB_INC) -Xcompiler -Wall,-Wextra,-Werror
 CUDA_LDLIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lm
 CU_DIR       := $(BUILD)/cuda
 CU_DEPS      := hooks.h train.h kernels/train_cuda.cuh examples/mlp.h examples/cuda_mlp.h
@@ -40,7 +40,7 @@ $(CU_DIR)/test_cuda: tests/test_cuda.c $(CU_DIR)/cuda_mlp.o $(CU_DEPS) | $(CU_DI
 	$(CC) $(ALL_CFLAGS) $< $(CU_DIR)/cuda_mlp.o -o $@ $(CUDA_LDLIBS)
 $(CU_DIR)/cuda_demo: examples/cuda_demo.c $(CU_DIR)/cuda_mlp.o $(CU_DEPS) | $(CU_DIR)
 	$(CC) $(ALL_CFLAGS) $< $(CU_DIR)/cuda_mlp.o -o $@ $(CUDA_LDLIBS)
-$(CU_DIR)/bench_cuda.o: bench/bench_cuda.cu kernels/train_cuda.cuh | $(CU_DIR)
+$(CU_DIR)/bench_cuda.o: bench/bench_cuda.cu $(CU_DEPS) | $(CU_DIR)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 $(CU_DIR)/bench_cuda: $(CU_DIR)/bench_cuda.o
 	$(CC) $< -o $@ $(CUDA_LDLIBS)
@@ -52,7 +52,15 @@ cuda-test cuda-bench cuda-demo:
 	@echo "$@: skipped: $(NVCC) not found, the CUDA build needs it"
 CU_SKIP_RUN := true
 else
+# The update kernels must hold no fma (the CPU's bits need unfused a*b+c): checked in their PTX, and
+# the same check must fail on a build without -fmad=false (so it can fail at all).
+CU_PTX_FMA = awk '/^\.visible \.entry .*trc__(adamw|sgd|scale|apply_clip)_kernel/ {on=1} on && /^}/ {on=0} on && /fma\.rn\.f32/ {n++} END {print n+0}'
 test-cuda-build: $(CU_BINS)
+	$(NVCC) $(filter-out -gencode arch=%,$(NVCC_FLAGS)) -arch=compute_90 -ptx examples/cuda_mlp.cu -o $(CU_DIR)/cuda_mlp.ptx
+	$(NVCC) $(filter-out -fmad=false -gencode arch=%,$(NVCC_FLAGS)) -arch=compute_90 -ptx examples/cuda_mlp.cu -o $(CU_DIR)/cuda_mlp_fmad.ptx
+	@n=$$($(CU_PTX_FMA) $(CU_DIR)/cuda_mlp.ptx); f=$$($(CU_PTX_FMA) $(CU_DIR)/cuda_mlp_fmad.ptx); \
+	  echo "test-cuda-build: fma.rn.f32 in the update kernels' PTX: $$n with -fmad=false, $$f without"; \
+	  [ "$$n" = 0 ] && [ "$$f" -gt 0 ]
 	@echo "test-cuda-build: kernels, test, benchmark and example built for sm_80, sm_90, compute_90"
 cuda-test: $(CU_DIR)/test_cuda
 	./$(CU_DIR)/test_cuda $(CU_DIR)
@@ -69,10 +77,10 @@ $(CU_DIR)/test_cuda_cpu: tests/test_cuda_cpu.c hooks.h train.h kernels/train_cud
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 
 test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
-	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint main(void) { trc_sgd_args a = trc_sgd_args_make(0.1, 0, 0, 0, 0, 1); float p = 1; trc_sgd_elem(&p, 1, 0, a); return p != 0.9f; }\n' > $(CU_DECL)
-	gcc -std=c99 $(WARN) -I. -I$(STB_INC) $(CU_DECL) -o $(CU_DIR)/decl-c99 -lm && ./$(CU_DIR)/decl-c99
-	clang -std=c11 $(WARN) -I. -I$(STB_INC) $(CU_DECL) -o $(CU_DIR)/decl-c11 -lm && ./$(CU_DIR)/decl-c11
-	g++ -std=c++11 $(WARN) -I. -I$(STB_INC) -x c++ $(CU_DECL) -o $(CU_DIR)/decl-cxx -lm && ./$(CU_DIR)/decl-cxx
+	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint (*adamw)(float *, float *, float *, float *, size_t, tr_adamw_coef, const trc_ctrl *, void *) = trc_adamw;\nint f(double norm) { trc_ctrl c; c.clip_scale = trc_clip_scale(norm, 1.0); return trc_hist_bin(c.clip_scale, 0.0f, 1.0f, 0.25f, 4) + (int)sizeof c; }\n' > $(CU_DECL)
+	gcc -std=c99 $(WARN) -I. -I$(STB_INC) -c $(CU_DECL) -o $(CU_DIR)/decl-c99.o
+	clang -std=c11 $(WARN) -I. -I$(STB_INC) -c $(CU_DECL) -o $(CU_DIR)/decl-c11.o
+	g++ -std=c++11 $(WARN) -I. -I$(STB_INC) -x c++ -c $(CU_DECL) -o $(CU_DIR)/decl-cxx.o
 	@if gcc -std=c99 -DTRAIN_CUDA_IMPLEMENTATION -I. -fsyntax-only -x c $(CU_DECL) 2>$(CU_DIR)/impl-gcc.err; then \
 	  echo "test-cuda-cpu: the kernels' implementation compiled without nvcc (expected the #error)"; exit 1; fi
 	@grep -q "must be compiled by nvcc" $(CU_DIR)/impl-gcc.err

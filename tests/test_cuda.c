@@ -3,10 +3,10 @@
    prints "skipped: no CUDA device (why)" and exits 0.
 
    Tolerances, per kernel, and why:
-     AdamW, SGD, zero, scale, clip (norm and value), skip   bit-identical to the CPU: the kernels run the
-         very same float32 operations (trc_*_elem) with IEEE round-to-nearest intrinsics, never fused
-     norm   relative 1e-10 to the CPU's sequential double sum: both sum n float squares in double, in
-         different orders; the worst-case bound is n * 2^-53 = 1.2e-10 for n = 2^20. Bit-identical run
+     AdamW, SGD, zero, scale, clip (norm and value), skip   bit-identical to train.h's CPU passes
+         (tr_adamw_update, tr_sgd_update, tr_scale, tr_clamp_sumsq): the kernels run the same
+         tr_*_elem functions, IEEE-rounded, never fused (-fmad=false)
+     norm   relative 1e-10 to hk_sumsq: both sum n float squares in double, in different orders; the worst-case bound is n * 2^-53 = 1.2e-10 for n = 2^20. Bit-identical run
          to run (fixed grid, fixed reduction order)
      loss mean   1 float ulp: a double sum in another order, rounded to float once
      histogram, NaN/Inf count   exact (integer counts; the bin is the same float arithmetic)
@@ -47,11 +47,12 @@ static void kernels_vs_cpu(void) {
   CU(trc_malloc((void **)&dpart, TRC_NORM_BLOCKS * 8)); CU(trc_malloc((void **)&dctrl, sizeof ctrl));
   CU(trc_malloc((void **)&dcount, sizeof count)); CU(trc_malloc((void **)&dl, 4));
 
-  /* AdamW: 100 steps, bitwise */
+  /* AdamW: 100 steps against train.h's tr_adamw_update, bitwise (lerp's both forms: beta1 0.9 and 0.3) */
   for (s = 1; s <= 100; s++) {
-    trc_adamw_args a = trc_adamw_args_make(1e-3, 0.9, 0.999, 1e-8, 0.01, s);
+    tr_optim o = { .kind = TR_OPTIM_ADAMW, .lr = 1e-3, .weight_decay = 0.01, .beta1 = s <= 50 ? 0.9 : 0.3, .beta2 = 0.999, .eps = 1e-8 };
+    tr_adamw_coef a = tr_adamw_coefs(&o, o.lr, s);
     CU(trc_adamw(dp, dg, dm, dv, N, a, NULL, NULL));
-    for (i = 0; i < N; i++) trc_adamw_elem(&p[i], g[i], &m[i], &v[i], a);
+    tr_adamw_update(p, g, m, v, N, &a, 1);
   }
   host_copy(out, dp, N); CHECK(differ(out, p, N) == 0);
   host_copy(out, dm, N); CHECK(differ(out, m, N) == 0);
@@ -60,15 +61,16 @@ static void kernels_vs_cpu(void) {
 
   /* SGD with momentum, nesterov, weight decay: 100 steps, bitwise (dm is the buffer) */
   for (s = 0; s < 100; s++) {
-    trc_sgd_args a = trc_sgd_args_make(1e-2, 1e-3, 0.9, 0, 1, s == 0);
+    tr_optim o = { .kind = TR_OPTIM_SGD, .lr = 1e-2, .weight_decay = 1e-3, .momentum = 0.9, .nesterov = 1 };
+    tr_sgd_coef a = tr_sgd_coefs(&o, o.lr, s == 0);
     CU(trc_sgd(dp, dg, dm, N, a, NULL, NULL));
-    for (i = 0; i < N; i++) trc_sgd_elem(&p[i], g[i], &m[i], a);
+    tr_sgd_update(p, g, m, N, &a, 1);
   }
   host_copy(out, dp, N); CHECK(differ(out, p, N) == 0);
   host_copy(out, dm, N); CHECK(differ(out, m, N) == 0);
 
-  /* the norm: close to the CPU's double sum, and the same bits every run */
-  for (i = 0; i < N; i++) sumsq += (double)g[i] * g[i];
+  /* the norm: close to hk_sumsq's double sum, and the same bits every run */
+  sumsq = hk_sumsq(g, N);
   CU(trc_norm(dg, N, dpart, dctrl, 0.5, 0, NULL));
   CU(trc_copy_to_host(&ctrl, dctrl, sizeof ctrl, NULL));
   CHECK(fabs(ctrl.sumsq - sumsq) <= 1e-10 * sumsq);
@@ -82,12 +84,14 @@ static void kernels_vs_cpu(void) {
 
   /* clip by norm folded into AdamW: the update and the gradient written back, bitwise */
   {
-    trc_adamw_args a = trc_adamw_args_make(1e-3, 0.9, 0.999, 1e-8, 0, 1);
+    tr_optim o = { .kind = TR_OPTIM_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8 };
+    tr_adamw_coef a = tr_adamw_coefs(&o, o.lr, 1);
     float *v2 = calloc(N, 4), *m2 = calloc(N, 4), *p2 = malloc(N * 4);
     CU(trc_memset(dm, 0, N * 4, NULL)); CU(trc_memset(dv, 0, N * 4, NULL));
     host_copy(p2, dp, N);
-    CU(trc_adamw(dp, dg, dm, dv, N, a, dctrl, NULL));
-    for (i = 0; i < N; i++) { g[i] = g[i] * ctrl.clip_scale; trc_adamw_elem(&p2[i], g[i], &m2[i], &v2[i], a); }
+    CU(trc_adamw(dp, dg, dm, dv, N, a, dctrl, NULL)); /* the device's clip scale */
+    a.gscale = ctrl.clip_scale;                       /* the CPU's folded clip: the same scale */
+    tr_adamw_update(p2, g, m2, v2, N, &a, 1);
     host_copy(out, dp, N); CHECK(differ(out, p2, N) == 0);
     host_copy(out, dg, N); CHECK(differ(out, g, N) == 0);
     free(v2); free(m2); free(p2);
@@ -95,17 +99,16 @@ static void kernels_vs_cpu(void) {
   /* the separate clip pass, zero and scale */
   CU(trc_norm(dg, N, dpart, dctrl, 0.1, 0, NULL)); CU(trc_copy_to_host(&ctrl, dctrl, sizeof ctrl, NULL));
   CU(trc_apply_clip(dg, N, dctrl, NULL));
-  for (i = 0; i < N; i++) g[i] *= ctrl.clip_scale;
+  tr_scale(g, N, ctrl.clip_scale, 1);
   host_copy(out, dg, N); CHECK(differ(out, g, N) == 0);
   CU(trc_scale(dg, N, 1.0f / 3.0f, NULL));
-  for (i = 0; i < N; i++) g[i] *= 1.0f / 3.0f;
+  tr_scale(g, N, 1.0f / 3.0f, 1);
   host_copy(out, dg, N); CHECK(differ(out, g, N) == 0);
 
   /* clip by value: clamped in place, the norm from before */
-  sumsq = 0;
-  for (i = 0; i < N; i++) sumsq += (double)g[i] * g[i];
+  sumsq = hk_sumsq(g, N);
   CU(trc_clip_value(dg, N, 1e-3f, dpart, dctrl, NULL)); CU(trc_copy_to_host(&ctrl, dctrl, sizeof ctrl, NULL));
-  for (i = 0; i < N; i++) g[i] = trc_clamp(g[i], -1e-3f, 1e-3f);
+  CHECK(tr_clamp_sumsq(g, N, -1e-3f, 1e-3f, 1) == sumsq);
   host_copy(out, dg, N); CHECK(differ(out, g, N) == 0);
   CHECK(fabs(ctrl.sumsq - sumsq) <= 1e-10 * sumsq);
 
@@ -120,11 +123,14 @@ static void kernels_vs_cpu(void) {
   /* NaN/Inf scan, and the skip: a non-finite norm leaves p, m, v untouched */
   CU(trc_memset(dcount, 0, sizeof count, NULL));
   CU(trc_count_nonfinite(dg, N, dcount, NULL)); CU(trc_copy_to_host(&count, dcount, sizeof count, NULL));
-  CHECK(count == 4);
+  CHECK(count == 4 && tr_count_nonfinite(g, N, 1) == 4);
   CU(trc_norm(dg, N, dpart, dctrl, 1.0, 1, NULL)); CU(trc_copy_to_host(&ctrl, dctrl, sizeof ctrl, NULL));
   CHECK(ctrl.nonfinite && ctrl.skip);
   host_copy(p, dp, N);
-  CU(trc_adamw(dp, dg, dm, dv, N, trc_adamw_args_make(1e-3, 0.9, 0.999, 1e-8, 0, 2), dctrl, NULL));
+  {
+    tr_optim o = { .kind = TR_OPTIM_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8 };
+    CU(trc_adamw(dp, dg, dm, dv, N, tr_adamw_coefs(&o, o.lr, 2), dctrl, NULL));
+  }
   host_copy(out, dp, N); CHECK(differ(out, p, N) == 0);
 
   /* the loss mean: within one float ulp of the CPU's double mean */

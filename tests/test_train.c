@@ -20,6 +20,7 @@ extern "C" {
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #include "train.h"
+#include "ref_f32.h"
 
 #include <math.h>
 #include <signal.h>
@@ -605,7 +606,11 @@ static int gen_backward(void *user, void *batch) {
 static int64_t gen_count(void *user) { (void)user; return GEN_STEPS; }
 static int gen_get(void *user, int64_t i, void **batch) { (void)i; *batch = user; return 0; }
 
-typedef struct ref_result { double rel_norm, rel_max64, rel_max32; } ref_result;
+typedef struct ref_result {
+  double rel_norm, rel_max64, rel_max32;  /* the trainer vs the float64 references */
+  double f32_norm, f32_max32;             /* the plain float32 reference (tests/ref_f32.c) vs the same */
+  int bits_equal;                         /* the trainer's p, m, v are the float32 reference's, bit for bit */
+} ref_result;
 
 /* One step of PyTorch's torch.optim.AdamW / SGD on one element, in double, written out plainly. */
 static void ref_step(const tr_optim *o, double lr, int k, double g, double *p, double *m, double *v) {
@@ -627,8 +632,26 @@ static void ref_step(const tr_optim *o, double lr, int k, double g, double *p, d
   }
 }
 
-/* Run GEN_STEPS steps of the trainer and of two references: one entirely in double, one that
-   stores p, m, v as float after every step, as the trainer does. */
+/* Normwise (max|x-ref| / max|ref|) and elementwise (|ref| > floor) relative distance of x from ref. */
+static double rel_norm_of(const float *x, const double *ref, int n) {
+  double max_ref = 0, max_diff = 0;
+  int i;
+  for (i = 0; i < n; i++) {
+    if (fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+    if (fabs(x[i] - ref[i]) > max_diff) max_diff = fabs(x[i] - ref[i]);
+  }
+  return max_diff / max_ref;
+}
+static double rel_max_of(const float *x, const double *ref, int n, double floor) {
+  double worst = 0;
+  int i;
+  for (i = 0; i < n; i++)
+    if (fabs(ref[i]) > floor && fabs(x[i] - ref[i]) / fabs(ref[i]) > worst) worst = fabs(x[i] - ref[i]) / fabs(ref[i]);
+  return worst;
+}
+
+/* Run GEN_STEPS steps of the trainer and of three references: one entirely in double, one in double
+   that stores p, m, v as float after every step, and the plain float32 one of tests/ref_f32.c. */
 static ref_result run_against_reference(const tr_optim *o, const tr_sched *s) {
   static gen_model m;
   tr_trainer t;
@@ -636,9 +659,8 @@ static ref_result run_against_reference(const tr_optim *o, const tr_sched *s) {
   tr_config c;
   tr_data data;
   tr_rng r;
-  static double p[GEN_N], mom[GEN_N], v[GEN_N];
-  static float p32[GEN_N], mom32[GEN_N], v32[GEN_N];
-  double max_ref = 0, max_diff = 0, max_rel64 = 0, max_rel32 = 0;
+  static double p[GEN_N], mom[GEN_N], v[GEN_N], p32d[GEN_N];
+  static float p32[GEN_N], mom32[GEN_N], v32[GEN_N], fp[GEN_N], fm[GEN_N], fv[GEN_N];
   int i, k;
   ref_result res;
   memset(&m, 0, sizeof m);
@@ -646,7 +668,11 @@ static ref_result run_against_reference(const tr_optim *o, const tr_sched *s) {
   tr_rng_seed(&r, 7);
   for (i = 0; i < GEN_N; i++) m.p[i] = tr_rng_normal(&r);
   for (i = 0; i < GEN_N * GEN_STEPS; i++) m.seq[i] = 0.1f * tr_rng_normal(&r) + 0.01f;
-  for (i = 0; i < GEN_N; i++) { p[i] = p32[i] = m.p[i]; mom[i] = v[i] = 0; mom32[i] = v32[i] = 0; }
+  for (i = 0; i < GEN_N; i++) {
+    p[i] = p32[i] = fp[i] = m.p[i];
+    mom[i] = v[i] = 0;
+    mom32[i] = v32[i] = fm[i] = fv[i] = 0;
+  }
 
   memset(&d, 0, sizeof d);
   d.model.params = m.p;
@@ -671,6 +697,8 @@ static ref_result run_against_reference(const tr_optim *o, const tr_sched *s) {
 
   for (k = 0; k < GEN_STEPS; k++) {
     double lr = o->lr;
+    const tr_optim *f = &t.optim; /* with the defaults filled in */
+    tr_sched rs = t.sched;
     if (s && s->kind == TR_SCHED_COSINE) { /* warmup then cosine, as documented, computed independently */
       if (k < s->warmup) lr = o->lr * (k + 1.0) / s->warmup;
       else lr = o->lr * (s->min_factor + (1 - s->min_factor) * 0.5 *
@@ -684,30 +712,48 @@ static ref_result run_against_reference(const tr_optim *o, const tr_sched *s) {
       mom32[i] = (float)b;
       v32[i] = (float)e;
     }
+    /* the float32 reference takes the trainer's lr (the schedule has its own tests) */
+    rs.total = t.tr__total;
+    if (f->kind == TR_OPTIM_ADAMW)
+      ref_adamw_f32(fp, m.seq + k * GEN_N, fm, fv, GEN_N, tr_lr_at(&rs, f->lr, k), f->beta1, f->beta2, f->eps, f->weight_decay, k + 1);
+    else
+      ref_sgd_f32(fp, m.seq + k * GEN_N, fm, GEN_N, tr_lr_at(&rs, f->lr, k), f->momentum, f->dampening,
+                  f->weight_decay, f->nesterov, k == 0);
   }
-  for (i = 0; i < GEN_N; i++) {
-    double diff = fabs((double)m.p[i] - p[i]), diff32 = fabs((double)m.p[i] - p32[i]);
-    if (fabs(p[i]) > max_ref) max_ref = fabs(p[i]);
-    if (diff > max_diff) max_diff = diff;
-    if (fabs(p[i]) > 0.1 && diff / fabs(p[i]) > max_rel64) max_rel64 = diff / fabs(p[i]);
-    if (fabs(p32[i]) > 1e-3 && diff32 / fabs(p32[i]) > max_rel32) max_rel32 = diff32 / fabs(p32[i]);
-  }
-  res.rel_norm = max_diff / max_ref;
-  res.rel_max64 = max_rel64;
-  res.rel_max32 = max_rel32;
+  for (i = 0; i < GEN_N; i++) p32d[i] = p32[i];
+  res.rel_norm = rel_norm_of(m.p, p, GEN_N);
+  res.rel_max64 = rel_max_of(m.p, p, GEN_N, 0.1);
+  res.rel_max32 = rel_max_of(m.p, p32d, GEN_N, 1e-3);
+  res.f32_norm = rel_norm_of(fp, p, GEN_N);
+  res.f32_max32 = rel_max_of(fp, p32d, GEN_N, 1e-3);
+  res.bits_equal = memcmp(fp, m.p, sizeof fp) == 0 &&
+                   (t.tr__n_buf < 1 || memcmp(fm, t.tr__m, sizeof fm) == 0) &&
+                   (t.tr__n_buf < 2 || memcmp(fv, t.tr__v, sizeof fv) == 0);
   tr_free(&t);
   free(m.seq);
   return res;
 }
 
-/* The float64 reference differs from any float32 trainer by the rounding of the stored
-   parameters (about 100 roundings of 6e-8 each): compared normwise it must stay below 1e-6.
-   Against the reference that rounds where the trainer rounds, every element must agree to 1e-6. */
+/* The trainer computes in float32 in PyTorch's order: it must equal the plain float32 reference bit
+   for bit, and it is then exactly as far from float64 as any float32 implementation of PyTorch's
+   formula. Against the float64 reference:
+   - normwise (max|p - ref| / max|ref|) below 1e-6, except where float32 itself cannot: AdamW with
+     weight decay multiplies p by float(1 - lr*wd) every step (PyTorch's param.mul_ takes the scalar
+     as a float), and float(0.999) = 0.999 + 1.3e-8, a bias that compounds to 100 * 1.3e-8 = 1.3e-6
+     over 100 steps on every parameter. There the bound is the float32 reference's own distance.
+   - elementwise against the double reference that rounds only the stored p, m, v: a parameter near
+     zero is a difference of nearly equal numbers, so float32's per-operation roundings (1e-7 absolute)
+     become up to 2e-5 relative at |p| = 1e-2. Held: no worse than the float32 reference, and < 5e-5. */
 static void report(const char *what, ref_result r) {
-  printf("    %-40s vs float64: max|p-ref|/max|ref| %.2e (elementwise, |ref|>0.1: %.2e);"
-         " vs float32-storage: max elementwise %.2e\n", what, r.rel_norm, r.rel_max64, r.rel_max32);
-  assert_true(r.rel_norm < 1e-6);
-  assert_true(r.rel_max32 < 1e-6);
+  printf("    %-40s bit-exact vs float32 ref: %s\n"
+         "      vs float64: max|p-ref|/max|ref| %.2e (float32 ref %.2e; elementwise, |ref|>0.1: %.2e);"
+         " vs float64 with float storage: max elementwise %.2e (float32 ref %.2e)\n", what,
+         r.bits_equal ? "yes" : "NO", r.rel_norm, r.f32_norm, r.rel_max64, r.rel_max32, r.f32_max32);
+  assert_true(r.bits_equal);
+  assert_true(r.rel_norm < 1e-6 || r.rel_norm <= r.f32_norm);
+  assert_true(r.rel_norm < 2e-6);
+  assert_true(r.rel_max32 <= r.f32_max32);
+  assert_true(r.rel_max32 < 5e-5);
 }
 
 static void test_adamw_reference(void **state) {

@@ -16,7 +16,7 @@ TR_TEST_SRC   := tests/test_train.c
 TR_TEST_BIN   := $(BUILD)/test_train
 TR_TEST_ASAN  := $(BUILD)/test_train_asan
 TR_TEST_CXX   := $(BUILD)/test_train_cxx
-TR_DEPS       := hooks.h train.h
+TR_DEPS       := hooks.h train.h tests/ref_f32.h
 TR_CMOCKA     := -lcmocka
 VALGRIND      ?= valgrind
 FUZZ_CC       ?= clang
@@ -28,14 +28,15 @@ TEST_TARGETS += test-train-unit test-train-asan test-train-valgrind test-train-c
                 test-train-fastmath test-fuzz-ckpt
 
 # ---- unit tests ----------------------------------------------------------------------------------------
-$(TR_TEST_BIN): $(TR_TEST_SRC) $(TR_DEPS) | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(TR_TEST_SRC) $(TR_CMOCKA) $(LDLIBS)
+# The optimizer tests link the plain float32 reference (REF_F32_OBJ, tests/math.mk: -ffp-contract=off).
+$(TR_TEST_BIN): $(TR_TEST_SRC) $(TR_DEPS) $(REF_F32_OBJ) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(TR_TEST_SRC) $(REF_F32_OBJ) $(TR_CMOCKA) $(LDLIBS)
 
-$(TR_TEST_ASAN): $(TR_TEST_SRC) $(TR_DEPS) | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(TR_TEST_SRC) $(TR_CMOCKA) $(LDLIBS)
+$(TR_TEST_ASAN): $(TR_TEST_SRC) $(TR_DEPS) $(REF_F32_ASAN_OBJ) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(TR_TEST_SRC) $(REF_F32_ASAN_OBJ) $(TR_CMOCKA) $(LDLIBS)
 
-$(TR_TEST_CXX): $(TR_TEST_SRC) $(TR_DEPS) | $(BUILD)
-	g++ -std=c++11 -O2 -g $(WARN) -I. -I$(STB_INC) -x c++ -o $@ $(TR_TEST_SRC) -x none $(TR_CMOCKA) $(LDLIBS)
+$(TR_TEST_CXX): $(TR_TEST_SRC) $(TR_DEPS) $(REF_F32_OBJ) | $(BUILD)
+	g++ -std=c++11 -O2 -g $(WARN) -I. -I$(STB_INC) -x c++ -o $@ $(TR_TEST_SRC) -x none $(REF_F32_OBJ) $(TR_CMOCKA) $(LDLIBS)
 
 test-train-unit: $(TR_TEST_BIN)
 	./$(TR_TEST_BIN)

@@ -1,0 +1,35 @@
+# tests/math.mk - train.h's per-step math (the sections "PER-STEP MATH"): included by the top Makefile
+# before tests/train.mk, whose optimizer tests link the same float32 reference.
+#
+#   make test-math-unit    every pass bit for bit against tests/ref_f32.c (PyTorch's formulas as plain
+#                          float32 C, built with -ffp-contract=off), on sizes around the chunk and
+#                          vector edges, with NaN/Inf/denormal/zero inputs; reductions against hooks.h
+#   make test-math-omp     the same built with -fopenmp, run with 1, 2, 3 and 7 threads: the same bits
+#   make test-math-asan    the plain build with $(SAN)
+
+REF_F32_FLAGS    = -std=c99 -O2 -g -ffp-contract=off $(WARN)
+REF_F32_OBJ      := $(BUILD)/ref_f32.o
+REF_F32_ASAN_OBJ := $(BUILD)/ref_f32_asan.o
+MATH_DEPS        := tests/test_math.c hooks.h train.h tests/ref_f32.h $(REF_F32_OBJ)
+
+$(REF_F32_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
+	$(CC) $(REF_F32_FLAGS) -c -o $@ tests/ref_f32.c
+$(REF_F32_ASAN_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
+	$(CC) $(REF_F32_FLAGS) $(SAN) -c -o $@ tests/ref_f32.c
+
+.PHONY: test-math-unit test-math-omp test-math-asan
+TEST_TARGETS += test-math-unit test-math-omp test-math-asan
+
+$(BUILD)/test_math: $(MATH_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
+$(BUILD)/test_math_omp: $(MATH_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -fopenmp -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
+$(BUILD)/test_math_asan: $(MATH_DEPS) $(REF_F32_ASAN_OBJ) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ tests/test_math.c $(REF_F32_ASAN_OBJ) -lcmocka $(LDLIBS)
+
+test-math-unit: $(BUILD)/test_math
+	./$(BUILD)/test_math
+test-math-omp: $(BUILD)/test_math_omp
+	./$(BUILD)/test_math_omp
+test-math-asan: $(BUILD)/test_math_asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(BUILD)/test_math_asan
