@@ -112,6 +112,11 @@
      TRAIN_STATIC           make every function static
      TRAIN_API              declaration prefix for public functions (default: extern)
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
+     TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
+                            tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
+     TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
+                            file provides the trc_* functions; the tests run train.h's CUDA path this way
+                            on the CPU)
      (hooks.h's options apply to hooks.h, which this header includes)
 
    POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints and signal() for
@@ -122,6 +127,9 @@
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
             deterministic reductions (the same bits for any thread count);
+            CUDA (TRAIN_CUDA, the section "CUDA"): on_device models train on the GPU with
+            kernels/train_cuda.cuh, no host wait in a step unless a hook reads a device value,
+            tr_model.device_loss, TR_ERR_DEVICE, tr_cuda_sync_count, tr_grad_histogram (CPU and GPU);
             standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
             TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
             hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
@@ -829,7 +837,9 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #endif
 
 #ifdef TRAIN_CUDA /* the kernels come with the implementation (section CUDA): this file is built by nvcc */
-#  define TRAIN_CUDA_IMPLEMENTATION
+#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
+#    define TRAIN_CUDA_IMPLEMENTATION
+#  endif
 #  include "kernels/train_cuda.cuh"
 #endif
 

@@ -180,16 +180,31 @@ __device__ double trc__block_sum(double x) {
   return s[0];
 }
 
-/* Partial sums of squares: block b takes elements b*T+t, b*T+t+G*T, ... (T threads, G blocks), so the
-   order of additions depends only on n. Optionally clamps as it goes (clip by value). */
+/* Partial sums of squares: thread t of block b takes elements i = b*T+t, i+S, i+2S, ... (T threads,
+   S = grid size in threads), added in that order, so the order depends only on n. Four loads are
+   issued before their adds, to keep enough bytes in flight. Optionally clamps as it goes (clip by
+   value; the squares are of the values before clamping). */
+__device__ __forceinline__ double trc__sq(float *x, size_t i, int clamp, float lo, float hi, double acc) {
+  float v = x[i];
+  if (clamp) x[i] = trc_clamp(v, lo, hi);
+  return __dadd_rn(acc, __dmul_rn((double)v, (double)v));
+}
+
 __global__ void trc__sumsq_kernel(float *x, size_t n, double *partials, int clamp, float lo, float hi) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, s = (size_t)gridDim.x * blockDim.x;
   double acc = 0;
-  for (; i < n; i += stride) {
-    float v = x[i];
-    acc += (double)v * (double)v;
-    if (clamp) x[i] = trc_clamp(v, lo, hi);
+  for (; i + 3 * s < n; i += 4 * s) {
+    float a = x[i], b = x[i + s], c = x[i + 2 * s], d = x[i + 3 * s];
+    acc = __dadd_rn(acc, __dmul_rn((double)a, (double)a));
+    acc = __dadd_rn(acc, __dmul_rn((double)b, (double)b));
+    acc = __dadd_rn(acc, __dmul_rn((double)c, (double)c));
+    acc = __dadd_rn(acc, __dmul_rn((double)d, (double)d));
+    if (clamp) {
+      x[i] = trc_clamp(a, lo, hi); x[i + s] = trc_clamp(b, lo, hi);
+      x[i + 2 * s] = trc_clamp(c, lo, hi); x[i + 3 * s] = trc_clamp(d, lo, hi);
+    }
   }
+  for (; i < n; i += s) acc = trc__sq(x, i, clamp, lo, hi, acc);
   acc = trc__block_sum(acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }

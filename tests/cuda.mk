@@ -5,9 +5,11 @@
 #                         skipped the CUDA build and succeeds
 #   make test-cuda-cpu    (in make test) what needs no GPU: the declarations as C99/C11/C++ (gcc, clang,
 #                         g++), the #error of the implementation outside nvcc, tests/test_cuda_cpu.c (the
-#                         shared per-element math against train.h's CPU optimizer, the histogram API,
-#                         on_device refused without TRAIN_CUDA, ctx->grad_norm_source), and the GPU test
-#                         binary, which says "skipped: no CUDA device" and exits 0 on a machine without one
+#                         kernels' clipping against train.h's, the histogram API, on_device refused without
+#                         TRAIN_CUDA, ctx->grad_norm_source), tests/test_cuda_host.c (train.h's whole CUDA
+#                         path on emulated kernels: the CPU's results bit for bit, the wait count,
+#                         checkpoints; plain and ASan+UBSan), and the GPU test binary, which says
+#                         "skipped: no CUDA device" and exits 0 on a machine without one
 #   make cuda-test        the GPU tests (tests/test_cuda.c): kernels against the CPU, determinism,
 #                         training against the CPU, exact resume, CPU/GPU checkpoints, the wait count
 #   make cuda-bench       each kernel at 1e8 parameters: GB/s against a device-to-device copy
@@ -75,8 +77,12 @@ endif
 CU_DECL := $(CU_DIR)/decl.c
 $(CU_DIR)/test_cuda_cpu: tests/test_cuda_cpu.c hooks.h train.h kernels/train_cuda.cuh | $(CU_DIR)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+$(CU_DIR)/test_cuda_host: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEPS) | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+$(CU_DIR)/test_cuda_host_asan: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEPS) | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $(SAN) $< -o $@ $(LDLIBS)
 
-test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
+test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(CU_DIR)/test_cuda_host $(CU_DIR)/test_cuda_host_asan $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
 	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint (*adamw)(float *, float *, float *, float *, size_t, tr_adamw_coef, const trc_ctrl *, void *) = trc_adamw;\nint f(double norm) { trc_ctrl c; c.clip_scale = trc_clip_scale(norm, 1.0); return trc_hist_bin(c.clip_scale, 0.0f, 1.0f, 0.25f, 4) + (int)sizeof c; }\n' > $(CU_DECL)
 	gcc -std=c99 $(WARN) -I. -I$(STB_INC) -c $(CU_DECL) -o $(CU_DIR)/decl-c99.o
 	clang -std=c11 $(WARN) -I. -I$(STB_INC) -c $(CU_DECL) -o $(CU_DIR)/decl-c11.o
@@ -85,5 +91,7 @@ test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
 	  echo "test-cuda-cpu: the kernels' implementation compiled without nvcc (expected the #error)"; exit 1; fi
 	@grep -q "must be compiled by nvcc" $(CU_DIR)/impl-gcc.err
 	./$(CU_DIR)/test_cuda_cpu
+	./$(CU_DIR)/test_cuda_host $(CU_DIR)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CU_DIR)/test_cuda_host_asan $(CU_DIR)
 	$(CU_SKIP_RUN)
 	@echo "test-cuda-cpu: passed"
