@@ -306,7 +306,11 @@ typedef struct hk_tensor {
    rank,world_size loop      this process's rank and the number of processes (0 and 1 alone)
    params, grads  loop       n_tensors named views of the parameters and gradients (hk_tensor).
                              grads are meaningful from on_after_backward to on_after_optimizer_step;
-                             read their norm with hk_grad_norm(ctx), computed once per change
+                             read their norm with hk_grad_norm(ctx), computed once per change.
+                             Views with on_device set hold device memory (train.h's CUDA path):
+                             never dereference them on the host
+   grad_norm_source loop     optional: how hk_grad_norm gets the norm of device views (a copy, made
+                             only when a hook asks)
    batch, outputs loop       the current batch from *_batch_start to *_batch_end; outputs (predict) at
                              on_predict_batch_end
    path           loop       on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint: the file

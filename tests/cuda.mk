@@ -52,7 +52,7 @@ test-cuda-build:
 	@echo "test-cuda-build: skipped the CUDA build: $(NVCC) not found (set NVCC=/path/to/nvcc)"
 cuda-test cuda-bench cuda-demo:
 	@echo "$@: skipped: $(NVCC) not found, the CUDA build needs it"
-CU_SKIP_RUN := true
+CU_SKIP_RUN := @echo "test-cuda-cpu: the GPU test was not built ($(NVCC) not found)"
 else
 # The update kernels must hold no fma (the CPU's bits need unfused a*b+c): checked in their PTX, and
 # the same check must fail on a build without -fmad=false (so it can fail at all).
