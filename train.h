@@ -594,6 +594,18 @@ TRAIN_API int tr_stop_allowed(const tr_trainer *t);
    NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
    device). bins in 1..4096, lo < hi, both finite. */
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
+   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
 
 /* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
    TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
@@ -1397,17 +1409,6 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #define TR__ON_DEVICE(t) 0
 #endif
 
-/* A value's bin: the same float operations as trc_hist_bin in kernels/train_cuda.cuh, so the CPU and
-   the GPU count alike (make cuda-test compares them exactly). */
-static int tr__hist_bin(float x, float lo, float hi, float width, int bins) {
-  int k;
-  if (!hk_is_finitef(x)) return bins + 2;
-  if (x < lo) return bins;
-  if (x >= hi) return bins + 1;
-  k = (int)((x - lo) / width);
-  return k < bins ? k : bins - 1; /* rounding just below hi */
-}
-
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
   float width;
   int k;
@@ -1432,7 +1433,7 @@ TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, 
   for (k = 0; k < t->ctx.n_tensors; k++) {
     const float *x = t->ctx.grads[k].data;
     size_t i;
-    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr__hist_bin(x[i], lo, hi, width, bins)]++;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
   }
   return TR_OK;
 }

@@ -80,19 +80,6 @@ TRC_HD float trc_clip_scale(double norm, double max_norm) {
 
 TRC_HD float trc_clamp(float x, float lo, float hi) { return x > hi ? hi : (x < lo ? lo : x); }
 
-/* The histogram's bin of x (see trc_histogram): the same float operations on the CPU and the GPU, so
-   both count exactly alike. width = (hi - lo) / bins, as a float. */
-TRC_HD int trc_hist_bin(float x, float lo, float hi, float width, int bins) {
-  union { float f; unsigned u; } bits;
-  int k;
-  bits.f = x;
-  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2; /* NaN/Inf, by the bits (-ffast-math safe) */
-  if (x < lo) return bins;
-  if (x >= hi) return bins + 1;
-  k = (int)((x - lo) / width);
-  return k < bins ? k : bins - 1; /* rounding just below hi */
-}
-
 /* ---- launchers (enqueue only; 0 or a CUDA error code) ------------------------------------------- */
 int trc_zero(float *d_x, size_t n, void *stream);
 int trc_scale(float *d_x, size_t n, float k, void *stream);               /* x *= k */
@@ -113,7 +100,8 @@ int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, tr_sgd_coef c, const
 /* Adds the number of NaN/Inf values to *d_count (zero it first with trc_memset). */
 int trc_count_nonfinite(const float *d_x, size_t n, unsigned long long *d_count, void *stream);
 /* bins equal-width bins over [lo, hi) in d_counts[0..bins-1], then d_counts[bins] = below lo,
-   [bins+1] = at or above hi, [bins+2] = NaN/Inf. Zeroes d_counts first (bins+3 entries). */
+   [bins+1] = at or above hi, [bins+2] = NaN/Inf (train.h's tr_hist_bin). Zeroes d_counts first
+   (bins+3 entries). */
 int trc_histogram(const float *d_x, size_t n, float lo, float hi, int bins, unsigned long long *d_counts, void *stream);
 /* *d_mean = the mean of n per-sample losses, summed in double in a fixed order by one block (a loss
    vector is small next to the parameters), rounded to float once. */
@@ -277,7 +265,7 @@ __global__ void trc__histogram_kernel(const float *x, size_t n, float lo, float 
   float width = (hi - lo) / (float)bins;
   for (b = threadIdx.x; b < nb; b += blockDim.x) h[b] = 0;
   __syncthreads();
-  for (; i < n; i += stride) atomicAdd(&h[trc_hist_bin(x[i], lo, hi, width, bins)], 1u);
+  for (; i < n; i += stride) atomicAdd(&h[tr_hist_bin(x[i], lo, hi, width, bins)], 1u);
   __syncthreads();
   for (b = threadIdx.x; b < nb; b += blockDim.x)
     if (h[b]) atomicAdd(&counts[b], (unsigned long long)h[b]);

@@ -83,7 +83,7 @@ $(CU_DIR)/test_cuda_host_asan: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEP
 	$(CC) $(ALL_CFLAGS) $(SAN) $< -o $@ $(LDLIBS)
 
 test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(CU_DIR)/test_cuda_host $(CU_DIR)/test_cuda_host_asan $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
-	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint (*adamw)(float *, float *, float *, float *, size_t, tr_adamw_coef, const trc_ctrl *, void *) = trc_adamw;\nint f(double norm) { trc_ctrl c; c.clip_scale = trc_clip_scale(norm, 1.0); return trc_hist_bin(c.clip_scale, 0.0f, 1.0f, 0.25f, 4) + (int)sizeof c; }\n' > $(CU_DECL)
+	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint (*adamw)(float *, float *, float *, float *, size_t, tr_adamw_coef, const trc_ctrl *, void *) = trc_adamw;\nint f(double norm) { trc_ctrl c; c.clip_scale = trc_clip_scale(norm, 1.0); return tr_hist_bin(c.clip_scale, 0.0f, 1.0f, 0.25f, 4) + (int)sizeof c; }\n' > $(CU_DECL)
 	gcc -std=c99 $(WARN) -I. -I$(STB_INC) -c $(CU_DECL) -o $(CU_DIR)/decl-c99.o
 	clang -std=c11 $(WARN) -I. -I$(STB_INC) -c $(CU_DECL) -o $(CU_DIR)/decl-c11.o
 	g++ -std=c++11 $(WARN) -I. -I$(STB_INC) -x c++ -c $(CU_DECL) -o $(CU_DIR)/decl-cxx.o

@@ -66,7 +66,7 @@ int trc_histogram(const float *d_x, size_t n, float lo, float hi, int bins, unsi
   (void)stream;
   if (bins < 1 || bins > 4096 || !(lo < hi)) return 1;
   memset(d_counts, 0, sizeof *d_counts * (size_t)(bins + 3));
-  for (i = 0; i < n; i++) d_counts[trc_hist_bin(d_x[i], lo, hi, width, bins)]++;
+  for (i = 0; i < n; i++) d_counts[tr_hist_bin(d_x[i], lo, hi, width, bins)]++;
   return 0;
 }
 int trc_loss_mean(const float *d_losses, size_t n, float *d_mean, void *stream) {

@@ -117,7 +117,7 @@ static void kernels_vs_cpu(void) {
   CU(trc_copy_to_device(dg, g, N * 4, NULL));
   CU(trc_histogram(dg, N, -1e-3f, 1e-3f, 16, (unsigned long long *)dpart, NULL)); /* dpart as scratch */
   CU(trc_copy_to_host(hist, dpart, sizeof hist, NULL));
-  for (i = 0; i < N; i++) hist_cpu[trc_hist_bin(g[i], -1e-3f, 1e-3f, (1e-3f - -1e-3f) / 16.0f, 16)]++;
+  for (i = 0; i < N; i++) hist_cpu[tr_hist_bin(g[i], -1e-3f, 1e-3f, (1e-3f - -1e-3f) / 16.0f, 16)]++;
   CHECK(memcmp(hist, hist_cpu, sizeof hist) == 0 && hist[16 + 2] == 4);
 
   /* NaN/Inf scan, and the skip: a non-finite norm leaves p, m, v untouched */
