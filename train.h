@@ -1188,6 +1188,9 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
      - a tr_model without device_loss hands the loss over on the host (forward waited for it).
    tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
    and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
+   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
+   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
+   checks it against the CPU path bit for bit.
    WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
    launches its own kernels on them, or copies them; it must not dereference them on the host.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
