@@ -63,6 +63,8 @@ int main(int argc, char **argv) {
   tr_adamw_coef a = tr_adamw_coefs(&ao, ao.lr, 10);
   TIME(ms, trc_adamw(p, g, m, v, n, a, NULL, NULL)); row("AdamW", 28, ms, ">= 85%");
   TIME(ms, trc_adamw(p, g, m, v, n, a, ctrl, NULL)); row("AdamW + clip scale (no clip)", 28, ms, ">= 85%");
+  TIME(ms, (trc_norm(g, n, partials, ctrl, 1e30, 0, NULL), trc_adamw(p, g, m, v, n, a, ctrl, NULL)));
+  row("norm + AdamW (clip by norm, not hit)", 32, ms, "");
   so = ao;
   so.kind = TR_OPTIM_SGD; so.lr = 1e-2; so.weight_decay = 1e-4; so.momentum = 0.9;
   tr_sgd_coef s = tr_sgd_coefs(&so, so.lr, 0);
