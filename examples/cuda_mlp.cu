@@ -184,7 +184,9 @@ static int cuda_spirals_get(void *user, int64_t index, void **batch) {
   return 0;
 }
 
-/* The CPU dataset's shuffle (the same order as the CPU run), then one upload per epoch. */
+/* The CPU dataset's shuffle (the same order as the CPU run), then one upload per epoch. (From pageable
+   memory, CUDA may wait for the stream before such a copy: once per epoch, not per step; a program
+   that cares uploads from pinned memory.) */
 static void cuda_spirals_shuffle(void *user, tr_rng *rng) {
   cuda_spirals *d = (cuda_spirals *)user;
   spirals_shuffle(d->host, tr_rng_u64(rng));
