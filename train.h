@@ -245,6 +245,10 @@ typedef struct tr_model {
      it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
      until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
   float *device_loss;
+  /* With on_device: the CUDA stream (a cudaStream_t) train.h queues its kernels and copies on, in
+     order with your forward and backward if they use it too; NULL = the default stream. A stream of
+     your own is what CUDA graph capture needs (the legacy default stream cannot be captured). */
+  void *stream;
 } tr_model;
 
 /* ---- the data (yours) -----------------------------------------------------------------------------
@@ -1194,7 +1198,8 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
    WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
    launches its own kernels on them, or copies them; it must not dereference them on the host.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
-   step with no hooks is a fixed sequence of kernel launches that can be captured. A hook runs once,
+   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
+   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
    at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
    cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
    rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
@@ -1229,7 +1234,7 @@ static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
 /* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
 static void tr__dev_norm(tr_trainer *t, double max_norm) {
   tr__device *d = TR__DEV(t);
-  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, NULL), "trc_norm")) {
+  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
     d->norm_known = 1;
     d->norm_version = t->ctx.hk__grads_version;
   }
@@ -1242,7 +1247,7 @@ static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
   double norm = NAN;
   (void)ctx;
   if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
-  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, NULL), "copying the norm");
+  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
   return norm;
 }
 
@@ -1252,7 +1257,7 @@ static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
   float x = NAN;
   (void)ctx;
   if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
-  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, NULL), "copying the loss")) {
+  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
     d->loss_known = 1;
     t->tr__last_loss = x;
   }
@@ -1288,8 +1293,8 @@ static tr_err tr__dev_init(tr_trainer *t) {
   e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
   e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
   e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
-  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, NULL);
-  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, NULL);
+  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
   if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
   for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
   t->ctx.grad_norm_source = tr__dev_grad_norm;
@@ -1305,10 +1310,10 @@ static tr_err tr__dev_to_host(tr_trainer *t) {
   size_t bytes = t->model.n_params * sizeof(float);
   int e = 0;
   if (!d || d->swapped) return TR_OK;
-  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, NULL);
-  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, NULL);
-  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, NULL);
-  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, NULL);
+  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
+  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
   if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
   d->params = t->model.params;
   d->grads = t->model.grads;
@@ -1324,11 +1329,11 @@ static void tr__dev_upload(tr_trainer *t) {
   size_t bytes = t->model.n_params * sizeof(float);
   int e = 0;
   if (!d || !d->swapped) return;
-  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, NULL);
-  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, NULL);
-  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, NULL);
-  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, NULL);
-  e = e ? e : trc_synchronize(NULL); /* the mirrors may change again as soon as we return */
+  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
+  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
+  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
   tr__dev_ok(t, e, "copying the state to the device");
   d->norm_known = 0;
 }
@@ -1343,11 +1348,11 @@ static void tr__dev_unswap(tr_trainer *t) {
 
 /* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
 static void tr__dev_zero_grad(tr_trainer *t) {
-  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, NULL), "zeroing the gradients");
+  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
 }
 
 static void tr__dev_scale_grads(tr_trainer *t, float k) {
-  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, NULL), "scaling the gradients");
+  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
 }
 
 static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
@@ -1355,10 +1360,10 @@ static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     tr__dev_norm(t, c->gradient_clip_val);
     if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
-      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, NULL), "clipping");
+      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
     else d->fold_clip = 1;
   } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
-                                         d->ctrl, NULL), "clipping by value")) {
+                                         d->ctrl, t->model.stream), "clipping by value")) {
     d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
     d->norm_version = t->ctx.hk__grads_version;
   }
@@ -1372,9 +1377,9 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   int e;
   d->fold_clip = 0;
   if (o->kind == TR_OPTIM_ADAMW)
-    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, NULL);
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
   else {
-    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, NULL);
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
     if (o->momentum > 0) t->tr__has_momentum = 1;
   }
   tr__dev_ok(t, e, "the optimizer step");
@@ -1393,7 +1398,7 @@ static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
 static double tr__dev_eval_loss(tr_trainer *t, double loss) {
   float x = NAN;
   if (!t->model.device_loss) return loss;
-  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, NULL), "copying the loss");
+  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
   return x;
 }
 
@@ -1425,8 +1430,8 @@ TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, 
   if (TR__ON_DEVICE(t)) {
     tr__device *d = TR__DEV(t);
     unsigned long long c[4096 + 3];
-    int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, NULL);
-    e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), NULL);
+    int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
+    e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
     if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
     for (b = 0; b < bins + 3; b++) counts[b] = c[b];
     return TR_OK;

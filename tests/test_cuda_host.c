@@ -12,7 +12,8 @@
      - ctx->loss is NaN in training with the loss on the device; the metric train/loss is the CPU's loss
      - validation loss, tr_grad_histogram, views marked on_device
      - checkpoints: device -> CPU -> device round trip, exact resume, a failed load leaves the buffers
-     - errors: no device, an allocation failure (TR_ERR_DEVICE with the reason) */
+     - errors: no device, an allocation failure (TR_ERR_DEVICE with the reason)
+     - every kernel and copy goes to tr_model.stream */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_CUDA
@@ -57,7 +58,7 @@ static tr_err run_init(run *r, int dev, tr_optim optim) {
   /* one tensor: the emulated norm (hk_sumsq of the whole buffer) then has the CPU's bits */
   return tr_init(&r->t, &(tr_desc){ .model = { .params = r->net.params, .grads = r->net.grads, .n_params = r->net.num_params,
       .user = r, .forward = dev ? dev_forward : cpu_forward, .backward = backward, .on_device = dev,
-      .device_loss = dev ? &r->dev_loss : NULL }, .optim = optim, .seed = 3 });
+      .device_loss = dev ? &r->dev_loss : NULL, .stream = dev ? &cuda_host_stream : NULL }, .optim = optim, .seed = 3 });
 }
 static tr_err run_fit(run *r, int64_t steps, double clip, tr_clip algo, int accum, tr_nonfinite nf) {
   return tr_fit(&r->t, &(tr_config){ .train = &r->data, .max_steps = steps, .num_sanity_val_steps = -1,
@@ -198,6 +199,7 @@ int main(int argc, char **argv) {
   waits();
   checkpoints(dir);
   errors();
+  CHECK(cuda_host_wrong_stream == 0); /* everything went to the model's stream */
   if (failures) { fprintf(stderr, "test_cuda_host: %d check(s) failed\n", failures); return 1; }
   printf("test_cuda_host: train.h's CUDA path on emulated kernels = the CPU path, bit for bit; no wait per step "
          "unless asked; checkpoints across CPU and device; errors: passed\n");
