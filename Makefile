@@ -39,6 +39,7 @@ include tests/third_party.mk
 include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
+include tests/callbacks_b.mk
 include tests/cuda.mk
 include bench/bench.mk
 include examples/examples.mk

@@ -3,7 +3,8 @@
    A small training loop you can read top to bottom: fit / validate / test / predict loops, a sanity
    check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
    schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
-   Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer: the section
+   Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer, lr_monitor,
+   gradient_monitor, nan_guard, ema, lr_finder, model_summary, accumulation_scheduler: the section
    "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init. Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
    FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
 
@@ -132,7 +133,9 @@
             tr_model.device_loss, TR_ERR_DEVICE, tr_cuda_sync_count, tr_grad_histogram (CPU and GPU);
             standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
             TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
-            hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed
+            hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed;
+            standard callbacks lr_monitor, gradient_monitor, nan_guard, ema, lr_finder, model_summary,
+            accumulation_scheduler; tr_set_accumulation
      0.2.0  the loop reads as a list (hooks.h's hk_flow); runs share one start/finish path; refused
             nested calls no longer fail the run; tr_config.ckpt_path/checkpoint_path renamed
             resume_from/save_to; TR_SCHED_WARMUP removed (every schedule has .warmup); late gradient
@@ -514,6 +517,7 @@ typedef struct tr_trainer {
   float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
   int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
   int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
+  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
   int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
   int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
@@ -614,6 +618,10 @@ TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, i
 /* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
    TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
 TRAIN_API unsigned long long tr_cuda_sync_count(void);
+/* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
+   on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
+   at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 /* =================================================================================================
    STANDARD CALLBACKS
@@ -645,7 +653,8 @@ typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 /* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg,
    tr_trainer *t)` registers the spec factory `name`; t is the trainer when tr_init calls it (its
    callbacks then read the fit's config), NULL from tr_add_factories. */
-#define TR_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer)
+#define TR_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
+  X(nan_guard) X(ema) X(lr_finder) X(model_summary) X(accumulation_scheduler)
 /* Registers every standard factory on reg; a name already registered is left as it is. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 
@@ -812,6 +821,197 @@ TRAIN_API tr_err tr_timer(tr_trainer *t, const tr_timer_desc *d, hk_handle *out)
 TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h);
 /* The time spent in a stage so far, running stage included; a negative value if h is not a timer. */
 TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_stage stage);
+
+/* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
+   Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
+   with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
+   log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
+   when someone asks (a logger), so a step costs nothing; interval epoch: set at each
+   on_train_epoch_start to that epoch's learning rate. Default interval: the schedule's (epoch when
+   tr_sched.per_epoch, else step), as Lightning follows its scheduler's interval. Unlike Lightning it
+   needs no logger: the metrics map is where loggers read it. Hand-written loop: fire on_train_start
+   (and on_train_epoch_start for epoch) with ctx->lr set; give .name (no optimizer is known there)
+   and momentum / weight decay are not published. */
+enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
+typedef struct tr_lr_monitor_desc {
+  int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
+  int log_momentum;             /* TR_YES: also the momentum (SGD) / beta1 (AdamW) */
+  int log_weight_decay;         /* TR_YES: also the weight decay */
+  const char *name;             /* the metric's name instead of "lr-<Optimizer>" (Lightning's scheduler name) */
+} tr_lr_monitor_desc;
+typedef struct tr_lr_monitor_state {
+  const char *name, *momentum_name, *weight_decay_name; /* the metrics it publishes ("" = none) */
+  int per_epoch;                /* the resolved interval: 1 epoch, 0 step */
+} tr_lr_monitor_state;
+TRAIN_API tr_err tr_lr_monitor(tr_trainer *t, const tr_lr_monitor_desc *d, hk_handle *out);
+TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h);
+
+/* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
+   On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
+   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes
+     grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
+     grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
+     grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
+                                  linear interpolation between order statistics (numpy's default)
+     grad_vanishing, grad_exploding  1 when the total norm is below vanishing_threshold / above
+                                  exploding_threshold, else 0 (verbose also prints a warning)
+   and, with histogram_bins > 0, a histogram of the gradient values (tr_histogram) handed to
+   on_histogram (a logger writes it: TensorBoard's histogram has the same fields) and kept for
+   tr_gradient_monitor_get. param_filter keeps the tensors whose name contains one of its
+   comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
+   hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
+   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
+   and global_step = steps taken before this one. */
+typedef struct tr_histogram {
+  int n_bins;
+  const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
+  const int64_t *counts;        /* n_bins counts; a value equal to max goes to the last bin */
+  double min, max, sum, sum_squares;
+  int64_t num;
+  int64_t step;                 /* ctx->global_step + 1: the step these gradients are for */
+} tr_histogram;
+typedef struct tr_gradient_monitor_desc {
+  int64_t log_frequency;        /* every n-th optimizer step; 0 = 50 (Lightning's log_every_n_steps) */
+  int per_tensor;               /* default yes: one norm per tensor */
+  int histogram_bins;           /* > 0: a histogram with this many bins; 0 = none */
+  const char *percentiles;      /* e.g. "10,50,90" (each in [0, 100]); NULL = none */
+  const char *param_filter;     /* e.g. "fc1,bias": tensors whose name contains one of these; NULL = all */
+  double vanishing_threshold;   /* the total norm below this is flagged; 0 = 1e-7; negative = never */
+  double exploding_threshold;   /* the total norm above this is flagged; 0 = 1e3; negative = never */
+  int verbose;                  /* print a warning when flagged */
+  void (*on_histogram)(const tr_histogram *h, hk_ctx *ctx, void *user); /* called at each due step */
+  void *histogram_user;
+} tr_gradient_monitor_desc;
+typedef struct tr_gradient_monitor_state {
+  int64_t checks;               /* due steps so far (this process) */
+  int64_t vanishing, exploding; /* how many of them were flagged */
+  double total_norm;            /* at the last due step (NaN before) */
+  int n_tensors;                /* tensors the filter selected (after on_train_start) */
+  const tr_histogram *histogram;/* the last one (NULL before, or without histogram_bins) */
+} tr_gradient_monitor_state;
+TRAIN_API tr_err tr_gradient_monitor(tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out);
+TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_registry *reg, hk_handle h);
+
+/* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
+   Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
+   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm (one pass,
+   shared with clipping and monitors); only when it is not finite does it scan for the first tensor
+   and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
+   what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
+   warns; TR_NAN_STOP stops training gracefully (HK_STOP). With train.h, set
+   tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
+   trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
+   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads; honour
+   HK_SKIP_STEP, HK_STOP and HK_FAIL. */
+typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
+typedef struct tr_nan_guard_desc {
+  int check_loss;               /* default yes */
+  int check_grads;              /* default yes */
+  tr_nan_action action;         /* 0 = fail */
+  int verbose;                  /* default yes: say what was found (skip_step and stop) */
+} tr_nan_guard_desc;
+typedef struct tr_nan_guard_state {
+  int64_t found;                /* non-finite losses or gradients seen */
+  int64_t skipped;              /* steps it dropped */
+  const char *last;             /* what it found last, e.g. "gradient of 'w1'[17] is nan at step 40" ("" before) */
+} tr_nan_guard_state;
+TRAIN_API tr_err tr_nan_guard(tr_trainer *t, const tr_nan_guard_desc *d, hk_handle *out);
+TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h);
+
+/* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
+   Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
+   global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
+   parameters, as torch's AveragedModel). With swa_epoch_start > 0 it is SWA instead: an equal-weight
+   average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
+   swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
+   the parameters for each validation, test and predict run (on_*_start) and swapped back at their
+   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
+   on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
+   trained weights exactly). The average and its count are in checkpoints (a save from inside an
+   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
+   on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
+   evaluations, on_train_epoch_end for SWA. */
+typedef struct tr_ema_desc {
+  double decay;                 /* in (0, 1); 0 = 0.999 */
+  int64_t every_n_steps;        /* 0 = 1 */
+  int64_t start_step;           /* first global_step that updates; 0 = from the first step */
+  int64_t swa_epoch_start;      /* > 0: SWA from this epoch (0-based) instead of the EMA */
+  int copy_at_end;              /* TR_YES: copy the average into the model at on_train_end */
+  int swap_for_eval;            /* default yes; TR_NO: never swap (read the average with the getter) */
+} tr_ema_desc;
+typedef struct tr_ema_state {
+  int64_t n_averaged;           /* updates so far (0: no average yet) */
+  const float *average;         /* count floats, the layout of ctx->params (NULL before the first update) */
+  size_t count;
+  int swapped;                  /* the average is in the model now */
+} tr_ema_state;
+TRAIN_API tr_err tr_ema(tr_trainer *t, const tr_ema_desc *d, hk_handle *out);
+TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
+
+/* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
+   At on_fit_start of a fit that starts from step 0 it sweeps the learning rate exponentially,
+   lr_i = min_lr * (max_lr/min_lr)^(i/(N-1)) for N = num_training_steps optimizer steps on the
+   training data (batch i mod count; clipping as configured, no accumulation, no hooks fire), records
+   the loss smoothed with beta 0.98 (bias-corrected) and stops early once it exceeds
+   early_stop_threshold x the best. The suggestion is the learning rate at the steepest descent of the
+   smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
+   Then parameters, optimizer state, counters and gradients are restored exactly, and with
+   update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
+   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given, and keeps it for
+   tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
+   same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
+   train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
+typedef struct tr_lr_finder_desc {
+  double min_lr;                /* 0 = 1e-8 */
+  double max_lr;                /* 0 = 1 */
+  int num_training_steps;       /* 0 = 100 */
+  double early_stop_threshold;  /* 0 = 4; negative = never stop early */
+  int update_attr;              /* default yes: set the optimizer's lr to the suggestion */
+  const char *curve_path;       /* write "lr,loss" lines here; NULL = no file */
+  int verbose;                  /* default yes: print the suggestion */
+} tr_lr_finder_desc;
+typedef struct tr_lr_finder_state {
+  int done;                     /* the sweep ran (in this process or before the checkpoint) */
+  double suggestion;            /* NaN when there is none */
+  int suggestion_index;         /* into lrs/losses; -1 when none */
+  int n;                        /* points of the curve (0 after a resume: the curve is not saved) */
+  const double *lrs, *losses;   /* the learning rates and smoothed losses */
+} tr_lr_finder_state;
+TRAIN_API tr_err tr_lr_finder(tr_trainer *t, const tr_lr_finder_desc *d, hk_handle *out);
+TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
+
+/* ---- model_summary (Lightning's ModelSummary) ---------------------------------------------------
+   At on_fit_start prints the tensor table: index, name, element count, share of all parameters,
+   device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
+   with Lightning's count format (12.3 K, 1.2 M). max_rows limits the table (the rest is summed in
+   one line). Hand-written loop: fire on_fit_start with ctx->params. */
+typedef struct tr_model_summary_desc {
+  int max_rows;                 /* 0 = 50; TR_ZERO: totals only */
+  FILE *out;                    /* NULL = tr_desc.log, else stdout */
+} tr_model_summary_desc;
+typedef struct tr_model_summary_state { int64_t total_params; int n_tensors; } tr_model_summary_state;
+TRAIN_API tr_err tr_model_summary(tr_trainer *t, const tr_model_summary_desc *d, hk_handle *out);
+TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
+
+/* ---- accumulation_scheduler (Lightning's GradientAccumulationScheduler) --------------------------
+   scheduling "{0: 4, 5: 2}" (braces optional, epochs 0-based and increasing, factors >= 1): from
+   epoch 0 accumulate 4 micro-batches per step, from epoch 5 on 2; an epoch before the first key gets
+   1 (Lightning adds {0: 1}). Set through tr_set_accumulation at on_train_start (a resumed run gets
+   its epoch's factor) and at every on_train_epoch_start. A fit whose tr_config.accumulate_grad_batches
+   is not 1 fails at on_fit_start (Lightning refuses the combination too). The last window of an epoch
+   steps even when short (train.h and Lightning alike). Hand-written loop: fire those events and read
+   the factor from tr_accumulation_scheduler_get(...)->factor. */
+typedef struct tr_accumulation_scheduler_desc {
+  const char *scheduling;       /* required, e.g. "{0: 4, 5: 2}" */
+} tr_accumulation_scheduler_desc;
+typedef struct tr_accumulation_scheduler_state {
+  int n;                        /* entries */
+  const int64_t *epochs;
+  const int *factors;
+  int factor;                   /* the factor set last (1 before) */
+} tr_accumulation_scheduler_state;
+TRAIN_API tr_err tr_accumulation_scheduler(tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out);
+TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
 
 #ifdef __cplusplus
 }
@@ -2026,6 +2226,14 @@ TRAIN_API int tr_stop_allowed(const tr_trainer *t) {
   return t->epoch + (t->tr__epoch_done ? 1 : 0) >= c->min_epochs && t->global_step >= c->min_steps;
 }
 
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
+  if (!t) return TR_ERR_INVALID;
+  if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
+  if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
+  t->tr__accum = factor;
+  return TR_OK;
+}
+
 /* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
    validation resumes after it instead of repeating it. */
 static void tr__fit_validate(tr_trainer *t) {
@@ -2090,7 +2298,7 @@ static void tr__honour_final_requests(tr_trainer *t) {
 static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   const tr_config *c = t->tr__cfg;
   int64_t steps_before = t->global_step;
-  int window_ends = t->tr__accum_pos + 1 >= c->accumulate_grad_batches || t->epoch_batch + 1 >= n_batches;
+  int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
   void *batch;
 
   t->lr = t->ctx.lr = tr__current_lr(t);
@@ -2295,6 +2503,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
   t->tr__cfg = &c;
+  t->tr__accum = c.accumulate_grad_batches;
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
@@ -3350,12 +3559,15 @@ static tr_err tr__cb_result(tr_trainer *t, tr_err e, const tr__why *w) {
 /* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
    at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
    as Lightning orders them. */
-static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
+                                   void *due_user, hk_handle *out, tr__why *w) {
   hk_opts o;
   hk_err e;
   memset(&o, 0, sizeof o);
   o.monitor = 1;
   o.order = order;
+  o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
+  o.filter.pred_user = due_user;
   e = hk_add_callback(reg, cb, &o, out);
   if (e) {
     tr__bad(w, "%s", hk_last_error(reg));
@@ -3363,6 +3575,9 @@ static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
   return TR_OK;
+}
+static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+  return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
 static int tr__file_exists(const char *path) {
@@ -4316,6 +4531,1016 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
   return tr__timer_elapsed(s, (int)stage, tr__clock(s->clock, s->clock_user));
 }
 
+/* The parameter views a callback works on: the loop's, checked to be in host memory. */
+static int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
+  int k;
+  for (k = 0; k < ctx->n_tensors; k++)
+    if (v[k].on_device) return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads host memory only", who, v[k].name), -1;
+  return 0;
+}
+static size_t tr__views_count(const hk_ctx *ctx, const hk_tensor *v) {
+  size_t n = 0;
+  int k;
+  for (k = 0; v && k < ctx->n_tensors; k++) n += v[k].count;
+  return n;
+}
+
+/* ---- lr_monitor ------------------------------------------------------------------------------------ */
+typedef struct tr__lrm {
+  tr_lr_monitor_state pub;
+  tr_trainer *t;
+  int interval, log_momentum, log_wd, named;
+  char name[128], mom[160], wd[160];
+} tr__lrm;
+
+static void tr__lrm_destroy(void *user) { free(user); }
+/* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
+static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
+
+static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
+  tr__lrm *s = (tr__lrm *)user;
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  const char *opt = !t ? "Optimizer" : t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW";
+  if (!s->named) snprintf(s->name, sizeof s->name, "lr-%s", opt); /* Lightning's lr-<optimizer class> */
+  snprintf(s->mom, sizeof s->mom, "%s-momentum", s->name);
+  snprintf(s->wd, sizeof s->wd, "%s-weight_decay", s->name);
+  s->pub.per_epoch = s->interval == TR_LR_LOG_EPOCH || (s->interval == 0 && t && t->sched.per_epoch);
+  s->pub.name = s->name;
+  s->pub.momentum_name = s->log_momentum && t ? s->mom : "";
+  s->pub.weight_decay_name = s->log_wd && t ? s->wd : "";
+  if (!s->pub.per_epoch && hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL)) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (t && s->log_momentum) (void)hk_metric_set(ctx, s->mom, t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1);
+  if (t && s->log_wd) (void)hk_metric_set(ctx, s->wd, t->optim.weight_decay);
+  return HK_CONTINUE;
+}
+static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
+  tr__lrm *s = (tr__lrm *)user;
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  if (s->pub.per_epoch) (void)hk_metric_set(ctx, s->name, t ? tr__current_lr(t) : ctx->lr);
+  return HK_CONTINUE;
+}
+
+static tr_err tr__lrm_make(hk_registry *reg, tr_trainer *t, const tr_lr_monitor_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrm *s;
+  hk_callback cb;
+  if (!d) return tr__bad(w, "lr_monitor: desc is NULL");
+  if (d->logging_interval != 0 && d->logging_interval != TR_LR_LOG_STEP && d->logging_interval != TR_LR_LOG_EPOCH)
+    return tr__bad(w, "lr_monitor: logging_interval %d is not valid (0 = the schedule's, TR_LR_LOG_STEP or TR_LR_LOG_EPOCH)", d->logging_interval);
+  if (d->name && strlen(d->name) > 100) return tr__bad(w, "lr_monitor: name is longer than 100 characters");
+  s = (tr__lrm *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_monitor: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->interval = d->logging_interval;
+  s->log_momentum = tr__flag(d->log_momentum, 0);
+  s->log_wd = tr__flag(d->log_weight_decay, 0);
+  if (d->name && d->name[0]) snprintf(s->name, sizeof s->name, "%s", d->name), s->named = 1;
+  s->pub.name = s->pub.momentum_name = s->pub.weight_decay_name = "";
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_monitor";
+  cb.user = s;
+  cb.on_train_start = tr__lrm_train_start;
+  cb.on_train_epoch_start = tr__lrm_epoch_start;
+  cb.destroy = tr__lrm_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TRAIN_API tr_err tr_lr_monitor(tr_trainer *t, const tr_lr_monitor_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__lrm_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__lrm_destroy ? &((const tr__lrm *)cb->user)->pub : NULL;
+}
+
+/* ---- gradient_monitor ----------------------------------------------------------------------------- */
+#define TR__GM_MAX_PCT 16
+typedef struct tr__gm {
+  tr_gradient_monitor_state pub;
+  tr_histogram hist;
+  tr_trainer *t;
+  int64_t every;
+  int per_tensor, bins, verbose, n_pct;
+  double pct[TR__GM_MAX_PCT], vanish, explode;
+  char *filter;                 /* comma-separated substrings, or NULL */
+  void (*on_histogram)(const tr_histogram *, hk_ctx *, void *);
+  void *hist_user;
+  /* sized at on_train_start */
+  int *sel;                     /* selected tensor indices */
+  char **names;                 /* "grad_2.0_norm/<tensor>" per selected tensor */
+  char pct_names[TR__GM_MAX_PCT][32];
+  float *scratch;               /* |g| of the selected tensors, for the percentiles */
+  size_t scratch_n;
+  double *edges;
+  int64_t *counts;
+  int ready;
+} tr__gm;
+
+static void tr__gm_free_views(tr__gm *s) {
+  int i;
+  for (i = 0; s->names && i < s->pub.n_tensors; i++) free(s->names[i]);
+  free(s->names);
+  free(s->sel);
+  free(s->scratch);
+  s->names = NULL;
+  s->sel = NULL;
+  s->scratch = NULL;
+  s->pub.n_tensors = 0;
+  s->ready = 0;
+}
+static void tr__gm_destroy(void *user) {
+  tr__gm *s = (tr__gm *)user;
+  tr__gm_free_views(s);
+  free(s->filter);
+  free(s->edges);
+  free(s->counts);
+  free(s);
+}
+
+/* Lightning's log_every_n_steps counting: the step being taken is the n-th, 2n-th, ... */
+static int tr__gm_due(const hk_ctx *ctx, void *user) {
+  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % ((const tr__gm *)user)->every == 0;
+}
+
+static int tr__gm_selected(const tr__gm *s, const char *name) {
+  const char *p = s->filter;
+  if (!p) return 1;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char part[128];
+    if (n < sizeof part && n > 0) {
+      memcpy(part, p, n);
+      part[n] = 0;
+      if (strstr(name ? name : "", part)) return 1;
+    }
+    p += n + (e ? 1 : 0);
+  }
+  return 0;
+}
+
+/* All allocation happens here, before the first step. */
+static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
+  tr__gm *s = (tr__gm *)user;
+  int k, n = 0;
+  tr__gm_free_views(s);
+  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "gradient_monitor: the loop has no gradient views (ctx->grads)");
+  if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
+  s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
+  s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
+  if (!s->sel || !s->names) return hk_fail(ctx, "gradient_monitor: out of memory");
+  s->scratch_n = 0;
+  for (k = 0; k < ctx->n_tensors; k++) {
+    const char *name = ctx->grads[k].name ? ctx->grads[k].name : "";
+    size_t len = strlen(name) + 16;
+    if (!tr__gm_selected(s, name)) continue;
+    s->names[n] = (char *)malloc(len);
+    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "gradient_monitor: out of memory"); }
+    snprintf(s->names[n], len, "grad_2.0_norm/%s", name);
+    s->sel[n++] = k;
+    s->scratch_n += ctx->grads[k].count;
+  }
+  s->pub.n_tensors = n;
+  if (n == 0) return hk_fail(ctx, "gradient_monitor: param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  if (s->n_pct && !(s->scratch = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
+    return hk_fail(ctx, "gradient_monitor: out of memory");
+  s->ready = 1;
+  return HK_CONTINUE;
+}
+
+/* the k-th smallest of x[0..n) (quickselect; reorders x) */
+static float tr__select(float *x, size_t n, size_t k) {
+  size_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    float pivot = x[lo + (hi - lo) / 2];
+    size_t i = lo, j = hi;
+    while (i <= j) {
+      while (x[i] < pivot) i++;
+      while (x[j] > pivot) j--;
+      if (i <= j) { float tmp = x[i]; x[i] = x[j]; x[j] = tmp; i++; if (j == 0) break; j--; }
+    }
+    if (k <= j) hi = j;
+    else if (k >= i) lo = i;
+    else return x[k];
+  }
+  return x[k];
+}
+static double tr__percentile(float *x, size_t n, double q) {
+  double pos = q / 100.0 * (double)(n - 1), frac;
+  size_t lo = (size_t)pos, i;
+  float a = tr__select(x, n, lo), b = a;
+  frac = pos - (double)lo;
+  if (frac > 0 && lo + 1 < n) { /* the next order statistic: the smallest of the upper part */
+    b = x[lo + 1];
+    for (i = lo + 1; i < n; i++) if (x[i] < b) b = x[i];
+  }
+  return (double)a + frac * ((double)b - (double)a);
+}
+
+static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
+  tr__gm *s = (tr__gm *)user;
+  double total = 0;
+  size_t at = 0, i;
+  int j;
+  if (!s->ready) return HK_CONTINUE;
+  if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
+    return hk_fail(ctx, "gradient_monitor: the loop's tensors changed since on_train_start");
+  for (j = 0; j < s->pub.n_tensors; j++) {
+    const hk_tensor *g = &ctx->grads[s->sel[j]];
+    double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
+    total += sq;
+    if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
+    if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
+  }
+  total = sqrt(total);
+  s->pub.total_norm = total;
+  s->pub.checks++;
+  (void)hk_metric_set(ctx, "grad_2.0_norm_total", total);
+  for (j = 0; j < s->n_pct && at > 0; j++) (void)hk_metric_set(ctx, s->pct_names[j], tr__percentile(s->scratch, at, s->pct[j]));
+  {
+    int v = s->vanish >= 0 && total < s->vanish, x = s->explode >= 0 && total > s->explode;
+    s->pub.vanishing += v;
+    s->pub.exploding += x;
+    (void)hk_metric_set(ctx, "grad_vanishing", v);
+    (void)hk_metric_set(ctx, "grad_exploding", x);
+    if (s->verbose && (v || x))
+      tr__cb_say(tr__cb_trainer(ctx, s->t), "gradient_monitor", "%s gradients at step %lld: total norm %g %s %g",
+                 v ? "vanishing" : "exploding", (long long)ctx->global_step + 1, total, v ? "<" : ">", v ? s->vanish : s->explode);
+  }
+  if (s->bins > 0) {
+    tr_histogram *h = &s->hist;
+    double lo = HUGE_VAL, hi = -HUGE_VAL, sum = 0, sq = 0, width;
+    int64_t num = 0;
+    int b;
+    for (j = 0; j < s->pub.n_tensors; j++) {
+      const hk_tensor *g = &ctx->grads[s->sel[j]];
+      for (i = 0; i < g->count; i++) {
+        double x = g->data[i];
+        if (!hk_is_finite(x)) continue;
+        if (x < lo) lo = x;
+        if (x > hi) hi = x;
+        sum += x;
+        sq += x * x;
+        num++;
+      }
+    }
+    if (num == 0) lo = hi = 0;
+    width = hi > lo ? (hi - lo) / s->bins : 1.0;
+    for (b = 0; b <= s->bins; b++) s->edges[b] = b == s->bins && hi > lo ? hi : lo + width * b;
+    memset(s->counts, 0, (size_t)s->bins * sizeof *s->counts);
+    for (j = 0; j < s->pub.n_tensors; j++) {
+      const hk_tensor *g = &ctx->grads[s->sel[j]];
+      for (i = 0; i < g->count; i++) {
+        double x = g->data[i];
+        int64_t bin;
+        if (!hk_is_finite(x)) continue;
+        bin = (int64_t)((x - lo) / width);
+        if (bin >= s->bins) bin = s->bins - 1;
+        if (bin < 0) bin = 0;
+        s->counts[bin]++;
+      }
+    }
+    h->n_bins = s->bins;
+    h->edges = s->edges;
+    h->counts = s->counts;
+    h->min = lo;
+    h->max = hi;
+    h->sum = sum;
+    h->sum_squares = sq;
+    h->num = num;
+    h->step = ctx->global_step + 1;
+    s->pub.histogram = h;
+    if (s->on_histogram) s->on_histogram(h, ctx, s->hist_user);
+  }
+  return HK_CONTINUE;
+}
+
+/* "10,50,90" -> values in [0, 100]; the count, or -1 with the reason in w */
+static int tr__parse_numbers(const char *text, double *out, int cap, double lo, double hi, const char *who, tr__why *w) {
+  const char *p = text;
+  int n = 0;
+  while (*p) {
+    char *end;
+    double v;
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    v = strtod(p, &end);
+    if (end == p || !hk_is_finite(v) || v < lo || v > hi)
+      return tr__bad(w, "%s: '%s' is not a list of numbers in [%g, %g] like \"10,50,90\"", who, text, lo, hi), -1;
+    if (n == cap) return tr__bad(w, "%s: at most %d numbers in '%s'", who, cap, text), -1;
+    out[n++] = v;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p && *p != ',') return tr__bad(w, "%s: '%s' is not a list of numbers in [%g, %g] like \"10,50,90\"", who, text, lo, hi), -1;
+  }
+  return n;
+}
+
+static tr_err tr__gm_make(hk_registry *reg, tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out, tr__why *w) {
+  tr__gm *s;
+  hk_callback cb;
+  double pct[TR__GM_MAX_PCT];
+  int n_pct = 0, j;
+  if (!d) return tr__bad(w, "gradient_monitor: desc is NULL");
+  if (t && t->model.on_device) /* it would dereference device memory */
+    return tr__bad(w, "gradient_monitor: reads the gradients on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
+  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = 50), got %lld", (long long)d->log_frequency);
+  if (d->histogram_bins < 0 || d->histogram_bins > 100000) return tr__bad(w, "gradient_monitor: histogram_bins must be in 0..100000 (0 = no histogram), got %d", d->histogram_bins);
+  if (!hk_is_finite(d->vanishing_threshold) || !hk_is_finite(d->exploding_threshold))
+    return tr__bad(w, "gradient_monitor: vanishing_threshold and exploding_threshold must be finite (negative = off)");
+  if (d->percentiles && (n_pct = tr__parse_numbers(d->percentiles, pct, TR__GM_MAX_PCT, 0, 100, "gradient_monitor: percentiles", w)) < 0)
+    return TR_ERR_INVALID;
+  if (d->param_filter && strlen(d->param_filter) > TR__CB_MAX_STR) return tr__bad(w, "gradient_monitor: param_filter is too long");
+  s = (tr__gm *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "gradient_monitor: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->every = d->log_frequency ? d->log_frequency : 50;
+  s->per_tensor = tr__flag(d->per_tensor, 1);
+  s->bins = d->histogram_bins;
+  s->verbose = d->verbose;
+  s->vanish = d->vanishing_threshold == 0 ? 1e-7 : d->vanishing_threshold;
+  s->explode = d->exploding_threshold == 0 ? 1e3 : d->exploding_threshold;
+  s->on_histogram = d->on_histogram;
+  s->hist_user = d->histogram_user;
+  s->n_pct = n_pct;
+  s->pub.total_norm = NAN;
+  for (j = 0; j < n_pct; j++) {
+    s->pct[j] = pct[j];
+    snprintf(s->pct_names[j], sizeof s->pct_names[j], "grad_abs_p%g", pct[j]);
+  }
+  if ((d->param_filter && d->param_filter[0] && !(s->filter = tr__strdup(d->param_filter))) ||
+      (s->bins && (!(s->edges = (double *)calloc((size_t)s->bins + 1, sizeof *s->edges)) ||
+                   !(s->counts = (int64_t *)calloc((size_t)s->bins, sizeof *s->counts))))) {
+    tr__gm_destroy(s);
+    return tr__bad(w, "gradient_monitor: out of memory"), TR_ERR_NOMEM;
+  }
+  memset(&cb, 0, sizeof cb);
+  cb.name = "gradient_monitor";
+  cb.user = s;
+  cb.on_train_start = tr__gm_train_start;
+  cb.on_before_optimizer_step = tr__gm_check;
+  cb.destroy = tr__gm_destroy;
+  return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
+}
+TRAIN_API tr_err tr_gradient_monitor(tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__gm_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__gm_destroy ? &((const tr__gm *)cb->user)->pub : NULL;
+}
+
+/* ---- nan_guard ------------------------------------------------------------------------------------ */
+typedef struct tr__ng {
+  tr_nan_guard_state pub;
+  tr_trainer *t;
+  int check_loss, check_grads, verbose;
+  tr_nan_action action;
+  char last[200];
+} tr__ng;
+
+static void tr__ng_destroy(void *user) { free(user); }
+/* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
+static const char *tr__nonfinite_name(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
+}
+
+static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
+  s->pub.found++;
+  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
+  if (s->verbose)
+    tr__cb_say(tr__cb_trainer(ctx, s->t), "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "stopping training" : "step skipped");
+  if (s->action == TR_NAN_STOP) return HK_STOP;
+  s->pub.skipped++;
+  return HK_SKIP_STEP;
+}
+static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  double loss = ctx->loss;
+  if (!s->check_loss) return HK_CONTINUE;
+  if (s->t && s->t->model.on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
+  if (hk_is_finite(loss)) return HK_CONTINUE;
+  snprintf(s->last, sizeof s->last, "the training loss is %s at epoch %lld, batch %lld, step %lld", tr__nonfinite_name(loss),
+           (long long)ctx->epoch, (long long)ctx->batch_idx, (long long)ctx->global_step + 1);
+  return tr__ng_act(s, ctx);
+}
+/* One pass through hk_grad_norm (cached, shared); the scan for the culprit only when it is not finite. */
+static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  int k;
+  size_t i;
+  if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
+  for (k = 0; k < ctx->n_tensors; k++) {
+    const hk_tensor *g = &ctx->grads[k];
+    if (g->on_device) continue;
+    for (i = 0; i < g->count; i++)
+      if (!hk_is_finitef(g->data[i])) {
+        snprintf(s->last, sizeof s->last, "gradient of '%s'[%zu] is %s at epoch %lld, batch %lld, step %lld", g->name ? g->name : "?", i,
+                 tr__nonfinite_name(g->data[i]), (long long)ctx->epoch, (long long)ctx->batch_idx, (long long)ctx->global_step + 1);
+        return tr__ng_act(s, ctx);
+      }
+  }
+  return tr__ng_act(s, ctx); /* finite values whose squares overflow, or device memory */
+}
+static int tr__ng_save(void *user, hk_bytes *out) {
+  tr__ng *s = (tr__ng *)user;
+  tr__put_u64(out, 1);
+  tr__put_i64(out, s->pub.found);
+  tr__put_i64(out, s->pub.skipped);
+  tr__put_str(out, s->last);
+  return out->failed ? -1 : 0;
+}
+static int tr__ng_load(void *user, hk_reader *in) {
+  tr__ng *s = (tr__ng *)user;
+  uint64_t version;
+  int64_t found, skipped;
+  char *last = NULL;
+  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &found) || tr__get_i64(in, &skipped) || found < 0 ||
+      skipped < 0 || tr__get_str(in, &last) || in->pos != in->len) { free(last); return -1; }
+  s->pub.found = found;
+  s->pub.skipped = skipped;
+  snprintf(s->last, sizeof s->last, "%s", last);
+  free(last);
+  return 0;
+}
+static tr_err tr__ng_make(hk_registry *reg, tr_trainer *t, const tr_nan_guard_desc *d, hk_handle *out, tr__why *w) {
+  tr__ng *s;
+  hk_callback cb;
+  if (!d) return tr__bad(w, "nan_guard: desc is NULL");
+  if (d->action != TR_NAN_FAIL && d->action != TR_NAN_SKIP_STEP && d->action != TR_NAN_STOP)
+    return tr__bad(w, "nan_guard: action %d is not valid (fail, skip_step or stop)", (int)d->action);
+  s = (tr__ng *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "nan_guard: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->check_loss = tr__flag(d->check_loss, 1);
+  s->check_grads = tr__flag(d->check_grads, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->action = d->action;
+  s->pub.last = s->last;
+  if (!s->check_loss && !s->check_grads) { free(s); return tr__bad(w, "nan_guard: check_loss and check_grads are both off: nothing to check"); }
+  memset(&cb, 0, sizeof cb);
+  cb.name = "nan_guard";
+  cb.user = s;
+  if (s->check_loss) cb.on_before_backward = tr__ng_loss;
+  if (s->check_grads) cb.on_before_optimizer_step = tr__ng_grads;
+  cb.save_state = tr__ng_save;
+  cb.load_state = tr__ng_load;
+  cb.destroy = tr__ng_destroy;
+  return tr__cb_register(reg, &cb, -10, out, w); /* before the monitors: a skipped step is not monitored */
+}
+TRAIN_API tr_err tr_nan_guard(tr_trainer *t, const tr_nan_guard_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__ng_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__ng_destroy ? &((const tr__ng *)cb->user)->pub : NULL;
+}
+
+/* ---- ema ------------------------------------------------------------------------------------------ */
+typedef struct tr__ema {
+  tr_ema_state pub;
+  double decay;
+  int64_t every, start_step, swa_from;
+  int copy_at_end, swap;
+  float *avg;
+  size_t count;
+  int swapped;
+} tr__ema;
+
+static void tr__ema_destroy(void *user) {
+  tr__ema *s = (tr__ema *)user;
+  free(s->avg);
+  free(s);
+}
+static void tr__ema_sync(tr__ema *s) {
+  s->pub.average = s->pub.n_averaged ? s->avg : NULL;
+  s->pub.count = s->count;
+  s->pub.swapped = s->swapped;
+}
+/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
+static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
+  size_t n = tr__views_count(ctx, ctx->params);
+  if (!ctx->params || n == 0) return hk_fail(ctx, "ema: the loop has no parameter views (ctx->params)"), -1;
+  if (tr__host_views(ctx, ctx->params, "ema")) return -1;
+  if (s->avg && s->count != n)
+    return hk_fail(ctx, "ema: the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
+  if (!s->avg) {
+    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "ema: out of memory"), -1;
+    s->count = n;
+  }
+  return 0;
+}
+static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
+
+/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy) */
+static void tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
+  float *a = s->avg;
+  int k;
+  size_t i;
+  if (s->pub.n_averaged == 0) w = 1.0;
+  for (k = 0; k < ctx->n_tensors; k++) {
+    const float *p = ctx->params[k].data;
+    for (i = 0; i < ctx->params[k].count; i++, a++) *a = (float)((double)*a + w * ((double)p[i] - (double)*a));
+  }
+  s->pub.n_averaged++;
+  tr__ema_sync(s);
+}
+static hk_signal tr__ema_step(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (s->swa_from > 0 || ctx->global_step < s->start_step || ctx->global_step % s->every != 0) return HK_CONTINUE;
+  if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
+  tr__ema_update(s, ctx, 1.0 - s->decay); /* d*avg + (1-d)*p */
+  return HK_CONTINUE;
+}
+static hk_signal tr__ema_epoch_end(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (s->swa_from <= 0 || ctx->epoch < s->swa_from || ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
+  tr__ema_update(s, ctx, 1.0 / (double)(s->pub.n_averaged + 1));
+  return HK_CONTINUE;
+}
+static void tr__ema_exchange(tr__ema *s, hk_ctx *ctx) {
+  float *a = s->avg;
+  int k;
+  size_t i;
+  for (k = 0; k < ctx->n_tensors; k++) {
+    float *p = ctx->params[k].data;
+    for (i = 0; i < ctx->params[k].count; i++, a++) { float x = p[i]; p[i] = *a; *a = x; }
+  }
+  s->swapped = !s->swapped;
+  tr__ema_sync(s);
+}
+static hk_signal tr__ema_eval_start(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (!s->swap || s->swapped || s->pub.n_averaged == 0) return HK_CONTINUE;
+  if (tr__ema_ready(s, ctx)) return HK_FAIL;
+  tr__ema_exchange(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__ema_eval_end(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (s->swapped) tr__ema_exchange(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__ema_train_end(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  int k;
+  const float *a = s->avg;
+  if (!s->copy_at_end || s->pub.n_averaged == 0 || s->swapped || tr__ema_ready(s, ctx)) return HK_CONTINUE;
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++)
+    memcpy(ctx->params[k].data, a, ctx->params[k].count * sizeof(float));
+  return HK_CONTINUE;
+}
+/* The average as it is outside evaluations: while swapped, the model holds it and avg the trained weights. */
+static int tr__ema_save(void *user, hk_bytes *out) {
+  tr__ema *s = (tr__ema *)user;
+  size_t i;
+  tr__put_u64(out, 1);
+  tr__put_i64(out, s->pub.n_averaged);
+  tr__put_u64(out, s->pub.n_averaged ? s->count : 0);
+  if (s->swapped) return -1; /* a checkpoint from inside an evaluation would store the wrong buffer */
+  for (i = 0; s->pub.n_averaged && i < s->count; i++) {
+    unsigned char x[4];
+    uint32_t u;
+    memcpy(&u, &s->avg[i], 4);
+    tr__le(x, u, 4);
+    hk_bytes_put(out, x, 4);
+  }
+  return out->failed ? -1 : 0;
+}
+static int tr__ema_load(void *user, hk_reader *in) {
+  tr__ema *s = (tr__ema *)user;
+  uint64_t version, n;
+  int64_t averaged;
+  float *buf = NULL;
+  size_t i;
+  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &averaged) || averaged < 0 || tr__get_u64(in, &n)) return -1;
+  if ((averaged > 0) != (n > 0) || n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4) return -1;
+  if (s->swapped || (s->avg && n && n != s->count)) return -1;
+  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return -1;
+  for (i = 0; i < n; i++) {
+    unsigned char x[4];
+    uint32_t u;
+    if (hk_read(in, x, 4)) { free(buf); return -1; }
+    u = (uint32_t)tr__get(x, 4);
+    memcpy(&buf[i], &u, 4);
+  }
+  if (buf) { free(s->avg); s->avg = buf; s->count = (size_t)n; }
+  else if (s->avg) memset(s->avg, 0, s->count * sizeof(float));
+  s->pub.n_averaged = averaged;
+  tr__ema_sync(s);
+  return 0;
+}
+static tr_err tr__ema_make(hk_registry *reg, tr_trainer *t, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
+  tr__ema *s;
+  hk_callback cb;
+  (void)t;
+  if (!d) return tr__bad(w, "ema: desc is NULL");
+  if (t && t->model.on_device) /* it would dereference device memory */
+    return tr__bad(w, "ema: reads the parameters on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
+  if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
+    return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
+  if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
+  if (d->start_step < 0) return tr__bad(w, "ema: start_step must be >= 0, got %lld", (long long)d->start_step);
+  if (d->swa_epoch_start < 0) return tr__bad(w, "ema: swa_epoch_start must be >= 0 (0 = EMA, > 0 = SWA from that epoch), got %lld", (long long)d->swa_epoch_start);
+  if (d->swa_epoch_start > 0 && (d->decay != 0 || d->every_n_steps != 0 || d->start_step != 0))
+    return tr__bad(w, "ema: swa_epoch_start (SWA: an equal average per epoch) does not take decay, every_n_steps or start_step");
+  s = (tr__ema *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "ema: out of memory"), TR_ERR_NOMEM;
+  s->decay = d->decay == 0 ? 0.999 : d->decay;
+  s->every = d->every_n_steps ? d->every_n_steps : 1;
+  s->start_step = d->start_step;
+  s->swa_from = d->swa_epoch_start;
+  s->copy_at_end = tr__flag(d->copy_at_end, 0);
+  s->swap = tr__flag(d->swap_for_eval, 1);
+  memset(&cb, 0, sizeof cb);
+  cb.name = "ema";
+  cb.user = s;
+  cb.on_train_start = tr__ema_train_start;
+  if (s->swa_from > 0) cb.on_train_epoch_end = tr__ema_epoch_end;
+  else cb.on_after_optimizer_step = tr__ema_step;
+  cb.on_validation_start = cb.on_test_start = cb.on_predict_start = tr__ema_eval_start;
+  cb.on_validation_end = cb.on_test_end = cb.on_predict_end = tr__ema_eval_end;
+  cb.on_train_end = tr__ema_train_end;
+  cb.teardown = tr__ema_eval_end; /* a run that failed inside an evaluation gets its trained weights back */
+  cb.save_state = tr__ema_save;
+  cb.load_state = tr__ema_load;
+  cb.destroy = tr__ema_destroy;
+  return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
+}
+TRAIN_API tr_err tr_ema(tr_trainer *t, const tr_ema_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__ema_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__ema_destroy ? &((const tr__ema *)cb->user)->pub : NULL;
+}
+
+/* ---- lr_finder ------------------------------------------------------------------------------------ */
+typedef struct tr__lrf {
+  tr_lr_finder_state pub;
+  tr_trainer *t;
+  double min_lr, max_lr, threshold;
+  int steps, update_attr, verbose;
+  char *curve_path;
+  double *lrs, *losses;
+} tr__lrf;
+
+static void tr__lrf_destroy(void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  free(s->lrs);
+  free(s->losses);
+  free(s->curve_path);
+  free(s);
+}
+
+/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
+   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
+static int tr__lrf_suggest(const double *loss, int n) {
+  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
+  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
+  double best_g = HUGE_VAL;
+  const double *y = loss + SKIP_BEGIN;
+  if (m < 2) return -1;
+  for (i = 0; i < m; i++) {
+    double g;
+    if (!hk_is_finite(y[i])) return -1;
+    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
+    if (g < best_g) { best_g = g; best = i; }
+  }
+  return best < 0 ? -1 : best + SKIP_BEGIN;
+}
+
+/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
+static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  const tr_data *d = c->train;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  float *save = (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int64_t count = d->count(d->user), step0 = t->global_step;
+  int has_mom = t->tr__has_momentum, i, stop = 0;
+  double avg = 0, best = HUGE_VAL, beta = 0.98;
+  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
+  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
+  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
+  memcpy(save, t->model.params, bytes);
+  memcpy(save + n, t->model.grads, bytes);
+  if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+  if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  s->pub.n = 0;
+  for (i = 0; i < s->steps && !stop; i++) {
+    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
+    void *batch = NULL;
+    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
+    if (rc) { stop = 2; break; }
+    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
+    memset(t->model.grads, 0, bytes);
+    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
+    hk_grads_changed(&t->ctx);
+    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
+    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
+    tr__update(t, lr);
+    avg = beta * avg + (1 - beta) * loss;
+    smooth = avg / (1 - pow(beta, i + 1));
+    s->lrs[i] = lr;
+    s->losses[i] = smooth;
+    s->pub.n = i + 1;
+    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
+    if (smooth < best || i == 0) best = smooth;
+    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
+  }
+  /* restore exactly what the fit starts from */
+  memcpy(t->model.params, save, bytes);
+  memcpy(t->model.grads, save + n, bytes);
+  if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+  if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+  free(save);
+  t->global_step = step0;
+  t->tr__has_momentum = has_mom;
+  hk_grads_changed(&t->ctx);
+  t->ctx.loss = NAN;
+  if (d->next && d->reset(d->user)) stop = 2;
+  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  int k;
+  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it drives the model itself)");
+  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
+    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
+    return HK_CONTINUE;
+  }
+  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
+  s->pub.done = 1;
+  k = tr__lrf_suggest(s->losses, s->pub.n);
+  s->pub.suggestion_index = k;
+  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
+  if (s->verbose) {
+    if (k >= 0) tr__cb_say(t, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
+    else tr__cb_say(t, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+                    s->pub.n, t->optim.lr);
+  }
+  if (s->update_attr && k >= 0) {
+    t->optim.lr = s->pub.suggestion;
+    t->lr = t->ctx.lr = tr__current_lr(t);
+  }
+  if (s->curve_path) {
+    FILE *f = fopen(s->curve_path, "w");
+    if (!f) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s'", s->curve_path);
+    fprintf(f, "lr,loss\n");
+    for (k = 0; k < s->pub.n; k++) fprintf(f, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
+    if (fclose(f)) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s'", s->curve_path);
+  }
+  return HK_CONTINUE;
+}
+static int tr__lrf_save(void *user, hk_bytes *out) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.done);
+  tr__put_f64(out, s->pub.suggestion);
+  return out->failed ? -1 : 0;
+}
+static int tr__lrf_load(void *user, hk_reader *in) {
+  tr__lrf *s = (tr__lrf *)user;
+  uint64_t version, done;
+  double v;
+  if (tr__get_u64(in, &version) || version != 1 || tr__get_u64(in, &done) || done > 1 || tr__get_f64(in, &v) || in->pos != in->len) return -1;
+  if (hk_is_finite(v) && v <= 0) return -1;
+  s->pub.done = (int)done;
+  s->pub.suggestion = v;
+  s->pub.suggestion_index = -1;
+  s->pub.n = 0;
+  return 0;
+}
+static tr_err tr__lrf_make(hk_registry *reg, tr_trainer *t, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrf *s;
+  hk_callback cb;
+  double lo, hi;
+  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
+  if (t && t->model.on_device) /* it would dereference device memory */
+    return tr__bad(w, "lr_finder: reads the parameters on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
+  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
+  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
+  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
+    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
+  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
+    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
+  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
+  s = (tr__lrf *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->min_lr = lo;
+  s->max_lr = hi;
+  s->steps = d->num_training_steps ? d->num_training_steps : 100;
+  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
+  s->update_attr = tr__flag(d->update_attr, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.suggestion = NAN;
+  s->pub.suggestion_index = -1;
+  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
+  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
+  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
+    tr__lrf_destroy(s);
+    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  }
+  s->pub.lrs = s->lrs;
+  s->pub.losses = s->losses;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_finder";
+  cb.user = s;
+  cb.on_fit_start = tr__lrf_fit_start;
+  cb.save_state = tr__lrf_save;
+  cb.load_state = tr__lrf_load;
+  cb.destroy = tr__lrf_destroy;
+  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
+}
+TRAIN_API tr_err tr_lr_finder(tr_trainer *t, const tr_lr_finder_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__lrf_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__lrf_destroy ? &((const tr__lrf *)cb->user)->pub : NULL;
+}
+
+/* ---- model_summary -------------------------------------------------------------------------------- */
+typedef struct tr__ms { tr_model_summary_state pub; tr_trainer *t; int max_rows; FILE *out; } tr__ms;
+static void tr__ms_destroy(void *user) { free(user); }
+
+/* Lightning's count format: 123, 1.2 K, 12.3 M, 1.2 B */
+static void tr__count_str(char *out, size_t cap, double n) {
+  static const char *const unit[] = { "", " K", " M", " B", " T" };
+  int u = 0;
+  while (n >= 999.95 && u < 4) { n /= 1000; u++; }
+  if (u == 0) snprintf(out, cap, "%.0f", n);
+  else snprintf(out, cap, "%.1f%s", n, unit[u]);
+}
+static hk_signal tr__ms_fit_start(hk_ctx *ctx, void *user) {
+  tr__ms *s = (tr__ms *)user;
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  FILE *f = s->out ? s->out : t && t->tr__log ? t->tr__log : stdout;
+  size_t total = tr__views_count(ctx, ctx->params), rest = 0, name_w = 4;
+  int k, shown = 0;
+  char num[32];
+  for (k = 0; k < ctx->n_tensors; k++) {
+    size_t len = strlen(ctx->params[k].name ? ctx->params[k].name : "");
+    if (k < s->max_rows && len > name_w) name_w = len > 40 ? 40 : len;
+  }
+  s->pub.total_params = (int64_t)total;
+  s->pub.n_tensors = ctx->n_tensors;
+  if (s->max_rows > 0) fprintf(f, "  | %-*s | %-8s | %-6s | Device\n", (int)name_w, "Name", "Params", "Share");
+  for (k = 0; k < ctx->n_tensors; k++) {
+    const hk_tensor *v = &ctx->params[k];
+    if (k >= s->max_rows) { rest += v->count; continue; }
+    tr__count_str(num, sizeof num, (double)v->count);
+    fprintf(f, "%-2d| %-*.*s | %-8s | %5.1f%% | %s\n", k, (int)name_w, (int)name_w, v->name ? v->name : "?", num,
+            total ? 100.0 * (double)v->count / (double)total : 0.0, v->on_device ? "gpu" : "cpu");
+    shown++;
+  }
+  if (shown < ctx->n_tensors && s->max_rows > 0) {
+    tr__count_str(num, sizeof num, (double)rest);
+    fprintf(f, "  | (%d more tensors) %s parameters\n", ctx->n_tensors - shown, num);
+  }
+  tr__count_str(num, sizeof num, (double)total);
+  fprintf(f, "%-9s Total params (%d tensors)\n%-9.3f Total estimated model params size (MB)\n", num, ctx->n_tensors,
+          (double)total * 4 * 1e-6);
+  return HK_CONTINUE;
+}
+static tr_err tr__ms_make(hk_registry *reg, tr_trainer *t, const tr_model_summary_desc *d, hk_handle *out, tr__why *w) {
+  tr__ms *s;
+  hk_callback cb;
+  if (!d) return tr__bad(w, "model_summary: desc is NULL");
+  if (d->max_rows < 0 && d->max_rows != TR_ZERO) return tr__bad(w, "model_summary: max_rows must be >= 0 (0 = 50, TR_ZERO = totals only), got %d", d->max_rows);
+  s = (tr__ms *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "model_summary: out of memory"), TR_ERR_NOMEM;
+  s->t = t;
+  s->max_rows = tr__zero_int(d->max_rows, 50);
+  s->out = d->out;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "model_summary";
+  cb.user = s;
+  cb.on_fit_start = tr__ms_fit_start;
+  cb.destroy = tr__ms_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TRAIN_API tr_err tr_model_summary(tr_trainer *t, const tr_model_summary_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__ms_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__ms_destroy ? &((const tr__ms *)cb->user)->pub : NULL;
+}
+
+/* ---- accumulation_scheduler ----------------------------------------------------------------------- */
+#define TR__AS_MAX 64
+typedef struct tr__as {
+  tr_accumulation_scheduler_state pub;
+  tr_trainer *t;
+  int n;
+  int64_t epochs[TR__AS_MAX];
+  int factors[TR__AS_MAX];
+} tr__as;
+static void tr__as_destroy(void *user) { free(user); }
+
+/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w */
+static int tr__as_parse(tr__as *s, const char *text, tr__why *w) {
+  const char *p = text;
+  static const char *const form = "a schedule like \"{0: 4, 5: 2}\" (epoch: factor, epochs 0-based and increasing, factors >= 1)";
+  while (*p == ' ') p++;
+  if (*p == '{') p++;
+  for (;;) {
+    char *end;
+    long long e, f;
+    while (*p == ' ' || *p == ',') p++;
+    if (*p == '}' || !*p) break;
+    e = strtoll(p, &end, 10);
+    if (end == p || e < 0 || e > ((int64_t)1 << 40)) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p++ != ':') return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+    f = strtoll(p, &end, 10);
+    if (end == p) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+    if (f < 1 || f > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", e, f), -1;
+    if (s->n && e <= s->epochs[s->n - 1])
+      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", e, (long long)s->epochs[s->n - 1], text), -1;
+    if (s->n == TR__AS_MAX) return tr__bad(w, "accumulation_scheduler: at most %d entries", TR__AS_MAX), -1;
+    s->epochs[s->n] = e;
+    s->factors[s->n++] = (int)f;
+    p = end;
+  }
+  while (*p == '}' || *p == ' ') p++;
+  if (*p || s->n == 0) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+  return 0;
+}
+static int tr__as_factor(const tr__as *s, int64_t epoch) {
+  int i, f = 1; /* before the first key: 1 (Lightning adds {0: 1}) */
+  for (i = 0; i < s->n && s->epochs[i] <= epoch; i++) f = s->factors[i];
+  return f;
+}
+static hk_signal tr__as_apply(hk_ctx *ctx, void *user) {
+  tr__as *s = (tr__as *)user;
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  s->pub.factor = tr__as_factor(s, ctx->epoch);
+  if (t) tr_set_accumulation(t, s->pub.factor);
+  return HK_CONTINUE;
+}
+static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
+  tr__as *s = (tr__as *)user;
+  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  if (t && t->tr__cfg && t->tr__cfg->accumulate_grad_batches != 1)
+    return hk_fail(ctx, "accumulation_scheduler: tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
+                   "scheduler sets the factor", t->tr__cfg->accumulate_grad_batches);
+  return HK_CONTINUE;
+}
+static tr_err tr__as_make(hk_registry *reg, tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out, tr__why *w) {
+  tr__as *s;
+  hk_callback cb;
+  if (!d || !d->scheduling || !d->scheduling[0]) return tr__bad(w, "accumulation_scheduler: scheduling is required, e.g. \"{0: 4, 5: 2}\"");
+  s = (tr__as *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "accumulation_scheduler: out of memory"), TR_ERR_NOMEM;
+  if (tr__as_parse(s, d->scheduling, w)) { free(s); return TR_ERR_INVALID; }
+  s->t = t;
+  s->pub.n = s->n;
+  s->pub.epochs = s->epochs;
+  s->pub.factors = s->factors;
+  s->pub.factor = 1;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "accumulation_scheduler";
+  cb.user = s;
+  cb.on_fit_start = tr__as_fit_start;
+  cb.on_train_start = tr__as_apply;
+  cb.on_train_epoch_start = tr__as_apply;
+  cb.destroy = tr__as_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TRAIN_API tr_err tr_accumulation_scheduler(tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__as_make(t->reg, t, d, out, &w), &w);
+}
+TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
+}
+
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
    Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
 static const char *const tr__tri = "auto|true|false";
@@ -4425,6 +5650,146 @@ static hk_err tr__timer_factory(hk_registry *reg, const hk_args *a, void *user) 
   return tr__factory_result(reg, tr__timer_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
 }
 
+static const hk_param tr__lrm_params[] = {
+  { "logging_interval", HK_PARAM_CHOICE, "auto", "auto|step|epoch", "when to publish (auto: the schedule's interval)" },
+  { "log_momentum", HK_PARAM_BOOL, "false", NULL, "also <name>-momentum (SGD momentum, AdamW beta1)" },
+  { "log_weight_decay", HK_PARAM_BOOL, "false", NULL, "also <name>-weight_decay" },
+  { "name", HK_PARAM_STRING, "", NULL, "the metric's name (empty: lr-<Optimizer>)" },
+};
+static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_lr_monitor_desc d;
+  tr__why w;
+  const char *iv = hk_arg_str(a, "logging_interval");
+  memset(&d, 0, sizeof d);
+  d.logging_interval = iv && !strcmp(iv, "step") ? TR_LR_LOG_STEP : iv && !strcmp(iv, "epoch") ? TR_LR_LOG_EPOCH : 0;
+  d.log_momentum = tr__bool_arg(a, "log_momentum");
+  d.log_weight_decay = tr__bool_arg(a, "log_weight_decay");
+  d.name = hk_arg_str(a, "name");
+  return tr__factory_result(reg, tr__lrm_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__gm_params[] = {
+  { "log_frequency", HK_PARAM_INT, "50", NULL, "every n-th optimizer step" },
+  { "per_tensor", HK_PARAM_BOOL, "true", NULL, "one norm per tensor, grad_2.0_norm/<tensor>" },
+  { "histogram_bins", HK_PARAM_INT, "0", NULL, "a histogram of the gradient values (0: none)" },
+  { "percentiles", HK_PARAM_STRING, "", NULL, "percentiles of |g|, e.g. \"10,50,90\"" },
+  { "param_filter", HK_PARAM_STRING, "", NULL, "comma-separated substrings of tensor names (empty: all)" },
+  { "vanishing_threshold", HK_PARAM_DOUBLE, "1e-7", NULL, "flag a total norm below this (negative: never)" },
+  { "exploding_threshold", HK_PARAM_DOUBLE, "1e3", NULL, "flag a total norm above this (negative: never)" },
+  { "verbose", HK_PARAM_BOOL, "false", NULL, "warn when flagged" },
+};
+static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_gradient_monitor_desc d;
+  tr__why w;
+  int64_t f = hk_arg_int(a, "log_frequency"), bins = hk_arg_int(a, "histogram_bins");
+  const char *pct = hk_arg_str(a, "percentiles"), *filter = hk_arg_str(a, "param_filter");
+  memset(&d, 0, sizeof d);
+  if (f <= 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1, got %lld", (long long)f);
+  if (bins < 0 || bins > 100000) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: histogram_bins must be in 0..100000, got %lld", (long long)bins);
+  d.log_frequency = f;
+  d.per_tensor = tr__bool_arg(a, "per_tensor");
+  d.histogram_bins = (int)bins;
+  d.percentiles = pct && pct[0] ? pct : NULL;
+  d.param_filter = filter && filter[0] ? filter : NULL;
+  d.vanishing_threshold = hk_arg_double(a, "vanishing_threshold");
+  d.exploding_threshold = hk_arg_double(a, "exploding_threshold");
+  if (d.vanishing_threshold == 0) d.vanishing_threshold = -1; /* an explicit 0 flags nothing (the desc's 0 is the default) */
+  if (d.exploding_threshold == 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
+  d.verbose = hk_arg_bool(a, "verbose");
+  return tr__factory_result(reg, tr__gm_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__ng_params[] = {
+  { "check_loss", HK_PARAM_BOOL, "true", NULL, "check the training loss (before backward)" },
+  { "check_grads", HK_PARAM_BOOL, "true", NULL, "check the gradients (before the optimizer step)" },
+  { "action", HK_PARAM_CHOICE, "fail", "fail|skip_step|stop", "what to do when something is not finite" },
+  { "verbose", HK_PARAM_BOOL, "true", NULL, "say what was found" },
+};
+static hk_err tr__ng_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_nan_guard_desc d;
+  tr__why w;
+  const char *act = hk_arg_str(a, "action");
+  memset(&d, 0, sizeof d);
+  d.check_loss = tr__bool_arg(a, "check_loss");
+  d.check_grads = tr__bool_arg(a, "check_grads");
+  d.action = act && !strcmp(act, "skip_step") ? TR_NAN_SKIP_STEP : act && !strcmp(act, "stop") ? TR_NAN_STOP : TR_NAN_FAIL;
+  d.verbose = tr__bool_arg(a, "verbose");
+  return tr__factory_result(reg, tr__ng_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__ema_params[] = {
+  { "decay", HK_PARAM_DOUBLE, "0.999", NULL, "avg = decay*avg + (1-decay)*params" },
+  { "every_n_steps", HK_PARAM_INT, "1", NULL, "update every n optimizer steps" },
+  { "start_step", HK_PARAM_INT, "0", NULL, "the first global_step that updates" },
+  { "swa_epoch_start", HK_PARAM_INT, "0", NULL, "> 0: SWA (equal average per epoch) from this epoch instead" },
+  { "copy_at_end", HK_PARAM_BOOL, "false", NULL, "copy the average into the model at on_train_end" },
+  { "swap_for_eval", HK_PARAM_BOOL, "true", NULL, "use the average for validation, test and predict" },
+};
+static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_ema_desc d;
+  tr__why w;
+  int64_t every = hk_arg_int(a, "every_n_steps");
+  memset(&d, 0, sizeof d);
+  d.swa_epoch_start = hk_arg_int(a, "swa_epoch_start");
+  if (d.swa_epoch_start == 0 || hk_arg_given(a, "decay")) d.decay = hk_arg_double(a, "decay");
+  if (hk_arg_given(a, "decay") && d.decay == 0) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
+  if (every <= 0) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got %lld", (long long)every);
+  if (d.swa_epoch_start == 0 || hk_arg_given(a, "every_n_steps")) d.every_n_steps = every;
+  d.start_step = hk_arg_int(a, "start_step");
+  d.copy_at_end = tr__bool_arg(a, "copy_at_end");
+  d.swap_for_eval = tr__bool_arg(a, "swap_for_eval");
+  return tr__factory_result(reg, tr__ema_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__lrf_params[] = {
+  { "min_lr", HK_PARAM_DOUBLE, "1e-8", NULL, "the sweep's first learning rate" },
+  { "max_lr", HK_PARAM_DOUBLE, "1", NULL, "the sweep's last learning rate" },
+  { "num_training_steps", HK_PARAM_INT, "100", NULL, "steps of the sweep" },
+  { "early_stop_threshold", HK_PARAM_DOUBLE, "4", NULL, "stop once the smoothed loss exceeds this x the best (negative: never)" },
+  { "update_attr", HK_PARAM_BOOL, "true", NULL, "set the optimizer's lr to the suggestion" },
+  { "curve_path", HK_PARAM_STRING, "", NULL, "write the curve (lr,loss CSV) here" },
+  { "verbose", HK_PARAM_BOOL, "true", NULL, "print the suggestion" },
+};
+static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_lr_finder_desc d;
+  tr__why w;
+  int64_t n = hk_arg_int(a, "num_training_steps");
+  memset(&d, 0, sizeof d);
+  d.min_lr = hk_arg_double(a, "min_lr");
+  d.max_lr = hk_arg_double(a, "max_lr");
+  if (d.min_lr == 0 || d.max_lr == 0) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", d.min_lr, d.max_lr);
+  if (n < 2 || n > 1000000) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got %lld", (long long)n);
+  d.num_training_steps = (int)n;
+  d.early_stop_threshold = hk_arg_double(a, "early_stop_threshold");
+  if (d.early_stop_threshold == 0) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
+  d.update_attr = tr__bool_arg(a, "update_attr");
+  d.curve_path = hk_arg_str(a, "curve_path");
+  d.verbose = tr__bool_arg(a, "verbose");
+  return tr__factory_result(reg, tr__lrf_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__ms_params[] = {
+  { "max_rows", HK_PARAM_INT, "50", NULL, "tensors listed (0: totals only)" },
+};
+static hk_err tr__ms_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_model_summary_desc d;
+  tr__why w;
+  memset(&d, 0, sizeof d);
+  if (tr__int_arg(a, "max_rows", &d.max_rows, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
+  return tr__factory_result(reg, tr__ms_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
+static const hk_param tr__as_params[] = {
+  { "scheduling", HK_PARAM_STRING, NULL, NULL, "epoch: factor, e.g. \"{0: 4, 5: 2}\"" },
+};
+static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_accumulation_scheduler_desc d;
+  tr__why w;
+  memset(&d, 0, sizeof d);
+  d.scheduling = hk_arg_str(a, "scheduling");
+  return tr__factory_result(reg, tr__as_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 static hk_err tr__factory_early_stopping(hk_registry *reg, tr_trainer *t) {
   return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, t,
@@ -4437,6 +5802,34 @@ static hk_err tr__factory_model_checkpoint(hk_registry *reg, tr_trainer *t) {
 static hk_err tr__factory_timer(hk_registry *reg, tr_trainer *t) {
   return hk_factory_add(reg, "timer", tr__timer_params, TR__NPARAMS(tr__timer_params), tr__timer_factory, t,
                         "stop training after a time limit; time per stage (Lightning's Timer)");
+}
+static hk_err tr__factory_lr_monitor(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "lr_monitor", tr__lrm_params, TR__NPARAMS(tr__lrm_params), tr__lrm_factory, t,
+                        "publish the learning rate as lr-<Optimizer> (Lightning's LearningRateMonitor)");
+}
+static hk_err tr__factory_gradient_monitor(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "gradient_monitor", tr__gm_params, TR__NPARAMS(tr__gm_params), tr__gm_factory, t,
+                        "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps");
+}
+static hk_err tr__factory_nan_guard(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "nan_guard", tr__ng_params, TR__NPARAMS(tr__ng_params), tr__ng_factory, t,
+                        "fail, skip the step or stop on a non-finite loss or gradient, naming where");
+}
+static hk_err tr__factory_ema(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "ema", tr__ema_params, TR__NPARAMS(tr__ema_params), tr__ema_factory, t,
+                        "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)");
+}
+static hk_err tr__factory_lr_finder(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "lr_finder", tr__lrf_params, TR__NPARAMS(tr__lrf_params), tr__lrf_factory, t,
+                        "sweep the learning rate before training and use the suggestion (LearningRateFinder)");
+}
+static hk_err tr__factory_model_summary(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "model_summary", tr__ms_params, TR__NPARAMS(tr__ms_params), tr__ms_factory, t,
+                        "print the tensor table at fit start (Lightning's ModelSummary)");
+}
+static hk_err tr__factory_accumulation_scheduler(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, t,
+                        "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
 }
 
 /* Every factory of TR_FACTORIES; names already registered stay as they are (a registry handed to

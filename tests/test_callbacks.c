@@ -964,14 +964,17 @@ static void test_request_checkpoint_api(void **state) {
 }
 
 /* =================================================================================================
-   Exact resume with all three registered: 2N epochs = N + save + load in a new trainer + N, bit for
+   Exact resume with all three registered (and ema, nan_guard, lr_finder, lr_monitor, gradient_monitor,
+   model_summary: every standard callback but accumulation_scheduler, which tests/test_callbacks_b.c
+   covers with the others): 2N epochs = N + save + load in a new trainer + N, bit for
    bit (parameters), and the callbacks' decisions and state (early stopping stops at the same epoch,
    the same checkpoint files, the same best, the timer keeps counting).
    ================================================================================================= */
 typedef struct run_out {
   float p[2];
   int64_t epoch, step, stopped_epoch, wait;
-  double best, es_best, timer;
+  double best, es_best, timer, lr;
+  float ema[2];
   char best_path[600], files[1024];
 } run_out;
 
@@ -985,6 +988,9 @@ static void add_all(sc *m, tr_trainer *t, const char *dir, hk_handle *hes, hk_ha
     assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
                      .save_last = TR_SAVE_LAST_LINK }, hmc), TR_OK);
   assert_int_equal(tr_timer(t, &(tr_timer_desc){ .seconds = 1000, .clock = sc_now, .clock_user = m }, htm), TR_OK);
+  /* the other standard callbacks too; the stateful ones (ema, nan_guard, lr_finder) must resume exactly */
+  assert_int_equal(hk_spec_apply(t->reg, "ema(decay=0.9); nan_guard; lr_finder(num_training_steps=20, max_lr=2, verbose=false); "
+                                         "lr_monitor; gradient_monitor(log_frequency=2); model_summary(max_rows=0)"), HK_OK);
 }
 static void fill_out(run_out *o, sc *m, tr_trainer *t, hk_handle hes, hk_handle hmc, hk_handle htm) {
   const tr_early_stopping_state *es = tr_early_stopping_get(t->reg, hes);
@@ -998,6 +1004,8 @@ static void fill_out(run_out *o, sc *m, tr_trainer *t, hk_handle hes, hk_handle 
   o->best = mc->best_model_score;
   snprintf(o->best_path, sizeof o->best_path, "%s", strrchr(mc->best_model_path, '/') + 1);
   o->timer = tr_timer_get(t->reg, htm)->time_elapsed[TR_TIMER_TRAIN];
+  o->lr = t->optim.lr;
+  memcpy(o->ema, tr_ema_get(t->reg, hk_find(t->reg, "ema"))->average, sizeof o->ema);
   list_dir(m->dir, o->files, sizeof o->files);
 }
 
@@ -1052,6 +1060,8 @@ static void exact_resume(int64_t split_steps, const char *ckpt_name, const char 
   assert_true(whole.best == split.best);
   assert_string_equal(whole.best_path, split.best_path);
   assert_true(whole.timer == split.timer);
+  assert_true(whole.lr == split.lr && whole.lr != 0.1); /* the finder's choice, applied again after the resume */
+  assert_memory_equal(whole.ema, split.ema, sizeof whole.ema);
   /* the same files, except that the checkpoint a run resumed from is never deleted (Lightning's rule) */
   assert_string_equal(whole.files, whole_files);
   assert_string_equal(split.files, split_files);

@@ -13,7 +13,8 @@
      - validation loss, tr_grad_histogram, views marked on_device
      - checkpoints: device -> CPU -> device round trip, exact resume, a failed load leaves the buffers
      - errors: no device, an allocation failure (TR_ERR_DEVICE with the reason)
-     - every kernel and copy goes to tr_model.stream */
+     - every kernel and copy goes to tr_model.stream
+     - standard callbacks: gradient_monitor, ema, lr_finder refuse a device model; nan_guard works */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_CUDA
@@ -188,6 +189,24 @@ static void errors(void) {
   run_free(&r);
 }
 
+/* The standard callbacks on a device model: those that read tensors on the host refuse it clearly;
+   nan_guard works (through hk_grad_norm and the loss metric: two copies per step, no false alarm). */
+static void callbacks(void) {
+  static run r;
+  hk_handle h;
+  unsigned long long before;
+  CHECK(run_init(&r, 1, adamw()) == TR_OK);
+  CHECK(tr_gradient_monitor(&r.t, &(tr_gradient_monitor_desc){ 0 }, &h) == TR_ERR_INVALID && strstr(tr_error(&r.t), "on the GPU"));
+  CHECK(tr_ema(&r.t, &(tr_ema_desc){ 0 }, &h) == TR_ERR_INVALID && strstr(tr_error(&r.t), "ema:"));
+  CHECK(tr_lr_finder(&r.t, &(tr_lr_finder_desc){ 0 }, &h) == TR_ERR_INVALID && strstr(tr_error(&r.t), "lr_finder:"));
+  CHECK(hk_spec_apply(r.t.reg, "gradient_monitor(log_frequency=1)") != HK_OK && strstr(hk_last_error(r.t.reg), "on the GPU"));
+  CHECK(tr_nan_guard(&r.t, &(tr_nan_guard_desc){ 0 }, &h) == TR_OK);
+  before = tr_cuda_sync_count();
+  CHECK(run_fit(&r, 20, 1.0, TR_CLIP_NORM, 1, TR_NONFINITE_IGNORE) == TR_OK);
+  CHECK(tr_nan_guard_get(r.t.reg, h)->found == 0 && tr_cuda_sync_count() - before == 40);
+  run_free(&r);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
   same_steps(adamw(), 0, TR_CLIP_NORM, 1, 0);
@@ -199,6 +218,7 @@ int main(int argc, char **argv) {
   waits();
   checkpoints(dir);
   errors();
+  callbacks();
   CHECK(cuda_host_wrong_stream == 0); /* everything went to the model's stream */
   if (failures) { fprintf(stderr, "test_cuda_host: %d check(s) failed\n", failures); return 1; }
   printf("test_cuda_host: train.h's CUDA path on emulated kernels = the CPU path, bit for bit; no wait per step "

@@ -1,0 +1,23 @@
+# tests/callbacks_b.mk - train.h's standard callbacks lr_monitor, gradient_monitor, nan_guard, ema,
+# lr_finder, model_summary, accumulation_scheduler (tests/test_callbacks_b.c): plain, ASan+UBSan,
+# valgrind, and nan_guard's tests built with -ffast-math (its finite checks must survive it).
+CBB_SRC  := tests/test_callbacks_b.c
+CBB_BIN  := $(BUILD)/test_callbacks_b
+CBB_ASAN := $(BUILD)/test_callbacks_b_asan
+CBB_FAST := $(BUILD)/test_callbacks_b_fastmath
+
+.PHONY: test-callbacks-b
+TEST_TARGETS += test-callbacks-b
+
+$(CBB_BIN): $(CBB_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
+$(CBB_ASAN): $(CBB_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
+$(CBB_FAST): $(CBB_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -ffast-math -DNAN_GUARD_ONLY -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
+
+test-callbacks-b: $(CBB_BIN) $(CBB_ASAN) $(CBB_FAST)
+	./$(CBB_BIN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CBB_ASAN)
+	./$(CBB_FAST)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CBB_BIN)
