@@ -1396,7 +1396,9 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
    make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
    checks it against the CPU path bit for bit.
    WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
-   launches its own kernels on them, or copies them; it must not dereference them on the host.
+   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
+   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
+   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
    step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
    (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
