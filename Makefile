@@ -45,6 +45,7 @@ include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk
 include bench/train_bench.mk
+include bench/math_bench.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries).
 test: deps

@@ -1621,14 +1621,42 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
   return ctx->hk__grad_norm;
 }
 
+/* The gradient norm's loop: unrolled, so that its sixteen sums stay in registers, prefetching, and on
+   x86-64 with gcc and glibc given an AVX2 copy that the loader picks where the CPU has it (the order
+   of the additions is the same in both: vectorising follows the sixteen lanes). */
+#if defined(__GNUC__) && !defined(__clang__)
+#  define HK__UNROLL16 _Pragma("GCC unroll 16")
+#elif defined(__clang__)
+#  define HK__UNROLL16 _Pragma("unroll 16")
+#else
+#  define HK__UNROLL16
+#endif
+/* A single stream read runs at a fraction of memory speed on many machines unless the loop asks
+   for the data 4 KiB ahead (measured: about twice the rate); the order of the sums is unchanged. */
+#define HK__AHEAD 1024
+#if defined(__GNUC__) || defined(__clang__)
+#  define HK__PREFETCH(p) __builtin_prefetch(p)
+#else
+#  define HK__PREFETCH(p) ((void)0)
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) /* ifunc */
+#  define HK__CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#  define HK__CLONES
+#endif
+
 /* One chunk (n <= HK_NORM_CHUNK) in the documented order. Sixteen accumulators: the inner loop has a
    constant trip count, so gcc vectorises it even at -O2, and sixteen independent sums hide the
    latency of the additions (one accumulator would run at a fraction of memory speed). */
-static double hk__sumsq_chunk(const float *x, size_t n) {
+static HK__CLONES double hk__sumsq_chunk(const float *x, size_t n) {
   double acc[16] = {0};
   size_t i, j, w;
-  for (i = 0; i + 16 <= n; i += 16)
-    for (j = 0; j < 16; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
+  for (i = 0; i + 16 + HK__AHEAD <= n; i += 16) { /* (no branch in these loops: it would stop the vectoriser) */
+    HK__PREFETCH(x + i + HK__AHEAD);
+    HK__UNROLL16 for (j = 0; j < 16; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
+  }
+  for (; i + 16 <= n; i += 16)
+    HK__UNROLL16 for (j = 0; j < 16; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
   for (j = 0; i + j < n; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
   for (w = 8; w >= 1; w /= 2)
     for (j = 0; j < w; j++) acc[j] += acc[j + w];

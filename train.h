@@ -113,6 +113,8 @@
      TRAIN_STATIC           make every function static
      TRAIN_API              declaration prefix for public functions (default: extern)
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
+     TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
+     TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
                             tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
      TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
@@ -127,7 +129,8 @@
      next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
-            deterministic reductions (the same bits for any thread count);
+            deterministic reductions (the same bits for any thread count); SIMD at default flags
+            (TRAIN_NO_SIMD, TRAIN_NO_AVX); clipping by norm folded into the update;
             CUDA (TRAIN_CUDA, the section "CUDA"): on_device models train on the GPU with
             kernels/train_cuda.cuh, no host wait in a step unless a hook reads a device value,
             tr_model.device_loss, TR_ERR_DEVICE, tr_cuda_sync_count, tr_grad_histogram (CPU and GPU);
@@ -356,6 +359,13 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
    hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
    bits for any thread count, and equal to hooks.h's hk_grad_norm.
 
+   Speed: every pass moves its bytes at memory speed with the default flags (-O2, nothing
+   machine-specific; README "Numbers", make bench-math): the loops are shaped so that gcc vectorises
+   them at -O2, AdamW has SSE and AVX kernels (chosen at run time), the other loops get AVX2 copies
+   on x86-64 with glibc (TRAIN_NO_SIMD / TRAIN_NO_AVX turn these off), clipping by norm is folded
+   into the optimizer's pass when no on_gradient_clip hook would look at the clipped gradients, and
+   zero_grad of a buffer much larger than the caches uses streaming stores. No pass allocates.
+
    The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
    the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
 #if defined(__CUDACC__)
@@ -366,7 +376,7 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
 
 /* One AdamW step's scalars (tr_adamw_coefs), each rounded to float once. */
 typedef struct tr_adamw_coef {
-  float decay;      /* 1 - lr*wd; 1 when wd = 0 (then p is left alone) */
+  float decay;      /* 1 - lr*wd */
   float w1;         /* 1 - beta1, the lerp weight of m */
   float w1_comp;    /* 1 - w1 in float: lerp's other form, used when w1 >= 0.5 */
   float beta2, w2;  /* beta2 and 1 - beta2 */
@@ -375,7 +385,7 @@ typedef struct tr_adamw_coef {
   float neg_step;   /* -lr / (1 - beta1^t) */
   float gscale;     /* the gradient is multiplied by this first (and stored back) unless it is 1:
                        clipping by norm folded into the update */
-  int decays;       /* wd != 0 */
+  int decays;       /* wd != 0 (PyTorch multiplies by 1 - lr*wd = 1 then, which changes nothing) */
   int lerp_small;   /* w1 < 0.5: lerp's first form */
 } tr_adamw_coef;
 
@@ -384,25 +394,24 @@ typedef struct tr_sgd_coef {
   float wd, momentum, damp1; /* damp1 = 1 - dampening */
   float neg_lr;
   float gscale;     /* as in tr_adamw_coef */
+  int decays;       /* wd != 0 */
+  int has_momentum; /* momentum != 0: the buffer is read and written */
   int first;        /* the momentum buffer is empty: it takes d as it is (PyTorch's clone) */
   int nesterov;
 } tr_sgd_coef;
 
-/* The coefficients of AdamW's step number `step` (1 for the first step) at learning rate lr, and of
-   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. */
+/* The coefficients of AdamW's step number `step` (1 for the first) at learning rate lr, and of
+   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. Zero fields of o
+   mean tr_optim's defaults (beta1 0.9, beta2 0.999, eps 1e-8); o->lr is not read (lr is). */
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
 TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
 
-/* PyTorch's lerp(a, b, w) on floats, unfused: a + w*(b - a) for w < 0.5, else b - (b - a)*(1 - w). */
-TR__HD static inline float tr_lerp_elem(float a, float b, float w, float w_comp, int small) {
-  return small ? a + w * (b - a) : b - (b - a) * w_comp;
-}
-
-/* One element of AdamW (the gradient g already scaled). small is c.lerp_small, passed apart so that a
-   loop can make it a constant and keep the branch out of its body. */
+/* One element of AdamW (g already scaled); small is c.lerp_small. The int fields of c and small only
+   choose between forms: a loop that fixes them (constants in its copy of c) has no branch left in
+   its body. */
 TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c, int small) {
   float pi = c.decays ? *p * c.decay : *p;
-  float mi = tr_lerp_elem(*m, g, c.w1, c.w1_comp, small);
+  float mi = small ? *m + c.w1 * (g - *m) : g - (g - *m) * c.w1_comp; /* PyTorch's lerp */
   float vi = *v * c.beta2 + (c.w2 * g) * g;
   float d = sqrtf(vi) / c.bc2_sqrt + c.eps;
   *p = pi + (c.neg_step * mi) / d;
@@ -410,10 +419,10 @@ TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, t
   *v = vi;
 }
 
-/* One element of SGD; buf may be NULL when c.momentum is 0. */
+/* One element of SGD (g already scaled); buf is read and written only when c.has_momentum. */
 TR__HD static inline void tr_sgd_elem(float *p, float g, float *buf, tr_sgd_coef c) {
-  float d = c.wd != 0.0f ? g + c.wd * *p : g;
-  if (c.momentum != 0.0f) {
+  float d = c.decays ? g + c.wd * *p : g;
+  if (c.has_momentum) {
     float b = c.first ? d : *buf * c.momentum + c.damp1 * d;
     *buf = b;
     d = c.nesterov ? d + c.momentum * b : b;
@@ -535,6 +544,7 @@ typedef struct tr_trainer {
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -1211,6 +1221,32 @@ static double tr__current_lr(const tr_trainer *t) {
 #else
 #  define TR__RESTRICT restrict
 #endif
+/* x86-64 with gcc or clang: AdamW has SSE and AVX kernels (tr__adamw_sse/avx), the AVX one chosen at
+   run time, and with gcc and glibc the other loops get an AVX2 copy beside the default one
+   (target_clones: the loader picks one per machine, so a plain -O2 build runs AVX2 where the CPU
+   has it). Elsewhere: the same loops, plain. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(TRAIN_NO_SIMD)
+#  include <immintrin.h>
+#  define TR__X86 1
+#  ifdef TRAIN_NO_AVX
+static int tr__has_avx(void) { return 0; }
+#  else
+static int tr__has_avx(void) { return __builtin_cpu_supports("avx"); }
+#  endif
+#else
+#  define TR__X86 0
+#endif
+#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) /* ifunc: glibc's loader */
+#  define TR__CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#  define TR__CLONES
+#endif
+#define TR__AHEAD 1024
+#if defined(__GNUC__) || defined(__clang__)
+#  define TR__PREFETCH(p) __builtin_prefetch(p)
+#else
+#  define TR__PREFETCH(p) ((void)0)
+#endif
 #define TR__PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP /* whole chunks per thread; no team at all for one thread */
 #  define TR__FOR_CHUNKS(threads) TR__PRAGMA(omp parallel for schedule(static) num_threads((threads) > 1 ? (threads) : 1) if((threads) > 1))
@@ -1226,16 +1262,17 @@ static long tr__n_chunks(size_t n) { return (long)((n + TR__CHUNK - 1) / TR__CHU
 
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step) {
   tr_adamw_coef c;
-  double bc1 = 1.0 - pow(o->beta1, (double)step), bc2 = 1.0 - pow(o->beta2, (double)step);
+  double b1 = o->beta1 ? o->beta1 : 0.9, b2 = o->beta2 ? o->beta2 : 0.999; /* tr_optim's zeros, as tr_init */
+  double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
   c.decay = (float)(1.0 - lr * o->weight_decay);
   c.decays = o->weight_decay != 0;
-  c.w1 = (float)(1.0 - o->beta1);
+  c.w1 = (float)(1.0 - b1);
   c.w1_comp = 1.0f - c.w1; /* lerp computes 1 - weight in float */
   c.lerp_small = c.w1 < 0.5f;
-  c.beta2 = (float)o->beta2;
-  c.w2 = (float)(1.0 - o->beta2);
+  c.beta2 = (float)b2;
+  c.w2 = (float)(1.0 - b2);
   c.bc2_sqrt = (float)sqrt(bc2);
-  c.eps = (float)o->eps;
+  c.eps = (float)(o->eps ? o->eps : 1e-8);
   c.neg_step = (float)-(lr / bc1);
   c.gscale = 1.0f;
   return c;
@@ -1248,49 +1285,151 @@ TRAIN_API tr_sgd_coef tr_sgd_coefs(const tr_optim *o, double lr, int first) {
   c.damp1 = (float)(1.0 - o->dampening);
   c.neg_lr = (float)-lr;
   c.gscale = 1.0f;
-  c.first = first != 0;
-  c.nesterov = o->nesterov != 0;
+  c.decays = o->weight_decay != 0;
+  c.has_momentum = o->momentum != 0;
+  c.first = first != 0 && c.has_momentum;     /* both only matter with momentum */
+  c.nesterov = o->nesterov != 0 && c.has_momentum;
   return c;
 }
 
-/* x *= k over one chunk. */
-static void tr__scale_range(float *TR__RESTRICT x, size_t n, float k) {
+/* Every chunk loop below runs in blocks of TR__BLOCK elements, then the remainder: an inner loop
+   with a constant trip count is one that gcc vectorises at -O2 (its default "very cheap" cost model
+   refuses loops that would need a scalar epilogue), so the default flags get SIMD code. Loops whose
+   float forms depend on a flag are copied per value of the flag (a constant in their copy of the
+   coefficients), so their bodies have no branch. */
+#define TR__BLOCK 16
+
+/* x *= k */
+static inline void tr__scale_run(float *TR__RESTRICT x, size_t n, float k) {
   size_t i;
   for (i = 0; i < n; i++) x[i] *= k;
 }
+static TR__CLONES void tr__scale_range(float *TR__RESTRICT x, size_t n, float k) {
+  size_t i = 0;
+  for (; i + TR__BLOCK <= n; i += TR__BLOCK) tr__scale_run(x + i, TR__BLOCK, k);
+  tr__scale_run(x + i, n - i, k);
+}
 
-/* AdamW over one chunk. The lerp form is fixed per loop (a constant argument), so the body has no
-   branch; a clip scale is applied to the chunk first, while it is in cache. */
+/* AdamW, one element after another (tr_adamw_elem): the lerp's other form, the remainders, and every
+   machine without the SIMD kernels below. */
+static inline void tr__adamw_run(float *TR__RESTRICT p, const float *TR__RESTRICT g, float *TR__RESTRICT m,
+                                 float *TR__RESTRICT v, size_t n, tr_adamw_coef c) {
+  size_t i;
+  for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c, c.lerp_small);
+}
+
+#if TR__X86
+/* AdamW four and eight elements at a time: tr_adamw_elem's operations in its order, one intrinsic
+   each (no fused multiply-add: neither target enables FMA). Intrinsics because the square root in C
+   is sqrtf, which sets errno on a negative input, so no compiler vectorises it without
+   -fno-math-errno; here it is the instruction itself. The branch on c.decays is the same every
+   iteration (predicted). */
+static void tr__adamw_sse(float *p, const float *g, float *m, float *v, size_t n, tr_adamw_coef c) {
+  const __m128 decay = _mm_set1_ps(c.decay), w1 = _mm_set1_ps(c.w1), b2 = _mm_set1_ps(c.beta2),
+               w2 = _mm_set1_ps(c.w2), bc2 = _mm_set1_ps(c.bc2_sqrt), eps = _mm_set1_ps(c.eps),
+               step = _mm_set1_ps(c.neg_step);
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    __m128 gi = _mm_loadu_ps(g + i), pi = _mm_loadu_ps(p + i), mi = _mm_loadu_ps(m + i), vi = _mm_loadu_ps(v + i), d;
+    if (c.decays) pi = _mm_mul_ps(pi, decay);
+    mi = _mm_add_ps(mi, _mm_mul_ps(w1, _mm_sub_ps(gi, mi)));
+    vi = _mm_add_ps(_mm_mul_ps(vi, b2), _mm_mul_ps(_mm_mul_ps(w2, gi), gi));
+    d = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), bc2), eps);
+    _mm_storeu_ps(p + i, _mm_add_ps(pi, _mm_div_ps(_mm_mul_ps(step, mi), d)));
+    _mm_storeu_ps(m + i, mi);
+    _mm_storeu_ps(v + i, vi);
+  }
+  tr__adamw_run(p + i, g + i, m + i, v + i, n - i, c);
+}
+__attribute__((target("avx"))) static void tr__adamw_avx(float *p, const float *g, float *m, float *v, size_t n, tr_adamw_coef c) {
+  const __m256 decay = _mm256_set1_ps(c.decay), w1 = _mm256_set1_ps(c.w1), b2 = _mm256_set1_ps(c.beta2),
+               w2 = _mm256_set1_ps(c.w2), bc2 = _mm256_set1_ps(c.bc2_sqrt), eps = _mm256_set1_ps(c.eps),
+               step = _mm256_set1_ps(c.neg_step);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 gi = _mm256_loadu_ps(g + i), pi = _mm256_loadu_ps(p + i), mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i), d;
+    if (c.decays) pi = _mm256_mul_ps(pi, decay);
+    mi = _mm256_add_ps(mi, _mm256_mul_ps(w1, _mm256_sub_ps(gi, mi)));
+    vi = _mm256_add_ps(_mm256_mul_ps(vi, b2), _mm256_mul_ps(_mm256_mul_ps(w2, gi), gi));
+    d = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
+    _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(step, mi), d)));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+  }
+  tr__adamw_run(p + i, g + i, m + i, v + i, n - i, c);
+}
+#endif
+
+/* AdamW over one chunk; a clip scale is applied to the chunk first, while it is in cache. */
 static void tr__adamw_range(float *TR__RESTRICT p, float *TR__RESTRICT g, float *TR__RESTRICT m,
                             float *TR__RESTRICT v, size_t n, tr_adamw_coef c) {
-  size_t i;
   if (c.gscale != 1.0f) tr__scale_range(g, n, c.gscale);
-  if (c.lerp_small) for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c, 1);
-  else              for (i = 0; i < n; i++) tr_adamw_elem(&p[i], g[i], &m[i], &v[i], c, 0);
+  if (!c.lerp_small) { tr__adamw_run(p, g, m, v, n, c); return; } /* beta1 <= 0.5: rare, plain loop */
+#if TR__X86
+  if (tr__has_avx()) tr__adamw_avx(p, g, m, v, n, c);
+  else tr__adamw_sse(p, g, m, v, n, c);
+#else
+  {
+    size_t i = 0;
+    c.lerp_small = 1;
+    if (c.decays) { c.decays = 1; for (; i + TR__BLOCK <= n; i += TR__BLOCK) tr__adamw_run(p + i, g + i, m + i, v + i, TR__BLOCK, c); }
+    else          { c.decays = 0; for (; i + TR__BLOCK <= n; i += TR__BLOCK) tr__adamw_run(p + i, g + i, m + i, v + i, TR__BLOCK, c); }
+    tr__adamw_run(p + i, g + i, m + i, v + i, n - i, c);
+  }
+#endif
 }
 
-static void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT g, float *TR__RESTRICT b, size_t n, tr_sgd_coef c) {
+/* SGD, one element after another (tr_sgd_elem). */
+static inline void tr__sgd_run(float *TR__RESTRICT p, const float *TR__RESTRICT g, float *TR__RESTRICT b, size_t n, tr_sgd_coef c) {
   size_t i;
+  for (i = 0; i < n; i++) tr_sgd_elem(&p[i], g[i], c.has_momentum ? &b[i] : (float *)0, c);
+}
+/* SGD over one chunk: a copy of the loop per form, each with the flags as constants. */
+static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT g, float *TR__RESTRICT b, size_t n, tr_sgd_coef c) {
+  size_t i = 0;
   if (c.gscale != 1.0f) tr__scale_range(g, n, c.gscale);
-  if (b) for (i = 0; i < n; i++) tr_sgd_elem(&p[i], g[i], &b[i], c);
-  else   for (i = 0; i < n; i++) tr_sgd_elem(&p[i], g[i], NULL, c);
+#define TR__SGD_FORM(dec, mom, fst, nes) \
+  if (c.decays == dec && c.has_momentum == mom && c.first == fst && c.nesterov == nes) { \
+    c.decays = dec; c.has_momentum = mom; c.first = fst; c.nesterov = nes; \
+    for (; i + TR__BLOCK <= n; i += TR__BLOCK) tr__sgd_run(p + i, g + i, mom ? b + i : b, TR__BLOCK, c); \
+  } else
+  TR__SGD_FORM(0, 0, 0, 0) TR__SGD_FORM(1, 0, 0, 0)
+  TR__SGD_FORM(0, 1, 0, 0) TR__SGD_FORM(1, 1, 0, 0) TR__SGD_FORM(0, 1, 0, 1) TR__SGD_FORM(1, 1, 0, 1)
+  TR__SGD_FORM(0, 1, 1, 0) TR__SGD_FORM(1, 1, 1, 0) TR__SGD_FORM(0, 1, 1, 1) TR__SGD_FORM(1, 1, 1, 1)
+  { (void)0; } /* (tr_sgd_coefs makes no other combination; one would still be right, plainly below) */
+#undef TR__SGD_FORM
+  tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Clamp one chunk into [lo, hi]; NaN fails both tests and stays. */
-static void tr__clamp_range(float *TR__RESTRICT x, size_t n, float lo, float hi) {
+/* Clamp into [lo, hi]; NaN fails both tests and stays. */
+static inline void tr__clamp_run(float *TR__RESTRICT x, size_t n, float lo, float hi) {
   size_t i;
   for (i = 0; i < n; i++) x[i] = x[i] > hi ? hi : (x[i] < lo ? lo : x[i]);
 }
+static TR__CLONES void tr__clamp_range(float *TR__RESTRICT x, size_t n, float lo, float hi) {
+  size_t i = 0;
+  for (; i + TR__BLOCK <= n; i += TR__BLOCK) tr__clamp_run(x + i, TR__BLOCK, lo, hi);
+  tr__clamp_run(x + i, n - i, lo, hi);
+}
 
-/* Non-finite values of one chunk: exponent bits all ones (the test hk_is_finitef makes). */
-static size_t tr__nonfinite_range(const float *TR__RESTRICT x, size_t n) {
-  size_t i, bad = 0;
+/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch. */
+static inline uint32_t tr__nonfinite_run(const float *TR__RESTRICT x, size_t n) {
+  size_t i;
+  uint32_t bad = 0; /* 32-bit lanes like the data's (a block counts at most TR__BLOCK) */
   for (i = 0; i < n; i++) {
     uint32_t bits;
     memcpy(&bits, &x[i], sizeof bits);
     bad += (bits & 0x7f800000u) == 0x7f800000u;
   }
   return bad;
+}
+static TR__CLONES size_t tr__nonfinite_range(const float *TR__RESTRICT x, size_t n) {
+  size_t i = 0, bad = 0;
+  for (; i + TR__BLOCK <= n; i += TR__BLOCK) {
+    if (i + TR__AHEAD < n) TR__PREFETCH(x + i + TR__AHEAD); /* one read stream: ask ahead (hk_sumsq's note) */
+    bad += tr__nonfinite_run(x + i, TR__BLOCK);
+  }
+  return bad + tr__nonfinite_run(x + i, n - i);
 }
 
 TRAIN_API void tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads) {
@@ -1307,14 +1446,34 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
   TR__FOR_CHUNKS(threads)
   for (k = 0; k < nk; k++) {
     size_t o = (size_t)k * TR__CHUNK;
-    tr__sgd_range(p + o, g + o, c->momentum != 0.0f ? buf + o : NULL, tr__chunk_len(n, (size_t)k), *c);
+    tr__sgd_range(p + o, g + o, c->has_momentum ? buf + o : NULL, tr__chunk_len(n, (size_t)k), *c);
   }
+}
+
+/* Zero one chunk. A buffer far larger than the caches is zeroed with streaming stores on x86: a plain
+   store first reads the line it writes (8 bytes of traffic for 4 written), a streaming one does not;
+   a small buffer keeps memset, whose zeros stay in cache for the backward pass that comes next. */
+#define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
+static void tr__zero_range(float *x, size_t n, int stream) {
+#if TR__X86
+  if (stream) {
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(x + i) & 15); i++) x[i] = 0.0f; /* to a 16-byte boundary */
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, _mm_setzero_ps());
+    for (; i < n; i++) x[i] = 0.0f;
+    _mm_sfence(); /* this thread's streaming stores are visible before the pass returns */
+    return;
+  }
+#endif
+  (void)stream;
+  memset(x, 0, n * sizeof(float));
 }
 
 TRAIN_API void tr_zero(float *x, size_t n, int threads) {
   long k, nk = tr__n_chunks(n);
+  int stream = n >= TR__STREAM_MIN;
   TR__FOR_CHUNKS(threads)
-  for (k = 0; k < nk; k++) memset(x + (size_t)k * TR__CHUNK, 0, tr__chunk_len(n, (size_t)k) * sizeof(float));
+  for (k = 0; k < nk; k++) tr__zero_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), stream);
 }
 
 TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
@@ -1765,6 +1924,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   if (d->threads < 0 || d->threads > 4096)
     return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
   t->tr__threads = d->threads ? d->threads : 1;
+  t->tr__gscale = 1.0f;
 
   /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
   t->optim = d->optim;
@@ -2004,7 +2164,11 @@ static void tr__clip_gradients(tr_trainer *t) {
 #endif
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
-    if (coef < 1.0) tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    if (coef >= 1.0) return;
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
+      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
+      t->tr__gscale = (float)coef;
   } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
     float hi = (float)c->gradient_clip_val;
     double sum = 0;
@@ -2024,12 +2188,15 @@ static void tr__update(tr_trainer *t, double lr) {
 #endif
   if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
+    c.gscale = t->tr__gscale;
     tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
   } else {
     tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
+    c.gscale = t->tr__gscale;
     tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
     if (o->momentum > 0) t->tr__has_momentum = 1;
   }
+  t->tr__gscale = 1.0f;
 }
 
 /* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
@@ -2043,6 +2210,7 @@ static void tr__optimizer_step(tr_trainer *t) {
 static void tr__end_window(tr_trainer *t) {
   t->tr__accum_pos = t->tr__accum_n = 0;
   t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
 }
 

@@ -5,7 +5,7 @@
 
      hand    a training loop written by hand, with no hooks: the same model and data functions (called
              through the same tr_model / tr_data pointers), the same epoch shuffle, the same AdamW
-             arithmetic as train.h (copied from it) - so the same math, batch for batch
+             arithmetic as train.h (its public tr_adamw_update) - so the same math, batch for batch
      off     tr_fit, built with HK_DISABLE: every hook site compiled out
      empty   tr_fit, nothing registered: every site is an empty guard
      five    tr_fit with five typical callbacks: a loss logger writing a metric, a grad-norm monitor
@@ -64,23 +64,12 @@ static tr_rng epoch_rng(uint64_t seed, int64_t epoch) {
     return r;
 }
 
-/* AdamW exactly as train.h computes it (PyTorch's formula, double per element, stored as float).
-   A function of its own, as in llm.c (gpt2_update): compiled on its own, its code does not depend on
-   the loop around it. */
-BENCH_NOINLINE static void adamw_step(float *p, const float *g, float *m, float *v, size_t n, double lr, double wd, int64_t step) {
-    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-    double bc1 = 1.0 - pow(b1, (double)step), bc2_sqrt = sqrt(1.0 - pow(b2, (double)step));
-    double decay = 1.0 - lr * wd;
-    for (size_t i = 0; i < n; i++) {
-        double gi = g[i];
-        double mi = b1 * m[i] + (1.0 - b1) * gi;
-        double vi = b2 * v[i] + (1.0 - b2) * gi * gi;
-        double pi = p[i] * decay;
-        pi -= (lr / bc1) * mi / (sqrt(vi) / bc2_sqrt + eps);
-        m[i] = (float)mi;
-        v[i] = (float)vi;
-        p[i] = (float)pi;
-    }
+/* AdamW exactly as train.h computes it: train.h's public pass (float32 in PyTorch's order), as a
+   hand-written loop that vendors train.h would call it. */
+BENCH_NOINLINE static void adamw_step(float *p, float *g, float *m, float *v, size_t n, double lr, double wd, int64_t step) {
+    tr_optim o = { .kind = TR_OPTIM_ADAMW, .lr = lr, .weight_decay = wd, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8 };
+    tr_adamw_coef c = tr_adamw_coefs(&o, lr, step);
+    tr_adamw_update(p, g, m, v, n, &c, 1);
 }
 
 /* The loop. External and noinline, so that the compiler cannot see which model and data functions

@@ -5,6 +5,8 @@
 #                          float32 C, built with -ffp-contract=off), on sizes around the chunk and
 #                          vector edges, with NaN/Inf/denormal/zero inputs; reductions against hooks.h
 #   make test-math-omp     the same built with -fopenmp, run with 1, 2, 3 and 7 threads: the same bits
+#   make test-math-kernels the same for every kernel this machine can run: the SSE one (TRAIN_NO_AVX),
+#                          plain C (TRAIN_NO_SIMD), clang's build, and g++'s
 #   make test-math-asan    the plain build with $(SAN)
 
 REF_F32_FLAGS    = -std=c99 -O2 -g -ffp-contract=off $(WARN)
@@ -17,8 +19,8 @@ $(REF_F32_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 $(REF_F32_ASAN_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 	$(CC) $(REF_F32_FLAGS) $(SAN) -c -o $@ tests/ref_f32.c
 
-.PHONY: test-math-unit test-math-omp test-math-asan
-TEST_TARGETS += test-math-unit test-math-omp test-math-asan
+.PHONY: test-math-unit test-math-omp test-math-kernels test-math-asan
+TEST_TARGETS += test-math-unit test-math-omp test-math-kernels test-math-asan
 
 $(BUILD)/test_math: $(MATH_DEPS) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
@@ -26,6 +28,21 @@ $(BUILD)/test_math_omp: $(MATH_DEPS) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -fopenmp -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
 $(BUILD)/test_math_asan: $(MATH_DEPS) $(REF_F32_ASAN_OBJ) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ tests/test_math.c $(REF_F32_ASAN_OBJ) -lcmocka $(LDLIBS)
+
+$(BUILD)/test_math_sse: $(MATH_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -DTRAIN_NO_AVX -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
+$(BUILD)/test_math_plain: $(MATH_DEPS) | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -DTRAIN_NO_SIMD -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
+$(BUILD)/test_math_clang: $(MATH_DEPS) | $(BUILD)
+	clang $(ALL_CFLAGS) -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)
+$(BUILD)/test_math_cxx: $(MATH_DEPS) | $(BUILD)
+	g++ -std=c++11 -O2 -g $(WARN) -I. -I$(STB_INC) -x c++ -o $@ tests/test_math.c -x none $(REF_F32_OBJ) -lcmocka $(LDLIBS)
+
+test-math-kernels: $(BUILD)/test_math_sse $(BUILD)/test_math_plain $(BUILD)/test_math_clang $(BUILD)/test_math_cxx
+	./$(BUILD)/test_math_sse
+	./$(BUILD)/test_math_plain
+	./$(BUILD)/test_math_clang
+	./$(BUILD)/test_math_cxx
 
 test-math-unit: $(BUILD)/test_math
 	./$(BUILD)/test_math

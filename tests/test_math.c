@@ -6,7 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
+#ifdef __cplusplus /* cmocka 1.1 has no extern "C" of its own; this file also builds as C++ */
+extern "C" {
+#endif
 #include <cmocka.h>
+#ifdef __cplusplus
+}
+#endif
 
 #include <float.h>
 #include <math.h>
@@ -19,9 +25,10 @@
 #include "train.h"
 #include "ref_f32.h"
 
-/* Sizes around every edge: empty, below and across the 16-wide blocks, around a chunk, several chunks. */
-static const size_t sizes[] = { 0, 1, 7, 15, 16, 17, 33, 1000, HK_NORM_CHUNK - 1, HK_NORM_CHUNK,
-                                HK_NORM_CHUNK + 1, 3 * HK_NORM_CHUNK + 5 };
+/* Sizes around every edge: empty, below and across the 16-wide blocks, the prefetching loop's end,
+   around a chunk, several chunks. */
+static const size_t sizes[] = { 0, 1, 7, 15, 16, 17, 33, 1000, HK_NORM_CHUNK / 2 + 1, HK_NORM_CHUNK / 2 + 1043,
+                                HK_NORM_CHUNK - 1, HK_NORM_CHUNK, HK_NORM_CHUNK + 1, 3 * HK_NORM_CHUNK + 5 };
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
 #define MAX_N (3 * HK_NORM_CHUNK + 5)
 static const int thread_counts[] = { 1, 2, 3, 7 };
@@ -44,7 +51,7 @@ static float *buf(size_t n) {
 }
 
 #define ASSERT_BITS(a, b, n, what) do { \
-  if ((n) && memcmp((a), (b), (n) * sizeof(float)) != 0) fail_msg("%s differs from the reference at n=%zu", (what), (size_t)(n)); \
+  if ((n) != 0 && memcmp((a), (b), (n) * sizeof(float)) != 0) fail_msg("%s differs from the reference at n=%zu", (what), (size_t)(n)); \
 } while (0)
 
 /* AdamW: three steps (the bias corrections change) per size, both lerp forms, with and without weight
@@ -218,6 +225,163 @@ static void test_zero_scale_count(void **state) {
   free(x); free(y);
 }
 
+/* A zero-initialised tr_optim means the defaults, as everywhere in train.h. */
+static void test_coef_defaults(void **state) {
+  tr_optim zero, full;
+  tr_adamw_coef a, b;
+  (void)state;
+  memset(&zero, 0, sizeof zero);
+  full = zero;
+  full.beta1 = 0.9;
+  full.beta2 = 0.999;
+  full.eps = 1e-8;
+  a = tr_adamw_coefs(&zero, 1e-3, 7);
+  b = tr_adamw_coefs(&full, 1e-3, 7);
+  assert_memory_equal(&a, &b, sizeof a);
+  assert_true(a.lerp_small && !a.decays && a.gscale == 1.0f);
+}
+
+/* ---- the trainer: the same bits for every thread count, and clipping folded into the update --- */
+#define TN (3 * HK_NORM_CHUNK + 123)
+typedef struct tmodel { float *p, *g; int step; } tmodel;
+static int t_forward(void *user, void *batch, int training, double *loss) {
+  (void)user; (void)batch; (void)training;
+  *loss = 1.0;
+  return 0;
+}
+/* A gradient that changes with the step and the element, large enough that clipping acts. */
+static int t_backward(void *user, void *batch) {
+  tmodel *m = (tmodel *)user;
+  size_t i;
+  uint32_t h = 2166136261u ^ (uint32_t)m->step;
+  (void)batch;
+  for (i = 0; i < TN; i++) {
+    h = h * 1664525u + 1013904223u;
+    m->g[i] += ((float)(h >> 8) / 16777216.0f - 0.45f) + 0.001f * m->p[i];
+  }
+  m->step++;
+  return 0;
+}
+static int64_t t_count(void *user) { (void)user; return 6; }
+static int t_get(void *user, int64_t i, void **batch) { (void)i; *batch = user; return 0; }
+static hk_signal t_clip_seen(hk_ctx *ctx, void *user) { (void)ctx; ++*(int *)user; return HK_CONTINUE; }
+
+/* Train 6 steps (accumulating 2 micro-batches, so the averaging pass runs too); the parameters,
+   optimizer state and gradients after it go to out (3 * TN floats). */
+static void train_run(const tr_optim *o, double clip, tr_clip algo, int threads, int watch_clip, float *out) {
+  tmodel m;
+  tr_trainer t;
+  tr_desc d;
+  tr_config c;
+  tr_data data;
+  tr_tensor views[2] = { { "a", 0, 70001 }, { "b", 70001, TN - 70001 } };
+  tr_rng r;
+  size_t i;
+  int clips = 0;
+  m.p = buf(TN);
+  m.g = buf(TN);
+  m.step = 0;
+  tr_rng_seed(&r, 9);
+  for (i = 0; i < TN; i++) { m.p[i] = tr_rng_normal(&r); m.g[i] = 0; }
+  memset(&d, 0, sizeof d);
+  d.model.params = m.p;
+  d.model.grads = m.g;
+  d.model.n_params = TN;
+  d.model.tensors = views;
+  d.model.n_tensors = 2;
+  d.model.user = &m;
+  d.model.forward = t_forward;
+  d.model.backward = t_backward;
+  d.optim = *o;
+  d.threads = threads;
+  assert_int_equal(tr_init(&t, &d), TR_OK);
+  if (watch_clip) assert_int_equal(hk_on(t.reg, HK_ON_GRADIENT_CLIP, t_clip_seen, &clips, NULL, NULL), HK_OK);
+  memset(&data, 0, sizeof data);
+  data.user = &m;
+  data.count = t_count;
+  data.get = t_get;
+  memset(&c, 0, sizeof c);
+  c.train = &data;
+  c.max_epochs = 2;
+  c.accumulate_grad_batches = 2;
+  c.gradient_clip_val = clip;
+  c.gradient_clip_algorithm = algo;
+  c.no_sigint = 1;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.global_step, 6);
+  if (watch_clip) assert_int_equal(clips, clip > 0 ? 6 : 0);
+  memcpy(out, m.p, TN * sizeof(float));
+  memcpy(out + TN, t.tr__m ? t.tr__m : m.p, TN * sizeof(float));
+  memcpy(out + 2 * TN, m.g, TN * sizeof(float));
+  tr_free(&t);
+  free(m.p);
+  free(m.g);
+}
+
+static void test_trainer_threads(void **state) {
+  static const struct { tr_optim_kind kind; double clip; tr_clip algo; } cfg[] = {
+    { TR_OPTIM_ADAMW, 0, TR_CLIP_NORM }, { TR_OPTIM_ADAMW, 5.0, TR_CLIP_NORM }, { TR_OPTIM_ADAMW, 0.3, TR_CLIP_VALUE },
+    { TR_OPTIM_SGD, 5.0, TR_CLIP_NORM }, { TR_OPTIM_SGD, 0.3, TR_CLIP_VALUE } };
+  float *one = buf(3 * TN), *other = buf(3 * TN);
+  size_t j, k;
+  (void)state;
+  for (j = 0; j < sizeof cfg / sizeof cfg[0]; j++) {
+    tr_optim o;
+    memset(&o, 0, sizeof o);
+    o.kind = cfg[j].kind;
+    o.lr = 1e-2;
+    o.weight_decay = 0.01;
+    o.momentum = cfg[j].kind == TR_OPTIM_SGD ? 0.9 : 0;
+    train_run(&o, cfg[j].clip, cfg[j].algo, 1, 0, one);
+    for (k = 1; k < 4; k++) {
+      train_run(&o, cfg[j].clip, cfg[j].algo, thread_counts[k], 0, other);
+      ASSERT_BITS(other, one, 3 * TN, "a run with more threads");
+    }
+    /* a hook on on_gradient_clip sees clipped gradients: clipping then scales in a pass of its own;
+       without one the update folds the scale in. The same bits either way. */
+    train_run(&o, cfg[j].clip, cfg[j].algo, 2, 1, other);
+    ASSERT_BITS(other, one, 3 * TN, "a run with an on_gradient_clip hook");
+  }
+  free(one);
+  free(other);
+}
+
+/* tr_desc.threads out of range is refused with a message naming it. */
+static void test_bad_threads(void **state) {
+  tr_trainer t;
+  tr_desc d;
+  float p[4], g[4];
+  int bad[] = { -1, 4097 }, i;
+  (void)state;
+  for (i = 0; i < 2; i++) {
+    memset(&d, 0, sizeof d);
+    d.model.params = p;
+    d.model.grads = g;
+    d.model.n_params = 4;
+    d.model.forward = t_forward;
+    d.threads = bad[i];
+    assert_int_equal(tr_init(&t, &d), TR_ERR_INVALID);
+    assert_non_null(strstr(tr_error(&t), "threads"));
+    tr_free(&t);
+  }
+}
+
+/* zero_grad on a buffer far larger than the caches takes the streaming stores; from a start that is
+   not 16-byte aligned, with a tail, leaving the neighbours alone. */
+static void test_zero_large(void **state) {
+  size_t n = ((size_t)1 << 23) + 37, i;
+  float *x = buf(n + 2);
+  int t;
+  (void)state;
+  for (t = 0; t < 2; t++) {
+    for (i = 0; i < n + 2; i++) x[i] = 1.5f;
+    tr_zero(x + 1, n, thread_counts[t]);
+    assert_true(x[0] == 1.5f && x[n + 1] == 1.5f);
+    for (i = 1; i <= n; i++) if (x[i] != 0.0f || signbit(x[i])) fail_msg("element %zu is not zero", i);
+  }
+  free(x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_adamw_bits),
@@ -225,6 +389,10 @@ int main(void) {
     cmocka_unit_test(test_sumsq),
     cmocka_unit_test(test_clamp_sumsq),
     cmocka_unit_test(test_zero_scale_count),
+    cmocka_unit_test(test_zero_large),
+    cmocka_unit_test(test_coef_defaults),
+    cmocka_unit_test(test_trainer_threads),
+    cmocka_unit_test(test_bad_threads),
   };
 #ifdef _OPENMP
   printf("test_math: OpenMP on, thread counts 1, 2, 3, 7\n");

@@ -1,6 +1,7 @@
-/* tests/test_train.c - train.h: hook order, optimizers against a float64 reference of PyTorch's
-   formulas, schedules, signals, requests, the failure path, Ctrl-C, checkpoints (corruption,
-   mismatch, hook state) and exact resume across processes.
+/* tests/test_train.c - train.h: hook order, optimizers against PyTorch's formulas (bit for bit
+   against a plain float32 implementation, tests/ref_f32.c, and within bounds of a float64 one),
+   schedules, signals, requests, the failure path, Ctrl-C, checkpoints (corruption, mismatch, hook
+   state) and exact resume across processes.
 
    The binary re-runs itself (argv[0]) for the resume tests:
      test_train --phase NAME CKPT [OUT]     one half of a resumed run, see resume_child() */

@@ -1,7 +1,7 @@
 # tests/train.mk - tests of train.h (included by the top Makefile; uses CC, BUILD, ALL_CFLAGS, WARN,
 # SAN, STB_INC, LDLIBS from there).
 #
-#   make test-train-unit       cmocka tests (tests/test_train.c): order, optimizers vs float64 reference,
+#   make test-train-unit       cmocka tests (tests/test_train.c): order, optimizers vs float32 (bit for bit) and float64 references,
 #                              schedules, clipping, signals, requests, failure path, Ctrl-C,
 #                              checkpoints (corruption, mismatch, hook state), exact resume (new processes)
 #   make test-train-asan       the same tests built with $(SAN) (ASan + UBSan, leaks checked)
