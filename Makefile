@@ -40,12 +40,14 @@ include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
+include tests/mpi.mk
 include tests/cuda.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk
 include bench/train_bench.mk
 include bench/math_bench.mk
+include bench/mpi.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries).
 test: deps

@@ -55,7 +55,8 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
-     next   hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
+     next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
+            hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
             any thread count in train.h); hk_grad_norm_known;
             hk_request_checkpoint (a checkpoint at a path; ctx->checkpoint_paths), hk_callback_get,
             hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name);
@@ -378,6 +379,9 @@ typedef struct hk_opts {
   hk_on_error on_error;  /* fatal (default): reported once, by the loop, from ctx->hook_failure; warn/disable: logged */
   int max_failures;      /* HK_ON_ERROR_DISABLE: disable after this many failures (default 1) */
   int disabled;          /* register disabled; hk_enable() turns it on */
+  int rank_zero_only;    /* run only where ctx->rank == 0 (loggers, printing; Lightning's rank_zero_only).
+                            Its signals still count everywhere when the loop agrees on them (train.h
+                            with TRAIN_MPI does); it must not call collectives (it runs on one rank) */
 } hk_opts;
 
 /* Bytes a callback writes its state into, and reads it back from. */
@@ -1233,7 +1237,7 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
   if (!o.max_failures) o.max_failures = 1;
   r->opts = o;
   r->opts.name = r->name;
-  r->has_filter = o.filter.every || o.filter.once_at || o.filter.from || o.filter.until || o.filter.pred;
+  r->has_filter = o.filter.every || o.filter.once_at || o.filter.from || o.filter.until || o.filter.pred || o.rank_zero_only;
   r->id = s->next_id++;
   r->seq = s->next_seq++;
   r->enabled = !o.disabled;
@@ -1430,6 +1434,7 @@ static HK__COLD int hk__admit(hk_registry *reg, hk__hook *h, hk_ctx *ctx) {
   if (h->flags & HK__F_OFF) return 0;
   if (h->flags & HK__F_FILTER) {
     int64_t c;
+    if (h->owner->opts.rank_zero_only && ctx->rank != 0) return 0; /* not counted: other ranks never see it */
     h->calls++;
     c = hk__counter(h, ctx);
     if (f->once_at && (h->fired || c != f->once_at)) return 0;

@@ -115,6 +115,8 @@
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
+     TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
+                            with mpicc, run with mpirun): section "MPI STRATEGY" at the end
      TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
                             tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
      TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
@@ -126,7 +128,10 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
-     next   per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
+     next   TRAIN_MPI: data-parallel training on MPI (sharded data, gradients summed in rank order at one
+            point, signals/requests/failures agreed by every rank, rank-0 checkpoints), TR_ERR_COMM;
+            SIGTERM is handled like Ctrl-C; model_checkpoint touches files on rank 0 only;
+            per-step math in float32 in PyTorch's order (the sections "PER-STEP MATH"): tr_adamw_update,
             tr_sgd_update, tr_zero, tr_scale, tr_sumsq, tr_clamp_sumsq, tr_count_nonfinite, the
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
             deterministic reductions (the same bits for any thread count); SIMD at default flags
@@ -191,7 +196,8 @@ extern "C" {
   X(TR_ERR_STATE,       "hook state error",     "a hook's state could not be saved or restored") \
   X(TR_ERR_MODEL,       "model or data error",  "a model or data function returned nonzero") \
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
-  X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) during tr_fit") \
+  X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
+  X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
   X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (section CUDA)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
@@ -491,7 +497,8 @@ typedef struct tr_config {
   double gradient_clip_val;      /* 0 = no clipping */
   tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
   tr_nonfinite on_nonfinite_loss;/* 0 = fail */
-  int no_sigint;                 /* 1: leave SIGINT alone. Default: during tr_fit the first Ctrl-C
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
+                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
                                     finishes the current batch, the second stops at once; both end
                                     through on_exception with TR_ERR_INTERRUPTED. The previous handler
                                     is restored when tr_fit returns. */
@@ -542,6 +549,7 @@ typedef struct tr_trainer {
   int tr__saving;          /* tr_save is running (a nested one is refused) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
+  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
@@ -1050,6 +1058,18 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
+#ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
+#  ifndef OMPI_SKIP_MPICXX
+#    define OMPI_SKIP_MPICXX 1
+#  endif
+#  ifndef MPICH_SKIP_MPICXX
+#    define MPICH_SKIP_MPICXX 1
+#  endif
+#  include <mpi.h>
+#  ifdef TRAIN_CUDA
+#    include <nccl.h> /* device gradients are summed by NCCL (in the CUDA toolkit) */
+#  endif
+#endif
 #ifndef TRAIN_ASSERT
 #  include <assert.h>
 #  define TRAIN_ASSERT(c) assert(c)
@@ -1076,6 +1096,17 @@ extern "C" {
 static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
 static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t); /* standard callbacks, after the trainer */
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
+/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
+static tr_err  tr__dist_init(tr_trainer *t);
+static void    tr__dist_free(tr_trainer *t);
+static void    tr__dist_agree(tr_trainer *t);
+static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
+static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
+static int     tr__dist_empty(const tr_trainer *t, int64_t n);
+static void    tr__dist_grads(tr_trainer *t);
+static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
+static void    tr__dist_paths(tr_trainer *t);
+static void    tr__dist_save_file(tr_trainer *t, const char *path);
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 
 /* ---- errors --------------------------------------------------------------------------------------- */
@@ -1878,6 +1909,7 @@ TRAIN_API void tr_free(tr_trainer *t) {
   free(t->tr__views);
   free(t->tr__m);
   free(t->tr__v);
+  tr__dist_free(t);
   t->reg = NULL;
   t->tr__views = NULL;
   t->tr__m = t->tr__v = NULL;
@@ -1888,6 +1920,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
   int i, j, n;
+  tr_err e;
   if (!t) return TR_ERR_INVALID;
   memset(t, 0, sizeof *t);
   t->running = HK_STAGE_NONE;
@@ -1998,16 +2031,27 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
+  if ((e = tr__dist_init(t)) != TR_OK) { /* the MPI strategy (TRAIN_MPI, several processes) */
+    char why[sizeof t->error];
+    memcpy(why, t->error, sizeof why);
+    tr_free(t);
+    return tr__fail(t, e, "%s", why);
+  }
   return TR_OK;
 }
 
-/* ---- Ctrl-C -----------------------------------------------------------------------------------------
+/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
    The handler only counts (all a signal handler may safely do); the loops look at the count between
-   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next event. */
-static volatile sig_atomic_t tr__sigint_count;
+   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next event.
+   SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every rank. With several processes
+   the handler counts in tr__sig_pending instead, and only the strategy's agreement points move
+   tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
+static volatile sig_atomic_t tr__sigint_count, tr__sig_pending;
+static volatile sig_atomic_t tr__sig_deferred; /* a multi-process fit is running */
 
 static void tr__on_sigint(int sig) {
-  tr__sigint_count = tr__sigint_count >= 1 ? 2 : 1;
+  if (tr__sig_deferred) tr__sig_pending = tr__sig_pending >= 1 ? 2 : 1;
+  else tr__sigint_count = tr__sigint_count >= 1 ? 2 : 1;
   signal(sig, tr__on_sigint); /* where signal() has System V semantics, the handler must be re-armed */
 }
 
@@ -2042,7 +2086,7 @@ static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__
 /* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
    teardown, which always runs. Lightning skips teardown on errors; we do not. */
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sigint_count = tr__sig_pending = 0; /* handled: an on_exception handler may still save a checkpoint */
   t->ctx.abort_reason = t->error;
   t->ctx.hook_failure = NULL;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
@@ -2058,6 +2102,7 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
 static void tr__log_line(tr_trainer *t) {
   FILE *f = t->tr__log ? t->tr__log : stderr;
   int i, n = hk_metric_count(&t->ctx);
+  if (t->ctx.rank != 0) return; /* one log for the job */
   fprintf(f, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)t->ctx.epoch,
           (long long)t->ctx.global_step, (long long)t->ctx.batch_idx, t->ctx.loss, t->ctx.lr);
   for (i = 0; i < n; i++) {
@@ -2075,7 +2120,7 @@ static void tr__log_line(tr_trainer *t) {
 /* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
 static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
   void *batch = NULL;
-  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, b, &batch);
+  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
   if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
   t->ctx.batch_idx = b;
   t->ctx.batch = batch;
@@ -2238,10 +2283,11 @@ typedef struct tr__eval {
   double *mean;         /* where the mean loss goes, or NULL */
 } tr__eval;
 
-/* Number of batches to run: the data's count, capped by limit (> 0). */
+/* Number of batches to run: the data's count (this rank's share of it), capped by limit (> 0). */
 static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
-  int64_t n = data->count(data->user);
-  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); return 0; }
+  int64_t n = t->tr__err ? 0 : data->count(data->user);
+  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); n = 0; }
+  n = tr__dist_shard(t, data, n, !strcmp(what, "train"), what);
   return (limit > 0 && limit < n) ? limit : n;
 }
 
@@ -2284,7 +2330,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
 
   if (e->mean) *e->mean = NAN;
   n = tr__n_batches(t, e->data, e->limit, e->what);
-  if (t->tr__err || n == 0) return t->tr__err; /* no batches: no loop at all (as in Lightning) */
+  if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
   hk_flow_clear(&t->tr__flow, own);
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
@@ -2298,6 +2344,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
     hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
   }
   t->ctx.outputs = NULL;
+  tr__dist_mean(t, &sum, &counted); /* every rank's batches: the global mean */
   if (!e->predict) {
     mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
     t->ctx.loss = mean;
@@ -2307,6 +2354,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->mean) *e->mean = mean;
   tr__fire(t, e->ev->epoch_end);
   tr__fire(t, e->ev->end);
+  tr__dist_agree(t);
   t->ctx.batch_idx = saved_idx;
   t->ctx.batch = saved_batch;
   if (in_fit) t->ctx.loss = saved_loss;
@@ -2336,7 +2384,9 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
   tr__fire(t, HK_SETUP);
   tr__fire(t, HK_CONFIGURE_MODEL);
+  tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
+  tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
   if (t->tr__err) e = tr__abort(t, stage);
   else {
     t->ctx.stage = stage;
@@ -2419,7 +2469,10 @@ static void tr__fit_validate(tr_trainer *t) {
    for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
 static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
   const char *paths[HK_MAX_CHECKPOINT_PATHS];
-  int i, n = t->ctx.n_checkpoint_paths, dflt = t->ctx.checkpoint_default || n == 0;
+  int i, n, dflt;
+  tr__dist_paths(t); /* rank 0's paths, on every rank */
+  n = t->ctx.n_checkpoint_paths;
+  dflt = t->ctx.checkpoint_default || n == 0;
   if (n < 0 || n > HK_MAX_CHECKPOINT_PATHS) n = 0;
   for (i = 0; i < n; i++) paths[i] = t->ctx.checkpoint_paths[i];
   t->ctx.n_checkpoint_paths = 0;
@@ -2484,12 +2537,14 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
   t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
   if (window_ends) {                       /* the last micro-batch of the window steps */
+    tr__dist_grads(t);                     /* every rank's gradients summed (TRAIN_MPI) */
     tr__average_window(t);
     tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
     if (c->gradient_clip_val > 0) {
       tr__clip_gradients(t);
       tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
     }
+    tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
     tr__optimizer_step(t);
     tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
     tr__end_window(t);
@@ -2500,6 +2555,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->ctx.samples_seen = t->samples_seen;
   tr__fire(t, HK_ON_TRAIN_BATCH_END);
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
+  tr__dist_agree(t);
   if (tr__sigint_count >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
 
   if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
@@ -2540,6 +2596,7 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
   int complete;
   tr__start_epoch(t, c->train);
+  tr__dist_agree(t);
   while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
     tr__train_batch(t, n);
     if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
@@ -2552,6 +2609,7 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
     tr__fit_validate(t);
   t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
   tr__fire(t, HK_ON_TRAIN_EPOCH_END);
+  tr__dist_agree(t);
   if (complete && !t->tr__err) tr__finish_epoch(t);
   tr__honour_requests(t);
 }
@@ -2622,7 +2680,7 @@ static void tr__sanity_check(tr_trainer *t) {
   e.limit = limit;
   t->ctx.stage = HK_STAGE_SANITY_CHECK;
   tr__fire(t, HK_ON_SANITY_CHECK_START);
-  if (!t->tr__err) tr__eval_loop(t, &e);
+  tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
   tr__fire(t, HK_ON_SANITY_CHECK_END);
   t->ctx.stage = HK_STAGE_FIT;
 }
@@ -2632,11 +2690,13 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   const tr_config *c = t->tr__cfg;
   int64_t n;
   (void)arg;
-  if (c->resume_from && tr__load_file(t, c->resume_from)) return;
+  if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
   tr__ready_to_train(t);
   tr__fire(t, HK_ON_FIT_START);
+  tr__dist_agree(t);
   tr__sanity_check(t);
   tr__fire(t, HK_ON_TRAIN_START);
+  tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
     if (tr__sigint_count >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
@@ -2648,6 +2708,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
     tr__train_epoch(t, n);
   }
   tr__fire(t, HK_ON_TRAIN_END);
+  tr__dist_agree(t);
   tr__honour_final_requests(t);
   tr__fire(t, HK_ON_FIT_END);
 }
@@ -2669,7 +2730,7 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
-  void (*prev)(int) = SIG_ERR;
+  void (*prev)(int) = SIG_ERR, (*prev_term)(int) = SIG_ERR;
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
   t->tr__cfg = &c;
@@ -2678,13 +2739,15 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
   t->lr = t->ctx.lr = tr__current_lr(t);
-  tr__sigint_count = 0;
-  if (!c.no_sigint) prev = signal(SIGINT, tr__on_sigint);
+  tr__sigint_count = tr__sig_pending = 0;
+  tr__sig_deferred = t->tr__dist != NULL;
+  if (!c.no_sigint) { prev = signal(SIGINT, tr__on_sigint); prev_term = signal(SIGTERM, tr__on_sigint); }
 
   e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (prev != SIG_ERR) signal(SIGINT, prev);
-  tr__sigint_count = 0;
+  if (prev_term != SIG_ERR) signal(SIGTERM, prev_term);
+  tr__sigint_count = tr__sig_pending = tr__sig_deferred = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;
@@ -3074,9 +3137,11 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   else {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    if (!t->tr__err && !tr__dev_to_host(t)) tr__save_file(t, path); /* CUDA: from host mirrors */
+    if (!tr__dev_to_host(t)) tr__dist_save_file(t, path); /* CUDA: from host mirrors; rank 0 writes (the only
+                                                           writer), then every rank goes on */
     tr__dev_unswap(t);
     if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+    tr__dist_agree(t);
     t->ctx.path = NULL;
   }
   e = t->tr__err;
@@ -4207,18 +4272,19 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
 /* Delete a file this callback wrote, unless it is `keep` or the checkpoint the fit resumed from. */
 static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
   tr_trainer *t = tr__cb_trainer(ctx, s->t);
-  if (!path || !path[0] || (keep && !strcmp(path, keep))) return;
+  if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
   if (t && t->tr__cfg && t->tr__cfg->resume_from && !strcmp(t->tr__cfg->resume_from, path)) return;
   if (remove(path) == 0 && s->verbose) tr__cb_say(t, "model_checkpoint", "removed %s", path);
 }
 
 /* save_last as a link: a relative symlink next to its target, made atomically; a copy where that fails. */
-static int tr__mc_link(const char *target, const char *link_path) {
+static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path) {
   const char *slash = strrchr(target, '/');
   size_t n = strlen(link_path) + 16;
-  char *tmp = (char *)malloc(n);
+  char *tmp;
   int ok = 0;
-  if (!tmp) return -1;
+  if (ctx->rank != 0) return 0; /* with several processes, rank 0 alone touches the files */
+  if (!(tmp = (char *)malloc(n))) return -1;
   snprintf(tmp, n, "%s.link.tmp", link_path);
   remove(tmp);
 #ifdef TR__POSIX
@@ -4258,7 +4324,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (s->save_last == TR_SAVE_LAST_LINK && s->top_k != 0 && (s->want || (s->newest && s->newest[0]))) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__cb_say(t, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
@@ -4369,7 +4435,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
       if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
@@ -5468,7 +5534,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     t->optim.lr = s->pub.suggestion;
     t->lr = t->ctx.lr = tr__current_lr(t);
   }
-  if (s->curve_path) {
+  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same) */
     FILE *f = fopen(s->curve_path, "w");
     if (!f) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s'", s->curve_path);
     fprintf(f, "lr,loss\n");
@@ -6014,6 +6080,373 @@ static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t) {
   return e;
 }
 TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(reg, NULL); }
+
+/* =================================================================================================
+   MPI STRATEGY (TRAIN_MPI)
+   Data parallelism across processes, Lightning's DDP on MPI: every rank holds the whole model, trains
+   on its own shard of each epoch's batches, and the gradients are summed across ranks once per
+   optimizer step, so the parameters stay bit-identical on every rank. Compiled in by
+   #define TRAIN_MPI in the implementation's translation unit (build it with mpicc, run with mpirun);
+   without the define every function below does nothing and MPI is not needed. In one process (no
+   mpirun, or mpirun -np 1) the strategy keeps no state at all: the run is the plain trainer's, bit
+   for bit. tr_init calls MPI_Init when the program has not (and then MPI_Finalize at exit); a program
+   that uses MPI itself calls MPI_Init before tr_init and MPI_Finalize after tr_free. The trainer talks
+   on its own duplicate of MPI_COMM_WORLD, so its messages never mix with the program's.
+
+   Collectives happen only at the trainer's fixed points below, on every rank, in the same order, also
+   after a failure on that rank (it takes part, contributing its failure). Never inside a hook: a hook
+   may run on one rank only (hk_opts.rank_zero_only) without deadlocking the job.
+
+   THE GRADIENT POINT (once per optimizer step): after on_after_backward of a window's last micro-batch,
+   before the averaging and on_before_optimizer_step. Every rank contributes the sum of its window's
+   gradients (zeros when it skipped them all) and its count of micro-batches that ran backward; the
+   sum over ranks is divided by the total count (the trainer's usual averaging). So
+   on_before_optimizer_step, clipping, on_gradient_clip and the optimizer see the same averaged
+   gradient on every rank; on_after_backward sees the rank's own. Micro-batches before a window's last
+   do not communicate. The sum is in rank order, g0 + g1 + ... + g(W-1), on every rank: with two ranks
+   by MPI_Allreduce (a + b == b + a exactly in IEEE arithmetic), with three or more by an all-gather
+   and a sum in rank order (MPI_Allreduce may add in any order, and differently per call).
+
+   AGREEMENT POINTS: after configure_model, after on_fit_start, after on_train_start, after each
+   epoch's start, before each optimizer step (after on_gradient_clip), after each training batch
+   (after on_train_batch_end), after on_train_epoch_end, after on_train_end, when an evaluation loop
+   counts its batches and at its end, inside tr_save, and when the run ends. One small
+   MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
+   and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
+   signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
+   rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
+   The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
+   early stop on one rank stops all at the same step, and a failure on one rank fails all, each
+   through on_exception, without a hang.
+
+   DATA: with random-access data (get) the trainer shards: the same shuffle on every rank, and local
+   batch b of rank r is the data's batch b * W + r. Training takes floor(count / W) batches per rank
+   (every rank the same number; the count % W batches of the tail are left out each epoch, as
+   DistributedSampler(drop_last=True)); limit_train_batches then caps each rank's share. Validation
+   and test take every batch once: rank r gets r, r + W, ... (the last round may be uneven; evaluation
+   loops do not communicate per batch); val/loss and test/loss are the mean over all ranks' batches,
+   the same on every rank. Iterator data (next) is not sharded by the trainer: each rank's iterator
+   yields its own shard, and its count() is the rank's count (training: equal on every rank, checked).
+
+   RANK ZERO: checkpoints are written by rank 0 alone (atomically, as always); every rank runs
+   on_save_checkpoint and on_checkpoint_saved, after rank 0's write has finished (a barrier), and a
+   failed write fails every rank. The paths hooks queued with hk_request_checkpoint are rank 0's.
+   Every rank loads the same file on resume. HK_REQUEST_LOG lines are written by rank 0.
+
+   WHAT HOOKS SEE: ctx->rank and ctx->world_size; ctx->loss, train/loss and samples_seen are the
+   rank's own; val/loss, test/loss, the gradients from on_before_optimizer_step on, grad_norm there,
+   and the parameters are the same on every rank.
+
+   GPU: with TRAIN_CUDA too (a .cu file built by nvcc with the MPI include path, linked with -lmpi
+   -lnccl), an on_device model's gradients are summed by NCCL (ncclAllReduce on tr_model.stream,
+   where every kernel of the step runs: no host wait). NCCL adds in its own order, the same bits on
+   every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
+   (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
+
+   LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
+   0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
+   ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
+   iterators, equally long shards). tr_save must be called on every rank (it synchronises; rank 0
+   writes): from a hook use hk_request(ctx, HK_REQUEST_CHECKPOINT) instead. tr_load alone does not
+   synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
+   splits the batches differently (not bit-exact). */
+#ifdef TRAIN_MPI
+
+#define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
+#define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
+
+/* The vote of an agreement point: X(field, how two ranks' values combine into one). */
+#define TR__VOTE(X) \
+  X(FAILED,   a + b)              /* ranks that have failed */ \
+  X(FIRST,    a < b ? a : b)      /* the lowest failed rank (W when none) */ \
+  X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
+  X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
+  X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
+  X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
+  X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
+  X(MOST,     a > b ? a : b)
+enum {
+#define TR__X(name, op) TR__V_##name,
+  TR__VOTE(TR__X)
+#undef TR__X
+  TR__V_COUNT
+};
+
+typedef struct tr__dist {
+  MPI_Comm comm;            /* the trainer's own duplicate of MPI_COMM_WORLD */
+  MPI_Datatype vote_type;   /* one vote: TR__V_COUNT int64 */
+  MPI_Op vote_op;           /* tr__dist_combine */
+  int rank, world;
+  int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
+  float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
+  double *sums;             /* world evaluation loss sums */
+#ifdef TRAIN_CUDA
+  ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
+#endif
+  char paths[HK_MAX_CHECKPOINT_PATHS][TR__DIST_PATH];
+} tr__dist;
+
+static int tr__dist_we_initialised;
+static void tr__dist_finalize(void) {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done) MPI_Finalize();
+}
+
+static void tr__dist_combine(void *in, void *inout, int *len, MPI_Datatype *type) {
+  const int64_t *x = (const int64_t *)in;
+  int64_t *y = (int64_t *)inout;
+  int i;
+  (void)type;
+  for (i = 0; i < *len; i++, x += TR__V_COUNT, y += TR__V_COUNT) {
+#define TR__X(name, op) { int64_t a = x[TR__V_##name], b = y[TR__V_##name]; y[TR__V_##name] = (op); }
+    TR__VOTE(TR__X)
+#undef TR__X
+  }
+}
+
+static tr_err tr__dist_fail(tr_trainer *t, int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return tr__fail(t, TR_ERR_COMM, "%s failed: %s", what, msg);
+}
+
+static tr_err tr__dist_init(tr_trainer *t) {
+  tr__dist *d;
+  int init = 0, done = 0, world = 1, rank = 0, rc;
+  MPI_Initialized(&init);
+  if (!init) {
+    MPI_Finalized(&done);
+    if (done) return tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
+    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Init");
+    if (!tr__dist_we_initialised) atexit(tr__dist_finalize);
+    tr__dist_we_initialised = 1;
+  }
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  t->ctx.rank = rank;
+  t->ctx.world_size = world;
+  if (world == 1) return TR_OK; /* one process: the plain trainer */
+  d = (tr__dist *)calloc(1, sizeof *d);
+  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
+  d->rank = rank;
+  d->world = world;
+  d->sums = (double *)malloc((size_t)world * sizeof(double));
+  if (world >= 3) {
+    size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
+    d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+  }
+  if (!d->sums || (world >= 3 && !d->gather)) {
+    free(d->sums); free(d->gather); free(d);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy's buffers");
+  }
+  if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
+    free(d->sums); free(d->gather); free(d);
+    return tr__dist_fail(t, rc, "tr_init: MPI_Comm_dup");
+  }
+  MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
+  MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
+  MPI_Type_commit(&d->vote_type);
+  MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
+  t->tr__dist = d;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
+    ncclUniqueId id;
+    ncclResult_t nr = ncclSuccess;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) nr = ncclGetUniqueId(&id);
+    if ((rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
+    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, id, rank);
+    if (nr != ncclSuccess) {
+      d->nccl = NULL;
+      return tr__fail(t, TR_ERR_DEVICE, "tr_init: NCCL could not join the %d ranks: %s (one GPU per rank: select it with "
+                      "cudaSetDevice before allocating the model)", world, ncclGetErrorString(nr));
+    }
+  }
+#endif
+  return TR_OK;
+}
+
+static void tr__dist_free(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int done = 0;
+  if (!d) return;
+  MPI_Finalized(&done);
+#ifdef TRAIN_CUDA
+  if (d->nccl) ncclCommDestroy(d->nccl);
+#endif
+  if (!done) {
+    MPI_Op_free(&d->vote_op);
+    MPI_Type_free(&d->vote_type);
+    MPI_Comm_free(&d->comm);
+  }
+  free(d->sums);
+  free(d->gather);
+  free(d);
+  t->tr__dist = NULL;
+}
+
+/* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
+   combined as the list says; the agreed values act on this rank at once. v gets the result. */
+static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t mine[TR__V_COUNT];
+  int rc;
+  mine[TR__V_FAILED] = t->tr__err != TR_OK;
+  mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
+  mine[TR__V_SIGNALS] = t->tr__flow.signals;
+  mine[TR__V_REQUESTS] = t->ctx.requests;
+  mine[TR__V_SIGINT] = tr__sig_pending > tr__sigint_count ? tr__sig_pending : tr__sigint_count;
+  mine[TR__V_SUM] = sum;
+  mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
+  rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
+  if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
+  t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
+  t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
+  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (sig_atomic_t)v[TR__V_SIGINT];
+  if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
+    struct { int32_t code; char msg[sizeof t->error]; } why;
+    int root = (int)v[TR__V_FIRST];
+    memset(&why, 0, sizeof why);
+    if (d->rank == root) { why.code = (int32_t)t->tr__err; memcpy(why.msg, t->error, sizeof why.msg); }
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, root, d->comm);
+    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Bcast (error message)");
+    else if (!t->tr__err) {
+      why.msg[sizeof why.msg - 1] = 0;
+      tr__fail(t, why.code > TR_OK && why.code < TR_ERR_COUNT ? (tr_err)why.code : TR_ERR_COMM, "rank %d: %s", root, why.msg);
+    }
+  }
+}
+
+static void tr__dist_agree(tr_trainer *t) {
+  int64_t v[TR__V_COUNT];
+  if (t->tr__dist) tr__dist_vote(t, 0, 0, v);
+}
+
+static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int equal, const char *what) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t v[TR__V_COUNT], mine = n;
+  if (!d) return n;
+  if (data->get) mine = equal ? n / d->world : (n > d->rank ? (n - d->rank + d->world - 1) / d->world : 0);
+  tr__dist_vote(t, 0, mine, v);
+  d->most = v[TR__V_MOST];
+  if (equal && !t->tr__err && v[TR__V_LEAST] != v[TR__V_MOST])
+    tr__fail(t, TR_ERR_MODEL, "%s data: the ranks have %lld to %lld batches per epoch; with several processes every "
+             "rank needs the same number (same data, or iterator shards of equal length)", what,
+             (long long)v[TR__V_LEAST], (long long)v[TR__V_MOST]);
+  return t->tr__err ? 0 : mine;
+}
+
+static int64_t tr__dist_index(const tr_trainer *t, int64_t b) {
+  const tr__dist *d = (const tr__dist *)t->tr__dist;
+  return d ? b * d->world + d->rank : b;
+}
+
+static int tr__dist_empty(const tr_trainer *t, int64_t n) {
+  const tr__dist *d = (const tr__dist *)t->tr__dist;
+  return d ? d->most == 0 : n == 0;
+}
+
+/* g = g0 + g1 + ... + g(W-1) in rank order, the same bits on every rank. */
+static int tr__dist_sum(tr__dist *d, float *g, size_t n) {
+  size_t at, i;
+  int r, rc = MPI_SUCCESS;
+  for (at = 0; at < n && rc == MPI_SUCCESS; at += TR__DIST_CHUNK) {
+    int k = (int)(n - at < TR__DIST_CHUNK ? n - at : TR__DIST_CHUNK);
+    if (d->world == 2) { rc = MPI_Allreduce(MPI_IN_PLACE, g + at, k, MPI_FLOAT, MPI_SUM, d->comm); continue; }
+    rc = MPI_Allgather(g + at, k, MPI_FLOAT, d->gather, k, MPI_FLOAT, d->comm);
+    for (i = 0; i < (size_t)k && rc == MPI_SUCCESS; i++) {
+      float s = d->gather[i];
+      for (r = 1; r < d->world; r++) s += d->gather[(size_t)r * k + i];
+      g[at + i] = s;
+    }
+  }
+  return rc;
+}
+
+static void tr__dist_grads(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t v[TR__V_COUNT];
+  int rc;
+  if (!d) return;
+  tr__dist_vote(t, t->tr__accum_n, 0, v);
+  t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
+#ifdef TRAIN_CUDA
+  if (d->nccl) { /* on tr_model.stream, as every kernel of the step: no host wait */
+    ncclResult_t nr;
+    if (!t->tr__grads_zeroed) tr__dev_zero_grad(t); /* this rank adds nothing */
+    nr = ncclAllReduce(t->model.grads, t->model.grads, t->model.n_params, ncclFloat, ncclSum, d->nccl,
+                       (cudaStream_t)t->model.stream);
+    if (nr != ncclSuccess) tr__fail(t, TR_ERR_DEVICE, "the gradient all-reduce (NCCL) failed: %s", ncclGetErrorString(nr));
+    hk_grads_changed(&t->ctx);
+    return;
+  }
+#endif
+  if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
+  rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
+  hk_grads_changed(&t->ctx);
+}
+
+static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t v[TR__V_COUNT];
+  double s = 0;
+  int r, rc;
+  if (!d) return;
+  tr__dist_vote(t, *counted, 0, v);
+  *counted = v[TR__V_SUM];
+  rc = MPI_Allgather(sum, 1, MPI_DOUBLE, d->sums, 1, MPI_DOUBLE, d->comm);
+  if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Allgather (evaluation loss)"); return; }
+  for (r = 0; r < d->world; r++) s += d->sums[r]; /* in rank order: the same bits on every rank */
+  *sum = s;
+}
+
+static void tr__dist_paths(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int32_t head[2] = { 0, 0 }; /* rank 0's count of paths (-1: one is too long) and default flag */
+  int i, rc;
+  if (!d) return;
+  if (d->rank == 0) {
+    head[0] = t->ctx.n_checkpoint_paths < 0 || t->ctx.n_checkpoint_paths > HK_MAX_CHECKPOINT_PATHS ? 0 : t->ctx.n_checkpoint_paths;
+    head[1] = t->ctx.checkpoint_default;
+    for (i = 0; i < head[0]; i++) {
+      const char *p = t->ctx.checkpoint_paths[i] ? t->ctx.checkpoint_paths[i] : "";
+      if (strlen(p) >= TR__DIST_PATH) head[0] = -1;
+      else strcpy(d->paths[i], p);
+    }
+  }
+  rc = MPI_Bcast(head, 2, MPI_INT32_T, 0, d->comm);
+  if (rc == MPI_SUCCESS && head[0] > 0) rc = MPI_Bcast(d->paths, head[0] * TR__DIST_PATH, MPI_CHAR, 0, d->comm);
+  if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (checkpoint paths)"); head[0] = 0; }
+  if (head[0] < 0) {
+    tr__fail(t, TR_ERR_INVALID, "a requested checkpoint path is %d bytes or longer; with several processes it must be shorter", TR__DIST_PATH);
+    head[0] = 0;
+  }
+  for (i = 0; i < head[0]; i++) t->ctx.checkpoint_paths[i] = d->paths[i];
+  t->ctx.n_checkpoint_paths = head[0];
+  t->ctx.checkpoint_default = head[1];
+}
+
+static void tr__dist_save_file(tr_trainer *t, const char *path) {
+  if (!t->tr__err && (!t->tr__dist || ((tr__dist *)t->tr__dist)->rank == 0)) tr__save_file(t, path);
+  tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
+}
+
+#else /* one process: nothing to do */
+static tr_err  tr__dist_init(tr_trainer *t) { (void)t; return TR_OK; }
+static void    tr__dist_free(tr_trainer *t) { (void)t; }
+static void    tr__dist_agree(tr_trainer *t) { (void)t; }
+static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what) { (void)t; (void)d; (void)equal; (void)what; return n; }
+static int64_t tr__dist_index(const tr_trainer *t, int64_t b) { (void)t; return b; }
+static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return n == 0; }
+static void    tr__dist_grads(tr_trainer *t) { (void)t; }
+static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
+static void    tr__dist_paths(tr_trainer *t) { (void)t; }
+static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+#endif /* TRAIN_MPI */
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 # Installs what a make target needs, only when something is missing.
 #   sh scripts/deps.sh demo   what `make demo` needs: a C compiler and stb_ds.h (libstb-dev)
 #   sh scripts/deps.sh        what `make test` and `make bench` need: the above, cmocka, valgrind,
-#                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config
+#                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun)
 missing=""
 command -v cc >/dev/null 2>&1         || missing="$missing gcc"
 command -v make >/dev/null 2>&1       || missing="$missing make"
@@ -13,6 +13,8 @@ if [ "${1:-test}" != demo ]; then
   command -v clang >/dev/null 2>&1      || missing="$missing clang"
   command -v g++ >/dev/null 2>&1        || missing="$missing g++"
   command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+  command -v mpirun >/dev/null 2>&1     || missing="$missing openmpi-bin"
+  command -v mpicc >/dev/null 2>&1      || missing="$missing libopenmpi-dev"
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
 fi
 [ -z "$missing" ] && exit 0

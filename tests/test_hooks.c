@@ -757,6 +757,29 @@ static void test_filter_signal(void **state) {
   destroy_reg(reg);
 }
 
+/* rank_zero_only: runs where ctx->rank == 0 only; elsewhere it is not called, not counted, no signal. */
+static void test_filter_rank_zero_only(void **state) {
+  hk_registry *reg = mkreg();
+  rec_t a = { "a", HK_STOP, 0 }, b = { "b", HK_CONTINUE, 0 };
+  hk_opts o = opts_named("a");
+  hk_ctx c;
+  (void)state;
+  o.rank_zero_only = 1;
+  o.filter.every = 2; /* counts only the calls it gets: the 2nd call on rank 0 */
+  on_opts(reg, HK_ON_TRAIN_BATCH_END, &a, o);
+  on_rec(reg, HK_ON_TRAIN_BATCH_END, &b);
+  c = ctx0();
+  c.rank = 1; c.world_size = 2;
+  assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &c), HK_CONTINUE);
+  assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &c), HK_CONTINUE);
+  c.rank = 0;
+  assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &c), HK_CONTINUE);
+  assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &c), HK_STOP);
+  assert_string_equal(g_log, "b b b a b");
+  hk_ctx_free(&c);
+  destroy_reg(reg);
+}
+
 /* ---- changes during dispatch ---------------------------------------------------------------------- */
 
 typedef struct action_t {
@@ -3029,6 +3052,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_filter_batch, cleanup),
     cmocka_unit_test_teardown(test_filter_predicate, cleanup),
     cmocka_unit_test_teardown(test_filter_signal, cleanup),
+    cmocka_unit_test_teardown(test_filter_rank_zero_only, cleanup),
     cmocka_unit_test_teardown(test_dispatch_remove_self, cleanup),
     cmocka_unit_test_teardown(test_dispatch_remove_only_hook, cleanup),
     cmocka_unit_test_teardown(test_dispatch_remove_later, cleanup),

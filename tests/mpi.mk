@@ -1,0 +1,101 @@
+# tests/mpi.mk - train.h's MPI strategy (TRAIN_MPI) under mpirun (included by the top Makefile).
+#
+#   make test-mpi           build/test_mpi (mpicc -DTRAIN_MPI) under mpirun -np 1/2/3, against
+#                           build/test_mpi_plain (the plain trainer): parameters bit-identical across
+#                           ranks; bit-identical to a one-process reference that sums each rank's shard
+#                           gradient in rank order (AdamW, SGD-momentum, accumulation, clipping; 2 and 3
+#                           ranks); close to one process on the same global batches (the difference is
+#                           printed); world size 1 == the plain build bit for bit; a stop / skip / failure /
+#                           SIGTERM / bad resume_from / failing configure_model on one rank ends every rank
+#                           the same way; uneven batch counts; rank-zero-only hooks; model_checkpoint and
+#                           early_stopping on every rank (rank 0 alone writes files); a checkpoint requested
+#                           on the last rank, written by rank 0, resumed in a new mpirun: exact; the example
+#   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
+#   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, C++11 with mpicxx) linked
+#                           with a user TU built without MPI; the program runs as one process
+# Every mpirun is under `timeout`: a hang fails the test instead of stopping CI. Needs Open MPI
+# (openmpi-bin libopenmpi-dev; scripts/deps.sh installs them).
+MPICC       ?= mpicc
+MPICXX      ?= mpicxx
+MPIRUN      ?= mpirun
+MPI_TIMEOUT ?= 60
+# root in containers; more ranks than cores; no CMA single-copy (needs ptrace rights in Docker)
+MPI_ENV  := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+            OMPI_MCA_btl_vader_single_copy_mechanism=none
+MPI_DIR  := $(BUILD)/mpi
+MPI_DEPS := tests/test_mpi.c hooks.h train.h examples/mlp.h
+
+.PHONY: test-mpi test-mpi-compile
+TEST_TARGETS += test-mpi test-mpi-compile
+
+$(MPI_DIR):
+	@mkdir -p $(MPI_DIR)
+
+$(MPI_DIR)/test_mpi: $(MPI_DEPS) | $(MPI_DIR)
+	@command -v $(MPICC) >/dev/null || { echo "test-mpi: $(MPICC) not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
+	$(MPICC) $(ALL_CFLAGS) -DTRAIN_MPI -o $@ tests/test_mpi.c $(LDLIBS)
+$(MPI_DIR)/test_mpi_plain: $(MPI_DEPS) | $(MPI_DIR)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ tests/test_mpi.c $(LDLIBS)
+$(MPI_DIR)/train_mpi: examples/train_mpi.c hooks.h train.h examples/mlp.h | $(MPI_DIR)
+	$(MPICC) $(ALL_CFLAGS) -o $@ examples/train_mpi.c $(LDLIBS)
+
+test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
+	@set -e; cd $(MPI_DIR); rm -f *.bin *.ckpt*; \
+	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1"; do \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=w$$w.bin $$v > fit.out; \
+	  ./test_mpi_plain fit out=ref$$w.bin ref=$$w $$v > ref.out; \
+	  cmp -s w$$w.bin ref$$w.bin || { echo "test-mpi: $$w ranks ($$v) differ from the rank-order reference"; exit 1; }; \
+	  echo "test-mpi: $$w ranks, $$v: identical on every rank and bit-identical to the rank-order reference"; done; done; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 1 ./test_mpi fit out=w1.bin > fit.out; \
+	./test_mpi_plain fit out=plain.bin > ref.out; \
+	cmp -s w1.bin plain.bin || { echo "test-mpi: mpirun -np 1 differs from the plain build"; exit 1; }; \
+	echo "test-mpi: mpirun -np 1 == the build without TRAIN_MPI, bit for bit"; \
+	for s in "steps=1 1e-6" "epochs=20 1e-4"; do set -- $$s; \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=g2.bin $$1 > fit.out; \
+	  ./test_mpi_plain fit out=g1.bin global=2 $$1 > ref.out; \
+	  printf "test-mpi: 2 ranks vs one process on the same global batches, $$1: "; ./test_mpi_plain diff g2.bin g1.bin $$2; done; \
+	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc; do \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi $$m > scen.out 2>&1 \
+	    || { cat scen.out; echo "test-mpi: scenario $$m on $$w ranks failed"; exit 1; }; \
+	  grep "rank 0 of" scen.out; done; done; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 8 ./test_mpi uneven > scen.out 2>&1 \
+	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
+	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \
+	for m in stop fail skip sigterm uneven rank0 configfail mc; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
+	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=straight.bin epochs=4 > fit.out; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=first.bin epochs=2 request_at=13 ckpt=mid.ckpt > fit.out; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=resumed.bin epochs=4 resume=mid.ckpt > fit.out; \
+	cmp -s straight.bin resumed.bin || { echo "test-mpi: resume from the rank-0 checkpoint is not exact"; exit 1; }; \
+	echo "test-mpi: checkpoint requested on rank 1 at step 13, written by rank 0, resumed by a new mpirun: exact"; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./train_mpi | tail -n 1
+	@echo "test-mpi: all passed"
+
+# The compile matrix of tests/train.mk (tr_mx), with TRAIN_MPI in the implementation TU.
+$(TR_MX)/mpi-c99.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(MPICC) -std=c99 -DTRAIN_MPI,gcc -std=c99,$(MPICC))
+$(TR_MX)/mpi-cxx11.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(MPICXX) -std=c++11 -x c++ -DTRAIN_MPI,g++ -std=c++11 -x c++,$(MPICXX))
+
+test-mpi-compile: $(TR_MX)/mpi-c99.ok $(TR_MX)/mpi-cxx11.ok
+	@echo "test-mpi-compile: TRAIN_MPI builds warning-free as C99 and C++11 and runs as one process"
+
+# With TRAIN_CUDA too: device gradients through NCCL. Compiled and linked wherever nvcc, nccl.h and
+# train.h's CUDA section (examples/cuda_mlp.cu) are present: the spirals MLP's .cu file with TRAIN_MPI,
+# linked with tests/test_cuda.c, -lmpi and -lnccl, then run under mpirun -np 1 (it trains on a GPU when
+# there is one, else says it skipped). Multi-rank NCCL needs one GPU per rank: not run here.
+MPI_NVCC     = $(or $(NVCC),nvcc)
+MPI_CU_HOME  = $(or $(CUDA_HOME),/usr/local/cuda)
+MPI_CU_FLAGS = -O3 -std=c++14 -fmad=false -arch=sm_90 -I. -I$(STB_INC) $(addprefix -I,$(shell $(MPICC) --showme:incdirs 2>/dev/null)) \
+               -Xcompiler -Wall,-Wextra,-Werror
+.PHONY: test-mpi-nccl
+TEST_TARGETS += test-mpi-nccl
+test-mpi-nccl: | $(MPI_DIR)
+	@if [ ! -f examples/cuda_mlp.cu ] || [ ! -f tests/test_cuda.c ]; then echo "test-mpi-nccl: skipped: train.h's CUDA section is not in this tree"; \
+	elif ! command -v $(MPI_NVCC) >/dev/null || [ ! -f $(MPI_CU_HOME)/include/nccl.h ]; then echo "test-mpi-nccl: skipped: nvcc or nccl.h not found"; \
+	else set -e; \
+	  $(MPI_NVCC) $(MPI_CU_FLAGS) -DTRAIN_MPI -c examples/cuda_mlp.cu -o $(MPI_DIR)/cuda_mlp_mpi.o; \
+	  $(CC) $(ALL_CFLAGS) tests/test_cuda.c $(MPI_DIR)/cuda_mlp_mpi.o -o $(MPI_DIR)/test_cuda_mpi -L$(MPI_CU_HOME)/lib64 \
+	    -Wl,-rpath,$(MPI_CU_HOME)/lib64 -lcudart -lnccl -lstdc++ -lm $$($(MPICC) --showme:link); \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 1 $(MPI_DIR)/test_cuda_mpi; \
+	  echo "test-mpi-nccl: TRAIN_MPI + TRAIN_CUDA (NCCL) built warning-free with nvcc and linked with MPI and NCCL"; fi

@@ -1,0 +1,358 @@
+/* tests/test_mpi.c - train.h's MPI strategy (TRAIN_MPI), driven by tests/mpi.mk.
+
+   One source, two builds: build/test_mpi (mpicc, -DTRAIN_MPI, run under mpirun) and build/test_mpi_plain
+   (the plain trainer, no MPI: the single-process references). Usage:
+     test_mpi[_plain] fit out=FILE [epochs=E] [steps=N] [batch=B] [accum=K] [sgd=1] [resume=CKPT]
+                          [request_at=STEP ckpt=CKPT]   a hook on the LAST rank asks for a checkpoint
+                          [ref=W]      (plain) reference: each step sums W shard gradients in rank order
+                          [global=W]   (plain) one process on the same global batches (batch B*W)
+       trains the spirals MLP (AdamW or SGD-momentum, clipping by norm 1, validation every epoch), checks
+       that the parameters are bit-identical on every rank, and writes rank 0's parameters to FILE
+     test_mpi_plain diff A B TOL   max |a-b| of two parameter files; fails above TOL; prints it
+     test_mpi stop | fail | failload | configfail | skip | sigterm | uneven | rank0   one scenario each
+   Every check that fails prints what and exits 1 (mpirun then ends the whole job with rc != 0). */
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+#include "examples/mlp.h"
+#include <signal.h>
+#include <dirent.h>
+
+static int rank_ = 0, world_ = 1;
+#define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__, #c); \
+  fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
+
+/* ---- arguments: key=value ---------------------------------------------------------------------------- */
+static int argc_;
+static char **argv_;
+static const char *arg(const char *key, const char *dflt) {
+  size_t n = strlen(key);
+  int i;
+  for (i = 2; i < argc_; i++) if (!strncmp(argv_[i], key, n) && argv_[i][n] == '=') return argv_[i] + n + 1;
+  return dflt;
+}
+static int iarg(const char *key, int dflt) { const char *v = arg(key, NULL); return v ? atoi(v) : dflt; }
+
+/* ---- cross-rank checks --------------------------------------------------------------------------------- */
+static uint64_t hash(const void *p, size_t n) {
+  const unsigned char *b = (const unsigned char *)p;
+  uint64_t h = 1469598103934665603ull;
+  while (n--) { h ^= *b++; h *= 1099511628211ull; }
+  return h;
+}
+static void same_everywhere(uint64_t v, const char *what) {
+#ifdef TRAIN_MPI
+  unsigned long long lo = v, hi = v, x = v;
+  MPI_Allreduce(&x, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&x, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi, "%s differs between ranks", what);
+#else
+  (void)v; (void)what;
+#endif
+}
+static int64_t sum_everywhere(int64_t v) {
+#ifdef TRAIN_MPI
+  long long x = v, s = 0;
+  MPI_Allreduce(&x, &s, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return s;
+#else
+  return v;
+#endif
+}
+
+/* ---- the reference: one process computes what W ranks do -------------------------------------------------
+   One reference "batch" is a whole accumulation window of every rank: rank r's gradient is the sum of
+   its micro-batches (global batches k * W + r, added by the model in one buffer, as on rank r), the
+   ranks' gradients are added in rank order and scaled by 1 / (W * micro-batches), as the trainer's
+   averaging does. The reference trainer itself runs with accumulate_grad_batches = 1. */
+typedef struct shards {
+  mlp *net, helper;   /* helper: the same parameters, its own gradients (one rank at a time) */
+  spirals *ds;
+  int W, B, accum;
+  float *sum;
+  int64_t index;      /* the window being trained */
+} shards;
+static int64_t shards_per_rank(const shards *s) { return spirals_num_batches(s->ds, s->B) / s->W; }
+static int64_t shards_count(void *u) { shards *s = (shards *)u; return (shards_per_rank(s) + s->accum - 1) / s->accum; }
+static int shards_get(void *u, int64_t i, void **batch) { shards *s = (shards *)u; s->index = i; *batch = s; return 0; }
+static void shards_shuffle(void *u, tr_rng *rng) { spirals_tr_shuffle(((shards *)u)->ds, rng); }
+static int shard_window(shards *s, int r, double *loss) { /* rank r's window gradient, into helper.grads */
+  int64_t k, first = s->index * s->accum, end = first + s->accum < shards_per_rank(s) ? first + s->accum : shards_per_rank(s);
+  memcpy(s->helper.params, s->net->params, s->net->num_params * sizeof(float));
+  mlp_zero_grad(&s->helper);
+  for (k = first; k < end; k++) {
+    const mlp_batch *b = spirals_batch(s->ds, (int)(k * s->W + r), s->B);
+    *loss = mlp_forward(&s->helper, b->x, b->y, b->n);
+    mlp_backward(&s->helper, 1.0f);
+  }
+  return (int)(end - first);
+}
+static int shards_forward(void *u, void *batch, int training, double *loss) {
+  shards *s = (shards *)u;
+  const mlp_batch *b = (const mlp_batch *)batch;
+  (void)training;
+  if (batch != (void *)s) { *loss = mlp_forward(s->net, b->x, b->y, b->n); return 0; } /* validation */
+  shard_window(s, 0, loss);
+  return 0;
+}
+static int shards_backward(void *u, void *batch) {
+  shards *s = (shards *)u;
+  size_t i, n = s->net->num_params;
+  int r, micro = 1;
+  double loss;
+  (void)batch;
+  for (r = 0; r < s->W; r++) {
+    micro = shard_window(s, r, &loss);
+    for (i = 0; i < n; i++) s->sum[i] = r == 0 ? s->helper.grads[i] : s->sum[i] + s->helper.grads[i];
+  }
+  for (i = 0; i < n; i++) s->net->grads[i] = s->sum[i] * (1.0f / (float)(s->W * micro)); /* the trainer's averaging */
+  return 0;
+}
+
+/* ---- one training run ---------------------------------------------------------------------------------- */
+typedef struct run {
+  spirals train, val;
+  mlp net;
+  tr_tensor views[MLP_NUM_TENSORS];
+  tr_data td, vd;
+  tr_trainer t;
+  shards sh;
+} run;
+
+static void run_init(run *r, int per_class, int val_per_class, int batch, int sgd) {
+  memset(r, 0, sizeof *r);
+  CHECK(spirals_make(&r->train, per_class, 3, 0.2f, 1) == 0 && spirals_make(&r->val, val_per_class, 3, 0.2f, 2) == 0, "data");
+  CHECK(mlp_init(&r->net, 2, 16, 3, batch * 4, 42) == 0, "model");
+  r->td = spirals_tr_data(&r->train, batch, 1);
+  r->vd = spirals_tr_data(&r->val, batch, 0);
+  CHECK(tr_init(&r->t, &(tr_desc){ .model = mlp_tr_model(&r->net, r->views), .seed = 7,
+        .optim = sgd ? (tr_optim){ .kind = TR_OPTIM_SGD, .lr = 0.05, .momentum = 0.9 } : (tr_optim){ .lr = 1e-2 } }) == TR_OK,
+        "tr_init: %s", tr_error(&r->t));
+  CHECK(r->t.ctx.rank == rank_ && r->t.ctx.world_size == world_, "ctx rank %d/%d", r->t.ctx.rank, r->t.ctx.world_size);
+}
+static void run_free(run *r) {
+  tr_free(&r->t);
+  mlp_free(&r->net);
+  if (r->sh.sum) { mlp_free(&r->sh.helper); free(r->sh.sum); }
+  spirals_free(&r->train);
+  spirals_free(&r->val);
+}
+static tr_config run_config(run *r, int epochs) {
+  tr_config c;
+  memset(&c, 0, sizeof c);
+  c.train = &r->td;
+  c.val = &r->vd;
+  c.max_epochs = epochs;
+  c.gradient_clip_val = 1.0;
+  return c;
+}
+
+static int64_t request_at = -1;
+static int saved_seen;
+static hk_signal request_ckpt(hk_ctx *ctx, void *u) {
+  (void)u;
+  if (ctx->rank == ctx->world_size - 1 && ctx->global_step == request_at) hk_request(ctx, HK_REQUEST_CHECKPOINT);
+  return HK_CONTINUE;
+}
+static hk_signal count_saved(hk_ctx *ctx, void *u) { (void)ctx; (void)u; saved_seen++; return HK_CONTINUE; }
+
+static int mode_fit(void) {
+  run r;
+  const char *out = arg("out", NULL), *resume = arg("resume", NULL), *ckpt = arg("ckpt", NULL);
+  int batch = iarg("batch", 16), ref = iarg("ref", 0), global = iarg("global", 0);
+  tr_config c;
+  tr_err e;
+  CHECK(out, "fit needs out=FILE");
+  run_init(&r, 100, 40, global ? batch * global : batch, iarg("sgd", 0));
+  c = run_config(&r, iarg("epochs", 3));
+  c.accumulate_grad_batches = iarg("accum", 1);
+  c.max_steps = iarg("steps", 0);
+  c.resume_from = resume;
+  c.save_to = ckpt;
+  if (ref) { /* every step: W shards of B, in rank order */
+    r.sh.net = &r.net; r.sh.ds = &r.train; r.sh.W = ref; r.sh.B = batch; r.sh.accum = c.accumulate_grad_batches;
+    c.accumulate_grad_batches = 1;
+    CHECK(mlp_init(&r.sh.helper, 2, 16, 3, batch, 42) == 0 && (r.sh.sum = (float *)malloc(r.net.num_params * sizeof(float))), "ref");
+    r.t.model.user = &r.sh;
+    r.t.model.forward = shards_forward;
+    r.t.model.backward = shards_backward;
+    r.td.user = &r.sh; r.td.count = shards_count; r.td.get = shards_get; r.td.shuffle = shards_shuffle;
+  }
+  if (global) c.limit_train_batches = spirals_num_batches(&r.train, batch) / global; /* the batches W ranks see */
+  if (arg("request_at", NULL)) {
+    request_at = iarg("request_at", 0);
+    CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, request_ckpt, NULL, NULL, NULL) == HK_OK, "hook");
+    CHECK(hk_on(r.t.reg, HK_ON_CHECKPOINT_SAVED, count_saved, NULL, NULL, NULL) == HK_OK, "hook");
+  }
+  e = tr_fit(&r.t, &c);
+  CHECK(e == TR_OK, "tr_fit: %s", tr_error(&r.t));
+  if (request_at >= 0) CHECK(saved_seen == 1, "on_checkpoint_saved ran %d times on this rank", saved_seen);
+  same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
+  same_everywhere((uint64_t)r.t.global_step, "global_step");
+  if (rank_ == 0) {
+    FILE *f = fopen(out, "wb");
+    CHECK(f && fwrite(r.net.params, sizeof(float), r.net.num_params, f) == r.net.num_params && fclose(f) == 0, "writing %s", out);
+    printf("fit: %d rank(s), %lld steps, params hash %016llx -> %s\n", world_, (long long)r.t.global_step,
+           (unsigned long long)hash(r.net.params, r.net.num_params * sizeof(float)), out);
+  }
+  run_free(&r);
+  return 0;
+}
+
+static int mode_diff(void) {
+  FILE *a = argc_ > 3 ? fopen(argv_[2], "rb") : NULL, *b = argc_ > 3 ? fopen(argv_[3], "rb") : NULL;
+  double tol = argc_ > 4 ? atof(argv_[4]) : 0, worst = 0, rel = 0;
+  float x, y;
+  long n = 0;
+  CHECK(a && b, "diff A B TOL: cannot open the files");
+  while (fread(&x, 4, 1, a) == 1 && fread(&y, 4, 1, b) == 1) {
+    double d = fabs((double)x - y);
+    if (d > worst) worst = d;
+    if (d / (fabs((double)y) + 1e-30) > rel && fabs((double)y) > 1e-3) rel = d / fabs((double)y);
+    n++;
+  }
+  fclose(a); fclose(b);
+  printf("diff %s %s: %ld params, max |a-b| = %.3g, max relative (|b| > 1e-3) = %.3g, tolerance %.3g\n", argv_[2], argv_[3], n, worst, rel, tol);
+  CHECK(n > 0 && worst <= tol, "max |a-b| %.3g above %.3g", worst, tol);
+  return 0;
+}
+
+/* ---- scenarios: a hook acts on one rank only; every rank must end the same way ---------------------------- */
+static int exceptions, train_ends, batches_this_epoch, zero_only_calls, skip_calls;
+static hk_signal on_exc(hk_ctx *ctx, void *u) { (void)ctx; (void)u; exceptions++; return HK_CONTINUE; }
+static hk_signal on_tend(hk_ctx *ctx, void *u) { (void)ctx; (void)u; train_ends++; return HK_CONTINUE; }
+static hk_signal last_rank_at(hk_ctx *ctx, void *u) {
+  const char *what = (const char *)u;
+  if (ctx->rank != ctx->world_size - 1) return HK_CONTINUE;
+  if (!strcmp(what, "stop") && ctx->global_step == 7) return HK_STOP;
+  if (!strcmp(what, "fail") && ctx->global_step == 5) return hk_fail(ctx, "boom on rank %d", ctx->rank);
+  if (!strcmp(what, "skip") && ++skip_calls >= 4 && skip_calls <= 6) return HK_SKIP_STEP; /* windows 4, 5, 6 */
+  if (!strcmp(what, "sigterm") && ctx->global_step == 4) raise(SIGTERM);
+  if (!strcmp(what, "configfail")) return hk_fail(ctx, "configure_model failed on rank %d", ctx->rank);
+  return HK_CONTINUE;
+}
+static hk_signal zero_only(hk_ctx *ctx, void *u) {
+  (void)u;
+  CHECK(ctx->rank == 0, "a rank_zero_only hook ran on rank %d", ctx->rank);
+  zero_only_calls++;
+  return ctx->global_step == 3 ? HK_STOP : HK_CONTINUE; /* its stop still stops every rank */
+}
+static hk_signal count_batches(hk_ctx *ctx, void *u) { (void)ctx; (void)u; batches_this_epoch++; return HK_CONTINUE; }
+static hk_signal check_epoch(hk_ctx *ctx, void *u) {
+  (void)u;
+  CHECK(batches_this_epoch == (int)(intptr_t)u, "epoch %lld: %d training batches on this rank, expected %d",
+        (long long)ctx->epoch, batches_this_epoch, (int)(intptr_t)u);
+  batches_this_epoch = 0;
+  return HK_CONTINUE;
+}
+
+static int mode_scenario(const char *mode) {
+  run r;
+  tr_config c;
+  tr_err e, want = TR_OK;
+  int per_class = 100, event = HK_ON_TRAIN_BATCH_END;
+  if (!strcmp(mode, "uneven")) per_class = 36; /* 108 points in batches of 16: 7 batches */
+  run_init(&r, per_class, per_class, 16, 0);
+  c = run_config(&r, 3);
+  hk_on(r.t.reg, HK_ON_EXCEPTION, on_exc, NULL, NULL, NULL);
+  hk_on(r.t.reg, HK_ON_TRAIN_END, on_tend, NULL, NULL, NULL);
+  if (!strcmp(mode, "skip")) event = HK_ON_BEFORE_OPTIMIZER_STEP;
+  if (!strcmp(mode, "configfail")) event = HK_CONFIGURE_MODEL;
+  if (!strcmp(mode, "fail") || !strcmp(mode, "configfail") || !strcmp(mode, "failload")) want = TR_ERR_HOOK;
+  if (!strcmp(mode, "sigterm")) want = TR_ERR_INTERRUPTED;
+  if (!strcmp(mode, "failload")) { /* the last rank alone is given a checkpoint that does not exist */
+    want = TR_ERR_NOT_FOUND;
+    c.resume_from = rank_ == world_ - 1 ? "/nonexistent/dir/x.ckpt" : NULL;
+  } else if (!strcmp(mode, "mc")) { /* standard callbacks on every rank (ema swaps weights for validation,
+                                       nan_guard and gradient_monitor read gradients); rank 0 alone writes, links, removes */
+    if (rank_ == 0) CHECK(system("rm -rf mc") == 0, "rm");
+#ifdef TRAIN_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+    c.max_epochs = 6;
+    CHECK(hk_spec_apply(r.t.reg, "model_checkpoint(dirpath=mc, monitor=val/loss, save_top_k=2, save_last=link)") == HK_OK &&
+          hk_spec_apply(r.t.reg, "early_stopping(monitor=val/loss, patience=100)") == HK_OK &&
+          hk_spec_apply(r.t.reg, "ema(decay=0.9)") == HK_OK && hk_spec_apply(r.t.reg, "nan_guard()") == HK_OK &&
+          hk_spec_apply(r.t.reg, "lr_monitor()") == HK_OK && hk_spec_apply(r.t.reg, "gradient_monitor()") == HK_OK,
+          "%s", hk_last_error(r.t.reg));
+  } else if (!strcmp(mode, "rank0")) {
+    CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, zero_only, NULL, &(hk_opts){ .name = "zero", .rank_zero_only = 1 }, NULL) == HK_OK, "hook");
+  } else if (!strcmp(mode, "uneven")) { /* 7 batches: floor(7 / W) each; the 7 validation batches shared unevenly */
+    hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, count_batches, NULL, NULL, NULL);
+    hk_on(r.t.reg, HK_ON_TRAIN_EPOCH_END, check_epoch, (void *)(intptr_t)(7 / world_), NULL, NULL);
+  } else {
+    CHECK(hk_on(r.t.reg, event, last_rank_at, (void *)mode, NULL, NULL) == HK_OK, "hook");
+  }
+  e = tr_fit(&r.t, &c);
+  printf("%s: rank %d of %d: %s after %lld steps%s%s\n", mode, rank_, world_, tr_err_name(e), (long long)r.t.global_step,
+         e ? ": " : "", e ? tr_error(&r.t) : "");
+  same_everywhere((uint64_t)r.t.global_step, "global_step");
+  same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
+  same_everywhere((uint64_t)e, "tr_fit's result");
+  CHECK(e == want, "tr_fit returned %s, expected %s: %s", tr_err_name(e), tr_err_name(want), tr_error(&r.t));
+  if (want && want != TR_ERR_INTERRUPTED && rank_ != world_ - 1) CHECK(strstr(tr_error(&r.t), "rank ") != NULL, "the error names the rank it came from: %s", tr_error(&r.t));
+  if (want) CHECK(exceptions == 1 && train_ends == 0, "on_exception ran %d times, on_train_end %d", exceptions, train_ends);
+  else CHECK(exceptions == 0 && train_ends == 1, "on_exception ran %d times, on_train_end %d", exceptions, train_ends);
+  if (!strcmp(mode, "fail")) CHECK(strstr(tr_error(&r.t), "boom on rank") != NULL, "the error says why: %s", tr_error(&r.t));
+  if (!strcmp(mode, "stop")) CHECK(r.t.global_step == 7, "stopped at step %lld, expected 7", (long long)r.t.global_step);
+  if (!strcmp(mode, "fail")) CHECK(r.t.global_step == 5, "failed at step %lld, expected 5", (long long)r.t.global_step);
+  if (!strcmp(mode, "sigterm")) CHECK(r.t.global_step == 4, "interrupted at step %lld, expected 4", (long long)r.t.global_step);
+  if (!strcmp(mode, "skip")) CHECK(r.t.global_step == 3 * (19 / world_) - 3, "steps %lld: three windows skipped on one rank skip "
+                                   "them everywhere", (long long)r.t.global_step);
+  if (!strcmp(mode, "mc") && rank_ == 0) { /* two best checkpoints and the last.ckpt link, nothing else */
+    DIR *dir = opendir("mc");
+    struct dirent *de;
+    int files = 0, last = 0;
+    CHECK(dir, "mc/ was not created");
+    while ((de = readdir(dir))) {
+      if (de->d_name[0] == '.') continue;
+      files++;
+      last += !strcmp(de->d_name, "last.ckpt");
+      CHECK(strstr(de->d_name, ".ckpt") && !strstr(de->d_name, ".tmp"), "unexpected file mc/%s", de->d_name);
+    }
+    closedir(dir);
+    CHECK(files == 3 && last == 1, "mc/ holds %d files (last.ckpt: %d), expected 2 best + last.ckpt", files, last);
+  }
+  if (!strcmp(mode, "rank0")) {
+    CHECK(r.t.global_step == 3, "a stop from a rank-zero-only hook: stopped at %lld, expected 3", (long long)r.t.global_step);
+    CHECK(sum_everywhere(zero_only_calls) == 3 && zero_only_calls == (rank_ == 0 ? 3 : 0), "rank-zero-only calls %d", zero_only_calls);
+  }
+  if (!strcmp(mode, "uneven")) { /* val/loss: the mean over all 7 validation batches, the same on every rank */
+    double v = NAN, direct = 0;
+    int b;
+    CHECK(hk_metric_get(&r.t.ctx, "val/loss", &v) == 1, "val/loss");
+    same_everywhere(hash(&v, sizeof v), "val/loss");
+    for (b = 0; b < 7; b++) { const mlp_batch *mb = spirals_batch(&r.val, b, 16); direct += mlp_forward(&r.net, mb->x, mb->y, mb->n); }
+    direct /= 7;
+    CHECK(fabs(v - direct) <= 1e-6 * fabs(direct), "val/loss %.9g, direct mean %.9g", v, direct);
+    CHECK(r.t.global_step == 3 * (7 / world_), "steps %lld", (long long)r.t.global_step);
+    /* tr_validate / tr_test outside a fit: sharded the same way, the same global mean on every rank */
+    CHECK(tr_validate(&r.t, &r.vd, 0, &v) == TR_OK && fabs(v - direct) <= 1e-6 * fabs(direct), "tr_validate: %.9g vs %.9g", v, direct);
+    same_everywhere(hash(&v, sizeof v), "tr_validate's mean");
+    CHECK(tr_test(&r.t, &r.vd, 3, &v) == TR_OK, "tr_test: %s", tr_error(&r.t)); /* 3 batches per rank */
+    same_everywhere(hash(&v, sizeof v), "tr_test's mean");
+    CHECK(tr_predict(&r.t, &r.vd, 0) == TR_OK, "tr_predict: %s", tr_error(&r.t));
+  }
+  run_free(&r);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  int rc;
+  argc_ = argc;
+  argv_ = argv;
+  if (!strcmp(mode, "diff")) return mode_diff();
+#ifdef TRAIN_MPI
+  MPI_Init(&argc, &argv); /* the program's own MPI_Init: tr_init must not call it again */
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_);
+#endif
+  if (!strcmp(mode, "fit")) rc = mode_fit();
+  else if (mode[0]) rc = mode_scenario(mode);
+  else { fprintf(stderr, "usage: see tests/test_mpi.c\n"); rc = 2; }
+#ifdef TRAIN_MPI
+  MPI_Finalize();
+#endif
+  return rc;
+}
