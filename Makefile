@@ -41,6 +41,7 @@ include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
 include tests/mpi.mk
+include tests/cuda.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk
