@@ -42,6 +42,7 @@ include tests/callbacks.mk
 include tests/callbacks_b.mk
 include tests/log.mk
 include tests/mpi.mk
+include tests/cuda.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

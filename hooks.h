@@ -61,7 +61,8 @@
             hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
             any thread count in train.h); hk_grad_norm_known;
             hk_request_checkpoint (a checkpoint at a path; ctx->checkpoint_paths), hk_callback_get,
-            hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name)
+            hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name);
+            ctx->grad_norm_source (hk_grad_norm of device gradients, asked lazily: train.h's CUDA path)
      0.2.0  own loops: HK_FIRE_FLOW/hk_flow, hk_grad_norm (cached until hk_grads_changed),
             hk_is_finite/hk_is_finitef, the context contract; ctx->error/failure/message became
             abort_reason/hook_failure/(private); ctx->grad_norm removed (hk_grad_norm); filters count
@@ -309,7 +310,11 @@ typedef struct hk_tensor {
    rank,world_size loop      this process's rank and the number of processes (0 and 1 alone)
    params, grads  loop       n_tensors named views of the parameters and gradients (hk_tensor).
                              grads are meaningful from on_after_backward to on_after_optimizer_step;
-                             read their norm with hk_grad_norm(ctx), computed once per change
+                             read their norm with hk_grad_norm(ctx), computed once per change.
+                             Views with on_device set hold device memory (train.h's CUDA path):
+                             never dereference them on the host
+   grad_norm_source loop     optional: how hk_grad_norm gets the norm of device views (a copy, made
+                             only when a hook asks)
    batch, outputs loop       the current batch from *_batch_start to *_batch_end; outputs (predict) at
                              on_predict_batch_end; at on_log the loop's log record (train.h: a
                              tr_log_record, read with tr_log_current)
@@ -350,6 +355,12 @@ struct hk_ctx {
   uint64_t hk__seq;      /* private: dispatch counter for lazy metric caching */
   double hk__grad_norm;  /* private: hk_grad_norm's cached value, valid while hk__grad_norm_ok */
   int hk__grad_norm_ok;
+  /* Where hk_grad_norm gets the norm of gradients it cannot read (views with on_device set): the
+     loop's function, called at most once per change of the gradients (train.h's CUDA path copies the
+     norm from the device here, so only a hook that asks pays for the copy). NULL: NaN for such views. */
+  double (*grad_norm_source)(hk_ctx *ctx, void *user);
+  void *grad_norm_source_user;
+  uint64_t hk__grads_version; /* private: counts hk_grads_changed calls (a device cache's key) */
 };
 
 /* Filters decide per call whether a hook runs. Zero fields mean "no constraint". */
@@ -568,7 +579,8 @@ static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mas
    window). Clipping is not a change: for the rest of the step hk_grad_norm reports the norm before
    clipping, the value Lightning logs. A loop that computes the norm anyway (to clip) hands it over
    with hk_grad_norm_set, so nobody pays twice. Views with on_device set cannot be read here: the
-   result is NaN unless the loop set the value. hk_grad_norm_metric plugs it into the metrics map:
+   result is NaN unless the loop set the value or set ctx->grad_norm_source (then that function
+   gives the norm, once per change). hk_grad_norm_metric plugs it into the metrics map:
        hk_metric_lazy(&ctx, "grad_norm", hk_grad_norm_metric, NULL); */
 HOOKS_API double hk_grad_norm(hk_ctx *ctx);
 HOOKS_API void hk_grad_norm_set(hk_ctx *ctx, double norm);
@@ -583,7 +595,7 @@ HOOKS_API void hk_grad_norm_set(hk_ctx *ctx, double norm);
 #define HK_NORM_CHUNK 65536
 HOOKS_API double hk_sumsq(const float *x, size_t n);
 HOOKS_API double hk_grad_norm_metric(const hk_ctx *ctx, void *user);
-static inline void hk_grads_changed(hk_ctx *ctx) { ctx->hk__grad_norm_ok = 0; }
+static inline void hk_grads_changed(hk_ctx *ctx) { ctx->hk__grad_norm_ok = 0; ctx->hk__grads_version++; }
 /* 1 when hk_grad_norm would answer from its cache (a loop with a faster way to compute the norm asks
    this first, then hands its value over with hk_grad_norm_set). */
 static inline int hk_grad_norm_known(const hk_ctx *ctx) { return ctx->hk__grad_norm_ok; }
@@ -1612,6 +1624,10 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
   int k;
   if (!ctx) return NAN;
   if (ctx->hk__grad_norm_ok) return ctx->hk__grad_norm;
+  if (ctx->grad_norm_source) { /* the loop knows better (device memory): ask it once */
+    hk_grad_norm_set(ctx, ctx->grad_norm_source(ctx, ctx->grad_norm_source_user));
+    return ctx->hk__grad_norm;
+  }
   for (k = 0; k < ctx->n_tensors && ctx->grads; k++) {
     const hk_tensor *g = &ctx->grads[k];
     if (g->on_device) return NAN; /* not readable from here, and not set by the loop */

@@ -119,6 +119,11 @@
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
                             with mpicc, run with mpirun): section "MPI STRATEGY" at the end
+     TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
+                            tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
+     TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
+                            file provides the trc_* functions; the tests run train.h's CUDA path this way
+                            on the CPU)
      (hooks.h's options apply to hooks.h, which this header includes)
 
    POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints and signal() for
@@ -137,6 +142,9 @@
             per-element tr_adamw_elem / tr_sgd_elem (host and device), tr_desc.threads (OpenMP),
             deterministic reductions (the same bits for any thread count); SIMD at default flags
             (TRAIN_NO_SIMD, TRAIN_NO_AVX); clipping by norm folded into the update;
+            CUDA (TRAIN_CUDA, the section "CUDA"): on_device models train on the GPU with
+            kernels/train_cuda.cuh, no host wait in a step unless a hook reads a device value,
+            tr_model.device_loss, TR_ERR_DEVICE, tr_cuda_sync_count, tr_grad_histogram (CPU and GPU);
             standard callbacks early_stopping, model_checkpoint, timer (constructors, factories through
             TR_FACTORIES/tr_add_factories, state in checkpoints); HK_REQUEST_CHECKPOINT honours
             hk_request_checkpoint's paths, and requests made in on_train_end; tr_stop_allowed;
@@ -195,7 +203,8 @@ extern "C" {
   X(TR_ERR_MODEL,       "model or data error",  "a model or data function returned nonzero") \
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
   X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
-  X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)")
+  X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (section CUDA)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
@@ -247,6 +256,17 @@ typedef struct tr_model {
   /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
      valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. */
   int (*predict)(void *user, void *batch, void **outputs);
+  /* On the GPU (section "CUDA (TRAIN_CUDA)"): 1 when params and grads are device memory. The trainer
+     then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
+  int on_device;
+  /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
+     it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
+     until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
+  float *device_loss;
+  /* With on_device: the CUDA stream (a cudaStream_t) train.h queues its kernels and copies on, in
+     order with your forward and backward if they use it too; NULL = the default stream. A stream of
+     your own is what CUDA graph capture needs (the legacy default stream cannot be captured). */
+  void *stream;
 } tr_model;
 
 /* ---- the data (yours) -----------------------------------------------------------------------------
@@ -541,6 +561,7 @@ typedef struct tr_trainer {
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
   struct tr__logging *tr__logging; /* the log record being built, histograms waiting for it, run dirs */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
 } tr_trainer;
@@ -605,6 +626,27 @@ TRAIN_API const char *tr_err_name(tr_err e);
    that its decision does not stay latched while the minimum is unmet. */
 TRAIN_API int tr_stop_allowed(const tr_trainer *t);
 
+/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
+   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
+   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
+   device). bins in 1..4096, lo < hi, both finite. */
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
+   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
 /* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
    on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
    at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
@@ -1219,6 +1261,13 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #  define TR__NOINLINE
 #endif
 
+#ifdef TRAIN_CUDA /* the kernels come with the implementation (section CUDA): this file is built by nvcc */
+#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
+#    define TRAIN_CUDA_IMPLEMENTATION
+#  endif
+#  include "kernels/train_cuda.cuh"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -1693,6 +1742,287 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
   return bad;
 }
 
+/* =================================================================================================
+   CUDA (TRAIN_CUDA)
+   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
+   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
+   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
+   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
+     zero_grad       trc_zero                     accumulation mean   trc_scale
+     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
+                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
+                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
+     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
+     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (section "PER-STEP MATH"):
+                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
+                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
+   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
+   the host or synchronises unless asked:
+     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
+       the gradients, when a hook first reads it (ctx->grad_norm_source);
+     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
+       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
+       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
+       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
+     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
+   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
+   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
+   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
+   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
+   checks it against the CPU path bit for bit.
+   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
+   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
+   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
+   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
+   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
+   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
+   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
+   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
+   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
+   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
+   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
+   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
+   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
+   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   ================================================================================================= */
+#ifdef TRAIN_CUDA
+typedef struct tr__device {
+  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
+  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *host_params, *host_grads;
+  double *partials;         /* TRC_NORM_BLOCKS */
+  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  unsigned long long *counts; /* histogram bins */
+  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
+  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
+  uint64_t norm_version;
+  int loss_known;           /* loss holds the device loss of the last training forward */
+  double loss;
+  int swapped;              /* model.params/grads point at the host mirrors */
+} tr__device;
+
+#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
+
+static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
+  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e == 0;
+}
+
+/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+static void tr__dev_norm(tr_trainer *t, double max_norm) {
+  tr__device *d = TR__DEV(t);
+  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
+    d->norm_known = 1;
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
+static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  double norm = NAN;
+  (void)ctx;
+  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
+  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
+  return norm;
+}
+
+static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  float x = NAN;
+  (void)ctx;
+  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
+  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
+    d->loss_known = 1;
+    t->tr__last_loss = x;
+  }
+  return t->tr__last_loss;
+}
+
+static void tr__dev_free(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d) return;
+  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
+  free(d->host_params); free(d->host_grads);
+  free(d);
+  t->tr__dev = NULL;
+}
+
+/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+static tr_err tr__dev_init(tr_trainer *t) {
+  tr__device *d;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  char why[256];
+  int i, e = 0;
+  if (!t->model.on_device) return TR_OK;
+  if (!trc_device_ok(why, sizeof why))
+    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
+  d = (tr__device *)calloc(1, sizeof *d);
+  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
+  t->tr__dev = d;
+  d->host_params = (float *)malloc(bytes);
+  d->host_grads = (float *)malloc(bytes);
+  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
+  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
+  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
+  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
+  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
+  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
+  t->ctx.grad_norm_source = tr__dev_grad_norm;
+  t->ctx.grad_norm_source_user = t;
+  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  return TR_OK;
+}
+
+/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
+static tr_err tr__dev_to_host(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || d->swapped) return TR_OK;
+  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
+  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
+  d->params = t->model.params;
+  d->grads = t->model.grads;
+  t->model.params = d->host_params;
+  if (t->model.grads) t->model.grads = d->host_grads;
+  d->swapped = 1;
+  return TR_OK;
+}
+
+/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
+static void tr__dev_upload(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || !d->swapped) return;
+  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
+  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
+  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
+  tr__dev_ok(t, e, "copying the state to the device");
+  d->norm_known = 0;
+}
+
+static void tr__dev_unswap(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d || !d->swapped) return;
+  t->model.params = d->params;
+  if (d->grads) t->model.grads = d->grads;
+  d->swapped = 0;
+}
+
+/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+static void tr__dev_zero_grad(tr_trainer *t) {
+  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
+}
+
+static void tr__dev_scale_grads(tr_trainer *t, float k) {
+  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
+}
+
+static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
+  tr__device *d = TR__DEV(t);
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    tr__dev_norm(t, c->gradient_clip_val);
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
+      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
+    else d->fold_clip = 1;
+  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
+                                         d->ctrl, t->model.stream), "clipping by value")) {
+    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+static void tr__dev_update(tr_trainer *t, double lr) {
+  tr__device *d = TR__DEV(t);
+  const tr_optim *o = &t->optim;
+  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
+  size_t n = t->model.n_params;
+  int e;
+  d->fold_clip = 0;
+  if (o->kind == TR_OPTIM_ADAMW)
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
+  else {
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  tr__dev_ok(t, e, "the optimizer step");
+}
+
+/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
+static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
+  tr__device *d = TR__DEV(t);
+  if (!t->model.device_loss) return;
+  d->loss_known = 0;
+  *loss = t->tr__last_loss = NAN;
+  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
+}
+
+/* An evaluation batch's loss (one copy). */
+static double tr__dev_eval_loss(tr_trainer *t, double loss) {
+  float x = NAN;
+  if (!t->model.device_loss) return loss;
+  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
+  return x;
+}
+
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
+#define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
+#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+static tr_err tr__dev_init(tr_trainer *t) {
+  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
+                                       "compiled with TRAIN_CUDA by nvcc (see the section CUDA)") : TR_OK;
+}
+static void tr__dev_free(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
+static void tr__dev_upload(tr_trainer *t) { (void)t; }
+static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
+#define TR__ON_DEVICE(t) 0
+#endif
+
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
+  float width;
+  int k;
+  if (!t || !counts) return TR_ERR_INVALID;
+  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
+    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
+                      bins, (double)lo, (double)hi);
+  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
+  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) {
+    tr__device *d = TR__DEV(t);
+    unsigned long long c[4096 + 3];
+    int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
+    e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
+    if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
+    for (b = 0; b < bins + 3; b++) counts[b] = c[b];
+    return TR_OK;
+  }
+#endif
+  width = (hi - lo) / (float)bins;
+  for (k = 0; k < t->ctx.n_tensors; k++) {
+    const float *x = t->ctx.grads[k].data;
+    size_t i;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
+  }
+  return TR_OK;
+}
+
 /* ---- setup --------------------------------------------------------------------------------------- */
 
 /* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
@@ -1757,6 +2087,7 @@ static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite
 
 TRAIN_API void tr_free(tr_trainer *t) {
   if (!t) return;
+  tr__dev_free(t);
   hk_ctx_free(&t->ctx);
   hk_bytes_free(&t->tr__data_state);
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
@@ -1887,6 +2218,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
   if (tr__add_factories(t->reg, t) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
@@ -2041,6 +2373,9 @@ static void tr__forward(tr_trainer *t, void *batch) {
   if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
   rc = t->model.forward(t->model.user, batch, 1, &loss);
   if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
+#endif
   t->ctx.loss = t->tr__last_loss = loss;
   if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
   if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
@@ -2056,6 +2391,9 @@ static void tr__forward(tr_trainer *t, void *batch) {
    (Lightning: when batch_idx % accumulate_grad_batches == 0). */
 static void tr__zero_grad(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
+#endif
   tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
   hk_grads_changed(&t->ctx);
   t->tr__grads_zeroed = 1;
@@ -2075,6 +2413,9 @@ static void tr__backward(tr_trainer *t, void *batch) {
 static void tr__average_window(tr_trainer *t) {
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
+#endif
   tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
@@ -2084,7 +2425,7 @@ static void tr__average_window(tr_trainer *t) {
 static double tr__grad_norm(tr_trainer *t) {
   double sum = 0;
   int k;
-  if (hk_grad_norm_known(&t->ctx)) return hk_grad_norm(&t->ctx);
+  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
   for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
   hk_grad_norm_set(&t->ctx, sqrt(sum));
   return sqrt(sum);
@@ -2098,6 +2439,9 @@ static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; r
 static void tr__clip_gradients(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
+#endif
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
     if (coef >= 1.0) return;
@@ -2119,6 +2463,9 @@ static void tr__clip_gradients(tr_trainer *t) {
    scalars in double, then one float pass (the section "PER-STEP MATH"). */
 static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
+#endif
   if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
     c.gscale = t->tr__gscale;
@@ -2191,6 +2538,9 @@ static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, doub
   }
   rc = t->model.forward(t->model.user, batch, 0, &loss);
   if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
+#endif
   t->ctx.loss = loss;
   *sum += loss;
   ++*counted;
@@ -3030,7 +3380,9 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   else {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    tr__dist_save_file(t, path);        /* rank 0 writes (the only writer), then every rank goes on */
+    if (!tr__dev_to_host(t)) tr__dist_save_file(t, path); /* CUDA: from host mirrors; rank 0 writes (the only
+                                                           writer), then every rank goes on */
+    tr__dev_unswap(t);
     if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
     tr__dist_agree(t);
     t->ctx.path = NULL;
@@ -3355,7 +3707,7 @@ static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
    on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
    the parameters, optimizer state, gradients and hook states, made only when a hook listens to
    on_load_checkpoint (nobody else can fail after the commit). */
-static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
   size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
   int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
@@ -3394,6 +3746,7 @@ static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, 
   if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
   if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  tr__dev_upload(t); /* CUDA: the device gets what was read (section CUDA) */
   after.seed = ck.seed;
   after.rng = ck.rng;
   after.epoch = ck.v[0];
@@ -3419,6 +3772,7 @@ static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, 
     if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
     if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
     if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    tr__dev_upload(t);
     tr__set_loop(t, &before);
     tr__snap_restore(t, &hooks_before);
     hk_bytes_free(&after.data);
@@ -3509,6 +3863,13 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
   *out = buf;
   *out_len = len;
   return TR_OK;
+}
+
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (section CUDA). */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
+  tr__dev_unswap(t);
+  return t->tr__err;
 }
 
 static tr_err tr__load_file(tr_trainer *t, const char *path) {
@@ -4962,6 +5323,8 @@ static tr_err tr__gm_make(hk_registry *reg, tr_trainer *t, const tr_gradient_mon
   double pct[TR__GM_MAX_PCT];
   int n_pct = 0, j;
   if (!d) return tr__bad(w, "gradient_monitor: desc is NULL");
+  if (t && t->model.on_device) /* it would dereference device memory */
+    return tr__bad(w, "gradient_monitor: reads the gradients on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
   if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = 50), got %lld", (long long)d->log_frequency);
   if (d->histogram_bins < 0 || d->histogram_bins > 100000) return tr__bad(w, "gradient_monitor: histogram_bins must be in 0..100000 (0 = no histogram), got %d", d->histogram_bins);
   if (!hk_is_finite(d->vanishing_threshold) || !hk_is_finite(d->exploding_threshold))
@@ -5038,8 +5401,11 @@ static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
 }
 static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
-  if (!s->check_loss || hk_is_finite(ctx->loss)) return HK_CONTINUE;
-  snprintf(s->last, sizeof s->last, "the training loss is %s at epoch %lld, batch %lld, step %lld", tr__nonfinite_name(ctx->loss),
+  double loss = ctx->loss;
+  if (!s->check_loss) return HK_CONTINUE;
+  if (s->t && s->t->model.on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
+  if (hk_is_finite(loss)) return HK_CONTINUE;
+  snprintf(s->last, sizeof s->last, "the training loss is %s at epoch %lld, batch %lld, step %lld", tr__nonfinite_name(loss),
            (long long)ctx->epoch, (long long)ctx->batch_idx, (long long)ctx->global_step + 1);
   return tr__ng_act(s, ctx);
 }
@@ -5258,6 +5624,8 @@ static tr_err tr__ema_make(hk_registry *reg, tr_trainer *t, const tr_ema_desc *d
   hk_callback cb;
   (void)t;
   if (!d) return tr__bad(w, "ema: desc is NULL");
+  if (t && t->model.on_device) /* it would dereference device memory */
+    return tr__bad(w, "ema: reads the parameters on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
   if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
     return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
   if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
@@ -5444,6 +5812,8 @@ static tr_err tr__lrf_make(hk_registry *reg, tr_trainer *t, const tr_lr_finder_d
   hk_callback cb;
   double lo, hi;
   if (!d) return tr__bad(w, "lr_finder: desc is NULL");
+  if (t && t->model.on_device) /* it would dereference device memory */
+    return tr__bad(w, "lr_finder: reads the parameters on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
   lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
   hi = d->max_lr == 0 ? 1.0 : d->max_lr;
   if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
@@ -7498,7 +7868,7 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
    and the parameters are the same on every rank.
 
    GPU: with TRAIN_CUDA too (a .cu file built by nvcc with the MPI include path, linked with -lmpi
-   -lnccl), an on_device model's gradients are summed by NCCL (ncclAllReduce on the default stream,
+   -lnccl), an on_device model's gradients are summed by NCCL (ncclAllReduce on tr_model.stream,
    where every kernel of the step runs: no host wait). NCCL adds in its own order, the same bits on
    every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
    (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
@@ -7734,10 +8104,11 @@ static void tr__dist_grads(tr_trainer *t) {
   t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
 #ifdef TRAIN_CUDA
-  if (d->nccl) { /* on the default stream, as every kernel of the step: no host wait */
+  if (d->nccl) { /* on tr_model.stream, as every kernel of the step: no host wait */
     ncclResult_t nr;
     if (!t->tr__grads_zeroed) tr__dev_zero_grad(t); /* this rank adds nothing */
-    nr = ncclAllReduce(t->model.grads, t->model.grads, t->model.n_params, ncclFloat, ncclSum, d->nccl, 0);
+    nr = ncclAllReduce(t->model.grads, t->model.grads, t->model.n_params, ncclFloat, ncclSum, d->nccl,
+                       (cudaStream_t)t->model.stream);
     if (nr != ncclSuccess) tr__fail(t, TR_ERR_DEVICE, "the gradient all-reduce (NCCL) failed: %s", ncclGetErrorString(nr));
     hk_grads_changed(&t->ctx);
     return;
