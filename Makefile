@@ -40,6 +40,7 @@ include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
+include tests/log.mk
 include tests/mpi.mk
 include tests/cuda.mk
 include bench/bench.mk
@@ -47,6 +48,7 @@ include examples/examples.mk
 include examples/train_examples.mk
 include bench/train_bench.mk
 include bench/math_bench.mk
+include bench/log.mk
 include bench/mpi.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries).

@@ -55,6 +55,8 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
+            hk_spec_applied;
      next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
             hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
             any thread count in train.h); hk_grad_norm_known;
@@ -157,6 +159,7 @@ extern "C" {
   X(ON_SAVE_CHECKPOINT,         on_save_checkpoint,         0,         HK_HONOURS_FAIL,   "a checkpoint is being written (ctx->path); hook state is saved with it") \
   X(ON_LOAD_CHECKPOINT,         on_load_checkpoint,         HK_MODEL_FIRST, HK_HONOURS_FAIL,   "a checkpoint was read (ctx->path); hook state is already restored") \
   X(ON_CHECKPOINT_SAVED,        on_checkpoint_saved,        0,         HK_HONOURS_FAIL,   "a checkpoint file is complete on disk (ctx->path)") \
+  X(ON_LOG,                     on_log,                     HK_MONITOR_LAST, HK_HONOURS_FAIL, "a log record is about to be written (ctx->outputs: the loop's record); change it here") \
   X(ON_EXCEPTION,               on_exception,               0,         HK_HONOURS_NONE,   "a run is aborting (ctx->abort_reason says why); every handler runs") \
   X(TEARDOWN,                   teardown,                   HK_CLOSES, HK_HONOURS_NONE,   "a stage ends, on success and on failure (ctx->stage); free here")
 
@@ -313,7 +316,8 @@ typedef struct hk_tensor {
    grad_norm_source loop     optional: how hk_grad_norm gets the norm of device views (a copy, made
                              only when a hook asks)
    batch, outputs loop       the current batch from *_batch_start to *_batch_end; outputs (predict) at
-                             on_predict_batch_end
+                             on_predict_batch_end; at on_log the loop's log record (train.h: a
+                             tr_log_record, read with tr_log_current)
    path           loop       on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint: the file
    abort_reason   loop       on_exception only: why the run is aborting; NULL elsewhere
    hook_failure   dispatch   after a dispatch that returned HK_FAIL: "hook 'x' failed in on_y: why"
@@ -654,6 +658,9 @@ HOOKS_API hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_par
 /* Parse, check everything, then call the factories in order. All or nothing: if one fails, the
    registrations made by the earlier ones are removed again. */
 HOOKS_API hk_err hk_spec_apply(hk_registry *reg, const char *spec);
+/* The i-th spec string hk_spec_apply applied successfully on reg (a copy), in order; NULL past the
+   end. Loggers record them with a run's hyperparameters. */
+HOOKS_API const char *hk_spec_applied(const hk_registry *reg, int i);
 /* Parse and check only (no factory is called). */
 HOOKS_API hk_err hk_spec_check(hk_registry *reg, const char *spec);
 HOOKS_API int64_t hk_arg_int(const hk_args *a, const char *key);
@@ -809,6 +816,8 @@ typedef struct hk__state {
   int user_flags[HK_MAX_EVENTS];
   hk__name_entry *names;
   hk__factory_entry *factories;
+  char **specs;          /* copies of the specs hk_spec_apply applied (hk_spec_applied) */
+  int n_specs;
   hk_handle next_id;
   int next_seq;
   int depth;             /* dispatches in progress; structural changes wait until it is 0 */
@@ -1161,6 +1170,8 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   for (i = 0; i < HK_MAX_EVENTS; i++) { HOOKS_FREE(s->lists[i]); HOOKS_FREE(s->user_names[i]); }
   stbds_shfree(s->names);
   stbds_shfree(s->factories);
+  for (i = 0; i < s->n_specs; i++) HOOKS_FREE(s->specs[i]);
+  HOOKS_FREE(s->specs);
   HOOKS_FREE(s);
   HOOKS_FREE(reg);
 }
@@ -2368,9 +2379,18 @@ HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
   if (err) {  /* all or nothing: remove what the earlier factories registered */
     hk_handle h;
     for (h = first; h < s->next_id; h++) if (hk__find_reg(s, h)) hk_off(reg, h);
+  } else { /* remembered for hk_spec_applied; out of memory only loses the record, not the spec */
+    size_t n = strlen(spec) + 1;
+    char **grown = (char **)HOOKS_REALLOC(s->specs, (size_t)(s->n_specs + 1) * sizeof *grown);
+    char *copy = grown ? (char *)HOOKS_REALLOC(NULL, n) : NULL;
+    if (grown) s->specs = grown;
+    if (copy) { memcpy(copy, spec, n); s->specs[s->n_specs++] = copy; }
   }
   hk__parser_free(&ps);
   return err;
+}
+HK__DEF const char *hk_spec_applied(const hk_registry *reg, int i) {
+  return reg && i >= 0 && i < reg->hk__s->n_specs ? reg->hk__s->specs[i] : NULL;
 }
 
 static int hk__arg(const hk_args *a, const char *key) {

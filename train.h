@@ -5,7 +5,8 @@
    schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
    Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer, lr_monitor,
    gradient_monitor, nan_guard, ema, lr_finder, model_summary, accumulation_scheduler: the section
-   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init. Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
+   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init, and loggers (csv, jsonl,
+   tensorboard, plot) and a progress bar ("LOGGERS AND PROGRESS BAR"). Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
    FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
 
    USAGE
@@ -77,7 +78,8 @@
    the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
    saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
    at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
-   writes the counters and every metric to tr_desc.log. Checkpoint and log requests made in
+   writes the counters and every metric to tr_desc.log and, in a fit, sends a training log record to
+   the loggers (on_log) at once. Checkpoint and log requests made in
    on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
    hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
 
@@ -128,6 +130,10 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
+            tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
+            tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
+            tr_trainer.train_batches/eval_batches
      next   TRAIN_MPI: data-parallel training on MPI (sharded data, gradients summed in rank order at one
             point, signals/requests/failures agreed by every rank, rank-0 checkpoints), TR_ERR_COMM;
             SIGTERM is handled like Ctrl-C; model_checkpoint touches files on rank 0 only;
@@ -505,6 +511,8 @@ typedef struct tr_config {
   const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
+  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
+                                    0 = 50 (Lightning's default); negative = no training records */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
@@ -523,6 +531,8 @@ typedef struct tr_trainer {
   int64_t samples_seen;
   double lr;               /* current learning rate (also ctx->lr) */
   hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
+  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
+  int64_t eval_batches;    /* batches of the evaluation loop in progress */
   char error[512];         /* the last error's message ("" if none) */
   /* private */
   tr_err tr__err;          /* the first error of the run in progress */
@@ -549,6 +559,7 @@ typedef struct tr_trainer {
   int tr__saving;          /* tr_save is running (a nested one is refused) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
+  struct tr__logging *tr__logging; /* the log record being built, histograms waiting for it, run dirs */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
@@ -672,7 +683,8 @@ typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
    tr_trainer *t)` registers the spec factory `name`; t is the trainer when tr_init calls it (its
    callbacks then read the fit's config), NULL from tr_add_factories. */
 #define TR_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
-  X(nan_guard) X(ema) X(lr_finder) X(model_summary) X(accumulation_scheduler)
+  X(nan_guard) X(ema) X(lr_finder) X(model_summary) X(accumulation_scheduler) \
+  X(csv) X(jsonl) X(tensorboard) X(progress_bar) X(plot)
 /* Registers every standard factory on reg; a name already registered is left as it is. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 
@@ -874,8 +886,8 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
      grad_vanishing, grad_exploding  1 when the total norm is below vanishing_threshold / above
                                   exploding_threshold, else 0 (verbose also prints a warning)
    and, with histogram_bins > 0, a histogram of the gradient values (tr_histogram) handed to
-   on_histogram (a logger writes it: TensorBoard's histogram has the same fields) and kept for
-   tr_gradient_monitor_get. param_filter keeps the tensors whose name contains one of its
+   on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
+   as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
@@ -1031,6 +1043,171 @@ typedef struct tr_accumulation_scheduler_state {
 TRAIN_API tr_err tr_accumulation_scheduler(tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
 
+/* =================================================================================================
+   LOGGERS AND PROGRESS BAR
+   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
+   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
+   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
+   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
+   other callback and the model tier's hooks. Records, in Lightning's rhythm:
+     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
+            default; a batch that did not step - accumulation, a skipped step - logs nothing):
+            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
+            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
+            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
+     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
+            tr_validate: every metric named val/...
+     test   after on_test_epoch_end: every metric named test/...
+     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
+            current training batch or epoch end, where requests are honoured)
+   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
+   logs step 49; validation records carry the last training step), so columns line up with
+   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
+   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
+   disk) is reported once, with the path and the system's reason, and that logger stops writing;
+   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL).
+   Hand-written loop: fill a tr_log_record and call tr_log_emit(reg, &ctx, &record); fire the
+   stage events the progress bar lists. The loggers need nothing else.
+   ================================================================================================= */
+#ifndef TR_LOG_MAX_METRICS
+#  define TR_LOG_MAX_METRICS 64     /* metrics in one record; more are refused (tr_log_set) */
+#endif
+#ifndef TR_LOG_MAX_HISTOGRAMS
+#  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record */
+#endif
+#define TR_LOG_NAME_MAX 64          /* a metric name's bytes, its NUL included; longer names are refused */
+#define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
+
+typedef struct tr_log_metric { char name[TR_LOG_NAME_MAX]; double value; } tr_log_metric;
+typedef struct tr_log_histogram_data {
+  char tag[TR_LOG_NAME_MAX];
+  double min, max, num, sum, sum_squares;
+  int n_buckets;
+  double limit[TR_LOG_HIST_BUCKETS];  /* right edge of each bucket (TensorBoard's bucket_limit) */
+  double count[TR_LOG_HIST_BUCKETS];
+} tr_log_histogram_data;
+
+typedef struct tr_log_record {
+  int64_t step;                 /* Lightning's step (see above) */
+  int64_t epoch;
+  const char *stage;            /* "train", "val" or "test" */
+  int n_metrics;                /* in the order they were added */
+  tr_log_metric metrics[TR_LOG_MAX_METRICS];
+  int n_histograms;
+  tr_log_histogram_data histograms[TR_LOG_MAX_HISTOGRAMS];
+} tr_log_record;
+
+/* The record being logged, at on_log (NULL at any other event). */
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
+/* Add or change a metric: TR_ERR_INVALID for an empty or too long name, TR_ERR_NOMEM when the record
+   is full (TR_LOG_MAX_METRICS). */
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                     /* 1 if it was there */
+/* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
+   record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
+   calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
+TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
+/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
+   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
+   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares);
+/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
+   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
+   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
+TRAIN_API int tr_log_due(const hk_ctx *ctx);
+/* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
+TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
+
+/* CRC-32C (Castagnoli), as TensorBoard's record framing uses it; tr_crc32c_masked is LevelDB's mask. */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n);
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
+
+/* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
+   version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
+   one version directory. The directory is made at the logger's first write (setup of the first run
+   on rank 0); the configuration (hparams) is written then. */
+typedef struct tr_logger_desc {
+  const char *save_dir;         /* NULL = "runs" */
+  const char *name;             /* NULL = "lightning_logs"; "" = versions directly in save_dir */
+  const char *version;          /* NULL or "" = the next free version_N; else this directory name
+                                   (its old metrics file is replaced, as Lightning) */
+  int flush_every;              /* > 0: write after this many records. 0 (default): write once a
+                                   second at most (the first record at once), and at the end of every
+                                   run. Lines are written whole: a process killed with -9 loses at
+                                   most the records not written yet (about a second), never half a line */
+  int fail_on_error;            /* TR_YES: an I/O error fails the run; default: report once, go on */
+} tr_logger_desc;
+
+typedef struct tr_logger_state {
+  const char *dir;              /* the version directory ("" before the first write) */
+  const char *path;             /* the file it writes ("" before the first write) */
+  int64_t records;              /* records written to disk */
+  const char *error;            /* the first I/O error ("" when none) */
+} tr_logger_state;
+
+/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
+   key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
+   record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
+   Python writes them). Rows are appended as whole lines; when a new column appears the file is
+   rewritten with the new header into metrics.csv.tmp and renamed over metrics.csv, so a crash leaves
+   the old file or the new one. hparams.yaml: "key: value" lines sorted by key; the spec strings in
+   effect as a list under "specs". */
+TRAIN_API tr_err tr_csv_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
+/* jsonl: metrics.jsonl, one JSON object per line. The first line is {"hparams": {...}} (numbers as
+   numbers, the rest as strings, "specs" as a list); then one line per record:
+   {"step":49,"epoch":0,"stage":"train","metrics":{"train/loss":0.25}}. NaN and infinities, which
+   JSON cannot hold, are written as the strings "NaN", "Infinity" and "-Infinity". */
+TRAIN_API tr_err tr_jsonl_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
+/* tensorboard: events.out.tfevents.<secs>.<host>.<pid>.0, TFRecord-framed Event protos with real
+   CRC-32C: a file_version event, the hparams as a text summary (tag "hparams", a Markdown table),
+   then per record one event holding every metric as a scalar (tag = the metric's name) and every
+   histogram. Look at it with  tensorboard --logdir <save_dir>. */
+TRAIN_API tr_err tr_tensorboard_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
+TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h); /* any of these loggers, or plot */
+
+/* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
+   at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
+   SVG's <desc> element (as hparams.yaml's lines). */
+typedef struct tr_plot_desc {
+  tr_logger_desc dir;           /* where: path NULL = <version directory>/metrics.svg */
+  const char *path;             /* the SVG file */
+  const char *metrics;          /* space-separated metric names; NULL = every metric with "loss" in its name */
+  const char *title;            /* NULL = the file's directory */
+} tr_plot_desc;
+TRAIN_API tr_err tr_plot(tr_trainer *t, const tr_plot_desc *d, hk_handle *out);
+/* The same plot from a CSV file in metrics.csv's layout (a "step" column and metric columns; empty
+   cells are skipped). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
+TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len);
+
+/* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
+     Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
+   the rate averaged over the epoch, the postfix the last training record's train/loss (as loss)
+   and the last validation record's metrics. A validation bar ("Validation", "Sanity Checking",
+   "Testing") runs on the line below during evaluation.
+   On a terminal: redrawn in place (carriage return) at most every refresh_seconds and at the end of
+   each epoch, as wide as the terminal (asked at every redraw); the validation line is cleared when
+   it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
+   complete lines, never a carriage return or an escape code - one at the end of every training
+   epoch, validation and test, and one at most every line_seconds in between. Events it uses:
+   on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
+   on_sanity_check_start/end, on_train_end, on_log, teardown. */
+typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
+typedef struct tr_progress_bar_desc {
+  FILE *out;                    /* NULL = stdout */
+  tr_bar_mode mode;             /* 0 = a terminal's (isatty) in-place bar, else lines */
+  double refresh_seconds;       /* terminal: the least time between redraws; 0 = 0.1 */
+  double line_seconds;          /* lines: the least time between lines within an epoch; 0 = 10 */
+  int width;                    /* the line's width; 0 = the terminal's ($COLUMNS, else 80; lines: a 10-cell bar) */
+  int ascii;                    /* 1: the bar in " 123456789#" instead of Unicode blocks */
+} tr_progress_bar_desc;
+TRAIN_API tr_err tr_progress_bar(tr_trainer *t, const tr_progress_bar_desc *d, hk_handle *out);
+/* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
+   10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
+TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
+                               const char *postfix, int width, int ascii);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1053,7 +1230,9 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
+#  include <sys/ioctl.h>
 #  include <sys/stat.h>
+#  include <sys/time.h>
 #  include <sys/types.h>
 #  include <unistd.h>
 #  define TR__POSIX 1
@@ -1096,6 +1275,12 @@ extern "C" {
 static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
 static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t); /* standard callbacks, after the trainer */
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
+/* what the trainer keeps for logging (the LOGGERS AND PROGRESS BAR section) */
+typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
+struct tr__logging {
+  tr_log_record rec;  /* the record being built; its histograms wait here for the next record */
+  tr__run_dir *dirs;  /* the version directory each save_dir/name got: this trainer's loggers share it */
+};
 /* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
 static tr_err  tr__dist_init(tr_trainer *t);
 static void    tr__dist_free(tr_trainer *t);
@@ -1907,6 +2092,12 @@ TRAIN_API void tr_free(tr_trainer *t) {
   hk_bytes_free(&t->tr__data_state);
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
   free(t->tr__views);
+  if (t->tr__logging) {
+    tr__run_dir *d = t->tr__logging->dirs;
+    while (d) { tr__run_dir *next = d->next; free(d->base); free(d->dir); free(d); d = next; }
+    free(t->tr__logging);
+    t->tr__logging = NULL;
+  }
   free(t->tr__m);
   free(t->tr__v);
   tr__dist_free(t);
@@ -1993,9 +2184,10 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   /* Everything the step loop needs is allocated now, once. */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  t->tr__logging = (struct tr__logging *)calloc(1, sizeof *t->tr__logging);
   if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
   if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || !t->tr__logging || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -2111,6 +2303,49 @@ static void tr__log_line(tr_trainer *t) {
     if (name) fprintf(f, " %s=%.6g", name, v);
   }
   fputc('\n', f);
+}
+
+/* ---- log records (the LOGGERS AND PROGRESS BAR section) ------------------------------------------
+   The trainer builds a record and fires on_log; loggers are callbacks on on_log. Callers check
+   HK_ACTIVE(t->reg, HK_ON_LOG) first: without a logger nothing here runs. */
+
+static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Which of the context's metrics a record carries (the section's list); names only, so that the
+   trainer's computed-on-demand metrics are not computed for nothing. */
+static int tr__log_due(const char *name, const char *stage) {
+  if (!strcmp(stage, "val")) return tr__starts(name, "val/");
+  if (!strcmp(stage, "test")) return tr__starts(name, "test/");
+  return !tr__starts(name, "val/") && !tr__starts(name, "test/") && strcmp(name, "lr") && strcmp(name, "grad_norm") &&
+         strcmp(name, "train/loss");
+}
+
+static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
+  tr_log_record *r;
+  void *saved = t->ctx.outputs;
+  int i, n = hk_metric_count(&t->ctx);
+  if (t->tr__err || !t->tr__logging) return;
+  r = &t->tr__logging->rec;
+  r->step = t->global_step > 0 ? t->global_step - 1 : 0; /* Lightning's _batches_that_stepped */
+  r->epoch = t->epoch;
+  r->stage = stage;
+  r->n_metrics = 0;
+  if (!strcmp(stage, "train")) (void)tr_log_set(r, "train/loss", t->tr__last_loss);
+  for (i = 0; i < n; i++) {
+    const char *name = hk_metric_at(&t->ctx, i, NULL);
+    double v;
+    if (name && tr__log_due(name, stage) && hk_metric_get(&t->ctx, name, &v)) (void)tr_log_set(r, name, v);
+  }
+  t->ctx.outputs = r;
+  tr__fire(t, HK_ON_LOG);
+  t->ctx.outputs = saved;
+  r->n_histograms = 0;
+}
+
+/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
+static void tr__log_requested(tr_trainer *t) {
+  tr__log_line(t);
+  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
 }
 
 /* ---- the work of a step -------------------------------------------------------------------------
@@ -2331,6 +2566,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->mean) *e->mean = NAN;
   n = tr__n_batches(t, e->data, e->limit, e->what);
   if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
+  t->eval_batches = n;
   hk_flow_clear(&t->tr__flow, own);
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
@@ -2353,6 +2589,8 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   }
   if (e->mean) *e->mean = mean;
   tr__fire(t, e->ev->epoch_end);
+  if (!e->predict && t->ctx.stage != HK_STAGE_SANITY_CHECK && HK_ACTIVE(t->reg, HK_ON_LOG))
+    tr__log_record(t, e->ev == &tr__test_events ? "test" : "val");
   tr__fire(t, e->ev->end);
   tr__dist_agree(t);
   t->ctx.batch_idx = saved_idx;
@@ -2502,7 +2740,7 @@ static void tr__honour_requests(tr_trainer *t) {
     else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
   }
   if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
 }
 
 /* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
@@ -2512,7 +2750,7 @@ static void tr__honour_final_requests(tr_trainer *t) {
   if (t->tr__err) return;
   t->ctx.requests = 0;
   if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_line(t);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
 }
 
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
@@ -2557,6 +2795,9 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
   if (tr__sigint_count >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
+      t->global_step % c->log_every_n_steps == 0)
+    tr__log_record(t, "train");
 
   if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
     tr__fit_validate(t);
@@ -2595,6 +2836,7 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
   int complete;
+  t->train_batches = n;
   tr__start_epoch(t, c->train);
   tr__dist_agree(t);
   while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
@@ -2646,6 +2888,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
   if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
   if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
+  if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
   t->tr__total = t->sched.total;
   if (t->sched.kind == TR_SCHED_COSINE && t->tr__total == 0)
     t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
@@ -5047,6 +5290,8 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     h->step = ctx->global_step + 1;
     s->pub.histogram = h;
     if (s->on_histogram) s->on_histogram(h, ctx, s->hist_user);
+    if (HK_ACTIVE(ctx->reg, HK_ON_LOG)) /* the loggers get it with the next record (TensorBoard shows it) */
+      (void)tr_log_histogram_bins(ctx, "gradients", h->n_bins, h->edges, h->counts, h->sum, h->sum_squares);
   }
   return HK_CONTINUE;
 }
@@ -5777,6 +6022,1407 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
   return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
 }
 
+/* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
+   The record API, CRC-32C, number formatting, run directories and hparams first; then csv, jsonl,
+   tensorboard (one struct, tr__logger, with a part per format), plot (SVG), the progress bar. */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int fileno(FILE *f);                        /* strict C99 headers hide these */
+extern int gethostname(char *name, size_t len);
+#endif
+
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
+  return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
+}
+static int tr__log_find(const tr_log_record *r, const char *name) {
+  int i;
+  for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
+  return -1;
+}
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
+  int i;
+  size_t len = name ? strlen(name) : 0;
+  if (!r || len == 0 || len >= TR_LOG_NAME_MAX) return TR_ERR_INVALID;
+  if ((i = tr__log_find(r, name)) < 0) {
+    if (r->n_metrics >= TR_LOG_MAX_METRICS) return TR_ERR_NOMEM;
+    i = r->n_metrics++;
+    memcpy(r->metrics[i].name, name, len + 1);
+  }
+  r->metrics[i].value = value;
+  return TR_OK;
+}
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  if (i >= 0 && value) *value = r->metrics[i].value;
+  return i >= 0;
+}
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  if (i < 0) return 0;
+  memmove(&r->metrics[i], &r->metrics[i + 1], (size_t)(r->n_metrics - i - 1) * sizeof r->metrics[0]);
+  r->n_metrics--;
+  return 1;
+}
+
+/* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
+static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
+  tr_log_record *r = tr_log_current(ctx);
+  tr_trainer *t = ctx ? (tr_trainer *)ctx->trainer : NULL;
+  tr_log_histogram_data *h;
+  size_t len = tag ? strlen(tag) : 0;
+  int k;
+  *e = TR_ERR_INVALID;
+  if (!ctx || len == 0 || len >= TR_LOG_NAME_MAX) return NULL;
+  if (!r && t && &t->ctx == ctx && t->tr__logging) r = &t->tr__logging->rec; /* waits for the next record */
+  if (!r) return NULL; /* not at on_log, and not train.h's trainer */
+  for (k = 0; k < r->n_histograms && strcmp(r->histograms[k].tag, tag); k++) {}
+  if (k == TR_LOG_MAX_HISTOGRAMS) { *e = TR_ERR_NOMEM; return NULL; }
+  if (k == r->n_histograms) r->n_histograms++;
+  h = &r->histograms[k];
+  memset(h, 0, sizeof *h);
+  memcpy(h->tag, tag, len + 1);
+  *e = TR_OK;
+  return h;
+}
+
+TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n) {
+  tr_log_histogram_data *h;
+  tr_err e;
+  size_t i;
+  int k;
+  if (!values && n) return TR_ERR_INVALID;
+  if (!(h = tr__hist_slot(ctx, tag, &e))) return e;
+  h->min = HUGE_VAL;
+  h->max = -HUGE_VAL;
+  for (i = 0; i < n; i++) {
+    double v = values[i];
+    if (!hk_is_finitef(values[i])) continue;
+    if (v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    h->num += 1;
+    h->sum += v;
+    h->sum_squares += v * v;
+  }
+  if (h->num == 0) h->min = h->max = 0;
+  h->n_buckets = TR_LOG_HIST_BUCKETS;
+  for (k = 0; k < TR_LOG_HIST_BUCKETS; k++) /* right edges; the first one is >= min (TensorBoard reads it so) */
+    h->limit[k] = h->min + (h->max - h->min) * (double)(k + 1) / TR_LOG_HIST_BUCKETS;
+  h->limit[TR_LOG_HIST_BUCKETS - 1] = h->max;
+  for (i = 0; i < n; i++) {
+    double v = values[i];
+    if (!hk_is_finitef(values[i])) continue;
+    k = h->max > h->min ? (int)((v - h->min) / (h->max - h->min) * TR_LOG_HIST_BUCKETS) : 0;
+    if (k >= TR_LOG_HIST_BUCKETS) k = TR_LOG_HIST_BUCKETS - 1;
+    h->count[k] += 1;
+  }
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares) {
+  tr_log_histogram_data *h;
+  tr_err e;
+  int b, group;
+  if (n_bins < 1 || !edges || !counts) return TR_ERR_INVALID;
+  for (b = 0; b < n_bins; b++)
+    if (!(edges[b] <= edges[b + 1]) || counts[b] < 0) return TR_ERR_INVALID; /* NaN edges too */
+  if (!(h = tr__hist_slot(ctx, tag, &e))) return e;
+  group = (n_bins + TR_LOG_HIST_BUCKETS - 1) / TR_LOG_HIST_BUCKETS; /* bins per bucket */
+  h->min = edges[0];
+  h->max = edges[n_bins];
+  h->sum = sum;
+  h->sum_squares = sum_squares;
+  for (b = 0; b < n_bins; b++) {
+    int k = b / group;
+    h->count[k] += (double)counts[b];
+    h->limit[k] = edges[b + 1];
+    h->num += (double)counts[b];
+    if (k + 1 > h->n_buckets) h->n_buckets = k + 1;
+  }
+  return TR_OK;
+}
+
+TRAIN_API int tr_log_due(const hk_ctx *ctx) {
+  const tr_trainer *t = ctx ? (const tr_trainer *)ctx->trainer : NULL;
+  int64_t n;
+  if (!t || &t->ctx != ctx || t->running != HK_STAGE_FIT || !t->tr__cfg || !t->reg || !HK_ACTIVE(t->reg, HK_ON_LOG)) return 0;
+  n = t->tr__cfg->log_every_n_steps;
+  return n > 0 && (ctx->global_step + 1) % n == 0;
+}
+
+TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r) {
+  void *saved;
+  hk_signal s;
+  if (!reg || !ctx || !r) return HK_CONTINUE;
+  saved = ctx->outputs;
+  ctx->outputs = r;
+  s = HK_FIRE(reg, HK_ON_LOG, ctx);
+  ctx->outputs = saved;
+  return s;
+}
+
+/* CRC-32C bit by bit (reflected polynomial 0x82F63B78): a log record is a few hundred bytes every
+   log_every_n_steps steps, so a table would buy nothing. */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  uint32_t crc = 0xFFFFFFFFu;
+  size_t i;
+  int b;
+  for (i = 0; i < n; i++) {
+    crc ^= p[i];
+    for (b = 0; b < 8; b++) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
+  uint32_t c = tr_crc32c(data, n);
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+
+/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python. */
+static void tr__num(char *buf, size_t cap, double v) {
+  int p;
+  if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
+  for (p = 15; p <= 17; p++) {
+    snprintf(buf, cap, "%.*g", p, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+/* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
+static double tr__wall(void) {
+#ifdef TR__POSIX
+  struct timeval tv;
+  if (gettimeofday(&tv, NULL) == 0) return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+#endif
+  return (double)time(NULL);
+}
+
+/* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
+static int64_t tr__next_version(const char *base) {
+  int64_t next = 0;
+#ifdef TR__POSIX
+  DIR *d = opendir(base);
+  struct dirent *e;
+  if (!d) return 0;
+  while ((e = readdir(d)) != NULL) {
+    const char *p = e->d_name;
+    int64_t v = 0;
+    int digits = 0;
+    if (strncmp(p, "version_", 8)) continue;
+    for (p += 8; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
+    if (digits && !*p && v + 1 > next) next = v + 1;
+  }
+  closedir(d);
+#else
+  (void)base;
+#endif
+  return next;
+}
+
+static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
+  size_t na = strlen(a), nb = strlen(b);
+  char *p = (char *)malloc(na + nb + 2);
+  if (!p) return NULL;
+  if (na) { memcpy(p, a, na); p[na++] = '/'; }
+  memcpy(p + na, b, nb + 1);
+  return p;
+}
+
+/* The directory a logger writes into (a new string), made with its parents; NULL and why on failure. */
+static char *tr__run_dir_get(tr_trainer *t, const char *save_dir, const char *name, const char *version,
+                             char *why, size_t why_len) {
+  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  tr__run_dir *rd = NULL;
+  if (!base) return NULL;
+  if (version && version[0]) dir = tr__join(base, version);
+  else {
+    for (rd = t && t->tr__logging ? t->tr__logging->dirs : NULL; rd; rd = rd->next)
+      if (!strcmp(rd->base, base)) break;
+    if (rd) dir = tr__strdup(rd->dir);
+    else {
+      char v[40];
+      snprintf(v, sizeof v, "version_%lld", (long long)tr__next_version(base));
+      dir = tr__join(base, v);
+      if (dir && t && t->tr__logging && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
+        rd->base = tr__strdup(base);
+        rd->dir = tr__strdup(dir);
+        if (rd->base && rd->dir) { rd->next = t->tr__logging->dirs; t->tr__logging->dirs = rd; }
+        else { free(rd->base); free(rd->dir); free(rd); }
+      }
+    }
+  }
+  free(base);
+  if (dir && tr__mkdirs(dir)) {
+    snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
+    free(dir);
+    return NULL;
+  }
+  if (!dir) snprintf(why, why_len, "out of memory");
+  return dir;
+}
+
+/* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
+#define TR__MAX_HPARAMS 40
+typedef struct tr__hparam { const char *key; char val[64]; int num; } tr__hparam;
+static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(((const tr__hparam *)a)->key, ((const tr__hparam *)b)->key); }
+static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
+  if (*n >= TR__MAX_HPARAMS) return;
+  h[*n].key = key;
+  h[*n].num = text == NULL;
+  if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
+  else tr__num(h[*n].val, sizeof h[*n].val, v);
+  ++*n;
+}
+static int tr__hparams(tr_trainer *t, tr__hparam *h) {
+  static const char *const optim[] = { "adamw", "sgd" }, *const sched[] = { "constant", "step", "cosine" };
+  int n = 0;
+  if (!t) return 0;
+  tr__hp(h, &n, "optimizer", optim[t->optim.kind == TR_OPTIM_SGD], 0);
+  tr__hp(h, &n, "lr", NULL, t->optim.lr);
+  tr__hp(h, &n, "weight_decay", NULL, t->optim.weight_decay);
+  if (t->optim.kind == TR_OPTIM_SGD) tr__hp(h, &n, "momentum", NULL, t->optim.momentum);
+  else { tr__hp(h, &n, "beta1", NULL, t->optim.beta1); tr__hp(h, &n, "beta2", NULL, t->optim.beta2); tr__hp(h, &n, "eps", NULL, t->optim.eps); }
+  tr__hp(h, &n, "scheduler", sched[(int)t->sched.kind], 0);
+  tr__hp(h, &n, "warmup", NULL, (double)t->sched.warmup);
+  tr__hp(h, &n, "seed", NULL, (double)t->seed);
+  tr__hp(h, &n, "n_params", NULL, (double)t->model.n_params);
+  if (t->tr__cfg) {
+    const tr_config *c = t->tr__cfg;
+    tr__hp(h, &n, "max_epochs", NULL, (double)c->max_epochs);
+    tr__hp(h, &n, "max_steps", NULL, (double)c->max_steps);
+    tr__hp(h, &n, "min_epochs", NULL, (double)c->min_epochs);
+    tr__hp(h, &n, "min_steps", NULL, (double)c->min_steps);
+    tr__hp(h, &n, "limit_train_batches", NULL, (double)c->limit_train_batches);
+    tr__hp(h, &n, "limit_val_batches", NULL, (double)c->limit_val_batches);
+    tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
+    tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
+    tr__hp(h, &n, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
+    tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
+    tr__hp(h, &n, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
+    tr__hp(h, &n, "batch_size", NULL, (double)c->train->batch_size);
+  }
+  qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  return n;
+}
+
+/* Text into a growing buffer (hk_bytes: out of memory sets failed). */
+static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__putf(hk_bytes *b, const char *fmt, ...) {
+  char tmp[512];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) { b->failed = 1; return; }
+  if ((size_t)n < sizeof tmp) { hk_bytes_put(b, tmp, (size_t)n); return; }
+  {
+    char *big = (char *)malloc((size_t)n + 1);
+    if (!big) { b->failed = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    hk_bytes_put(b, big, (size_t)n);
+    free(big);
+  }
+}
+static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
+
+/* JSON string, escaped */
+static void tr__json_str(hk_bytes *b, const char *s) {
+  hk_bytes_put(b, "\"", 1);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') { char e[2] = { '\\', (char)c }; hk_bytes_put(b, e, 2); }
+    else if (c < 0x20) tr__putf(b, "\\u%04x", c);
+    else hk_bytes_put(b, s, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+static void tr__json_num(hk_bytes *b, double v) {
+  char n[40];
+  if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
+  tr__num(n, sizeof n, v);
+  tr__put_s(b, n);
+}
+/* CSV cell: quoted when it holds a comma, a quote or a line break */
+static void tr__csv_cell(hk_bytes *b, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
+  hk_bytes_put(b, "\"", 1);
+  for (; *s; s++) {
+    if (*s == '"') hk_bytes_put(b, "\"\"", 2);
+    else hk_bytes_put(b, s, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+/* YAML scalar: quoted unless it is plain safe text */
+static void tr__yaml_str(hk_bytes *b, const char *s) {
+  const char *p;
+  int plain = s[0] != 0;
+  for (p = s; *p && plain; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
+  if (plain) tr__put_s(b, s);
+  else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
+}
+
+/* write() all of it; 0 or errno */
+static int tr__fd_write(int fd, const void *data, size_t n) {
+#ifdef TR__POSIX
+  const char *p = (const char *)data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+#else
+  (void)fd; (void)data; (void)n;
+  return ENOSYS;
+#endif
+}
+
+/* -- the file loggers: csv, jsonl, tensorboard, and plot's bookkeeping -- */
+#define TR__LOGGERS(X) /* X(enum, name) */ \
+  X(TR__LOG_CSV, "csv") X(TR__LOG_JSONL, "jsonl") X(TR__LOG_TB, "tensorboard") X(TR__LOG_PLOT, "plot")
+typedef enum tr__log_kind {
+#define TR__X(sym, name) sym,
+  TR__LOGGERS(TR__X)
+#undef TR__X
+  TR__LOG_KINDS
+} tr__log_kind;
+static const char *const tr__log_kind_name[TR__LOG_KINDS] = {
+#define TR__X(sym, name) name,
+  TR__LOGGERS(TR__X)
+#undef TR__X
+};
+
+typedef struct tr__series { char name[TR_LOG_NAME_MAX]; double *x, *y; int n, cap; } tr__series;
+
+typedef struct tr__logger {
+  tr_logger_state pub;
+  tr__log_kind kind;
+  tr_trainer *t;
+  char *save_dir, *name, *version;
+  int flush_every, fail_on_error;
+  double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
+  int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
+  char *dir, *path;
+  char err[512];
+  int fd;               /* the open file (csv, jsonl, tensorboard), -1 when none */
+  hk_bytes out;         /* whole lines (or records) waiting for one write */
+  int pending;          /* records in out (jsonl, tensorboard) or rows not written yet (csv) */
+  hk_bytes scratch, vals, tmp; /* tensorboard: an event, its summary values, one value (reused) */
+  /* csv: every row stays in memory, so that a new column can rewrite the file */
+  char **cols; int n_cols, cap_cols, file_cols; /* columns by first appearance; file_cols in the file's header */
+  int *row_at; int n_rows, cap_rows, rows_in_file; /* row r's cells: row_at[r] .. row_at[r+1] */
+  int *cell_col; double *cell_val; int n_cells, cap_cells;
+  /* plot */
+  char *plot_path, *metrics, *title;
+  tr__series *series; int n_series;
+} tr__logger;
+
+static void tr__logger_destroy(void *user);
+
+/* Report an I/O error once, then write nothing more. fail_on_error fails the run (HK_FAIL). */
+static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, ...) TR__PRINTF(3, 4);
+static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, ...) {
+  va_list ap;
+  const char *who = tr__log_kind_name[s->kind];
+  if (s->broken) return HK_CONTINUE;
+  s->broken = 1;
+  va_start(ap, fmt);
+  vsnprintf(s->err, sizeof s->err, fmt, ap);
+  va_end(ap);
+  s->pub.error = s->err;
+  if (s->fail_on_error) return hk_fail(ctx, "%s logger: %s", who, s->err);
+  tr__cb_say(tr__cb_trainer(ctx, s->t), who, "%s; this logger writes nothing more (training goes on)", s->err);
+  return HK_CONTINUE;
+}
+
+static int tr__csv_col(tr__logger *s, const char *name) { /* the column's id, added when new; -1 on OOM */
+  int i;
+  for (i = 0; i < s->n_cols; i++) if (!strcmp(s->cols[i], name)) return i;
+  if (s->n_cols == s->cap_cols) {
+    int cap = s->cap_cols ? 2 * s->cap_cols : 16;
+    char **p = (char **)realloc(s->cols, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    s->cols = p;
+    s->cap_cols = cap;
+  }
+  if (!(s->cols[s->n_cols] = tr__strdup(name))) return -1;
+  return s->n_cols++;
+}
+static int tr__csv_cell_add(tr__logger *s, int col, double v) {
+  if (col < 0) return -1;
+  if (s->n_cells == s->cap_cells) {
+    int cap = s->cap_cells ? 2 * s->cap_cells : 256;
+    int *c = (int *)realloc(s->cell_col, (size_t)cap * sizeof *c);
+    double *d;
+    if (!c) return -1;
+    s->cell_col = c;
+    if (!(d = (double *)realloc(s->cell_val, (size_t)cap * sizeof *d))) return -1;
+    s->cell_val = d;
+    s->cap_cells = cap;
+  }
+  s->cell_col[s->n_cells] = col;
+  s->cell_val[s->n_cells++] = v;
+  return 0;
+}
+static int tr__csv_add_row(tr__logger *s, const tr_log_record *r) {
+  int i;
+  if (s->n_rows + 2 > s->cap_rows) {
+    int cap = s->cap_rows ? 2 * s->cap_rows : 64;
+    int *p = (int *)realloc(s->row_at, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    s->row_at = p;
+    s->cap_rows = cap;
+  }
+  if (s->n_rows == 0) s->row_at[0] = 0;
+  if (tr__csv_cell_add(s, tr__csv_col(s, "epoch"), (double)r->epoch) ||
+      tr__csv_cell_add(s, tr__csv_col(s, "step"), (double)r->step)) return -1;
+  for (i = 0; i < r->n_metrics; i++)
+    if (strcmp(r->metrics[i].name, "epoch") && strcmp(r->metrics[i].name, "step") &&
+        tr__csv_cell_add(s, tr__csv_col(s, r->metrics[i].name), r->metrics[i].value)) return -1;
+  s->row_at[++s->n_rows] = s->n_cells;
+  return 0;
+}
+/* rows [from, n_rows) as CSV lines (with the header first when header is set). Columns in
+   Lightning's order: sorted by name (an insertion sort: a few dozen columns). */
+static int tr__csv_text(tr__logger *s, hk_bytes *b, int header, int from) {
+  size_t nc = (size_t)(s->n_cols ? s->n_cols : 1);
+  int *order = (int *)malloc(2 * nc * sizeof(int)), *pos = order ? order + nc : NULL, i, j, r;
+  double *row = (double *)malloc(nc * sizeof(double));
+  char *has = (char *)malloc(nc), num[40];
+  if (!order || !row || !has) { free(order); free(row); free(has); return -1; }
+  for (i = 0; i < s->n_cols; i++) {
+    for (j = i; j > 0 && strcmp(s->cols[order[j - 1]], s->cols[i]) > 0; j--) order[j] = order[j - 1];
+    order[j] = i;
+  }
+  for (i = 0; i < s->n_cols; i++) pos[order[i]] = i;
+  if (header) {
+    for (i = 0; i < s->n_cols; i++) { if (i) tr__put_s(b, ","); tr__csv_cell(b, s->cols[order[i]]); }
+    tr__put_s(b, "\n");
+  }
+  for (r = from; r < s->n_rows; r++) {
+    int c;
+    memset(has, 0, nc);
+    for (c = s->row_at[r]; c < s->row_at[r + 1]; c++) { row[pos[s->cell_col[c]]] = s->cell_val[c]; has[pos[s->cell_col[c]]] = 1; }
+    for (i = 0; i < s->n_cols; i++) {
+      const char *col = s->cols[order[i]];
+      if (i) tr__put_s(b, ",");
+      if (!has[i]) continue;
+      if (!strcmp(col, "epoch") || !strcmp(col, "step")) snprintf(num, sizeof num, "%lld", (long long)row[i]);
+      else tr__num(num, sizeof num, row[i]);
+      tr__put_s(b, num);
+    }
+    tr__put_s(b, "\n");
+  }
+  free(order);
+  free(row);
+  free(has);
+  return b->failed ? -1 : 0;
+}
+
+/* Write what waits. csv: new rows are appended as whole lines; when a column appeared since the
+   file's header was written, the whole file is written anew beside it and renamed over it. */
+static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx) {
+  int e;
+  if (s->broken || s->fd < 0 || !s->pending) return HK_CONTINUE;
+  if (s->kind == TR__LOG_CSV) {
+    s->out.len = 0;
+    s->out.failed = 0;
+    if (s->rows_in_file > 0 && s->file_cols != s->n_cols) {
+#ifdef TR__POSIX
+      char *tmp = (char *)malloc(strlen(s->path) + 5);
+      int fd;
+      if (!tmp) return tr__logger_broke(s, ctx, "out of memory");
+      sprintf(tmp, "%s.tmp", s->path);
+      if (tr__csv_text(s, &s->out, 1, 0)) { free(tmp); return tr__logger_broke(s, ctx, "out of memory"); }
+      fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+      e = fd < 0 ? errno : tr__fd_write(fd, s->out.data, s->out.len); /* no fsync: a killed process loses
+                                                                         nothing the kernel has; it costs ms */
+      if (fd >= 0 && close(fd) != 0 && !e) e = errno;
+      if (!e && rename(tmp, s->path) != 0) e = errno;
+      if (e) { (void)remove(tmp); free(tmp); return tr__logger_broke(s, ctx, "cannot rewrite %s with new columns: %s", s->path, strerror(e)); }
+      free(tmp);
+      close(s->fd);
+      s->fd = open(s->path, O_WRONLY | O_APPEND);
+      if (s->fd < 0) return tr__logger_broke(s, ctx, "cannot reopen %s: %s", s->path, strerror(errno));
+#endif
+    } else {
+      if (tr__csv_text(s, &s->out, s->rows_in_file == 0, s->rows_in_file)) return tr__logger_broke(s, ctx, "out of memory");
+      if ((e = tr__fd_write(s->fd, s->out.data, s->out.len)) != 0)
+        return tr__logger_broke(s, ctx, "cannot write %s: %s", s->path, strerror(e));
+    }
+    s->pub.records += s->n_rows - s->rows_in_file;
+    s->rows_in_file = s->n_rows;
+    s->file_cols = s->n_cols;
+  } else {
+    if (s->out.failed) return tr__logger_broke(s, ctx, "out of memory");
+    if ((e = tr__fd_write(s->fd, s->out.data, s->out.len)) != 0)
+      return tr__logger_broke(s, ctx, "cannot write %s: %s", s->path, strerror(e));
+    s->pub.records += s->pending;
+  }
+  s->out.len = 0;
+  s->pending = 0;
+  return HK_CONTINUE;
+}
+
+/* -- tensorboard: protobuf fields and TFRecord framing (field numbers from TensorFlow's event.proto,
+   summary.proto, tensor.proto) -- */
+static void tr__pb_varint(hk_bytes *b, uint64_t v) {
+  unsigned char x[10];
+  int n = 0;
+  do { x[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
+  hk_bytes_put(b, x, (size_t)n);
+}
+static void tr__pb_key(hk_bytes *b, int field, int wire) { tr__pb_varint(b, (uint64_t)(field << 3 | wire)); }
+static void tr__pb_f64(hk_bytes *b, int field, double v) { unsigned char x[8]; uint64_t u; memcpy(&u, &v, 8); tr__le(x, u, 8); tr__pb_key(b, field, 1); hk_bytes_put(b, x, 8); }
+static void tr__pb_f32(hk_bytes *b, int field, float v) { unsigned char x[4]; uint32_t u; memcpy(&u, &v, 4); tr__le(x, u, 4); tr__pb_key(b, field, 5); hk_bytes_put(b, x, 4); }
+static void tr__pb_bytes(hk_bytes *b, int field, const void *p, size_t n) { tr__pb_key(b, field, 2); tr__pb_varint(b, n); hk_bytes_put(b, p, n); }
+static void tr__pb_str(hk_bytes *b, int field, const char *s) { tr__pb_bytes(b, field, s, strlen(s)); }
+
+/* One TFRecord: length, its masked CRC, the data, its masked CRC. */
+static void tr__tf_record(hk_bytes *out, const hk_bytes *event) {
+  unsigned char len[8], crc[4];
+  tr__le(len, (uint64_t)event->len, 8);
+  hk_bytes_put(out, len, 8);
+  tr__le(crc, tr_crc32c_masked(len, 8), 4);
+  hk_bytes_put(out, crc, 4);
+  hk_bytes_put(out, event->data, event->len);
+  tr__le(crc, tr_crc32c_masked(event->data, event->len), 4);
+  hk_bytes_put(out, crc, 4);
+}
+/* Event{wall_time, step, summary{values}} where summary holds the Summary.Value messages in vals */
+static void tr__tf_event(tr__logger *s, int64_t step, const hk_bytes *vals) {
+  s->scratch.len = 0;
+  tr__pb_f64(&s->scratch, 1, tr__wall());
+  tr__pb_key(&s->scratch, 2, 0);
+  tr__pb_varint(&s->scratch, (uint64_t)step);
+  tr__pb_bytes(&s->scratch, 5, vals->data, vals->len);
+  if (s->scratch.failed) s->out.failed = 1;
+  tr__tf_record(&s->out, &s->scratch);
+}
+/* Summary.Value{tag, metadata{plugin_data{plugin_name "text"}}, tensor{DT_STRING, shape {}, string_val}} */
+static void tr__tf_text(hk_bytes *vals, const char *tag, const char *text) {
+  hk_bytes meta, plugin, tensor, value;
+  memset(&meta, 0, sizeof meta); memset(&plugin, 0, sizeof plugin); memset(&tensor, 0, sizeof tensor); memset(&value, 0, sizeof value);
+  tr__pb_str(&plugin, 1, "text");
+  tr__pb_bytes(&meta, 1, plugin.data, plugin.len);
+  tr__pb_key(&tensor, 1, 0); tr__pb_varint(&tensor, 7); /* DT_STRING */
+  tr__pb_bytes(&tensor, 2, "", 0);                      /* a scalar: an empty shape */
+  tr__pb_str(&tensor, 8, text);
+  tr__pb_str(&value, 1, tag);
+  tr__pb_bytes(&value, 9, meta.data, meta.len);
+  tr__pb_bytes(&value, 8, tensor.data, tensor.len);
+  tr__pb_bytes(vals, 1, value.data, value.len);
+  if (meta.failed || plugin.failed || tensor.failed || value.failed) vals->failed = 1;
+  hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&tensor); hk_bytes_free(&value);
+}
+static void tr__tf_scalar(hk_bytes *vals, hk_bytes *tmp, const char *tag, double v) {
+  tmp->len = 0;
+  tr__pb_str(tmp, 1, tag);
+  tr__pb_f32(tmp, 2, (float)v);
+  tr__pb_bytes(vals, 1, tmp->data, tmp->len);
+  if (tmp->failed) vals->failed = 1;
+}
+static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogram_data *h) {
+  hk_bytes histo;
+  unsigned char x[8];
+  int k;
+  memset(&histo, 0, sizeof histo);
+  tr__pb_f64(&histo, 1, h->min);
+  tr__pb_f64(&histo, 2, h->max);
+  tr__pb_f64(&histo, 3, h->num);
+  tr__pb_f64(&histo, 4, h->sum);
+  tr__pb_f64(&histo, 5, h->sum_squares);
+  tr__pb_key(&histo, 6, 2); tr__pb_varint(&histo, 8 * (uint64_t)h->n_buckets); /* packed doubles */
+  for (k = 0; k < h->n_buckets; k++) { uint64_t u; memcpy(&u, &h->limit[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
+  tr__pb_key(&histo, 7, 2); tr__pb_varint(&histo, 8 * (uint64_t)h->n_buckets);
+  for (k = 0; k < h->n_buckets; k++) { uint64_t u; memcpy(&u, &h->count[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
+  tmp->len = 0;
+  tr__pb_str(tmp, 1, h->tag);
+  tr__pb_bytes(tmp, 5, histo.data, histo.len);
+  tr__pb_bytes(vals, 1, tmp->data, tmp->len);
+  if (tmp->failed || histo.failed) vals->failed = 1;
+  hk_bytes_free(&histo);
+}
+
+/* The hparams as text in a logger's format (csv: hparams.yaml; plot uses that too). */
+static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk_bytes *b) {
+  tr__hparam h[TR__MAX_HPARAMS];
+  int i, n = tr__hparams(tr__cb_trainer(ctx, s->t), h);
+  const char *spec;
+  if (format == TR__LOG_CSV || format == TR__LOG_PLOT) { /* hparams.yaml */
+    for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
+    tr__put_s(b, "specs:");
+    if (!hk_spec_applied(ctx->reg, 0)) tr__put_s(b, " []");
+    for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(b, "\n- "); tr__json_str(b, spec); }
+    tr__put_s(b, "\n");
+  } else if (format == TR__LOG_JSONL) {
+    tr__put_s(b, "{\"hparams\":{");
+    for (i = 0; i < n; i++) { if (i) tr__put_s(b, ","); tr__json_str(b, h[i].key); tr__put_s(b, ":"); if (h[i].num) tr__put_s(b, h[i].val); else tr__json_str(b, h[i].val); }
+    tr__put_s(b, n ? ",\"specs\":[" : "\"specs\":[");
+    for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { if (i) tr__put_s(b, ","); tr__json_str(b, spec); }
+    tr__put_s(b, "]}}\n");
+  } else { /* a Markdown table for TensorBoard's text plugin */
+    tr__put_s(b, "| hparam | value |\n|---|---|\n");
+    for (i = 0; i < n; i++) tr__putf(b, "| %s | %s |\n", h[i].key, h[i].val);
+    for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) tr__putf(b, "| spec | `%s` |\n", spec);
+    hk_bytes_put(b, "", 1); /* a C string */
+  }
+}
+
+static int tr__write_file(const char *path, const void *data, size_t n) { /* 0 or errno */
+#ifdef TR__POSIX
+  int e, fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  if (fd < 0) return errno;
+  e = tr__fd_write(fd, data, n);
+  if (close(fd) != 0 && !e) e = errno;
+  return e;
+#else
+  (void)path; (void)data; (void)n;
+  return ENOSYS;
+#endif
+}
+
+/* Make the version directory and open the file (rank 0, at the first setup or record). */
+static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
+  char why[600], file[128];
+  hk_bytes b;
+  int e = 0;
+  if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
+  s->opened = 1;
+  why[0] = 0;
+  if (!(s->dir = tr__run_dir_get(tr__cb_trainer(ctx, s->t), s->save_dir, s->name, s->version, why, sizeof why)))
+    return tr__logger_broke(s, ctx, "%s", why);
+  s->pub.dir = s->dir;
+  if (s->kind == TR__LOG_PLOT) {
+    if (!s->plot_path || !s->plot_path[0]) { free(s->plot_path); s->plot_path = tr__join(s->dir, "metrics.svg"); }
+    if (!s->plot_path) return tr__logger_broke(s, ctx, "out of memory");
+    s->path = tr__strdup(s->plot_path);
+    s->pub.path = s->path ? s->path : "";
+    return HK_CONTINUE;
+  }
+  if (s->kind == TR__LOG_TB) {
+    char host[64] = "localhost";
+#ifdef TR__POSIX
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = 0;
+    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.0", (long long)time(NULL), host, (long)getpid());
+#else
+    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.0", (long long)time(NULL), host);
+#endif
+  } else snprintf(file, sizeof file, "%s", s->kind == TR__LOG_CSV ? "metrics.csv" : "metrics.jsonl");
+  if (!(s->path = tr__join(s->dir, file))) return tr__logger_broke(s, ctx, "out of memory");
+  s->pub.path = s->path;
+#ifdef TR__POSIX
+  s->fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0666); /* a given version's old file is replaced */
+  if (s->fd < 0) return tr__logger_broke(s, ctx, "cannot open %s: %s", s->path, strerror(errno));
+#else
+  return tr__logger_broke(s, ctx, "file loggers need a POSIX system");
+#endif
+  memset(&b, 0, sizeof b);
+  tr__hparams_text(s, ctx, s->kind, &b);
+  if (b.failed) e = ENOMEM;
+  else if (s->kind == TR__LOG_CSV) {
+    char *yaml = tr__join(s->dir, "hparams.yaml");
+    e = yaml ? tr__write_file(yaml, b.data, b.len) : ENOMEM;
+    if (e) snprintf(why, sizeof why, "cannot write %s: %s", yaml ? yaml : "hparams.yaml", strerror(e));
+    free(yaml);
+  } else if (s->kind == TR__LOG_JSONL) {
+    if ((e = tr__fd_write(s->fd, b.data, b.len)) != 0) snprintf(why, sizeof why, "cannot write %s: %s", s->path, strerror(e));
+  } else { /* file_version, then the hparams as text */
+    hk_bytes vals;
+    memset(&vals, 0, sizeof vals);
+    s->scratch.len = 0;
+    tr__pb_f64(&s->scratch, 1, tr__wall());
+    tr__pb_str(&s->scratch, 3, "brain.Event:2");
+    tr__tf_record(&s->out, &s->scratch);
+    tr__tf_text(&vals, "hparams", (const char *)b.data);
+    tr__tf_event(s, 0, &vals);
+    if (vals.failed) s->out.failed = 1;
+    hk_bytes_free(&vals);
+    if (s->out.failed) e = ENOMEM;
+    else if ((e = tr__fd_write(s->fd, s->out.data, s->out.len)) != 0) snprintf(why, sizeof why, "cannot write %s: %s", s->path, strerror(e));
+    s->out.len = 0;
+  }
+  hk_bytes_free(&b);
+  if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__logger_setup(hk_ctx *ctx, void *u) { return tr__logger_open((tr__logger *)u, ctx); }
+
+static hk_signal tr__plot_add(tr__logger *s, const tr_log_record *r);
+
+static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
+  tr__logger *s = (tr__logger *)u;
+  const tr_log_record *r = tr_log_current(ctx);
+  hk_signal sig;
+  int i;
+  if (!r || ctx->rank != 0) return HK_CONTINUE;
+  if ((sig = tr__logger_open(s, ctx)) != HK_CONTINUE || s->broken) return sig;
+  switch (s->kind) {
+  case TR__LOG_CSV:
+    if (tr__csv_add_row(s, r)) return tr__logger_broke(s, ctx, "out of memory");
+    break;
+  case TR__LOG_JSONL:
+    tr__putf(&s->out, "{\"step\":%lld,\"epoch\":%lld,\"stage\":", (long long)r->step, (long long)r->epoch);
+    tr__json_str(&s->out, r->stage ? r->stage : "");
+    tr__put_s(&s->out, ",\"metrics\":{");
+    for (i = 0; i < r->n_metrics; i++) {
+      if (i) tr__put_s(&s->out, ",");
+      tr__json_str(&s->out, r->metrics[i].name);
+      tr__put_s(&s->out, ":");
+      tr__json_num(&s->out, r->metrics[i].value);
+    }
+    tr__put_s(&s->out, "}}\n");
+    break;
+  case TR__LOG_TB:
+    s->vals.len = 0;
+    for (i = 0; i < r->n_metrics; i++) tr__tf_scalar(&s->vals, &s->tmp, r->metrics[i].name, r->metrics[i].value);
+    for (i = 0; i < r->n_histograms; i++) tr__tf_histogram(&s->vals, &s->tmp, &r->histograms[i]);
+    if (s->vals.failed) s->out.failed = 1;
+    if (s->vals.len) tr__tf_event(s, r->step, &s->vals);
+    break;
+  case TR__LOG_PLOT:
+    return tr__plot_add(s, r);
+  default: break;
+  }
+  ++s->pending;
+  if (s->flush_every > 0 ? s->pending >= s->flush_every : tr__wall() - s->last_flush >= 1.0) {
+    s->last_flush = tr__wall(); /* a write is a system call: at the step rate of a small model it shows */
+    return tr__logger_flush(s, ctx);
+  }
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx);
+/* At the end of every run (and of a failed one): write what waits, keep the file open for the next run. */
+static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
+  tr__logger *s = (tr__logger *)u;
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (s->kind == TR__LOG_PLOT) return tr__plot_write(s, ctx);
+  return tr__logger_flush(s, ctx);
+}
+
+/* -- plot: SVG curves -- */
+static int tr__plot_wants(const char *metrics, const char *name) { /* metrics: space-separated names, or NULL */
+  size_t n = strlen(name);
+  const char *p = metrics;
+  if (!metrics || !metrics[0]) return strstr(name, "loss") != NULL;
+  while ((p = strstr(p, name)) != NULL) {
+    if ((p == metrics || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0)) return 1;
+    p += n;
+  }
+  return 0;
+}
+static tr__series *tr__series_get(tr__series **all, int *n, const char *name) {
+  int i;
+  tr__series *grown;
+  for (i = 0; i < *n; i++) if (!strcmp((*all)[i].name, name)) return &(*all)[i];
+  if (strlen(name) >= TR_LOG_NAME_MAX || !(grown = (tr__series *)realloc(*all, (size_t)(*n + 1) * sizeof *grown))) return NULL;
+  *all = grown;
+  memset(&grown[*n], 0, sizeof grown[0]);
+  strcpy(grown[*n].name, name);
+  return &grown[(*n)++];
+}
+static int tr__series_add(tr__series *s, double x, double y) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    double *nx = (double *)realloc(s->x, (size_t)cap * sizeof *nx), *ny;
+    if (!nx) return -1;
+    s->x = nx;
+    if (!(ny = (double *)realloc(s->y, (size_t)cap * sizeof *ny))) return -1;
+    s->y = ny;
+    s->cap = cap;
+  }
+  s->x[s->n] = x;
+  s->y[s->n++] = y;
+  return 0;
+}
+static void tr__series_free(tr__series *all, int n) {
+  int i;
+  for (i = 0; i < n; i++) { free(all[i].x); free(all[i].y); }
+  free(all);
+}
+static hk_signal tr__plot_add(tr__logger *s, const tr_log_record *r) {
+  int i;
+  for (i = 0; i < r->n_metrics; i++) {
+    tr__series *se;
+    if (!tr__plot_wants(s->metrics, r->metrics[i].name)) continue;
+    se = tr__series_get(&s->series, &s->n_series, r->metrics[i].name);
+    if (!se || tr__series_add(se, (double)r->step, r->metrics[i].value)) { s->broken = 1; s->pub.error = "out of memory"; return HK_CONTINUE; }
+  }
+  s->pub.records++;
+  return HK_CONTINUE;
+}
+
+static double tr__nice(double span) { /* a tick spacing of 1, 2 or 5 times a power of ten, about span/5 */
+  double raw = span / 5, p = pow(10, floor(log10(raw))), f = raw / p;
+  return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
+}
+static void tr__svg_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<') fputs("&lt;", f);
+    else if (*s == '>') fputs("&gt;", f);
+    else if (*s == '&') fputs("&amp;", f);
+    else if (*s == '"') fputs("&quot;", f);
+    else fputc(*s, f);
+  }
+}
+/* Curves of every series against x, one colour each, with axes, ticks, grid and a legend; written to
+   path.tmp and renamed. 0, or errno with why filled. */
+static int tr__svg_write(const char *path, const char *title, const char *desc, const tr__series *s, int n, char *why, size_t why_len) {
+  static const char *const colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf" };
+  const double W = 760, H = 420, L = 70, R = 190, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
+  double x0 = HUGE_VAL, x1 = -HUGE_VAL, y0 = HUGE_VAL, y1 = -HUGE_VAL, dx, dy, v;
+  char *tmp = (char *)malloc(strlen(path) + 5);
+  FILE *f;
+  int i, k, e = 0;
+  if (!tmp) { snprintf(why, why_len, "out of memory"); return ENOMEM; }
+  sprintf(tmp, "%s.tmp", path);
+  for (i = 0; i < n; i++)
+    for (k = 0; k < s[i].n; k++)
+      if (hk_is_finite(s[i].y[k]) && hk_is_finite(s[i].x[k])) {
+        if (s[i].x[k] < x0) x0 = s[i].x[k];
+        if (s[i].x[k] > x1) x1 = s[i].x[k];
+        if (s[i].y[k] < y0) y0 = s[i].y[k];
+        if (s[i].y[k] > y1) y1 = s[i].y[k];
+      }
+  if (x0 > x1) { x0 = 0; x1 = 1; y0 = 0; y1 = 1; } /* nothing finite: empty axes */
+  if (x1 == x0) { x0 -= 1; x1 += 1; }
+  if (y1 == y0) { y0 -= fabs(y0) * 0.1 + 1e-9; y1 += fabs(y1) * 0.1 + 1e-9; }
+  dx = tr__nice(x1 - x0);
+  dy = tr__nice(y1 - y0);
+  y0 = floor(y0 / dy) * dy;
+  y1 = ceil(y1 / dy) * dy;
+  if (!(f = fopen(tmp, "w"))) { e = errno; snprintf(why, why_len, "cannot write %s: %s", tmp, strerror(e)); free(tmp); return e; }
+#define TR__SX(x) (L + ((x) - x0) / (x1 - x0) * pw)
+#define TR__SY(y) (T + ph - ((y) - y0) / (y1 - y0) * ph)
+  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
+  fprintf(f, "<rect width=\"%g\" height=\"%g\" fill=\"white\"/>\n<text x=\"%g\" y=\"24\" font-size=\"15\">", W, H, L);
+  tr__svg_text(f, title);
+  fputs("</text>\n", f);
+  if (desc && desc[0]) { fputs("<desc>", f); tr__svg_text(f, desc); fputs("</desc>\n", f); } /* the hparams */
+  for (v = ceil(x0 / dx) * dx; v <= x1 + dx * 1e-9; v += dx)
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%g\" x2=\"%.1f\" y2=\"%g\" stroke=\"#e5e5e5\"/><text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%g</text>\n",
+            TR__SX(v), T, TR__SX(v), T + ph, TR__SX(v), T + ph + 16, v);
+  for (v = y0; v <= y1 + dy * 1e-9; v += dy)
+    fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#e5e5e5\"/><text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
+            L, TR__SY(v), L + pw, TR__SY(v), L - 6, TR__SY(v) + 4, fabs(v) < dy * 1e-9 ? 0.0 : v);
+  fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#333\"/>\n", L, T, pw, ph);
+  fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", L + pw / 2, H - 12);
+  for (i = 0; i < n; i++) {
+    const char *c = colour[i % 8];
+    int open = 0;
+    for (k = 0; k < s[i].n; k++) { /* a non-finite value breaks the line */
+      if (!hk_is_finite(s[i].y[k]) || !hk_is_finite(s[i].x[k])) { if (open) fputs("\"/>\n", f); open = 0; continue; }
+      if (!open) fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
+      fprintf(f, "%s%.1f,%.1f", open ? " " : "", TR__SX(s[i].x[k]), TR__SY(s[i].y[k]));
+      open = 1;
+    }
+    if (open) fputs("\"/>\n", f);
+    if (s[i].n <= 60) /* few points (a validation curve): mark them */
+      for (k = 0; k < s[i].n; k++)
+        if (hk_is_finite(s[i].y[k]) && hk_is_finite(s[i].x[k]))
+          fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", TR__SX(s[i].x[k]), TR__SY(s[i].y[k]), c);
+    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"14\" height=\"4\" fill=\"%s\"/><text x=\"%g\" y=\"%g\">", L + pw + 14, T + 10 + 20.0 * i, c, L + pw + 34, T + 15 + 20.0 * i);
+    tr__svg_text(f, s[i].name);
+    fputs("</text>\n", f);
+  }
+#undef TR__SX
+#undef TR__SY
+  fputs("</svg>\n", f);
+  if (ferror(f)) e = errno ? errno : EIO;
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+  if (!e && rename(tmp, path) != 0) e = errno;
+  if (e) { snprintf(why, why_len, "cannot write %s: %s", path, strerror(e)); (void)remove(tmp); }
+  free(tmp);
+  return e;
+}
+
+static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
+  char why[600];
+  hk_bytes desc;
+  int e;
+  hk_signal sig = tr__logger_open(s, ctx);
+  if (sig != HK_CONTINUE || s->broken || !s->n_series) return sig;
+  memset(&desc, 0, sizeof desc);
+  tr__hparams_text(s, ctx, TR__LOG_PLOT, &desc);
+  hk_bytes_put(&desc, "", 1);
+  e = tr__svg_write(s->path, s->title && s->title[0] ? s->title : s->dir, desc.failed ? NULL : (const char *)desc.data,
+                    s->series, s->n_series, why, sizeof why);
+  hk_bytes_free(&desc);
+  return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
+}
+
+/* Read a CSV line's cells in place (quotes removed); returns the number of cells. */
+static int tr__csv_split(char *line, char **cells, int max) {
+  int n = 0;
+  char *p = line, *w;
+  while (n < max) {
+    cells[n++] = w = p;
+    if (*p == '"') {
+      p++;
+      while (*p && !(*p == '"' && p[1] != '"')) { if (*p == '"') p++; *w++ = *p++; }
+      if (*p == '"') p++;
+    } else while (*p && *p != ',') *w++ = *p++;
+    if (*p != ',') { *w = 0; break; }
+    *w = 0;
+    p++;
+  }
+  return n;
+}
+
+TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len) {
+  enum { MAXC = 256 };
+  char dummy[8], *line = NULL, *cells[MAXC];
+  size_t cap = 0;
+  FILE *f;
+  int n_cols = 0, step_col = -1, i, line_no = 0, e;
+  int col_series[MAXC];
+  tr__series *series = NULL;
+  int n_series = 0;
+  tr_err err = TR_OK;
+  if (!why) { why = dummy; why_len = sizeof dummy; }
+  why[0] = 0;
+  if (!csv_path || !svg_path) { snprintf(why, why_len, "tr_plot_csv: the CSV and SVG paths are required"); return TR_ERR_INVALID; }
+  if (!(f = fopen(csv_path, "r"))) { snprintf(why, why_len, "cannot read %s: %s", csv_path, strerror(errno)); return TR_ERR_IO; }
+  for (;;) { /* whole lines of any length */
+    size_t len = 0;
+    int c;
+    while ((c = fgetc(f)) != EOF && c != '\n') {
+      if (len + 2 > cap) {
+        char *p = (char *)realloc(line, cap = cap ? 2 * cap : 256);
+        if (!p) { err = TR_ERR_NOMEM; break; }
+        line = p;
+      }
+      line[len++] = (char)c;
+    }
+    if (err || (c == EOF && len == 0)) break;
+    if (!line && !(line = (char *)malloc(cap = 256))) { err = TR_ERR_NOMEM; break; }
+    line[len] = 0;
+    if (len && line[len - 1] == '\r') line[--len] = 0;
+    if (line_no++ == 0) {
+      n_cols = tr__csv_split(line, cells, MAXC);
+      for (i = 0; i < n_cols; i++) {
+        col_series[i] = -1;
+        if (!strcmp(cells[i], "step")) step_col = i;
+        else if (tr__plot_wants(metrics, cells[i])) {
+          tr__series *s = tr__series_get(&series, &n_series, cells[i]);
+          if (!s) { err = TR_ERR_NOMEM; break; }
+          col_series[i] = (int)(s - series);
+        }
+      }
+      if (!err && step_col < 0) { snprintf(why, why_len, "%s: the header has no \"step\" column (expected metrics.csv's layout)", csv_path); err = TR_ERR_INVALID; }
+      if (!err && n_series == 0) { snprintf(why, why_len, "%s: no column to plot (%s)", csv_path, metrics && metrics[0] ? "none of the metrics asked for" : "no column name contains \"loss\""); err = TR_ERR_INVALID; }
+      if (err) break;
+    } else {
+      int n = tr__csv_split(line, cells, MAXC);
+      char *end;
+      double x;
+      if (n != n_cols) { snprintf(why, why_len, "%s:%d: %d cells, the header has %d", csv_path, line_no, n, n_cols); err = TR_ERR_INVALID; break; }
+      x = strtod(cells[step_col], &end);
+      if (end == cells[step_col] || *end) continue;
+      for (i = 0; i < n; i++) {
+        double y;
+        if (col_series[i] < 0 || !cells[i][0]) continue;
+        y = strtod(cells[i], &end);
+        if (*end) continue;
+        if (tr__series_add(&series[col_series[i]], x, y)) { err = TR_ERR_NOMEM; break; }
+      }
+      if (err) break;
+    }
+  }
+  if (!err && ferror(f)) { snprintf(why, why_len, "cannot read %s", csv_path); err = TR_ERR_IO; }
+  if (!err && line_no == 0) { snprintf(why, why_len, "%s is empty", csv_path); err = TR_ERR_INVALID; }
+  fclose(f);
+  free(line);
+  if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
+  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  tr__series_free(series, n_series);
+  return err;
+}
+
+static void tr__logger_destroy(void *user) {
+  tr__logger *s = (tr__logger *)user;
+  int i;
+  if (!s) return;
+#ifdef TR__POSIX
+  if (s->fd >= 0) close(s->fd);
+#endif
+  free(s->save_dir); free(s->name); free(s->version); free(s->dir); free(s->path);
+  hk_bytes_free(&s->out); hk_bytes_free(&s->scratch); hk_bytes_free(&s->vals); hk_bytes_free(&s->tmp);
+  for (i = 0; i < s->n_cols; i++) free(s->cols[i]);
+  free(s->cols); free(s->row_at); free(s->cell_col); free(s->cell_val);
+  free(s->plot_path); free(s->metrics); free(s->title);
+  tr__series_free(s->series, s->n_series);
+  free(s);
+}
+
+/* Callback names are unique: the second csv logger is "csv-1" (loggers keep no state, so the name is
+   only a label). */
+static const char *tr__unique_name(const hk_registry *reg, const char *base, char *buf, size_t cap) {
+  int i;
+  if (!hk_find(reg, base)) return base;
+  for (i = 1; i < 1000000; i++) {
+    snprintf(buf, cap, "%s-%d", base, i);
+    if (!hk_find(reg, buf)) break;
+  }
+  return buf;
+}
+
+static tr_err tr__logger_make(hk_registry *reg, tr_trainer *t, tr__log_kind kind, const tr_logger_desc *d,
+                              const tr_plot_desc *pd, hk_handle *out, tr__why *w) {
+  const char *who = tr__log_kind_name[kind];
+  char unique[64];
+  tr__logger *s;
+  hk_callback cb;
+  hk_opts o;
+  hk_err e;
+  if (!d) return tr__bad(w, "%s: desc is NULL", who);
+  if (d->flush_every < 0) return tr__bad(w, "%s: flush_every must be >= 0 (0 = once a second), got %d", who, d->flush_every);
+  if (d->version && strchr(d->version, '/')) return tr__bad(w, "%s: version '%s' must be a directory name without '/'", who, d->version);
+  if (d->save_dir && !d->save_dir[0]) return tr__bad(w, "%s: save_dir is empty (NULL means \"runs\"; \".\" is the current directory)", who);
+  if (!(s = (tr__logger *)calloc(1, sizeof *s))) return tr__bad(w, "%s: out of memory", who), TR_ERR_NOMEM;
+  s->kind = kind;
+  s->t = t;
+  s->fd = -1;
+  s->pub.dir = s->pub.path = s->pub.error = "";
+  s->flush_every = d->flush_every;
+  s->fail_on_error = d->fail_on_error > 0;
+  s->save_dir = tr__strdup(d->save_dir ? d->save_dir : "runs");
+  s->name = tr__strdup(d->name ? d->name : "lightning_logs");
+  s->version = tr__strdup(d->version);
+  if (pd) {
+    s->plot_path = tr__strdup(pd->path);
+    s->metrics = tr__strdup(pd->metrics);
+    s->title = tr__strdup(pd->title);
+  }
+  if (!s->save_dir || !s->name || !s->version || (pd && (!s->plot_path || !s->metrics || !s->title))) {
+    tr__logger_destroy(s);
+    return tr__bad(w, "%s: out of memory", who), TR_ERR_NOMEM;
+  }
+  memset(&cb, 0, sizeof cb);
+  cb.name = tr__unique_name(reg, who, unique, sizeof unique);
+  cb.user = s;
+  cb.setup = tr__logger_setup;
+  cb.on_log = tr__logger_on_log;
+  cb.teardown = tr__logger_teardown;
+  cb.destroy = tr__logger_destroy;
+  /* loggers run last at on_log (a monitoring callback on an HK_MONITOR_LAST event, high order): every
+     other hook has changed the record by then */
+  memset(&o, 0, sizeof o);
+  o.monitor = 1;
+  o.order = 1000;
+  e = hk_add_callback(reg, &cb, &o, out);
+  if (e) {
+    tr__bad(w, "%s", hk_last_error(reg));
+    tr__logger_destroy(s);
+    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_csv_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_CSV, d, NULL, out, &w), &w);
+}
+TRAIN_API tr_err tr_jsonl_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_JSONL, d, NULL, out, &w), &w);
+}
+TRAIN_API tr_err tr_tensorboard_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_TB, d, NULL, out, &w), &w);
+}
+TRAIN_API tr_err tr_plot(tr_trainer *t, const tr_plot_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  if (!d) return tr__cb_result(t, tr__bad(&w, "plot: desc is NULL"), &w);
+  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_PLOT, &d->dir, d, out, &w), &w);
+}
+TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__logger_destroy ? &((const tr__logger *)cb->user)->pub : NULL;
+}
+
+/* -- the progress bar -- */
+static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:SS from an hour */
+  long long t = s > 0 && s < 1e12 ? (long long)s : 0;
+  return (size_t)(t >= 3600 ? snprintf(b, cap, "%lld:%02lld:%02lld", t / 3600, t / 60 % 60, t % 60)
+                            : snprintf(b, cap, "%02lld:%02lld", t / 60, t % 60));
+}
+
+TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
+                               const char *postfix, int width, int ascii) {
+  static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
+                                         "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
+  char el[24], rem[24], rate[32], left[96], right[400];
+  double r = elapsed > 0 ? (double)n / elapsed : 0;
+  int nl, nr, cells, full, k, units;
+  size_t len = 0;
+  if (!buf || cap == 0) return 0;
+  buf[0] = 0;
+  tr__clock_fmt(el, sizeof el, elapsed);
+  if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
+  else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
+  else snprintf(rate, sizeof rate, "%.2fit/s", r);
+  if (total <= 0) /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
+    return (size_t)snprintf(buf, cap, "%s: %lldit [%s, %s%s%s]", desc ? desc : "", (long long)n, el, rate,
+                            postfix && postfix[0] ? ", " : "", postfix ? postfix : "") >= cap ? cap - 1 : strlen(buf);
+  if (r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
+  else snprintf(rem, sizeof rem, "?");
+  nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc ? desc : "", 100.0 * (double)n / (double)total);
+  nr = snprintf(right, sizeof right, "| %lld/%lld [%s<%s, %s%s%s]", (long long)n, (long long)total, el, rem, rate,
+                postfix && postfix[0] ? ", " : "", postfix ? postfix : "");
+  if (nl < 0 || nr < 0) return 0;
+  if (nl >= (int)sizeof left) nl = (int)sizeof left - 1;
+  if (nr >= (int)sizeof right) nr = (int)sizeof right - 1;
+  cells = width > 0 ? width - nl - nr : 10; /* tqdm: the bar takes what the text leaves */
+  if (cells < 1) cells = 1;
+  if (cells > 400) cells = 400;
+  units = ascii ? 10 : 8; /* tqdm: tenths in ASCII (" 123456789#"), eighths in blocks */
+  full = (int)((double)cells * units * (double)(n < total ? n : total) / (double)total);
+#define TR__ADD(s, l) do { size_t l_ = (l); if (len + l_ < cap) { memcpy(buf + len, (s), l_); len += l_; } } while (0)
+  TR__ADD(left, (size_t)nl);
+  for (k = 0; k < cells; k++) {
+    int part = full - units * k;
+    if (part > units) part = units;
+    if (part < 0) part = 0;
+    if (ascii) { char c = part == units ? '#' : part == 0 ? ' ' : (char)('0' + part); TR__ADD(&c, 1); }
+    else TR__ADD(blocks[part], strlen(blocks[part]));
+  }
+  TR__ADD(right, (size_t)nr);
+#undef TR__ADD
+  buf[len] = 0;
+  return len;
+}
+
+typedef struct tr__bar_line {
+  char desc[32];
+  int64_t n, total;
+  int64_t next_look;         /* the batch at which to read the clock again (tqdm's miniters) */
+  double start, last;
+  int live;
+} tr__bar_line;
+typedef struct tr__bar {
+  tr_trainer *t;
+  FILE *out;
+  int tty, width, ascii;
+  double refresh, line_every;
+  tr__bar_line main, eval;   /* the training epoch's bar; the evaluation's (the line below on a terminal) */
+  int eval_shown;            /* terminal: the evaluation line is on screen (drawn once its first redraw is due) */
+  double last_draw;          /* terminal: when anything was last drawn */
+  int drawn_len;             /* visible width of the line now on screen (padding erases what is left) */
+  char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
+} tr__bar;
+
+static void tr__bar_destroy(void *user) { free(user); }
+
+static int tr__bar_cols(tr__bar *b) {
+  const char *c;
+#if defined(TR__POSIX) && defined(TIOCGWINSZ)
+  struct winsize ws;
+  if (ioctl(fileno(b->out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col - 1; /* tqdm leaves one */
+#endif
+  c = getenv("COLUMNS");
+  return c && atoi(c) > 1 ? atoi(c) - 1 : 79;
+}
+static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
+
+/* Draw a line: in place on a terminal (\r, padded over the previous text), else a complete line. */
+static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
+  char line[1024], post[400];
+  size_t w;
+  if (!l->live) return;
+  snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
+  tr_bar_format(line, sizeof line, l->desc, l->n, l->total, now - l->start, post,
+                b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
+  l->last = b->last_draw = now;
+  if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
+  w = tr__utf8_width(line);
+  fprintf(b->out, "\r%s%*s", line, b->drawn_len > (int)w ? b->drawn_len - (int)w : 0, "");
+  b->drawn_len = (int)w;
+  fflush(b->out);
+}
+static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
+  snprintf(l->desc, sizeof l->desc, "%s", desc);
+  l->n = n;
+  l->total = total;
+  l->start = l->last = tr__wall();
+  l->next_look = 0;
+  l->live = 1;
+}
+static tr_trainer *tr__bar_trainer(hk_ctx *ctx, tr__bar *b) { return tr__cb_trainer(ctx, b->t); }
+
+static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  tr_trainer *t = tr__bar_trainer(ctx, b);
+  char desc[32];
+  if (ctx->rank != 0) return HK_CONTINUE;
+  snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
+  tr__bar_start(&b->main, desc, ctx->batch_idx, t ? t->train_batches : 0); /* a resumed epoch starts mid-way */
+  if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
+  return HK_CONTINUE;
+}
+static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  tr__bar_line *l = ctx->event == HK_ON_TRAIN_BATCH_END ? &b->main : &b->eval;
+  double now;
+  if (ctx->rank != 0 || !l->live) return HK_CONTINUE;
+  l->n = ctx->batch_idx + 1;
+  if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
+  now = tr__wall();
+  if (b->tty ? (now - l->last >= b->refresh || l->n == l->total) : now - l->last >= b->line_every) {
+    if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
+      if (b->main.live) { fputc('\n', b->out); b->drawn_len = 0; }
+      b->eval_shown = 1;
+    }
+    tr__bar_draw(b, l, now);
+  }
+  { /* look again after about a quarter of the interval, at the rate seen so far (tqdm's dynamic miniters) */
+    double rate = now > l->start ? (double)l->n / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
+    l->next_look = l->n + (ahead >= 1 ? (ahead < 1e9 ? (int64_t)ahead : 1000000000) : 1);
+  }
+  return HK_CONTINUE;
+}
+static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  if (ctx->rank != 0 || !b->main.live) return HK_CONTINUE;
+  tr__bar_draw(b, &b->main, tr__wall()); /* the epoch's final state (with this epoch's validation) */
+  return HK_CONTINUE;
+}
+static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (b->tty && b->main.live) { fputc('\n', b->out); fflush(b->out); }
+  b->main.live = 0;
+  b->drawn_len = 0;
+  return HK_CONTINUE;
+}
+/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end. */
+static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  tr_trainer *t = tr__bar_trainer(ctx, b);
+  const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
+  if (ctx->rank != 0) return HK_CONTINUE;
+  tr__bar_start(&b->eval, desc, 0, t ? t->eval_batches : 0);
+  b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
+  return HK_CONTINUE;
+}
+static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  if (ctx->rank != 0 || !b->eval.live) return HK_CONTINUE;
+  if (!b->tty) tr__bar_draw(b, &b->eval, tr__wall());
+  else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
+    tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
+    fputc('\n', b->out);
+    b->drawn_len = 0;
+  } else if (b->eval_shown && b->main.live) { /* erase the line, go back up to the training bar */
+    fputs("\r\033[K\033[A", b->out);
+    b->drawn_len = 0;
+    tr__bar_draw(b, &b->main, tr__wall());
+  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_len = 0; } /* the sanity check's line goes */
+  fflush(b->out);
+  b->eval.live = 0;
+  b->eval_shown = 0;
+  return HK_CONTINUE;
+}
+static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  const tr_log_record *r = tr_log_current(ctx);
+  double v;
+  int i;
+  size_t len = 0;
+  if (!r || ctx->rank != 0) return HK_CONTINUE;
+  if (r->stage && !strcmp(r->stage, "train")) {
+    if (tr_log_get(r, "train/loss", &v)) snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
+    return HK_CONTINUE;
+  }
+  b->val[0] = 0;
+  for (i = 0; i < r->n_metrics && len + 2 < sizeof b->val; i++) {
+    int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
+    if (k < 0) break;
+    len += (size_t)k;
+  }
+  if (len >= sizeof b->val) b->val[sizeof b->val - 1] = 0;
+  return HK_CONTINUE;
+}
+static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
+  tr__bar *b = (tr__bar *)u;
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); }
+  b->main.live = b->eval.live = 0;
+  b->drawn_len = 0;
+  return HK_CONTINUE;
+}
+
+static tr_err tr__bar_make(hk_registry *reg, tr_trainer *t, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
+  char unique[64];
+  tr__bar *b;
+  hk_callback cb;
+  hk_opts o;
+  hk_err e;
+  if (!d) return tr__bad(w, "progress_bar: desc is NULL");
+  if (d->mode < TR_BAR_AUTO || d->mode > TR_BAR_LINES) return tr__bad(w, "progress_bar: mode %d is not valid (auto, tty or lines)", (int)d->mode);
+  if (!(d->refresh_seconds >= 0) || !(d->line_seconds >= 0) || !hk_is_finite(d->refresh_seconds) || !hk_is_finite(d->line_seconds))
+    return tr__bad(w, "progress_bar: refresh_seconds and line_seconds must be finite and >= 0");
+  if (d->width < 0) return tr__bad(w, "progress_bar: width must be >= 0 (0 = the terminal's), got %d", d->width);
+  if (!(b = (tr__bar *)calloc(1, sizeof *b))) return tr__bad(w, "progress_bar: out of memory"), TR_ERR_NOMEM;
+  b->t = t;
+  b->out = d->out ? d->out : stdout;
+#ifdef TR__POSIX
+  b->tty = d->mode == TR_BAR_TTY || (d->mode == TR_BAR_AUTO && isatty(fileno(b->out)));
+#else
+  b->tty = d->mode == TR_BAR_TTY;
+#endif
+  b->refresh = d->refresh_seconds > 0 ? d->refresh_seconds : 0.1;
+  b->line_every = d->line_seconds > 0 ? d->line_seconds : 10;
+  b->width = d->width;
+  b->ascii = d->ascii;
+  memset(&cb, 0, sizeof cb);
+  cb.name = tr__unique_name(reg, "progress_bar", unique, sizeof unique);
+  cb.user = b;
+  cb.on_train_epoch_start = tr__bar_epoch_start;
+  cb.on_train_batch_end = tr__bar_batch_end;
+  cb.on_train_epoch_end = tr__bar_epoch_end;
+  cb.on_train_end = tr__bar_train_end;
+  cb.on_validation_start = tr__bar_eval_start;
+  cb.on_validation_batch_end = tr__bar_batch_end;
+  cb.on_validation_end = tr__bar_eval_end;
+  cb.on_test_start = tr__bar_eval_start;
+  cb.on_test_batch_end = tr__bar_batch_end;
+  cb.on_test_end = tr__bar_eval_end;
+  cb.on_log = tr__bar_on_log;
+  cb.teardown = tr__bar_teardown;
+  cb.destroy = tr__bar_destroy;
+  memset(&o, 0, sizeof o);
+  o.monitor = 1;
+  o.order = 1000; /* after the hooks that change the record, and after other callbacks' epoch ends */
+  e = hk_add_callback(reg, &cb, &o, out);
+  if (e) {
+    tr__bad(w, "%s", hk_last_error(reg));
+    tr__bar_destroy(b);
+    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+TRAIN_API tr_err tr_progress_bar(tr_trainer *t, const tr_progress_bar_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!t || !t->reg) return TR_ERR_INVALID;
+  return tr__cb_result(t, tr__bar_make(t->reg, t, d, out, &w), &w);
+}
+
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
    Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
 static const char *const tr__tri = "auto|true|false";
@@ -6026,6 +7672,69 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, tr__as_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
 }
 
+#define TR__LOGGER_PARAMS \
+  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs" }, \
+  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none)" }, \
+  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
+  { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
+  { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
+static const hk_param tr__logger_params[] = { TR__LOGGER_PARAMS };
+static const hk_param tr__plot_params[] = {
+  TR__LOGGER_PARAMS,
+  { "path", HK_PARAM_STRING, "", NULL, "the SVG file (empty: metrics.svg in the version directory)" },
+  { "metrics", HK_PARAM_STRING, "", NULL, "space-separated metrics to plot (empty: those named *loss*)" },
+  { "title", HK_PARAM_STRING, "", NULL, "the plot's title (empty: the directory)" },
+};
+static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
+  int64_t fe = hk_arg_int(a, "flush_every");
+  memset(d, 0, sizeof *d);
+  d->save_dir = hk_arg_str(a, "save_dir");
+  d->name = hk_arg_str(a, "name");
+  d->version = hk_arg_str(a, "version");
+  if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
+  d->flush_every = (int)fe;
+  d->fail_on_error = tr__bool_arg(a, "fail_on_error");
+  return HK_OK;
+}
+static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr__log_kind kind) {
+  tr_logger_desc d;
+  tr_plot_desc pd;
+  tr__why w;
+  if (tr__logger_args(a, &d, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
+  memset(&pd, 0, sizeof pd);
+  pd.dir = d;
+  if (kind == TR__LOG_PLOT) { pd.path = hk_arg_str(a, "path"); pd.metrics = hk_arg_str(a, "metrics"); pd.title = hk_arg_str(a, "title"); }
+  return tr__factory_result(reg, tr__logger_make(reg, (tr_trainer *)user, kind, &d, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
+}
+static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_CSV); }
+static hk_err tr__jsonl_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_JSONL); }
+static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_TB); }
+static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_PLOT); }
+
+static const hk_param tr__bar_params[] = {
+  { "stream", HK_PARAM_CHOICE, "stdout", "stdout|stderr", "where the bar goes" },
+  { "mode", HK_PARAM_CHOICE, "auto", "auto|tty|lines", "in place on a terminal, else lines (auto)" },
+  { "refresh_seconds", HK_PARAM_DOUBLE, "0.1", NULL, "terminal: the least time between redraws" },
+  { "line_seconds", HK_PARAM_DOUBLE, "10", NULL, "lines: the least time between lines within an epoch" },
+  { "width", HK_PARAM_INT, "0", NULL, "the line's width (0: the terminal's)" },
+  { "ascii", HK_PARAM_BOOL, "false", NULL, "draw the bar with ASCII characters" },
+};
+static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_progress_bar_desc d;
+  tr__why w;
+  const char *mode = hk_arg_str(a, "mode"), *stream = hk_arg_str(a, "stream");
+  int64_t width = hk_arg_int(a, "width");
+  memset(&d, 0, sizeof d);
+  d.out = stream && !strcmp(stream, "stderr") ? stderr : stdout;
+  d.mode = mode && !strcmp(mode, "tty") ? TR_BAR_TTY : mode && !strcmp(mode, "lines") ? TR_BAR_LINES : TR_BAR_AUTO;
+  d.refresh_seconds = hk_arg_double(a, "refresh_seconds");
+  d.line_seconds = hk_arg_double(a, "line_seconds");
+  if (width < 0 || width > 100000) return hk_set_error(reg, HK_ERR_INVALID, "progress_bar: width must be between 0 and 100000, got %lld", (long long)width);
+  d.width = (int)width;
+  d.ascii = hk_arg_bool(a, "ascii");
+  return tr__factory_result(reg, tr__bar_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+}
+
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 static hk_err tr__factory_early_stopping(hk_registry *reg, tr_trainer *t) {
   return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, t,
@@ -6066,6 +7775,27 @@ static hk_err tr__factory_model_summary(hk_registry *reg, tr_trainer *t) {
 static hk_err tr__factory_accumulation_scheduler(hk_registry *reg, tr_trainer *t) {
   return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, t,
                         "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
+}
+
+static hk_err tr__factory_csv(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "csv", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__csv_factory, t,
+                        "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)");
+}
+static hk_err tr__factory_jsonl(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "jsonl", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__jsonl_factory, t,
+                        "log records as JSON lines to save_dir/name/version_N/metrics.jsonl");
+}
+static hk_err tr__factory_tensorboard(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "tensorboard", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__tb_factory, t,
+                        "log records as TensorBoard event files (scalars, histograms, hparams as text)");
+}
+static hk_err tr__factory_progress_bar(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "progress_bar", tr__bar_params, TR__NPARAMS(tr__bar_params), tr__bar_factory, t,
+                        "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)");
+}
+static hk_err tr__factory_plot(hk_registry *reg, tr_trainer *t) {
+  return hk_factory_add(reg, "plot", tr__plot_params, TR__NPARAMS(tr__plot_params), tr__plot_factory, t,
+                        "write logged metrics against step as an SVG plot at the end of each run");
 }
 
 /* Every factory of TR_FACTORIES; names already registered stay as they are (a registry handed to

@@ -7,15 +7,17 @@
    The hooks (each is a plain C function the trainer calls at one point of the loop):
      1. loss_ema      after every training batch: keeps a smoothed loss and publishes it as the metric
                       "train/loss_ema", the way hooks pass values to each other
-     2. progress      after every 200th optimizer step (a FILTER: the dispatcher skips the other calls,
-                      the hook itself has no `if`): prints step, epoch, learning rate and smoothed loss
+     2. log_lr        at on_log, right before the loggers write a record: adds the learning rate to
+                      the records of every 100th step (a FILTER: the dispatcher skips the other calls)
      3. val_accuracy  at the end of every validation: measures accuracy and sets the metric "val/acc"
-     4. epoch_report  at the end of every 10th epoch: prints val/loss (set by train.h) and val/acc
-   and two of train.h's standard callbacks:
+   and train.h's standard callbacks:
      early_stopping    stops when val/loss has not improved by 0.001 for 5 epochs (from a spec string)
      model_checkpoint  keeps the 2 best checkpoints by val/loss, and last.ckpt: a link to the newest
+     progress_bar      tqdm's bar (plain lines when stdout is not a terminal)
+     csv, jsonl, tensorboard, plot   the same records as metrics.csv, metrics.jsonl, TensorBoard event
+                      files and metrics.svg, in runs/lightning_logs/version_N/
 
-   Run:  make demo            (builds, then runs build/demo build/checkpoints; installs missing dependencies first)
+   Run:  make demo            (builds, then runs build/demo build/checkpoints build/runs; installs what is missing)
          HOOKS_TRACE=lines build/demo 2>&1 | head    (every hook call as it happens; the trace goes to stderr) */
 #define HOOKS_IMPLEMENTATION        /* exactly one .c file of a program compiles the implementations */
 #define TRAIN_IMPLEMENTATION
@@ -23,6 +25,7 @@
 #include "mlp.h"                    /* after train.h, so it also defines the train.h glue */
 
 #include <stdio.h>
+#include <string.h>
 
 /* What the hooks share with main(): the model and the validation set (passed as `user` pointers). */
 typedef struct demo_state {
@@ -42,13 +45,11 @@ static hk_signal loss_ema(hk_ctx *ctx, void *user) {
     return HK_CONTINUE;
 }
 
-/* ---- hook 2: progress, every 200 steps (the filter is set at registration, see main) ------------- */
-static hk_signal progress(hk_ctx *ctx, void *user) {
-    double ema = 0;
+/* ---- hook 2: change what gets logged (the filter is set at registration, see main) --------------- */
+static hk_signal log_lr(hk_ctx *ctx, void *user) {
+    tr_log_record *r = tr_log_current(ctx);          /* the record the loggers write next */
     (void)user;
-    hk_metric_get(ctx, "train/loss_ema", &ema);      /* written by loss_ema, which runs first */
-    printf("step %5lld  epoch %3lld  lr %.5f  loss %.4f  (smoothed %.4f)\n",
-           (long long)ctx->global_step, (long long)ctx->epoch, ctx->lr, ctx->loss, ema);
+    if (!strcmp(r->stage, "train")) tr_log_set(r, "lr", ctx->lr);
     return HK_CONTINUE;
 }
 
@@ -61,19 +62,8 @@ static hk_signal val_accuracy(hk_ctx *ctx, void *user) {
     return HK_CONTINUE;
 }
 
-/* ---- hook 4: a report every 10 epochs (a filter on how often the hook was reached) ---------------- */
-static hk_signal epoch_report(hk_ctx *ctx, void *user) {
-    double val_loss = 0, val_acc = 0;
-    (void)user;
-    hk_metric_get(ctx, "val/loss", &val_loss);
-    hk_metric_get(ctx, "val/acc", &val_acc);
-    printf("---- epoch %3lld done: val/loss %.4f  val/acc %.1f%%\n",
-           (long long)ctx->epoch + 1, val_loss, 100.0 * val_acc);
-    return HK_CONTINUE;
-}
-
 int main(int argc, char **argv) {
-    const char *ckpt_dir = argc > 1 ? argv[1] : "checkpoints";
+    const char *ckpt_dir = argc > 1 ? argv[1] : "checkpoints", *runs = argc > 2 ? argv[2] : "runs";
     /* ---- data: 3 spiral arms; 300 training and 100 validation points per arm, different seeds ---- */
     spirals train, val;
     if (spirals_make(&train, 300, 3, 0.2f, 1) || spirals_make(&val, 100, 3, 0.2f, 2)) {
@@ -107,16 +97,16 @@ int main(int argc, char **argv) {
     int bad = 0;                                           /* hk_on returns an hk_err: 0 = fine */
     bad |= hk_on(t.reg, HK_ON_TRAIN_BATCH_END, loss_ema, &state,
                  &(hk_opts){ .name = "loss_ema", .order = -1 }, NULL);
-    bad |= hk_on(t.reg, HK_ON_TRAIN_BATCH_END, progress, NULL,
-                 &(hk_opts){ .name = "progress", .filter = { .counter = HK_COUNT_STEP, .every = 200 } }, NULL);
+    bad |= hk_on(t.reg, HK_ON_LOG, log_lr, NULL,
+                 &(hk_opts){ .name = "log_lr", .filter = { .counter = HK_COUNT_STEP, .every = 100 } }, NULL);
     bad |= hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, val_accuracy, &state,
                  &(hk_opts){ .name = "val_accuracy" }, NULL);
-    /* ctx->epoch counts from 0, so the end of the 10th, 20th, ... epoch is the 10th, 20th, ... time
-       this hook is reached: filter on HK_COUNT_CALLS. */
-    bad |= hk_on(t.reg, HK_ON_TRAIN_EPOCH_END, epoch_report, NULL,
-                 &(hk_opts){ .name = "epoch_report", .filter = { .counter = HK_COUNT_CALLS, .every = 10 } }, NULL);
     /* ---- standard callbacks: a spec string (tr_init registered the factories), or a C desc ---- */
     bad |= hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, min_delta=0.001, patience=5)");
+    char loggers[512];                                      /* they share runs/lightning_logs/version_N */
+    snprintf(loggers, sizeof loggers, "progress_bar; csv(save_dir=\"%s\"); jsonl(save_dir=\"%s\"); tensorboard(save_dir=\"%s\"); "
+             "plot(save_dir=\"%s\", metrics=\"train/loss_ema val/loss val/acc\", title=\"demo: spirals MLP\")", runs, runs, runs, runs);
+    bad |= hk_spec_apply(t.reg, loggers);
     if (bad) { fprintf(stderr, "demo: %s\n", hk_last_error(t.reg)); return 1; }
     hk_handle ckpt, stopper = hk_find(t.reg, "early_stopping{monitor=val/loss,mode=min}"); /* its state key */
     err = tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = ckpt_dir, .monitor = "val/loss",
@@ -124,7 +114,7 @@ int main(int argc, char **argv) {
     if (err) { fprintf(stderr, "demo: %s\n", tr_error(&t)); return 1; }
 
     /* ---- train ---- */
-    err = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = epochs });
+    err = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = epochs, .log_every_n_steps = 25 });
     if (err) { fprintf(stderr, "demo: training failed: %s\n", tr_error(&t)); return 1; }
 
     const char *why = tr_early_stopping_get(t.reg, stopper)->stopping_reason_message; /* "" if it did not stop */
@@ -132,6 +122,9 @@ int main(int argc, char **argv) {
     /* ---- the best checkpoint: where it is; then the final numbers of the model loaded from it ---- */
     const tr_model_checkpoint_state *ck = tr_model_checkpoint_get(t.reg, ckpt);
     printf("best checkpoint: %s (val/loss %.4f); last: %s\n", ck->best_model_path, ck->best_model_score, ck->last_model_path);
+    const tr_logger_state *lg = tr_logger_get(t.reg, hk_find(t.reg, "plot"));
+    printf("logs in %s: metrics.csv, metrics.jsonl, hparams.yaml, events.out.tfevents.*; plot: %s\n"
+           "look at them:  tensorboard --logdir %s\n", lg->dir, lg->path, runs);
     double val_loss = 0;
     err = tr_load(&t, ck->best_model_path);
     if (!err) err = tr_validate(&t, &val_data, 0, &val_loss);

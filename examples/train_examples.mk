@@ -12,7 +12,7 @@ EXAMPLES    += $(TR_EX_BINS)
 demo:
 	@sh scripts/deps.sh demo
 	@$(MAKE) --no-print-directory -q $(BUILD)/demo || $(MAKE) --no-print-directory $(BUILD)/demo
-	@rm -rf $(BUILD)/checkpoints; $(BUILD)/demo $(BUILD)/checkpoints
+	@rm -rf $(BUILD)/checkpoints; $(BUILD)/demo $(BUILD)/checkpoints $(BUILD)/runs
 
 $(TR_EX_BINS): $(BUILD)/%: examples/%.c $(TR_EX_DEPS) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
@@ -23,4 +23,7 @@ train-examples: $(TR_EX_BINS)
 	@set -e; for x in $(TR_EX_NAMES); do \
 	  echo "== $(BUILD)/$$x"; (cd $(BUILD) && ./$$x) >$(BUILD)/$$x.out 2>&1 || { cat $(BUILD)/$$x.out; exit 1; }; \
 	  tail -n 3 $(BUILD)/$$x.out; done
+	@grep -q '^look at them:  tensorboard --logdir runs$$' $(BUILD)/demo.out
+	@d=$$(sed -n 's/^logs in \([^:]*\): .*/\1/p' $(BUILD)/demo.out); for f in metrics.csv metrics.jsonl hparams.yaml metrics.svg; do \
+	  test -s $(BUILD)/$$d/$$f || { echo "demo: $(BUILD)/$$d/$$f is missing"; exit 1; }; done; ls $(BUILD)/$$d/events.out.tfevents.* >/dev/null
 	@echo "train-examples: all passed"

@@ -2,7 +2,8 @@
 # Installs what a make target needs, only when something is missing.
 #   sh scripts/deps.sh demo   what `make demo` needs: a C compiler and stb_ds.h (libstb-dev)
 #   sh scripts/deps.sh        what `make test` and `make bench` need: the above, cmocka, valgrind,
-#                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun)
+#                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun),
+#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin)
 missing=""
 command -v cc >/dev/null 2>&1         || missing="$missing gcc"
 command -v make >/dev/null 2>&1       || missing="$missing make"
@@ -16,6 +17,11 @@ if [ "${1:-test}" != demo ]; then
   command -v mpirun >/dev/null 2>&1     || missing="$missing openmpi-bin"
   command -v mpicc >/dev/null 2>&1      || missing="$missing libopenmpi-dev"
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
+  # the logging tests: TensorBoard read back in a venv, the live bar in tmux, the plot rendered
+  command -v python3 >/dev/null 2>&1    || missing="$missing python3"
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
+  command -v tmux >/dev/null 2>&1       || missing="$missing tmux"
+  command -v rsvg-convert >/dev/null 2>&1 || missing="$missing librsvg2-bin"
 fi
 [ -z "$missing" ] && exit 0
 echo "deps: installing:$missing"

@@ -2444,6 +2444,11 @@ static void test_spec_all_or_nothing(void **state) {
   assert_int_equal(hk_find(reg, "printer"), 0);
   assert_int_equal(hk_count(reg, HK_ON_VALIDATION_END), 1);
   assert_int_equal(hk_count(reg, HK_ON_TRAIN_BATCH_END), 0);
+  /* hk_spec_applied remembers only the specs that were applied, in order */
+  assert_string_equal(hk_spec_applied(reg, 0), "early_stopping(monitor=keep)");
+  assert_null(hk_spec_applied(reg, 1));
+  assert_null(hk_spec_applied(reg, -1));
+  assert_null(hk_spec_applied(NULL, 0));
   destroy_reg(reg);
 }
 

@@ -340,7 +340,7 @@ static void assert_log(const probe *p, const char *expected) {
 #define TRAIN_BATCH_NO_CLIP "on_train_batch_start on_before_zero_grad on_before_backward on_after_backward " \
   "on_before_optimizer_step on_after_optimizer_step on_train_batch_end "
 #define VALIDATION_1 "on_validation_start on_validation_epoch_start on_validation_batch_start " \
-  "on_validation_batch_end on_validation_epoch_end on_validation_end "
+  "on_validation_batch_end on_validation_epoch_end on_log on_validation_end "
 
 /* =================================================================================================
    Order
@@ -364,7 +364,7 @@ static void test_order_fit_trace(void **state) {
       "on_train_batch_start", "on_before_zero_grad", "on_before_backward", "on_after_backward",
       "on_before_optimizer_step", "on_gradient_clip", "on_after_optimizer_step", "on_train_batch_end",
       "on_validation_start", "on_validation_epoch_start", "on_validation_batch_start", "on_validation_batch_end",
-      "on_validation_epoch_end", "on_validation_end",
+      "on_validation_epoch_end", "on_log", "on_validation_end",
     "on_train_epoch_end",
     "on_train_end", "on_fit_end", "teardown",
   };
@@ -538,7 +538,7 @@ static void test_order_test_and_predict(void **state) {
   assert_int_equal(tr_test(&f->t, &f->val_d, 0, &mean), TR_OK);
   assert_log(&f->p,
     "setup configure_model on_test_start on_test_epoch_start on_test_batch_start on_test_batch_end "
-    "on_test_batch_start on_test_batch_end on_test_epoch_end on_test_end teardown ");
+    "on_test_batch_start on_test_batch_end on_test_epoch_end on_log on_test_end teardown ");
   assert_int_equal(f->p.stages[HK_SETUP], HK_STAGE_TEST);
   for (i = 0; i < 2; i++) {
     data_get(&f->val, i, &b);
@@ -1443,7 +1443,7 @@ static void test_requests(void **state) {
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   assert_log(&f->p,
     "setup configure_model on_fit_start on_train_start on_train_epoch_start " TRAIN_BATCH_NO_CLIP
-    VALIDATION_1 "on_save_checkpoint on_checkpoint_saved "
+    VALIDATION_1 "on_save_checkpoint on_checkpoint_saved on_log "
     TRAIN_BATCH_NO_CLIP TRAIN_BATCH_NO_CLIP VALIDATION_1 "on_train_epoch_end on_train_end on_fit_end teardown ");
   assert_string_equal(f->p.paths[HK_ON_CHECKPOINT_SAVED], ck);
   fp = fopen(ck, "rb");

@@ -1,0 +1,54 @@
+# tests/log.mk - train.h's loggers, progress bar and plots (tests/test_log.c and the scripts below).
+#   test-log              the cmocka tests: plain, ASan+UBSan, valgrind
+#   test-log-tensorboard  a run written by train.h, read back by the real tensorboard package (pip, in
+#                         $(BUILD)/venv, made here on first use): its Python reader (both CRCs
+#                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP
+#   test-log-bar          the live bar in a real terminal (tmux: one bar on screen) and in a pipe (no
+#                         carriage return, no escape code)
+#   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
+#   test-log-plot         rsvg-convert renders the plots (tr_plot_csv's and the committed demo plot)
+LOG_SRC  := tests/test_log.c
+LOG_BIN  := $(BUILD)/test_log
+LOG_ASAN := $(BUILD)/test_log_asan
+LOG_VENV := $(BUILD)/venv
+LOG_TMP  := $(BUILD)/log_tmp
+
+.PHONY: test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot
+TEST_TARGETS += test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot
+
+$(LOG_BIN): $(LOG_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
+$(LOG_ASAN): $(LOG_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
+$(BUILD)/png_check: tests/png_check.c | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -Wno-unused-function -o $@ $< $(LDLIBS)
+
+test-log: $(LOG_BIN) $(LOG_ASAN)
+	./$(LOG_BIN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(LOG_ASAN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(LOG_BIN)
+
+# The venv is made once per build directory; the version is the one the reference checks were made with.
+$(LOG_VENV)/.tensorboard:
+	python3 -m venv $(LOG_VENV)
+	$(LOG_VENV)/bin/pip install -q --disable-pip-version-check tensorboard==2.21.0
+	touch $@
+
+test-log-tensorboard: $(LOG_BIN) $(LOG_VENV)/.tensorboard
+	rm -rf $(LOG_TMP)/tb && mkdir -p $(LOG_TMP)/tb
+	./$(LOG_BIN) --tb $(LOG_TMP)/tb
+	$(LOG_VENV)/bin/python tests/tb_read.py $(LOG_TMP)/tb/run
+	$(LOG_VENV)/bin/python tests/tb_serve.py $(LOG_TMP)/tb
+
+test-log-bar: $(LOG_BIN)
+	sh tests/log_bar.sh ./$(LOG_BIN) $(LOG_TMP)/bar
+
+test-log-crash: $(LOG_BIN)
+	sh tests/log_crash.sh ./$(LOG_BIN) $(LOG_TMP)/crash
+
+test-log-plot: $(LOG_BIN) $(BUILD)/png_check test-log-crash
+	./$(LOG_BIN) --plot $(LOG_TMP)/crash/lightning_logs/crash/metrics.csv $(LOG_TMP)/crash/plot.svg
+	rsvg-convert -o $(LOG_TMP)/crash/plot.png $(LOG_TMP)/crash/plot.svg
+	$(BUILD)/png_check $(LOG_TMP)/crash/plot.png 1f77b4
+	rsvg-convert -o $(LOG_TMP)/demo_plot.png docs/logging_demo.svg
+	$(BUILD)/png_check $(LOG_TMP)/demo_plot.png 1f77b4 ff7f0e
