@@ -133,7 +133,9 @@
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
             tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
-            tr_trainer.train_batches/eval_batches
+            tr_trainer.train_batches/eval_batches; on a terminal the bar redraws at most every
+            refresh_seconds (epoch ends too; the last state at the end of training); faster number text
+            and CRC-32C (bench-log)
      next   TRAIN_MPI: data-parallel training on MPI (sharded data, gradients summed in rank order at one
             point, signals/requests/failures agreed by every rank, rank-0 checkpoints), TR_ERR_COMM;
             SIGTERM is handled like Ctrl-C; model_checkpoint touches files on rank 0 only;
@@ -1186,8 +1188,9 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    the rate averaged over the epoch, the postfix the last training record's train/loss (as loss)
    and the last validation record's metrics. A validation bar ("Validation", "Sanity Checking",
    "Testing") runs on the line below during evaluation.
-   On a terminal: redrawn in place (carriage return) at most every refresh_seconds and at the end of
-   each epoch, as wide as the terminal (asked at every redraw); the validation line is cleared when
+   On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
+   epoch included (Lightning redraws at every epoch's end; with a fast model that is hundreds of
+   redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
    it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code - one at the end of every training
    epoch, validation and test, and one at most every line_seconds in between. Events it uses:
