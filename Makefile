@@ -66,6 +66,8 @@ examples: $(EXAMPLES)
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 hooks.h train.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/kernels
+	install -m 644 kernels/train_cuda.cuh $(DESTDIR)$(PREFIX)/include/kernels/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define HOOKS_VERSION_STRING "\(.*\)"/\1/p' hooks.h)|' \
 	    scripts/hooks.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hooks.pc
 

@@ -160,5 +160,8 @@ test-install:
 	@$(CC) $(CFLAGS) $(WARN) $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --cflags hooks) -I$(STB_INC) \
 	    -o $(BUILD)/inst/use $(BUILD)/inst/use.c $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --libs hooks)
 	@$(BUILD)/inst/use && echo "install: headers and hooks.pc work"
+	@printf '#include <kernels/train_cuda.cuh>\nint main(void) { return 0; }\n' > $(BUILD)/inst/use_cuda.c
+	@$(CC) $(CFLAGS) $(WARN) $$(PKG_CONFIG_PATH=$(BUILD)/inst/lib/pkgconfig pkg-config --cflags hooks) -I$(STB_INC) \
+	    -c -o $(BUILD)/inst/use_cuda.o $(BUILD)/inst/use_cuda.c && echo "install: kernels/train_cuda.cuh's declarations compile from the install"
 TEST_TARGETS += test-install
 .PHONY: test-install
