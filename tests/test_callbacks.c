@@ -836,7 +836,7 @@ static void mc_state(blob *x, const char *dir, const char *kth, const char *last
   put_str(x, kth); put_f64(x, 100);
   put_str(x, kth); put_f64(x, 100);
   put_str(x, last); put_f64(x, 100);
-  put_u64(x, 4);
+  put_u64(x, 0); /* last_global_step_saved */
   put_str(x, kth);
   put_u64(x, 1);
   put_str(x, kth); put_f64(x, 100);
