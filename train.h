@@ -130,6 +130,14 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
+            files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
+            writes a file of its own when the step saved no top-k file; filename last with save_last and
+            filename "" refused; step/time saves wait for a validation at the same step; a missing metric
+            warns until the fit's first validation; kth with save_top_k -1, no best_k_models without a
+            monitor, one entry per file (Lightning); setup checks at on_fit_start (directory, val/
+            monitor without validation data); nan_guard(action=stop) skips the bad step; a successful
+            run clears the message of a refused call
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
             tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
@@ -619,6 +627,8 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
 
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
 
@@ -697,7 +707,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
    (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
    wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
+   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
+   counts worse values as improvements); values are compared in double (Lightning: in the metric's
+   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
    Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
    every check, so a metric that improves meanwhile keeps training going (state.held says so).
    Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
@@ -751,43 +763,61 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
    file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file), and only files it wrote
-   itself (never the checkpoint the fit resumed from).
+   (the new one is safely on disk: train.h renames a synced temporary file), never the checkpoint the
+   fit resumed from, and only files it writes: inside dirpath (not below it), named by its filename
+   template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
+   Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
+   removed: it says "not removing" and leaves the file.
    Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
    on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
    global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
-   check, outside a fit, or twice at one global step. A step or time save whose monitored metric does
-   not exist yet waits for the next on_validation_end.
+   check, outside a fit, or twice at one global step. A step or time save waits for the next
+   on_validation_end when a validation runs right after it at the same step (val_every_n_steps, or
+   the epoch's validation after its last batch: train.h only), so it is ranked and named on that
+   validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
+   its monitored metric does not exist yet.
+   A monitored metric missing at any other save point: before the fit's first validation a warning
+   (once) and no top-k file (last is still written); after one, the run fails naming it (Lightning).
+   At on_fit_start (before training) it fails when the monitor is a "val/..." metric and the fit has
+   no validation data, or when dirpath cannot be created or written (rank 0 checks).
    Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
-   better than the k-th); -1 keeps all; TR_ZERO none (only last). Without a monitor only -1 (keep
-   every save) and 1 (keep the latest) are allowed. NaN is never best: it counts as the worst value,
-   so it is evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as
-   +-inf and may call it best).
+   better than the k-th); -1 keeps all (the k-th is then the worst kept, as Lightning); TR_ZERO none
+   (only last). One entry per file: a fixed name saved again takes its new value. Without a monitor
+   only -1 (keep every save) and 1 (keep the latest) are allowed; best_model_path is the newest file
+   and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
+   evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
+   may call it best). Values are compared in double (Lightning: in the metric's float32).
    File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
    global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
    [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
    "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
-   behind empty), and the template itself may not contain '/' (put directories in dirpath). A name
-   that exists already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
-   (enable_version_counter), except the file being replaced.
-   save_last: at each save point also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it
-   did not write); TR_SAVE_LAST_LINK makes it a relative symlink to the newest file this callback
-   saved (a copy where symlinks fail; a real save when save_top_k is TR_ZERO); at on_train_end it is
-   written if no checkpoint was saved at the final step.
-   Hand-written loop: fire on_train_epoch_end / on_validation_end / on_train_batch_end (stage
-   HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving at
-   each ctx->checkpoint_paths[i] and firing on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
+   behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
+   empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
+   already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
+   (enable_version_counter), except the file being replaced; without a monitor, keep-all versions a
+   repeated name too (Lightning overwrites it). A name another hook queued at this save point (a
+   second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
+   version even without the counter.
+   save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
+   stale) also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it did not write);
+   TR_SAVE_LAST_LINK makes it a relative symlink to the file saved at this same step (a copy where
+   symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
+   latest state; at on_train_end it is written if no checkpoint was saved at the final step.
+   Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
+   (stage HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving
+   at each ctx->checkpoint_paths[i] (a new file renamed over the path: last.ckpt may be a link) and
+   firing on_checkpoint_saved with ctx->path = that path (see hk_request_checkpoint); without
+   on_checkpoint_saved nothing is ever deleted. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 typedef struct tr_model_checkpoint_desc {
   const char *dirpath;          /* NULL = "checkpoints"; created (with parents) when missing */
-  const char *filename;         /* template without ".ckpt"; NULL = "{epoch}-{step}" */
+  const char *filename;         /* template without ".ckpt" (not ""); NULL = "{epoch}-{step}" */
   const char *monitor;          /* NULL: no metric; every save is the newest */
   tr_mode mode;                 /* 0 = min */
   int save_top_k;               /* 0 = 1; -1 = keep all; TR_ZERO = none */
   tr_save_last save_last;       /* 0 = no */
-  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps */
+  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps (any int64 > 0) */
   int64_t every_n_epochs;       /* > 0: save every n epochs; TR_ZERO: never by epoch */
   double train_time_interval;   /* > 0: save when this many seconds passed since the last check */
   int save_on_train_epoch_end;  /* epoch saves: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
@@ -802,13 +832,13 @@ typedef struct tr_model_checkpoint_desc {
 typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only best_model_path when
                                               the checkpoint's dirpath differs, as Lightning) */
   const char *dirpath;
-  const char *best_model_path;  /* "" until a save */
+  const char *best_model_path;  /* "" until a save; without a monitor the newest file */
   double best_model_score;      /* NaN until a save with a monitored value */
-  const char *kth_best_model_path; /* the worst kept file once k are kept ("" before) */
+  const char *kth_best_model_path; /* the worst kept file once k are kept (-1: always; "" before, or no monitor) */
   double kth_value;
   const char *last_model_path;  /* save_last's file ("" until written) */
   double current_score;         /* the value at the newest save */
-  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved */
+  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved (0 without a monitor) */
   const char *const *best_k_paths;
   const double *best_k_scores;
   int64_t last_global_step_saved; /* -1 = none */
