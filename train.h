@@ -126,8 +126,8 @@
                             on the CPU)
      (hooks.h's options apply to hooks.h, which this header includes)
 
-   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints and signal() for
-   Ctrl-C; elsewhere it falls back to stdio (no fsync).
+   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints; elsewhere it falls
+   back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
      next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
@@ -138,6 +138,8 @@
             monitor, one entry per file (Lightning); setup checks at on_fit_start (directory, val/
             monitor without validation data); nan_guard(action=stop) skips the bad step; a successful
             run clears the message of a refused call
+     next   Ctrl-C/SIGTERM through hooks.h's hk_stop_signals_install (same behaviour; a signal the
+            process ignores stays ignored); clean under gcc -Wc++-compat
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
             tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
@@ -516,8 +518,11 @@ typedef struct tr_config {
   int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
                                     (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
                                     finishes the current batch, the second stops at once; both end
-                                    through on_exception with TR_ERR_INTERRUPTED. The previous handler
-                                    is restored when tr_fit returns. */
+                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
+                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
+                                    are back when tr_fit returns, a signal the process ignores stays
+                                    ignored, and inside a loop of yours that installed it too, only
+                                    the signals that come during tr_fit count here. */
   const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
@@ -1258,7 +1263,6 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2269,19 +2273,23 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
 }
 
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
-   The handler only counts (all a signal handler may safely do); the loops look at the count between
-   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next event.
-   SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every rank. With several processes
-   the handler counts in tr__sig_pending instead, and only the strategy's agreement points move
-   tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
-static volatile sig_atomic_t tr__sigint_count, tr__sig_pending;
-static volatile sig_atomic_t tr__sig_deferred; /* a multi-process fit is running */
+   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
+   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
+   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
+   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
+   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
+static int tr__sig_on;       /* this fit installed the helper: its count is ours */
+static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
+static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
+static int tr__sigint_count; /* multi-process: the agreed count */
 
-static void tr__on_sigint(int sig) {
-  if (tr__sig_deferred) tr__sig_pending = tr__sig_pending >= 1 ? 2 : 1;
-  else tr__sigint_count = tr__sigint_count >= 1 ? 2 : 1;
-  signal(sig, tr__on_sigint); /* where signal() has System V semantics, the handler must be re-armed */
+/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_own(void) {
+  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
+  return n < 0 ? 0 : n > 2 ? 2 : n;
 }
+/* What the loops act on. */
+static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
 
 /* ---- firing events ---------------------------------------------------------------------------------
    Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
@@ -2296,14 +2304,14 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__sigint_count >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it. */
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
   (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
-  if (t->ctx.hook_failure || tr__sigint_count >= 2) tr__settle(t);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -2314,7 +2322,8 @@ static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__
 /* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
    teardown, which always runs. Lightning skips teardown on errors; we do not. */
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = tr__sig_pending = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sig_base = hk_stop_requested();
   t->ctx.abort_reason = t->error;
   t->ctx.hook_failure = NULL;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
@@ -2831,7 +2840,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   tr__fire(t, HK_ON_TRAIN_BATCH_END);
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__sigint_count >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
@@ -2979,7 +2988,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__sigint_count >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
@@ -3010,7 +3019,6 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
-  void (*prev)(int) = SIG_ERR, (*prev_term)(int) = SIG_ERR;
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
   t->tr__cfg = &c;
@@ -3019,15 +3027,15 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
   t->lr = t->ctx.lr = tr__current_lr(t);
-  tr__sigint_count = tr__sig_pending = 0;
+  tr__sigint_count = 0;
   tr__sig_deferred = t->tr__dist != NULL;
-  if (!c.no_sigint) { prev = signal(SIGINT, tr__on_sigint); prev_term = signal(SIGTERM, tr__on_sigint); }
+  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
 
   e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
-  if (prev != SIG_ERR) signal(SIGINT, prev);
-  if (prev_term != SIG_ERR) signal(SIGTERM, prev_term);
-  tr__sigint_count = tr__sig_pending = tr__sig_deferred = 0;
+  if (tr__sig_on) hk_stop_signals_restore();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;
@@ -8313,14 +8321,14 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_pending > tr__sigint_count ? tr__sig_pending : tr__sigint_count;
+  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (sig_atomic_t)v[TR__V_SIGINT];
+  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];
