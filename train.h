@@ -4519,8 +4519,10 @@ static int tr__mc_queued(const hk_ctx *ctx, const char *path) {
   return 0;
 }
 
+static int tr__mc_owned(const tr__mc *s, const char *path);
 /* dirpath/<rendered>[-vN].ckpt: a version while the name exists (and is not `reuse`, the file this
-   save replaces), or while another hook queued it at this save point (even without the counter). */
+   save replaces, when that is still a file of its own), or while another hook queued it at this save
+   point (even without the counter). */
 static char *tr__mc_path(tr__mc *s, const hk_ctx *ctx, const char *reuse) {
   size_t need = strlen(s->dirpath) + strlen(s->buf) + 32;
   char *path = (char *)malloc(need);
@@ -4528,7 +4530,9 @@ static char *tr__mc_path(tr__mc *s, const hk_ctx *ctx, const char *reuse) {
   if (!path) return NULL;
   snprintf(path, need, "%s/%s.ckpt", s->dirpath, s->buf);
   for (v = 1; v < 1000000; v++) {
-    if (!tr__mc_queued(ctx, path) && !(s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path)))) break;
+    if (!tr__mc_queued(ctx, path) &&
+        !(s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path) && tr__mc_owned(s, path) == 0)))
+      break;
     snprintf(path, need, "%s/%s-v%d.ckpt", s->dirpath, s->buf, v);
   }
   return path;

@@ -857,12 +857,13 @@ static void test_mc_state_never_deletes_others(void **state) {
   tr_trainer t;
   hk_handle h;
   tr_config c = sc_cfg(1);
-  char victims[6][900], outside[600], target[700];
+  char victims[7][900], outside[600], target[700];
+  struct stat st;
   const char *last_victim;
   int i;
   blob x;
   (void)state;
-  for (i = 0; i < 6; i++) {
+  for (i = 0; i < 7; i++) {
     sc_init(&m, &t, v, 1, 0);
     assert_int_equal(mkdir(m.dir, 0777), 0);
     snprintf(outside, sizeof outside, "%s/outside%d", g_root, i);
@@ -876,13 +877,15 @@ static void test_mc_state_never_deletes_others(void **state) {
     in_dir(&m, victims[3], sizeof victims[3], "epoch=5-step=5.ckpt");          /* a directory */
     in_dir(&m, victims[4], sizeof victims[4], "epoch=6-step=6.ckpt");          /* a symlink */
     in_dir(&m, victims[5], sizeof victims[5], "epoch=7-step=7.ckpt");          /* a FIFO */
+    in_dir(&m, victims[6], sizeof victims[6], "epoch=0-step=4.ckpt");          /* a symlink where the next save goes */
     write_file(victims[0], "precious");
     write_file(victims[1], "precious");
     assert_int_equal(mkdir(victims[3], 0777), 0);
     assert_int_equal(symlink(target, victims[4]), 0);
     assert_int_equal(mkfifo(victims[5], 0666), 0);
+    assert_int_equal(symlink(target, victims[6]), 0);
     /* the state lists the victim as the k-th best (evicted by the first better save) and as last */
-    last_victim = i == 4 ? victims[0] : victims[i];
+    last_victim = i == 4 || i == 6 ? victims[0] : victims[i];
     assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
                      .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
     mc_state(&x, m.dir, victims[i], last_victim);
@@ -892,7 +895,8 @@ static void test_mc_state_never_deletes_others(void **state) {
     assert_true(is_there(victims[i]));
     assert_true(is_there(last_victim));
     assert_true(is_there(target));
-    in_dir(&m, target, sizeof target, "epoch=0-step=4.ckpt");
+    assert_true(lstat(victims[6], &st) == 0 && S_ISLNK(st.st_mode)); /* kept even as the file replaced (i == 6): -v1 */
+    in_dir(&m, target, sizeof target, "epoch=0-step=4-v1.ckpt");
     assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, target);
     assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 1);
     assert_non_null(strstr(sc_logtext(&m), "model_checkpoint: not removing"));
