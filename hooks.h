@@ -610,8 +610,8 @@ static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mas
    - A signal the process ignores when install is called stays ignored (a background job of a shell
      script ignores SIGINT: Ctrl-C at the terminal is not meant for it).
    - Installs nest: an install inside another (tr_fit inside a loop of yours that installed) keeps the
-     handlers and the count and changes only the flags, until its own restore; restore without an
-     install does nothing. Install and restore are not thread-safe: call them from one thread.
+     handlers and the count and changes only the flags, until its own restore (up to 16 deep; one
+     more returns -1); restore without an install does nothing. Install and restore are not thread-safe: call them from one thread.
    - ISO C only (signal and raise; the handler re-arms itself where signal() resets it, System V
      style). With HK_NO_SIGNALS defined (a platform without <signal.h>; WASI by default) install
      returns -1, restore does nothing and the count stays 0. */
