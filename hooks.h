@@ -365,6 +365,7 @@ struct hk_ctx {
   double (*grad_norm_source)(hk_ctx *ctx, void *user);
   void *grad_norm_source_user;
   uint64_t hk__grads_version; /* private: counts hk_grads_changed calls (a device cache's key) */
+  uint64_t hk__metric_sets;   /* private: counts hk_metric_set calls (hk_metric_stamp) */
 };
 
 /* Filters decide per call whether a hook runs. Zero fields mean "no constraint". */
@@ -448,6 +449,11 @@ struct hk_registry {
 HOOKS_API hk_registry *hk_create(const hk_desc *desc);  /* NULL desc = defaults; NULL on OOM */
 HOOKS_API void hk_destroy(hk_registry *reg);             /* calls every callback's destroy */
 HOOKS_API const char *hk_last_error(const hk_registry *reg);
+/* One object a layer built on hooks.h keeps with the registry (train.h's run layer); hk_destroy calls
+   destroy(p) after every callback's destroy, so callbacks may use it until then. A second hk_attach
+   replaces the pointer (the old one is not freed). */
+HOOKS_API void hk_attach(hk_registry *reg, void *p, void (*destroy)(void *p));
+HOOKS_API void *hk_attached(const hk_registry *reg);
 /* Set the message hk_last_error returns and return code: how a factory (or any library built on
    hooks.h) says why it refused, e.g. return hk_set_error(reg, HK_ERR_INVALID, "patience must be >= 0"). */
 HOOKS_API hk_err hk_set_error(hk_registry *reg, hk_err code, const char *fmt, ...)
@@ -515,6 +521,10 @@ HOOKS_API int hk_metric_get(hk_ctx *ctx, const char *name, double *value); /* 1 
 /* A lazy metric is computed by fn only when a hook asks for it, at most once per dispatched event. */
 HOOKS_API hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const hk_ctx *ctx, void *user), void *user);
 HOOKS_API int hk_metric_count(const hk_ctx *ctx);
+/* When name was last set: the number of hk_metric_set calls on ctx up to that one (0: never set, or a
+   lazy metric, which is computed when read); name NULL: the calls so far. A logger keeps the count at
+   its last record and writes only what was set since (a value set once is not repeated in every row). */
+HOOKS_API uint64_t hk_metric_stamp(hk_ctx *ctx, const char *name);
 HOOKS_API const char *hk_metric_at(hk_ctx *ctx, int i, double *value);  /* i-th name (insertion order) */
 HOOKS_API void hk_metric_clear(hk_ctx *ctx);              /* forget every value (lazy sources stay) */
 HOOKS_API void hk_ctx_free(hk_ctx *ctx);                  /* frees the metrics map */
@@ -600,8 +610,8 @@ static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mas
    - A signal the process ignores when install is called stays ignored (a background job of a shell
      script ignores SIGINT: Ctrl-C at the terminal is not meant for it).
    - Installs nest: an install inside another (tr_fit inside a loop of yours that installed) keeps the
-     handlers and the count and changes only the flags, until its own restore; restore without an
-     install does nothing. Install and restore are not thread-safe: call them from one thread.
+     handlers and the count and changes only the flags, until its own restore (up to 16 deep; one
+     more returns -1); restore without an install does nothing. Install and restore are not thread-safe: call them from one thread.
    - ISO C only (signal and raise; the handler re-arms itself where signal() resets it, System V
      style). With HK_NO_SIGNALS defined (a platform without <signal.h>; WASI by default) install
      returns -1, restore does nothing and the count stays 0. */
@@ -858,6 +868,7 @@ typedef struct hk__metric {
   double (*fn)(const hk_ctx *ctx, void *user); /* lazy source, or NULL */
   void *user;
   uint64_t seq;          /* dispatch in which value was computed */
+  uint64_t stamp;        /* hk_metric_stamp: ctx's count of hk_metric_set calls when it was last set */
 } hk__metric;
 
 typedef struct { char *key; hk__metric value; } hk__metric_entry;
@@ -894,6 +905,8 @@ typedef struct hk__state {
   uint64_t inner_seq;
   int inner_depth;
   hk_handle inner_self;
+  void *attached;        /* hk_attach: the layer above's object, freed after every callback */
+  void (*attached_free)(void *p);
 } hk__state;
 
 /* ---- tables generated from the X-macros ----------------------------------------------------- */
@@ -1226,6 +1239,7 @@ HK__DEF void hk_destroy(hk_registry *reg) {
     hk__free_reg(s, r);
   }
   HOOKS_FREE(s->regs);
+  if (s->attached_free) s->attached_free(s->attached); /* after the callbacks: their destroy may still use it */
   for (i = 0; i < HK_MAX_EVENTS; i++) { HOOKS_FREE(s->lists[i]); HOOKS_FREE(s->user_names[i]); }
   stbds_shfree(s->names);
   stbds_shfree(s->factories);
@@ -1234,6 +1248,13 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   HOOKS_FREE(s);
   HOOKS_FREE(reg);
 }
+
+HK__DEF void hk_attach(hk_registry *reg, void *p, void (*destroy)(void *p)) {
+  if (!reg) return;
+  reg->hk__s->attached = p;
+  reg->hk__s->attached_free = destroy;
+}
+HK__DEF void *hk_attached(const hk_registry *reg) { return reg ? reg->hk__s->attached : NULL; }
 
 HK__DEF const char *hk_last_error(const hk_registry *reg) {
   return reg ? reg->hk__s->err : "the registry is NULL (hk_create returned NULL: out of memory?)";
@@ -1867,7 +1888,19 @@ HK__DEF hk_err hk_metric_set(hk_ctx *ctx, const char *name, double value) {
   v->value = value;
   v->has_value = 1;
   v->seq = ctx->hk__seq;
+  v->stamp = ++ctx->hk__metric_sets;
   return HK_OK;
+}
+
+HK__DEF uint64_t hk_metric_stamp(hk_ctx *ctx, const char *name) {
+  hk__metric_entry *m;
+  ptrdiff_t i;
+  if (!ctx) return 0;
+  if (!name) return ctx->hk__metric_sets;
+  if (!ctx->hk__metrics) return 0;
+  m = (hk__metric_entry *)ctx->hk__metrics;
+  i = stbds_shgeti(m, name);
+  return i < 0 ? 0 : m[i].value.stamp;
 }
 
 HK__DEF hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const hk_ctx *, void *), void *user) {
