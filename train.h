@@ -4254,6 +4254,7 @@ static void tr__run_free(void *p) {
   int i;
   if (!run) return;
   q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
   while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   free(q->resume);
@@ -7291,8 +7292,8 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   vsnprintf(s->err, sizeof s->err, fmt, ap);
   va_end(ap);
   s->pub.error = s->err;
-  if (s->fail_on_error) return hk_fail(ctx, "%s logger: %s", who, s->err);
-  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more (training goes on)", s->err);
+  if (s->fail_on_error && ctx) return hk_fail(ctx, "%s logger: %s", who, s->err);
+  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more%s", s->err, ctx ? " (training goes on)" : "");
   return HK_CONTINUE;
 }
 
@@ -7930,10 +7931,12 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   return err;
 }
 
+static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx);
 static void tr__logger_destroy(void *user) {
   tr__logger *s = (tr__logger *)user;
   int i;
   if (!s) return;
+  (void)tr__logger_flush(s, NULL); /* a loop that never fired teardown still gets every record on disk */
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
 #endif
@@ -8604,8 +8607,8 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 #define TR__LOGGER_PARAMS \
-  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs" }, \
-  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none)" }, \
+  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (default: the run's, tr_run_desc)" }, \
+  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; default: the run's)" }, \
   { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
   { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
   { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
@@ -8619,9 +8622,10 @@ static const hk_param tr__plot_params[] = {
 static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
   int64_t fe = hk_arg_int(a, "flush_every");
   memset(d, 0, sizeof *d);
-  d->save_dir = hk_arg_str(a, "save_dir");
-  d->name = hk_arg_str(a, "name");
-  d->version = hk_arg_str(a, "version");
+  /* not given: the run's (tr_run_desc), so that every logger of a registry shares one directory */
+  d->save_dir = hk_arg_given(a, "save_dir") ? hk_arg_str(a, "save_dir") : NULL;
+  d->name = hk_arg_given(a, "name") ? hk_arg_str(a, "name") : NULL;
+  d->version = hk_arg_given(a, "version") ? hk_arg_str(a, "version") : NULL;
   if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
   d->flush_every = (int)fe;
   d->fail_on_error = tr__bool_arg(a, "fail_on_error");
