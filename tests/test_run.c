@@ -395,6 +395,41 @@ static void test_bar_and_print(void **state) {
   hk_ctx_free(&ctx);
 }
 
+/* An epoch loop resumed in the middle of an epoch fires no on_train_epoch_start: the bar starts at
+   the first batch anyway, at the batch it resumed from, with the run's epoch length as its total */
+static void test_bar_mid_epoch(void **state) {
+  char path[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  FILE *out;
+  char *text;
+  int b;
+  (void)state;
+  snprintf(path, sizeof path, "%s/bar_lines.txt", g_root);
+  out = fopen(path, "w");
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .train_batches = 10 }), TR_OK);
+  assert_int_equal(tr_progress_bar(reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  ctx.epoch = 3;
+  for (b = 6; b < 10; b++) { /* resumed at batch 6 of epoch 3 */
+    toy_step(reg, &ctx, &flow, &m);
+    ctx.batch_idx = b;
+    HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+  }
+  HK_FIRE(reg, HK_ON_TRAIN_EPOCH_END, &ctx);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  fclose(out);
+  text = slurp(path);
+  assert_non_null(strstr(text, "Epoch 3: 100%"));
+  assert_non_null(strstr(text, "10/10"));
+  free(text);
+  hk_ctx_free(&ctx);
+}
+
 /* A spec-made callback is reachable by its factory, in order, without knowing the name it chose */
 static void test_spec_find(void **state) {
   char dir[400];
@@ -440,6 +475,7 @@ int main(void) {
     cmocka_unit_test(test_requests_and_stops),
     cmocka_unit_test(test_misconfiguration),
     cmocka_unit_test(test_bar_and_print),
+    cmocka_unit_test(test_bar_mid_epoch),
     cmocka_unit_test(test_spec_find),
     cmocka_unit_test(test_bad_setup),
   };
