@@ -130,6 +130,12 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   the run layer (tr_run_*: tr_run_setup, _start, _batch_end, _epoch_end, _log, _finish, _save,
+            _load, _dir, tr_print): every battery works in a loop of your own; constructors of callbacks
+            and loggers take an hk_registry * (was tr_trainer *), their errors in hk_last_error(reg);
+            tr_stop_allowed takes the context; records carry only metrics set since the last record;
+            loggers flush when the registry is destroyed; spec-made loggers use the run's directory;
+            callbacks reading host tensors refuse a device model when the fit starts (was: when made)
      next   Ctrl-C/SIGTERM through hooks.h's hk_stop_signals_install (same behaviour; a signal the
             process ignores stays ignored); clean under gcc -Wc++-compat
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
@@ -813,22 +819,24 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API (and tr_stop_allowed).
+   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
    Each has
-     - a constructor taking a zero-initialised desc (sokol style) that registers one hk_callback on
-       t->reg and hands back its handle (out may be NULL); bad parameters are refused before anything
-       is registered, with TR_ERR_INVALID and a message (tr_error) naming the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init registers them on the trainer's
-       registry, so  hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=3)")  works; a
-       registry of your own gets them from tr_add_factories(reg) (a bad parameter: HK_ERR_INVALID and
-       hk_last_error naming it);
-     - its state in checkpoints (the callback's name is its state key), so a resumed run decides
-       exactly as the uninterrupted one;
+     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
+       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
+       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
+       the parameter and what is valid;
+     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
+       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
+       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
+       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
+     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
+       in a loop of your own, so a resumed run decides exactly as the uninterrupted one;
      - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
-   also work in a hand-written loop that fires the events each one lists and honours them; the
-   trainer-specific parts (Lightning's defaults that read the fit's config) fall back to documented
-   defaults there.
+   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
+   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
+   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
+   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
+   tr_run_batch_end and tr_run_finish fire or honour the rest.
    Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
    TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
    ================================================================================================= */
@@ -930,8 +938,10 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    saved (a copy where symlinks fail; a real save when save_top_k is TR_ZERO); at on_train_end it is
    written if no checkpoint was saved at the final step.
    Hand-written loop: fire on_train_epoch_end / on_validation_end / on_train_batch_end (stage
-   HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving at
-   each ctx->checkpoint_paths[i] and firing on_checkpoint_saved with ctx->path = that path (see
+   HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end / tr_run_epoch_end,
+   which save through tr_run_desc.save_model with the callbacks' state (tr_run_save) and fire
+   on_checkpoint_saved; a loop that honours HK_REQUEST_CHECKPOINT itself saves at each
+   ctx->checkpoint_paths[i] and fires on_checkpoint_saved with ctx->path = that path (see
    hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
@@ -1016,9 +1026,10 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    when someone asks (a logger), so a step costs nothing; interval epoch: set at each
    on_train_epoch_start to that epoch's learning rate. Default interval: the schedule's (epoch when
    tr_sched.per_epoch, else step), as Lightning follows its scheduler's interval. Unlike Lightning it
-   needs no logger: the metrics map is where loggers read it. Hand-written loop: fire on_train_start
-   (and on_train_epoch_start for epoch) with ctx->lr set; give .name (no optimizer is known there)
-   and momentum / weight decay are not published. */
+   needs no logger: the metrics map is where loggers read it. The optimizer's name, momentum and
+   weight decay come from the run (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets
+   them); without an optimizer name the metric is "lr" and momentum / weight decay are not published.
+   Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 typedef struct tr_lr_monitor_desc {
   int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
@@ -1223,8 +1234,12 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
    Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
    disk) is reported once, with the path and the system's reason, and that logger stops writing;
    training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL).
-   Hand-written loop: fill a tr_log_record and call tr_log_emit(reg, &ctx, &record); fire the
-   stage events the progress bar lists. The loggers need nothing else.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record). Records are
+   flushed at teardown (tr_run_finish fires it) and, in any case, when the registry is destroyed.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_METRICS
 #  define TR_LOG_MAX_METRICS 64     /* metrics in one record; more are refused (tr_log_set) */
