@@ -138,6 +138,12 @@
             monitor, one entry per file (Lightning); setup checks at on_fit_start (directory, val/
             monitor without validation data); nan_guard(action=stop) skips the bad step; a successful
             run clears the message of a refused call
+     next   the run layer (tr_run_*: tr_run_setup, _start, _batch_end, _epoch_end, _log, _finish, _save,
+            _load, _dir, tr_print): every battery works in a loop of your own; constructors of callbacks
+            and loggers take an hk_registry * (was tr_trainer *), their errors in hk_last_error(reg);
+            tr_stop_allowed takes the context; records carry only metrics set since the last record;
+            loggers flush when the registry is destroyed; spec-made loggers use the run's directory;
+            callbacks reading host tensors refuse a device model when the fit starts (was: when made)
      next   Ctrl-C/SIGTERM through hooks.h's hk_stop_signals_install (same behaviour; a signal the
             process ignores stays ignored); clean under gcc -Wc++-compat
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
@@ -823,22 +829,24 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API (and tr_stop_allowed).
+   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
    Each has
-     - a constructor taking a zero-initialised desc (sokol style) that registers one hk_callback on
-       t->reg and hands back its handle (out may be NULL); bad parameters are refused before anything
-       is registered, with TR_ERR_INVALID and a message (tr_error) naming the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init registers them on the trainer's
-       registry, so  hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=3)")  works; a
-       registry of your own gets them from tr_add_factories(reg) (a bad parameter: HK_ERR_INVALID and
-       hk_last_error naming it);
-     - its state in checkpoints (the callback's name is its state key), so a resumed run decides
-       exactly as the uninterrupted one;
+     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
+       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
+       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
+       the parameter and what is valid;
+     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
+       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
+       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
+       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
+     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
+       in a loop of your own, so a resumed run decides exactly as the uninterrupted one;
      - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
-   also work in a hand-written loop that fires the events each one lists and honours them; the
-   trainer-specific parts (Lightning's defaults that read the fit's config) fall back to documented
-   defaults there.
+   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
+   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
+   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
+   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
+   tr_run_batch_end and tr_run_finish fire or honour the rest.
    Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
    TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
    ================================================================================================= */
@@ -960,10 +968,12 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
    latest state; at on_train_end it is written if no checkpoint was saved at the final step.
    Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
-   (stage HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving
-   at each ctx->checkpoint_paths[i] (a new file renamed over the path: last.ckpt may be a link) and
-   firing on_checkpoint_saved with ctx->path = that path (see hk_request_checkpoint); without
-   on_checkpoint_saved nothing is ever deleted. */
+   (stage HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end /
+   tr_run_epoch_end, which save through tr_run_desc.save_model with the callbacks' state (tr_run_save,
+   a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
+   HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
+   path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
+   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 typedef struct tr_model_checkpoint_desc {
@@ -1047,9 +1057,10 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    when someone asks (a logger), so a step costs nothing; interval epoch: set at each
    on_train_epoch_start to that epoch's learning rate. Default interval: the schedule's (epoch when
    tr_sched.per_epoch, else step), as Lightning follows its scheduler's interval. Unlike Lightning it
-   needs no logger: the metrics map is where loggers read it. Hand-written loop: fire on_train_start
-   (and on_train_epoch_start for epoch) with ctx->lr set; give .name (no optimizer is known there)
-   and momentum / weight decay are not published. */
+   needs no logger: the metrics map is where loggers read it. The optimizer's name, momentum and
+   weight decay come from the run (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets
+   them); without an optimizer name the metric is "lr" and momentum / weight decay are not published.
+   Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 typedef struct tr_lr_monitor_desc {
   int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
@@ -1257,8 +1268,12 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
    Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
    disk) is reported once, with the path and the system's reason, and that logger stops writing;
    training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL).
-   Hand-written loop: fill a tr_log_record and call tr_log_emit(reg, &ctx, &record); fire the
-   stage events the progress bar lists. The loggers need nothing else.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record). Records are
+   flushed at teardown (tr_run_finish fires it) and, in any case, when the registry is destroyed.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_METRICS
 #  define TR_LOG_MAX_METRICS 64     /* metrics in one record; more are refused (tr_log_set) */
@@ -4313,6 +4328,7 @@ static void tr__run_free(void *p) {
   int i;
   if (!run) return;
   q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
   while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   free(q->resume);
@@ -7570,8 +7586,8 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   vsnprintf(s->err, sizeof s->err, fmt, ap);
   va_end(ap);
   s->pub.error = s->err;
-  if (s->fail_on_error) return hk_fail(ctx, "%s logger: %s", who, s->err);
-  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more (training goes on)", s->err);
+  if (s->fail_on_error && ctx) return hk_fail(ctx, "%s logger: %s", who, s->err);
+  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more%s", s->err, ctx ? " (training goes on)" : "");
   return HK_CONTINUE;
 }
 
@@ -8209,10 +8225,12 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   return err;
 }
 
+static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx);
 static void tr__logger_destroy(void *user) {
   tr__logger *s = (tr__logger *)user;
   int i;
   if (!s) return;
+  (void)tr__logger_flush(s, NULL); /* a loop that never fired teardown still gets every record on disk */
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
 #endif
@@ -8887,8 +8905,8 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 #define TR__LOGGER_PARAMS \
-  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs" }, \
-  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none)" }, \
+  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (default: the run's, tr_run_desc)" }, \
+  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; default: the run's)" }, \
   { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
   { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
   { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
@@ -8902,9 +8920,10 @@ static const hk_param tr__plot_params[] = {
 static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
   int64_t fe = hk_arg_int(a, "flush_every");
   memset(d, 0, sizeof *d);
-  d->save_dir = hk_arg_str(a, "save_dir");
-  d->name = hk_arg_str(a, "name");
-  d->version = hk_arg_str(a, "version");
+  /* not given: the run's (tr_run_desc), so that every logger of a registry shares one directory */
+  d->save_dir = hk_arg_given(a, "save_dir") ? hk_arg_str(a, "save_dir") : NULL;
+  d->name = hk_arg_given(a, "name") ? hk_arg_str(a, "name") : NULL;
+  d->version = hk_arg_given(a, "version") ? hk_arg_str(a, "version") : NULL;
   if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
   d->flush_every = (int)fe;
   d->fail_on_error = tr__bool_arg(a, "fail_on_error");
