@@ -854,6 +854,42 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 
+/* ---- parameters, written once ------------------------------------------------------------------
+   Each callback's (and logger's) parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its
+   doc block. Its desc struct's fields are generated from the list here (TR__FIELD); its spec
+   factory's parameter table and the factory's copy of a spec's arguments into the desc are generated
+   from the same list in the implementation (TR__PARAM, TR__COPY). An entry
+       X(kind, C type, name, default, choices, doc)
+   is the desc field `name` and the spec key "name"; default is the spec's default as text (NULL:
+   required), and it is also what the field's zero means, since a zero desc is the defaults; choices
+   are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
+     INT        an integer field (int: -1e9..1e9, or int64_t); a spec integer
+     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (a spec's 0)
+     DOUBLE     a double; a spec number
+     BOOL       an int, 1 yes, 0 no (the default); spec true or false
+     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec true or false
+     AUTO       the same, where 0 is a rule the doc names; spec auto|true|false
+     STRING     a const char *, NULL the default; spec text
+     CHOICE     an enum whose values are the choices in their order (the first, 0, the default)
+     C_ONLY     a field with no spec parameter (a function pointer, a FILE *, what a hook sets)
+     SPEC_ONLY  a spec parameter of type `C type` (CHOICE, INT, ...) with no field: the factory turns
+                it into C_ONLY fields by hand
+   A spec sets only the fields it gives; the others stay zero, i.e. their defaults. */
+#define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
+#define TR__FIELD_INT(type, name)       type name;
+#define TR__FIELD_INT_ZERO(type, name)  type name;
+#define TR__FIELD_DOUBLE(type, name)    type name;
+#define TR__FIELD_BOOL(type, name)      type name;
+#define TR__FIELD_TRI(type, name)       type name;
+#define TR__FIELD_AUTO(type, name)      type name;
+#define TR__FIELD_STRING(type, name)    type name;
+#define TR__FIELD_CHOICE(type, name)    type name;
+#define TR__FIELD_C_ONLY(type, name)    type name;
+#define TR__FIELD_SPEC_ONLY(type, name)
+
+/* A clock for callbacks that measure time (C_ONLY): seconds, from any fixed point. */
+typedef double (*tr_clock_fn)(void *user);
+
 /* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg)`
    registers the spec factory `name`. The callbacks they make read the loop's settings from the
    registry's run (tr_run_setup; the trainer sets them at each fit). */
@@ -892,22 +928,22 @@ typedef enum tr_stop_reason {
 } tr_stop_reason;
 TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
 
-typedef struct tr_early_stopping_desc {
-  const char *monitor;          /* required: the metric, e.g. "val/loss" */
-  tr_mode mode;                 /* 0 = min (lower is better) */
-  double min_delta;             /* >= 0; an improvement must beat the best by more than this */
-  int patience;                 /* checks without improvement before stopping: 0 = 3; TR_ZERO = 0 */
-  int strict;                   /* the metric is missing at a check: fail the run (default), TR_NO: skip the check */
-  int check_finite;             /* default yes: a NaN or infinite value stops training */
-  int has_stopping_threshold;   /* 1: stop once the value is better than stopping_threshold */
-  double stopping_threshold;
-  int has_divergence_threshold; /* 1: stop once the value is worse than divergence_threshold */
-  double divergence_threshold;
-  int check_on_train_epoch_end; /* TR_YES: check at on_train_epoch_end; TR_NO: at on_validation_end;
-                                   default: at the epoch's end, unless the fit validates mid-epoch
-                                   (val_every_n_steps) or not every epoch (Lightning's rule) */
-  int verbose;                  /* print every decision (and why it stopped) to tr_desc.log / stderr */
-} tr_early_stopping_desc;
+#define TR_EARLY_STOPPING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,   const char *, monitor,                  NULL,    NULL,      "required: the metric to watch, e.g. val/loss") \
+  X(CHOICE,   tr_mode,      mode,                     "min",   "min|max", "which direction is better") \
+  X(DOUBLE,   double,       min_delta,                "0",     NULL,      ">= 0; an improvement must beat the best by more than this") \
+  X(INT_ZERO, int,          patience,                 "3",     NULL,      "checks without improvement before stopping") \
+  X(TRI,      int,          strict,                   "true",  NULL,      "a metric missing at a check fails the run (false: the check is skipped)") \
+  X(TRI,      int,          check_finite,             "true",  NULL,      "a NaN or infinite value stops training") \
+  X(C_ONLY,   int,          has_stopping_threshold,   NULL,    NULL,      "1: stopping_threshold is set (a spec: when it gives one)") \
+  X(DOUBLE,   double,       stopping_threshold,       "0",     NULL,      "stop once the value is better than this (when given)") \
+  X(C_ONLY,   int,          has_divergence_threshold, NULL,    NULL,      "1: divergence_threshold is set (a spec: when it gives one)") \
+  X(DOUBLE,   double,       divergence_threshold,     "0",     NULL,      "stop once the value is worse than this (when given)") \
+  X(AUTO,     int,          check_on_train_epoch_end, "auto",  NULL,      "true: check at on_train_epoch_end; false: at " \
+    "on_validation_end; auto: at the epoch's end, unless the fit validates mid-epoch (val_every_n_steps) or not every " \
+    "epoch (Lightning's rule)") \
+  X(BOOL,     int,          verbose,                  "false", NULL,      "print every decision (and why it stopped) to the run's log")
+typedef struct tr_early_stopping_desc { TR_EARLY_STOPPING_PARAMS(TR__FIELD) } tr_early_stopping_desc;
 
 typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
   int64_t wait_count;           /* checks since the last improvement */
@@ -976,24 +1012,26 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
-typedef struct tr_model_checkpoint_desc {
-  const char *dirpath;          /* NULL = "checkpoints"; created (with parents) when missing */
-  const char *filename;         /* template without ".ckpt" (not ""); NULL = "{epoch}-{step}" */
-  const char *monitor;          /* NULL: no metric; every save is the newest */
-  tr_mode mode;                 /* 0 = min */
-  int save_top_k;               /* 0 = 1; -1 = keep all; TR_ZERO = none */
-  tr_save_last save_last;       /* 0 = no */
-  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps (any int64 > 0) */
-  int64_t every_n_epochs;       /* > 0: save every n epochs; TR_ZERO: never by epoch */
-  double train_time_interval;   /* > 0: save when this many seconds passed since the last check */
-  int save_on_train_epoch_end;  /* epoch saves: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
-                                   default: as early_stopping's check_on_train_epoch_end */
-  int auto_insert_metric_name;  /* default yes */
-  int enable_version_counter;   /* default yes */
-  int verbose;                  /* print every save and eviction */
-  double (*clock)(void *user);  /* seconds, for train_time_interval; NULL = a monotonic clock */
-  void *clock_user;
-} tr_model_checkpoint_desc;
+#define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing") \
+  X(STRING,   const char *, filename,                "{epoch}-{step}", NULL, "the file name template without .ckpt (not empty), " \
+    "e.g. {epoch}-{val/loss:.2f}") \
+  X(STRING,   const char *, monitor,                 "",      NULL,  "the metric that ranks checkpoints (empty: none; every save is the newest)") \
+  X(CHOICE,   tr_mode,      mode,                    "min",   "min|max", "which direction is better") \
+  X(INT_ZERO, int,          save_top_k,              "1",     NULL,  "keep the k best files; -1 all, 0 none (only last)") \
+  X(CHOICE,   tr_save_last, save_last,               "false", "false|true|link", "also write last.ckpt (or link it)") \
+  X(INT,      int64_t,      every_n_train_steps,     "0",     NULL,  "> 0: save every n optimizer steps") \
+  X(INT_ZERO, int64_t,      every_n_epochs,          "1",     NULL,  "save every n epochs; 0: never by epoch (the default, 1, " \
+    "only while no other trigger is given)") \
+  X(DOUBLE,   double,       train_time_interval,     "0",     NULL,  "> 0: save when this many seconds passed since the last check") \
+  X(AUTO,     int,          save_on_train_epoch_end, "auto",  NULL,  "epoch saves: true at on_train_epoch_end, false at " \
+    "on_validation_end; auto: as early_stopping's check_on_train_epoch_end") \
+  X(TRI,      int,          auto_insert_metric_name, "true",  NULL,  "{val/loss} -> val_loss=...") \
+  X(TRI,      int,          enable_version_counter,  "true",  NULL,  "-v1, -v2 ... on name collisions") \
+  X(BOOL,     int,          verbose,                 "false", NULL,  "print every save and eviction") \
+  X(C_ONLY,   tr_clock_fn,  clock,                   NULL,    NULL,  "seconds, for train_time_interval; NULL = a monotonic clock") \
+  X(C_ONLY,   void *,       clock_user,              NULL,    NULL,  "clock's argument")
+typedef struct tr_model_checkpoint_desc { TR_MODEL_CHECKPOINT_PARAMS(TR__FIELD) } tr_model_checkpoint_desc;
 
 typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only best_model_path when
                                               the checkpoint's dirpath differs, as Lightning) */
@@ -1031,14 +1069,14 @@ typedef enum tr_timer_stage {
 } tr_timer_stage;
 typedef enum tr_interval { TR_INTERVAL_STEP = 0, TR_INTERVAL_EPOCH } tr_interval;
 
-typedef struct tr_timer_desc {
-  const char *duration;         /* "DD:HH:MM:SS", e.g. "00:12:00:00"; NULL: seconds */
-  double seconds;               /* the limit in seconds (not with duration); both 0/NULL: only measure */
-  tr_interval interval;         /* 0 = check after every training step */
-  int verbose;                  /* say when it stops */
-  double (*clock)(void *user);  /* seconds; NULL = a monotonic clock */
-  void *clock_user;
-} tr_timer_desc;
+#define TR_TIMER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING, const char *, duration,   "",     NULL,         "the limit as \"DD:HH:MM:SS\", e.g. \"00:12:00:00\" (empty: seconds)") \
+  X(DOUBLE, double,       seconds,    "0",    NULL,         "the limit in seconds (not with duration); neither: only measure") \
+  X(CHOICE, tr_interval,  interval,   "step", "step|epoch", "check after every training step or every epoch") \
+  X(TRI,    int,          verbose,    "true", NULL,         "say when it stops") \
+  X(C_ONLY, tr_clock_fn,  clock,      NULL,   NULL,         "seconds; NULL = a monotonic clock") \
+  X(C_ONLY, void *,       clock_user, NULL,   NULL,         "clock's argument")
+typedef struct tr_timer_desc { TR_TIMER_PARAMS(TR__FIELD) } tr_timer_desc;
 
 typedef struct tr_timer_state {
   double duration;              /* seconds; 0 = no limit */
@@ -1062,12 +1100,13 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    them); without an optimizer name the metric is "lr" and momentum / weight decay are not published.
    Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
-typedef struct tr_lr_monitor_desc {
-  int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
-  int log_momentum;             /* TR_YES: also the momentum (SGD) / beta1 (AdamW) */
-  int log_weight_decay;         /* TR_YES: also the weight decay */
-  const char *name;             /* the metric's name instead of "lr-<Optimizer>" (Lightning's scheduler name) */
-} tr_lr_monitor_desc;
+#define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
+    "TR_LR_LOG_STEP, TR_LR_LOG_EPOCH)") \
+  X(TRI,    int,          log_momentum,     "false", NULL, "also <name>-momentum (SGD's momentum, AdamW's beta1)") \
+  X(TRI,    int,          log_weight_decay, "false", NULL, "also <name>-weight_decay") \
+  X(STRING, const char *, name,             "",      NULL, "the metric's name (empty: lr-<Optimizer>; Lightning's scheduler name)")
+typedef struct tr_lr_monitor_desc { TR_LR_MONITOR_PARAMS(TR__FIELD) } tr_lr_monitor_desc;
 typedef struct tr_lr_monitor_state {
   const char *name, *momentum_name, *weight_decay_name; /* the metrics it publishes ("" = none) */
   int per_epoch;                /* the resolved interval: 1 epoch, 0 step */
@@ -1099,18 +1138,21 @@ typedef struct tr_histogram {
   int64_t num;
   int64_t step;                 /* ctx->global_step + 1: the step these gradients are for */
 } tr_histogram;
-typedef struct tr_gradient_monitor_desc {
-  int64_t log_frequency;        /* every n-th optimizer step; 0 = 50 (Lightning's log_every_n_steps) */
-  int per_tensor;               /* default yes: one norm per tensor */
-  int histogram_bins;           /* > 0: a histogram with this many bins; 0 = none */
-  const char *percentiles;      /* e.g. "10,50,90" (each in [0, 100]); NULL = none */
-  const char *param_filter;     /* e.g. "fc1,bias": tensors whose name contains one of these; NULL = all */
-  double vanishing_threshold;   /* the total norm below this is flagged; 0 = 1e-7; negative = never */
-  double exploding_threshold;   /* the total norm above this is flagged; 0 = 1e3; negative = never */
-  int verbose;                  /* print a warning when flagged */
-  void (*on_histogram)(const tr_histogram *h, hk_ctx *ctx, void *user); /* called at each due step */
-  void *histogram_user;
-} tr_gradient_monitor_desc;
+typedef void (*tr_histogram_fn)(const tr_histogram *h, hk_ctx *ctx, void *user);
+#define TR_GRADIENT_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(INT,    int64_t,         log_frequency,       "50",    NULL, "every n-th optimizer step (Lightning's log_every_n_steps)") \
+  X(TRI,    int,             per_tensor,          "true",  NULL, "one norm per tensor, grad_2.0_norm/<tensor>") \
+  X(INT,    int,             histogram_bins,      "0",     NULL, "a histogram of the gradient values with this many bins " \
+    "(up to 100000; 0: none)") \
+  X(STRING, const char *,    percentiles,         "",      NULL, "percentiles of |g|, e.g. \"10,50,90\" (each in [0, 100]; empty: none)") \
+  X(STRING, const char *,    param_filter,        "",      NULL, "comma-separated substrings of tensor names, e.g. " \
+    "\"fc1,bias\" (empty: all)") \
+  X(DOUBLE, double,          vanishing_threshold, "1e-7",  NULL, "flag a total norm below this (negative: never)") \
+  X(DOUBLE, double,          exploding_threshold, "1e3",   NULL, "flag a total norm above this (negative: never)") \
+  X(BOOL,   int,             verbose,             "false", NULL, "print a warning when flagged") \
+  X(C_ONLY, tr_histogram_fn, on_histogram,        NULL,    NULL, "called at each due step with the histogram") \
+  X(C_ONLY, void *,          histogram_user,      NULL,    NULL, "on_histogram's user argument")
+typedef struct tr_gradient_monitor_desc { TR_GRADIENT_MONITOR_PARAMS(TR__FIELD) } tr_gradient_monitor_desc;
 typedef struct tr_gradient_monitor_state {
   int64_t checks;               /* due steps so far (this process) */
   int64_t vanishing, exploding; /* how many of them were flagged */
@@ -1136,12 +1178,12 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
    the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
    HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
-typedef struct tr_nan_guard_desc {
-  int check_loss;               /* default yes */
-  int check_grads;              /* default yes */
-  tr_nan_action action;         /* 0 = fail */
-  int verbose;                  /* default yes: say what was found (skip_step and stop) */
-} tr_nan_guard_desc;
+#define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
+  X(TRI,    int,           check_grads, "true", NULL, "check the gradients (before the optimizer step)") \
+  X(CHOICE, tr_nan_action, action,      "fail", "fail|skip_step|stop", "what to do when something is not finite") \
+  X(TRI,    int,           verbose,     "true", NULL, "say what was found (skip_step and stop)")
+typedef struct tr_nan_guard_desc { TR_NAN_GUARD_PARAMS(TR__FIELD) } tr_nan_guard_desc;
 typedef struct tr_nan_guard_state {
   int64_t found;                /* non-finite losses or gradients seen */
   int64_t skipped;              /* steps it dropped (action skip_step or stop) */
@@ -1163,14 +1205,16 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
    evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
    evaluations, on_train_epoch_end for SWA. */
-typedef struct tr_ema_desc {
-  double decay;                 /* in (0, 1); 0 = 0.999 */
-  int64_t every_n_steps;        /* 0 = 1 */
-  int64_t start_step;           /* first global_step that updates; 0 = from the first step */
-  int64_t swa_epoch_start;      /* > 0: SWA from this epoch (0-based) instead of the EMA */
-  int copy_at_end;              /* TR_YES: copy the average into the model at on_train_end */
-  int swap_for_eval;            /* default yes; TR_NO: never swap (read the average with the getter) */
-} tr_ema_desc;
+#define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE, double,  decay,           "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
+  X(INT,    int64_t, every_n_steps,   "1",     NULL, "update every n optimizer steps") \
+  X(INT,    int64_t, start_step,      "0",     NULL, "the first global_step that updates") \
+  X(INT,    int64_t, swa_epoch_start, "0",     NULL, "> 0: SWA (an equal average per epoch) from this epoch (0-based) " \
+    "instead of the EMA") \
+  X(TRI,    int,     copy_at_end,     "false", NULL, "copy the average into the model at on_train_end") \
+  X(TRI,    int,     swap_for_eval,   "true",  NULL, "use the average for validation, test and predict (false: never " \
+    "swap; read the average with the getter)")
+typedef struct tr_ema_desc { TR_EMA_PARAMS(TR__FIELD) } tr_ema_desc;
 typedef struct tr_ema_state {
   int64_t n_averaged;           /* updates so far (0: no average yet) */
   const float *average;         /* count floats, the layout of ctx->params (NULL before the first update) */
@@ -1193,15 +1237,15 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
    tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
    train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
-typedef struct tr_lr_finder_desc {
-  double min_lr;                /* 0 = 1e-8 */
-  double max_lr;                /* 0 = 1 */
-  int num_training_steps;       /* 0 = 100 */
-  double early_stop_threshold;  /* 0 = 4; negative = never stop early */
-  int update_attr;              /* default yes: set the optimizer's lr to the suggestion */
-  const char *curve_path;       /* write "lr,loss" lines here; NULL = no file */
-  int verbose;                  /* default yes: print the suggestion */
-} tr_lr_finder_desc;
+#define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE, double,       min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
+  X(DOUBLE, double,       max_lr,               "1",    NULL, "the sweep's last learning rate") \
+  X(INT,    int,          num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
+  X(DOUBLE, double,       early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
+  X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
+  X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
+  X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
+typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
 typedef struct tr_lr_finder_state {
   int done;                     /* the sweep ran (in this process or before the checkpoint) */
   double suggestion;            /* NaN when there is none */
@@ -1217,10 +1261,10 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
    device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
    with Lightning's count format (12.3 K, 1.2 M). max_rows limits the table (the rest is summed in
    one line). Hand-written loop: fire on_fit_start with ctx->params. */
-typedef struct tr_model_summary_desc {
-  int max_rows;                 /* 0 = 50; TR_ZERO: totals only */
-  FILE *out;                    /* NULL = tr_desc.log, else stdout */
-} tr_model_summary_desc;
+#define TR_MODEL_SUMMARY_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(INT_ZERO, int,    max_rows, "50", NULL, "tensors listed (0: totals only)") \
+  X(C_ONLY,   FILE *, out,      NULL, NULL, "NULL = the run's log (tr_run_desc.log), else stdout")
+typedef struct tr_model_summary_desc { TR_MODEL_SUMMARY_PARAMS(TR__FIELD) } tr_model_summary_desc;
 typedef struct tr_model_summary_state { int64_t total_params; int n_tensors; } tr_model_summary_state;
 TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc *d, hk_handle *out);
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
@@ -1233,9 +1277,9 @@ TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *
    is not 1 fails at on_fit_start (Lightning refuses the combination too). The last window of an epoch
    steps even when short (train.h and Lightning alike). Hand-written loop: fire those events and read
    the factor from tr_accumulation_scheduler_get(...)->factor. */
-typedef struct tr_accumulation_scheduler_desc {
-  const char *scheduling;       /* required, e.g. "{0: 4, 5: 2}" */
-} tr_accumulation_scheduler_desc;
+#define TR_ACCUMULATION_SCHEDULER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING, const char *, scheduling, NULL, NULL, "required: epoch: factor, e.g. \"{0: 4, 5: 2}\"")
+typedef struct tr_accumulation_scheduler_desc { TR_ACCUMULATION_SCHEDULER_PARAMS(TR__FIELD) } tr_accumulation_scheduler_desc;
 typedef struct tr_accumulation_scheduler_state {
   int n;                        /* entries */
   const int64_t *epochs;
@@ -1334,17 +1378,19 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
    version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
    one version directory. The directory is made at the logger's first write (setup of the first run
    on rank 0); the configuration (hparams) is written then. */
-typedef struct tr_logger_desc {
-  const char *save_dir;         /* NULL = "runs" */
-  const char *name;             /* NULL = "lightning_logs"; "" = versions directly in save_dir */
-  const char *version;          /* NULL or "" = the next free version_N; else this directory name
-                                   (its old metrics file is replaced, as Lightning) */
-  int flush_every;              /* > 0: write after this many records. 0 (default): write once a
-                                   second at most (the first record at once), and at the end of every
-                                   run. Lines are written whole: a process killed with -9 loses at
-                                   most the records not written yet (about a second), never half a line */
-  int fail_on_error;            /* TR_YES: an I/O error fails the run; default: report once, go on */
-} tr_logger_desc;
+#define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
+    "tr_run_desc, whose default is runs)") \
+  X(STRING, const char *, name,          "lightning_logs", NULL, "a subdirectory for this experiment (empty: versions " \
+    "directly in save_dir; not given: the run's)") \
+  X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
+    "else this name, its old metrics file replaced, as Lightning)") \
+  X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
+    "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
+    "-9 loses at most the records not written yet (about a second), never half a line") \
+  X(TRI,    int,          fail_on_error, "false",          NULL, "an I/O error fails the run (default: reported once, " \
+    "training goes on)")
+typedef struct tr_logger_desc { TR_LOGGER_PARAMS(TR__FIELD) } tr_logger_desc;
 
 typedef struct tr_logger_state {
   const char *dir;              /* the version directory ("" before the first write) */
@@ -1376,12 +1422,12 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
    at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
    SVG's <desc> element (as hparams.yaml's lines). */
-typedef struct tr_plot_desc {
-  tr_logger_desc dir;           /* where: path NULL = <version directory>/metrics.svg */
-  const char *path;             /* the SVG file */
-  const char *metrics;          /* space-separated metric names; NULL = every metric with "loss" in its name */
-  const char *title;            /* NULL = the file's directory */
-} tr_plot_desc;
+#define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
+  X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
+  X(STRING, const char *,   path,    "",   NULL, "the SVG file (empty: metrics.svg in the version directory)") \
+  X(STRING, const char *,   metrics, "",   NULL, "space-separated metric names (empty: every metric with loss in its name)") \
+  X(STRING, const char *,   title,   "",   NULL, "the plot's title (empty: the file's directory)")
+typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
 TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out);
 /* The same plot from a CSV file in metrics.csv's layout (a "step" column and metric columns; empty
    cells are skipped). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
@@ -1401,14 +1447,16 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
    on_sanity_check_start/end, on_train_end, on_log, teardown. */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
-typedef struct tr_progress_bar_desc {
-  FILE *out;                    /* NULL = stdout */
-  tr_bar_mode mode;             /* 0 = a terminal's (isatty) in-place bar, else lines */
-  double refresh_seconds;       /* terminal: the least time between redraws; 0 = 0.1 */
-  double line_seconds;          /* lines: the least time between lines within an epoch; 0 = 10 */
-  int width;                    /* the line's width; 0 = the terminal's ($COLUMNS, else 80; lines: a 10-cell bar) */
-  int ascii;                    /* 1: the bar in " 123456789#" instead of Unicode blocks */
-} tr_progress_bar_desc;
+#define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
+  X(SPEC_ONLY, CHOICE,      stream,          "stdout", "stdout|stderr", "where the bar goes (C: out)") \
+  X(CHOICE,    tr_bar_mode, mode,            "auto",   "auto|tty|lines", "auto: in place on a terminal (isatty), else lines") \
+  X(DOUBLE,    double,      refresh_seconds, "0.1",    NULL, "terminal: the least time between redraws") \
+  X(DOUBLE,    double,      line_seconds,    "10",     NULL, "lines: the least time between lines within an epoch") \
+  X(INT,       int,         width,           "0",      NULL, "the line's width, up to 100000 (0: the terminal's, " \
+    "$COLUMNS, else 80; lines: a 10-cell bar)") \
+  X(BOOL,      int,         ascii,           "false",  NULL, "draw the bar in \" 123456789#\" instead of Unicode blocks")
+typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
 /* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
    10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
@@ -6072,7 +6120,7 @@ static tr_err tr__timer_make(hk_registry *reg, const tr_timer_desc *d, hk_handle
   s->run = tr_run_get(reg);
   s->pub.duration = limit;
   s->interval = d->interval;
-  s->verbose = d->verbose;
+  s->verbose = tr__flag(d->verbose, 1);
   s->clock = d->clock;
   s->clock_user = d->clock_user;
   memset(&cb, 0, sizeof cb);
@@ -8572,7 +8620,7 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   if (d->mode < TR_BAR_AUTO || d->mode > TR_BAR_LINES) return tr__bad(w, "progress_bar: mode %d is not valid (auto, tty or lines)", (int)d->mode);
   if (!(d->refresh_seconds >= 0) || !(d->line_seconds >= 0) || !hk_is_finite(d->refresh_seconds) || !hk_is_finite(d->line_seconds))
     return tr__bad(w, "progress_bar: refresh_seconds and line_seconds must be finite and >= 0");
-  if (d->width < 0) return tr__bad(w, "progress_bar: width must be >= 0 (0 = the terminal's), got %d", d->width);
+  if (d->width < 0 || d->width > 100000) return tr__bad(w, "progress_bar: width must be between 0 and 100000 (0 = the terminal's), got %d", d->width);
   if (!(b = (tr__bar *)calloc(1, sizeof *b))) return tr__bad(w, "progress_bar: out of memory"), TR_ERR_NOMEM;
   b->run = tr_run_get(reg);
   if (b->run && !b->run->tr__p->bar) b->run->tr__p->bar = b; /* tr_print writes above it */
@@ -8642,332 +8690,200 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
 }
 
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
+   Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
+   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD):
+   TR__SPEC_OF(p, desc, LIST) defines tr__<p>_params[], one row per parameter (TR__PARAM), and
+   (TR__ARGS_OF) tr__<p>_args(), which copies each parameter the spec gave into a zero desc (TR__COPY). A parameter
+   not given leaves its field zero, the default its default text names (tests/test_callbacks_b.c
+   checks that they agree). What a list cannot say is a few lines in the factory, after the copy.
    Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
-static const char *const tr__tri = "auto|true|false";
-static int tr__tri_arg(const hk_args *a, const char *key) {
-  const char *v = hk_arg_str(a, key);
-  return !v || !strcmp(v, "auto") ? TR_DEFAULT : !strcmp(v, "true") ? TR_YES : TR_NO;
-}
-static int tr__bool_arg(const hk_args *a, const char *key) { return hk_arg_bool(a, key) ? TR_YES : TR_NO; }
-static tr_mode tr__mode_arg(const hk_args *a) { const char *m = hk_arg_str(a, "mode"); return m && !strcmp(m, "max") ? TR_MODE_MAX : TR_MODE_MIN; }
-/* an int parameter whose 0 is an explicit 0 in the spec (the desc's 0 means the default) */
-static int tr__int_arg(const hk_args *a, const char *key, int *out, tr__why *w) {
-  int64_t v = hk_arg_int(a, key);
-  if (v < -1000000000 || v > 1000000000) return tr__bad(w, "%s: %s=%lld is out of range", a->factory, key, (long long)v), -1;
-  *out = v == 0 ? TR_ZERO : (int)v;
+#define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
+#define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_INT_ZERO(type, name, def, choices, doc)  { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_DOUBLE(type, name, def, choices, doc)    { #name, HK_PARAM_DOUBLE, def, choices, doc },
+#define TR__PARAM_BOOL(type, name, def, choices, doc)      { #name, HK_PARAM_BOOL, def, choices, doc },
+#define TR__PARAM_TRI(type, name, def, choices, doc)       { #name, HK_PARAM_BOOL, def, choices, doc },
+#define TR__PARAM_AUTO(type, name, def, choices, doc)      { #name, HK_PARAM_CHOICE, def, "auto|true|false", doc },
+#define TR__PARAM_STRING(type, name, def, choices, doc)    { #name, HK_PARAM_STRING, def, choices, doc },
+#define TR__PARAM_CHOICE(type, name, def, choices, doc)    { #name, HK_PARAM_CHOICE, def, choices, doc },
+#define TR__PARAM_C_ONLY(type, name, def, choices, doc)
+#define TR__PARAM_SPEC_ONLY(type, name, def, choices, doc) { #name, HK_PARAM_##type, def, choices, doc },
+
+/* The copy of one parameter, when the spec gives it (a: the arguments, d: the desc, w: the reason). */
+#define TR__COPY(kind, type, name, def, choices, doc) TR__COPY_##kind(type, name)
+#define TR__GIVEN(name) if (hk_arg_given(a, #name))
+#define TR__COPY_INT(type, name)      TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 0, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
+#define TR__COPY_INT_ZERO(type, name) TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
+#define TR__COPY_DOUBLE(type, name)   TR__GIVEN(name) d->name = hk_arg_double(a, #name);
+#define TR__COPY_BOOL(type, name)     TR__GIVEN(name) d->name = hk_arg_bool(a, #name);
+#define TR__COPY_TRI(type, name)      TR__GIVEN(name) d->name = hk_arg_bool(a, #name) ? TR_YES : TR_NO;
+#define TR__COPY_AUTO(type, name)     TR__GIVEN(name) d->name = tr__auto_arg(a, #name);
+#define TR__COPY_STRING(type, name)   TR__GIVEN(name) d->name = hk_arg_str(a, #name);
+#define TR__COPY_CHOICE(type, name)   TR__GIVEN(name) d->name = (type)hk_arg_int(a, #name); /* the choice's index */
+#define TR__COPY_C_ONLY(type, name)
+#define TR__COPY_SPEC_ONLY(type, name)
+
+#define TR__SPEC_OF(p, desc_type, LIST) \
+  static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
+  TR__ARGS_OF(p, desc_type, LIST)
+#define TR__ARGS_OF(p, desc_type, LIST) \
+  static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
+    int64_t v = 0; \
+    memset(d, 0, sizeof *d); \
+    LIST(TR__COPY) \
+    (void)v; \
+    (void)w; \
+    return TR_OK; \
+  }
+
+/* An integer for an int or int64_t field. In an int, and for INT_ZERO, it must lie in -1e9..1e9;
+   INT_ZERO's 0 becomes TR_ZERO (the field's own 0 means the default). */
+static int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
+  *v = hk_arg_int(a, key);
+  if ((zero || size < sizeof(int64_t)) && (*v < -1000000000 || *v > 1000000000))
+    return tr__bad(w, "%s: %s=%lld is out of range: give a number between -1e9 and 1e9", a->factory, key, (long long)*v), -1;
+  if (zero && *v == 0) *v = TR_ZERO;
   return 0;
 }
+static int tr__auto_arg(const hk_args *a, const char *key) { /* auto|true|false */
+  static const int flag[3] = { TR_DEFAULT, TR_YES, TR_NO };
+  return flag[hk_arg_int(a, key)];
+}
+/* the spec gives key as 0 where the desc's 0 means a default (so a spec cannot mean 0 by it) */
+static int tr__given_zero(const hk_args *a, const char *key) { return hk_arg_given(a, key) && hk_arg_double(a, key) == 0; }
 static hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
 }
 
-static const hk_param tr__es_params[] = {
-  { "monitor", HK_PARAM_STRING, NULL, NULL, "the metric to watch, e.g. val/loss" },
-  { "mode", HK_PARAM_CHOICE, "min", "min|max", "which direction is better" },
-  { "min_delta", HK_PARAM_DOUBLE, "0", NULL, "an improvement must beat the best by more than this" },
-  { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
-  { "strict", HK_PARAM_BOOL, "true", NULL, "a missing metric fails the run (false: skip the check)" },
-  { "check_finite", HK_PARAM_BOOL, "true", NULL, "stop when the metric is NaN or infinite" },
-  { "stopping_threshold", HK_PARAM_DOUBLE, "0", NULL, "stop once the metric is better than this (when given)" },
-  { "divergence_threshold", HK_PARAM_DOUBLE, "0", NULL, "stop once the metric is worse than this (when given)" },
-  { "check_on_train_epoch_end", HK_PARAM_CHOICE, "auto", "auto|true|false", "check at the epoch's end or at validation end" },
-  { "verbose", HK_PARAM_BOOL, "false", NULL, "print every decision" },
-};
+TR__SPEC_OF(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS)
 static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_early_stopping_desc d;
   tr__why w;
-  memset(&d, 0, sizeof d);
-  d.monitor = hk_arg_str(a, "monitor");
-  d.mode = tr__mode_arg(a);
-  d.min_delta = hk_arg_double(a, "min_delta");
-  if (tr__int_arg(a, "patience", &d.patience, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
-  d.strict = tr__bool_arg(a, "strict");
-  d.check_finite = tr__bool_arg(a, "check_finite");
+  tr_err e = tr__es_args(a, &d, &w);
+  (void)user;
   d.has_stopping_threshold = hk_arg_given(a, "stopping_threshold");
-  d.stopping_threshold = hk_arg_double(a, "stopping_threshold");
   d.has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
-  d.divergence_threshold = hk_arg_double(a, "divergence_threshold");
-  d.check_on_train_epoch_end = tr__tri_arg(a, "check_on_train_epoch_end");
-  d.verbose = hk_arg_bool(a, "verbose");
-  return tr__factory_result(reg, tr__es_make(reg, &d, NULL, &w), &w);
+  return tr__factory_result(reg, e ? e : tr__es_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__mc_params[] = {
-  { "dirpath", HK_PARAM_STRING, "checkpoints", NULL, "the directory (created when missing)" },
-  { "filename", HK_PARAM_STRING, "{epoch}-{step}", NULL, "file name template, e.g. {epoch}-{val/loss:.2f}" },
-  { "monitor", HK_PARAM_STRING, "", NULL, "the metric that ranks checkpoints (empty: none)" },
-  { "mode", HK_PARAM_CHOICE, "min", "min|max", "which direction is better" },
-  { "save_top_k", HK_PARAM_INT, "1", NULL, "keep the k best; -1 all, 0 none" },
-  { "save_last", HK_PARAM_CHOICE, "false", "false|true|link", "also write last.ckpt (or link it)" },
-  { "every_n_train_steps", HK_PARAM_INT, "0", NULL, "save every n optimizer steps" },
-  { "every_n_epochs", HK_PARAM_INT, "1", NULL, "save every n epochs (0: never by epoch)" },
-  { "train_time_interval", HK_PARAM_DOUBLE, "0", NULL, "save every this many seconds" },
-  { "save_on_train_epoch_end", HK_PARAM_CHOICE, "auto", "auto|true|false", "epoch saves at the epoch's end or at validation end" },
-  { "auto_insert_metric_name", HK_PARAM_BOOL, "true", NULL, "{val/loss} -> val_loss=..." },
-  { "enable_version_counter", HK_PARAM_BOOL, "true", NULL, "-v1, -v2 ... on name collisions" },
-  { "verbose", HK_PARAM_BOOL, "false", NULL, "print every save" },
-};
+/* every_n_epochs: not given, the desc's 0 (1 while no other trigger is given, as Lightning) */
+TR__SPEC_OF(mc, tr_model_checkpoint_desc, TR_MODEL_CHECKPOINT_PARAMS)
 static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_model_checkpoint_desc d;
   tr__why w;
-  const char *last = hk_arg_str(a, "save_last");
-  int64_t steps = hk_arg_int(a, "every_n_train_steps"), epochs = hk_arg_int(a, "every_n_epochs");
-  memset(&d, 0, sizeof d);
-  d.dirpath = hk_arg_str(a, "dirpath");
-  d.filename = hk_arg_str(a, "filename");
-  d.monitor = hk_arg_str(a, "monitor");
-  d.mode = tr__mode_arg(a);
-  if (tr__int_arg(a, "save_top_k", &d.save_top_k, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
-  d.save_last = last && !strcmp(last, "link") ? TR_SAVE_LAST_LINK : last && !strcmp(last, "true") ? TR_SAVE_LAST_YES : TR_SAVE_LAST_NO;
-  d.every_n_train_steps = steps;
-  d.train_time_interval = hk_arg_double(a, "train_time_interval");
-  /* every_n_epochs defaults to 1 only while no other trigger is given (Lightning) */
-  if (hk_arg_given(a, "every_n_epochs")) d.every_n_epochs = epochs == 0 ? TR_ZERO : epochs;
-  d.save_on_train_epoch_end = tr__tri_arg(a, "save_on_train_epoch_end");
-  d.auto_insert_metric_name = tr__bool_arg(a, "auto_insert_metric_name");
-  d.enable_version_counter = tr__bool_arg(a, "enable_version_counter");
-  d.verbose = hk_arg_bool(a, "verbose");
-  if (steps < 0)
-    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps=%lld is out of range: give 0 (no step "
-                        "saves) to %lld", (long long)steps, (long long)INT64_MAX);
-  if (epochs < 0) /* before the desc, where a negative number could read as TR_ZERO */
-    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_epochs=%lld is out of range: give 0 (no epoch "
-                        "saves) to %lld", (long long)epochs, (long long)INT64_MAX);
-  return tr__factory_result(reg, tr__mc_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__mc_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__mc_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__timer_params[] = {
-  { "duration", HK_PARAM_STRING, "", NULL, "the limit as DD:HH:MM:SS (empty: seconds)" },
-  { "seconds", HK_PARAM_DOUBLE, "0", NULL, "the limit in seconds (0 with no duration: only measure)" },
-  { "interval", HK_PARAM_CHOICE, "step", "step|epoch", "check after every step or every epoch" },
-  { "verbose", HK_PARAM_BOOL, "true", NULL, "say when it stops" },
-};
+TR__SPEC_OF(timer, tr_timer_desc, TR_TIMER_PARAMS)
 static hk_err tr__timer_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_timer_desc d;
   tr__why w;
-  const char *iv = hk_arg_str(a, "interval");
-  memset(&d, 0, sizeof d);
-  d.duration = hk_arg_str(a, "duration");
-  d.seconds = hk_arg_double(a, "seconds");
-  d.interval = iv && !strcmp(iv, "epoch") ? TR_INTERVAL_EPOCH : TR_INTERVAL_STEP;
-  d.verbose = hk_arg_bool(a, "verbose");
-  return tr__factory_result(reg, tr__timer_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__timer_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__timer_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__lrm_params[] = {
-  { "logging_interval", HK_PARAM_CHOICE, "auto", "auto|step|epoch", "when to publish (auto: the schedule's interval)" },
-  { "log_momentum", HK_PARAM_BOOL, "false", NULL, "also <name>-momentum (SGD momentum, AdamW beta1)" },
-  { "log_weight_decay", HK_PARAM_BOOL, "false", NULL, "also <name>-weight_decay" },
-  { "name", HK_PARAM_STRING, "", NULL, "the metric's name (empty: lr-<Optimizer>)" },
-};
+TR__SPEC_OF(lrm, tr_lr_monitor_desc, TR_LR_MONITOR_PARAMS)
 static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_lr_monitor_desc d;
   tr__why w;
-  const char *iv = hk_arg_str(a, "logging_interval");
-  memset(&d, 0, sizeof d);
-  d.logging_interval = iv && !strcmp(iv, "step") ? TR_LR_LOG_STEP : iv && !strcmp(iv, "epoch") ? TR_LR_LOG_EPOCH : 0;
-  d.log_momentum = tr__bool_arg(a, "log_momentum");
-  d.log_weight_decay = tr__bool_arg(a, "log_weight_decay");
-  d.name = hk_arg_str(a, "name");
-  return tr__factory_result(reg, tr__lrm_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__lrm_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__lrm_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__gm_params[] = {
-  { "log_frequency", HK_PARAM_INT, "50", NULL, "every n-th optimizer step" },
-  { "per_tensor", HK_PARAM_BOOL, "true", NULL, "one norm per tensor, grad_2.0_norm/<tensor>" },
-  { "histogram_bins", HK_PARAM_INT, "0", NULL, "a histogram of the gradient values (0: none)" },
-  { "percentiles", HK_PARAM_STRING, "", NULL, "percentiles of |g|, e.g. \"10,50,90\"" },
-  { "param_filter", HK_PARAM_STRING, "", NULL, "comma-separated substrings of tensor names (empty: all)" },
-  { "vanishing_threshold", HK_PARAM_DOUBLE, "1e-7", NULL, "flag a total norm below this (negative: never)" },
-  { "exploding_threshold", HK_PARAM_DOUBLE, "1e3", NULL, "flag a total norm above this (negative: never)" },
-  { "verbose", HK_PARAM_BOOL, "false", NULL, "warn when flagged" },
-};
+TR__SPEC_OF(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS)
 static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_gradient_monitor_desc d;
   tr__why w;
-  int64_t f = hk_arg_int(a, "log_frequency"), bins = hk_arg_int(a, "histogram_bins");
-  const char *pct = hk_arg_str(a, "percentiles"), *filter = hk_arg_str(a, "param_filter");
-  memset(&d, 0, sizeof d);
-  if (f <= 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1, got %lld", (long long)f);
-  if (bins < 0 || bins > 100000) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: histogram_bins must be in 0..100000, got %lld", (long long)bins);
-  d.log_frequency = f;
-  d.per_tensor = tr__bool_arg(a, "per_tensor");
-  d.histogram_bins = (int)bins;
-  d.percentiles = pct && pct[0] ? pct : NULL;
-  d.param_filter = filter && filter[0] ? filter : NULL;
-  d.vanishing_threshold = hk_arg_double(a, "vanishing_threshold");
-  d.exploding_threshold = hk_arg_double(a, "exploding_threshold");
-  if (d.vanishing_threshold == 0) d.vanishing_threshold = -1; /* an explicit 0 flags nothing (the desc's 0 is the default) */
-  if (d.exploding_threshold == 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
-  d.verbose = hk_arg_bool(a, "verbose");
-  return tr__factory_result(reg, tr__gm_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__gm_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "log_frequency")) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1, got 0");
+  if (tr__given_zero(a, "exploding_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
+  if (tr__given_zero(a, "vanishing_threshold")) d.vanishing_threshold = -1; /* flags nothing */
+  return tr__factory_result(reg, e ? e : tr__gm_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__ng_params[] = {
-  { "check_loss", HK_PARAM_BOOL, "true", NULL, "check the training loss (before backward)" },
-  { "check_grads", HK_PARAM_BOOL, "true", NULL, "check the gradients (before the optimizer step)" },
-  { "action", HK_PARAM_CHOICE, "fail", "fail|skip_step|stop", "what to do when something is not finite" },
-  { "verbose", HK_PARAM_BOOL, "true", NULL, "say what was found" },
-};
+TR__SPEC_OF(ng, tr_nan_guard_desc, TR_NAN_GUARD_PARAMS)
 static hk_err tr__ng_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_nan_guard_desc d;
   tr__why w;
-  const char *act = hk_arg_str(a, "action");
-  memset(&d, 0, sizeof d);
-  d.check_loss = tr__bool_arg(a, "check_loss");
-  d.check_grads = tr__bool_arg(a, "check_grads");
-  d.action = act && !strcmp(act, "skip_step") ? TR_NAN_SKIP_STEP : act && !strcmp(act, "stop") ? TR_NAN_STOP : TR_NAN_FAIL;
-  d.verbose = tr__bool_arg(a, "verbose");
-  return tr__factory_result(reg, tr__ng_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__ng_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__ng_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__ema_params[] = {
-  { "decay", HK_PARAM_DOUBLE, "0.999", NULL, "avg = decay*avg + (1-decay)*params" },
-  { "every_n_steps", HK_PARAM_INT, "1", NULL, "update every n optimizer steps" },
-  { "start_step", HK_PARAM_INT, "0", NULL, "the first global_step that updates" },
-  { "swa_epoch_start", HK_PARAM_INT, "0", NULL, "> 0: SWA (equal average per epoch) from this epoch instead" },
-  { "copy_at_end", HK_PARAM_BOOL, "false", NULL, "copy the average into the model at on_train_end" },
-  { "swap_for_eval", HK_PARAM_BOOL, "true", NULL, "use the average for validation, test and predict" },
-};
+TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_ema_desc d;
   tr__why w;
-  int64_t every = hk_arg_int(a, "every_n_steps");
-  memset(&d, 0, sizeof d);
-  d.swa_epoch_start = hk_arg_int(a, "swa_epoch_start");
-  if (d.swa_epoch_start == 0 || hk_arg_given(a, "decay")) d.decay = hk_arg_double(a, "decay");
-  if (hk_arg_given(a, "decay") && d.decay == 0) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
-  if (every <= 0) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got %lld", (long long)every);
-  if (d.swa_epoch_start == 0 || hk_arg_given(a, "every_n_steps")) d.every_n_steps = every;
-  d.start_step = hk_arg_int(a, "start_step");
-  d.copy_at_end = tr__bool_arg(a, "copy_at_end");
-  d.swap_for_eval = tr__bool_arg(a, "swap_for_eval");
-  return tr__factory_result(reg, tr__ema_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__ema_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "decay")) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
+  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got 0");
+  return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__lrf_params[] = {
-  { "min_lr", HK_PARAM_DOUBLE, "1e-8", NULL, "the sweep's first learning rate" },
-  { "max_lr", HK_PARAM_DOUBLE, "1", NULL, "the sweep's last learning rate" },
-  { "num_training_steps", HK_PARAM_INT, "100", NULL, "steps of the sweep" },
-  { "early_stop_threshold", HK_PARAM_DOUBLE, "4", NULL, "stop once the smoothed loss exceeds this x the best (negative: never)" },
-  { "update_attr", HK_PARAM_BOOL, "true", NULL, "set the optimizer's lr to the suggestion" },
-  { "curve_path", HK_PARAM_STRING, "", NULL, "write the curve (lr,loss CSV) here" },
-  { "verbose", HK_PARAM_BOOL, "true", NULL, "print the suggestion" },
-};
+TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_lr_finder_desc d;
   tr__why w;
-  int64_t n = hk_arg_int(a, "num_training_steps");
-  memset(&d, 0, sizeof d);
-  d.min_lr = hk_arg_double(a, "min_lr");
-  d.max_lr = hk_arg_double(a, "max_lr");
-  if (d.min_lr == 0 || d.max_lr == 0) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", d.min_lr, d.max_lr);
-  if (n < 2 || n > 1000000) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got %lld", (long long)n);
-  d.num_training_steps = (int)n;
-  d.early_stop_threshold = hk_arg_double(a, "early_stop_threshold");
-  if (d.early_stop_threshold == 0) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
-  d.update_attr = tr__bool_arg(a, "update_attr");
-  d.curve_path = hk_arg_str(a, "curve_path");
-  d.verbose = tr__bool_arg(a, "verbose");
-  return tr__factory_result(reg, tr__lrf_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__lrf_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "min_lr") || tr__given_zero(a, "max_lr"))
+    return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", hk_arg_double(a, "min_lr"), hk_arg_double(a, "max_lr"));
+  if (tr__given_zero(a, "num_training_steps")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got 0");
+  if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
+  return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__ms_params[] = {
-  { "max_rows", HK_PARAM_INT, "50", NULL, "tensors listed (0: totals only)" },
-};
+TR__SPEC_OF(ms, tr_model_summary_desc, TR_MODEL_SUMMARY_PARAMS)
 static hk_err tr__ms_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_model_summary_desc d;
   tr__why w;
-  memset(&d, 0, sizeof d);
-  if (tr__int_arg(a, "max_rows", &d.max_rows, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
-  return tr__factory_result(reg, tr__ms_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__ms_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__ms_make(reg, &d, NULL, &w), &w);
 }
 
-static const hk_param tr__as_params[] = {
-  { "scheduling", HK_PARAM_STRING, NULL, NULL, "epoch: factor, e.g. \"{0: 4, 5: 2}\"" },
-};
+TR__SPEC_OF(as, tr_accumulation_scheduler_desc, TR_ACCUMULATION_SCHEDULER_PARAMS)
 static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_accumulation_scheduler_desc d;
   tr__why w;
-  memset(&d, 0, sizeof d);
-  d.scheduling = hk_arg_str(a, "scheduling");
-  return tr__factory_result(reg, tr__as_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__as_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__as_make(reg, &d, NULL, &w), &w);
 }
 
-#define TR__LOGGER_PARAMS \
-  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (default: the run's, tr_run_desc)" }, \
-  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; default: the run's)" }, \
-  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
-  { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
-  { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
-static const hk_param tr__logger_params[] = { TR__LOGGER_PARAMS };
-static const hk_param tr__plot_params[] = {
-  TR__LOGGER_PARAMS,
-  { "path", HK_PARAM_STRING, "", NULL, "the SVG file (empty: metrics.svg in the version directory)" },
-  { "metrics", HK_PARAM_STRING, "", NULL, "space-separated metrics to plot (empty: those named *loss*)" },
-  { "title", HK_PARAM_STRING, "", NULL, "the plot's title (empty: the directory)" },
-};
-static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
-  int64_t fe = hk_arg_int(a, "flush_every");
-  memset(d, 0, sizeof *d);
-  /* not given: the run's (tr_run_desc), so that every logger of a registry shares one directory */
-  d->save_dir = hk_arg_given(a, "save_dir") ? hk_arg_str(a, "save_dir") : NULL;
-  d->name = hk_arg_given(a, "name") ? hk_arg_str(a, "name") : NULL;
-  d->version = hk_arg_given(a, "version") ? hk_arg_str(a, "version") : NULL;
-  if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
-  d->flush_every = (int)fe;
-  d->fail_on_error = tr__bool_arg(a, "fail_on_error");
-  return HK_OK;
-}
+/* csv, jsonl and tensorboard take the logger's parameters; plot takes them and its own */
+TR__SPEC_OF(logger, tr_logger_desc, TR_LOGGER_PARAMS)
+static const hk_param tr__plot_params[] = { TR_LOGGER_PARAMS(TR__PARAM) TR_PLOT_PARAMS(TR__PARAM) };
+TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
 static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr__log_kind kind) {
-  (void)user;
-  tr_logger_desc d;
   tr_plot_desc pd;
   tr__why w;
-  if (tr__logger_args(a, &d, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
-  memset(&pd, 0, sizeof pd);
-  pd.dir = d;
-  if (kind == TR__LOG_PLOT) { pd.path = hk_arg_str(a, "path"); pd.metrics = hk_arg_str(a, "metrics"); pd.title = hk_arg_str(a, "title"); }
-  return tr__factory_result(reg, tr__logger_make(reg, kind, &d, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
+  tr_err e = kind == TR__LOG_PLOT ? tr__plot_args(a, &pd, &w) : TR_OK;
+  (void)user;
+  if (!e) e = tr__logger_args(a, &pd.dir, &w); /* after tr__plot_args, which zeroes pd */
+  if (!e && pd.dir.flush_every < 0)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, pd.dir.flush_every);
+  return tr__factory_result(reg, e ? e : tr__logger_make(reg, kind, &pd.dir, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
 }
 static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_CSV); }
 static hk_err tr__jsonl_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_JSONL); }
 static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_TB); }
 static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_PLOT); }
 
-static const hk_param tr__bar_params[] = {
-  { "stream", HK_PARAM_CHOICE, "stdout", "stdout|stderr", "where the bar goes" },
-  { "mode", HK_PARAM_CHOICE, "auto", "auto|tty|lines", "in place on a terminal, else lines (auto)" },
-  { "refresh_seconds", HK_PARAM_DOUBLE, "0.1", NULL, "terminal: the least time between redraws" },
-  { "line_seconds", HK_PARAM_DOUBLE, "10", NULL, "lines: the least time between lines within an epoch" },
-  { "width", HK_PARAM_INT, "0", NULL, "the line's width (0: the terminal's)" },
-  { "ascii", HK_PARAM_BOOL, "false", NULL, "draw the bar with ASCII characters" },
-};
+TR__SPEC_OF(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS)
 static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
-  (void)user;
   tr_progress_bar_desc d;
   tr__why w;
-  const char *mode = hk_arg_str(a, "mode"), *stream = hk_arg_str(a, "stream");
-  int64_t width = hk_arg_int(a, "width");
-  memset(&d, 0, sizeof d);
-  d.out = stream && !strcmp(stream, "stderr") ? stderr : stdout;
-  d.mode = mode && !strcmp(mode, "tty") ? TR_BAR_TTY : mode && !strcmp(mode, "lines") ? TR_BAR_LINES : TR_BAR_AUTO;
-  d.refresh_seconds = hk_arg_double(a, "refresh_seconds");
-  d.line_seconds = hk_arg_double(a, "line_seconds");
-  if (width < 0 || width > 100000) return hk_set_error(reg, HK_ERR_INVALID, "progress_bar: width must be between 0 and 100000, got %lld", (long long)width);
-  d.width = (int)width;
-  d.ascii = hk_arg_bool(a, "ascii");
-  return tr__factory_result(reg, tr__bar_make(reg, &d, NULL, &w), &w);
+  tr_err e = tr__bar_args(a, &d, &w);
+  (void)user;
+  d.out = hk_arg_int(a, "stream") == 1 ? stderr : stdout; /* stdout|stderr */
+  return tr__factory_result(reg, e ? e : tr__bar_make(reg, &d, NULL, &w), &w);
 }
 
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
