@@ -882,6 +882,290 @@ static void test_exact_resume_all_mid_epoch(void **state) {
   resume6(5, 6);   /* step 5 after one skipped: the middle of epoch 1 */
   resume6(10, 14); /* the middle of epoch 3, where 2 micro-batches make a step: the factor comes back */
 }
+
+/* =================================================================================================
+   every factory: its spec table and its desc agree (both come from the TR_<NAME>_PARAMS list): every
+   spec key names a desc field (or is a SPEC_ONLY one), every key given reaches its field, and a spec
+   with every parameter at its default text makes the same callback as a zero desc
+   ================================================================================================= */
+/* a desc's fields by name, from the list: offset, size, kind (SPEC_ONLY ones have no field) */
+typedef struct field_at { const char *name, *kind; size_t off, size; } field_at;
+#define FA(kind, type, name, def, choices, doc) FA_##kind(kind, name)
+#define FA_FIELD(kind, name) { #name, #kind, offsetof(D_, name), sizeof(((D_ *)0)->name) },
+#define FA_INT FA_FIELD
+#define FA_INT_ZERO FA_FIELD
+#define FA_DOUBLE FA_FIELD
+#define FA_BOOL FA_FIELD
+#define FA_TRI FA_FIELD
+#define FA_AUTO FA_FIELD
+#define FA_STRING FA_FIELD
+#define FA_CHOICE FA_FIELD
+#define FA_C_ONLY FA_FIELD
+#define FA_SPEC_ONLY(kind, name) { #name, #kind, 0, 0 },
+#define D_ tr_early_stopping_desc
+static const field_at es_fields[] = { TR_EARLY_STOPPING_PARAMS(FA) };
+#undef D_
+#define D_ tr_model_checkpoint_desc
+static const field_at mc_fields[] = { TR_MODEL_CHECKPOINT_PARAMS(FA) };
+#undef D_
+#define D_ tr_timer_desc
+static const field_at timer_fields[] = { TR_TIMER_PARAMS(FA) };
+#undef D_
+#define D_ tr_lr_monitor_desc
+static const field_at lrm_fields[] = { TR_LR_MONITOR_PARAMS(FA) };
+#undef D_
+#define D_ tr_gradient_monitor_desc
+static const field_at gm_fields[] = { TR_GRADIENT_MONITOR_PARAMS(FA) };
+#undef D_
+#define D_ tr_nan_guard_desc
+static const field_at ng_fields[] = { TR_NAN_GUARD_PARAMS(FA) };
+#undef D_
+#define D_ tr_ema_desc
+static const field_at ema_fields[] = { TR_EMA_PARAMS(FA) };
+#undef D_
+#define D_ tr_lr_finder_desc
+static const field_at lrf_fields[] = { TR_LR_FINDER_PARAMS(FA) };
+#undef D_
+#define D_ tr_model_summary_desc
+static const field_at ms_fields[] = { TR_MODEL_SUMMARY_PARAMS(FA) };
+#undef D_
+#define D_ tr_accumulation_scheduler_desc
+static const field_at as_fields[] = { TR_ACCUMULATION_SCHEDULER_PARAMS(FA) };
+#undef D_
+#define D_ tr_logger_desc
+static const field_at logger_fields[] = { TR_LOGGER_PARAMS(FA) };
+#undef D_
+#define D_ tr_plot_desc
+static const field_at plot_fields[] = { TR_PLOT_PARAMS(FA) };
+#undef D_
+#define D_ tr_progress_bar_desc
+static const field_at bar_fields[] = { TR_PROGRESS_BAR_PARAMS(FA) };
+#undef D_
+
+/* the factory's copy alone (tr__<p>_args), into any desc */
+#define ARGS_OF(p, T) static tr_err p##_args(const hk_args *a, void *d, tr__why *w) { return tr__##p##_args(a, (T *)d, w); }
+ARGS_OF(es, tr_early_stopping_desc) ARGS_OF(mc, tr_model_checkpoint_desc) ARGS_OF(timer, tr_timer_desc)
+ARGS_OF(lrm, tr_lr_monitor_desc) ARGS_OF(gm, tr_gradient_monitor_desc) ARGS_OF(ng, tr_nan_guard_desc) ARGS_OF(ema, tr_ema_desc)
+ARGS_OF(lrf, tr_lr_finder_desc) ARGS_OF(ms, tr_model_summary_desc) ARGS_OF(as, tr_accumulation_scheduler_desc)
+ARGS_OF(logger, tr_logger_desc) ARGS_OF(plot, tr_plot_desc) ARGS_OF(bar, tr_progress_bar_desc)
+
+/* the same callback from a zero desc (with the required parameters of `required` below) */
+static tr_err es_zero(hk_registry *r, hk_handle *h) { return tr_early_stopping(r, &(tr_early_stopping_desc){ .monitor = "val/loss" }, h); }
+static tr_err mc_zero(hk_registry *r, hk_handle *h) { return tr_model_checkpoint(r, &(tr_model_checkpoint_desc){ 0 }, h); }
+static tr_err timer_zero(hk_registry *r, hk_handle *h) { return tr_timer(r, &(tr_timer_desc){ 0 }, h); }
+static tr_err lrm_zero(hk_registry *r, hk_handle *h) { return tr_lr_monitor(r, &(tr_lr_monitor_desc){ 0 }, h); }
+static tr_err gm_zero(hk_registry *r, hk_handle *h) { return tr_gradient_monitor(r, &(tr_gradient_monitor_desc){ 0 }, h); }
+static tr_err ng_zero(hk_registry *r, hk_handle *h) { return tr_nan_guard(r, &(tr_nan_guard_desc){ 0 }, h); }
+static tr_err ema_zero(hk_registry *r, hk_handle *h) { return tr_ema(r, &(tr_ema_desc){ 0 }, h); }
+static tr_err lrf_zero(hk_registry *r, hk_handle *h) { return tr_lr_finder(r, &(tr_lr_finder_desc){ 0 }, h); }
+static tr_err ms_zero(hk_registry *r, hk_handle *h) { return tr_model_summary(r, &(tr_model_summary_desc){ 0 }, h); }
+static tr_err as_zero(hk_registry *r, hk_handle *h) { return tr_accumulation_scheduler(r, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 2}" }, h); }
+static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
+static tr_err jsonl_zero(hk_registry *r, hk_handle *h) { return tr_jsonl_logger(r, &(tr_logger_desc){ 0 }, h); }
+static tr_err tb_zero(hk_registry *r, hk_handle *h) { return tr_tensorboard_logger(r, &(tr_logger_desc){ 0 }, h); }
+static tr_err plot_zero(hk_registry *r, hk_handle *h) { return tr_plot(r, &(tr_plot_desc){ { 0 }, 0, 0, 0 }, h); }
+static tr_err bar_zero(hk_registry *r, hk_handle *h) { return tr_progress_bar(r, &(tr_progress_bar_desc){ 0 }, h); }
+
+/* Two callbacks' private states are the same: their bytes, once each pointer in them is compared by
+   what it points to (STR: a string, NULL and "" alike; MEM: n bytes) or set aside (PTR: the registry's
+   run, buffers that are still empty, pointers into the struct itself). */
+#define STR(f) do { assert_string_equal(x.f ? x.f : "", y.f ? y.f : ""); x.f = y.f = NULL; } while (0)
+#define MEM(f, n) do { if ((n) > 0) assert_memory_equal(x.f, y.f, (n)); x.f = y.f = NULL; } while (0)
+#define PTR(f) (x.f = y.f = NULL)
+static const char *g_case; /* the factory being compared */
+static void same_bytes(const void *x, const void *y, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (((const unsigned char *)x)[i] != ((const unsigned char *)y)[i])
+      fail_msg("%s: a spec at its defaults and a zero desc make different callbacks (byte %d of its state)", g_case, (int)i);
+}
+#define SAME(T, body) \
+  static void same_##T(const void *a, const void *b) { \
+    T x, y; \
+    memcpy(&x, a, sizeof x); \
+    memcpy(&y, b, sizeof y); \
+    body; \
+    same_bytes(&x, &y, sizeof x); \
+  }
+SAME(tr__es, PTR(run); STR(monitor); STR(message); STR(pub.stopping_reason_message))
+SAME(tr__mc, PTR(run); STR(dirpath); STR(filename); STR(monitor); STR(pub.dirpath); STR(pub.best_model_path);
+     STR(pub.kth_best_model_path); STR(pub.last_model_path); PTR(pub.best_k_paths); PTR(pub.best_k_scores);
+     MEM(pat, x.npat * sizeof(int)); PTR(paths); PTR(scores); STR(best); STR(kth); STR(last); STR(newest); STR(want);
+     STR(evict); STR(want_last); STR(old_last); STR(spent))
+SAME(tr__timer, PTR(run))
+SAME(tr__lrm, PTR(run); STR(pub.name); STR(pub.momentum_name); STR(pub.weight_decay_name))
+SAME(tr__gm, PTR(run); STR(filter); PTR(pub.histogram); PTR(hist.edges); PTR(hist.counts); PTR(sel); PTR(names);
+     PTR(scratch); PTR(edges); PTR(counts))
+SAME(tr__ng, PTR(run); PTR(pub.last))
+SAME(tr__ema, PTR(pub.average); PTR(avg))
+SAME(tr__lrf, PTR(run); STR(curve_path); MEM(lrs, (size_t)x.steps * sizeof(double)); MEM(losses, (size_t)x.steps * sizeof(double));
+     PTR(pub.lrs); PTR(pub.losses))
+SAME(tr__ms, PTR(run))
+SAME(tr__as, PTR(run); PTR(pub.epochs); PTR(pub.factors))
+SAME(tr__logger, PTR(run); STR(pub.dir); STR(pub.path); STR(pub.error); STR(save_dir); STR(name); STR(version); STR(dir);
+     STR(path); PTR(cols); PTR(row_at); PTR(cell_col); PTR(cell_val); STR(plot_path); STR(metrics); STR(title); PTR(series))
+SAME(tr__bar, PTR(run))
+
+typedef struct agree_case {
+  const char *factory;
+  const hk_param *params;       /* the spec table the factory was registered with */
+  int n_params;
+  const field_at *fields;       /* the desc's fields, from the list */
+  int n_fields;
+  size_t desc_size;
+  tr_err (*args)(const hk_args *a, void *d, tr__why *w);
+  tr_err (*zero)(hk_registry *reg, hk_handle *h);
+  void (*same)(const void *a, const void *b);
+  const char *required;         /* the required parameters, as zero() gives them */
+  const char *unset;            /* keys whose default text is only documentation: given at it, they mean
+                                   something the unset field does not (a threshold; the run's directory) */
+  const field_at *also;         /* plot: the logger's keys, which go into its desc's dir */
+  int n_also;
+} agree_case;
+#define NOF(a) ((int)(sizeof a / sizeof a[0]))
+#define CASE(name, p, zero, T, same, required, unset) \
+  { #name, tr__##p##_params, NOF(tr__##p##_params), p##_fields, NOF(p##_fields), sizeof(T), p##_args, zero, same, \
+    required, unset, NULL, 0 }
+static agree_case g_agree[] = {
+  CASE(early_stopping, es, es_zero, tr_early_stopping_desc, same_tr__es, "monitor=val/loss", " stopping_threshold divergence_threshold "),
+  CASE(model_checkpoint, mc, mc_zero, tr_model_checkpoint_desc, same_tr__mc, "", ""),
+  CASE(timer, timer, timer_zero, tr_timer_desc, same_tr__timer, "", ""),
+  CASE(lr_monitor, lrm, lrm_zero, tr_lr_monitor_desc, same_tr__lrm, "", ""),
+  CASE(gradient_monitor, gm, gm_zero, tr_gradient_monitor_desc, same_tr__gm, "", ""),
+  CASE(nan_guard, ng, ng_zero, tr_nan_guard_desc, same_tr__ng, "", ""),
+  CASE(ema, ema, ema_zero, tr_ema_desc, same_tr__ema, "", ""),
+  CASE(lr_finder, lrf, lrf_zero, tr_lr_finder_desc, same_tr__lrf, "", ""),
+  CASE(model_summary, ms, ms_zero, tr_model_summary_desc, same_tr__ms, "", ""),
+  CASE(accumulation_scheduler, as, as_zero, tr_accumulation_scheduler_desc, same_tr__as, "scheduling=\"{0: 2}\"", ""),
+  CASE(csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name "),
+  CASE(jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name "),
+  CASE(tensorboard, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name "),
+  CASE(plot, plot, plot_zero, tr_plot_desc, same_tr__logger, "", " save_dir name "),
+  CASE(progress_bar, bar, bar_zero, tr_progress_bar_desc, same_tr__bar, "", ""),
+};
+#define N_AGREE ((int)(sizeof g_agree / sizeof g_agree[0]))
+
+static const field_at *field_in(const field_at *f, int n, const char *key) {
+  int i;
+  for (i = 0; i < n; i++) if (!strcmp(f[i].name, key)) return &f[i];
+  return NULL;
+}
+static const field_at *field_named(const agree_case *c, const char *key) { return field_in(c->fields, c->n_fields, key); }
+static int in_words(const char *words, const char *key) { /* key in " a b c " */
+  char w[80];
+  snprintf(w, sizeof w, " %s ", key);
+  return strstr(words, w) != NULL;
+}
+
+/* probe_<factory>: the same spec table; its make keeps the desc the factory's copy made */
+static union { unsigned char b[512]; double d; int64_t i; void *p; } g_probe; /* any desc, aligned */
+static hk_err probe_make(hk_registry *reg, const hk_args *a, void *user) {
+  const agree_case *c = (const agree_case *)user;
+  tr__why w;
+  assert_true(c->desc_size <= sizeof g_probe.b);
+  return c->args(a, &g_probe, &w) ? hk_set_error(reg, HK_ERR_INVALID, "%s", w.msg) : HK_OK;
+}
+
+/* a value other than the default: what a zero field cannot mean */
+static void other_value(const hk_param *p, char *out, size_t cap) {
+  const char *bar;
+  switch (p->type) {
+  case HK_PARAM_INT: snprintf(out, cap, "7"); break;
+  case HK_PARAM_DOUBLE: snprintf(out, cap, "0.5"); break;
+  case HK_PARAM_BOOL: snprintf(out, cap, "%s", p->def && !strcmp(p->def, "true") ? "false" : "true"); break;
+  case HK_PARAM_STRING: snprintf(out, cap, "x"); break;
+  case HK_PARAM_CHOICE: /* the second choice: index 1 */
+    bar = strchr(p->choices, '|');
+    assert_non_null(bar);
+    snprintf(out, cap, "%.*s", (int)strcspn(bar + 1, "|"), bar + 1);
+    break;
+  }
+}
+
+static void test_spec_desc_agree(void **state) {
+  int i, k, j;
+  (void)state;
+  g_agree[N_AGREE - 2].also = logger_fields; /* plot */
+  g_agree[N_AGREE - 2].n_also = NOF(logger_fields);
+  for (i = 0; i < N_AGREE; i++) {
+    const agree_case *c = &g_agree[i];
+    hk_registry *spec_reg = hk_create(NULL), *zero_reg = hk_create(NULL);
+    char spec[2048], probe[80], val[64];
+    size_t used;
+    hk_handle hs, hz;
+    hk_callback cs, cz;
+    const field_at *req = NULL;
+    g_case = c->factory;
+    if (c->required[0]) { /* "key=value" */
+      snprintf(val, sizeof val, "%.*s", (int)strcspn(c->required, "="), c->required);
+      assert_non_null(req = field_named(c, val));
+    }
+    assert_int_equal(tr_add_factories(spec_reg), HK_OK);
+    /* 1. every spec key is a desc field, or SPEC_ONLY; every field but C_ONLY ones is a spec key */
+    for (k = 0; k < c->n_params; k++) {
+      const field_at *f = field_named(c, c->params[k].key);
+      if (!f) f = field_in(c->also, c->n_also, c->params[k].key);
+      if (!f) fail_msg("%s: spec key '%s' has no desc field", c->factory, c->params[k].key);
+    }
+    for (j = 0; j < c->n_fields; j++) {
+      int found = 0;
+      for (k = 0; k < c->n_params; k++) found |= !strcmp(c->params[k].key, c->fields[j].name);
+      if (found != (strcmp(c->fields[j].kind, "C_ONLY") != 0)) fail_msg("%s: field '%s' (%s) %s a spec key", c->factory,
+                                                                   c->fields[j].name, c->fields[j].kind, found ? "is" : "is not");
+    }
+    /* 2. every key given reaches its field, and only it (the copy alone, through the real parser) */
+    snprintf(probe, sizeof probe, "probe_%s", c->factory);
+    assert_int_equal(hk_factory_add(spec_reg, probe, c->params, c->n_params, probe_make, (void *)c, "probe"), HK_OK);
+    for (k = 0; k < c->n_params; k++) {
+      const hk_param *p = &c->params[k];
+      const field_at *f = field_named(c, p->key);
+      size_t b;
+      if (!f || !strcmp(f->kind, "SPEC_ONLY")) continue; /* plot's logger keys: the logger's case */
+      other_value(p, val, sizeof val);
+      if (f == req) snprintf(spec, sizeof spec, "%s(%s=\"%s\")", probe, p->key, val);
+      else snprintf(spec, sizeof spec, "%s(%s%s%s=\"%s\")", probe, c->required, c->required[0] ? ", " : "", p->key, val);
+      if (hk_spec_apply(spec_reg, spec) != HK_OK) fail_msg("%s: %s", spec, hk_last_error(spec_reg));
+      for (b = 0; b < c->desc_size; b++) {
+        int in_field = b >= f->off && b < f->off + f->size, in_req = req && b >= req->off && b < req->off + req->size;
+        if (!in_field && !in_req && g_probe.b[b]) fail_msg("%s: byte %d of the desc, outside '%s', was set", spec, (int)b, p->key);
+      }
+      for (b = f->off; b < f->off + f->size && !g_probe.b[b]; b++) {}
+      if (b == f->off + f->size) fail_msg("%s: '%s' did not reach its desc field", spec, p->key);
+    }
+    /* 3. every parameter at its default text == a zero desc */
+    used = (size_t)snprintf(spec, sizeof spec, "%s(%s", c->factory, c->required);
+    for (k = 0; k < c->n_params; k++) {
+      const hk_param *p = &c->params[k];
+      if (!p->def || in_words(c->unset, p->key)) continue;
+      used += (size_t)snprintf(spec + used, sizeof spec - used, "%s%s=\"%s\"", used > strlen(c->factory) + 1 ? ", " : "", p->key, p->def);
+      assert_true(used < sizeof spec);
+    }
+    snprintf(spec + used, sizeof spec - used, ")");
+    if (hk_spec_apply(spec_reg, spec) != HK_OK) fail_msg("%s: %s", spec, hk_last_error(spec_reg));
+    hs = hk_spec_find(spec_reg, c->factory, 0);
+    assert_int_not_equal(hs, 0);
+    assert_int_equal(c->zero(zero_reg, &hz), TR_OK);
+    cs = *hk_callback_get(spec_reg, hs);
+    cz = *hk_callback_get(zero_reg, hz);
+    assert_string_equal(cs.name, cz.name);
+    c->same(cs.user, cz.user);
+    cs.name = cz.name = NULL;
+    cs.user = cz.user = NULL;
+    if (memcmp(&cs, &cz, sizeof cs)) fail_msg("%s: the spec at its defaults registers other functions than a zero desc", spec);
+    hk_destroy(spec_reg);
+    hk_destroy(zero_reg);
+  }
+}
+
+/* the spec-only parameter: progress_bar's stream is the desc's out */
+static void test_spec_only_stream(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  (void)state;
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "progress_bar(stream=stderr)"), HK_OK);
+  assert_ptr_equal(((tr__bar *)hk_callback_get(reg, hk_spec_find(reg, "progress_bar", 0))->user)->out, stderr);
+  hk_destroy(reg);
+}
 #endif /* NAN_GUARD_ONLY */
 
 int main(void) {
@@ -902,6 +1186,8 @@ int main(void) {
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_exact_resume_all),
     cmocka_unit_test(test_exact_resume_all_mid_epoch),
+    cmocka_unit_test(test_spec_desc_agree),
+    cmocka_unit_test(test_spec_only_stream),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
