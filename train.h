@@ -130,6 +130,11 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
+            the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
+            sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
+            quiet); progress_bar's constructor refuses width > 100000 as the spec did; tr_clock_fn and
+            tr_histogram_fn name the callbacks' function-pointer types
      next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
             files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
             writes a file of its own when the step saved no top-k file; filename last with save_last and
