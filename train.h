@@ -8696,11 +8696,16 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
 
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
    Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
-   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD):
-   TR__SPEC_OF(p, desc, LIST) defines tr__<p>_params[], one row per parameter (TR__PARAM), and
-   (TR__ARGS_OF) tr__<p>_args(), which copies each parameter the spec gave into a zero desc (TR__COPY). A parameter
-   not given leaves its field zero, the default its default text names (tests/test_callbacks_b.c
-   checks that they agree). What a list cannot say is a few lines in the factory, after the copy.
+   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD). The entry
+       X(INT_ZERO, int, patience, "3", NULL, "checks without improvement before stopping")
+   is, in the desc (TR__FIELD), in the spec table (TR__PARAM) and in the copy (TR__COPY):
+       int patience;
+       { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
+       if (hk_arg_given(a, "patience")) { ...tr__int_arg: 0 -> TR_ZERO...; d->patience = (int)v; }
+   TR__SPEC_OF(p, desc, LIST) defines both for one callback: tr__<p>_params[] and tr__<p>_args(),
+   which copies each parameter the spec gave into a zero desc. A parameter not given keeps its zero,
+   the default its default text names (test_spec_desc_agree in tests/test_callbacks_b.c checks that
+   they agree for every factory). What a list cannot say is a few lines in the factory after the copy.
    Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
@@ -8717,8 +8722,10 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
 /* The copy of one parameter, when the spec gives it (a: the arguments, d: the desc, w: the reason). */
 #define TR__COPY(kind, type, name, def, choices, doc) TR__COPY_##kind(type, name)
 #define TR__GIVEN(name) if (hk_arg_given(a, #name))
-#define TR__COPY_INT(type, name)      TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 0, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
-#define TR__COPY_INT_ZERO(type, name) TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
+#define TR__COPY_INT(type, name) \
+  TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 0, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
+#define TR__COPY_INT_ZERO(type, name) \
+  TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
 #define TR__COPY_DOUBLE(type, name)   TR__GIVEN(name) d->name = hk_arg_double(a, #name);
 #define TR__COPY_BOOL(type, name)     TR__GIVEN(name) d->name = hk_arg_bool(a, #name);
 #define TR__COPY_TRI(type, name)      TR__GIVEN(name) d->name = hk_arg_bool(a, #name) ? TR_YES : TR_NO;
@@ -8869,9 +8876,9 @@ TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
 static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr__log_kind kind) {
   tr_plot_desc pd;
   tr__why w;
-  tr_err e = kind == TR__LOG_PLOT ? tr__plot_args(a, &pd, &w) : TR_OK;
+  tr_err e = tr__plot_args(a, &pd, &w); /* csv, jsonl, tensorboard: no plot keys, a zero plot desc */
   (void)user;
-  if (!e) e = tr__logger_args(a, &pd.dir, &w); /* after tr__plot_args, which zeroes pd */
+  if (!e) e = tr__logger_args(a, &pd.dir, &w);
   if (!e && pd.dir.flush_every < 0)
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, pd.dir.flush_every);
   return tr__factory_result(reg, e ? e : tr__logger_make(reg, kind, &pd.dir, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
