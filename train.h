@@ -481,7 +481,11 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        while (ctx.global_step < 5000) {
            ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
            unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
-           if (next & TR_RUN_VALIDATE) ... validation events, then tr_run_log(reg, &ctx, "val") ...
+           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
+               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
+               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
+           }
+           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
            if (next & TR_RUN_STOP) break;
        }
        tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
@@ -568,6 +572,11 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into: claimed (and made) now if not yet; NULL and
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* The i-th (from 0, in the order made) battery of a kind on reg that is still registered - kind is its
+   constructor's and factory's name: "early_stopping", "model_checkpoint", "csv", "progress_bar", ...
+   (TR_FACTORIES) - whether made by the constructor or by a spec string; 0 when there is none. For the
+   getters:  tr_early_stopping_get(reg, tr_find(reg, "early_stopping", 0))->best_score */
+TRAIN_API hk_handle tr_find(const hk_registry *reg, const char *kind, int i);
 
 /* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
@@ -578,7 +587,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
    TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. */
+   run returns TR_RUN_STOP and tr_run_finish reports it. It leaves flow's signals to the loop
+   (hk_flow_clear). Call it again after a validation run at this step (the loop's own cadence or
+   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
+   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
+   another step), as in train.h's trainer. */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs). */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
@@ -589,7 +602,8 @@ TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage)
 /* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
    on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
    and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error). Safe to call once per start. */
+   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
+   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL. Safe to call once per start. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
 /* Why the run failed ("" when it did not). */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
@@ -824,7 +838,8 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
        hk_last_error naming it);
      - its state in checkpoints (the callback's name is its state key), so a resumed run decides
        exactly as the uninterrupted one;
-     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
+     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these
+       (a spec-made one's handle: tr_find(reg, "<name>", 0));
    They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
    also work in a hand-written loop that fires the events each one lists and honours them; the
    trainer-specific parts (Lightning's defaults that read the fit's config) fall back to documented
@@ -1058,7 +1073,8 @@ typedef struct tr_histogram {
   int64_t step;                 /* ctx->global_step + 1: the step these gradients are for */
 } tr_histogram;
 typedef struct tr_gradient_monitor_desc {
-  int64_t log_frequency;        /* every n-th optimizer step; 0 = 50 (Lightning's log_every_n_steps) */
+  int64_t log_frequency;        /* every n-th optimizer step; 0 = the run's log_every_n_steps (tr_config's,
+                                   tr_run_desc's; 50 when it has none), so each training record has them */
   int per_tensor;               /* default yes: one norm per tensor */
   int histogram_bins;           /* > 0: a histogram with this many bins; 0 = none */
   const char *percentiles;      /* e.g. "10,50,90" (each in [0, 100]); NULL = none */
@@ -1453,6 +1469,8 @@ typedef struct tr__run_priv {
   int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
   int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
   struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
+  struct tr__made *made;     /* every battery made on the registry, in order (tr_find) */
+  int n_made;
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER, after the trainer). */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
@@ -4181,21 +4199,52 @@ static tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* t
 /* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
    at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
    as Lightning orders them. */
+/* Which battery a registration is, for tr_find: kind is the constructor's name. */
+typedef struct tr__made { char kind[32]; hk_handle h; } tr__made;
+static hk_err tr__made_add(hk_registry *reg, const char *kind, size_t len, hk_handle h) {
+  tr_run *run = tr_run_get(reg);
+  tr__made *m;
+  if (!run || !(m = (tr__made *)realloc(run->tr__p->made, ((size_t)run->tr__p->n_made + 1) * sizeof *m))) {
+    hk_off(reg, h);
+    return hk_set_error(reg, HK_ERR_NOMEM, "out of memory");
+  }
+  run->tr__p->made = m;
+  m += run->tr__p->n_made++;
+  if (len >= sizeof m->kind) len = sizeof m->kind - 1;
+  memcpy(m->kind, kind, len);
+  m->kind[len] = 0;
+  m->h = h;
+  return HK_OK;
+}
+TRAIN_API hk_handle tr_find(const hk_registry *reg, const char *kind, int i) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  int k;
+  if (!run || !kind) return 0;
+  for (k = 0; k < run->tr__p->n_made; k++) {
+    const tr__made *m = &run->tr__p->made[k];
+    if (!strcmp(m->kind, kind) && hk_callback_get(reg, m->h) && i-- == 0) return m->h;
+  }
+  return 0;
+}
+/* Register a battery's callback; the kind is its name up to a '{' (early_stopping{monitor=..}). */
 static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
                                    void *due_user, hk_handle *out, tr__why *w) {
   hk_opts o;
   hk_err e;
+  hk_handle h = 0;
   memset(&o, 0, sizeof o);
   o.monitor = 1;
   o.order = order;
   o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
   o.filter.pred_user = due_user;
-  e = hk_add_callback(reg, cb, &o, out);
+  e = hk_add_callback(reg, cb, &o, &h);
   if (e) {
     tr__bad(w, "%s", hk_last_error(reg));
     cb->destroy(cb->user);
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
+  if (tr__made_add(reg, cb->name, strcspn(cb->name, "{"), h)) return tr__bad(w, "%s: out of memory", cb->name), TR_ERR_NOMEM;
+  if (out) *out = h;
   return TR_OK;
 }
 static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
@@ -4257,6 +4306,7 @@ static void tr__run_free(void *p) {
   while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   free(q->resume);
+  free(q->made);
   free(q);
   free(run);
 }
@@ -4906,16 +4956,21 @@ static void tr__es_destroy(void *user) {
   free(s);
 }
 
+/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
+   act only in a fit): say so, once per callback. */
+static void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
+  if (ctx->stage != HK_STAGE_NONE || *warned) return;
+  *warned = 1;
+  tr__run_say(run, ctx, who, "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
+              "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
+}
+
 static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   tr_stop_reason why = TR_STOP_NOT_STOPPED;
   char msg[400];
   double cur;
-  if (ctx->stage == HK_STAGE_NONE && !s->warned_stage) { /* a hand-written loop that forgot to say it is fitting */
-    s->warned_stage = 1;
-    tr__run_say(run, ctx, "early_stopping", "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
-                "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
-  }
+  tr__warn_stage(run, ctx, "early_stopping", &s->warned_stage);
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE; /* not in the sanity check, not outside a fit */
   s->checks++;
   if (!hk_metric_get(ctx, s->monitor, &cur)) {
@@ -4979,6 +5034,12 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
+  if (s->run && s->run->desc.epochs == TR_NO && tr__at_epoch_end(s->run, s->at_epoch_flag) && !s->warned_never) {
+    s->warned_never = 1; /* known now: say it before the run, not after it */
+    tr__run_say(s->run, ctx, "early_stopping", "checks '%s' at on_train_epoch_end, which this loop never fires "
+                "(tr_run_desc.epochs = TR_NO): it would never stop training; set check_on_train_epoch_end=false "
+                "to check at on_validation_end", s->monitor);
+  }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
       return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
@@ -5123,6 +5184,7 @@ typedef struct tr__mc {
   void *clock_user;
   double last_time_checked;
   int deferred;                 /* a step/time save waits for the monitored metric */
+  int warned_stage;             /* said once that ctx->stage is unset */
   /* best_k_models, in insertion order; a NaN value is kept as NaN and ranks as the worst */
   char **paths;
   double *scores;
@@ -5442,8 +5504,11 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
 
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  (void)ctx;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
+  if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
+    tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
+                "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
+                "or every_n_train_steps", (long long)s->every_epochs);
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
@@ -5456,6 +5521,7 @@ static int tr__mc_epoch_due(const tr__mc *s, const hk_ctx *ctx) { return s->ever
 static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   int due = 0;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
   else if (s->every_seconds > 0) {
     double now = tr__clock(s->clock, s->clock_user);
@@ -5465,10 +5531,12 @@ static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   return s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
 }
 static hk_signal tr__mc_val_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
   if (s->deferred) return tr__mc_save(s, ctx, 0);
   return !s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
@@ -5956,7 +6024,10 @@ static void tr__gm_destroy(void *user) {
 
 /* Lightning's log_every_n_steps counting: the step being taken is the n-th, 2n-th, ... */
 static int tr__gm_due(const hk_ctx *ctx, void *user) {
-  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % ((const tr__gm *)user)->every == 0;
+  const tr__gm *s = (const tr__gm *)user;
+  int64_t n = s->every; /* 0: the run's logging cadence, asked now (the loop may set it after this was made) */
+  if (n == 0) n = s->run && s->run->desc.log_every_n_steps > 0 ? s->run->desc.log_every_n_steps : 50;
+  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % n == 0;
 }
 
 static int tr__gm_selected(const tr__gm *s, const char *name) {
@@ -6141,7 +6212,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   double pct[TR__GM_MAX_PCT];
   int n_pct = 0, j;
   if (!d) return tr__bad(w, "gradient_monitor: desc is NULL");
-  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = 50), got %lld", (long long)d->log_frequency);
+  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = the run's log_every_n_steps), got %lld", (long long)d->log_frequency);
   if (d->histogram_bins < 0 || d->histogram_bins > 100000) return tr__bad(w, "gradient_monitor: histogram_bins must be in 0..100000 (0 = no histogram), got %d", d->histogram_bins);
   if (!hk_is_finite(d->vanishing_threshold) || !hk_is_finite(d->exploding_threshold))
     return tr__bad(w, "gradient_monitor: vanishing_threshold and exploding_threshold must be finite (negative = off)");
@@ -6151,7 +6222,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   s = (tr__gm *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "gradient_monitor: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
-  s->every = d->log_frequency ? d->log_frequency : 50;
+  s->every = d->log_frequency; /* 0: the run's log_every_n_steps (tr__gm_due) */
   s->per_tensor = tr__flag(d->per_tensor, 1);
   s->bins = d->histogram_bins;
   s->verbose = d->verbose;
@@ -7087,7 +7158,9 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
 #define TR__MAX_HPARAMS 40
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
-static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(((const tr__hparam *)a)->key, ((const tr__hparam *)b)->key); }
+/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
+static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
+static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(tr__hparam_key((const tr__hparam *)a), tr__hparam_key((const tr__hparam *)b)); }
 static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
   h[*n].key = key;
@@ -7134,7 +7207,7 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
    (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
 static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
   const char *p;
-  int n = 0;
+  int i, n = 0;
   if (!run) return 0;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
@@ -7149,7 +7222,7 @@ static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
     if (klen && klen < sizeof h[n].keybuf) {
       memcpy(h[n].keybuf, p, klen);
       h[n].keybuf[klen] = 0;
-      h[n].key = h[n].keybuf;
+      h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
       n++;
@@ -7157,6 +7230,7 @@ static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
     p += len;
   }
   qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
   return n;
 }
 
@@ -7966,6 +8040,7 @@ static tr_err tr__logger_make(hk_registry *reg, tr__log_kind kind, const tr_logg
   hk_callback cb;
   hk_opts o;
   hk_err e;
+  hk_handle h = 0;
   if (!d) return tr__bad(w, "%s: desc is NULL", who);
   if (d->flush_every < 0) return tr__bad(w, "%s: flush_every must be >= 0 (0 = once a second), got %d", who, d->flush_every);
   if (d->version && strchr(d->version, '/')) return tr__bad(w, "%s: version '%s' must be a directory name without '/'", who, d->version);
@@ -8002,12 +8077,14 @@ static tr_err tr__logger_make(hk_registry *reg, tr__log_kind kind, const tr_logg
   memset(&o, 0, sizeof o);
   o.monitor = 1;
   o.order = 1000;
-  e = hk_add_callback(reg, &cb, &o, out);
+  e = hk_add_callback(reg, &cb, &o, &h);
   if (e) {
     tr__bad(w, "%s", hk_last_error(reg));
     tr__logger_destroy(s);
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
+  if (tr__made_add(reg, who, strlen(who), h)) return tr__bad(w, "%s: out of memory", who), TR_ERR_NOMEM;
+  if (out) *out = h;
   return TR_OK;
 }
 
@@ -8092,6 +8169,7 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 typedef struct tr__bar_line {
   char desc[32];
   int64_t n, total;
+  int64_t drawn_n;           /* n when the line was last drawn (-1: not yet) */
   int64_t next_look;         /* the batch at which to read the clock again (tqdm's miniters) */
   double start, last;
   int live;
@@ -8134,6 +8212,7 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   tr_bar_format(line, sizeof line, l->desc, l->n, l->total, now - l->start, post,
                 b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
   l->last = b->last_draw = now;
+  l->drawn_n = l->n;
   if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
   w = tr__utf8_width(line);
   fprintf(b->out, "\r%s%*s", line, b->drawn_len > (int)w ? b->drawn_len - (int)w : 0, "");
@@ -8145,6 +8224,7 @@ static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t 
   l->n = n;
   l->total = total;
   l->start = l->last = tr__wall();
+  l->drawn_n = -1;
   l->next_look = 0;
   l->live = 1;
 }
@@ -8205,6 +8285,8 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); }
+  else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
+                                   state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   b->main.live = 0;
   b->drawn_len = 0;
   return HK_CONTINUE;
@@ -8271,6 +8353,7 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   hk_callback cb;
   hk_opts o;
   hk_err e;
+  hk_handle h = 0;
   if (!d) return tr__bad(w, "progress_bar: desc is NULL");
   if (d->mode < TR_BAR_AUTO || d->mode > TR_BAR_LINES) return tr__bad(w, "progress_bar: mode %d is not valid (auto, tty or lines)", (int)d->mode);
   if (!(d->refresh_seconds >= 0) || !(d->line_seconds >= 0) || !hk_is_finite(d->refresh_seconds) || !hk_is_finite(d->line_seconds))
@@ -8308,12 +8391,14 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   memset(&o, 0, sizeof o);
   o.monitor = 1;
   o.order = 1000; /* after the hooks that change the record, and after other callbacks' epoch ends */
-  e = hk_add_callback(reg, &cb, &o, out);
+  e = hk_add_callback(reg, &cb, &o, &h);
   if (e) {
     tr__bad(w, "%s", hk_last_error(reg));
     tr__bar_destroy(b);
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
+  if (tr__made_add(reg, "progress_bar", 12, h)) return tr__bad(w, "progress_bar: out of memory"), TR_ERR_NOMEM;
+  if (out) *out = h;
   return TR_OK;
 }
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
@@ -8476,7 +8561,7 @@ static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 static const hk_param tr__gm_params[] = {
-  { "log_frequency", HK_PARAM_INT, "50", NULL, "every n-th optimizer step" },
+  { "log_frequency", HK_PARAM_INT, "0", NULL, "every n-th optimizer step (0: the run's log_every_n_steps)" },
   { "per_tensor", HK_PARAM_BOOL, "true", NULL, "one norm per tensor, grad_2.0_norm/<tensor>" },
   { "histogram_bins", HK_PARAM_INT, "0", NULL, "a histogram of the gradient values (0: none)" },
   { "percentiles", HK_PARAM_STRING, "", NULL, "percentiles of |g|, e.g. \"10,50,90\"" },
@@ -8492,7 +8577,7 @@ static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   int64_t f = hk_arg_int(a, "log_frequency"), bins = hk_arg_int(a, "histogram_bins");
   const char *pct = hk_arg_str(a, "percentiles"), *filter = hk_arg_str(a, "param_filter");
   memset(&d, 0, sizeof d);
-  if (f <= 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1, got %lld", (long long)f);
+  if (f < 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1 (0: the run's log_every_n_steps), got %lld", (long long)f);
   if (bins < 0 || bins > 100000) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: histogram_bins must be in 0..100000, got %lld", (long long)bins);
   d.log_frequency = f;
   d.per_tensor = tr__bool_arg(a, "per_tensor");
