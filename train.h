@@ -7617,9 +7617,10 @@ static int tr__write_file(const char *path, const void *data, size_t n) { /* 0 o
 #endif
 }
 
-/* A logger's save_dir and name: its own desc's, else the run's, else Lightning's defaults. */
+/* A logger's save_dir, name and version: its own desc's, else the run's, else Lightning's defaults. */
 static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir ? s->save_dir : tr__run_str(s->run, TR__RUN_SAVE_DIR, "runs"); }
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
+static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
@@ -7652,7 +7653,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), s->version, why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
     return tr__logger_broke(s, ctx, "%s", why);
   s->pub.dir = s->dir;
   if (s->kind == TR__LOG_PLOT) {
@@ -8689,9 +8690,9 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 #define TR__LOGGER_PARAMS \
-  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs" }, \
-  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none)" }, \
-  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
+  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (not given: the run's, tr_run_desc)" }, \
+  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; not given: the run's)" }, \
+  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N; not given: the run's)" }, \
   { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
   { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
 static const hk_param tr__logger_params[] = { TR__LOGGER_PARAMS };
@@ -8704,9 +8705,10 @@ static const hk_param tr__plot_params[] = {
 static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
   int64_t fe = hk_arg_int(a, "flush_every");
   memset(d, 0, sizeof *d);
-  d->save_dir = hk_arg_str(a, "save_dir");
-  d->name = hk_arg_str(a, "name");
-  d->version = hk_arg_str(a, "version");
+  /* not given: NULL, so that the run's settings (tr_run_desc) apply, as for a logger made in C */
+  d->save_dir = hk_arg_given(a, "save_dir") ? hk_arg_str(a, "save_dir") : NULL;
+  d->name = hk_arg_given(a, "name") ? hk_arg_str(a, "name") : NULL;
+  d->version = hk_arg_given(a, "version") ? hk_arg_str(a, "version") : NULL;
   if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
   d->flush_every = (int)fe;
   d->fail_on_error = tr__bool_arg(a, "fail_on_error");
