@@ -129,8 +129,8 @@ int main(int argc, char **argv) {
   }
   tr_err e = tr_run_finish(reg, &ctx, TR_OK);  /* on_train_end .. teardown (or on_exception); logs flushed */
   /* check the claims: how it ended, what the callbacks kept (their state came back exactly on resume) */
-  const tr_early_stopping_state *es = tr_early_stopping_get(reg, tr_find(reg, "early_stopping", 0));
-  const tr_model_checkpoint_state *mc = tr_model_checkpoint_get(reg, tr_find(reg, "model_checkpoint", 0));
+  const tr_early_stopping_state *es = tr_early_stopping_get(reg, hk_spec_find(reg, "early_stopping", 0));
+  const tr_model_checkpoint_state *mc = tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0));
   printf("ended at step %lld: %s; logs in %s\n", (long long)ctx.global_step, e ? tr_run_error(reg) : "ok", tr_run_dir(reg));
   printf("early_stopping: %s wait_count=%lld best_score=%a\n", tr_stop_reason_name(es->stopping_reason),
          (long long)es->wait_count, es->best_score);

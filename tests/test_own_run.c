@@ -3,7 +3,6 @@
 
    cmocka tests:
      - the loop's hyperparameters keep their values when sorted by key (hparams.yaml, metrics.jsonl)
-     - tr_find: spec-made batteries reachable by kind (and index), removed ones not
      - a validation the loop runs after tr_run_batch_end, then tr_run_batch_end again: one training
        record per step, model_checkpoint's file written at that step (it holds that step's model),
        early_stopping's stop ends the loop before another step
@@ -176,43 +175,6 @@ static void test_hparams_keep_their_values(void **state) {
   lp_free(&l);
 }
 
-/* ---- tr_find ---------------------------------------------------------------------------------- */
-static void test_find(void **state) {
-  char dir[300], spec[1200];
-  hk_registry *reg = hk_create(NULL);
-  hk_handle h = 0;
-  (void)state;
-  path_of(dir, sizeof dir, "find");
-  assert_int_equal(tr_find(reg, "early_stopping", 0), 0); /* no run yet: nothing */
-  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss); model_checkpoint(monitor=val/loss, dirpath=\"%s\"); "
-           "csv(save_dir=\"%s\"); csv(save_dir=\"%s\"); progress_bar", dir, dir, dir);
-  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
-  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
-  assert_non_null(tr_early_stopping_get(reg, tr_find(reg, "early_stopping", 0)));
-  assert_int_equal(tr_find(reg, "early_stopping", 1), 0);
-  assert_string_equal(tr_model_checkpoint_get(reg, tr_find(reg, "model_checkpoint", 0))->dirpath, dir);
-  assert_non_null(tr_logger_get(reg, tr_find(reg, "csv", 0)));
-  assert_non_null(tr_logger_get(reg, tr_find(reg, "csv", 1)));
-  assert_true(tr_find(reg, "csv", 0) != tr_find(reg, "csv", 1));
-  assert_true(tr_find(reg, "progress_bar", 0) > 0);
-  assert_int_equal(tr_find(reg, "jsonl", 0), 0);
-  assert_int_equal(tr_find(reg, "early", 0), 0);     /* the whole kind, not a prefix */
-  assert_int_equal(tr_find(reg, "csv", -1), 0);
-  assert_int_equal(tr_find(NULL, "csv", 0), 0);
-  assert_int_equal(tr_find(reg, NULL, 0), 0);
-  /* made by the constructor: the same handle; removed: gone, and the next one moves up */
-  assert_int_equal(tr_nan_guard(reg, &(tr_nan_guard_desc){ 0 }, &h), TR_OK);
-  assert_int_equal(tr_find(reg, "nan_guard", 0), h);
-  assert_int_equal(hk_off(reg, tr_find(reg, "csv", 0)), HK_OK);
-  assert_non_null(tr_logger_get(reg, tr_find(reg, "csv", 0)));
-  assert_int_equal(tr_find(reg, "csv", 1), 0);
-  /* a spec that fails leaves nothing behind (hooks.h removes its registrations) */
-  assert_int_not_equal(hk_spec_apply(reg, "timer; early_stopping(monitor=val/loss, patience=-5)"), HK_OK);
-  assert_int_equal(tr_find(reg, "timer", 0), 0);
-  assert_int_equal(tr_find(reg, "early_stopping", 1), 0);
-  hk_destroy(reg);
-}
-
 /* ---- a validation after tr_run_batch_end, then tr_run_batch_end again ----------------------------- */
 static int g_train_records, g_val_records;
 static hk_signal count_records(hk_ctx *ctx, void *u) {
@@ -242,10 +204,10 @@ static void test_validation_then_batch_end_again(void **state) {
   assert_int_equal(l.ctx.global_step, 4);          /* the stop at step 4's validation: no step 5 */
   assert_int_equal(g_train_records, 4);            /* the second call sent no second record */
   assert_int_equal(g_val_records, 2);
-  assert_int_equal(tr_early_stopping_get(l.reg, tr_find(l.reg, "early_stopping", 0))->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
+  assert_int_equal(tr_early_stopping_get(l.reg, hk_spec_find(l.reg, "early_stopping", 0))->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
   /* the file asked for at step 2's validation was written at step 2: its counters and model say so */
   snprintf(path, sizeof path, "%s/ckpt/step=2.ckpt", dir);
-  assert_string_equal(tr_model_checkpoint_get(l.reg, tr_find(l.reg, "model_checkpoint", 0))->best_model_path, path);
+  assert_string_equal(tr_model_checkpoint_get(l.reg, hk_spec_find(l.reg, "model_checkpoint", 0))->best_model_path, path);
   assert_non_null(log = tmpfile());
   lp_init(&back, (tr_run_desc){ .epochs = TR_NO, .log = log }); /* a bare loop: the callbacks' state is left */
   assert_int_equal(tr_run_load(back.reg, &back.ctx, path), TR_OK);
@@ -276,7 +238,7 @@ static void test_gradient_monitor_follows_the_run(void **state) {
   assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_norms, NULL, NULL, NULL), HK_OK);
   g_with_norm = 0;
   assert_int_equal(lp_run(&l, NULL, 9), TR_OK);
-  assert_int_equal(tr_gradient_monitor_get(l.reg, tr_find(l.reg, "gradient_monitor", 0))->checks, 3);
+  assert_int_equal(tr_gradient_monitor_get(l.reg, hk_spec_find(l.reg, "gradient_monitor", 0))->checks, 3);
   assert_int_equal(g_with_norm, 3);                /* steps 3, 6, 9: every record */
   lp_free(&l);
 }
@@ -365,7 +327,7 @@ static void test_warn_epoch_end_in_a_loop_without_epochs(void **state) {
   assert_int_equal(lp_run(&l, NULL, 6), TR_OK);
   text = file_text(log);
   assert_string_equal(text, "");
-  assert_int_equal(tr_model_checkpoint_get(l.reg, tr_find(l.reg, "model_checkpoint", 0))->last_global_step_saved, 2);
+  assert_int_equal(tr_model_checkpoint_get(l.reg, hk_spec_find(l.reg, "model_checkpoint", 0))->last_global_step_saved, 2);
   free(text);
   lp_free(&l);
   fclose(log);
@@ -410,7 +372,6 @@ static void test_ctrl_c(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hparams_keep_their_values),
-    cmocka_unit_test(test_find),
     cmocka_unit_test(test_validation_then_batch_end_again),
     cmocka_unit_test(test_gradient_monitor_follows_the_run),
     cmocka_unit_test(test_bar_final_line_in_a_pipe),
