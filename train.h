@@ -130,6 +130,11 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   run layer in a loop of your own: a second tr_run_batch_end after a validation honours what it
+            asked for at that step; the loop's hparams keep their values in hparams.yaml; loggers follow
+            tr_run_desc.version; gradient_monitor's log_frequency defaults to the run's log_every_n_steps;
+            the bar's final line in a pipe; warnings at tr_run_start for checks or saves at
+            on_train_epoch_end in a loop without epochs, and model_checkpoint's for ctx.stage unset
      next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
             files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
             writes a file of its own when the step saved no top-k file; filename last with save_last and
@@ -886,7 +891,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    every check, so a metric that improves meanwhile keeps training going (state.held says so).
    Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
    (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour. */
+   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
+   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
+   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end). */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -982,7 +989,9 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
    HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
    path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
+   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
+   (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
+   tr_run_desc.epochs is TR_NO (at on_fit_start). */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 typedef struct tr_model_checkpoint_desc {
@@ -1099,7 +1108,8 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
-   and global_step = steps taken before this one. */
+   and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -1345,10 +1355,10 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
    one version directory. The directory is made at the logger's first write (setup of the first run
    on rank 0); the configuration (hparams) is written then. */
 typedef struct tr_logger_desc {
-  const char *save_dir;         /* NULL = "runs" */
-  const char *name;             /* NULL = "lightning_logs"; "" = versions directly in save_dir */
-  const char *version;          /* NULL or "" = the next free version_N; else this directory name
-                                   (its old metrics file is replaced, as Lightning) */
+  const char *save_dir;         /* NULL = the run's (tr_run_desc.save_dir, "runs" by default) */
+  const char *name;             /* NULL = the run's ("lightning_logs"); "" = versions directly in save_dir */
+  const char *version;          /* NULL = the run's (tr_run_desc.version); "" = the next free version_N;
+                                   else this directory name (its old metrics file is replaced, as Lightning) */
   int flush_every;              /* > 0: write after this many records. 0 (default): write once a
                                    second at most (the first record at once), and at the end of every
                                    run. Lines are written whole: a process killed with -9 loses at
@@ -1407,7 +1417,8 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
    it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code - one at the end of every training
-   epoch, validation and test, and one at most every line_seconds in between. Events it uses:
+   epoch, validation and test, one at most every line_seconds in between, and the final state at the
+   end of training when no line showed it (a loop without epochs). Events it uses:
    on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
    on_sanity_check_start/end, on_train_end, on_log, teardown. */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
