@@ -134,7 +134,9 @@
             asked for at that step; the loop's hparams keep their values in hparams.yaml; loggers follow
             tr_run_desc.version; gradient_monitor's log_frequency defaults to the run's log_every_n_steps;
             the bar's final line in a pipe; warnings at tr_run_start for checks or saves at
-            on_train_epoch_end in a loop without epochs, and model_checkpoint's for ctx.stage unset
+            on_train_epoch_end in a loop without epochs, and model_checkpoint's for ctx.stage unset;
+            tr_run_load reads a checkpoint of a registry without stateful callbacks (it refused it);
+            the bar's rate and ETA after a resume count the steps run since
      next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
             files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
             writes a file of its own when the step saved no top-k file; filename last with save_last and
@@ -1409,7 +1411,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch, the postfix the last training record's train/loss (as loss)
+   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial), the postfix the last training record's train/loss (as loss)
    and the last validation record's metrics. A validation bar ("Validation", "Sanity Checking",
    "Testing") runs on the line below during evaluation.
    On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
@@ -4784,7 +4786,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
   if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
   slen = tr__get(t, 8);
-  if (slen < 48 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
+  /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
+  if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
   if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
@@ -8388,12 +8391,13 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
                             : snprintf(b, cap, "%02lld:%02lld", t / 60, t % 60));
 }
 
-TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
-                               const char *postfix, int width, int ascii) {
+/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial */
+static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
+                             double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
                                          "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
   char el[24], rem[24], rate[32], left[96], right[400];
-  double r = elapsed > 0 ? (double)n / elapsed : 0;
+  double r = elapsed > 0 ? (double)(n - initial) / elapsed : 0;
   int nl, nr, cells, full, k, units;
   size_t len = 0;
   if (!buf || cap == 0) return 0;
@@ -8433,10 +8437,16 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
   return len;
 }
 
+TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
+                               const char *postfix, int width, int ascii) {
+  return tr__bar_format(buf, cap, desc, n, 0, total, elapsed, postfix, width, ascii);
+}
+
 typedef struct tr__bar_line {
   char desc[32];
   int64_t n, total;
   int64_t drawn_n;           /* n when the line was last drawn (-1: not yet) */
+  int64_t initial;           /* n when the line started (a resumed run's steps before it): not in the rate */
   int64_t next_look;         /* the batch at which to read the clock again (tqdm's miniters) */
   double start, last;
   int live;
@@ -8476,7 +8486,7 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   size_t w;
   if (!l->live) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
-  tr_bar_format(line, sizeof line, l->desc, l->n, l->total, now - l->start, post,
+  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post,
                 b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
@@ -8488,7 +8498,7 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
   snprintf(l->desc, sizeof l->desc, "%s", desc);
-  l->n = n;
+  l->n = l->initial = n;
   l->total = total;
   l->start = l->last = tr__wall();
   l->drawn_n = -1;
@@ -8534,7 +8544,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     tr__bar_draw(b, l, now);
   }
   { /* look again after about a quarter of the interval, at the rate seen so far (tqdm's dynamic miniters) */
-    double rate = now > l->start ? (double)l->n / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
+    double rate = now > l->start ? (double)(l->n - l->initial) / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
     l->next_look = l->n + (ahead >= 1 ? (ahead < 1e9 ? (int64_t)ahead : 1000000000) : 1);
   }
   return HK_CONTINUE;

@@ -3,11 +3,13 @@
 
    cmocka tests:
      - the loop's hyperparameters keep their values when sorted by key (hparams.yaml, metrics.jsonl)
+     - a checkpoint of a registry without stateful callbacks loads back (it was refused as truncated)
      - a validation the loop runs after tr_run_batch_end, then tr_run_batch_end again: one training
        record per step, model_checkpoint's file written at that step (it holds that step's model),
        early_stopping's stop ends the loop before another step
      - gradient_monitor follows the run's log_every_n_steps by default (each record gets its norms)
-     - the progress bar in a pipe prints the final training line of a step loop stopped early
+     - the progress bar in a pipe prints the final training line of a step loop stopped early; after a
+       resume its rate counts this run's steps only
      - once-only warnings: ctx.stage unset (early_stopping and model_checkpoint), and checks or saves at
        on_train_epoch_end in a loop that said it has no epochs (at tr_run_start, before any step)
      - Ctrl-C (raise(SIGINT) in the loop): TR_ERR_INTERRUPTED through on_exception, the csv flushed */
@@ -32,6 +34,7 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char g_root[256];
@@ -175,6 +178,27 @@ static void test_hparams_keep_their_values(void **state) {
   lp_free(&l);
 }
 
+/* ---- a checkpoint of a registry without stateful callbacks (only a logger, or nothing) loads back:
+   its state block is 44 bytes, which tr_run_load refused as "truncated" ---------------------------- */
+static void test_resume_without_callback_state(void **state) {
+  char path[400];
+  lp a, b;
+  (void)state;
+  path_of(path, sizeof path, "plain.ckpt");
+  lp_init(&a, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(lp_run(&a, NULL, 5), TR_OK);
+  assert_int_equal(tr_run_save(a.reg, &a.ctx, path), TR_OK);
+  lp_init(&b, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(tr_run_load(b.reg, &b.ctx, path), TR_OK);
+  assert_int_equal(b.ctx.global_step, 5);
+  assert_int_equal(b.ctx.samples_seen, 5);
+  assert_memory_equal(b.p, a.p, sizeof a.p);
+  assert_int_equal(lp_run(&b, path, 7), TR_OK); /* and as a run's resume_from */
+  assert_int_equal(b.ctx.global_step, 7);
+  lp_free(&a);
+  lp_free(&b);
+}
+
 /* ---- a validation after tr_run_batch_end, then tr_run_batch_end again ----------------------------- */
 static int g_train_records, g_val_records;
 static hk_signal count_records(hk_ctx *ctx, void *u) {
@@ -260,6 +284,39 @@ static void test_bar_final_line_in_a_pipe(void **state) {
   assert_non_null(strstr(text, "Training:   7%|"));
   assert_non_null(strstr(text, "| 7/100 ["));
   assert_int_equal(count_of(text, "Training:"), 1);
+  free(text);
+  fclose(out);
+  lp_free(&l);
+}
+
+/* After a resume the bar's rate counts the steps of this run only (tqdm's initial): 1000 steps before
+   it, 10 now taking at least 3 ms each, must not read as thousands a second. */
+static hk_signal slow_step(hk_ctx *ctx, void *u) {
+  struct timespec ts = { 0, 3000000L };
+  (void)ctx;
+  (void)u;
+  nanosleep(&ts, NULL);
+  return HK_CONTINUE;
+}
+static void test_bar_rate_after_resume(void **state) {
+  FILE *out = tmpfile();
+  char path[400], *text, *at;
+  double rate;
+  lp l;
+  (void)state;
+  path_of(path, sizeof path, "rate.ckpt");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(lp_run(&l, NULL, 1000), TR_OK);
+  assert_int_equal(tr_run_save(l.reg, &l.ctx, path), TR_OK);
+  lp_free(&l);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 1010 });
+  assert_int_equal(tr_progress_bar(l.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES }, NULL), TR_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_TRAIN_BATCH_START, slow_step, NULL, NULL, NULL), HK_OK);
+  if (lp_run(&l, path, 1010) != TR_OK) fail_msg("%s", tr_run_error(l.reg));
+  text = file_text(out);
+  assert_non_null(at = strstr(text, "| 1010/1010 [00:00<00:00, "));
+  rate = atof(at + strlen("| 1010/1010 [00:00<00:00, "));
+  assert_true(rate > 0 && rate < 400);             /* 9 timed steps of >= 3 ms: <= 333 it/s */
   free(text);
   fclose(out);
   lp_free(&l);
@@ -372,9 +429,11 @@ static void test_ctrl_c(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hparams_keep_their_values),
+    cmocka_unit_test(test_resume_without_callback_state),
     cmocka_unit_test(test_validation_then_batch_end_again),
     cmocka_unit_test(test_gradient_monitor_follows_the_run),
     cmocka_unit_test(test_bar_final_line_in_a_pipe),
+    cmocka_unit_test(test_bar_rate_after_resume),
     cmocka_unit_test(test_warn_stage_unset),
     cmocka_unit_test(test_warn_epoch_end_in_a_loop_without_epochs),
     cmocka_unit_test(test_ctrl_c),
