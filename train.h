@@ -1411,9 +1411,10 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial), the postfix the last training record's train/loss (as loss)
-   and the last validation record's metrics. A validation bar ("Validation", "Sanity Checking",
-   "Testing") runs on the line below during evaluation.
+   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
+   the postfix the last training record's train/loss (as loss) and the last validation record's
+   metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
+   during evaluation.
    On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
    epoch included (Lightning redraws at every epoch's end; with a fast model that is hundreds of
    redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
