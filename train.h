@@ -1026,7 +1026,8 @@ TRAIN_API tr_err tr_model_summary(tr_trainer *t, const tr_model_summary_desc *d,
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
 
 /* ---- accumulation_scheduler (Lightning's GradientAccumulationScheduler) --------------------------
-   scheduling "{0: 4, 5: 2}" (braces optional, epochs 0-based and increasing, factors >= 1): from
+   scheduling "{0: 4, 5: 2}" (epoch: factor pairs separated by commas, braces both or neither, epochs
+   0-based and increasing, factors >= 1; anything else, "{0: 2" or "{0:2 1:3}", is refused): from
    epoch 0 accumulate 4 micro-batches per step, from epoch 5 on 2; an epoch before the first key gets
    1 (Lightning adds {0: 1}). Set through tr_set_accumulation at on_train_start (a resumed run gets
    its epoch's factor) and at every on_train_epoch_start. A fit whose tr_config.accumulate_grad_batches
@@ -5944,35 +5945,61 @@ typedef struct tr__as {
 } tr__as;
 static void tr__as_destroy(void *user) { free(user); }
 
-/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w */
+/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w. The grammar is strict:
+   [ "{" ] entry { "," entry } [ "," ] [ "}" ], braces both or neither, spaces anywhere between tokens;
+   entry = epoch ":" factor (decimal digits). "{0: 2" and "{0:2 1:3}" are refused, not guessed at. */
 static int tr__as_parse(tr__as *s, const char *text, tr__why *w) {
+  static const char *const form = "valid: a schedule like \"{0: 4, 5: 2}\" (epoch: factor pairs separated by commas, "
+                                  "epochs 0-based and increasing, factors >= 1, braces optional)";
   const char *p = text;
-  static const char *const form = "a schedule like \"{0: 4, 5: 2}\" (epoch: factor, epochs 0-based and increasing, factors >= 1)";
-  while (*p == ' ') p++;
-  if (*p == '{') p++;
+  int braced;
+#define TR__AS_BAD(...) do { char what_[200]; snprintf(what_, sizeof what_, __VA_ARGS__); \
+    return tr__bad(w, "accumulation_scheduler: scheduling '%s': %s; %s", text, what_, form), -1; } while (0)
+#define TR__AS_SPACE() while (*p == ' ' || *p == '\t') p++
+  TR__AS_SPACE();
+  braced = *p == '{';
+  if (braced) p++;
   for (;;) {
-    char *end;
-    long long e, f;
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == '}' || !*p) break;
-    e = strtoll(p, &end, 10);
-    if (end == p || e < 0 || e > ((int64_t)1 << 40)) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    p = end;
-    while (*p == ' ') p++;
-    if (*p++ != ':') return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    f = strtoll(p, &end, 10);
-    if (end == p) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    if (f < 1 || f > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", e, f), -1;
-    if (s->n && e <= s->epochs[s->n - 1])
-      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", e, (long long)s->epochs[s->n - 1], text), -1;
+    long long v[2];
+    int k;
+    TR__AS_SPACE();
+    if (braced && *p == '}' && s->n > 0) break; /* "{0: 2,}" as a Python dict allows */
+    for (k = 0; k < 2; k++) {
+      const char *at;
+      v[k] = 0;
+      if (k) { TR__AS_SPACE(); }
+      at = p;
+      if (*p < '0' || *p > '9') {
+        if (!*p) TR__AS_BAD("it ends where %s was expected", k ? "a factor" : "an epoch");
+        TR__AS_BAD("'%c' at position %d where %s was expected", *p, (int)(p - text), k ? "a factor" : "an epoch");
+      }
+      while (*p >= '0' && *p <= '9') {
+        if (v[k] > 10000000000000LL) TR__AS_BAD("the number at position %d is too large", (int)(at - text));
+        v[k] = v[k] * 10 + (*p++ - '0');
+      }
+      TR__AS_SPACE();
+      if (!k && *p++ != ':') TR__AS_BAD("epoch %lld is not followed by ':'", v[0]);
+    }
+    if (v[0] > ((int64_t)1 << 40)) TR__AS_BAD("epoch %lld is too large (at most 2^40)", v[0]);
+    if (v[1] < 1 || v[1] > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", v[0], v[1]), -1;
+    if (s->n && v[0] <= s->epochs[s->n - 1])
+      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", v[0], (long long)s->epochs[s->n - 1], text), -1;
     if (s->n == TR__AS_MAX) return tr__bad(w, "accumulation_scheduler: at most %d entries", TR__AS_MAX), -1;
-    s->epochs[s->n] = e;
-    s->factors[s->n++] = (int)f;
-    p = end;
+    s->epochs[s->n] = v[0];
+    s->factors[s->n++] = (int)v[1];
+    if (*p == ',') { p++; continue; }
+    if (braced && *p == '}') break;
+    if (!*p && !braced) return 0;
+    if (!*p) TR__AS_BAD("the closing '}' is missing");
+    if (*p >= '0' && *p <= '9') TR__AS_BAD("a ',' is missing before position %d", (int)(p - text));
+    TR__AS_BAD("'%c' at position %d where ','%s was expected", *p, (int)(p - text), braced ? " or '}'" : "");
   }
-  while (*p == '}' || *p == ' ') p++;
-  if (*p || s->n == 0) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+  p++; /* the '}' */
+  TR__AS_SPACE();
+  if (*p) TR__AS_BAD("'%c' at position %d after the closing '}'", *p, (int)(p - text));
   return 0;
+#undef TR__AS_BAD
+#undef TR__AS_SPACE
 }
 static int tr__as_factor(const tr__as *s, int64_t epoch) {
   int i, f = 1; /* before the first key: 1 (Lightning adds {0: 1}) */
