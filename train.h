@@ -130,6 +130,8 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   every stateful callback range-checks its loaded state and says why it refuses one (hk_reject);
+            accumulation_scheduler's scheduling grammar is strict ("{0: 2" and "{0:2 1:3}" are refused)
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
             tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
@@ -666,7 +668,12 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
        registry of your own gets them from tr_add_factories(reg) (a bad parameter: HK_ERR_INVALID and
        hk_last_error naming it);
      - its state in checkpoints (the callback's name is its state key), so a resumed run decides
-       exactly as the uninterrupted one;
+       exactly as the uninterrupted one; a loaded state is range-checked as tr_load checks the LOOP
+       counters (counters in 0..2^53, early_stopping's patience in 0..INT_MAX, timer's elapsed times
+       finite in 0..2^53 s, lr_finder's suggestion finite and > 0 or NaN, nan_guard's skipped <= found,
+       ema's n_averaged matching its average), so nothing overflows when it counts on or prints; an
+       out-of-range state is refused (hk_reject: the message names the field, its value and the range)
+       and the callback keeps the state it had;
      - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
    They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
    also work in a hand-written loop that fires the events each one lists and honours them; the
@@ -1224,6 +1231,7 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
 
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -2912,8 +2920,15 @@ static void tr__ready_to_train(tr_trainer *t) {
     return;
   }
   if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
-    hk_reader rd = { t->tr__data_state.data, t->tr__data_state.len, 0 };
-    if (d->load_state(d->user, &rd)) tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)", t->tr__data_state.len);
+    hk_reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.data = t->tr__data_state.data;
+    rd.len = t->tr__data_state.len;
+    if (d->load_state(d->user, &rd)) {
+      rd.why[sizeof rd.why - 1] = 0;
+      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
+               rd.why[0] ? ": " : "", rd.why);
+    }
   }
 }
 
@@ -4022,6 +4037,28 @@ static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 w
   *out = s;
   return 0;
 }
+/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
+   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+static int tr__get_version(hk_reader *r, uint64_t want) {
+  uint64_t v;
+  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
+  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
+  return 0;
+}
+static int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
+  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
+  return 0;
+}
+static int tr__get_text(hk_reader *r, const char *what, char **out) {
+  *out = NULL;
+  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
+  return 0;
+}
+static int tr__get_end(hk_reader *r) {
+  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
+  return 0;
+}
 
 /* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
 typedef struct tr__why { char msg[512]; } tr__why;
@@ -4213,17 +4250,22 @@ static int tr__es_save(void *user, hk_bytes *out) {
 }
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  uint64_t version;
   int64_t wait, stopped, patience, reason, held;
   double best;
   char *msg = NULL;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &wait) || tr__get_i64(in, &stopped) ||
-      tr__get_f64(in, &best) || tr__get_i64(in, &patience) || tr__get_i64(in, &reason) || tr__get_str(in, &msg) ||
-      tr__get_i64(in, &held) || in->pos != in->len || wait < 0 || stopped < 0 || patience < 0 || reason < 0 ||
-      reason >= TR_STOP_REASON_COUNT || (held != 0 && held != 1)) {
-    free(msg);
+  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
     return -1;
-  }
+  if (tr__get_f64(in, &best)) return hk_reject(in, "truncated at best_score");
+  if (best != best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
+  if (tr__get_i64(in, &patience)) return hk_reject(in, "truncated at patience");
+  if (patience < 0 || patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
+    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)patience, INT_MAX);
+  if (tr__get_i64(in, &reason)) return hk_reject(in, "truncated at stopping_reason");
+  if (reason < 0 || reason >= TR_STOP_REASON_COUNT)
+    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)reason, TR_STOP_REASON_COUNT - 1);
+  if (tr__get_text(in, "the stopping message", &msg)) return -1;
+  if (tr__get_i64(in, &held) || (held != 0 && held != 1)) { free(msg); return hk_reject(in, "held is truncated or not 0 or 1"); }
+  if (tr__get_end(in)) { free(msg); return -1; }
   s->pub.wait_count = wait;
   s->pub.stopped_epoch = stopped;
   s->pub.best_score = best;
@@ -4718,14 +4760,20 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
   int64_t step;
   int ok = !tr__get_u64(in, &version) && version == 1 && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
            !tr__get_f64(in, &best_score) && !tr__get_str(in, &kth) && !tr__get_f64(in, &kth_value) &&
-           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) && step >= -1 &&
-           !tr__get_str(in, &newest) && !tr__get_u64(in, &n) && n <= (in->len - in->pos) / 12;
+           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) &&
+           !tr__get_str(in, &newest) && !tr__get_u64(in, &n);
+  if (!ok) hk_reject(in, "truncated, or a path longer than %d bytes or holding a NUL byte", TR__CB_MAX_STR);
+  else if (step < -1 || step > TR__MAX_COUNT) /* as the LOOP counters */
+    ok = hk_reject(in, "last_global_step_saved is %lld, outside -1..2^53", (long long)step) + 1;
+  else if (n > (in->len - in->pos) / 12 || n >= INT_MAX)
+    ok = hk_reject(in, "best_k_models has %llu entries, more than the %zu bytes left can hold", (unsigned long long)n, in->len - in->pos) + 1;
   if (ok) {
     paths = (char **)calloc((size_t)n + 1, sizeof *paths);
     scores = (double *)calloc((size_t)n + 1, sizeof *scores);
     ok = paths && scores;
     for (i = 0; ok && i < n; i++) ok = !tr__get_str(in, &paths[i]) && !tr__get_f64(in, &scores[i]);
-    ok = ok && in->pos == in->len;
+    if (!ok) hk_reject(in, "best_k_models is truncated, or holds a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
+    else if (tr__get_end(in)) ok = 0;
   }
   if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
     int k;
@@ -4891,9 +4939,12 @@ static hk_signal tr__timer_check(tr__timer *s, hk_ctx *ctx) {
   tr__timer_publish(s, ctx, TR_TIMER_TRAIN, now);
   if (ctx->stage != HK_STAGE_FIT || s->pub.duration <= 0 || s->pub.time_elapsed[TR_TIMER_TRAIN] < s->pub.duration) return HK_CONTINUE;
   if (s->verbose) {
-    long long e = (long long)s->pub.time_elapsed[TR_TIMER_TRAIN];
-    tr__cb_say(tr__cb_trainer(ctx, s->t), "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
-               e / 3600, e / 60 % 60, e % 60);
+    double x = s->pub.time_elapsed[TR_TIMER_TRAIN];
+    long long e = x <= (double)TR__MAX_COUNT ? (long long)x : 0; /* a user clock may jump past what a cast can hold */
+    if (x <= (double)TR__MAX_COUNT)
+      tr__cb_say(tr__cb_trainer(ctx, s->t), "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
+                 e / 3600, e / 60 % 60, e % 60);
+    else tr__cb_say(tr__cb_trainer(ctx, s->t), "timer", "Time limit reached. Elapsed time is %g s. Signaling Trainer to stop.", x);
   }
   return HK_STOP;
 }
@@ -4927,12 +4978,14 @@ static int tr__timer_save(void *user, hk_bytes *out) {
 static int tr__timer_load(void *user, hk_reader *in) {
   tr__timer *s = (tr__timer *)user;
   double v[TR_TIMER_STAGE_COUNT], now = tr__clock(s->clock, s->clock_user);
-  uint64_t version;
   int k;
-  if (tr__get_u64(in, &version) || version != 1) return -1;
-  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++)
-    if (tr__get_f64(in, &v[k]) || !hk_is_finite(v[k]) || v[k] < 0) return -1;
-  if (in->pos != in->len) return -1;
+  if (tr__get_version(in, 1)) return -1;
+  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* 2^53 s (285 million years): whole seconds stay exact and fit a long long */
+    if (tr__get_f64(in, &v[k])) return hk_reject(in, "truncated at %s", tr__timer_metric[k]);
+    if (!hk_is_finite(v[k]) || v[k] < 0 || v[k] > (double)TR__MAX_COUNT)
+      return hk_reject(in, "%s is %g s, outside 0..2^53 s", tr__timer_metric[k], v[k]);
+  }
+  if (tr__get_end(in)) return -1;
   for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* a resumed run keeps counting from here */
     s->offset[k] = v[k];
     s->pub.time_elapsed[k] = v[k];
@@ -5442,11 +5495,12 @@ static int tr__ng_save(void *user, hk_bytes *out) {
 }
 static int tr__ng_load(void *user, hk_reader *in) {
   tr__ng *s = (tr__ng *)user;
-  uint64_t version;
   int64_t found, skipped;
   char *last = NULL;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &found) || tr__get_i64(in, &skipped) || found < 0 ||
-      skipped < 0 || tr__get_str(in, &last) || in->pos != in->len) { free(last); return -1; }
+  if (tr__get_version(in, 1) || tr__get_count(in, "found", 0, &found) || tr__get_count(in, "skipped", 0, &skipped)) return -1;
+  if (skipped > found) return hk_reject(in, "skipped (%lld) is more than found (%lld)", (long long)skipped, (long long)found);
+  if (tr__get_text(in, "the last message", &last)) return -1;
+  if (tr__get_end(in)) { free(last); return -1; }
   s->pub.found = found;
   s->pub.skipped = skipped;
   snprintf(s->last, sizeof s->last, "%s", last);
@@ -5602,14 +5656,20 @@ static int tr__ema_save(void *user, hk_bytes *out) {
 }
 static int tr__ema_load(void *user, hk_reader *in) {
   tr__ema *s = (tr__ema *)user;
-  uint64_t version, n;
+  uint64_t n;
   int64_t averaged;
   float *buf = NULL;
   size_t i;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &averaged) || averaged < 0 || tr__get_u64(in, &n)) return -1;
-  if ((averaged > 0) != (n > 0) || n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4) return -1;
-  if (s->swapped || (s->avg && n && n != s->count)) return -1;
-  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return -1;
+  if (tr__get_version(in, 1) || tr__get_count(in, "n_averaged", 0, &averaged)) return -1;
+  if (tr__get_u64(in, &n)) return hk_reject(in, "truncated at the average's size");
+  if ((averaged > 0) != (n > 0))
+    return hk_reject(in, "n_averaged is %lld but the average holds %llu values (both zero or both not)", (long long)averaged, (unsigned long long)n);
+  if (n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4)
+    return hk_reject(in, "the average should hold %llu values, and %zu bytes follow", (unsigned long long)n, in->len - in->pos);
+  if (s->swapped) return hk_reject(in, "the average is swapped into the model (inside a validation): load it outside one");
+  if (s->avg && n && n != s->count)
+    return hk_reject(in, "the average holds %llu values, this model %zu (a checkpoint of another model?)", (unsigned long long)n, s->count);
+  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return hk_reject(in, "out of memory for %llu values", (unsigned long long)n);
   for (i = 0; i < n; i++) {
     unsigned char x[4];
     uint32_t u;
@@ -5801,10 +5861,14 @@ static int tr__lrf_save(void *user, hk_bytes *out) {
 }
 static int tr__lrf_load(void *user, hk_reader *in) {
   tr__lrf *s = (tr__lrf *)user;
-  uint64_t version, done;
+  uint64_t done;
   double v;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_u64(in, &done) || done > 1 || tr__get_f64(in, &v) || in->pos != in->len) return -1;
-  if (hk_is_finite(v) && v <= 0) return -1;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
   s->pub.done = (int)done;
   s->pub.suggestion = v;
   s->pub.suggestion_index = -1;
