@@ -478,6 +478,11 @@ typedef struct tr_desc {
   /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
      with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
   int threads;
+  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
+     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
+     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
+     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
+  double mpi_timeout;
 } tr_desc;
 
 /* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
@@ -568,6 +573,7 @@ typedef struct tr_trainer {
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
+  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -1293,10 +1299,17 @@ struct tr__logging {
   tr_log_record rec;  /* the record being built; its histograms wait here for the next record */
   tr__run_dir *dirs;  /* the version directory each save_dir/name got: this trainer's loggers share it */
 };
-/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
-static tr_err  tr__dist_init(tr_trainer *t);
+/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process.
+   tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
+   (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed);
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed);
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed);
+static void    tr__dist_check_resumed(tr_trainer *t);
 static void    tr__dist_free(tr_trainer *t);
-static void    tr__dist_agree(tr_trainer *t);
+static void    tr__dist_agree_at(tr_trainer *t, int site);
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
 static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
 static int     tr__dist_empty(const tr_trainer *t, int64_t n);
@@ -2119,16 +2132,17 @@ TRAIN_API void tr_free(tr_trainer *t) {
   t->tr__own_reg = 0;
 }
 
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
   int i, j, n;
-  tr_err e;
-  if (!t) return TR_ERR_INVALID;
   memset(t, 0, sizeof *t);
   t->running = HK_STAGE_NONE;
   t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
   if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
   t->tr__log = d->log;
   t->model = d->model;
   m = &t->model;
@@ -2235,13 +2249,22 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
-  if ((e = tr__dist_init(t)) != TR_OK) { /* the MPI strategy (TRAIN_MPI, several processes) */
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
     char why[sizeof t->error];
     memcpy(why, t->error, sizeof why);
     tr_free(t);
     return tr__fail(t, e, "%s", why);
   }
-  return TR_OK;
+  return e;
 }
 
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
@@ -2658,11 +2681,13 @@ static void tr__eval_body(tr_trainer *t, const void *arg) {
 }
 
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  tr_err err = TR_OK;
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, fn)) return TR_ERR_INVALID;
   if (!e->data || !e->data->count || !e->data->get == !e->data->next)
-    return tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
-  if (e->predict && !t->model.predict) return tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
   return tr__run(t, stage, tr__eval_body, e);
 }
 
@@ -2954,6 +2979,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   (void)arg;
   if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
   tr__ready_to_train(t);
+  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
   tr__dist_agree(t);
   tr__sanity_check(t);
@@ -2994,7 +3020,9 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_err e;
   void (*prev)(int) = SIG_ERR, (*prev_term)(int) = SIG_ERR;
   if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
+  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
+  e = tr__resolve(t, cfg, &c);
+  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
   t->ctx.epoch = t->epoch;
@@ -3399,13 +3427,14 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   else {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    if (!tr__dev_to_host(t)) tr__dist_save_file(t, path); /* CUDA: from host mirrors; rank 0 writes (the only
-                                                           writer), then every rank goes on */
-    tr__dev_unswap(t);
-    if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
-    tr__dist_agree(t);
-    t->ctx.path = NULL;
+    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
   }
+  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
+  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dev_unswap(t);
+  if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
   e = t->tr__err;
   t->tr__saving = 0;
   if (t->running != HK_STAGE_NONE) {
@@ -7988,9 +8017,13 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
    synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
    splits the batches differently (not bit-exact). */
 #ifdef TRAIN_MPI
+#ifdef TR__POSIX
+#  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
+#endif
 
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
 #define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
+#define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
 
 /* The vote of an agreement point: X(field, how two ranks' values combine into one). */
 #define TR__VOTE(X) \
@@ -8001,7 +8034,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
-  X(MOST,     a > b ? a : b)
+  X(MOST,     a > b ? a : b) \
+  X(SITE_LO,  a < b ? a : b)      /* which agreement point (its line): ranks that differ are out of step */ \
+  X(SITE_HI,  a > b ? a : b)
 enum {
 #define TR__X(name, op) TR__V_##name,
   TR__VOTE(TR__X)
@@ -8014,9 +8049,12 @@ typedef struct tr__dist {
   MPI_Datatype vote_type;   /* one vote: TR__V_COUNT int64 */
   MPI_Op vote_op;           /* tr__dist_combine */
   int rank, world;
+  int broken;               /* the ranks were out of step: no collective until the next run's start */
+  int dead;                 /* a start agreement timed out: no collective ever again (a rank is gone) */
   int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
+  int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
 #ifdef TRAIN_CUDA
   ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
 #endif
@@ -8049,14 +8087,140 @@ static tr_err tr__dist_fail(tr_trainer *t, int rc, const char *what) {
   return tr__fail(t, TR_ERR_COMM, "%s failed: %s", what, msg);
 }
 
-static tr_err tr__dist_init(tr_trainer *t) {
+/* Wait for a nonblocking collective of a start agreement, at most `limit` seconds (< 0: forever).
+   1 when it completed (rc its result), 0 when the time ran out (it stays pending: MPI cannot cancel a
+   collective, so the memory it writes to is never freed). The first millisecond polls, then 1 ms naps. */
+static int tr__dist_wait(MPI_Request *rq, double limit, int *rc) {
+  double start = MPI_Wtime(), now;
+  int done = 0;
+  for (;;) {
+    *rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS || done) return 1;
+    now = MPI_Wtime();
+    if (limit >= 0 && now - start > limit) return 0;
+#ifdef TR__POSIX
+    if (now - start > 1e-3) (void)poll(NULL, 0, 1);
+#endif
+  }
+}
+
+static const char *tr__dist_timeout_hint =
+  "a rank that returned or failed before this call (e.g. on an error of its own before tr_fit) leaves the "
+  "others waiting: every rank must call tr_init, tr_fit, tr_validate, tr_test and tr_predict alike; "
+  "tr_desc.mpi_timeout sets the limit. This trainer cannot communicate any more: end the job "
+  "(MPI_Abort(MPI_COMM_WORLD, 1))";
+
+/* "rank 0: 3, rank 1: 1" (a value per rank; beyond 8 ranks, each distinct value with its first ranks). */
+static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
+  size_t len = 0;
+  int r, k, shown = 0;
+#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
+#define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
+    else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
+    else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
+  out[0] = 0;
+  if (world <= 8) {
+    for (r = 0; r < world; r++) { TR__PUT("%srank %d: ", r ? ", " : "", r); TR__VAL(all[(size_t)r * TR__FACTS + at]); }
+    return;
+  }
+  for (r = 0; r < world && shown < 4; r++) { /* a value not seen on an earlier rank */
+    int64_t v = all[(size_t)r * TR__FACTS + at], count = 0, listed = 0;
+    for (k = 0; k < r && all[(size_t)k * TR__FACTS + at] != v; k++) {}
+    if (k < r) continue;
+    TR__PUT("%s", shown++ ? "; " : "");
+    TR__VAL(v);
+    TR__PUT(" on rank");
+    for (k = r; k < world; k++)
+      if (all[(size_t)k * TR__FACTS + at] == v && count++ < 3) TR__PUT("%s %d", listed++ ? "," : "", k);
+    if (count > 3) TR__PUT(" and %lld more", (long long)(count - 3));
+  }
+  if (shown == 4) TR__PUT("; ...");
+#undef TR__VAL
+#undef TR__PUT
+}
+
+/* One start agreement: every rank's facts (where it is, its own error, then n named facts) gathered,
+   with tr_desc.mpi_timeout. Then every rank knows the same: a rank's error is sent to every other
+   rank ("rank 1: ..."), and facts that differ between ranks are one error naming each with its values
+   per rank. Returns this rank's outcome (its own error first). */
+typedef struct tr__fact { const char *name; char kind; int64_t v; } tr__fact; /* kind: i int, b set, d double, x hash */
+static const char *const tr__dist_where[] = { "", "tr_init", "tr_fit", "tr_validate", "tr_test", "tr_predict", "tr_fit (after resuming)" };
+enum { TR__AT_INIT = 1, TR__AT_FIT, TR__AT_VALIDATE, TR__AT_TEST, TR__AT_PREDICT, TR__AT_RESUMED };
+
+static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err failed, const tr__fact *f, int n, const char *what) {
+  int64_t mine[TR__FACTS];
+  const int64_t *all = d->facts;
+  int r, i, rc, first = -1, differ = 0;
+  MPI_Request rq;
+  char vals[320];
+  size_t len;
+  if (d->dead)
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "%s: an earlier agreement between the ranks timed out, so this "
+                                      "trainer cannot communicate any more (end the job and start it again)", tr__dist_where[where]);
+  d->broken = 0; /* a new run: the ranks meet here again */
+  memset(mine, 0, sizeof mine);
+  mine[0] = where;
+  mine[1] = failed;
+  for (i = 0; i < n && !failed; i++) mine[2 + i] = f[i].v;
+  rc = MPI_Iallgather(mine, TR__FACTS, MPI_INT64_T, d->facts, TR__FACTS, MPI_INT64_T, d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) {
+    d->dead = 1;
+    if (failed) return failed;
+    return tr__fail(t, TR_ERR_COMM, "%s: not every rank arrived within %g s (%d ranks); %s", tr__dist_where[where],
+                    t->tr__mpi_timeout, d->world, tr__dist_timeout_hint);
+  }
+  if (rc != MPI_SUCCESS) { d->dead = 1; return failed ? failed : tr__dist_fail(t, rc, "MPI_Iallgather (start agreement)"); }
+  for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
+  if (r < d->world) { /* every rank can tell: nobody sends anything more */
+    tr__dist_values(vals, sizeof vals, all, d->world, 0, 'i');
+    if (failed) return failed;
+    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
+    for (r = 0; r < d->world && len < sizeof t->error; r++) {
+      int64_t w = all[(size_t)r * TR__FACTS];
+      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
+                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
+    }
+    t->tr__err = TR_ERR_INVALID;
+    return TR_ERR_INVALID;
+  }
+  for (r = 0; r < d->world && first < 0; r++) if (all[(size_t)r * TR__FACTS + 1]) first = r;
+  if (first >= 0) { /* the first failed rank tells every other rank why */
+    struct { char msg[sizeof t->error]; } why;
+    int64_t code = all[(size_t)first * TR__FACTS + 1];
+    memset(&why, 0, sizeof why);
+    if (d->rank == first) memcpy(why.msg, t->error, sizeof why.msg);
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first, d->comm);
+    if (failed) return failed;
+    if (rc != MPI_SUCCESS) return tr__dist_fail(t, rc, "MPI_Bcast (error message)");
+    why.msg[sizeof why.msg - 1] = 0;
+    return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
+  }
+  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
+  for (i = 0; i < n; i++) {
+    for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
+    if (r == d->world) continue;
+    tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
+    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
+    differ++;
+  }
+  if (!differ) { t->error[0] = 0; return TR_OK; }
+  t->tr__err = TR_ERR_INVALID;
+  return TR_ERR_INVALID;
+}
+
+static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
+
+static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
-  int init = 0, done = 0, world = 1, rank = 0, rc;
+  int init = 0, done = 0, world = 1, rank = 0, rc, i;
+  uint64_t layout = TR__FNV_START, optim = TR__FNV_START;
+  MPI_Request rq;
+  tr_err e;
   MPI_Initialized(&init);
   if (!init) {
     MPI_Finalized(&done);
-    if (done) return tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
-    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Init");
+    if (done) return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
+    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Init");
     if (!tr__dist_we_initialised) atexit(tr__dist_finalize);
     tr__dist_we_initialised = 1;
   }
@@ -8064,29 +8228,68 @@ static tr_err tr__dist_init(tr_trainer *t) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
-  if (world == 1) return TR_OK; /* one process: the plain trainer */
+  if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
-  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
-  d->rank = rank;
-  d->world = world;
-  d->sums = (double *)malloc((size_t)world * sizeof(double));
-  if (world >= 3) {
-    size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
-    d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+  if (d) {
+    d->rank = rank;
+    d->world = world;
+    d->sums = (double *)malloc((size_t)world * sizeof(double));
+    d->facts = (int64_t *)malloc((size_t)world * TR__FACTS * sizeof(int64_t));
+    if (world >= 3 && !failed) {
+      size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
+      d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+    }
   }
-  if (!d->sums || (world >= 3 && !d->gather)) {
-    free(d->sums); free(d->gather); free(d);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy's buffers");
+  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather)) { /* cannot take part: the others time out */
+    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d); }
+    return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
   }
-  if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
-    free(d->sums); free(d->gather); free(d);
-    return tr__dist_fail(t, rc, "tr_init: MPI_Comm_dup");
+  /* the trainer's own communicator, made without waiting forever for a rank that never comes */
+  rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) /* d stays allocated: MPI may still write it */
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
+                                      t->tr__mpi_timeout, world, tr__dist_timeout_hint);
+  if (rc != MPI_SUCCESS) {
+    free(d->sums); free(d->facts); free(d->gather); free(d);
+    return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
   }
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
   MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
   MPI_Type_commit(&d->vote_type);
   MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
   t->tr__dist = d;
+  /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
+     tensors' names, offsets and counts say what each float is (DDP checks the parameters' shapes). */
+  if (!failed) {
+    for (i = 0; i < t->model.n_tensors; i++) {
+      const tr_tensor *x = &t->model.tensors[i];
+      uint64_t at = x->offset, count = x->count;
+      layout = tr__dist_hash(layout, x->name, strlen(x->name) + 1);
+      layout = tr__dist_hash(layout, &at, sizeof at);
+      layout = tr__dist_hash(layout, &count, sizeof count);
+    }
+#define TR__H(field) optim = tr__dist_hash(optim, &(field), sizeof(field))
+    TR__H(t->optim.kind); TR__H(t->optim.lr); TR__H(t->optim.weight_decay); TR__H(t->optim.momentum);
+    TR__H(t->optim.dampening); TR__H(t->optim.nesterov); TR__H(t->optim.beta1); TR__H(t->optim.beta2); TR__H(t->optim.eps);
+    TR__H(t->sched.kind); TR__H(t->sched.warmup); TR__H(t->sched.step_size); TR__H(t->sched.total);
+    TR__H(t->sched.gamma); TR__H(t->sched.min_factor); TR__H(t->sched.per_epoch);
+#undef TR__H
+  }
+  {
+    tr__fact f[6];
+    f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
+    f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
+    f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
+    f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
+    f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
+    f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
+    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 6, "the model or its training settings (every rank needs the same)");
+  }
+  if (e) {
+    if (!d->dead) tr__dist_free(t);
+    else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
+    return e;
+  }
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
     ncclUniqueId id;
@@ -8105,10 +8308,69 @@ static tr_err tr__dist_init(tr_trainer *t) {
   return TR_OK;
 }
 
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
+  tr__fact f[16];
+  double clip = 0;
+  int n = 0;
+  if (!t->tr__dist) return failed;
+  if (!failed) clip = c->gradient_clip_val;
+#define TR__F(nm, k, val) do { f[n].name = (nm); f[n].kind = (k); f[n].v = failed ? 0 : (int64_t)(val); n++; } while (0)
+  TR__F("max_epochs", 'i', c->max_epochs);
+  TR__F("max_steps", 'i', c->max_steps);
+  TR__F("min_epochs", 'i', c->min_epochs);
+  TR__F("min_steps", 'i', c->min_steps);
+  TR__F("limit_train_batches", 'i', c->limit_train_batches);
+  TR__F("limit_val_batches", 'i', c->limit_val_batches);
+  TR__F("num_sanity_val_steps", 'i', c->num_sanity_val_steps);
+  TR__F("val_every_n_steps", 'i', c->val_every_n_steps);
+  TR__F("val_every_n_epochs", 'i', c->val_every_n_epochs);
+  TR__F("accumulate_grad_batches", 'i', c->accumulate_grad_batches);
+  TR__F("val", 'b', !failed && c->val != NULL);
+  TR__F("train.next (an iterator)", 'b', !failed && c->train && c->train->next != NULL);
+  TR__F("val.next (an iterator)", 'b', !failed && c->val && c->val->next != NULL);
+  TR__F("gradient_clip_algorithm", 'i', c->gradient_clip_algorithm);
+  f[n].name = "gradient_clip_val"; f[n].kind = 'd';
+  memcpy(&f[n].v, &clip, sizeof clip);
+  n++;
+  TR__F("save_to", 'b', !failed && c->save_to != NULL);
+#undef TR__F
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+}
+
+static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  tr__fact f[2];
+  int where = stage == HK_STAGE_TEST ? TR__AT_TEST : stage == HK_STAGE_PREDICT ? TR__AT_PREDICT : TR__AT_VALIDATE;
+  if (!t->tr__dist) return failed;
+  f[0].name = "limit_batches"; f[0].kind = 'i'; f[0].v = limit;
+  f[1].name = "data.next (an iterator)"; f[1].kind = 'b'; f[1].v = data && data->next != NULL;
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, where, failed, f, 2, "the run's arguments");
+}
+
+/* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
+   rank that failed (its load, say) is told to the others by the agreement that follows. */
+static void tr__dist_check_resumed(tr_trainer *t) {
+  tr__fact f[7];
+  tr_err e;
+  if (!t->tr__dist) return;
+  f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
+  f[1].name = "global_step"; f[1].kind = 'i'; f[1].v = t->global_step;
+  f[2].name = "epoch_batch"; f[2].kind = 'i'; f[2].v = t->epoch_batch;
+  f[3].name = "the accumulation window's position"; f[3].kind = 'i'; f[3].v = t->tr__accum_pos;
+  f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
+  f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
+  f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 7,
+                      "the counters they start from (every rank must resume from the same checkpoint, or none)");
+  if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
+}
+
 static void tr__dist_free(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int done = 0;
   if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
   MPI_Finalized(&done);
 #ifdef TRAIN_CUDA
   if (d->nccl) ncclCommDestroy(d->nccl);
@@ -8119,14 +8381,34 @@ static void tr__dist_free(tr_trainer *t) {
     MPI_Comm_free(&d->comm);
   }
   free(d->sums);
+  free(d->facts);
   free(d->gather);
   free(d);
-  t->tr__dist = NULL;
+}
+
+/* The ranks reached different agreement points (different paths through the loop): each learns where
+   the others are, then none communicates until the next run's start (they cannot meet again). */
+static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
+  int64_t mine = site;
+  int r, rc;
+  size_t len;
+  char msg[sizeof t->error];
+  d->broken = 1;
+  rc = MPI_Allgather(&mine, 1, MPI_INT64_T, d->facts, 1, MPI_INT64_T, d->comm);
+  len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                         "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                         "talking where they were:");
+  for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld", r ? "," : "", r, (long long)(d->facts[r] / 2));
+  if (t->tr__err) return; /* (its own error stays) */
+  tr__fail(t, TR_ERR_COMM, "%s", msg);
 }
 
 /* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
-   combined as the list says; the agreed values act on this rank at once. v gets the result. */
-static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v) {
+   combined as the list says; the agreed values act on this rank at once. v gets the result. `site`
+   names the agreement point: ranks at different points are out of step, found here before any other
+   collective can pair with the wrong one. */
+static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int64_t mine[TR__V_COUNT];
   int rc;
@@ -8137,8 +8419,11 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   mine[TR__V_SIGINT] = tr__sig_pending > tr__sigint_count ? tr__sig_pending : tr__sigint_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
+  mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
+  if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
+  if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (sig_atomic_t)v[TR__V_SIGINT];
@@ -8156,9 +8441,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   }
 }
 
-static void tr__dist_agree(tr_trainer *t) {
+static void tr__dist_agree_at(tr_trainer *t, int site) {
   int64_t v[TR__V_COUNT];
-  if (t->tr__dist) tr__dist_vote(t, 0, 0, v);
+  if (t->tr__dist) tr__dist_vote(t, 0, 0, v, site);
 }
 
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int equal, const char *what) {
@@ -8166,7 +8451,7 @@ static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int
   int64_t v[TR__V_COUNT], mine = n;
   if (!d) return n;
   if (data->get) mine = equal ? n / d->world : (n > d->rank ? (n - d->rank + d->world - 1) / d->world : 0);
-  tr__dist_vote(t, 0, mine, v);
+  tr__dist_vote(t, 0, mine, v, 2 * __LINE__ + (equal ? 1 : 0)); /* training's count or an evaluation's */
   d->most = v[TR__V_MOST];
   if (equal && !t->tr__err && v[TR__V_LEAST] != v[TR__V_MOST])
     tr__fail(t, TR_ERR_MODEL, "%s data: the ranks have %lld to %lld batches per epoch; with several processes every "
@@ -8207,7 +8492,8 @@ static void tr__dist_grads(tr_trainer *t) {
   int64_t v[TR__V_COUNT];
   int rc;
   if (!d) return;
-  tr__dist_vote(t, t->tr__accum_n, 0, v);
+  tr__dist_vote(t, t->tr__accum_n, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return; /* (failed: the sum below is skipped on every rank alike) */
   t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
 #ifdef TRAIN_CUDA
@@ -8233,7 +8519,8 @@ static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
   double s = 0;
   int r, rc;
   if (!d) return;
-  tr__dist_vote(t, *counted, 0, v);
+  tr__dist_vote(t, *counted, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return;
   *counted = v[TR__V_SUM];
   rc = MPI_Allgather(sum, 1, MPI_DOUBLE, d->sums, 1, MPI_DOUBLE, d->comm);
   if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Allgather (evaluation loss)"); return; }
@@ -8245,7 +8532,7 @@ static void tr__dist_paths(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int32_t head[2] = { 0, 0 }; /* rank 0's count of paths (-1: one is too long) and default flag */
   int i, rc;
-  if (!d) return;
+  if (!d || d->broken || d->dead) return; /* (broken: the run has failed; nothing is saved) */
   if (d->rank == 0) {
     head[0] = t->ctx.n_checkpoint_paths < 0 || t->ctx.n_checkpoint_paths > HK_MAX_CHECKPOINT_PATHS ? 0 : t->ctx.n_checkpoint_paths;
     head[1] = t->ctx.checkpoint_default;
@@ -8273,9 +8560,14 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
 }
 
 #else /* one process: nothing to do */
-static tr_err  tr__dist_init(tr_trainer *t) { (void)t; return TR_OK; }
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed) { (void)t; return failed; }
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) { (void)t; (void)c; return failed; }
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  (void)t; (void)stage; (void)data; (void)limit; return failed;
+}
+static void    tr__dist_check_resumed(tr_trainer *t) { (void)t; }
 static void    tr__dist_free(tr_trainer *t) { (void)t; }
-static void    tr__dist_agree(tr_trainer *t) { (void)t; }
+static void    tr__dist_agree_at(tr_trainer *t, int site) { (void)t; (void)site; }
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what) { (void)t; (void)d; (void)equal; (void)what; return n; }
 static int64_t tr__dist_index(const tr_trainer *t, int64_t b) { (void)t; return b; }
 static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return n == 0; }
