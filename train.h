@@ -130,6 +130,9 @@
    Ctrl-C; elsewhere it falls back to stdio (no fsync).
 
    CHANGELOG
+     next   TRAIN_MPI: ranks that differ (model, run length, the function called, a resume) fail every rank
+            with the values per rank instead of hanging; out-of-step ranks are found at the next vote;
+            tr_desc.mpi_timeout bounds the wait at tr_init and at each run's start
      next   every stateful callback range-checks its loaded state and says why it refuses one (hk_reject);
             accumulation_scheduler's scheduling grammar is strict ("{0: 2" and "{0:2 1:3}" are refused)
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
@@ -7983,7 +7986,35 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(r
    rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
-   through on_exception, without a hang.
+   through on_exception, without a hang. Every vote also carries its agreement point's identity (its
+   line in train.h): ranks at different points (a tr_set_accumulation or a tr_save on one rank only)
+   all fail there with TR_ERR_COMM, "the ranks are out of step ... rank 0 at train.h:N, rank 1 at
+   train.h:M", and communicate no more until the next run's start, before a gradient sum could pair
+   with the wrong call. Two int64 more in the vote: nothing else on the step path.
+
+   START AGREEMENTS: what must be the same on every rank is compared before anything relies on it, by
+   an all-gather of a few numbers per rank; a difference fails every rank with one message naming it
+   and the values per rank ("max_epochs (rank 0: 3, rank 1: 1)"). tr_init: model.n_params, the
+   tensors' names, offsets and counts, model.on_device, the seed, the optimizer and schedule settings
+   (TR_ERR_INVALID). The start of tr_fit / tr_validate / tr_test / tr_predict: which function each
+   rank called, and for tr_fit the resolved max_epochs, max_steps, min_epochs, min_steps,
+   limit_train_batches, limit_val_batches, num_sanity_val_steps, val_every_n_steps,
+   val_every_n_epochs, accumulate_grad_batches, gradient clipping, whether val / save_to are set and
+   whether the data are iterators (TR_ERR_INVALID, before setup fires). After resume_from: the loop
+   counters (a resume on some ranks only fails every rank through on_exception). A rank whose own
+   tr_init, tr_fit or evaluation refuses its arguments takes part with its error, so the others fail
+   with "rank 1: tr_init: threads is -1 ..." instead of waiting.
+
+   A RANK THAT IS GONE: a rank that returns before a collective (an error of its own before tr_fit)
+   and calls MPI_Finalize leaves the others waiting, and Open MPI's MPI_Finalize then waits for them
+   too: the job hangs (a rank that exits without MPI_Finalize makes mpirun end the job). tr_init
+   (MPI_Comm_idup) and the start agreements therefore poll a nonblocking collective for at most
+   tr_desc.mpi_timeout seconds (default 1800, torch.distributed's; < 0 forever), then fail with
+   TR_ERR_COMM: "not every rank arrived within 1800 s". The pending collective cannot be cancelled,
+   so the trainer's MPI state is left to MPI (not freed) and the trainer communicates no more: end the
+   job (MPI_Abort). The collectives inside a run are not timed (no cost on the step path): a rank that
+   dies in a fit is ended by mpirun. Rule: every rank calls tr_init, tr_fit, tr_validate, tr_test,
+   tr_predict and tr_save alike, and on an error of its own calls MPI_Abort rather than returning alone.
 
    DATA: with random-access data (get) the trainer shards: the same shuffle on every rank, and local
    batch b of rank r is the data's batch b * W + r. Training takes floor(count / W) batches per rank
