@@ -586,7 +586,8 @@ TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
 
 /* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
    state and the tensor views (all allocation happens here, none in the step loop). On error the
-   trainer is left freed (tr_free is harmless) and tr_error(t) says why. */
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
+   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
 TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
 TRAIN_API void   tr_free(tr_trainer *t);
 
