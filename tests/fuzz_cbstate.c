@@ -62,13 +62,13 @@ static void make(void) {
   d.optim.lr = 0.1;
   d.log = devnull;
   if (tr_init(&t, &d) != TR_OK ||
-      tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h[0]) ||
-      tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = "fz", .monitor = "val/loss", .save_top_k = 2,
+      tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h[0]) ||
+      tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = "fz", .monitor = "val/loss", .save_top_k = 2,
                           .save_last = TR_SAVE_LAST_LINK, .verbose = 1 }, &h[1]) ||
-      tr_timer(&t, &(tr_timer_desc){ .duration = "00:00:00:06", .clock = now, .verbose = 1 }, &h[2]) ||
-      tr_nan_guard(&t, &(tr_nan_guard_desc){ .action = TR_NAN_SKIP_STEP }, &h[3]) ||
-      tr_ema(&t, &(tr_ema_desc){ .decay = 0.5 }, &h[4]) ||
-      tr_lr_finder(&t, &(tr_lr_finder_desc){ .num_training_steps = 14, .verbose = 1 }, &h[5])) {
+      tr_timer(t.reg, &(tr_timer_desc){ .duration = "00:00:00:06", .clock = now, .verbose = 1 }, &h[2]) ||
+      tr_nan_guard(t.reg, &(tr_nan_guard_desc){ .action = TR_NAN_SKIP_STEP }, &h[3]) ||
+      tr_ema(t.reg, &(tr_ema_desc){ .decay = 0.5 }, &h[4]) ||
+      tr_lr_finder(t.reg, &(tr_lr_finder_desc){ .num_training_steps = 14, .verbose = 1 }, &h[5])) {
     fprintf(stderr, "fuzz_cbstate: setup: %s\n", tr_error(&t));
     abort();
   }

@@ -179,7 +179,7 @@ static void test_csv_layout(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "csv");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, set_val_metrics, NULL, NULL, NULL), HK_OK);
   assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=100)"), HK_OK);
@@ -217,7 +217,7 @@ static void test_csv_layout(void **state) {
 
   /* a second run gets version_1; two loggers of one trainer share it */
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
   {
     char spec[700];
     snprintf(spec, sizeof spec, "jsonl(save_dir=\"%s/other\")", dir); /* another base: its own version_0 */
@@ -240,7 +240,7 @@ static void test_csv_layout(void **state) {
      the request's line in tr_desc.log, here /dev/null) */
   devnull = fopen("/dev/null", "w");
   toy_init(&t, &m, devnull);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "requested" }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "requested" }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, request_log, NULL, &(hk_opts){ .filter = { .once_at = 2 } }, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 50), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs/requested/metrics.csv", dir);
@@ -250,7 +250,7 @@ static void test_csv_layout(void **state) {
 
   /* a given version and name "" */
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .name = "", .version = "mine", .flush_every = 100 }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .name = "", .version = "mine", .flush_every = 100 }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   snprintf(path, sizeof path, "%s/mine/metrics.csv", dir);
   assert_file(path, "epoch,step,train/loss,val/loss\n0,0,2,\n0,1,1.6400000190734865,\n0,2,1.4095999816894533,\n"
@@ -273,7 +273,7 @@ static void test_jsonl(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "jsonl");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_nonfinite, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
@@ -421,7 +421,7 @@ static void test_tensorboard(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "tb");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_histogram, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   st = tr_logger_get(t.reg, h);
@@ -467,8 +467,8 @@ static void test_plot(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "plot");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_plot(&t, &(tr_plot_desc){ .dir = { .save_dir = dir }, .title = "toy <run>" }, &h), TR_OK);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir }, .title = "toy <run>" }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 3, 1), TR_OK);
   assert_string_equal(tr_logger_get(t.reg, h)->path, strcat(strcpy(svg, dir), "/lightning_logs/version_0/metrics.svg"));
   text = slurp(svg, NULL);
@@ -537,7 +537,7 @@ static void test_bar_callback(void **state) {
   toy m;
   (void)state;
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 2, 2), TR_OK);
   assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK);
   fflush(out);
@@ -556,7 +556,7 @@ static void test_bar_callback(void **state) {
   text = NULL;
   out = open_memstream(&text, &len);
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60, .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60, .refresh_seconds = 1e-9 }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   fflush(out);
   assert_contains(text, "\rSanity Checking: "); /* shown at its first due redraw (50% or, same microsecond, 100%) */
@@ -585,7 +585,7 @@ static void test_errors(void **state) {
   fclose(fopen(blocker, "w"));
   /* a directory below a regular file cannot be made (even by root) */
   toy_init(&t, &m, log);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = blocker }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = blocker }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   fflush(log);
   assert_contains(log_text, "csv: cannot create the directory ");
@@ -603,7 +603,7 @@ static void test_errors(void **state) {
   rewind(log);
   toy_init(&t, &m, log);
   snprintf(path, sizeof path, "%s/full", dir);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = path, .version = "v" }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = path, .version = "v" }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   fflush(log);
   assert_contains(log_text, "csv: cannot write ");
@@ -630,9 +630,9 @@ static void test_rank1_writes_nothing(void **state) {
   subdir(dir, sizeof dir, "rank1");
   toy_init(&t, &m, NULL);
   assert_int_equal(hk_on(t.reg, HK_SETUP, be_rank1, NULL, &(hk_opts){ .order = -10 }, NULL), HK_OK);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
-  assert_int_equal(tr_plot(&t, &(tr_plot_desc){ .dir = { .save_dir = dir } }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir } }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs", dir);
   assert_true(access(path, F_OK) != 0);
@@ -644,18 +644,18 @@ static void test_bad_parameters(void **state) {
   toy m;
   (void)state;
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, NULL, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "csv: desc is NULL");
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .flush_every = -1 }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "csv: flush_every must be >= 0");
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .version = "a/b" }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "jsonl: version 'a/b' must be a directory name without '/'");
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = "" }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "tensorboard: save_dir is empty");
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .mode = (tr_bar_mode)7 }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "progress_bar: mode 7 is not valid");
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .refresh_seconds = -1 }, NULL), TR_ERR_INVALID);
-  assert_int_equal(tr_plot(&t, NULL, NULL), TR_ERR_INVALID);
+  assert_int_equal(tr_csv_logger(t.reg, NULL, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "csv: desc is NULL");
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .flush_every = -1 }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "csv: flush_every must be >= 0");
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .version = "a/b" }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "jsonl: version 'a/b' must be a directory name without '/'");
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = "" }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "tensorboard: save_dir is empty");
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = (tr_bar_mode)7 }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "progress_bar: mode 7 is not valid");
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .refresh_seconds = -1 }, NULL), TR_ERR_INVALID);
+  assert_int_equal(tr_plot(t.reg, NULL, NULL), TR_ERR_INVALID);
   assert_int_equal(hk_spec_apply(t.reg, "csv(flush_every=-1)"), HK_ERR_INVALID);
   assert_contains(hk_last_error(t.reg), "csv: flush_every must be between 0 and 1e9 (0: once a second), got -1");
   assert_int_equal(hk_spec_apply(t.reg, "progress_bar(mode=fancy)"), HK_ERR_SPEC);
