@@ -5095,8 +5095,8 @@ static int tr__es_save(void *user, hk_bytes *out) {
 }
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  int64_t wait, stopped, patience, reason, held;
-  double best;
+  int64_t wait = 0, stopped = 0, patience = 0, reason = 0, held = 0; /* (set on every path used; gcc cannot tell) */
+  double best = 0;
   char *msg = NULL;
   if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
     return -1;
@@ -6341,7 +6341,7 @@ static int tr__ng_save(void *user, hk_bytes *out) {
 }
 static int tr__ng_load(void *user, hk_reader *in) {
   tr__ng *s = (tr__ng *)user;
-  int64_t found, skipped;
+  int64_t found = 0, skipped = 0;
   char *last = NULL;
   if (tr__get_version(in, 1) || tr__get_count(in, "found", 0, &found) || tr__get_count(in, "skipped", 0, &skipped)) return -1;
   if (skipped > found) return hk_reject(in, "skipped (%lld) is more than found (%lld)", (long long)skipped, (long long)found);
@@ -6502,8 +6502,8 @@ static int tr__ema_save(void *user, hk_bytes *out) {
 }
 static int tr__ema_load(void *user, hk_reader *in) {
   tr__ema *s = (tr__ema *)user;
-  uint64_t n;
-  int64_t averaged;
+  uint64_t n = 0;
+  int64_t averaged = 0;
   float *buf = NULL;
   size_t i;
   if (tr__get_version(in, 1) || tr__get_count(in, "n_averaged", 0, &averaged)) return -1;
@@ -6707,8 +6707,8 @@ static int tr__lrf_save(void *user, hk_bytes *out) {
 }
 static int tr__lrf_load(void *user, hk_reader *in) {
   tr__lrf *s = (tr__lrf *)user;
-  uint64_t done;
-  double v;
+  uint64_t done = 0;
+  double v = 0;
   if (tr__get_version(in, 1)) return -1;
   if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
   if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
