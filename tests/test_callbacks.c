@@ -680,22 +680,22 @@ static void test_mc_state_load(void **state) {
    overflows found with UBSan (this test also runs in the ASan+UBSan build, with float-cast-overflow):
    early_stopping loaded with wait_count = patience = INT64_MAX overflowed at its next check, and a timer
    loaded with 1.8e161 s elapsed overflowed a cast in its verbose message. */
-typedef struct blob { unsigned char b[512]; size_t n; } blob;
-static void put64(blob *x, uint64_t v) { int i; for (i = 0; i < 8; i++) x->b[x->n++] = (unsigned char)(v >> (8 * i)); }
-static void putf(blob *x, double d) { uint64_t u; memcpy(&u, &d, 8); put64(x, u); }
-static void putstr(blob *x, const char *str) {
+typedef struct sbytes { unsigned char b[512]; size_t n; } sbytes; /* a state, as a checkpoint holds it */
+static void put64(sbytes *x, uint64_t v) { int i; for (i = 0; i < 8; i++) x->b[x->n++] = (unsigned char)(v >> (8 * i)); }
+static void putf(sbytes *x, double d) { uint64_t u; memcpy(&u, &d, 8); put64(x, u); }
+static void putstr(sbytes *x, const char *str) {
   size_t i, n = strlen(str);
   for (i = 0; i < 4; i++) x->b[x->n++] = (unsigned char)(n >> (8 * i));
   memcpy(x->b + x->n, str, n);
   x->n += n;
 }
-static blob es_blob(int64_t wait, int64_t stopped, double best, int64_t patience) {
-  blob x = { { 0 }, 0 };
+static sbytes es_state(int64_t wait, int64_t stopped, double best, int64_t patience) {
+  sbytes x = { { 0 }, 0 };
   put64(&x, 1); put64(&x, (uint64_t)wait); put64(&x, (uint64_t)stopped); putf(&x, best); put64(&x, (uint64_t)patience);
   put64(&x, 0); putstr(&x, ""); put64(&x, 0);
   return x;
 }
-static void expect_refused(hk_registry *reg, const char *key, const blob *x, const char *needle) {
+static void expect_refused(hk_registry *reg, const char *key, const sbytes *x, const char *needle) {
   assert_int_equal(hk_state_load(reg, key, x->b, x->n), HK_ERR_STATE);
   if (!strstr(hk_last_error(reg), needle)) fail_msg("state of '%s': error '%s' lacks '%s'", key, hk_last_error(reg), needle);
 }
@@ -707,7 +707,7 @@ static void test_state_ranges(void **state) {
   tr_trainer t;
   hk_handle hes, htm, hmc, hng, hema, hlrf;
   tr_config c = sc_cfg(3);
-  blob x;
+  sbytes x;
   const char *mc_key;
   char mc_name[300];
   (void)state;
@@ -722,28 +722,28 @@ static void test_state_ranges(void **state) {
   mc_key = mc_name;
 
   /* early_stopping: the counters as the LOOP counters (0..2^53), patience as its constructor (0..INT_MAX) */
-  x = es_blob(INT64_MAX, 0, -INFINITY, INT64_MAX);
+  x = es_state(INT64_MAX, 0, -INFINITY, INT64_MAX);
   expect_refused(t.reg, es_key, &x, "wait_count is 9223372036854775807, outside 0..2^53");
-  x = es_blob(5, 0, -INFINITY, INT64_MAX);
+  x = es_state(5, 0, -INFINITY, INT64_MAX);
   expect_refused(t.reg, es_key, &x, "patience is 9223372036854775807, outside 0..2147483647");
-  x = es_blob(-1, 0, 1.0, 3);
+  x = es_state(-1, 0, 1.0, 3);
   expect_refused(t.reg, es_key, &x, "wait_count is -1, outside 0..2^53");
-  x = es_blob(0, INT64_MAX, 1.0, 3);
+  x = es_state(0, INT64_MAX, 1.0, 3);
   expect_refused(t.reg, es_key, &x, "stopped_epoch is 9223372036854775807");
-  x = es_blob(0, 0, NAN, 3);
+  x = es_state(0, 0, NAN, 3);
   expect_refused(t.reg, es_key, &x, "best_score is NaN");
-  x = es_blob(0, 0, 1.0, 3);
+  x = es_state(0, 0, 1.0, 3);
   x.n--;
   expect_refused(t.reg, es_key, &x, "held is truncated or not 0 or 1");
-  x = es_blob(0, 0, 1.0, 3);
+  x = es_state(0, 0, 1.0, 3);
   x.b[x.n++] = 0;
   expect_refused(t.reg, es_key, &x, "1 bytes after the end of the state");
-  x = es_blob(0, 0, 1.0, 3);
+  x = es_state(0, 0, 1.0, 3);
   x.b[0] = 2;
   expect_refused(t.reg, es_key, &x, "state version 2; this build reads version 1");
   assert_int_equal(tr_early_stopping_get(t.reg, hes)->patience, 2); /* unchanged by the refusals */
   /* the largest values it accepts cannot overflow: wait_count 2^53 counts on, patience INT_MAX */
-  x = es_blob((int64_t)1 << 53, 0, -INFINITY, INT32_MAX);
+  x = es_state((int64_t)1 << 53, 0, -INFINITY, INT32_MAX);
   assert_int_equal(hk_state_load(t.reg, es_key, x.b, x.n), HK_OK);
 
   /* timer: every stage's elapsed time finite and in 0..2^53 s */
@@ -795,7 +795,7 @@ static void test_state_ranges(void **state) {
   /* the reason reaches tr_load's message through hk_state_load_all */
   {
     hk_state_blob b;
-    x = es_blob(INT64_MAX, 0, -INFINITY, INT64_MAX);
+    x = es_state(INT64_MAX, 0, -INFINITY, INT64_MAX);
     memset(&b, 0, sizeof b);
     b.key = es_key;
     b.data = x.b;
@@ -805,7 +805,7 @@ static void test_state_ranges(void **state) {
   }
 
   /* the fit runs from the largest accepted values: no overflow (UBSan); patience is exhausted at the first check */
-  x = es_blob((int64_t)1 << 53, 0, -INFINITY, INT32_MAX);
+  x = es_state((int64_t)1 << 53, 0, -INFINITY, INT32_MAX);
   assert_int_equal(hk_state_load(t.reg, es_key, x.b, x.n), HK_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(t.global_step, NB);
