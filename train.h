@@ -9423,7 +9423,6 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
   if (rc != MPI_SUCCESS) { d->dead = 1; return failed ? failed : tr__dist_fail(t, rc, "MPI_Iallgather (start agreement)"); }
   for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
   if (r < d->world) { /* every rank can tell: nobody sends anything more */
-    tr__dist_values(vals, sizeof vals, all, d->world, 0, 'i');
     if (failed) return failed;
     len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
     for (r = 0; r < d->world && len < sizeof t->error; r++) {
