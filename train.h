@@ -902,14 +902,15 @@ typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
    is the desc field `name` and the spec key "name"; default is the spec's default as text (NULL:
    required), and it is also what the field's zero means, since a zero desc is the defaults; choices
    are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
-     INT        an integer field (int: -1e9..1e9, or int64_t); a spec integer
-     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (a spec's 0)
-     DOUBLE     a double; a spec number
-     BOOL       an int, 1 yes, 0 no (the default); spec true or false
-     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec true or false
-     AUTO       the same, where 0 is a rule the doc names; spec auto|true|false
-     STRING     a const char *, NULL the default; spec text
-     CHOICE     an enum whose values are the choices in their order (the first, 0, the default)
+     INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
+     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
+     DOUBLE     a double; spec: a number
+     BOOL       an int, 1 yes, 0 no (the default); spec: true or false
+     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
+     AUTO       the same, where 0 is a rule the doc names; spec: auto|true|false
+     STRING     a const char *, NULL the default; spec: text
+     CHOICE     an enum whose values are the choices in their order (the first, 0, the default);
+                spec: one of the choices
      C_ONLY     a field with no spec parameter (a function pointer, a FILE *, what a hook sets)
      SPEC_ONLY  a spec parameter of type `C type` (CHOICE, INT, ...) with no field: the factory turns
                 it into C_ONLY fields by hand
