@@ -444,10 +444,10 @@ struct hk__entry;
 struct hk_registry {
   unsigned char armed[HK_MAX_EVENTS]; /* nonzero: the event has a hook to run (or trace is on) */
   struct hk__state *hk__s;
-  /* private, here rather than in hk__s so that the plain loop (hk__dispatch) reads one struct:
-     per event, its run array when every hook on it is plain, else NULL; the dispatches in progress,
-     plus a flag while a change waits until the outermost one returns (hooks.h's implementation) */
-  struct hk__entry *hk__plain[HK_MAX_EVENTS];
+  /* private, here rather than in hk__s so that the fast loop (hk__dispatch) reads one struct: per
+     event, the run array it walks (NULL while the trace is on or nothing is listed); the dispatches
+     in progress, plus a flag while a change waits until the outermost one returns */
+  struct hk__entry *hk__fast[HK_MAX_EVENTS];
   unsigned hk__busy;
 };
 
@@ -831,7 +831,7 @@ static HK__UNUSED void *hk__stb_realloc(void *p, size_t n) {
 /* ---- private types ------------------------------------------------------------------------- */
 enum { HK__F_OFF = 1, HK__F_FILTER = 2, HK__F_TRACE = 4 }; /* hook flags: any set -> slow path */
 
-/* What the plain loop reads of one hook: an event's run array (hk__state.runs) mirrors its list in
+/* What the fast loop reads of one hook: an event's run array (hk__state.runs) mirrors its list in
    run order, one entry per hook, and ends with an entry whose fn is NULL. event and id sit as
    hk_ctx's event and self do, so that the loop sets both with one copy. */
 struct hk__entry {
@@ -846,7 +846,7 @@ typedef char hk__evself_check[(offsetof(hk_ctx, self) == offsetof(hk_ctx, event)
                                offsetof(hk__entry, id) == offsetof(hk__entry, event) + sizeof(int)) ? 1 : -1];
 
 /* reg->hk__busy: the number of dispatches in progress, plus HK__DIRTY while a change made during one
-   waits for the rebuild. One word, so that the plain loop tests both with one decrement at its end. */
+   waits for the rebuild. One word, so that the fast loop tests both with one decrement at its end. */
 #define HK__DIRTY 0x40000000u
 static int hk__depth(const hk_registry *reg) { return (int)(reg->hk__busy & (HK__DIRTY - 1)); }
 
@@ -1109,22 +1109,25 @@ static unsigned char hk__hook_flags(const hk__state *s, const hk__hook *h) {
   return (unsigned char)((h->owner->has_filter ? HK__F_FILTER : 0) | (s->trace ? HK__F_TRACE : 0));
 }
 
-/* Event e's list changed (no dispatch runs): copy it into the run array, arm the site, and give
-   the event the plain loop when none of its hooks needs the slow path (a filter, the trace). */
+static hk_signal hk__filtered(hk_ctx *ctx, void *user);
+
+/* Event e's list changed (no dispatch runs): copy it into the run array (a hook with a filter as
+   hk__filtered, which checks the filter first), arm the site, and give the event the fast loop
+   unless the trace is on. */
 static void hk__sync(hk_registry *reg, int e) {
   hk__state *s = reg->hk__s;
-  int i, n = s->n_list[e], plain = n > 0 && s->trace == HK_TRACE_OFF;
+  int i, n = s->n_list[e];
   hk__entry *run = s->runs[e];
   for (i = 0; i < n; i++) {
-    const hk__hook *h = s->lists[e][i];
-    run[i].fn = h->fn;
-    run[i].user = h->user;
+    hk__hook *h = s->lists[e][i];
+    int filtered = (h->flags & HK__F_FILTER) != 0;
+    run[i].fn = filtered ? hk__filtered : h->fn;
+    run[i].user = filtered ? (void *)h : h->user;
     run[i].event = e;
     run[i].id = h->id;
-    if (h->flags) plain = 0;
   }
-  if (run) { run[n].fn = NULL; run[n].event = e; } /* the end entry names the event too (hk__plain_rest) */
-  reg->hk__plain[e] = plain ? run : NULL;
+  if (run) { run[n].fn = NULL; run[n].event = e; } /* the end entry names the event too (hk__fast_rest) */
+  reg->hk__fast[e] = n > 0 && s->trace == HK_TRACE_OFF ? run : NULL;
   reg->armed[e] = (unsigned char)(n > 0 || s->trace != HK_TRACE_OFF);
 }
 
@@ -1285,7 +1288,7 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   s = reg->hk__s;
   s->closing = 1; /* a destroy may hk_off another registration (it is freed in its turn), not add one */
   reg->hk__busy++;
-  for (i = 0; i < HK_MAX_EVENTS; i++) { s->n_list[i] = 0; reg->hk__plain[i] = NULL; } /* an event fired from a destroy runs no hook */
+  for (i = 0; i < HK_MAX_EVENTS; i++) { s->n_list[i] = 0; reg->hk__fast[i] = NULL; } /* an event fired from a destroy runs no hook */
   for (i = 0; i < s->n_regs; i++) {
     hk__reg *r = s->regs[i];
     stbds_shdel(s->names, r->name); /* the name map points at it: hk_find from a later destroy must not */
@@ -1580,24 +1583,35 @@ static int64_t hk__counter(const hk__hook *h, const hk_ctx *ctx) {
   }
 }
 
-/* The slow path of a hook whose flags are set: removed or disabled mid-dispatch, filtered, traced. */
-static HK__COLD int hk__admit(hk_registry *reg, hk__hook *h, hk_ctx *ctx) {
+/* Whether a hook with a filter (or rank_zero_only) runs this time; counts the call. */
+static int hk__pass(hk__hook *h, hk_ctx *ctx) {
   const hk_filter *f = &h->owner->opts.filter;
+  int64_t c;
+  if (h->owner->opts.rank_zero_only && ctx->rank != 0) return 0; /* not counted: other ranks never see it */
+  h->calls++;
+  c = hk__counter(h, ctx);
+  if (f->once_at && (h->fired || c != f->once_at)) return 0;
+  if (f->every && (c <= 0 || c % f->every != 0)) return 0;
+  if (c < f->from) return 0;
+  if (f->until && c >= f->until) return 0;
+  if (f->pred && !f->pred(ctx, f->pred_user)) return 0;
+  if (f->once_at) h->fired = 1;
+  return 1;
+}
+
+/* The general loop's slow path, for a hook whose flags are set: removed or disabled mid-dispatch,
+   filtered, traced. */
+static HK__NOINLINE int hk__admit(hk_registry *reg, hk__hook *h, hk_ctx *ctx) {
   if (h->flags & HK__F_OFF) return 0;
-  if (h->flags & HK__F_FILTER) {
-    int64_t c;
-    if (h->owner->opts.rank_zero_only && ctx->rank != 0) return 0; /* not counted: other ranks never see it */
-    h->calls++;
-    c = hk__counter(h, ctx);
-    if (f->once_at && (h->fired || c != f->once_at)) return 0;
-    if (f->every && (c <= 0 || c % f->every != 0)) return 0;
-    if (c < f->from) return 0;
-    if (f->until && c >= f->until) return 0;
-    if (f->pred && !f->pred(ctx, f->pred_user)) return 0;
-    if (f->once_at) h->fired = 1;
-  }
+  if ((h->flags & HK__F_FILTER) && !hk__pass(h, ctx)) return 0;
   if (h->flags & HK__F_TRACE) hk__trace_hook(reg, h);
   return 1;
+}
+
+/* A hook with a filter, as the fast loop calls it: its run entry points here, with the hook as user. */
+static hk_signal hk__filtered(hk_ctx *ctx, void *user) {
+  hk__hook *h = (hk__hook *)user;
+  return hk__pass(h, ctx) ? h->fn(ctx, h->user) : HK_CONTINUE;
 }
 
 /* "hook 'x'" for a function, "callback 'x'" for a callback; the tier only when it is not the default. */
@@ -1646,7 +1660,10 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
 /* The general loop: the hooks of `event` from index i on, with their flags (filters, trace, hooks
    flagged off mid-dispatch), out being the signal so far. The list and its length stay fixed while
    any dispatch runs: structural changes wait until the outermost dispatch returns. */
-static hk_signal hk__run(hk_registry *reg, int event, hk_ctx *ctx, int i, hk_signal out) {
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline))
+#endif
+static inline hk_signal hk__run(hk_registry *reg, int event, hk_ctx *ctx, int i, hk_signal out) {
   hk__hook **p = reg->hk__s->lists[event], **end;
   if (!p) return out;  /* no list yet: only the trace armed this event */
   for (end = p + reg->hk__s->n_list[event], p += i; p < end; p++) {
@@ -1669,9 +1686,8 @@ static void hk__failed_inside(hk_registry *reg, const hk_ctx *ctx, hk_handle sel
   s->inner_self = self;
 }
 
-/* Everything the plain loop leaves out: a NULL context, a bad event id, a dispatch fired from inside
-   a hook (the caller's ctx->event and ctx->self are put back afterwards), hooks with filters, the
-   trace. */
+/* Everything the fast loop leaves out: a NULL context, a bad event id, a dispatch fired from inside
+   a hook (the caller's ctx->event and ctx->self are put back afterwards), the trace. */
 static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, size_t id, hk_ctx *ctx) {
   hk__state *s = reg->hk__s;
   hk_ctx scratch;
@@ -1707,9 +1723,9 @@ static HK__COLD hk_signal hk__dispatch_full(hk_registry *reg, size_t id, hk_ctx 
   return out;
 }
 
-/* The plain loop's hook at p returned r: settle it, run the rest of the list in the general loop
+/* The fast loop's hook at p returned r: settle it, run the rest of the list in the general loop
    (an earlier hook may have flagged later ones off) and end the dispatch as hk__dispatch does. */
-static HK__COLD hk_signal hk__plain_rest(hk_signal r, hk_registry *reg, hk_ctx *ctx, const hk__entry *p) {
+static HK__COLD hk_signal hk__fast_rest(hk_signal r, hk_registry *reg, hk_ctx *ctx, const hk__entry *p) {
   hk__state *s = reg->hk__s;
   const hk__entry *end = p;
   int event, i;
@@ -1722,14 +1738,14 @@ static HK__COLD hk_signal hk__plain_rest(hk_signal r, hk_registry *reg, hk_ctx *
   return out;
 }
 
-/* The common case, a top-level dispatch of an event whose hooks are all plain (no filter, no trace;
-   hk__sync decides when the list changes), is this loop over the event's run array: per hook, the
-   store of ctx->self, the call and a test of its signal. A hook flagged off meanwhile has had its
-   entry unplugged (hk__skip), so the loop needs no per-hook flag; the first signal other than
-   HK_CONTINUE hands the rest of the dispatch to the general loop. Everything else goes to
-   hk__dispatch_full. */
+/* The common case, a top-level dispatch without the trace, is this loop over the event's run array
+   (hk__sync builds it when the list changes): per hook, one copy of ctx->event and ctx->self, the
+   call and a test of its signal. It needs no per-hook flag: a hook with a filter is entered through
+   hk__filtered, which checks the filter, and the entry of a hook removed or disabled meanwhile calls
+   hk__skip instead. The first signal other than HK_CONTINUE hands the rest of the dispatch to the
+   general loop (hk__fast_rest). A NULL context, nesting and the trace go to hk__dispatch_full. */
 HK__DEF HK__NOINLINE hk_signal hk__dispatch(hk_registry *reg, size_t event, hk_ctx *ctx) {
-  const hk__entry *p = reg->hk__plain[event];
+  const hk__entry *p = reg->hk__fast[event];
   if (HK__UNLIKELY(!p || !ctx || reg->hk__busy)) return hk__dispatch_full(reg, event, ctx);
   ctx->reg = reg;
   ctx->hk__seq++;
@@ -1738,7 +1754,7 @@ HK__DEF HK__NOINLINE hk_signal hk__dispatch(hk_registry *reg, size_t event, hk_c
     hk_signal r;
     memcpy((char *)ctx + offsetof(hk_ctx, event), &p->event, HK__EVSELF); /* ctx->event, ctx->self */
     r = p->fn(ctx, p->user);
-    if (HK__UNLIKELY(r != HK_CONTINUE)) return hk__plain_rest(r, reg, ctx, p);
+    if (HK__UNLIKELY(r != HK_CONTINUE)) return hk__fast_rest(r, reg, ctx, p);
     if (!(++p)->fn) break;
   }
   if (HK__UNLIKELY(--reg->hk__busy)) hk__rebuild(reg); /* a change waits */
