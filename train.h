@@ -1851,7 +1851,7 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
 
 /* zero_grad. A buffer far larger than the caches is zeroed by one memset per thread over its whole
    share: for a large size the C library writes without first reading the lines it overwrites (a
-   plain store costs 8 bytes of traffic for 4 written); measured (make bench-math, 16M floats) at 1.5x
+   plain store costs 8 bytes of traffic for 4 written); measured (make bench-math, 16M floats) at 2x
    the streaming stores this used before and 1.7x a memset per chunk. A small buffer is zeroed chunk
    by chunk, its zeros staying in cache for the backward pass that comes next. (Zero floats are zero
    bytes in IEEE 754, which train.h assumes throughout.) */

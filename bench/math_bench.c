@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < a.n; i++) a.v[i] *= a.v[i]; /* v >= 0, as AdamW keeps it */
     for (ti = 0; ti < 2; ti++) {
       double best[N_PASSES];
-      int k, pass, nr = rounds > 0 ? rounds : (si == 0 ? 60 : 12);
+      int k, pass, nr = rounds > 0 ? rounds : (si == 0 ? 60 : 30);
       for (pass = 0; pass < N_PASSES; pass++) best[pass] = 1e30;
       for (pass = 0; pass < N_PASSES; pass++) run_pass(pass, &a, threads[ti], 0); /* warm up, fault pages in */
       for (k = 1; k <= nr; k++)
@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
         if (si == 1 && ti == 0 && pass > P_READ && axpy < 0.9) {
           size_t len = strlen(below);
           worst_ok = 0;
-          snprintf(below + len, sizeof below - len, "%s%s %.2f", len ? ", " : "", labels[pass], axpy);
+          snprintf(below + len, sizeof below - len, "%s%s %.3f", len ? ", " : "", labels[pass], axpy);
         }
       }
     }
