@@ -42,6 +42,7 @@ include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
+include tests/run.mk
 include tests/log.mk
 include tests/mpi.mk
 include tests/cuda.mk

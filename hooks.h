@@ -60,7 +60,8 @@
      next   hk_stop_signals_install/_restore, hk_stop_requested, hk_stop_poll (Ctrl-C and SIGTERM in
             any loop; train.h's tr_fit uses them), HK_NO_SIGNALS; clean under gcc -Wc++-compat
      next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
-            hk_spec_applied;
+            hk_spec_applied; hk_reject and hk_reader.why (load_state says why it refuses a state; the
+            reason reaches hk_state_load's message);
      next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
             hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
             any thread count in train.h); hk_grad_norm_known;
@@ -395,7 +396,8 @@ typedef struct hk_opts {
 
 /* Bytes a callback writes its state into, and reads it back from. */
 typedef struct hk_bytes { unsigned char *data; size_t len, cap; int failed; } hk_bytes;
-typedef struct hk_reader { const unsigned char *data; size_t len, pos; } hk_reader;
+/* why: where load_state says why it refuses the bytes (hk_reject); hk_state_load puts it in its message */
+typedef struct hk_reader { const unsigned char *data; size_t len, pos; char why[200]; } hk_reader;
 
 /* A whole callback: optional functions for any built-in events, plus state and lifetime. */
 typedef struct hk_callback {
@@ -405,7 +407,8 @@ typedef struct hk_callback {
   HK_EVENTS(HK__X)
 #undef HK__X
   int (*save_state)(void *user, hk_bytes *out);   /* return 0 on success */
-  int (*load_state)(void *user, hk_reader *in);   /* return 0 on success; reject bad data */
+  int (*load_state)(void *user, hk_reader *in);   /* return 0 on success; reject bad data (hk_reject says why);
+                                                     on a rejection leave the callback as it was */
   void (*destroy)(void *user);                    /* called when unregistered or at hk_destroy */
 } hk_callback;
 
@@ -664,6 +667,13 @@ HOOKS_API void hk_trace(hk_registry *reg, hk_trace_mode mode, FILE *out); /* out
 HOOKS_API int hk_bytes_put(hk_bytes *b, const void *data, size_t n);  /* 0 ok, -1 on OOM */
 HOOKS_API void hk_bytes_free(hk_bytes *b);
 HOOKS_API int hk_read(hk_reader *r, void *dst, size_t n);             /* 0 ok, -1 if fewer than n left */
+/* In load_state: refuse the state and say why (which field, its value, the valid range); returns -1:
+   return hk_reject(in, "wait_count %lld is above 2^53", (long long)w); */
+HOOKS_API int hk_reject(hk_reader *r, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
 /* Calls sink(key, data, len, user) for every callback with save_state, in registration order. */
 typedef hk_err (*hk_state_sink)(const char *key, const void *data, size_t len, void *user);
 HOOKS_API hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user);
@@ -717,6 +727,11 @@ HOOKS_API hk_err hk_spec_apply(hk_registry *reg, const char *spec);
 /* The i-th spec string hk_spec_apply applied successfully on reg (a copy), in order; NULL past the
    end. Loggers record them with a run's hyperparameters. */
 HOOKS_API const char *hk_spec_applied(const hk_registry *reg, int i);
+/* The handle of the n-th live registration (from 0, in registration order) that specs made with the
+   factory named factory (NULL: any factory); 0 when there is none. So a spec-made callback is
+   reachable without knowing the name it chose:
+     tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0))->best_model_path */
+HOOKS_API hk_handle hk_spec_find(const hk_registry *reg, const char *factory, int n);
 /* Parse and check only (no factory is called). */
 HOOKS_API hk_err hk_spec_check(hk_registry *reg, const char *spec);
 HOOKS_API int64_t hk_arg_int(const hk_args *a, const char *key);
@@ -877,6 +892,7 @@ struct hk__reg {
   int dead;              /* removed: 1 (may still be listed, flagged off), 2 (unlisted, hk__reap frees it) */
   int is_callback;
   hk_callback cb;
+  char factory[64];      /* the factory of the spec that made it ("" when not made by a spec) */
   hk__hook *hooks;       /* one per event this registration listens to */
   int n_hooks;
 };
@@ -931,6 +947,7 @@ typedef struct hk__state {
   uint64_t inner_seq;
   int inner_depth;
   hk_handle inner_self;
+  const char *making;    /* hk_spec_apply: the factory running now (its registrations remember it) */
   void *attached;        /* hk_attach: the layer above's object, freed after every callback */
   void (*attached_free)(void *p);
 } hk__state;
@@ -1395,6 +1412,7 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
   r->has_filter = o.filter.every || o.filter.once_at || o.filter.from || o.filter.until || o.filter.pred || o.rank_zero_only;
   r->id = s->next_id++;
   r->seq = s->next_seq++;
+  if (s->making) snprintf(r->factory, sizeof r->factory, "%s", s->making);
   r->enabled = !o.disabled;
   if (cb) { r->is_callback = 1; r->cb = *cb; r->cb.name = r->name; } /* the caller's name may be gone */
   r->n_hooks = n;
@@ -2100,6 +2118,15 @@ HK__DEF int hk_read(hk_reader *r, void *dst, size_t n) {
   return 0;
 }
 
+HK__DEF int hk_reject(hk_reader *r, const char *fmt, ...) {
+  va_list ap;
+  if (!r || !fmt) return -1;
+  va_start(ap, fmt);
+  vsnprintf(r->why, sizeof r->why, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
 HK__DEF hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user) {
   hk__state *s;
   int i;
@@ -2138,8 +2165,12 @@ HK__DEF hk_err hk_state_load(hk_registry *reg, const char *key, const void *data
   rd.data = (const unsigned char *)data;
   rd.len = len;
   rd.pos = 0;
-  if (r->cb.load_state(r->cb.user, &rd) != 0)
-    return hk__fail_with(reg->hk__s, HK_ERR_STATE, "callback '%s' rejected its saved state (%lu bytes)", key, (unsigned long)len);
+  rd.why[0] = 0;
+  if (r->cb.load_state(r->cb.user, &rd) != 0) {
+    rd.why[sizeof rd.why - 1] = 0;
+    return hk__fail_with(reg->hk__s, HK_ERR_STATE, "callback '%s' rejected its saved state (%lu bytes)%s%s", key,
+                         (unsigned long)len, rd.why[0] ? ": " : "", rd.why);
+  }
   return HK_OK;
 }
 
@@ -2210,10 +2241,11 @@ HK__DEF hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n) 
   for (j = 0; j < n_order && !err; j++) {
     i = order[j];
     if ((err = hk_state_load(reg, blobs[i].key, blobs[i].data, blobs[i].len)) != HK_OK) {
+      char why[sizeof s->err];
+      memcpy(why, s->err, sizeof why); /* hk_state_load's message, with the callback's reason */
       blobs[i].result = err;
       for (k = 0; k < j; k++) (void)hk_state_load(reg, blobs[order[k]].key, before[order[k]].data, before[order[k]].len);
-      hk__fail_with(s, err, "callback '%s' rejected its saved state (%lu bytes); the callbacks loaded before it were restored",
-                    blobs[i].key, (unsigned long)blobs[i].len);
+      hk__fail_with(s, err, "%s; the callbacks loaded before it were restored", why);
     }
   }
   for (i = 0; i < n; i++) hk_bytes_free(&before[i]);
@@ -2611,6 +2643,19 @@ HK__DEF hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param
   return HK_OK;
 }
 
+HK__DEF hk_handle hk_spec_find(const hk_registry *reg, const char *factory, int n) {
+  const hk__state *s;
+  int i;
+  if (!reg || n < 0) return 0;
+  s = reg->hk__s;
+  for (i = 0; i < s->n_regs; i++) {
+    const hk__reg *r = s->regs[i];
+    if (!r || r->dead || !r->factory[0] || (factory && strcmp(r->factory, factory))) continue;
+    if (n-- == 0) return r->id;
+  }
+  return 0;
+}
+
 HK__DEF hk_err hk_spec_check(hk_registry *reg, const char *spec) {
   hk__parser ps;
   hk_err err;
@@ -2635,7 +2680,10 @@ HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
   for (i = 0; i < ps.n_items && !err; i++) {
     hk__item *it = &ps.items[i];
     s->err[0] = 0;
-    if ((err = it->make(reg, &it->args, it->user)) != HK_OK) {
+    s->making = it->args.factory;
+    err = it->make(reg, &it->args, it->user);
+    s->making = NULL;
+    if (err != HK_OK) {
       char why[512];
       size_t line, col;
       snprintf(why, sizeof why, "%s", s->err);

@@ -130,6 +130,32 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   run layer in a loop of your own: a second tr_run_batch_end after a validation honours what it
+            asked for at that step; the loop's hparams keep their values in hparams.yaml; loggers follow
+            tr_run_desc.version; gradient_monitor's log_frequency defaults to the run's log_every_n_steps;
+            the bar's final line in a pipe; warnings at tr_run_start for checks or saves at
+            on_train_epoch_end in a loop without epochs, and model_checkpoint's for ctx.stage unset;
+            tr_run_load reads a checkpoint of a registry without stateful callbacks (it refused it);
+            the bar's rate and ETA after a resume count the steps run since
+     next   TRAIN_MPI: ranks that differ (model, run length, the function called, a resume) fail every rank
+            with the values per rank instead of hanging; out-of-step ranks are found at the next vote;
+            tr_desc.mpi_timeout bounds the wait at tr_init and at each run's start
+     next   every stateful callback range-checks its loaded state and says why it refuses one (hk_reject);
+            accumulation_scheduler's scheduling grammar is strict ("{0: 2" and "{0:2 1:3}" are refused)
+     next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
+            files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
+            writes a file of its own when the step saved no top-k file; filename last with save_last and
+            filename "" refused; step/time saves wait for a validation at the same step; a missing metric
+            warns until the fit's first validation; kth with save_top_k -1, no best_k_models without a
+            monitor, one entry per file (Lightning); setup checks at on_fit_start (directory, val/
+            monitor without validation data); nan_guard(action=stop) skips the bad step; a successful
+            run clears the message of a refused call
+     next   the run layer (tr_run_*: tr_run_setup, _start, _batch_end, _epoch_end, _log, _finish, _save,
+            _load, _dir, tr_print): every battery works in a loop of your own; constructors of callbacks
+            and loggers take an hk_registry * (was tr_trainer *), their errors in hk_last_error(reg);
+            tr_stop_allowed takes the context; records carry only metrics set since the last record;
+            loggers flush when the registry is destroyed; spec-made loggers use the run's directory;
+            callbacks reading host tensors refuse a device model when the fit starts (was: when made)
      next   Ctrl-C/SIGTERM through hooks.h's hk_stop_signals_install (same behaviour; a signal the
             process ignores stays ignored); clean under gcc -Wc++-compat
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
@@ -481,7 +507,11 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        while (ctx.global_step < 5000) {
            ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
            unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
-           if (next & TR_RUN_VALIDATE) ... validation events, then tr_run_log(reg, &ctx, "val") ...
+           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
+               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
+               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
+           }
+           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
            if (next & TR_RUN_STOP) break;
        }
        tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
@@ -578,7 +608,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
    TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. */
+   run returns TR_RUN_STOP and tr_run_finish reports it. It leaves flow's signals to the loop
+   (hk_flow_clear). Call it again after a validation run at this step (the loop's own cadence or
+   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
+   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
+   another step), as in train.h's trainer. */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs). */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
@@ -589,7 +623,8 @@ TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage)
 /* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
    on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
    and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error). Safe to call once per start. */
+   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
+   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL. Safe to call once per start. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
 /* Why the run failed ("" when it did not). */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
@@ -635,6 +670,11 @@ typedef struct tr_desc {
   /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
      with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
   int threads;
+  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
+     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
+     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
+     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
+  double mpi_timeout;
 } tr_desc;
 
 /* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
@@ -728,6 +768,7 @@ typedef struct tr_trainer {
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
+  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -737,7 +778,8 @@ TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
 
 /* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
    state and the tensor views (all allocation happens here, none in the step loop). On error the
-   trainer is left freed (tr_free is harmless) and tr_error(t) says why. */
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
+   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
 TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
 TRAIN_API void   tr_free(tr_trainer *t);
 
@@ -781,6 +823,8 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
 
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
 
@@ -813,22 +857,30 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API (and tr_stop_allowed).
+   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
    Each has
-     - a constructor taking a zero-initialised desc (sokol style) that registers one hk_callback on
-       t->reg and hands back its handle (out may be NULL); bad parameters are refused before anything
-       is registered, with TR_ERR_INVALID and a message (tr_error) naming the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init registers them on the trainer's
-       registry, so  hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=3)")  works; a
-       registry of your own gets them from tr_add_factories(reg) (a bad parameter: HK_ERR_INVALID and
-       hk_last_error naming it);
-     - its state in checkpoints (the callback's name is its state key), so a resumed run decides
-       exactly as the uninterrupted one;
+     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
+       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
+       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
+       the parameter and what is valid;
+     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
+       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
+       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
+       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
+     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
+       in a loop of your own, so a resumed run decides exactly as the uninterrupted one; a loaded
+       state is range-checked as tr_load checks the LOOP counters (counters in 0..2^53,
+       early_stopping's patience in 0..INT_MAX, timer's elapsed times finite in 0..2^53 s, lr_finder's
+       suggestion finite and > 0 or NaN, nan_guard's skipped <= found, ema's n_averaged matching its
+       average), so nothing overflows when it counts on or prints; an out-of-range state is refused
+       (hk_reject: the message names the field, its value and the range) and the callback keeps the
+       state it had;
      - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
-   also work in a hand-written loop that fires the events each one lists and honours them; the
-   trainer-specific parts (Lightning's defaults that read the fit's config) fall back to documented
-   defaults there.
+   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
+   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
+   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
+   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
+   tr_run_batch_end and tr_run_finish fire or honour the rest.
    Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
    TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
    ================================================================================================= */
@@ -852,12 +904,16 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
    (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
    wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
+   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
+   counts worse values as improvements); values are compared in double (Lightning: in the metric's
+   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
    Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
    every check, so a metric that improves meanwhile keeps training going (state.held says so).
    Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
    (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour. */
+   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
+   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
+   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end). */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -906,43 +962,66 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
    file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file), and only files it wrote
-   itself (never the checkpoint the fit resumed from).
+   (the new one is safely on disk: train.h renames a synced temporary file), never the checkpoint the
+   fit resumed from, and only files it writes: inside dirpath (not below it), named by its filename
+   template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
+   Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
+   removed: it says "not removing" and leaves the file.
    Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
    on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
    global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
-   check, outside a fit, or twice at one global step. A step or time save whose monitored metric does
-   not exist yet waits for the next on_validation_end.
+   check, outside a fit, or twice at one global step. A step or time save waits for the next
+   on_validation_end when a validation runs right after it at the same step (val_every_n_steps, or
+   the epoch's validation after its last batch: train.h only), so it is ranked and named on that
+   validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
+   its monitored metric does not exist yet.
+   A monitored metric missing at any other save point: before the fit's first validation a warning
+   (once) and no top-k file (last is still written); after one, the run fails naming it (Lightning).
+   At on_fit_start (before training) it fails when the monitor is a "val/..." metric and the run never
+   validates (tr_run_desc.validation TR_NO; train.h: no validation data), or when dirpath cannot be
+   created or written (rank 0 checks).
    Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
-   better than the k-th); -1 keeps all; TR_ZERO none (only last). Without a monitor only -1 (keep
-   every save) and 1 (keep the latest) are allowed. NaN is never best: it counts as the worst value,
-   so it is evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as
-   +-inf and may call it best).
+   better than the k-th); -1 keeps all (the k-th is then the worst kept, as Lightning); TR_ZERO none
+   (only last). One entry per file: a fixed name saved again takes its new value. Without a monitor
+   only -1 (keep every save) and 1 (keep the latest) are allowed; best_model_path is the newest file
+   and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
+   evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
+   may call it best). Values are compared in double (Lightning: in the metric's float32).
    File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
    global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
    [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
    "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
-   behind empty), and the template itself may not contain '/' (put directories in dirpath). A name
-   that exists already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
-   (enable_version_counter), except the file being replaced.
-   save_last: at each save point also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it
-   did not write); TR_SAVE_LAST_LINK makes it a relative symlink to the newest file this callback
-   saved (a copy where symlinks fail; a real save when save_top_k is TR_ZERO); at on_train_end it is
-   written if no checkpoint was saved at the final step.
-   Hand-written loop: fire on_train_epoch_end / on_validation_end / on_train_batch_end (stage
-   HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving at
-   each ctx->checkpoint_paths[i] and firing on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
+   behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
+   empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
+   already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
+   (enable_version_counter), except the file being replaced; without a monitor, keep-all versions a
+   repeated name too (Lightning overwrites it). A name another hook queued at this save point (a
+   second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
+   version even without the counter.
+   save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
+   stale) also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it did not write);
+   TR_SAVE_LAST_LINK makes it a relative symlink to the file saved at this same step (a copy where
+   symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
+   latest state; at on_train_end it is written if no checkpoint was saved at the final step.
+   Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
+   (stage HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end /
+   tr_run_epoch_end, which save through tr_run_desc.save_model with the callbacks' state (tr_run_save,
+   a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
+   HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
+   path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
+   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
+   (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
+   tr_run_desc.epochs is TR_NO (at on_fit_start). */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 typedef struct tr_model_checkpoint_desc {
   const char *dirpath;          /* NULL = "checkpoints"; created (with parents) when missing */
-  const char *filename;         /* template without ".ckpt"; NULL = "{epoch}-{step}" */
+  const char *filename;         /* template without ".ckpt" (not ""); NULL = "{epoch}-{step}" */
   const char *monitor;          /* NULL: no metric; every save is the newest */
   tr_mode mode;                 /* 0 = min */
   int save_top_k;               /* 0 = 1; -1 = keep all; TR_ZERO = none */
   tr_save_last save_last;       /* 0 = no */
-  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps */
+  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps (any int64 > 0) */
   int64_t every_n_epochs;       /* > 0: save every n epochs; TR_ZERO: never by epoch */
   double train_time_interval;   /* > 0: save when this many seconds passed since the last check */
   int save_on_train_epoch_end;  /* epoch saves: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
@@ -957,13 +1036,13 @@ typedef struct tr_model_checkpoint_desc {
 typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only best_model_path when
                                               the checkpoint's dirpath differs, as Lightning) */
   const char *dirpath;
-  const char *best_model_path;  /* "" until a save */
+  const char *best_model_path;  /* "" until a save; without a monitor the newest file */
   double best_model_score;      /* NaN until a save with a monitored value */
-  const char *kth_best_model_path; /* the worst kept file once k are kept ("" before) */
+  const char *kth_best_model_path; /* the worst kept file once k are kept (-1: always; "" before, or no monitor) */
   double kth_value;
   const char *last_model_path;  /* save_last's file ("" until written) */
   double current_score;         /* the value at the newest save */
-  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved */
+  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved (0 without a monitor) */
   const char *const *best_k_paths;
   const double *best_k_scores;
   int64_t last_global_step_saved; /* -1 = none */
@@ -1016,9 +1095,10 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    when someone asks (a logger), so a step costs nothing; interval epoch: set at each
    on_train_epoch_start to that epoch's learning rate. Default interval: the schedule's (epoch when
    tr_sched.per_epoch, else step), as Lightning follows its scheduler's interval. Unlike Lightning it
-   needs no logger: the metrics map is where loggers read it. Hand-written loop: fire on_train_start
-   (and on_train_epoch_start for epoch) with ctx->lr set; give .name (no optimizer is known there)
-   and momentum / weight decay are not published. */
+   needs no logger: the metrics map is where loggers read it. The optimizer's name, momentum and
+   weight decay come from the run (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets
+   them); without an optimizer name the metric is "lr" and momentum / weight decay are not published.
+   Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 typedef struct tr_lr_monitor_desc {
   int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
@@ -1048,7 +1128,8 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
-   and global_step = steps taken before this one. */
+   and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -1058,7 +1139,8 @@ typedef struct tr_histogram {
   int64_t step;                 /* ctx->global_step + 1: the step these gradients are for */
 } tr_histogram;
 typedef struct tr_gradient_monitor_desc {
-  int64_t log_frequency;        /* every n-th optimizer step; 0 = 50 (Lightning's log_every_n_steps) */
+  int64_t log_frequency;        /* every n-th optimizer step; 0 = the run's log_every_n_steps (tr_config's,
+                                   tr_run_desc's; 50 when it has none), so each training record has them */
   int per_tensor;               /* default yes: one norm per tensor */
   int histogram_bins;           /* > 0: a histogram with this many bins; 0 = none */
   const char *percentiles;      /* e.g. "10,50,90" (each in [0, 100]); NULL = none */
@@ -1085,11 +1167,14 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
    shared with clipping and monitors); only when it is not finite does it scan for the first tensor
    and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
    what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
-   warns; TR_NAN_STOP stops training gracefully (HK_STOP). With train.h, set
+   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
+   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
+   from that batch's on_train_batch_end. With train.h, set
    tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
    trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
-   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads; honour
-   HK_SKIP_STEP, HK_STOP and HK_FAIL. */
+   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
+   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
+   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 typedef struct tr_nan_guard_desc {
   int check_loss;               /* default yes */
@@ -1099,7 +1184,7 @@ typedef struct tr_nan_guard_desc {
 } tr_nan_guard_desc;
 typedef struct tr_nan_guard_state {
   int64_t found;                /* non-finite losses or gradients seen */
-  int64_t skipped;              /* steps it dropped */
+  int64_t skipped;              /* steps it dropped (action skip_step or stop) */
   const char *last;             /* what it found last, e.g. "gradient of 'w1'[17] is nan at step 40" ("" before) */
 } tr_nan_guard_state;
 TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out);
@@ -1181,7 +1266,8 @@ TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc 
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
 
 /* ---- accumulation_scheduler (Lightning's GradientAccumulationScheduler) --------------------------
-   scheduling "{0: 4, 5: 2}" (braces optional, epochs 0-based and increasing, factors >= 1): from
+   scheduling "{0: 4, 5: 2}" (epoch: factor pairs separated by commas, braces both or neither, epochs
+   0-based and increasing, factors >= 1; anything else, "{0: 2" or "{0:2 1:3}", is refused): from
    epoch 0 accumulate 4 micro-batches per step, from epoch 5 on 2; an epoch before the first key gets
    1 (Lightning adds {0: 1}). Set through tr_set_accumulation at on_train_start (a resumed run gets
    its epoch's factor) and at every on_train_epoch_start. A fit whose tr_config.accumulate_grad_batches
@@ -1223,8 +1309,12 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
    Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
    disk) is reported once, with the path and the system's reason, and that logger stops writing;
    training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL).
-   Hand-written loop: fill a tr_log_record and call tr_log_emit(reg, &ctx, &record); fire the
-   stage events the progress bar lists. The loggers need nothing else.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record). Records are
+   flushed at teardown (tr_run_finish fires it) and, in any case, when the registry is destroyed.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_METRICS
 #  define TR_LOG_MAX_METRICS 64     /* metrics in one record; more are refused (tr_log_set) */
@@ -1286,10 +1376,10 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
    one version directory. The directory is made at the logger's first write (setup of the first run
    on rank 0); the configuration (hparams) is written then. */
 typedef struct tr_logger_desc {
-  const char *save_dir;         /* NULL = "runs" */
-  const char *name;             /* NULL = "lightning_logs"; "" = versions directly in save_dir */
-  const char *version;          /* NULL or "" = the next free version_N; else this directory name
-                                   (its old metrics file is replaced, as Lightning) */
+  const char *save_dir;         /* NULL = the run's (tr_run_desc.save_dir, "runs" by default) */
+  const char *name;             /* NULL = the run's ("lightning_logs"); "" = versions directly in save_dir */
+  const char *version;          /* NULL = the run's (tr_run_desc.version); "" = the next free version_N;
+                                   else this directory name (its old metrics file is replaced, as Lightning) */
   int flush_every;              /* > 0: write after this many records. 0 (default): write once a
                                    second at most (the first record at once), and at the end of every
                                    run. Lines are written whole: a process killed with -9 loses at
@@ -1340,15 +1430,17 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch, the postfix the last training record's train/loss (as loss)
-   and the last validation record's metrics. A validation bar ("Validation", "Sanity Checking",
-   "Testing") runs on the line below during evaluation.
+   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
+   the postfix the last training record's train/loss (as loss) and the last validation record's
+   metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
+   during evaluation.
    On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
    epoch included (Lightning redraws at every epoch's end; with a fast model that is hundreds of
    redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
    it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code - one at the end of every training
-   epoch, validation and test, and one at most every line_seconds in between. Events it uses:
+   epoch, validation and test, one at most every line_seconds in between, and the final state at the
+   end of training when no line showed it (a loop without epochs). Events it uses:
    on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
    on_sanity_check_start/end, on_train_end, on_log, teardown. */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
@@ -1378,6 +1470,7 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
 
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1450,6 +1543,7 @@ typedef struct tr__run_priv {
   int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
   const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
   int (*set_accumulation)(void *trainer, int factor); /* the trainer's tr_set_accumulation */
+  int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
   int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
   int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
   struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
@@ -1462,12 +1556,20 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
                                   int *no_default);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
+static int tr__val_follows(const void *trainer, int64_t step, int stepped);
 static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
-/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
-static tr_err  tr__dist_init(tr_trainer *t);
+/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process.
+   tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
+   (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed);
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed);
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed);
+static void    tr__dist_check_resumed(tr_trainer *t);
 static void    tr__dist_free(tr_trainer *t);
-static void    tr__dist_agree(tr_trainer *t);
+static void    tr__dist_agree_at(tr_trainer *t, int site);
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
 static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
 static int     tr__dist_empty(const tr_trainer *t, int64_t n);
@@ -2285,16 +2387,17 @@ TRAIN_API void tr_free(tr_trainer *t) {
   t->tr__own_reg = 0;
 }
 
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
   int i, j, n;
-  tr_err e;
-  if (!t) return TR_ERR_INVALID;
   memset(t, 0, sizeof *t);
   t->running = HK_STAGE_NONE;
   t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
   if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
   t->tr__log = d->log;
   t->model = d->model;
   m = &t->model;
@@ -2378,6 +2481,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
   t->tr__run->tr__p->hparams = tr__hparams;
   t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
+  t->tr__run->tr__p->val_follows = tr__val_follows;
 
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
@@ -2404,13 +2508,22 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
-  if ((e = tr__dist_init(t)) != TR_OK) { /* the MPI strategy (TRAIN_MPI, several processes) */
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
     char why[sizeof t->error];
     memcpy(why, t->error, sizeof why);
     tr_free(t);
     return tr__fail(t, e, "%s", why);
   }
-  return TR_OK;
+  return e;
 }
 
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
@@ -2804,6 +2917,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
     t->ctx.stage = stage;
     tr__fire(t, HK_TEARDOWN);
     e = TR_OK; /* teardown honours no signal */
+    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
   }
   t->running = HK_STAGE_NONE;
   t->tr__run->running = HK_STAGE_NONE;
@@ -2822,11 +2936,13 @@ static void tr__eval_body(tr_trainer *t, const void *arg) {
 }
 
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  tr_err err = TR_OK;
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, fn)) return TR_ERR_INVALID;
   if (!e->data || !e->data->count || !e->data->get == !e->data->next)
-    return tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
-  if (e->predict && !t->model.predict) return tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
   return tr__run(t, stage, tr__eval_body, e);
 }
 
@@ -2855,6 +2971,16 @@ static int tr__stopping(const tr_trainer *t) {
 
 
 static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
+/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
+   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
+   due now on that validation's value.) */
+static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
+  const tr_trainer *t = (const tr_trainer *)trainer;
+  const tr_config *c = t->tr__cfg;
+  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
+  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
   if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
@@ -3073,8 +3199,15 @@ static void tr__ready_to_train(tr_trainer *t) {
     return;
   }
   if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
-    hk_reader rd = { t->tr__data_state.data, t->tr__data_state.len, 0 };
-    if (d->load_state(d->user, &rd)) tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)", t->tr__data_state.len);
+    hk_reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.data = t->tr__data_state.data;
+    rd.len = t->tr__data_state.len;
+    if (d->load_state(d->user, &rd)) {
+      rd.why[sizeof rd.why - 1] = 0;
+      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
+               rd.why[0] ? ": " : "", rd.why);
+    }
   }
 }
 
@@ -3100,6 +3233,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   (void)arg;
   if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
   tr__ready_to_train(t);
+  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
   tr__dist_agree(t);
   tr__sanity_check(t);
@@ -3139,7 +3273,9 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
+  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
+  e = tr__resolve(t, cfg, &c);
+  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
   t->ctx.epoch = t->epoch;
@@ -3544,13 +3680,14 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   else {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    if (!tr__dev_to_host(t)) tr__dist_save_file(t, path); /* CUDA: from host mirrors; rank 0 writes (the only
-                                                           writer), then every rank goes on */
-    tr__dev_unswap(t);
-    if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
-    tr__dist_agree(t);
-    t->ctx.path = NULL;
+    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
   }
+  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
+  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dev_unswap(t);
+  if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
   e = t->tr__err;
   t->tr__saving = 0;
   if (t->running != HK_STAGE_NONE) {
@@ -4158,6 +4295,28 @@ static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 w
   *out = s;
   return 0;
 }
+/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
+   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+static int tr__get_version(hk_reader *r, uint64_t want) {
+  uint64_t v;
+  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
+  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
+  return 0;
+}
+static int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
+  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
+  return 0;
+}
+static int tr__get_text(hk_reader *r, const char *what, char **out) {
+  *out = NULL;
+  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
+  return 0;
+}
+static int tr__get_end(hk_reader *r) {
+  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
+  return 0;
+}
 
 /* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
 typedef struct tr__why { char msg[512]; } tr__why;
@@ -4198,10 +4357,21 @@ static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
-static int tr__file_exists(const char *path) {
+/* lstat where the headers declare it (they do wherever O_NOFOLLOW is defined: POSIX.1-2008, which
+   strict -std=c99 builds do not ask for), else stat: a symlink then looks like what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) {
+#  ifdef O_NOFOLLOW
+  return lstat(path, st);
+#  else
+  return stat(path, st);
+#  endif
+}
+#endif
+static int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
 #ifdef TR__POSIX
   struct stat st;
-  return stat(path, &st) == 0;
+  return tr__lstat(path, &st) == 0;
 #else
   FILE *f = fopen(path, "rb");
   if (f) fclose(f);
@@ -4250,6 +4420,7 @@ static void tr__run_free(void *p) {
   int i;
   if (!run) return;
   q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
   while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   free(q->resume);
@@ -4684,7 +4855,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
   if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
   slen = tr__get(t, 8);
-  if (slen < 48 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
+  /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
+  if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
   if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
@@ -4902,16 +5074,21 @@ static void tr__es_destroy(void *user) {
   free(s);
 }
 
+/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
+   act only in a fit): say so, once per callback. */
+static void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
+  if (ctx->stage != HK_STAGE_NONE || *warned) return;
+  *warned = 1;
+  tr__run_say(run, ctx, who, "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
+              "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
+}
+
 static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   tr_stop_reason why = TR_STOP_NOT_STOPPED;
   char msg[400];
   double cur;
-  if (ctx->stage == HK_STAGE_NONE && !s->warned_stage) { /* a hand-written loop that forgot to say it is fitting */
-    s->warned_stage = 1;
-    tr__run_say(run, ctx, "early_stopping", "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
-                "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
-  }
+  tr__warn_stage(run, ctx, "early_stopping", &s->warned_stage);
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE; /* not in the sanity check, not outside a fit */
   s->checks++;
   if (!hk_metric_get(ctx, s->monitor, &cur)) {
@@ -4975,6 +5152,12 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
+  if (s->run && s->run->desc.epochs == TR_NO && tr__at_epoch_end(s->run, s->at_epoch_flag) && !s->warned_never) {
+    s->warned_never = 1; /* known now: say it before the run, not after it */
+    tr__run_say(s->run, ctx, "early_stopping", "checks '%s' at on_train_epoch_end, which this loop never fires "
+                "(tr_run_desc.epochs = TR_NO): it would never stop training; set check_on_train_epoch_end=false "
+                "to check at on_validation_end", s->monitor);
+  }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
       return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
@@ -5020,17 +5203,22 @@ static int tr__es_save(void *user, hk_bytes *out) {
 }
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  uint64_t version;
-  int64_t wait, stopped, patience, reason, held;
-  double best;
+  int64_t wait = 0, stopped = 0, patience = 0, reason = 0, held = 0; /* (set on every path used; gcc cannot tell) */
+  double best = 0;
   char *msg = NULL;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &wait) || tr__get_i64(in, &stopped) ||
-      tr__get_f64(in, &best) || tr__get_i64(in, &patience) || tr__get_i64(in, &reason) || tr__get_str(in, &msg) ||
-      tr__get_i64(in, &held) || in->pos != in->len || wait < 0 || stopped < 0 || patience < 0 || reason < 0 ||
-      reason >= TR_STOP_REASON_COUNT || (held != 0 && held != 1)) {
-    free(msg);
+  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
     return -1;
-  }
+  if (tr__get_f64(in, &best)) return hk_reject(in, "truncated at best_score");
+  if (best != best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
+  if (tr__get_i64(in, &patience)) return hk_reject(in, "truncated at patience");
+  if (patience < 0 || patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
+    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)patience, INT_MAX);
+  if (tr__get_i64(in, &reason)) return hk_reject(in, "truncated at stopping_reason");
+  if (reason < 0 || reason >= TR_STOP_REASON_COUNT)
+    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)reason, TR_STOP_REASON_COUNT - 1);
+  if (tr__get_text(in, "the stopping message", &msg)) return -1;
+  if (tr__get_i64(in, &held) || (held != 0 && held != 1)) { free(msg); return hk_reject(in, "held is truncated or not 0 or 1"); }
+  if (tr__get_end(in)) { free(msg); return -1; }
   s->pub.wait_count = wait;
   s->pub.stopped_epoch = stopped;
   s->pub.best_score = best;
@@ -5118,7 +5306,12 @@ typedef struct tr__mc {
   double (*clock)(void *);
   void *clock_user;
   double last_time_checked;
-  int deferred;                 /* a step/time save waits for the monitored metric */
+  int deferred;                 /* a step/time save waits for the next on_validation_end */
+  int64_t prev_step;            /* global_step at the previous on_train_batch_end: did this batch step? */
+  int val_ran, warned;          /* this fit: a validation has run; the missing-metric warning was given */
+  int *pat;                     /* the names it makes, as a pattern (tr__glob) */
+  size_t npat;
+  int warned_stage;             /* said once that ctx->stage is unset */
   /* best_k_models, in insertion order; a NaN value is kept as NaN and ranks as the worst */
   char **paths;
   double *scores;
@@ -5126,6 +5319,8 @@ typedef struct tr__mc {
   char *best, *kth, *last, *newest; /* pub's strings; newest: the newest file saved (save_last's link target) */
   /* requested, not yet on disk: the file, the one it replaces; the last file, the one it replaces */
   char *want, *evict, *want_last, *old_last;
+  char *spent;                  /* the last file just saved: ctx->path points at it while on_checkpoint_saved runs */
+  int64_t want_step, newest_step; /* the global_step `want` / `newest` hold (-1: not known) */
   int link_after_want;          /* make the last link once `want` is on disk */
   char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
 } tr__mc;
@@ -5150,6 +5345,7 @@ static void tr__mc_destroy(void *user) {
   free(s->dirpath); free(s->filename); free(s->monitor);
   free(s->best); free(s->kth); free(s->last); free(s->newest);
   free(s->want); free(s->evict); free(s->want_last); free(s->old_last);
+  free(s->pat); free(s->spent);
   free(s);
 }
 
@@ -5258,33 +5454,123 @@ static void tr__mc_render(tr__mc *s, hk_ctx *ctx, const char *tpl) {
   s->buf[len] = 0;
 }
 
-/* dirpath/<rendered>[-vN].ckpt, with a version while the name exists and is not `reuse`. */
-static char *tr__mc_path(tr__mc *s, const char *reuse) {
+/* A name another hook queued at this save point (ctx->checkpoint_paths) is taken although it is not
+   on disk yet: two model_checkpoints in one directory never claim one file. */
+static int tr__mc_queued(const hk_ctx *ctx, const char *path) {
+  int i;
+  for (i = 0; i < ctx->n_checkpoint_paths && i < HK_MAX_CHECKPOINT_PATHS; i++)
+    if (ctx->checkpoint_paths[i] && !strcmp(ctx->checkpoint_paths[i], path)) return 1;
+  return 0;
+}
+
+static int tr__mc_owned(const tr__mc *s, const char *path);
+/* dirpath/<rendered>[-vN].ckpt: a version while the name exists (and is not `reuse`, the file this
+   save replaces, when that is still a file of its own), or while another hook queued it at this save
+   point (even without the counter). */
+static char *tr__mc_path(tr__mc *s, const hk_ctx *ctx, const char *reuse) {
   size_t need = strlen(s->dirpath) + strlen(s->buf) + 32;
   char *path = (char *)malloc(need);
   int v;
   if (!path) return NULL;
   snprintf(path, need, "%s/%s.ckpt", s->dirpath, s->buf);
-  for (v = 1; s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path)) && v < 1000000; v++)
+  for (v = 1; v < 1000000; v++) {
+    if (!tr__mc_queued(ctx, path) &&
+        !(s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path) && tr__mc_owned(s, path) == 0)))
+      break;
     snprintf(path, need, "%s/%s-v%d.ckpt", s->dirpath, s->buf, v);
+  }
   return path;
+}
+
+/* -- which files are its own: the template with any text for each field -- */
+#define TR__GLOB_ONE (-1) /* any one character */
+#define TR__GLOB_ANY (-2) /* any run of characters */
+static int tr__glob(const int *p, size_t np, const char *s, size_t ns) { /* O(np * ns): one star to go back to */
+  size_t i = 0, j = 0, star = (size_t)-1, mark = 0;
+  while (j < ns) {
+    if (i < np && (p[i] == TR__GLOB_ONE || p[i] == (int)(unsigned char)s[j])) { i++; j++; }
+    else if (i < np && p[i] == TR__GLOB_ANY) { star = i++; mark = j; }
+    else if (star != (size_t)-1) { i = star + 1; j = ++mark; }
+    else return 0;
+  }
+  while (i < np && p[i] == TR__GLOB_ANY) i++;
+  return i == np;
+}
+/* The template as a pattern: its text, and per field "key=" (auto_insert_metric_name, '/' as '_') and
+   one or more characters (whatever the field renders to). NULL when out of memory. */
+static int *tr__mc_pattern(const char *tpl, int auto_insert, size_t *n) {
+  int *p = (int *)malloc((2 * strlen(tpl) + 2) * sizeof *p); /* "{k}" (k + 2 chars) gives k + 3 tokens */
+  size_t len = 0, j;
+  const char *q = tpl, *why = NULL;
+  if (!p) return NULL;
+  while (*q) {
+    tr__field f;
+    const char *next;
+    if (*q != '{') { p[len++] = (unsigned char)*q++; continue; }
+    if (!(next = tr__field_parse(q, &f, &why))) break; /* checked at construction */
+    for (j = 0; auto_insert && j < f.key_len; j++) p[len++] = f.key[j] == '/' ? '_' : (unsigned char)f.key[j];
+    if (auto_insert) p[len++] = '=';
+    p[len++] = TR__GLOB_ONE;
+    p[len++] = TR__GLOB_ANY;
+    q = next;
+  }
+  *n = len;
+  return p;
+}
+/* "-v<digits>" ends name[0..n): the length without it, else n */
+static size_t tr__strip_version(const char *name, size_t n) {
+  size_t d = n;
+  while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--;
+  return d < n && d >= 2 && name[d - 1] == 'v' && name[d - 2] == '-' ? d - 2 : n;
+}
+static int tr__is_last_name(const char *name, size_t n) { n = tr__strip_version(name, n); return n == 4 && !memcmp(name, "last", 4); }
+
+/* Is path a file this callback writes, that it may delete? Inside dirpath (no further directory), its
+   naming (the template or last, -vN, .ckpt), and a regular file (a symlink only as save_last's link).
+   0: yes; 1: not its name or place; 2: not a regular file; 3: not there. */
+static int tr__mc_owned(const tr__mc *s, const char *path) {
+  size_t d = strlen(s->dirpath), n;
+  const char *base = path + d + 1;
+  int last;
+  if (strncmp(path, s->dirpath, d) != 0 || path[d] != '/' || !*base || strchr(base, '/')) return 1;
+  n = strlen(base);
+  if (n <= 5 || strcmp(base + n - 5, ".ckpt") != 0) return 1;
+  n -= 5;
+  last = s->save_last != TR_SAVE_LAST_NO && tr__is_last_name(base, n);
+  if (!last && !(s->pat && (tr__glob(s->pat, s->npat, base, n) || tr__glob(s->pat, s->npat, base, tr__strip_version(base, n)))))
+    return 1;
+#ifdef TR__POSIX
+  {
+    struct stat st;
+    if (tr__lstat(path, &st) != 0) return 3;
+    if (S_ISREG(st.st_mode)) return 0;
+#  ifdef S_ISLNK
+    if (last && s->save_last == TR_SAVE_LAST_LINK && S_ISLNK(st.st_mode)) return 0;
+#  endif
+    return 2;
+  }
+#else
+  return tr__file_exists(path) ? 0 : 3;
+#endif
 }
 
 /* The value kept for ranking: NaN counts as the worst (Lightning: NaN -> +-inf). */
 static double tr__mc_rank(const tr__mc *s, double v) { return v != v ? tr__worst(s->mode) : v; }
 
-/* best = first best non-NaN (none: ""), kth = first worst once k are kept; Python's min/max order. */
+/* With a monitor: best = first best non-NaN (none: ""), kth = first worst once k are kept (with
+   save_top_k = -1 always: Lightning names the worst kept file); Python's min/max order. Without one,
+   best is the newest file (set by the save) and there is no k-th. */
 static void tr__mc_rerank(tr__mc *s) {
   int i, b = -1, k = -1;
+  if (!s->monitor) { tr__mc_sync(s); return; }
   for (i = 0; i < s->n; i++) {
     double v = s->scores[i];
     if (v == v && (b < 0 || tr__better(s->mode, v, s->scores[b]))) b = i;
     if (k < 0 || tr__better(s->mode, tr__mc_rank(s, s->scores[k]), tr__mc_rank(s, v))) k = i;
   }
-  if (!s->monitor) b = s->n - 1; /* no metric: the newest is the best */
   tr__set_str(&s->best, b >= 0 ? s->paths[b] : "");
-  s->pub.best_model_score = b >= 0 && s->monitor ? s->scores[b] : NAN;
-  if (s->top_k > 0 && s->n >= s->top_k && k >= 0) {
+  s->pub.best_model_score = b >= 0 ? s->scores[b] : NAN;
+  if (k >= 0 && (s->top_k < 0 || (s->top_k > 0 && s->n >= s->top_k))) {
     tr__set_str(&s->kth, s->paths[k]);
     s->pub.kth_value = tr__mc_rank(s, s->scores[k]);
   } else {
@@ -5294,7 +5580,17 @@ static void tr__mc_rerank(tr__mc *s) {
   tr__mc_sync(s);
 }
 
+/* Adds path (owned) with its score; a path already listed (a fixed name without the version counter)
+   keeps its place and takes the new score and string: one entry per file, as Lightning's dict. */
 static int tr__mc_push(tr__mc *s, char *path, double score) {
+  int i;
+  for (i = 0; i < s->n; i++)
+    if (!strcmp(s->paths[i], path)) {
+      free(s->paths[i]);
+      s->paths[i] = path;
+      s->scores[i] = score;
+      return 0;
+    }
   if (s->n == s->cap) {
     int cap = s->cap ? s->cap * 2 : 4;
     char **p = (char **)realloc(s->paths, (size_t)cap * sizeof *p);
@@ -5323,28 +5619,55 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
   return NULL;
 }
 
-/* Delete a file this callback wrote, unless it is `keep` or the checkpoint the fit resumed from. */
+/* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
+   or the checkpoint the fit resumed from. */
 static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
   tr_run *run = s->run;
+  int why;
   if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
   if (run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
-  if (remove(path) == 0 && s->verbose) tr__run_say(run, ctx, "model_checkpoint", "removed %s", path);
+  why = tr__mc_owned(s, path);
+  if (why == 1 || why == 2)
+    tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
+                "files are in its dirpath, named by its filename or last, ending in .ckpt)" : "not a regular file");
+  if (why == 0 && remove(path) == 0 && s->verbose) tr__run_say(run, ctx, "model_checkpoint", "removed %s", path);
 }
 
-/* save_last as a link: a relative symlink next to its target, made atomically; a copy where that fails. */
+/* save_last as a link: a relative symlink next to its target, made under a new name (no file is
+   replaced or followed) and renamed over link_path; a copy where that fails. */
 static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path) {
   const char *slash = strrchr(target, '/');
-  size_t n = strlen(link_path) + 16;
+  size_t n = strlen(link_path) + 64;
   char *tmp;
   int ok = 0;
   if (ctx->rank != 0) return 0; /* with several processes, rank 0 alone touches the files */
   if (!(tmp = (char *)malloc(n))) return -1;
-  snprintf(tmp, n, "%s.link.tmp", link_path);
-  remove(tmp);
 #ifdef TR__POSIX
-  ok = symlink(slash ? slash + 1 : target, tmp) == 0;
-#endif
-  if (!ok) { /* copy */
+  {
+    static unsigned counter;
+    int tries;
+    for (tries = 0; tries < 100 && !ok; tries++) { /* the name tr_save's stale-temporary sweep knows */
+      snprintf(tmp, n, "%s.tmp.%ld.l%u", link_path, (long)getpid(), counter++);
+      ok = symlink(slash ? slash + 1 : target, tmp) == 0;
+      if (!ok && errno != EEXIST) break;
+    }
+  }
+  if (!ok) { /* copy into a new temporary file */
+    FILE *in = fopen(target, "rb");
+    int fd = in ? tr__open_temp(link_path, tmp, n) : -1;
+    char block[1 << 14];
+    size_t got;
+    ok = in && fd >= 0;
+    while (ok && (got = fread(block, 1, sizeof block, in)) > 0) ok = write(fd, block, got) == (ssize_t)got;
+    if (in && ferror(in)) ok = 0;
+    if (in) fclose(in);
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (!ok && fd >= 0) remove(tmp);
+    if (fd < 0) tmp[0] = 0;
+  }
+#else
+  snprintf(tmp, n, "%s.link.tmp", link_path);
+  {
     FILE *in = fopen(target, "rb"), *o = in ? fopen(tmp, "wb") : NULL;
     char block[1 << 14];
     size_t got;
@@ -5353,9 +5676,10 @@ static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_p
     if (in && ferror(in)) ok = 0;
     if (in) fclose(in);
     if (o && fclose(o) != 0) ok = 0;
+    if (ok) remove(link_path); /* rename does not replace files everywhere */
   }
-  if (ok && rename(tmp, link_path) != 0) ok = 0;
-  if (!ok) remove(tmp);
+#endif
+  if (ok && rename(tmp, link_path) != 0) { ok = 0; remove(tmp); }
   free(tmp);
   return ok ? 0 : -1;
 }
@@ -5365,17 +5689,21 @@ static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
   return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
 }
 
-/* The last file at this save point: a link to the newest file, or a save of its own. */
+/* The last file at this save point: a link to the file saved at this very step, else a save of its
+   own (a link to an older file would not be the latest state). */
 static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   char *path;
+  int link;
   tr__mc_render(s, ctx, "last");
-  path = tr__mc_path(s, s->last);
+  path = tr__mc_path(s, ctx, s->last);
   if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
-  if (s->last && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
+  if (s->last && s->last[0] && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
   tr__set_str(&s->last, path);
   tr__mc_sync(s);
-  if (s->save_last == TR_SAVE_LAST_LINK && s->top_k != 0 && (s->want || (s->newest && s->newest[0]))) {
+  link = s->save_last == TR_SAVE_LAST_LINK &&
+         (s->want ? s->want_step == ctx->global_step : s->newest && s->newest[0] && s->newest_step == ctx->global_step);
+  if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
     if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
@@ -5388,44 +5716,65 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   return tr__mc_request(ctx, path);
 }
 
+/* The monitored metric is missing at a save point that is not waiting for a validation: before the
+   fit's first validation a warning (once) and no top-k file, after it a failure (Lightning's rule). */
+static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
+  if (s->val_ran) { *sig = tr__missing_metric(ctx, "model_checkpoint", s->monitor); return 1; }
+  if (!s->warned) {
+    s->warned = 1;
+    tr__run_say(s->run, ctx, "model_checkpoint", "the monitored metric '%s' is not set (at epoch %lld, step %lld); "
+                "no validation has run yet, so this save point keeps no top-k file (once one has, a missing metric fails "
+                "the run)", s->monitor, (long long)ctx->epoch, (long long)ctx->global_step);
+  }
+  return 0;
+}
+
 /* One save point: top-k, then last. */
 static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   tr_run *run = s->run;
   double cur = NAN;
   hk_signal sig = HK_CONTINUE;
-  int saved = 0;
-  if (ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
+  int saved = 0, have = 1;
+  if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  if (s->pub.last_global_step_saved == ctx->global_step) { if (!from_step) s->deferred = 0; return HK_CONTINUE; }
   if (s->monitor && !hk_metric_get(ctx, s->monitor, &cur)) {
     if (from_step) { s->deferred = 1; return HK_CONTINUE; } /* saved after the next validation */
-    return tr__missing_metric(ctx, "model_checkpoint", s->monitor);
+    if (tr__mc_missing(s, ctx, &sig)) return sig;
+    have = 0;
   }
   s->deferred = 0;
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-  if (s->top_k != 0) {
-    int k = s->top_k < 0 ? s->n + 1 : s->top_k, take;
-    if (!s->monitor) take = 1;
-    else if (s->top_k < 0 || s->n < s->top_k) take = 1;
-    else take = cur == cur && tr__better(s->mode, cur, s->pub.kth_value); /* strictly better than the k-th */
+  if (s->top_k != 0 && have) {
+    int k = s->top_k < 0 ? s->n + 1 : s->top_k;
+    int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
     if (take) {
-      char *evict = NULL, *path;
-      if (!s->monitor && s->top_k == 1 && s->n == 1) evict = tr__mc_pop(s, s->paths[0]);
-      else if (s->monitor && s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
+      char *evict = NULL, *path, *want;
+      if (!s->monitor) { /* the newest is the best; save_top_k 1 replaces the previous one */
+        if (s->top_k == 1 && s->best && s->best[0]) evict = tr__strdup(s->best);
+      } else if (s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
       tr__mc_render(s, ctx, s->filename);
-      path = tr__mc_path(s, evict);
-      if (!path || tr__mc_push(s, path, cur)) { free(path); free(evict); return hk_fail(ctx, "model_checkpoint: out of memory"); }
+      path = tr__mc_path(s, ctx, evict);
+      want = path ? tr__strdup(path) : NULL;
+      if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
+        free(want); free(path); free(evict);
+        return hk_fail(ctx, "model_checkpoint: out of memory");
+      }
+      if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
+      free(s->want);
+      s->want = want;
+      s->want_step = ctx->global_step;
       s->pub.current_score = cur;
       tr__mc_rerank(s);
       free(s->evict);
       s->evict = evict;
-      tr__set_str(&s->want, path);
       s->link_after_want = 0;
       if (s->verbose) {
         if (s->monitor) tr__run_say(run, ctx, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s",
-                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, path);
-        else tr__run_say(run, ctx, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, path);
+                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, want);
+        else tr__run_say(run, ctx, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, want);
       }
-      sig = tr__mc_request(ctx, path);
+      sig = tr__mc_request(ctx, s->want);
       saved = 1;
     } else if (s->verbose)
       tr__run_say(run, ctx, "model_checkpoint", "epoch %lld, step %lld: '%s' was not in top %d", (long long)ctx->epoch,
@@ -5436,36 +5785,78 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   return sig;
 }
 
+/* What can be checked before training is: a monitor of validation metrics in a fit without validation
+   data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  (void)ctx;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
+  if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
+    tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
+                "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
+                "or every_n_train_steps", (long long)s->every_epochs);
+  s->val_ran = s->warned = s->deferred = 0;
+  if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
+    return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
+                   "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
+  if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+#ifdef TR__POSIX
+  { /* a probe file, created exclusively and removed: what a save does first */
+    size_t n = strlen(s->dirpath) + 64;
+    char *probe = (char *)malloc(n);
+    int fd, err = 0;
+    if (!probe) return hk_fail(ctx, "model_checkpoint: out of memory");
+    snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) err = errno;
+    else { close(fd); (void)unlink(probe); }
+    free(probe);
+    if (err && err != EEXIST)
+      return hk_fail(ctx, "model_checkpoint: the directory '%s' is not writable: %s; checkpoints could not be saved there",
+                     s->dirpath, strerror(err));
+  }
+#endif
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  (void)ctx;
   s->last_time_checked = tr__clock(s->clock, s->clock_user);
+  s->prev_step = ctx->global_step;
   return HK_CONTINUE;
 }
 static int tr__mc_epoch_due(const tr__mc *s, const hk_ctx *ctx) { return s->every_epochs > 0 && (ctx->epoch + 1) % s->every_epochs == 0; }
+/* train.h validates right after this batch (at this step, or at the epoch's end): a step or time save
+   due now then waits for that validation's end, to be ranked on its value. (The trainer says; a
+   hand-written loop's saves are ranked on the metrics as they are.) */
+static int tr__mc_val_follows(const tr__mc *s, const hk_ctx *ctx, int stepped) {
+  const tr_run *run = s->run;
+  return run && run->trainer && run->tr__p->val_follows && run->tr__p->val_follows(run->trainer, ctx->global_step, stepped);
+}
 static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  int due = 0;
+  int due = 0, stepped = ctx->global_step != s->prev_step;
+  s->prev_step = ctx->global_step;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
   else if (s->every_seconds > 0) {
     double now = tr__clock(s->clock, s->clock_user);
     if (now - s->last_time_checked >= s->every_seconds) { due = 1; s->last_time_checked = now; }
   }
-  return due ? tr__mc_save(s, ctx, 1) : HK_CONTINUE;
+  if (!due || ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
+  if (tr__mc_val_follows(s, ctx, stepped)) { s->deferred = 1; return HK_CONTINUE; }
+  return tr__mc_save(s, ctx, 1);
 }
 static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   return s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
 }
 static hk_signal tr__mc_val_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  s->val_ran = 1;
   if (s->deferred) return tr__mc_save(s, ctx, 0);
   return !s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
 }
@@ -5487,6 +5878,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->evict = NULL;
     free(s->newest);
     s->newest = s->want;
+    s->newest_step = s->want_step;
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
@@ -5495,7 +5887,8 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last); free(s->old_last); s->old_last = NULL; }
-    free(s->want_last);
+    free(s->spent); /* not freed yet: the other hooks of this event still read ctx->path */
+    s->spent = s->want_last;
     s->want_last = NULL;
   }
   return HK_CONTINUE;
@@ -5526,14 +5919,20 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
   int64_t step;
   int ok = !tr__get_u64(in, &version) && version == 1 && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
            !tr__get_f64(in, &best_score) && !tr__get_str(in, &kth) && !tr__get_f64(in, &kth_value) &&
-           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) && step >= -1 &&
-           !tr__get_str(in, &newest) && !tr__get_u64(in, &n) && n <= (in->len - in->pos) / 12;
+           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) &&
+           !tr__get_str(in, &newest) && !tr__get_u64(in, &n);
+  if (!ok) hk_reject(in, "truncated, or a path longer than %d bytes or holding a NUL byte", TR__CB_MAX_STR);
+  else if (step < -1 || step > TR__MAX_COUNT) /* as the LOOP counters */
+    ok = hk_reject(in, "last_global_step_saved is %lld, outside -1..2^53", (long long)step) + 1;
+  else if (n > (in->len - in->pos) / 12 || n >= INT_MAX)
+    ok = hk_reject(in, "best_k_models has %llu entries, more than the %zu bytes left can hold", (unsigned long long)n, in->len - in->pos) + 1;
   if (ok) {
     paths = (char **)calloc((size_t)n + 1, sizeof *paths);
     scores = (double *)calloc((size_t)n + 1, sizeof *scores);
     ok = paths && scores;
     for (i = 0; ok && i < n; i++) ok = !tr__get_str(in, &paths[i]) && !tr__get_f64(in, &scores[i]);
-    ok = ok && in->pos == in->len;
+    if (!ok) hk_reject(in, "best_k_models is truncated, or holds a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
+    else if (tr__get_end(in)) ok = 0;
   }
   if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
     int k;
@@ -5545,6 +5944,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     free(s->kth); s->kth = kth; kth = NULL;
     free(s->last); s->last = last; last = NULL;
     free(s->newest); s->newest = newest; newest = NULL;
+    s->newest_step = -1; /* not known: save_last=link writes a file of its own until the next top-k file */
     s->pub.best_model_score = best_score;
     s->pub.kth_value = kth_value;
     s->pub.current_score = current;
@@ -5575,9 +5975,15 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
     return tr__bad(w, "model_checkpoint: save_top_k must be >= -1 (got %d): k best files, -1 = all, 0 = none", d->save_top_k);
   if (d->save_last < TR_SAVE_LAST_NO || d->save_last > TR_SAVE_LAST_LINK)
     return tr__bad(w, "model_checkpoint: save_last %d is not valid (no, yes or link)", (int)d->save_last);
-  if (d->every_n_train_steps < 0 || (d->every_n_epochs < 0 && d->every_n_epochs != TR_ZERO) ||
-      !(d->train_time_interval >= 0) || !hk_is_finite(d->train_time_interval))
-    return tr__bad(w, "model_checkpoint: every_n_train_steps, every_n_epochs and train_time_interval must be >= 0");
+  if (d->every_n_train_steps < 0)
+    return tr__bad(w, "model_checkpoint: every_n_train_steps=%lld is out of range: give 0 (no step saves) to %lld",
+                   (long long)d->every_n_train_steps, (long long)INT64_MAX);
+  if (d->every_n_epochs < 0 && d->every_n_epochs != TR_ZERO)
+    return tr__bad(w, "model_checkpoint: every_n_epochs=%lld is out of range: give 0 (no epoch saves) to %lld",
+                   (long long)d->every_n_epochs, (long long)INT64_MAX);
+  if (!(d->train_time_interval >= 0) || !hk_is_finite(d->train_time_interval))
+    return tr__bad(w, "model_checkpoint: train_time_interval=%g is out of range: give 0 (no timed saves) or a finite "
+                   "number of seconds", d->train_time_interval);
   triggers = (d->every_n_train_steps > 0) + (d->every_n_epochs > 0) + (d->train_time_interval > 0);
   if (triggers > 1)
     return tr__bad(w, "model_checkpoint: every_n_train_steps=%lld, every_n_epochs=%lld and train_time_interval=%g are "
@@ -5588,8 +5994,12 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   if (d->monitor && strlen(d->monitor) > 200) return tr__bad(w, "model_checkpoint: monitor is longer than 200 characters");
   if (d->dirpath && (!d->dirpath[0] || strlen(d->dirpath) > TR__CB_MAX_STR / 2))
     return tr__bad(w, "model_checkpoint: dirpath must be a non-empty path shorter than %d characters", TR__CB_MAX_STR / 2);
+  if (!tpl[0]) return tr__bad(w, "model_checkpoint: filename is empty; give a template such as {epoch}-{step} (NULL: that default)");
   if (strlen(tpl) > 1024) return tr__bad(w, "model_checkpoint: filename is longer than 1024 characters");
   if (tr__template_check(tpl, w)) return TR_ERR_INVALID;
+  if (d->save_last != TR_SAVE_LAST_NO && !strchr(tpl, '{') && tr__is_last_name(tpl, strlen(tpl)))
+    return tr__bad(w, "model_checkpoint: filename '%s' is save_last's name (last.ckpt, last-vN.ckpt): the top-k file and the "
+                   "last file would be one file; choose another filename", tpl);
   s = (tr__mc *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
@@ -5613,7 +6023,9 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->pub.current_score = NAN;
   s->pub.kth_value = tr__worst(s->mode);
   s->pub.last_global_step_saved = 0; /* Lightning: nothing is saved at step 0 */
-  if (!s->dirpath || !s->filename || (d->monitor && d->monitor[0] && !s->monitor)) {
+  s->want_step = s->newest_step = -1;
+  s->pat = tr__mc_pattern(tpl, s->auto_insert, &s->npat);
+  if (!s->dirpath || !s->filename || !s->pat || (d->monitor && d->monitor[0] && !s->monitor)) {
     tr__mc_destroy(s);
     return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   }
@@ -5699,9 +6111,12 @@ static hk_signal tr__timer_check(tr__timer *s, hk_ctx *ctx) {
   tr__timer_publish(s, ctx, TR_TIMER_TRAIN, now);
   if (ctx->stage != HK_STAGE_FIT || s->pub.duration <= 0 || s->pub.time_elapsed[TR_TIMER_TRAIN] < s->pub.duration) return HK_CONTINUE;
   if (s->verbose) {
-    long long e = (long long)s->pub.time_elapsed[TR_TIMER_TRAIN];
-    tr__run_say(s->run, ctx, "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
-               e / 3600, e / 60 % 60, e % 60);
+    double x = s->pub.time_elapsed[TR_TIMER_TRAIN];
+    long long e = x <= (double)TR__MAX_COUNT ? (long long)x : 0; /* a user clock may jump past what a cast can hold */
+    if (x <= (double)TR__MAX_COUNT)
+      tr__run_say(s->run, ctx, "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
+                  e / 3600, e / 60 % 60, e % 60);
+    else tr__run_say(s->run, ctx, "timer", "Time limit reached. Elapsed time is %g s. Signaling Trainer to stop.", x);
   }
   return HK_STOP;
 }
@@ -5735,12 +6150,14 @@ static int tr__timer_save(void *user, hk_bytes *out) {
 static int tr__timer_load(void *user, hk_reader *in) {
   tr__timer *s = (tr__timer *)user;
   double v[TR_TIMER_STAGE_COUNT], now = tr__clock(s->clock, s->clock_user);
-  uint64_t version;
   int k;
-  if (tr__get_u64(in, &version) || version != 1) return -1;
-  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++)
-    if (tr__get_f64(in, &v[k]) || !hk_is_finite(v[k]) || v[k] < 0) return -1;
-  if (in->pos != in->len) return -1;
+  if (tr__get_version(in, 1)) return -1;
+  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* 2^53 s (285 million years): whole seconds stay exact and fit a long long */
+    if (tr__get_f64(in, &v[k])) return hk_reject(in, "truncated at %s", tr__timer_metric[k]);
+    if (!hk_is_finite(v[k]) || v[k] < 0 || v[k] > (double)TR__MAX_COUNT)
+      return hk_reject(in, "%s is %g s, outside 0..2^53 s", tr__timer_metric[k], v[k]);
+  }
+  if (tr__get_end(in)) return -1;
   for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* a resumed run keeps counting from here */
     s->offset[k] = v[k];
     s->pub.time_elapsed[k] = v[k];
@@ -5952,7 +6369,10 @@ static void tr__gm_destroy(void *user) {
 
 /* Lightning's log_every_n_steps counting: the step being taken is the n-th, 2n-th, ... */
 static int tr__gm_due(const hk_ctx *ctx, void *user) {
-  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % ((const tr__gm *)user)->every == 0;
+  const tr__gm *s = (const tr__gm *)user;
+  int64_t n = s->every; /* 0: the run's logging cadence, asked now (the loop may set it after this was made) */
+  if (n == 0) n = s->run && s->run->desc.log_every_n_steps > 0 ? s->run->desc.log_every_n_steps : 50;
+  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % n == 0;
 }
 
 static int tr__gm_selected(const tr__gm *s, const char *name) {
@@ -6137,7 +6557,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   double pct[TR__GM_MAX_PCT];
   int n_pct = 0, j;
   if (!d) return tr__bad(w, "gradient_monitor: desc is NULL");
-  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = 50), got %lld", (long long)d->log_frequency);
+  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = the run's log_every_n_steps), got %lld", (long long)d->log_frequency);
   if (d->histogram_bins < 0 || d->histogram_bins > 100000) return tr__bad(w, "gradient_monitor: histogram_bins must be in 0..100000 (0 = no histogram), got %d", d->histogram_bins);
   if (!hk_is_finite(d->vanishing_threshold) || !hk_is_finite(d->exploding_threshold))
     return tr__bad(w, "gradient_monitor: vanishing_threshold and exploding_threshold must be finite (negative = off)");
@@ -6147,7 +6567,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   s = (tr__gm *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "gradient_monitor: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
-  s->every = d->log_frequency ? d->log_frequency : 50;
+  s->every = d->log_frequency; /* 0: the run's log_every_n_steps (tr__gm_due) */
   s->per_tensor = tr__flag(d->per_tensor, 1);
   s->bins = d->histogram_bins;
   s->verbose = d->verbose;
@@ -6190,6 +6610,7 @@ typedef struct tr__ng {
   tr_nan_guard_state pub;
   tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   int check_loss, check_grads, verbose;
+  int stop_due;                 /* action stop: the step was skipped, HK_STOP at this batch's end */
   tr_nan_action action;
   char last[200];
 } tr__ng;
@@ -6206,10 +6627,18 @@ static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
   if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
   if (s->verbose)
-    tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "stopping training" : "step skipped");
-  if (s->action == TR_NAN_STOP) return HK_STOP;
+    tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "step skipped, stopping training" : "step skipped");
+  /* stop: the bad update is never applied either; one signal per event, so HK_STOP comes at the batch's end */
+  if (s->action == TR_NAN_STOP) s->stop_due = 1;
   s->pub.skipped++;
   return HK_SKIP_STEP;
+}
+static hk_signal tr__ng_batch_end(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  (void)ctx;
+  if (!s->stop_due) return HK_CONTINUE;
+  s->stop_due = 0;
+  return HK_STOP;
 }
 static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
@@ -6250,11 +6679,12 @@ static int tr__ng_save(void *user, hk_bytes *out) {
 }
 static int tr__ng_load(void *user, hk_reader *in) {
   tr__ng *s = (tr__ng *)user;
-  uint64_t version;
-  int64_t found, skipped;
+  int64_t found = 0, skipped = 0;
   char *last = NULL;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &found) || tr__get_i64(in, &skipped) || found < 0 ||
-      skipped < 0 || tr__get_str(in, &last) || in->pos != in->len) { free(last); return -1; }
+  if (tr__get_version(in, 1) || tr__get_count(in, "found", 0, &found) || tr__get_count(in, "skipped", 0, &skipped)) return -1;
+  if (skipped > found) return hk_reject(in, "skipped (%lld) is more than found (%lld)", (long long)skipped, (long long)found);
+  if (tr__get_text(in, "the last message", &last)) return -1;
+  if (tr__get_end(in)) { free(last); return -1; }
   s->pub.found = found;
   s->pub.skipped = skipped;
   snprintf(s->last, sizeof s->last, "%s", last);
@@ -6281,6 +6711,7 @@ static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handl
   cb.user = s;
   if (s->check_loss) cb.on_before_backward = tr__ng_loss;
   if (s->check_grads) cb.on_before_optimizer_step = tr__ng_grads;
+  if (s->action == TR_NAN_STOP) cb.on_train_batch_end = tr__ng_batch_end;
   cb.save_state = tr__ng_save;
   cb.load_state = tr__ng_load;
   cb.destroy = tr__ng_destroy;
@@ -6410,14 +6841,20 @@ static int tr__ema_save(void *user, hk_bytes *out) {
 }
 static int tr__ema_load(void *user, hk_reader *in) {
   tr__ema *s = (tr__ema *)user;
-  uint64_t version, n;
-  int64_t averaged;
+  uint64_t n = 0;
+  int64_t averaged = 0;
   float *buf = NULL;
   size_t i;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &averaged) || averaged < 0 || tr__get_u64(in, &n)) return -1;
-  if ((averaged > 0) != (n > 0) || n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4) return -1;
-  if (s->swapped || (s->avg && n && n != s->count)) return -1;
-  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return -1;
+  if (tr__get_version(in, 1) || tr__get_count(in, "n_averaged", 0, &averaged)) return -1;
+  if (tr__get_u64(in, &n)) return hk_reject(in, "truncated at the average's size");
+  if ((averaged > 0) != (n > 0))
+    return hk_reject(in, "n_averaged is %lld but the average holds %llu values (both zero or both not)", (long long)averaged, (unsigned long long)n);
+  if (n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4)
+    return hk_reject(in, "the average should hold %llu values, and %zu bytes follow", (unsigned long long)n, in->len - in->pos);
+  if (s->swapped) return hk_reject(in, "the average is swapped into the model (inside a validation): load it outside one");
+  if (s->avg && n && n != s->count)
+    return hk_reject(in, "the average holds %llu values, this model %zu (a checkpoint of another model?)", (unsigned long long)n, s->count);
+  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return hk_reject(in, "out of memory for %llu values", (unsigned long long)n);
   for (i = 0; i < n; i++) {
     unsigned char x[4];
     uint32_t u;
@@ -6609,10 +7046,14 @@ static int tr__lrf_save(void *user, hk_bytes *out) {
 }
 static int tr__lrf_load(void *user, hk_reader *in) {
   tr__lrf *s = (tr__lrf *)user;
-  uint64_t version, done;
-  double v;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_u64(in, &done) || done > 1 || tr__get_f64(in, &v) || in->pos != in->len) return -1;
-  if (hk_is_finite(v) && v <= 0) return -1;
+  uint64_t done = 0;
+  double v = 0;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
   s->pub.done = (int)done;
   s->pub.suggestion = v;
   s->pub.suggestion_index = -1;
@@ -6751,35 +7192,61 @@ typedef struct tr__as {
 } tr__as;
 static void tr__as_destroy(void *user) { free(user); }
 
-/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w */
+/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w. The grammar is strict:
+   [ "{" ] entry { "," entry } [ "," ] [ "}" ], braces both or neither, spaces anywhere between tokens;
+   entry = epoch ":" factor (decimal digits). "{0: 2" and "{0:2 1:3}" are refused, not guessed at. */
 static int tr__as_parse(tr__as *s, const char *text, tr__why *w) {
+  static const char *const form = "valid: a schedule like \"{0: 4, 5: 2}\" (epoch: factor pairs separated by commas, "
+                                  "epochs 0-based and increasing, factors >= 1, braces optional)";
   const char *p = text;
-  static const char *const form = "a schedule like \"{0: 4, 5: 2}\" (epoch: factor, epochs 0-based and increasing, factors >= 1)";
-  while (*p == ' ') p++;
-  if (*p == '{') p++;
+  int braced;
+#define TR__AS_BAD(...) do { char what_[200]; snprintf(what_, sizeof what_, __VA_ARGS__); \
+    return tr__bad(w, "accumulation_scheduler: scheduling '%s': %s; %s", text, what_, form), -1; } while (0)
+#define TR__AS_SPACE() while (*p == ' ' || *p == '\t') p++
+  TR__AS_SPACE();
+  braced = *p == '{';
+  if (braced) p++;
   for (;;) {
-    char *end;
-    long long e, f;
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == '}' || !*p) break;
-    e = strtoll(p, &end, 10);
-    if (end == p || e < 0 || e > ((int64_t)1 << 40)) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    p = end;
-    while (*p == ' ') p++;
-    if (*p++ != ':') return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    f = strtoll(p, &end, 10);
-    if (end == p) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    if (f < 1 || f > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", e, f), -1;
-    if (s->n && e <= s->epochs[s->n - 1])
-      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", e, (long long)s->epochs[s->n - 1], text), -1;
+    long long v[2];
+    int k;
+    TR__AS_SPACE();
+    if (braced && *p == '}' && s->n > 0) break; /* "{0: 2,}" as a Python dict allows */
+    for (k = 0; k < 2; k++) {
+      const char *at;
+      v[k] = 0;
+      if (k) { TR__AS_SPACE(); }
+      at = p;
+      if (*p < '0' || *p > '9') {
+        if (!*p) TR__AS_BAD("it ends where %s was expected", k ? "a factor" : "an epoch");
+        TR__AS_BAD("'%c' at position %d where %s was expected", *p, (int)(p - text), k ? "a factor" : "an epoch");
+      }
+      while (*p >= '0' && *p <= '9') {
+        if (v[k] > 10000000000000LL) TR__AS_BAD("the number at position %d is too large", (int)(at - text));
+        v[k] = v[k] * 10 + (*p++ - '0');
+      }
+      TR__AS_SPACE();
+      if (!k && *p++ != ':') TR__AS_BAD("epoch %lld is not followed by ':'", v[0]);
+    }
+    if (v[0] > ((int64_t)1 << 40)) TR__AS_BAD("epoch %lld is too large (at most 2^40)", v[0]);
+    if (v[1] < 1 || v[1] > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", v[0], v[1]), -1;
+    if (s->n && v[0] <= s->epochs[s->n - 1])
+      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", v[0], (long long)s->epochs[s->n - 1], text), -1;
     if (s->n == TR__AS_MAX) return tr__bad(w, "accumulation_scheduler: at most %d entries", TR__AS_MAX), -1;
-    s->epochs[s->n] = e;
-    s->factors[s->n++] = (int)f;
-    p = end;
+    s->epochs[s->n] = v[0];
+    s->factors[s->n++] = (int)v[1];
+    if (*p == ',') { p++; continue; }
+    if (braced && *p == '}') break;
+    if (!*p && !braced) return 0;
+    if (!*p) TR__AS_BAD("the closing '}' is missing");
+    if (*p >= '0' && *p <= '9') TR__AS_BAD("a ',' is missing before position %d", (int)(p - text));
+    TR__AS_BAD("'%c' at position %d where ','%s was expected", *p, (int)(p - text), braced ? " or '}'" : "");
   }
-  while (*p == '}' || *p == ' ') p++;
-  if (*p || s->n == 0) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+  p++; /* the '}' */
+  TR__AS_SPACE();
+  if (*p) TR__AS_BAD("'%c' at position %d after the closing '}'", *p, (int)(p - text));
   return 0;
+#undef TR__AS_BAD
+#undef TR__AS_SPACE
 }
 static int tr__as_factor(const tr__as *s, int64_t epoch) {
   int i, f = 1; /* before the first key: 1 (Lightning adds {0: 1}) */
@@ -7083,7 +7550,9 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
 #define TR__MAX_HPARAMS 40
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
-static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(((const tr__hparam *)a)->key, ((const tr__hparam *)b)->key); }
+/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
+static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
+static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(tr__hparam_key((const tr__hparam *)a), tr__hparam_key((const tr__hparam *)b)); }
 static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
   h[*n].key = key;
@@ -7130,7 +7599,7 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
    (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
 static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
   const char *p;
-  int n = 0;
+  int i, n = 0;
   if (!run) return 0;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
@@ -7145,7 +7614,7 @@ static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
     if (klen && klen < sizeof h[n].keybuf) {
       memcpy(h[n].keybuf, p, klen);
       h[n].keybuf[klen] = 0;
-      h[n].key = h[n].keybuf;
+      h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
       n++;
@@ -7153,6 +7622,7 @@ static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
     p += len;
   }
   qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
   return n;
 }
 
@@ -7287,8 +7757,8 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   vsnprintf(s->err, sizeof s->err, fmt, ap);
   va_end(ap);
   s->pub.error = s->err;
-  if (s->fail_on_error) return hk_fail(ctx, "%s logger: %s", who, s->err);
-  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more (training goes on)", s->err);
+  if (s->fail_on_error && ctx) return hk_fail(ctx, "%s logger: %s", who, s->err);
+  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more%s", s->err, ctx ? " (training goes on)" : "");
   return HK_CONTINUE;
 }
 
@@ -7539,9 +8009,10 @@ static int tr__write_file(const char *path, const void *data, size_t n) { /* 0 o
 #endif
 }
 
-/* A logger's save_dir and name: its own desc's, else the run's, else Lightning's defaults. */
+/* A logger's save_dir, name and version: its own desc's, else the run's, else Lightning's defaults. */
 static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir ? s->save_dir : tr__run_str(s->run, TR__RUN_SAVE_DIR, "runs"); }
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
+static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
@@ -7574,7 +8045,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), s->version, why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
     return tr__logger_broke(s, ctx, "%s", why);
   s->pub.dir = s->dir;
   if (s->kind == TR__LOG_PLOT) {
@@ -7926,10 +8397,12 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   return err;
 }
 
+static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx);
 static void tr__logger_destroy(void *user) {
   tr__logger *s = (tr__logger *)user;
   int i;
   if (!s) return;
+  (void)tr__logger_flush(s, NULL); /* a loop that never fired teardown still gets every record on disk */
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
 #endif
@@ -8040,12 +8513,13 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
                             : snprintf(b, cap, "%02lld:%02lld", t / 60, t % 60));
 }
 
-TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
-                               const char *postfix, int width, int ascii) {
+/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial */
+static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
+                             double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
                                          "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
   char el[24], rem[24], rate[32], left[96], right[400];
-  double r = elapsed > 0 ? (double)n / elapsed : 0;
+  double r = elapsed > 0 ? (double)(n - initial) / elapsed : 0;
   int nl, nr, cells, full, k, units;
   size_t len = 0;
   if (!buf || cap == 0) return 0;
@@ -8085,9 +8559,16 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
   return len;
 }
 
+TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
+                               const char *postfix, int width, int ascii) {
+  return tr__bar_format(buf, cap, desc, n, 0, total, elapsed, postfix, width, ascii);
+}
+
 typedef struct tr__bar_line {
   char desc[32];
   int64_t n, total;
+  int64_t drawn_n;           /* n when the line was last drawn (-1: not yet) */
+  int64_t initial;           /* n when the line started (a resumed run's steps before it): not in the rate */
   int64_t next_look;         /* the batch at which to read the clock again (tqdm's miniters) */
   double start, last;
   int live;
@@ -8127,9 +8608,10 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   size_t w;
   if (!l->live) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
-  tr_bar_format(line, sizeof line, l->desc, l->n, l->total, now - l->start, post,
+  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post,
                 b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
   l->last = b->last_draw = now;
+  l->drawn_n = l->n;
   if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
   w = tr__utf8_width(line);
   fprintf(b->out, "\r%s%*s", line, b->drawn_len > (int)w ? b->drawn_len - (int)w : 0, "");
@@ -8138,9 +8620,10 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
   snprintf(l->desc, sizeof l->desc, "%s", desc);
-  l->n = n;
+  l->n = l->initial = n;
   l->total = total;
   l->start = l->last = tr__wall();
+  l->drawn_n = -1;
   l->next_look = 0;
   l->live = 1;
 }
@@ -8183,7 +8666,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     tr__bar_draw(b, l, now);
   }
   { /* look again after about a quarter of the interval, at the rate seen so far (tqdm's dynamic miniters) */
-    double rate = now > l->start ? (double)l->n / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
+    double rate = now > l->start ? (double)(l->n - l->initial) / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
     l->next_look = l->n + (ahead >= 1 ? (ahead < 1e9 ? (int64_t)ahead : 1000000000) : 1);
   }
   return HK_CONTINUE;
@@ -8201,6 +8684,8 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); }
+  else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
+                                   state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   b->main.live = 0;
   b->drawn_len = 0;
   return HK_CONTINUE;
@@ -8428,8 +8913,12 @@ static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.auto_insert_metric_name = tr__bool_arg(a, "auto_insert_metric_name");
   d.enable_version_counter = tr__bool_arg(a, "enable_version_counter");
   d.verbose = hk_arg_bool(a, "verbose");
-  if (steps < 0 || steps > ((int64_t)1 << 53) || epochs > 1000000000 || epochs < -1000000000)
-    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps and every_n_epochs must be >= 0");
+  if (steps < 0)
+    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps=%lld is out of range: give 0 (no step "
+                        "saves) to %lld", (long long)steps, (long long)INT64_MAX);
+  if (epochs < 0) /* before the desc, where a negative number could read as TR_ZERO */
+    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_epochs=%lld is out of range: give 0 (no epoch "
+                        "saves) to %lld", (long long)epochs, (long long)INT64_MAX);
   return tr__factory_result(reg, tr__mc_make(reg, &d, NULL, &w), &w);
 }
 
@@ -8472,7 +8961,7 @@ static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 static const hk_param tr__gm_params[] = {
-  { "log_frequency", HK_PARAM_INT, "50", NULL, "every n-th optimizer step" },
+  { "log_frequency", HK_PARAM_INT, "0", NULL, "every n-th optimizer step (0: the run's log_every_n_steps)" },
   { "per_tensor", HK_PARAM_BOOL, "true", NULL, "one norm per tensor, grad_2.0_norm/<tensor>" },
   { "histogram_bins", HK_PARAM_INT, "0", NULL, "a histogram of the gradient values (0: none)" },
   { "percentiles", HK_PARAM_STRING, "", NULL, "percentiles of |g|, e.g. \"10,50,90\"" },
@@ -8488,7 +8977,7 @@ static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   int64_t f = hk_arg_int(a, "log_frequency"), bins = hk_arg_int(a, "histogram_bins");
   const char *pct = hk_arg_str(a, "percentiles"), *filter = hk_arg_str(a, "param_filter");
   memset(&d, 0, sizeof d);
-  if (f <= 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1, got %lld", (long long)f);
+  if (f < 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1 (0: the run's log_every_n_steps), got %lld", (long long)f);
   if (bins < 0 || bins > 100000) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: histogram_bins must be in 0..100000, got %lld", (long long)bins);
   d.log_frequency = f;
   d.per_tensor = tr__bool_arg(a, "per_tensor");
@@ -8600,9 +9089,9 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 #define TR__LOGGER_PARAMS \
-  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs" }, \
-  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none)" }, \
-  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
+  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (default: the run's, tr_run_desc)" }, \
+  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; default: the run's)" }, \
+  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N; default: the run's)" }, \
   { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
   { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
 static const hk_param tr__logger_params[] = { TR__LOGGER_PARAMS };
@@ -8615,9 +9104,10 @@ static const hk_param tr__plot_params[] = {
 static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
   int64_t fe = hk_arg_int(a, "flush_every");
   memset(d, 0, sizeof *d);
-  d->save_dir = hk_arg_str(a, "save_dir");
-  d->name = hk_arg_str(a, "name");
-  d->version = hk_arg_str(a, "version");
+  /* not given: the run's (tr_run_desc), so that every logger of a registry shares one directory */
+  d->save_dir = hk_arg_given(a, "save_dir") ? hk_arg_str(a, "save_dir") : NULL;
+  d->name = hk_arg_given(a, "name") ? hk_arg_str(a, "name") : NULL;
+  d->version = hk_arg_given(a, "version") ? hk_arg_str(a, "version") : NULL;
   if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
   d->flush_every = (int)fe;
   d->fail_on_error = tr__bool_arg(a, "fail_on_error");
@@ -8775,7 +9265,35 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
    rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
-   through on_exception, without a hang.
+   through on_exception, without a hang. Every vote also carries its agreement point's identity (its
+   line in train.h): ranks at different points (a tr_set_accumulation or a tr_save on one rank only)
+   all fail there with TR_ERR_COMM, "the ranks are out of step ... rank 0 at train.h:N, rank 1 at
+   train.h:M", and communicate no more until the next run's start, before a gradient sum could pair
+   with the wrong call. Two int64 more in the vote: nothing else on the step path.
+
+   START AGREEMENTS: what must be the same on every rank is compared before anything relies on it, by
+   an all-gather of a few numbers per rank; a difference fails every rank with one message naming it
+   and the values per rank ("max_epochs (rank 0: 3, rank 1: 1)"). tr_init: model.n_params, the
+   tensors' names, offsets and counts, model.on_device, the seed, the optimizer and schedule settings
+   (TR_ERR_INVALID). The start of tr_fit / tr_validate / tr_test / tr_predict: which function each
+   rank called, and for tr_fit the resolved max_epochs, max_steps, min_epochs, min_steps,
+   limit_train_batches, limit_val_batches, num_sanity_val_steps, val_every_n_steps,
+   val_every_n_epochs, accumulate_grad_batches, gradient clipping, whether val / save_to are set and
+   whether the data are iterators (TR_ERR_INVALID, before setup fires). After resume_from: the loop
+   counters (a resume on some ranks only fails every rank through on_exception). A rank whose own
+   tr_init, tr_fit or evaluation refuses its arguments takes part with its error, so the others fail
+   with "rank 1: tr_init: threads is -1 ..." instead of waiting.
+
+   A RANK THAT IS GONE: a rank that returns before a collective (an error of its own before tr_fit)
+   and calls MPI_Finalize leaves the others waiting, and Open MPI's MPI_Finalize then waits for them
+   too: the job hangs (a rank that exits without MPI_Finalize makes mpirun end the job). tr_init
+   (MPI_Comm_idup) and the start agreements therefore poll a nonblocking collective for at most
+   tr_desc.mpi_timeout seconds (default 1800, torch.distributed's; < 0 forever), then fail with
+   TR_ERR_COMM: "not every rank arrived within 1800 s". The pending collective cannot be cancelled,
+   so the trainer's MPI state is left to MPI (not freed) and the trainer communicates no more: end the
+   job (MPI_Abort). The collectives inside a run are not timed (no cost on the step path): a rank that
+   dies in a fit is ended by mpirun. Rule: every rank calls tr_init, tr_fit, tr_validate, tr_test,
+   tr_predict and tr_save alike, and on an error of its own calls MPI_Abort rather than returning alone.
 
    DATA: with random-access data (get) the trainer shards: the same shuffle on every rank, and local
    batch b of rank r is the data's batch b * W + r. Training takes floor(count / W) batches per rank
@@ -8809,9 +9327,13 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
    synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
    splits the batches differently (not bit-exact). */
 #ifdef TRAIN_MPI
+#ifdef TR__POSIX
+#  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
+#endif
 
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
 #define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
+#define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
 
 /* The vote of an agreement point: X(field, how two ranks' values combine into one). */
 #define TR__VOTE(X) \
@@ -8822,7 +9344,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
-  X(MOST,     a > b ? a : b)
+  X(MOST,     a > b ? a : b) \
+  X(SITE_LO,  a < b ? a : b)      /* which agreement point (its line): ranks that differ are out of step */ \
+  X(SITE_HI,  a > b ? a : b)
 enum {
 #define TR__X(name, op) TR__V_##name,
   TR__VOTE(TR__X)
@@ -8835,9 +9359,12 @@ typedef struct tr__dist {
   MPI_Datatype vote_type;   /* one vote: TR__V_COUNT int64 */
   MPI_Op vote_op;           /* tr__dist_combine */
   int rank, world;
+  int broken;               /* the ranks were out of step: no collective until the next run's start */
+  int dead;                 /* a start agreement timed out: no collective ever again (a rank is gone) */
   int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
+  int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
 #ifdef TRAIN_CUDA
   ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
 #endif
@@ -8870,14 +9397,139 @@ static tr_err tr__dist_fail(tr_trainer *t, int rc, const char *what) {
   return tr__fail(t, TR_ERR_COMM, "%s failed: %s", what, msg);
 }
 
-static tr_err tr__dist_init(tr_trainer *t) {
+/* Wait for a nonblocking collective of a start agreement, at most `limit` seconds (< 0: forever).
+   1 when it completed (rc its result), 0 when the time ran out (it stays pending: MPI cannot cancel a
+   collective, so the memory it writes to is never freed). The first millisecond polls, then 1 ms naps. */
+static int tr__dist_wait(MPI_Request *rq, double limit, int *rc) {
+  double start = MPI_Wtime(), now;
+  int done = 0;
+  for (;;) {
+    *rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS || done) return 1;
+    now = MPI_Wtime();
+    if (limit >= 0 && now - start > limit) return 0;
+#ifdef TR__POSIX
+    if (now - start > 1e-3) (void)poll(NULL, 0, 1);
+#endif
+  }
+}
+
+static const char *tr__dist_timeout_hint =
+  "a rank that returned or failed before this call (e.g. on an error of its own before tr_fit) leaves the "
+  "others waiting: every rank must call tr_init, tr_fit, tr_validate, tr_test and tr_predict alike; "
+  "tr_desc.mpi_timeout sets the limit. This trainer cannot communicate any more: end the job "
+  "(MPI_Abort(MPI_COMM_WORLD, 1))";
+
+/* "rank 0: 3, rank 1: 1" (a value per rank; beyond 8 ranks, each distinct value with its first ranks). */
+static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
+  size_t len = 0;
+  int r, k, shown = 0;
+#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
+#define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
+    else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
+    else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
+  out[0] = 0;
+  if (world <= 8) {
+    for (r = 0; r < world; r++) { TR__PUT("%srank %d: ", r ? ", " : "", r); TR__VAL(all[(size_t)r * TR__FACTS + at]); }
+    return;
+  }
+  for (r = 0; r < world && shown < 4; r++) { /* a value not seen on an earlier rank */
+    int64_t v = all[(size_t)r * TR__FACTS + at], count = 0, listed = 0;
+    for (k = 0; k < r && all[(size_t)k * TR__FACTS + at] != v; k++) {}
+    if (k < r) continue;
+    TR__PUT("%s", shown++ ? "; " : "");
+    TR__VAL(v);
+    TR__PUT(" on rank");
+    for (k = r; k < world; k++)
+      if (all[(size_t)k * TR__FACTS + at] == v && count++ < 3) TR__PUT("%s %d", listed++ ? "," : "", k);
+    if (count > 3) TR__PUT(" and %lld more", (long long)(count - 3));
+  }
+  if (shown == 4) TR__PUT("; ...");
+#undef TR__VAL
+#undef TR__PUT
+}
+
+/* One start agreement: every rank's facts (where it is, its own error, then n named facts) gathered,
+   with tr_desc.mpi_timeout. Then every rank knows the same: a rank's error is sent to every other
+   rank ("rank 1: ..."), and facts that differ between ranks are one error naming each with its values
+   per rank. Returns this rank's outcome (its own error first). */
+typedef struct tr__fact { const char *name; char kind; int64_t v; } tr__fact; /* kind: i int, b set, d double, x hash */
+static const char *const tr__dist_where[] = { "", "tr_init", "tr_fit", "tr_validate", "tr_test", "tr_predict", "tr_fit (after resuming)" };
+enum { TR__AT_INIT = 1, TR__AT_FIT, TR__AT_VALIDATE, TR__AT_TEST, TR__AT_PREDICT, TR__AT_RESUMED };
+
+static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err failed, const tr__fact *f, int n, const char *what) {
+  int64_t mine[TR__FACTS];
+  const int64_t *all = d->facts;
+  int r, i, rc, first = -1, differ = 0;
+  MPI_Request rq;
+  char vals[320];
+  size_t len;
+  if (d->dead)
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "%s: an earlier agreement between the ranks timed out, so this "
+                                      "trainer cannot communicate any more (end the job and start it again)", tr__dist_where[where]);
+  d->broken = 0; /* a new run: the ranks meet here again */
+  memset(mine, 0, sizeof mine);
+  mine[0] = where;
+  mine[1] = failed;
+  for (i = 0; i < n && !failed; i++) mine[2 + i] = f[i].v;
+  rc = MPI_Iallgather(mine, TR__FACTS, MPI_INT64_T, d->facts, TR__FACTS, MPI_INT64_T, d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) {
+    d->dead = 1;
+    if (failed) return failed;
+    return tr__fail(t, TR_ERR_COMM, "%s: not every rank arrived within %g s (%d ranks); %s", tr__dist_where[where],
+                    t->tr__mpi_timeout, d->world, tr__dist_timeout_hint);
+  }
+  if (rc != MPI_SUCCESS) { d->dead = 1; return failed ? failed : tr__dist_fail(t, rc, "MPI_Iallgather (start agreement)"); }
+  for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
+  if (r < d->world) { /* every rank can tell: nobody sends anything more */
+    if (failed) return failed;
+    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
+    for (r = 0; r < d->world && len < sizeof t->error; r++) {
+      int64_t w = all[(size_t)r * TR__FACTS];
+      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
+                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
+    }
+    t->tr__err = TR_ERR_INVALID;
+    return TR_ERR_INVALID;
+  }
+  for (r = 0; r < d->world && first < 0; r++) if (all[(size_t)r * TR__FACTS + 1]) first = r;
+  if (first >= 0) { /* the first failed rank tells every other rank why */
+    struct { char msg[sizeof t->error]; } why;
+    int64_t code = all[(size_t)first * TR__FACTS + 1];
+    memset(&why, 0, sizeof why);
+    if (d->rank == first) memcpy(why.msg, t->error, sizeof why.msg);
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first, d->comm);
+    if (failed) return failed;
+    if (rc != MPI_SUCCESS) return tr__dist_fail(t, rc, "MPI_Bcast (error message)");
+    why.msg[sizeof why.msg - 1] = 0;
+    return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
+  }
+  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
+  for (i = 0; i < n; i++) {
+    for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
+    if (r == d->world) continue;
+    tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
+    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
+    differ++;
+  }
+  if (!differ) { t->error[0] = 0; return TR_OK; }
+  t->tr__err = TR_ERR_INVALID;
+  return TR_ERR_INVALID;
+}
+
+static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
+
+static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
-  int init = 0, done = 0, world = 1, rank = 0, rc;
+  int init = 0, done = 0, world = 1, rank = 0, rc, i;
+  uint64_t layout = TR__FNV_START, optim = TR__FNV_START;
+  MPI_Request rq;
+  tr_err e;
   MPI_Initialized(&init);
   if (!init) {
     MPI_Finalized(&done);
-    if (done) return tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
-    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Init");
+    if (done) return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
+    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Init");
     if (!tr__dist_we_initialised) atexit(tr__dist_finalize);
     tr__dist_we_initialised = 1;
   }
@@ -8885,29 +9537,68 @@ static tr_err tr__dist_init(tr_trainer *t) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
-  if (world == 1) return TR_OK; /* one process: the plain trainer */
+  if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
-  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
-  d->rank = rank;
-  d->world = world;
-  d->sums = (double *)malloc((size_t)world * sizeof(double));
-  if (world >= 3) {
-    size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
-    d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+  if (d) {
+    d->rank = rank;
+    d->world = world;
+    d->sums = (double *)malloc((size_t)world * sizeof(double));
+    d->facts = (int64_t *)malloc((size_t)world * TR__FACTS * sizeof(int64_t));
+    if (world >= 3 && !failed) {
+      size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
+      d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+    }
   }
-  if (!d->sums || (world >= 3 && !d->gather)) {
-    free(d->sums); free(d->gather); free(d);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy's buffers");
+  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather)) { /* cannot take part: the others time out */
+    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d); }
+    return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
   }
-  if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
-    free(d->sums); free(d->gather); free(d);
-    return tr__dist_fail(t, rc, "tr_init: MPI_Comm_dup");
+  /* the trainer's own communicator, made without waiting forever for a rank that never comes */
+  rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) /* d stays allocated: MPI may still write it */
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
+                                      t->tr__mpi_timeout, world, tr__dist_timeout_hint);
+  if (rc != MPI_SUCCESS) {
+    free(d->sums); free(d->facts); free(d->gather); free(d);
+    return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
   }
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
   MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
   MPI_Type_commit(&d->vote_type);
   MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
   t->tr__dist = d;
+  /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
+     tensors' names, offsets and counts say what each float is (DDP checks the parameters' shapes). */
+  if (!failed) {
+    for (i = 0; i < t->model.n_tensors; i++) {
+      const tr_tensor *x = &t->model.tensors[i];
+      uint64_t at = x->offset, count = x->count;
+      layout = tr__dist_hash(layout, x->name, strlen(x->name) + 1);
+      layout = tr__dist_hash(layout, &at, sizeof at);
+      layout = tr__dist_hash(layout, &count, sizeof count);
+    }
+#define TR__H(field) optim = tr__dist_hash(optim, &(field), sizeof(field))
+    TR__H(t->optim.kind); TR__H(t->optim.lr); TR__H(t->optim.weight_decay); TR__H(t->optim.momentum);
+    TR__H(t->optim.dampening); TR__H(t->optim.nesterov); TR__H(t->optim.beta1); TR__H(t->optim.beta2); TR__H(t->optim.eps);
+    TR__H(t->sched.kind); TR__H(t->sched.warmup); TR__H(t->sched.step_size); TR__H(t->sched.total);
+    TR__H(t->sched.gamma); TR__H(t->sched.min_factor); TR__H(t->sched.per_epoch);
+#undef TR__H
+  }
+  {
+    tr__fact f[6];
+    f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
+    f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
+    f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
+    f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
+    f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
+    f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
+    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 6, "the model or its training settings (every rank needs the same)");
+  }
+  if (e) {
+    if (!d->dead) tr__dist_free(t);
+    else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
+    return e;
+  }
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
     ncclUniqueId id;
@@ -8926,10 +9617,69 @@ static tr_err tr__dist_init(tr_trainer *t) {
   return TR_OK;
 }
 
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
+  tr__fact f[16];
+  double clip = 0;
+  int n = 0;
+  if (!t->tr__dist) return failed;
+  if (!failed) clip = c->gradient_clip_val;
+#define TR__F(nm, k, val) do { f[n].name = (nm); f[n].kind = (k); f[n].v = failed ? 0 : (int64_t)(val); n++; } while (0)
+  TR__F("max_epochs", 'i', c->max_epochs);
+  TR__F("max_steps", 'i', c->max_steps);
+  TR__F("min_epochs", 'i', c->min_epochs);
+  TR__F("min_steps", 'i', c->min_steps);
+  TR__F("limit_train_batches", 'i', c->limit_train_batches);
+  TR__F("limit_val_batches", 'i', c->limit_val_batches);
+  TR__F("num_sanity_val_steps", 'i', c->num_sanity_val_steps);
+  TR__F("val_every_n_steps", 'i', c->val_every_n_steps);
+  TR__F("val_every_n_epochs", 'i', c->val_every_n_epochs);
+  TR__F("accumulate_grad_batches", 'i', c->accumulate_grad_batches);
+  TR__F("val", 'b', !failed && c->val != NULL);
+  TR__F("train.next (an iterator)", 'b', !failed && c->train && c->train->next != NULL);
+  TR__F("val.next (an iterator)", 'b', !failed && c->val && c->val->next != NULL);
+  TR__F("gradient_clip_algorithm", 'i', c->gradient_clip_algorithm);
+  f[n].name = "gradient_clip_val"; f[n].kind = 'd';
+  memcpy(&f[n].v, &clip, sizeof clip);
+  n++;
+  TR__F("save_to", 'b', !failed && c->save_to != NULL);
+#undef TR__F
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+}
+
+static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  tr__fact f[2];
+  int where = stage == HK_STAGE_TEST ? TR__AT_TEST : stage == HK_STAGE_PREDICT ? TR__AT_PREDICT : TR__AT_VALIDATE;
+  if (!t->tr__dist) return failed;
+  f[0].name = "limit_batches"; f[0].kind = 'i'; f[0].v = limit;
+  f[1].name = "data.next (an iterator)"; f[1].kind = 'b'; f[1].v = data && data->next != NULL;
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, where, failed, f, 2, "the run's arguments");
+}
+
+/* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
+   rank that failed (its load, say) is told to the others by the agreement that follows. */
+static void tr__dist_check_resumed(tr_trainer *t) {
+  tr__fact f[7];
+  tr_err e;
+  if (!t->tr__dist) return;
+  f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
+  f[1].name = "global_step"; f[1].kind = 'i'; f[1].v = t->global_step;
+  f[2].name = "epoch_batch"; f[2].kind = 'i'; f[2].v = t->epoch_batch;
+  f[3].name = "the accumulation window's position"; f[3].kind = 'i'; f[3].v = t->tr__accum_pos;
+  f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
+  f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
+  f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 7,
+                      "the counters they start from (every rank must resume from the same checkpoint, or none)");
+  if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
+}
+
 static void tr__dist_free(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int done = 0;
   if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
   MPI_Finalized(&done);
 #ifdef TRAIN_CUDA
   if (d->nccl) ncclCommDestroy(d->nccl);
@@ -8940,14 +9690,34 @@ static void tr__dist_free(tr_trainer *t) {
     MPI_Comm_free(&d->comm);
   }
   free(d->sums);
+  free(d->facts);
   free(d->gather);
   free(d);
-  t->tr__dist = NULL;
+}
+
+/* The ranks reached different agreement points (different paths through the loop): each learns where
+   the others are, then none communicates until the next run's start (they cannot meet again). */
+static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
+  int64_t mine = site;
+  int r, rc;
+  size_t len;
+  char msg[sizeof t->error];
+  d->broken = 1;
+  rc = MPI_Allgather(&mine, 1, MPI_INT64_T, d->facts, 1, MPI_INT64_T, d->comm);
+  len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                         "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                         "talking where they were:");
+  for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld", r ? "," : "", r, (long long)(d->facts[r] / 2));
+  if (t->tr__err) return; /* (its own error stays) */
+  tr__fail(t, TR_ERR_COMM, "%s", msg);
 }
 
 /* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
-   combined as the list says; the agreed values act on this rank at once. v gets the result. */
-static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v) {
+   combined as the list says; the agreed values act on this rank at once. v gets the result. `site`
+   names the agreement point: ranks at different points are out of step, found here before any other
+   collective can pair with the wrong one. */
+static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int64_t mine[TR__V_COUNT];
   int rc;
@@ -8958,8 +9728,11 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
+  mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
+  if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
+  if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
@@ -8977,9 +9750,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   }
 }
 
-static void tr__dist_agree(tr_trainer *t) {
+static void tr__dist_agree_at(tr_trainer *t, int site) {
   int64_t v[TR__V_COUNT];
-  if (t->tr__dist) tr__dist_vote(t, 0, 0, v);
+  if (t->tr__dist) tr__dist_vote(t, 0, 0, v, site);
 }
 
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int equal, const char *what) {
@@ -8987,7 +9760,7 @@ static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int
   int64_t v[TR__V_COUNT], mine = n;
   if (!d) return n;
   if (data->get) mine = equal ? n / d->world : (n > d->rank ? (n - d->rank + d->world - 1) / d->world : 0);
-  tr__dist_vote(t, 0, mine, v);
+  tr__dist_vote(t, 0, mine, v, 2 * __LINE__ + (equal ? 1 : 0)); /* training's count or an evaluation's */
   d->most = v[TR__V_MOST];
   if (equal && !t->tr__err && v[TR__V_LEAST] != v[TR__V_MOST])
     tr__fail(t, TR_ERR_MODEL, "%s data: the ranks have %lld to %lld batches per epoch; with several processes every "
@@ -9028,7 +9801,8 @@ static void tr__dist_grads(tr_trainer *t) {
   int64_t v[TR__V_COUNT];
   int rc;
   if (!d) return;
-  tr__dist_vote(t, t->tr__accum_n, 0, v);
+  tr__dist_vote(t, t->tr__accum_n, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return; /* (failed: the sum below is skipped on every rank alike) */
   t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
 #ifdef TRAIN_CUDA
@@ -9054,7 +9828,8 @@ static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
   double s = 0;
   int r, rc;
   if (!d) return;
-  tr__dist_vote(t, *counted, 0, v);
+  tr__dist_vote(t, *counted, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return;
   *counted = v[TR__V_SUM];
   rc = MPI_Allgather(sum, 1, MPI_DOUBLE, d->sums, 1, MPI_DOUBLE, d->comm);
   if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Allgather (evaluation loss)"); return; }
@@ -9066,7 +9841,7 @@ static void tr__dist_paths(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int32_t head[2] = { 0, 0 }; /* rank 0's count of paths (-1: one is too long) and default flag */
   int i, rc;
-  if (!d) return;
+  if (!d || d->broken || d->dead) return; /* (broken: the run has failed; nothing is saved) */
   if (d->rank == 0) {
     head[0] = t->ctx.n_checkpoint_paths < 0 || t->ctx.n_checkpoint_paths > HK_MAX_CHECKPOINT_PATHS ? 0 : t->ctx.n_checkpoint_paths;
     head[1] = t->ctx.checkpoint_default;
@@ -9094,9 +9869,14 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
 }
 
 #else /* one process: nothing to do */
-static tr_err  tr__dist_init(tr_trainer *t) { (void)t; return TR_OK; }
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed) { (void)t; return failed; }
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) { (void)t; (void)c; return failed; }
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  (void)t; (void)stage; (void)data; (void)limit; return failed;
+}
+static void    tr__dist_check_resumed(tr_trainer *t) { (void)t; }
 static void    tr__dist_free(tr_trainer *t) { (void)t; }
-static void    tr__dist_agree(tr_trainer *t) { (void)t; }
+static void    tr__dist_agree_at(tr_trainer *t, int site) { (void)t; (void)site; }
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what) { (void)t; (void)d; (void)equal; (void)what; return n; }
 static int64_t tr__dist_index(const tr_trainer *t, int64_t b) { (void)t; return b; }
 static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return n == 0; }

@@ -179,6 +179,58 @@ static void test_nan_guard_skip_and_stop(void **state) {
   assert_non_null(strstr(tr_nan_guard_get(t.reg, h)->last, "the training loss is nan at epoch 0, batch 2"));
   lin_free(&m, &t);
 }
+/* action=stop on non-finite gradients: the step is skipped too (the weights stay finite), then training
+   stops; in a hand-written loop the same flow: HK_SKIP_STEP at on_before_optimizer_step, HK_STOP at
+   on_train_batch_end */
+static void test_nan_guard_stop_skips_step(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  hk_handle h;
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  float b[2] = { 1, NAN };
+  hk_tensor g[1] = { { "b", b, 2, 0 } };
+  char path[64];
+  int k;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  m.nan_grad_at = 6;
+  snprintf(path, sizeof path, "/tmp/test_nan_guard_stop.%ld.ckpt", (long)getpid());
+  assert_int_equal(tr_nan_guard(t.reg, &(tr_nan_guard_desc){ .action = TR_NAN_STOP }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.global_step, 5);  /* batch 6's step was not taken */
+  assert_int_equal(t.epoch, 2);        /* the epoch ended as usual, then training stopped */
+  for (k = 0; k < 4; k++) assert_true(hk_is_finitef(m.p[k]));
+  assert_int_equal(tr_nan_guard_get(t.reg, h)->skipped, 1);
+  assert_non_null(strstr(lin_logtext(&m), "gradient of 'b'[0] is nan at epoch 1, batch 1, step 6: step skipped, stopping training"));
+  assert_int_equal(tr_save(&t, path), TR_OK); /* and so is what a checkpoint of it holds */
+  memset(m.p, 0, sizeof m.p);
+  assert_int_equal(tr_load(&t, path), TR_OK);
+  for (k = 0; k < 4; k++) assert_true(hk_is_finitef(m.p[k]));
+  remove(path);
+  lin_free(&m, &t);
+  /* a hand-written loop */
+  reg = hk_create(NULL);
+  memset(&ctx, 0, sizeof ctx);
+  ctx.stage = HK_STAGE_FIT;
+  ctx.grads = g;
+  ctx.n_tensors = 1;
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "nan_guard(action=stop, verbose=false)"), HK_OK);
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP));
+  assert_false(HK_FLOW_HAS(&flow, HK_FLOW_STOP));
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_STOP));
+  flow.signals = 0;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow); /* once */
+  assert_int_equal(flow.signals, 0);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+}
+
 /* a hand-written loop, values chosen by hand: the first non-finite entry is named, and -inf too */
 static void test_nan_guard_own_loop(void **state) {
   hk_registry *reg = hk_create(NULL);
@@ -691,6 +743,52 @@ static void test_accumulation_scheduler(void **state) {
   lin_free(&m, &t);
 }
 
+/* The scheduling string's grammar is strict (issue 18): a missing '}' or ',' is refused with a message
+   that names the problem and the valid form, not read as something else. */
+static void test_accumulation_scheduler_grammar(void **state) {
+  static const struct { const char *text, *needle; } bad[] = {
+    { "{0: 2", "the closing '}' is missing" },
+    { "{0:2 1:3}", "a ',' is missing before position 5" },
+    { "0:2 1:3", "a ',' is missing before position 4" },
+    { "{0: 2}}", "'}' at position 6 after the closing '}'" },
+    { "0: 2}", "'}' at position 4 where ',' was expected" },
+    { "{}", "'}' at position 1 where an epoch was expected" },
+    { "{0: 2,,}", "',' at position 6 where an epoch was expected" },
+    { "{0: }", "'}' at position 4 where a factor was expected" },
+    { "{0: 2, 3:", "it ends where a factor was expected" },
+    { "{0: 2.5}", "'.' at position 5 where ',' or '}' was expected" },
+    { "{0: +2}", "'+' at position 4 where a factor was expected" },
+    { "{99999999999999999999: 2}", "is too large" },
+    { "{2199023255553: 2}", "epoch 2199023255553 is too large" },
+  };
+  static const struct { const char *text; int n, last; } good[] = {
+    { "{0: 2}", 1, 2 }, { "{0: 2,}", 1, 2 }, { " { 0 : 2 , 3 : 4 } ", 2, 4 }, { "0:2, 3:4", 2, 4 }, { "{0:2,\t5:1}", 2, 1 },
+  };
+  lin m;
+  tr_trainer t;
+  size_t i;
+  char spec[200];
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(spec, sizeof spec, "accumulation_scheduler(scheduling=\"%s\")", bad[i].text);
+    expect_bad_spec(&t, spec, bad[i].needle);
+    expect_bad_spec(&t, spec, "valid: a schedule like \"{0: 4, 5: 2}\"");
+    expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = bad[i].text }, NULL), bad[i].needle);
+  }
+  for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+    hk_handle h;
+    const tr_accumulation_scheduler_state *st;
+    assert_int_equal(tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = good[i].text }, &h), TR_OK);
+    st = tr_accumulation_scheduler_get(t.reg, h);
+    assert_non_null(st);
+    assert_int_equal(st->n, good[i].n);
+    assert_int_equal(st->factors[st->n - 1], good[i].last);
+    assert_int_equal(hk_off(t.reg, h), HK_OK);
+  }
+  lin_free(&m, &t);
+}
+
 /* =================================================================================================
    bad parameters and spec strings
    ================================================================================================= */
@@ -717,10 +815,10 @@ static void test_bad_parameters(void **state) {
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ 0 }, NULL), "scheduling is required");
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 4, 0: 2}" }, NULL), "epochs must increase (0 after 0)");
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 0}" }, NULL), "factor for epoch 0 must be in 1..1000000");
-  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0 4}" }, NULL), "is not a schedule like");
-  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{-1: 2}" }, NULL), "is not a schedule like");
+  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0 4}" }, NULL), "epoch 0 is not followed by ':'");
+  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{-1: 2}" }, NULL), "'-' at position 1 where an epoch was expected");
   expect_bad_spec(&t, "lr_monitor(logging_interval=batch)", "auto|step|epoch");
-  expect_bad_spec(&t, "gradient_monitor(log_frequency=0)", "log_frequency must be >= 1");
+  expect_bad_spec(&t, "gradient_monitor(log_frequency=-1)", "log_frequency must be >= 1");
   expect_bad_spec(&t, "gradient_monitor(percentiles=\"5,x\")", "is not a list of numbers");
   expect_bad_spec(&t, "gradient_monitor(exploding_threshold=0)", "would flag every step");
   expect_bad_spec(&t, "nan_guard(action=ignore)", "fail|skip_step|stop");
@@ -837,6 +935,7 @@ int main(void) {
     cmocka_unit_test(test_nan_guard_fail),
     cmocka_unit_test(test_nan_guard_skip_and_stop),
     cmocka_unit_test(test_nan_guard_own_loop),
+    cmocka_unit_test(test_nan_guard_stop_skips_step),
 #ifndef NAN_GUARD_ONLY
     cmocka_unit_test(test_lr_monitor),
     cmocka_unit_test(test_gradient_monitor_fit),
@@ -846,6 +945,7 @@ int main(void) {
     cmocka_unit_test(test_lr_finder),
     cmocka_unit_test(test_model_summary),
     cmocka_unit_test(test_accumulation_scheduler),
+    cmocka_unit_test(test_accumulation_scheduler_grammar),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_exact_resume_all),
     cmocka_unit_test(test_exact_resume_all_mid_epoch),
