@@ -57,6 +57,9 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   dispatch: a fast loop over a per-event run array rebuilt with the hook lists (filtered hooks
+            check their filter in their entry; nesting, a NULL ctx and the trace take the general
+            path): one hook 43 instructions a site instead of 68, each more 12 instead of 17
      next   hk_stop_signals_install/_restore, hk_stop_requested, hk_stop_poll (Ctrl-C and SIGTERM in
             any loop; train.h's tr_fit uses them), HK_NO_SIGNALS; clean under gcc -Wc++-compat
      next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
