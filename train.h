@@ -133,6 +133,15 @@
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
             tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
+            files are safe (issue 18): one atomic writer (exclusive temporary, no link following, fsync,
+            rename; never replaces anything but a regular file) for checkpoints, loggers, plot and
+            lr_finder's curve; version_N claimed by mkdir (parallel runs never share one); records of
+            any size (tr_log_record.metrics grows; tr_log_record_free; TR_LOG_MAX_METRICS is gone,
+            TR_LOG_NAME_MAX only limits histogram tags), UTF-8 names (others refused and reported
+            once); a full disk leaves whole records; csv rewrites paid for (a new column costs linear
+            work); no empty metrics.csv; verbose lines in one write with "[rank: N] ";
+            early_stopping log_rank_zero_only; lr_monitor(logging_interval=epoch) logs a record per
+            epoch;
             tr_trainer.train_batches/eval_batches; on a terminal the bar redraws at most every
             refresh_seconds (epoch ends too; the last state at the end of training); faster number text
             and CRC-32C (bench-log)
@@ -596,7 +605,9 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
    tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
    training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
    O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
-   then fires on_checkpoint_saved (ctx->path). Any failure (a full disk, say) returns TR_ERR_IO naming
+   then fires on_checkpoint_saved (ctx->path). path must be a regular file, a symlink (replaced itself,
+   never followed) or nothing: a device, a FIFO or a directory there is refused (TR_ERR_IO), never
+   replaced. Any failure (a full disk, say) returns TR_ERR_IO naming
    the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
    Temporary files left by a save that was killed are removed by the next save to the same path
    (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
@@ -674,6 +685,11 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
    defaults there.
    Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
    TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
+   What a callback prints (verbose) goes to tr_desc.log, else stderr, one line in one write (never
+   torn by another process's output), with "[rank: N] " first when the job has several processes
+   (Lightning's prefix); model_checkpoint, timer, lr_finder, gradient_monitor and model_summary print
+   on rank 0 only (Lightning's rank_zero_info), early_stopping and nan_guard on every rank
+   (early_stopping's log_rank_zero_only: rank 0 only, as Lightning's flag).
    ================================================================================================= */
 #define TR_ZERO (-2147483647 - 1)
 enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
@@ -994,7 +1010,8 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
    smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
    Then parameters, optimizer state, counters and gradients are restored exactly, and with
    update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
-   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given, and keeps it for
+   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the atomic
+   writer: never through a symlink), and keeps it for
    tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
    train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
@@ -1021,7 +1038,8 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
    At on_fit_start prints the tensor table: index, name, element count, share of all parameters,
    device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
    with Lightning's count format (12.3 K, 1.2 M). max_rows limits the table (the rest is summed in
-   one line). Hand-written loop: fire on_fit_start with ctx->params. */
+   one line). Printed on rank 0 only (Lightning's rule). Hand-written loop: fire on_fit_start with
+   ctx->params. */
 typedef struct tr_model_summary_desc {
   int max_rows;                 /* 0 = 50; TR_ZERO: totals only */
   FILE *out;                    /* NULL = tr_desc.log, else stdout */
@@ -1072,7 +1090,15 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
    Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
    Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
    disk) is reported once, with the path and the system's reason, and that logger stops writing;
-   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL).
+   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
+   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
+   reader ever sees half of one.
+   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
+   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
+   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
+   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
+   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
+   directory where a logger's file goes is reported (the logger stops) and left as it is.
    Hand-written loop: fill a tr_log_record and call tr_log_emit(reg, &ctx, &record); fire the
    stage events the progress bar lists. The loggers need nothing else.
    ================================================================================================= */
@@ -1144,12 +1170,15 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 /* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
    version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
    one version directory. The directory is made at the logger's first write (setup of the first run
-   on rank 0); the configuration (hparams) is written then. */
+   on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
+   it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
+   never share a version directory. */
 typedef struct tr_logger_desc {
   const char *save_dir;         /* NULL = "runs" */
   const char *name;             /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;          /* NULL or "" = the next free version_N; else this directory name
-                                   (its old metrics file is replaced, as Lightning) */
+                                   (its old metrics file, if a regular file, is replaced at the first
+                                   write, as Lightning) */
   int flush_every;              /* > 0: write after this many records. 0 (default): write once a
                                    second at most (the first record at once), and at the end of every
                                    run. Lines are written whole: a process killed with -9 loses at
@@ -1167,10 +1196,14 @@ typedef struct tr_logger_state {
 /* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
    key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
    record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
-   Python writes them). Rows are appended as whole lines; when a new column appears the file is
-   rewritten with the new header into metrics.csv.tmp and renamed over metrics.csv, so a crash leaves
-   the old file or the new one. hparams.yaml: "key: value" lines sorted by key; the spec strings in
-   effect as a list under "specs". */
+   Python writes them). metrics.csv is made with its first rows (none when nothing is logged, as
+   Lightning); rows are appended as whole lines. A new column rewrites the file (atomically: a crash
+   leaves the old file or the new one): at once while it is under 16 KiB; in a larger file the rows
+   are appended without the new column until the rewrite is paid for (the bytes appended since the
+   last rewrite reach half of it), 2 seconds have passed, or the run ends (teardown), so that a new
+   column at every record costs work linear in the rows per column instead of rewriting everything
+   each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
+   under "specs". */
 TRAIN_API tr_err tr_csv_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
 /* jsonl: metrics.jsonl, one JSON object per line. The first line is {"hparams": {...}} (numbers as
    numbers, the rest as strings, "specs" as a list); then one line per record:
@@ -2318,15 +2351,19 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
 static void tr__log_line(tr_trainer *t) {
   FILE *f = t->tr__log ? t->tr__log : stderr;
   int i, n = hk_metric_count(&t->ctx);
+  hk_bytes b;
   if (t->ctx.rank != 0) return; /* one log for the job */
-  fprintf(f, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)t->ctx.epoch,
-          (long long)t->ctx.global_step, (long long)t->ctx.batch_idx, t->ctx.loss, t->ctx.lr);
+  memset(&b, 0, sizeof b);
+  tr__putf(&b, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)t->ctx.epoch,
+           (long long)t->ctx.global_step, (long long)t->ctx.batch_idx, t->ctx.loss, t->ctx.lr);
   for (i = 0; i < n; i++) {
     double v = 0;
     const char *name = hk_metric_at(&t->ctx, i, &v);
-    if (name) fprintf(f, " %s=%.6g", name, v);
+    if (name) tr__putf(&b, " %s=%.6g", name, v);
   }
-  fputc('\n', f);
+  hk_bytes_put(&b, "\n", 1);
+  if (!b.failed) { fwrite(b.data, 1, b.len, f); fflush(f); } /* one write: lines of processes never mix */
+  hk_bytes_free(&b);
 }
 
 /* ---- log records (the LOGGERS AND PROGRESS BAR section) ------------------------------------------
@@ -6141,6 +6178,7 @@ static hk_signal tr__ms_fit_start(hk_ctx *ctx, void *user) {
   }
   s->pub.total_params = (int64_t)total;
   s->pub.n_tensors = ctx->n_tensors;
+  if (ctx->rank != 0) return HK_CONTINUE; /* one table for the job (Lightning: rank zero) */
   if (s->max_rows > 0) fprintf(f, "  | %-*s | %-8s | %-6s | Device\n", (int)name_w, "Name", "Params", "Share");
   for (k = 0; k < ctx->n_tensors; k++) {
     const hk_tensor *v = &ctx->params[k];
@@ -6767,7 +6805,7 @@ typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
    most a constant times the bytes logged: a new column costs linear work in the rows, where rewriting
    at every new column made a column per record cubic), or TR__CSV_WAIT seconds have passed since
    rows first went without it (and 20 times the last rewrite's duration), or the run ends (teardown). */
-#define TR__CSV_SMALL (64 * 1024)
+#define TR__CSV_SMALL (16 * 1024)
 #define TR__CSV_WAIT 2.0
 
 typedef struct tr__logger {

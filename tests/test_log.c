@@ -5,7 +5,12 @@
    empty cells, versions, hparams.yaml, a new column mid-run); jsonl parsed back; tensorboard records
    walked and checksummed; the plot and tr_plot_csv; tqdm's line; errors (unwritable directory, full
    disk) reported once without stopping training, or failing it with fail_on_error; rank 1 writes
-   nothing; bad parameters.
+   nothing; bad parameters. Issue 18: links, FIFOs and device nodes planted where the loggers, the plot
+   and tr_save write are never followed or replaced; 12 processes started together get 12 version
+   directories; records of any size; names that are not UTF-8; a full disk (a 64 KiB tmpfs, mounted
+   when running as root) leaves whole records; a new csv column per record costs linear work (bytes
+   written, from /proc/self/io); verbose lines in one write each with "[rank: N] "; lr_monitor's
+   epoch records; no empty metrics.csv.
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
@@ -1163,6 +1168,7 @@ static void test_csv_new_columns_linear(void **state) {
   free(text);
   /* every rewrite of the whole file at a new column: ~RECORDS^3/3 bytes (333 MB); paid-for rewrites:
      a few times the final file */
+  printf("    csv, a new column at each of %d records: %lld bytes written for a %zu-byte file\n", RECORDS, written, n);
   if (written > 10 * (long long)n + (2 << 20)) fail_msg("%lld bytes written for a %zu-byte file", written, n);
 }
 
@@ -1293,8 +1299,9 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
   ctx.reg = reg;
   HK_FIRE(reg, HK_SETUP, &ctx);
   for (i = 0; i < 100; i++) values[i] = (float)i / 10.0f;
+  memset(&r, 0, sizeof r); /* once: the next records reuse its storage */
   for (step = 0; step < 10; step++) {
-    memset(&r, 0, sizeof r);
+    r.n_metrics = r.n_histograms = 0;
     r.step = step;
     r.stage = "train";
     tr_log_set(&r, "train/loss", 1.0 / (step + 1));
@@ -1311,6 +1318,7 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
     if (tr_log_emit(reg, &ctx, &r) != HK_CONTINUE) return 1;
   }
   HK_FIRE(reg, HK_TEARDOWN, &ctx);
+  tr_log_record_free(&r);
   hk_ctx_free(&ctx);
   hk_destroy(reg);
   return 0;
