@@ -3,6 +3,8 @@
 #   make demo       train the demo MLP with a few hooks (installs dependencies when missing)
 #   make test       unit, order, resume, bad-input, sanitizer, valgrind, compile-matrix, zero-cost, fuzz-smoke
 #   make bench      side-by-side cost tables (instructions via callgrind, ns via the clock)
+#   make bench-compile  compile time of hooks.h's and train.h's implementation TUs (and train.h with
+#                   sections left out) against stb_image.h's, -O2 and -O3 -march=native, median of 5
 #   make examples   build every example into build/
 #   make install PREFIX=/usr/local   headers + pkg-config file
 
@@ -40,6 +42,7 @@ include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
+include tests/run.mk
 include tests/log.mk
 include tests/mpi.mk
 include tests/cuda.mk
@@ -50,6 +53,7 @@ include bench/train_bench.mk
 include bench/math_bench.mk
 include bench/log.mk
 include bench/mpi.mk
+include bench/compile.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries).
 test: deps

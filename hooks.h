@@ -29,7 +29,8 @@
        hk_destroy(reg);
 
      Your own loop: read "THE CONTEXT CONTRACT" (what each hk_ctx field means and when it changes)
-     and "your own loop" (hk_flow, hk_grad_norm, hk_is_finite) below.
+     and "your own loop" (hk_flow, Ctrl-C with hk_stop_signals_install, hk_grad_norm, hk_is_finite)
+     below.
 
    COMPILE-TIME OPTIONS (define before including)
      HOOKS_IMPLEMENTATION     emit the implementation in this translation unit
@@ -46,6 +47,7 @@
      HOOKS_FREE(p)
      HOOKS_STB_DS_INCLUDE     how to include stb_ds.h (default: <stb/stb_ds.h>)
      HOOKS_NO_STB_DS_IMPL     the program already defines STB_DS_IMPLEMENTATION elsewhere (or links -lstb)
+     HK_NO_SIGNALS            no <signal.h>: hk_stop_signals_install returns -1 (the default on WASI)
      HK_MAX_EVENTS            built-in plus user-defined events (default 128)
      HK_MAX_DEPTH             how deep dispatches may nest (a hook firing an event, which fires ...):
                               one deeper runs no hook and returns HK_FAIL with ctx->hook_failure saying
@@ -55,6 +57,8 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   hk_stop_signals_install/_restore, hk_stop_requested, hk_stop_poll (Ctrl-C and SIGTERM in
+            any loop; train.h's tr_fit uses them), HK_NO_SIGNALS; clean under gcc -Wc++-compat
      next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
             hk_spec_applied;
      next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
@@ -361,6 +365,7 @@ struct hk_ctx {
   double (*grad_norm_source)(hk_ctx *ctx, void *user);
   void *grad_norm_source_user;
   uint64_t hk__grads_version; /* private: counts hk_grads_changed calls (a device cache's key) */
+  uint64_t hk__metric_sets;   /* private: counts hk_metric_set calls (hk_metric_stamp) */
 };
 
 /* Filters decide per call whether a hook runs. Zero fields mean "no constraint". */
@@ -444,6 +449,11 @@ struct hk_registry {
 HOOKS_API hk_registry *hk_create(const hk_desc *desc);  /* NULL desc = defaults; NULL on OOM */
 HOOKS_API void hk_destroy(hk_registry *reg);             /* calls every callback's destroy */
 HOOKS_API const char *hk_last_error(const hk_registry *reg);
+/* One object a layer built on hooks.h keeps with the registry (train.h's run layer); hk_destroy calls
+   destroy(p) after every callback's destroy, so callbacks may use it until then. A second hk_attach
+   replaces the pointer (the old one is not freed). */
+HOOKS_API void hk_attach(hk_registry *reg, void *p, void (*destroy)(void *p));
+HOOKS_API void *hk_attached(const hk_registry *reg);
 /* Set the message hk_last_error returns and return code: how a factory (or any library built on
    hooks.h) says why it refused, e.g. return hk_set_error(reg, HK_ERR_INVALID, "patience must be >= 0"). */
 HOOKS_API hk_err hk_set_error(hk_registry *reg, hk_err code, const char *fmt, ...)
@@ -511,6 +521,10 @@ HOOKS_API int hk_metric_get(hk_ctx *ctx, const char *name, double *value); /* 1 
 /* A lazy metric is computed by fn only when a hook asks for it, at most once per dispatched event. */
 HOOKS_API hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const hk_ctx *ctx, void *user), void *user);
 HOOKS_API int hk_metric_count(const hk_ctx *ctx);
+/* When name was last set: the number of hk_metric_set calls on ctx up to that one (0: never set, or a
+   lazy metric, which is computed when read); name NULL: the calls so far. A logger keeps the count at
+   its last record and writes only what was set since (a value set once is not repeated in every row). */
+HOOKS_API uint64_t hk_metric_stamp(hk_ctx *ctx, const char *name);
 HOOKS_API const char *hk_metric_at(hk_ctx *ctx, int i, double *value);  /* i-th name (insertion order) */
 HOOKS_API void hk_metric_clear(hk_ctx *ctx);              /* forget every value (lazy sources stay) */
 HOOKS_API void hk_ctx_free(hk_ctx *ctx);                  /* frees the metrics map */
@@ -572,6 +586,42 @@ static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mas
 #  define HK_FIRE_FLOW(reg, event, ctx, flow) \
      (HK__UNLIKELY((reg)->armed[(event)]) ? hk__dispatch_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
 #endif
+
+/* ---- your own loop: Ctrl-C and SIGTERM ---------------------------------------------------------
+   A run should end cleanly on Ctrl-C (SIGINT) or SIGTERM (what kill, mpirun and batch schedulers
+   send): finish the current step, then leave the loop the way it always ends (save, on_train_end or
+   on_exception, teardown). The helper's handler only counts; the loop looks between steps:
+
+       hk_stop_signals_install(0);                 (-1: no signals on this platform; nothing else changes)
+       for (step = 0; step < n_steps; step++) {
+           ... the step and its sites ...
+           hk_stop_poll(&flow);                     (a signal came: HK_STOP goes into the flow)
+           if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) break;
+       }
+       hk_stop_signals_restore();                   (the previous handlers are back)
+       if (hk_stop_requested()) ... save, say so, exit(130) ...
+
+   The first signal is counted. A second one (SIGINT or SIGTERM) does what it would without the
+   helper: the process ends by the signal's default action (the exit status a shell expects), so a
+   loop stuck in a long step can still be killed. With HK_STOP_COUNT_ONLY the second is counted too,
+   and hk_stop_poll then also raises HK_FAIL (leave at once, through the failure path): train.h's
+   tr_fit works this way. hk_stop_requested() is the count: 0, 1, 2, ... (it stops at 127), reset by
+   the outermost install and kept after restore, so the code after the loop can still ask.
+   - A signal the process ignores when install is called stays ignored (a background job of a shell
+     script ignores SIGINT: Ctrl-C at the terminal is not meant for it).
+   - Installs nest: an install inside another (tr_fit inside a loop of yours that installed) keeps the
+     handlers and the count and changes only the flags, until its own restore (up to 16 deep; one
+     more returns -1); restore without an install does nothing. Install and restore are not thread-safe: call them from one thread.
+   - ISO C only (signal and raise; the handler re-arms itself where signal() resets it, System V
+     style). With HK_NO_SIGNALS defined (a platform without <signal.h>; WASI by default) install
+     returns -1, restore does nothing and the count stays 0. */
+#define HK_STOP_COUNT_ONLY 1 /* hk_stop_signals_install flag: the second signal is counted, not the default action */
+HOOKS_API int hk_stop_signals_install(int flags); /* SIGINT and SIGTERM; 0 ok, -1 when signals are unavailable */
+HOOKS_API void hk_stop_signals_restore(void);
+HOOKS_API int hk_stop_requested(void);            /* signals counted since the outermost install */
+/* hk_stop_requested(), and when it is 1 or more raises HK_STOP in flow (may be NULL); 2 or more
+   (only with HK_STOP_COUNT_ONLY: otherwise the process has ended) raises HK_FAIL as well. */
+HOOKS_API int hk_stop_poll(hk_flow *flow);
 
 /* ---- your own loop: the gradient norm ----------------------------------------------------------
    hk_grad_norm(ctx) is the L2 norm over every ctx->grads view, computed on first request and cached
@@ -750,6 +800,25 @@ static HK__UNUSED void *hk__stb_realloc(void *p, size_t n) {
 #if defined(__GNUC__) || defined(__clang__)
 #  pragma GCC diagnostic pop
 #endif
+/* In C, stb_ds's map macros assign the void * its functions return to the table (C++ gets typed
+   templates instead), which gcc -Wc++-compat reports at every use. With gcc or clang these give the
+   result the table's own type, as the templates do; nothing else changes. */
+#if !defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__)) && defined(stbds_hmput_key_wrapper)
+#  undef stbds_arrgrowf_wrapper
+#  undef stbds_hmget_key_wrapper
+#  undef stbds_hmget_key_ts_wrapper
+#  undef stbds_hmput_default_wrapper
+#  undef stbds_hmput_key_wrapper
+#  undef stbds_hmdel_key_wrapper
+#  undef stbds_shmode_func_wrapper
+#  define stbds_arrgrowf_wrapper(a, ...)     ((__typeof__(a))stbds_arrgrowf((a), __VA_ARGS__))
+#  define stbds_hmget_key_wrapper(a, ...)    ((__typeof__(a))stbds_hmget_key((a), __VA_ARGS__))
+#  define stbds_hmget_key_ts_wrapper(a, ...) ((__typeof__(a))stbds_hmget_key_ts((a), __VA_ARGS__))
+#  define stbds_hmput_default_wrapper(a, ...) ((__typeof__(a))stbds_hmput_default((a), __VA_ARGS__))
+#  define stbds_hmput_key_wrapper(a, ...)    ((__typeof__(a))stbds_hmput_key((a), __VA_ARGS__))
+#  define stbds_hmdel_key_wrapper(a, ...)    ((__typeof__(a))stbds_hmdel_key((a), __VA_ARGS__))
+#  define stbds_shmode_func_wrapper(t, e, m) ((__typeof__(t))stbds_shmode_func((e), (m)))
+#endif
 
 /* ---- private types ------------------------------------------------------------------------- */
 enum { HK__F_OFF = 1, HK__F_FILTER = 2, HK__F_TRACE = 4 }; /* hook flags: any set -> slow path */
@@ -799,6 +868,7 @@ typedef struct hk__metric {
   double (*fn)(const hk_ctx *ctx, void *user); /* lazy source, or NULL */
   void *user;
   uint64_t seq;          /* dispatch in which value was computed */
+  uint64_t stamp;        /* hk_metric_stamp: ctx's count of hk_metric_set calls when it was last set */
 } hk__metric;
 
 typedef struct { char *key; hk__metric value; } hk__metric_entry;
@@ -835,6 +905,8 @@ typedef struct hk__state {
   uint64_t inner_seq;
   int inner_depth;
   hk_handle inner_self;
+  void *attached;        /* hk_attach: the layer above's object, freed after every callback */
+  void (*attached_free)(void *p);
 } hk__state;
 
 /* ---- tables generated from the X-macros ----------------------------------------------------- */
@@ -1167,6 +1239,7 @@ HK__DEF void hk_destroy(hk_registry *reg) {
     hk__free_reg(s, r);
   }
   HOOKS_FREE(s->regs);
+  if (s->attached_free) s->attached_free(s->attached); /* after the callbacks: their destroy may still use it */
   for (i = 0; i < HK_MAX_EVENTS; i++) { HOOKS_FREE(s->lists[i]); HOOKS_FREE(s->user_names[i]); }
   stbds_shfree(s->names);
   stbds_shfree(s->factories);
@@ -1175,6 +1248,13 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   HOOKS_FREE(s);
   HOOKS_FREE(reg);
 }
+
+HK__DEF void hk_attach(hk_registry *reg, void *p, void (*destroy)(void *p)) {
+  if (!reg) return;
+  reg->hk__s->attached = p;
+  reg->hk__s->attached_free = destroy;
+}
+HK__DEF void *hk_attached(const hk_registry *reg) { return reg ? reg->hk__s->attached : NULL; }
 
 HK__DEF const char *hk_last_error(const hk_registry *reg) {
   return reg ? reg->hk__s->err : "the registry is NULL (hk_create returned NULL: out of memory?)";
@@ -1704,6 +1784,84 @@ HK__DEF const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char *n
   return NULL;
 }
 
+/* ---- your own loop: Ctrl-C and SIGTERM ------------------------------------------------------------
+   The handler touches sig_atomic_t variables only and calls only signal() (and raise(), on the second
+   signal): all a signal handler may safely do. */
+#if !defined(HK_NO_SIGNALS) && defined(__wasi__)
+#  define HK_NO_SIGNALS
+#endif
+#ifndef HK_NO_SIGNALS
+#include <signal.h>
+static volatile sig_atomic_t hk__stop_count, hk__stop_count_only;
+static int hk__stop_depth;      /* installs not restored yet */
+static unsigned hk__stop_outer; /* the enclosing installs' count_only flags, the innermost in bit 0 */
+static const int hk__stop_sigs[2] = { SIGINT, SIGTERM };
+static void (*hk__stop_prev[2])(int);
+static int hk__stop_mine[2];    /* our handler is in place for that signal: restore puts hk__stop_prev back */
+
+static void hk__on_stop_signal(int sig) {
+  if (hk__stop_count < 127) hk__stop_count = (sig_atomic_t)(hk__stop_count + 1); /* 127: the least SIG_ATOMIC_MAX */
+  if (hk__stop_count >= 2 && !hk__stop_count_only) {
+    /* the second signal does what it would have done without us. BSD-style signal() blocks it while
+       this handler runs (it is delivered on return), System V-style does not (it is delivered now) */
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  signal(sig, hk__on_stop_signal); /* System V-style signal() reset the handler before calling it */
+}
+
+HK__DEF int hk_stop_signals_install(int flags) {
+  int i, any = 0;
+  if (hk__stop_depth > 0) { /* nested: the same handlers and count, these flags until the matching restore */
+    if (hk__stop_depth > 16) return -1; /* hk__stop_outer holds 16 levels (unsigned has at least 16 bits) */
+    hk__stop_outer = (hk__stop_outer << 1) | (hk__stop_count_only ? 1u : 0u);
+    hk__stop_count_only = (flags & HK_STOP_COUNT_ONLY) != 0;
+    hk__stop_depth++;
+    return 0;
+  }
+  hk__stop_count = 0;
+  hk__stop_count_only = (flags & HK_STOP_COUNT_ONLY) != 0;
+  for (i = 0; i < 2; i++) {
+    void (*prev)(int) = signal(hk__stop_sigs[i], hk__on_stop_signal);
+    hk__stop_mine[i] = 0;
+    if (prev == SIG_ERR) continue;
+    any = 1;
+    if (prev == SIG_IGN) { signal(hk__stop_sigs[i], SIG_IGN); continue; } /* ignored on purpose: stays so */
+    hk__stop_prev[i] = prev;
+    hk__stop_mine[i] = 1;
+  }
+  if (!any) return -1;
+  hk__stop_depth = 1;
+  return 0;
+}
+
+HK__DEF void hk_stop_signals_restore(void) {
+  int i;
+  if (hk__stop_depth <= 0) return;
+  if (--hk__stop_depth > 0) { /* back to the enclosing install's flags */
+    hk__stop_count_only = (sig_atomic_t)(hk__stop_outer & 1u);
+    hk__stop_outer >>= 1;
+    return;
+  }
+  for (i = 0; i < 2; i++)
+    if (hk__stop_mine[i]) { signal(hk__stop_sigs[i], hk__stop_prev[i]); hk__stop_mine[i] = 0; }
+}
+
+HK__DEF int hk_stop_requested(void) { return (int)hk__stop_count; }
+#else
+HK__DEF int hk_stop_signals_install(int flags) { (void)flags; return -1; }
+HK__DEF void hk_stop_signals_restore(void) {}
+HK__DEF int hk_stop_requested(void) { return 0; }
+#endif
+
+HK__DEF int hk_stop_poll(hk_flow *flow) {
+  int n = hk_stop_requested();
+  if (flow && n >= 1) hk_flow_raise(flow, HK_STOP);
+  if (flow && n >= 2) hk_flow_raise(flow, HK_FAIL);
+  return n;
+}
+
 /* ---- metrics ------------------------------------------------------------------------------------ */
 static hk__metric *hk__metric_slot(hk_ctx *ctx, const char *name) {
   hk__metric_entry *m = (hk__metric_entry *)ctx->hk__metrics;
@@ -1730,7 +1888,19 @@ HK__DEF hk_err hk_metric_set(hk_ctx *ctx, const char *name, double value) {
   v->value = value;
   v->has_value = 1;
   v->seq = ctx->hk__seq;
+  v->stamp = ++ctx->hk__metric_sets;
   return HK_OK;
+}
+
+HK__DEF uint64_t hk_metric_stamp(hk_ctx *ctx, const char *name) {
+  hk__metric_entry *m;
+  ptrdiff_t i;
+  if (!ctx) return 0;
+  if (!name) return ctx->hk__metric_sets;
+  if (!ctx->hk__metrics) return 0;
+  m = (hk__metric_entry *)ctx->hk__metrics;
+  i = stbds_shgeti(m, name);
+  return i < 0 ? 0 : m[i].value.stamp;
 }
 
 HK__DEF hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const hk_ctx *, void *), void *user) {

@@ -126,22 +126,24 @@
                             on the CPU)
      (hooks.h's options apply to hooks.h, which this header includes)
 
-   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints and signal() for
-   Ctrl-C; elsewhere it falls back to stdio (no fsync).
+   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints; elsewhere it falls
+   back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   files are safe (issue 18): one atomic writer (exclusive temporary, no link following, fsync,
+            rename; never replaces anything but a regular file) for checkpoints, the run layer's
+            checkpoints, loggers, plot and lr_finder's curve; version_N claimed by mkdir (parallel runs
+            never share one); records of any size (tr_log_record.metrics grows; tr_log_record_free;
+            TR_LOG_MAX_METRICS is gone, TR_LOG_NAME_MAX only limits histogram tags), UTF-8 names
+            (others refused and reported once); a full disk leaves whole records; csv rewrites paid
+            for (a new column costs linear work); no empty metrics.csv; verbose lines rank-zero-only
+            where Lightning's are; early_stopping log_rank_zero_only; lr_monitor(logging_interval=epoch)
+            logs a record per epoch at its start
+     next   Ctrl-C/SIGTERM through hooks.h's hk_stop_signals_install (same behaviour; a signal the
+            process ignores stays ignored); clean under gcc -Wc++-compat
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
             tensorboard, plot, progress_bar (constructors and factories), tr_plot_csv, tr_crc32c,
             tr_bar_format, tr_log_* (tr_log_due, tr_log_histogram_bins); HK_REQUEST_LOG also sends a training record;
-            files are safe (issue 18): one atomic writer (exclusive temporary, no link following, fsync,
-            rename; never replaces anything but a regular file) for checkpoints, loggers, plot and
-            lr_finder's curve; version_N claimed by mkdir (parallel runs never share one); records of
-            any size (tr_log_record.metrics grows; tr_log_record_free; TR_LOG_MAX_METRICS is gone,
-            TR_LOG_NAME_MAX only limits histogram tags), UTF-8 names (others refused and reported
-            once); a full disk leaves whole records; csv rewrites paid for (a new column costs linear
-            work); no empty metrics.csv; verbose lines in one write with "[rank: N] ";
-            early_stopping log_rank_zero_only; lr_monitor(logging_interval=epoch) logs a record per
-            epoch;
             tr_trainer.train_batches/eval_batches; on a terminal the bar redraws at most every
             refresh_seconds (epoch ends too; the last state at the end of training); faster number text
             and CRC-32C (bench-log)
@@ -467,6 +469,163 @@ TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int thre
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 
+/* Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take TR_YES /
+   TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
+#define TR_ZERO (-2147483647 - 1)
+enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
+
+/* =================================================================================================
+   THE RUN LAYER
+   What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
+   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is
+   one client of it; a hand-written loop (the train_gpt2.c kind) is another:
+
+       hk_registry *reg = hk_create(NULL);
+       tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .optimizer = "AdamW",
+                                         .save_model = save, .load_model = load, .model_user = &model });
+       hk_spec_apply(reg, "early_stopping(monitor=val/loss) model_checkpoint(monitor=val/loss) csv() progress_bar()");
+       hk_ctx ctx = { .params = views, .grads = grad_views, .n_tensors = n };
+       hk_flow flow = { 0 };
+       tr_run_start(reg, &ctx, resume_path);              (setup .. on_train_start; resume; Ctrl-C handled)
+       while (ctx.global_step < 5000) {
+           ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
+           unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
+           if (next & TR_RUN_VALIDATE) ... validation events, then tr_run_log(reg, &ctx, "val") ...
+           if (next & TR_RUN_STOP) break;
+       }
+       tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
+       hk_destroy(reg);
+
+   examples/own_loop.c is that loop in full. The run's settings (tr_run_desc) can be given before or
+   after the batteries are made: every battery made on a registry reads them from the registry's run
+   when it acts (a registry gets a run with the defaults when its first battery is made).
+
+   What the run does for the batteries:
+     - one version directory (save_dir/name/version_N) for every logger of the registry, claimed
+       atomically (parallel runs never share one);
+     - training log records from the context every log_every_n_steps-th optimizer step, validation
+       and test records on request (tr_run_log), histograms (a gradient monitor's) riding with them;
+     - the totals the progress bar shows, where monitoring callbacks check by default, the minimum
+       steps/epochs a stop waits for, the optimizer's name for lr_monitor, the hyperparameters;
+     - checkpoints in the loop's own format: save_model writes the model into a file the library
+       made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
+       one), then every stateful callback's state and the loop's counters are appended after the
+       model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
+       the model's bytes come first, so a loader that reads only what it needs is unchanged) and
+       restores the callbacks and counters exactly;
+     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
+       at the next safe point, both through on_exception;
+     - warnings, once, when a callback waits for an event the loop never fires before the run ends,
+       or sees ctx->stage unset.
+   ================================================================================================= */
+
+/* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
+typedef struct tr_run_desc {
+  /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
+  const char *save_dir;          /* NULL = "runs" */
+  const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
+  const char *version;           /* NULL = the next free version_N, claimed once for the registry */
+  FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
+  /* the loop's shape */
+  int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
+                                    default: the loop has epochs */
+  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
+                                    loop's bar counts to max_steps */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
+  int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
+  int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
+  int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
+                                    is refused at tr_run_start); default: it does */
+  int check_on_train_epoch_end;  /* where monitoring callbacks check when their own flag is left at its
+                                    default: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
+                                    default: the epoch's end with epochs, the validation's end without */
+  /* the optimizer: lr_monitor's metric names (lr-<optimizer>) and the hyperparameters */
+  const char *optimizer;         /* "AdamW", "SGD", ...; NULL: lr_monitor publishes "lr" */
+  double momentum, weight_decay; /* published by lr_monitor's log_momentum / log_weight_decay (with optimizer) */
+  int lr_per_epoch;              /* 1: the learning rate changes per epoch (lr_monitor's default interval) */
+  const char *hparams;           /* "key=value key=value ...": hyperparameters the loggers record */
+  /* checkpoints in the loop's own format */
+  int (*save_model)(void *user, FILE *f); /* write the model (and optimizer state) your way; 0 = ok */
+  int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
+  void *model_user;
+  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
+  int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+} tr_run_desc;
+
+/* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
+   differ in length) - the rest through tr_run_setup. */
+typedef struct tr_run {
+  tr_run_desc desc;              /* the settings, strings copied */
+  int64_t train_batches;         /* batches of the training epoch in progress: the bar's total (0 = unknown) */
+  int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
+  hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
+  const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
+  int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
+  void *trainer;                 /* train.h's trainer while it drives the run, else NULL */
+  struct tr__run_priv *tr__p;    /* private */
+} tr_run;
+
+/* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
+enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
+
+/* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
+   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) naming
+   the field for a bad setting. Call it before tr_run_start. */
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
+/* The run of reg, made with the defaults when it has none (NULL only out of memory). */
+TRAIN_API tr_run *tr_run_get(hk_registry *reg);
+/* The version directory every logger of reg writes into: claimed (and made) now if not yet; NULL and
+   hk_last_error(reg) when it cannot be made. */
+TRAIN_API const char *tr_run_dir(hk_registry *reg);
+
+/* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
+   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
+   on_fit_start and on_train_start. A loop with a sanity check fires its events itself. TR_OK, or the
+   run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it. */
+TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
+/* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
+   when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
+   is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
+   TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
+   run returns TR_RUN_STOP and tr_run_finish reports it. */
+TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs). */
+TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* Send a record for stage "train", "val" or "test" built from the context now: train carries
+   train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
+   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end. */
+TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
+/* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
+   on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
+   and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
+   run's outcome: TR_OK, status, or the run's own error (tr_run_error). Safe to call once per start. */
+TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
+/* Why the run failed ("" when it did not). */
+TRAIN_API const char *tr_run_error(hk_registry *reg);
+/* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
+TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
+
+/* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
+   on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
+   restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
+   ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
+   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error naming the file and why. */
+TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
+TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
+
+/* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
+   are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
+   re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
+TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
+
+/* Print a line above the progress bar (tqdm.write): the bar's line is cleared, the text printed, the
+   bar redrawn. Without a bar on a terminal, a plain line on stdout. */
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+
 /* ---- the trainer ---------------------------------------------------------------------------------- */
 typedef struct tr_desc {
   tr_model model;         /* required */
@@ -517,8 +676,11 @@ typedef struct tr_config {
   int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
                                     (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
                                     finishes the current batch, the second stops at once; both end
-                                    through on_exception with TR_ERR_INTERRUPTED. The previous handler
-                                    is restored when tr_fit returns. */
+                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
+                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
+                                    are back when tr_fit returns, a signal the process ignores stays
+                                    ignored, and inside a loop of yours that installed it too, only
+                                    the signals that come during tr_fit count here. */
   const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
@@ -570,7 +732,7 @@ typedef struct tr_trainer {
   int tr__saving;          /* tr_save is running (a nested one is refused) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  struct tr__logging *tr__logging; /* the log record being built, histograms waiting for it, run dirs */
+  tr_run *tr__run;         /* the run layer of reg: what the batteries read (section THE RUN LAYER) */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
@@ -633,11 +795,6 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
 
-/* 1 when an HK_STOP returned by the hook now running would end this fit at the loop's next stopping
-   point; 0 while tr_config.min_epochs / min_steps would hold it back (1 outside a fit). A callback
-   that re-decides at every check (early_stopping) asks this instead of returning HK_STOP early, so
-   that its decision does not stay latched while the minimum is unmet. */
-TRAIN_API int tr_stop_allowed(const tr_trainer *t);
 
 /* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
    [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
@@ -685,21 +842,20 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
    defaults there.
    Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
    TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
-   What a callback prints (verbose) goes to tr_desc.log, else stderr, one line in one write (never
-   torn by another process's output), with "[rank: N] " first when the job has several processes
-   (Lightning's prefix); model_checkpoint, timer, lr_finder, gradient_monitor and model_summary print
-   on rank 0 only (Lightning's rank_zero_info), early_stopping and nan_guard on every rank
-   (early_stopping's log_rank_zero_only: rank 0 only, as Lightning's flag).
+   What a callback prints (verbose) goes to the run's log (tr_run_desc.log; the trainer's tr_desc.log),
+   else stderr, one line in one write (never torn by another process's output), with "[rank: N] "
+   first when the job has several processes (Lightning's prefix); model_checkpoint, timer, lr_finder,
+   gradient_monitor and model_summary print on rank 0 only (Lightning's rank_zero_info),
+   early_stopping and nan_guard on every rank (early_stopping's log_rank_zero_only: rank 0 only, as
+   Lightning's flag).
    ================================================================================================= */
-#define TR_ZERO (-2147483647 - 1)
-enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 
-/* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg,
-   tr_trainer *t)` registers the spec factory `name`; t is the trainer when tr_init calls it (its
-   callbacks then read the fit's config), NULL from tr_add_factories. */
+/* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg)`
+   registers the spec factory `name`. The callbacks they make read the loop's settings from the
+   registry's run (tr_run_setup; the trainer sets them at each fit). */
 #define TR_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
   X(nan_guard) X(ema) X(lr_finder) X(model_summary) X(accumulation_scheduler) \
   X(csv) X(jsonl) X(tensorboard) X(progress_bar) X(plot)
@@ -747,7 +903,7 @@ typedef struct tr_early_stopping_desc {
   int check_on_train_epoch_end; /* TR_YES: check at on_train_epoch_end; TR_NO: at on_validation_end;
                                    default: at the epoch's end, unless the fit validates mid-epoch
                                    (val_every_n_steps) or not every epoch (Lightning's rule) */
-  int verbose;                  /* print every decision (and why it stopped) to tr_desc.log / stderr: one
+  int verbose;                  /* print every decision (and why it stopped) to the run's log / stderr: one
                                    line each, "[rank: N] " first when the job has several processes */
   int log_rank_zero_only;       /* TR_YES: with several processes only rank 0 prints (Lightning's flag) */
 } tr_early_stopping_desc;
@@ -762,7 +918,7 @@ typedef struct tr_early_stopping_state { /* in checkpoints; patience from a chec
   int held;                     /* the last check said "stop" but min_epochs/min_steps held it back */
 } tr_early_stopping_state;
 
-TRAIN_API tr_err tr_early_stopping(tr_trainer *t, const tr_early_stopping_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_early_stopping(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out);
 TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry *reg, hk_handle h);
 
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
@@ -832,7 +988,7 @@ typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only be
   int64_t last_global_step_saved; /* -1 = none */
 } tr_model_checkpoint_state;
 
-TRAIN_API tr_err tr_model_checkpoint(tr_trainer *t, const tr_model_checkpoint_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_model_checkpoint(hk_registry *reg, const tr_model_checkpoint_desc *d, hk_handle *out);
 TRAIN_API const tr_model_checkpoint_state *tr_model_checkpoint_get(const hk_registry *reg, hk_handle h);
 
 /* ---- timer (Lightning's Timer) ------------------------------------------------------------------
@@ -867,7 +1023,7 @@ typedef struct tr_timer_state {
   double time_elapsed[TR_TIMER_STAGE_COUNT]; /* at the last start, end or check */
 } tr_timer_state;
 
-TRAIN_API tr_err tr_timer(tr_trainer *t, const tr_timer_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_timer(hk_registry *reg, const tr_timer_desc *d, hk_handle *out);
 TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h);
 /* The time spent in a stage so far, running stage included; a negative value if h is not a timer. */
 TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_stage stage);
@@ -878,13 +1034,13 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
    when someone asks (a logger), so a step costs nothing, and it rides with every training record;
    interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
-   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one row
-   per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay names). Default interval: the schedule's (epoch when tr_sched.per_epoch, else step),
-   as Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
-   has it for any hook. Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch,
-   with ctx->reg set for the record) with ctx->lr set; give .name (no optimizer is known there) and
-   momentum / weight decay are not published. */
+   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
+   row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
+   weight decay). Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
+   Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
+   has it for any hook. Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch)
+   with ctx->lr set; give .name (no optimizer is known there) and momentum / weight decay are not
+   published. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 typedef struct tr_lr_monitor_desc {
   int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
@@ -896,7 +1052,7 @@ typedef struct tr_lr_monitor_state {
   const char *name, *momentum_name, *weight_decay_name; /* the metrics it publishes ("" = none) */
   int per_epoch;                /* the resolved interval: 1 epoch, 0 step */
 } tr_lr_monitor_state;
-TRAIN_API tr_err tr_lr_monitor(tr_trainer *t, const tr_lr_monitor_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h);
 
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
@@ -942,7 +1098,7 @@ typedef struct tr_gradient_monitor_state {
   int n_tensors;                /* tensors the filter selected (after on_train_start) */
   const tr_histogram *histogram;/* the last one (NULL before, or without histogram_bins) */
 } tr_gradient_monitor_state;
-TRAIN_API tr_err tr_gradient_monitor(tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_registry *reg, hk_handle h);
 
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
@@ -968,7 +1124,7 @@ typedef struct tr_nan_guard_state {
   int64_t skipped;              /* steps it dropped */
   const char *last;             /* what it found last, e.g. "gradient of 'w1'[17] is nan at step 40" ("" before) */
 } tr_nan_guard_state;
-TRAIN_API tr_err tr_nan_guard(tr_trainer *t, const tr_nan_guard_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out);
 TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h);
 
 /* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
@@ -998,7 +1154,7 @@ typedef struct tr_ema_state {
   size_t count;
   int swapped;                  /* the average is in the model now */
 } tr_ema_state;
-TRAIN_API tr_err tr_ema(tr_trainer *t, const tr_ema_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
@@ -1010,9 +1166,8 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
    smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
    Then parameters, optimizer state, counters and gradients are restored exactly, and with
    update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
-   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the atomic
-   writer: never through a symlink), and keeps it for
-   tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
+   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
+   atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
    train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
 typedef struct tr_lr_finder_desc {
@@ -1031,7 +1186,7 @@ typedef struct tr_lr_finder_state {
   int n;                        /* points of the curve (0 after a resume: the curve is not saved) */
   const double *lrs, *losses;   /* the learning rates and smoothed losses */
 } tr_lr_finder_state;
-TRAIN_API tr_err tr_lr_finder(tr_trainer *t, const tr_lr_finder_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
 
 /* ---- model_summary (Lightning's ModelSummary) ---------------------------------------------------
@@ -1045,7 +1200,7 @@ typedef struct tr_model_summary_desc {
   FILE *out;                    /* NULL = tr_desc.log, else stdout */
 } tr_model_summary_desc;
 typedef struct tr_model_summary_state { int64_t total_params; int n_tensors; } tr_model_summary_state;
-TRAIN_API tr_err tr_model_summary(tr_trainer *t, const tr_model_summary_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc *d, hk_handle *out);
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
 
 /* ---- accumulation_scheduler (Lightning's GradientAccumulationScheduler) --------------------------
@@ -1065,7 +1220,7 @@ typedef struct tr_accumulation_scheduler_state {
   const int *factors;
   int factor;                   /* the factor set last (1 before) */
 } tr_accumulation_scheduler_state;
-TRAIN_API tr_err tr_accumulation_scheduler(tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
 
 /* =================================================================================================
@@ -1204,17 +1359,17 @@ typedef struct tr_logger_state {
    column at every record costs work linear in the rows per column instead of rewriting everything
    each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
    under "specs". */
-TRAIN_API tr_err tr_csv_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 /* jsonl: metrics.jsonl, one JSON object per line. The first line is {"hparams": {...}} (numbers as
    numbers, the rest as strings, "specs" as a list); then one line per record:
    {"step":49,"epoch":0,"stage":"train","metrics":{"train/loss":0.25}}. NaN and infinities, which
    JSON cannot hold, are written as the strings "NaN", "Infinity" and "-Infinity". */
-TRAIN_API tr_err tr_jsonl_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 /* tensorboard: events.out.tfevents.<secs>.<host>.<pid>.0, TFRecord-framed Event protos with real
    CRC-32C: a file_version event, the hparams as a text summary (tag "hparams", a Markdown table),
    then per record one event holding every metric as a scalar (tag = the metric's name) and every
    histogram. Look at it with  tensorboard --logdir <save_dir>. */
-TRAIN_API tr_err tr_tensorboard_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h); /* any of these loggers, or plot */
 
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
@@ -1226,7 +1381,7 @@ typedef struct tr_plot_desc {
   const char *metrics;          /* space-separated metric names; NULL = every metric with "loss" in its name */
   const char *title;            /* NULL = the file's directory */
 } tr_plot_desc;
-TRAIN_API tr_err tr_plot(tr_trainer *t, const tr_plot_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out);
 /* The same plot from a CSV file in metrics.csv's layout (a "step" column and metric columns; empty
    cells are skipped). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
 TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len);
@@ -1253,7 +1408,7 @@ typedef struct tr_progress_bar_desc {
   int width;                    /* the line's width; 0 = the terminal's ($COLUMNS, else 80; lines: a 10-cell bar) */
   int ascii;                    /* 1: the bar in " 123456789#" instead of Unicode blocks */
 } tr_progress_bar_desc;
-TRAIN_API tr_err tr_progress_bar(tr_trainer *t, const tr_progress_bar_desc *d, hk_handle *out);
+TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
 /* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
    10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
@@ -1273,7 +1428,6 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1328,15 +1482,41 @@ extern "C" {
 #endif
 
 static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
-static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t); /* standard callbacks, after the trainer */
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
-/* what the trainer keeps for logging (the LOGGERS AND PROGRESS BAR section) */
+/* The run layer's private part (section THE RUN LAYER). */
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
-struct tr__logging {
-  tr_log_record rec;  /* the record being built; its histograms wait here for the next record */
-  tr__run_dir *dirs;  /* the version directory each save_dir/name got: this trainer's loggers share it */
-  hk_bytes refused;   /* metric names a record could not take, each reported once (NUL-separated) */
-};
+enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
+struct tr__hparam;
+typedef struct tr__run_priv {
+  tr_log_record rec;         /* the record being built; histograms wait here for the next record */
+  tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
+  char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
+  char *resume;              /* run->resume_from */
+  char error[512];           /* tr_run_error */
+  tr_err err;
+  hk_registry *reg;
+  uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
+  int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
+  int signals;               /* tr_run_start installed the stop signals */
+  int stop_pending;          /* a hook asked to stop while tr_run_start fired */
+  int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
+  const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
+  int (*set_accumulation)(void *trainer, int factor); /* the trainer's tr_set_accumulation */
+  int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
+  int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
+  struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
+  hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
+} tr__run_priv;
+/* The run layer's pieces the trainer calls (section THE RUN LAYER, after the trainer). */
+typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
+static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
+static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
+                                  int *no_default);
+static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
+static int tr__set_accumulation(void *trainer, int factor);
+static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 /* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
 static tr_err  tr__dist_init(tr_trainer *t);
 static void    tr__dist_free(tr_trainer *t);
@@ -1392,12 +1572,21 @@ static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
 }
 
 static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
-static void tr__vline(FILE *f, int rank, int world, const char *head, const char *fmt, va_list ap);
-static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line, one write (tr__vline) */
+static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one write, "[rank: N] " first with several processes */
   va_list ap;
+  FILE *f = t->tr__log ? t->tr__log : stderr;
+  char line[1024];
+  size_t n = t->ctx.world_size > 1 ? (size_t)snprintf(line, sizeof line, "[rank: %d] ", t->ctx.rank) : 0;
+  n += (size_t)snprintf(line + n, sizeof line - n, "train.h: warning: ");
   va_start(ap, fmt);
-  tr__vline(t->tr__log ? t->tr__log : stderr, t->ctx.rank, t->ctx.world_size, "train.h: warning: ", fmt, ap);
+  vsnprintf(line + n, sizeof line - n, fmt, ap);
   va_end(ap);
+  n = strlen(line);
+  if (n + 1 >= sizeof line) n = sizeof line - 2;
+  line[n++] = '\n';
+  line[n] = 0;
+  fputs(line, f);
+  fflush(f);
 }
 
 
@@ -2145,16 +2334,13 @@ TRAIN_API void tr_free(tr_trainer *t) {
   tr__dev_free(t);
   hk_ctx_free(&t->ctx);
   hk_bytes_free(&t->tr__data_state);
+  if (t->tr__run && t->tr__run->trainer == t) { /* the run stays with a registry of the user's */
+    t->tr__run->trainer = NULL;
+    t->tr__run->tr__p->epoch_done = NULL;
+  }
+  t->tr__run = NULL;
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
   free(t->tr__views);
-  if (t->tr__logging) {
-    tr__run_dir *d = t->tr__logging->dirs;
-    tr_log_record_free(&t->tr__logging->rec);
-    hk_bytes_free(&t->tr__logging->refused);
-    while (d) { tr__run_dir *next = d->next; free(d->base); free(d->dir); free(d); d = next; }
-    free(t->tr__logging);
-    t->tr__logging = NULL;
-  }
   free(t->tr__m);
   free(t->tr__v);
   tr__dist_free(t);
@@ -2241,10 +2427,9 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   /* Everything the step loop needs is allocated now, once. */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
-  t->tr__logging = (struct tr__logging *)calloc(1, sizeof *t->tr__logging);
   if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
   if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || !t->tr__logging || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -2255,6 +2440,9 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
     t->tr__own_reg = 1;
   }
+  if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
+  t->tr__run->tr__p->hparams = tr__hparams;
+  t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
 
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
@@ -2275,8 +2463,9 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
+  tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
   if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
-  if (tr__add_factories(t->reg, t) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
+  if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
@@ -2290,19 +2479,23 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
 }
 
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
-   The handler only counts (all a signal handler may safely do); the loops look at the count between
-   steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED. 2: fail at the next event.
-   SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every rank. With several processes
-   the handler counts in tr__sig_pending instead, and only the strategy's agreement points move
-   tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
-static volatile sig_atomic_t tr__sigint_count, tr__sig_pending;
-static volatile sig_atomic_t tr__sig_deferred; /* a multi-process fit is running */
+   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
+   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
+   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
+   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
+   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
+static int tr__sig_on;       /* this fit installed the helper: its count is ours */
+static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
+static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
+static int tr__sigint_count; /* multi-process: the agreed count */
 
-static void tr__on_sigint(int sig) {
-  if (tr__sig_deferred) tr__sig_pending = tr__sig_pending >= 1 ? 2 : 1;
-  else tr__sigint_count = tr__sigint_count >= 1 ? 2 : 1;
-  signal(sig, tr__on_sigint); /* where signal() has System V semantics, the handler must be re-armed */
+/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_own(void) {
+  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
+  return n < 0 ? 0 : n > 2 ? 2 : n;
 }
+/* What the loops act on. */
+static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
 
 /* ---- firing events ---------------------------------------------------------------------------------
    Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
@@ -2317,14 +2510,14 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__sigint_count >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it. */
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
   (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
-  if (t->ctx.hook_failure || tr__sigint_count >= 2) tr__settle(t);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -2335,7 +2528,8 @@ static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__
 /* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
    teardown, which always runs. Lightning skips teardown on errors; we do not. */
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = tr__sig_pending = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sig_base = hk_stop_requested();
   t->ctx.abort_reason = t->error;
   t->ctx.hook_failure = NULL;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
@@ -2347,84 +2541,13 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   return t->tr__err;
 }
 
-/* Write the HK_REQUEST_LOG line: counters, then every metric. */
-static void tr__log_line(tr_trainer *t) {
-  FILE *f = t->tr__log ? t->tr__log : stderr;
-  int i, n = hk_metric_count(&t->ctx);
-  hk_bytes b;
-  if (t->ctx.rank != 0) return; /* one log for the job */
-  memset(&b, 0, sizeof b);
-  tr__putf(&b, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)t->ctx.epoch,
-           (long long)t->ctx.global_step, (long long)t->ctx.batch_idx, t->ctx.loss, t->ctx.lr);
-  for (i = 0; i < n; i++) {
-    double v = 0;
-    const char *name = hk_metric_at(&t->ctx, i, &v);
-    if (name) tr__putf(&b, " %s=%.6g", name, v);
-  }
-  hk_bytes_put(&b, "\n", 1);
-  if (!b.failed) { fwrite(b.data, 1, b.len, f); fflush(f); } /* one write: lines of processes never mix */
-  hk_bytes_free(&b);
-}
-
-/* ---- log records (the LOGGERS AND PROGRESS BAR section) ------------------------------------------
-   The trainer builds a record and fires on_log; loggers are callbacks on on_log. Callers check
-   HK_ACTIVE(t->reg, HK_ON_LOG) first: without a logger nothing here runs. */
-
-static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
-
-/* Which of the context's metrics a record carries (the section's list); names only, so that the
-   trainer's computed-on-demand metrics are not computed for nothing. */
-static int tr__log_due(const char *name, const char *stage) {
-  if (!strcmp(stage, "val")) return tr__starts(name, "val/");
-  if (!strcmp(stage, "test")) return tr__starts(name, "test/");
-  return !tr__starts(name, "val/") && !tr__starts(name, "test/") && strcmp(name, "lr") && strcmp(name, "grad_norm") &&
-         strcmp(name, "train/loss");
-}
-
-/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
-   name, with its bytes escaped, instead of vanishing. */
-static void tr__log_refused(tr_trainer *t, const char *name, tr_err e) {
-  hk_bytes *seen = &t->tr__logging->refused;
-  char shown[200];
-  size_t at = 0, k = 0;
-  const unsigned char *p = (const unsigned char *)name;
-  while (at < seen->len) { /* reported already? */
-    const char *old = (const char *)seen->data + at;
-    if (!strcmp(old, name)) return;
-    at += strlen(old) + 1;
-  }
-  hk_bytes_put(seen, name, strlen(name) + 1);
-  for (; *p && k + 8 < sizeof shown; p++) /* printable ASCII as is, every other byte as \xNN */
-    k += (size_t)(*p >= 0x20 && *p < 0x7F && *p != '\\' ? snprintf(shown + k, sizeof shown - k, "%c", *p)
-                                                         : snprintf(shown + k, sizeof shown - k, "\\x%02X", *p));
-  if (*p) snprintf(shown + k, sizeof shown - k, "...");
-  tr__warn(t, "the metric '%s' is not logged: %s (reported once)", shown,
-           e == TR_ERR_NOMEM ? "out of memory" : "its name is not valid UTF-8, which every logger writes; rename it");
-}
-
+/* ---- log records and requests: the run layer's (section THE RUN LAYER), shared with any loop ---- */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
-  tr_log_record *r;
-  void *saved = t->ctx.outputs;
-  int i, n = hk_metric_count(&t->ctx);
-  tr_err e;
-  if (t->tr__err || !t->tr__logging) return;
-  r = &t->tr__logging->rec;
-  r->step = t->global_step > 0 ? t->global_step - 1 : 0; /* Lightning's _batches_that_stepped */
-  r->epoch = t->epoch;
-  r->stage = stage;
-  r->n_metrics = 0;
-  if (!strcmp(stage, "train") && (e = tr_log_set(r, "train/loss", t->tr__last_loss)) != TR_OK) tr__log_refused(t, "train/loss", e);
-  for (i = 0; i < n; i++) {
-    const char *name = hk_metric_at(&t->ctx, i, NULL);
-    double v;
-    if (name && tr__log_due(name, stage) && hk_metric_get(&t->ctx, name, &v) && (e = tr_log_set(r, name, v)) != TR_OK)
-      tr__log_refused(t, name, e);
-  }
-  t->ctx.outputs = r;
-  tr__fire(t, HK_ON_LOG);
-  t->ctx.outputs = saved;
-  r->n_histograms = 0;
+  if (t->tr__err) return;
+  tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
 }
+static void tr__log_line(tr_trainer *t) { tr__run_log_line(t->tr__run, &t->ctx); }
 
 /* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
 static void tr__log_requested(tr_trainer *t) {
@@ -2650,7 +2773,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->mean) *e->mean = NAN;
   n = tr__n_batches(t, e->data, e->limit, e->what);
   if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
-  t->eval_batches = n;
+  t->eval_batches = t->tr__run->eval_batches = n;
   hk_flow_clear(&t->tr__flow, own);
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
@@ -2696,9 +2819,41 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
   return TR_OK;
 }
 
+/* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
+   NULL outside a fit). Set at every run: the trainer's registry may be shared. */
+static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run *run = t->tr__run;
+  tr_run_desc *d = &run->desc;
+  run->trainer = t;
+  run->running = stage;
+  run->failed = 0;
+  run->tr__p->epoch_done = &t->tr__epoch_done;
+  run->tr__p->reg = t->reg;
+  d->log = t->tr__log;
+  d->epochs = TR_YES;
+  d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d->momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d->weight_decay = t->optim.weight_decay;
+  d->lr_per_epoch = t->sched.per_epoch;
+  memset(run->tr__p->stamp, 0, sizeof run->tr__p->stamp);
+  if (!c) return;
+  d->max_steps = c->max_steps;
+  d->max_epochs = c->max_epochs;
+  d->min_steps = c->min_steps;
+  d->min_epochs = c->min_epochs;
+  d->log_every_n_steps = c->log_every_n_steps;
+  d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+  /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+     (or not at all), else at the validation's end */
+  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+  run->resume_from = c->resume_from ? c->resume_from : "";
+  run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
+}
+
 static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
+  tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
   t->running = stage;
   t->ctx.stage = stage;
   t->ctx.requests = 0;
@@ -2716,6 +2871,8 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
     e = TR_OK; /* teardown honours no signal */
   }
   t->running = HK_STAGE_NONE;
+  t->tr__run->running = HK_STAGE_NONE;
+  t->tr__run->resume_from = "";
   t->ctx.stage = HK_STAGE_NONE;
   t->ctx.batch = NULL;
   t->ctx.requests = 0;
@@ -2761,13 +2918,8 @@ static int tr__stopping(const tr_trainer *t) {
   return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
 }
 
-/* Where the loop next looks at a stop, the epoch counts as finished if its last batch has run. */
-TRAIN_API int tr_stop_allowed(const tr_trainer *t) {
-  const tr_config *c = t ? t->tr__cfg : NULL;
-  if (!c || t->running != HK_STAGE_FIT) return 1;
-  return t->epoch + (t->tr__epoch_done ? 1 : 0) >= c->min_epochs && t->global_step >= c->min_steps;
-}
 
+static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
   if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
@@ -2789,28 +2941,21 @@ static void tr__fit_validate(tr_trainer *t) {
 /* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
    hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
    for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->error);
+  return e;
+}
 static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
-  const char *paths[HK_MAX_CHECKPOINT_PATHS];
-  int i, n, dflt;
+  char why[sizeof t->error];
+  int no_default = 0;
+  tr_err e;
   tr__dist_paths(t); /* rank 0's paths, on every rank */
-  n = t->ctx.n_checkpoint_paths;
-  dflt = t->ctx.checkpoint_default || n == 0;
-  if (n < 0 || n > HK_MAX_CHECKPOINT_PATHS) n = 0;
-  for (i = 0; i < n; i++) paths[i] = t->ctx.checkpoint_paths[i];
-  t->ctx.n_checkpoint_paths = 0;
-  t->ctx.checkpoint_default = 0;
-  for (i = 0; i <= n && !t->tr__err; i++) {
-    const char *path = i < n ? paths[i] : (dflt ? c->save_to : NULL);
-    tr_err e;
-    if (i == n && !dflt) break;
-    if (!path) { tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set"); break; }
-    e = tr_save(t, path);
-    if (e) {
-      char why[sizeof t->error];
-      memcpy(why, t->error, sizeof why);
-      tr__fail(t, e, "%s", why);
-    }
-  }
+  e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
+  if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
+  if (e) tr__fail(t, e, "%s", why);
 }
 
 /* A safe point (after a training batch or an epoch): honour what hooks requested. */
@@ -2878,7 +3023,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   tr__fire(t, HK_ON_TRAIN_BATCH_END);
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__sigint_count >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
@@ -2912,6 +3057,7 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
   }
   if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
   if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
+  t->lr = t->ctx.lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
   tr__fire(t, HK_ON_TRAIN_EPOCH_START);
 }
 
@@ -2920,7 +3066,7 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
   int complete;
-  t->train_batches = n;
+  t->train_batches = t->tr__run->train_batches = n;
   tr__start_epoch(t, c->train);
   tr__dist_agree(t);
   while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
@@ -3026,7 +3172,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__sigint_count >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
@@ -3057,7 +3203,6 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
-  void (*prev)(int) = SIG_ERR, (*prev_term)(int) = SIG_ERR;
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
   t->tr__cfg = &c;
@@ -3066,15 +3211,15 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
   t->lr = t->ctx.lr = tr__current_lr(t);
-  tr__sigint_count = tr__sig_pending = 0;
+  tr__sigint_count = 0;
   tr__sig_deferred = t->tr__dist != NULL;
-  if (!c.no_sigint) { prev = signal(SIGINT, tr__on_sigint); prev_term = signal(SIGTERM, tr__on_sigint); }
+  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
 
   e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
-  if (prev != SIG_ERR) signal(SIGINT, prev);
-  if (prev_term != SIG_ERR) signal(SIGTERM, prev_term);
-  tr__sigint_count = tr__sig_pending = tr__sig_deferred = 0;
+  if (tr__sig_on) hk_stop_signals_restore();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;
@@ -4172,61 +4317,6 @@ static void tr__set_str(char **dst, const char *s) { /* keeps the old value when
   if (p) { free(*dst); *dst = p; }
 }
 
-/* The trainer behind ctx, if it is the one the callback was made for; NULL in a hand-written loop. */
-static tr_trainer *tr__cb_trainer(const hk_ctx *ctx, tr_trainer *t) { return t && ctx->trainer == (void *)t ? t : NULL; }
-
-/* One line to f in one write: built whole, then one fwrite and a flush, so that lines of several
-   processes sharing a terminal or a file never tear into each other; "[rank: N] " first when the job
-   has several processes (Lightning's prefix), then head, then the message. */
-static void tr__vline(FILE *f, int rank, int world, const char *head, const char *fmt, va_list ap) {
-  char small[512], *line = small;
-  int n0 = world > 1 ? snprintf(small, sizeof small, "[rank: %d] %s", rank, head) : snprintf(small, sizeof small, "%s", head), n;
-  size_t len;
-  va_list aq;
-  if (n0 < 0 || n0 >= (int)sizeof small / 2) n0 = 0; /* heads are short */
-  va_copy(aq, ap);
-  n = vsnprintf(small + n0, sizeof small - (size_t)n0, fmt, ap);
-  len = (size_t)n0 + (size_t)(n > 0 ? n : 0);
-  if (len + 1 >= sizeof small) { /* a long message: its own buffer, else the first 510 bytes */
-    char *big = (char *)malloc(len + 2);
-    if (big) {
-      memcpy(big, small, (size_t)n0);
-      vsnprintf(big + n0, (size_t)n + 1, fmt, aq);
-      line = big;
-    } else len = sizeof small - 2;
-  }
-  va_end(aq);
-  line[len] = '\n';
-  fwrite(line, 1, len + 1, f);
-  fflush(f);
-  if (line != small) free(line);
-}
-
-/* Where a callback talks: the trainer's log (tr_desc.log), else stderr; "who: message" on one line
-   (tr__vline). zero_only: only on rank 0, as Lightning's rank_zero_info (a message that is the same on
-   every rank); else every rank says it, prefixed with its rank when there are several. ctx may be NULL. */
-static void tr__say(const hk_ctx *ctx, tr_trainer *t, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
-static void tr__say(const hk_ctx *ctx, tr_trainer *t, int zero_only, const char *who, const char *fmt, ...) {
-  FILE *f = t && t->tr__log ? t->tr__log : stderr;
-  char head[64];
-  va_list ap;
-  if (!ctx && t) ctx = &t->ctx;
-  if (zero_only && ctx && ctx->rank != 0) return;
-  snprintf(head, sizeof head, "%s: ", who);
-  va_start(ap, fmt);
-  tr__vline(f, ctx ? ctx->rank : 0, ctx ? ctx->world_size : 1, head, fmt, ap);
-  va_end(ap);
-}
-
-/* Lightning's rule for monitoring callbacks: act at the training epoch's end when validation runs at
-   every epoch's end only (or not at all), else at the validation's end. Outside train.h: epoch end. */
-static int tr__at_epoch_end(const tr_trainer *t, int flag) {
-  const tr_config *c = t ? t->tr__cfg : NULL;
-  if (flag != TR_DEFAULT) return flag > 0;
-  if (!c || !c->val) return 1;
-  return c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1;
-}
-
 /* The monitored metric is missing: the failure names it and lists what there is. */
 static hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
   char have[256];
@@ -4287,8 +4377,8 @@ static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
   va_end(ap);
   return TR_ERR_INVALID;
 }
-static tr_err tr__cb_result(tr_trainer *t, tr_err e, const tr__why *w) {
-  if (e) snprintf(t->error, sizeof t->error, "%s", w->msg);
+static tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
+  if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
   return e;
 }
 
@@ -4349,6 +4439,664 @@ static int tr__mkdirs(const char *dir) {
 #endif
 }
 
+/* =================================================================================================
+   THE RUN LAYER (implementation)
+   The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
+   callback by hk_destroy. Nothing here runs on a step unless the loop calls it.
+   ================================================================================================= */
+/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
+}
+
+static void tr__run_free(void *p) {
+  tr_run *run = (tr_run *)p;
+  tr__run_priv *q;
+  int i;
+  if (!run) return;
+  q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
+  while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
+  for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
+  free(q->resume);
+  tr_log_record_free(&q->rec);
+  hk_bytes_free(&q->refused);
+  free(q);
+  free(run);
+}
+
+TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
+  tr_run *run;
+  if (!reg) return NULL;
+  if ((run = (tr_run *)hk_attached(reg)) != NULL) return run;
+  run = (tr_run *)calloc(1, sizeof *run);
+  if (!run || !(run->tr__p = (tr__run_priv *)calloc(1, sizeof *run->tr__p))) { free(run); return NULL; }
+  run->resume_from = "";
+  hk_attach(reg, run, tr__run_free);
+  return run;
+}
+
+/* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
+   callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
+static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
+  FILE *f = run && run->desc.log ? run->desc.log : stderr;
+  char line[1024];
+  size_t n = 0;
+  if (ctx && ctx->world_size > 1) n = (size_t)snprintf(line, sizeof line, "[rank: %d] ", ctx->rank);
+  if (who) n += (size_t)snprintf(line + n, sizeof line - n, "%s: ", who);
+  if (n < sizeof line) vsnprintf(line + n, sizeof line - n, fmt, ap);
+  n = strlen(line);
+  if (n + 1 >= sizeof line) n = sizeof line - 2;
+  line[n++] = '\n';
+  line[n] = 0;
+  fputs(line, f);
+  fflush(f);
+}
+static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) TR__PRINTF(4, 5);
+static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vsay(run, ctx, who, fmt, ap);
+  va_end(ap);
+}
+/* The same, said on rank 0 only when zero_only is set (Lightning's rank_zero_info: a message that is the
+   same on every rank, or one Lightning prints there only). */
+static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
+static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) {
+  va_list ap;
+  if (zero_only && ctx && ctx->rank != 0) return;
+  va_start(ap, fmt);
+  tr__run_vsay(run, ctx, who, fmt, ap);
+  va_end(ap);
+}
+
+static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
+  const char *s = run ? run->tr__p->strs[i] : NULL;
+  return s ? s : dflt;
+}
+static int tr__tri_ok(int v) { return v >= TR_NO && v <= TR_YES; }
+
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
+  tr_run_desc zero;
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  const char *strs[TR__RUN_STRS];
+  char *copy[TR__RUN_STRS];
+  int i;
+  if (!reg) return TR_ERR_INVALID;
+  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "tr_run_setup: out of memory"), TR_ERR_NOMEM;
+  memset(&zero, 0, sizeof zero);
+  if (!d) d = &zero;
+  if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
+                        "TR_YES, TR_NO or 0 (the default)"), TR_ERR_INVALID;
+  if (d->train_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: train_batches, max_steps, max_epochs, min_steps and "
+                        "min_epochs must be >= 0 (0 = unknown / none)"), TR_ERR_INVALID;
+  if (d->save_dir && !d->save_dir[0])
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: save_dir is empty (NULL means \"runs\"; \".\" is the "
+                        "current directory)"), TR_ERR_INVALID;
+  if (d->version && strchr(d->version, '/'))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: version '%s' must be a directory name without '/'",
+                        d->version), TR_ERR_INVALID;
+  if (!d->save_model != !d->load_model)
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: give save_model and load_model together (a checkpoint "
+                        "that cannot be loaded, or a loader with nothing to load)"), TR_ERR_INVALID;
+  if (!hk_is_finite(d->momentum) || !hk_is_finite(d->weight_decay))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: momentum and weight_decay must be finite"), TR_ERR_INVALID;
+  strs[TR__RUN_SAVE_DIR] = d->save_dir;
+  strs[TR__RUN_NAME] = d->name;
+  strs[TR__RUN_VERSION] = d->version;
+  strs[TR__RUN_OPTIMIZER] = d->optimizer;
+  strs[TR__RUN_HPARAMS] = d->hparams;
+  strs[TR__RUN_SAVE_TO] = d->save_to;
+  for (i = 0; i < TR__RUN_STRS; i++) {
+    copy[i] = strs[i] ? tr__strdup(strs[i]) : NULL;
+    if (strs[i] && !copy[i]) {
+      while (i-- > 0) free(copy[i]);
+      return hk_set_error(reg, HK_ERR_NOMEM, "tr_run_setup: out of memory"), TR_ERR_NOMEM;
+    }
+  }
+  q = run->tr__p;
+  for (i = 0; i < TR__RUN_STRS; i++) { free(q->strs[i]); q->strs[i] = copy[i]; }
+  run->desc = *d;
+  run->desc.save_dir = q->strs[TR__RUN_SAVE_DIR];
+  run->desc.name = q->strs[TR__RUN_NAME];
+  run->desc.version = q->strs[TR__RUN_VERSION];
+  run->desc.optimizer = q->strs[TR__RUN_OPTIMIZER];
+  run->desc.hparams = q->strs[TR__RUN_HPARAMS];
+  run->desc.save_to = q->strs[TR__RUN_SAVE_TO];
+  run->train_batches = d->train_batches;
+  if (tr_add_factories(reg) != HK_OK) return TR_ERR_NOMEM;
+  return TR_OK;
+}
+
+/* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
+   the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
+static int tr__at_epoch_end(const tr_run *run, int flag) {
+  if (flag != TR_DEFAULT) return flag > 0;
+  if (!run) return 1;
+  if (run->desc.check_on_train_epoch_end != TR_DEFAULT) return run->desc.check_on_train_epoch_end > 0;
+  return run->desc.epochs != TR_NO;
+}
+
+TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
+  const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
+  int64_t epochs;
+  if (!run || run->running != HK_STAGE_FIT) return 1;
+  /* the epoch counts once its last batch has run: the trainer says when; a loop's epoch at its end */
+  epochs = ctx->epoch + ((run->tr__p->epoch_done ? *run->tr__p->epoch_done : ctx->event == HK_ON_TRAIN_EPOCH_END) ? 1 : 0);
+  return epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps;
+}
+
+/* ---- log records ------------------------------------------------------------------------------ */
+static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Which of the context's metrics a record carries: val/ ones in val records, test/ ones in test
+   records, the rest in training records except the trainer's computed-on-demand lr, grad_norm and
+   train/loss (which the record sets itself). */
+static int tr__log_wanted(const char *name, const char *stage) {
+  if (!strcmp(stage, "val")) return tr__starts(name, "val/");
+  if (!strcmp(stage, "test")) return tr__starts(name, "test/");
+  return !tr__starts(name, "val/") && !tr__starts(name, "test/") && strcmp(name, "lr") && strcmp(name, "grad_norm") &&
+         strcmp(name, "train/loss");
+}
+static int tr__stage_index(const char *stage) { return !strcmp(stage, "train") ? 0 : !strcmp(stage, "val") ? 1 : 2; }
+
+/* Build the record for stage from ctx and fire on_log (signals into flow). Only values set since the
+   stage's last record go in (hk_metric_stamp), and values computed on demand (lazy ones), so that a
+   value set once does not repeat in every row (Lightning logs what was logged since). */
+/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
+   name (rank 0), with its bytes escaped, instead of vanishing. */
+static void tr__log_refused(tr_run *run, const hk_ctx *ctx, const char *name, tr_err e) {
+  hk_bytes *seen = &run->tr__p->refused;
+  char shown[200];
+  size_t at = 0, k = 0;
+  const unsigned char *p = (const unsigned char *)name;
+  while (at < seen->len) { /* reported already? */
+    const char *old = (const char *)seen->data + at;
+    if (!strcmp(old, name)) return;
+    at += strlen(old) + 1;
+  }
+  hk_bytes_put(seen, name, strlen(name) + 1);
+  for (; *p && k + 8 < sizeof shown; p++) /* printable ASCII as is, every other byte as \xNN */
+    k += (size_t)(*p >= 0x20 && *p < 0x7F && *p != '\\' ? snprintf(shown + k, sizeof shown - k, "%c", *p)
+                                                         : snprintf(shown + k, sizeof shown - k, "\\x%02X", *p));
+  if (*p) snprintf(shown + k, sizeof shown - k, "...");
+  tr__run_say_on(run, ctx, 1, "train.h: warning", "the metric '%s' is not logged: %s (reported once)", shown,
+                 e == TR_ERR_NOMEM ? "out of memory" : "its name is not valid UTF-8, which every logger writes; rename it");
+}
+
+static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow) {
+  tr__run_priv *q = run->tr__p;
+  tr_log_record *r = &q->rec;
+  void *saved = ctx->outputs;
+  int i, n = hk_metric_count(ctx), k = tr__stage_index(stage);
+  uint64_t since = q->stamp[k];
+  double loss;
+  tr_err e;
+  q->stamp[k] = hk_metric_stamp(ctx, NULL);
+  r->step = ctx->global_step > 0 ? ctx->global_step - 1 : 0; /* Lightning's _batches_that_stepped */
+  r->epoch = ctx->epoch;
+  r->stage = stage;
+  r->n_metrics = 0;
+  if (k == 0 && (e = tr_log_set(r, "train/loss", hk_metric_get(ctx, "train/loss", &loss) ? loss : ctx->loss)) != TR_OK)
+    tr__log_refused(run, ctx, "train/loss", e);
+  for (i = 0; i < n; i++) {
+    const char *name = hk_metric_at(ctx, i, NULL);
+    uint64_t stamp;
+    double v;
+    if (!name || !tr__log_wanted(name, stage)) continue;
+    stamp = hk_metric_stamp(ctx, name);
+    if (stamp != 0 && stamp <= since) continue; /* not set since the last record */
+    if (hk_metric_get(ctx, name, &v) && (e = tr_log_set(r, name, v)) != TR_OK) tr__log_refused(run, ctx, name, e);
+  }
+  ctx->outputs = r;
+  (void)HK_FIRE_FLOW(ctx->reg ? ctx->reg : q->reg, HK_ON_LOG, ctx, flow);
+  ctx->outputs = saved;
+  r->n_histograms = 0;
+}
+
+TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage) {
+  tr_run *run = tr_run_get(reg);
+  hk_flow flow = { 0 };
+  if (!run || !ctx || !stage || !HK_ACTIVE(reg, HK_ON_LOG)) return HK_CONTINUE;
+  if (strcmp(stage, "train") && strcmp(stage, "val") && strcmp(stage, "test")) return HK_CONTINUE;
+  run->tr__p->reg = reg;
+  if (ctx->reg != reg) ctx->reg = reg;
+  tr__run_send(run, ctx, stage, &flow);
+  if (HK_FLOW_HAS(&flow, HK_FLOW_FAIL)) {
+    tr_run_fail(reg, TR_ERR_HOOK, "%s", ctx->hook_failure ? ctx->hook_failure : "a hook failed in on_log");
+    return HK_FAIL;
+  }
+  return HK_CONTINUE;
+}
+
+/* The line HK_REQUEST_LOG writes to the run's log: the counters, then every metric. */
+static void tr__run_log_line(const tr_run *run, hk_ctx *ctx) {
+  char line[2048];
+  size_t len;
+  int i, n = hk_metric_count(ctx);
+  if (ctx->rank != 0) return; /* one log for the job */
+  len = (size_t)snprintf(line, sizeof line, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)ctx->epoch,
+                         (long long)ctx->global_step, (long long)ctx->batch_idx, ctx->loss, ctx->lr);
+  for (i = 0; i < n && len < sizeof line; i++) {
+    double v = 0;
+    const char *name = hk_metric_at(ctx, i, &v);
+    if (name) len += (size_t)snprintf(line + len, sizeof line - len, " %s=%.6g", name, v);
+  }
+  tr__run_say(run, NULL, NULL, "%s", line);
+}
+
+/* ---- failures ------------------------------------------------------------------------------------ */
+TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...) {
+  tr_run *run = tr_run_get(reg);
+  va_list ap;
+  if (!run || run->failed) return; /* the first failure is the run's */
+  run->failed = 1;
+  run->tr__p->err = e ? e : TR_ERR_HOOK;
+  va_start(ap, fmt);
+  vsnprintf(run->tr__p->error, sizeof run->tr__p->error, fmt, ap);
+  va_end(ap);
+}
+TRAIN_API const char *tr_run_error(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run ? run->tr__p->error : "";
+}
+
+/* Look at what the loop's sites collected: a fatal hook failure fails the run. */
+static void tr__run_settle(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
+  if (flow && HK_FLOW_HAS(flow, HK_FLOW_FAIL)) {
+    tr_run_fail(reg, TR_ERR_HOOK, "%s", ctx->hook_failure ? ctx->hook_failure : "a hook failed");
+    hk_flow_clear(flow, HK_FLOW_FAIL);
+  }
+  ctx->hook_failure = NULL;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------------------
+   Honouring HK_REQUEST_CHECKPOINT is the same in every loop: every path hooks queued
+   (hk_request_checkpoint), then the loop's default path when a hook asked for it (or queued none).
+   The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. *no_default
+   is set when the default was asked for and the loop has none. */
+static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
+                                  int *no_default) {
+  const char *paths[HK_MAX_CHECKPOINT_PATHS];
+  int i, n = ctx->n_checkpoint_paths, dflt = ctx->checkpoint_default || n == 0;
+  if (n < 0 || n > HK_MAX_CHECKPOINT_PATHS) n = 0;
+  for (i = 0; i < n; i++) paths[i] = ctx->checkpoint_paths[i];
+  ctx->n_checkpoint_paths = 0;
+  ctx->checkpoint_default = 0;
+  for (i = 0; i <= n; i++) {
+    const char *path = i < n ? paths[i] : dflt ? dflt_path : NULL;
+    tr_err e;
+    if (i == n && !dflt) break;
+    if (!path) { *no_default = 1; break; }
+    if ((e = save(user, ctx, path, why, cap)) != TR_OK) return e;
+  }
+  return TR_OK;
+}
+
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
+extern int fileno(FILE *f);
+#endif
+/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
+   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
+   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
+   be a symlink (replaced itself, never followed), never a device or a directory. */
+static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
+  tr__afile a;
+  FILE *f = NULL;
+  int e;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+#ifdef TR__POSIX
+    int fd = dup(a.fd); /* the stream gets its own descriptor: the writer keeps a.fd for fsync and rename */
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+      a.err = errno ? errno : EIO;
+      a.step = "writing";
+      if (fd >= 0) close(fd);
+    }
+#else
+    f = a.f;
+#endif
+    if (f) {
+      int filled = fill(f, user);
+      if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
+      if (fflush(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
+#ifdef TR__POSIX
+      if (fclose(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
+#endif
+    }
+  }
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
+  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
+  tr__afile_free(&a);
+  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+}
+
+/* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
+     state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
+              per hook: u32 key length | key | u64 length | the callback's state
+     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
+   (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
+#define TR__RUN_TRAILER 24
+typedef struct tr__run_saving { tr_run *run; hk_bytes state; } tr__run_saving;
+static hk_err tr__run_state_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  unsigned char x[8];
+  size_t klen = strlen(key);
+  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, key, klen);
+  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
+  hk_bytes_put(b, data, len);
+  return HK_OK;
+}
+static int tr__run_fill(FILE *f, void *user) {
+  tr__run_saving *s = (tr__run_saving *)user;
+  unsigned char t[TR__RUN_TRAILER];
+  if (s->run->desc.save_model(s->run->desc.model_user, f) != 0) return EIO;
+  if (ferror(f)) return errno ? errno : EIO;
+  tr__le(t, (uint64_t)s->state.len, 8);
+  tr__le(t + 8, tr_crc32c(s->state.data, s->state.len), 4);
+  tr__le(t + 12, 1, 4);
+  memcpy(t + 16, "TRRUNEND", 8);
+  if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
+  return 0;
+}
+
+static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  hk_registry *reg = (hk_registry *)user;
+  tr__run_saving s;
+  unsigned char x[8];
+  int n_hooks = 0;
+  uint64_t v[4];
+  size_t count_at;
+  tr_err e;
+  int i;
+  memset(&s, 0, sizeof s);
+  s.run = tr_run_get(reg);
+  if (!s.run || !s.run->desc.save_model) {
+    tr__msg(why, cap, "cannot save '%s': the run has no save_model (tr_run_desc.save_model and load_model write and "
+             "read your model's own format)", path);
+    return TR_ERR_INVALID;
+  }
+  ctx->path = path;
+  ctx->hook_failure = NULL;
+  if (HK_FIRE(reg, HK_ON_SAVE_CHECKPOINT, ctx) == HK_FAIL) {
+    tr__msg(why, cap, "%s", ctx->hook_failure ? ctx->hook_failure : "on_save_checkpoint failed");
+    ctx->path = NULL;
+    return TR_ERR_HOOK;
+  }
+  hk_bytes_put(&s.state, "TRRUN\0\0\0", 8);
+  v[0] = (uint64_t)ctx->epoch; v[1] = (uint64_t)ctx->global_step; v[2] = (uint64_t)ctx->batch_idx; v[3] = (uint64_t)ctx->samples_seen;
+  for (i = 0; i < 4; i++) { tr__le(x, v[i], 8); hk_bytes_put(&s.state, x, 8); }
+  count_at = s.state.len;
+  hk_bytes_put(&s.state, "\0\0\0\0", 4);
+  if (hk_state_save(reg, tr__run_state_sink, &s.state) != HK_OK) {
+    tr__msg(why, cap, "saving the callbacks' state for '%s' failed: %s", path, hk_last_error(reg));
+    hk_bytes_free(&s.state);
+    ctx->path = NULL;
+    return TR_ERR_STATE;
+  }
+  { /* count the hooks: walk the blocks just written */
+    size_t p = count_at + 4;
+    while (p + 4 <= s.state.len) {
+      uint64_t klen = tr__get(s.state.data + p, 4), len = tr__get(s.state.data + p + 4 + klen, 8);
+      p += 4 + (size_t)klen + 8 + (size_t)len;
+      n_hooks++;
+    }
+    if (!s.state.failed) tr__le(s.state.data + count_at, (uint64_t)n_hooks, 4);
+  }
+  if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
+  e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  hk_bytes_free(&s.state);
+  if (!e) {
+    ctx->hook_failure = NULL;
+    if (HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, ctx) == HK_FAIL) {
+      tr__msg(why, cap, "%s", ctx->hook_failure ? ctx->hook_failure : "on_checkpoint_saved failed");
+      e = TR_ERR_HOOK;
+    }
+  }
+  ctx->path = NULL;
+  return e;
+}
+
+TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path) {
+  tr_run *run = tr_run_get(reg);
+  char why[400];
+  tr_err e;
+  if (!run || !ctx || !path || !path[0]) return TR_ERR_INVALID;
+  if ((e = tr__run_save_to(reg, ctx, path, why, sizeof why)) != TR_OK) tr__msg(run->tr__p->error, sizeof run->tr__p->error, "tr_run_save: %s", why);
+  return e;
+}
+
+TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
+  tr_run *run = tr_run_get(reg);
+  char *err;
+  size_t cap;
+  FILE *f = NULL;
+  unsigned char t[TR__RUN_TRAILER], *state = NULL;
+  uint64_t size, slen, v[4];
+  hk_state_blob *blobs = NULL;
+  uint32_t n_hooks = 0, i;
+  size_t p;
+  int missing = 0;
+  tr_err e = TR_OK;
+  if (!run || !ctx || !path) return TR_ERR_INVALID;
+  err = run->tr__p->error;
+  cap = sizeof run->tr__p->error;
+  err[0] = 0;
+  if (!run->desc.load_model) {
+    tr__msg(err, cap, "tr_run_load: the run has no load_model (tr_run_setup's save_model / load_model)");
+    return TR_ERR_INVALID;
+  }
+#define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
+  if (!(f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
+#ifdef TR__POSIX
+  {
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: '%s' is not a regular file", path);
+  }
+#endif
+  if (fseek(f, 0, SEEK_END) != 0 || (long)(size = (uint64_t)ftell(f)) < 0) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: cannot size '%s'", path);
+  if (size < TR__RUN_TRAILER || fseek(f, (long)(size - TR__RUN_TRAILER), SEEK_SET) != 0 || fread(t, 1, sizeof t, f) != sizeof t ||
+      memcmp(t + 16, "TRRUNEND", 8) != 0)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
+  if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
+  slen = tr__get(t, 8);
+  if (slen < 48 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
+  if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
+    TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
+  if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is corrupted (the checksum of its state block does not match)", path);
+  for (i = 0; i < 4; i++) v[i] = tr__get(state + 8 + 8 * i, 8);
+  for (i = 0; i < 4; i++)
+    if ((int64_t)v[i] < 0 || v[i] > ((uint64_t)1 << 53))
+      TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' holds a counter out of range (epoch, step, batch, samples: %lld %lld %lld %lld)",
+                  path, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+  n_hooks = (uint32_t)tr__get(state + 40, 4);
+  if (n_hooks > 4096) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' lists %u callback states (corrupted?)", path, (unsigned)n_hooks);
+  if (n_hooks && !(blobs = (hk_state_blob *)calloc(n_hooks, sizeof *blobs))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  for (p = 44, i = 0; i < n_hooks; i++) { /* each key is NUL-terminated in place: the length field ahead of the next is copied first */
+    uint64_t klen, len;
+    if (p + 4 > slen || (klen = tr__get(state + p, 4)) == 0 || klen > 256 || p + 4 + klen + 8 > slen)
+      TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': callback state %u is malformed", path, (unsigned)i);
+    len = tr__get(state + p + 4 + klen, 8);
+    if (len > slen - (p + 4 + klen + 8)) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': callback state %u is truncated", path, (unsigned)i);
+    if (memchr(state + p + 4, 0, (size_t)klen)) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': a callback name holds a NUL byte", path);
+    blobs[i].key = (const char *)(state + p + 3); /* moved one byte back below, to make room for its NUL */
+    memmove(state + p + 3, state + p + 4, (size_t)klen);
+    state[p + 3 + klen] = 0;
+    blobs[i].data = state + p + 4 + klen + 8;
+    blobs[i].len = (size_t)len;
+    p += 4 + (size_t)klen + 8 + (size_t)len;
+  }
+  if (p != slen) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %llu stray bytes after the callbacks' state", path, (unsigned long long)(slen - p));
+  if (hk_state_check(reg, blobs, (int)n_hooks, &missing) != HK_OK)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, hk_last_error(reg));
+  for (i = 0; i < n_hooks; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__run_say(run, ctx, "tr_run_load", "'%s' holds state for '%s', which is not registered now (ignored)", path, blobs[i].key);
+  if (missing) tr__run_say(run, ctx, "tr_run_load", "'%s': %s (they keep their current state)", path, hk_last_error(reg));
+  rewind(f);
+  if (run->desc.load_model(run->desc.model_user, f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
+  if (hk_state_load_all(reg, blobs, (int)n_hooks) != HK_OK)
+    TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
+  ctx->epoch = (int64_t)v[0];
+  ctx->global_step = (int64_t)v[1];
+  ctx->batch_idx = (int64_t)v[2];
+  ctx->samples_seen = (int64_t)v[3];
+  run->tr__p->last_step = ctx->global_step;
+  hk_grads_changed(ctx);
+  free(run->tr__p->resume);
+  run->tr__p->resume = tr__strdup(path);
+  run->resume_from = run->tr__p->resume ? run->tr__p->resume : "";
+  ctx->path = path;
+  ctx->hook_failure = NULL;
+  if (HK_FIRE(reg, HK_ON_LOAD_CHECKPOINT, ctx) == HK_FAIL)
+    TR__RUN_BAD(TR_ERR_HOOK, "tr_run_load: %s", ctx->hook_failure ? ctx->hook_failure : "on_load_checkpoint failed");
+#undef TR__RUN_BAD
+done:
+  ctx->path = NULL;
+  if (f) fclose(f);
+  free(state);
+  free(blobs);
+  return e;
+}
+
+/* ---- start, safe points, finish ------------------------------------------------------------------ */
+static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  if (run && run->failed) return;
+  (void)HK_FIRE_FLOW(reg, event, ctx, flow);
+  tr__run_settle(reg, ctx, flow);
+}
+
+TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  hk_flow flow = { 0 };
+  if (!run || !ctx) return TR_ERR_INVALID;
+  q = run->tr__p;
+  if (run->running != HK_STAGE_NONE) {
+    hk_set_error(reg, HK_ERR_INVALID, "tr_run_start: a run is going already (tr_run_finish ends it)");
+    return TR_ERR_INVALID;
+  }
+  run->failed = 0;
+  q->err = TR_OK;
+  q->error[0] = 0;
+  memset(q->stamp, 0, sizeof q->stamp);
+  q->stop_pending = 0;
+  q->own_loop = 1;
+  q->reg = reg;
+  q->last_step = ctx->global_step;
+  run->running = HK_STAGE_FIT;
+  run->trainer = NULL;
+  ctx->reg = reg;
+  ctx->stage = HK_STAGE_FIT;
+  if (ctx->world_size < 1) ctx->world_size = 1;
+  ctx->requests = 0;
+  ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  tr__run_fire(reg, ctx, HK_SETUP, &flow);
+  tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
+  if (!run->failed && resume_from && resume_from[0]) {
+    tr_err e = tr_run_load(reg, ctx, resume_from);
+    if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
+    q->last_step = ctx->global_step;
+  }
+  tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
+  tr__run_fire(reg, ctx, HK_ON_TRAIN_START, &flow);
+  if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
+  return run->failed ? q->err : TR_OK;
+}
+
+/* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
+static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  unsigned out = 0, r;
+  if (!run || !ctx) return TR_RUN_STOP;
+  q = run->tr__p;
+  tr__run_settle(reg, ctx, flow);
+  if (!epoch_end && !run->failed && ctx->global_step > q->last_step) { /* the batch stepped: a record when due */
+    int64_t n = run->desc.log_every_n_steps ? run->desc.log_every_n_steps : 50;
+    q->last_step = ctx->global_step;
+    if (n > 0 && ctx->global_step % n == 0 && HK_ACTIVE(reg, HK_ON_LOG)) {
+      tr__run_send(run, ctx, "train", flow);
+      tr__run_settle(reg, ctx, flow);
+    }
+  }
+  r = ctx->requests;
+  ctx->requests = 0;
+  if (!run->failed && (r & HK_REQUEST_VALIDATION)) out |= TR_RUN_VALIDATE;
+  if (!run->failed && (r & HK_REQUEST_CHECKPOINT)) {
+    char why[512];
+    int no_default = 0;
+    tr_err e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_save_to, reg, why, sizeof why, &no_default);
+    if (no_default) tr__run_say(run, ctx, "tr_run", "a hook requested a checkpoint but tr_run_desc.save_to is not set");
+    if (e) tr_run_fail(reg, e, "%s", why);
+  }
+  if (!run->failed && (r & HK_REQUEST_LOG)) {
+    tr__run_log_line(run, ctx);
+    if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
+  }
+  if (q->signals && hk_stop_requested() > 0)
+    tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)ctx->global_step);
+  if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
+    int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
+    if (epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps) out |= TR_RUN_STOP;
+  }
+  if (q->stop_pending || run->failed) out |= TR_RUN_STOP;
+  return out;
+}
+TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_point(reg, ctx, flow, 0); }
+TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_point(reg, ctx, flow, 1); }
+
+TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  hk_flow flow = { 0 };
+  tr_err e;
+  if (!run || !ctx) return TR_ERR_INVALID;
+  q = run->tr__p;
+  if (run->running == HK_STAGE_NONE) return run->failed ? q->err : TR_OK;
+  if (status != TR_OK) tr_run_fail(reg, status, "the loop ended the run: %s", tr_err_name(status));
+  ctx->stage = HK_STAGE_FIT;
+  if (!run->failed) {
+    tr__run_fire(reg, ctx, HK_ON_TRAIN_END, &flow);
+    if (!run->failed && (ctx->requests & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG))) {
+      ctx->requests &= HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG; /* a validation is not run any more */
+      (void)tr__run_safe_point(reg, ctx, &flow, 1);
+    }
+    tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
+  }
+  if (run->failed) {
+    ctx->abort_reason = q->error;
+    ctx->hook_failure = NULL;
+    (void)HK_FIRE(reg, HK_ON_EXCEPTION, ctx);
+    if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (on_exception: reported only)", ctx->hook_failure);
+  }
+  ctx->hook_failure = NULL;
+  (void)HK_FIRE(reg, HK_TEARDOWN, ctx);
+  if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (teardown: reported only)", ctx->hook_failure);
+  ctx->hook_failure = NULL;
+  ctx->abort_reason = NULL;
+  if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
+  e = run->failed ? q->err : TR_OK;
+  run->running = HK_STAGE_NONE;
+  q->own_loop = 0;
+  ctx->stage = HK_STAGE_NONE;
+  ctx->requests = 0;
+  return e;
+}
+
 /* ---- early_stopping ------------------------------------------------------------------------------- */
 TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r) {
   static const char *const names[TR_STOP_REASON_COUNT] = {
@@ -4361,11 +5109,13 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r) {
 
 typedef struct tr__es {
   tr_early_stopping_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   char *monitor, *message;
   tr_mode mode;
   double min_delta;             /* signed as Lightning: negative for min */
-  int strict, check_finite, has_stop, has_div, at_epoch_flag, at_epoch_end, verbose, zero_only;
+  int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only;
+  int64_t checks;               /* checks made in this fit */
+  int warned_stage, warned_never;
   double stop_thr, div_thr;
 } tr__es;
 
@@ -4378,14 +5128,20 @@ static void tr__es_destroy(void *user) {
 }
 
 static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_run *run = s->run;
   tr_stop_reason why = TR_STOP_NOT_STOPPED;
   char msg[400];
   double cur;
+  if (ctx->stage == HK_STAGE_NONE && !s->warned_stage) { /* a hand-written loop that forgot to say it is fitting */
+    s->warned_stage = 1;
+    tr__run_say(run, ctx, "early_stopping", "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
+                "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
+  }
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE; /* not in the sanity check, not outside a fit */
+  s->checks++;
   if (!hk_metric_get(ctx, s->monitor, &cur)) {
     if (s->strict) return tr__missing_metric(ctx, "early_stopping", s->monitor);
-    if (s->verbose) tr__say(ctx, t, s->zero_only, "early_stopping", "'%s' is not set; check skipped (strict=false)", s->monitor);
+    if (s->verbose) tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "'%s' is not set; check skipped (strict=false)", s->monitor);
     return HK_CONTINUE;
   }
   msg[0] = 0;
@@ -4404,9 +5160,9 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   } else if (tr__better(s->mode, cur - s->min_delta, s->pub.best_score)) {
     if (s->verbose) {
       if (hk_is_finite(s->pub.best_score))
-        tr__say(ctx, t, s->zero_only, "early_stopping", "Metric %s improved by %.3f >= min_delta = %g. New best score: %.3f", s->monitor,
+        tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "Metric %s improved by %.3f >= min_delta = %g. New best score: %.3f", s->monitor,
                    fabs(s->pub.best_score - cur), fabs(s->min_delta), cur);
-      else tr__say(ctx, t, s->zero_only, "early_stopping", "Metric %s improved. New best score: %.3f", s->monitor, cur);
+      else tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "Metric %s improved. New best score: %.3f", s->monitor, cur);
     }
     s->pub.best_score = cur;
     s->pub.wait_count = 0;
@@ -4425,9 +5181,9 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
     s->pub.stopping_reason_message = s->message;
     return HK_CONTINUE;
   }
-  if (t && !tr_stop_allowed(t)) { /* min_epochs / min_steps unmet: decide again at the next check */
+  if (!tr_stop_allowed(ctx)) { /* min_epochs / min_steps unmet: decide again at the next check */
     s->pub.held = 1;
-    if (s->verbose) tr__say(ctx, t, s->zero_only, "early_stopping", "%s (held: min_epochs/min_steps not reached; decided again at the next check)", msg);
+    if (s->verbose) tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "%s (held: min_epochs/min_steps not reached; decided again at the next check)", msg);
     return HK_CONTINUE;
   }
   s->pub.held = 0;
@@ -4435,22 +5191,44 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   s->pub.stopped_epoch = ctx->epoch;
   tr__set_str(&s->message, msg);
   s->pub.stopping_reason_message = s->message;
-  if (s->verbose) tr__say(ctx, t, s->zero_only, "early_stopping", "%s", msg);
+  if (s->verbose) tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "%s", msg);
   return HK_STOP;
 }
 
+/* What can be known before training is checked here: a monitored val/ metric in a run that never
+   validates would only fail at the first check. */
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
-  s->at_epoch_end = tr__at_epoch_end(tr__cb_trainer(ctx, s->t), s->at_epoch_flag);
+  s->checks = 0;
+  if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
+    if (s->strict)
+      return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
+                     "monitor a training metric, or give the fit validation data", s->monitor);
+    tr__run_say(s->run, ctx, "early_stopping", "monitors '%s', but this run never validates: it will never stop "
+                "training (strict=false)", s->monitor);
+  }
   return HK_CONTINUE;
 }
+/* Where it checks is asked at each event (the loop may change its settings between runs). */
 static hk_signal tr__es_epoch_end(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
-  return s->at_epoch_end ? tr__es_check(s, ctx) : HK_CONTINUE;
+  return tr__at_epoch_end(s->run, s->at_epoch_flag) ? tr__es_check(s, ctx) : HK_CONTINUE;
 }
 static hk_signal tr__es_val_end(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
-  return s->at_epoch_end ? HK_CONTINUE : tr__es_check(s, ctx);
+  return tr__at_epoch_end(s->run, s->at_epoch_flag) ? HK_CONTINUE : tr__es_check(s, ctx);
+}
+/* A check point the loop never reached is a misconfiguration the user cannot see: say so, once. */
+static hk_signal tr__es_train_end(hk_ctx *ctx, void *user) {
+  tr__es *s = (tr__es *)user;
+  int at_epoch = tr__at_epoch_end(s->run, s->at_epoch_flag);
+  if (ctx->stage == HK_STAGE_FIT && s->checks == 0 && !s->warned_never && ctx->global_step > 0) {
+    s->warned_never = 1;
+    tr__run_say(s->run, ctx, "early_stopping", "never checked '%s' in this fit: it checks at %s, which the loop did not "
+                "fire; set check_on_train_epoch_end=%s, or tr_run_desc.check_on_train_epoch_end / epochs", s->monitor,
+                at_epoch ? "on_train_epoch_end" : "on_validation_end", at_epoch ? "false" : "true");
+  }
+  return HK_CONTINUE;
 }
 
 static int tr__es_save(void *user, hk_bytes *out) {
@@ -4490,7 +5268,7 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
-static tr_err tr__es_make(hk_registry *reg, tr_trainer *t, const tr_early_stopping_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out, tr__why *w) {
   tr__es *s;
   hk_callback cb;
   char name[300];
@@ -4508,7 +5286,7 @@ static tr_err tr__es_make(hk_registry *reg, tr_trainer *t, const tr_early_stoppi
     return tr__bad(w, "early_stopping: stopping_threshold and divergence_threshold must be finite numbers");
   s = (tr__es *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->monitor = tr__strdup(d->monitor);
   s->message = tr__strdup("");
   s->mode = d->mode;
@@ -4523,7 +5301,6 @@ static tr_err tr__es_make(hk_registry *reg, tr_trainer *t, const tr_early_stoppi
   s->has_div = d->has_divergence_threshold != 0;
   s->div_thr = d->divergence_threshold;
   s->at_epoch_flag = d->check_on_train_epoch_end;
-  s->at_epoch_end = tr__at_epoch_end(NULL, s->at_epoch_flag);
   s->verbose = d->verbose;
   s->zero_only = tr__flag(d->log_rank_zero_only, 0);
   if (!s->monitor || !s->message) { tr__es_destroy(s); return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM; }
@@ -4535,16 +5312,17 @@ static tr_err tr__es_make(hk_registry *reg, tr_trainer *t, const tr_early_stoppi
   cb.on_fit_start = tr__es_fit_start;
   cb.on_train_epoch_end = tr__es_epoch_end;
   cb.on_validation_end = tr__es_val_end;
+  cb.on_train_end = tr__es_train_end;
   cb.save_state = tr__es_save;
   cb.load_state = tr__es_load;
   cb.destroy = tr__es_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 
-TRAIN_API tr_err tr_early_stopping(tr_trainer *t, const tr_early_stopping_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_early_stopping(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__es_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__es_make(reg, d, out, &w), &w);
 }
 
 TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry *reg, hk_handle h) {
@@ -4555,7 +5333,7 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 /* ---- model_checkpoint ----------------------------------------------------------------------------- */
 typedef struct tr__mc {
   tr_model_checkpoint_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   char *dirpath, *filename, *monitor;
   tr_mode mode;
   int top_k;                    /* -1 all, 0 none, k */
@@ -4773,10 +5551,10 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
 
 /* Delete a file this callback wrote, unless it is `keep` or the checkpoint the fit resumed from. */
 static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_run *run = s->run;
   if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
-  if (t && t->tr__cfg && t->tr__cfg->resume_from && !strcmp(t->tr__cfg->resume_from, path)) return;
-  if (remove(path) == 0 && s->verbose) tr__say(ctx, t, 1, "model_checkpoint", "removed %s", path);
+  if (run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
+  if (remove(path) == 0 && s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "removed %s", path);
 }
 
 /* save_last as a link: a relative symlink next to its target, made atomically; a copy where that fails. */
@@ -4815,7 +5593,7 @@ static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
 
 /* The last file at this save point: a link to the newest file, or a save of its own. */
 static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_run *run = s->run;
   char *path;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, s->last);
@@ -4828,7 +5606,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
     if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
-    if (s->verbose) tr__say(ctx, t, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
+    if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
   }
   free(s->want_last);
@@ -4838,7 +5616,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
 
 /* One save point: top-k, then last. */
 static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_run *run = s->run;
   double cur = NAN;
   hk_signal sig = HK_CONTINUE;
   int saved = 0;
@@ -4869,14 +5647,14 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
       tr__set_str(&s->want, path);
       s->link_after_want = 0;
       if (s->verbose) {
-        if (s->monitor) tr__say(ctx, t, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s",
+        if (s->monitor) tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s",
                                    (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, path);
-        else tr__say(ctx, t, 1, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, path);
+        else tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, path);
       }
       sig = tr__mc_request(ctx, path);
       saved = 1;
     } else if (s->verbose)
-      tr__say(ctx, t, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' was not in top %d", (long long)ctx->epoch,
+      tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' was not in top %d", (long long)ctx->epoch,
                  (long long)ctx->global_step, s->monitor, s->top_k);
   }
   if (sig == HK_CONTINUE && s->save_last != TR_SAVE_LAST_NO) { sig = tr__mc_save_last(s, ctx); saved = 1; }
@@ -4886,7 +5664,8 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
 
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  s->at_epoch_end = tr__at_epoch_end(tr__cb_trainer(ctx, s->t), s->epoch_flag);
+  (void)ctx;
+  s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
@@ -4998,7 +5777,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     s->pub.last_global_step_saved = step;
     paths = NULL; scores = NULL; n = 0;
   } else if (ok) { /* another directory: only best_model_path, as Lightning; the rest starts afresh */
-    tr__say(NULL, s->t, 1, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
+    tr__run_say(s->run, NULL, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
                "restored, top-k starts afresh", dir, s->dirpath);
     free(s->best); s->best = best; best = NULL;
   }
@@ -5009,7 +5788,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
   return ok ? 0 : -1;
 }
 
-static tr_err tr__mc_make(hk_registry *reg, tr_trainer *t, const tr_model_checkpoint_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, hk_handle *out, tr__why *w) {
   tr__mc *s;
   hk_callback cb;
   char name[400];
@@ -5039,7 +5818,7 @@ static tr_err tr__mc_make(hk_registry *reg, tr_trainer *t, const tr_model_checkp
   if (tr__template_check(tpl, w)) return TR_ERR_INVALID;
   s = (tr__mc *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->dirpath = tr__strdup(d->dirpath ? d->dirpath : "checkpoints");
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
@@ -5050,7 +5829,7 @@ static tr_err tr__mc_make(hk_registry *reg, tr_trainer *t, const tr_model_checkp
   s->every_seconds = d->train_time_interval;
   s->every_epochs = d->every_n_epochs == TR_ZERO ? 0 : triggers == 0 ? 1 : d->every_n_epochs;
   s->epoch_flag = d->save_on_train_epoch_end;
-  s->at_epoch_end = tr__at_epoch_end(NULL, s->epoch_flag);
+  s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
@@ -5089,10 +5868,10 @@ static tr_err tr__mc_make(hk_registry *reg, tr_trainer *t, const tr_model_checkp
   return tr__cb_register(reg, &cb, 1000, out, w);
 }
 
-TRAIN_API tr_err tr_model_checkpoint(tr_trainer *t, const tr_model_checkpoint_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_model_checkpoint(hk_registry *reg, const tr_model_checkpoint_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__mc_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__mc_make(reg, d, out, &w), &w);
 }
 
 TRAIN_API const tr_model_checkpoint_state *tr_model_checkpoint_get(const hk_registry *reg, hk_handle h) {
@@ -5109,7 +5888,7 @@ static const char *const tr__timer_metric[TR_TIMER_STAGE_COUNT] = {
 
 typedef struct tr__timer {
   tr_timer_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   tr_interval interval;
   int verbose;
   double (*clock)(void *);
@@ -5147,7 +5926,7 @@ static hk_signal tr__timer_check(tr__timer *s, hk_ctx *ctx) {
   if (ctx->stage != HK_STAGE_FIT || s->pub.duration <= 0 || s->pub.time_elapsed[TR_TIMER_TRAIN] < s->pub.duration) return HK_CONTINUE;
   if (s->verbose) {
     long long e = (long long)s->pub.time_elapsed[TR_TIMER_TRAIN];
-    tr__say(ctx, tr__cb_trainer(ctx, s->t), 1, "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
+    tr__run_say_on(s->run, ctx, 1, "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
                e / 3600, e / 60 % 60, e % 60);
   }
   return HK_STOP;
@@ -5212,7 +5991,7 @@ static double tr__parse_duration(const char *s) {
   return *s ? -1 : total;
 }
 
-static tr_err tr__timer_make(hk_registry *reg, tr_trainer *t, const tr_timer_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__timer_make(hk_registry *reg, const tr_timer_desc *d, hk_handle *out, tr__why *w) {
   tr__timer *s;
   hk_callback cb;
   double limit = 0;
@@ -5227,7 +6006,7 @@ static tr_err tr__timer_make(hk_registry *reg, tr_trainer *t, const tr_timer_des
     return tr__bad(w, "timer: interval %d is not valid (step or epoch)", (int)d->interval);
   s = (tr__timer *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "timer: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->pub.duration = limit;
   s->interval = d->interval;
   s->verbose = d->verbose;
@@ -5253,10 +6032,10 @@ static tr_err tr__timer_make(hk_registry *reg, tr_trainer *t, const tr_timer_des
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 
-TRAIN_API tr_err tr_timer(tr_trainer *t, const tr_timer_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_timer(hk_registry *reg, const tr_timer_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__timer_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__timer_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -5286,7 +6065,7 @@ static size_t tr__views_count(const hk_ctx *ctx, const hk_tensor *v) {
 /* ---- lr_monitor ------------------------------------------------------------------------------------ */
 typedef struct tr__lrm {
   tr_lr_monitor_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   int interval, log_momentum, log_wd, named;
   char name[128], mom[160], wd[160];
   tr_log_record rec;    /* interval epoch: the record sent at each epoch's start */
@@ -5302,40 +6081,42 @@ static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx
 
 static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
-  const char *opt = !t ? "Optimizer" : t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW";
-  if (!s->named) snprintf(s->name, sizeof s->name, "lr-%s", opt); /* Lightning's lr-<optimizer class> */
+  tr_run *run = s->run;
+  const char *opt = run ? run->desc.optimizer : NULL;
+  if (!s->named) { /* Lightning's lr-<optimizer class>; "lr" when the loop names no optimizer */
+    if (opt) snprintf(s->name, sizeof s->name, "lr-%s", opt);
+    else snprintf(s->name, sizeof s->name, "lr");
+  }
   snprintf(s->mom, sizeof s->mom, "%s-momentum", s->name);
   snprintf(s->wd, sizeof s->wd, "%s-weight_decay", s->name);
-  s->pub.per_epoch = s->interval == TR_LR_LOG_EPOCH || (s->interval == 0 && t && t->sched.per_epoch);
+  s->pub.per_epoch = s->interval == TR_LR_LOG_EPOCH || (s->interval == 0 && run && run->desc.lr_per_epoch);
   s->pub.name = s->name;
-  s->pub.momentum_name = s->log_momentum && t ? s->mom : "";
-  s->pub.weight_decay_name = s->log_wd && t ? s->wd : "";
+  s->pub.momentum_name = s->log_momentum && opt ? s->mom : "";
+  s->pub.weight_decay_name = s->log_wd && opt ? s->wd : "";
   if (!s->pub.per_epoch && hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL)) return hk_fail(ctx, "lr_monitor: out of memory");
-  if (t && s->log_momentum) (void)hk_metric_set(ctx, s->mom, t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1);
-  if (t && s->log_wd) (void)hk_metric_set(ctx, s->wd, t->optim.weight_decay);
+  if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum);
+  if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
 /* interval epoch: the metric for hooks, and one record of its own for the loggers (Lightning logs it at
    the epoch's start with the steps taken so far, whatever log_every_n_steps says) */
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
-  double lr = t ? tr__current_lr(t) : ctx->lr, v;
+  double v;
   if (!s->pub.per_epoch) return HK_CONTINUE;
-  (void)hk_metric_set(ctx, s->name, lr);
+  (void)hk_metric_set(ctx, s->name, ctx->lr); /* the loop sets the epoch's lr first */
   if (!ctx->reg || !HK_ACTIVE(ctx->reg, HK_ON_LOG)) return HK_CONTINUE;
   s->rec.step = ctx->global_step;
   s->rec.epoch = ctx->epoch;
   s->rec.stage = "train";
   s->rec.n_metrics = s->rec.n_histograms = 0;
-  if (tr_log_set(&s->rec, s->name, lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
 }
-/* interval epoch: the value is logged once per epoch by that record, so it is kept out of the others
-   (the trainer copies the context's metrics into every training record) */
+/* interval epoch: the values are logged once per epoch by that record, so they are kept out of the
+   others (a training record carries the context's metrics set since the last one) */
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);
@@ -5346,7 +6127,7 @@ static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 
-static tr_err tr__lrm_make(hk_registry *reg, tr_trainer *t, const tr_lr_monitor_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__lrm_make(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out, tr__why *w) {
   tr__lrm *s;
   hk_callback cb;
   if (!d) return tr__bad(w, "lr_monitor: desc is NULL");
@@ -5355,7 +6136,7 @@ static tr_err tr__lrm_make(hk_registry *reg, tr_trainer *t, const tr_lr_monitor_
   if (d->name && strlen(d->name) > 100) return tr__bad(w, "lr_monitor: name is longer than 100 characters");
   s = (tr__lrm *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_monitor: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->interval = d->logging_interval;
   s->log_momentum = tr__flag(d->log_momentum, 0);
   s->log_wd = tr__flag(d->log_weight_decay, 0);
@@ -5366,15 +6147,14 @@ static tr_err tr__lrm_make(hk_registry *reg, tr_trainer *t, const tr_lr_monitor_
   cb.user = s;
   cb.on_train_start = tr__lrm_train_start;
   cb.on_train_epoch_start = tr__lrm_epoch_start;
-  if (s->interval == TR_LR_LOG_EPOCH || (s->interval == 0 && t && t->sched.per_epoch))
-    cb.on_log = tr__lrm_on_log; /* only where it can be due: a record costs nothing without loggers */
+  if (s->interval != TR_LR_LOG_STEP) cb.on_log = tr__lrm_on_log; /* where the epoch interval is possible */
   cb.destroy = tr__lrm_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
-TRAIN_API tr_err tr_lr_monitor(tr_trainer *t, const tr_lr_monitor_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__lrm_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__lrm_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -5386,7 +6166,7 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
 typedef struct tr__gm {
   tr_gradient_monitor_state pub;
   tr_histogram hist;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   int64_t every;
   int per_tensor, bins, verbose, n_pct;
   double pct[TR__GM_MAX_PCT], vanish, explode;
@@ -5532,7 +6312,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     (void)hk_metric_set(ctx, "grad_vanishing", v);
     (void)hk_metric_set(ctx, "grad_exploding", x);
     if (s->verbose && (v || x))
-      tr__say(ctx, tr__cb_trainer(ctx, s->t), 1, "gradient_monitor", "%s gradients at step %lld: total norm %g %s %g",
+      tr__run_say_on(s->run, ctx, 1, "gradient_monitor", "%s gradients at step %lld: total norm %g %s %g",
                  v ? "vanishing" : "exploding", (long long)ctx->global_step + 1, total, v ? "<" : ">", v ? s->vanish : s->explode);
   }
   if (s->bins > 0) {
@@ -5606,14 +6386,12 @@ static int tr__parse_numbers(const char *text, double *out, int cap, double lo, 
   return n;
 }
 
-static tr_err tr__gm_make(hk_registry *reg, tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out, tr__why *w) {
   tr__gm *s;
   hk_callback cb;
   double pct[TR__GM_MAX_PCT];
   int n_pct = 0, j;
   if (!d) return tr__bad(w, "gradient_monitor: desc is NULL");
-  if (t && t->model.on_device) /* it would dereference device memory */
-    return tr__bad(w, "gradient_monitor: reads the gradients on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
   if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = 50), got %lld", (long long)d->log_frequency);
   if (d->histogram_bins < 0 || d->histogram_bins > 100000) return tr__bad(w, "gradient_monitor: histogram_bins must be in 0..100000 (0 = no histogram), got %d", d->histogram_bins);
   if (!hk_is_finite(d->vanishing_threshold) || !hk_is_finite(d->exploding_threshold))
@@ -5623,7 +6401,7 @@ static tr_err tr__gm_make(hk_registry *reg, tr_trainer *t, const tr_gradient_mon
   if (d->param_filter && strlen(d->param_filter) > TR__CB_MAX_STR) return tr__bad(w, "gradient_monitor: param_filter is too long");
   s = (tr__gm *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "gradient_monitor: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->every = d->log_frequency ? d->log_frequency : 50;
   s->per_tensor = tr__flag(d->per_tensor, 1);
   s->bins = d->histogram_bins;
@@ -5652,10 +6430,10 @@ static tr_err tr__gm_make(hk_registry *reg, tr_trainer *t, const tr_gradient_mon
   cb.destroy = tr__gm_destroy;
   return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
 }
-TRAIN_API tr_err tr_gradient_monitor(tr_trainer *t, const tr_gradient_monitor_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__gm_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__gm_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -5665,7 +6443,7 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
 /* ---- nan_guard ------------------------------------------------------------------------------------ */
 typedef struct tr__ng {
   tr_nan_guard_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   int check_loss, check_grads, verbose;
   tr_nan_action action;
   char last[200];
@@ -5683,7 +6461,7 @@ static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
   if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
   if (s->verbose)
-    tr__say(ctx, tr__cb_trainer(ctx, s->t), 0, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "stopping training" : "step skipped");
+    tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "stopping training" : "step skipped");
   if (s->action == TR_NAN_STOP) return HK_STOP;
   s->pub.skipped++;
   return HK_SKIP_STEP;
@@ -5692,7 +6470,7 @@ static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
   double loss = ctx->loss;
   if (!s->check_loss) return HK_CONTINUE;
-  if (s->t && s->t->model.on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
   if (hk_is_finite(loss)) return HK_CONTINUE;
   snprintf(s->last, sizeof s->last, "the training loss is %s at epoch %lld, batch %lld, step %lld", tr__nonfinite_name(loss),
            (long long)ctx->epoch, (long long)ctx->batch_idx, (long long)ctx->global_step + 1);
@@ -5738,7 +6516,7 @@ static int tr__ng_load(void *user, hk_reader *in) {
   free(last);
   return 0;
 }
-static tr_err tr__ng_make(hk_registry *reg, tr_trainer *t, const tr_nan_guard_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out, tr__why *w) {
   tr__ng *s;
   hk_callback cb;
   if (!d) return tr__bad(w, "nan_guard: desc is NULL");
@@ -5746,7 +6524,7 @@ static tr_err tr__ng_make(hk_registry *reg, tr_trainer *t, const tr_nan_guard_de
     return tr__bad(w, "nan_guard: action %d is not valid (fail, skip_step or stop)", (int)d->action);
   s = (tr__ng *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "nan_guard: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->check_loss = tr__flag(d->check_loss, 1);
   s->check_grads = tr__flag(d->check_grads, 1);
   s->verbose = tr__flag(d->verbose, 1);
@@ -5763,10 +6541,10 @@ static tr_err tr__ng_make(hk_registry *reg, tr_trainer *t, const tr_nan_guard_de
   cb.destroy = tr__ng_destroy;
   return tr__cb_register(reg, &cb, -10, out, w); /* before the monitors: a skipped step is not monitored */
 }
-TRAIN_API tr_err tr_nan_guard(tr_trainer *t, const tr_nan_guard_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__ng_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__ng_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -5908,13 +6686,10 @@ static int tr__ema_load(void *user, hk_reader *in) {
   tr__ema_sync(s);
   return 0;
 }
-static tr_err tr__ema_make(hk_registry *reg, tr_trainer *t, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
   tr__ema *s;
   hk_callback cb;
-  (void)t;
   if (!d) return tr__bad(w, "ema: desc is NULL");
-  if (t && t->model.on_device) /* it would dereference device memory */
-    return tr__bad(w, "ema: reads the parameters on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
   if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
     return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
   if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
@@ -5945,10 +6720,10 @@ static tr_err tr__ema_make(hk_registry *reg, tr_trainer *t, const tr_ema_desc *d
   cb.destroy = tr__ema_destroy;
   return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
 }
-TRAIN_API tr_err tr_ema(tr_trainer *t, const tr_ema_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__ema_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__ema_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -5958,7 +6733,7 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h) {
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   double min_lr, max_lr, threshold;
   int steps, update_attr, verbose;
   char *curve_path;
@@ -6045,9 +6820,12 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
 
 static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr__lrf *s = (tr__lrf *)user;
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_run *run = s->run;
+  tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
   int k;
-  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it drives the model itself)");
+  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+                         "can sweep the learning rate with its own steps");
+  if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
   if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
     if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
     return HK_CONTINUE;
@@ -6059,9 +6837,9 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   s->pub.suggestion_index = k;
   s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
   if (s->verbose) {
-    if (k >= 0) tr__say(ctx, t, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
                            s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
-    else tr__say(ctx, t, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
                     s->pub.n, t->optim.lr);
   }
   if (s->update_attr && k >= 0) {
@@ -6100,13 +6878,11 @@ static int tr__lrf_load(void *user, hk_reader *in) {
   s->pub.n = 0;
   return 0;
 }
-static tr_err tr__lrf_make(hk_registry *reg, tr_trainer *t, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
   tr__lrf *s;
   hk_callback cb;
   double lo, hi;
   if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  if (t && t->model.on_device) /* it would dereference device memory */
-    return tr__bad(w, "lr_finder: reads the parameters on the host, and this model's are on the GPU (tr_model.on_device): not supported there yet");
   lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
   hi = d->max_lr == 0 ? 1.0 : d->max_lr;
   if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
@@ -6117,7 +6893,7 @@ static tr_err tr__lrf_make(hk_registry *reg, tr_trainer *t, const tr_lr_finder_d
     return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
   s = (tr__lrf *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->min_lr = lo;
   s->max_lr = hi;
   s->steps = d->num_training_steps ? d->num_training_steps : 100;
@@ -6143,10 +6919,10 @@ static tr_err tr__lrf_make(hk_registry *reg, tr_trainer *t, const tr_lr_finder_d
   cb.destroy = tr__lrf_destroy;
   return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
 }
-TRAIN_API tr_err tr_lr_finder(tr_trainer *t, const tr_lr_finder_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__lrf_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__lrf_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -6154,7 +6930,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 }
 
 /* ---- model_summary -------------------------------------------------------------------------------- */
-typedef struct tr__ms { tr_model_summary_state pub; tr_trainer *t; int max_rows; FILE *out; } tr__ms;
+typedef struct tr__ms { tr_model_summary_state pub; tr_run *run; int max_rows; FILE *out; } tr__ms;
 static void tr__ms_destroy(void *user) { free(user); }
 
 /* Lightning's count format: 123, 1.2 K, 12.3 M, 1.2 B */
@@ -6167,8 +6943,8 @@ static void tr__count_str(char *out, size_t cap, double n) {
 }
 static hk_signal tr__ms_fit_start(hk_ctx *ctx, void *user) {
   tr__ms *s = (tr__ms *)user;
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
-  FILE *f = s->out ? s->out : t && t->tr__log ? t->tr__log : stdout;
+  tr_run *run = s->run;
+  FILE *f = s->out ? s->out : run && run->desc.log ? run->desc.log : stdout;
   size_t total = tr__views_count(ctx, ctx->params), rest = 0, name_w = 4;
   int k, shown = 0;
   char num[32];
@@ -6197,14 +6973,14 @@ static hk_signal tr__ms_fit_start(hk_ctx *ctx, void *user) {
           (double)total * 4 * 1e-6);
   return HK_CONTINUE;
 }
-static tr_err tr__ms_make(hk_registry *reg, tr_trainer *t, const tr_model_summary_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__ms_make(hk_registry *reg, const tr_model_summary_desc *d, hk_handle *out, tr__why *w) {
   tr__ms *s;
   hk_callback cb;
   if (!d) return tr__bad(w, "model_summary: desc is NULL");
   if (d->max_rows < 0 && d->max_rows != TR_ZERO) return tr__bad(w, "model_summary: max_rows must be >= 0 (0 = 50, TR_ZERO = totals only), got %d", d->max_rows);
   s = (tr__ms *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "model_summary: out of memory"), TR_ERR_NOMEM;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->max_rows = tr__zero_int(d->max_rows, 50);
   s->out = d->out;
   memset(&cb, 0, sizeof cb);
@@ -6214,10 +6990,10 @@ static tr_err tr__ms_make(hk_registry *reg, tr_trainer *t, const tr_model_summar
   cb.destroy = tr__ms_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
-TRAIN_API tr_err tr_model_summary(tr_trainer *t, const tr_model_summary_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__ms_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__ms_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -6228,7 +7004,7 @@ TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *
 #define TR__AS_MAX 64
 typedef struct tr__as {
   tr_accumulation_scheduler_state pub;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   int n;
   int64_t epochs[TR__AS_MAX];
   int factors[TR__AS_MAX];
@@ -6272,27 +7048,27 @@ static int tr__as_factor(const tr__as *s, int64_t epoch) {
 }
 static hk_signal tr__as_apply(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
+  tr_run *run = s->run;
   s->pub.factor = tr__as_factor(s, ctx->epoch);
-  if (t) tr_set_accumulation(t, s->pub.factor);
+  if (run && run->trainer && run->tr__p->set_accumulation) run->tr__p->set_accumulation(run->trainer, s->pub.factor);
   return HK_CONTINUE;
 }
 static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
-  tr_trainer *t = tr__cb_trainer(ctx, s->t);
-  if (t && t->tr__cfg && t->tr__cfg->accumulate_grad_batches != 1)
+  tr_run *run = s->run;
+  if (run && run->tr__p->fixed_accumulation > 1)
     return hk_fail(ctx, "accumulation_scheduler: tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
-                   "scheduler sets the factor", t->tr__cfg->accumulate_grad_batches);
+                   "scheduler sets the factor", run->tr__p->fixed_accumulation);
   return HK_CONTINUE;
 }
-static tr_err tr__as_make(hk_registry *reg, tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__as_make(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out, tr__why *w) {
   tr__as *s;
   hk_callback cb;
   if (!d || !d->scheduling || !d->scheduling[0]) return tr__bad(w, "accumulation_scheduler: scheduling is required, e.g. \"{0: 4, 5: 2}\"");
   s = (tr__as *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "accumulation_scheduler: out of memory"), TR_ERR_NOMEM;
   if (tr__as_parse(s, d->scheduling, w)) { free(s); return TR_ERR_INVALID; }
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->pub.n = s->n;
   s->pub.epochs = s->epochs;
   s->pub.factors = s->factors;
@@ -6306,10 +7082,10 @@ static tr_err tr__as_make(hk_registry *reg, tr_trainer *t, const tr_accumulation
   cb.destroy = tr__as_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
-TRAIN_API tr_err tr_accumulation_scheduler(tr_trainer *t, const tr_accumulation_scheduler_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__as_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__as_make(reg, d, out, &w), &w);
 }
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -6413,14 +7189,14 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
 /* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
 static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
   tr_log_record *r = tr_log_current(ctx);
-  tr_trainer *t = ctx ? (tr_trainer *)ctx->trainer : NULL;
+  tr_run *run = ctx ? (tr_run *)hk_attached(ctx->reg) : NULL;
   tr_log_histogram_data *h;
   size_t len = tag ? strlen(tag) : 0;
   int k;
   *e = TR_ERR_INVALID;
   if (!ctx || len == 0 || len >= TR_LOG_NAME_MAX || !tr__utf8_ok(tag)) return NULL;
-  if (!r && t && &t->ctx == ctx && t->tr__logging) r = &t->tr__logging->rec; /* waits for the next record */
-  if (!r) return NULL; /* not at on_log, and not train.h's trainer */
+  if (!r && run) r = &run->tr__p->rec; /* waits for the next record */
+  if (!r) return NULL; /* not at on_log, and no run on the registry */
   for (k = 0; k < r->n_histograms && strcmp(r->histograms[k].tag, tag); k++) {}
   if (k == TR_LOG_MAX_HISTOGRAMS) { *e = TR_ERR_NOMEM; return NULL; }
   if (k == r->n_histograms) r->n_histograms++;
@@ -6489,10 +7265,10 @@ TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins,
 }
 
 TRAIN_API int tr_log_due(const hk_ctx *ctx) {
-  const tr_trainer *t = ctx ? (const tr_trainer *)ctx->trainer : NULL;
+  const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
   int64_t n;
-  if (!t || &t->ctx != ctx || t->running != HK_STAGE_FIT || !t->tr__cfg || !t->reg || !HK_ACTIVE(t->reg, HK_ON_LOG)) return 0;
-  n = t->tr__cfg->log_every_n_steps;
+  if (!run || run->running != HK_STAGE_FIT || !HK_ACTIVE(ctx->reg, HK_ON_LOG)) return 0;
+  n = run->desc.log_every_n_steps ? run->desc.log_every_n_steps : 50;
   return n > 0 && (ctx->global_step + 1) % n == 0;
 }
 
@@ -6588,8 +7364,9 @@ static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when 
    when that directory exists, made by another run started at the same moment (or left by an earlier
    one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
    used as it is (made when missing). */
-static char *tr__run_dir_get(tr_trainer *t, const char *save_dir, const char *name, const char *version,
+static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len) {
+  tr__run_priv *q = run ? run->tr__p : NULL;
   char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
   tr__run_dir *rd = NULL;
   if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
@@ -6603,9 +7380,9 @@ static char *tr__run_dir_get(tr_trainer *t, const char *save_dir, const char *na
     free(base);
     return dir;
   }
-  for (rd = t && t->tr__logging ? t->tr__logging->dirs : NULL; rd; rd = rd->next)
+  for (rd = q ? q->dirs : NULL; rd; rd = rd->next)
     if (!strcmp(rd->base, base)) break;
-  if (rd) { /* this trainer claimed it already */
+  if (rd) { /* this registry claimed it already */
     free(base);
     if (!(dir = tr__strdup(rd->dir))) snprintf(why, why_len, "out of memory");
     return dir;
@@ -6642,10 +7419,10 @@ static char *tr__run_dir_get(tr_trainer *t, const char *save_dir, const char *na
     free(base);
     return NULL;
   }
-  if (t && t->tr__logging && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
+  if (q && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
     rd->base = tr__strdup(base);
     rd->dir = tr__strdup(dir);
-    if (rd->base && rd->dir) { rd->next = t->tr__logging->dirs; t->tr__logging->dirs = rd; }
+    if (rd->base && rd->dir) { rd->next = q->dirs; q->dirs = rd; }
     else { free(rd->base); free(rd->dir); free(rd); }
   }
   free(base);
@@ -6654,7 +7431,7 @@ static char *tr__run_dir_get(tr_trainer *t, const char *save_dir, const char *na
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
 #define TR__MAX_HPARAMS 40
-typedef struct tr__hparam { const char *key; char val[64]; int num; } tr__hparam;
+typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
 static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(((const tr__hparam *)a)->key, ((const tr__hparam *)b)->key); }
 static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
@@ -6664,9 +7441,11 @@ static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, dou
   else tr__num(h[*n].val, sizeof h[*n].val, v);
   ++*n;
 }
-static int tr__hparams(tr_trainer *t, tr__hparam *h) {
+static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
   static const char *const optim[] = { "adamw", "sgd" }, *const sched[] = { "constant", "step", "cosine" };
+  const tr_trainer *t = (const tr_trainer *)trainer;
   int n = 0;
+  (void)cap; /* TR__MAX_HPARAMS: tr__hp stops there */
   if (!t) return 0;
   tr__hp(h, &n, "optimizer", optim[t->optim.kind == TR_OPTIM_SGD], 0);
   tr__hp(h, &n, "lr", NULL, t->optim.lr);
@@ -6693,6 +7472,34 @@ static int tr__hparams(tr_trainer *t, tr__hparam *h) {
     tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
     tr__hp(h, &n, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
     tr__hp(h, &n, "batch_size", NULL, (double)c->train->batch_size);
+  }
+  return n;
+}
+/* The run's hyperparameters, sorted by key: the trainer's configuration, then the loop's own
+   (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
+static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
+  const char *p;
+  int n = 0;
+  if (!run) return 0;
+  if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
+  for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
+    size_t len, klen;
+    const char *eq;
+    char *end;
+    while (*p == ' ' || *p == ',') p++;
+    len = strcspn(p, " ,");
+    if (!len) break;
+    eq = (const char *)memchr(p, '=', len);
+    klen = eq ? (size_t)(eq - p) : len;
+    if (klen && klen < sizeof h[n].keybuf) {
+      memcpy(h[n].keybuf, p, klen);
+      h[n].keybuf[klen] = 0;
+      h[n].key = h[n].keybuf;
+      snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
+      h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
+      n++;
+    }
+    p += len;
   }
   qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
   return n;
@@ -6811,7 +7618,7 @@ typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 typedef struct tr__logger {
   tr_logger_state pub;
   tr__log_kind kind;
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   char *save_dir, *name, *version;
   int flush_every, fail_on_error;
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
@@ -6851,8 +7658,8 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   vsnprintf(s->err, sizeof s->err, fmt, ap);
   va_end(ap);
   s->pub.error = s->err;
-  if (s->fail_on_error) return hk_fail(ctx, "%s logger: %s", who, s->err);
-  tr__say(ctx, tr__cb_trainer(ctx, s->t), 0, who, "%s; this logger writes nothing more (training goes on)", s->err);
+  if (s->fail_on_error && ctx) return hk_fail(ctx, "%s logger: %s", who, s->err);
+  tr__run_say(s->run, ctx, who, "%s; this logger writes nothing more%s", s->err, ctx ? " (training goes on)" : "");
   return HK_CONTINUE;
 }
 
@@ -7152,7 +7959,7 @@ static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogr
 /* The hparams as text in a logger's format (csv: hparams.yaml; plot uses that too). */
 static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk_bytes *b) {
   tr__hparam h[TR__MAX_HPARAMS];
-  int i, n = tr__hparams(tr__cb_trainer(ctx, s->t), h);
+  int i, n = tr__run_hparams(s->run, h);
   const char *spec;
   if (format == TR__LOG_CSV || format == TR__LOG_PLOT) { /* hparams.yaml */
     for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
@@ -7174,6 +7981,33 @@ static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk
   }
 }
 
+/* A logger's save_dir and name: its own desc's, else the run's, else Lightning's defaults. */
+static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir ? s->save_dir : tr__run_str(s->run, TR__RUN_SAVE_DIR, "runs"); }
+static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
+
+TRAIN_API const char *tr_run_dir(hk_registry *reg) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_dir *rd;
+  char why[600], *dir;
+  const char *base_dir, *name, *version;
+  if (!run) return NULL;
+  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
+  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
+  version = tr__run_str(run, TR__RUN_VERSION, NULL);
+  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
+    hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
+    return NULL;
+  }
+  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
+    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
+  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
+  rd->base = tr__strdup(dir); /* a named version: its own entry */
+  rd->dir = dir;
+  rd->next = run->tr__p->dirs;
+  run->tr__p->dirs = rd;
+  return rd->dir;
+}
+
 /* Make the version directory and create the file (rank 0, at the first setup or record): hparams.yaml
    (csv), or the file with its first lines (jsonl: the hparams; tensorboard: file_version and the
    hparams), written whole by tr__afile; the logger then appends to that descriptor. metrics.csv is
@@ -7186,7 +8020,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(tr__cb_trainer(ctx, s->t), s->save_dir, s->name, s->version, why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), s->version, why, sizeof why)))
     return tr__logger_broke(s, ctx, "%s", why);
   s->pub.dir = s->dir;
   if (s->kind == TR__LOG_PLOT) {
@@ -7551,6 +8385,7 @@ static void tr__logger_destroy(void *user) {
   tr__logger *s = (tr__logger *)user;
   int i;
   if (!s) return;
+  (void)tr__logger_flush(s, NULL, 1); /* a loop that never fired teardown still gets every record on disk */
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
 #endif
@@ -7576,7 +8411,7 @@ static const char *tr__unique_name(const hk_registry *reg, const char *base, cha
   return buf;
 }
 
-static tr_err tr__logger_make(hk_registry *reg, tr_trainer *t, tr__log_kind kind, const tr_logger_desc *d,
+static tr_err tr__logger_make(hk_registry *reg, tr__log_kind kind, const tr_logger_desc *d,
                               const tr_plot_desc *pd, hk_handle *out, tr__why *w) {
   const char *who = tr__log_kind_name[kind];
   char unique[64];
@@ -7590,20 +8425,21 @@ static tr_err tr__logger_make(hk_registry *reg, tr_trainer *t, tr__log_kind kind
   if (d->save_dir && !d->save_dir[0]) return tr__bad(w, "%s: save_dir is empty (NULL means \"runs\"; \".\" is the current directory)", who);
   if (!(s = (tr__logger *)calloc(1, sizeof *s))) return tr__bad(w, "%s: out of memory", who), TR_ERR_NOMEM;
   s->kind = kind;
-  s->t = t;
+  s->run = tr_run_get(reg);
   s->fd = -1;
   s->pub.dir = s->pub.path = s->pub.error = "";
   s->flush_every = d->flush_every;
   s->fail_on_error = d->fail_on_error > 0;
-  s->save_dir = tr__strdup(d->save_dir ? d->save_dir : "runs");
-  s->name = tr__strdup(d->name ? d->name : "lightning_logs");
-  s->version = tr__strdup(d->version);
+  s->save_dir = d->save_dir ? tr__strdup(d->save_dir) : NULL; /* NULL: the run's (tr_run_desc) */
+  s->name = d->name ? tr__strdup(d->name) : NULL;
+  s->version = d->version ? tr__strdup(d->version) : NULL;
   if (pd) {
     s->plot_path = tr__strdup(pd->path);
     s->metrics = tr__strdup(pd->metrics);
     s->title = tr__strdup(pd->title);
   }
-  if (!s->save_dir || !s->name || !s->version || (pd && (!s->plot_path || !s->metrics || !s->title))) {
+  if ((d->save_dir && !s->save_dir) || (d->name && !s->name) || (d->version && !s->version) ||
+      (pd && (!s->plot_path || !s->metrics || !s->title))) {
     tr__logger_destroy(s);
     return tr__bad(w, "%s: out of memory", who), TR_ERR_NOMEM;
   }
@@ -7628,26 +8464,26 @@ static tr_err tr__logger_make(hk_registry *reg, tr_trainer *t, tr__log_kind kind
   return TR_OK;
 }
 
-TRAIN_API tr_err tr_csv_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_CSV, d, NULL, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_CSV, d, NULL, out, &w), &w);
 }
-TRAIN_API tr_err tr_jsonl_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_JSONL, d, NULL, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_JSONL, d, NULL, out, &w), &w);
 }
-TRAIN_API tr_err tr_tensorboard_logger(tr_trainer *t, const tr_logger_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_TB, d, NULL, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_TB, d, NULL, out, &w), &w);
 }
-TRAIN_API tr_err tr_plot(tr_trainer *t, const tr_plot_desc *d, hk_handle *out) {
+TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  if (!d) return tr__cb_result(t, tr__bad(&w, "plot: desc is NULL"), &w);
-  return tr__cb_result(t, tr__logger_make(t->reg, t, TR__LOG_PLOT, &d->dir, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  if (!d) return tr__cb_result(reg, tr__bad(&w, "plot: desc is NULL"), &w);
+  return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_PLOT, &d->dir, d, out, &w), &w);
 }
 TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
@@ -7714,7 +8550,7 @@ typedef struct tr__bar_line {
   int live;
 } tr__bar_line;
 typedef struct tr__bar {
-  tr_trainer *t;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   FILE *out;
   int tty, width, ascii;
   double refresh, line_every;
@@ -7725,7 +8561,11 @@ typedef struct tr__bar {
   char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
 } tr__bar;
 
-static void tr__bar_destroy(void *user) { free(user); }
+static void tr__bar_destroy(void *user) {
+  tr__bar *b = (tr__bar *)user;
+  if (b && b->run && b->run->tr__p->bar == b) b->run->tr__p->bar = NULL;
+  free(b);
+}
 
 static int tr__bar_cols(tr__bar *b) {
   const char *c;
@@ -7761,15 +8601,15 @@ static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t 
   l->next_look = 0;
   l->live = 1;
 }
-static tr_trainer *tr__bar_trainer(hk_ctx *ctx, tr__bar *b) { return tr__cb_trainer(ctx, b->t); }
+/* A step loop (tr_run_desc.epochs = TR_NO) has one bar over the whole run: steps of max_steps. */
+static int tr__bar_steps(const tr__bar *b) { return b->run && b->run->desc.epochs == TR_NO; }
 
 static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
-  tr_trainer *t = tr__bar_trainer(ctx, b);
   char desc[32];
   if (ctx->rank != 0) return HK_CONTINUE;
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
-  tr__bar_start(&b->main, desc, ctx->batch_idx, t ? t->train_batches : 0); /* a resumed epoch starts mid-way */
+  tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
   if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
   return HK_CONTINUE;
 }
@@ -7777,8 +8617,17 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   tr__bar_line *l = ctx->event == HK_ON_TRAIN_BATCH_END ? &b->main : &b->eval;
   double now;
-  if (ctx->rank != 0 || !l->live) return HK_CONTINUE;
-  l->n = ctx->batch_idx + 1;
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (!l->live && l == &b->main) { /* no on_train_epoch_start came: a step loop, or an epoch resumed mid-way */
+    char desc[32];
+    if (tr__bar_steps(b)) tr__bar_start(l, "Training", ctx->global_step, b->run->desc.max_steps);
+    else {
+      snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
+      tr__bar_start(l, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0);
+    }
+  }
+  if (!l->live) return HK_CONTINUE;
+  l->n = l == &b->main && tr__bar_steps(b) ? ctx->global_step : ctx->batch_idx + 1;
   if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
   now = tr__wall();
   /* terminal: at most one redraw per refresh interval, the last batch's too (the final state is drawn at
@@ -7816,10 +8665,9 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
 /* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end. */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
-  tr_trainer *t = tr__bar_trainer(ctx, b);
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
   if (ctx->rank != 0) return HK_CONTINUE;
-  tr__bar_start(&b->eval, desc, 0, t ? t->eval_batches : 0);
+  tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
 }
@@ -7870,7 +8718,7 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   return HK_CONTINUE;
 }
 
-static tr_err tr__bar_make(hk_registry *reg, tr_trainer *t, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
+static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
   char unique[64];
   tr__bar *b;
   hk_callback cb;
@@ -7882,7 +8730,8 @@ static tr_err tr__bar_make(hk_registry *reg, tr_trainer *t, const tr_progress_ba
     return tr__bad(w, "progress_bar: refresh_seconds and line_seconds must be finite and >= 0");
   if (d->width < 0) return tr__bad(w, "progress_bar: width must be >= 0 (0 = the terminal's), got %d", d->width);
   if (!(b = (tr__bar *)calloc(1, sizeof *b))) return tr__bad(w, "progress_bar: out of memory"), TR_ERR_NOMEM;
-  b->t = t;
+  b->run = tr_run_get(reg);
+  if (b->run && !b->run->tr__p->bar) b->run->tr__p->bar = b; /* tr_print writes above it */
   b->out = d->out ? d->out : stdout;
 #ifdef TR__POSIX
   b->tty = d->mode == TR_BAR_TTY || (d->mode == TR_BAR_AUTO && isatty(fileno(b->out)));
@@ -7920,10 +8769,32 @@ static tr_err tr__bar_make(hk_registry *reg, tr_trainer *t, const tr_progress_ba
   }
   return TR_OK;
 }
-TRAIN_API tr_err tr_progress_bar(tr_trainer *t, const tr_progress_bar_desc *d, hk_handle *out) {
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__bar *b = run ? run->tr__p->bar : NULL;
+  FILE *out = b ? b->out : stdout;
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (!b || !b->tty || (!b->main.live && !b->eval.live)) { fprintf(out, "%s\n", line); fflush(out); return; }
+  /* clear the bar's lines (two while an evaluation line shows below the training bar), print, redraw */
+  fputs(b->eval_shown && b->main.live ? "\r\033[K\033[A\r\033[K" : "\r\033[K", out);
+  fprintf(out, "%s\n", line);
+  b->drawn_len = 0;
+  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
+  if (b->eval_shown && b->eval.live) {
+    if (b->main.live) { fputc('\n', out); b->drawn_len = 0; }
+    tr__bar_draw(b, &b->eval, tr__wall());
+  }
+  fflush(out);
+}
+
+TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out) {
   tr__why w;
-  if (!t || !t->reg) return TR_ERR_INVALID;
-  return tr__cb_result(t, tr__bar_make(t->reg, t, d, out, &w), &w);
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__bar_make(reg, d, out, &w), &w);
 }
 
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
@@ -7960,6 +8831,7 @@ static const hk_param tr__es_params[] = {
   { "log_rank_zero_only", HK_PARAM_BOOL, "false", NULL, "with several processes, print on rank 0 only" },
 };
 static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_early_stopping_desc d;
   tr__why w;
   memset(&d, 0, sizeof d);
@@ -7976,7 +8848,7 @@ static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.check_on_train_epoch_end = tr__tri_arg(a, "check_on_train_epoch_end");
   d.verbose = hk_arg_bool(a, "verbose");
   d.log_rank_zero_only = hk_arg_bool(a, "log_rank_zero_only");
-  return tr__factory_result(reg, tr__es_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__es_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__mc_params[] = {
@@ -7995,6 +8867,7 @@ static const hk_param tr__mc_params[] = {
   { "verbose", HK_PARAM_BOOL, "false", NULL, "print every save" },
 };
 static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_model_checkpoint_desc d;
   tr__why w;
   const char *last = hk_arg_str(a, "save_last");
@@ -8016,7 +8889,7 @@ static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.verbose = hk_arg_bool(a, "verbose");
   if (steps < 0 || steps > ((int64_t)1 << 53) || epochs > 1000000000 || epochs < -1000000000)
     return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps and every_n_epochs must be >= 0");
-  return tr__factory_result(reg, tr__mc_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__mc_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__timer_params[] = {
@@ -8026,6 +8899,7 @@ static const hk_param tr__timer_params[] = {
   { "verbose", HK_PARAM_BOOL, "true", NULL, "say when it stops" },
 };
 static hk_err tr__timer_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_timer_desc d;
   tr__why w;
   const char *iv = hk_arg_str(a, "interval");
@@ -8034,7 +8908,7 @@ static hk_err tr__timer_factory(hk_registry *reg, const hk_args *a, void *user) 
   d.seconds = hk_arg_double(a, "seconds");
   d.interval = iv && !strcmp(iv, "epoch") ? TR_INTERVAL_EPOCH : TR_INTERVAL_STEP;
   d.verbose = hk_arg_bool(a, "verbose");
-  return tr__factory_result(reg, tr__timer_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__timer_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__lrm_params[] = {
@@ -8044,6 +8918,7 @@ static const hk_param tr__lrm_params[] = {
   { "name", HK_PARAM_STRING, "", NULL, "the metric's name (empty: lr-<Optimizer>)" },
 };
 static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_lr_monitor_desc d;
   tr__why w;
   const char *iv = hk_arg_str(a, "logging_interval");
@@ -8052,7 +8927,7 @@ static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.log_momentum = tr__bool_arg(a, "log_momentum");
   d.log_weight_decay = tr__bool_arg(a, "log_weight_decay");
   d.name = hk_arg_str(a, "name");
-  return tr__factory_result(reg, tr__lrm_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__lrm_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__gm_params[] = {
@@ -8066,6 +8941,7 @@ static const hk_param tr__gm_params[] = {
   { "verbose", HK_PARAM_BOOL, "false", NULL, "warn when flagged" },
 };
 static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_gradient_monitor_desc d;
   tr__why w;
   int64_t f = hk_arg_int(a, "log_frequency"), bins = hk_arg_int(a, "histogram_bins");
@@ -8083,7 +8959,7 @@ static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (d.vanishing_threshold == 0) d.vanishing_threshold = -1; /* an explicit 0 flags nothing (the desc's 0 is the default) */
   if (d.exploding_threshold == 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
   d.verbose = hk_arg_bool(a, "verbose");
-  return tr__factory_result(reg, tr__gm_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__gm_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__ng_params[] = {
@@ -8093,6 +8969,7 @@ static const hk_param tr__ng_params[] = {
   { "verbose", HK_PARAM_BOOL, "true", NULL, "say what was found" },
 };
 static hk_err tr__ng_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_nan_guard_desc d;
   tr__why w;
   const char *act = hk_arg_str(a, "action");
@@ -8101,7 +8978,7 @@ static hk_err tr__ng_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.check_grads = tr__bool_arg(a, "check_grads");
   d.action = act && !strcmp(act, "skip_step") ? TR_NAN_SKIP_STEP : act && !strcmp(act, "stop") ? TR_NAN_STOP : TR_NAN_FAIL;
   d.verbose = tr__bool_arg(a, "verbose");
-  return tr__factory_result(reg, tr__ng_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__ng_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__ema_params[] = {
@@ -8113,6 +8990,7 @@ static const hk_param tr__ema_params[] = {
   { "swap_for_eval", HK_PARAM_BOOL, "true", NULL, "use the average for validation, test and predict" },
 };
 static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_ema_desc d;
   tr__why w;
   int64_t every = hk_arg_int(a, "every_n_steps");
@@ -8125,7 +9003,7 @@ static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.start_step = hk_arg_int(a, "start_step");
   d.copy_at_end = tr__bool_arg(a, "copy_at_end");
   d.swap_for_eval = tr__bool_arg(a, "swap_for_eval");
-  return tr__factory_result(reg, tr__ema_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__ema_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__lrf_params[] = {
@@ -8138,6 +9016,7 @@ static const hk_param tr__lrf_params[] = {
   { "verbose", HK_PARAM_BOOL, "true", NULL, "print the suggestion" },
 };
 static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_lr_finder_desc d;
   tr__why w;
   int64_t n = hk_arg_int(a, "num_training_steps");
@@ -8152,34 +9031,36 @@ static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.update_attr = tr__bool_arg(a, "update_attr");
   d.curve_path = hk_arg_str(a, "curve_path");
   d.verbose = tr__bool_arg(a, "verbose");
-  return tr__factory_result(reg, tr__lrf_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__lrf_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__ms_params[] = {
   { "max_rows", HK_PARAM_INT, "50", NULL, "tensors listed (0: totals only)" },
 };
 static hk_err tr__ms_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_model_summary_desc d;
   tr__why w;
   memset(&d, 0, sizeof d);
   if (tr__int_arg(a, "max_rows", &d.max_rows, &w)) return tr__factory_result(reg, TR_ERR_INVALID, &w);
-  return tr__factory_result(reg, tr__ms_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__ms_make(reg, &d, NULL, &w), &w);
 }
 
 static const hk_param tr__as_params[] = {
   { "scheduling", HK_PARAM_STRING, NULL, NULL, "epoch: factor, e.g. \"{0: 4, 5: 2}\"" },
 };
 static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_accumulation_scheduler_desc d;
   tr__why w;
   memset(&d, 0, sizeof d);
   d.scheduling = hk_arg_str(a, "scheduling");
-  return tr__factory_result(reg, tr__as_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__as_make(reg, &d, NULL, &w), &w);
 }
 
 #define TR__LOGGER_PARAMS \
-  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs" }, \
-  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none)" }, \
+  { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (default: the run's, tr_run_desc)" }, \
+  { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; default: the run's)" }, \
   { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
   { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
   { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
@@ -8193,15 +9074,17 @@ static const hk_param tr__plot_params[] = {
 static hk_err tr__logger_args(const hk_args *a, tr_logger_desc *d, tr__why *w) {
   int64_t fe = hk_arg_int(a, "flush_every");
   memset(d, 0, sizeof *d);
-  d->save_dir = hk_arg_str(a, "save_dir");
-  d->name = hk_arg_str(a, "name");
-  d->version = hk_arg_str(a, "version");
+  /* not given: the run's (tr_run_desc), so that every logger of a registry shares one directory */
+  d->save_dir = hk_arg_given(a, "save_dir") ? hk_arg_str(a, "save_dir") : NULL;
+  d->name = hk_arg_given(a, "name") ? hk_arg_str(a, "name") : NULL;
+  d->version = hk_arg_given(a, "version") ? hk_arg_str(a, "version") : NULL;
   if (fe < 0 || fe > 1000000000) return tr__bad(w, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %lld", a->factory, (long long)fe), HK_ERR_INVALID;
   d->flush_every = (int)fe;
   d->fail_on_error = tr__bool_arg(a, "fail_on_error");
   return HK_OK;
 }
 static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr__log_kind kind) {
+  (void)user;
   tr_logger_desc d;
   tr_plot_desc pd;
   tr__why w;
@@ -8209,7 +9092,7 @@ static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr
   memset(&pd, 0, sizeof pd);
   pd.dir = d;
   if (kind == TR__LOG_PLOT) { pd.path = hk_arg_str(a, "path"); pd.metrics = hk_arg_str(a, "metrics"); pd.title = hk_arg_str(a, "title"); }
-  return tr__factory_result(reg, tr__logger_make(reg, (tr_trainer *)user, kind, &d, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
+  return tr__factory_result(reg, tr__logger_make(reg, kind, &d, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
 }
 static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_CSV); }
 static hk_err tr__jsonl_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_JSONL); }
@@ -8225,6 +9108,7 @@ static const hk_param tr__bar_params[] = {
   { "ascii", HK_PARAM_BOOL, "false", NULL, "draw the bar with ASCII characters" },
 };
 static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
+  (void)user;
   tr_progress_bar_desc d;
   tr__why w;
   const char *mode = hk_arg_str(a, "mode"), *stream = hk_arg_str(a, "stream");
@@ -8237,84 +9121,83 @@ static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (width < 0 || width > 100000) return hk_set_error(reg, HK_ERR_INVALID, "progress_bar: width must be between 0 and 100000, got %lld", (long long)width);
   d.width = (int)width;
   d.ascii = hk_arg_bool(a, "ascii");
-  return tr__factory_result(reg, tr__bar_make(reg, (tr_trainer *)user, &d, NULL, &w), &w);
+  return tr__factory_result(reg, tr__bar_make(reg, &d, NULL, &w), &w);
 }
 
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-static hk_err tr__factory_early_stopping(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, t,
+static hk_err tr__factory_early_stopping(hk_registry *reg) {
+  return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, NULL,
                         "stop training when a monitored metric stops improving (Lightning's EarlyStopping)");
 }
-static hk_err tr__factory_model_checkpoint(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "model_checkpoint", tr__mc_params, TR__NPARAMS(tr__mc_params), tr__mc_factory, t,
+static hk_err tr__factory_model_checkpoint(hk_registry *reg) {
+  return hk_factory_add(reg, "model_checkpoint", tr__mc_params, TR__NPARAMS(tr__mc_params), tr__mc_factory, NULL,
                         "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)");
 }
-static hk_err tr__factory_timer(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "timer", tr__timer_params, TR__NPARAMS(tr__timer_params), tr__timer_factory, t,
+static hk_err tr__factory_timer(hk_registry *reg) {
+  return hk_factory_add(reg, "timer", tr__timer_params, TR__NPARAMS(tr__timer_params), tr__timer_factory, NULL,
                         "stop training after a time limit; time per stage (Lightning's Timer)");
 }
-static hk_err tr__factory_lr_monitor(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "lr_monitor", tr__lrm_params, TR__NPARAMS(tr__lrm_params), tr__lrm_factory, t,
+static hk_err tr__factory_lr_monitor(hk_registry *reg) {
+  return hk_factory_add(reg, "lr_monitor", tr__lrm_params, TR__NPARAMS(tr__lrm_params), tr__lrm_factory, NULL,
                         "publish the learning rate as lr-<Optimizer> (Lightning's LearningRateMonitor)");
 }
-static hk_err tr__factory_gradient_monitor(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "gradient_monitor", tr__gm_params, TR__NPARAMS(tr__gm_params), tr__gm_factory, t,
+static hk_err tr__factory_gradient_monitor(hk_registry *reg) {
+  return hk_factory_add(reg, "gradient_monitor", tr__gm_params, TR__NPARAMS(tr__gm_params), tr__gm_factory, NULL,
                         "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps");
 }
-static hk_err tr__factory_nan_guard(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "nan_guard", tr__ng_params, TR__NPARAMS(tr__ng_params), tr__ng_factory, t,
+static hk_err tr__factory_nan_guard(hk_registry *reg) {
+  return hk_factory_add(reg, "nan_guard", tr__ng_params, TR__NPARAMS(tr__ng_params), tr__ng_factory, NULL,
                         "fail, skip the step or stop on a non-finite loss or gradient, naming where");
 }
-static hk_err tr__factory_ema(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "ema", tr__ema_params, TR__NPARAMS(tr__ema_params), tr__ema_factory, t,
+static hk_err tr__factory_ema(hk_registry *reg) {
+  return hk_factory_add(reg, "ema", tr__ema_params, TR__NPARAMS(tr__ema_params), tr__ema_factory, NULL,
                         "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)");
 }
-static hk_err tr__factory_lr_finder(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "lr_finder", tr__lrf_params, TR__NPARAMS(tr__lrf_params), tr__lrf_factory, t,
+static hk_err tr__factory_lr_finder(hk_registry *reg) {
+  return hk_factory_add(reg, "lr_finder", tr__lrf_params, TR__NPARAMS(tr__lrf_params), tr__lrf_factory, NULL,
                         "sweep the learning rate before training and use the suggestion (LearningRateFinder)");
 }
-static hk_err tr__factory_model_summary(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "model_summary", tr__ms_params, TR__NPARAMS(tr__ms_params), tr__ms_factory, t,
+static hk_err tr__factory_model_summary(hk_registry *reg) {
+  return hk_factory_add(reg, "model_summary", tr__ms_params, TR__NPARAMS(tr__ms_params), tr__ms_factory, NULL,
                         "print the tensor table at fit start (Lightning's ModelSummary)");
 }
-static hk_err tr__factory_accumulation_scheduler(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, t,
+static hk_err tr__factory_accumulation_scheduler(hk_registry *reg) {
+  return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, NULL,
                         "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
 }
 
-static hk_err tr__factory_csv(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "csv", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__csv_factory, t,
+static hk_err tr__factory_csv(hk_registry *reg) {
+  return hk_factory_add(reg, "csv", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__csv_factory, NULL,
                         "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)");
 }
-static hk_err tr__factory_jsonl(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "jsonl", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__jsonl_factory, t,
+static hk_err tr__factory_jsonl(hk_registry *reg) {
+  return hk_factory_add(reg, "jsonl", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__jsonl_factory, NULL,
                         "log records as JSON lines to save_dir/name/version_N/metrics.jsonl");
 }
-static hk_err tr__factory_tensorboard(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "tensorboard", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__tb_factory, t,
+static hk_err tr__factory_tensorboard(hk_registry *reg) {
+  return hk_factory_add(reg, "tensorboard", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__tb_factory, NULL,
                         "log records as TensorBoard event files (scalars, histograms, hparams as text)");
 }
-static hk_err tr__factory_progress_bar(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "progress_bar", tr__bar_params, TR__NPARAMS(tr__bar_params), tr__bar_factory, t,
+static hk_err tr__factory_progress_bar(hk_registry *reg) {
+  return hk_factory_add(reg, "progress_bar", tr__bar_params, TR__NPARAMS(tr__bar_params), tr__bar_factory, NULL,
                         "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)");
 }
-static hk_err tr__factory_plot(hk_registry *reg, tr_trainer *t) {
-  return hk_factory_add(reg, "plot", tr__plot_params, TR__NPARAMS(tr__plot_params), tr__plot_factory, t,
+static hk_err tr__factory_plot(hk_registry *reg) {
+  return hk_factory_add(reg, "plot", tr__plot_params, TR__NPARAMS(tr__plot_params), tr__plot_factory, NULL,
                         "write logged metrics against step as an SVG plot at the end of each run");
 }
 
 /* Every factory of TR_FACTORIES; names already registered stay as they are (a registry handed to
    two trainers, or given the factories before tr_init). */
-static hk_err tr__add_factories(hk_registry *reg, tr_trainer *t) {
+TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   hk_err e = HK_OK;
   if (!reg) return HK_ERR_INVALID;
 #define TR__X(name) \
-  if (!e) { e = tr__factory_##name(reg, t); if (e == HK_ERR_DUPLICATE) e = HK_OK; }
+  if (!e) { e = tr__factory_##name(reg); if (e == HK_ERR_DUPLICATE) e = HK_OK; }
   TR_FACTORIES(TR__X)
 #undef TR__X
   return e;
 }
-TRAIN_API hk_err tr_add_factories(hk_registry *reg) { return tr__add_factories(reg, NULL); }
 
 /* =================================================================================================
    MPI STRATEGY (TRAIN_MPI)
@@ -8532,14 +9415,14 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_pending > tr__sigint_count ? tr__sig_pending : tr__sigint_count;
+  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (sig_atomic_t)v[TR__V_SIGINT];
+  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];

@@ -25,7 +25,7 @@ static double run(int with_logs, FILE *devnull, const char *dir, int64_t *steps)
   if (tr_init(&t, &(tr_desc){ .model = mlp_tr_model(&net, views), .optim = { .kind = TR_OPTIM_ADAMW, .lr = 1e-2 }, .seed = 7 })) exit(1);
   if (with_logs) {
     snprintf(spec, sizeof spec, "csv(save_dir=\"%s\"); jsonl(save_dir=\"%s\"); tensorboard(save_dir=\"%s\"); plot(save_dir=\"%s\")", dir, dir, dir, dir);
-    if (hk_spec_apply(t.reg, spec) || tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = devnull, .mode = TR_BAR_TTY, .width = 100 }, NULL)) {
+    if (hk_spec_apply(t.reg, spec) || tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = devnull, .mode = TR_BAR_TTY, .width = 100 }, NULL)) {
       fprintf(stderr, "bench_log: %s %s\n", hk_last_error(t.reg), tr_error(&t));
       exit(1);
     }

@@ -162,13 +162,13 @@ static int add_five(hk_registry *reg, five *f) {
 
 /* ==== the standard callbacks ======================================================================= */
 static int add_std(tr_trainer *t, char *dir, hk_handle *ckpt) {
-    return tr_early_stopping(t, &(tr_early_stopping_desc){ .monitor = "train/loss", .patience = 1000 }, NULL) ||
-           tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "train/loss", .save_top_k = 2,
+    return tr_early_stopping(t->reg, &(tr_early_stopping_desc){ .monitor = "train/loss", .patience = 1000 }, NULL) ||
+           tr_model_checkpoint(t->reg, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "train/loss", .save_top_k = 2,
                                .filename = "{epoch}-{train/loss:.4f}" }, ckpt);
 }
 static int add_monitors(tr_trainer *t) {
-    return tr_lr_monitor(t, &(tr_lr_monitor_desc){ 0 }, NULL) ||
-           tr_gradient_monitor(t, &(tr_gradient_monitor_desc){ .log_frequency = 50 }, NULL);
+    return tr_lr_monitor(t->reg, &(tr_lr_monitor_desc){ 0 }, NULL) ||
+           tr_gradient_monitor(t->reg, &(tr_gradient_monitor_desc){ .log_frequency = 50 }, NULL);
 }
 /* Every logger and the progress bar (as on a terminal, into /dev/null), a record every 50 steps (the default). */
 static int add_logs(tr_trainer *t, const char *dir, FILE *devnull) {
@@ -176,7 +176,7 @@ static int add_logs(tr_trainer *t, const char *dir, FILE *devnull) {
     snprintf(spec, sizeof spec, "csv(save_dir=\"%s\"); jsonl(save_dir=\"%s\"); tensorboard(save_dir=\"%s\"); plot(save_dir=\"%s\")",
              dir, dir, dir, dir);
     return hk_spec_apply(t->reg, spec) != HK_OK ||
-           tr_progress_bar(t, &(tr_progress_bar_desc){ .out = devnull, .mode = TR_BAR_TTY, .width = 100 }, NULL) != TR_OK;
+           tr_progress_bar(t->reg, &(tr_progress_bar_desc){ .out = devnull, .mode = TR_BAR_TTY, .width = 100 }, NULL) != TR_OK;
 }
 static void remove_std(tr_trainer *t, char *dir, hk_handle ckpt) {   /* what model_checkpoint left */
     const tr_model_checkpoint_state *s = tr_model_checkpoint_get(t->reg, ckpt);

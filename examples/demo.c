@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     bad |= hk_spec_apply(t.reg, loggers);
     if (bad) { fprintf(stderr, "demo: %s\n", hk_last_error(t.reg)); return 1; }
     hk_handle ckpt, stopper = hk_find(t.reg, "early_stopping{monitor=val/loss,mode=min}"); /* its state key */
-    err = tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = ckpt_dir, .monitor = "val/loss",
+    err = tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = ckpt_dir, .monitor = "val/loss",
         .save_top_k = 2, .save_last = TR_SAVE_LAST_LINK, .filename = "{epoch}-{val/loss:.4f}" }, &ckpt);
     if (err) { fprintf(stderr, "demo: %s\n", tr_error(&t)); return 1; }
 

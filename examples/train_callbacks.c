@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_callbacks: %s\n", hk_last_error(t.reg));
         return 1;
     }
-    if (tr_gradient_monitor(&t, &(tr_gradient_monitor_desc){ .log_frequency = 30, .percentiles = "50,90",
+    if (tr_gradient_monitor(t.reg, &(tr_gradient_monitor_desc){ .log_frequency = 30, .percentiles = "50,90",
                             .histogram_bins = 12, .on_histogram = print_histogram, .histogram_user = &hist_step }, &gm) ||
         hk_on(t.reg, HK_ON_TRAIN_EPOCH_END, report, NULL,
               &(hk_opts){ .name = "report", .filter = { .counter = HK_COUNT_EPOCH, .every = 5 } }, NULL)) {

@@ -1,6 +1,7 @@
 /* tests/compile_user.c - a C translation unit WITHOUT the implementation (compile matrix).
    It uses the public API the way a trainer does and returns nonzero when something is off.
-   With -DHK_DISABLE every HK_FIRE site is compiled out: hooks never run. */
+   With -DHK_DISABLE every HK_FIRE site is compiled out: hooks never run. With -DHK_NO_SIGNALS (in both
+   TUs) the stop-signal helper says it has no signals. */
 #include <stdio.h>
 #include <string.h>
 #include "hooks.h"
@@ -44,11 +45,23 @@ int main(void) {
   HK_FIRE(reg, HK_ON_TRAIN_END, &ctx);
   (void)HK_FIRE(reg, HK_ON_FIT_END, &ctx);
   if (HK_ACTIVE(reg, HK_ON_TRAIN_END)) HK_FIRE(reg, HK_ON_TRAIN_END, &ctx);
+  { /* the stop-signal helper links and answers (no signal comes here) */
+    hk_flow flow = {0};
+#ifdef HK_NO_SIGNALS
+    if (hk_stop_signals_install(0) != -1) return 7;
+#else
+    if (hk_stop_signals_install(HK_STOP_COUNT_ONLY) != 0) return 7;
+#endif
+    if (hk_stop_poll(&flow) != 0 || flow.signals != 0 || hk_stop_requested() != 0) return 8;
+    hk_stop_signals_restore();
+  }
   hk_ctx_free(&ctx);
   hk_destroy(reg);
   printf("compile_user.c (C%s): ok\n",
 #ifdef HK_DISABLE
          ", HK_DISABLE"
+#elif defined(HK_NO_SIGNALS)
+         ", HK_NO_SIGNALS"
 #else
          ""
 #endif

@@ -7,7 +7,8 @@
 #   make test-hooks-valgrind   the plain build under valgrind (definite/indirect leaks are errors)
 #   make test-compile-matrix   hooks.h in two TUs with gcc/clang -std=c99/c11, g++/clang++ -std=c++11,
 #                              C/C++ mixed, -DHK_DISABLE, -DHOOKS_STATIC, -DHOOKS_NO_STB_DS_IMPL,
-#                              HOOKS_REALLOC/HOOKS_FREE/HOOKS_ASSERT overrides; each program also runs
+#                              HOOKS_REALLOC/HOOKS_FREE/HOOKS_ASSERT overrides, gcc -Wc++-compat (plain,
+#                              HOOKS_STATIC, HK_NO_SIGNALS); each program also runs
 #   make test-fuzz-spec        libFuzzer on hk_spec_check/hk_spec_apply for $(FUZZ_SPEC_TIME) seconds
 #   make test-readme           README.md's event and signal tables match the X-macros
 #   make readme-table          rewrite those tables in README.md
@@ -60,7 +61,7 @@ HK_MX_DEPS  := hooks.h tests/compile_impl.c tests/compile_user.c tests/compile_u
                tests/compile_stbds.c
 HK_MX_CONFIGS := gcc-c99 gcc-c11 clang-c99 clang-c11 gxx-cxx11 clangxx-cxx11 c-impl-cxx-user cxx-impl-c-user \
                  disable-gcc disable-clang disable-gxx static-gcc static-clang static-gxx alloc-gcc alloc-clangxx \
-                 no-stb-impl-gcc no-stb-impl-clang
+                 no-stb-impl-gcc no-stb-impl-clang cxxcompat-gcc cxxcompat-static-gcc nosignals-gcc
 
 # $(call hk_mx_two,stamp,impl compile,user compile,link driver)
 hk_mx_two = @mkdir -p $(HK_MX) && echo "compile-matrix: $(notdir $(1:.ok=))" && \
@@ -110,6 +111,14 @@ $(HK_MX)/no-stb-impl-clang.ok: $(HK_MX_DEPS) | $(BUILD)
 	@mkdir -p $(HK_MX) && echo "compile-matrix: no-stb-impl-clang"
 	clang -std=c11 $(HK_MX_FLAGS) -c -o $(@:.ok=)-stbds.o tests/compile_stbds.c
 	$(call hk_mx_two,$@,clang -std=c11 -DHOOKS_NO_STB_DS_IMPL tests/compile_impl.c,clang -std=c11 tests/compile_user.c,clang $(@:.ok=)-stbds.o)
+# gcc -Wc++-compat: C that is also valid C++ (the implementation included), so that a program built
+# with it gets no warning from hooks.h; with HOOKS_STATIC; with HK_NO_SIGNALS (install returns -1)
+$(HK_MX)/cxxcompat-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 -Wc++-compat tests/compile_impl.c,gcc -std=c99 -Wc++-compat tests/compile_user.c,gcc)
+$(HK_MX)/cxxcompat-static-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 -Wc++-compat tests/compile_static.c,gcc -std=c99 -Wc++-compat -DCOMPILE_STATIC_SECOND tests/compile_static.c,gcc)
+$(HK_MX)/nosignals-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
+	$(call hk_mx_two,$@,gcc -std=c99 -Wc++-compat -DHK_NO_SIGNALS tests/compile_impl.c,gcc -std=c99 -Wc++-compat -DHK_NO_SIGNALS tests/compile_user.c,gcc)
 # HOOKS_REALLOC / HOOKS_FREE / HOOKS_ASSERT overrides (one TU)
 $(HK_MX)/alloc-gcc.ok: $(HK_MX_DEPS) | $(BUILD)
 	@mkdir -p $(HK_MX) && echo "compile-matrix: alloc-gcc"

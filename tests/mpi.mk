@@ -11,8 +11,9 @@
 #                           early_stopping on every rank (rank 0 alone writes files); a checkpoint requested
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
-#   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, C++11 with mpicxx) linked
-#                           with a user TU built without MPI; the program runs as one process
+#   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
+#                           C++11 with mpicxx) linked with a user TU built without MPI; the program runs
+#                           as one process
 # Every mpirun is under `timeout`: a hang fails the test instead of stopping CI. Needs Open MPI
 # (openmpi-bin libopenmpi-dev; scripts/deps.sh installs them).
 MPICC       ?= mpicc
@@ -74,11 +75,13 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 # The compile matrix of tests/train.mk (tr_mx), with TRAIN_MPI in the implementation TU.
 $(TR_MX)/mpi-c99.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,$(MPICC) -std=c99 -DTRAIN_MPI,gcc -std=c99,$(MPICC))
+$(TR_MX)/mpi-cxxcompat.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(MPICC) -std=c99 -Wc++-compat -DTRAIN_MPI,gcc -std=c99 -Wc++-compat,$(MPICC))
 $(TR_MX)/mpi-cxx11.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,$(MPICXX) -std=c++11 -x c++ -DTRAIN_MPI,g++ -std=c++11 -x c++,$(MPICXX))
 
-test-mpi-compile: $(TR_MX)/mpi-c99.ok $(TR_MX)/mpi-cxx11.ok
-	@echo "test-mpi-compile: TRAIN_MPI builds warning-free as C99 and C++11 and runs as one process"
+test-mpi-compile: $(TR_MX)/mpi-c99.ok $(TR_MX)/mpi-cxxcompat.ok $(TR_MX)/mpi-cxx11.ok
+	@echo "test-mpi-compile: TRAIN_MPI builds warning-free as C99 (also -Wc++-compat) and C++11 and runs as one process"
 
 # With TRAIN_CUDA too: device gradients through NCCL. Compiled and linked wherever nvcc, nccl.h and
 # train.h's CUDA section (examples/cuda_mlp.cu) are present: the spirals MLP's .cu file with TRAIN_MPI,

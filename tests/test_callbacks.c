@@ -191,7 +191,7 @@ static void test_es_patience(void **state) {
   const tr_early_stopping_state *es;
   (void)state;
   sc_init(&m, &t, v, 7, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_non_null(es);
@@ -217,7 +217,7 @@ static void test_es_ties_and_zero_patience(void **state) {
   tr_config c = sc_cfg(20);
   (void)state;
   sc_init(&m, &t, v, 4, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = TR_ZERO }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = TR_ZERO }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(tr_early_stopping_get(t.reg, h)->stopped_epoch, 1); /* 5 == 5 is no improvement */
   assert_int_equal(t.epoch, 2);
@@ -235,7 +235,7 @@ static void test_es_min_delta_and_max(void **state) {
   (void)state;
   /* min_delta 0.5 (min): 4.6 is not 0.5 better than 5; 4.4 is (strictly: 4.4 + 0.5 < 5) */
   sc_init(&m, &t, v, 5, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .min_delta = 0.5, .patience = 2 }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .min_delta = 0.5, .patience = 2 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_true(es->best_score == 4.4);
@@ -243,7 +243,7 @@ static void test_es_min_delta_and_max(void **state) {
   sc_free(&m, &t);
   /* mode max with min_delta 0.05 (its sign flips): 0.6 improves on 0.5 (0.6-0.05 > 0.5); 0.64, 0.63, 0.645 do not */
   sc_init(&m, &t, acc, 6, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .mode = TR_MODE_MAX, .min_delta = 0.05,
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .mode = TR_MODE_MAX, .min_delta = 0.05,
                                                                     .patience = 3 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
@@ -263,7 +263,7 @@ static void test_es_thresholds(void **state) {
   (void)state;
   /* stopping_threshold 2.5: reaching it exactly does not stop (strict), 2.4 does */
   sc_init(&m, &t, down, 5, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 10,
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 10,
                    .has_stopping_threshold = 1, .stopping_threshold = 2.5 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
@@ -274,7 +274,7 @@ static void test_es_thresholds(void **state) {
   sc_free(&m, &t);
   /* divergence_threshold 10: 11 > 10 stops at epoch 3 */
   sc_init(&m, &t, up, 5, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 10,
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 10,
                    .has_divergence_threshold = 1, .divergence_threshold = 10 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
@@ -292,7 +292,7 @@ static void test_es_nan(void **state) {
   const tr_early_stopping_state *es;
   (void)state;
   sc_init(&m, &t, v, 5, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_int_equal(es->stopped_epoch, 1);
@@ -301,7 +301,7 @@ static void test_es_nan(void **state) {
   sc_free(&m, &t);
   /* check_finite off: NaN is never an improvement; it counts as a check without one */
   sc_init(&m, &t, v, 5, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .check_finite = TR_NO, .patience = 2 }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .check_finite = TR_NO, .patience = 2 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_true(es->best_score == 4.0);
@@ -322,7 +322,7 @@ static void test_es_min_epochs_not_latched(void **state) {
   (void)state;
   c.min_epochs = 6;
   sc_init(&m, &t, improves, 9, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2 }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_true(es->best_score == 2.0);
@@ -332,7 +332,7 @@ static void test_es_min_epochs_not_latched(void **state) {
   sc_free(&m, &t);
   /* without improvement it stops exactly when min_epochs allows: after epoch 5 (6 epochs) */
   sc_init(&m, &t, stalls, 8, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_int_equal(t.epoch, 6);
@@ -349,13 +349,13 @@ static void test_es_strict(void **state) {
   tr_config c = sc_cfg(3);
   (void)state;
   sc_init(&m, &t, v, 3, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/acc" }, NULL), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/acc" }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_non_null(strstr(tr_error(&t), "the monitored metric 'val/acc' is not set"));
   assert_non_null(strstr(tr_error(&t), "val/loss")); /* it lists what there is */
   sc_free(&m, &t);
   sc_init(&m, &t, v, 3, 0);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/acc", .strict = TR_NO, .verbose = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/acc", .strict = TR_NO, .verbose = 1 }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(t.epoch, 3);
   assert_non_null(strstr(sc_logtext(&m), "'val/acc' is not set; check skipped"));
@@ -374,7 +374,7 @@ static void test_es_validation_end(void **state) {
   (void)state;
   c.val_every_n_steps = 2;
   sc_init(&m, &t, v, 5, 2);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, &h), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   es = tr_early_stopping_get(t.reg, h);
   assert_int_equal(t.global_step, 10);  /* 3 validations without improvement after step 4: steps 6, 8, 10 */
@@ -382,7 +382,7 @@ static void test_es_validation_end(void **state) {
   sc_free(&m, &t);
   /* forced to the epoch's end: one check per epoch, at epochs 0, 1, 2, 3 with values 4, 4.2, 4.3, 4.3 */
   sc_init(&m, &t, v, 5, 2);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3,
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3,
                    .check_on_train_epoch_end = TR_YES }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(tr_early_stopping_get(t.reg, h)->stopped_epoch, 3);
@@ -403,7 +403,7 @@ static void test_mc_top_k(void **state) {
   (void)state;
   sc_init(&m, &t, v, 6, 0);
   sc_record(&m, &t);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
                    .filename = "{epoch}-{val/loss:.2f}", .verbose = 1 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   record_files(NULL, &m);
@@ -444,7 +444,7 @@ static void test_mc_ties_and_nan(void **state) {
   (void)state;
   sc_init(&m, &t, v, 5, 0);
   sc_record(&m, &t);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
                    .filename = "{epoch}" }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   record_files(NULL, &m);
@@ -460,7 +460,7 @@ static void test_mc_ties_and_nan(void **state) {
   {
     static const double w[] = { NAN, 3 };
     sc_init(&m, &t, w, 2, 0);
-    assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2 }, &h), TR_OK);
+    assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2 }, &h), TR_OK);
     c.max_epochs = 1;
     assert_int_equal(tr_fit(&t, &c), TR_OK);
     s = tr_model_checkpoint_get(t.reg, h);
@@ -487,7 +487,7 @@ static void test_mc_no_monitor_and_last(void **state) {
   const tr_model_checkpoint_state *s;
   (void)state;
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir }, &h), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
   assert_string_equal(m.files[0], "epoch=2-step=12.ckpt");
@@ -497,14 +497,14 @@ static void test_mc_no_monitor_and_last(void **state) {
   sc_free(&m, &t);
 
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "same" }, &h), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "same" }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
   assert_string_equal(m.files[0], "same.ckpt"); /* overwritten, no -v1 without a monitor */
   sc_free(&m, &t);
 
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
                    .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -514,7 +514,7 @@ static void test_mc_no_monitor_and_last(void **state) {
   sc_free(&m, &t);
 
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = TR_ZERO,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = TR_ZERO,
                    .save_last = TR_SAVE_LAST_LINK }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -532,7 +532,7 @@ static void test_mc_last_link(void **state) {
   (void)state;
   sc_init(&m, &t, v, 3, 0);
   sc_record(&m, &t);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
                    .filename = "{epoch}", .save_last = TR_SAVE_LAST_LINK }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   record_files(NULL, &m);
@@ -555,7 +555,7 @@ static void test_mc_validation_twice_per_epoch(void **state) {
   (void)state;
   c.val_every_n_steps = 2;
   sc_init(&m, &t, v, 4, 2);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
                    .save_top_k = -1, .filename = "{epoch}" }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -581,7 +581,7 @@ static void test_mc_rerun_same_dir(void **state) {
   d.dirpath = dir;
   d.monitor = "val/loss";
   d.save_last = TR_SAVE_LAST_YES;
-  assert_int_equal(tr_model_checkpoint(&t, &d, &h), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &d, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   sc_free(&m, &t);
   list_dir(dir, m.files[0], sizeof m.files[0]);
@@ -590,7 +590,7 @@ static void test_mc_rerun_same_dir(void **state) {
   sc_init(&m, &t, v, 2, 0);
   rmdir(m.dir);
   snprintf(m.dir, sizeof m.dir, "%s", dir);
-  assert_int_equal(tr_model_checkpoint(&t, &d, &h), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &d, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(dir, m.files[0], sizeof m.files[0]);
   assert_string_equal(m.files[0], "epoch=1-step=8-v1.ckpt epoch=1-step=8.ckpt last-v1.ckpt last.ckpt");
@@ -605,7 +605,7 @@ static void test_mc_every_n_train_steps_and_time(void **state) {
   tr_config c = sc_cfg(3);
   (void)state;
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
                    .every_n_train_steps = 5, .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -615,7 +615,7 @@ static void test_mc_every_n_train_steps_and_time(void **state) {
   sc_free(&m, &t);
   /* every 3 seconds of the fake clock (+1 s per training batch, checked after each batch) */
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
                    .train_time_interval = 3, .clock = sc_now, .clock_user = &m, .filename = "{step}" }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -625,7 +625,7 @@ static void test_mc_every_n_train_steps_and_time(void **state) {
   sc_init(&m, &t, v, 1, 0);
   c.num_sanity_val_steps = -1;
   c.max_epochs = 1;
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
                    .every_n_train_steps = 2, .filename = "{step}" }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -645,7 +645,7 @@ static void test_mc_max_every_2_epochs(void **state) {
   (void)state;
   sc_init(&m, &t, acc, 6, 0);
   sc_record(&m, &t);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .mode = TR_MODE_MAX,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .mode = TR_MODE_MAX,
                    .every_n_epochs = 2, .save_on_train_epoch_end = TR_NO, .filename = "best", .enable_version_counter = TR_NO }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   record_files(NULL, &m);
@@ -672,10 +672,10 @@ static void test_mc_state_load(void **state) {
   static const unsigned char junk[] = { 1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255 };
   (void)state;
   sc_init(&m, &t, v, 2, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
                    .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h2), TR_OK);
-  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ 0 }, &h3), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss" }, &h2), TR_OK);
+  assert_int_equal(tr_timer(t.reg, &(tr_timer_desc){ 0 }, &h3), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   snprintf(ckpt, sizeof ckpt, "%s", tr_model_checkpoint_get(t.reg, h)->last_model_path);
   snprintf(best, sizeof best, "%s", tr_model_checkpoint_get(t.reg, h)->best_model_path);
@@ -687,7 +687,7 @@ static void test_mc_state_load(void **state) {
   sc_free(&m, &t);
   sc_init(&m, &t, v, 2, 0);
   snprintf(other, sizeof other, "%s/other", m.dir);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = other, .monitor = "val/loss",
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = other, .monitor = "val/loss",
                    .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
   assert_int_equal(tr_load(&t, ckpt), TR_OK);
   assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, best);
@@ -712,17 +712,17 @@ static void test_mc_templates(void **state) {
   (void)state;
   sc_init(&m, &t, v, 1, 0);
   hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, set_metrics, NULL, &(hk_opts){ .name = "set_metrics" }, NULL);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
                    .filename = "{epoch:03d}_{val/loss}_{val/acc:.1%}" }, NULL), TR_ERR_INVALID);
-  assert_non_null(strstr(tr_error(&t), "filename '{epoch:03d}_{val/loss}_{val/acc:.1%}' is not a valid template"));
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+  assert_non_null(strstr(hk_last_error(t.reg), "filename '{epoch:03d}_{val/loss}_{val/acc:.1%}' is not a valid template"));
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
                    .filename = "{epoch:03d}_{val/loss}_{val/acc:.3e}_{missing:.2f}_{n}_{step:5d}" }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
   assert_string_equal(m.files[0], "epoch=000_val_loss=0.123456_val_acc=8.750e-01_missing=0.00_n=7.0_step=    4.ckpt");
   sc_free(&m, &t);
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir,
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir,
                    .filename = "model-{val/loss:.2f}", .auto_insert_metric_name = TR_NO }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   list_dir(m.dir, m.files[0], sizeof m.files[0]);
@@ -738,7 +738,7 @@ static void test_mc_missing_monitor(void **state) {
   tr_config c = sc_cfg(1);
   (void)state;
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/f1" }, NULL), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/f1" }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_non_null(strstr(tr_error(&t), "model_checkpoint: the monitored metric 'val/f1' is not set"));
   sc_free(&m, &t);
@@ -757,7 +757,7 @@ static void test_timer(void **state) {
   double x;
   (void)state;
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ .duration = "00:00:00:10", .clock = sc_now, .clock_user = &m, .verbose = 1 }, &h), TR_OK);
+  assert_int_equal(tr_timer(t.reg, &(tr_timer_desc){ .duration = "00:00:00:10", .clock = sc_now, .clock_user = &m, .verbose = 1 }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   s = tr_timer_get(t.reg, h);
   assert_true(s->duration == 10);
@@ -777,7 +777,7 @@ static void test_timer(void **state) {
   sc_free(&m, &t);
   /* per epoch: checked after each epoch only */
   sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(tr_timer(&t, &(tr_timer_desc){ .seconds = 10, .interval = TR_INTERVAL_EPOCH, .clock = sc_now, .clock_user = &m }, &h), TR_OK);
+  assert_int_equal(tr_timer(t.reg, &(tr_timer_desc){ .seconds = 10, .interval = TR_INTERVAL_EPOCH, .clock = sc_now, .clock_user = &m }, &h), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(t.global_step, 12);
   sc_free(&m, &t);
@@ -788,7 +788,7 @@ static void test_timer(void **state) {
    ================================================================================================= */
 static void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
   assert_int_equal(e, TR_ERR_INVALID);
-  if (!strstr(tr_error(t), needle)) fail_msg("error '%s' lacks '%s'", tr_error(t), needle);
+  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("error '%s' lacks '%s'", hk_last_error(t->reg), needle);
 }
 static void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
   assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
@@ -800,26 +800,26 @@ static void test_bad_parameters(void **state) {
   tr_trainer t;
   (void)state;
   sc_init(&m, &t, v, 1, 0);
-  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ 0 }, NULL), "monitor is required");
-  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .patience = -1 }, NULL), "patience must be >= 0");
-  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .mode = (tr_mode)7 }, NULL), "mode 7 is not valid (min or max)");
-  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .min_delta = -1 }, NULL), "min_delta must be");
-  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "x", .has_stopping_threshold = 1, .stopping_threshold = NAN }, NULL), "stopping_threshold");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .every_n_train_steps = 5, .every_n_epochs = 1 }, NULL), "mutually exclusive");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .every_n_train_steps = 5, .train_time_interval = 2 }, NULL), "mutually exclusive");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .save_top_k = -2 }, NULL), "save_top_k must be >= -1");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .save_top_k = 3 }, NULL), "save_top_k=3 needs a monitor");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "{epoch" }, NULL), "a '{' without its '}'");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "epoch}" }, NULL), "'}' without its '{'");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "{}" }, NULL), "an empty field name");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "{a:.q}" }, NULL), "a '.' without a precision");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .filename = "sub/{epoch}" }, NULL), "put directories in dirpath");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .mode = (tr_mode)2 }, NULL), "mode 2 is not valid");
-  expect_bad(&t, tr_model_checkpoint(&t, &(tr_model_checkpoint_desc){ .save_last = (tr_save_last)5 }, NULL), "save_last 5 is not valid");
-  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .duration = "12:00" }, NULL), "is not \"DD:HH:MM:SS\"");
-  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .duration = "00:01:00:00", .seconds = 5 }, NULL), "not both");
-  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .seconds = -1 }, NULL), "seconds must be");
-  expect_bad(&t, tr_timer(&t, &(tr_timer_desc){ .interval = (tr_interval)3 }, NULL), "interval 3 is not valid (step or epoch)");
+  expect_bad(&t, tr_early_stopping(t.reg, &(tr_early_stopping_desc){ 0 }, NULL), "monitor is required");
+  expect_bad(&t, tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "x", .patience = -1 }, NULL), "patience must be >= 0");
+  expect_bad(&t, tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "x", .mode = (tr_mode)7 }, NULL), "mode 7 is not valid (min or max)");
+  expect_bad(&t, tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "x", .min_delta = -1 }, NULL), "min_delta must be");
+  expect_bad(&t, tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "x", .has_stopping_threshold = 1, .stopping_threshold = NAN }, NULL), "stopping_threshold");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .every_n_train_steps = 5, .every_n_epochs = 1 }, NULL), "mutually exclusive");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .every_n_train_steps = 5, .train_time_interval = 2 }, NULL), "mutually exclusive");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .save_top_k = -2 }, NULL), "save_top_k must be >= -1");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .save_top_k = 3 }, NULL), "save_top_k=3 needs a monitor");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .filename = "{epoch" }, NULL), "a '{' without its '}'");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .filename = "epoch}" }, NULL), "'}' without its '{'");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .filename = "{}" }, NULL), "an empty field name");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .filename = "{a:.q}" }, NULL), "a '.' without a precision");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .filename = "sub/{epoch}" }, NULL), "put directories in dirpath");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .mode = (tr_mode)2 }, NULL), "mode 2 is not valid");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .save_last = (tr_save_last)5 }, NULL), "save_last 5 is not valid");
+  expect_bad(&t, tr_timer(t.reg, &(tr_timer_desc){ .duration = "12:00" }, NULL), "is not \"DD:HH:MM:SS\"");
+  expect_bad(&t, tr_timer(t.reg, &(tr_timer_desc){ .duration = "00:01:00:00", .seconds = 5 }, NULL), "not both");
+  expect_bad(&t, tr_timer(t.reg, &(tr_timer_desc){ .seconds = -1 }, NULL), "seconds must be");
+  expect_bad(&t, tr_timer(t.reg, &(tr_timer_desc){ .interval = (tr_interval)3 }, NULL), "interval 3 is not valid (step or epoch)");
   /* the same through spec strings; nothing is registered (all or nothing) */
   expect_bad_spec(&t, "early_stopping(patience=3)", "monitor");
   expect_bad_spec(&t, "early_stopping(monitor=val/loss, mode=maximum)", "max");
@@ -832,9 +832,9 @@ static void test_bad_parameters(void **state) {
   assert_int_equal(hk_find(t.reg, "timer"), 0);
   assert_int_equal(hk_count(t.reg, HK_ON_TRAIN_EPOCH_END), 0);
   /* two early stoppings on one metric and mode share a state key: refused */
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, NULL), TR_OK);
-  expect_bad(&t, tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss" }, NULL), "early_stopping{monitor=val/loss,mode=min}");
-  assert_int_equal(tr_early_stopping(&t, &(tr_early_stopping_desc){ .monitor = "val/loss", .mode = TR_MODE_MAX }, NULL), TR_OK);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss" }, NULL), TR_OK);
+  expect_bad(&t, tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss" }, NULL), "early_stopping{monitor=val/loss,mode=min}");
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .mode = TR_MODE_MAX }, NULL), TR_OK);
   sc_free(&m, &t);
 }
 
@@ -980,14 +980,14 @@ typedef struct run_out {
 
 static int64_t g_every_steps; /* 0: model_checkpoint at epoch ends (+ last link); n: every n steps, "{step}" names */
 static void add_all(sc *m, tr_trainer *t, const char *dir, hk_handle *hes, hk_handle *hmc, hk_handle *htm) {
-  assert_int_equal(tr_early_stopping(t, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, hes), TR_OK);
+  assert_int_equal(tr_early_stopping(t->reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 3 }, hes), TR_OK);
   if (g_every_steps)
-    assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
+    assert_int_equal(tr_model_checkpoint(t->reg, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
                      .every_n_train_steps = g_every_steps, .filename = "{step}" }, hmc), TR_OK);
   else
-    assert_int_equal(tr_model_checkpoint(t, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
+    assert_int_equal(tr_model_checkpoint(t->reg, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
                      .save_last = TR_SAVE_LAST_LINK }, hmc), TR_OK);
-  assert_int_equal(tr_timer(t, &(tr_timer_desc){ .seconds = 1000, .clock = sc_now, .clock_user = m }, htm), TR_OK);
+  assert_int_equal(tr_timer(t->reg, &(tr_timer_desc){ .seconds = 1000, .clock = sc_now, .clock_user = m }, htm), TR_OK);
   /* the other standard callbacks too; the stateful ones (ema, nan_guard, lr_finder) must resume exactly */
   assert_int_equal(hk_spec_apply(t->reg, "ema(decay=0.9); nan_guard; lr_finder(num_training_steps=20, max_lr=2, verbose=false); "
                                          "lr_monitor; gradient_monitor(log_frequency=2); model_summary(max_rows=0)"), HK_OK);

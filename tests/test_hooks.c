@@ -15,6 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define HOOKS_IMPLEMENTATION
 #include "hooks.h"
@@ -3036,6 +3039,159 @@ static void test_order_model_first(void **state) {
   }
 }
 
+/* ---- stop signals (hk_stop_signals_install) ---------------------------------------------------------
+   In-process: raise() with the helper installed (a program handler stands in before and after, so a
+   mistake cannot end the test run). The default action of the second signal: in a child process.
+   Built with -std=c99 and only _POSIX_C_SOURCE, glibc's signal() has System V semantics here (the
+   handler is reset before each call), so these tests also cover the handler re-arming itself. */
+static volatile sig_atomic_t g_prog_int, g_prog_term;
+static void prog_handler(int sig) {
+  if (sig == SIGINT) g_prog_int++; else g_prog_term++;
+  signal(sig, prog_handler); /* -std=c99 without _DEFAULT_SOURCE: glibc's signal() is System V's, reset on use */
+}
+
+static void test_stop_signals_count_only(void **state) {
+  void (*old_int)(int), (*old_term)(int);
+  hk_flow flow = {0};
+  (void)state;
+  old_int = signal(SIGINT, prog_handler);
+  old_term = signal(SIGTERM, prog_handler);
+  g_prog_int = g_prog_term = 0;
+  assert_int_equal(hk_stop_signals_install(HK_STOP_COUNT_ONLY), 0);
+  assert_int_equal(hk_stop_requested(), 0);
+  assert_int_equal(hk_stop_poll(&flow), 0);
+  assert_int_equal(flow.signals, 0);
+  raise(SIGINT);
+  assert_int_equal(hk_stop_requested(), 1);
+  assert_int_equal(hk_stop_poll(&flow), 1);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_STOP));        /* leave after this step */
+  assert_false(HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)); /* but finish it */
+  raise(SIGTERM);                                       /* SIGTERM counts like SIGINT */
+  raise(SIGINT);
+  assert_int_equal(hk_stop_requested(), 3);             /* counted, the process lives */
+  assert_int_equal(hk_stop_poll(NULL), 3);
+  assert_int_equal(hk_stop_poll(&flow), 3);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_FAIL));        /* the second: leave at once */
+  assert_int_equal(g_prog_int + g_prog_term, 0);        /* the program's handlers saw nothing */
+  hk_stop_signals_restore();
+  assert_int_equal(hk_stop_requested(), 3);             /* still there after the loop */
+  assert_true(signal(SIGINT, prog_handler) == prog_handler);   /* the previous handlers are back */
+  assert_true(signal(SIGTERM, prog_handler) == prog_handler);
+  raise(SIGINT);
+  raise(SIGTERM);
+  assert_int_equal(g_prog_int, 1);
+  assert_int_equal(g_prog_term, 1);
+  assert_int_equal(hk_stop_requested(), 3);
+  hk_stop_signals_restore(); /* without an install: nothing */
+  assert_true(signal(SIGINT, prog_handler) == prog_handler);
+  /* a new install starts from 0 */
+  assert_int_equal(hk_stop_signals_install(0), 0);
+  assert_int_equal(hk_stop_requested(), 0);
+  hk_stop_signals_restore();
+  signal(SIGINT, old_int);
+  signal(SIGTERM, old_term);
+}
+
+/* A signal the process ignores stays ignored (a background job of a script); the other is handled. */
+static void test_stop_signals_ignored(void **state) {
+  void (*old_int)(int), (*old_term)(int);
+  (void)state;
+  old_int = signal(SIGINT, SIG_IGN);
+  old_term = signal(SIGTERM, prog_handler);
+  assert_int_equal(hk_stop_signals_install(0), 0);
+  raise(SIGINT);
+  assert_int_equal(hk_stop_requested(), 0);
+  raise(SIGTERM);
+  assert_int_equal(hk_stop_requested(), 1);
+  hk_stop_signals_restore();
+  assert_true(signal(SIGINT, old_int) == SIG_IGN);
+  assert_true(signal(SIGTERM, old_term) == prog_handler);
+}
+
+/* Installs nest: the inner one keeps the handlers and the count, and only its flags change. */
+static void test_stop_signals_nested(void **state) {
+  void (*old_int)(int);
+  (void)state;
+  old_int = signal(SIGINT, prog_handler);
+  g_prog_int = 0;
+  assert_int_equal(hk_stop_signals_install(0), 0);
+  raise(SIGINT);
+  assert_int_equal(hk_stop_signals_install(HK_STOP_COUNT_ONLY), 0);
+  assert_int_equal(hk_stop_requested(), 1);
+  raise(SIGINT); /* the second, under the inner install's count-only: counted */
+  assert_int_equal(hk_stop_requested(), 2);
+  hk_stop_signals_restore();
+  assert_true(signal(SIGINT, SIG_DFL) != prog_handler); /* still the helper's ... */
+  signal(SIGINT, hk__on_stop_signal);                    /* (put it back) */
+  hk_stop_signals_restore();
+  assert_true(signal(SIGINT, prog_handler) == prog_handler); /* ... until the outer restore */
+  assert_int_equal(g_prog_int, 0);
+  signal(SIGINT, old_int);
+}
+
+/* Runs body in a child; returns its wait status. */
+static int in_child(void (*body)(void)) {
+  int status = 0;
+  pid_t pid;
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    body();
+    _exit(0);
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  return status;
+}
+static void child_twice_int(void) {
+  if (hk_stop_signals_install(0) != 0) _exit(2);
+  raise(SIGINT);
+  if (hk_stop_requested() != 1) _exit(3); /* the first only counts */
+  raise(SIGINT);
+  _exit(4); /* not reached: the second ends the process */
+}
+static void child_int_then_term(void) {
+  if (hk_stop_signals_install(0) != 0) _exit(2);
+  raise(SIGINT);
+  raise(SIGTERM);
+  _exit(4);
+}
+static void child_count_only(void) {
+  if (hk_stop_signals_install(HK_STOP_COUNT_ONLY) != 0) _exit(2);
+  raise(SIGINT);
+  raise(SIGTERM);
+  raise(SIGINT);
+  hk_stop_signals_restore();
+  _exit(hk_stop_requested() == 3 ? 0 : 3);
+}
+static void child_nested_back_to_default(void) { /* the inner restore brings the outer flags back */
+  if (hk_stop_signals_install(0) != 0 || hk_stop_signals_install(HK_STOP_COUNT_ONLY) != 0) _exit(2);
+  raise(SIGINT);
+  raise(SIGINT);
+  if (hk_stop_requested() != 2) _exit(3);
+  hk_stop_signals_restore();
+  raise(SIGTERM);
+  _exit(4);
+}
+static void test_stop_signals_second_default(void **state) {
+  int st;
+  (void)state;
+  st = in_child(child_twice_int);
+  assert_true(WIFSIGNALED(st));
+  assert_int_equal(WTERMSIG(st), SIGINT);
+  st = in_child(child_int_then_term);
+  assert_true(WIFSIGNALED(st));
+  assert_int_equal(WTERMSIG(st), SIGTERM);
+  st = in_child(child_count_only);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  st = in_child(child_nested_back_to_default);
+  assert_true(WIFSIGNALED(st));
+  assert_int_equal(WTERMSIG(st), SIGTERM);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_event_table_accessors, cleanup),
@@ -3112,6 +3268,10 @@ int main(void) {
     cmocka_unit_test_teardown(test_error_passed_on_only_from_nested, cleanup),
     cmocka_unit_test_teardown(test_register_errors_name_the_hook, cleanup),
     cmocka_unit_test_teardown(test_order_model_first, cleanup),
+    cmocka_unit_test(test_stop_signals_count_only),
+    cmocka_unit_test(test_stop_signals_ignored),
+    cmocka_unit_test(test_stop_signals_nested),
+    cmocka_unit_test(test_stop_signals_second_default),
   };
   unsetenv("HOOKS_TRACE"); /* the trace tests set it themselves */
   return cmocka_run_group_tests(tests, NULL, NULL);

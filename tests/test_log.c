@@ -183,7 +183,7 @@ static void test_csv_layout(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "csv");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, set_val_metrics, NULL, NULL, NULL), HK_OK);
   assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=100)"), HK_OK);
@@ -221,7 +221,7 @@ static void test_csv_layout(void **state) {
 
   /* a second run gets version_1; two loggers of one trainer share it */
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
   {
     char spec[700];
     snprintf(spec, sizeof spec, "jsonl(save_dir=\"%s/other\")", dir); /* another base: its own version_0 */
@@ -244,7 +244,7 @@ static void test_csv_layout(void **state) {
      the request's line in tr_desc.log, here /dev/null) */
   devnull = fopen("/dev/null", "w");
   toy_init(&t, &m, devnull);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "requested" }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "requested" }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, request_log, NULL, &(hk_opts){ .filter = { .once_at = 2 } }, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 50), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs/requested/metrics.csv", dir);
@@ -254,7 +254,7 @@ static void test_csv_layout(void **state) {
 
   /* a given version and name "" */
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .name = "", .version = "mine", .flush_every = 100 }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .name = "", .version = "mine", .flush_every = 100 }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   snprintf(path, sizeof path, "%s/mine/metrics.csv", dir);
   assert_file(path, "epoch,step,train/loss,val/loss\n0,0,2,\n0,1,1.6400000190734865,\n0,2,1.4095999816894533,\n"
@@ -277,7 +277,7 @@ static void test_jsonl(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "jsonl");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_nonfinite, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
@@ -425,7 +425,7 @@ static void test_tensorboard(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "tb");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, &h), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_histogram, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   st = tr_logger_get(t.reg, h);
@@ -471,8 +471,8 @@ static void test_plot(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "plot");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_plot(&t, &(tr_plot_desc){ .dir = { .save_dir = dir }, .title = "toy <run>" }, &h), TR_OK);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir }, .title = "toy <run>" }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 3, 1), TR_OK);
   assert_string_equal(tr_logger_get(t.reg, h)->path, strcat(strcpy(svg, dir), "/lightning_logs/version_0/metrics.svg"));
   text = slurp(svg, NULL);
@@ -541,7 +541,7 @@ static void test_bar_callback(void **state) {
   toy m;
   (void)state;
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 2, 2), TR_OK);
   assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK);
   fflush(out);
@@ -560,7 +560,7 @@ static void test_bar_callback(void **state) {
   text = NULL;
   out = open_memstream(&text, &len);
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60, .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60, .refresh_seconds = 1e-9 }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   fflush(out);
   assert_contains(text, "\rSanity Checking: "); /* shown at its first due redraw (50% or, same microsecond, 100%) */
@@ -589,7 +589,7 @@ static void test_errors(void **state) {
   fclose(fopen(blocker, "w"));
   /* a directory below a regular file cannot be made (even by root) */
   toy_init(&t, &m, log);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = blocker }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = blocker }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   fflush(log);
   assert_contains(log_text, "csv: cannot create the directory ");
@@ -622,9 +622,9 @@ static void test_rank1_writes_nothing(void **state) {
   subdir(dir, sizeof dir, "rank1");
   toy_init(&t, &m, NULL);
   assert_int_equal(hk_on(t.reg, HK_SETUP, be_rank1, NULL, &(hk_opts){ .order = -10 }, NULL), HK_OK);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
-  assert_int_equal(tr_plot(&t, &(tr_plot_desc){ .dir = { .save_dir = dir } }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir } }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs", dir);
   assert_true(access(path, F_OK) != 0);
@@ -636,18 +636,18 @@ static void test_bad_parameters(void **state) {
   toy m;
   (void)state;
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, NULL, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "csv: desc is NULL");
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .flush_every = -1 }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "csv: flush_every must be >= 0");
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .version = "a/b" }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "jsonl: version 'a/b' must be a directory name without '/'");
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = "" }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "tensorboard: save_dir is empty");
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .mode = (tr_bar_mode)7 }, NULL), TR_ERR_INVALID);
-  assert_contains(tr_error(&t), "progress_bar: mode 7 is not valid");
-  assert_int_equal(tr_progress_bar(&t, &(tr_progress_bar_desc){ .refresh_seconds = -1 }, NULL), TR_ERR_INVALID);
-  assert_int_equal(tr_plot(&t, NULL, NULL), TR_ERR_INVALID);
+  assert_int_equal(tr_csv_logger(t.reg, NULL, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "csv: desc is NULL");
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .flush_every = -1 }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "csv: flush_every must be >= 0");
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .version = "a/b" }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "jsonl: version 'a/b' must be a directory name without '/'");
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = "" }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "tensorboard: save_dir is empty");
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = (tr_bar_mode)7 }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "progress_bar: mode 7 is not valid");
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .refresh_seconds = -1 }, NULL), TR_ERR_INVALID);
+  assert_int_equal(tr_plot(t.reg, NULL, NULL), TR_ERR_INVALID);
   assert_int_equal(hk_spec_apply(t.reg, "csv(flush_every=-1)"), HK_ERR_INVALID);
   assert_contains(hk_last_error(t.reg), "csv: flush_every must be between 0 and 1e9 (0: once a second), got -1");
   assert_int_equal(hk_spec_apply(t.reg, "progress_bar(mode=fancy)"), HK_ERR_SPEC);
@@ -687,7 +687,7 @@ static void test_no_link_following(void **state) {
   snprintf(path, sizeof path, "%s/hparams.yaml", v);
   assert_int_equal(symlink(victim, path), 0);
   toy_init(&t, &m, log);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "a" }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "a" }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   fflush(log);
   assert_contains(log_text, "hparams.yaml is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced");
@@ -703,8 +703,8 @@ static void test_no_link_following(void **state) {
   assert_int_equal(symlink(victim, path), 0);
   rewind(log);
   toy_init(&t, &m, log);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "b" }, NULL), TR_OK);
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "b" }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "b" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "b" }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   fflush(log);
   assert_contains(log_text, "metrics.csv is not a regular file");
@@ -735,7 +735,7 @@ static void test_no_link_following(void **state) {
   }
   rewind(log);
   toy_init(&t, &m, log);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "c", .flush_every = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "c", .flush_every = 1 }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK); /* "extra" from step 5 */
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   snprintf(path, sizeof path, "%s/metrics.csv", v);
@@ -756,7 +756,7 @@ static void test_no_link_following(void **state) {
       if (i == 2 && mknod(path, S_IFCHR | 0666, makedev(1, 3)) != 0) { printf("  (no device node: %s)\n", strerror(errno)); continue; }
       rewind(log);
       toy_init(&t, &m, log);
-      assert_int_equal(tr_plot(&t, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot" }, .path = path }, &h), TR_OK);
+      assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot" }, .path = path }, &h), TR_OK);
       assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
       fflush(log);
       assert_contains(tr_logger_get(t.reg, h)->error, "is not a regular file");
@@ -800,7 +800,7 @@ static int child_fit(const char *save_dir, int go) {
   m.t = &t;
   if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
                                           .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 10;
-  if (tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = save_dir, .flush_every = 1 }, NULL)) return 11;
+  if (tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = save_dir, .flush_every = 1 }, NULL)) return 11;
   if (read(go, &c, 1) < 0) return 12; /* all start together: the parent closes the pipe */
   e = tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 2, .log_every_n_steps = 1, .no_sigint = 1 });
   tr_free(&t);
@@ -899,9 +899,9 @@ static void test_many_metrics(void **state) {
   /* the trainer's records carry all of them to every logger */
   subdir(dir, sizeof dir, "many");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &hc), TR_OK);
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &hj), TR_OK);
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &hc), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &hj), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, many_metrics, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   longname = (char *)malloc(1001);
@@ -990,9 +990,9 @@ static void test_utf8_names(void **state) {
 
   subdir(dir, sizeof dir, "utf8");
   toy_init(&t, &m, log);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
-  assert_int_equal(tr_jsonl_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
-  assert_int_equal(tr_tensorboard_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &h), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &h), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=\"val/\xff\", strict=false)"), HK_OK); /* in the hparams */
   assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, odd_names, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
@@ -1089,9 +1089,9 @@ static void test_full_disk(void **state) {
     const tr_logger_desc d = { .save_dir = dir, .version = "v", .flush_every = 1 };
     rewind(log);
     toy_init(&t, &m, log);
-    if (kind == 0) assert_int_equal(tr_jsonl_logger(&t, &d, &h), TR_OK);
-    if (kind == 1) assert_int_equal(tr_tensorboard_logger(&t, &d, &h), TR_OK);
-    if (kind == 2) assert_int_equal(tr_csv_logger(&t, &d, &h), TR_OK);
+    if (kind == 0) assert_int_equal(tr_jsonl_logger(t.reg, &d, &h), TR_OK);
+    if (kind == 1) assert_int_equal(tr_tensorboard_logger(t.reg, &d, &h), TR_OK);
+    if (kind == 2) assert_int_equal(tr_csv_logger(t.reg, &d, &h), TR_OK);
     assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_nonfinite, NULL, NULL, NULL), HK_OK); /* longer records */
     assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .max_steps = 4000, .log_every_n_steps = 1, .no_sigint = 1 }), TR_OK);
     fflush(log);
@@ -1139,7 +1139,7 @@ static void test_csv_new_columns_linear(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "columns");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "v", .flush_every = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v", .flush_every = 1 }, NULL), TR_OK);
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, new_column, &k, NULL, NULL), HK_OK);
   before = io_written();
   if (before < 0) { printf("  test_csv_new_columns_linear skipped: no /proc/self/io\n"); tr_free(&t); skip(); }
@@ -1240,7 +1240,7 @@ static void test_lr_monitor_epoch(void **state) {
   subdir(dir, sizeof dir, "lrm");
   toy_init(&t, &m, NULL);
   assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(logging_interval=epoch, log_momentum=true)"), HK_OK);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "every50" }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "every50" }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 3, 50), TR_OK); /* 12 steps: no training record is due */
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/every50/metrics.csv", dir);
@@ -1249,7 +1249,7 @@ static void test_lr_monitor_epoch(void **state) {
   /* every step logged: the epoch's value is not repeated in the step rows */
   toy_init(&t, &m, NULL);
   assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(logging_interval=epoch)"), HK_OK);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir, .version = "every1" }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "every1" }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/every1/metrics.csv", dir);
@@ -1275,7 +1275,7 @@ static void test_no_empty_csv(void **state) {
   (void)state;
   subdir(dir, sizeof dir, "empty");
   toy_init(&t, &m, NULL);
-  assert_int_equal(tr_csv_logger(&t, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .max_epochs = 1, .log_every_n_steps = 50, .no_sigint = 1 }), TR_OK);
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/version_0/hparams.yaml", dir);

@@ -1416,7 +1416,43 @@ static void test_sigint(void **state) {
   assert_int_equal(g_user_sigint, 1);
   assert_int_equal(f->t.global_step, 4);
   fx_free(f);
-  signal(SIGINT, prev);
+
+  /* a program that ignores SIGINT (a background job of a script) keeps ignoring it during tr_fit */
+  signal(SIGINT, SIG_IGN);
+  f = fx_new(4, 1, NULL, NULL, 1);
+  c = fx_config(f, 0);
+  c.no_sigint = 0;
+  c.max_epochs = 1;
+  g_act.event = HK_ON_TRAIN_BATCH_START;
+  g_act.call = 1;
+  f->p.arg = 2;
+  f->p.act = raise_sigint;
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+  assert_int_equal(f->t.global_step, 4);
+  assert_true(signal(SIGINT, user_handler) == SIG_IGN);
+  fx_free(f);
+
+  /* inside a loop that installed hooks.h's helper itself: only the signals during tr_fit count there,
+     and the loop's count and handler are there afterwards */
+  g_user_sigint = 0;
+  assert_int_equal(hk_stop_signals_install(0), 0);
+  raise(SIGINT); /* the loop's own: tr_fit does not act on it */
+  f = fx_new(4, 1, NULL, NULL, 1);
+  c = fx_config(f, 0);
+  c.no_sigint = 0;
+  c.max_epochs = 1;
+  g_act.event = HK_ON_TRAIN_BATCH_START;
+  g_act.call = 3;
+  f->p.arg = 1;
+  f->p.act = raise_sigint; /* the second signal: counted (tr_fit counts only), the first for tr_fit */
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
+  assert_string_equal(tr_error(&f->t), "interrupted (Ctrl-C)");
+  assert_int_equal(f->t.global_step, 3);
+  assert_int_equal(hk_stop_requested(), 2);
+  fx_free(f);
+  hk_stop_signals_restore();
+  assert_true(signal(SIGINT, prev) == user_handler);
+  assert_int_equal(g_user_sigint, 0);
 }
 
 /* =================================================================================================

@@ -8,7 +8,9 @@
 #   make test-train-valgrind   the plain build under valgrind, the resume child processes included
 #   make test-train-cxx        the same tests compiled as C++ (g++) and run
 #   make test-train-compile    train.h from a user TU without the implementation: gcc/clang C99/C11,
-#                              g++/clang++ C++11, C implementation + C++ user, TRAIN_STATIC, HK_DISABLE
+#                              g++/clang++ C++11, C implementation + C++ user, TRAIN_STATIC, HK_DISABLE,
+#                              gcc -Wc++-compat (plain, -march=native, TRAIN_STATIC + TRAIN_NO_SIMD,
+#                              TRAIN_NO_AVX, TRAIN_CUDA's host side; TRAIN_MPI: test-mpi-compile)
 #   make test-train-fastmath   a NaN / inf loss is caught in an -Ofast build (bit-pattern test)
 #   make test-fuzz-ckpt        libFuzzer on the checkpoint loader for $(FUZZ_CKPT_RUNS) inputs
 
@@ -59,7 +61,8 @@ test-train-cxx: $(TR_TEST_CXX)
 TR_MX       := $(BUILD)/train-compile
 TR_MX_FLAGS  = -O2 $(WARN) -I. -I$(STB_INC)
 TR_MX_DEPS  := $(TR_DEPS) tests/test_train_user.c tests/test_train_impl.c
-TR_MX_CONFIGS := gcc-c99 clang-c11 gxx-cxx11 clangxx-cxx11 c-impl-cxx-user static-gcc static-gxx disable-gcc
+TR_MX_CONFIGS := gcc-c99 clang-c11 gxx-cxx11 clangxx-cxx11 c-impl-cxx-user static-gcc static-gxx disable-gcc \
+                 cxxcompat-gcc cxxcompat-native-gcc cxxcompat-static-gcc cxxcompat-noavx-gcc cxxcompat-cuda-gcc
 
 # $(call tr_mx,stamp,impl compile,user compile,link driver)
 tr_mx = @mkdir -p $(TR_MX) && echo "train-compile: $(notdir $(1:.ok=))" && \
@@ -86,6 +89,21 @@ $(TR_MX)/static-gxx.ok: $(TR_MX_DEPS) | $(BUILD)
 # HK_DISABLE: train.h still builds and trains; no hook runs
 $(TR_MX)/disable-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,gcc -std=c99 -DHK_DISABLE,gcc -std=c99 -DHK_DISABLE,gcc)
+# gcc -Wc++-compat: no warning from train.h or hooks.h (implementations included) in a C program built
+# with it, whatever the options: the SIMD paths (-march=native), TRAIN_STATIC with TRAIN_NO_SIMD,
+# TRAIN_NO_AVX, and TRAIN_CUDA's host side (compiled only; test-cuda-cpu runs it)
+TR_CXXCOMPAT := gcc -std=c99 -Wc++-compat
+$(TR_MX)/cxxcompat-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(TR_CXXCOMPAT),$(TR_CXXCOMPAT),gcc)
+$(TR_MX)/cxxcompat-native-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(TR_CXXCOMPAT) -march=native,$(TR_CXXCOMPAT) -march=native,gcc)
+$(TR_MX)/cxxcompat-static-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(TR_CXXCOMPAT) -DTEST_TRAIN_HOOKS_ONLY,$(TR_CXXCOMPAT) -DTEST_TRAIN_STATIC -DTRAIN_NO_SIMD,gcc)
+$(TR_MX)/cxxcompat-noavx-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
+	$(call tr_mx,$@,$(TR_CXXCOMPAT) -march=native -DTRAIN_NO_AVX,$(TR_CXXCOMPAT),gcc)
+$(TR_MX)/cxxcompat-cuda-gcc.ok: $(TR_MX_DEPS) tests/test_cuda_host.c tests/cuda_host.h kernels/train_cuda.cuh | $(BUILD)
+	@mkdir -p $(TR_MX) && echo "train-compile: cxxcompat-cuda-gcc"
+	$(TR_CXXCOMPAT) $(TR_MX_FLAGS) -c -o $(@:.ok=).o tests/test_cuda_host.c && touch $@
 
 test-train-compile: $(addprefix $(TR_MX)/,$(addsuffix .ok,$(TR_MX_CONFIGS)))
 	@echo "train-compile: $(words $(TR_MX_CONFIGS)) configurations built warning-free and ran"

@@ -1,0 +1,19 @@
+# bench/compile.mk - compile time of the headers' implementation TUs against stb_image.h's
+# (bench/bench_compile.c; Debian's libstb-dev provides <stb/stb_image.h>).
+#   make bench-compile                        gcc, 5 rounds (about 3 minutes on a 2-core VM)
+#   make bench-compile BENCH_COMPILE_CC=clang BENCH_COMPILE_ROUNDS=3
+# Rows (the table at the top of bench/bench_compile.c) are a label and a list of -D flags; a row whose
+# define its header does not know yet is listed, not timed. Medians, ratios to stb_image.h at the same
+# flags (-O2, and -O3 -march=native), and the -O2 object's code + data; no thresholds.
+BENCH_COMPILE_CC     ?= gcc
+BENCH_COMPILE_ROUNDS ?= 5
+
+.PHONY: bench-compile
+BENCH_TARGETS += bench-compile
+
+$(BUILD)/bench_compile: bench/bench_compile.c | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@
+
+bench-compile: $(BUILD)/bench_compile
+	@test -f $(STB_INC)/stb/stb_image.h || { echo "bench-compile: $(STB_INC)/stb/stb_image.h not found: install libstb-dev (sh scripts/deps.sh)"; exit 1; }
+	@$(BUILD)/bench_compile "$(BENCH_COMPILE_CC)" $(STB_INC) $(BENCH_COMPILE_ROUNDS)

@@ -1,0 +1,425 @@
+/* tests/test_run.c - train.h's run layer in a hand-written loop (no tr_trainer anywhere).
+
+   A step loop of its own (one parameter vector, plain SGD), the batteries made from a registry, and
+   the run layer's calls: the loggers share one version directory; records are built from the context
+   (metrics set since the last record only, histograms included); a loop that never fires teardown
+   still gets every record on disk; checkpoints in the loop's own format round-trip the model, the
+   counters and every callback's state, and refuse what is not theirs; requests, signals, minimum
+   steps and the stop decision; the one-time warnings for settings that can never fire. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_root[256];
+
+/* ---- the loop's own model and format: 4 floats, "TOY1" then the floats --------------------------- */
+typedef struct toy { float p[4], g[4]; hk_tensor pv[1], gv[1]; } toy;
+static int toy_save(void *user, FILE *f) {
+  toy *m = (toy *)user;
+  return fwrite("TOY1", 1, 4, f) == 4 && fwrite(m->p, sizeof m->p, 1, f) == 1 ? 0 : -1;
+}
+static int toy_load(void *user, FILE *f) {
+  toy *m = (toy *)user;
+  char magic[4];
+  return fread(magic, 1, 4, f) == 4 && !memcmp(magic, "TOY1", 4) && fread(m->p, sizeof m->p, 1, f) == 1 ? 0 : -1;
+}
+static void toy_init(toy *m, hk_ctx *ctx) {
+  int i;
+  memset(m, 0, sizeof *m);
+  for (i = 0; i < 4; i++) m->p[i] = 1.0f + (float)i;
+  m->pv[0] = (hk_tensor){ "w", m->p, 4, 0 };
+  m->gv[0] = (hk_tensor){ "w", m->g, 4, 0 };
+  memset(ctx, 0, sizeof *ctx);
+  ctx->params = m->pv;
+  ctx->grads = m->gv;
+  ctx->n_tensors = 1;
+}
+/* One step of the loop, with its sites: loss = sum p^2 / 4, SGD at lr 0.1. */
+static void toy_step(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, toy *m) {
+  int i;
+  double loss = 0;
+  ctx->batch_idx = ctx->global_step;
+  ctx->lr = 0.1;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, ctx, flow);
+  for (i = 0; i < 4; i++) loss += (double)m->p[i] * m->p[i] / 4;
+  ctx->loss = loss;
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, ctx, flow);
+  for (i = 0; i < 4; i++) m->g[i] = m->p[i] / 2;
+  hk_grads_changed(ctx);
+  HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, ctx, flow);
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx, flow);
+  if (!HK_FLOW_HAS(flow, HK_FLOW_SKIP_STEP)) {
+    for (i = 0; i < 4; i++) m->p[i] -= 0.1f * m->g[i];
+    ctx->global_step++;
+  }
+  hk_flow_clear(flow, HK_FLOW_SKIP_STEP | HK_FLOW_SKIP_BATCH);
+  ctx->samples_seen += 8;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, ctx, flow);
+}
+/* A validation of the loop's own: val/loss from a script, logged, then on_validation_end. */
+static void toy_validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double val) {
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, ctx, flow);
+  hk_metric_set(ctx, "val/loss", val);
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, ctx, flow);
+  tr_run_log(reg, ctx, "val");
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, ctx, flow);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  long n;
+  char *s;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  rewind(f);
+  s = (char *)calloc(1, (size_t)n + 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
+  fclose(f);
+  return s;
+}
+static int count_lines(const char *s) { int n = 0; for (; s && *s; s++) n += *s == '\n'; return n; }
+static void dir_for(char *out, size_t cap, const char *name) {
+  snprintf(out, cap, "%s/%s", g_root, name);
+  mkdir(out, 0777);
+}
+
+/* csv and jsonl share the run's version directory; a loop that ends without teardown (no
+   tr_run_finish) still has every record on disk once the registry is destroyed */
+static void test_shared_dir_and_flush_at_destroy(void **state) {
+  char dir[400], path[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  char *csv, *jsonl;
+  int s;
+  (void)state;
+  dir_for(dir, sizeof dir, "shared");
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .save_dir = dir, .epochs = TR_NO, .log_every_n_steps = 2 }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "csv(flush_every=1000); jsonl(flush_every=1000)"), HK_OK);
+  ctx.stage = HK_STAGE_FIT;
+  HK_FIRE(reg, HK_SETUP, &ctx);
+  for (s = 0; s < 9; s++) {
+    toy_step(reg, &ctx, &flow, &m);
+    tr_run_batch_end(reg, &ctx, &flow);
+  }
+  snprintf(path, sizeof path, "%s/lightning_logs/version_0", dir);
+  assert_string_equal(tr_logger_get(reg, hk_find(reg, "csv"))->dir, path);
+  assert_string_equal(tr_logger_get(reg, hk_find(reg, "jsonl"))->dir, path);
+  assert_string_equal(tr_run_dir(reg), path);
+  hk_destroy(reg); /* no teardown, no tr_run_finish */
+  snprintf(path, sizeof path, "%s/lightning_logs/version_0/metrics.csv", dir);
+  csv = slurp(path);
+  snprintf(path, sizeof path, "%s/lightning_logs/version_0/metrics.jsonl", dir);
+  jsonl = slurp(path);
+  assert_non_null(csv);
+  assert_non_null(jsonl);
+  assert_int_equal(count_lines(csv), 1 + 4); /* the header, steps 2, 4, 6, 8 */
+  assert_int_equal(count_lines(jsonl), 1 + 4); /* the hparams line, then the records */
+  assert_non_null(strstr(csv, "\n0,7,")); /* epoch 0, Lightning's step (steps taken - 1) */
+  free(csv);
+  free(jsonl);
+  hk_ctx_free(&ctx);
+}
+
+/* What a record carries: train/loss and the metrics set since the last record, lazy ones always,
+   never a value set once repeated in every row; a gradient histogram rides along in any loop */
+typedef struct seen { int n; double loss[16]; int has_once[16], has_fresh[16], hist[16]; } seen;
+static hk_signal on_log_rec(hk_ctx *ctx, void *user) {
+  seen *s = (seen *)user;
+  tr_log_record *r = tr_log_current(ctx);
+  double v;
+  if (!r || strcmp(r->stage, "train") || s->n >= 16) return HK_CONTINUE;
+  tr_log_get(r, "train/loss", &s->loss[s->n]);
+  s->has_once[s->n] = tr_log_get(r, "once", &v);
+  s->has_fresh[s->n] = tr_log_get(r, "fresh", &v);
+  s->hist[s->n] = r->n_histograms;
+  s->n++;
+  return HK_CONTINUE;
+}
+static hk_signal set_fresh(hk_ctx *ctx, void *user) { (void)user; hk_metric_set(ctx, "fresh", (double)ctx->global_step); return HK_CONTINUE; }
+static void test_records_from_context(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  seen s;
+  int i;
+  (void)state;
+  memset(&s, 0, sizeof s);
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 1 }), TR_OK);
+  assert_int_equal(tr_gradient_monitor(reg, &(tr_gradient_monitor_desc){ .log_frequency = 2, .histogram_bins = 8 }, NULL), TR_OK);
+  hk_on(reg, HK_ON_LOG, on_log_rec, &s, &(hk_opts){ .name = "rec" }, NULL);
+  hk_on(reg, HK_ON_TRAIN_BATCH_END, set_fresh, NULL, &(hk_opts){ .name = "fresh" }, NULL);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  hk_metric_set(&ctx, "once", 42); /* set before the first step only */
+  for (i = 0; i < 4; i++) {
+    toy_step(reg, &ctx, &flow, &m);
+    assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  }
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  assert_int_equal(s.n, 4);
+  assert_true(s.loss[0] == 7.5); /* (1 + 4 + 9 + 16) / 4: the batch's loss */
+  assert_int_equal(s.has_once[0], 1);
+  assert_int_equal(s.has_once[1] + s.has_once[2] + s.has_once[3], 0); /* not repeated */
+  assert_int_equal(s.has_fresh[0] + s.has_fresh[1] + s.has_fresh[2] + s.has_fresh[3], 4);
+  assert_int_equal(s.hist[0], 0); /* gradient_monitor is due at steps 2, 4: its histogram joins those records */
+  assert_int_equal(s.hist[1], 1);
+  assert_int_equal(s.hist[3], 1);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
+/* The loop's own format, with the callbacks' state and counters after it: exact round trip; a
+   corrupted or foreign file is refused before anything changes */
+static void test_save_load_own_format(void **state) {
+  char dir[400], path[600], bad[600];
+  hk_registry *reg = hk_create(NULL), *reg2;
+  hk_ctx ctx, ctx2;
+  hk_flow flow = { 0 };
+  toy m, m2;
+  const tr_early_stopping_state *es;
+  FILE *f;
+  char *bytes;
+  int i;
+  (void)state;
+  dir_for(dir, sizeof dir, "ckpt");
+  snprintf(path, sizeof path, "%s/run.bin", dir);
+  toy_init(&m, &ctx);
+  tr_run_desc d = { .epochs = TR_NO, .save_model = toy_save, .load_model = toy_load, .model_user = &m, .log_every_n_steps = -1 };
+  assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=5)"), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  for (i = 0; i < 3; i++) {
+    toy_step(reg, &ctx, &flow, &m);
+    tr_run_batch_end(reg, &ctx, &flow);
+    toy_validate(reg, &ctx, &flow, 1.0 + i); /* worse each time: wait_count 0, 1, 2 */
+  }
+  assert_int_equal(tr_run_save(reg, &ctx, path), TR_OK);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  bytes = slurp(path);
+  assert_memory_equal(bytes, "TOY1", 4); /* the loop's format comes first */
+  free(bytes);
+  /* a new process, in effect: a new registry, a fresh model, the same spec */
+  toy_init(&m2, &ctx2);
+  memset(m2.p, 0, sizeof m2.p);
+  reg2 = hk_create(NULL);
+  d.model_user = &m2;
+  assert_int_equal(tr_run_setup(reg2, &d), TR_OK);
+  assert_int_equal(hk_spec_apply(reg2, "early_stopping(monitor=val/loss, patience=5)"), HK_OK);
+  assert_int_equal(tr_run_start(reg2, &ctx2, path), TR_OK);
+  assert_memory_equal(m2.p, m.p, sizeof m.p);
+  assert_int_equal(ctx2.global_step, 3);
+  assert_int_equal(ctx2.samples_seen, 24);
+  es = tr_early_stopping_get(reg2, hk_find(reg2, "early_stopping{monitor=val/loss,mode=min}"));
+  assert_non_null(es);
+  assert_int_equal(es->wait_count, 2);
+  assert_true(es->best_score == 1.0);
+  assert_string_equal(tr_run_get(reg2)->resume_from, path);
+  assert_int_equal(tr_run_finish(reg2, &ctx2, TR_OK), TR_OK);
+  /* a flipped byte in the state block: refused, nothing changed */
+  bytes = slurp(path);
+  snprintf(bad, sizeof bad, "%s/bad.bin", dir);
+  f = fopen(bad, "wb");
+  {
+    struct stat st;
+    stat(path, &st);
+    bytes[st.st_size - 30] ^= 1;
+    fwrite(bytes, 1, (size_t)st.st_size, f);
+  }
+  fclose(f);
+  free(bytes);
+  memset(m2.p, 0, sizeof m2.p);
+  assert_int_equal(tr_run_load(reg2, &ctx2, bad), TR_ERR_FORMAT);
+  assert_non_null(strstr(tr_run_error(reg2), "checksum"));
+  assert_true(m2.p[0] == 0.0f);
+  /* a file that is not a run checkpoint, and a directory */
+  assert_int_equal(tr_run_load(reg2, &ctx2, "/etc/hostname"), TR_ERR_FORMAT);
+  assert_non_null(strstr(tr_run_error(reg2), "not written by tr_run_save"));
+  assert_int_equal(tr_run_load(reg2, &ctx2, dir), TR_ERR_IO);
+  hk_destroy(reg);
+  hk_destroy(reg2);
+  hk_ctx_free(&ctx);
+  hk_ctx_free(&ctx2);
+}
+
+/* Requests and stops: a checkpoint request saves at save_to; a validation request comes back as
+   TR_RUN_VALIDATE; HK_STOP waits for min_steps; a signal fails the run through on_exception */
+static int exceptions;
+static hk_signal on_exc(hk_ctx *ctx, void *user) { (void)user; (void)ctx; exceptions++; return HK_CONTINUE; }
+static hk_signal ask(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (ctx->global_step == 2) hk_request(ctx, HK_REQUEST_CHECKPOINT | HK_REQUEST_VALIDATION);
+  return ctx->global_step >= 3 ? HK_STOP : HK_CONTINUE;
+}
+static void test_requests_and_stops(void **state) {
+  char dir[400], path[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  unsigned next = 0;
+  struct stat st;
+  (void)state;
+  dir_for(dir, sizeof dir, "requests");
+  snprintf(path, sizeof path, "%s/asked.bin", dir);
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .min_steps = 5, .save_to = path,
+                                                      .save_model = toy_save, .load_model = toy_load, .model_user = &m }), TR_OK);
+  hk_on(reg, HK_ON_TRAIN_BATCH_END, ask, NULL, &(hk_opts){ .name = "ask" }, NULL);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  while (!(next & TR_RUN_STOP)) {
+    toy_step(reg, &ctx, &flow, &m);
+    next = tr_run_batch_end(reg, &ctx, &flow);
+    if (ctx.global_step == 2) { assert_true(next & TR_RUN_VALIDATE); assert_int_equal(stat(path, &st), 0); }
+  }
+  assert_int_equal(ctx.global_step, 5); /* the stop from step 3 on waited for min_steps */
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  /* Ctrl-C: the run stops after the step and ends through on_exception */
+  hk_off(reg, hk_find(reg, "ask"));
+  hk_on(reg, HK_ON_EXCEPTION, on_exc, NULL, &(hk_opts){ .name = "exc" }, NULL);
+  exceptions = 0;
+  flow.signals = 0;
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  raise(SIGINT);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_true(tr_run_batch_end(reg, &ctx, &flow) & TR_RUN_STOP);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INTERRUPTED);
+  assert_int_equal(exceptions, 1);
+  assert_non_null(strstr(tr_run_error(reg), "interrupted"));
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
+/* Settings that can never fire are said at once, or once: a val/ monitor in a run that never
+   validates fails at the start; early_stopping at on_train_epoch_end in a loop without epochs (a
+   setting of its own) warns at the end; a loop that never sets ctx.stage is told */
+static void test_misconfiguration(void **state) {
+  char logpath[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  FILE *log;
+  char *text;
+  int i;
+  (void)state;
+  snprintf(logpath, sizeof logpath, "%s/warnings.txt", g_root);
+  log = fopen(logpath, "w");
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .validation = TR_NO, .log = log }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "early_stopping(monitor=val/loss)"), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_ERR_HOOK);
+  assert_non_null(strstr(tr_run_error(reg), "never validates"));
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_HOOK);
+  hk_destroy(reg);
+  /* check_on_train_epoch_end=true in a step loop: never checked, said once at the end */
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = log }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "early_stopping(monitor=val/loss, check_on_train_epoch_end=true)"), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  for (i = 0; i < 3; i++) {
+    toy_step(reg, &ctx, &flow, &m);
+    tr_run_batch_end(reg, &ctx, &flow);
+    toy_validate(reg, &ctx, &flow, 1.0);
+  }
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  /* the stage never set: early_stopping says so at its first check */
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .log = log }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "early_stopping(monitor=val/loss)"), HK_OK);
+  ctx.stage = HK_STAGE_NONE;
+  for (i = 0; i < 2; i++) HK_FIRE(reg, HK_ON_TRAIN_EPOCH_END, &ctx);
+  hk_destroy(reg);
+  fclose(log);
+  text = slurp(logpath);
+  assert_non_null(strstr(text, "never checked 'val/loss' in this fit: it checks at on_train_epoch_end"));
+  assert_non_null(strstr(text, "ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"));
+  assert_null(strstr(strstr(text, "HK_STAGE_NONE") + 1, "HK_STAGE_NONE")); /* once */
+  free(text);
+  hk_ctx_free(&ctx);
+}
+
+/* The bar in a step loop: its total is max_steps; tr_print's line comes above it */
+static void test_bar_and_print(void **state) {
+  char path[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  FILE *out;
+  char *text;
+  int i;
+  (void)state;
+  snprintf(path, sizeof path, "%s/bar.txt", g_root);
+  out = fopen(path, "w");
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 6 }), TR_OK);
+  assert_int_equal(tr_progress_bar(reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 70, .ascii = 1,
+                                                                   .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  for (i = 0; i < 6; i++) {
+    toy_step(reg, &ctx, &flow, &m);
+    tr_run_batch_end(reg, &ctx, &flow);
+    if (i == 2) tr_print(reg, "hello from step %d", i + 1);
+  }
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  fclose(out);
+  text = slurp(path);
+  assert_non_null(strstr(text, "3/6"));
+  assert_non_null(strstr(text, "6/6"));
+  assert_non_null(strstr(text, "\r\033[Khello from step 3\n")); /* the bar's line cleared first */
+  free(text);
+  hk_ctx_free(&ctx);
+}
+
+/* Bad settings are refused with a message naming the field */
+static void test_bad_setup(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  (void)state;
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = 7 }), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "epochs, validation and check_on_train_epoch_end"));
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .max_steps = -1 }), TR_ERR_INVALID);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .save_model = toy_save }), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "save_model and load_model together"));
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .version = "a/b" }), TR_ERR_INVALID);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  hk_destroy(reg);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_shared_dir_and_flush_at_destroy),
+    cmocka_unit_test(test_records_from_context),
+    cmocka_unit_test(test_save_load_own_format),
+    cmocka_unit_test(test_requests_and_stops),
+    cmocka_unit_test(test_misconfiguration),
+    cmocka_unit_test(test_bar_and_print),
+    cmocka_unit_test(test_bad_setup),
+  };
+  snprintf(g_root, sizeof g_root, "%s/test_run.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
+  mkdir(g_root, 0777);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
