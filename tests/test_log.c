@@ -1355,6 +1355,30 @@ static int mode_crash(const char *dir) {
   return tr_fit(&t, &(tr_config){ .train = &train, .max_steps = 100000000, .log_every_n_steps = 1 }) != TR_OK;
 }
 
+/* --mpi-verbose DIR, under mpirun (built with -DTRAIN_MPI; tests/log_mpi.sh checks what it prints): every
+   rank's callbacks talk to stderr, which mpirun merges. */
+static int mode_mpi_verbose(const char *dir) {
+  tr_trainer t;
+  toy m;
+  char spec[700];
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  tr_data val = { .count = toy_count2, .get = toy_get, .user = &m };
+  tr_err e;
+  memset(&m, 0, sizeof m);
+  m.p[0] = 1.0f;
+  m.t = &t;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
+                                          .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 1;
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=100, verbose=true); "
+           "early_stopping(monitor=other, strict=false, verbose=true, log_rank_zero_only=true); "
+           "model_checkpoint(dirpath=\"%s\", verbose=true)", dir);
+  if (hk_spec_apply(t.reg, spec)) { fprintf(stderr, "%s\n", hk_last_error(t.reg)); return 1; }
+  e = tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .no_sigint = 1 });
+  if (e) fprintf(stderr, "fit: %s\n", tr_error(&t));
+  tr_free(&t);
+  return e != TR_OK;
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_crc32c),
@@ -1387,6 +1411,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--mpi-verbose")) return mode_mpi_verbose(argv[2]);
   if (argc == 4 && !strcmp(argv[1], "--plot")) {
     char why[600];
     if (tr_plot_csv(argv[2], argv[3], NULL, why, sizeof why) == TR_OK) return 0;
