@@ -711,6 +711,11 @@ HOOKS_API hk_err hk_spec_apply(hk_registry *reg, const char *spec);
 /* The i-th spec string hk_spec_apply applied successfully on reg (a copy), in order; NULL past the
    end. Loggers record them with a run's hyperparameters. */
 HOOKS_API const char *hk_spec_applied(const hk_registry *reg, int i);
+/* The handle of the n-th live registration (from 0, in registration order) that specs made with the
+   factory named factory (NULL: any factory); 0 when there is none. So a spec-made callback is
+   reachable without knowing the name it chose:
+     tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0))->best_model_path */
+HOOKS_API hk_handle hk_spec_find(const hk_registry *reg, const char *factory, int n);
 /* Parse and check only (no factory is called). */
 HOOKS_API hk_err hk_spec_check(hk_registry *reg, const char *spec);
 HOOKS_API int64_t hk_arg_int(const hk_args *a, const char *key);
@@ -850,6 +855,7 @@ struct hk__reg {
   int dead;              /* removed: 1 (may still be listed, flagged off), 2 (unlisted, hk__reap frees it) */
   int is_callback;
   hk_callback cb;
+  char factory[64];      /* the factory of the spec that made it ("" when not made by a spec) */
   hk__hook *hooks;       /* one per event this registration listens to */
   int n_hooks;
 };
@@ -905,6 +911,7 @@ typedef struct hk__state {
   uint64_t inner_seq;
   int inner_depth;
   hk_handle inner_self;
+  const char *making;    /* hk_spec_apply: the factory running now (its registrations remember it) */
   void *attached;        /* hk_attach: the layer above's object, freed after every callback */
   void (*attached_free)(void *p);
 } hk__state;
@@ -1331,6 +1338,7 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
   r->has_filter = o.filter.every || o.filter.once_at || o.filter.from || o.filter.until || o.filter.pred || o.rank_zero_only;
   r->id = s->next_id++;
   r->seq = s->next_seq++;
+  if (s->making) snprintf(r->factory, sizeof r->factory, "%s", s->making);
   r->enabled = !o.disabled;
   if (cb) { r->is_callback = 1; r->cb = *cb; r->cb.name = r->name; } /* the caller's name may be gone */
   r->n_hooks = n;
@@ -2513,6 +2521,19 @@ HK__DEF hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param
   return HK_OK;
 }
 
+HK__DEF hk_handle hk_spec_find(const hk_registry *reg, const char *factory, int n) {
+  const hk__state *s;
+  int i;
+  if (!reg || n < 0) return 0;
+  s = reg->hk__s;
+  for (i = 0; i < s->n_regs; i++) {
+    const hk__reg *r = s->regs[i];
+    if (!r || r->dead || !r->factory[0] || (factory && strcmp(r->factory, factory))) continue;
+    if (n-- == 0) return r->id;
+  }
+  return 0;
+}
+
 HK__DEF hk_err hk_spec_check(hk_registry *reg, const char *spec) {
   hk__parser ps;
   hk_err err;
@@ -2537,7 +2558,10 @@ HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
   for (i = 0; i < ps.n_items && !err; i++) {
     hk__item *it = &ps.items[i];
     s->err[0] = 0;
-    if ((err = it->make(reg, &it->args, it->user)) != HK_OK) {
+    s->making = it->args.factory;
+    err = it->make(reg, &it->args, it->user);
+    s->making = NULL;
+    if (err != HK_OK) {
       char why[512];
       size_t line, col;
       snprintf(why, sizeof why, "%s", s->err);

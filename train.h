@@ -139,6 +139,20 @@
             for (a new column costs linear work); no empty metrics.csv; verbose lines rank-zero-only
             where Lightning's are; early_stopping log_rank_zero_only; lr_monitor(logging_interval=epoch)
             logs a record per epoch at its start
+     next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
+            files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
+            writes a file of its own when the step saved no top-k file; filename last with save_last and
+            filename "" refused; step/time saves wait for a validation at the same step; a missing metric
+            warns until the fit's first validation; kth with save_top_k -1, no best_k_models without a
+            monitor, one entry per file (Lightning); setup checks at on_fit_start (directory, val/
+            monitor without validation data); nan_guard(action=stop) skips the bad step; a successful
+            run clears the message of a refused call
+     next   the run layer (tr_run_*: tr_run_setup, _start, _batch_end, _epoch_end, _log, _finish, _save,
+            _load, _dir, tr_print): every battery works in a loop of your own; constructors of callbacks
+            and loggers take an hk_registry * (was tr_trainer *), their errors in hk_last_error(reg);
+            tr_stop_allowed takes the context; records carry only metrics set since the last record;
+            loggers flush when the registry is destroyed; spec-made loggers use the run's directory;
+            callbacks reading host tensors refuse a device model when the fit starts (was: when made)
      next   Ctrl-C/SIGTERM through hooks.h's hk_stop_signals_install (same behaviour; a signal the
             process ignores stays ignored); clean under gcc -Wc++-compat
      next   loggers and progress bar: on_log records (tr_config.log_every_n_steps), csv, jsonl,
@@ -792,6 +806,8 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
 
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
 
@@ -824,22 +840,24 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API (and tr_stop_allowed).
+   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
    Each has
-     - a constructor taking a zero-initialised desc (sokol style) that registers one hk_callback on
-       t->reg and hands back its handle (out may be NULL); bad parameters are refused before anything
-       is registered, with TR_ERR_INVALID and a message (tr_error) naming the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init registers them on the trainer's
-       registry, so  hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=3)")  works; a
-       registry of your own gets them from tr_add_factories(reg) (a bad parameter: HK_ERR_INVALID and
-       hk_last_error naming it);
-     - its state in checkpoints (the callback's name is its state key), so a resumed run decides
-       exactly as the uninterrupted one;
+     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
+       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
+       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
+       the parameter and what is valid;
+     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
+       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
+       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
+       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
+     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
+       in a loop of your own, so a resumed run decides exactly as the uninterrupted one;
      - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), so they
-   also work in a hand-written loop that fires the events each one lists and honours them; the
-   trainer-specific parts (Lightning's defaults that read the fit's config) fall back to documented
-   defaults there.
+   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
+   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
+   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
+   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
+   tr_run_batch_end and tr_run_finish fire or honour the rest.
    Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
    TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
    What a callback prints (verbose) goes to the run's log (tr_run_desc.log; the trainer's tr_desc.log),
@@ -869,7 +887,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
    (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
    wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
+   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
+   counts worse values as improvements); values are compared in double (Lightning: in the metric's
+   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
    Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
    every check, so a metric that improves meanwhile keeps training going (state.held says so).
    Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
@@ -925,43 +945,64 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
    file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file), and only files it wrote
-   itself (never the checkpoint the fit resumed from).
+   (the new one is safely on disk: train.h renames a synced temporary file), never the checkpoint the
+   fit resumed from, and only files it writes: inside dirpath (not below it), named by its filename
+   template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
+   Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
+   removed: it says "not removing" and leaves the file.
    Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
    on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
    global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
-   check, outside a fit, or twice at one global step. A step or time save whose monitored metric does
-   not exist yet waits for the next on_validation_end.
+   check, outside a fit, or twice at one global step. A step or time save waits for the next
+   on_validation_end when a validation runs right after it at the same step (val_every_n_steps, or
+   the epoch's validation after its last batch: train.h only), so it is ranked and named on that
+   validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
+   its monitored metric does not exist yet.
+   A monitored metric missing at any other save point: before the fit's first validation a warning
+   (once) and no top-k file (last is still written); after one, the run fails naming it (Lightning).
+   At on_fit_start (before training) it fails when the monitor is a "val/..." metric and the run never
+   validates (tr_run_desc.validation TR_NO; train.h: no validation data), or when dirpath cannot be
+   created or written (rank 0 checks).
    Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
-   better than the k-th); -1 keeps all; TR_ZERO none (only last). Without a monitor only -1 (keep
-   every save) and 1 (keep the latest) are allowed. NaN is never best: it counts as the worst value,
-   so it is evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as
-   +-inf and may call it best).
+   better than the k-th); -1 keeps all (the k-th is then the worst kept, as Lightning); TR_ZERO none
+   (only last). One entry per file: a fixed name saved again takes its new value. Without a monitor
+   only -1 (keep every save) and 1 (keep the latest) are allowed; best_model_path is the newest file
+   and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
+   evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
+   may call it best). Values are compared in double (Lightning: in the metric's float32).
    File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
    global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
    [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
    "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
-   behind empty), and the template itself may not contain '/' (put directories in dirpath). A name
-   that exists already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
-   (enable_version_counter), except the file being replaced.
-   save_last: at each save point also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it
-   did not write); TR_SAVE_LAST_LINK makes it a relative symlink to the newest file this callback
-   saved (a copy where symlinks fail; a real save when save_top_k is TR_ZERO); at on_train_end it is
-   written if no checkpoint was saved at the final step.
-   Hand-written loop: fire on_train_epoch_end / on_validation_end / on_train_batch_end (stage
-   HK_STAGE_FIT, epoch and global_step set, metrics set), honour HK_REQUEST_CHECKPOINT by saving at
-   each ctx->checkpoint_paths[i] and firing on_checkpoint_saved with ctx->path = that path (see
+   behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
+   empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
+   already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
+   (enable_version_counter), except the file being replaced; without a monitor, keep-all versions a
+   repeated name too (Lightning overwrites it). A name another hook queued at this save point (a
+   second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
+   version even without the counter.
+   save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
+   stale) also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it did not write);
+   TR_SAVE_LAST_LINK makes it a relative symlink to the file saved at this same step (a copy where
+   symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
+   latest state; at on_train_end it is written if no checkpoint was saved at the final step.
+   Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
+   (stage HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end /
+   tr_run_epoch_end, which save through tr_run_desc.save_model with the callbacks' state (tr_run_save,
+   a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
+   HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
+   path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
    hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 typedef struct tr_model_checkpoint_desc {
   const char *dirpath;          /* NULL = "checkpoints"; created (with parents) when missing */
-  const char *filename;         /* template without ".ckpt"; NULL = "{epoch}-{step}" */
+  const char *filename;         /* template without ".ckpt" (not ""); NULL = "{epoch}-{step}" */
   const char *monitor;          /* NULL: no metric; every save is the newest */
   tr_mode mode;                 /* 0 = min */
   int save_top_k;               /* 0 = 1; -1 = keep all; TR_ZERO = none */
   tr_save_last save_last;       /* 0 = no */
-  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps */
+  int64_t every_n_train_steps;  /* > 0: save every n optimizer steps (any int64 > 0) */
   int64_t every_n_epochs;       /* > 0: save every n epochs; TR_ZERO: never by epoch */
   double train_time_interval;   /* > 0: save when this many seconds passed since the last check */
   int save_on_train_epoch_end;  /* epoch saves: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
@@ -976,13 +1017,13 @@ typedef struct tr_model_checkpoint_desc {
 typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only best_model_path when
                                               the checkpoint's dirpath differs, as Lightning) */
   const char *dirpath;
-  const char *best_model_path;  /* "" until a save */
+  const char *best_model_path;  /* "" until a save; without a monitor the newest file */
   double best_model_score;      /* NaN until a save with a monitored value */
-  const char *kth_best_model_path; /* the worst kept file once k are kept ("" before) */
+  const char *kth_best_model_path; /* the worst kept file once k are kept (-1: always; "" before, or no monitor) */
   double kth_value;
   const char *last_model_path;  /* save_last's file ("" until written) */
   double current_score;         /* the value at the newest save */
-  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved */
+  int n_best_k;                 /* best_k_models: path -> value, in the order they were saved (0 without a monitor) */
   const char *const *best_k_paths;
   const double *best_k_scores;
   int64_t last_global_step_saved; /* -1 = none */
@@ -1032,15 +1073,16 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
    with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
    log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
-   when someone asks (a logger), so a step costs nothing, and it rides with every training record;
+   when someone asks (a logger), so a step costs nothing, and it rides with the training records;
    interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
    loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
    row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
    weight decay). Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
    Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
-   has it for any hook. Hand-written loop: fire on_train_start (and on_train_epoch_start for epoch)
-   with ctx->lr set; give .name (no optimizer is known there) and momentum / weight decay are not
-   published. */
+   has it for any hook. The optimizer's name, momentum and weight decay come from the run
+   (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
+   name the metric is "lr" and momentum / weight decay are not published. Hand-written loop: fire
+   on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 typedef struct tr_lr_monitor_desc {
   int logging_interval;         /* 0: the schedule's; TR_LR_LOG_STEP or TR_LR_LOG_EPOCH */
@@ -1107,11 +1149,14 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
    shared with clipping and monitors); only when it is not finite does it scan for the first tensor
    and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
    what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
-   warns; TR_NAN_STOP stops training gracefully (HK_STOP). With train.h, set
+   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
+   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
+   from that batch's on_train_batch_end. With train.h, set
    tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
    trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
-   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads; honour
-   HK_SKIP_STEP, HK_STOP and HK_FAIL. */
+   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
+   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
+   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 typedef struct tr_nan_guard_desc {
   int check_loss;               /* default yes */
@@ -1121,7 +1166,7 @@ typedef struct tr_nan_guard_desc {
 } tr_nan_guard_desc;
 typedef struct tr_nan_guard_state {
   int64_t found;                /* non-finite losses or gradients seen */
-  int64_t skipped;              /* steps it dropped */
+  int64_t skipped;              /* steps it dropped (action skip_step or stop) */
   const char *last;             /* what it found last, e.g. "gradient of 'w1'[17] is nan at step 40" ("" before) */
 } tr_nan_guard_state;
 TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out);
@@ -1254,8 +1299,13 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
    logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
    names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
    directory where a logger's file goes is reported (the logger stops) and left as it is.
-   Hand-written loop: fill a tr_log_record and call tr_log_emit(reg, &ctx, &record); fire the
-   stage events the progress bar lists. The loggers need nothing else.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
+   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
+   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_HISTOGRAMS
 #  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
@@ -1502,6 +1552,7 @@ typedef struct tr__run_priv {
   int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
   const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
   int (*set_accumulation)(void *trainer, int factor); /* the trainer's tr_set_accumulation */
+  int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
   int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
   int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
   struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
@@ -1515,6 +1566,7 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
                                   int *no_default);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
+static int tr__val_follows(const void *trainer, int64_t step, int stepped);
 static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 /* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
@@ -2443,6 +2495,7 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
   if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
   t->tr__run->tr__p->hparams = tr__hparams;
   t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
+  t->tr__run->tr__p->val_follows = tr__val_follows;
 
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
@@ -2869,6 +2922,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
     t->ctx.stage = stage;
     tr__fire(t, HK_TEARDOWN);
     e = TR_OK; /* teardown honours no signal */
+    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
   }
   t->running = HK_STAGE_NONE;
   t->tr__run->running = HK_STAGE_NONE;
@@ -2920,6 +2974,16 @@ static int tr__stopping(const tr_trainer *t) {
 
 
 static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
+/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
+   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
+   due now on that validation's value.) */
+static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
+  const tr_trainer *t = (const tr_trainer *)trainer;
+  const tr_config *c = t->tr__cfg;
+  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
+  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
   if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
@@ -4406,10 +4470,15 @@ static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
-static int tr__file_exists(const char *path) {
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+static int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
 #ifdef TR__POSIX
   struct stat st;
-  return stat(path, &st) == 0;
+  return tr__lstat(path, &st) == 0;
 #else
   FILE *f = fopen(path, "rb");
   if (f) fclose(f);
@@ -5344,7 +5413,11 @@ typedef struct tr__mc {
   double (*clock)(void *);
   void *clock_user;
   double last_time_checked;
-  int deferred;                 /* a step/time save waits for the monitored metric */
+  int deferred;                 /* a step/time save waits for the next on_validation_end */
+  int64_t prev_step;            /* global_step at the previous on_train_batch_end: did this batch step? */
+  int val_ran, warned;          /* this fit: a validation has run; the missing-metric warning was given */
+  int *pat;                     /* the names it makes, as a pattern (tr__glob) */
+  size_t npat;
   /* best_k_models, in insertion order; a NaN value is kept as NaN and ranks as the worst */
   char **paths;
   double *scores;
@@ -5352,6 +5425,8 @@ typedef struct tr__mc {
   char *best, *kth, *last, *newest; /* pub's strings; newest: the newest file saved (save_last's link target) */
   /* requested, not yet on disk: the file, the one it replaces; the last file, the one it replaces */
   char *want, *evict, *want_last, *old_last;
+  char *spent;                  /* the last file just saved: ctx->path points at it while on_checkpoint_saved runs */
+  int64_t want_step, newest_step; /* the global_step `want` / `newest` hold (-1: not known) */
   int link_after_want;          /* make the last link once `want` is on disk */
   char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
 } tr__mc;
@@ -5376,6 +5451,7 @@ static void tr__mc_destroy(void *user) {
   free(s->dirpath); free(s->filename); free(s->monitor);
   free(s->best); free(s->kth); free(s->last); free(s->newest);
   free(s->want); free(s->evict); free(s->want_last); free(s->old_last);
+  free(s->pat); free(s->spent);
   free(s);
 }
 
@@ -5484,33 +5560,123 @@ static void tr__mc_render(tr__mc *s, hk_ctx *ctx, const char *tpl) {
   s->buf[len] = 0;
 }
 
-/* dirpath/<rendered>[-vN].ckpt, with a version while the name exists and is not `reuse`. */
-static char *tr__mc_path(tr__mc *s, const char *reuse) {
+/* A name another hook queued at this save point (ctx->checkpoint_paths) is taken although it is not
+   on disk yet: two model_checkpoints in one directory never claim one file. */
+static int tr__mc_queued(const hk_ctx *ctx, const char *path) {
+  int i;
+  for (i = 0; i < ctx->n_checkpoint_paths && i < HK_MAX_CHECKPOINT_PATHS; i++)
+    if (ctx->checkpoint_paths[i] && !strcmp(ctx->checkpoint_paths[i], path)) return 1;
+  return 0;
+}
+
+static int tr__mc_owned(const tr__mc *s, const char *path);
+/* dirpath/<rendered>[-vN].ckpt: a version while the name exists (and is not `reuse`, the file this
+   save replaces, when that is still a file of its own), or while another hook queued it at this save
+   point (even without the counter). */
+static char *tr__mc_path(tr__mc *s, const hk_ctx *ctx, const char *reuse) {
   size_t need = strlen(s->dirpath) + strlen(s->buf) + 32;
   char *path = (char *)malloc(need);
   int v;
   if (!path) return NULL;
   snprintf(path, need, "%s/%s.ckpt", s->dirpath, s->buf);
-  for (v = 1; s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path)) && v < 1000000; v++)
+  for (v = 1; v < 1000000; v++) {
+    if (!tr__mc_queued(ctx, path) &&
+        !(s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path) && tr__mc_owned(s, path) == 0)))
+      break;
     snprintf(path, need, "%s/%s-v%d.ckpt", s->dirpath, s->buf, v);
+  }
   return path;
+}
+
+/* -- which files are its own: the template with any text for each field -- */
+#define TR__GLOB_ONE (-1) /* any one character */
+#define TR__GLOB_ANY (-2) /* any run of characters */
+static int tr__glob(const int *p, size_t np, const char *s, size_t ns) { /* O(np * ns): one star to go back to */
+  size_t i = 0, j = 0, star = (size_t)-1, mark = 0;
+  while (j < ns) {
+    if (i < np && (p[i] == TR__GLOB_ONE || p[i] == (int)(unsigned char)s[j])) { i++; j++; }
+    else if (i < np && p[i] == TR__GLOB_ANY) { star = i++; mark = j; }
+    else if (star != (size_t)-1) { i = star + 1; j = ++mark; }
+    else return 0;
+  }
+  while (i < np && p[i] == TR__GLOB_ANY) i++;
+  return i == np;
+}
+/* The template as a pattern: its text, and per field "key=" (auto_insert_metric_name, '/' as '_') and
+   one or more characters (whatever the field renders to). NULL when out of memory. */
+static int *tr__mc_pattern(const char *tpl, int auto_insert, size_t *n) {
+  int *p = (int *)malloc((2 * strlen(tpl) + 2) * sizeof *p); /* "{k}" (k + 2 chars) gives k + 3 tokens */
+  size_t len = 0, j;
+  const char *q = tpl, *why = NULL;
+  if (!p) return NULL;
+  while (*q) {
+    tr__field f;
+    const char *next;
+    if (*q != '{') { p[len++] = (unsigned char)*q++; continue; }
+    if (!(next = tr__field_parse(q, &f, &why))) break; /* checked at construction */
+    for (j = 0; auto_insert && j < f.key_len; j++) p[len++] = f.key[j] == '/' ? '_' : (unsigned char)f.key[j];
+    if (auto_insert) p[len++] = '=';
+    p[len++] = TR__GLOB_ONE;
+    p[len++] = TR__GLOB_ANY;
+    q = next;
+  }
+  *n = len;
+  return p;
+}
+/* "-v<digits>" ends name[0..n): the length without it, else n */
+static size_t tr__strip_version(const char *name, size_t n) {
+  size_t d = n;
+  while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--;
+  return d < n && d >= 2 && name[d - 1] == 'v' && name[d - 2] == '-' ? d - 2 : n;
+}
+static int tr__is_last_name(const char *name, size_t n) { n = tr__strip_version(name, n); return n == 4 && !memcmp(name, "last", 4); }
+
+/* Is path a file this callback writes, that it may delete? Inside dirpath (no further directory), its
+   naming (the template or last, -vN, .ckpt), and a regular file (a symlink only as save_last's link).
+   0: yes; 1: not its name or place; 2: not a regular file; 3: not there. */
+static int tr__mc_owned(const tr__mc *s, const char *path) {
+  size_t d = strlen(s->dirpath), n;
+  const char *base = path + d + 1;
+  int last;
+  if (strncmp(path, s->dirpath, d) != 0 || path[d] != '/' || !*base || strchr(base, '/')) return 1;
+  n = strlen(base);
+  if (n <= 5 || strcmp(base + n - 5, ".ckpt") != 0) return 1;
+  n -= 5;
+  last = s->save_last != TR_SAVE_LAST_NO && tr__is_last_name(base, n);
+  if (!last && !(s->pat && (tr__glob(s->pat, s->npat, base, n) || tr__glob(s->pat, s->npat, base, tr__strip_version(base, n)))))
+    return 1;
+#ifdef TR__POSIX
+  {
+    struct stat st;
+    if (tr__lstat(path, &st) != 0) return 3;
+    if (S_ISREG(st.st_mode)) return 0;
+#  ifdef S_ISLNK
+    if (last && s->save_last == TR_SAVE_LAST_LINK && S_ISLNK(st.st_mode)) return 0;
+#  endif
+    return 2;
+  }
+#else
+  return tr__file_exists(path) ? 0 : 3;
+#endif
 }
 
 /* The value kept for ranking: NaN counts as the worst (Lightning: NaN -> +-inf). */
 static double tr__mc_rank(const tr__mc *s, double v) { return v != v ? tr__worst(s->mode) : v; }
 
-/* best = first best non-NaN (none: ""), kth = first worst once k are kept; Python's min/max order. */
+/* With a monitor: best = first best non-NaN (none: ""), kth = first worst once k are kept (with
+   save_top_k = -1 always: Lightning names the worst kept file); Python's min/max order. Without one,
+   best is the newest file (set by the save) and there is no k-th. */
 static void tr__mc_rerank(tr__mc *s) {
   int i, b = -1, k = -1;
+  if (!s->monitor) { tr__mc_sync(s); return; }
   for (i = 0; i < s->n; i++) {
     double v = s->scores[i];
     if (v == v && (b < 0 || tr__better(s->mode, v, s->scores[b]))) b = i;
     if (k < 0 || tr__better(s->mode, tr__mc_rank(s, s->scores[k]), tr__mc_rank(s, v))) k = i;
   }
-  if (!s->monitor) b = s->n - 1; /* no metric: the newest is the best */
   tr__set_str(&s->best, b >= 0 ? s->paths[b] : "");
-  s->pub.best_model_score = b >= 0 && s->monitor ? s->scores[b] : NAN;
-  if (s->top_k > 0 && s->n >= s->top_k && k >= 0) {
+  s->pub.best_model_score = b >= 0 ? s->scores[b] : NAN;
+  if (k >= 0 && (s->top_k < 0 || (s->top_k > 0 && s->n >= s->top_k))) {
     tr__set_str(&s->kth, s->paths[k]);
     s->pub.kth_value = tr__mc_rank(s, s->scores[k]);
   } else {
@@ -5520,7 +5686,17 @@ static void tr__mc_rerank(tr__mc *s) {
   tr__mc_sync(s);
 }
 
+/* Adds path (owned) with its score; a path already listed (a fixed name without the version counter)
+   keeps its place and takes the new score and string: one entry per file, as Lightning's dict. */
 static int tr__mc_push(tr__mc *s, char *path, double score) {
+  int i;
+  for (i = 0; i < s->n; i++)
+    if (!strcmp(s->paths[i], path)) {
+      free(s->paths[i]);
+      s->paths[i] = path;
+      s->scores[i] = score;
+      return 0;
+    }
   if (s->n == s->cap) {
     int cap = s->cap ? s->cap * 2 : 4;
     char **p = (char **)realloc(s->paths, (size_t)cap * sizeof *p);
@@ -5549,28 +5725,55 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
   return NULL;
 }
 
-/* Delete a file this callback wrote, unless it is `keep` or the checkpoint the fit resumed from. */
+/* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
+   or the checkpoint the fit resumed from. */
 static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
   tr_run *run = s->run;
+  int why;
   if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
   if (run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
-  if (remove(path) == 0 && s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "removed %s", path);
+  why = tr__mc_owned(s, path);
+  if (why == 1 || why == 2)
+    tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
+                "files are in its dirpath, named by its filename or last, ending in .ckpt)" : "not a regular file");
+  if (why == 0 && remove(path) == 0 && s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "removed %s", path);
 }
 
-/* save_last as a link: a relative symlink next to its target, made atomically; a copy where that fails. */
+/* save_last as a link: a relative symlink next to its target, made under a new name (no file is
+   replaced or followed) and renamed over link_path; a copy where that fails. */
 static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path) {
   const char *slash = strrchr(target, '/');
-  size_t n = strlen(link_path) + 16;
+  size_t n = strlen(link_path) + 64;
   char *tmp;
   int ok = 0;
   if (ctx->rank != 0) return 0; /* with several processes, rank 0 alone touches the files */
   if (!(tmp = (char *)malloc(n))) return -1;
-  snprintf(tmp, n, "%s.link.tmp", link_path);
-  remove(tmp);
 #ifdef TR__POSIX
-  ok = symlink(slash ? slash + 1 : target, tmp) == 0;
-#endif
-  if (!ok) { /* copy */
+  {
+    static unsigned counter;
+    int tries;
+    for (tries = 0; tries < 100 && !ok; tries++) { /* the name tr_save's stale-temporary sweep knows */
+      snprintf(tmp, n, "%s.tmp.%ld.l%u", link_path, (long)getpid(), counter++);
+      ok = symlink(slash ? slash + 1 : target, tmp) == 0;
+      if (!ok && errno != EEXIST) break;
+    }
+  }
+  if (!ok) { /* copy into a new temporary file */
+    FILE *in = fopen(target, "rb");
+    int fd = in ? tr__open_temp(link_path, tmp, n) : -1;
+    char block[1 << 14];
+    size_t got;
+    ok = in && fd >= 0;
+    while (ok && (got = fread(block, 1, sizeof block, in)) > 0) ok = write(fd, block, got) == (ssize_t)got;
+    if (in && ferror(in)) ok = 0;
+    if (in) fclose(in);
+    if (fd >= 0 && close(fd) != 0) ok = 0;
+    if (!ok && fd >= 0) remove(tmp);
+    if (fd < 0) tmp[0] = 0;
+  }
+#else
+  snprintf(tmp, n, "%s.link.tmp", link_path);
+  {
     FILE *in = fopen(target, "rb"), *o = in ? fopen(tmp, "wb") : NULL;
     char block[1 << 14];
     size_t got;
@@ -5579,9 +5782,10 @@ static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_p
     if (in && ferror(in)) ok = 0;
     if (in) fclose(in);
     if (o && fclose(o) != 0) ok = 0;
+    if (ok) remove(link_path); /* rename does not replace files everywhere */
   }
-  if (ok && rename(tmp, link_path) != 0) ok = 0;
-  if (!ok) remove(tmp);
+#endif
+  if (ok && rename(tmp, link_path) != 0) { ok = 0; remove(tmp); }
   free(tmp);
   return ok ? 0 : -1;
 }
@@ -5591,17 +5795,21 @@ static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
   return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
 }
 
-/* The last file at this save point: a link to the newest file, or a save of its own. */
+/* The last file at this save point: a link to the file saved at this very step, else a save of its
+   own (a link to an older file would not be the latest state). */
 static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   char *path;
+  int link;
   tr__mc_render(s, ctx, "last");
-  path = tr__mc_path(s, s->last);
+  path = tr__mc_path(s, ctx, s->last);
   if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
-  if (s->last && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
+  if (s->last && s->last[0] && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
   tr__set_str(&s->last, path);
   tr__mc_sync(s);
-  if (s->save_last == TR_SAVE_LAST_LINK && s->top_k != 0 && (s->want || (s->newest && s->newest[0]))) {
+  link = s->save_last == TR_SAVE_LAST_LINK &&
+         (s->want ? s->want_step == ctx->global_step : s->newest && s->newest[0] && s->newest_step == ctx->global_step);
+  if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
     if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
@@ -5614,44 +5822,65 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   return tr__mc_request(ctx, path);
 }
 
+/* The monitored metric is missing at a save point that is not waiting for a validation: before the
+   fit's first validation a warning (once) and no top-k file, after it a failure (Lightning's rule). */
+static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
+  if (s->val_ran) { *sig = tr__missing_metric(ctx, "model_checkpoint", s->monitor); return 1; }
+  if (!s->warned) {
+    s->warned = 1;
+    tr__run_say_on(s->run, ctx, 1, "model_checkpoint", "the monitored metric '%s' is not set (at epoch %lld, step %lld); "
+                "no validation has run yet, so this save point keeps no top-k file (once one has, a missing metric fails "
+                "the run)", s->monitor, (long long)ctx->epoch, (long long)ctx->global_step);
+  }
+  return 0;
+}
+
 /* One save point: top-k, then last. */
 static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   tr_run *run = s->run;
   double cur = NAN;
   hk_signal sig = HK_CONTINUE;
-  int saved = 0;
-  if (ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
+  int saved = 0, have = 1;
+  if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  if (s->pub.last_global_step_saved == ctx->global_step) { if (!from_step) s->deferred = 0; return HK_CONTINUE; }
   if (s->monitor && !hk_metric_get(ctx, s->monitor, &cur)) {
     if (from_step) { s->deferred = 1; return HK_CONTINUE; } /* saved after the next validation */
-    return tr__missing_metric(ctx, "model_checkpoint", s->monitor);
+    if (tr__mc_missing(s, ctx, &sig)) return sig;
+    have = 0;
   }
   s->deferred = 0;
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-  if (s->top_k != 0) {
-    int k = s->top_k < 0 ? s->n + 1 : s->top_k, take;
-    if (!s->monitor) take = 1;
-    else if (s->top_k < 0 || s->n < s->top_k) take = 1;
-    else take = cur == cur && tr__better(s->mode, cur, s->pub.kth_value); /* strictly better than the k-th */
+  if (s->top_k != 0 && have) {
+    int k = s->top_k < 0 ? s->n + 1 : s->top_k;
+    int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
     if (take) {
-      char *evict = NULL, *path;
-      if (!s->monitor && s->top_k == 1 && s->n == 1) evict = tr__mc_pop(s, s->paths[0]);
-      else if (s->monitor && s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
+      char *evict = NULL, *path, *want;
+      if (!s->monitor) { /* the newest is the best; save_top_k 1 replaces the previous one */
+        if (s->top_k == 1 && s->best && s->best[0]) evict = tr__strdup(s->best);
+      } else if (s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
       tr__mc_render(s, ctx, s->filename);
-      path = tr__mc_path(s, evict);
-      if (!path || tr__mc_push(s, path, cur)) { free(path); free(evict); return hk_fail(ctx, "model_checkpoint: out of memory"); }
+      path = tr__mc_path(s, ctx, evict);
+      want = path ? tr__strdup(path) : NULL;
+      if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
+        free(want); free(path); free(evict);
+        return hk_fail(ctx, "model_checkpoint: out of memory");
+      }
+      if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
+      free(s->want);
+      s->want = want;
+      s->want_step = ctx->global_step;
       s->pub.current_score = cur;
       tr__mc_rerank(s);
       free(s->evict);
       s->evict = evict;
-      tr__set_str(&s->want, path);
       s->link_after_want = 0;
       if (s->verbose) {
         if (s->monitor) tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s",
-                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, path);
-        else tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, path);
+                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, want);
+        else tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, want);
       }
-      sig = tr__mc_request(ctx, path);
+      sig = tr__mc_request(ctx, s->want);
       saved = 1;
     } else if (s->verbose)
       tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' was not in top %d", (long long)ctx->epoch,
@@ -5662,28 +5891,62 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   return sig;
 }
 
+/* What can be checked before training is: a monitor of validation metrics in a fit without validation
+   data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  (void)ctx;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
+  s->val_ran = s->warned = s->deferred = 0;
+  if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
+    return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
+                   "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
+  if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+#ifdef TR__POSIX
+  { /* a probe file, created exclusively and removed: what a save does first */
+    size_t n = strlen(s->dirpath) + 64;
+    char *probe = (char *)malloc(n);
+    int fd, err = 0;
+    if (!probe) return hk_fail(ctx, "model_checkpoint: out of memory");
+    snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) err = errno;
+    else { close(fd); (void)unlink(probe); }
+    free(probe);
+    if (err && err != EEXIST)
+      return hk_fail(ctx, "model_checkpoint: the directory '%s' is not writable: %s; checkpoints could not be saved there",
+                     s->dirpath, strerror(err));
+  }
+#endif
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  (void)ctx;
   s->last_time_checked = tr__clock(s->clock, s->clock_user);
+  s->prev_step = ctx->global_step;
   return HK_CONTINUE;
 }
 static int tr__mc_epoch_due(const tr__mc *s, const hk_ctx *ctx) { return s->every_epochs > 0 && (ctx->epoch + 1) % s->every_epochs == 0; }
+/* train.h validates right after this batch (at this step, or at the epoch's end): a step or time save
+   due now then waits for that validation's end, to be ranked on its value. (The trainer says; a
+   hand-written loop's saves are ranked on the metrics as they are.) */
+static int tr__mc_val_follows(const tr__mc *s, const hk_ctx *ctx, int stepped) {
+  const tr_run *run = s->run;
+  return run && run->trainer && run->tr__p->val_follows && run->tr__p->val_follows(run->trainer, ctx->global_step, stepped);
+}
 static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  int due = 0;
+  int due = 0, stepped = ctx->global_step != s->prev_step;
+  s->prev_step = ctx->global_step;
   if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
   else if (s->every_seconds > 0) {
     double now = tr__clock(s->clock, s->clock_user);
     if (now - s->last_time_checked >= s->every_seconds) { due = 1; s->last_time_checked = now; }
   }
-  return due ? tr__mc_save(s, ctx, 1) : HK_CONTINUE;
+  if (!due || ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
+  if (tr__mc_val_follows(s, ctx, stepped)) { s->deferred = 1; return HK_CONTINUE; }
+  return tr__mc_save(s, ctx, 1);
 }
 static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
@@ -5692,6 +5955,7 @@ static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
 static hk_signal tr__mc_val_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  s->val_ran = 1;
   if (s->deferred) return tr__mc_save(s, ctx, 0);
   return !s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
 }
@@ -5713,6 +5977,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->evict = NULL;
     free(s->newest);
     s->newest = s->want;
+    s->newest_step = s->want_step;
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
@@ -5721,7 +5986,8 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last); free(s->old_last); s->old_last = NULL; }
-    free(s->want_last);
+    free(s->spent); /* not freed yet: the other hooks of this event still read ctx->path */
+    s->spent = s->want_last;
     s->want_last = NULL;
   }
   return HK_CONTINUE;
@@ -5771,6 +6037,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     free(s->kth); s->kth = kth; kth = NULL;
     free(s->last); s->last = last; last = NULL;
     free(s->newest); s->newest = newest; newest = NULL;
+    s->newest_step = -1; /* not known: save_last=link writes a file of its own until the next top-k file */
     s->pub.best_model_score = best_score;
     s->pub.kth_value = kth_value;
     s->pub.current_score = current;
@@ -5801,9 +6068,15 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
     return tr__bad(w, "model_checkpoint: save_top_k must be >= -1 (got %d): k best files, -1 = all, 0 = none", d->save_top_k);
   if (d->save_last < TR_SAVE_LAST_NO || d->save_last > TR_SAVE_LAST_LINK)
     return tr__bad(w, "model_checkpoint: save_last %d is not valid (no, yes or link)", (int)d->save_last);
-  if (d->every_n_train_steps < 0 || (d->every_n_epochs < 0 && d->every_n_epochs != TR_ZERO) ||
-      !(d->train_time_interval >= 0) || !hk_is_finite(d->train_time_interval))
-    return tr__bad(w, "model_checkpoint: every_n_train_steps, every_n_epochs and train_time_interval must be >= 0");
+  if (d->every_n_train_steps < 0)
+    return tr__bad(w, "model_checkpoint: every_n_train_steps=%lld is out of range: give 0 (no step saves) to %lld",
+                   (long long)d->every_n_train_steps, (long long)INT64_MAX);
+  if (d->every_n_epochs < 0 && d->every_n_epochs != TR_ZERO)
+    return tr__bad(w, "model_checkpoint: every_n_epochs=%lld is out of range: give 0 (no epoch saves) to %lld",
+                   (long long)d->every_n_epochs, (long long)INT64_MAX);
+  if (!(d->train_time_interval >= 0) || !hk_is_finite(d->train_time_interval))
+    return tr__bad(w, "model_checkpoint: train_time_interval=%g is out of range: give 0 (no timed saves) or a finite "
+                   "number of seconds", d->train_time_interval);
   triggers = (d->every_n_train_steps > 0) + (d->every_n_epochs > 0) + (d->train_time_interval > 0);
   if (triggers > 1)
     return tr__bad(w, "model_checkpoint: every_n_train_steps=%lld, every_n_epochs=%lld and train_time_interval=%g are "
@@ -5814,8 +6087,12 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   if (d->monitor && strlen(d->monitor) > 200) return tr__bad(w, "model_checkpoint: monitor is longer than 200 characters");
   if (d->dirpath && (!d->dirpath[0] || strlen(d->dirpath) > TR__CB_MAX_STR / 2))
     return tr__bad(w, "model_checkpoint: dirpath must be a non-empty path shorter than %d characters", TR__CB_MAX_STR / 2);
+  if (!tpl[0]) return tr__bad(w, "model_checkpoint: filename is empty; give a template such as {epoch}-{step} (NULL: that default)");
   if (strlen(tpl) > 1024) return tr__bad(w, "model_checkpoint: filename is longer than 1024 characters");
   if (tr__template_check(tpl, w)) return TR_ERR_INVALID;
+  if (d->save_last != TR_SAVE_LAST_NO && !strchr(tpl, '{') && tr__is_last_name(tpl, strlen(tpl)))
+    return tr__bad(w, "model_checkpoint: filename '%s' is save_last's name (last.ckpt, last-vN.ckpt): the top-k file and the "
+                   "last file would be one file; choose another filename", tpl);
   s = (tr__mc *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
@@ -5839,7 +6116,9 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->pub.current_score = NAN;
   s->pub.kth_value = tr__worst(s->mode);
   s->pub.last_global_step_saved = 0; /* Lightning: nothing is saved at step 0 */
-  if (!s->dirpath || !s->filename || (d->monitor && d->monitor[0] && !s->monitor)) {
+  s->want_step = s->newest_step = -1;
+  s->pat = tr__mc_pattern(tpl, s->auto_insert, &s->npat);
+  if (!s->dirpath || !s->filename || !s->pat || (d->monitor && d->monitor[0] && !s->monitor)) {
     tr__mc_destroy(s);
     return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   }
@@ -6445,6 +6724,7 @@ typedef struct tr__ng {
   tr_nan_guard_state pub;
   tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   int check_loss, check_grads, verbose;
+  int stop_due;                 /* action stop: the step was skipped, HK_STOP at this batch's end */
   tr_nan_action action;
   char last[200];
 } tr__ng;
@@ -6461,10 +6741,18 @@ static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
   if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
   if (s->verbose)
-    tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "stopping training" : "step skipped");
-  if (s->action == TR_NAN_STOP) return HK_STOP;
+    tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "step skipped, stopping training" : "step skipped");
+  /* stop: the bad update is never applied either; one signal per event, so HK_STOP comes at the batch's end */
+  if (s->action == TR_NAN_STOP) s->stop_due = 1;
   s->pub.skipped++;
   return HK_SKIP_STEP;
+}
+static hk_signal tr__ng_batch_end(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  (void)ctx;
+  if (!s->stop_due) return HK_CONTINUE;
+  s->stop_due = 0;
+  return HK_STOP;
 }
 static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
@@ -6536,6 +6824,7 @@ static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handl
   cb.user = s;
   if (s->check_loss) cb.on_before_backward = tr__ng_loss;
   if (s->check_grads) cb.on_before_optimizer_step = tr__ng_grads;
+  if (s->action == TR_NAN_STOP) cb.on_train_batch_end = tr__ng_batch_end;
   cb.save_state = tr__ng_save;
   cb.load_state = tr__ng_load;
   cb.destroy = tr__ng_destroy;
@@ -8887,8 +9176,12 @@ static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.auto_insert_metric_name = tr__bool_arg(a, "auto_insert_metric_name");
   d.enable_version_counter = tr__bool_arg(a, "enable_version_counter");
   d.verbose = hk_arg_bool(a, "verbose");
-  if (steps < 0 || steps > ((int64_t)1 << 53) || epochs > 1000000000 || epochs < -1000000000)
-    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps and every_n_epochs must be >= 0");
+  if (steps < 0)
+    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_train_steps=%lld is out of range: give 0 (no step "
+                        "saves) to %lld", (long long)steps, (long long)INT64_MAX);
+  if (epochs < 0) /* before the desc, where a negative number could read as TR_ZERO */
+    return hk_set_error(reg, HK_ERR_INVALID, "model_checkpoint: every_n_epochs=%lld is out of range: give 0 (no epoch "
+                        "saves) to %lld", (long long)epochs, (long long)INT64_MAX);
   return tr__factory_result(reg, tr__mc_make(reg, &d, NULL, &w), &w);
 }
 

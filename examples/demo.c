@@ -12,7 +12,8 @@
      3. val_accuracy  at the end of every validation: measures accuracy and sets the metric "val/acc"
    and train.h's standard callbacks:
      early_stopping    stops when val/loss has not improved by 0.001 for 5 epochs (from a spec string)
-     model_checkpoint  keeps the 2 best checkpoints by val/loss, and last.ckpt: a link to the newest
+     model_checkpoint  keeps the 2 best checkpoints by val/loss, and last.ckpt: the latest state (a link
+                      to the epoch's file when it kept one)
      progress_bar      tqdm's bar (plain lines when stdout is not a terminal)
      csv, jsonl, tensorboard, plot   the same records as metrics.csv, metrics.jsonl, TensorBoard event
                       files and metrics.svg, in runs/lightning_logs/version_N/

@@ -522,29 +522,6 @@ static void test_mc_no_monitor_and_last(void **state) {
   sc_free(&m, &t);
 }
 
-static void test_mc_last_link(void **state) {
-  static const double v[] = { 5, 3, 4 };
-  sc m;
-  tr_trainer t;
-  hk_handle h;
-  tr_config c = sc_cfg(3);
-  char path[600];
-  (void)state;
-  sc_init(&m, &t, v, 3, 0);
-  sc_record(&m, &t);
-  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
-                   .filename = "{epoch}", .save_last = TR_SAVE_LAST_LINK }, &h), TR_OK);
-  assert_int_equal(tr_fit(&t, &c), TR_OK);
-  record_files(NULL, &m);
-  assert_string_equal(m.files[1], "epoch=0.ckpt last.ckpt->epoch=0.ckpt");
-  assert_string_equal(m.files[2], "epoch=1.ckpt last.ckpt->epoch=1.ckpt");
-  assert_string_equal(m.files[3], "epoch=1.ckpt last.ckpt->epoch=1.ckpt"); /* 4 not saved: the link stays */
-  /* the link is a loadable checkpoint */
-  in_dir(&m, path, sizeof path, "last.ckpt");
-  assert_int_equal(tr_load(&t, path), TR_OK);
-  sc_free(&m, &t);
-}
-
 /* two validations per epoch with filename {epoch}: the second gets -v1 (Lightning) */
 static void test_mc_validation_twice_per_epoch(void **state) {
   static const double v[] = { 5, 4, 3, 2 };
@@ -838,6 +815,397 @@ static void test_bad_parameters(void **state) {
   sc_free(&m, &t);
 }
 
+/* =================================================================================================
+   model_checkpoint: files are never lost (issue 18), Lightning's semantics where users rely on them
+   ================================================================================================= */
+/* model_checkpoint's state bytes (format 1), as a checkpoint would hold them */
+typedef struct blob { unsigned char b[4096]; size_t n; } blob;
+static void put_u64(blob *x, uint64_t v) { int i; for (i = 0; i < 8; i++) x->b[x->n++] = (unsigned char)(v >> (8 * i)); }
+static void put_f64(blob *x, double v) { uint64_t u; memcpy(&u, &v, 8); put_u64(x, u); }
+static void put_str(blob *x, const char *s) {
+  size_t n = strlen(s), i;
+  for (i = 0; i < 4; i++) x->b[x->n++] = (unsigned char)(n >> (8 * i));
+  memcpy(x->b + x->n, s, n);
+  x->n += n;
+}
+/* best_k = { kth: 100 }, kth = best = kth, last = last, newest = kth */
+static void mc_state(blob *x, const char *dir, const char *kth, const char *last) {
+  x->n = 0;
+  put_u64(x, 1);
+  put_str(x, dir);
+  put_str(x, kth); put_f64(x, 100);
+  put_str(x, kth); put_f64(x, 100);
+  put_str(x, last); put_f64(x, 100);
+  put_u64(x, 0); /* last_global_step_saved */
+  put_str(x, kth);
+  put_u64(x, 1);
+  put_str(x, kth); put_f64(x, 100);
+}
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+static int is_there(const char *path) { struct stat st; return lstat(path, &st) == 0; }
+
+/* a checkpoint's state names files (checksums can be recomputed by anyone): only files this callback
+   writes are ever removed - inside its dirpath, with its naming, regular files */
+static void test_mc_state_never_deletes_others(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(1);
+  char victims[7][900], outside[600], target[700];
+  struct stat st;
+  const char *last_victim;
+  int i;
+  blob x;
+  (void)state;
+  for (i = 0; i < 7; i++) {
+    sc_init(&m, &t, v, 1, 0);
+    assert_int_equal(mkdir(m.dir, 0777), 0);
+    snprintf(outside, sizeof outside, "%s/outside%d", g_root, i);
+    rm_rf(outside);
+    assert_int_equal(mkdir(outside, 0777), 0);
+    snprintf(target, sizeof target, "%s/target", outside);
+    write_file(target, "precious");
+    in_dir(&m, victims[0], sizeof victims[0], "precious.txt");                 /* not its naming */
+    snprintf(victims[1], sizeof victims[1], "%s/epoch=0-step=9.ckpt", outside); /* its naming, another directory */
+    snprintf(victims[2], sizeof victims[2], "%s/../outside%d/epoch=0-step=9.ckpt", m.dir, i); /* ... through '..' */
+    in_dir(&m, victims[3], sizeof victims[3], "epoch=5-step=5.ckpt");          /* a directory */
+    in_dir(&m, victims[4], sizeof victims[4], "epoch=6-step=6.ckpt");          /* a symlink */
+    in_dir(&m, victims[5], sizeof victims[5], "epoch=7-step=7.ckpt");          /* a FIFO */
+    in_dir(&m, victims[6], sizeof victims[6], "epoch=0-step=4.ckpt");          /* a symlink where the next save goes */
+    write_file(victims[0], "precious");
+    write_file(victims[1], "precious");
+    assert_int_equal(mkdir(victims[3], 0777), 0);
+    assert_int_equal(symlink(target, victims[4]), 0);
+    assert_int_equal(mkfifo(victims[5], 0666), 0);
+    assert_int_equal(symlink(target, victims[6]), 0);
+    /* the state lists the victim as the k-th best (evicted by the first better save) and as last */
+    last_victim = i == 4 || i == 6 ? victims[0] : victims[i];
+    assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                     .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+    mc_state(&x, m.dir, victims[i], last_victim);
+    assert_int_equal(hk_state_load(t.reg, hk_callback_get(t.reg, h)->name, x.b, x.n), HK_OK);
+    assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 1);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    assert_true(is_there(victims[i]));
+    assert_true(is_there(last_victim));
+    assert_true(is_there(target));
+    assert_true(lstat(victims[6], &st) == 0 && S_ISLNK(st.st_mode)); /* kept even as the file replaced (i == 6): -v1 */
+    in_dir(&m, target, sizeof target, "epoch=0-step=4-v1.ckpt");
+    assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, target);
+    assert_int_equal(tr_model_checkpoint_get(t.reg, h)->n_best_k, 1);
+    assert_non_null(strstr(sc_logtext(&m), "model_checkpoint: not removing"));
+    sc_free(&m, &t);
+    rm_rf(outside);
+    rmdir(outside);
+  }
+}
+
+/* filename=last with save_last: the top-k file and last.ckpt would be one file; refused */
+static void test_mc_filename_last_refused(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(2);
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "last",
+             .save_last = TR_SAVE_LAST_YES }, NULL), "filename 'last' is save_last's name");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "last-v2", .monitor = "val/loss",
+             .save_top_k = 2, .save_last = TR_SAVE_LAST_LINK }, NULL), "filename 'last-v2' is save_last's name");
+  expect_bad_spec(&t, "model_checkpoint(filename=last, save_last=link)", "save_last's name");
+  /* without save_last the name is free */
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "last" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "last.ckpt");
+  sc_free(&m, &t);
+}
+
+/* two model_checkpoints in one directory never claim one name, and never delete each other's files */
+static void test_mc_two_in_one_dir(void **state) {
+  static const double v[] = { 5, 3, 4 };
+  sc m;
+  tr_trainer t;
+  hk_handle top, all;
+  tr_config c = sc_cfg(3);
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .save_last = TR_SAVE_LAST_YES }, &top), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .save_last = TR_SAVE_LAST_YES }, &all), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=0-step=4-v1.ckpt epoch=1-step=8-v1.ckpt epoch=1-step=8.ckpt epoch=2-step=12.ckpt "
+                      "last-v1.ckpt last.ckpt"); /* 12: the top-1 one saved no file there */
+  in_dir(&m, path, sizeof path, "epoch=1-step=8.ckpt");
+  assert_string_equal(tr_model_checkpoint_get(t.reg, top)->best_model_path, path);
+  in_dir(&m, path, sizeof path, "epoch=2-step=12.ckpt");
+  assert_string_equal(tr_model_checkpoint_get(t.reg, all)->best_model_path, path);
+  in_dir(&m, path, sizeof path, "last-v1.ckpt");
+  assert_string_equal(tr_model_checkpoint_get(t.reg, all)->last_model_path, path);
+  sc_free(&m, &t);
+}
+
+/* save_last=link is always the latest state: a save point without a top-k file writes a real file */
+static void test_mc_last_link_is_latest(void **state) {
+  static const double v[] = { 5, 3, 4 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(3);
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .filename = "{epoch}", .save_last = TR_SAVE_LAST_LINK }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  assert_string_equal(m.files[1], "epoch=0.ckpt last.ckpt->epoch=0.ckpt");
+  assert_string_equal(m.files[2], "epoch=1.ckpt last.ckpt->epoch=1.ckpt");
+  assert_string_equal(m.files[3], "epoch=1.ckpt last.ckpt"); /* 4 is not saved: last is a file of its own */
+  in_dir(&m, path, sizeof path, "last.ckpt");
+  assert_int_equal(tr_load(&t, path), TR_OK);
+  assert_int_equal(t.global_step, 12); /* the latest state, not epoch 1's */
+  assert_int_equal(t.epoch, 3);
+  sc_free(&m, &t);
+}
+
+/* a step save where a validation runs at the same step is ranked on that validation's value */
+static void test_mc_step_save_fresh_value(void **state) {
+  static const double by_epoch[] = { 5, 1, 3 }, by_val[] = { 5, 1, 3, 2 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  char path[600];
+  (void)state;
+  /* every 4 steps = each epoch's last batch, where the epoch's validation follows */
+  sc_init(&m, &t, by_epoch, 3, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .every_n_train_steps = 4, .filename = "{step}-{val/loss:.0f}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "step=8-val_loss=1.ckpt");
+  assert_true(tr_model_checkpoint_get(t.reg, h)->best_model_score == 1.0);
+  sc_free(&m, &t);
+  /* every 2 steps with a validation every 2 steps */
+  sc_init(&m, &t, by_val, 4, 2);
+  c.max_epochs = 2;
+  c.val_every_n_steps = 2;
+  c.val_every_n_epochs = 1000;
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .every_n_train_steps = 2, .filename = "{step}-{val/loss:.0f}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "step=4-val_loss=1.ckpt");
+  in_dir(&m, path, sizeof path, "step=4-val_loss=1.ckpt");
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, path);
+  sc_free(&m, &t);
+}
+
+/* the monitored metric missing before the first validation: a warning (and last.ckpt), not a failure */
+static void test_mc_missing_before_first_validation(void **state) {
+  static const double v[] = { 5, 4, 3, 2 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(4);
+  (void)state;
+  sc_init(&m, &t, v, 4, 0);
+  c.val_every_n_epochs = 2;
+  c.num_sanity_val_steps = -1;
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = -1,
+                   .save_on_train_epoch_end = TR_YES, .filename = "{epoch}", .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  /* epoch 0: warned (last.ckpt only); 1 and 3 after validations; 2 ranks on epoch 1's value (as Lightning) */
+  assert_string_equal(m.files[0], "epoch=1.ckpt epoch=2.ckpt epoch=3.ckpt last.ckpt");
+  assert_non_null(strstr(sc_logtext(&m), "model_checkpoint: the monitored metric 'val/loss' is not set"));
+  assert_non_null(strstr(sc_logtext(&m), "no validation has run yet"));
+  sc_free(&m, &t);
+  /* once a validation has run, a missing metric fails the run */
+  sc_init(&m, &t, v, 4, 0);
+  c.max_epochs = 2;
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/f1",
+                   .save_on_train_epoch_end = TR_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_int_equal(t.epoch, 1); /* epoch 0 warned; epoch 1 validated, then failed */
+  assert_non_null(strstr(tr_error(&t), "model_checkpoint: the monitored metric 'val/f1' is not set"));
+  sc_free(&m, &t);
+}
+
+/* keep-all names the worst kept file as the k-th (Lightning); no monitor keeps no best_k_models */
+static void test_mc_kth_and_no_monitor_state(void **state) {
+  static const double v[] = { 5, 3, 4 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  const tr_model_checkpoint_state *s;
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .save_top_k = -1, .filename = "{epoch}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_model_checkpoint_get(t.reg, h);
+  in_dir(&m, path, sizeof path, "epoch=0.ckpt");
+  assert_string_equal(s->kth_best_model_path, path);
+  assert_true(s->kth_value == 5.0);
+  assert_int_equal(s->n_best_k, 3);
+  sc_free(&m, &t);
+  /* no monitor, keep all and keep the newest: best_model_path is the newest; no best_k_models, no k-th */
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .save_top_k = -1,
+                   .filename = "{epoch}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_model_checkpoint_get(t.reg, h);
+  in_dir(&m, path, sizeof path, "epoch=2.ckpt");
+  assert_string_equal(s->best_model_path, path);
+  assert_int_equal(s->n_best_k, 0);
+  assert_string_equal(s->kth_best_model_path, "");
+  assert_true(isnan(s->best_model_score));
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=0.ckpt epoch=1.ckpt epoch=2.ckpt");
+  sc_free(&m, &t);
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "{epoch}" }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_model_checkpoint_get(t.reg, h);
+  assert_int_equal(s->n_best_k, 0);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=2.ckpt");
+  sc_free(&m, &t);
+}
+
+/* a fixed name with save_top_k > 1 and no version counter: one entry, as the one file on disk */
+static void test_mc_fixed_name_once(void **state) {
+  static const double v[] = { 5, 3, 4 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  const tr_model_checkpoint_state *s;
+  char path[600];
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss",
+                   .save_top_k = 2, .filename = "best", .enable_version_counter = TR_NO }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_model_checkpoint_get(t.reg, h);
+  assert_int_equal(s->n_best_k, 1);
+  in_dir(&m, path, sizeof path, "best.ckpt");
+  assert_string_equal(s->best_k_paths[0], path);
+  assert_true(s->best_k_scores[0] == 4.0); /* the file holds epoch 2 */
+  assert_string_equal(s->best_model_path, path);
+  assert_true(s->best_model_score == 4.0);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "best.ckpt");
+  sc_free(&m, &t);
+}
+
+/* parameter ranges named as they are; an empty filename refused */
+static void test_mc_ranges_and_empty_filename(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .filename = "" }, NULL), "filename is empty");
+  expect_bad_spec(&t, "model_checkpoint(filename=\"\")", "filename is empty");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .every_n_train_steps = -1 }, NULL),
+             "every_n_train_steps=-1 is out of range: give 0 (no step saves) to 9223372036854775807");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .every_n_epochs = -3 }, NULL),
+             "every_n_epochs=-3 is out of range: give 0 (no epoch saves) to 9223372036854775807");
+  expect_bad(&t, tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .train_time_interval = -1 }, NULL),
+             "train_time_interval=-1 is out of range: give 0 (no timed saves) or a finite number of seconds");
+  expect_bad_spec(&t, "model_checkpoint(every_n_train_steps=-1)", "every_n_train_steps=-1 is out of range");
+  expect_bad_spec(&t, "model_checkpoint(every_n_epochs=-2)", "every_n_epochs=-2 is out of range");
+  assert_int_equal(hk_spec_apply(t.reg, "model_checkpoint(every_n_train_steps=9223372036854775807)"), HK_OK);
+  h = hk_find(t.reg, "model_checkpoint{monitor=none,mode=min,every_n_train_steps=9223372036854775807,every_n_epochs=0,"
+                     "train_time_interval=0}");
+  assert_non_null(tr_model_checkpoint_get(t.reg, h));
+  sc_free(&m, &t);
+}
+
+/* a hook's refused tr_load does not outlive the run that succeeded */
+static hk_signal load_inside(hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)ctx->trainer;
+  (void)user;
+  assert_int_equal(tr_load(t, "nowhere.ckpt"), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(t), "tr_load called during a fit run"));
+  return HK_CONTINUE;
+}
+static void test_fit_ok_clears_refusal(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(1);
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  hk_on(t.reg, HK_ON_TRAIN_START, load_inside, NULL, &(hk_opts){ .name = "load_inside" }, NULL);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_string_equal(tr_error(&t), "");
+  sc_free(&m, &t);
+}
+
+/* what can be checked at setup is: an unusable directory, a validation metric without validation */
+static void test_mc_setup_checks(void **state) {
+  static const double v[] = { 5 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(2);
+  char dir[800], file[700];
+  (void)state;
+  sc_init(&m, &t, v, 1, 0);
+  assert_int_equal(mkdir(m.dir, 0777), 0);
+  in_dir(&m, file, sizeof file, "a-file");
+  write_file(file, "x");
+  snprintf(dir, sizeof dir, "%s/sub", file);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_int_equal(t.global_step, 0); /* before the first step */
+  assert_non_null(strstr(tr_error(&t), "model_checkpoint: cannot create the directory"));
+  sc_free(&m, &t);
+  { /* a directory it cannot write: without write permission, or (root writes anyway) a read-only mount */
+    char cmd[900];
+    int ro = 0;
+    sc_init(&m, &t, v, 1, 0);
+    assert_int_equal(mkdir(m.dir, geteuid() != 0 ? 0555 : 0777), 0);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o ro,size=64k tmpfs '%s' 2>/dev/null", m.dir);
+    if (geteuid() == 0) ro = system(cmd) == 0;
+    if (geteuid() != 0 || ro) {
+      assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir }, NULL), TR_OK);
+      assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+      assert_int_equal(t.global_step, 0);
+      assert_non_null(strstr(tr_error(&t), "is not writable"));
+    }
+    if (ro) {
+      snprintf(cmd, sizeof cmd, "umount '%s'", m.dir);
+      assert_int_equal(system(cmd), 0);
+    }
+    chmod(m.dir, 0777);
+    sc_free(&m, &t);
+  }
+  /* val/loss with no validation data: nothing will ever set it */
+  sc_init(&m, &t, v, 1, 0);
+  c.val = NULL;
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_int_equal(t.global_step, 0);
+  assert_non_null(strstr(tr_error(&t), "model_checkpoint: monitor 'val/loss' is a validation metric, but this run never validates"));
+  sc_free(&m, &t);
+}
+
 /* spec strings work out of the box on the trainer's registry, and on a registry of one's own */
 static void test_spec_strings(void **state) {
   static const double v[] = { 5, 3, 4, 4.5, 6 };
@@ -920,9 +1288,12 @@ static void test_own_loop(void **state) {
     if (ctx.requests & HK_REQUEST_CHECKPOINT) { /* what a loop must do: save at each path, then on_checkpoint_saved */
       assert_int_equal(ctx.checkpoint_default, 0);
       for (i = 0; i < ctx.n_checkpoint_paths; i++) {
-        assert_non_null(f = fopen(ctx.checkpoint_paths[i], "wb"));
+        char tmp[400];
+        snprintf(tmp, sizeof tmp, "%s.tmp", ctx.checkpoint_paths[i]);
+        assert_non_null(f = fopen(tmp, "wb")); /* a new file renamed over the path (never written through a link) */
         fputs("state", f);
         fclose(f);
+        assert_int_equal(rename(tmp, ctx.checkpoint_paths[i]), 0);
         ctx.path = ctx.checkpoint_paths[i];
         HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, &ctx);
         ctx.path = NULL;
@@ -933,9 +1304,9 @@ static void test_own_loop(void **state) {
     }
   }
   assert_int_equal(epoch, 3); /* 4 at epoch 2 does not improve on 3: patience 1 stops */
-  assert_int_equal(saves, 2);
+  assert_int_equal(saves, 3); /* epoch 2 saved no top-k file: last.ckpt is a file of its own */
   list_dir(dir, files, sizeof files);
-  assert_string_equal(files, "epoch=1.ckpt last.ckpt->epoch=1.ckpt");
+  assert_string_equal(files, "epoch=1.ckpt last.ckpt");
   hk_ctx_free(&ctx);
   hk_destroy(reg);
   rm_rf(dir);
@@ -1069,8 +1440,9 @@ static void exact_resume(int64_t split_steps, const char *ckpt_name, const char 
 static void test_exact_resume(void **state) {
   (void)state;
   g_every_steps = 0;
-  exact_resume(0, NULL, "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt->epoch=5-step=24.ckpt",
-               "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt->epoch=5-step=24.ckpt"); /* from last.ckpt (a link) */
+  /* the last epoch (6) kept no top-k file: last.ckpt is a file of its own, not a link to epoch 5 */
+  exact_resume(0, NULL, "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt",
+               "epoch=3-step=16.ckpt epoch=5-step=24.ckpt last.ckpt"); /* from last.ckpt (a link to epoch 2's file) */
 }
 static void test_exact_resume_mid_epoch(void **state) {
   (void)state;
@@ -1093,7 +1465,6 @@ int main(void) {
     cmocka_unit_test(test_mc_top_k),
     cmocka_unit_test(test_mc_ties_and_nan),
     cmocka_unit_test(test_mc_no_monitor_and_last),
-    cmocka_unit_test(test_mc_last_link),
     cmocka_unit_test(test_mc_validation_twice_per_epoch),
     cmocka_unit_test(test_mc_rerun_same_dir),
     cmocka_unit_test(test_mc_every_n_train_steps_and_time),
@@ -1103,6 +1474,17 @@ int main(void) {
     cmocka_unit_test(test_mc_missing_monitor),
     cmocka_unit_test(test_timer),
     cmocka_unit_test(test_bad_parameters),
+    cmocka_unit_test(test_mc_state_never_deletes_others),
+    cmocka_unit_test(test_mc_filename_last_refused),
+    cmocka_unit_test(test_mc_two_in_one_dir),
+    cmocka_unit_test(test_mc_last_link_is_latest),
+    cmocka_unit_test(test_mc_step_save_fresh_value),
+    cmocka_unit_test(test_mc_missing_before_first_validation),
+    cmocka_unit_test(test_mc_kth_and_no_monitor_state),
+    cmocka_unit_test(test_mc_fixed_name_once),
+    cmocka_unit_test(test_mc_ranges_and_empty_filename),
+    cmocka_unit_test(test_fit_ok_clears_refusal),
+    cmocka_unit_test(test_mc_setup_checks),
     cmocka_unit_test(test_spec_strings),
     cmocka_unit_test(test_own_loop),
     cmocka_unit_test(test_request_checkpoint_api),

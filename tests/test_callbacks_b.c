@@ -179,6 +179,58 @@ static void test_nan_guard_skip_and_stop(void **state) {
   assert_non_null(strstr(tr_nan_guard_get(t.reg, h)->last, "the training loss is nan at epoch 0, batch 2"));
   lin_free(&m, &t);
 }
+/* action=stop on non-finite gradients: the step is skipped too (the weights stay finite), then training
+   stops; in a hand-written loop the same flow: HK_SKIP_STEP at on_before_optimizer_step, HK_STOP at
+   on_train_batch_end */
+static void test_nan_guard_stop_skips_step(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  hk_handle h;
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  float b[2] = { 1, NAN };
+  hk_tensor g[1] = { { "b", b, 2, 0 } };
+  char path[64];
+  int k;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  m.nan_grad_at = 6;
+  snprintf(path, sizeof path, "/tmp/test_nan_guard_stop.%ld.ckpt", (long)getpid());
+  assert_int_equal(tr_nan_guard(t.reg, &(tr_nan_guard_desc){ .action = TR_NAN_STOP }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.global_step, 5);  /* batch 6's step was not taken */
+  assert_int_equal(t.epoch, 2);        /* the epoch ended as usual, then training stopped */
+  for (k = 0; k < 4; k++) assert_true(hk_is_finitef(m.p[k]));
+  assert_int_equal(tr_nan_guard_get(t.reg, h)->skipped, 1);
+  assert_non_null(strstr(lin_logtext(&m), "gradient of 'b'[0] is nan at epoch 1, batch 1, step 6: step skipped, stopping training"));
+  assert_int_equal(tr_save(&t, path), TR_OK); /* and so is what a checkpoint of it holds */
+  memset(m.p, 0, sizeof m.p);
+  assert_int_equal(tr_load(&t, path), TR_OK);
+  for (k = 0; k < 4; k++) assert_true(hk_is_finitef(m.p[k]));
+  remove(path);
+  lin_free(&m, &t);
+  /* a hand-written loop */
+  reg = hk_create(NULL);
+  memset(&ctx, 0, sizeof ctx);
+  ctx.stage = HK_STAGE_FIT;
+  ctx.grads = g;
+  ctx.n_tensors = 1;
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "nan_guard(action=stop, verbose=false)"), HK_OK);
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP));
+  assert_false(HK_FLOW_HAS(&flow, HK_FLOW_STOP));
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_STOP));
+  flow.signals = 0;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow); /* once */
+  assert_int_equal(flow.signals, 0);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+}
+
 /* a hand-written loop, values chosen by hand: the first non-finite entry is named, and -inf too */
 static void test_nan_guard_own_loop(void **state) {
   hk_registry *reg = hk_create(NULL);
@@ -837,6 +889,7 @@ int main(void) {
     cmocka_unit_test(test_nan_guard_fail),
     cmocka_unit_test(test_nan_guard_skip_and_stop),
     cmocka_unit_test(test_nan_guard_own_loop),
+    cmocka_unit_test(test_nan_guard_stop_skips_step),
 #ifndef NAN_GUARD_ONLY
     cmocka_unit_test(test_lr_monitor),
     cmocka_unit_test(test_gradient_monitor_fit),

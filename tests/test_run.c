@@ -395,6 +395,64 @@ static void test_bar_and_print(void **state) {
   hk_ctx_free(&ctx);
 }
 
+/* An epoch loop resumed in the middle of an epoch fires no on_train_epoch_start: the bar starts at
+   the first batch anyway, at the batch it resumed from, with the run's epoch length as its total */
+static void test_bar_mid_epoch(void **state) {
+  char path[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  FILE *out;
+  char *text;
+  int b;
+  (void)state;
+  snprintf(path, sizeof path, "%s/bar_lines.txt", g_root);
+  out = fopen(path, "w");
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .train_batches = 10 }), TR_OK);
+  assert_int_equal(tr_progress_bar(reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  ctx.epoch = 3;
+  for (b = 6; b < 10; b++) { /* resumed at batch 6 of epoch 3 */
+    toy_step(reg, &ctx, &flow, &m);
+    ctx.batch_idx = b;
+    HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+  }
+  HK_FIRE(reg, HK_ON_TRAIN_EPOCH_END, &ctx);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  fclose(out);
+  text = slurp(path);
+  assert_non_null(strstr(text, "Epoch 3: 100%"));
+  assert_non_null(strstr(text, "10/10"));
+  free(text);
+  hk_ctx_free(&ctx);
+}
+
+/* A spec-made callback is reachable by its factory, in order, without knowing the name it chose */
+static void test_spec_find(void **state) {
+  char dir[400];
+  hk_registry *reg = hk_create(NULL);
+  hk_handle a, b;
+  (void)state;
+  dir_for(dir, sizeof dir, "find");
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK); /* the standard factories come with the run */
+  assert_int_equal(hk_spec_apply(reg, "early_stopping(monitor=val/loss); model_checkpoint(dirpath=ck1); "
+                                      "model_checkpoint(dirpath=ck2, monitor=val/loss)"), HK_OK);
+  a = hk_spec_find(reg, "model_checkpoint", 0);
+  b = hk_spec_find(reg, "model_checkpoint", 1);
+  assert_true(a > 0 && b > 0 && a != b);
+  assert_string_equal(tr_model_checkpoint_get(reg, a)->dirpath, "ck1");
+  assert_string_equal(tr_model_checkpoint_get(reg, b)->dirpath, "ck2");
+  assert_int_equal(hk_spec_find(reg, "model_checkpoint", 2), 0);
+  assert_non_null(tr_early_stopping_get(reg, hk_spec_find(reg, NULL, 0))); /* any factory: the first */
+  assert_int_equal(hk_off(reg, a), HK_OK);
+  assert_int_equal(hk_spec_find(reg, "model_checkpoint", 0), b); /* removed ones are skipped */
+  assert_int_equal(hk_spec_find(reg, "csv", 0), 0);
+  hk_destroy(reg);
+}
+
 /* Bad settings are refused with a message naming the field */
 static void test_bad_setup(void **state) {
   hk_registry *reg = hk_create(NULL);
@@ -417,6 +475,8 @@ int main(void) {
     cmocka_unit_test(test_requests_and_stops),
     cmocka_unit_test(test_misconfiguration),
     cmocka_unit_test(test_bar_and_print),
+    cmocka_unit_test(test_bar_mid_epoch),
+    cmocka_unit_test(test_spec_find),
     cmocka_unit_test(test_bad_setup),
   };
   snprintf(g_root, sizeof g_root, "%s/test_run.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());

@@ -1,0 +1,105 @@
+/* tests/compile_sections.c - train.h with sections left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH,
+   TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS, in any combination): it builds warning-free, what is left out
+   is really gone (this file declares names of its own that would clash with the section's), and what
+   is left works: a hand-written step loop on the run layer with whichever batteries are compiled in. */
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Each left-out section's names are free for the program's own use. */
+#ifdef TRAIN_NO_TRAINER
+typedef int tr_trainer;
+static int tr_fit(void) { return 0; }
+#endif
+#ifdef TRAIN_NO_MATH
+static int tr_adamw_update(void) { return 0; }
+#endif
+#ifdef TRAIN_NO_CALLBACKS
+static int tr_early_stopping(void) { return 0; }
+#endif
+#ifdef TRAIN_NO_LOGGERS
+static int tr_csv_logger(void) { return 0; }
+#endif
+
+static float params[4] = { 1, 2, 3, 4 }, grads[4];
+
+static int fail(const char *what) { fprintf(stderr, "compile_sections: %s\n", what); return 1; }
+
+int main(void) {
+  hk_registry *reg = hk_create(NULL);
+  hk_tensor pv = { "w", params, 4, 0 }, gv = { "w", grads, 4, 0 };
+  hk_ctx ctx;
+  hk_flow flow;
+  unsigned next = 0;
+  int i;
+  memset(&flow, 0, sizeof flow);
+  memset(&ctx, 0, sizeof ctx);
+  ctx.params = &pv;
+  ctx.grads = &gv;
+  ctx.n_tensors = 1;
+#ifdef TRAIN_NO_TRAINER
+  (void)tr_fit();
+#endif
+#ifdef TRAIN_NO_MATH
+  (void)tr_adamw_update();
+#endif
+  tr_run_desc rd; /* no designated initializers: this file also builds as C++11 */
+  memset(&rd, 0, sizeof rd);
+  rd.epochs = TR_NO;
+  rd.max_steps = 20;
+  rd.log_every_n_steps = 5;
+  rd.save_dir = "build/compile_sections";
+  if (!reg || tr_run_setup(reg, &rd) != TR_OK) return fail("tr_run_setup");
+#ifndef TRAIN_NO_CALLBACKS
+  if (hk_spec_apply(reg, "early_stopping(monitor=train_loss, patience=1, check_on_train_epoch_end=false)") != HK_OK)
+    return fail(hk_last_error(reg));
+#else
+  (void)tr_early_stopping();
+#endif
+#ifndef TRAIN_NO_LOGGERS
+  if (hk_spec_apply(reg, "jsonl(flush_every=1)") != HK_OK) return fail(hk_last_error(reg));
+#else
+  (void)tr_csv_logger();
+#endif
+  if (tr_run_start(reg, &ctx, NULL) != TR_OK) return fail(tr_run_error(reg));
+  for (i = 0; i < 20 && !(next & TR_RUN_STOP); i++) {
+    int k;
+    double loss = 0;
+    for (k = 0; k < 4; k++) { loss += (double)params[k] * params[k]; grads[k] = 2 * params[k]; }
+    ctx.loss = loss;
+    hk_grads_changed(&ctx);
+    HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
+#ifndef TRAIN_NO_MATH
+    { /* the per-step math, when compiled in */
+      tr_optim o;
+      tr_sgd_coef c;
+      memset(&o, 0, sizeof o);
+      o.kind = TR_OPTIM_SGD;
+      c = tr_sgd_coefs(&o, 0.1, 1);
+      tr_sgd_update(params, grads, NULL, 4, &c, 1);
+    }
+#else
+    for (k = 0; k < 4; k++) params[k] -= 0.1f * grads[k];
+#endif
+    ctx.global_step++;
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+    next = tr_run_batch_end(reg, &ctx, &flow);
+    /* a "validation" that stops improving after step 6 */
+    hk_metric_set(&ctx, "train_loss", i < 6 ? loss : 1e9);
+    HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, &ctx, &flow);
+    next |= tr_run_batch_end(reg, &ctx, &flow);
+  }
+  if (tr_run_finish(reg, &ctx, TR_OK) != TR_OK) return fail(tr_run_error(reg));
+#ifndef TRAIN_NO_CALLBACKS
+  if (ctx.global_step != 7) return fail("early_stopping did not stop the loop at step 7");
+#else
+  if (ctx.global_step != 20) return fail("the loop did not run its 20 steps");
+#endif
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+  printf("compile_sections: %lld steps\n", (long long)ctx.global_step);
+  return 0;
+}
