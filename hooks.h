@@ -60,7 +60,8 @@
      next   hk_stop_signals_install/_restore, hk_stop_requested, hk_stop_poll (Ctrl-C and SIGTERM in
             any loop; train.h's tr_fit uses them), HK_NO_SIGNALS; clean under gcc -Wc++-compat
      next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
-            hk_spec_applied;
+            hk_spec_applied; hk_reject and hk_reader.why (load_state says why it refuses a state; the
+            reason reaches hk_state_load's message);
      next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
             hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
             any thread count in train.h); hk_grad_norm_known;
@@ -395,7 +396,8 @@ typedef struct hk_opts {
 
 /* Bytes a callback writes its state into, and reads it back from. */
 typedef struct hk_bytes { unsigned char *data; size_t len, cap; int failed; } hk_bytes;
-typedef struct hk_reader { const unsigned char *data; size_t len, pos; } hk_reader;
+/* why: where load_state says why it refuses the bytes (hk_reject); hk_state_load puts it in its message */
+typedef struct hk_reader { const unsigned char *data; size_t len, pos; char why[200]; } hk_reader;
 
 /* A whole callback: optional functions for any built-in events, plus state and lifetime. */
 typedef struct hk_callback {
@@ -405,7 +407,8 @@ typedef struct hk_callback {
   HK_EVENTS(HK__X)
 #undef HK__X
   int (*save_state)(void *user, hk_bytes *out);   /* return 0 on success */
-  int (*load_state)(void *user, hk_reader *in);   /* return 0 on success; reject bad data */
+  int (*load_state)(void *user, hk_reader *in);   /* return 0 on success; reject bad data (hk_reject says why);
+                                                     on a rejection leave the callback as it was */
   void (*destroy)(void *user);                    /* called when unregistered or at hk_destroy */
 } hk_callback;
 
@@ -658,6 +661,13 @@ HOOKS_API void hk_trace(hk_registry *reg, hk_trace_mode mode, FILE *out); /* out
 HOOKS_API int hk_bytes_put(hk_bytes *b, const void *data, size_t n);  /* 0 ok, -1 on OOM */
 HOOKS_API void hk_bytes_free(hk_bytes *b);
 HOOKS_API int hk_read(hk_reader *r, void *dst, size_t n);             /* 0 ok, -1 if fewer than n left */
+/* In load_state: refuse the state and say why (which field, its value, the valid range); returns -1:
+   return hk_reject(in, "wait_count %lld is above 2^53", (long long)w); */
+HOOKS_API int hk_reject(hk_reader *r, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
 /* Calls sink(key, data, len, user) for every callback with save_state, in registration order. */
 typedef hk_err (*hk_state_sink)(const char *key, const void *data, size_t len, void *user);
 HOOKS_API hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user);
@@ -2010,6 +2020,15 @@ HK__DEF int hk_read(hk_reader *r, void *dst, size_t n) {
   return 0;
 }
 
+HK__DEF int hk_reject(hk_reader *r, const char *fmt, ...) {
+  va_list ap;
+  if (!r || !fmt) return -1;
+  va_start(ap, fmt);
+  vsnprintf(r->why, sizeof r->why, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
 HK__DEF hk_err hk_state_save(hk_registry *reg, hk_state_sink sink, void *user) {
   hk__state *s;
   int i;
@@ -2048,8 +2067,12 @@ HK__DEF hk_err hk_state_load(hk_registry *reg, const char *key, const void *data
   rd.data = (const unsigned char *)data;
   rd.len = len;
   rd.pos = 0;
-  if (r->cb.load_state(r->cb.user, &rd) != 0)
-    return hk__fail_with(reg->hk__s, HK_ERR_STATE, "callback '%s' rejected its saved state (%lu bytes)", key, (unsigned long)len);
+  rd.why[0] = 0;
+  if (r->cb.load_state(r->cb.user, &rd) != 0) {
+    rd.why[sizeof rd.why - 1] = 0;
+    return hk__fail_with(reg->hk__s, HK_ERR_STATE, "callback '%s' rejected its saved state (%lu bytes)%s%s", key,
+                         (unsigned long)len, rd.why[0] ? ": " : "", rd.why);
+  }
   return HK_OK;
 }
 
@@ -2120,10 +2143,11 @@ HK__DEF hk_err hk_state_load_all(hk_registry *reg, hk_state_blob *blobs, int n) 
   for (j = 0; j < n_order && !err; j++) {
     i = order[j];
     if ((err = hk_state_load(reg, blobs[i].key, blobs[i].data, blobs[i].len)) != HK_OK) {
+      char why[sizeof s->err];
+      memcpy(why, s->err, sizeof why); /* hk_state_load's message, with the callback's reason */
       blobs[i].result = err;
       for (k = 0; k < j; k++) (void)hk_state_load(reg, blobs[order[k]].key, before[order[k]].data, before[order[k]].len);
-      hk__fail_with(s, err, "callback '%s' rejected its saved state (%lu bytes); the callbacks loaded before it were restored",
-                    blobs[i].key, (unsigned long)blobs[i].len);
+      hk__fail_with(s, err, "%s; the callbacks loaded before it were restored", why);
     }
   }
   for (i = 0; i < n; i++) hk_bytes_free(&before[i]);

@@ -139,6 +139,11 @@
             for (a new column costs linear work); no empty metrics.csv; verbose lines rank-zero-only
             where Lightning's are; early_stopping log_rank_zero_only; lr_monitor(logging_interval=epoch)
             logs a record per epoch at its start
+     next   TRAIN_MPI: ranks that differ (model, run length, the function called, a resume) fail every rank
+            with the values per rank instead of hanging; out-of-step ranks are found at the next vote;
+            tr_desc.mpi_timeout bounds the wait at tr_init and at each run's start
+     next   every stateful callback range-checks its loaded state and says why it refuses one (hk_reject);
+            accumulation_scheduler's scheduling grammar is strict ("{0: 2" and "{0:2 1:3}" are refused)
      next   issue 18: model_checkpoint removes only files it writes (its dirpath, its names, regular
             files), whatever a loaded state lists; never claims a name another hook queued; save_last=link
             writes a file of its own when the step saved no top-k file; filename last with save_last and
@@ -658,6 +663,11 @@ typedef struct tr_desc {
   /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
      with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
   int threads;
+  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
+     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
+     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
+     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
+  double mpi_timeout;
 } tr_desc;
 
 /* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
@@ -751,6 +761,7 @@ typedef struct tr_trainer {
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
+  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -760,7 +771,8 @@ TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
 
 /* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
    state and the tensor views (all allocation happens here, none in the step loop). On error the
-   trainer is left freed (tr_free is harmless) and tr_error(t) says why. */
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
+   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
 TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
 TRAIN_API void   tr_free(tr_trainer *t);
 
@@ -851,7 +863,13 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
        registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
        a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
      - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
-       in a loop of your own, so a resumed run decides exactly as the uninterrupted one;
+       in a loop of your own, so a resumed run decides exactly as the uninterrupted one; a loaded
+       state is range-checked as tr_load checks the LOOP counters (counters in 0..2^53,
+       early_stopping's patience in 0..INT_MAX, timer's elapsed times finite in 0..2^53 s, lr_finder's
+       suggestion finite and > 0 or NaN, nan_guard's skipped <= found, ema's n_averaged matching its
+       average), so nothing overflows when it counts on or prints; an out-of-range state is refused
+       (hk_reject: the message names the field, its value and the range) and the callback keeps the
+       state it had;
      - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
    They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
    what they need to know of the loop (where to check, the run directory, the optimizer's name) from
@@ -1249,7 +1267,8 @@ TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc 
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
 
 /* ---- accumulation_scheduler (Lightning's GradientAccumulationScheduler) --------------------------
-   scheduling "{0: 4, 5: 2}" (braces optional, epochs 0-based and increasing, factors >= 1): from
+   scheduling "{0: 4, 5: 2}" (epoch: factor pairs separated by commas, braces both or neither, epochs
+   0-based and increasing, factors >= 1; anything else, "{0: 2" or "{0:2 1:3}", is refused): from
    epoch 0 accumulate 4 micro-batches per step, from epoch 5 on 2; an epoch before the first key gets
    1 (Lightning adds {0: 1}). Set through tr_set_accumulation at on_train_start (a resumed run gets
    its epoch's factor) and at every on_train_epoch_start. A fit whose tr_config.accumulate_grad_batches
@@ -1476,6 +1495,7 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
 
+#include <limits.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1569,10 +1589,17 @@ static int tr__set_accumulation(void *trainer, int factor);
 static int tr__val_follows(const void *trainer, int64_t step, int stepped);
 static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
-/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process. */
-static tr_err  tr__dist_init(tr_trainer *t);
+/* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process.
+   tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
+   (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed);
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed);
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed);
+static void    tr__dist_check_resumed(tr_trainer *t);
 static void    tr__dist_free(tr_trainer *t);
-static void    tr__dist_agree(tr_trainer *t);
+static void    tr__dist_agree_at(tr_trainer *t, int site);
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
 static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
 static int     tr__dist_empty(const tr_trainer *t, int64_t n);
@@ -2653,16 +2680,17 @@ TRAIN_API void tr_free(tr_trainer *t) {
   t->tr__own_reg = 0;
 }
 
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
   int i, j, n;
-  tr_err e;
-  if (!t) return TR_ERR_INVALID;
   memset(t, 0, sizeof *t);
   t->running = HK_STAGE_NONE;
   t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
   if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
   t->tr__log = d->log;
   t->model = d->model;
   m = &t->model;
@@ -2773,13 +2801,22 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
   }
-  if ((e = tr__dist_init(t)) != TR_OK) { /* the MPI strategy (TRAIN_MPI, several processes) */
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
     char why[sizeof t->error];
     memcpy(why, t->error, sizeof why);
     tr_free(t);
     return tr__fail(t, e, "%s", why);
   }
-  return TR_OK;
+  return e;
 }
 
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
@@ -3192,11 +3229,13 @@ static void tr__eval_body(tr_trainer *t, const void *arg) {
 }
 
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  tr_err err = TR_OK;
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, fn)) return TR_ERR_INVALID;
   if (!e->data || !e->data->count || !e->data->get == !e->data->next)
-    return tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
-  if (e->predict && !t->model.predict) return tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
   return tr__run(t, stage, tr__eval_body, e);
 }
 
@@ -3453,8 +3492,15 @@ static void tr__ready_to_train(tr_trainer *t) {
     return;
   }
   if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
-    hk_reader rd = { t->tr__data_state.data, t->tr__data_state.len, 0 };
-    if (d->load_state(d->user, &rd)) tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)", t->tr__data_state.len);
+    hk_reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.data = t->tr__data_state.data;
+    rd.len = t->tr__data_state.len;
+    if (d->load_state(d->user, &rd)) {
+      rd.why[sizeof rd.why - 1] = 0;
+      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
+               rd.why[0] ? ": " : "", rd.why);
+    }
   }
 }
 
@@ -3480,6 +3526,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   (void)arg;
   if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
   tr__ready_to_train(t);
+  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
   tr__dist_agree(t);
   tr__sanity_check(t);
@@ -3519,7 +3566,9 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, "tr_fit") || tr__resolve(t, cfg, &c)) return TR_ERR_INVALID;
+  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
+  e = tr__resolve(t, cfg, &c);
+  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
   t->ctx.epoch = t->epoch;
@@ -3816,13 +3865,14 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   else {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    if (!tr__dev_to_host(t)) tr__dist_save_file(t, path); /* CUDA: from host mirrors; rank 0 writes (the only
-                                                           writer), then every rank goes on */
-    tr__dev_unswap(t);
-    if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
-    tr__dist_agree(t);
-    t->ctx.path = NULL;
+    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
   }
+  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
+  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dev_unswap(t);
+  if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
   e = t->tr__err;
   t->tr__saving = 0;
   if (t->running != HK_STAGE_NONE) {
@@ -4428,6 +4478,28 @@ static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 w
   if (hk_read(r, s, (size_t)n) || memchr(s, 0, (size_t)n)) { free(s); return -1; }
   s[n] = 0;
   *out = s;
+  return 0;
+}
+/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
+   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+static int tr__get_version(hk_reader *r, uint64_t want) {
+  uint64_t v;
+  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
+  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
+  return 0;
+}
+static int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
+  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
+  return 0;
+}
+static int tr__get_text(hk_reader *r, const char *what, char **out) {
+  *out = NULL;
+  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
+  return 0;
+}
+static int tr__get_end(hk_reader *r) {
+  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
   return 0;
 }
 
@@ -5314,17 +5386,22 @@ static int tr__es_save(void *user, hk_bytes *out) {
 }
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  uint64_t version;
-  int64_t wait, stopped, patience, reason, held;
-  double best;
+  int64_t wait = 0, stopped = 0, patience = 0, reason = 0, held = 0; /* (set on every path used; gcc cannot tell) */
+  double best = 0;
   char *msg = NULL;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &wait) || tr__get_i64(in, &stopped) ||
-      tr__get_f64(in, &best) || tr__get_i64(in, &patience) || tr__get_i64(in, &reason) || tr__get_str(in, &msg) ||
-      tr__get_i64(in, &held) || in->pos != in->len || wait < 0 || stopped < 0 || patience < 0 || reason < 0 ||
-      reason >= TR_STOP_REASON_COUNT || (held != 0 && held != 1)) {
-    free(msg);
+  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
     return -1;
-  }
+  if (tr__get_f64(in, &best)) return hk_reject(in, "truncated at best_score");
+  if (best != best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
+  if (tr__get_i64(in, &patience)) return hk_reject(in, "truncated at patience");
+  if (patience < 0 || patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
+    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)patience, INT_MAX);
+  if (tr__get_i64(in, &reason)) return hk_reject(in, "truncated at stopping_reason");
+  if (reason < 0 || reason >= TR_STOP_REASON_COUNT)
+    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)reason, TR_STOP_REASON_COUNT - 1);
+  if (tr__get_text(in, "the stopping message", &msg)) return -1;
+  if (tr__get_i64(in, &held) || (held != 0 && held != 1)) { free(msg); return hk_reject(in, "held is truncated or not 0 or 1"); }
+  if (tr__get_end(in)) { free(msg); return -1; }
   s->pub.wait_count = wait;
   s->pub.stopped_epoch = stopped;
   s->pub.best_score = best;
@@ -6018,14 +6095,20 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
   int64_t step;
   int ok = !tr__get_u64(in, &version) && version == 1 && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
            !tr__get_f64(in, &best_score) && !tr__get_str(in, &kth) && !tr__get_f64(in, &kth_value) &&
-           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) && step >= -1 &&
-           !tr__get_str(in, &newest) && !tr__get_u64(in, &n) && n <= (in->len - in->pos) / 12;
+           !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) &&
+           !tr__get_str(in, &newest) && !tr__get_u64(in, &n);
+  if (!ok) hk_reject(in, "truncated, or a path longer than %d bytes or holding a NUL byte", TR__CB_MAX_STR);
+  else if (step < -1 || step > TR__MAX_COUNT) /* as the LOOP counters */
+    ok = hk_reject(in, "last_global_step_saved is %lld, outside -1..2^53", (long long)step) + 1;
+  else if (n > (in->len - in->pos) / 12 || n >= INT_MAX)
+    ok = hk_reject(in, "best_k_models has %llu entries, more than the %zu bytes left can hold", (unsigned long long)n, in->len - in->pos) + 1;
   if (ok) {
     paths = (char **)calloc((size_t)n + 1, sizeof *paths);
     scores = (double *)calloc((size_t)n + 1, sizeof *scores);
     ok = paths && scores;
     for (i = 0; ok && i < n; i++) ok = !tr__get_str(in, &paths[i]) && !tr__get_f64(in, &scores[i]);
-    ok = ok && in->pos == in->len;
+    if (!ok) hk_reject(in, "best_k_models is truncated, or holds a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
+    else if (tr__get_end(in)) ok = 0;
   }
   if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
     int k;
@@ -6204,9 +6287,12 @@ static hk_signal tr__timer_check(tr__timer *s, hk_ctx *ctx) {
   tr__timer_publish(s, ctx, TR_TIMER_TRAIN, now);
   if (ctx->stage != HK_STAGE_FIT || s->pub.duration <= 0 || s->pub.time_elapsed[TR_TIMER_TRAIN] < s->pub.duration) return HK_CONTINUE;
   if (s->verbose) {
-    long long e = (long long)s->pub.time_elapsed[TR_TIMER_TRAIN];
-    tr__run_say_on(s->run, ctx, 1, "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
-               e / 3600, e / 60 % 60, e % 60);
+    double x = s->pub.time_elapsed[TR_TIMER_TRAIN];
+    long long e = x <= (double)TR__MAX_COUNT ? (long long)x : 0; /* a user clock may jump past what a cast can hold */
+    if (x <= (double)TR__MAX_COUNT)
+      tr__run_say_on(s->run, ctx, 1, "timer", "Time limit reached. Elapsed time is %lld:%02lld:%02lld. Signaling Trainer to stop.",
+                  e / 3600, e / 60 % 60, e % 60);
+    else tr__run_say_on(s->run, ctx, 1, "timer", "Time limit reached. Elapsed time is %g s. Signaling Trainer to stop.", x);
   }
   return HK_STOP;
 }
@@ -6240,12 +6326,14 @@ static int tr__timer_save(void *user, hk_bytes *out) {
 static int tr__timer_load(void *user, hk_reader *in) {
   tr__timer *s = (tr__timer *)user;
   double v[TR_TIMER_STAGE_COUNT], now = tr__clock(s->clock, s->clock_user);
-  uint64_t version;
   int k;
-  if (tr__get_u64(in, &version) || version != 1) return -1;
-  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++)
-    if (tr__get_f64(in, &v[k]) || !hk_is_finite(v[k]) || v[k] < 0) return -1;
-  if (in->pos != in->len) return -1;
+  if (tr__get_version(in, 1)) return -1;
+  for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* 2^53 s (285 million years): whole seconds stay exact and fit a long long */
+    if (tr__get_f64(in, &v[k])) return hk_reject(in, "truncated at %s", tr__timer_metric[k]);
+    if (!hk_is_finite(v[k]) || v[k] < 0 || v[k] > (double)TR__MAX_COUNT)
+      return hk_reject(in, "%s is %g s, outside 0..2^53 s", tr__timer_metric[k], v[k]);
+  }
+  if (tr__get_end(in)) return -1;
   for (k = 0; k < TR_TIMER_STAGE_COUNT; k++) { /* a resumed run keeps counting from here */
     s->offset[k] = v[k];
     s->pub.time_elapsed[k] = v[k];
@@ -6793,11 +6881,12 @@ static int tr__ng_save(void *user, hk_bytes *out) {
 }
 static int tr__ng_load(void *user, hk_reader *in) {
   tr__ng *s = (tr__ng *)user;
-  uint64_t version;
-  int64_t found, skipped;
+  int64_t found = 0, skipped = 0;
   char *last = NULL;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &found) || tr__get_i64(in, &skipped) || found < 0 ||
-      skipped < 0 || tr__get_str(in, &last) || in->pos != in->len) { free(last); return -1; }
+  if (tr__get_version(in, 1) || tr__get_count(in, "found", 0, &found) || tr__get_count(in, "skipped", 0, &skipped)) return -1;
+  if (skipped > found) return hk_reject(in, "skipped (%lld) is more than found (%lld)", (long long)skipped, (long long)found);
+  if (tr__get_text(in, "the last message", &last)) return -1;
+  if (tr__get_end(in)) { free(last); return -1; }
   s->pub.found = found;
   s->pub.skipped = skipped;
   snprintf(s->last, sizeof s->last, "%s", last);
@@ -6954,14 +7043,20 @@ static int tr__ema_save(void *user, hk_bytes *out) {
 }
 static int tr__ema_load(void *user, hk_reader *in) {
   tr__ema *s = (tr__ema *)user;
-  uint64_t version, n;
-  int64_t averaged;
+  uint64_t n = 0;
+  int64_t averaged = 0;
   float *buf = NULL;
   size_t i;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_i64(in, &averaged) || averaged < 0 || tr__get_u64(in, &n)) return -1;
-  if ((averaged > 0) != (n > 0) || n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4) return -1;
-  if (s->swapped || (s->avg && n && n != s->count)) return -1;
-  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return -1;
+  if (tr__get_version(in, 1) || tr__get_count(in, "n_averaged", 0, &averaged)) return -1;
+  if (tr__get_u64(in, &n)) return hk_reject(in, "truncated at the average's size");
+  if ((averaged > 0) != (n > 0))
+    return hk_reject(in, "n_averaged is %lld but the average holds %llu values (both zero or both not)", (long long)averaged, (unsigned long long)n);
+  if (n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4)
+    return hk_reject(in, "the average should hold %llu values, and %zu bytes follow", (unsigned long long)n, in->len - in->pos);
+  if (s->swapped) return hk_reject(in, "the average is swapped into the model (inside a validation): load it outside one");
+  if (s->avg && n && n != s->count)
+    return hk_reject(in, "the average holds %llu values, this model %zu (a checkpoint of another model?)", (unsigned long long)n, s->count);
+  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return hk_reject(in, "out of memory for %llu values", (unsigned long long)n);
   for (i = 0; i < n; i++) {
     unsigned char x[4];
     uint32_t u;
@@ -7157,10 +7252,14 @@ static int tr__lrf_save(void *user, hk_bytes *out) {
 }
 static int tr__lrf_load(void *user, hk_reader *in) {
   tr__lrf *s = (tr__lrf *)user;
-  uint64_t version, done;
-  double v;
-  if (tr__get_u64(in, &version) || version != 1 || tr__get_u64(in, &done) || done > 1 || tr__get_f64(in, &v) || in->pos != in->len) return -1;
-  if (hk_is_finite(v) && v <= 0) return -1;
+  uint64_t done = 0;
+  double v = 0;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
   s->pub.done = (int)done;
   s->pub.suggestion = v;
   s->pub.suggestion_index = -1;
@@ -7300,35 +7399,61 @@ typedef struct tr__as {
 } tr__as;
 static void tr__as_destroy(void *user) { free(user); }
 
-/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w */
+/* "{0: 4, 5: 2}" -> increasing epochs, factors >= 1; -1 with the reason in w. The grammar is strict:
+   [ "{" ] entry { "," entry } [ "," ] [ "}" ], braces both or neither, spaces anywhere between tokens;
+   entry = epoch ":" factor (decimal digits). "{0: 2" and "{0:2 1:3}" are refused, not guessed at. */
 static int tr__as_parse(tr__as *s, const char *text, tr__why *w) {
+  static const char *const form = "valid: a schedule like \"{0: 4, 5: 2}\" (epoch: factor pairs separated by commas, "
+                                  "epochs 0-based and increasing, factors >= 1, braces optional)";
   const char *p = text;
-  static const char *const form = "a schedule like \"{0: 4, 5: 2}\" (epoch: factor, epochs 0-based and increasing, factors >= 1)";
-  while (*p == ' ') p++;
-  if (*p == '{') p++;
+  int braced;
+#define TR__AS_BAD(...) do { char what_[200]; snprintf(what_, sizeof what_, __VA_ARGS__); \
+    return tr__bad(w, "accumulation_scheduler: scheduling '%s': %s; %s", text, what_, form), -1; } while (0)
+#define TR__AS_SPACE() while (*p == ' ' || *p == '\t') p++
+  TR__AS_SPACE();
+  braced = *p == '{';
+  if (braced) p++;
   for (;;) {
-    char *end;
-    long long e, f;
-    while (*p == ' ' || *p == ',') p++;
-    if (*p == '}' || !*p) break;
-    e = strtoll(p, &end, 10);
-    if (end == p || e < 0 || e > ((int64_t)1 << 40)) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    p = end;
-    while (*p == ' ') p++;
-    if (*p++ != ':') return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    f = strtoll(p, &end, 10);
-    if (end == p) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
-    if (f < 1 || f > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", e, f), -1;
-    if (s->n && e <= s->epochs[s->n - 1])
-      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", e, (long long)s->epochs[s->n - 1], text), -1;
+    long long v[2];
+    int k;
+    TR__AS_SPACE();
+    if (braced && *p == '}' && s->n > 0) break; /* "{0: 2,}" as a Python dict allows */
+    for (k = 0; k < 2; k++) {
+      const char *at;
+      v[k] = 0;
+      if (k) { TR__AS_SPACE(); }
+      at = p;
+      if (*p < '0' || *p > '9') {
+        if (!*p) TR__AS_BAD("it ends where %s was expected", k ? "a factor" : "an epoch");
+        TR__AS_BAD("'%c' at position %d where %s was expected", *p, (int)(p - text), k ? "a factor" : "an epoch");
+      }
+      while (*p >= '0' && *p <= '9') {
+        if (v[k] > 10000000000000LL) TR__AS_BAD("the number at position %d is too large", (int)(at - text));
+        v[k] = v[k] * 10 + (*p++ - '0');
+      }
+      TR__AS_SPACE();
+      if (!k && *p++ != ':') TR__AS_BAD("epoch %lld is not followed by ':'", v[0]);
+    }
+    if (v[0] > ((int64_t)1 << 40)) TR__AS_BAD("epoch %lld is too large (at most 2^40)", v[0]);
+    if (v[1] < 1 || v[1] > 1000000) return tr__bad(w, "accumulation_scheduler: the factor for epoch %lld must be in 1..1000000, got %lld", v[0], v[1]), -1;
+    if (s->n && v[0] <= s->epochs[s->n - 1])
+      return tr__bad(w, "accumulation_scheduler: epochs must increase (%lld after %lld) in '%s'", v[0], (long long)s->epochs[s->n - 1], text), -1;
     if (s->n == TR__AS_MAX) return tr__bad(w, "accumulation_scheduler: at most %d entries", TR__AS_MAX), -1;
-    s->epochs[s->n] = e;
-    s->factors[s->n++] = (int)f;
-    p = end;
+    s->epochs[s->n] = v[0];
+    s->factors[s->n++] = (int)v[1];
+    if (*p == ',') { p++; continue; }
+    if (braced && *p == '}') break;
+    if (!*p && !braced) return 0;
+    if (!*p) TR__AS_BAD("the closing '}' is missing");
+    if (*p >= '0' && *p <= '9') TR__AS_BAD("a ',' is missing before position %d", (int)(p - text));
+    TR__AS_BAD("'%c' at position %d where ','%s was expected", *p, (int)(p - text), braced ? " or '}'" : "");
   }
-  while (*p == '}' || *p == ' ') p++;
-  if (*p || s->n == 0) return tr__bad(w, "accumulation_scheduler: scheduling '%s' is not %s", text, form), -1;
+  p++; /* the '}' */
+  TR__AS_SPACE();
+  if (*p) TR__AS_BAD("'%c' at position %d after the closing '}'", *p, (int)(p - text));
   return 0;
+#undef TR__AS_BAD
+#undef TR__AS_SPACE
 }
 static int tr__as_factor(const tr__as *s, int64_t epoch) {
   int i, f = 1; /* before the first key: 1 (Lightning adds {0: 1}) */
@@ -9528,7 +9653,35 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
    rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
-   through on_exception, without a hang.
+   through on_exception, without a hang. Every vote also carries its agreement point's identity (its
+   line in train.h): ranks at different points (a tr_set_accumulation or a tr_save on one rank only)
+   all fail there with TR_ERR_COMM, "the ranks are out of step ... rank 0 at train.h:N, rank 1 at
+   train.h:M", and communicate no more until the next run's start, before a gradient sum could pair
+   with the wrong call. Two int64 more in the vote: nothing else on the step path.
+
+   START AGREEMENTS: what must be the same on every rank is compared before anything relies on it, by
+   an all-gather of a few numbers per rank; a difference fails every rank with one message naming it
+   and the values per rank ("max_epochs (rank 0: 3, rank 1: 1)"). tr_init: model.n_params, the
+   tensors' names, offsets and counts, model.on_device, the seed, the optimizer and schedule settings
+   (TR_ERR_INVALID). The start of tr_fit / tr_validate / tr_test / tr_predict: which function each
+   rank called, and for tr_fit the resolved max_epochs, max_steps, min_epochs, min_steps,
+   limit_train_batches, limit_val_batches, num_sanity_val_steps, val_every_n_steps,
+   val_every_n_epochs, accumulate_grad_batches, gradient clipping, whether val / save_to are set and
+   whether the data are iterators (TR_ERR_INVALID, before setup fires). After resume_from: the loop
+   counters (a resume on some ranks only fails every rank through on_exception). A rank whose own
+   tr_init, tr_fit or evaluation refuses its arguments takes part with its error, so the others fail
+   with "rank 1: tr_init: threads is -1 ..." instead of waiting.
+
+   A RANK THAT IS GONE: a rank that returns before a collective (an error of its own before tr_fit)
+   and calls MPI_Finalize leaves the others waiting, and Open MPI's MPI_Finalize then waits for them
+   too: the job hangs (a rank that exits without MPI_Finalize makes mpirun end the job). tr_init
+   (MPI_Comm_idup) and the start agreements therefore poll a nonblocking collective for at most
+   tr_desc.mpi_timeout seconds (default 1800, torch.distributed's; < 0 forever), then fail with
+   TR_ERR_COMM: "not every rank arrived within 1800 s". The pending collective cannot be cancelled,
+   so the trainer's MPI state is left to MPI (not freed) and the trainer communicates no more: end the
+   job (MPI_Abort). The collectives inside a run are not timed (no cost on the step path): a rank that
+   dies in a fit is ended by mpirun. Rule: every rank calls tr_init, tr_fit, tr_validate, tr_test,
+   tr_predict and tr_save alike, and on an error of its own calls MPI_Abort rather than returning alone.
 
    DATA: with random-access data (get) the trainer shards: the same shuffle on every rank, and local
    batch b of rank r is the data's batch b * W + r. Training takes floor(count / W) batches per rank
@@ -9562,9 +9715,13 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
    synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
    splits the batches differently (not bit-exact). */
 #ifdef TRAIN_MPI
+#ifdef TR__POSIX
+#  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
+#endif
 
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
 #define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
+#define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
 
 /* The vote of an agreement point: X(field, how two ranks' values combine into one). */
 #define TR__VOTE(X) \
@@ -9575,7 +9732,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
-  X(MOST,     a > b ? a : b)
+  X(MOST,     a > b ? a : b) \
+  X(SITE_LO,  a < b ? a : b)      /* which agreement point (its line): ranks that differ are out of step */ \
+  X(SITE_HI,  a > b ? a : b)
 enum {
 #define TR__X(name, op) TR__V_##name,
   TR__VOTE(TR__X)
@@ -9588,9 +9747,12 @@ typedef struct tr__dist {
   MPI_Datatype vote_type;   /* one vote: TR__V_COUNT int64 */
   MPI_Op vote_op;           /* tr__dist_combine */
   int rank, world;
+  int broken;               /* the ranks were out of step: no collective until the next run's start */
+  int dead;                 /* a start agreement timed out: no collective ever again (a rank is gone) */
   int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
+  int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
 #ifdef TRAIN_CUDA
   ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
 #endif
@@ -9623,14 +9785,139 @@ static tr_err tr__dist_fail(tr_trainer *t, int rc, const char *what) {
   return tr__fail(t, TR_ERR_COMM, "%s failed: %s", what, msg);
 }
 
-static tr_err tr__dist_init(tr_trainer *t) {
+/* Wait for a nonblocking collective of a start agreement, at most `limit` seconds (< 0: forever).
+   1 when it completed (rc its result), 0 when the time ran out (it stays pending: MPI cannot cancel a
+   collective, so the memory it writes to is never freed). The first millisecond polls, then 1 ms naps. */
+static int tr__dist_wait(MPI_Request *rq, double limit, int *rc) {
+  double start = MPI_Wtime(), now;
+  int done = 0;
+  for (;;) {
+    *rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS || done) return 1;
+    now = MPI_Wtime();
+    if (limit >= 0 && now - start > limit) return 0;
+#ifdef TR__POSIX
+    if (now - start > 1e-3) (void)poll(NULL, 0, 1);
+#endif
+  }
+}
+
+static const char *tr__dist_timeout_hint =
+  "a rank that returned or failed before this call (e.g. on an error of its own before tr_fit) leaves the "
+  "others waiting: every rank must call tr_init, tr_fit, tr_validate, tr_test and tr_predict alike; "
+  "tr_desc.mpi_timeout sets the limit. This trainer cannot communicate any more: end the job "
+  "(MPI_Abort(MPI_COMM_WORLD, 1))";
+
+/* "rank 0: 3, rank 1: 1" (a value per rank; beyond 8 ranks, each distinct value with its first ranks). */
+static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
+  size_t len = 0;
+  int r, k, shown = 0;
+#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
+#define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
+    else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
+    else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
+  out[0] = 0;
+  if (world <= 8) {
+    for (r = 0; r < world; r++) { TR__PUT("%srank %d: ", r ? ", " : "", r); TR__VAL(all[(size_t)r * TR__FACTS + at]); }
+    return;
+  }
+  for (r = 0; r < world && shown < 4; r++) { /* a value not seen on an earlier rank */
+    int64_t v = all[(size_t)r * TR__FACTS + at], count = 0, listed = 0;
+    for (k = 0; k < r && all[(size_t)k * TR__FACTS + at] != v; k++) {}
+    if (k < r) continue;
+    TR__PUT("%s", shown++ ? "; " : "");
+    TR__VAL(v);
+    TR__PUT(" on rank");
+    for (k = r; k < world; k++)
+      if (all[(size_t)k * TR__FACTS + at] == v && count++ < 3) TR__PUT("%s %d", listed++ ? "," : "", k);
+    if (count > 3) TR__PUT(" and %lld more", (long long)(count - 3));
+  }
+  if (shown == 4) TR__PUT("; ...");
+#undef TR__VAL
+#undef TR__PUT
+}
+
+/* One start agreement: every rank's facts (where it is, its own error, then n named facts) gathered,
+   with tr_desc.mpi_timeout. Then every rank knows the same: a rank's error is sent to every other
+   rank ("rank 1: ..."), and facts that differ between ranks are one error naming each with its values
+   per rank. Returns this rank's outcome (its own error first). */
+typedef struct tr__fact { const char *name; char kind; int64_t v; } tr__fact; /* kind: i int, b set, d double, x hash */
+static const char *const tr__dist_where[] = { "", "tr_init", "tr_fit", "tr_validate", "tr_test", "tr_predict", "tr_fit (after resuming)" };
+enum { TR__AT_INIT = 1, TR__AT_FIT, TR__AT_VALIDATE, TR__AT_TEST, TR__AT_PREDICT, TR__AT_RESUMED };
+
+static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err failed, const tr__fact *f, int n, const char *what) {
+  int64_t mine[TR__FACTS];
+  const int64_t *all = d->facts;
+  int r, i, rc, first = -1, differ = 0;
+  MPI_Request rq;
+  char vals[320];
+  size_t len;
+  if (d->dead)
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "%s: an earlier agreement between the ranks timed out, so this "
+                                      "trainer cannot communicate any more (end the job and start it again)", tr__dist_where[where]);
+  d->broken = 0; /* a new run: the ranks meet here again */
+  memset(mine, 0, sizeof mine);
+  mine[0] = where;
+  mine[1] = failed;
+  for (i = 0; i < n && !failed; i++) mine[2 + i] = f[i].v;
+  rc = MPI_Iallgather(mine, TR__FACTS, MPI_INT64_T, d->facts, TR__FACTS, MPI_INT64_T, d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) {
+    d->dead = 1;
+    if (failed) return failed;
+    return tr__fail(t, TR_ERR_COMM, "%s: not every rank arrived within %g s (%d ranks); %s", tr__dist_where[where],
+                    t->tr__mpi_timeout, d->world, tr__dist_timeout_hint);
+  }
+  if (rc != MPI_SUCCESS) { d->dead = 1; return failed ? failed : tr__dist_fail(t, rc, "MPI_Iallgather (start agreement)"); }
+  for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
+  if (r < d->world) { /* every rank can tell: nobody sends anything more */
+    if (failed) return failed;
+    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
+    for (r = 0; r < d->world && len < sizeof t->error; r++) {
+      int64_t w = all[(size_t)r * TR__FACTS];
+      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
+                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
+    }
+    t->tr__err = TR_ERR_INVALID;
+    return TR_ERR_INVALID;
+  }
+  for (r = 0; r < d->world && first < 0; r++) if (all[(size_t)r * TR__FACTS + 1]) first = r;
+  if (first >= 0) { /* the first failed rank tells every other rank why */
+    struct { char msg[sizeof t->error]; } why;
+    int64_t code = all[(size_t)first * TR__FACTS + 1];
+    memset(&why, 0, sizeof why);
+    if (d->rank == first) memcpy(why.msg, t->error, sizeof why.msg);
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first, d->comm);
+    if (failed) return failed;
+    if (rc != MPI_SUCCESS) return tr__dist_fail(t, rc, "MPI_Bcast (error message)");
+    why.msg[sizeof why.msg - 1] = 0;
+    return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
+  }
+  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
+  for (i = 0; i < n; i++) {
+    for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
+    if (r == d->world) continue;
+    tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
+    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
+    differ++;
+  }
+  if (!differ) { t->error[0] = 0; return TR_OK; }
+  t->tr__err = TR_ERR_INVALID;
+  return TR_ERR_INVALID;
+}
+
+static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
+
+static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
-  int init = 0, done = 0, world = 1, rank = 0, rc;
+  int init = 0, done = 0, world = 1, rank = 0, rc, i;
+  uint64_t layout = TR__FNV_START, optim = TR__FNV_START;
+  MPI_Request rq;
+  tr_err e;
   MPI_Initialized(&init);
   if (!init) {
     MPI_Finalized(&done);
-    if (done) return tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
-    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Init");
+    if (done) return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
+    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Init");
     if (!tr__dist_we_initialised) atexit(tr__dist_finalize);
     tr__dist_we_initialised = 1;
   }
@@ -9638,29 +9925,68 @@ static tr_err tr__dist_init(tr_trainer *t) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
-  if (world == 1) return TR_OK; /* one process: the plain trainer */
+  if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
-  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
-  d->rank = rank;
-  d->world = world;
-  d->sums = (double *)malloc((size_t)world * sizeof(double));
-  if (world >= 3) {
-    size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
-    d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+  if (d) {
+    d->rank = rank;
+    d->world = world;
+    d->sums = (double *)malloc((size_t)world * sizeof(double));
+    d->facts = (int64_t *)malloc((size_t)world * TR__FACTS * sizeof(int64_t));
+    if (world >= 3 && !failed) {
+      size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
+      d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+    }
   }
-  if (!d->sums || (world >= 3 && !d->gather)) {
-    free(d->sums); free(d->gather); free(d);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy's buffers");
+  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather)) { /* cannot take part: the others time out */
+    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d); }
+    return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
   }
-  if ((rc = MPI_Comm_dup(MPI_COMM_WORLD, &d->comm)) != MPI_SUCCESS) {
-    free(d->sums); free(d->gather); free(d);
-    return tr__dist_fail(t, rc, "tr_init: MPI_Comm_dup");
+  /* the trainer's own communicator, made without waiting forever for a rank that never comes */
+  rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) /* d stays allocated: MPI may still write it */
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
+                                      t->tr__mpi_timeout, world, tr__dist_timeout_hint);
+  if (rc != MPI_SUCCESS) {
+    free(d->sums); free(d->facts); free(d->gather); free(d);
+    return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
   }
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
   MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
   MPI_Type_commit(&d->vote_type);
   MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
   t->tr__dist = d;
+  /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
+     tensors' names, offsets and counts say what each float is (DDP checks the parameters' shapes). */
+  if (!failed) {
+    for (i = 0; i < t->model.n_tensors; i++) {
+      const tr_tensor *x = &t->model.tensors[i];
+      uint64_t at = x->offset, count = x->count;
+      layout = tr__dist_hash(layout, x->name, strlen(x->name) + 1);
+      layout = tr__dist_hash(layout, &at, sizeof at);
+      layout = tr__dist_hash(layout, &count, sizeof count);
+    }
+#define TR__H(field) optim = tr__dist_hash(optim, &(field), sizeof(field))
+    TR__H(t->optim.kind); TR__H(t->optim.lr); TR__H(t->optim.weight_decay); TR__H(t->optim.momentum);
+    TR__H(t->optim.dampening); TR__H(t->optim.nesterov); TR__H(t->optim.beta1); TR__H(t->optim.beta2); TR__H(t->optim.eps);
+    TR__H(t->sched.kind); TR__H(t->sched.warmup); TR__H(t->sched.step_size); TR__H(t->sched.total);
+    TR__H(t->sched.gamma); TR__H(t->sched.min_factor); TR__H(t->sched.per_epoch);
+#undef TR__H
+  }
+  {
+    tr__fact f[6];
+    f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
+    f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
+    f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
+    f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
+    f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
+    f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
+    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 6, "the model or its training settings (every rank needs the same)");
+  }
+  if (e) {
+    if (!d->dead) tr__dist_free(t);
+    else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
+    return e;
+  }
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
     ncclUniqueId id;
@@ -9679,10 +10005,69 @@ static tr_err tr__dist_init(tr_trainer *t) {
   return TR_OK;
 }
 
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
+  tr__fact f[16];
+  double clip = 0;
+  int n = 0;
+  if (!t->tr__dist) return failed;
+  if (!failed) clip = c->gradient_clip_val;
+#define TR__F(nm, k, val) do { f[n].name = (nm); f[n].kind = (k); f[n].v = failed ? 0 : (int64_t)(val); n++; } while (0)
+  TR__F("max_epochs", 'i', c->max_epochs);
+  TR__F("max_steps", 'i', c->max_steps);
+  TR__F("min_epochs", 'i', c->min_epochs);
+  TR__F("min_steps", 'i', c->min_steps);
+  TR__F("limit_train_batches", 'i', c->limit_train_batches);
+  TR__F("limit_val_batches", 'i', c->limit_val_batches);
+  TR__F("num_sanity_val_steps", 'i', c->num_sanity_val_steps);
+  TR__F("val_every_n_steps", 'i', c->val_every_n_steps);
+  TR__F("val_every_n_epochs", 'i', c->val_every_n_epochs);
+  TR__F("accumulate_grad_batches", 'i', c->accumulate_grad_batches);
+  TR__F("val", 'b', !failed && c->val != NULL);
+  TR__F("train.next (an iterator)", 'b', !failed && c->train && c->train->next != NULL);
+  TR__F("val.next (an iterator)", 'b', !failed && c->val && c->val->next != NULL);
+  TR__F("gradient_clip_algorithm", 'i', c->gradient_clip_algorithm);
+  f[n].name = "gradient_clip_val"; f[n].kind = 'd';
+  memcpy(&f[n].v, &clip, sizeof clip);
+  n++;
+  TR__F("save_to", 'b', !failed && c->save_to != NULL);
+#undef TR__F
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+}
+
+static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  tr__fact f[2];
+  int where = stage == HK_STAGE_TEST ? TR__AT_TEST : stage == HK_STAGE_PREDICT ? TR__AT_PREDICT : TR__AT_VALIDATE;
+  if (!t->tr__dist) return failed;
+  f[0].name = "limit_batches"; f[0].kind = 'i'; f[0].v = limit;
+  f[1].name = "data.next (an iterator)"; f[1].kind = 'b'; f[1].v = data && data->next != NULL;
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, where, failed, f, 2, "the run's arguments");
+}
+
+/* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
+   rank that failed (its load, say) is told to the others by the agreement that follows. */
+static void tr__dist_check_resumed(tr_trainer *t) {
+  tr__fact f[7];
+  tr_err e;
+  if (!t->tr__dist) return;
+  f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
+  f[1].name = "global_step"; f[1].kind = 'i'; f[1].v = t->global_step;
+  f[2].name = "epoch_batch"; f[2].kind = 'i'; f[2].v = t->epoch_batch;
+  f[3].name = "the accumulation window's position"; f[3].kind = 'i'; f[3].v = t->tr__accum_pos;
+  f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
+  f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
+  f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 7,
+                      "the counters they start from (every rank must resume from the same checkpoint, or none)");
+  if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
+}
+
 static void tr__dist_free(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int done = 0;
   if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
   MPI_Finalized(&done);
 #ifdef TRAIN_CUDA
   if (d->nccl) ncclCommDestroy(d->nccl);
@@ -9693,14 +10078,34 @@ static void tr__dist_free(tr_trainer *t) {
     MPI_Comm_free(&d->comm);
   }
   free(d->sums);
+  free(d->facts);
   free(d->gather);
   free(d);
-  t->tr__dist = NULL;
+}
+
+/* The ranks reached different agreement points (different paths through the loop): each learns where
+   the others are, then none communicates until the next run's start (they cannot meet again). */
+static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
+  int64_t mine = site;
+  int r, rc;
+  size_t len;
+  char msg[sizeof t->error];
+  d->broken = 1;
+  rc = MPI_Allgather(&mine, 1, MPI_INT64_T, d->facts, 1, MPI_INT64_T, d->comm);
+  len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                         "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                         "talking where they were:");
+  for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld", r ? "," : "", r, (long long)(d->facts[r] / 2));
+  if (t->tr__err) return; /* (its own error stays) */
+  tr__fail(t, TR_ERR_COMM, "%s", msg);
 }
 
 /* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
-   combined as the list says; the agreed values act on this rank at once. v gets the result. */
-static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v) {
+   combined as the list says; the agreed values act on this rank at once. v gets the result. `site`
+   names the agreement point: ranks at different points are out of step, found here before any other
+   collective can pair with the wrong one. */
+static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int64_t mine[TR__V_COUNT];
   int rc;
@@ -9711,8 +10116,11 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
+  mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
+  if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
+  if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
@@ -9730,9 +10138,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v)
   }
 }
 
-static void tr__dist_agree(tr_trainer *t) {
+static void tr__dist_agree_at(tr_trainer *t, int site) {
   int64_t v[TR__V_COUNT];
-  if (t->tr__dist) tr__dist_vote(t, 0, 0, v);
+  if (t->tr__dist) tr__dist_vote(t, 0, 0, v, site);
 }
 
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int equal, const char *what) {
@@ -9740,7 +10148,7 @@ static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int
   int64_t v[TR__V_COUNT], mine = n;
   if (!d) return n;
   if (data->get) mine = equal ? n / d->world : (n > d->rank ? (n - d->rank + d->world - 1) / d->world : 0);
-  tr__dist_vote(t, 0, mine, v);
+  tr__dist_vote(t, 0, mine, v, 2 * __LINE__ + (equal ? 1 : 0)); /* training's count or an evaluation's */
   d->most = v[TR__V_MOST];
   if (equal && !t->tr__err && v[TR__V_LEAST] != v[TR__V_MOST])
     tr__fail(t, TR_ERR_MODEL, "%s data: the ranks have %lld to %lld batches per epoch; with several processes every "
@@ -9781,7 +10189,8 @@ static void tr__dist_grads(tr_trainer *t) {
   int64_t v[TR__V_COUNT];
   int rc;
   if (!d) return;
-  tr__dist_vote(t, t->tr__accum_n, 0, v);
+  tr__dist_vote(t, t->tr__accum_n, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return; /* (failed: the sum below is skipped on every rank alike) */
   t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
 #ifdef TRAIN_CUDA
@@ -9807,7 +10216,8 @@ static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
   double s = 0;
   int r, rc;
   if (!d) return;
-  tr__dist_vote(t, *counted, 0, v);
+  tr__dist_vote(t, *counted, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return;
   *counted = v[TR__V_SUM];
   rc = MPI_Allgather(sum, 1, MPI_DOUBLE, d->sums, 1, MPI_DOUBLE, d->comm);
   if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Allgather (evaluation loss)"); return; }
@@ -9819,7 +10229,7 @@ static void tr__dist_paths(tr_trainer *t) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int32_t head[2] = { 0, 0 }; /* rank 0's count of paths (-1: one is too long) and default flag */
   int i, rc;
-  if (!d) return;
+  if (!d || d->broken || d->dead) return; /* (broken: the run has failed; nothing is saved) */
   if (d->rank == 0) {
     head[0] = t->ctx.n_checkpoint_paths < 0 || t->ctx.n_checkpoint_paths > HK_MAX_CHECKPOINT_PATHS ? 0 : t->ctx.n_checkpoint_paths;
     head[1] = t->ctx.checkpoint_default;
@@ -9847,9 +10257,14 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
 }
 
 #else /* one process: nothing to do */
-static tr_err  tr__dist_init(tr_trainer *t) { (void)t; return TR_OK; }
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed) { (void)t; return failed; }
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) { (void)t; (void)c; return failed; }
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  (void)t; (void)stage; (void)data; (void)limit; return failed;
+}
+static void    tr__dist_check_resumed(tr_trainer *t) { (void)t; }
 static void    tr__dist_free(tr_trainer *t) { (void)t; }
-static void    tr__dist_agree(tr_trainer *t) { (void)t; }
+static void    tr__dist_agree_at(tr_trainer *t, int site) { (void)t; (void)site; }
 static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what) { (void)t; (void)d; (void)equal; (void)what; return n; }
 static int64_t tr__dist_index(const tr_trainer *t, int64_t b) { (void)t; return b; }
 static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return n == 0; }

@@ -9,7 +9,10 @@
 #                           SIGTERM / bad resume_from / failing configure_model on one rank ends every rank
 #                           the same way; uneven batch counts; rank-zero-only hooks; model_checkpoint and
 #                           early_stopping on every rank (rank 0 alone writes files); a checkpoint requested
-#                           on the last rank, written by rank 0, resumed in a new mpirun: exact; the example
+#                           on the last rank, written by rank 0, resumed in a new mpirun: exact; ranks that
+#                           differ (run length, model size or layout, a refused config, a resume, the
+#                           accumulation, the function called, a rank gone early) fail every rank with an
+#                           error naming the values per rank instead of hanging (test_mpi mismatch); the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
 #                           C++11 with mpicxx) linked with a user TU built without MPI; the program runs
@@ -62,6 +65,13 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 8 ./test_mpi uneven > scen.out 2>&1 \
 	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
 	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \
+	for w in 2 3; do for m in epochs "size hidden=16,32,16" "size hidden=16,116666,16" "size hidden=16,16,32" names initfail \
+	    fitfail val resume outofstep calls exit exitinit; do set -- $$m; \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi mismatch what=$$1 $$2 > scen.out 2>&1 \
+	    || { cat scen.out; echo "test-mpi: mismatch $$m on $$w ranks failed (or hung)"; exit 1; }; done; done; \
+	echo "test-mpi: mismatches (max_epochs, 99/195/~700k parameters, tensor names, validation data, a refused tr_init or tr_fit \
+	config, a resume on one rank, tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
+	a clear error on every rank, no hang (2 and 3 ranks)"; \
 	for m in stop fail skip sigterm uneven rank0 configfail mc; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=straight.bin epochs=4 > fit.out; \

@@ -674,6 +674,166 @@ static void test_mc_state_load(void **state) {
   sc_free(&m, &t);
 }
 
+/* ---- loaded states are range-checked (issue 18) ----------------------------------------------------
+   Every stateful callback refuses a state whose fields are out of range, naming the field and the valid
+   range, as tr_load does for the LOOP counters; a refused state leaves the callback as it was. The two
+   overflows found with UBSan (this test also runs in the ASan+UBSan build, with float-cast-overflow):
+   early_stopping loaded with wait_count = patience = INT64_MAX overflowed at its next check, and a timer
+   loaded with 1.8e161 s elapsed overflowed a cast in its verbose message. */
+typedef struct sbytes { unsigned char b[512]; size_t n; } sbytes; /* a state, as a checkpoint holds it */
+static void put64(sbytes *x, uint64_t v) { int i; for (i = 0; i < 8; i++) x->b[x->n++] = (unsigned char)(v >> (8 * i)); }
+static void putf(sbytes *x, double d) { uint64_t u; memcpy(&u, &d, 8); put64(x, u); }
+static void putstr(sbytes *x, const char *str) {
+  size_t i, n = strlen(str);
+  for (i = 0; i < 4; i++) x->b[x->n++] = (unsigned char)(n >> (8 * i));
+  memcpy(x->b + x->n, str, n);
+  x->n += n;
+}
+static sbytes es_state(int64_t wait, int64_t stopped, double best, int64_t patience) {
+  sbytes x = { { 0 }, 0 };
+  put64(&x, 1); put64(&x, (uint64_t)wait); put64(&x, (uint64_t)stopped); putf(&x, best); put64(&x, (uint64_t)patience);
+  put64(&x, 0); putstr(&x, ""); put64(&x, 0);
+  return x;
+}
+static void expect_refused(hk_registry *reg, const char *key, const sbytes *x, const char *needle) {
+  assert_int_equal(hk_state_load(reg, key, x->b, x->n), HK_ERR_STATE);
+  if (!strstr(hk_last_error(reg), needle)) fail_msg("state of '%s': error '%s' lacks '%s'", key, hk_last_error(reg), needle);
+}
+static hk_signal clock_jump(hk_ctx *ctx, void *user) { (void)ctx; ((sc *)user)->clock = 1e300; return HK_CONTINUE; }
+static void test_state_ranges(void **state) {
+  static const double v[] = { 5, 5, 5, 5, 5, 5 };
+  static const char *const es_key = "early_stopping{monitor=val/loss,mode=min}";
+  sc m;
+  tr_trainer t;
+  hk_handle hes, htm, hmc, hng, hema, hlrf;
+  tr_config c = sc_cfg(3);
+  sbytes x;
+  const char *mc_key;
+  char mc_name[300];
+  (void)state;
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2 }, &hes), TR_OK);
+  assert_int_equal(tr_timer(t.reg, &(tr_timer_desc){ .duration = "00:00:00:10", .clock = sc_now, .clock_user = &m, .verbose = 1 }, &htm), TR_OK);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss" }, &hmc), TR_OK);
+  assert_int_equal(tr_nan_guard(t.reg, &(tr_nan_guard_desc){ 0 }, &hng), TR_OK);
+  assert_int_equal(tr_ema(t.reg, &(tr_ema_desc){ 0 }, &hema), TR_OK);
+  assert_int_equal(tr_lr_finder(t.reg, &(tr_lr_finder_desc){ 0 }, &hlrf), TR_OK);
+  snprintf(mc_name, sizeof mc_name, "%s", hk_callback_get(t.reg, hmc)->name);
+  mc_key = mc_name;
+
+  /* early_stopping: the counters as the LOOP counters (0..2^53), patience as its constructor (0..INT_MAX) */
+  x = es_state(INT64_MAX, 0, -INFINITY, INT64_MAX);
+  expect_refused(t.reg, es_key, &x, "wait_count is 9223372036854775807, outside 0..2^53");
+  x = es_state(5, 0, -INFINITY, INT64_MAX);
+  expect_refused(t.reg, es_key, &x, "patience is 9223372036854775807, outside 0..2147483647");
+  x = es_state(-1, 0, 1.0, 3);
+  expect_refused(t.reg, es_key, &x, "wait_count is -1, outside 0..2^53");
+  x = es_state(0, INT64_MAX, 1.0, 3);
+  expect_refused(t.reg, es_key, &x, "stopped_epoch is 9223372036854775807");
+  x = es_state(0, 0, NAN, 3);
+  expect_refused(t.reg, es_key, &x, "best_score is NaN");
+  x = es_state(0, 0, 1.0, 3);
+  x.n--;
+  expect_refused(t.reg, es_key, &x, "held is truncated or not 0 or 1");
+  x = es_state(0, 0, 1.0, 3);
+  x.b[x.n++] = 0;
+  expect_refused(t.reg, es_key, &x, "1 bytes after the end of the state");
+  x = es_state(0, 0, 1.0, 3);
+  x.b[0] = 2;
+  expect_refused(t.reg, es_key, &x, "state version 2; this build reads version 1");
+  assert_int_equal(tr_early_stopping_get(t.reg, hes)->patience, 2); /* unchanged by the refusals */
+  /* the largest values it accepts cannot overflow: wait_count 2^53 counts on, patience INT_MAX */
+  x = es_state((int64_t)1 << 53, 0, -INFINITY, INT32_MAX);
+  assert_int_equal(hk_state_load(t.reg, es_key, x.b, x.n), HK_OK);
+
+  /* timer: every stage's elapsed time finite and in 0..2^53 s */
+  x.n = 0;
+  put64(&x, 1); putf(&x, 1.8e161); putf(&x, 0); putf(&x, 0); putf(&x, 0); putf(&x, 0);
+  expect_refused(t.reg, "timer", &x, "time/train is 1.8e+161 s, outside 0..2^53 s");
+  x.n = 0;
+  put64(&x, 1); putf(&x, 0); putf(&x, 0); putf(&x, -1); putf(&x, 0); putf(&x, 0);
+  expect_refused(t.reg, "timer", &x, "time/validate is -1 s");
+  x.n = 0;
+  put64(&x, 1); putf(&x, 0); putf(&x, 0); putf(&x, 0); putf(&x, INFINITY); putf(&x, 0);
+  expect_refused(t.reg, "timer", &x, "time/test is inf s");
+  assert_true(tr_timer_get(t.reg, htm)->time_elapsed[TR_TIMER_TRAIN] == 0);
+
+  /* model_checkpoint: last_global_step_saved in -1..2^53 */
+  x.n = 0;
+  put64(&x, 1); putstr(&x, m.dir); putstr(&x, ""); putf(&x, NAN); putstr(&x, ""); putf(&x, NAN); putstr(&x, ""); putf(&x, NAN);
+  put64(&x, (uint64_t)INT64_MAX); putstr(&x, ""); put64(&x, 0);
+  expect_refused(t.reg, mc_key, &x, "last_global_step_saved is 9223372036854775807, outside -1..2^53");
+  x.n -= 20; /* step, newest, n */
+  put64(&x, 3); putstr(&x, ""); put64(&x, 1000);
+  expect_refused(t.reg, mc_key, &x, "best_k_models has 1000 entries");
+
+  /* nan_guard: the counters in 0..2^53, skipped <= found */
+  x.n = 0;
+  put64(&x, 1); put64(&x, (uint64_t)INT64_MAX); put64(&x, 0); putstr(&x, "");
+  expect_refused(t.reg, "nan_guard", &x, "found is 9223372036854775807, outside 0..2^53");
+  x.n = 0;
+  put64(&x, 1); put64(&x, 1); put64(&x, 2); putstr(&x, "");
+  expect_refused(t.reg, "nan_guard", &x, "skipped (2) is more than found (1)");
+
+  /* ema: n_averaged in 0..2^53, the average's size consistent with it */
+  x.n = 0;
+  put64(&x, 1); put64(&x, (uint64_t)INT64_MAX); put64(&x, 1); putf(&x, 0); x.n -= 4;
+  expect_refused(t.reg, "ema", &x, "n_averaged is 9223372036854775807");
+  x.n = 0;
+  put64(&x, 1); put64(&x, 3); put64(&x, 0);
+  expect_refused(t.reg, "ema", &x, "n_averaged is 3 but the average holds 0 values");
+
+  /* lr_finder: a suggestion is a learning rate (finite, > 0) or NaN */
+  x.n = 0;
+  put64(&x, 1); put64(&x, 1); putf(&x, INFINITY);
+  expect_refused(t.reg, "lr_finder", &x, "suggestion is inf; a learning rate is finite and > 0");
+  x.n = 0;
+  put64(&x, 1); put64(&x, 2); putf(&x, 0.1);
+  expect_refused(t.reg, "lr_finder", &x, "done is truncated or not 0 or 1");
+  assert_int_equal(hk_off(t.reg, hlrf), HK_OK); /* (it would sweep in the fit below) */
+
+  /* the reason reaches tr_load's message through hk_state_load_all */
+  {
+    hk_state_blob b;
+    x = es_state(INT64_MAX, 0, -INFINITY, INT64_MAX);
+    memset(&b, 0, sizeof b);
+    b.key = es_key;
+    b.data = x.b;
+    b.len = x.n;
+    assert_int_equal(hk_state_load_all(t.reg, &b, 1), HK_ERR_STATE);
+    assert_non_null(strstr(hk_last_error(t.reg), "wait_count is 9223372036854775807, outside 0..2^53; the callbacks loaded before it were restored"));
+  }
+
+  /* the fit runs from the largest accepted values: no overflow (UBSan); patience is exhausted at the first check */
+  x = es_state((int64_t)1 << 53, 0, -INFINITY, INT32_MAX);
+  assert_int_equal(hk_state_load(t.reg, es_key, x.b, x.n), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.global_step, NB);
+  assert_true(tr_early_stopping_get(t.reg, hes)->wait_count == ((int64_t)1 << 53) + 1);
+  assert_int_equal(tr_early_stopping_get(t.reg, hes)->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
+  sc_free(&m, &t);
+
+  /* a timer loaded with the largest accepted time stops at fit start; its message has no overflowing cast */
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_timer(t.reg, &(tr_timer_desc){ .duration = "00:00:00:10", .clock = sc_now, .clock_user = &m, .verbose = 1 }, &htm), TR_OK);
+  x.n = 0;
+  put64(&x, 1); putf(&x, (double)((int64_t)1 << 53)); putf(&x, 0); putf(&x, 0); putf(&x, 0); putf(&x, 0);
+  assert_int_equal(hk_state_load(t.reg, "timer", x.b, x.n), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_non_null(strstr(sc_logtext(&m), "Time limit reached. Elapsed time is 2501999792983:36:32."));
+  assert_int_equal(t.global_step, 0);
+  sc_free(&m, &t);
+
+  /* a user clock that jumps past what a long long holds: the message prints seconds, no cast */
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_timer(t.reg, &(tr_timer_desc){ .duration = "00:00:00:10", .clock = sc_now, .clock_user = &m, .verbose = 1 }, &htm), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_START, clock_jump, &m, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_non_null(strstr(sc_logtext(&m), "Time limit reached. Elapsed time is 1e+300 s."));
+  assert_int_equal(t.global_step, 1);
+  sc_free(&m, &t);
+}
+
 /* templates: formats, missing metrics as 0, auto_insert off, '/' never makes a directory */
 static hk_signal set_metrics(hk_ctx *ctx, void *user) {
   (void)user;
@@ -1470,6 +1630,7 @@ int main(void) {
     cmocka_unit_test(test_mc_every_n_train_steps_and_time),
     cmocka_unit_test(test_mc_max_every_2_epochs),
     cmocka_unit_test(test_mc_state_load),
+    cmocka_unit_test(test_state_ranges),
     cmocka_unit_test(test_mc_templates),
     cmocka_unit_test(test_mc_missing_monitor),
     cmocka_unit_test(test_timer),

@@ -743,6 +743,52 @@ static void test_accumulation_scheduler(void **state) {
   lin_free(&m, &t);
 }
 
+/* The scheduling string's grammar is strict (issue 18): a missing '}' or ',' is refused with a message
+   that names the problem and the valid form, not read as something else. */
+static void test_accumulation_scheduler_grammar(void **state) {
+  static const struct { const char *text, *needle; } bad[] = {
+    { "{0: 2", "the closing '}' is missing" },
+    { "{0:2 1:3}", "a ',' is missing before position 5" },
+    { "0:2 1:3", "a ',' is missing before position 4" },
+    { "{0: 2}}", "'}' at position 6 after the closing '}'" },
+    { "0: 2}", "'}' at position 4 where ',' was expected" },
+    { "{}", "'}' at position 1 where an epoch was expected" },
+    { "{0: 2,,}", "',' at position 6 where an epoch was expected" },
+    { "{0: }", "'}' at position 4 where a factor was expected" },
+    { "{0: 2, 3:", "it ends where a factor was expected" },
+    { "{0: 2.5}", "'.' at position 5 where ',' or '}' was expected" },
+    { "{0: +2}", "'+' at position 4 where a factor was expected" },
+    { "{99999999999999999999: 2}", "is too large" },
+    { "{2199023255553: 2}", "epoch 2199023255553 is too large" },
+  };
+  static const struct { const char *text; int n, last; } good[] = {
+    { "{0: 2}", 1, 2 }, { "{0: 2,}", 1, 2 }, { " { 0 : 2 , 3 : 4 } ", 2, 4 }, { "0:2, 3:4", 2, 4 }, { "{0:2,\t5:1}", 2, 1 },
+  };
+  lin m;
+  tr_trainer t;
+  size_t i;
+  char spec[200];
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(spec, sizeof spec, "accumulation_scheduler(scheduling=\"%s\")", bad[i].text);
+    expect_bad_spec(&t, spec, bad[i].needle);
+    expect_bad_spec(&t, spec, "valid: a schedule like \"{0: 4, 5: 2}\"");
+    expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = bad[i].text }, NULL), bad[i].needle);
+  }
+  for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+    hk_handle h;
+    const tr_accumulation_scheduler_state *st;
+    assert_int_equal(tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = good[i].text }, &h), TR_OK);
+    st = tr_accumulation_scheduler_get(t.reg, h);
+    assert_non_null(st);
+    assert_int_equal(st->n, good[i].n);
+    assert_int_equal(st->factors[st->n - 1], good[i].last);
+    assert_int_equal(hk_off(t.reg, h), HK_OK);
+  }
+  lin_free(&m, &t);
+}
+
 /* =================================================================================================
    bad parameters and spec strings
    ================================================================================================= */
@@ -769,8 +815,8 @@ static void test_bad_parameters(void **state) {
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ 0 }, NULL), "scheduling is required");
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 4, 0: 2}" }, NULL), "epochs must increase (0 after 0)");
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 0}" }, NULL), "factor for epoch 0 must be in 1..1000000");
-  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0 4}" }, NULL), "is not a schedule like");
-  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{-1: 2}" }, NULL), "is not a schedule like");
+  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0 4}" }, NULL), "epoch 0 is not followed by ':'");
+  expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{-1: 2}" }, NULL), "'-' at position 1 where an epoch was expected");
   expect_bad_spec(&t, "lr_monitor(logging_interval=batch)", "auto|step|epoch");
   expect_bad_spec(&t, "gradient_monitor(log_frequency=0)", "log_frequency must be >= 1");
   expect_bad_spec(&t, "gradient_monitor(percentiles=\"5,x\")", "is not a list of numbers");
@@ -899,6 +945,7 @@ int main(void) {
     cmocka_unit_test(test_lr_finder),
     cmocka_unit_test(test_model_summary),
     cmocka_unit_test(test_accumulation_scheduler),
+    cmocka_unit_test(test_accumulation_scheduler_grammar),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_exact_resume_all),
     cmocka_unit_test(test_exact_resume_all_mid_epoch),

@@ -10,6 +10,7 @@
        that the parameters are bit-identical on every rank, and writes rank 0's parameters to FILE
      test_mpi_plain diff A B TOL   max |a-b| of two parameter files; fails above TOL; prints it
      test_mpi stop | fail | failload | configfail | skip | sigterm | uneven | rank0   one scenario each
+     test_mpi mismatch what=W [hidden=H0,H1,..]   ranks that differ: see mode_mismatch
    Every check that fails prints what and exits 1 (mpirun then ends the whole job with rc != 0). */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
@@ -337,6 +338,149 @@ static int mode_scenario(const char *mode) {
   return 0;
 }
 
+/* ---- mismatches between ranks (issue 18): every rank fails with an error that names the mismatch and the
+   values per rank, none hangs (each mpirun is under `timeout`). `what` picks one; rank 1 is the odd one:
+     epochs     rank 1 max_epochs=1, the others 3                       tr_fit: TR_ERR_INVALID
+     size       per-rank hidden sizes hidden=16,32[,..] (99 / 195 ...)  tr_init: TR_ERR_INVALID
+     names      a tensor named differently on rank 1 (same sizes)       tr_init: TR_ERR_INVALID
+     initfail   rank 1's tr_init refuses threads=-1                     tr_init: TR_ERR_INVALID everywhere
+     fitfail    rank 1's tr_fit refuses max_epochs=-1                   tr_fit: TR_ERR_INVALID everywhere
+     val        rank 1 has no validation data                           tr_fit: TR_ERR_INVALID
+     resume     rank 1 alone resumes from a checkpoint                  tr_fit: TR_ERR_INVALID (counters)
+     outofstep  rank 1's hook changes the accumulation from epoch 1     tr_fit: TR_ERR_COMM (out of step)
+     calls      rank 0 calls tr_validate, the others tr_test            TR_ERR_INVALID
+     exit       rank 1 returns before tr_fit (mpi_timeout=2)            rank 0's tr_fit: TR_ERR_COMM in ~2 s
+     exitinit   rank 1 returns before tr_init (mpi_timeout=2)           rank 0's tr_init: TR_ERR_COMM in ~2 s */
+static hk_signal change_accum(hk_ctx *ctx, void *u) {
+  (void)u;
+  if (ctx->rank == 1 && ctx->epoch == 1) tr_set_accumulation((tr_trainer *)ctx->trainer, 2);
+  return HK_CONTINUE;
+}
+static void expect(const tr_trainer *t, tr_err got, tr_err want, const char *needle) {
+  CHECK(got == want, "got %s, expected %s: %s", tr_err_name(got), tr_err_name(want), tr_error(t));
+  CHECK(strstr(tr_error(t), needle) != NULL, "the error lacks \"%s\": %s", needle, tr_error(t));
+}
+static int mode_mismatch(void) {
+  const char *what = arg("what", "");
+  char hidden_list[64], *p, needle[300];
+  int hidden = 16, k, odd = rank_ == 1;
+  run r;
+  tr_desc d;
+  tr_config c;
+  tr_err e = TR_OK;
+  double t0 = 0;
+  (void)t0; /* (the plain build measures nothing) */
+  snprintf(hidden_list, sizeof hidden_list, "%s", arg("hidden", "16"));
+  for (k = 0, p = strtok(hidden_list, ","); p; p = strtok(NULL, ","), k++) if (k == rank_) hidden = atoi(p);
+  if (!strcmp(what, "exitinit") && odd) return 0; /* main calls MPI_Finalize: rank 0 must not wait forever */
+  memset(&r, 0, sizeof r);
+  CHECK(spirals_make(&r.train, 100, 3, 0.2f, 1) == 0 && spirals_make(&r.val, 40, 3, 0.2f, 2) == 0, "data");
+  CHECK(mlp_init(&r.net, 2, hidden, 3, 64, 42) == 0, "model");
+  r.td = spirals_tr_data(&r.train, 16, 1);
+  r.vd = spirals_tr_data(&r.val, 16, 0);
+  memset(&d, 0, sizeof d);
+  d.model = mlp_tr_model(&r.net, r.views);
+  d.seed = 7;
+  if (!strcmp(what, "names") && odd) r.views[2].name = "w2_renamed";
+  if (!strcmp(what, "initfail") && odd) d.threads = -1;
+  if (!strcmp(what, "exit") || !strcmp(what, "exitinit")) d.mpi_timeout = 2;
+#ifdef TRAIN_MPI
+  t0 = MPI_Wtime();
+#endif
+  e = tr_init(&r.t, &d);
+  if (!strcmp(what, "exitinit")) { /* rank 0, alone */
+#ifdef TRAIN_MPI
+    double took = MPI_Wtime() - t0;
+    expect(&r.t, e, TR_ERR_COMM, "tr_init: not every rank arrived within 2 s");
+    CHECK(took < 30, "tr_init took %.1f s", took);
+    printf("exitinit: rank 0: %s after %.1f s: %s\n", tr_err_name(e), took, tr_error(&r.t));
+#endif
+    goto done;
+  }
+  if (!strcmp(what, "size") || !strcmp(what, "names") || !strcmp(what, "initfail")) {
+    printf("%s: rank %d of %d: %s: %s\n", what, rank_, world_, tr_err_name(e), tr_error(&r.t));
+    same_everywhere((uint64_t)e, "tr_init's result");
+    if (!strcmp(what, "size")) {
+      size_t len = 0;
+      int differ = 0, h0 = 16;
+      for (k = 0; k < world_; k++) { /* every rank's count, in rank order */
+        int h = 16, j;
+        snprintf(hidden_list, sizeof hidden_list, "%s", arg("hidden", "16"));
+        for (j = 0, p = strtok(hidden_list, ","); p; p = strtok(NULL, ","), j++) if (j == k) h = atoi(p);
+        if (k == 0) h0 = h;
+        differ |= h != h0;
+        len += (size_t)snprintf(needle + len, sizeof needle - len, "%srank %d: %d", k ? ", " : "", k, 6 * h + 3);
+      }
+      if (differ) {
+        expect(&r.t, e, TR_ERR_INVALID, "the parameter count (model.n_params) (");
+        expect(&r.t, e, TR_ERR_INVALID, needle);
+      } else CHECK(e == TR_OK, "the same model on every rank (hidden=%s for %d ranks): %s", arg("hidden", ""), world_, tr_error(&r.t));
+    }
+    if (!strcmp(what, "names")) {
+      expect(&r.t, e, TR_ERR_INVALID, "tr_init: the ranks differ in the model or its training settings");
+      expect(&r.t, e, TR_ERR_INVALID, "the tensors' names, offsets and counts (fingerprint)");
+      CHECK(!strstr(tr_error(&r.t), "parameter count"), "only what differs is named: %s", tr_error(&r.t));
+    }
+    if (!strcmp(what, "initfail")) expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_init: threads is -1" : "rank 1: tr_init: threads is -1");
+    goto done;
+  }
+  CHECK(e == TR_OK, "tr_init: %s", tr_error(&r.t));
+  hk_on(r.t.reg, HK_ON_EXCEPTION, on_exc, NULL, NULL, NULL);
+  c = run_config(&r, 3);
+  if (!strcmp(what, "epochs") && odd) c.max_epochs = 1;
+  if (!strcmp(what, "fitfail") && odd) c.max_epochs = -1;
+  if (!strcmp(what, "val") && odd) c.val = NULL;
+  if (!strcmp(what, "outofstep")) hk_on(r.t.reg, HK_ON_TRAIN_EPOCH_START, change_accum, NULL, NULL, NULL);
+  if (!strcmp(what, "resume")) { /* a checkpoint after one epoch, written by rank 0; rank 1 alone resumes from it */
+    tr_config once = run_config(&r, 1);
+    CHECK(tr_fit(&r.t, &once) == TR_OK && tr_save(&r.t, "mismatch.ckpt") == TR_OK, "%s", tr_error(&r.t));
+    tr_free(&r.t);
+    mlp_free(&r.net);
+    CHECK(mlp_init(&r.net, 2, hidden, 3, 64, 42) == 0, "model");
+    d.model = mlp_tr_model(&r.net, r.views);
+    CHECK(tr_init(&r.t, &d) == TR_OK, "tr_init: %s", tr_error(&r.t));
+    hk_on(r.t.reg, HK_ON_EXCEPTION, on_exc, NULL, NULL, NULL);
+    c.resume_from = odd ? "mismatch.ckpt" : NULL;
+  }
+  if (!strcmp(what, "exit") && odd) goto done; /* returns without tr_fit: main calls MPI_Finalize */
+  if (!strcmp(what, "calls")) e = rank_ == 0 ? tr_validate(&r.t, &r.vd, 0, NULL) : tr_test(&r.t, &r.vd, 0, NULL);
+  else e = tr_fit(&r.t, &c);
+  printf("%s: rank %d of %d: %s after %lld steps: %s\n", what, rank_, world_, tr_err_name(e), (long long)r.t.global_step, tr_error(&r.t));
+  if (!strcmp(what, "exit")) { /* every rank but 1 */
+#ifdef TRAIN_MPI
+    double took = MPI_Wtime() - t0;
+    expect(&r.t, e, TR_ERR_COMM, "tr_fit: not every rank arrived within 2 s");
+    expect(&r.t, e, TR_ERR_COMM, "MPI_Abort");
+    CHECK(took < 30, "tr_fit took %.1f s", took);
+#endif
+    goto done;
+  }
+  same_everywhere((uint64_t)e, "the result");
+  if (strcmp(what, "resume")) same_everywhere((uint64_t)r.t.global_step, "global_step"); /* (resume: the rank's own) */
+  if (!strcmp(what, "epochs")) {
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit: the ranks differ in what decides the run's length (tr_config): max_epochs (rank 0: 3, rank 1: 1");
+    CHECK(r.t.global_step == 0 && exceptions == 0, "refused before anything ran");
+  }
+  if (!strcmp(what, "fitfail")) expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_fit: max_*" : "rank 1: tr_fit: max_*");
+  if (!strcmp(what, "val")) expect(&r.t, e, TR_ERR_INVALID, "val (rank 0: set, rank 1: not set");
+  if (!strcmp(what, "resume")) {
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit (after resuming): the ranks differ in the counters they start from");
+    expect(&r.t, e, TR_ERR_INVALID, "epoch (rank 0: 0, rank 1: 1");
+    CHECK(exceptions == 1, "on_exception ran %d times", exceptions);
+  }
+  if (!strcmp(what, "outofstep")) {
+    expect(&r.t, e, TR_ERR_COMM, "the ranks are out of step");
+    CHECK(exceptions == 1, "on_exception ran %d times", exceptions);
+  }
+  if (!strcmp(what, "calls")) expect(&r.t, e, TR_ERR_INVALID, "the ranks called different functions: rank 0 in tr_validate, rank 1 in tr_test");
+done:
+  tr_free(&r.t); /* (after a timeout it leaves the MPI state to MPI: see tr_desc.mpi_timeout) */
+  mlp_free(&r.net);
+  spirals_free(&r.train);
+  spirals_free(&r.val);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   int rc;
@@ -349,6 +493,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_);
 #endif
   if (!strcmp(mode, "fit")) rc = mode_fit();
+  else if (!strcmp(mode, "mismatch")) rc = mode_mismatch();
   else if (mode[0]) rc = mode_scenario(mode);
   else { fprintf(stderr, "usage: see tests/test_mpi.c\n"); rc = 2; }
 #ifdef TRAIN_MPI
