@@ -139,6 +139,13 @@
             for (a new column costs linear work); no empty metrics.csv; verbose lines rank-zero-only
             where Lightning's are; early_stopping log_rank_zero_only; lr_monitor(logging_interval=epoch)
             logs a record per epoch at its start
+     next   run layer in a loop of your own: a second tr_run_batch_end after a validation honours what it
+            asked for at that step; the loop's hparams keep their values in hparams.yaml; loggers follow
+            tr_run_desc.version; gradient_monitor's log_frequency defaults to the run's log_every_n_steps;
+            the bar's final line in a pipe; warnings at tr_run_start for checks or saves at
+            on_train_epoch_end in a loop without epochs, and model_checkpoint's for ctx.stage unset;
+            tr_run_load reads a checkpoint of a registry without stateful callbacks (it refused it);
+            the bar's rate and ETA after a resume count the steps run since
      next   TRAIN_MPI: ranks that differ (model, run length, the function called, a resume) fail every rank
             with the values per rank instead of hanging; out-of-step ranks are found at the next vote;
             tr_desc.mpi_timeout bounds the wait at tr_init and at each run's start
@@ -509,7 +516,11 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        while (ctx.global_step < 5000) {
            ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
            unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
-           if (next & TR_RUN_VALIDATE) ... validation events, then tr_run_log(reg, &ctx, "val") ...
+           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
+               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
+               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
+           }
+           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
            if (next & TR_RUN_STOP) break;
        }
        tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
@@ -606,7 +617,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
    TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. */
+   run returns TR_RUN_STOP and tr_run_finish reports it. It leaves flow's signals to the loop
+   (hk_flow_clear). Call it again after a validation run at this step (the loop's own cadence or
+   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
+   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
+   another step), as in train.h's trainer. */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs). */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
@@ -617,7 +632,8 @@ TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage)
 /* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
    on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
    and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error). Safe to call once per start. */
+   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
+   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL. Safe to call once per start. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
 /* Why the run failed ("" when it did not). */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
@@ -912,7 +928,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    every check, so a metric that improves meanwhile keeps training going (state.held says so).
    Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
    (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour. */
+   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
+   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
+   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end). */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1010,7 +1028,9 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
    HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
    path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. */
+   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
+   (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
+   tr_run_desc.epochs is TR_NO (at on_fit_start). */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 typedef struct tr_model_checkpoint_desc {
@@ -1130,7 +1150,8 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
-   and global_step = steps taken before this one. */
+   and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -1140,7 +1161,8 @@ typedef struct tr_histogram {
   int64_t step;                 /* ctx->global_step + 1: the step these gradients are for */
 } tr_histogram;
 typedef struct tr_gradient_monitor_desc {
-  int64_t log_frequency;        /* every n-th optimizer step; 0 = 50 (Lightning's log_every_n_steps) */
+  int64_t log_frequency;        /* every n-th optimizer step; 0 = the run's log_every_n_steps (tr_config's,
+                                   tr_run_desc's; 50 when it has none), so each training record has them */
   int per_tensor;               /* default yes: one norm per tensor */
   int histogram_bins;           /* > 0: a histogram with this many bins; 0 = none */
   const char *percentiles;      /* e.g. "10,50,90" (each in [0, 100]); NULL = none */
@@ -1398,11 +1420,11 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
    it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
    never share a version directory. */
 typedef struct tr_logger_desc {
-  const char *save_dir;         /* NULL = "runs" */
-  const char *name;             /* NULL = "lightning_logs"; "" = versions directly in save_dir */
-  const char *version;          /* NULL or "" = the next free version_N; else this directory name
-                                   (its old metrics file, if a regular file, is replaced at the first
-                                   write, as Lightning) */
+  const char *save_dir;         /* NULL = the run's (tr_run_desc.save_dir, "runs" by default) */
+  const char *name;             /* NULL = the run's ("lightning_logs"); "" = versions directly in save_dir */
+  const char *version;          /* NULL = the run's (tr_run_desc.version); "" = the next free version_N;
+                                   else this directory name (its old metrics file, if a regular file,
+                                   is replaced at the first write, as Lightning) */
   int flush_every;              /* > 0: write after this many records. 0 (default): write once a
                                    second at most (the first record at once), and at the end of every
                                    run. Lines are written whole: a process killed with -9 loses at
@@ -1457,15 +1479,17 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch, the postfix the last training record's train/loss (as loss)
-   and the last validation record's metrics. A validation bar ("Validation", "Sanity Checking",
-   "Testing") runs on the line below during evaluation.
+   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
+   the postfix the last training record's train/loss (as loss) and the last validation record's
+   metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
+   during evaluation.
    On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
    epoch included (Lightning redraws at every epoch's end; with a fast model that is hundreds of
    redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
    it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code - one at the end of every training
-   epoch, validation and test, and one at most every line_seconds in between. Events it uses:
+   epoch, validation and test, one at most every line_seconds in between, and the final state at the
+   end of training when no line showed it (a loop without epochs). Events it uses:
    on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
    on_sanity_check_start/end, on_train_end, on_log, teardown. */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
@@ -5050,7 +5074,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
   if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
   slen = tr__get(t, 8);
-  if (slen < 48 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
+  /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
+  if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
   if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
@@ -5268,16 +5293,21 @@ static void tr__es_destroy(void *user) {
   free(s);
 }
 
+/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
+   act only in a fit): say so, once per callback. */
+static void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
+  if (ctx->stage != HK_STAGE_NONE || *warned) return;
+  *warned = 1;
+  tr__run_say(run, ctx, who, "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
+              "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
+}
+
 static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   tr_stop_reason why = TR_STOP_NOT_STOPPED;
   char msg[400];
   double cur;
-  if (ctx->stage == HK_STAGE_NONE && !s->warned_stage) { /* a hand-written loop that forgot to say it is fitting */
-    s->warned_stage = 1;
-    tr__run_say(run, ctx, "early_stopping", "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
-                "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
-  }
+  tr__warn_stage(run, ctx, "early_stopping", &s->warned_stage);
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE; /* not in the sanity check, not outside a fit */
   s->checks++;
   if (!hk_metric_get(ctx, s->monitor, &cur)) {
@@ -5341,6 +5371,12 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
+  if (s->run && s->run->desc.epochs == TR_NO && tr__at_epoch_end(s->run, s->at_epoch_flag) && !s->warned_never) {
+    s->warned_never = 1; /* known now: say it before the run, not after it */
+    tr__run_say(s->run, ctx, "early_stopping", "checks '%s' at on_train_epoch_end, which this loop never fires "
+                "(tr_run_desc.epochs = TR_NO): it would never stop training; set check_on_train_epoch_end=false "
+                "to check at on_validation_end", s->monitor);
+  }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
       return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
@@ -5495,6 +5531,7 @@ typedef struct tr__mc {
   int val_ran, warned;          /* this fit: a validation has run; the missing-metric warning was given */
   int *pat;                     /* the names it makes, as a pattern (tr__glob) */
   size_t npat;
+  int warned_stage;             /* said once that ctx->stage is unset */
   /* best_k_models, in insertion order; a NaN value is kept as NaN and ranks as the worst */
   char **paths;
   double *scores;
@@ -5973,6 +6010,10 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
+  if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
+    tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
+                "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
+                "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
     return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
@@ -6016,6 +6057,7 @@ static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   int due = 0, stepped = ctx->global_step != s->prev_step;
   s->prev_step = ctx->global_step;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
   else if (s->every_seconds > 0) {
     double now = tr__clock(s->clock, s->clock_user);
@@ -6027,10 +6069,12 @@ static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   return s->at_epoch_end && tr__mc_epoch_due(s, ctx) ? tr__mc_save(s, ctx, 0) : HK_CONTINUE;
 }
 static hk_signal tr__mc_val_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
   s->val_ran = 1;
   if (s->deferred) return tr__mc_save(s, ctx, 0);
@@ -6574,7 +6618,10 @@ static void tr__gm_destroy(void *user) {
 
 /* Lightning's log_every_n_steps counting: the step being taken is the n-th, 2n-th, ... */
 static int tr__gm_due(const hk_ctx *ctx, void *user) {
-  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % ((const tr__gm *)user)->every == 0;
+  const tr__gm *s = (const tr__gm *)user;
+  int64_t n = s->every; /* 0: the run's logging cadence, asked now (the loop may set it after this was made) */
+  if (n == 0) n = s->run && s->run->desc.log_every_n_steps > 0 ? s->run->desc.log_every_n_steps : 50;
+  return ctx->event != HK_ON_BEFORE_OPTIMIZER_STEP || (ctx->global_step + 1) % n == 0;
 }
 
 static int tr__gm_selected(const tr__gm *s, const char *name) {
@@ -6759,7 +6806,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   double pct[TR__GM_MAX_PCT];
   int n_pct = 0, j;
   if (!d) return tr__bad(w, "gradient_monitor: desc is NULL");
-  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = 50), got %lld", (long long)d->log_frequency);
+  if (d->log_frequency < 0) return tr__bad(w, "gradient_monitor: log_frequency must be >= 1 (0 = the run's log_every_n_steps), got %lld", (long long)d->log_frequency);
   if (d->histogram_bins < 0 || d->histogram_bins > 100000) return tr__bad(w, "gradient_monitor: histogram_bins must be in 0..100000 (0 = no histogram), got %d", d->histogram_bins);
   if (!hk_is_finite(d->vanishing_threshold) || !hk_is_finite(d->exploding_threshold))
     return tr__bad(w, "gradient_monitor: vanishing_threshold and exploding_threshold must be finite (negative = off)");
@@ -6769,7 +6816,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   s = (tr__gm *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "gradient_monitor: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
-  s->every = d->log_frequency ? d->log_frequency : 50;
+  s->every = d->log_frequency; /* 0: the run's log_every_n_steps (tr__gm_due) */
   s->per_tensor = tr__flag(d->per_tensor, 1);
   s->bins = d->histogram_bins;
   s->verbose = d->verbose;
@@ -7846,7 +7893,9 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
 #define TR__MAX_HPARAMS 40
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
-static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(((const tr__hparam *)a)->key, ((const tr__hparam *)b)->key); }
+/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
+static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
+static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(tr__hparam_key((const tr__hparam *)a), tr__hparam_key((const tr__hparam *)b)); }
 static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
   h[*n].key = key;
@@ -7893,7 +7942,7 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
    (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
 static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
   const char *p;
-  int n = 0;
+  int i, n = 0;
   if (!run) return 0;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
@@ -7908,7 +7957,7 @@ static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
     if (klen && klen < sizeof h[n].keybuf) {
       memcpy(h[n].keybuf, p, klen);
       h[n].keybuf[klen] = 0;
-      h[n].key = h[n].keybuf;
+      h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
       n++;
@@ -7916,6 +7965,7 @@ static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
     p += len;
   }
   qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
   return n;
 }
 
@@ -8395,9 +8445,10 @@ static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk
   }
 }
 
-/* A logger's save_dir and name: its own desc's, else the run's, else Lightning's defaults. */
+/* A logger's save_dir, name and version: its own desc's, else the run's, else Lightning's defaults. */
 static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir ? s->save_dir : tr__run_str(s->run, TR__RUN_SAVE_DIR, "runs"); }
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
+static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
@@ -8434,7 +8485,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), s->version, why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
     return tr__logger_broke(s, ctx, "%s", why);
   s->pub.dir = s->dir;
   if (s->kind == TR__LOG_PLOT) {
@@ -8911,12 +8962,13 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
                             : snprintf(b, cap, "%02lld:%02lld", t / 60, t % 60));
 }
 
-TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
-                               const char *postfix, int width, int ascii) {
+/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial */
+static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
+                             double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
                                          "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
   char el[24], rem[24], rate[32], left[96], right[400];
-  double r = elapsed > 0 ? (double)n / elapsed : 0;
+  double r = elapsed > 0 ? (double)(n - initial) / elapsed : 0;
   int nl, nr, cells, full, k, units;
   size_t len = 0;
   if (!buf || cap == 0) return 0;
@@ -8956,9 +9008,16 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
   return len;
 }
 
+TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
+                               const char *postfix, int width, int ascii) {
+  return tr__bar_format(buf, cap, desc, n, 0, total, elapsed, postfix, width, ascii);
+}
+
 typedef struct tr__bar_line {
   char desc[32];
   int64_t n, total;
+  int64_t drawn_n;           /* n when the line was last drawn (-1: not yet) */
+  int64_t initial;           /* n when the line started (a resumed run's steps before it): not in the rate */
   int64_t next_look;         /* the batch at which to read the clock again (tqdm's miniters) */
   double start, last;
   int live;
@@ -8998,9 +9057,10 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   size_t w;
   if (!l->live) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
-  tr_bar_format(line, sizeof line, l->desc, l->n, l->total, now - l->start, post,
+  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post,
                 b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
   l->last = b->last_draw = now;
+  l->drawn_n = l->n;
   if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
   w = tr__utf8_width(line);
   fprintf(b->out, "\r%s%*s", line, b->drawn_len > (int)w ? b->drawn_len - (int)w : 0, "");
@@ -9009,9 +9069,10 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
   snprintf(l->desc, sizeof l->desc, "%s", desc);
-  l->n = n;
+  l->n = l->initial = n;
   l->total = total;
   l->start = l->last = tr__wall();
+  l->drawn_n = -1;
   l->next_look = 0;
   l->live = 1;
 }
@@ -9054,7 +9115,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     tr__bar_draw(b, l, now);
   }
   { /* look again after about a quarter of the interval, at the rate seen so far (tqdm's dynamic miniters) */
-    double rate = now > l->start ? (double)l->n / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
+    double rate = now > l->start ? (double)(l->n - l->initial) / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
     l->next_look = l->n + (ahead >= 1 ? (ahead < 1e9 ? (int64_t)ahead : 1000000000) : 1);
   }
   return HK_CONTINUE;
@@ -9072,6 +9133,8 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); }
+  else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
+                                   state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   b->main.live = 0;
   b->drawn_len = 0;
   return HK_CONTINUE;
@@ -9349,7 +9412,7 @@ static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 static const hk_param tr__gm_params[] = {
-  { "log_frequency", HK_PARAM_INT, "50", NULL, "every n-th optimizer step" },
+  { "log_frequency", HK_PARAM_INT, "0", NULL, "every n-th optimizer step (0: the run's log_every_n_steps)" },
   { "per_tensor", HK_PARAM_BOOL, "true", NULL, "one norm per tensor, grad_2.0_norm/<tensor>" },
   { "histogram_bins", HK_PARAM_INT, "0", NULL, "a histogram of the gradient values (0: none)" },
   { "percentiles", HK_PARAM_STRING, "", NULL, "percentiles of |g|, e.g. \"10,50,90\"" },
@@ -9365,7 +9428,7 @@ static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   int64_t f = hk_arg_int(a, "log_frequency"), bins = hk_arg_int(a, "histogram_bins");
   const char *pct = hk_arg_str(a, "percentiles"), *filter = hk_arg_str(a, "param_filter");
   memset(&d, 0, sizeof d);
-  if (f <= 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1, got %lld", (long long)f);
+  if (f < 0) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: log_frequency must be >= 1 (0: the run's log_every_n_steps), got %lld", (long long)f);
   if (bins < 0 || bins > 100000) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: histogram_bins must be in 0..100000, got %lld", (long long)bins);
   d.log_frequency = f;
   d.per_tensor = tr__bool_arg(a, "per_tensor");
@@ -9479,7 +9542,7 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
 #define TR__LOGGER_PARAMS \
   { "save_dir", HK_PARAM_STRING, "runs", NULL, "the directory of runs (default: the run's, tr_run_desc)" }, \
   { "name", HK_PARAM_STRING, "lightning_logs", NULL, "a subdirectory for this experiment (empty: none; default: the run's)" }, \
-  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N)" }, \
+  { "version", HK_PARAM_STRING, "", NULL, "the version directory (empty: the next free version_N; default: the run's)" }, \
   { "flush_every", HK_PARAM_INT, "0", NULL, "write after this many records (0: once a second)" }, \
   { "fail_on_error", HK_PARAM_BOOL, "false", NULL, "an I/O error fails the run (default: reported once)" }
 static const hk_param tr__logger_params[] = { TR__LOGGER_PARAMS };
