@@ -1,13 +1,26 @@
 /* train.h - v0.2.0 - 2026-11-22 - a minimal, complete trainer built on hooks.h - MIT or public domain
 
-   A small training loop you can read top to bottom: fit / validate / test / predict loops, a sanity
-   check, limits, gradient accumulation and clipping, SGD and AdamW (PyTorch's formulas), learning-rate
-   schedules, checksummed checkpoints with exact resume, and a failure path (hook failure, NaN loss,
-   Ctrl-C). Then Lightning's standard callbacks (early_stopping, model_checkpoint, timer, lr_monitor,
-   gradient_monitor, nan_guard, ema, lr_finder, model_summary, accumulation_scheduler: the section
-   "STANDARD CALLBACKS"), each also a spec-string factory registered by tr_init, and loggers (csv, jsonl,
-   tensorboard, plot) and a progress bar ("LOGGERS AND PROGRESS BAR"). Hooks fire in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS
-   FROM LIGHTNING" below says otherwise. It uses only hooks.h's public API.
+   The batteries for a training loop in C, and a small trainer you can read top to bottom. Built only
+   on hooks.h's public API; every section but the run layer can be left out with a define.
+
+   CONTENTS (declarations in this order; the implementation follows the same order)
+     BASICS                    errors, random numbers, your model and data, optimizers, schedules
+     PER-STEP MATH             AdamW, SGD, zero_grad, clipping, norms at memory speed   TRAIN_NO_MATH
+     THE RUN LAYER             what any loop gives the batteries: run directory, log records,
+                               checkpoints in your own format, stop signals (tr_run_*)
+     STANDARD CALLBACKS        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
+                               gradient_monitor, nan_guard, ema, lr_finder, model_summary,
+                               accumulation_scheduler; constructors and spec factories TRAIN_NO_CALLBACKS
+     LOGGERS AND PROGRESS BAR  csv, jsonl, tensorboard, plot, progress_bar           TRAIN_NO_LOGGERS
+     THE TRAINER               tr_fit / validate / test / predict, a sanity check, limits,
+                               accumulation, clipping, checksummed checkpoints with exact resume,
+                               the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
+     MPI STRATEGY              data parallelism across processes                    TRAIN_MPI
+     CUDA                      models on the GPU with kernels/train_cuda.cuh        TRAIN_CUDA
+   A loop of your own (the train_gpt2.c kind) uses the run layer with the callbacks and loggers it
+   wants, and can leave out the trainer and the math: examples/own_loop.c. In the trainer, hooks fire
+   in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
+   below says otherwise.
 
    USAGE
      In exactly one C or C++ file (it may be the same file as hooks.h's implementation):
@@ -115,6 +128,12 @@
      TRAIN_STATIC           make every function static
      TRAIN_API              declaration prefix for public functions (default: extern)
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
+     TRAIN_NO_TRAINER       leave out the trainer (tr_trainer, tr_fit, tr_save/tr_load, lr_finder): a
+                            loop of your own with the run layer, callbacks and loggers
+     TRAIN_NO_MATH          leave out the per-step math (implies TRAIN_NO_TRAINER)
+     TRAIN_NO_CALLBACKS     leave out the standard callbacks
+     TRAIN_NO_LOGGERS       leave out the loggers and the progress bar (log records and tr_log_emit
+                            stay: they are the run layer's)
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
@@ -210,6 +229,15 @@
 #define TRAIN_VERSION_MINOR 2
 #define TRAIN_VERSION_PATCH 0
 #define TRAIN_VERSION_STRING "0.2.0"
+
+/* Sections left out (COMPILE-TIME OPTIONS): the trainer needs the per-step math; MPI and CUDA are the
+   trainer's strategies. */
+#if defined(TRAIN_NO_MATH) && !defined(TRAIN_NO_TRAINER)
+#  define TRAIN_NO_TRAINER
+#endif
+#if defined(TRAIN_NO_TRAINER) && (defined(TRAIN_MPI) || defined(TRAIN_CUDA))
+#  error "train.h: TRAIN_MPI and TRAIN_CUDA run the trainer: do not define TRAIN_NO_TRAINER or TRAIN_NO_MATH with them"
+#endif
 
 #include "hooks.h"
 #include <math.h> /* sqrtf in the per-element optimizer functions */
@@ -384,6 +412,7 @@ typedef struct tr_sched {
 /* lr after t scheduler steps (total must be resolved, i.e. > warmup, for the cosine kind). */
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
 
+#ifndef TRAIN_NO_MATH
 /* =================================================================================================
    PER-STEP MATH
    Every pass the trainer makes over the parameters and gradients in a step, public so that a
@@ -504,6 +533,8 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
+
+#endif /* TRAIN_NO_MATH */
 
 /* Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take TR_YES /
    TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
@@ -671,211 +702,6 @@ TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
 #endif
   ;
 
-/* ---- the trainer ---------------------------------------------------------------------------------- */
-typedef struct tr_desc {
-  tr_model model;         /* required */
-  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
-  tr_optim optim;
-  tr_sched sched;
-  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
-  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
-  void *user;             /* handed to hooks as ctx->user */
-  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
-     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
-  int strict_hook_state;
-  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
-     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
-  uint64_t max_checkpoint_bytes;
-  /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
-     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
-  int threads;
-  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
-     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
-     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
-     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
-  double mpi_timeout;
-} tr_desc;
-
-/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
-   builds still catch it). */
-typedef enum tr_nonfinite {
-  TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
-  TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
-  TR_NONFINITE_IGNORE     /* do nothing */
-} tr_nonfinite;
-
-typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
-
-/* One fit. Zero means the default in every field. */
-typedef struct tr_config {
-  const tr_data *train;          /* required */
-  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
-  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
-  int64_t max_steps;             /* optimizer steps; 0 = no limit */
-  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
-  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
-  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
-  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
-  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
-  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
-                                    Skipped when a step validation already ran at the same step. */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1 */
-  double gradient_clip_val;      /* 0 = no clipping */
-  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
-  tr_nonfinite on_nonfinite_loss;/* 0 = fail */
-  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
-                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
-                                    finishes the current batch, the second stops at once; both end
-                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
-                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
-                                    are back when tr_fit returns, a signal the process ignores stays
-                                    ignored, and inside a loop of yours that installed it too, only
-                                    the signals that come during tr_fit count here. */
-  const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
-  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
-                                    warn (hk_request_checkpoint names its own path) */
-  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
-                                    0 = 50 (Lightning's default); negative = no training records */
-} tr_config;
-
-/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
-   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
-typedef struct tr_trainer {
-  hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
-  hk_ctx ctx;              /* what every hook sees */
-  tr_model model;
-  tr_optim optim;          /* with defaults filled in */
-  tr_sched sched;
-  tr_rng rng;              /* yours to draw from; saved in checkpoints */
-  uint64_t seed;
-  int64_t epoch;           /* current (or next) epoch, from 0 */
-  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
-  int64_t epoch_batch;     /* training batches finished in the current epoch */
-  int64_t samples_seen;
-  double lr;               /* current learning rate (also ctx->lr) */
-  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
-  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
-  int64_t eval_batches;    /* batches of the evaluation loop in progress */
-  char error[512];         /* the last error's message ("" if none) */
-  /* private */
-  tr_err tr__err;          /* the first error of the run in progress */
-  FILE *tr__log;
-  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
-  hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
-  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
-  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
-  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
-  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
-  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
-  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
-  int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
-  int tr__grads_zeroed;    /* the current window's zero_grad happened */
-  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
-  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
-  int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
-  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
-  int64_t tr__total;       /* the cosine schedule's resolved total */
-  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
-  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
-  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
-  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
-  int tr__saving;          /* tr_save is running (a nested one is refused) */
-  int tr__strict_hook_state;
-  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  tr_run *tr__run;         /* the run layer of reg: what the batteries read (section THE RUN LAYER) */
-  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
-  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
-  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
-  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
-  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
-} tr_trainer;
-
-/* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
-   its gradients on the first backward: allocate them in a configure_model hook and pass them here).
-   NULL keeps a buffer as it is. Not during a training step. The layout (n_params, tensors) stays. */
-TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
-
-/* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
-   state and the tensor views (all allocation happens here, none in the step loop). On error the
-   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
-   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
-TRAIN_API void   tr_free(tr_trainer *t);
-
-/* Train. Fires setup(fit), configure_model, on_fit_start, the sanity check, on_train_start, the epochs
-   (batches, optimizer hooks, validation), on_train_end, on_fit_end, teardown(fit) - in Lightning's
-   order. Calling tr_fit again continues from the trainer's counters (raise max_epochs/max_steps). */
-TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg);
-
-/* Evaluation loops (forward only, no gradients). limit_batches: 0 = all. mean_loss may be NULL; it
-   is NaN when no batch was evaluated. The mean also appears as the metric "val/loss" / "test/loss".
-   Data without batches runs no loop events at all (setup, configure_model and teardown still run). */
-TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
-TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
-/* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
-TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
-
-/* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
-   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
-   training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
-   O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
-   then fires on_checkpoint_saved (ctx->path). path must be a regular file, a symlink (replaced itself,
-   never followed) or nothing: a device, a FIFO or a directory there is refused (TR_ERR_IO), never
-   replaced. Any failure (a full disk, say) returns TR_ERR_IO naming
-   the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
-   Temporary files left by a save that was killed are removed by the next save to the same path
-   (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
-   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded).
-   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
-   trainer then saves right after the current training batch (or epoch end), when every hook of that
-   event has run. tr_save called directly from a hook records the loop as it is at that moment:
-   from on_train_batch_end or later it resumes after that batch; from inside a training batch the
-   resumed run repeats the batch (in an accumulation window a gradient it already added then counts
-   twice).
-   tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
-   reads and verifies the whole file (checksums, every field's range) before changing anything; then
-   restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
-   (the model tier's first), and fires on_load_checkpoint. On any error - a failing
-   on_load_checkpoint hook included - the trainer and the hooks are exactly as before. A checkpoint
-   without the state of a registered stateful hook, or with state no hook loads, warns (the hook keeps
-   its state), or is refused under tr_desc.strict_hook_state. tr_load from a hook during a run is
-   refused and leaves the run alone. */
-TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
-TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
-TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
-
-/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
-   even if a hook's call was refused during it (the hook saw that message when its call returned). */
-TRAIN_API const char *tr_error(const tr_trainer *t);
-TRAIN_API const char *tr_err_name(tr_err e);
-
-
-/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
-   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
-   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
-   device). bins in 1..4096, lo < hi, both finite. */
-TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
-/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
-   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
-TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
-  union { float f; uint32_t u; } bits;
-  int k;
-  bits.f = x;
-  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
-  if (x < lo) return bins;
-  if (x >= hi) return bins + 1;
-  k = (int)((x - lo) / width);
-  return k < bins ? k : bins - 1; /* rounding just below hi */
-}
-
-/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
-   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
-TRAIN_API unsigned long long tr_cuda_sync_count(void);
-/* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
-   on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
-   at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
-TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
-
 /* =================================================================================================
    STANDARD CALLBACKS
    Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
@@ -955,12 +781,27 @@ typedef double (*tr_clock_fn)(void *user);
 /* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg)`
    registers the spec factory `name`. The callbacks they make read the loop's settings from the
    registry's run (tr_run_setup; the trainer sets them at each fit). */
-#define TR_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
-  X(nan_guard) X(ema) X(lr_finder) X(model_summary) X(accumulation_scheduler) \
-  X(csv) X(jsonl) X(tensorboard) X(progress_bar) X(plot)
+#ifndef TRAIN_NO_CALLBACKS
+#  define TR__CALLBACK_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
+     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler)
+#else
+#  define TR__CALLBACK_FACTORIES(X)
+#endif
+#if !defined(TRAIN_NO_CALLBACKS) && !defined(TRAIN_NO_TRAINER)
+#  define TR__TRAINER_FACTORIES(X) X(lr_finder) /* it re-runs the trainer's steps */
+#else
+#  define TR__TRAINER_FACTORIES(X)
+#endif
+#ifndef TRAIN_NO_LOGGERS
+#  define TR__LOGGER_FACTORIES(X) X(csv) X(jsonl) X(tensorboard) X(progress_bar) X(plot)
+#else
+#  define TR__LOGGER_FACTORIES(X)
+#endif
+#define TR_FACTORIES(X) TR__CALLBACK_FACTORIES(X) TR__TRAINER_FACTORIES(X) TR__LOGGER_FACTORIES(X)
 /* Registers every standard factory on reg; a name already registered is left as it is. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 
+#ifndef TRAIN_NO_CALLBACKS
 /* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
    Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
    check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
@@ -1365,6 +1206,8 @@ typedef struct tr_accumulation_scheduler_state {
 TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
 
+#endif /* TRAIN_NO_CALLBACKS */
+
 /* =================================================================================================
    LOGGERS AND PROGRESS BAR
    Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
@@ -1469,6 +1312,7 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
 TRAIN_API uint32_t tr_crc32c(const void *data, size_t n);
 TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 
+#ifndef TRAIN_NO_LOGGERS
 /* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
    version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
    one version directory. The directory is made at the logger's first write (setup of the first run
@@ -1567,6 +1411,221 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 
+#endif /* TRAIN_NO_LOGGERS */
+
+#ifndef TRAIN_NO_TRAINER
+/* =================================================================================================
+   THE TRAINER
+   tr_init, tr_fit, tr_validate / tr_test / tr_predict, checkpoints (tr_save / tr_load): a complete loop
+   on the run layer, the callbacks and the loggers above (leave it out with TRAIN_NO_TRAINER).
+   ================================================================================================= */
+/* ---- the trainer ---------------------------------------------------------------------------------- */
+typedef struct tr_desc {
+  tr_model model;         /* required */
+  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
+  tr_optim optim;
+  tr_sched sched;
+  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
+  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
+  void *user;             /* handed to hooks as ctx->user */
+  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
+     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
+  int strict_hook_state;
+  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
+     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
+  uint64_t max_checkpoint_bytes;
+  /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
+     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
+  int threads;
+  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
+     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
+     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
+     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
+  double mpi_timeout;
+} tr_desc;
+
+/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
+   builds still catch it). */
+typedef enum tr_nonfinite {
+  TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
+  TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
+  TR_NONFINITE_IGNORE     /* do nothing */
+} tr_nonfinite;
+
+typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
+
+/* One fit. Zero means the default in every field. */
+typedef struct tr_config {
+  const tr_data *train;          /* required */
+  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
+  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
+  int64_t max_steps;             /* optimizer steps; 0 = no limit */
+  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
+  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
+  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
+  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
+  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
+  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
+                                    Skipped when a step validation already ran at the same step. */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1 */
+  double gradient_clip_val;      /* 0 = no clipping */
+  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
+  tr_nonfinite on_nonfinite_loss;/* 0 = fail */
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
+                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
+                                    finishes the current batch, the second stops at once; both end
+                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
+                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
+                                    are back when tr_fit returns, a signal the process ignores stays
+                                    ignored, and inside a loop of yours that installed it too, only
+                                    the signals that come during tr_fit count here. */
+  const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
+  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
+                                    warn (hk_request_checkpoint names its own path) */
+  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
+                                    0 = 50 (Lightning's default); negative = no training records */
+} tr_config;
+
+/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
+   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
+typedef struct tr_trainer {
+  hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
+  hk_ctx ctx;              /* what every hook sees */
+  tr_model model;
+  tr_optim optim;          /* with defaults filled in */
+  tr_sched sched;
+  tr_rng rng;              /* yours to draw from; saved in checkpoints */
+  uint64_t seed;
+  int64_t epoch;           /* current (or next) epoch, from 0 */
+  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
+  int64_t epoch_batch;     /* training batches finished in the current epoch */
+  int64_t samples_seen;
+  double lr;               /* current learning rate (also ctx->lr) */
+  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
+  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
+  int64_t eval_batches;    /* batches of the evaluation loop in progress */
+  char error[512];         /* the last error's message ("" if none) */
+  /* private */
+  tr_err tr__err;          /* the first error of the run in progress */
+  FILE *tr__log;
+  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
+  hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
+  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
+  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
+  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
+  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
+  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
+  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
+  int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
+  int tr__grads_zeroed;    /* the current window's zero_grad happened */
+  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
+  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
+  int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
+  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  int64_t tr__total;       /* the cosine schedule's resolved total */
+  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
+  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
+  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
+  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
+  int tr__saving;          /* tr_save is running (a nested one is refused) */
+  int tr__strict_hook_state;
+  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
+  tr_run *tr__run;         /* the run layer of reg: what the batteries read (section THE RUN LAYER) */
+  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
+  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
+  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
+} tr_trainer;
+
+/* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
+   its gradients on the first backward: allocate them in a configure_model hook and pass them here).
+   NULL keeps a buffer as it is. Not during a training step. The layout (n_params, tensors) stays. */
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
+
+/* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
+   state and the tensor views (all allocation happens here, none in the step loop). On error the
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
+   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
+TRAIN_API void   tr_free(tr_trainer *t);
+
+/* Train. Fires setup(fit), configure_model, on_fit_start, the sanity check, on_train_start, the epochs
+   (batches, optimizer hooks, validation), on_train_end, on_fit_end, teardown(fit) - in Lightning's
+   order. Calling tr_fit again continues from the trainer's counters (raise max_epochs/max_steps). */
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg);
+
+/* Evaluation loops (forward only, no gradients). limit_batches: 0 = all. mean_loss may be NULL; it
+   is NaN when no batch was evaluated. The mean also appears as the metric "val/loss" / "test/loss".
+   Data without batches runs no loop events at all (setup, configure_model and teardown still run). */
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+/* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
+
+/* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
+   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
+   training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
+   O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
+   then fires on_checkpoint_saved (ctx->path). path must be a regular file, a symlink (replaced itself,
+   never followed) or nothing: a device, a FIFO or a directory there is refused (TR_ERR_IO), never
+   replaced. Any failure (a full disk, say) returns TR_ERR_IO naming
+   the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
+   Temporary files left by a save that was killed are removed by the next save to the same path
+   (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
+   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded).
+   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
+   trainer then saves right after the current training batch (or epoch end), when every hook of that
+   event has run. tr_save called directly from a hook records the loop as it is at that moment:
+   from on_train_batch_end or later it resumes after that batch; from inside a training batch the
+   resumed run repeats the batch (in an accumulation window a gradient it already added then counts
+   twice).
+   tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
+   reads and verifies the whole file (checksums, every field's range) before changing anything; then
+   restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
+   (the model tier's first), and fires on_load_checkpoint. On any error - a failing
+   on_load_checkpoint hook included - the trainer and the hooks are exactly as before. A checkpoint
+   without the state of a registered stateful hook, or with state no hook loads, warns (the hook keeps
+   its state), or is refused under tr_desc.strict_hook_state. tr_load from a hook during a run is
+   refused and leaves the run alone. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
+
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
+TRAIN_API const char *tr_error(const tr_trainer *t);
+TRAIN_API const char *tr_err_name(tr_err e);
+
+
+/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
+   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
+   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
+   device). bins in 1..4096, lo < hi, both finite. */
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
+   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
+/* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
+   on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
+   at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
+
+#endif /* TRAIN_NO_TRAINER */
+
 #ifdef __cplusplus
 }
 #endif
@@ -1619,9 +1678,11 @@ extern int ftruncate(int fd, off_t length);
 #if defined(__GNUC__) || defined(__clang__)
 #  define TR__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #  define TR__NOINLINE __attribute__((noinline))
+#  define TR__SHARED static __attribute__((unused)) /* a helper of several sections: some may be left out */
 #else
 #  define TR__PRINTF(a, b)
 #  define TR__NOINLINE
+#  define TR__SHARED static
 #endif
 
 #ifdef TRAIN_CUDA /* the kernels come with the implementation (section CUDA): this file is built by nvcc */
@@ -1635,8 +1696,6 @@ extern int ftruncate(int fd, off_t length);
 extern "C" {
 #endif
 
-static tr_err tr__load_file(tr_trainer *t, const char *path); /* checkpoints, at the end */
-static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 /* The run layer's private part (section THE RUN LAYER). */
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
@@ -1662,17 +1721,20 @@ typedef struct tr__run_priv {
   struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
 } tr__run_priv;
-/* The run layer's pieces the trainer calls (section THE RUN LAYER, after the trainer). */
+/* The run layer's pieces the trainer calls (section THE RUN LAYER). */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
                                   int *no_default);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
+#ifndef TRAIN_NO_TRAINER /* the trainer's own pieces, defined in its section */
+static tr_err tr__load_file(tr_trainer *t, const char *path);
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
 static int tr__val_follows(const void *trainer, int64_t step, int stepped);
 static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 /* The MPI strategy (section "MPI STRATEGY", at the end): each does nothing in a single process.
    tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
    (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
@@ -1692,7 +1754,21 @@ static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
 static void    tr__dist_paths(tr_trainer *t);
 static void    tr__dist_save_file(tr_trainer *t, const char *path);
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
+#endif /* TRAIN_NO_TRAINER */
 static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3); /* text into a buffer (loggers) */
+
+/* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
+#define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
+static void tr__le(unsigned char *p, uint64_t v, int bytes) {
+  int i;
+  for (i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t tr__get(const unsigned char *p, int bytes) {
+  uint64_t v = 0;
+  int i;
+  for (i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 
@@ -1705,6 +1781,7 @@ TRAIN_API const char *tr_err_name(tr_err e) {
   return (e >= 0 && e < TR_ERR_COUNT) ? names[e] : "unknown error";
 }
 
+#ifndef TRAIN_NO_TRAINER /* the trainer's errors */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
 
 /* Record an error. The first error of a run wins (later ones are usually its consequences), and
@@ -1751,6 +1828,7 @@ static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one w
   fputs(line, f);
   fflush(f);
 }
+#endif /* TRAIN_NO_TRAINER */
 
 
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
@@ -1991,7 +2069,7 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
 }
 
 /* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit. */
-static int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
   tr__afile a;
   int e;
   if (tr__afile_open(&a, path, flags) == 0) tr__afile_write(&a, data, n);
@@ -2044,6 +2122,7 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
+#ifndef TRAIN_NO_TRAINER
 /* The shuffle of epoch e gets its own generator, derived from the seed and e alone, so that an
    epoch resumed from a checkpoint sees exactly the order it had the first time. */
 static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
@@ -2052,6 +2131,7 @@ static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
   r.state = tr_rng_u64(&r) ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull);
   return r;
 }
+#endif
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */
 
@@ -2076,13 +2156,16 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
   }
 }
 
+#ifndef TRAIN_NO_TRAINER
 /* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
 static double tr__current_lr(const tr_trainer *t) {
   tr_sched s = t->sched;
   s.total = t->tr__total;
   return tr_lr_at(&s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
+#endif
 
+#ifndef TRAIN_NO_MATH
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
    The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
@@ -2396,2088 +2479,13 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
   return bad;
 }
 
-/* =================================================================================================
-   CUDA (TRAIN_CUDA)
-   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
-   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
-   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
-   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
-     zero_grad       trc_zero                     accumulation mean   trc_scale
-     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
-                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
-                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
-     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
-     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (section "PER-STEP MATH"):
-                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
-                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
-   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
-   the host or synchronises unless asked:
-     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
-       the gradients, when a hook first reads it (ctx->grad_norm_source);
-     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
-       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
-       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
-       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
-     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
-   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
-   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
-   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
-   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
-   checks it against the CPU path bit for bit.
-   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
-   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
-   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
-   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
-   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
-   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
-   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
-   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
-   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
-   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
-   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
-   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
-   with on_device is refused by tr_init (TR_ERR_DEVICE).
-   ================================================================================================= */
-#ifdef TRAIN_CUDA
-typedef struct tr__device {
-  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
-  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
-  float *host_params, *host_grads;
-  double *partials;         /* TRC_NORM_BLOCKS */
-  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
-  unsigned long long *counts; /* histogram bins */
-  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
-  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
-  uint64_t norm_version;
-  int loss_known;           /* loss holds the device loss of the last training forward */
-  double loss;
-  int swapped;              /* model.params/grads point at the host mirrors */
-} tr__device;
-
-#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
-
-static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
-  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
-  return e == 0;
-}
-
-/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
-static void tr__dev_norm(tr_trainer *t, double max_norm) {
-  tr__device *d = TR__DEV(t);
-  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
-    d->norm_known = 1;
-    d->norm_version = t->ctx.hk__grads_version;
-  }
-}
-
-/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
-static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr__device *d = TR__DEV(t);
-  double norm = NAN;
-  (void)ctx;
-  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
-  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
-  return norm;
-}
-
-static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr__device *d = TR__DEV(t);
-  float x = NAN;
-  (void)ctx;
-  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
-  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
-    d->loss_known = 1;
-    t->tr__last_loss = x;
-  }
-  return t->tr__last_loss;
-}
-
-static void tr__dev_free(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  if (!d) return;
-  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
-  free(d->host_params); free(d->host_grads);
-  free(d);
-  t->tr__dev = NULL;
-}
-
-/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
-static tr_err tr__dev_init(tr_trainer *t) {
-  tr__device *d;
-  size_t n = t->model.n_params, bytes = n * sizeof(float);
-  char why[256];
-  int i, e = 0;
-  if (!t->model.on_device) return TR_OK;
-  if (!trc_device_ok(why, sizeof why))
-    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
-  d = (tr__device *)calloc(1, sizeof *d);
-  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
-  t->tr__dev = d;
-  d->host_params = (float *)malloc(bytes);
-  d->host_grads = (float *)malloc(bytes);
-  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
-  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
-  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
-  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
-  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
-  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
-  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
-  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
-  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
-  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
-  t->ctx.grad_norm_source = tr__dev_grad_norm;
-  t->ctx.grad_norm_source_user = t;
-  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
-  return TR_OK;
-}
-
-/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
-static tr_err tr__dev_to_host(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  size_t bytes = t->model.n_params * sizeof(float);
-  int e = 0;
-  if (!d || d->swapped) return TR_OK;
-  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
-  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
-  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
-  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
-  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
-  d->params = t->model.params;
-  d->grads = t->model.grads;
-  t->model.params = d->host_params;
-  if (t->model.grads) t->model.grads = d->host_grads;
-  d->swapped = 1;
-  return TR_OK;
-}
-
-/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
-static void tr__dev_upload(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  size_t bytes = t->model.n_params * sizeof(float);
-  int e = 0;
-  if (!d || !d->swapped) return;
-  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
-  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
-  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
-  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
-  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
-  tr__dev_ok(t, e, "copying the state to the device");
-  d->norm_known = 0;
-}
-
-static void tr__dev_unswap(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  if (!d || !d->swapped) return;
-  t->model.params = d->params;
-  if (d->grads) t->model.grads = d->grads;
-  d->swapped = 0;
-}
-
-/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
-static void tr__dev_zero_grad(tr_trainer *t) {
-  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
-}
-
-static void tr__dev_scale_grads(tr_trainer *t, float k) {
-  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
-}
-
-static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
-  tr__device *d = TR__DEV(t);
-  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
-    tr__dev_norm(t, c->gradient_clip_val);
-    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
-      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
-    else d->fold_clip = 1;
-  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
-                                         d->ctrl, t->model.stream), "clipping by value")) {
-    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
-    d->norm_version = t->ctx.hk__grads_version;
-  }
-}
-
-static void tr__dev_update(tr_trainer *t, double lr) {
-  tr__device *d = TR__DEV(t);
-  const tr_optim *o = &t->optim;
-  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
-  size_t n = t->model.n_params;
-  int e;
-  d->fold_clip = 0;
-  if (o->kind == TR_OPTIM_ADAMW)
-    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
-  else {
-    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
-    if (o->momentum > 0) t->tr__has_momentum = 1;
-  }
-  tr__dev_ok(t, e, "the optimizer step");
-}
-
-/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
-static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
-  tr__device *d = TR__DEV(t);
-  if (!t->model.device_loss) return;
-  d->loss_known = 0;
-  *loss = t->tr__last_loss = NAN;
-  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
-}
-
-/* An evaluation batch's loss (one copy). */
-static double tr__dev_eval_loss(tr_trainer *t, double loss) {
-  float x = NAN;
-  if (!t->model.device_loss) return loss;
-  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
-  return x;
-}
-
-TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
-#define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
-#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
-static tr_err tr__dev_init(tr_trainer *t) {
-  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
-                                       "compiled with TRAIN_CUDA by nvcc (see the section CUDA)") : TR_OK;
-}
-static void tr__dev_free(tr_trainer *t) { (void)t; }
-static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
-static void tr__dev_upload(tr_trainer *t) { (void)t; }
-static void tr__dev_unswap(tr_trainer *t) { (void)t; }
-TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
-#define TR__ON_DEVICE(t) 0
-#endif
-
-TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
-  float width;
-  int k;
-  if (!t || !counts) return TR_ERR_INVALID;
-  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
-    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
-                      bins, (double)lo, (double)hi);
-  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
-  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) {
-    tr__device *d = TR__DEV(t);
-    unsigned long long c[4096 + 3];
-    int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
-    e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
-    if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
-    for (b = 0; b < bins + 3; b++) counts[b] = c[b];
-    return TR_OK;
-  }
-#endif
-  width = (hi - lo) / (float)bins;
-  for (k = 0; k < t->ctx.n_tensors; k++) {
-    const float *x = t->ctx.grads[k].data;
-    size_t i;
-    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
-  }
-  return TR_OK;
-}
-
-/* ---- setup --------------------------------------------------------------------------------------- */
-
-/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
-   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
-   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
-   every hook and by clipping. */
-static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
-static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
-
-/* Views sorted by offset, for the tiling check. */
-static int tr__by_offset(const void *a, const void *b) {
-  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
-  return x < y ? -1 : x > y;
-}
-
-/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
-   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
-static tr_err tr__check_tiling(tr_trainer *t) {
-  int i, n = t->model.n_tensors;
-  size_t end = 0;
-  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
-  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
-  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
-  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
-  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
-  if (i < n || end != t->model.n_params) {
-    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
-                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
-    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
-                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
-  }
-  free(v);
-  return t->tr__err;
-}
-
-/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
-static void tr__point_views(tr_trainer *t) {
-  int i, n = t->model.n_tensors;
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
-    p->name = g->name = x->name;
-    p->count = g->count = x->count;
-    p->data = t->model.params + x->offset;
-    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
-  }
-  hk_grads_changed(&t->ctx);
-}
-
-TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
-  if (!t || !t->tr__views) return TR_ERR_INVALID;
-  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
-    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
-                      "current buffer (hand buffers over before training, e.g. in configure_model)");
-  if (params) t->model.params = params;
-  if (grads) t->model.grads = grads;
-  tr__point_views(t);
-  return TR_OK;
-}
-
-static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
-
-TRAIN_API void tr_free(tr_trainer *t) {
-  if (!t) return;
-  tr__dev_free(t);
-  hk_ctx_free(&t->ctx);
-  hk_bytes_free(&t->tr__data_state);
-  if (t->tr__run && t->tr__run->trainer == t) { /* the run stays with a registry of the user's */
-    t->tr__run->trainer = NULL;
-    t->tr__run->tr__p->epoch_done = NULL;
-  }
-  t->tr__run = NULL;
-  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
-  free(t->tr__views);
-  free(t->tr__m);
-  free(t->tr__v);
-  tr__dist_free(t);
-  t->reg = NULL;
-  t->tr__views = NULL;
-  t->tr__m = t->tr__v = NULL;
-  t->tr__own_reg = 0;
-}
-
-static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
-  const tr_model *m;
-  tr_optim *o;
-  int i, j, n;
-  memset(t, 0, sizeof *t);
-  t->running = HK_STAGE_NONE;
-  t->tr__val_at = -1;
-  t->tr__mpi_timeout = 1800;
-  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
-  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
-  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
-  t->tr__log = d->log;
-  t->model = d->model;
-  m = &t->model;
-  if (!m->params || m->n_params == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
-                    "come later, through tr_set_buffers)");
-  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
-  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
-  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
-    t->tr__whole.name = "params";
-    t->tr__whole.offset = 0;
-    t->tr__whole.count = m->n_params;
-    t->model.tensors = &t->tr__whole;
-    t->model.n_tensors = 1;
-  }
-  n = t->model.n_tensors;
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
-    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
-      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
-                      x->name, x->offset, x->count, m->n_params);
-    for (j = 0; j < i; j++)
-      if (strcmp(t->model.tensors[j].name, x->name) == 0)
-        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
-  }
-  if (tr__check_tiling(t)) return t->tr__err;
-  if (d->threads < 0 || d->threads > 4096)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
-  t->tr__threads = d->threads ? d->threads : 1;
-  t->tr__gscale = 1.0f;
-
-  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
-  t->optim = d->optim;
-  o = &t->optim;
-  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
-  if (o->lr == 0) o->lr = 1e-3;
-  if (o->beta1 == 0) o->beta1 = 0.9;
-  if (o->beta2 == 0) o->beta2 = 0.999;
-  if (o->eps == 0) o->eps = 1e-8;
-  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
-  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
-  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
-  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
-  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
-  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
-  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
-
-  t->sched = d->sched;
-  if (t->sched.kind < TR_SCHED_CONSTANT || t->sched.kind > TR_SCHED_COSINE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.kind %d is not a schedule", (int)t->sched.kind);
-  if (t->sched.warmup < 0 || t->sched.step_size < 0 || t->sched.total < 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.warmup, sched.step_size and sched.total must be >= 0");
-  if (t->sched.kind == TR_SCHED_STEP && t->sched.step_size == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: the step schedule needs sched.step_size");
-  if (t->sched.gamma == 0) t->sched.gamma = 0.1;
-  if (tr__bad_number(t->sched.gamma, 0, HUGE_VAL) || tr__bad_number(t->sched.min_factor, 0, 1))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.gamma must be > 0 and sched.min_factor in [0, 1]");
-  t->tr__total = t->sched.total;
-
-  /* Everything the step loop needs is allocated now, once. */
-  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
-  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
-  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
-  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
-  }
-  tr__point_views(t);
-  if (d->reg) t->reg = d->reg;
-  else {
-    t->reg = hk_create(NULL);
-    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
-    t->tr__own_reg = 1;
-  }
-  if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
-  t->tr__run->tr__p->hparams = tr__hparams;
-  t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
-  t->tr__run->tr__p->val_follows = tr__val_follows;
-
-  t->seed = d->seed;
-  tr_rng_seed(&t->rng, d->seed);
-  t->tr__strict_hook_state = d->strict_hook_state != 0;
-  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
-  t->lr = o->lr;
-  t->ctx.trainer = t;
-  t->ctx.user = d->user;
-  t->ctx.params = t->tr__views;
-  t->ctx.grads = t->tr__views + n;
-  t->ctx.n_tensors = n;
-  t->ctx.world_size = 1;
-  t->ctx.lr = t->lr;
-  t->tr__last_loss = NAN; /* no training batch yet */
-  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
-  }
-  tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
-  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
-  if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
-  }
-  return TR_OK;
-}
-
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
-  tr_err e, mine;
-  if (!t) return TR_ERR_INVALID;
-  mine = tr__init(t, d);
-  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
-     own checks failed (it takes part with its error, so that no rank waits for it) */
-  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
-    char why[sizeof t->error];
-    memcpy(why, t->error, sizeof why);
-    tr_free(t);
-    return tr__fail(t, e, "%s", why);
-  }
-  return e;
-}
-
-/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
-   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
-   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
-   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
-   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
-   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
-static int tr__sig_on;       /* this fit installed the helper: its count is ours */
-static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
-static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
-static int tr__sigint_count; /* multi-process: the agreed count */
-
-/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
-static int tr__sig_own(void) {
-  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > 2 ? 2 : n;
-}
-/* What the loops act on. */
-static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
-
-/* ---- firing events ---------------------------------------------------------------------------------
-   Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
-   nothing is registered; what hooks ask for (skip the step, skip the batch, end the epoch, stop)
-   collects in t->tr__flow, already degraded to what each event honours, for the loops to act on.
-   HK_FAIL becomes the run's error. Once the run has failed nothing fires any more: the abort path
-   fires on_exception and teardown itself. */
-static TR__NOINLINE void tr__settle(tr_trainer *t) {
-  const char *why = t->ctx.hook_failure; /* "hook 'name' failed in on_x: message" */
-  t->ctx.hook_failure = NULL;
-  if (HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) { /* t->tr__err is the one record of a failure */
-    tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
-    hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
-  } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
-}
-
-/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it. */
-static inline void tr__fire(tr_trainer *t, int event) {
-  if (t->tr__err) return;
-  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
-}
-
-/* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
-   error); the optimizer's stop at HK_SKIP_STEP too. */
-static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
-static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
-
-/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
-   teardown, which always runs. Lightning skips teardown on errors; we do not. */
-static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
-  tr__sig_base = hk_stop_requested();
-  t->ctx.abort_reason = t->error;
-  t->ctx.hook_failure = NULL;
-  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
-  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
-  t->ctx.stage = stage;
-  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
-  tr__settle(t);
-  t->ctx.abort_reason = NULL;
-  return t->tr__err;
-}
-
-/* ---- log records and requests: the run layer's (section THE RUN LAYER), shared with any loop ---- */
-static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
-  if (t->tr__err) return;
-  tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
-}
-static void tr__log_line(tr_trainer *t) { tr__run_log_line(t->tr__run, &t->ctx); }
-
-/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
-static void tr__log_requested(tr_trainer *t) {
-  tr__log_line(t);
-  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
-}
-
-/* ---- the work of a step -------------------------------------------------------------------------
-   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
-   reads as a straight list. */
-
-/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
-static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
-  void *batch = NULL;
-  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
-  if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
-  t->ctx.batch_idx = b;
-  t->ctx.batch = batch;
-  t->ctx.outputs = NULL;
-  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
-  return batch;
-}
-
-/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
-   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
-static void tr__forward(tr_trainer *t, void *batch) {
-  const tr_config *c = t->tr__cfg;
-  double loss = 0;
-  int rc;
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-  rc = t->model.forward(t->model.user, batch, 1, &loss);
-  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
-#endif
-  t->ctx.loss = t->tr__last_loss = loss;
-  if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
-  if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
-    tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
-             (long long)t->epoch, (long long)t->epoch_batch, (long long)t->global_step);
-    return;
-  }
-  tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)t->epoch_batch);
-  hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
-}
-
-/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
-   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
-static void tr__zero_grad(tr_trainer *t) {
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
-#endif
-  tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
-  hk_grads_changed(&t->ctx);
-  t->tr__grads_zeroed = 1;
-}
-
-static void tr__backward(tr_trainer *t, void *batch) {
-  int rc;
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-  rc = t->model.backward(t->model.user, batch);
-  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
-  hk_grads_changed(&t->ctx);
-  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
-}
-
-/* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
-   gets no step. */
-static void tr__average_window(tr_trainer *t) {
-  if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
-  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
-#endif
-  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
-  hk_grads_changed(&t->ctx);
-}
-
-/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
-   view, in view order: hk_grad_norm's bits). */
-static double tr__grad_norm(tr_trainer *t) {
-  double sum = 0;
-  int k;
-  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
-  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
-  hk_grad_norm_set(&t->ctx, sqrt(sum));
-  return sqrt(sum);
-}
-static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
-
-/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
-   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
-   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
-   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
-static void tr__clip_gradients(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
-#endif
-  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
-    double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
-    if (coef >= 1.0) return;
-    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
-      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
-    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
-      t->tr__gscale = (float)coef;
-  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
-    float hi = (float)c->gradient_clip_val;
-    double sum = 0;
-    int k;
-    for (k = 0; k < t->ctx.n_tensors; k++)
-      sum += tr_clamp_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, -hi, hi, t->tr__threads);
-    hk_grad_norm_set(&t->ctx, sqrt(sum));
-  }
-}
-
-/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (the section "PER-STEP MATH"). */
-static void tr__update(tr_trainer *t, double lr) {
-  const tr_optim *o = &t->optim;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
-#endif
-  if (o->kind == TR_OPTIM_ADAMW) {
-    tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
-    c.gscale = t->tr__gscale;
-    tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
-  } else {
-    tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
-    c.gscale = t->tr__gscale;
-    tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
-    if (o->momentum > 0) t->tr__has_momentum = 1;
-  }
-  t->tr__gscale = 1.0f;
-}
-
-/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
-static void tr__optimizer_step(tr_trainer *t) {
-  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-  tr__update(t, t->lr);
-  t->ctx.global_step = ++t->global_step;
-}
-
-/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
-static void tr__end_window(tr_trainer *t) {
-  t->tr__accum_pos = t->tr__accum_n = 0;
-  t->tr__grads_zeroed = 0;
-  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
-  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
-}
-
-/* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
-
-typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
-static const tr__loop_events tr__val_events = {
-  HK_ON_VALIDATION_START, HK_ON_VALIDATION_EPOCH_START, HK_ON_VALIDATION_BATCH_START,
-  HK_ON_VALIDATION_BATCH_END, HK_ON_VALIDATION_EPOCH_END, HK_ON_VALIDATION_END };
-static const tr__loop_events tr__test_events = {
-  HK_ON_TEST_START, HK_ON_TEST_EPOCH_START, HK_ON_TEST_BATCH_START,
-  HK_ON_TEST_BATCH_END, HK_ON_TEST_EPOCH_END, HK_ON_TEST_END };
-static const tr__loop_events tr__predict_events = {
-  HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
-  HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
-
-/* What one evaluation loop runs: its events, its data, and where its mean loss goes. */
-typedef struct tr__eval {
-  const tr__loop_events *ev;
-  const tr_data *data;
-  int64_t limit;        /* batches; 0 = all */
-  int predict;          /* model.predict instead of forward; no loss */
-  const char *metric;   /* the mean loss's metric name, or NULL */
-  const char *what;     /* for messages */
-  double *mean;         /* where the mean loss goes, or NULL */
-} tr__eval;
-
-/* Number of batches to run: the data's count (this rank's share of it), capped by limit (> 0). */
-static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
-  int64_t n = t->tr__err ? 0 : data->count(data->user);
-  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); n = 0; }
-  n = tr__dist_shard(t, data, n, !strcmp(what, "train"), what);
-  return (limit > 0 && limit < n) ? limit : n;
-}
-
-/* One evaluation batch: forward (its loss joins the mean) or predict (ctx->outputs). */
-static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, double *sum, int64_t *counted) {
-  double loss = 0;
-  int rc;
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-  if (e->predict) {
-    rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
-    if (rc) tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)t->ctx.batch_idx);
-    return;
-  }
-  rc = t->model.forward(t->model.user, batch, 0, &loss);
-  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
-#endif
-  t->ctx.loss = loss;
-  *sum += loss;
-  ++*counted;
-}
-
-/* start, epoch_start, every batch, epoch_end, end; nothing at all when the data has no batches. The
-   mean loss goes into the metric before epoch_end. HK_STOP_EPOCH and HK_SKIP_BATCH mean this loop's
-   epoch and batches: the loop keeps its own (`own`) and gives the training loop's back afterwards.
-   HK_STOP ends a standalone run like HK_STOP_EPOCH; inside fit it only asks training to stop (the
-   validation finishes), so it stays in the flow for the fit, next to a held stop or a skipped step
-   (which a checkpoint written during the validation records). */
-static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
-  int in_fit = t->running == HK_STAGE_FIT;
-  unsigned own = HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH) | (in_fit ? 0 : HK_SIGNAL_BIT(HK_STOP));
-  unsigned ends = in_fit ? HK_SIGNAL_BIT(HK_STOP_EPOCH) : HK_FLOW_STOP_EPOCH;
-  unsigned outer = t->tr__flow.signals;
-  int64_t b, n, counted = 0;
-  double sum = 0, mean = NAN;
-  int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
-  double saved_loss = t->ctx.loss;
-  void *saved_batch = t->ctx.batch;
-
-  if (e->mean) *e->mean = NAN;
-  n = tr__n_batches(t, e->data, e->limit, e->what);
-  if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
-  t->eval_batches = t->tr__run->eval_batches = n;
-  hk_flow_clear(&t->tr__flow, own);
-  if (e->data->reset && e->data->reset(e->data->user))
-    tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
-  tr__fire(t, e->ev->start);
-  tr__fire(t, e->ev->epoch_start);
-  for (b = 0; b < n && !tr__skips(t, ends); b++) {
-    void *batch = tr__fetch(t, e->data, b, e->what);
-    tr__fire(t, e->ev->batch_start);
-    tr__eval_forward(t, e, batch, &sum, &counted);
-    tr__fire(t, e->ev->batch_end);
-    hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
-  }
-  t->ctx.outputs = NULL;
-  tr__dist_mean(t, &sum, &counted); /* every rank's batches: the global mean */
-  if (!e->predict) {
-    mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
-    t->ctx.loss = mean;
-    if (e->metric && !t->tr__err && hk_metric_set(&t->ctx, e->metric, mean) != HK_OK)
-      tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", e->metric);
-  }
-  if (e->mean) *e->mean = mean;
-  tr__fire(t, e->ev->epoch_end);
-  if (!e->predict && t->ctx.stage != HK_STAGE_SANITY_CHECK && HK_ACTIVE(t->reg, HK_ON_LOG))
-    tr__log_record(t, e->ev == &tr__test_events ? "test" : "val");
-  tr__fire(t, e->ev->end);
-  tr__dist_agree(t);
-  t->ctx.batch_idx = saved_idx;
-  t->ctx.batch = saved_batch;
-  if (in_fit) t->ctx.loss = saved_loss;
-  t->tr__flow.signals = (t->tr__flow.signals & ~own) | (outer & own);
-  return t->tr__err;
-}
-
-/* ---- runs -------------------------------------------------------------------------------------------
-   fit, validate, test and predict start and end the same way: refuse to start inside another run,
-   setup(stage), configure_model, the body, then teardown; on failure on_exception, then teardown. */
-
-static tr_err tr__idle(tr_trainer *t, const char *fn) {
-  if (t->running != HK_STAGE_NONE)
-    return tr__refuse(t, "%s called during a %s run (from a hook?); call it when the run has returned", fn, hk_stage_name(t->running));
-  t->tr__err = TR_OK;
-  t->error[0] = 0;
-  return TR_OK;
-}
-
-/* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
-   NULL outside a fit). Set at every run: the trainer's registry may be shared. */
-static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
-  tr_run *run = t->tr__run;
-  tr_run_desc *d = &run->desc;
-  run->trainer = t;
-  run->running = stage;
-  run->failed = 0;
-  run->tr__p->epoch_done = &t->tr__epoch_done;
-  run->tr__p->reg = t->reg;
-  d->log = t->tr__log;
-  d->epochs = TR_YES;
-  d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
-  d->momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
-  d->weight_decay = t->optim.weight_decay;
-  d->lr_per_epoch = t->sched.per_epoch;
-  memset(run->tr__p->stamp, 0, sizeof run->tr__p->stamp);
-  if (!c) return;
-  d->max_steps = c->max_steps;
-  d->max_epochs = c->max_epochs;
-  d->min_steps = c->min_steps;
-  d->min_epochs = c->min_epochs;
-  d->log_every_n_steps = c->log_every_n_steps;
-  d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
-  /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
-     (or not at all), else at the validation's end */
-  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
-  run->resume_from = c->resume_from ? c->resume_from : "";
-  run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
-}
-
-static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
-  hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
-  tr_err e;
-  tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
-  t->running = stage;
-  t->ctx.stage = stage;
-  t->ctx.requests = 0;
-  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
-  if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
-  tr__fire(t, HK_SETUP);
-  tr__fire(t, HK_CONFIGURE_MODEL);
-  tr__dist_agree(t);
-  if (!t->tr__err) body(t, arg);
-  tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
-  if (t->tr__err) e = tr__abort(t, stage);
-  else {
-    t->ctx.stage = stage;
-    tr__fire(t, HK_TEARDOWN);
-    e = TR_OK; /* teardown honours no signal */
-    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
-  }
-  t->running = HK_STAGE_NONE;
-  t->tr__run->running = HK_STAGE_NONE;
-  t->tr__run->resume_from = "";
-  t->ctx.stage = HK_STAGE_NONE;
-  t->ctx.batch = NULL;
-  t->ctx.requests = 0;
-  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
-  t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
-  return e;
-}
-
-static void tr__eval_body(tr_trainer *t, const void *arg) {
-  tr__eval_loop(t, (const tr__eval *)arg);
-  if (!t->tr__err && (t->ctx.requests & HK_REQUEST_LOG)) tr__log_line(t);
-}
-
-static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
-  tr_err err = TR_OK;
-  if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, fn)) return TR_ERR_INVALID;
-  if (!e->data || !e->data->count || !e->data->get == !e->data->next)
-    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
-  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
-  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
-  return tr__run(t, stage, tr__eval_body, e);
-}
-
-TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
-  tr__eval e = { &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss };
-  return tr__eval_run(t, HK_STAGE_VALIDATE, &e, "tr_validate");
-}
-TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
-  tr__eval e = { &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss };
-  return tr__eval_run(t, HK_STAGE_TEST, &e, "tr_test");
-}
-TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
-  tr__eval e = { &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL };
-  return tr__eval_run(t, HK_STAGE_PREDICT, &e, "tr_predict");
-}
-
-/* ---- the training loop ------------------------------------------------------------------------------- */
-
-static int tr__can_stop(const tr_trainer *t) {
-  return t->epoch >= t->tr__cfg->min_epochs && t->global_step >= t->tr__cfg->min_steps;
-}
-/* A graceful stop (HK_STOP) takes effect once min_epochs and min_steps are reached; until then it is held. */
-static int tr__stopping(const tr_trainer *t) {
-  return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
-}
-
-
-static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
-/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
-   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
-   due now on that validation's value.) */
-static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
-  const tr_trainer *t = (const tr_trainer *)trainer;
-  const tr_config *c = t->tr__cfg;
-  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
-  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
-  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
-}
-TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
-  if (!t) return TR_ERR_INVALID;
-  if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
-  if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
-  t->tr__accum = factor;
-  return TR_OK;
-}
-
-/* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
-   validation resumes after it instead of repeating it. */
-static void tr__fit_validate(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  tr__eval e = { &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL };
-  if (t->tr__err) return;
-  t->tr__val_at = t->epoch_batch;
-  tr__eval_loop(t, &e);
-}
-
-/* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
-   hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
-   for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
-static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr_err e = tr_save(t, path);
-  (void)ctx;
-  if (e) tr__msg(why, cap, "%s", t->error);
-  return e;
-}
-static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
-  char why[sizeof t->error];
-  int no_default = 0;
-  tr_err e;
-  tr__dist_paths(t); /* rank 0's paths, on every rank */
-  e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
-  if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
-  if (e) tr__fail(t, e, "%s", why);
-}
-
-/* A safe point (after a training batch or an epoch): honour what hooks requested. */
-static void tr__honour_requests(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  unsigned r = t->ctx.requests;
-  if (t->tr__err) return;
-  t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
-  if (r & HK_REQUEST_VALIDATION) {
-    if (c->val) tr__fit_validate(t);
-    else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
-  }
-  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
-}
-
-/* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
-   a validation is not run any more. */
-static void tr__honour_final_requests(tr_trainer *t) {
-  unsigned r = t->ctx.requests;
-  if (t->tr__err) return;
-  t->ctx.requests = 0;
-  if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
-}
-
-/* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
-   hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
-   lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
-static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
-  const tr_config *c = t->tr__cfg;
-  int64_t steps_before = t->global_step;
-  int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
-  void *batch;
-
-  t->lr = t->ctx.lr = tr__current_lr(t);
-  batch = tr__fetch(t, c->train, t->epoch_batch, "train");
-  tr__fire(t, HK_ON_TRAIN_BATCH_START);
-  tr__forward(t, batch);
-  if (!t->tr__grads_zeroed) {              /* the window's first micro-batch that gets this far */
-    tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_ZERO_GRAD);
-    tr__zero_grad(t);
-  }
-  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_BACKWARD);
-  tr__backward(t, batch);
-  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
-  t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
-  if (window_ends) {                       /* the last micro-batch of the window steps */
-    tr__dist_grads(t);                     /* every rank's gradients summed (TRAIN_MPI) */
-    tr__average_window(t);
-    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
-    if (c->gradient_clip_val > 0) {
-      tr__clip_gradients(t);
-      tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
-    }
-    tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
-    tr__optimizer_step(t);
-    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
-    tr__end_window(t);
-  }
-  t->epoch_batch++;
-  t->tr__epoch_done = t->epoch_batch >= n_batches;
-  t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
-  t->ctx.samples_seen = t->samples_seen;
-  tr__fire(t, HK_ON_TRAIN_BATCH_END);
-  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
-  tr__dist_agree(t);
-  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
-  if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
-      t->global_step % c->log_every_n_steps == 0)
-    tr__log_record(t, "train");
-
-  if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
-    tr__fit_validate(t);
-  tr__honour_requests(t);
-}
-
-/* The epoch is over: move the counters to the next one. */
-static void tr__finish_epoch(tr_trainer *t) {
-  t->epoch++;
-  t->epoch_batch = 0;
-  t->tr__val_at = -1;
-  t->tr__epoch_ended = 0;
-  t->tr__epoch_done = 0;
-  tr__end_window(t); /* a window cut short by a stop is dropped */
-  hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
-  t->ctx.epoch = t->epoch;
-}
-
-/* Start epoch t->epoch, or continue it mid-way after a resume: the shuffle is rebuilt from the seed
-   either way; an iterator is rewound only at a real start (a resumed one was handed its position). */
-static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
-  int resuming = t->epoch_batch > 0;
-  t->ctx.epoch = t->epoch;
-  t->ctx.batch_idx = t->epoch_batch;
-  if (d->shuffle) {
-    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
-    d->shuffle(d->user, &r);
-  }
-  if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
-  if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
-  t->lr = t->ctx.lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
-  tr__fire(t, HK_ON_TRAIN_EPOCH_START);
-}
-
-/* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
-   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
-static void tr__train_epoch(tr_trainer *t, int64_t n) {
-  const tr_config *c = t->tr__cfg;
-  int complete;
-  t->train_batches = t->tr__run->train_batches = n;
-  tr__start_epoch(t, c->train);
-  tr__dist_agree(t);
-  while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
-    tr__train_batch(t, n);
-    if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
-  }
-  if (t->tr__err) return;
-  complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
-  t->tr__epoch_done = complete;
-  if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
-      t->tr__val_at != t->epoch_batch)
-    tr__fit_validate(t);
-  t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
-  tr__fire(t, HK_ON_TRAIN_EPOCH_END);
-  tr__dist_agree(t);
-  if (complete && !t->tr__err) tr__finish_epoch(t);
-  tr__honour_requests(t);
-}
-
-static int tr__fit_done(const tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  return t->tr__err || (c->max_steps > 0 && t->global_step >= c->max_steps) ||
-         (c->max_epochs > 0 && t->epoch >= c->max_epochs) || tr__stopping(t);
-}
-
-/* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
-static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
-  if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
-  *c = *in;
-  if (!c->train || !c->train->count || !c->train->get == !c->train->next)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count, and get or next (one of them)");
-  if (c->val && (!c->val->count || !c->val->get == !c->val->next))
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count, and get or next (one of them)");
-  if (!c->train->save_state != !c->train->load_state)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
-  if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
-  if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
-      c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps and "
-                    "accumulate_grad_batches must be >= 0");
-  if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
-      (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
-  if (c->on_nonfinite_loss < TR_NONFINITE_FAIL || c->on_nonfinite_loss > TR_NONFINITE_IGNORE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: on_nonfinite_loss is not a tr_nonfinite value");
-  if (c->max_epochs == 0 && c->max_steps == 0) c->max_epochs = 1000;
-  if (c->limit_val_batches < 0) c->val = NULL;
-  if (c->num_sanity_val_steps == 0) c->num_sanity_val_steps = 2;
-  if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
-  if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
-  if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
-  if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
-  t->tr__total = t->sched.total;
-  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total == 0)
-    t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
-  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total <= t->sched.warmup)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the cosine schedule needs sched.total (or max_steps / max_epochs) "
-                    "greater than sched.warmup");
-  return TR_OK;
-}
-
-/* Everything the model must have handed over by the first step, and the training data's position. */
-static void tr__ready_to_train(tr_trainer *t) {
-  const tr_data *d = t->tr__cfg->train;
-  if (t->tr__err) return;
-  if (!t->model.grads) {
-    tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
-             "(for example in a configure_model hook) before training starts");
-    return;
-  }
-  if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
-    hk_reader rd;
-    memset(&rd, 0, sizeof rd);
-    rd.data = t->tr__data_state.data;
-    rd.len = t->tr__data_state.len;
-    if (d->load_state(d->user, &rd)) {
-      rd.why[sizeof rd.why - 1] = 0;
-      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
-               rd.why[0] ? ": " : "", rd.why);
-    }
-  }
-}
-
-/* The sanity check: a few validation batches before training, to find bugs in validation early. */
-static void tr__sanity_check(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  int64_t limit = c->num_sanity_val_steps;
-  tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
-  if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
-  if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
-  e.limit = limit;
-  t->ctx.stage = HK_STAGE_SANITY_CHECK;
-  tr__fire(t, HK_ON_SANITY_CHECK_START);
-  tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
-  tr__fire(t, HK_ON_SANITY_CHECK_END);
-  t->ctx.stage = HK_STAGE_FIT;
-}
-
-/* The body of tr_fit, after setup and configure_model, in the order of Lightning's Trainer.fit. */
-static void tr__fit_body(tr_trainer *t, const void *arg) {
-  const tr_config *c = t->tr__cfg;
-  int64_t n;
-  (void)arg;
-  if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
-  tr__ready_to_train(t);
-  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
-  tr__fire(t, HK_ON_FIT_START);
-  tr__dist_agree(t);
-  tr__sanity_check(t);
-  tr__fire(t, HK_ON_TRAIN_START);
-  tr__dist_agree(t);
-  if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
-  while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
-    n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
-    if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
-      if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
-      break;
-    }
-    tr__train_epoch(t, n);
-  }
-  tr__fire(t, HK_ON_TRAIN_END);
-  tr__dist_agree(t);
-  tr__honour_final_requests(t);
-  tr__fire(t, HK_ON_FIT_END);
-}
-
-/* Where the training iterator stands when a fit ends: what tr_save writes and the next fit restores. */
-static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
-  hk_bytes b;
-  if (!d->save_state) return;
-  memset(&b, 0, sizeof b);
-  if (d->save_state(d->user, &b) || b.failed) {
-    hk_bytes_free(&b);
-    tr__warn(t, "train data: save_state() failed when the fit ended; the next checkpoint holds the previous position");
-    return;
-  }
-  hk_bytes_free(&t->tr__data_state);
-  t->tr__data_state = b;
-}
-
-TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
-  tr_config c;
-  tr_err e;
-  if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
-  e = tr__resolve(t, cfg, &c);
-  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
-  t->tr__cfg = &c;
-  t->tr__accum = c.accumulate_grad_batches;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->lr = t->ctx.lr = tr__current_lr(t);
-  tr__sigint_count = 0;
-  tr__sig_deferred = t->tr__dist != NULL;
-  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
-  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
-
-  e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
-
-  if (tr__sig_on) hk_stop_signals_restore();
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
-  tr__keep_data_state(t, c.train);
-  t->tr__restarting = 0;
-  t->tr__cfg = NULL;
-  return e;
-}
-
-/* ---- checkpoints --------------------------------------------------------------------------------------
-   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
-
-     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
-              load) | u32 flags (0)
-     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
-              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
-
-   The sections, in this order:
-     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
-           n_tensors x (u32 name length | name | u64 offset | u64 count)
-     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
-           i64 val_at | i64 accum_pos | i64 accum_n |
-           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
-     PARM  n_params x f32: the parameters
-     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
-     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
-     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
-     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
-     END   empty; nothing may follow it
-   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
-   is needed for any change to this layout. */
-
-#define TR__MAGIC "TRAINCKP"
-#define TR__VERSION 2u
-#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
-#define TR__META TR__TAG('M', 'E', 'T', 'A')
-#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
-#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
-#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
-#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
-#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
-#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
-#define TR__END  TR__TAG('E', 'N', 'D', '!')
-#define TR__LOOP_SIZE (9 * 8 + 4)
-#define TR__MAX_KEY 4096
-#define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
-enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
-
-/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
-   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
-static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
-  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
-  int i;
-  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
-  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
-}
-
-static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-  return h;
-}
-#define TR__FNV_START 0xcbf29ce484222325ull
-
-static void tr__le(unsigned char *p, uint64_t v, int bytes) {
-  int i;
-  for (i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t tr__get(const unsigned char *p, int bytes) {
-  uint64_t v = 0;
-  int i;
-  for (i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
-  return v;
-}
-
-/* -- writing: a buffered writer that checksums what it writes -- */
-typedef struct tr__writer {
-  unsigned char *buf;
-  size_t pos, cap;
-  uint64_t hash;     /* running checksum of the current section */
-  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
-  tr__afile *af;     /* the temporary file it writes */
-  int failed;        /* 0, or the errno of the first failure */
-} tr__writer;
-
-/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
-   wait for room that a failed write will not make (it used to spin here on a full disk). */
-static void tr__w_flush(tr__writer *w) {
-  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
-  w->pos = 0;
-}
-
-static void tr__w_put(tr__writer *w, const void *data, size_t n) {
-  const unsigned char *p = (const unsigned char *)data;
-  w->hash = tr__fnv(w->hash, p, n);
-  w->left -= n;
-  while (n > 0 && !w->failed) {
-    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
-    memcpy(w->buf + w->pos, p, k);
-    w->pos += k;
-    p += k;
-    n -= k;
-    if (w->pos == w->cap) tr__w_flush(w);
-  }
-}
-static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
-static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
-static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
-  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
-  size_t i, k;
-  for (i = 0; i < n; i += k) {
-    const uint32_t one = 1;
-    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
-    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
-    else {
-      size_t j;
-      for (j = 0; j < k; j++) {
-        uint32_t u;
-        memcpy(&u, &x[i + j], 4);
-        tr__le(block + 4 * j, u, 4);
-      }
-    }
-    tr__w_put(w, block, 4 * k);
-  }
-}
-static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
-  w->hash = TR__FNV_START;
-  w->left = 12;
-  tr__w_u32(w, tag);
-  tr__w_u64(w, size);
-  w->left = size;
-}
-static void tr__w_end(tr__writer *w) {
-  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
-  w->left = 8;
-  tr__w_u64(w, w->hash);
-}
-
-/* hk_state_save hands every stateful hook's blob to this sink: one HOOK section each. */
-static hk_err tr__hook_sink(const char *key, const void *data, size_t len, void *user) {
-  tr__writer *w = (tr__writer *)user;
-  size_t klen = strlen(key);
-  tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
-  tr__w_u32(w, (uint32_t)klen);
-  tr__w_put(w, key, klen);
-  tr__w_u64(w, len);
-  tr__w_put(w, data, len);
-  tr__w_end(w);
-  return HK_OK;
-}
-
-/* The training iterator's position to store: asked of the data during a fit, else the one kept from
-   the last fit's end (or from the checkpoint loaded last). */
-static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
-  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
-  if (!d || !d->save_state) return &t->tr__data_state;
-  if (d->save_state(d->user, live) || live->failed) {
-    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
-    return NULL;
-  }
-  return live;
-}
-
-static void tr__write_all(tr_trainer *t, tr__writer *w) {
-  size_t n = t->model.n_params, meta = 8 + 4 + 4 + 4;
-  int i;
-  unsigned char header[16];
-  hk_bytes live = { NULL, 0, 0, 0 };
-  const hk_bytes *data = tr__data_position(t, &live);
-  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
-  int in_window = t->tr__accum_pos > 0;
-  uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
-                   (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
-                   (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
-  memcpy(header, TR__MAGIC, 8);
-  tr__le(header + 8, TR__VERSION, 4);
-  tr__le(header + 12, 0, 4);
-  w->left = 16;
-  tr__w_put(w, header, 16);
-
-  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
-  tr__w_begin(w, TR__META, meta);
-  tr__w_u64(w, n);
-  tr__w_u32(w, (uint32_t)t->optim.kind);
-  tr__w_u32(w, (uint32_t)t->tr__n_buf);
-  tr__w_u32(w, (uint32_t)t->model.n_tensors);
-  for (i = 0; i < t->model.n_tensors; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    size_t len = strlen(x->name);
-    tr__w_u32(w, (uint32_t)len);
-    tr__w_put(w, x->name, len);
-    tr__w_u64(w, x->offset);
-    tr__w_u64(w, x->count);
-  }
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
-  tr__w_u64(w, t->seed);
-  tr__w_u64(w, t->rng.state);
-  tr__w_u64(w, (uint64_t)t->epoch);
-  tr__w_u64(w, (uint64_t)t->global_step);
-  tr__w_u64(w, (uint64_t)t->epoch_batch);
-  tr__w_u64(w, (uint64_t)t->samples_seen);
-  tr__w_u64(w, (uint64_t)t->tr__val_at);
-  tr__w_u64(w, (uint64_t)t->tr__accum_pos);
-  tr__w_u64(w, (uint64_t)(in_window ? t->tr__accum_n : 0));
-  tr__w_u32(w, flags);
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
-  tr__w_f32s(w, t->model.params, n);
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)t->tr__n_buf);
-  if (t->tr__n_buf >= 1) tr__w_f32s(w, t->tr__m, n);
-  if (t->tr__n_buf >= 2) tr__w_f32s(w, t->tr__v, n);
-  tr__w_end(w);
-
-  if (in_window) { /* inside an accumulation window: the partial sum must survive */
-    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
-    tr__w_f32s(w, t->model.grads, n);
-    tr__w_end(w);
-  }
-  if (data && data->len) { /* the training iterator's position */
-    tr__w_begin(w, TR__DATA, data->len);
-    tr__w_put(w, data->data, data->len);
-    tr__w_end(w);
-  }
-  hk_bytes_free(&live);
-  if (hk_state_save(t->reg, tr__hook_sink, w) != HK_OK)
-    tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
-  tr__w_begin(w, TR__END, 0);
-  tr__w_end(w);
-  tr__w_flush(w);
-}
-
-/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
-   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
-   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced. */
-static tr_err tr__save_file(tr_trainer *t, const char *path) {
-  tr__writer w;
-  tr__afile a;
-  memset(&w, 0, sizeof w);
-  w.cap = 1 << 16;
-  w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  w.af = &a;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(t, &w);
-    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
-  }
-  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (a.err && !strcmp(a.step, "renaming"))
-    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
-  else if (a.err)
-    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
-  tr__afile_free(&a);
-  free(w.buf);
-  return t->tr__err;
-}
-
-/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
-   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
-   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
-TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
-  tr_err run_err, e;
-  char run_msg[sizeof t->error];
-  hk_flow run_flow;
-  if (!t) return TR_ERR_INVALID;
-  if (t->tr__saving)
-    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
-                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
-  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
-  run_err = t->tr__err;
-  run_flow = t->tr__flow;
-  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
-  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
-  t->tr__saving = 1;
-  if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
-  else {
-    t->ctx.path = path;
-    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
-  }
-  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
-  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
-  tr__dev_unswap(t);
-  if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
-  tr__dist_agree(t);
-  t->ctx.path = NULL;
-  e = t->tr__err;
-  t->tr__saving = 0;
-  if (t->running != HK_STAGE_NONE) {
-    t->tr__err = run_err;
-    t->tr__flow = run_flow;
-    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
-  }
-  return e;
-}
-
-/* -- reading: verify everything first, then change the trainer -- */
-typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
-
-static const char *tr__tag_name(uint32_t tag, char out[5]) {
-  int i;
-  for (i = 0; i < 4; i++) {
-    char c = (char)(tag >> (8 * i));
-    out[i] = (c >= 32 && c < 127) ? c : '?';
-  }
-  out[4] = 0;
-  return out;
-}
-
-/* Read the section at *pos: its header, bounds and checksum. */
-static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
-  size_t at = *pos, avail = len - at;
-  uint64_t size;
-  char name[5];
-  if (avail < 12)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
-  s->tag = (uint32_t)tr__get(buf + at, 4);
-  size = tr__get(buf + at + 4, 8);
-  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
-                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
-  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
-                    tr__tag_name(s->tag, name), at);
-  s->p = buf + at + 12;
-  s->n = (size_t)size;
-  s->at = at;
-  *pos = at + 12 + (size_t)size + 8;
-  return TR_OK;
-}
-
-/* Read the next section and check that it is the expected one. */
-static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
-  char want[5], got[5];
-  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
-  if (s->tag != tag)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
-                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
-  return TR_OK;
-}
-
-/* A parsed, verified checkpoint: pointers into the file's bytes. */
-typedef struct tr__ckpt {
-  uint32_t version;
-  tr__section meta, loop, parm, optm, grad, data;
-  int has_grad, has_data;
-  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
-  size_t key_bytes;
-  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
-  uint64_t seed, rng;
-  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
-  uint32_t flags;
-} tr__ckpt;
-
-static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
-  const unsigned char *p = s->p;
-  size_t pos = 20, n = s->n;
-  uint64_t n_params;
-  uint32_t kind, nbuf, nt, i;
-  static const char *optim_names[2] = { "AdamW", "SGD" };
-  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
-  n_params = tr__get(p, 8);
-  kind = (uint32_t)tr__get(p + 8, 4);
-  nbuf = (uint32_t)tr__get(p + 12, 4);
-  nt = (uint32_t)tr__get(p + 16, 4);
-  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
-  if (kind != (uint32_t)t->optim.kind)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
-                    optim_names[kind], optim_names[t->optim.kind]);
-  if (nbuf != (uint32_t)t->tr__n_buf)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
-                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
-  if (nt != (uint32_t)t->model.n_tensors)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
-  for (i = 0; i < nt; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    size_t len;
-    uint64_t off, cnt;
-    if (n - pos < 4) break;
-    len = (size_t)tr__get(p + pos, 4);
-    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
-    off = tr__get(p + pos + 4 + len, 8);
-    cnt = tr__get(p + pos + 4 + len + 8, 8);
-    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
-      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
-                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
-    if (off != x->offset || cnt != x->count)
-      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
-                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
-                      (unsigned long long)off, x->count, x->offset);
-    pos += 4 + len + 16;
-  }
-  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
-  if (n_params != t->model.n_params)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
-                    (unsigned long long)n_params, t->model.n_params);
-  return TR_OK;
-}
-
-static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
-  size_t pos = 16, n4 = t->model.n_params * 4;
-  int i;
-  tr__section s;
-  memset(ck, 0, sizeof *ck);
-  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
-  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
-  ck->version = (uint32_t)tr__get(buf + 8, 4);
-  if (ck->version < 1 || ck->version > TR__VERSION)
-    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
-                    (unsigned)ck->version, TR__VERSION);
-  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
-
-  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
-  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
-  if (ck->loop.n != TR__LOOP_SIZE)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
-  ck->seed = tr__get(ck->loop.p, 8);
-  ck->rng = tr__get(ck->loop.p + 8, 8);
-  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
-  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
-  /* every field in its range, so that nothing overflows when the loop counts on from it */
-  for (i = 0; i < 7; i++) {
-    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
-    int64_t lo = i == 4 ? -1 : 0;
-    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
-                      (long long)ck->v[i], (long long)lo);
-  }
-  if (ck->v[4] > ck->v[2])
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
-                    (long long)ck->v[4], (long long)ck->v[2]);
-  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
-                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
-                    (long long)ck->v[6], (long long)ck->v[2]);
-  if (ck->flags & ~(uint32_t)TR__F_ALL)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
-                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
-
-  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
-  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
-  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
-  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
-  if (ck->v[5] > 0) {
-    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
-    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
-    ck->has_grad = 1;
-  }
-  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
-    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
-    ck->has_data = 1;
-  }
-
-  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
-  ck->hooks_at = pos;
-  for (;;) {
-    size_t klen, at = pos;
-    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
-    if (s.tag == TR__END) break;
-    if (s.tag != TR__HOOK) {
-      char name[5];
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
-    }
-    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
-    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
-        memchr(s.p + 4, 0, klen) != NULL)
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
-    ck->n_hooks++;
-    ck->key_bytes += klen + 1;
-  }
-  ck->hooks_end = pos - 20; /* where END starts */
-  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
-  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
-  return TR_OK;
-}
-
-static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
-    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
-    memcpy(&dst[i], &u, 4);
-  }
-}
-
-/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
-   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
-static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
-  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
-  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
-  size_t pos;
-  int i, missing = 0, unknown = 0;
-  if (!keys || !blobs) {
-    free(keys);
-    free(blobs);
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
-  }
-  for (i = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
-    const unsigned char *p = buf + pos + 12;
-    size_t klen = (size_t)tr__get(p, 4);
-    memcpy(k, p + 4, klen);
-    k[klen] = 0;
-    blobs[i].key = k;
-    blobs[i].data = p + 4 + klen + 8;
-    blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
-    k += klen + 1;
-  }
-  if (hk_state_check(t->reg, blobs, ck->n_hooks, &missing) != HK_OK)
-    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
-  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
-      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
-  if (!t->tr__err && missing && t->tr__strict_hook_state)
-    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
-  if (!t->tr__err && hk_state_load_all(t->reg, blobs, ck->n_hooks) != HK_OK)
-    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
-  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
-  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
-  free(keys);
-  free(blobs);
-  return t->tr__err;
-}
-
-/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
-/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
-   its rollback are the same assignment. */
-typedef struct tr__loop_state {
-  uint64_t seed, rng;
-  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
-  unsigned signals;
-  int grads_zeroed, epoch_ended, has_momentum, restarting;
-  hk_bytes data;
-} tr__loop_state;
-
-static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
-  ls->seed = t->seed;                 ls->rng = t->rng.state;
-  ls->epoch = t->epoch;               ls->global_step = t->global_step;
-  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
-  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
-  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
-  ls->grads_zeroed = t->tr__grads_zeroed;
-  ls->epoch_ended = t->tr__epoch_ended;
-  ls->has_momentum = t->tr__has_momentum;
-  ls->restarting = t->tr__restarting;
-  ls->data = t->tr__data_state;
-}
-
-static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
-  t->seed = ls->seed;                 t->rng.state = ls->rng;
-  t->epoch = ls->epoch;               t->global_step = ls->global_step;
-  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
-  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
-  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
-  t->tr__grads_zeroed = ls->grads_zeroed;
-  t->tr__epoch_ended = ls->epoch_ended;
-  t->tr__has_momentum = ls->has_momentum;
-  t->tr__restarting = ls->restarting;
-  t->tr__data_state = ls->data;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->ctx.batch_idx = t->epoch_batch;
-  hk_grads_changed(&t->ctx);
-}
-
-/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
-static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  uint32_t k = (uint32_t)strlen(key);
-  uint64_t l = len;
-  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
-}
-static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
-  size_t pos = 0;
-  int n = 0, i;
-  hk_state_blob *blobs;
-  char *keys = (char *)malloc(b->len + 1), *k = keys;
-  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
-  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
-  if (!keys || !blobs) {
-    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
-  } else {
-    for (i = 0, pos = 0; i < n; i++) {
-      uint32_t kl;
-      uint64_t l;
-      memcpy(&kl, b->data + pos, 4);
-      memcpy(k, b->data + pos + 4, kl);
-      k[kl] = 0;
-      memcpy(&l, b->data + pos + 4 + kl, 8);
-      blobs[i].key = k;
-      blobs[i].data = b->data + pos + 12 + kl;
-      blobs[i].len = (size_t)l;
-      k += kl + 1;
-      pos += 12 + kl + (size_t)l;
-    }
-    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
-  }
-  free(keys);
-  free(blobs);
-}
-
-/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
-   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
-   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
-   on_load_checkpoint (nobody else can fail after the commit). */
-static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  tr__ckpt ck;
-  size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
-  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
-  tr__loop_state before, after;
-  hk_bytes hooks_before = { NULL, 0, 0, 0 };
-  float *floats_before = NULL;
-  memset(&after, 0, sizeof after);
-  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
-  if (ck.has_grad && !t->model.grads)
-    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
-                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
-  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
-  if (listened) {
-    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
-    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
-      free(floats_before);
-      hk_bytes_free(&hooks_before);
-      hk_bytes_free(&after.data);
-      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
-    }
-    memcpy(floats_before, t->model.params, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * n);
-    if (t->tr__n_buf >= 2) memcpy(floats_before + 2 * n, t->tr__v, 4 * n);
-    if (t->model.grads) memcpy(floats_before + n * (size_t)(1 + t->tr__n_buf), t->model.grads, 4 * n);
-  }
-  if (tr__load_hooks(t, buf, &ck)) {
-    free(floats_before);
-    hk_bytes_free(&hooks_before);
-    hk_bytes_free(&after.data);
-    return t->tr__err;
-  }
-
-  tr__get_loop(t, &before);
-  tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
-  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  tr__dev_upload(t); /* CUDA: the device gets what was read (section CUDA) */
-  after.seed = ck.seed;
-  after.rng = ck.rng;
-  after.epoch = ck.v[0];
-  after.global_step = ck.v[1];
-  after.epoch_batch = ck.v[2];
-  after.samples_seen = ck.v[3];
-  after.val_at = ck.v[4];
-  after.accum_pos = ck.v[5];
-  after.accum_n = ck.v[6];
-  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
-  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
-                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
-  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
-  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
-  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
-  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
-
-  t->ctx.path = path;
-  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
-  t->ctx.path = NULL;
-  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
-    memcpy(t->model.params, floats_before, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
-    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
-    if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
-    tr__dev_upload(t);
-    tr__set_loop(t, &before);
-    tr__snap_restore(t, &hooks_before);
-    hk_bytes_free(&after.data);
-  } else hk_bytes_free(&before.data);
-  free(floats_before);
-  hk_bytes_free(&hooks_before);
-  return t->tr__err;
-}
-
-/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
-   pass of its size (a file that grows meanwhile is refused rather than read forever). */
-static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
-  unsigned char *buf;
-  uint64_t size;
-  size_t len = 0;
-#ifdef TR__POSIX
-  struct stat st;
-#ifdef O_NONBLOCK
-  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
-#else
-  int fd = open(path, O_RDONLY);
-#endif
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
-  }
-  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
-  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
-  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
-  size = (uint64_t)st.st_size;
-#else
-  FILE *f = fopen(path, "rb");
-  long end;
-  if (!f) {
-    int err = errno;
-    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
-  }
-  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
-  }
-  size = (uint64_t)end;
-#endif
-  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
-#ifdef TR__POSIX
-    close(fd);
-#else
-    fclose(f);
-#endif
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
-                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
-                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
-  }
-  buf = (unsigned char *)malloc((size_t)size + 1);
-  if (!buf) {
-#ifdef TR__POSIX
-    close(fd);
-#else
-    fclose(f);
-#endif
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
-  }
-  for (;;) { /* one byte more than the size: to see a file that grew */
-#ifdef TR__POSIX
-    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
-#else
-    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
-    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
-#endif
-    if (k == 0) break;
-    len += (size_t)k;
-    if (len > size) break;
-  }
-#ifdef TR__POSIX
-  close(fd);
-#else
-  fclose(f);
-#endif
-  if (len != size) {
-    free(buf);
-    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
-                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
-  }
-  *out = buf;
-  *out_len = len;
-  return TR_OK;
-}
-
-/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (section CUDA). */
-static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
-  tr__dev_unswap(t);
-  return t->tr__err;
-}
-
-static tr_err tr__load_file(tr_trainer *t, const char *path) {
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
-  tr__load_mem(t, buf, len, path);
-  free(buf);
-  return t->tr__err;
-}
-
-/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
-   the way to resume inside fit): refused, without touching the run. */
-static tr_err tr__load_allowed(tr_trainer *t) {
-  if (t->running != HK_STAGE_NONE)
-    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
-                      hk_stage_name(t->running));
-  t->tr__err = TR_OK;
-  t->error[0] = 0;
-  return TR_OK;
-}
-
-TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
-  if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return TR_ERR_INVALID;
-  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
-  return tr__load_file(t, path);
-}
-
-TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
-  if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return TR_ERR_INVALID;
-  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
-  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
-}
-
+#endif /* TRAIN_NO_MATH */
 
 /* =================================================================================================
-   STANDARD CALLBACKS (implementation)
-   Shared pieces first: the clock, flags, the monitored metric, state bytes, errors; then one part per
-   callback, then the factories. A callback's state is one malloc'd struct (its hk_callback user),
-   freed by its destroy; nothing here runs on a step unless the callback is due.
+   SHARED PIECES (implementation)
+   What the run layer, the callbacks and the loggers have in common: the clock, flags, the monitored
+   metric, state bytes, errors of constructors, registering a callback. TR__SHARED marks the helpers
+   that a section left out may leave unused.
    ================================================================================================= */
 #if defined(TR__POSIX) && !defined(__cplusplus)
 extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
@@ -4492,13 +2500,13 @@ static double tr__now(void) {
 #endif
   return (double)time(NULL); /* strict C99 headers declare no monotonic clock: whole seconds */
 }
-static double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
+TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
 
-static int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
-static int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
-static int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
-static double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
-static const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
+TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
+TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
+TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
+TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
 
 static char *tr__strdup(const char *s) {
   size_t n = strlen(s ? s : "") + 1;
@@ -4506,13 +2514,13 @@ static char *tr__strdup(const char *s) {
   if (p) memcpy(p, s ? s : "", n);
   return p;
 }
-static void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
+TR__SHARED void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
   char *p = tr__strdup(s);
   if (p) { free(*dst); *dst = p; }
 }
 
 /* The monitored metric is missing: the failure names it and lists what there is. */
-static hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
+TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
   char have[256];
   size_t len = 0;
   int i, n = hk_metric_count(ctx);
@@ -4529,9 +2537,9 @@ static hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *mo
 
 /* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
 static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
-static void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
-static void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
-static void tr__put_str(hk_bytes *b, const char *s) {
+TR__SHARED void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
+TR__SHARED void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
+TR__SHARED void tr__put_str(hk_bytes *b, const char *s) {
   size_t n = strlen(s ? s : "");
   unsigned char x[4];
   tr__le(x, (uint64_t)n, 4);
@@ -4545,7 +2553,7 @@ static int tr__get_u64(hk_reader *r, uint64_t *v) {
   return 0;
 }
 static int tr__get_i64(hk_reader *r, int64_t *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; *v = (int64_t)u; return 0; }
-static int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
+TR__SHARED int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
 static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 when bad or out of memory */
   unsigned char x[4];
   uint64_t n;
@@ -4562,23 +2570,23 @@ static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 w
 }
 /* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
    overflows when a callback counts on from it or prints it; each refusal says which field and why. */
-static int tr__get_version(hk_reader *r, uint64_t want) {
+TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
   uint64_t v;
   if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
   if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
   return 0;
 }
-static int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+TR__SHARED int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
   if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
   if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
   return 0;
 }
-static int tr__get_text(hk_reader *r, const char *what, char **out) {
+TR__SHARED int tr__get_text(hk_reader *r, const char *what, char **out) {
   *out = NULL;
   if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
   return 0;
 }
-static int tr__get_end(hk_reader *r) {
+TR__SHARED int tr__get_end(hk_reader *r) {
   if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
   return 0;
 }
@@ -4593,7 +2601,7 @@ static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
   va_end(ap);
   return TR_ERR_INVALID;
 }
-static tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
+TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
   if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
   return e;
 }
@@ -4618,7 +2626,7 @@ static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int 
   }
   return TR_OK;
 }
-static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
@@ -4627,7 +2635,7 @@ static tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order
 #ifdef TR__POSIX
 static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
 #endif
-static int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
 #ifdef TR__POSIX
   struct stat st;
   return tr__lstat(path, &st) == 0;
@@ -4797,7 +2805,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
 
 /* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
    the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
-static int tr__at_epoch_end(const tr_run *run, int flag) {
+TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
   if (flag != TR_DEFAULT) return flag > 0;
   if (!run) return 1;
   if (run->desc.check_on_train_epoch_end != TR_DEFAULT) return run->desc.check_on_train_epoch_end > 0;
@@ -5319,6 +3327,13 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   return e;
 }
 
+#ifndef TRAIN_NO_CALLBACKS
+/* =================================================================================================
+   STANDARD CALLBACKS (implementation)
+   One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
+   "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
+   its destroy; nothing here runs on a step unless the callback is due.
+   ================================================================================================= */
 /* ---- early_stopping ------------------------------------------------------------------------------- */
 TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r) {
   static const char *const names[TR_STOP_REASON_COUNT] = {
@@ -7217,209 +5232,6 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h) {
   return cb && cb->destroy == tr__ema_destroy ? &((const tr__ema *)cb->user)->pub : NULL;
 }
 
-/* ---- lr_finder ------------------------------------------------------------------------------------ */
-typedef struct tr__lrf {
-  tr_lr_finder_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
-  double min_lr, max_lr, threshold;
-  int steps, update_attr, verbose;
-  char *curve_path;
-  double *lrs, *losses;
-} tr__lrf;
-
-static void tr__lrf_destroy(void *user) {
-  tr__lrf *s = (tr__lrf *)user;
-  free(s->lrs);
-  free(s->losses);
-  free(s->curve_path);
-  free(s);
-}
-
-/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
-   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
-static int tr__lrf_suggest(const double *loss, int n) {
-  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
-  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
-  double best_g = HUGE_VAL;
-  const double *y = loss + SKIP_BEGIN;
-  if (m < 2) return -1;
-  for (i = 0; i < m; i++) {
-    double g;
-    if (!hk_is_finite(y[i])) return -1;
-    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
-    if (g < best_g) { best_g = g; best = i; }
-  }
-  return best < 0 ? -1 : best + SKIP_BEGIN;
-}
-
-/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
-static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  const tr_data *d = c->train;
-  size_t n = t->model.n_params, bytes = n * sizeof(float);
-  float *save = (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
-  int64_t count = d->count(d->user), step0 = t->global_step;
-  int has_mom = t->tr__has_momentum, i, stop = 0;
-  double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
-  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
-  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
-  memcpy(save, t->model.params, bytes);
-  memcpy(save + n, t->model.grads, bytes);
-  if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
-  if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
-  s->pub.n = 0;
-  for (i = 0; i < s->steps && !stop; i++) {
-    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
-    void *batch = NULL;
-    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
-    if (rc) { stop = 2; break; }
-    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
-    memset(t->model.grads, 0, bytes);
-    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
-    hk_grads_changed(&t->ctx);
-    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
-    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
-    tr__update(t, lr);
-    avg = beta * avg + (1 - beta) * loss;
-    smooth = avg / (1 - pow(beta, i + 1));
-    s->lrs[i] = lr;
-    s->losses[i] = smooth;
-    s->pub.n = i + 1;
-    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
-    if (smooth < best || i == 0) best = smooth;
-    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
-  }
-  /* restore exactly what the fit starts from */
-  memcpy(t->model.params, save, bytes);
-  memcpy(t->model.grads, save + n, bytes);
-  if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
-  if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
-  free(save);
-  t->global_step = step0;
-  t->tr__has_momentum = has_mom;
-  hk_grads_changed(&t->ctx);
-  t->ctx.loss = NAN;
-  if (d->next && d->reset(d->user)) stop = 2;
-  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
-  return HK_CONTINUE;
-}
-
-static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
-  tr__lrf *s = (tr__lrf *)user;
-  tr_run *run = s->run;
-  tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
-  int k;
-  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
-                         "can sweep the learning rate with its own steps");
-  if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
-  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
-    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
-    return HK_CONTINUE;
-  }
-  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
-  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
-  s->pub.done = 1;
-  k = tr__lrf_suggest(s->losses, s->pub.n);
-  s->pub.suggestion_index = k;
-  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
-  if (s->verbose) {
-    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
-                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
-    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
-                    s->pub.n, t->optim.lr);
-  }
-  if (s->update_attr && k >= 0) {
-    t->optim.lr = s->pub.suggestion;
-    t->lr = t->ctx.lr = tr__current_lr(t);
-  }
-  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
-    hk_bytes b;
-    char why[1100];
-    int e;
-    memset(&b, 0, sizeof b);
-    tr__putf(&b, "lr,loss\n");
-    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
-    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
-    hk_bytes_free(&b);
-    if (e) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
-  }
-  return HK_CONTINUE;
-}
-static int tr__lrf_save(void *user, hk_bytes *out) {
-  tr__lrf *s = (tr__lrf *)user;
-  tr__put_u64(out, 1);
-  tr__put_u64(out, (uint64_t)s->pub.done);
-  tr__put_f64(out, s->pub.suggestion);
-  return out->failed ? -1 : 0;
-}
-static int tr__lrf_load(void *user, hk_reader *in) {
-  tr__lrf *s = (tr__lrf *)user;
-  uint64_t done = 0;
-  double v = 0;
-  if (tr__get_version(in, 1)) return -1;
-  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
-  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
-  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
-    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
-  if (tr__get_end(in)) return -1;
-  s->pub.done = (int)done;
-  s->pub.suggestion = v;
-  s->pub.suggestion_index = -1;
-  s->pub.n = 0;
-  return 0;
-}
-static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
-  tr__lrf *s;
-  hk_callback cb;
-  double lo, hi;
-  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
-  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
-  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
-    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
-  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
-    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
-  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
-    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
-  s = (tr__lrf *)calloc(1, sizeof *s);
-  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  s->run = tr_run_get(reg);
-  s->min_lr = lo;
-  s->max_lr = hi;
-  s->steps = d->num_training_steps ? d->num_training_steps : 100;
-  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
-  s->update_attr = tr__flag(d->update_attr, 1);
-  s->verbose = tr__flag(d->verbose, 1);
-  s->pub.suggestion = NAN;
-  s->pub.suggestion_index = -1;
-  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
-  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
-  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
-    tr__lrf_destroy(s);
-    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  }
-  s->pub.lrs = s->lrs;
-  s->pub.losses = s->losses;
-  memset(&cb, 0, sizeof cb);
-  cb.name = "lr_finder";
-  cb.user = s;
-  cb.on_fit_start = tr__lrf_fit_start;
-  cb.save_state = tr__lrf_save;
-  cb.load_state = tr__lrf_load;
-  cb.destroy = tr__lrf_destroy;
-  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
-}
-TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__lrf_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__lrf_destroy ? &((const tr__lrf *)cb->user)->pub : NULL;
-}
-
 /* ---- model_summary -------------------------------------------------------------------------------- */
 typedef struct tr__ms { tr_model_summary_state pub; tr_run *run; int max_rows; FILE *out; } tr__ms;
 static void tr__ms_destroy(void *user) { free(user); }
@@ -7608,6 +5420,8 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
   const hk_callback *cb = hk_callback_get(reg, h);
   return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
 }
+
+#endif /* TRAIN_NO_CALLBACKS */
 
 /* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
    The record API, CRC-32C, number formatting, run directories and hparams first; then csv, jsonl,
@@ -7837,7 +5651,7 @@ static void tr__num(char *buf, size_t cap, double v) {
 }
 
 /* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
-static double tr__wall(void) {
+TR__SHARED double tr__wall(void) {
 #ifdef TR__POSIX
   struct timeval tv;
   if (gettimeofday(&tv, NULL) == 0) return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
@@ -7946,13 +5760,36 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
+TRAIN_API const char *tr_run_dir(hk_registry *reg) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_dir *rd;
+  char why[600], *dir;
+  const char *base_dir, *name, *version;
+  if (!run) return NULL;
+  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
+  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
+  version = tr__run_str(run, TR__RUN_VERSION, NULL);
+  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
+    hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
+    return NULL;
+  }
+  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
+    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
+  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
+  rd->base = tr__strdup(dir); /* a named version: its own entry */
+  rd->dir = dir;
+  rd->next = run->tr__p->dirs;
+  run->tr__p->dirs = rd;
+  return rd->dir;
+}
+
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
 #define TR__MAX_HPARAMS 40
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
 /* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
 static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
 static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(tr__hparam_key((const tr__hparam *)a), tr__hparam_key((const tr__hparam *)b)); }
-static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
+TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
   h[*n].key = key;
   h[*n].num = text == NULL;
@@ -7960,6 +5797,7 @@ static void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, dou
   else tr__num(h[*n].val, sizeof h[*n].val, v);
   ++*n;
 }
+#ifndef TRAIN_NO_TRAINER
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
   static const char *const optim[] = { "adamw", "sgd" }, *const sched[] = { "constant", "step", "cosine" };
   const tr_trainer *t = (const tr_trainer *)trainer;
@@ -7994,9 +5832,10 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
   }
   return n;
 }
+#endif
 /* The run's hyperparameters, sorted by key: the trainer's configuration, then the loop's own
    (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
-static int tr__run_hparams(const tr_run *run, tr__hparam *h) {
+TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam *h) {
   const char *p;
   int i, n = 0;
   if (!run) return 0;
@@ -8074,7 +5913,7 @@ static void tr__json_str(hk_bytes *b, const char *s) {
   }
   hk_bytes_put(b, "\"", 1);
 }
-static void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
+TR__SHARED void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
   while (*s) {
     size_t k;
     const char *seq = tr__utf8_next(s, &k);
@@ -8082,14 +5921,14 @@ static void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for
     s += seq == s ? k : 1;
   }
 }
-static void tr__json_num(hk_bytes *b, double v) {
+TR__SHARED void tr__json_num(hk_bytes *b, double v) {
   char n[40];
   if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
   tr__num(n, sizeof n, v);
   tr__put_s(b, n);
 }
 /* CSV cell: quoted when it holds a comma, a quote or a line break (a metric name: UTF-8 already) */
-static void tr__csv_cell(hk_bytes *b, const char *s) {
+TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
   if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
   hk_bytes_put(b, "\"", 1);
   for (; *s; s++) {
@@ -8099,7 +5938,7 @@ static void tr__csv_cell(hk_bytes *b, const char *s) {
   hk_bytes_put(b, "\"", 1);
 }
 /* YAML scalar: quoted unless it is plain safe text */
-static void tr__yaml_str(hk_bytes *b, const char *s) {
+TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   const char *p;
   int plain = s[0] != 0;
   for (p = s; *p && plain; p++)
@@ -8108,6 +5947,7 @@ static void tr__yaml_str(hk_bytes *b, const char *s) {
   else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
 }
 
+#ifndef TRAIN_NO_LOGGERS
 /* -- the file loggers: csv, jsonl, tensorboard, and plot's bookkeeping -- */
 #define TR__LOGGERS(X) /* X(enum, name) */ \
   X(TR__LOG_CSV, "csv") X(TR__LOG_JSONL, "jsonl") X(TR__LOG_TB, "tensorboard") X(TR__LOG_PLOT, "plot")
@@ -8506,28 +6346,6 @@ static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
 static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
-TRAIN_API const char *tr_run_dir(hk_registry *reg) {
-  tr_run *run = tr_run_get(reg);
-  tr__run_dir *rd;
-  char why[600], *dir;
-  const char *base_dir, *name, *version;
-  if (!run) return NULL;
-  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
-  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
-  version = tr__run_str(run, TR__RUN_VERSION, NULL);
-  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
-    hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
-    return NULL;
-  }
-  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
-    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
-  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
-  rd->base = tr__strdup(dir); /* a named version: its own entry */
-  rd->dir = dir;
-  rd->next = run->tr__p->dirs;
-  run->tr__p->dirs = rd;
-  return rd->dir;
-}
 
 /* Make the version directory and create the file (rank 0, at the first setup or record): hparams.yaml
    (csv), or the file with its first lines (jsonl: the hparams; tensorboard: file_version and the
@@ -9330,6 +7148,8 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
   return tr__cb_result(reg, tr__bar_make(reg, d, out, &w), &w);
 }
 
+#endif /* TRAIN_NO_LOGGERS */
+
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
    Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
    the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD). The entry
@@ -9343,6 +7163,7 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
    the default its default text names (test_spec_desc_agree in tests/test_callbacks_b.c checks that
    they agree for every factory). What a list cannot say is a few lines in the factory after the copy.
    Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
+#define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
 #define TR__PARAM_INT_ZERO(type, name, def, choices, doc)  { #name, HK_PARAM_INT, def, choices, doc },
@@ -9386,23 +7207,24 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
 
 /* An integer for an int or int64_t field. In an int, and for INT_ZERO, it must lie in -1e9..1e9;
    INT_ZERO's 0 becomes TR_ZERO (the field's own 0 means the default). */
-static int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
+TR__SHARED int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
   *v = hk_arg_int(a, key);
   if ((zero || size < sizeof(int64_t)) && (*v < -1000000000 || *v > 1000000000))
     return tr__bad(w, "%s: %s=%lld is out of range: give a number between -1e9 and 1e9", a->factory, key, (long long)*v), -1;
   if (zero && *v == 0) *v = TR_ZERO;
   return 0;
 }
-static int tr__auto_arg(const hk_args *a, const char *key) { /* auto|true|false */
+TR__SHARED int tr__auto_arg(const hk_args *a, const char *key) { /* auto|true|false */
   static const int flag[3] = { TR_DEFAULT, TR_YES, TR_NO };
   return flag[hk_arg_int(a, key)];
 }
 /* the spec gives key as 0 where the desc's 0 means a default (so a spec cannot mean 0 by it) */
-static int tr__given_zero(const hk_args *a, const char *key) { return hk_arg_given(a, key) && hk_arg_double(a, key) == 0; }
-static hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
+TR__SHARED int tr__given_zero(const hk_args *a, const char *key) { return hk_arg_given(a, key) && hk_arg_double(a, key) == 0; }
+TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
 }
 
+#ifndef TRAIN_NO_CALLBACKS
 TR__SPEC_OF(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS)
 static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_early_stopping_desc d;
@@ -9473,6 +7295,8 @@ static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
 }
 
+#ifndef TRAIN_NO_TRAINER /* lr_finder re-runs the trainer's steps (its implementation is the trainer's) */
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
 TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_lr_finder_desc d;
@@ -9485,6 +7309,8 @@ static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
   return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
 }
+
+#endif /* TRAIN_NO_TRAINER */
 
 TR__SPEC_OF(ms, tr_model_summary_desc, TR_MODEL_SUMMARY_PARAMS)
 static hk_err tr__ms_factory(hk_registry *reg, const hk_args *a, void *user) {
@@ -9505,6 +7331,9 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 /* csv, jsonl and tensorboard take the logger's parameters; plot takes them and its own */
+#endif /* TRAIN_NO_CALLBACKS */
+
+#ifndef TRAIN_NO_LOGGERS
 TR__SPEC_OF(logger, tr_logger_desc, TR_LOGGER_PARAMS)
 static const hk_param tr__plot_params[] = { TR_LOGGER_PARAMS(TR__PARAM) TR_PLOT_PARAMS(TR__PARAM) };
 TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
@@ -9533,7 +7362,9 @@ static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__bar_make(reg, &d, NULL, &w), &w);
 }
 
-#define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#endif /* TRAIN_NO_LOGGERS */
+
+#ifndef TRAIN_NO_CALLBACKS
 static hk_err tr__factory_early_stopping(hk_registry *reg) {
   return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, NULL,
                         "stop training when a monitored metric stops improving (Lightning's EarlyStopping)");
@@ -9562,10 +7393,12 @@ static hk_err tr__factory_ema(hk_registry *reg) {
   return hk_factory_add(reg, "ema", tr__ema_params, TR__NPARAMS(tr__ema_params), tr__ema_factory, NULL,
                         "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)");
 }
+#ifndef TRAIN_NO_TRAINER
 static hk_err tr__factory_lr_finder(hk_registry *reg) {
   return hk_factory_add(reg, "lr_finder", tr__lrf_params, TR__NPARAMS(tr__lrf_params), tr__lrf_factory, NULL,
                         "sweep the learning rate before training and use the suggestion (LearningRateFinder)");
 }
+#endif
 static hk_err tr__factory_model_summary(hk_registry *reg) {
   return hk_factory_add(reg, "model_summary", tr__ms_params, TR__NPARAMS(tr__ms_params), tr__ms_factory, NULL,
                         "print the tensor table at fit start (Lightning's ModelSummary)");
@@ -9575,6 +7408,8 @@ static hk_err tr__factory_accumulation_scheduler(hk_registry *reg) {
                         "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
 }
 
+#endif /* TRAIN_NO_CALLBACKS */
+#ifndef TRAIN_NO_LOGGERS
 static hk_err tr__factory_csv(hk_registry *reg) {
   return hk_factory_add(reg, "csv", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__csv_factory, NULL,
                         "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)");
@@ -9596,6 +7431,8 @@ static hk_err tr__factory_plot(hk_registry *reg) {
                         "write logged metrics against step as an SVG plot at the end of each run");
 }
 
+#endif /* TRAIN_NO_LOGGERS */
+
 /* Every factory of TR_FACTORIES; names already registered stay as they are (a registry handed to
    two trainers, or given the factories before tr_init). */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
@@ -9607,6 +7444,2281 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
 #undef TR__X
   return e;
 }
+
+#ifndef TRAIN_NO_TRAINER
+/* =================================================================================================
+   CUDA (TRAIN_CUDA)
+   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
+   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
+   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
+   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
+     zero_grad       trc_zero                     accumulation mean   trc_scale
+     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
+                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
+                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
+     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
+     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (section "PER-STEP MATH"):
+                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
+                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
+   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
+   the host or synchronises unless asked:
+     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
+       the gradients, when a hook first reads it (ctx->grad_norm_source);
+     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
+       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
+       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
+       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
+     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
+   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
+   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
+   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
+   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
+   checks it against the CPU path bit for bit.
+   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
+   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
+   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
+   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
+   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
+   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
+   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
+   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
+   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
+   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
+   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
+   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
+   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
+   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   ================================================================================================= */
+#ifdef TRAIN_CUDA
+typedef struct tr__device {
+  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
+  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *host_params, *host_grads;
+  double *partials;         /* TRC_NORM_BLOCKS */
+  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  unsigned long long *counts; /* histogram bins */
+  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
+  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
+  uint64_t norm_version;
+  int loss_known;           /* loss holds the device loss of the last training forward */
+  double loss;
+  int swapped;              /* model.params/grads point at the host mirrors */
+} tr__device;
+
+#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
+
+static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
+  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e == 0;
+}
+
+/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+static void tr__dev_norm(tr_trainer *t, double max_norm) {
+  tr__device *d = TR__DEV(t);
+  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
+    d->norm_known = 1;
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
+static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  double norm = NAN;
+  (void)ctx;
+  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
+  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
+  return norm;
+}
+
+static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  float x = NAN;
+  (void)ctx;
+  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
+  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
+    d->loss_known = 1;
+    t->tr__last_loss = x;
+  }
+  return t->tr__last_loss;
+}
+
+static void tr__dev_free(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d) return;
+  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
+  free(d->host_params); free(d->host_grads);
+  free(d);
+  t->tr__dev = NULL;
+}
+
+/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+static tr_err tr__dev_init(tr_trainer *t) {
+  tr__device *d;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  char why[256];
+  int i, e = 0;
+  if (!t->model.on_device) return TR_OK;
+  if (!trc_device_ok(why, sizeof why))
+    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
+  d = (tr__device *)calloc(1, sizeof *d);
+  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
+  t->tr__dev = d;
+  d->host_params = (float *)malloc(bytes);
+  d->host_grads = (float *)malloc(bytes);
+  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
+  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
+  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
+  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
+  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
+  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
+  t->ctx.grad_norm_source = tr__dev_grad_norm;
+  t->ctx.grad_norm_source_user = t;
+  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  return TR_OK;
+}
+
+/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
+static tr_err tr__dev_to_host(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || d->swapped) return TR_OK;
+  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
+  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
+  d->params = t->model.params;
+  d->grads = t->model.grads;
+  t->model.params = d->host_params;
+  if (t->model.grads) t->model.grads = d->host_grads;
+  d->swapped = 1;
+  return TR_OK;
+}
+
+/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
+static void tr__dev_upload(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || !d->swapped) return;
+  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
+  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
+  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
+  tr__dev_ok(t, e, "copying the state to the device");
+  d->norm_known = 0;
+}
+
+static void tr__dev_unswap(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d || !d->swapped) return;
+  t->model.params = d->params;
+  if (d->grads) t->model.grads = d->grads;
+  d->swapped = 0;
+}
+
+/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+static void tr__dev_zero_grad(tr_trainer *t) {
+  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
+}
+
+static void tr__dev_scale_grads(tr_trainer *t, float k) {
+  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
+}
+
+static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
+  tr__device *d = TR__DEV(t);
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    tr__dev_norm(t, c->gradient_clip_val);
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
+      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
+    else d->fold_clip = 1;
+  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
+                                         d->ctrl, t->model.stream), "clipping by value")) {
+    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+static void tr__dev_update(tr_trainer *t, double lr) {
+  tr__device *d = TR__DEV(t);
+  const tr_optim *o = &t->optim;
+  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
+  size_t n = t->model.n_params;
+  int e;
+  d->fold_clip = 0;
+  if (o->kind == TR_OPTIM_ADAMW)
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
+  else {
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  tr__dev_ok(t, e, "the optimizer step");
+}
+
+/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
+static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
+  tr__device *d = TR__DEV(t);
+  if (!t->model.device_loss) return;
+  d->loss_known = 0;
+  *loss = t->tr__last_loss = NAN;
+  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
+}
+
+/* An evaluation batch's loss (one copy). */
+static double tr__dev_eval_loss(tr_trainer *t, double loss) {
+  float x = NAN;
+  if (!t->model.device_loss) return loss;
+  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
+  return x;
+}
+
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
+#define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
+#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+static tr_err tr__dev_init(tr_trainer *t) {
+  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
+                                       "compiled with TRAIN_CUDA by nvcc (see the section CUDA)") : TR_OK;
+}
+static void tr__dev_free(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
+static void tr__dev_upload(tr_trainer *t) { (void)t; }
+static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
+#define TR__ON_DEVICE(t) 0
+#endif
+
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
+  float width;
+  int k;
+  if (!t || !counts) return TR_ERR_INVALID;
+  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
+    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
+                      bins, (double)lo, (double)hi);
+  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
+  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) {
+    tr__device *d = TR__DEV(t);
+    unsigned long long c[4096 + 3];
+    int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
+    e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
+    if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
+    for (b = 0; b < bins + 3; b++) counts[b] = c[b];
+    return TR_OK;
+  }
+#endif
+  width = (hi - lo) / (float)bins;
+  for (k = 0; k < t->ctx.n_tensors; k++) {
+    const float *x = t->ctx.grads[k].data;
+    size_t i;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
+  }
+  return TR_OK;
+}
+
+/* ---- setup --------------------------------------------------------------------------------------- */
+
+/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
+   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
+   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
+   every hook and by clipping. */
+static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
+static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
+
+/* Views sorted by offset, for the tiling check. */
+static int tr__by_offset(const void *a, const void *b) {
+  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
+   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
+static tr_err tr__check_tiling(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  size_t end = 0;
+  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
+  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
+  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
+  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
+  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
+  if (i < n || end != t->model.n_params) {
+    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
+                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
+    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
+                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
+  }
+  free(v);
+  return t->tr__err;
+}
+
+/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
+static void tr__point_views(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
+    p->name = g->name = x->name;
+    p->count = g->count = x->count;
+    p->data = t->model.params + x->offset;
+    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
+  }
+  hk_grads_changed(&t->ctx);
+}
+
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
+  if (!t || !t->tr__views) return TR_ERR_INVALID;
+  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
+    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
+                      "current buffer (hand buffers over before training, e.g. in configure_model)");
+  if (params) t->model.params = params;
+  if (grads) t->model.grads = grads;
+  tr__point_views(t);
+  return TR_OK;
+}
+
+static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
+
+TRAIN_API void tr_free(tr_trainer *t) {
+  if (!t) return;
+  tr__dev_free(t);
+  hk_ctx_free(&t->ctx);
+  hk_bytes_free(&t->tr__data_state);
+  if (t->tr__run && t->tr__run->trainer == t) { /* the run stays with a registry of the user's */
+    t->tr__run->trainer = NULL;
+    t->tr__run->tr__p->epoch_done = NULL;
+  }
+  t->tr__run = NULL;
+  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
+  free(t->tr__views);
+  free(t->tr__m);
+  free(t->tr__v);
+  tr__dist_free(t);
+  t->reg = NULL;
+  t->tr__views = NULL;
+  t->tr__m = t->tr__v = NULL;
+  t->tr__own_reg = 0;
+}
+
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
+  const tr_model *m;
+  tr_optim *o;
+  int i, j, n;
+  memset(t, 0, sizeof *t);
+  t->running = HK_STAGE_NONE;
+  t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
+  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
+  t->tr__log = d->log;
+  t->model = d->model;
+  m = &t->model;
+  if (!m->params || m->n_params == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
+                    "come later, through tr_set_buffers)");
+  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
+  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
+  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
+    t->tr__whole.name = "params";
+    t->tr__whole.offset = 0;
+    t->tr__whole.count = m->n_params;
+    t->model.tensors = &t->tr__whole;
+    t->model.n_tensors = 1;
+  }
+  n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
+    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
+      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
+                      x->name, x->offset, x->count, m->n_params);
+    for (j = 0; j < i; j++)
+      if (strcmp(t->model.tensors[j].name, x->name) == 0)
+        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
+  }
+  if (tr__check_tiling(t)) return t->tr__err;
+  if (d->threads < 0 || d->threads > 4096)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
+  t->tr__threads = d->threads ? d->threads : 1;
+  t->tr__gscale = 1.0f;
+
+  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
+  t->optim = d->optim;
+  o = &t->optim;
+  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
+  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
+  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
+  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
+  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
+  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
+
+  t->sched = d->sched;
+  if (t->sched.kind < TR_SCHED_CONSTANT || t->sched.kind > TR_SCHED_COSINE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.kind %d is not a schedule", (int)t->sched.kind);
+  if (t->sched.warmup < 0 || t->sched.step_size < 0 || t->sched.total < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.warmup, sched.step_size and sched.total must be >= 0");
+  if (t->sched.kind == TR_SCHED_STEP && t->sched.step_size == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: the step schedule needs sched.step_size");
+  if (t->sched.gamma == 0) t->sched.gamma = 0.1;
+  if (tr__bad_number(t->sched.gamma, 0, HUGE_VAL) || tr__bad_number(t->sched.min_factor, 0, 1))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.gamma must be > 0 and sched.min_factor in [0, 1]");
+  t->tr__total = t->sched.total;
+
+  /* Everything the step loop needs is allocated now, once. */
+  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
+  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
+  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
+  }
+  tr__point_views(t);
+  if (d->reg) t->reg = d->reg;
+  else {
+    t->reg = hk_create(NULL);
+    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
+    t->tr__own_reg = 1;
+  }
+  if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
+  t->tr__run->tr__p->hparams = tr__hparams;
+  t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
+  t->tr__run->tr__p->val_follows = tr__val_follows;
+
+  t->seed = d->seed;
+  tr_rng_seed(&t->rng, d->seed);
+  t->tr__strict_hook_state = d->strict_hook_state != 0;
+  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
+  t->lr = o->lr;
+  t->ctx.trainer = t;
+  t->ctx.user = d->user;
+  t->ctx.params = t->tr__views;
+  t->ctx.grads = t->tr__views + n;
+  t->ctx.n_tensors = n;
+  t->ctx.world_size = 1;
+  t->ctx.lr = t->lr;
+  t->tr__last_loss = NAN; /* no training batch yet */
+  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  }
+  tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
+  if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
+  }
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
+    char why[sizeof t->error];
+    memcpy(why, t->error, sizeof why);
+    tr_free(t);
+    return tr__fail(t, e, "%s", why);
+  }
+  return e;
+}
+
+/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
+   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
+   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
+   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
+   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
+   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
+static int tr__sig_on;       /* this fit installed the helper: its count is ours */
+static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
+static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
+static int tr__sigint_count; /* multi-process: the agreed count */
+
+/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_own(void) {
+  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
+  return n < 0 ? 0 : n > 2 ? 2 : n;
+}
+/* What the loops act on. */
+static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
+
+/* ---- firing events ---------------------------------------------------------------------------------
+   Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
+   nothing is registered; what hooks ask for (skip the step, skip the batch, end the epoch, stop)
+   collects in t->tr__flow, already degraded to what each event honours, for the loops to act on.
+   HK_FAIL becomes the run's error. Once the run has failed nothing fires any more: the abort path
+   fires on_exception and teardown itself. */
+static TR__NOINLINE void tr__settle(tr_trainer *t) {
+  const char *why = t->ctx.hook_failure; /* "hook 'name' failed in on_x: message" */
+  t->ctx.hook_failure = NULL;
+  if (HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) { /* t->tr__err is the one record of a failure */
+    tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
+    hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
+  } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+}
+
+/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it. */
+static inline void tr__fire(tr_trainer *t, int event) {
+  if (t->tr__err) return;
+  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+}
+
+/* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
+   error); the optimizer's stop at HK_SKIP_STEP too. */
+static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
+static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
+
+/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
+   teardown, which always runs. Lightning skips teardown on errors; we do not. */
+static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
+  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sig_base = hk_stop_requested();
+  t->ctx.abort_reason = t->error;
+  t->ctx.hook_failure = NULL;
+  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
+  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
+  t->ctx.stage = stage;
+  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
+  tr__settle(t);
+  t->ctx.abort_reason = NULL;
+  return t->tr__err;
+}
+
+/* ---- log records and requests: the run layer's (section THE RUN LAYER), shared with any loop ---- */
+static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
+  if (t->tr__err) return;
+  tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+}
+static void tr__log_line(tr_trainer *t) { tr__run_log_line(t->tr__run, &t->ctx); }
+
+/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
+static void tr__log_requested(tr_trainer *t) {
+  tr__log_line(t);
+  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
+}
+
+/* ---- the work of a step -------------------------------------------------------------------------
+   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
+   reads as a straight list. */
+
+/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
+static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
+  void *batch = NULL;
+  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
+  if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
+  t->ctx.batch_idx = b;
+  t->ctx.batch = batch;
+  t->ctx.outputs = NULL;
+  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
+  return batch;
+}
+
+/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
+   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
+static void tr__forward(tr_trainer *t, void *batch) {
+  const tr_config *c = t->tr__cfg;
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.forward(t->model.user, batch, 1, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
+#endif
+  t->ctx.loss = t->tr__last_loss = loss;
+  if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
+  if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
+    tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
+             (long long)t->epoch, (long long)t->epoch_batch, (long long)t->global_step);
+    return;
+  }
+  tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)t->epoch_batch);
+  hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
+}
+
+/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
+   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
+static void tr__zero_grad(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
+#endif
+  tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
+  hk_grads_changed(&t->ctx);
+  t->tr__grads_zeroed = 1;
+}
+
+static void tr__backward(tr_trainer *t, void *batch) {
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.backward(t->model.user, batch);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+  hk_grads_changed(&t->ctx);
+  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
+}
+
+/* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
+   gets no step. */
+static void tr__average_window(tr_trainer *t) {
+  if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
+#endif
+  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
+  hk_grads_changed(&t->ctx);
+}
+
+/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
+   view, in view order: hk_grad_norm's bits). */
+static double tr__grad_norm(tr_trainer *t) {
+  double sum = 0;
+  int k;
+  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+  return sqrt(sum);
+}
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
+
+/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
+   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
+   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
+   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
+static void tr__clip_gradients(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
+#endif
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
+    if (coef >= 1.0) return;
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
+      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
+      t->tr__gscale = (float)coef;
+  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
+    float hi = (float)c->gradient_clip_val;
+    double sum = 0;
+    int k;
+    for (k = 0; k < t->ctx.n_tensors; k++)
+      sum += tr_clamp_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, -hi, hi, t->tr__threads);
+    hk_grad_norm_set(&t->ctx, sqrt(sum));
+  }
+}
+
+/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
+   scalars in double, then one float pass (the section "PER-STEP MATH"). */
+static void tr__update(tr_trainer *t, double lr) {
+  const tr_optim *o = &t->optim;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
+#endif
+  if (o->kind == TR_OPTIM_ADAMW) {
+    tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
+    c.gscale = t->tr__gscale;
+    tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
+  } else {
+    tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
+    c.gscale = t->tr__gscale;
+    tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  t->tr__gscale = 1.0f;
+}
+
+/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
+static void tr__optimizer_step(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+  tr__update(t, t->lr);
+  t->ctx.global_step = ++t->global_step;
+}
+
+/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
+static void tr__end_window(tr_trainer *t) {
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+}
+
+/* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
+
+typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
+static const tr__loop_events tr__val_events = {
+  HK_ON_VALIDATION_START, HK_ON_VALIDATION_EPOCH_START, HK_ON_VALIDATION_BATCH_START,
+  HK_ON_VALIDATION_BATCH_END, HK_ON_VALIDATION_EPOCH_END, HK_ON_VALIDATION_END };
+static const tr__loop_events tr__test_events = {
+  HK_ON_TEST_START, HK_ON_TEST_EPOCH_START, HK_ON_TEST_BATCH_START,
+  HK_ON_TEST_BATCH_END, HK_ON_TEST_EPOCH_END, HK_ON_TEST_END };
+static const tr__loop_events tr__predict_events = {
+  HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
+  HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
+
+/* What one evaluation loop runs: its events, its data, and where its mean loss goes. */
+typedef struct tr__eval {
+  const tr__loop_events *ev;
+  const tr_data *data;
+  int64_t limit;        /* batches; 0 = all */
+  int predict;          /* model.predict instead of forward; no loss */
+  const char *metric;   /* the mean loss's metric name, or NULL */
+  const char *what;     /* for messages */
+  double *mean;         /* where the mean loss goes, or NULL */
+} tr__eval;
+
+/* Number of batches to run: the data's count (this rank's share of it), capped by limit (> 0). */
+static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
+  int64_t n = t->tr__err ? 0 : data->count(data->user);
+  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); n = 0; }
+  n = tr__dist_shard(t, data, n, !strcmp(what, "train"), what);
+  return (limit > 0 && limit < n) ? limit : n;
+}
+
+/* One evaluation batch: forward (its loss joins the mean) or predict (ctx->outputs). */
+static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, double *sum, int64_t *counted) {
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  if (e->predict) {
+    rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
+    if (rc) tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)t->ctx.batch_idx);
+    return;
+  }
+  rc = t->model.forward(t->model.user, batch, 0, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
+#endif
+  t->ctx.loss = loss;
+  *sum += loss;
+  ++*counted;
+}
+
+/* start, epoch_start, every batch, epoch_end, end; nothing at all when the data has no batches. The
+   mean loss goes into the metric before epoch_end. HK_STOP_EPOCH and HK_SKIP_BATCH mean this loop's
+   epoch and batches: the loop keeps its own (`own`) and gives the training loop's back afterwards.
+   HK_STOP ends a standalone run like HK_STOP_EPOCH; inside fit it only asks training to stop (the
+   validation finishes), so it stays in the flow for the fit, next to a held stop or a skipped step
+   (which a checkpoint written during the validation records). */
+static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
+  int in_fit = t->running == HK_STAGE_FIT;
+  unsigned own = HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH) | (in_fit ? 0 : HK_SIGNAL_BIT(HK_STOP));
+  unsigned ends = in_fit ? HK_SIGNAL_BIT(HK_STOP_EPOCH) : HK_FLOW_STOP_EPOCH;
+  unsigned outer = t->tr__flow.signals;
+  int64_t b, n, counted = 0;
+  double sum = 0, mean = NAN;
+  int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
+  double saved_loss = t->ctx.loss;
+  void *saved_batch = t->ctx.batch;
+
+  if (e->mean) *e->mean = NAN;
+  n = tr__n_batches(t, e->data, e->limit, e->what);
+  if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
+  t->eval_batches = t->tr__run->eval_batches = n;
+  hk_flow_clear(&t->tr__flow, own);
+  if (e->data->reset && e->data->reset(e->data->user))
+    tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
+  tr__fire(t, e->ev->start);
+  tr__fire(t, e->ev->epoch_start);
+  for (b = 0; b < n && !tr__skips(t, ends); b++) {
+    void *batch = tr__fetch(t, e->data, b, e->what);
+    tr__fire(t, e->ev->batch_start);
+    tr__eval_forward(t, e, batch, &sum, &counted);
+    tr__fire(t, e->ev->batch_end);
+    hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  t->ctx.outputs = NULL;
+  tr__dist_mean(t, &sum, &counted); /* every rank's batches: the global mean */
+  if (!e->predict) {
+    mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
+    t->ctx.loss = mean;
+    if (e->metric && !t->tr__err && hk_metric_set(&t->ctx, e->metric, mean) != HK_OK)
+      tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", e->metric);
+  }
+  if (e->mean) *e->mean = mean;
+  tr__fire(t, e->ev->epoch_end);
+  if (!e->predict && t->ctx.stage != HK_STAGE_SANITY_CHECK && HK_ACTIVE(t->reg, HK_ON_LOG))
+    tr__log_record(t, e->ev == &tr__test_events ? "test" : "val");
+  tr__fire(t, e->ev->end);
+  tr__dist_agree(t);
+  t->ctx.batch_idx = saved_idx;
+  t->ctx.batch = saved_batch;
+  if (in_fit) t->ctx.loss = saved_loss;
+  t->tr__flow.signals = (t->tr__flow.signals & ~own) | (outer & own);
+  return t->tr__err;
+}
+
+/* ---- runs -------------------------------------------------------------------------------------------
+   fit, validate, test and predict start and end the same way: refuse to start inside another run,
+   setup(stage), configure_model, the body, then teardown; on failure on_exception, then teardown. */
+
+static tr_err tr__idle(tr_trainer *t, const char *fn) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "%s called during a %s run (from a hook?); call it when the run has returned", fn, hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+/* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
+   NULL outside a fit). Set at every run: the trainer's registry may be shared. */
+static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run *run = t->tr__run;
+  tr_run_desc *d = &run->desc;
+  run->trainer = t;
+  run->running = stage;
+  run->failed = 0;
+  run->tr__p->epoch_done = &t->tr__epoch_done;
+  run->tr__p->reg = t->reg;
+  d->log = t->tr__log;
+  d->epochs = TR_YES;
+  d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d->momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d->weight_decay = t->optim.weight_decay;
+  d->lr_per_epoch = t->sched.per_epoch;
+  memset(run->tr__p->stamp, 0, sizeof run->tr__p->stamp);
+  if (!c) return;
+  d->max_steps = c->max_steps;
+  d->max_epochs = c->max_epochs;
+  d->min_steps = c->min_steps;
+  d->min_epochs = c->min_epochs;
+  d->log_every_n_steps = c->log_every_n_steps;
+  d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+  /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+     (or not at all), else at the validation's end */
+  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+  run->resume_from = c->resume_from ? c->resume_from : "";
+  run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
+}
+
+static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
+  hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
+  tr_err e;
+  tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
+  t->running = stage;
+  t->ctx.stage = stage;
+  t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
+  if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
+  tr__fire(t, HK_SETUP);
+  tr__fire(t, HK_CONFIGURE_MODEL);
+  tr__dist_agree(t);
+  if (!t->tr__err) body(t, arg);
+  tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
+  if (t->tr__err) e = tr__abort(t, stage);
+  else {
+    t->ctx.stage = stage;
+    tr__fire(t, HK_TEARDOWN);
+    e = TR_OK; /* teardown honours no signal */
+    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
+  }
+  t->running = HK_STAGE_NONE;
+  t->tr__run->running = HK_STAGE_NONE;
+  t->tr__run->resume_from = "";
+  t->ctx.stage = HK_STAGE_NONE;
+  t->ctx.batch = NULL;
+  t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
+  t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
+  return e;
+}
+
+static void tr__eval_body(tr_trainer *t, const void *arg) {
+  tr__eval_loop(t, (const tr__eval *)arg);
+  if (!t->tr__err && (t->ctx.requests & HK_REQUEST_LOG)) tr__log_line(t);
+}
+
+static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  tr_err err = TR_OK;
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, fn)) return TR_ERR_INVALID;
+  if (!e->data || !e->data->count || !e->data->get == !e->data->next)
+    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
+  return tr__run(t, stage, tr__eval_body, e);
+}
+
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  tr__eval e = { &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss };
+  return tr__eval_run(t, HK_STAGE_VALIDATE, &e, "tr_validate");
+}
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  tr__eval e = { &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss };
+  return tr__eval_run(t, HK_STAGE_TEST, &e, "tr_test");
+}
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
+  tr__eval e = { &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL };
+  return tr__eval_run(t, HK_STAGE_PREDICT, &e, "tr_predict");
+}
+
+/* ---- the training loop ------------------------------------------------------------------------------- */
+
+static int tr__can_stop(const tr_trainer *t) {
+  return t->epoch >= t->tr__cfg->min_epochs && t->global_step >= t->tr__cfg->min_steps;
+}
+/* A graceful stop (HK_STOP) takes effect once min_epochs and min_steps are reached; until then it is held. */
+static int tr__stopping(const tr_trainer *t) {
+  return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
+}
+
+
+static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
+/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
+   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
+   due now on that validation's value.) */
+static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
+  const tr_trainer *t = (const tr_trainer *)trainer;
+  const tr_config *c = t->tr__cfg;
+  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
+  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
+  if (!t) return TR_ERR_INVALID;
+  if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
+  if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
+  t->tr__accum = factor;
+  return TR_OK;
+}
+
+/* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
+   validation resumes after it instead of repeating it. */
+static void tr__fit_validate(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  tr__eval e = { &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL };
+  if (t->tr__err) return;
+  t->tr__val_at = t->epoch_batch;
+  tr__eval_loop(t, &e);
+}
+
+/* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
+   hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
+   for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->error);
+  return e;
+}
+static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
+  char why[sizeof t->error];
+  int no_default = 0;
+  tr_err e;
+  tr__dist_paths(t); /* rank 0's paths, on every rank */
+  e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
+  if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
+  if (e) tr__fail(t, e, "%s", why);
+}
+
+/* A safe point (after a training batch or an epoch): honour what hooks requested. */
+static void tr__honour_requests(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  unsigned r = t->ctx.requests;
+  if (t->tr__err) return;
+  t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
+  if (r & HK_REQUEST_VALIDATION) {
+    if (c->val) tr__fit_validate(t);
+    else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
+  }
+  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
+}
+
+/* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
+   a validation is not run any more. */
+static void tr__honour_final_requests(tr_trainer *t) {
+  unsigned r = t->ctx.requests;
+  if (t->tr__err) return;
+  t->ctx.requests = 0;
+  if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
+}
+
+/* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
+   hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
+   lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
+static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
+  const tr_config *c = t->tr__cfg;
+  int64_t steps_before = t->global_step;
+  int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
+  void *batch;
+
+  t->lr = t->ctx.lr = tr__current_lr(t);
+  batch = tr__fetch(t, c->train, t->epoch_batch, "train");
+  tr__fire(t, HK_ON_TRAIN_BATCH_START);
+  tr__forward(t, batch);
+  if (!t->tr__grads_zeroed) {              /* the window's first micro-batch that gets this far */
+    tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_ZERO_GRAD);
+    tr__zero_grad(t);
+  }
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_BACKWARD);
+  tr__backward(t, batch);
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
+  t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
+  if (window_ends) {                       /* the last micro-batch of the window steps */
+    tr__dist_grads(t);                     /* every rank's gradients summed (TRAIN_MPI) */
+    tr__average_window(t);
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
+    if (c->gradient_clip_val > 0) {
+      tr__clip_gradients(t);
+      tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
+    }
+    tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
+    tr__optimizer_step(t);
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
+    tr__end_window(t);
+  }
+  t->epoch_batch++;
+  t->tr__epoch_done = t->epoch_batch >= n_batches;
+  t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
+  t->ctx.samples_seen = t->samples_seen;
+  tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
+  tr__dist_agree(t);
+  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
+      t->global_step % c->log_every_n_steps == 0)
+    tr__log_record(t, "train");
+
+  if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
+    tr__fit_validate(t);
+  tr__honour_requests(t);
+}
+
+/* The epoch is over: move the counters to the next one. */
+static void tr__finish_epoch(tr_trainer *t) {
+  t->epoch++;
+  t->epoch_batch = 0;
+  t->tr__val_at = -1;
+  t->tr__epoch_ended = 0;
+  t->tr__epoch_done = 0;
+  tr__end_window(t); /* a window cut short by a stop is dropped */
+  hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
+  t->ctx.epoch = t->epoch;
+}
+
+/* Start epoch t->epoch, or continue it mid-way after a resume: the shuffle is rebuilt from the seed
+   either way; an iterator is rewound only at a real start (a resumed one was handed its position). */
+static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
+  int resuming = t->epoch_batch > 0;
+  t->ctx.epoch = t->epoch;
+  t->ctx.batch_idx = t->epoch_batch;
+  if (d->shuffle) {
+    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
+    d->shuffle(d->user, &r);
+  }
+  if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
+  if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
+  t->lr = t->ctx.lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_START);
+}
+
+/* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
+   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
+static void tr__train_epoch(tr_trainer *t, int64_t n) {
+  const tr_config *c = t->tr__cfg;
+  int complete;
+  t->train_batches = t->tr__run->train_batches = n;
+  tr__start_epoch(t, c->train);
+  tr__dist_agree(t);
+  while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
+    tr__train_batch(t, n);
+    if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
+  }
+  if (t->tr__err) return;
+  complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  t->tr__epoch_done = complete;
+  if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
+      t->tr__val_at != t->epoch_batch)
+    tr__fit_validate(t);
+  t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_END);
+  tr__dist_agree(t);
+  if (complete && !t->tr__err) tr__finish_epoch(t);
+  tr__honour_requests(t);
+}
+
+static int tr__fit_done(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  return t->tr__err || (c->max_steps > 0 && t->global_step >= c->max_steps) ||
+         (c->max_epochs > 0 && t->epoch >= c->max_epochs) || tr__stopping(t);
+}
+
+/* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
+static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
+  *c = *in;
+  if (!c->train || !c->train->count || !c->train->get == !c->train->next)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count, and get or next (one of them)");
+  if (c->val && (!c->val->count || !c->val->get == !c->val->next))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count, and get or next (one of them)");
+  if (!c->train->save_state != !c->train->load_state)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
+  if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
+      c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps and "
+                    "accumulate_grad_batches must be >= 0");
+  if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
+      (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
+  if (c->on_nonfinite_loss < TR_NONFINITE_FAIL || c->on_nonfinite_loss > TR_NONFINITE_IGNORE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: on_nonfinite_loss is not a tr_nonfinite value");
+  if (c->max_epochs == 0 && c->max_steps == 0) c->max_epochs = 1000;
+  if (c->limit_val_batches < 0) c->val = NULL;
+  if (c->num_sanity_val_steps == 0) c->num_sanity_val_steps = 2;
+  if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
+  if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
+  if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
+  if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
+  t->tr__total = t->sched.total;
+  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total == 0)
+    t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
+  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total <= t->sched.warmup)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the cosine schedule needs sched.total (or max_steps / max_epochs) "
+                    "greater than sched.warmup");
+  return TR_OK;
+}
+
+/* Everything the model must have handed over by the first step, and the training data's position. */
+static void tr__ready_to_train(tr_trainer *t) {
+  const tr_data *d = t->tr__cfg->train;
+  if (t->tr__err) return;
+  if (!t->model.grads) {
+    tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
+             "(for example in a configure_model hook) before training starts");
+    return;
+  }
+  if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
+    hk_reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.data = t->tr__data_state.data;
+    rd.len = t->tr__data_state.len;
+    if (d->load_state(d->user, &rd)) {
+      rd.why[sizeof rd.why - 1] = 0;
+      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
+               rd.why[0] ? ": " : "", rd.why);
+    }
+  }
+}
+
+/* The sanity check: a few validation batches before training, to find bugs in validation early. */
+static void tr__sanity_check(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t limit = c->num_sanity_val_steps;
+  tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
+  if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
+  if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
+  e.limit = limit;
+  t->ctx.stage = HK_STAGE_SANITY_CHECK;
+  tr__fire(t, HK_ON_SANITY_CHECK_START);
+  tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
+  tr__fire(t, HK_ON_SANITY_CHECK_END);
+  t->ctx.stage = HK_STAGE_FIT;
+}
+
+/* The body of tr_fit, after setup and configure_model, in the order of Lightning's Trainer.fit. */
+static void tr__fit_body(tr_trainer *t, const void *arg) {
+  const tr_config *c = t->tr__cfg;
+  int64_t n;
+  (void)arg;
+  if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
+  tr__ready_to_train(t);
+  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
+  tr__fire(t, HK_ON_FIT_START);
+  tr__dist_agree(t);
+  tr__sanity_check(t);
+  tr__fire(t, HK_ON_TRAIN_START);
+  tr__dist_agree(t);
+  if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
+  while (!tr__fit_done(t)) {
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
+    if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
+      if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
+      break;
+    }
+    tr__train_epoch(t, n);
+  }
+  tr__fire(t, HK_ON_TRAIN_END);
+  tr__dist_agree(t);
+  tr__honour_final_requests(t);
+  tr__fire(t, HK_ON_FIT_END);
+}
+
+/* Where the training iterator stands when a fit ends: what tr_save writes and the next fit restores. */
+static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
+  hk_bytes b;
+  if (!d->save_state) return;
+  memset(&b, 0, sizeof b);
+  if (d->save_state(d->user, &b) || b.failed) {
+    hk_bytes_free(&b);
+    tr__warn(t, "train data: save_state() failed when the fit ended; the next checkpoint holds the previous position");
+    return;
+  }
+  hk_bytes_free(&t->tr__data_state);
+  t->tr__data_state = b;
+}
+
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
+  tr_config c;
+  tr_err e;
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
+  e = tr__resolve(t, cfg, &c);
+  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
+  t->tr__cfg = &c;
+  t->tr__accum = c.accumulate_grad_batches;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->lr = t->ctx.lr = tr__current_lr(t);
+  tr__sigint_count = 0;
+  tr__sig_deferred = t->tr__dist != NULL;
+  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
+
+  e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
+
+  if (tr__sig_on) hk_stop_signals_restore();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
+  tr__keep_data_state(t, c.train);
+  t->tr__restarting = 0;
+  t->tr__cfg = NULL;
+  return e;
+}
+
+/* ---- checkpoints --------------------------------------------------------------------------------------
+   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
+
+     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
+              load) | u32 flags (0)
+     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
+              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
+
+   The sections, in this order:
+     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
+           n_tensors x (u32 name length | name | u64 offset | u64 count)
+     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
+           i64 val_at | i64 accum_pos | i64 accum_n |
+           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
+     PARM  n_params x f32: the parameters
+     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
+     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
+     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
+     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
+     END   empty; nothing may follow it
+   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
+   is needed for any change to this layout. */
+
+#define TR__MAGIC "TRAINCKP"
+#define TR__VERSION 2u
+#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TR__META TR__TAG('M', 'E', 'T', 'A')
+#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
+#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
+#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
+#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
+#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
+#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
+#define TR__END  TR__TAG('E', 'N', 'D', '!')
+#define TR__LOOP_SIZE (9 * 8 + 4)
+#define TR__MAX_KEY 4096
+enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
+
+/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
+   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
+  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
+  int i;
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
+}
+
+static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+  return h;
+}
+#define TR__FNV_START 0xcbf29ce484222325ull
+
+
+/* -- writing: a buffered writer that checksums what it writes -- */
+typedef struct tr__writer {
+  unsigned char *buf;
+  size_t pos, cap;
+  uint64_t hash;     /* running checksum of the current section */
+  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
+  tr__afile *af;     /* the temporary file it writes */
+  int failed;        /* 0, or the errno of the first failure */
+} tr__writer;
+
+/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
+   wait for room that a failed write will not make (it used to spin here on a full disk). */
+static void tr__w_flush(tr__writer *w) {
+  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
+  w->pos = 0;
+}
+
+static void tr__w_put(tr__writer *w, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  w->hash = tr__fnv(w->hash, p, n);
+  w->left -= n;
+  while (n > 0 && !w->failed) {
+    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
+    memcpy(w->buf + w->pos, p, k);
+    w->pos += k;
+    p += k;
+    n -= k;
+    if (w->pos == w->cap) tr__w_flush(w);
+  }
+}
+static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
+static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
+static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
+  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
+  size_t i, k;
+  for (i = 0; i < n; i += k) {
+    const uint32_t one = 1;
+    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
+    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
+    else {
+      size_t j;
+      for (j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, &x[i + j], 4);
+        tr__le(block + 4 * j, u, 4);
+      }
+    }
+    tr__w_put(w, block, 4 * k);
+  }
+}
+static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
+  w->hash = TR__FNV_START;
+  w->left = 12;
+  tr__w_u32(w, tag);
+  tr__w_u64(w, size);
+  w->left = size;
+}
+static void tr__w_end(tr__writer *w) {
+  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
+  w->left = 8;
+  tr__w_u64(w, w->hash);
+}
+
+/* hk_state_save hands every stateful hook's blob to this sink: one HOOK section each. */
+static hk_err tr__hook_sink(const char *key, const void *data, size_t len, void *user) {
+  tr__writer *w = (tr__writer *)user;
+  size_t klen = strlen(key);
+  tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
+  tr__w_u32(w, (uint32_t)klen);
+  tr__w_put(w, key, klen);
+  tr__w_u64(w, len);
+  tr__w_put(w, data, len);
+  tr__w_end(w);
+  return HK_OK;
+}
+
+/* The training iterator's position to store: asked of the data during a fit, else the one kept from
+   the last fit's end (or from the checkpoint loaded last). */
+static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
+  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
+  if (!d || !d->save_state) return &t->tr__data_state;
+  if (d->save_state(d->user, live) || live->failed) {
+    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
+    return NULL;
+  }
+  return live;
+}
+
+static void tr__write_all(tr_trainer *t, tr__writer *w) {
+  size_t n = t->model.n_params, meta = 8 + 4 + 4 + 4;
+  int i;
+  unsigned char header[16];
+  hk_bytes live = { NULL, 0, 0, 0 };
+  const hk_bytes *data = tr__data_position(t, &live);
+  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
+  int in_window = t->tr__accum_pos > 0;
+  uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
+                   (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+                   (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  memcpy(header, TR__MAGIC, 8);
+  tr__le(header + 8, TR__VERSION, 4);
+  tr__le(header + 12, 0, 4);
+  w->left = 16;
+  tr__w_put(w, header, 16);
+
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  tr__w_begin(w, TR__META, meta);
+  tr__w_u64(w, n);
+  tr__w_u32(w, (uint32_t)t->optim.kind);
+  tr__w_u32(w, (uint32_t)t->tr__n_buf);
+  tr__w_u32(w, (uint32_t)t->model.n_tensors);
+  for (i = 0; i < t->model.n_tensors; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len = strlen(x->name);
+    tr__w_u32(w, (uint32_t)len);
+    tr__w_put(w, x->name, len);
+    tr__w_u64(w, x->offset);
+    tr__w_u64(w, x->count);
+  }
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
+  tr__w_u64(w, t->seed);
+  tr__w_u64(w, t->rng.state);
+  tr__w_u64(w, (uint64_t)t->epoch);
+  tr__w_u64(w, (uint64_t)t->global_step);
+  tr__w_u64(w, (uint64_t)t->epoch_batch);
+  tr__w_u64(w, (uint64_t)t->samples_seen);
+  tr__w_u64(w, (uint64_t)t->tr__val_at);
+  tr__w_u64(w, (uint64_t)t->tr__accum_pos);
+  tr__w_u64(w, (uint64_t)(in_window ? t->tr__accum_n : 0));
+  tr__w_u32(w, flags);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
+  tr__w_f32s(w, t->model.params, n);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)t->tr__n_buf);
+  if (t->tr__n_buf >= 1) tr__w_f32s(w, t->tr__m, n);
+  if (t->tr__n_buf >= 2) tr__w_f32s(w, t->tr__v, n);
+  tr__w_end(w);
+
+  if (in_window) { /* inside an accumulation window: the partial sum must survive */
+    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
+    tr__w_f32s(w, t->model.grads, n);
+    tr__w_end(w);
+  }
+  if (data && data->len) { /* the training iterator's position */
+    tr__w_begin(w, TR__DATA, data->len);
+    tr__w_put(w, data->data, data->len);
+    tr__w_end(w);
+  }
+  hk_bytes_free(&live);
+  if (hk_state_save(t->reg, tr__hook_sink, w) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  tr__w_begin(w, TR__END, 0);
+  tr__w_end(w);
+  tr__w_flush(w);
+}
+
+/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
+   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
+   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
+   link): the link is replaced, never followed; a device or a directory at path is never replaced. */
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__writer w;
+  tr__afile a;
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  w.buf = (unsigned char *)malloc(w.cap);
+  if (!w.buf) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  w.af = &a;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    tr__write_all(t, &w);
+    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
+  }
+  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (a.err && !strcmp(a.step, "renaming"))
+    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
+  else if (a.err)
+    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
+  tr__afile_free(&a);
+  free(w.buf);
+  return t->tr__err;
+}
+
+/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
+   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
+   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
+  tr_err run_err, e;
+  char run_msg[sizeof t->error];
+  hk_flow run_flow;
+  if (!t) return TR_ERR_INVALID;
+  if (t->tr__saving)
+    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
+                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
+  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
+  run_err = t->tr__err;
+  run_flow = t->tr__flow;
+  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
+  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
+  t->tr__saving = 1;
+  if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else {
+    t->ctx.path = path;
+    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
+    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
+  }
+  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
+  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dev_unswap(t);
+  if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
+  e = t->tr__err;
+  t->tr__saving = 0;
+  if (t->running != HK_STAGE_NONE) {
+    t->tr__err = run_err;
+    t->tr__flow = run_flow;
+    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
+  }
+  return e;
+}
+
+/* -- reading: verify everything first, then change the trainer -- */
+typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
+
+static const char *tr__tag_name(uint32_t tag, char out[5]) {
+  int i;
+  for (i = 0; i < 4; i++) {
+    char c = (char)(tag >> (8 * i));
+    out[i] = (c >= 32 && c < 127) ? c : '?';
+  }
+  out[4] = 0;
+  return out;
+}
+
+/* Read the section at *pos: its header, bounds and checksum. */
+static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
+  size_t at = *pos, avail = len - at;
+  uint64_t size;
+  char name[5];
+  if (avail < 12)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
+  s->tag = (uint32_t)tr__get(buf + at, 4);
+  size = tr__get(buf + at + 4, 8);
+  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
+                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
+  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
+                    tr__tag_name(s->tag, name), at);
+  s->p = buf + at + 12;
+  s->n = (size_t)size;
+  s->at = at;
+  *pos = at + 12 + (size_t)size + 8;
+  return TR_OK;
+}
+
+/* Read the next section and check that it is the expected one. */
+static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
+  char want[5], got[5];
+  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
+  if (s->tag != tag)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
+                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
+  return TR_OK;
+}
+
+/* A parsed, verified checkpoint: pointers into the file's bytes. */
+typedef struct tr__ckpt {
+  uint32_t version;
+  tr__section meta, loop, parm, optm, grad, data;
+  int has_grad, has_data;
+  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
+  size_t key_bytes;
+  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
+  uint64_t seed, rng;
+  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
+  uint32_t flags;
+} tr__ckpt;
+
+static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
+  const unsigned char *p = s->p;
+  size_t pos = 20, n = s->n;
+  uint64_t n_params;
+  uint32_t kind, nbuf, nt, i;
+  static const char *optim_names[2] = { "AdamW", "SGD" };
+  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
+  n_params = tr__get(p, 8);
+  kind = (uint32_t)tr__get(p + 8, 4);
+  nbuf = (uint32_t)tr__get(p + 12, 4);
+  nt = (uint32_t)tr__get(p + 16, 4);
+  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
+  if (kind != (uint32_t)t->optim.kind)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
+                    optim_names[kind], optim_names[t->optim.kind]);
+  if (nbuf != (uint32_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
+                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
+  if (nt != (uint32_t)t->model.n_tensors)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
+  for (i = 0; i < nt; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len;
+    uint64_t off, cnt;
+    if (n - pos < 4) break;
+    len = (size_t)tr__get(p + pos, 4);
+    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
+    off = tr__get(p + pos + 4 + len, 8);
+    cnt = tr__get(p + pos + 4 + len + 8, 8);
+    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
+                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
+    if (off != x->offset || cnt != x->count)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
+                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
+                      (unsigned long long)off, x->count, x->offset);
+    pos += 4 + len + 16;
+  }
+  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
+  if (n_params != t->model.n_params)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
+                    (unsigned long long)n_params, t->model.n_params);
+  return TR_OK;
+}
+
+static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
+  size_t pos = 16, n4 = t->model.n_params * 4;
+  int i;
+  tr__section s;
+  memset(ck, 0, sizeof *ck);
+  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
+  ck->version = (uint32_t)tr__get(buf + 8, 4);
+  if (ck->version < 1 || ck->version > TR__VERSION)
+    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
+                    (unsigned)ck->version, TR__VERSION);
+  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
+
+  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
+  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
+  if (ck->loop.n != TR__LOOP_SIZE)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
+  ck->seed = tr__get(ck->loop.p, 8);
+  ck->rng = tr__get(ck->loop.p + 8, 8);
+  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
+  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
+  /* every field in its range, so that nothing overflows when the loop counts on from it */
+  for (i = 0; i < 7; i++) {
+    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
+    int64_t lo = i == 4 ? -1 : 0;
+    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
+                      (long long)ck->v[i], (long long)lo);
+  }
+  if (ck->v[4] > ck->v[2])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
+                    (long long)ck->v[4], (long long)ck->v[2]);
+  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
+                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
+                    (long long)ck->v[6], (long long)ck->v[2]);
+  if (ck->flags & ~(uint32_t)TR__F_ALL)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
+                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
+
+  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
+  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
+  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
+  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
+  if (ck->v[5] > 0) {
+    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
+    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
+    ck->has_grad = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
+    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
+    ck->has_data = 1;
+  }
+
+  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
+  ck->hooks_at = pos;
+  for (;;) {
+    size_t klen, at = pos;
+    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
+    if (s.tag == TR__END) break;
+    if (s.tag != TR__HOOK) {
+      char name[5];
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
+    }
+    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
+    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
+        memchr(s.p + 4, 0, klen) != NULL)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
+    ck->n_hooks++;
+    ck->key_bytes += klen + 1;
+  }
+  ck->hooks_end = pos - 20; /* where END starts */
+  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
+  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
+  return TR_OK;
+}
+
+static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
+    memcpy(&dst[i], &u, 4);
+  }
+}
+
+/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
+   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
+static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
+  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
+  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
+  size_t pos;
+  int i, missing = 0, unknown = 0;
+  if (!keys || !blobs) {
+    free(keys);
+    free(blobs);
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
+  }
+  for (i = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+    const unsigned char *p = buf + pos + 12;
+    size_t klen = (size_t)tr__get(p, 4);
+    memcpy(k, p + 4, klen);
+    k[klen] = 0;
+    blobs[i].key = k;
+    blobs[i].data = p + 4 + klen + 8;
+    blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
+    k += klen + 1;
+  }
+  if (hk_state_check(t->reg, blobs, ck->n_hooks, &missing) != HK_OK)
+    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
+  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
+      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
+  if (!t->tr__err && missing && t->tr__strict_hook_state)
+    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, ck->n_hooks) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
+  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
+  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
+  free(keys);
+  free(blobs);
+  return t->tr__err;
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
+/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
+   its rollback are the same assignment. */
+typedef struct tr__loop_state {
+  uint64_t seed, rng;
+  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
+  unsigned signals;
+  int grads_zeroed, epoch_ended, has_momentum, restarting;
+  hk_bytes data;
+} tr__loop_state;
+
+static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
+  ls->seed = t->seed;                 ls->rng = t->rng.state;
+  ls->epoch = t->epoch;               ls->global_step = t->global_step;
+  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
+  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
+  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
+  ls->grads_zeroed = t->tr__grads_zeroed;
+  ls->epoch_ended = t->tr__epoch_ended;
+  ls->has_momentum = t->tr__has_momentum;
+  ls->restarting = t->tr__restarting;
+  ls->data = t->tr__data_state;
+}
+
+static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
+  t->seed = ls->seed;                 t->rng.state = ls->rng;
+  t->epoch = ls->epoch;               t->global_step = ls->global_step;
+  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
+  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
+  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
+  t->tr__grads_zeroed = ls->grads_zeroed;
+  t->tr__epoch_ended = ls->epoch_ended;
+  t->tr__has_momentum = ls->has_momentum;
+  t->tr__restarting = ls->restarting;
+  t->tr__data_state = ls->data;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->ctx.batch_idx = t->epoch_batch;
+  hk_grads_changed(&t->ctx);
+}
+
+/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
+static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  uint32_t k = (uint32_t)strlen(key);
+  uint64_t l = len;
+  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
+}
+static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
+  size_t pos = 0;
+  int n = 0, i;
+  hk_state_blob *blobs;
+  char *keys = (char *)malloc(b->len + 1), *k = keys;
+  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
+  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
+  if (!keys || !blobs) {
+    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
+  } else {
+    for (i = 0, pos = 0; i < n; i++) {
+      uint32_t kl;
+      uint64_t l;
+      memcpy(&kl, b->data + pos, 4);
+      memcpy(k, b->data + pos + 4, kl);
+      k[kl] = 0;
+      memcpy(&l, b->data + pos + 4 + kl, 8);
+      blobs[i].key = k;
+      blobs[i].data = b->data + pos + 12 + kl;
+      blobs[i].len = (size_t)l;
+      k += kl + 1;
+      pos += 12 + kl + (size_t)l;
+    }
+    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
+  }
+  free(keys);
+  free(blobs);
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
+   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
+   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
+   on_load_checkpoint (nobody else can fail after the commit). */
+static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  tr__ckpt ck;
+  size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
+  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
+  tr__loop_state before, after;
+  hk_bytes hooks_before = { NULL, 0, 0, 0 };
+  float *floats_before = NULL;
+  memset(&after, 0, sizeof after);
+  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (ck.has_grad && !t->model.grads)
+    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
+                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
+  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
+  if (listened) {
+    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
+    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
+      free(floats_before);
+      hk_bytes_free(&hooks_before);
+      hk_bytes_free(&after.data);
+      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
+    }
+    memcpy(floats_before, t->model.params, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * n);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + 2 * n, t->tr__v, 4 * n);
+    if (t->model.grads) memcpy(floats_before + n * (size_t)(1 + t->tr__n_buf), t->model.grads, 4 * n);
+  }
+  if (tr__load_hooks(t, buf, &ck)) {
+    free(floats_before);
+    hk_bytes_free(&hooks_before);
+    hk_bytes_free(&after.data);
+    return t->tr__err;
+  }
+
+  tr__get_loop(t, &before);
+  tr__read_f32s(t->model.params, ck.parm.p, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
+  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  tr__dev_upload(t); /* CUDA: the device gets what was read (section CUDA) */
+  after.seed = ck.seed;
+  after.rng = ck.rng;
+  after.epoch = ck.v[0];
+  after.global_step = ck.v[1];
+  after.epoch_batch = ck.v[2];
+  after.samples_seen = ck.v[3];
+  after.val_at = ck.v[4];
+  after.accum_pos = ck.v[5];
+  after.accum_n = ck.v[6];
+  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
+  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
+                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
+  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
+  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
+  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
+
+  t->ctx.path = path;
+  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
+  t->ctx.path = NULL;
+  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
+    memcpy(t->model.params, floats_before, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    tr__dev_upload(t);
+    tr__set_loop(t, &before);
+    tr__snap_restore(t, &hooks_before);
+    hk_bytes_free(&after.data);
+  } else hk_bytes_free(&before.data);
+  free(floats_before);
+  hk_bytes_free(&hooks_before);
+  return t->tr__err;
+}
+
+/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
+   pass of its size (a file that grows meanwhile is refused rather than read forever). */
+static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
+  unsigned char *buf;
+  uint64_t size;
+  size_t len = 0;
+#ifdef TR__POSIX
+  struct stat st;
+#ifdef O_NONBLOCK
+  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
+#else
+  int fd = open(path, O_RDONLY);
+#endif
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
+  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
+  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
+  size = (uint64_t)st.st_size;
+#else
+  FILE *f = fopen(path, "rb");
+  long end;
+  if (!f) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
+  }
+  size = (uint64_t)end;
+#endif
+  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
+                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
+                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
+  }
+  buf = (unsigned char *)malloc((size_t)size + 1);
+  if (!buf) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
+  }
+  for (;;) { /* one byte more than the size: to see a file that grew */
+#ifdef TR__POSIX
+    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
+#else
+    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
+    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+#endif
+    if (k == 0) break;
+    len += (size_t)k;
+    if (len > size) break;
+  }
+#ifdef TR__POSIX
+  close(fd);
+#else
+  fclose(f);
+#endif
+  if (len != size) {
+    free(buf);
+    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
+                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
+  }
+  *out = buf;
+  *out_len = len;
+  return TR_OK;
+}
+
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (section CUDA). */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
+  tr__dev_unswap(t);
+  return t->tr__err;
+}
+
+static tr_err tr__load_file(tr_trainer *t, const char *path) {
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
+  tr__load_mem(t, buf, len, path);
+  free(buf);
+  return t->tr__err;
+}
+
+/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
+   the way to resume inside fit): refused, without touching the run. */
+static tr_err tr__load_allowed(tr_trainer *t) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
+                      hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
+  return tr__load_file(t, path);
+}
+
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
+  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
+}
+
+
+
+#ifndef TRAIN_NO_CALLBACKS
+/* ---- lr_finder ------------------------------------------------------------------------------------ */
+typedef struct tr__lrf {
+  tr_lr_finder_state pub;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  double min_lr, max_lr, threshold;
+  int steps, update_attr, verbose;
+  char *curve_path;
+  double *lrs, *losses;
+} tr__lrf;
+
+static void tr__lrf_destroy(void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  free(s->lrs);
+  free(s->losses);
+  free(s->curve_path);
+  free(s);
+}
+
+/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
+   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
+static int tr__lrf_suggest(const double *loss, int n) {
+  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
+  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
+  double best_g = HUGE_VAL;
+  const double *y = loss + SKIP_BEGIN;
+  if (m < 2) return -1;
+  for (i = 0; i < m; i++) {
+    double g;
+    if (!hk_is_finite(y[i])) return -1;
+    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
+    if (g < best_g) { best_g = g; best = i; }
+  }
+  return best < 0 ? -1 : best + SKIP_BEGIN;
+}
+
+/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
+static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  const tr_data *d = c->train;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  float *save = (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int64_t count = d->count(d->user), step0 = t->global_step;
+  int has_mom = t->tr__has_momentum, i, stop = 0;
+  double avg = 0, best = HUGE_VAL, beta = 0.98;
+  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
+  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
+  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
+  memcpy(save, t->model.params, bytes);
+  memcpy(save + n, t->model.grads, bytes);
+  if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+  if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  s->pub.n = 0;
+  for (i = 0; i < s->steps && !stop; i++) {
+    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
+    void *batch = NULL;
+    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
+    if (rc) { stop = 2; break; }
+    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
+    memset(t->model.grads, 0, bytes);
+    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
+    hk_grads_changed(&t->ctx);
+    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
+    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
+    tr__update(t, lr);
+    avg = beta * avg + (1 - beta) * loss;
+    smooth = avg / (1 - pow(beta, i + 1));
+    s->lrs[i] = lr;
+    s->losses[i] = smooth;
+    s->pub.n = i + 1;
+    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
+    if (smooth < best || i == 0) best = smooth;
+    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
+  }
+  /* restore exactly what the fit starts from */
+  memcpy(t->model.params, save, bytes);
+  memcpy(t->model.grads, save + n, bytes);
+  if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+  if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+  free(save);
+  t->global_step = step0;
+  t->tr__has_momentum = has_mom;
+  hk_grads_changed(&t->ctx);
+  t->ctx.loss = NAN;
+  if (d->next && d->reset(d->user)) stop = 2;
+  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr_run *run = s->run;
+  tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
+  int k;
+  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+                         "can sweep the learning rate with its own steps");
+  if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
+  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
+    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
+    return HK_CONTINUE;
+  }
+  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
+  s->pub.done = 1;
+  k = tr__lrf_suggest(s->losses, s->pub.n);
+  s->pub.suggestion_index = k;
+  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
+  if (s->verbose) {
+    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
+    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+                    s->pub.n, t->optim.lr);
+  }
+  if (s->update_attr && k >= 0) {
+    t->optim.lr = s->pub.suggestion;
+    t->lr = t->ctx.lr = tr__current_lr(t);
+  }
+  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
+    hk_bytes b;
+    char why[1100];
+    int e;
+    memset(&b, 0, sizeof b);
+    tr__putf(&b, "lr,loss\n");
+    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
+    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
+    hk_bytes_free(&b);
+    if (e) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+  }
+  return HK_CONTINUE;
+}
+static int tr__lrf_save(void *user, hk_bytes *out) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.done);
+  tr__put_f64(out, s->pub.suggestion);
+  return out->failed ? -1 : 0;
+}
+static int tr__lrf_load(void *user, hk_reader *in) {
+  tr__lrf *s = (tr__lrf *)user;
+  uint64_t done = 0;
+  double v = 0;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
+  s->pub.done = (int)done;
+  s->pub.suggestion = v;
+  s->pub.suggestion_index = -1;
+  s->pub.n = 0;
+  return 0;
+}
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrf *s;
+  hk_callback cb;
+  double lo, hi;
+  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
+  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
+  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
+  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
+    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
+  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
+    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
+  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
+  s = (tr__lrf *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  s->run = tr_run_get(reg);
+  s->min_lr = lo;
+  s->max_lr = hi;
+  s->steps = d->num_training_steps ? d->num_training_steps : 100;
+  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
+  s->update_attr = tr__flag(d->update_attr, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.suggestion = NAN;
+  s->pub.suggestion_index = -1;
+  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
+  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
+  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
+    tr__lrf_destroy(s);
+    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  }
+  s->pub.lrs = s->lrs;
+  s->pub.losses = s->losses;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_finder";
+  cb.user = s;
+  cb.on_fit_start = tr__lrf_fit_start;
+  cb.save_state = tr__lrf_save;
+  cb.load_state = tr__lrf_load;
+  cb.destroy = tr__lrf_destroy;
+  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
+}
+TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__lrf_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__lrf_destroy ? &((const tr__lrf *)cb->user)->pub : NULL;
+}
+
+#endif /* TRAIN_NO_CALLBACKS */
+#endif /* TRAIN_NO_TRAINER */
 
 /* =================================================================================================
    MPI STRATEGY (TRAIN_MPI)
@@ -10247,7 +10359,7 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
   tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
 }
 
-#else /* one process: nothing to do */
+#elif !defined(TRAIN_NO_TRAINER) /* one process: nothing to do */
 static tr_err  tr__dist_init(tr_trainer *t, tr_err failed) { (void)t; return failed; }
 static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) { (void)t; (void)c; return failed; }
 static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {

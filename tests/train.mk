@@ -130,3 +130,20 @@ test-fuzz-ckpt: $(BUILD)/fuzz_ckpt
 	  > $(BUILD)/fuzz_ckpt.log 2>&1 \
 	  || { tail -n 60 $(BUILD)/fuzz_ckpt.log; echo "fuzz_ckpt: FAILED (reproduce: ./$(BUILD)/fuzz_ckpt $(BUILD)/fuzz-ckpt-crash-...)"; exit 1; }
 	@grep -E "^(Done|stat::number_of_executed_units)" $(BUILD)/fuzz_ckpt.log | tail -n 2
+
+# ---- sections left out -----------------------------------------------------------------------------------
+# tests/compile_sections.c with every section that can be left out, alone and together (TRAIN_NO_TRAINER,
+# TRAIN_NO_MATH, TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS), each built warning-free by gcc C99, gcc -Wc++-compat,
+# clang C11 and g++ C++11 and run: what is left out is gone (the file reuses its names) and a step loop on
+# the run layer works with what is left.
+TR_SECTION_SETS := "" "-DTRAIN_NO_TRAINER" "-DTRAIN_NO_MATH" "-DTRAIN_NO_CALLBACKS" "-DTRAIN_NO_LOGGERS" \
+  "-DTRAIN_NO_TRAINER -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_TRAINER -DTRAIN_NO_CALLBACKS" \
+  "-DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_MATH -DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS"
+TR_SECTION_CCS := "gcc -std=c99" "gcc -std=c99 -Wc++-compat" "clang -std=c11" "g++ -std=c++11 -x c++"
+.PHONY: test-train-sections
+TEST_TARGETS += test-train-sections
+test-train-sections: tests/compile_sections.c $(TR_DEPS) | $(BUILD)
+	@mkdir -p $(BUILD)/sections; n=0; for cc in $(TR_SECTION_CCS); do for d in $(TR_SECTION_SETS); do \
+	  $$cc -O1 $(WARN) -I. -I$(STB_INC) $$d -o $(BUILD)/sections/t tests/compile_sections.c $(LDLIBS) && \
+	  (cd $(BUILD)/sections && ./t > /dev/null) || { echo "train-sections: failed: $$cc $$d"; exit 1; }; n=$$((n + 1)); \
+	done; done; echo "train-sections: $$n builds warning-free and ran"
