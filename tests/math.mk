@@ -21,6 +21,7 @@ $(REF_F32_ASAN_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 
 .PHONY: test-math-unit test-math-omp test-math-kernels test-math-asan
 TEST_TARGETS += test-math-unit test-math-omp test-math-kernels test-math-asan
+QUICK_TARGETS += test-math-unit test-math-asan
 
 $(BUILD)/test_math: $(MATH_DEPS) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)

@@ -13,17 +13,22 @@ OL_ASAN := $(BUILD)/test_own_loop_asan
 OF_DIR  := $(BUILD)/ofast
 OF_CCS  := gcc clang
 
-.PHONY: test-own-loop test-ofast-loop
+.PHONY: test-own-loop test-own-loop-unit test-own-loop-asan test-own-loop-valgrind test-ofast-loop
 TEST_TARGETS += test-own-loop test-ofast-loop
+QUICK_TARGETS += test-own-loop-unit test-own-loop-asan
 
 $(OL_BIN): $(OL_SRC) hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
 $(OL_ASAN): $(OL_SRC) hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
 
-test-own-loop: $(OL_BIN) $(OL_ASAN)
+# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
+test-own-loop: test-own-loop-unit test-own-loop-asan test-own-loop-valgrind
+test-own-loop-unit: $(OL_BIN)
 	./$(OL_BIN)
+test-own-loop-asan: $(OL_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(OL_ASAN)
+test-own-loop-valgrind: $(OL_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(OL_BIN)
 
 $(OF_DIR)/%-nosites: tests/ofast_loop.c hooks.h
