@@ -7,14 +7,17 @@
 #                         carriage return, no escape code)
 #   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
 #   test-log-plot         rsvg-convert renders the plots (tr_plot_csv's and the committed demo plot)
+#   test-log-mpi          callbacks' verbose lines under mpirun -np 2 and 3 (a TRAIN_MPI build): whole
+#                         lines with "[rank: N] ", rank-zero-only ones from rank 0 alone
 LOG_SRC  := tests/test_log.c
 LOG_BIN  := $(BUILD)/test_log
 LOG_ASAN := $(BUILD)/test_log_asan
 LOG_VENV := $(BUILD)/venv
 LOG_TMP  := $(BUILD)/log_tmp
 
-.PHONY: test-log test-log-unit test-log-asan test-log-valgrind test-log-tensorboard test-log-bar test-log-crash test-log-plot
-TEST_TARGETS += test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot
+.PHONY: test-log test-log-unit test-log-asan test-log-valgrind test-log-tensorboard test-log-bar test-log-crash test-log-plot \
+        test-log-mpi
+TEST_TARGETS += test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot test-log-mpi
 QUICK_TARGETS += test-log-unit test-log-asan
 
 $(LOG_BIN): $(LOG_SRC) hooks.h train.h | $(BUILD)
@@ -57,3 +60,11 @@ test-log-plot: $(LOG_BIN) $(BUILD)/png_check test-log-crash
 	$(BUILD)/png_check $(LOG_TMP)/crash/plot.png 1f77b4
 	rsvg-convert -o $(LOG_TMP)/demo_plot.png docs/logging_demo.svg
 	$(BUILD)/png_check $(LOG_TMP)/demo_plot.png 1f77b4 ff7f0e
+
+$(BUILD)/mpi/test_log_mpi: $(LOG_SRC) hooks.h train.h | $(BUILD)
+	@mkdir -p $(BUILD)/mpi
+	@command -v mpicc >/dev/null || { echo "test-log-mpi: mpicc not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
+	mpicc $(ALL_CFLAGS) -DTRAIN_MPI -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
+
+test-log-mpi: $(BUILD)/mpi/test_log_mpi
+	sh tests/log_mpi.sh ./$(BUILD)/mpi/test_log_mpi $(LOG_TMP)/mpi

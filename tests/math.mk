@@ -8,6 +8,8 @@
 #   make test-math-kernels the same for every kernel this machine can run: the SSE one (TRAIN_NO_AVX),
 #                          plain C (TRAIN_NO_SIMD), clang's build, and g++'s
 #   make test-math-asan    the plain build with $(SAN)
+#   make test-math-ref     make bench-math's reference loops (bench/math_ref.c, built as the bench builds
+#                          it) are vectorised: packed SIMD instructions in each loop's object code
 
 REF_F32_FLAGS    = -std=c99 -O2 -g -ffp-contract=off $(WARN)
 REF_F32_OBJ      := $(BUILD)/ref_f32.o
@@ -19,9 +21,12 @@ $(REF_F32_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 $(REF_F32_ASAN_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 	$(CC) $(REF_F32_FLAGS) $(SAN) -c -o $@ tests/ref_f32.c
 
-.PHONY: test-math-unit test-math-omp test-math-kernels test-math-asan
-TEST_TARGETS += test-math-unit test-math-omp test-math-kernels test-math-asan
+.PHONY: test-math-unit test-math-omp test-math-kernels test-math-asan test-math-ref
+TEST_TARGETS += test-math-unit test-math-omp test-math-kernels test-math-asan test-math-ref
 QUICK_TARGETS += test-math-unit test-math-asan
+
+test-math-ref: $(BUILD)/math_ref.o tests/math_ref_check.sh
+	@sh tests/math_ref_check.sh $(BUILD)/math_ref.o
 
 $(BUILD)/test_math: $(MATH_DEPS) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/test_math.c $(REF_F32_OBJ) -lcmocka $(LDLIBS)

@@ -45,3 +45,41 @@ test-ofast-loop: $(foreach c,$(OF_CCS),$(OF_DIR)/$(c)-nosites $(OF_DIR)/$(c)-sit
 	  cmp -s $$d-nosites.out $$d-hooks.out || { echo "ofast-loop ($$c): reading hooks changed the results"; exit 1; }; \
 	  $$d-sites nan; \
 	  echo "ofast-loop ($$c -Ofast): $$(wc -l < $$d-nosites.out) values bit-identical with and without sites"; done
+
+# ---- train.h's run layer in a hand-written loop, and examples/own_loop.c -------------------------------
+#   make test-own-run          cmocka tests of the run layer in a step loop (tests/test_own_run.c): plain,
+#                              under ASan+UBSan, and under valgrind
+#   make test-own-loop-example examples/own_loop.c run as a user would (tests/own_loop.sh): to the end,
+#                              resumed bit-exactly (model and callbacks), Ctrl-C, NaN, the log files read back
+#   make test-own-loop-tensorboard  its event file read by the real tensorboard package ($(BUILD)/venv,
+#                              made by tests/log.mk's rule on first use)
+OR_SRC  := tests/test_own_run.c
+OR_BIN  := $(BUILD)/test_own_run
+OR_ASAN := $(BUILD)/test_own_run_asan
+OR_TMP  := $(BUILD)/own_loop_tmp
+
+.PHONY: test-own-run test-own-run-unit test-own-run-asan test-own-run-valgrind test-own-loop-example \
+        test-own-loop-tensorboard
+TEST_TARGETS += test-own-run test-own-loop-example test-own-loop-tensorboard
+QUICK_TARGETS += test-own-run-unit test-own-run-asan
+
+$(OR_BIN): $(OR_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
+$(OR_ASAN): $(OR_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
+
+# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
+test-own-run: test-own-run-unit test-own-run-asan test-own-run-valgrind
+test-own-run-unit: $(OR_BIN)
+	./$(OR_BIN)
+test-own-run-asan: $(OR_ASAN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(OR_ASAN)
+test-own-run-valgrind: $(OR_BIN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(OR_BIN)
+
+test-own-loop-example: $(BUILD)/own_loop
+	sh tests/own_loop.sh $(abspath $(BUILD)/own_loop) $(OR_TMP)
+
+# $(BUILD)/venv/.tensorboard is tests/log.mk's rule (included after this file)
+test-own-loop-tensorboard: test-own-loop-example $(BUILD)/venv/.tensorboard
+	$(BUILD)/venv/bin/python tests/own_loop_tb.py $(OR_TMP)/full/runs/lightning_logs/version_0

@@ -818,7 +818,7 @@ static void test_bad_parameters(void **state) {
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{0 4}" }, NULL), "epoch 0 is not followed by ':'");
   expect_bad(&t, tr_accumulation_scheduler(t.reg, &(tr_accumulation_scheduler_desc){ .scheduling = "{-1: 2}" }, NULL), "'-' at position 1 where an epoch was expected");
   expect_bad_spec(&t, "lr_monitor(logging_interval=batch)", "auto|step|epoch");
-  expect_bad_spec(&t, "gradient_monitor(log_frequency=0)", "log_frequency must be >= 1");
+  expect_bad_spec(&t, "gradient_monitor(log_frequency=-1)", "log_frequency must be >= 1");
   expect_bad_spec(&t, "gradient_monitor(percentiles=\"5,x\")", "is not a list of numbers");
   expect_bad_spec(&t, "gradient_monitor(exploding_threshold=0)", "would flag every step");
   expect_bad_spec(&t, "nan_guard(action=ignore)", "fail|skip_step|stop");

@@ -1036,6 +1036,117 @@ static void test_dispatch_callback_off_self(void **state) {
   assert_int_equal(g_destroyed, 1);
 }
 
+/* The fast loop (white-box: reg->hk__fast[event] is the run array it walks, NULL when the event
+   takes the general loop). Every event takes it while the trace is off, hooks with filters and
+   rank_zero_only included (their entries check the filter first). A hook disabled by an earlier one
+   does not run; a signal other than HK_CONTINUE hands the rest of the list to the general loop,
+   which still skips the disabled hook, checks filters and applies the error policy. */
+static hk_signal see_event(hk_ctx *ctx, void *user) { *(int *)user = ctx->event; return HK_CONTINUE; }
+static void test_dispatch_fast_loop(void **state) {
+  hk_registry *reg = mkreg();
+  const int ev = HK_ON_TRAIN_BATCH_END;
+  action_t x = { "x", 0, ACT_DISABLE_TARGET, 0, NULL, -1 }, y = { "y", 0, ACT_DISABLE_TARGET, 0, NULL, -1 };
+  rec_t b = { "b", HK_FAIL, 0 }, c = { "c", HK_STOP, 0 }, d = { "d", HK_CONTINUE, 0 }, e = { "e", HK_SKIP_STEP, 0 };
+  rec_t g = { "g", HK_CONTINUE, 0 }, z = { "z", HK_CONTINUE, 0 }, r0 = { "r0", HK_CONTINUE, 0 };
+  rec_t f1 = { "f1", HK_STOP_EPOCH, 0 }, f2 = { "f2", HK_CONTINUE, 0 }, p = { "p", HK_CONTINUE, 0 };
+  hk_opts o;
+  hk_handle hg, hf2;
+  hk_ctx cx = ctx0();
+  int seen = -1, i;
+  FILE *f = tmpfile();
+  (void)state;
+  assert_non_null(f);
+  assert_null(reg->hk__fast[ev]);
+  on_actor(reg, ev, &x);
+  assert_non_null(reg->hk__fast[ev]);
+  o = opts_named("b");
+  o.on_error = HK_ON_ERROR_WARN;
+  on_opts(reg, ev, &b, o);
+  on_rec(reg, ev, &c);
+  x.target = on_rec(reg, ev, &d);
+  on_rec(reg, ev, &e);
+
+  /* b's failure hands over to the general loop after x disabled d: d does not run, e does */
+  assert_int_equal(fire(reg, ev), HK_STOP);
+  assert_string_equal(g_log, "x b c e");
+  assert_int_equal(x.err, HK_OK);
+  assert_int_equal(g_nmsgs, 1);
+  assert_contains(g_msgs, "warning: hook 'b' failed in on_train_batch_end");
+  assert_int_equal(d.calls, 0);
+  assert_int_equal(hk_enable(reg, x.target), HK_OK);
+  log_reset();
+  assert_int_equal(fire(reg, ev), HK_STOP);
+  assert_string_equal(g_log, "x b c d e");
+
+  /* inside the fast loop (every hook continues): y disables z, which is skipped */
+  on_actor(reg, HK_ON_VALIDATION_END, &y);
+  y.target = on_rec(reg, HK_ON_VALIDATION_END, &z);
+  log_reset();
+  assert_int_equal(fire(reg, HK_ON_VALIDATION_END), HK_CONTINUE);
+  assert_string_equal(g_log, "y");
+  assert_int_equal(z.calls, 0);
+
+  /* filters and rank_zero_only stay on the fast loop, before and after a signal hands over */
+  o = opts_named("g");
+  o.filter.every = 2;
+  hg = on_opts(reg, ev, &g, o);
+  o = opts_named("r0");
+  o.rank_zero_only = 1;
+  on_opts(reg, ev, &r0, o);
+  assert_non_null(reg->hk__fast[ev]);
+  log_reset();
+  fire(reg, ev);
+  fire(reg, ev);
+  assert_string_equal(g_log, "x b c d e r0 x b c d e g r0");
+  assert_int_equal(hk_off(reg, hg), HK_OK);
+  o = opts_named("f1"); /* a filtered hook that returns a signal, then one that is filtered out */
+  o.filter.from = 2;
+  on_opts(reg, HK_ON_TEST_END, &f1, o);
+  o = opts_named("f2");
+  o.filter.once_at = 1;
+  hf2 = on_opts(reg, HK_ON_TEST_END, &f2, o);
+  on_rec(reg, HK_ON_TEST_END, &p);
+  log_reset();
+  for (i = 0; i < 3; i++) {
+    hk_ctx c1 = ctx0();
+    c1.rank = i == 2; /* not rank 0: r0 would not run, the others do */
+    assert_int_equal(HK_FIRE(reg, HK_ON_TEST_END, &c1), i == 0 ? HK_CONTINUE : HK_STOP_EPOCH);
+    hk_ctx_free(&c1);
+  }
+  assert_string_equal(g_log, "f2 p f1 p f1 p");
+  assert_int_equal(hk_off(reg, hf2), HK_OK);
+  {
+    hk_ctx c1 = ctx0();
+    c1.rank = 1;
+    log_reset();
+    (void)HK_FIRE(reg, ev, &c1);
+    assert_string_equal(g_log, "x b c d e"); /* r0 is rank 0's only */
+    hk_ctx_free(&c1);
+  }
+
+  /* the trace takes every event to the general loop, and gives them back */
+  hk_trace(reg, HK_TRACE_LINES, f);
+  assert_null(reg->hk__fast[ev]);
+  log_reset();
+  assert_int_equal(fire(reg, ev), HK_STOP);
+  assert_string_equal(g_log, "x b c d e r0");
+  hk_trace(reg, HK_TRACE_OFF, NULL);
+  assert_non_null(reg->hk__fast[ev]);
+
+  /* every fast dispatch counts (lazy metrics); a NULL context takes the general loop */
+  on_named(reg, HK_ON_FIT_START, see_event, &seen, "see_event");
+  assert_int_equal(HK_FIRE(reg, HK_ON_FIT_START, &cx), HK_CONTINUE);
+  assert_int_equal(HK_FIRE(reg, HK_ON_FIT_START, &cx), HK_CONTINUE);
+  assert_int_equal(cx.hk__seq, 2);
+  assert_int_equal(seen, HK_ON_FIT_START);
+  seen = -1;
+  assert_int_equal(HK_FIRE(reg, HK_ON_FIT_START, NULL), HK_CONTINUE);
+  assert_int_equal(seen, HK_ON_FIT_START);
+  hk_ctx_free(&cx);
+  fclose(f);
+  destroy_reg(reg);
+}
+
 /* ---- registration errors ---------------------------------------------------------------------- */
 
 static hk_signal noop(hk_ctx *ctx, void *user) { (void)ctx; (void)user; return HK_CONTINUE; }
@@ -3224,6 +3335,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_dispatch_register_many, cleanup),
     cmocka_unit_test_teardown(test_dispatch_remove_all, cleanup),
     cmocka_unit_test_teardown(test_dispatch_callback_off_self, cleanup),
+    cmocka_unit_test_teardown(test_dispatch_fast_loop, cleanup),
     cmocka_unit_test_teardown(test_register_errors, cleanup),
     cmocka_unit_test_teardown(test_register_default_names, cleanup),
     cmocka_unit_test_teardown(test_register_default_name_collision, cleanup),

@@ -5,13 +5,19 @@
    empty cells, versions, hparams.yaml, a new column mid-run); jsonl parsed back; tensorboard records
    walked and checksummed; the plot and tr_plot_csv; tqdm's line; errors (unwritable directory, full
    disk) reported once without stopping training, or failing it with fail_on_error; rank 1 writes
-   nothing; bad parameters.
+   nothing; bad parameters. Issue 18: links, FIFOs and device nodes planted where the loggers, the plot
+   and tr_save write are never followed or replaced; 12 processes started together get 12 version
+   directories; records of any size; names that are not UTF-8; a full disk (a 64 KiB tmpfs, mounted
+   when running as root) leaves whole records; a new csv column per record costs linear work (bytes
+   written, from /proc/self/io); verbose lines in one write each with "[rank: N] "; lr_monitor's
+   epoch records; no empty metrics.csv.
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
      test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
      test_log --plot CSV SVG    tr_plot_csv */
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* mknod */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +38,13 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,9 +133,7 @@ static void test_crc32c(void **state) {
 /* ---- the record API ---------------------------------------------------------------------------- */
 static void test_record_api(void **state) {
   static tr_log_record r;
-  char name[80];
   double v;
-  int i;
   (void)state;
   memset(&r, 0, sizeof r);
   assert_int_equal(tr_log_set(&r, "a", 1), TR_OK);
@@ -138,15 +148,9 @@ static void test_record_api(void **state) {
   assert_string_equal(r.metrics[0].name, "b");
   assert_int_equal(tr_log_set(&r, "", 1), TR_ERR_INVALID);
   assert_int_equal(tr_log_set(&r, NULL, 1), TR_ERR_INVALID);
-  memset(name, 'x', sizeof name);
-  name[TR_LOG_NAME_MAX] = 0; /* one byte too long */
-  assert_int_equal(tr_log_set(&r, name, 1), TR_ERR_INVALID);
-  for (i = r.n_metrics; i < TR_LOG_MAX_METRICS; i++) {
-    snprintf(name, sizeof name, "m%d", i);
-    assert_int_equal(tr_log_set(&r, name, i), TR_OK);
-  }
-  assert_int_equal(tr_log_set(&r, "one_more", 1), TR_ERR_NOMEM);
   assert_null(tr_log_current(NULL));
+  tr_log_record_free(&r);
+  assert_int_equal(r.n_metrics, 0);
 }
 
 /* ---- on_log hooks and csv in Lightning's layout ------------------------------------------------ */
@@ -595,27 +599,15 @@ static void test_errors(void **state) {
   assert_int_equal(t.global_step, 2 * NB);
   tr_free(&t);
 
-  /* a full disk: metrics.csv is /dev/full */
-  snprintf(path, sizeof path, "%s/full/lightning_logs/v", dir);
-  assert_int_equal(tr__mkdirs(path), 0);
-  strcat(path, "/metrics.csv");
-  assert_int_equal(symlink("/dev/full", path), 0);
-  rewind(log);
-  toy_init(&t, &m, log);
-  snprintf(path, sizeof path, "%s/full", dir);
-  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = path, .version = "v" }, &h), TR_OK);
-  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
-  fflush(log);
-  assert_contains(log_text, "csv: cannot write ");
-  assert_contains(log_text, "No space left on device; this logger writes nothing more");
-  tr_free(&t);
+  /* (a full disk: test_full_disk; a link planted at metrics.csv, as /dev/full was here: test_no_link_following) */
+  (void)path;
 
   /* fail_on_error: the run fails with the reason */
   toy_init(&t, &m, log);
   assert_int_equal(hk_spec_apply(t.reg, "jsonl(save_dir=\"/dev/null/x\", fail_on_error=true)"), HK_OK);
   e = toy_fit(&t, &m, 1, 1);
   assert_int_equal(e, TR_ERR_HOOK);
-  assert_contains(tr_error(&t), "jsonl logger: cannot create the directory /dev/null/x/lightning_logs/version_0");
+  assert_contains(tr_error(&t), "jsonl logger: cannot create the directory /dev/null/x/lightning_logs: Not a directory");
   tr_free(&t);
   fclose(log);
   free(log_text);
@@ -667,6 +659,631 @@ static void test_bad_parameters(void **state) {
   tr_free(&t);
 }
 
+/* ---- files are never written through links, nor put in place of special files (issue 18, item 4) -- */
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+static int is_link(const char *path) { struct stat st; return lstat(path, &st) == 0 && S_ISLNK(st.st_mode); }
+static void test_no_link_following(void **state) {
+  char dir[300], v[400], path[700], victim[700], why[1200], *log_text = NULL, *text;
+  size_t log_len = 0;
+  FILE *log = open_memstream(&log_text, &log_len);
+  tr_trainer t;
+  toy m;
+  hk_handle h;
+  int i, n0;
+  struct stat st;
+  (void)state;
+  subdir(dir, sizeof dir, "links");
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  write_text(victim, "precious\n");
+
+  /* hparams.yaml is a link: not written through, the logger says why and training goes on */
+  snprintf(v, sizeof v, "%s/lightning_logs/a", dir);
+  assert_int_equal(tr__mkdirs(v), 0);
+  snprintf(path, sizeof path, "%s/hparams.yaml", v);
+  assert_int_equal(symlink(victim, path), 0);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "a" }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  fflush(log);
+  assert_contains(log_text, "hparams.yaml is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced");
+  assert_true(is_link(path));
+  tr_free(&t);
+
+  /* metrics.csv and metrics.jsonl are links */
+  snprintf(v, sizeof v, "%s/lightning_logs/b", dir);
+  assert_int_equal(tr__mkdirs(v), 0);
+  snprintf(path, sizeof path, "%s/metrics.csv", v);
+  assert_int_equal(symlink(victim, path), 0);
+  snprintf(path, sizeof path, "%s/metrics.jsonl", v);
+  assert_int_equal(symlink(victim, path), 0);
+  rewind(log);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "b" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "b" }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  fflush(log);
+  assert_contains(log_text, "metrics.csv is not a regular file");
+  assert_contains(log_text, "metrics.jsonl is not a regular file");
+  assert_true(is_link(path));
+  tr_free(&t);
+
+  /* a new column rewrites metrics.csv through a temporary: links planted at the old fixed name and at
+     the next names the writer will try are skipped, never followed */
+  snprintf(v, sizeof v, "%s/lightning_logs/c", dir);
+  assert_int_equal(tr__mkdirs(v), 0);
+  snprintf(path, sizeof path, "%s/metrics.csv.tmp", v);
+  assert_int_equal(symlink(victim, path), 0);
+  { /* the writer's next number: make one temporary the same way */
+    char probe[800], *dot;
+    int fd;
+    snprintf(path, sizeof path, "%s/probe", v);
+    fd = tr__open_temp(path, probe, sizeof probe);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(probe);
+    dot = strrchr(probe, '.');
+    n0 = atoi(dot + 1) + 1;
+  }
+  for (i = n0; i < n0 + 40; i++) {
+    snprintf(path, sizeof path, "%s/metrics.csv.tmp.%ld.%d", v, (long)getpid(), i);
+    assert_int_equal(symlink(victim, path), 0);
+  }
+  rewind(log);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "c", .flush_every = 1 }, NULL), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK); /* "extra" from step 5 */
+  assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
+  snprintf(path, sizeof path, "%s/metrics.csv", v);
+  text = slurp(path, NULL);
+  assert_non_null(text);
+  assert_true(strncmp(text, "epoch,extra,step,train/loss,val/loss\n", 37) == 0);
+  free(text);
+  assert_true(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+  tr_free(&t);
+
+  /* the plot: a link, a FIFO and (as root) a device node at its path are left alone */
+  {
+    const char *kinds[3] = { "link.svg", "fifo.svg", "null.svg" };
+    for (i = 0; i < 3; i++) {
+      snprintf(path, sizeof path, "%s/%s", dir, kinds[i]);
+      if (i == 0) assert_int_equal(symlink(victim, path), 0);
+      if (i == 1) assert_int_equal(mkfifo(path, 0666), 0);
+      if (i == 2 && mknod(path, S_IFCHR | 0666, makedev(1, 3)) != 0) { printf("  (no device node: %s)\n", strerror(errno)); continue; }
+      rewind(log);
+      toy_init(&t, &m, log);
+      assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot" }, .path = path }, &h), TR_OK);
+      assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+      fflush(log);
+      assert_contains(tr_logger_get(t.reg, h)->error, "is not a regular file");
+      assert_true(lstat(path, &st) == 0);
+      assert_true(i == 0 ? S_ISLNK(st.st_mode) : i == 1 ? S_ISFIFO(st.st_mode) : S_ISCHR(st.st_mode));
+      tr_free(&t);
+    }
+    snprintf(path, sizeof path, "%s/link.svg", dir);
+    snprintf(v, sizeof v, "%s/lightning_logs/c/metrics.csv", dir);
+    assert_int_equal(tr_plot_csv(v, path, NULL, why, sizeof why), TR_ERR_IO);
+    assert_contains(why, "link.svg is not a regular file");
+  }
+
+  /* tr_save shares the writer: a FIFO at the path is not replaced; a link is replaced itself (as
+     model_checkpoint's last.ckpt link is), its target untouched */
+  toy_init(&t, &m, log);
+  snprintf(path, sizeof path, "%s/fifo.svg", dir);
+  assert_int_equal(tr_save(&t, path), TR_ERR_IO);
+  assert_contains(tr_error(&t), "is not a regular file");
+  assert_true(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode));
+  snprintf(path, sizeof path, "%s/link.svg", dir);
+  assert_int_equal(tr_save(&t, path), TR_OK);
+  assert_true(lstat(path, &st) == 0 && S_ISREG(st.st_mode));
+  tr_free(&t);
+
+  assert_file(victim, "precious\n");
+  fclose(log);
+  free(log_text);
+}
+
+/* ---- parallel runs claim distinct version directories (item 5) ------------------------------------ */
+static int child_fit(const char *save_dir, int go) {
+  tr_trainer t;
+  toy m;
+  char c;
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  tr_data val = { .count = toy_count2, .get = toy_get, .user = &m };
+  tr_err e;
+  memset(&m, 0, sizeof m);
+  m.p[0] = 1.0f;
+  m.t = &t;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
+                                          .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 10;
+  if (tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = save_dir, .flush_every = 1 }, NULL)) return 11;
+  if (read(go, &c, 1) < 0) return 12; /* all start together: the parent closes the pipe */
+  e = tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 2, .log_every_n_steps = 1, .no_sigint = 1 });
+  tr_free(&t);
+  return e ? 13 : 0;
+}
+static void test_parallel_versions(void **state) {
+  enum { PROCS = 12, TRIALS = 5 };
+  int trial;
+  (void)state;
+  for (trial = 0; trial < TRIALS; trial++) {
+    char dir[300], name[32], path[700], *first = NULL;
+    int go[2], i, versions = 0;
+    pid_t pids[PROCS];
+    snprintf(name, sizeof name, "parallel%d", trial);
+    subdir(dir, sizeof dir, name);
+    assert_int_equal(pipe(go), 0);
+    fflush(stdout);
+    for (i = 0; i < PROCS; i++) {
+      pids[i] = fork();
+      assert_true(pids[i] >= 0);
+      if (pids[i] == 0) {
+        close(go[1]);
+        _exit(child_fit(dir, go[0]));
+      }
+    }
+    close(go[0]);
+    close(go[1]); /* go */
+    for (i = 0; i < PROCS; i++) {
+      int st = 0;
+      assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_msg("child %d: status %d", i, st);
+    }
+    for (i = 0; i < PROCS + 5; i++) { /* version_0 .. version_11, each with a whole metrics.csv of its own */
+      char *text;
+      snprintf(path, sizeof path, "%s/lightning_logs/version_%d/metrics.csv", dir, i);
+      if (!(text = slurp(path, NULL))) continue;
+      versions++;
+      if (!first) first = text;
+      else {
+        if (strcmp(first, text)) fail_msg("trial %d: %s differs:\n%s---\n%s", trial, path, text, first);
+        free(text);
+      }
+    }
+    assert_non_null(first);
+    assert_true(strncmp(first, "epoch,step,train/loss,val/loss\n0,0,2,\n", 38) == 0);
+    assert_non_null(strstr(first, "\n1,7,,0.6\n")); /* whole: the last row */
+    free(first);
+    if (versions != PROCS) fail_msg("trial %d: %d processes wrote %d version directories", trial, PROCS, versions);
+  }
+}
+
+/* ---- any number of metrics, names of any length (item 6) ------------------------------------------ */
+static hk_signal many_metrics(hk_ctx *ctx, void *user) {
+  char name[1100];
+  int i;
+  (void)user;
+  for (i = 0; i < 150; i++) {
+    snprintf(name, sizeof name, "m/%03d", i);
+    hk_metric_set(ctx, name, i);
+  }
+  memset(name, 'L', 1000);
+  name[0] = 'l';
+  name[1000] = 0;
+  hk_metric_set(ctx, name, 7);
+  return HK_CONTINUE;
+}
+static void test_many_metrics(void **state) {
+  static tr_log_record r;
+  char dir[300], path[700], name[5000], *text, *longname;
+  tr_trainer t;
+  toy m;
+  hk_handle hc, hj;
+  int i;
+  double v;
+  (void)state;
+  /* the record API: 1000 metrics, a 4999-byte name; drop and set again reuse the storage */
+  memset(&r, 0, sizeof r);
+  for (i = 0; i < 1000; i++) {
+    snprintf(name, sizeof name, "metric_%d", i);
+    assert_int_equal(tr_log_set(&r, name, i), TR_OK);
+  }
+  memset(name, 'n', sizeof name - 1);
+  name[sizeof name - 1] = 0;
+  assert_int_equal(tr_log_set(&r, name, -1), TR_OK);
+  assert_int_equal(r.n_metrics, 1001);
+  assert_true(tr_log_get(&r, "metric_999", &v) && v == 999);
+  assert_true(tr_log_get(&r, name, &v) && v == -1);
+  assert_int_equal(tr_log_drop(&r, "metric_0"), 1);
+  assert_int_equal(tr_log_set(&r, "metric_0", 5), TR_OK);
+  assert_string_equal(r.metrics[1000].name, "metric_0");
+  r.n_metrics = 0; /* the next record reuses the names' memory */
+  assert_int_equal(tr_log_set(&r, "x", 1), TR_OK);
+  assert_int_equal(r.n_metrics, 1);
+  tr_log_record_free(&r);
+
+  /* the trainer's records carry all of them to every logger */
+  subdir(dir, sizeof dir, "many");
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &hc), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &hj), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, many_metrics, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
+  longname = (char *)malloc(1001);
+  memset(longname, 'L', 1000);
+  longname[0] = 'l';
+  longname[1000] = 0;
+  snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
+  text = slurp(path, NULL);
+  assert_contains(text, "\"m/000\":0,");
+  assert_contains(text, "\"m/149\":149,");
+  assert_contains(text, longname);
+  free(text);
+  snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
+  text = slurp(path, NULL);
+  assert_contains(text, ",m/063,m/064,");
+  assert_contains(text, ",m/149,step,");
+  assert_contains(text, longname);
+  free(text);
+  {
+    size_t n;
+    char *tb;
+    snprintf(path, sizeof path, "%s", tr_logger_get(t.reg, hj)->dir);
+    strcat(path, "/");
+    { /* the events file: the one name starting so */
+      DIR *d = opendir(path);
+      struct dirent *e;
+      while ((e = readdir(d)) != NULL) if (!strncmp(e->d_name, "events.out.tfevents.", 20)) break;
+      assert_non_null(e);
+      strcat(path, e->d_name);
+      closedir(d);
+    }
+    tb = slurp(path, &n);
+    assert_true(find_bytes((unsigned char *)tb, n, "m/149", 5));
+    assert_true(find_bytes((unsigned char *)tb, n, longname, 1000));
+    free(tb);
+  }
+  free(longname);
+  tr_free(&t);
+}
+
+/* ---- names that are not UTF-8 (item 9) -------------------------------------------------------------- */
+/* 1 when p[0..n) is UTF-8 (written apart from train.h's check: code points decoded and range-checked) */
+static int utf8_valid(const unsigned char *p, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = p[i], cp, need, k;
+    if (c < 0x80) { i++; continue; }
+    if ((c & 0xE0) == 0xC0) { cp = c & 0x1F; need = 1; }
+    else if ((c & 0xF0) == 0xE0) { cp = c & 0x0F; need = 2; }
+    else if ((c & 0xF8) == 0xF0) { cp = c & 0x07; need = 3; }
+    else return 0;
+    if (i + need >= n) return 0; /* cut short */
+    for (k = 1; k <= need; k++) {
+      if ((p[i + k] & 0xC0) != 0x80) return 0;
+      cp = cp << 6 | (p[i + k] & 0x3F);
+    }
+    if ((need == 1 && cp < 0x80) || (need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000)) return 0; /* overlong */
+    if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return 0;
+    i += need + 1;
+  }
+  return 1;
+}
+static hk_signal odd_names(hk_ctx *ctx, void *user) {
+  (void)user;
+  hk_metric_set(ctx, "caf\xc3\xa9", 1);       /* UTF-8: kept */
+  hk_metric_set(ctx, "bad\xff", 2);           /* not UTF-8 */
+  hk_metric_set(ctx, "over\xc0\xaf", 3);      /* an overlong '/' */
+  hk_metric_set(ctx, "sur\xed\xa0\x80", 4);   /* a surrogate */
+  return HK_CONTINUE;
+}
+static void test_utf8_names(void **state) {
+  char dir[300], path[700], *text, *log_text = NULL, *first;
+  size_t log_len = 0, n;
+  FILE *log = open_memstream(&log_text, &log_len);
+  static tr_log_record r;
+  tr_trainer t;
+  toy m;
+  hk_handle h;
+  (void)state;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(tr_log_set(&r, "bad\xff", 1), TR_ERR_INVALID);
+  assert_int_equal(tr_log_set(&r, "\xe2\x82", 1), TR_ERR_INVALID); /* cut short */
+  assert_int_equal(tr_log_set(&r, "\xf4\x90\x80\x80", 1), TR_ERR_INVALID); /* above U+10FFFF */
+  assert_int_equal(tr_log_set(&r, "\xf0\x9f\x98\x80 ok", 1), TR_OK);
+  tr_log_record_free(&r);
+
+  subdir(dir, sizeof dir, "utf8");
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, NULL), TR_OK);
+  assert_int_equal(tr_tensorboard_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v" }, &h), TR_OK);
+  assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=\"val/\xff\", strict=false)"), HK_OK); /* in the hparams */
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, odd_names, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  fflush(log);
+  /* each bad name reported once, its bytes escaped */
+  assert_contains(log_text, "the metric 'bad\\xFF' is not logged: its name is not valid UTF-8");
+  assert_contains(log_text, "the metric 'over\\xC0\\xAF' is not logged");
+  assert_contains(log_text, "the metric 'sur\\xED\\xA0\\x80' is not logged");
+  first = strstr(log_text, "'bad\\xFF'");
+  assert_null(strstr(first + 1, "'bad\\xFF'"));
+  snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
+  text = slurp(path, &n);
+  assert_true(utf8_valid((unsigned char *)text, n));
+  assert_contains(text, "\"caf\xc3\xa9\":1");
+  assert_contains(text, "early_stopping(monitor=\\\"val/\xef\xbf\xbd\\\""); /* the spec's bad byte: U+FFFD */
+  free(text);
+  snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
+  text = slurp(path, &n);
+  assert_true(utf8_valid((unsigned char *)text, n));
+  assert_true(strncmp(text, "caf\xc3\xa9,epoch,step,train/loss,val/loss\n", 33) == 0);
+  free(text);
+  snprintf(path, sizeof path, "%s/lightning_logs/v/hparams.yaml", dir);
+  text = slurp(path, &n);
+  assert_true(utf8_valid((unsigned char *)text, n));
+  free(text);
+  text = slurp(tr_logger_get(t.reg, h)->path, &n); /* the hparams text and the tags */
+  assert_false(find_bytes((unsigned char *)text, n, "val/\xff", 5)); /* (a binary file: other 0xFF bytes are numbers) */
+  assert_false(find_bytes((unsigned char *)text, n, "bad\xff", 4));
+  assert_true(find_bytes((unsigned char *)text, n, "val/\xef\xbf\xbd", 7));
+  free(text);
+  tr_free(&t);
+  fclose(log);
+  free(log_text);
+}
+
+/* ---- a full disk leaves whole records (item 9) ------------------------------------------------------ */
+static void check_whole_lines(const char *path, int csv) {
+  size_t n, i, start = 0;
+  char *text = slurp(path, &n);
+  int commas = -1;
+  assert_non_null(text);
+  assert_true(n > 100);
+  if (text[n - 1] != '\n') fail_msg("%s ends in a torn line: ...%s", path, text + (n > 80 ? n - 80 : 0));
+  for (i = 0; i < n; i++) {
+    if (text[i] != '\n') continue;
+    if (csv) { /* every row has the header's cells */
+      int c = 0;
+      size_t k;
+      for (k = start; k < i; k++) c += text[k] == ',';
+      if (commas < 0) commas = c;
+      else if (c != commas) fail_msg("%s: a row with %d cells, the header has %d", path, c + 1, commas + 1);
+    } else if (text[start] != '{' || text[i - 1] != '}') fail_msg("%s: a line that is not a whole object", path);
+    start = i + 1;
+  }
+  free(text);
+}
+static void check_whole_tb(const char *path) {
+  size_t n, pos = 0;
+  unsigned char *p = (unsigned char *)slurp(path, &n);
+  int records = 0;
+  assert_non_null(p);
+  while (pos < n) {
+    uint64_t len = 0;
+    int k;
+    if (pos + 12 > n) fail_msg("%s: a partial record header at %zu of %zu", path, pos, n);
+    for (k = 7; k >= 0; k--) len = len << 8 | p[pos + k];
+    if (pos + 16 + len > n) fail_msg("%s: a partial record at %zu of %zu", path, pos, n);
+    assert_int_equal(tr__get(p + pos + 12 + len, 4), tr_crc32c_masked(p + pos + 12, (size_t)len));
+    pos += 16 + (size_t)len;
+    records++;
+  }
+  assert_true(records > 10);
+  free(p);
+}
+static void test_full_disk(void **state) {
+  char dir[300], cmd[800], path[700], *log_text = NULL;
+  size_t log_len = 0;
+  FILE *log = open_memstream(&log_text, &log_len);
+  int kind;
+  (void)state;
+  subdir(dir, sizeof dir, "full");
+  snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=64k tmpfs '%s' 2>/dev/null", dir);
+  if (system(cmd) != 0) {
+    printf("  test_full_disk skipped: mount -t tmpfs refused (it needs root)\n");
+    fclose(log);
+    free(log_text);
+    skip();
+  }
+  for (kind = 0; kind < 3; kind++) { /* one logger at a time fills the 64 KiB disk */
+    tr_trainer t;
+    toy m;
+    hk_handle h;
+    tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+    const tr_logger_desc d = { .save_dir = dir, .version = "v", .flush_every = 1 };
+    rewind(log);
+    toy_init(&t, &m, log);
+    if (kind == 0) assert_int_equal(tr_jsonl_logger(t.reg, &d, &h), TR_OK);
+    if (kind == 1) assert_int_equal(tr_tensorboard_logger(t.reg, &d, &h), TR_OK);
+    if (kind == 2) assert_int_equal(tr_csv_logger(t.reg, &d, &h), TR_OK);
+    assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_nonfinite, NULL, NULL, NULL), HK_OK); /* longer records */
+    assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .max_steps = 4000, .log_every_n_steps = 1, .no_sigint = 1 }), TR_OK);
+    fflush(log);
+    assert_contains(tr_logger_get(t.reg, h)->error, "No space left on device");
+    snprintf(path, sizeof path, "%s", tr_logger_get(t.reg, h)->path);
+    if (kind == 1) check_whole_tb(path);
+    else check_whole_lines(path, kind == 2);
+    tr_free(&t);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/lightning_logs", dir);
+    assert_int_equal(system(cmd), 0);
+  }
+  snprintf(cmd, sizeof cmd, "umount '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  fclose(log);
+  free(log_text);
+}
+
+/* ---- csv: a new column at every record costs linear work per column, not quadratic -------------- */
+static long long io_written(void) { /* bytes this process passed to write(2) so far */
+  FILE *f = fopen("/proc/self/io", "r");
+  char line[128];
+  long long v = -1;
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f)) if (sscanf(line, "wchar: %lld", &v) == 1) break;
+  fclose(f);
+  return v;
+}
+static hk_signal new_column(hk_ctx *ctx, void *user) {
+  tr_log_record *r = tr_log_current(ctx);
+  int *k = (int *)user;
+  char name[32];
+  snprintf(name, sizeof name, "c%04d", (*k)++);
+  tr_log_set(r, name, 1.5);
+  return HK_CONTINUE;
+}
+static void test_csv_new_columns_linear(void **state) {
+  enum { RECORDS = 1000 };
+  char dir[300], path[700], *text, *line;
+  size_t n;
+  long long before, written;
+  tr_trainer t;
+  toy m;
+  int k = 0, row;
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  (void)state;
+  subdir(dir, sizeof dir, "columns");
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "v", .flush_every = 1 }, NULL), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_LOG, new_column, &k, NULL, NULL), HK_OK);
+  before = io_written();
+  if (before < 0) { printf("  test_csv_new_columns_linear skipped: no /proc/self/io\n"); tr_free(&t); skip(); }
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .max_steps = RECORDS, .log_every_n_steps = 1, .no_sigint = 1 }), TR_OK);
+  written = io_written() - before;
+  tr_free(&t);
+  snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
+  text = slurp(path, &n);
+  /* the file is whole: RECORDS + 3 columns, row r has 1.5 in column c<r> */
+  line = text;
+  for (row = -1; row < RECORDS; row++) {
+    char *end = strchr(line, '\n'), *p = line;
+    int c = 0;
+    assert_non_null(end);
+    if (row < 0) assert_true(strncmp(line, "c0000,c0001,", 12) == 0);
+    for (; p < end; p++) {
+      int at_start = p == line || p[-1] == ',';
+      if (*p == ',') { c++; if (row == c - 1 && at_start) fail_msg("row %d lacks its column", row); continue; }
+      if (row >= 0 && c < RECORDS && at_start && c != row) fail_msg("row %d has a value in column %d", row, c);
+      if (row >= 0 && c == row && at_start && strncmp(p, "1.5,", 4)) fail_msg("row %d: its column holds %.10s", row, p);
+    }
+    assert_int_equal(c, RECORDS + 2);
+    line = end + 1;
+  }
+  assert_int_equal(*line, 0);
+  free(text);
+  /* every rewrite of the whole file at a new column: ~RECORDS^3/3 bytes (333 MB); paid-for rewrites:
+     a few times the final file */
+  printf("    csv, a new column at each of %d records: %lld bytes written for a %zu-byte file\n", RECORDS, written, n);
+  if (written > 10 * (long long)n + (2 << 20)) fail_msg("%lld bytes written for a %zu-byte file", written, n);
+}
+
+/* ---- verbose lines: one write each, "[rank: N] ", rank zero only where Lightning does it ----------- */
+static hk_signal be_rank0_of2(hk_ctx *ctx, void *user) { (void)user; ctx->rank = 0; ctx->world_size = 2; return HK_CONTINUE; }
+/* The lines a fit printed to a socket whose every write(2) is one packet: each must be one whole line. */
+static int read_packets(int fd, char *all, size_t cap) {
+  int packets = 0;
+  size_t len = 0;
+  char buf[4096];
+  ssize_t k;
+  all[0] = 0;
+  while ((k = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT)) > 0) {
+    buf[k] = 0;
+    if (buf[k - 1] != '\n' || strchr(buf, '\n') != buf + k - 1) fail_msg("a write that is not one whole line: \"%s\"", buf);
+    if (len + (size_t)k < cap) { memcpy(all + len, buf, (size_t)k + 1); len += (size_t)k; }
+    packets++;
+  }
+  return packets;
+}
+static void test_verbose_lines(void **state) {
+  int sv[2], run, lines;
+  char all[8192];
+  (void)state;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  for (run = 0; run < 4; run++) {
+    FILE *f = fdopen(dup(sv[0]), "w");
+    tr_trainer t;
+    toy m;
+    assert_non_null(f);
+    setvbuf(f, NULL, _IONBF, 0); /* every stdio call that writes is a write(2): a packet */
+    toy_init(&t, &m, f);
+    if (run == 0) assert_int_equal(hk_on(t.reg, HK_SETUP, be_rank1, NULL, &(hk_opts){ .order = -10 }, NULL), HK_OK);
+    if (run == 1) assert_int_equal(hk_on(t.reg, HK_SETUP, be_rank0_of2, NULL, &(hk_opts){ .order = -10 }, NULL), HK_OK);
+    if (run <= 1) {
+      assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, verbose=true); "
+                                            "early_stopping(monitor=other, strict=false, verbose=true, log_rank_zero_only=true)"), HK_OK);
+    } else { /* timer says "Time limit reached" on rank 0 only (Lightning's rank_zero_info) */
+      if (run == 2) assert_int_equal(hk_on(t.reg, HK_SETUP, be_rank1, NULL, &(hk_opts){ .order = -10 }, NULL), HK_OK);
+      assert_int_equal(hk_spec_apply(t.reg, "timer(seconds=0.000001, verbose=true)"), HK_OK);
+    }
+    assert_int_equal(toy_fit(&t, &m, 2, 50), TR_OK);
+    tr_free(&t);
+    fclose(f);
+    lines = read_packets(sv[1], all, sizeof all);
+    if (run == 0) { /* rank 1 of 2: its early_stopping line with the prefix; the rank-zero-only one says nothing */
+      assert_int_equal(lines, 1);
+      if (strncmp(all, "[rank: 1] early_stopping: Metric val/loss improved. New best score: 0.500\n", 74)) fail_msg("%s", all);
+    } else if (run == 1) {
+      assert_int_equal(lines, 3);
+      assert_contains(all, "[rank: 0] early_stopping: Metric val/loss improved. New best score: 0.500\n");
+      assert_contains(all, "[rank: 0] early_stopping: 'other' is not set; check skipped (strict=false)\n");
+    } else if (run == 2) assert_int_equal(lines, 0);
+    else {
+      assert_int_equal(lines, 1);
+      if (strncmp(all, "timer: Time limit reached.", 26)) fail_msg("%s", all); /* one process: no prefix */
+    }
+  }
+  close(sv[0]);
+  close(sv[1]);
+}
+
+/* ---- lr_monitor(logging_interval=epoch): a record per epoch at its start (Lightning parity 2) ------ */
+static void test_lr_monitor_epoch(void **state) {
+  char dir[300], path[700], *text;
+  tr_trainer t;
+  toy m;
+  (void)state;
+  subdir(dir, sizeof dir, "lrm");
+  toy_init(&t, &m, NULL);
+  assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(logging_interval=epoch, log_momentum=true)"), HK_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "every50" }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 3, 50), TR_OK); /* 12 steps: no training record is due */
+  tr_free(&t);
+  snprintf(path, sizeof path, "%s/lightning_logs/every50/metrics.csv", dir);
+  assert_file(path, "epoch,lr-SGD,lr-SGD-momentum,step,val/loss\n"
+                    "0,0.1,0,0,\n0,,,3,0.5\n1,0.1,0,4,\n1,,,7,0.6\n2,0.1,0,8,\n2,,,11,0.7\n");
+  /* every step logged: the epoch's value is not repeated in the step rows */
+  toy_init(&t, &m, NULL);
+  assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(logging_interval=epoch)"), HK_OK);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "every1" }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
+  tr_free(&t);
+  snprintf(path, sizeof path, "%s/lightning_logs/every1/metrics.csv", dir);
+  text = slurp(path, NULL);
+  assert_true(strncmp(text, "epoch,lr-SGD,step,train/loss,val/loss\n0,0.1,0,,\n0,,0,2,\n0,,1,", 61) == 0);
+  assert_contains(text, "\n1,0.1,4,,\n1,,4,");
+  assert_null(strstr(text + 45, ",0.1,0,2"));
+  { /* exactly two rows carry lr-SGD */
+    int rows = 0;
+    char *p;
+    for (p = text; (p = strstr(p, ",0.1,")) != NULL; p++) rows++;
+    assert_int_equal(rows, 2);
+  }
+  free(text);
+}
+
+/* ---- no metrics.csv when nothing is logged (Lightning parity 7) ----------------------------------- */
+static void test_no_empty_csv(void **state) {
+  char dir[300], path[700];
+  tr_trainer t;
+  toy m;
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  (void)state;
+  subdir(dir, sizeof dir, "empty");
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .max_epochs = 1, .log_every_n_steps = 50, .no_sigint = 1 }), TR_OK);
+  tr_free(&t);
+  snprintf(path, sizeof path, "%s/lightning_logs/version_0/hparams.yaml", dir);
+  assert_true(access(path, F_OK) == 0);
+  snprintf(path, sizeof path, "%s/lightning_logs/version_0/metrics.csv", dir);
+  assert_true(access(path, F_OK) != 0);
+}
+
 /* ---- the modes for tests/log.mk --------------------------------------------------------------- */
 static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_log records */
   hk_registry *reg = hk_create(NULL);
@@ -682,8 +1299,9 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
   ctx.reg = reg;
   HK_FIRE(reg, HK_SETUP, &ctx);
   for (i = 0; i < 100; i++) values[i] = (float)i / 10.0f;
+  memset(&r, 0, sizeof r); /* once: the next records reuse its storage */
   for (step = 0; step < 10; step++) {
-    memset(&r, 0, sizeof r);
+    r.n_metrics = r.n_histograms = 0;
     r.step = step;
     r.stage = "train";
     tr_log_set(&r, "train/loss", 1.0 / (step + 1));
@@ -700,6 +1318,7 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
     if (tr_log_emit(reg, &ctx, &r) != HK_CONTINUE) return 1;
   }
   HK_FIRE(reg, HK_TEARDOWN, &ctx);
+  tr_log_record_free(&r);
   hk_ctx_free(&ctx);
   hk_destroy(reg);
   return 0;
@@ -736,6 +1355,30 @@ static int mode_crash(const char *dir) {
   return tr_fit(&t, &(tr_config){ .train = &train, .max_steps = 100000000, .log_every_n_steps = 1 }) != TR_OK;
 }
 
+/* --mpi-verbose DIR, under mpirun (built with -DTRAIN_MPI; tests/log_mpi.sh checks what it prints): every
+   rank's callbacks talk to stderr, which mpirun merges. */
+static int mode_mpi_verbose(const char *dir) {
+  tr_trainer t;
+  toy m;
+  char spec[700];
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  tr_data val = { .count = toy_count2, .get = toy_get, .user = &m };
+  tr_err e;
+  memset(&m, 0, sizeof m);
+  m.p[0] = 1.0f;
+  m.t = &t;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
+                                          .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 1;
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=100, verbose=true); "
+           "early_stopping(monitor=other, strict=false, verbose=true, log_rank_zero_only=true); "
+           "model_checkpoint(dirpath=\"%s\", verbose=true)", dir);
+  if (hk_spec_apply(t.reg, spec)) { fprintf(stderr, "%s\n", hk_last_error(t.reg)); return 1; }
+  e = tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .no_sigint = 1 });
+  if (e) fprintf(stderr, "fit: %s\n", tr_error(&t));
+  tr_free(&t);
+  return e != TR_OK;
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_crc32c),
@@ -752,6 +1395,15 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),
+    cmocka_unit_test(test_no_link_following),
+    cmocka_unit_test(test_parallel_versions),
+    cmocka_unit_test(test_many_metrics),
+    cmocka_unit_test(test_utf8_names),
+    cmocka_unit_test(test_full_disk),
+    cmocka_unit_test(test_csv_new_columns_linear),
+    cmocka_unit_test(test_verbose_lines),
+    cmocka_unit_test(test_lr_monitor_epoch),
+    cmocka_unit_test(test_no_empty_csv),
   };
   char tmpl[] = "/tmp/test_log.XXXXXX", cmd[300];
   int rc;
@@ -759,6 +1411,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--mpi-verbose")) return mode_mpi_verbose(argv[2]);
   if (argc == 4 && !strcmp(argv[1], "--plot")) {
     char why[600];
     if (tr_plot_csv(argv[2], argv[3], NULL, why, sizeof why) == TR_OK) return 0;

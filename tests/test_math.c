@@ -366,7 +366,7 @@ static void test_bad_threads(void **state) {
   }
 }
 
-/* zero_grad on a buffer far larger than the caches takes the streaming stores; from a start that is
+/* zero_grad on a buffer far larger than the caches takes one memset per thread; from a start that is
    not 16-byte aligned, with a tail, leaving the neighbours alone. */
 static void test_zero_large(void **state) {
   size_t n = ((size_t)1 << 23) + 37, i;

@@ -7,7 +7,11 @@
 #   - a -DHK_DISABLE build of zc_step is not instruction-identical to the same function with no site,
 #     both in its disassembly and in its callgrind counts;
 #   - a -DHK_DISABLE object still refers to the dispatcher, the registry or the lazy argument;
-#   - an armed site did not actually run its hooks (so the measurement was of a real site).
+#   - an armed site did not actually run its hooks (so the measurement was of a real site);
+#   - against a hand-written loop over the same number of function pointers (zc_fnptr): each hook
+#     after the first costs more than HOOK_BUDGET instructions beyond the loop's own cost per pointer
+#     (1 -> 16 hooks), or one hook costs more than FIXED_BUDGET instructions beyond the 1-pointer loop
+#     (the dispatch's fixed cost: the out-of-line call and what every dispatch records in the ctx).
 #
 # Instructions per iteration = (Ir(N2) - Ir(N1)) / (N2 - N1). Two N with the same number of digits
 # make everything outside the loop (start-up, argv parsing, registration) cancel exactly. It is
@@ -18,21 +22,25 @@ D=${1:-build/zero_cost}
 N1=1000000
 N2=2000000
 BUDGET=3
+HOOK_BUDGET=4
+FIXED_BUDGET=30
 fail=0
 
 if ! command -v valgrind >/dev/null 2>&1; then
   echo "zero-cost: FAIL: valgrind not found (run: make deps)"; exit 1
 fi
-for v in nosite fire active fire_off active_off; do
+for v in nosite fire active fire_off active_off fnptr; do
   [ -x "$D/zc_$v" ] || { echo "zero-cost: FAIL: $D/zc_$v missing (build it with make)"; exit 1; }
 done
 
-# ir BINARY N [FUNCTION] -> instructions callgrind collected (whole program, or FUNCTION and callees)
+# ir BINARY N [FUNCTION [ARGS...]] -> instructions callgrind collected (whole program, or FUNCTION and
+# callees; FUNCTION "-" for the whole program with ARGS)
 ir() {
-  if [ $# -ge 3 ]; then
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect="$3" "$D/zc_$1" "$2" 2>&1
+  b=$1; n=$2; fn=${3:--}; shift 2; [ $# -gt 0 ] && shift
+  if [ "$fn" != "-" ]; then
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect="$fn" "$D/zc_$b" "$n" "$@" 2>&1
   else
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$D/zc_$1" "$2" 2>&1
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$D/zc_$b" "$n" "$@" 2>&1
   fi | sed -n 's/^==[0-9]*== Collected : \([0-9][0-9]*\)$/\1/p'
 }
 # per BINARY -> sets TOT (Ir/iter from totals), FN (Ir/iter inside zc_step), FN1 (zc_step Ir at N1).
@@ -48,6 +56,15 @@ per() {
   FN1=$f1
 }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a - b }'; }
+# armed BINARY K -> sets ARM (Ir per iteration, totals, with K hooks armed / K pointers), at fewer
+# iterations than per() (16 hooks are slow under callgrind); the step's events run K hooks each
+A1=100000
+A2=200000
+armed() {
+  a1=$(ir "$1" $A1 - armed - "$2"); a2=$(ir "$1" $A2 - armed - "$2")
+  if [ -z "$a1" ] || [ -z "$a2" ]; then echo "zero-cost: FAIL: callgrind gave no count for zc_$1 armed $2"; exit 1; fi
+  ARM=$(awk -v a="$a1" -v b="$a2" -v n1=$A1 -v n2=$A2 'BEGIN { printf "%.3f", (b - a) / (n2 - n1) }')
+}
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b + 1e-9) }'; }
 
 echo "zero-cost test: $(sed -n 's/^ZC_CC=//p' "$D/cc.txt" 2>/dev/null) -O2, callgrind Ir, N = $N1 and $N2 iterations"
@@ -109,6 +126,24 @@ for v in fire_off active_off; do
     echo "  symbols: zc_step_$v.o refers to no hk__dispatch, zc_reg or zc_expensive: ok"
   fi
 done
+
+# Armed sites against the hand-written loop over as many function pointers (the same hook function).
+armed fire 1;   fire1=$ARM
+armed fire 16;  fire16=$ARM
+armed fnptr 1;  fp1=$ARM
+armed fnptr 16; fp16=$ARM
+one=$(sub "$fire1" "$base_tot"); lim1=$(sub "$fp1" "$base_tot")
+fixed=$(sub "$fire1" "$fp1")
+per_hk=$(awk -v a="$fire1" -v b="$fire16" 'BEGIN { printf "%.3f", (b - a) / 15 }')
+per_fp=$(awk -v a="$fp1" -v b="$fp16" 'BEGIN { printf "%.3f", (b - a) / 15 }')
+extra=$(sub "$per_hk" "$per_fp")
+ratio=$(awk -v a="$one" -v b="$lim1" 'BEGIN { printf "%.2f", a / b }')
+echo "  armed sites (Ir per site, totals, N = $A1 and $A2), against a hand-written loop over as many pointers:"
+if le "$fixed" $FIXED_BUDGET; then v="ok (budget <= $FIXED_BUDGET beyond the loop)"; else v="FAIL (budget <= $FIXED_BUDGET beyond the loop)"; fail=1; fi
+echo "    1 hook: $one Ir, hand-written loop $lim1 Ir: +$fixed, ${ratio}x: $v"
+if le "$extra" $HOOK_BUDGET; then v="ok (budget <= +$HOOK_BUDGET)"; else v="FAIL (budget <= +$HOOK_BUDGET)"; fail=1; fi
+echo "    each hook after the first (1 -> 16): $per_hk Ir, hand-written loop $per_fp Ir: +$extra: $v"
+echo
 
 # The sites are real: with hooks registered they run N times; compiled out, never.
 chk() { # variant expected-calls

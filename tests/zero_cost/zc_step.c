@@ -2,7 +2,9 @@
      -DZC_SITE=0   no hook site at all: the reference
      -DZC_SITE=1   one HK_FIRE site
      -DZC_SITE=2   one HK_ACTIVE-guarded site whose argument is costly (computed only when armed)
-   each with and without -DHK_DISABLE. Sites are bare statements, the form hooks.h documents
+     -DZC_SITE=3   no site: a hand-written loop over zc_tbl's function pointers (the limit a dispatch
+                   is compared with)
+   sites 1 and 2 with and without -DHK_DISABLE. Sites are bare statements, the form hooks.h documents
    (so a -DHK_DISABLE site that warns "statement with no effect" fails the build under -Werror).
    Compiled with -ffunction-sections so that zc_step sits alone
    in its section and its disassembly can be compared byte for byte. */
@@ -31,6 +33,11 @@ ZC_NOINLINE void zc_step(hk_ctx *ctx, long n) {
     if (HK_ACTIVE(zc_reg, HK_ON_AFTER_BACKWARD)) {
       ctx->loss = zc_expensive(ctx);
       HK_FIRE(zc_reg, HK_ON_AFTER_BACKWARD, ctx);
+    }
+#elif ZC_SITE == 3
+    {
+      int k;
+      for (k = 0; k < zc_tbl.n; k++) (void)zc_tbl.fn[k](ctx, zc_tbl.user[k]);
     }
 #endif
   }

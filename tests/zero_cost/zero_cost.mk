@@ -5,7 +5,8 @@ ZC_CC     ?= gcc
 ZC_CFLAGS := -std=c99 -O2 -gdwarf-4 -ffunction-sections $(WARN) -I. -I$(STB_INC)
 ZC_DIR    := $(BUILD)/zero_cost
 ZC_DEPS   := hooks.h tests/zero_cost/zc.h
-ZC_BINS   := $(ZC_DIR)/zc_nosite $(ZC_DIR)/zc_fire $(ZC_DIR)/zc_active $(ZC_DIR)/zc_fire_off $(ZC_DIR)/zc_active_off
+ZC_BINS   := $(ZC_DIR)/zc_nosite $(ZC_DIR)/zc_fire $(ZC_DIR)/zc_active $(ZC_DIR)/zc_fire_off $(ZC_DIR)/zc_active_off \
+             $(ZC_DIR)/zc_fnptr
 
 .PHONY: test-zero-cost
 TEST_TARGETS += test-zero-cost
@@ -27,6 +28,8 @@ $(ZC_DIR)/zc_step_fire.o: tests/zero_cost/zc_step.c $(ZC_DEPS) | $(ZC_DIR)
 	$(ZC_CC) $(ZC_CFLAGS) -DZC_SITE=1 -c $< -o $@
 $(ZC_DIR)/zc_step_active.o: tests/zero_cost/zc_step.c $(ZC_DEPS) | $(ZC_DIR)
 	$(ZC_CC) $(ZC_CFLAGS) -DZC_SITE=2 -c $< -o $@
+$(ZC_DIR)/zc_step_fnptr.o: tests/zero_cost/zc_step.c $(ZC_DEPS) | $(ZC_DIR)
+	$(ZC_CC) $(ZC_CFLAGS) -DZC_SITE=3 -c $< -o $@
 $(ZC_DIR)/zc_step_fire_off.o: tests/zero_cost/zc_step.c $(ZC_DEPS) | $(ZC_DIR)
 	$(ZC_CC) $(ZC_CFLAGS) -DZC_SITE=1 -DHK_DISABLE -c $< -o $@
 $(ZC_DIR)/zc_step_active_off.o: tests/zero_cost/zc_step.c $(ZC_DEPS) | $(ZC_DIR)

@@ -1,0 +1,102 @@
+#!/bin/sh
+# tests/own_loop.sh BIN DIR - examples/own_loop.c (BIN, an absolute path) run as a user runs it, each run
+# in its own directory under DIR:
+#   full     to the end (early stopping), exit 0; the log files read back: metrics.csv (columns, one row
+#            per record, Lightning's step numbering), metrics.jsonl (the same records), hparams.yaml, the
+#            tensorboard event file (its framing; tests/own_loop_tb.py reads it with tensorboard)
+#   resumed  70 steps, then resume=checkpoints/last.ckpt: the same end as full, bit for bit - weights,
+#            early_stopping's wait_count and best_score, model_checkpoint's kept files and scores, and
+#            last.ckpt byte for byte (model, callbacks' state, counters)
+#   mid      70 steps, then resume from the top-k file of step 60: the same end again
+#   ctrlc    SIGINT at step 45: exit 130, on_exception says why, the logs hold every record until then
+#   nan      a NaN loss at step 45 (the binary is built with -Ofast): nan_guard fails the run, exit 2
+set -u
+bin=$1 dir=$2
+fail() { echo "own_loop.sh: FAILED: $*"; exit 1; }
+rm -rf "$dir" && mkdir -p "$dir" || exit 1
+run() { # run NAME ARGS...: BIN in DIR/NAME, its output appended to DIR/NAME/out.txt; the exit status
+  d=$dir/$1; shift
+  mkdir -p "$d" && (cd "$d" && "$bin" "$@" >> out.txt 2>&1)
+}
+state() { # the end a run reports, without where its logs went
+  sed -n -e '/^ended at step/,$p' "$dir/$1/out.txt" | sed -e 's/; logs in .*//' | tail -n 4
+}
+
+run full; rc=$?
+[ $rc = 0 ] || { cat "$dir/full/out.txt"; fail "full: exit $rc"; }
+grep -q '^ended at step [0-9]*: ok; logs in runs/lightning_logs/version_0$' "$dir/full/out.txt" || fail "full: no 'ended' line"
+grep -q '^early_stopping: patience_exhausted wait_count=3 ' "$dir/full/out.txt" || fail "full: early stopping did not end it"
+steps=$(sed -n 's/^ended at step \([0-9]*\):.*/\1/p' "$dir/full/out.txt")
+
+# resume from last.ckpt, from the top-k file of step 60: the uninterrupted run's end, bit for bit
+run resumed max_steps=70 && run resumed resume=checkpoints/last.ckpt || { cat "$dir/resumed/out.txt"; fail "resumed: a run failed"; }
+[ "$(state resumed)" = "$(state full)" ] || { state full; state resumed; fail "resumed: not the uninterrupted run's end"; }
+cmp -s "$dir/full/checkpoints/last.ckpt" "$dir/resumed/checkpoints/last.ckpt" || fail "resumed: last.ckpt differs from the uninterrupted run's"
+[ "$(ls "$dir/full/checkpoints")" = "$(ls "$dir/resumed/checkpoints")" ] || fail "resumed: other checkpoint files"
+run mid max_steps=70 && run mid resume=checkpoints/epoch=0-step=60.ckpt || { cat "$dir/mid/out.txt"; fail "mid: a run failed"; }
+[ "$(state mid)" = "$(state full)" ] || { state full; state mid; fail "mid: not the uninterrupted run's end"; }
+cmp -s "$dir/full/checkpoints/last.ckpt" "$dir/mid/checkpoints/last.ckpt" || fail "mid: last.ckpt differs"
+grep -q 'logs in runs/lightning_logs/version_1$' "$dir/resumed/out.txt" || fail "resumed: the second run's logs are not in version_1"
+
+# Ctrl-C and a NaN end through on_exception, with everything logged until then on disk
+run ctrlc ctrl_c_at=45; rc=$?
+[ $rc = 130 ] || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: exit $rc, not 130"; }
+grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+run nan nan_at=45; rc=$?
+[ $rc = 2 ] || { cat "$dir/nan/out.txt"; fail "nan: exit $rc, not 2"; }
+grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: nan_guard: the training loss is nan" "$dir/nan/out.txt" ||
+  fail "nan: nan_guard did not fail the run"
+
+# the progress bar in a pipe: one line per validation, the training line once at the end
+n_val=$((steps / 20))
+[ "$(grep -c '^Validation: 8it \[' "$dir/full/out.txt")" = $n_val ] || fail "full: not $n_val validation lines"
+[ "$(grep -c '^Training: ' "$dir/full/out.txt")" = 1 ] || fail "full: not one training line"
+grep -q "^Training: .*| $steps/2000 \[" "$dir/full/out.txt" || fail "full: the training line does not show $steps/2000"
+
+python3 - "$dir" "$steps" <<'PY' || exit 1
+import csv, json, os, sys
+root, steps = sys.argv[1], int(sys.argv[2])
+def check(ok, what):
+    if not ok:
+        print("own_loop.sh: FAILED: " + what); sys.exit(1)
+def read(run, version, end, first=0):
+    d = os.path.join(root, run, "runs/lightning_logs", version)
+    rows = list(csv.DictReader(open(os.path.join(d, "metrics.csv"), newline="")))
+    lines = open(os.path.join(d, "metrics.jsonl")).read().splitlines()
+    cols = open(os.path.join(d, "metrics.csv")).readline().strip().split(",")
+    check(cols == ["epoch", "grad_2.0_norm/w", "grad_2.0_norm_total", "grad_exploding", "grad_vanishing", "step",
+                   "train/loss", "val/loss"], "%s: columns %r" % (run, cols))
+    train = [r for r in rows if r["train/loss"]]
+    val = [r for r in rows if r["val/loss"]]
+    # Lightning's numbering: the 10th step logs step 9; a validation at step 20 carries step 19
+    want = list(range(first + 9, end, 10))
+    check([int(r["step"]) for r in train] == want, "%s: training steps %r" % (run, [r["step"] for r in train][:5]))
+    check([int(r["step"]) for r in val] == [s for s in want if (s + 1) % 20 == 0], "%s: validation steps %r" % (run, [r["step"] for r in val][:5]))
+    check(len(train) + len(val) == len(rows), "%s: a row is neither training nor validation" % run)
+    check(all(r["epoch"] == "0" for r in rows), "%s: an epoch other than 0" % run)
+    check(all(r["grad_2.0_norm_total"] and r["grad_vanishing"] == "0" and not r["val/loss"] for r in train),
+          "%s: a training row without its gradient norms (gradient_monitor follows log_every_n_steps)" % run)
+    check(all(not r["train/loss"] and not r["grad_2.0_norm_total"] for r in val), "%s: a stale value in a validation row" % run)
+    head = json.loads(lines[0])
+    check(head["hparams"]["lr"] == 0.02 and head["hparams"]["batch"] == 32 and "specs" in head["hparams"], "%s: jsonl hparams %r" % (run, head))
+    recs = [json.loads(x) for x in lines[1:]]
+    check(len(recs) == len(rows), "%s: %d jsonl records, %d csv rows" % (run, len(recs), len(rows)))
+    for r, j in zip(rows, recs):
+        check(int(r["step"]) == j["step"] and j["stage"] == ("train" if r["train/loss"] else "val"), "%s: jsonl %r vs csv %r" % (run, j, r))
+        for k, v in j["metrics"].items():
+            check(float(r[k]) == v, "%s: %s at step %d: csv %s, jsonl %r" % (run, k, j["step"], r[k], v))
+    yaml = open(os.path.join(d, "hparams.yaml")).read()
+    check(yaml.startswith("batch: 32\nlr: 0.02\nspecs:\n- \"nan_guard;"), "%s: hparams.yaml %r" % (run, yaml[:60]))
+    tb = [f for f in os.listdir(d) if f.startswith("events.out.tfevents.")]
+    check(len(tb) == 1 and os.path.getsize(os.path.join(d, tb[0])) > 1000, "%s: tensorboard file %r" % (run, tb))
+    return rows
+full = read("full", "version_0", steps)
+part = read("resumed", "version_0", 71)
+rest = read("resumed", "version_1", steps, first=70)
+check(int(rest[0]["step"]) == 79, "resumed: the resumed run's first record is at step %s, not 79" % rest[0]["step"])
+check(part[:7] == full[:7], "resumed: the first 70 steps logged other values")
+check([r for r in full if int(r["step"]) >= 79] == rest, "resumed: the resumed run logged other values than the uninterrupted one")
+ctrlc = read("ctrlc", "version_0", 46)   # the Ctrl-C at step 45 ends after step 46: records up to step 39
+check(ctrlc == full[:6], "ctrlc: the records until the interrupt differ from the full run's")
+print("own_loop.sh: %d steps; resumed twice to the same bits; Ctrl-C and NaN through on_exception; %d csv rows = jsonl" % (steps, len(full)))
+PY

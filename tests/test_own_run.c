@@ -1,0 +1,451 @@
+/* tests/test_own_run.c - train.h's run layer in a hand-written step loop (no epochs, no trainer), as
+   examples/own_loop.c uses it; each test pins a fix made while writing that example.
+
+   cmocka tests:
+     - the loop's hyperparameters keep their values when sorted by key (hparams.yaml, metrics.jsonl)
+     - a checkpoint of a registry without stateful callbacks loads back (it was refused as truncated)
+     - a validation the loop runs after tr_run_batch_end, then tr_run_batch_end again: one training
+       record per step, model_checkpoint's file written at that step (it holds that step's model),
+       early_stopping's stop ends the loop before another step
+     - gradient_monitor follows the run's log_every_n_steps by default (each record gets its norms)
+     - the progress bar in a pipe prints the final training line of a step loop stopped early; after a
+       resume its rate counts this run's steps only
+     - once-only warnings: ctx.stage unset (early_stopping and model_checkpoint), and checks or saves at
+       on_train_epoch_end in a loop that said it has no epochs (at tr_run_start, before any step)
+     - Ctrl-C (raise(SIGINT) in the loop): TR_ERR_INTERRUPTED through on_exception, the csv flushed */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include <cmocka.h>
+#ifdef __cplusplus
+}
+#endif
+
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char g_root[256];
+static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *p;
+  long n;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  p = (char *)malloc((size_t)n + 1);
+  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
+  p[n] = 0;
+  fclose(f);
+  return p;
+}
+static char *file_text(FILE *f) { /* what a tmpfile() holds now */
+  long n;
+  char *p;
+  fflush(f);
+  n = ftell(f);
+  p = (char *)malloc((size_t)n + 1);
+  rewind(f);
+  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
+  p[n] = 0;
+  fseek(f, 0, SEEK_END);
+  return p;
+}
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  const char *p = text;
+  while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
+  return n;
+}
+
+/* ---- a tiny step loop: loss = 1 + p0^2, SGD; validations every val_every steps read a script ---- */
+typedef struct lp {
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow;
+  float p[2], g[2];
+  hk_tensor pv, gv;
+  int64_t val_every;
+  const double *val_script;     /* val/loss of the k-th validation */
+  int n_val, second_call, raise_at;
+} lp;
+
+static int lp_save(void *user, FILE *f) { lp *l = (lp *)user; return fwrite(l->p, sizeof l->p, 1, f) != 1; }
+static int lp_load(void *user, FILE *f) { lp *l = (lp *)user; return fread(l->p, sizeof l->p, 1, f) != 1; }
+
+static void lp_init(lp *l, tr_run_desc d) {
+  memset(l, 0, sizeof *l);
+  l->p[0] = 1.0f;
+  l->raise_at = -1;
+  l->pv = (hk_tensor){ "p", l->p, 2, 0 };
+  l->gv = (hk_tensor){ "p", l->g, 2, 0 };
+  l->ctx.params = &l->pv;
+  l->ctx.grads = &l->gv;
+  l->ctx.n_tensors = 1;
+  assert_non_null(l->reg = hk_create(NULL));
+  d.save_model = lp_save;
+  d.load_model = lp_load;
+  d.model_user = l;
+  assert_int_equal(tr_run_setup(l->reg, &d), TR_OK);
+}
+static void lp_free(lp *l) {
+  hk_ctx_free(&l->ctx);
+  hk_destroy(l->reg);
+}
+static unsigned lp_validate(lp *l) {
+  hk_registry *reg = l->reg;
+  hk_ctx *c = &l->ctx;
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, c, &l->flow);
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_START, c, &l->flow);
+  assert_true(l->n_val >= 0);
+  hk_metric_set(c, "val/loss", l->val_script ? l->val_script[l->n_val] : 1.0);
+  l->n_val++;
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, c, &l->flow);
+  tr_run_log(reg, c, "val");
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, c, &l->flow);
+  return l->second_call ? tr_run_batch_end(reg, c, &l->flow) : 0;
+}
+static unsigned lp_step(lp *l) {
+  hk_registry *reg = l->reg;
+  hk_ctx *c = &l->ctx;
+  unsigned next;
+  c->batch_idx = c->global_step;
+  c->lr = 0.1;
+  if (c->global_step == l->raise_at) raise(SIGINT);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, c, &l->flow);
+  c->loss = 1.0 + (double)l->p[0] * l->p[0];
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, c, &l->flow);
+  l->g[0] = 2 * l->p[0];
+  l->g[1] = 0.5f;
+  hk_grads_changed(c);
+  HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, c, &l->flow);
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, c, &l->flow);
+  if (!HK_FLOW_HAS(&l->flow, HK_FLOW_SKIP_STEP)) {
+    l->p[0] -= 0.1f * l->g[0];
+    l->p[1] -= 0.1f * l->g[1];
+    c->global_step++;
+    HK_FIRE_FLOW(reg, HK_ON_AFTER_OPTIMIZER_STEP, c, &l->flow);
+  }
+  c->samples_seen++;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, c, &l->flow);
+  next = tr_run_batch_end(reg, c, &l->flow);
+  if (l->val_every > 0 && c->global_step % l->val_every == 0) next |= lp_validate(l);
+  hk_flow_clear(&l->flow, HK_FLOW_BATCH_SIGNALS);
+  return next;
+}
+static tr_err lp_run(lp *l, const char *resume, int64_t max_steps) {
+  unsigned next = tr_run_start(l->reg, &l->ctx, resume) ? TR_RUN_STOP : 0;
+  while (!(next & TR_RUN_STOP) && l->ctx.global_step < max_steps) next = lp_step(l);
+  return tr_run_finish(l->reg, &l->ctx, TR_OK);
+}
+
+/* ---- hparams ---------------------------------------------------------------------------------- */
+/* The loop's "key=value" words were sorted by key with their values left in place: "lr=0.02 batch=32"
+   wrote "batch: 0.02" and "lr: 32". */
+static void test_hparams_keep_their_values(void **state) {
+  char dir[300], path[700];
+  char *yaml, *jl;
+  lp l;
+  (void)state;
+  path_of(dir, sizeof dir, "hparams");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .save_dir = dir, .name = "", .version = "v",
+                             .hparams = "lr=0.02 batch=32 zeta=x alpha=1e-3" });
+  assert_int_equal(hk_spec_apply(l.reg, "csv; jsonl"), HK_OK);
+  assert_int_equal(lp_run(&l, NULL, 2), TR_OK);
+  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
+  assert_non_null(yaml = slurp(path));
+  assert_non_null(strstr(yaml, "alpha: 1e-3\nbatch: 32\nlr: 0.02\nzeta: x\nspecs:\n"));
+  snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
+  assert_non_null(jl = slurp(path));
+  assert_non_null(strstr(jl, "{\"hparams\":{\"alpha\":1e-3,\"batch\":32,\"lr\":0.02,\"zeta\":\"x\",\"specs\":"));
+  free(yaml);
+  free(jl);
+  lp_free(&l);
+}
+
+/* ---- a checkpoint of a registry without stateful callbacks (only a logger, or nothing) loads back:
+   its state block is 44 bytes, which tr_run_load refused as "truncated" ---------------------------- */
+static void test_resume_without_callback_state(void **state) {
+  char path[400];
+  lp a, b;
+  (void)state;
+  path_of(path, sizeof path, "plain.ckpt");
+  lp_init(&a, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(lp_run(&a, NULL, 5), TR_OK);
+  assert_int_equal(tr_run_save(a.reg, &a.ctx, path), TR_OK);
+  lp_init(&b, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(tr_run_load(b.reg, &b.ctx, path), TR_OK);
+  assert_int_equal(b.ctx.global_step, 5);
+  assert_int_equal(b.ctx.samples_seen, 5);
+  assert_memory_equal(b.p, a.p, sizeof a.p);
+  assert_int_equal(lp_run(&b, path, 7), TR_OK); /* and as a run's resume_from */
+  assert_int_equal(b.ctx.global_step, 7);
+  lp_free(&a);
+  lp_free(&b);
+}
+
+/* ---- a validation after tr_run_batch_end, then tr_run_batch_end again ----------------------------- */
+static int g_train_records, g_val_records;
+static hk_signal count_records(hk_ctx *ctx, void *u) {
+  const tr_log_record *r = tr_log_current(ctx);
+  (void)u;
+  if (r && !strcmp(r->stage, "train")) g_train_records++;
+  if (r && !strcmp(r->stage, "val")) g_val_records++;
+  return HK_CONTINUE;
+}
+static void test_validation_then_batch_end_again(void **state) {
+  static const double script[] = { 1.0, 2.0, 0.5, 0.4 }; /* better, worse (patience 1: stop), ... */
+  char dir[300], spec[700], path[700], *text;
+  FILE *log;
+  lp l, back;
+  (void)state;
+  path_of(dir, sizeof dir, "again");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 1, .save_dir = dir });
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=1); model_checkpoint(monitor=val/loss, "
+           "dirpath=\"%s/ckpt\", filename=\"{step}\")", dir);
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, NULL, NULL, NULL), HK_OK);
+  l.val_every = 2;
+  l.val_script = script;
+  l.second_call = 1;
+  g_train_records = g_val_records = 0;
+  assert_int_equal(lp_run(&l, NULL, 100), TR_OK);
+  assert_int_equal(l.ctx.global_step, 4);          /* the stop at step 4's validation: no step 5 */
+  assert_int_equal(g_train_records, 4);            /* the second call sent no second record */
+  assert_int_equal(g_val_records, 2);
+  assert_int_equal(tr_early_stopping_get(l.reg, hk_spec_find(l.reg, "early_stopping", 0))->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
+  /* the file asked for at step 2's validation was written at step 2: its counters and model say so */
+  snprintf(path, sizeof path, "%s/ckpt/step=2.ckpt", dir);
+  assert_string_equal(tr_model_checkpoint_get(l.reg, hk_spec_find(l.reg, "model_checkpoint", 0))->best_model_path, path);
+  assert_non_null(log = tmpfile());
+  lp_init(&back, (tr_run_desc){ .epochs = TR_NO, .log = log }); /* a bare loop: the callbacks' state is left */
+  assert_int_equal(tr_run_load(back.reg, &back.ctx, path), TR_OK);
+  assert_int_equal(back.ctx.global_step, 2);
+  assert_true(back.p[0] == 0.64f);                 /* 1 -> 0.8 -> 0.64 */
+  text = file_text(log);
+  assert_int_equal(count_of(text, "which is not registered now (ignored)"), 2);
+  free(text);
+  fclose(log);
+  lp_free(&back);
+  lp_free(&l);
+}
+
+/* ---- gradient_monitor's default cadence is the run's ---------------------------------------------- */
+static int g_with_norm;
+static hk_signal count_norms(hk_ctx *ctx, void *u) {
+  const tr_log_record *r = tr_log_current(ctx);
+  double v;
+  (void)u;
+  if (r && !strcmp(r->stage, "train") && tr_log_get(r, "grad_2.0_norm_total", &v)) g_with_norm++;
+  return HK_CONTINUE;
+}
+static void test_gradient_monitor_follows_the_run(void **state) {
+  lp l;
+  (void)state;
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 3 });
+  assert_int_equal(hk_spec_apply(l.reg, "gradient_monitor(histogram_bins=4)"), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_norms, NULL, NULL, NULL), HK_OK);
+  g_with_norm = 0;
+  assert_int_equal(lp_run(&l, NULL, 9), TR_OK);
+  assert_int_equal(tr_gradient_monitor_get(l.reg, hk_spec_find(l.reg, "gradient_monitor", 0))->checks, 3);
+  assert_int_equal(g_with_norm, 3);                /* steps 3, 6, 9: every record */
+  lp_free(&l);
+}
+
+/* ---- the progress bar in a pipe: a step loop's final line ----------------------------------------- */
+static hk_signal stop_at_7(hk_ctx *ctx, void *u) { (void)u; return ctx->global_step == 7 ? HK_STOP : HK_CONTINUE; }
+static void test_bar_final_line_in_a_pipe(void **state) {
+  FILE *out = tmpfile();
+  char *text;
+  lp l;
+  (void)state;
+  assert_non_null(out);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100 });
+  assert_int_equal(tr_progress_bar(l.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES }, NULL), TR_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_TRAIN_BATCH_END, stop_at_7, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(lp_run(&l, NULL, 100), TR_OK);
+  assert_int_equal(l.ctx.global_step, 7);
+  text = file_text(out);
+  assert_non_null(strstr(text, "Training:   7%|"));
+  assert_non_null(strstr(text, "| 7/100 ["));
+  assert_int_equal(count_of(text, "Training:"), 1);
+  free(text);
+  fclose(out);
+  lp_free(&l);
+}
+
+/* After a resume the bar's rate counts the steps of this run only (tqdm's initial): 1000 steps before
+   it, 10 now taking at least 3 ms each, must not read as thousands a second. */
+static hk_signal slow_step(hk_ctx *ctx, void *u) {
+  struct timespec ts = { 0, 3000000L };
+  (void)ctx;
+  (void)u;
+  nanosleep(&ts, NULL);
+  return HK_CONTINUE;
+}
+static void test_bar_rate_after_resume(void **state) {
+  FILE *out = tmpfile();
+  char path[400], *text, *at;
+  double rate;
+  lp l;
+  (void)state;
+  path_of(path, sizeof path, "rate.ckpt");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(lp_run(&l, NULL, 1000), TR_OK);
+  assert_int_equal(tr_run_save(l.reg, &l.ctx, path), TR_OK);
+  lp_free(&l);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 1010 });
+  assert_int_equal(tr_progress_bar(l.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES }, NULL), TR_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_TRAIN_BATCH_START, slow_step, NULL, NULL, NULL), HK_OK);
+  if (lp_run(&l, path, 1010) != TR_OK) fail_msg("%s", tr_run_error(l.reg));
+  text = file_text(out);
+  assert_non_null(at = strstr(text, "| 1010/1010 [00:00<00:00, "));
+  rate = atof(at + strlen("| 1010/1010 [00:00<00:00, "));
+  assert_true(rate > 0 && rate < 400);             /* 9 timed steps of >= 3 ms: <= 333 it/s */
+  free(text);
+  fclose(out);
+  lp_free(&l);
+}
+
+/* ---- misconfigured loops: one warning each, as early as it is known ------------------------------- */
+static void test_warn_stage_unset(void **state) {
+  FILE *log = tmpfile();
+  char dir[300], spec[700], *text;
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  int i;
+  (void)state;
+  path_of(dir, sizeof dir, "stage");
+  memset(&ctx, 0, sizeof ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .log = log }), TR_OK);
+  snprintf(spec, sizeof spec, "early_stopping(monitor=loss); model_checkpoint(monitor=loss, dirpath=\"%s\")", dir);
+  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
+  for (i = 0; i < 3; i++) { /* a loop that fires the events itself and forgot ctx.stage */
+    ctx.epoch = i;
+    ctx.global_step = 10 * (i + 1);
+    hk_metric_set(&ctx, "loss", 1.0 / (i + 1));
+    assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_EPOCH_END, &ctx), HK_CONTINUE);
+  }
+  text = file_text(log);
+  assert_int_equal(count_of(text, "early_stopping: ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"), 1);
+  assert_int_equal(count_of(text, "model_checkpoint: ctx->stage is not set (HK_STAGE_NONE) at on_train_epoch_end"), 1);
+  assert_int_equal(count_of(text, "\n"), 2);
+  free(text);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  fclose(log);
+}
+
+static void test_warn_epoch_end_in_a_loop_without_epochs(void **state) {
+  FILE *log = tmpfile();
+  char dir[300], spec[700], *text;
+  lp l;
+  (void)state;
+  path_of(dir, sizeof dir, "noepochs");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, check_on_train_epoch_end=true); "
+           "model_checkpoint(monitor=val/loss, save_on_train_epoch_end=true, dirpath=\"%s\")", dir);
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.val_every = 2;
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_OK);
+  text = file_text(log);                            /* said before the first step */
+  assert_int_equal(count_of(text, "early_stopping: checks 'val/loss' at on_train_epoch_end, which this loop never fires"), 1);
+  assert_int_equal(count_of(text, "model_checkpoint: saves every 1 epochs at on_train_epoch_end, which this loop never fires"), 1);
+  free(text);
+  while (l.ctx.global_step < 6) (void)lp_step(&l);
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+  text = file_text(log);                            /* and only then: once */
+  assert_int_equal(count_of(text, "early_stopping:"), 1);
+  assert_int_equal(count_of(text, "model_checkpoint:"), 1);
+  free(text);
+  lp_free(&l);
+  /* the defaults in the same loop: they check and save at on_validation_end, no warning */
+  rewind(log);
+  assert_int_equal(ftruncate(fileno(log), 0), 0);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss); model_checkpoint(monitor=val/loss, dirpath=\"%s\")", dir);
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.val_every = 2;
+  assert_int_equal(lp_run(&l, NULL, 6), TR_OK);
+  text = file_text(log);
+  assert_string_equal(text, "");
+  assert_int_equal(tr_model_checkpoint_get(l.reg, hk_spec_find(l.reg, "model_checkpoint", 0))->last_global_step_saved, 2);
+  free(text);
+  lp_free(&l);
+  fclose(log);
+}
+
+/* ---- Ctrl-C ------------------------------------------------------------------------------------- */
+static char g_abort[300];
+static hk_signal note_abort(hk_ctx *ctx, void *u) {
+  (void)u;
+  snprintf(g_abort, sizeof g_abort, "%s", ctx->abort_reason ? ctx->abort_reason : "(none)");
+  return HK_CONTINUE;
+}
+static void test_ctrl_c(void **state) {
+  char dir[300], spec[700], path[700], *csv;
+  lp l;
+  (void)state;
+  path_of(dir, sizeof dir, "ctrlc");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 1, .save_dir = dir, .name = "", .version = "v" });
+  snprintf(spec, sizeof spec, "csv; early_stopping(monitor=val/loss)");
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_EXCEPTION, note_abort, NULL, NULL, NULL), HK_OK);
+  l.val_every = 2;
+  l.raise_at = 3;
+  g_abort[0] = 0;
+  assert_int_equal(lp_run(&l, NULL, 100), TR_ERR_INTERRUPTED);
+  assert_int_equal(l.ctx.global_step, 4);          /* the first signal: after the current step */
+  assert_non_null(strstr(g_abort, "interrupted"));
+  assert_non_null(strstr(tr_run_error(l.reg), "interrupted"));
+  snprintf(path, sizeof path, "%s/v/metrics.csv", dir); /* flushed at the end, though written once a second */
+  assert_non_null(csv = slurp(path));
+  assert_string_equal(csv, "epoch,step,train/loss,val/loss\n0,0,2,\n0,1,1.6400000190734865,\n0,1,,1\n"
+                           "0,2,1.4095999816894533,\n0,3,1.2621439638671887,\n0,3,,1\n"); /* step 4's: the last */
+  free(csv);
+  lp_free(&l);
+  assert_int_equal(hk_stop_requested(), 1);        /* still known after the run (hooks.h keeps the count) */
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO });  /* the next run starts afresh */
+  assert_int_equal(lp_run(&l, NULL, 3), TR_OK);
+  assert_int_equal(l.ctx.global_step, 3);
+  lp_free(&l);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_hparams_keep_their_values),
+    cmocka_unit_test(test_resume_without_callback_state),
+    cmocka_unit_test(test_validation_then_batch_end_again),
+    cmocka_unit_test(test_gradient_monitor_follows_the_run),
+    cmocka_unit_test(test_bar_final_line_in_a_pipe),
+    cmocka_unit_test(test_bar_rate_after_resume),
+    cmocka_unit_test(test_warn_stage_unset),
+    cmocka_unit_test(test_warn_epoch_end_in_a_loop_without_epochs),
+    cmocka_unit_test(test_ctrl_c),
+  };
+  char tmpl[] = "/tmp/test_own_run.XXXXXX", cmd[300];
+  int rc;
+  (void)argc;
+  (void)argv;
+  if (!mkdtemp(tmpl)) return 2;
+  snprintf(g_root, sizeof g_root, "%s", tmpl);
+  rc = cmocka_run_group_tests(tests, NULL, NULL);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+  if (rc == 0 && system(cmd) != 0) rc = 1;
+  return rc;
+}
