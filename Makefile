@@ -1,7 +1,11 @@
 # hooks.h / train.h - every entry point. `make demo` and `make test` install what they need first.
 #
 #   make demo       train the demo MLP with a few hooks (installs dependencies when missing)
-#   make test       unit, order, resume, bad-input, sanitizer, valgrind, compile-matrix, zero-cost, fuzz-smoke
+#   make test       the whole suite: unit, order, resume, bad-input, sanitizer, valgrind, compile-matrix,
+#                   zero-cost, fuzz-smoke, MPI, logging (tensorboard, tmux), examples; one job per core
+#   make test-quick the unit, order, resume, bad-input and sanitizer tests (every cmocka suite, plain and
+#                   ASan+UBSan); installs only compilers, libstb-dev and cmocka
+#   make test-times time every test target alone, serially, on a fresh build-time/ (scripts/test_times.sh)
 #   make bench      side-by-side cost tables (instructions via callgrind, ns via the clock)
 #   make bench-compile  compile time of hooks.h's and train.h's implementation TUs (and train.h with
 #                   sections left out) against stb_image.h's, -O2 and -O3 -march=native, median of 5
@@ -18,11 +22,14 @@ ALL_CFLAGS = $(CFLAGS) $(WARN) -I. -I$(STB_INC)
 LDLIBS  := -lm
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
-.PHONY: all deps test test-all bench bench-all examples demo install clean
+.PHONY: all deps deps-quick test test-all test-quick test-quick-all test-times bench bench-all examples demo install clean \
+        print-test-targets
 all: examples
 
-# Each area's fragment appends its targets to TEST_TARGETS, BENCH_TARGETS and EXAMPLES.
+# Each area's fragment appends its targets to TEST_TARGETS, BENCH_TARGETS and EXAMPLES, and the plain
+# and sanitizer runs of its cmocka suites to QUICK_TARGETS.
 TEST_TARGETS  :=
+QUICK_TARGETS :=
 BENCH_TARGETS :=
 EXAMPLES      :=
 
@@ -31,6 +38,8 @@ $(BUILD):
 
 deps:
 	@sh scripts/deps.sh
+deps-quick:
+	@sh scripts/deps.sh quick
 
 include tests/hooks.mk
 include tests/math.mk
@@ -55,17 +64,31 @@ include bench/log.mk
 include bench/mpi.mk
 include bench/compile.mk
 
-# deps first, then everything else (a fresh machine may lack the compilers and libraries).
+# deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets
+# run in parallel, TEST_JOBS at a time (default: one per core; TEST_JOBS=1 for one at a time); no two of
+# them write the same file, and each one's output is printed whole when it ends.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_MAKE  = $(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target
 test: deps
-	@$(MAKE) --no-print-directory test-all
-test-all: $(TEST_TARGETS)
-	@echo "make test: all passed"
+	@s=$$(date +%s); $(TEST_MAKE) test-all && echo "make test: all passed in $$(($$(date +%s) - s)) s"
+# The longest single recipes go first (test-mpi's mpiruns, the 20 s spec fuzzing), so that no core idles
+# at the end waiting for them.
+TEST_FIRST := test-mpi test-fuzz-spec
+test-all: $(filter $(TEST_FIRST),$(TEST_TARGETS)) $(TEST_TARGETS)
+test-quick: deps-quick
+	@s=$$(date +%s); $(TEST_MAKE) test-quick-all && echo "make test-quick: all passed in $$(($$(date +%s) - s)) s"
+test-quick-all: $(QUICK_TARGETS)
+test-times:
+	@sh scripts/test_times.sh build-time
 
 bench: deps
 	@$(MAKE) --no-print-directory bench-all
 bench-all: $(BENCH_TARGETS)
 
 examples: $(EXAMPLES)
+
+print-test-targets:
+	@echo $(TEST_TARGETS)
 
 install:
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

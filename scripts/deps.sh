@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs what a make target needs, only when something is missing.
 #   sh scripts/deps.sh demo   what `make demo` needs: a C compiler and stb_ds.h (libstb-dev)
-#   sh scripts/deps.sh        what `make test` and `make bench` need: the above, cmocka, valgrind,
+#   sh scripts/deps.sh quick  what `make test-quick` needs: the above, cmocka, clang with its sanitizer
+#                             runtimes (libclang-rt-dev)
+#   sh scripts/deps.sh        what `make test` and `make bench` need: the above, valgrind,
 #                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun),
 #                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin)
 missing=""
@@ -10,13 +12,17 @@ command -v make >/dev/null 2>&1       || missing="$missing make"
 [ -f /usr/include/stb/stb_ds.h ]      || missing="$missing libstb-dev"
 if [ "${1:-test}" != demo ]; then
   [ -f /usr/include/cmocka.h ]          || missing="$missing libcmocka-dev"
-  command -v valgrind >/dev/null 2>&1   || missing="$missing valgrind"
   command -v clang >/dev/null 2>&1      || missing="$missing clang"
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.asan-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
+fi
+if [ "${1:-test}" = test ]; then
+  command -v valgrind >/dev/null 2>&1   || missing="$missing valgrind"
   command -v g++ >/dev/null 2>&1        || missing="$missing g++"
   command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
   command -v mpirun >/dev/null 2>&1     || missing="$missing openmpi-bin"
   command -v mpicc >/dev/null 2>&1      || missing="$missing libopenmpi-dev"
-  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev"
+  case "$missing" in *libclang-rt-dev*) ;; *)
+    ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev" ;; esac
   # the logging tests: TensorBoard read back in a venv, the live bar in tmux, the plot rendered
   command -v python3 >/dev/null 2>&1    || missing="$missing python3"
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"

@@ -5,8 +5,9 @@ CB_SRC  := tests/test_callbacks.c
 CB_BIN  := $(BUILD)/test_callbacks
 CB_ASAN := $(BUILD)/test_callbacks_asan
 
-.PHONY: test-callbacks
+.PHONY: test-callbacks test-callbacks-unit test-callbacks-asan test-callbacks-valgrind
 TEST_TARGETS += test-callbacks
+QUICK_TARGETS += test-callbacks-unit test-callbacks-asan
 
 $(CB_BIN): $(CB_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CB_SRC) -lcmocka $(LDLIBS)
@@ -14,9 +15,13 @@ $(CB_BIN): $(CB_SRC) hooks.h train.h | $(BUILD)
 $(CB_ASAN): $(CB_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -fsanitize=float-cast-overflow -o $@ $(CB_SRC) -lcmocka $(LDLIBS)
 
-test-callbacks: $(CB_BIN) $(CB_ASAN)
+# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
+test-callbacks: test-callbacks-unit test-callbacks-asan test-callbacks-valgrind
+test-callbacks-unit: $(CB_BIN)
 	./$(CB_BIN)
+test-callbacks-asan: $(CB_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CB_ASAN)
+test-callbacks-valgrind: $(CB_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CB_BIN)
 
 # ---- fuzzing every stateful callback's load_state ------------------------------------------------------

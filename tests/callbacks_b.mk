@@ -6,8 +6,9 @@ CBB_BIN  := $(BUILD)/test_callbacks_b
 CBB_ASAN := $(BUILD)/test_callbacks_b_asan
 CBB_FAST := $(BUILD)/test_callbacks_b_fastmath
 
-.PHONY: test-callbacks-b
+.PHONY: test-callbacks-b test-callbacks-b-unit test-callbacks-b-asan test-callbacks-b-fastmath test-callbacks-b-valgrind
 TEST_TARGETS += test-callbacks-b
+QUICK_TARGETS += test-callbacks-b-unit test-callbacks-b-asan
 
 $(CBB_BIN): $(CBB_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
@@ -16,8 +17,13 @@ $(CBB_ASAN): $(CBB_SRC) hooks.h train.h | $(BUILD)
 $(CBB_FAST): $(CBB_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -ffast-math -DNAN_GUARD_ONLY -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
 
-test-callbacks-b: $(CBB_BIN) $(CBB_ASAN) $(CBB_FAST)
+# plain, ASan+UBSan, -ffast-math and valgrind: four targets, so that make -j runs them side by side
+test-callbacks-b: test-callbacks-b-unit test-callbacks-b-asan test-callbacks-b-fastmath test-callbacks-b-valgrind
+test-callbacks-b-unit: $(CBB_BIN)
 	./$(CBB_BIN)
+test-callbacks-b-asan: $(CBB_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CBB_ASAN)
+test-callbacks-b-fastmath: $(CBB_FAST)
 	./$(CBB_FAST)
+test-callbacks-b-valgrind: $(CBB_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CBB_BIN)

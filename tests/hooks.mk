@@ -26,6 +26,7 @@ HK_README_TOOL  := $(BUILD)/check_readme_table
 
 .PHONY: test-hooks-unit test-hooks-asan test-hooks-valgrind test-compile-matrix test-fuzz-spec test-readme readme-table
 TEST_TARGETS += test-hooks-unit test-hooks-asan test-hooks-valgrind test-compile-matrix test-fuzz-spec test-readme
+QUICK_TARGETS += test-hooks-unit test-hooks-asan
 
 # ---- unit tests -------------------------------------------------------------------------------------
 $(HK_TEST_BIN): $(HK_TEST_SRC) hooks.h | $(BUILD)

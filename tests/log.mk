@@ -15,8 +15,10 @@ LOG_ASAN := $(BUILD)/test_log_asan
 LOG_VENV := $(BUILD)/venv
 LOG_TMP  := $(BUILD)/log_tmp
 
-.PHONY: test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot test-log-mpi
+.PHONY: test-log test-log-unit test-log-asan test-log-valgrind test-log-tensorboard test-log-bar test-log-crash test-log-plot \
+        test-log-mpi
 TEST_TARGETS += test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot test-log-mpi
+QUICK_TARGETS += test-log-unit test-log-asan
 
 $(LOG_BIN): $(LOG_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
@@ -25,9 +27,13 @@ $(LOG_ASAN): $(LOG_SRC) hooks.h train.h | $(BUILD)
 $(BUILD)/png_check: tests/png_check.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Wno-unused-function -o $@ $< $(LDLIBS)
 
-test-log: $(LOG_BIN) $(LOG_ASAN)
+# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
+test-log: test-log-unit test-log-asan test-log-valgrind
+test-log-unit: $(LOG_BIN)
 	./$(LOG_BIN)
+test-log-asan: $(LOG_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(LOG_ASAN)
+test-log-valgrind: $(LOG_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(LOG_BIN)
 
 # The venv is made once per build directory; the version is the one the reference checks were made with.

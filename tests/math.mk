@@ -23,6 +23,7 @@ $(REF_F32_ASAN_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 
 .PHONY: test-math-unit test-math-omp test-math-kernels test-math-asan test-math-ref
 TEST_TARGETS += test-math-unit test-math-omp test-math-kernels test-math-asan test-math-ref
+QUICK_TARGETS += test-math-unit test-math-asan
 
 test-math-ref: $(BUILD)/math_ref.o tests/math_ref_check.sh
 	@sh tests/math_ref_check.sh $(BUILD)/math_ref.o

@@ -13,17 +13,22 @@ OL_ASAN := $(BUILD)/test_own_loop_asan
 OF_DIR  := $(BUILD)/ofast
 OF_CCS  := gcc clang
 
-.PHONY: test-own-loop test-ofast-loop
+.PHONY: test-own-loop test-own-loop-unit test-own-loop-asan test-own-loop-valgrind test-ofast-loop
 TEST_TARGETS += test-own-loop test-ofast-loop
+QUICK_TARGETS += test-own-loop-unit test-own-loop-asan
 
 $(OL_BIN): $(OL_SRC) hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
 $(OL_ASAN): $(OL_SRC) hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
 
-test-own-loop: $(OL_BIN) $(OL_ASAN)
+# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
+test-own-loop: test-own-loop-unit test-own-loop-asan test-own-loop-valgrind
+test-own-loop-unit: $(OL_BIN)
 	./$(OL_BIN)
+test-own-loop-asan: $(OL_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(OL_ASAN)
+test-own-loop-valgrind: $(OL_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(OL_BIN)
 
 $(OF_DIR)/%-nosites: tests/ofast_loop.c hooks.h
@@ -53,17 +58,23 @@ OR_BIN  := $(BUILD)/test_own_run
 OR_ASAN := $(BUILD)/test_own_run_asan
 OR_TMP  := $(BUILD)/own_loop_tmp
 
-.PHONY: test-own-run test-own-loop-example test-own-loop-tensorboard
+.PHONY: test-own-run test-own-run-unit test-own-run-asan test-own-run-valgrind test-own-loop-example \
+        test-own-loop-tensorboard
 TEST_TARGETS += test-own-run test-own-loop-example test-own-loop-tensorboard
+QUICK_TARGETS += test-own-run-unit test-own-run-asan
 
 $(OR_BIN): $(OR_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
 $(OR_ASAN): $(OR_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
 
-test-own-run: $(OR_BIN) $(OR_ASAN)
+# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
+test-own-run: test-own-run-unit test-own-run-asan test-own-run-valgrind
+test-own-run-unit: $(OR_BIN)
 	./$(OR_BIN)
+test-own-run-asan: $(OR_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(OR_ASAN)
+test-own-run-valgrind: $(OR_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(OR_BIN)
 
 test-own-loop-example: $(BUILD)/own_loop

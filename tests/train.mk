@@ -28,6 +28,7 @@ FUZZ_CKPT_RUNS ?= 500000
         test-train-fastmath test-fuzz-ckpt
 TEST_TARGETS += test-train-unit test-train-asan test-train-valgrind test-train-cxx test-train-compile \
                 test-train-fastmath test-fuzz-ckpt
+QUICK_TARGETS += test-train-unit test-train-asan
 
 # ---- unit tests ----------------------------------------------------------------------------------------
 # The optimizer tests link the plain float32 reference (REF_F32_OBJ, tests/math.mk: -ffp-contract=off).
