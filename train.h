@@ -620,6 +620,9 @@ typedef struct tr_run_desc {
   int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
   void *model_user;
   const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
+  int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
+                                    state and write it in the background (see "asynchronous saves"
+                                    at tr_run_save); default: written before the call returns */
   int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
 } tr_run_desc;
 
@@ -939,6 +942,8 @@ typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_
   X(TRI,      int,          auto_insert_metric_name, "true",  NULL,  "{val/loss} -> val_loss=...") \
   X(TRI,      int,          enable_version_counter,  "true",  NULL,  "-v1, -v2 ... on name collisions") \
   X(BOOL,     int,          verbose,                 "false", NULL,  "print every save and eviction") \
+  X(BOOL,     int,          async_save,              "false", NULL,  "the loop writes its files in the background (the " \
+    "step copies the state; a thread writes, fsyncs and renames)") \
   X(C_ONLY,   tr_clock_fn,  clock,                   NULL,    NULL,  "seconds, for train_time_interval; NULL = a monotonic clock") \
   X(C_ONLY,   void *,       clock_user,              NULL,    NULL,  "clock's argument")
 typedef struct tr_model_checkpoint_desc { TR_MODEL_CHECKPOINT_PARAMS(TR__FIELD) } tr_model_checkpoint_desc;
@@ -1442,6 +1447,11 @@ typedef struct tr_desc {
      instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
      wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
   double mpi_timeout;
+  /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
+     buffer and returns; a background thread writes the file with the same guarantees and bytes, and
+     on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
+     is written before tr_save returns. */
+  int async_save;
 } tr_desc;
 
 /* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
@@ -1528,6 +1538,10 @@ typedef struct tr_trainer {
   hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
   hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
   int tr__saving;          /* tr_save is running (a nested one is refused) */
+  int tr__async;           /* tr_desc.async_save */
+  int tr__async_now;       /* this tr_save stages its file for the background writer */
+  int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
+  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
   tr_run *tr__run;         /* the run layer of reg: what the batteries read (section THE RUN LAYER) */
@@ -1655,6 +1669,10 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
+#if defined(TR__POSIX) && !defined(TRAIN_NO_THREADS)
+#  include <pthread.h> /* asynchronous saves: one background writer */
+#  define TR__THREADS 1
+#endif
 #if defined(TR__POSIX) && !defined(__cplusplus) /* strict -std=c99 headers hide these POSIX calls */
 extern int lstat(const char *path, struct stat *st);
 extern int ftruncate(int fd, off_t length);
@@ -1720,6 +1738,9 @@ typedef struct tr__run_priv {
   int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
   struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
+  struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
+  int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
+  int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER). */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
@@ -1919,7 +1940,12 @@ static int tr__open_temp(const char *path, char *tmp, size_t cap) {
   static unsigned counter;
   int tries, fd = -1, flags = O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC;
   for (tries = 0; tries < 100 && fd < 0; tries++) {
-    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+#if defined(__GNUC__) || defined(__clang__) /* the background writer opens temporaries too */
+    unsigned n = __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED);
+#else
+    unsigned n = counter++;
+#endif
+    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
     fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
     if (fd < 0 && errno != EEXIST) break;
   }
@@ -2080,6 +2106,169 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
   }
   tr__afile_free(&a);
   return e;
+}
+
+/* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
+   A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's
+   async_save) copies everything the file will hold into a staging buffer (allocated at the first such
+   save, grown only when the state grows, reused after) and hands it to a writer thread: the thread
+   writes it through tr__afile (exclusive temporary, fsync, rename, directory fsync: the guarantees and
+   the bytes of a synchronous save), and the loop collects the outcome at its next safe point: then
+   on_checkpoint_saved fires, or the error fails the run. One save in flight: the next save waits for
+   it (never coalesced: two requests are two files, and each gets its on_checkpoint_saved). Without
+   threads (TRAIN_NO_THREADS, not POSIX, pthread_create failing) the writer runs at once in the caller
+   and the outcome is collected the same way. */
+typedef struct tr__asave tr__asave;
+typedef void (*tr__asave_job)(tr__asave *as, tr__afile *a);  /* the writer's side: write the staged file */
+typedef void (*tr__asave_done)(tr__asave *as, hk_ctx *ctx); /* the loop's side: on_checkpoint_saved or the error */
+struct tr__asave {
+  unsigned char *buf;      /* the staging buffer: the loop's while idle, the writer's while busy */
+  size_t len, cap;
+  char *path;              /* where it goes; ctx->path of its on_checkpoint_saved */
+  size_t path_cap;
+  tr__asave_job job;
+  tr__asave_done done;
+  void *owner;             /* the registry (run layer) or the trainer */
+  void *job_user;          /* the job's own description (the trainer's snapshot), freed with this */
+  int pending;             /* loop thread only: handed over, outcome not yet collected */
+  int err;                 /* the write's outcome: 0 or errno; why says what */
+  char why[640];
+#ifdef TR__THREADS
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int started, busy, quit; /* busy and quit under mu */
+#endif
+};
+
+static void tr__asave_raw(tr__asave *as, tr__afile *a) { tr__afile_write(a, as->buf, as->len); }
+
+/* The write itself, in whichever thread: the same steps and messages as a synchronous save. */
+static void tr__asave_write(tr__asave *as) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, as->path, TR__AF_LINK_OK) == 0) as->job(as, &a);
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  as->why[0] = 0;
+  if (e && !a.tmp) snprintf(as->why, sizeof as->why, "out of memory writing '%s'", as->path);
+  else if (e && a.special)
+    snprintf(as->why, sizeof as->why, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", as->path);
+  else if (e) snprintf(as->why, sizeof as->why, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), as->path);
+  tr__afile_free(&a);
+  as->err = e;
+}
+
+#ifdef TR__THREADS
+static void *tr__asave_main(void *p) {
+  tr__asave *as = (tr__asave *)p;
+  pthread_mutex_lock(&as->mu);
+  for (;;) {
+    while (!as->busy && !as->quit) pthread_cond_wait(&as->cv, &as->mu);
+    if (!as->busy) break;
+    pthread_mutex_unlock(&as->mu);
+    tr__asave_write(as);
+    pthread_mutex_lock(&as->mu);
+    as->busy = 0;
+    pthread_cond_broadcast(&as->cv);
+  }
+  pthread_mutex_unlock(&as->mu);
+  return NULL;
+}
+#endif
+
+static tr__asave *tr__asave_new(void) {
+  tr__asave *as = (tr__asave *)calloc(1, sizeof *as);
+#ifdef TR__THREADS
+  if (as && pthread_mutex_init(&as->mu, NULL) != 0) { free(as); return NULL; }
+  if (as && pthread_cond_init(&as->cv, NULL) != 0) { pthread_mutex_destroy(&as->mu); free(as); return NULL; }
+#endif
+  return as;
+}
+
+/* Room for n staged bytes (the bytes there are kept): 0 or ENOMEM. Only while nothing is in flight. */
+static int tr__asave_reserve(tr__asave *as, size_t n) {
+  unsigned char *p;
+  if (n <= as->cap) return 0;
+  if (!(p = (unsigned char *)realloc(as->buf, n))) return ENOMEM;
+  as->buf = p;
+  as->cap = n;
+  return 0;
+}
+static int tr__asave_set_path(tr__asave *as, const char *path) {
+  size_t n = strlen(path) + 1;
+  if (n > as->path_cap) {
+    char *p = (char *)realloc(as->path, n);
+    if (!p) return ENOMEM;
+    as->path = p;
+    as->path_cap = n;
+  }
+  memcpy(as->path, path, n);
+  return 0;
+}
+
+/* Hand the staged file over (buf, len, path, job, done, owner set): returns at once when the writer
+   thread runs, else after writing it here. */
+static void tr__asave_submit(tr__asave *as) {
+  as->pending = 1;
+  as->err = 0;
+#ifdef TR__THREADS
+  if (!as->started) as->started = pthread_create(&as->th, NULL, tr__asave_main, as) == 0;
+  if (as->started) {
+    pthread_mutex_lock(&as->mu);
+    as->busy = 1;
+    pthread_cond_broadcast(&as->cv);
+    pthread_mutex_unlock(&as->mu);
+    return;
+  }
+#endif
+  tr__asave_write(as);
+}
+
+/* 1 when the save handed over has ended (wait: once it has), its outcome in err/why: the caller
+   collects it (done). 0 when none is in flight, or it is still being written. */
+static int tr__asave_ended(tr__asave *as, int wait) {
+  int busy = 0;
+  (void)wait;
+  if (!as || !as->pending) return 0;
+#ifdef TR__THREADS
+  if (as->started) {
+    pthread_mutex_lock(&as->mu);
+    while (wait && as->busy) pthread_cond_wait(&as->cv, &as->mu);
+    busy = as->busy;
+    pthread_mutex_unlock(&as->mu);
+  }
+#endif
+  if (busy) return 0;
+  as->pending = 0;
+  return 1;
+}
+
+/* Collect the save in flight at a safe point (wait: until it is on disk): its done runs here, in the
+   loop's thread. */
+static void tr__asave_settle(tr__asave *as, hk_ctx *ctx, int wait) {
+  if (as && as->pending && tr__asave_ended(as, wait)) as->done(as, ctx);
+}
+
+/* The last save finishes first; an outcome nobody collected (a registry destroyed in the middle of a
+   run) is said on stderr, never lost silently. */
+static void tr__asave_free(tr__asave *as) {
+  if (!as) return;
+  if (tr__asave_ended(as, 1) && as->err) fprintf(stderr, "train.h: a checkpoint written in the background failed: %s\n", as->why);
+#ifdef TR__THREADS
+  if (as->started) {
+    pthread_mutex_lock(&as->mu);
+    as->quit = 1;
+    pthread_cond_broadcast(&as->cv);
+    pthread_mutex_unlock(&as->mu);
+    pthread_join(as->th, NULL);
+  }
+  pthread_cond_destroy(&as->cv);
+  pthread_mutex_destroy(&as->mu);
+#endif
+  free(as->buf);
+  free(as->path);
+  free(as->job_user);
+  free(as);
 }
 
 /* ---- random numbers (splitmix64: one 64-bit word of state, good enough for shuffles and dropout) -- */
@@ -2693,6 +2882,7 @@ static void tr__run_free(void *p) {
   free(q->resume);
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
+  tr__asave_free(q->asave); /* the last save in flight ends first */
   free(q);
   free(run);
 }
@@ -2971,6 +3161,7 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
 #if defined(TR__POSIX) && !defined(__cplusplus)
 extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
 extern int fileno(FILE *f);
+extern FILE *fmemopen(void *buf, size_t size, const char *mode);
 #endif
 /* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
    temporary file, which is then flushed to the disk and renamed over path; any failure removes the
@@ -3025,18 +3216,86 @@ static hk_err tr__run_state_sink(const char *key, const void *data, size_t len, 
   hk_bytes_put(b, data, len);
   return HK_OK;
 }
+static void tr__run_trailer(unsigned char *t, const hk_bytes *state) {
+  tr__le(t, (uint64_t)state->len, 8);
+  tr__le(t + 8, tr_crc32c(state->data, state->len), 4);
+  tr__le(t + 12, 1, 4);
+  memcpy(t + 16, "TRRUNEND", 8);
+}
 static int tr__run_fill(FILE *f, void *user) {
   tr__run_saving *s = (tr__run_saving *)user;
   unsigned char t[TR__RUN_TRAILER];
   if (s->run->desc.save_model(s->run->desc.model_user, f) != 0) return EIO;
   if (ferror(f)) return errno ? errno : EIO;
-  tr__le(t, (uint64_t)s->state.len, 8);
-  tr__le(t + 8, tr_crc32c(s->state.data, s->state.len), 4);
-  tr__le(t + 12, 1, 4);
-  memcpy(t + 16, "TRRUNEND", 8);
+  tr__run_trailer(t, &s->state);
   if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
   return 0;
 }
+
+/* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
+   the run. At every safe point (no wait), before any other save or load, and before the run ends. */
+static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
+  if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
+}
+
+/* The loop's side of an asynchronous tr_run_save: the file is on disk, or the write failed. */
+static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
+  hk_registry *reg = (hk_registry *)as->owner;
+  const char *path = ctx->path, *failure = ctx->hook_failure; /* inside a hook's dispatch: put back after */
+  if (as->err) {
+    tr_run_fail(reg, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_run_save (in the background): %s", as->why);
+    return;
+  }
+  ctx->path = as->path;
+  ctx->hook_failure = NULL;
+  if (HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, ctx) == HK_FAIL)
+    tr_run_fail(reg, TR_ERR_HOOK, "%s", ctx->hook_failure ? ctx->hook_failure : "on_checkpoint_saved failed");
+  ctx->path = path;
+  ctx->hook_failure = failure;
+}
+
+/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream:
+   one copy), the state block and trailer follow, and the writer thread takes it from there. A buffer
+   too small (the first save) is doubled and save_model called again. POSIX (fmemopen) only. */
+#ifdef TR__POSIX
+static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
+  tr__run_priv *q = run->tr__p;
+  tr__asave *as;
+  size_t len, want;
+  if (!q->asave && !(q->asave = tr__asave_new())) { tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
+  as = q->asave;
+  for (want = as->cap ? as->cap : (size_t)1 << 20;; want = as->cap * 2) {
+    FILE *f;
+    long pos;
+    int rc, over;
+    if (tr__asave_reserve(as, want)) { tr__msg(why, cap, "out of memory staging '%s' (%zu bytes)", path, want); return TR_ERR_NOMEM; }
+    if (!(f = fmemopen(as->buf, as->cap, "wb"))) { tr__msg(why, cap, "cannot stage '%s' in memory: %s", path, strerror(errno)); return TR_ERR_IO; }
+    setvbuf(f, NULL, _IONBF, 0); /* straight into the buffer: one copy */
+    rc = run->desc.save_model(run->desc.model_user, f);
+    over = fflush(f) != 0 || ferror(f);
+    pos = ftell(f);
+    fclose(f);
+    if (!over && pos >= 0 && (size_t)pos < as->cap) {
+      if (rc != 0) { tr__msg(why, cap, "save_model failed for '%s' (the previous '%s' is untouched)", path, path); return TR_ERR_IO; }
+      len = (size_t)pos;
+      break;
+    }
+    if (as->cap > ((size_t)-1) / 4) { tr__msg(why, cap, "'%s' does not fit in memory to be staged", path); return TR_ERR_NOMEM; }
+  }
+  if (tr__asave_reserve(as, len + state->len + TR__RUN_TRAILER) || tr__asave_set_path(as, path)) {
+    tr__msg(why, cap, "out of memory staging '%s'", path);
+    return TR_ERR_NOMEM;
+  }
+  if (state->len) memcpy(as->buf + len, state->data, state->len);
+  tr__run_trailer(as->buf + len + state->len, state);
+  as->len = len + state->len + TR__RUN_TRAILER;
+  as->job = tr__asave_raw;
+  as->done = tr__run_save_ended;
+  as->owner = reg;
+  tr__asave_submit(as);
+  return TR_OK;
+}
+#endif
 
 static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
@@ -3046,7 +3305,7 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
   uint64_t v[4];
   size_t count_at;
   tr_err e;
-  int i;
+  int i, async;
   memset(&s, 0, sizeof s);
   s.run = tr_run_get(reg);
   if (!s.run || !s.run->desc.save_model) {
@@ -3054,6 +3313,9 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
              "read your model's own format)", path);
     return TR_ERR_INVALID;
   }
+  tr__run_saves_settle(s.run, ctx, 1); /* one save in flight: this one waits for the last */
+  async = s.run->running != HK_STAGE_NONE &&
+          (s.run->desc.async_save == TR_YES || (s.run->tr__p->async_requests && s.run->tr__p->in_request));
   ctx->path = path;
   ctx->hook_failure = NULL;
   if (HK_FIRE(reg, HK_ON_SAVE_CHECKPOINT, ctx) == HK_FAIL) {
@@ -3082,9 +3344,14 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
     if (!s.state.failed) tr__le(s.state.data + count_at, (uint64_t)n_hooks, 4);
   }
   if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
+#ifdef TR__POSIX
+  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_atomic(path, tr__run_fill, &s, why, cap);
+#else
+  async = 0;
   e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+#endif
   hk_bytes_free(&s.state);
-  if (!e) {
+  if (!e && !async) { /* asynchronous: when it is on disk (tr__run_save_ended) */
     ctx->hook_failure = NULL;
     if (HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, ctx) == HK_FAIL) {
       tr__msg(why, cap, "%s", ctx->hook_failure ? ctx->hook_failure : "on_checkpoint_saved failed");
@@ -3117,6 +3384,7 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   int missing = 0;
   tr_err e = TR_OK;
   if (!run || !ctx || !path) return TR_ERR_INVALID;
+  tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
   err = run->tr__p->error;
   cap = sizeof run->tr__p->error;
   err[0] = 0;
@@ -3255,6 +3523,7 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
   tr__run_settle(reg, ctx, flow);
+  if (q->asave) tr__run_saves_settle(run, ctx, 0); /* a save written in the background: done yet? */
   if (!epoch_end && !run->failed && ctx->global_step > q->last_step) { /* the batch stepped: a record when due */
     int64_t n = run->desc.log_every_n_steps ? run->desc.log_every_n_steps : 50;
     q->last_step = ctx->global_step;
@@ -3269,7 +3538,10 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   if (!run->failed && (r & HK_REQUEST_CHECKPOINT)) {
     char why[512];
     int no_default = 0;
-    tr_err e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_save_to, reg, why, sizeof why, &no_default);
+    tr_err e;
+    q->in_request = 1;
+    e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_save_to, reg, why, sizeof why, &no_default);
+    q->in_request = 0;
     if (no_default) tr__run_say(run, ctx, "tr_run", "a hook requested a checkpoint but tr_run_desc.save_to is not set");
     if (e) tr_run_fail(reg, e, "%s", why);
   }
@@ -3307,6 +3579,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     }
     tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
   }
+  tr__run_saves_settle(run, ctx, 1); /* the run ends once its last save is on disk (or has failed it) */
   if (run->failed) {
     ctx->abort_reason = q->error;
     ctx->hook_failure = NULL;
@@ -4034,6 +4307,9 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
     have = 0;
   }
   s->deferred = 0;
+  /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
+     comes first, so the decisions below see the files as they are */
+  if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
@@ -4308,6 +4584,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
+  if (d->async_save && s->run) s->run->tr__p->async_requests = 1; /* the run's requested saves, from now on */
   s->clock = d->clock;
   s->clock_user = d->clock_user;
   s->pub.best_model_score = NAN;
@@ -7909,6 +8186,7 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
   t->tr__strict_hook_state = d->strict_hook_state != 0;
+  t->tr__async = d->async_save != 0;
   t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
   t->lr = o->lr;
   t->ctx.trainer = t;
@@ -7989,6 +8267,11 @@ static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
   (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
   if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+}
+
+/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  if (t->tr__run && t->tr__run->tr__p->asave) tr__asave_settle(t->tr__run->tr__p->asave, &t->ctx, wait);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -8334,6 +8617,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   tr__fire(t, HK_CONFIGURE_MODEL);
   tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
+  tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
   tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
   if (t->tr__err) e = tr__abort(t, stage);
   else {
@@ -8437,7 +8721,9 @@ static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
   int no_default = 0;
   tr_err e;
   tr__dist_paths(t); /* rank 0's paths, on every rank */
+  t->tr__in_request = 1;
   e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
+  t->tr__in_request = 0;
   if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
   if (e) tr__fail(t, e, "%s", why);
 }
@@ -8446,6 +8732,7 @@ static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
 static void tr__honour_requests(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   unsigned r = t->ctx.requests;
+  if (t->tr__run->tr__p->asave) tr__saves_settle(t, 0); /* a save written in the background: done yet? */
   if (t->tr__err) return;
   t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
   if (r & HK_REQUEST_VALIDATION) {
@@ -8838,19 +9125,6 @@ static void tr__w_end(tr__writer *w) {
   tr__w_u64(w, w->hash);
 }
 
-/* hk_state_save hands every stateful hook's blob to this sink: one HOOK section each. */
-static hk_err tr__hook_sink(const char *key, const void *data, size_t len, void *user) {
-  tr__writer *w = (tr__writer *)user;
-  size_t klen = strlen(key);
-  tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
-  tr__w_u32(w, (uint32_t)klen);
-  tr__w_put(w, key, klen);
-  tr__w_u64(w, len);
-  tr__w_put(w, data, len);
-  tr__w_end(w);
-  return HK_OK;
-}
-
 /* The training iterator's position to store: asked of the data during a fit, else the one kept from
    the last fit's end (or from the checkpoint loaded last). */
 static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
@@ -8863,31 +9137,76 @@ static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
   return live;
 }
 
-static void tr__write_all(tr_trainer *t, tr__writer *w) {
-  size_t n = t->model.n_params, meta = 8 + 4 + 4 + 4;
-  int i;
-  unsigned char header[16];
-  hk_bytes live = { NULL, 0, 0, 0 };
-  const hk_bytes *data = tr__data_position(t, &live);
+/* Everything a checkpoint holds, taken at one moment: tr__write_all writes the file from it alone, so
+   the background writer can too (its arrays then point into the staging buffer). */
+typedef struct tr__snap {
+  uint64_t n;                          /* parameters */
+  uint32_t optim, n_buf, flags;
+  int n_tensors;
+  const tr_tensor *tensors;            /* the model's views (fixed while the trainer lives) */
+  uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
+                                          accum_pos, accum_n: the LOOP section */
+  const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
+  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__run_state_sink's layout) */
+  size_t data_len, hooks_len;
+} tr__snap;
+
+/* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
+   hooks and data. TR_OK, or the run's error (a failed save_state). */
+static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
+  const hk_bytes *data = tr__data_position(t, live);
   /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
   int in_window = t->tr__accum_pos > 0;
-  uint32_t flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
-                   (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
-                   (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  memset(s, 0, sizeof *s);
+  s->n = t->model.n_params;
+  s->optim = (uint32_t)t->optim.kind;
+  s->n_buf = (uint32_t)t->tr__n_buf;
+  s->flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
+             (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+             (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  s->n_tensors = t->model.n_tensors;
+  s->tensors = t->model.tensors;
+  s->loop[0] = t->seed;
+  s->loop[1] = t->rng.state;
+  s->loop[2] = (uint64_t)t->epoch;
+  s->loop[3] = (uint64_t)t->global_step;
+  s->loop[4] = (uint64_t)t->epoch_batch;
+  s->loop[5] = (uint64_t)t->samples_seen;
+  s->loop[6] = (uint64_t)t->tr__val_at;
+  s->loop[7] = (uint64_t)t->tr__accum_pos;
+  s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
+  s->params = t->model.params;
+  s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
+  s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
+  if (data && data->len) { s->data = data->data; s->data_len = data->len; }
+  if (!data) return t->tr__err;
+  if (hk_state_save(t->reg, tr__run_state_sink, hooks) != HK_OK)
+    return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  s->hooks = hooks->data;
+  s->hooks_len = hooks->len;
+  return TR_OK;
+}
+
+static void tr__write_all(tr__writer *w, const tr__snap *s) {
+  size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
+  int i;
+  unsigned char header[16];
   memcpy(header, TR__MAGIC, 8);
   tr__le(header + 8, TR__VERSION, 4);
   tr__le(header + 12, 0, 4);
   w->left = 16;
   tr__w_put(w, header, 16);
 
-  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  for (i = 0; i < s->n_tensors; i++) meta += 4 + strlen(s->tensors[i].name) + 16;
   tr__w_begin(w, TR__META, meta);
   tr__w_u64(w, n);
-  tr__w_u32(w, (uint32_t)t->optim.kind);
-  tr__w_u32(w, (uint32_t)t->tr__n_buf);
-  tr__w_u32(w, (uint32_t)t->model.n_tensors);
-  for (i = 0; i < t->model.n_tensors; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
+  tr__w_u32(w, s->optim);
+  tr__w_u32(w, s->n_buf);
+  tr__w_u32(w, (uint32_t)s->n_tensors);
+  for (i = 0; i < s->n_tensors; i++) {
+    const tr_tensor *x = &s->tensors[i];
     size_t len = strlen(x->name);
     tr__w_u32(w, (uint32_t)len);
     tr__w_put(w, x->name, len);
@@ -8897,59 +9216,127 @@ static void tr__write_all(tr_trainer *t, tr__writer *w) {
   tr__w_end(w);
 
   tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
-  tr__w_u64(w, t->seed);
-  tr__w_u64(w, t->rng.state);
-  tr__w_u64(w, (uint64_t)t->epoch);
-  tr__w_u64(w, (uint64_t)t->global_step);
-  tr__w_u64(w, (uint64_t)t->epoch_batch);
-  tr__w_u64(w, (uint64_t)t->samples_seen);
-  tr__w_u64(w, (uint64_t)t->tr__val_at);
-  tr__w_u64(w, (uint64_t)t->tr__accum_pos);
-  tr__w_u64(w, (uint64_t)(in_window ? t->tr__accum_n : 0));
-  tr__w_u32(w, flags);
+  for (i = 0; i < 9; i++) tr__w_u64(w, s->loop[i]);
+  tr__w_u32(w, s->flags);
   tr__w_end(w);
 
   tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
-  tr__w_f32s(w, t->model.params, n);
+  tr__w_f32s(w, s->params, n);
   tr__w_end(w);
 
-  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)t->tr__n_buf);
-  if (t->tr__n_buf >= 1) tr__w_f32s(w, t->tr__m, n);
-  if (t->tr__n_buf >= 2) tr__w_f32s(w, t->tr__v, n);
+  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
+  if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
+  if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
   tr__w_end(w);
 
-  if (in_window) { /* inside an accumulation window: the partial sum must survive */
+  if (s->grads) {
     tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
-    tr__w_f32s(w, t->model.grads, n);
+    tr__w_f32s(w, s->grads, n);
     tr__w_end(w);
   }
-  if (data && data->len) { /* the training iterator's position */
-    tr__w_begin(w, TR__DATA, data->len);
-    tr__w_put(w, data->data, data->len);
+  if (s->data_len) { /* the training iterator's position */
+    tr__w_begin(w, TR__DATA, s->data_len);
+    tr__w_put(w, s->data, s->data_len);
     tr__w_end(w);
   }
-  hk_bytes_free(&live);
-  if (hk_state_save(t->reg, tr__hook_sink, w) != HK_OK)
-    tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  for (p = 0; p + 4 <= s->hooks_len;) { /* one HOOK section per stateful hook */
+    size_t klen = (size_t)tr__get(s->hooks + p, 4), len = (size_t)tr__get(s->hooks + p + 4 + klen, 8);
+    tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
+    tr__w_put(w, s->hooks + p, 4 + klen + 8 + len); /* u32 key length | key | u64 length | state */
+    tr__w_end(w);
+    p += 4 + klen + 8 + len;
+  }
   tr__w_begin(w, TR__END, 0);
   tr__w_end(w);
   tr__w_flush(w);
 }
 
+/* The background writer's job: the file from the snapshot in the staging buffer. */
+static void tr__save_job(tr__asave *as, tr__afile *a) {
+  tr__writer w;
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) { a->err = ENOMEM; a->step = "writing"; return; }
+  w.af = a;
+  tr__write_all(&w, (const tr__snap *)as->job_user);
+  free(w.buf);
+}
+
+/* The loop's side: the file is on disk (on_checkpoint_saved), or the write failed the run. */
+static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)as->owner;
+  const char *path = t->ctx.path;
+  (void)ctx;
+  if (as->err) { tr__fail(t, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_save (in the background): %s", as->why); return; }
+  t->ctx.path = as->path;
+  tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  t->ctx.path = path;
+}
+
+/* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
+   staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
+static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
+  tr__run_priv *q = t->tr__run->tr__p;
+  tr__asave *as;
+  tr__snap *s;
+  size_t n4 = 4 * (size_t)live->n, at = 0;
+  size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
+  if (!q->asave && !(q->asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  as = q->asave;
+  if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
+    tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
+    return;
+  }
+  s = (tr__snap *)as->job_user;
+  *s = *live;
+#define TR__STAGE(field, type, bytes) \
+  do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
+  TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
+  TR__STAGE(m, const float *, n4);
+  TR__STAGE(v, const float *, n4);
+  TR__STAGE(grads, const float *, n4);
+  TR__STAGE(data, const unsigned char *, live->data_len);
+  TR__STAGE(hooks, const unsigned char *, live->hooks_len);
+#undef TR__STAGE
+  as->len = at;
+  as->job = tr__save_job;
+  as->done = tr__save_ended;
+  as->owner = t;
+  tr__asave_submit(as);
+  t->tr__staged = 1;
+}
+
 /* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
    moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
    temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced. */
+   link): the link is replaced, never followed; a device or a directory at path is never replaced.
+   With tr__async_now the file is staged for the background writer instead (the same bytes). */
 static tr_err tr__save_file(tr_trainer *t, const char *path) {
   tr__writer w;
   tr__afile a;
+  tr__snap snap;
+  hk_bytes live, hooks;
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
+    hk_bytes_free(&live);
+    hk_bytes_free(&hooks);
+    return t->tr__err;
+  }
+  if (t->tr__async_now) {
+    tr__stage_file(t, path, &snap);
+    hk_bytes_free(&live);
+    hk_bytes_free(&hooks);
+    return t->tr__err;
+  }
   memset(&w, 0, sizeof w);
   w.cap = 1 << 16;
   w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
   w.af = &a;
   if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(t, &w);
+    tr__write_all(&w, &snap);
     if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
   }
   if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
@@ -8960,6 +9347,8 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
     tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
   tr__afile_free(&a);
   free(w.buf);
+  hk_bytes_free(&live);
+  hk_bytes_free(&hooks);
   return t->tr__err;
 }
 
@@ -8975,11 +9364,14 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
                       "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
   if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
+  tr__saves_settle(t, 1); /* one save in flight: this one waits for the last (a failed one fails the run) */
   run_err = t->tr__err;
   run_flow = t->tr__flow;
   if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
   t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
   t->tr__saving = 1;
+  t->tr__staged = 0;
+  t->tr__async_now = t->running != HK_STAGE_NONE && (t->tr__async || (t->tr__run->tr__p->async_requests && t->tr__in_request));
   if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
   else {
     t->ctx.path = path;
@@ -8989,7 +9381,8 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
   tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
   tr__dev_unswap(t);
-  if (!t->tr__err) tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
+  t->tr__async_now = t->tr__staged = 0;
   tr__dist_agree(t);
   t->ctx.path = NULL;
   e = t->tr__err;
