@@ -1,0 +1,495 @@
+/* tests/test_async.c - checkpoints written in the background (tr_desc.async_save,
+   tr_run_desc.async_save, model_checkpoint's async_save).
+
+   The step copies the state and returns; a thread writes, fsyncs and renames. Pinned here: the same
+   bytes as a synchronous save (the run layer's format and the trainer's, model_checkpoint's top-k
+   files included); on_checkpoint_saved only once the file is whole at its path; a second save waits
+   for the first (both files, both events, in order); a failed background write (a file size limit, a
+   full disk) reaches the run at the next step or at its end, the previous file intact and no temporary
+   left; kill -9 while the writer writes leaves the old file or the new one, and the next save removes
+   the dead writer's temporary. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char g_root[256];
+
+static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
+
+/* Bytes of a file (NULL when missing); *n its size. */
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  unsigned char *b;
+  long len;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  len = ftell(f);
+  rewind(f);
+  b = (unsigned char *)malloc((size_t)len + 1);
+  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
+  fclose(f);
+  *n = (size_t)len;
+  return b;
+}
+static int same_file(const char *a, const char *b) {
+  size_t na = 0, nb = 0;
+  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+  int same = x && y && na == nb && !memcmp(x, y, na);
+  free(x);
+  free(y);
+  return same;
+}
+/* Entries of dir whose name contains part. */
+static int count_names(const char *dir, const char *part) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL) n += strstr(e->d_name, part) != NULL;
+  closedir(d);
+  return n;
+}
+
+/* ---- a loop of its own: n floats, "BIG1" then the floats ------------------------------------------ */
+typedef struct big { float *p; size_t n; } big;
+static int big_save(void *user, FILE *f) {
+  big *m = (big *)user;
+  return fwrite("BIG1", 1, 4, f) == 4 && fwrite(m->p, sizeof *m->p, m->n, f) == m->n ? 0 : -1;
+}
+static int big_load(void *user, FILE *f) {
+  big *m = (big *)user;
+  char magic[4];
+  return fread(magic, 1, 4, f) == 4 && !memcmp(magic, "BIG1", 4) && fread(m->p, sizeof *m->p, m->n, f) == m->n ? 0 : -1;
+}
+static void big_make(big *m, size_t n, float base) {
+  size_t i;
+  m->n = n;
+  m->p = (float *)malloc(n * sizeof *m->p);
+  for (i = 0; i < n; i++) m->p[i] = base + (float)(i % 1000);
+}
+
+/* on_checkpoint_saved: the file at ctx->path is whole when it fires (its size is the staged one) */
+typedef struct seen { int n; char paths[4][256]; long sizes[4]; } seen;
+static hk_signal on_saved(hk_ctx *ctx, void *user) {
+  seen *s = (seen *)user;
+  struct stat st;
+  if (s->n < 4) {
+    snprintf(s->paths[s->n], sizeof s->paths[0], "%s", ctx->path);
+    s->sizes[s->n] = stat(ctx->path, &st) == 0 ? (long)st.st_size : -1;
+  }
+  s->n++;
+  return HK_CONTINUE;
+}
+
+static hk_registry *loop_reg(big *m, int async, seen *s) {
+  hk_registry *reg = hk_create(NULL);
+  tr_run_desc d;
+  memset(&d, 0, sizeof d);
+  d.epochs = TR_NO;
+  d.no_signals = 1;
+  d.save_model = big_save;
+  d.load_model = big_load;
+  d.model_user = m;
+  d.async_save = async ? TR_YES : 0;
+  d.log_every_n_steps = -1;
+  assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+  if (s) assert_int_equal(hk_on(reg, HK_ON_CHECKPOINT_SAVED, on_saved, s, NULL, NULL), HK_OK);
+  return reg;
+}
+
+/* The same bytes as a synchronous save; on_checkpoint_saved at the next safe point, the file whole. */
+static void test_run_same_bytes(void **st) {
+  big m;
+  seen s1, s2;
+  hk_ctx c1, c2;
+  hk_flow flow = { 0 };
+  char a[300], b[300];
+  hk_registry *sync_reg, *async_reg;
+  size_t n = 300000; /* 1.2 MB: the staging buffer grows past its first 1 MiB */
+  (void)st;
+  big_make(&m, n, 0.5f);
+  memset(&s1, 0, sizeof s1);
+  memset(&s2, 0, sizeof s2);
+  memset(&c1, 0, sizeof c1);
+  memset(&c2, 0, sizeof c2);
+  path_in(a, sizeof a, "sync.ckpt");
+  path_in(b, sizeof b, "async.ckpt");
+  sync_reg = loop_reg(&m, 0, &s1);
+  async_reg = loop_reg(&m, 1, &s2);
+  assert_int_equal(tr_run_start(sync_reg, &c1, NULL), TR_OK);
+  assert_int_equal(tr_run_start(async_reg, &c2, NULL), TR_OK);
+  c1.global_step = c2.global_step = 7;
+  assert_int_equal(tr_run_save(sync_reg, &c1, a), TR_OK);
+  assert_int_equal(s1.n, 1);
+  assert_int_equal(tr_run_save(async_reg, &c2, b), TR_OK);
+  assert_int_equal(s2.n, 0); /* not before it is on disk and the loop is at a safe point */
+  m.p[0] = 99.0f;            /* the step goes on: the file holds the state of the save */
+  assert_int_equal(tr_run_finish(async_reg, &c2, TR_OK), TR_OK); /* the run ends once it is on disk */
+  assert_int_equal(s2.n, 1);
+  assert_string_equal(s2.paths[0], b);
+  assert_true(s2.sizes[0] > (long)(4 * n));
+  assert_true(same_file(a, b));
+  (void)tr_run_batch_end(sync_reg, &c1, &flow);
+  assert_int_equal(tr_run_finish(sync_reg, &c1, TR_OK), TR_OK);
+  { /* and it loads */
+    hk_ctx c3;
+    memset(&c3, 0, sizeof c3);
+    assert_int_equal(tr_run_load(async_reg, &c3, b), TR_OK);
+    assert_true(m.p[0] == 0.5f);
+    assert_int_equal(c3.global_step, 7);
+  }
+  hk_destroy(sync_reg);
+  hk_destroy(async_reg);
+  free(m.p);
+}
+
+/* Two saves in a row: the second waits for the first; both files, both events, in order; the
+   staging buffer is reused (and the loop's safe point collects the last one). */
+static void test_run_second_waits(void **st) {
+  big m;
+  seen s;
+  hk_ctx c;
+  hk_flow flow = { 0 };
+  char a[300], b[300], ref[300];
+  hk_registry *reg, *sync_reg;
+  int i;
+  (void)st;
+  big_make(&m, 100000, 2.0f);
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  path_in(a, sizeof a, "first.ckpt");
+  path_in(b, sizeof b, "second.ckpt");
+  path_in(ref, sizeof ref, "second_ref.ckpt");
+  reg = loop_reg(&m, 1, &s);
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+  assert_int_equal(tr_run_save(reg, &c, a), TR_OK);
+  m.p[1] = -3.0f;
+  c.global_step = 1;
+  assert_int_equal(tr_run_save(reg, &c, b), TR_OK);
+  assert_int_equal(s.n, 1); /* the first one's event, before the second was staged */
+  assert_string_equal(s.paths[0], a);
+  for (i = 0; i < 2000 && s.n < 2; i++) { /* a safe point collects it once written */
+    struct timespec ts = { 0, 1000000 };
+    (void)tr_run_batch_end(reg, &c, &flow);
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(s.n, 2);
+  assert_string_equal(s.paths[1], b);
+  assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+  assert_int_equal(s.n, 2);
+  sync_reg = loop_reg(&m, 0, NULL);
+  assert_int_equal(tr_run_start(sync_reg, &c, NULL), TR_OK);
+  assert_int_equal(tr_run_save(sync_reg, &c, ref), TR_OK);
+  assert_int_equal(tr_run_finish(sync_reg, &c, TR_OK), TR_OK);
+  assert_true(same_file(b, ref));
+  hk_destroy(reg);
+  hk_destroy(sync_reg);
+  free(m.p);
+}
+
+/* A background write that fails (writes past RLIMIT_FSIZE fail with EFBIG): the run fails at the next
+   step (or at its end), naming the file; the previous file is intact; no temporary is left. In a child
+   process, so that the limit stays there. */
+static int fail_child(const char *dir, int at_teardown) {
+  big m;
+  hk_ctx c;
+  hk_flow flow = { 0 };
+  char path[400];
+  hk_registry *reg;
+  struct rlimit rl = { 64 << 10, 64 << 10 };
+  unsigned r = 0;
+  int i;
+  tr_err e;
+  big_make(&m, 1 << 20, 1.0f); /* 4 MiB, over the 64 KiB limit */
+  memset(&c, 0, sizeof c);
+  snprintf(path, sizeof path, "%s/prev.ckpt", dir);
+  signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 10;
+  reg = loop_reg(&m, 1, NULL);
+  if (tr_run_start(reg, &c, NULL) != TR_OK) return 11;
+  if (tr_run_save(reg, &c, path) != TR_OK) return 12; /* staged: the error comes later */
+  if (!at_teardown) {
+    for (i = 0; i < 5000 && !(r & TR_RUN_STOP); i++) {
+      struct timespec ts = { 0, 1000000 };
+      r = tr_run_batch_end(reg, &c, &flow);
+      if (!(r & TR_RUN_STOP)) nanosleep(&ts, NULL);
+    }
+    if (!(r & TR_RUN_STOP)) return 13; /* the next step saw it */
+  }
+  e = tr_run_finish(reg, &c, TR_OK);
+  if (e != TR_ERR_IO) return 14;
+  if (!strstr(tr_run_error(reg), "prev.ckpt") || !strstr(tr_run_error(reg), "File too large")) {
+    fprintf(stderr, "message: %s\n", tr_run_error(reg));
+    return 15;
+  }
+  hk_destroy(reg);
+  free(m.p);
+  return 0;
+}
+static void check_fail(int at_teardown) {
+  char dir[300], path[400];
+  pid_t pid;
+  int status = -1;
+  FILE *f;
+  size_t n = 0;
+  unsigned char *b;
+  snprintf(dir, sizeof dir, "%s/fail%d", g_root, at_teardown);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/prev.ckpt", dir);
+  f = fopen(path, "wb");
+  fputs("the previous checkpoint", f);
+  fclose(f);
+  fflush(NULL);
+  pid = fork();
+  if (pid == 0) _exit(fail_child(dir, at_teardown));
+  assert_true(waitpid(pid, &status, 0) == pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  b = slurp(path, &n);
+  assert_non_null(b);
+  assert_int_equal(n, strlen("the previous checkpoint"));
+  assert_memory_equal(b, "the previous checkpoint", n);
+  free(b);
+  assert_int_equal(count_names(dir, ".tmp."), 0);
+}
+static void test_write_error_next_step(void **st) { (void)st; check_fail(0); }
+static void test_write_error_at_teardown(void **st) { (void)st; check_fail(1); }
+
+/* A full disk: a 64 KiB tmpfs (root only; skipped with a message elsewhere). */
+static void test_full_disk(void **st) {
+  char dir[300], path[400];
+  big m;
+  hk_ctx c;
+  hk_registry *reg;
+  tr_err e;
+  size_t n = 0;
+  unsigned char *b;
+  FILE *f;
+  (void)st;
+  snprintf(dir, sizeof dir, "%s/full", g_root);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  if (mount("tmpfs", dir, "tmpfs", 0, "size=64k") != 0) {
+    printf("      test_full_disk skipped: cannot mount a 64 KiB tmpfs on %s (%s; needs root)\n", dir, strerror(errno));
+    skip();
+  }
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  f = fopen(path, "wb");
+  fputs("old", f);
+  fclose(f);
+  big_make(&m, 1 << 16, 1.0f); /* 256 KiB: more than the disk holds */
+  memset(&c, 0, sizeof c);
+  reg = loop_reg(&m, 1, NULL);
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+  assert_int_equal(tr_run_save(reg, &c, path), TR_OK);
+  e = tr_run_finish(reg, &c, TR_OK);
+  assert_int_equal(e, TR_ERR_IO);
+  assert_non_null(strstr(tr_run_error(reg), "No space left on device"));
+  b = slurp(path, &n);
+  assert_non_null(b);
+  assert_int_equal(n, 3);
+  assert_memory_equal(b, "old", 3);
+  free(b);
+  assert_int_equal(count_names(dir, ".tmp."), 0);
+  hk_destroy(reg);
+  free(m.p);
+  assert_int_equal(umount(dir), 0);
+}
+
+/* kill -9 while the writer thread writes a 64 MiB checkpoint: the path holds the old file or the new
+   one, whole (tr_run_load checks the checksum of the state block and the model's bytes); the dead
+   writer's temporary is removed by the next save to that path. */
+static void test_kill_mid_write(void **st) {
+  char dir[300], path[400];
+  big m, r;
+  hk_ctx c;
+  hk_registry *reg;
+  pid_t pid;
+  int status, i, killed_mid = 0, fds[2];
+  size_t n = 16 << 20; /* floats: 64 MiB */
+  (void)st;
+  snprintf(dir, sizeof dir, "%s/kill", g_root);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  big_make(&m, n, 1.0f);
+  memset(&c, 0, sizeof c);
+  reg = loop_reg(&m, 0, NULL); /* the old file, written synchronously */
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+  assert_int_equal(tr_run_save(reg, &c, path), TR_OK);
+  assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+  hk_destroy(reg);
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid = fork();
+  if (pid == 0) { /* a run that saves in the background, then keeps stepping */
+    char x = 'x';
+    close(fds[0]);
+    for (i = 0; i < (int)n; i++) m.p[i] = 2.0f;
+    memset(&c, 0, sizeof c);
+    reg = loop_reg(&m, 1, NULL);
+    if (tr_run_start(reg, &c, NULL) != TR_OK || tr_run_save(reg, &c, path) != TR_OK) _exit(3);
+    if (write(fds[1], &x, 1) != 1) _exit(4);
+    for (;;) pause();
+  }
+  close(fds[1]);
+  {
+    char x;
+    assert_int_equal(read(fds[0], &x, 1), 1);
+  }
+  close(fds[0]);
+  for (i = 0; i < 2000 && !killed_mid; i++) { /* the temporary appears: the writer is writing */
+    struct timespec ts = { 0, 200000 };
+    if (count_names(dir, ".tmp.") > 0) killed_mid = 1;
+    else nanosleep(&ts, NULL);
+  }
+  kill(pid, SIGKILL);
+  assert_true(waitpid(pid, &status, 0) == pid);
+  assert_true(WIFSIGNALED(status));
+  if (!killed_mid) printf("      test_kill_mid_write: the write ended before the kill (still checked: whole file)\n");
+  r.n = n;
+  r.p = (float *)malloc(n * sizeof *r.p);
+  memset(&c, 0, sizeof c);
+  reg = loop_reg(&r, 0, NULL);
+  assert_int_equal(tr_run_load(reg, &c, path), TR_OK); /* whole: old or new */
+  assert_true((r.p[0] == 1.0f && r.p[n - 1] == 1.0f + (float)((n - 1) % 1000)) || /* the old file */
+              (r.p[0] == 2.0f && r.p[n - 1] == 2.0f));                              /* the new one */
+  if (killed_mid) assert_true(count_names(dir, ".tmp.") > 0); /* the dead writer's temporary is there */
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK); /* the next run's save cleans it */
+  assert_int_equal(tr_run_save(reg, &c, path), TR_OK);
+  assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+  assert_int_equal(count_names(dir, ".tmp."), 0);
+  remove(path); /* 64 MiB: not left in build/ */
+  hk_destroy(reg);
+  free(r.p);
+  free(m.p);
+}
+
+/* ---- the trainer: a quadratic model, model_checkpoint top-2 with async_save ----------------------- */
+#define QN 5000
+typedef struct quad { float p[QN], g[QN]; } quad;
+static int q_forward(void *user, void *batch, int training, double *loss) {
+  quad *q = (quad *)user;
+  double s = 0;
+  int i;
+  (void)training;
+  for (i = 0; i < QN; i++) s += (double)(q->p[i] - (float)(intptr_t)batch) * (q->p[i] - (float)(intptr_t)batch);
+  *loss = s / QN;
+  return 0;
+}
+static int q_backward(void *user, void *batch) {
+  quad *q = (quad *)user;
+  int i;
+  for (i = 0; i < QN; i++) q->g[i] += 2.0f * (q->p[i] - (float)(intptr_t)batch) / QN;
+  return 0;
+}
+static int64_t q_count(void *user) { (void)user; return 4; }
+static int q_get(void *user, int64_t i, void **batch) { (void)user; *batch = (void *)(intptr_t)(i % 3); return 0; }
+
+/* One fit into dir: async as given; returns the number of on_checkpoint_saved calls. */
+static int fit_into(const char *dir, int async, int via_desc) {
+  static quad q;
+  tr_trainer t;
+  tr_data data = { NULL, q_count, q_get, NULL, NULL, NULL, NULL, NULL, 1 };
+  seen s;
+  char last[300];
+  int i;
+  tr_model_checkpoint_desc mc;
+  memset(&s, 0, sizeof s);
+  for (i = 0; i < QN; i++) q.p[i] = (float)(i % 7);
+  assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = q.p, .grads = q.g, .n_params = QN, .user = &q,
+                                                      .forward = q_forward, .backward = q_backward },
+                                           .optim = { .kind = TR_OPTIM_ADAMW, .lr = 0.05 }, .seed = 3,
+                                           .async_save = via_desc }), TR_OK);
+  memset(&mc, 0, sizeof mc);
+  mc.dirpath = dir;
+  mc.monitor = "val/loss";
+  mc.save_top_k = 2;
+  mc.save_last = TR_SAVE_LAST_YES;
+  mc.async_save = async;
+  assert_int_equal(tr_model_checkpoint(t.reg, &mc, NULL), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_CHECKPOINT_SAVED, on_saved, &s, NULL, NULL), HK_OK);
+  snprintf(last, sizeof last, "%s/final.ckpt", dir);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &data, .val = &data, .max_epochs = 6, .no_sigint = 1 }), TR_OK);
+  assert_int_equal(tr_save(&t, last), TR_OK); /* outside a run: written at once */
+  tr_free(&t);
+  return s.n;
+}
+static void test_trainer_same_files(void **st) {
+  char a[300], b[300], c[300], fa[600], fb[600], fc[600];
+  const char *names[] = { "final.ckpt", "last.ckpt" };
+  DIR *d;
+  struct dirent *e;
+  int na, nb, nc, files = 0;
+  size_t i;
+  (void)st;
+  path_in(a, sizeof a, "mc_sync");
+  path_in(b, sizeof b, "mc_async");
+  path_in(c, sizeof c, "mc_desc");
+  path_in(fa, sizeof fa, "mc"); /* each fit in the same directory (model_checkpoint's state names it), then moved */
+  na = fit_into(fa, 0, 0);
+  assert_int_equal(rename(fa, a), 0);
+  nb = fit_into(fa, 1, 0);
+  assert_int_equal(rename(fa, b), 0);
+  nc = fit_into(fa, 0, 1);
+  assert_int_equal(rename(fa, c), 0);
+  assert_int_equal(na, nb);
+  assert_int_equal(na, nc);
+  assert_true(na >= 6);
+  for (i = 0; i < sizeof names / sizeof *names; i++) {
+    snprintf(fa, sizeof fa, "%s/%s", a, names[i]);
+    snprintf(fb, sizeof fb, "%s/%s", b, names[i]);
+    snprintf(fc, sizeof fc, "%s/%s", c, names[i]);
+    assert_true(same_file(fa, fb));
+    assert_true(same_file(fa, fc));
+  }
+  d = opendir(a); /* the top-2 files: the same names, the same bytes, the evicted ones gone in both */
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(fa, sizeof fa, "%s/%s", a, e->d_name);
+    snprintf(fb, sizeof fb, "%s/%s", b, e->d_name);
+    snprintf(fc, sizeof fc, "%s/%s", c, e->d_name);
+    assert_true(same_file(fa, fb));
+    assert_true(same_file(fa, fc));
+    files++;
+  }
+  closedir(d);
+  assert_int_equal(files, 4); /* two top-k files, last.ckpt, final.ckpt */
+  assert_int_equal(count_names(b, "."), 2 + 4);
+  assert_int_equal(count_names(b, ".tmp."), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_run_same_bytes),
+    cmocka_unit_test(test_run_second_waits),
+    cmocka_unit_test(test_write_error_next_step),
+    cmocka_unit_test(test_write_error_at_teardown),
+    cmocka_unit_test(test_full_disk),
+    cmocka_unit_test(test_kill_mid_write),
+    cmocka_unit_test(test_trainer_same_files),
+  };
+  const char *base = getenv("TEST_TMP") ? getenv("TEST_TMP") : "build";
+  snprintf(g_root, sizeof g_root, "%s/test_async.%ld", base, (long)getpid());
+  mkdir(base, 0755);
+  if (mkdir(g_root, 0755) != 0) { perror(g_root); return 1; }
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
