@@ -64,6 +64,7 @@ include bench/math_bench.mk
 include bench/log.mk
 include bench/mpi.mk
 include bench/compile.mk
+include bench/async.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets
 # run in parallel, TEST_JOBS at a time (default: one per core; TEST_JOBS=1 for one at a time); no two of

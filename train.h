@@ -3162,6 +3162,7 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
 extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
 extern int fileno(FILE *f);
 extern FILE *fmemopen(void *buf, size_t size, const char *mode);
+extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
 /* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
    temporary file, which is then flushed to the disk and renamed over path; any failure removes the
@@ -3254,34 +3255,44 @@ static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
   ctx->hook_failure = failure;
 }
 
-/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream:
-   one copy), the state block and trailer follow, and the writer thread takes it from there. A buffer
-   too small (the first save) is doubled and save_model called again. POSIX (fmemopen) only. */
+/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream
+   on it, unbuffered: one copy), the state block and trailer follow, and the writer thread takes it from
+   there. The first save (or one that outgrew the buffer) writes into a growing stream instead, whose
+   buffer becomes the staging buffer: save_model runs once per save (twice when the state has grown).
+   POSIX (fmemopen, open_memstream) only. */
 #ifdef TR__POSIX
 static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
   tr__run_priv *q = run->tr__p;
   tr__asave *as;
-  size_t len, want;
+  FILE *f;
+  long pos;
+  size_t len = 0;
+  int rc, over = 1;
   if (!q->asave && !(q->asave = tr__asave_new())) { tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
   as = q->asave;
-  for (want = as->cap ? as->cap : (size_t)1 << 20;; want = as->cap * 2) {
-    FILE *f;
-    long pos;
-    int rc, over;
-    if (tr__asave_reserve(as, want)) { tr__msg(why, cap, "out of memory staging '%s' (%zu bytes)", path, want); return TR_ERR_NOMEM; }
+  if (as->cap) {
     if (!(f = fmemopen(as->buf, as->cap, "wb"))) { tr__msg(why, cap, "cannot stage '%s' in memory: %s", path, strerror(errno)); return TR_ERR_IO; }
-    setvbuf(f, NULL, _IONBF, 0); /* straight into the buffer: one copy */
+    setvbuf(f, NULL, _IONBF, 0); /* straight into the buffer */
     rc = run->desc.save_model(run->desc.model_user, f);
     over = fflush(f) != 0 || ferror(f);
     pos = ftell(f);
     fclose(f);
-    if (!over && pos >= 0 && (size_t)pos < as->cap) {
-      if (rc != 0) { tr__msg(why, cap, "save_model failed for '%s' (the previous '%s' is untouched)", path, path); return TR_ERR_IO; }
-      len = (size_t)pos;
-      break;
-    }
-    if (as->cap > ((size_t)-1) / 4) { tr__msg(why, cap, "'%s' does not fit in memory to be staged", path); return TR_ERR_NOMEM; }
+    over = over || pos < 0 || (size_t)pos >= as->cap;
+    len = over ? 0 : (size_t)pos;
   }
+  if (over) { /* it did not fit (or there is no buffer yet): a stream that grows */
+    char *mem = NULL;
+    size_t size = 0;
+    if (!(f = open_memstream(&mem, &size))) { tr__msg(why, cap, "cannot stage '%s' in memory: %s", path, strerror(errno)); return TR_ERR_NOMEM; }
+    rc = run->desc.save_model(run->desc.model_user, f);
+    over = fflush(f) != 0 || ferror(f);
+    if (fclose(f) != 0) over = 1;
+    if (over || !mem) { free(mem); tr__msg(why, cap, "out of memory staging '%s'", path); return TR_ERR_NOMEM; }
+    free(as->buf);
+    as->buf = (unsigned char *)mem;
+    as->cap = len = size;
+  }
+  if (rc != 0) { tr__msg(why, cap, "save_model failed for '%s' (the previous '%s' is untouched)", path, path); return TR_ERR_IO; }
   if (tr__asave_reserve(as, len + state->len + TR__RUN_TRAILER) || tr__asave_set_path(as, path)) {
     tr__msg(why, cap, "out of memory staging '%s'", path);
     return TR_ERR_NOMEM;
