@@ -27,7 +27,8 @@
          #define HOOKS_IMPLEMENTATION
          #define TRAIN_IMPLEMENTATION
          #include "train.h"          (includes hooks.h)
-     Everywhere else just #include "train.h". Link with -lm.
+     Everywhere else just #include "train.h". Link with -lm, and -pthread (asynchronous saves use one
+     writer thread; glibc 2.34 and later need nothing extra; TRAIN_NO_THREADS leaves it out).
 
      The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
      views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
@@ -136,6 +137,7 @@
                             stay: they are the run layer's)
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
+     TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
      TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
                             with mpicc, run with mpirun): section "MPI STRATEGY" at the end
      TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
@@ -149,6 +151,11 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   checkpoints off the step's critical path: tr_desc.async_save, tr_run_desc.async_save and
+            model_checkpoint's async_save copy the state into a reused staging buffer and let a writer
+            thread write, fsync and rename it (same bytes, same guarantees); on_checkpoint_saved once on
+            disk; errors at the next safe point or at the run's end; one save in flight (the next waits);
+            TRAIN_NO_THREADS; make bench-async
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -688,7 +695,18 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
    restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
    ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
-   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error naming the file and why. */
+   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error naming the file and why.
+   Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
+   checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
+   on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
+   buffer is allocated at the first save, or grown when the state grows, and reused), appends the state
+   block and returns TR_OK; a background thread writes the same bytes through the same atomic writer.
+   on_checkpoint_saved fires (ctx->path = the file) at the next safe point once it is on disk:
+   tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
+   write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
+   file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
+   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk. In a process
+   of an MPI job, the saves of that process. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
 
@@ -922,7 +940,10 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
    hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
    (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
-   tr_run_desc.epochs is TR_NO (at on_fit_start). */
+   tr_run_desc.epochs is TR_NO (at on_fit_start).
+   async_save: the run writes every checkpoint hooks request in the background (tr_run_save's and
+   tr_save's "asynchronous saves"); a save point while its last file is still being written first waits
+   for it, so evictions and the link see that file on disk. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
@@ -1594,6 +1615,16 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
    from on_train_batch_end or later it resumes after that batch; from inside a training batch the
    resumed run repeats the batch (in an accumulation window a gradient it already added then counts
    twice).
+   ASYNCHRONOUS SAVES (tr_desc.async_save, or model_checkpoint(async_save=true) for requested ones):
+   during a run, tr_save fires on_save_checkpoint, copies parameters, optimizer state (the gradients
+   inside a window), the data's position and the hooks' state into a staging buffer (allocated at the
+   first such save, reused after) and returns TR_OK; a background thread writes the same bytes with the
+   same guarantees. on_checkpoint_saved fires at the trainer's next safe point (after a training batch,
+   at the next save, or when the run ends) once the file is on disk; a failed write fails the run there
+   (TR_ERR_IO, "tr_save (in the background): ..."), the previous file intact. One save in flight: the
+   next tr_save first waits for it (saves are not coalesced). The run ends (teardown) only after the
+   last one is on disk. Outside a run tr_save writes at once. TRAIN_MPI: rank 0 writes in the
+   background; the other ranks fire on_checkpoint_saved at once.
    tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
    reads and verifies the whole file (checksums, every field's range) before changing anything; then
    restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
