@@ -8,7 +8,7 @@
 #                           printed); world size 1 == the plain build bit for bit; a stop / skip / failure /
 #                           SIGTERM / bad resume_from / failing configure_model on one rank ends every rank
 #                           the same way; uneven batch counts; rank-zero-only hooks; model_checkpoint and
-#                           early_stopping on every rank (rank 0 alone writes files); a checkpoint requested
+#                           early_stopping on every rank (rank 0 alone writes files, also in the background: mcasync); a checkpoint requested
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; ranks that
 #                           differ (run length, model size or layout, a refused config, a resume, the
 #                           accumulation, the function called, a rank gone early) fail every rank with an
@@ -58,7 +58,7 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=g2.bin $$1 > fit.out; \
 	  ./test_mpi_plain fit out=g1.bin global=2 $$1 > ref.out; \
 	  printf "test-mpi: 2 ranks vs one process on the same global batches, $$1: "; ./test_mpi_plain diff g2.bin g1.bin $$2; done; \
-	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc; do \
+	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc mcasync; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi $$m > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: scenario $$m on $$w ranks failed"; exit 1; }; \
 	  grep "rank 0 of" scen.out; done; done; \
@@ -72,7 +72,7 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	echo "test-mpi: mismatches (max_epochs, 99/195/~700k parameters, tensor names, validation data, a refused tr_init or tr_fit \
 	config, a resume on one rank, tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
 	a clear error on every rank, no hang (2 and 3 ranks)"; \
-	for m in stop fail skip sigterm uneven rank0 configfail mc; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
+	for m in stop fail skip sigterm uneven rank0 configfail mc mcasync; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=straight.bin epochs=4 > fit.out; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=first.bin epochs=2 request_at=13 ckpt=mid.ckpt > fit.out; \

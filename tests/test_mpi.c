@@ -264,14 +264,16 @@ static int mode_scenario(const char *mode) {
   if (!strcmp(mode, "failload")) { /* the last rank alone is given a checkpoint that does not exist */
     want = TR_ERR_NOT_FOUND;
     c.resume_from = rank_ == world_ - 1 ? "/nonexistent/dir/x.ckpt" : NULL;
-  } else if (!strcmp(mode, "mc")) { /* standard callbacks on every rank (ema swaps weights for validation,
-                                       nan_guard and gradient_monitor read gradients); rank 0 alone writes, links, removes */
+  } else if (!strcmp(mode, "mc") || !strcmp(mode, "mcasync")) { /* standard callbacks on every rank (ema swaps weights for
+                                       validation, nan_guard and gradient_monitor read gradients); rank 0 alone writes,
+                                       links, removes; mcasync: rank 0 writes in the background */
     if (rank_ == 0) CHECK(system("rm -rf mc") == 0, "rm");
 #ifdef TRAIN_MPI
     MPI_Barrier(MPI_COMM_WORLD);
 #endif
     c.max_epochs = 6;
-    CHECK(hk_spec_apply(r.t.reg, "model_checkpoint(dirpath=mc, monitor=val/loss, save_top_k=2, save_last=link)") == HK_OK &&
+    CHECK(hk_spec_apply(r.t.reg, !strcmp(mode, "mc") ? "model_checkpoint(dirpath=mc, monitor=val/loss, save_top_k=2, save_last=link)"
+                        : "model_checkpoint(dirpath=mc, monitor=val/loss, save_top_k=2, save_last=link, async_save=true)") == HK_OK &&
           hk_spec_apply(r.t.reg, "early_stopping(monitor=val/loss, patience=100)") == HK_OK &&
           hk_spec_apply(r.t.reg, "ema(decay=0.9)") == HK_OK && hk_spec_apply(r.t.reg, "nan_guard()") == HK_OK &&
           hk_spec_apply(r.t.reg, "lr_monitor()") == HK_OK && hk_spec_apply(r.t.reg, "gradient_monitor()") == HK_OK,
@@ -300,7 +302,7 @@ static int mode_scenario(const char *mode) {
   if (!strcmp(mode, "sigterm")) CHECK(r.t.global_step == 4, "interrupted at step %lld, expected 4", (long long)r.t.global_step);
   if (!strcmp(mode, "skip")) CHECK(r.t.global_step == 3 * (19 / world_) - 3, "steps %lld: three windows skipped on one rank skip "
                                    "them everywhere", (long long)r.t.global_step);
-  if (!strcmp(mode, "mc") && rank_ == 0) { /* two best checkpoints and the last.ckpt link, nothing else */
+  if ((!strcmp(mode, "mc") || !strcmp(mode, "mcasync")) && rank_ == 0) { /* two best checkpoints and the last.ckpt link, nothing else */
     DIR *dir = opendir("mc");
     struct dirent *de;
     int files = 0, last = 0;
