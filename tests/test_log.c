@@ -446,11 +446,15 @@ static void test_tensorboard(void **state) {
     assert_int_equal(c2, tr_crc32c_masked(p + pos + 12, (size_t)len));
     if (records == 0) assert_true(find_bytes(p + pos + 12, (size_t)len, "\x1a\x0d" "brain.Event:2", 15));
     if (records == 1) assert_true(find_bytes(p + pos + 12, (size_t)len, "| log_every_n_steps | 1 |", 25));
+    if (records == 1) assert_true(find_bytes(p + pos + 12, (size_t)len, "_hparams_/session_start_info", 28)); /* HParams tab */
+    if (pos + 16 + len == n) /* the last: the fit's end, status 1 (success) */
+      assert_true(find_bytes(p + pos + 12, (size_t)len, "_hparams_/session_end_info", 26) &&
+                  find_bytes(p + pos + 12, (size_t)len, "\x22\x0b\x08\x01\x11", 5));
     if (find_bytes(p + pos + 12, (size_t)len, "\x0a\x07weights", 9)) hist++;
     records++;
     pos += 16 + (size_t)len;
   }
-  assert_int_equal(records, 2 + 4 + 1); /* file_version, hparams, 4 train records, 1 validation */
+  assert_int_equal(records, 2 + 4 + 1 + 1); /* file_version, hparams, 4 train records, 1 validation, the fit's end */
   assert_int_equal(hist, 5);            /* every record carried the histogram added at on_log */
   { /* the first training record: Value{tag "train/loss", simple_value 2.0f} */
     unsigned char want[18] = { 0x0a, 0x0a, 't', 'r', 'a', 'i', 'n', '/', 'l', 'o', 's', 's', 0x15 };
