@@ -149,6 +149,11 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   issue 22: model_checkpoint's default dirpath is the run directory's checkpoints/ (version_N/
+            checkpoints) when a logger made one, ./checkpoints otherwise; tr_run_hparam, tr_run_hparam_num,
+            tr_run_hparam_bool: your hyperparameters in every logger; tensorboard writes the hparams
+            plugin's session start (typed values) and the fit's end (success, failure) for the HParams
+            tab; TRAIN_MPI: rank 0 warns once when the ranks on a host outnumber its cores
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -908,6 +913,11 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
    evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
    may call it best). Values are compared in double (Lightning: in the metric's float32).
+   Where: dirpath, or when none is given the run directory's checkpoints/ (version_N/checkpoints, so a
+   second run in the same place writes beside its own logs, not among the first run's files), decided
+   at the fit's start (or a load before it) on rank 0; ./checkpoints when no logger made a run directory
+   (other ranks, which write nothing, keep ./checkpoints). A resume into a new version_N restores only
+   best_model_path (the dirpath differs), as Lightning.
    File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
    global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
    [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
@@ -936,7 +946,9 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing") \
+  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing; " \
+    "not given: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
+    "one (or tr_run_dir gave it) by the fit's start, else ./checkpoints") \
   X(STRING,   const char *, filename,                "{epoch}-{step}", NULL, "the file name template without .ckpt (not empty), " \
     "e.g. {epoch}-{val/loss:.2f}") \
   X(STRING,   const char *, monitor,                 "",      NULL,  "the metric that ranks checkpoints (empty: none; every save is the newest)") \
@@ -10031,6 +10043,10 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
    where every kernel of the step runs: no host wait). NCCL adds in its own order, the same bits on
    every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
    (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
+
+   CORES: ranks on one host (MPI_Comm_split_type: sharing memory) beyond its cores make Open MPI's
+   waiting ranks busy-poll (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms); tr_init then
+   says so once on rank 0, naming the fix, mpirun --mca mpi_yield_when_idle 1 (silent when it is set).
 
    LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
    0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
