@@ -112,6 +112,7 @@ int main(int argc, char **argv) {
     printf("logs: %s (tensorboard --logdir %s/runs)\n", tr_logger_get(t.reg, hk_spec_find(t.reg, "csv", 0))->dir, dir);
     printf("weights: %08x\n", (unsigned)h);
     int ok = ck->best_model_score < 0.1;          /* it learns: val/loss starts near 0.5 */
+    if (!ok) fprintf(stderr, "first_trainer: best val/loss %.4f is not below 0.1: train longer\n", ck->best_model_score);
     tr_free(&t);
     return ok ? 0 : 1;
 }
