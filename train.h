@@ -45,6 +45,10 @@
        if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
        tr_free(&t);
 
+     examples/first_trainer.c is that in full (validation, early stopping, the best checkpoints, csv and
+     TensorBoard logs, the progress bar, resume when run again); docs/trainer.md, docs/callbacks.md and
+     docs/logging.md are the long versions of what the doc blocks below say.
+
    A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
    comment says what its zero means.
 
@@ -449,7 +453,7 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
    hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
    bits for any thread count, and equal to hooks.h's hk_grad_norm.
 
-   Speed, with the default flags (-O2, nothing machine-specific; README "Numbers", make bench-math,
+   Speed, with the default flags (-O2, nothing machine-specific; docs/numbers.md, make bench-math,
    against loops at the limit timed in the same run): on arrays far larger than the caches, AdamW,
    SGD, zero_grad and scale move their bytes at 0.9 or more of an in-place axpy's rate (a += s*b);
    the gradient norm and the NaN/Inf scan, which only read one array, at 0.75-0.9 of a loop that
