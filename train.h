@@ -729,8 +729,8 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
    write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
    file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
-   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk. In a process
-   of an MPI job, the saves of that process. */
+   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
+   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
 
@@ -1654,7 +1654,7 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
    at the next save, or when the run ends) once the file is on disk; a failed write fails the run there
    (TR_ERR_IO, "tr_save (in the background): ..."), the previous file intact. One save in flight: the
    next tr_save first waits for it (saves are not coalesced). The run ends (teardown) only after the
-   last one is on disk. Outside a run tr_save writes at once. TRAIN_MPI: rank 0 writes in the
+   last one is on disk. Outside a run, and from on_exception or teardown, tr_save writes at once. TRAIN_MPI: rank 0 writes in the
    background; the other ranks fire on_checkpoint_saved at once.
    tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
    reads and verifies the whole file (checksums, every field's range) before changing anything; then
@@ -1810,6 +1810,7 @@ typedef struct tr__run_priv {
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
   int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
+  int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER). */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
@@ -3453,7 +3454,7 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
     return TR_ERR_INVALID;
   }
   tr__run_saves_settle(s.run, ctx, 1); /* one save in flight: this one waits for the last */
-  async = s.run->running != HK_STAGE_NONE &&
+  async = s.run->running != HK_STAGE_NONE && !s.run->tr__p->sync_only &&
           (s.run->desc.async_save == TR_YES || (s.run->tr__p->async_requests && s.run->tr__p->in_request));
   ctx->path = path;
   ctx->hook_failure = NULL;
@@ -3628,6 +3629,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   run->failed = 0;
   q->err = TR_OK;
   q->error[0] = 0;
+  q->sync_only = 0;
   memset(q->stamp, 0, sizeof q->stamp);
   q->stop_pending = 0;
   q->own_loop = 1;
@@ -3719,6 +3721,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
   }
   tr__run_saves_settle(run, ctx, 1); /* the run ends once its last save is on disk (or has failed it) */
+  q->sync_only = 1;                  /* a save from on_exception or teardown: nothing collects it later */
   if (run->failed) {
     ctx->abort_reason = q->error;
     ctx->hook_failure = NULL;
@@ -8897,6 +8900,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
   tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
+  t->tr__run->tr__p->sync_only = 0;
   t->running = stage;
   t->ctx.stage = stage;
   t->ctx.requests = 0;
@@ -8907,6 +8911,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
+  t->tr__run->tr__p->sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
   tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
   if (t->tr__err) e = tr__abort(t, stage);
   else {
@@ -9666,7 +9671,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
   t->tr__saving = 1;
   t->tr__staged = 0;
-  t->tr__async_now = t->running != HK_STAGE_NONE && (t->tr__async || (t->tr__run->tr__p->async_requests && t->tr__in_request));
+  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__run->tr__p->sync_only && (t->tr__async || (t->tr__run->tr__p->async_requests && t->tr__in_request));
   if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
   else {
     t->ctx.path = path;

@@ -207,6 +207,44 @@ static void test_run_second_waits(void **st) {
   free(m.p);
 }
 
+/* A save from teardown (or on_exception) is written at once: nothing would collect it later. */
+typedef struct td { hk_registry *reg; const char *path; int saved_before_return; seen *s; } td;
+static hk_signal teardown_save(hk_ctx *ctx, void *user) {
+  td *d = (td *)user;
+  struct stat st;
+  if (tr_run_save(d->reg, ctx, d->path) == TR_OK && stat(d->path, &st) == 0 && d->s->n == 2) d->saved_before_return = 1;
+  return HK_CONTINUE;
+}
+static void test_teardown_save_at_once(void **st) {
+  big m;
+  seen s;
+  hk_ctx c;
+  char a[300], b[300];
+  hk_registry *reg;
+  td d;
+  (void)st;
+  big_make(&m, 1000, 1.0f);
+  memset(&s, 0, sizeof s);
+  memset(&c, 0, sizeof c);
+  path_in(a, sizeof a, "in_run.ckpt");
+  path_in(b, sizeof b, "teardown.ckpt");
+  reg = loop_reg(&m, 1, &s);
+  d.reg = reg;
+  d.path = b;
+  d.saved_before_return = 0;
+  d.s = &s;
+  assert_int_equal(hk_on(reg, HK_TEARDOWN, teardown_save, &d, NULL, NULL), HK_OK);
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+  assert_int_equal(tr_run_save(reg, &c, a), TR_OK); /* in the background, collected by tr_run_finish */
+  assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+  assert_int_equal(d.saved_before_return, 1);
+  assert_int_equal(s.n, 2);
+  assert_string_equal(s.paths[0], a);
+  assert_string_equal(s.paths[1], b);
+  hk_destroy(reg);
+  free(m.p);
+}
+
 /* A background write that fails (writes past RLIMIT_FSIZE fail with EFBIG): the run fails at the next
    step (or at its end), naming the file; the previous file is intact; no temporary is left. In a child
    process, so that the limit stays there. */
@@ -481,6 +519,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_run_same_bytes),
     cmocka_unit_test(test_run_second_waits),
+    cmocka_unit_test(test_teardown_save_at_once),
     cmocka_unit_test(test_write_error_next_step),
     cmocka_unit_test(test_write_error_at_teardown),
     cmocka_unit_test(test_full_disk),
