@@ -4,8 +4,10 @@
    The step copies the state and returns; a thread writes, fsyncs and renames. Pinned here: the same
    bytes as a synchronous save (the run layer's format and the trainer's, model_checkpoint's top-k
    files included); on_checkpoint_saved only once the file is whole at its path; a second save waits
-   for the first (both files, both events, in order); a failed background write (a file size limit, a
-   full disk) reaches the run at the next step or at its end, the previous file intact and no temporary
+   for the first (both files, both events, in order); a save from teardown is written at once; a failed
+   background write (a file size limit, a
+   full disk; in a loop of its own and in tr_fit) reaches the run at the next step or at its end, the
+   previous file intact and no temporary
    left; kill -9 while the writer writes leaves the old file or the new one, and the next save removes
    the dead writer's temporary. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
 #define _POSIX_C_SOURCE 200809L
@@ -515,6 +517,64 @@ static void test_trainer_same_files(void **st) {
   assert_int_equal(count_names(b, ".tmp."), 0);
 }
 
+/* The trainer's background write fails (a file size limit): tr_fit fails with TR_ERR_IO naming the file,
+   before the run's end; the previous file intact. In a child process. */
+static hk_signal request_once(hk_ctx *ctx, void *user) {
+  struct timespec ts = { 0, 1000000 }; /* steps of 1 ms: the writer's failure comes within a few */
+  (void)user;
+  if (ctx->global_step == 1) hk_request(ctx, HK_REQUEST_CHECKPOINT);
+  nanosleep(&ts, NULL);
+  return HK_CONTINUE;
+}
+static int trainer_fail_child(const char *path) {
+  static quad q;
+  tr_trainer t;
+  tr_data data = { NULL, q_count, q_get, NULL, NULL, NULL, NULL, NULL, 1 };
+  struct rlimit rl = { 16 << 10, 16 << 10 };
+  tr_err e;
+  signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 10;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = q.p, .grads = q.g, .n_params = QN, .user = &q, .forward = q_forward,
+                                         .backward = q_backward },
+                              .optim = { .kind = TR_OPTIM_ADAMW, .lr = 0.05 }, .async_save = 1 }) != TR_OK) return 11;
+  hk_on(t.reg, HK_ON_TRAIN_BATCH_END, request_once, NULL, NULL, NULL);
+  e = tr_fit(&t, &(tr_config){ .train = &data, .max_epochs = 50, .save_to = path, .no_sigint = 1 });
+  if (e != TR_ERR_IO) return 12;
+  if (!strstr(tr_error(&t), "in the background") || !strstr(tr_error(&t), "File too large") || !strstr(tr_error(&t), path)) {
+    fprintf(stderr, "message: %s\n", tr_error(&t));
+    return 13;
+  }
+  if (t.global_step >= 200) return 14; /* it ended the run at a step, not at the run's end */
+  tr_free(&t);
+  return 0;
+}
+static void test_trainer_write_error(void **st) {
+  char dir[300], path[400];
+  pid_t pid;
+  int status = -1;
+  FILE *f;
+  size_t n = 0;
+  unsigned char *b;
+  (void)st;
+  snprintf(dir, sizeof dir, "%s/tfail", g_root);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  f = fopen(path, "wb");
+  fputs("old", f);
+  fclose(f);
+  fflush(NULL);
+  pid = fork();
+  if (pid == 0) _exit(trainer_fail_child(path));
+  assert_true(waitpid(pid, &status, 0) == pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  b = slurp(path, &n);
+  assert_non_null(b);
+  assert_int_equal(n, 3);
+  free(b);
+  assert_int_equal(count_names(dir, ".tmp."), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_run_same_bytes),
@@ -525,6 +585,7 @@ int main(void) {
     cmocka_unit_test(test_full_disk),
     cmocka_unit_test(test_kill_mid_write),
     cmocka_unit_test(test_trainer_same_files),
+    cmocka_unit_test(test_trainer_write_error),
   };
   const char *base = getenv("TEST_TMP") ? getenv("TEST_TMP") : "build";
   snprintf(g_root, sizeof g_root, "%s/test_async.%ld", base, (long)getpid());
