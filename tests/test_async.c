@@ -4,12 +4,11 @@
    The step copies the state and returns; a thread writes, fsyncs and renames. Pinned here: the same
    bytes as a synchronous save (the run layer's format and the trainer's, model_checkpoint's top-k
    files included); on_checkpoint_saved only once the file is whole at its path; a second save waits
-   for the first (both files, both events, in order); a save from teardown is written at once; a failed
-   background write (a file size limit, a
-   full disk; in a loop of its own and in tr_fit) reaches the run at the next step or at its end, the
-   previous file intact and no temporary
-   left; kill -9 while the writer writes leaves the old file or the new one, and the next save removes
-   the dead writer's temporary. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
+   for the first (both files, both events, in order); a save from teardown is written at once; a
+   failed background write (a file size limit, a full disk; in a loop of its own and in tr_fit)
+   reaches the run at the next step or at its end, the previous file intact and no temporary left;
+   kill -9 while the writer writes leaves the old file or the new one, and the next save removes the
+   dead writer's temporary. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
