@@ -38,7 +38,7 @@ test-sweep-example: $(BUILD)/sweep
 	@grep -q "^2,failed,sgdx,16,2,,,,optim.name 'sgdx': expected adamw or sgd$$" $(SW_TMP)/multirun/version_0/summary.csv \
 	  || { cat $(SW_TMP)/multirun/version_0/summary.csv; echo "sweep-example: the summary lacks the failed job"; exit 1; }
 	@for j in 0 1 2 3; do test -f $(SW_TMP)/multirun/version_0/version_$$j/overrides.yaml || exit 1; done
-	@test -s $(SW_TMP)/multirun/version_0/summary.svg && test -s $(SW_TMP)/multirun/version_0/version_2/metrics.csv
+	@test -s $(SW_TMP)/multirun/version_0/summary.svg && test -s $(SW_TMP)/multirun/version_0/version_1/metrics.csv
 	@cd $(SW_TMP) && { ../sweep batch=16,sixteen > bad.txt 2>&1; test $$? = 1; } && grep -q "bad value 'sixteen' for 'batch'" bad.txt \
 	  && test ! -e multirun/version_1 || { cat $(SW_TMP)/bad.txt; echo "sweep-example: a bad override must be refused before any job"; exit 1; }
 	@echo "sweep-example: failing jobs reported, the sweep went on, a bad override refused"
