@@ -57,6 +57,9 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   Hydra's lifecycle events on_run_start/end, on_multirun_start/end, on_job_start/end (after
+            teardown in the table; train.h's tr_sweep fires them); HK_REVERSED: an event whose hooks always
+            run in reverse order (Hydra's end events; hk_event_define takes it too)
      next   dispatch: a fast loop over a per-event run array rebuilt with the hook lists (filtered hooks
             check their filter in their entry; nesting, a NULL ctx and the trace take the general
             path): one hook 43 instructions a site instead of 68, each more 12 instead of 17
@@ -333,7 +336,8 @@ typedef struct hk_tensor {
                              only when a hook asks)
    batch, outputs loop       the current batch from *_batch_start to *_batch_end; outputs (predict) at
                              on_predict_batch_end; at on_log the loop's log record (train.h: a
-                             tr_log_record, read with tr_log_current)
+                             tr_log_record, read with tr_log_current); at on_job_start/_end the job
+                             (train.h's sweeps: a tr_sweep_job, read with tr_sweep_current)
    path           loop       on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint: the file
    abort_reason   loop       on_exception only: why the run is aborting; NULL elsewhere
    hook_failure   dispatch   after a dispatch that returned HK_FAIL: "hook 'x' failed in on_y: why"

@@ -12,6 +12,8 @@
                                gradient_monitor, nan_guard, ema, lr_finder, model_summary,
                                accumulation_scheduler; constructors and spec factories TRAIN_NO_CALLBACKS
      LOGGERS AND PROGRESS BAR  csv, jsonl, tensorboard, plot, progress_bar           TRAIN_NO_LOGGERS
+     SWEEPS                    tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
+                               and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
      THE TRAINER               tr_fit / validate / test / predict, a sanity check, limits,
                                accumulation, clipping, checksummed checkpoints with exact resume,
                                the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
@@ -134,6 +136,7 @@
      TRAIN_NO_CALLBACKS     leave out the standard callbacks
      TRAIN_NO_LOGGERS       leave out the loggers and the progress bar (log records and tr_log_emit
                             stay: they are the run layer's)
+     TRAIN_NO_SWEEP         leave out the sweep runner (tr_sweep)
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
@@ -149,6 +152,11 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   sweeps (section SWEEPS, TRAIN_NO_SWEEP): tr_sweep runs a job per combination of command-line
+            overrides (program fields and spec parameters, Hydra's order), each in version_<job> of the
+            sweep's version_N with its hyperparameters, fires hooks.h's on_multirun_start/end,
+            on_job_start/end (on_run_start/end for one job), writes summary.csv and summary.svg;
+            tr_sweep_current, tr_sweep_metric; tr_plot_csv plots against a "job" column too
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -1376,7 +1384,7 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
 TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out);
 /* The same plot from a CSV file in metrics.csv's layout (a "step" column and metric columns; empty
-   cells are skipped). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
+   cells are skipped), or with a "job" column instead of "step" (a sweep's summary.csv: x is the job). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
 TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len);
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
