@@ -15,7 +15,8 @@
        refused before any job, with the key and what is accepted; nothing made on disk
      - spec parameters: set or added in every item of the factory, quoted when they need it
      - hooks' signals: HK_STOP at on_job_end ends the sweep; HK_FAIL at on_job_start fails the job
-       unrun; at on_multirun_start no job runs */
+       unrun; at on_multirun_start no job runs
+     - lifecycle hooks registered from a spec string (a factory of the program on the sweep's registry) */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -411,6 +412,40 @@ static void test_sweep_hook_signals(void **state) {
   hk_destroy(reg);
 }
 
+/* Hydra registers its callbacks from config: a factory of the program's, applied as a spec string on
+   the sweep's registry, gets the lifecycle events like any hook. */
+static int g_from_spec;
+static hk_signal count_job(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (tr_sweep_current(ctx)->status == TR_OK) g_from_spec++;
+  return HK_CONTINUE;
+}
+static hk_err job_counter_make(hk_registry *reg, const hk_args *a, void *user) {
+  hk_opts o;
+  (void)user;
+  memset(&o, 0, sizeof o);
+  o.name = hk_arg_str(a, "name");
+  return hk_on(reg, HK_ON_JOB_END, count_job, NULL, &o, NULL);
+}
+static void test_sweep_hooks_from_spec(void **state) {
+  static const hk_param params[] = { { "name", HK_PARAM_STRING, "job_counter", NULL, "the hook's name" } };
+  const char *argv[] = { "batch=1,2,3" };
+  tr_sweep_desc d;
+  tr_sweep_result res;
+  hk_registry *reg = hk_create(NULL);
+  (void)state;
+  reset();
+  fresh_dir("from_spec");
+  g_from_spec = 0;
+  assert_int_equal(hk_factory_add(reg, "job_counter", params, 1, job_counter_make, NULL, "counts jobs that ended well"), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "job_counter(name=c1); job_counter(name=c2)"), HK_OK);
+  d = base_desc();
+  d.reg = reg;
+  assert_int_equal(sweep(&d, &res, 1, argv), TR_OK);
+  assert_int_equal(g_from_spec, 6); /* 3 jobs, 2 hooks */
+  hk_destroy(reg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sweep_product_dirs_summary),
@@ -419,6 +454,7 @@ int main(void) {
     cmocka_unit_test(test_sweep_bad_overrides),
     cmocka_unit_test(test_sweep_spec_params),
     cmocka_unit_test(test_sweep_hook_signals),
+    cmocka_unit_test(test_sweep_hooks_from_spec),
   };
   char tmpl[] = "/tmp/test_sweep_XXXXXX", cmd[300];
   int rc;
