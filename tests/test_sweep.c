@@ -16,7 +16,8 @@
      - spec parameters: set or added in every item of the factory, quoted when they need it
      - hooks' signals: HK_STOP at on_job_end ends the sweep; HK_FAIL at on_job_start fails the job
        unrun; at on_multirun_start no job runs
-     - lifecycle hooks registered from a spec string (a factory of the program on the sweep's registry) */
+     - lifecycle hooks registered from a spec string (a factory of the program on the sweep's registry)
+     - a symlink planted at summary.csv is neither followed nor replaced (TR_ERR_IO, after every job) */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -446,6 +447,45 @@ static void test_sweep_hooks_from_spec(void **state) {
   hk_destroy(reg);
 }
 
+/* A symlink planted where the summary goes is not followed nor replaced: the sweep says so (TR_ERR_IO)
+   after running every job. */
+static char g_target[600];
+static hk_signal plant_link(hk_ctx *ctx, void *user) {
+  const tr_sweep_job *j = tr_sweep_current(ctx);
+  char link[1100], dir[1024], *slash;
+  (void)user;
+  snprintf(dir, sizeof dir, "%s", j->dir);
+  if ((slash = strrchr(dir, '/')) != NULL) *slash = 0; /* the sweep's directory */
+  snprintf(link, sizeof link, "%s/summary.csv", dir);
+  if (j->index == 0 && symlink(g_target, link) != 0) return HK_FAIL;
+  return HK_CONTINUE;
+}
+static void test_sweep_summary_symlink(void **state) {
+  const char *argv[] = { "batch=1,2" };
+  tr_sweep_desc d;
+  tr_sweep_result res;
+  hk_registry *reg = hk_create(NULL);
+  FILE *f;
+  char *text;
+  (void)state;
+  reset();
+  fresh_dir("symlink");
+  snprintf(g_target, sizeof g_target, "%s/victim.txt", g_root);
+  assert_non_null(f = fopen(g_target, "w"));
+  fputs("mine\n", f);
+  fclose(f);
+  assert_int_equal(hk_on(reg, HK_ON_JOB_END, plant_link, NULL, &(hk_opts){ .name = "plant" }, NULL), HK_OK);
+  d = base_desc();
+  d.reg = reg;
+  assert_int_equal(sweep(&d, &res, 1, argv), TR_ERR_IO);
+  assert_int_equal(res.ok, 2);
+  assert_non_null(strstr(res.error, "summary.csv is not a regular file"));
+  assert_non_null(text = slurp(g_target));
+  assert_string_equal(text, "mine\n");
+  free(text);
+  hk_destroy(reg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sweep_product_dirs_summary),
@@ -455,6 +495,7 @@ int main(void) {
     cmocka_unit_test(test_sweep_spec_params),
     cmocka_unit_test(test_sweep_hook_signals),
     cmocka_unit_test(test_sweep_hooks_from_spec),
+    cmocka_unit_test(test_sweep_summary_symlink),
   };
   char tmpl[] = "/tmp/test_sweep_XXXXXX", cmd[300];
   int rc;
