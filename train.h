@@ -7922,15 +7922,15 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   for (i = 0; i < argc; i++) {
     tr__sweep_key *kk = &keys[n_keys];
     char *eq, *p;
-    const char *a = argv[i] ? argv[i] : "";
+    const char *a = argv[i] ? argv[i] : "", *at = strchr(a, '=');
     if (!strcmp(a, "-m") || !strcmp(a, "--multirun")) { multirun = 1; continue; }
-    if (!(eq = strchr(a, '=')) || eq == a) {
+    if (!at || at == a) {
       tr__msg(msg, cap, "tr_sweep: argument '%s' is not an override: expected key=value or key=v1,v2,... (or -m)", a);
       err = TR_ERR_INVALID;
       goto out;
     }
     if (!(copies[i] = tr__strdup(a))) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
-    eq = copies[i] + (eq - a);
+    eq = copies[i] + (at - a);
     *eq = 0;
     kk->key = copies[i];
     for (k = 0; k < n_keys; k++)
