@@ -47,6 +47,10 @@
        if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
        tr_free(&t);
 
+     examples/first_trainer.c is that in full (validation, early stopping, the best checkpoints, csv and
+     TensorBoard logs, the progress bar, resume when run again); docs/trainer.md, docs/callbacks.md and
+     docs/logging.md are the long versions of what the doc blocks below say.
+
    A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
    comment says what its zero means.
 
@@ -152,11 +156,19 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+<<<<<<< HEAD
      next   sweeps (section SWEEPS, TRAIN_NO_SWEEP): tr_sweep runs a job per combination of command-line
             overrides (program fields and spec parameters, Hydra's order), each in version_<job> of the
             sweep's version_N with its hyperparameters, fires hooks.h's on_multirun_start/end,
             on_job_start/end (on_run_start/end for one job), writes summary.csv and summary.svg;
             tr_sweep_current, tr_sweep_metric; tr_plot_csv plots against a "job" column too
+=======
+     next   issue 22: model_checkpoint's default dirpath is the run directory's checkpoints/ (version_N/
+            checkpoints) when a logger made one, ./checkpoints otherwise; tr_run_hparam, tr_run_hparam_num,
+            tr_run_hparam_bool: your hyperparameters in every logger; tensorboard writes the hparams
+            plugin's session start (typed values) and the fit's end (success, failure) for the HParams
+            tab; TRAIN_MPI: rank 0 warns once when the ranks on a host outnumber its cores
+>>>>>>> main
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -452,7 +464,7 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
    hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
    bits for any thread count, and equal to hooks.h's hk_grad_norm.
 
-   Speed, with the default flags (-O2, nothing machine-specific; README "Numbers", make bench-math,
+   Speed, with the default flags (-O2, nothing machine-specific; docs/numbers.md, make bench-math,
    against loops at the limit timed in the same run): on arrays far larger than the caches, AdamW,
    SGD, zero_grad and scale move their bytes at 0.9 or more of an in-place axpy's rate (a += s*b);
    the gradient norm and the NaN/Inf scan, which only read one array, at 0.75-0.9 of a loop that
@@ -656,6 +668,19 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into: claimed (and made) now if not yet; NULL and
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+
+/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
+   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
+   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
+   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
+   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
+   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
+   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
+   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
+   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
 
 /* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
@@ -905,6 +930,11 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
    evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
    may call it best). Values are compared in double (Lightning: in the metric's float32).
+   Where: dirpath, or when none is given the run directory's checkpoints/ (version_N/checkpoints, so a
+   second run in the same place writes beside its own logs, not among the first run's files), decided
+   at the fit's start (or a load before it) on rank 0; ./checkpoints when no logger made a run directory
+   (other ranks, which write nothing, keep ./checkpoints). A resume into a new version_N restores only
+   best_model_path (the dirpath differs), as Lightning.
    File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
    global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
    [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
@@ -933,7 +963,9 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing") \
+  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing; " \
+    "not given: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
+    "one (or tr_run_dir gave it) by the fit's start, else ./checkpoints") \
   X(STRING,   const char *, filename,                "{epoch}-{step}", NULL, "the file name template without .ckpt (not empty), " \
     "e.g. {epoch}-{val/loss:.2f}") \
   X(STRING,   const char *, monitor,                 "",      NULL,  "the metric that ranks checkpoints (empty: none; every save is the newest)") \
@@ -1837,9 +1869,16 @@ extern "C" {
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
 struct tr__hparam;
+#define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
+#define TR__HPARAM_VAL 256  /* and a value's */
+typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
 typedef struct tr__run_priv {
   tr_log_record rec;         /* the record being built; histograms wait here for the next record */
   tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
+  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
+                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
+  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
   char error[512];           /* tr_run_error */
@@ -2827,6 +2866,9 @@ static void tr__run_free(void *p) {
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
   while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
+  for (i = 0; i < q->n_hp; i++) { free(q->hp[i].key); free(q->hp[i].val); }
+  free(q->hp);
+  free(q->dir);
   free(q->resume);
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
@@ -2938,6 +2980,62 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->train_batches = d->train_batches;
   if (tr_add_factories(reg) != HK_OK) return TR_ERR_NOMEM;
   return TR_OK;
+}
+
+/* tr_run_hparam*: kind is tr__hparam's num (0 string, 1 number, 2 boolean); text the value as written. */
+static tr_err tr__run_hparam_add(hk_registry *reg, const char *fn, const char *key, const char *text, int kind) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  tr__user_hp *grown;
+  const char *c;
+  char *k, *v;
+  int i;
+  if (!reg) return TR_ERR_INVALID;
+  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (!key || !key[0] || strlen(key) >= TR__HPARAM_KEY)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: the key must be a name of 1 to %d bytes (e.g. \"width\")", fn,
+                        TR__HPARAM_KEY - 1), TR_ERR_INVALID;
+  for (c = key; *c; c++)
+    if ((unsigned char)*c < 32 || *c == 127 || *c == '=')
+      return hk_set_error(reg, HK_ERR_INVALID, "%s: the key '%s' holds a control character or '=': give a plain name", fn,
+                          key), TR_ERR_INVALID;
+  if (!text || strlen(text) >= TR__HPARAM_VAL)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: the value of '%s' must be a string of at most %d bytes (NULL is not one)",
+                        fn, key, TR__HPARAM_VAL - 1), TR_ERR_INVALID;
+  if (run->running != HK_STAGE_NONE)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: '%s' comes during a %s run: the loggers wrote the hyperparameters when "
+                        "it started; give them before tr_run_start / tr_fit", fn, key, hk_stage_name(run->running)), TR_ERR_INVALID;
+  q = run->tr__p;
+  for (i = 0; i < q->n_hp; i++)
+    if (!strcmp(q->hp[i].key, key)) break;
+  if (!(v = tr__strdup(text))) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (i < q->n_hp) { free(q->hp[i].val); q->hp[i].val = v; q->hp[i].kind = kind; return TR_OK; }
+  k = tr__strdup(key);
+  grown = k ? (tr__user_hp *)realloc(q->hp, (size_t)(q->n_hp + 1) * sizeof *grown) : NULL;
+  if (!grown) { free(k); free(v); return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM; }
+  q->hp = grown;
+  q->hp[q->n_hp].key = k;
+  q->hp[q->n_hp].val = v;
+  q->hp[q->n_hp].kind = kind;
+  q->n_hp++;
+  return TR_OK;
+}
+static void tr__num(char *buf, size_t cap, double v);
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value) {
+  return tr__run_hparam_add(reg, "tr_run_hparam", key, value, 0);
+}
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value) {
+  char text[40];
+  if (!hk_is_finite(value)) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_hparam_num: the value of '%s' is not finite (%g): give a finite "
+                          "number", key ? key : "(null)", value);
+    return TR_ERR_INVALID;
+  }
+  tr__num(text, sizeof text, value);
+  return tr__run_hparam_add(reg, "tr_run_hparam_num", key, text, 1);
+}
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value) {
+  return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
 }
 
 /* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
@@ -3725,6 +3823,8 @@ typedef struct tr__mc {
   tr_model_checkpoint_state pub;
   tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   char *dirpath, *filename, *monitor;
+  int dir_default;              /* dirpath was not given: the run's directory's checkpoints/ once it has one */
+  int rank;                     /* ctx->rank at setup */
   tr_mode mode;
   int top_k;                    /* -1 all, 0 none, k */
   tr_save_last save_last;
@@ -3753,6 +3853,8 @@ typedef struct tr__mc {
   char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
 } tr__mc;
 
+static char *tr__join(const char *a, const char *b);
+static int tr__mc_default_dir(tr__mc *s);
 static void tr__mc_sync(tr__mc *s) { /* point the public view at the current values */
   s->pub.dirpath = s->dirpath;
   s->pub.best_model_path = s->best ? s->best : "";
@@ -4223,6 +4325,7 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
                 "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
                 "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
+  if (tr__mc_default_dir(s)) return hk_fail(ctx, "model_checkpoint: out of memory");
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
     return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
@@ -4322,6 +4425,25 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 
+/* The default dirpath: the run directory's checkpoints/ (Lightning's version_N/checkpoints) once the
+   run has a directory (a logger opened it at setup, or tr_run_dir gave it), else ./checkpoints. Looked
+   at when a checkpoint is loaded and at on_fit_start, both after setup; fixed once it is the run's. */
+static int tr__mc_default_dir(tr__mc *s) {
+  const char *rd = s->run ? s->run->tr__p->dir : NULL;
+  char *p;
+  if (s->dir_default != 1 || !rd) return 0;
+  if (!(p = tr__join(rd, "checkpoints"))) return -1;
+  free(s->dirpath);
+  s->dirpath = p;
+  s->dir_default = 2;
+  tr__mc_sync(s);
+  return 0;
+}
+static hk_signal tr__mc_setup(hk_ctx *ctx, void *user) {
+  ((tr__mc *)user)->rank = ctx->rank;
+  return HK_CONTINUE;
+}
+
 static int tr__mc_save_state(void *user, hk_bytes *out) {
   tr__mc *s = (tr__mc *)user;
   int i;
@@ -4362,6 +4484,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     if (!ok) hk_reject(in, "best_k_models is truncated, or holds a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
     else if (tr__get_end(in)) ok = 0;
   }
+  if (ok && tr__mc_default_dir(s)) { hk_reject(in, "out of memory"); ok = 0; }
   if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
     int k;
     for (k = 0; k < s->n; k++) free(s->paths[k]);
@@ -4379,7 +4502,8 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     s->pub.last_global_step_saved = step;
     paths = NULL; scores = NULL; n = 0;
   } else if (ok) { /* another directory: only best_model_path, as Lightning; the rest starts afresh */
-    tr__run_say(s->run, NULL, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
+    if (s->rank == 0 || !s->dir_default) /* other ranks keep ./checkpoints (no logger there): nothing to say */
+      tr__run_say(s->run, NULL, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
                "restored, top-k starts afresh", dir, s->dirpath);
     free(s->best); s->best = best; best = NULL;
   }
@@ -4432,6 +4556,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
   s->dirpath = tr__strdup(d->dirpath ? d->dirpath : "checkpoints");
+  s->dir_default = !d->dirpath;
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
   s->mode = d->mode;
@@ -4469,6 +4594,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   memset(&cb, 0, sizeof cb);
   cb.name = name;
   cb.user = s;
+  cb.setup = tr__mc_setup;
   cb.on_fit_start = tr__mc_fit_start;
   cb.on_train_start = tr__mc_train_start;
   if (s->every_steps > 0 || s->every_seconds > 0) cb.on_train_batch_end = tr__mc_batch_end;
@@ -5904,6 +6030,11 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
+/* The run's directory is the first one made for it (model_checkpoint's default goes under it). */
+TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
+  if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
+}
+
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
   tr__run_dir *rd;
@@ -5917,6 +6048,7 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
     hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
     return NULL;
   }
+  tr__run_note_dir(run, dir);
   for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
     if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
   if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
@@ -5928,15 +6060,22 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-#define TR__MAX_HPARAMS 40
-typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
+#define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
+/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
+   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
 /* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
 static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
-static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(tr__hparam_key((const tr__hparam *)a), tr__hparam_key((const tr__hparam *)b)); }
+static int tr__hparam_cmp(const void *a, const void *b) {
+  const tr__hparam *x = (const tr__hparam *)a, *y = (const tr__hparam *)b;
+  int c = strcmp(tr__hparam_key(x), tr__hparam_key(y));
+  return c ? c : x->prio - y->prio;
+}
 TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
   h[*n].key = key;
   h[*n].num = text == NULL;
+  h[*n].prio = 0;
   if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
   else tr__num(h[*n].val, sizeof h[*n].val, v);
   ++*n;
@@ -5977,12 +6116,18 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
   return n;
 }
 #endif
-/* The run's hyperparameters, sorted by key: the trainer's configuration, then the loop's own
-   (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
-TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam *h) {
+/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
+   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
+   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
+   Returns the count; -1 out of memory. */
+TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   const char *p;
-  int i, n = 0;
+  int i, j, n = 0;
+  tr__hparam *h;
+  *out = NULL;
   if (!run) return 0;
+  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
+  *out = h;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
     size_t len, klen;
@@ -5999,11 +6144,26 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam *h) {
       h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
+      h[n].prio = 1;
       n++;
     }
     p += len;
   }
+  for (i = 0; i < run->tr__p->n_hp; i++, n++) { /* checked by tr_run_hparam: they fit */
+    const tr__user_hp *u = &run->tr__p->hp[i];
+    snprintf(h[n].keybuf, sizeof h[n].keybuf, "%s", u->key);
+    snprintf(h[n].val, sizeof h[n].val, "%s", u->val);
+    h[n].key = NULL;
+    h[n].num = u->kind;
+    h[n].prio = 2;
+  }
   qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  for (i = j = 0; i < n; i++) { /* of equal keys the last (the highest prio) stays */
+    if (i + 1 < n && !strcmp(tr__hparam_key(&h[i]), tr__hparam_key(&h[i + 1]))) continue;
+    if (j != i) h[j] = h[i];
+    j++;
+  }
+  n = j;
   for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
   return n;
 }
@@ -6135,6 +6295,7 @@ typedef struct tr__logger {
   hk_bytes out;         /* whole lines (or records) waiting for one write */
   int pending;          /* records in out (jsonl, tensorboard) or rows not written yet (csv) */
   hk_bytes scratch, vals, tmp; /* tensorboard: an event, its summary values, one value (reused) */
+  int session_ended;    /* tensorboard: the fit's session_end_info is written */
   /* csv: every row stays in memory, so that a new column can rewrite the file */
   char **cols; int n_cols, cap_cols, col_hint;  /* columns by first appearance (epoch 0, step 1) */
   int file_cols;        /* the columns in the file's header: ids 0 .. file_cols-1 */
@@ -6431,6 +6592,68 @@ static void tr__tf_text(hk_bytes *vals, const char *tag, const char *text) {
   if (meta.failed || plugin.failed || tensor.failed || value.failed) vals->failed = 1;
   hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&tensor); hk_bytes_free(&value);
 }
+/* TensorBoard's hparams plugin (its HParams tab): a summary value tagged _hparams_/session_start_info
+   (the run's hyperparameters) or _hparams_/session_end_info (its status), whose metadata's plugin
+   content is an HParamsPluginData message (version 0), with the plugin's null tensor (an empty float
+   tensor), as tensorboard.plugins.hparams.summary writes them. No _hparams_/experiment summary: the
+   plugin takes one run's experiment for every run in the log directory (the first it finds), so
+   runs with other keys would lose theirs; without it the tab gathers the hyperparameters of every
+   run's session_start_info and lists every scalar tag as a metric (its last value). */
+static void tr__tf_hparams_value(hk_bytes *vals, const char *tag, const hk_bytes *content) {
+  hk_bytes meta, plugin, value;
+  static const unsigned char null_tensor[] = { 0x08, 0x01, 0x12, 0x02, 0x12, 0x00 }; /* DT_FLOAT, shape (0,) */
+  memset(&meta, 0, sizeof meta); memset(&plugin, 0, sizeof plugin); memset(&value, 0, sizeof value);
+  tr__pb_str(&plugin, 1, "hparams");
+  tr__pb_bytes(&plugin, 2, content->data, content->len);
+  tr__pb_bytes(&meta, 1, plugin.data, plugin.len);
+  tr__pb_str(&value, 1, tag);
+  tr__pb_bytes(&value, 9, meta.data, meta.len);
+  tr__pb_bytes(&value, 8, null_tensor, sizeof null_tensor);
+  tr__pb_bytes(vals, 1, value.data, value.len);
+  if (meta.failed || plugin.failed || value.failed || content->failed) vals->failed = 1;
+  hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&value);
+}
+/* A protobuf string is UTF-8: a stray byte becomes U+FFFD (tr__utf8_put). */
+static void tr__pb_utf8(hk_bytes *b, int field, const char *text) {
+  hk_bytes u;
+  memset(&u, 0, sizeof u);
+  tr__utf8_put(&u, text);
+  tr__pb_bytes(b, field, u.data, u.len);
+  if (u.failed) b->failed = 1;
+  hk_bytes_free(&u);
+}
+/* SessionStartInfo { map<string, google.protobuf.Value> hparams = 1; double start_time_secs = 5; } */
+static void tr__tf_hparams_start(hk_bytes *vals, const tr__hparam *h, int n, double start) {
+  hk_bytes info, entry, v, data;
+  int i;
+  memset(&info, 0, sizeof info); memset(&entry, 0, sizeof entry); memset(&v, 0, sizeof v); memset(&data, 0, sizeof data);
+  for (i = 0; i < n; i++) {
+    entry.len = v.len = 0;
+    if (h[i].num == 1) tr__pb_f64(&v, 2, strtod(h[i].val, NULL));                          /* number_value */
+    else if (h[i].num == 2) { tr__pb_key(&v, 4, 0); tr__pb_varint(&v, h[i].val[0] == 't'); } /* bool_value */
+    else tr__pb_utf8(&v, 3, h[i].val);                                                          /* string_value */
+    tr__pb_utf8(&entry, 1, h[i].key);
+    tr__pb_bytes(&entry, 2, v.data, v.len);
+    tr__pb_bytes(&info, 1, entry.data, entry.len);
+    if (entry.failed || v.failed) info.failed = 1;
+  }
+  tr__pb_f64(&info, 5, start);
+  tr__pb_bytes(&data, 3, info.data, info.len);
+  if (info.failed) data.failed = 1;
+  tr__tf_hparams_value(vals, "_hparams_/session_start_info", &data);
+  hk_bytes_free(&info); hk_bytes_free(&entry); hk_bytes_free(&v); hk_bytes_free(&data);
+}
+/* SessionEndInfo { Status status = 1 (1 success, 2 failure); double end_time_secs = 2; } */
+static void tr__tf_hparams_end(hk_bytes *vals, int failed, double end) {
+  hk_bytes info, data;
+  memset(&info, 0, sizeof info); memset(&data, 0, sizeof data);
+  tr__pb_key(&info, 1, 0); tr__pb_varint(&info, failed ? 2 : 1);
+  tr__pb_f64(&info, 2, end);
+  tr__pb_bytes(&data, 4, info.data, info.len);
+  if (info.failed) data.failed = 1;
+  tr__tf_hparams_value(vals, "_hparams_/session_end_info", &data);
+  hk_bytes_free(&info); hk_bytes_free(&data);
+}
 static void tr__tf_scalar(hk_bytes *vals, hk_bytes *tmp, const char *tag, double v) {
   tmp->len = 0;
   tr__pb_str(tmp, 1, tag);
@@ -6462,9 +6685,10 @@ static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogr
 
 /* The hparams as text in a logger's format (csv: hparams.yaml; plot uses that too). */
 static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk_bytes *b) {
-  tr__hparam h[TR__MAX_HPARAMS];
-  int i, n = tr__run_hparams(s->run, h);
+  tr__hparam *h;
+  int i, n = tr__run_hparams(s->run, &h);
   const char *spec;
+  if (n < 0) { b->failed = 1; return; }
   if (format == TR__LOG_CSV || format == TR__LOG_PLOT) { /* hparams.yaml */
     for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
     tr__put_s(b, "specs:");
@@ -6483,6 +6707,7 @@ static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk
     for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(b, "| spec | `"); tr__utf8_put(b, spec); tr__put_s(b, "` |\n"); }
     hk_bytes_put(b, "", 1); /* a C string */
   }
+  free(h);
 }
 
 /* A logger's save_dir, name and version: its own desc's, else the run's, else Lightning's defaults. */
@@ -6505,6 +6730,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   why[0] = 0;
   if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
     return tr__logger_broke(s, ctx, "%s", why);
+  tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
   if (s->kind == TR__LOG_PLOT) {
     if (!s->plot_path || !s->plot_path[0]) { free(s->plot_path); s->plot_path = tr__join(s->dir, "metrics.svg"); }
@@ -6550,6 +6776,13 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
     tr__pb_str(&s->scratch, 3, "brain.Event:2");
     tr__tf_record(&s->out, &s->scratch);
     tr__tf_text(&vals, "hparams", (const char *)b.data);
+    { /* and for the HParams tab */
+      tr__hparam *h;
+      int n = tr__run_hparams(s->run, &h);
+      if (n < 0) vals.failed = 1;
+      else tr__tf_hparams_start(&vals, h, n, tr__wall());
+      free(h);
+    }
     tr__tf_event(s, 0, &vals);
     if (vals.failed) s->out.failed = 1;
     hk_bytes_free(&vals);
@@ -6614,6 +6847,13 @@ static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (s->kind == TR__LOG_PLOT) return tr__plot_write(s, ctx);
+  if (s->kind == TR__LOG_TB && ctx->stage == HK_STAGE_FIT && !s->session_ended && s->opened && !s->broken) {
+    s->session_ended = 1; /* the fit's status for the HParams tab (the plugin reads a run's first one) */
+    s->vals.len = 0;
+    tr__tf_hparams_end(&s->vals, s->run && s->run->failed, tr__wall());
+    tr__tf_event(s, ctx->global_step, &s->vals);
+    s->pending++;
+  }
   return tr__logger_flush(s, ctx, 1);
 }
 
@@ -8780,6 +9020,7 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
   tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
   t->ctx.stage = stage;
+  t->tr__run->failed = 1; /* teardown's hooks see it (tensorboard's session status) */
   (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
   tr__settle(t);
   t->ctx.abort_reason = NULL;
@@ -10590,6 +10831,10 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
    every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
    (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
 
+   CORES: ranks on one host (MPI_Comm_split_type: sharing memory) beyond its cores make Open MPI's
+   waiting ranks busy-poll (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms); tr_init then
+   says so once on rank 0, naming the fix, mpirun --mca mpi_yield_when_idle 1 (silent when it is set).
+
    LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
    0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
    ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
@@ -10790,6 +11035,37 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
 
 static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
 
+/* More ranks on a host than it has cores: Open MPI's waiting ranks busy-poll and take the cores the
+   computing ones need (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms). Ranks on one host
+   are the ones that share memory (MPI_Comm_split_type), not the ones with one host name: two hosts
+   may report the same name. Each rank compares its host's rank count with the cores it sees
+   (sysconf); rank 0 says it, once per process, with the fix (not when the run has it already). */
+static void tr__dist_host_check(tr_trainer *t, tr__dist *d) {
+  static int said;
+  MPI_Comm host;
+  long n = 1;
+  int local = 1;
+  int64_t mine, worst = 0;
+#if defined(TR__POSIX) && defined(_SC_NPROCESSORS_ONLN)
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+  if (n < 1 || n > (1L << 20)) n = 1;
+  { const char *y = getenv("OMPI_MCA_mpi_yield_when_idle"); /* mpirun --mca mpi_yield_when_idle 1 sets it */
+    if (y && atoi(y) > 0) n = 1L << 20; }
+  if (MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    MPI_Comm_size(host, &local);
+    MPI_Comm_free(&host);
+  }
+  /* the host with the most ranks beyond its cores: excess, ranks and cores packed into one MAX */
+  mine = local > n ? ((int64_t)(local - n) << 42) | ((int64_t)local << 21) | (int64_t)n : 0;
+  if (MPI_Reduce(&mine, &worst, 1, MPI_INT64_T, MPI_MAX, 0, d->comm) != MPI_SUCCESS || d->rank != 0 || !worst || said) return;
+  said = 1;
+  fprintf(t->tr__log ? t->tr__log : stderr, "train.h: %lld ranks share a host that has %lld cores: Open MPI's waiting ranks "
+          "busy-poll and slow every step (many times over); run with mpirun --mca mpi_yield_when_idle 1, or fewer ranks per host\n",
+          (long long)((worst >> 21) & ((1 << 21) - 1)), (long long)(worst & ((1 << 21) - 1)));
+  fflush(t->tr__log ? t->tr__log : stderr);
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -10870,6 +11146,7 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
     else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
     return e;
   }
+  tr__dist_host_check(t, d);
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
     ncclUniqueId id;
