@@ -156,19 +156,16 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
-<<<<<<< HEAD
      next   sweeps (section SWEEPS, TRAIN_NO_SWEEP): tr_sweep runs a job per combination of command-line
             overrides (program fields and spec parameters, Hydra's order), each in version_<job> of the
             sweep's version_N with its hyperparameters, fires hooks.h's on_multirun_start/end,
             on_job_start/end (on_run_start/end for one job), writes summary.csv and summary.svg;
             tr_sweep_current, tr_sweep_metric; tr_plot_csv plots against a "job" column too
-=======
      next   issue 22: model_checkpoint's default dirpath is the run directory's checkpoints/ (version_N/
             checkpoints) when a logger made one, ./checkpoints otherwise; tr_run_hparam, tr_run_hparam_num,
             tr_run_hparam_bool: your hyperparameters in every logger; tensorboard writes the hparams
             plugin's session start (typed values) and the fit's end (success, failure) for the HParams
             tab; TRAIN_MPI: rank 0 warns once when the ranks on a host outnumber its cores
->>>>>>> main
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -1486,9 +1483,10 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
    Each job gets a registry of its own (the standard factories, desc.add_factories', the job's spec
    applied) with its run set up from desc.run: in a sweep, its directory is version_<job> inside the
    sweep's directory (save_dir/version_N, claimed as the run layer claims one; Hydra: multirun/<date>/
-   <time>/<job>) and the run's hyperparameters (tr_run_desc.hparams: the loggers' hparams.yaml, the
-   TensorBoard text, the plot) are desc.run.hparams followed by every field's value and every spec
-   override; overrides.yaml there lists the job's overrides. A job that calls tr_run_setup itself
+   <time>/<job>); every field's value and every spec override are the run's hyperparameters
+   (tr_run_hparam*, typed: hparams.yaml, TensorBoard's HParams tab - tensorboard --logdir on the
+   sweep's directory shows one row per job with its final metrics -, the plot); overrides.yaml there
+   lists the job's overrides. A job that calls tr_run_setup itself
    (a loop of its own) starts from *job->run. A job's final metrics are the last value of every
    metric sent to the job's loggers (on_log; a hook that runs after the loggers records them) and
    whatever the job set with tr_sweep_metric.
@@ -8114,6 +8112,26 @@ static void tr__sweep_job_free(tr__sweep_done *done, long count) {
   free(done);
 }
 
+/* The job's hyperparameters (tr_run_hparam*, typed): every field's value, every spec override. */
+static tr_err tr__sweep_hparams(hk_registry *reg, const tr_sweep_desc *d, const tr__sweep_key *keys, int n_keys) {
+  tr_err e = TR_OK;
+  int i;
+  for (i = 0; i < d->n_fields && !e; i++) {
+    const tr_sweep_field *f = &d->fields[i];
+    switch (f->type) {
+    case TR_SWEEP_INT: e = tr_run_hparam_num(reg, f->name, (double)*(const int *)f->ptr); break;
+    case TR_SWEEP_INT64: e = tr_run_hparam_num(reg, f->name, (double)*(const int64_t *)f->ptr); break;
+    case TR_SWEEP_DOUBLE: e = tr_run_hparam_num(reg, f->name, *(const double *)f->ptr); break;
+    case TR_SWEEP_FLOAT: e = tr_run_hparam_num(reg, f->name, (double)*(const float *)f->ptr); break;
+    case TR_SWEEP_BOOL: e = tr_run_hparam_bool(reg, f->name, *(const int *)f->ptr); break;
+    default: e = tr_run_hparam(reg, f->name, *(const char *const *)f->ptr ? *(const char *const *)f->ptr : ""); break;
+    }
+  }
+  for (i = 0; i < n_keys && !e; i++)
+    if (!keys[i].field) e = tr_run_hparam(reg, keys[i].key, keys[i].vals[keys[i].cur]);
+  return e;
+}
+
 TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_sweep_result *res) {
   tr_sweep_result scratch;
   tr__sweep_key *keys = NULL;
@@ -8282,14 +8300,13 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
     tr_sweep_job job;
     tr__sweep_priv priv;
     tr_run_desc rd;
-    hk_bytes ov, hp;
+    hk_bytes ov;
     char *spec = NULL, leaf[40], why[600], keep[512];
     hk_registry *jreg = NULL;
     tr_err st = TR_OK;
     memset(&job, 0, sizeof job);
     memset(&priv, 0, sizeof priv);
     memset(&ov, 0, sizeof ov);
-    memset(&hp, 0, sizeof hp);
     why[0] = 0;
     if (stopped) { done[j].status = 2; res->skipped++; continue; }
     tr__sweep_pick(keys, n_keys, j);
@@ -8306,24 +8323,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       }
     }
     hk_bytes_put(&ov, "", 1);
-    /* the hyperparameters: the run's own, every field, every spec override */
-    if (d->run.hparams && d->run.hparams[0]) tr__putf(&hp, "%s ", d->run.hparams);
-    for (i = 0; i < d->n_fields; i++) {
-      const tr_sweep_field *f = &d->fields[i];
-      char v[64];
-      switch (f->type) {
-      case TR_SWEEP_INT: case TR_SWEEP_BOOL: snprintf(v, sizeof v, "%d", *(const int *)f->ptr); break;
-      case TR_SWEEP_INT64: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)f->ptr); break;
-      case TR_SWEEP_DOUBLE: tr__num(v, sizeof v, *(const double *)f->ptr); break;
-      case TR_SWEEP_FLOAT: tr__num(v, sizeof v, (double)*(const float *)f->ptr); break;
-      default: snprintf(v, sizeof v, "%s", *(const char *const *)f->ptr ? *(const char *const *)f->ptr : ""); break;
-      }
-      tr__putf(&hp, "%s=%s ", f->name, v);
-    }
-    for (k = 0; k < n_keys; k++) if (!keys[k].field) tr__putf(&hp, "%s=%s ", keys[k].key, keys[k].vals[keys[k].cur]);
-    hk_bytes_put(&hp, "", 1);
     rd = d->run;
-    rd.hparams = hp.failed ? d->run.hparams : (const char *)hp.data;
     if (multirun) {
       snprintf(leaf, sizeof leaf, "version_%ld", j);
       rd.save_dir = sweep_dir;
@@ -8339,7 +8339,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
     job.error = "";
     job.tr__p = &priv;
     if (multirun) tr__sweep_say(d, "#%ld %s", j, job.overrides);
-    if (!spec || ov.failed || hp.failed) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
+    if (!spec || ov.failed) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
     hk_metric_clear(&sctx);
     sctx.outputs = &job;
     if (!st && d->reg && HK_FIRE(d->reg, HK_ON_JOB_START, &sctx) == HK_FAIL) {
@@ -8356,6 +8356,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       else if ((st = tr_run_setup(jreg, &rd)) != TR_OK ||
                (d->add_factories && d->add_factories(jreg) != HK_OK && (st = TR_ERR_INVALID)) ||
                (hk_on(jreg, HK_ON_LOG, tr__sweep_capture, &priv, &o, NULL) != HK_OK && (st = TR_ERR_NOMEM)) ||
+               (st = tr__sweep_hparams(jreg, d, keys, n_keys)) != TR_OK ||
                (spec[0] && hk_spec_apply(jreg, spec) != HK_OK && (st = TR_ERR_INVALID)))
         snprintf(why, sizeof why, "%s", hk_last_error(jreg));
       else {
@@ -8423,7 +8424,6 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
     } else res->ok++;
     free(spec);
     hk_bytes_free(&ov);
-    hk_bytes_free(&hp);
     tr_log_record_free(&priv.logged);
     tr_log_record_free(&priv.set);
   }

@@ -173,7 +173,7 @@ static void test_sweep_product_dirs_summary(void **state) {
   assert_non_null(strstr(text, "batch: 2\n"));
   assert_non_null(strstr(text, "optim.lr: 0.2\n"));
   assert_non_null(strstr(text, "name: x\n"));
-  assert_non_null(strstr(text, "flag: 0\n"));
+  assert_non_null(strstr(text, "flag: false\n")); /* typed (tr_run_hparam_bool) */
   free(text);
   snprintf(path, sizeof path, "%s/version_0/summary.csv", g_dir);
   assert_non_null(text = slurp(path));
