@@ -669,8 +669,9 @@ enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
-/* The version directory every logger of reg writes into: claimed (and made) now if not yet; NULL and
-   hk_last_error(reg) when it cannot be made. */
+/* The version directory every logger of reg writes into: the one the first logger opened (under its
+   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
+   it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
 
 /* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
@@ -6441,6 +6442,7 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   char why[600], *dir;
   const char *base_dir, *name, *version;
   if (!run) return NULL;
+  if (run->tr__p->dir) return run->tr__p->dir; /* a logger opened it already, wherever its save_dir says */
   base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
   name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
   version = tr__run_str(run, TR__RUN_VERSION, NULL);
