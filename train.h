@@ -976,8 +976,8 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing; " \
-    "not given: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
+  X(STRING,   const char *, dirpath,                 "",               NULL, "the directory, created (with parents) when missing; " \
+    "not given or empty: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
     "one (or tr_run_dir gave it) by the fit's start, else ./checkpoints") \
   X(STRING,   const char *, filename,                "{epoch}-{step}", NULL, "the file name template without .ckpt (not empty), " \
     "e.g. {epoch}-{val/loss:.2f}") \
@@ -4667,8 +4667,8 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   if ((!d->monitor || !d->monitor[0]) && d->save_top_k > 1)
     return tr__bad(w, "model_checkpoint: save_top_k=%d needs a monitor (without one only -1, 0 or 1 are valid)", d->save_top_k);
   if (d->monitor && strlen(d->monitor) > 200) return tr__bad(w, "model_checkpoint: monitor is longer than 200 characters");
-  if (d->dirpath && (!d->dirpath[0] || strlen(d->dirpath) > TR__CB_MAX_STR / 2))
-    return tr__bad(w, "model_checkpoint: dirpath must be a non-empty path shorter than %d characters", TR__CB_MAX_STR / 2);
+  if (d->dirpath && strlen(d->dirpath) > TR__CB_MAX_STR / 2)
+    return tr__bad(w, "model_checkpoint: dirpath must be a path shorter than %d characters", TR__CB_MAX_STR / 2);
   if (!tpl[0]) return tr__bad(w, "model_checkpoint: filename is empty; give a template such as {epoch}-{step} (NULL: that default)");
   if (strlen(tpl) > 1024) return tr__bad(w, "model_checkpoint: filename is longer than 1024 characters");
   if (tr__template_check(tpl, w)) return TR_ERR_INVALID;
@@ -4678,8 +4678,8 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s = (tr__mc *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
-  s->dirpath = tr__strdup(d->dirpath ? d->dirpath : "checkpoints");
-  s->dir_default = !d->dirpath;
+  s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL or "", a spec's default) */
+  s->dirpath = tr__strdup(s->dir_default ? "checkpoints" : d->dirpath);
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
   s->mode = d->mode;
