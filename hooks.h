@@ -553,6 +553,9 @@ HOOKS_API int hk_metric_count(const hk_ctx *ctx);
 HOOKS_API uint64_t hk_metric_stamp(hk_ctx *ctx, const char *name);
 HOOKS_API const char *hk_metric_at(hk_ctx *ctx, int i, double *value);  /* i-th name (insertion order) */
 HOOKS_API void hk_metric_clear(hk_ctx *ctx);              /* forget every value (lazy sources stay) */
+/* Forget the values set after stamp `after` up to stamp `upto` (two hk_metric_stamp(ctx, NULL) readings):
+   what one phase of a loop set, e.g. a sanity check's val/loss, which nothing should rank or stop on. */
+HOOKS_API void hk_metric_forget_between(hk_ctx *ctx, uint64_t after, uint64_t upto);
 HOOKS_API void hk_ctx_free(hk_ctx *ctx);                  /* frees the metrics map */
 
 /* ---- finite checks that survive -ffast-math --------------------------------------------------
