@@ -10,7 +10,8 @@
                                checkpoints in your own format, stop signals (tr_run_*)
      STANDARD CALLBACKS        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
                                gradient_monitor, nan_guard, ema, lr_finder, model_summary,
-                               accumulation_scheduler; constructors and spec factories TRAIN_NO_CALLBACKS
+                               accumulation_scheduler, profiler, throughput_monitor; constructors and
+                               spec factories                                       TRAIN_NO_CALLBACKS
      LOGGERS AND PROGRESS BAR  csv, jsonl, tensorboard, plot, progress_bar           TRAIN_NO_LOGGERS
      THE TRAINER               tr_fit / validate / test / predict, a sanity check, limits,
                                accumulation, clipping, checksummed checkpoints with exact resume,
@@ -149,6 +150,10 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   profiler (every hook, event and loop phase timed with hooks.h's hk_profile; a table at teardown,
+            profiler metrics in training records, a slow-hook warning) and throughput_monitor (samples/s,
+            tokens/s, step-time percentiles, MFU; the job's rates under MPI without a collective):
+            constructors, factories, getters; tr_profiler_print, tr_phase_name
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -5710,8 +5715,11 @@ static int tr__prof_row_cmp(const void *a, const void *b) {
 }
 static void tr__prof_line(FILE *f, int indent, const char *kind, const char *name, int64_t calls, double total, double max,
                           double run) {
-  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f %11.4f %10.4f %6.1f%%\n", indent, "", 10 - indent, kind, 36, 36, name,
-          (long long)calls, calls > 0 ? 1e3 * total / (double)calls : 0.0, 1e3 * max, total, run > 0 ? 100 * total / run : 0.0);
+  char mx[32];
+  if (max == max) snprintf(mx, sizeof mx, "%11.4f", 1e3 * max);
+  else snprintf(mx, sizeof mx, "%11s", "-"); /* phases keep no maximum */
+  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f %s %10.4f %6.1f%%\n", indent, "", 10 - indent, kind, 36, 36, name,
+          (long long)calls, calls > 0 ? 1e3 * total / (double)calls : 0.0, mx, total, run > 0 ? 100 * total / run : 0.0);
 }
 static void tr__prof_table(tr__prof *s, hk_registry *reg, FILE *f, const char *stage) {
   tr__prof_row rows[HK_MAX_EVENTS];
