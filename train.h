@@ -10,8 +10,12 @@
                                checkpoints in your own format, stop signals (tr_run_*)
      STANDARD CALLBACKS        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
                                gradient_monitor, nan_guard, ema, lr_finder, model_summary,
-                               accumulation_scheduler; constructors and spec factories TRAIN_NO_CALLBACKS
+                               accumulation_scheduler, on_exception_checkpoint,
+                               spike_detection, profiler, throughput_monitor;
+                               constructors and spec factories                      TRAIN_NO_CALLBACKS
      LOGGERS AND PROGRESS BAR  csv, jsonl, tensorboard, plot, progress_bar           TRAIN_NO_LOGGERS
+     SWEEPS                    tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
+                               and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
      THE TRAINER               tr_fit / validate / test / predict, a sanity check, limits,
                                accumulation, clipping, checksummed checkpoints with exact resume,
                                the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
@@ -139,6 +143,7 @@
      TRAIN_NO_CALLBACKS     leave out the standard callbacks
      TRAIN_NO_LOGGERS       leave out the loggers and the progress bar (log records and tr_log_emit
                             stay: they are the run layer's)
+     TRAIN_NO_SWEEP         leave out the sweep runner (tr_sweep)
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
@@ -155,6 +160,15 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   sweeps (section SWEEPS, TRAIN_NO_SWEEP): tr_sweep runs a job per combination of command-line
+            overrides (program fields and spec parameters, Hydra's order), each in version_<job> of the
+            sweep's version_N with its hyperparameters, fires hooks.h's on_multirun_start/end,
+            on_job_start/end (on_run_start/end for one job), writes summary.csv and summary.svg;
+            tr_sweep_current, tr_sweep_metric; tr_plot_csv plots against a "job" column too
+     next   profiler (every hook, event and loop phase timed with hooks.h's hk_profile; a table at teardown,
+            profiler metrics in training records, a slow-hook warning) and throughput_monitor (samples/s,
+            tokens/s, step-time percentiles, MFU; the job's rates under MPI without a collective):
+            constructors, factories, getters; tr_profiler_print, tr_phase_name
      next   issue 22: model_checkpoint's default dirpath is the run directory's checkpoints/ (version_N/
             checkpoints) when a logger made one, ./checkpoints otherwise; tr_run_hparam, tr_run_hparam_num,
             tr_run_hparam_bool: your hyperparameters in every logger; tensorboard writes the hparams
@@ -165,6 +179,11 @@
             thread write, fsync and rename it (same bytes, same guarantees); on_checkpoint_saved once on
             disk; errors at the next safe point or at the run's end; one save in flight (the next waits);
             TRAIN_NO_THREADS; make bench-async
+     next   on_exception_checkpoint (a failed or interrupted fit saves its state after the last optimizer
+            step; resuming gives the bits of a run that never failed) and spike_detection (a loss spike or
+            a non-finite gradient rolls the training state back to one in-memory snapshot taken every n
+            steps and skips the batches since, instead of failing); tr_region, tr_run_desc.state/n_state
+            (the training state of a loop of your own, for the snapshot)
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -606,6 +625,9 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        or sees ctx->stage unset.
    ================================================================================================= */
 
+/* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
+typedef struct tr_region { void *data; size_t bytes; } tr_region;
+
 /* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
 typedef struct tr_run_desc {
   /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
@@ -640,6 +662,12 @@ typedef struct tr_run_desc {
                                     state and write it in the background (see "asynchronous saves"
                                     at tr_run_save); default: written before the call returns */
   int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
+     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
+     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
+     trainer gives its own. */
+  const tr_region *state;
+  int n_state;
 } tr_run_desc;
 
 /* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
@@ -664,8 +692,9 @@ enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
-/* The version directory every logger of reg writes into: claimed (and made) now if not yet; NULL and
-   hk_last_error(reg) when it cannot be made. */
+/* The version directory every logger of reg writes into: the one the first logger opened (under its
+   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
+   it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
 
 /* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
@@ -828,7 +857,8 @@ typedef double (*tr_clock_fn)(void *user);
    registry's run (tr_run_setup; the trainer sets them at each fit). */
 #ifndef TRAIN_NO_CALLBACKS
 #  define TR__CALLBACK_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
-     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler)
+     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler) X(on_exception_checkpoint) X(spike_detection) \
+     X(profiler) X(throughput_monitor)
 #else
 #  define TR__CALLBACK_FACTORIES(X)
 #endif
@@ -976,8 +1006,8 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing; " \
-    "not given: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
+  X(STRING,   const char *, dirpath,                 "",               NULL, "the directory, created (with parents) when missing; " \
+    "not given or empty: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
     "one (or tr_run_dir gave it) by the fit's start, else ./checkpoints") \
   X(STRING,   const char *, filename,                "{epoch}-{step}", NULL, "the file name template without .ckpt (not empty), " \
     "e.g. {epoch}-{val/loss:.2f}") \
@@ -1263,6 +1293,195 @@ typedef struct tr_accumulation_scheduler_state {
 TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
 
+/* ---- profiler (Lightning's SimpleProfiler; Ignite's HandlersTimeProfiler; Keras's slow-callback warning) --
+   Times every hook and every event of the registry with hooks.h's hk_profile (made: profiling on;
+   removed: off again; a registry without a profiler pays nothing), and the loop's own phases, measured
+   between the events that bracket them (hk_profile_gap: the time from the end of one dispatch to the
+   start of the next): data = before on_train_batch_start (the batch being fetched), forward = from
+   on_train_batch_start to on_before_zero_grad / on_before_backward, backward = to on_after_backward and
+   on to on_before_optimizer_step (a data-parallel gradient sum included), optimizer = zero_grad (from
+   on_before_zero_grad to on_before_backward), clipping and the update (to on_gradient_clip and
+   on_after_optimizer_step). A training step is data + the time from on_train_batch_start to
+   on_train_batch_end. Counts start at each setup; at teardown (on success and on failure: a failed run's
+   table says where the time went) rank 0 prints the table: the phases, then every event with a hook
+   (calls, mean, max, total, share of the run), each followed by its hooks. With log_metrics every
+   training record carries profiler/step_ms, profiler/<phase>_ms (mean per step) and
+   profiler/<event>_ms (mean per dispatch), each over the steps since the previous record. slow_fraction:
+   after 5 steps, at each training record and at on_train_end, a hook whose mean time per call at a
+   training batch event (on_train_batch_start .. on_train_batch_end) exceeds that fraction of the mean
+   step gets a one-line warning, once per hook. Cost while registered: each hook call and dispatch takes
+   two clock reads and leaves hooks.h's fast loop (make bench, "profile" rows); its own hooks show in
+   the table as "profiler". Differences from Lightning: hooks of every tier and the loop's phases in one
+   table, per hook and per event (Lightning's SimpleProfiler keeps every duration in a list, memory
+   growing with the steps; here a few counters); no file output (give out). Hand-written loop: fire the
+   training batch events around your work (fetch the batch before on_train_batch_start), setup and
+   teardown around the run (tr_run_start and tr_run_finish do). */
+#define TR_PROFILER_PHASES(X) X(TR_PHASE_DATA, "data") X(TR_PHASE_FORWARD, "forward") X(TR_PHASE_BACKWARD, "backward") \
+  X(TR_PHASE_OPTIMIZER, "optimizer")
+typedef enum tr_phase {
+#define TR__X(sym, name) sym,
+  TR_PROFILER_PHASES(TR__X)
+#undef TR__X
+  TR_PHASE_COUNT
+} tr_phase;
+#define TR_PROFILER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE, double, slow_fraction, "0.5",  NULL, "warn once about a hook whose mean time per call at a training batch " \
+    "event exceeds this fraction of the mean step (negative: never)") \
+  X(TRI,    int,    table,         "true", NULL, "print the table at teardown (rank 0)") \
+  X(TRI,    int,    log_metrics,   "true", NULL, "add profiler/step_ms, profiler/<phase>_ms and profiler/<event>_ms to training records") \
+  X(C_ONLY, FILE *, out,           NULL,   NULL, "where the table and warnings go; NULL = the run's log (tr_run_desc.log), else stderr")
+typedef struct tr_profiler_desc { TR_PROFILER_PARAMS(TR__FIELD) } tr_profiler_desc;
+typedef struct tr_profiler_state {
+  int64_t steps;                /* training steps timed since setup */
+  double step_time;             /* their total seconds (mean: step_time / steps) */
+  double phase_time[TR_PHASE_COUNT]; /* seconds per phase since setup */
+  int64_t phase_calls[TR_PHASE_COUNT];
+  double run_time;              /* seconds from setup to the last teardown (or to now, in a run) */
+  int64_t warnings;             /* slow-hook warnings said */
+} tr_profiler_state;
+TRAIN_API tr_err tr_profiler(hk_registry *reg, const tr_profiler_desc *d, hk_handle *out);
+TRAIN_API const tr_profiler_state *tr_profiler_get(const hk_registry *reg, hk_handle h);
+TRAIN_API const char *tr_phase_name(tr_phase p);
+/* The table now (what teardown prints) to out (NULL: the profiler's out); -1 if h is not a profiler. */
+TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out);
+
+/* ---- throughput_monitor (Lightning's ThroughputMonitor; kempnerforge's tokens_seen) -------------------
+   At every on_train_batch_end it reads the clock and ctx->samples_seen (the loop counts it) into a ring
+   of the last `window` steps (allocated when made: nothing per step but the clock and a few stores);
+   time spent in validation (on_validation_start .. _end) is left out, as Lightning does. Each training
+   record (on_log) gets, over that window:
+     throughput/batches_per_sec, throughput/samples_per_sec   the job's rates
+     throughput/tokens_per_sec, throughput/tokens             with tokens_per_sample or tokens_metric
+     throughput/flops_per_sec                                 with flops_per_sample
+     throughput/mfu                                           with peak_flops: flops_per_sec / (peak x ranks)
+     throughput/step_ms_p50, _p90, _p99                       step time percentiles (nearest rank)
+     throughput/samples                                       samples seen by the job
+   and the same values are set as metrics (hk_metric_set) for other hooks, and kept for
+   tr_throughput_monitor_get (which computes them afresh). Tokens: tokens_per_sample (a fixed sequence
+   length), or the metric tokens_metric, which the loop sets to each batch's token count before
+   on_train_batch_end (kempnerforge's tokens_seen; packed or variable-length batches). Several processes
+   (ctx->world_size > 1): no collective inside a hook, so the job's rates are this rank's times
+   world_size (train.h's trainer checks that every rank has the same batches; a loop of your own must
+   give them equal work), as Lightning's; throughput/device/samples_per_sec and device/tokens_per_sec are
+   this rank's. Differences from Lightning: no batch_size_fn (the loop's samples_seen), the peak is a
+   parameter (Lightning looks the device up in a table), percentiles of the step time (Lightning has
+   none), tokens from a metric as well as per sample. Hand-written loop: fire on_train_start and
+   on_train_batch_end with ctx->samples_seen counted, and send records (tr_run_batch_end does). */
+#define TR_THROUGHPUT_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(INT,    int,          window,            "100", NULL, "steps the rates and percentiles are taken over (2..1000000)") \
+  X(DOUBLE, double,       tokens_per_sample, "0",   NULL, "tokens in one sample (a sequence length); 0: none") \
+  X(STRING, const char *, tokens_metric,     "",    NULL, "a metric the loop sets to the batch's token count (wins over " \
+    "tokens_per_sample; empty: none)") \
+  X(DOUBLE, double,       flops_per_sample,  "0",   NULL, "model FLOPs per sample, forward and backward (e.g. 6 x params x tokens); 0: none") \
+  X(DOUBLE, double,       peak_flops,        "0",   NULL, "one device's peak FLOP/s, for throughput/mfu (needs flops_per_sample); 0: none") \
+  X(C_ONLY, tr_clock_fn,  clock,             NULL,  NULL, "seconds; NULL = hooks.h's hk_clock") \
+  X(C_ONLY, void *,       clock_user,        NULL,  NULL, "clock's argument")
+typedef struct tr_throughput_monitor_desc { TR_THROUGHPUT_MONITOR_PARAMS(TR__FIELD) } tr_throughput_monitor_desc;
+typedef struct tr_throughput_monitor_state {
+  int64_t steps;                /* steps timed (this process) */
+  int n;                        /* steps in the window now */
+  double batches_per_sec, samples_per_sec, tokens_per_sec, flops_per_sec, mfu; /* the job's; NaN when unknown */
+  double device_samples_per_sec, device_tokens_per_sec; /* this rank's */
+  double step_ms_p50, step_ms_p90, step_ms_p99;
+  double samples, tokens;       /* seen by the job since on_train_start */
+} tr_throughput_monitor_state;
+TRAIN_API tr_err tr_throughput_monitor(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out);
+TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_registry *reg, hk_handle h);
+/* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
+   When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
+   SIGTERM: every path through on_exception), saves the last consistent state to
+   dirpath/filename.ckpt before teardown, so that tr_config.resume_from (tr_run_start's resume_from in
+   a loop of your own) continues from it. The last consistent state is the state after the last
+   completed optimizer step: in train.h's trainer the parameters, optimizer state, counters, RNG and
+   every callback's state as tr_save writes them, with the loop's position moved back to the first
+   batch of the accumulation window that was in progress (the batch that failed, with no
+   accumulation), whose partial gradients are dropped; so a resumed run repeats that window and ends
+   with the same bits as a run that never failed (random-access data; an iterator cannot go back:
+   it resumes where it stood). Callbacks' states are saved as they were at the failure. In a loop of
+   your own it saves through tr_run_save (save_model, the callbacks' state, ctx's counters): call
+   tr_run_finish with the model and ctx as they were after the last step. Nothing is saved before
+   on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
+   with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
+   exception). The file is written atomically (the old one stays until the new one is whole); a save
+   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
+#define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING, const char *, dirpath,  NULL,           NULL, "required: the checkpoint's directory (made when missing)") \
+  X(STRING, const char *, filename, "on_exception", NULL, "the file's name without \".ckpt\" (no '/')") \
+  X(TRI,    int,          verbose,  "true",         NULL, "say where it saved, or why it could not")
+typedef struct tr_on_exception_checkpoint_desc { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(TR__FIELD) } tr_on_exception_checkpoint_desc;
+typedef struct tr_on_exception_checkpoint_state {
+  const char *ckpt_path;        /* dirpath/filename.ckpt */
+  int64_t saved;                /* checkpoints written (one per failed fit) */
+  int64_t saved_step;           /* global_step of the last one (-1: none) */
+  tr_err last_error;            /* TR_OK, or why the last save failed */
+} tr_on_exception_checkpoint_state;
+TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out);
+TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h);
+
+/* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
+   Watches the training loss against a running window of the last `window` good losses (checked from
+   the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
+   or above centre + threshold * |centre| (mode relative) or centre + threshold * the window's
+   standard deviation (mode zscore), where centre is the window's mean or median, is a spike, and so
+   is a non-finite gradient norm. Lightning's SpikeDetection then raises; this one rolls back:
+     - every every_n_steps-th optimizer step (and at on_train_start) it copies the training state into
+       one buffer allocated at on_train_start (the only snapshot: memory is the state's size once);
+       the state is the run's (tr_run_desc.state): train.h's trainer gives its parameters, optimizer
+       state and step counters, a loop of yours the regions it lists;
+     - at a spike (the batch's backward and step are skipped: HK_SKIP_BATCH from on_before_backward,
+       HK_SKIP_STEP from on_before_optimizer_step) it copies the snapshot back at the batch's end, puts
+       ctx->global_step (the trainer: its step count, so the learning rate too) and its window back to
+       the snapshot's, and skips the next skip_after batches (HK_SKIP_BATCH from
+       on_train_batch_start). The data goes on: the batches from the snapshot to the spike are
+       undone and never seen again, which is what a run that skipped them from the snapshot on does,
+       bit for bit (same data, same order; the counters of the data - epoch, batch, samples_seen -
+       go on in both). An accumulation window in progress is dropped.
+   The (max_rollbacks+1)-th spike fails the run (HK_FAIL) as Lightning does at the first
+   (max_rollbacks = TR_ZERO: Lightning's behaviour; -1: never). Not restored: the other callbacks'
+   states (ema's average keeps the undone steps), the trainer's RNG (t->rng). In checkpoints: the
+   window, the counters, the skip range, and the snapshot itself (a resumed run rolls back to the
+   same snapshot as the run that did not stop; a checkpoint grows by the state's size). Refused at
+   on_train_start: no state to snapshot, a model on the GPU, more than one process (TRAIN_MPI). With
+   train.h, set tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let it see non-finite losses
+   (the trainer's default fails first). Cost per batch without a spike: the window's update (O(window);
+   the median sorts a copy), with check_grads a gradient norm (shared with clipping and the other
+   hooks), and a memcpy of the state every every_n_steps steps: +0.7% per step at the defaults on
+   make bench-train's MLP (about 1900 instructions, most of them the gradient norm).
+   Hand-written loop: tr_run_desc.state (and n_state), on_train_start, on_train_batch_start,
+   on_before_backward with ctx->loss, on_before_optimizer_step with ctx->grads, on_train_batch_end
+   (HK_FIRE_FLOW; honour HK_FLOW_SKIP_BATCH and HK_FLOW_SKIP_STEP), then take the step count from
+   ctx->global_step. */
+typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
+typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
+#define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(INT,      int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
+  X(CHOICE,   tr_spike_centre, centre,        "mean",     "mean|median", "the window's centre") \
+  X(CHOICE,   tr_spike_mode,   mode,          "relative", "relative|zscore", "relative: a spike is above centre + " \
+    "threshold*|centre|; zscore: above centre + threshold*std") \
+  X(DOUBLE,   double,          threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
+  X(INT,      int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
+  X(INT,      int64_t,         skip_after,    "0",         NULL, "batches skipped after a spike (>= 0)") \
+  X(INT_ZERO, int,             max_rollbacks, "10",       NULL, "spikes rolled back before one fails the run (0: fail at " \
+    "the first, as Lightning; -1: never)") \
+  X(TRI,      int,             check_grads,   "true",     NULL, "a non-finite gradient norm is a spike too") \
+  X(TRI,      int,             verbose,       "true",     NULL, "say each rollback")
+typedef struct tr_spike_detection_desc { TR_SPIKE_DETECTION_PARAMS(TR__FIELD) } tr_spike_detection_desc;
+typedef struct tr_spike_detection_state {
+  int64_t spikes;               /* spikes found (rolled back, or the one that failed the run) */
+  int64_t rollbacks;
+  int64_t skipped_batches;      /* batches undone (snapshot to spike) or skipped (skip_after), all rollbacks */
+  int64_t batches;              /* training batches seen (on_train_batch_end), from 1 */
+  int64_t snapshot_step;        /* ctx->global_step of the snapshot held (-1: none) */
+  int64_t snapshot_batch;       /* `batches` when it was taken (after a rollback: the last batch undone or to skip) */
+  int64_t skip_left;            /* batches still to skip */
+  int64_t last_first, last_last;/* the last rollback's range of batches undone or skipped (`batches`' numbers; 0 0: none) */
+  double last_loss, last_centre;/* the last spike's loss (NaN for a gradient) and the window's centre then */
+  size_t snapshot_bytes;        /* the snapshot's size */
+} tr_spike_detection_state;
+TRAIN_API tr_err tr_spike_detection(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out);
+TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_registry *reg, hk_handle h);
+
 #endif /* TRAIN_NO_CALLBACKS */
 
 /* =================================================================================================
@@ -1433,7 +1652,7 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
 TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out);
 /* The same plot from a CSV file in metrics.csv's layout (a "step" column and metric columns; empty
-   cells are skipped). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
+   cells are skipped), or with a "job" column instead of "step" (a sweep's summary.csv: x is the job). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
 TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len);
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
@@ -1469,6 +1688,134 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
                                const char *postfix, int width, int ascii);
 
 #endif /* TRAIN_NO_LOGGERS */
+
+#ifndef TRAIN_NO_SWEEP
+/* =================================================================================================
+   SWEEPS (Hydra's multirun)
+   Run a program's job once per combination of values given on the command line, one job after
+   another, each in its own directory with its hyperparameters, and compare their final metrics:
+
+       static double lr = 1e-3; static int batch = 32;
+       static const tr_sweep_field fields[] = { { "optim.lr", TR_SWEEP_DOUBLE, &lr }, { "batch", TR_SWEEP_INT, &batch } };
+       static tr_err job(hk_registry *reg, tr_sweep_job *job, void *user) {   (lr and batch hold this job's values)
+           ... tr_init(&t, &(tr_desc){ .reg = reg, ... }); e = tr_fit(&t, &cfg); tr_free(&t); return e;
+       }
+       tr_sweep_result res;
+       tr_err e = tr_sweep(&(tr_sweep_desc){ .fields = fields, .n_fields = 2, .job = job,
+                                             .spec = "early_stopping(monitor=val/loss); csv" },
+                           argc - 1, argv + 1, &res);
+       $ ./train optim.lr=1e-2,1e-3 batch=32,64 early_stopping.patience=3,5     (8 jobs)
+
+   Overrides: key=v1,v2,... A key names one of the program's fields (tr_sweep_field: name, type,
+   pointer; the job reads the variable) or, when no field has that name, factory.param: a parameter
+   of a callback in the spec string (the job's spec has it set, or replaced, in every item of that
+   factory). The jobs are the cartesian product of the lists, the last key varying fastest, as
+   Hydra's basic sweeper: a=1,2 b=x,y runs a=1 b=x, a=1 b=y, a=2 b=x, a=2 b=y. A value cannot hold a
+   comma. "-m" or "--multirun" asks for a sweep even with one job. Everything is checked before the
+   first job: an unknown key, a key given twice, an empty list or value, a value that is not of the
+   field's type, a spec parameter the factory does not have or a value it refuses (every job's spec
+   goes through hk_spec_check): TR_ERR_INVALID, with res->error naming the key and what it accepts.
+   Nothing runs and no directory is made then.
+
+   Each job gets a registry of its own (the standard factories, desc.add_factories', the job's spec
+   applied) with its run set up from desc.run: in a sweep, its directory is version_<job> inside the
+   sweep's directory (save_dir/version_N, claimed as the run layer claims one; Hydra: multirun/<date>/
+   <time>/<job>); every field's value and every spec override are the run's hyperparameters
+   (tr_run_hparam*, typed: hparams.yaml, TensorBoard's HParams tab - tensorboard --logdir on the
+   sweep's directory shows one row per job with its final metrics -, the plot); overrides.yaml there
+   lists the job's overrides. A job that calls tr_run_setup itself
+   (a loop of its own) starts from *job->run. A job's final metrics are the last value of every
+   metric sent to the job's loggers (on_log; a hook that runs after the loggers records them) and
+   whatever the job set with tr_sweep_metric.
+
+   The sweep's own hooks live on desc.reg (any hooks.h hook, callback or spec-made callback):
+     on_multirun_start, then per job on_job_start .. the job .. on_job_end, then on_multirun_end;
+     a single job without -m is a plain run: on_run_start, on_job_start, on_job_end, on_run_end
+     (Hydra's RUN mode; it writes where desc.run says, no summary).
+   Start events run in registration order, end events reversed (hooks.h's HK_REVERSED), as Hydra's.
+   At on_job_start and on_job_end ctx->outputs is the tr_sweep_job (tr_sweep_current); at on_job_end
+   its status, error and final metrics are set, and ctx's metrics are the job's final metrics. A hook
+   that fails at on_multirun_start / on_run_start ends the sweep before any job (TR_ERR_HOOK); at
+   on_job_start the job fails without running; at on_job_end the job counts as failed; HK_STOP at
+   on_job_end runs no further job.
+   A failing job (its function returned an error) is reported and the sweep goes on with the next
+   one, unless desc.stop_on_failure; Ctrl-C in a job (TR_ERR_INTERRUPTED) always ends the sweep.
+   At the end (a sweep): summary.csv in the sweep's directory - one row per job: job, status (ok,
+   failed, skipped), every swept key, every final metric (columns sorted by name), error - and
+   summary.svg, the final metrics (desc.metrics, or every one with loss in its name) against the
+   job's number (tr_plot_csv; without the loggers section, no SVG).
+   Hydra differences: no config files or composition (the program's fields are the config), no
+   launchers (jobs run one after another in this process), no range()/choice()/glob() sweeps, the
+   summary files are ours (Hydra writes multirun.yaml); Lightning has no sweeps.
+   ================================================================================================= */
+#define TR_SWEEP_TYPES(X) /* X(enum, name in messages) */ \
+  X(TR_SWEEP_INT,    "an integer (int)") \
+  X(TR_SWEEP_INT64,  "an integer (int64_t)") \
+  X(TR_SWEEP_DOUBLE, "a number (double)") \
+  X(TR_SWEEP_FLOAT,  "a number (float)") \
+  X(TR_SWEEP_BOOL,   "true or false (also yes/no, on/off, 1/0)") \
+  X(TR_SWEEP_STRING, "any text without a comma (const char *)")
+typedef enum tr_sweep_type {
+#define TR__X(sym, doc) sym,
+  TR_SWEEP_TYPES(TR__X)
+#undef TR__X
+  TR_SWEEP_TYPE_COUNT
+} tr_sweep_type;
+
+/* One of the program's configuration fields: ptr points at a variable of the type's C type (int,
+   int64_t, double, float, int for bool, const char * for string). Each job sees its value there; the
+   sweep puts the old values back when it returns (a string's text lives until then). */
+typedef struct tr_sweep_field { const char *name; tr_sweep_type type; void *ptr; } tr_sweep_field;
+
+typedef struct tr_sweep_job {
+  int index, count;              /* this job's number (from 0; Hydra's job.num) and the jobs in the sweep */
+  const char *overrides;         /* this job's values of the swept keys: "optim.lr=1e-2 batch=32" */
+  const char *dir;               /* its run directory (tr_run_dir of its registry; "" in a plain run until made) */
+  const char *spec;              /* the spec string applied to its registry, spec overrides in ("" when none) */
+  const tr_run_desc *run;        /* the run it was set up with (a job that calls tr_run_setup starts from it) */
+  /* on_job_end: */
+  tr_err status;                 /* TR_OK, or the job's error */
+  const char *error;             /* why it failed ("" when it did not) */
+  int n_metrics;                 /* its final metrics, in the order first seen */
+  const tr_log_metric *metrics;
+  void *tr__p;                   /* private */
+} tr_sweep_job;
+
+typedef tr_err (*tr_sweep_fn)(hk_registry *reg, tr_sweep_job *job, void *user);
+
+typedef struct tr_sweep_desc {
+  const tr_sweep_field *fields;  /* the program's configuration fields */
+  int n_fields;
+  const char *spec;              /* every job's callbacks and loggers (NULL: none); factory.param keys rewrite it */
+  tr_sweep_fn job;               /* runs one job on reg; returns TR_OK or its error (required) */
+  void *user;
+  hk_registry *reg;              /* the sweep's hooks (on_multirun_start ...); NULL: none */
+  tr_run_desc run;               /* every job's run (in a sweep save_dir, name and version are the sweep's) */
+  const char *save_dir;          /* where the sweep's directory version_N is claimed; NULL = "multirun" */
+  hk_err (*add_factories)(hk_registry *reg); /* your own spec factories, for the check and every job */
+  int stop_on_failure;           /* 1: a failing job ends the sweep (the rest are skipped); 0: go on */
+  int multirun;                  /* 1: a sweep even for one job (as -m on the command line) */
+  const char *metrics;           /* summary.svg's metrics, space-separated; NULL/"": those with loss in the name */
+  FILE *log;                     /* where the sweep says what it runs; NULL = stderr */
+} tr_sweep_desc;
+
+typedef struct tr_sweep_result {
+  int jobs, ok, failed, skipped; /* jobs in the sweep; how they ended */
+  int multirun;                  /* 1: it ran as a sweep (summary written), 0: a plain run */
+  char dir[512];                 /* the sweep's directory ("" in a plain run) */
+  char error[1024];              /* why tr_sweep did not return TR_OK ("" when it did) */
+} tr_sweep_result;
+
+/* Parse argc/argv (overrides, "-m"), check them, run the jobs, write the summary. Returns TR_OK when
+   every job that ran succeeded; TR_ERR_INVALID for bad overrides or desc (no job ran); else the first
+   failed job's error (or TR_ERR_HOOK from a sweep hook, TR_ERR_IO when the summary cannot be
+   written), with res->error saying which job and why. res may be NULL. */
+TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_sweep_result *res);
+/* The job at on_job_start / on_job_end of a sweep's hooks (NULL elsewhere). */
+TRAIN_API tr_sweep_job *tr_sweep_current(hk_ctx *ctx);
+/* A final metric of the job, set by the job itself (it wins over a logged value of the same name). */
+TRAIN_API tr_err tr_sweep_metric(tr_sweep_job *job, const char *name, double value);
+#endif /* TRAIN_NO_SWEEP */
 
 #ifndef TRAIN_NO_TRAINER
 /* =================================================================================================
@@ -1602,6 +1949,9 @@ typedef struct tr_trainer {
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
   double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
+  tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
+  int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
+  int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -1783,6 +2133,7 @@ struct tr__hparam;
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
 #define TR__HPARAM_VAL 256  /* and a value's */
 typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
+typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
   tr_log_record rec;         /* the record being built; histograms wait here for the next record */
   tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
@@ -1811,9 +2162,12 @@ typedef struct tr__run_priv {
   int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
   int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
+  const tr_region *state;    /* the trainer's training state (spike_detection's snapshot), else NULL: the desc's */
+  int n_state;
+  void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
+  tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER). */
-typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
@@ -3039,6 +3393,13 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
                         "that cannot be loaded, or a loader with nothing to load)"), TR_ERR_INVALID;
   if (!hk_is_finite(d->momentum) || !hk_is_finite(d->weight_decay))
     return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: momentum and weight_decay must be finite"), TR_ERR_INVALID;
+  if (d->n_state < 0 || (d->n_state > 0 && !d->state))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: n_state is %d with state %s: give n_state >= 0 regions "
+                        "in state", d->n_state, d->state ? "set" : "NULL"), TR_ERR_INVALID;
+  for (i = 0; i < d->n_state; i++)
+    if (!d->state[i].data || !d->state[i].bytes)
+      return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: state[%d] has %s: every region needs data and bytes > 0", i,
+                          d->state[i].data ? "0 bytes" : "data NULL"), TR_ERR_INVALID;
   strs[TR__RUN_SAVE_DIR] = d->save_dir;
   strs[TR__RUN_NAME] = d->name;
   strs[TR__RUN_VERSION] = d->version;
@@ -4727,8 +5088,8 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   if ((!d->monitor || !d->monitor[0]) && d->save_top_k > 1)
     return tr__bad(w, "model_checkpoint: save_top_k=%d needs a monitor (without one only -1, 0 or 1 are valid)", d->save_top_k);
   if (d->monitor && strlen(d->monitor) > 200) return tr__bad(w, "model_checkpoint: monitor is longer than 200 characters");
-  if (d->dirpath && (!d->dirpath[0] || strlen(d->dirpath) > TR__CB_MAX_STR / 2))
-    return tr__bad(w, "model_checkpoint: dirpath must be a non-empty path shorter than %d characters", TR__CB_MAX_STR / 2);
+  if (d->dirpath && strlen(d->dirpath) > TR__CB_MAX_STR / 2)
+    return tr__bad(w, "model_checkpoint: dirpath must be a path shorter than %d characters", TR__CB_MAX_STR / 2);
   if (!tpl[0]) return tr__bad(w, "model_checkpoint: filename is empty; give a template such as {epoch}-{step} (NULL: that default)");
   if (strlen(tpl) > 1024) return tr__bad(w, "model_checkpoint: filename is longer than 1024 characters");
   if (tr__template_check(tpl, w)) return TR_ERR_INVALID;
@@ -4738,8 +5099,8 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s = (tr__mc *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
-  s->dirpath = tr__strdup(d->dirpath ? d->dirpath : "checkpoints");
-  s->dir_default = !d->dirpath;
+  s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL or "", a spec's default) */
+  s->dirpath = tr__strdup(s->dir_default ? "checkpoints" : d->dirpath);
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
   s->mode = d->mode;
@@ -5875,6 +6236,909 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
   return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
 }
 
+/* ---- profiler ------------------------------------------------------------------------------------- */
+TRAIN_API const char *tr_phase_name(tr_phase p) {
+  static const char *const names[TR_PHASE_COUNT] = {
+#define TR__X(sym, name) name,
+    TR_PROFILER_PHASES(TR__X)
+#undef TR__X
+  };
+  return (unsigned)p < TR_PHASE_COUNT ? names[p] : "unknown";
+}
+
+typedef struct tr__prof {
+  tr_profiler_state pub;
+  tr_run *run;
+  hk_registry *reg;
+  hk_handle self;               /* its own handle: no warning about itself */
+  double slow;                  /* slow_fraction; < 0 never */
+  int table, log_metrics;
+  FILE *out;
+  double t_setup, t_step;       /* hk_clock at setup; the running step's start */
+  int in_step;
+  double be_seen;               /* on_train_batch_end's dispatch time already in step_time (it runs first there:
+                                   a step's own on_train_batch_end is added at the next step, record or teardown) */
+  /* at the last training record: what the interval metrics subtract */
+  int64_t rec_steps, rec_phase_calls[TR_PHASE_COUNT];
+  double rec_step_time, rec_phase_time[TR_PHASE_COUNT];
+  int64_t rec_calls[HK_MAX_EVENTS];
+  double rec_total[HK_MAX_EVENTS];
+  hk_handle *warned;            /* hooks warned about (grown at a check, never in a step) */
+  int n_warned, cap_warned;
+} tr__prof;
+
+static void tr__prof_destroy(void *user) {
+  tr__prof *s = (tr__prof *)user;
+  if (!s) return;
+  hk_profile(s->reg, 0); /* a registry without a profiler pays nothing again */
+  free(s->warned);
+  free(s);
+}
+static FILE *tr__prof_file(const tr__prof *s, FILE *f) {
+  return f ? f : s->out ? s->out : s->run && s->run->desc.log ? s->run->desc.log : stderr;
+}
+static void tr__prof_zero(tr__prof *s) {
+  memset(&s->pub, 0, sizeof s->pub);
+  s->rec_steps = 0;
+  s->rec_step_time = 0;
+  memset(s->rec_phase_calls, 0, sizeof s->rec_phase_calls);
+  memset(s->rec_phase_time, 0, sizeof s->rec_phase_time);
+  memset(s->rec_calls, 0, sizeof s->rec_calls);
+  memset(s->rec_total, 0, sizeof s->rec_total);
+  s->in_step = 0;
+  s->be_seen = 0;
+}
+static void tr__prof_settle(tr__prof *s, hk_registry *reg) {
+  hk_prof p;
+  if (hk_profile_event(reg, HK_ON_TRAIN_BATCH_END, &p) != 0) return;
+  s->pub.step_time += p.total - s->be_seen;
+  s->be_seen = p.total;
+}
+static hk_signal tr__prof_setup(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  hk_profile_reset(ctx->reg);
+  tr__prof_zero(s);
+  s->t_setup = hk_clock();
+  return HK_CONTINUE;
+}
+static void tr__prof_phase(tr__prof *s, tr_phase p, double dt) {
+  s->pub.phase_time[p] += dt;
+  s->pub.phase_calls[p]++;
+}
+/* The loop's work before this event (hk_profile_gap), put in the phase it belongs to. */
+static hk_signal tr__prof_gap(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  int prev;
+  double gap = hk_profile_gap(ctx->reg, &prev);
+  if (gap < 0) return HK_CONTINUE;
+  switch (ctx->event) {
+  case HK_ON_TRAIN_BATCH_START:
+    tr__prof_phase(s, TR_PHASE_DATA, gap);
+    s->t_step = hk_clock() - gap;
+    s->in_step = 1;
+    break;
+  case HK_ON_BEFORE_ZERO_GRAD: tr__prof_phase(s, TR_PHASE_FORWARD, gap); break;
+  case HK_ON_BEFORE_BACKWARD:
+    tr__prof_phase(s, prev == HK_ON_BEFORE_ZERO_GRAD ? TR_PHASE_OPTIMIZER : TR_PHASE_FORWARD, gap);
+    break;
+  case HK_ON_AFTER_BACKWARD: case HK_ON_BEFORE_OPTIMIZER_STEP: tr__prof_phase(s, TR_PHASE_BACKWARD, gap); break;
+  case HK_ON_GRADIENT_CLIP: case HK_ON_AFTER_OPTIMIZER_STEP: tr__prof_phase(s, TR_PHASE_OPTIMIZER, gap); break;
+  default: break;
+  }
+  return HK_CONTINUE;
+}
+static hk_signal tr__prof_batch_end(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  if (!s->in_step) return HK_CONTINUE;
+  s->in_step = 0;
+  s->pub.steps++;
+  s->pub.step_time += hk_clock() - s->t_step;
+  tr__prof_settle(s, ctx->reg);
+  return HK_CONTINUE;
+}
+
+/* The training batch events: where a hook's time is a step's. */
+static int tr__prof_batch_event(int e) {
+  return e == HK_ON_TRAIN_BATCH_START || e == HK_ON_BEFORE_ZERO_GRAD || e == HK_ON_BEFORE_BACKWARD ||
+         e == HK_ON_AFTER_BACKWARD || e == HK_ON_BEFORE_OPTIMIZER_STEP || e == HK_ON_GRADIENT_CLIP ||
+         e == HK_ON_AFTER_OPTIMIZER_STEP || e == HK_ON_TRAIN_BATCH_END;
+}
+static void tr__prof_check(tr__prof *s, hk_ctx *ctx) {
+  double step;
+  int e, i, k;
+  hk_prof p;
+  if (s->slow < 0 || s->pub.steps < 5) return;
+  step = s->pub.step_time / (double)s->pub.steps;
+  for (e = 0; e < HK_EVENT_COUNT; e++) {
+    if (!tr__prof_batch_event(e)) continue;
+    for (i = 0; hk_profile_hook(ctx->reg, e, i, &p) == 0; i++) {
+      double mean = p.calls > 0 ? p.total / (double)p.calls : 0;
+      if (p.handle == s->self || p.calls < 5 || !(mean > s->slow * step)) continue;
+      for (k = 0; k < s->n_warned && s->warned[k] != p.handle; k++) {}
+      if (k < s->n_warned) continue;
+      if (s->n_warned == s->cap_warned) {
+        int cap = s->cap_warned ? 2 * s->cap_warned : 8;
+        hk_handle *q = (hk_handle *)realloc(s->warned, (size_t)cap * sizeof *q);
+        if (!q) return;
+        s->warned = q;
+        s->cap_warned = cap;
+      }
+      s->warned[s->n_warned++] = p.handle;
+      s->pub.warnings++;
+      if (ctx->rank == 0) {
+        FILE *f = tr__prof_file(s, NULL);
+        fprintf(f, "profiler: warning: hook '%s' takes %.3f ms per call at %s, %.0f%% of a training step (%.3f ms mean; "
+                "slow_fraction=%g)\n", p.name, 1e3 * mean, hk_event_name(ctx->reg, e), 100 * mean / step, 1e3 * step, s->slow);
+        fflush(f);
+      }
+    }
+  }
+}
+static hk_signal tr__prof_train_end(hk_ctx *ctx, void *user) {
+  tr__prof_settle((tr__prof *)user, ctx->reg);
+  tr__prof_check((tr__prof *)user, ctx);
+  return HK_CONTINUE;
+}
+/* A training record: the interval's means, then the slow-hook check. */
+static hk_signal tr__prof_on_log(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  tr_log_record *r = tr_log_current(ctx);
+  char name[96];
+  int64_t steps;
+  int e, k;
+  hk_prof p;
+  if (!r || !r->stage || strcmp(r->stage, "train")) return HK_CONTINUE;
+  tr__prof_settle(s, ctx->reg);
+  steps = s->pub.steps - s->rec_steps;
+  if (s->log_metrics && steps > 0) {
+    (void)tr_log_set(r, "profiler/step_ms", 1e3 * (s->pub.step_time - s->rec_step_time) / (double)steps);
+    for (k = 0; k < TR_PHASE_COUNT; k++) {
+      snprintf(name, sizeof name, "profiler/%s_ms", tr_phase_name((tr_phase)k));
+      if (s->pub.phase_calls[k] > s->rec_phase_calls[k])
+        (void)tr_log_set(r, name, 1e3 * (s->pub.phase_time[k] - s->rec_phase_time[k]) / (double)steps);
+    }
+  }
+  for (e = 0; e < HK_MAX_EVENTS && hk_profile_event(ctx->reg, e, &p) == 0; e++) {
+    if (s->log_metrics && steps > 0 && p.calls > s->rec_calls[e]) {
+      snprintf(name, sizeof name, "profiler/%s_ms", p.name);
+      (void)tr_log_set(r, name, 1e3 * (p.total - s->rec_total[e]) / (double)(p.calls - s->rec_calls[e]));
+    }
+    s->rec_calls[e] = p.calls;
+    s->rec_total[e] = p.total;
+  }
+  s->rec_steps = s->pub.steps;
+  s->rec_step_time = s->pub.step_time;
+  memcpy(s->rec_phase_calls, s->pub.phase_calls, sizeof s->rec_phase_calls);
+  memcpy(s->rec_phase_time, s->pub.phase_time, sizeof s->rec_phase_time);
+  tr__prof_check(s, ctx);
+  return HK_CONTINUE;
+}
+
+typedef struct { int event; double total; } tr__prof_row;
+static int tr__prof_row_cmp(const void *a, const void *b) {
+  double x = ((const tr__prof_row *)a)->total, y = ((const tr__prof_row *)b)->total;
+  return x > y ? -1 : x < y ? 1 : ((const tr__prof_row *)a)->event - ((const tr__prof_row *)b)->event;
+}
+static void tr__prof_line(FILE *f, int indent, const char *kind, const char *name, int64_t calls, double total, double max,
+                          double run) {
+  char mx[32];
+  if (max == max) snprintf(mx, sizeof mx, "%11.4f", 1e3 * max);
+  else snprintf(mx, sizeof mx, "%11s", "-"); /* phases keep no maximum */
+  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f %s %10.4f %6.1f%%\n", indent, "", 10 - indent, kind, 36, 36, name,
+          (long long)calls, calls > 0 ? 1e3 * total / (double)calls : 0.0, mx, total, run > 0 ? 100 * total / run : 0.0);
+}
+static void tr__prof_table(tr__prof *s, hk_registry *reg, FILE *f, const char *stage) {
+  tr__prof_row rows[HK_MAX_EVENTS];
+  int n = 0, e, i, k;
+  hk_prof p;
+  double run = s->pub.run_time;
+  for (e = 0; e < HK_MAX_EVENTS && hk_profile_event(reg, e, &p) == 0; e++)
+    if (p.calls > 0) { rows[n].event = e; rows[n].total = p.total; n++; }
+  qsort(rows, (size_t)n, sizeof rows[0], tr__prof_row_cmp);
+  fprintf(f, "profiler: %s, %.4f s, %lld training steps, %.4f ms per step\n", stage, run, (long long)s->pub.steps,
+          s->pub.steps ? 1e3 * s->pub.step_time / (double)s->pub.steps : 0.0);
+  fprintf(f, "%-10s %-36s %10s %11s %11s %10s %7s\n", "kind", "name", "calls", "mean ms", "max ms", "total s", "share");
+  for (k = 0; k < TR_PHASE_COUNT; k++)
+    if (s->pub.phase_calls[k])
+      tr__prof_line(f, 0, "phase", tr_phase_name((tr_phase)k), s->pub.phase_calls[k], s->pub.phase_time[k], NAN, run);
+  for (k = 0; k < n; k++) {
+    hk_profile_event(reg, rows[k].event, &p);
+    tr__prof_line(f, 0, "event", p.name, p.calls, p.total, p.max, run);
+    for (i = 0; hk_profile_hook(reg, rows[k].event, i, &p) == 0; i++)
+      tr__prof_line(f, 2, "hook", p.name, p.calls, p.total, p.max, run);
+  }
+  fflush(f);
+}
+static hk_signal tr__prof_teardown(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  s->pub.run_time = hk_clock() - s->t_setup;
+  tr__prof_settle(s, ctx->reg);
+  if (s->table && ctx->rank == 0) tr__prof_table(s, ctx->reg, tr__prof_file(s, NULL), hk_stage_name(ctx->stage));
+  return HK_CONTINUE;
+}
+
+static tr_err tr__prof_make(hk_registry *reg, const tr_profiler_desc *d, hk_handle *out, tr__why *w) {
+  tr__prof *s;
+  hk_callback cb;
+  hk_handle h = 0;
+  tr_err e;
+  if (!d) return tr__bad(w, "profiler: desc is NULL");
+  if (!hk_is_finite(d->slow_fraction)) return tr__bad(w, "profiler: slow_fraction must be a finite number (> 0; negative: never warn), got %g", d->slow_fraction);
+  if (!tr__tri_ok(d->table) || !tr__tri_ok(d->log_metrics))
+    return tr__bad(w, "profiler: table and log_metrics take TR_YES, TR_NO or 0 (the default), got %d and %d", d->table, d->log_metrics);
+  s = (tr__prof *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "profiler: out of memory"), TR_ERR_NOMEM;
+  s->run = tr_run_get(reg);
+  s->reg = reg;
+  s->slow = d->slow_fraction == 0 ? 0.5 : d->slow_fraction;
+  s->table = tr__flag(d->table, 1);
+  s->log_metrics = tr__flag(d->log_metrics, 1);
+  s->out = d->out;
+  s->t_setup = hk_clock();
+  memset(&cb, 0, sizeof cb);
+  cb.name = "profiler";
+  cb.user = s;
+  cb.setup = tr__prof_setup;
+  cb.on_train_batch_start = tr__prof_gap;
+  cb.on_before_zero_grad = tr__prof_gap;
+  cb.on_before_backward = tr__prof_gap;
+  cb.on_after_backward = tr__prof_gap;
+  cb.on_before_optimizer_step = tr__prof_gap;
+  cb.on_gradient_clip = tr__prof_gap;
+  cb.on_after_optimizer_step = tr__prof_gap;
+  cb.on_train_batch_end = tr__prof_batch_end;
+  cb.on_train_end = tr__prof_train_end;
+  cb.on_log = tr__prof_on_log;
+  cb.teardown = tr__prof_teardown;
+  cb.destroy = tr__prof_destroy;
+  s->reg = NULL; /* not profiling yet: a refused registration must not turn it off */
+  if ((e = tr__cb_register(reg, &cb, -1000, &h, w)) != TR_OK) return e;
+  s->reg = reg;
+  s->self = h;
+  hk_profile(reg, 1);
+  if (out) *out = h;
+  return TR_OK;
+}
+TRAIN_API tr_err tr_profiler(hk_registry *reg, const tr_profiler_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__prof_make(reg, d, out, &w), &w);
+}
+static tr__prof *tr__prof_of(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__prof_destroy ? (tr__prof *)cb->user : NULL;
+}
+TRAIN_API const tr_profiler_state *tr_profiler_get(const hk_registry *reg, hk_handle h) {
+  tr__prof *s = tr__prof_of(reg, h);
+  return s ? &s->pub : NULL;
+}
+TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out) {
+  tr__prof *s = tr__prof_of(reg, h);
+  if (!s) return -1;
+  if (s->run && s->run->running) s->pub.run_time = hk_clock() - s->t_setup;
+  tr__prof_table(s, reg, tr__prof_file(s, out), "now");
+  return 0;
+}
+
+/* ---- throughput_monitor --------------------------------------------------------------------------- */
+typedef struct tr__tp {
+  tr_throughput_monitor_state pub;
+  tr_run *run;
+  int window, world;
+  double tokens_per_sample, flops_per_sample, peak;
+  char *tokens_metric;          /* NULL: none */
+  tr_clock_fn clock;
+  void *clock_user;
+  double paused, pause_start;   /* validation time left out; when the running one began (< 0: none) */
+  /* the ring: window + 1 points (time, samples, tokens) at on_train_start and each step's end */
+  double *t, *samples, *tokens, *scratch;
+  int head, n;                  /* the newest point; points held */
+  int64_t last_samples;
+  double tokens_seen;
+  int warned;                   /* samples_seen did not move */
+} tr__tp;
+
+static void tr__tp_destroy(void *user) {
+  tr__tp *s = (tr__tp *)user;
+  if (!s) return;
+  free(s->tokens_metric);
+  free(s->t);
+  free(s);
+}
+static double tr__tp_now(const tr__tp *s) { return (s->clock ? s->clock(s->clock_user) : hk_clock()) - s->paused; }
+static void tr__tp_push(tr__tp *s, double t, int64_t samples, double tokens) {
+  s->head = (s->head + 1) % (s->window + 1);
+  s->t[s->head] = t;
+  s->samples[s->head] = (double)samples;
+  s->tokens[s->head] = tokens;
+  if (s->n < s->window + 1) s->n++;
+}
+static hk_signal tr__tp_train_start(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  s->paused = 0;
+  s->pause_start = -1;
+  s->n = 0;
+  s->head = 0;
+  s->tokens_seen = 0;
+  s->last_samples = ctx->samples_seen;
+  s->world = ctx->world_size > 1 ? ctx->world_size : 1;
+  memset(&s->pub, 0, sizeof s->pub);
+  tr__tp_push(s, tr__tp_now(s), 0, 0); /* samples and tokens count from here (a resumed run's too) */
+  return HK_CONTINUE;
+}
+/* The step: a clock read and the ring's stores. */
+static hk_signal tr__tp_batch_end(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  int64_t d = ctx->samples_seen - s->last_samples;
+  double tok;
+  if (s->n == 0) return HK_CONTINUE; /* on_train_start never fired */
+  s->last_samples = ctx->samples_seen;
+  if (s->tokens_metric) tok = hk_metric_get(ctx, s->tokens_metric, &tok) ? tok : 0;
+  else tok = s->tokens_per_sample * (double)d;
+  s->tokens_seen += tok;
+  s->pub.steps++;
+  tr__tp_push(s, tr__tp_now(s), (int64_t)s->samples[s->head] + d, s->tokens_seen);
+  return HK_CONTINUE;
+}
+static hk_signal tr__tp_val_start(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  (void)ctx;
+  if (s->pause_start < 0) s->pause_start = tr__tp_now(s);
+  return HK_CONTINUE;
+}
+static hk_signal tr__tp_val_end(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  (void)ctx;
+  if (s->pause_start >= 0) { s->paused += tr__tp_now(s) - s->pause_start; s->pause_start = -1; }
+  return HK_CONTINUE;
+}
+static int tr__tp_dcmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+/* The window's values, into pub (at a record, or for the getter). */
+static void tr__tp_compute(tr__tp *s) {
+  tr_throughput_monitor_state *p = &s->pub;
+  int W = s->window + 1, first = (s->head - (s->n - 1) + W) % W, k, m = s->n - 1;
+  double dt = s->t[s->head] - s->t[first], world = (double)s->world;
+  double ds = s->samples[s->head] - s->samples[first], dtok = s->tokens[s->head] - s->tokens[first];
+  p->n = m > 0 ? m : 0;
+  p->samples = s->samples[s->head] * world;
+  p->tokens = s->tokens_seen * world;
+  p->batches_per_sec = p->samples_per_sec = p->tokens_per_sec = p->flops_per_sec = p->mfu = NAN;
+  p->device_samples_per_sec = p->device_tokens_per_sec = NAN;
+  p->step_ms_p50 = p->step_ms_p90 = p->step_ms_p99 = NAN;
+  if (m <= 0 || !(dt > 0)) return;
+  p->batches_per_sec = (double)m / dt * world;
+  p->device_samples_per_sec = ds / dt;
+  p->samples_per_sec = p->device_samples_per_sec * world;
+  if (s->tokens_metric || s->tokens_per_sample > 0) {
+    p->device_tokens_per_sec = dtok / dt;
+    p->tokens_per_sec = p->device_tokens_per_sec * world;
+  }
+  if (s->flops_per_sample > 0) p->flops_per_sec = p->samples_per_sec * s->flops_per_sample;
+  if (s->flops_per_sample > 0 && s->peak > 0) p->mfu = p->flops_per_sec / (s->peak * world);
+  for (k = 0; k < m; k++) { /* step times, oldest first, then sorted: nearest-rank percentiles */
+    int i = (first + k) % W, j = (first + k + 1) % W;
+    s->scratch[k] = 1e3 * (s->t[j] - s->t[i]);
+  }
+  qsort(s->scratch, (size_t)m, sizeof s->scratch[0], tr__tp_dcmp);
+  p->step_ms_p50 = s->scratch[(int)ceil(0.50 * m) - 1];
+  p->step_ms_p90 = s->scratch[(int)ceil(0.90 * m) - 1];
+  p->step_ms_p99 = s->scratch[(int)ceil(0.99 * m) - 1];
+}
+static hk_signal tr__tp_on_log(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  tr_log_record *r = tr_log_current(ctx);
+  const tr_throughput_monitor_state *p = &s->pub;
+  struct { const char *name; double v; } m[13];
+  int k, n = 0;
+  if (!r || !r->stage || strcmp(r->stage, "train") || s->n < 2) return HK_CONTINUE;
+  if (!s->warned && s->samples[s->head] == 0) {
+    s->warned = 1;
+    tr__run_say_on(s->run, ctx, 1, "throughput_monitor", "ctx->samples_seen did not move in %lld steps: samples/s is 0; "
+                   "add each batch's size to ctx.samples_seen before on_train_batch_end", (long long)p->steps);
+  }
+  tr__tp_compute(s);
+  m[n].name = "throughput/batches_per_sec", m[n++].v = p->batches_per_sec;
+  m[n].name = "throughput/samples_per_sec", m[n++].v = p->samples_per_sec;
+  m[n].name = "throughput/samples", m[n++].v = p->samples;
+  m[n].name = "throughput/step_ms_p50", m[n++].v = p->step_ms_p50;
+  m[n].name = "throughput/step_ms_p90", m[n++].v = p->step_ms_p90;
+  m[n].name = "throughput/step_ms_p99", m[n++].v = p->step_ms_p99;
+  if (s->tokens_metric || s->tokens_per_sample > 0) {
+    m[n].name = "throughput/tokens_per_sec", m[n++].v = p->tokens_per_sec;
+    m[n].name = "throughput/tokens", m[n++].v = p->tokens;
+  }
+  if (s->flops_per_sample > 0) m[n].name = "throughput/flops_per_sec", m[n++].v = p->flops_per_sec;
+  if (s->flops_per_sample > 0 && s->peak > 0) m[n].name = "throughput/mfu", m[n++].v = p->mfu;
+  if (s->world > 1) {
+    m[n].name = "throughput/device/samples_per_sec", m[n++].v = p->device_samples_per_sec;
+    if (s->tokens_metric || s->tokens_per_sample > 0) m[n].name = "throughput/device/tokens_per_sec", m[n++].v = p->device_tokens_per_sec;
+  }
+  for (k = 0; k < n; k++) {
+    if (!hk_is_finite(m[k].v)) continue;
+    if (tr_log_set(r, m[k].name, m[k].v) != TR_OK || hk_metric_set(ctx, m[k].name, m[k].v) != HK_OK)
+      return hk_fail(ctx, "throughput_monitor: out of memory");
+  }
+  return HK_CONTINUE;
+}
+
+static tr_err tr__tp_make(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out, tr__why *w) {
+  tr__tp *s;
+  hk_callback cb;
+  size_t W;
+  if (!d) return tr__bad(w, "throughput_monitor: desc is NULL");
+  if (d->window != 0 && (d->window < 2 || d->window > 1000000))
+    return tr__bad(w, "throughput_monitor: window must be in 2..1000000 steps (0 = 100), got %d", d->window);
+  if (!(d->tokens_per_sample >= 0) || !hk_is_finite(d->tokens_per_sample))
+    return tr__bad(w, "throughput_monitor: tokens_per_sample must be a finite number >= 0, got %g", d->tokens_per_sample);
+  if (!(d->flops_per_sample >= 0) || !hk_is_finite(d->flops_per_sample))
+    return tr__bad(w, "throughput_monitor: flops_per_sample must be a finite number >= 0, got %g", d->flops_per_sample);
+  if (!(d->peak_flops >= 0) || !hk_is_finite(d->peak_flops))
+    return tr__bad(w, "throughput_monitor: peak_flops must be a finite number >= 0 (one device's FLOP/s), got %g", d->peak_flops);
+  if (d->peak_flops > 0 && d->flops_per_sample == 0)
+    return tr__bad(w, "throughput_monitor: peak_flops needs flops_per_sample (MFU is the model's FLOP/s over the peak)");
+  if (d->tokens_metric && strlen(d->tokens_metric) > 200) return tr__bad(w, "throughput_monitor: tokens_metric is longer than 200 characters");
+  s = (tr__tp *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "throughput_monitor: out of memory"), TR_ERR_NOMEM;
+  s->window = d->window ? d->window : 100;
+  W = (size_t)s->window + 1;
+  s->t = (double *)malloc(4 * W * sizeof(double)); /* one block: t, samples, tokens, scratch */
+  if (d->tokens_metric && d->tokens_metric[0]) s->tokens_metric = tr__strdup(d->tokens_metric);
+  if (!s->t || (d->tokens_metric && d->tokens_metric[0] && !s->tokens_metric)) {
+    tr__tp_destroy(s);
+    return tr__bad(w, "throughput_monitor: out of memory"), TR_ERR_NOMEM;
+  }
+  s->samples = s->t + W;
+  s->tokens = s->t + 2 * W;
+  s->scratch = s->t + 3 * W;
+  s->run = tr_run_get(reg);
+  s->tokens_per_sample = d->tokens_per_sample;
+  s->flops_per_sample = d->flops_per_sample;
+  s->peak = d->peak_flops;
+  s->clock = d->clock;
+  s->clock_user = d->clock_user;
+  s->world = 1;
+  s->pause_start = -1;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "throughput_monitor";
+  cb.user = s;
+  cb.on_train_start = tr__tp_train_start;
+  cb.on_train_batch_end = tr__tp_batch_end;
+  cb.on_validation_start = tr__tp_val_start;
+  cb.on_validation_end = tr__tp_val_end;
+  cb.on_log = tr__tp_on_log;
+  cb.destroy = tr__tp_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TRAIN_API tr_err tr_throughput_monitor(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__tp_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  tr__tp *s = cb && cb->destroy == tr__tp_destroy ? (tr__tp *)cb->user : NULL;
+  if (!s) return NULL;
+  if (s->n >= 1) tr__tp_compute(s);
+  return &s->pub;
+}
+
+/* ---- on_exception_checkpoint ------------------------------------------------------------------------ */
+typedef struct tr__oec {
+  tr_on_exception_checkpoint_state pub;
+  tr_run *run;
+  hk_registry *reg;
+  char *dirpath, *path;
+  int verbose;
+  int training;                 /* on_train_start of this fit has fired: there is a state worth saving */
+} tr__oec;
+static void tr__oec_destroy(void *user) {
+  tr__oec *s = (tr__oec *)user;
+  free(s->dirpath);
+  free(s->path);
+  free(s);
+}
+static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 1; return HK_CONTINUE; }
+static hk_signal tr__oec_over(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 0; return HK_CONTINUE; }
+static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  tr_run *run = s->run;
+  char why[600];
+  tr_err e;
+  if (!s->training || run->running != HK_STAGE_FIT) return HK_CONTINUE;
+  s->training = 0;
+  why[0] = 0;
+  if (tr__mkdirs(s->dirpath) != 0) {
+    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    e = TR_ERR_IO;
+  } else if (run->trainer && run->tr__p->save_failed) e = run->tr__p->save_failed(run->trainer, ctx, s->path, why, sizeof why);
+  else e = tr__run_save_to(s->reg, ctx, s->path, why, sizeof why);
+  s->pub.last_error = e;
+  if (e) {
+    if (s->verbose) tr__run_say(run, ctx, "on_exception_checkpoint", "could not save '%s': %s", s->path, why);
+    return HK_CONTINUE; /* the run has failed already; its own error stands */
+  }
+  s->pub.saved++;
+  s->pub.saved_step = ctx->global_step;
+  if (s->verbose)
+    tr__run_say(run, ctx, "on_exception_checkpoint", "the run failed (%s); saved its state after step %lld to '%s' "
+                "(resume from it)", ctx->abort_reason ? ctx->abort_reason : "interrupted", (long long)ctx->global_step, s->path);
+  return HK_CONTINUE;
+}
+static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out, tr__why *w) {
+  tr__oec *s;
+  hk_callback cb;
+  const char *name;
+  size_t n;
+  if (!d) return tr__bad(w, "on_exception_checkpoint: desc is NULL");
+  if (!d->dirpath || !d->dirpath[0]) return tr__bad(w, "on_exception_checkpoint: dirpath is required (the directory the checkpoint goes into)");
+  name = d->filename ? d->filename : "on_exception";
+  if (!name[0] || strchr(name, '/'))
+    return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
+  s = (tr__oec *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
+  n = strlen(d->dirpath) + strlen(name) + 7;
+  s->dirpath = tr__strdup(d->dirpath);
+  s->path = (char *)malloc(n);
+  if (!s->dirpath || !s->path) { tr__oec_destroy(s); return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM; }
+  snprintf(s->path, n, "%s/%s.ckpt", d->dirpath, name);
+  s->run = tr_run_get(reg);
+  s->reg = reg;
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.ckpt_path = s->path;
+  s->pub.saved_step = -1;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "on_exception_checkpoint";
+  cb.user = s;
+  cb.on_train_start = tr__oec_train_start;
+  cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
+  cb.on_exception = tr__oec_exception;
+  cb.destroy = tr__oec_destroy;
+  return tr__cb_register(reg, &cb, -20, out, w); /* first of on_exception: the state before other handlers change it */
+}
+TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__oec_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__oec_destroy ? &((const tr__oec *)cb->user)->pub : NULL;
+}
+
+/* ---- spike_detection -------------------------------------------------------------------------------- */
+typedef struct tr__sd {
+  tr_spike_detection_state pub;
+  tr_run *run;
+  int window, check_grads, verbose, max_rollbacks;
+  tr_spike_centre centre;
+  tr_spike_mode mode;
+  double threshold;
+  int64_t every, skip_after;
+  double *win, *snap_win, *sorted;   /* the window (a ring), its copy in the snapshot, the median's scratch */
+  int n, pos, snap_n, snap_pos;
+  unsigned char *snap;               /* the one snapshot (pub.snapshot_bytes) */
+  int from_ckpt;                     /* snap came from a checkpoint: on_train_start keeps it */
+  int64_t last_step;                 /* ctx->global_step at the last batch end (a snapshot only after a step) */
+  int pending, skipping, saw_loss;   /* this batch: a spike to roll back, skipped by us, its loss checked */
+  double loss;
+  char why[160];
+} tr__sd;
+static void tr__sd_destroy(void *user) {
+  tr__sd *s = (tr__sd *)user;
+  free(s->win);
+  free(s->snap);
+  free(s);
+}
+static void tr__sd_regions(const tr__sd *s, const tr_region **r, int *n) {
+  const tr__run_priv *q = s->run->tr__p;
+  if (q->state) { *r = q->state; *n = q->n_state; }
+  else { *r = s->run->desc.state; *n = s->run->desc.n_state; }
+}
+static size_t tr__sd_size(const tr__sd *s) {
+  const tr_region *r;
+  int n, i;
+  size_t total = 0;
+  tr__sd_regions(s, &r, &n);
+  for (i = 0; i < n; i++) total += r[i].bytes;
+  return total;
+}
+/* copy the state into the snapshot (save) or back (restore): one memcpy per region */
+static void tr__sd_copy(tr__sd *s, int restore) {
+  const tr_region *r;
+  int n, i;
+  size_t at = 0;
+  tr__sd_regions(s, &r, &n);
+  for (i = 0; i < n; i++) {
+    if (restore) memcpy(r[i].data, s->snap + at, r[i].bytes);
+    else memcpy(s->snap + at, r[i].data, r[i].bytes);
+    at += r[i].bytes;
+  }
+}
+static void tr__sd_take(tr__sd *s, const hk_ctx *ctx) {
+  tr__sd_copy(s, 0);
+  memcpy(s->snap_win, s->win, (size_t)s->window * sizeof *s->win);
+  s->snap_n = s->n;
+  s->snap_pos = s->pos;
+  s->pub.snapshot_step = ctx->global_step;
+  s->pub.snapshot_batch = s->pub.batches;
+}
+/* The window's centre, and its spread for zscore. Recomputed from the window each time: the same bits
+   whatever came before (exact resume). */
+static double tr__sd_centre(tr__sd *s, double *spread) {
+  double sum = 0, c, var = 0;
+  int i, j;
+  for (i = 0; i < s->n; i++) sum += s->win[i];
+  c = sum / s->n;
+  if (s->centre == TR_SPIKE_MEDIAN) {
+    for (i = 0; i < s->n; i++) { /* insertion sort of a copy: the window is small */
+      double x = s->win[i];
+      for (j = i; j > 0 && s->sorted[j - 1] > x; j--) s->sorted[j] = s->sorted[j - 1];
+      s->sorted[j] = x;
+    }
+    c = s->n % 2 ? s->sorted[s->n / 2] : 0.5 * (s->sorted[s->n / 2 - 1] + s->sorted[s->n / 2]);
+  }
+  if (s->mode == TR_SPIKE_ZSCORE) {
+    double mean = sum / s->n;
+    for (i = 0; i < s->n; i++) var += (s->win[i] - mean) * (s->win[i] - mean);
+    *spread = sqrt(var / s->n);
+  } else *spread = fabs(c);
+  return c;
+}
+static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  size_t size = tr__sd_size(s);
+  s->last_step = ctx->global_step;
+  s->pending = s->skipping = s->saw_loss = 0;
+  if (!size)
+    return hk_fail(ctx, "spike_detection: the run has no training state to snapshot: give tr_run_desc.state (the "
+                   "parameters, the optimizer state and its step count) in a loop of your own");
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device)
+    return hk_fail(ctx, "spike_detection: the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
+  if (ctx->world_size > 1)
+    return hk_fail(ctx, "spike_detection: %d processes: each would decide alone and the ranks would part; use it with one "
+                   "process", ctx->world_size);
+  if (s->from_ckpt && s->pub.snapshot_bytes == size) { s->from_ckpt = 0; return HK_CONTINUE; } /* the checkpoint's snapshot */
+  if (s->from_ckpt)
+    tr__run_say(s->run, ctx, "spike_detection", "the checkpoint's snapshot has %zu bytes, the state %zu: a new snapshot is "
+                "taken at step %lld", s->pub.snapshot_bytes, size, (long long)ctx->global_step);
+  s->from_ckpt = 0;
+  if (s->pub.snapshot_bytes != size) {
+    unsigned char *p = (unsigned char *)realloc(s->snap, size);
+    if (!p) return hk_fail(ctx, "spike_detection: out of memory for a %zu-byte snapshot", size);
+    s->snap = p;
+    s->pub.snapshot_bytes = size;
+  }
+  tr__sd_take(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__sd_batch_start(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  (void)ctx;
+  s->pending = s->saw_loss = 0;
+  s->skipping = s->pub.skip_left > 0;
+  if (!s->skipping) return HK_CONTINUE;
+  s->pub.skip_left--;
+  return HK_SKIP_BATCH;
+}
+static hk_signal tr__sd_spike(tr__sd *s, const hk_ctx *ctx, double centre) {
+  s->pending = 1;
+  s->pub.spikes++;
+  s->pub.last_loss = s->loss;
+  s->pub.last_centre = centre;
+  (void)ctx;
+  return HK_CONTINUE;
+}
+static hk_signal tr__sd_loss(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  double spread = 0, c = NAN;
+  if (s->skipping) return HK_CONTINUE;
+  s->loss = ctx->loss;
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &s->loss);
+  s->saw_loss = 1;
+  if (!hk_is_finite(s->loss)) snprintf(s->why, sizeof s->why, "the loss is %s", tr__nonfinite_name(s->loss));
+  else if (s->n < s->window) return HK_CONTINUE; /* the window fills first */
+  else {
+    c = tr__sd_centre(s, &spread);
+    if (!(s->loss > c + s->threshold * spread)) return HK_CONTINUE;
+    snprintf(s->why, sizeof s->why, "the loss %.6g is above %.6g (%s %.6g + %g x %.6g)", s->loss, c + s->threshold * spread,
+             s->centre == TR_SPIKE_MEDIAN ? "median" : "mean", c, s->threshold, spread);
+  }
+  tr__sd_spike(s, ctx, c);
+  return HK_SKIP_BATCH; /* no backward, no step for it */
+}
+static hk_signal tr__sd_grads(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  if (s->skipping || s->pending || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  snprintf(s->why, sizeof s->why, "the gradient norm is not finite");
+  s->loss = NAN;
+  tr__sd_spike(s, ctx, NAN);
+  return HK_SKIP_STEP;
+}
+static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  tr_run *run = s->run;
+  int64_t undone;
+  s->pub.batches++;
+  if (s->skipping) { s->pub.skipped_batches++; s->skipping = 0; return HK_CONTINUE; }
+  if (!s->pending) {
+    if (s->saw_loss) { /* a good loss joins the window */
+      s->win[s->pos] = s->loss;
+      s->pos = (s->pos + 1) % s->window;
+      if (s->n < s->window) s->n++;
+    }
+    if (ctx->global_step != s->last_step && ctx->global_step % s->every == 0 && s->snap) tr__sd_take(s, ctx);
+    s->last_step = ctx->global_step;
+    return HK_CONTINUE;
+  }
+  s->pending = 0;
+  if (s->max_rollbacks >= 0 && s->pub.rollbacks >= s->max_rollbacks)
+    return hk_fail(ctx, "spike_detection: %s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
+                   s->why, (long long)ctx->global_step + 1, (long long)ctx->batch_idx, (long long)s->pub.rollbacks,
+                   s->pub.rollbacks == 1 ? "" : "s", s->max_rollbacks);
+  if (!s->snap) return hk_fail(ctx, "spike_detection: %s, and there is no snapshot (on_train_start did not fire)", s->why);
+  tr__sd_copy(s, 1);
+  memcpy(s->win, s->snap_win, (size_t)s->window * sizeof *s->win);
+  s->n = s->snap_n;
+  s->pos = s->snap_pos;
+  undone = s->pub.batches - s->pub.snapshot_batch;
+  s->pub.rollbacks++;
+  s->pub.skipped_batches += undone;
+  s->pub.skip_left = s->skip_after;
+  s->pub.last_first = s->pub.snapshot_batch + 1;
+  s->pub.last_last = s->pub.batches + s->skip_after;
+  if (s->verbose)
+    tr__run_say(run, ctx, "spike_detection", "%s at step %lld: rolled back to step %lld, %lld batch%s undone, %lld more to skip",
+                s->why, (long long)ctx->global_step + 1, (long long)s->pub.snapshot_step, (long long)undone,
+                undone == 1 ? "" : "es", (long long)s->skip_after);
+  ctx->global_step = s->last_step = s->pub.snapshot_step;
+  s->pub.snapshot_batch = s->pub.batches + s->skip_after; /* the state is the snapshot's again, as of the skip's end */
+  hk_grads_changed(ctx);
+  if (run->trainer && run->tr__p->rolled_back) run->tr__p->rolled_back(run->trainer);
+  return HK_CONTINUE;
+}
+static int tr__sd_save(void *user, hk_bytes *out) {
+  tr__sd *s = (tr__sd *)user;
+  int i;
+  tr__put_u64(out, 1);
+  tr__put_i64(out, s->pub.spikes);
+  tr__put_i64(out, s->pub.rollbacks);
+  tr__put_i64(out, s->pub.skipped_batches);
+  tr__put_i64(out, s->pub.batches);
+  tr__put_i64(out, s->pub.snapshot_step + 1);
+  tr__put_i64(out, s->pub.snapshot_batch);
+  tr__put_i64(out, s->pub.skip_left);
+  tr__put_i64(out, s->pub.last_first);
+  tr__put_i64(out, s->pub.last_last);
+  tr__put_f64(out, s->pub.last_loss);
+  tr__put_f64(out, s->pub.last_centre);
+  tr__put_u64(out, (uint64_t)s->window);
+  tr__put_u64(out, (uint64_t)s->n);
+  tr__put_u64(out, (uint64_t)s->pos);
+  for (i = 0; i < s->window; i++) tr__put_f64(out, s->win[i]);
+  tr__put_u64(out, (uint64_t)s->snap_n);
+  tr__put_u64(out, (uint64_t)s->snap_pos);
+  for (i = 0; i < s->window; i++) tr__put_f64(out, s->snap_win[i]);
+  tr__put_u64(out, s->snap ? (uint64_t)s->pub.snapshot_bytes : 0);
+  if (s->snap) hk_bytes_put(out, s->snap, s->pub.snapshot_bytes);
+  return out->failed ? -1 : 0;
+}
+static int tr__sd_get_ring(hk_reader *in, const tr__sd *s, double *win, int *n, int *pos, const char *what) {
+  uint64_t un, upos;
+  int i;
+  if (tr__get_u64(in, &un) || tr__get_u64(in, &upos)) return hk_reject(in, "truncated at the %s", what);
+  if (un > (uint64_t)s->window || upos >= (uint64_t)s->window || (un < (uint64_t)s->window && upos != un))
+    return hk_reject(in, "the %s holds %llu losses at %llu; the window has %d places", what, (unsigned long long)un,
+                     (unsigned long long)upos, s->window);
+  for (i = 0; i < s->window; i++) {
+    if (tr__get_f64(in, &win[i])) return hk_reject(in, "truncated in the %s", what);
+    if ((uint64_t)i < un && !hk_is_finite(win[i])) return hk_reject(in, "the %s holds a loss that is not finite", what);
+  }
+  *n = (int)un;
+  *pos = (int)upos;
+  return 0;
+}
+static int tr__sd_load(void *user, hk_reader *in) {
+  tr__sd *s = (tr__sd *)user;
+  tr_spike_detection_state p = s->pub;
+  uint64_t w, bytes;
+  int64_t snap1;
+  double *win = NULL;
+  int n, pos, sn, spos;
+  unsigned char *snap = NULL;
+  if (tr__get_version(in, 1) || tr__get_count(in, "spikes", 0, &p.spikes) || tr__get_count(in, "rollbacks", 0, &p.rollbacks) ||
+      tr__get_count(in, "skipped_batches", 0, &p.skipped_batches) || tr__get_count(in, "batches", 0, &p.batches) ||
+      tr__get_count(in, "snapshot_step + 1", 0, &snap1) || tr__get_count(in, "snapshot_batch", 0, &p.snapshot_batch) ||
+      tr__get_count(in, "skip_left", 0, &p.skip_left) || tr__get_count(in, "last_first", 0, &p.last_first) ||
+      tr__get_count(in, "last_last", 0, &p.last_last))
+    return -1;
+  if (p.rollbacks > p.spikes) return hk_reject(in, "rollbacks (%lld) is more than spikes (%lld)", (long long)p.rollbacks, (long long)p.spikes);
+  if (p.snapshot_batch > p.batches + p.skip_left)
+    return hk_reject(in, "snapshot_batch (%lld) is after batches + skip_left (%lld)", (long long)p.snapshot_batch, (long long)(p.batches + p.skip_left));
+  if (tr__get_f64(in, &p.last_loss) || tr__get_f64(in, &p.last_centre) || tr__get_u64(in, &w)) return hk_reject(in, "truncated after the counters");
+  if (w != (uint64_t)s->window) return hk_reject(in, "window is %llu; this spike_detection's is %d", (unsigned long long)w, s->window);
+  win = (double *)malloc(2 * (size_t)s->window * sizeof *win);
+  if (!win) return hk_reject(in, "out of memory");
+  if (tr__sd_get_ring(in, s, win, &n, &pos, "window") || tr__sd_get_ring(in, s, win + s->window, &sn, &spos, "snapshot's window")) {
+    free(win);
+    return -1;
+  }
+  if (tr__get_u64(in, &bytes) || bytes > in->len - in->pos) { free(win); return hk_reject(in, "the snapshot is truncated"); }
+  if (bytes && !(snap = (unsigned char *)malloc((size_t)bytes))) { free(win); return hk_reject(in, "out of memory for the snapshot"); }
+  if ((bytes && hk_read(in, snap, (size_t)bytes)) || tr__get_end(in)) { free(win); free(snap); return -1; }
+  memcpy(s->win, win, (size_t)s->window * sizeof *win);
+  memcpy(s->snap_win, win + s->window, (size_t)s->window * sizeof *win);
+  free(win);
+  s->n = n; s->pos = pos; s->snap_n = sn; s->snap_pos = spos;
+  free(s->snap);
+  s->snap = snap;
+  p.snapshot_step = snap1 - 1;
+  p.snapshot_bytes = (size_t)bytes;
+  s->pub = p;
+  s->from_ckpt = snap != NULL;
+  return 0;
+}
+static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out, tr__why *w) {
+  tr__sd *s;
+  hk_callback cb;
+  int window;
+  if (!d) return tr__bad(w, "spike_detection: desc is NULL");
+  window = d->window ? d->window : 10;
+  if (window < 2 || window > 10000) return tr__bad(w, "spike_detection: window must be in 2..10000, got %d", window);
+  if (d->centre != TR_SPIKE_MEAN && d->centre != TR_SPIKE_MEDIAN)
+    return tr__bad(w, "spike_detection: centre %d is not valid (mean or median)", (int)d->centre);
+  if (d->mode != TR_SPIKE_RELATIVE && d->mode != TR_SPIKE_ZSCORE)
+    return tr__bad(w, "spike_detection: mode %d is not valid (relative or zscore)", (int)d->mode);
+  if (!hk_is_finite(d->threshold) || d->threshold < 0)
+    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", d->threshold);
+  if (d->every_n_steps < 0) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)d->every_n_steps);
+  if (d->skip_after < 0 || d->skip_after > TR__MAX_COUNT)
+    return tr__bad(w, "spike_detection: skip_after must be in 0..2^53, got %lld", (long long)d->skip_after);
+  if (d->max_rollbacks < -1 && d->max_rollbacks != TR_ZERO)
+    return tr__bad(w, "spike_detection: max_rollbacks must be >= 0, or -1 for no limit, got %d", d->max_rollbacks);
+  s = (tr__sd *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "spike_detection: out of memory"), TR_ERR_NOMEM;
+  s->window = window;
+  s->win = (double *)calloc(3 * (size_t)window, sizeof *s->win);
+  if (!s->win) { free(s); return tr__bad(w, "spike_detection: out of memory"), TR_ERR_NOMEM; }
+  s->snap_win = s->win + window;
+  s->sorted = s->win + 2 * window;
+  s->run = tr_run_get(reg);
+  s->centre = d->centre;
+  s->mode = d->mode;
+  s->threshold = d->threshold ? d->threshold : 2;
+  s->every = d->every_n_steps ? d->every_n_steps : 100;
+  s->skip_after = d->skip_after;
+  s->max_rollbacks = tr__zero_int(d->max_rollbacks, 10);
+  s->check_grads = tr__flag(d->check_grads, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.snapshot_step = -1;
+  s->pub.last_loss = s->pub.last_centre = NAN;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "spike_detection";
+  cb.user = s;
+  cb.on_train_start = tr__sd_train_start;
+  cb.on_train_batch_start = tr__sd_batch_start;
+  cb.on_before_backward = tr__sd_loss;
+  if (s->check_grads) cb.on_before_optimizer_step = tr__sd_grads;
+  cb.on_train_batch_end = tr__sd_batch_end;
+  cb.save_state = tr__sd_save;
+  cb.load_state = tr__sd_load;
+  cb.destroy = tr__sd_destroy;
+  return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
+}
+TRAIN_API tr_err tr_spike_detection(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__sd_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__sd_destroy ? &((const tr__sd *)cb->user)->pub : NULL;
+}
+
 #endif /* TRAIN_NO_CALLBACKS */
 
 /* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
@@ -6225,6 +7489,7 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   char why[600], *dir;
   const char *base_dir, *name, *version;
   if (!run) return NULL;
+  if (run->tr__p->dir) return run->tr__p->dir; /* a logger opened it already, wherever its save_dir says */
   base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
   name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
   version = tr__run_str(run, TR__RUN_VERSION, NULL);
@@ -7121,7 +8386,7 @@ static void tr__svg_text(hk_bytes *b, const char *s) {
 }
 /* Curves of every series against x, one colour each, with axes, ticks, grid and a legend; written
    whole (tr__afile). 0, or errno with why filled. */
-static int tr__svg_write(const char *path, const char *title, const char *desc, const tr__series *s, int n, char *why, size_t why_len) {
+static int tr__svg_write(const char *path, const char *title, const char *desc, const char *xlabel, const tr__series *s, int n, char *why, size_t why_len) {
   static const char *const colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf" };
   const double W = 760, H = 420, L = 70, R = 190, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
   double x0 = HUGE_VAL, x1 = -HUGE_VAL, y0 = HUGE_VAL, y1 = -HUGE_VAL, dx, dy, v;
@@ -7157,7 +8422,7 @@ static int tr__svg_write(const char *path, const char *title, const char *desc, 
     tr__putf(&f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#e5e5e5\"/><text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n",
              L, TR__SY(v), L + pw, TR__SY(v), L - 6, TR__SY(v) + 4, fabs(v) < dy * 1e-9 ? 0.0 : v);
   tr__putf(&f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#333\"/>\n", L, T, pw, ph);
-  tr__putf(&f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step</text>\n", L + pw / 2, H - 12);
+  tr__putf(&f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", L + pw / 2, H - 12, xlabel);
   for (i = 0; i < n; i++) {
     const char *c = colour[i % 8];
     int open = 0;
@@ -7194,7 +8459,7 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   memset(&desc, 0, sizeof desc);
   tr__hparams_text(s, ctx, TR__LOG_PLOT, &desc);
   hk_bytes_put(&desc, "", 1);
-  e = tr__svg_write(s->path, s->title && s->title[0] ? s->title : s->dir, desc.failed ? NULL : (const char *)desc.data,
+  e = tr__svg_write(s->path, s->title && s->title[0] ? s->title : s->dir, desc.failed ? NULL : (const char *)desc.data, "step",
                     s->series, s->n_series, why, sizeof why);
   hk_bytes_free(&desc);
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
@@ -7223,7 +8488,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   char dummy[8], *line = NULL, *cells[MAXC];
   size_t cap = 0;
   FILE *f;
-  int n_cols = 0, step_col = -1, i, line_no = 0, e;
+  int n_cols = 0, step_col = -1, job_col = -1, i, line_no = 0, e;
   int col_series[MAXC];
   tr__series *series = NULL;
   int n_series = 0;
@@ -7252,13 +8517,20 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
       for (i = 0; i < n_cols; i++) {
         col_series[i] = -1;
         if (!strcmp(cells[i], "step")) step_col = i;
+        else if (!strcmp(cells[i], "job")) job_col = i; /* a sweep's summary.csv: one row per job */
         else if (tr__plot_wants(metrics, cells[i])) {
           tr__series *s = tr__series_get(&series, &n_series, cells[i]);
           if (!s) { err = TR_ERR_NOMEM; break; }
           col_series[i] = (int)(s - series);
         }
       }
-      if (!err && step_col < 0) { snprintf(why, why_len, "%s: the header has no \"step\" column (expected metrics.csv's layout)", csv_path); err = TR_ERR_INVALID; }
+      if (step_col < 0) step_col = job_col; /* else "job" is a column like any other */
+      else if (job_col >= 0 && tr__plot_wants(metrics, "job")) {
+        tr__series *s = tr__series_get(&series, &n_series, "job");
+        if (!s) err = TR_ERR_NOMEM;
+        else col_series[job_col] = (int)(s - series);
+      }
+      if (!err && step_col < 0) { snprintf(why, why_len, "%s: the header has no \"step\" column (expected metrics.csv's layout, or a \"job\" column: a sweep's summary.csv)", csv_path); err = TR_ERR_INVALID; }
       if (!err && n_series == 0) { snprintf(why, why_len, "%s: no column to plot (%s)", csv_path, metrics && metrics[0] ? "none of the metrics asked for" : "no column name contains \"loss\""); err = TR_ERR_INVALID; }
       if (err) break;
     } else {
@@ -7283,7 +8555,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }
@@ -7863,6 +9135,27 @@ static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
 }
 
+TR__SPEC_OF(oec, tr_on_exception_checkpoint_desc, TR_ON_EXCEPTION_CHECKPOINT_PARAMS)
+static hk_err tr__oec_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_on_exception_checkpoint_desc d;
+  tr__why w;
+  tr_err e = tr__oec_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__oec_make(reg, &d, NULL, &w), &w);
+}
+
+TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
+static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_spike_detection_desc d;
+  tr__why w;
+  tr_err e = tr__sd_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: window must be in 2..10000, got 0");
+  if (tr__given_zero(a, "threshold")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: threshold must be finite and > 0, got 0");
+  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: every_n_steps must be >= 1, got 0");
+  return tr__factory_result(reg, e ? e : tr__sd_make(reg, &d, NULL, &w), &w);
+}
+
 #ifndef TRAIN_NO_TRAINER /* lr_finder re-runs the trainer's steps (its implementation is the trainer's) */
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
 TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
@@ -7896,6 +9189,27 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_err e = tr__as_args(a, &d, &w);
   (void)user;
   return tr__factory_result(reg, e ? e : tr__as_make(reg, &d, NULL, &w), &w);
+}
+
+TR__SPEC_OF(prof, tr_profiler_desc, TR_PROFILER_PARAMS)
+static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_profiler_desc d;
+  tr__why w;
+  tr_err e = tr__prof_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "slow_fraction"))
+    return hk_set_error(reg, HK_ERR_INVALID, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 (e.g. 0.5), or a negative one for never");
+  return tr__factory_result(reg, e ? e : tr__prof_make(reg, &d, NULL, &w), &w);
+}
+
+TR__SPEC_OF(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS)
+static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_throughput_monitor_desc d;
+  tr__why w;
+  tr_err e = tr__tp_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "throughput_monitor: window must be in 2..1000000 steps, got 0");
+  return tr__factory_result(reg, e ? e : tr__tp_make(reg, &d, NULL, &w), &w);
 }
 
 /* csv, jsonl and tensorboard take the logger's parameters; plot takes them and its own */
@@ -7975,6 +9289,22 @@ static hk_err tr__factory_accumulation_scheduler(hk_registry *reg) {
   return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, NULL,
                         "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
 }
+static hk_err tr__factory_profiler(hk_registry *reg) {
+  return hk_factory_add(reg, "profiler", tr__prof_params, TR__NPARAMS(tr__prof_params), tr__prof_factory, NULL,
+                        "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)");
+}
+static hk_err tr__factory_throughput_monitor(hk_registry *reg) {
+  return hk_factory_add(reg, "throughput_monitor", tr__tp_params, TR__NPARAMS(tr__tp_params), tr__tp_factory, NULL,
+                        "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)");
+}
+static hk_err tr__factory_on_exception_checkpoint(hk_registry *reg) {
+  return hk_factory_add(reg, "on_exception_checkpoint", tr__oec_params, TR__NPARAMS(tr__oec_params), tr__oec_factory, NULL,
+                        "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)");
+}
+static hk_err tr__factory_spike_detection(hk_registry *reg) {
+  return hk_factory_add(reg, "spike_detection", tr__sd_params, TR__NPARAMS(tr__sd_params), tr__sd_factory, NULL,
+                        "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)");
+}
 
 #endif /* TRAIN_NO_CALLBACKS */
 #ifndef TRAIN_NO_LOGGERS
@@ -8012,6 +9342,631 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
 #undef TR__X
   return e;
 }
+
+#ifndef TRAIN_NO_SWEEP
+/* =================================================================================================
+   SWEEPS (implementation)
+   Nothing here runs unless the program calls tr_sweep: a job's registry gets one extra on_log hook
+   (its final metrics), which runs only where a record is sent.
+   ================================================================================================= */
+typedef struct tr__sweep_key {
+  const char *key;               /* the override's key (in the argument's copy) */
+  const tr_sweep_field *field;   /* the program's field, or NULL: a spec parameter */
+  char factory[64];              /* a spec parameter: factory.param */
+  const char *param;
+  char **vals;                   /* the values (in the argument's copy) */
+  int n, cur;
+} tr__sweep_key;
+typedef union tr__sweep_old { int i; int64_t l; double d; float f; const char *s; } tr__sweep_old;
+typedef struct tr__sweep_done { /* what the summary needs of a job */
+  int status;                    /* 0 ok, 1 failed, 2 skipped */
+  char *error;
+  tr_log_record final;
+} tr__sweep_done;
+typedef struct tr__sweep_priv { tr_log_record logged, set; } tr__sweep_priv;
+
+static int tr__sweep_word_char(char c) { return c && c != ' ' && c != '\t' && c != '\n' && c != '\r' && !strchr(",;()=\"'", c); }
+static int tr__sweep_ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+static int tr__sweep_digits(const char *t) { /* [+-]digits and nothing else */
+  if (*t == '+' || *t == '-') t++;
+  if (!(*t >= '0' && *t <= '9')) return 0;
+  while (*t >= '0' && *t <= '9') t++;
+  return *t == 0;
+}
+/* Text -> the field's type; out may be NULL (a check). 0, or -1 when the text is not of the type. */
+static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
+  char *end;
+  long long l;
+  double d;
+  errno = 0;
+  switch (type) {
+  case TR_SWEEP_INT: case TR_SWEEP_INT64:
+    if (!tr__sweep_digits(text)) return -1;
+    l = strtoll(text, NULL, 10);
+    if (errno == ERANGE || (type == TR_SWEEP_INT && (l < INT_MIN || l > INT_MAX))) return -1;
+    if (out && type == TR_SWEEP_INT) *(int *)out = (int)l;
+    if (out && type == TR_SWEEP_INT64) *(int64_t *)out = (int64_t)l;
+    return 0;
+  case TR_SWEEP_DOUBLE: case TR_SWEEP_FLOAT:
+    if (!text[0] || !tr__sweep_word_char(text[0])) return -1;
+    d = strtod(text, &end);
+    if (*end || !hk_is_finite(d) || (type == TR_SWEEP_FLOAT && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38)))
+      return -1;
+    if (out && type == TR_SWEEP_DOUBLE) *(double *)out = d;
+    if (out && type == TR_SWEEP_FLOAT) *(float *)out = (float)d;
+    return 0;
+  case TR_SWEEP_BOOL: {
+    int v;
+    if (!strcmp(text, "true") || !strcmp(text, "yes") || !strcmp(text, "on") || !strcmp(text, "1")) v = 1;
+    else if (!strcmp(text, "false") || !strcmp(text, "no") || !strcmp(text, "off") || !strcmp(text, "0")) v = 0;
+    else return -1;
+    if (out) *(int *)out = v;
+    return 0;
+  }
+  case TR_SWEEP_STRING:
+    if (out) *(const char **)out = text;
+    return 0;
+  default:
+    return -1;
+  }
+}
+static const char *tr__sweep_type_doc(tr_sweep_type t) {
+  static const char *const docs[] = {
+#define TR__X(sym, doc) doc,
+    TR_SWEEP_TYPES(TR__X)
+#undef TR__X
+  };
+  return (int)t >= 0 && t < TR_SWEEP_TYPE_COUNT ? docs[t] : "?";
+}
+static void tr__sweep_keep(const tr_sweep_field *f, tr__sweep_old *o, int restore) {
+  void *p = f->ptr, *q = NULL;
+  size_t n = 0;
+  switch (f->type) {
+  case TR_SWEEP_INT: case TR_SWEEP_BOOL: q = &o->i; n = sizeof o->i; break;
+  case TR_SWEEP_INT64: q = &o->l; n = sizeof o->l; break;
+  case TR_SWEEP_DOUBLE: q = &o->d; n = sizeof o->d; break;
+  case TR_SWEEP_FLOAT: q = &o->f; n = sizeof o->f; break;
+  case TR_SWEEP_STRING: q = (void *)&o->s; n = sizeof o->s; break;
+  default: return;
+  }
+  if (restore) memcpy(p, q, n);
+  else memcpy(q, p, n);
+}
+
+/* ---- spec strings: set factory(param=value) in every item of that factory ---------------------- */
+static const char *tr__sweep_skip_quoted(const char *p) {
+  char q = *p++;
+  while (*p && *p != q) p += (*p == '\\' && p[1]) ? 2 : 1;
+  return *p ? p + 1 : p;
+}
+static void tr__sweep_put_value(hk_bytes *b, const char *v) {
+  const char *p;
+  int bare = v[0] != 0;
+  for (p = v; *p && bare; p++) bare = tr__sweep_word_char(*p);
+  if (bare) { tr__put_s(b, v); return; }
+  hk_bytes_put(b, "\"", 1);
+  for (p = v; *p; p++) {
+    if (*p == '"' || *p == '\\') hk_bytes_put(b, "\\", 1);
+    if (*p == '\n') tr__put_s(b, "\\n");
+    else if (*p == '\t') tr__put_s(b, "\\t");
+    else hk_bytes_put(b, p, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+/* A new string (or NULL out of memory); *found counts the items of factory. The spec's other bytes are
+   copied as they are; a malformed spec is left for hk_spec_check to explain. */
+static char *tr__sweep_spec_set(const char *spec, const char *factory, const char *param, const char *value, int *found) {
+  hk_bytes b;
+  const char *p = spec;
+  size_t fl = strlen(factory), pl = strlen(param);
+  memset(&b, 0, sizeof b);
+  *found = 0;
+  while (*p) {
+    const char *name = p, *after, *q, *close;
+    int target;
+    if (*p == '"' || *p == '\'') { q = tr__sweep_skip_quoted(p); hk_bytes_put(&b, p, (size_t)(q - p)); p = q; continue; }
+    if (!tr__sweep_ident_char(*p)) { hk_bytes_put(&b, p++, 1); continue; }
+    while (tr__sweep_ident_char(*p)) p++;
+    target = (size_t)(p - name) == fl && !strncmp(name, factory, fl);
+    hk_bytes_put(&b, name, (size_t)(p - name));
+    for (after = p; *after == ' ' || *after == '\t' || *after == '\n' || *after == '\r'; after++) {}
+    close = NULL;
+    if (*after == '(') { /* its arguments: to the matching ')' (quoted strings skipped) */
+      for (q = after + 1; *q && *q != ')';) q = (*q == '"' || *q == '\'') ? tr__sweep_skip_quoted(q) : q + 1;
+      if (*q == ')') close = q;
+    }
+    if (!target) {
+      if (close) { hk_bytes_put(&b, p, (size_t)(close + 1 - p)); p = close + 1; }
+      continue;
+    }
+    ++*found;
+    hk_bytes_put(&b, "(", 1);
+    if (close) { /* each argument: replaced when it is param=..., else copied */
+      const char *a = after + 1;
+      int n = 0, set = 0;
+      while (a < close) {
+        const char *e = a, *k;
+        while (e < close && *e != ',') e = (*e == '"' || *e == '\'') ? tr__sweep_skip_quoted(e) : e + 1;
+        if (e > close) e = close;
+        for (k = a; k < e && (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r'); k++) {}
+        if (k < e) {
+          const char *eq = k + pl;
+          while (eq < e && (*eq == ' ' || *eq == '\t')) eq++;
+          if (n++) tr__put_s(&b, ", ");
+          if ((size_t)(e - k) > pl && !strncmp(k, param, pl) && !tr__sweep_ident_char(k[pl]) && *eq == '=') {
+            tr__putf(&b, "%s=", param);
+            tr__sweep_put_value(&b, value);
+            set = 1;
+          } else {
+            const char *t = e;
+            while (t > k && (t[-1] == ' ' || t[-1] == '\t' || t[-1] == '\n' || t[-1] == '\r')) t--;
+            hk_bytes_put(&b, k, (size_t)(t - k));
+          }
+        }
+        a = e < close ? e + 1 : close;
+      }
+      if (!set) { if (n) tr__put_s(&b, ", "); tr__putf(&b, "%s=", param); tr__sweep_put_value(&b, value); }
+      p = close + 1;
+    } else {
+      tr__putf(&b, "%s=", param);
+      tr__sweep_put_value(&b, value);
+    }
+    hk_bytes_put(&b, ")", 1);
+  }
+  hk_bytes_put(&b, "", 1);
+  if (b.failed) { hk_bytes_free(&b); return NULL; }
+  return (char *)b.data;
+}
+
+/* ---- the job's final metrics: the last value of every metric its loggers were sent ---------------- */
+static hk_signal tr__sweep_capture(hk_ctx *ctx, void *user) {
+  tr__sweep_priv *p = (tr__sweep_priv *)user;
+  const tr_log_record *r = tr_log_current(ctx);
+  int i;
+  for (i = 0; r && i < r->n_metrics; i++) tr_log_set(&p->logged, r->metrics[i].name, r->metrics[i].value);
+  return HK_CONTINUE;
+}
+TRAIN_API tr_err tr_sweep_metric(tr_sweep_job *job, const char *name, double value) {
+  if (!job || !job->tr__p) return TR_ERR_INVALID;
+  return tr_log_set(&((tr__sweep_priv *)job->tr__p)->set, name, value);
+}
+TRAIN_API tr_sweep_job *tr_sweep_current(hk_ctx *ctx) {
+  if (!ctx || (ctx->event != HK_ON_JOB_START && ctx->event != HK_ON_JOB_END)) return NULL;
+  return (tr_sweep_job *)ctx->outputs;
+}
+
+static void tr__sweep_say(const tr_sweep_desc *d, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__sweep_say(const tr_sweep_desc *d, const char *fmt, ...) {
+  char line[1200];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  fprintf(d->log ? d->log : stderr, "sweep: %s\n", line);
+  fflush(d->log ? d->log : stderr);
+}
+
+/* The values of job j: the last key varies fastest (Hydra's basic sweeper, itertools.product). */
+static void tr__sweep_pick(tr__sweep_key *k, int n, long j) {
+  int i;
+  for (i = n - 1; i >= 0; i--) { k[i].cur = (int)(j % k[i].n); j /= k[i].n; }
+}
+
+/* summary.csv (and summary.svg): one row per job */
+static int tr__sweep_metric_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__sweep_key *keys, int n_keys,
+                                tr__sweep_done *done, long count, char *why, size_t why_len) {
+  static const char *const status[] = { "ok", "failed", "skipped" };
+  const char **names = NULL;
+  int n_names = 0, cap = 0, i, k, e;
+  long j;
+  hk_bytes b;
+  char *path, num[40];
+  tr_err err = TR_OK;
+  for (j = 0; j < count; j++) /* every final metric's name, once */
+    for (i = 0; i < done[j].final.n_metrics; i++) {
+      const char *nm = done[j].final.metrics[i].name;
+      for (k = 0; k < n_names && strcmp(names[k], nm); k++) {}
+      if (k < n_names) continue;
+      if (n_names == cap) {
+        const char **g = (const char **)realloc((void *)names, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *g);
+        if (!g) { free((void *)names); snprintf(why, why_len, "out of memory"); return TR_ERR_NOMEM; }
+        names = g;
+      }
+      names[n_names++] = nm;
+    }
+  if (n_names) qsort((void *)names, (size_t)n_names, sizeof *names, tr__sweep_metric_cmp);
+  memset(&b, 0, sizeof b);
+  tr__put_s(&b, "job,status");
+  for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, keys[k].key); }
+  for (i = 0; i < n_names; i++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, names[i]); }
+  tr__put_s(&b, ",error\n");
+  for (j = 0; j < count; j++) {
+    tr__sweep_pick(keys, n_keys, j);
+    tr__putf(&b, "%ld,%s", j, status[done[j].status]);
+    for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, keys[k].vals[keys[k].cur]); }
+    for (i = 0; i < n_names; i++) {
+      double v;
+      hk_bytes_put(&b, ",", 1);
+      if (tr_log_get(&done[j].final, names[i], &v)) { tr__num(num, sizeof num, v); tr__put_s(&b, num); }
+    }
+    hk_bytes_put(&b, ",", 1);
+    if (done[j].error) tr__csv_cell(&b, done[j].error);
+    hk_bytes_put(&b, "\n", 1);
+  }
+  free((void *)names);
+  path = tr__join(dir, "summary.csv");
+  if (b.failed || !path) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
+  else if ((e = tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len)) != 0) err = TR_ERR_IO;
+  hk_bytes_free(&b);
+#ifndef TRAIN_NO_LOGGERS
+  if (!err) {
+    char *svg = tr__join(dir, "summary.svg");
+    if (!svg) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
+    else err = tr_plot_csv(path, svg, d->metrics, why, why_len);
+    free(svg);
+  }
+#else
+  (void)d;
+#endif
+  free(path);
+  return err;
+}
+
+static void tr__sweep_job_free(tr__sweep_done *done, long count) {
+  long j;
+  for (j = 0; done && j < count; j++) { free(done[j].error); tr_log_record_free(&done[j].final); }
+  free(done);
+}
+
+/* The job's hyperparameters (tr_run_hparam*, typed): every field's value, every spec override. */
+static tr_err tr__sweep_hparams(hk_registry *reg, const tr_sweep_desc *d, const tr__sweep_key *keys, int n_keys) {
+  tr_err e = TR_OK;
+  int i;
+  for (i = 0; i < d->n_fields && !e; i++) {
+    const tr_sweep_field *f = &d->fields[i];
+    switch (f->type) {
+    case TR_SWEEP_INT: e = tr_run_hparam_num(reg, f->name, (double)*(const int *)f->ptr); break;
+    case TR_SWEEP_INT64: e = tr_run_hparam_num(reg, f->name, (double)*(const int64_t *)f->ptr); break;
+    case TR_SWEEP_DOUBLE: e = tr_run_hparam_num(reg, f->name, *(const double *)f->ptr); break;
+    case TR_SWEEP_FLOAT: e = tr_run_hparam_num(reg, f->name, (double)*(const float *)f->ptr); break;
+    case TR_SWEEP_BOOL: e = tr_run_hparam_bool(reg, f->name, *(const int *)f->ptr); break;
+    default: e = tr_run_hparam(reg, f->name, *(const char *const *)f->ptr ? *(const char *const *)f->ptr : ""); break;
+    }
+  }
+  for (i = 0; i < n_keys && !e; i++)
+    if (!keys[i].field) e = tr_run_hparam(reg, keys[i].key, keys[i].vals[keys[i].cur]);
+  return e;
+}
+
+TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_sweep_result *res) {
+  tr_sweep_result scratch;
+  tr__sweep_key *keys = NULL;
+  tr__sweep_old *old = NULL;
+  tr__sweep_done *done = NULL;
+  char **copies = NULL, *sweep_dir = NULL, *msg;
+  hk_registry *check = NULL;
+  hk_ctx sctx;
+  int n_keys = 0, multirun, i, k, stopped = 0;
+  long count = 1, j;
+  tr_err first = TR_OK, err = TR_OK;
+  size_t cap;
+  if (!res) res = &scratch;
+  memset(res, 0, sizeof *res);
+  memset(&sctx, 0, sizeof sctx);
+  msg = res->error;
+  cap = sizeof res->error;
+  if (!d || !d->job) { tr__msg(msg, cap, "tr_sweep: %s", d ? "desc.job (the function that runs a job) is NULL" : "the desc is NULL"); return TR_ERR_INVALID; }
+  if (argc < 0 || (argc > 0 && !argv) || d->n_fields < 0 || (d->n_fields > 0 && !d->fields)) {
+    tr__msg(msg, cap, "tr_sweep: argc/argv or fields/n_fields do not match (argc %d, n_fields %d)", argc, d->n_fields);
+    return TR_ERR_INVALID;
+  }
+  for (i = 0; i < d->n_fields; i++)
+    if (!d->fields[i].name || !d->fields[i].name[0] || !d->fields[i].ptr || (int)d->fields[i].type < 0 || d->fields[i].type >= TR_SWEEP_TYPE_COUNT) {
+      tr__msg(msg, cap, "tr_sweep: field %d needs a name, a pointer and a type (TR_SWEEP_INT .. TR_SWEEP_STRING)", i);
+      return TR_ERR_INVALID;
+    }
+  multirun = d->multirun;
+  keys = (tr__sweep_key *)calloc((size_t)argc + 1, sizeof *keys);
+  copies = (char **)calloc((size_t)argc + 1, sizeof *copies);
+  old = (tr__sweep_old *)calloc((size_t)d->n_fields + 1, sizeof *old);
+  if (!keys || !copies || !old) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
+  check = hk_create(NULL);
+  if (!check || tr_run_setup(check, NULL) || (d->add_factories && d->add_factories(check) != HK_OK)) {
+    tr__msg(msg, cap, "tr_sweep: %s", check ? hk_last_error(check) : "out of memory");
+    err = check ? TR_ERR_INVALID : TR_ERR_NOMEM;
+    goto out;
+  }
+  if (d->spec && d->spec[0] && hk_spec_check(check, d->spec)) {
+    tr__msg(msg, cap, "tr_sweep: the spec: %s", hk_last_error(check));
+    err = TR_ERR_INVALID;
+    goto out;
+  }
+
+  /* ---- every override checked before anything runs ---- */
+  for (i = 0; i < argc; i++) {
+    tr__sweep_key *kk = &keys[n_keys];
+    char *eq, *p;
+    const char *a = argv[i] ? argv[i] : "", *at = strchr(a, '=');
+    if (!strcmp(a, "-m") || !strcmp(a, "--multirun")) { multirun = 1; continue; }
+    if (!at || at == a) {
+      tr__msg(msg, cap, "tr_sweep: argument '%s' is not an override: expected key=value or key=v1,v2,... (or -m)", a);
+      err = TR_ERR_INVALID;
+      goto out;
+    }
+    if (!(copies[i] = tr__strdup(a))) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
+    eq = copies[i] + (at - a);
+    *eq = 0;
+    kk->key = copies[i];
+    for (k = 0; k < n_keys; k++)
+      if (!strcmp(keys[k].key, kk->key)) {
+        tr__msg(msg, cap, "tr_sweep: key '%s' is given twice: give one list (%s=v1,v2,...)", kk->key, kk->key);
+        err = TR_ERR_INVALID;
+        goto out;
+      }
+    for (k = 0; k < d->n_fields; k++) if (!strcmp(d->fields[k].name, kk->key)) kk->field = &d->fields[k];
+    if (!kk->field) { /* factory.param of the spec */
+      const char *dot = strrchr(kk->key, '.');
+      char *trial;
+      int found = 0;
+      if (dot && dot != kk->key && dot[1] && (size_t)(dot - kk->key) < sizeof kk->factory) {
+        snprintf(kk->factory, sizeof kk->factory, "%.*s", (int)(dot - kk->key), kk->key);
+        kk->param = dot + 1;
+        if (!(trial = tr__sweep_spec_set(d->spec ? d->spec : "", kk->factory, kk->param, "0", &found))) {
+          tr__msg(msg, cap, "tr_sweep: out of memory");
+          err = TR_ERR_NOMEM;
+          goto out;
+        }
+        free(trial);
+      }
+      if (!found) {
+        hk_bytes fl;
+        memset(&fl, 0, sizeof fl);
+        for (k = 0; k < d->n_fields; k++) tr__putf(&fl, "%s%s", k ? ", " : "", d->fields[k].name);
+        hk_bytes_put(&fl, "", 1);
+        tr__msg(msg, cap, "tr_sweep: unknown key '%s': not a field of the program (fields: %s) nor factory.param of a "
+                "callback in the spec (\"%s\")", kk->key, fl.data && !fl.failed && d->n_fields ? (const char *)fl.data : "none",
+                d->spec ? d->spec : "");
+        hk_bytes_free(&fl);
+        err = TR_ERR_INVALID;
+        goto out;
+      }
+    }
+    /* the values: a comma list, none empty */
+    for (p = eq + 1;; ) {
+      char *c = strchr(p, ','), **g;
+      if (c) *c = 0;
+      if (!*p) {
+        tr__msg(msg, cap, "tr_sweep: '%s=%s' has an empty %s: give %s=v1,v2,... with %s", kk->key, a + (eq + 1 - copies[i]),
+                eq[1] ? "value" : "list", kk->key, kk->field ? tr__sweep_type_doc(kk->field->type) : "values of its spec parameter");
+        err = TR_ERR_INVALID;
+        goto out;
+      }
+      if (!(g = (char **)realloc(kk->vals, (size_t)(kk->n + 1) * sizeof *g))) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
+      kk->vals = g;
+      kk->vals[kk->n++] = p;
+      if (kk->field && tr__sweep_parse(kk->field->type, p, NULL)) {
+        tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': expected %s", p, kk->key, tr__sweep_type_doc(kk->field->type));
+        err = TR_ERR_INVALID;
+        goto out;
+      }
+      if (!kk->field) { /* the factory checks it: its spec with this value */
+        int found;
+        char *trial = tr__sweep_spec_set(d->spec ? d->spec : "", kk->factory, kk->param, p, &found);
+        hk_err he = trial ? hk_spec_check(check, trial) : HK_ERR_NOMEM;
+        free(trial);
+        if (he) {
+          tr__msg(msg, cap, "tr_sweep: bad override '%s=%s': %s", kk->key, p, he == HK_ERR_NOMEM ? "out of memory" : hk_last_error(check));
+          err = he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+          goto out;
+        }
+      }
+      if (!c) break;
+      p = c + 1;
+    }
+    if (count > 100000 / kk->n) {
+      tr__msg(msg, cap, "tr_sweep: more than 100000 jobs (at '%s'): sweep fewer values", kk->key);
+      err = TR_ERR_INVALID;
+      goto out;
+    }
+    count *= kk->n;
+    n_keys++;
+  }
+  if (count > 1) multirun = 1;
+  res->jobs = (int)count;
+  res->multirun = multirun;
+  if (!(done = (tr__sweep_done *)calloc((size_t)count, sizeof *done))) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
+
+  /* ---- the sweep's directory ---- */
+  if (multirun) {
+    tr_run_desc sd;
+    const char *dir;
+    memset(&sd, 0, sizeof sd);
+    sd.save_dir = d->save_dir ? d->save_dir : "multirun";
+    sd.name = "";
+    if (tr_run_setup(check, &sd) || !(dir = tr_run_dir(check)) || !(sweep_dir = tr__strdup(dir))) {
+      tr__msg(msg, cap, "tr_sweep: the sweep's directory: %s", hk_last_error(check));
+      err = TR_ERR_IO;
+      goto out;
+    }
+    snprintf(res->dir, sizeof res->dir, "%s", sweep_dir);
+    tr__sweep_say(d, "%ld job%s in %s", count, count == 1 ? "" : "s", sweep_dir);
+  }
+  for (i = 0; i < d->n_fields; i++) tr__sweep_keep(&d->fields[i], &old[i], 0);
+
+  sctx.reg = d->reg;
+  if (d->reg && HK_FIRE(d->reg, multirun ? HK_ON_MULTIRUN_START : HK_ON_RUN_START, &sctx) == HK_FAIL) {
+    tr__msg(msg, cap, "tr_sweep: %s", sctx.hook_failure ? sctx.hook_failure : "a hook failed");
+    err = TR_ERR_HOOK;
+    for (i = 0; i < d->n_fields; i++) tr__sweep_keep(&d->fields[i], &old[i], 1);
+    goto out;
+  }
+
+  /* ---- the jobs, one after another ---- */
+  for (j = 0; j < count; j++) {
+    tr_sweep_job job;
+    tr__sweep_priv priv;
+    tr_run_desc rd;
+    hk_bytes ov;
+    char *spec = NULL, leaf[40], why[600], keep[512];
+    hk_registry *jreg = NULL;
+    tr_err st = TR_OK;
+    memset(&job, 0, sizeof job);
+    memset(&priv, 0, sizeof priv);
+    memset(&ov, 0, sizeof ov);
+    why[0] = 0;
+    if (stopped) { done[j].status = 2; res->skipped++; continue; }
+    tr__sweep_pick(keys, n_keys, j);
+    spec = tr__strdup(d->spec ? d->spec : "");
+    for (k = 0; k < n_keys; k++) {
+      tr__sweep_key *kk = &keys[k];
+      tr__putf(&ov, "%s%s=%s", k ? " " : "", kk->key, kk->vals[kk->cur]);
+      if (kk->field) tr__sweep_parse(kk->field->type, kk->vals[kk->cur], kk->field->ptr);
+      else if (spec) {
+        int found;
+        char *next = tr__sweep_spec_set(spec, kk->factory, kk->param, kk->vals[kk->cur], &found);
+        free(spec);
+        spec = next;
+      }
+    }
+    hk_bytes_put(&ov, "", 1);
+    rd = d->run;
+    if (multirun) {
+      snprintf(leaf, sizeof leaf, "version_%ld", j);
+      rd.save_dir = sweep_dir;
+      rd.name = "";
+      rd.version = leaf;
+    }
+    job.index = (int)j;
+    job.count = (int)count;
+    job.overrides = ov.failed ? "" : (const char *)ov.data;
+    job.spec = spec ? spec : "";
+    job.run = &rd;
+    job.dir = "";
+    job.error = "";
+    job.tr__p = &priv;
+    if (multirun) tr__sweep_say(d, "#%ld %s", j, job.overrides);
+    if (!spec || ov.failed) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
+    hk_metric_clear(&sctx);
+    sctx.outputs = &job;
+    if (!st && d->reg && HK_FIRE(d->reg, HK_ON_JOB_START, &sctx) == HK_FAIL) {
+      st = TR_ERR_HOOK;
+      snprintf(why, sizeof why, "%s", sctx.hook_failure ? sctx.hook_failure : "a hook failed at on_job_start");
+    }
+    if (!st) { /* its registry: the run, the factories, the spec, the final-metrics hook */
+      hk_opts o;
+      memset(&o, 0, sizeof o);
+      o.name = "sweep_final_metrics";
+      o.monitor = 1;
+      o.order = INT_MAX; /* after the loggers: what they were sent */
+      if (!(jreg = hk_create(NULL))) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
+      else if ((st = tr_run_setup(jreg, &rd)) != TR_OK ||
+               (d->add_factories && d->add_factories(jreg) != HK_OK && (st = TR_ERR_INVALID)) ||
+               (hk_on(jreg, HK_ON_LOG, tr__sweep_capture, &priv, &o, NULL) != HK_OK && (st = TR_ERR_NOMEM)) ||
+               (st = tr__sweep_hparams(jreg, d, keys, n_keys)) != TR_OK ||
+               (spec[0] && hk_spec_apply(jreg, spec) != HK_OK && (st = TR_ERR_INVALID)))
+        snprintf(why, sizeof why, "%s", hk_last_error(jreg));
+      else {
+        const char *dir = tr_run_dir(jreg);
+        if (!dir) { st = TR_ERR_IO; snprintf(why, sizeof why, "%s", hk_last_error(jreg)); }
+        else {
+          char *path = tr__join(dir, "overrides.yaml");
+          hk_bytes y;
+          memset(&y, 0, sizeof y);
+          job.dir = dir;
+          for (k = 0; k < n_keys; k++) { /* Hydra's .hydra/overrides.yaml: "- key=value" */
+            char *entry = (char *)malloc(strlen(keys[k].key) + strlen(keys[k].vals[keys[k].cur]) + 2);
+            if (!entry) { y.failed = 1; break; }
+            sprintf(entry, "%s=%s", keys[k].key, keys[k].vals[keys[k].cur]);
+            tr__put_s(&y, "- ");
+            tr__yaml_str(&y, entry);
+            tr__put_s(&y, "\n");
+            free(entry);
+          }
+          if (!path || y.failed) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
+          else if (tr__write_whole(path, y.data ? (const void *)y.data : (const void *)"", y.len, 0, NULL, why, sizeof why)) st = TR_ERR_IO;
+          free(path);
+          hk_bytes_free(&y);
+        }
+      }
+      if (!st) {
+        st = d->job(jreg, &job, d->user);
+        if (st) snprintf(why, sizeof why, "%s", tr_run_error(jreg)[0] ? tr_run_error(jreg) : tr_err_name(st));
+      }
+      if (jreg) { /* the job's files are complete before on_job_end */
+        snprintf(keep, sizeof keep, "%s", job.dir);
+        hk_destroy(jreg);
+        job.dir = keep;
+      }
+    }
+    /* final metrics: the logged ones, then the job's own */
+    for (i = 0; i < priv.logged.n_metrics; i++) tr_log_set(&done[j].final, priv.logged.metrics[i].name, priv.logged.metrics[i].value);
+    for (i = 0; i < priv.set.n_metrics; i++) tr_log_set(&done[j].final, priv.set.metrics[i].name, priv.set.metrics[i].value);
+    job.status = st;
+    job.error = why;
+    job.n_metrics = done[j].final.n_metrics;
+    job.metrics = done[j].final.metrics;
+    for (i = 0; i < job.n_metrics; i++) hk_metric_set(&sctx, job.metrics[i].name, job.metrics[i].value);
+    sctx.outputs = &job;
+    if (d->reg) {
+      hk_signal sig = HK_FIRE(d->reg, HK_ON_JOB_END, &sctx);
+      sig = hk_honoured(d->reg, HK_ON_JOB_END, sig);
+      if (sig == HK_FAIL && !st) {
+        st = job.status = TR_ERR_HOOK;
+        snprintf(why, sizeof why, "%s", sctx.hook_failure ? sctx.hook_failure : "a hook failed at on_job_end");
+      }
+      if (sig == HK_STOP) stopped = 1;
+    }
+    sctx.outputs = NULL;
+    if (st) {
+      done[j].status = 1;
+      done[j].error = tr__strdup(why);
+      res->failed++;
+      tr__sweep_say(d, "#%ld failed (%s): %s", j, tr_err_name(st), why);
+      if (!first) {
+        first = st;
+        tr__msg(msg, cap, "job %ld (%s) failed: %s", j, job.overrides[0] ? job.overrides : "no overrides", why);
+      }
+      if (d->stop_on_failure || st == TR_ERR_INTERRUPTED) stopped = 1;
+    } else res->ok++;
+    free(spec);
+    hk_bytes_free(&ov);
+    tr_log_record_free(&priv.logged);
+    tr_log_record_free(&priv.set);
+  }
+  for (i = 0; i < d->n_fields; i++) tr__sweep_keep(&d->fields[i], &old[i], 1);
+
+  /* ---- the summary, then the end events ---- */
+  err = first;
+  if (multirun) {
+    char why[600];
+    tr_err e = tr__sweep_summary(d, sweep_dir, keys, n_keys, done, count, why, sizeof why);
+    if (e) {
+      if (!err) { err = e; tr__msg(msg, cap, "tr_sweep: the summary: %s", why); }
+      tr__sweep_say(d, "the summary: %s", why);
+    } else tr__sweep_say(d, "%d ok, %d failed, %d skipped: %s/summary.csv", res->ok, res->failed, res->skipped, sweep_dir);
+  }
+  hk_metric_clear(&sctx);
+  if (d->reg && HK_FIRE(d->reg, multirun ? HK_ON_MULTIRUN_END : HK_ON_RUN_END, &sctx) == HK_FAIL && !err) {
+    tr__msg(msg, cap, "tr_sweep: %s", sctx.hook_failure ? sctx.hook_failure : "a hook failed");
+    err = TR_ERR_HOOK;
+  }
+out:
+  hk_ctx_free(&sctx);
+  if (check) hk_destroy(check);
+  for (i = 0; keys && i <= argc; i++) free(keys[i].vals);
+  for (i = 0; copies && i <= argc; i++) free(copies[i]);
+  free(keys);
+  free(copies);
+  free(old);
+  free(sweep_dir);
+  tr__sweep_job_free(done, count);
+  if (!err) res->error[0] = 0;
+  return err;
+}
+#endif /* TRAIN_NO_SWEEP */
 
 #ifndef TRAIN_NO_TRAINER
 /* =================================================================================================
@@ -8867,6 +10822,25 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
 
 /* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
    NULL outside a fit). Set at every run: the trainer's registry may be shared. */
+/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
+   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static void tr__rolled_back(void *trainer);
+static void tr__state_regions(tr_trainer *t) {
+  tr__run_priv *q = t->tr__run->tr__p;
+  int n = 0;
+  size_t bytes = t->model.n_params * sizeof(float);
+  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__n_buf >= 1) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
+  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
+  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
+  q->state = t->tr__state;
+  q->n_state = n;
+  q->rolled_back = tr__rolled_back;
+  q->save_failed = tr__save_failed;
+}
+
 static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   tr_run *run = t->tr__run;
   tr_run_desc *d = &run->desc;
@@ -8894,6 +10868,7 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
   d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
   run->resume_from = c->resume_from ? c->resume_from : "";
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
+  tr__state_regions(t);
 }
 
 static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
@@ -9010,6 +10985,18 @@ static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, ch
   if (e) tr__msg(why, cap, "%s", t->error);
   return e;
 }
+/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
+static void tr__rolled_back(void *trainer) {
+  tr_trainer *t = (tr_trainer *)trainer;
+  t->ctx.global_step = t->global_step;
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f;
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+  hk_grads_changed(&t->ctx);
+}
+
 static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
   char why[sizeof t->error];
   int no_default = 0;
@@ -9057,6 +11044,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   void *batch;
 
   t->lr = t->ctx.lr = tr__current_lr(t);
+  if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
+    t->tr__win_open = 1;
+    t->tr__win_batch = t->epoch_batch;
+    t->tr__win_samples = t->samples_seen;
+  }
   batch = tr__fetch(t, c->train, t->epoch_batch, "train");
   tr__fire(t, HK_ON_TRAIN_BATCH_START);
   tr__forward(t, batch);
@@ -9078,6 +11070,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
     }
     tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
     tr__optimizer_step(t);
+    if (t->global_step > steps_before || !t->tr__err) t->tr__win_open = 0; /* stepped, or ended without a step */
     tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
     tr__end_window(t);
   }
@@ -9106,6 +11099,7 @@ static void tr__finish_epoch(tr_trainer *t) {
   t->tr__epoch_ended = 0;
   t->tr__epoch_done = 0;
   tr__end_window(t); /* a window cut short by a stop is dropped */
+  t->tr__win_open = 0;
   hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
   t->ctx.epoch = t->epoch;
 }
@@ -9965,6 +11959,27 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   hk_grads_changed(&t->ctx);
 }
 
+/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
+   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
+   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
+   resumed run repeats it. The trainer's counters are put back after the save. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__loop_state kept;
+  tr_err e;
+  tr__get_loop(t, &kept);
+  if (t->tr__win_open) {
+    t->epoch_batch = t->tr__win_batch;
+    t->samples_seen = t->tr__win_samples;
+    t->tr__accum_pos = t->tr__accum_n = 0;
+    t->tr__grads_zeroed = 0;
+    t->tr__epoch_ended = 0;
+    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
+  }
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  tr__set_loop(t, &kept);
+  return e;
+}
 /* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
 static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
   hk_bytes *b = (hk_bytes *)user;
