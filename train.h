@@ -2373,6 +2373,9 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     if (s->mode != 0 && s->mode != 1) TR__SCHED_BAD("plateau: sched.mode must be 0 (min) or 1 (max), got %d", s->mode);
     if (s->threshold_mode != 0 && s->threshold_mode != 1) TR__SCHED_BAD("plateau: sched.threshold_mode must be 0 (rel) or 1 (abs), got %d", s->threshold_mode);
     if (s->factor == 0) s->factor = 0.1;
+    if (s->patience == 0) s->patience = 10;
+    if (s->threshold == 0 && !signbit(s->threshold)) s->threshold = 1e-4; /* TR_ZERO_F stays: an explicit 0 */
+    if (s->eps == 0 && !signbit(s->eps)) s->eps = 1e-8;
     if (!(s->factor > 0 && s->factor < 1)) TR__SCHED_BAD("plateau: sched.factor must be in (0, 1) (new lr = lr * factor), got %g", s->factor);
     if (s->patience < 0 && s->patience != TR_ZERO) TR__SCHED_BAD("plateau: sched.patience must be >= 0 (0 = 10, TR_ZERO = 0), got %d", s->patience);
     if (s->cooldown < 0) TR__SCHED_BAD("plateau: sched.cooldown must be >= 0, got %d", s->cooldown);
