@@ -747,7 +747,9 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg);
 
 /* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
-   on_fit_start and on_train_start. A loop with a sanity check fires its events itself. TR_OK, or the
+   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
+   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
+   its val/loss. TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
@@ -4857,6 +4859,12 @@ static hk_signal tr__timer_test_start(hk_ctx *ctx, void *u) { (void)ctx; tr__tim
 static hk_signal tr__timer_test_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_TEST); return HK_CONTINUE; }
 static hk_signal tr__timer_pred_start(hk_ctx *ctx, void *u) { (void)ctx; tr__timer_start((tr__timer *)u, TR_TIMER_PREDICT); return HK_CONTINUE; }
 static hk_signal tr__timer_pred_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_PREDICT); return HK_CONTINUE; }
+/* Published again here: the loop forgets what its sanity check set once it ends (Lightning's reset). */
+static hk_signal tr__timer_sanity_end(hk_ctx *ctx, void *u) {
+  tr__timer *s = (tr__timer *)u;
+  tr__timer_publish(s, ctx, TR_TIMER_SANITY_CHECK, tr__clock(s->clock, s->clock_user));
+  return HK_CONTINUE;
+}
 static hk_signal tr__timer_batch_end(hk_ctx *ctx, void *u) {
   tr__timer *s = (tr__timer *)u;
   return s->interval == TR_INTERVAL_STEP ? tr__timer_check(s, ctx) : HK_CONTINUE;
@@ -4934,6 +4942,7 @@ static tr_err tr__timer_make(hk_registry *reg, const tr_timer_desc *d, hk_handle
   cb.name = "timer";
   cb.user = s;
   cb.on_fit_start = tr__timer_fit_start;
+  cb.on_sanity_check_end = tr__timer_sanity_end;
   cb.on_train_start = tr__timer_train_start;
   cb.on_train_end = tr__timer_train_end;
   cb.on_validation_start = tr__timer_val_start;
@@ -9091,13 +9100,19 @@ static void tr__sanity_check(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   int64_t limit = c->num_sanity_val_steps;
   tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
+  uint64_t before, during;
   if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
   if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
   e.limit = limit;
   t->ctx.stage = HK_STAGE_SANITY_CHECK;
+  before = hk_metric_stamp(&t->ctx, NULL);
   tr__fire(t, HK_ON_SANITY_CHECK_START);
   tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
+  during = hk_metric_stamp(&t->ctx, NULL);
   tr__fire(t, HK_ON_SANITY_CHECK_END);
+  /* As Lightning resets its metrics after the sanity check: nothing ranks or stops on its val/loss.
+     What hooks publish at on_sanity_check_end (the timer's time/sanity_check) stays. */
+  hk_metric_forget_between(&t->ctx, before, during);
   t->ctx.stage = HK_STAGE_FIT;
 }
 

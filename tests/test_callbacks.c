@@ -1191,6 +1191,16 @@ static void test_mc_missing_before_first_validation(void **state) {
   assert_non_null(strstr(sc_logtext(&m), "model_checkpoint: the monitored metric 'val/loss' is not set"));
   assert_non_null(strstr(sc_logtext(&m), "no validation has run yet"));
   sc_free(&m, &t);
+  /* the sanity check's val/loss is forgotten after it (Lightning resets its metrics): epoch 0 still waits */
+  sc_init(&m, &t, v, 4, 0);
+  c.num_sanity_val_steps = 1;
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = -1,
+                   .save_on_train_epoch_end = TR_YES, .filename = "{epoch}", .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=1.ckpt epoch=2.ckpt epoch=3.ckpt last.ckpt");
+  sc_free(&m, &t);
+  c.num_sanity_val_steps = -1;
   /* once a validation has run, a missing metric fails the run */
   sc_init(&m, &t, v, 4, 0);
   c.max_epochs = 2;
