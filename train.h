@@ -122,6 +122,9 @@
        ends the epoch) and callbacks stop by setting trainer.should_stop.
      - HK_STOP_EPOCH still fires that batch's on_train_batch_end and runs the epoch's validation;
        Lightning's -1 skips both.
+     - The plateau schedule checks its metric before on_train_epoch_end (after the epoch's validation);
+       Lightning steps it after, which a checkpoint written at the epoch's end misses on resume
+       (test_schedule_resume_exact).
 
    COMPILE-TIME OPTIONS (define before including)
      TRAIN_IMPLEMENTATION   emit the implementation in this translation unit
@@ -149,6 +152,12 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   schedules linear (to zero), exponential, wsd (warmup-stable-decay), onecycle and plateau
+            (ReduceLROnPlateau) beside constant, step and cosine, each checked against PyTorch's schedulers;
+            their parameters one X-macro list (TR_SCHED_PARAMS), spec strings (tr_sched_parse), checks
+            (tr_sched_check), tr_sched_lr, tr_plateau_step, tr_sched_kind_name; tr_lr_scale / tr_lr_set
+            for hooks (a multiplier on the schedule); the schedule's state (tr_run.lr_state) in
+            checkpoints: tr_save's optional LRST section, a block of tr_run_save's
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
