@@ -687,6 +687,9 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
        the model's bytes come first, so a loader that reads only what it needs is unchanged) and
        restores the callbacks and counters exactly;
+     - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
+       in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
+       and calls tr_plateau_step once per epoch for a plateau;
      - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
        at the next safe point, both through on_exception;
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
