@@ -2,7 +2,8 @@
 #   test-log              the cmocka tests: plain, ASan+UBSan, valgrind
 #   test-log-tensorboard  a run written by train.h, read back by the real tensorboard package (pip, in
 #                         $(BUILD)/venv, made here on first use): its Python reader (both CRCs
-#                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP
+#                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP;
+#                         three fits with tr_run_hparam values as the HParams tab lists them (tests/tb_hparams.py)
 #   test-log-bar          the live bar in a real terminal (tmux: one bar on screen) and in a pipe (no
 #                         carriage return, no escape code)
 #   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
@@ -47,6 +48,8 @@ test-log-tensorboard: $(LOG_BIN) $(LOG_VENV)/.tensorboard
 	./$(LOG_BIN) --tb $(LOG_TMP)/tb
 	$(LOG_VENV)/bin/python tests/tb_read.py $(LOG_TMP)/tb/run
 	$(LOG_VENV)/bin/python tests/tb_serve.py $(LOG_TMP)/tb
+	./$(LOG_BIN) --tb-hparams $(LOG_TMP)/tb/hparams
+	$(LOG_VENV)/bin/python tests/tb_hparams.py $(LOG_TMP)/tb/hparams
 
 test-log-bar: $(LOG_BIN)
 	sh tests/log_bar.sh ./$(LOG_BIN) $(LOG_TMP)/bar
