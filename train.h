@@ -442,7 +442,8 @@ typedef struct tr_optim {
      TR_SCHED_PLATEAU      ReduceLROnPlateau: after warmup the lr is the plateau's own (it starts at
                            optim.lr), checked once per training epoch with the metric `monitor`
                            (tr_plateau_step, PyTorch's rule exactly: threshold rel/abs, patience,
-                           cooldown, min_lr, eps). The trainer checks right after each epoch's
+                           cooldown, min_lr, eps; with TRAIN_MPI on the ranks' mean of
+                           the metric, so every rank keeps the same lr). The trainer checks right after each epoch's
                            validation, before on_train_epoch_end (Lightning: after it), so a checkpoint
                            written at the epoch's end holds the state after that check; a monitored
                            metric that is not set then fails the run (Lightning's strict default).
@@ -10615,12 +10616,19 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
 /* The plateau's check at a complete epoch's end, after its validation and before on_train_epoch_end
    (so that a checkpoint written there holds it). The lr it sets applies from the next batch on. */
 static void tr__plateau_check(tr_trainer *t) {
-  double v;
-  if (!hk_metric_get(&t->ctx, t->sched.monitor, &v)) {
+  double v = 0, sum;
+  int64_t have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0;
+  sum = have ? v : 0;
+  /* TRAIN_MPI: every rank decides on the ranks' mean (val/loss is the same on each already; a rank's own
+     train/loss is not), so the lr stays the same everywhere; one process: the value itself */
+  tr__dist_mean(t, &sum, &have);
+  if (t->tr__err) return;
+  if (have < (t->tr__dist ? (int64_t)t->ctx.world_size : 1)) {
     tr__fail(t, TR_ERR_INVALID, "the plateau schedule monitors '%s', which is not set at the end of epoch %lld (no "
              "validation data? monitor a metric a hook sets, e.g. train/loss)", t->sched.monitor, (long long)t->epoch);
     return;
   }
+  if (t->tr__dist) v = sum / (double)have;
   (void)tr_plateau_step(&t->sched, &t->tr__run->lr_state, t->optim.lr, v);
 }
 
