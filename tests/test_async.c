@@ -457,6 +457,7 @@ static int fit_into(const char *dir, int async, int via_desc) {
   assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = q.p, .grads = q.g, .n_params = QN, .user = &q,
                                                       .forward = q_forward, .backward = q_backward },
                                            .optim = { .kind = TR_OPTIM_ADAMW, .lr = 0.05 }, .seed = 3,
+                                           .sched = { .kind = TR_SCHED_PLATEAU, .patience = 1 }, /* its state: LRST */
                                            .async_save = via_desc }), TR_OK);
   memset(&mc, 0, sizeof mc);
   mc.dirpath = dir;
