@@ -1657,6 +1657,7 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #endif
 #if defined(TR__POSIX) && !defined(__cplusplus) /* strict -std=c99 headers hide these POSIX calls */
 extern int lstat(const char *path, struct stat *st);
+extern ssize_t readlink(const char *path, char *buf, size_t len);
 extern int ftruncate(int fd, off_t length);
 #endif
 #ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
@@ -1718,10 +1719,12 @@ typedef struct tr__run_priv {
   int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
   int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
   int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
-  struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
+  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER). */
+static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
@@ -1825,8 +1828,7 @@ static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one w
   if (n + 1 >= sizeof line) n = sizeof line - 2;
   line[n++] = '\n';
   line[n] = 0;
-  fputs(line, f);
-  fflush(f);
+  tr__run_write(t->tr__run, f, line);
 }
 #endif /* TRAIN_NO_TRAINER */
 
@@ -2708,6 +2710,27 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   return run;
 }
 
+/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
+   live on a terminal (the bar's section sets q->above). */
+static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
+  if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
+  if (!f) f = stdout;
+  fputs(text, f);
+  fflush(f);
+}
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
+  char line[2048];
+  size_t n;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  n = strlen(line);
+  line[n++] = '\n';
+  line[n] = 0;
+  tr__run_write(reg ? (const tr_run *)hk_attached(reg) : NULL, NULL, line);
+}
+
 /* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
    callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
 static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
@@ -2721,8 +2744,7 @@ static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, 
   if (n + 1 >= sizeof line) n = sizeof line - 2;
   line[n++] = '\n';
   line[n] = 0;
-  fputs(line, f);
-  fflush(f);
+  tr__run_write(run, f, line);
 }
 static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) TR__PRINTF(4, 5);
 static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) {
@@ -6900,45 +6922,134 @@ typedef struct tr__bar {
   tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   FILE *out;
   int tty, width, ascii;
+  int size_fd;               /* terminal: where to measure the width when out itself cannot say (mpirun's rank
+                                pseudo-terminal has no size: the launcher's terminal); -1: none */
   double refresh, line_every;
   tr__bar_line main, eval;   /* the training epoch's bar; the evaluation's (the line below on a terminal) */
   int eval_shown;            /* terminal: the evaluation line is on screen (drawn once its first redraw is due) */
+  int drawn_w;               /* terminal: the columns of the line the cursor is on (0: none of ours) */
+  int above_w;               /* terminal: the training bar's columns while the evaluation line shows below it */
+  int epoch_open;            /* lines: the epoch's line is still to come (an evaluation now is part of it) */
   double last_draw;          /* terminal: when anything was last drawn */
-  int drawn_len;             /* visible width of the line now on screen (padding erases what is left) */
   char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
 } tr__bar;
 
 static void tr__bar_destroy(void *user) {
   tr__bar *b = (tr__bar *)user;
-  if (b && b->run && b->run->tr__p->bar == b) b->run->tr__p->bar = NULL;
+  if (b && b->run && b->run->tr__p->bar == b) { b->run->tr__p->bar = NULL; b->run->tr__p->above = NULL; }
+#ifdef TR__POSIX
+  if (b && b->size_fd >= 0) close(b->size_fd);
+#endif
   free(b);
 }
 
+#ifdef TR__POSIX
+static int tr__term_cols(int fd) {
+#  ifdef TIOCGWINSZ
+  struct winsize ws;
+  if (fd >= 0 && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+#  endif
+  (void)fd;
+  return 0;
+}
+#endif
+/* Under a launcher (mpirun, mpiexec, srun) a rank's output may be a pseudo-terminal whatever the
+   launcher's own output is (Open MPI gives every rank one): the user's terminal or file is where the
+   launcher writes. Walks up the parent processes (Linux /proc) to the launcher and reads where its fd
+   goes: 1, a terminal (its path in term, to measure); 0, a file or a pipe; -1, no launcher found or
+   not Linux (then isatty decides). */
+static int tr__launcher_tty(int fd, char *term, size_t cap) {
+#ifdef __linux__
+  static const char *const launchers[] = { "mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra", "srun", NULL };
+  char buf[512], link[64];
+  long pid, ppid;
+  int depth, i;
+  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK") && !getenv("SLURM_PROCID")) return -1;
+  for (pid = (long)getppid(), depth = 0; pid > 1 && depth < 32; pid = ppid, depth++) {
+    FILE *f;
+    char *name, *end;
+    size_t n;
+    ssize_t k;
+    snprintf(link, sizeof link, "/proc/%ld/stat", pid);
+    if (!(f = fopen(link, "r"))) return -1;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0; /* "pid (name) state ppid ...": the name may hold spaces and parentheses */
+    if (!(name = strchr(buf, '(')) || !(end = strrchr(buf, ')')) || sscanf(end + 1, " %*c %ld", &ppid) != 1) return -1;
+    *end = 0;
+    for (i = 0; launchers[i] && strcmp(name + 1, launchers[i]); i++) {}
+    if (!launchers[i]) continue; /* a shell, a daemon or proxy between (orted, hydra_pmi_proxy) */
+    snprintf(link, sizeof link, "/proc/%ld/fd/%d", pid, fd == 2 ? 2 : 1);
+    if ((k = readlink(link, term, cap - 1)) <= 0) return -1;
+    term[k] = 0;
+    return !strncmp(term, "/dev/pts/", 9) || !strncmp(term, "/dev/tty", 8) || !strcmp(term, "/dev/console");
+  }
+#endif
+  (void)fd;
+  (void)term;
+  (void)cap;
+  return -1;
+}
+/* The columns the line may take: the terminal's less one (tqdm), measured at every redraw (at most
+   every refresh_seconds), so a resized terminal gets lines of its new width. */
 static int tr__bar_cols(tr__bar *b) {
   const char *c;
-#if defined(TR__POSIX) && defined(TIOCGWINSZ)
-  struct winsize ws;
-  if (ioctl(fileno(b->out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col - 1; /* tqdm leaves one */
+  int n = 0;
+#ifdef TR__POSIX
+  n = tr__term_cols(fileno(b->out));
+  if (n <= 0) n = tr__term_cols(b->size_fd);
 #endif
-  c = getenv("COLUMNS");
-  return c && atoi(c) > 1 ? atoi(c) - 1 : 79;
+  if (n <= 0) n = (c = getenv("COLUMNS")) != NULL ? atoi(c) : 0;
+  if (n <= 1 || n > 100000) n = 80;
+  return n - 1;
 }
 static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
+/* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
+   only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
+   every carriage return). */
+static void tr__utf8_cut(char *s, int cols) {
+  int n = 0;
+  for (; *s; s++)
+    if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
+}
 
-/* Draw a line: in place on a terminal (\r, padded over the previous text), else a complete line. */
+/* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
+   that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
+   cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
+   the top row makes tmux push the screen into its history). */
+static void tr__bar_home(tr__bar *b, int width) {
+  int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
+  fputs("\r\033[K", b->out);
+  for (; up > 0; up--) fputs("\033[A\033[K", b->out);
+  b->drawn_w = 0;
+}
+/* The evaluation line goes below the training bar, and back up: the training bar's rows erased too */
+static void tr__bar_below(tr__bar *b) {
+  fputc('\n', b->out);
+  b->above_w = b->drawn_w;
+  b->drawn_w = 0;
+}
+static void tr__bar_up(tr__bar *b) {
+  int width = b->width > 0 ? b->width : tr__bar_cols(b);
+  tr__bar_home(b, width);
+  fputs("\033[A", b->out);
+  b->drawn_w = b->above_w;
+  tr__bar_home(b, width);
+}
+/* Draw a line: in place on a terminal (carriage return, the line, erase to its end), else a complete line. */
 static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   char line[1024], post[400];
-  size_t w;
+  int width = b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0;
   if (!l->live) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
-  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post,
-                b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
+  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post, width, b->ascii);
+  if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
   if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
-  w = tr__utf8_width(line);
-  fprintf(b->out, "\r%s%*s", line, b->drawn_len > (int)w ? b->drawn_len - (int)w : 0, "");
-  b->drawn_len = (int)w;
+  tr__bar_home(b, width);
+  fputs(line, b->out);
+  b->drawn_w = (int)tr__utf8_width(line);
   fflush(b->out);
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
@@ -6957,8 +7068,11 @@ static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
   if (ctx->rank != 0) return HK_CONTINUE;
+  if (!b->tty && b->epoch_open && b->main.live && b->main.drawn_n != b->main.n) /* a loop without on_train_epoch_end */
+    tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
+  b->epoch_open = 1;
   if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
   return HK_CONTINUE;
 }
@@ -6973,6 +7087,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     else {
       snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
       tr__bar_start(l, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0);
+      b->epoch_open = 1;
     }
   }
   if (!l->live) return HK_CONTINUE;
@@ -6980,10 +7095,11 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
   now = tr__wall();
   /* terminal: at most one redraw per refresh interval, the last batch's too (the final state is drawn at
-     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time) */
-  if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every || l->n == l->total) {
+     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
+     one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
+  if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
-      if (b->main.live) { fputc('\n', b->out); b->drawn_len = 0; }
+      if (b->main.live) tr__bar_below(b);
       b->eval_shown = 1;
     }
     tr__bar_draw(b, l, now);
@@ -6998,22 +7114,25 @@ static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   double now;
   if (ctx->rank != 0 || !b->main.live) return HK_CONTINUE;
-  now = tr__wall(); /* the epoch's final state (with this epoch's validation): a line in a pipe; on a terminal
-                       when a redraw is due (the last epoch's is drawn at the end of training) */
+  b->epoch_open = 0;
+  now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
+                       terminal when a redraw is due (the last epoch's is drawn at the end of training) */
   if (!b->tty || now - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, now);
   return HK_CONTINUE;
 }
 static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); }
+  if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   b->main.live = 0;
-  b->drawn_len = 0;
+  b->epoch_open = 0;
   return HK_CONTINUE;
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end. */
+/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end.
+   In lines, its one line at its end: for a standalone run, the sanity check, a step loop's validation;
+   a validation inside an epoch has none, the epoch's line that follows carries its metrics. */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
@@ -7025,16 +7144,16 @@ static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0 || !b->eval.live) return HK_CONTINUE;
-  if (!b->tty) tr__bar_draw(b, &b->eval, tr__wall());
-  else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
+  if (!b->tty) {
+    if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
+  } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
     fputc('\n', b->out);
-    b->drawn_len = 0;
+    b->drawn_w = 0;
   } else if (b->eval_shown && b->main.live) { /* erase the line, go back up to the training bar */
-    fputs("\r\033[K\033[A", b->out);
-    b->drawn_len = 0;
+    tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
-  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_len = 0; } /* the sanity check's line goes */
+  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
   fflush(b->out);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -7063,14 +7182,39 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); }
-  b->main.live = b->eval.live = 0;
-  b->drawn_len = 0;
+  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
+  b->main.live = b->eval.live = b->epoch_open = 0;
   return HK_CONTINUE;
+}
+
+/* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
+   are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
+   callback's stderr) is handled so only when that stream is a terminal too. */
+static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
+  int live = b->tty && (b->main.live || b->eval.live);
+  if (!f) f = b->out;
+#ifdef TR__POSIX
+  if (live && f != b->out) live = isatty(fileno(f));
+#endif
+  if (live) {
+    if (b->eval_shown && b->main.live) tr__bar_up(b);
+    else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
+    fflush(b->out);
+  }
+  fputs(text, f);
+  fflush(f);
+  if (!live) return;
+  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
+  if (b->eval_shown && b->eval.live) {
+    if (b->main.live) tr__bar_below(b);
+    tr__bar_draw(b, &b->eval, tr__wall());
+  }
+  fflush(b->out);
 }
 
 static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
   char unique[64];
+  tr_run *run;
   tr__bar *b;
   hk_callback cb;
   hk_opts o;
@@ -7080,12 +7224,21 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   if (!(d->refresh_seconds >= 0) || !(d->line_seconds >= 0) || !hk_is_finite(d->refresh_seconds) || !hk_is_finite(d->line_seconds))
     return tr__bad(w, "progress_bar: refresh_seconds and line_seconds must be finite and >= 0");
   if (d->width < 0 || d->width > 100000) return tr__bad(w, "progress_bar: width must be between 0 and 100000 (0 = the terminal's), got %d", d->width);
+  if ((run = tr_run_get(reg)) != NULL && run->tr__p->bar) /* two would draw every line twice */
+    return tr__bad(w, "progress_bar: this registry has a progress bar already; one bar shows the run (remove the "
+                   "other one, or give each its own registry)");
   if (!(b = (tr__bar *)calloc(1, sizeof *b))) return tr__bad(w, "progress_bar: out of memory"), TR_ERR_NOMEM;
-  b->run = tr_run_get(reg);
-  if (b->run && !b->run->tr__p->bar) b->run->tr__p->bar = b; /* tr_print writes above it */
+  b->run = run;
   b->out = d->out ? d->out : stdout;
+  b->size_fd = -1;
 #ifdef TR__POSIX
-  b->tty = d->mode == TR_BAR_TTY || (d->mode == TR_BAR_AUTO && isatty(fileno(b->out)));
+  b->tty = d->mode == TR_BAR_TTY;
+  if (d->mode == TR_BAR_AUTO && isatty(fileno(b->out))) { /* under mpirun: where the launcher's output goes */
+    char term[256];
+    int at = tr__launcher_tty(fileno(b->out), term, sizeof term);
+    b->tty = at != 0;
+    if (at == 1) b->size_fd = open(term, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  }
 #else
   b->tty = d->mode == TR_BAR_TTY;
 #endif
@@ -7118,30 +7271,9 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
     tr__bar_destroy(b);
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
+  if (run) { run->tr__p->bar = b; run->tr__p->above = tr__bar_above; } /* tr_print and callbacks' lines: above it */
   return TR_OK;
 }
-TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
-  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
-  tr__bar *b = run ? run->tr__p->bar : NULL;
-  FILE *out = b ? b->out : stdout;
-  char line[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (!b || !b->tty || (!b->main.live && !b->eval.live)) { fprintf(out, "%s\n", line); fflush(out); return; }
-  /* clear the bar's lines (two while an evaluation line shows below the training bar), print, redraw */
-  fputs(b->eval_shown && b->main.live ? "\r\033[K\033[A\r\033[K" : "\r\033[K", out);
-  fprintf(out, "%s\n", line);
-  b->drawn_len = 0;
-  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
-  if (b->eval_shown && b->eval.live) {
-    if (b->main.live) { fputc('\n', out); b->drawn_len = 0; }
-    tr__bar_draw(b, &b->eval, tr__wall());
-  }
-  fflush(out);
-}
-
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out) {
   tr__why w;
   if (!reg) return TR_ERR_INVALID;

@@ -533,6 +533,9 @@ static void test_bar_format(void **state) {
 }
 
 /* ---- the bar as a callback: lines into a file, and a terminal's redraws --------------------------- */
+static int count_lines(const char *s) { int n = 0; for (; *s; s++) n += *s == '\n'; return n; }
+static int count_str(const char *s, const char *what) { int n = 0; for (; (s = strstr(s, what)) != NULL; s++) n++; return n; }
+
 static void test_bar_callback(void **state) {
   char *text = NULL;
   size_t len = 0;
@@ -547,11 +550,14 @@ static void test_bar_callback(void **state) {
   fflush(out);
   assert_null(strchr(text, '\r'));
   assert_null(strchr(text, '\033'));
+  /* a log reader's lines: the sanity check once, one line per epoch carrying its validation's metrics,
+     one for the evaluation run after the fit; nothing else */
   if (strncmp(text, "Sanity Checking: 100%|##########| 2/2 [00:00<", 45)) fail_msg("%s", text); /* the rate may be ? */
-  assert_contains(text, "\nValidation: 100%|##########| 2/2 [");
-  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 0: 100%|##########| 4/4 [");
-  assert_contains(text, "loss=1.044, val/loss=0.6]\nEpoch 1: 100%|##########| 4/4 [");
-  assert_contains(text, "\nValidation: 100%|##########| 2/2 [00:00<");  /* tr_validate's line */
+  assert_int_equal(count_lines(text), 4);
+  assert_contains(text, "]\nEpoch 0: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 1: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.044, val/loss=0.6]\nValidation: 100%|##########| 2/2 [00:00<");  /* tr_validate's line */
+  assert_int_equal(count_str(text, "Sanity Checking"), 1);
   tr_free(&t);
   fclose(out);
   free(text);
@@ -563,12 +569,21 @@ static void test_bar_callback(void **state) {
   assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60, .refresh_seconds = 1e-9 }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   fflush(out);
-  assert_contains(text, "\rSanity Checking: "); /* shown at its first due redraw (50% or, same microsecond, 100%) */
-  assert_contains(text, "\r\033[K\rEpoch 0:   0%|"); /* the sanity check's line is erased */
-  assert_contains(text, "\n\rValidation: ");
-  assert_contains(text, "\r\033[K\033[A\rEpoch 0: 100%|");
+  assert_contains(text, "\r\033[KSanity Checking: "); /* shown at its first due redraw (50% or, same microsecond, 100%) */
+  assert_contains(text, "\r\033[K\r\033[KEpoch 0:   0%|"); /* the sanity check's line is erased */
+  assert_contains(text, "\n\r\033[KValidation: ");
+  assert_contains(text, "\r\033[K\033[A\r\033[K\r\033[KEpoch 0: 100%|");
   assert_int_equal(text[len - 1], '\n');         /* on_train_end leaves the line */
   assert_null(strstr(text, "\n\n"));
+  { /* every line drawn, postfix and all, is cut to the width: a terminal never wraps it */
+    const char *p = text, *e;
+    for (; (p = strstr(p, "\033[K")) != NULL; p = e) {
+      size_t cols = 0;
+      p += 3;
+      for (e = p; *e && *e != '\r' && *e != '\n' && *e != '\033'; e++) cols += ((unsigned char)*e & 0xC0) != 0x80;
+      if (cols > 60) fail_msg("a line of %zu columns: %.*s", cols, (int)(e - p), p);
+    }
+  }
   tr_free(&t);
   fclose(out);
   free(text);
@@ -1323,6 +1338,20 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
   hk_destroy(reg);
   return 0;
 }
+/* Validation metrics enough for a line of about 150 characters: wider than every terminal the tmux test uses */
+static hk_signal bar_metrics(hk_ctx *ctx, void *user) {
+  (void)user;
+  hk_metric_set(ctx, "val/accuracy", 0.5 + 0.125 * (double)ctx->epoch);
+  hk_metric_set(ctx, "val/top5_accuracy", 0.75);
+  hk_metric_set(ctx, "val/perplexity", 12.5 - (double)ctx->epoch);
+  return HK_CONTINUE;
+}
+/* A hook printing above the live bar (tr_print), once per epoch at its middle batch */
+static hk_signal bar_say(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (ctx->batch_idx == NB / 2) tr_print(ctx->reg, "note: epoch %lld half done", (long long)ctx->epoch);
+  return HK_CONTINUE;
+}
 static int mode_bar(int sleep_ms) {
   tr_trainer t;
   toy m;
@@ -1335,6 +1364,8 @@ static int mode_bar(int sleep_ms) {
   if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
                                           .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 1;
   if (hk_spec_apply(t.reg, "progress_bar(refresh_seconds=0.05, line_seconds=0.3)")) { fprintf(stderr, "%s\n", hk_last_error(t.reg)); return 1; }
+  if (hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, bar_metrics, NULL, NULL, NULL) ||
+      hk_on(t.reg, HK_ON_TRAIN_BATCH_END, bar_say, NULL, NULL, NULL)) return 1;
   if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) return 1;
   printf("done\n");
   tr_free(&t);
