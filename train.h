@@ -23,11 +23,13 @@
    below says otherwise.
 
    USAGE
-     In exactly one C or C++ file (it may be the same file as hooks.h's implementation):
+     In exactly one C or C++ file, with hooks.h's implementation:
          #define HOOKS_IMPLEMENTATION
          #define TRAIN_IMPLEMENTATION
          #include "train.h"          (includes hooks.h)
-     Everywhere else just #include "train.h". Link with -lm.
+     Everywhere else just #include "train.h". Link with -lm. TRAIN_IMPLEMENTATION without
+     HOOKS_IMPLEMENTATION is an #error that says so (else: hundreds of undefined hk_* symbols at link
+     time); a program whose hooks.h implementation is in another file defines TRAIN_HOOKS_ELSEWHERE.
 
      The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
      views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
@@ -124,7 +126,8 @@
        Lightning's -1 skips both.
 
    COMPILE-TIME OPTIONS (define before including)
-     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit
+     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit (with HOOKS_IMPLEMENTATION)
+     TRAIN_HOOKS_ELSEWHERE  with TRAIN_IMPLEMENTATION: hooks.h's implementation is in another file
      TRAIN_STATIC           make every function static
      TRAIN_API              declaration prefix for public functions (default: extern)
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
@@ -621,6 +624,8 @@ typedef struct tr_run_desc {
   void *model_user;
   const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
   int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
+                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
 } tr_run_desc;
 
 /* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
@@ -818,7 +823,11 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
    decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
    Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
-   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end). */
+   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end).
+   When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
+   it only with verbose), above a live progress bar:
+     early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
+   Held stops and the other decisions are printed with verbose only. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -850,7 +859,9 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
   X(BOOL,     int,          verbose,                  "false", NULL,      "print every decision (and why it stopped) to the " \
     "run's log: one line each, \"[rank: N] \" first when the job has several processes") \
   X(TRI,      int,          log_rank_zero_only,       "false", NULL,      "with several processes only rank 0 prints " \
-    "(Lightning's flag)")
+    "(Lightning's flag)") \
+  X(TRI,      int,          log_stop,                 "true",  NULL,      "when it stops training, one line saying why (the " \
+    "metric, the checks without improvement, the best score) to the run's log, from rank 0; false: silent")
 typedef struct tr_early_stopping_desc { TR_EARLY_STOPPING_PARAMS(TR__FIELD) } tr_early_stopping_desc;
 
 typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
@@ -1479,7 +1490,10 @@ typedef struct tr_config {
                                     are back when tr_fit returns, a signal the process ignores stays
                                     ignored, and inside a loop of yours that installed it too, only
                                     the signals that come during tr_fit count here. */
-  const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
+  const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
+                                    where in one line (rank 0, tr_desc.log): "Restored all states from the
+                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
+  int no_resume_message;         /* 1: not that line */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
@@ -1637,6 +1651,11 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #ifdef TRAIN_IMPLEMENTATION
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
+/* Forgetting hooks.h's implementation gives hundreds of undefined hk_* symbols at link time with no
+   hint; this says it at once. A program with hooks.h's implementation in another file says so. */
+#if !defined(HOOKS_IMPLEMENTATION) && !defined(TRAIN_HOOKS_ELSEWHERE)
+#  error "train.h: TRAIN_IMPLEMENTATION needs hooks.h's implementation: #define HOOKS_IMPLEMENTATION too, before #include \"train.h\" in this file (or, when another file of the program defines it, #define TRAIN_HOOKS_ELSEWHERE here)"
+#endif
 
 #include <limits.h>
 #include <errno.h>
@@ -2764,6 +2783,13 @@ static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, 
   va_end(ap);
 }
 
+/* Where a resumed run goes on from: one line (rank 0), as Lightning's "Restored all states ..." */
+static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char *path) {
+  if (run->desc.no_resume_message) return;
+  tr__run_say_on(run, ctx, 1, NULL, "Restored all states from the checkpoint at %s: epoch %lld, global step %lld, "
+                 "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
+}
+
 static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
   const char *s = run ? run->tr__p->strs[i] : NULL;
   return s ? s : dflt;
@@ -3261,6 +3287,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (!run->failed && resume_from && resume_from[0]) {
     tr_err e = tr_run_load(reg, ctx, resume_from);
     if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
+    else tr__run_say_resumed(run, ctx, resume_from);
     q->last_step = ctx->global_step;
   }
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
@@ -3372,7 +3399,7 @@ typedef struct tr__es {
   char *monitor, *message;
   tr_mode mode;
   double min_delta;             /* signed as Lightning: negative for min */
-  int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only;
+  int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only, log_stop;
   int64_t checks;               /* checks made in this fit */
   int warned_stage, warned_never;
   double stop_thr, div_thr;
@@ -3456,6 +3483,7 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   tr__set_str(&s->message, msg);
   s->pub.stopping_reason_message = s->message;
   if (s->verbose) tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "%s", msg);
+  else if (s->log_stop) tr__run_say_on(run, ctx, 1, "early_stopping", "%s", msg); /* Lightning logs it at info level */
   return HK_STOP;
 }
 
@@ -3577,6 +3605,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s->div_thr = d->divergence_threshold;
   s->at_epoch_flag = d->check_on_train_epoch_end;
   s->verbose = d->verbose;
+  s->log_stop = tr__flag(d->log_stop, 1);
   s->zero_only = tr__flag(d->log_rank_zero_only, 0);
   if (!s->monitor || !s->message) { tr__es_destroy(s); return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM; }
   /* the state key: two early stoppings on one metric and mode would share it (Lightning's key) */
@@ -8450,6 +8479,7 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
      (or not at all), else at the validation's end */
   d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
   run->resume_from = c->resume_from ? c->resume_from : "";
+  d->no_resume_message = c->no_resume_message;
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
 }
 
@@ -8786,7 +8816,10 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   const tr_config *c = t->tr__cfg;
   int64_t n;
   (void)arg;
-  if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
+  if (c->resume_from) { /* a failure skips what follows */
+    tr__load_file(t, c->resume_from);
+    if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+  }
   tr__ready_to_train(t);
   tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);

@@ -1367,7 +1367,7 @@ static int mode_bar(int sleep_ms) {
   if (hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, bar_metrics, NULL, NULL, NULL) ||
       hk_on(t.reg, HK_ON_TRAIN_BATCH_END, bar_say, NULL, NULL, NULL)) return 1;
   if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) return 1;
-  printf("done\n");
+  if (t.ctx.rank == 0) printf("done\n"); /* under mpirun: rank 0's bar may still be on its line while others end */
   tr_free(&t);
   return 0;
 }
