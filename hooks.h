@@ -57,6 +57,7 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
      next   dispatch: a fast loop over a per-event run array rebuilt with the hook lists (filtered hooks
             check their filter in their entry; nesting, a NULL ctx and the trace take the general
             path): one hook 43 instructions a site instead of 68, each more 12 instead of 17

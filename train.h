@@ -152,6 +152,13 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   issue 22, what a user sees: the progress bar's whole line is cut to the terminal's width (never
+            wraps; a narrowed terminal's rewrapped rows erased), in a pipe one line per epoch with its
+            validation's metrics and the sanity check once, under mpirun rank 0 draws as mpirun's own
+            output decides; tr_print (now in the run layer) and callbacks' lines print above a live
+            bar; one bar per registry; early_stopping says why it stopped by default (log_stop), a
+            resume says where it restarted (tr_config / tr_run_desc .no_resume_message);
+            TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error (TRAIN_HOOKS_ELSEWHERE)
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -699,8 +706,10 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
    re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
 
-/* Print a line above the progress bar (tqdm.write): the bar's line is cleared, the text printed, the
-   bar redrawn. Without a bar on a terminal, a plain line on stdout. */
+/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
+   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
+   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
+   It prints on every rank it is called on (if (ctx->rank == 0) for one line from a job). */
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 2, 3)))
@@ -1395,21 +1404,35 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
    the postfix the last training record's train/loss (as loss) and the last validation record's
    metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation.
-   On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
-   epoch included (Lightning redraws at every epoch's end; with a fast model that is hundreds of
-   redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
-   it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
-   complete lines, never a carriage return or an escape code - one at the end of every training
-   epoch, validation and test, one at most every line_seconds in between, and the final state at the
-   end of training when no line showed it (a loop without epochs). Events it uses:
-   on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
-   on_sanity_check_start/end, on_train_end, on_log, teardown. */
+   during evaluation. One bar per registry: a second is refused (it would print everything twice).
+   On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
+   refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
+   model that is hundreds of redraws a second), and once more when training ends with its final
+   state. The whole line (bar, counts, rate, postfix) is cut to the terminal's width less one (tqdm),
+   measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS, else 80), so it never wraps and
+   a resized terminal gets lines of its new width; when the terminal was narrowed below the last line,
+   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too. The validation
+   line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
+   complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
+   every training epoch carrying its validation's metrics (a validation inside an epoch has no line
+   of its own), one per evaluation run (tr_validate, tr_test; a step loop's validations), one at most
+   every line_seconds within a long epoch or evaluation, and the final state at the end of training
+   when no line showed it (a loop without epochs).
+   mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
+   gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
+   own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
+   Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
+   PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
+   the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
+   Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
+   when that stream is a terminal. Events it uses: on_train_epoch_start/end, on_train_batch_end,
+   on_validation_start/batch_end/end, on_test_*, on_train_end, on_log, teardown. */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
 #define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
   X(SPEC_ONLY, CHOICE,      stream,          "stdout", "stdout|stderr", "where the bar goes (C: out)") \
-  X(CHOICE,    tr_bar_mode, mode,            "auto",   "auto|tty|lines", "auto: in place on a terminal (isatty), else lines") \
+  X(CHOICE,    tr_bar_mode, mode,            "auto",   "auto|tty|lines", "auto: in place on a terminal (isatty; under " \
+    "mpirun: mpirun's own output), else lines") \
   X(DOUBLE,    double,      refresh_seconds, "0.1",    NULL, "terminal: the least time between redraws") \
   X(DOUBLE,    double,      line_seconds,    "10",     NULL, "lines: the least time between lines within an epoch") \
   X(INT,       int,         width,           "0",      NULL, "the line's width, up to 100000 (0: the terminal's, " \

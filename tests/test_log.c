@@ -589,6 +589,67 @@ static void test_bar_callback(void **state) {
   free(text);
 }
 
+/* ---- what happened, said by default above the live bar: early stopping's stop, a resume's restart --- */
+static void test_said_above_bar(void **state) {
+  char dir[300], ck[400], *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  tr_trainer t;
+  toy m;
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  tr_data val = { .count = toy_count2, .get = toy_get, .user = &m };
+  (void)state;
+  subdir(dir, sizeof dir, "said");
+  snprintf(ck, sizeof ck, "%s/last.ckpt", dir);
+  /* val/loss grows each epoch (0.5, 0.6, ...): patience 1 stops after epoch 1; the run's log and the bar
+     share a stream, as stderr and stdout share a terminal */
+  toy_init(&t, &m, out);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60,
+                                                                     .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=1)"), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 5, 2), TR_OK);
+  assert_int_equal(t.epoch, 2);
+  assert_int_equal(tr_save(&t, ck), TR_OK);
+  fflush(out);
+  /* the bar's line erased, the line, the bar drawn again below it */
+  assert_contains(text, "\r\033[Kearly_stopping: Monitored metric val/loss did not improve in the last 1 records. "
+                        "Best score: 0.500. Signaling Trainer to stop.\n\r\033[KEpoch 1: 100%|");
+  assert_int_equal(count_str(text, "Monitored metric"), 1);
+  tr_free(&t);
+
+  /* a resume says where it restarted; the bar's line is not live yet: a plain line */
+  fclose(out);
+  free(text);
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, out);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60,
+                                                                     .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .resume_from = ck, .no_sigint = 1 }), TR_OK);
+  fflush(out);
+  if (!strstr(text, "Restored all states from the checkpoint at ") || !strstr(text, "last.ckpt: epoch 2, global step 8, batch 0 of the epoch\n"))
+    fail_msg("no resume line in: %s", text);
+  tr_free(&t);
+
+  /* both switched off: nothing said */
+  fclose(out);
+  free(text);
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, out);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 1, .log_stop = TR_NO }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 5, 2), TR_OK);
+  assert_int_equal(t.epoch, 2);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .resume_from = ck, .no_sigint = 1,
+                                            .no_resume_message = 1 }), TR_OK);
+  fflush(out);
+  assert_null(strstr(text, "Monitored metric"));
+  assert_null(strstr(text, "Restored"));
+  tr_free(&t);
+  fclose(out);
+  free(text);
+}
+
 /* ---- errors: reported once, training goes on; fail_on_error fails it; rank 1 writes nothing ------ */
 static void test_errors(void **state) {
   char dir[300], path[700], blocker[400], *log_text = NULL;
@@ -669,7 +730,15 @@ static void test_bad_parameters(void **state) {
   assert_contains(hk_last_error(t.reg), "auto|tty|lines");
   assert_int_equal(hk_spec_apply(t.reg, "progress_bar(width=-3)"), HK_ERR_INVALID);
   assert_int_equal(hk_spec_apply(t.reg, "tensorboard(save_dir=runs, colour=red)"), HK_ERR_SPEC);
-  assert_int_equal(hk_count(t.reg, HK_ON_LOG), 0); /* nothing was registered */
+  /* one bar per registry: a second would print every line twice */
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = TR_BAR_LINES }, NULL), TR_OK);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = TR_BAR_LINES }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "progress_bar: this registry has a progress bar already");
+  assert_int_equal(hk_spec_apply(t.reg, "progress_bar"), HK_ERR_INVALID);
+  assert_int_equal(hk_count(t.reg, HK_ON_TRAIN_BATCH_END), 1);
+  hk_off(t.reg, hk_find(t.reg, "progress_bar"));
+  assert_int_equal(hk_spec_apply(t.reg, "progress_bar"), HK_OK); /* once the first is gone, a new one is fine */
+  assert_int_equal(hk_count(t.reg, HK_ON_LOG), 1); /* nothing was registered but the one bar */
   assert_int_equal(tr_log_histogram(&t.ctx, "", NULL, 0), TR_ERR_INVALID);
   tr_free(&t);
 }
@@ -1423,6 +1492,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_bar_callback),
+    cmocka_unit_test(test_said_above_bar),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),
