@@ -10,7 +10,8 @@
                                checkpoints in your own format, stop signals (tr_run_*)
      STANDARD CALLBACKS        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
                                gradient_monitor, nan_guard, ema, lr_finder, model_summary,
-                               accumulation_scheduler; constructors and spec factories TRAIN_NO_CALLBACKS
+                               accumulation_scheduler, on_exception_checkpoint,
+                               spike_detection; constructors and spec factories   TRAIN_NO_CALLBACKS
      LOGGERS AND PROGRESS BAR  csv, jsonl, tensorboard, plot, progress_bar           TRAIN_NO_LOGGERS
      THE TRAINER               tr_fit / validate / test / predict, a sanity check, limits,
                                accumulation, clipping, checksummed checkpoints with exact resume,
@@ -46,6 +47,10 @@
        if (!e) e = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = 3 });
        if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
        tr_free(&t);
+
+     examples/first_trainer.c is that in full (validation, early stopping, the best checkpoints, csv and
+     TensorBoard logs, the progress bar, resume when run again); docs/trainer.md, docs/callbacks.md and
+     docs/logging.md are the long versions of what the doc blocks below say.
 
    A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
    comment says what its zero means.
@@ -159,6 +164,16 @@
             bar; one bar per registry; early_stopping says why it stopped by default (log_stop), a
             resume says where it restarted (tr_config / tr_run_desc .no_resume_message);
             TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error (TRAIN_HOOKS_ELSEWHERE)
+     next   issue 22: model_checkpoint's default dirpath is the run directory's checkpoints/ (version_N/
+            checkpoints) when a logger made one, ./checkpoints otherwise; tr_run_hparam, tr_run_hparam_num,
+            tr_run_hparam_bool: your hyperparameters in every logger; tensorboard writes the hparams
+            plugin's session start (typed values) and the fit's end (success, failure) for the HParams
+            tab; TRAIN_MPI: rank 0 warns once when the ranks on a host outnumber its cores
+     next   on_exception_checkpoint (a failed or interrupted fit saves its state after the last optimizer
+            step; resuming gives the bits of a run that never failed) and spike_detection (a loss spike or
+            a non-finite gradient rolls the training state back to one in-memory snapshot taken every n
+            steps and skips the batches since, instead of failing); tr_region, tr_run_desc.state/n_state
+            (the training state of a loop of your own, for the snapshot)
      next   each callback's and logger's parameters written once: TR_<NAME>_PARAMS X-macro lists generate
             the desc structs (same fields, same order), the spec tables and the factories' copies; a spec
             sets only the fields it gives; timer's verbose defaults to yes in C as in a spec (TR_NO:
@@ -454,7 +469,7 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
    hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
    bits for any thread count, and equal to hooks.h's hk_grad_norm.
 
-   Speed, with the default flags (-O2, nothing machine-specific; README "Numbers", make bench-math,
+   Speed, with the default flags (-O2, nothing machine-specific; docs/numbers.md, make bench-math,
    against loops at the limit timed in the same run): on arrays far larger than the caches, AdamW,
    SGD, zero_grad and scale move their bytes at 0.9 or more of an in-place axpy's rate (a += s*b);
    the gradient norm and the NaN/Inf scan, which only read one array, at 0.75-0.9 of a loop that
@@ -600,6 +615,9 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        or sees ctx->stage unset.
    ================================================================================================= */
 
+/* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
+typedef struct tr_region { void *data; size_t bytes; } tr_region;
+
 /* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
 typedef struct tr_run_desc {
   /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
@@ -631,6 +649,12 @@ typedef struct tr_run_desc {
   void *model_user;
   const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
   int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
+     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
+     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
+     trainer gives its own. */
+  const tr_region *state;
+  int n_state;
   int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
                                     tr_run_start resumes (by default one, from rank 0, in the run's log) */
 } tr_run_desc;
@@ -661,9 +685,24 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
    hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
 
+/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
+   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
+   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
+   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
+   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
+   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
+   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
+   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
+   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
+
 /* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
-   on_fit_start and on_train_start. A loop with a sanity check fires its events itself. TR_OK, or the
+   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
+   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
+   its val/loss. TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
@@ -797,7 +836,7 @@ typedef double (*tr_clock_fn)(void *user);
    registry's run (tr_run_setup; the trainer sets them at each fit). */
 #ifndef TRAIN_NO_CALLBACKS
 #  define TR__CALLBACK_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
-     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler)
+     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler) X(on_exception_checkpoint) X(spike_detection)
 #else
 #  define TR__CALLBACK_FACTORIES(X)
 #endif
@@ -915,6 +954,11 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
    evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
    may call it best). Values are compared in double (Lightning: in the metric's float32).
+   Where: dirpath, or when none is given the run directory's checkpoints/ (version_N/checkpoints, so a
+   second run in the same place writes beside its own logs, not among the first run's files), decided
+   at the fit's start (or a load before it) on rank 0; ./checkpoints when no logger made a run directory
+   (other ranks, which write nothing, keep ./checkpoints). A resume into a new version_N restores only
+   best_model_path (the dirpath differs), as Lightning.
    File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
    global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
    [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
@@ -943,7 +987,9 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing") \
+  X(STRING,   const char *, dirpath,                 "checkpoints",    NULL, "the directory, created (with parents) when missing; " \
+    "not given: the run directory's checkpoints/ (save_dir/name/version_N/checkpoints, as Lightning) when a logger made " \
+    "one (or tr_run_dir gave it) by the fit's start, else ./checkpoints") \
   X(STRING,   const char *, filename,                "{epoch}-{step}", NULL, "the file name template without .ckpt (not empty), " \
     "e.g. {epoch}-{val/loss:.2f}") \
   X(STRING,   const char *, monitor,                 "",      NULL,  "the metric that ranks checkpoints (empty: none; every save is the newest)") \
@@ -1225,6 +1271,101 @@ typedef struct tr_accumulation_scheduler_state {
 } tr_accumulation_scheduler_state;
 TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
+
+/* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
+   When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
+   SIGTERM: every path through on_exception), saves the last consistent state to
+   dirpath/filename.ckpt before teardown, so that tr_config.resume_from (tr_run_start's resume_from in
+   a loop of your own) continues from it. The last consistent state is the state after the last
+   completed optimizer step: in train.h's trainer the parameters, optimizer state, counters, RNG and
+   every callback's state as tr_save writes them, with the loop's position moved back to the first
+   batch of the accumulation window that was in progress (the batch that failed, with no
+   accumulation), whose partial gradients are dropped; so a resumed run repeats that window and ends
+   with the same bits as a run that never failed (random-access data; an iterator cannot go back:
+   it resumes where it stood). Callbacks' states are saved as they were at the failure. In a loop of
+   your own it saves through tr_run_save (save_model, the callbacks' state, ctx's counters): call
+   tr_run_finish with the model and ctx as they were after the last step. Nothing is saved before
+   on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
+   with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
+   exception). The file is written atomically (the old one stays until the new one is whole); a save
+   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
+#define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING, const char *, dirpath,  NULL,           NULL, "required: the checkpoint's directory (made when missing)") \
+  X(STRING, const char *, filename, "on_exception", NULL, "the file's name without \".ckpt\" (no '/')") \
+  X(TRI,    int,          verbose,  "true",         NULL, "say where it saved, or why it could not")
+typedef struct tr_on_exception_checkpoint_desc { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(TR__FIELD) } tr_on_exception_checkpoint_desc;
+typedef struct tr_on_exception_checkpoint_state {
+  const char *ckpt_path;        /* dirpath/filename.ckpt */
+  int64_t saved;                /* checkpoints written (one per failed fit) */
+  int64_t saved_step;           /* global_step of the last one (-1: none) */
+  tr_err last_error;            /* TR_OK, or why the last save failed */
+} tr_on_exception_checkpoint_state;
+TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out);
+TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h);
+
+/* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
+   Watches the training loss against a running window of the last `window` good losses (checked from
+   the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
+   or above centre + threshold * |centre| (mode relative) or centre + threshold * the window's
+   standard deviation (mode zscore), where centre is the window's mean or median, is a spike, and so
+   is a non-finite gradient norm. Lightning's SpikeDetection then raises; this one rolls back:
+     - every every_n_steps-th optimizer step (and at on_train_start) it copies the training state into
+       one buffer allocated at on_train_start (the only snapshot: memory is the state's size once);
+       the state is the run's (tr_run_desc.state): train.h's trainer gives its parameters, optimizer
+       state and step counters, a loop of yours the regions it lists;
+     - at a spike (the batch's backward and step are skipped: HK_SKIP_BATCH from on_before_backward,
+       HK_SKIP_STEP from on_before_optimizer_step) it copies the snapshot back at the batch's end, puts
+       ctx->global_step (the trainer: its step count, so the learning rate too) and its window back to
+       the snapshot's, and skips the next skip_after batches (HK_SKIP_BATCH from
+       on_train_batch_start). The data goes on: the batches from the snapshot to the spike are
+       undone and never seen again, which is what a run that skipped them from the snapshot on does,
+       bit for bit (same data, same order; the counters of the data - epoch, batch, samples_seen -
+       go on in both). An accumulation window in progress is dropped.
+   The (max_rollbacks+1)-th spike fails the run (HK_FAIL) as Lightning does at the first
+   (max_rollbacks = TR_ZERO: Lightning's behaviour; -1: never). Not restored: the other callbacks'
+   states (ema's average keeps the undone steps), the trainer's RNG (t->rng). In checkpoints: the
+   window, the counters, the skip range, and the snapshot itself (a resumed run rolls back to the
+   same snapshot as the run that did not stop; a checkpoint grows by the state's size). Refused at
+   on_train_start: no state to snapshot, a model on the GPU, more than one process (TRAIN_MPI). With
+   train.h, set tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let it see non-finite losses
+   (the trainer's default fails first). Cost per batch without a spike: the window's update (O(window);
+   the median sorts a copy), with check_grads a gradient norm (shared with clipping and the other
+   hooks), and a memcpy of the state every every_n_steps steps: +0.7% per step at the defaults on
+   make bench-train's MLP (about 1900 instructions, most of them the gradient norm).
+   Hand-written loop: tr_run_desc.state (and n_state), on_train_start, on_train_batch_start,
+   on_before_backward with ctx->loss, on_before_optimizer_step with ctx->grads, on_train_batch_end
+   (HK_FIRE_FLOW; honour HK_FLOW_SKIP_BATCH and HK_FLOW_SKIP_STEP), then take the step count from
+   ctx->global_step. */
+typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
+typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
+#define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(INT,      int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
+  X(CHOICE,   tr_spike_centre, centre,        "mean",     "mean|median", "the window's centre") \
+  X(CHOICE,   tr_spike_mode,   mode,          "relative", "relative|zscore", "relative: a spike is above centre + " \
+    "threshold*|centre|; zscore: above centre + threshold*std") \
+  X(DOUBLE,   double,          threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
+  X(INT,      int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
+  X(INT,      int64_t,         skip_after,    "0",         NULL, "batches skipped after a spike (>= 0)") \
+  X(INT_ZERO, int,             max_rollbacks, "10",       NULL, "spikes rolled back before one fails the run (0: fail at " \
+    "the first, as Lightning; -1: never)") \
+  X(TRI,      int,             check_grads,   "true",     NULL, "a non-finite gradient norm is a spike too") \
+  X(TRI,      int,             verbose,       "true",     NULL, "say each rollback")
+typedef struct tr_spike_detection_desc { TR_SPIKE_DETECTION_PARAMS(TR__FIELD) } tr_spike_detection_desc;
+typedef struct tr_spike_detection_state {
+  int64_t spikes;               /* spikes found (rolled back, or the one that failed the run) */
+  int64_t rollbacks;
+  int64_t skipped_batches;      /* batches undone (snapshot to spike) or skipped (skip_after), all rollbacks */
+  int64_t batches;              /* training batches seen (on_train_batch_end), from 1 */
+  int64_t snapshot_step;        /* ctx->global_step of the snapshot held (-1: none) */
+  int64_t snapshot_batch;       /* `batches` when it was taken (after a rollback: the last batch undone or to skip) */
+  int64_t skip_left;            /* batches still to skip */
+  int64_t last_first, last_last;/* the last rollback's range of batches undone or skipped (`batches`' numbers; 0 0: none) */
+  double last_loss, last_centre;/* the last spike's loss (NaN for a gradient) and the window's centre then */
+  size_t snapshot_bytes;        /* the snapshot's size */
+} tr_spike_detection_state;
+TRAIN_API tr_err tr_spike_detection(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out);
+TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TRAIN_NO_CALLBACKS */
 
@@ -1573,6 +1714,9 @@ typedef struct tr_trainer {
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
   double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
+  tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
+  int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
+  int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -1743,9 +1887,17 @@ extern "C" {
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
 struct tr__hparam;
+#define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
+#define TR__HPARAM_VAL 256  /* and a value's */
+typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
+typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
   tr_log_record rec;         /* the record being built; histograms wait here for the next record */
   tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
+  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
+                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
+  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
   char error[512];           /* tr_run_error */
@@ -1764,10 +1916,13 @@ typedef struct tr__run_priv {
   struct tr__bar *bar;       /* the registry's progress bar (one at most) */
   void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
+  const tr_region *state;    /* the trainer's training state (spike_detection's snapshot), else NULL: the desc's */
+  int n_state;
+  void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
+  tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
-typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
@@ -2734,6 +2889,9 @@ static void tr__run_free(void *p) {
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
   while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
+  for (i = 0; i < q->n_hp; i++) { free(q->hp[i].key); free(q->hp[i].val); }
+  free(q->hp);
+  free(q->dir);
   free(q->resume);
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
@@ -2847,6 +3005,13 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
                         "that cannot be loaded, or a loader with nothing to load)"), TR_ERR_INVALID;
   if (!hk_is_finite(d->momentum) || !hk_is_finite(d->weight_decay))
     return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: momentum and weight_decay must be finite"), TR_ERR_INVALID;
+  if (d->n_state < 0 || (d->n_state > 0 && !d->state))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: n_state is %d with state %s: give n_state >= 0 regions "
+                        "in state", d->n_state, d->state ? "set" : "NULL"), TR_ERR_INVALID;
+  for (i = 0; i < d->n_state; i++)
+    if (!d->state[i].data || !d->state[i].bytes)
+      return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: state[%d] has %s: every region needs data and bytes > 0", i,
+                          d->state[i].data ? "0 bytes" : "data NULL"), TR_ERR_INVALID;
   strs[TR__RUN_SAVE_DIR] = d->save_dir;
   strs[TR__RUN_NAME] = d->name;
   strs[TR__RUN_VERSION] = d->version;
@@ -2872,6 +3037,62 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->train_batches = d->train_batches;
   if (tr_add_factories(reg) != HK_OK) return TR_ERR_NOMEM;
   return TR_OK;
+}
+
+/* tr_run_hparam*: kind is tr__hparam's num (0 string, 1 number, 2 boolean); text the value as written. */
+static tr_err tr__run_hparam_add(hk_registry *reg, const char *fn, const char *key, const char *text, int kind) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  tr__user_hp *grown;
+  const char *c;
+  char *k, *v;
+  int i;
+  if (!reg) return TR_ERR_INVALID;
+  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (!key || !key[0] || strlen(key) >= TR__HPARAM_KEY)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: the key must be a name of 1 to %d bytes (e.g. \"width\")", fn,
+                        TR__HPARAM_KEY - 1), TR_ERR_INVALID;
+  for (c = key; *c; c++)
+    if ((unsigned char)*c < 32 || *c == 127 || *c == '=')
+      return hk_set_error(reg, HK_ERR_INVALID, "%s: the key '%s' holds a control character or '=': give a plain name", fn,
+                          key), TR_ERR_INVALID;
+  if (!text || strlen(text) >= TR__HPARAM_VAL)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: the value of '%s' must be a string of at most %d bytes (NULL is not one)",
+                        fn, key, TR__HPARAM_VAL - 1), TR_ERR_INVALID;
+  if (run->running != HK_STAGE_NONE)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: '%s' comes during a %s run: the loggers wrote the hyperparameters when "
+                        "it started; give them before tr_run_start / tr_fit", fn, key, hk_stage_name(run->running)), TR_ERR_INVALID;
+  q = run->tr__p;
+  for (i = 0; i < q->n_hp; i++)
+    if (!strcmp(q->hp[i].key, key)) break;
+  if (!(v = tr__strdup(text))) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (i < q->n_hp) { free(q->hp[i].val); q->hp[i].val = v; q->hp[i].kind = kind; return TR_OK; }
+  k = tr__strdup(key);
+  grown = k ? (tr__user_hp *)realloc(q->hp, (size_t)(q->n_hp + 1) * sizeof *grown) : NULL;
+  if (!grown) { free(k); free(v); return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM; }
+  q->hp = grown;
+  q->hp[q->n_hp].key = k;
+  q->hp[q->n_hp].val = v;
+  q->hp[q->n_hp].kind = kind;
+  q->n_hp++;
+  return TR_OK;
+}
+static void tr__num(char *buf, size_t cap, double v);
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value) {
+  return tr__run_hparam_add(reg, "tr_run_hparam", key, value, 0);
+}
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value) {
+  char text[40];
+  if (!hk_is_finite(value)) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_hparam_num: the value of '%s' is not finite (%g): give a finite "
+                          "number", key ? key : "(null)", value);
+    return TR_ERR_INVALID;
+  }
+  tr__num(text, sizeof text, value);
+  return tr__run_hparam_add(reg, "tr_run_hparam_num", key, text, 1);
+}
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value) {
+  return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
 }
 
 /* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
@@ -3662,6 +3883,8 @@ typedef struct tr__mc {
   tr_model_checkpoint_state pub;
   tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   char *dirpath, *filename, *monitor;
+  int dir_default;              /* dirpath was not given: the run's directory's checkpoints/ once it has one */
+  int rank;                     /* ctx->rank at setup */
   tr_mode mode;
   int top_k;                    /* -1 all, 0 none, k */
   tr_save_last save_last;
@@ -3690,6 +3913,8 @@ typedef struct tr__mc {
   char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
 } tr__mc;
 
+static char *tr__join(const char *a, const char *b);
+static int tr__mc_default_dir(tr__mc *s);
 static void tr__mc_sync(tr__mc *s) { /* point the public view at the current values */
   s->pub.dirpath = s->dirpath;
   s->pub.best_model_path = s->best ? s->best : "";
@@ -4160,6 +4385,7 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
                 "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
                 "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
+  if (tr__mc_default_dir(s)) return hk_fail(ctx, "model_checkpoint: out of memory");
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
     return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
@@ -4259,6 +4485,25 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 
+/* The default dirpath: the run directory's checkpoints/ (Lightning's version_N/checkpoints) once the
+   run has a directory (a logger opened it at setup, or tr_run_dir gave it), else ./checkpoints. Looked
+   at when a checkpoint is loaded and at on_fit_start, both after setup; fixed once it is the run's. */
+static int tr__mc_default_dir(tr__mc *s) {
+  const char *rd = s->run ? s->run->tr__p->dir : NULL;
+  char *p;
+  if (s->dir_default != 1 || !rd) return 0;
+  if (!(p = tr__join(rd, "checkpoints"))) return -1;
+  free(s->dirpath);
+  s->dirpath = p;
+  s->dir_default = 2;
+  tr__mc_sync(s);
+  return 0;
+}
+static hk_signal tr__mc_setup(hk_ctx *ctx, void *user) {
+  ((tr__mc *)user)->rank = ctx->rank;
+  return HK_CONTINUE;
+}
+
 static int tr__mc_save_state(void *user, hk_bytes *out) {
   tr__mc *s = (tr__mc *)user;
   int i;
@@ -4299,6 +4544,7 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     if (!ok) hk_reject(in, "best_k_models is truncated, or holds a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
     else if (tr__get_end(in)) ok = 0;
   }
+  if (ok && tr__mc_default_dir(s)) { hk_reject(in, "out of memory"); ok = 0; }
   if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
     int k;
     for (k = 0; k < s->n; k++) free(s->paths[k]);
@@ -4316,7 +4562,8 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     s->pub.last_global_step_saved = step;
     paths = NULL; scores = NULL; n = 0;
   } else if (ok) { /* another directory: only best_model_path, as Lightning; the rest starts afresh */
-    tr__run_say(s->run, NULL, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
+    if (s->rank == 0 || !s->dir_default) /* other ranks keep ./checkpoints (no logger there): nothing to say */
+      tr__run_say(s->run, NULL, "model_checkpoint", "the checkpoint's dirpath '%s' differs from '%s': only best_model_path is "
                "restored, top-k starts afresh", dir, s->dirpath);
     free(s->best); s->best = best; best = NULL;
   }
@@ -4369,6 +4616,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   if (!s) return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
   s->dirpath = tr__strdup(d->dirpath ? d->dirpath : "checkpoints");
+  s->dir_default = !d->dirpath;
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
   s->mode = d->mode;
@@ -4406,6 +4654,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   memset(&cb, 0, sizeof cb);
   cb.name = name;
   cb.user = s;
+  cb.setup = tr__mc_setup;
   cb.on_fit_start = tr__mc_fit_start;
   cb.on_train_start = tr__mc_train_start;
   if (s->every_steps > 0 || s->every_seconds > 0) cb.on_train_batch_end = tr__mc_batch_end;
@@ -4495,6 +4744,12 @@ static hk_signal tr__timer_test_start(hk_ctx *ctx, void *u) { (void)ctx; tr__tim
 static hk_signal tr__timer_test_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_TEST); return HK_CONTINUE; }
 static hk_signal tr__timer_pred_start(hk_ctx *ctx, void *u) { (void)ctx; tr__timer_start((tr__timer *)u, TR_TIMER_PREDICT); return HK_CONTINUE; }
 static hk_signal tr__timer_pred_end(hk_ctx *ctx, void *u) { tr__timer_stop((tr__timer *)u, ctx, TR_TIMER_PREDICT); return HK_CONTINUE; }
+/* Published again here: the loop forgets what its sanity check set once it ends (Lightning's reset). */
+static hk_signal tr__timer_sanity_end(hk_ctx *ctx, void *u) {
+  tr__timer *s = (tr__timer *)u;
+  tr__timer_publish(s, ctx, TR_TIMER_SANITY_CHECK, tr__clock(s->clock, s->clock_user));
+  return HK_CONTINUE;
+}
 static hk_signal tr__timer_batch_end(hk_ctx *ctx, void *u) {
   tr__timer *s = (tr__timer *)u;
   return s->interval == TR_INTERVAL_STEP ? tr__timer_check(s, ctx) : HK_CONTINUE;
@@ -4572,6 +4827,7 @@ static tr_err tr__timer_make(hk_registry *reg, const tr_timer_desc *d, hk_handle
   cb.name = "timer";
   cb.user = s;
   cb.on_fit_start = tr__timer_fit_start;
+  cb.on_sanity_check_end = tr__timer_sanity_end;
   cb.on_train_start = tr__timer_train_start;
   cb.on_train_end = tr__timer_train_end;
   cb.on_validation_start = tr__timer_val_start;
@@ -5495,6 +5751,420 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
   return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
 }
 
+/* ---- on_exception_checkpoint ------------------------------------------------------------------------ */
+typedef struct tr__oec {
+  tr_on_exception_checkpoint_state pub;
+  tr_run *run;
+  hk_registry *reg;
+  char *dirpath, *path;
+  int verbose;
+  int training;                 /* on_train_start of this fit has fired: there is a state worth saving */
+} tr__oec;
+static void tr__oec_destroy(void *user) {
+  tr__oec *s = (tr__oec *)user;
+  free(s->dirpath);
+  free(s->path);
+  free(s);
+}
+static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 1; return HK_CONTINUE; }
+static hk_signal tr__oec_over(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 0; return HK_CONTINUE; }
+static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  tr_run *run = s->run;
+  char why[600];
+  tr_err e;
+  if (!s->training || run->running != HK_STAGE_FIT) return HK_CONTINUE;
+  s->training = 0;
+  why[0] = 0;
+  if (tr__mkdirs(s->dirpath) != 0) {
+    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    e = TR_ERR_IO;
+  } else if (run->trainer && run->tr__p->save_failed) e = run->tr__p->save_failed(run->trainer, ctx, s->path, why, sizeof why);
+  else e = tr__run_save_to(s->reg, ctx, s->path, why, sizeof why);
+  s->pub.last_error = e;
+  if (e) {
+    if (s->verbose) tr__run_say(run, ctx, "on_exception_checkpoint", "could not save '%s': %s", s->path, why);
+    return HK_CONTINUE; /* the run has failed already; its own error stands */
+  }
+  s->pub.saved++;
+  s->pub.saved_step = ctx->global_step;
+  if (s->verbose)
+    tr__run_say(run, ctx, "on_exception_checkpoint", "the run failed (%s); saved its state after step %lld to '%s' "
+                "(resume from it)", ctx->abort_reason ? ctx->abort_reason : "interrupted", (long long)ctx->global_step, s->path);
+  return HK_CONTINUE;
+}
+static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out, tr__why *w) {
+  tr__oec *s;
+  hk_callback cb;
+  const char *name;
+  size_t n;
+  if (!d) return tr__bad(w, "on_exception_checkpoint: desc is NULL");
+  if (!d->dirpath || !d->dirpath[0]) return tr__bad(w, "on_exception_checkpoint: dirpath is required (the directory the checkpoint goes into)");
+  name = d->filename ? d->filename : "on_exception";
+  if (!name[0] || strchr(name, '/'))
+    return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
+  s = (tr__oec *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
+  n = strlen(d->dirpath) + strlen(name) + 7;
+  s->dirpath = tr__strdup(d->dirpath);
+  s->path = (char *)malloc(n);
+  if (!s->dirpath || !s->path) { tr__oec_destroy(s); return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM; }
+  snprintf(s->path, n, "%s/%s.ckpt", d->dirpath, name);
+  s->run = tr_run_get(reg);
+  s->reg = reg;
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.ckpt_path = s->path;
+  s->pub.saved_step = -1;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "on_exception_checkpoint";
+  cb.user = s;
+  cb.on_train_start = tr__oec_train_start;
+  cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
+  cb.on_exception = tr__oec_exception;
+  cb.destroy = tr__oec_destroy;
+  return tr__cb_register(reg, &cb, -20, out, w); /* first of on_exception: the state before other handlers change it */
+}
+TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__oec_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__oec_destroy ? &((const tr__oec *)cb->user)->pub : NULL;
+}
+
+/* ---- spike_detection -------------------------------------------------------------------------------- */
+typedef struct tr__sd {
+  tr_spike_detection_state pub;
+  tr_run *run;
+  int window, check_grads, verbose, max_rollbacks;
+  tr_spike_centre centre;
+  tr_spike_mode mode;
+  double threshold;
+  int64_t every, skip_after;
+  double *win, *snap_win, *sorted;   /* the window (a ring), its copy in the snapshot, the median's scratch */
+  int n, pos, snap_n, snap_pos;
+  unsigned char *snap;               /* the one snapshot (pub.snapshot_bytes) */
+  int from_ckpt;                     /* snap came from a checkpoint: on_train_start keeps it */
+  int64_t last_step;                 /* ctx->global_step at the last batch end (a snapshot only after a step) */
+  int pending, skipping, saw_loss;   /* this batch: a spike to roll back, skipped by us, its loss checked */
+  double loss;
+  char why[160];
+} tr__sd;
+static void tr__sd_destroy(void *user) {
+  tr__sd *s = (tr__sd *)user;
+  free(s->win);
+  free(s->snap);
+  free(s);
+}
+static void tr__sd_regions(const tr__sd *s, const tr_region **r, int *n) {
+  const tr__run_priv *q = s->run->tr__p;
+  if (q->state) { *r = q->state; *n = q->n_state; }
+  else { *r = s->run->desc.state; *n = s->run->desc.n_state; }
+}
+static size_t tr__sd_size(const tr__sd *s) {
+  const tr_region *r;
+  int n, i;
+  size_t total = 0;
+  tr__sd_regions(s, &r, &n);
+  for (i = 0; i < n; i++) total += r[i].bytes;
+  return total;
+}
+/* copy the state into the snapshot (save) or back (restore): one memcpy per region */
+static void tr__sd_copy(tr__sd *s, int restore) {
+  const tr_region *r;
+  int n, i;
+  size_t at = 0;
+  tr__sd_regions(s, &r, &n);
+  for (i = 0; i < n; i++) {
+    if (restore) memcpy(r[i].data, s->snap + at, r[i].bytes);
+    else memcpy(s->snap + at, r[i].data, r[i].bytes);
+    at += r[i].bytes;
+  }
+}
+static void tr__sd_take(tr__sd *s, const hk_ctx *ctx) {
+  tr__sd_copy(s, 0);
+  memcpy(s->snap_win, s->win, (size_t)s->window * sizeof *s->win);
+  s->snap_n = s->n;
+  s->snap_pos = s->pos;
+  s->pub.snapshot_step = ctx->global_step;
+  s->pub.snapshot_batch = s->pub.batches;
+}
+/* The window's centre, and its spread for zscore. Recomputed from the window each time: the same bits
+   whatever came before (exact resume). */
+static double tr__sd_centre(tr__sd *s, double *spread) {
+  double sum = 0, c, var = 0;
+  int i, j;
+  for (i = 0; i < s->n; i++) sum += s->win[i];
+  c = sum / s->n;
+  if (s->centre == TR_SPIKE_MEDIAN) {
+    for (i = 0; i < s->n; i++) { /* insertion sort of a copy: the window is small */
+      double x = s->win[i];
+      for (j = i; j > 0 && s->sorted[j - 1] > x; j--) s->sorted[j] = s->sorted[j - 1];
+      s->sorted[j] = x;
+    }
+    c = s->n % 2 ? s->sorted[s->n / 2] : 0.5 * (s->sorted[s->n / 2 - 1] + s->sorted[s->n / 2]);
+  }
+  if (s->mode == TR_SPIKE_ZSCORE) {
+    double mean = sum / s->n;
+    for (i = 0; i < s->n; i++) var += (s->win[i] - mean) * (s->win[i] - mean);
+    *spread = sqrt(var / s->n);
+  } else *spread = fabs(c);
+  return c;
+}
+static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  size_t size = tr__sd_size(s);
+  s->last_step = ctx->global_step;
+  s->pending = s->skipping = s->saw_loss = 0;
+  if (!size)
+    return hk_fail(ctx, "spike_detection: the run has no training state to snapshot: give tr_run_desc.state (the "
+                   "parameters, the optimizer state and its step count) in a loop of your own");
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device)
+    return hk_fail(ctx, "spike_detection: the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
+  if (ctx->world_size > 1)
+    return hk_fail(ctx, "spike_detection: %d processes: each would decide alone and the ranks would part; use it with one "
+                   "process", ctx->world_size);
+  if (s->from_ckpt && s->pub.snapshot_bytes == size) { s->from_ckpt = 0; return HK_CONTINUE; } /* the checkpoint's snapshot */
+  if (s->from_ckpt)
+    tr__run_say(s->run, ctx, "spike_detection", "the checkpoint's snapshot has %zu bytes, the state %zu: a new snapshot is "
+                "taken at step %lld", s->pub.snapshot_bytes, size, (long long)ctx->global_step);
+  s->from_ckpt = 0;
+  if (s->pub.snapshot_bytes != size) {
+    unsigned char *p = (unsigned char *)realloc(s->snap, size);
+    if (!p) return hk_fail(ctx, "spike_detection: out of memory for a %zu-byte snapshot", size);
+    s->snap = p;
+    s->pub.snapshot_bytes = size;
+  }
+  tr__sd_take(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__sd_batch_start(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  (void)ctx;
+  s->pending = s->saw_loss = 0;
+  s->skipping = s->pub.skip_left > 0;
+  if (!s->skipping) return HK_CONTINUE;
+  s->pub.skip_left--;
+  return HK_SKIP_BATCH;
+}
+static hk_signal tr__sd_spike(tr__sd *s, const hk_ctx *ctx, double centre) {
+  s->pending = 1;
+  s->pub.spikes++;
+  s->pub.last_loss = s->loss;
+  s->pub.last_centre = centre;
+  (void)ctx;
+  return HK_CONTINUE;
+}
+static hk_signal tr__sd_loss(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  double spread = 0, c = NAN;
+  if (s->skipping) return HK_CONTINUE;
+  s->loss = ctx->loss;
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &s->loss);
+  s->saw_loss = 1;
+  if (!hk_is_finite(s->loss)) snprintf(s->why, sizeof s->why, "the loss is %s", tr__nonfinite_name(s->loss));
+  else if (s->n < s->window) return HK_CONTINUE; /* the window fills first */
+  else {
+    c = tr__sd_centre(s, &spread);
+    if (!(s->loss > c + s->threshold * spread)) return HK_CONTINUE;
+    snprintf(s->why, sizeof s->why, "the loss %.6g is above %.6g (%s %.6g + %g x %.6g)", s->loss, c + s->threshold * spread,
+             s->centre == TR_SPIKE_MEDIAN ? "median" : "mean", c, s->threshold, spread);
+  }
+  tr__sd_spike(s, ctx, c);
+  return HK_SKIP_BATCH; /* no backward, no step for it */
+}
+static hk_signal tr__sd_grads(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  if (s->skipping || s->pending || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  snprintf(s->why, sizeof s->why, "the gradient norm is not finite");
+  s->loss = NAN;
+  tr__sd_spike(s, ctx, NAN);
+  return HK_SKIP_STEP;
+}
+static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
+  tr__sd *s = (tr__sd *)user;
+  tr_run *run = s->run;
+  int64_t undone;
+  s->pub.batches++;
+  if (s->skipping) { s->pub.skipped_batches++; s->skipping = 0; return HK_CONTINUE; }
+  if (!s->pending) {
+    if (s->saw_loss) { /* a good loss joins the window */
+      s->win[s->pos] = s->loss;
+      s->pos = (s->pos + 1) % s->window;
+      if (s->n < s->window) s->n++;
+    }
+    if (ctx->global_step != s->last_step && ctx->global_step % s->every == 0 && s->snap) tr__sd_take(s, ctx);
+    s->last_step = ctx->global_step;
+    return HK_CONTINUE;
+  }
+  s->pending = 0;
+  if (s->max_rollbacks >= 0 && s->pub.rollbacks >= s->max_rollbacks)
+    return hk_fail(ctx, "spike_detection: %s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
+                   s->why, (long long)ctx->global_step + 1, (long long)ctx->batch_idx, (long long)s->pub.rollbacks,
+                   s->pub.rollbacks == 1 ? "" : "s", s->max_rollbacks);
+  if (!s->snap) return hk_fail(ctx, "spike_detection: %s, and there is no snapshot (on_train_start did not fire)", s->why);
+  tr__sd_copy(s, 1);
+  memcpy(s->win, s->snap_win, (size_t)s->window * sizeof *s->win);
+  s->n = s->snap_n;
+  s->pos = s->snap_pos;
+  undone = s->pub.batches - s->pub.snapshot_batch;
+  s->pub.rollbacks++;
+  s->pub.skipped_batches += undone;
+  s->pub.skip_left = s->skip_after;
+  s->pub.last_first = s->pub.snapshot_batch + 1;
+  s->pub.last_last = s->pub.batches + s->skip_after;
+  if (s->verbose)
+    tr__run_say(run, ctx, "spike_detection", "%s at step %lld: rolled back to step %lld, %lld batch%s undone, %lld more to skip",
+                s->why, (long long)ctx->global_step + 1, (long long)s->pub.snapshot_step, (long long)undone,
+                undone == 1 ? "" : "es", (long long)s->skip_after);
+  ctx->global_step = s->last_step = s->pub.snapshot_step;
+  s->pub.snapshot_batch = s->pub.batches + s->skip_after; /* the state is the snapshot's again, as of the skip's end */
+  hk_grads_changed(ctx);
+  if (run->trainer && run->tr__p->rolled_back) run->tr__p->rolled_back(run->trainer);
+  return HK_CONTINUE;
+}
+static int tr__sd_save(void *user, hk_bytes *out) {
+  tr__sd *s = (tr__sd *)user;
+  int i;
+  tr__put_u64(out, 1);
+  tr__put_i64(out, s->pub.spikes);
+  tr__put_i64(out, s->pub.rollbacks);
+  tr__put_i64(out, s->pub.skipped_batches);
+  tr__put_i64(out, s->pub.batches);
+  tr__put_i64(out, s->pub.snapshot_step + 1);
+  tr__put_i64(out, s->pub.snapshot_batch);
+  tr__put_i64(out, s->pub.skip_left);
+  tr__put_i64(out, s->pub.last_first);
+  tr__put_i64(out, s->pub.last_last);
+  tr__put_f64(out, s->pub.last_loss);
+  tr__put_f64(out, s->pub.last_centre);
+  tr__put_u64(out, (uint64_t)s->window);
+  tr__put_u64(out, (uint64_t)s->n);
+  tr__put_u64(out, (uint64_t)s->pos);
+  for (i = 0; i < s->window; i++) tr__put_f64(out, s->win[i]);
+  tr__put_u64(out, (uint64_t)s->snap_n);
+  tr__put_u64(out, (uint64_t)s->snap_pos);
+  for (i = 0; i < s->window; i++) tr__put_f64(out, s->snap_win[i]);
+  tr__put_u64(out, s->snap ? (uint64_t)s->pub.snapshot_bytes : 0);
+  if (s->snap) hk_bytes_put(out, s->snap, s->pub.snapshot_bytes);
+  return out->failed ? -1 : 0;
+}
+static int tr__sd_get_ring(hk_reader *in, const tr__sd *s, double *win, int *n, int *pos, const char *what) {
+  uint64_t un, upos;
+  int i;
+  if (tr__get_u64(in, &un) || tr__get_u64(in, &upos)) return hk_reject(in, "truncated at the %s", what);
+  if (un > (uint64_t)s->window || upos >= (uint64_t)s->window || (un < (uint64_t)s->window && upos != un))
+    return hk_reject(in, "the %s holds %llu losses at %llu; the window has %d places", what, (unsigned long long)un,
+                     (unsigned long long)upos, s->window);
+  for (i = 0; i < s->window; i++) {
+    if (tr__get_f64(in, &win[i])) return hk_reject(in, "truncated in the %s", what);
+    if ((uint64_t)i < un && !hk_is_finite(win[i])) return hk_reject(in, "the %s holds a loss that is not finite", what);
+  }
+  *n = (int)un;
+  *pos = (int)upos;
+  return 0;
+}
+static int tr__sd_load(void *user, hk_reader *in) {
+  tr__sd *s = (tr__sd *)user;
+  tr_spike_detection_state p = s->pub;
+  uint64_t w, bytes;
+  int64_t snap1;
+  double *win = NULL;
+  int n, pos, sn, spos;
+  unsigned char *snap = NULL;
+  if (tr__get_version(in, 1) || tr__get_count(in, "spikes", 0, &p.spikes) || tr__get_count(in, "rollbacks", 0, &p.rollbacks) ||
+      tr__get_count(in, "skipped_batches", 0, &p.skipped_batches) || tr__get_count(in, "batches", 0, &p.batches) ||
+      tr__get_count(in, "snapshot_step + 1", 0, &snap1) || tr__get_count(in, "snapshot_batch", 0, &p.snapshot_batch) ||
+      tr__get_count(in, "skip_left", 0, &p.skip_left) || tr__get_count(in, "last_first", 0, &p.last_first) ||
+      tr__get_count(in, "last_last", 0, &p.last_last))
+    return -1;
+  if (p.rollbacks > p.spikes) return hk_reject(in, "rollbacks (%lld) is more than spikes (%lld)", (long long)p.rollbacks, (long long)p.spikes);
+  if (p.snapshot_batch > p.batches + p.skip_left)
+    return hk_reject(in, "snapshot_batch (%lld) is after batches + skip_left (%lld)", (long long)p.snapshot_batch, (long long)(p.batches + p.skip_left));
+  if (tr__get_f64(in, &p.last_loss) || tr__get_f64(in, &p.last_centre) || tr__get_u64(in, &w)) return hk_reject(in, "truncated after the counters");
+  if (w != (uint64_t)s->window) return hk_reject(in, "window is %llu; this spike_detection's is %d", (unsigned long long)w, s->window);
+  win = (double *)malloc(2 * (size_t)s->window * sizeof *win);
+  if (!win) return hk_reject(in, "out of memory");
+  if (tr__sd_get_ring(in, s, win, &n, &pos, "window") || tr__sd_get_ring(in, s, win + s->window, &sn, &spos, "snapshot's window")) {
+    free(win);
+    return -1;
+  }
+  if (tr__get_u64(in, &bytes) || bytes > in->len - in->pos) { free(win); return hk_reject(in, "the snapshot is truncated"); }
+  if (bytes && !(snap = (unsigned char *)malloc((size_t)bytes))) { free(win); return hk_reject(in, "out of memory for the snapshot"); }
+  if ((bytes && hk_read(in, snap, (size_t)bytes)) || tr__get_end(in)) { free(win); free(snap); return -1; }
+  memcpy(s->win, win, (size_t)s->window * sizeof *win);
+  memcpy(s->snap_win, win + s->window, (size_t)s->window * sizeof *win);
+  free(win);
+  s->n = n; s->pos = pos; s->snap_n = sn; s->snap_pos = spos;
+  free(s->snap);
+  s->snap = snap;
+  p.snapshot_step = snap1 - 1;
+  p.snapshot_bytes = (size_t)bytes;
+  s->pub = p;
+  s->from_ckpt = snap != NULL;
+  return 0;
+}
+static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out, tr__why *w) {
+  tr__sd *s;
+  hk_callback cb;
+  int window;
+  if (!d) return tr__bad(w, "spike_detection: desc is NULL");
+  window = d->window ? d->window : 10;
+  if (window < 2 || window > 10000) return tr__bad(w, "spike_detection: window must be in 2..10000, got %d", window);
+  if (d->centre != TR_SPIKE_MEAN && d->centre != TR_SPIKE_MEDIAN)
+    return tr__bad(w, "spike_detection: centre %d is not valid (mean or median)", (int)d->centre);
+  if (d->mode != TR_SPIKE_RELATIVE && d->mode != TR_SPIKE_ZSCORE)
+    return tr__bad(w, "spike_detection: mode %d is not valid (relative or zscore)", (int)d->mode);
+  if (!hk_is_finite(d->threshold) || d->threshold < 0)
+    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", d->threshold);
+  if (d->every_n_steps < 0) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)d->every_n_steps);
+  if (d->skip_after < 0 || d->skip_after > TR__MAX_COUNT)
+    return tr__bad(w, "spike_detection: skip_after must be in 0..2^53, got %lld", (long long)d->skip_after);
+  if (d->max_rollbacks < -1 && d->max_rollbacks != TR_ZERO)
+    return tr__bad(w, "spike_detection: max_rollbacks must be >= 0, or -1 for no limit, got %d", d->max_rollbacks);
+  s = (tr__sd *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "spike_detection: out of memory"), TR_ERR_NOMEM;
+  s->window = window;
+  s->win = (double *)calloc(3 * (size_t)window, sizeof *s->win);
+  if (!s->win) { free(s); return tr__bad(w, "spike_detection: out of memory"), TR_ERR_NOMEM; }
+  s->snap_win = s->win + window;
+  s->sorted = s->win + 2 * window;
+  s->run = tr_run_get(reg);
+  s->centre = d->centre;
+  s->mode = d->mode;
+  s->threshold = d->threshold ? d->threshold : 2;
+  s->every = d->every_n_steps ? d->every_n_steps : 100;
+  s->skip_after = d->skip_after;
+  s->max_rollbacks = tr__zero_int(d->max_rollbacks, 10);
+  s->check_grads = tr__flag(d->check_grads, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.snapshot_step = -1;
+  s->pub.last_loss = s->pub.last_centre = NAN;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "spike_detection";
+  cb.user = s;
+  cb.on_train_start = tr__sd_train_start;
+  cb.on_train_batch_start = tr__sd_batch_start;
+  cb.on_before_backward = tr__sd_loss;
+  if (s->check_grads) cb.on_before_optimizer_step = tr__sd_grads;
+  cb.on_train_batch_end = tr__sd_batch_end;
+  cb.save_state = tr__sd_save;
+  cb.load_state = tr__sd_load;
+  cb.destroy = tr__sd_destroy;
+  return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
+}
+TRAIN_API tr_err tr_spike_detection(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__sd_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__sd_destroy ? &((const tr__sd *)cb->user)->pub : NULL;
+}
+
 #endif /* TRAIN_NO_CALLBACKS */
 
 /* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
@@ -5834,6 +6504,11 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
+/* The run's directory is the first one made for it (model_checkpoint's default goes under it). */
+TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
+  if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
+}
+
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
   tr__run_dir *rd;
@@ -5847,6 +6522,7 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
     hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
     return NULL;
   }
+  tr__run_note_dir(run, dir);
   for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
     if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
   if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
@@ -5858,15 +6534,22 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-#define TR__MAX_HPARAMS 40
-typedef struct tr__hparam { const char *key; char keybuf[64]; char val[64]; int num; } tr__hparam;
+#define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
+/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
+   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
 /* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
 static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
-static int tr__hparam_cmp(const void *a, const void *b) { return strcmp(tr__hparam_key((const tr__hparam *)a), tr__hparam_key((const tr__hparam *)b)); }
+static int tr__hparam_cmp(const void *a, const void *b) {
+  const tr__hparam *x = (const tr__hparam *)a, *y = (const tr__hparam *)b;
+  int c = strcmp(tr__hparam_key(x), tr__hparam_key(y));
+  return c ? c : x->prio - y->prio;
+}
 TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
   if (*n >= TR__MAX_HPARAMS) return;
   h[*n].key = key;
   h[*n].num = text == NULL;
+  h[*n].prio = 0;
   if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
   else tr__num(h[*n].val, sizeof h[*n].val, v);
   ++*n;
@@ -5907,12 +6590,18 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
   return n;
 }
 #endif
-/* The run's hyperparameters, sorted by key: the trainer's configuration, then the loop's own
-   (tr_run_desc.hparams, "key=value" words; a value that reads as a number is written as one). */
-TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam *h) {
+/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
+   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
+   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
+   Returns the count; -1 out of memory. */
+TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   const char *p;
-  int i, n = 0;
+  int i, j, n = 0;
+  tr__hparam *h;
+  *out = NULL;
   if (!run) return 0;
+  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
+  *out = h;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
     size_t len, klen;
@@ -5929,11 +6618,26 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam *h) {
       h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
+      h[n].prio = 1;
       n++;
     }
     p += len;
   }
+  for (i = 0; i < run->tr__p->n_hp; i++, n++) { /* checked by tr_run_hparam: they fit */
+    const tr__user_hp *u = &run->tr__p->hp[i];
+    snprintf(h[n].keybuf, sizeof h[n].keybuf, "%s", u->key);
+    snprintf(h[n].val, sizeof h[n].val, "%s", u->val);
+    h[n].key = NULL;
+    h[n].num = u->kind;
+    h[n].prio = 2;
+  }
   qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  for (i = j = 0; i < n; i++) { /* of equal keys the last (the highest prio) stays */
+    if (i + 1 < n && !strcmp(tr__hparam_key(&h[i]), tr__hparam_key(&h[i + 1]))) continue;
+    if (j != i) h[j] = h[i];
+    j++;
+  }
+  n = j;
   for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
   return n;
 }
@@ -6065,6 +6769,7 @@ typedef struct tr__logger {
   hk_bytes out;         /* whole lines (or records) waiting for one write */
   int pending;          /* records in out (jsonl, tensorboard) or rows not written yet (csv) */
   hk_bytes scratch, vals, tmp; /* tensorboard: an event, its summary values, one value (reused) */
+  int session_ended;    /* tensorboard: the fit's session_end_info is written */
   /* csv: every row stays in memory, so that a new column can rewrite the file */
   char **cols; int n_cols, cap_cols, col_hint;  /* columns by first appearance (epoch 0, step 1) */
   int file_cols;        /* the columns in the file's header: ids 0 .. file_cols-1 */
@@ -6361,6 +7066,68 @@ static void tr__tf_text(hk_bytes *vals, const char *tag, const char *text) {
   if (meta.failed || plugin.failed || tensor.failed || value.failed) vals->failed = 1;
   hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&tensor); hk_bytes_free(&value);
 }
+/* TensorBoard's hparams plugin (its HParams tab): a summary value tagged _hparams_/session_start_info
+   (the run's hyperparameters) or _hparams_/session_end_info (its status), whose metadata's plugin
+   content is an HParamsPluginData message (version 0), with the plugin's null tensor (an empty float
+   tensor), as tensorboard.plugins.hparams.summary writes them. No _hparams_/experiment summary: the
+   plugin takes one run's experiment for every run in the log directory (the first it finds), so
+   runs with other keys would lose theirs; without it the tab gathers the hyperparameters of every
+   run's session_start_info and lists every scalar tag as a metric (its last value). */
+static void tr__tf_hparams_value(hk_bytes *vals, const char *tag, const hk_bytes *content) {
+  hk_bytes meta, plugin, value;
+  static const unsigned char null_tensor[] = { 0x08, 0x01, 0x12, 0x02, 0x12, 0x00 }; /* DT_FLOAT, shape (0,) */
+  memset(&meta, 0, sizeof meta); memset(&plugin, 0, sizeof plugin); memset(&value, 0, sizeof value);
+  tr__pb_str(&plugin, 1, "hparams");
+  tr__pb_bytes(&plugin, 2, content->data, content->len);
+  tr__pb_bytes(&meta, 1, plugin.data, plugin.len);
+  tr__pb_str(&value, 1, tag);
+  tr__pb_bytes(&value, 9, meta.data, meta.len);
+  tr__pb_bytes(&value, 8, null_tensor, sizeof null_tensor);
+  tr__pb_bytes(vals, 1, value.data, value.len);
+  if (meta.failed || plugin.failed || value.failed || content->failed) vals->failed = 1;
+  hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&value);
+}
+/* A protobuf string is UTF-8: a stray byte becomes U+FFFD (tr__utf8_put). */
+static void tr__pb_utf8(hk_bytes *b, int field, const char *text) {
+  hk_bytes u;
+  memset(&u, 0, sizeof u);
+  tr__utf8_put(&u, text);
+  tr__pb_bytes(b, field, u.data, u.len);
+  if (u.failed) b->failed = 1;
+  hk_bytes_free(&u);
+}
+/* SessionStartInfo { map<string, google.protobuf.Value> hparams = 1; double start_time_secs = 5; } */
+static void tr__tf_hparams_start(hk_bytes *vals, const tr__hparam *h, int n, double start) {
+  hk_bytes info, entry, v, data;
+  int i;
+  memset(&info, 0, sizeof info); memset(&entry, 0, sizeof entry); memset(&v, 0, sizeof v); memset(&data, 0, sizeof data);
+  for (i = 0; i < n; i++) {
+    entry.len = v.len = 0;
+    if (h[i].num == 1) tr__pb_f64(&v, 2, strtod(h[i].val, NULL));                          /* number_value */
+    else if (h[i].num == 2) { tr__pb_key(&v, 4, 0); tr__pb_varint(&v, h[i].val[0] == 't'); } /* bool_value */
+    else tr__pb_utf8(&v, 3, h[i].val);                                                          /* string_value */
+    tr__pb_utf8(&entry, 1, h[i].key);
+    tr__pb_bytes(&entry, 2, v.data, v.len);
+    tr__pb_bytes(&info, 1, entry.data, entry.len);
+    if (entry.failed || v.failed) info.failed = 1;
+  }
+  tr__pb_f64(&info, 5, start);
+  tr__pb_bytes(&data, 3, info.data, info.len);
+  if (info.failed) data.failed = 1;
+  tr__tf_hparams_value(vals, "_hparams_/session_start_info", &data);
+  hk_bytes_free(&info); hk_bytes_free(&entry); hk_bytes_free(&v); hk_bytes_free(&data);
+}
+/* SessionEndInfo { Status status = 1 (1 success, 2 failure); double end_time_secs = 2; } */
+static void tr__tf_hparams_end(hk_bytes *vals, int failed, double end) {
+  hk_bytes info, data;
+  memset(&info, 0, sizeof info); memset(&data, 0, sizeof data);
+  tr__pb_key(&info, 1, 0); tr__pb_varint(&info, failed ? 2 : 1);
+  tr__pb_f64(&info, 2, end);
+  tr__pb_bytes(&data, 4, info.data, info.len);
+  if (info.failed) data.failed = 1;
+  tr__tf_hparams_value(vals, "_hparams_/session_end_info", &data);
+  hk_bytes_free(&info); hk_bytes_free(&data);
+}
 static void tr__tf_scalar(hk_bytes *vals, hk_bytes *tmp, const char *tag, double v) {
   tmp->len = 0;
   tr__pb_str(tmp, 1, tag);
@@ -6392,9 +7159,10 @@ static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogr
 
 /* The hparams as text in a logger's format (csv: hparams.yaml; plot uses that too). */
 static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk_bytes *b) {
-  tr__hparam h[TR__MAX_HPARAMS];
-  int i, n = tr__run_hparams(s->run, h);
+  tr__hparam *h;
+  int i, n = tr__run_hparams(s->run, &h);
   const char *spec;
+  if (n < 0) { b->failed = 1; return; }
   if (format == TR__LOG_CSV || format == TR__LOG_PLOT) { /* hparams.yaml */
     for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
     tr__put_s(b, "specs:");
@@ -6413,6 +7181,7 @@ static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk
     for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(b, "| spec | `"); tr__utf8_put(b, spec); tr__put_s(b, "` |\n"); }
     hk_bytes_put(b, "", 1); /* a C string */
   }
+  free(h);
 }
 
 /* A logger's save_dir, name and version: its own desc's, else the run's, else Lightning's defaults. */
@@ -6435,6 +7204,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   why[0] = 0;
   if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
     return tr__logger_broke(s, ctx, "%s", why);
+  tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
   if (s->kind == TR__LOG_PLOT) {
     if (!s->plot_path || !s->plot_path[0]) { free(s->plot_path); s->plot_path = tr__join(s->dir, "metrics.svg"); }
@@ -6480,6 +7250,13 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
     tr__pb_str(&s->scratch, 3, "brain.Event:2");
     tr__tf_record(&s->out, &s->scratch);
     tr__tf_text(&vals, "hparams", (const char *)b.data);
+    { /* and for the HParams tab */
+      tr__hparam *h;
+      int n = tr__run_hparams(s->run, &h);
+      if (n < 0) vals.failed = 1;
+      else tr__tf_hparams_start(&vals, h, n, tr__wall());
+      free(h);
+    }
     tr__tf_event(s, 0, &vals);
     if (vals.failed) s->out.failed = 1;
     hk_bytes_free(&vals);
@@ -6544,6 +7321,13 @@ static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (s->kind == TR__LOG_PLOT) return tr__plot_write(s, ctx);
+  if (s->kind == TR__LOG_TB && ctx->stage == HK_STAGE_FIT && !s->session_ended && s->opened && !s->broken) {
+    s->session_ended = 1; /* the fit's status for the HParams tab (the plugin reads a run's first one) */
+    s->vals.len = 0;
+    tr__tf_hparams_end(&s->vals, s->run && s->run->failed, tr__wall());
+    tr__tf_event(s, ctx->global_step, &s->vals);
+    s->pending++;
+  }
   return tr__logger_flush(s, ctx, 1);
 }
 
@@ -7479,6 +8263,27 @@ static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
 }
 
+TR__SPEC_OF(oec, tr_on_exception_checkpoint_desc, TR_ON_EXCEPTION_CHECKPOINT_PARAMS)
+static hk_err tr__oec_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_on_exception_checkpoint_desc d;
+  tr__why w;
+  tr_err e = tr__oec_args(a, &d, &w);
+  (void)user;
+  return tr__factory_result(reg, e ? e : tr__oec_make(reg, &d, NULL, &w), &w);
+}
+
+TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
+static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_spike_detection_desc d;
+  tr__why w;
+  tr_err e = tr__sd_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: window must be in 2..10000, got 0");
+  if (tr__given_zero(a, "threshold")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: threshold must be finite and > 0, got 0");
+  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: every_n_steps must be >= 1, got 0");
+  return tr__factory_result(reg, e ? e : tr__sd_make(reg, &d, NULL, &w), &w);
+}
+
 #ifndef TRAIN_NO_TRAINER /* lr_finder re-runs the trainer's steps (its implementation is the trainer's) */
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
 TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
@@ -7590,6 +8395,14 @@ static hk_err tr__factory_model_summary(hk_registry *reg) {
 static hk_err tr__factory_accumulation_scheduler(hk_registry *reg) {
   return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, NULL,
                         "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
+}
+static hk_err tr__factory_on_exception_checkpoint(hk_registry *reg) {
+  return hk_factory_add(reg, "on_exception_checkpoint", tr__oec_params, TR__NPARAMS(tr__oec_params), tr__oec_factory, NULL,
+                        "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)");
+}
+static hk_err tr__factory_spike_detection(hk_registry *reg) {
+  return hk_factory_add(reg, "spike_detection", tr__sd_params, TR__NPARAMS(tr__sd_params), tr__sd_factory, NULL,
+                        "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)");
 }
 
 #endif /* TRAIN_NO_CALLBACKS */
@@ -8190,6 +9003,7 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
   tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
   t->ctx.stage = stage;
+  t->tr__run->failed = 1; /* teardown's hooks see it (tensorboard's session status) */
   (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
   tr__settle(t);
   t->ctx.abort_reason = NULL;
@@ -8476,6 +9290,25 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
 
 /* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
    NULL outside a fit). Set at every run: the trainer's registry may be shared. */
+/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
+   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static void tr__rolled_back(void *trainer);
+static void tr__state_regions(tr_trainer *t) {
+  tr__run_priv *q = t->tr__run->tr__p;
+  int n = 0;
+  size_t bytes = t->model.n_params * sizeof(float);
+  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__n_buf >= 1) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
+  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
+  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
+  q->state = t->tr__state;
+  q->n_state = n;
+  q->rolled_back = tr__rolled_back;
+  q->save_failed = tr__save_failed;
+}
+
 static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   tr_run *run = t->tr__run;
   tr_run_desc *d = &run->desc;
@@ -8504,6 +9337,7 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
   run->resume_from = c->resume_from ? c->resume_from : "";
   d->no_resume_message = c->no_resume_message;
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
+  tr__state_regions(t);
 }
 
 static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
@@ -8617,6 +9451,18 @@ static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, ch
   if (e) tr__msg(why, cap, "%s", t->error);
   return e;
 }
+/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
+static void tr__rolled_back(void *trainer) {
+  tr_trainer *t = (tr_trainer *)trainer;
+  t->ctx.global_step = t->global_step;
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f;
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+  hk_grads_changed(&t->ctx);
+}
+
 static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
   char why[sizeof t->error];
   int no_default = 0;
@@ -8661,6 +9507,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   void *batch;
 
   t->lr = t->ctx.lr = tr__current_lr(t);
+  if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
+    t->tr__win_open = 1;
+    t->tr__win_batch = t->epoch_batch;
+    t->tr__win_samples = t->samples_seen;
+  }
   batch = tr__fetch(t, c->train, t->epoch_batch, "train");
   tr__fire(t, HK_ON_TRAIN_BATCH_START);
   tr__forward(t, batch);
@@ -8682,6 +9533,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
     }
     tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
     tr__optimizer_step(t);
+    if (t->global_step > steps_before || !t->tr__err) t->tr__win_open = 0; /* stepped, or ended without a step */
     tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
     tr__end_window(t);
   }
@@ -8710,6 +9562,7 @@ static void tr__finish_epoch(tr_trainer *t) {
   t->tr__epoch_ended = 0;
   t->tr__epoch_done = 0;
   tr__end_window(t); /* a window cut short by a stop is dropped */
+  t->tr__win_open = 0;
   hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
   t->ctx.epoch = t->epoch;
 }
@@ -8824,13 +9677,19 @@ static void tr__sanity_check(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   int64_t limit = c->num_sanity_val_steps;
   tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
+  uint64_t before, during;
   if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
   if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
   e.limit = limit;
   t->ctx.stage = HK_STAGE_SANITY_CHECK;
+  before = hk_metric_stamp(&t->ctx, NULL);
   tr__fire(t, HK_ON_SANITY_CHECK_START);
   tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
+  during = hk_metric_stamp(&t->ctx, NULL);
   tr__fire(t, HK_ON_SANITY_CHECK_END);
+  /* As Lightning resets its metrics after the sanity check: nothing ranks or stops on its val/loss.
+     What hooks publish at on_sanity_check_end (the timer's time/sanity_check) stays. */
+  hk_metric_forget_between(&t->ctx, before, during);
   t->ctx.stage = HK_STAGE_FIT;
 }
 
@@ -9460,6 +10319,27 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   hk_grads_changed(&t->ctx);
 }
 
+/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
+   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
+   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
+   resumed run repeats it. The trainer's counters are put back after the save. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__loop_state kept;
+  tr_err e;
+  tr__get_loop(t, &kept);
+  if (t->tr__win_open) {
+    t->epoch_batch = t->tr__win_batch;
+    t->samples_seen = t->tr__win_samples;
+    t->tr__accum_pos = t->tr__accum_n = 0;
+    t->tr__grads_zeroed = 0;
+    t->tr__epoch_ended = 0;
+    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
+  }
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  tr__set_loop(t, &kept);
+  return e;
+}
 /* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
 static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
   hk_bytes *b = (hk_bytes *)user;
@@ -9998,6 +10878,10 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
    every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
    (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
 
+   CORES: ranks on one host (MPI_Comm_split_type: sharing memory) beyond its cores make Open MPI's
+   waiting ranks busy-poll (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms); tr_init then
+   says so once on rank 0, naming the fix, mpirun --mca mpi_yield_when_idle 1 (silent when it is set).
+
    LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
    0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
    ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
@@ -10198,6 +11082,37 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
 
 static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
 
+/* More ranks on a host than it has cores: Open MPI's waiting ranks busy-poll and take the cores the
+   computing ones need (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms). Ranks on one host
+   are the ones that share memory (MPI_Comm_split_type), not the ones with one host name: two hosts
+   may report the same name. Each rank compares its host's rank count with the cores it sees
+   (sysconf); rank 0 says it, once per process, with the fix (not when the run has it already). */
+static void tr__dist_host_check(tr_trainer *t, tr__dist *d) {
+  static int said;
+  MPI_Comm host;
+  long n = 1;
+  int local = 1;
+  int64_t mine, worst = 0;
+#if defined(TR__POSIX) && defined(_SC_NPROCESSORS_ONLN)
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+  if (n < 1 || n > (1L << 20)) n = 1;
+  { const char *y = getenv("OMPI_MCA_mpi_yield_when_idle"); /* mpirun --mca mpi_yield_when_idle 1 sets it */
+    if (y && atoi(y) > 0) n = 1L << 20; }
+  if (MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    MPI_Comm_size(host, &local);
+    MPI_Comm_free(&host);
+  }
+  /* the host with the most ranks beyond its cores: excess, ranks and cores packed into one MAX */
+  mine = local > n ? ((int64_t)(local - n) << 42) | ((int64_t)local << 21) | (int64_t)n : 0;
+  if (MPI_Reduce(&mine, &worst, 1, MPI_INT64_T, MPI_MAX, 0, d->comm) != MPI_SUCCESS || d->rank != 0 || !worst || said) return;
+  said = 1;
+  fprintf(t->tr__log ? t->tr__log : stderr, "train.h: %lld ranks share a host that has %lld cores: Open MPI's waiting ranks "
+          "busy-poll and slow every step (many times over); run with mpirun --mca mpi_yield_when_idle 1, or fewer ranks per host\n",
+          (long long)((worst >> 21) & ((1 << 21) - 1)), (long long)(worst & ((1 << 21) - 1)));
+  fflush(t->tr__log ? t->tr__log : stderr);
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -10278,6 +11193,7 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
     else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
     return e;
   }
+  tr__dist_host_check(t, d);
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
     ncclUniqueId id;

@@ -16,6 +16,8 @@
              at every epoch's end into a temporary directory), both monitoring train/loss
      std4    std plus lr_monitor (lr-AdamW, a lazy metric) and gradient_monitor due every 50 steps (total and
              per-tensor gradient norms published as metrics): the issue's cost goal
+     spike   spike_detection at its defaults: the loss window (10) every batch, the gradient norm every
+             step, a snapshot of parameters + AdamW moments every 100 steps (a memcpy); no spike happens
 
    Each way runs under valgrind --tool=callgrind, which counts executed instructions exactly (no
    timing noise), collecting only inside bench_run() (--toggle-collect). Each runs twice, for 2 and for
@@ -219,7 +221,8 @@ int bench_run(const char *mode, int epochs, uint64_t *sum) {
         if (tr_init(&t, &(tr_desc){ .model = model, .optim = { .kind = TR_OPTIM_ADAMW, .lr = LR, .weight_decay = WD },
                                     .seed = SEED }) == TR_OK &&
             (strcmp(mode, "five") || add_five(t.reg, &f) == 0) && (!std || add_std(&t, dir, &ckpt) == 0) &&
-            (!std4 || add_monitors(&t) == 0) && (!logs || (devnull && add_logs(&t, dir, devnull) == 0))) {
+            (!std4 || add_monitors(&t) == 0) && (!logs || (devnull && add_logs(&t, dir, devnull) == 0)) &&
+            (strcmp(mode, "spike") || tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .verbose = TR_NO }, NULL) == TR_OK)) {
             rc = tr_fit(&t, &(tr_config){ .train = &train, .max_epochs = epochs, .no_sigint = 1 }) != TR_OK;
             if (rc) fprintf(stderr, "bench_train: %s\n", tr_error(&t));
             if (!strcmp(mode, "five") && f.steps != (int64_t)epochs * spirals_num_batches(&data, BATCH)) rc = 1;
@@ -282,6 +285,7 @@ int main(int argc, char **argv) {
         { "train.h, early stopping + checkpoint/epoch", self, "std", 0, 0 },
         { "  + lr_monitor + gradient_monitor/50 steps", self, "std4", 0, 0 },
         { "train.h, all loggers + progress bar/50 steps", self, "logs", 0, 0 },
+        { "train.h, spike_detection (snapshot/100 steps)", self, "spike", 0, 0 },
     };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     const int64_t steps_per_epoch = (PER_CLASS * CLASSES + BATCH - 1) / BATCH;
@@ -321,5 +325,8 @@ int main(int argc, char **argv) {
     double logs = rows[6].per_step / rows[2].per_step - 1.0;
     printf("csv + jsonl + tensorboard + plot + progress bar, a record every 50 steps, vs empty sites: %+.2f%% per step (goal: under +1%%): %s\n",
            100.0 * logs, logs < 0.01 ? "met" : "NOT met");
+    double spike = rows[7].per_step / rows[2].per_step - 1.0;
+    printf("spike_detection (window 10, gradient norm, a snapshot every 100 steps) vs empty sites: %+.2f%% per step\n",
+           100.0 * spike);
     return same ? 0 : 1;
 }

@@ -125,7 +125,10 @@ int main(int argc, char **argv) {
     printf("best checkpoint: %s (val/loss %.4f); last: %s\n", ck->best_model_path, ck->best_model_score, ck->last_model_path);
     const tr_logger_state *lg = tr_logger_get(t.reg, hk_find(t.reg, "plot"));
     printf("logs in %s: metrics.csv, metrics.jsonl, hparams.yaml, events.out.tfevents.*; plot: %s\n"
-           "look at them:  tensorboard --logdir %s\n", lg->dir, lg->path, runs);
+           "look at them:  tensorboard --logdir %s\n"
+           "  (no tensorboard command? python3 -m venv venv && venv/bin/pip install tensorboard, then\n"
+           "   venv/bin/tensorboard --logdir %s; make test installs one as build/venv/bin/tensorboard)\n",
+           lg->dir, lg->path, runs, runs);
     double val_loss = 0;
     err = tr_load(&t, ck->best_model_path);
     if (!err) err = tr_validate(&t, &val_data, 0, &val_loss);

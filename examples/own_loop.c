@@ -2,8 +2,9 @@
    no epochs. The loop, the model (logistic regression), its AdamW and its checkpoint format are yours; one
    spec string adds the batteries, and the run layer (tr_run_*) gives them what a trainer would: one log
    directory, log records, checkpoints in your format with the callbacks' state, Ctrl-C, exact resume.
-   In a scratch directory (it writes runs/ and checkpoints/):  own_loop  (until early stopping ends it),
-   own_loop max_steps=70,  own_loop resume=checkpoints/last.ckpt  (the same end, bit for bit, as one run),
+   In a scratch directory (it writes runs/: logs and checkpoints in runs/lightning_logs/version_N):  own_loop  (until
+   early stopping ends it),  own_loop max_steps=70,  own_loop resume=runs/lightning_logs/version_0/checkpoints/last.ckpt
+   (the same end, bit for bit, as one run; its logs and checkpoints in version_1),
    own_loop ctrl_c_at=45  (Ctrl-C at step 45: on_exception, logs flushed, exit 130),  own_loop nan_at=45  (a
    NaN loss: nan_guard fails the run, even at -Ofast; exit 2). It checks its own results (exit 1 if wrong). */
 #include <signal.h>
@@ -88,6 +89,8 @@ int main(int argc, char **argv) {
   hk_registry *reg = hk_create(NULL);         /* set-up: the run's shape, the batteries, your hooks */
   tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = max_steps, .log_every_n_steps = 10, .optimizer = "AdamW",
                                     .hparams = "lr=0.02 batch=32", .save_model = save_model, .load_model = load_model });
+  tr_run_hparam_num(reg, "features", D);        /* more hyperparameters, typed: every logger records them */
+  tr_run_hparam(reg, "data", "two clouds");
   if (hk_spec_apply(reg, "nan_guard; gradient_monitor(histogram_bins=20); early_stopping(monitor=val/loss, patience=3, "
                          "min_delta=0.001); model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true); csv; jsonl; "
                          "tensorboard; progress_bar"))

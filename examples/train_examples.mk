@@ -4,7 +4,7 @@
 #   make train-examples   build and run every train.h example once (each takes well under a second)
 # All of them share the model and data in examples/mlp.h.
 TR_EX_DEPS  := hooks.h train.h examples/mlp.h
-TR_EX_NAMES := demo train_resume train_callback train_control train_trace train_callbacks
+TR_EX_NAMES := demo first_trainer train_resume train_callback train_control train_trace train_callbacks train_rescue
 TR_EX_BINS  := $(addprefix $(BUILD)/,$(TR_EX_NAMES))
 EXAMPLES    += $(TR_EX_BINS)
 
@@ -24,6 +24,13 @@ train-examples: $(TR_EX_BINS)
 	  echo "== $(BUILD)/$$x"; (cd $(BUILD) && ./$$x) >$(BUILD)/$$x.out 2>&1 || { cat $(BUILD)/$$x.out; exit 1; }; \
 	  tail -n 3 $(BUILD)/$$x.out; done
 	@grep -q '^look at them:  tensorboard --logdir runs$$' $(BUILD)/demo.out
+	@grep -q '^  (no tensorboard command? python3 -m venv venv && venv/bin/pip install tensorboard, then$$' $(BUILD)/demo.out
+	@# first_trainer run twice (20 epochs, then resumed to 40) ends with the weights of one 40-epoch run
+	@cd $(BUILD) && rm -rf first_a first_b && ./first_trainer first_a 20 >first_a.out 2>&1 && ./first_trainer first_a 40 >first_a2.out 2>&1 \
+	  && ./first_trainer first_b 40 >first_b.out 2>&1 || { cat first_a.out first_a2.out first_b.out; exit 1; }
+	@grep -q '^resumed from last.ckpt' $(BUILD)/first_a2.out && test "$$(grep '^weights' $(BUILD)/first_a2.out)" = "$$(grep '^weights' $(BUILD)/first_b.out)" \
+	  || { echo "first_trainer: the resumed run does not end with the weights of one run"; exit 1; }
+	@ls $(BUILD)/first_a/runs/lightning_logs/version_1/metrics.csv $(BUILD)/first_a/runs/lightning_logs/version_1/events.out.tfevents.* >/dev/null
 	@d=$$(sed -n 's/^logs in \([^:]*\): .*/\1/p' $(BUILD)/demo.out); for f in metrics.csv metrics.jsonl hparams.yaml metrics.svg; do \
 	  test -s $(BUILD)/$$d/$$f || { echo "demo: $(BUILD)/$$d/$$f is missing"; exit 1; }; done; ls $(BUILD)/$$d/events.out.tfevents.* >/dev/null
 	@echo "train-examples: all passed"

@@ -156,11 +156,17 @@ test-readme: $(HK_README_TOOL)
 readme-table: $(HK_README_TOOL)
 	./$(HK_README_TOOL) --write README.md
 
-# The README's quick starts compile warning-free and run (they are copied from nowhere else).
+# The quick starts of README.md and docs/ compile warning-free and run (they are copied from nowhere else).
 test-readme-code:
-	@sh tests/readme_code.sh README.md $(BUILD)/readme $(CC) $(ALL_CFLAGS)
+	@sh tests/readme_code.sh "README.md $(wildcard docs/*.md)" $(BUILD)/readme $(CC) $(ALL_CFLAGS)
 TEST_TARGETS += test-readme-code
 .PHONY: test-readme-code
+
+# README.md and docs/ link only to files that exist, and nothing (headers included) refers outside the repo.
+test-readme-links:
+	@sh tests/readme_links.sh
+TEST_TARGETS += test-readme-links
+.PHONY: test-readme-links
 
 # make install puts the headers and a working pkg-config file under PREFIX.
 test-install:

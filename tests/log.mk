@@ -2,7 +2,8 @@
 #   test-log              the cmocka tests: plain, ASan+UBSan, valgrind
 #   test-log-tensorboard  a run written by train.h, read back by the real tensorboard package (pip, in
 #                         $(BUILD)/venv, made here on first use): its Python reader (both CRCs
-#                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP
+#                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP;
+#                         three fits with tr_run_hparam values as the HParams tab lists them (tests/tb_hparams.py)
 #   test-log-bar          the live bar in a real terminal (tmux at 40, 60, 80 and 120 columns, and one
 #                         narrowed while training: one bar on screen, no row wrapped, a hook's tr_print
 #                         lines above it) and in a pipe (one line per epoch; no carriage return, no
@@ -51,6 +52,8 @@ test-log-tensorboard: $(LOG_BIN) $(LOG_VENV)/.tensorboard
 	./$(LOG_BIN) --tb $(LOG_TMP)/tb
 	$(LOG_VENV)/bin/python tests/tb_read.py $(LOG_TMP)/tb/run
 	$(LOG_VENV)/bin/python tests/tb_serve.py $(LOG_TMP)/tb
+	./$(LOG_BIN) --tb-hparams $(LOG_TMP)/tb/hparams
+	$(LOG_VENV)/bin/python tests/tb_hparams.py $(LOG_TMP)/tb/hparams
 
 test-log-bar: $(LOG_BIN)
 	sh tests/log_bar.sh ./$(LOG_BIN) $(LOG_TMP)/bar

@@ -14,6 +14,7 @@
 #                           accumulation, the function called, a rank gone early) fail every rank with an
 #                           error naming the values per rank instead of hanging (test_mpi mismatch); the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
+#   make test-mpi-cores     more ranks than cores (--oversubscribe): one warning naming mpi_yield_when_idle
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
 #                           C++11 with mpicxx) linked with a user TU built without MPI; the program runs
 #                           as one process
@@ -29,8 +30,8 @@ MPI_ENV  := OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_r
 MPI_DIR  := $(BUILD)/mpi
 MPI_DEPS := tests/test_mpi.c hooks.h train.h examples/mlp.h
 
-.PHONY: test-mpi test-mpi-compile
-TEST_TARGETS += test-mpi test-mpi-compile
+.PHONY: test-mpi test-mpi-compile test-mpi-cores
+TEST_TARGETS += test-mpi test-mpi-compile test-mpi-cores
 
 $(MPI_DIR):
 	@mkdir -p $(MPI_DIR)
@@ -112,3 +113,16 @@ test-mpi-nccl: | $(MPI_DIR)
 	    -Wl,-rpath,$(MPI_CU_HOME)/lib64 -lcudart -lnccl -lstdc++ -lm $$($(MPICC) --showme:link); \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 1 $(MPI_DIR)/test_cuda_mpi; \
 	  echo "test-mpi-nccl: TRAIN_MPI + TRAIN_CUDA (NCCL) built warning-free with nvcc and linked with MPI and NCCL"; fi
+
+# More ranks than the host has cores (--oversubscribe): rank 0 warns once, naming the fix; with
+# mpi_yield_when_idle set, or with no more ranks than cores, nothing is said.
+test-mpi-cores: $(MPI_DIR)/train_mpi
+	@set -e; cd $(MPI_DIR); n=$$(nproc); \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) -np $$((n + 1)) ./train_mpi > cores_over.txt 2>&1; \
+	[ "$$(grep -c 'ranks share a host that has' cores_over.txt)" = 1 ] || { cat cores_over.txt; echo "test-mpi-cores: $$((n + 1)) ranks on $$n cores: not one warning"; exit 1; }; \
+	grep -q "^train.h: $$((n + 1)) ranks share a host that has $$n cores: .*--mca mpi_yield_when_idle 1" cores_over.txt; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --mca mpi_yield_when_idle 1 -np $$((n + 1)) ./train_mpi > cores_yield.txt 2>&1; \
+	! grep -q 'ranks share a host' cores_yield.txt || { echo "test-mpi-cores: warned with mpi_yield_when_idle 1"; exit 1; }; \
+	m=$$((n < 2 ? 1 : 2)); $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) -np $$m ./train_mpi > cores_fit.txt 2>&1; \
+	! grep -q 'ranks share a host' cores_fit.txt || { echo "test-mpi-cores: warned with $$m ranks on $$n cores"; exit 1; }; \
+	echo "test-mpi-cores: $$((n + 1)) ranks on $$n cores: one warning from rank 0; none with mpi_yield_when_idle 1 or $$m ranks"

@@ -4,9 +4,10 @@
 #   full     to the end (early stopping), exit 0; the log files read back: metrics.csv (columns, one row
 #            per record, Lightning's step numbering), metrics.jsonl (the same records), hparams.yaml, the
 #            tensorboard event file (its framing; tests/own_loop_tb.py reads it with tensorboard)
-#   resumed  70 steps, then resume=checkpoints/last.ckpt: the same end as full, bit for bit - weights,
-#            early_stopping's wait_count and best_score, model_checkpoint's kept files and scores, and
-#            last.ckpt byte for byte (model, callbacks' state, counters)
+#   resumed  70 steps, then resume=runs/lightning_logs/version_0/checkpoints/last.ckpt: the same end as
+#            full, bit for bit - weights, early_stopping's wait_count and best_score; model_checkpoint
+#            keeps each run's files in its own version_N/checkpoints (the first run's stay as they were;
+#            the second restores best_model_path and starts its top-k afresh, as Lightning)
 #   mid      70 steps, then resume from the top-k file of step 60: the same end again
 #   ctrlc    SIGINT at step 45: exit 130, on_exception says why, the logs hold every record until then
 #   nan      a NaN loss at step 45 (the binary is built with -Ofast): nan_guard fails the run, exit 2
@@ -18,9 +19,10 @@ run() { # run NAME ARGS...: BIN in DIR/NAME, its output appended to DIR/NAME/out
   d=$dir/$1; shift
   mkdir -p "$d" && (cd "$d" && "$bin" "$@" >> out.txt 2>&1)
 }
-state() { # the end a run reports, without where its logs went
-  sed -n -e '/^ended at step/,$p' "$dir/$1/out.txt" | sed -e 's/; logs in .*//' | tail -n 4
+state() { # the end a run reports, without where its logs and checkpoints went
+  sed -n -e '/^ended at step/,$p' "$dir/$1/out.txt" | sed -e 's/; logs in .*//' -e '/^model_checkpoint: /d' | tail -n 3
 }
+ck=runs/lightning_logs/version_0/checkpoints  # model_checkpoint's default: the run directory's checkpoints/
 
 run full; rc=$?
 [ $rc = 0 ] || { cat "$dir/full/out.txt"; fail "full: exit $rc"; }
@@ -29,13 +31,18 @@ grep -q '^early_stopping: patience_exhausted wait_count=3 ' "$dir/full/out.txt" 
 steps=$(sed -n 's/^ended at step \([0-9]*\):.*/\1/p' "$dir/full/out.txt")
 
 # resume from last.ckpt, from the top-k file of step 60: the uninterrupted run's end, bit for bit
-run resumed max_steps=70 && run resumed resume=checkpoints/last.ckpt || { cat "$dir/resumed/out.txt"; fail "resumed: a run failed"; }
+run resumed max_steps=70 || { cat "$dir/resumed/out.txt"; fail "resumed: the first run failed"; }
+first=$(cd "$dir/resumed/$ck" && ls -l --time-style=+%s.%N | md5sum)
+[ "$(ls "$dir/resumed/$ck")" = "$(printf 'epoch=0-step=40.ckpt\nepoch=0-step=60.ckpt\nlast.ckpt')" ] || fail "resumed: $ck holds $(ls "$dir/resumed/$ck")"
+run resumed resume=$ck/last.ckpt || { cat "$dir/resumed/out.txt"; fail "resumed: a run failed"; }
 [ "$(state resumed)" = "$(state full)" ] || { state full; state resumed; fail "resumed: not the uninterrupted run's end"; }
-cmp -s "$dir/full/checkpoints/last.ckpt" "$dir/resumed/checkpoints/last.ckpt" || fail "resumed: last.ckpt differs from the uninterrupted run's"
-[ "$(ls "$dir/full/checkpoints")" = "$(ls "$dir/resumed/checkpoints")" ] || fail "resumed: other checkpoint files"
-run mid max_steps=70 && run mid resume=checkpoints/epoch=0-step=60.ckpt || { cat "$dir/mid/out.txt"; fail "mid: a run failed"; }
+[ "$(cd "$dir/resumed/$ck" && ls -l --time-style=+%s.%N | md5sum)" = "$first" ] || fail "resumed: the second run touched the first one's checkpoints"
+[ -f "$dir/resumed/runs/lightning_logs/version_1/checkpoints/last.ckpt" ] || fail "resumed: no version_1/checkpoints/last.ckpt"
+[ ! -e "$dir/resumed/checkpoints" ] || fail "resumed: a ./checkpoints directory"
+grep -q "^model_checkpoint: the checkpoint's dirpath '$ck' differs from 'runs/lightning_logs/version_1/checkpoints': only best_model_path is restored" \
+  "$dir/resumed/out.txt" || fail "resumed: model_checkpoint did not say that it starts afresh in version_1"
+run mid max_steps=70 && run mid resume=$ck/epoch=0-step=60.ckpt || { cat "$dir/mid/out.txt"; fail "mid: a run failed"; }
 [ "$(state mid)" = "$(state full)" ] || { state full; state mid; fail "mid: not the uninterrupted run's end"; }
-cmp -s "$dir/full/checkpoints/last.ckpt" "$dir/mid/checkpoints/last.ckpt" || fail "mid: last.ckpt differs"
 grep -q 'logs in runs/lightning_logs/version_1$' "$dir/resumed/out.txt" || fail "resumed: the second run's logs are not in version_1"
 
 # Ctrl-C and a NaN end through on_exception, with everything logged until then on disk
@@ -86,7 +93,7 @@ def read(run, version, end, first=0):
         for k, v in j["metrics"].items():
             check(float(r[k]) == v, "%s: %s at step %d: csv %s, jsonl %r" % (run, k, j["step"], r[k], v))
     yaml = open(os.path.join(d, "hparams.yaml")).read()
-    check(yaml.startswith("batch: 32\nlr: 0.02\nspecs:\n- \"nan_guard;"), "%s: hparams.yaml %r" % (run, yaml[:60]))
+    check(yaml.startswith("batch: 32\ndata: \"two clouds\"\nfeatures: 8\nlr: 0.02\nspecs:\n- \"nan_guard;"), "%s: hparams.yaml %r" % (run, yaml[:60]))
     tb = [f for f in os.listdir(d) if f.startswith("events.out.tfevents.")]
     check(len(tb) == 1 and os.path.getsize(os.path.join(d, tb[0])) > 1000, "%s: tensorboard file %r" % (run, tb))
     return rows

@@ -1,7 +1,7 @@
 """tests/own_loop_tb.py RUN - read examples/own_loop.c's TensorBoard run (tests/own_loop.sh's "full" run) with
 the real tensorboard package and check it against metrics.csv beside it: every scalar at its step with the
 csv's value, the gradient histogram (gradient_monitor's histogram_bins=20) with every training record, and
-the hparams text."""
+the hparams text, and the hparams plugin's session start (typed values) and end (success) for the HParams tab."""
 import csv, math, os, sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -33,7 +33,17 @@ check([x.step for x in h] == train_steps, "histogram steps %r, training records 
 for x in h:
     v = x.histogram_value
     check(v.num == 9 and len(v.bucket) == 20 and sum(v.bucket) == 9 and v.min <= v.max, "histogram at %d: %r" % (x.step, v))
-check(tags["tensors"] == ["hparams"], "tensor tags %r" % tags["tensors"])
+check(tags["tensors"] == ["hparams", "_hparams_/session_start_info", "_hparams_/session_end_info"], "tensor tags %r" % tags["tensors"])
+# the HParams tab: the plugin's own parsing of the session's start (typed values) and end (status)
+from tensorboard.plugins.hparams import metadata, api_pb2
+content = {t: acc.SummaryMetadata(t).plugin_data.content for t in tags["tensors"] if t.startswith("_hparams_/")}
+if len(content) == 2:
+    start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
+    hp = {k: v.WhichOneof("kind") + "=" + str(getattr(v, v.WhichOneof("kind"))) for k, v in start.hparams.items()}
+    check(hp.get("features") == "number_value=8.0" and hp.get("data") == "string_value=two clouds" and
+          hp.get("lr") == "number_value=0.02" and hp.get("batch") == "number_value=32.0", "session_start_info hparams %r" % hp)
+    end = metadata.parse_session_end_info_plugin_data(content[metadata.SESSION_END_INFO_TAG])
+    check(end.status == api_pb2.STATUS_SUCCESS and end.end_time_secs >= start.start_time_secs > 0, "session_end_info %r" % end)
 if "hparams" in tags["tensors"]:
     text = acc.Tensors("hparams")[0].tensor_proto.string_val[0].decode()
     check("| batch | 32 |" in text and "| lr | 0.02 |" in text and "| spec | `nan_guard;" in text, "hparams text %r" % text)

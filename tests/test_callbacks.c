@@ -432,6 +432,60 @@ static void test_mc_top_k(void **state) {
   sc_free(&m, &t);
 }
 
+/* Without a dirpath, checkpoints go into the run directory's checkpoints/ when a logger made one
+   (version_N/checkpoints, as Lightning): a second run in the same place gets its own directory, no
+   -v1 names beside the first run's files, which stay as they were. Without a logger: ./checkpoints. */
+static void test_mc_default_dir(void **state) {
+  static const double v[] = { 5, 3, 4 };
+  sc m;
+  tr_trainer t;
+  hk_handle h;
+  tr_config c = sc_cfg(3);
+  char want[400], first[2048], listing[2048], cwd[512], here[600];
+  (void)state;
+  sc_init(&m, &t, v, 3, 0);
+  assert_int_equal(tr_run_setup(t.reg, &(tr_run_desc){ .save_dir = m.dir }), TR_OK);
+  assert_int_equal(hk_spec_apply(t.reg, "csv; model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true)"), HK_OK);
+  h = hk_spec_find(t.reg, "model_checkpoint", 0);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->dirpath, "checkpoints"); /* before the fit: not known yet */
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  snprintf(want, sizeof want, "%s/lightning_logs/version_0/checkpoints", m.dir);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->dirpath, want);
+  list_dir(want, first, sizeof first);
+  assert_string_equal(first, "epoch=1-step=8.ckpt epoch=2-step=12.ckpt last.ckpt");
+  snprintf(here, sizeof here, "%s/last.ckpt", want);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->last_model_path, here);
+  tr_free(&t);
+  /* the same program again, in the same place: version_1/checkpoints, the same names, no -v1 */
+  m.p[0] = 0.5f;
+  assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = sc_forward,
+                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log }), TR_OK);
+  assert_int_equal(tr_run_setup(t.reg, &(tr_run_desc){ .save_dir = m.dir }), TR_OK);
+  assert_int_equal(hk_spec_apply(t.reg, "csv; model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true)"), HK_OK);
+  h = hk_spec_find(t.reg, "model_checkpoint", 0);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  snprintf(here, sizeof here, "%s/lightning_logs/version_1/checkpoints", m.dir);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->dirpath, here);
+  list_dir(here, listing, sizeof listing);
+  assert_string_equal(listing, first);
+  list_dir(want, listing, sizeof listing);
+  assert_string_equal(listing, first); /* the first run's files: untouched */
+  tr_free(&t);
+  /* no logger, no run directory: ./checkpoints, in the working directory */
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(m.dir), 0);
+  m.p[0] = 0.5f;
+  assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = sc_forward,
+                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log }), TR_OK);
+  assert_int_equal(hk_spec_apply(t.reg, "model_checkpoint(monitor=val/loss)"), HK_OK);
+  h = hk_spec_find(t.reg, "model_checkpoint", 0);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_string_equal(tr_model_checkpoint_get(t.reg, h)->best_model_path, "checkpoints/epoch=1-step=8.ckpt");
+  assert_int_equal(access("checkpoints/epoch=1-step=8.ckpt", F_OK), 0);
+  assert_int_equal(chdir(cwd), 0);
+  sc_free(&m, &t);
+}
+
 /* ties are not better than the k-th; NaN is never best and is evicted first */
 static void test_mc_ties_and_nan(void **state) {
   static const double v[] = { 5, NAN, 4, 4, 4 };
@@ -1191,6 +1245,16 @@ static void test_mc_missing_before_first_validation(void **state) {
   assert_non_null(strstr(sc_logtext(&m), "model_checkpoint: the monitored metric 'val/loss' is not set"));
   assert_non_null(strstr(sc_logtext(&m), "no validation has run yet"));
   sc_free(&m, &t);
+  /* the sanity check's val/loss is forgotten after it (Lightning resets its metrics): epoch 0 still waits */
+  sc_init(&m, &t, v, 4, 0);
+  c.num_sanity_val_steps = 1;
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = -1,
+                   .save_on_train_epoch_end = TR_YES, .filename = "{epoch}", .save_last = TR_SAVE_LAST_YES }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=1.ckpt epoch=2.ckpt epoch=3.ckpt last.ckpt");
+  sc_free(&m, &t);
+  c.num_sanity_val_steps = -1;
   /* once a validation has run, a missing metric fails the run */
   sc_init(&m, &t, v, 4, 0);
   c.max_epochs = 2;
@@ -1623,6 +1687,7 @@ int main(void) {
     cmocka_unit_test(test_es_strict),
     cmocka_unit_test(test_es_validation_end),
     cmocka_unit_test(test_mc_top_k),
+    cmocka_unit_test(test_mc_default_dir),
     cmocka_unit_test(test_mc_ties_and_nan),
     cmocka_unit_test(test_mc_no_monitor_and_last),
     cmocka_unit_test(test_mc_validation_twice_per_epoch),

@@ -978,6 +978,12 @@ static const field_at ms_fields[] = { TR_MODEL_SUMMARY_PARAMS(FA) };
 #define D_ tr_accumulation_scheduler_desc
 static const field_at as_fields[] = { TR_ACCUMULATION_SCHEDULER_PARAMS(FA) };
 #undef D_
+#define D_ tr_on_exception_checkpoint_desc
+static const field_at oec_fields[] = { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(FA) };
+#undef D_
+#define D_ tr_spike_detection_desc
+static const field_at sd_fields[] = { TR_SPIKE_DETECTION_PARAMS(FA) };
+#undef D_
 #define D_ tr_logger_desc
 static const field_at logger_fields[] = { TR_LOGGER_PARAMS(FA) };
 #undef D_
@@ -993,6 +999,7 @@ static const field_at bar_fields[] = { TR_PROGRESS_BAR_PARAMS(FA) };
 ARGS_OF(es, tr_early_stopping_desc) ARGS_OF(mc, tr_model_checkpoint_desc) ARGS_OF(timer, tr_timer_desc)
 ARGS_OF(lrm, tr_lr_monitor_desc) ARGS_OF(gm, tr_gradient_monitor_desc) ARGS_OF(ng, tr_nan_guard_desc) ARGS_OF(ema, tr_ema_desc)
 ARGS_OF(lrf, tr_lr_finder_desc) ARGS_OF(ms, tr_model_summary_desc) ARGS_OF(as, tr_accumulation_scheduler_desc)
+ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc)
 ARGS_OF(logger, tr_logger_desc) ARGS_OF(plot, tr_plot_desc) ARGS_OF(bar, tr_progress_bar_desc)
 
 /* the same callback from a zero desc (with the required parameters of `required` below) */
@@ -1006,6 +1013,8 @@ static tr_err ema_zero(hk_registry *r, hk_handle *h) { return tr_ema(r, &(tr_ema
 static tr_err lrf_zero(hk_registry *r, hk_handle *h) { return tr_lr_finder(r, &(tr_lr_finder_desc){ 0 }, h); }
 static tr_err ms_zero(hk_registry *r, hk_handle *h) { return tr_model_summary(r, &(tr_model_summary_desc){ 0 }, h); }
 static tr_err as_zero(hk_registry *r, hk_handle *h) { return tr_accumulation_scheduler(r, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 2}" }, h); }
+static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_checkpoint(r, &(tr_on_exception_checkpoint_desc){ .dirpath = "d" }, h); }
+static tr_err sd_zero(hk_registry *r, hk_handle *h) { return tr_spike_detection(r, &(tr_spike_detection_desc){ 0 }, h); }
 static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err jsonl_zero(hk_registry *r, hk_handle *h) { return tr_jsonl_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err tb_zero(hk_registry *r, hk_handle *h) { return tr_tensorboard_logger(r, &(tr_logger_desc){ 0 }, h); }
@@ -1055,6 +1064,8 @@ SAME(tr__as, PTR(run); PTR(pub.epochs); PTR(pub.factors))
 SAME(tr__logger, PTR(run); STR(pub.dir); STR(pub.path); STR(pub.error); STR(save_dir); STR(name); STR(version); STR(dir);
      STR(path); PTR(cols); PTR(row_at); PTR(cell_col); PTR(cell_val); STR(plot_path); STR(metrics); STR(title); PTR(series))
 SAME(tr__bar, PTR(run))
+SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(pub.ckpt_path))
+SAME(tr__sd, PTR(run); MEM(win, 3 * (size_t)x.window * sizeof(double)); PTR(snap_win); PTR(sorted); PTR(snap))
 
 typedef struct agree_case {
   const char *factory;
@@ -1087,6 +1098,8 @@ static agree_case g_agree[] = {
   CASE(lr_finder, lrf, lrf_zero, tr_lr_finder_desc, same_tr__lrf, "", ""),
   CASE(model_summary, ms, ms_zero, tr_model_summary_desc, same_tr__ms, "", ""),
   CASE(accumulation_scheduler, as, as_zero, tr_accumulation_scheduler_desc, same_tr__as, "scheduling=\"{0: 2}\"", ""),
+  CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "dirpath=d", ""),
+  CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
   CASE(csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE(jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE(tensorboard, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
@@ -1207,6 +1220,420 @@ static void test_spec_desc_agree(void **state) {
   }
 }
 
+
+/* =================================================================================================
+   on_exception_checkpoint and spike_detection
+   ================================================================================================= */
+static void rm_dir(const char *dir) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+/* fail (HK_FAIL) or interrupt (SIGINT) at the training batch with this number (1-based, over epochs), in
+   on_after_backward: inside the batch, before its step */
+typedef struct failer { tr_trainer *t; int64_t at; int sigint; } failer;
+static hk_signal fail_at(hk_ctx *ctx, void *user) {
+  failer *f = (failer *)user;
+  if (f->t->epoch * NBATCH + f->t->epoch_batch + 1 != f->at) return HK_CONTINUE;
+  if (f->sigint) { raise(SIGINT); return HK_CONTINUE; }
+  return hk_fail(ctx, "failing at batch %lld on purpose", (long long)f->at);
+}
+/* The final parameters of an uninterrupted fit of 3 epochs. */
+static void oec_reference(tr_optim_kind kind, int accum, float out[4]) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  lin_init(&m, &t, kind, 0.05);
+  c.accumulate_grad_batches = accum;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  memcpy(out, m.p, sizeof m.p);
+  lin_free(&m, &t);
+}
+/* Fail at batch `at` with on_exception_checkpoint registered, then resume from its file: the same bits. */
+static void oec_case(tr_optim_kind kind, int accum, int64_t at, int sigint) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  char dir[] = "/tmp/tr_oec_XXXXXX", path[64];
+  float want[4];
+  failer f;
+  hk_handle h;
+  tr_err e;
+  oec_reference(kind, accum, want);
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/ckpts/on_exception.ckpt", dir);
+  lin_init(&m, &t, kind, 0.05);
+  f.t = &t; f.at = at; f.sigint = sigint;
+  c.accumulate_grad_batches = accum;
+  c.no_sigint = !sigint;
+  {
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s/ckpts", dir);
+    assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = sub }, &h), TR_OK);
+  }
+  assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, fail_at, &f, NULL, NULL), HK_OK);
+  e = tr_fit(&t, &c);
+  assert_int_equal(e, sigint ? TR_ERR_INTERRUPTED : TR_ERR_HOOK);
+  assert_int_equal(tr_on_exception_checkpoint_get(t.reg, h)->saved, 1);
+  assert_string_equal(tr_on_exception_checkpoint_get(t.reg, h)->ckpt_path, path);
+  assert_non_null(strstr(lin_logtext(&m), "saved its state after step"));
+  lin_free(&m, &t);
+  assert_int_equal(access(path, F_OK), 0);
+  lin_init(&m, &t, kind, 0.05); /* a new process, as it were */
+  c = lin_cfg(3);
+  c.accumulate_grad_batches = accum;
+  c.resume_from = path;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  if (memcmp(m.p, want, sizeof want))
+    fail_msg("resumed after a failure at batch %lld (accumulation %d%s): w0 %.9g, want %.9g", (long long)at, accum,
+             sigint ? ", Ctrl-C" : "", m.p[0], want[0]);
+  lin_free(&m, &t);
+  rm_dir(dir);
+}
+static void test_on_exception_checkpoint_resume(void **state) {
+  (void)state;
+  oec_case(TR_OPTIM_ADAMW, 1, 6, 0);  /* inside batch 6: it is repeated */
+  oec_case(TR_OPTIM_SGD, 2, 6, 0);    /* the second micro-batch of a window: the whole window is repeated */
+  oec_case(TR_OPTIM_ADAMW, 2, 5, 0);  /* the first one */
+  oec_case(TR_OPTIM_ADAMW, 1, 7, 1);  /* Ctrl-C: the batch ends, then the run */
+  oec_case(TR_OPTIM_SGD, 2, 5, 1);    /* Ctrl-C after a window's first micro-batch: the window is undone */
+}
+/* Nothing is saved before training starts (a failed setup must not overwrite a good file), nor after a
+   fit that got through; a directory that cannot be made is reported, the run's error stands. */
+static hk_signal fail_now(hk_ctx *ctx, void *user) { (void)user; return hk_fail(ctx, "no"); }
+static void test_on_exception_checkpoint_when(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(1);
+  char dir[] = "/tmp/tr_oec_XXXXXX", path[64];
+  hk_handle h;
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/on_exception.ckpt", dir);
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  assert_int_equal(hk_spec_apply(t.reg, "on_exception_checkpoint(dirpath=\"/tmp\", filename=\"x\")"), HK_OK);
+  assert_int_equal(hk_off(t.reg, hk_spec_find(t.reg, "on_exception_checkpoint", 0)), HK_OK);
+  assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = dir, .verbose = TR_NO }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_FIT_START, fail_now, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_int_equal(tr_on_exception_checkpoint_get(t.reg, h)->saved, 0);
+  assert_int_not_equal(access(path, F_OK), 0);
+  lin_free(&m, &t);
+  /* on_fit_end fails after training went through: not saved either */
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = dir }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_FIT_END, fail_now, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_int_not_equal(access(path, F_OK), 0);
+  lin_free(&m, &t);
+  /* the directory cannot be made (a file is in the way): said, and the run's error is the hook's */
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  {
+    char file[80], sub[96];
+    FILE *fp;
+    snprintf(file, sizeof file, "%s/file", dir);
+    assert_non_null(fp = fopen(file, "w"));
+    fclose(fp);
+    snprintf(sub, sizeof sub, "%s/sub", file);
+    assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = sub }, &h), TR_OK);
+  }
+  {
+    failer f = { &t, 2, 0 };
+    assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, fail_at, &f, NULL, NULL), HK_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  }
+  assert_non_null(strstr(tr_error(&t), "failing at batch 2"));
+  assert_int_equal(tr_on_exception_checkpoint_get(t.reg, h)->last_error, TR_ERR_IO);
+  assert_non_null(strstr(lin_logtext(&m), "could not save"));
+  lin_free(&m, &t);
+  rm_dir(dir);
+}
+
+/* A loop of its own on the lin model (plain SGD, lr 0.05): its state is the parameters (one region),
+   its step count ctx.global_step. skip_lo..skip_hi: batches (1-based) it skips itself (the reference);
+   spike_at: the batch whose loss is reported 1e6 times too large. */
+static int own_save(void *user, FILE *f) { return fwrite(((lin *)user)->p, sizeof(float), 4, f) == 4 ? 0 : -1; }
+static int own_load(void *user, FILE *f) { return fread(((lin *)user)->p, sizeof(float), 4, f) == 4 ? 0 : -1; }
+static tr_err own_loop(lin *m, hk_registry *reg, int64_t batches, int64_t spike_at, int64_t skip_lo, int64_t skip_hi,
+                       int64_t fail_at, const char *resume) {
+  tr_region r = { m->p, sizeof m->p };
+  hk_tensor params[1], grads[1];
+  hk_ctx ctx;
+  hk_flow flow;
+  int64_t b = 0;
+  tr_err e;
+  memset(&ctx, 0, sizeof ctx);
+  memset(&flow, 0, sizeof flow);
+  params[0].name = "p"; params[0].data = m->p; params[0].count = 4; params[0].on_device = 0;
+  grads[0].name = "p"; grads[0].data = m->g; grads[0].count = 4; grads[0].on_device = 0;
+  ctx.params = params;
+  ctx.grads = grads;
+  ctx.n_tensors = 1;
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = m->log, .no_signals = 1, .state = &r, .n_state = 1,
+                                                     .save_model = own_save, .load_model = own_load, .model_user = m }), TR_OK);
+  if (tr_run_start(reg, &ctx, resume) == TR_OK) {
+    if (resume) b = ctx.batch_idx;
+    while (b < batches) {
+      void *batch = (void *)(intptr_t)(b % NBATCH);
+      double loss;
+      unsigned next;
+      int k;
+      b++;
+      ctx.batch_idx = b;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+      if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH) && !(b >= skip_lo && b <= skip_hi)) {
+        lin_forward(m, batch, 1, &loss);
+        ctx.loss = b == spike_at ? loss * 1e6 : loss;
+        HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, &ctx, &flow);
+        if (b == fail_at) { /* as a failing model: the loop ends with ctx as after the last step */
+          tr_run_fail(reg, TR_ERR_MODEL, "batch %lld failed on purpose", (long long)b);
+          ctx.batch_idx = b - 1;
+        }
+        if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH) && b != fail_at) {
+          memset(m->g, 0, sizeof m->g);
+          lin_backward(m, batch);
+          hk_grads_changed(&ctx);
+          HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
+          if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP)) {
+            for (k = 0; k < 4; k++) m->p[k] -= 0.05f * m->g[k];
+            ctx.global_step++;
+          }
+        }
+      }
+      if (b == fail_at) break;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+      next = tr_run_batch_end(reg, &ctx, &flow);
+      hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+      if (next & TR_RUN_STOP) break;
+    }
+  }
+  e = tr_run_finish(reg, &ctx, TR_OK);
+  hk_ctx_free(&ctx);
+  return e;
+}
+static void own_init(lin *m) {
+  tr_trainer t; /* lin_init's data; the trainer itself is not used */
+  lin_init(m, &t, TR_OPTIM_SGD, 0.05);
+  m->t = NULL;
+  tr_free(&t);
+}
+static void test_on_exception_checkpoint_own_loop(void **state) {
+  lin m;
+  hk_registry *reg;
+  char dir[] = "/tmp/tr_oec_XXXXXX", path[64];
+  float want[4];
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/on_exception.ckpt", dir);
+  own_init(&m); /* the run that does not fail */
+  reg = hk_create(NULL);
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_OK);
+  memcpy(want, m.p, sizeof want);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  own_init(&m); /* fails inside batch 7 (the loop calls tr_run_finish with the state after step 6) */
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "on_exception_checkpoint(dirpath=\"/tmp\")"), HK_OK); /* replaced below */
+  assert_int_equal(hk_off(reg, hk_spec_find(reg, "on_exception_checkpoint", 0)), HK_OK);
+  assert_int_equal(tr_on_exception_checkpoint(reg, &(tr_on_exception_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 7, NULL), TR_ERR_MODEL);
+  assert_non_null(strstr(lin_logtext(&m), "saved its state after step 6"));
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  own_init(&m); /* resumes: batch 7 on */
+  reg = hk_create(NULL);
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, path), TR_OK);
+  assert_memory_equal(m.p, want, sizeof want);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  rm_dir(dir);
+}
+
+/* spike_detection in a loop of its own: a spike at batch 9 with a snapshot every 3 steps rolls back to
+   step 6 and skips batch 10 (skip_after 1): the same bits as the loop that skips batches 7..10. */
+static void test_spike_detection_own_loop(void **state) {
+  lin m;
+  hk_registry *reg;
+  hk_handle h;
+  float want[4];
+  const tr_spike_detection_state *st;
+  (void)state;
+  own_init(&m);
+  reg = hk_create(NULL);
+  assert_int_equal(own_loop(&m, reg, 16, 0, 7, 10, 0, NULL), TR_OK);
+  memcpy(want, m.p, sizeof want);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  own_init(&m);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "spike_detection(window=3, threshold=100, every_n_steps=3, skip_after=1)"), HK_OK);
+  h = hk_spec_find(reg, "spike_detection", 0);
+  assert_int_equal(own_loop(&m, reg, 16, 9, 0, 0, 0, NULL), TR_OK);
+  st = tr_spike_detection_get(reg, h);
+  assert_int_equal(st->spikes, 1);
+  assert_int_equal(st->rollbacks, 1);
+  assert_int_equal(st->skipped_batches, 4);
+  assert_int_equal(st->last_first, 7);
+  assert_int_equal(st->last_last, 10);
+  assert_int_equal(st->snapshot_step, 12);
+  if (memcmp(m.p, want, sizeof want)) fail_msg("own loop: w0 %.9g after the rollback, %.9g skipping", m.p[0], want[0]);
+  assert_non_null(strstr(lin_logtext(&m), "rolled back to step 6, 3 batches undone, 1 more to skip"));
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  /* no state to snapshot: refused when training starts */
+  own_init(&m);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_spike_detection(reg, &(tr_spike_detection_desc){ 0 }, NULL), TR_OK);
+  {
+    hk_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .log = m.log, .no_signals = 1 }), TR_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_ERR_HOOK);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_HOOK);
+    assert_non_null(strstr(tr_run_error(reg), "no training state to snapshot"));
+    hk_ctx_free(&ctx);
+  }
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+}
+
+/* The trainer: the lin model reports a 1e6 times larger loss at training batch spike_at (1-based over
+   epochs); skip_lo..skip_hi are batches a hook skips (the reference). */
+typedef struct spiker { tr_trainer *t; int64_t spike_at, lo, hi; } spiker;
+static int64_t batch_no(const tr_trainer *t) { return t->epoch * NBATCH + t->epoch_batch + 1; }
+static hk_signal spike_skip(hk_ctx *ctx, void *user) {
+  spiker *s = (spiker *)user;
+  int64_t b = batch_no(s->t);
+  (void)ctx;
+  return b >= s->lo && b <= s->hi ? HK_SKIP_BATCH : HK_CONTINUE;
+}
+static hk_signal spike_make(hk_ctx *ctx, void *user) { /* the first hook of on_before_backward: the loss the others see */
+  spiker *s = (spiker *)user;
+  if (batch_no(s->t) == s->spike_at) ctx->loss *= 1e6;
+  return HK_CONTINUE;
+}
+typedef struct sd_run { float p[4], m[4], v[4]; int64_t step; tr_spike_detection_state st; } sd_run;
+static void sd_fit(sd_run *out, int64_t spike_at, int64_t lo, int64_t hi, const char *spec, const char *save_at_7, const char *resume) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(4);
+  spiker s;
+  hk_handle h = 0;
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  s.t = &t; s.spike_at = spike_at; s.lo = lo; s.hi = hi;
+  c.val = NULL;
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_START, spike_skip, &s, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_BEFORE_BACKWARD, spike_make, &s, &(hk_opts){ .order = -100 }, NULL), HK_OK);
+  if (spec) {
+    assert_int_equal(hk_spec_apply(t.reg, spec), HK_OK);
+    h = hk_spec_find(t.reg, "spike_detection", 0);
+  }
+  if (save_at_7) {
+    c.max_steps = 7;
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    assert_int_equal(tr_save(&t, save_at_7), TR_OK);
+    lin_free(&m, &t);
+    return;
+  }
+  c.resume_from = resume;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  memcpy(out->p, m.p, sizeof m.p);
+  memcpy(out->m, t.tr__m, sizeof out->m);
+  memcpy(out->v, t.tr__v, sizeof out->v);
+  out->step = t.global_step;
+  if (h) out->st = *tr_spike_detection_get(t.reg, h);
+  lin_free(&m, &t);
+}
+static void same_run(const sd_run *a, const sd_run *b, const char *what) {
+  if (memcmp(a->p, b->p, sizeof a->p) || memcmp(a->m, b->m, sizeof a->m) || memcmp(a->v, b->v, sizeof a->v) || a->step != b->step)
+    fail_msg("%s: w0 %.9g step %lld, want w0 %.9g step %lld", what, a->p[0], (long long)a->step, b->p[0], (long long)b->step);
+}
+static void test_spike_detection_rollback_exact(void **state) {
+  sd_run want, got, resumed, two;
+  char dir[] = "/tmp/tr_sd_XXXXXX", path[64];
+  const char *spec = "spike_detection(window=3, threshold=100, every_n_steps=3, skip_after=1, verbose=false)";
+  (void)state;
+  memset(&want, 0, sizeof want); memset(&got, 0, sizeof got); memset(&resumed, 0, sizeof resumed); memset(&two, 0, sizeof two);
+  /* the spike at batch 9 (epoch 2's first); snapshots after steps 3 and 6: back to step 6, batches 7..9 undone, 10 skipped */
+  sd_fit(&want, 0, 7, 10, NULL, NULL, NULL);
+  sd_fit(&got, 9, 0, 0, spec, NULL, NULL);
+  same_run(&got, &want, "rollback at batch 9");
+  assert_int_equal(got.step, 12);
+  assert_int_equal(got.st.rollbacks, 1);
+  assert_int_equal(got.st.skipped_batches, 4);
+  assert_int_equal(got.st.last_first, 7);
+  assert_int_equal(got.st.last_last, 10);
+  assert_true(got.st.last_loss > 1e3);
+  /* a checkpoint after step 7 holds the snapshot of step 6: the resumed run rolls back to it too */
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/at7.ckpt", dir);
+  sd_fit(NULL, 9, 0, 0, spec, path, NULL);
+  sd_fit(&resumed, 9, 0, 0, spec, NULL, path);
+  same_run(&resumed, &want, "resumed at step 7, rollback at batch 9");
+  assert_int_equal(resumed.st.skipped_batches, 4);
+  rm_dir(dir);
+  /* the median and zscore rules find the same spike */
+  sd_fit(&two, 9, 0, 0, "spike_detection(window=4, centre=median, mode=zscore, threshold=50, every_n_steps=3, skip_after=1, verbose=false)",
+         NULL, NULL);
+  same_run(&two, &want, "median/zscore");
+}
+/* A non-finite gradient is a spike; max_rollbacks=0 fails at the first spike, as Lightning's SpikeDetection. */
+static void test_spike_detection_grads_and_limit(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  hk_handle h;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  m.nan_grad_at = 6;
+  c.val = NULL;
+  assert_int_equal(tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .every_n_steps = 2 }, &h), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_spike_detection_get(t.reg, h)->rollbacks, 1);
+  assert_int_equal(tr_spike_detection_get(t.reg, h)->skipped_batches, 2); /* back to step 4: batches 5 and 6 */
+  assert_int_equal(t.global_step, 10);
+  assert_true(hk_is_finite(m.p[3]));
+  assert_non_null(strstr(lin_logtext(&m), "the gradient norm is not finite at step 6: rolled back to step 4"));
+  lin_free(&m, &t);
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  m.nan_grad_at = 6;
+  c.val = NULL;
+  assert_int_equal(hk_spec_apply(t.reg, "spike_detection(max_rollbacks=0)"), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_non_null(strstr(tr_error(&t), "spike_detection: the gradient norm is not finite at step 6"));
+  assert_non_null(strstr(tr_error(&t), "0 rollbacks already (max_rollbacks 0)"));
+  lin_free(&m, &t);
+}
+static void test_rescue_bad_parameters(void **state) {
+  lin m;
+  tr_trainer t;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  expect_bad(&t, tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ 0 }, NULL), "dirpath is required");
+  expect_bad(&t, tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = "d", .filename = "a/b" }, NULL), "without '/'");
+  expect_bad_spec(&t, "on_exception_checkpoint", "dirpath");
+  expect_bad_spec(&t, "on_exception_checkpoint(dirpath=d, filename=\"\")", "must be a file name");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .window = 1 }, NULL), "window must be in 2..10000, got 1");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .threshold = -1 }, NULL), "threshold must be finite and > 0");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .threshold = NAN }, NULL), "threshold must be finite");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .every_n_steps = -3 }, NULL), "every_n_steps must be >= 1");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .skip_after = -1 }, NULL), "skip_after must be in 0..2^53");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .max_rollbacks = -2 }, NULL), "max_rollbacks must be >= 0, or -1");
+  expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .centre = (tr_spike_centre)7 }, NULL), "centre 7 is not valid");
+  expect_bad_spec(&t, "spike_detection(window=0)", "window must be in 2..10000, got 0");
+  expect_bad_spec(&t, "spike_detection(threshold=0)", "threshold must be finite and > 0, got 0");
+  expect_bad_spec(&t, "spike_detection(every_n_steps=0)", "every_n_steps must be >= 1, got 0");
+  expect_bad_spec(&t, "spike_detection(mode=absolute)", "relative|zscore");
+  expect_bad(&t, tr_run_setup(t.reg, &(tr_run_desc){ .n_state = 1 }), "n_state is 1 with state NULL");
+  {
+    tr_region r = { NULL, 4 };
+    expect_bad(&t, tr_run_setup(t.reg, &(tr_run_desc){ .state = &r, .n_state = 1 }), "state[0] has data NULL");
+  }
+  lin_free(&m, &t);
+}
+
 /* the spec-only parameter: progress_bar's stream is the desc's out */
 static void test_spec_only_stream(void **state) {
   hk_registry *reg = hk_create(NULL);
@@ -1239,6 +1666,13 @@ int main(void) {
     cmocka_unit_test(test_exact_resume_all_mid_epoch),
     cmocka_unit_test(test_spec_desc_agree),
     cmocka_unit_test(test_spec_only_stream),
+    cmocka_unit_test(test_on_exception_checkpoint_resume),
+    cmocka_unit_test(test_on_exception_checkpoint_when),
+    cmocka_unit_test(test_on_exception_checkpoint_own_loop),
+    cmocka_unit_test(test_spike_detection_own_loop),
+    cmocka_unit_test(test_spike_detection_rollback_exact),
+    cmocka_unit_test(test_spike_detection_grads_and_limit),
+    cmocka_unit_test(test_rescue_bad_parameters),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

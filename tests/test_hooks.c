@@ -1591,6 +1591,22 @@ static void test_metrics_basic(void **state) {
   assert_int_equal(hk_metric_get(&c, "val/loss", &v), 0);
   assert_int_equal(hk_metric_set(&c, "again", 2), HK_OK);
   assert_int_equal(hk_metric_count(&c), 1);
+  {
+    /* forget what one phase set (a sanity check): values before and after it stay */
+    uint64_t before = hk_metric_stamp(&c, NULL), during;
+    assert_int_equal(hk_metric_set(&c, "val/loss", 1), HK_OK);
+    assert_int_equal(hk_metric_set(&c, "again", 3), HK_OK);
+    during = hk_metric_stamp(&c, NULL);
+    assert_int_equal(hk_metric_set(&c, "time/sanity_check", 4), HK_OK);
+    hk_metric_forget_between(&c, before, during);
+    assert_int_equal(hk_metric_get(&c, "val/loss", &v), 0);
+    assert_int_equal(hk_metric_get(&c, "again", &v), 0); /* set again inside the phase: gone too */
+    assert_int_equal(hk_metric_get(&c, "time/sanity_check", &v), 1);
+    assert_true(v == 4);
+    assert_int_equal(hk_metric_count(&c), 1);
+    assert_int_equal(hk_metric_set(&c, "again", 2), HK_OK);
+    hk_metric_forget_between(NULL, 0, 1); /* harmless */
+  }
   hk_ctx_free(&c);
   assert_null(c.hk__metrics);
   hk_ctx_free(&c); /* twice is harmless */

@@ -13,6 +13,7 @@
    epoch records; no empty metrics.csv.
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
+     test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
      test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
      test_log --plot CSV SVG    tr_plot_csv */
@@ -446,11 +447,15 @@ static void test_tensorboard(void **state) {
     assert_int_equal(c2, tr_crc32c_masked(p + pos + 12, (size_t)len));
     if (records == 0) assert_true(find_bytes(p + pos + 12, (size_t)len, "\x1a\x0d" "brain.Event:2", 15));
     if (records == 1) assert_true(find_bytes(p + pos + 12, (size_t)len, "| log_every_n_steps | 1 |", 25));
+    if (records == 1) assert_true(find_bytes(p + pos + 12, (size_t)len, "_hparams_/session_start_info", 28)); /* HParams tab */
+    if (pos + 16 + len == n) /* the last: the fit's end, status 1 (success) */
+      assert_true(find_bytes(p + pos + 12, (size_t)len, "_hparams_/session_end_info", 26) &&
+                  find_bytes(p + pos + 12, (size_t)len, "\x22\x0b\x08\x01\x11", 5));
     if (find_bytes(p + pos + 12, (size_t)len, "\x0a\x07weights", 9)) hist++;
     records++;
     pos += 16 + (size_t)len;
   }
-  assert_int_equal(records, 2 + 4 + 1); /* file_version, hparams, 4 train records, 1 validation */
+  assert_int_equal(records, 2 + 4 + 1 + 1); /* file_version, hparams, 4 train records, 1 validation, the fit's end */
   assert_int_equal(hist, 5);            /* every record carried the histogram added at on_log */
   { /* the first training record: Value{tag "train/loss", simple_value 2.0f} */
     unsigned char want[18] = { 0x0a, 0x0a, 't', 'r', 'a', 'i', 'n', '/', 'l', 'o', 's', 's', 0x15 };
@@ -1407,6 +1412,30 @@ static int mode_tb(const char *dir) { /* an own loop: the loggers need only on_l
   hk_destroy(reg);
   return 0;
 }
+/* Three fits into DIR, each with the user's hyperparameters (tests/tb_hparams.py reads them through
+   TensorBoard's HParams plugin): version_0 width 64 on "spirals", version_1 width 256 on "moons" with
+   fast=true, version_2 width 128 failing at its second epoch. */
+static hk_signal fail_at_epoch_1(hk_ctx *ctx, void *u) { (void)u; return ctx->epoch == 1 ? hk_fail(ctx, "boom") : HK_CONTINUE; }
+static int mode_tb_hparams(const char *dir) {
+  static const struct { double width; const char *data; int fast, fails; } runs[3] = {
+    { 64, "spirals", 0, 0 }, { 256, "moons", 1, 0 }, { 128, "spirals", 0, 1 } };
+  int i;
+  for (i = 0; i < 3; i++) {
+    tr_trainer t;
+    toy m;
+    tr_err e;
+    toy_init(&t, &m, NULL);
+    if (tr_run_setup(t.reg, &(tr_run_desc){ .save_dir = dir, .name = "" }) || tr_tensorboard_logger(t.reg, &(tr_logger_desc){ 0 }, NULL) ||
+        tr_run_hparam_num(t.reg, "width", runs[i].width) || tr_run_hparam(t.reg, "dataset", runs[i].data) ||
+        tr_run_hparam_bool(t.reg, "fast", runs[i].fast) || tr_run_hparam_num(t.reg, "seed", 100 + i) || /* the trainer's seed is 7 */
+        (runs[i].fails && hk_on(t.reg, HK_ON_TRAIN_EPOCH_START, fail_at_epoch_1, NULL, NULL, NULL)))
+      return fprintf(stderr, "tb-hparams: %s\n", hk_last_error(t.reg)), 1;
+    e = toy_fit(&t, &m, 3, 1);
+    if ((e != TR_OK) != runs[i].fails) return fprintf(stderr, "tb-hparams: run %d: %s\n", i, tr_error(&t)), 1;
+    tr_free(&t);
+  }
+  return 0;
+}
 /* Validation metrics enough for a line of about 150 characters: wider than every terminal the tmux test uses */
 static hk_signal bar_metrics(hk_ctx *ctx, void *user) {
   (void)user;
@@ -1510,6 +1539,7 @@ int main(int argc, char **argv) {
   int rc;
   if (argc == 3 && !strcmp(argv[1], "--keep")) { snprintf(g_root, sizeof g_root, "%s", argv[2]); return cmocka_run_group_tests(tests, NULL, NULL); }
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--tb-hparams")) return mode_tb_hparams(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--mpi-verbose")) return mode_mpi_verbose(argv[2]);
