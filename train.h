@@ -7794,6 +7794,7 @@ static int tr__term_cols(int fd) {
    launcher writes. Walks up the parent processes (Linux /proc) to the launcher and reads where its fd
    goes: 1, a terminal (its path in term, to measure); 0, a file or a pipe; -1, no launcher found or
    not Linux (then isatty decides). */
+#ifdef TR__POSIX
 static int tr__launcher_tty(int fd, char *term, size_t cap) {
 #ifdef __linux__
   static const char *const launchers[] = { "mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra", "srun", NULL };
@@ -7826,6 +7827,7 @@ static int tr__launcher_tty(int fd, char *term, size_t cap) {
   (void)cap;
   return -1;
 }
+#endif
 /* The columns the line may take: the terminal's less one (tqdm), measured at every redraw (at most
    every refresh_seconds), so a resized terminal gets lines of its new width. */
 static int tr__bar_cols(tr__bar *b) {
