@@ -9,7 +9,7 @@ for w in 2 3; do
   rm -rf "$dir" && mkdir -p "$dir"
   env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
       OMPI_MCA_btl_vader_single_copy_mechanism=none \
-      timeout 60 ${MPIRUN:-mpirun} --oversubscribe -np $w "$bin" --mpi-verbose "$dir/ck" > "$dir/out" 2>&1 \
+      timeout 60 ${MPIRUN:-mpirun} --oversubscribe --mca mpi_yield_when_idle 1 -np $w "$bin" --mpi-verbose "$dir/ck" > "$dir/out" 2>&1 \
     || { cat "$dir/out"; echo "log_mpi: mpirun -np $w failed"; exit 1; }
   python3 - "$dir/out" $w <<'PY' || exit 1
 import re, sys
