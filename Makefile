@@ -52,6 +52,7 @@ include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
 include tests/run.mk
+include tests/sweep.mk
 include tests/log.mk
 include tests/mpi.mk
 include tests/cuda.mk

@@ -58,6 +58,9 @@
 
    CHANGELOG
      next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
+     next   Hydra's lifecycle events on_run_start/end, on_multirun_start/end, on_job_start/end (after
+            teardown in the table; train.h's tr_sweep fires them); HK_REVERSED: an event whose hooks always
+            run in reverse order (Hydra's end events; hk_event_define takes it too)
      next   hk_metric_forget_between (forget what one phase set: train.h forgets its sanity check's)
      next   dispatch: a fast loop over a per-event run array rebuilt with the hook lists (filtered hooks
             check their filter in their entry; nesting, a NULL ctx and the trace take the general
@@ -126,6 +129,8 @@ extern "C" {
                HK_MONITOR_LAST also: callbacks registered with .monitor run after the model tier
                HK_MODEL_FIRST  also: the model tier runs before the callback tier (Lightning calls the
                                LightningModule's on_load_checkpoint before the callbacks')
+               HK_REVERSED     also: always runs in reverse hook order, whatever reverse_end_events says
+                               (Hydra's end events: on_run_end, on_multirun_end, on_job_end)
      signals:  the set of signals a trainer acts on at this event (HK_HONOURS_* below). A signal an
                event does not honour degrades to the strongest weaker one it does: hk_honoured().
    --------------------------------------------------------------------------------------------- */
@@ -171,7 +176,13 @@ extern "C" {
   X(ON_CHECKPOINT_SAVED,        on_checkpoint_saved,        0,         HK_HONOURS_FAIL,   "a checkpoint file is complete on disk (ctx->path)") \
   X(ON_LOG,                     on_log,                     HK_MONITOR_LAST, HK_HONOURS_FAIL, "a log record is about to be written (ctx->outputs: the loop's record); change it here") \
   X(ON_EXCEPTION,               on_exception,               0,         HK_HONOURS_NONE,   "a run is aborting (ctx->abort_reason says why); every handler runs") \
-  X(TEARDOWN,                   teardown,                   HK_CLOSES, HK_HONOURS_NONE,   "a stage ends, on success and on failure (ctx->stage); free here")
+  X(TEARDOWN,                   teardown,                   HK_CLOSES, HK_HONOURS_NONE,   "a stage ends, on success and on failure (ctx->stage); free here") \
+  X(ON_RUN_START,               on_run_start,               HK_OPENS,  HK_HONOURS_FAIL,   "a program's single run begins, before its job (Hydra's RUN mode; train.h: tr_sweep with one job)") \
+  X(ON_RUN_END,                 on_run_end,                 HK_CLOSES | HK_REVERSED, HK_HONOURS_FAIL, "the single run ended, after its job") \
+  X(ON_MULTIRUN_START,          on_multirun_start,          HK_OPENS,  HK_HONOURS_FAIL,   "a sweep begins, before any job (Hydra's MULTIRUN mode; train.h: tr_sweep)") \
+  X(ON_MULTIRUN_END,            on_multirun_end,            HK_CLOSES | HK_REVERSED, HK_HONOURS_FAIL, "the sweep ended, after every job (its summary is written)") \
+  X(ON_JOB_START,               on_job_start,               HK_OPENS,  HK_HONOURS_FAIL,   "a job begins (ctx->outputs: train.h's tr_sweep_job); fail: the job fails without running") \
+  X(ON_JOB_END,                 on_job_end,                 HK_CLOSES | HK_REVERSED, HK_HONOURS_RUN, "a job ended (its status, error and final metrics; ctx->metrics too); stop: no more jobs")
 
 /* What a hook returns. The strongest signal of all hooks of one dispatch wins; every hook runs. */
 #define HK_SIGNALS(X) \
@@ -189,7 +200,7 @@ typedef enum hk_signal {
   HK_SIGNAL_COUNT
 } hk_signal;
 
-enum { HK_OPENS = 1, HK_CLOSES = 2, HK_MONITOR_LAST = 4, HK_MODEL_FIRST = 8 };
+enum { HK_OPENS = 1, HK_CLOSES = 2, HK_MONITOR_LAST = 4, HK_MODEL_FIRST = 8, HK_REVERSED = 16 };
 
 /* Signal sets for the event table's "signals" column. */
 #define HK_SIGNAL_BIT(s) (1u << (s))
@@ -327,7 +338,8 @@ typedef struct hk_tensor {
                              only when a hook asks)
    batch, outputs loop       the current batch from *_batch_start to *_batch_end; outputs (predict) at
                              on_predict_batch_end; at on_log the loop's log record (train.h: a
-                             tr_log_record, read with tr_log_current)
+                             tr_log_record, read with tr_log_current); at on_job_start/_end the job
+                             (train.h's sweeps: a tr_sweep_job, read with tr_sweep_current)
    path           loop       on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint: the file
    abort_reason   loop       on_exception only: why the run is aborting; NULL elsewhere
    hook_failure   dispatch   after a dispatch that returned HK_FAIL: "hook 'x' failed in on_y: why"
@@ -494,7 +506,8 @@ HOOKS_API int hk_count(const hk_registry *reg, int event);  /* enabled hooks on 
 HOOKS_API const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h);
 
 /* User-defined events: ids from HK_EVENT_COUNT up to HK_MAX_EVENTS-1. pairing: 0, HK_OPENS or HK_CLOSES,
-   optionally | HK_MONITOR_LAST and/or HK_MODEL_FIRST (the event table's legend says what they do). */
+   optionally | HK_MONITOR_LAST, HK_MODEL_FIRST and/or HK_REVERSED (the event table's legend says what
+   they do). */
 HOOKS_API hk_err hk_event_define(hk_registry *reg, const char *name, int pairing, int *out_id);
 HOOKS_API int hk_event_find(const hk_registry *reg, const char *name);   /* -1 if unknown */
 HOOKS_API const char *hk_event_name(const hk_registry *reg, int event); /* reg may be NULL for built-ins */
@@ -883,7 +896,7 @@ typedef struct hk__hook {
   int64_t calls;         /* times the event reached this hook (HK_COUNT_CALLS) */
   int fired;             /* once_at already happened */
   int rank;              /* sort key, fixed at registration: see hk__cmp */
-  unsigned char reverse; /* this event runs its list backwards (reverse_end_events) */
+  unsigned char reverse; /* this event runs its list backwards (reverse_end_events, HK_REVERSED) */
   hk__reg *owner;
 } hk__hook;
 
@@ -1102,7 +1115,7 @@ HK__DEF int hk_event_find(const hk_registry *reg, const char *name) {
    applies everything when the outermost dispatch returns.
 
    Run order: tier, then opts.order, then registration order; closing events run it backwards when
-   desc.reverse_end_events is set. A monitoring callback on a HK_MONITOR_LAST event still runs right
+   desc.reverse_end_events is set, HK_REVERSED events (Hydra's *_end) always. A monitoring callback on a HK_MONITOR_LAST event still runs right
    after the model tier in either direction (Lightning's on_train_epoch_end rule); on a HK_MODEL_FIRST
    event the model tier runs first. The tier part is the hook's rank, fixed at registration. */
 static int hk__rank(const hk_registry *reg, const hk__hook *h, int reverse) {
@@ -1431,7 +1444,8 @@ static hk_err hk__register(hk_registry *reg, const char *name, const hk_opts *op
     h->event = events[i];
     h->owner = r;
     h->flags = HK__F_OFF; /* not yet in any list */
-    h->reverse = (unsigned char)(s->desc.reverse_end_events && (hk_event_flags(reg, h->event) & HK_CLOSES));
+    h->reverse = (unsigned char)((s->desc.reverse_end_events && (hk_event_flags(reg, h->event) & HK_CLOSES)) ||
+                                 (hk_event_flags(reg, h->event) & HK_REVERSED));
     h->rank = hk__rank(reg, h, h->reverse);
   }
   stbds_shput(s->names, r->name, r);
@@ -1544,9 +1558,9 @@ HK__DEF hk_err hk_event_define(hk_registry *reg, const char *name, int pairing, 
   s = reg->hk__s;
   if (!hk__is_ident(name) || strlen(name) > 63)
     return hk__fail_with(s, HK_ERR_INVALID, "event name '%s' is not valid (letters, digits, '_' and '.', starting with a letter or '_', at most 63 chars)", name ? name : "(null)");
-  if (pairing & ~(HK_OPENS | HK_CLOSES | HK_MONITOR_LAST | HK_MODEL_FIRST) || (pairing & HK_OPENS && pairing & HK_CLOSES))
+  if (pairing & ~(HK_OPENS | HK_CLOSES | HK_MONITOR_LAST | HK_MODEL_FIRST | HK_REVERSED) || (pairing & HK_OPENS && pairing & HK_CLOSES))
     return hk__fail_with(s, HK_ERR_INVALID, "event '%s': pairing %d is not valid (0, HK_OPENS or HK_CLOSES, optionally "
-                         "| HK_MONITOR_LAST and/or HK_MODEL_FIRST)", name, pairing);
+                         "| HK_MONITOR_LAST, HK_MODEL_FIRST and/or HK_REVERSED)", name, pairing);
   if (hk_event_find(reg, name) >= 0)
     return hk__fail_with(s, HK_ERR_DUPLICATE, "event '%s' already exists", name);
   if (s->n_events >= HK_MAX_EVENTS)

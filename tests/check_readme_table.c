@@ -61,7 +61,8 @@ static int g_mismatch; /* the X-macros and the accessors (or this program) disag
 static const char *pairing_text(int flags) {
   static char out[96];
   static const struct { int bit; const char *word; } words[] = {
-    { HK_OPENS, "opens" }, { HK_CLOSES, "closes" }, { HK_MONITOR_LAST, "monitors last" }, { HK_MODEL_FIRST, "model first" } };
+    { HK_OPENS, "opens" }, { HK_CLOSES, "closes" }, { HK_MONITOR_LAST, "monitors last" }, { HK_MODEL_FIRST, "model first" },
+    { HK_REVERSED, "always reversed" } };
   size_t i;
   int known = 0;
   out[0] = 0;

@@ -1,5 +1,5 @@
 /* tests/compile_sections.c - train.h with sections left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH,
-   TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS, in any combination): it builds warning-free, what is left out
+   TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, in any combination): it builds warning-free, what is left out
    is really gone (this file declares names of its own that would clash with the section's), and what
    is left works: a hand-written step loop on the run layer with whichever batteries are compiled in. */
 #define HOOKS_IMPLEMENTATION
@@ -22,6 +22,11 @@ static int tr_early_stopping(void) { return 0; }
 #endif
 #ifdef TRAIN_NO_LOGGERS
 static int tr_csv_logger(void) { return 0; }
+#endif
+#ifdef TRAIN_NO_SWEEP
+static int tr_sweep(void) { return 0; }
+#else
+static tr_err no_job(hk_registry *reg, tr_sweep_job *job, void *user) { (void)reg; (void)job; (void)user; return TR_OK; }
 #endif
 
 static float params[4] = { 1, 2, 3, 4 }, grads[4];
@@ -63,6 +68,26 @@ int main(void) {
   if (hk_spec_apply(reg, "jsonl(flush_every=1)") != HK_OK) return fail(hk_last_error(reg));
 #else
   (void)tr_csv_logger();
+#endif
+#ifdef TRAIN_NO_SWEEP
+  (void)tr_sweep();
+#else
+  { /* the sweep runner refuses a bad override before any job */
+    tr_sweep_desc sd;
+    tr_sweep_result res;
+    static int batch = 1;
+    tr_sweep_field f;
+    char arg[] = "batch=1,x", *argv[1];
+    argv[0] = arg;
+    memset(&sd, 0, sizeof sd);
+    f.name = "batch";
+    f.type = TR_SWEEP_INT;
+    f.ptr = &batch;
+    sd.fields = &f;
+    sd.n_fields = 1;
+    sd.job = no_job;
+    if (tr_sweep(&sd, 1, argv, &res) != TR_ERR_INVALID || !strstr(res.error, "'x' for 'batch'")) return fail("tr_sweep");
+  }
 #endif
   if (tr_run_start(reg, &ctx, NULL) != TR_OK) return fail(tr_run_error(reg));
   for (i = 0; i < 20 && !(next & TR_RUN_STOP); i++) {

@@ -404,6 +404,55 @@ static void test_order_teardown_nests_setup(void **state) {
   destroy_reg(reg);
 }
 
+/* Hydra's lifecycle: start events in registration order, end events reversed, with no registry option;
+   tiers and order reverse as a whole; a user event can ask for the same (HK_REVERSED). */
+static void test_order_hydra_lifecycle(void **state) {
+  hk_registry *reg = mkreg();
+  hk_callback a, b;
+  rec_t ra = { "a", HK_CONTINUE, 0 }, rb = { "b", HK_CONTINUE, 0 };
+  order_fixture f;
+  hk_opts o;
+  int ev = -1;
+  static const char *const names[] = { "on_run_start", "on_run_end", "on_multirun_start", "on_multirun_end",
+                                       "on_job_start", "on_job_end" };
+  int i;
+  (void)state;
+  assert_int_equal(hk_event_find(reg, "on_multirun_start"), HK_ON_MULTIRUN_START);
+  assert_int_equal(hk_event_find(reg, "on_job_end"), HK_ON_JOB_END);
+  for (i = 0; i < 6; i++) {
+    int e = HK_ON_RUN_START + i, fl = hk_event_flags(reg, e);
+    assert_string_equal(hk_event_name(reg, e), names[i]);
+    assert_int_equal(fl & HK_REVERSED, i % 2 ? HK_REVERSED : 0);
+    assert_int_equal(fl & (HK_OPENS | HK_CLOSES), i % 2 ? HK_CLOSES : HK_OPENS);
+  }
+  assert_int_equal(hk_honoured(reg, HK_ON_JOB_END, HK_STOP), HK_STOP);
+  assert_int_equal(hk_honoured(reg, HK_ON_JOB_START, HK_STOP), HK_CONTINUE);
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  a.name = "a"; a.user = &ra; a.on_multirun_start = rec; a.on_job_start = rec; a.on_job_end = rec; a.on_multirun_end = rec;
+  b.name = "b"; b.user = &rb; b.on_multirun_start = rec; b.on_job_start = rec; b.on_job_end = rec; b.on_multirun_end = rec;
+  assert_int_equal(hk_add_callback(reg, &a, NULL, NULL), HK_OK);
+  assert_int_equal(hk_add_callback(reg, &b, NULL, NULL), HK_OK);
+  fire(reg, HK_ON_MULTIRUN_START);
+  for (i = 0; i < 2; i++) { fire(reg, HK_ON_JOB_START); fire(reg, HK_ON_JOB_END); }
+  fire(reg, HK_ON_MULTIRUN_END);
+  assert_string_equal(g_log, "a b a b b a a b b a b a");
+  log_reset();
+  register_scrambled(reg, HK_ON_RUN_END, &f);
+  fire(reg, HK_ON_RUN_END);
+  assert_string_equal(g_log, "s1 m2 m4 c5 c3 c6");
+  log_reset();
+  assert_int_equal(hk_event_define(reg, "my_end", HK_CLOSES | HK_REVERSED, &ev), HK_OK);
+  memset(&o, 0, sizeof o);
+  o.name = "x1";
+  on_opts(reg, ev, &ra, o);
+  o.name = "x2";
+  on_opts(reg, ev, &rb, o);
+  fire(reg, ev);
+  assert_string_equal(g_log, "b a");
+  destroy_reg(reg);
+}
+
 static hk_signal tag_fn(hk_ctx *ctx, void *user) { (void)ctx; log_add((const char *)user); return HK_CONTINUE; }
 
 /* Lightning: on_train_epoch_end runs non-monitoring callbacks, then the model, then monitoring ones. */
@@ -3162,7 +3211,7 @@ static void test_order_model_first(void **state) {
     fire(reg, ev);
     fire(reg, HK_ON_LOAD_CHECKPOINT);
     assert_string_equal(g_log, rev ? "s1 s0 c1 c0 m1 m0 mon m0 m1 c0 c1 s0 s1" : "m0 m1 mon c0 c1 s0 s1 m0 m1 c0 c1 s0 s1");
-    assert_int_equal(hk_event_define(reg, "on_bad", 16, NULL), HK_ERR_INVALID);
+    assert_int_equal(hk_event_define(reg, "on_bad", 32, NULL), HK_ERR_INVALID);
     destroy_reg(reg);
   }
 }
@@ -3328,6 +3377,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_registered_disabled, cleanup),
     cmocka_unit_test_teardown(test_order_tier_order_registration, cleanup),
     cmocka_unit_test_teardown(test_order_reverse_end_events, cleanup),
+    cmocka_unit_test_teardown(test_order_hydra_lifecycle, cleanup),
     cmocka_unit_test_teardown(test_order_teardown_nests_setup, cleanup),
     cmocka_unit_test_teardown(test_order_monitor_last, cleanup),
     cmocka_unit_test_teardown(test_order_monitor_last_many, cleanup),

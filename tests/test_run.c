@@ -137,6 +137,19 @@ static void test_shared_dir_and_flush_at_destroy(void **state) {
   free(csv);
   free(jsonl);
   hk_ctx_free(&ctx);
+  /* a logger with a save_dir of its own: the run's directory is the one it opened (nothing made in ./runs) */
+  reg = hk_create(NULL);
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO }), TR_OK);
+  snprintf(path, sizeof path, "csv(save_dir=\"%s/own\")", dir);
+  assert_int_equal(hk_spec_apply(reg, path), HK_OK);
+  ctx.stage = HK_STAGE_FIT;
+  HK_FIRE(reg, HK_SETUP, &ctx);
+  snprintf(path, sizeof path, "%s/own/lightning_logs/version_0", dir);
+  assert_string_equal(tr_logger_get(reg, hk_find(reg, "csv"))->dir, path);
+  assert_string_equal(tr_run_dir(reg), path);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
 }
 
 /* What a record carries: train/loss and the metrics set since the last record, lazy ones always,

@@ -147,12 +147,12 @@ test-fuzz-ckpt: $(BUILD)/fuzz_ckpt
 
 # ---- sections left out -----------------------------------------------------------------------------------
 # tests/compile_sections.c with every section that can be left out, alone and together (TRAIN_NO_TRAINER,
-# TRAIN_NO_MATH, TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS), each built warning-free by gcc C99, gcc -Wc++-compat,
+# TRAIN_NO_MATH, TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP), each built warning-free by gcc C99, gcc -Wc++-compat,
 # clang C11 and g++ C++11 and run: what is left out is gone (the file reuses its names) and a step loop on
 # the run layer works with what is left.
-TR_SECTION_SETS := "" "-DTRAIN_NO_TRAINER" "-DTRAIN_NO_MATH" "-DTRAIN_NO_CALLBACKS" "-DTRAIN_NO_LOGGERS" \
+TR_SECTION_SETS := "" "-DTRAIN_NO_TRAINER" "-DTRAIN_NO_MATH" "-DTRAIN_NO_CALLBACKS" "-DTRAIN_NO_LOGGERS" "-DTRAIN_NO_SWEEP" \
   "-DTRAIN_NO_TRAINER -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_TRAINER -DTRAIN_NO_CALLBACKS" \
-  "-DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_MATH -DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS"
+  "-DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_MATH -DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS -DTRAIN_NO_SWEEP"
 TR_SECTION_CCS := "gcc -std=c99" "gcc -std=c99 -Wc++-compat" "clang -std=c11" "g++ -std=c++11 -x c++"
 .PHONY: test-train-sections
 TEST_TARGETS += test-train-sections
