@@ -11,7 +11,8 @@
      STANDARD CALLBACKS        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
                                gradient_monitor, nan_guard, ema, lr_finder, model_summary,
                                accumulation_scheduler, on_exception_checkpoint,
-                               spike_detection; constructors and spec factories   TRAIN_NO_CALLBACKS
+                               spike_detection, profiler, throughput_monitor;
+                               constructors and spec factories                      TRAIN_NO_CALLBACKS
      LOGGERS AND PROGRESS BAR  csv, jsonl, tensorboard, plot, progress_bar           TRAIN_NO_LOGGERS
      SWEEPS                    tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
                                and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
@@ -172,6 +173,10 @@
             sweep's version_N with its hyperparameters, fires hooks.h's on_multirun_start/end,
             on_job_start/end (on_run_start/end for one job), writes summary.csv and summary.svg;
             tr_sweep_current, tr_sweep_metric; tr_plot_csv plots against a "job" column too
+     next   profiler (every hook, event and loop phase timed with hooks.h's hk_profile; a table at teardown,
+            profiler metrics in training records, a slow-hook warning) and throughput_monitor (samples/s,
+            tokens/s, step-time percentiles, MFU; the job's rates under MPI without a collective):
+            constructors, factories, getters; tr_profiler_print, tr_phase_name
      next   issue 22: model_checkpoint's default dirpath is the run directory's checkpoints/ (version_N/
             checkpoints) when a logger made one, ./checkpoints otherwise; tr_run_hparam, tr_run_hparam_num,
             tr_run_hparam_bool: your hyperparameters in every logger; tensorboard writes the hparams
@@ -845,7 +850,8 @@ typedef double (*tr_clock_fn)(void *user);
    registry's run (tr_run_setup; the trainer sets them at each fit). */
 #ifndef TRAIN_NO_CALLBACKS
 #  define TR__CALLBACK_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
-     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler) X(on_exception_checkpoint) X(spike_detection)
+     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler) X(on_exception_checkpoint) X(spike_detection) \
+     X(profiler) X(throughput_monitor)
 #else
 #  define TR__CALLBACK_FACTORIES(X)
 #endif
@@ -1281,6 +1287,100 @@ typedef struct tr_accumulation_scheduler_state {
 TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
 
+/* ---- profiler (Lightning's SimpleProfiler; Ignite's HandlersTimeProfiler; Keras's slow-callback warning) --
+   Times every hook and every event of the registry with hooks.h's hk_profile (made: profiling on;
+   removed: off again; a registry without a profiler pays nothing), and the loop's own phases, measured
+   between the events that bracket them (hk_profile_gap: the time from the end of one dispatch to the
+   start of the next): data = before on_train_batch_start (the batch being fetched), forward = from
+   on_train_batch_start to on_before_zero_grad / on_before_backward, backward = to on_after_backward and
+   on to on_before_optimizer_step (a data-parallel gradient sum included), optimizer = zero_grad (from
+   on_before_zero_grad to on_before_backward), clipping and the update (to on_gradient_clip and
+   on_after_optimizer_step). A training step is data + the time from on_train_batch_start to
+   on_train_batch_end. Counts start at each setup; at teardown (on success and on failure: a failed run's
+   table says where the time went) rank 0 prints the table: the phases, then every event with a hook
+   (calls, mean, max, total, share of the run), each followed by its hooks. With log_metrics every
+   training record carries profiler/step_ms, profiler/<phase>_ms (mean per step) and
+   profiler/<event>_ms (mean per dispatch), each over the steps since the previous record. slow_fraction:
+   after 5 steps, at each training record and at on_train_end, a hook whose mean time per call at a
+   training batch event (on_train_batch_start .. on_train_batch_end) exceeds that fraction of the mean
+   step gets a one-line warning, once per hook. Cost while registered: each hook call and dispatch takes
+   two clock reads and leaves hooks.h's fast loop (make bench, "profile" rows); its own hooks show in
+   the table as "profiler". Differences from Lightning: hooks of every tier and the loop's phases in one
+   table, per hook and per event (Lightning's SimpleProfiler keeps every duration in a list, memory
+   growing with the steps; here a few counters); no file output (give out). Hand-written loop: fire the
+   training batch events around your work (fetch the batch before on_train_batch_start), setup and
+   teardown around the run (tr_run_start and tr_run_finish do). */
+#define TR_PROFILER_PHASES(X) X(TR_PHASE_DATA, "data") X(TR_PHASE_FORWARD, "forward") X(TR_PHASE_BACKWARD, "backward") \
+  X(TR_PHASE_OPTIMIZER, "optimizer")
+typedef enum tr_phase {
+#define TR__X(sym, name) sym,
+  TR_PROFILER_PHASES(TR__X)
+#undef TR__X
+  TR_PHASE_COUNT
+} tr_phase;
+#define TR_PROFILER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE, double, slow_fraction, "0.5",  NULL, "warn once about a hook whose mean time per call at a training batch " \
+    "event exceeds this fraction of the mean step (negative: never)") \
+  X(TRI,    int,    table,         "true", NULL, "print the table at teardown (rank 0)") \
+  X(TRI,    int,    log_metrics,   "true", NULL, "add profiler/step_ms, profiler/<phase>_ms and profiler/<event>_ms to training records") \
+  X(C_ONLY, FILE *, out,           NULL,   NULL, "where the table and warnings go; NULL = the run's log (tr_run_desc.log), else stderr")
+typedef struct tr_profiler_desc { TR_PROFILER_PARAMS(TR__FIELD) } tr_profiler_desc;
+typedef struct tr_profiler_state {
+  int64_t steps;                /* training steps timed since setup */
+  double step_time;             /* their total seconds (mean: step_time / steps) */
+  double phase_time[TR_PHASE_COUNT]; /* seconds per phase since setup */
+  int64_t phase_calls[TR_PHASE_COUNT];
+  double run_time;              /* seconds from setup to the last teardown (or to now, in a run) */
+  int64_t warnings;             /* slow-hook warnings said */
+} tr_profiler_state;
+TRAIN_API tr_err tr_profiler(hk_registry *reg, const tr_profiler_desc *d, hk_handle *out);
+TRAIN_API const tr_profiler_state *tr_profiler_get(const hk_registry *reg, hk_handle h);
+TRAIN_API const char *tr_phase_name(tr_phase p);
+/* The table now (what teardown prints) to out (NULL: the profiler's out); -1 if h is not a profiler. */
+TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out);
+
+/* ---- throughput_monitor (Lightning's ThroughputMonitor; kempnerforge's tokens_seen) -------------------
+   At every on_train_batch_end it reads the clock and ctx->samples_seen (the loop counts it) into a ring
+   of the last `window` steps (allocated when made: nothing per step but the clock and a few stores);
+   time spent in validation (on_validation_start .. _end) is left out, as Lightning does. Each training
+   record (on_log) gets, over that window:
+     throughput/batches_per_sec, throughput/samples_per_sec   the job's rates
+     throughput/tokens_per_sec, throughput/tokens             with tokens_per_sample or tokens_metric
+     throughput/flops_per_sec                                 with flops_per_sample
+     throughput/mfu                                           with peak_flops: flops_per_sec / (peak x ranks)
+     throughput/step_ms_p50, _p90, _p99                       step time percentiles (nearest rank)
+     throughput/samples                                       samples seen by the job
+   and the same values are set as metrics (hk_metric_set) for other hooks, and kept for
+   tr_throughput_monitor_get (which computes them afresh). Tokens: tokens_per_sample (a fixed sequence
+   length), or the metric tokens_metric, which the loop sets to each batch's token count before
+   on_train_batch_end (kempnerforge's tokens_seen; packed or variable-length batches). Several processes
+   (ctx->world_size > 1): no collective inside a hook, so the job's rates are this rank's times
+   world_size (train.h's trainer checks that every rank has the same batches; a loop of your own must
+   give them equal work), as Lightning's; throughput/device/samples_per_sec and device/tokens_per_sec are
+   this rank's. Differences from Lightning: no batch_size_fn (the loop's samples_seen), the peak is a
+   parameter (Lightning looks the device up in a table), percentiles of the step time (Lightning has
+   none), tokens from a metric as well as per sample. Hand-written loop: fire on_train_start and
+   on_train_batch_end with ctx->samples_seen counted, and send records (tr_run_batch_end does). */
+#define TR_THROUGHPUT_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(INT,    int,          window,            "100", NULL, "steps the rates and percentiles are taken over (2..1000000)") \
+  X(DOUBLE, double,       tokens_per_sample, "0",   NULL, "tokens in one sample (a sequence length); 0: none") \
+  X(STRING, const char *, tokens_metric,     "",    NULL, "a metric the loop sets to the batch's token count (wins over " \
+    "tokens_per_sample; empty: none)") \
+  X(DOUBLE, double,       flops_per_sample,  "0",   NULL, "model FLOPs per sample, forward and backward (e.g. 6 x params x tokens); 0: none") \
+  X(DOUBLE, double,       peak_flops,        "0",   NULL, "one device's peak FLOP/s, for throughput/mfu (needs flops_per_sample); 0: none") \
+  X(C_ONLY, tr_clock_fn,  clock,             NULL,  NULL, "seconds; NULL = hooks.h's hk_clock") \
+  X(C_ONLY, void *,       clock_user,        NULL,  NULL, "clock's argument")
+typedef struct tr_throughput_monitor_desc { TR_THROUGHPUT_MONITOR_PARAMS(TR__FIELD) } tr_throughput_monitor_desc;
+typedef struct tr_throughput_monitor_state {
+  int64_t steps;                /* steps timed (this process) */
+  int n;                        /* steps in the window now */
+  double batches_per_sec, samples_per_sec, tokens_per_sec, flops_per_sec, mfu; /* the job's; NaN when unknown */
+  double device_samples_per_sec, device_tokens_per_sec; /* this rank's */
+  double step_ms_p50, step_ms_p90, step_ms_p99;
+  double samples, tokens;       /* seen by the job since on_train_start */
+} tr_throughput_monitor_state;
+TRAIN_API tr_err tr_throughput_monitor(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out);
+TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_registry *reg, hk_handle h);
 /* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
    When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
    SIGTERM: every path through on_exception), saves the last consistent state to
@@ -5888,6 +5988,495 @@ TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(c
   return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
 }
 
+/* ---- profiler ------------------------------------------------------------------------------------- */
+TRAIN_API const char *tr_phase_name(tr_phase p) {
+  static const char *const names[TR_PHASE_COUNT] = {
+#define TR__X(sym, name) name,
+    TR_PROFILER_PHASES(TR__X)
+#undef TR__X
+  };
+  return (unsigned)p < TR_PHASE_COUNT ? names[p] : "unknown";
+}
+
+typedef struct tr__prof {
+  tr_profiler_state pub;
+  tr_run *run;
+  hk_registry *reg;
+  hk_handle self;               /* its own handle: no warning about itself */
+  double slow;                  /* slow_fraction; < 0 never */
+  int table, log_metrics;
+  FILE *out;
+  double t_setup, t_step;       /* hk_clock at setup; the running step's start */
+  int in_step;
+  double be_seen;               /* on_train_batch_end's dispatch time already in step_time (it runs first there:
+                                   a step's own on_train_batch_end is added at the next step, record or teardown) */
+  /* at the last training record: what the interval metrics subtract */
+  int64_t rec_steps, rec_phase_calls[TR_PHASE_COUNT];
+  double rec_step_time, rec_phase_time[TR_PHASE_COUNT];
+  int64_t rec_calls[HK_MAX_EVENTS];
+  double rec_total[HK_MAX_EVENTS];
+  hk_handle *warned;            /* hooks warned about (grown at a check, never in a step) */
+  int n_warned, cap_warned;
+} tr__prof;
+
+static void tr__prof_destroy(void *user) {
+  tr__prof *s = (tr__prof *)user;
+  if (!s) return;
+  hk_profile(s->reg, 0); /* a registry without a profiler pays nothing again */
+  free(s->warned);
+  free(s);
+}
+static FILE *tr__prof_file(const tr__prof *s, FILE *f) {
+  return f ? f : s->out ? s->out : s->run && s->run->desc.log ? s->run->desc.log : stderr;
+}
+static void tr__prof_zero(tr__prof *s) {
+  memset(&s->pub, 0, sizeof s->pub);
+  s->rec_steps = 0;
+  s->rec_step_time = 0;
+  memset(s->rec_phase_calls, 0, sizeof s->rec_phase_calls);
+  memset(s->rec_phase_time, 0, sizeof s->rec_phase_time);
+  memset(s->rec_calls, 0, sizeof s->rec_calls);
+  memset(s->rec_total, 0, sizeof s->rec_total);
+  s->in_step = 0;
+  s->be_seen = 0;
+}
+static void tr__prof_settle(tr__prof *s, hk_registry *reg) {
+  hk_prof p;
+  if (hk_profile_event(reg, HK_ON_TRAIN_BATCH_END, &p) != 0) return;
+  s->pub.step_time += p.total - s->be_seen;
+  s->be_seen = p.total;
+}
+static hk_signal tr__prof_setup(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  hk_profile_reset(ctx->reg);
+  tr__prof_zero(s);
+  s->t_setup = hk_clock();
+  return HK_CONTINUE;
+}
+static void tr__prof_phase(tr__prof *s, tr_phase p, double dt) {
+  s->pub.phase_time[p] += dt;
+  s->pub.phase_calls[p]++;
+}
+/* The loop's work before this event (hk_profile_gap), put in the phase it belongs to. */
+static hk_signal tr__prof_gap(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  int prev;
+  double gap = hk_profile_gap(ctx->reg, &prev);
+  if (gap < 0) return HK_CONTINUE;
+  switch (ctx->event) {
+  case HK_ON_TRAIN_BATCH_START:
+    tr__prof_phase(s, TR_PHASE_DATA, gap);
+    s->t_step = hk_clock() - gap;
+    s->in_step = 1;
+    break;
+  case HK_ON_BEFORE_ZERO_GRAD: tr__prof_phase(s, TR_PHASE_FORWARD, gap); break;
+  case HK_ON_BEFORE_BACKWARD:
+    tr__prof_phase(s, prev == HK_ON_BEFORE_ZERO_GRAD ? TR_PHASE_OPTIMIZER : TR_PHASE_FORWARD, gap);
+    break;
+  case HK_ON_AFTER_BACKWARD: case HK_ON_BEFORE_OPTIMIZER_STEP: tr__prof_phase(s, TR_PHASE_BACKWARD, gap); break;
+  case HK_ON_GRADIENT_CLIP: case HK_ON_AFTER_OPTIMIZER_STEP: tr__prof_phase(s, TR_PHASE_OPTIMIZER, gap); break;
+  default: break;
+  }
+  return HK_CONTINUE;
+}
+static hk_signal tr__prof_batch_end(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  if (!s->in_step) return HK_CONTINUE;
+  s->in_step = 0;
+  s->pub.steps++;
+  s->pub.step_time += hk_clock() - s->t_step;
+  tr__prof_settle(s, ctx->reg);
+  return HK_CONTINUE;
+}
+
+/* The training batch events: where a hook's time is a step's. */
+static int tr__prof_batch_event(int e) {
+  return e == HK_ON_TRAIN_BATCH_START || e == HK_ON_BEFORE_ZERO_GRAD || e == HK_ON_BEFORE_BACKWARD ||
+         e == HK_ON_AFTER_BACKWARD || e == HK_ON_BEFORE_OPTIMIZER_STEP || e == HK_ON_GRADIENT_CLIP ||
+         e == HK_ON_AFTER_OPTIMIZER_STEP || e == HK_ON_TRAIN_BATCH_END;
+}
+static void tr__prof_check(tr__prof *s, hk_ctx *ctx) {
+  double step;
+  int e, i, k;
+  hk_prof p;
+  if (s->slow < 0 || s->pub.steps < 5) return;
+  step = s->pub.step_time / (double)s->pub.steps;
+  for (e = 0; e < HK_EVENT_COUNT; e++) {
+    if (!tr__prof_batch_event(e)) continue;
+    for (i = 0; hk_profile_hook(ctx->reg, e, i, &p) == 0; i++) {
+      double mean = p.calls > 0 ? p.total / (double)p.calls : 0;
+      if (p.handle == s->self || p.calls < 5 || !(mean > s->slow * step)) continue;
+      for (k = 0; k < s->n_warned && s->warned[k] != p.handle; k++) {}
+      if (k < s->n_warned) continue;
+      if (s->n_warned == s->cap_warned) {
+        int cap = s->cap_warned ? 2 * s->cap_warned : 8;
+        hk_handle *q = (hk_handle *)realloc(s->warned, (size_t)cap * sizeof *q);
+        if (!q) return;
+        s->warned = q;
+        s->cap_warned = cap;
+      }
+      s->warned[s->n_warned++] = p.handle;
+      s->pub.warnings++;
+      if (ctx->rank == 0) {
+        FILE *f = tr__prof_file(s, NULL);
+        fprintf(f, "profiler: warning: hook '%s' takes %.3f ms per call at %s, %.0f%% of a training step (%.3f ms mean; "
+                "slow_fraction=%g)\n", p.name, 1e3 * mean, hk_event_name(ctx->reg, e), 100 * mean / step, 1e3 * step, s->slow);
+        fflush(f);
+      }
+    }
+  }
+}
+static hk_signal tr__prof_train_end(hk_ctx *ctx, void *user) {
+  tr__prof_settle((tr__prof *)user, ctx->reg);
+  tr__prof_check((tr__prof *)user, ctx);
+  return HK_CONTINUE;
+}
+/* A training record: the interval's means, then the slow-hook check. */
+static hk_signal tr__prof_on_log(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  tr_log_record *r = tr_log_current(ctx);
+  char name[96];
+  int64_t steps;
+  int e, k;
+  hk_prof p;
+  if (!r || !r->stage || strcmp(r->stage, "train")) return HK_CONTINUE;
+  tr__prof_settle(s, ctx->reg);
+  steps = s->pub.steps - s->rec_steps;
+  if (s->log_metrics && steps > 0) {
+    (void)tr_log_set(r, "profiler/step_ms", 1e3 * (s->pub.step_time - s->rec_step_time) / (double)steps);
+    for (k = 0; k < TR_PHASE_COUNT; k++) {
+      snprintf(name, sizeof name, "profiler/%s_ms", tr_phase_name((tr_phase)k));
+      if (s->pub.phase_calls[k] > s->rec_phase_calls[k])
+        (void)tr_log_set(r, name, 1e3 * (s->pub.phase_time[k] - s->rec_phase_time[k]) / (double)steps);
+    }
+  }
+  for (e = 0; e < HK_MAX_EVENTS && hk_profile_event(ctx->reg, e, &p) == 0; e++) {
+    if (s->log_metrics && steps > 0 && p.calls > s->rec_calls[e]) {
+      snprintf(name, sizeof name, "profiler/%s_ms", p.name);
+      (void)tr_log_set(r, name, 1e3 * (p.total - s->rec_total[e]) / (double)(p.calls - s->rec_calls[e]));
+    }
+    s->rec_calls[e] = p.calls;
+    s->rec_total[e] = p.total;
+  }
+  s->rec_steps = s->pub.steps;
+  s->rec_step_time = s->pub.step_time;
+  memcpy(s->rec_phase_calls, s->pub.phase_calls, sizeof s->rec_phase_calls);
+  memcpy(s->rec_phase_time, s->pub.phase_time, sizeof s->rec_phase_time);
+  tr__prof_check(s, ctx);
+  return HK_CONTINUE;
+}
+
+typedef struct { int event; double total; } tr__prof_row;
+static int tr__prof_row_cmp(const void *a, const void *b) {
+  double x = ((const tr__prof_row *)a)->total, y = ((const tr__prof_row *)b)->total;
+  return x > y ? -1 : x < y ? 1 : ((const tr__prof_row *)a)->event - ((const tr__prof_row *)b)->event;
+}
+static void tr__prof_line(FILE *f, int indent, const char *kind, const char *name, int64_t calls, double total, double max,
+                          double run) {
+  char mx[32];
+  if (max == max) snprintf(mx, sizeof mx, "%11.4f", 1e3 * max);
+  else snprintf(mx, sizeof mx, "%11s", "-"); /* phases keep no maximum */
+  fprintf(f, "%*s%-*s %-*.*s %10lld %11.4f %s %10.4f %6.1f%%\n", indent, "", 10 - indent, kind, 36, 36, name,
+          (long long)calls, calls > 0 ? 1e3 * total / (double)calls : 0.0, mx, total, run > 0 ? 100 * total / run : 0.0);
+}
+static void tr__prof_table(tr__prof *s, hk_registry *reg, FILE *f, const char *stage) {
+  tr__prof_row rows[HK_MAX_EVENTS];
+  int n = 0, e, i, k;
+  hk_prof p;
+  double run = s->pub.run_time;
+  for (e = 0; e < HK_MAX_EVENTS && hk_profile_event(reg, e, &p) == 0; e++)
+    if (p.calls > 0) { rows[n].event = e; rows[n].total = p.total; n++; }
+  qsort(rows, (size_t)n, sizeof rows[0], tr__prof_row_cmp);
+  fprintf(f, "profiler: %s, %.4f s, %lld training steps, %.4f ms per step\n", stage, run, (long long)s->pub.steps,
+          s->pub.steps ? 1e3 * s->pub.step_time / (double)s->pub.steps : 0.0);
+  fprintf(f, "%-10s %-36s %10s %11s %11s %10s %7s\n", "kind", "name", "calls", "mean ms", "max ms", "total s", "share");
+  for (k = 0; k < TR_PHASE_COUNT; k++)
+    if (s->pub.phase_calls[k])
+      tr__prof_line(f, 0, "phase", tr_phase_name((tr_phase)k), s->pub.phase_calls[k], s->pub.phase_time[k], NAN, run);
+  for (k = 0; k < n; k++) {
+    hk_profile_event(reg, rows[k].event, &p);
+    tr__prof_line(f, 0, "event", p.name, p.calls, p.total, p.max, run);
+    for (i = 0; hk_profile_hook(reg, rows[k].event, i, &p) == 0; i++)
+      tr__prof_line(f, 2, "hook", p.name, p.calls, p.total, p.max, run);
+  }
+  fflush(f);
+}
+static hk_signal tr__prof_teardown(hk_ctx *ctx, void *user) {
+  tr__prof *s = (tr__prof *)user;
+  s->pub.run_time = hk_clock() - s->t_setup;
+  tr__prof_settle(s, ctx->reg);
+  if (s->table && ctx->rank == 0) tr__prof_table(s, ctx->reg, tr__prof_file(s, NULL), hk_stage_name(ctx->stage));
+  return HK_CONTINUE;
+}
+
+static tr_err tr__prof_make(hk_registry *reg, const tr_profiler_desc *d, hk_handle *out, tr__why *w) {
+  tr__prof *s;
+  hk_callback cb;
+  hk_handle h = 0;
+  tr_err e;
+  if (!d) return tr__bad(w, "profiler: desc is NULL");
+  if (!hk_is_finite(d->slow_fraction)) return tr__bad(w, "profiler: slow_fraction must be a finite number (> 0; negative: never warn), got %g", d->slow_fraction);
+  if (!tr__tri_ok(d->table) || !tr__tri_ok(d->log_metrics))
+    return tr__bad(w, "profiler: table and log_metrics take TR_YES, TR_NO or 0 (the default), got %d and %d", d->table, d->log_metrics);
+  s = (tr__prof *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "profiler: out of memory"), TR_ERR_NOMEM;
+  s->run = tr_run_get(reg);
+  s->reg = reg;
+  s->slow = d->slow_fraction == 0 ? 0.5 : d->slow_fraction;
+  s->table = tr__flag(d->table, 1);
+  s->log_metrics = tr__flag(d->log_metrics, 1);
+  s->out = d->out;
+  s->t_setup = hk_clock();
+  memset(&cb, 0, sizeof cb);
+  cb.name = "profiler";
+  cb.user = s;
+  cb.setup = tr__prof_setup;
+  cb.on_train_batch_start = tr__prof_gap;
+  cb.on_before_zero_grad = tr__prof_gap;
+  cb.on_before_backward = tr__prof_gap;
+  cb.on_after_backward = tr__prof_gap;
+  cb.on_before_optimizer_step = tr__prof_gap;
+  cb.on_gradient_clip = tr__prof_gap;
+  cb.on_after_optimizer_step = tr__prof_gap;
+  cb.on_train_batch_end = tr__prof_batch_end;
+  cb.on_train_end = tr__prof_train_end;
+  cb.on_log = tr__prof_on_log;
+  cb.teardown = tr__prof_teardown;
+  cb.destroy = tr__prof_destroy;
+  s->reg = NULL; /* not profiling yet: a refused registration must not turn it off */
+  if ((e = tr__cb_register(reg, &cb, -1000, &h, w)) != TR_OK) return e;
+  s->reg = reg;
+  s->self = h;
+  hk_profile(reg, 1);
+  if (out) *out = h;
+  return TR_OK;
+}
+TRAIN_API tr_err tr_profiler(hk_registry *reg, const tr_profiler_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__prof_make(reg, d, out, &w), &w);
+}
+static tr__prof *tr__prof_of(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  return cb && cb->destroy == tr__prof_destroy ? (tr__prof *)cb->user : NULL;
+}
+TRAIN_API const tr_profiler_state *tr_profiler_get(const hk_registry *reg, hk_handle h) {
+  tr__prof *s = tr__prof_of(reg, h);
+  return s ? &s->pub : NULL;
+}
+TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out) {
+  tr__prof *s = tr__prof_of(reg, h);
+  if (!s) return -1;
+  if (s->run && s->run->running) s->pub.run_time = hk_clock() - s->t_setup;
+  tr__prof_table(s, reg, tr__prof_file(s, out), "now");
+  return 0;
+}
+
+/* ---- throughput_monitor --------------------------------------------------------------------------- */
+typedef struct tr__tp {
+  tr_throughput_monitor_state pub;
+  tr_run *run;
+  int window, world;
+  double tokens_per_sample, flops_per_sample, peak;
+  char *tokens_metric;          /* NULL: none */
+  tr_clock_fn clock;
+  void *clock_user;
+  double paused, pause_start;   /* validation time left out; when the running one began (< 0: none) */
+  /* the ring: window + 1 points (time, samples, tokens) at on_train_start and each step's end */
+  double *t, *samples, *tokens, *scratch;
+  int head, n;                  /* the newest point; points held */
+  int64_t last_samples;
+  double tokens_seen;
+  int warned;                   /* samples_seen did not move */
+} tr__tp;
+
+static void tr__tp_destroy(void *user) {
+  tr__tp *s = (tr__tp *)user;
+  if (!s) return;
+  free(s->tokens_metric);
+  free(s->t);
+  free(s);
+}
+static double tr__tp_now(const tr__tp *s) { return (s->clock ? s->clock(s->clock_user) : hk_clock()) - s->paused; }
+static void tr__tp_push(tr__tp *s, double t, int64_t samples, double tokens) {
+  s->head = (s->head + 1) % (s->window + 1);
+  s->t[s->head] = t;
+  s->samples[s->head] = (double)samples;
+  s->tokens[s->head] = tokens;
+  if (s->n < s->window + 1) s->n++;
+}
+static hk_signal tr__tp_train_start(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  s->paused = 0;
+  s->pause_start = -1;
+  s->n = 0;
+  s->head = 0;
+  s->tokens_seen = 0;
+  s->last_samples = ctx->samples_seen;
+  s->world = ctx->world_size > 1 ? ctx->world_size : 1;
+  memset(&s->pub, 0, sizeof s->pub);
+  tr__tp_push(s, tr__tp_now(s), 0, 0); /* samples and tokens count from here (a resumed run's too) */
+  return HK_CONTINUE;
+}
+/* The step: a clock read and the ring's stores. */
+static hk_signal tr__tp_batch_end(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  int64_t d = ctx->samples_seen - s->last_samples;
+  double tok;
+  if (s->n == 0) return HK_CONTINUE; /* on_train_start never fired */
+  s->last_samples = ctx->samples_seen;
+  if (s->tokens_metric) tok = hk_metric_get(ctx, s->tokens_metric, &tok) ? tok : 0;
+  else tok = s->tokens_per_sample * (double)d;
+  s->tokens_seen += tok;
+  s->pub.steps++;
+  tr__tp_push(s, tr__tp_now(s), (int64_t)s->samples[s->head] + d, s->tokens_seen);
+  return HK_CONTINUE;
+}
+static hk_signal tr__tp_val_start(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  (void)ctx;
+  if (s->pause_start < 0) s->pause_start = tr__tp_now(s);
+  return HK_CONTINUE;
+}
+static hk_signal tr__tp_val_end(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  (void)ctx;
+  if (s->pause_start >= 0) { s->paused += tr__tp_now(s) - s->pause_start; s->pause_start = -1; }
+  return HK_CONTINUE;
+}
+static int tr__tp_dcmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+/* The window's values, into pub (at a record, or for the getter). */
+static void tr__tp_compute(tr__tp *s) {
+  tr_throughput_monitor_state *p = &s->pub;
+  int W = s->window + 1, first = (s->head - (s->n - 1) + W) % W, k, m = s->n - 1;
+  double dt = s->t[s->head] - s->t[first], world = (double)s->world;
+  double ds = s->samples[s->head] - s->samples[first], dtok = s->tokens[s->head] - s->tokens[first];
+  p->n = m > 0 ? m : 0;
+  p->samples = s->samples[s->head] * world;
+  p->tokens = s->tokens_seen * world;
+  p->batches_per_sec = p->samples_per_sec = p->tokens_per_sec = p->flops_per_sec = p->mfu = NAN;
+  p->device_samples_per_sec = p->device_tokens_per_sec = NAN;
+  p->step_ms_p50 = p->step_ms_p90 = p->step_ms_p99 = NAN;
+  if (m <= 0 || !(dt > 0)) return;
+  p->batches_per_sec = (double)m / dt * world;
+  p->device_samples_per_sec = ds / dt;
+  p->samples_per_sec = p->device_samples_per_sec * world;
+  if (s->tokens_metric || s->tokens_per_sample > 0) {
+    p->device_tokens_per_sec = dtok / dt;
+    p->tokens_per_sec = p->device_tokens_per_sec * world;
+  }
+  if (s->flops_per_sample > 0) p->flops_per_sec = p->samples_per_sec * s->flops_per_sample;
+  if (s->flops_per_sample > 0 && s->peak > 0) p->mfu = p->flops_per_sec / (s->peak * world);
+  for (k = 0; k < m; k++) { /* step times, oldest first, then sorted: nearest-rank percentiles */
+    int i = (first + k) % W, j = (first + k + 1) % W;
+    s->scratch[k] = 1e3 * (s->t[j] - s->t[i]);
+  }
+  qsort(s->scratch, (size_t)m, sizeof s->scratch[0], tr__tp_dcmp);
+  p->step_ms_p50 = s->scratch[(int)ceil(0.50 * m) - 1];
+  p->step_ms_p90 = s->scratch[(int)ceil(0.90 * m) - 1];
+  p->step_ms_p99 = s->scratch[(int)ceil(0.99 * m) - 1];
+}
+static hk_signal tr__tp_on_log(hk_ctx *ctx, void *user) {
+  tr__tp *s = (tr__tp *)user;
+  tr_log_record *r = tr_log_current(ctx);
+  const tr_throughput_monitor_state *p = &s->pub;
+  struct { const char *name; double v; } m[13];
+  int k, n = 0;
+  if (!r || !r->stage || strcmp(r->stage, "train") || s->n < 2) return HK_CONTINUE;
+  if (!s->warned && s->samples[s->head] == 0) {
+    s->warned = 1;
+    tr__run_say_on(s->run, ctx, 1, "throughput_monitor", "ctx->samples_seen did not move in %lld steps: samples/s is 0; "
+                   "add each batch's size to ctx.samples_seen before on_train_batch_end", (long long)p->steps);
+  }
+  tr__tp_compute(s);
+  m[n].name = "throughput/batches_per_sec", m[n++].v = p->batches_per_sec;
+  m[n].name = "throughput/samples_per_sec", m[n++].v = p->samples_per_sec;
+  m[n].name = "throughput/samples", m[n++].v = p->samples;
+  m[n].name = "throughput/step_ms_p50", m[n++].v = p->step_ms_p50;
+  m[n].name = "throughput/step_ms_p90", m[n++].v = p->step_ms_p90;
+  m[n].name = "throughput/step_ms_p99", m[n++].v = p->step_ms_p99;
+  if (s->tokens_metric || s->tokens_per_sample > 0) {
+    m[n].name = "throughput/tokens_per_sec", m[n++].v = p->tokens_per_sec;
+    m[n].name = "throughput/tokens", m[n++].v = p->tokens;
+  }
+  if (s->flops_per_sample > 0) m[n].name = "throughput/flops_per_sec", m[n++].v = p->flops_per_sec;
+  if (s->flops_per_sample > 0 && s->peak > 0) m[n].name = "throughput/mfu", m[n++].v = p->mfu;
+  if (s->world > 1) {
+    m[n].name = "throughput/device/samples_per_sec", m[n++].v = p->device_samples_per_sec;
+    if (s->tokens_metric || s->tokens_per_sample > 0) m[n].name = "throughput/device/tokens_per_sec", m[n++].v = p->device_tokens_per_sec;
+  }
+  for (k = 0; k < n; k++) {
+    if (!hk_is_finite(m[k].v)) continue;
+    if (tr_log_set(r, m[k].name, m[k].v) != TR_OK || hk_metric_set(ctx, m[k].name, m[k].v) != HK_OK)
+      return hk_fail(ctx, "throughput_monitor: out of memory");
+  }
+  return HK_CONTINUE;
+}
+
+static tr_err tr__tp_make(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out, tr__why *w) {
+  tr__tp *s;
+  hk_callback cb;
+  size_t W;
+  if (!d) return tr__bad(w, "throughput_monitor: desc is NULL");
+  if (d->window != 0 && (d->window < 2 || d->window > 1000000))
+    return tr__bad(w, "throughput_monitor: window must be in 2..1000000 steps (0 = 100), got %d", d->window);
+  if (!(d->tokens_per_sample >= 0) || !hk_is_finite(d->tokens_per_sample))
+    return tr__bad(w, "throughput_monitor: tokens_per_sample must be a finite number >= 0, got %g", d->tokens_per_sample);
+  if (!(d->flops_per_sample >= 0) || !hk_is_finite(d->flops_per_sample))
+    return tr__bad(w, "throughput_monitor: flops_per_sample must be a finite number >= 0, got %g", d->flops_per_sample);
+  if (!(d->peak_flops >= 0) || !hk_is_finite(d->peak_flops))
+    return tr__bad(w, "throughput_monitor: peak_flops must be a finite number >= 0 (one device's FLOP/s), got %g", d->peak_flops);
+  if (d->peak_flops > 0 && d->flops_per_sample == 0)
+    return tr__bad(w, "throughput_monitor: peak_flops needs flops_per_sample (MFU is the model's FLOP/s over the peak)");
+  if (d->tokens_metric && strlen(d->tokens_metric) > 200) return tr__bad(w, "throughput_monitor: tokens_metric is longer than 200 characters");
+  s = (tr__tp *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "throughput_monitor: out of memory"), TR_ERR_NOMEM;
+  s->window = d->window ? d->window : 100;
+  W = (size_t)s->window + 1;
+  s->t = (double *)malloc(4 * W * sizeof(double)); /* one block: t, samples, tokens, scratch */
+  if (d->tokens_metric && d->tokens_metric[0]) s->tokens_metric = tr__strdup(d->tokens_metric);
+  if (!s->t || (d->tokens_metric && d->tokens_metric[0] && !s->tokens_metric)) {
+    tr__tp_destroy(s);
+    return tr__bad(w, "throughput_monitor: out of memory"), TR_ERR_NOMEM;
+  }
+  s->samples = s->t + W;
+  s->tokens = s->t + 2 * W;
+  s->scratch = s->t + 3 * W;
+  s->run = tr_run_get(reg);
+  s->tokens_per_sample = d->tokens_per_sample;
+  s->flops_per_sample = d->flops_per_sample;
+  s->peak = d->peak_flops;
+  s->clock = d->clock;
+  s->clock_user = d->clock_user;
+  s->world = 1;
+  s->pause_start = -1;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "throughput_monitor";
+  cb.user = s;
+  cb.on_train_start = tr__tp_train_start;
+  cb.on_train_batch_end = tr__tp_batch_end;
+  cb.on_validation_start = tr__tp_val_start;
+  cb.on_validation_end = tr__tp_val_end;
+  cb.on_log = tr__tp_on_log;
+  cb.destroy = tr__tp_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TRAIN_API tr_err tr_throughput_monitor(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__tp_make(reg, d, out, &w), &w);
+}
+TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_registry *reg, hk_handle h) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  tr__tp *s = cb && cb->destroy == tr__tp_destroy ? (tr__tp *)cb->user : NULL;
+  if (!s) return NULL;
+  if (s->n >= 1) tr__tp_compute(s);
+  return &s->pub;
+}
+
 /* ---- on_exception_checkpoint ------------------------------------------------------------------------ */
 typedef struct tr__oec {
   tr_on_exception_checkpoint_state pub;
@@ -8466,6 +9055,27 @@ static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__as_make(reg, &d, NULL, &w), &w);
 }
 
+TR__SPEC_OF(prof, tr_profiler_desc, TR_PROFILER_PARAMS)
+static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_profiler_desc d;
+  tr__why w;
+  tr_err e = tr__prof_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "slow_fraction"))
+    return hk_set_error(reg, HK_ERR_INVALID, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 (e.g. 0.5), or a negative one for never");
+  return tr__factory_result(reg, e ? e : tr__prof_make(reg, &d, NULL, &w), &w);
+}
+
+TR__SPEC_OF(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS)
+static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_throughput_monitor_desc d;
+  tr__why w;
+  tr_err e = tr__tp_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "throughput_monitor: window must be in 2..1000000 steps, got 0");
+  return tr__factory_result(reg, e ? e : tr__tp_make(reg, &d, NULL, &w), &w);
+}
+
 /* csv, jsonl and tensorboard take the logger's parameters; plot takes them and its own */
 #endif /* TRAIN_NO_CALLBACKS */
 
@@ -8542,6 +9152,14 @@ static hk_err tr__factory_model_summary(hk_registry *reg) {
 static hk_err tr__factory_accumulation_scheduler(hk_registry *reg) {
   return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, NULL,
                         "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
+}
+static hk_err tr__factory_profiler(hk_registry *reg) {
+  return hk_factory_add(reg, "profiler", tr__prof_params, TR__NPARAMS(tr__prof_params), tr__prof_factory, NULL,
+                        "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)");
+}
+static hk_err tr__factory_throughput_monitor(hk_registry *reg) {
+  return hk_factory_add(reg, "throughput_monitor", tr__tp_params, TR__NPARAMS(tr__tp_params), tr__tp_factory, NULL,
+                        "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)");
 }
 static hk_err tr__factory_on_exception_checkpoint(hk_registry *reg) {
   return hk_factory_add(reg, "on_exception_checkpoint", tr__oec_params, TR__NPARAMS(tr__oec_params), tr__oec_factory, NULL,

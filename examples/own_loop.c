@@ -6,7 +6,8 @@
    early stopping ends it),  own_loop max_steps=70,  own_loop resume=runs/lightning_logs/version_0/checkpoints/last.ckpt
    (the same end, bit for bit, as one run; its logs and checkpoints in version_1),
    own_loop ctrl_c_at=45  (Ctrl-C at step 45: on_exception, logs flushed, exit 130),  own_loop nan_at=45  (a
-   NaN loss: nan_guard fails the run, even at -Ofast; exit 2). It checks its own results (exit 1 if wrong). */
+   NaN loss: nan_guard fails the run, even at -Ofast; exit 2),  own_loop profile  (also the profiler's table at the end
+   and throughput metrics in the logs). It checks its own results (exit 1 if wrong). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,9 +76,11 @@ static void validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {  /* the eve
 }
 int main(int argc, char **argv) {
   long max_steps = 2000, ctrl_c_at = -1, nan_at = -1;
+  int profile = 0;
   const char *resume = NULL;
-  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, resume=PATH (or PATH) */
-    if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
+  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, profile, resume=PATH (or PATH) */
+    if (!strcmp(argv[i], "profile")) profile = 1;
+    else if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
         !sscanf(argv[i], "nan_at=%ld", &nan_at))
       resume = argv[i] + (strncmp(argv[i], "resume=", 7) ? 0 : 7);
   unsigned seed = 7;                           /* data: two overlapping clouds, odd i and even i */
@@ -94,6 +97,11 @@ int main(int argc, char **argv) {
   if (hk_spec_apply(reg, "nan_guard; gradient_monitor(histogram_bins=20); early_stopping(monitor=val/loss, patience=3, "
                          "min_delta=0.001); model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true); csv; jsonl; "
                          "tensorboard; progress_bar"))
+    return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
+  /* profile: time every hook, event and phase (data: before on_train_batch_start, forward, backward,
+     optimizer: between the events that bracket them), a table at teardown; samples/s, step-time
+     percentiles and MFU (6 FLOPs per weight per sample; a made-up peak of 1 GFLOP/s) in every record */
+  if (profile && hk_spec_apply(reg, "profiler; throughput_monitor(window=50, flops_per_sample=54, peak_flops=1e9)"))
     return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
   hk_on(reg, HK_ON_EXCEPTION, report, NULL, NULL, NULL);
   hk_tensor pv = { "w", w, D + 1, 0 }, gv = { "w", g, D + 1, 0 };

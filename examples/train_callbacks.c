@@ -83,6 +83,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    /* the time per loop phase and samples/s with MFU (6 FLOPs per weight per sample; a made-up 100 GFLOP/s peak) */
+    hk_handle tp, pf;
+    if (tr_throughput_monitor(t.reg, &(tr_throughput_monitor_desc){ .flops_per_sample = 6.0 * (double)net.num_params,
+                              .peak_flops = 1e11 }, &tp) || tr_profiler(t.reg, &(tr_profiler_desc){ .table = TR_NO }, &pf)) {
+        fprintf(stderr, "train_callbacks: %s\n", hk_last_error(t.reg));
+        return 1;
+    }
+
     tr_err err = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = EPOCHS });
     if (err) { fprintf(stderr, "train_callbacks: %s\n", tr_error(&t)); return 1; }
 
@@ -104,6 +112,15 @@ int main(int argc, char **argv) {
         free(keep);
         ok &= ema->n_averaged > 0;
     }
+    const tr_throughput_monitor_state *th = tr_throughput_monitor_get(t.reg, tp);
+    const tr_profiler_state *pr = tr_profiler_get(t.reg, pf);
+    printf("throughput_monitor: %.0f samples/s over the last %d batches, step p50 %.3f ms, p99 %.3f ms, MFU %.2g\n",
+           th->samples_per_sec, th->n, th->step_ms_p50, th->step_ms_p99, th->mfu);
+    printf("profiler: %lld batches, %.3f ms each; of that data %.4f, forward %.4f, backward %.4f, optimizer %.4f ms\n",
+           (long long)pr->steps, 1e3 * pr->step_time / (double)pr->steps, 1e3 * pr->phase_time[TR_PHASE_DATA] / (double)pr->steps,
+           1e3 * pr->phase_time[TR_PHASE_FORWARD] / (double)pr->steps, 1e3 * pr->phase_time[TR_PHASE_BACKWARD] / (double)pr->steps,
+           1e3 * pr->phase_time[TR_PHASE_OPTIMIZER] / (double)pr->steps);
+    ok &= th->steps == (int64_t)EPOCHS * 19 && pr->steps == th->steps && th->samples_per_sec > 0;
     printf("%lld optimizer steps in %d epochs (accumulation 2 from epoch 10 halves the steps per epoch)\n",
            (long long)t.global_step, EPOCHS);
     if (argc <= 1) ok &= lf && lf->suggestion == lf->suggestion && acc > 0.9 && g->checks == t.global_step / 30 &&

@@ -712,6 +712,345 @@ static void test_model_summary(void **state) {
 }
 
 /* =================================================================================================
+   profiler and throughput_monitor
+   ================================================================================================= */
+static int g_slow_ns;             /* the slow hook's busy wait */
+static hk_signal slow_hook(hk_ctx *ctx, void *u) {
+  double t0 = hk_clock();
+  (void)ctx; (void)u;
+  while (hk_clock() - t0 < 1e-9 * g_slow_ns) {}
+  return HK_CONTINUE;
+}
+typedef struct seen_rec { int n; double v[8]; const char *names[8]; int has[8]; } seen_rec;
+/* on_log, after the profiler (a monitor with a higher order): what the record carries */
+static hk_signal grab_record(hk_ctx *ctx, void *u) {
+  seen_rec *s = (seen_rec *)u;
+  tr_log_record *r = tr_log_current(ctx);
+  int k;
+  if (!r || strcmp(r->stage, "train")) return HK_CONTINUE;
+  s->n++;
+  for (k = 0; k < 8 && s->names[k]; k++) s->has[k] += tr_log_get(r, s->names[k], &s->v[k]);
+  return HK_CONTINUE;
+}
+static int count_of(const char *text, const char *what) {
+  int n = 0;
+  for (; (text = strstr(text, what)) != NULL; text++) n++;
+  return n;
+}
+
+/* tr_fit: every phase, event and hook timed; the table at teardown; records; off again when removed */
+static void test_profiler_fit(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(2);
+  hk_handle h;
+  const tr_profiler_state *p;
+  const char *text;
+  hk_prof ev;
+  seen_rec seen;
+  (void)state;
+  memset(&seen, 0, sizeof seen);
+  seen.names[0] = "profiler/step_ms";
+  seen.names[1] = "profiler/forward_ms";
+  seen.names[2] = "profiler/on_train_batch_end_ms";
+  seen.names[3] = "profiler/data_ms";
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.01);
+  c.log_every_n_steps = 2;
+  c.gradient_clip_val = 100;
+  assert_false(hk_profiling(t.reg));
+  assert_int_equal(tr_profiler(t.reg, &(tr_profiler_desc){ 0 }, &h), TR_OK);
+  assert_true(hk_profiling(t.reg));
+  assert_int_equal(hk_on(t.reg, HK_ON_LOG, grab_record, &seen, &(hk_opts){ .name = "grab", .monitor = 1, .order = 1 << 20 }, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  p = tr_profiler_get(t.reg, h);
+  assert_non_null(p);
+  assert_int_equal(p->steps, 2 * NBATCH);
+  assert_int_equal(p->phase_calls[TR_PHASE_DATA], 2 * NBATCH);
+  assert_int_equal(p->phase_calls[TR_PHASE_FORWARD], 2 * NBATCH);
+  assert_int_equal(p->phase_calls[TR_PHASE_BACKWARD], 2 * 2 * NBATCH);  /* backward, then the window's gradient sum */
+  assert_int_equal(p->phase_calls[TR_PHASE_OPTIMIZER], 3 * 2 * NBATCH); /* zero_grad, clipping, the update */
+  assert_true(p->step_time > 0 && p->run_time >= p->step_time);
+  assert_int_equal(hk_profile_event(t.reg, HK_ON_TRAIN_BATCH_END, &ev), 0);
+  assert_int_equal(ev.calls, 2 * NBATCH);
+  assert_string_equal(ev.name, "on_train_batch_end");
+  assert_int_equal(hk_profile_event(t.reg, HK_SETUP, &ev), 0);
+  assert_int_equal(ev.calls, 1);
+  assert_int_equal(hk_profile_event(t.reg, HK_ON_TRAIN_START, &ev), 0);
+  assert_int_equal(ev.calls, 0); /* no hook there: never dispatched, never timed */
+  /* records: every second step, with the interval's means */
+  assert_int_equal(seen.n, NBATCH);
+  assert_int_equal(seen.has[0], NBATCH);
+  assert_int_equal(seen.has[1], NBATCH);
+  assert_int_equal(seen.has[2], NBATCH);
+  assert_int_equal(seen.has[3], NBATCH);
+  assert_true(seen.v[0] > 0 && seen.v[1] >= 0);
+  text = lin_logtext(&m);
+  assert_int_equal(count_of(text, "profiler: fit, "), 1);
+  assert_non_null(strstr(text, "kind       name"));
+  assert_non_null(strstr(text, "phase      data "));
+  assert_non_null(strstr(text, "phase      forward "));
+  assert_non_null(strstr(text, "phase      backward "));
+  assert_non_null(strstr(text, "phase      optimizer "));
+  assert_non_null(strstr(text, "event      on_train_batch_end "));
+  assert_non_null(strstr(text, "  hook     profiler "));
+  assert_non_null(strstr(text, "  hook     grab "));
+  assert_null(strstr(text, "warning")); /* nothing is slow here */
+  /* removed: profiling is off and the fast loop is back */
+  assert_int_equal(hk_off(t.reg, h), HK_OK);
+  assert_false(hk_profiling(t.reg));
+  assert_non_null(t.reg->hk__fast[HK_ON_LOG]);
+  lin_free(&m, &t);
+}
+
+/* a slow hook: one warning, once, naming it; slow_fraction < 0: none */
+static void test_profiler_slow_hook(void **state) {
+  int round;
+  (void)state;
+  g_slow_ns = 300000; /* 0.3 ms a call: far above half of this model's step */
+  for (round = 0; round < 2; round++) {
+    lin m;
+    tr_trainer t;
+    tr_config c = lin_cfg(3);
+    hk_handle h;
+    const char *text;
+    lin_init(&m, &t, TR_OPTIM_SGD, 0.01);
+    c.log_every_n_steps = 2;
+    assert_int_equal(tr_profiler(t.reg, &(tr_profiler_desc){ .slow_fraction = round ? -1 : 0, .table = TR_NO }, &h), TR_OK);
+    assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, slow_hook, NULL, &(hk_opts){ .name = "slowpoke" }, NULL), HK_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    text = lin_logtext(&m);
+    assert_int_equal(count_of(text, "profiler: warning: hook 'slowpoke' takes "), round ? 0 : 1);
+    if (!round) assert_non_null(strstr(text, "per call at on_after_backward, "));
+    assert_int_equal(tr_profiler_get(t.reg, h)->warnings, round ? 0 : 1);
+    assert_null(strstr(text, "profiler: fit")); /* table=false */
+    lin_free(&m, &t);
+  }
+}
+
+/* a loop of your own that fails: the table still comes at teardown (where did the time go) */
+static hk_signal fail_at_3(hk_ctx *ctx, void *u) {
+  (void)u;
+  return ctx->global_step == 3 ? hk_fail(ctx, "boom at step 3") : HK_CONTINUE;
+}
+static void test_profiler_own_loop_failing(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  const tr_profiler_state *p;
+  unsigned next = 0;
+  (void)state;
+  memset(&ctx, 0, sizeof ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 10, .log = out, .no_signals = 1 }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "profiler(slow_fraction=2)"), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, fail_at_3, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  while (!(next & TR_RUN_STOP) && ctx.global_step < 10) {
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+    HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, &ctx, &flow);
+    HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
+    HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
+    ctx.global_step++;
+    HK_FIRE_FLOW(reg, HK_ON_AFTER_OPTIMIZER_STEP, &ctx, &flow);
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+    next = tr_run_batch_end(reg, &ctx, &flow);
+    hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_HOOK);
+  fflush(out);
+  p = tr_profiler_get(reg, hk_spec_find(reg, "profiler", 0));
+  assert_non_null(p);
+  assert_int_equal(p->steps, 3);
+  assert_int_equal(p->phase_calls[TR_PHASE_FORWARD], 3);
+  assert_int_equal(p->phase_calls[TR_PHASE_BACKWARD], 6);
+  assert_int_equal(p->phase_calls[TR_PHASE_OPTIMIZER], 3);
+  assert_non_null(strstr(buf, "profiler: fit, "));
+  assert_non_null(strstr(buf, "event      on_train_batch_end "));
+  assert_non_null(strstr(buf, "event      setup "));
+  assert_non_null(strstr(buf, "  hook     hook#"));
+  assert_int_equal(tr_profiler_print(reg, hk_spec_find(reg, "profiler", 0), out), 0);
+  assert_int_equal(tr_profiler_print(reg, 12345, out), -1);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  fclose(out);
+  free(buf);
+}
+
+/* throughput_monitor in a loop of your own, on a clock it is given: exact rates, percentiles, MFU,
+   tokens (per sample and from a metric), validation left out, several ranks */
+static double g_fake_now;
+static double fake_clock(void *u) { (void)u; return g_fake_now; }
+static void tp_run(int world, const char *tokens_metric, seen_rec *seen, tr_throughput_monitor_state *out) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  hk_handle h;
+  int i;
+  memset(&ctx, 0, sizeof ctx);
+  g_fake_now = 100;
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 20, .log_every_n_steps = 10, .no_signals = 1 }), TR_OK);
+  assert_int_equal(tr_throughput_monitor(reg, &(tr_throughput_monitor_desc){ .window = 10, .tokens_per_sample = 8,
+                                           .tokens_metric = tokens_metric, .flops_per_sample = 100, .peak_flops = 1e5,
+                                           .clock = fake_clock }, &h), TR_OK);
+  assert_int_equal(hk_on(reg, HK_ON_LOG, grab_record, seen, &(hk_opts){ .name = "grab", .monitor = 1, .order = 1 << 20 }, NULL), HK_OK);
+  ctx.world_size = world;
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  for (i = 1; i <= 20; i++) {
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+    g_fake_now += i <= 10 ? 0.001 * (11 - i) : 0.001 * (i - 10); /* steps 10, 9, .. 1 ms, then 1 .. 10 ms */
+    ctx.global_step++;
+    ctx.samples_seen += 4;
+    if (tokens_metric) hk_metric_set(&ctx, tokens_metric, 30);
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+    tr_run_batch_end(reg, &ctx, &flow);
+    if (i == 15) { /* a validation of 5 s: not training time */
+      HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, &ctx, &flow);
+      g_fake_now += 5;
+      HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, &ctx, &flow);
+    }
+  }
+  *out = *tr_throughput_monitor_get(reg, h);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+}
+static void test_throughput_monitor(void **state) {
+  int world;
+  (void)state;
+  for (world = 1; world <= 4; world += 3) {
+    seen_rec seen;
+    tr_throughput_monitor_state s;
+    memset(&seen, 0, sizeof seen);
+    seen.names[0] = "throughput/samples_per_sec";
+    seen.names[1] = "throughput/tokens_per_sec";
+    seen.names[2] = "throughput/step_ms_p50";
+    seen.names[3] = "throughput/step_ms_p99";
+    seen.names[4] = "throughput/mfu";
+    seen.names[5] = "throughput/device/samples_per_sec";
+    seen.names[6] = "throughput/samples";
+    tp_run(world, NULL, &seen, &s);
+    /* the last window: steps 11..20 took 1..10 ms, 55 ms for 40 samples */
+    assert_int_equal(s.steps, 20);
+    assert_int_equal(s.n, 10);
+    assert_true(fabs(s.samples_per_sec - world * 40 / 0.055) < 1e-6);
+    assert_true(fabs(s.device_samples_per_sec - 40 / 0.055) < 1e-6);
+    assert_true(fabs(s.batches_per_sec - world * 10 / 0.055) < 1e-6);
+    assert_true(fabs(s.tokens_per_sec - world * 320 / 0.055) < 1e-6);
+    assert_true(fabs(s.flops_per_sec - world * 4000 / 0.055) < 1e-6);
+    assert_true(fabs(s.mfu - 4000 / 0.055 / 1e5) < 1e-9); /* per device: the same for any world size */
+    assert_true(fabs(s.step_ms_p50 - 5) < 1e-6 && fabs(s.step_ms_p90 - 9) < 1e-6 && fabs(s.step_ms_p99 - 10) < 1e-6);
+    assert_true(fabs(s.samples - world * 80) < 1e-9 && fabs(s.tokens - world * 640) < 1e-9);
+    /* the records (steps 10 and 20) carry them */
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.has[0], 2);
+    assert_int_equal(seen.has[1], 2);
+    assert_int_equal(seen.has[4], 2);
+    assert_int_equal(seen.has[5], world > 1 ? 2 : 0);
+    assert_true(fabs(seen.v[0] - s.samples_per_sec) < 1e-6);
+    assert_true(fabs(seen.v[2] - 5) < 1e-6);
+    assert_true(fabs(seen.v[6] - world * 80) < 1e-9);
+  }
+  { /* tokens from a metric the loop sets: 30 a batch */
+    seen_rec seen;
+    tr_throughput_monitor_state s;
+    memset(&seen, 0, sizeof seen);
+    tp_run(1, "batch/tokens", &seen, &s);
+    assert_true(fabs(s.tokens_per_sec - 300 / 0.055) < 1e-6);
+    assert_true(fabs(s.tokens - 600) < 1e-9);
+  }
+}
+
+/* in tr_fit, under the real clock; a loop that does not count samples is told so */
+static void test_throughput_monitor_fit(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(2);
+  hk_handle h;
+  const tr_throughput_monitor_state *s;
+  double v;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.01);
+  g_train.batch_size = BS;
+  c.log_every_n_steps = 2;
+  assert_int_equal(hk_spec_apply(t.reg, "throughput_monitor(window=4, tokens_per_sample=16)"), HK_OK);
+  h = hk_spec_find(t.reg, "throughput_monitor", 0);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_throughput_monitor_get(t.reg, h);
+  assert_int_equal(s->steps, 2 * NBATCH);
+  assert_int_equal(s->n, 4);
+  assert_true(s->samples_per_sec > 0 && fabs(s->tokens_per_sec - 16 * s->samples_per_sec) < 1e-6 * s->tokens_per_sec);
+  assert_true(s->step_ms_p50 > 0 && s->step_ms_p50 <= s->step_ms_p90 && s->step_ms_p90 <= s->step_ms_p99);
+  assert_true(isnan(s->mfu) && isnan(s->flops_per_sec));
+  assert_true(fabs(s->samples - 2 * NS) < 1e-9);
+  assert_true(hk_metric_get(&t.ctx, "throughput/samples_per_sec", &v) && v > 0);
+  assert_null(strstr(lin_logtext(&m), "samples_seen did not move"));
+  g_train.batch_size = 0;
+  lin_free(&m, &t);
+  { /* samples_seen never moves */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    hk_flow flow = { 0 };
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    int i;
+    memset(&ctx, 0, sizeof ctx);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 2, .log = out, .no_signals = 1 }), TR_OK);
+    assert_int_equal(tr_throughput_monitor(reg, &(tr_throughput_monitor_desc){ 0 }, NULL), TR_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    for (i = 0; i < 6; i++) {
+      ctx.global_step++;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+      tr_run_batch_end(reg, &ctx, &flow);
+    }
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+    fflush(out);
+    assert_int_equal(count_of(buf, "throughput_monitor: ctx->samples_seen did not move in 2 steps"), 1);
+    hk_ctx_free(&ctx);
+    hk_destroy(reg);
+    fclose(out);
+    free(buf);
+  }
+}
+
+/* bad parameters: the constructors and the spec strings say what is wrong and what would be right */
+static void test_profiler_throughput_bad_parameters(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  (void)state;
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(tr_profiler(reg, &(tr_profiler_desc){ .slow_fraction = NAN }, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "slow_fraction must be a finite number"));
+  assert_int_equal(tr_profiler(reg, &(tr_profiler_desc){ .table = 7 }, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "table and log_metrics take TR_YES, TR_NO"));
+  assert_int_equal(hk_spec_apply(reg, "profiler(slow_fraction=0)"), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "slow_fraction=0 would call every hook slow"));
+  assert_int_equal(hk_spec_apply(reg, "profiler(table=maybe)"), HK_ERR_SPEC);
+  assert_false(hk_profiling(reg)); /* nothing refused turned it on */
+  assert_int_equal(hk_spec_apply(reg, "profiler"), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "profiler"), HK_ERR_INVALID); /* one per registry */
+  assert_non_null(strstr(hk_last_error(reg), "'profiler'"));
+  assert_true(hk_profiling(reg));  /* the refused second one did not turn it off */
+  assert_int_equal(tr_throughput_monitor(reg, &(tr_throughput_monitor_desc){ .window = 1 }, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "window must be in 2..1000000 steps (0 = 100), got 1"));
+  assert_int_equal(hk_spec_apply(reg, "throughput_monitor(window=0)"), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "window must be in 2..1000000 steps, got 0"));
+  assert_int_equal(hk_spec_apply(reg, "throughput_monitor(window=2000000)"), HK_ERR_INVALID);
+  assert_int_equal(hk_spec_apply(reg, "throughput_monitor(tokens_per_sample=-1)"), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "tokens_per_sample must be a finite number >= 0, got -1"));
+  assert_int_equal(tr_throughput_monitor(reg, &(tr_throughput_monitor_desc){ .flops_per_sample = INFINITY }, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "flops_per_sample must be a finite number >= 0"));
+  assert_int_equal(hk_spec_apply(reg, "throughput_monitor(peak_flops=1e15)"), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "peak_flops needs flops_per_sample"));
+  assert_int_equal(hk_spec_apply(reg, "throughput_monitor(peak_flops=-5, flops_per_sample=1)"), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "peak_flops must be a finite number >= 0"));
+  assert_int_equal(hk_spec_apply(reg, "throughput_monitor(windw=5)"), HK_ERR_SPEC);
+  assert_int_equal(hk_count(reg, HK_ON_TRAIN_BATCH_END), 1); /* only the profiler */
+  hk_destroy(reg);
+}
+
+/* =================================================================================================
    accumulation_scheduler
    ================================================================================================= */
 static void test_accumulation_scheduler(void **state) {
@@ -978,6 +1317,12 @@ static const field_at ms_fields[] = { TR_MODEL_SUMMARY_PARAMS(FA) };
 #define D_ tr_accumulation_scheduler_desc
 static const field_at as_fields[] = { TR_ACCUMULATION_SCHEDULER_PARAMS(FA) };
 #undef D_
+#define D_ tr_profiler_desc
+static const field_at prof_fields[] = { TR_PROFILER_PARAMS(FA) };
+#undef D_
+#define D_ tr_throughput_monitor_desc
+static const field_at tp_fields[] = { TR_THROUGHPUT_MONITOR_PARAMS(FA) };
+#undef D_
 #define D_ tr_on_exception_checkpoint_desc
 static const field_at oec_fields[] = { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(FA) };
 #undef D_
@@ -999,6 +1344,7 @@ static const field_at bar_fields[] = { TR_PROGRESS_BAR_PARAMS(FA) };
 ARGS_OF(es, tr_early_stopping_desc) ARGS_OF(mc, tr_model_checkpoint_desc) ARGS_OF(timer, tr_timer_desc)
 ARGS_OF(lrm, tr_lr_monitor_desc) ARGS_OF(gm, tr_gradient_monitor_desc) ARGS_OF(ng, tr_nan_guard_desc) ARGS_OF(ema, tr_ema_desc)
 ARGS_OF(lrf, tr_lr_finder_desc) ARGS_OF(ms, tr_model_summary_desc) ARGS_OF(as, tr_accumulation_scheduler_desc)
+ARGS_OF(prof, tr_profiler_desc) ARGS_OF(tp, tr_throughput_monitor_desc)
 ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc)
 ARGS_OF(logger, tr_logger_desc) ARGS_OF(plot, tr_plot_desc) ARGS_OF(bar, tr_progress_bar_desc)
 
@@ -1013,6 +1359,8 @@ static tr_err ema_zero(hk_registry *r, hk_handle *h) { return tr_ema(r, &(tr_ema
 static tr_err lrf_zero(hk_registry *r, hk_handle *h) { return tr_lr_finder(r, &(tr_lr_finder_desc){ 0 }, h); }
 static tr_err ms_zero(hk_registry *r, hk_handle *h) { return tr_model_summary(r, &(tr_model_summary_desc){ 0 }, h); }
 static tr_err as_zero(hk_registry *r, hk_handle *h) { return tr_accumulation_scheduler(r, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 2}" }, h); }
+static tr_err prof_zero(hk_registry *r, hk_handle *h) { return tr_profiler(r, &(tr_profiler_desc){ 0 }, h); }
+static tr_err tp_zero(hk_registry *r, hk_handle *h) { return tr_throughput_monitor(r, &(tr_throughput_monitor_desc){ 0 }, h); }
 static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_checkpoint(r, &(tr_on_exception_checkpoint_desc){ .dirpath = "d" }, h); }
 static tr_err sd_zero(hk_registry *r, hk_handle *h) { return tr_spike_detection(r, &(tr_spike_detection_desc){ 0 }, h); }
 static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
@@ -1064,6 +1412,8 @@ SAME(tr__as, PTR(run); PTR(pub.epochs); PTR(pub.factors))
 SAME(tr__logger, PTR(run); STR(pub.dir); STR(pub.path); STR(pub.error); STR(save_dir); STR(name); STR(version); STR(dir);
      STR(path); PTR(cols); PTR(row_at); PTR(cell_col); PTR(cell_val); STR(plot_path); STR(metrics); STR(title); PTR(series))
 SAME(tr__bar, PTR(run))
+SAME(tr__prof, PTR(run); PTR(reg); x.self = y.self = 0; x.t_setup = y.t_setup = 0)
+SAME(tr__tp, PTR(run); STR(tokens_metric); PTR(t); PTR(samples); PTR(tokens); PTR(scratch))
 SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(pub.ckpt_path))
 SAME(tr__sd, PTR(run); MEM(win, 3 * (size_t)x.window * sizeof(double)); PTR(snap_win); PTR(sorted); PTR(snap))
 
@@ -1098,6 +1448,8 @@ static agree_case g_agree[] = {
   CASE(lr_finder, lrf, lrf_zero, tr_lr_finder_desc, same_tr__lrf, "", ""),
   CASE(model_summary, ms, ms_zero, tr_model_summary_desc, same_tr__ms, "", ""),
   CASE(accumulation_scheduler, as, as_zero, tr_accumulation_scheduler_desc, same_tr__as, "scheduling=\"{0: 2}\"", ""),
+  CASE(profiler, prof, prof_zero, tr_profiler_desc, same_tr__prof, "", ""),
+  CASE(throughput_monitor, tp, tp_zero, tr_throughput_monitor_desc, same_tr__tp, "", ""),
   CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "dirpath=d", ""),
   CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
   CASE(csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
@@ -1661,6 +2013,12 @@ int main(void) {
     cmocka_unit_test(test_model_summary),
     cmocka_unit_test(test_accumulation_scheduler),
     cmocka_unit_test(test_accumulation_scheduler_grammar),
+    cmocka_unit_test(test_profiler_fit),
+    cmocka_unit_test(test_profiler_slow_hook),
+    cmocka_unit_test(test_profiler_own_loop_failing),
+    cmocka_unit_test(test_throughput_monitor),
+    cmocka_unit_test(test_throughput_monitor_fit),
+    cmocka_unit_test(test_profiler_throughput_bad_parameters),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_exact_resume_all),
     cmocka_unit_test(test_exact_resume_all_mid_epoch),

@@ -3369,9 +3369,104 @@ static void test_stop_signals_second_default(void **state) {
   assert_int_equal(WTERMSIG(st), SIGTERM);
 }
 
+/* hk_profile: per event and per hook counts, the gap between top-level dispatches, filters, nesting,
+   reset, and the fast loop back (and nothing armed) when it is off */
+static hk_signal spin_fn(hk_ctx *ctx, void *user) {
+  double t0 = hk_clock();
+  (void)ctx;
+  while (hk_clock() - t0 < *(double *)user) {}
+  return HK_CONTINUE;
+}
+typedef struct gap_seen { double gap; int prev; } gap_seen;
+static hk_signal gap_fn(hk_ctx *ctx, void *user) {
+  gap_seen *g = (gap_seen *)user;
+  g->gap = hk_profile_gap(ctx->reg, &g->prev);
+  return HK_CONTINUE;
+}
+static hk_signal nest_fn(hk_ctx *ctx, void *user) {
+  (void)user;
+  return HK_FIRE(ctx->reg, HK_ON_LOG, ctx);
+}
+static void test_profile(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_prof p;
+  gap_seen g = { 0, 0 };
+  double spin = 2e-3, none = 0;
+  hk_handle hs, hf;
+  int i, prev;
+  (void)state;
+  memset(&ctx, 0, sizeof ctx);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, spin_fn, &spin, &(hk_opts){ .name = "spin" }, &hs), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, spin_fn, &none, &(hk_opts){ .name = "every2", .filter.every = 2 }, &hf), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_START, gap_fn, &g, &(hk_opts){ .name = "gap" }, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_BEFORE_BACKWARD, nest_fn, NULL, &(hk_opts){ .name = "nest" }, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_LOG, noop, NULL, &(hk_opts){ .name = "log" }, NULL), HK_OK);
+  /* off: the fast loop, no clock, no counts */
+  assert_false(hk_profiling(reg));
+  assert_non_null(reg->hk__fast[HK_ON_TRAIN_BATCH_END]);
+  HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+  assert_int_equal(hk_profile_event(reg, HK_ON_TRAIN_BATCH_END, &p), 0);
+  assert_int_equal(p.calls, 0);
+  assert_true(hk_profile_gap(reg, &prev) < 0 && prev == -1);
+  hk_profile(reg, 1);
+  assert_true(hk_profiling(reg));
+  assert_null(reg->hk__fast[HK_ON_TRAIN_BATCH_END]);
+  assert_false(reg->armed[HK_ON_VALIDATION_END]); /* an event without hooks stays unarmed */
+  for (i = 0; i < 4; i++) {
+    HK_FIRE(reg, HK_ON_TRAIN_BATCH_START, &ctx);
+    if (i == 3) assert_true(g.gap >= 0 && g.prev == HK_ON_TRAIN_BATCH_END);
+    { double t0 = hk_clock(); while (hk_clock() - t0 < 1e-3) {} } /* the loop's own work: 1 ms */
+    HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, &ctx);
+    HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+  }
+  assert_true(g.gap >= 0 && g.gap < 1e-3); /* from on_train_batch_end to on_train_batch_start: nothing */
+  assert_int_equal(hk_profile_event(reg, HK_ON_TRAIN_BATCH_END, &p), 0);
+  assert_string_equal(p.name, "on_train_batch_end");
+  assert_int_equal(p.calls, 4);
+  assert_true(p.total >= 4 * 2e-3 && p.max >= 2e-3 && p.max <= p.total);
+  assert_int_equal(hk_profile_hook(reg, HK_ON_TRAIN_BATCH_END, 0, &p), 0);
+  assert_string_equal(p.name, "spin");
+  assert_int_equal(p.handle, hs);
+  assert_int_equal(p.calls, 4);
+  assert_true(p.total >= 4 * 2e-3);
+  assert_int_equal(hk_profile_hook(reg, HK_ON_TRAIN_BATCH_END, 1, &p), 0);
+  assert_int_equal(p.handle, hf);
+  assert_int_equal(p.calls, 2); /* a filtered hook: timed when it runs */
+  assert_int_equal(hk_profile_hook(reg, HK_ON_TRAIN_BATCH_END, 2, &p), -1);
+  assert_int_equal(hk_profile_event(reg, HK_ON_LOG, &p), 0);
+  assert_int_equal(p.calls, 4); /* nested dispatches count too */
+  assert_int_equal(hk_profile_hook(reg, HK_ON_BEFORE_BACKWARD, 0, &p), 0);
+  assert_int_equal(p.calls, 4);
+  assert_int_equal(hk_profile_event(reg, -1, &p), -1);
+  assert_int_equal(hk_profile_event(reg, HK_MAX_EVENTS, &p), -1);
+  assert_int_equal(hk_profile_hook(NULL, 0, 0, &p), -1);
+  /* a gap is seen only inside a dispatch */
+  assert_true(hk_profile_gap(reg, &prev) < 0 && prev == -1);
+  hk_profile_reset(reg);
+  assert_int_equal(hk_profile_event(reg, HK_ON_TRAIN_BATCH_END, &p), 0);
+  assert_int_equal(p.calls, 0);
+  assert_int_equal(hk_profile_hook(reg, HK_ON_TRAIN_BATCH_END, 0, &p), 0);
+  assert_int_equal(p.calls, 0);
+  /* off again: counts kept, the fast loop back */
+  HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+  hk_profile(reg, 0);
+  assert_false(hk_profiling(reg));
+  assert_non_null(reg->hk__fast[HK_ON_TRAIN_BATCH_END]);
+  HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+  assert_int_equal(hk_profile_event(reg, HK_ON_TRAIN_BATCH_END, &p), 0);
+  assert_int_equal(p.calls, 1);
+  assert_true(hk_clock() > 0);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  hk_profile(NULL, 1);
+  assert_false(hk_profiling(NULL));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_event_table_accessors, cleanup),
+    cmocka_unit_test_teardown(test_profile, cleanup),
     cmocka_unit_test_teardown(test_fire_is_expression_and_active, cleanup),
     cmocka_unit_test_teardown(test_fire_nested, cleanup),
     cmocka_unit_test_teardown(test_registered_disabled, cleanup),
