@@ -1661,7 +1661,8 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    state. The whole line (bar, counts, rate, postfix) is cut to the terminal's width less one (tqdm),
    measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS, else 80), so it never wraps and
    a resized terminal gets lines of its new width; when the terminal was narrowed below the last line,
-   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too. The validation
+   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too (those still on
+   the screen: tmux may push one into its scrollback). The validation
    line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
    every training epoch carrying its validation's metrics (a validation inside an epoch has no line

@@ -7,7 +7,9 @@
 #             column (tqdm), so nothing wraps; at the end exactly one bar: the last epoch's at 100%, as
 #             wide as the terminal less one; the hook's lines above it, whole, each once per epoch
 #   resize:   120 columns, narrowed to 60 in the first epoch: the same, the last bar 59 wide (the 120-wide
-#             line the bar drew before, rewrapped by tmux into two rows, erased)
+#             line the bar drew before, rewrapped by tmux into two rows, erased). The screen is checked,
+#             not the scrollback: tmux's rewrap keeps the cursor's row and may push a row of the old line
+#             into the scrollback, where no program can reach it; the hook's lines are looked for in both.
 #   pipe:     complete lines only: no carriage return, no escape code; the sanity check once, one line
 #             per epoch (with its validation's metrics), the hook's lines, nothing else
 set -u
@@ -37,7 +39,8 @@ run() {
   i=0 shots=0
   while [ $i -lt 100 ]; do
     sleep 0.1
-    tmux -L "$sock" capture-pane -p -J -S - > "$out" 2>/dev/null || break
+    tmux -L "$sock" capture-pane -p -J > "$out" 2>/dev/null || break
+    tmux -L "$sock" capture-pane -p -J -S - > "$out.all" 2>/dev/null || break
     if [ -n "$resize" ] && [ "$cols" -ne "$resize" ] && grep -q '^note: epoch 0' "$out"; then
       tmux -L "$sock" resize-window -x "$resize" 2>/dev/null || fail "tmux resize-window failed"; cols=$resize
     fi
@@ -55,7 +58,7 @@ run() {
   grep -q '^EXIT=0' "$out" || { cat "$out"; fail "$cols columns: the run in tmux did not finish"; }
   [ "$(grep -c '|' "$out")" -eq 1 ] || { cat "$out"; fail "$cols columns: not exactly one bar left on the screen"; }
   grep -q '^Epoch 2: 100%|.*| 4/4 \[' "$out" || { cat "$out"; fail "$cols columns: the last bar is not epoch 2 at 100%"; }
-  for e in 0 1 2; do [ "$(grep -c "^note: epoch $e half done\$" "$out")" -eq 1 ] || { cat "$out"; fail "$cols columns: the hook's line for epoch $e is not there once, whole"; }; done
+  for e in 0 1 2; do [ "$(grep -c "^note: epoch $e half done\$" "$out.all")" -eq 1 ] || { cat "$out.all"; fail "$cols columns: the hook's line for epoch $e is not there once, whole"; }; done
   width=$(grep '^Epoch' "$out" | python3 -c 'import sys; print(len(sys.stdin.buffer.read().decode().rstrip("\n").rstrip()))')
   [ "$width" -eq $((cols - 1)) ] || { cat "$out"; fail "the bar is $width characters wide; the terminal has $cols columns (tqdm: $cols - 1)"; }
   echo "log_bar: terminal $1${2:+ -> $2} columns: $shots screenshots, no wrapped row, one bar per kind; at the end: $(grep '^Epoch' "$out")"
