@@ -132,6 +132,9 @@
        ends the epoch) and callbacks stop by setting trainer.should_stop.
      - HK_STOP_EPOCH still fires that batch's on_train_batch_end and runs the epoch's validation;
        Lightning's -1 skips both.
+     - The plateau schedule checks its metric before on_train_epoch_end (after the epoch's validation);
+       Lightning steps it after, which a checkpoint written at the epoch's end misses on resume
+       (test_schedule_resume_exact).
 
    COMPILE-TIME OPTIONS (define before including)
      TRAIN_IMPLEMENTATION   emit the implementation in this translation unit (with HOOKS_IMPLEMENTATION)
@@ -168,6 +171,12 @@
             bar; one bar per registry; early_stopping says why it stopped by default (log_stop), a
             resume says where it restarted (tr_config / tr_run_desc .no_resume_message);
             TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error (TRAIN_HOOKS_ELSEWHERE)
+     next   schedules linear (to zero), exponential, wsd (warmup-stable-decay), onecycle and plateau
+            (ReduceLROnPlateau) beside constant, step and cosine, each checked against PyTorch's schedulers;
+            their parameters one X-macro list (TR_SCHED_PARAMS), spec strings (tr_sched_parse), checks
+            (tr_sched_check), tr_sched_lr, tr_plateau_step, tr_sched_kind_name; tr_lr_scale / tr_lr_set
+            for hooks (a multiplier on the schedule); the schedule's state (tr_run.lr_state) in
+            checkpoints: tr_save's optional LRST section, a block of tr_run_save's
      next   sweeps (section SWEEPS, TRAIN_NO_SWEEP): tr_sweep runs a job per combination of command-line
             overrides (program fields and spec parameters, Hydra's order), each in version_<job> of the
             sweep's version_N with its hyperparameters, fires hooks.h's on_multirun_start/end,
@@ -425,30 +434,125 @@ typedef struct tr_optim {
 } tr_optim;
 
 /* ---- learning-rate schedules --------------------------------------------------------------------
-   lr(t) = optim.lr * factor(t), where t counts scheduler steps taken: optimizer steps (default) or
-   finished epochs (per_epoch = 1). Every kind starts with an optional linear warmup:
-     t < warmup:  factor = (t+1) / warmup
-   then, with u = t - warmup:
-     TR_SCHED_CONSTANT  1
-     TR_SCHED_STEP      gamma ^ floor(u / step_size)
-     TR_SCHED_COSINE    min_factor + (1-min_factor) * 0.5 * (1 + cos(pi * min(u, T) / T)),  T = total - warmup
-   The current value is in ctx->lr before every training batch; tr_lr_at computes it anywhere. */
-typedef enum tr_sched_kind { TR_SCHED_CONSTANT = 0, TR_SCHED_STEP, TR_SCHED_COSINE } tr_sched_kind;
+   lr(t) = optim.lr * factor(t) * scale, where t counts scheduler steps taken: optimizer steps (default)
+   or finished epochs (per_epoch = 1), and scale is what hooks set (tr_lr_scale, below; 1 by default).
+   Every kind starts with an optional linear warmup:
+     t < warmup:  factor = (t+1) / warmup        (the first step already trains: 1/warmup, not 0)
+   then, with u = t - warmup, T = total - warmup, m = min_factor and each formula PyTorch's:
+     TR_SCHED_CONSTANT     1
+     TR_SCHED_STEP         gamma ^ floor(u / step_size)                                      (StepLR)
+     TR_SCHED_COSINE       m + (1-m) * 0.5 * (1 + cos(pi * min(u, T) / T))        (CosineAnnealingLR)
+     TR_SCHED_LINEAR       m + (1-m) * max(0, (T - u) / T)        (Hugging Face's default: linear to 0)
+     TR_SCHED_EXPONENTIAL  gamma ^ u                                                  (ExponentialLR)
+     TR_SCHED_WSD          warmup, then 1 (stable) until total - decay, then over the decay steps,
+                           with p = (u - stable) / decay: m + (1-m) * d(p), d = 1-p (linear),
+                           0.5 * (1 + cos(pi p)) (cos) or 1 - sqrt(p) (1-sqrt); m after total
+                           (Hugging Face's get_wsd_schedule; stable = T - decay)
+     TR_SCHED_ONECYCLE     PyTorch's OneCycleLR over total steps (t counts from 0, no warmup of its
+                           own: pct_start is its warmup): from max_lr/div_factor up to max_lr at step
+                           pct_start*total - 1, then down to max_lr/(div_factor*final_div_factor) at
+                           total - 1 (three_phase: down to max_lr/div_factor at 2*pct_start*total - 2
+                           first), each phase cos or linear (anneal). Steps past total keep the last
+                           value (PyTorch raises). The momentum is not cycled.
+     TR_SCHED_PLATEAU      ReduceLROnPlateau: after warmup the lr is the plateau's own (it starts at
+                           optim.lr), checked once per training epoch with the metric `monitor`
+                           (tr_plateau_step, PyTorch's rule exactly: threshold rel/abs, patience,
+                           cooldown, min_lr, eps; with TRAIN_MPI on the ranks' mean of
+                           the metric, so every rank keeps the same lr). The trainer checks right after each epoch's
+                           validation, before on_train_epoch_end (Lightning: after it), so a checkpoint
+                           written at the epoch's end holds the state after that check; a monitored
+                           metric that is not set then fails the run (Lightning's strict default).
+   The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
+   the others depend on t alone, so a resume is exact. Set total explicitly when one training is split
+   over fits with different max_steps (resume), so that the curve stays put.
+   The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
+   anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
+   max_lr=0.01, pct_start=0.25)", ...), the kind as the name and the parameters below as keys. */
+#define TR_SCHED_KINDS(X) /* X(enum, spec name) */ \
+  X(TR_SCHED_CONSTANT, "constant") X(TR_SCHED_STEP, "step") X(TR_SCHED_COSINE, "cosine") \
+  X(TR_SCHED_LINEAR, "linear") X(TR_SCHED_PLATEAU, "plateau") X(TR_SCHED_WSD, "wsd") \
+  X(TR_SCHED_ONECYCLE, "onecycle") X(TR_SCHED_EXPONENTIAL, "exponential")
+typedef enum tr_sched_kind {
+#define TR__X(sym, name) sym,
+  TR_SCHED_KINDS(TR__X)
+#undef TR__X
+  TR_SCHED_KIND_COUNT
+} tr_sched_kind;
+TRAIN_API const char *tr_sched_kind_name(tr_sched_kind k); /* "cosine", ...; "?" when out of range */
 
-typedef struct tr_sched {
-  tr_sched_kind kind;     /* 0 = constant */
-  int per_epoch;          /* 0: t counts optimizer steps; 1: t counts finished epochs */
-  int64_t warmup;         /* scheduler steps of linear warmup; 0 = none */
-  int64_t step_size;      /* TR_SCHED_STEP: decay every step_size scheduler steps (required there) */
-  double gamma;           /* TR_SCHED_STEP: decay factor; 0 = 0.1 */
-  int64_t total;          /* TR_SCHED_COSINE: scheduler steps until the minimum; 0 = tr_config.max_steps
-                             (or max_epochs when per_epoch) of the fit that uses it. Set it when one
-                             training is split over several fits (resume), so the curve stays put. */
-  double min_factor;      /* TR_SCHED_COSINE: final lr as a fraction of optim.lr; 0 = decay to 0 */
-} tr_sched;
+/* The shape of onecycle's phases and of wsd's decay. */
+typedef enum tr_anneal { TR_ANNEAL_COS = 0, TR_ANNEAL_LINEAR, TR_ANNEAL_SQRT } tr_anneal;
+#define TR_SCHED_NAME_MAX 64 /* the monitored metric's name, with its NUL */
+/* A double field whose 0 means a default takes TR_ZERO_F (a negative zero) for an explicit 0. */
+#define TR_ZERO_F (-0.0)
 
-/* lr after t scheduler steps (total must be resolved, i.e. > warmup, for the cosine kind). */
+/* The parameters, written once: X(kind, C type, name, spec default, choices, kinds, doc). kind is
+   INT, INT_ZERO, DOUBLE, BOOL or CHOICE as for the callbacks' lists (TR__FIELD), NAME for a char
+   array of TR_SCHED_NAME_MAX, C_ONLY for no spec key; kinds lists the schedules the key belongs to in
+   a spec (' *' all; a '!' after a name: required there). The spec default is also what 0 means. */
+#define TR_SCHED_PARAMS(X) \
+  X(C_ONLY,   tr_sched_kind, kind,          "",      NULL, "",  "the schedule; 0 = constant (a spec names it)") \
+  X(BOOL,     int,       per_epoch,         "false", NULL, " *", "0: t counts optimizer steps; 1: finished epochs") \
+  X(INT,      int64_t,   warmup,            "0",     NULL, " *", "scheduler steps of linear warmup; 0 = none") \
+  X(INT,      int64_t,   step_size,         NULL,    NULL, " step!", "step: decay every step_size scheduler steps (required)") \
+  X(DOUBLE,   double,    gamma,             "0.1",   NULL, " step exponential!", \
+    "step: the decay factor (0 = 0.1); exponential: the factor per step (required), > 0") \
+  X(INT,      int64_t,   total,             "0",     NULL, " cosine linear wsd onecycle", \
+    "scheduler steps of the whole curve; 0 = the fit's max_steps (max_epochs when per_epoch)") \
+  X(DOUBLE,   double,    min_factor,        "0",     NULL, " cosine linear wsd", "the final lr as a fraction of optim.lr, in [0, 1]") \
+  X(NAME,     char,      monitor,           "val/loss", NULL, " plateau", "plateau: the metric it watches (\"\" = val/loss)") \
+  X(CHOICE,   int,       mode,              "min",   "min|max", " plateau", "plateau: min (0, TR_MODE_MIN) or max: which way is better") \
+  X(DOUBLE,   double,    factor,            "0.1",   NULL, " plateau", "plateau: new lr = lr * factor, in (0, 1)") \
+  X(INT_ZERO, int,       patience,          "10",    NULL, " plateau", "plateau: checks without improvement before a reduction") \
+  X(DOUBLE,   double,    threshold,         "1e-4",  NULL, " plateau", "plateau: how much better counts (TR_ZERO_F: any), >= 0") \
+  X(CHOICE,   int,       threshold_mode,    "rel",   "rel|abs", " plateau", "plateau: rel: best * (1 -/+ threshold); abs: best -/+ threshold") \
+  X(INT,      int,       cooldown,          "0",     NULL, " plateau", "plateau: checks after a reduction that count no bad checks") \
+  X(DOUBLE,   double,    min_lr,            "0",     NULL, " plateau", "plateau: the lr never goes below it") \
+  X(DOUBLE,   double,    eps,               "1e-8",  NULL, " plateau", "plateau: a reduction smaller than eps is not made (TR_ZERO_F: 0)") \
+  X(DOUBLE,   double,    max_lr,            "0",     NULL, " onecycle", "onecycle: the peak lr; 0 = optim.lr") \
+  X(DOUBLE,   double,    pct_start,         "0.3",   NULL, " onecycle", "onecycle: the share of total spent going up, in (0, 1)") \
+  X(CHOICE,   tr_anneal, anneal,            "cos",   "cos|linear|1-sqrt", " onecycle wsd", \
+    "onecycle: its phases' shape (cos or linear); wsd: the decay's (cos, linear or 1-sqrt)") \
+  X(DOUBLE,   double,    div_factor,        "25",    NULL, " onecycle", "onecycle: the first lr is max_lr / div_factor") \
+  X(DOUBLE,   double,    final_div_factor,  "1e4",   NULL, " onecycle", "onecycle: the last lr is the first / final_div_factor") \
+  X(BOOL,     int,       three_phase,       "false", NULL, " onecycle", "onecycle: down to the first lr, then the last (pct_start < 0.5)") \
+  X(INT,      int64_t,   decay,             NULL,    NULL, " wsd!", "wsd: scheduler steps of the final decay (required), <= total - warmup")
+#define TR__SCHED_FIELD(kind, type, name, def, choices, kinds, doc) TR__SCHED_FIELD_##kind(type, name)
+#define TR__SCHED_FIELD_C_ONLY(type, name)   type name;
+#define TR__SCHED_FIELD_BOOL(type, name)     type name;
+#define TR__SCHED_FIELD_INT(type, name)      type name;
+#define TR__SCHED_FIELD_INT_ZERO(type, name) type name;
+#define TR__SCHED_FIELD_DOUBLE(type, name)   type name;
+#define TR__SCHED_FIELD_CHOICE(type, name)   type name;
+#define TR__SCHED_FIELD_NAME(type, name)     type name[TR_SCHED_NAME_MAX];
+typedef struct tr_sched { TR_SCHED_PARAMS(TR__SCHED_FIELD) } tr_sched;
+
+/* What a schedule keeps beyond t: the plateau's progress and the hooks' scale. Zero = the start. */
+typedef struct tr_sched_state {
+  double scale;        /* tr_lr_scale's multiplier on the scheduled lr; 0 = 1 */
+  double plateau_lr;   /* plateau: its lr now; 0 = not reduced yet (optim.lr) */
+  double best;         /* plateau: the best value so far (valid once checks > 0) */
+  int64_t num_bad;     /* plateau: checks since the last improvement (PyTorch's num_bad_epochs) */
+  int64_t cooldown;    /* plateau: checks of cooldown left */
+  int64_t checks;      /* plateau: checks made */
+} tr_sched_state;
+
+/* lr after t scheduler steps of the stateless part (total must be resolved, i.e. > warmup, where the
+   kind uses it; a plateau gives its warmup, then base_lr). */
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
+/* The whole lr: tr_lr_at, the plateau's lr in place of base_lr after warmup, times the scale. */
+TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t);
+/* One plateau check with the metric's value now (PyTorch's ReduceLROnPlateau.step): returns 1 when it
+   reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
+TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
+/* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
+   not known yet: the checks that need it wait). TR_ERR_INVALID with why naming the field and what
+   would be right. */
+TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
+/* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
+   into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
+   listing what is valid. Allocates while it parses (setup, not the step loop). */
+TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap);
 
 #ifndef TRAIN_NO_MATH
 /* =================================================================================================
@@ -622,6 +726,9 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
        model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
        the model's bytes come first, so a loader that reads only what it needs is unchanged) and
        restores the callbacks and counters exactly;
+     - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
+       in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
+       and calls tr_plateau_step once per epoch for a plateau;
      - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
        at the next safe point, both through on_exception;
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
@@ -683,6 +790,8 @@ typedef struct tr_run {
   int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
   void *trainer;                 /* train.h's trainer while it drives the run, else NULL */
   struct tr__run_priv *tr__p;    /* private */
+  tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
+                                    saved by tr_save and tr_run_save, restored by their loads */
 } tr_run;
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
@@ -753,6 +862,17 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error naming the file and why. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
+
+/* Set or scale the learning rate from a hook (the seeds' "halve the lr when the loss stays high").
+   The scale is a multiplier on the schedule, kept in the run's lr_state (saved in checkpoints): the
+   lr is schedule(t) * scale from now on, so the schedule keeps its shape at the new level, and a
+   plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
+   finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
+   once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
+   called before it) see the new value. A loop of your own multiplies its lr by lr_state.scale (or
+   uses tr_sched_lr). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
+TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
 
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
@@ -2572,9 +2692,49 @@ static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */
 
+TRAIN_API const char *tr_sched_kind_name(tr_sched_kind k) {
+  static const char *const names[] = {
+#define TR__X(sym, name) name,
+    TR_SCHED_KINDS(TR__X)
+#undef TR__X
+  };
+  return (int)k >= 0 && (int)k < TR_SCHED_KIND_COUNT ? names[k] : "?";
+}
+
+static double tr__anneal(tr_anneal a, double from, double to, double pct) {
+  if (a == TR_ANNEAL_LINEAR) return (to - from) * pct + from;          /* PyTorch's _annealing_linear */
+  return to + (from - to) / 2.0 * (cos(3.141592653589793 * pct) + 1); /* ... _annealing_cos */
+}
+
+/* OneCycleLR.get_lr at step t (PyTorch's phases and float arithmetic, in double). */
+static double tr__onecycle(const tr_sched *s, double base_lr, int64_t t) {
+  double max_lr = s->max_lr > 0 ? s->max_lr : base_lr, div = s->div_factor > 0 ? s->div_factor : 25.0;
+  double fin = s->final_div_factor > 0 ? s->final_div_factor : 1e4, pct = s->pct_start > 0 ? s->pct_start : 0.3;
+  double initial = max_lr / div, min_lr = initial / fin, total = (double)s->total;
+  double end[3], from[3], to[3], start = 0, step;
+  int n, i;
+  end[0] = pct * total - 1; from[0] = initial; to[0] = max_lr;
+  if (s->three_phase) {
+    end[1] = 2 * pct * total - 2; from[1] = max_lr; to[1] = initial;
+    end[2] = total - 1;           from[2] = initial; to[2] = min_lr;
+    n = 3;
+  } else {
+    end[1] = total - 1; from[1] = max_lr; to[1] = min_lr;
+    n = 2;
+  }
+  step = (double)(t < s->total - 1 ? t : s->total - 1); /* past the end: the last value */
+  for (i = 0; i < n; i++) {
+    if (step <= end[i] || i == n - 1) return tr__anneal(s->anneal, from[i], to[i], (step - start) / (end[i] - start));
+    start = end[i];
+  }
+  return min_lr;
+}
+
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
   int64_t warmup = s->warmup > 0 ? s->warmup : 0, u;
+  double m = s->min_factor;
   if (t < 0) t = 0;
+  if (s->kind == TR_SCHED_ONECYCLE) return s->total > 0 ? tr__onecycle(s, base_lr, t) : base_lr;
   if (t < warmup) return base_lr * (double)(t + 1) / (double)warmup;
   u = t - warmup;
   switch (s->kind) {
@@ -2583,14 +2743,215 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
     int64_t size = s->step_size > 0 ? s->step_size : 1;
     return base_lr * pow(gamma, (double)(u / size));
   }
+  case TR_SCHED_EXPONENTIAL: return base_lr * pow(s->gamma > 0 ? s->gamma : 0.1, (double)u);
   case TR_SCHED_COSINE: {
     double T = (double)(s->total - warmup), x = (double)u;
-    if (T <= 0) return base_lr * s->min_factor;
+    if (T <= 0) return base_lr * m;
     if (x > T) x = T;
-    return base_lr * (s->min_factor + (1.0 - s->min_factor) * 0.5 * (1.0 + cos(3.141592653589793 * x / T)));
+    return base_lr * (m + (1.0 - m) * 0.5 * (1.0 + cos(3.141592653589793 * x / T)));
   }
-  default: return base_lr; /* constant (after its warmup, if any) */
+  case TR_SCHED_LINEAR: {
+    double T = (double)(s->total - warmup), r;
+    if (T <= 0) return base_lr * m;
+    r = (T - (double)u) / T;
+    return base_lr * (m + (1.0 - m) * (r > 0 ? r : 0));
   }
+  case TR_SCHED_WSD: {
+    int64_t stable = s->total - warmup - s->decay;
+    double p, d;
+    if (u < stable) return base_lr;
+    if (u >= stable + s->decay || s->decay <= 0) return base_lr * m;
+    p = (double)(u - stable) / (double)s->decay;
+    d = s->anneal == TR_ANNEAL_LINEAR ? 1.0 - p : s->anneal == TR_ANNEAL_SQRT ? 1.0 - sqrt(p) : 0.5 * (1.0 + cos(3.141592653589793 * p));
+    return base_lr * (m + (1.0 - m) * d);
+  }
+  default: return base_lr; /* constant and plateau (after their warmup, if any) */
+  }
+}
+
+TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t) {
+  double scale = st && st->scale > 0 ? st->scale : 1.0;
+  if (s->kind == TR_SCHED_PLATEAU && st && st->plateau_lr > 0 && t >= s->warmup) return st->plateau_lr * scale;
+  return tr_lr_at(s, base_lr, t) * scale;
+}
+
+/* PyTorch's ReduceLROnPlateau.step(metrics), its is_better and _reduce_lr, for one parameter group. */
+TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric) {
+  int max = s->mode == 1, rel = s->threshold_mode == 0, better;
+  double th = s->threshold, lr = st->plateau_lr > 0 ? st->plateau_lr : base_lr, eps = s->eps;
+  double factor = s->factor > 0 ? s->factor : 0.1, next;
+  int64_t patience = s->patience == TR_ZERO ? 0 : s->patience == 0 ? 10 : s->patience;
+  if (th == 0 && !signbit(th)) th = 1e-4;
+  if (eps == 0 && !signbit(eps)) eps = 1e-8;
+  if (st->checks == 0) st->best = max ? -HUGE_VAL : HUGE_VAL; /* mode_worse */
+  st->checks++;
+  if (!max && rel) better = metric < st->best * (1.0 - th);
+  else if (!max)   better = metric < st->best - th;
+  else if (rel)    better = metric > st->best * (th + 1.0);
+  else             better = metric > st->best + th;
+  if (better) { st->best = metric; st->num_bad = 0; }
+  else st->num_bad++;
+  if (st->cooldown > 0) { st->cooldown--; st->num_bad = 0; }
+  if (st->num_bad <= patience) return 0;
+  st->cooldown = s->cooldown;
+  st->num_bad = 0;
+  next = lr * factor > s->min_lr ? lr * factor : s->min_lr;
+  if (lr - next > eps) { st->plateau_lr = next; return 1; }
+  return 0;
+}
+
+#define TR__SCHED_BAD(...) do { if (why && cap) snprintf(why, cap, __VA_ARGS__); return TR_ERR_INVALID; } while (0)
+TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t cap) {
+  const char *k = tr_sched_kind_name(s->kind);
+  if (why && cap) why[0] = 0;
+  if ((int)s->kind < 0 || (int)s->kind >= TR_SCHED_KIND_COUNT)
+    TR__SCHED_BAD("sched.kind %d is not a schedule (TR_SCHED_CONSTANT .. TR_SCHED_EXPONENTIAL)", (int)s->kind);
+  if (s->warmup < 0 || s->step_size < 0 || s->total < 0 || s->decay < 0)
+    TR__SCHED_BAD("sched.warmup, step_size, total and decay must be >= 0 (%s: %lld, %lld, %lld, %lld)", k,
+                  (long long)s->warmup, (long long)s->step_size, (long long)s->total, (long long)s->decay);
+  if (s->kind == TR_SCHED_STEP && s->step_size == 0) TR__SCHED_BAD("the step schedule needs sched.step_size");
+  if (s->kind == TR_SCHED_EXPONENTIAL && s->gamma == 0) TR__SCHED_BAD("the exponential schedule needs sched.gamma (> 0, e.g. 0.99)");
+  if ((s->gamma == 0 && signbit(s->gamma)) || (s->factor == 0 && signbit(s->factor)) || (s->pct_start == 0 && signbit(s->pct_start)) ||
+      (s->div_factor == 0 && signbit(s->div_factor)) || (s->final_div_factor == 0 && signbit(s->final_div_factor)))
+    TR__SCHED_BAD("%s: gamma, factor, pct_start, div_factor and final_div_factor cannot be 0 (leave them out for the defaults)", k);
+  if (s->gamma == 0) s->gamma = 0.1;
+  if (!(s->gamma > 0) || !(s->gamma < HUGE_VAL)) TR__SCHED_BAD("%s: sched.gamma must be > 0 and finite, got %g", k, s->gamma);
+  if (!(s->min_factor >= 0 && s->min_factor <= 1)) TR__SCHED_BAD("%s: sched.min_factor must be in [0, 1], got %g", k, s->min_factor);
+  if (s->kind == TR_SCHED_PLATEAU) {
+    if (memchr(s->monitor, 0, sizeof s->monitor) == NULL) TR__SCHED_BAD("plateau: sched.monitor is not NUL-terminated within %d bytes", TR_SCHED_NAME_MAX);
+    if (!s->monitor[0]) strcpy(s->monitor, "val/loss");
+    if (s->mode != 0 && s->mode != 1) TR__SCHED_BAD("plateau: sched.mode must be 0 (min) or 1 (max), got %d", s->mode);
+    if (s->threshold_mode != 0 && s->threshold_mode != 1) TR__SCHED_BAD("plateau: sched.threshold_mode must be 0 (rel) or 1 (abs), got %d", s->threshold_mode);
+    if (s->factor == 0) s->factor = 0.1;
+    if (s->patience == 0) s->patience = 10;
+    if (s->threshold == 0 && !signbit(s->threshold)) s->threshold = 1e-4; /* TR_ZERO_F stays: an explicit 0 */
+    if (s->eps == 0 && !signbit(s->eps)) s->eps = 1e-8;
+    if (!(s->factor > 0 && s->factor < 1)) TR__SCHED_BAD("plateau: sched.factor must be in (0, 1) (new lr = lr * factor), got %g", s->factor);
+    if (s->patience < 0 && s->patience != TR_ZERO) TR__SCHED_BAD("plateau: sched.patience must be >= 0 (0 = 10, TR_ZERO = 0), got %d", s->patience);
+    if (s->cooldown < 0) TR__SCHED_BAD("plateau: sched.cooldown must be >= 0, got %d", s->cooldown);
+    if (!(s->threshold >= 0 && s->threshold < HUGE_VAL)) TR__SCHED_BAD("plateau: sched.threshold must be >= 0 and finite, got %g", s->threshold);
+    if (!(s->min_lr >= 0 && s->min_lr < HUGE_VAL)) TR__SCHED_BAD("plateau: sched.min_lr must be >= 0 and finite, got %g", s->min_lr);
+    if (!(s->eps >= 0 && s->eps < HUGE_VAL)) TR__SCHED_BAD("plateau: sched.eps must be >= 0 and finite, got %g", s->eps);
+  }
+  if (s->kind == TR_SCHED_ONECYCLE || s->kind == TR_SCHED_WSD) {
+    if ((int)s->anneal < 0 || (int)s->anneal > TR_ANNEAL_SQRT) TR__SCHED_BAD("%s: sched.anneal %d is not cos, linear or 1-sqrt", k, (int)s->anneal);
+  }
+  if (s->kind == TR_SCHED_ONECYCLE) {
+    if (s->anneal == TR_ANNEAL_SQRT) TR__SCHED_BAD("onecycle: sched.anneal must be cos or linear (1-sqrt is wsd's)");
+    if (s->pct_start == 0) s->pct_start = 0.3;
+    if (s->div_factor == 0) s->div_factor = 25;
+    if (s->final_div_factor == 0) s->final_div_factor = 1e4;
+    if (!(s->pct_start > 0 && s->pct_start < 1)) TR__SCHED_BAD("onecycle: sched.pct_start must be in (0, 1), got %g", s->pct_start);
+    if (s->three_phase && !(s->pct_start < 0.5)) TR__SCHED_BAD("onecycle: three_phase needs sched.pct_start < 0.5 (up, then down as long), got %g", s->pct_start);
+    if (!(s->max_lr >= 0 && s->max_lr < HUGE_VAL)) TR__SCHED_BAD("onecycle: sched.max_lr must be > 0 and finite (0 = optim.lr), got %g", s->max_lr);
+    if (!(s->div_factor > 0 && s->div_factor < HUGE_VAL) || !(s->final_div_factor > 0 && s->final_div_factor < HUGE_VAL))
+      TR__SCHED_BAD("onecycle: sched.div_factor and final_div_factor must be > 0 and finite, got %g and %g", s->div_factor, s->final_div_factor);
+    if (s->warmup) TR__SCHED_BAD("onecycle: sched.warmup must be 0 (pct_start is its warmup), got %lld", (long long)s->warmup);
+  }
+  if (s->kind == TR_SCHED_WSD && s->decay == 0) TR__SCHED_BAD("wsd: sched.decay (the final decay's scheduler steps) is required, e.g. 10%% of total");
+  if (total > 0) {
+    if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
+      TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
+                    (long long)total, (long long)s->warmup);
+    if (s->kind == TR_SCHED_WSD && total < s->warmup + s->decay)
+      TR__SCHED_BAD("wsd: sched.total (or max_steps / max_epochs) must be >= warmup + decay (%lld < %lld + %lld)",
+                    (long long)total, (long long)s->warmup, (long long)s->decay);
+    if (s->kind == TR_SCHED_ONECYCLE) { /* every phase at least one step long (PyTorch divides by zero otherwise) */
+      double e1 = s->pct_start * (double)total - 1, e2 = s->three_phase ? 2 * s->pct_start * (double)total - 2 : (double)total - 1;
+      if (!(e1 > 0 && e2 > e1 && (double)total - 1 > (s->three_phase ? e2 : e1)))
+        TR__SCHED_BAD("onecycle: %lld total steps with pct_start %g leave a phase without steps; give more steps or another pct_start",
+                      (long long)total, s->pct_start);
+    }
+  }
+  return TR_OK;
+}
+
+/* The spec: one factory per kind on a registry of its own, with the keys TR_SCHED_PARAMS gives that
+   kind, so the grammar and the messages are hooks.h's (names the bad part, lists what is valid). */
+typedef struct tr__sched_parsing { tr_sched *s; char *why; size_t cap; } tr__sched_parsing;
+static int tr__sched_in(const char *kinds, const char *kind, int *required) {
+  size_t n = strlen(kind);
+  const char *p = kinds;
+  *required = 0;
+  if (!strcmp(kinds, " *")) return 1;
+  while ((p = strstr(p, kind)) != NULL) {
+    if (p[-1] == ' ' && (p[n] == 0 || p[n] == ' ' || p[n] == '!')) { *required = p[n] == '!'; return 1; }
+    p += n;
+  }
+  return 0;
+}
+static hk_err tr__sched_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr__sched_parsing *ps = (tr__sched_parsing *)user;
+  tr_sched *s = ps->s;
+  int k;
+  for (k = 0; k < TR_SCHED_KIND_COUNT; k++)
+    if (!strcmp(a->factory, tr_sched_kind_name((tr_sched_kind)k))) s->kind = (tr_sched_kind)k;
+#define TR__SCHED_COPY(kind, type, name, def, choices, kinds, doc) TR__SCHED_COPY_##kind(type, name)
+#define TR__SCHED_COPY_C_ONLY(type, name)
+#define TR__SCHED_COPY_BOOL(type, name)     if (hk_arg_given(a, #name)) s->name = hk_arg_bool(a, #name);
+#define TR__SCHED_COPY_INT(type, name)      if (hk_arg_given(a, #name)) s->name = (type)hk_arg_int(a, #name);
+#define TR__SCHED_COPY_INT_ZERO(type, name) if (hk_arg_given(a, #name)) s->name = hk_arg_int(a, #name) ? (type)hk_arg_int(a, #name) : TR_ZERO;
+#define TR__SCHED_COPY_DOUBLE(type, name)   if (hk_arg_given(a, #name)) s->name = hk_arg_double(a, #name) == 0 ? TR_ZERO_F : hk_arg_double(a, #name);
+#define TR__SCHED_COPY_CHOICE(type, name)   if (hk_arg_given(a, #name)) s->name = (type)hk_arg_int(a, #name);
+#define TR__SCHED_COPY_NAME(type, name) \
+  if (hk_arg_given(a, #name)) { \
+    if (strlen(hk_arg_str(a, #name)) >= sizeof s->name) \
+      return hk_set_error(reg, HK_ERR_INVALID, "%s: " #name " is longer than %d bytes", a->factory, (int)sizeof s->name - 1); \
+    strcpy(s->name, hk_arg_str(a, #name)); }
+  TR_SCHED_PARAMS(TR__SCHED_COPY)
+  if (tr_sched_check(s, 0, ps->why, ps->cap)) return hk_set_error(reg, HK_ERR_INVALID, "%s", ps->why);
+  return HK_OK;
+}
+static const hk_param tr__sched_params[] = {
+#define TR__SCHED_PARAM(kind, type, name, def, choices, kinds, doc) TR__SCHED_PARAM_##kind(name, def, choices, kinds, doc)
+#define TR__SCHED_PARAM_C_ONLY(name, def, choices, kinds, doc)   { "", HK_PARAM_INT, def, choices, kinds },
+#define TR__SCHED_PARAM_BOOL(name, def, choices, kinds, doc)     { #name, HK_PARAM_BOOL, def, choices, kinds },
+#define TR__SCHED_PARAM_INT(name, def, choices, kinds, doc)      { #name, HK_PARAM_INT, def, choices, kinds },
+#define TR__SCHED_PARAM_INT_ZERO(name, def, choices, kinds, doc) { #name, HK_PARAM_INT, def, choices, kinds },
+#define TR__SCHED_PARAM_DOUBLE(name, def, choices, kinds, doc)   { #name, HK_PARAM_DOUBLE, def, choices, kinds },
+#define TR__SCHED_PARAM_CHOICE(name, def, choices, kinds, doc)   { #name, HK_PARAM_CHOICE, def, choices, kinds },
+#define TR__SCHED_PARAM_NAME(name, def, choices, kinds, doc)     { #name, HK_PARAM_STRING, def, choices, kinds },
+  TR_SCHED_PARAMS(TR__SCHED_PARAM)
+}; /* doc holds the kinds column here; the table below hands hooks.h the real docs */
+static const char *const tr__sched_docs[] = {
+#define TR__SCHED_DOC(kind, type, name, def, choices, kinds, doc) doc,
+  TR_SCHED_PARAMS(TR__SCHED_DOC)
+};
+TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap) {
+  enum { N = (int)(sizeof tr__sched_params / sizeof tr__sched_params[0]) };
+  hk_param prm[N];
+  hk_registry *reg;
+  tr__sched_parsing ps;
+  tr_err e = TR_OK;
+  int k, i, n, semis = 0;
+  const char *c;
+  if (why && cap) why[0] = 0;
+  if (!s || !spec) TR__SCHED_BAD("tr_sched_parse: no schedule or no spec");
+  for (c = spec; *c; c++) semis += *c == ';';
+  if (semis) TR__SCHED_BAD("tr_sched_parse: '%s' holds ';': give one schedule, e.g. cosine(warmup=100)", spec);
+  memset(s, 0, sizeof *s);
+  ps.s = s; ps.why = why; ps.cap = cap;
+  if (!(reg = hk_create(NULL))) TR__SCHED_BAD("tr_sched_parse: out of memory");
+  for (k = 0; k < TR_SCHED_KIND_COUNT && !e; k++) {
+    const char *kind = tr_sched_kind_name((tr_sched_kind)k);
+    for (i = n = 0; i < N; i++) {
+      int required;
+      if (!tr__sched_params[i].key[0] || !tr__sched_in(tr__sched_params[i].doc, kind, &required)) continue;
+      prm[n] = tr__sched_params[i];
+      prm[n].doc = tr__sched_docs[i];
+      if (required) prm[n].def = NULL;
+      else if (!prm[n].def) prm[n].def = "0";
+      n++;
+    }
+    if (hk_factory_add(reg, kind, prm, n, tr__sched_factory, &ps, "a learning-rate schedule") != HK_OK) e = TR_ERR_NOMEM;
+  }
+  if (e) { if (why && cap) snprintf(why, cap, "tr_sched_parse: out of memory"); }
+  else if (hk_spec_apply(reg, spec) != HK_OK) {
+    if (why && cap) snprintf(why, cap, "tr_sched_parse: %s", hk_last_error(reg));
+    e = TR_ERR_INVALID;
+  }
+  hk_destroy(reg);
+  return e;
 }
 
 #ifndef TRAIN_NO_TRAINER
@@ -2598,7 +2959,7 @@ TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
 static double tr__current_lr(const tr_trainer *t) {
   tr_sched s = t->sched;
   s.total = t->tr__total;
-  return tr_lr_at(&s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
+  return tr_sched_lr(&s, t->tr__run ? &t->tr__run->lr_state : NULL, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 #endif
 
@@ -3342,6 +3703,78 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
   return run->desc.epochs != TR_NO;
 }
 
+/* ---- the schedule's state in checkpoints, and hooks that set the lr ----------------------------------
+   56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
+   cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
+   without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
+#define TR__LR_STATE_SIZE 56
+#define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
+static int tr__lr_state_any(const tr_sched_state *st) {
+  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
+}
+static void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
+  double d[3];
+  int i;
+  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
+  memcpy(p, "TRLR", 4);
+  tr__le(p + 4, 1, 4);
+  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
+  tr__le(p + 32, (uint64_t)st->num_bad, 8);
+  tr__le(p + 40, (uint64_t)st->cooldown, 8);
+  tr__le(p + 48, (uint64_t)st->checks, 8);
+}
+/* Read and range-check; why says what is wrong. */
+static int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
+  double d[3];
+  int64_t v[3];
+  int i;
+  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
+    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
+  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
+  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
+  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
+    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
+                   d[0], d[1], d[2]), -1;
+  for (i = 0; i < 3; i++)
+    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
+      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
+                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
+  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
+  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
+  return 0;
+}
+
+TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
+  tr_run *run;
+  double scale;
+  if (!ctx || !ctx->reg || !(run = tr_run_get(ctx->reg))) return TR_ERR_INVALID;
+  if (!(factor > 0 && factor < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_scale: factor must be > 0 and finite (0.5 halves the lr), got %g", factor);
+    return TR_ERR_INVALID;
+  }
+  scale = (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0) * factor;
+  if (!(scale > 0 && scale < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_scale: the scale would become %g; it must stay > 0 and finite", scale);
+    return TR_ERR_INVALID;
+  }
+  run->lr_state.scale = scale;
+  ctx->lr *= factor;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
+  if (!ctx || !ctx->reg) return TR_ERR_INVALID;
+  if (!(lr > 0 && lr < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_set: lr must be > 0 and finite, got %g", lr);
+    return TR_ERR_INVALID;
+  }
+  if (!(ctx->lr > 0 && ctx->lr < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_set: ctx->lr is %g; it must be > 0 to scale from (set ctx->lr first in a loop of your own)", ctx->lr);
+    return TR_ERR_INVALID;
+  }
+  return tr_lr_scale(ctx, lr / ctx->lr);
+}
+
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
   const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
   int64_t epochs;
@@ -3602,6 +4035,11 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
     ctx->path = NULL;
     return TR_ERR_STATE;
   }
+  if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
+    unsigned char b[TR__LR_STATE_SIZE];
+    tr__lr_state_put(b, &s.run->lr_state);
+    (void)tr__run_state_sink(TR__LR_STATE_KEY, b, sizeof b, &s.state);
+  }
   { /* count the hooks: walk the blocks just written */
     size_t p = count_at + 4;
     while (p + 4 <= s.state.len) {
@@ -3645,6 +4083,7 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   uint32_t n_hooks = 0, i;
   size_t p;
   int missing = 0;
+  tr_sched_state lr_state;
   tr_err e = TR_OK;
   if (!run || !ctx || !path) return TR_ERR_INVALID;
   err = run->tr__p->error;
@@ -3699,6 +4138,15 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
     p += 4 + (size_t)klen + 8 + (size_t)len;
   }
   if (p != slen) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %llu stray bytes after the callbacks' state", path, (unsigned long long)(slen - p));
+  memset(&lr_state, 0, sizeof lr_state); /* none saved: the schedule's start */
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
+      char why[200];
+      if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &lr_state, why, sizeof why))
+        TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, why);
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
   if (hk_state_check(reg, blobs, (int)n_hooks, &missing) != HK_OK)
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, hk_last_error(reg));
   for (i = 0; i < n_hooks; i++)
@@ -3712,6 +4160,7 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   ctx->global_step = (int64_t)v[1];
   ctx->batch_idx = (int64_t)v[2];
   ctx->samples_seen = (int64_t)v[3];
+  run->lr_state = lr_state;
   run->tr__p->last_step = ctx->global_step;
   hk_grads_changed(ctx);
   free(run->tr__p->resume);
@@ -7284,7 +7733,7 @@ TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text,
 }
 #ifndef TRAIN_NO_TRAINER
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
-  static const char *const optim[] = { "adamw", "sgd" }, *const sched[] = { "constant", "step", "cosine" };
+  static const char *const optim[] = { "adamw", "sgd" };
   const tr_trainer *t = (const tr_trainer *)trainer;
   int n = 0;
   (void)cap; /* TR__MAX_HPARAMS: tr__hp stops there */
@@ -7294,7 +7743,7 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
   tr__hp(h, &n, "weight_decay", NULL, t->optim.weight_decay);
   if (t->optim.kind == TR_OPTIM_SGD) tr__hp(h, &n, "momentum", NULL, t->optim.momentum);
   else { tr__hp(h, &n, "beta1", NULL, t->optim.beta1); tr__hp(h, &n, "beta2", NULL, t->optim.beta2); tr__hp(h, &n, "eps", NULL, t->optim.eps); }
-  tr__hp(h, &n, "scheduler", sched[(int)t->sched.kind], 0);
+  tr__hp(h, &n, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
   tr__hp(h, &n, "warmup", NULL, (double)t->sched.warmup);
   tr__hp(h, &n, "seed", NULL, (double)t->seed);
   tr__hp(h, &n, "n_params", NULL, (double)t->model.n_params);
@@ -10262,15 +10711,10 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
 
   t->sched = d->sched;
-  if (t->sched.kind < TR_SCHED_CONSTANT || t->sched.kind > TR_SCHED_COSINE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.kind %d is not a schedule", (int)t->sched.kind);
-  if (t->sched.warmup < 0 || t->sched.step_size < 0 || t->sched.total < 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.warmup, sched.step_size and sched.total must be >= 0");
-  if (t->sched.kind == TR_SCHED_STEP && t->sched.step_size == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: the step schedule needs sched.step_size");
-  if (t->sched.gamma == 0) t->sched.gamma = 0.1;
-  if (tr__bad_number(t->sched.gamma, 0, HUGE_VAL) || tr__bad_number(t->sched.min_factor, 0, 1))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: sched.gamma must be > 0 and sched.min_factor in [0, 1]");
+  {
+    char why[256];
+    if (tr_sched_check(&t->sched, t->sched.total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_init: %s", why);
+  }
   t->tr__total = t->sched.total;
 
   /* Everything the step loop needs is allocated now, once. */
@@ -10549,6 +10993,7 @@ static void tr__update(tr_trainer *t, double lr) {
 /* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+  t->lr = t->ctx.lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -10974,6 +11419,30 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
   tr__fire(t, HK_ON_TRAIN_EPOCH_START);
 }
 
+/* The plateau's check at a complete epoch's end, after its validation and before on_train_epoch_end
+   (so that a checkpoint written there holds it). The lr it sets applies from the next batch on. */
+static void tr__plateau_check(tr_trainer *t) {
+  double v = 0, sum;
+  int64_t have;
+  /* train.h's own lazy metrics read fresh: their cache lasts until the next dispatch, and none may have
+     run since the last read (no hook on the events in between) */
+  if (!strcmp(t->sched.monitor, "train/loss")) { v = t->tr__last_loss; have = 1; }
+  else if (!strcmp(t->sched.monitor, "lr")) { v = t->lr; have = 1; }
+  else have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0;
+  sum = have ? v : 0;
+  /* TRAIN_MPI: every rank decides on the ranks' mean (val/loss is the same on each already; a rank's own
+     train/loss is not), so the lr stays the same everywhere; one process: the value itself */
+  tr__dist_mean(t, &sum, &have);
+  if (t->tr__err) return;
+  if (have < (t->tr__dist ? (int64_t)t->ctx.world_size : 1)) {
+    tr__fail(t, TR_ERR_INVALID, "the plateau schedule monitors '%s', which is not set at the end of epoch %lld (no "
+             "validation data? monitor a metric a hook sets, e.g. train/loss)", t->sched.monitor, (long long)t->epoch);
+    return;
+  }
+  if (t->tr__dist) v = sum / (double)have;
+  (void)tr_plateau_step(&t->sched, &t->tr__run->lr_state, t->optim.lr, v);
+}
+
 /* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
    max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
@@ -10992,6 +11461,7 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
   if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
       t->tr__val_at != t->epoch_batch)
     tr__fit_validate(t);
+  if (complete && !t->tr__err && t->sched.kind == TR_SCHED_PLATEAU) tr__plateau_check(t);
   t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
   tr__fire(t, HK_ON_TRAIN_EPOCH_END);
   tr__dist_agree(t);
@@ -11033,11 +11503,18 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
   if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
   t->tr__total = t->sched.total;
-  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total == 0)
+  if (t->tr__total == 0 && (t->sched.kind == TR_SCHED_COSINE || t->sched.kind == TR_SCHED_LINEAR ||
+                            t->sched.kind == TR_SCHED_WSD || t->sched.kind == TR_SCHED_ONECYCLE))
     t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
-  if (t->sched.kind == TR_SCHED_COSINE && t->tr__total <= t->sched.warmup)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the cosine schedule needs sched.total (or max_steps / max_epochs) "
-                    "greater than sched.warmup");
+  {
+    char why[256];
+    tr_sched s = t->sched;
+    if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
+        t->tr__total == 0)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
+                      "greater than sched.warmup", tr_sched_kind_name(s.kind));
+    if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+  }
   return TR_OK;
 }
 
@@ -11191,6 +11668,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
 #define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
 #define TR__DATA TR__TAG('D', 'A', 'T', 'A')
 #define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
+#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state (optional: only when not at its start) */
 #define TR__END  TR__TAG('E', 'N', 'D', '!')
 #define TR__LOOP_SIZE (9 * 8 + 4)
 #define TR__MAX_KEY 4096
@@ -11366,6 +11844,13 @@ static void tr__write_all(tr_trainer *t, tr__writer *w) {
     tr__w_put(w, data->data, data->len);
     tr__w_end(w);
   }
+  if (tr__lr_state_any(&t->tr__run->lr_state)) {
+    unsigned char b[TR__LR_STATE_SIZE];
+    tr__lr_state_put(b, &t->tr__run->lr_state);
+    tr__w_begin(w, TR__LRST, sizeof b);
+    tr__w_put(w, b, sizeof b);
+    tr__w_end(w);
+  }
   hk_bytes_free(&live);
   if (hk_state_save(t->reg, tr__hook_sink, w) != HK_OK)
     tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
@@ -11496,6 +11981,7 @@ typedef struct tr__ckpt {
   uint64_t seed, rng;
   int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
   uint32_t flags;
+  tr_sched_state lr_state;    /* the LRST section's; zero (the start) without one */
 } tr__ckpt;
 
 static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
@@ -11597,6 +12083,12 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
     if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
     ck->has_data = 1;
   }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__LRST) {
+    tr__section ls;
+    char why[200];
+    if (tr__expect(t, buf, len, &pos, TR__LRST, &ls)) return t->tr__err;
+    if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
+  }
 
   /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
   ck->hooks_at = pos;
@@ -11676,6 +12168,7 @@ typedef struct tr__loop_state {
   int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
   unsigned signals;
   int grads_zeroed, epoch_ended, has_momentum, restarting;
+  tr_sched_state lr_state;
   hk_bytes data;
 } tr__loop_state;
 
@@ -11689,6 +12182,7 @@ static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
   ls->epoch_ended = t->tr__epoch_ended;
   ls->has_momentum = t->tr__has_momentum;
   ls->restarting = t->tr__restarting;
+  ls->lr_state = t->tr__run->lr_state;
   ls->data = t->tr__data_state;
 }
 
@@ -11702,6 +12196,7 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   t->tr__epoch_ended = ls->epoch_ended;
   t->tr__has_momentum = ls->has_momentum;
   t->tr__restarting = ls->restarting;
+  t->tr__run->lr_state = ls->lr_state;
   t->tr__data_state = ls->data;
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
@@ -11826,6 +12321,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
   after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
   after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+  after.lr_state = ck.lr_state;
   tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
 
   t->ctx.path = path;
@@ -12567,6 +13063,10 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
     TR__H(t->optim.dampening); TR__H(t->optim.nesterov); TR__H(t->optim.beta1); TR__H(t->optim.beta2); TR__H(t->optim.eps);
     TR__H(t->sched.kind); TR__H(t->sched.warmup); TR__H(t->sched.step_size); TR__H(t->sched.total);
     TR__H(t->sched.gamma); TR__H(t->sched.min_factor); TR__H(t->sched.per_epoch);
+    TR__H(t->sched.monitor); TR__H(t->sched.mode); TR__H(t->sched.factor); TR__H(t->sched.patience);
+    TR__H(t->sched.threshold); TR__H(t->sched.threshold_mode); TR__H(t->sched.cooldown); TR__H(t->sched.min_lr);
+    TR__H(t->sched.eps); TR__H(t->sched.max_lr); TR__H(t->sched.pct_start); TR__H(t->sched.anneal);
+    TR__H(t->sched.div_factor); TR__H(t->sched.final_div_factor); TR__H(t->sched.three_phase); TR__H(t->sched.decay);
 #undef TR__H
   }
   {

@@ -2,12 +2,11 @@
    no epochs. The loop, the model (logistic regression), its AdamW and its checkpoint format are yours; one
    spec string adds the batteries, and the run layer (tr_run_*) gives them what a trainer would: one log
    directory, log records, checkpoints in your format with the callbacks' state, Ctrl-C, exact resume.
-   In a scratch directory (it writes runs/: logs and checkpoints in runs/lightning_logs/version_N):  own_loop  (until
-   early stopping ends it),  own_loop max_steps=70,  own_loop resume=runs/lightning_logs/version_0/checkpoints/last.ckpt
-   (the same end, bit for bit, as one run; its logs and checkpoints in version_1),
-   own_loop ctrl_c_at=45  (Ctrl-C at step 45: on_exception, logs flushed, exit 130),  own_loop nan_at=45  (a
-   NaN loss: nan_guard fails the run, even at -Ofast; exit 2),  own_loop profile  (also the profiler's table at the end
-   and throughput metrics in the logs). It checks its own results (exit 1 if wrong). */
+   In a scratch directory (it writes runs/lightning_logs/version_N: logs, checkpoints):  own_loop  (until early stopping
+   ends it),  own_loop max_steps=70,  own_loop resume=runs/lightning_logs/version_0/checkpoints/last.ckpt  (the same end,
+   bit for bit, as one run),  own_loop ctrl_c_at=45  (Ctrl-C at step 45: on_exception, logs flushed, exit 130),
+   own_loop nan_at=45  (a NaN loss: nan_guard fails the run, even at -Ofast; exit 2),  own_loop profile=1  (the
+   profiler's table at the end, throughput in the logs). It checks its own results (exit 1 if wrong). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,13 +74,11 @@ static void validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {  /* the eve
   ctx->batch_idx = ctx->global_step;                 /* the training batch's index again */
 }
 int main(int argc, char **argv) {
-  long max_steps = 2000, ctrl_c_at = -1, nan_at = -1;
-  int profile = 0;
+  long max_steps = 2000, ctrl_c_at = -1, nan_at = -1, profile = 0;
   const char *resume = NULL;
-  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, profile, resume=PATH (or PATH) */
-    if (!strcmp(argv[i], "profile")) profile = 1;
-    else if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
-        !sscanf(argv[i], "nan_at=%ld", &nan_at))
+  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, profile=1, resume=PATH (or PATH) */
+    if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
+        !sscanf(argv[i], "nan_at=%ld", &nan_at) && !sscanf(argv[i], "profile=%ld", &profile))
       resume = argv[i] + (strncmp(argv[i], "resume=", 7) ? 0 : 7);
   unsigned seed = 7;                           /* data: two overlapping clouds, odd i and even i */
   for (int i = 0; i < NTRAIN + NVAL; i++) {
@@ -92,27 +89,20 @@ int main(int argc, char **argv) {
   hk_registry *reg = hk_create(NULL);         /* set-up: the run's shape, the batteries, your hooks */
   tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = max_steps, .log_every_n_steps = 10, .optimizer = "AdamW",
                                     .hparams = "lr=0.02 batch=32", .save_model = save_model, .load_model = load_model });
-  tr_run_hparam_num(reg, "features", D);        /* more hyperparameters, typed: every logger records them */
-  tr_run_hparam(reg, "data", "two clouds");
+  tr_run_hparam_num(reg, "features", D), tr_run_hparam(reg, "data", "two clouds"); /* more, typed: in every logger */
   if (hk_spec_apply(reg, "nan_guard; gradient_monitor(histogram_bins=20); early_stopping(monitor=val/loss, patience=3, "
                          "min_delta=0.001); model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true); csv; jsonl; "
-                         "tensorboard; progress_bar"))
-    return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
-  /* profile: time every hook, event and phase (data: before on_train_batch_start, forward, backward,
-     optimizer: between the events that bracket them), a table at teardown; samples/s, step-time
-     percentiles and MFU (6 FLOPs per weight per sample; a made-up peak of 1 GFLOP/s) in every record */
-  if (profile && hk_spec_apply(reg, "profiler; throughput_monitor(window=50, flops_per_sample=54, peak_flops=1e9)"))
-    return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
+                         "tensorboard; progress_bar") ||  /* profile=1: every hook, event and phase timed; samples/s, */
+      (profile && hk_spec_apply(reg, "profiler; throughput_monitor(window=50, flops_per_sample=54, peak_flops=1e9)")))
+    return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;    /* step-time percentiles, MFU (6 FLOPs a weight a sample) */
   hk_on(reg, HK_ON_EXCEPTION, report, NULL, NULL, NULL);
   hk_tensor pv = { "w", w, D + 1, 0 }, gv = { "w", g, D + 1, 0 };
   hk_ctx ctx = { .params = &pv, .grads = &gv, .n_tensors = 1 };
   hk_flow flow = { 0 };
-
   unsigned next = tr_run_start(reg, &ctx, resume) ? TR_RUN_STOP : 0; /* setup .. on_train_start; resume */
   while (!(next & TR_RUN_STOP) && ctx.global_step < max_steps) {
     int lo = (int)(ctx.global_step % (NTRAIN / B)) * B;               /* the data's position: from the step */
-    ctx.batch_idx = ctx.global_step;
-    ctx.lr = 0.02;
+    ctx.batch_idx = ctx.global_step, ctx.lr = 0.02;
     if (ctx.global_step == ctrl_c_at) raise(SIGINT);                   /* as if you pressed Ctrl-C now */
     HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
     if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)) {
@@ -154,7 +144,6 @@ int main(int argc, char **argv) {
          : e == TR_OK && mc->n_best_k == (ctx.global_step >= 2 * VAL_EVERY ? 2 : ctx.global_step / VAL_EVERY) &&
            (es->stopping_reason == TR_STOP_PATIENCE_EXHAUSTED ? es->best_score < 0.2 : ctx.global_step == max_steps);
   if (!ok) printf("FAILED: not the expected end\n");
-  hk_ctx_free(&ctx);                           /* the metrics map */
-  hk_destroy(reg);
+  hk_ctx_free(&ctx), hk_destroy(reg);          /* the metrics map, the registry */
   return !ok ? 1 : e == TR_ERR_INTERRUPTED ? 130 : e ? 2 : 0;
 }

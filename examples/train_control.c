@@ -1,6 +1,7 @@
 /* train_control.c - hooks that steer training: skip a bad optimizer step, stop when good enough.
 
-   A hook's return value is a signal to the trainer. Two of them here:
+   A hook's return value is a signal to the trainer. Two of them here, and a hook that sets the
+   learning rate (the third):
 
      HK_SKIP_STEP  from on_before_optimizer_step: "do not apply this update" (the gradients are thrown
                    away). grad_guard returns it when the gradient norm is far above normal - here
@@ -9,6 +10,8 @@
      HK_STOP       from on_train_epoch_end: "finish gracefully" (train.h still runs on_train_end,
                    on_fit_end and teardown). target_stop returns it once validation accuracy reaches the
                    target, long before max_epochs.
+     tr_lr_scale   halves the learning rate when the epoch's training loss has not improved for two
+                   epochs: a multiplier on the schedule, kept by train.h and saved in checkpoints.
 
    The gradient norm is a LAZY METRIC: train.h registers a function under the name "grad_norm"
    (hk_metric_lazy) that runs only when some hook asks for the value, at most once per event. Unused,
@@ -73,6 +76,20 @@ static hk_signal target_stop(hk_ctx *ctx, void *user) {
     return HK_STOP;
 }
 
+/* ---- hook 3: halve the learning rate when the loss stays high ---------------------------------------- */
+typedef struct lr_patience { double best; int bad, halved; } lr_patience;
+
+static hk_signal halve_on_plateau(hk_ctx *ctx, void *user) {
+    lr_patience *p = (lr_patience *)user;
+    double loss = ctx->loss;                           /* the epoch's last training batch */
+    if (loss < p->best * 0.99) { p->best = loss; p->bad = 0; return HK_CONTINUE; }
+    if (++p->bad < 2) return HK_CONTINUE;
+    if (tr_lr_scale(ctx, 0.5)) return hk_fail(ctx, "%s", hk_last_error(ctx->reg));
+    p->bad = 0;
+    if (p->halved++ < 3) printf("  epoch %2lld: loss %.3f stays high: lr halved to %.4g\n", (long long)ctx->epoch, loss, ctx->lr);
+    return HK_CONTINUE;
+}
+
 int main(int argc, char **argv) {
     guard g = { argc > 1 ? atof(argv[1]) : 5.0, 0, 0 };
     spirals train, val;
@@ -97,6 +114,8 @@ int main(int argc, char **argv) {
     int bad = 0;
     bad |= hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, grad_guard, &g, &(hk_opts){ .name = "grad_guard" }, NULL);
     bad |= hk_on(t.reg, HK_ON_TRAIN_EPOCH_END, target_stop, &tg, &(hk_opts){ .name = "target_stop" }, NULL);
+    lr_patience lp = { 1e30, 0, 0 };
+    bad |= hk_on(t.reg, HK_ON_TRAIN_EPOCH_END, halve_on_plateau, &lp, &(hk_opts){ .name = "halve_on_plateau" }, NULL);
     if (bad) { fprintf(stderr, "train_control: %s\n", hk_last_error(t.reg)); return 1; }
 
     const int64_t max_epochs = 100;
@@ -105,6 +124,7 @@ int main(int argc, char **argv) {
 
     printf("skipped %lld of %lld optimizer steps (global_step is %lld)\n", (long long)g.skipped,
            (long long)g.seen, (long long)t.global_step);
+    printf("lr halved %d times (now %.4g)\n", lp.halved, t.lr);
     printf("stopped after epoch %lld of at most %lld, val/acc %.3f\n", (long long)tg.stopped_epoch,
            (long long)max_epochs, tg.acc);
     int ok = g.skipped > 0 && tg.stopped_epoch >= 0 && tg.stopped_epoch + 1 < max_epochs;

@@ -59,7 +59,7 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=g2.bin $$1 > fit.out; \
 	  ./test_mpi_plain fit out=g1.bin global=2 $$1 > ref.out; \
 	  printf "test-mpi: 2 ranks vs one process on the same global batches, $$1: "; ./test_mpi_plain diff g2.bin g1.bin $$2; done; \
-	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc; do \
+	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc plateau; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi $$m > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: scenario $$m on $$w ranks failed"; exit 1; }; \
 	  grep "rank 0 of" scen.out; done; done; \

@@ -11,6 +11,7 @@
 #   mid      70 steps, then resume from the top-k file of step 60: the same end again
 #   ctrlc    SIGINT at step 45: exit 130, on_exception says why, the logs hold every record until then
 #   nan      a NaN loss at step 45 (the binary is built with -Ofast): nan_guard fails the run, exit 2
+#   prof     profile=1: the profiler's table, throughput columns in metrics.csv, the same end as plain
 set -u
 bin=$1 dir=$2
 fail() { echo "own_loop.sh: FAILED: $*"; exit 1; }
@@ -29,6 +30,14 @@ run full; rc=$?
 grep -q '^ended at step [0-9]*: ok; logs in runs/lightning_logs/version_0$' "$dir/full/out.txt" || fail "full: no 'ended' line"
 grep -q '^early_stopping: patience_exhausted wait_count=3 ' "$dir/full/out.txt" || fail "full: early stopping did not end it"
 steps=$(sed -n 's/^ended at step \([0-9]*\):.*/\1/p' "$dir/full/out.txt")
+
+# profile=1: the profiler's table at the end, throughput metrics in the records, the same end as without
+run prof max_steps=30 profile=1 || { cat "$dir/prof/out.txt"; fail "prof: exit $?"; }
+grep -q '^profiler: fit, .* 30 training steps' "$dir/prof/out.txt" || fail "prof: no profiler table"
+grep -q '^phase  *forward  *30 ' "$dir/prof/out.txt" || fail "prof: no forward phase row"
+head -n 1 "$dir/prof/runs/lightning_logs/version_0/metrics.csv" | grep -q 'throughput/samples_per_sec' || fail "prof: no throughput column"
+run plain max_steps=30 || fail "plain: a run failed"
+[ "$(state prof)" = "$(state plain)" ] || fail "prof: profiling changed the run"
 
 # resume from last.ckpt, from the top-k file of step 60: the uninterrupted run's end, bit for bit
 run resumed max_steps=70 || { cat "$dir/resumed/out.txt"; fail "resumed: the first run failed"; }

@@ -278,6 +278,11 @@ static int mode_scenario(const char *mode) {
           hk_spec_apply(r.t.reg, "throughput_monitor(tokens_per_sample=4, flops_per_sample=10, peak_flops=1e9)") == HK_OK &&
           hk_spec_apply(r.t.reg, "profiler(table=false)") == HK_OK,
           "%s", hk_last_error(r.t.reg));
+  } else if (!strcmp(mode, "plateau")) { /* a plateau on each rank's own train/loss: the ranks decide on their mean */
+    char why[200];
+    const char *spec = arg("sched", "plateau(monitor=train/loss, patience=0, factor=0.5)");
+    CHECK(tr_sched_parse(&r.t.sched, spec, why, sizeof why) == TR_OK, "%s", why);
+    c.max_epochs = 8;
   } else if (!strcmp(mode, "rank0")) {
     CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, zero_only, NULL, &(hk_opts){ .name = "zero", .rank_zero_only = 1 }, NULL) == HK_OK, "hook");
   } else if (!strcmp(mode, "uneven")) { /* 7 batches: floor(7 / W) each; the 7 validation batches shared unevenly */
@@ -292,6 +297,10 @@ static int mode_scenario(const char *mode) {
   same_everywhere((uint64_t)r.t.global_step, "global_step");
   same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
   same_everywhere((uint64_t)e, "tr_fit's result");
+  same_everywhere(hash(&r.t.lr, sizeof r.t.lr), "the learning rate");
+  if (!strcmp(mode, "plateau"))
+    CHECK(r.t.tr__run->lr_state.checks == 8 && r.t.tr__run->lr_state.plateau_lr > 0, "the plateau checked %lld times, lr %g",
+          (long long)r.t.tr__run->lr_state.checks, r.t.tr__run->lr_state.plateau_lr);
   CHECK(e == want, "tr_fit returned %s, expected %s: %s", tr_err_name(e), tr_err_name(want), tr_error(&r.t));
   if (want && want != TR_ERR_INTERRUPTED && rank_ != world_ - 1) CHECK(strstr(tr_error(&r.t), "rank ") != NULL, "the error names the rank it came from: %s", tr_error(&r.t));
   if (want) CHECK(exceptions == 1 && train_ends == 0, "on_exception ran %d times, on_train_end %d", exceptions, train_ends);

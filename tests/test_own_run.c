@@ -178,6 +178,40 @@ static void test_hparams_keep_their_values(void **state) {
   lp_free(&l);
 }
 
+/* ---- the schedule's state (tr_lr_scale's scale, a plateau's progress) rides in the run's checkpoint
+   and comes back with tr_run_load; a checkpoint without it loads the schedule's start ------------------ */
+static void test_lr_state_in_run_checkpoint(void **state) {
+  char path[400], plain[400];
+  lp a, b;
+  tr_sched s;
+  tr_run *ra, *rb;
+  char why[200];
+  (void)state;
+  path_of(path, sizeof path, "lr.ckpt");
+  path_of(plain, sizeof plain, "lr-plain.ckpt");
+  assert_int_equal(tr_sched_parse(&s, "plateau(patience=0, factor=0.5)", why, sizeof why), TR_OK);
+  lp_init(&a, (tr_run_desc){ .epochs = TR_NO });
+  assert_int_equal(lp_run(&a, NULL, 3), TR_OK);
+  assert_int_equal(tr_run_save(a.reg, &a.ctx, plain), TR_OK); /* nothing to save yet */
+  ra = tr_run_get(a.reg);
+  a.ctx.lr = 0.1;
+  assert_int_equal(tr_lr_scale(&a.ctx, 0.5), TR_OK);
+  assert_true(a.ctx.lr == 0.05);
+  assert_int_equal(tr_plateau_step(&s, &ra->lr_state, 0.1, 1.0), 0);
+  assert_int_equal(tr_plateau_step(&s, &ra->lr_state, 0.1, 1.0), 1); /* no better: halved */
+  assert_true(tr_sched_lr(&s, &ra->lr_state, 0.1, 3) == 0.025);
+  assert_int_equal(tr_run_save(a.reg, &a.ctx, path), TR_OK);
+  lp_init(&b, (tr_run_desc){ .epochs = TR_NO });
+  rb = tr_run_get(b.reg);
+  assert_int_equal(tr_run_load(b.reg, &b.ctx, path), TR_OK);
+  assert_memory_equal(&rb->lr_state, &ra->lr_state, sizeof ra->lr_state);
+  assert_true(tr_sched_lr(&s, &rb->lr_state, 0.1, 3) == 0.025);
+  assert_int_equal(tr_run_load(b.reg, &b.ctx, plain), TR_OK); /* an older state: the start again */
+  assert_true(rb->lr_state.scale == 0 && rb->lr_state.checks == 0);
+  lp_free(&a);
+  lp_free(&b);
+}
+
 /* ---- a checkpoint of a registry without stateful callbacks (only a logger, or nothing) loads back:
    its state block is 44 bytes, which tr_run_load refused as "truncated" ---------------------------- */
 static void test_resume_without_callback_state(void **state) {
@@ -430,6 +464,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hparams_keep_their_values),
     cmocka_unit_test(test_resume_without_callback_state),
+    cmocka_unit_test(test_lr_state_in_run_checkpoint),
     cmocka_unit_test(test_validation_then_batch_end_again),
     cmocka_unit_test(test_gradient_monitor_follows_the_run),
     cmocka_unit_test(test_bar_final_line_in_a_pipe),
