@@ -59,6 +59,7 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
      next   Hydra's lifecycle events on_run_start/end, on_multirun_start/end, on_job_start/end (after
             teardown in the table; train.h's tr_sweep fires them); HK_REVERSED: an event whose hooks always
             run in reverse order (Hydra's end events; hk_event_define takes it too)
@@ -780,7 +781,8 @@ typedef hk_err (*hk_factory_fn)(hk_registry *reg, const hk_args *args, void *use
 HOOKS_API hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param *params, int n_params,
                                 hk_factory_fn make, void *user, const char *doc);
 /* Parse, check everything, then call the factories in order. All or nothing: if one fails, the
-   registrations made by the earlier ones are removed again. */
+   registrations made by the earlier ones are removed again. An empty spec (or only whitespace) means
+   no callbacks: HK_OK, nothing registered, nothing recorded for hk_spec_applied. */
 HOOKS_API hk_err hk_spec_apply(hk_registry *reg, const char *spec);
 /* The i-th spec string hk_spec_apply applied successfully on reg (a copy), in order; NULL past the
    end. Loggers record them with a run's hyperparameters. */
@@ -2772,7 +2774,7 @@ static hk_err hk__parse(hk__parser *ps, hk__state *s, const char *spec) {
   ps->values = (char *)hk__alloc(strlen(spec) + 1);
   if (!ps->values) return hk__fail_with(s, HK_ERR_NOMEM, "out of memory parsing a spec");
   hk__skip_ws(ps);
-  if (!*ps->p) return hk__fail_with(s, HK_ERR_SPEC, "spec error at 1:1: the spec is empty (expected name or name(key=value, ...), separated by ';')");
+  /* an empty spec (or only whitespace) is no callbacks: a configuration's "callbacks: ''" */
   while (*ps->p) {
     char shown[32];
     hk_err err;
@@ -2885,7 +2887,7 @@ HK__DEF hk_err hk_spec_apply(hk_registry *reg, const char *spec) {
   if (err) {  /* all or nothing: remove what the earlier factories registered */
     hk_handle h;
     for (h = first; h < s->next_id; h++) if (hk__find_reg(s, h)) hk_off(reg, h);
-  } else { /* remembered for hk_spec_applied; out of memory only loses the record, not the spec */
+  } else if (ps.n_items > 0) { /* remembered for hk_spec_applied; out of memory only loses the record, not the spec */
     size_t n = strlen(spec) + 1;
     char **grown = (char **)HOOKS_REALLOC(s->specs, (size_t)(s->n_specs + 1) * sizeof *grown);
     char *copy = grown ? (char *)HOOKS_REALLOC(NULL, n) : NULL;

@@ -27,12 +27,15 @@
    below says otherwise.
 
    USAGE
-     In exactly one C or C++ file (it may be the same file as hooks.h's implementation):
+     In exactly one C or C++ file, with hooks.h's implementation:
          #define HOOKS_IMPLEMENTATION
          #define TRAIN_IMPLEMENTATION
          #include "train.h"          (includes hooks.h)
      Everywhere else just #include "train.h". Link with -lm, and -pthread (asynchronous saves use one
      writer thread; glibc 2.34 and later need nothing extra; TRAIN_NO_THREADS leaves it out).
+     TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error that says so (else: hundreds of
+     undefined hk_* symbols at link time); a program whose hooks.h implementation is in another file
+     defines TRAIN_HOOKS_ELSEWHERE.
 
      The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
      views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
@@ -136,7 +139,8 @@
        (test_schedule_resume_exact).
 
    COMPILE-TIME OPTIONS (define before including)
-     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit
+     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit (with HOOKS_IMPLEMENTATION)
+     TRAIN_HOOKS_ELSEWHERE  with TRAIN_IMPLEMENTATION: hooks.h's implementation is in another file
      TRAIN_STATIC           make every function static
      TRAIN_API              declaration prefix for public functions (default: extern)
      TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
@@ -163,6 +167,13 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   issue 22, what a user sees: the progress bar's whole line is cut to the terminal's width (never
+            wraps; a narrowed terminal's rewrapped rows erased), in a pipe one line per epoch with its
+            validation's metrics and the sanity check once, under mpirun rank 0 draws as mpirun's own
+            output decides; tr_print (now in the run layer) and callbacks' lines print above a live
+            bar; one bar per registry; early_stopping says why it stopped by default (log_stop), a
+            resume says where it restarted (tr_config / tr_run_desc .no_resume_message);
+            TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error (TRAIN_HOOKS_ELSEWHERE)
      next   schedules linear (to zero), exponential, wsd (warmup-stable-decay), onecycle and plateau
             (ReduceLROnPlateau) beside constant, step and cosine, each checked against PyTorch's schedulers;
             their parameters one X-macro list (TR_SCHED_PARAMS), spec strings (tr_sched_parse), checks
@@ -775,6 +786,8 @@ typedef struct tr_run_desc {
      trainer gives its own. */
   const tr_region *state;
   int n_state;
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
+                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
 } tr_run_desc;
 
 /* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
@@ -888,8 +901,10 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
    re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
 
-/* Print a line above the progress bar (tqdm.write): the bar's line is cleared, the text printed, the
-   bar redrawn. Without a bar on a terminal, a plain line on stdout. */
+/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
+   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
+   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
+   It prints on every rank it is called on (if (ctx->rank == 0) for one line from a job). */
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 2, 3)))
@@ -1013,7 +1028,11 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg);
    (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
    decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
    Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
-   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end). */
+   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end).
+   When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
+   it only with verbose), above a live progress bar:
+     early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
+   Held stops and the other decisions are printed with verbose only. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1045,7 +1064,9 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
   X(BOOL,     int,          verbose,                  "false", NULL,      "print every decision (and why it stopped) to the " \
     "run's log: one line each, \"[rank: N] \" first when the job has several processes") \
   X(TRI,      int,          log_rank_zero_only,       "false", NULL,      "with several processes only rank 0 prints " \
-    "(Lightning's flag)")
+    "(Lightning's flag)") \
+  X(TRI,      int,          log_stop,                 "true",  NULL,      "when it stops training, one line saying why (the " \
+    "metric, the checks without improvement, the best score) to the run's log, from rank 0; false: silent")
 typedef struct tr_early_stopping_desc { TR_EARLY_STOPPING_PARAMS(TR__FIELD) } tr_early_stopping_desc;
 
 typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
@@ -1780,21 +1801,36 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
    the postfix the last training record's train/loss (as loss) and the last validation record's
    metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation.
-   On a terminal: redrawn in place (carriage return) at most every refresh_seconds, the end of an
-   epoch included (Lightning redraws at every epoch's end; with a fast model that is hundreds of
-   redraws a second), and once more when training ends with its final state, as wide as the terminal (asked at every redraw); the validation line is cleared when
-   it ends (escape codes), so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
-   complete lines, never a carriage return or an escape code - one at the end of every training
-   epoch, validation and test, one at most every line_seconds in between, and the final state at the
-   end of training when no line showed it (a loop without epochs). Events it uses:
-   on_train_epoch_start/end, on_train_batch_end, on_validation_start/batch_end/end, on_test_*,
-   on_sanity_check_start/end, on_train_end, on_log, teardown. */
+   during evaluation. One bar per registry: a second is refused (it would print everything twice).
+   On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
+   refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
+   model that is hundreds of redraws a second), and once more when training ends with its final
+   state. The whole line (bar, counts, rate, postfix) is cut to the terminal's width less one (tqdm),
+   measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS, else 80), so it never wraps and
+   a resized terminal gets lines of its new width; when the terminal was narrowed below the last line,
+   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too (those still on
+   the screen: tmux may push one into its scrollback). The validation
+   line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
+   complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
+   every training epoch carrying its validation's metrics (a validation inside an epoch has no line
+   of its own), one per evaluation run (tr_validate, tr_test; a step loop's validations), one at most
+   every line_seconds within a long epoch or evaluation, and the final state at the end of training
+   when no line showed it (a loop without epochs).
+   mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
+   gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
+   own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
+   Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
+   PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
+   the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
+   Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
+   when that stream is a terminal. Events it uses: on_train_epoch_start/end, on_train_batch_end,
+   on_validation_start/batch_end/end, on_test_*, on_train_end, on_log, teardown. */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
 #define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
   X(SPEC_ONLY, CHOICE,      stream,          "stdout", "stdout|stderr", "where the bar goes (C: out)") \
-  X(CHOICE,    tr_bar_mode, mode,            "auto",   "auto|tty|lines", "auto: in place on a terminal (isatty), else lines") \
+  X(CHOICE,    tr_bar_mode, mode,            "auto",   "auto|tty|lines", "auto: in place on a terminal (isatty; under " \
+    "mpirun: mpirun's own output), else lines") \
   X(DOUBLE,    double,      refresh_seconds, "0.1",    NULL, "terminal: the least time between redraws") \
   X(DOUBLE,    double,      line_seconds,    "10",     NULL, "lines: the least time between lines within an epoch") \
   X(INT,       int,         width,           "0",      NULL, "the line's width, up to 100000 (0: the terminal's, " \
@@ -2008,7 +2044,10 @@ typedef struct tr_config {
                                     are back when tr_fit returns, a signal the process ignores stays
                                     ignored, and inside a loop of yours that installed it too, only
                                     the signals that come during tr_fit count here. */
-  const char *resume_from;       /* load this checkpoint after configure_model and continue from it */
+  const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
+                                    where in one line (rank 0, tr_desc.log): "Restored all states from the
+                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
+  int no_resume_message;         /* 1: not that line */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
@@ -2183,6 +2222,11 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #ifdef TRAIN_IMPLEMENTATION
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
+/* Forgetting hooks.h's implementation gives hundreds of undefined hk_* symbols at link time with no
+   hint; this says it at once. A program with hooks.h's implementation in another file says so. */
+#if !defined(HOOKS_IMPLEMENTATION) && !defined(TRAIN_HOOKS_ELSEWHERE)
+#  error "train.h: TRAIN_IMPLEMENTATION needs hooks.h's implementation: #define HOOKS_IMPLEMENTATION too, before #include \"train.h\" in this file (or, when another file of the program defines it, #define TRAIN_HOOKS_ELSEWHERE here)"
+#endif
 
 #include <limits.h>
 #include <errno.h>
@@ -2207,6 +2251,7 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #endif
 #if defined(TR__POSIX) && !defined(__cplusplus) /* strict -std=c99 headers hide these POSIX calls */
 extern int lstat(const char *path, struct stat *st);
+extern ssize_t readlink(const char *path, char *buf, size_t len);
 extern int ftruncate(int fd, off_t length);
 #endif
 #ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
@@ -2276,7 +2321,8 @@ typedef struct tr__run_priv {
   int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
   int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
   int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
-  struct tr__bar *bar;       /* the progress bar: tr_print writes above it */
+  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
   int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
@@ -2288,6 +2334,7 @@ typedef struct tr__run_priv {
   tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
 } tr__run_priv;
 /* The run layer's pieces the trainer calls (section THE RUN LAYER). */
+static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
@@ -2390,8 +2437,7 @@ static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one w
   if (n + 1 >= sizeof line) n = sizeof line - 2;
   line[n++] = '\n';
   line[n] = 0;
-  fputs(line, f);
-  fflush(f);
+  tr__run_write(t->tr__run, f, line);
 }
 #endif /* TRAIN_NO_TRAINER */
 
@@ -3686,6 +3732,27 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   return run;
 }
 
+/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
+   live on a terminal (the bar's section sets q->above). */
+static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
+  if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
+  if (!f) f = stdout;
+  fputs(text, f);
+  fflush(f);
+}
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
+  char line[2048];
+  size_t n;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  n = strlen(line);
+  line[n++] = '\n';
+  line[n] = 0;
+  tr__run_write(reg ? (const tr_run *)hk_attached(reg) : NULL, NULL, line);
+}
+
 /* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
    callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
 static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
@@ -3699,8 +3766,7 @@ static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, 
   if (n + 1 >= sizeof line) n = sizeof line - 2;
   line[n++] = '\n';
   line[n] = 0;
-  fputs(line, f);
-  fflush(f);
+  tr__run_write(run, f, line);
 }
 static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) TR__PRINTF(4, 5);
 static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) {
@@ -3718,6 +3784,13 @@ static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, 
   va_start(ap, fmt);
   tr__run_vsay(run, ctx, who, fmt, ap);
   va_end(ap);
+}
+
+/* Where a resumed run goes on from: one line (rank 0), as Lightning's "Restored all states ..." */
+static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char *path) {
+  if (run->desc.no_resume_message) return;
+  tr__run_say_on(run, ctx, 1, NULL, "Restored all states from the checkpoint at %s: epoch %lld, global step %lld, "
+                 "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
 }
 
 static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
@@ -4458,6 +4531,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (!run->failed && resume_from && resume_from[0]) {
     tr_err e = tr_run_load(reg, ctx, resume_from);
     if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
+    else tr__run_say_resumed(run, ctx, resume_from);
     q->last_step = ctx->global_step;
   }
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
@@ -4575,7 +4649,7 @@ typedef struct tr__es {
   char *monitor, *message;
   tr_mode mode;
   double min_delta;             /* signed as Lightning: negative for min */
-  int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only;
+  int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only, log_stop;
   int64_t checks;               /* checks made in this fit */
   int warned_stage, warned_never;
   double stop_thr, div_thr;
@@ -4659,6 +4733,7 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   tr__set_str(&s->message, msg);
   s->pub.stopping_reason_message = s->message;
   if (s->verbose) tr__run_say_on(run, ctx, s->zero_only, "early_stopping", "%s", msg);
+  else if (s->log_stop) tr__run_say_on(run, ctx, 1, "early_stopping", "%s", msg); /* Lightning logs it at info level */
   return HK_STOP;
 }
 
@@ -4780,6 +4855,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s->div_thr = d->divergence_threshold;
   s->at_epoch_flag = d->check_on_train_epoch_end;
   s->verbose = d->verbose;
+  s->log_stop = tr__flag(d->log_stop, 1);
   s->zero_only = tr__flag(d->log_rank_zero_only, 0);
   if (!s->monitor || !s->message) { tr__es_destroy(s); return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM; }
   /* the state key: two early stoppings on one metric and mode would share it (Lightning's key) */
@@ -9189,45 +9265,136 @@ typedef struct tr__bar {
   tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
   FILE *out;
   int tty, width, ascii;
+  int size_fd;               /* terminal: where to measure the width when out itself cannot say (mpirun's rank
+                                pseudo-terminal has no size: the launcher's terminal); -1: none */
   double refresh, line_every;
   tr__bar_line main, eval;   /* the training epoch's bar; the evaluation's (the line below on a terminal) */
   int eval_shown;            /* terminal: the evaluation line is on screen (drawn once its first redraw is due) */
+  int drawn_w;               /* terminal: the columns of the line the cursor is on (0: none of ours) */
+  int above_w;               /* terminal: the training bar's columns while the evaluation line shows below it */
+  int epoch_open;            /* lines: the epoch's line is still to come (an evaluation now is part of it) */
   double last_draw;          /* terminal: when anything was last drawn */
-  int drawn_len;             /* visible width of the line now on screen (padding erases what is left) */
   char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
 } tr__bar;
 
 static void tr__bar_destroy(void *user) {
   tr__bar *b = (tr__bar *)user;
-  if (b && b->run && b->run->tr__p->bar == b) b->run->tr__p->bar = NULL;
+  if (b && b->run && b->run->tr__p->bar == b) { b->run->tr__p->bar = NULL; b->run->tr__p->above = NULL; }
+#ifdef TR__POSIX
+  if (b && b->size_fd >= 0) close(b->size_fd);
+#endif
   free(b);
 }
 
+#ifdef TR__POSIX
+static int tr__term_cols(int fd) {
+#  ifdef TIOCGWINSZ
+  struct winsize ws;
+  if (fd >= 0 && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+#  endif
+  (void)fd;
+  return 0;
+}
+#endif
+/* Under a launcher (mpirun, mpiexec, srun) a rank's output may be a pseudo-terminal whatever the
+   launcher's own output is (Open MPI gives every rank one): the user's terminal or file is where the
+   launcher writes. Walks up the parent processes (Linux /proc) to the launcher and reads where its fd
+   goes: 1, a terminal (its path in term, to measure); 0, a file or a pipe; -1, no launcher found or
+   not Linux (then isatty decides). */
+#ifdef TR__POSIX
+static int tr__launcher_tty(int fd, char *term, size_t cap) {
+#ifdef __linux__
+  static const char *const launchers[] = { "mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra", "srun", NULL };
+  char buf[512], link[64];
+  long pid, ppid;
+  int depth, i;
+  if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK") && !getenv("SLURM_PROCID")) return -1;
+  for (pid = (long)getppid(), depth = 0; pid > 1 && depth < 32; pid = ppid, depth++) {
+    FILE *f;
+    char *name, *end;
+    size_t n;
+    ssize_t k;
+    snprintf(link, sizeof link, "/proc/%ld/stat", pid);
+    if (!(f = fopen(link, "r"))) return -1;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0; /* "pid (name) state ppid ...": the name may hold spaces and parentheses */
+    if (!(name = strchr(buf, '(')) || !(end = strrchr(buf, ')')) || sscanf(end + 1, " %*c %ld", &ppid) != 1) return -1;
+    *end = 0;
+    for (i = 0; launchers[i] && strcmp(name + 1, launchers[i]); i++) {}
+    if (!launchers[i]) continue; /* a shell, a daemon or proxy between (orted, hydra_pmi_proxy) */
+    snprintf(link, sizeof link, "/proc/%ld/fd/%d", pid, fd == 2 ? 2 : 1);
+    if ((k = readlink(link, term, cap - 1)) <= 0) return -1;
+    term[k] = 0;
+    return !strncmp(term, "/dev/pts/", 9) || !strncmp(term, "/dev/tty", 8) || !strcmp(term, "/dev/console");
+  }
+#endif
+  (void)fd;
+  (void)term;
+  (void)cap;
+  return -1;
+}
+#endif
+/* The columns the line may take: the terminal's less one (tqdm), measured at every redraw (at most
+   every refresh_seconds), so a resized terminal gets lines of its new width. */
 static int tr__bar_cols(tr__bar *b) {
   const char *c;
-#if defined(TR__POSIX) && defined(TIOCGWINSZ)
-  struct winsize ws;
-  if (ioctl(fileno(b->out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col - 1; /* tqdm leaves one */
+  int n = 0;
+#ifdef TR__POSIX
+  n = tr__term_cols(fileno(b->out));
+  if (n <= 0) n = tr__term_cols(b->size_fd);
 #endif
-  c = getenv("COLUMNS");
-  return c && atoi(c) > 1 ? atoi(c) - 1 : 79;
+  if (n <= 0) n = (c = getenv("COLUMNS")) != NULL ? atoi(c) : 0;
+  if (n <= 1 || n > 100000) n = 80;
+  return n - 1;
 }
 static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
+/* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
+   only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
+   every carriage return). */
+static void tr__utf8_cut(char *s, int cols) {
+  int n = 0;
+  for (; *s; s++)
+    if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
+}
 
-/* Draw a line: in place on a terminal (\r, padded over the previous text), else a complete line. */
+/* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
+   that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
+   cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
+   the top row makes tmux push the screen into its history). */
+static void tr__bar_home(tr__bar *b, int width) {
+  int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
+  fputs("\r\033[K", b->out);
+  for (; up > 0; up--) fputs("\033[A\033[K", b->out);
+  b->drawn_w = 0;
+}
+/* The evaluation line goes below the training bar, and back up: the training bar's rows erased too */
+static void tr__bar_below(tr__bar *b) {
+  fputc('\n', b->out);
+  b->above_w = b->drawn_w;
+  b->drawn_w = 0;
+}
+static void tr__bar_up(tr__bar *b) {
+  int width = b->width > 0 ? b->width : tr__bar_cols(b);
+  tr__bar_home(b, width);
+  fputs("\033[A", b->out);
+  b->drawn_w = b->above_w;
+  tr__bar_home(b, width);
+}
+/* Draw a line: in place on a terminal (carriage return, the line, erase to its end), else a complete line. */
 static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   char line[1024], post[400];
-  size_t w;
+  int width = b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0;
   if (!l->live) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
-  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post,
-                b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0, b->ascii);
+  tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post, width, b->ascii);
+  if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
   if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
-  w = tr__utf8_width(line);
-  fprintf(b->out, "\r%s%*s", line, b->drawn_len > (int)w ? b->drawn_len - (int)w : 0, "");
-  b->drawn_len = (int)w;
+  tr__bar_home(b, width);
+  fputs(line, b->out);
+  b->drawn_w = (int)tr__utf8_width(line);
   fflush(b->out);
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
@@ -9246,8 +9413,11 @@ static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
   if (ctx->rank != 0) return HK_CONTINUE;
+  if (!b->tty && b->epoch_open && b->main.live && b->main.drawn_n != b->main.n) /* a loop without on_train_epoch_end */
+    tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
+  b->epoch_open = 1;
   if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
   return HK_CONTINUE;
 }
@@ -9262,6 +9432,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     else {
       snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
       tr__bar_start(l, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0);
+      b->epoch_open = 1;
     }
   }
   if (!l->live) return HK_CONTINUE;
@@ -9269,10 +9440,11 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
   now = tr__wall();
   /* terminal: at most one redraw per refresh interval, the last batch's too (the final state is drawn at
-     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time) */
-  if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every || l->n == l->total) {
+     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
+     one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
+  if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
-      if (b->main.live) { fputc('\n', b->out); b->drawn_len = 0; }
+      if (b->main.live) tr__bar_below(b);
       b->eval_shown = 1;
     }
     tr__bar_draw(b, l, now);
@@ -9287,22 +9459,25 @@ static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   double now;
   if (ctx->rank != 0 || !b->main.live) return HK_CONTINUE;
-  now = tr__wall(); /* the epoch's final state (with this epoch's validation): a line in a pipe; on a terminal
-                       when a redraw is due (the last epoch's is drawn at the end of training) */
+  b->epoch_open = 0;
+  now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
+                       terminal when a redraw is due (the last epoch's is drawn at the end of training) */
   if (!b->tty || now - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, now);
   return HK_CONTINUE;
 }
 static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); }
+  if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   b->main.live = 0;
-  b->drawn_len = 0;
+  b->epoch_open = 0;
   return HK_CONTINUE;
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end. */
+/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end.
+   In lines, its one line at its end: for a standalone run, the sanity check, a step loop's validation;
+   a validation inside an epoch has none, the epoch's line that follows carries its metrics. */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
@@ -9314,16 +9489,16 @@ static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0 || !b->eval.live) return HK_CONTINUE;
-  if (!b->tty) tr__bar_draw(b, &b->eval, tr__wall());
-  else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
+  if (!b->tty) {
+    if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
+  } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
     fputc('\n', b->out);
-    b->drawn_len = 0;
+    b->drawn_w = 0;
   } else if (b->eval_shown && b->main.live) { /* erase the line, go back up to the training bar */
-    fputs("\r\033[K\033[A", b->out);
-    b->drawn_len = 0;
+    tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
-  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_len = 0; } /* the sanity check's line goes */
+  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
   fflush(b->out);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -9352,14 +9527,39 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); }
-  b->main.live = b->eval.live = 0;
-  b->drawn_len = 0;
+  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
+  b->main.live = b->eval.live = b->epoch_open = 0;
   return HK_CONTINUE;
+}
+
+/* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
+   are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
+   callback's stderr) is handled so only when that stream is a terminal too. */
+static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
+  int live = b->tty && (b->main.live || b->eval.live);
+  if (!f) f = b->out;
+#ifdef TR__POSIX
+  if (live && f != b->out) live = isatty(fileno(f));
+#endif
+  if (live) {
+    if (b->eval_shown && b->main.live) tr__bar_up(b);
+    else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
+    fflush(b->out);
+  }
+  fputs(text, f);
+  fflush(f);
+  if (!live) return;
+  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
+  if (b->eval_shown && b->eval.live) {
+    if (b->main.live) tr__bar_below(b);
+    tr__bar_draw(b, &b->eval, tr__wall());
+  }
+  fflush(b->out);
 }
 
 static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
   char unique[64];
+  tr_run *run;
   tr__bar *b;
   hk_callback cb;
   hk_opts o;
@@ -9369,12 +9569,21 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   if (!(d->refresh_seconds >= 0) || !(d->line_seconds >= 0) || !hk_is_finite(d->refresh_seconds) || !hk_is_finite(d->line_seconds))
     return tr__bad(w, "progress_bar: refresh_seconds and line_seconds must be finite and >= 0");
   if (d->width < 0 || d->width > 100000) return tr__bad(w, "progress_bar: width must be between 0 and 100000 (0 = the terminal's), got %d", d->width);
+  if ((run = tr_run_get(reg)) != NULL && run->tr__p->bar) /* two would draw every line twice */
+    return tr__bad(w, "progress_bar: this registry has a progress bar already; one bar shows the run (remove the "
+                   "other one, or give each its own registry)");
   if (!(b = (tr__bar *)calloc(1, sizeof *b))) return tr__bad(w, "progress_bar: out of memory"), TR_ERR_NOMEM;
-  b->run = tr_run_get(reg);
-  if (b->run && !b->run->tr__p->bar) b->run->tr__p->bar = b; /* tr_print writes above it */
+  b->run = run;
   b->out = d->out ? d->out : stdout;
+  b->size_fd = -1;
 #ifdef TR__POSIX
-  b->tty = d->mode == TR_BAR_TTY || (d->mode == TR_BAR_AUTO && isatty(fileno(b->out)));
+  b->tty = d->mode == TR_BAR_TTY;
+  if (d->mode == TR_BAR_AUTO && isatty(fileno(b->out))) { /* under mpirun: where the launcher's output goes */
+    char term[256];
+    int at = tr__launcher_tty(fileno(b->out), term, sizeof term);
+    b->tty = at != 0;
+    if (at == 1) b->size_fd = open(term, O_RDONLY | O_NOCTTY | O_NONBLOCK);
+  }
 #else
   b->tty = d->mode == TR_BAR_TTY;
 #endif
@@ -9407,30 +9616,9 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
     tr__bar_destroy(b);
     return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
   }
+  if (run) { run->tr__p->bar = b; run->tr__p->above = tr__bar_above; } /* tr_print and callbacks' lines: above it */
   return TR_OK;
 }
-TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
-  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
-  tr__bar *b = run ? run->tr__p->bar : NULL;
-  FILE *out = b ? b->out : stdout;
-  char line[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  if (!b || !b->tty || (!b->main.live && !b->eval.live)) { fprintf(out, "%s\n", line); fflush(out); return; }
-  /* clear the bar's lines (two while an evaluation line shows below the training bar), print, redraw */
-  fputs(b->eval_shown && b->main.live ? "\r\033[K\033[A\r\033[K" : "\r\033[K", out);
-  fprintf(out, "%s\n", line);
-  b->drawn_len = 0;
-  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
-  if (b->eval_shown && b->eval.live) {
-    if (b->main.live) { fputc('\n', out); b->drawn_len = 0; }
-    tr__bar_draw(b, &b->eval, tr__wall());
-  }
-  fflush(out);
-}
-
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out) {
   tr__why w;
   if (!reg) return TR_ERR_INVALID;
@@ -11312,6 +11500,7 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
      (or not at all), else at the validation's end */
   d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
   run->resume_from = c->resume_from ? c->resume_from : "";
+  d->no_resume_message = c->no_resume_message;
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
   tr__state_regions(t);
 }
@@ -11712,7 +11901,10 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   const tr_config *c = t->tr__cfg;
   int64_t n;
   (void)arg;
-  if (c->resume_from) tr__load_file(t, c->resume_from); /* a failure skips what follows */
+  if (c->resume_from) { /* a failure skips what follows */
+    tr__load_file(t, c->resume_from);
+    if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+  }
   tr__ready_to_train(t);
   tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);

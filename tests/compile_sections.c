@@ -118,6 +118,7 @@ int main(void) {
     next |= tr_run_batch_end(reg, &ctx, &flow);
   }
   if (tr_run_finish(reg, &ctx, TR_OK) != TR_OK) return fail(tr_run_error(reg));
+  tr_print(reg, "compile_sections: tr_print is the run layer's (with or without the bar)");
 #ifndef TRAIN_NO_CALLBACKS
   if (ctx.global_step != 7) return fail("early_stopping did not stop the loop at step 7");
 #else

@@ -4,12 +4,16 @@
 #                         $(BUILD)/venv, made here on first use): its Python reader (both CRCs
 #                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP;
 #                         three fits with tr_run_hparam values as the HParams tab lists them (tests/tb_hparams.py)
-#   test-log-bar          the live bar in a real terminal (tmux: one bar on screen) and in a pipe (no
-#                         carriage return, no escape code)
+#   test-log-bar          the live bar in a real terminal (tmux at 40, 60, 80 and 120 columns, and one
+#                         narrowed while training: one bar on screen, no row wrapped, a hook's tr_print
+#                         lines above it) and in a pipe (one line per epoch; no carriage return, no
+#                         escape code)
 #   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
 #   test-log-plot         rsvg-convert renders the plots (tr_plot_csv's and the committed demo plot)
 #   test-log-mpi          callbacks' verbose lines under mpirun -np 2 and 3 (a TRAIN_MPI build): whole
-#                         lines with "[rank: N] ", rank-zero-only ones from rank 0 alone
+#                         lines with "[rank: N] ", rank-zero-only ones from rank 0 alone; the progress
+#                         bar under mpirun -np 2: lines when mpirun writes to a file, in place in a
+#                         terminal (tmux)
 LOG_SRC  := tests/test_log.c
 LOG_BIN  := $(BUILD)/test_log
 LOG_ASAN := $(BUILD)/test_log_asan

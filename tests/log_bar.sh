@@ -1,8 +1,17 @@
 #!/bin/sh
 # tests/log_bar.sh BIN DIR - the progress bar in a real terminal (tmux) and in a pipe.
-#   terminal: as wide as the terminal less one column (tqdm); every snapshot of the screen shows at most one training bar and one evaluation bar, and
-#             at the end exactly one line: the last epoch's bar at 100% (the validation line erased)
-#   pipe:     complete lines only: no carriage return, no escape code; every epoch's final line
+#   BIN --bar N: 3 epochs of 4 batches (N ms each) with a validation, a line about 150 characters long,
+#   and a hook's tr_print line at each epoch's middle.
+#   terminal, at 40, 60, 80 and 120 columns: every snapshot of the screen (wrapped rows joined) shows at
+#             most one training bar and one evaluation bar, no row wider than the terminal less one
+#             column (tqdm), so nothing wraps; at the end exactly one bar: the last epoch's at 100%, as
+#             wide as the terminal less one; the hook's lines above it, whole, each once per epoch
+#   resize:   120 columns, narrowed to 60 in the first epoch: the same, the last bar 59 wide (the 120-wide
+#             line the bar drew before, rewrapped by tmux into two rows, erased). The screen is checked,
+#             not the scrollback: tmux's rewrap keeps the cursor's row and may push a row of the old line
+#             into the scrollback, where no program can reach it; the hook's lines are looked for in both.
+#   pipe:     complete lines only: no carriage return, no escape code; the sanity check once, one line
+#             per epoch (with its validation's metrics), the hook's lines, nothing else
 set -u
 bin=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
@@ -12,32 +21,47 @@ fail() { echo "log_bar: $*" >&2; exit 1; }
 "$bin" --bar 5 | cat > "$dir/pipe.txt" || fail "the run in a pipe failed"
 if grep -q "$(printf '\r')" "$dir/pipe.txt"; then fail "a carriage return in the pipe output"; fi
 if grep -q "$(printf '\033')" "$dir/pipe.txt"; then fail "an escape code in the pipe output"; fi
-for e in 0 1 2; do grep -q "^Epoch $e: 100%|.*| 4/4 \[" "$dir/pipe.txt" || fail "no final line for epoch $e in the pipe"; done
-grep -q "^Validation: 100%|.*| 2/2 \[" "$dir/pipe.txt" || fail "no validation line in the pipe"
-grep -q "loss=" "$dir/pipe.txt" || fail "no loss in the postfix"
-echo "log_bar: pipe: $(wc -l < "$dir/pipe.txt") complete lines, no carriage return, no escape code"
+for e in 0 1 2; do
+  [ "$(grep -c "^Epoch $e: " "$dir/pipe.txt")" -eq 1 ] || { cat "$dir/pipe.txt"; fail "not exactly one line for epoch $e in the pipe"; }
+  grep -q "^Epoch $e: 100%|.*| 4/4 \[.*loss=.*val/loss=.*val/perplexity=" "$dir/pipe.txt" || fail "epoch $e's line lacks its validation metrics"
+done
+[ "$(grep -c '^Sanity Checking: 100%' "$dir/pipe.txt")" -eq 1 ] || { cat "$dir/pipe.txt"; fail "the sanity check is not one line"; }
+[ "$(wc -l < "$dir/pipe.txt")" -eq 8 ] || { cat "$dir/pipe.txt"; fail "the pipe has $(wc -l < "$dir/pipe.txt") lines, want 8 (sanity, 3 epochs, 3 notes, done)"; }
+echo "log_bar: pipe: $(wc -l < "$dir/pipe.txt") complete lines (the sanity check, one per epoch with its validation metrics, the hook's notes), no carriage return, no escape code"
 
 # -- terminal --
 command -v tmux >/dev/null 2>&1 || fail "tmux is not installed (scripts/deps.sh installs it)"
-sock="hooks_log_bar_$$"
 export TERM=xterm-256color
-tmux -L "$sock" -f /dev/null new-session -d -x 110 -y 24 "'$bin' --bar 60; echo EXIT=\$?; sleep 30" || fail "tmux did not start"
-i=0 shots=0
-while [ $i -lt 100 ]; do
-  sleep 0.1
-  tmux -L "$sock" capture-pane -p > "$dir/screen.txt" 2>/dev/null || break
-  shots=$((shots + 1))
-  n_train=$(grep -c '^Epoch [0-9]*: ' "$dir/screen.txt")
-  n_eval=$(grep -c '^\(Validation\|Sanity Checking\): ' "$dir/screen.txt")
-  [ "$n_train" -le 1 ] || { cat "$dir/screen.txt"; tmux -L "$sock" kill-server; fail "$n_train training bars on the screen"; }
-  [ "$n_eval" -le 1 ] || { cat "$dir/screen.txt"; tmux -L "$sock" kill-server; fail "$n_eval evaluation bars on the screen"; }
-  grep -q '^EXIT=' "$dir/screen.txt" && break
-  i=$((i + 1))
-done
-tmux -L "$sock" kill-server 2>/dev/null
-grep -q '^EXIT=0' "$dir/screen.txt" || { cat "$dir/screen.txt"; fail "the run in tmux did not finish"; }
-[ "$(grep -c '|' "$dir/screen.txt")" -eq 1 ] || { cat "$dir/screen.txt"; fail "not exactly one bar left on the screen"; }
-grep -q '^Epoch 2: 100%|.*| 4/4 \[.*loss=.*val/loss=' "$dir/screen.txt" || { cat "$dir/screen.txt"; fail "the last bar is not epoch 2 at 100% with loss and val/loss"; }
-width=$(grep '^Epoch' "$dir/screen.txt" | python3 -c 'import sys; print(len(sys.stdin.buffer.read().decode().rstrip("\n").rstrip()))')
-[ "$width" -eq 109 ] || fail "the bar is $width characters wide; the terminal has 110 columns (tqdm: 110 - 1)"
-echo "log_bar: terminal: $shots screenshots, never more than one bar per line kind; at the end: $(grep '^Epoch' "$dir/screen.txt")"
+# run COLS [RESIZE]: the run in a COLS-wide tmux window (narrowed to RESIZE columns once epoch 0's note shows)
+run() {
+  cols=$1 resize=${2:-} sock="hooks_log_bar_$$_$1" out="$dir/screen_$1${2:+_$2}.txt"
+  tmux -L "$sock" -f /dev/null new-session -d -x "$cols" -y 30 "'$bin' --bar 60; echo EXIT=\$?; sleep 30" || fail "tmux did not start"
+  i=0 shots=0
+  while [ $i -lt 100 ]; do
+    sleep 0.1
+    tmux -L "$sock" capture-pane -p -J > "$out" 2>/dev/null || break
+    tmux -L "$sock" capture-pane -p -J -S - > "$out.all" 2>/dev/null || break
+    if [ -n "$resize" ] && [ "$cols" -ne "$resize" ] && grep -q '^note: epoch 0' "$out"; then
+      tmux -L "$sock" resize-window -x "$resize" 2>/dev/null || fail "tmux resize-window failed"; cols=$resize
+    fi
+    shots=$((shots + 1))
+    n_train=$(grep -c '^Epoch [0-9]*: ' "$out")
+    n_eval=$(grep -c '^\(Validation\|Sanity Checking\): ' "$out")
+    [ "$n_train" -le 1 ] || { cat "$out"; tmux -L "$sock" kill-server; fail "$1 columns: $n_train training bars on the screen"; }
+    [ "$n_eval" -le 1 ] || { cat "$out"; tmux -L "$sock" kill-server; fail "$1 columns: $n_eval evaluation bars on the screen"; }
+    wide=$(python3 -c 'import sys; print(max([len(l.rstrip()) for l in open(sys.argv[1], encoding="utf-8")] + [0]))' "$out")
+    [ -n "$resize" ] || [ "$wide" -lt "$cols" ] || { cat "$out"; tmux -L "$sock" kill-server; fail "$cols columns: a row of $wide characters (wrapped)"; }
+    grep -q '^EXIT=' "$out" && break
+    i=$((i + 1))
+  done
+  tmux -L "$sock" kill-server 2>/dev/null
+  grep -q '^EXIT=0' "$out" || { cat "$out"; fail "$cols columns: the run in tmux did not finish"; }
+  [ "$(grep -c '|' "$out")" -eq 1 ] || { cat "$out"; fail "$cols columns: not exactly one bar left on the screen"; }
+  grep -q '^Epoch 2: 100%|.*| 4/4 \[' "$out" || { cat "$out"; fail "$cols columns: the last bar is not epoch 2 at 100%"; }
+  for e in 0 1 2; do [ "$(grep -c "^note: epoch $e half done\$" "$out.all")" -eq 1 ] || { cat "$out.all"; fail "$cols columns: the hook's line for epoch $e is not there once, whole"; }; done
+  width=$(grep '^Epoch' "$out" | python3 -c 'import sys; print(len(sys.stdin.buffer.read().decode().rstrip("\n").rstrip()))')
+  [ "$width" -eq $((cols - 1)) ] || { cat "$out"; fail "the bar is $width characters wide; the terminal has $cols columns (tqdm: $cols - 1)"; }
+  echo "log_bar: terminal $1${2:+ -> $2} columns: $shots screenshots, no wrapped row, one bar per kind; at the end: $(grep '^Epoch' "$out")"
+}
+for c in 40 60 80 120; do run $c; done
+run 120 60

@@ -1,14 +1,15 @@
 #!/bin/sh
 # tests/log_mpi.sh BIN DIR - callbacks' verbose lines under mpirun (2 and 3 ranks sharing stderr): every
 # line whole and "[rank: N] " first; model_checkpoint's lines and those of an early_stopping with
-# log_rank_zero_only from rank 0 only; an early_stopping without it on every rank.
+# log_rank_zero_only from rank 0 only; an early_stopping without it on every rank. The progress bar
+# under mpirun: lines in mpirun's file, in place in mpirun's terminal (tmux), rank 0 alone drawing.
 set -u
 bin=$1 dir=$2
 for w in 2 3; do
   rm -rf "$dir" && mkdir -p "$dir"
   env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
       OMPI_MCA_btl_vader_single_copy_mechanism=none \
-      timeout 60 ${MPIRUN:-mpirun} --oversubscribe -np $w "$bin" --mpi-verbose "$dir/ck" > "$dir/out" 2>&1 \
+      timeout 60 ${MPIRUN:-mpirun} --oversubscribe --mca mpi_yield_when_idle 1 -np $w "$bin" --mpi-verbose "$dir/ck" > "$dir/out" 2>&1 \
     || { cat "$dir/out"; echo "log_mpi: mpirun -np $w failed"; exit 1; }
   python3 - "$dir/out" $w <<'PY' || exit 1
 import re, sys
@@ -30,3 +31,37 @@ assert other == 3 and saves >= 3, "rank 0: %d rank-zero-only early_stopping line
 print("log_mpi: %d ranks: %d lines, all whole with [rank: N]; rank-zero-only ones from rank 0 alone" % (w, len(lines)))
 PY
 done
+
+# The progress bar under mpirun (Open MPI gives every rank a pseudo-terminal): rank 0 alone draws, as
+# lines when mpirun's output is a file (no carriage return, no escape code), in place when it is a
+# terminal (tmux: one bar left, as wide as the terminal less one).
+rm -rf "$dir" && mkdir -p "$dir"
+env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    timeout 60 ${MPIRUN:-mpirun} --oversubscribe -np 2 "$bin" --bar 5 > "$dir/bar.txt" 2> "$dir/bar.err" \
+  || { cat "$dir/bar.err"; echo "log_mpi: mpirun -np 2 --bar failed"; exit 1; }
+if grep -q "$(printf '\r')" "$dir/bar.txt"; then cat -A "$dir/bar.txt"; echo "log_mpi: a carriage return in mpirun's file"; exit 1; fi
+if grep -q "$(printf '\033')" "$dir/bar.txt"; then cat -A "$dir/bar.txt"; echo "log_mpi: an escape code in mpirun's file"; exit 1; fi
+for e in 0 1 2; do
+  [ "$(grep -c "^Epoch $e: 100%" "$dir/bar.txt")" -eq 1 ] || { cat "$dir/bar.txt"; echo "log_mpi: not one line for epoch $e (rank 0 alone draws)"; exit 1; }
+done
+[ "$(wc -l < "$dir/bar.txt")" -eq 5 ] || { cat "$dir/bar.txt"; echo "log_mpi: $(wc -l < "$dir/bar.txt") lines in mpirun's file, want 5"; exit 1; }
+echo "log_mpi: progress bar, mpirun -np 2 > file: 5 complete lines from rank 0, no carriage return, no escape code"
+command -v tmux >/dev/null 2>&1 || { echo "log_mpi: tmux is not installed (scripts/deps.sh installs it)"; exit 1; }
+sock="hooks_log_mpi_$$"
+TERM=xterm-256color tmux -L "$sock" -f /dev/null new-session -d -x 70 -y 30 "env OMPI_ALLOW_RUN_AS_ROOT=1 \
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none timeout 60 ${MPIRUN:-mpirun} \
+--oversubscribe -np 2 '$bin' --bar 100; echo EXIT=\$?; sleep 60" || { echo "log_mpi: tmux did not start"; exit 1; }
+i=0
+while [ $i -lt 60 ]; do
+  sleep 0.5
+  tmux -L "$sock" capture-pane -p -J -S - > "$dir/screen.txt" 2>/dev/null || break
+  grep -q '^EXIT=' "$dir/screen.txt" && break
+  i=$((i + 1))
+done
+tmux -L "$sock" kill-server 2>/dev/null
+grep -q '^EXIT=0' "$dir/screen.txt" || { cat "$dir/screen.txt"; echo "log_mpi: mpirun in tmux did not finish"; exit 1; }
+[ "$(grep -c '|' "$dir/screen.txt")" -eq 1 ] || { cat "$dir/screen.txt"; echo "log_mpi: not exactly one bar on the terminal"; exit 1; }
+width=$(grep '^Epoch 2: 100%' "$dir/screen.txt" | python3 -c 'import sys; print(len(sys.stdin.buffer.read().decode().rstrip("\n").rstrip()))')
+[ "$width" -eq 69 ] || { cat "$dir/screen.txt"; echo "log_mpi: the bar under mpirun is $width wide; the terminal has 70 columns (want 69)"; exit 1; }
+echo "log_mpi: progress bar, mpirun -np 2 in a 70-column tmux: in place, one bar left: $(grep '^Epoch' "$dir/screen.txt")"

@@ -538,6 +538,9 @@ static void test_bar_format(void **state) {
 }
 
 /* ---- the bar as a callback: lines into a file, and a terminal's redraws --------------------------- */
+static int count_lines(const char *s) { int n = 0; for (; *s; s++) n += *s == '\n'; return n; }
+static int count_str(const char *s, const char *what) { int n = 0; for (; (s = strstr(s, what)) != NULL; s++) n++; return n; }
+
 static void test_bar_callback(void **state) {
   char *text = NULL;
   size_t len = 0;
@@ -552,11 +555,14 @@ static void test_bar_callback(void **state) {
   fflush(out);
   assert_null(strchr(text, '\r'));
   assert_null(strchr(text, '\033'));
+  /* a log reader's lines: the sanity check once, one line per epoch carrying its validation's metrics,
+     one for the evaluation run after the fit; nothing else */
   if (strncmp(text, "Sanity Checking: 100%|##########| 2/2 [00:00<", 45)) fail_msg("%s", text); /* the rate may be ? */
-  assert_contains(text, "\nValidation: 100%|##########| 2/2 [");
-  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 0: 100%|##########| 4/4 [");
-  assert_contains(text, "loss=1.044, val/loss=0.6]\nEpoch 1: 100%|##########| 4/4 [");
-  assert_contains(text, "\nValidation: 100%|##########| 2/2 [00:00<");  /* tr_validate's line */
+  assert_int_equal(count_lines(text), 4);
+  assert_contains(text, "]\nEpoch 0: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 1: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.044, val/loss=0.6]\nValidation: 100%|##########| 2/2 [00:00<");  /* tr_validate's line */
+  assert_int_equal(count_str(text, "Sanity Checking"), 1);
   tr_free(&t);
   fclose(out);
   free(text);
@@ -568,12 +574,82 @@ static void test_bar_callback(void **state) {
   assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60, .refresh_seconds = 1e-9 }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   fflush(out);
-  assert_contains(text, "\rSanity Checking: "); /* shown at its first due redraw (50% or, same microsecond, 100%) */
-  assert_contains(text, "\r\033[K\rEpoch 0:   0%|"); /* the sanity check's line is erased */
-  assert_contains(text, "\n\rValidation: ");
-  assert_contains(text, "\r\033[K\033[A\rEpoch 0: 100%|");
+  assert_contains(text, "\r\033[KSanity Checking: "); /* shown at its first due redraw (50% or, same microsecond, 100%) */
+  assert_contains(text, "\r\033[K\r\033[KEpoch 0:   0%|"); /* the sanity check's line is erased */
+  assert_contains(text, "\n\r\033[KValidation: ");
+  assert_contains(text, "\r\033[K\033[A\r\033[K\r\033[KEpoch 0: 100%|");
   assert_int_equal(text[len - 1], '\n');         /* on_train_end leaves the line */
   assert_null(strstr(text, "\n\n"));
+  { /* every line drawn, postfix and all, is cut to the width: a terminal never wraps it */
+    const char *p = text, *e;
+    for (; (p = strstr(p, "\033[K")) != NULL; p = e) {
+      size_t cols = 0;
+      p += 3;
+      for (e = p; *e && *e != '\r' && *e != '\n' && *e != '\033'; e++) cols += ((unsigned char)*e & 0xC0) != 0x80;
+      if (cols > 60) fail_msg("a line of %zu columns: %.*s", cols, (int)(e - p), p);
+    }
+  }
+  tr_free(&t);
+  fclose(out);
+  free(text);
+}
+
+/* ---- what happened, said by default above the live bar: early stopping's stop, a resume's restart --- */
+static void test_said_above_bar(void **state) {
+  char dir[300], ck[400], *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  tr_trainer t;
+  toy m;
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  tr_data val = { .count = toy_count2, .get = toy_get, .user = &m };
+  (void)state;
+  subdir(dir, sizeof dir, "said");
+  snprintf(ck, sizeof ck, "%s/last.ckpt", dir);
+  /* val/loss grows each epoch (0.5, 0.6, ...): patience 1 stops after epoch 1; the run's log and the bar
+     share a stream, as stderr and stdout share a terminal */
+  toy_init(&t, &m, out);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60,
+                                                                     .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(t.reg, "early_stopping(monitor=val/loss, patience=1)"), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 5, 2), TR_OK);
+  assert_int_equal(t.epoch, 2);
+  assert_int_equal(tr_save(&t, ck), TR_OK);
+  fflush(out);
+  /* the bar's line erased, the line, the bar drawn again below it */
+  assert_contains(text, "\r\033[Kearly_stopping: Monitored metric val/loss did not improve in the last 1 records. "
+                        "Best score: 0.500. Signaling Trainer to stop.\n\r\033[KEpoch 1: 100%|");
+  assert_int_equal(count_str(text, "Monitored metric"), 1);
+  tr_free(&t);
+
+  /* a resume says where it restarted; the bar's line is not live yet: a plain line */
+  fclose(out);
+  free(text);
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, out);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 60,
+                                                                     .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .resume_from = ck, .no_sigint = 1 }), TR_OK);
+  fflush(out);
+  if (!strstr(text, "Restored all states from the checkpoint at ") || !strstr(text, "last.ckpt: epoch 2, global step 8, batch 0 of the epoch\n"))
+    fail_msg("no resume line in: %s", text);
+  tr_free(&t);
+
+  /* both switched off: nothing said */
+  fclose(out);
+  free(text);
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, out);
+  assert_int_equal(tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 1, .log_stop = TR_NO }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 5, 2), TR_OK);
+  assert_int_equal(t.epoch, 2);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .resume_from = ck, .no_sigint = 1,
+                                            .no_resume_message = 1 }), TR_OK);
+  fflush(out);
+  assert_null(strstr(text, "Monitored metric"));
+  assert_null(strstr(text, "Restored"));
   tr_free(&t);
   fclose(out);
   free(text);
@@ -659,7 +735,15 @@ static void test_bad_parameters(void **state) {
   assert_contains(hk_last_error(t.reg), "auto|tty|lines");
   assert_int_equal(hk_spec_apply(t.reg, "progress_bar(width=-3)"), HK_ERR_INVALID);
   assert_int_equal(hk_spec_apply(t.reg, "tensorboard(save_dir=runs, colour=red)"), HK_ERR_SPEC);
-  assert_int_equal(hk_count(t.reg, HK_ON_LOG), 0); /* nothing was registered */
+  /* one bar per registry: a second would print every line twice */
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = TR_BAR_LINES }, NULL), TR_OK);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = TR_BAR_LINES }, NULL), TR_ERR_INVALID);
+  assert_contains(hk_last_error(t.reg), "progress_bar: this registry has a progress bar already");
+  assert_int_equal(hk_spec_apply(t.reg, "progress_bar"), HK_ERR_INVALID);
+  assert_int_equal(hk_count(t.reg, HK_ON_TRAIN_BATCH_END), 1);
+  hk_off(t.reg, hk_find(t.reg, "progress_bar"));
+  assert_int_equal(hk_spec_apply(t.reg, "progress_bar"), HK_OK); /* once the first is gone, a new one is fine */
+  assert_int_equal(hk_count(t.reg, HK_ON_LOG), 1); /* nothing was registered but the one bar */
   assert_int_equal(tr_log_histogram(&t.ctx, "", NULL, 0), TR_ERR_INVALID);
   tr_free(&t);
 }
@@ -1352,6 +1436,20 @@ static int mode_tb_hparams(const char *dir) {
   }
   return 0;
 }
+/* Validation metrics enough for a line of about 150 characters: wider than every terminal the tmux test uses */
+static hk_signal bar_metrics(hk_ctx *ctx, void *user) {
+  (void)user;
+  hk_metric_set(ctx, "val/accuracy", 0.5 + 0.125 * (double)ctx->epoch);
+  hk_metric_set(ctx, "val/top5_accuracy", 0.75);
+  hk_metric_set(ctx, "val/perplexity", 12.5 - (double)ctx->epoch);
+  return HK_CONTINUE;
+}
+/* A hook printing above the live bar (tr_print), once per epoch at its middle batch */
+static hk_signal bar_say(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (ctx->batch_idx == NB / 2) tr_print(ctx->reg, "note: epoch %lld half done", (long long)ctx->epoch);
+  return HK_CONTINUE;
+}
 static int mode_bar(int sleep_ms) {
   tr_trainer t;
   toy m;
@@ -1364,8 +1462,10 @@ static int mode_bar(int sleep_ms) {
   if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
                                           .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 1;
   if (hk_spec_apply(t.reg, "progress_bar(refresh_seconds=0.05, line_seconds=0.3)")) { fprintf(stderr, "%s\n", hk_last_error(t.reg)); return 1; }
+  if (hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, bar_metrics, NULL, NULL, NULL) ||
+      hk_on(t.reg, HK_ON_TRAIN_BATCH_END, bar_say, NULL, NULL, NULL)) return 1;
   if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) return 1;
-  printf("done\n");
+  if (t.ctx.rank == 0) printf("done\n"); /* under mpirun: rank 0's bar may still be on its line while others end */
   tr_free(&t);
   return 0;
 }
@@ -1421,6 +1521,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_bar_callback),
+    cmocka_unit_test(test_said_above_bar),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),

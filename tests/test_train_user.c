@@ -6,6 +6,7 @@
 #ifdef TEST_TRAIN_STATIC
 #  define TRAIN_STATIC
 #  define TRAIN_IMPLEMENTATION
+#  define TRAIN_HOOKS_ELSEWHERE /* hooks.h's implementation is in test_train_impl.c */
 #endif
 #include "train.h"
 #include <stdio.h>

@@ -63,7 +63,8 @@ TR_MX       := $(BUILD)/train-compile
 TR_MX_FLAGS  = -O2 $(WARN) -I. -I$(STB_INC)
 TR_MX_DEPS  := $(TR_DEPS) tests/test_train_user.c tests/test_train_impl.c
 TR_MX_CONFIGS := gcc-c99 clang-c11 gxx-cxx11 clangxx-cxx11 c-impl-cxx-user static-gcc static-gxx disable-gcc \
-                 cxxcompat-gcc cxxcompat-native-gcc cxxcompat-static-gcc cxxcompat-noavx-gcc cxxcompat-cuda-gcc
+                 cxxcompat-gcc cxxcompat-native-gcc cxxcompat-static-gcc cxxcompat-noavx-gcc cxxcompat-cuda-gcc \
+                 no-hooks-impl
 
 # $(call tr_mx,stamp,impl compile,user compile,link driver)
 tr_mx = @mkdir -p $(TR_MX) && echo "train-compile: $(notdir $(1:.ok=))" && \
@@ -87,6 +88,18 @@ $(TR_MX)/static-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,gcc -std=c99 -DTEST_TRAIN_HOOKS_ONLY,gcc -std=c99 -DTEST_TRAIN_STATIC,gcc)
 $(TR_MX)/static-gxx.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,g++ -std=c++11 -x c++ -DTEST_TRAIN_HOOKS_ONLY,g++ -std=c++11 -x c++ -DTEST_TRAIN_STATIC,g++)
+# TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION (the usual mistake) must not compile, and must say what
+# to define (gcc and g++); with TRAIN_HOOKS_ELSEWHERE it compiles (static-gcc above links and runs it)
+$(TR_MX)/no-hooks-impl.ok: $(TR_DEPS) | $(BUILD)
+	@mkdir -p $(TR_MX) && echo "train-compile: no-hooks-impl"
+	@for cc in "gcc -std=c99" "g++ -std=c++11 -x c++"; do \
+	  printf '#define TRAIN_IMPLEMENTATION\n#include "train.h"\n' > $(TR_MX)/no-hooks-impl.c; \
+	  if $$cc $(TR_MX_FLAGS) -c -o $(TR_MX)/no-hooks-impl.o $(TR_MX)/no-hooks-impl.c 2> $(TR_MX)/no-hooks-impl.err; then \
+	    echo "train-compile: $$cc compiled TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION"; exit 1; fi; \
+	  grep -q 'error: .*train.h: TRAIN_IMPLEMENTATION needs hooks.h.s implementation: #define HOOKS_IMPLEMENTATION too' \
+	    $(TR_MX)/no-hooks-impl.err || { cat $(TR_MX)/no-hooks-impl.err; echo "train-compile: $$cc: no #error naming HOOKS_IMPLEMENTATION"; exit 1; }; \
+	  [ "$$(grep -c 'error' $(TR_MX)/no-hooks-impl.err)" -le 2 ] || { cat $(TR_MX)/no-hooks-impl.err; echo "train-compile: $$cc: more errors than the one"; exit 1; }; \
+	done; touch $@
 # HK_DISABLE: train.h still builds and trains; no hook runs
 $(TR_MX)/disable-gcc.ok: $(TR_MX_DEPS) | $(BUILD)
 	$(call tr_mx,$@,gcc -std=c99 -DHK_DISABLE,gcc -std=c99 -DHK_DISABLE,gcc)
