@@ -9672,6 +9672,16 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
 #define TR__SPEC_OF(p, desc_type, LIST) \
   static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
   TR__ARGS_OF(p, desc_type, LIST)
+/* A factory that needs nothing but its list: the spec table, the copy, and the factory itself. */
+#define TR__FACTORY_OF(p, desc_type, LIST) \
+  TR__SPEC_OF(p, desc_type, LIST) \
+  static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { \
+    desc_type d; \
+    tr__why w; \
+    tr_err e = tr__##p##_args(a, &d, &w); \
+    (void)user; \
+    return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
+  }
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v = 0; \
@@ -9714,32 +9724,11 @@ static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 
 /* every_n_epochs: not given, the desc's 0 (1 while no other trigger is given, as Lightning) */
-TR__SPEC_OF(mc, tr_model_checkpoint_desc, TR_MODEL_CHECKPOINT_PARAMS)
-static hk_err tr__mc_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_model_checkpoint_desc d;
-  tr__why w;
-  tr_err e = tr__mc_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__mc_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(mc, tr_model_checkpoint_desc, TR_MODEL_CHECKPOINT_PARAMS)
 
-TR__SPEC_OF(timer, tr_timer_desc, TR_TIMER_PARAMS)
-static hk_err tr__timer_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_timer_desc d;
-  tr__why w;
-  tr_err e = tr__timer_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__timer_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(timer, tr_timer_desc, TR_TIMER_PARAMS)
 
-TR__SPEC_OF(lrm, tr_lr_monitor_desc, TR_LR_MONITOR_PARAMS)
-static hk_err tr__lrm_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_lr_monitor_desc d;
-  tr__why w;
-  tr_err e = tr__lrm_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__lrm_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(lrm, tr_lr_monitor_desc, TR_LR_MONITOR_PARAMS)
 
 TR__SPEC_OF(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS)
 static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
@@ -9752,14 +9741,7 @@ static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__gm_make(reg, &d, NULL, &w), &w);
 }
 
-TR__SPEC_OF(ng, tr_nan_guard_desc, TR_NAN_GUARD_PARAMS)
-static hk_err tr__ng_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_nan_guard_desc d;
-  tr__why w;
-  tr_err e = tr__ng_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__ng_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(ng, tr_nan_guard_desc, TR_NAN_GUARD_PARAMS)
 
 TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
@@ -9772,14 +9754,7 @@ static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
 }
 
-TR__SPEC_OF(oec, tr_on_exception_checkpoint_desc, TR_ON_EXCEPTION_CHECKPOINT_PARAMS)
-static hk_err tr__oec_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_on_exception_checkpoint_desc d;
-  tr__why w;
-  tr_err e = tr__oec_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__oec_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(oec, tr_on_exception_checkpoint_desc, TR_ON_EXCEPTION_CHECKPOINT_PARAMS)
 
 TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
 static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
@@ -9810,23 +9785,9 @@ static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
 
 #endif /* TRAIN_NO_TRAINER */
 
-TR__SPEC_OF(ms, tr_model_summary_desc, TR_MODEL_SUMMARY_PARAMS)
-static hk_err tr__ms_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_model_summary_desc d;
-  tr__why w;
-  tr_err e = tr__ms_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__ms_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(ms, tr_model_summary_desc, TR_MODEL_SUMMARY_PARAMS)
 
-TR__SPEC_OF(as, tr_accumulation_scheduler_desc, TR_ACCUMULATION_SCHEDULER_PARAMS)
-static hk_err tr__as_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_accumulation_scheduler_desc d;
-  tr__why w;
-  tr_err e = tr__as_args(a, &d, &w);
-  (void)user;
-  return tr__factory_result(reg, e ? e : tr__as_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(as, tr_accumulation_scheduler_desc, TR_ACCUMULATION_SCHEDULER_PARAMS)
 
 TR__SPEC_OF(prof, tr_profiler_desc, TR_PROFILER_PARAMS)
 static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
