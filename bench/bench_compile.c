@@ -31,9 +31,9 @@ static const row rows[] = {
   { "train.h, whole",                     SRC_TRAIN, "" },
   { "train.h, TRAIN_NO_SIMD",             SRC_TRAIN, "-DTRAIN_NO_SIMD" },
   { "train.h, no trainer",                SRC_TRAIN, "-DTRAIN_NO_TRAINER" },
-  { "own loop: run layer, callbacks, loggers", SRC_TRAIN, "-DTRAIN_NO_MATH" },
-  { "own loop: run layer, callbacks",     SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_LOGGERS" },
-  { "the run layer alone",                SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS" },
+  { "own loop: run layer, callbacks, loggers", SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP" },
+  { "own loop: run layer, callbacks",     SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_NO_LOGGERS" },
+  { "the run layer alone",                SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS" },
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
 
