@@ -167,6 +167,8 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   train.h's clock is hooks.h's hk_clock on POSIX (ns under strict -std=c99 too: the timer and the
+            bar's rate had whole seconds there)
      next   issue 22, what a user sees: the progress bar's whole line is cut to the terminal's width (never
             wraps; a narrowed terminal's rewrapped rows erased), in a pipe one line per epoch with its
             validation's metrics and the sanity check once, under mpirun rank 0 draws as mpirun's own
@@ -3514,11 +3516,11 @@ extern int symlink(const char *target, const char *linkpath); /* strict C99 head
 #define TR__CB_MAX_STR 4096 /* the longest string a callback's state may hold */
 
 static double tr__now(void) {
-#if defined(TR__POSIX) && defined(CLOCK_MONOTONIC)
-  struct timespec ts;
-  if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#ifdef TR__POSIX
+  return hk_clock(); /* monotonic with ns, also under strict -std=c99 (where <time.h> hides clock_gettime) */
+#else
+  return (double)time(NULL); /* wall seconds: hk_clock's fallback there is processor time */
 #endif
-  return (double)time(NULL); /* strict C99 headers declare no monotonic clock: whole seconds */
 }
 TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
 
