@@ -3627,6 +3627,18 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
   if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
   return e;
 }
+/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
+   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+#define TR__PUBLIC_OF(name, p) \
+  TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
+    tr__why w; \
+    if (!reg) return TR_ERR_INVALID; \
+    return tr__cb_result(reg, tr__##p##_make(reg, d, out, &w), &w); \
+  } \
+  TRAIN_API const name##_state *name##_get(const hk_registry *reg, hk_handle h) { \
+    const hk_callback *cb = hk_callback_get(reg, h); \
+    return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
+  }
 
 /* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
    at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
@@ -5856,15 +5868,7 @@ static tr_err tr__timer_make(hk_registry *reg, const tr_timer_desc *d, hk_handle
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 
-TRAIN_API tr_err tr_timer(hk_registry *reg, const tr_timer_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__timer_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__timer_destroy ? &((const tr__timer *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_timer, timer)
 TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_stage stage) {
   const hk_callback *cb = hk_callback_get(reg, h);
   const tr__timer *s = cb && cb->destroy == tr__timer_destroy ? (const tr__timer *)cb->user : NULL;
@@ -5975,15 +5979,7 @@ static tr_err tr__lrm_make(hk_registry *reg, const tr_lr_monitor_desc *d, hk_han
   cb.destroy = tr__lrm_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
-TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__lrm_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__lrm_destroy ? &((const tr__lrm *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_lr_monitor, lrm)
 
 /* ---- gradient_monitor ----------------------------------------------------------------------------- */
 #define TR__GM_MAX_PCT 16
@@ -6257,15 +6253,7 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   cb.destroy = tr__gm_destroy;
   return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
 }
-TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__gm_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__gm_destroy ? &((const tr__gm *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_gradient_monitor, gm)
 
 /* ---- nan_guard ------------------------------------------------------------------------------------ */
 typedef struct tr__ng {
@@ -6379,15 +6367,7 @@ static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handl
   cb.destroy = tr__ng_destroy;
   return tr__cb_register(reg, &cb, -10, out, w); /* before the monitors: a skipped step is not monitored */
 }
-TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__ng_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__ng_destroy ? &((const tr__ng *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_nan_guard, ng)
 
 /* ---- ema ------------------------------------------------------------------------------------------ */
 typedef struct tr__ema {
@@ -6564,15 +6544,7 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
   cb.destroy = tr__ema_destroy;
   return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
 }
-TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__ema_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__ema_destroy ? &((const tr__ema *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_ema, ema)
 
 /* ---- model_summary -------------------------------------------------------------------------------- */
 typedef struct tr__ms { tr_model_summary_state pub; tr_run *run; int max_rows; FILE *out; } tr__ms;
@@ -6635,15 +6607,7 @@ static tr_err tr__ms_make(hk_registry *reg, const tr_model_summary_desc *d, hk_h
   cb.destroy = tr__ms_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
-TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__ms_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__ms_destroy ? &((const tr__ms *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_model_summary, ms)
 
 /* ---- accumulation_scheduler ----------------------------------------------------------------------- */
 #define TR__AS_MAX 64
@@ -6753,15 +6717,7 @@ static tr_err tr__as_make(hk_registry *reg, const tr_accumulation_scheduler_desc
   cb.destroy = tr__as_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
 }
-TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__as_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__as_destroy ? &((const tr__as *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_accumulation_scheduler, as)
 
 /* ---- profiler ------------------------------------------------------------------------------------- */
 TRAIN_API const char *tr_phase_name(tr_phase p) {
@@ -7325,15 +7281,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   cb.destroy = tr__oec_destroy;
   return tr__cb_register(reg, &cb, -20, out, w); /* first of on_exception: the state before other handlers change it */
 }
-TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__oec_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__oec_destroy ? &((const tr__oec *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_on_exception_checkpoint, oec)
 
 /* ---- spike_detection -------------------------------------------------------------------------------- */
 typedef struct tr__sd {
@@ -7656,15 +7604,7 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   cb.destroy = tr__sd_destroy;
   return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
 }
-TRAIN_API tr_err tr_spike_detection(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__sd_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__sd_destroy ? &((const tr__sd *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_spike_detection, sd)
 
 #endif /* TRAIN_NO_CALLBACKS */
 
@@ -13067,15 +13007,7 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
   cb.destroy = tr__lrf_destroy;
   return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
 }
-TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__lrf_make(reg, d, out, &w), &w);
-}
-TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__lrf_destroy ? &((const tr__lrf *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_lr_finder, lrf)
 
 #endif /* TRAIN_NO_CALLBACKS */
 #endif /* TRAIN_NO_TRAINER */
