@@ -4887,16 +4887,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 
-TRAIN_API tr_err tr_early_stopping(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__es_make(reg, d, out, &w), &w);
-}
-
-TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__es_destroy ? &((const tr__es *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_early_stopping, es)
 
 /* ---- model_checkpoint ----------------------------------------------------------------------------- */
 typedef struct tr__mc {
@@ -5692,16 +5683,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   return tr__cb_register(reg, &cb, 1000, out, w);
 }
 
-TRAIN_API tr_err tr_model_checkpoint(hk_registry *reg, const tr_model_checkpoint_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__mc_make(reg, d, out, &w), &w);
-}
-
-TRAIN_API const tr_model_checkpoint_state *tr_model_checkpoint_get(const hk_registry *reg, hk_handle h) {
-  const hk_callback *cb = hk_callback_get(reg, h);
-  return cb && cb->destroy == tr__mc_destroy ? &((const tr__mc *)cb->user)->pub : NULL;
-}
+TR__PUBLIC_OF(tr_model_checkpoint, mc)
 
 /* ---- timer ---------------------------------------------------------------------------------------- */
 static const char *const tr__timer_metric[TR_TIMER_STAGE_COUNT] = {
