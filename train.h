@@ -167,6 +167,9 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   asynchronous saves: the writer thread blocks every signal (Ctrl-C/SIGTERM during a background
+            write reach the loop's thread; on FUSE/NFS one taken by the writer interrupted its fsync and
+            failed the save), and an fsync interrupted by a signal (EINTR) is retried
      next   train.h's clock is hooks.h's hk_clock on POSIX (ns under strict -std=c99 too: the timer and the
             bar's rate had whole seconds there)
      next   issue 22, what a user sees: the progress bar's whole line is cut to the terminal's width (never
@@ -883,7 +886,11 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
    file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
    run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
-   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process. */
+   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process.
+   The writer thread blocks every signal: Ctrl-C and SIGTERM go to the loop's threads (the stop is
+   counted there, never in the writer, whose write or fsync a signal would interrupt on FUSE or NFS;
+   an interrupted fsync is asked again). Under a strict -std=c99 without _POSIX_C_SOURCE outside glibc,
+   where <signal.h> hides pthread_sigmask, the writer keeps the caller's mask. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
 
@@ -2166,7 +2173,8 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
    (TR_ERR_IO, "tr_save (in the background): ..."), the previous file intact. One save in flight: the
    next tr_save first waits for it (saves are not coalesced). The run ends (teardown) only after the
    last one is on disk. Outside a run, and from on_exception or teardown, tr_save writes at once. TRAIN_MPI: rank 0 writes in the
-   background; the other ranks fire on_checkpoint_saved at once.
+   background; the other ranks fire on_checkpoint_saved at once. Ctrl-C during a background write is
+   taken by the loop's thread (the writer blocks signals: tr_run_save above).
    tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
    reads and verifies the whole file (checksums, every field's range) before changing anything; then
    restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
@@ -2249,7 +2257,23 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #endif
 #if defined(TR__POSIX) && !defined(TRAIN_NO_THREADS)
 #  include <pthread.h> /* asynchronous saves: one background writer */
+#  include <signal.h>
 #  define TR__THREADS 1
+/* The writer thread is made with every signal blocked, so that Ctrl-C/SIGTERM always reach a thread
+   of the loop (and never interrupt the writer's write or fsync). A strict -std=c99 <signal.h> hides
+   sigset_t and pthread_sigmask; glibc's are known (pthread.h gives __sigset_t), elsewhere without
+   _POSIX_C_SOURCE the writer keeps the caller's mask (the handlers only count, and it retries EINTR). */
+#  if defined(SIG_SETMASK)
+#    define TR__SIGMASK 1
+#    define TR__SIG_SETMASK SIG_SETMASK
+typedef sigset_t tr__sigset;
+#  elif defined(__GLIBC__) && !defined(__cplusplus)
+#    define TR__SIGMASK 1
+#    define TR__SIG_SETMASK 2 /* glibc's SIG_SETMASK on every architecture */
+typedef __sigset_t tr__sigset;
+extern int sigfillset(__sigset_t *set);
+extern int pthread_sigmask(int how, const __sigset_t *set, __sigset_t *old);
+#  endif
 #endif
 #if defined(TR__POSIX) && !defined(__cplusplus) /* strict -std=c99 headers hide these POSIX calls */
 extern int lstat(const char *path, struct stat *st);
@@ -2539,7 +2563,7 @@ static int tr__open_temp(const char *path, char *tmp, size_t cap) {
 #endif
     snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
     fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
-    if (fd < 0 && errno != EEXIST) break;
+    if (fd < 0 && errno != EEXIST && errno != EINTR) break;
   }
   return fd;
 }
@@ -2614,7 +2638,11 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
   if (keep_fd) *keep_fd = -1;
 #ifdef TR__POSIX
   if (a->fd >= 0) {
-    if (!a->err && fsync(a->fd) != 0) { a->err = errno; a->step = "writing"; }
+    if (!a->err) { /* an interrupted fsync (FUSE, NFS) is asked again */
+      int r;
+      while ((r = fsync(a->fd)) != 0 && errno == EINTR) {}
+      if (r != 0) { a->err = errno; a->step = "writing"; }
+    }
     if ((!keep_fd || a->err) && close(a->fd) != 0 && !a->err) { a->err = errno; a->step = "writing"; }
     if (keep_fd && !a->err) *keep_fd = a->fd;
     a->fd = -1;
@@ -2804,7 +2832,16 @@ static void tr__asave_submit(tr__asave *as) {
   as->pending = 1;
   as->err = 0;
 #ifdef TR__THREADS
-  if (!as->started) as->started = pthread_create(&as->th, NULL, tr__asave_main, as) == 0;
+  if (!as->started) {
+#  ifdef TR__SIGMASK /* the thread inherits a mask with everything blocked; the caller's comes back */
+    tr__sigset all, old;
+    int masked = sigfillset(&all) == 0 && pthread_sigmask(TR__SIG_SETMASK, &all, &old) == 0;
+    as->started = pthread_create(&as->th, NULL, tr__asave_main, as) == 0;
+    if (masked) (void)pthread_sigmask(TR__SIG_SETMASK, &old, NULL);
+#  else
+    as->started = pthread_create(&as->th, NULL, tr__asave_main, as) == 0;
+#  endif
+  }
   if (as->started) {
     pthread_mutex_lock(&as->mu);
     as->busy = 1;

@@ -8,7 +8,9 @@
    failed background write (a file size limit, a full disk; in a loop of its own and in tr_fit)
    reaches the run at the next step or at its end, the previous file intact and no temporary left;
    kill -9 while the writer writes leaves the old file or the new one, and the next save removes the
-   dead writer's temporary. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
+   dead writer's temporary; Ctrl-C during a background write (its fsync one a signal interrupts, as
+   FUSE's) stops the run after the step with the checkpoint whole: the writer blocks signals; an fsync
+   that fails with EINTR is retried. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,12 +18,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+/* train.h's fsync calls come to test_fsync (below): a file system whose fsync a signal interrupts */
+static int test_fsync(int fd);
+#define fsync test_fsync
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #include "train.h"
+#undef fsync
+int fsync(int fd); /* <unistd.h>, read with the macro on, declared test_fsync */
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +42,29 @@
 #include <unistd.h>
 
 static char g_root[256];
+
+/* fsync as a FUSE or NFS ("intr") file system has it: a signal handled by the thread waiting in it
+   interrupts it (EINTR). g_fsync_slow: on a thread other than the main one it waits 300 ms first,
+   saying so in g_in_fsync and whether that thread blocks SIGINT and SIGTERM in g_writer_blocks;
+   g_fsync_eintr: that many fsyncs fail with EINTR at once. */
+static pthread_t g_main_thread;
+static int g_fsync_slow, g_fsync_eintr, g_in_fsync, g_writer_blocks;
+static int test_fsync(int fd) {
+  if (__atomic_load_n(&g_fsync_slow, __ATOMIC_SEQ_CST) && !pthread_equal(pthread_self(), g_main_thread)) {
+    sigset_t cur;
+    struct timespec ts = { 0, 300000000 };
+    int blocks = pthread_sigmask(SIG_BLOCK, NULL, &cur) == 0 && sigismember(&cur, SIGINT) == 1 && sigismember(&cur, SIGTERM) == 1;
+    __atomic_store_n(&g_writer_blocks, blocks, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&g_in_fsync, 1, __ATOMIC_SEQ_CST);
+    if (nanosleep(&ts, NULL) != 0 && errno == EINTR) return -1; /* the request was interrupted */
+  }
+  if (g_fsync_eintr > 0) {
+    g_fsync_eintr--;
+    errno = EINTR;
+    return -1;
+  }
+  return fsync(fd);
+}
 
 static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
 
@@ -575,6 +606,108 @@ static void test_trainer_write_error(void **st) {
   assert_int_equal(count_names(dir, ".tmp."), 0);
 }
 
+/* Ctrl-C while a checkpoint is written in the background: the run stops after the step (through
+   on_exception, TR_ERR_INTERRUPTED, as documented), the checkpoint is whole and on_checkpoint_saved
+   fired. The main thread masks SIGINT while it is sent, so the kernel must give it to
+   another thread if one takes it (Linux prefers the main thread, other systems pick any): the writer
+   blocks every signal, so the signal waits for the main thread, and the writer's fsync (one a signal
+   would interrupt, as FUSE's) is never cut short. */
+static void test_sigint_during_write(void **st) {
+  char dir[300], path[400];
+  big m, r;
+  hk_ctx c;
+  hk_flow flow = { 0 };
+  hk_registry *reg;
+  tr_run_desc d;
+  seen s;
+  sigset_t one, old;
+  unsigned got = 0;
+  int i;
+  tr_err e;
+  (void)st;
+  snprintf(dir, sizeof dir, "%s/sigint", g_root);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  big_make(&m, 1 << 20, 3.0f);
+  memset(&c, 0, sizeof c);
+  memset(&d, 0, sizeof d);
+  memset(&s, 0, sizeof s);
+  d.epochs = TR_NO;
+  d.save_model = big_save;
+  d.load_model = big_load;
+  d.model_user = &m;
+  d.async_save = TR_YES;
+  d.log_every_n_steps = -1; /* d.no_signals = 0: tr_run_start installs the stop signals */
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+  assert_int_equal(hk_on(reg, HK_ON_CHECKPOINT_SAVED, on_saved, &s, NULL, NULL), HK_OK);
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+  g_main_thread = pthread_self();
+  __atomic_store_n(&g_in_fsync, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&g_fsync_slow, 1, __ATOMIC_SEQ_CST);
+  c.global_step = 3;
+  assert_int_equal(tr_run_save(reg, &c, path), TR_OK);
+  for (i = 0; i < 5000 && !__atomic_load_n(&g_in_fsync, __ATOMIC_SEQ_CST); i++) {
+    struct timespec ts = { 0, 1000000 };
+    nanosleep(&ts, NULL);
+  }
+  assert_true(__atomic_load_n(&g_in_fsync, __ATOMIC_SEQ_CST)); /* the writer waits in its fsync */
+  sigemptyset(&one);
+  sigaddset(&one, SIGINT);
+  assert_int_equal(pthread_sigmask(SIG_BLOCK, &one, &old), 0);
+  assert_int_equal(kill(getpid(), SIGINT), 0);
+  { /* time for another thread to take it (the writer, if it did not block it) */
+    struct timespec ts = { 0, 100000000 };
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(pthread_sigmask(SIG_SETMASK, &old, NULL), 0); /* a signal left pending comes here now */
+  for (i = 0; i < 5000 && !(got & TR_RUN_STOP); i++) { /* the loop's next safe points */
+    struct timespec ts = { 0, 1000000 };
+    got = tr_run_batch_end(reg, &c, &flow);
+    if (!(got & TR_RUN_STOP)) nanosleep(&ts, NULL);
+  }
+  assert_true(got & TR_RUN_STOP);
+  e = tr_run_finish(reg, &c, TR_OK);
+  __atomic_store_n(&g_fsync_slow, 0, __ATOMIC_SEQ_CST);
+  if (e != TR_ERR_INTERRUPTED || s.n != 1) fprintf(stderr, "tr_run_finish: %s\n", tr_run_error(reg));
+  assert_int_equal(e, TR_ERR_INTERRUPTED);    /* the signal's stop, after the step */
+  assert_int_equal(s.n, 1);                   /* the save itself did not fail */
+  assert_int_equal(hk_stop_requested(), 1);   /* counted once */
+  assert_true(__atomic_load_n(&g_writer_blocks, __ATOMIC_SEQ_CST));
+  hk_destroy(reg);
+  r.n = m.n;
+  r.p = (float *)calloc(r.n, sizeof *r.p);
+  memset(&c, 0, sizeof c);
+  reg = loop_reg(&r, 0, NULL);
+  assert_int_equal(tr_run_load(reg, &c, path), TR_OK); /* whole */
+  assert_int_equal(c.global_step, 3);
+  assert_true(r.p[0] == 3.0f && r.p[r.n - 1] == m.p[m.n - 1]);
+  assert_int_equal(count_names(dir, ".tmp."), 0);
+  hk_destroy(reg);
+  free(r.p);
+  free(m.p);
+}
+
+/* An fsync that a signal interrupted (EINTR) is asked again: the save succeeds. */
+static void test_fsync_eintr_retried(void **st) {
+  char path[300];
+  big m;
+  hk_ctx c;
+  hk_registry *reg;
+  (void)st;
+  path_in(path, sizeof path, "eintr.ckpt");
+  big_make(&m, 1000, 1.0f);
+  memset(&c, 0, sizeof c);
+  reg = loop_reg(&m, 0, NULL);
+  assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+  g_fsync_eintr = 2;
+  assert_int_equal(tr_run_save(reg, &c, path), TR_OK);
+  assert_int_equal(g_fsync_eintr, 0);
+  assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+  hk_destroy(reg);
+  free(m.p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_run_same_bytes),
@@ -586,6 +719,8 @@ int main(void) {
     cmocka_unit_test(test_kill_mid_write),
     cmocka_unit_test(test_trainer_same_files),
     cmocka_unit_test(test_trainer_write_error),
+    cmocka_unit_test(test_sigint_during_write),
+    cmocka_unit_test(test_fsync_eintr_retried),
   };
   const char *base = getenv("TEST_TMP") ? getenv("TEST_TMP") : "build";
   snprintf(g_root, sizeof g_root, "%s/test_async.%ld", base, (long)getpid());
