@@ -167,6 +167,8 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   tr_print prints on global rank 0 only (Lightning's print; the run's rank, else the launcher's);
+            tr_print_all prints on every rank
      next   asynchronous saves: the writer thread blocks every signal (Ctrl-C/SIGTERM during a background
             write reach the loop's thread; on FUSE/NFS one taken by the writer interrupted its fsync and
             failed the save), and an fsync interrupted by a signal (EINTR) is retried
@@ -913,8 +915,17 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
 /* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
    On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
    the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
-   It prints on every rank it is called on (if (ctx->rank == 0) for one line from a job). */
+   Global rank 0 only, as Lightning's print: one line from a job, whichever ranks call it. The rank is
+   the run's (ctx->rank at tr_run_start; the trainer's MPI rank from tr_init on); before either, the
+   launcher's (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID or RANK; 0 without one).
+   tr_print_all prints on every rank that calls it (the same way; the lines of processes sharing a
+   stream may interleave, each one whole). */
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 2, 3)))
 #endif
@@ -2340,6 +2351,7 @@ typedef struct tr__run_priv {
   uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
   int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
   int signals;               /* tr_run_start installed the stop signals */
+  int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
   int stop_pending;          /* a hook asked to stop while tr_run_start fired */
   int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
   const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
@@ -3779,6 +3791,7 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   run = (tr_run *)calloc(1, sizeof *run);
   if (!run || !(run->tr__p = (tr__run_priv *)calloc(1, sizeof *run->tr__p))) { free(run); return NULL; }
   run->resume_from = "";
+  run->tr__p->rank = -1;
   hk_attach(reg, run, tr__run_free);
   return run;
 }
@@ -3791,17 +3804,42 @@ static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   fputs(text, f);
   fflush(f);
 }
-TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
+/* This process's global rank: the run's when it knows it, else the launcher's (Lightning's rank_zero
+   looks at the environment the same way before a strategy sets it), else 0. */
+static int tr__run_rank(const tr_run *run) {
+  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
+  size_t i;
+  if (run && run->tr__p->rank >= 0) return run->tr__p->rank;
+  for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    char *end;
+    long r = v ? strtol(v, &end, 10) : -1;
+    if (v && end != v && *end == 0 && r >= 0 && r <= INT_MAX) return (int)r;
+  }
+  return 0;
+}
+static void tr__run_vprint(hk_registry *reg, int all, const char *fmt, va_list ap) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
   char line[2048];
   size_t n;
-  va_list ap;
-  va_start(ap, fmt);
+  if (!all && tr__run_rank(run) != 0) return;
   vsnprintf(line, sizeof line - 1, fmt, ap);
-  va_end(ap);
   n = strlen(line);
   line[n++] = '\n';
   line[n] = 0;
-  tr__run_write(reg ? (const tr_run *)hk_attached(reg) : NULL, NULL, line);
+  tr__run_write(run, NULL, line);
+}
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vprint(reg, 0, fmt, ap);
+  va_end(ap);
+}
+TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vprint(reg, 1, fmt, ap);
+  va_end(ap);
 }
 
 /* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
@@ -4574,6 +4612,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   ctx->reg = reg;
   ctx->stage = HK_STAGE_FIT;
   if (ctx->world_size < 1) ctx->world_size = 1;
+  q->rank = ctx->rank; /* tr_print's */
   ctx->requests = 0;
   ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
   if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
@@ -11404,6 +11443,7 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
   run->failed = 0;
   run->tr__p->epoch_done = &t->tr__epoch_done;
   run->tr__p->reg = t->reg;
+  run->tr__p->rank = t->ctx.rank;
   d->log = t->tr__log;
   d->epochs = TR_YES;
   d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
@@ -13374,6 +13414,7 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
+  if (t->tr__run) t->tr__run->tr__p->rank = rank; /* tr_print's */
   if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
   if (d) {

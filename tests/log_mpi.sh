@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/log_mpi.sh BIN DIR - callbacks' verbose lines under mpirun (2 and 3 ranks sharing stderr): every
 # line whole and "[rank: N] " first; model_checkpoint's lines and those of an early_stopping with
-# log_rank_zero_only from rank 0 only; an early_stopping without it on every rank. The progress bar
+# log_rank_zero_only from rank 0 only; an early_stopping without it on every rank. tr_print from rank 0
+# alone, tr_print_all from every rank. The progress bar
 # under mpirun: lines in mpirun's file, in place in mpirun's terminal (tmux), rank 0 alone drawing.
 set -u
 bin=$1 dir=$2
@@ -31,6 +32,20 @@ assert other == 3 and saves >= 3, "rank 0: %d rank-zero-only early_stopping line
 print("log_mpi: %d ranks: %d lines, all whole with [rank: N]; rank-zero-only ones from rank 0 alone" % (w, len(lines)))
 PY
 done
+
+# tr_print prints on global rank 0 alone (Lightning's print), before any run too (mpirun's rank in the
+# environment); tr_print_all on every rank.
+rm -rf "$dir" && mkdir -p "$dir"
+env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+    OMPI_MCA_btl_vader_single_copy_mechanism=none \
+    timeout 60 ${MPIRUN:-mpirun} --oversubscribe -np 2 "$bin" --print > "$dir/print.txt" 2> "$dir/print.err" \
+  || { cat "$dir/print.err"; echo "log_mpi: mpirun -np 2 --print failed"; exit 1; }
+sort "$dir/print.txt" > "$dir/print.sorted"
+printf '%s\n' "print: after tr_init" "print: before any run" "print: epoch 0 (rank 0)" "print: epoch 1 (rank 0)" \
+  "print_all: epoch 0 (rank 0)" "print_all: epoch 0 (rank 1)" "print_all: epoch 1 (rank 0)" "print_all: epoch 1 (rank 1)" \
+  | sort > "$dir/print.want"
+cmp -s "$dir/print.sorted" "$dir/print.want" || { diff "$dir/print.want" "$dir/print.sorted"; echo "log_mpi: tr_print not from rank 0 alone, or tr_print_all not from every rank"; exit 1; }
+echo "log_mpi: tr_print, mpirun -np 2: rank 0 alone (before any run too); tr_print_all: every rank"
 
 # The progress bar under mpirun (Open MPI gives every rank a pseudo-terminal): rank 0 alone draws, as
 # lines when mpirun's output is a file (no carriage return, no escape code), in place when it is a

@@ -16,6 +16,7 @@
      test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
      test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
+     test_log --print           tr_print and tr_print_all from every rank (under mpirun: tests/log_mpi.sh)
      test_log --plot CSV SVG    tr_plot_csv */
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* mknod */
@@ -1508,6 +1509,35 @@ static int mode_mpi_verbose(const char *dir) {
   return e != TR_OK;
 }
 
+/* --print, under mpirun: tr_print once per epoch from every rank's hook and once before any run (a
+   registry of its own: the launcher's rank), tr_print_all once per epoch; tests/log_mpi.sh counts them. */
+static hk_signal print_epoch(hk_ctx *ctx, void *user) {
+  (void)user;
+  tr_print(ctx->reg, "print: epoch %lld (rank %d)", (long long)ctx->epoch, ctx->rank);
+  tr_print_all(ctx->reg, "print_all: epoch %lld (rank %d)", (long long)ctx->epoch, ctx->rank);
+  return HK_CONTINUE;
+}
+static int mode_print(void) {
+  tr_trainer t;
+  toy m;
+  tr_data train = { .count = toy_count, .get = toy_get, .user = &m, .batch_size = 1 };
+  hk_registry *reg = hk_create(NULL);
+  tr_err e;
+  tr_print(reg, "print: before any run");
+  hk_destroy(reg);
+  memset(&m, 0, sizeof m);
+  m.p[0] = 1.0f;
+  m.t = &t;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = toy_forward,
+                                          .backward = toy_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 } })) return 1;
+  tr_print(t.reg, "print: after tr_init");
+  if (hk_on(t.reg, HK_ON_TRAIN_EPOCH_END, print_epoch, NULL, NULL, NULL)) return 1;
+  e = tr_fit(&t, &(tr_config){ .train = &train, .max_epochs = 2, .no_sigint = 1 });
+  if (e) fprintf(stderr, "fit: %s\n", tr_error(&t));
+  tr_free(&t);
+  return e != TR_OK;
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_crc32c),
@@ -1543,6 +1573,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--mpi-verbose")) return mode_mpi_verbose(argv[2]);
+  if (argc == 2 && !strcmp(argv[1], "--print")) return mode_print();
   if (argc == 4 && !strcmp(argv[1], "--plot")) {
     char why[600];
     if (tr_plot_csv(argv[2], argv[3], NULL, why, sizeof why) == TR_OK) return 0;

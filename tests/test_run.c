@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -409,6 +410,57 @@ static void test_bar_and_print(void **state) {
   hk_ctx_free(&ctx);
 }
 
+/* tr_print prints on global rank 0 only (Lightning's print), tr_print_all on every rank. The rank is
+   the run's (ctx->rank at tr_run_start, kept after the run), before any run the launcher's (RANK
+   here; mpirun's in tests/log_mpi.sh). Captured from stdout (no bar). */
+static void test_print_rank_zero(void **state) {
+  char path[600];
+  hk_registry *reg = hk_create(NULL), *reg0 = hk_create(NULL);
+  hk_ctx ctx, ctx0;
+  toy m;
+  char *text;
+  int fd, saved;
+  (void)state;
+  snprintf(path, sizeof path, "%s/print.txt", g_root);
+  toy_init(&m, &ctx);
+  toy_init(&m, &ctx0);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1 }), TR_OK);
+  assert_int_equal(tr_run_setup(reg0, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1 }), TR_OK);
+  fflush(stdout);
+  saved = dup(1);
+  fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(saved >= 0 && fd >= 0 && dup2(fd, 1) == 1);
+  setenv("RANK", "1", 1); /* a launcher's rank 1 */
+  tr_print(reg, "A: rank 1 before the run");
+  tr_print(NULL, "B: rank 1 without a registry");
+  tr_print_all(reg, "C: every rank before the run");
+  unsetenv("RANK");
+  ctx.rank = 1;
+  ctx.world_size = 2;
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_equal(tr_run_start(reg0, &ctx0, NULL), TR_OK);
+  tr_print(reg, "D: rank 1 in the run");
+  tr_print_all(reg, "E: every rank in the run");
+  tr_print(reg0, "F: rank 0 in the run");
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  assert_int_equal(tr_run_finish(reg0, &ctx0, TR_OK), TR_OK);
+  tr_print(reg, "G: rank 1 after the run");
+  tr_print(NULL, "H: no launcher, no registry: rank 0");
+  fflush(stdout);
+  assert_int_equal(dup2(saved, 1), 1);
+  close(saved);
+  close(fd);
+  text = slurp(path);
+  assert_non_null(text);
+  assert_string_equal(text, "C: every rank before the run\nE: every rank in the run\nF: rank 0 in the run\n"
+                            "H: no launcher, no registry: rank 0\n");
+  free(text);
+  hk_destroy(reg);
+  hk_destroy(reg0);
+  hk_ctx_free(&ctx);
+  hk_ctx_free(&ctx0);
+}
+
 /* An epoch loop resumed in the middle of an epoch fires no on_train_epoch_start: the bar starts at
    the first batch anyway, at the batch it resumed from, with the run's epoch length as its total */
 static void test_bar_mid_epoch(void **state) {
@@ -489,6 +541,7 @@ int main(void) {
     cmocka_unit_test(test_requests_and_stops),
     cmocka_unit_test(test_misconfiguration),
     cmocka_unit_test(test_bar_and_print),
+    cmocka_unit_test(test_print_rank_zero),
     cmocka_unit_test(test_bar_mid_epoch),
     cmocka_unit_test(test_spec_find),
     cmocka_unit_test(test_bad_setup),
