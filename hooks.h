@@ -59,6 +59,8 @@
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
    CHANGELOG
+     next   a lazy metric read outside a dispatch is computed at that read (it returned the value cached by the
+            last dispatch, stale once the loop had moved on with no hook to dispatch); in a dispatch once, as before
      next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
      next   Hydra's lifecycle events on_run_start/end, on_multirun_start/end, on_job_start/end (after
             teardown in the table; train.h's tr_sweep fires them); HK_REVERSED: an event whose hooks always
@@ -550,7 +552,9 @@ HOOKS_API const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char 
 /* Metrics: a string -> double map in the context, the way hooks talk to each other. */
 HOOKS_API hk_err hk_metric_set(hk_ctx *ctx, const char *name, double value);
 HOOKS_API int hk_metric_get(hk_ctx *ctx, const char *name, double *value); /* 1 if present */
-/* A lazy metric is computed by fn only when a hook asks for it, at most once per dispatched event. */
+/* A lazy metric is computed by fn only when it is read: in a dispatch at most once (the event's hooks
+   share the value), outside one (the loop's own reads, a record built between events) at every read, so
+   the loop never sees a value cached before it changed what fn reads. */
 HOOKS_API hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const hk_ctx *ctx, void *user), void *user);
 HOOKS_API int hk_metric_count(const hk_ctx *ctx);
 /* When name was last set: the number of hk_metric_set calls on ctx up to that one (0: never set, or a
@@ -2220,9 +2224,11 @@ HK__DEF hk_err hk_metric_lazy(hk_ctx *ctx, const char *name, double (*fn)(const 
   return HK_OK;
 }
 
-/* A lazy value is computed on first request in a dispatch and reused until the next dispatch. */
+/* A lazy value is computed on first request in a dispatch and reused until that dispatch ends (a nested
+   one gets its own). Outside a dispatch every read computes it: since the last dispatch the loop may have
+   changed what fn reads (steps whose events have no hook dispatch nothing), so a cached value is stale. */
 static double hk__metric_read(hk_ctx *ctx, hk__metric *v) {
-  if (v->fn && (!v->has_value || v->seq != ctx->hk__seq)) {
+  if (v->fn && (!v->has_value || v->seq != ctx->hk__seq || !ctx->reg || hk__depth(ctx->reg) == 0)) {
     v->value = v->fn(ctx, v->user);
     v->has_value = 1;
     v->seq = ctx->hk__seq;

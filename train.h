@@ -167,6 +167,8 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   the plateau schedule reads its metric through hk_metric_get only (a lazy metric read outside a
+            dispatch is computed then: hooks.h), no special case for train/loss and lr
      next   tr_print prints on global rank 0 only (Lightning's print; the run's rank, else the launcher's);
             tr_print_all prints on every rank
      next   asynchronous saves: the writer thread blocks every signal (Ctrl-C/SIGTERM during a background
@@ -11720,12 +11722,7 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
    (so that a checkpoint written there holds it). The lr it sets applies from the next batch on. */
 static void tr__plateau_check(tr_trainer *t) {
   double v = 0, sum;
-  int64_t have;
-  /* train.h's own lazy metrics read fresh: their cache lasts until the next dispatch, and none may have
-     run since the last read (no hook on the events in between) */
-  if (!strcmp(t->sched.monitor, "train/loss")) { v = t->tr__last_loss; have = 1; }
-  else if (!strcmp(t->sched.monitor, "lr")) { v = t->lr; have = 1; }
-  else have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0;
+  int64_t have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0; /* a lazy one is computed now (hooks.h) */
   sum = have ? v : 0;
   /* TRAIN_MPI: every rank decides on the ranks' mean (val/loss is the same on each already; a rank's own
      train/loss is not), so the lr stays the same everywhere; one process: the value itself */

@@ -1775,6 +1775,39 @@ static void test_metrics_lazy(void **state) {
   destroy_reg(reg);
 }
 
+/* A lazy metric read outside a dispatch (the loop's own code, a record built between events, a plateau
+   check at an epoch's end) is computed then and there: the value cached by the last dispatch may be stale,
+   the loop having changed what fn reads since. Inside a dispatch its hooks still share one computation. */
+static void test_metrics_lazy_outside_dispatch(void **state) {
+  hk_registry *reg = mkreg();
+  hk_ctx c = ctx0();
+  lazy_t l = { 0, 10.0 };
+  asker_t a = { "a", 2, { 0 }, 0 };
+  double v = 0;
+  (void)state;
+  on_named(reg, HK_ON_TRAIN_EPOCH_START, asker, &a, "a");
+  assert_int_equal(hk_metric_lazy(&c, "grad_norm", lazy_fn, &l), HK_OK);
+  c.global_step = 1;
+  (void)HK_FIRE(reg, HK_ON_TRAIN_EPOCH_START, &c); /* two reads in the dispatch, one computation */
+  assert_int_equal(l.computed, 1);
+  assert_true(a.got[0] == 11.0);
+  c.global_step = 5;                                /* steps with no hook: no dispatch */
+  assert_int_equal(hk_metric_get(&c, "grad_norm", &v), 1);
+  assert_true(v == 15.0);                           /* now, not the epoch start's 11 */
+  assert_int_equal(l.computed, 2);
+  c.global_step = 9;
+  assert_int_equal(hk_metric_get(&c, "grad_norm", &v), 1);
+  assert_true(v == 19.0);                           /* and again, still no dispatch in between */
+  assert_true(hk_metric_at(&c, 0, &v) != NULL && v == 19.0);
+  assert_int_equal(l.computed, 4);
+  c.global_step = 10;
+  (void)HK_FIRE(reg, HK_ON_TRAIN_EPOCH_START, &c);
+  assert_int_equal(l.computed, 5);
+  assert_true(a.got[1] == 20.0);
+  hk_ctx_free(&c);
+  destroy_reg(reg);
+}
+
 /* ---- trace ------------------------------------------------------------------------------------- */
 
 static void setup_trace_reg(hk_registry *reg) {
@@ -3514,6 +3547,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_metrics_basic, cleanup),
     cmocka_unit_test_teardown(test_metrics_between_hooks, cleanup),
     cmocka_unit_test_teardown(test_metrics_lazy, cleanup),
+    cmocka_unit_test_teardown(test_metrics_lazy_outside_dispatch, cleanup),
     cmocka_unit_test_teardown(test_trace_lines, cleanup),
     cmocka_unit_test_teardown(test_trace_lines_only_called, cleanup),
     cmocka_unit_test_teardown(test_trace_tree, cleanup),

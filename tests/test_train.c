@@ -1100,6 +1100,36 @@ static void test_lr_from_hook(void **state) {
   fx_free(f);
 }
 
+/* The plateau's metric is read at the epoch's end as it is then, whatever a hook read earlier: a lazy
+   metric (here the global step) read by a hook at on_train_epoch_start, with no hook on the batches'
+   events (no dispatch until the epoch's end), was seen with its epoch-start value. mode=max: the best
+   of the checks is the last epoch's end, global step 16 (4 epochs of 4 batches), not 12. */
+static double step_metric(const hk_ctx *ctx, void *user) { (void)user; return (double)ctx->global_step; }
+static hk_signal read_step_metric(hk_ctx *ctx, void *user) {
+  double v;
+  (void)user;
+  assert_int_equal(hk_metric_get(ctx, "my/step", &v), 1);
+  return HK_CONTINUE;
+}
+static void test_plateau_reads_now(void **state) {
+  tr_sched s;
+  char why[256];
+  fx *f;
+  tr_config c;
+  (void)state;
+  assert_int_equal(tr_sched_parse(&s, "plateau(monitor=my/step, mode=max, patience=100)", why, sizeof why), TR_OK);
+  f = fx_new(4, 2, NULL, &s, 0);
+  c = fx_config(f, 0);
+  c.max_epochs = 4;
+  assert_int_equal(hk_metric_lazy(&f->t.ctx, "my/step", step_metric, NULL), HK_OK);
+  assert_int_equal(hk_on(f->reg, HK_ON_TRAIN_EPOCH_START, read_step_metric, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+  assert_int_equal(f->t.global_step, 16);
+  assert_int_equal(f->t.tr__run->lr_state.checks, 4);
+  assert_true(f->t.tr__run->lr_state.best == 16.0);
+  fx_free(f);
+}
+
 /* =================================================================================================
    Gradient clipping
    ================================================================================================= */
@@ -2688,6 +2718,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_schedule_spec),
     cmocka_unit_test(test_schedule_resume_exact),
     cmocka_unit_test(test_lr_from_hook),
+    cmocka_unit_test(test_plateau_reads_now),
     cmocka_unit_test(test_clipping),
     cmocka_unit_test(test_signal_skip_step),
     cmocka_unit_test(test_signal_skip_step_params),
