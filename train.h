@@ -167,6 +167,9 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   model_checkpoint claims each file name on disk when it picks it (an exclusive create, replaced by
+            the save's rename): two processes with one dirpath never pick one name (each could take the
+            other's epoch=0.ckpt or last.ckpt and later evict it)
      next   the plateau schedule reads its metric through hk_metric_get only (a lazy metric read outside a
             dispatch is computed then: hooks.h), no special case for train/loss and lr
      next   tr_print prints on global rank 0 only (Lightning's print; the run's rank, else the launcher's);
@@ -1144,9 +1147,14 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
    behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
    empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
-   already (a second save in one epoch, a rerun into the same directory) gets -v1, -v2 ...
-   (enable_version_counter), except the file being replaced; without a monitor, keep-all versions a
-   repeated name too (Lightning overwrites it). A name another hook queued at this save point (a
+   already (a second save in one epoch, a rerun into the same directory, another process saving into
+   the same dirpath) gets -v1, -v2 ... (enable_version_counter), except the file being replaced;
+   without a monitor, keep-all versions a repeated name too (Lightning overwrites it). Names are
+   claimed on disk when picked (rank 0 creates the file exclusively, empty until its save replaces it
+   by a rename): two processes started together with one dirpath never pick one name, and neither
+   replaces or deletes a file of the other; a claim whose save never came (the run failed first) is
+   removed at teardown (a process killed in between leaves it empty; a later run skips the name).
+   Without the counter a name is used as it is, also when another process wrote it. A name another hook queued at this save point (a
    second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
    version even without the counter.
    save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
@@ -5142,10 +5150,41 @@ static int tr__mc_queued(const hk_ctx *ctx, const char *path) {
   return 0;
 }
 
+/* Take a free name on disk for this process: rank 0 (the one that writes) creates it exclusively, an
+   empty file its save replaces by a rename, so that another process with the same dirpath (two runs
+   started together) finds it taken even before the checkpoint is written; any other error is left to
+   the save, which says it. Other ranks write nothing: for them a name is free when it is missing or
+   empty (rank 0's claim at this save point), so they name files as rank 0 does. 1: this name. */
+static int tr__mc_claim(const hk_ctx *ctx, const char *path) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (ctx->rank == 0) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC, 0644);
+    if (fd >= 0) { close(fd); return 1; }
+    return errno != EEXIST;
+  }
+  return tr__lstat(path, &st) != 0 || (S_ISREG(st.st_mode) && st.st_size == 0);
+#else
+  (void)ctx;
+  return !tr__file_exists(path);
+#endif
+}
+/* A claim no save replaced (the run failed first): removed at teardown, when nothing can write it any
+   more. Only an empty regular file: a checkpoint is never empty. */
+static void tr__mc_unclaim(const hk_ctx *ctx, const char *path) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (path && path[0] && ctx->rank == 0 && tr__lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) remove(path);
+#else
+  (void)ctx; (void)path;
+#endif
+}
+
 static int tr__mc_owned(const tr__mc *s, const char *path);
-/* dirpath/<rendered>[-vN].ckpt: a version while the name exists (and is not `reuse`, the file this
-   save replaces, when that is still a file of its own), or while another hook queued it at this save
-   point (even without the counter). */
+/* dirpath/<rendered>[-vN].ckpt: a version while the name is taken on disk (tr__mc_claim; `reuse`, the
+   file this save replaces, when that is still a file of its own, is not taken), or while another hook
+   queued it at this save point (even without the counter). Without the counter the name is used as it
+   is (Lightning overwrites). */
 static char *tr__mc_path(tr__mc *s, const hk_ctx *ctx, const char *reuse) {
   size_t need = strlen(s->dirpath) + strlen(s->buf) + 32;
   char *path = (char *)malloc(need);
@@ -5154,7 +5193,7 @@ static char *tr__mc_path(tr__mc *s, const hk_ctx *ctx, const char *reuse) {
   snprintf(path, need, "%s/%s.ckpt", s->dirpath, s->buf);
   for (v = 1; v < 1000000; v++) {
     if (!tr__mc_queued(ctx, path) &&
-        !(s->versions && tr__file_exists(path) && !(reuse && !strcmp(reuse, path) && tr__mc_owned(s, path) == 0)))
+        (!s->versions || (reuse && !strcmp(reuse, path) && tr__mc_owned(s, path) == 0) || tr__mc_claim(ctx, path)))
       break;
     snprintf(path, need, "%s/%s-v%d.ckpt", s->dirpath, s->buf, v);
   }
@@ -5595,6 +5634,13 @@ static hk_signal tr__mc_setup(hk_ctx *ctx, void *user) {
   ((tr__mc *)user)->rank = ctx->rank;
   return HK_CONTINUE;
 }
+static hk_signal tr__mc_teardown(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  tr__mc_unclaim(ctx, s->want);
+  tr__mc_unclaim(ctx, s->want_last);
+  if (s->link_after_want) tr__mc_unclaim(ctx, s->last); /* the link waited for want */
+  return HK_CONTINUE;
+}
 
 static int tr__mc_save_state(void *user, hk_bytes *out) {
   tr__mc *s = (tr__mc *)user;
@@ -5748,6 +5794,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   cb.name = name;
   cb.user = s;
   cb.setup = tr__mc_setup;
+  cb.teardown = tr__mc_teardown;
   cb.on_fit_start = tr__mc_fit_start;
   cb.on_train_start = tr__mc_train_start;
   if (s->every_steps > 0 || s->every_seconds > 0) cb.on_train_batch_end = tr__mc_batch_end;

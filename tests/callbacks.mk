@@ -1,5 +1,5 @@
 # tests/callbacks.mk - train.h's standard callbacks (tests/test_callbacks.c): early_stopping,
-# model_checkpoint, timer, their factories and exact resume: plain, ASan+UBSan, valgrind. (The test
+# model_checkpoint (two processes in one dirpath too), timer, their factories and exact resume: plain, ASan+UBSan, valgrind. (The test
 # uses C99 compound literals; the section itself builds as C++ in test-train-compile.)
 CB_SRC  := tests/test_callbacks.c
 CB_BIN  := $(BUILD)/test_callbacks

@@ -5,7 +5,8 @@
    outcome Lightning 2.6 has (reference/lightning.md section 5, loggers.md section 3), or the
    documented difference: which epoch early stopping stops at and why, which files exist after each
    epoch, the best path and score, ties, NaN, min_epochs, resume, a rerun into the same directory,
-   bad parameters (constructor and spec string), and exact resume with all three registered. */
+   bad parameters (constructor and spec string), exact resume with all three registered, and two
+   processes saving into one dirpath at once (names claimed on disk, never each other's files). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +30,7 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char g_root[256]; /* a private temporary directory; each test works in a subdirectory */
@@ -1536,6 +1538,164 @@ static void test_own_loop(void **state) {
   rm_rf(dir);
 }
 
+/* Two processes (not MPI) started together with one dirpath and one filename template: each picks the
+   names of its files (epoch=E.ckpt, last.ckpt, a version when taken) before either writes (a barrier
+   holds both between the save point and the save), so a name known only in one process is taken
+   twice. Whatever names they get, each one's best_model_path and last_model_path must hold its own
+   state at the end: neither replaced nor deleted (save_top_k=1 evicts the previous file) a file the
+   other wrote, and no empty file is left. */
+static int mc_proc_save(void *user, FILE *f) { return fprintf(f, "process %d\n", *(const int *)user) > 0 ? 0 : -1; }
+static int mc_proc_load(void *user, FILE *f) { (void)user; (void)f; return 0; }
+static int mc_proc(const char *dir, int id, int ready_fd, int go_fd) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  tr_run_desc d;
+  tr_model_checkpoint_desc mc;
+  const tr_model_checkpoint_state *st;
+  hk_handle h;
+  char report[400], x = 'x';
+  FILE *f;
+  int e;
+  memset(&d, 0, sizeof d);
+  d.no_signals = 1;
+  d.save_model = mc_proc_save;
+  d.load_model = mc_proc_load;
+  d.model_user = &id;
+  d.log_every_n_steps = -1;
+  if (tr_run_setup(reg, &d) != TR_OK) return 10;
+  memset(&mc, 0, sizeof mc);
+  mc.dirpath = dir;
+  mc.filename = "{epoch}";
+  mc.save_top_k = 1;
+  mc.save_last = TR_SAVE_LAST_YES;
+  mc.save_on_train_epoch_end = TR_YES;
+  if (tr_model_checkpoint(reg, &mc, &h) != TR_OK) return 11;
+  memset(&ctx, 0, sizeof ctx);
+  if (tr_run_start(reg, &ctx, NULL) != TR_OK) return 12;
+  for (e = 0; e < 2; e++) {
+    ctx.epoch = e;
+    ctx.global_step = e + 1;
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow); /* the names are picked here */
+    if (write(ready_fd, &x, 1) != 1 || read(go_fd, &x, 1) != 1) return 13;
+    (void)tr_run_epoch_end(reg, &ctx, &flow);               /* and written here */
+  }
+  if (tr_run_finish(reg, &ctx, TR_OK) != TR_OK) { fprintf(stderr, "process %d: %s\n", id, tr_run_error(reg)); return 14; }
+  st = tr_model_checkpoint_get(reg, h);
+  snprintf(report, sizeof report, "%s.report%d", dir, id);
+  if (!(f = fopen(report, "w"))) return 15;
+  fprintf(f, "%s\n%s\n", st->best_model_path, st->last_model_path);
+  fclose(f);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  return 0;
+}
+static void test_mc_two_processes_one_dir(void **state) {
+  char dir[300], report[400], line[2][600], want[32], got[32];
+  int ready[2][2], go[2][2], i, round, status, n_files = 0;
+  pid_t pid[2];
+  DIR *dd;
+  struct dirent *e;
+  (void)state;
+  snprintf(dir, sizeof dir, "%s/two_procs", g_root);
+  fflush(NULL);
+  for (i = 0; i < 2; i++) {
+    assert_int_equal(pipe(ready[i]), 0);
+    assert_int_equal(pipe(go[i]), 0);
+    pid[i] = fork();
+    assert_true(pid[i] >= 0);
+    if (pid[i] == 0) _exit(mc_proc(dir, i, ready[i][1], go[i][0]));
+  }
+  for (round = 0; round < 2; round++) { /* both at the save point, then both save */
+    char x;
+    for (i = 0; i < 2; i++) assert_int_equal(read(ready[i][0], &x, 1), 1);
+    for (i = 0; i < 2; i++) assert_int_equal(write(go[i][1], &x, 1), 1);
+  }
+  for (i = 0; i < 2; i++) {
+    assert_true(waitpid(pid[i], &status, 0) == pid[i]);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    close(ready[i][0]); close(ready[i][1]); close(go[i][0]); close(go[i][1]);
+  }
+  for (i = 0; i < 2; i++) {
+    FILE *f;
+    int k;
+    snprintf(report, sizeof report, "%s.report%d", dir, i);
+    assert_non_null(f = fopen(report, "r"));
+    for (k = 0; k < 2; k++) {
+      FILE *ck;
+      assert_non_null(fgets(line[k], sizeof line[k], f));
+      line[k][strcspn(line[k], "\n")] = 0;
+      snprintf(want, sizeof want, "process %d\n", i);
+      memset(got, 0, sizeof got);
+      ck = fopen(line[k], "rb");
+      if (!ck) fail_msg("process %d: its %s '%s' is gone", i, k ? "last_model_path" : "best_model_path", line[k]);
+      if (fread(got, 1, strlen(want), ck) != strlen(want) || strcmp(got, want))
+        fail_msg("process %d: its '%s' holds the other process's state ('%.10s')", i, line[k], got);
+      fclose(ck);
+    }
+    fclose(f);
+    remove(report);
+  }
+  assert_string_not_equal(line[0], line[1]);
+  assert_non_null(dd = opendir(dir));
+  while ((e = readdir(dd)) != NULL) { /* two files each, none empty (a claim left behind) */
+    struct stat st;
+    char path[600];
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    assert_int_equal(stat(path, &st), 0);
+    if (st.st_size == 0) fail_msg("an empty file is left: %s", path);
+    n_files++;
+  }
+  closedir(dd);
+  assert_int_equal(n_files, 4);
+  rm_rf(dir);
+  rmdir(dir);
+}
+
+/* A name is claimed on disk (an empty file) when it is picked; a save that then fails leaves no empty
+   file behind: the claim goes at teardown. */
+static int mc_save_fails(void *user, FILE *f) { (void)user; (void)f; return -1; }
+static void test_mc_failed_save_no_claim_left(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  tr_run_desc d;
+  tr_model_checkpoint_desc mc;
+  char dir[300], files[1024];
+  (void)state;
+  snprintf(dir, sizeof dir, "%s/failed_save", g_root);
+  memset(&d, 0, sizeof d);
+  d.no_signals = 1;
+  d.save_model = mc_save_fails;
+  d.load_model = mc_proc_load;
+  d.log = fopen("/dev/null", "w");
+  d.log_every_n_steps = -1;
+  assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+  memset(&mc, 0, sizeof mc);
+  mc.dirpath = dir;
+  mc.filename = "{epoch}";
+  mc.save_last = TR_SAVE_LAST_LINK;
+  mc.save_on_train_epoch_end = TR_YES;
+  assert_int_equal(tr_model_checkpoint(reg, &mc, NULL), TR_OK);
+  memset(&ctx, 0, sizeof ctx);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  ctx.global_step = 1;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+  list_dir(dir, files, sizeof files);
+  assert_string_equal(files, "epoch=0.ckpt last.ckpt"); /* claimed: empty files */
+  assert_true(tr_run_epoch_end(reg, &ctx, &flow) & TR_RUN_STOP); /* the save fails */
+  assert_int_not_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  list_dir(dir, files, sizeof files);
+  assert_string_equal(files, "");
+  fclose(d.log);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  rm_rf(dir);
+  rmdir(dir);
+}
+
 /* hk_request_checkpoint itself */
 static void test_request_checkpoint_api(void **state) {
   hk_ctx ctx;
@@ -1713,6 +1873,8 @@ int main(void) {
     cmocka_unit_test(test_mc_setup_checks),
     cmocka_unit_test(test_spec_strings),
     cmocka_unit_test(test_own_loop),
+    cmocka_unit_test(test_mc_two_processes_one_dir),
+    cmocka_unit_test(test_mc_failed_save_no_claim_left),
     cmocka_unit_test(test_request_checkpoint_api),
     cmocka_unit_test(test_exact_resume),
     cmocka_unit_test(test_exact_resume_mid_epoch),
