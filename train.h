@@ -21,8 +21,10 @@
                                the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
      MPI STRATEGY              data parallelism across processes                    TRAIN_MPI
      CUDA                      models on the GPU with kernels/train_cuda.cuh        TRAIN_CUDA
-   A loop of your own (the train_gpt2.c kind) uses the run layer with the callbacks and loggers it
-   wants, and can leave out the trainer and the math: examples/own_loop.c. In the trainer, hooks fire
+   Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
+   all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
+   batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
+   callbacks and loggers it wants, and can leave out the trainer and the math: examples/own_loop.c. In the trainer, hooks fire
    in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
    below says otherwise.
 
@@ -992,8 +994,7 @@ typedef double (*tr_clock_fn)(void *user);
 /* ---- which batteries are compiled ---------------------------------------------------------------
    Each callback and logger can be left out on its own: TRAIN_NO_<NAME> (TRAIN_NO_EARLY_STOPPING,
    TRAIN_NO_TENSORBOARD, ...); or every one but those named: TRAIN_ONLY_SPECIFIC_BATTERIES with a
-   TRAIN_ENABLE_<NAME> for each one wanted. A program compiles only what it uses (the build of a loop
-   with four callbacks and two loggers takes about half as long as with all of them: make bench-compile).
+   TRAIN_ENABLE_<NAME> for each one wanted, so a program compiles only what it uses.
    A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
    name stays known: "tensorboard(...)" fails with a message that names the define to change.
    TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
