@@ -458,8 +458,10 @@ typedef struct hk_desc {
    compiler sees ctx is not NULL (&ctx, or a ctx the loop writes through). */
 #if defined(__GNUC__) || defined(__clang__)
 #  define HK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#  define HK__FORCEINLINE __attribute__((always_inline)) /* clang inlines no call in a cold branch otherwise */
 #else
 #  define HK__UNLIKELY(x) (x)
+#  define HK__FORCEINLINE
 #endif
 
 #ifdef HK_DISABLE
@@ -831,7 +833,7 @@ static inline hk_signal hk__off(hk_signal s) { return s; }
    and self per hook), the dispatch held (reg->hk__busy: an hk_off from a hook waits), the calls.
    The first signal other than HK_CONTINUE, or a change waiting when the dispatch is released, goes
    to hk__fire_end. The loop is written for gcc's layout: its exit after the last hook falls through. */
-static inline hk_signal hk__fire(hk_registry *reg, size_t event, hk_ctx *ctx) {
+static HK__FORCEINLINE inline hk_signal hk__fire(hk_registry *reg, size_t event, hk_ctx *ctx) {
   const struct hk__entry *p = reg->hk__fast[event];
   if (HK__UNLIKELY(!p || !ctx || reg->hk__busy)) return hk__dispatch(reg, event, ctx);
   ctx->reg = reg;
@@ -847,7 +849,7 @@ static inline hk_signal hk__fire(hk_registry *reg, size_t event, hk_ctx *ctx) {
   return HK_CONTINUE;
 }
 /* HK_FIRE_FLOW: the same, and a signal goes through hk_honoured into the flow (out of line). */
-static inline hk_signal hk__fire_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow) {
+static HK__FORCEINLINE inline hk_signal hk__fire_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow) {
   hk_signal r = hk__fire(reg, (size_t)event, ctx);
   return HK__UNLIKELY(r != HK_CONTINUE) ? hk__flow_signal(reg, event, flow, r) : HK_CONTINUE;
 }
