@@ -804,7 +804,9 @@ typedef struct hk_args {
 typedef hk_err (*hk_factory_fn)(hk_registry *reg, const hk_args *args, void *user);
 
 /* The params array is copied; the strings it points to (keys, defaults, choices, docs) must outlive
-   the registry, as string literals do. Argument strings handed to make() are valid only during it. */
+   the registry, as string literals do. Argument strings handed to make() are valid only during it.
+   make NULL registers a name that is known but not available in this program (a battery left out of
+   the build): a spec naming it fails with doc, which must say why and what would make it available. */
 HOOKS_API hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param *params, int n_params,
                                 hk_factory_fn make, void *user, const char *doc);
 /* Parse, check everything, then call the factories in order. All or nothing: if one fails, the
@@ -2735,6 +2737,7 @@ static hk_err hk__parse_item(hk__parser *ps, hk__item *it) {
                           it->name.p, hk__suggest(sugg, sizeof sugg, it->name.p, it->name.n, names, nf), list);
   }
   f = &ps->s->factories[fi].value; /* only while parsing: no factory runs until every item is parsed */
+  if (!f->make) return hk__spec_error(ps, it->name.pos, "'%s' is not available: %s", fname, f->doc);
   it->make = f->make;
   it->user = f->user;
   it->args.factory = ps->s->factories[fi].key; /* stb_ds keeps each key in its own allocation */
@@ -2841,7 +2844,7 @@ HK__DEF hk_err hk_factory_add(hk_registry *reg, const char *name, const hk_param
   s = reg->hk__s;
   if (!hk__is_ident(name) || strlen(name) > 62)
     return hk__fail_with(s, HK_ERR_INVALID, "factory name '%s' is not valid (letters, digits, '_' and '.', starting with a letter or '_')", name ? name : "(null)");
-  if (!make) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': the make function is NULL", name);
+  if (!make && (!doc || !*doc)) return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': the make function is NULL and no doc says why", name);
   if (n_params < 0 || n_params > HK_SPEC_MAX_ARGS || (n_params && !params))
     return hk__fail_with(s, HK_ERR_INVALID, "factory '%s': %d parameters given (0..%d, and params must not be NULL)", name, n_params, HK_SPEC_MAX_ARGS);
   if (stbds_shgeti(s->factories, name) >= 0) return hk__fail_with(s, HK_ERR_DUPLICATE, "factory '%s' is already registered", name);

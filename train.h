@@ -21,8 +21,10 @@
                                the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
      MPI STRATEGY              data parallelism across processes                    TRAIN_MPI
      CUDA                      models on the GPU with kernels/train_cuda.cuh        TRAIN_CUDA
-   A loop of your own (the train_gpt2.c kind) uses the run layer with the callbacks and loggers it
-   wants, and can leave out the trainer and the math: examples/own_loop.c. In the trainer, hooks fire
+   Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
+   all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
+   batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
+   callbacks and loggers it wants, and can leave out the trainer and the math: examples/own_loop.c. In the trainer, hooks fire
    in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
    below says otherwise.
 
@@ -989,31 +991,144 @@ typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 /* A clock for callbacks that measure time (C_ONLY): seconds, from any fixed point. */
 typedef double (*tr_clock_fn)(void *user);
 
-/* The standard factories. X(name): the private `static hk_err tr__factory_<name>(hk_registry *reg)`
-   registers the spec factory `name`. The callbacks they make read the loop's settings from the
-   registry's run (tr_run_setup; the trainer sets them at each fit). */
-#ifndef TRAIN_NO_CALLBACKS
-#  define TR__CALLBACK_FACTORIES(X) X(early_stopping) X(model_checkpoint) X(timer) X(lr_monitor) X(gradient_monitor) \
-     X(nan_guard) X(ema) X(model_summary) X(accumulation_scheduler) X(on_exception_checkpoint) X(spike_detection) \
-     X(profiler) X(throughput_monitor)
+/* ---- which batteries are compiled ---------------------------------------------------------------
+   Each callback and logger can be left out on its own: TRAIN_NO_<NAME> (TRAIN_NO_EARLY_STOPPING,
+   TRAIN_NO_TENSORBOARD, ...); or every one but those named: TRAIN_ONLY_SPECIFIC_BATTERIES with a
+   TRAIN_ENABLE_<NAME> for each one wanted, so a program compiles only what it uses.
+   A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
+   name stays known: "tensorboard(...)" fails with a message that names the define to change.
+   TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
+   TR__ON_<NAME> is 1 for a battery that is compiled, 0 for one left out. */
+#if defined(TRAIN_ONLY_SPECIFIC_BATTERIES)
+#  define TR__PICKED 1
 #else
-#  define TR__CALLBACK_FACTORIES(X)
+#  define TR__PICKED 0
 #endif
-#if !defined(TRAIN_NO_CALLBACKS) && !defined(TRAIN_NO_TRAINER)
-#  define TR__TRAINER_FACTORIES(X) X(lr_finder) /* it re-runs the trainer's steps */
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_EARLY_STOPPING) || (TR__PICKED && !defined(TRAIN_ENABLE_EARLY_STOPPING))
+#  define TR__ON_EARLY_STOPPING 0
 #else
-#  define TR__TRAINER_FACTORIES(X)
+#  define TR__ON_EARLY_STOPPING 1
 #endif
-#ifndef TRAIN_NO_LOGGERS
-#  define TR__LOGGER_FACTORIES(X) X(csv) X(jsonl) X(tensorboard) X(progress_bar) X(plot)
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_CHECKPOINT))
+#  define TR__ON_MODEL_CHECKPOINT 0
 #else
-#  define TR__LOGGER_FACTORIES(X)
+#  define TR__ON_MODEL_CHECKPOINT 1
 #endif
-#define TR_FACTORIES(X) TR__CALLBACK_FACTORIES(X) TR__TRAINER_FACTORIES(X) TR__LOGGER_FACTORIES(X)
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_TIMER) || (TR__PICKED && !defined(TRAIN_ENABLE_TIMER))
+#  define TR__ON_TIMER 0
+#else
+#  define TR__ON_TIMER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_MONITOR))
+#  define TR__ON_LR_MONITOR 0
+#else
+#  define TR__ON_LR_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_GRADIENT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_GRADIENT_MONITOR))
+#  define TR__ON_GRADIENT_MONITOR 0
+#else
+#  define TR__ON_GRADIENT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_NAN_GUARD) || (TR__PICKED && !defined(TRAIN_ENABLE_NAN_GUARD))
+#  define TR__ON_NAN_GUARD 0
+#else
+#  define TR__ON_NAN_GUARD 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_EMA) || (TR__PICKED && !defined(TRAIN_ENABLE_EMA))
+#  define TR__ON_EMA 0
+#else
+#  define TR__ON_EMA 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
+#  define TR__ON_LR_FINDER 0
+#else
+#  define TR__ON_LR_FINDER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_SUMMARY) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_SUMMARY))
+#  define TR__ON_MODEL_SUMMARY 0
+#else
+#  define TR__ON_MODEL_SUMMARY 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ACCUMULATION_SCHEDULER) || (TR__PICKED && !defined(TRAIN_ENABLE_ACCUMULATION_SCHEDULER))
+#  define TR__ON_ACCUMULATION_SCHEDULER 0
+#else
+#  define TR__ON_ACCUMULATION_SCHEDULER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PROFILER) || (TR__PICKED && !defined(TRAIN_ENABLE_PROFILER))
+#  define TR__ON_PROFILER 0
+#else
+#  define TR__ON_PROFILER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_THROUGHPUT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_THROUGHPUT_MONITOR))
+#  define TR__ON_THROUGHPUT_MONITOR 0
+#else
+#  define TR__ON_THROUGHPUT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ON_EXCEPTION_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_ON_EXCEPTION_CHECKPOINT))
+#  define TR__ON_ON_EXCEPTION_CHECKPOINT 0
+#else
+#  define TR__ON_ON_EXCEPTION_CHECKPOINT 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_SPIKE_DETECTION) || (TR__PICKED && !defined(TRAIN_ENABLE_SPIKE_DETECTION))
+#  define TR__ON_SPIKE_DETECTION 0
+#else
+#  define TR__ON_SPIKE_DETECTION 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_CSV) || (TR__PICKED && !defined(TRAIN_ENABLE_CSV))
+#  define TR__ON_CSV 0
+#else
+#  define TR__ON_CSV 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_JSONL) || (TR__PICKED && !defined(TRAIN_ENABLE_JSONL))
+#  define TR__ON_JSONL 0
+#else
+#  define TR__ON_JSONL 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_TENSORBOARD) || (TR__PICKED && !defined(TRAIN_ENABLE_TENSORBOARD))
+#  define TR__ON_TENSORBOARD 0
+#else
+#  define TR__ON_TENSORBOARD 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PROGRESS_BAR) || (TR__PICKED && !defined(TRAIN_ENABLE_PROGRESS_BAR))
+#  define TR__ON_PROGRESS_BAR 0
+#else
+#  define TR__ON_PROGRESS_BAR 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PLOT) || (TR__PICKED && !defined(TRAIN_ENABLE_PLOT))
+#  define TR__ON_PLOT 0
+#else
+#  define TR__ON_PLOT 1
+#endif
+#define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT) /* they share tr__logger */
+/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers the spec factory
+   `name` (tr__<p>_params, tr__<p>_factory) when TR__ON_<NAME>, else the name alone, which says how
+   to get it. The callbacks they make read the loop's settings from the registry's run (tr_run_setup;
+   the trainer sets them at each fit). */
+#define TR__BATTERIES(X) \
+  X(early_stopping, EARLY_STOPPING, es, "stop training when a monitored metric stops improving (Lightning's EarlyStopping)") \
+  X(model_checkpoint, MODEL_CHECKPOINT, mc, "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)") \
+  X(timer, TIMER, timer, "stop training after a time limit; time per stage (Lightning's Timer)") \
+  X(lr_monitor, LR_MONITOR, lrm, "publish the learning rate as lr-<Optimizer> (Lightning's LearningRateMonitor)") \
+  X(gradient_monitor, GRADIENT_MONITOR, gm, "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps") \
+  X(nan_guard, NAN_GUARD, ng, "fail, skip the step or stop on a non-finite loss or gradient, naming where") \
+  X(ema, EMA, ema, "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)") \
+  X(lr_finder, LR_FINDER, lrf, "sweep the learning rate before training and use the suggestion (LearningRateFinder)") \
+  X(model_summary, MODEL_SUMMARY, ms, "print the tensor table at fit start (Lightning's ModelSummary)") \
+  X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
+  X(profiler, PROFILER, prof, "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)") \
+  X(throughput_monitor, THROUGHPUT_MONITOR, tp, "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)") \
+  X(on_exception_checkpoint, ON_EXCEPTION_CHECKPOINT, oec, "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)") \
+  X(spike_detection, SPIKE_DETECTION, sd, "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)") \
+  X(csv, CSV, csv, "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)") \
+  X(jsonl, JSONL, jsonl, "log records as JSON lines to save_dir/name/version_N/metrics.jsonl") \
+  X(tensorboard, TENSORBOARD, tb, "log records as TensorBoard event files (scalars, histograms, hparams as text)") \
+  X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
+  X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run")
 /* Registers every standard factory on reg; a name already registered is left as it is. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 
 #ifndef TRAIN_NO_CALLBACKS
+#if TR__ON_EARLY_STOPPING
 /* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
    Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
    check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
@@ -1083,7 +1198,9 @@ typedef struct tr_early_stopping_state { /* in checkpoints; patience from a chec
 
 TRAIN_API tr_err tr_early_stopping(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out);
 TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_EARLY_STOPPING */
 
+#if TR__ON_MODEL_CHECKPOINT
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
@@ -1190,7 +1307,9 @@ typedef struct tr_model_checkpoint_state { /* in checkpoints (all of it; only be
 
 TRAIN_API tr_err tr_model_checkpoint(hk_registry *reg, const tr_model_checkpoint_desc *d, hk_handle *out);
 TRAIN_API const tr_model_checkpoint_state *tr_model_checkpoint_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_MODEL_CHECKPOINT */
 
+#if TR__ON_TIMER
 /* ---- timer (Lightning's Timer) ------------------------------------------------------------------
    Measures the time spent per stage (train = on_train_start .. on_train_end, validation inside it
    included, as Lightning; sanity_check, validate, test, predict = their runs, summed over runs) and
@@ -1227,7 +1346,9 @@ TRAIN_API tr_err tr_timer(hk_registry *reg, const tr_timer_desc *d, hk_handle *o
 TRAIN_API const tr_timer_state *tr_timer_get(const hk_registry *reg, hk_handle h);
 /* The time spent in a stage so far, running stage included; a negative value if h is not a timer. */
 TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_stage stage);
+#endif /* TR__ON_TIMER */
 
+#if TR__ON_LR_MONITOR
 /* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
    Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
    with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
@@ -1256,7 +1377,9 @@ typedef struct tr_lr_monitor_state {
 } tr_lr_monitor_state;
 TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_LR_MONITOR */
 
+#if TR__ON_GRADIENT_MONITOR
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
    On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
    on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes
@@ -1307,7 +1430,9 @@ typedef struct tr_gradient_monitor_state {
 } tr_gradient_monitor_state;
 TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_GRADIENT_MONITOR */
 
+#if TR__ON_NAN_GUARD
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
    Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
    hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm (one pass,
@@ -1336,7 +1461,9 @@ typedef struct tr_nan_guard_state {
 } tr_nan_guard_state;
 TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out);
 TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_NAN_GUARD */
 
+#if TR__ON_EMA
 /* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
    Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
    global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
@@ -1368,7 +1495,9 @@ typedef struct tr_ema_state {
 } tr_ema_state;
 TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_EMA */
 
+#if TR__ON_LR_FINDER
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
    At on_fit_start of a fit that starts from step 0 it sweeps the learning rate exponentially,
    lr_i = min_lr * (max_lr/min_lr)^(i/(N-1)) for N = num_training_steps optimizer steps on the
@@ -1400,7 +1529,9 @@ typedef struct tr_lr_finder_state {
 } tr_lr_finder_state;
 TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_LR_FINDER */
 
+#if TR__ON_MODEL_SUMMARY
 /* ---- model_summary (Lightning's ModelSummary) ---------------------------------------------------
    At on_fit_start prints the tensor table: index, name, element count, share of all parameters,
    device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
@@ -1414,7 +1545,9 @@ typedef struct tr_model_summary_desc { TR_MODEL_SUMMARY_PARAMS(TR__FIELD) } tr_m
 typedef struct tr_model_summary_state { int64_t total_params; int n_tensors; } tr_model_summary_state;
 TRAIN_API tr_err tr_model_summary(hk_registry *reg, const tr_model_summary_desc *d, hk_handle *out);
 TRAIN_API const tr_model_summary_state *tr_model_summary_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_MODEL_SUMMARY */
 
+#if TR__ON_ACCUMULATION_SCHEDULER
 /* ---- accumulation_scheduler (Lightning's GradientAccumulationScheduler) --------------------------
    scheduling "{0: 4, 5: 2}" (epoch: factor pairs separated by commas, braces both or neither, epochs
    0-based and increasing, factors >= 1; anything else, "{0: 2" or "{0:2 1:3}", is refused): from
@@ -1435,7 +1568,9 @@ typedef struct tr_accumulation_scheduler_state {
 } tr_accumulation_scheduler_state;
 TRAIN_API tr_err tr_accumulation_scheduler(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out);
 TRAIN_API const tr_accumulation_scheduler_state *tr_accumulation_scheduler_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_ACCUMULATION_SCHEDULER */
 
+#if TR__ON_PROFILER
 /* ---- profiler (Lightning's SimpleProfiler; Ignite's HandlersTimeProfiler; Keras's slow-callback warning) --
    Times every hook and every event of the registry with hooks.h's hk_profile (made: profiling on;
    removed: off again; a registry without a profiler pays nothing), and the loop's own phases, measured
@@ -1487,7 +1622,9 @@ TRAIN_API const tr_profiler_state *tr_profiler_get(const hk_registry *reg, hk_ha
 TRAIN_API const char *tr_phase_name(tr_phase p);
 /* The table now (what teardown prints) to out (NULL: the profiler's out); -1 if h is not a profiler. */
 TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out);
+#endif /* TR__ON_PROFILER */
 
+#if TR__ON_THROUGHPUT_MONITOR
 /* ---- throughput_monitor (Lightning's ThroughputMonitor; kempnerforge's tokens_seen) -------------------
    At every on_train_batch_end it reads the clock and ctx->samples_seen (the loop counts it) into a ring
    of the last `window` steps (allocated when made: nothing per step but the clock and a few stores);
@@ -1530,6 +1667,8 @@ typedef struct tr_throughput_monitor_state {
 } tr_throughput_monitor_state;
 TRAIN_API tr_err tr_throughput_monitor(hk_registry *reg, const tr_throughput_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_THROUGHPUT_MONITOR */
+#if TR__ON_ON_EXCEPTION_CHECKPOINT
 /* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
    When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
    SIGTERM: every path through on_exception), saves the last consistent state to
@@ -1561,7 +1700,9 @@ typedef struct tr_on_exception_checkpoint_state {
 } tr_on_exception_checkpoint_state;
 TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out);
 TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_ON_EXCEPTION_CHECKPOINT */
 
+#if TR__ON_SPIKE_DETECTION
 /* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
    Watches the training loss against a running window of the last `window` good losses (checked from
    the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
@@ -1624,6 +1765,7 @@ typedef struct tr_spike_detection_state {
 } tr_spike_detection_state;
 TRAIN_API tr_err tr_spike_detection(hk_registry *reg, const tr_spike_detection_desc *d, hk_handle *out);
 TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_registry *reg, hk_handle h);
+#endif /* TR__ON_SPIKE_DETECTION */
 
 #endif /* TRAIN_NO_CALLBACKS */
 
@@ -1760,6 +1902,7 @@ typedef struct tr_logger_state {
   const char *error;            /* the first I/O error ("" when none) */
 } tr_logger_state;
 
+#if TR__ON_CSV
 /* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
    key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
    record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
@@ -1772,17 +1915,24 @@ typedef struct tr_logger_state {
    each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
    under "specs". */
 TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
+#endif
+#if TR__ON_JSONL
 /* jsonl: metrics.jsonl, one JSON object per line. The first line is {"hparams": {...}} (numbers as
    numbers, the rest as strings, "specs" as a list); then one line per record:
    {"step":49,"epoch":0,"stage":"train","metrics":{"train/loss":0.25}}. NaN and infinities, which
    JSON cannot hold, are written as the strings "NaN", "Infinity" and "-Infinity". */
 TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
+#endif
+#if TR__ON_TENSORBOARD
 /* tensorboard: events.out.tfevents.<secs>.<host>.<pid>.0, TFRecord-framed Event protos with real
    CRC-32C: a file_version event, the hparams as a text summary (tag "hparams", a Markdown table),
    then per record one event holding every metric as a scalar (tag = the metric's name) and every
    histogram. Look at it with  tensorboard --logdir <save_dir>. */
 TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
+#endif
+#if TR__ON_FILE_LOGGERS
 TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h); /* any of these loggers, or plot */
+#endif
 
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
    at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
@@ -1792,12 +1942,15 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
   X(STRING, const char *,   path,    "",   NULL, "the SVG file (empty: metrics.svg in the version directory)") \
   X(STRING, const char *,   metrics, "",   NULL, "space-separated metric names (empty: every metric with loss in its name)") \
   X(STRING, const char *,   title,   "",   NULL, "the plot's title (empty: the file's directory)")
-typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
+typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc; /* (also without plot: the factories use it) */
+#if TR__ON_PLOT
 TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out);
 /* The same plot from a CSV file in metrics.csv's layout (a "step" column and metric columns; empty
    cells are skipped), or with a "job" column instead of "step" (a sweep's summary.csv: x is the job). why (may be NULL) gets the reason on error: TR_ERR_IO, TR_ERR_INVALID. */
 TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len);
+#endif
 
+#if TR__ON_PROGRESS_BAR
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
    the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
@@ -1844,6 +1997,7 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
    10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
+#endif
 
 #endif /* TRAIN_NO_LOGGERS */
 
@@ -4647,6 +4801,35 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
    "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
    its destroy; nothing here runs on a step unless the callback is due.
    ================================================================================================= */
+/* The parameter views a callback works on: the loop's, checked to be in host memory. */
+TR__SHARED int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
+  int k;
+  for (k = 0; k < ctx->n_tensors; k++)
+    if (v[k].on_device) return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads host memory only", who, v[k].name), -1;
+  return 0;
+}
+/* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
+TR__SHARED const char *tr__nonfinite_name(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
+}
+/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
+   act only in a fit): say so, once per callback. */
+TR__SHARED void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
+  if (ctx->stage != HK_STAGE_NONE || *warned) return;
+  *warned = 1;
+  tr__run_say(run, ctx, who, "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
+              "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
+}
+TR__SHARED size_t tr__views_count(const hk_ctx *ctx, const hk_tensor *v) {
+  size_t n = 0;
+  int k;
+  for (k = 0; v && k < ctx->n_tensors; k++) n += v[k].count;
+  return n;
+}
+
+#if TR__ON_EARLY_STOPPING
 /* ---- early_stopping ------------------------------------------------------------------------------- */
 TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r) {
   static const char *const names[TR_STOP_REASON_COUNT] = {
@@ -4677,14 +4860,6 @@ static void tr__es_destroy(void *user) {
   free(s);
 }
 
-/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
-   act only in a fit): say so, once per callback. */
-static void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
-  if (ctx->stage != HK_STAGE_NONE || *warned) return;
-  *warned = 1;
-  tr__run_say(run, ctx, who, "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
-              "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
-}
 
 static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   tr_run *run = s->run;
@@ -4888,7 +5063,9 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
 }
 
 TR__PUBLIC_OF(tr_early_stopping, es)
+#endif /* TR__ON_EARLY_STOPPING */
 
+#if TR__ON_MODEL_CHECKPOINT
 /* ---- model_checkpoint ----------------------------------------------------------------------------- */
 typedef struct tr__mc {
   tr_model_checkpoint_state pub;
@@ -5684,7 +5861,9 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
 }
 
 TR__PUBLIC_OF(tr_model_checkpoint, mc)
+#endif /* TR__ON_MODEL_CHECKPOINT */
 
+#if TR__ON_TIMER
 /* ---- timer ---------------------------------------------------------------------------------------- */
 static const char *const tr__timer_metric[TR_TIMER_STAGE_COUNT] = {
 #define TR__X(sym, name) "time/" name,
@@ -5858,20 +6037,9 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
   return tr__timer_elapsed(s, (int)stage, tr__clock(s->clock, s->clock_user));
 }
 
-/* The parameter views a callback works on: the loop's, checked to be in host memory. */
-static int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
-  int k;
-  for (k = 0; k < ctx->n_tensors; k++)
-    if (v[k].on_device) return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads host memory only", who, v[k].name), -1;
-  return 0;
-}
-static size_t tr__views_count(const hk_ctx *ctx, const hk_tensor *v) {
-  size_t n = 0;
-  int k;
-  for (k = 0; v && k < ctx->n_tensors; k++) n += v[k].count;
-  return n;
-}
+#endif /* TR__ON_TIMER */
 
+#if TR__ON_LR_MONITOR
 /* ---- lr_monitor ------------------------------------------------------------------------------------ */
 typedef struct tr__lrm {
   tr_lr_monitor_state pub;
@@ -5962,7 +6130,9 @@ static tr_err tr__lrm_make(hk_registry *reg, const tr_lr_monitor_desc *d, hk_han
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 TR__PUBLIC_OF(tr_lr_monitor, lrm)
+#endif /* TR__ON_LR_MONITOR */
 
+#if TR__ON_GRADIENT_MONITOR
 /* ---- gradient_monitor ----------------------------------------------------------------------------- */
 #define TR__GM_MAX_PCT 16
 typedef struct tr__gm {
@@ -6236,7 +6406,9 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
 }
 TR__PUBLIC_OF(tr_gradient_monitor, gm)
+#endif /* TR__ON_GRADIENT_MONITOR */
 
+#if TR__ON_NAN_GUARD
 /* ---- nan_guard ------------------------------------------------------------------------------------ */
 typedef struct tr__ng {
   tr_nan_guard_state pub;
@@ -6248,12 +6420,6 @@ typedef struct tr__ng {
 } tr__ng;
 
 static void tr__ng_destroy(void *user) { free(user); }
-/* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
-static const char *tr__nonfinite_name(double x) {
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
-}
 
 static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
@@ -6350,7 +6516,9 @@ static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handl
   return tr__cb_register(reg, &cb, -10, out, w); /* before the monitors: a skipped step is not monitored */
 }
 TR__PUBLIC_OF(tr_nan_guard, ng)
+#endif /* TR__ON_NAN_GUARD */
 
+#if TR__ON_EMA
 /* ---- ema ------------------------------------------------------------------------------------------ */
 typedef struct tr__ema {
   tr_ema_state pub;
@@ -6527,7 +6695,9 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
   return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
 }
 TR__PUBLIC_OF(tr_ema, ema)
+#endif /* TR__ON_EMA */
 
+#if TR__ON_MODEL_SUMMARY
 /* ---- model_summary -------------------------------------------------------------------------------- */
 typedef struct tr__ms { tr_model_summary_state pub; tr_run *run; int max_rows; FILE *out; } tr__ms;
 static void tr__ms_destroy(void *user) { free(user); }
@@ -6590,7 +6760,9 @@ static tr_err tr__ms_make(hk_registry *reg, const tr_model_summary_desc *d, hk_h
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 TR__PUBLIC_OF(tr_model_summary, ms)
+#endif /* TR__ON_MODEL_SUMMARY */
 
+#if TR__ON_ACCUMULATION_SCHEDULER
 /* ---- accumulation_scheduler ----------------------------------------------------------------------- */
 #define TR__AS_MAX 64
 typedef struct tr__as {
@@ -6700,7 +6872,9 @@ static tr_err tr__as_make(hk_registry *reg, const tr_accumulation_scheduler_desc
   return tr__cb_register(reg, &cb, 0, out, w);
 }
 TR__PUBLIC_OF(tr_accumulation_scheduler, as)
+#endif /* TR__ON_ACCUMULATION_SCHEDULER */
 
+#if TR__ON_PROFILER
 /* ---- profiler ------------------------------------------------------------------------------------- */
 TRAIN_API const char *tr_phase_name(tr_phase p) {
   static const char *const names[TR_PHASE_COUNT] = {
@@ -6984,7 +7158,9 @@ TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out) {
   tr__prof_table(s, reg, tr__prof_file(s, out), "now");
   return 0;
 }
+#endif /* TR__ON_PROFILER */
 
+#if TR__ON_THROUGHPUT_MONITOR
 /* ---- throughput_monitor --------------------------------------------------------------------------- */
 typedef struct tr__tp {
   tr_throughput_monitor_state pub;
@@ -7189,7 +7365,9 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
   if (s->n >= 1) tr__tp_compute(s);
   return &s->pub;
 }
+#endif /* TR__ON_THROUGHPUT_MONITOR */
 
+#if TR__ON_ON_EXCEPTION_CHECKPOINT
 /* ---- on_exception_checkpoint ------------------------------------------------------------------------ */
 typedef struct tr__oec {
   tr_on_exception_checkpoint_state pub;
@@ -7264,7 +7442,9 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   return tr__cb_register(reg, &cb, -20, out, w); /* first of on_exception: the state before other handlers change it */
 }
 TR__PUBLIC_OF(tr_on_exception_checkpoint, oec)
+#endif /* TR__ON_ON_EXCEPTION_CHECKPOINT */
 
+#if TR__ON_SPIKE_DETECTION
 /* ---- spike_detection -------------------------------------------------------------------------------- */
 typedef struct tr__sd {
   tr_spike_detection_state pub;
@@ -7587,6 +7767,7 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
 }
 TR__PUBLIC_OF(tr_spike_detection, sd)
+#endif /* TR__ON_SPIKE_DETECTION */
 
 #endif /* TRAIN_NO_CALLBACKS */
 
@@ -8150,6 +8331,19 @@ TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
 }
 
 #ifndef TRAIN_NO_LOGGERS
+/* Callback names are unique: the second csv logger is "csv-1" (loggers keep no state, so the name is
+   only a label). */
+TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base, char *buf, size_t cap) {
+  int i;
+  if (!hk_find(reg, base)) return base;
+  for (i = 1; i < 1000000; i++) {
+    snprintf(buf, cap, "%s-%d", base, i);
+    if (!hk_find(reg, buf)) break;
+  }
+  return buf;
+}
+
+#if TR__ON_FILE_LOGGERS
 /* -- the file loggers: csv, jsonl, tensorboard, and plot's bookkeeping -- */
 #define TR__LOGGERS(X) /* X(enum, name) */ \
   X(TR__LOG_CSV, "csv") X(TR__LOG_JSONL, "jsonl") X(TR__LOG_TB, "tensorboard") X(TR__LOG_PLOT, "plot")
@@ -8226,6 +8420,7 @@ static hk_signal tr__logger_broke(tr__logger *s, hk_ctx *ctx, const char *fmt, .
   return HK_CONTINUE;
 }
 
+#if TR__ON_CSV
 static int tr__csv_col(tr__logger *s, const char *name) { /* the column's id, added when new; -1 on OOM */
   int i;
   if (s->col_hint < s->n_cols && !strcmp(s->cols[s->col_hint], name)) return s->col_hint++; /* the last record's order */
@@ -8335,6 +8530,7 @@ static int tr__csv_text(tr__logger *s, hk_bytes *b, int header, int from) {
   }
   return b->failed ? -1 : 0;
 }
+#endif
 
 /* How much of the first n bytes of s->out is whole records (lines; TensorBoard's length-framed
    records), and how many records that is. */
@@ -8372,6 +8568,7 @@ static int tr__logger_append(tr__logger *s, size_t *kept, int *count) {
   return e;
 }
 
+#if TR__ON_CSV
 /* csv: the whole file (header and every row) written anew and renamed over metrics.csv, its descriptor
    kept for the appends that follow. */
 static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
@@ -8420,13 +8617,17 @@ static hk_signal tr__csv_flush(tr__logger *s, hk_ctx *ctx, int force) {
   s->pending = 0;
   return sig;
 }
+#endif
 
 /* Write what waits (force: csv's pending new columns too, at the end of a run). */
 static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx, int force) {
   size_t kept;
   int e, count;
+  (void)force; /* csv's */
   if (s->broken) return HK_CONTINUE;
+#if TR__ON_CSV
   if (s->kind == TR__LOG_CSV && (s->pending || (force && s->fd >= 0 && s->file_cols != s->n_cols))) return tr__csv_flush(s, ctx, force);
+#endif
   if (!s->pending || s->kind == TR__LOG_CSV) return HK_CONTINUE;
   if (s->fd < 0) return HK_CONTINUE;
   if (s->out.failed) return tr__logger_broke(s, ctx, "out of memory");
@@ -8439,6 +8640,7 @@ static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx, int force) {
   return HK_CONTINUE;
 }
 
+#if TR__ON_TENSORBOARD
 /* -- tensorboard: protobuf fields and TFRecord framing (field numbers from TensorFlow's event.proto,
    summary.proto, tensor.proto) -- */
 static void tr__pb_varint(hk_bytes *b, uint64_t v) {
@@ -8580,6 +8782,7 @@ static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogr
   if (tmp->failed || histo.failed) vals->failed = 1;
   hk_bytes_free(&histo);
 }
+#endif /* TR__ON_TENSORBOARD */
 
 /* The hparams as text in a logger's format (csv: hparams.yaml; plot uses that too). */
 static void tr__hparams_text(tr__logger *s, hk_ctx *ctx, tr__log_kind format, hk_bytes *b) {
@@ -8630,7 +8833,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
     return tr__logger_broke(s, ctx, "%s", why);
   tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
-  if (s->kind == TR__LOG_PLOT) {
+  if (TR__ON_PLOT && s->kind == TR__LOG_PLOT) {
     if (!s->plot_path || !s->plot_path[0]) { free(s->plot_path); s->plot_path = tr__join(s->dir, "metrics.svg"); }
     if (!s->plot_path) return tr__logger_broke(s, ctx, "out of memory");
     s->path = tr__strdup(s->plot_path);
@@ -8666,7 +8869,9 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
     free(yaml);
   } else if (s->kind == TR__LOG_JSONL) {
     if ((e = tr__write_whole(s->path, b.data, b.len, 0, &s->fd, why, sizeof why)) == 0) s->size = (int64_t)b.len;
-  } else { /* file_version, then the hparams as text */
+  }
+#if TR__ON_TENSORBOARD
+  else { /* file_version, then the hparams as text */
     hk_bytes vals;
     memset(&vals, 0, sizeof vals);
     s->scratch.len = 0;
@@ -8688,6 +8893,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
     else if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &s->fd, why, sizeof why)) == 0) s->size = (int64_t)s->out.len;
     s->out.len = 0;
   }
+#endif
   hk_bytes_free(&b);
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
@@ -8695,8 +8901,11 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
 
 static hk_signal tr__logger_setup(hk_ctx *ctx, void *u) { return tr__logger_open((tr__logger *)u, ctx); }
 
-static hk_signal tr__plot_add(tr__logger *s, hk_ctx *ctx, const tr_log_record *r);
 
+#if TR__ON_PLOT
+static hk_signal tr__plot_add(tr__logger *s, hk_ctx *ctx, const tr_log_record *r);
+static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx);
+#endif
 static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   const tr_log_record *r = tr_log_current(ctx);
@@ -8705,9 +8914,11 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   if (!r || ctx->rank != 0) return HK_CONTINUE;
   if ((sig = tr__logger_open(s, ctx)) != HK_CONTINUE || s->broken) return sig;
   switch (s->kind) {
+#if TR__ON_CSV
   case TR__LOG_CSV:
     if (tr__csv_add_row(s, r)) return tr__logger_broke(s, ctx, "out of memory");
     break;
+#endif
   case TR__LOG_JSONL:
     tr__putf(&s->out, "{\"step\":%lld,\"epoch\":%lld,\"stage\":", (long long)r->step, (long long)r->epoch);
     tr__json_str(&s->out, r->stage ? r->stage : "");
@@ -8720,6 +8931,7 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
     }
     tr__put_s(&s->out, "}}\n");
     break;
+#if TR__ON_TENSORBOARD
   case TR__LOG_TB:
     s->vals.len = 0;
     for (i = 0; i < r->n_metrics; i++) tr__tf_scalar(&s->vals, &s->tmp, r->metrics[i].name, r->metrics[i].value);
@@ -8727,8 +8939,11 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
     if (s->vals.failed) s->out.failed = 1;
     if (s->vals.len) tr__tf_event(s, r->step, &s->vals);
     break;
+#endif
+#if TR__ON_PLOT
   case TR__LOG_PLOT:
     return tr__plot_add(s, ctx, r);
+#endif
   default: break;
   }
   ++s->pending;
@@ -8739,12 +8954,14 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
-static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx);
 /* At the end of every run (and of a failed one): write what waits, keep the file open for the next run. */
 static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
+#if TR__ON_PLOT
   if (s->kind == TR__LOG_PLOT) return tr__plot_write(s, ctx);
+#endif
+#if TR__ON_TENSORBOARD
   if (s->kind == TR__LOG_TB && ctx->stage == HK_STAGE_FIT && !s->session_ended && s->opened && !s->broken) {
     s->session_ended = 1; /* the fit's status for the HParams tab (the plugin reads a run's first one) */
     s->vals.len = 0;
@@ -8752,9 +8969,11 @@ static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
     tr__tf_event(s, ctx->global_step, &s->vals);
     s->pending++;
   }
+#endif
   return tr__logger_flush(s, ctx, 1);
 }
 
+#if TR__ON_PLOT
 /* -- plot: SVG curves -- */
 static int tr__plot_wants(const char *metrics, const char *name) { /* metrics: space-separated names, or NULL */
   size_t n = strlen(name);
@@ -9008,6 +9227,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   tr__series_free(series, n_series);
   return err;
 }
+#endif /* TR__ON_PLOT */
 
 static void tr__logger_destroy(void *user) {
   tr__logger *s = (tr__logger *)user;
@@ -9023,21 +9243,12 @@ static void tr__logger_destroy(void *user) {
   free(s->cols); free(s->row_at); free(s->cell_col); free(s->cell_val);
   free(s->order); free(s->pos); free(s->has); free(s->rowv);
   free(s->plot_path); free(s->metrics); free(s->title);
+#if TR__ON_PLOT
   tr__series_free(s->series, s->n_series);
+#endif
   free(s);
 }
 
-/* Callback names are unique: the second csv logger is "csv-1" (loggers keep no state, so the name is
-   only a label). */
-static const char *tr__unique_name(const hk_registry *reg, const char *base, char *buf, size_t cap) {
-  int i;
-  if (!hk_find(reg, base)) return base;
-  for (i = 1; i < 1000000; i++) {
-    snprintf(buf, cap, "%s-%d", base, i);
-    if (!hk_find(reg, buf)) break;
-  }
-  return buf;
-}
 
 static tr_err tr__logger_make(hk_registry *reg, tr__log_kind kind, const tr_logger_desc *d,
                               const tr_plot_desc *pd, hk_handle *out, tr__why *w) {
@@ -9092,32 +9303,42 @@ static tr_err tr__logger_make(hk_registry *reg, tr__log_kind kind, const tr_logg
   return TR_OK;
 }
 
+#if TR__ON_CSV
 TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
   tr__why w;
   if (!reg) return TR_ERR_INVALID;
   return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_CSV, d, NULL, out, &w), &w);
 }
+#endif
+#if TR__ON_JSONL
 TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
   tr__why w;
   if (!reg) return TR_ERR_INVALID;
   return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_JSONL, d, NULL, out, &w), &w);
 }
+#endif
+#if TR__ON_TENSORBOARD
 TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
   tr__why w;
   if (!reg) return TR_ERR_INVALID;
   return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_TB, d, NULL, out, &w), &w);
 }
+#endif
+#if TR__ON_PLOT
 TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out) {
   tr__why w;
   if (!reg) return TR_ERR_INVALID;
   if (!d) return tr__cb_result(reg, tr__bad(&w, "plot: desc is NULL"), &w);
   return tr__cb_result(reg, tr__logger_make(reg, TR__LOG_PLOT, &d->dir, d, out, &w), &w);
 }
+#endif
 TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle h) {
   const hk_callback *cb = hk_callback_get(reg, h);
   return cb && cb->destroy == tr__logger_destroy ? &((const tr__logger *)cb->user)->pub : NULL;
 }
+#endif /* TR__ON_FILE_LOGGERS */
 
+#if TR__ON_PROGRESS_BAR
 /* -- the progress bar -- */
 static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:SS from an hour */
   long long t = s > 0 && s < 1e12 ? (long long)s : 0;
@@ -9548,6 +9769,7 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
   if (!reg) return TR_ERR_INVALID;
   return tr__cb_result(reg, tr__bar_make(reg, d, out, &w), &w);
 }
+#endif /* TR__ON_PROGRESS_BAR */
 
 #endif /* TRAIN_NO_LOGGERS */
 
@@ -9636,6 +9858,7 @@ TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *
 }
 
 #ifndef TRAIN_NO_CALLBACKS
+#if TR__ON_EARLY_STOPPING
 TR__SPEC_OF(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS)
 static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_early_stopping_desc d;
@@ -9646,14 +9869,22 @@ static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
   return tr__factory_result(reg, e ? e : tr__es_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
+#if TR__ON_MODEL_CHECKPOINT
 /* every_n_epochs: not given, the desc's 0 (1 while no other trigger is given, as Lightning) */
 TR__FACTORY_OF(mc, tr_model_checkpoint_desc, TR_MODEL_CHECKPOINT_PARAMS)
+#endif
 
+#if TR__ON_TIMER
 TR__FACTORY_OF(timer, tr_timer_desc, TR_TIMER_PARAMS)
+#endif
 
+#if TR__ON_LR_MONITOR
 TR__FACTORY_OF(lrm, tr_lr_monitor_desc, TR_LR_MONITOR_PARAMS)
+#endif
 
+#if TR__ON_GRADIENT_MONITOR
 TR__SPEC_OF(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS)
 static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_gradient_monitor_desc d;
@@ -9664,9 +9895,13 @@ static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (tr__given_zero(a, "vanishing_threshold")) d.vanishing_threshold = -1; /* flags nothing */
   return tr__factory_result(reg, e ? e : tr__gm_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
+#if TR__ON_NAN_GUARD
 TR__FACTORY_OF(ng, tr_nan_guard_desc, TR_NAN_GUARD_PARAMS)
+#endif
 
+#if TR__ON_EMA
 TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_ema_desc d;
@@ -9677,9 +9912,13 @@ static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got 0");
   return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
+#if TR__ON_ON_EXCEPTION_CHECKPOINT
 TR__FACTORY_OF(oec, tr_on_exception_checkpoint_desc, TR_ON_EXCEPTION_CHECKPOINT_PARAMS)
+#endif
 
+#if TR__ON_SPIKE_DETECTION
 TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
 static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_spike_detection_desc d;
@@ -9691,8 +9930,9 @@ static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: every_n_steps must be >= 1, got 0");
   return tr__factory_result(reg, e ? e : tr__sd_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
-#ifndef TRAIN_NO_TRAINER /* lr_finder re-runs the trainer's steps (its implementation is the trainer's) */
+#if TR__ON_LR_FINDER /* lr_finder re-runs the trainer's steps (its implementation is the trainer's) */
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
 TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
@@ -9706,13 +9946,17 @@ static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
   return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
-#endif /* TRAIN_NO_TRAINER */
-
+#if TR__ON_MODEL_SUMMARY
 TR__FACTORY_OF(ms, tr_model_summary_desc, TR_MODEL_SUMMARY_PARAMS)
+#endif
 
+#if TR__ON_ACCUMULATION_SCHEDULER
 TR__FACTORY_OF(as, tr_accumulation_scheduler_desc, TR_ACCUMULATION_SCHEDULER_PARAMS)
+#endif
 
+#if TR__ON_PROFILER
 TR__SPEC_OF(prof, tr_profiler_desc, TR_PROFILER_PARAMS)
 static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_profiler_desc d;
@@ -9723,7 +9967,9 @@ static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
     return hk_set_error(reg, HK_ERR_INVALID, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 (e.g. 0.5), or a negative one for never");
   return tr__factory_result(reg, e ? e : tr__prof_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
+#if TR__ON_THROUGHPUT_MONITOR
 TR__SPEC_OF(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS)
 static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_throughput_monitor_desc d;
@@ -9733,13 +9979,12 @@ static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
   if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "throughput_monitor: window must be in 2..1000000 steps, got 0");
   return tr__factory_result(reg, e ? e : tr__tp_make(reg, &d, NULL, &w), &w);
 }
+#endif
 
-/* csv, jsonl and tensorboard take the logger's parameters; plot takes them and its own */
 #endif /* TRAIN_NO_CALLBACKS */
 
-#ifndef TRAIN_NO_LOGGERS
-TR__SPEC_OF(logger, tr_logger_desc, TR_LOGGER_PARAMS)
-static const hk_param tr__plot_params[] = { TR_LOGGER_PARAMS(TR__PARAM) TR_PLOT_PARAMS(TR__PARAM) };
+#if TR__ON_FILE_LOGGERS
+TR__ARGS_OF(logger, tr_logger_desc, TR_LOGGER_PARAMS)
 TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
 static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr__log_kind kind) {
   tr_plot_desc pd;
@@ -9751,11 +9996,27 @@ static hk_err tr__log_factory(hk_registry *reg, const hk_args *a, void *user, tr
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, pd.dir.flush_every);
   return tr__factory_result(reg, e ? e : tr__logger_make(reg, kind, &pd.dir, kind == TR__LOG_PLOT ? &pd : NULL, NULL, &w), &w);
 }
-static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_CSV); }
-static hk_err tr__jsonl_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_JSONL); }
-static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_TB); }
-static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, TR__LOG_PLOT); }
+/* csv, jsonl and tensorboard take the logger's parameters; plot takes them and its own */
+#define TR__LOG_FACTORY_OF(p, kind, LIST) \
+  static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
+  static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { return tr__log_factory(reg, a, user, kind); }
+#if TR__ON_CSV
+TR__LOG_FACTORY_OF(csv, TR__LOG_CSV, TR_LOGGER_PARAMS)
+#endif
+#if TR__ON_JSONL
+TR__LOG_FACTORY_OF(jsonl, TR__LOG_JSONL, TR_LOGGER_PARAMS)
+#endif
+#if TR__ON_TENSORBOARD
+TR__LOG_FACTORY_OF(tb, TR__LOG_TB, TR_LOGGER_PARAMS)
+#endif
+#if TR__ON_PLOT
+#  define TR__LOGGER_AND_PLOT_PARAMS(X) TR_LOGGER_PARAMS(X) TR_PLOT_PARAMS(X)
+TR__LOG_FACTORY_OF(plot, TR__LOG_PLOT, TR__LOGGER_AND_PLOT_PARAMS)
+#endif
+#endif /* TR__ON_FILE_LOGGERS */
+#ifndef TRAIN_NO_LOGGERS
 
+#if TR__ON_PROGRESS_BAR
 TR__SPEC_OF(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS)
 static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_progress_bar_desc d;
@@ -9765,102 +10026,29 @@ static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
   d.out = hk_arg_int(a, "stream") == 1 ? stderr : stdout; /* stdout|stderr */
   return tr__factory_result(reg, e ? e : tr__bar_make(reg, &d, NULL, &w), &w);
 }
-
-#endif /* TRAIN_NO_LOGGERS */
-
-#ifndef TRAIN_NO_CALLBACKS
-static hk_err tr__factory_early_stopping(hk_registry *reg) {
-  return hk_factory_add(reg, "early_stopping", tr__es_params, TR__NPARAMS(tr__es_params), tr__es_factory, NULL,
-                        "stop training when a monitored metric stops improving (Lightning's EarlyStopping)");
-}
-static hk_err tr__factory_model_checkpoint(hk_registry *reg) {
-  return hk_factory_add(reg, "model_checkpoint", tr__mc_params, TR__NPARAMS(tr__mc_params), tr__mc_factory, NULL,
-                        "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)");
-}
-static hk_err tr__factory_timer(hk_registry *reg) {
-  return hk_factory_add(reg, "timer", tr__timer_params, TR__NPARAMS(tr__timer_params), tr__timer_factory, NULL,
-                        "stop training after a time limit; time per stage (Lightning's Timer)");
-}
-static hk_err tr__factory_lr_monitor(hk_registry *reg) {
-  return hk_factory_add(reg, "lr_monitor", tr__lrm_params, TR__NPARAMS(tr__lrm_params), tr__lrm_factory, NULL,
-                        "publish the learning rate as lr-<Optimizer> (Lightning's LearningRateMonitor)");
-}
-static hk_err tr__factory_gradient_monitor(hk_registry *reg) {
-  return hk_factory_add(reg, "gradient_monitor", tr__gm_params, TR__NPARAMS(tr__gm_params), tr__gm_factory, NULL,
-                        "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps");
-}
-static hk_err tr__factory_nan_guard(hk_registry *reg) {
-  return hk_factory_add(reg, "nan_guard", tr__ng_params, TR__NPARAMS(tr__ng_params), tr__ng_factory, NULL,
-                        "fail, skip the step or stop on a non-finite loss or gradient, naming where");
-}
-static hk_err tr__factory_ema(hk_registry *reg) {
-  return hk_factory_add(reg, "ema", tr__ema_params, TR__NPARAMS(tr__ema_params), tr__ema_factory, NULL,
-                        "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)");
-}
-#ifndef TRAIN_NO_TRAINER
-static hk_err tr__factory_lr_finder(hk_registry *reg) {
-  return hk_factory_add(reg, "lr_finder", tr__lrf_params, TR__NPARAMS(tr__lrf_params), tr__lrf_factory, NULL,
-                        "sweep the learning rate before training and use the suggestion (LearningRateFinder)");
-}
 #endif
-static hk_err tr__factory_model_summary(hk_registry *reg) {
-  return hk_factory_add(reg, "model_summary", tr__ms_params, TR__NPARAMS(tr__ms_params), tr__ms_factory, NULL,
-                        "print the tensor table at fit start (Lightning's ModelSummary)");
-}
-static hk_err tr__factory_accumulation_scheduler(hk_registry *reg) {
-  return hk_factory_add(reg, "accumulation_scheduler", tr__as_params, TR__NPARAMS(tr__as_params), tr__as_factory, NULL,
-                        "gradient accumulation factor by epoch (GradientAccumulationScheduler)");
-}
-static hk_err tr__factory_profiler(hk_registry *reg) {
-  return hk_factory_add(reg, "profiler", tr__prof_params, TR__NPARAMS(tr__prof_params), tr__prof_factory, NULL,
-                        "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)");
-}
-static hk_err tr__factory_throughput_monitor(hk_registry *reg) {
-  return hk_factory_add(reg, "throughput_monitor", tr__tp_params, TR__NPARAMS(tr__tp_params), tr__tp_factory, NULL,
-                        "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)");
-}
-static hk_err tr__factory_on_exception_checkpoint(hk_registry *reg) {
-  return hk_factory_add(reg, "on_exception_checkpoint", tr__oec_params, TR__NPARAMS(tr__oec_params), tr__oec_factory, NULL,
-                        "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)");
-}
-static hk_err tr__factory_spike_detection(hk_registry *reg) {
-  return hk_factory_add(reg, "spike_detection", tr__sd_params, TR__NPARAMS(tr__sd_params), tr__sd_factory, NULL,
-                        "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)");
-}
-
-#endif /* TRAIN_NO_CALLBACKS */
-#ifndef TRAIN_NO_LOGGERS
-static hk_err tr__factory_csv(hk_registry *reg) {
-  return hk_factory_add(reg, "csv", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__csv_factory, NULL,
-                        "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)");
-}
-static hk_err tr__factory_jsonl(hk_registry *reg) {
-  return hk_factory_add(reg, "jsonl", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__jsonl_factory, NULL,
-                        "log records as JSON lines to save_dir/name/version_N/metrics.jsonl");
-}
-static hk_err tr__factory_tensorboard(hk_registry *reg) {
-  return hk_factory_add(reg, "tensorboard", tr__logger_params, TR__NPARAMS(tr__logger_params), tr__tb_factory, NULL,
-                        "log records as TensorBoard event files (scalars, histograms, hparams as text)");
-}
-static hk_err tr__factory_progress_bar(hk_registry *reg) {
-  return hk_factory_add(reg, "progress_bar", tr__bar_params, TR__NPARAMS(tr__bar_params), tr__bar_factory, NULL,
-                        "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)");
-}
-static hk_err tr__factory_plot(hk_registry *reg) {
-  return hk_factory_add(reg, "plot", tr__plot_params, TR__NPARAMS(tr__plot_params), tr__plot_factory, NULL,
-                        "write logged metrics against step as an SVG plot at the end of each run");
-}
 
 #endif /* TRAIN_NO_LOGGERS */
 
-/* Every factory of TR_FACTORIES; names already registered stay as they are (a registry handed to
-   two trainers, or given the factories before tr_init). */
+/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
+   handed to two trainers, or given the factories before tr_init). A battery left out of the build
+   is registered without a constructor (hooks.h then refuses the name with this reason). */
+#define TR__IF_1(on, off) on
+#define TR__IF_0(on, off) off
+#define TR__IF(c, on, off) TR__IF_(c, on, off)
+#define TR__IF_(c, on, off) TR__IF_##c(on, off)
 TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   hk_err e = HK_OK;
   if (!reg) return HK_ERR_INVALID;
-#define TR__X(name) \
-  if (!e) { e = tr__factory_##name(reg); if (e == HK_ERR_DUPLICATE) e = HK_OK; }
-  TR_FACTORIES(TR__X)
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, hk_factory_add(reg, #name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc), \
+               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
+                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
+                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
 #undef TR__X
   return e;
 }
@@ -10123,7 +10311,7 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   if (b.failed || !path) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
   else if ((e = tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len)) != 0) err = TR_ERR_IO;
   hk_bytes_free(&b);
-#ifndef TRAIN_NO_LOGGERS
+#if TR__ON_PLOT
   if (!err) {
     char *svg = tr__join(dir, "summary.svg");
     if (!svg) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
@@ -12801,7 +12989,7 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
 
 
 
-#ifndef TRAIN_NO_CALLBACKS
+#if TR__ON_LR_FINDER
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
@@ -12997,7 +13185,7 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
 }
 TR__PUBLIC_OF(tr_lr_finder, lrf)
 
-#endif /* TRAIN_NO_CALLBACKS */
+#endif /* TR__ON_LR_FINDER */
 #endif /* TRAIN_NO_TRAINER */
 
 /* =================================================================================================

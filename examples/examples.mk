@@ -15,9 +15,14 @@ $(BUILD)/hook_tree: examples/hook_tree.c hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 
 # -Ofast on purpose: the example's NaN guard (nan_guard, nan_at=N) must still fire there.
-# tests/own_loop.mk tests it further (resume, Ctrl-C, the log files).
+# tests/own_loop.mk tests it further (resume, Ctrl-C, the log files). Built as a user who compiles only what
+# the loop uses would: no trainer, math or sweeps, and only the batteries its spec names.
+OWN_LOOP_PICK := -DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_ONLY_SPECIFIC_BATTERIES -DTRAIN_ENABLE_NAN_GUARD \
+  -DTRAIN_ENABLE_GRADIENT_MONITOR -DTRAIN_ENABLE_EARLY_STOPPING -DTRAIN_ENABLE_MODEL_CHECKPOINT -DTRAIN_ENABLE_CSV \
+  -DTRAIN_ENABLE_JSONL -DTRAIN_ENABLE_TENSORBOARD -DTRAIN_ENABLE_PROGRESS_BAR -DTRAIN_ENABLE_PROFILER \
+  -DTRAIN_ENABLE_THROUGHPUT_MONITOR
 $(BUILD)/own_loop: examples/own_loop.c hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -Ofast $< -o $@ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Ofast $(OWN_LOOP_PICK) $< -o $@ $(LDLIBS)
 
 # make test builds and runs every example, so none of them can rot.
 .PHONY: test-examples

@@ -1,7 +1,9 @@
 /* tests/compile_sections.c - train.h with sections left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH,
-   TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, in any combination): it builds warning-free, what is left out
-   is really gone (this file declares names of its own that would clash with the section's), and what
-   is left works: a hand-written step loop on the run layer with whichever batteries are compiled in. */
+   TRAIN_NO_CALLBACKS, TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, in any combination) and with batteries left out
+   one by one (TRAIN_NO_<NAME>, TRAIN_ONLY_SPECIFIC_BATTERIES + TRAIN_ENABLE_<NAME>): it builds
+   warning-free, what is left out is really gone (this file declares names of its own that would clash
+   with the section's), a left-out battery's spec name fails with the define to change, and what is
+   left works: a hand-written step loop on the run layer with whichever batteries are compiled in. */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #include "train.h"
@@ -17,12 +19,19 @@ static int tr_fit(void) { return 0; }
 #ifdef TRAIN_NO_MATH
 static int tr_adamw_update(void) { return 0; }
 #endif
-#ifdef TRAIN_NO_CALLBACKS
+#if !TR__ON_EARLY_STOPPING
 static int tr_early_stopping(void) { return 0; }
 #endif
-#ifdef TRAIN_NO_LOGGERS
-static int tr_csv_logger(void) { return 0; }
+#if !TR__ON_JSONL
+static int tr_jsonl_logger(void) { return 0; }
 #endif
+
+/* Every battery: its spec name, the define that leaves it out, and whether this build has it. */
+static const struct { const char *name, *define; int on; } batteries[] = {
+#define X(name, NAME, p, doc) { #name, "TRAIN_NO_" #NAME, TR__ON_##NAME },
+  TR__BATTERIES(X)
+#undef X
+};
 #ifdef TRAIN_NO_SWEEP
 static int tr_sweep(void) { return 0; }
 #else
@@ -58,16 +67,23 @@ int main(void) {
   rd.log_every_n_steps = 5;
   rd.save_dir = "build/compile_sections";
   if (!reg || tr_run_setup(reg, &rd) != TR_OK) return fail("tr_run_setup");
-#ifndef TRAIN_NO_CALLBACKS
+  for (i = 0; i < (int)(sizeof batteries / sizeof batteries[0]); i++) { /* a left-out one says how to get it */
+    hk_err e = hk_spec_check(reg, batteries[i].name);
+    const char *why = e ? hk_last_error(reg) : "";
+    if (batteries[i].on ? strstr(why, "not available") != NULL : e != HK_ERR_SPEC || !strstr(why, batteries[i].define) ||
+        !strstr(why, "not available"))
+      return fail(why[0] ? why : batteries[i].name);
+  }
+#if TR__ON_EARLY_STOPPING
   if (hk_spec_apply(reg, "early_stopping(monitor=train_loss, patience=1, check_on_train_epoch_end=false)") != HK_OK)
     return fail(hk_last_error(reg));
 #else
   (void)tr_early_stopping();
 #endif
-#ifndef TRAIN_NO_LOGGERS
+#if TR__ON_JSONL
   if (hk_spec_apply(reg, "jsonl(flush_every=1)") != HK_OK) return fail(hk_last_error(reg));
 #else
-  (void)tr_csv_logger();
+  (void)tr_jsonl_logger();
 #endif
 #ifdef TRAIN_NO_SWEEP
   (void)tr_sweep();
@@ -119,7 +135,7 @@ int main(void) {
   }
   if (tr_run_finish(reg, &ctx, TR_OK) != TR_OK) return fail(tr_run_error(reg));
   tr_print(reg, "compile_sections: tr_print is the run layer's (with or without the bar)");
-#ifndef TRAIN_NO_CALLBACKS
+#if TR__ON_EARLY_STOPPING
   if (ctx.global_step != 7) return fail("early_stopping did not stop the loop at step 7");
 #else
   if (ctx.global_step != 20) return fail("the loop did not run its 20 steps");

@@ -1434,8 +1434,9 @@ typedef struct agree_case {
   int n_also;
 } agree_case;
 #define NOF(a) ((int)(sizeof a / sizeof a[0]))
-#define CASE(name, p, zero, T, same, required, unset) \
-  { #name, tr__##p##_params, NOF(tr__##p##_params), p##_fields, NOF(p##_fields), sizeof(T), p##_args, zero, same, \
+#define CASE(name, p, zero, T, same, required, unset) CASE_OF(name, p, p, zero, T, same, required, unset)
+#define CASE_OF(name, table, p, zero, T, same, required, unset) /* table: the spec table's prefix */ \
+  { #name, tr__##table##_params, NOF(tr__##table##_params), p##_fields, NOF(p##_fields), sizeof(T), p##_args, zero, same, \
     required, unset, NULL, 0 }
 static agree_case g_agree[] = {
   CASE(early_stopping, es, es_zero, tr_early_stopping_desc, same_tr__es, "monitor=val/loss", " stopping_threshold divergence_threshold "),
@@ -1452,9 +1453,9 @@ static agree_case g_agree[] = {
   CASE(throughput_monitor, tp, tp_zero, tr_throughput_monitor_desc, same_tr__tp, "", ""),
   CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "dirpath=d", ""),
   CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
-  CASE(csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
-  CASE(jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
-  CASE(tensorboard, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
+  CASE_OF(csv, csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
+  CASE_OF(jsonl, jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
+  CASE_OF(tensorboard, tb, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE(plot, plot, plot_zero, tr_plot_desc, same_tr__logger, "", " save_dir name version "),
   CASE(progress_bar, bar, bar_zero, tr_progress_bar_desc, same_tr__bar, "", ""),
 };

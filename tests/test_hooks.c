@@ -2674,6 +2674,22 @@ static void test_factory_errors(void **state) {
   destroy_reg(reg);
 }
 
+/* A factory without make is a name known but not available here: naming it fails with its doc, at parse
+   time (nothing of the spec is applied); registering one needs a doc that says why. */
+static void test_factory_unavailable(void **state) {
+  hk_registry *reg = spec_reg();
+  (void)state;
+  assert_int_equal(hk_factory_add(reg, "gone", NULL, 0, NULL, NULL, ""), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(reg), "no doc says why"));
+  assert_int_equal(hk_factory_add(reg, "gone", NULL, 0, NULL, NULL, "left out by -DNO_GONE"), HK_OK);
+  assert_int_equal(hk_spec_check(reg, "gone"), HK_ERR_SPEC);
+  assert_non_null(strstr(hk_last_error(reg), "'gone' is not available: left out by -DNO_GONE"));
+  assert_int_equal(hk_spec_apply(reg, "printer(every=2); gone(k=1)"), HK_ERR_SPEC); /* refused before its keys */
+  assert_non_null(strstr(hk_last_error(reg), "1:19: 'gone' is not available"));
+  assert_int_equal(hk_spec_find(reg, "printer", 0), 0);                            /* all or nothing */
+  destroy_reg(reg);
+}
+
 /* hk_arg_* on keys that were not declared */
 static hk_err args_probe(hk_registry *reg, const hk_args *a, void *user) {
   (void)reg;
@@ -3715,6 +3731,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_spec_all_or_nothing, cleanup),
     cmocka_unit_test_teardown(test_spec_factory_error_message_fresh, cleanup),
     cmocka_unit_test_teardown(test_factory_errors, cleanup),
+    cmocka_unit_test_teardown(test_factory_unavailable, cleanup),
     cmocka_unit_test_teardown(test_spec_args_accessors, cleanup),
     cmocka_unit_test_teardown(test_registries_independent, cleanup),
     cmocka_unit_test_teardown(test_nesting_limit, cleanup),

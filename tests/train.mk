@@ -154,10 +154,23 @@ TR_SECTION_SETS := "" "-DTRAIN_NO_TRAINER" "-DTRAIN_NO_MATH" "-DTRAIN_NO_CALLBAC
   "-DTRAIN_NO_TRAINER -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_TRAINER -DTRAIN_NO_CALLBACKS" \
   "-DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS" "-DTRAIN_NO_MATH -DTRAIN_NO_CALLBACKS -DTRAIN_NO_LOGGERS -DTRAIN_NO_SWEEP"
 TR_SECTION_CCS := "gcc -std=c99" "gcc -std=c99 -Wc++-compat" "clang -std=c11" "g++ -std=c++11 -x c++"
+# Batteries one by one (gcc C99 at -O0, where an unused helper still warns): each left out alone, each alone
+# in (TRAIN_ONLY_SPECIFIC_BATTERIES), none, and the own-loop example's set.
+TR_BATTERIES := EARLY_STOPPING MODEL_CHECKPOINT TIMER LR_MONITOR GRADIENT_MONITOR NAN_GUARD EMA LR_FINDER MODEL_SUMMARY \
+  ACCUMULATION_SCHEDULER PROFILER THROUGHPUT_MONITOR ON_EXCEPTION_CHECKPOINT SPIKE_DETECTION CSV JSONL TENSORBOARD \
+  PROGRESS_BAR PLOT
+TR_OWN_LOOP_SET := -DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_ONLY_SPECIFIC_BATTERIES -DTRAIN_ENABLE_NAN_GUARD \
+  -DTRAIN_ENABLE_GRADIENT_MONITOR -DTRAIN_ENABLE_EARLY_STOPPING -DTRAIN_ENABLE_MODEL_CHECKPOINT -DTRAIN_ENABLE_CSV \
+  -DTRAIN_ENABLE_TENSORBOARD -DTRAIN_ENABLE_PROGRESS_BAR
+TR_BATTERY_SETS := $(foreach b,$(TR_BATTERIES),"-DTRAIN_NO_$(b)" "-DTRAIN_ONLY_SPECIFIC_BATTERIES -DTRAIN_ENABLE_$(b)") \
+  "-DTRAIN_ONLY_SPECIFIC_BATTERIES" "$(TR_OWN_LOOP_SET)"
 .PHONY: test-train-sections
 TEST_TARGETS += test-train-sections
 test-train-sections: tests/compile_sections.c $(TR_DEPS) | $(BUILD)
 	@mkdir -p $(BUILD)/sections; n=0; for cc in $(TR_SECTION_CCS); do for d in $(TR_SECTION_SETS); do \
 	  $$cc -O1 $(WARN) -I. -I$(STB_INC) $$d -o $(BUILD)/sections/t tests/compile_sections.c $(LDLIBS) && \
 	  (cd $(BUILD)/sections && ./t > /dev/null) || { echo "train-sections: failed: $$cc $$d"; exit 1; }; n=$$((n + 1)); \
-	done; done; echo "train-sections: $$n builds warning-free and ran"
+	done; done; for d in $(TR_BATTERY_SETS); do \
+	  gcc -std=c99 -O0 $(WARN) -I. -I$(STB_INC) $$d -o $(BUILD)/sections/b tests/compile_sections.c $(LDLIBS) && \
+	  (cd $(BUILD)/sections && ./b > /dev/null) || { echo "train-sections: failed: gcc -std=c99 -O0 $$d"; exit 1; }; n=$$((n + 1)); \
+	done; echo "train-sections: $$n builds warning-free and ran"
