@@ -11338,10 +11338,16 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
   if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
 }
 
-/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it. */
+/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
+   Each site keeps only hooks.h's guard inline: the dispatch HK_FIRE_FLOW runs past it is inlined once,
+   in tr__fire_armed, not at the trainer's thirty sites (whose functions then stay small enough to
+   keep tr__fire inline: an empty site costs its guard, not a call). */
+static TR__NOINLINE void tr__fire_armed(tr_trainer *t, int event) {
+  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
+}
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
-  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
+  if (HK_ACTIVE(t->reg, event)) tr__fire_armed(t, event);
   if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
 }
 

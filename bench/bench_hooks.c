@@ -11,7 +11,7 @@
    Variants (one step loop each, bench_site.c compiled with different flags; the hook is an empty
    function in another translation unit, bench_body.c):
      no site, HK_FIRE under -DHK_DISABLE, HK_FIRE with nothing registered, with 1 / 4 / 16 hooks,
-     with 1 hook that has a filter (every = 1: it runs every time, through the general loop), a direct
+     with 1 hook that has a filter (every = 1: it runs every time, entered through its filter check), a direct
      call of the same hook, and a hand-written loop over 1 / 4 / 16 function pointers
      (the physical limit of calling k hooks through pointers).
 
@@ -217,8 +217,9 @@ int main(int argc, char **argv) {
              hk[0]->ir - base->ir, fp[0]->ir - base->ir, (hk[0]->ir - base->ir) / (fp[0]->ir - base->ir),
              hk[0]->ir - base->ir <= 2 * (fp[0]->ir - base->ir) + 1e-9 ? "met" : "NOT met", base->ir, hk[0]->ir, fp[0]->ir,
              hk[0]->ir / fp[0]->ir);
-      printf("  fixed cost of a dispatch (HK_FIRE with 1 hook minus the 1-pointer loop): %+.2f Ir (budget <= 30): %s\n",
-             hk[0]->ir - fp[0]->ir, hk[0]->ir - fp[0]->ir <= 30 + 1e-9 ? "met" : "NOT met");
+      printf("  fixed cost of a dispatch (HK_FIRE with 1 hook minus the 1-pointer loop): %+.2f Ir (budget <= the loop's own"
+             " %.2f, i.e. 2x): %s\n", hk[0]->ir - fp[0]->ir, fp[0]->ir - base->ir,
+             hk[0]->ir - fp[0]->ir <= fp[0]->ir - base->ir + 1e-9 ? "met" : "NOT met");
       printf("  HK_FIRE with 1 hook vs a direct call of the hook: %.2f vs %.2f Ir (%.1fx), %.2f vs %.2f ns\n",
              hk[0]->ir - base->ir, direct->ir - base->ir, (hk[0]->ir - base->ir) / (direct->ir - base->ir),
              hk[0]->ns - base->ns, direct->ns - base->ns);

@@ -2797,6 +2797,190 @@ static void test_nesting_limit(void **state) {
 }
 
 
+/* ---- one hook ------------------------------------------------------------------------------------
+   HK_FIRE runs a plain dispatch inline at the site (hooks.h's hk__fire), and an event with one hook
+   is the common case. Everything a dispatch does happens there too: a change a hook makes waits for
+   the end of the dispatch and is applied then; signals, HK_FIRE_FLOW and the error policies; a new
+   hk__seq per dispatch (lazy metrics); nesting through the general loop with ctx->event and ctx->self
+   put back; a NULL ctx; the trace and the profile switching the event to the general loop and back;
+   filters and rank_zero_only. */
+static hk_signal disable_self(hk_ctx *ctx, void *user) {
+  rec_t *r = (rec_t *)user;
+  r->calls++;
+  log_add(r->tag);
+  assert_int_equal(hk_disable(ctx->reg, ctx->self), HK_OK);
+  return r->ret;
+}
+typedef struct again_t { int calls, event_after; hk_handle self, self_after; uint64_t seq_inner; } again_t;
+static hk_signal fire_again(hk_ctx *ctx, void *user) { /* fires its own event once, from inside */
+  again_t *a = (again_t *)user;
+  if (a->calls++ == 0) {
+    uint64_t seq = ctx->hk__seq;
+    a->self = ctx->self;
+    assert_int_equal(HK_FIRE(ctx->reg, ctx->event, ctx), HK_SKIP_BATCH);
+    a->seq_inner = ctx->hk__seq - seq;
+    a->event_after = ctx->event;
+    a->self_after = ctx->self;
+    return HK_CONTINUE;
+  }
+  return HK_SKIP_BATCH;
+}
+static void test_dispatch_one_hook(void **state) {
+  hk_registry *reg = mkreg();
+  rec_t ds = { "ds", HK_CONTINUE, 0 }, b = { "b", HK_CONTINUE, 0 }, d = { "d", HK_CONTINUE, 0 };
+  rec_t stop = { "stop", HK_STOP, 0 }, ff = { "ff", HK_CONTINUE, 0 }, w = { "w", HK_CONTINUE, 0 };
+  rec_t skip = { "skip", HK_SKIP_STEP, 0 }, t = { "t", HK_CONTINUE, 0 }, pr = { "pr", HK_CONTINUE, 0 };
+  rec_t ev2 = { "ev2", HK_STOP, 0 }, r0 = { "r0", HK_SKIP_BATCH, 0 };
+  action_t off = { "off", 0, ACT_OFF_TARGET, 0, NULL, -1 }, dis = { "dis", 0, ACT_DISABLE_TARGET, 0, NULL, -1 };
+  again_t again;
+  lazy_t l = { 0, 10.0 };
+  asker_t ask = { "ask", 2, { 0 }, 0 };
+  hk_opts o;
+  hk_handle h;
+  hk_flow flow = { 0 };
+  hk_ctx c = ctx0();
+  hk_prof p;
+  FILE *f = tmpfile();
+  char out[1024];
+  int seen = -1, i;
+  (void)state;
+  assert_non_null(f);
+  memset(&again, 0, sizeof again);
+
+  /* a hook disables itself; applied when its dispatch ends (nothing else fires in between), with or
+     without a signal */
+  h = on_named(reg, HK_ON_TRAIN_START, disable_self, &ds, "ds");
+  assert_int_equal(fire(reg, HK_ON_TRAIN_START), HK_CONTINUE);
+  assert_false(HK_ACTIVE(reg, HK_ON_TRAIN_START));
+  assert_false(hk_is_enabled(reg, h));
+  assert_int_equal(fire(reg, HK_ON_TRAIN_START), HK_CONTINUE);
+  assert_int_equal(ds.calls, 1);
+  assert_int_equal(hk_enable(reg, h), HK_OK);
+  ds.ret = HK_SKIP_STEP;
+  assert_int_equal(fire(reg, HK_ON_TRAIN_START), HK_SKIP_STEP);
+  assert_false(HK_ACTIVE(reg, HK_ON_TRAIN_START));
+  assert_int_equal(ds.calls, 2);
+
+  /* a hook removes, another disables, the one hook of another event: applied when the dispatch ends */
+  off.target = on_rec(reg, HK_ON_FIT_END, &b);
+  dis.target = on_rec(reg, HK_ON_TEST_END, &d);
+  on_actor(reg, HK_ON_FIT_START, &off);
+  on_actor(reg, HK_ON_TEST_START, &dis);
+  log_reset();
+  assert_int_equal(fire(reg, HK_ON_FIT_START), HK_CONTINUE);
+  assert_int_equal(off.err, HK_OK);
+  assert_false(HK_ACTIVE(reg, HK_ON_FIT_END));
+  assert_int_equal(hk_count(reg, HK_ON_FIT_END), 0);
+  assert_int_equal(fire(reg, HK_ON_TEST_START), HK_CONTINUE);
+  assert_int_equal(dis.err, HK_OK);
+  assert_false(HK_ACTIVE(reg, HK_ON_TEST_END));
+  assert_int_equal(hk_find(reg, "b"), 0);
+  assert_false(hk_is_enabled(reg, dis.target));
+  fire(reg, HK_ON_FIT_END);
+  fire(reg, HK_ON_TEST_END);
+  assert_string_equal(g_log, "off dis");
+
+  /* signals: HK_STOP as it is; HK_FIRE_FLOW degrades what the event does not honour into the flow */
+  on_rec(reg, HK_ON_TRAIN_EPOCH_END, &stop);
+  assert_int_equal(fire(reg, HK_ON_TRAIN_EPOCH_END), HK_STOP);
+  on_rec(reg, HK_ON_VALIDATION_END, &skip);
+  assert_int_not_equal(hk_honoured(reg, HK_ON_VALIDATION_END, HK_SKIP_STEP), HK_SKIP_STEP);
+  assert_int_equal(HK_FIRE(reg, HK_ON_VALIDATION_END, &c), HK_SKIP_STEP);
+  assert_int_equal(HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, &c, &flow), hk_honoured(reg, HK_ON_VALIDATION_END, HK_SKIP_STEP));
+  assert_int_equal(flow.signals, 0u);
+  assert_int_equal(HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &c, &flow), HK_STOP);
+  assert_int_equal(flow.signals, HK_SIGNAL_BIT(HK_STOP));
+
+  /* error policies: fatal (the failure in ctx->hook_failure, HK_FAIL into the flow), warn */
+  on_named(reg, HK_ON_SANITY_CHECK_START, failer, &ff, "ff");
+  assert_int_equal(HK_FIRE_FLOW(reg, HK_ON_SANITY_CHECK_START, &c, &flow), HK_FAIL);
+  assert_string_equal(c.hook_failure, "hook 'ff' failed in on_sanity_check_start: boom 42 in ff");
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_FAIL));
+  c.hook_failure = NULL;
+  o = opts_named("w");
+  o.on_error = HK_ON_ERROR_WARN;
+  assert_int_equal(hk_on(reg, HK_ON_SANITY_CHECK_END, failer, &w, &o, NULL), HK_OK);
+  log_reset();
+  assert_int_equal(HK_FIRE(reg, HK_ON_SANITY_CHECK_END, &c), HK_CONTINUE);
+  assert_null(c.hook_failure);
+  assert_int_equal(g_nmsgs, 1);
+  assert_contains(g_msgs, "warning: hook 'w' failed in on_sanity_check_end: boom 42 in w");
+
+  /* the hook fires its own event: the nested dispatch runs (the general loop), then ctx->event and
+     ctx->self are the outer hook's again; each dispatch counts */
+  h = on_named(reg, HK_ON_PREDICT_START, fire_again, &again, "again");
+  assert_int_equal(HK_FIRE(reg, HK_ON_PREDICT_START, &c), HK_CONTINUE);
+  assert_int_equal(again.calls, 2);
+  assert_int_equal(again.self, h);
+  assert_int_equal(again.self_after, h);
+  assert_int_equal(again.event_after, HK_ON_PREDICT_START);
+  assert_int_equal(again.seq_inner, 1);
+  assert_int_equal(HK_FIRE(reg, HK_ON_PREDICT_START, &c), HK_SKIP_BATCH); /* and the registry is not left busy */
+  assert_int_equal(hk_off(reg, h), HK_OK);
+  assert_false(HK_ACTIVE(reg, HK_ON_PREDICT_START));
+
+  /* a lazy metric is computed once per dispatch that asks, again at the next */
+  on_named(reg, HK_ON_BEFORE_OPTIMIZER_STEP, asker, &ask, "ask");
+  assert_int_equal(hk_metric_lazy(&c, "grad_norm", lazy_fn, &l), HK_OK);
+  for (i = 1; i <= 3; i++) {
+    c.global_step = i;
+    (void)HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &c);
+    assert_int_equal(l.computed, i);
+    assert_true(ask.got[i - 1] == 10.0 + i);
+  }
+
+  /* a NULL ctx: the hook sees a scratch context with the event set */
+  on_named(reg, HK_ON_PREDICT_END, see_event, &seen, "see_event");
+  assert_int_equal(HK_FIRE(reg, HK_ON_PREDICT_END, NULL), HK_CONTINUE);
+  assert_int_equal(seen, HK_ON_PREDICT_END);
+
+  /* the trace: on, off, on again */
+  on_rec(reg, HK_ON_VALIDATION_START, &t);
+  hk_trace(reg, HK_TRACE_LINES, f);
+  fire(reg, HK_ON_VALIDATION_START);
+  hk_trace(reg, HK_TRACE_OFF, NULL);
+  fire(reg, HK_ON_VALIDATION_START);
+  hk_trace(reg, HK_TRACE_LINES, f);
+  fire(reg, HK_ON_VALIDATION_START);
+  hk_trace(reg, HK_TRACE_OFF, NULL);
+  slurp(f, out, sizeof out);
+  assert_int_equal(count_lines(out), 2);
+  assert_contains(out, "on_validation_start callback t\n");
+  assert_int_equal(t.calls, 3);
+
+  /* the profile: dispatches are timed while it is on, not after */
+  on_rec(reg, HK_ON_VALIDATION_EPOCH_START, &pr);
+  hk_profile(reg, 1);
+  fire(reg, HK_ON_VALIDATION_EPOCH_START);
+  fire(reg, HK_ON_VALIDATION_EPOCH_START);
+  hk_profile(reg, 0);
+  fire(reg, HK_ON_VALIDATION_EPOCH_START);
+  assert_int_equal(hk_profile_event(reg, HK_ON_VALIDATION_EPOCH_START, &p), 0);
+  assert_int_equal(p.calls, 2);
+  assert_int_equal(hk_profile_hook(reg, HK_ON_VALIDATION_EPOCH_START, 0, &p), 0);
+  assert_int_equal(p.calls, 2);
+  assert_int_equal(pr.calls, 3);
+
+  /* a filter (every 2nd call) and rank_zero_only, each the only hook of its event */
+  o = opts_named("ev2");
+  o.filter.every = 2;
+  on_opts(reg, HK_ON_VALIDATION_EPOCH_END, &ev2, o);
+  for (i = 0; i < 4; i++) assert_int_equal(fire(reg, HK_ON_VALIDATION_EPOCH_END), i % 2 ? HK_STOP : HK_CONTINUE);
+  assert_int_equal(ev2.calls, 2);
+  o = opts_named("r0");
+  o.rank_zero_only = 1;
+  on_opts(reg, HK_ON_TEST_EPOCH_END, &r0, o);
+  c.rank = 1;
+  assert_int_equal(HK_FIRE(reg, HK_ON_TEST_EPOCH_END, &c), HK_CONTINUE);
+  assert_int_equal(r0.calls, 0);
+  c.rank = 0;
+  assert_int_equal(HK_FIRE(reg, HK_ON_TEST_EPOCH_END, &c), HK_SKIP_BATCH);
+  assert_int_equal(r0.calls, 1);
+  fclose(f);
+  hk_ctx_free(&c);
+  destroy_reg(reg);
+}
+
 /* ---- registry hardening ----------------------------------------------------------------------- */
 
 /* Thousands of hooks registered in descending and scrambled orders, across tiers, with removals,
@@ -3585,6 +3769,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_spec_args_accessors, cleanup),
     cmocka_unit_test_teardown(test_registries_independent, cleanup),
     cmocka_unit_test_teardown(test_nesting_limit, cleanup),
+    cmocka_unit_test_teardown(test_dispatch_one_hook, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_order, cleanup),
     cmocka_unit_test_teardown(test_destroy_reentrancy, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_mid_dispatch, cleanup),
