@@ -32,7 +32,7 @@ static const row rows[] = {
   { "train.h, TRAIN_NO_SIMD",             SRC_TRAIN, "-DTRAIN_NO_SIMD" },
   { "train.h, no trainer",                SRC_TRAIN, "-DTRAIN_NO_TRAINER" },
   { "own loop: run layer, callbacks, loggers", SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP" },
-  { "own loop: the set it registers",    SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_ONLY_SPECIFIC_BATTERIES "
+  { "own loop: 4 callbacks, 2 loggers, bar", SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_ONLY_SPECIFIC_BATTERIES "
     "-DTRAIN_ENABLE_NAN_GUARD -DTRAIN_ENABLE_GRADIENT_MONITOR -DTRAIN_ENABLE_EARLY_STOPPING -DTRAIN_ENABLE_MODEL_CHECKPOINT "
     "-DTRAIN_ENABLE_CSV -DTRAIN_ENABLE_TENSORBOARD -DTRAIN_ENABLE_PROGRESS_BAR" },
   { "own loop: run layer, callbacks",     SRC_TRAIN, "-DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_NO_LOGGERS" },
