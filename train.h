@@ -1021,6 +1021,8 @@ typedef double (*tr_clock_fn)(void *user);
    A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
    name stays known: "tensorboard(...)" fails with a message that names the define to change.
    TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
+   Give the same defines to every file that includes train.h (the compiler's command line does), else a
+   call of a left-out constructor in another file is an undefined symbol at link time instead.
    TR__ON_<NAME> is 1 for a battery that is compiled, 0 for one left out. */
 #if defined(TRAIN_ONLY_SPECIFIC_BATTERIES)
 #  define TR__PICKED 1
