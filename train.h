@@ -9984,7 +9984,6 @@ TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
 }
 
-#ifndef TRAIN_NO_CALLBACKS
 #if TR__ON_EARLY_STOPPING
 TR__SPEC_OF(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS)
 static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
@@ -10108,8 +10107,6 @@ static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 #endif
 
-#endif /* TRAIN_NO_CALLBACKS */
-
 #if TR__ON_FILE_LOGGERS
 TR__ARGS_OF(logger, tr_logger_desc, TR_LOGGER_PARAMS)
 TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
@@ -10141,7 +10138,6 @@ TR__LOG_FACTORY_OF(tb, TR__LOG_TB, TR_LOGGER_PARAMS)
 TR__LOG_FACTORY_OF(plot, TR__LOG_PLOT, TR__LOGGER_AND_PLOT_PARAMS)
 #endif
 #endif /* TR__ON_FILE_LOGGERS */
-#ifndef TRAIN_NO_LOGGERS
 
 #if TR__ON_PROGRESS_BAR
 TR__SPEC_OF(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS)
@@ -10154,8 +10150,6 @@ static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, e ? e : tr__bar_make(reg, &d, NULL, &w), &w);
 }
 #endif
-
-#endif /* TRAIN_NO_LOGGERS */
 
 /* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
    handed to two trainers, or given the factories before tr_init). A battery left out of the build
