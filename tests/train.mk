@@ -30,6 +30,22 @@ TEST_TARGETS += test-train-unit test-train-asan test-train-valgrind test-train-c
                 test-train-fastmath test-fuzz-ckpt
 QUICK_TARGETS += test-train-unit test-train-asan
 
+# ---- train.h from train/ ---------------------------------------------------------------------------------
+# train.h is generated: edit train/'s parts, then `make train.h` (scripts/amalgamate.py). The rule also
+# runs by itself when a part is newer. test-train-h fails when train.h is not what the parts generate, or
+# when the committed train.h is stale against the committed parts (a regenerated train.h that git sees
+# as changed while the parts are not).
+TRAIN_PARTS := $(sort $(wildcard train/*.h train/*/*.h)) train/train.h.in
+train.h: $(TRAIN_PARTS) scripts/amalgamate.py
+	python3 scripts/amalgamate.py > $@.tmp && mv $@.tmp $@
+.PHONY: test-train-h
+TEST_TARGETS += test-train-h
+test-train-h:
+	@python3 scripts/amalgamate.py | cmp -s - train.h || { echo "test-train-h: train.h is not what train/ generates: run make train.h"; exit 1; }
+	@if git rev-parse --git-dir >/dev/null 2>&1 && git diff --quiet HEAD -- train scripts/amalgamate.py && \
+	   ! git diff --quiet HEAD -- train.h; then echo "test-train-h: the committed train.h is stale: run make train.h and commit it"; exit 1; fi
+	@echo "test-train-h: train.h is what train/ generates"
+
 # ---- unit tests ----------------------------------------------------------------------------------------
 # The optimizer tests link the plain float32 reference (REF_F32_OBJ, tests/math.mk: -ffp-contract=off).
 $(TR_TEST_BIN): $(TR_TEST_SRC) $(TR_DEPS) $(REF_F32_OBJ) | $(BUILD)

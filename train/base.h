@@ -1,0 +1,718 @@
+/* train/base.h - errors, random numbers, your model and data, optimizers and learning-rate schedules. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_BASE_H /* part */
+#define TRAIN_BASE_H /* part */
+#include "../hooks.h" /* part */
+
+#define TRAIN_VERSION_MAJOR 0
+#define TRAIN_VERSION_MINOR 2
+#define TRAIN_VERSION_PATCH 0
+#define TRAIN_VERSION_STRING "0.2.0"
+
+/* Sections left out (COMPILE-TIME OPTIONS): the trainer needs the per-step math; MPI and CUDA are the
+   trainer's strategies. */
+#if defined(TRAIN_NO_MATH) && !defined(TRAIN_NO_TRAINER)
+#  define TRAIN_NO_TRAINER
+#endif
+#if defined(TRAIN_NO_TRAINER) && (defined(TRAIN_MPI) || defined(TRAIN_CUDA))
+#  error "train.h: TRAIN_MPI and TRAIN_CUDA run the trainer: do not define TRAIN_NO_TRAINER or TRAIN_NO_MATH with them"
+#endif
+
+#include "hooks.h"
+#include <math.h> /* sqrtf in the per-element optimizer functions */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifndef TRAIN_API
+#  if defined(TRAIN_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#    define TRAIN_API static __attribute__((unused)) /* a private copy need not use every function */
+#  elif defined(TRAIN_STATIC)
+#    define TRAIN_API static
+#  else
+#    define TRAIN_API extern
+#  endif
+#endif
+
+#ifdef __cplusplus
+#  define TR__C_BEGIN extern "C" { /* a part's own, when included on its own */
+#  define TR__C_END }
+#else
+#  define TR__C_BEGIN
+#  define TR__C_END
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- errors ------------------------------------------------------------------------------------
+   Every function that can fail returns a tr_err (0 = success); tr_error(t) has the readable message. */
+#define TR_ERRORS(X) /* X(enum, tr_err_name, when it happens) */ \
+  X(TR_OK,              "ok",                   "success") \
+  X(TR_ERR_INVALID,     "invalid argument",     "a bad argument or config value (the message names it), or a call not allowed now") \
+  X(TR_ERR_NOMEM,       "out of memory",        "an allocation failed") \
+  X(TR_ERR_NOT_FOUND,   "file not found",       "the checkpoint file does not exist") \
+  X(TR_ERR_IO,          "i/o error",            "a file could not be opened, read, written or renamed") \
+  X(TR_ERR_FORMAT,      "bad checkpoint format", "not a checkpoint, or truncated, or corrupted (a checksum does not match)") \
+  X(TR_ERR_VERSION,     "unsupported checkpoint version", "a checkpoint format version this build cannot read") \
+  X(TR_ERR_MISMATCH,    "checkpoint does not match", "the checkpoint's tensors or optimizer do not match this trainer's") \
+  X(TR_ERR_HOOK,        "hook failed",          "a hook failed (returned HK_FAIL under the fatal policy)") \
+  X(TR_ERR_STATE,       "hook state error",     "a hook's state could not be saved or restored") \
+  X(TR_ERR_MODEL,       "model or data error",  "a model or data function returned nonzero") \
+  X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
+  X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
+  X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (section CUDA)")
+typedef enum tr_err {
+#define TR__X(sym, name, doc) sym,
+  TR_ERRORS(TR__X)
+#undef TR__X
+  TR_ERR_COUNT
+} tr_err;
+
+/* ---- random numbers ------------------------------------------------------------------------------
+   A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
+   own use, e.g. dropout or initialisation, and hands a per-epoch one to your shuffle function. */
+typedef struct tr_rng { uint64_t state; } tr_rng;
+
+TRAIN_API void     tr_rng_seed(tr_rng *r, uint64_t seed);
+TRAIN_API uint64_t tr_rng_u64(tr_rng *r);
+TRAIN_API uint32_t tr_rng_u32(tr_rng *r);
+TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n);  /* uniform in [0, n), n > 0; unbiased */
+TRAIN_API float    tr_rng_float(tr_rng *r);              /* uniform in [0, 1) */
+TRAIN_API float    tr_rng_normal(tr_rng *r);             /* standard normal (Box-Muller) */
+/* Write a fresh random permutation of 0..n-1 into idx (Fisher-Yates). The result depends only on the
+   generator, never on idx's previous contents: exactly what a resumable shuffle needs. */
+TRAIN_API void     tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n);
+
+/* ---- the model (yours) ---------------------------------------------------------------------------
+   llm.c style: every parameter lives in one flat float buffer; a tensor is a named (offset, count)
+   view into it; the gradient buffer has the same layout. */
+typedef struct tr_tensor {
+  const char *name;    /* unique; checked against checkpoints; must stay valid while the trainer lives */
+  size_t offset;       /* first element in params/grads */
+  size_t count;        /* number of elements */
+} tr_tensor;
+
+typedef struct tr_model {
+  float *params;              /* n_params floats, owned by you */
+  float *grads;               /* n_params floats, same layout; the trainer zeroes it. May be NULL at
+                                 tr_init for a model that allocates it late: hand it over with
+                                 tr_set_buffers (e.g. in a configure_model hook) before training */
+  size_t n_params;
+  const tr_tensor *tensors;   /* named views; NULL = one tensor "params" covering everything */
+  int n_tensors;
+  void *user;                 /* passed as the first argument of the functions below */
+  /* Forward pass and loss on one batch: store the batch's (mean) loss in *loss. training is 1 inside
+     tr_fit's training batches and 0 in validation, test and the sanity check (turn dropout off).
+     Return 0, or nonzero for an error (the run fails with TR_ERR_MODEL). Required. */
+  int (*forward)(void *user, void *batch, int training, double *loss);
+  /* Backward pass for the batch of the forward just before: ADD d(loss)/d(params) into grads (+=).
+     The trainer zeroes grads at the start of each accumulation window and divides the sum by the
+     window's size before clipping and the step. Return 0 or nonzero. Required for tr_fit. */
+  int (*backward)(void *user, void *batch);
+  /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
+     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. */
+  int (*predict)(void *user, void *batch, void **outputs);
+  /* On the GPU (section "CUDA (TRAIN_CUDA)"): 1 when params and grads are device memory. The trainer
+     then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
+  int on_device;
+  /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
+     it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
+     until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
+  float *device_loss;
+  /* With on_device: the CUDA stream (a cudaStream_t) train.h queues its kernels and copies on, in
+     order with your forward and backward if they use it too; NULL = the default stream. A stream of
+     your own is what CUDA graph capture needs (the legacy default stream cannot be captured). */
+  void *stream;
+} tr_model;
+
+/* ---- the data (yours) -----------------------------------------------------------------------------
+   Two shapes: random access (get batch i) or an iterator (next batch), as llm.c's data loader is.
+   Give exactly one of get and next. */
+typedef struct tr_data {
+  void *user;                                          /* first argument of the functions below */
+  int64_t (*count)(void *user);                        /* batches per epoch (required) */
+  /* Batch `index` (0 <= index < count) in the current order: point *batch at it (your memory; it must
+     stay valid until the next get). Hooks see it as ctx->batch. Return 0, or nonzero for an error. */
+  int (*get)(void *user, int64_t index, void **batch);
+  /* An iterator instead: the next batch. reset (optional) rewinds it at the start of every epoch that
+     does not resume in its middle. For exact resume, save_state/load_state (optional; both or neither)
+     write and read the iterator's position: checkpoints store it, and a fit that resumes hands it
+     back before its first batch. A checkpoint written inside a training batch resumes after that
+     batch (the iterator has moved past it), not at it as random-access data does. */
+  int (*next)(void *user, void **batch);
+  int (*reset)(void *user);
+  int (*save_state)(void *user, hk_bytes *out);
+  int (*load_state)(void *user, hk_reader *in);
+  /* Optional: reorder your samples for a new training epoch. rng is seeded from the trainer's seed and
+     the epoch number, so the same epoch gets the same order after a resume, provided the order depends
+     only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
+  void (*shuffle)(void *user, tr_rng *rng);
+  int64_t batch_size;                                  /* samples per batch, for ctx->samples_seen (0 = 1) */
+} tr_data;
+
+/* ---- optimizers ------------------------------------------------------------------------------------
+   The formulas are PyTorch's (torch.optim.SGD and torch.optim.AdamW), applied per element:
+     SGD:   d = g + wd*p;  if momentum: buf = d on the first step, else buf = momentum*buf + (1-dampening)*d;
+            d = nesterov ? d + momentum*buf : buf;   p -= lr*d
+     AdamW: p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
+            p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)          (t = steps taken, from 1)
+   The arithmetic is float32 in PyTorch's order (the section "PER-STEP MATH" below). */
+typedef enum tr_optim_kind { TR_OPTIM_ADAMW = 0, TR_OPTIM_SGD } tr_optim_kind;
+
+typedef struct tr_optim {
+  tr_optim_kind kind;     /* 0 = AdamW */
+  double lr;              /* base learning rate (the schedule scales it); 0 = 1e-3 */
+  double weight_decay;    /* SGD: L2 added to the gradient; AdamW: decoupled. 0 = none */
+  double momentum;        /* SGD; 0 = plain SGD */
+  double dampening;       /* SGD; 0 = none (must be 0 with nesterov) */
+  int nesterov;           /* SGD; needs momentum > 0 */
+  double beta1, beta2;    /* AdamW; 0 = 0.9 and 0.999 */
+  double eps;             /* AdamW; 0 = 1e-8 */
+} tr_optim;
+
+/* ---- learning-rate schedules --------------------------------------------------------------------
+   lr(t) = optim.lr * factor(t) * scale, where t counts scheduler steps taken: optimizer steps (default)
+   or finished epochs (per_epoch = 1), and scale is what hooks set (tr_lr_scale, below; 1 by default).
+   Every kind starts with an optional linear warmup:
+     t < warmup:  factor = (t+1) / warmup        (the first step already trains: 1/warmup, not 0)
+   then, with u = t - warmup, T = total - warmup, m = min_factor and each formula PyTorch's:
+     TR_SCHED_CONSTANT     1
+     TR_SCHED_STEP         gamma ^ floor(u / step_size)                                      (StepLR)
+     TR_SCHED_COSINE       m + (1-m) * 0.5 * (1 + cos(pi * min(u, T) / T))        (CosineAnnealingLR)
+     TR_SCHED_LINEAR       m + (1-m) * max(0, (T - u) / T)        (Hugging Face's default: linear to 0)
+     TR_SCHED_EXPONENTIAL  gamma ^ u                                                  (ExponentialLR)
+     TR_SCHED_WSD          warmup, then 1 (stable) until total - decay, then over the decay steps,
+                           with p = (u - stable) / decay: m + (1-m) * d(p), d = 1-p (linear),
+                           0.5 * (1 + cos(pi p)) (cos) or 1 - sqrt(p) (1-sqrt); m after total
+                           (Hugging Face's get_wsd_schedule; stable = T - decay)
+     TR_SCHED_ONECYCLE     PyTorch's OneCycleLR over total steps (t counts from 0, no warmup of its
+                           own: pct_start is its warmup): from max_lr/div_factor up to max_lr at step
+                           pct_start*total - 1, then down to max_lr/(div_factor*final_div_factor) at
+                           total - 1 (three_phase: down to max_lr/div_factor at 2*pct_start*total - 2
+                           first), each phase cos or linear (anneal). Steps past total keep the last
+                           value (PyTorch raises). The momentum is not cycled.
+     TR_SCHED_PLATEAU      ReduceLROnPlateau: after warmup the lr is the plateau's own (it starts at
+                           optim.lr), checked once per training epoch with the metric `monitor`
+                           (tr_plateau_step, PyTorch's rule exactly: threshold rel/abs, patience,
+                           cooldown, min_lr, eps; with TRAIN_MPI on the ranks' mean of
+                           the metric, so every rank keeps the same lr). The trainer checks right after each epoch's
+                           validation, before on_train_epoch_end (Lightning: after it), so a checkpoint
+                           written at the epoch's end holds the state after that check; a monitored
+                           metric that is not set then fails the run (Lightning's strict default).
+   The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
+   the others depend on t alone, so a resume is exact. Set total explicitly when one training is split
+   over fits with different max_steps (resume), so that the curve stays put.
+   The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
+   anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
+   max_lr=0.01, pct_start=0.25)", ...), the kind as the name and the parameters below as keys. */
+#define TR_SCHED_KINDS(X) /* X(enum, spec name) */ \
+  X(TR_SCHED_CONSTANT, "constant") X(TR_SCHED_STEP, "step") X(TR_SCHED_COSINE, "cosine") \
+  X(TR_SCHED_LINEAR, "linear") X(TR_SCHED_PLATEAU, "plateau") X(TR_SCHED_WSD, "wsd") \
+  X(TR_SCHED_ONECYCLE, "onecycle") X(TR_SCHED_EXPONENTIAL, "exponential")
+typedef enum tr_sched_kind {
+#define TR__X(sym, name) sym,
+  TR_SCHED_KINDS(TR__X)
+#undef TR__X
+  TR_SCHED_KIND_COUNT
+} tr_sched_kind;
+TRAIN_API const char *tr_sched_kind_name(tr_sched_kind k); /* "cosine", ...; "?" when out of range */
+
+/* The shape of onecycle's phases and of wsd's decay. */
+typedef enum tr_anneal { TR_ANNEAL_COS = 0, TR_ANNEAL_LINEAR, TR_ANNEAL_SQRT } tr_anneal;
+#define TR_SCHED_NAME_MAX 64 /* the monitored metric's name, with its NUL */
+/* A double field whose 0 means a default takes TR_ZERO_F (a negative zero) for an explicit 0. */
+#define TR_ZERO_F (-0.0)
+
+/* The parameters, written once: X(kind, C type, name, spec default, choices, kinds, doc). kind is
+   INT, INT_ZERO, DOUBLE, BOOL or CHOICE as for the callbacks' lists (TR__FIELD), NAME for a char
+   array of TR_SCHED_NAME_MAX, C_ONLY for no spec key; kinds lists the schedules the key belongs to in
+   a spec (' *' all; a '!' after a name: required there). The spec default is also what 0 means. */
+#define TR_SCHED_PARAMS(X) \
+  X(C_ONLY,   tr_sched_kind, kind,          "",      NULL, "",  "the schedule; 0 = constant (a spec names it)") \
+  X(BOOL,     int,       per_epoch,         "false", NULL, " *", "0: t counts optimizer steps; 1: finished epochs") \
+  X(INT,      int64_t,   warmup,            "0",     NULL, " *", "scheduler steps of linear warmup; 0 = none") \
+  X(INT,      int64_t,   step_size,         NULL,    NULL, " step!", "step: decay every step_size scheduler steps (required)") \
+  X(DOUBLE,   double,    gamma,             "0.1",   NULL, " step exponential!", \
+    "step: the decay factor (0 = 0.1); exponential: the factor per step (required), > 0") \
+  X(INT,      int64_t,   total,             "0",     NULL, " cosine linear wsd onecycle", \
+    "scheduler steps of the whole curve; 0 = the fit's max_steps (max_epochs when per_epoch)") \
+  X(DOUBLE,   double,    min_factor,        "0",     NULL, " cosine linear wsd", "the final lr as a fraction of optim.lr, in [0, 1]") \
+  X(NAME,     char,      monitor,           "val/loss", NULL, " plateau", "plateau: the metric it watches (\"\" = val/loss)") \
+  X(CHOICE,   int,       mode,              "min",   "min|max", " plateau", "plateau: min (0, TR_MODE_MIN) or max: which way is better") \
+  X(DOUBLE,   double,    factor,            "0.1",   NULL, " plateau", "plateau: new lr = lr * factor, in (0, 1)") \
+  X(INT_ZERO, int,       patience,          "10",    NULL, " plateau", "plateau: checks without improvement before a reduction") \
+  X(DOUBLE,   double,    threshold,         "1e-4",  NULL, " plateau", "plateau: how much better counts (TR_ZERO_F: any), >= 0") \
+  X(CHOICE,   int,       threshold_mode,    "rel",   "rel|abs", " plateau", "plateau: rel: best * (1 -/+ threshold); abs: best -/+ threshold") \
+  X(INT,      int,       cooldown,          "0",     NULL, " plateau", "plateau: checks after a reduction that count no bad checks") \
+  X(DOUBLE,   double,    min_lr,            "0",     NULL, " plateau", "plateau: the lr never goes below it") \
+  X(DOUBLE,   double,    eps,               "1e-8",  NULL, " plateau", "plateau: a reduction smaller than eps is not made (TR_ZERO_F: 0)") \
+  X(DOUBLE,   double,    max_lr,            "0",     NULL, " onecycle", "onecycle: the peak lr; 0 = optim.lr") \
+  X(DOUBLE,   double,    pct_start,         "0.3",   NULL, " onecycle", "onecycle: the share of total spent going up, in (0, 1)") \
+  X(CHOICE,   tr_anneal, anneal,            "cos",   "cos|linear|1-sqrt", " onecycle wsd", \
+    "onecycle: its phases' shape (cos or linear); wsd: the decay's (cos, linear or 1-sqrt)") \
+  X(DOUBLE,   double,    div_factor,        "25",    NULL, " onecycle", "onecycle: the first lr is max_lr / div_factor") \
+  X(DOUBLE,   double,    final_div_factor,  "1e4",   NULL, " onecycle", "onecycle: the last lr is the first / final_div_factor") \
+  X(BOOL,     int,       three_phase,       "false", NULL, " onecycle", "onecycle: down to the first lr, then the last (pct_start < 0.5)") \
+  X(INT,      int64_t,   decay,             NULL,    NULL, " wsd!", "wsd: scheduler steps of the final decay (required), <= total - warmup")
+#define TR__SCHED_FIELD(kind, type, name, def, choices, kinds, doc) TR__SCHED_FIELD_##kind(type, name)
+#define TR__SCHED_FIELD_C_ONLY(type, name)   type name;
+#define TR__SCHED_FIELD_BOOL(type, name)     type name;
+#define TR__SCHED_FIELD_INT(type, name)      type name;
+#define TR__SCHED_FIELD_INT_ZERO(type, name) type name;
+#define TR__SCHED_FIELD_DOUBLE(type, name)   type name;
+#define TR__SCHED_FIELD_CHOICE(type, name)   type name;
+#define TR__SCHED_FIELD_NAME(type, name)     type name[TR_SCHED_NAME_MAX];
+typedef struct tr_sched { TR_SCHED_PARAMS(TR__SCHED_FIELD) } tr_sched;
+
+/* What a schedule keeps beyond t: the plateau's progress and the hooks' scale. Zero = the start. */
+typedef struct tr_sched_state {
+  double scale;        /* tr_lr_scale's multiplier on the scheduled lr; 0 = 1 */
+  double plateau_lr;   /* plateau: its lr now; 0 = not reduced yet (optim.lr) */
+  double best;         /* plateau: the best value so far (valid once checks > 0) */
+  int64_t num_bad;     /* plateau: checks since the last improvement (PyTorch's num_bad_epochs) */
+  int64_t cooldown;    /* plateau: checks of cooldown left */
+  int64_t checks;      /* plateau: checks made */
+} tr_sched_state;
+
+/* lr after t scheduler steps of the stateless part (total must be resolved, i.e. > warmup, where the
+   kind uses it; a plateau gives its warmup, then base_lr). */
+TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
+/* The whole lr: tr_lr_at, the plateau's lr in place of base_lr after warmup, times the scale. */
+TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t);
+/* One plateau check with the metric's value now (PyTorch's ReduceLROnPlateau.step): returns 1 when it
+   reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
+TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
+/* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
+   not known yet: the checks that need it wait). TR_ERR_INVALID with why naming the field and what
+   would be right. */
+TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
+/* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
+   into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
+   listing what is valid. Allocates while it parses (setup, not the step loop). */
+TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap);
+
+
+/* Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take TR_YES /
+   TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
+#define TR_ZERO (-2147483647 - 1)
+enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+/* Forgetting hooks.h's implementation gives hundreds of undefined hk_* symbols at link time with no
+   hint; this says it at once. A program with hooks.h's implementation in another file says so. */
+#if !defined(HOOKS_IMPLEMENTATION) && !defined(TRAIN_HOOKS_ELSEWHERE)
+#  error "train.h: TRAIN_IMPLEMENTATION needs hooks.h's implementation: #define HOOKS_IMPLEMENTATION too, before #include \"train.h\" in this file (or, when another file of the program defines it, #define TRAIN_HOOKS_ELSEWHERE here)"
+#endif
+
+#include <limits.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__unix__) || defined(__APPLE__)
+#  include <dirent.h>
+#  include <fcntl.h>
+#  include <sys/ioctl.h>
+#  include <sys/stat.h>
+#  include <sys/time.h>
+#  include <sys/types.h>
+#  include <unistd.h>
+#  define TR__POSIX 1
+#endif
+#if defined(TR__POSIX) && !defined(TRAIN_NO_THREADS)
+#  include <pthread.h> /* asynchronous saves: one background writer */
+#  include <signal.h>
+#  define TR__THREADS 1
+/* The writer thread is made with every signal blocked, so that Ctrl-C/SIGTERM always reach a thread
+   of the loop (and never interrupt the writer's write or fsync). A strict -std=c99 <signal.h> hides
+   sigset_t and pthread_sigmask; glibc's are known (pthread.h gives __sigset_t), elsewhere without
+   _POSIX_C_SOURCE the writer keeps the caller's mask (the handlers only count, and it retries EINTR). */
+#  if defined(SIG_SETMASK)
+#    define TR__SIGMASK 1
+#    define TR__SIG_SETMASK SIG_SETMASK
+typedef sigset_t tr__sigset;
+#  elif defined(__GLIBC__) && !defined(__cplusplus)
+#    define TR__SIGMASK 1
+#    define TR__SIG_SETMASK 2 /* glibc's SIG_SETMASK on every architecture */
+typedef __sigset_t tr__sigset;
+extern int sigfillset(__sigset_t *set);
+extern int pthread_sigmask(int how, const __sigset_t *set, __sigset_t *old);
+#  endif
+#endif
+#if defined(TR__POSIX) && !defined(__cplusplus) /* strict -std=c99 headers hide these POSIX calls */
+extern int lstat(const char *path, struct stat *st);
+extern ssize_t readlink(const char *path, char *buf, size_t len);
+extern int ftruncate(int fd, off_t length);
+#endif
+#ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
+#  ifndef OMPI_SKIP_MPICXX
+#    define OMPI_SKIP_MPICXX 1
+#  endif
+#  ifndef MPICH_SKIP_MPICXX
+#    define MPICH_SKIP_MPICXX 1
+#  endif
+#  include <mpi.h>
+#  ifdef TRAIN_CUDA
+#    include <nccl.h> /* device gradients are summed by NCCL (in the CUDA toolkit) */
+#  endif
+#endif
+#ifndef TRAIN_ASSERT
+#  include <assert.h>
+#  define TRAIN_ASSERT(c) assert(c)
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#  define TR__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#  define TR__NOINLINE __attribute__((noinline))
+#  define TR__SHARED static __attribute__((unused)) /* a helper of several sections: some may be left out */
+#else
+#  define TR__PRINTF(a, b)
+#  define TR__NOINLINE
+#  define TR__SHARED static
+#endif
+
+#ifdef TRAIN_CUDA /* the kernels come with the implementation (section CUDA): this file is built by nvcc */
+#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
+#    define TRAIN_CUDA_IMPLEMENTATION
+#  endif
+#  include "kernels/train_cuda.cuh"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
+#define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
+static void tr__le(unsigned char *p, uint64_t v, int bytes) {
+  int i;
+  for (i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t tr__get(const unsigned char *p, int bytes) {
+  uint64_t v = 0;
+  int i;
+  for (i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* ---- errors --------------------------------------------------------------------------------------- */
+
+TRAIN_API const char *tr_err_name(tr_err e) {
+  static const char *const names[TR_ERR_COUNT] = {
+#define TR__X(sym, name, doc) name,
+    TR_ERRORS(TR__X)
+#undef TR__X
+  };
+  return (e >= 0 && e < TR_ERR_COUNT) ? names[e] : "unknown error";
+}
+
+/* ---- random numbers (splitmix64: one 64-bit word of state, good enough for shuffles and dropout) -- */
+
+TRAIN_API void tr_rng_seed(tr_rng *r, uint64_t seed) { r->state = seed; }
+
+TRAIN_API uint64_t tr_rng_u64(tr_rng *r) {
+  uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+TRAIN_API uint32_t tr_rng_u32(tr_rng *r) { return (uint32_t)(tr_rng_u64(r) >> 32); }
+
+TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n) {
+  /* Reject the top sliver that would make some values more likely than others. */
+  uint64_t limit, x;
+  if (n == 0) return 0;
+  limit = UINT64_MAX - UINT64_MAX % n;
+  do x = tr_rng_u64(r); while (x >= limit);
+  return x % n;
+}
+
+TRAIN_API float tr_rng_float(tr_rng *r) { return (float)(tr_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+
+TRAIN_API float tr_rng_normal(tr_rng *r) {
+  double u1 = ((double)(tr_rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0); /* (0, 1] */
+  double u2 = (double)(tr_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
+  int64_t i;
+  for (i = 0; i < n; i++) idx[i] = i;
+  for (i = n - 1; i > 0; i--) {
+    int64_t j = (int64_t)tr_rng_below(r, (uint64_t)i + 1), tmp = idx[i];
+    idx[i] = idx[j];
+    idx[j] = tmp;
+  }
+}
+
+
+/* ---- learning-rate schedule ------------------------------------------------------------------------ */
+
+TRAIN_API const char *tr_sched_kind_name(tr_sched_kind k) {
+  static const char *const names[] = {
+#define TR__X(sym, name) name,
+    TR_SCHED_KINDS(TR__X)
+#undef TR__X
+  };
+  return (int)k >= 0 && (int)k < TR_SCHED_KIND_COUNT ? names[k] : "?";
+}
+
+static double tr__anneal(tr_anneal a, double from, double to, double pct) {
+  if (a == TR_ANNEAL_LINEAR) return (to - from) * pct + from;          /* PyTorch's _annealing_linear */
+  return to + (from - to) / 2.0 * (cos(3.141592653589793 * pct) + 1); /* ... _annealing_cos */
+}
+
+/* OneCycleLR.get_lr at step t (PyTorch's phases and float arithmetic, in double). */
+static double tr__onecycle(const tr_sched *s, double base_lr, int64_t t) {
+  double max_lr = s->max_lr > 0 ? s->max_lr : base_lr, div = s->div_factor > 0 ? s->div_factor : 25.0;
+  double fin = s->final_div_factor > 0 ? s->final_div_factor : 1e4, pct = s->pct_start > 0 ? s->pct_start : 0.3;
+  double initial = max_lr / div, min_lr = initial / fin, total = (double)s->total;
+  double end[3], from[3], to[3], start = 0, step;
+  int n, i;
+  end[0] = pct * total - 1; from[0] = initial; to[0] = max_lr;
+  if (s->three_phase) {
+    end[1] = 2 * pct * total - 2; from[1] = max_lr; to[1] = initial;
+    end[2] = total - 1;           from[2] = initial; to[2] = min_lr;
+    n = 3;
+  } else {
+    end[1] = total - 1; from[1] = max_lr; to[1] = min_lr;
+    n = 2;
+  }
+  step = (double)(t < s->total - 1 ? t : s->total - 1); /* past the end: the last value */
+  for (i = 0; i < n; i++) {
+    if (step <= end[i] || i == n - 1) return tr__anneal(s->anneal, from[i], to[i], (step - start) / (end[i] - start));
+    start = end[i];
+  }
+  return min_lr;
+}
+
+TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t) {
+  int64_t warmup = s->warmup > 0 ? s->warmup : 0, u;
+  double m = s->min_factor;
+  if (t < 0) t = 0;
+  if (s->kind == TR_SCHED_ONECYCLE) return s->total > 0 ? tr__onecycle(s, base_lr, t) : base_lr;
+  if (t < warmup) return base_lr * (double)(t + 1) / (double)warmup;
+  u = t - warmup;
+  switch (s->kind) {
+  case TR_SCHED_STEP: {
+    double gamma = s->gamma > 0 ? s->gamma : 0.1;
+    int64_t size = s->step_size > 0 ? s->step_size : 1;
+    return base_lr * pow(gamma, (double)(u / size));
+  }
+  case TR_SCHED_EXPONENTIAL: return base_lr * pow(s->gamma > 0 ? s->gamma : 0.1, (double)u);
+  case TR_SCHED_COSINE: {
+    double T = (double)(s->total - warmup), x = (double)u;
+    if (T <= 0) return base_lr * m;
+    if (x > T) x = T;
+    return base_lr * (m + (1.0 - m) * 0.5 * (1.0 + cos(3.141592653589793 * x / T)));
+  }
+  case TR_SCHED_LINEAR: {
+    double T = (double)(s->total - warmup), r;
+    if (T <= 0) return base_lr * m;
+    r = (T - (double)u) / T;
+    return base_lr * (m + (1.0 - m) * (r > 0 ? r : 0));
+  }
+  case TR_SCHED_WSD: {
+    int64_t stable = s->total - warmup - s->decay;
+    double p, d;
+    if (u < stable) return base_lr;
+    if (u >= stable + s->decay || s->decay <= 0) return base_lr * m;
+    p = (double)(u - stable) / (double)s->decay;
+    d = s->anneal == TR_ANNEAL_LINEAR ? 1.0 - p : s->anneal == TR_ANNEAL_SQRT ? 1.0 - sqrt(p) : 0.5 * (1.0 + cos(3.141592653589793 * p));
+    return base_lr * (m + (1.0 - m) * d);
+  }
+  default: return base_lr; /* constant and plateau (after their warmup, if any) */
+  }
+}
+
+TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t) {
+  double scale = st && st->scale > 0 ? st->scale : 1.0;
+  if (s->kind == TR_SCHED_PLATEAU && st && st->plateau_lr > 0 && t >= s->warmup) return st->plateau_lr * scale;
+  return tr_lr_at(s, base_lr, t) * scale;
+}
+
+/* PyTorch's ReduceLROnPlateau.step(metrics), its is_better and _reduce_lr, for one parameter group. */
+TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric) {
+  int max = s->mode == 1, rel = s->threshold_mode == 0, better;
+  double th = s->threshold, lr = st->plateau_lr > 0 ? st->plateau_lr : base_lr, eps = s->eps;
+  double factor = s->factor > 0 ? s->factor : 0.1, next;
+  int64_t patience = s->patience == TR_ZERO ? 0 : s->patience == 0 ? 10 : s->patience;
+  if (th == 0 && !signbit(th)) th = 1e-4;
+  if (eps == 0 && !signbit(eps)) eps = 1e-8;
+  if (st->checks == 0) st->best = max ? -HUGE_VAL : HUGE_VAL; /* mode_worse */
+  st->checks++;
+  if (!max && rel) better = metric < st->best * (1.0 - th);
+  else if (!max)   better = metric < st->best - th;
+  else if (rel)    better = metric > st->best * (th + 1.0);
+  else             better = metric > st->best + th;
+  if (better) { st->best = metric; st->num_bad = 0; }
+  else st->num_bad++;
+  if (st->cooldown > 0) { st->cooldown--; st->num_bad = 0; }
+  if (st->num_bad <= patience) return 0;
+  st->cooldown = s->cooldown;
+  st->num_bad = 0;
+  next = lr * factor > s->min_lr ? lr * factor : s->min_lr;
+  if (lr - next > eps) { st->plateau_lr = next; return 1; }
+  return 0;
+}
+
+#define TR__SCHED_BAD(...) do { if (why && cap) snprintf(why, cap, __VA_ARGS__); return TR_ERR_INVALID; } while (0)
+TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t cap) {
+  const char *k = tr_sched_kind_name(s->kind);
+  if (why && cap) why[0] = 0;
+  if ((int)s->kind < 0 || (int)s->kind >= TR_SCHED_KIND_COUNT)
+    TR__SCHED_BAD("sched.kind %d is not a schedule (TR_SCHED_CONSTANT .. TR_SCHED_EXPONENTIAL)", (int)s->kind);
+  if (s->warmup < 0 || s->step_size < 0 || s->total < 0 || s->decay < 0)
+    TR__SCHED_BAD("sched.warmup, step_size, total and decay must be >= 0 (%s: %lld, %lld, %lld, %lld)", k,
+                  (long long)s->warmup, (long long)s->step_size, (long long)s->total, (long long)s->decay);
+  if (s->kind == TR_SCHED_STEP && s->step_size == 0) TR__SCHED_BAD("the step schedule needs sched.step_size");
+  if (s->kind == TR_SCHED_EXPONENTIAL && s->gamma == 0) TR__SCHED_BAD("the exponential schedule needs sched.gamma (> 0, e.g. 0.99)");
+  if ((s->gamma == 0 && signbit(s->gamma)) || (s->factor == 0 && signbit(s->factor)) || (s->pct_start == 0 && signbit(s->pct_start)) ||
+      (s->div_factor == 0 && signbit(s->div_factor)) || (s->final_div_factor == 0 && signbit(s->final_div_factor)))
+    TR__SCHED_BAD("%s: gamma, factor, pct_start, div_factor and final_div_factor cannot be 0 (leave them out for the defaults)", k);
+  if (s->gamma == 0) s->gamma = 0.1;
+  if (!(s->gamma > 0) || !(s->gamma < HUGE_VAL)) TR__SCHED_BAD("%s: sched.gamma must be > 0 and finite, got %g", k, s->gamma);
+  if (!(s->min_factor >= 0 && s->min_factor <= 1)) TR__SCHED_BAD("%s: sched.min_factor must be in [0, 1], got %g", k, s->min_factor);
+  if (s->kind == TR_SCHED_PLATEAU) {
+    if (memchr(s->monitor, 0, sizeof s->monitor) == NULL) TR__SCHED_BAD("plateau: sched.monitor is not NUL-terminated within %d bytes", TR_SCHED_NAME_MAX);
+    if (!s->monitor[0]) strcpy(s->monitor, "val/loss");
+    if (s->mode != 0 && s->mode != 1) TR__SCHED_BAD("plateau: sched.mode must be 0 (min) or 1 (max), got %d", s->mode);
+    if (s->threshold_mode != 0 && s->threshold_mode != 1) TR__SCHED_BAD("plateau: sched.threshold_mode must be 0 (rel) or 1 (abs), got %d", s->threshold_mode);
+    if (s->factor == 0) s->factor = 0.1;
+    if (s->patience == 0) s->patience = 10;
+    if (s->threshold == 0 && !signbit(s->threshold)) s->threshold = 1e-4; /* TR_ZERO_F stays: an explicit 0 */
+    if (s->eps == 0 && !signbit(s->eps)) s->eps = 1e-8;
+    if (!(s->factor > 0 && s->factor < 1)) TR__SCHED_BAD("plateau: sched.factor must be in (0, 1) (new lr = lr * factor), got %g", s->factor);
+    if (s->patience < 0 && s->patience != TR_ZERO) TR__SCHED_BAD("plateau: sched.patience must be >= 0 (0 = 10, TR_ZERO = 0), got %d", s->patience);
+    if (s->cooldown < 0) TR__SCHED_BAD("plateau: sched.cooldown must be >= 0, got %d", s->cooldown);
+    if (!(s->threshold >= 0 && s->threshold < HUGE_VAL)) TR__SCHED_BAD("plateau: sched.threshold must be >= 0 and finite, got %g", s->threshold);
+    if (!(s->min_lr >= 0 && s->min_lr < HUGE_VAL)) TR__SCHED_BAD("plateau: sched.min_lr must be >= 0 and finite, got %g", s->min_lr);
+    if (!(s->eps >= 0 && s->eps < HUGE_VAL)) TR__SCHED_BAD("plateau: sched.eps must be >= 0 and finite, got %g", s->eps);
+  }
+  if (s->kind == TR_SCHED_ONECYCLE || s->kind == TR_SCHED_WSD) {
+    if ((int)s->anneal < 0 || (int)s->anneal > TR_ANNEAL_SQRT) TR__SCHED_BAD("%s: sched.anneal %d is not cos, linear or 1-sqrt", k, (int)s->anneal);
+  }
+  if (s->kind == TR_SCHED_ONECYCLE) {
+    if (s->anneal == TR_ANNEAL_SQRT) TR__SCHED_BAD("onecycle: sched.anneal must be cos or linear (1-sqrt is wsd's)");
+    if (s->pct_start == 0) s->pct_start = 0.3;
+    if (s->div_factor == 0) s->div_factor = 25;
+    if (s->final_div_factor == 0) s->final_div_factor = 1e4;
+    if (!(s->pct_start > 0 && s->pct_start < 1)) TR__SCHED_BAD("onecycle: sched.pct_start must be in (0, 1), got %g", s->pct_start);
+    if (s->three_phase && !(s->pct_start < 0.5)) TR__SCHED_BAD("onecycle: three_phase needs sched.pct_start < 0.5 (up, then down as long), got %g", s->pct_start);
+    if (!(s->max_lr >= 0 && s->max_lr < HUGE_VAL)) TR__SCHED_BAD("onecycle: sched.max_lr must be > 0 and finite (0 = optim.lr), got %g", s->max_lr);
+    if (!(s->div_factor > 0 && s->div_factor < HUGE_VAL) || !(s->final_div_factor > 0 && s->final_div_factor < HUGE_VAL))
+      TR__SCHED_BAD("onecycle: sched.div_factor and final_div_factor must be > 0 and finite, got %g and %g", s->div_factor, s->final_div_factor);
+    if (s->warmup) TR__SCHED_BAD("onecycle: sched.warmup must be 0 (pct_start is its warmup), got %lld", (long long)s->warmup);
+  }
+  if (s->kind == TR_SCHED_WSD && s->decay == 0) TR__SCHED_BAD("wsd: sched.decay (the final decay's scheduler steps) is required, e.g. 10%% of total");
+  if (total > 0) {
+    if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
+      TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
+                    (long long)total, (long long)s->warmup);
+    if (s->kind == TR_SCHED_WSD && total < s->warmup + s->decay)
+      TR__SCHED_BAD("wsd: sched.total (or max_steps / max_epochs) must be >= warmup + decay (%lld < %lld + %lld)",
+                    (long long)total, (long long)s->warmup, (long long)s->decay);
+    if (s->kind == TR_SCHED_ONECYCLE) { /* every phase at least one step long (PyTorch divides by zero otherwise) */
+      double e1 = s->pct_start * (double)total - 1, e2 = s->three_phase ? 2 * s->pct_start * (double)total - 2 : (double)total - 1;
+      if (!(e1 > 0 && e2 > e1 && (double)total - 1 > (s->three_phase ? e2 : e1)))
+        TR__SCHED_BAD("onecycle: %lld total steps with pct_start %g leave a phase without steps; give more steps or another pct_start",
+                      (long long)total, s->pct_start);
+    }
+  }
+  return TR_OK;
+}
+
+/* The spec: one factory per kind on a registry of its own, with the keys TR_SCHED_PARAMS gives that
+   kind, so the grammar and the messages are hooks.h's (names the bad part, lists what is valid). */
+typedef struct tr__sched_parsing { tr_sched *s; char *why; size_t cap; } tr__sched_parsing;
+static int tr__sched_in(const char *kinds, const char *kind, int *required) {
+  size_t n = strlen(kind);
+  const char *p = kinds;
+  *required = 0;
+  if (!strcmp(kinds, " *")) return 1;
+  while ((p = strstr(p, kind)) != NULL) {
+    if (p[-1] == ' ' && (p[n] == 0 || p[n] == ' ' || p[n] == '!')) { *required = p[n] == '!'; return 1; }
+    p += n;
+  }
+  return 0;
+}
+static hk_err tr__sched_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr__sched_parsing *ps = (tr__sched_parsing *)user;
+  tr_sched *s = ps->s;
+  int k;
+  for (k = 0; k < TR_SCHED_KIND_COUNT; k++)
+    if (!strcmp(a->factory, tr_sched_kind_name((tr_sched_kind)k))) s->kind = (tr_sched_kind)k;
+#define TR__SCHED_COPY(kind, type, name, def, choices, kinds, doc) TR__SCHED_COPY_##kind(type, name)
+#define TR__SCHED_COPY_C_ONLY(type, name)
+#define TR__SCHED_COPY_BOOL(type, name)     if (hk_arg_given(a, #name)) s->name = hk_arg_bool(a, #name);
+#define TR__SCHED_COPY_INT(type, name)      if (hk_arg_given(a, #name)) s->name = (type)hk_arg_int(a, #name);
+#define TR__SCHED_COPY_INT_ZERO(type, name) if (hk_arg_given(a, #name)) s->name = hk_arg_int(a, #name) ? (type)hk_arg_int(a, #name) : TR_ZERO;
+#define TR__SCHED_COPY_DOUBLE(type, name)   if (hk_arg_given(a, #name)) s->name = hk_arg_double(a, #name) == 0 ? TR_ZERO_F : hk_arg_double(a, #name);
+#define TR__SCHED_COPY_CHOICE(type, name)   if (hk_arg_given(a, #name)) s->name = (type)hk_arg_int(a, #name);
+#define TR__SCHED_COPY_NAME(type, name) \
+  if (hk_arg_given(a, #name)) { \
+    if (strlen(hk_arg_str(a, #name)) >= sizeof s->name) \
+      return hk_set_error(reg, HK_ERR_INVALID, "%s: " #name " is longer than %d bytes", a->factory, (int)sizeof s->name - 1); \
+    strcpy(s->name, hk_arg_str(a, #name)); }
+  TR_SCHED_PARAMS(TR__SCHED_COPY)
+  if (tr_sched_check(s, 0, ps->why, ps->cap)) return hk_set_error(reg, HK_ERR_INVALID, "%s", ps->why);
+  return HK_OK;
+}
+static const hk_param tr__sched_params[] = {
+#define TR__SCHED_PARAM(kind, type, name, def, choices, kinds, doc) TR__SCHED_PARAM_##kind(name, def, choices, kinds, doc)
+#define TR__SCHED_PARAM_C_ONLY(name, def, choices, kinds, doc)   { "", HK_PARAM_INT, def, choices, kinds },
+#define TR__SCHED_PARAM_BOOL(name, def, choices, kinds, doc)     { #name, HK_PARAM_BOOL, def, choices, kinds },
+#define TR__SCHED_PARAM_INT(name, def, choices, kinds, doc)      { #name, HK_PARAM_INT, def, choices, kinds },
+#define TR__SCHED_PARAM_INT_ZERO(name, def, choices, kinds, doc) { #name, HK_PARAM_INT, def, choices, kinds },
+#define TR__SCHED_PARAM_DOUBLE(name, def, choices, kinds, doc)   { #name, HK_PARAM_DOUBLE, def, choices, kinds },
+#define TR__SCHED_PARAM_CHOICE(name, def, choices, kinds, doc)   { #name, HK_PARAM_CHOICE, def, choices, kinds },
+#define TR__SCHED_PARAM_NAME(name, def, choices, kinds, doc)     { #name, HK_PARAM_STRING, def, choices, kinds },
+  TR_SCHED_PARAMS(TR__SCHED_PARAM)
+}; /* doc holds the kinds column here; the table below hands hooks.h the real docs */
+static const char *const tr__sched_docs[] = {
+#define TR__SCHED_DOC(kind, type, name, def, choices, kinds, doc) doc,
+  TR_SCHED_PARAMS(TR__SCHED_DOC)
+};
+TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap) {
+  enum { N = (int)(sizeof tr__sched_params / sizeof tr__sched_params[0]) };
+  hk_param prm[N];
+  hk_registry *reg;
+  tr__sched_parsing ps;
+  tr_err e = TR_OK;
+  int k, i, n, semis = 0;
+  const char *c;
+  if (why && cap) why[0] = 0;
+  if (!s || !spec) TR__SCHED_BAD("tr_sched_parse: no schedule or no spec");
+  for (c = spec; *c; c++) semis += *c == ';';
+  if (semis) TR__SCHED_BAD("tr_sched_parse: '%s' holds ';': give one schedule, e.g. cosine(warmup=100)", spec);
+  memset(s, 0, sizeof *s);
+  ps.s = s; ps.why = why; ps.cap = cap;
+  if (!(reg = hk_create(NULL))) TR__SCHED_BAD("tr_sched_parse: out of memory");
+  for (k = 0; k < TR_SCHED_KIND_COUNT && !e; k++) {
+    const char *kind = tr_sched_kind_name((tr_sched_kind)k);
+    for (i = n = 0; i < N; i++) {
+      int required;
+      if (!tr__sched_params[i].key[0] || !tr__sched_in(tr__sched_params[i].doc, kind, &required)) continue;
+      prm[n] = tr__sched_params[i];
+      prm[n].doc = tr__sched_docs[i];
+      if (required) prm[n].def = NULL;
+      else if (!prm[n].def) prm[n].def = "0";
+      n++;
+    }
+    if (hk_factory_add(reg, kind, prm, n, tr__sched_factory, &ps, "a learning-rate schedule") != HK_OK) e = TR_ERR_NOMEM;
+  }
+  if (e) { if (why && cap) snprintf(why, cap, "tr_sched_parse: out of memory"); }
+  else if (hk_spec_apply(reg, spec) != HK_OK) {
+    if (why && cap) snprintf(why, cap, "tr_sched_parse: %s", hk_last_error(reg));
+    e = TR_ERR_INVALID;
+  }
+  hk_destroy(reg);
+  return e;
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

@@ -1,0 +1,243 @@
+/* train/battery.h - what every callback and logger shares: parameters written once, constructors, factories. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_BATTERY_H /* part */
+#define TRAIN_BATTERY_H /* part */
+#include "run.h" /* part */
+
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   STANDARD CALLBACKS
+   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
+   Each has
+     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
+       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
+       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
+       the parameter and what is valid;
+     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
+       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
+       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
+       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
+     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
+       in a loop of your own, so a resumed run decides exactly as the uninterrupted one; a loaded
+       state is range-checked as tr_load checks the LOOP counters (counters in 0..2^53,
+       early_stopping's patience in 0..INT_MAX, timer's elapsed times finite in 0..2^53 s, lr_finder's
+       suggestion finite and > 0 or NaN, nan_guard's skipped <= found, ema's n_averaged matching its
+       average), so nothing overflows when it counts on or prints; an out-of-range state is refused
+       (hk_reject: the message names the field, its value and the range) and the callback keeps the
+       state it had;
+     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
+   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
+   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
+   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
+   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
+   tr_run_batch_end and tr_run_finish fire or honour the rest.
+   Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
+   TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
+   What a callback prints (verbose) goes to the run's log (tr_run_desc.log; the trainer's tr_desc.log),
+   else stderr, one line in one write (never torn by another process's output), with "[rank: N] "
+   first when the job has several processes (Lightning's prefix); model_checkpoint, timer, lr_finder,
+   gradient_monitor and model_summary print on rank 0 only (Lightning's rank_zero_info),
+   early_stopping and nan_guard on every rank (early_stopping's log_rank_zero_only: rank 0 only, as
+   Lightning's flag).
+   ================================================================================================= */
+
+/* Which direction is better for a monitored metric. */
+typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
+
+/* ---- parameters, written once ------------------------------------------------------------------
+   Each callback's (and logger's) parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its
+   doc block. Its desc struct's fields are generated from the list here (TR__FIELD); its spec
+   factory's parameter table and the factory's copy of a spec's arguments into the desc are generated
+   from the same list in the implementation (TR__PARAM, TR__COPY). An entry
+       X(kind, C type, name, default, choices, doc)
+   is the desc field `name` and the spec key "name"; default is the spec's default as text (NULL:
+   required), and it is also what the field's zero means, since a zero desc is the defaults; choices
+   are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
+     INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
+     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
+     DOUBLE     a double; spec: a number
+     BOOL       an int, 1 yes, 0 no (the default); spec: true or false
+     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
+     AUTO       the same, where 0 is a rule the doc names; spec: auto|true|false
+     STRING     a const char *, NULL the default; spec: text
+     CHOICE     an enum whose values are the choices in their order (the first, 0, the default);
+                spec: one of the choices
+     C_ONLY     a field with no spec parameter (a function pointer, a FILE *, what a hook sets)
+     SPEC_ONLY  a spec parameter of type `C type` (CHOICE, INT, ...) with no field: the factory turns
+                it into C_ONLY fields by hand
+   A spec sets only the fields it gives; the others stay zero, i.e. their defaults. */
+#define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
+#define TR__FIELD_INT(type, name)       type name;
+#define TR__FIELD_INT_ZERO(type, name)  type name;
+#define TR__FIELD_DOUBLE(type, name)    type name;
+#define TR__FIELD_BOOL(type, name)      type name;
+#define TR__FIELD_TRI(type, name)       type name;
+#define TR__FIELD_AUTO(type, name)      type name;
+#define TR__FIELD_STRING(type, name)    type name;
+#define TR__FIELD_CHOICE(type, name)    type name;
+#define TR__FIELD_C_ONLY(type, name)    type name;
+#define TR__FIELD_SPEC_ONLY(type, name)
+
+/* A clock for callbacks that measure time (C_ONLY): seconds, from any fixed point. */
+typedef double (*tr_clock_fn)(void *user);
+
+/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers the spec factory
+   `name` (tr__<p>_params, tr__<p>_factory) when TR__ON_<NAME>, else the name alone, which says how
+   to get it. The callbacks they make read the loop's settings from the registry's run (tr_run_setup;
+   the trainer sets them at each fit). */
+#define TR__BATTERIES(X) \
+  X(early_stopping, EARLY_STOPPING, es, "stop training when a monitored metric stops improving (Lightning's EarlyStopping)") \
+  X(model_checkpoint, MODEL_CHECKPOINT, mc, "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)") \
+  X(timer, TIMER, timer, "stop training after a time limit; time per stage (Lightning's Timer)") \
+  X(lr_monitor, LR_MONITOR, lrm, "publish the learning rate as lr-<Optimizer> (Lightning's LearningRateMonitor)") \
+  X(gradient_monitor, GRADIENT_MONITOR, gm, "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps") \
+  X(nan_guard, NAN_GUARD, ng, "fail, skip the step or stop on a non-finite loss or gradient, naming where") \
+  X(ema, EMA, ema, "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)") \
+  X(lr_finder, LR_FINDER, lrf, "sweep the learning rate before training and use the suggestion (LearningRateFinder)") \
+  X(model_summary, MODEL_SUMMARY, ms, "print the tensor table at fit start (Lightning's ModelSummary)") \
+  X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
+  X(profiler, PROFILER, prof, "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)") \
+  X(throughput_monitor, THROUGHPUT_MONITOR, tp, "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)") \
+  X(on_exception_checkpoint, ON_EXCEPTION_CHECKPOINT, oec, "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)") \
+  X(spike_detection, SPIKE_DETECTION, sd, "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)") \
+  X(csv, CSV, csv, "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)") \
+  X(jsonl, JSONL, jsonl, "log records as JSON lines to save_dir/name/version_N/metrics.jsonl") \
+  X(tensorboard, TENSORBOARD, tb, "log records as TensorBoard event files (scalars, histograms, hparams as text)") \
+  X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
+  X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run")
+/* Registers every standard factory on reg; a name already registered is left as it is. */
+TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   STANDARD CALLBACKS (implementation)
+   One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
+   "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
+   its destroy; nothing here runs on a step unless the callback is due.
+   ================================================================================================= */
+/* The parameter views a callback works on: the loop's, checked to be in host memory. */
+TR__SHARED int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
+  int k;
+  for (k = 0; k < ctx->n_tensors; k++)
+    if (v[k].on_device) return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads host memory only", who, v[k].name), -1;
+  return 0;
+}
+/* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
+TR__SHARED const char *tr__nonfinite_name(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
+}
+/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
+   act only in a fit): say so, once per callback. */
+TR__SHARED void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
+  if (ctx->stage != HK_STAGE_NONE || *warned) return;
+  *warned = 1;
+  tr__run_say(run, ctx, who, "ctx->stage is not set (HK_STAGE_NONE) at %s: it acts only in a fit; set "
+              "ctx.stage = HK_STAGE_FIT (tr_run_start does)", hk_event_name(ctx->reg, ctx->event));
+}
+TR__SHARED size_t tr__views_count(const hk_ctx *ctx, const hk_tensor *v) {
+  size_t n = 0;
+  int k;
+  for (k = 0; v && k < ctx->n_tensors; k++) n += v[k].count;
+  return n;
+}
+/* Callback names are unique: the second csv logger is "csv-1" (loggers keep no state, so the name is
+   only a label). */
+TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base, char *buf, size_t cap) {
+  int i;
+  if (!hk_find(reg, base)) return base;
+  for (i = 1; i < 1000000; i++) {
+    snprintf(buf, cap, "%s-%d", base, i);
+    if (!hk_find(reg, buf)) break;
+  }
+  return buf;
+}
+
+/* ---- the factories: spec strings -> the constructors above --------------------------------------
+   Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
+   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD). The entry
+       X(INT_ZERO, int, patience, "3", NULL, "checks without improvement before stopping")
+   is, in the desc (TR__FIELD), in the spec table (TR__PARAM) and in the copy (TR__COPY):
+       int patience;
+       { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
+       if (hk_arg_given(a, "patience")) { ...tr__int_arg: 0 -> TR_ZERO...; d->patience = (int)v; }
+   TR__SPEC_OF(p, desc, LIST) defines both for one callback: tr__<p>_params[] and tr__<p>_args(),
+   which copies each parameter the spec gave into a zero desc. A parameter not given keeps its zero,
+   the default its default text names (test_spec_desc_agree in tests/test_callbacks_b.c checks that
+   they agree for every factory). What a list cannot say is a few lines in the factory after the copy.
+   Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
+#define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
+#define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_INT_ZERO(type, name, def, choices, doc)  { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_DOUBLE(type, name, def, choices, doc)    { #name, HK_PARAM_DOUBLE, def, choices, doc },
+#define TR__PARAM_BOOL(type, name, def, choices, doc)      { #name, HK_PARAM_BOOL, def, choices, doc },
+#define TR__PARAM_TRI(type, name, def, choices, doc)       { #name, HK_PARAM_BOOL, def, choices, doc },
+#define TR__PARAM_AUTO(type, name, def, choices, doc)      { #name, HK_PARAM_CHOICE, def, "auto|true|false", doc },
+#define TR__PARAM_STRING(type, name, def, choices, doc)    { #name, HK_PARAM_STRING, def, choices, doc },
+#define TR__PARAM_CHOICE(type, name, def, choices, doc)    { #name, HK_PARAM_CHOICE, def, choices, doc },
+#define TR__PARAM_C_ONLY(type, name, def, choices, doc)
+#define TR__PARAM_SPEC_ONLY(type, name, def, choices, doc) { #name, HK_PARAM_##type, def, choices, doc },
+
+/* The copy of one parameter, when the spec gives it (a: the arguments, d: the desc, w: the reason). */
+#define TR__COPY(kind, type, name, def, choices, doc) TR__COPY_##kind(type, name)
+#define TR__GIVEN(name) if (hk_arg_given(a, #name))
+#define TR__COPY_INT(type, name) \
+  TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 0, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
+#define TR__COPY_INT_ZERO(type, name) \
+  TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
+#define TR__COPY_DOUBLE(type, name)   TR__GIVEN(name) d->name = hk_arg_double(a, #name);
+#define TR__COPY_BOOL(type, name)     TR__GIVEN(name) d->name = hk_arg_bool(a, #name);
+#define TR__COPY_TRI(type, name)      TR__GIVEN(name) d->name = hk_arg_bool(a, #name) ? TR_YES : TR_NO;
+#define TR__COPY_AUTO(type, name)     TR__GIVEN(name) d->name = tr__auto_arg(a, #name);
+#define TR__COPY_STRING(type, name)   TR__GIVEN(name) d->name = hk_arg_str(a, #name);
+#define TR__COPY_CHOICE(type, name)   TR__GIVEN(name) d->name = (type)hk_arg_int(a, #name); /* the choice's index */
+#define TR__COPY_C_ONLY(type, name)
+#define TR__COPY_SPEC_ONLY(type, name)
+
+#define TR__SPEC_OF(p, desc_type, LIST) \
+  static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
+  TR__ARGS_OF(p, desc_type, LIST)
+/* A factory that needs nothing but its list: the spec table, the copy, and the factory itself. */
+#define TR__FACTORY_OF(p, desc_type, LIST) \
+  TR__SPEC_OF(p, desc_type, LIST) \
+  static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { \
+    desc_type d; \
+    tr__why w; \
+    tr_err e = tr__##p##_args(a, &d, &w); \
+    (void)user; \
+    return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
+  }
+#define TR__ARGS_OF(p, desc_type, LIST) \
+  static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
+    int64_t v = 0; \
+    memset(d, 0, sizeof *d); \
+    LIST(TR__COPY) \
+    (void)v; \
+    (void)w; \
+    return TR_OK; \
+  }
+
+/* An integer for an int or int64_t field. In an int, and for INT_ZERO, it must lie in -1e9..1e9;
+   INT_ZERO's 0 becomes TR_ZERO (the field's own 0 means the default). */
+TR__SHARED int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
+  *v = hk_arg_int(a, key);
+  if ((zero || size < sizeof(int64_t)) && (*v < -1000000000 || *v > 1000000000))
+    return tr__bad(w, "%s: %s=%lld is out of range: give a number between -1e9 and 1e9", a->factory, key, (long long)*v), -1;
+  if (zero && *v == 0) *v = TR_ZERO;
+  return 0;
+}
+TR__SHARED int tr__auto_arg(const hk_args *a, const char *key) { /* auto|true|false */
+  static const int flag[3] = { TR_DEFAULT, TR_YES, TR_NO };
+  return flag[hk_arg_int(a, key)];
+}
+/* the spec gives key as 0 where the desc's 0 means a default (so a spec cannot mean 0 by it) */
+TR__SHARED int tr__given_zero(const hk_args *a, const char *key) { return hk_arg_given(a, key) && hk_arg_double(a, key) == 0; }
+TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
+  return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

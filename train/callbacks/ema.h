@@ -1,0 +1,230 @@
+/* train/callbacks/ema.h - ema. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_EMA_H /* part */
+#define TRAIN_EMA_H /* part */
+#include "../battery.h" /* part */
+
+TR__C_BEGIN /* part */
+/* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
+   Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
+   global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
+   parameters, as torch's AveragedModel). With swa_epoch_start > 0 it is SWA instead: an equal-weight
+   average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
+   swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
+   the parameters for each validation, test and predict run (on_*_start) and swapped back at their
+   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
+   on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
+   trained weights exactly). The average and its count are in checkpoints (a save from inside an
+   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
+   on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
+   evaluations, on_train_epoch_end for SWA. */
+#define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE, double,  decay,           "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
+  X(INT,    int64_t, every_n_steps,   "1",     NULL, "update every n optimizer steps") \
+  X(INT,    int64_t, start_step,      "0",     NULL, "the first global_step that updates") \
+  X(INT,    int64_t, swa_epoch_start, "0",     NULL, "> 0: SWA (an equal average per epoch) from this epoch (0-based) " \
+    "instead of the EMA") \
+  X(TRI,    int,     copy_at_end,     "false", NULL, "copy the average into the model at on_train_end") \
+  X(TRI,    int,     swap_for_eval,   "true",  NULL, "use the average for validation, test and predict (false: never " \
+    "swap; read the average with the getter)")
+typedef struct tr_ema_desc { TR_EMA_PARAMS(TR__FIELD) } tr_ema_desc;
+typedef struct tr_ema_state {
+  int64_t n_averaged;           /* updates so far (0: no average yet) */
+  const float *average;         /* count floats, the layout of ctx->params (NULL before the first update) */
+  size_t count;
+  int swapped;                  /* the average is in the model now */
+} tr_ema_state;
+TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
+TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* ---- ema ------------------------------------------------------------------------------------------ */
+typedef struct tr__ema {
+  tr_ema_state pub;
+  double decay;
+  int64_t every, start_step, swa_from;
+  int copy_at_end, swap;
+  float *avg;
+  size_t count;
+  int swapped;
+} tr__ema;
+
+static void tr__ema_destroy(void *user) {
+  tr__ema *s = (tr__ema *)user;
+  free(s->avg);
+  free(s);
+}
+static void tr__ema_sync(tr__ema *s) {
+  s->pub.average = s->pub.n_averaged ? s->avg : NULL;
+  s->pub.count = s->count;
+  s->pub.swapped = s->swapped;
+}
+/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
+static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
+  size_t n = tr__views_count(ctx, ctx->params);
+  if (!ctx->params || n == 0) return hk_fail(ctx, "ema: the loop has no parameter views (ctx->params)"), -1;
+  if (tr__host_views(ctx, ctx->params, "ema")) return -1;
+  if (s->avg && s->count != n)
+    return hk_fail(ctx, "ema: the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
+  if (!s->avg) {
+    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "ema: out of memory"), -1;
+    s->count = n;
+  }
+  return 0;
+}
+static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
+
+/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy) */
+static void tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
+  float *a = s->avg;
+  int k;
+  size_t i;
+  if (s->pub.n_averaged == 0) w = 1.0;
+  for (k = 0; k < ctx->n_tensors; k++) {
+    const float *p = ctx->params[k].data;
+    for (i = 0; i < ctx->params[k].count; i++, a++) *a = (float)((double)*a + w * ((double)p[i] - (double)*a));
+  }
+  s->pub.n_averaged++;
+  tr__ema_sync(s);
+}
+static hk_signal tr__ema_step(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (s->swa_from > 0 || ctx->global_step < s->start_step || ctx->global_step % s->every != 0) return HK_CONTINUE;
+  if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
+  tr__ema_update(s, ctx, 1.0 - s->decay); /* d*avg + (1-d)*p */
+  return HK_CONTINUE;
+}
+static hk_signal tr__ema_epoch_end(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (s->swa_from <= 0 || ctx->epoch < s->swa_from || ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
+  if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
+  tr__ema_update(s, ctx, 1.0 / (double)(s->pub.n_averaged + 1));
+  return HK_CONTINUE;
+}
+static void tr__ema_exchange(tr__ema *s, hk_ctx *ctx) {
+  float *a = s->avg;
+  int k;
+  size_t i;
+  for (k = 0; k < ctx->n_tensors; k++) {
+    float *p = ctx->params[k].data;
+    for (i = 0; i < ctx->params[k].count; i++, a++) { float x = p[i]; p[i] = *a; *a = x; }
+  }
+  s->swapped = !s->swapped;
+  tr__ema_sync(s);
+}
+static hk_signal tr__ema_eval_start(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (!s->swap || s->swapped || s->pub.n_averaged == 0) return HK_CONTINUE;
+  if (tr__ema_ready(s, ctx)) return HK_FAIL;
+  tr__ema_exchange(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__ema_eval_end(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  if (s->swapped) tr__ema_exchange(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__ema_train_end(hk_ctx *ctx, void *user) {
+  tr__ema *s = (tr__ema *)user;
+  int k;
+  const float *a = s->avg;
+  if (!s->copy_at_end || s->pub.n_averaged == 0 || s->swapped || tr__ema_ready(s, ctx)) return HK_CONTINUE;
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++)
+    memcpy(ctx->params[k].data, a, ctx->params[k].count * sizeof(float));
+  return HK_CONTINUE;
+}
+/* The average as it is outside evaluations: while swapped, the model holds it and avg the trained weights. */
+static int tr__ema_save(void *user, hk_bytes *out) {
+  tr__ema *s = (tr__ema *)user;
+  size_t i;
+  tr__put_u64(out, 1);
+  tr__put_i64(out, s->pub.n_averaged);
+  tr__put_u64(out, s->pub.n_averaged ? s->count : 0);
+  if (s->swapped) return -1; /* a checkpoint from inside an evaluation would store the wrong buffer */
+  for (i = 0; s->pub.n_averaged && i < s->count; i++) {
+    unsigned char x[4];
+    uint32_t u;
+    memcpy(&u, &s->avg[i], 4);
+    tr__le(x, u, 4);
+    hk_bytes_put(out, x, 4);
+  }
+  return out->failed ? -1 : 0;
+}
+static int tr__ema_load(void *user, hk_reader *in) {
+  tr__ema *s = (tr__ema *)user;
+  uint64_t n = 0;
+  int64_t averaged = 0;
+  float *buf = NULL;
+  size_t i;
+  if (tr__get_version(in, 1) || tr__get_count(in, "n_averaged", 0, &averaged)) return -1;
+  if (tr__get_u64(in, &n)) return hk_reject(in, "truncated at the average's size");
+  if ((averaged > 0) != (n > 0))
+    return hk_reject(in, "n_averaged is %lld but the average holds %llu values (both zero or both not)", (long long)averaged, (unsigned long long)n);
+  if (n > (in->len - in->pos) / 4 || (in->len - in->pos) != n * 4)
+    return hk_reject(in, "the average should hold %llu values, and %zu bytes follow", (unsigned long long)n, in->len - in->pos);
+  if (s->swapped) return hk_reject(in, "the average is swapped into the model (inside a validation): load it outside one");
+  if (s->avg && n && n != s->count)
+    return hk_reject(in, "the average holds %llu values, this model %zu (a checkpoint of another model?)", (unsigned long long)n, s->count);
+  if (n && !(buf = (float *)malloc((size_t)n * sizeof(float)))) return hk_reject(in, "out of memory for %llu values", (unsigned long long)n);
+  for (i = 0; i < n; i++) {
+    unsigned char x[4];
+    uint32_t u;
+    if (hk_read(in, x, 4)) { free(buf); return -1; }
+    u = (uint32_t)tr__get(x, 4);
+    memcpy(&buf[i], &u, 4);
+  }
+  if (buf) { free(s->avg); s->avg = buf; s->count = (size_t)n; }
+  else if (s->avg) memset(s->avg, 0, s->count * sizeof(float));
+  s->pub.n_averaged = averaged;
+  tr__ema_sync(s);
+  return 0;
+}
+static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
+  tr__ema *s;
+  hk_callback cb;
+  if (!d) return tr__bad(w, "ema: desc is NULL");
+  if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
+    return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
+  if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
+  if (d->start_step < 0) return tr__bad(w, "ema: start_step must be >= 0, got %lld", (long long)d->start_step);
+  if (d->swa_epoch_start < 0) return tr__bad(w, "ema: swa_epoch_start must be >= 0 (0 = EMA, > 0 = SWA from that epoch), got %lld", (long long)d->swa_epoch_start);
+  if (d->swa_epoch_start > 0 && (d->decay != 0 || d->every_n_steps != 0 || d->start_step != 0))
+    return tr__bad(w, "ema: swa_epoch_start (SWA: an equal average per epoch) does not take decay, every_n_steps or start_step");
+  s = (tr__ema *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "ema: out of memory"), TR_ERR_NOMEM;
+  s->decay = d->decay == 0 ? 0.999 : d->decay;
+  s->every = d->every_n_steps ? d->every_n_steps : 1;
+  s->start_step = d->start_step;
+  s->swa_from = d->swa_epoch_start;
+  s->copy_at_end = tr__flag(d->copy_at_end, 0);
+  s->swap = tr__flag(d->swap_for_eval, 1);
+  memset(&cb, 0, sizeof cb);
+  cb.name = "ema";
+  cb.user = s;
+  cb.on_train_start = tr__ema_train_start;
+  if (s->swa_from > 0) cb.on_train_epoch_end = tr__ema_epoch_end;
+  else cb.on_after_optimizer_step = tr__ema_step;
+  cb.on_validation_start = cb.on_test_start = cb.on_predict_start = tr__ema_eval_start;
+  cb.on_validation_end = cb.on_test_end = cb.on_predict_end = tr__ema_eval_end;
+  cb.on_train_end = tr__ema_train_end;
+  cb.teardown = tr__ema_eval_end; /* a run that failed inside an evaluation gets its trained weights back */
+  cb.save_state = tr__ema_save;
+  cb.load_state = tr__ema_load;
+  cb.destroy = tr__ema_destroy;
+  return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
+}
+TR__PUBLIC_OF(tr_ema, ema)
+TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
+static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_ema_desc d;
+  tr__why w;
+  tr_err e = tr__ema_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "decay")) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
+  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got 0");
+  return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

@@ -1,0 +1,251 @@
+/* train/callbacks/lr_finder.h - lr_finder (needs the trainer). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_LR_FINDER_H /* part */
+#define TRAIN_LR_FINDER_H /* part */
+#include "../trainer.h" /* part */
+
+TR__C_BEGIN /* part */
+/* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
+   At on_fit_start of a fit that starts from step 0 it sweeps the learning rate exponentially,
+   lr_i = min_lr * (max_lr/min_lr)^(i/(N-1)) for N = num_training_steps optimizer steps on the
+   training data (batch i mod count; clipping as configured, no accumulation, no hooks fire), records
+   the loss smoothed with beta 0.98 (bias-corrected) and stops early once it exceeds
+   early_stop_threshold x the best. The suggestion is the learning rate at the steepest descent of the
+   smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
+   Then parameters, optimizer state, counters and gradients are restored exactly, and with
+   update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
+   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
+   atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
+   same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
+   train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
+#define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE, double,       min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
+  X(DOUBLE, double,       max_lr,               "1",    NULL, "the sweep's last learning rate") \
+  X(INT,    int,          num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
+  X(DOUBLE, double,       early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
+  X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
+  X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
+  X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
+typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
+typedef struct tr_lr_finder_state {
+  int done;                     /* the sweep ran (in this process or before the checkpoint) */
+  double suggestion;            /* NaN when there is none */
+  int suggestion_index;         /* into lrs/losses; -1 when none */
+  int n;                        /* points of the curve (0 after a resume: the curve is not saved) */
+  const double *lrs, *losses;   /* the learning rates and smoothed losses */
+} tr_lr_finder_state;
+TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
+TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
+TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
+static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_lr_finder_desc d;
+  tr__why w;
+  tr_err e = tr__lrf_args(a, &d, &w);
+  (void)user;
+  if (tr__given_zero(a, "min_lr") || tr__given_zero(a, "max_lr"))
+    return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", hk_arg_double(a, "min_lr"), hk_arg_double(a, "max_lr"));
+  if (tr__given_zero(a, "num_training_steps")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got 0");
+  if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
+  return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
+}
+/* ---- lr_finder ------------------------------------------------------------------------------------ */
+typedef struct tr__lrf {
+  tr_lr_finder_state pub;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  double min_lr, max_lr, threshold;
+  int steps, update_attr, verbose;
+  char *curve_path;
+  double *lrs, *losses;
+} tr__lrf;
+
+static void tr__lrf_destroy(void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  free(s->lrs);
+  free(s->losses);
+  free(s->curve_path);
+  free(s);
+}
+
+/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
+   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
+static int tr__lrf_suggest(const double *loss, int n) {
+  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
+  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
+  double best_g = HUGE_VAL;
+  const double *y = loss + SKIP_BEGIN;
+  if (m < 2) return -1;
+  for (i = 0; i < m; i++) {
+    double g;
+    if (!hk_is_finite(y[i])) return -1;
+    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
+    if (g < best_g) { best_g = g; best = i; }
+  }
+  return best < 0 ? -1 : best + SKIP_BEGIN;
+}
+
+/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
+static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  const tr_data *d = c->train;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  float *save = (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int64_t count = d->count(d->user), step0 = t->global_step;
+  int has_mom = t->tr__has_momentum, i, stop = 0;
+  double avg = 0, best = HUGE_VAL, beta = 0.98;
+  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
+  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
+  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
+  memcpy(save, t->model.params, bytes);
+  memcpy(save + n, t->model.grads, bytes);
+  if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+  if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  s->pub.n = 0;
+  for (i = 0; i < s->steps && !stop; i++) {
+    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
+    void *batch = NULL;
+    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
+    if (rc) { stop = 2; break; }
+    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
+    memset(t->model.grads, 0, bytes);
+    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
+    hk_grads_changed(&t->ctx);
+    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
+    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
+    tr__update(t, lr);
+    avg = beta * avg + (1 - beta) * loss;
+    smooth = avg / (1 - pow(beta, i + 1));
+    s->lrs[i] = lr;
+    s->losses[i] = smooth;
+    s->pub.n = i + 1;
+    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
+    if (smooth < best || i == 0) best = smooth;
+    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
+  }
+  /* restore exactly what the fit starts from */
+  memcpy(t->model.params, save, bytes);
+  memcpy(t->model.grads, save + n, bytes);
+  if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+  if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+  free(save);
+  t->global_step = step0;
+  t->tr__has_momentum = has_mom;
+  hk_grads_changed(&t->ctx);
+  t->ctx.loss = NAN;
+  if (d->next && d->reset(d->user)) stop = 2;
+  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr_run *run = s->run;
+  tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
+  int k;
+  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+                         "can sweep the learning rate with its own steps");
+  if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
+  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
+    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
+    return HK_CONTINUE;
+  }
+  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
+  s->pub.done = 1;
+  k = tr__lrf_suggest(s->losses, s->pub.n);
+  s->pub.suggestion_index = k;
+  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
+  if (s->verbose) {
+    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
+    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+                    s->pub.n, t->optim.lr);
+  }
+  if (s->update_attr && k >= 0) {
+    t->optim.lr = s->pub.suggestion;
+    t->lr = t->ctx.lr = tr__current_lr(t);
+  }
+  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
+    hk_bytes b;
+    char why[1100];
+    int e;
+    memset(&b, 0, sizeof b);
+    tr__putf(&b, "lr,loss\n");
+    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
+    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
+    hk_bytes_free(&b);
+    if (e) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+  }
+  return HK_CONTINUE;
+}
+static int tr__lrf_save(void *user, hk_bytes *out) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.done);
+  tr__put_f64(out, s->pub.suggestion);
+  return out->failed ? -1 : 0;
+}
+static int tr__lrf_load(void *user, hk_reader *in) {
+  tr__lrf *s = (tr__lrf *)user;
+  uint64_t done = 0;
+  double v = 0;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
+  s->pub.done = (int)done;
+  s->pub.suggestion = v;
+  s->pub.suggestion_index = -1;
+  s->pub.n = 0;
+  return 0;
+}
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrf *s;
+  hk_callback cb;
+  double lo, hi;
+  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
+  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
+  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
+  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
+    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
+  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
+    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
+  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
+  s = (tr__lrf *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  s->run = tr_run_get(reg);
+  s->min_lr = lo;
+  s->max_lr = hi;
+  s->steps = d->num_training_steps ? d->num_training_steps : 100;
+  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
+  s->update_attr = tr__flag(d->update_attr, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.suggestion = NAN;
+  s->pub.suggestion_index = -1;
+  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
+  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
+  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
+    tr__lrf_destroy(s);
+    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  }
+  s->pub.lrs = s->lrs;
+  s->pub.losses = s->losses;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_finder";
+  cb.user = s;
+  cb.on_fit_start = tr__lrf_fit_start;
+  cb.save_state = tr__lrf_save;
+  cb.load_state = tr__lrf_load;
+  cb.destroy = tr__lrf_destroy;
+  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
+}
+TR__PUBLIC_OF(tr_lr_finder, lrf)
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

@@ -1,0 +1,132 @@
+/* train/callbacks/lr_monitor.h - lr_monitor. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_LR_MONITOR_H /* part */
+#define TRAIN_LR_MONITOR_H /* part */
+#include "../battery.h" /* part */
+
+TR__C_BEGIN /* part */
+/* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
+   Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
+   with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
+   log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
+   when someone asks (a logger), so a step costs nothing, and it rides with the training records;
+   interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
+   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
+   row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
+   weight decay). Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
+   Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
+   has it for any hook. The optimizer's name, momentum and weight decay come from the run
+   (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
+   name the metric is "lr" and momentum / weight decay are not published. Hand-written loop: fire
+   on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
+enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
+#define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
+    "TR_LR_LOG_STEP, TR_LR_LOG_EPOCH)") \
+  X(TRI,    int,          log_momentum,     "false", NULL, "also <name>-momentum (SGD's momentum, AdamW's beta1)") \
+  X(TRI,    int,          log_weight_decay, "false", NULL, "also <name>-weight_decay") \
+  X(STRING, const char *, name,             "",      NULL, "the metric's name (empty: lr-<Optimizer>; Lightning's scheduler name)")
+typedef struct tr_lr_monitor_desc { TR_LR_MONITOR_PARAMS(TR__FIELD) } tr_lr_monitor_desc;
+typedef struct tr_lr_monitor_state {
+  const char *name, *momentum_name, *weight_decay_name; /* the metrics it publishes ("" = none) */
+  int per_epoch;                /* the resolved interval: 1 epoch, 0 step */
+} tr_lr_monitor_state;
+TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out);
+TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* ---- lr_monitor ------------------------------------------------------------------------------------ */
+typedef struct tr__lrm {
+  tr_lr_monitor_state pub;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  int interval, log_momentum, log_wd, named;
+  char name[128], mom[160], wd[160];
+  tr_log_record rec;    /* interval epoch: the record sent at each epoch's start */
+} tr__lrm;
+
+static void tr__lrm_destroy(void *user) {
+  tr__lrm *s = (tr__lrm *)user;
+  if (s) tr_log_record_free(&s->rec);
+  free(s);
+}
+/* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
+static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
+
+static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
+  tr__lrm *s = (tr__lrm *)user;
+  tr_run *run = s->run;
+  const char *opt = run ? run->desc.optimizer : NULL;
+  if (!s->named) { /* Lightning's lr-<optimizer class>; "lr" when the loop names no optimizer */
+    if (opt) snprintf(s->name, sizeof s->name, "lr-%s", opt);
+    else snprintf(s->name, sizeof s->name, "lr");
+  }
+  snprintf(s->mom, sizeof s->mom, "%s-momentum", s->name);
+  snprintf(s->wd, sizeof s->wd, "%s-weight_decay", s->name);
+  s->pub.per_epoch = s->interval == TR_LR_LOG_EPOCH || (s->interval == 0 && run && run->desc.lr_per_epoch);
+  s->pub.name = s->name;
+  s->pub.momentum_name = s->log_momentum && opt ? s->mom : "";
+  s->pub.weight_decay_name = s->log_wd && opt ? s->wd : "";
+  if (!s->pub.per_epoch && hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL)) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum);
+  if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
+  return HK_CONTINUE;
+}
+/* interval epoch: the metric for hooks, and one record of its own for the loggers (Lightning logs it at
+   the epoch's start with the steps taken so far, whatever log_every_n_steps says) */
+static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
+  tr__lrm *s = (tr__lrm *)user;
+  double v;
+  if (!s->pub.per_epoch) return HK_CONTINUE;
+  (void)hk_metric_set(ctx, s->name, ctx->lr); /* the loop sets the epoch's lr first */
+  if (!ctx->reg || !HK_ACTIVE(ctx->reg, HK_ON_LOG)) return HK_CONTINUE;
+  s->rec.step = ctx->global_step;
+  s->rec.epoch = ctx->epoch;
+  s->rec.stage = "train";
+  s->rec.n_metrics = s->rec.n_histograms = 0;
+  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
+  if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
+  return tr_log_emit(ctx->reg, ctx, &s->rec);
+}
+/* interval epoch: the values are logged once per epoch by that record, so they are kept out of the
+   others (a training record carries the context's metrics set since the last one) */
+static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
+  tr__lrm *s = (tr__lrm *)user;
+  tr_log_record *r = tr_log_current(ctx);
+  if (!r || r == &s->rec || !s->pub.per_epoch) return HK_CONTINUE;
+  tr_log_drop(r, s->name);
+  if (s->pub.momentum_name[0]) tr_log_drop(r, s->mom);
+  if (s->pub.weight_decay_name[0]) tr_log_drop(r, s->wd);
+  return HK_CONTINUE;
+}
+
+static tr_err tr__lrm_make(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrm *s;
+  hk_callback cb;
+  if (!d) return tr__bad(w, "lr_monitor: desc is NULL");
+  if (d->logging_interval != 0 && d->logging_interval != TR_LR_LOG_STEP && d->logging_interval != TR_LR_LOG_EPOCH)
+    return tr__bad(w, "lr_monitor: logging_interval %d is not valid (0 = the schedule's, TR_LR_LOG_STEP or TR_LR_LOG_EPOCH)", d->logging_interval);
+  if (d->name && strlen(d->name) > 100) return tr__bad(w, "lr_monitor: name is longer than 100 characters");
+  s = (tr__lrm *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_monitor: out of memory"), TR_ERR_NOMEM;
+  s->run = tr_run_get(reg);
+  s->interval = d->logging_interval;
+  s->log_momentum = tr__flag(d->log_momentum, 0);
+  s->log_wd = tr__flag(d->log_weight_decay, 0);
+  if (d->name && d->name[0]) snprintf(s->name, sizeof s->name, "%s", d->name), s->named = 1;
+  s->pub.name = s->pub.momentum_name = s->pub.weight_decay_name = "";
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_monitor";
+  cb.user = s;
+  cb.on_train_start = tr__lrm_train_start;
+  cb.on_train_epoch_start = tr__lrm_epoch_start;
+  if (s->interval != TR_LR_LOG_STEP) cb.on_log = tr__lrm_on_log; /* where the epoch interval is possible */
+  cb.destroy = tr__lrm_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_lr_monitor, lrm)
+TR__FACTORY_OF(lrm, tr_lr_monitor_desc, TR_LR_MONITOR_PARAMS)
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

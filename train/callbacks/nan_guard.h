@@ -1,0 +1,149 @@
+/* train/callbacks/nan_guard.h - nan_guard. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_NAN_GUARD_H /* part */
+#define TRAIN_NAN_GUARD_H /* part */
+#include "../battery.h" /* part */
+
+TR__C_BEGIN /* part */
+/* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
+   Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
+   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm (one pass,
+   shared with clipping and monitors); only when it is not finite does it scan for the first tensor
+   and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
+   what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
+   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
+   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
+   from that batch's on_train_batch_end. With train.h, set
+   tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
+   trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
+   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
+   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
+   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). */
+typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
+#define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
+  X(TRI,    int,           check_grads, "true", NULL, "check the gradients (before the optimizer step)") \
+  X(CHOICE, tr_nan_action, action,      "fail", "fail|skip_step|stop", "what to do when something is not finite") \
+  X(TRI,    int,           verbose,     "true", NULL, "say what was found (skip_step and stop)")
+typedef struct tr_nan_guard_desc { TR_NAN_GUARD_PARAMS(TR__FIELD) } tr_nan_guard_desc;
+typedef struct tr_nan_guard_state {
+  int64_t found;                /* non-finite losses or gradients seen */
+  int64_t skipped;              /* steps it dropped (action skip_step or stop) */
+  const char *last;             /* what it found last, e.g. "gradient of 'w1'[17] is nan at step 40" ("" before) */
+} tr_nan_guard_state;
+TRAIN_API tr_err tr_nan_guard(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out);
+TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_handle h);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* ---- nan_guard ------------------------------------------------------------------------------------ */
+typedef struct tr__ng {
+  tr_nan_guard_state pub;
+  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  int check_loss, check_grads, verbose;
+  int stop_due;                 /* action stop: the step was skipped, HK_STOP at this batch's end */
+  tr_nan_action action;
+  char last[200];
+} tr__ng;
+
+static void tr__ng_destroy(void *user) { free(user); }
+
+static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
+  s->pub.found++;
+  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
+  if (s->verbose)
+    tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "step skipped, stopping training" : "step skipped");
+  /* stop: the bad update is never applied either; one signal per event, so HK_STOP comes at the batch's end */
+  if (s->action == TR_NAN_STOP) s->stop_due = 1;
+  s->pub.skipped++;
+  return HK_SKIP_STEP;
+}
+static hk_signal tr__ng_batch_end(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  (void)ctx;
+  if (!s->stop_due) return HK_CONTINUE;
+  s->stop_due = 0;
+  return HK_STOP;
+}
+static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  double loss = ctx->loss;
+  if (!s->check_loss) return HK_CONTINUE;
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
+  if (hk_is_finite(loss)) return HK_CONTINUE;
+  snprintf(s->last, sizeof s->last, "the training loss is %s at epoch %lld, batch %lld, step %lld", tr__nonfinite_name(loss),
+           (long long)ctx->epoch, (long long)ctx->batch_idx, (long long)ctx->global_step + 1);
+  return tr__ng_act(s, ctx);
+}
+/* One pass through hk_grad_norm (cached, shared); the scan for the culprit only when it is not finite. */
+static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  int k;
+  size_t i;
+  if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
+  for (k = 0; k < ctx->n_tensors; k++) {
+    const hk_tensor *g = &ctx->grads[k];
+    if (g->on_device) continue;
+    for (i = 0; i < g->count; i++)
+      if (!hk_is_finitef(g->data[i])) {
+        snprintf(s->last, sizeof s->last, "gradient of '%s'[%zu] is %s at epoch %lld, batch %lld, step %lld", g->name ? g->name : "?", i,
+                 tr__nonfinite_name(g->data[i]), (long long)ctx->epoch, (long long)ctx->batch_idx, (long long)ctx->global_step + 1);
+        return tr__ng_act(s, ctx);
+      }
+  }
+  return tr__ng_act(s, ctx); /* finite values whose squares overflow, or device memory */
+}
+static int tr__ng_save(void *user, hk_bytes *out) {
+  tr__ng *s = (tr__ng *)user;
+  tr__put_u64(out, 1);
+  tr__put_i64(out, s->pub.found);
+  tr__put_i64(out, s->pub.skipped);
+  tr__put_str(out, s->last);
+  return out->failed ? -1 : 0;
+}
+static int tr__ng_load(void *user, hk_reader *in) {
+  tr__ng *s = (tr__ng *)user;
+  int64_t found = 0, skipped = 0;
+  char *last = NULL;
+  if (tr__get_version(in, 1) || tr__get_count(in, "found", 0, &found) || tr__get_count(in, "skipped", 0, &skipped)) return -1;
+  if (skipped > found) return hk_reject(in, "skipped (%lld) is more than found (%lld)", (long long)skipped, (long long)found);
+  if (tr__get_text(in, "the last message", &last)) return -1;
+  if (tr__get_end(in)) { free(last); return -1; }
+  s->pub.found = found;
+  s->pub.skipped = skipped;
+  snprintf(s->last, sizeof s->last, "%s", last);
+  free(last);
+  return 0;
+}
+static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handle *out, tr__why *w) {
+  tr__ng *s;
+  hk_callback cb;
+  if (!d) return tr__bad(w, "nan_guard: desc is NULL");
+  if (d->action != TR_NAN_FAIL && d->action != TR_NAN_SKIP_STEP && d->action != TR_NAN_STOP)
+    return tr__bad(w, "nan_guard: action %d is not valid (fail, skip_step or stop)", (int)d->action);
+  s = (tr__ng *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "nan_guard: out of memory"), TR_ERR_NOMEM;
+  s->run = tr_run_get(reg);
+  s->check_loss = tr__flag(d->check_loss, 1);
+  s->check_grads = tr__flag(d->check_grads, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->action = d->action;
+  s->pub.last = s->last;
+  if (!s->check_loss && !s->check_grads) { free(s); return tr__bad(w, "nan_guard: check_loss and check_grads are both off: nothing to check"); }
+  memset(&cb, 0, sizeof cb);
+  cb.name = "nan_guard";
+  cb.user = s;
+  if (s->check_loss) cb.on_before_backward = tr__ng_loss;
+  if (s->check_grads) cb.on_before_optimizer_step = tr__ng_grads;
+  if (s->action == TR_NAN_STOP) cb.on_train_batch_end = tr__ng_batch_end;
+  cb.save_state = tr__ng_save;
+  cb.load_state = tr__ng_load;
+  cb.destroy = tr__ng_destroy;
+  return tr__cb_register(reg, &cb, -10, out, w); /* before the monitors: a skipped step is not monitored */
+}
+TR__PUBLIC_OF(tr_nan_guard, ng)
+TR__FACTORY_OF(ng, tr_nan_guard_desc, TR_NAN_GUARD_PARAMS)
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

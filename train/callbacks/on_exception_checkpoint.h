@@ -1,0 +1,119 @@
+/* train/callbacks/on_exception_checkpoint.h - on_exception_checkpoint. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_ON_EXCEPTION_CHECKPOINT_H /* part */
+#define TRAIN_ON_EXCEPTION_CHECKPOINT_H /* part */
+#include "../battery.h" /* part */
+
+TR__C_BEGIN /* part */
+/* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
+   When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
+   SIGTERM: every path through on_exception), saves the last consistent state to
+   dirpath/filename.ckpt before teardown, so that tr_config.resume_from (tr_run_start's resume_from in
+   a loop of your own) continues from it. The last consistent state is the state after the last
+   completed optimizer step: in train.h's trainer the parameters, optimizer state, counters, RNG and
+   every callback's state as tr_save writes them, with the loop's position moved back to the first
+   batch of the accumulation window that was in progress (the batch that failed, with no
+   accumulation), whose partial gradients are dropped; so a resumed run repeats that window and ends
+   with the same bits as a run that never failed (random-access data; an iterator cannot go back:
+   it resumes where it stood). Callbacks' states are saved as they were at the failure. In a loop of
+   your own it saves through tr_run_save (save_model, the callbacks' state, ctx's counters): call
+   tr_run_finish with the model and ctx as they were after the last step. Nothing is saved before
+   on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
+   with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
+   exception). The file is written atomically (the old one stays until the new one is whole); a save
+   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
+#define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING, const char *, dirpath,  NULL,           NULL, "required: the checkpoint's directory (made when missing)") \
+  X(STRING, const char *, filename, "on_exception", NULL, "the file's name without \".ckpt\" (no '/')") \
+  X(TRI,    int,          verbose,  "true",         NULL, "say where it saved, or why it could not")
+typedef struct tr_on_exception_checkpoint_desc { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(TR__FIELD) } tr_on_exception_checkpoint_desc;
+typedef struct tr_on_exception_checkpoint_state {
+  const char *ckpt_path;        /* dirpath/filename.ckpt */
+  int64_t saved;                /* checkpoints written (one per failed fit) */
+  int64_t saved_step;           /* global_step of the last one (-1: none) */
+  tr_err last_error;            /* TR_OK, or why the last save failed */
+} tr_on_exception_checkpoint_state;
+TRAIN_API tr_err tr_on_exception_checkpoint(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out);
+TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get(const hk_registry *reg, hk_handle h);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* ---- on_exception_checkpoint ------------------------------------------------------------------------ */
+typedef struct tr__oec {
+  tr_on_exception_checkpoint_state pub;
+  tr_run *run;
+  hk_registry *reg;
+  char *dirpath, *path;
+  int verbose;
+  int training;                 /* on_train_start of this fit has fired: there is a state worth saving */
+} tr__oec;
+static void tr__oec_destroy(void *user) {
+  tr__oec *s = (tr__oec *)user;
+  free(s->dirpath);
+  free(s->path);
+  free(s);
+}
+static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 1; return HK_CONTINUE; }
+static hk_signal tr__oec_over(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 0; return HK_CONTINUE; }
+static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  tr_run *run = s->run;
+  char why[600];
+  tr_err e;
+  if (!s->training || run->running != HK_STAGE_FIT) return HK_CONTINUE;
+  s->training = 0;
+  why[0] = 0;
+  if (tr__mkdirs(s->dirpath) != 0) {
+    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    e = TR_ERR_IO;
+  } else if (run->trainer && run->tr__p->save_failed) e = run->tr__p->save_failed(run->trainer, ctx, s->path, why, sizeof why);
+  else e = tr__run_save_to(s->reg, ctx, s->path, why, sizeof why);
+  s->pub.last_error = e;
+  if (e) {
+    if (s->verbose) tr__run_say(run, ctx, "on_exception_checkpoint", "could not save '%s': %s", s->path, why);
+    return HK_CONTINUE; /* the run has failed already; its own error stands */
+  }
+  s->pub.saved++;
+  s->pub.saved_step = ctx->global_step;
+  if (s->verbose)
+    tr__run_say(run, ctx, "on_exception_checkpoint", "the run failed (%s); saved its state after step %lld to '%s' "
+                "(resume from it)", ctx->abort_reason ? ctx->abort_reason : "interrupted", (long long)ctx->global_step, s->path);
+  return HK_CONTINUE;
+}
+static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_desc *d, hk_handle *out, tr__why *w) {
+  tr__oec *s;
+  hk_callback cb;
+  const char *name;
+  size_t n;
+  if (!d) return tr__bad(w, "on_exception_checkpoint: desc is NULL");
+  if (!d->dirpath || !d->dirpath[0]) return tr__bad(w, "on_exception_checkpoint: dirpath is required (the directory the checkpoint goes into)");
+  name = d->filename ? d->filename : "on_exception";
+  if (!name[0] || strchr(name, '/'))
+    return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
+  s = (tr__oec *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
+  n = strlen(d->dirpath) + strlen(name) + 7;
+  s->dirpath = tr__strdup(d->dirpath);
+  s->path = (char *)malloc(n);
+  if (!s->dirpath || !s->path) { tr__oec_destroy(s); return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM; }
+  snprintf(s->path, n, "%s/%s.ckpt", d->dirpath, name);
+  s->run = tr_run_get(reg);
+  s->reg = reg;
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.ckpt_path = s->path;
+  s->pub.saved_step = -1;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "on_exception_checkpoint";
+  cb.user = s;
+  cb.on_train_start = tr__oec_train_start;
+  cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
+  cb.on_exception = tr__oec_exception;
+  cb.destroy = tr__oec_destroy;
+  return tr__cb_register(reg, &cb, -20, out, w); /* first of on_exception: the state before other handlers change it */
+}
+TR__PUBLIC_OF(tr_on_exception_checkpoint, oec)
+TR__FACTORY_OF(oec, tr_on_exception_checkpoint_desc, TR_ON_EXCEPTION_CHECKPOINT_PARAMS)
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

@@ -1,0 +1,271 @@
+/* train/cuda.h - the CUDA strategy of the trainer (TRAIN_CUDA). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_CUDA_H /* part */
+#define TRAIN_CUDA_H /* part */
+#include "trainer.h" /* part */
+
+TR__C_BEGIN /* part */
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   CUDA (TRAIN_CUDA)
+   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
+   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
+   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
+   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
+     zero_grad       trc_zero                     accumulation mean   trc_scale
+     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
+                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
+                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
+     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
+     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (section "PER-STEP MATH"):
+                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
+                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
+   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
+   the host or synchronises unless asked:
+     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
+       the gradients, when a hook first reads it (ctx->grad_norm_source);
+     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
+       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
+       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
+       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
+     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
+   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
+   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
+   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
+   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
+   checks it against the CPU path bit for bit.
+   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
+   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
+   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
+   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
+   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
+   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
+   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
+   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
+   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
+   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
+   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
+   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
+   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
+   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   ================================================================================================= */
+#ifdef TRAIN_CUDA
+typedef struct tr__device {
+  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
+  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *host_params, *host_grads;
+  double *partials;         /* TRC_NORM_BLOCKS */
+  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  unsigned long long *counts; /* histogram bins */
+  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
+  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
+  uint64_t norm_version;
+  int loss_known;           /* loss holds the device loss of the last training forward */
+  double loss;
+  int swapped;              /* model.params/grads point at the host mirrors */
+} tr__device;
+
+#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
+
+static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
+  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e == 0;
+}
+
+/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+static void tr__dev_norm(tr_trainer *t, double max_norm) {
+  tr__device *d = TR__DEV(t);
+  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
+    d->norm_known = 1;
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
+static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  double norm = NAN;
+  (void)ctx;
+  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
+  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
+  return norm;
+}
+
+static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  float x = NAN;
+  (void)ctx;
+  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
+  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
+    d->loss_known = 1;
+    t->tr__last_loss = x;
+  }
+  return t->tr__last_loss;
+}
+
+static void tr__dev_free(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d) return;
+  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
+  free(d->host_params); free(d->host_grads);
+  free(d);
+  t->tr__dev = NULL;
+}
+
+/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+static tr_err tr__dev_init(tr_trainer *t) {
+  tr__device *d;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  char why[256];
+  int i, e = 0;
+  if (!t->model.on_device) return TR_OK;
+  if (!trc_device_ok(why, sizeof why))
+    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
+  d = (tr__device *)calloc(1, sizeof *d);
+  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
+  t->tr__dev = d;
+  d->host_params = (float *)malloc(bytes);
+  d->host_grads = (float *)malloc(bytes);
+  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
+  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
+  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
+  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
+  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
+  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
+  t->ctx.grad_norm_source = tr__dev_grad_norm;
+  t->ctx.grad_norm_source_user = t;
+  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  return TR_OK;
+}
+
+/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
+static tr_err tr__dev_to_host(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || d->swapped) return TR_OK;
+  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
+  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
+  d->params = t->model.params;
+  d->grads = t->model.grads;
+  t->model.params = d->host_params;
+  if (t->model.grads) t->model.grads = d->host_grads;
+  d->swapped = 1;
+  return TR_OK;
+}
+
+/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
+static void tr__dev_upload(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || !d->swapped) return;
+  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
+  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
+  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
+  tr__dev_ok(t, e, "copying the state to the device");
+  d->norm_known = 0;
+}
+
+static void tr__dev_unswap(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d || !d->swapped) return;
+  t->model.params = d->params;
+  if (d->grads) t->model.grads = d->grads;
+  d->swapped = 0;
+}
+
+/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+static void tr__dev_zero_grad(tr_trainer *t) {
+  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
+}
+
+static void tr__dev_scale_grads(tr_trainer *t, float k) {
+  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
+}
+
+static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
+  tr__device *d = TR__DEV(t);
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    tr__dev_norm(t, c->gradient_clip_val);
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
+      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
+    else d->fold_clip = 1;
+  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
+                                         d->ctrl, t->model.stream), "clipping by value")) {
+    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+static void tr__dev_update(tr_trainer *t, double lr) {
+  tr__device *d = TR__DEV(t);
+  const tr_optim *o = &t->optim;
+  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
+  size_t n = t->model.n_params;
+  int e;
+  d->fold_clip = 0;
+  if (o->kind == TR_OPTIM_ADAMW)
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
+  else {
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  tr__dev_ok(t, e, "the optimizer step");
+}
+
+/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
+static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
+  tr__device *d = TR__DEV(t);
+  if (!t->model.device_loss) return;
+  d->loss_known = 0;
+  *loss = t->tr__last_loss = NAN;
+  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
+}
+
+/* An evaluation batch's loss (one copy). */
+static double tr__dev_eval_loss(tr_trainer *t, double loss) {
+  float x = NAN;
+  if (!t->model.device_loss) return loss;
+  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
+  return x;
+}
+
+static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) { /* tr_grad_histogram */
+  tr__device *d = TR__DEV(t);
+  unsigned long long c[4096 + 3];
+  int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
+  e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
+  if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
+  for (b = 0; b < bins + 3; b++) counts[b] = c[b];
+  return TR_OK;
+}
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
+#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+static tr_err tr__dev_init(tr_trainer *t) {
+  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
+                                       "compiled with TRAIN_CUDA by nvcc (see the section CUDA)") : TR_OK;
+}
+static void tr__dev_free(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
+static void tr__dev_upload(tr_trainer *t) { (void)t; }
+static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
+#endif
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

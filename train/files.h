@@ -1,0 +1,444 @@
+/* train/files.h - files written whole: the atomic writer, the background writer of asynchronous saves. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_FILES_H /* part */
+#define TRAIN_FILES_H /* part */
+#include "base.h" /* part */
+
+TR__C_BEGIN /* part */
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
+   Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
+   first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
+   tr__afile: a new temporary file <path>.tmp.<pid>.<n>, created with O_CREAT|O_EXCL|O_NOFOLLOW (an
+   existing file or a symlink planted at that name is never opened, let alone written through), written,
+   flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
+   leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
+   regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
+   socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
+   A temporary file left by a writer that was killed is removed by the next write to the same path (those
+   whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
+   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name. */
+#if defined(O_NOFOLLOW)
+#  define TR__O_NOFOLLOW O_NOFOLLOW
+#elif defined(__O_NOFOLLOW)
+#  define TR__O_NOFOLLOW __O_NOFOLLOW /* glibc under strict -std=c99 hides the name, not the flag */
+#else
+#  define TR__O_NOFOLLOW 0
+#endif
+#if defined(O_CLOEXEC)
+#  define TR__O_CLOEXEC O_CLOEXEC
+#elif defined(__O_CLOEXEC)
+#  define TR__O_CLOEXEC __O_CLOEXEC
+#else
+#  define TR__O_CLOEXEC 0
+#endif
+#if defined(S_ISLNK)
+#  define TR__S_ISLNK(m) S_ISLNK(m)
+#elif defined(__S_IFLNK) && defined(__S_IFMT)
+#  define TR__S_ISLNK(m) (((m) & __S_IFMT) == __S_IFLNK)
+#else
+#  define TR__S_ISLNK(m) 0
+#endif
+
+/* write() all of it; 0 or errno. *done (may be NULL) gets the bytes that were written. */
+static int tr__fd_write_n(int fd, const void *data, size_t n, size_t *done) {
+  size_t at = 0;
+  int e = 0;
+#ifdef TR__POSIX
+  const char *p = (const char *)data;
+  while (at < n) {
+    ssize_t w = write(fd, p + at, n - at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) { e = w < 0 ? errno : EIO; break; }
+    at += (size_t)w;
+  }
+#else
+  (void)fd; (void)data; (void)n;
+  e = ENOSYS;
+#endif
+  if (done) *done = at;
+  return e;
+}
+static int tr__fd_write(int fd, const void *data, size_t n) { return tr__fd_write_n(fd, data, n, NULL); }
+
+#ifdef TR__POSIX
+/* Temporary files of path whose process is gone. unlink removes a name, never what a symlink points
+   to, so a planted link costs nothing either. (kill is not declared by a strict -std=c99 build.) */
+static void tr__remove_stale_temps(const char *path) {
+  const char *slash = strrchr(path, '/');
+  const char *base = slash ? slash + 1 : path;
+  size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1, blen = strlen(base);
+  char dir[4096], file[4096 + 256];
+  DIR *d;
+  struct dirent *e;
+  struct stat st;
+  if (dlen >= sizeof dir || stat("/proc/self", &st) != 0) return;
+  memcpy(dir, slash ? path : ".", dlen);
+  dir[dlen] = 0;
+  if (!(d = opendir(dir))) return;
+  while ((e = readdir(d)) != NULL) {
+    const char *tail = e->d_name + blen;
+    char *end, proc[64];
+    long pid;
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0) continue;
+    pid = strtol(tail + 5, &end, 10);
+    if (end == tail + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+    snprintf(proc, sizeof proc, "/proc/%ld", pid);
+    if (stat(proc, &st) == 0 || errno != ENOENT) continue; /* alive, or not ours to judge */
+    if (snprintf(file, sizeof file, "%s/%s", dir, e->d_name) < (int)sizeof file) (void)unlink(file);
+  }
+  closedir(d);
+}
+
+static int tr__open_temp(const char *path, char *tmp, size_t cap) {
+  static unsigned counter;
+  int tries, fd = -1, flags = O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC;
+  for (tries = 0; tries < 100 && fd < 0; tries++) {
+#if defined(__GNUC__) || defined(__clang__) /* the background writer opens temporaries too */
+    unsigned n = __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED);
+#else
+    unsigned n = counter++;
+#endif
+    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
+    if (fd < 0 && errno != EEXIST && errno != EINTR) break;
+  }
+  return fd;
+}
+
+/* 1 when what is at path may be replaced: nothing, a regular file, a symlink with link_ok. */
+static int tr__replaceable(const char *path, int link_ok) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return 1; /* nothing there (or the rename will say why not) */
+  return S_ISREG(st.st_mode) || (link_ok && TR__S_ISLNK(st.st_mode));
+}
+#endif
+
+enum { TR__AF_LINK_OK = 1 };
+typedef struct tr__afile {
+  const char *path;
+  char *tmp;           /* the temporary's name */
+#ifdef TR__POSIX
+  int fd;
+#else
+  FILE *f;
+#endif
+  int err;             /* 0, or the errno of the first failure (EEXIST: path is not a regular file) */
+  int special;         /* the failure: path is there and is not a regular file */
+  const char *step;    /* what failed: "creating", "writing" or "renaming" */
+  unsigned flags;
+  int done;            /* committed: the temporary is path now */
+} tr__afile;
+
+static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
+  size_t cap = strlen(path) + 64;
+  memset(a, 0, sizeof *a);
+  a->path = path;
+  a->flags = flags;
+  a->step = "creating";
+#ifdef TR__POSIX
+  a->fd = -1;
+#endif
+  if (!(a->tmp = (char *)malloc(cap))) return a->err = ENOMEM;
+#ifdef TR__POSIX
+  a->tmp[0] = 0;
+  if (!tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
+    a->special = 1;
+    return a->err = EEXIST;
+  }
+  tr__remove_stale_temps(path);
+  a->fd = tr__open_temp(path, a->tmp, cap);
+  if (a->fd < 0) a->err = errno ? errno : EIO;
+#else
+  snprintf(a->tmp, cap, "%s.tmp", path);
+  a->f = fopen(a->tmp, "wb");
+  if (!a->f) a->err = errno ? errno : EIO;
+#endif
+  return a->err;
+}
+
+static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
+  if (a->err || n == 0) return a->err;
+#ifdef TR__POSIX
+  a->err = tr__fd_write(a->fd, data, n);
+#else
+  if (fwrite(data, 1, n, a->f) != n) a->err = errno ? errno : EIO;
+#endif
+  if (a->err) a->step = "writing";
+  return a->err;
+}
+
+/* Flush, check path, rename. keep_fd (POSIX, may be NULL) gets the descriptor of the file now at path,
+   open for writing at its end; else it is closed. On failure the temporary is removed and path is as
+   it was once tr__afile_free (called afterwards in every case) has removed the temporary. Returns 0 or
+   errno. */
+static int tr__afile_commit(tr__afile *a, int *keep_fd) {
+  if (keep_fd) *keep_fd = -1;
+#ifdef TR__POSIX
+  if (a->fd >= 0) {
+    if (!a->err) { /* an interrupted fsync (FUSE, NFS) is asked again */
+      int r;
+      while ((r = fsync(a->fd)) != 0 && errno == EINTR) {}
+      if (r != 0) { a->err = errno; a->step = "writing"; }
+    }
+    if ((!keep_fd || a->err) && close(a->fd) != 0 && !a->err) { a->err = errno; a->step = "writing"; }
+    if (keep_fd && !a->err) *keep_fd = a->fd;
+    a->fd = -1;
+  }
+  if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+#else
+  if (a->f) {
+    if (fflush(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
+    if (fclose(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
+    a->f = NULL;
+  }
+  if (!a->err) remove(a->path); /* rename does not replace files everywhere */
+#endif
+  if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+  if (a->err) {
+#ifdef TR__POSIX
+    if (keep_fd && *keep_fd >= 0) { close(*keep_fd); *keep_fd = -1; }
+#endif
+    return a->err; /* tr__afile_free removes the temporary */
+  }
+  a->done = 1;
+#ifdef TR__POSIX
+  { /* make the rename itself durable: fsync the directory (best effort) */
+    const char *slash = strrchr(a->path, '/');
+    int dfd;
+    if (slash) {
+      char *dir = (char *)malloc((size_t)(slash - a->path) + 2);
+      size_t n = (size_t)(slash - a->path) + (slash == a->path);
+      dfd = -1;
+      if (dir) {
+        memcpy(dir, a->path, n);
+        dir[n] = 0;
+        dfd = open(dir, O_RDONLY);
+        free(dir);
+      }
+    } else dfd = open(".", O_RDONLY);
+    if (dfd >= 0) {
+      (void)fsync(dfd);
+      close(dfd);
+    }
+  }
+#endif
+  return 0;
+}
+
+/* Release: an uncommitted temporary is removed. */
+static void tr__afile_free(tr__afile *a) {
+#ifdef TR__POSIX
+  if (a->fd >= 0) close(a->fd);
+  a->fd = -1;
+#else
+  if (a->f) fclose(a->f);
+  a->f = NULL;
+#endif
+  if (!a->done && a->tmp && a->tmp[0]) remove(a->tmp);
+  free(a->tmp);
+  a->tmp = NULL;
+}
+
+/* The reason of a failed tr__afile, for a message: "cannot write /x/metrics.csv.tmp.12.0: No space left
+   on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
+   not replaced". */
+static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
+  if (a->special)
+    snprintf(buf, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced", a->path);
+  else if (!strcmp(a->step, "renaming"))
+    snprintf(buf, cap, "cannot rename %s to %s: %s", a->tmp ? a->tmp : "", a->path, strerror(a->err));
+  else snprintf(buf, cap, "cannot %s %s: %s", !strcmp(a->step, "creating") ? "create" : "write",
+                a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
+}
+
+/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit. */
+TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, path, flags) == 0) tr__afile_write(&a, data, n);
+  e = a.err ? a.err : tr__afile_commit(&a, keep_fd);
+  if (e && why) {
+    if (a.tmp) tr__afile_why(&a, why, why_len);
+    else snprintf(why, why_len, "out of memory");
+  }
+  tr__afile_free(&a);
+  return e;
+}
+
+/* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
+   A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's
+   async_save) copies everything the file will hold into a staging buffer (allocated at the first such
+   save, grown only when the state grows, reused after) and hands it to a writer thread: the thread
+   writes it through tr__afile (exclusive temporary, fsync, rename, directory fsync: the guarantees and
+   the bytes of a synchronous save), and the loop collects the outcome at its next safe point: then
+   on_checkpoint_saved fires, or the error fails the run. One save in flight: the next save waits for
+   it (never coalesced: two requests are two files, and each gets its on_checkpoint_saved). Without
+   threads (TRAIN_NO_THREADS, not POSIX, pthread_create failing) the writer runs at once in the caller
+   and the outcome is collected the same way. */
+typedef struct tr__asave tr__asave;
+typedef void (*tr__asave_job)(tr__asave *as, tr__afile *a);  /* the writer's side: write the staged file */
+typedef void (*tr__asave_done)(tr__asave *as, hk_ctx *ctx); /* the loop's side: on_checkpoint_saved or the error */
+struct tr__asave {
+  unsigned char *buf;      /* the staging buffer: the loop's while idle, the writer's while busy */
+  size_t len, cap;
+  char *path;              /* where it goes; ctx->path of its on_checkpoint_saved */
+  size_t path_cap;
+  tr__asave_job job;
+  tr__asave_done done;
+  void *owner;             /* the registry (run layer) or the trainer */
+  void *job_user;          /* the job's own description (the trainer's snapshot), freed with this */
+  int pending;             /* loop thread only: handed over, outcome not yet collected */
+  int err;                 /* the write's outcome: 0 or errno; why says what */
+  char why[640];
+#ifdef TR__THREADS
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int started, busy, quit; /* busy and quit under mu */
+#endif
+};
+
+static void tr__asave_raw(tr__asave *as, tr__afile *a) { tr__afile_write(a, as->buf, as->len); }
+
+/* The write itself, in whichever thread: the same steps and messages as a synchronous save. */
+static void tr__asave_write(tr__asave *as) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, as->path, TR__AF_LINK_OK) == 0) as->job(as, &a);
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  as->why[0] = 0;
+  if (e && !a.tmp) snprintf(as->why, sizeof as->why, "out of memory writing '%s'", as->path);
+  else if (e && a.special)
+    snprintf(as->why, sizeof as->why, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", as->path);
+  else if (e) snprintf(as->why, sizeof as->why, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), as->path);
+  tr__afile_free(&a);
+  as->err = e;
+}
+
+#ifdef TR__THREADS
+static void *tr__asave_main(void *p) {
+  tr__asave *as = (tr__asave *)p;
+  pthread_mutex_lock(&as->mu);
+  for (;;) {
+    while (!as->busy && !as->quit) pthread_cond_wait(&as->cv, &as->mu);
+    if (!as->busy) break;
+    pthread_mutex_unlock(&as->mu);
+    tr__asave_write(as);
+    pthread_mutex_lock(&as->mu);
+    as->busy = 0;
+    pthread_cond_broadcast(&as->cv);
+  }
+  pthread_mutex_unlock(&as->mu);
+  return NULL;
+}
+#endif
+
+static tr__asave *tr__asave_new(void) {
+  tr__asave *as = (tr__asave *)calloc(1, sizeof *as);
+#ifdef TR__THREADS
+  if (as && pthread_mutex_init(&as->mu, NULL) != 0) { free(as); return NULL; }
+  if (as && pthread_cond_init(&as->cv, NULL) != 0) { pthread_mutex_destroy(&as->mu); free(as); return NULL; }
+#endif
+  return as;
+}
+
+/* Room for n staged bytes (the bytes there are kept): 0 or ENOMEM. Only while nothing is in flight. */
+static int tr__asave_reserve(tr__asave *as, size_t n) {
+  unsigned char *p;
+  if (n <= as->cap) return 0;
+  if (!(p = (unsigned char *)realloc(as->buf, n))) return ENOMEM;
+  as->buf = p;
+  as->cap = n;
+  return 0;
+}
+static int tr__asave_set_path(tr__asave *as, const char *path) {
+  size_t n = strlen(path) + 1;
+  if (n > as->path_cap) {
+    char *p = (char *)realloc(as->path, n);
+    if (!p) return ENOMEM;
+    as->path = p;
+    as->path_cap = n;
+  }
+  memcpy(as->path, path, n);
+  return 0;
+}
+
+/* Hand the staged file over (buf, len, path, job, done, owner set): returns at once when the writer
+   thread runs, else after writing it here. */
+static void tr__asave_submit(tr__asave *as) {
+  as->pending = 1;
+  as->err = 0;
+#ifdef TR__THREADS
+  if (!as->started) {
+#  ifdef TR__SIGMASK /* the thread inherits a mask with everything blocked; the caller's comes back */
+    tr__sigset all, old;
+    int masked = sigfillset(&all) == 0 && pthread_sigmask(TR__SIG_SETMASK, &all, &old) == 0;
+    as->started = pthread_create(&as->th, NULL, tr__asave_main, as) == 0;
+    if (masked) (void)pthread_sigmask(TR__SIG_SETMASK, &old, NULL);
+#  else
+    as->started = pthread_create(&as->th, NULL, tr__asave_main, as) == 0;
+#  endif
+  }
+  if (as->started) {
+    pthread_mutex_lock(&as->mu);
+    as->busy = 1;
+    pthread_cond_broadcast(&as->cv);
+    pthread_mutex_unlock(&as->mu);
+    return;
+  }
+#endif
+  tr__asave_write(as);
+}
+
+/* 1 when the save handed over has ended (wait: once it has), its outcome in err/why: the caller
+   collects it (done). 0 when none is in flight, or it is still being written. */
+static int tr__asave_ended(tr__asave *as, int wait) {
+  int busy = 0;
+  (void)wait;
+  if (!as || !as->pending) return 0;
+#ifdef TR__THREADS
+  if (as->started) {
+    pthread_mutex_lock(&as->mu);
+    while (wait && as->busy) pthread_cond_wait(&as->cv, &as->mu);
+    busy = as->busy;
+    pthread_mutex_unlock(&as->mu);
+  }
+#endif
+  if (busy) return 0;
+  as->pending = 0;
+  return 1;
+}
+
+/* Collect the save in flight at a safe point (wait: until it is on disk): its done runs here, in the
+   loop's thread. */
+static void tr__asave_settle(tr__asave *as, hk_ctx *ctx, int wait) {
+  if (as && as->pending && tr__asave_ended(as, wait)) as->done(as, ctx);
+}
+
+/* The last save finishes first; an outcome nobody collected (a registry destroyed in the middle of a
+   run) is said on stderr, never lost silently. */
+static void tr__asave_free(tr__asave *as) {
+  if (!as) return;
+  if (tr__asave_ended(as, 1) && as->err) fprintf(stderr, "train.h: a checkpoint written in the background failed: %s\n", as->why);
+#ifdef TR__THREADS
+  if (as->started) {
+    pthread_mutex_lock(&as->mu);
+    as->quit = 1;
+    pthread_cond_broadcast(&as->cv);
+    pthread_mutex_unlock(&as->mu);
+    pthread_join(as->th, NULL);
+  }
+  pthread_cond_destroy(&as->cv);
+  pthread_mutex_destroy(&as->mu);
+#endif
+  free(as->buf);
+  free(as->path);
+  free(as->job_user);
+  free(as);
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

@@ -1,0 +1,2089 @@
+/* train/run.h - the run layer: what any loop gives the batteries (run directory, log records, checkpoints, stop signals). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_RUN_H /* part */
+#define TRAIN_RUN_H /* part */
+#include "files.h" /* part */
+
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   THE RUN LAYER
+   What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
+   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is
+   one client of it; a hand-written loop (the train_gpt2.c kind) is another:
+
+       hk_registry *reg = hk_create(NULL);
+       tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .optimizer = "AdamW",
+                                         .save_model = save, .load_model = load, .model_user = &model });
+       hk_spec_apply(reg, "early_stopping(monitor=val/loss) model_checkpoint(monitor=val/loss) csv() progress_bar()");
+       hk_ctx ctx = { .params = views, .grads = grad_views, .n_tensors = n };
+       hk_flow flow = { 0 };
+       tr_run_start(reg, &ctx, resume_path);              (setup .. on_train_start; resume; Ctrl-C handled)
+       while (ctx.global_step < 5000) {
+           ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
+           unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
+           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
+               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
+               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
+           }
+           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+           if (next & TR_RUN_STOP) break;
+       }
+       tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
+       hk_destroy(reg);
+
+   examples/own_loop.c is that loop in full. The run's settings (tr_run_desc) can be given before or
+   after the batteries are made: every battery made on a registry reads them from the registry's run
+   when it acts (a registry gets a run with the defaults when its first battery is made).
+
+   What the run does for the batteries:
+     - one version directory (save_dir/name/version_N) for every logger of the registry, claimed
+       atomically (parallel runs never share one);
+     - training log records from the context every log_every_n_steps-th optimizer step, validation
+       and test records on request (tr_run_log), histograms (a gradient monitor's) riding with them;
+     - the totals the progress bar shows, where monitoring callbacks check by default, the minimum
+       steps/epochs a stop waits for, the optimizer's name for lr_monitor, the hyperparameters;
+     - checkpoints in the loop's own format: save_model writes the model into a file the library
+       made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
+       one), then every stateful callback's state and the loop's counters are appended after the
+       model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
+       the model's bytes come first, so a loader that reads only what it needs is unchanged) and
+       restores the callbacks and counters exactly;
+     - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
+       in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
+       and calls tr_plateau_step once per epoch for a plateau;
+     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
+       at the next safe point, both through on_exception;
+     - warnings, once, when a callback waits for an event the loop never fires before the run ends,
+       or sees ctx->stage unset.
+   ================================================================================================= */
+
+/* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
+typedef struct tr_region { void *data; size_t bytes; } tr_region;
+
+/* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
+typedef struct tr_run_desc {
+  /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
+  const char *save_dir;          /* NULL = "runs" */
+  const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
+  const char *version;           /* NULL = the next free version_N, claimed once for the registry */
+  FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
+  /* the loop's shape */
+  int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
+                                    default: the loop has epochs */
+  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
+                                    loop's bar counts to max_steps */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
+  int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
+  int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
+  int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
+                                    is refused at tr_run_start); default: it does */
+  int check_on_train_epoch_end;  /* where monitoring callbacks check when their own flag is left at its
+                                    default: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
+                                    default: the epoch's end with epochs, the validation's end without */
+  /* the optimizer: lr_monitor's metric names (lr-<optimizer>) and the hyperparameters */
+  const char *optimizer;         /* "AdamW", "SGD", ...; NULL: lr_monitor publishes "lr" */
+  double momentum, weight_decay; /* published by lr_monitor's log_momentum / log_weight_decay (with optimizer) */
+  int lr_per_epoch;              /* 1: the learning rate changes per epoch (lr_monitor's default interval) */
+  const char *hparams;           /* "key=value key=value ...": hyperparameters the loggers record */
+  /* checkpoints in the loop's own format */
+  int (*save_model)(void *user, FILE *f); /* write the model (and optimizer state) your way; 0 = ok */
+  int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
+  void *model_user;
+  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
+  int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
+                                    state and write it in the background (see "asynchronous saves"
+                                    at tr_run_save); default: written before the call returns */
+  int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
+     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
+     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
+     trainer gives its own. */
+  const tr_region *state;
+  int n_state;
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
+                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
+} tr_run_desc;
+
+/* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
+   differ in length) - the rest through tr_run_setup. */
+typedef struct tr_run {
+  tr_run_desc desc;              /* the settings, strings copied */
+  int64_t train_batches;         /* batches of the training epoch in progress: the bar's total (0 = unknown) */
+  int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
+  hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
+  const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
+  int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
+  void *trainer;                 /* train.h's trainer while it drives the run, else NULL */
+  struct tr__run_priv *tr__p;    /* private */
+  tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
+                                    saved by tr_save and tr_run_save, restored by their loads */
+} tr_run;
+
+/* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
+enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
+
+/* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
+   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) naming
+   the field for a bad setting. Call it before tr_run_start. */
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
+/* The run of reg, made with the defaults when it has none (NULL only out of memory). */
+TRAIN_API tr_run *tr_run_get(hk_registry *reg);
+/* The version directory every logger of reg writes into: the one the first logger opened (under its
+   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
+   it cannot be made. */
+TRAIN_API const char *tr_run_dir(hk_registry *reg);
+
+/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
+   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
+   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
+   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
+   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
+   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
+   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
+   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
+   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
+
+/* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
+   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
+   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
+   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
+   its val/loss. TR_OK, or the
+   run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it. */
+TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
+/* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
+   when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
+   is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
+   TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
+   run returns TR_RUN_STOP and tr_run_finish reports it. It leaves flow's signals to the loop
+   (hk_flow_clear). Call it again after a validation run at this step (the loop's own cadence or
+   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
+   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
+   another step), as in train.h's trainer. */
+TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs). */
+TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* Send a record for stage "train", "val" or "test" built from the context now: train carries
+   train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
+   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end. */
+TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
+/* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
+   on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
+   and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
+   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
+   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL. Safe to call once per start. */
+TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
+/* Why the run failed ("" when it did not). */
+TRAIN_API const char *tr_run_error(hk_registry *reg);
+/* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
+TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
+
+/* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
+   on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
+   restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
+   ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
+   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error naming the file and why.
+   Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
+   checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
+   on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
+   buffer is allocated at the first save, or grown when the state grows, and reused), appends the state
+   block and returns TR_OK; a background thread writes the same bytes through the same atomic writer.
+   on_checkpoint_saved fires (ctx->path = the file) at the next safe point once it is on disk:
+   tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
+   write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
+   file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
+   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
+   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process.
+   The writer thread blocks every signal: Ctrl-C and SIGTERM go to the loop's threads (the stop is
+   counted there, never in the writer, whose write or fsync a signal would interrupt on FUSE or NFS;
+   an interrupted fsync is asked again). Under a strict -std=c99 without _POSIX_C_SOURCE outside glibc,
+   where <signal.h> hides pthread_sigmask, the writer keeps the caller's mask. */
+TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
+TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
+
+/* Set or scale the learning rate from a hook (the seeds' "halve the lr when the loss stays high").
+   The scale is a multiplier on the schedule, kept in the run's lr_state (saved in checkpoints): the
+   lr is schedule(t) * scale from now on, so the schedule keeps its shape at the new level, and a
+   plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
+   finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
+   once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
+   called before it) see the new value. A loop of your own multiplies its lr by lr_state.scale (or
+   uses tr_sched_lr). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
+TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
+
+/* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
+   are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
+   re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
+TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
+
+/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
+   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
+   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
+   Global rank 0 only, as Lightning's print: one line from a job, whichever ranks call it. The rank is
+   the run's (ctx->rank at tr_run_start; the trainer's MPI rank from tr_init on); before either, the
+   launcher's (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID or RANK; 0 without one).
+   tr_print_all prints on every rank that calls it (the same way; the lines of processes sharing a
+   stream may interleave, each one whole). */
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+
+/* =================================================================================================
+   LOGGERS AND PROGRESS BAR
+   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
+   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
+   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
+   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
+   other callback and the model tier's hooks. Records, in Lightning's rhythm:
+     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
+            default; a batch that did not step - accumulation, a skipped step - logs nothing):
+            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
+            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
+            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
+     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
+            tr_validate: every metric named val/...
+     test   after on_test_epoch_end: every metric named test/...
+     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
+            current training batch or epoch end, where requests are honoured)
+   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
+   logs step 49; validation records carry the last training step), so columns line up with
+   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
+   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
+   disk) is reported once, with the path and the system's reason, and that logger stops writing;
+   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
+   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
+   reader ever sees half of one.
+   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
+   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
+   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
+   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
+   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
+   directory where a logger's file goes is reported (the logger stops) and left as it is.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
+   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
+   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
+   ================================================================================================= */
+#ifndef TR_LOG_MAX_HISTOGRAMS
+#  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
+#endif
+#ifndef TR_LOG_NAME_MAX
+#  define TR_LOG_NAME_MAX 64        /* a histogram tag's bytes, its NUL included (metric names have no limit) */
+#endif
+#define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
+
+/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
+   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
+   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
+   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
+typedef struct tr_log_metric {
+  const char *name;             /* the record's own copy */
+  double value;
+  size_t tr__cap;               /* private: the bytes allocated for name */
+} tr_log_metric;
+typedef struct tr_log_histogram_data {
+  char tag[TR_LOG_NAME_MAX];
+  double min, max, num, sum, sum_squares;
+  int n_buckets;
+  double limit[TR_LOG_HIST_BUCKETS];  /* right edge of each bucket (TensorBoard's bucket_limit) */
+  double count[TR_LOG_HIST_BUCKETS];
+} tr_log_histogram_data;
+
+typedef struct tr_log_record {
+  int64_t step;                 /* Lightning's step (see above) */
+  int64_t epoch;
+  const char *stage;            /* "train", "val" or "test" */
+  int n_metrics;                /* in the order they were added */
+  tr_log_metric *metrics;       /* n_metrics of them (tr_log_set's storage) */
+  int n_histograms;
+  tr_log_histogram_data histograms[TR_LOG_MAX_HISTOGRAMS];
+  int tr__cap;                  /* private: metrics allocated (their names are kept for reuse) */
+} tr_log_record;
+
+/* The record being logged, at on_log (NULL at any other event). */
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
+/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
+   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
+   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
+TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                     /* 1 if it was there */
+/* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
+   record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
+   calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
+TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
+/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
+   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
+   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares);
+/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
+   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
+   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
+TRAIN_API int tr_log_due(const hk_ctx *ctx);
+/* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
+TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
+
+/* CRC-32C (Castagnoli), as TensorBoard's record framing uses it; tr_crc32c_masked is LevelDB's mask. */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n);
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* The run layer's private part (section THE RUN LAYER). */
+typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
+enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
+struct tr__hparam;
+#define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
+#define TR__HPARAM_VAL 256  /* and a value's */
+typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
+typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+typedef struct tr__run_priv {
+  tr_log_record rec;         /* the record being built; histograms wait here for the next record */
+  tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
+  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
+                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
+  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  int n_hp;
+  char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
+  char *resume;              /* run->resume_from */
+  char error[512];           /* tr_run_error */
+  tr_err err;
+  hk_registry *reg;
+  uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
+  int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
+  int signals;               /* tr_run_start installed the stop signals */
+  int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
+  int stop_pending;          /* a hook asked to stop while tr_run_start fired */
+  int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
+  const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
+  int (*set_accumulation)(void *trainer, int factor); /* the trainer's tr_set_accumulation */
+  int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
+  int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
+  int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
+  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
+  hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
+  struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
+  int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
+  int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
+  int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
+  const tr_region *state;    /* the trainer's training state (spike_detection's snapshot), else NULL: the desc's */
+  int n_state;
+  void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
+  tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
+} tr__run_priv;
+/* The run layer's pieces the trainer calls (section THE RUN LAYER). */
+static void tr__run_write(const tr_run *run, FILE *f, const char *text);
+static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
+static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
+static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
+                                  int *no_default);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
+/* (moved) */
+static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3); /* text into a buffer (loggers) */
+
+/* =================================================================================================
+   SHARED PIECES (implementation)
+   What the run layer, the callbacks and the loggers have in common: the clock, flags, the monitored
+   metric, state bytes, errors of constructors, registering a callback. TR__SHARED marks the helpers
+   that a section left out may leave unused.
+   ================================================================================================= */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
+#endif
+
+#define TR__CB_MAX_STR 4096 /* the longest string a callback's state may hold */
+
+static double tr__now(void) {
+#ifdef TR__POSIX
+  return hk_clock(); /* monotonic with ns, also under strict -std=c99 (where <time.h> hides clock_gettime) */
+#else
+  return (double)time(NULL); /* wall seconds: hk_clock's fallback there is processor time */
+#endif
+}
+TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
+
+TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
+TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
+TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
+TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
+
+static char *tr__strdup(const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  char *p = (char *)malloc(n);
+  if (p) memcpy(p, s ? s : "", n);
+  return p;
+}
+TR__SHARED void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
+  char *p = tr__strdup(s);
+  if (p) { free(*dst); *dst = p; }
+}
+
+/* The monitored metric is missing: the failure names it and lists what there is. */
+TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
+  char have[256];
+  size_t len = 0;
+  int i, n = hk_metric_count(ctx);
+  have[0] = 0;
+  for (i = 0; i < n && len + 4 < sizeof have; i++) {
+    double v;
+    const char *name = hk_metric_at(ctx, i, &v);
+    if (name) len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", name);
+  }
+  if (len >= sizeof have) len = sizeof have - 1;
+  return hk_fail(ctx, "%s: the monitored metric '%s' is not set (metrics now: %s); set it before this check, or "
+                 "monitor one of those", who, monitor, len ? have : "none");
+}
+
+/* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
+static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
+TR__SHARED void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
+TR__SHARED void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
+TR__SHARED void tr__put_str(hk_bytes *b, const char *s) {
+  size_t n = strlen(s ? s : "");
+  unsigned char x[4];
+  tr__le(x, (uint64_t)n, 4);
+  hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, s ? s : "", n);
+}
+static int tr__get_u64(hk_reader *r, uint64_t *v) {
+  unsigned char x[8];
+  if (hk_read(r, x, 8)) return -1;
+  *v = tr__get(x, 8);
+  return 0;
+}
+static int tr__get_i64(hk_reader *r, int64_t *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; *v = (int64_t)u; return 0; }
+TR__SHARED int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
+static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 when bad or out of memory */
+  unsigned char x[4];
+  uint64_t n;
+  char *s;
+  if (hk_read(r, x, 4)) return -1;
+  n = tr__get(x, 4);
+  if (n > TR__CB_MAX_STR || n > r->len - r->pos) return -1;
+  s = (char *)malloc((size_t)n + 1);
+  if (!s) return -1;
+  if (hk_read(r, s, (size_t)n) || memchr(s, 0, (size_t)n)) { free(s); return -1; }
+  s[n] = 0;
+  *out = s;
+  return 0;
+}
+/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
+   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
+  uint64_t v;
+  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
+  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
+  return 0;
+}
+TR__SHARED int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
+  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
+  return 0;
+}
+TR__SHARED int tr__get_text(hk_reader *r, const char *what, char **out) {
+  *out = NULL;
+  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
+  return 0;
+}
+TR__SHARED int tr__get_end(hk_reader *r) {
+  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
+  return 0;
+}
+
+/* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
+typedef struct tr__why { char msg[512]; } tr__why;
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  va_end(ap);
+  return TR_ERR_INVALID;
+}
+TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
+  if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
+  return e;
+}
+/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
+   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+#define TR__PUBLIC_OF(name, p) \
+  TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
+    tr__why w; \
+    if (!reg) return TR_ERR_INVALID; \
+    return tr__cb_result(reg, tr__##p##_make(reg, d, out, &w), &w); \
+  } \
+  TRAIN_API const name##_state *name##_get(const hk_registry *reg, hk_handle h) { \
+    const hk_callback *cb = hk_callback_get(reg, h); \
+    return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
+  }
+
+/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
+   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
+   as Lightning orders them. */
+static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
+                                   void *due_user, hk_handle *out, tr__why *w) {
+  hk_opts o;
+  hk_err e;
+  memset(&o, 0, sizeof o);
+  o.monitor = 1;
+  o.order = order;
+  o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
+  o.filter.pred_user = due_user;
+  e = hk_add_callback(reg, cb, &o, out);
+  if (e) {
+    tr__bad(w, "%s", hk_last_error(reg));
+    cb->destroy(cb->user);
+    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+  return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
+}
+
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
+
+/* mkdir -p; 0 on success */
+static int tr__mkdirs(const char *dir) {
+#ifdef TR__POSIX
+  char buf[TR__CB_MAX_STR];
+  size_t i, n = strlen(dir);
+  if (n == 0 || n >= sizeof buf) return n == 0 ? 0 : -1;
+  memcpy(buf, dir, n + 1);
+  for (i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == 0) {
+      char c = buf[i];
+      buf[i] = 0;
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+#else
+  (void)dir;
+  return 0;
+#endif
+}
+
+/* =================================================================================================
+   THE RUN LAYER (implementation)
+   The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
+   callback by hk_destroy. Nothing here runs on a step unless the loop calls it.
+   ================================================================================================= */
+/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
+}
+
+static void tr__run_free(void *p) {
+  tr_run *run = (tr_run *)p;
+  tr__run_priv *q;
+  int i;
+  if (!run) return;
+  q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
+  while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
+  for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
+  for (i = 0; i < q->n_hp; i++) { free(q->hp[i].key); free(q->hp[i].val); }
+  free(q->hp);
+  free(q->dir);
+  free(q->resume);
+  tr_log_record_free(&q->rec);
+  hk_bytes_free(&q->refused);
+  tr__asave_free(q->asave); /* the last save in flight ends first */
+  free(q);
+  free(run);
+}
+
+TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
+  tr_run *run;
+  if (!reg) return NULL;
+  if ((run = (tr_run *)hk_attached(reg)) != NULL) return run;
+  run = (tr_run *)calloc(1, sizeof *run);
+  if (!run || !(run->tr__p = (tr__run_priv *)calloc(1, sizeof *run->tr__p))) { free(run); return NULL; }
+  run->resume_from = "";
+  run->tr__p->rank = -1;
+  hk_attach(reg, run, tr__run_free);
+  return run;
+}
+
+/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
+   live on a terminal (the bar's section sets q->above). */
+static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
+  if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
+  if (!f) f = stdout;
+  fputs(text, f);
+  fflush(f);
+}
+/* This process's global rank: the run's when it knows it, else the launcher's (Lightning's rank_zero
+   looks at the environment the same way before a strategy sets it), else 0. */
+static int tr__run_rank(const tr_run *run) {
+  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
+  size_t i;
+  if (run && run->tr__p->rank >= 0) return run->tr__p->rank;
+  for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    char *end;
+    long r = v ? strtol(v, &end, 10) : -1;
+    if (v && end != v && *end == 0 && r >= 0 && r <= INT_MAX) return (int)r;
+  }
+  return 0;
+}
+static void tr__run_vprint(hk_registry *reg, int all, const char *fmt, va_list ap) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  char line[2048];
+  size_t n;
+  if (!all && tr__run_rank(run) != 0) return;
+  vsnprintf(line, sizeof line - 1, fmt, ap);
+  n = strlen(line);
+  line[n++] = '\n';
+  line[n] = 0;
+  tr__run_write(run, NULL, line);
+}
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vprint(reg, 0, fmt, ap);
+  va_end(ap);
+}
+TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vprint(reg, 1, fmt, ap);
+  va_end(ap);
+}
+
+/* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
+   callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
+static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
+  FILE *f = run && run->desc.log ? run->desc.log : stderr;
+  char line[1024];
+  size_t n = 0;
+  if (ctx && ctx->world_size > 1) n = (size_t)snprintf(line, sizeof line, "[rank: %d] ", ctx->rank);
+  if (who) n += (size_t)snprintf(line + n, sizeof line - n, "%s: ", who);
+  if (n < sizeof line) vsnprintf(line + n, sizeof line - n, fmt, ap);
+  n = strlen(line);
+  if (n + 1 >= sizeof line) n = sizeof line - 2;
+  line[n++] = '\n';
+  line[n] = 0;
+  tr__run_write(run, f, line);
+}
+static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) TR__PRINTF(4, 5);
+static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vsay(run, ctx, who, fmt, ap);
+  va_end(ap);
+}
+/* The same, said on rank 0 only when zero_only is set (Lightning's rank_zero_info: a message that is the
+   same on every rank, or one Lightning prints there only). */
+static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
+static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) {
+  va_list ap;
+  if (zero_only && ctx && ctx->rank != 0) return;
+  va_start(ap, fmt);
+  tr__run_vsay(run, ctx, who, fmt, ap);
+  va_end(ap);
+}
+
+/* Where a resumed run goes on from: one line (rank 0), as Lightning's "Restored all states ..." */
+static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char *path) {
+  if (run->desc.no_resume_message) return;
+  tr__run_say_on(run, ctx, 1, NULL, "Restored all states from the checkpoint at %s: epoch %lld, global step %lld, "
+                 "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
+}
+
+static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
+  const char *s = run ? run->tr__p->strs[i] : NULL;
+  return s ? s : dflt;
+}
+static int tr__tri_ok(int v) { return v >= TR_NO && v <= TR_YES; }
+
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
+  tr_run_desc zero;
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  const char *strs[TR__RUN_STRS];
+  char *copy[TR__RUN_STRS];
+  int i;
+  if (!reg) return TR_ERR_INVALID;
+  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "tr_run_setup: out of memory"), TR_ERR_NOMEM;
+  memset(&zero, 0, sizeof zero);
+  if (!d) d = &zero;
+  if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
+                        "TR_YES, TR_NO or 0 (the default)"), TR_ERR_INVALID;
+  if (d->train_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: train_batches, max_steps, max_epochs, min_steps and "
+                        "min_epochs must be >= 0 (0 = unknown / none)"), TR_ERR_INVALID;
+  if (d->save_dir && !d->save_dir[0])
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: save_dir is empty (NULL means \"runs\"; \".\" is the "
+                        "current directory)"), TR_ERR_INVALID;
+  if (d->version && strchr(d->version, '/'))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: version '%s' must be a directory name without '/'",
+                        d->version), TR_ERR_INVALID;
+  if (!d->save_model != !d->load_model)
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: give save_model and load_model together (a checkpoint "
+                        "that cannot be loaded, or a loader with nothing to load)"), TR_ERR_INVALID;
+  if (!hk_is_finite(d->momentum) || !hk_is_finite(d->weight_decay))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: momentum and weight_decay must be finite"), TR_ERR_INVALID;
+  if (d->n_state < 0 || (d->n_state > 0 && !d->state))
+    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: n_state is %d with state %s: give n_state >= 0 regions "
+                        "in state", d->n_state, d->state ? "set" : "NULL"), TR_ERR_INVALID;
+  for (i = 0; i < d->n_state; i++)
+    if (!d->state[i].data || !d->state[i].bytes)
+      return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: state[%d] has %s: every region needs data and bytes > 0", i,
+                          d->state[i].data ? "0 bytes" : "data NULL"), TR_ERR_INVALID;
+  strs[TR__RUN_SAVE_DIR] = d->save_dir;
+  strs[TR__RUN_NAME] = d->name;
+  strs[TR__RUN_VERSION] = d->version;
+  strs[TR__RUN_OPTIMIZER] = d->optimizer;
+  strs[TR__RUN_HPARAMS] = d->hparams;
+  strs[TR__RUN_SAVE_TO] = d->save_to;
+  for (i = 0; i < TR__RUN_STRS; i++) {
+    copy[i] = strs[i] ? tr__strdup(strs[i]) : NULL;
+    if (strs[i] && !copy[i]) {
+      while (i-- > 0) free(copy[i]);
+      return hk_set_error(reg, HK_ERR_NOMEM, "tr_run_setup: out of memory"), TR_ERR_NOMEM;
+    }
+  }
+  q = run->tr__p;
+  for (i = 0; i < TR__RUN_STRS; i++) { free(q->strs[i]); q->strs[i] = copy[i]; }
+  run->desc = *d;
+  run->desc.save_dir = q->strs[TR__RUN_SAVE_DIR];
+  run->desc.name = q->strs[TR__RUN_NAME];
+  run->desc.version = q->strs[TR__RUN_VERSION];
+  run->desc.optimizer = q->strs[TR__RUN_OPTIMIZER];
+  run->desc.hparams = q->strs[TR__RUN_HPARAMS];
+  run->desc.save_to = q->strs[TR__RUN_SAVE_TO];
+  run->train_batches = d->train_batches;
+  if (tr_add_factories(reg) != HK_OK) return TR_ERR_NOMEM;
+  return TR_OK;
+}
+
+/* tr_run_hparam*: kind is tr__hparam's num (0 string, 1 number, 2 boolean); text the value as written. */
+static tr_err tr__run_hparam_add(hk_registry *reg, const char *fn, const char *key, const char *text, int kind) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  tr__user_hp *grown;
+  const char *c;
+  char *k, *v;
+  int i;
+  if (!reg) return TR_ERR_INVALID;
+  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (!key || !key[0] || strlen(key) >= TR__HPARAM_KEY)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: the key must be a name of 1 to %d bytes (e.g. \"width\")", fn,
+                        TR__HPARAM_KEY - 1), TR_ERR_INVALID;
+  for (c = key; *c; c++)
+    if ((unsigned char)*c < 32 || *c == 127 || *c == '=')
+      return hk_set_error(reg, HK_ERR_INVALID, "%s: the key '%s' holds a control character or '=': give a plain name", fn,
+                          key), TR_ERR_INVALID;
+  if (!text || strlen(text) >= TR__HPARAM_VAL)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: the value of '%s' must be a string of at most %d bytes (NULL is not one)",
+                        fn, key, TR__HPARAM_VAL - 1), TR_ERR_INVALID;
+  if (run->running != HK_STAGE_NONE)
+    return hk_set_error(reg, HK_ERR_INVALID, "%s: '%s' comes during a %s run: the loggers wrote the hyperparameters when "
+                        "it started; give them before tr_run_start / tr_fit", fn, key, hk_stage_name(run->running)), TR_ERR_INVALID;
+  q = run->tr__p;
+  for (i = 0; i < q->n_hp; i++)
+    if (!strcmp(q->hp[i].key, key)) break;
+  if (!(v = tr__strdup(text))) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (i < q->n_hp) { free(q->hp[i].val); q->hp[i].val = v; q->hp[i].kind = kind; return TR_OK; }
+  k = tr__strdup(key);
+  grown = k ? (tr__user_hp *)realloc(q->hp, (size_t)(q->n_hp + 1) * sizeof *grown) : NULL;
+  if (!grown) { free(k); free(v); return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM; }
+  q->hp = grown;
+  q->hp[q->n_hp].key = k;
+  q->hp[q->n_hp].val = v;
+  q->hp[q->n_hp].kind = kind;
+  q->n_hp++;
+  return TR_OK;
+}
+static void tr__num(char *buf, size_t cap, double v);
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value) {
+  return tr__run_hparam_add(reg, "tr_run_hparam", key, value, 0);
+}
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value) {
+  char text[40];
+  if (!hk_is_finite(value)) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_hparam_num: the value of '%s' is not finite (%g): give a finite "
+                          "number", key ? key : "(null)", value);
+    return TR_ERR_INVALID;
+  }
+  tr__num(text, sizeof text, value);
+  return tr__run_hparam_add(reg, "tr_run_hparam_num", key, text, 1);
+}
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value) {
+  return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
+}
+
+/* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
+   the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
+TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
+  if (flag != TR_DEFAULT) return flag > 0;
+  if (!run) return 1;
+  if (run->desc.check_on_train_epoch_end != TR_DEFAULT) return run->desc.check_on_train_epoch_end > 0;
+  return run->desc.epochs != TR_NO;
+}
+
+/* ---- the schedule's state in checkpoints, and hooks that set the lr ----------------------------------
+   56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
+   cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
+   without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
+#define TR__LR_STATE_SIZE 56
+#define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
+static int tr__lr_state_any(const tr_sched_state *st) {
+  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
+}
+static void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
+  double d[3];
+  int i;
+  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
+  memcpy(p, "TRLR", 4);
+  tr__le(p + 4, 1, 4);
+  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
+  tr__le(p + 32, (uint64_t)st->num_bad, 8);
+  tr__le(p + 40, (uint64_t)st->cooldown, 8);
+  tr__le(p + 48, (uint64_t)st->checks, 8);
+}
+/* Read and range-check; why says what is wrong. */
+static int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
+  double d[3];
+  int64_t v[3];
+  int i;
+  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
+    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
+  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
+  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
+  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
+    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
+                   d[0], d[1], d[2]), -1;
+  for (i = 0; i < 3; i++)
+    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
+      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
+                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
+  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
+  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
+  return 0;
+}
+
+TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
+  tr_run *run;
+  double scale;
+  if (!ctx || !ctx->reg || !(run = tr_run_get(ctx->reg))) return TR_ERR_INVALID;
+  if (!(factor > 0 && factor < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_scale: factor must be > 0 and finite (0.5 halves the lr), got %g", factor);
+    return TR_ERR_INVALID;
+  }
+  scale = (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0) * factor;
+  if (!(scale > 0 && scale < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_scale: the scale would become %g; it must stay > 0 and finite", scale);
+    return TR_ERR_INVALID;
+  }
+  run->lr_state.scale = scale;
+  ctx->lr *= factor;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
+  if (!ctx || !ctx->reg) return TR_ERR_INVALID;
+  if (!(lr > 0 && lr < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_set: lr must be > 0 and finite, got %g", lr);
+    return TR_ERR_INVALID;
+  }
+  if (!(ctx->lr > 0 && ctx->lr < HUGE_VAL)) {
+    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_set: ctx->lr is %g; it must be > 0 to scale from (set ctx->lr first in a loop of your own)", ctx->lr);
+    return TR_ERR_INVALID;
+  }
+  return tr_lr_scale(ctx, lr / ctx->lr);
+}
+
+TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
+  const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
+  int64_t epochs;
+  if (!run || run->running != HK_STAGE_FIT) return 1;
+  /* the epoch counts once its last batch has run: the trainer says when; a loop's epoch at its end */
+  epochs = ctx->epoch + ((run->tr__p->epoch_done ? *run->tr__p->epoch_done : ctx->event == HK_ON_TRAIN_EPOCH_END) ? 1 : 0);
+  return epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps;
+}
+
+/* ---- log records ------------------------------------------------------------------------------ */
+static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* Which of the context's metrics a record carries: val/ ones in val records, test/ ones in test
+   records, the rest in training records except the trainer's computed-on-demand lr, grad_norm and
+   train/loss (which the record sets itself). */
+static int tr__log_wanted(const char *name, const char *stage) {
+  if (!strcmp(stage, "val")) return tr__starts(name, "val/");
+  if (!strcmp(stage, "test")) return tr__starts(name, "test/");
+  return !tr__starts(name, "val/") && !tr__starts(name, "test/") && strcmp(name, "lr") && strcmp(name, "grad_norm") &&
+         strcmp(name, "train/loss");
+}
+static int tr__stage_index(const char *stage) { return !strcmp(stage, "train") ? 0 : !strcmp(stage, "val") ? 1 : 2; }
+
+/* Build the record for stage from ctx and fire on_log (signals into flow). Only values set since the
+   stage's last record go in (hk_metric_stamp), and values computed on demand (lazy ones), so that a
+   value set once does not repeat in every row (Lightning logs what was logged since). */
+/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
+   name (rank 0), with its bytes escaped, instead of vanishing. */
+static void tr__log_refused(tr_run *run, const hk_ctx *ctx, const char *name, tr_err e) {
+  hk_bytes *seen = &run->tr__p->refused;
+  char shown[200];
+  size_t at = 0, k = 0;
+  const unsigned char *p = (const unsigned char *)name;
+  while (at < seen->len) { /* reported already? */
+    const char *old = (const char *)seen->data + at;
+    if (!strcmp(old, name)) return;
+    at += strlen(old) + 1;
+  }
+  hk_bytes_put(seen, name, strlen(name) + 1);
+  for (; *p && k + 8 < sizeof shown; p++) /* printable ASCII as is, every other byte as \xNN */
+    k += (size_t)(*p >= 0x20 && *p < 0x7F && *p != '\\' ? snprintf(shown + k, sizeof shown - k, "%c", *p)
+                                                         : snprintf(shown + k, sizeof shown - k, "\\x%02X", *p));
+  if (*p) snprintf(shown + k, sizeof shown - k, "...");
+  tr__run_say_on(run, ctx, 1, "train.h: warning", "the metric '%s' is not logged: %s (reported once)", shown,
+                 e == TR_ERR_NOMEM ? "out of memory" : "its name is not valid UTF-8, which every logger writes; rename it");
+}
+
+static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow) {
+  tr__run_priv *q = run->tr__p;
+  tr_log_record *r = &q->rec;
+  void *saved = ctx->outputs;
+  int i, n = hk_metric_count(ctx), k = tr__stage_index(stage);
+  uint64_t since = q->stamp[k];
+  double loss;
+  tr_err e;
+  q->stamp[k] = hk_metric_stamp(ctx, NULL);
+  r->step = ctx->global_step > 0 ? ctx->global_step - 1 : 0; /* Lightning's _batches_that_stepped */
+  r->epoch = ctx->epoch;
+  r->stage = stage;
+  r->n_metrics = 0;
+  if (k == 0 && (e = tr_log_set(r, "train/loss", hk_metric_get(ctx, "train/loss", &loss) ? loss : ctx->loss)) != TR_OK)
+    tr__log_refused(run, ctx, "train/loss", e);
+  for (i = 0; i < n; i++) {
+    const char *name = hk_metric_at(ctx, i, NULL);
+    uint64_t stamp;
+    double v;
+    if (!name || !tr__log_wanted(name, stage)) continue;
+    stamp = hk_metric_stamp(ctx, name);
+    if (stamp != 0 && stamp <= since) continue; /* not set since the last record */
+    if (hk_metric_get(ctx, name, &v) && (e = tr_log_set(r, name, v)) != TR_OK) tr__log_refused(run, ctx, name, e);
+  }
+  ctx->outputs = r;
+  (void)HK_FIRE_FLOW(ctx->reg ? ctx->reg : q->reg, HK_ON_LOG, ctx, flow);
+  ctx->outputs = saved;
+  r->n_histograms = 0;
+}
+
+TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage) {
+  tr_run *run = tr_run_get(reg);
+  hk_flow flow = { 0 };
+  if (!run || !ctx || !stage || !HK_ACTIVE(reg, HK_ON_LOG)) return HK_CONTINUE;
+  if (strcmp(stage, "train") && strcmp(stage, "val") && strcmp(stage, "test")) return HK_CONTINUE;
+  run->tr__p->reg = reg;
+  if (ctx->reg != reg) ctx->reg = reg;
+  tr__run_send(run, ctx, stage, &flow);
+  if (HK_FLOW_HAS(&flow, HK_FLOW_FAIL)) {
+    tr_run_fail(reg, TR_ERR_HOOK, "%s", ctx->hook_failure ? ctx->hook_failure : "a hook failed in on_log");
+    return HK_FAIL;
+  }
+  return HK_CONTINUE;
+}
+
+/* The line HK_REQUEST_LOG writes to the run's log: the counters, then every metric. */
+static void tr__run_log_line(const tr_run *run, hk_ctx *ctx) {
+  char line[2048];
+  size_t len;
+  int i, n = hk_metric_count(ctx);
+  if (ctx->rank != 0) return; /* one log for the job */
+  len = (size_t)snprintf(line, sizeof line, "epoch=%lld step=%lld batch=%lld loss=%.6g lr=%.6g", (long long)ctx->epoch,
+                         (long long)ctx->global_step, (long long)ctx->batch_idx, ctx->loss, ctx->lr);
+  for (i = 0; i < n && len < sizeof line; i++) {
+    double v = 0;
+    const char *name = hk_metric_at(ctx, i, &v);
+    if (name) len += (size_t)snprintf(line + len, sizeof line - len, " %s=%.6g", name, v);
+  }
+  tr__run_say(run, NULL, NULL, "%s", line);
+}
+
+/* ---- failures ------------------------------------------------------------------------------------ */
+TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...) {
+  tr_run *run = tr_run_get(reg);
+  va_list ap;
+  if (!run || run->failed) return; /* the first failure is the run's */
+  run->failed = 1;
+  run->tr__p->err = e ? e : TR_ERR_HOOK;
+  va_start(ap, fmt);
+  vsnprintf(run->tr__p->error, sizeof run->tr__p->error, fmt, ap);
+  va_end(ap);
+}
+TRAIN_API const char *tr_run_error(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run ? run->tr__p->error : "";
+}
+
+/* Look at what the loop's sites collected: a fatal hook failure fails the run. */
+static void tr__run_settle(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
+  if (flow && HK_FLOW_HAS(flow, HK_FLOW_FAIL)) {
+    tr_run_fail(reg, TR_ERR_HOOK, "%s", ctx->hook_failure ? ctx->hook_failure : "a hook failed");
+    hk_flow_clear(flow, HK_FLOW_FAIL);
+  }
+  ctx->hook_failure = NULL;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------------------
+   Honouring HK_REQUEST_CHECKPOINT is the same in every loop: every path hooks queued
+   (hk_request_checkpoint), then the loop's default path when a hook asked for it (or queued none).
+   The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. *no_default
+   is set when the default was asked for and the loop has none. */
+static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
+                                  int *no_default) {
+  const char *paths[HK_MAX_CHECKPOINT_PATHS];
+  int i, n = ctx->n_checkpoint_paths, dflt = ctx->checkpoint_default || n == 0;
+  if (n < 0 || n > HK_MAX_CHECKPOINT_PATHS) n = 0;
+  for (i = 0; i < n; i++) paths[i] = ctx->checkpoint_paths[i];
+  ctx->n_checkpoint_paths = 0;
+  ctx->checkpoint_default = 0;
+  for (i = 0; i <= n; i++) {
+    const char *path = i < n ? paths[i] : dflt ? dflt_path : NULL;
+    tr_err e;
+    if (i == n && !dflt) break;
+    if (!path) { *no_default = 1; break; }
+    if ((e = save(user, ctx, path, why, cap)) != TR_OK) return e;
+  }
+  return TR_OK;
+}
+
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
+extern int fileno(FILE *f);
+extern FILE *fmemopen(void *buf, size_t size, const char *mode);
+extern FILE *open_memstream(char **ptr, size_t *size);
+#endif
+/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
+   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
+   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
+   be a symlink (replaced itself, never followed), never a device or a directory. */
+static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
+  tr__afile a;
+  FILE *f = NULL;
+  int e;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+#ifdef TR__POSIX
+    int fd = dup(a.fd); /* the stream gets its own descriptor: the writer keeps a.fd for fsync and rename */
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+      a.err = errno ? errno : EIO;
+      a.step = "writing";
+      if (fd >= 0) close(fd);
+    }
+#else
+    f = a.f;
+#endif
+    if (f) {
+      int filled = fill(f, user);
+      if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
+      if (fflush(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
+#ifdef TR__POSIX
+      if (fclose(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
+#endif
+    }
+  }
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
+  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
+  tr__afile_free(&a);
+  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+}
+
+/* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
+     state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
+              per hook: u32 key length | key | u64 length | the callback's state
+     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
+   (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
+#define TR__RUN_TRAILER 24
+typedef struct tr__run_saving { tr_run *run; hk_bytes state; } tr__run_saving;
+static hk_err tr__run_state_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  unsigned char x[8];
+  size_t klen = strlen(key);
+  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, key, klen);
+  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
+  hk_bytes_put(b, data, len);
+  return HK_OK;
+}
+static void tr__run_trailer(unsigned char *t, const hk_bytes *state) {
+  tr__le(t, (uint64_t)state->len, 8);
+  tr__le(t + 8, tr_crc32c(state->data, state->len), 4);
+  tr__le(t + 12, 1, 4);
+  memcpy(t + 16, "TRRUNEND", 8);
+}
+static int tr__run_fill(FILE *f, void *user) {
+  tr__run_saving *s = (tr__run_saving *)user;
+  unsigned char t[TR__RUN_TRAILER];
+  if (s->run->desc.save_model(s->run->desc.model_user, f) != 0) return EIO;
+  if (ferror(f)) return errno ? errno : EIO;
+  tr__run_trailer(t, &s->state);
+  if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
+  return 0;
+}
+
+/* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
+   the run. At every safe point (no wait), before any other save or load, and before the run ends. */
+static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
+  if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
+}
+
+/* The loop's side of an asynchronous tr_run_save: the file is on disk, or the write failed. */
+static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
+  hk_registry *reg = (hk_registry *)as->owner;
+  const char *path = ctx->path, *failure = ctx->hook_failure; /* inside a hook's dispatch: put back after */
+  if (as->err) {
+    tr_run_fail(reg, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_run_save (in the background): %s", as->why);
+    return;
+  }
+  ctx->path = as->path;
+  ctx->hook_failure = NULL;
+  if (HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, ctx) == HK_FAIL)
+    tr_run_fail(reg, TR_ERR_HOOK, "%s", ctx->hook_failure ? ctx->hook_failure : "on_checkpoint_saved failed");
+  ctx->path = path;
+  ctx->hook_failure = failure;
+}
+
+/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream
+   on it, unbuffered: one copy), the state block and trailer follow, and the writer thread takes it from
+   there. The first save (or one that outgrew the buffer) writes into a growing stream instead, whose
+   buffer becomes the staging buffer: save_model runs once per save (twice when the state has grown).
+   POSIX (fmemopen, open_memstream) only. */
+#ifdef TR__POSIX
+static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
+  tr__run_priv *q = run->tr__p;
+  tr__asave *as;
+  FILE *f;
+  long pos;
+  size_t len = 0;
+  int rc, over = 1;
+  if (!q->asave && !(q->asave = tr__asave_new())) { tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
+  as = q->asave;
+  if (as->cap) {
+    if (!(f = fmemopen(as->buf, as->cap, "wb"))) { tr__msg(why, cap, "cannot stage '%s' in memory: %s", path, strerror(errno)); return TR_ERR_IO; }
+    setvbuf(f, NULL, _IONBF, 0); /* straight into the buffer */
+    rc = run->desc.save_model(run->desc.model_user, f);
+    over = fflush(f) != 0 || ferror(f);
+    pos = ftell(f);
+    fclose(f);
+    over = over || pos < 0 || (size_t)pos >= as->cap;
+    len = over ? 0 : (size_t)pos;
+  }
+  if (over) { /* it did not fit (or there is no buffer yet): a stream that grows */
+    char *mem = NULL;
+    size_t size = 0;
+    if (!(f = open_memstream(&mem, &size))) { tr__msg(why, cap, "cannot stage '%s' in memory: %s", path, strerror(errno)); return TR_ERR_NOMEM; }
+    rc = run->desc.save_model(run->desc.model_user, f);
+    over = fflush(f) != 0 || ferror(f);
+    if (fclose(f) != 0) over = 1;
+    if (over || !mem) { free(mem); tr__msg(why, cap, "out of memory staging '%s'", path); return TR_ERR_NOMEM; }
+    free(as->buf);
+    as->buf = (unsigned char *)mem;
+    as->cap = len = size;
+  }
+  if (rc != 0) { tr__msg(why, cap, "save_model failed for '%s' (the previous '%s' is untouched)", path, path); return TR_ERR_IO; }
+  if (tr__asave_reserve(as, len + state->len + TR__RUN_TRAILER) || tr__asave_set_path(as, path)) {
+    tr__msg(why, cap, "out of memory staging '%s'", path);
+    return TR_ERR_NOMEM;
+  }
+  if (state->len) memcpy(as->buf + len, state->data, state->len);
+  tr__run_trailer(as->buf + len + state->len, state);
+  as->len = len + state->len + TR__RUN_TRAILER;
+  as->job = tr__asave_raw;
+  as->done = tr__run_save_ended;
+  as->owner = reg;
+  tr__asave_submit(as);
+  return TR_OK;
+}
+#endif
+
+static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  hk_registry *reg = (hk_registry *)user;
+  tr__run_saving s;
+  unsigned char x[8];
+  int n_hooks = 0;
+  uint64_t v[4];
+  size_t count_at;
+  tr_err e;
+  int i, async;
+  memset(&s, 0, sizeof s);
+  s.run = tr_run_get(reg);
+  if (!s.run || !s.run->desc.save_model) {
+    tr__msg(why, cap, "cannot save '%s': the run has no save_model (tr_run_desc.save_model and load_model write and "
+             "read your model's own format)", path);
+    return TR_ERR_INVALID;
+  }
+  tr__run_saves_settle(s.run, ctx, 1); /* one save in flight: this one waits for the last */
+  async = s.run->running != HK_STAGE_NONE && !s.run->tr__p->sync_only &&
+          (s.run->desc.async_save == TR_YES || (s.run->tr__p->async_requests && s.run->tr__p->in_request));
+  ctx->path = path;
+  ctx->hook_failure = NULL;
+  if (HK_FIRE(reg, HK_ON_SAVE_CHECKPOINT, ctx) == HK_FAIL) {
+    tr__msg(why, cap, "%s", ctx->hook_failure ? ctx->hook_failure : "on_save_checkpoint failed");
+    ctx->path = NULL;
+    return TR_ERR_HOOK;
+  }
+  hk_bytes_put(&s.state, "TRRUN\0\0\0", 8);
+  v[0] = (uint64_t)ctx->epoch; v[1] = (uint64_t)ctx->global_step; v[2] = (uint64_t)ctx->batch_idx; v[3] = (uint64_t)ctx->samples_seen;
+  for (i = 0; i < 4; i++) { tr__le(x, v[i], 8); hk_bytes_put(&s.state, x, 8); }
+  count_at = s.state.len;
+  hk_bytes_put(&s.state, "\0\0\0\0", 4);
+  if (hk_state_save(reg, tr__run_state_sink, &s.state) != HK_OK) {
+    tr__msg(why, cap, "saving the callbacks' state for '%s' failed: %s", path, hk_last_error(reg));
+    hk_bytes_free(&s.state);
+    ctx->path = NULL;
+    return TR_ERR_STATE;
+  }
+  if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
+    unsigned char b[TR__LR_STATE_SIZE];
+    tr__lr_state_put(b, &s.run->lr_state);
+    (void)tr__run_state_sink(TR__LR_STATE_KEY, b, sizeof b, &s.state);
+  }
+  { /* count the hooks: walk the blocks just written */
+    size_t p = count_at + 4;
+    while (p + 4 <= s.state.len) {
+      uint64_t klen = tr__get(s.state.data + p, 4), len = tr__get(s.state.data + p + 4 + klen, 8);
+      p += 4 + (size_t)klen + 8 + (size_t)len;
+      n_hooks++;
+    }
+    if (!s.state.failed) tr__le(s.state.data + count_at, (uint64_t)n_hooks, 4);
+  }
+  if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
+#ifdef TR__POSIX
+  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_atomic(path, tr__run_fill, &s, why, cap);
+#else
+  async = 0;
+  e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+#endif
+  hk_bytes_free(&s.state);
+  if (!e && !async) { /* asynchronous: when it is on disk (tr__run_save_ended) */
+    ctx->hook_failure = NULL;
+    if (HK_FIRE(reg, HK_ON_CHECKPOINT_SAVED, ctx) == HK_FAIL) {
+      tr__msg(why, cap, "%s", ctx->hook_failure ? ctx->hook_failure : "on_checkpoint_saved failed");
+      e = TR_ERR_HOOK;
+    }
+  }
+  ctx->path = NULL;
+  return e;
+}
+
+TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path) {
+  tr_run *run = tr_run_get(reg);
+  char why[400];
+  tr_err e;
+  if (!run || !ctx || !path || !path[0]) return TR_ERR_INVALID;
+  if ((e = tr__run_save_to(reg, ctx, path, why, sizeof why)) != TR_OK) tr__msg(run->tr__p->error, sizeof run->tr__p->error, "tr_run_save: %s", why);
+  return e;
+}
+
+TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
+  tr_run *run = tr_run_get(reg);
+  char *err;
+  size_t cap;
+  FILE *f = NULL;
+  unsigned char t[TR__RUN_TRAILER], *state = NULL;
+  uint64_t size, slen, v[4];
+  hk_state_blob *blobs = NULL;
+  uint32_t n_hooks = 0, i;
+  size_t p;
+  int missing = 0;
+  tr_sched_state lr_state;
+  tr_err e = TR_OK;
+  if (!run || !ctx || !path) return TR_ERR_INVALID;
+  tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
+  err = run->tr__p->error;
+  cap = sizeof run->tr__p->error;
+  err[0] = 0;
+  if (!run->desc.load_model) {
+    tr__msg(err, cap, "tr_run_load: the run has no load_model (tr_run_setup's save_model / load_model)");
+    return TR_ERR_INVALID;
+  }
+#define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
+  if (!(f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
+#ifdef TR__POSIX
+  {
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: '%s' is not a regular file", path);
+  }
+#endif
+  if (fseek(f, 0, SEEK_END) != 0 || (long)(size = (uint64_t)ftell(f)) < 0) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: cannot size '%s'", path);
+  if (size < TR__RUN_TRAILER || fseek(f, (long)(size - TR__RUN_TRAILER), SEEK_SET) != 0 || fread(t, 1, sizeof t, f) != sizeof t ||
+      memcmp(t + 16, "TRRUNEND", 8) != 0)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
+  if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
+  slen = tr__get(t, 8);
+  /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
+  if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
+  if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
+    TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
+  if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is corrupted (the checksum of its state block does not match)", path);
+  for (i = 0; i < 4; i++) v[i] = tr__get(state + 8 + 8 * i, 8);
+  for (i = 0; i < 4; i++)
+    if ((int64_t)v[i] < 0 || v[i] > ((uint64_t)1 << 53))
+      TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' holds a counter out of range (epoch, step, batch, samples: %lld %lld %lld %lld)",
+                  path, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
+  n_hooks = (uint32_t)tr__get(state + 40, 4);
+  if (n_hooks > 4096) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' lists %u callback states (corrupted?)", path, (unsigned)n_hooks);
+  if (n_hooks && !(blobs = (hk_state_blob *)calloc(n_hooks, sizeof *blobs))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  for (p = 44, i = 0; i < n_hooks; i++) { /* each key is NUL-terminated in place: the length field ahead of the next is copied first */
+    uint64_t klen, len;
+    if (p + 4 > slen || (klen = tr__get(state + p, 4)) == 0 || klen > 256 || p + 4 + klen + 8 > slen)
+      TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': callback state %u is malformed", path, (unsigned)i);
+    len = tr__get(state + p + 4 + klen, 8);
+    if (len > slen - (p + 4 + klen + 8)) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': callback state %u is truncated", path, (unsigned)i);
+    if (memchr(state + p + 4, 0, (size_t)klen)) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': a callback name holds a NUL byte", path);
+    blobs[i].key = (const char *)(state + p + 3); /* moved one byte back below, to make room for its NUL */
+    memmove(state + p + 3, state + p + 4, (size_t)klen);
+    state[p + 3 + klen] = 0;
+    blobs[i].data = state + p + 4 + klen + 8;
+    blobs[i].len = (size_t)len;
+    p += 4 + (size_t)klen + 8 + (size_t)len;
+  }
+  if (p != slen) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %llu stray bytes after the callbacks' state", path, (unsigned long long)(slen - p));
+  memset(&lr_state, 0, sizeof lr_state); /* none saved: the schedule's start */
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
+      char why[200];
+      if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &lr_state, why, sizeof why))
+        TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, why);
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
+  if (hk_state_check(reg, blobs, (int)n_hooks, &missing) != HK_OK)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, hk_last_error(reg));
+  for (i = 0; i < n_hooks; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__run_say(run, ctx, "tr_run_load", "'%s' holds state for '%s', which is not registered now (ignored)", path, blobs[i].key);
+  if (missing) tr__run_say(run, ctx, "tr_run_load", "'%s': %s (they keep their current state)", path, hk_last_error(reg));
+  rewind(f);
+  if (run->desc.load_model(run->desc.model_user, f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
+  if (hk_state_load_all(reg, blobs, (int)n_hooks) != HK_OK)
+    TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
+  ctx->epoch = (int64_t)v[0];
+  ctx->global_step = (int64_t)v[1];
+  ctx->batch_idx = (int64_t)v[2];
+  ctx->samples_seen = (int64_t)v[3];
+  run->lr_state = lr_state;
+  run->tr__p->last_step = ctx->global_step;
+  hk_grads_changed(ctx);
+  free(run->tr__p->resume);
+  run->tr__p->resume = tr__strdup(path);
+  run->resume_from = run->tr__p->resume ? run->tr__p->resume : "";
+  ctx->path = path;
+  ctx->hook_failure = NULL;
+  if (HK_FIRE(reg, HK_ON_LOAD_CHECKPOINT, ctx) == HK_FAIL)
+    TR__RUN_BAD(TR_ERR_HOOK, "tr_run_load: %s", ctx->hook_failure ? ctx->hook_failure : "on_load_checkpoint failed");
+#undef TR__RUN_BAD
+done:
+  ctx->path = NULL;
+  if (f) fclose(f);
+  free(state);
+  free(blobs);
+  return e;
+}
+
+/* ---- start, safe points, finish ------------------------------------------------------------------ */
+static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  if (run && run->failed) return;
+  (void)HK_FIRE_FLOW(reg, event, ctx, flow);
+  tr__run_settle(reg, ctx, flow);
+}
+
+TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  hk_flow flow = { 0 };
+  if (!run || !ctx) return TR_ERR_INVALID;
+  q = run->tr__p;
+  if (run->running != HK_STAGE_NONE) {
+    hk_set_error(reg, HK_ERR_INVALID, "tr_run_start: a run is going already (tr_run_finish ends it)");
+    return TR_ERR_INVALID;
+  }
+  run->failed = 0;
+  q->err = TR_OK;
+  q->error[0] = 0;
+  q->sync_only = 0;
+  memset(q->stamp, 0, sizeof q->stamp);
+  q->stop_pending = 0;
+  q->own_loop = 1;
+  q->reg = reg;
+  q->last_step = ctx->global_step;
+  run->running = HK_STAGE_FIT;
+  run->trainer = NULL;
+  ctx->reg = reg;
+  ctx->stage = HK_STAGE_FIT;
+  if (ctx->world_size < 1) ctx->world_size = 1;
+  q->rank = ctx->rank; /* tr_print's */
+  ctx->requests = 0;
+  ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  tr__run_fire(reg, ctx, HK_SETUP, &flow);
+  tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
+  if (!run->failed && resume_from && resume_from[0]) {
+    tr_err e = tr_run_load(reg, ctx, resume_from);
+    if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
+    else tr__run_say_resumed(run, ctx, resume_from);
+    q->last_step = ctx->global_step;
+  }
+  tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
+  tr__run_fire(reg, ctx, HK_ON_TRAIN_START, &flow);
+  if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
+  return run->failed ? q->err : TR_OK;
+}
+
+/* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
+static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  unsigned out = 0, r;
+  if (!run || !ctx) return TR_RUN_STOP;
+  q = run->tr__p;
+  tr__run_settle(reg, ctx, flow);
+  if (q->asave) tr__run_saves_settle(run, ctx, 0); /* a save written in the background: done yet? */
+  if (!epoch_end && !run->failed && ctx->global_step > q->last_step) { /* the batch stepped: a record when due */
+    int64_t n = run->desc.log_every_n_steps ? run->desc.log_every_n_steps : 50;
+    q->last_step = ctx->global_step;
+    if (n > 0 && ctx->global_step % n == 0 && HK_ACTIVE(reg, HK_ON_LOG)) {
+      tr__run_send(run, ctx, "train", flow);
+      tr__run_settle(reg, ctx, flow);
+    }
+  }
+  r = ctx->requests;
+  ctx->requests = 0;
+  if (!run->failed && (r & HK_REQUEST_VALIDATION)) out |= TR_RUN_VALIDATE;
+  if (!run->failed && (r & HK_REQUEST_CHECKPOINT)) {
+    char why[512];
+    int no_default = 0;
+    tr_err e;
+    q->in_request = 1;
+    e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_save_to, reg, why, sizeof why, &no_default);
+    q->in_request = 0;
+    if (no_default) tr__run_say(run, ctx, "tr_run", "a hook requested a checkpoint but tr_run_desc.save_to is not set");
+    if (e) tr_run_fail(reg, e, "%s", why);
+  }
+  if (!run->failed && (r & HK_REQUEST_LOG)) {
+    tr__run_log_line(run, ctx);
+    if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
+  }
+  if (q->signals && hk_stop_requested() > 0)
+    tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)ctx->global_step);
+  if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
+    int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
+    if (epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps) out |= TR_RUN_STOP;
+  }
+  if (q->stop_pending || run->failed) out |= TR_RUN_STOP;
+  return out;
+}
+TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_point(reg, ctx, flow, 0); }
+TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_point(reg, ctx, flow, 1); }
+
+TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  hk_flow flow = { 0 };
+  tr_err e;
+  if (!run || !ctx) return TR_ERR_INVALID;
+  q = run->tr__p;
+  if (run->running == HK_STAGE_NONE) return run->failed ? q->err : TR_OK;
+  if (status != TR_OK) tr_run_fail(reg, status, "the loop ended the run: %s", tr_err_name(status));
+  ctx->stage = HK_STAGE_FIT;
+  if (!run->failed) {
+    tr__run_fire(reg, ctx, HK_ON_TRAIN_END, &flow);
+    if (!run->failed && (ctx->requests & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG))) {
+      ctx->requests &= HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG; /* a validation is not run any more */
+      (void)tr__run_safe_point(reg, ctx, &flow, 1);
+    }
+    tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
+  }
+  tr__run_saves_settle(run, ctx, 1); /* the run ends once its last save is on disk (or has failed it) */
+  q->sync_only = 1;                  /* a save from on_exception or teardown: nothing collects it later */
+  if (run->failed) {
+    ctx->abort_reason = q->error;
+    ctx->hook_failure = NULL;
+    (void)HK_FIRE(reg, HK_ON_EXCEPTION, ctx);
+    if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (on_exception: reported only)", ctx->hook_failure);
+  }
+  ctx->hook_failure = NULL;
+  (void)HK_FIRE(reg, HK_TEARDOWN, ctx);
+  if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (teardown: reported only)", ctx->hook_failure);
+  ctx->hook_failure = NULL;
+  ctx->abort_reason = NULL;
+  if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
+  e = run->failed ? q->err : TR_OK;
+  run->running = HK_STAGE_NONE;
+  q->own_loop = 0;
+  ctx->stage = HK_STAGE_NONE;
+  ctx->requests = 0;
+  return e;
+}
+
+
+/* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
+   The record API, CRC-32C, number formatting, run directories and hparams first; then csv, jsonl,
+   tensorboard (one struct, tr__logger, with a part per format), plot (SVG), the progress bar. */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int fileno(FILE *f);                        /* strict C99 headers hide these */
+extern int gethostname(char *name, size_t len);
+#endif
+
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
+  return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
+}
+static int tr__log_find(const tr_log_record *r, const char *name) {
+  int i;
+  for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
+  return -1;
+}
+/* The length of the UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one: no overlong forms, no
+   surrogates, nothing above U+10FFFF (RFC 3629). */
+static size_t tr__utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0; /* overlong; surrogates */
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0; /* overlong; above U+10FFFF */
+    return 4;
+  }
+  return 0;
+}
+static int tr__utf8_ok(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t k;
+  while (*p) {
+    if ((k = tr__utf8_len(p)) == 0) return 0;
+    p += k;
+  }
+  return 1;
+}
+
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
+  int i;
+  size_t len = name ? strlen(name) : 0;
+  if (!r || len == 0 || !tr__utf8_ok(name)) return TR_ERR_INVALID;
+  if ((i = tr__log_find(r, name)) < 0) {
+    tr_log_metric *m;
+    if (r->n_metrics >= r->tr__cap) { /* the storage grows; entries past n_metrics keep their names' memory */
+      int cap = r->tr__cap ? 2 * r->tr__cap : 32;
+      tr_log_metric *p = (tr_log_metric *)realloc(r->metrics, (size_t)cap * sizeof *p);
+      if (!p) return TR_ERR_NOMEM;
+      memset(p + r->tr__cap, 0, (size_t)(cap - r->tr__cap) * sizeof *p);
+      r->metrics = p;
+      r->tr__cap = cap;
+    }
+    m = &r->metrics[r->n_metrics];
+    if (m->tr__cap < len + 1) {
+      size_t cap = len + 1 < 32 ? 32 : len + 1;
+      char *p = (char *)realloc((void *)m->name, cap);
+      if (!p) return TR_ERR_NOMEM;
+      m->name = p;
+      m->tr__cap = cap;
+    }
+    memcpy((void *)m->name, name, len + 1);
+    i = r->n_metrics++;
+  }
+  r->metrics[i].value = value;
+  return TR_OK;
+}
+TRAIN_API void tr_log_record_free(tr_log_record *r) {
+  int i;
+  if (!r) return;
+  for (i = 0; i < r->tr__cap; i++) free((void *)r->metrics[i].name);
+  free(r->metrics);
+  memset(r, 0, sizeof *r);
+}
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  if (i >= 0 && value) *value = r->metrics[i].value;
+  return i >= 0;
+}
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  tr_log_metric gone;
+  if (i < 0) return 0;
+  gone = r->metrics[i]; /* its name's memory moves behind the last entry, for reuse */
+  memmove(&r->metrics[i], &r->metrics[i + 1], (size_t)(r->n_metrics - i - 1) * sizeof r->metrics[0]);
+  r->metrics[--r->n_metrics] = gone;
+  return 1;
+}
+
+/* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
+static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
+  tr_log_record *r = tr_log_current(ctx);
+  tr_run *run = ctx ? (tr_run *)hk_attached(ctx->reg) : NULL;
+  tr_log_histogram_data *h;
+  size_t len = tag ? strlen(tag) : 0;
+  int k;
+  *e = TR_ERR_INVALID;
+  if (!ctx || len == 0 || len >= TR_LOG_NAME_MAX || !tr__utf8_ok(tag)) return NULL;
+  if (!r && run) r = &run->tr__p->rec; /* waits for the next record */
+  if (!r) return NULL; /* not at on_log, and no run on the registry */
+  for (k = 0; k < r->n_histograms && strcmp(r->histograms[k].tag, tag); k++) {}
+  if (k == TR_LOG_MAX_HISTOGRAMS) { *e = TR_ERR_NOMEM; return NULL; }
+  if (k == r->n_histograms) r->n_histograms++;
+  h = &r->histograms[k];
+  memset(h, 0, sizeof *h);
+  memcpy(h->tag, tag, len + 1);
+  *e = TR_OK;
+  return h;
+}
+
+TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n) {
+  tr_log_histogram_data *h;
+  tr_err e;
+  size_t i;
+  int k;
+  if (!values && n) return TR_ERR_INVALID;
+  if (!(h = tr__hist_slot(ctx, tag, &e))) return e;
+  h->min = HUGE_VAL;
+  h->max = -HUGE_VAL;
+  for (i = 0; i < n; i++) {
+    double v = values[i];
+    if (!hk_is_finitef(values[i])) continue;
+    if (v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    h->num += 1;
+    h->sum += v;
+    h->sum_squares += v * v;
+  }
+  if (h->num == 0) h->min = h->max = 0;
+  h->n_buckets = TR_LOG_HIST_BUCKETS;
+  for (k = 0; k < TR_LOG_HIST_BUCKETS; k++) /* right edges; the first one is >= min (TensorBoard reads it so) */
+    h->limit[k] = h->min + (h->max - h->min) * (double)(k + 1) / TR_LOG_HIST_BUCKETS;
+  h->limit[TR_LOG_HIST_BUCKETS - 1] = h->max;
+  for (i = 0; i < n; i++) {
+    double v = values[i];
+    if (!hk_is_finitef(values[i])) continue;
+    k = h->max > h->min ? (int)((v - h->min) / (h->max - h->min) * TR_LOG_HIST_BUCKETS) : 0;
+    if (k >= TR_LOG_HIST_BUCKETS) k = TR_LOG_HIST_BUCKETS - 1;
+    h->count[k] += 1;
+  }
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares) {
+  tr_log_histogram_data *h;
+  tr_err e;
+  int b, group;
+  if (n_bins < 1 || !edges || !counts) return TR_ERR_INVALID;
+  for (b = 0; b < n_bins; b++)
+    if (!(edges[b] <= edges[b + 1]) || counts[b] < 0) return TR_ERR_INVALID; /* NaN edges too */
+  if (!(h = tr__hist_slot(ctx, tag, &e))) return e;
+  group = (n_bins + TR_LOG_HIST_BUCKETS - 1) / TR_LOG_HIST_BUCKETS; /* bins per bucket */
+  h->min = edges[0];
+  h->max = edges[n_bins];
+  h->sum = sum;
+  h->sum_squares = sum_squares;
+  for (b = 0; b < n_bins; b++) {
+    int k = b / group;
+    h->count[k] += (double)counts[b];
+    h->limit[k] = edges[b + 1];
+    h->num += (double)counts[b];
+    if (k + 1 > h->n_buckets) h->n_buckets = k + 1;
+  }
+  return TR_OK;
+}
+
+TRAIN_API int tr_log_due(const hk_ctx *ctx) {
+  const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
+  int64_t n;
+  if (!run || run->running != HK_STAGE_FIT || !HK_ACTIVE(ctx->reg, HK_ON_LOG)) return 0;
+  n = run->desc.log_every_n_steps ? run->desc.log_every_n_steps : 50;
+  return n > 0 && (ctx->global_step + 1) % n == 0;
+}
+
+TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r) {
+  void *saved;
+  hk_signal s;
+  if (!reg || !ctx || !r) return HK_CONTINUE;
+  saved = ctx->outputs;
+  ctx->outputs = r;
+  s = HK_FIRE(reg, HK_ON_LOG, ctx);
+  ctx->outputs = saved;
+  return s;
+}
+
+/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
+   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
+   record's cost (bench-log). */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
+  static const uint32_t nibble[16] = {
+    0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
+    0x82F63B78u, 0x92A8FC17u, 0xA24BB5A6u, 0xB21572C9u, 0xC38D26C4u, 0xD3D3E1ABu, 0xE330A81Au, 0xF36E6F75u };
+  const unsigned char *p = (const unsigned char *)data;
+  uint32_t crc = 0xFFFFFFFFu;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    crc ^= p[i];
+    crc = (crc >> 4) ^ nibble[crc & 15u];
+    crc = (crc >> 4) ^ nibble[crc & 15u];
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
+  uint32_t c = tr_crc32c(data, n);
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+
+/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
+   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
+   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
+   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
+static void tr__num(char *buf, size_t cap, double v) {
+  char shorter[32];
+  if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
+  if (v != 0 && v > -1e9 && v < 1e9 && v == (double)(long)v) { snprintf(buf, cap, "%ld", (long)v); return; } /* %.15g's text */
+  snprintf(buf, cap, "%.16g", v);
+  if (strtod(buf, NULL) != v) { snprintf(buf, cap, "%.17g", v); return; }
+  snprintf(shorter, sizeof shorter, "%.15g", v);
+  if (strtod(shorter, NULL) == v) snprintf(buf, cap, "%s", shorter);
+}
+
+/* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
+TR__SHARED double tr__wall(void) {
+#ifdef TR__POSIX
+  struct timeval tv;
+  if (gettimeofday(&tv, NULL) == 0) return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+#endif
+  return (double)time(NULL);
+}
+
+/* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
+static int64_t tr__next_version(const char *base) {
+  int64_t next = 0;
+#ifdef TR__POSIX
+  DIR *d = opendir(base);
+  struct dirent *e;
+  if (!d) return 0;
+  while ((e = readdir(d)) != NULL) {
+    const char *p = e->d_name;
+    int64_t v = 0;
+    int digits = 0;
+    if (strncmp(p, "version_", 8)) continue;
+    for (p += 8; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
+    if (digits && !*p && v + 1 > next) next = v + 1;
+  }
+  closedir(d);
+#else
+  (void)base;
+#endif
+  return next;
+}
+
+static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
+  size_t na = strlen(a), nb = strlen(b);
+  char *p = (char *)malloc(na + nb + 2);
+  if (!p) return NULL;
+  if (na) { memcpy(p, a, na); p[na++] = '/'; }
+  memcpy(p + na, b, nb + 1);
+  return p;
+}
+
+/* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
+   A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
+   when that directory exists, made by another run started at the same moment (or left by an earlier
+   one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
+   used as it is (made when missing). */
+static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
+                             char *why, size_t why_len) {
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  tr__run_dir *rd = NULL;
+  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
+  if (version && version[0]) {
+    dir = tr__join(base, version);
+    if (dir && tr__mkdirs(dir)) {
+      snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
+      free(dir);
+      dir = NULL;
+    } else if (!dir) snprintf(why, why_len, "out of memory");
+    free(base);
+    return dir;
+  }
+  for (rd = q ? q->dirs : NULL; rd; rd = rd->next)
+    if (!strcmp(rd->base, base)) break;
+  if (rd) { /* this registry claimed it already */
+    free(base);
+    if (!(dir = tr__strdup(rd->dir))) snprintf(why, why_len, "out of memory");
+    return dir;
+  }
+  if (tr__mkdirs(base)) {
+    snprintf(why, why_len, "cannot create the directory %s: %s", base, strerror(errno));
+    free(base);
+    return NULL;
+  }
+  {
+    int64_t v = tr__next_version(base);
+    int tries;
+    for (tries = 0; tries < 100000; tries++, v++) {
+      char leaf[40];
+      snprintf(leaf, sizeof leaf, "version_%lld", (long long)v);
+      if (!(dir = tr__join(base, leaf))) break;
+#ifdef TR__POSIX
+      if (mkdir(dir, 0777) == 0) break; /* ours */
+      if (errno != EEXIST) {
+        snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
+        free(dir);
+        free(base);
+        return NULL;
+      }
+      free(dir);
+      dir = NULL;
+#else
+      break;
+#endif
+    }
+  }
+  if (!dir) {
+    snprintf(why, why_len, "%s", "out of memory, or no free version_N");
+    free(base);
+    return NULL;
+  }
+  if (q && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
+    rd->base = tr__strdup(base);
+    rd->dir = tr__strdup(dir);
+    if (rd->base && rd->dir) { rd->next = q->dirs; q->dirs = rd; }
+    else { free(rd->base); free(rd->dir); free(rd); }
+  }
+  free(base);
+  return dir;
+}
+
+/* The run's directory is the first one made for it (model_checkpoint's default goes under it). */
+TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
+  if (run && !run->tr__p->dir && dir) run->tr__p->dir = tr__strdup(dir); /* out of memory: ./checkpoints */
+}
+
+TRAIN_API const char *tr_run_dir(hk_registry *reg) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_dir *rd;
+  char why[600], *dir;
+  const char *base_dir, *name, *version;
+  if (!run) return NULL;
+  if (run->tr__p->dir) return run->tr__p->dir; /* a logger opened it already, wherever its save_dir says */
+  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
+  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
+  version = tr__run_str(run, TR__RUN_VERSION, NULL);
+  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
+    hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
+    return NULL;
+  }
+  tr__run_note_dir(run, dir);
+  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
+    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
+  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
+  rd->base = tr__strdup(dir); /* a named version: its own entry */
+  rd->dir = dir;
+  rd->next = run->tr__p->dirs;
+  run->tr__p->dirs = rd;
+  return rd->dir;
+}
+
+/* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
+#define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
+/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
+   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
+/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
+static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
+static int tr__hparam_cmp(const void *a, const void *b) {
+  const tr__hparam *x = (const tr__hparam *)a, *y = (const tr__hparam *)b;
+  int c = strcmp(tr__hparam_key(x), tr__hparam_key(y));
+  return c ? c : x->prio - y->prio;
+}
+TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
+  if (*n >= TR__MAX_HPARAMS) return;
+  h[*n].key = key;
+  h[*n].num = text == NULL;
+  h[*n].prio = 0;
+  if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
+  else tr__num(h[*n].val, sizeof h[*n].val, v);
+  ++*n;
+}
+/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
+   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
+   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
+   Returns the count; -1 out of memory. */
+TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
+  const char *p;
+  int i, j, n = 0;
+  tr__hparam *h;
+  *out = NULL;
+  if (!run) return 0;
+  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
+  *out = h;
+  if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
+  for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
+    size_t len, klen;
+    const char *eq;
+    char *end;
+    while (*p == ' ' || *p == ',') p++;
+    len = strcspn(p, " ,");
+    if (!len) break;
+    eq = (const char *)memchr(p, '=', len);
+    klen = eq ? (size_t)(eq - p) : len;
+    if (klen && klen < sizeof h[n].keybuf) {
+      memcpy(h[n].keybuf, p, klen);
+      h[n].keybuf[klen] = 0;
+      h[n].key = NULL; /* keybuf: pointed at after the sort */
+      snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
+      h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
+      h[n].prio = 1;
+      n++;
+    }
+    p += len;
+  }
+  for (i = 0; i < run->tr__p->n_hp; i++, n++) { /* checked by tr_run_hparam: they fit */
+    const tr__user_hp *u = &run->tr__p->hp[i];
+    snprintf(h[n].keybuf, sizeof h[n].keybuf, "%s", u->key);
+    snprintf(h[n].val, sizeof h[n].val, "%s", u->val);
+    h[n].key = NULL;
+    h[n].num = u->kind;
+    h[n].prio = 2;
+  }
+  qsort(h, (size_t)n, sizeof *h, tr__hparam_cmp);
+  for (i = j = 0; i < n; i++) { /* of equal keys the last (the highest prio) stays */
+    if (i + 1 < n && !strcmp(tr__hparam_key(&h[i]), tr__hparam_key(&h[i + 1]))) continue;
+    if (j != i) h[j] = h[i];
+    j++;
+  }
+  n = j;
+  for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
+  return n;
+}
+
+/* Text into a growing buffer (hk_bytes: out of memory sets failed). */
+static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__putf(hk_bytes *b, const char *fmt, ...) {
+  char tmp[512];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) { b->failed = 1; return; }
+  if ((size_t)n < sizeof tmp) { hk_bytes_put(b, tmp, (size_t)n); return; }
+  {
+    char *big = (char *)malloc((size_t)n + 1);
+    if (!big) { b->failed = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    hk_bytes_put(b, big, (size_t)n);
+    free(big);
+  }
+}
+static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
+
+/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
+   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
+   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
+   covers the rest (spec strings, titles, the stage). */
+static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
+  *k = tr__utf8_len((const unsigned char *)s);
+  if (*k) return s;
+  *k = 3;
+  return "\xEF\xBF\xBD";
+}
+
+/* JSON string, escaped */
+static void tr__json_str(hk_bytes *b, const char *s) {
+  hk_bytes_put(b, "\"", 1);
+  while (*s) {
+    unsigned char c = (unsigned char)*s;
+    size_t k;
+    const char *seq;
+    if (c == '"' || c == '\\') { char e[2] = { '\\', (char)c }; hk_bytes_put(b, e, 2); s++; continue; }
+    if (c < 0x20) { tr__putf(b, "\\u%04x", c); s++; continue; }
+    seq = tr__utf8_next(s, &k);
+    hk_bytes_put(b, seq, k);
+    s += seq == s ? k : 1;
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+TR__SHARED void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
+  while (*s) {
+    size_t k;
+    const char *seq = tr__utf8_next(s, &k);
+    hk_bytes_put(b, seq, k);
+    s += seq == s ? k : 1;
+  }
+}
+TR__SHARED void tr__json_num(hk_bytes *b, double v) {
+  char n[40];
+  if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
+  tr__num(n, sizeof n, v);
+  tr__put_s(b, n);
+}
+/* CSV cell: quoted when it holds a comma, a quote or a line break (a metric name: UTF-8 already) */
+TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
+  hk_bytes_put(b, "\"", 1);
+  for (; *s; s++) {
+    if (*s == '"') hk_bytes_put(b, "\"\"", 2);
+    else hk_bytes_put(b, s, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+/* YAML scalar: quoted unless it is plain safe text */
+TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
+  const char *p;
+  int plain = s[0] != 0;
+  for (p = s; *p && plain; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
+  if (plain) tr__put_s(b, s);
+  else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */

@@ -1,0 +1,2431 @@
+/* train/trainer.h - tr_fit and co: the trainer, a client of the run layer. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_H /* part */
+#define TRAIN_TRAINER_H /* part */
+#include "math.h" /* part */
+#include "battery.h" /* part */
+
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   THE TRAINER
+   tr_init, tr_fit, tr_validate / tr_test / tr_predict, checkpoints (tr_save / tr_load): a complete loop
+   on the run layer, the callbacks and the loggers above (leave it out with TRAIN_NO_TRAINER).
+   ================================================================================================= */
+/* ---- the trainer ---------------------------------------------------------------------------------- */
+typedef struct tr_desc {
+  tr_model model;         /* required */
+  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
+  tr_optim optim;
+  tr_sched sched;
+  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
+  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
+  void *user;             /* handed to hooks as ctx->user */
+  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
+     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
+  int strict_hook_state;
+  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
+     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
+  uint64_t max_checkpoint_bytes;
+  /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
+     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
+  int threads;
+  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
+     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
+     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
+     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
+  double mpi_timeout;
+  /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
+     buffer and returns; a background thread writes the file with the same guarantees and bytes, and
+     on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
+     is written before tr_save returns. */
+  int async_save;
+} tr_desc;
+
+/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
+   builds still catch it). */
+typedef enum tr_nonfinite {
+  TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
+  TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
+  TR_NONFINITE_IGNORE     /* do nothing */
+} tr_nonfinite;
+
+typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
+
+/* One fit. Zero means the default in every field. */
+typedef struct tr_config {
+  const tr_data *train;          /* required */
+  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
+  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
+  int64_t max_steps;             /* optimizer steps; 0 = no limit */
+  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
+  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
+  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
+  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
+  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
+  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
+                                    Skipped when a step validation already ran at the same step. */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1 */
+  double gradient_clip_val;      /* 0 = no clipping */
+  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
+  tr_nonfinite on_nonfinite_loss;/* 0 = fail */
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
+                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
+                                    finishes the current batch, the second stops at once; both end
+                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
+                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
+                                    are back when tr_fit returns, a signal the process ignores stays
+                                    ignored, and inside a loop of yours that installed it too, only
+                                    the signals that come during tr_fit count here. */
+  const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
+                                    where in one line (rank 0, tr_desc.log): "Restored all states from the
+                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
+  int no_resume_message;         /* 1: not that line */
+  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
+                                    warn (hk_request_checkpoint names its own path) */
+  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
+                                    0 = 50 (Lightning's default); negative = no training records */
+} tr_config;
+
+/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
+   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
+typedef struct tr_trainer {
+  hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
+  hk_ctx ctx;              /* what every hook sees */
+  tr_model model;
+  tr_optim optim;          /* with defaults filled in */
+  tr_sched sched;
+  tr_rng rng;              /* yours to draw from; saved in checkpoints */
+  uint64_t seed;
+  int64_t epoch;           /* current (or next) epoch, from 0 */
+  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
+  int64_t epoch_batch;     /* training batches finished in the current epoch */
+  int64_t samples_seen;
+  double lr;               /* current learning rate (also ctx->lr) */
+  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
+  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
+  int64_t eval_batches;    /* batches of the evaluation loop in progress */
+  char error[512];         /* the last error's message ("" if none) */
+  /* private */
+  tr_err tr__err;          /* the first error of the run in progress */
+  FILE *tr__log;
+  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
+  hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
+  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
+  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
+  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
+  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
+  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
+  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
+  int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
+  int tr__grads_zeroed;    /* the current window's zero_grad happened */
+  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
+  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
+  int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
+  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  int64_t tr__total;       /* the cosine schedule's resolved total */
+  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
+  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
+  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
+  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
+  int tr__saving;          /* tr_save is running (a nested one is refused) */
+  int tr__async;           /* tr_desc.async_save */
+  int tr__async_now;       /* this tr_save stages its file for the background writer */
+  int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
+  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
+  int tr__strict_hook_state;
+  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
+  tr_run *tr__run;         /* the run layer of reg: what the batteries read (section THE RUN LAYER) */
+  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
+  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
+  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
+  tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
+  int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
+  int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
+} tr_trainer;
+
+/* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
+   its gradients on the first backward: allocate them in a configure_model hook and pass them here).
+   NULL keeps a buffer as it is. Not during a training step. The layout (n_params, tensors) stays. */
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
+
+/* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
+   state and the tensor views (all allocation happens here, none in the step loop). On error the
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
+   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
+TRAIN_API void   tr_free(tr_trainer *t);
+
+/* Train. Fires setup(fit), configure_model, on_fit_start, the sanity check, on_train_start, the epochs
+   (batches, optimizer hooks, validation), on_train_end, on_fit_end, teardown(fit) - in Lightning's
+   order. Calling tr_fit again continues from the trainer's counters (raise max_epochs/max_steps). */
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg);
+
+/* Evaluation loops (forward only, no gradients). limit_batches: 0 = all. mean_loss may be NULL; it
+   is NaN when no batch was evaluated. The mean also appears as the metric "val/loss" / "test/loss".
+   Data without batches runs no loop events at all (setup, configure_model and teardown still run). */
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+/* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
+
+/* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
+   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
+   training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
+   O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
+   then fires on_checkpoint_saved (ctx->path). path must be a regular file, a symlink (replaced itself,
+   never followed) or nothing: a device, a FIFO or a directory there is refused (TR_ERR_IO), never
+   replaced. Any failure (a full disk, say) returns TR_ERR_IO naming
+   the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
+   Temporary files left by a save that was killed are removed by the next save to the same path
+   (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
+   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded).
+   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
+   trainer then saves right after the current training batch (or epoch end), when every hook of that
+   event has run. tr_save called directly from a hook records the loop as it is at that moment:
+   from on_train_batch_end or later it resumes after that batch; from inside a training batch the
+   resumed run repeats the batch (in an accumulation window a gradient it already added then counts
+   twice).
+   ASYNCHRONOUS SAVES (tr_desc.async_save, or model_checkpoint(async_save=true) for requested ones):
+   during a run, tr_save fires on_save_checkpoint, copies parameters, optimizer state (the gradients
+   inside a window), the data's position and the hooks' state into a staging buffer (allocated at the
+   first such save, reused after) and returns TR_OK; a background thread writes the same bytes with the
+   same guarantees. on_checkpoint_saved fires at the trainer's next safe point (after a training batch,
+   at the next save, or when the run ends) once the file is on disk; a failed write fails the run there
+   (TR_ERR_IO, "tr_save (in the background): ..."), the previous file intact. One save in flight: the
+   next tr_save first waits for it (saves are not coalesced). The run ends (teardown) only after the
+   last one is on disk. Outside a run, and from on_exception or teardown, tr_save writes at once. TRAIN_MPI: rank 0 writes in the
+   background; the other ranks fire on_checkpoint_saved at once. Ctrl-C during a background write is
+   taken by the loop's thread (the writer blocks signals: tr_run_save above).
+   tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
+   reads and verifies the whole file (checksums, every field's range) before changing anything; then
+   restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
+   (the model tier's first), and fires on_load_checkpoint. On any error - a failing
+   on_load_checkpoint hook included - the trainer and the hooks are exactly as before. A checkpoint
+   without the state of a registered stateful hook, or with state no hook loads, warns (the hook keeps
+   its state), or is refused under tr_desc.strict_hook_state. tr_load from a hook during a run is
+   refused and leaves the run alone. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
+
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
+TRAIN_API const char *tr_error(const tr_trainer *t);
+TRAIN_API const char *tr_err_name(tr_err e);
+
+
+/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
+   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
+   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
+   device). bins in 1..4096, lo < hi, both finite. */
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
+   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
+/* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
+   on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
+   at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+static tr_err tr__load_file(tr_trainer *t, const char *path);
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
+static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
+static int tr__set_accumulation(void *trainer, int factor);
+static int tr__val_follows(const void *trainer, int64_t step, int stepped);
+static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
+/* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
+   through these; without TRAIN_CUDA only the first five exist, and tr__dev_init refuses such a model. */
+static tr_err tr__dev_init(tr_trainer *t);
+static void   tr__dev_free(tr_trainer *t);
+static tr_err tr__dev_to_host(tr_trainer *t);
+static void   tr__dev_upload(tr_trainer *t);
+static void   tr__dev_unswap(tr_trainer *t);
+#ifdef TRAIN_CUDA
+static void   tr__dev_zero_grad(tr_trainer *t);
+static void   tr__dev_scale_grads(tr_trainer *t, float k);
+static void   tr__dev_clip(tr_trainer *t, const tr_config *c);
+static void   tr__dev_update(tr_trainer *t, double lr);
+static void   tr__dev_forward_loss(tr_trainer *t, double *loss);
+static double tr__dev_eval_loss(tr_trainer *t, double loss);
+static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+#  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
+#else
+#  define TR__ON_DEVICE(t) 0
+#endif
+/* The MPI strategy (train/mpi.h, at the end): each does nothing in a single process.
+   tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
+   (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed);
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed);
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed);
+static void    tr__dist_check_resumed(tr_trainer *t);
+static void    tr__dist_free(tr_trainer *t);
+static void    tr__dist_agree_at(tr_trainer *t, int site);
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
+static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
+static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
+static int     tr__dist_empty(const tr_trainer *t, int64_t n);
+static void    tr__dist_grads(tr_trainer *t);
+static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
+static void    tr__dist_paths(tr_trainer *t);
+static void    tr__dist_save_file(tr_trainer *t, const char *path);
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
+TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
+
+/* Record an error. The first error of a run wins (later ones are usually its consequences), and
+   the run's loops check t->tr__err after every step that can fail. Returns the recorded code. */
+static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) TR__PRINTF(3, 4);
+static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) {
+  if (t->tr__err == TR_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+    t->tr__err = code;
+  }
+  return t->tr__err;
+}
+
+/* A call that is not allowed right now (tr_fit from a hook, say) is refused without touching the run
+   in progress: its error stays as it is, so a hook that ignores the refusal does not end the run. */
+static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
+  if (t->tr__err == TR_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+  }
+  return TR_ERR_INVALID;
+}
+
+static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one write, "[rank: N] " first with several processes */
+  va_list ap;
+  FILE *f = t->tr__log ? t->tr__log : stderr;
+  char line[1024];
+  size_t n = t->ctx.world_size > 1 ? (size_t)snprintf(line, sizeof line, "[rank: %d] ", t->ctx.rank) : 0;
+  n += (size_t)snprintf(line + n, sizeof line - n, "train.h: warning: ");
+  va_start(ap, fmt);
+  vsnprintf(line + n, sizeof line - n, fmt, ap);
+  va_end(ap);
+  n = strlen(line);
+  if (n + 1 >= sizeof line) n = sizeof line - 2;
+  line[n++] = '\n';
+  line[n] = 0;
+  tr__run_write(t->tr__run, f, line);
+}
+/* The shuffle of epoch e gets its own generator, derived from the seed and e alone, so that an
+   epoch resumed from a checkpoint sees exactly the order it had the first time. */
+static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
+  tr_rng r;
+  tr_rng_seed(&r, seed ^ 0x5DEECE66Dull);
+  r.state = tr_rng_u64(&r) ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull);
+  return r;
+}
+/* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
+static double tr__current_lr(const tr_trainer *t) {
+  tr_sched s = t->sched;
+  s.total = t->tr__total;
+  return tr_sched_lr(&s, t->tr__run ? &t->tr__run->lr_state : NULL, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
+}
+
+static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
+  static const char *const optim[] = { "adamw", "sgd" };
+  const tr_trainer *t = (const tr_trainer *)trainer;
+  int n = 0;
+  (void)cap; /* TR__MAX_HPARAMS: tr__hp stops there */
+  if (!t) return 0;
+  tr__hp(h, &n, "optimizer", optim[t->optim.kind == TR_OPTIM_SGD], 0);
+  tr__hp(h, &n, "lr", NULL, t->optim.lr);
+  tr__hp(h, &n, "weight_decay", NULL, t->optim.weight_decay);
+  if (t->optim.kind == TR_OPTIM_SGD) tr__hp(h, &n, "momentum", NULL, t->optim.momentum);
+  else { tr__hp(h, &n, "beta1", NULL, t->optim.beta1); tr__hp(h, &n, "beta2", NULL, t->optim.beta2); tr__hp(h, &n, "eps", NULL, t->optim.eps); }
+  tr__hp(h, &n, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
+  tr__hp(h, &n, "warmup", NULL, (double)t->sched.warmup);
+  tr__hp(h, &n, "seed", NULL, (double)t->seed);
+  tr__hp(h, &n, "n_params", NULL, (double)t->model.n_params);
+  if (t->tr__cfg) {
+    const tr_config *c = t->tr__cfg;
+    tr__hp(h, &n, "max_epochs", NULL, (double)c->max_epochs);
+    tr__hp(h, &n, "max_steps", NULL, (double)c->max_steps);
+    tr__hp(h, &n, "min_epochs", NULL, (double)c->min_epochs);
+    tr__hp(h, &n, "min_steps", NULL, (double)c->min_steps);
+    tr__hp(h, &n, "limit_train_batches", NULL, (double)c->limit_train_batches);
+    tr__hp(h, &n, "limit_val_batches", NULL, (double)c->limit_val_batches);
+    tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
+    tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
+    tr__hp(h, &n, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
+    tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
+    tr__hp(h, &n, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
+    tr__hp(h, &n, "batch_size", NULL, (double)c->train->batch_size);
+  }
+  return n;
+}
+
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
+  float width;
+  int k;
+  if (!t || !counts) return TR_ERR_INVALID;
+  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
+    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
+                      bins, (double)lo, (double)hi);
+  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
+  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) return tr__dev_histogram(t, lo, hi, bins, counts);
+#endif
+  width = (hi - lo) / (float)bins;
+  for (k = 0; k < t->ctx.n_tensors; k++) {
+    const float *x = t->ctx.grads[k].data;
+    size_t i;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
+  }
+  return TR_OK;
+}
+
+/* ---- setup --------------------------------------------------------------------------------------- */
+
+/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
+   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
+   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
+   every hook and by clipping. */
+static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
+static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
+
+/* Views sorted by offset, for the tiling check. */
+static int tr__by_offset(const void *a, const void *b) {
+  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
+   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
+static tr_err tr__check_tiling(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  size_t end = 0;
+  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
+  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
+  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
+  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
+  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
+  if (i < n || end != t->model.n_params) {
+    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
+                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
+    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
+                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
+  }
+  free(v);
+  return t->tr__err;
+}
+
+/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
+static void tr__point_views(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
+    p->name = g->name = x->name;
+    p->count = g->count = x->count;
+    p->data = t->model.params + x->offset;
+    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
+  }
+  hk_grads_changed(&t->ctx);
+}
+
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
+  if (!t || !t->tr__views) return TR_ERR_INVALID;
+  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
+    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
+                      "current buffer (hand buffers over before training, e.g. in configure_model)");
+  if (params) t->model.params = params;
+  if (grads) t->model.grads = grads;
+  tr__point_views(t);
+  return TR_OK;
+}
+
+static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
+
+TRAIN_API void tr_free(tr_trainer *t) {
+  if (!t) return;
+  tr__dev_free(t);
+  hk_ctx_free(&t->ctx);
+  hk_bytes_free(&t->tr__data_state);
+  if (t->tr__run && t->tr__run->trainer == t) { /* the run stays with a registry of the user's */
+    t->tr__run->trainer = NULL;
+    t->tr__run->tr__p->epoch_done = NULL;
+  }
+  t->tr__run = NULL;
+  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
+  free(t->tr__views);
+  free(t->tr__m);
+  free(t->tr__v);
+  tr__dist_free(t);
+  t->reg = NULL;
+  t->tr__views = NULL;
+  t->tr__m = t->tr__v = NULL;
+  t->tr__own_reg = 0;
+}
+
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
+  const tr_model *m;
+  tr_optim *o;
+  int i, j, n;
+  memset(t, 0, sizeof *t);
+  t->running = HK_STAGE_NONE;
+  t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
+  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
+  t->tr__log = d->log;
+  t->model = d->model;
+  m = &t->model;
+  if (!m->params || m->n_params == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
+                    "come later, through tr_set_buffers)");
+  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
+  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
+  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
+    t->tr__whole.name = "params";
+    t->tr__whole.offset = 0;
+    t->tr__whole.count = m->n_params;
+    t->model.tensors = &t->tr__whole;
+    t->model.n_tensors = 1;
+  }
+  n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
+    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
+      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
+                      x->name, x->offset, x->count, m->n_params);
+    for (j = 0; j < i; j++)
+      if (strcmp(t->model.tensors[j].name, x->name) == 0)
+        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
+  }
+  if (tr__check_tiling(t)) return t->tr__err;
+  if (d->threads < 0 || d->threads > 4096)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
+  t->tr__threads = d->threads ? d->threads : 1;
+  t->tr__gscale = 1.0f;
+
+  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
+  t->optim = d->optim;
+  o = &t->optim;
+  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
+  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
+  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
+  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
+  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
+  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
+
+  t->sched = d->sched;
+  {
+    char why[256];
+    if (tr_sched_check(&t->sched, t->sched.total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_init: %s", why);
+  }
+  t->tr__total = t->sched.total;
+
+  /* Everything the step loop needs is allocated now, once. */
+  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
+  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
+  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
+  }
+  tr__point_views(t);
+  if (d->reg) t->reg = d->reg;
+  else {
+    t->reg = hk_create(NULL);
+    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
+    t->tr__own_reg = 1;
+  }
+  if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
+  t->tr__run->tr__p->hparams = tr__hparams;
+  t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
+  t->tr__run->tr__p->val_follows = tr__val_follows;
+
+  t->seed = d->seed;
+  tr_rng_seed(&t->rng, d->seed);
+  t->tr__strict_hook_state = d->strict_hook_state != 0;
+  t->tr__async = d->async_save != 0;
+  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
+  t->lr = o->lr;
+  t->ctx.trainer = t;
+  t->ctx.user = d->user;
+  t->ctx.params = t->tr__views;
+  t->ctx.grads = t->tr__views + n;
+  t->ctx.n_tensors = n;
+  t->ctx.world_size = 1;
+  t->ctx.lr = t->lr;
+  t->tr__last_loss = NAN; /* no training batch yet */
+  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  }
+  tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
+  if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
+  }
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
+    char why[sizeof t->error];
+    memcpy(why, t->error, sizeof why);
+    tr_free(t);
+    return tr__fail(t, e, "%s", why);
+  }
+  return e;
+}
+
+/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
+   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
+   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
+   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
+   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
+   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
+static int tr__sig_on;       /* this fit installed the helper: its count is ours */
+static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
+static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
+static int tr__sigint_count; /* multi-process: the agreed count */
+
+/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_own(void) {
+  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
+  return n < 0 ? 0 : n > 2 ? 2 : n;
+}
+/* What the loops act on. */
+static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
+
+/* ---- firing events ---------------------------------------------------------------------------------
+   Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
+   nothing is registered; what hooks ask for (skip the step, skip the batch, end the epoch, stop)
+   collects in t->tr__flow, already degraded to what each event honours, for the loops to act on.
+   HK_FAIL becomes the run's error. Once the run has failed nothing fires any more: the abort path
+   fires on_exception and teardown itself. */
+static TR__NOINLINE void tr__settle(tr_trainer *t) {
+  const char *why = t->ctx.hook_failure; /* "hook 'name' failed in on_x: message" */
+  t->ctx.hook_failure = NULL;
+  if (HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) { /* t->tr__err is the one record of a failure */
+    tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
+    hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
+  } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+}
+
+/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
+   Each site keeps only hooks.h's guard inline: the dispatch HK_FIRE_FLOW runs past it is inlined once,
+   in tr__fire_armed, not at the trainer's thirty sites (whose functions then stay small enough to
+   keep tr__fire inline: an empty site costs its guard, not a call). */
+static TR__NOINLINE void tr__fire_armed(tr_trainer *t, int event) {
+  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
+}
+static inline void tr__fire(tr_trainer *t, int event) {
+  if (t->tr__err) return;
+  if (HK_ACTIVE(t->reg, event)) tr__fire_armed(t, event);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+}
+
+/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  if (t->tr__run && t->tr__run->tr__p->asave) tr__asave_settle(t->tr__run->tr__p->asave, &t->ctx, wait);
+}
+
+/* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
+   error); the optimizer's stop at HK_SKIP_STEP too. */
+static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
+static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
+
+/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
+   teardown, which always runs. Lightning skips teardown on errors; we do not. */
+static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
+  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sig_base = hk_stop_requested();
+  t->ctx.abort_reason = t->error;
+  t->ctx.hook_failure = NULL;
+  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
+  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
+  t->ctx.stage = stage;
+  t->tr__run->failed = 1; /* teardown's hooks see it (tensorboard's session status) */
+  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
+  tr__settle(t);
+  t->ctx.abort_reason = NULL;
+  return t->tr__err;
+}
+
+/* ---- log records and requests: the run layer's (section THE RUN LAYER), shared with any loop ---- */
+static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
+  if (t->tr__err) return;
+  tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+}
+static void tr__log_line(tr_trainer *t) { tr__run_log_line(t->tr__run, &t->ctx); }
+
+/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
+static void tr__log_requested(tr_trainer *t) {
+  tr__log_line(t);
+  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
+}
+
+/* ---- the work of a step -------------------------------------------------------------------------
+   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
+   reads as a straight list. */
+
+/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
+static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
+  void *batch = NULL;
+  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
+  if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
+  t->ctx.batch_idx = b;
+  t->ctx.batch = batch;
+  t->ctx.outputs = NULL;
+  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
+  return batch;
+}
+
+/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
+   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
+static void tr__forward(tr_trainer *t, void *batch) {
+  const tr_config *c = t->tr__cfg;
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.forward(t->model.user, batch, 1, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
+#endif
+  t->ctx.loss = t->tr__last_loss = loss;
+  if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
+  if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
+    tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
+             (long long)t->epoch, (long long)t->epoch_batch, (long long)t->global_step);
+    return;
+  }
+  tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)t->epoch_batch);
+  hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
+}
+
+/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
+   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
+static void tr__zero_grad(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
+#endif
+  tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
+  hk_grads_changed(&t->ctx);
+  t->tr__grads_zeroed = 1;
+}
+
+static void tr__backward(tr_trainer *t, void *batch) {
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.backward(t->model.user, batch);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+  hk_grads_changed(&t->ctx);
+  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
+}
+
+/* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
+   gets no step. */
+static void tr__average_window(tr_trainer *t) {
+  if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
+#endif
+  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
+  hk_grads_changed(&t->ctx);
+}
+
+/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
+   view, in view order: hk_grad_norm's bits). */
+static double tr__grad_norm(tr_trainer *t) {
+  double sum = 0;
+  int k;
+  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+  return sqrt(sum);
+}
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
+
+/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
+   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
+   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
+   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
+static void tr__clip_gradients(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
+#endif
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
+    if (coef >= 1.0) return;
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
+      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
+      t->tr__gscale = (float)coef;
+  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
+    float hi = (float)c->gradient_clip_val;
+    double sum = 0;
+    int k;
+    for (k = 0; k < t->ctx.n_tensors; k++)
+      sum += tr_clamp_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, -hi, hi, t->tr__threads);
+    hk_grad_norm_set(&t->ctx, sqrt(sum));
+  }
+}
+
+/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
+   scalars in double, then one float pass (the section "PER-STEP MATH"). */
+static void tr__update(tr_trainer *t, double lr) {
+  const tr_optim *o = &t->optim;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
+#endif
+  if (o->kind == TR_OPTIM_ADAMW) {
+    tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
+    c.gscale = t->tr__gscale;
+    tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
+  } else {
+    tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
+    c.gscale = t->tr__gscale;
+    tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  t->tr__gscale = 1.0f;
+}
+
+/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
+static void tr__optimizer_step(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+  t->lr = t->ctx.lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  tr__update(t, t->lr);
+  t->ctx.global_step = ++t->global_step;
+}
+
+/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
+static void tr__end_window(tr_trainer *t) {
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+}
+
+/* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
+
+typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
+static const tr__loop_events tr__val_events = {
+  HK_ON_VALIDATION_START, HK_ON_VALIDATION_EPOCH_START, HK_ON_VALIDATION_BATCH_START,
+  HK_ON_VALIDATION_BATCH_END, HK_ON_VALIDATION_EPOCH_END, HK_ON_VALIDATION_END };
+static const tr__loop_events tr__test_events = {
+  HK_ON_TEST_START, HK_ON_TEST_EPOCH_START, HK_ON_TEST_BATCH_START,
+  HK_ON_TEST_BATCH_END, HK_ON_TEST_EPOCH_END, HK_ON_TEST_END };
+static const tr__loop_events tr__predict_events = {
+  HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
+  HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
+
+/* What one evaluation loop runs: its events, its data, and where its mean loss goes. */
+typedef struct tr__eval {
+  const tr__loop_events *ev;
+  const tr_data *data;
+  int64_t limit;        /* batches; 0 = all */
+  int predict;          /* model.predict instead of forward; no loss */
+  const char *metric;   /* the mean loss's metric name, or NULL */
+  const char *what;     /* for messages */
+  double *mean;         /* where the mean loss goes, or NULL */
+} tr__eval;
+
+/* Number of batches to run: the data's count (this rank's share of it), capped by limit (> 0). */
+static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
+  int64_t n = t->tr__err ? 0 : data->count(data->user);
+  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); n = 0; }
+  n = tr__dist_shard(t, data, n, !strcmp(what, "train"), what);
+  return (limit > 0 && limit < n) ? limit : n;
+}
+
+/* One evaluation batch: forward (its loss joins the mean) or predict (ctx->outputs). */
+static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, double *sum, int64_t *counted) {
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  if (e->predict) {
+    rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
+    if (rc) tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)t->ctx.batch_idx);
+    return;
+  }
+  rc = t->model.forward(t->model.user, batch, 0, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
+#endif
+  t->ctx.loss = loss;
+  *sum += loss;
+  ++*counted;
+}
+
+/* start, epoch_start, every batch, epoch_end, end; nothing at all when the data has no batches. The
+   mean loss goes into the metric before epoch_end. HK_STOP_EPOCH and HK_SKIP_BATCH mean this loop's
+   epoch and batches: the loop keeps its own (`own`) and gives the training loop's back afterwards.
+   HK_STOP ends a standalone run like HK_STOP_EPOCH; inside fit it only asks training to stop (the
+   validation finishes), so it stays in the flow for the fit, next to a held stop or a skipped step
+   (which a checkpoint written during the validation records). */
+static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
+  int in_fit = t->running == HK_STAGE_FIT;
+  unsigned own = HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH) | (in_fit ? 0 : HK_SIGNAL_BIT(HK_STOP));
+  unsigned ends = in_fit ? HK_SIGNAL_BIT(HK_STOP_EPOCH) : HK_FLOW_STOP_EPOCH;
+  unsigned outer = t->tr__flow.signals;
+  int64_t b, n, counted = 0;
+  double sum = 0, mean = NAN;
+  int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
+  double saved_loss = t->ctx.loss;
+  void *saved_batch = t->ctx.batch;
+
+  if (e->mean) *e->mean = NAN;
+  n = tr__n_batches(t, e->data, e->limit, e->what);
+  if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
+  t->eval_batches = t->tr__run->eval_batches = n;
+  hk_flow_clear(&t->tr__flow, own);
+  if (e->data->reset && e->data->reset(e->data->user))
+    tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
+  tr__fire(t, e->ev->start);
+  tr__fire(t, e->ev->epoch_start);
+  for (b = 0; b < n && !tr__skips(t, ends); b++) {
+    void *batch = tr__fetch(t, e->data, b, e->what);
+    tr__fire(t, e->ev->batch_start);
+    tr__eval_forward(t, e, batch, &sum, &counted);
+    tr__fire(t, e->ev->batch_end);
+    hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  t->ctx.outputs = NULL;
+  tr__dist_mean(t, &sum, &counted); /* every rank's batches: the global mean */
+  if (!e->predict) {
+    mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
+    t->ctx.loss = mean;
+    if (e->metric && !t->tr__err && hk_metric_set(&t->ctx, e->metric, mean) != HK_OK)
+      tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", e->metric);
+  }
+  if (e->mean) *e->mean = mean;
+  tr__fire(t, e->ev->epoch_end);
+  if (!e->predict && t->ctx.stage != HK_STAGE_SANITY_CHECK && HK_ACTIVE(t->reg, HK_ON_LOG))
+    tr__log_record(t, e->ev == &tr__test_events ? "test" : "val");
+  tr__fire(t, e->ev->end);
+  tr__dist_agree(t);
+  t->ctx.batch_idx = saved_idx;
+  t->ctx.batch = saved_batch;
+  if (in_fit) t->ctx.loss = saved_loss;
+  t->tr__flow.signals = (t->tr__flow.signals & ~own) | (outer & own);
+  return t->tr__err;
+}
+
+/* ---- runs -------------------------------------------------------------------------------------------
+   fit, validate, test and predict start and end the same way: refuse to start inside another run,
+   setup(stage), configure_model, the body, then teardown; on failure on_exception, then teardown. */
+
+static tr_err tr__idle(tr_trainer *t, const char *fn) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "%s called during a %s run (from a hook?); call it when the run has returned", fn, hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+/* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
+   NULL outside a fit). Set at every run: the trainer's registry may be shared. */
+/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
+   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static void tr__rolled_back(void *trainer);
+static void tr__state_regions(tr_trainer *t) {
+  tr__run_priv *q = t->tr__run->tr__p;
+  int n = 0;
+  size_t bytes = t->model.n_params * sizeof(float);
+  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__n_buf >= 1) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
+  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
+  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
+  q->state = t->tr__state;
+  q->n_state = n;
+  q->rolled_back = tr__rolled_back;
+  q->save_failed = tr__save_failed;
+}
+
+static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run *run = t->tr__run;
+  tr_run_desc *d = &run->desc;
+  run->trainer = t;
+  run->running = stage;
+  run->failed = 0;
+  run->tr__p->epoch_done = &t->tr__epoch_done;
+  run->tr__p->reg = t->reg;
+  run->tr__p->rank = t->ctx.rank;
+  d->log = t->tr__log;
+  d->epochs = TR_YES;
+  d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d->momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d->weight_decay = t->optim.weight_decay;
+  d->lr_per_epoch = t->sched.per_epoch;
+  memset(run->tr__p->stamp, 0, sizeof run->tr__p->stamp);
+  if (!c) return;
+  d->max_steps = c->max_steps;
+  d->max_epochs = c->max_epochs;
+  d->min_steps = c->min_steps;
+  d->min_epochs = c->min_epochs;
+  d->log_every_n_steps = c->log_every_n_steps;
+  d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+  /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+     (or not at all), else at the validation's end */
+  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+  run->resume_from = c->resume_from ? c->resume_from : "";
+  d->no_resume_message = c->no_resume_message;
+  run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
+  tr__state_regions(t);
+}
+
+static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
+  hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
+  tr_err e;
+  tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
+  t->tr__run->tr__p->sync_only = 0;
+  t->running = stage;
+  t->ctx.stage = stage;
+  t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
+  if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
+  tr__fire(t, HK_SETUP);
+  tr__fire(t, HK_CONFIGURE_MODEL);
+  tr__dist_agree(t);
+  if (!t->tr__err) body(t, arg);
+  tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
+  t->tr__run->tr__p->sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
+  tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
+  if (t->tr__err) e = tr__abort(t, stage);
+  else {
+    t->ctx.stage = stage;
+    tr__fire(t, HK_TEARDOWN);
+    e = TR_OK; /* teardown honours no signal */
+    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
+  }
+  t->running = HK_STAGE_NONE;
+  t->tr__run->running = HK_STAGE_NONE;
+  t->tr__run->resume_from = "";
+  t->ctx.stage = HK_STAGE_NONE;
+  t->ctx.batch = NULL;
+  t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
+  t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
+  return e;
+}
+
+static void tr__eval_body(tr_trainer *t, const void *arg) {
+  tr__eval_loop(t, (const tr__eval *)arg);
+  if (!t->tr__err && (t->ctx.requests & HK_REQUEST_LOG)) tr__log_line(t);
+}
+
+static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  tr_err err = TR_OK;
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, fn)) return TR_ERR_INVALID;
+  if (!e->data || !e->data->count || !e->data->get == !e->data->next)
+    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
+  return tr__run(t, stage, tr__eval_body, e);
+}
+
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  tr__eval e = { &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss };
+  return tr__eval_run(t, HK_STAGE_VALIDATE, &e, "tr_validate");
+}
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  tr__eval e = { &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss };
+  return tr__eval_run(t, HK_STAGE_TEST, &e, "tr_test");
+}
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
+  tr__eval e = { &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL };
+  return tr__eval_run(t, HK_STAGE_PREDICT, &e, "tr_predict");
+}
+
+/* ---- the training loop ------------------------------------------------------------------------------- */
+
+static int tr__can_stop(const tr_trainer *t) {
+  return t->epoch >= t->tr__cfg->min_epochs && t->global_step >= t->tr__cfg->min_steps;
+}
+/* A graceful stop (HK_STOP) takes effect once min_epochs and min_steps are reached; until then it is held. */
+static int tr__stopping(const tr_trainer *t) {
+  return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
+}
+
+
+static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
+/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
+   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
+   due now on that validation's value.) */
+static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
+  const tr_trainer *t = (const tr_trainer *)trainer;
+  const tr_config *c = t->tr__cfg;
+  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
+  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
+  if (!t) return TR_ERR_INVALID;
+  if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
+  if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
+  t->tr__accum = factor;
+  return TR_OK;
+}
+
+/* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
+   validation resumes after it instead of repeating it. */
+static void tr__fit_validate(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  tr__eval e = { &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL };
+  if (t->tr__err) return;
+  t->tr__val_at = t->epoch_batch;
+  tr__eval_loop(t, &e);
+}
+
+/* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
+   hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
+   for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->error);
+  return e;
+}
+/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
+static void tr__rolled_back(void *trainer) {
+  tr_trainer *t = (tr_trainer *)trainer;
+  t->ctx.global_step = t->global_step;
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f;
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+  hk_grads_changed(&t->ctx);
+}
+
+static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
+  char why[sizeof t->error];
+  int no_default = 0;
+  tr_err e;
+  tr__dist_paths(t); /* rank 0's paths, on every rank */
+  t->tr__in_request = 1;
+  e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
+  t->tr__in_request = 0;
+  if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
+  if (e) tr__fail(t, e, "%s", why);
+}
+
+/* A safe point (after a training batch or an epoch): honour what hooks requested. */
+static void tr__honour_requests(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  unsigned r = t->ctx.requests;
+  if (t->tr__run->tr__p->asave) tr__saves_settle(t, 0); /* a save written in the background: done yet? */
+  if (t->tr__err) return;
+  t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
+  if (r & HK_REQUEST_VALIDATION) {
+    if (c->val) tr__fit_validate(t);
+    else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
+  }
+  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
+}
+
+/* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
+   a validation is not run any more. */
+static void tr__honour_final_requests(tr_trainer *t) {
+  unsigned r = t->ctx.requests;
+  if (t->tr__err) return;
+  t->ctx.requests = 0;
+  if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
+  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
+}
+
+/* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
+   hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
+   lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
+static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
+  const tr_config *c = t->tr__cfg;
+  int64_t steps_before = t->global_step;
+  int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
+  void *batch;
+
+  t->lr = t->ctx.lr = tr__current_lr(t);
+  if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
+    t->tr__win_open = 1;
+    t->tr__win_batch = t->epoch_batch;
+    t->tr__win_samples = t->samples_seen;
+  }
+  batch = tr__fetch(t, c->train, t->epoch_batch, "train");
+  tr__fire(t, HK_ON_TRAIN_BATCH_START);
+  tr__forward(t, batch);
+  if (!t->tr__grads_zeroed) {              /* the window's first micro-batch that gets this far */
+    tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_ZERO_GRAD);
+    tr__zero_grad(t);
+  }
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_BACKWARD);
+  tr__backward(t, batch);
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
+  t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
+  if (window_ends) {                       /* the last micro-batch of the window steps */
+    tr__dist_grads(t);                     /* every rank's gradients summed (TRAIN_MPI) */
+    tr__average_window(t);
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
+    if (c->gradient_clip_val > 0) {
+      tr__clip_gradients(t);
+      tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
+    }
+    tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
+    tr__optimizer_step(t);
+    if (t->global_step > steps_before || !t->tr__err) t->tr__win_open = 0; /* stepped, or ended without a step */
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
+    tr__end_window(t);
+  }
+  t->epoch_batch++;
+  t->tr__epoch_done = t->epoch_batch >= n_batches;
+  t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
+  t->ctx.samples_seen = t->samples_seen;
+  tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
+  tr__dist_agree(t);
+  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
+      t->global_step % c->log_every_n_steps == 0)
+    tr__log_record(t, "train");
+
+  if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
+    tr__fit_validate(t);
+  tr__honour_requests(t);
+}
+
+/* The epoch is over: move the counters to the next one. */
+static void tr__finish_epoch(tr_trainer *t) {
+  t->epoch++;
+  t->epoch_batch = 0;
+  t->tr__val_at = -1;
+  t->tr__epoch_ended = 0;
+  t->tr__epoch_done = 0;
+  tr__end_window(t); /* a window cut short by a stop is dropped */
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
+  t->ctx.epoch = t->epoch;
+}
+
+/* Start epoch t->epoch, or continue it mid-way after a resume: the shuffle is rebuilt from the seed
+   either way; an iterator is rewound only at a real start (a resumed one was handed its position). */
+static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
+  int resuming = t->epoch_batch > 0;
+  t->ctx.epoch = t->epoch;
+  t->ctx.batch_idx = t->epoch_batch;
+  if (d->shuffle) {
+    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
+    d->shuffle(d->user, &r);
+  }
+  if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
+  if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
+  t->lr = t->ctx.lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_START);
+}
+
+/* The plateau's check at a complete epoch's end, after its validation and before on_train_epoch_end
+   (so that a checkpoint written there holds it). The lr it sets applies from the next batch on. */
+static void tr__plateau_check(tr_trainer *t) {
+  double v = 0, sum;
+  int64_t have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0; /* a lazy one is computed now (hooks.h) */
+  sum = have ? v : 0;
+  /* TRAIN_MPI: every rank decides on the ranks' mean (val/loss is the same on each already; a rank's own
+     train/loss is not), so the lr stays the same everywhere; one process: the value itself */
+  tr__dist_mean(t, &sum, &have);
+  if (t->tr__err) return;
+  if (have < (t->tr__dist ? (int64_t)t->ctx.world_size : 1)) {
+    tr__fail(t, TR_ERR_INVALID, "the plateau schedule monitors '%s', which is not set at the end of epoch %lld (no "
+             "validation data? monitor a metric a hook sets, e.g. train/loss)", t->sched.monitor, (long long)t->epoch);
+    return;
+  }
+  if (t->tr__dist) v = sum / (double)have;
+  (void)tr_plateau_step(&t->sched, &t->tr__run->lr_state, t->optim.lr, v);
+}
+
+/* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
+   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
+static void tr__train_epoch(tr_trainer *t, int64_t n) {
+  const tr_config *c = t->tr__cfg;
+  int complete;
+  t->train_batches = t->tr__run->train_batches = n;
+  tr__start_epoch(t, c->train);
+  tr__dist_agree(t);
+  while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
+    tr__train_batch(t, n);
+    if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
+  }
+  if (t->tr__err) return;
+  complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  t->tr__epoch_done = complete;
+  if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
+      t->tr__val_at != t->epoch_batch)
+    tr__fit_validate(t);
+  if (complete && !t->tr__err && t->sched.kind == TR_SCHED_PLATEAU) tr__plateau_check(t);
+  t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_END);
+  tr__dist_agree(t);
+  if (complete && !t->tr__err) tr__finish_epoch(t);
+  tr__honour_requests(t);
+}
+
+static int tr__fit_done(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  return t->tr__err || (c->max_steps > 0 && t->global_step >= c->max_steps) ||
+         (c->max_epochs > 0 && t->epoch >= c->max_epochs) || tr__stopping(t);
+}
+
+/* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
+static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
+  *c = *in;
+  if (!c->train || !c->train->count || !c->train->get == !c->train->next)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count, and get or next (one of them)");
+  if (c->val && (!c->val->count || !c->val->get == !c->val->next))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count, and get or next (one of them)");
+  if (!c->train->save_state != !c->train->load_state)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
+  if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
+      c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps and "
+                    "accumulate_grad_batches must be >= 0");
+  if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
+      (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
+  if (c->on_nonfinite_loss < TR_NONFINITE_FAIL || c->on_nonfinite_loss > TR_NONFINITE_IGNORE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: on_nonfinite_loss is not a tr_nonfinite value");
+  if (c->max_epochs == 0 && c->max_steps == 0) c->max_epochs = 1000;
+  if (c->limit_val_batches < 0) c->val = NULL;
+  if (c->num_sanity_val_steps == 0) c->num_sanity_val_steps = 2;
+  if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
+  if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
+  if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
+  if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
+  t->tr__total = t->sched.total;
+  if (t->tr__total == 0 && (t->sched.kind == TR_SCHED_COSINE || t->sched.kind == TR_SCHED_LINEAR ||
+                            t->sched.kind == TR_SCHED_WSD || t->sched.kind == TR_SCHED_ONECYCLE))
+    t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
+  {
+    char why[256];
+    tr_sched s = t->sched;
+    if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
+        t->tr__total == 0)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
+                      "greater than sched.warmup", tr_sched_kind_name(s.kind));
+    if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+  }
+  return TR_OK;
+}
+
+/* Everything the model must have handed over by the first step, and the training data's position. */
+static void tr__ready_to_train(tr_trainer *t) {
+  const tr_data *d = t->tr__cfg->train;
+  if (t->tr__err) return;
+  if (!t->model.grads) {
+    tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
+             "(for example in a configure_model hook) before training starts");
+    return;
+  }
+  if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
+    hk_reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.data = t->tr__data_state.data;
+    rd.len = t->tr__data_state.len;
+    if (d->load_state(d->user, &rd)) {
+      rd.why[sizeof rd.why - 1] = 0;
+      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
+               rd.why[0] ? ": " : "", rd.why);
+    }
+  }
+}
+
+/* The sanity check: a few validation batches before training, to find bugs in validation early. */
+static void tr__sanity_check(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t limit = c->num_sanity_val_steps;
+  tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
+  uint64_t before, during;
+  if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
+  if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
+  e.limit = limit;
+  t->ctx.stage = HK_STAGE_SANITY_CHECK;
+  before = hk_metric_stamp(&t->ctx, NULL);
+  tr__fire(t, HK_ON_SANITY_CHECK_START);
+  tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
+  during = hk_metric_stamp(&t->ctx, NULL);
+  tr__fire(t, HK_ON_SANITY_CHECK_END);
+  /* As Lightning resets its metrics after the sanity check: nothing ranks or stops on its val/loss.
+     What hooks publish at on_sanity_check_end (the timer's time/sanity_check) stays. */
+  hk_metric_forget_between(&t->ctx, before, during);
+  t->ctx.stage = HK_STAGE_FIT;
+}
+
+/* The body of tr_fit, after setup and configure_model, in the order of Lightning's Trainer.fit. */
+static void tr__fit_body(tr_trainer *t, const void *arg) {
+  const tr_config *c = t->tr__cfg;
+  int64_t n;
+  (void)arg;
+  if (c->resume_from) { /* a failure skips what follows */
+    tr__load_file(t, c->resume_from);
+    if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+  }
+  tr__ready_to_train(t);
+  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
+  tr__fire(t, HK_ON_FIT_START);
+  tr__dist_agree(t);
+  tr__sanity_check(t);
+  tr__fire(t, HK_ON_TRAIN_START);
+  tr__dist_agree(t);
+  if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
+  while (!tr__fit_done(t)) {
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
+    if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
+      if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
+      break;
+    }
+    tr__train_epoch(t, n);
+  }
+  tr__fire(t, HK_ON_TRAIN_END);
+  tr__dist_agree(t);
+  tr__honour_final_requests(t);
+  tr__fire(t, HK_ON_FIT_END);
+}
+
+/* Where the training iterator stands when a fit ends: what tr_save writes and the next fit restores. */
+static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
+  hk_bytes b;
+  if (!d->save_state) return;
+  memset(&b, 0, sizeof b);
+  if (d->save_state(d->user, &b) || b.failed) {
+    hk_bytes_free(&b);
+    tr__warn(t, "train data: save_state() failed when the fit ended; the next checkpoint holds the previous position");
+    return;
+  }
+  hk_bytes_free(&t->tr__data_state);
+  t->tr__data_state = b;
+}
+
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
+  tr_config c;
+  tr_err e;
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
+  e = tr__resolve(t, cfg, &c);
+  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
+  t->tr__cfg = &c;
+  t->tr__accum = c.accumulate_grad_batches;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->lr = t->ctx.lr = tr__current_lr(t);
+  tr__sigint_count = 0;
+  tr__sig_deferred = t->tr__dist != NULL;
+  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
+
+  e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
+
+  if (tr__sig_on) hk_stop_signals_restore();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
+  tr__keep_data_state(t, c.train);
+  t->tr__restarting = 0;
+  t->tr__cfg = NULL;
+  return e;
+}
+
+/* ---- checkpoints --------------------------------------------------------------------------------------
+   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
+
+     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
+              load) | u32 flags (0)
+     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
+              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
+
+   The sections, in this order:
+     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
+           n_tensors x (u32 name length | name | u64 offset | u64 count)
+     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
+           i64 val_at | i64 accum_pos | i64 accum_n |
+           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
+     PARM  n_params x f32: the parameters
+     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
+     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
+     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
+     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
+     END   empty; nothing may follow it
+   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
+   is needed for any change to this layout. */
+
+#define TR__MAGIC "TRAINCKP"
+#define TR__VERSION 2u
+#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TR__META TR__TAG('M', 'E', 'T', 'A')
+#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
+#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
+#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
+#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
+#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
+#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
+#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state (optional: only when not at its start) */
+#define TR__END  TR__TAG('E', 'N', 'D', '!')
+#define TR__LOOP_SIZE (9 * 8 + 4)
+#define TR__MAX_KEY 4096
+enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
+
+/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
+   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
+  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
+  int i;
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
+}
+
+static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+  return h;
+}
+#define TR__FNV_START 0xcbf29ce484222325ull
+
+
+/* -- writing: a buffered writer that checksums what it writes -- */
+typedef struct tr__writer {
+  unsigned char *buf;
+  size_t pos, cap;
+  uint64_t hash;     /* running checksum of the current section */
+  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
+  tr__afile *af;     /* the temporary file it writes */
+  int failed;        /* 0, or the errno of the first failure */
+} tr__writer;
+
+/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
+   wait for room that a failed write will not make (it used to spin here on a full disk). */
+static void tr__w_flush(tr__writer *w) {
+  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
+  w->pos = 0;
+}
+
+static void tr__w_put(tr__writer *w, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  w->hash = tr__fnv(w->hash, p, n);
+  w->left -= n;
+  while (n > 0 && !w->failed) {
+    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
+    memcpy(w->buf + w->pos, p, k);
+    w->pos += k;
+    p += k;
+    n -= k;
+    if (w->pos == w->cap) tr__w_flush(w);
+  }
+}
+static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
+static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
+static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
+  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
+  size_t i, k;
+  for (i = 0; i < n; i += k) {
+    const uint32_t one = 1;
+    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
+    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
+    else {
+      size_t j;
+      for (j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, &x[i + j], 4);
+        tr__le(block + 4 * j, u, 4);
+      }
+    }
+    tr__w_put(w, block, 4 * k);
+  }
+}
+static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
+  w->hash = TR__FNV_START;
+  w->left = 12;
+  tr__w_u32(w, tag);
+  tr__w_u64(w, size);
+  w->left = size;
+}
+static void tr__w_end(tr__writer *w) {
+  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
+  w->left = 8;
+  tr__w_u64(w, w->hash);
+}
+
+/* The training iterator's position to store: asked of the data during a fit, else the one kept from
+   the last fit's end (or from the checkpoint loaded last). */
+static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
+  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
+  if (!d || !d->save_state) return &t->tr__data_state;
+  if (d->save_state(d->user, live) || live->failed) {
+    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
+    return NULL;
+  }
+  return live;
+}
+
+/* Everything a checkpoint holds, taken at one moment: tr__write_all writes the file from it alone, so
+   the background writer can too (its arrays then point into the staging buffer). */
+typedef struct tr__snap {
+  uint64_t n;                          /* parameters */
+  uint32_t optim, n_buf, flags;
+  int n_tensors;
+  const tr_tensor *tensors;            /* the model's views (fixed while the trainer lives) */
+  uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
+                                          accum_pos, accum_n: the LOOP section */
+  const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
+  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__run_state_sink's layout) */
+  size_t data_len, hooks_len;
+  int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
+  unsigned char lrst[TR__LR_STATE_SIZE];
+} tr__snap;
+
+/* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
+   hooks and data. TR_OK, or the run's error (a failed save_state). */
+static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
+  const hk_bytes *data = tr__data_position(t, live);
+  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
+  int in_window = t->tr__accum_pos > 0;
+  memset(s, 0, sizeof *s);
+  s->n = t->model.n_params;
+  s->optim = (uint32_t)t->optim.kind;
+  s->n_buf = (uint32_t)t->tr__n_buf;
+  s->flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
+             (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+             (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  s->n_tensors = t->model.n_tensors;
+  s->tensors = t->model.tensors;
+  s->loop[0] = t->seed;
+  s->loop[1] = t->rng.state;
+  s->loop[2] = (uint64_t)t->epoch;
+  s->loop[3] = (uint64_t)t->global_step;
+  s->loop[4] = (uint64_t)t->epoch_batch;
+  s->loop[5] = (uint64_t)t->samples_seen;
+  s->loop[6] = (uint64_t)t->tr__val_at;
+  s->loop[7] = (uint64_t)t->tr__accum_pos;
+  s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
+  s->params = t->model.params;
+  s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
+  s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
+  if (data && data->len) { s->data = data->data; s->data_len = data->len; }
+  if ((s->has_lrst = tr__lr_state_any(&t->tr__run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->tr__run->lr_state);
+  if (!data) return t->tr__err;
+  if (hk_state_save(t->reg, tr__run_state_sink, hooks) != HK_OK)
+    return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  s->hooks = hooks->data;
+  s->hooks_len = hooks->len;
+  return TR_OK;
+}
+
+static void tr__write_all(tr__writer *w, const tr__snap *s) {
+  size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
+  int i;
+  unsigned char header[16];
+  memcpy(header, TR__MAGIC, 8);
+  tr__le(header + 8, TR__VERSION, 4);
+  tr__le(header + 12, 0, 4);
+  w->left = 16;
+  tr__w_put(w, header, 16);
+
+  for (i = 0; i < s->n_tensors; i++) meta += 4 + strlen(s->tensors[i].name) + 16;
+  tr__w_begin(w, TR__META, meta);
+  tr__w_u64(w, n);
+  tr__w_u32(w, s->optim);
+  tr__w_u32(w, s->n_buf);
+  tr__w_u32(w, (uint32_t)s->n_tensors);
+  for (i = 0; i < s->n_tensors; i++) {
+    const tr_tensor *x = &s->tensors[i];
+    size_t len = strlen(x->name);
+    tr__w_u32(w, (uint32_t)len);
+    tr__w_put(w, x->name, len);
+    tr__w_u64(w, x->offset);
+    tr__w_u64(w, x->count);
+  }
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
+  for (i = 0; i < 9; i++) tr__w_u64(w, s->loop[i]);
+  tr__w_u32(w, s->flags);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
+  tr__w_f32s(w, s->params, n);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
+  if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
+  if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  tr__w_end(w);
+
+  if (s->grads) {
+    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
+    tr__w_f32s(w, s->grads, n);
+    tr__w_end(w);
+  }
+  if (s->data_len) { /* the training iterator's position */
+    tr__w_begin(w, TR__DATA, s->data_len);
+    tr__w_put(w, s->data, s->data_len);
+    tr__w_end(w);
+  }
+  if (s->has_lrst) { /* the schedule's state */
+    tr__w_begin(w, TR__LRST, sizeof s->lrst);
+    tr__w_put(w, s->lrst, sizeof s->lrst);
+    tr__w_end(w);
+  }
+  for (p = 0; p + 4 <= s->hooks_len;) { /* one HOOK section per stateful hook */
+    size_t klen = (size_t)tr__get(s->hooks + p, 4), len = (size_t)tr__get(s->hooks + p + 4 + klen, 8);
+    tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
+    tr__w_put(w, s->hooks + p, 4 + klen + 8 + len); /* u32 key length | key | u64 length | state */
+    tr__w_end(w);
+    p += 4 + klen + 8 + len;
+  }
+  tr__w_begin(w, TR__END, 0);
+  tr__w_end(w);
+  tr__w_flush(w);
+}
+
+/* The background writer's job: the file from the snapshot in the staging buffer. */
+static void tr__save_job(tr__asave *as, tr__afile *a) {
+  tr__writer w;
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) { a->err = ENOMEM; a->step = "writing"; return; }
+  w.af = a;
+  tr__write_all(&w, (const tr__snap *)as->job_user);
+  free(w.buf);
+}
+
+/* The loop's side: the file is on disk (on_checkpoint_saved), or the write failed the run. */
+static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)as->owner;
+  const char *path = t->ctx.path;
+  (void)ctx;
+  if (as->err) { tr__fail(t, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_save (in the background): %s", as->why); return; }
+  t->ctx.path = as->path;
+  tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  t->ctx.path = path;
+}
+
+/* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
+   staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
+static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
+  tr__run_priv *q = t->tr__run->tr__p;
+  tr__asave *as;
+  tr__snap *s;
+  size_t n4 = 4 * (size_t)live->n, at = 0;
+  size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
+  if (!q->asave && !(q->asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  as = q->asave;
+  if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
+    tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
+    return;
+  }
+  s = (tr__snap *)as->job_user;
+  *s = *live;
+#define TR__STAGE(field, type, bytes) \
+  do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
+  TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
+  TR__STAGE(m, const float *, n4);
+  TR__STAGE(v, const float *, n4);
+  TR__STAGE(grads, const float *, n4);
+  TR__STAGE(data, const unsigned char *, live->data_len);
+  TR__STAGE(hooks, const unsigned char *, live->hooks_len);
+#undef TR__STAGE
+  as->len = at;
+  as->job = tr__save_job;
+  as->done = tr__save_ended;
+  as->owner = t;
+  tr__asave_submit(as);
+  t->tr__staged = 1;
+}
+
+/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
+   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
+   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
+   link): the link is replaced, never followed; a device or a directory at path is never replaced.
+   With tr__async_now the file is staged for the background writer instead (the same bytes). */
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__writer w;
+  tr__afile a;
+  tr__snap snap;
+  hk_bytes live, hooks;
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
+    hk_bytes_free(&live);
+    hk_bytes_free(&hooks);
+    return t->tr__err;
+  }
+  if (t->tr__async_now) {
+    tr__stage_file(t, path, &snap);
+    hk_bytes_free(&live);
+    hk_bytes_free(&hooks);
+    return t->tr__err;
+  }
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  w.buf = (unsigned char *)malloc(w.cap);
+  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
+  w.af = &a;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    tr__write_all(&w, &snap);
+    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
+  }
+  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (a.err && !strcmp(a.step, "renaming"))
+    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
+  else if (a.err)
+    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
+  tr__afile_free(&a);
+  free(w.buf);
+  hk_bytes_free(&live);
+  hk_bytes_free(&hooks);
+  return t->tr__err;
+}
+
+/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
+   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
+   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
+  tr_err run_err, e;
+  char run_msg[sizeof t->error];
+  hk_flow run_flow;
+  if (!t) return TR_ERR_INVALID;
+  if (t->tr__saving)
+    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
+                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
+  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
+  tr__saves_settle(t, 1); /* one save in flight: this one waits for the last (a failed one fails the run) */
+  run_err = t->tr__err;
+  run_flow = t->tr__flow;
+  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
+  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
+  t->tr__saving = 1;
+  t->tr__staged = 0;
+  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__run->tr__p->sync_only && (t->tr__async || (t->tr__run->tr__p->async_requests && t->tr__in_request));
+  if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else {
+    t->ctx.path = path;
+    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
+    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
+  }
+  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
+  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dev_unswap(t);
+  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
+  t->tr__async_now = t->tr__staged = 0;
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
+  e = t->tr__err;
+  t->tr__saving = 0;
+  if (t->running != HK_STAGE_NONE) {
+    t->tr__err = run_err;
+    t->tr__flow = run_flow;
+    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
+  }
+  return e;
+}
+
+/* -- reading: verify everything first, then change the trainer -- */
+typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
+
+static const char *tr__tag_name(uint32_t tag, char out[5]) {
+  int i;
+  for (i = 0; i < 4; i++) {
+    char c = (char)(tag >> (8 * i));
+    out[i] = (c >= 32 && c < 127) ? c : '?';
+  }
+  out[4] = 0;
+  return out;
+}
+
+/* Read the section at *pos: its header, bounds and checksum. */
+static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
+  size_t at = *pos, avail = len - at;
+  uint64_t size;
+  char name[5];
+  if (avail < 12)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
+  s->tag = (uint32_t)tr__get(buf + at, 4);
+  size = tr__get(buf + at + 4, 8);
+  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
+                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
+  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
+                    tr__tag_name(s->tag, name), at);
+  s->p = buf + at + 12;
+  s->n = (size_t)size;
+  s->at = at;
+  *pos = at + 12 + (size_t)size + 8;
+  return TR_OK;
+}
+
+/* Read the next section and check that it is the expected one. */
+static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
+  char want[5], got[5];
+  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
+  if (s->tag != tag)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
+                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
+  return TR_OK;
+}
+
+/* A parsed, verified checkpoint: pointers into the file's bytes. */
+typedef struct tr__ckpt {
+  uint32_t version;
+  tr__section meta, loop, parm, optm, grad, data;
+  int has_grad, has_data;
+  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
+  size_t key_bytes;
+  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
+  uint64_t seed, rng;
+  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
+  uint32_t flags;
+  tr_sched_state lr_state;    /* the LRST section's; zero (the start) without one */
+} tr__ckpt;
+
+static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
+  const unsigned char *p = s->p;
+  size_t pos = 20, n = s->n;
+  uint64_t n_params;
+  uint32_t kind, nbuf, nt, i;
+  static const char *optim_names[2] = { "AdamW", "SGD" };
+  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
+  n_params = tr__get(p, 8);
+  kind = (uint32_t)tr__get(p + 8, 4);
+  nbuf = (uint32_t)tr__get(p + 12, 4);
+  nt = (uint32_t)tr__get(p + 16, 4);
+  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
+  if (kind != (uint32_t)t->optim.kind)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
+                    optim_names[kind], optim_names[t->optim.kind]);
+  if (nbuf != (uint32_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
+                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
+  if (nt != (uint32_t)t->model.n_tensors)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
+  for (i = 0; i < nt; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len;
+    uint64_t off, cnt;
+    if (n - pos < 4) break;
+    len = (size_t)tr__get(p + pos, 4);
+    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
+    off = tr__get(p + pos + 4 + len, 8);
+    cnt = tr__get(p + pos + 4 + len + 8, 8);
+    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
+                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
+    if (off != x->offset || cnt != x->count)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
+                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
+                      (unsigned long long)off, x->count, x->offset);
+    pos += 4 + len + 16;
+  }
+  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
+  if (n_params != t->model.n_params)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
+                    (unsigned long long)n_params, t->model.n_params);
+  return TR_OK;
+}
+
+static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
+  size_t pos = 16, n4 = t->model.n_params * 4;
+  int i;
+  tr__section s;
+  memset(ck, 0, sizeof *ck);
+  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
+  ck->version = (uint32_t)tr__get(buf + 8, 4);
+  if (ck->version < 1 || ck->version > TR__VERSION)
+    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
+                    (unsigned)ck->version, TR__VERSION);
+  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
+
+  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
+  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
+  if (ck->loop.n != TR__LOOP_SIZE)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
+  ck->seed = tr__get(ck->loop.p, 8);
+  ck->rng = tr__get(ck->loop.p + 8, 8);
+  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
+  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
+  /* every field in its range, so that nothing overflows when the loop counts on from it */
+  for (i = 0; i < 7; i++) {
+    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
+    int64_t lo = i == 4 ? -1 : 0;
+    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
+                      (long long)ck->v[i], (long long)lo);
+  }
+  if (ck->v[4] > ck->v[2])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
+                    (long long)ck->v[4], (long long)ck->v[2]);
+  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
+                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
+                    (long long)ck->v[6], (long long)ck->v[2]);
+  if (ck->flags & ~(uint32_t)TR__F_ALL)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
+                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
+
+  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
+  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
+  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
+  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
+  if (ck->v[5] > 0) {
+    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
+    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
+    ck->has_grad = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
+    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
+    ck->has_data = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__LRST) {
+    tr__section ls;
+    char why[200];
+    if (tr__expect(t, buf, len, &pos, TR__LRST, &ls)) return t->tr__err;
+    if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
+  }
+
+  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
+  ck->hooks_at = pos;
+  for (;;) {
+    size_t klen, at = pos;
+    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
+    if (s.tag == TR__END) break;
+    if (s.tag != TR__HOOK) {
+      char name[5];
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
+    }
+    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
+    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
+        memchr(s.p + 4, 0, klen) != NULL)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
+    ck->n_hooks++;
+    ck->key_bytes += klen + 1;
+  }
+  ck->hooks_end = pos - 20; /* where END starts */
+  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
+  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
+  return TR_OK;
+}
+
+static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
+    memcpy(&dst[i], &u, 4);
+  }
+}
+
+/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
+   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
+static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
+  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
+  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
+  size_t pos;
+  int i, missing = 0, unknown = 0;
+  if (!keys || !blobs) {
+    free(keys);
+    free(blobs);
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
+  }
+  for (i = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+    const unsigned char *p = buf + pos + 12;
+    size_t klen = (size_t)tr__get(p, 4);
+    memcpy(k, p + 4, klen);
+    k[klen] = 0;
+    blobs[i].key = k;
+    blobs[i].data = p + 4 + klen + 8;
+    blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
+    k += klen + 1;
+  }
+  if (hk_state_check(t->reg, blobs, ck->n_hooks, &missing) != HK_OK)
+    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
+  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
+      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
+  if (!t->tr__err && missing && t->tr__strict_hook_state)
+    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, ck->n_hooks) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
+  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
+  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
+  free(keys);
+  free(blobs);
+  return t->tr__err;
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
+/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
+   its rollback are the same assignment. */
+typedef struct tr__loop_state {
+  uint64_t seed, rng;
+  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
+  unsigned signals;
+  int grads_zeroed, epoch_ended, has_momentum, restarting;
+  tr_sched_state lr_state;
+  hk_bytes data;
+} tr__loop_state;
+
+static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
+  ls->seed = t->seed;                 ls->rng = t->rng.state;
+  ls->epoch = t->epoch;               ls->global_step = t->global_step;
+  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
+  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
+  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
+  ls->grads_zeroed = t->tr__grads_zeroed;
+  ls->epoch_ended = t->tr__epoch_ended;
+  ls->has_momentum = t->tr__has_momentum;
+  ls->restarting = t->tr__restarting;
+  ls->lr_state = t->tr__run->lr_state;
+  ls->data = t->tr__data_state;
+}
+
+static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
+  t->seed = ls->seed;                 t->rng.state = ls->rng;
+  t->epoch = ls->epoch;               t->global_step = ls->global_step;
+  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
+  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
+  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
+  t->tr__grads_zeroed = ls->grads_zeroed;
+  t->tr__epoch_ended = ls->epoch_ended;
+  t->tr__has_momentum = ls->has_momentum;
+  t->tr__restarting = ls->restarting;
+  t->tr__run->lr_state = ls->lr_state;
+  t->tr__data_state = ls->data;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->ctx.batch_idx = t->epoch_batch;
+  hk_grads_changed(&t->ctx);
+}
+
+/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
+   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
+   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
+   resumed run repeats it. The trainer's counters are put back after the save. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__loop_state kept;
+  tr_err e;
+  tr__get_loop(t, &kept);
+  if (t->tr__win_open) {
+    t->epoch_batch = t->tr__win_batch;
+    t->samples_seen = t->tr__win_samples;
+    t->tr__accum_pos = t->tr__accum_n = 0;
+    t->tr__grads_zeroed = 0;
+    t->tr__epoch_ended = 0;
+    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
+  }
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  tr__set_loop(t, &kept);
+  return e;
+}
+/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
+static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  uint32_t k = (uint32_t)strlen(key);
+  uint64_t l = len;
+  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
+}
+static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
+  size_t pos = 0;
+  int n = 0, i;
+  hk_state_blob *blobs;
+  char *keys = (char *)malloc(b->len + 1), *k = keys;
+  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
+  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
+  if (!keys || !blobs) {
+    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
+  } else {
+    for (i = 0, pos = 0; i < n; i++) {
+      uint32_t kl;
+      uint64_t l;
+      memcpy(&kl, b->data + pos, 4);
+      memcpy(k, b->data + pos + 4, kl);
+      k[kl] = 0;
+      memcpy(&l, b->data + pos + 4 + kl, 8);
+      blobs[i].key = k;
+      blobs[i].data = b->data + pos + 12 + kl;
+      blobs[i].len = (size_t)l;
+      k += kl + 1;
+      pos += 12 + kl + (size_t)l;
+    }
+    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
+  }
+  free(keys);
+  free(blobs);
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
+   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
+   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
+   on_load_checkpoint (nobody else can fail after the commit). */
+static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  tr__ckpt ck;
+  size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
+  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
+  tr__loop_state before, after;
+  hk_bytes hooks_before = { NULL, 0, 0, 0 };
+  float *floats_before = NULL;
+  memset(&after, 0, sizeof after);
+  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (ck.has_grad && !t->model.grads)
+    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
+                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
+  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
+  if (listened) {
+    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
+    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
+      free(floats_before);
+      hk_bytes_free(&hooks_before);
+      hk_bytes_free(&after.data);
+      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
+    }
+    memcpy(floats_before, t->model.params, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * n);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + 2 * n, t->tr__v, 4 * n);
+    if (t->model.grads) memcpy(floats_before + n * (size_t)(1 + t->tr__n_buf), t->model.grads, 4 * n);
+  }
+  if (tr__load_hooks(t, buf, &ck)) {
+    free(floats_before);
+    hk_bytes_free(&hooks_before);
+    hk_bytes_free(&after.data);
+    return t->tr__err;
+  }
+
+  tr__get_loop(t, &before);
+  tr__read_f32s(t->model.params, ck.parm.p, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
+  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  tr__dev_upload(t); /* CUDA: the device gets what was read (section CUDA) */
+  after.seed = ck.seed;
+  after.rng = ck.rng;
+  after.epoch = ck.v[0];
+  after.global_step = ck.v[1];
+  after.epoch_batch = ck.v[2];
+  after.samples_seen = ck.v[3];
+  after.val_at = ck.v[4];
+  after.accum_pos = ck.v[5];
+  after.accum_n = ck.v[6];
+  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
+  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
+                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
+  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
+  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
+  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+  after.lr_state = ck.lr_state;
+  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
+
+  t->ctx.path = path;
+  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
+  t->ctx.path = NULL;
+  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
+    memcpy(t->model.params, floats_before, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    tr__dev_upload(t);
+    tr__set_loop(t, &before);
+    tr__snap_restore(t, &hooks_before);
+    hk_bytes_free(&after.data);
+  } else hk_bytes_free(&before.data);
+  free(floats_before);
+  hk_bytes_free(&hooks_before);
+  return t->tr__err;
+}
+
+/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
+   pass of its size (a file that grows meanwhile is refused rather than read forever). */
+static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
+  unsigned char *buf;
+  uint64_t size;
+  size_t len = 0;
+#ifdef TR__POSIX
+  struct stat st;
+#ifdef O_NONBLOCK
+  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
+#else
+  int fd = open(path, O_RDONLY);
+#endif
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
+  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
+  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
+  size = (uint64_t)st.st_size;
+#else
+  FILE *f = fopen(path, "rb");
+  long end;
+  if (!f) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
+  }
+  size = (uint64_t)end;
+#endif
+  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
+                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
+                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
+  }
+  buf = (unsigned char *)malloc((size_t)size + 1);
+  if (!buf) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
+  }
+  for (;;) { /* one byte more than the size: to see a file that grew */
+#ifdef TR__POSIX
+    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
+#else
+    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
+    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+#endif
+    if (k == 0) break;
+    len += (size_t)k;
+    if (len > size) break;
+  }
+#ifdef TR__POSIX
+  close(fd);
+#else
+  fclose(f);
+#endif
+  if (len != size) {
+    free(buf);
+    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
+                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
+  }
+  *out = buf;
+  *out_len = len;
+  return TR_OK;
+}
+
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (section CUDA). */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
+  tr__dev_unswap(t);
+  return t->tr__err;
+}
+
+static tr_err tr__load_file(tr_trainer *t, const char *path) {
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
+  tr__load_mem(t, buf, len, path);
+  free(buf);
+  return t->tr__err;
+}
+
+/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
+   the way to resume inside fit): refused, without touching the run. */
+static tr_err tr__load_allowed(tr_trainer *t) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
+                      hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
+  return tr__load_file(t, path);
+}
+
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
+  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */
