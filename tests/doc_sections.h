@@ -6,8 +6,8 @@
    ds_check (exit 1 with a line diff when a page drifted) or ds_rewrite over a list of pages. A section
    must be in exactly one of the pages; ds_rewrite appends a missing one to the first page and says so.
    A family ("<!-- params:") makes a marker of that family that no section claims an error too, so a
-   section left behind by a removed battery is caught. Used by tests/docs_tables.c and
-   tests/readme_messages.c; static, for one translation unit each. */
+   section left behind by a removed battery is caught. Used by tests/check_readme_table.c,
+   tests/docs_tables.c and tests/readme_messages.c; static, for one translation unit each. */
 #ifndef DOC_SECTIONS_H
 #define DOC_SECTIONS_H
 #include <stdarg.h>
