@@ -57,6 +57,7 @@ include tests/sweep.mk
 include tests/log.mk
 include tests/mpi.mk
 include tests/cuda.mk
+include tests/docs.mk
 include bench/bench.mk
 include examples/examples.mk
 include examples/train_examples.mk

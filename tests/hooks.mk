@@ -147,7 +147,7 @@ test-fuzz-spec: $(BUILD)/fuzz_spec
 	@grep -E "^(Done|stat::number_of_executed_units|#[0-9]+.*DONE)" $(BUILD)/fuzz_spec.log | tail -n 2
 
 # ---- README tables ----------------------------------------------------------------------------------------
-$(HK_README_TOOL): tests/check_readme_table.c hooks.h | $(BUILD)
+$(HK_README_TOOL): tests/check_readme_table.c tests/doc_sections.h hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/check_readme_table.c $(LDLIBS)
 
 test-readme: $(HK_README_TOOL)
