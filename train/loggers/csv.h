@@ -20,6 +20,240 @@ TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
+/* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
+   once. In a larger file rows that bring new columns are appended without them (every row and every
+   known column is on disk as usual), and the rewrite that adds them waits until it is paid for: the
+   bytes appended since the last rewrite reach half of what that rewrite wrote (so rewrites cost at
+   most a constant times the bytes logged: a new column costs linear work in the rows, where rewriting
+   at every new column made a column per record cubic), or TR__CSV_WAIT seconds have passed since
+   rows first went without it (and 20 times the last rewrite's duration), or the run ends (teardown). */
+#define TR__CSV_SMALL (16 * 1024)
+#define TR__CSV_WAIT 2.0
+
+typedef struct tr__csv { /* every row stays in memory, so that a new column can rewrite the file */
+  /* csv: every row stays in memory, so that a new column can rewrite the file */
+  char **cols; int n_cols, cap_cols, col_hint;  /* columns by first appearance (epoch 0, step 1) */
+  int file_cols;        /* the columns in the file's header: ids 0 .. file_cols-1 */
+  int *order, *pos;     /* the file's layout: its p-th column is cols[order[p]]; pos[id] = p */
+  char *has; double *rowv; /* one row's cells in file order (scratch) */
+  int *row_at; int n_rows, cap_rows, rows_in_file; /* row r's cells: row_at[r] .. row_at[r+1] */
+  int *cell_col; double *cell_val; int n_cells, cap_cells;
+  int64_t base_size, appended; /* csv: the size the last whole write left, bytes appended since */
+  double waiting_since, rewrite_secs; /* csv: rows went without a new column since (0: none); the last rewrite's time */
+} tr__csv;
+
+static int tr__csv_col(tr__csv *csv, const char *name) { /* the column's id, added when new; -1 on OOM */
+  int i;
+  if (csv->col_hint < csv->n_cols && !strcmp(csv->cols[csv->col_hint], name)) return csv->col_hint++; /* the last record's order */
+  for (i = 0; i < csv->n_cols; i++) if (!strcmp(csv->cols[i], name)) { csv->col_hint = i + 1; return i; }
+  if (csv->n_cols == csv->cap_cols) {
+    int cap = csv->cap_cols ? 2 * csv->cap_cols : 16;
+    char **p = (char **)realloc(csv->cols, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    csv->cols = p;
+    csv->cap_cols = cap;
+  }
+  if (!(csv->cols[csv->n_cols] = tr__strdup(name))) return -1;
+  csv->col_hint = csv->n_cols + 1;
+  return csv->n_cols++;
+}
+static int tr__csv_cell_add(tr__csv *csv, int col, double v) {
+  if (col < 0) return -1;
+  if (csv->n_cells == csv->cap_cells) {
+    int cap = csv->cap_cells ? 2 * csv->cap_cells : 256;
+    int *c = (int *)realloc(csv->cell_col, (size_t)cap * sizeof *c);
+    double *d;
+    if (!c) return -1;
+    csv->cell_col = c;
+    if (!(d = (double *)realloc(csv->cell_val, (size_t)cap * sizeof *d))) return -1;
+    csv->cell_val = d;
+    csv->cap_cells = cap;
+  }
+  csv->cell_col[csv->n_cells] = col;
+  csv->cell_val[csv->n_cells++] = v;
+  return 0;
+}
+static int tr__csv_add_row(tr__csv *csv, const tr_log_record *r) {
+  int i;
+  if (csv->n_rows + 2 > csv->cap_rows) {
+    int cap = csv->cap_rows ? 2 * csv->cap_rows : 64;
+    int *p = (int *)realloc(csv->row_at, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    csv->row_at = p;
+    csv->cap_rows = cap;
+  }
+  if (csv->n_rows == 0) csv->row_at[0] = 0;
+  csv->col_hint = 0;
+  if (tr__csv_cell_add(csv, tr__csv_col(csv, "epoch"), (double)r->epoch) ||
+      tr__csv_cell_add(csv, tr__csv_col(csv, "step"), (double)r->step)) return -1;
+  for (i = 0; i < r->n_metrics; i++)
+    if (strcmp(r->metrics[i].name, "epoch") && strcmp(r->metrics[i].name, "step") &&
+        tr__csv_cell_add(csv, tr__csv_col(csv, r->metrics[i].name), r->metrics[i].value)) return -1;
+  csv->row_at[++csv->n_rows] = csv->n_cells;
+  return 0;
+}
+
+/* The file's layout from every column known now, in Lightning's order (sorted by name). */
+typedef struct tr__csv_key { const char *name; int id; } tr__csv_key;
+static int tr__csv_key_cmp(const void *a, const void *b) { return strcmp(((const tr__csv_key *)a)->name, ((const tr__csv_key *)b)->name); }
+static int tr__csv_layout(tr__csv *csv) {
+  size_t n = (size_t)csv->n_cols;
+  tr__csv_key *k = (tr__csv_key *)malloc(n * sizeof *k);
+  int *order = k ? (int *)realloc(csv->order, n * sizeof *order) : NULL, *pos;
+  char *has;
+  double *rowv;
+  size_t i;
+  if (order) csv->order = order;
+  if (!order || !(pos = (int *)realloc(csv->pos, n * sizeof *pos))) { free(k); return -1; }
+  csv->pos = pos;
+  if (!(has = (char *)realloc(csv->has, n))) { free(k); return -1; }
+  csv->has = has;
+  if (!(rowv = (double *)realloc(csv->rowv, n * sizeof *rowv))) { free(k); return -1; }
+  csv->rowv = rowv;
+  for (i = 0; i < n; i++) { k[i].name = csv->cols[i]; k[i].id = (int)i; }
+  qsort(k, n, sizeof *k, tr__csv_key_cmp);
+  for (i = 0; i < n; i++) { order[i] = k[i].id; pos[k[i].id] = (int)i; }
+  free(k);
+  csv->file_cols = (int)n;
+  return 0;
+}
+static void tr__put_commas(hk_bytes *b, int n) {
+  static const char commas[] = ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,"; /* 32 */
+  for (; n > 0; n -= 32) hk_bytes_put(b, commas, n < 32 ? (size_t)n : 32);
+}
+/* Rows [from, n_rows) as CSV lines in the file's layout (the header first when header is set); a cell
+   of a column the file does not have yet is left out. Work: the row's text and its cells. */
+static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
+  int nc = csv->file_cols, i, r, c;
+  char num[40];
+  if (header) {
+    for (i = 0; i < nc; i++) { if (i) tr__put_s(b, ","); tr__csv_cell(b, csv->cols[csv->order[i]]); }
+    tr__put_s(b, "\n");
+  }
+  for (r = from; r < csv->n_rows; r++) {
+    int owed = 0; /* commas before the next cell */
+    memset(csv->has, 0, (size_t)nc);
+    for (c = csv->row_at[r]; c < csv->row_at[r + 1]; c++) {
+      int id = csv->cell_col[c];
+      if (id < nc) { csv->has[csv->pos[id]] = 1; csv->rowv[csv->pos[id]] = csv->cell_val[c]; }
+    }
+    for (i = 0; i < nc; i++) {
+      if (i) owed++;
+      if (!csv->has[i]) continue;
+      tr__put_commas(b, owed);
+      owed = 0;
+      if (csv->order[i] < 2) snprintf(num, sizeof num, "%lld", (long long)csv->rowv[i]); /* epoch, step */
+      else tr__num(num, sizeof num, csv->rowv[i]);
+      tr__put_s(b, num);
+    }
+    tr__put_commas(b, owed);
+    tr__put_s(b, "\n");
+  }
+  return b->failed ? -1 : 0;
+}
+
+/* csv: the whole file (header and every row) written anew and renamed over metrics.csv, its descriptor
+   kept for the appends that follow. */
+static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
+  tr__csv *csv = (tr__csv *)s->own;
+  char why[1100];
+  double t0 = tr__wall();
+  int fd, e;
+  if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) return tr__logger_broke(s, ctx, "out of memory");
+  if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &fd, why, sizeof why)) != 0)
+    return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST ? " (the file keeps the rows it had)" : "");
+#ifdef TR__POSIX
+  if (s->fd >= 0) close(s->fd);
+#endif
+  s->fd = fd;
+  s->size = csv->base_size = (int64_t)s->out.len;
+  csv->appended = 0;
+  csv->waiting_since = 0;
+  csv->rewrite_secs = tr__wall() - t0;
+  s->pub.records = csv->rows_in_file = csv->n_rows;
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__csv_flush(tr__logger *s, hk_ctx *ctx, int force) {
+  tr__csv *csv = (tr__csv *)s->own;
+  hk_signal sig = HK_CONTINUE;
+  int whole = s->fd < 0, count, e;
+  size_t kept;
+  s->out.len = 0;
+  s->out.failed = 0;
+  if (!whole && csv->file_cols != csv->n_cols) { /* new columns: rewrite now, or once it is paid for */
+    double now = tr__wall();
+    if (force || s->size <= TR__CSV_SMALL || 2 * csv->appended >= csv->base_size ||
+        (csv->waiting_since > 0 && now - csv->waiting_since >= TR__CSV_WAIT && now - csv->waiting_since >= 20 * csv->rewrite_secs))
+      whole = 1;
+    else if (csv->waiting_since == 0) csv->waiting_since = now;
+  }
+  if (whole) sig = tr__csv_write_whole(s, ctx);
+  else {
+    if (tr__csv_text(csv, &s->out, 0, csv->rows_in_file)) return tr__logger_broke(s, ctx, "out of memory");
+    e = tr__logger_append(s, &kept, &count);
+    if (count < 0) count = csv->n_rows - csv->rows_in_file;
+    csv->appended += (int64_t)kept;
+    csv->rows_in_file += count;
+    s->pub.records += count;
+    if (e) return tr__logger_broke(s, ctx, "cannot write %s: %s (it ends with its last whole row)", s->path, strerror(e));
+  }
+  s->out.len = 0;
+  s->pending = 0;
+  return sig;
+}
+
+static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
+  tr__csv *csv = (tr__csv *)s->own;
+  if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
+  return tr__csv_flush(s, ctx, force);
+}
+/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning) */
+static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
+  hk_bytes b;
+  char *yaml;
+  int e = tr__logger_file(s, "metrics.csv", why, cap);
+  if (e) return e;
+  memset(&b, 0, sizeof b);
+  tr__hparams_yaml(s, ctx, &b);
+  yaml = b.failed ? NULL : tr__join(s->dir, "hparams.yaml");
+  e = yaml ? tr__write_whole(yaml, b.data, b.len, 0, NULL, why, cap) : ENOMEM;
+  free(yaml);
+  hk_bytes_free(&b);
+  return e;
+}
+static hk_signal tr__csv_record(tr__logger *s, hk_ctx *ctx, const tr_log_record *r) {
+  if (tr__csv_add_row((tr__csv *)s->own, r)) return tr__logger_broke(s, ctx, "out of memory");
+  ++s->pending;
+  return HK_CONTINUE;
+}
+static void tr__csv_destroy(void *own) {
+  tr__csv *csv = (tr__csv *)own;
+  int i;
+  if (!csv) return;
+  for (i = 0; i < csv->n_cols; i++) free(csv->cols[i]);
+  free(csv->cols); free(csv->row_at); free(csv->cell_col); free(csv->cell_val);
+  free(csv->order); free(csv->pos); free(csv->has); free(csv->rowv);
+  free(csv);
+}
+static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy };
+static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
+  tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
+  return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);
+}
+TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__csv_make(reg, d, out, &w), &w);
+}
+static const hk_param tr__csv_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
+static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_logger_desc d;
+  tr__why w;
+  hk_err e = tr__logger_spec(reg, a, &d);
+  (void)user;
+  return e ? e : tr__factory_result(reg, tr__csv_make(reg, &d, NULL, &w), &w);
+}
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -13,6 +13,255 @@ TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
+typedef struct tr__tb { hk_bytes scratch, vals, tmp; int session_ended; } tr__tb; /* an event, its summary values, one value (reused); the fit's end written */
+
+/* -- tensorboard: protobuf fields and TFRecord framing (field numbers from TensorFlow's event.proto,
+   summary.proto, tensor.proto) -- */
+static void tr__pb_varint(hk_bytes *b, uint64_t v) {
+  unsigned char x[10];
+  int n = 0;
+  do { x[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)); v >>= 7; } while (v);
+  hk_bytes_put(b, x, (size_t)n);
+}
+static void tr__pb_key(hk_bytes *b, int field, int wire) { tr__pb_varint(b, (uint64_t)(field << 3 | wire)); }
+static void tr__pb_f64(hk_bytes *b, int field, double v) { unsigned char x[8]; uint64_t u; memcpy(&u, &v, 8); tr__le(x, u, 8); tr__pb_key(b, field, 1); hk_bytes_put(b, x, 8); }
+static void tr__pb_f32(hk_bytes *b, int field, float v) { unsigned char x[4]; uint32_t u; memcpy(&u, &v, 4); tr__le(x, u, 4); tr__pb_key(b, field, 5); hk_bytes_put(b, x, 4); }
+static void tr__pb_bytes(hk_bytes *b, int field, const void *p, size_t n) { tr__pb_key(b, field, 2); tr__pb_varint(b, n); hk_bytes_put(b, p, n); }
+static void tr__pb_str(hk_bytes *b, int field, const char *s) { tr__pb_bytes(b, field, s, strlen(s)); }
+
+/* One TFRecord: length, its masked CRC, the data, its masked CRC. */
+static void tr__tf_record(hk_bytes *out, const hk_bytes *event) {
+  unsigned char len[8], crc[4];
+  tr__le(len, (uint64_t)event->len, 8);
+  hk_bytes_put(out, len, 8);
+  tr__le(crc, tr_crc32c_masked(len, 8), 4);
+  hk_bytes_put(out, crc, 4);
+  hk_bytes_put(out, event->data, event->len);
+  tr__le(crc, tr_crc32c_masked(event->data, event->len), 4);
+  hk_bytes_put(out, crc, 4);
+}
+/* Event{wall_time, step, summary{values}} where summary holds the Summary.Value messages in vals */
+static void tr__tf_event(tr__logger *s, int64_t step, const hk_bytes *vals) {
+  tr__tb *t = (tr__tb *)s->own;
+  t->scratch.len = 0;
+  tr__pb_f64(&t->scratch, 1, tr__wall());
+  tr__pb_key(&t->scratch, 2, 0);
+  tr__pb_varint(&t->scratch, (uint64_t)step);
+  tr__pb_bytes(&t->scratch, 5, vals->data, vals->len);
+  if (t->scratch.failed) s->out.failed = 1;
+  tr__tf_record(&s->out, &t->scratch);
+}
+/* Summary.Value{tag, metadata{plugin_data{plugin_name "text"}}, tensor{DT_STRING, shape {}, string_val}} */
+static void tr__tf_text(hk_bytes *vals, const char *tag, const char *text) {
+  hk_bytes meta, plugin, tensor, value;
+  memset(&meta, 0, sizeof meta); memset(&plugin, 0, sizeof plugin); memset(&tensor, 0, sizeof tensor); memset(&value, 0, sizeof value);
+  tr__pb_str(&plugin, 1, "text");
+  tr__pb_bytes(&meta, 1, plugin.data, plugin.len);
+  tr__pb_key(&tensor, 1, 0); tr__pb_varint(&tensor, 7); /* DT_STRING */
+  tr__pb_bytes(&tensor, 2, "", 0);                      /* a scalar: an empty shape */
+  tr__pb_str(&tensor, 8, text);
+  tr__pb_str(&value, 1, tag);
+  tr__pb_bytes(&value, 9, meta.data, meta.len);
+  tr__pb_bytes(&value, 8, tensor.data, tensor.len);
+  tr__pb_bytes(vals, 1, value.data, value.len);
+  if (meta.failed || plugin.failed || tensor.failed || value.failed) vals->failed = 1;
+  hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&tensor); hk_bytes_free(&value);
+}
+/* TensorBoard's hparams plugin (its HParams tab): a summary value tagged _hparams_/session_start_info
+   (the run's hyperparameters) or _hparams_/session_end_info (its status), whose metadata's plugin
+   content is an HParamsPluginData message (version 0), with the plugin's null tensor (an empty float
+   tensor), as tensorboard.plugins.hparams.summary writes them. No _hparams_/experiment summary: the
+   plugin takes one run's experiment for every run in the log directory (the first it finds), so
+   runs with other keys would lose theirs; without it the tab gathers the hyperparameters of every
+   run's session_start_info and lists every scalar tag as a metric (its last value). */
+static void tr__tf_hparams_value(hk_bytes *vals, const char *tag, const hk_bytes *content) {
+  hk_bytes meta, plugin, value;
+  static const unsigned char null_tensor[] = { 0x08, 0x01, 0x12, 0x02, 0x12, 0x00 }; /* DT_FLOAT, shape (0,) */
+  memset(&meta, 0, sizeof meta); memset(&plugin, 0, sizeof plugin); memset(&value, 0, sizeof value);
+  tr__pb_str(&plugin, 1, "hparams");
+  tr__pb_bytes(&plugin, 2, content->data, content->len);
+  tr__pb_bytes(&meta, 1, plugin.data, plugin.len);
+  tr__pb_str(&value, 1, tag);
+  tr__pb_bytes(&value, 9, meta.data, meta.len);
+  tr__pb_bytes(&value, 8, null_tensor, sizeof null_tensor);
+  tr__pb_bytes(vals, 1, value.data, value.len);
+  if (meta.failed || plugin.failed || value.failed || content->failed) vals->failed = 1;
+  hk_bytes_free(&meta); hk_bytes_free(&plugin); hk_bytes_free(&value);
+}
+/* A protobuf string is UTF-8: a stray byte becomes U+FFFD (tr__utf8_put). */
+static void tr__pb_utf8(hk_bytes *b, int field, const char *text) {
+  hk_bytes u;
+  memset(&u, 0, sizeof u);
+  tr__utf8_put(&u, text);
+  tr__pb_bytes(b, field, u.data, u.len);
+  if (u.failed) b->failed = 1;
+  hk_bytes_free(&u);
+}
+/* SessionStartInfo { map<string, google.protobuf.Value> hparams = 1; double start_time_secs = 5; } */
+static void tr__tf_hparams_start(hk_bytes *vals, const tr__hparam *h, int n, double start) {
+  hk_bytes info, entry, v, data;
+  int i;
+  memset(&info, 0, sizeof info); memset(&entry, 0, sizeof entry); memset(&v, 0, sizeof v); memset(&data, 0, sizeof data);
+  for (i = 0; i < n; i++) {
+    entry.len = v.len = 0;
+    if (h[i].num == 1) tr__pb_f64(&v, 2, strtod(h[i].val, NULL));                          /* number_value */
+    else if (h[i].num == 2) { tr__pb_key(&v, 4, 0); tr__pb_varint(&v, h[i].val[0] == 't'); } /* bool_value */
+    else tr__pb_utf8(&v, 3, h[i].val);                                                          /* string_value */
+    tr__pb_utf8(&entry, 1, h[i].key);
+    tr__pb_bytes(&entry, 2, v.data, v.len);
+    tr__pb_bytes(&info, 1, entry.data, entry.len);
+    if (entry.failed || v.failed) info.failed = 1;
+  }
+  tr__pb_f64(&info, 5, start);
+  tr__pb_bytes(&data, 3, info.data, info.len);
+  if (info.failed) data.failed = 1;
+  tr__tf_hparams_value(vals, "_hparams_/session_start_info", &data);
+  hk_bytes_free(&info); hk_bytes_free(&entry); hk_bytes_free(&v); hk_bytes_free(&data);
+}
+/* SessionEndInfo { Status status = 1 (1 success, 2 failure); double end_time_secs = 2; } */
+static void tr__tf_hparams_end(hk_bytes *vals, int failed, double end) {
+  hk_bytes info, data;
+  memset(&info, 0, sizeof info); memset(&data, 0, sizeof data);
+  tr__pb_key(&info, 1, 0); tr__pb_varint(&info, failed ? 2 : 1);
+  tr__pb_f64(&info, 2, end);
+  tr__pb_bytes(&data, 4, info.data, info.len);
+  if (info.failed) data.failed = 1;
+  tr__tf_hparams_value(vals, "_hparams_/session_end_info", &data);
+  hk_bytes_free(&info); hk_bytes_free(&data);
+}
+static void tr__tf_scalar(hk_bytes *vals, hk_bytes *tmp, const char *tag, double v) {
+  tmp->len = 0;
+  tr__pb_str(tmp, 1, tag);
+  tr__pb_f32(tmp, 2, (float)v);
+  tr__pb_bytes(vals, 1, tmp->data, tmp->len);
+  if (tmp->failed) vals->failed = 1;
+}
+static void tr__tf_histogram(hk_bytes *vals, hk_bytes *tmp, const tr_log_histogram_data *h) {
+  hk_bytes histo;
+  unsigned char x[8];
+  int k;
+  memset(&histo, 0, sizeof histo);
+  tr__pb_f64(&histo, 1, h->min);
+  tr__pb_f64(&histo, 2, h->max);
+  tr__pb_f64(&histo, 3, h->num);
+  tr__pb_f64(&histo, 4, h->sum);
+  tr__pb_f64(&histo, 5, h->sum_squares);
+  tr__pb_key(&histo, 6, 2); tr__pb_varint(&histo, 8 * (uint64_t)h->n_buckets); /* packed doubles */
+  for (k = 0; k < h->n_buckets; k++) { uint64_t u; memcpy(&u, &h->limit[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
+  tr__pb_key(&histo, 7, 2); tr__pb_varint(&histo, 8 * (uint64_t)h->n_buckets);
+  for (k = 0; k < h->n_buckets; k++) { uint64_t u; memcpy(&u, &h->count[k], 8); tr__le(x, u, 8); hk_bytes_put(&histo, x, 8); }
+  tmp->len = 0;
+  tr__pb_str(tmp, 1, h->tag);
+  tr__pb_bytes(tmp, 5, histo.data, histo.len);
+  tr__pb_bytes(vals, 1, tmp->data, tmp->len);
+  if (tmp->failed || histo.failed) vals->failed = 1;
+  hk_bytes_free(&histo);
+}
+
+/* TFRecords: 8 bytes of length, 4 of CRC, the data, 4 of CRC */
+static size_t tr__tb_whole(const tr__logger *s, size_t n, int *count) {
+  size_t at = 0;
+  *count = 0;
+  while (at + 12 <= n) {
+    uint64_t len = tr__get(s->out.data + at, 8);
+    if (len > n - at - 12 || n - at - 12 - len < 4) break;
+    at += 16 + (size_t)len;
+    ++*count;
+  }
+  return at;
+}
+/* events.out.tfevents.<secs>.<host>.<pid>.<k> (two in one second and process get .1, .2 ...): a
+   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab */
+static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
+  tr__tb *t = (tr__tb *)s->own;
+  char host[64] = "localhost", file[160];
+  long pid = 0;
+  int k, n, e, i;
+  tr__hparam *h;
+  const char *spec;
+  hk_bytes b, vals;
+#ifdef TR__POSIX
+  if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
+  host[sizeof host - 1] = 0;
+  pid = (long)getpid();
+#endif
+  for (k = 0; k < 1000; k++) {
+    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
+    free(s->path);
+    if ((e = tr__logger_file(s, file, why, cap)) != 0) return e;
+    if (!tr__file_exists(s->path)) break;
+  }
+  if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
+  memset(&b, 0, sizeof b);
+  memset(&vals, 0, sizeof vals);
+  tr__put_s(&b, "| hparam | value |\n|---|---|\n");
+  for (i = 0; i < n; i++) tr__putf(&b, "| %s | %s |\n", h[i].key, h[i].val);
+  for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(&b, "| spec | `"); tr__utf8_put(&b, spec); tr__put_s(&b, "` |\n"); }
+  hk_bytes_put(&b, "", 1); /* a C string */
+  t->scratch.len = 0;
+  tr__pb_f64(&t->scratch, 1, tr__wall());
+  tr__pb_str(&t->scratch, 3, "brain.Event:2");
+  tr__tf_record(&s->out, &t->scratch);
+  tr__tf_text(&vals, "hparams", (const char *)b.data);
+  tr__tf_hparams_start(&vals, h, n, tr__wall());
+  tr__tf_event(s, 0, &vals);
+  free(h);
+  if (vals.failed || b.failed) s->out.failed = 1;
+  hk_bytes_free(&vals);
+  hk_bytes_free(&b);
+  if (s->out.failed) e = ENOMEM;
+  else if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
+  s->out.len = 0;
+  return e;
+}
+static hk_signal tr__tb_record(tr__logger *s, hk_ctx *ctx, const tr_log_record *r) {
+  tr__tb *t = (tr__tb *)s->own;
+  int i;
+  (void)ctx;
+  t->vals.len = 0;
+  for (i = 0; i < r->n_metrics; i++) tr__tf_scalar(&t->vals, &t->tmp, r->metrics[i].name, r->metrics[i].value);
+  for (i = 0; i < r->n_histograms; i++) tr__tf_histogram(&t->vals, &t->tmp, &r->histograms[i]);
+  if (t->vals.failed) s->out.failed = 1;
+  if (t->vals.len) tr__tf_event(s, r->step, &t->vals);
+  ++s->pending;
+  return HK_CONTINUE;
+}
+/* the fit's status for the HParams tab (the plugin reads a run's first one) */
+static hk_signal tr__tb_teardown(tr__logger *s, hk_ctx *ctx) {
+  tr__tb *t = (tr__tb *)s->own;
+  if (ctx->stage == HK_STAGE_FIT && !t->session_ended && s->opened && !s->broken) {
+    t->session_ended = 1;
+    t->vals.len = 0;
+    tr__tf_hparams_end(&t->vals, s->run && s->run->failed, tr__wall());
+    tr__tf_event(s, ctx->global_step, &t->vals);
+    s->pending++;
+  }
+  return HK_CONTINUE;
+}
+static void tr__tb_destroy(void *own) {
+  tr__tb *t = (tr__tb *)own;
+  if (!t) return;
+  hk_bytes_free(&t->scratch); hk_bytes_free(&t->vals); hk_bytes_free(&t->tmp);
+  free(t);
+}
+static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy };
+static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
+  tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
+  return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);
+}
+TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__tb_make(reg, d, out, &w), &w);
+}
+static const hk_param tr__tb_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
+static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) {
+  tr_logger_desc d;
+  tr__why w;
+  hk_err e = tr__logger_spec(reg, a, &d);
+  (void)user;
+  return e ? e : tr__factory_result(reg, tr__tb_make(reg, &d, NULL, &w), &w);
+}
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */
