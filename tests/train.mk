@@ -37,14 +37,20 @@ QUICK_TARGETS += test-train-unit test-train-asan
 # as changed while the parts are not).
 TRAIN_PARTS := $(sort $(wildcard train/*.h train/*/*.h)) train/train.h.in
 train.h: $(TRAIN_PARTS) scripts/amalgamate.py
-	python3 scripts/amalgamate.py > $@.tmp && mv $@.tmp $@
+	python3 scripts/amalgamate.py
 .PHONY: test-train-h
 TEST_TARGETS += test-train-h
 test-train-h:
-	@python3 scripts/amalgamate.py | cmp -s - train.h || { echo "test-train-h: train.h is not what train/ generates: run make train.h"; exit 1; }
+	@python3 scripts/amalgamate.py --check
 	@if git rev-parse --git-dir >/dev/null 2>&1 && git diff --quiet HEAD -- train scripts/amalgamate.py && \
 	   ! git diff --quiet HEAD -- train.h; then echo "test-train-h: the committed train.h is stale: run make train.h and commit it"; exit 1; fi
 	@echo "test-train-h: train.h is what train/ generates"
+
+# train/'s parts included directly instead of train.h (tests/parts.sh): each on its own, and all together
+.PHONY: test-train-parts
+TEST_TARGETS += test-train-parts
+test-train-parts: $(TRAIN_PARTS) tests/parts.sh tests/test_train_user.c | $(BUILD)
+	@sh tests/parts.sh $(BUILD)/parts $(CC) -std=c99 -O0 $(WARN) -I. -I$(STB_INC)
 
 # ---- unit tests ----------------------------------------------------------------------------------------
 # The optimizer tests link the plain float32 reference (REF_F32_OBJ, tests/math.mk: -ffp-contract=off).

@@ -62,7 +62,7 @@ extern "C" {
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
   X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
   X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
-  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (section CUDA)")
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/cuda.h)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
@@ -114,7 +114,7 @@ typedef struct tr_model {
   /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
      valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. */
   int (*predict)(void *user, void *batch, void **outputs);
-  /* On the GPU (section "CUDA (TRAIN_CUDA)"): 1 when params and grads are device memory. The trainer
+  /* On the GPU (train/cuda.h): 1 when params and grads are device memory. The trainer
      then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
   int on_device;
   /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
@@ -158,7 +158,7 @@ typedef struct tr_data {
             d = nesterov ? d + momentum*buf : buf;   p -= lr*d
      AdamW: p -= lr*wd*p;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
             p -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps)          (t = steps taken, from 1)
-   The arithmetic is float32 in PyTorch's order (the section "PER-STEP MATH" below). */
+   The arithmetic is float32 in PyTorch's order (train/math.h). */
 typedef enum tr_optim_kind { TR_OPTIM_ADAMW = 0, TR_OPTIM_SGD } tr_optim_kind;
 
 typedef struct tr_optim {
@@ -298,6 +298,9 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
    TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
 #define TR_ZERO (-2147483647 - 1)
 enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
+
+/* Which direction is better for a monitored metric. */
+typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
@@ -375,7 +378,7 @@ extern int ftruncate(int fd, off_t length);
 #  define TR__SHARED static
 #endif
 
-#ifdef TRAIN_CUDA /* the kernels come with the implementation (section CUDA): this file is built by nvcc */
+#ifdef TRAIN_CUDA /* the kernels come with the implementation (train/cuda.h): this file is built by nvcc */
 #  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
 #    define TRAIN_CUDA_IMPLEMENTATION
 #  endif

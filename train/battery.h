@@ -40,9 +40,6 @@ TR__C_BEGIN /* part */
    Lightning's flag).
    ================================================================================================= */
 
-/* Which direction is better for a monitored metric. */
-typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
-
 /* ---- parameters, written once ------------------------------------------------------------------
    Each callback's (and logger's) parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its
    doc block. Its desc struct's fields are generated from the list here (TR__FIELD); its spec
@@ -104,8 +101,124 @@ typedef double (*tr_clock_fn)(void *user);
   X(tensorboard, TENSORBOARD, tb, "log records as TensorBoard event files (scalars, histograms, hparams as text)") \
   X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
   X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run")
-/* Registers every standard factory on reg; a name already registered is left as it is. */
-TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+/* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
+
+/* ---- which batteries are compiled ---------------------------------------------------------------
+   Each callback and logger can be left out on its own: TRAIN_NO_<NAME> (TRAIN_NO_EARLY_STOPPING,
+   TRAIN_NO_TENSORBOARD, ...); or every one but those named: TRAIN_ONLY_SPECIFIC_BATTERIES with a
+   TRAIN_ENABLE_<NAME> for each one wanted, so a program compiles only what it uses.
+   A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
+   name stays known: "tensorboard(...)" fails with a message that names the define to change.
+   TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
+   Give the same defines to every file that includes train.h (the compiler's command line does), else a
+   call of a left-out constructor in another file is an undefined symbol at link time instead.
+   A program that includes train/'s parts directly (not train.h) names the batteries it includes the
+   same way: TRAIN_ONLY_SPECIFIC_BATTERIES and a TRAIN_ENABLE_<NAME> for each.
+   TR__ON_<NAME> is 1 for a battery that is compiled, 0 for one left out: the table below is written by
+   make train.h (scripts/amalgamate.py) from TR__BATTERIES, and checked by make test. */
+/* generated table: begin */
+#if defined(TRAIN_ONLY_SPECIFIC_BATTERIES)
+#  define TR__PICKED 1
+#else
+#  define TR__PICKED 0
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_EARLY_STOPPING) || (TR__PICKED && !defined(TRAIN_ENABLE_EARLY_STOPPING))
+#  define TR__ON_EARLY_STOPPING 0
+#else
+#  define TR__ON_EARLY_STOPPING 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_CHECKPOINT))
+#  define TR__ON_MODEL_CHECKPOINT 0
+#else
+#  define TR__ON_MODEL_CHECKPOINT 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_TIMER) || (TR__PICKED && !defined(TRAIN_ENABLE_TIMER))
+#  define TR__ON_TIMER 0
+#else
+#  define TR__ON_TIMER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_MONITOR))
+#  define TR__ON_LR_MONITOR 0
+#else
+#  define TR__ON_LR_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_GRADIENT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_GRADIENT_MONITOR))
+#  define TR__ON_GRADIENT_MONITOR 0
+#else
+#  define TR__ON_GRADIENT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_NAN_GUARD) || (TR__PICKED && !defined(TRAIN_ENABLE_NAN_GUARD))
+#  define TR__ON_NAN_GUARD 0
+#else
+#  define TR__ON_NAN_GUARD 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_EMA) || (TR__PICKED && !defined(TRAIN_ENABLE_EMA))
+#  define TR__ON_EMA 0
+#else
+#  define TR__ON_EMA 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
+#  define TR__ON_LR_FINDER 0
+#else
+#  define TR__ON_LR_FINDER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_SUMMARY) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_SUMMARY))
+#  define TR__ON_MODEL_SUMMARY 0
+#else
+#  define TR__ON_MODEL_SUMMARY 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ACCUMULATION_SCHEDULER) || (TR__PICKED && !defined(TRAIN_ENABLE_ACCUMULATION_SCHEDULER))
+#  define TR__ON_ACCUMULATION_SCHEDULER 0
+#else
+#  define TR__ON_ACCUMULATION_SCHEDULER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PROFILER) || (TR__PICKED && !defined(TRAIN_ENABLE_PROFILER))
+#  define TR__ON_PROFILER 0
+#else
+#  define TR__ON_PROFILER 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_THROUGHPUT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_THROUGHPUT_MONITOR))
+#  define TR__ON_THROUGHPUT_MONITOR 0
+#else
+#  define TR__ON_THROUGHPUT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ON_EXCEPTION_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_ON_EXCEPTION_CHECKPOINT))
+#  define TR__ON_ON_EXCEPTION_CHECKPOINT 0
+#else
+#  define TR__ON_ON_EXCEPTION_CHECKPOINT 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_SPIKE_DETECTION) || (TR__PICKED && !defined(TRAIN_ENABLE_SPIKE_DETECTION))
+#  define TR__ON_SPIKE_DETECTION 0
+#else
+#  define TR__ON_SPIKE_DETECTION 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_CSV) || (TR__PICKED && !defined(TRAIN_ENABLE_CSV))
+#  define TR__ON_CSV 0
+#else
+#  define TR__ON_CSV 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_JSONL) || (TR__PICKED && !defined(TRAIN_ENABLE_JSONL))
+#  define TR__ON_JSONL 0
+#else
+#  define TR__ON_JSONL 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_TENSORBOARD) || (TR__PICKED && !defined(TRAIN_ENABLE_TENSORBOARD))
+#  define TR__ON_TENSORBOARD 0
+#else
+#  define TR__ON_TENSORBOARD 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PROGRESS_BAR) || (TR__PICKED && !defined(TRAIN_ENABLE_PROGRESS_BAR))
+#  define TR__ON_PROGRESS_BAR 0
+#else
+#  define TR__ON_PROGRESS_BAR 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PLOT) || (TR__PICKED && !defined(TRAIN_ENABLE_PLOT))
+#  define TR__ON_PLOT 0
+#else
+#  define TR__ON_PLOT 1
+#endif
+#define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
+/* generated table: end */
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */

@@ -19,7 +19,7 @@ TR__C_BEGIN /* part */
                      on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
                      hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
      clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
-     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (section "PER-STEP MATH"):
+     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (train/math.h):
                      the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
                      (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
    NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
@@ -258,7 +258,7 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count();
 #else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
 static tr_err tr__dev_init(tr_trainer *t) {
   return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
-                                       "compiled with TRAIN_CUDA by nvcc (see the section CUDA)") : TR_OK;
+                                       "compiled with TRAIN_CUDA by nvcc (see train/cuda.h)") : TR_OK;
 }
 static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }

@@ -125,6 +125,9 @@ enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
    (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) naming
    the field for a bad setting. Call it before tr_run_start. */
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
+/* Registers the spec factory of every battery compiled in (train/factories.h, after the batteries);
+   a name already registered is left as it is. tr_run_setup and tr_init call it. */
+TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into: the one the first logger opened (under its
@@ -344,7 +347,7 @@ TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
-/* The run layer's private part (section THE RUN LAYER). */
+/* The run layer's private part (train/run.h). */
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
 struct tr__hparam;
@@ -387,7 +390,7 @@ typedef struct tr__run_priv {
   void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
   tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
 } tr__run_priv;
-/* The run layer's pieces the trainer calls (section THE RUN LAYER). */
+/* The run layer's pieces the trainer calls (train/run.h). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);

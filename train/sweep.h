@@ -2,6 +2,7 @@
 #ifndef TRAIN_SWEEP_H /* part */
 #define TRAIN_SWEEP_H /* part */
 #include "battery.h" /* part */
+#include "loggers/plot.h" /* part */
 
 TR__C_BEGIN /* part */
 /* =================================================================================================

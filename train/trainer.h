@@ -25,7 +25,7 @@ typedef struct tr_desc {
   /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
      state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
   uint64_t max_checkpoint_bytes;
-  /* threads for the per-step math (the section "PER-STEP MATH"); 0 = 1. More than 1 needs a build
+  /* threads for the per-step math (train/math.h); 0 = 1. More than 1 needs a build
      with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
   int threads;
   /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
@@ -133,9 +133,9 @@ typedef struct tr_trainer {
   int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  tr_run *tr__run;         /* the run layer of reg: what the batteries read (section THE RUN LAYER) */
+  tr_run *tr__run;         /* the run layer of reg: what the batteries read (train/run.h) */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
-  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (section CUDA) */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
   double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
@@ -234,7 +234,7 @@ TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, i
 }
 
 /* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
-   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (section CUDA). */
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (train/cuda.h). */
 TRAIN_API unsigned long long tr_cuda_sync_count(void);
 /* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
    on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
@@ -599,7 +599,7 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
   tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
-  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: section CUDA */
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/cuda.h */
   if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
@@ -697,7 +697,7 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   return t->tr__err;
 }
 
-/* ---- log records and requests: the run layer's (section THE RUN LAYER), shared with any loop ---- */
+/* ---- log records and requests: the run layer's (train/run.h), shared with any loop ---- */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
   tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
@@ -823,7 +823,7 @@ static void tr__clip_gradients(tr_trainer *t) {
 }
 
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (the section "PER-STEP MATH"). */
+   scalars in double, then one float pass (train/math.h). */
 static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
 #ifdef TRAIN_CUDA
@@ -2266,7 +2266,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
   if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  tr__dev_upload(t); /* CUDA: the device gets what was read (section CUDA) */
+  tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
   after.seed = ck.seed;
   after.rng = ck.rng;
   after.epoch = ck.v[0];
@@ -2386,7 +2386,7 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
   return TR_OK;
 }
 
-/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (section CUDA). */
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/cuda.h). */
 static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
   tr__dev_unswap(t);

@@ -32,7 +32,7 @@ TR__C_BEGIN /* part */
 #define TR__AS_MAX 64
 typedef struct tr__as {
   tr_accumulation_scheduler_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int n;
   int64_t epochs[TR__AS_MAX];
   int factors[TR__AS_MAX];

@@ -89,7 +89,7 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r) {
 
 typedef struct tr__es {
   tr_early_stopping_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   char *monitor, *message;
   tr_mode mode;
   double min_delta;             /* signed as Lightning: negative for min */

@@ -63,7 +63,7 @@ TR__C_BEGIN /* part */
 typedef struct tr__gm {
   tr_gradient_monitor_state pub;
   tr_histogram hist;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int64_t every;
   int per_tensor, bins, verbose, n_pct;
   double pct[TR__GM_MAX_PCT], vanish, explode;

@@ -55,7 +55,7 @@ static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   double min_lr, max_lr, threshold;
   int steps, update_attr, verbose;
   char *curve_path;

@@ -39,7 +39,7 @@ TR__C_BEGIN /* part */
 /* ---- lr_monitor ------------------------------------------------------------------------------------ */
 typedef struct tr__lrm {
   tr_lr_monitor_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int interval, log_momentum, log_wd, named;
   char name[128], mom[160], wd[160];
   tr_log_record rec;    /* interval epoch: the record sent at each epoch's start */

@@ -122,7 +122,7 @@ TR__C_BEGIN /* part */
 /* ---- model_checkpoint ----------------------------------------------------------------------------- */
 typedef struct tr__mc {
   tr_model_checkpoint_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   char *dirpath, *filename, *monitor;
   int dir_default;              /* dirpath was not given: the run's directory's checkpoints/ once it has one */
   int rank;                     /* ctx->rank at setup */

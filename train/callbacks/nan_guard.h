@@ -39,7 +39,7 @@ TR__C_BEGIN /* part */
 /* ---- nan_guard ------------------------------------------------------------------------------------ */
 typedef struct tr__ng {
   tr_nan_guard_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int check_loss, check_grads, verbose;
   int stop_due;                 /* action stop: the step was skipped, HK_STOP at this batch's end */
   tr_nan_action action;

@@ -53,7 +53,7 @@ static const char *const tr__timer_metric[TR_TIMER_STAGE_COUNT] = {
 
 typedef struct tr__timer {
   tr_timer_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   tr_interval interval;
   int verbose;
   double (*clock)(void *);

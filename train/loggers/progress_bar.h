@@ -122,7 +122,7 @@ typedef struct tr__bar_line {
   int live;
 } tr__bar_line;
 typedef struct tr__bar {
-  tr_run *run;          /* the registry's run: what the loop says (section THE RUN LAYER) */
+  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   FILE *out;
   int tty, width, ascii;
   int size_fd;               /* terminal: where to measure the width when out itself cannot say (mpirun's rank
