@@ -5590,7 +5590,7 @@ static hk_signal tr__logger_flush(tr__logger *s, hk_ctx *ctx, int force) {
 }
 
 /* The hyperparameters and the spec strings in effect as YAML (csv's hparams.yaml, plot's <desc>). */
-static void tr__hparams_yaml(tr__logger *s, hk_ctx *ctx, hk_bytes *b) {
+TR__SHARED void tr__hparams_yaml(tr__logger *s, hk_ctx *ctx, hk_bytes *b) {
   tr__hparam *h;
   int i, n = tr__run_hparams(s->run, &h);
   const char *spec;
@@ -5628,7 +5628,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
 }
 /* The file in the version directory (csv, jsonl), on a system where the loggers can write: 0, or an
    error as the format's open returns it. */
-static int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
+TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
   snprintf(why, cap, "file loggers need a POSIX system");
