@@ -1409,8 +1409,16 @@ SAME(tr__lrf, PTR(run); STR(curve_path); MEM(lrs, (size_t)x.steps * sizeof(doubl
      PTR(pub.lrs); PTR(pub.losses))
 SAME(tr__ms, PTR(run))
 SAME(tr__as, PTR(run); PTR(pub.epochs); PTR(pub.factors))
+SAME(tr__plot, STR(path); STR(metrics); STR(title); PTR(series))
+/* a file logger's format state (its own): plot's strings; csv's and tensorboard's start empty */
+static void same_own(const tr__logger *x, const tr__logger *y) {
+  if (x->fmt != y->fmt) fail_msg("%s: two formats", g_case);
+  if (!strcmp(x->fmt->name, "plot")) same_tr__plot(x->own, y->own);
+  else if (!strcmp(x->fmt->name, "csv")) same_bytes(x->own, y->own, sizeof(tr__csv));
+  else if (!strcmp(x->fmt->name, "tensorboard")) same_bytes(x->own, y->own, sizeof(tr__tb));
+}
 SAME(tr__logger, PTR(run); STR(pub.dir); STR(pub.path); STR(pub.error); STR(save_dir); STR(name); STR(version); STR(dir);
-     STR(path); PTR(cols); PTR(row_at); PTR(cell_col); PTR(cell_val); STR(plot_path); STR(metrics); STR(title); PTR(series))
+     STR(path); same_own(&x, &y); PTR(own))
 SAME(tr__bar, PTR(run))
 SAME(tr__prof, PTR(run); PTR(reg); x.self = y.self = 0; x.t_setup = y.t_setup = 0)
 SAME(tr__tp, PTR(run); STR(tokens_metric); PTR(t); PTR(samples); PTR(tokens); PTR(scratch))
