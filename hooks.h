@@ -9,7 +9,8 @@
          #define HOOKS_IMPLEMENTATION
          #include "hooks.h"
      Everywhere else just #include "hooks.h". The implementation needs stb_ds.h
-     (Debian: libstb-dev, found as <stb/stb_ds.h>); link with -lm.
+     (Debian: libstb-dev, found as <stb/stb_ds.h>); link with -lm. Defined in two files, the link's
+     first error names hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file.
 
        static hk_signal log_loss(hk_ctx *ctx, void *user) {
            printf("step %lld loss %.4f\n", (long long)ctx->global_step, ctx->loss);
@@ -72,6 +73,8 @@
                     inside hooks; your own loop; metrics; callback state; factories and spec strings
 
    CHANGELOG
+     next   the implementation defined in two files: the linker's first "multiple definition" names
+            hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file (an empty function) instead of stbds_arrgrowf
      next   a lazy metric read outside a dispatch is computed at that read (it returned the value cached by the
             last dispatch, stale once the loop had moved on with no hook to dispatch); in a dispatch once, as before
      next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
@@ -888,6 +891,21 @@ static HK__FORCEINLINE inline hk_signal hk__fire_flow(hk_registry *reg, int even
 #ifdef HOOKS_IMPLEMENTATION
 #ifndef HOOKS__IMPLEMENTED
 #define HOOKS__IMPLEMENTED
+
+/* The implementation defined in two files of one program: the linker's first line then names this
+   function ("multiple definition of `hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file'", with
+   gcc or clang, GNU ld or lld), ahead of the hundreds of stb_ds and hk_ names that follow it. Defined
+   before anything else, so that it comes first; empty, and never called. */
+#ifndef HOOKS_STATIC
+#ifdef __cplusplus
+extern "C" {
+#endif
+void hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file(void);
+void hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file(void) {}
+#ifdef __cplusplus
+}
+#endif
+#endif
 
 #include <ctype.h>
 #include <errno.h>
