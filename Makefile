@@ -7,8 +7,9 @@
 #                   ASan+UBSan); installs only compilers, libstb-dev and cmocka
 #   make test-times time every test target alone, serially, on a fresh build-time/ (scripts/test_times.sh)
 #   make bench      side-by-side cost tables (instructions via callgrind, ns via the clock)
-#   make bench-compile  compile time of hooks.h's and train.h's implementation TUs (and train.h with
-#                   sections left out) against stb_image.h's, -O2 and -O3 -march=native, median of 5
+#   make bench-compile  compile time (the compiler's CPU time) of hooks.h's and train.h's implementation
+#                   TUs (and train.h with sections left out) against stb_image.h's, -O2 and -O3 -march=native,
+#                   median of 5 rounds with the spread
 #   make examples   build every example into build/
 #   make install PREFIX=/usr/local   headers + pkg-config file
 

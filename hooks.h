@@ -9,7 +9,8 @@
          #define HOOKS_IMPLEMENTATION
          #include "hooks.h"
      Everywhere else just #include "hooks.h". The implementation needs stb_ds.h
-     (Debian: libstb-dev, found as <stb/stb_ds.h>); link with -lm.
+     (Debian: libstb-dev, found as <stb/stb_ds.h>); link with -lm. Defined in two files, the link's
+     first error names hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file.
 
        static hk_signal log_loss(hk_ctx *ctx, void *user) {
            printf("step %lld loss %.4f\n", (long long)ctx->global_step, ctx->loss);
@@ -58,7 +59,22 @@
    ENVIRONMENT
      HOOKS_TRACE=tree|lines   print every dispatched event and hook call (same as hk_trace)
 
+   CONTENTS (search for a title)
+     declarations   the event table; signals, tiers, stages, errors, filters; THE CONTEXT CONTRACT
+                    (hk_ctx); options and callbacks; registry; inside hooks (metrics); finite checks;
+                    your own loop (acting on signals, Ctrl-C and SIGTERM, the gradient norm); trace;
+                    profile; callback state; factories and spec strings;
+                    THE HOT PATH: the call site, inline: HK_FIRE, HK_FIRE_FLOW, HK_ACTIVE, the
+                    guard, hk__fire (the loop a site runs), the registry's layout
+     IMPLEMENTATION private types; tables from the X-macros; small helpers; names; the per-event run
+                    lists; registry; trace; profile;
+                    THE HOT PATH, out of line: the general loop (hk__dispatch), settling signals and
+                    failures, hk__fire's slow exits;
+                    inside hooks; your own loop; metrics; callback state; factories and spec strings
+
    CHANGELOG
+     next   the implementation defined in two files: the linker's first "multiple definition" names
+            hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file (an empty function) instead of stbds_arrgrowf
      next   a lazy metric read outside a dispatch is computed at that read (it returned the value cached by the
             last dispatch, stale once the loop had moved on with no hook to dispatch); in a dispatch once, as before
      next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
@@ -451,60 +467,6 @@ typedef struct hk_desc {
   FILE *trace_out;       /* where the trace goes (default: stderr) */
 } hk_desc;
 
-/* ---- the call site ---------------------------------------------------------------------------
-   HK_FIRE(reg, event, ctx) is an expression of type hk_signal. Prepare costly arguments under
-   HK_ACTIVE(reg, event). With nothing registered a site is its guard: a load, a compare and a branch
-   (3 instructions). Past the guard, in the branch's cold block, hk__fire runs a plain dispatch (the
-   event's hooks have no signal to report, no trace, no profile, not inside another dispatch) as a
-   loop over the event's run array at the site itself: one hook costs 27 instructions, a hand-written
-   loop over one function pointer 14 (gcc -O2, make test-zero-cost), and each more hook 4 more than
-   one more pointer. Everything else leaves that path through a call: the general loop (hk__dispatch)
-   for NULL ctx, nesting, trace and profile; hk__fire_end for a signal or a change made by a hook.
-   ctx may be NULL (the hooks then see a zeroed scratch context); the check costs nothing when the
-   compiler sees ctx is not NULL (&ctx, or a ctx the loop writes through). */
-#if defined(__GNUC__) || defined(__clang__)
-#  define HK__UNLIKELY(x) __builtin_expect(!!(x), 0)
-#  define HK__FORCEINLINE __attribute__((always_inline)) /* clang inlines no call in a cold branch otherwise */
-#else
-#  define HK__UNLIKELY(x) (x)
-#  define HK__FORCEINLINE
-#endif
-
-#ifdef HK_DISABLE
-/* hk__off() keeps a bare `HK_FIRE(...);` statement free of "statement with no effect" warnings. */
-#  define HK_ACTIVE(reg, event) (0 && (reg)->armed[(event)])
-#  define HK_FIRE(reg, event, ctx) hk__off(0 ? hk__dispatch((reg), (event), (ctx)) : HK_CONTINUE)
-#else
-#  define HK_ACTIVE(reg, event) HK__UNLIKELY((reg)->armed[(event)])
-#  define HK_FIRE(reg, event, ctx) \
-     (HK__UNLIKELY((reg)->armed[(event)]) ? hk__fire((reg), (event), (ctx)) : HK_CONTINUE)
-#endif
-
-/* private: one hook as the site's loop calls it. An event's run array lists its hooks in run order
-   (a filtered hook's entry is hk__filtered, which checks the filter; a hook removed or disabled
-   during a dispatch is entered as hk__skip) and ends with an entry whose fn is NULL. event and id
-   sit as hk_ctx's event and self do, so that one 8-byte copy sets both. */
-struct hk__entry {
-  hk_fn fn;
-  void *user;
-  int event;
-  hk_handle id;
-};
-typedef char hk__evself_check[(offsetof(hk_ctx, self) == offsetof(hk_ctx, event) + sizeof(int) &&
-                               offsetof(struct hk__entry, id) == offsetof(struct hk__entry, event) + sizeof(int)) ? 1 : -1];
-
-/* The guard reads armed[] directly; the rest of the registry is private. */
-struct hk_registry {
-  unsigned char armed[HK_MAX_EVENTS]; /* nonzero: the event has a hook to run (or trace is on) */
-  struct hk__state *hk__s;
-  /* private, here rather than in hk__s so that the site's loop (hk__fire) reads one struct: per
-     event, the run array it walks (NULL while the trace or the profile is on, or nothing is listed:
-     the general loop runs those); the dispatches in progress, plus a flag while a change waits until
-     the outermost one returns */
-  struct hk__entry *hk__fast[HK_MAX_EVENTS];
-  unsigned hk__busy;
-};
-
 /* ---- registry --------------------------------------------------------------------------------- */
 HOOKS_API hk_registry *hk_create(const hk_desc *desc);  /* NULL desc = defaults; NULL on OOM */
 HOOKS_API void hk_destroy(hk_registry *reg);             /* calls every callback's destroy */
@@ -645,13 +607,6 @@ typedef struct hk_flow { unsigned signals; } hk_flow; /* HK_SIGNAL_BIT set of wh
 #define HK_FLOW_HAS(flow, mask) HK__UNLIKELY(((flow)->signals & (mask)) != 0)
 static inline void hk_flow_raise(hk_flow *f, hk_signal s) { if (s != HK_CONTINUE) f->signals |= HK_SIGNAL_BIT(s); }
 static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mask; }
-
-#ifdef HK_DISABLE
-#  define HK_FIRE_FLOW(reg, event, ctx, flow) hk__off(0 ? hk__dispatch_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
-#else
-#  define HK_FIRE_FLOW(reg, event, ctx, flow) \
-     (HK__UNLIKELY((reg)->armed[(event)]) ? hk__fire_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
-#endif
 
 /* ---- your own loop: Ctrl-C and SIGTERM ---------------------------------------------------------
    A run should end cleanly on Ctrl-C (SIGINT) or SIGTERM (what kill, mpirun and batch schedulers
@@ -833,7 +788,68 @@ HOOKS_API int hk_arg_bool(const hk_args *a, const char *key);
 HOOKS_API const char *hk_arg_str(const hk_args *a, const char *key);   /* strings and choices */
 HOOKS_API int hk_arg_given(const hk_args *a, const char *key);
 
-/* private: what HK_FIRE and HK_FIRE_FLOW run past their guard (see "the call site") */
+/* =============================================================================================
+   THE HOT PATH: the call site, inline (HK_FIRE, HK_FIRE_FLOW, HK_ACTIVE; the guard; hk__fire)
+   Its out-of-line half, the general loop (hk__dispatch) and the slow exits, is the implementation's
+   "THE HOT PATH, out of line".
+   ============================================================================================= */
+/* HK_FIRE(reg, event, ctx) is an expression of type hk_signal. Prepare costly arguments under
+   HK_ACTIVE(reg, event). With nothing registered a site is its guard: a load, a compare and a branch
+   (3 instructions). Past the guard, in the branch's cold block, hk__fire runs a plain dispatch (the
+   event's hooks have no signal to report, no trace, no profile, not inside another dispatch) as a
+   loop over the event's run array at the site itself: one hook costs 27 instructions, a hand-written
+   loop over one function pointer 14 (gcc -O2, make test-zero-cost), and each more hook 4 more than
+   one more pointer. Everything else leaves that path through a call: the general loop (hk__dispatch)
+   for NULL ctx, nesting, trace and profile; hk__fire_end for a signal or a change made by a hook.
+   ctx may be NULL (the hooks then see a zeroed scratch context); the check costs nothing when the
+   compiler sees ctx is not NULL (&ctx, or a ctx the loop writes through). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define HK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#  define HK__FORCEINLINE __attribute__((always_inline)) /* clang inlines no call in a cold branch otherwise */
+#else
+#  define HK__UNLIKELY(x) (x)
+#  define HK__FORCEINLINE
+#endif
+
+#ifdef HK_DISABLE
+/* hk__off() keeps a bare `HK_FIRE(...);` statement free of "statement with no effect" warnings. */
+#  define HK_ACTIVE(reg, event) (0 && (reg)->armed[(event)])
+#  define HK_FIRE(reg, event, ctx) hk__off(0 ? hk__dispatch((reg), (event), (ctx)) : HK_CONTINUE)
+#  define HK_FIRE_FLOW(reg, event, ctx, flow) hk__off(0 ? hk__dispatch_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
+#else
+#  define HK_ACTIVE(reg, event) HK__UNLIKELY((reg)->armed[(event)])
+#  define HK_FIRE(reg, event, ctx) \
+     (HK__UNLIKELY((reg)->armed[(event)]) ? hk__fire((reg), (event), (ctx)) : HK_CONTINUE)
+#  define HK_FIRE_FLOW(reg, event, ctx, flow) \
+     (HK__UNLIKELY((reg)->armed[(event)]) ? hk__fire_flow((reg), (event), (ctx), (flow)) : HK_CONTINUE)
+#endif
+
+/* private: one hook as the site's loop calls it. An event's run array lists its hooks in run order
+   (a filtered hook's entry is hk__filtered, which checks the filter; a hook removed or disabled
+   during a dispatch is entered as hk__skip) and ends with an entry whose fn is NULL. event and id
+   sit as hk_ctx's event and self do, so that one 8-byte copy sets both. */
+struct hk__entry {
+  hk_fn fn;
+  void *user;
+  int event;
+  hk_handle id;
+};
+typedef char hk__evself_check[(offsetof(hk_ctx, self) == offsetof(hk_ctx, event) + sizeof(int) &&
+                               offsetof(struct hk__entry, id) == offsetof(struct hk__entry, event) + sizeof(int)) ? 1 : -1];
+
+/* The guard reads armed[] directly; the rest of the registry is private. */
+struct hk_registry {
+  unsigned char armed[HK_MAX_EVENTS]; /* nonzero: the event has a hook to run (or trace is on) */
+  struct hk__state *hk__s;
+  /* private, here rather than in hk__s so that the site's loop (hk__fire) reads one struct: per
+     event, the run array it walks (NULL while the trace or the profile is on, or nothing is listed:
+     the general loop runs those); the dispatches in progress, plus a flag while a change waits until
+     the outermost one returns */
+  struct hk__entry *hk__fast[HK_MAX_EVENTS];
+  unsigned hk__busy;
+};
+
+/* private: what HK_FIRE and HK_FIRE_FLOW run past their guard (above) */
 HOOKS_API hk_signal hk__dispatch(hk_registry *reg, size_t event, hk_ctx *ctx);
 HOOKS_API hk_signal hk__dispatch_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow);
 HOOKS_API hk_signal hk__fire_end(hk_registry *reg, hk_ctx *ctx, const struct hk__entry *p, hk_signal r);
@@ -875,6 +891,21 @@ static HK__FORCEINLINE inline hk_signal hk__fire_flow(hk_registry *reg, int even
 #ifdef HOOKS_IMPLEMENTATION
 #ifndef HOOKS__IMPLEMENTED
 #define HOOKS__IMPLEMENTED
+
+/* The implementation defined in two files of one program: the linker's first line then names this
+   function ("multiple definition of `hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file'", with
+   gcc or clang, GNU ld or lld), ahead of the hundreds of stb_ds and hk_ names that follow it. Defined
+   before anything else, so that it comes first; empty, and never called. */
+#ifndef HOOKS_STATIC
+#ifdef __cplusplus
+extern "C" {
+#endif
+void hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file(void);
+void hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file(void) {}
+#ifdef __cplusplus
+}
+#endif
+#endif
 
 #include <ctype.h>
 #include <errno.h>
@@ -1683,7 +1714,33 @@ HK__DEF void hk_trace(hk_registry *reg, hk_trace_mode mode, FILE *out) {
   hk__changed(reg, NULL);
 }
 
-/* ---- profile (API) ----------------------------------------------------------------------------- */
+static void hk__trace_indent(hk__state *s, int depth) {
+  int i;
+  for (i = 0; i < depth; i++) fputs("\xe2\x94\x82   ", s->trace_out);  /* "│   " */
+  fputs("\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80 ", s->trace_out);       /* "├── " */
+}
+
+static HK__COLD void hk__trace_event(hk_registry *reg, int event, const hk_ctx *ctx) {
+  hk__state *s = reg->hk__s;
+  if (s->trace != HK_TRACE_TREE) return;
+  if ((hk_event_flags(reg, event) & HK_CLOSES) && s->trace_depth > 0) s->trace_depth--;
+  hk__trace_indent(s, s->trace_depth);
+  if (event == HK_SETUP || event == HK_TEARDOWN) fprintf(s->trace_out, "%s(stage=%s)\n", hk_event_name(reg, event), hk_stage_name(ctx->stage));
+  else fprintf(s->trace_out, "%s()\n", hk_event_name(reg, event));
+}
+
+static void hk__trace_hook(hk_registry *reg, const hk__hook *h) {
+  hk__state *s = reg->hk__s;
+  const char *tier = hk_tier_name(h->owner->opts.tier);
+  if (s->trace == HK_TRACE_LINES) {
+    fprintf(s->trace_out, "%s %s %s\n", hk_event_name(reg, h->event), tier, h->owner->name);
+  } else {
+    hk__trace_indent(s, s->trace_depth + 1);
+    fprintf(s->trace_out, "[%s] %s\n", tier, h->owner->name);
+  }
+}
+
+/* ---- profile ------------------------------------------------------------------------------------- */
 HK__DEF void hk_profile(hk_registry *reg, int on) {
   if (!reg || reg->hk__s->profile == (on != 0)) return;
   reg->hk__s->profile = on != 0;
@@ -1740,33 +1797,72 @@ HK__DEF double hk_profile_gap(const hk_registry *reg, int *prev_event) {
   return s->prof_gap;
 }
 
-static void hk__trace_indent(hk__state *s, int depth) {
-  int i;
-  for (i = 0; i < depth; i++) fputs("\xe2\x94\x82   ", s->trace_out);  /* "│   " */
-  fputs("\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80 ", s->trace_out);       /* "├── " */
+/* The clock, and what the general loop does while profiling. */
+#ifndef HK_CLOCK_NS
+#  if defined(CLOCK_MONOTONIC)
+static uint64_t hk__clock_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#  elif defined(__linux__) && defined(__LP64__) && (defined(__GNUC__) || defined(__clang__))
+/* strict -std=c99 hides clock_gettime and struct timespec: the same call under a private name (on
+   64-bit Linux a timespec is two longs; CLOCK_MONOTONIC is 1) */
+struct hk__timespec { long tv_sec, tv_nsec; };
+extern int hk__clock_gettime(int clock_id, struct hk__timespec *ts) __asm__("clock_gettime");
+static uint64_t hk__clock_ns(void) {
+  struct hk__timespec ts;
+  if (hk__clock_gettime(1, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#  else
+static uint64_t hk__clock_ns(void) { return (uint64_t)((double)clock() * (1e9 / (double)CLOCKS_PER_SEC)); }
+#  endif
+#  define HK_CLOCK_NS() hk__clock_ns()
+#endif
+
+HK__DEF double hk_clock(void) { return 1e-9 * (double)(HK_CLOCK_NS()); }
+
+static void hk__prof_add(uint64_t *calls, uint64_t *ns, uint64_t *max, uint64_t dt) {
+  ++*calls;
+  *ns += dt;
+  if (dt > *max) *max = dt;
+}
+/* One hook call, timed (the general loop, while profiling). */
+static HK__NOINLINE hk_signal hk__timed(hk__hook *h, hk_ctx *ctx) {
+  uint64_t t0 = HK_CLOCK_NS();
+  hk_signal r = h->fn(ctx, h->user);
+  hk__prof_add(&h->prof_calls, &h->prof_ns, &h->prof_max, HK_CLOCK_NS() - t0);
+  return r;
 }
 
-static HK__COLD void hk__trace_event(hk_registry *reg, int event, const hk_ctx *ctx) {
+/* A dispatch starts while profiling: its clock, and for a top-level one the gap since the last. */
+static uint64_t hk__prof_begin(hk_registry *reg) {
   hk__state *s = reg->hk__s;
-  if (s->trace != HK_TRACE_TREE) return;
-  if ((hk_event_flags(reg, event) & HK_CLOSES) && s->trace_depth > 0) s->trace_depth--;
-  hk__trace_indent(s, s->trace_depth);
-  if (event == HK_SETUP || event == HK_TEARDOWN) fprintf(s->trace_out, "%s(stage=%s)\n", hk_event_name(reg, event), hk_stage_name(ctx->stage));
-  else fprintf(s->trace_out, "%s()\n", hk_event_name(reg, event));
+  uint64_t t0 = HK_CLOCK_NS();
+  if (hk__depth(reg) == 0) {
+    s->prof_gap = s->prof_end ? 1e-9 * (double)(t0 - s->prof_end) : 0;
+    s->prof_gap_prev = s->prof_end ? s->prof_prev : -1;
+  }
+  return t0 ? t0 : 1;
 }
-
-static void hk__trace_hook(hk_registry *reg, const hk__hook *h) {
+static void hk__prof_end(hk_registry *reg, int event, uint64_t t0) {
   hk__state *s = reg->hk__s;
-  const char *tier = hk_tier_name(h->owner->opts.tier);
-  if (s->trace == HK_TRACE_LINES) {
-    fprintf(s->trace_out, "%s %s %s\n", hk_event_name(reg, h->event), tier, h->owner->name);
-  } else {
-    hk__trace_indent(s, s->trace_depth + 1);
-    fprintf(s->trace_out, "[%s] %s\n", tier, h->owner->name);
+  uint64_t t1 = HK_CLOCK_NS();
+  hk__prof_add(&s->prof_calls[event], &s->prof_ns[event], &s->prof_max[event], t1 - t0);
+  if (hk__depth(reg) == 0) {
+    s->prof_end = t1 ? t1 : 1;
+    s->prof_prev = event;
+    s->prof_gap = -1;
   }
 }
 
-/* ---- dispatch ------------------------------------------------------------------------------------ */
+/* =============================================================================================
+   THE HOT PATH, out of line: what HK_FIRE's inline loop (hk__fire, in "THE HOT PATH") leaves out.
+   The general loop (hk__run, hk__dispatch: filters, trace, profile, nesting, a NULL ctx), how a
+   hook's signal or failure is settled (hk__settle), the inline loop's slow exits (hk__fire_end,
+   hk__flow_signal) and HK_FIRE_FLOW as a function (hk__dispatch_flow).
+   ============================================================================================= */
 /* The filter's ordinal n (see hk_counter): indexes from 0 become "the n-th", counts stay counts. */
 static int64_t hk__counter(const hk__hook *h, const hk_ctx *ctx) {
   switch (h->owner->opts.filter.counter) {
@@ -1851,45 +1947,6 @@ static HK__COLD hk_signal hk__settle(hk_registry *reg, hk__hook *h, hk_ctx *ctx,
   return out;
 }
 
-/* ---- profile ------------------------------------------------------------------------------------- */
-#ifndef HK_CLOCK_NS
-#  if defined(CLOCK_MONOTONIC)
-static uint64_t hk__clock_ns(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-#  elif defined(__linux__) && defined(__LP64__) && (defined(__GNUC__) || defined(__clang__))
-/* strict -std=c99 hides clock_gettime and struct timespec: the same call under a private name (on
-   64-bit Linux a timespec is two longs; CLOCK_MONOTONIC is 1) */
-struct hk__timespec { long tv_sec, tv_nsec; };
-extern int hk__clock_gettime(int clock_id, struct hk__timespec *ts) __asm__("clock_gettime");
-static uint64_t hk__clock_ns(void) {
-  struct hk__timespec ts;
-  if (hk__clock_gettime(1, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-#  else
-static uint64_t hk__clock_ns(void) { return (uint64_t)((double)clock() * (1e9 / (double)CLOCKS_PER_SEC)); }
-#  endif
-#  define HK_CLOCK_NS() hk__clock_ns()
-#endif
-
-HK__DEF double hk_clock(void) { return 1e-9 * (double)(HK_CLOCK_NS()); }
-
-static void hk__prof_add(uint64_t *calls, uint64_t *ns, uint64_t *max, uint64_t dt) {
-  ++*calls;
-  *ns += dt;
-  if (dt > *max) *max = dt;
-}
-/* One hook call, timed (the general loop, while profiling). */
-static HK__NOINLINE hk_signal hk__timed(hk__hook *h, hk_ctx *ctx) {
-  uint64_t t0 = HK_CLOCK_NS();
-  hk_signal r = h->fn(ctx, h->user);
-  hk__prof_add(&h->prof_calls, &h->prof_ns, &h->prof_max, HK_CLOCK_NS() - t0);
-  return r;
-}
-
 /* The general loop: the hooks of `event` from index i on, with their flags (filters, trace, hooks
    flagged off mid-dispatch), out being the signal so far. The list and its length stay fixed while
    any dispatch runs: structural changes wait until the outermost dispatch returns. */
@@ -1917,27 +1974,6 @@ static void hk__failed_inside(hk_registry *reg, const hk_ctx *ctx, hk_handle sel
   s->inner_seq = ctx->hk__seq;
   s->inner_depth = hk__depth(reg);
   s->inner_self = self;
-}
-
-/* A dispatch starts while profiling: its clock, and for a top-level one the gap since the last. */
-static uint64_t hk__prof_begin(hk_registry *reg) {
-  hk__state *s = reg->hk__s;
-  uint64_t t0 = HK_CLOCK_NS();
-  if (hk__depth(reg) == 0) {
-    s->prof_gap = s->prof_end ? 1e-9 * (double)(t0 - s->prof_end) : 0;
-    s->prof_gap_prev = s->prof_end ? s->prof_prev : -1;
-  }
-  return t0 ? t0 : 1;
-}
-static void hk__prof_end(hk_registry *reg, int event, uint64_t t0) {
-  hk__state *s = reg->hk__s;
-  uint64_t t1 = HK_CLOCK_NS();
-  hk__prof_add(&s->prof_calls[event], &s->prof_ns[event], &s->prof_max[event], t1 - t0);
-  if (hk__depth(reg) == 0) {
-    s->prof_end = t1 ? t1 : 1;
-    s->prof_prev = event;
-    s->prof_gap = -1;
-  }
 }
 
 /* The general path: everything HK_FIRE's inline loop (hk__fire) leaves out. A NULL context, a bad
@@ -2010,6 +2046,11 @@ HK__DEF HK__COLD hk_signal hk__flow_signal(hk_registry *reg, int event, hk_flow 
   return s;
 }
 
+/* HK_FIRE_FLOW past its guard, as a function (the HK_DISABLE form type-checks its arguments with it). */
+HK__DEF HK__COLD hk_signal hk__dispatch_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow) {
+  return hk__fire_flow(reg, event, ctx, flow);
+}
+
 /* ---- inside hooks --------------------------------------------------------------------------------- */
 HK__DEF hk_signal hk_fail(hk_ctx *ctx, const char *fmt, ...) {
   va_list ap;
@@ -2039,11 +2080,6 @@ HK__DEF hk_err hk_request_checkpoint(hk_ctx *ctx, const char *path) {
 }
 
 /* ---- your own loop ------------------------------------------------------------------------------- */
-/* HK_FIRE_FLOW past its guard, as a function (the HK_DISABLE form type-checks its arguments with it). */
-HK__DEF HK__COLD hk_signal hk__dispatch_flow(hk_registry *reg, int event, hk_ctx *ctx, hk_flow *flow) {
-  return hk__fire_flow(reg, event, ctx, flow);
-}
-
 HK__DEF double hk_grad_norm(hk_ctx *ctx) {
   double sum = 0;
   int k;

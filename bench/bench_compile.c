@@ -2,10 +2,14 @@
    with stb_image.h's (the reference a C programmer knows), in one run (make bench-compile).
 
    Each row is one file with an implementation define and a list of -D flags (the table below); each is
-   compiled with -c at -O2 and at -O3 -march=native, rows interleaved round by round so that a busy
-   machine slows every row alike, and the median of the rounds is printed in seconds and as a ratio to
-   stb_image.h's at the same flags, with the size of the -O2 object's code and data (`size`: text +
-   data; the file's size where `size` is missing). No thresholds: the clock of a shared machine moves.
+   compiled with -c at -O2 and at -O3 -march=native, rows interleaved round by round (one of each row
+   per round) so that a busy machine slows every row alike. A compile is timed by the compiler's CPU
+   time, user + system of the driver and what it ran (cc1, as), from getrusage(RUSAGE_CHILDREN) before
+   and after it: the wall clock of a shared machine counts the time other processes hold the core and
+   moved the ratios by about 20% run to run. Printed: the median CPU seconds, and the ratio to
+   stb_image.h's compile in the same round at the same flags, as the median over the rounds with its
+   min-max beside it, and the size of the -O2 object's code and data (`size`: text + data; the file's
+   size where `size` is missing). No thresholds.
 
      build/bench_compile CC STB_INC [rounds]     (rounds: default 5; CC may be "gcc" or "clang" ...)
 
@@ -15,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -89,13 +93,15 @@ static void add_words(char *s, char **argv, int *n) {
   for (; w && *n < MAX_ARGS - 1; w = strtok(NULL, " ")) argv[(*n)++] = w;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+/* user + system CPU seconds of every child waited for so far (and of the children they waited for) */
+static double children_cpu(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_CHILDREN, &ru) != 0) return -1;
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+         (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
-/* Compiles src into obj with the column's flags and the row's defines; the wall time, or -1. */
+/* Compiles src into obj with the column's flags and the row's defines; the compiler's CPU time, or -1. */
 static double compile(const char *src, const char *obj, const char *col, const char *defines) {
   char cc[256], colbuf[256], defbuf[512], inc[512], *argv[MAX_ARGS];
   int n = 0, status = 0;
@@ -117,12 +123,12 @@ static double compile(const char *src, const char *obj, const char *col, const c
   argv[n++] = (char *)obj;
   argv[n] = NULL;
   fflush(NULL);
-  t0 = now();
+  if ((t0 = children_cpu()) < 0) { perror("getrusage"); return -1; }
   pid = fork();
   if (pid < 0) { perror("fork"); return -1; }
   if (pid == 0) { execvp(argv[0], argv); perror(argv[0]); _exit(127); }
   if (waitpid(pid, &status, 0) != pid) return -1;
-  t1 = now();
+  t1 = children_cpu();
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     fprintf(stderr, "bench-compile: %s %s %s -c %s failed\n", g_cc, col, defines, src);
     return -1;
@@ -148,9 +154,20 @@ static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
+/* sorts v; its median */
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* "1.23 (1.20-1.31)": the median of row r's per-round ratios to stb_image.h's, and their min-max */
+static const char *ratio_text(char *buf, size_t cap, double (*t)[MAX_ROUNDS], double (*stb)[MAX_ROUNDS], int c, int rounds) {
+  double q[MAX_ROUNDS], m;
+  int k;
+  for (k = 0; k < rounds; k++) q[k] = t[c][k] / stb[c][k];
+  m = median(q, rounds);
+  snprintf(buf, cap, "%.2f (%.2f-%.2f)", m, q[0], q[rounds - 1]);
+  return buf;
 }
 
 int main(int argc, char **argv) {
@@ -182,7 +199,8 @@ int main(int argc, char **argv) {
     }
     version[strcspn(version, "\n")] = 0;
   }
-  printf("compile time of one implementation TU: %s -std=c99 -c, median of %d rounds, rows interleaved\n", version[0] ? version : g_cc, rounds);
+  printf("compile time of one implementation TU: %s -std=c99 -c, the compiler's CPU time (user + sys), %d rounds, rows interleaved\n",
+         version[0] ? version : g_cc, rounds);
   for (k = 0; k < rounds; k++)
     for (c = 0; c < N_COLS; c++)
       for (r = 0; r < N_ROWS; r++) {
@@ -192,17 +210,26 @@ int main(int argc, char **argv) {
       }
   for (r = 0; r < N_ROWS; r++) {
     if (!known[r]) continue;
-    for (c = 0; c < N_COLS; c++) med[r][c] = median(t[r][c], rounds);
+    for (c = 0; c < N_COLS; c++) { /* on a copy: t keeps the rounds' order for the ratios */
+      double v[MAX_ROUNDS];
+      memcpy(v, t[r][c], sizeof v);
+      med[r][c] = median(v, rounds);
+    }
     bytes[r] = object_bytes(obj[r][0]);
   }
   if (!known[0]) { fprintf(stderr, "bench-compile: stb_image.h not found\n"); return 1; }
-  printf("\n  %-42s %8s %7s   %8s %7s   %10s\n", "", columns[0], "", columns[1], "", "code+data");
-  printf("  %-42s %8s %7s   %8s %7s   %10s\n", "implementation TU", "s", "x stb", "s", "x stb", "KB (-O2)");
+  printf("\n  %-42s %6s  %-17s   %6s  %-17s   %10s\n", "", columns[0], "", columns[1], "", "code+data");
+  printf("  %-42s %6s  %-17s   %6s  %-17s   %10s\n", "implementation TU", "s", "x stb (min-max)", "s", "x stb (min-max)",
+         "KB (-O2)");
   for (r = 0; r < N_ROWS; r++) {
+    char q0[64], q1[64];
     if (!known[r]) { printf("  %-42s   (%s)\n", rows[r].label, missing[r]); continue; }
-    printf("  %-42s %8.2f %7.2f   %8.2f %7.2f   %10.1f\n", rows[r].label, med[r][0], med[r][0] / med[0][0], med[r][1],
-           med[r][1] / med[0][1], (double)bytes[r] / 1024.0);
+    printf("  %-42s %6.2f  %-17s   %6.2f  %-17s   %10.1f\n", rows[r].label, med[r][0],
+           ratio_text(q0, sizeof q0, t[r], t[0], 0, rounds), med[r][1], ratio_text(q1, sizeof q1, t[r], t[0], 1, rounds),
+           (double)bytes[r] / 1024.0);
   }
+  printf("\ns: median CPU seconds; x stb: the compile's CPU time over stb_image.h's in the same round, the median\n"
+         "over the rounds and (min-max) the spread of those ratios.\n");
   printf("\ntrain.h's rows include hooks.h's implementation (one file, as a program builds it). Defines:\n");
   for (r = 0; r < N_ROWS; r++)
     if (rows[r].defines[0]) printf("  %-42s %s\n", rows[r].label, rows[r].defines);

@@ -3,8 +3,10 @@
 #   make bench-compile                        gcc, 5 rounds (about 3 minutes on a 2-core VM)
 #   make bench-compile BENCH_COMPILE_CC=clang BENCH_COMPILE_ROUNDS=3
 # Rows (the table at the top of bench/bench_compile.c) are a label and a list of -D flags; a row whose
-# define its header does not know yet is listed, not timed. Medians, ratios to stb_image.h at the same
-# flags (-O2, and -O3 -march=native), and the -O2 object's code + data; no thresholds.
+# define its header does not know yet is listed, not timed. Timed by the compiler's CPU time (user + sys
+# of the compiler and what it runs, getrusage(RUSAGE_CHILDREN)), not the wall clock: medians, and ratios
+# to stb_image.h's compile in the same round at the same flags (-O2, and -O3 -march=native) as a median
+# with its min-max over the rounds; the -O2 object's code + data; no thresholds.
 BENCH_COMPILE_CC     ?= gcc
 BENCH_COMPILE_ROUNDS ?= 5
 
