@@ -842,6 +842,46 @@ static void test_nested_save_load_refused(void **state) {
   }
 }
 
+/* Calls from hooks while the run's own work is going: tr_run_finish from on_train_end ran a second
+   finish inside the first (teardown twice, the run ended under the one in progress), tr_run_log from a
+   logger's on_log rebuilt the record the loggers were reading. Refused; the first refuses and fails
+   the run (a bug of the loop), the second leaves the record alone. */
+static tr_err g_finish_in_hook;
+static hk_signal finish_in_hook(hk_ctx *ctx, void *user) { (void)user; g_finish_in_hook = tr_run_finish(ctx->reg, ctx, TR_OK); return HK_CONTINUE; }
+static int g_teardowns, g_records;
+static hk_signal count_teardown(hk_ctx *ctx, void *user) { (void)ctx; (void)user; g_teardowns++; return HK_CONTINUE; }
+static hk_signal log_in_on_log(hk_ctx *ctx, void *user) {
+  (void)user;
+  g_records++;
+  assert_int_equal(tr_run_log(ctx->reg, ctx, "val"), HK_FAIL);
+  assert_string_equal(tr_log_current(ctx)->stage, "train");
+  return HK_CONTINUE;
+}
+static void test_calls_from_hooks_refused(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  (void)state;
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .log_every_n_steps = 1 }), TR_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_END, finish_in_hook, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_TEARDOWN, count_teardown, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_LOG, log_in_on_log, NULL, NULL, NULL), HK_OK);
+  g_teardowns = g_records = 0;
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  assert_int_equal(g_records, 1);
+  assert_refusal(reg, "tr_run_log: called from a hook of on_log while a train record is being logged");
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+  assert_int_equal(g_finish_in_hook, TR_ERR_INVALID);
+  assert_int_equal(g_teardowns, 1);
+  assert_refusal(reg, "tr_run_finish: called from a hook while tr_run_finish runs: call it from the loop");
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_dir_and_flush_at_destroy),
@@ -860,6 +900,7 @@ int main(void) {
     cmocka_unit_test(test_batch_end_forgotten),
     cmocka_unit_test(test_val_record_forgotten),
     cmocka_unit_test(test_nested_save_load_refused),
+    cmocka_unit_test(test_calls_from_hooks_refused),
   };
   snprintf(g_root, sizeof g_root, "%s/test_run.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
   mkdir(g_root, 0777);

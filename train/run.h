@@ -87,7 +87,8 @@ TR__C_BEGIN /* part */
    (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
    is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
    it); so are tr_run_log from a hook of on_log, and tr_run_batch_end, tr_run_epoch_end and tr_run_finish
-   from a hook while one of those, or a save or load, is running (the run fails: the loop has a bug).
+   from a hook while tr_run_start, one of those, a save or a load is running (the run fails: the loop has
+   a bug).
    To see the events, tr_run_start registers one callback named "tr_run" on reg, first on its events
    (on_train_epoch_start/_end, on_train_batch_start/_end, on_sanity_check_start/_end,
    on_validation_epoch_end; it changes no signal unless a call is missing); tr_run_finish removes it.
@@ -451,7 +452,7 @@ typedef struct tr__run_priv {
   int64_t val_step;          /* ctx->global_step at that on_validation_epoch_end */
   int val_warned;            /* the forgotten "val" record was said (once per run) */
   int sending;               /* on_log of a record the run sends is being fired */
-  int in_safe_point;         /* tr_run_batch_end / tr_run_epoch_end is running */
+  const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
   const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
@@ -1614,6 +1615,7 @@ static hk_signal tr__run_watch(hk_ctx *ctx, void *user, unsigned check, unsigned
   tr__run_priv *q = run->tr__p;
   unsigned which = q->pending & check;
   hk_signal r = HK_CONTINUE;
+  if (run->trainer) return HK_CONTINUE; /* tr_fit took the registry over from a run never finished: its loop */
   if (which && tr__run_missed(run, ctx->reg, ctx, which & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, at))
     r = hk_fail(ctx, "%s", q->failure);
   if (note) {
@@ -1638,7 +1640,7 @@ static hk_signal tr__run_on_sanity_start(hk_ctx *ctx, void *user) { (void)ctx; (
 static hk_signal tr__run_on_sanity_end(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 0; return HK_CONTINUE; }
 static hk_signal tr__run_on_val_epoch_end(hk_ctx *ctx, void *user) {
   tr__run_priv *q = ((tr_run *)user)->tr__p;
-  if (!q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) { q->val_ran = 1; q->val_step = ctx->global_step; }
+  if (!((tr_run *)user)->trainer && !q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) { q->val_ran = 1; q->val_step = ctx->global_step; }
   return HK_CONTINUE;
 }
 /* A validation of the fit ended since the last safe point and sent no "val" record: said once per run
@@ -1668,11 +1670,11 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, co
                          "its end itself; %s is for a loop of your own, after tr_run_start", fn, hk_stage_name(run->running), fn);
     return 1;
   }
-  if (q->in_safe_point || q->io || q->sending) {
+  if (q->busy || q->io || q->sending) {
     char msg[sizeof q->error];
     tr__msg(msg, sizeof msg, "%s: called from a hook while %s%s%s%s runs: call it from the loop, once that has returned", fn,
-            q->io ? q->io : q->sending ? "on_log of a record" : "tr_run_batch_end / tr_run_epoch_end", q->io ? " of '" : "",
-            q->io && q->io_path ? q->io_path : "", q->io ? "'" : "");
+            q->io ? q->io : q->sending ? "on_log of a record" : q->busy, q->io ? " of '" : "", q->io && q->io_path ? q->io_path : "",
+            q->io ? "'" : "");
     tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
     (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s", msg);
     return 1;
@@ -1706,6 +1708,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->last_step = ctx->global_step;
   q->pending = 0;
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
+  q->busy = NULL;
   run->running = HK_STAGE_FIT;
   run->trainer = NULL;
   ctx->reg = reg;
@@ -1732,6 +1735,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                 "events: %s", hk_last_error(reg));
   }
   if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
   if (!run->failed && resume_from && resume_from[0]) {
@@ -1743,6 +1747,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
   tr__run_fire(reg, ctx, HK_ON_TRAIN_START, &flow);
   if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
+  q->busy = NULL;
   return run->failed ? q->err : TR_OK;
 }
 
@@ -1805,9 +1810,9 @@ static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, 
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
   tr__run_check_val(run, reg, ctx, fn);
-  q->in_safe_point = 1;
+  q->busy = fn;
   out = tr__run_safe_point(reg, ctx, flow, epoch_end);
-  q->in_safe_point = 0;
+  q->busy = NULL;
   return out;
 }
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_call(reg, ctx, flow, 0); }
@@ -1825,6 +1830,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_finish: no run is going: call tr_run_start first (tr_run_finish "
                           "ends the run tr_run_start began, once)");
   if (tr__run_refused_now(run, reg, "tr_run_finish", "")) return TR_ERR_INVALID;
+  q->busy = "tr_run_finish";
   if (status != TR_OK) tr_run_fail(reg, status, "the loop ended the run: %s", tr_err_name(status));
   if (q->pending) (void)tr__run_missed(run, reg, ctx, q->pending & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, "tr_run_finish");
   tr__run_check_val(run, reg, ctx, "tr_run_finish");
@@ -1858,6 +1864,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (run->failed) memcpy(q->error, q->failure, sizeof q->error); /* tr_run_error: why it failed */
   run->running = HK_STAGE_NONE;
   q->own_loop = 0;
+  q->busy = NULL;
   ctx->stage = HK_STAGE_NONE;
   ctx->requests = 0;
   return e;
