@@ -1,7 +1,7 @@
 # tests/run.mk - train.h's run layer in a hand-written loop (tests/test_run.c): loggers sharing one
 # version directory, records from the context, flushing without teardown, checkpoints in the loop's
-# own format, requests, signals, minimum steps, warnings for settings that never fire; plain,
-# ASan+UBSan, valgrind.
+# own format, requests, signals, minimum steps, warnings for settings that never fire, the run's state
+# machine (calls out of order refused at the call); plain, ASan+UBSan, valgrind.
 RUN_SRC  := tests/test_run.c
 RUN_BIN  := $(BUILD)/test_run
 RUN_ASAN := $(BUILD)/test_run_asan

@@ -5,7 +5,10 @@
    (metrics set since the last record only, histograms included); a loop that never fires teardown
    still gets every record on disk; checkpoints in the loop's own format round-trip the model, the
    counters and every callback's state, and refuse what is not theirs; requests, signals, minimum
-   steps and the stop decision; the one-time warnings for settings that can never fire. */
+   steps and the stop decision; the one-time warnings for settings that can never fire; the state
+   machine: calls out of order refused at the call in one error channel (tr_run_error = hk_last_error),
+   tr_run_setup during a run, a skipped tr_run_batch_end / tr_run_epoch_end, a forgotten "val" record,
+   nested saves and loads. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,8 +118,7 @@ static void test_shared_dir_and_flush_at_destroy(void **state) {
   toy_init(&m, &ctx);
   assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .save_dir = dir, .epochs = TR_NO, .log_every_n_steps = 2 }), TR_OK);
   assert_int_equal(hk_spec_apply(reg, "csv(flush_every=1000); jsonl(flush_every=1000)"), HK_OK);
-  ctx.stage = HK_STAGE_FIT;
-  HK_FIRE(reg, HK_SETUP, &ctx);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK); /* setup .. on_train_start */
   for (s = 0; s < 9; s++) {
     toy_step(reg, &ctx, &flow, &m);
     tr_run_batch_end(reg, &ctx, &flow);
@@ -480,12 +482,13 @@ static void test_bar_mid_epoch(void **state) {
   assert_int_equal(tr_progress_bar(reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
   assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
   ctx.epoch = 3;
-  for (b = 6; b < 10; b++) { /* resumed at batch 6 of epoch 3 */
+  ctx.global_step = 6;
+  for (b = 6; b < 10; b++) { /* resumed at batch 6 of epoch 3 (toy_step: batch_idx = global_step) */
     toy_step(reg, &ctx, &flow, &m);
-    ctx.batch_idx = b;
-    HK_FIRE(reg, HK_ON_TRAIN_BATCH_END, &ctx);
+    assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
   }
   HK_FIRE(reg, HK_ON_TRAIN_EPOCH_END, &ctx);
+  assert_int_equal(tr_run_epoch_end(reg, &ctx, &flow), 0);
   assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
   hk_destroy(reg);
   fclose(out);
@@ -533,6 +536,352 @@ static void test_bad_setup(void **state) {
   hk_destroy(reg);
 }
 
+/* ---- the state machine: a call out of order is refused at the call, in one error channel ---------- */
+/* tr_run_error and hk_last_error say the same, and it names the call to make */
+static void assert_refusal(hk_registry *reg, const char *says) {
+  if (!strstr(tr_run_error(reg), says)) fail_msg("tr_run_error: '%s' lacks '%s'", tr_run_error(reg), says);
+  assert_string_equal(hk_last_error(reg), tr_run_error(reg));
+}
+
+/* tr_run_batch_end / tr_run_epoch_end before tr_run_start, and tr_run_finish without a start (or a
+   second time), returned success */
+static void test_calls_before_start(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  (void)state;
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1 }), TR_OK);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), TR_RUN_STOP);
+  assert_refusal(reg, "tr_run_batch_end: no run is going: call tr_run_start first");
+  assert_int_equal(tr_run_epoch_end(reg, &ctx, &flow), TR_RUN_STOP);
+  assert_refusal(reg, "tr_run_epoch_end: no run is going: call tr_run_start first");
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+  assert_refusal(reg, "tr_run_finish: no run is going: call tr_run_start first");
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_string_equal(tr_run_error(reg), "");
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID); /* once per start */
+  assert_refusal(reg, "tr_run_finish: no run is going: call tr_run_start first");
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
+/* A second tr_run_start returned TR_ERR_INVALID with tr_run_error empty (the reason in hk_last_error
+   only): every refusal of the run layer says the same in both */
+static void test_one_error_channel(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  (void)state;
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1 }), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_ERR_INVALID);  /* a second start */
+  assert_refusal(reg, "tr_run_start: a fit run is going already (tr_run_start began it): tr_run_finish ends it");
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);          /* the run goes on: refusals do not fail it */
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  /* the other refusals: the same text in both */
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = 7 }), TR_ERR_INVALID);
+  assert_refusal(reg, "tr_run_setup: epochs, validation and check_on_train_epoch_end take");
+  assert_int_equal(tr_run_log(reg, &ctx, "vall"), HK_FAIL);          /* was HK_CONTINUE, silently */
+  assert_refusal(reg, "tr_run_log: the stage 'vall' is not \"train\", \"val\" or \"test\"");
+  assert_int_equal(tr_run_save(reg, &ctx, "x.bin"), TR_ERR_INVALID); /* no save_model */
+  assert_refusal(reg, "tr_run_save: cannot save 'x.bin': the run has no save_model");
+  assert_int_equal(tr_run_load(reg, &ctx, "x.bin"), TR_ERR_INVALID);
+  assert_refusal(reg, "tr_run_load: the run has no load_model");
+  assert_int_equal(tr_run_hparam(reg, "a=b", "c"), TR_ERR_INVALID);
+  assert_refusal(reg, "tr_run_hparam: the key 'a=b' holds a control character or '='");
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
+/* tr_run_setup during a run returned TR_OK and freed the strings the run was using: a hook that set
+   the run up again while a checkpoint was saved (model_checkpoint's, then the default one at
+   save_to) had the next save write to a freed path (ASan: heap-use-after-free) */
+static tr_run_desc g_setup_again;
+static tr_err g_setup_again_said;
+static hk_signal setup_again(hk_ctx *ctx, void *user) {
+  (void)user;
+  g_setup_again_said = tr_run_setup(ctx->reg, &g_setup_again);
+  return HK_CONTINUE;
+}
+static hk_signal ask_default_checkpoint(hk_ctx *ctx, void *user) { (void)user; hk_request(ctx, HK_REQUEST_CHECKPOINT); return HK_CONTINUE; }
+static void test_setup_refused_during_run(void **state) {
+  char dir[400], spec[700], path[600], save_to[600];
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  struct stat st;
+  int i;
+  (void)state;
+  dir_for(dir, sizeof dir, "setup_again");
+  snprintf(save_to, sizeof save_to, "%s/default.bin", dir);
+  toy_init(&m, &ctx);
+  g_setup_again = (tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .save_to = save_to, .save_dir = dir, .save_model = toy_save,
+                                 .load_model = toy_load, .model_user = &m };
+  assert_int_equal(tr_run_setup(reg, &g_setup_again), TR_OK);
+  snprintf(spec, sizeof spec, "model_checkpoint(every_n_train_steps=1, dirpath=\"%s/mc\", filename=\"{step}\")", dir);
+  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, ask_default_checkpoint, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_CHECKPOINT_SAVED, setup_again, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_equal(tr_run_setup(reg, &g_setup_again), TR_ERR_INVALID); /* from the loop */
+  assert_refusal(reg, "tr_run_setup: called during a fit run (tr_run_start began it): the run's settings are fixed until "
+                      "it ends; call tr_run_setup before tr_run_start or after tr_run_finish");
+  for (i = 0; i < 2; i++) {
+    g_setup_again_said = TR_OK;
+    toy_step(reg, &ctx, &flow, &m);
+    assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);         /* model_checkpoint's file, then save_to */
+    assert_int_equal(g_setup_again_said, TR_ERR_INVALID);             /* from a hook of the save */
+  }
+  assert_int_equal(stat(save_to, &st), 0);
+  snprintf(path, sizeof path, "%s/mc/step=2.ckpt", dir);
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  assert_int_equal(tr_run_setup(reg, &g_setup_again), TR_OK);         /* after the run: fine */
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
+/* A loop that fired on_train_batch_end and never called tr_run_batch_end: model_checkpoint's queued
+   file name (ctx->checkpoint_paths) was freed at its next save point and read there (ASan:
+   heap-use-after-free at the second step), and the run ended "ok" with no checkpoint written. Now
+   the next event fails the run, naming the call; the same for on_train_epoch_end / tr_run_epoch_end. */
+static void forgetful_loop(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int batch_start) {
+  int i;
+  for (i = 0; i < 3; i++) {
+    if (batch_start) HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, ctx, flow);
+    ctx->global_step++;
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, ctx, flow);
+    if (i == 0) assert_false(HK_FLOW_HAS(flow, HK_FLOW_FAIL));
+    else assert_true(HK_FLOW_HAS(flow, HK_FLOW_FAIL));                /* said at the event, to the loop's flow */
+  }
+}
+static void test_batch_end_forgotten(void **state) {
+  char dir[400], spec[700];
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow;
+  toy m;
+  int mode;
+  (void)state;
+  dir_for(dir, sizeof dir, "forgotten");
+  for (mode = 0; mode < 2; mode++) { /* with on_train_batch_start, and with the end event only */
+    reg = hk_create(NULL);
+    memset(&flow, 0, sizeof flow);
+    toy_init(&m, &ctx);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .save_model = toy_save,
+                                                        .load_model = toy_load, .model_user = &m }), TR_OK);
+    snprintf(spec, sizeof spec, "model_checkpoint(every_n_train_steps=1, dirpath=\"%s/%d\")", dir, mode);
+    assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    forgetful_loop(reg, &ctx, &flow, mode == 0);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+    assert_refusal(reg, mode == 0 ? "tr_run_batch_end was not called after on_train_batch_end (at step 1) before "
+                                    "on_train_batch_start: call tr_run_batch_end(reg, &ctx, &flow) after every on_train_batch_end"
+                                  : "tr_run_batch_end was not called after on_train_batch_end (at step 1) before the next "
+                                    "on_train_batch_end");
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+  /* at the end of the run, and the epoch's call */
+  reg = hk_create(NULL);
+  memset(&flow, 0, sizeof flow);
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1 }), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+  assert_refusal(reg, "tr_run_batch_end was not called after on_train_batch_end (at step 1) before tr_run_finish");
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);          /* a batch's events, then the epoch's: fine */
+  toy_step(reg, &ctx, &flow, &m);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  assert_int_equal(tr_run_epoch_end(reg, &ctx, &flow), 0);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_START, &ctx, &flow);
+  toy_step(reg, &ctx, &flow, &m);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+  assert_true(tr_run_epoch_end(reg, &ctx, &flow) & TR_RUN_STOP);   /* the batch's call is missing: its record is lost */
+  assert_refusal(reg, "tr_run_batch_end was not called after on_train_batch_end (at step 3) before tr_run_epoch_end");
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_START, &ctx, &flow);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_FAIL));
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+  assert_refusal(reg, "tr_run_epoch_end was not called after on_train_epoch_end (at step 3) before on_train_epoch_start");
+  assert_int_equal(hk_find(reg, "tr_run"), 0);                     /* the run's watch ends with the run */
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
+/* A validation whose "val" record the loop forgot: val/loss never reached the logs, without a word.
+   Now the run says it once, in its log; a loop that sends it, a sanity check and a registry without
+   loggers hear nothing. */
+static hk_signal count_val(hk_ctx *ctx, void *user) {
+  tr_log_record *r = tr_log_current(ctx);
+  if (r && !strcmp(r->stage, "val")) ++*(int *)user;
+  return HK_CONTINUE;
+}
+static char *val_loop(int forget, int with_log, int *val_records) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  FILE *log = tmpfile();
+  toy m;
+  char *text;
+  long n;
+  int i;
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .log = log }), TR_OK);
+  if (with_log) assert_int_equal(hk_on(reg, HK_ON_LOG, count_val, val_records, NULL, NULL), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  HK_FIRE_FLOW(reg, HK_ON_SANITY_CHECK_START, &ctx, &flow); /* a sanity check sends no record */
+  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, &ctx, &flow);
+  HK_FIRE_FLOW(reg, HK_ON_SANITY_CHECK_END, &ctx, &flow);
+  for (i = 0; i < 4; i++) {
+    toy_step(reg, &ctx, &flow, &m);
+    assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+    if (forget) {
+      HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, &ctx, &flow);
+      hk_metric_set(&ctx, "val/loss", 1.0);
+      HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, &ctx, &flow); /* and no tr_run_log(reg, &ctx, "val") */
+      HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, &ctx, &flow);
+    } else toy_validate(reg, &ctx, &flow, 1.0);
+  }
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  fflush(log);
+  n = ftell(log);
+  rewind(log);
+  text = (char *)calloc(1, (size_t)n + 1);
+  assert_int_equal(fread(text, 1, (size_t)n, log), (size_t)n);
+  fclose(log);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+  return text;
+}
+static void test_val_record_forgotten(void **state) {
+  int records = 0;
+  char *text;
+  (void)state;
+  text = val_loop(1, 1, &records);
+  assert_int_equal(records, 0);
+  assert_string_equal(text, "tr_run: a validation ended (on_validation_epoch_end at step 1) and no \"val\" record was sent "
+                            "before tr_run_batch_end: the loggers never see its val/ metrics; call tr_run_log(reg, &ctx, "
+                            "\"val\") after on_validation_epoch_end (said once)\n");
+  free(text);
+  text = val_loop(0, 1, &records);                 /* sent: no word */
+  assert_int_equal(records, 4);
+  assert_string_equal(text, "");
+  free(text);
+  text = val_loop(1, 0, &records);                 /* nothing listens to on_log: nothing is lost */
+  assert_string_equal(text, "");
+  free(text);
+}
+
+/* save_model / load_model (or a hook of the save) calling tr_run_save / tr_run_load again: accepted
+   before, and with async_save the nested save shared the staging buffer with the one in progress and
+   returned TR_OK for a file that was never written */
+typedef struct nest { toy *m; hk_registry *reg; hk_ctx *ctx; char path[600]; tr_err inner; int calls; } nest;
+static nest g_nest;
+static int nest_save(void *user, FILE *f) {
+  if (g_nest.calls++ == 0) g_nest.inner = tr_run_save(g_nest.reg, g_nest.ctx, g_nest.path);
+  return toy_save(user, f);
+}
+static int nest_load(void *user, FILE *f) {
+  if (g_nest.calls++ == 0) g_nest.inner = tr_run_load(g_nest.reg, g_nest.ctx, g_nest.path);
+  return toy_load(user, f);
+}
+static void test_nested_save_load_refused(void **state) {
+  char dir[400], outer[600];
+  hk_registry *reg;
+  hk_ctx ctx;
+  toy m;
+  struct stat st;
+  int async;
+  (void)state;
+  dir_for(dir, sizeof dir, "nested");
+  snprintf(outer, sizeof outer, "%s/outer.bin", dir);
+  for (async = 0; async < 2; async++) {
+    reg = hk_create(NULL);
+    toy_init(&m, &ctx);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .save_model = nest_save,
+                                                        .load_model = nest_load, .model_user = &m,
+                                                        .async_save = async ? TR_YES : 0 }), TR_OK);
+    memset(&g_nest, 0, sizeof g_nest);
+    g_nest.reg = reg;
+    g_nest.ctx = &ctx;
+    snprintf(g_nest.path, sizeof g_nest.path, "%s/inner%d.bin", dir, async);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    assert_int_equal(tr_run_save(reg, &ctx, outer), TR_OK);
+    assert_int_equal(g_nest.inner, TR_ERR_INVALID);
+    assert_refusal(reg, "tr_run_save: '");
+    assert_non_null(strstr(tr_run_error(reg), "inner"));
+    assert_non_null(strstr(tr_run_error(reg), "asked while tr_run_save of '"));
+    assert_non_null(strstr(tr_run_error(reg), "saves and loads do not nest; ask for a checkpoint with hk_request_checkpoint"));
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+    assert_int_equal(stat(outer, &st), 0);
+    assert_int_not_equal(stat(g_nest.path, &st), 0);
+    memset(&g_nest, 0, sizeof g_nest);               /* load_model loading again */
+    g_nest.reg = reg;
+    g_nest.ctx = &ctx;
+    snprintf(g_nest.path, sizeof g_nest.path, "%s", outer);
+    assert_int_equal(tr_run_load(reg, &ctx, outer), TR_OK);
+    assert_int_equal(g_nest.inner, TR_ERR_INVALID);
+    assert_refusal(reg, "tr_run_load: '");
+    assert_non_null(strstr(tr_run_error(reg), "asked while tr_run_load of '"));
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+}
+
+/* Calls from hooks while the run's own work is going: tr_run_finish from on_train_end ran a second
+   finish inside the first (teardown twice, the run ended under the one in progress), tr_run_log from a
+   logger's on_log rebuilt the record the loggers were reading. Refused; the first refuses and fails
+   the run (a bug of the loop), the second leaves the record alone. */
+static tr_err g_finish_in_hook;
+static hk_signal finish_in_hook(hk_ctx *ctx, void *user) { (void)user; g_finish_in_hook = tr_run_finish(ctx->reg, ctx, TR_OK); return HK_CONTINUE; }
+static int g_teardowns, g_records;
+static hk_signal count_teardown(hk_ctx *ctx, void *user) { (void)ctx; (void)user; g_teardowns++; return HK_CONTINUE; }
+static hk_signal log_in_on_log(hk_ctx *ctx, void *user) {
+  (void)user;
+  g_records++;
+  assert_int_equal(tr_run_log(ctx->reg, ctx, "val"), HK_FAIL);
+  assert_string_equal(tr_log_current(ctx)->stage, "train");
+  return HK_CONTINUE;
+}
+static void test_calls_from_hooks_refused(void **state) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  (void)state;
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .log_every_n_steps = 1 }), TR_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_END, finish_in_hook, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_TEARDOWN, count_teardown, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_LOG, log_in_on_log, NULL, NULL, NULL), HK_OK);
+  g_teardowns = g_records = 0;
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  assert_int_equal(g_records, 1);
+  assert_refusal(reg, "tr_run_log: called from a hook of on_log while a train record is being logged");
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INVALID);
+  assert_int_equal(g_finish_in_hook, TR_ERR_INVALID);
+  assert_int_equal(g_teardowns, 1);
+  assert_refusal(reg, "tr_run_finish: called from a hook while tr_run_finish runs: call it from the loop");
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_dir_and_flush_at_destroy),
@@ -545,6 +894,13 @@ int main(void) {
     cmocka_unit_test(test_bar_mid_epoch),
     cmocka_unit_test(test_spec_find),
     cmocka_unit_test(test_bad_setup),
+    cmocka_unit_test(test_calls_before_start),
+    cmocka_unit_test(test_one_error_channel),
+    cmocka_unit_test(test_setup_refused_during_run),
+    cmocka_unit_test(test_batch_end_forgotten),
+    cmocka_unit_test(test_val_record_forgotten),
+    cmocka_unit_test(test_nested_save_load_refused),
+    cmocka_unit_test(test_calls_from_hooks_refused),
   };
   snprintf(g_root, sizeof g_root, "%s/test_run.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
   mkdir(g_root, 0777);

@@ -2565,6 +2565,44 @@ static void test_fit_continues(void **state) {
   fx_free(f);
 }
 
+/* The run layer's calls for a loop of your own, from a hook during the trainer's fit: tr_run_batch_end
+   and tr_run_finish ran a safe point or ended the run under the trainer (on_train_end, teardown in the
+   middle of a fit), tr_run_setup replaced the settings the batteries were reading. All refused now,
+   each saying why in tr_run_error and hk_last_error, and the fit goes on. */
+static int g_meddled;
+static hk_signal meddle_in_fit(hk_ctx *ctx, void *user) {
+  hk_registry *reg = ctx->reg;
+  (void)user;
+  if (g_meddled++) return HK_CONTINUE;
+  assert_int_equal(tr_run_batch_end(reg, ctx, NULL), TR_RUN_STOP);
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_batch_end: train.h's trainer drives this fit run"));
+  assert_string_equal(hk_last_error(reg), tr_run_error(reg));
+  assert_int_equal(tr_run_epoch_end(reg, ctx, NULL), TR_RUN_STOP);
+  assert_int_equal(tr_run_finish(reg, ctx, TR_OK), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_finish: train.h's trainer drives this fit run"));
+  assert_int_equal(tr_run_start(reg, ctx, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_start: a fit run is going already (train.h's trainer drives it)"));
+  assert_int_equal(tr_run_setup(reg, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(reg), "call tr_run_setup before the trainer's run (tr_fit, tr_validate, ...) or "
+                                            "after it returns"));
+  assert_string_equal(hk_last_error(reg), tr_run_error(reg));
+  return HK_CONTINUE;
+}
+static void test_run_layer_calls_in_a_fit(void **state) {
+  fx *f = fx_new(4, 1, NULL, NULL, 1);
+  tr_config c = fx_config(f, 0);
+  (void)state;
+  g_meddled = 0;
+  assert_int_equal(hk_on(f->reg, HK_ON_TRAIN_BATCH_END, meddle_in_fit, NULL, NULL, NULL), HK_OK);
+  c.max_epochs = 1;
+  assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+  assert_int_equal(f->t.global_step, 4);                    /* the whole epoch */
+  assert_int_equal(f->p.calls[HK_ON_TRAIN_END], 1);
+  assert_int_equal(f->p.calls[HK_TEARDOWN], 1);
+  assert_int_equal(tr_run_setup(f->reg, NULL), TR_OK);      /* after the fit: fine */
+  fx_free(f);
+}
+
 /* =================================================================================================
    Bad arguments
    ================================================================================================= */
@@ -2744,6 +2782,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_resume_exact),
     cmocka_unit_test(test_resume_sgd_momentum),
     cmocka_unit_test(test_fit_continues),
+    cmocka_unit_test(test_run_layer_calls_in_a_fit),
     cmocka_unit_test(test_lightning_checkpoint_order),
     cmocka_unit_test(test_lightning_sanity_after_resume),
     cmocka_unit_test(test_lightning_run_differences),

@@ -54,6 +54,44 @@ TR__C_BEGIN /* part */
        at the next safe point, both through on_exception;
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
+
+   The run's states, and what each call requires. The run is a small state machine; a call out of
+   order is refused at the call, never a crash and never a silent success: TR_ERR_INVALID (tr_run_batch_end
+   and tr_run_epoch_end: TR_RUN_STOP; tr_run_log: HK_FAIL), with a message naming the call to make in
+   tr_run_error(reg) and hk_last_error(reg), the same text.
+     no run     after hk_create / tr_run_setup, and after tr_run_finish. Allowed: tr_run_setup (settings,
+                again as often as you like), tr_run_hparam*, tr_run_save / tr_run_load (a resume of your
+                own before the start, a save after the end), tr_run_log (a test record after the fit),
+                tr_run_dir, tr_print; then tr_run_start. Refused: tr_run_batch_end, tr_run_epoch_end and
+                tr_run_finish (call tr_run_start first).
+     running    from tr_run_start to tr_run_finish: the loop fires its events and calls
+                  tr_run_batch_end  after every on_train_batch_end (again after a validation at that step);
+                  tr_run_epoch_end  after every on_train_epoch_end (a batch's tr_run_batch_end comes first);
+                  tr_run_log(reg, &ctx, "val")  after every on_validation_epoch_end of the fit (not the
+                                    sanity check's);
+                  tr_run_finish     once, at the end (after a failure too: it reports it).
+                Refused: tr_run_setup, tr_run_hparam* (the settings are fixed until tr_run_finish) and a
+                second tr_run_start (tr_run_finish ends the run first); these refusals leave the run going.
+                An end event whose call never came is seen at the loop's next training event
+                (on_train_batch_start, on_train_epoch_start, the next end event) or its next call
+                (tr_run_epoch_end, tr_run_finish): the run fails there, the message naming the missing
+                call; the event returns HK_FAIL into the loop's flow, and what the skipped call would have
+                honoured (checkpoints queued by hooks) is dropped, since the hooks that queued those paths
+                may have freed them. A validation that sent no "val" record by the next tr_run_batch_end /
+                tr_run_epoch_end / tr_run_finish is said once in the run's log (when something listens to
+                on_log): its val/ metrics never reached the loggers.
+     a run of train.h's trainer (tr_fit, tr_validate, ...): the trainer fires the events and reaches its
+                safe points itself; tr_run_setup, tr_run_start, tr_run_batch_end, tr_run_epoch_end and
+                tr_run_finish from its hooks are refused.
+   Nothing nests inside the run's own work: tr_run_save / tr_run_load while a save or load is in progress
+   (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
+   is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
+   it); so are tr_run_log from a hook of on_log, and tr_run_batch_end, tr_run_epoch_end and tr_run_finish
+   from a hook while tr_run_start, one of those, a save or a load is running (the run fails: the loop has
+   a bug).
+   To see the events, tr_run_start registers one callback named "tr_run" on reg, first on its events
+   (on_train_epoch_start/_end, on_train_batch_start/_end, on_sanity_check_start/_end,
+   on_validation_epoch_end; it changes no signal unless a call is missing); tr_run_finish removes it.
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
@@ -122,8 +160,9 @@ typedef struct tr_run {
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
 /* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
-   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) naming
-   the field for a bad setting. Call it before tr_run_start. */
+   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
+   tr_run_error) naming the field for a bad setting. Call it before tr_run_start or after tr_run_finish:
+   during a run (yours or the trainer's) it is refused, TR_ERR_INVALID, and the run keeps its settings. */
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
 /* Registers the spec factory of every battery compiled in (train/factories.h, after the batteries);
    a name already registered is left as it is. tr_run_setup and tr_init call it. */
@@ -153,7 +192,8 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
    its val/loss. TR_OK, or the
-   run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it. */
+   run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
+   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
@@ -163,21 +203,31 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
    (hk_flow_clear). Call it again after a validation run at this step (the loop's own cadence or
    TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
    this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
-   another step), as in train.h's trainer. */
+   another step), as in train.h's trainer. Before tr_run_start (or after tr_run_finish) it is refused:
+   TR_RUN_STOP, with tr_run_error / hk_last_error saying to call tr_run_start. A loop that fires
+   on_train_batch_end and does not call it before its next training event fails there (see the states
+   above). */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs). */
+/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs).
+   The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* Send a record for stage "train", "val" or "test" built from the context now: train carries
    train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
-   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end. */
+   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
+   HK_FAIL when a hook of on_log failed (the run fails), and for a refused call (a stage that is none of
+   those, a call from a hook of on_log): tr_run_error / hk_last_error say why. */
 TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
 /* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
    on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
    and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
    run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
-   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL. Safe to call once per start. */
+   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL, TR_ERR_INVALID when the loop skipped a call
+   (see the states above). Once per start: without a run going (before tr_run_start, a second time) it
+   is refused, TR_ERR_INVALID. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
-/* Why the run failed ("" when it did not). */
+/* Why the run failed, or why the run layer's last refused call was refused (the same text as
+   hk_last_error(reg) then); "" from tr_run_start until either happens. After tr_run_finish of a failed
+   run: why it failed. */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
 /* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
 TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
@@ -186,7 +236,10 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
    restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
    ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
-   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error naming the file and why.
+   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error (and hk_last_error) naming
+   the file and why. They do not nest: a tr_run_save or tr_run_load while one is in progress (from
+   save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved or on_load_checkpoint) is
+   refused, TR_ERR_INVALID; a hook asks for a checkpoint with hk_request_checkpoint instead.
    Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
    checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
    on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
@@ -389,7 +442,20 @@ typedef struct tr__run_priv {
   int n_state;
   void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
   tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
+  /* the state machine (see "states" at THE RUN LAYER) */
+  char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
+  hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
+  unsigned pending;          /* TR__PEND_*: an end event fired and its tr_run_* call has not come yet */
+  int64_t pending_step[2];   /* ctx->global_step at the pending on_train_batch_end, on_train_epoch_end */
+  int in_sanity;             /* between on_sanity_check_start and _end */
+  int val_ran, val_sent;     /* since the last safe point: on_validation_epoch_end fired in the fit; a "val" record went out */
+  int64_t val_step;          /* ctx->global_step at that on_validation_epoch_end */
+  int val_warned;            /* the forgotten "val" record was said (once per run) */
+  int sending;               /* on_log of a record the run sends is being fired */
+  const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
+  const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
 } tr__run_priv;
+enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 /* The run layer's pieces the trainer calls (train/run.h). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
@@ -602,7 +668,8 @@ static int tr__mkdirs(const char *dir) {
 /* =================================================================================================
    THE RUN LAYER (implementation)
    The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
-   callback by hk_destroy. Nothing here runs on a step unless the loop calls it.
+   callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
+   watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
    ================================================================================================= */
 /* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
@@ -730,6 +797,34 @@ static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char
                  "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
 }
 
+/* One error channel: a call the run layer refuses (out of order, a bad setting) says why in
+   hk_last_error(reg) and in tr_run_error(reg), the same text. Returns e. */
+static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) TR__PRINTF(3, 4);
+static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  char msg[sizeof run->tr__p->error];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (reg) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", msg);
+  if (run) memcpy(run->tr__p->error, msg, sizeof msg);
+  return e;
+}
+/* The run's error text (a failed save or load: tr_run_error) into hk_last_error(reg) too. */
+static tr_err tr__run_said(hk_registry *reg, const tr_run *run, tr_err e) {
+  if (e != TR_OK && reg && run) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", run->tr__p->error);
+  return e;
+}
+/* Who began the run that is going, and when a call that needs no run may come instead. */
+static const char *tr__run_driver(const tr_run *run) {
+  return run->tr__p->own_loop ? "tr_run_start began it" : "train.h's trainer drives it";
+}
+static const char *tr__run_outside(const tr_run *run) {
+  return run->tr__p->own_loop ? "before tr_run_start or after tr_run_finish"
+                              : "before the trainer's run (tr_fit, tr_validate, ...) or after it returns";
+}
+
 static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
   const char *s = run ? run->tr__p->strs[i] : NULL;
   return s ? s : dflt;
@@ -744,33 +839,37 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   char *copy[TR__RUN_STRS];
   int i;
   if (!reg) return TR_ERR_INVALID;
-  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "tr_run_setup: out of memory"), TR_ERR_NOMEM;
+  if (!run) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: out of memory");
+  if (run->running != HK_STAGE_NONE) /* callbacks and the loop hold on to the run's settings while it goes */
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: called during a %s run (%s): the run's settings are fixed "
+                          "until it ends; call tr_run_setup %s", hk_stage_name(run->running), tr__run_driver(run),
+                          tr__run_outside(run));
   memset(&zero, 0, sizeof zero);
   if (!d) d = &zero;
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
-                        "TR_YES, TR_NO or 0 (the default)"), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
+                          "TR_YES, TR_NO or 0 (the default)");
   if (d->train_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: train_batches, max_steps, max_epochs, min_steps and "
-                        "min_epochs must be >= 0 (0 = unknown / none)"), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: train_batches, max_steps, max_epochs, min_steps and "
+                          "min_epochs must be >= 0 (0 = unknown / none)");
   if (d->save_dir && !d->save_dir[0])
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: save_dir is empty (NULL means \"runs\"; \".\" is the "
-                        "current directory)"), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: save_dir is empty (NULL means \"runs\"; \".\" is the "
+                          "current directory)");
   if (d->version && strchr(d->version, '/'))
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: version '%s' must be a directory name without '/'",
-                        d->version), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: version '%s' must be a directory name without '/'",
+                          d->version);
   if (!d->save_model != !d->load_model)
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: give save_model and load_model together (a checkpoint "
-                        "that cannot be loaded, or a loader with nothing to load)"), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: give save_model and load_model together (a checkpoint "
+                          "that cannot be loaded, or a loader with nothing to load)");
   if (!hk_is_finite(d->momentum) || !hk_is_finite(d->weight_decay))
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: momentum and weight_decay must be finite"), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: momentum and weight_decay must be finite");
   if (d->n_state < 0 || (d->n_state > 0 && !d->state))
-    return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: n_state is %d with state %s: give n_state >= 0 regions "
-                        "in state", d->n_state, d->state ? "set" : "NULL"), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: n_state is %d with state %s: give n_state >= 0 regions "
+                          "in state", d->n_state, d->state ? "set" : "NULL");
   for (i = 0; i < d->n_state; i++)
     if (!d->state[i].data || !d->state[i].bytes)
-      return hk_set_error(reg, HK_ERR_INVALID, "tr_run_setup: state[%d] has %s: every region needs data and bytes > 0", i,
-                          d->state[i].data ? "0 bytes" : "data NULL"), TR_ERR_INVALID;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: state[%d] has %s: every region needs data and bytes > 0", i,
+                            d->state[i].data ? "0 bytes" : "data NULL");
   strs[TR__RUN_SAVE_DIR] = d->save_dir;
   strs[TR__RUN_NAME] = d->name;
   strs[TR__RUN_VERSION] = d->version;
@@ -781,7 +880,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
     copy[i] = strs[i] ? tr__strdup(strs[i]) : NULL;
     if (strs[i] && !copy[i]) {
       while (i-- > 0) free(copy[i]);
-      return hk_set_error(reg, HK_ERR_NOMEM, "tr_run_setup: out of memory"), TR_ERR_NOMEM;
+      return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: out of memory");
     }
   }
   q = run->tr__p;
@@ -794,7 +893,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.hparams = q->strs[TR__RUN_HPARAMS];
   run->desc.save_to = q->strs[TR__RUN_SAVE_TO];
   run->train_batches = d->train_batches;
-  if (tr_add_factories(reg) != HK_OK) return TR_ERR_NOMEM;
+  if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
   return TR_OK;
 }
 
@@ -807,28 +906,28 @@ static tr_err tr__run_hparam_add(hk_registry *reg, const char *fn, const char *k
   char *k, *v;
   int i;
   if (!reg) return TR_ERR_INVALID;
-  if (!run) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (!run) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   if (!key || !key[0] || strlen(key) >= TR__HPARAM_KEY)
-    return hk_set_error(reg, HK_ERR_INVALID, "%s: the key must be a name of 1 to %d bytes (e.g. \"width\")", fn,
-                        TR__HPARAM_KEY - 1), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s: the key must be a name of 1 to %d bytes (e.g. \"width\")", fn,
+                          TR__HPARAM_KEY - 1);
   for (c = key; *c; c++)
     if ((unsigned char)*c < 32 || *c == 127 || *c == '=')
-      return hk_set_error(reg, HK_ERR_INVALID, "%s: the key '%s' holds a control character or '=': give a plain name", fn,
-                          key), TR_ERR_INVALID;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "%s: the key '%s' holds a control character or '=': give a plain name", fn,
+                            key);
   if (!text || strlen(text) >= TR__HPARAM_VAL)
-    return hk_set_error(reg, HK_ERR_INVALID, "%s: the value of '%s' must be a string of at most %d bytes (NULL is not one)",
-                        fn, key, TR__HPARAM_VAL - 1), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s: the value of '%s' must be a string of at most %d bytes (NULL is not one)",
+                          fn, key, TR__HPARAM_VAL - 1);
   if (run->running != HK_STAGE_NONE)
-    return hk_set_error(reg, HK_ERR_INVALID, "%s: '%s' comes during a %s run: the loggers wrote the hyperparameters when "
-                        "it started; give them before tr_run_start / tr_fit", fn, key, hk_stage_name(run->running)), TR_ERR_INVALID;
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s: '%s' comes during a %s run: the loggers wrote the hyperparameters when "
+                          "it started; give them before tr_run_start / tr_fit", fn, key, hk_stage_name(run->running));
   q = run->tr__p;
   for (i = 0; i < q->n_hp; i++)
     if (!strcmp(q->hp[i].key, key)) break;
-  if (!(v = tr__strdup(text))) return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM;
+  if (!(v = tr__strdup(text))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   if (i < q->n_hp) { free(q->hp[i].val); q->hp[i].val = v; q->hp[i].kind = kind; return TR_OK; }
   k = tr__strdup(key);
   grown = k ? (tr__user_hp *)realloc(q->hp, (size_t)(q->n_hp + 1) * sizeof *grown) : NULL;
-  if (!grown) { free(k); free(v); return hk_set_error(reg, HK_ERR_NOMEM, "%s: out of memory", fn), TR_ERR_NOMEM; }
+  if (!grown) { free(k); free(v); return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn); }
   q->hp = grown;
   q->hp[q->n_hp].key = k;
   q->hp[q->n_hp].val = v;
@@ -843,9 +942,8 @@ TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *va
 TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value) {
   char text[40];
   if (!hk_is_finite(value)) {
-    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_hparam_num: the value of '%s' is not finite (%g): give a finite "
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_hparam_num: the value of '%s' is not finite (%g): give a finite "
                           "number", key ? key : "(null)", value);
-    return TR_ERR_INVALID;
   }
   tr__num(text, sizeof text, value);
   return tr__run_hparam_add(reg, "tr_run_hparam_num", key, text, 1);
@@ -909,13 +1007,11 @@ TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   double scale;
   if (!ctx || !ctx->reg || !(run = tr_run_get(ctx->reg))) return TR_ERR_INVALID;
   if (!(factor > 0 && factor < HUGE_VAL)) {
-    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_scale: factor must be > 0 and finite (0.5 halves the lr), got %g", factor);
-    return TR_ERR_INVALID;
+    return tr__run_refuse(ctx->reg, TR_ERR_INVALID, "tr_lr_scale: factor must be > 0 and finite (0.5 halves the lr), got %g", factor);
   }
   scale = (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0) * factor;
   if (!(scale > 0 && scale < HUGE_VAL)) {
-    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_scale: the scale would become %g; it must stay > 0 and finite", scale);
-    return TR_ERR_INVALID;
+    return tr__run_refuse(ctx->reg, TR_ERR_INVALID, "tr_lr_scale: the scale would become %g; it must stay > 0 and finite", scale);
   }
   run->lr_state.scale = scale;
   ctx->lr *= factor;
@@ -925,12 +1021,11 @@ TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
 TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
   if (!ctx || !ctx->reg) return TR_ERR_INVALID;
   if (!(lr > 0 && lr < HUGE_VAL)) {
-    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_set: lr must be > 0 and finite, got %g", lr);
-    return TR_ERR_INVALID;
+    return tr__run_refuse(ctx->reg, TR_ERR_INVALID, "tr_lr_set: lr must be > 0 and finite, got %g", lr);
   }
   if (!(ctx->lr > 0 && ctx->lr < HUGE_VAL)) {
-    hk_set_error(ctx->reg, HK_ERR_INVALID, "tr_lr_set: ctx->lr is %g; it must be > 0 to scale from (set ctx->lr first in a loop of your own)", ctx->lr);
-    return TR_ERR_INVALID;
+    return tr__run_refuse(ctx->reg, TR_ERR_INVALID, "tr_lr_set: ctx->lr is %g; it must be > 0 to scale from (set ctx->lr first in a "
+                          "loop of your own)", ctx->lr);
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
 }
@@ -1007,7 +1102,9 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
     if (hk_metric_get(ctx, name, &v) && (e = tr_log_set(r, name, v)) != TR_OK) tr__log_refused(run, ctx, name, e);
   }
   ctx->outputs = r;
+  q->sending = 1; /* the loggers read r: a record sent from their hooks would change it under them */
   (void)HK_FIRE_FLOW(ctx->reg ? ctx->reg : q->reg, HK_ON_LOG, ctx, flow);
+  q->sending = 0;
   ctx->outputs = saved;
   r->n_histograms = 0;
 }
@@ -1015,8 +1112,17 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
 TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage) {
   tr_run *run = tr_run_get(reg);
   hk_flow flow = { 0 };
-  if (!run || !ctx || !stage || !HK_ACTIVE(reg, HK_ON_LOG)) return HK_CONTINUE;
-  if (strcmp(stage, "train") && strcmp(stage, "val") && strcmp(stage, "test")) return HK_CONTINUE;
+  if (!run) return reg ? (tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_log: out of memory"), HK_FAIL) : HK_CONTINUE;
+  if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_log: ctx is NULL: give the loop's context"), HK_FAIL;
+  if (!stage || (strcmp(stage, "train") && strcmp(stage, "val") && strcmp(stage, "test")))
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_log: the stage '%s' is not \"train\", \"val\" or \"test\"",
+                          stage ? stage : "(null)"), HK_FAIL;
+  if (run->tr__p->sending)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_log: called from a hook of on_log while a %s record is being "
+                          "logged: change that record there (tr_log_current, tr_log_set) instead of sending another",
+                          run->tr__p->rec.stage ? run->tr__p->rec.stage : "(?)"), HK_FAIL;
+  if (!strcmp(stage, "val")) run->tr__p->val_sent = 1; /* the validation's record (tr__run_check_val) */
+  if (!HK_ACTIVE(reg, HK_ON_LOG)) return HK_CONTINUE;
   run->tr__p->reg = reg;
   if (ctx->reg != reg) ctx->reg = reg;
   tr__run_send(run, ctx, stage, &flow);
@@ -1051,8 +1157,9 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...) {
   run->failed = 1;
   run->tr__p->err = e ? e : TR_ERR_HOOK;
   va_start(ap, fmt);
-  vsnprintf(run->tr__p->error, sizeof run->tr__p->error, fmt, ap);
+  vsnprintf(run->tr__p->failure, sizeof run->tr__p->failure, fmt, ap);
   va_end(ap);
+  memcpy(run->tr__p->error, run->tr__p->failure, sizeof run->tr__p->error); /* a later refusal may say more there */
 }
 TRAIN_API const char *tr_run_error(hk_registry *reg) {
   tr_run *run = (tr_run *)hk_attached(reg);
@@ -1241,7 +1348,28 @@ static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state
 }
 #endif
 
+/* A save or load is in progress (q->io): another one from inside it (save_model, load_model, a hook of
+   its events) is refused, whatever asks: they would share the staging buffer and the state's bytes. */
+static int tr__run_io_busy(const tr_run *run, const char *fn, const char *path, char *why, size_t cap) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  if (!q || !q->io) return 0;
+  tr__msg(why, cap, "%s: '%s' asked while %s of '%s' is in progress (from %s): saves and loads do not nest; ask for a "
+          "checkpoint with hk_request_checkpoint(ctx, path) instead (the loop's next tr_run_batch_end saves it)", fn, path,
+          q->io, q->io_path ? q->io_path : "?", !strcmp(q->io, "tr_run_save") ? "save_model, or a hook of "
+          "on_save_checkpoint or on_checkpoint_saved" : "load_model, or a hook of on_load_checkpoint");
+  return 1;
+}
+static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_run *run = tr_run_get((hk_registry *)user);
+  tr_err e;
+  if (run && tr__run_io_busy(run, "tr_run_save", path, why, cap)) return TR_ERR_INVALID;
+  if (run) { run->tr__p->io = "tr_run_save"; run->tr__p->io_path = path; }
+  e = tr__run_save_body(user, ctx, path, why, cap);
+  if (run) { run->tr__p->io = NULL; run->tr__p->io_path = NULL; }
+  return e;
+}
+static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
   tr__run_saving s;
   unsigned char x[8];
@@ -1315,13 +1443,33 @@ TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path) {
   tr_run *run = tr_run_get(reg);
   char why[400];
   tr_err e;
-  if (!run || !ctx || !path || !path[0]) return TR_ERR_INVALID;
-  if ((e = tr__run_save_to(reg, ctx, path, why, sizeof why)) != TR_OK) tr__msg(run->tr__p->error, sizeof run->tr__p->error, "tr_run_save: %s", why);
-  return e;
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_save: out of memory") : TR_ERR_INVALID;
+  if (!ctx || !path || !path[0])
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_save: %s", !ctx ? "ctx is NULL: give the loop's context" : "give the file's path");
+  if ((e = tr__run_save_to(reg, ctx, path, why, sizeof why)) != TR_OK) {
+    if (!strncmp(why, "tr_run_save: ", 13)) tr__msg(run->tr__p->error, sizeof run->tr__p->error, "%s", why);
+    else tr__msg(run->tr__p->error, sizeof run->tr__p->error, "tr_run_save: %s", why);
+  }
+  return tr__run_said(reg, run, e);
 }
 
+static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   tr_run *run = tr_run_get(reg);
+  char why[sizeof run->tr__p->error];
+  tr_err e;
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_load: out of memory") : TR_ERR_INVALID;
+  if (!ctx || !path)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_load: %s", !ctx ? "ctx is NULL: give the loop's context" : "give the file's path");
+  if (tr__run_io_busy(run, "tr_run_load", path, why, sizeof why)) return tr__run_refuse(reg, TR_ERR_INVALID, "%s", why);
+  run->tr__p->io = "tr_run_load";
+  run->tr__p->io_path = path;
+  e = tr__run_load_body(run, reg, ctx, path);
+  run->tr__p->io = NULL;
+  run->tr__p->io_path = NULL;
+  return tr__run_said(reg, run, e);
+}
+static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
   char *err;
   size_t cap;
   FILE *f = NULL;
@@ -1333,7 +1481,6 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   int missing = 0;
   tr_sched_state lr_state;
   tr_err e = TR_OK;
-  if (!run || !ctx || !path) return TR_ERR_INVALID;
   tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
   err = run->tr__p->error;
   cap = sizeof run->tr__p->error;
@@ -1436,25 +1583,132 @@ static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow
   tr__run_settle(reg, ctx, flow);
 }
 
+/* ---- the state machine: the run's watch on the loop's events ----------------------------------------
+   tr_run_start registers one callback, "tr_run", that runs first on its events (the callback tier, the
+   lowest order); tr_run_finish removes it. It notes the end events whose tr_run_* call must come next
+   (on_train_batch_end: tr_run_batch_end; on_train_epoch_end: tr_run_epoch_end) and the validations of
+   the fit (on_validation_epoch_end outside a sanity check). A training event that comes while such a call
+   is missing fails the run at once, naming the call, and drops what the skipped call would have honoured:
+   the checkpoints queued in ctx belong to hooks that may have freed or replaced those paths since
+   (model_checkpoint frees its file name at its next save point). */
+#define TR__RUN_GUARD_ORDER (-(1 << 30))
+/* The call the loop skipped (which: TR__PEND_BATCH or TR__PEND_EPOCH), seen at `at`: the run fails
+   (once), the skipped call's requests are dropped. 1 when the run failed now. */
+static int tr__run_missed(tr_run *run, hk_registry *reg, hk_ctx *ctx, unsigned which, const char *at) {
+  tr__run_priv *q = run->tr__p;
+  int batch = which == TR__PEND_BATCH;
+  const char *call = batch ? "tr_run_batch_end" : "tr_run_epoch_end", *event = batch ? "on_train_batch_end" : "on_train_epoch_end";
+  q->pending = 0;
+  ctx->requests = 0;
+  ctx->n_checkpoint_paths = 0;
+  ctx->checkpoint_default = 0;
+  if (run->failed) return 0; /* said once: the run has failed already */
+  tr_run_fail(reg, TR_ERR_INVALID, "%s was not called after %s (at step %lld) before %s: call %s(reg, &ctx, &flow) after "
+              "every %s (it sends the step's record and honours what hooks asked for there; those requests are dropped); "
+              "the run stops%s%s%s", call, event, (long long)q->pending_step[batch ? 0 : 1], at, call, event,
+              ctx->hook_failure ? " (a hook had failed: " : "", ctx->hook_failure ? ctx->hook_failure : "", ctx->hook_failure ? ")" : "");
+  hk_set_error(reg, HK_ERR_INVALID, "%s", q->failure);
+  return 1;
+}
+static hk_signal tr__run_watch(hk_ctx *ctx, void *user, unsigned check, unsigned note, const char *at) {
+  tr_run *run = (tr_run *)user;
+  tr__run_priv *q = run->tr__p;
+  unsigned which = q->pending & check;
+  hk_signal r = HK_CONTINUE;
+  if (run->trainer) return HK_CONTINUE; /* tr_fit took the registry over from a run never finished: its loop */
+  if (which && tr__run_missed(run, ctx->reg, ctx, which & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, at))
+    r = hk_fail(ctx, "%s", q->failure);
+  if (note) {
+    q->pending |= note;
+    q->pending_step[note == TR__PEND_BATCH ? 0 : 1] = ctx->global_step;
+  }
+  return r;
+}
+static hk_signal tr__run_on_epoch_start(hk_ctx *ctx, void *user) {
+  return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_epoch_start");
+}
+static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
+  return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
+}
+static hk_signal tr__run_on_batch_end(hk_ctx *ctx, void *user) {
+  return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, TR__PEND_BATCH, "the next on_train_batch_end");
+}
+static hk_signal tr__run_on_epoch_end(hk_ctx *ctx, void *user) { /* a batch's call may still come after it */
+  return tr__run_watch(ctx, user, TR__PEND_EPOCH, TR__PEND_EPOCH, "the next on_train_epoch_end");
+}
+static hk_signal tr__run_on_sanity_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 1; return HK_CONTINUE; }
+static hk_signal tr__run_on_sanity_end(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 0; return HK_CONTINUE; }
+static hk_signal tr__run_on_val_epoch_end(hk_ctx *ctx, void *user) {
+  tr__run_priv *q = ((tr_run *)user)->tr__p;
+  if (!((tr_run *)user)->trainer && !q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) { q->val_ran = 1; q->val_step = ctx->global_step; }
+  return HK_CONTINUE;
+}
+/* A validation of the fit ended since the last safe point and sent no "val" record: said once per run
+   (only when something listens to on_log: without a logger nothing is lost). */
+static void tr__run_check_val(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *at) {
+  tr__run_priv *q = run->tr__p;
+  if (q->val_ran && !q->val_sent && !q->val_warned && !run->failed && HK_ACTIVE(reg, HK_ON_LOG)) {
+    q->val_warned = 1;
+    tr__run_say_on(run, ctx, 1, "tr_run", "a validation ended (on_validation_epoch_end at step %lld) and no \"val\" record "
+                   "was sent before %s: the loggers never see its val/ metrics; call tr_run_log(reg, &ctx, \"val\") after "
+                   "on_validation_epoch_end (said once)", (long long)q->val_step, at);
+  }
+  q->val_ran = q->val_sent = 0;
+}
+/* What a call of the loop (fn) needs to find: a run that tr_run_start began, and no save, load, record
+   or safe point of the run in progress (a hook called it). 0, or the refusal (said, and the run failed
+   when it is going). */
+static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, const char *after) {
+  tr__run_priv *q = run->tr__p;
+  if (run->running == HK_STAGE_NONE) {
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: no run is going: call tr_run_start first (%s belongs between "
+                         "tr_run_start and tr_run_finish%s)", fn, fn, after);
+    return 1;
+  }
+  if (!q->own_loop) {
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: train.h's trainer drives this %s run and reaches its safe points and "
+                         "its end itself; %s is for a loop of your own, after tr_run_start", fn, hk_stage_name(run->running), fn);
+    return 1;
+  }
+  if (q->busy || q->io || q->sending) {
+    char msg[sizeof q->error];
+    tr__msg(msg, sizeof msg, "%s: called from a hook while %s%s%s%s runs: call it from the loop, once that has returned", fn,
+            q->io ? q->io : q->sending ? "on_log of a record" : q->busy, q->io ? " of '" : "", q->io && q->io_path ? q->io_path : "",
+            q->io ? "'" : "");
+    tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s", msg);
+    return 1;
+  }
+  return 0;
+}
+
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
   hk_flow flow = { 0 };
-  if (!run || !ctx) return TR_ERR_INVALID;
+  hk_callback cb;
+  hk_opts o;
+  hk_err he;
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
+  if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
-  if (run->running != HK_STAGE_NONE) {
-    hk_set_error(reg, HK_ERR_INVALID, "tr_run_start: a run is going already (tr_run_finish ends it)");
-    return TR_ERR_INVALID;
-  }
+  if (run->running != HK_STAGE_NONE)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
+                          hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
+                          "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
   run->failed = 0;
   q->err = TR_OK;
   q->error[0] = 0;
+  q->failure[0] = 0;
   q->sync_only = 0;
   memset(q->stamp, 0, sizeof q->stamp);
   q->stop_pending = 0;
   q->own_loop = 1;
   q->reg = reg;
   q->last_step = ctx->global_step;
+  q->pending = 0;
+  q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
+  q->busy = NULL;
   run->running = HK_STAGE_FIT;
   run->trainer = NULL;
   ctx->reg = reg;
@@ -1463,7 +1717,25 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->rank = ctx->rank; /* tr_print's */
   ctx->requests = 0;
   ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
+  memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
+  cb.name = "tr_run";
+  cb.user = run;
+  cb.on_train_epoch_start = tr__run_on_epoch_start;
+  cb.on_train_batch_start = tr__run_on_batch_start;
+  cb.on_train_batch_end = tr__run_on_batch_end;
+  cb.on_train_epoch_end = tr__run_on_epoch_end;
+  cb.on_sanity_check_start = tr__run_on_sanity_start;
+  cb.on_sanity_check_end = tr__run_on_sanity_end;
+  cb.on_validation_epoch_end = tr__run_on_val_epoch_end;
+  memset(&o, 0, sizeof o);
+  o.order = TR__RUN_GUARD_ORDER;
+  if ((he = hk_add_callback(reg, &cb, &o, &q->guard)) != HK_OK) {
+    q->guard = 0;
+    tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
+                "events: %s", hk_last_error(reg));
+  }
   if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
   if (!run->failed && resume_from && resume_from[0]) {
@@ -1475,6 +1747,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
   tr__run_fire(reg, ctx, HK_ON_TRAIN_START, &flow);
   if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
+  q->busy = NULL;
   return run->failed ? q->err : TR_OK;
 }
 
@@ -1521,18 +1794,46 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   if (q->stop_pending || run->failed) out |= TR_RUN_STOP;
   return out;
 }
-TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_point(reg, ctx, flow, 0); }
-TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_point(reg, ctx, flow, 1); }
+/* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
+static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  const char *fn = epoch_end ? "tr_run_epoch_end" : "tr_run_batch_end";
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  unsigned out;
+  if (!run) {
+    if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
+    return TR_RUN_STOP;
+  }
+  if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
+  if (tr__run_refused_now(run, reg, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
+  q = run->tr__p;
+  if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
+  q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
+  tr__run_check_val(run, reg, ctx, fn);
+  q->busy = fn;
+  out = tr__run_safe_point(reg, ctx, flow, epoch_end);
+  q->busy = NULL;
+  return out;
+}
+TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_call(reg, ctx, flow, 0); }
+TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_call(reg, ctx, flow, 1); }
 
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
   hk_flow flow = { 0 };
   tr_err e;
-  if (!run || !ctx) return TR_ERR_INVALID;
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_finish: out of memory") : TR_ERR_INVALID;
+  if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_finish: ctx is NULL: give the loop's context");
   q = run->tr__p;
-  if (run->running == HK_STAGE_NONE) return run->failed ? q->err : TR_OK;
+  if (run->running == HK_STAGE_NONE)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_finish: no run is going: call tr_run_start first (tr_run_finish "
+                          "ends the run tr_run_start began, once)");
+  if (tr__run_refused_now(run, reg, "tr_run_finish", "")) return TR_ERR_INVALID;
+  q->busy = "tr_run_finish";
   if (status != TR_OK) tr_run_fail(reg, status, "the loop ended the run: %s", tr_err_name(status));
+  if (q->pending) (void)tr__run_missed(run, reg, ctx, q->pending & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, "tr_run_finish");
+  tr__run_check_val(run, reg, ctx, "tr_run_finish");
   ctx->stage = HK_STAGE_FIT;
   if (!run->failed) {
     tr__run_fire(reg, ctx, HK_ON_TRAIN_END, &flow);
@@ -1545,7 +1846,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   tr__run_saves_settle(run, ctx, 1); /* the run ends once its last save is on disk (or has failed it) */
   q->sync_only = 1;                  /* a save from on_exception or teardown: nothing collects it later */
   if (run->failed) {
-    ctx->abort_reason = q->error;
+    ctx->abort_reason = q->failure;
     ctx->hook_failure = NULL;
     (void)HK_FIRE(reg, HK_ON_EXCEPTION, ctx);
     if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (on_exception: reported only)", ctx->hook_failure);
@@ -1556,9 +1857,14 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
+  if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
+  q->guard = 0;
+  q->pending = 0;
   e = run->failed ? q->err : TR_OK;
+  if (run->failed) memcpy(q->error, q->failure, sizeof q->error); /* tr_run_error: why it failed */
   run->running = HK_STAGE_NONE;
   q->own_loop = 0;
+  q->busy = NULL;
   ctx->stage = HK_STAGE_NONE;
   ctx->requests = 0;
   return e;
@@ -1918,7 +2224,7 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
   version = tr__run_str(run, TR__RUN_VERSION, NULL);
   if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
-    hk_set_error(reg, HK_ERR_INVALID, "tr_run_dir: %s", why[0] ? why : "out of memory");
+    (void)tr__run_refuse(reg, why[0] ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_dir: %s", why[0] ? why : "out of memory");
     return NULL;
   }
   tr__run_note_dir(run, dir);
