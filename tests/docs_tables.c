@@ -21,7 +21,7 @@ typedef struct row { const char *kind, *ctype, *name, *def, *choices, *doc; } ro
 #define ROWS_END { NULL, NULL, NULL, NULL, NULL, NULL }
 
 /* csv, jsonl and tensorboard have no list of their own: their spec and their desc (tr_logger_desc) are
-   TR_LOGGER_PARAMS, which plot's spec takes too, before TR_PLOT_PARAMS (train.h's TR__LOG_FACTORY_OF).
+   TR_LOGGER_PARAMS, which plot's spec takes too, before TR_PLOT_PARAMS (train/loggers/plot.h's TR__LOGGER_AND_PLOT_PARAMS).
    Here they get an empty list and the desc's type under the name the others follow. */
 #define TR_CSV_PARAMS(X)
 #define TR_JSONL_PARAMS(X)
