@@ -989,10 +989,16 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
    plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
    finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
    once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
-   called before it) see the new value. A loop of your own multiplies its lr by lr_state.scale (or
-   uses tr_sched_lr). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+   called before it) see the new value. A loop of your own takes its lr from tr_run_lr (below). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
 TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
+/* The learning rate of this step: lr (your schedule's value now, or your constant) times the scale the
+   hooks set with tr_lr_scale / tr_lr_set (kept in checkpoints), written into ctx->lr and returned. A loop of
+   your own calls it once per step, before on_train_batch_start, and gives its optimizer ctx->lr at the
+   step, so that a hook's tr_lr_scale takes effect at once and stays; train.h's trainer does the same. A
+   hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
+   tr_lr_set. */
+TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
 
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
@@ -3709,6 +3715,8 @@ typedef struct tr__run_priv {
   struct tr__bar *bar;       /* the registry's progress bar (one at most) */
   void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
+  double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
+  int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
   int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
@@ -4290,6 +4298,7 @@ TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   }
   run->lr_state.scale = scale;
   ctx->lr *= factor;
+  run->tr__p->lr = ctx->lr;
   return TR_OK;
 }
 
@@ -4303,6 +4312,21 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
                           "loop of your own)", ctx->lr);
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
+}
+TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
+  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr__run_priv *q;
+  if (!ctx) return lr;
+  if (!run) return ctx->lr = lr;
+  q = run->tr__p;
+  if (q->lr_known && !q->lr_warned && !(ctx->lr == q->lr || (ctx->lr != ctx->lr && q->lr != q->lr))) {
+    q->lr_warned = 1;
+    tr__run_say(run, ctx, "train.h", "a hook wrote ctx->lr = %g where the step's learning rate was %g: that lasts one step; "
+                "tr_lr_set(ctx, lr) (or tr_lr_scale) keeps a new learning rate", ctx->lr, q->lr);
+  }
+  ctx->lr = q->lr = lr * (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0);
+  q->lr_known = 1;
+  return ctx->lr;
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
@@ -4980,6 +5004,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->stop_pending = 0;
   q->own_loop = 1;
   q->reg = reg;
+  q->lr_known = q->lr_warned = 0;
   q->last_step = ctx->global_step;
   q->pending = 0;
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
@@ -11100,10 +11125,14 @@ static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
   return r;
 }
 /* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
-static double tr__current_lr(const tr_trainer *t) {
+static double tr__current_lr(tr_trainer *t) {
   tr_sched s = t->sched;
+  tr_sched_state st;
+  memset(&st, 0, sizeof st);
+  if (t->tr__run) st = t->tr__run->lr_state;
+  st.scale = 0; /* the hooks' scale: tr_run_lr's */
   s.total = t->tr__total;
-  return tr_sched_lr(&s, t->tr__run ? &t->tr__run->lr_state : NULL, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
+  return tr_run_lr(t->reg, &t->ctx, tr_sched_lr(&s, &st, t->optim.lr, s.per_epoch ? t->epoch : t->global_step));
 }
 
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
@@ -11603,7 +11632,7 @@ static void tr__update(tr_trainer *t, double lr) {
 /* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-  t->lr = t->ctx.lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -11959,7 +11988,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
   void *batch;
 
-  t->lr = t->ctx.lr = tr__current_lr(t);
+  t->lr = tr__current_lr(t);
   if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
     t->tr__win_open = 1;
     t->tr__win_batch = t->epoch_batch;
@@ -12032,7 +12061,7 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
   }
   if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
   if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
-  t->lr = t->ctx.lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
+  t->lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
   tr__fire(t, HK_ON_TRAIN_EPOCH_START);
 }
 
@@ -12231,7 +12260,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
-  t->lr = t->ctx.lr = tr__current_lr(t);
+  t->lr = tr__current_lr(t);
   tr__sigint_count = 0;
   tr__sig_deferred = t->tr__dist != NULL;
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
@@ -13313,7 +13342,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   }
   if (s->update_attr && k >= 0) {
     t->optim.lr = s->pub.suggestion;
-    t->lr = t->ctx.lr = tr__current_lr(t);
+    t->lr = tr__current_lr(t);
   }
   if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
     hk_bytes b;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 static char g_root[256];
+static int g_toy_lr_given; /* 1: the loop gives ctx->lr (tr_run_lr), toy_step leaves it */
 
 /* ---- the loop's own model and format: 4 floats, "TOY1" then the floats --------------------------- */
 typedef struct toy { float p[4], g[4]; hk_tensor pv[1], gv[1]; } toy;
@@ -58,7 +59,7 @@ static void toy_step(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, toy *m) {
   int i;
   double loss = 0;
   ctx->batch_idx = ctx->global_step;
-  ctx->lr = 0.1;
+  if (!g_toy_lr_given) ctx->lr = 0.1;
   HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, ctx, flow);
   for (i = 0; i < 4; i++) loss += (double)m->p[i] * m->p[i] / 4;
   ctx->loss = loss;
@@ -882,9 +883,65 @@ static void test_calls_from_hooks_refused(void **state) {
   hk_ctx_free(&ctx);
 }
 
+
+/* The learning rate in a loop of your own: tr_run_lr gives the step's lr, a hook's tr_lr_scale lasts (and is
+   in checkpoints), a hook that writes ctx->lr itself is told once which call keeps it. */
+static int g_lr_hook_mode; /* 1: tr_lr_scale(0.5) at step 2; 2: ctx->lr = 1 at steps 2 and 4 */
+static hk_signal lr_hook(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (g_lr_hook_mode == 1 && ctx->global_step == 2) assert_int_equal(tr_lr_scale(ctx, 0.5), TR_OK);
+  if (g_lr_hook_mode == 2 && (ctx->global_step == 2 || ctx->global_step == 4)) ctx->lr = 1.0;
+  return HK_CONTINUE;
+}
+static double lr_loop(int mode, const char *log_path, double *lrs, int n) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  FILE *log = fopen(log_path, "w");
+  int i;
+  g_lr_hook_mode = mode;
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = log, .log_every_n_steps = -1 }), TR_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, lr_hook, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  g_toy_lr_given = 1;
+  for (i = 0; i < n; i++) {
+    lrs[i] = tr_run_lr(reg, &ctx, 0.1); /* the loop's schedule: a constant */
+    toy_step(reg, &ctx, &flow, &m);
+    (void)tr_run_batch_end(reg, &ctx, &flow);
+  }
+  g_toy_lr_given = 0;
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+  fclose(log);
+  return lrs[n - 1];
+}
+static void test_lr_from_hooks(void **state) {
+  char path[600], *text;
+  double lrs[6];
+  (void)state;
+  snprintf(path, sizeof path, "%s/lr_log.txt", g_root);
+  lr_loop(1, path, lrs, 6);
+  assert_true(lrs[0] == 0.1 && lrs[1] == 0.1); /* steps 0, 1 */
+  assert_true(lrs[2] == 0.05 && lrs[5] == 0.05); /* scaled at the end of step 2's batch: from the next on */
+  text = slurp(path);
+  assert_null(strstr(text, "ctx->lr"));
+  free(text);
+  lr_loop(2, path, lrs, 6);
+  assert_true(lrs[5] == 0.1);                    /* a write of ctx->lr lasts one step */
+  text = slurp(path);
+  assert_non_null(strstr(text, "a hook wrote ctx->lr = 1 where the step's learning rate was 0.1"));
+  assert_non_null(strstr(text, "tr_lr_set(ctx, lr)"));
+  assert_int_equal(count_lines(text), 1);        /* once per run */
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_dir_and_flush_at_destroy),
+    cmocka_unit_test(test_lr_from_hooks),
     cmocka_unit_test(test_records_from_context),
     cmocka_unit_test(test_save_load_own_format),
     cmocka_unit_test(test_requests_and_stops),

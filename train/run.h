@@ -264,10 +264,16 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
    plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
    finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
    once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
-   called before it) see the new value. A loop of your own multiplies its lr by lr_state.scale (or
-   uses tr_sched_lr). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+   called before it) see the new value. A loop of your own takes its lr from tr_run_lr (below). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
 TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
+/* The learning rate of this step: lr (your schedule's value now, or your constant) times the scale the
+   hooks set with tr_lr_scale / tr_lr_set (kept in checkpoints), written into ctx->lr and returned. A loop of
+   your own calls it once per step, before on_train_batch_start, and gives its optimizer ctx->lr at the
+   step, so that a hook's tr_lr_scale takes effect at once and stays; train.h's trainer does the same. A
+   hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
+   tr_lr_set. */
+TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
 
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
@@ -434,6 +440,8 @@ typedef struct tr__run_priv {
   struct tr__bar *bar;       /* the registry's progress bar (one at most) */
   void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
+  double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
+  int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
   int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
@@ -1015,6 +1023,7 @@ TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   }
   run->lr_state.scale = scale;
   ctx->lr *= factor;
+  run->tr__p->lr = ctx->lr;
   return TR_OK;
 }
 
@@ -1028,6 +1037,21 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
                           "loop of your own)", ctx->lr);
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
+}
+TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
+  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr__run_priv *q;
+  if (!ctx) return lr;
+  if (!run) return ctx->lr = lr;
+  q = run->tr__p;
+  if (q->lr_known && !q->lr_warned && !(ctx->lr == q->lr || (ctx->lr != ctx->lr && q->lr != q->lr))) {
+    q->lr_warned = 1;
+    tr__run_say(run, ctx, "train.h", "a hook wrote ctx->lr = %g where the step's learning rate was %g: that lasts one step; "
+                "tr_lr_set(ctx, lr) (or tr_lr_scale) keeps a new learning rate", ctx->lr, q->lr);
+  }
+  ctx->lr = q->lr = lr * (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0);
+  q->lr_known = 1;
+  return ctx->lr;
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
@@ -1705,6 +1729,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->stop_pending = 0;
   q->own_loop = 1;
   q->reg = reg;
+  q->lr_known = q->lr_warned = 0;
   q->last_step = ctx->global_step;
   q->pending = 0;
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;

@@ -342,10 +342,14 @@ static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
   return r;
 }
 /* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
-static double tr__current_lr(const tr_trainer *t) {
+static double tr__current_lr(tr_trainer *t) {
   tr_sched s = t->sched;
+  tr_sched_state st;
+  memset(&st, 0, sizeof st);
+  if (t->tr__run) st = t->tr__run->lr_state;
+  st.scale = 0; /* the hooks' scale: tr_run_lr's */
   s.total = t->tr__total;
-  return tr_sched_lr(&s, t->tr__run ? &t->tr__run->lr_state : NULL, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
+  return tr_run_lr(t->reg, &t->ctx, tr_sched_lr(&s, &st, t->optim.lr, s.per_epoch ? t->epoch : t->global_step));
 }
 
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
@@ -845,7 +849,7 @@ static void tr__update(tr_trainer *t, double lr) {
 /* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-  t->lr = t->ctx.lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -1201,7 +1205,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
   void *batch;
 
-  t->lr = t->ctx.lr = tr__current_lr(t);
+  t->lr = tr__current_lr(t);
   if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
     t->tr__win_open = 1;
     t->tr__win_batch = t->epoch_batch;
@@ -1274,7 +1278,7 @@ static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
   }
   if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
   if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
-  t->lr = t->ctx.lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
+  t->lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
   tr__fire(t, HK_ON_TRAIN_EPOCH_START);
 }
 
@@ -1473,7 +1477,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
-  t->lr = t->ctx.lr = tr__current_lr(t);
+  t->lr = tr__current_lr(t);
   tr__sigint_count = 0;
   tr__sig_deferred = t->tr__dist != NULL;
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;

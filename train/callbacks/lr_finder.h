@@ -166,7 +166,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   }
   if (s->update_attr && k >= 0) {
     t->optim.lr = s->pub.suggestion;
-    t->lr = t->ctx.lr = tr__current_lr(t);
+    t->lr = tr__current_lr(t);
   }
   if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
     hk_bytes b;
