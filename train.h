@@ -497,7 +497,10 @@ typedef struct tr_optim {
                            written at the epoch's end holds the state after that check; a monitored
                            metric that is not set then fails the run (Lightning's strict default).
    The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
-   the others depend on t alone, so a resume is exact. Set total explicitly when one training is split
+   the others depend on t alone, so a resume is exact. A step or exponential decay must stay finite
+   over the run: tr_sched_check refuses a subnormal gamma and a gamma^(decays over the run) outside a
+   double's range, tr_fit an lr that float32 updates turn into inf or 0 at either end of the run, and
+   the trainer takes no step with an lr that is not usable (the run fails, naming the schedule). Set total explicitly when one training is split
    over fits with different max_steps (resume), so that the curve stays put.
    The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
    anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
@@ -580,8 +583,10 @@ TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double
    reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
 TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
 /* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
-   not known yet: the checks that need it wait). TR_ERR_INVALID with why naming the field and what
-   would be right. */
+   not known yet: the checks that need it wait); for step and exponential, which have no total of
+   their own, the scheduler steps the run will take (max_steps, or max_epochs when per_epoch): gamma
+   to the number of decays over them must stay a normal double (not inf, not 0). A subnormal gamma is
+   refused whatever the total. TR_ERR_INVALID with why naming the field and what would be right. */
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
 /* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
    into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
@@ -2452,6 +2457,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 
 #include <limits.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -2752,6 +2758,20 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     if (s->warmup) TR__SCHED_BAD("onecycle: sched.warmup must be 0 (pct_start is its warmup), got %lld", (long long)s->warmup);
   }
   if (s->kind == TR_SCHED_WSD && s->decay == 0) TR__SCHED_BAD("wsd: sched.decay (the final decay's scheduler steps) is required, e.g. 10%% of total");
+  if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && s->gamma < DBL_MIN)
+    TR__SCHED_BAD("%s: sched.gamma %g is subnormal: the lr would be 0 after its first decay; give a gamma >= %g (e.g. 0.99)",
+                  k, s->gamma, DBL_MIN);
+  if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && total > 0) {
+    /* the last scheduler step the run takes is total - 1: gamma to its number of decays must stay a
+       normal double, or the lr becomes inf (every parameter inf / NaN) or 0 (nothing trains) */
+    int64_t u = total - 1 - s->warmup, n = u <= 0 ? 0 : s->kind == TR_SCHED_STEP ? u / s->step_size : u;
+    double f = pow(s->gamma, (double)n);
+    if (!(f <= DBL_MAX) || f < DBL_MIN)
+      TR__SCHED_BAD("%s: sched.gamma %g to the power %lld (its decays over the run's %lld scheduler steps) %s: the lr would be %s; "
+                    "give a gamma closer to 1%s, or fewer steps", k, s->gamma, (long long)n, (long long)total,
+                    f < DBL_MIN ? "underflows" : "overflows", f < DBL_MIN ? "0" : "inf",
+                    s->kind == TR_SCHED_STEP ? " or a larger step_size" : "");
+  }
   if (total > 0) {
     if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
       TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
@@ -11170,6 +11190,26 @@ static void tr__clip_gradients(tr_trainer *t) {
   }
 }
 
+/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
+   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
+   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
+   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
+static int tr__lr_usable(tr_trainer *t, double lr) {
+  const tr_sched *s = &t->sched;
+  const tr_sched_state *st = t->tr__run ? &t->tr__run->lr_state : NULL;
+  int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
+  int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
+  char gamma[48] = "", scale[64] = "";
+  if (!inf && !zero) return 1;
+  if (decays) snprintf(gamma, sizeof gamma, ", gamma %g", s->gamma);
+  if (st && st->scale > 0 && st->scale != 1) snprintf(scale, sizeof scale, ", times tr_lr_scale's %g", st->scale);
+  tr__fail(t, TR_ERR_INVALID, "step %lld: the learning rate is %g%s (the %s schedule%s%s at scheduler step %lld); no step was "
+           "taken with it: give the schedule values that stay finite over the run's length",
+           (long long)t->global_step + 1, lr, zero ? ", 0 as a float32: it decayed away" : hk_is_finite(lr) && lr > FLT_MAX ? ", inf as a float32" : "",
+           tr_sched_kind_name(s->kind), gamma, scale, (long long)(s->per_epoch ? t->epoch : t->global_step));
+  return 0;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (the section "PER-STEP MATH"). */
 static void tr__update(tr_trainer *t, double lr) {
@@ -11194,6 +11234,7 @@ static void tr__update(tr_trainer *t, double lr) {
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   t->lr = t->ctx.lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  if (!tr__lr_usable(t, t->lr)) return;
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -11715,7 +11756,19 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
         t->tr__total == 0)
       return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
                       "greater than sched.warmup", tr_sched_kind_name(s.kind));
-    if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+    if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
+      int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
+      if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      if (horizon > 0) { /* the updates are float32: the lr at either end must be a float above 0 */
+        double first = tr_lr_at(&s, t->optim.lr, 0), last = tr_lr_at(&s, t->optim.lr, horizon - 1);
+        double worst = s.gamma > 1 ? last : first > last ? last : first;
+        if (!(worst <= FLT_MAX) || !((float)worst > 0))
+          return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule (gamma %g) takes the learning rate to %g by scheduler step %lld "
+                          "of %lld, which float32 updates %s; give a gamma closer to 1, a smaller or larger optim.lr, or fewer steps",
+                          tr_sched_kind_name(s.kind), s.gamma, worst, (long long)(horizon - 1), (long long)horizon,
+                          worst > 1 ? "turn into inf" : "round to 0");
+      }
+    } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
   return TR_OK;
 }

@@ -987,6 +987,91 @@ static void test_schedule_spec(void **state) {
   assert_string_equal(tr_sched_kind_name(TR_SCHED_WSD), "wsd");
 }
 
+/* A decay that cannot stay finite over the run (issue 28 item 3): gamma^steps overflowing or
+   underflowing is refused at set-up when the run's length is known, a subnormal gamma always; when the
+   length is not known (an epoch-bounded run of a per-step schedule), the first step with an inf lr
+   fails the run, naming the schedule, with every parameter as the last good step left it. */
+static int params_finite(const lin_model *m) {
+  int i;
+  for (i = 0; i <= m->d; i++) if (!hk_is_finitef(m->p[i])) return 0;
+  return 1;
+}
+static void test_schedule_stays_finite(void **state) {
+  tr_sched s;
+  char why[512];
+  fx *f;
+  tr_config c;
+  (void)state;
+  /* tr_sched_check: subnormal gamma, gamma^(decays) past a double's range */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1e-320)", why, sizeof why), TR_ERR_INVALID);
+  assert_non_null(strstr(why, "exponential: sched.gamma 9.99989e-321 is subnormal"));
+  assert_int_equal(tr_sched_parse(&s, "step(step_size=1, gamma=1e308)", why, sizeof why), TR_OK); /* no length yet */
+  assert_int_equal(tr_sched_check(&s, 3, why, sizeof why), TR_ERR_INVALID);
+  assert_non_null(strstr(why, "step: sched.gamma 1e+308 to the power 2 (its decays over the run's 3 scheduler steps) overflows: the lr would be inf"));
+  assert_int_equal(tr_sched_check(&s, 2, why, sizeof why), TR_OK); /* one decay: 1e308 itself */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=0.5)", why, sizeof why), TR_OK);
+  assert_int_equal(tr_sched_check(&s, 2000, why, sizeof why), TR_ERR_INVALID);
+  assert_non_null(strstr(why, "underflows: the lr would be 0"));
+  assert_int_equal(tr_sched_check(&s, 1000, why, sizeof why), TR_OK);
+
+  /* tr_fit with max_steps: refused before any hook */
+  assert_int_equal(tr_sched_parse(&s, "step(step_size=1, gamma=1e308)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_steps = 6;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "tr_fit: step: sched.gamma 1e+308 to the power 5"));
+  assert_int_equal(f->p.calls[HK_SETUP], 0);
+  assert_int_equal(f->t.global_step, 0);
+  fx_free(f);
+  /* finite as a double, inf as the float32 the update uses: 1e-3 * 1.2^999 */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1.2)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_steps = 1000;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "the exponential schedule (gamma 1.2) takes the learning rate to"));
+  assert_non_null(strstr(tr_error(&f->t), "which float32 updates turn into inf"));
+  assert_int_equal(f->p.calls[HK_SETUP], 0);
+  fx_free(f);
+  /* ... and to 0: 1e-3 * 0.9^999 is 1e-49 */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=0.9)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_steps = 1000;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "which float32 updates round to 0"));
+  fx_free(f);
+  /* per epoch: max_epochs is the length */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1e200, per_epoch=true)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_epochs = 3;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "to the power 2 (its decays over the run's 3 scheduler steps) overflows"));
+  fx_free(f);
+
+  /* a per-step schedule in a run bounded by epochs: the length is not known at set-up; the step that
+     would take the inf lr is not taken, and the run fails naming the schedule */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1e308)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_epochs = 2;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "step 2: the learning rate is 1e+305, inf as a float32 (the exponential schedule, gamma 1e+308 at scheduler step 1)"));
+  assert_int_equal(f->t.global_step, 1);
+  assert_true(params_finite(&f->m));
+  fx_free(f);
+  assert_int_equal(tr_sched_parse(&s, "step(step_size=2, gamma=1e-300)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_epochs = 2;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "step 3: the learning rate is 1e-303, 0 as a float32: it decayed away (the step schedule, gamma 1e-300 at scheduler step 2)"));
+  assert_int_equal(f->t.global_step, 2);
+  fx_free(f);
+}
+
 /* The lr of every optimizer step (read after it), and a hook that halves it at two fixed steps. */
 typedef struct lr_rec { double lr[256]; int n; } lr_rec;
 static hk_signal lr_rec_fn(hk_ctx *ctx, void *user) {
@@ -2716,6 +2801,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_schedule_in_loop),
     cmocka_unit_test(test_schedule_torch_ref),
     cmocka_unit_test(test_schedule_spec),
+    cmocka_unit_test(test_schedule_stays_finite),
     cmocka_unit_test(test_schedule_resume_exact),
     cmocka_unit_test(test_lr_from_hook),
     cmocka_unit_test(test_plateau_reads_now),

@@ -822,6 +822,26 @@ static void tr__clip_gradients(tr_trainer *t) {
   }
 }
 
+/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
+   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
+   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
+   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
+static int tr__lr_usable(tr_trainer *t, double lr) {
+  const tr_sched *s = &t->sched;
+  const tr_sched_state *st = t->tr__run ? &t->tr__run->lr_state : NULL;
+  int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
+  int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
+  char gamma[48] = "", scale[64] = "";
+  if (!inf && !zero) return 1;
+  if (decays) snprintf(gamma, sizeof gamma, ", gamma %g", s->gamma);
+  if (st && st->scale > 0 && st->scale != 1) snprintf(scale, sizeof scale, ", times tr_lr_scale's %g", st->scale);
+  tr__fail(t, TR_ERR_INVALID, "step %lld: the learning rate is %g%s (the %s schedule%s%s at scheduler step %lld); no step was "
+           "taken with it: give the schedule values that stay finite over the run's length",
+           (long long)t->global_step + 1, lr, zero ? ", 0 as a float32: it decayed away" : hk_is_finite(lr) && lr > FLT_MAX ? ", inf as a float32" : "",
+           tr_sched_kind_name(s->kind), gamma, scale, (long long)(s->per_epoch ? t->epoch : t->global_step));
+  return 0;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (the section "PER-STEP MATH"). */
 static void tr__update(tr_trainer *t, double lr) {
@@ -846,6 +866,7 @@ static void tr__update(tr_trainer *t, double lr) {
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   t->lr = t->ctx.lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  if (!tr__lr_usable(t, t->lr)) return;
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -1367,7 +1388,19 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
         t->tr__total == 0)
       return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
                       "greater than sched.warmup", tr_sched_kind_name(s.kind));
-    if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+    if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
+      int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
+      if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      if (horizon > 0) { /* the updates are float32: the lr at either end must be a float above 0 */
+        double first = tr_lr_at(&s, t->optim.lr, 0), last = tr_lr_at(&s, t->optim.lr, horizon - 1);
+        double worst = s.gamma > 1 ? last : first > last ? last : first;
+        if (!(worst <= FLT_MAX) || !((float)worst > 0))
+          return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule (gamma %g) takes the learning rate to %g by scheduler step %lld "
+                          "of %lld, which float32 updates %s; give a gamma closer to 1, a smaller or larger optim.lr, or fewer steps",
+                          tr_sched_kind_name(s.kind), s.gamma, worst, (long long)(horizon - 1), (long long)horizon,
+                          worst > 1 ? "turn into inf" : "round to 0");
+      }
+    } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
   return TR_OK;
 }
