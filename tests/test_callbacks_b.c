@@ -340,6 +340,44 @@ static void test_lr_monitor(void **state) {
   }
 }
 
+/* log_momentum / log_weight_decay: every training record that has the lr has them too, as Lightning's
+   rows (issue 28 item 6: only the first row had them). */
+typedef struct lr_rows { int rows, with_lr, with_mom, with_wd; double mom, wd; } lr_rows;
+static hk_signal count_lr_rows(hk_ctx *ctx, void *user) { /* last: what the loggers write */
+  lr_rows *r = (lr_rows *)user;
+  const tr_log_record *rec = tr_log_current(ctx);
+  double v;
+  if (!rec || strcmp(rec->stage, "train")) return HK_CONTINUE;
+  r->rows++;
+  r->with_lr += tr_log_get(rec, "lr-SGD", &v);
+  if (tr_log_get(rec, "lr-SGD-momentum", &v)) { r->with_mom++; r->mom = v; }
+  if (tr_log_get(rec, "lr-SGD-weight_decay", &v)) { r->with_wd++; r->wd = v; }
+  return HK_CONTINUE;
+}
+static void test_lr_monitor_every_row(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  lr_rows r;
+  int per_epoch;
+  (void)state;
+  for (per_epoch = 0; per_epoch < 2; per_epoch++) {
+    memset(&r, 0, sizeof r);
+    lin_init(&m, &t, TR_OPTIM_SGD, 0.1);
+    t.sched.per_epoch = per_epoch;
+    c.log_every_n_steps = 1;
+    assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(log_momentum=true, log_weight_decay=true)"), HK_OK);
+    assert_int_equal(hk_on(t.reg, HK_ON_LOG, count_lr_rows, &r, &(hk_opts){ .name = "rows", .order = INT_MAX, .monitor = 1 }, NULL), HK_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    if (per_epoch) assert_int_equal(r.with_lr, 3); /* one record per epoch */
+    else assert_int_equal(r.with_lr, 3 * NBATCH); /* every step's */
+    assert_int_equal(r.with_mom, r.with_lr);
+    assert_int_equal(r.with_wd, r.with_lr);
+    assert_true(r.mom == 0.5 && r.wd == 0.01);
+    lin_free(&m, &t);
+  }
+}
+
 /* =================================================================================================
    gradient_monitor
    ================================================================================================= */
@@ -2006,6 +2044,7 @@ int main(void) {
     cmocka_unit_test(test_nan_guard_stop_skips_step),
 #ifndef NAN_GUARD_ONLY
     cmocka_unit_test(test_lr_monitor),
+    cmocka_unit_test(test_lr_monitor_every_row),
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
     cmocka_unit_test(test_gradient_monitor_percentiles),
