@@ -1334,7 +1334,10 @@ typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc; /* (also
    When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
    it only with verbose), above a live progress bar:
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only. */
+   Held stops and the other decisions are printed with verbose only.
+   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
+   it, which leaves no way to train on past an early stop); tr_fit refuses to resume a run that stopped
+   early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1371,7 +1374,7 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
     "metric, the checks without improvement, the best score) to the run's log, from rank 0; false: silent")
 typedef struct tr_early_stopping_desc { TR_EARLY_STOPPING_PARAMS(TR__FIELD) } tr_early_stopping_desc;
 
-typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
+typedef struct tr_early_stopping_state { /* in checkpoints; patience: the checkpoint's or the one given, whichever is larger */
   int64_t wait_count;           /* checks since the last improvement */
   int64_t stopped_epoch;        /* the epoch at whose check it stopped training; 0 = it did not */
   double best_score;            /* +inf (min) / -inf (max) before the first check */
@@ -2282,6 +2285,7 @@ typedef struct tr_trainer {
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
   int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
   const tr_config *tr__cfg;/* the resolved config of the fit in progress */
@@ -6538,6 +6542,7 @@ typedef struct tr__es {
   double min_delta;             /* signed as Lightning: negative for min */
   int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only, log_stop;
   int64_t checks;               /* checks made in this fit */
+  int64_t desc_patience;        /* the patience it was given (a checkpoint's may be smaller or larger) */
   int warned_stage, warned_never;
   double stop_thr, div_thr;
 } tr__es;
@@ -6670,33 +6675,48 @@ static int tr__es_save(void *user, hk_bytes *out) {
   tr__put_i64(out, s->pub.held);
   return out->failed ? -1 : 0;
 }
+/* The saved state, read and checked (the checkpoint's own peek, tr_fit's, reads it too). */
+typedef struct tr__es_saved { int64_t wait, stopped, patience, reason, held; double best; char *msg; } tr__es_saved;
+static int tr__es_read(hk_reader *in, tr__es_saved *v) {
+  memset(v, 0, sizeof *v);
+  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &v->wait) || tr__get_count(in, "stopped_epoch", 0, &v->stopped))
+    return -1;
+  if (tr__get_f64(in, &v->best)) return hk_reject(in, "truncated at best_score");
+  if (v->best != v->best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
+  if (tr__get_i64(in, &v->patience)) return hk_reject(in, "truncated at patience");
+  if (v->patience < 0 || v->patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
+    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)v->patience, INT_MAX);
+  if (tr__get_i64(in, &v->reason)) return hk_reject(in, "truncated at stopping_reason");
+  if (v->reason < 0 || v->reason >= TR_STOP_REASON_COUNT)
+    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)v->reason, TR_STOP_REASON_COUNT - 1);
+  if (tr__get_text(in, "the stopping message", &v->msg)) return -1;
+  if (tr__get_i64(in, &v->held) || (v->held != 0 && v->held != 1)) { free(v->msg); v->msg = NULL; return hk_reject(in, "held is truncated or not 0 or 1"); }
+  if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
+  return 0;
+}
+/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
+   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
+   run that stopped early only then). A stop for patience that the patience now no longer makes is
+   undone (not stopped, no message). */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  int64_t wait = 0, stopped = 0, patience = 0, reason = 0, held = 0; /* (set on every path used; gcc cannot tell) */
-  double best = 0;
-  char *msg = NULL;
-  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
-    return -1;
-  if (tr__get_f64(in, &best)) return hk_reject(in, "truncated at best_score");
-  if (best != best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
-  if (tr__get_i64(in, &patience)) return hk_reject(in, "truncated at patience");
-  if (patience < 0 || patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
-    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)patience, INT_MAX);
-  if (tr__get_i64(in, &reason)) return hk_reject(in, "truncated at stopping_reason");
-  if (reason < 0 || reason >= TR_STOP_REASON_COUNT)
-    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)reason, TR_STOP_REASON_COUNT - 1);
-  if (tr__get_text(in, "the stopping message", &msg)) return -1;
-  if (tr__get_i64(in, &held) || (held != 0 && held != 1)) { free(msg); return hk_reject(in, "held is truncated or not 0 or 1"); }
-  if (tr__get_end(in)) { free(msg); return -1; }
-  s->pub.wait_count = wait;
-  s->pub.stopped_epoch = stopped;
-  s->pub.best_score = best;
-  s->pub.patience = patience;
-  s->pub.stopping_reason = (tr_stop_reason)reason;
-  s->pub.held = (int)held;
+  tr__es_saved v;
+  if (tr__es_read(in, &v)) return -1;
+  if (s->desc_patience > v.patience) v.patience = s->desc_patience;
+  if (v.reason == TR_STOP_PATIENCE_EXHAUSTED && v.wait < v.patience) {
+    v.reason = TR_STOP_NOT_STOPPED;
+    v.stopped = 0;
+    v.msg[0] = 0;
+  }
+  s->pub.wait_count = v.wait;
+  s->pub.stopped_epoch = v.stopped;
+  s->pub.best_score = v.best;
+  s->pub.patience = v.patience;
+  s->pub.stopping_reason = (tr_stop_reason)v.reason;
+  s->pub.held = (int)v.held;
   free(s->message);
-  s->message = msg;
-  s->pub.stopping_reason_message = msg;
+  s->message = v.msg;
+  s->pub.stopping_reason_message = v.msg;
   return 0;
 }
 
@@ -6723,7 +6743,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s->message = tr__strdup("");
   s->mode = d->mode;
   s->min_delta = s->mode == TR_MODE_MIN ? -d->min_delta : d->min_delta;
-  s->pub.patience = tr__zero_int(d->patience, 3);
+  s->pub.patience = s->desc_patience = tr__zero_int(d->patience, 3);
   s->pub.best_score = tr__worst(s->mode);
   s->pub.stopping_reason_message = s->message;
   s->strict = tr__flag(d->strict, 1);
@@ -10738,6 +10758,7 @@ out:
 #endif /* !defined(TRAIN_NO_SWEEP) */
 #if !defined(TRAIN_NO_TRAINER)
 static tr_err tr__load_file(tr_trainer *t, const char *path);
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
@@ -11895,7 +11916,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
       }
     } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
-  return TR_OK;
+  return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 
 /* Everything the model must have handed over by the first step, and the training data's position. */
@@ -11949,7 +11970,12 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   if (c->resume_from) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
     if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+    if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
+      hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
+      tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
+    }
   }
+  t->tr__lift_stop = 0;
   tr__ready_to_train(t);
   tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
@@ -12926,6 +12952,114 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   tr__load_mem(t, buf, len, path);
   free(buf);
   return t->tr__err;
+}
+
+/* ---- a resume with nothing left to train ---------------------------------------------------------------
+   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
+   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
+   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
+   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
+   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
+   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
+   is left to the load, which says why. */
+typedef struct tr__peeked {
+  int64_t epoch, step;
+  uint32_t flags;
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
+  int64_t es_wait, es_patience, es_reason;
+  char es_msg[300];
+} tr__peeked;
+static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
+static int tr__peek(const char *path, tr__peeked *pk) {
+  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
+  FILE *f = fopen(path, "rb");
+  int rc = -1, seen_loop = 0;
+  memset(pk, 0, sizeof *pk);
+  if (!f) return -1;
+  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  for (;;) {
+    uint32_t tag;
+    uint64_t size;
+    if (tr__peek_read(f, head, 12)) goto done;
+    tag = (uint32_t)tr__get(head, 4);
+    size = tr__get(head + 4, 8);
+    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
+    if (tag == TR__LOOP) {
+      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
+          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+        goto done;
+      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
+      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
+      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
+      seen_loop = 1;
+      continue;
+    }
+#if TR__ON_EARLY_STOPPING
+    if (tag == TR__HOOK && size >= 12 + 15 && size < ((uint64_t)1 << 20) && !pk->es_key[0]) {
+      size_t klen;
+      if (!(hook = (unsigned char *)malloc((size_t)size + 8)) || tr__peek_read(f, hook, (size_t)size + 8)) goto done;
+      klen = (size_t)tr__get(hook, 4);
+      if (klen <= TR__MAX_KEY && klen + 12 <= size && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+        hk_reader rd;
+        tr__es_saved v;
+        memset(&rd, 0, sizeof rd);
+        rd.data = hook + 4 + klen + 8;
+        rd.len = (size_t)size - 12 - klen;
+        if (tr__es_read(&rd, &v) == 0) {
+          if (v.reason != TR_STOP_NOT_STOPPED) {
+            memcpy(pk->es_key, hook + 4, klen);
+            pk->es_key[klen] = 0;
+            pk->es_wait = v.wait;
+            pk->es_patience = v.patience;
+            pk->es_reason = v.reason;
+            snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+          }
+          free(v.msg);
+        }
+      }
+      free(hook);
+      hook = NULL;
+      continue;
+    }
+#endif
+    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
+  }
+done:
+  free(hook);
+  fclose(f);
+  return rc;
+}
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
+  tr__peeked pk;
+  int64_t epochs;
+  const char *path = c->resume_from;
+  t->tr__lift_stop = 0;
+  if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
+  if ((c->max_epochs > 0 && epochs >= c->max_epochs) || (c->max_steps > 0 && pk.step >= c->max_steps))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this "
+                    "fit's limit is %s %lld: resuming it trains nothing; raise %s to train on from it", path, (long long)epochs,
+                    epochs == 1 ? "" : "s", (long long)pk.step, c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs",
+                    (long long)(c->max_steps > 0 && pk.step >= c->max_steps ? c->max_steps : c->max_epochs),
+                    c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs");
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
+#if TR__ON_EARLY_STOPPING
+  if (pk.es_key[0]) {
+    hk_handle h = hk_find(t->reg, pk.es_key);
+    const tr_early_stopping_state *es = h ? tr_early_stopping_get(t->reg, h) : NULL;
+    if (es && pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED && ((const tr__es *)(const void *)es)->desc_patience > pk.es_wait) { t->tr__lift_stop = 1; return TR_OK; }
+    if (pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                      "trains nothing; to train on from it, give early_stopping a patience above %lld (its checks without "
+                      "improvement; the checkpoint's patience is %lld, and a larger one given now wins)", path, (long long)epochs,
+                      (long long)pk.step, pk.es_key, pk.es_msg, (long long)pk.es_wait, (long long)pk.es_patience);
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                    "trains nothing: its %s holds whatever patience is given; a new fit starts afresh", path, (long long)epochs,
+                    (long long)pk.step, pk.es_key, pk.es_msg, tr_stop_reason_name((tr_stop_reason)pk.es_reason));
+  }
+#endif
+  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
+                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
 }
 
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is

@@ -1821,6 +1821,87 @@ static void exact_resume(int64_t split_steps, const char *ckpt_name, const char 
   assert_string_equal(whole.files, whole_files);
   assert_string_equal(split.files, split_files);
 }
+/* Resuming a run that stopped early, or finished (issue 28 item 9): nothing fires, nothing is made on
+   disk (no log directory), and the message says that the run stopped early and what to raise to go
+   on; a larger patience given now, or a larger max_epochs, trains on from the checkpoint. */
+static int g_setups;
+static hk_signal count_setup(hk_ctx *ctx, void *user) { (void)ctx; (void)user; g_setups++; return HK_CONTINUE; }
+static void resume_es_run(sc *m, tr_trainer *t, const char *dir, int patience) {
+  static const double v[] = { 5, 4, 4.5, 4.4, 4.6, 3, 2, 1.5, 1.2, 1.1 };
+  char spec[900];
+  sc_init(m, t, v, 10, 0);
+  if (dir) { rmdir(m->dir); snprintf(m->dir, sizeof m->dir, "%s", dir); }
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=%d); model_checkpoint(dirpath=\"%s/ckpt\", "
+           "save_last=true); csv(save_dir=\"%s/logs\")", patience, m->dir, m->dir);
+  assert_int_equal(hk_spec_apply(t->reg, spec), HK_OK);
+  hk_on(t->reg, HK_SETUP, count_setup, NULL, &(hk_opts){ .name = "count_setup" }, NULL);
+}
+static void test_resume_after_early_stop(void **state) {
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(20);
+  char dir[300], ckpt[600], logs[600], before[2048], after[2048];
+  const tr_early_stopping_state *es;
+  (void)state;
+  /* the run: stops early at epoch 3 (best 4 at epoch 1) */
+  resume_es_run(&m, &t, NULL, 2);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.epoch, 4);
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt/last.ckpt", dir);
+  snprintf(logs, sizeof logs, "%s/logs/lightning_logs", dir);
+  sc_free(&m, &t);
+  list_dir(logs, before, sizeof before);
+  assert_string_equal(before, "version_0");
+
+  /* again, the same settings: refused before anything, saying why and what to raise */
+  g_setups = 0;
+  resume_es_run(&m, &t, dir, 2);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&t), "tr_fit: the run that wrote '"));
+  assert_non_null(strstr(tr_error(&t), "last.ckpt' stopped early, at epoch 4 (step 16): early_stopping{monitor=val/loss,mode=min} "
+                                       "(Monitored metric val/loss did not improve in the last 2 records. Best score: 4.000."));
+  assert_non_null(strstr(tr_error(&t), "Resuming it trains nothing; to train on from it, give early_stopping a patience above 2"));
+  assert_int_equal(g_setups, 0);
+  assert_null(strstr(sc_logtext(&m), "never checked"));
+  list_dir(logs, after, sizeof after);
+  assert_string_equal(after, before); /* no new (empty) log directory */
+  sc_free(&m, &t);
+
+  /* a larger patience now: it trains on from epoch 4, and stops again when that patience runs out */
+  resume_es_run(&m, &t, dir, 4);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, hk_find(t.reg, "early_stopping{monitor=val/loss,mode=min}"));
+  assert_int_equal(es->patience, 4);
+  assert_true(t.epoch > 4);
+  assert_true(es->best_score < 4.0); /* 3, 2, ... came after the old stop */
+  assert_non_null(strstr(sc_logtext(&m), "resuming past the early stop"));
+  sc_free(&m, &t);
+
+  /* a run that finished at max_epochs: raise max_epochs */
+  resume_es_run(&m, &t, NULL, 20);
+  c = sc_cfg(3);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt/last.ckpt", dir);
+  sc_free(&m, &t);
+  g_setups = 0;
+  resume_es_run(&m, &t, dir, 20);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&t), "last.ckpt' finished: it trained 3 epochs (12 steps), and this fit's limit is max_epochs 3: "
+                                       "resuming it trains nothing; raise max_epochs to train on from it"));
+  assert_int_equal(g_setups, 0);
+  sc_free(&m, &t);
+  resume_es_run(&m, &t, dir, 20);
+  c.max_epochs = 5;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.epoch, 5);
+  sc_free(&m, &t);
+}
+
 static void test_exact_resume(void **state) {
   (void)state;
   g_every_steps = 0;
@@ -1876,6 +1957,7 @@ int main(void) {
     cmocka_unit_test(test_mc_two_processes_one_dir),
     cmocka_unit_test(test_mc_failed_save_no_claim_left),
     cmocka_unit_test(test_request_checkpoint_api),
+    cmocka_unit_test(test_resume_after_early_stop),
     cmocka_unit_test(test_exact_resume),
     cmocka_unit_test(test_exact_resume_mid_epoch),
   };

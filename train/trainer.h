@@ -121,6 +121,7 @@ typedef struct tr_trainer {
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
   int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
   const tr_config *tr__cfg;/* the resolved config of the fit in progress */
@@ -245,6 +246,7 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 static tr_err tr__load_file(tr_trainer *t, const char *path);
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
@@ -1402,7 +1404,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
       }
     } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
-  return TR_OK;
+  return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 
 /* Everything the model must have handed over by the first step, and the training data's position. */
@@ -1456,7 +1458,12 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   if (c->resume_from) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
     if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+    if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
+      hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
+      tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
+    }
   }
+  t->tr__lift_stop = 0;
   tr__ready_to_train(t);
   tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
@@ -2433,6 +2440,114 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   tr__load_mem(t, buf, len, path);
   free(buf);
   return t->tr__err;
+}
+
+/* ---- a resume with nothing left to train ---------------------------------------------------------------
+   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
+   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
+   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
+   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
+   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
+   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
+   is left to the load, which says why. */
+typedef struct tr__peeked {
+  int64_t epoch, step;
+  uint32_t flags;
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
+  int64_t es_wait, es_patience, es_reason;
+  char es_msg[300];
+} tr__peeked;
+static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
+static int tr__peek(const char *path, tr__peeked *pk) {
+  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
+  FILE *f = fopen(path, "rb");
+  int rc = -1, seen_loop = 0;
+  memset(pk, 0, sizeof *pk);
+  if (!f) return -1;
+  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  for (;;) {
+    uint32_t tag;
+    uint64_t size;
+    if (tr__peek_read(f, head, 12)) goto done;
+    tag = (uint32_t)tr__get(head, 4);
+    size = tr__get(head + 4, 8);
+    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
+    if (tag == TR__LOOP) {
+      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
+          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+        goto done;
+      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
+      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
+      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
+      seen_loop = 1;
+      continue;
+    }
+#if TR__ON_EARLY_STOPPING
+    if (tag == TR__HOOK && size >= 12 + 15 && size < ((uint64_t)1 << 20) && !pk->es_key[0]) {
+      size_t klen;
+      if (!(hook = (unsigned char *)malloc((size_t)size + 8)) || tr__peek_read(f, hook, (size_t)size + 8)) goto done;
+      klen = (size_t)tr__get(hook, 4);
+      if (klen <= TR__MAX_KEY && klen + 12 <= size && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+        hk_reader rd;
+        tr__es_saved v;
+        memset(&rd, 0, sizeof rd);
+        rd.data = hook + 4 + klen + 8;
+        rd.len = (size_t)size - 12 - klen;
+        if (tr__es_read(&rd, &v) == 0) {
+          if (v.reason != TR_STOP_NOT_STOPPED) {
+            memcpy(pk->es_key, hook + 4, klen);
+            pk->es_key[klen] = 0;
+            pk->es_wait = v.wait;
+            pk->es_patience = v.patience;
+            pk->es_reason = v.reason;
+            snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+          }
+          free(v.msg);
+        }
+      }
+      free(hook);
+      hook = NULL;
+      continue;
+    }
+#endif
+    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
+  }
+done:
+  free(hook);
+  fclose(f);
+  return rc;
+}
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
+  tr__peeked pk;
+  int64_t epochs;
+  const char *path = c->resume_from;
+  t->tr__lift_stop = 0;
+  if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
+  if ((c->max_epochs > 0 && epochs >= c->max_epochs) || (c->max_steps > 0 && pk.step >= c->max_steps))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this "
+                    "fit's limit is %s %lld: resuming it trains nothing; raise %s to train on from it", path, (long long)epochs,
+                    epochs == 1 ? "" : "s", (long long)pk.step, c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs",
+                    (long long)(c->max_steps > 0 && pk.step >= c->max_steps ? c->max_steps : c->max_epochs),
+                    c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs");
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
+#if TR__ON_EARLY_STOPPING
+  if (pk.es_key[0]) {
+    hk_handle h = hk_find(t->reg, pk.es_key);
+    const tr_early_stopping_state *es = h ? tr_early_stopping_get(t->reg, h) : NULL;
+    if (es && pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED && ((const tr__es *)(const void *)es)->desc_patience > pk.es_wait) { t->tr__lift_stop = 1; return TR_OK; }
+    if (pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                      "trains nothing; to train on from it, give early_stopping a patience above %lld (its checks without "
+                      "improvement; the checkpoint's patience is %lld, and a larger one given now wins)", path, (long long)epochs,
+                      (long long)pk.step, pk.es_key, pk.es_msg, (long long)pk.es_wait, (long long)pk.es_patience);
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                    "trains nothing: its %s holds whatever patience is given; a new fit starts afresh", path, (long long)epochs,
+                    (long long)pk.step, pk.es_key, pk.es_msg, tr_stop_reason_name((tr_stop_reason)pk.es_reason));
+  }
+#endif
+  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
+                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
 }
 
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
