@@ -2292,6 +2292,7 @@ typedef struct tr_trainer {
   hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
   hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
   int tr__saving;          /* tr_save is running (a nested one is refused) */
+  char tr__save_why[512];  /* why the last tr_save failed (during a failing run, error keeps the run's own) */
   int tr__async;           /* tr_desc.async_save */
   int tr__async_now;       /* this tr_save stages its file for the background writer */
   int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
@@ -2474,6 +2475,8 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* A file name's bytes (one path component): NAME_MAX on Linux, macOS and the BSDs. Checked at set-up. */
+#define TR__NAME_MAX 255
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
@@ -2785,7 +2788,8 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
   }
   if (total > 0) {
     if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
-      TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
+      TR__SCHED_BAD("the %s schedule's total (the scheduler steps of the whole curve: sched.total, else the run's max_steps, "
+                    "or max_epochs with per_epoch) must be greater than sched.warmup (%lld <= %lld)", k,
                     (long long)total, (long long)s->warmup);
     if (s->kind == TR_SCHED_WSD && total < s->warmup + s->decay)
       TR__SCHED_BAD("wsd: sched.total (or max_steps / max_epochs) must be >= warmup + decay (%lld < %lld + %lld)",
@@ -6881,14 +6885,18 @@ static const char *tr__field_parse(const char *p, tr__field *f, const char **why
 static int tr__template_check(const char *tpl, tr__why *w) {
   const char *p = tpl, *why = NULL;
   tr__field f;
+  size_t literal = 0; /* the bytes every name has whatever the fields render */
   while (*p) {
     if (*p == '/') return tr__bad(w, "model_checkpoint: filename '%s' contains '/': put directories in dirpath", tpl), -1;
     if (*p == '}') return tr__bad(w, "model_checkpoint: filename '%s' has a '}' without its '{' (at offset %d)", tpl, (int)(p - tpl)), -1;
-    if (*p != '{') { p++; continue; }
+    if (*p != '{') { p++; literal++; continue; }
     if (!(p = tr__field_parse(p, &f, &why)) || (f.type == 'd' && f.prec >= 0))
       return tr__bad(w, "model_checkpoint: filename '%s' is not a valid template: %s; write fields as {epoch}, {step}, "
                      "{val/loss} or {val/loss:.2f}", tpl, why ? why : "'d' takes no precision"), -1;
   }
+  if (literal + 5 > TR__NAME_MAX) /* known now, not at the first save (ENAMETOOLONG) */
+    return tr__bad(w, "model_checkpoint: filename '%.40s...' (%zu bytes without its fields) makes file names longer than the %d "
+                   "bytes a file name can have, with \".ckpt\"; shorten it", tpl, literal, TR__NAME_MAX), -1;
   return 0;
 }
 
@@ -9231,6 +9239,9 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   name = d->filename ? d->filename : "on_exception";
   if (!name[0] || strchr(name, '/'))
     return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
+  if (strlen(name) + 5 > TR__NAME_MAX) /* known now, not when the run fails and the save cannot be made */
+    return tr__bad(w, "on_exception_checkpoint: filename '%.40s...' is %zu bytes: with \".ckpt\" longer than the %d bytes a file "
+                   "name can have; shorten it", name, strlen(name), TR__NAME_MAX);
   s = (tr__oec *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
   n = strlen(d->dirpath) + strlen(name) + 7;
@@ -11673,9 +11684,11 @@ static void tr__fit_validate(tr_trainer *t) {
    for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
 static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
-  tr_err e = tr_save(t, path);
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
   (void)ctx;
-  if (e) tr__msg(why, cap, "%s", t->error);
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
   return e;
 }
 /* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
@@ -11900,8 +11913,11 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
     tr_sched s = t->sched;
     if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
         t->tr__total == 0)
-      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
-                      "greater than sched.warmup", tr_sched_kind_name(s.kind));
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs its total, the scheduler steps of the whole curve "
+                      "(%s): give sched.total (in a spec: %s(total=N)), or %s so that the run's length is the total",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "epochs, per_epoch" : "optimizer steps; epochs with per_epoch=true",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "tr_config.max_epochs" : "tr_config.max_steps (max_epochs does not give "
+                      "the steps: the batches per epoch are not known before the fit)");
     if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
       int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
       if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
@@ -12430,6 +12446,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->ctx.path = NULL;
   e = t->tr__err;
   t->tr__saving = 0;
+  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
   if (t->running != HK_STAGE_NONE) {
     t->tr__err = run_err;
     t->tr__flow = run_flow;
@@ -12548,6 +12565,10 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
   tr__section s;
   memset(ck, 0, sizeof *ck);
   if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
+    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
+                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
+                    "not tr_fit's resume_from or tr_load");
   if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
   ck->version = (uint32_t)tr__get(buf + 8, 4);
   if (ck->version < 1 || ck->version > TR__VERSION)
@@ -12779,6 +12800,16 @@ static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
    on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
    the parameters, optimizer state, gradients and hook states, made only when a hook listens to
    on_load_checkpoint (nobody else can fail after the commit). */
+/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
+static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
+  char old[sizeof t->error];
+  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
+  memcpy(old, t->error, sizeof old);
+  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
+  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
+  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
+  return t->tr__err;
+}
 static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
   size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
@@ -12787,7 +12818,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   hk_bytes hooks_before = { NULL, 0, 0, 0 };
   float *floats_before = NULL;
   memset(&after, 0, sizeof after);
-  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
   if (ck.has_grad && !t->model.grads)
     return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
                     "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");

@@ -1740,6 +1740,39 @@ static void test_on_exception_checkpoint_when(void **state) {
   rm_dir(dir);
 }
 
+/* A save that fails (here: a directory where the file goes; EIO and a full disk take the same path) is
+   reported with its own reason, not the failing run's error (issue 28 item 10). */
+static void test_on_exception_checkpoint_save_error(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  char dir[] = "/tmp/test_oec_err_XXXXXX", path[80];
+  const char *text, *line;
+  hk_handle h;
+  failer f;
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/on_exception.ckpt", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  f.t = &t;
+  f.at = 2;
+  f.sigint = 0;
+  assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = dir }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, fail_at, &f, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_non_null(strstr(tr_error(&t), "failing at batch 2")); /* the run's own error stands */
+  assert_int_equal(tr_on_exception_checkpoint_get(t.reg, h)->last_error, TR_ERR_IO);
+  text = lin_logtext(&m);
+  assert_non_null(line = strstr(text, "could not save '"));
+  assert_null(strstr(line, "failing at batch")); /* not the run's error */
+  assert_non_null(strstr(line, "on_exception.ckpt"));
+  assert_non_null(strstr(line, "directory"));
+  lin_free(&m, &t);
+  rmdir(path);
+  rm_dir(dir);
+}
+
 /* A loop of its own on the lin model (plain SGD, lr 0.05): its state is the parameters (one region),
    its step count ctx.global_step. skip_lo..skip_hi: batches (1-based) it skips itself (the reference);
    spike_at: the batch whose loss is reported 1e6 times too large. */
@@ -2066,6 +2099,7 @@ int main(void) {
     cmocka_unit_test(test_spec_only_stream),
     cmocka_unit_test(test_on_exception_checkpoint_resume),
     cmocka_unit_test(test_on_exception_checkpoint_when),
+    cmocka_unit_test(test_on_exception_checkpoint_save_error),
     cmocka_unit_test(test_on_exception_checkpoint_own_loop),
     cmocka_unit_test(test_spike_detection_own_loop),
     cmocka_unit_test(test_spike_detection_rollback_exact),

@@ -320,6 +320,8 @@ TR__C_END /* part */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* A file name's bytes (one path component): NAME_MAX on Linux, macOS and the BSDs. Checked at set-up. */
+#define TR__NAME_MAX 255
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
@@ -631,7 +633,8 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
   }
   if (total > 0) {
     if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
-      TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
+      TR__SCHED_BAD("the %s schedule's total (the scheduler steps of the whole curve: sched.total, else the run's max_steps, "
+                    "or max_epochs with per_epoch) must be greater than sched.warmup (%lld <= %lld)", k,
                     (long long)total, (long long)s->warmup);
     if (s->kind == TR_SCHED_WSD && total < s->warmup + s->decay)
       TR__SCHED_BAD("wsd: sched.total (or max_steps / max_epochs) must be >= warmup + decay (%lld < %lld + %lld)",

@@ -215,14 +215,18 @@ static const char *tr__field_parse(const char *p, tr__field *f, const char **why
 static int tr__template_check(const char *tpl, tr__why *w) {
   const char *p = tpl, *why = NULL;
   tr__field f;
+  size_t literal = 0; /* the bytes every name has whatever the fields render */
   while (*p) {
     if (*p == '/') return tr__bad(w, "model_checkpoint: filename '%s' contains '/': put directories in dirpath", tpl), -1;
     if (*p == '}') return tr__bad(w, "model_checkpoint: filename '%s' has a '}' without its '{' (at offset %d)", tpl, (int)(p - tpl)), -1;
-    if (*p != '{') { p++; continue; }
+    if (*p != '{') { p++; literal++; continue; }
     if (!(p = tr__field_parse(p, &f, &why)) || (f.type == 'd' && f.prec >= 0))
       return tr__bad(w, "model_checkpoint: filename '%s' is not a valid template: %s; write fields as {epoch}, {step}, "
                      "{val/loss} or {val/loss:.2f}", tpl, why ? why : "'d' takes no precision"), -1;
   }
+  if (literal + 5 > TR__NAME_MAX) /* known now, not at the first save (ENAMETOOLONG) */
+    return tr__bad(w, "model_checkpoint: filename '%.40s...' (%zu bytes without its fields) makes file names longer than the %d "
+                   "bytes a file name can have, with \".ckpt\"; shorten it", tpl, literal, TR__NAME_MAX), -1;
   return 0;
 }
 
