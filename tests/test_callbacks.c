@@ -434,6 +434,45 @@ static void test_mc_top_k(void **state) {
   sc_free(&m, &t);
 }
 
+/* Resuming from a top-k file (issue 28 item 16): the file stays while it is among the k best and is
+   deleted when it falls out, as every top-k file (Lightning never deletes it: k+1 files for good). A
+   copy of it elsewhere, handed to the fit, is never touched. */
+static void test_mc_resumed_file_managed(void **state) {
+  static const double v[] = { 5, 4, 6, 3, 2, 7 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(3);
+  char dir[300], ckpt[600];
+  (void)state;
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+                   .filename = "{epoch}" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=0.ckpt epoch=1.ckpt");
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  in_dir(&m, ckpt, sizeof ckpt, "epoch=1.ckpt"); /* the best, written after epoch 1: the fit goes on at epoch 2 */
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 6, 0);
+  rmdir(m.dir);
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+                   .filename = "{epoch}" }, NULL), TR_OK);
+  c = sc_cfg(6);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  /* after epochs 2 (6: not kept), 3 (3: evicts epoch 0's 5), 4 (2: evicts epoch 1's 4, the resumed file), 5 (7) */
+  assert_int_equal(m.n_files, 5);
+  assert_string_equal(m.files[1], "epoch=0.ckpt epoch=1.ckpt");
+  assert_string_equal(m.files[2], "epoch=1.ckpt epoch=3.ckpt"); /* still in the top 2: kept */
+  assert_string_equal(m.files[3], "epoch=3.ckpt epoch=4.ckpt"); /* out of it: deleted */
+  assert_string_equal(m.files[4], "epoch=3.ckpt epoch=4.ckpt");
+  sc_free(&m, &t);
+}
+
 /* Without a dirpath, checkpoints go into the run directory's checkpoints/ when a logger made one
    (version_N/checkpoints, as Lightning): a second run in the same place gets its own directory, no
    -v1 names beside the first run's files, which stay as they were. Without a logger: ./checkpoints. */
@@ -1817,7 +1856,7 @@ static void exact_resume(int64_t split_steps, const char *ckpt_name, const char 
   assert_true(whole.timer == split.timer);
   assert_true(whole.lr == split.lr && whole.lr != 0.1); /* the finder's choice, applied again after the resume */
   assert_memory_equal(whole.ema, split.ema, sizeof whole.ema);
-  /* the same files, except that the checkpoint a run resumed from is never deleted (Lightning's rule) */
+  /* the same files: the checkpoint a run resumed from is managed as any top-k file (kept while in the top k) */
   assert_string_equal(whole.files, whole_files);
   assert_string_equal(split.files, split_files);
 }
@@ -1912,7 +1951,8 @@ static void test_exact_resume(void **state) {
 static void test_exact_resume_mid_epoch(void **state) {
   (void)state;
   g_every_steps = 6;         /* step 6 is the middle of epoch 1 (4 batches per epoch) */
-  exact_resume(6, "step=6.ckpt", "step=18.ckpt step=24.ckpt", "step=18.ckpt step=24.ckpt step=6.ckpt");
+  /* the file it resumed from (step=6) fell out of the top 2: deleted as any other (issue 28 item 16) */
+  exact_resume(6, "step=6.ckpt", "step=18.ckpt step=24.ckpt", "step=18.ckpt step=24.ckpt");
   g_every_steps = 0;
 }
 
@@ -1928,6 +1968,7 @@ int main(void) {
     cmocka_unit_test(test_es_strict),
     cmocka_unit_test(test_es_validation_end),
     cmocka_unit_test(test_mc_top_k),
+    cmocka_unit_test(test_mc_resumed_file_managed),
     cmocka_unit_test(test_mc_default_dir),
     cmocka_unit_test(test_mc_ties_and_nan),
     cmocka_unit_test(test_mc_no_monitor_and_last),

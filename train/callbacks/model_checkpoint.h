@@ -8,8 +8,9 @@ TR__C_BEGIN /* part */
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
    file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file), never the checkpoint the
-   fit resumed from, and only files it writes: inside dirpath (not below it), named by its filename
+   (the new one is safely on disk: train.h renames a synced temporary file); the checkpoint the fit
+   resumed from only when it is a top-k file that falls out of the top k (it is kept while among the
+   k best; Lightning never deletes it, which leaves k+1 files for good), and only files it writes: inside dirpath (not below it), named by its filename
    template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
    Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
    removed: it says "not removing" and leaves the file.
@@ -486,12 +487,15 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
 }
 
 /* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
-   or the checkpoint the fit resumed from. */
-static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
+   or the checkpoint the fit resumed from. A top-k file that falls out of the top k (topk) is deleted
+   even when the fit resumed from it: it stayed while it was among the k best, and the files that
+   replaced it are on disk (Lightning never deletes the file it resumed from, so a resumed run with
+   save_top_k=2 keeps 3 files for good). Other files (an old last, a copy the fit was handed) stay. */
+static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep, int topk) {
   tr_run *run = s->run;
   int why;
   if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
-  if (run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
+  if (!topk && run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
   why = tr__mc_owned(s, path);
   if (why == 1 || why == 2)
     tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
@@ -573,7 +577,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
     if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
-    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
   }
@@ -743,7 +747,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   if (!ctx->path) return HK_CONTINUE;
   if (s->want && !strcmp(ctx->path, s->want)) {
-    tr__mc_remove(s, ctx, s->evict, s->want);
+    tr__mc_remove(s, ctx, s->evict, s->want, 1);
     free(s->evict);
     s->evict = NULL;
     free(s->newest);
@@ -753,10 +757,10 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
       if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
-      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
-    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last); free(s->old_last); s->old_last = NULL; }
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last, 0); free(s->old_last); s->old_last = NULL; }
     free(s->spent); /* not freed yet: the other hooks of this event still read ctx->path */
     s->spent = s->want_last;
     s->want_last = NULL;
