@@ -6639,7 +6639,7 @@ static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
-      return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
+      return hk_fail(ctx, "monitors '%s', but this run never validates (no validation data); "
                      "monitor a training metric, or give the fit validation data", s->monitor);
     tr__run_say(s->run, ctx, "early_stopping", "monitors '%s', but this run never validates: it will never stop "
                 "training (strict=false)", s->monitor);
@@ -7226,7 +7226,7 @@ static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_p
 
 static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
   hk_err e = hk_request_checkpoint(ctx, path);
-  return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
+  return e ? hk_fail(ctx, "cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
 }
 
 /* The last file at this save point: a link to the file saved at this very step, else a save of its
@@ -7237,7 +7237,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   int link;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
-  if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (!path) return hk_fail(ctx, "out of memory");
   if (s->last && s->last[0] && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
   tr__set_str(&s->last, path);
   tr__mc_sync(s);
@@ -7246,7 +7246,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
@@ -7287,7 +7287,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
     int k = s->top_k < 0 ? s->n + 1 : s->top_k;
     int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
@@ -7301,7 +7301,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
       want = path ? tr__strdup(path) : NULL;
       if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
         free(want); free(path); free(evict);
-        return hk_fail(ctx, "model_checkpoint: out of memory");
+        return hk_fail(ctx, "out of memory");
       }
       if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
       free(s->want);
@@ -7338,26 +7338,26 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
                 "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
                 "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
-  if (tr__mc_default_dir(s)) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (tr__mc_default_dir(s)) return hk_fail(ctx, "out of memory");
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
-    return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
+    return hk_fail(ctx, "monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
 #ifdef TR__POSIX
   { /* a probe file, created exclusively and removed: what a save does first */
     size_t n = strlen(s->dirpath) + 64;
     char *probe = (char *)malloc(n);
     int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "model_checkpoint: out of memory");
+    if (!probe) return hk_fail(ctx, "out of memory");
     snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
     fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) err = errno;
     else { close(fd); (void)unlink(probe); }
     free(probe);
     if (err && err != EEXIST)
-      return hk_fail(ctx, "model_checkpoint: the directory '%s' is not writable: %s; checkpoints could not be saved there",
+      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
                      s->dirpath, strerror(err));
   }
 #endif
@@ -7426,7 +7426,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
       if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
@@ -7857,7 +7857,7 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   if (!s->pub.per_epoch) { /* every training record: the lr, the momentum and the weight decay (lazy: a step costs nothing) */
     if (hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL) || (opt && s->log_momentum && hk_metric_lazy(ctx, s->mom, tr__lrm_momentum, NULL)) ||
         (opt && s->log_wd && hk_metric_lazy(ctx, s->wd, tr__lrm_weight_decay, NULL)))
-      return hk_fail(ctx, "lr_monitor: out of memory");
+      return hk_fail(ctx, "out of memory");
     return HK_CONTINUE;
   }
   if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum); /* the epoch's record reads them */
@@ -7876,7 +7876,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   s->rec.epoch = ctx->epoch;
   s->rec.stage = "train";
   s->rec.n_metrics = s->rec.n_histograms = 0;
-  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
@@ -7995,26 +7995,26 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, n = 0;
   tr__gm_free_views(s);
-  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "gradient_monitor: the loop has no gradient views (ctx->grads)");
+  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
   if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
-  if (!s->sel || !s->names) return hk_fail(ctx, "gradient_monitor: out of memory");
+  if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
   s->scratch_n = 0;
   for (k = 0; k < ctx->n_tensors; k++) {
     const char *name = ctx->grads[k].name ? ctx->grads[k].name : "";
     size_t len = strlen(name) + 16;
     if (!tr__gm_selected(s, name)) continue;
     s->names[n] = (char *)malloc(len);
-    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "gradient_monitor: out of memory"); }
+    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "out of memory"); }
     snprintf(s->names[n], len, "grad_2.0_norm/%s", name);
     s->sel[n++] = k;
     s->scratch_n += ctx->grads[k].count;
   }
   s->pub.n_tensors = n;
-  if (n == 0) return hk_fail(ctx, "gradient_monitor: param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  if (n == 0) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
   if (s->n_pct && !(s->scratch = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
-    return hk_fail(ctx, "gradient_monitor: out of memory");
+    return hk_fail(ctx, "out of memory");
   s->ready = 1;
   return HK_CONTINUE;
 }
@@ -8055,7 +8055,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   int j;
   if (!s->ready) return HK_CONTINUE;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
-    return hk_fail(ctx, "gradient_monitor: the loop's tensors changed since on_train_start");
+    return hk_fail(ctx, "the loop's tensors changed since on_train_start");
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
     double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
@@ -8220,7 +8220,7 @@ static void tr__ng_destroy(void *user) { free(user); }
 
 static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
-  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
+  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "%s", s->last);
   if (s->verbose)
     tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "step skipped, stopping training" : "step skipped");
   /* stop: the bad update is never applied either; one signal per event, so HK_STOP comes at the batch's end */
@@ -8340,12 +8340,12 @@ static void tr__ema_sync(tr__ema *s) {
 /* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
-  if (!ctx->params || n == 0) return hk_fail(ctx, "ema: the loop has no parameter views (ctx->params)"), -1;
+  if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
   if (tr__host_views(ctx, ctx->params, "ema")) return -1;
   if (s->avg && s->count != n)
-    return hk_fail(ctx, "ema: the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
+    return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
-    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "ema: out of memory"), -1;
+    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "out of memory"), -1;
     s->count = n;
   }
   return 0;
@@ -8652,7 +8652,7 @@ static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
   if (run && run->tr__p->fixed_accumulation > 1)
-    return hk_fail(ctx, "accumulation_scheduler: tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
+    return hk_fail(ctx, "tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
                    "scheduler sets the factor", run->tr__p->fixed_accumulation);
   return HK_CONTINUE;
 }
@@ -9115,7 +9115,7 @@ static hk_signal tr__tp_on_log(hk_ctx *ctx, void *user) {
   for (k = 0; k < n; k++) {
     if (!hk_is_finite(m[k].v)) continue;
     if (tr_log_set(r, m[k].name, m[k].v) != TR_OK || hk_metric_set(ctx, m[k].name, m[k].v) != HK_OK)
-      return hk_fail(ctx, "throughput_monitor: out of memory");
+      return hk_fail(ctx, "out of memory");
   }
   return HK_CONTINUE;
 }
@@ -9356,12 +9356,12 @@ static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
   s->last_step = ctx->global_step;
   s->pending = s->skipping = s->saw_loss = 0;
   if (!size)
-    return hk_fail(ctx, "spike_detection: the run has no training state to snapshot: give tr_run_desc.state (the "
+    return hk_fail(ctx, "the run has no training state to snapshot: give tr_run_desc.state (the "
                    "parameters, the optimizer state and its step count) in a loop of your own");
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device)
-    return hk_fail(ctx, "spike_detection: the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
+    return hk_fail(ctx, "the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
   if (ctx->world_size > 1)
-    return hk_fail(ctx, "spike_detection: %d processes: each would decide alone and the ranks would part; use it with one "
+    return hk_fail(ctx, "%d processes: each would decide alone and the ranks would part; use it with one "
                    "process", ctx->world_size);
   if (s->from_ckpt && s->pub.snapshot_bytes == size) { s->from_ckpt = 0; return HK_CONTINUE; } /* the checkpoint's snapshot */
   if (s->from_ckpt)
@@ -9370,7 +9370,7 @@ static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
   s->from_ckpt = 0;
   if (s->pub.snapshot_bytes != size) {
     unsigned char *p = (unsigned char *)realloc(s->snap, size);
-    if (!p) return hk_fail(ctx, "spike_detection: out of memory for a %zu-byte snapshot", size);
+    if (!p) return hk_fail(ctx, "out of memory for a %zu-byte snapshot", size);
     s->snap = p;
     s->pub.snapshot_bytes = size;
   }
@@ -9438,10 +9438,10 @@ static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
   }
   s->pending = 0;
   if (s->max_rollbacks >= 0 && s->pub.rollbacks >= s->max_rollbacks)
-    return hk_fail(ctx, "spike_detection: %s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
+    return hk_fail(ctx, "%s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
                    s->why, (long long)ctx->global_step + 1, (long long)ctx->batch_idx, (long long)s->pub.rollbacks,
                    s->pub.rollbacks == 1 ? "" : "s", s->max_rollbacks);
-  if (!s->snap) return hk_fail(ctx, "spike_detection: %s, and there is no snapshot (on_train_start did not fire)", s->why);
+  if (!s->snap) return hk_fail(ctx, "%s, and there is no snapshot (on_train_start did not fire)", s->why);
   tr__sd_copy(s, 1);
   memcpy(s->win, s->snap_win, (size_t)s->window * sizeof *s->win);
   s->n = s->snap_n;
@@ -13180,9 +13180,9 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
   double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
-  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
-  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
+  if (!save) return hk_fail(ctx, "out of memory");
+  if (count <= 0) { free(save); return hk_fail(ctx, "the training data has no batches"); }
+  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)"); }
   memcpy(save, t->model.params, bytes);
   memcpy(save + n, t->model.grads, bytes);
   if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
@@ -13220,7 +13220,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
-  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
+  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
 
@@ -13229,7 +13229,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr_run *run = s->run;
   tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
   int k;
-  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
   if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
   if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
@@ -13261,7 +13261,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
     e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
     hk_bytes_free(&b);
-    if (e) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
   }
   return HK_CONTINUE;
 }

@@ -1439,7 +1439,7 @@ static void test_mc_setup_checks(void **state) {
   assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_int_equal(t.global_step, 0); /* before the first step */
-  assert_non_null(strstr(tr_error(&t), "model_checkpoint: cannot create the directory"));
+  assert_non_null(strstr(tr_error(&t), "}' failed in on_fit_start: cannot create the directory"));
   sc_free(&m, &t);
   { /* a directory it cannot write: without write permission, or (root writes anyway) a read-only mount */
     char cmd[900];
@@ -1467,7 +1467,7 @@ static void test_mc_setup_checks(void **state) {
   assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss" }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_int_equal(t.global_step, 0);
-  assert_non_null(strstr(tr_error(&t), "model_checkpoint: monitor 'val/loss' is a validation metric, but this run never validates"));
+  assert_non_null(strstr(tr_error(&t), "}' failed in on_fit_start: monitor 'val/loss' is a validation metric, but this run never validates"));
   sc_free(&m, &t);
 }
 

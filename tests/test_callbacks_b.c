@@ -150,6 +150,46 @@ static void test_nan_guard_fail(void **state) {
   assert_int_equal(tr_nan_guard_get(t.reg, h)->found, 1);
   lin_free(&m, &t);
 }
+/* The failure names nan_guard once ("callback 'nan_guard' failed in ...: <why>", not "...: nan_guard: <why>"),
+   in train.h's trainer and in a loop of one's own, whose tr_run_finish returns the error (its exit status:
+   examples/own_loop.c exits 2) (issue 28 item 17). */
+static void test_nan_guard_fail_names_once(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow;
+  tr_run_desc rd;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  m.nan_grad_at = 6;
+  assert_int_equal(tr_nan_guard(t.reg, &(tr_nan_guard_desc){ 0 }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_string_equal(tr_error(&t), "callback 'nan_guard' failed in on_before_optimizer_step: gradient of 'b'[0] is nan at epoch 1, batch 1, step 6");
+  lin_free(&m, &t);
+
+  reg = hk_create(NULL);
+  memset(&ctx, 0, sizeof ctx);
+  memset(&flow, 0, sizeof flow);
+  memset(&rd, 0, sizeof rd);
+  rd.epochs = TR_NO;
+  rd.log_every_n_steps = -1;
+  rd.no_signals = 1;
+  rd.log = tmpfile();
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(tr_run_setup(reg, &rd), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "nan_guard"), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  ctx.loss = NAN;
+  (void)HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, &ctx, &flow);
+  (void)tr_run_batch_end(reg, &ctx, &flow);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_HOOK); /* the loop's exit status comes from this */
+  assert_string_equal(tr_run_error(reg), "callback 'nan_guard' failed in on_before_backward: the training loss is nan at epoch 0, batch 0, step 1");
+  fclose(rd.log);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+}
 static void test_nan_guard_skip_and_stop(void **state) {
   lin m;
   tr_trainer t;
@@ -2026,7 +2066,9 @@ static void test_spike_detection_grads_and_limit(void **state) {
   c.val = NULL;
   assert_int_equal(hk_spec_apply(t.reg, "spike_detection(max_rollbacks=0)"), HK_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
-  assert_non_null(strstr(tr_error(&t), "spike_detection: the gradient norm is not finite at step 6"));
+  assert_non_null(strstr(tr_error(&t), "callback 'spike_detection' failed in "));
+  assert_non_null(strstr(tr_error(&t), ": the gradient norm is not finite at step 6")); /* its name once (issue 28 item 17) */
+  assert_null(strstr(tr_error(&t), "spike_detection: "));
   assert_non_null(strstr(tr_error(&t), "0 rollbacks already (max_rollbacks 0)"));
   lin_free(&m, &t);
 }
@@ -2072,6 +2114,7 @@ static void test_spec_only_stream(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_nan_guard_fail),
+    cmocka_unit_test(test_nan_guard_fail_names_once),
     cmocka_unit_test(test_nan_guard_skip_and_stop),
     cmocka_unit_test(test_nan_guard_own_loop),
     cmocka_unit_test(test_nan_guard_stop_skips_step),

@@ -190,7 +190,7 @@ static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
-      return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
+      return hk_fail(ctx, "monitors '%s', but this run never validates (no validation data); "
                      "monitor a training metric, or give the fit validation data", s->monitor);
     tr__run_say(s->run, ctx, "early_stopping", "monitors '%s', but this run never validates: it will never stop "
                 "training (strict=false)", s->monitor);

@@ -83,7 +83,7 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   if (!s->pub.per_epoch) { /* every training record: the lr, the momentum and the weight decay (lazy: a step costs nothing) */
     if (hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL) || (opt && s->log_momentum && hk_metric_lazy(ctx, s->mom, tr__lrm_momentum, NULL)) ||
         (opt && s->log_wd && hk_metric_lazy(ctx, s->wd, tr__lrm_weight_decay, NULL)))
-      return hk_fail(ctx, "lr_monitor: out of memory");
+      return hk_fail(ctx, "out of memory");
     return HK_CONTINUE;
   }
   if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum); /* the epoch's record reads them */
@@ -102,7 +102,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   s->rec.epoch = ctx->epoch;
   s->rec.stage = "train";
   s->rec.n_metrics = s->rec.n_histograms = 0;
-  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);

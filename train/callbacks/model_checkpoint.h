@@ -556,7 +556,7 @@ static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_p
 
 static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
   hk_err e = hk_request_checkpoint(ctx, path);
-  return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
+  return e ? hk_fail(ctx, "cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
 }
 
 /* The last file at this save point: a link to the file saved at this very step, else a save of its
@@ -567,7 +567,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   int link;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
-  if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (!path) return hk_fail(ctx, "out of memory");
   if (s->last && s->last[0] && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
   tr__set_str(&s->last, path);
   tr__mc_sync(s);
@@ -576,7 +576,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
@@ -617,7 +617,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
     int k = s->top_k < 0 ? s->n + 1 : s->top_k;
     int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
@@ -631,7 +631,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
       want = path ? tr__strdup(path) : NULL;
       if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
         free(want); free(path); free(evict);
-        return hk_fail(ctx, "model_checkpoint: out of memory");
+        return hk_fail(ctx, "out of memory");
       }
       if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
       free(s->want);
@@ -668,26 +668,26 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
                 "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
                 "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
-  if (tr__mc_default_dir(s)) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (tr__mc_default_dir(s)) return hk_fail(ctx, "out of memory");
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
-    return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
+    return hk_fail(ctx, "monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
 #ifdef TR__POSIX
   { /* a probe file, created exclusively and removed: what a save does first */
     size_t n = strlen(s->dirpath) + 64;
     char *probe = (char *)malloc(n);
     int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "model_checkpoint: out of memory");
+    if (!probe) return hk_fail(ctx, "out of memory");
     snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
     fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) err = errno;
     else { close(fd); (void)unlink(probe); }
     free(probe);
     if (err && err != EEXIST)
-      return hk_fail(ctx, "model_checkpoint: the directory '%s' is not writable: %s; checkpoints could not be saved there",
+      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
                      s->dirpath, strerror(err));
   }
 #endif
@@ -756,7 +756,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
+      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
       if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
