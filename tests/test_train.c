@@ -2112,19 +2112,23 @@ static void test_refusals_name_what(void **state) {
   /* a 300-byte file name: refused when the callback is made */
   {
     hk_registry *reg = hk_create(NULL);
+    tr_model_checkpoint_desc md;
+    tr_on_exception_checkpoint_desc od;
+    memset(&md, 0, sizeof md);
+    memset(&od, 0, sizeof od);
     memset(longname, 'x', 300);
     longname[300] = 0;
-    assert_int_equal(tr_model_checkpoint(reg, &(tr_model_checkpoint_desc){ .dirpath = "/tmp", .filename = longname }, NULL),
-                     TR_ERR_INVALID);
+    md.dirpath = od.dirpath = "/tmp";
+    md.filename = od.filename = longname;
+    assert_int_equal(tr_model_checkpoint(reg, &md, NULL), TR_ERR_INVALID);
     assert_non_null(strstr(hk_last_error(reg), "model_checkpoint: filename 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' (300 bytes "
                                                "without its fields) makes file names longer than the 255 bytes a file name can have"));
-    longname[250] = 0; /* 250 + ".ckpt": taken */
-    assert_int_equal(tr_model_checkpoint(reg, &(tr_model_checkpoint_desc){ .dirpath = "/tmp", .filename = longname }, NULL), TR_OK);
-    longname[250] = 'x';
-    assert_int_equal(tr_on_exception_checkpoint(reg, &(tr_on_exception_checkpoint_desc){ .dirpath = "/tmp", .filename = longname }, NULL),
-                     TR_ERR_INVALID);
+    assert_int_equal(tr_on_exception_checkpoint(reg, &od, NULL), TR_ERR_INVALID);
     assert_non_null(strstr(hk_last_error(reg), "on_exception_checkpoint: filename 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' is "
                                                "300 bytes: with \".ckpt\" longer than the 255 bytes a file name can have"));
+    longname[250] = 0; /* 250 + ".ckpt": taken */
+    assert_int_equal(tr_model_checkpoint(reg, &md, NULL), TR_OK);
+    assert_int_equal(tr_on_exception_checkpoint(reg, &od, NULL), TR_OK);
     hk_destroy(reg);
   }
 
