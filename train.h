@@ -502,7 +502,10 @@ typedef struct tr_optim {
                            written at the epoch's end holds the state after that check; a monitored
                            metric that is not set then fails the run (Lightning's strict default).
    The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
-   the others depend on t alone, so a resume is exact. Set total explicitly when one training is split
+   the others depend on t alone, so a resume is exact. A step or exponential decay must stay finite
+   over the run: tr_sched_check refuses a subnormal gamma and a gamma^(decays over the run) outside a
+   double's range, tr_fit an lr that float32 updates turn into inf or 0 at either end of the run, and
+   the trainer takes no step with an lr that is not usable (the run fails, naming the schedule). Set total explicitly when one training is split
    over fits with different max_steps (resume), so that the curve stays put.
    The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
    anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
@@ -585,8 +588,10 @@ TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double
    reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
 TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
 /* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
-   not known yet: the checks that need it wait). TR_ERR_INVALID with why naming the field and what
-   would be right. */
+   not known yet: the checks that need it wait); for step and exponential, which have no total of
+   their own, the scheduler steps the run will take (max_steps, or max_epochs when per_epoch): gamma
+   to the number of decays over them must stay a normal double (not inf, not 0). A subnormal gamma is
+   refused whatever the total. TR_ERR_INVALID with why naming the field and what would be right. */
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
 /* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
    into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
@@ -1400,7 +1405,10 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
    When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
    it only with verbose), above a live progress bar:
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only. */
+   Held stops and the other decisions are printed with verbose only.
+   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
+   it, which leaves no way to train on past an early stop); tr_fit refuses to resume a run that stopped
+   early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1437,7 +1445,7 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
     "metric, the checks without improvement, the best score) to the run's log, from rank 0; false: silent")
 typedef struct tr_early_stopping_desc { TR_EARLY_STOPPING_PARAMS(TR__FIELD) } tr_early_stopping_desc;
 
-typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
+typedef struct tr_early_stopping_state { /* in checkpoints; patience: the checkpoint's or the one given, whichever is larger */
   int64_t wait_count;           /* checks since the last improvement */
   int64_t stopped_epoch;        /* the epoch at whose check it stopped training; 0 = it did not */
   double best_score;            /* +inf (min) / -inf (max) before the first check */
@@ -1457,8 +1465,9 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
    file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file), never the checkpoint the
-   fit resumed from, and only files it writes: inside dirpath (not below it), named by its filename
+   (the new one is safely on disk: train.h renames a synced temporary file); the checkpoint the fit
+   resumed from only when it is a top-k file that falls out of the top k (it is kept while among the
+   k best; Lightning never deletes it, which leaves k+1 files for good), and only files it writes: inside dirpath (not below it), named by its filename
    template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
    Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
    removed: it says "not removing" and leaves the file.
@@ -1616,7 +1625,8 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
    loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
    row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay). Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
+   weight decay). The momentum and weight decay are in every row the lr is in (Lightning's rows):
+   lazy metrics too with interval step, in each epoch's record with interval epoch. Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
    Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
    has it for any hook. The optimizer's name, momentum and weight decay come from the run
    (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
@@ -2128,9 +2138,13 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    Hydra's basic sweeper: a=1,2 b=x,y runs a=1 b=x, a=1 b=y, a=2 b=x, a=2 b=y. A value cannot hold a
    comma. "-m" or "--multirun" asks for a sweep even with one job. Everything is checked before the
    first job: an unknown key, a key given twice, an empty list or value, a value that is not of the
-   field's type, a spec parameter the factory does not have or a value it refuses (every job's spec
-   goes through hk_spec_check): TR_ERR_INVALID, with res->error naming the key and what it accepts.
-   Nothing runs and no directory is made then.
+   field's type (numbers are decimal: no hex, and none that underflows the type: 1e-400, or 1e-40 for
+   a float), a value that is not one line of UTF-8 text of at most 255 bytes (every value is a
+   hyperparameter of the job, a line of the log and a cell of the summary), a field name or key that
+   cannot be a hyperparameter's key (1 to 63 bytes, no control character or '='), a spec parameter
+   the factory does not have or a value it refuses (every job's spec goes through hk_spec_check):
+   TR_ERR_INVALID, with res->error naming the key and what it accepts. Nothing runs and no
+   directory is made then.
 
    Each job gets a registry of its own (the standard factories, desc.add_factories', the job's spec
    applied) with its run set up from desc.run: in a sweep, its directory is version_<job> inside the
@@ -2155,8 +2169,10 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
    on_job_end runs no further job.
    A failing job (its function returned an error) is reported and the sweep goes on with the next
    one, unless desc.stop_on_failure; Ctrl-C in a job (TR_ERR_INTERRUPTED) always ends the sweep.
-   At the end (a sweep): summary.csv in the sweep's directory - one row per job: job, status (ok,
-   failed, skipped), every swept key, every final metric (columns sorted by name), error - and
+   A sweep writes summary.csv in its directory - one row per job: job, status (ok, failed, skipped),
+   every swept key, every final metric (columns sorted by name), error (one line: a job's control
+   characters as spaces, stray bytes as U+FFFD) - after every job, for the jobs done so far (a process
+   that dies in a job leaves the rows of those before it), and at the end for every job, with
    summary.svg, the final metrics (desc.metrics, or every one with loss in its name) against the
    job's number (tr_plot_csv; without the loggers section, no SVG).
    Hydra differences: no config files or composition (the program's fields are the config), no
@@ -2169,7 +2185,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   X(TR_SWEEP_DOUBLE, "a number (double)") \
   X(TR_SWEEP_FLOAT,  "a number (float)") \
   X(TR_SWEEP_BOOL,   "true or false (also yes/no, on/off, 1/0)") \
-  X(TR_SWEEP_STRING, "any text without a comma (const char *)")
+  X(TR_SWEEP_STRING, "one line of UTF-8 text without a comma, at most 255 bytes (const char *)")
 typedef enum tr_sweep_type {
 #define TR__X(sym, doc) sym,
   TR_SWEEP_TYPES(TR__X)
@@ -2350,12 +2366,14 @@ typedef struct tr_trainer {
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
   int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
   const tr_config *tr__cfg;/* the resolved config of the fit in progress */
   hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
   hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
   int tr__saving;          /* tr_save is running (a nested one is refused) */
+  char tr__save_why[512];  /* why the last tr_save failed (during a failing run, error keeps the run's own) */
   int tr__async;           /* tr_desc.async_save */
   int tr__async_now;       /* this tr_save stages its file for the background writer */
   int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
@@ -2532,11 +2550,14 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 
 #include <limits.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* A file name's bytes (one path component): NAME_MAX on Linux, macOS and the BSDs. Checked at set-up. */
+#define TR__NAME_MAX 255
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
@@ -2832,9 +2853,24 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     if (s->warmup) TR__SCHED_BAD("onecycle: sched.warmup must be 0 (pct_start is its warmup), got %lld", (long long)s->warmup);
   }
   if (s->kind == TR_SCHED_WSD && s->decay == 0) TR__SCHED_BAD("wsd: sched.decay (the final decay's scheduler steps) is required, e.g. 10%% of total");
+  if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && s->gamma < DBL_MIN)
+    TR__SCHED_BAD("%s: sched.gamma %g is subnormal: the lr would be 0 after its first decay; give a gamma >= %g (e.g. 0.99)",
+                  k, s->gamma, DBL_MIN);
+  if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && total > 0) {
+    /* the last scheduler step the run takes is total - 1: gamma to its number of decays must stay a
+       normal double, or the lr becomes inf (every parameter inf / NaN) or 0 (nothing trains) */
+    int64_t u = total - 1 - s->warmup, n = u <= 0 ? 0 : s->kind == TR_SCHED_STEP ? u / s->step_size : u;
+    double f = pow(s->gamma, (double)n);
+    if (!(f <= DBL_MAX) || f < DBL_MIN)
+      TR__SCHED_BAD("%s: sched.gamma %g to the power %lld (its decays over the run's %lld scheduler steps) %s: the lr would be %s; "
+                    "give a gamma closer to 1%s, or fewer steps", k, s->gamma, (long long)n, (long long)total,
+                    f < DBL_MIN ? "underflows" : "overflows", f < DBL_MIN ? "0" : "inf",
+                    s->kind == TR_SCHED_STEP ? " or a larger step_size" : "");
+  }
   if (total > 0) {
     if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
-      TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
+      TR__SCHED_BAD("the %s schedule's total (the scheduler steps of the whole curve: sched.total, else the run's max_steps, "
+                    "or max_epochs with per_epoch) must be greater than sched.warmup (%lld <= %lld)", k,
                     (long long)total, (long long)s->warmup);
     if (s->kind == TR_SCHED_WSD && total < s->warmup + s->decay)
       TR__SCHED_BAD("wsd: sched.total (or max_steps / max_epochs) must be >= warmup + decay (%lld < %lld + %lld)",
@@ -6096,6 +6132,7 @@ typedef struct tr__es {
   double min_delta;             /* signed as Lightning: negative for min */
   int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only, log_stop;
   int64_t checks;               /* checks made in this fit */
+  int64_t desc_patience;        /* the patience it was given (a checkpoint's may be smaller or larger) */
   int warned_stage, warned_never;
   double stop_thr, div_thr;
 } tr__es;
@@ -6187,7 +6224,7 @@ static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
-      return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
+      return hk_fail(ctx, "monitors '%s', but this run never validates (no validation data); "
                      "monitor a training metric, or give the fit validation data", s->monitor);
     tr__run_say(s->run, ctx, "early_stopping", "monitors '%s', but this run never validates: it will never stop "
                 "training (strict=false)", s->monitor);
@@ -6228,33 +6265,48 @@ static int tr__es_save(void *user, hk_bytes *out) {
   tr__put_i64(out, s->pub.held);
   return out->failed ? -1 : 0;
 }
+/* The saved state, read and checked (the checkpoint's own peek, tr_fit's, reads it too). */
+typedef struct tr__es_saved { int64_t wait, stopped, patience, reason, held; double best; char *msg; } tr__es_saved;
+static int tr__es_read(hk_reader *in, tr__es_saved *v) {
+  memset(v, 0, sizeof *v);
+  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &v->wait) || tr__get_count(in, "stopped_epoch", 0, &v->stopped))
+    return -1;
+  if (tr__get_f64(in, &v->best)) return hk_reject(in, "truncated at best_score");
+  if (v->best != v->best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
+  if (tr__get_i64(in, &v->patience)) return hk_reject(in, "truncated at patience");
+  if (v->patience < 0 || v->patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
+    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)v->patience, INT_MAX);
+  if (tr__get_i64(in, &v->reason)) return hk_reject(in, "truncated at stopping_reason");
+  if (v->reason < 0 || v->reason >= TR_STOP_REASON_COUNT)
+    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)v->reason, TR_STOP_REASON_COUNT - 1);
+  if (tr__get_text(in, "the stopping message", &v->msg)) return -1;
+  if (tr__get_i64(in, &v->held) || (v->held != 0 && v->held != 1)) { free(v->msg); v->msg = NULL; return hk_reject(in, "held is truncated or not 0 or 1"); }
+  if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
+  return 0;
+}
+/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
+   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
+   run that stopped early only then). A stop for patience that the patience now no longer makes is
+   undone (not stopped, no message). */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  int64_t wait = 0, stopped = 0, patience = 0, reason = 0, held = 0; /* (set on every path used; gcc cannot tell) */
-  double best = 0;
-  char *msg = NULL;
-  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
-    return -1;
-  if (tr__get_f64(in, &best)) return hk_reject(in, "truncated at best_score");
-  if (best != best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
-  if (tr__get_i64(in, &patience)) return hk_reject(in, "truncated at patience");
-  if (patience < 0 || patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
-    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)patience, INT_MAX);
-  if (tr__get_i64(in, &reason)) return hk_reject(in, "truncated at stopping_reason");
-  if (reason < 0 || reason >= TR_STOP_REASON_COUNT)
-    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)reason, TR_STOP_REASON_COUNT - 1);
-  if (tr__get_text(in, "the stopping message", &msg)) return -1;
-  if (tr__get_i64(in, &held) || (held != 0 && held != 1)) { free(msg); return hk_reject(in, "held is truncated or not 0 or 1"); }
-  if (tr__get_end(in)) { free(msg); return -1; }
-  s->pub.wait_count = wait;
-  s->pub.stopped_epoch = stopped;
-  s->pub.best_score = best;
-  s->pub.patience = patience;
-  s->pub.stopping_reason = (tr_stop_reason)reason;
-  s->pub.held = (int)held;
+  tr__es_saved v;
+  if (tr__es_read(in, &v)) return -1;
+  if (s->desc_patience > v.patience) v.patience = s->desc_patience;
+  if (v.reason == TR_STOP_PATIENCE_EXHAUSTED && v.wait < v.patience) {
+    v.reason = TR_STOP_NOT_STOPPED;
+    v.stopped = 0;
+    v.msg[0] = 0;
+  }
+  s->pub.wait_count = v.wait;
+  s->pub.stopped_epoch = v.stopped;
+  s->pub.best_score = v.best;
+  s->pub.patience = v.patience;
+  s->pub.stopping_reason = (tr_stop_reason)v.reason;
+  s->pub.held = (int)v.held;
   free(s->message);
-  s->message = msg;
-  s->pub.stopping_reason_message = msg;
+  s->message = v.msg;
+  s->pub.stopping_reason_message = v.msg;
   return 0;
 }
 
@@ -6281,7 +6333,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s->message = tr__strdup("");
   s->mode = d->mode;
   s->min_delta = s->mode == TR_MODE_MIN ? -d->min_delta : d->min_delta;
-  s->pub.patience = tr__zero_int(d->patience, 3);
+  s->pub.patience = s->desc_patience = tr__zero_int(d->patience, 3);
   s->pub.best_score = tr__worst(s->mode);
   s->pub.stopping_reason_message = s->message;
   s->strict = tr__flag(d->strict, 1);
@@ -6419,14 +6471,18 @@ static const char *tr__field_parse(const char *p, tr__field *f, const char **why
 static int tr__template_check(const char *tpl, tr__why *w) {
   const char *p = tpl, *why = NULL;
   tr__field f;
+  size_t literal = 0; /* the bytes every name has whatever the fields render */
   while (*p) {
     if (*p == '/') return tr__bad(w, "model_checkpoint: filename '%s' contains '/': put directories in dirpath", tpl), -1;
     if (*p == '}') return tr__bad(w, "model_checkpoint: filename '%s' has a '}' without its '{' (at offset %d)", tpl, (int)(p - tpl)), -1;
-    if (*p != '{') { p++; continue; }
+    if (*p != '{') { p++; literal++; continue; }
     if (!(p = tr__field_parse(p, &f, &why)) || (f.type == 'd' && f.prec >= 0))
       return tr__bad(w, "model_checkpoint: filename '%s' is not a valid template: %s; write fields as {epoch}, {step}, "
                      "{val/loss} or {val/loss:.2f}", tpl, why ? why : "'d' takes no precision"), -1;
   }
+  if (literal + 5 > TR__NAME_MAX) /* known now, not at the first save (ENAMETOOLONG) */
+    return tr__bad(w, "model_checkpoint: filename '%.40s...' (%zu bytes without its fields) makes file names longer than the %d "
+                   "bytes a file name can have, with \".ckpt\"; shorten it", tpl, literal, TR__NAME_MAX), -1;
   return 0;
 }
 
@@ -6686,12 +6742,15 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
 }
 
 /* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
-   or the checkpoint the fit resumed from. */
-static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
+   or the checkpoint the fit resumed from. A top-k file that falls out of the top k (topk) is deleted
+   even when the fit resumed from it: it stayed while it was among the k best, and the files that
+   replaced it are on disk (Lightning never deletes the file it resumed from, so a resumed run with
+   save_top_k=2 keeps 3 files for good). Other files (an old last, a copy the fit was handed) stay. */
+static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep, int topk) {
   tr_run *run = s->run;
   int why;
   if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
-  if (run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
+  if (!topk && run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
   why = tr__mc_owned(s, path);
   if (why == 1 || why == 2)
     tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
@@ -6752,7 +6811,7 @@ static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_p
 
 static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
   hk_err e = hk_request_checkpoint(ctx, path);
-  return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
+  return e ? hk_fail(ctx, "cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
 }
 
 /* The last file at this save point: a link to the file saved at this very step, else a save of its
@@ -6763,7 +6822,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   int link;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
-  if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (!path) return hk_fail(ctx, "out of memory");
   if (s->last && s->last[0] && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
   tr__set_str(&s->last, path);
   tr__mc_sync(s);
@@ -6772,8 +6831,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
-    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
   }
@@ -6813,7 +6872,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
     int k = s->top_k < 0 ? s->n + 1 : s->top_k;
     int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
@@ -6827,7 +6886,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
       want = path ? tr__strdup(path) : NULL;
       if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
         free(want); free(path); free(evict);
-        return hk_fail(ctx, "model_checkpoint: out of memory");
+        return hk_fail(ctx, "out of memory");
       }
       if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
       free(s->want);
@@ -6864,26 +6923,26 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
                 "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
                 "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
-  if (tr__mc_default_dir(s)) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (tr__mc_default_dir(s)) return hk_fail(ctx, "out of memory");
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
-    return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
+    return hk_fail(ctx, "monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
 #ifdef TR__POSIX
   { /* a probe file, created exclusively and removed: what a save does first */
     size_t n = strlen(s->dirpath) + 64;
     char *probe = (char *)malloc(n);
     int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "model_checkpoint: out of memory");
+    if (!probe) return hk_fail(ctx, "out of memory");
     snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
     fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) err = errno;
     else { close(fd); (void)unlink(probe); }
     free(probe);
     if (err && err != EEXIST)
-      return hk_fail(ctx, "model_checkpoint: the directory '%s' is not writable: %s; checkpoints could not be saved there",
+      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
                      s->dirpath, strerror(err));
   }
 #endif
@@ -6943,7 +7002,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   if (!ctx->path) return HK_CONTINUE;
   if (s->want && !strcmp(ctx->path, s->want)) {
-    tr__mc_remove(s, ctx, s->evict, s->want);
+    tr__mc_remove(s, ctx, s->evict, s->want, 1);
     free(s->evict);
     s->evict = NULL;
     free(s->newest);
@@ -6952,11 +7011,11 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
-      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
-    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last); free(s->old_last); s->old_last = NULL; }
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last, 0); free(s->old_last); s->old_last = NULL; }
     free(s->spent); /* not freed yet: the other hooks of this event still read ctx->path */
     s->spent = s->want_last;
     s->want_last = NULL;
@@ -7353,6 +7412,18 @@ static void tr__lrm_destroy(void *user) {
 }
 /* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
 static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
+/* lazy too, so that every training record has them as every one has the lr (Lightning logs them on every
+   row); the run's values, from the registry the context last dispatched on */
+static double tr__lrm_momentum(const hk_ctx *ctx, void *user) {
+  const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
+  (void)user;
+  return run ? run->desc.momentum : NAN;
+}
+static double tr__lrm_weight_decay(const hk_ctx *ctx, void *user) {
+  const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
+  (void)user;
+  return run ? run->desc.weight_decay : NAN;
+}
 
 static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
@@ -7368,8 +7439,13 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   s->pub.name = s->name;
   s->pub.momentum_name = s->log_momentum && opt ? s->mom : "";
   s->pub.weight_decay_name = s->log_wd && opt ? s->wd : "";
-  if (!s->pub.per_epoch && hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL)) return hk_fail(ctx, "lr_monitor: out of memory");
-  if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum);
+  if (!s->pub.per_epoch) { /* every training record: the lr, the momentum and the weight decay (lazy: a step costs nothing) */
+    if (hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL) || (opt && s->log_momentum && hk_metric_lazy(ctx, s->mom, tr__lrm_momentum, NULL)) ||
+        (opt && s->log_wd && hk_metric_lazy(ctx, s->wd, tr__lrm_weight_decay, NULL)))
+      return hk_fail(ctx, "out of memory");
+    return HK_CONTINUE;
+  }
+  if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum); /* the epoch's record reads them */
   if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
@@ -7385,7 +7461,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   s->rec.epoch = ctx->epoch;
   s->rec.stage = "train";
   s->rec.n_metrics = s->rec.n_histograms = 0;
-  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
@@ -7504,26 +7580,26 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, n = 0;
   tr__gm_free_views(s);
-  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "gradient_monitor: the loop has no gradient views (ctx->grads)");
+  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
   if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
-  if (!s->sel || !s->names) return hk_fail(ctx, "gradient_monitor: out of memory");
+  if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
   s->scratch_n = 0;
   for (k = 0; k < ctx->n_tensors; k++) {
     const char *name = ctx->grads[k].name ? ctx->grads[k].name : "";
     size_t len = strlen(name) + 16;
     if (!tr__gm_selected(s, name)) continue;
     s->names[n] = (char *)malloc(len);
-    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "gradient_monitor: out of memory"); }
+    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "out of memory"); }
     snprintf(s->names[n], len, "grad_2.0_norm/%s", name);
     s->sel[n++] = k;
     s->scratch_n += ctx->grads[k].count;
   }
   s->pub.n_tensors = n;
-  if (n == 0) return hk_fail(ctx, "gradient_monitor: param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  if (n == 0) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
   if (s->n_pct && !(s->scratch = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
-    return hk_fail(ctx, "gradient_monitor: out of memory");
+    return hk_fail(ctx, "out of memory");
   s->ready = 1;
   return HK_CONTINUE;
 }
@@ -7564,7 +7640,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   int j;
   if (!s->ready) return HK_CONTINUE;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
-    return hk_fail(ctx, "gradient_monitor: the loop's tensors changed since on_train_start");
+    return hk_fail(ctx, "the loop's tensors changed since on_train_start");
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
     double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
@@ -7729,7 +7805,7 @@ static void tr__ng_destroy(void *user) { free(user); }
 
 static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
-  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
+  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "%s", s->last);
   if (s->verbose)
     tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "step skipped, stopping training" : "step skipped");
   /* stop: the bad update is never applied either; one signal per event, so HK_STOP comes at the batch's end */
@@ -7849,12 +7925,12 @@ static void tr__ema_sync(tr__ema *s) {
 /* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
-  if (!ctx->params || n == 0) return hk_fail(ctx, "ema: the loop has no parameter views (ctx->params)"), -1;
+  if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
   if (tr__host_views(ctx, ctx->params, "ema")) return -1;
   if (s->avg && s->count != n)
-    return hk_fail(ctx, "ema: the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
+    return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
-    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "ema: out of memory"), -1;
+    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "out of memory"), -1;
     s->count = n;
   }
   return 0;
@@ -8161,7 +8237,7 @@ static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
   if (run && run->tr__p->fixed_accumulation > 1)
-    return hk_fail(ctx, "accumulation_scheduler: tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
+    return hk_fail(ctx, "tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
                    "scheduler sets the factor", run->tr__p->fixed_accumulation);
   return HK_CONTINUE;
 }
@@ -8624,7 +8700,7 @@ static hk_signal tr__tp_on_log(hk_ctx *ctx, void *user) {
   for (k = 0; k < n; k++) {
     if (!hk_is_finite(m[k].v)) continue;
     if (tr_log_set(r, m[k].name, m[k].v) != TR_OK || hk_metric_set(ctx, m[k].name, m[k].v) != HK_OK)
-      return hk_fail(ctx, "throughput_monitor: out of memory");
+      return hk_fail(ctx, "out of memory");
   }
   return HK_CONTINUE;
 }
@@ -8752,6 +8828,9 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   name = d->filename ? d->filename : "on_exception";
   if (!name[0] || strchr(name, '/'))
     return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
+  if (strlen(name) + 5 > TR__NAME_MAX) /* known now, not when the run fails and the save cannot be made */
+    return tr__bad(w, "on_exception_checkpoint: filename '%.40s...' is %zu bytes: with \".ckpt\" longer than the %d bytes a file "
+                   "name can have; shorten it", name, strlen(name), TR__NAME_MAX);
   s = (tr__oec *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
   n = strlen(d->dirpath) + strlen(name) + 7;
@@ -8862,12 +8941,12 @@ static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
   s->last_step = ctx->global_step;
   s->pending = s->skipping = s->saw_loss = 0;
   if (!size)
-    return hk_fail(ctx, "spike_detection: the run has no training state to snapshot: give tr_run_desc.state (the "
+    return hk_fail(ctx, "the run has no training state to snapshot: give tr_run_desc.state (the "
                    "parameters, the optimizer state and its step count) in a loop of your own");
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device)
-    return hk_fail(ctx, "spike_detection: the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
+    return hk_fail(ctx, "the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
   if (ctx->world_size > 1)
-    return hk_fail(ctx, "spike_detection: %d processes: each would decide alone and the ranks would part; use it with one "
+    return hk_fail(ctx, "%d processes: each would decide alone and the ranks would part; use it with one "
                    "process", ctx->world_size);
   if (s->from_ckpt && s->pub.snapshot_bytes == size) { s->from_ckpt = 0; return HK_CONTINUE; } /* the checkpoint's snapshot */
   if (s->from_ckpt)
@@ -8876,7 +8955,7 @@ static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
   s->from_ckpt = 0;
   if (s->pub.snapshot_bytes != size) {
     unsigned char *p = (unsigned char *)realloc(s->snap, size);
-    if (!p) return hk_fail(ctx, "spike_detection: out of memory for a %zu-byte snapshot", size);
+    if (!p) return hk_fail(ctx, "out of memory for a %zu-byte snapshot", size);
     s->snap = p;
     s->pub.snapshot_bytes = size;
   }
@@ -8944,10 +9023,10 @@ static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
   }
   s->pending = 0;
   if (s->max_rollbacks >= 0 && s->pub.rollbacks >= s->max_rollbacks)
-    return hk_fail(ctx, "spike_detection: %s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
+    return hk_fail(ctx, "%s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
                    s->why, (long long)ctx->global_step + 1, (long long)ctx->batch_idx, (long long)s->pub.rollbacks,
                    s->pub.rollbacks == 1 ? "" : "s", s->max_rollbacks);
-  if (!s->snap) return hk_fail(ctx, "spike_detection: %s, and there is no snapshot (on_train_start did not fire)", s->why);
+  if (!s->snap) return hk_fail(ctx, "%s, and there is no snapshot (on_train_start did not fire)", s->why);
   tr__sd_copy(s, 1);
   memcpy(s->win, s->snap_win, (size_t)s->window * sizeof *s->win);
   s->n = s->snap_n;
@@ -10434,12 +10513,17 @@ static int tr__sweep_digits(const char *t) { /* [+-]digits and nothing else */
   while (*t >= '0' && *t <= '9') t++;
   return *t == 0;
 }
-/* Text -> the field's type; out may be NULL (a check). 0, or -1 when the text is not of the type. */
-static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
+/* Text -> the field's type; out may be NULL (a check). 0, or -1 when the text is not of the type
+   (*why, when not NULL, then says what is wrong beyond "not of the type", or stays NULL). Numbers are
+   decimal: no hex (strtod would take 0x10), nothing that rounds to 0 or a subnormal (1e-400, or 1e-40
+   for a float) where a nonzero value was written. */
+static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out, const char **why) {
   char *end;
   long long l;
   double d;
+  const char *t;
   errno = 0;
+  if (why) *why = NULL;
   switch (type) {
   case TR_SWEEP_INT: case TR_SWEEP_INT64:
     if (!tr__sweep_digits(text)) return -1;
@@ -10450,9 +10534,23 @@ static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
     return 0;
   case TR_SWEEP_DOUBLE: case TR_SWEEP_FLOAT:
     if (!text[0] || !tr__sweep_word_char(text[0])) return -1;
-    d = strtod(text, &end);
-    if (*end || !hk_is_finite(d) || (type == TR_SWEEP_FLOAT && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38)))
+    t = text + (*text == '+' || *text == '-');
+    if (*t == '0' && (t[1] == 'x' || t[1] == 'X')) {
+      if (why) *why = "hexadecimal is not taken: write it in decimal";
       return -1;
+    }
+    d = strtod(text, &end);
+    if (*end) return -1;
+    if (errno == ERANGE && hk_is_finite(d)) { /* strtod's underflow: 0 or a subnormal for what was not 0 */
+      if (why) *why = "it underflows a double (nonzero, below 2.2250738585072014e-308): it would lose its digits or become 0";
+      return -1;
+    }
+    if (!hk_is_finite(d) || (type == TR_SWEEP_FLOAT && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38)))
+      return -1;
+    if (type == TR_SWEEP_FLOAT && d != 0 && fabs(d) < 1.1754943508222875e-38) {
+      if (why) *why = "it underflows a float (nonzero, below 1.1754943508222875e-38): it would lose its digits or become 0";
+      return -1;
+    }
     if (out && type == TR_SWEEP_DOUBLE) *(double *)out = d;
     if (out && type == TR_SWEEP_FLOAT) *(float *)out = (float)d;
     return 0;
@@ -10470,6 +10568,42 @@ static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
   default:
     return -1;
   }
+}
+/* What every value must be, whatever its type: it goes into the job's hyperparameters (a string of
+   at most TR__HPARAM_VAL - 1 bytes), overrides.yaml, the sweep's log lines and summary.csv, each one
+   line of UTF-8 text. NULL when it is fine, else why not. */
+static const char *tr__sweep_text_bad(const char *v) {
+  const char *p;
+  for (p = v; *p; p++)
+    if ((unsigned char)*p < 32 || *p == 127) return "it holds a control character (a line break, a tab ...): a value is one line of text";
+  if (!tr__utf8_ok(v)) return "it is not valid UTF-8 (every file the sweep writes is UTF-8 text)";
+  if (strlen(v) >= TR__HPARAM_VAL) return "it is longer than 255 bytes, the most a hyperparameter holds";
+  return NULL;
+}
+/* A key (a field's name, factory.param): a hyperparameter's key too. NULL when fine, else why not. */
+static const char *tr__sweep_key_bad(const char *k) {
+  const char *p;
+  for (p = k; *p; p++)
+    if ((unsigned char)*p < 32 || *p == 127 || *p == '=') return "holds a control character or '=': give a plain name";
+  if (!tr__utf8_ok(k)) return "is not valid UTF-8";
+  if (strlen(k) >= TR__HPARAM_KEY) return "is longer than 63 bytes, the most a hyperparameter's key holds";
+  return NULL;
+}
+/* A value in a message: printable text as it is, other bytes as \xNN, at most about 60 bytes. */
+static const char *tr__sweep_show(const char *v, char *buf, size_t cap) {
+  size_t n = 0;
+  const unsigned char *p = (const unsigned char *)v;
+  while (*p && n + 8 < cap) {
+    size_t k = tr__utf8_len(p);
+    if (n >= 60) { memcpy(buf + n, "...", 3); n += 3; break; }
+    if (*p < 32 || *p == 127 || k == 0) { snprintf(buf + n, cap - n, "\\x%02x", *p); n += 4; p++; continue; }
+    if (n + k + 1 >= cap) break;
+    memcpy(buf + n, p, k);
+    n += k;
+    p += k;
+  }
+  buf[n] = 0;
+  return buf;
 }
 static const char *tr__sweep_type_doc(tr_sweep_type t) {
   static const char *const docs[] = {
@@ -10613,10 +10747,32 @@ static void tr__sweep_pick(tr__sweep_key *k, int n, long j) {
   for (i = n - 1; i >= 0; i--) { k[i].cur = (int)(j % k[i].n); j /= k[i].n; }
 }
 
-/* summary.csv (and summary.svg): one row per job */
 static int tr__sweep_metric_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+/* A cell of text the sweep did not check (a job's error, a metric's name): one line of UTF-8, control
+   characters as spaces and stray bytes as U+FFFD, so that every reader (tr_plot_csv too) sees one row
+   per line. */
+static void tr__sweep_cell(hk_bytes *b, const char *s) {
+  hk_bytes t;
+  const char *p;
+  memset(&t, 0, sizeof t);
+  for (p = s; *p; p++) if ((unsigned char)*p < 32 || *p == 127) break;
+  if (!*p && tr__utf8_ok(s)) { tr__csv_cell(b, s); return; }
+  for (p = s; *p;) {
+    size_t k = tr__utf8_len((const unsigned char *)p);
+    if ((unsigned char)*p < 32 || *p == 127) { hk_bytes_put(&t, " ", 1); p++; }
+    else if (k == 0) { hk_bytes_put(&t, "\xEF\xBF\xBD", 3); p++; }
+    else { hk_bytes_put(&t, p, k); p += k; }
+  }
+  hk_bytes_put(&t, "", 1);
+  if (t.failed) b->failed = 1;
+  else tr__csv_cell(b, (const char *)t.data);
+  hk_bytes_free(&t);
+}
+/* summary.csv, one row per job of the first `count`, and with plot summary.svg (the sweep rewrites
+   summary.csv after every job, so that the jobs done are on disk whatever happens to the process next;
+   the SVG at the end). */
 static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__sweep_key *keys, int n_keys,
-                                tr__sweep_done *done, long count, char *why, size_t why_len) {
+                                tr__sweep_done *done, long count, int plot, char *why, size_t why_len) {
   static const char *const status[] = { "ok", "failed", "skipped" };
   const char **names = NULL;
   int n_names = 0, cap = 0, i, k, e;
@@ -10639,20 +10795,20 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   if (n_names) qsort((void *)names, (size_t)n_names, sizeof *names, tr__sweep_metric_cmp);
   memset(&b, 0, sizeof b);
   tr__put_s(&b, "job,status");
-  for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, keys[k].key); }
-  for (i = 0; i < n_names; i++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, names[i]); }
+  for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__sweep_cell(&b, keys[k].key); }
+  for (i = 0; i < n_names; i++) { hk_bytes_put(&b, ",", 1); tr__sweep_cell(&b, names[i]); }
   tr__put_s(&b, ",error\n");
   for (j = 0; j < count; j++) {
     tr__sweep_pick(keys, n_keys, j);
     tr__putf(&b, "%ld,%s", j, status[done[j].status]);
-    for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, keys[k].vals[keys[k].cur]); }
+    for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__sweep_cell(&b, keys[k].vals[keys[k].cur]); }
     for (i = 0; i < n_names; i++) {
       double v;
       hk_bytes_put(&b, ",", 1);
       if (tr_log_get(&done[j].final, names[i], &v)) { tr__num(num, sizeof num, v); tr__put_s(&b, num); }
     }
     hk_bytes_put(&b, ",", 1);
-    if (done[j].error) tr__csv_cell(&b, done[j].error);
+    if (done[j].error) tr__sweep_cell(&b, done[j].error);
     hk_bytes_put(&b, "\n", 1);
   }
   free((void *)names);
@@ -10661,14 +10817,14 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   else if ((e = tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len)) != 0) err = TR_ERR_IO;
   hk_bytes_free(&b);
 #if TR__ON_PLOT
-  if (!err) {
+  if (!err && plot) {
     char *svg = tr__join(dir, "summary.svg");
     if (!svg) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
     else err = tr_plot_csv(path, svg, d->metrics, why, why_len);
     free(svg);
   }
 #else
-  (void)d;
+  (void)d; (void)plot;
 #endif
   free(path);
   return err;
@@ -10708,7 +10864,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   char **copies = NULL, *sweep_dir = NULL, *msg;
   hk_registry *check = NULL;
   hk_ctx sctx;
-  int n_keys = 0, multirun, i, k, stopped = 0;
+  int n_keys = 0, multirun, i, k, stopped = 0, summary_said = 0;
   long count = 1, j;
   tr_err first = TR_OK, err = TR_OK;
   size_t cap;
@@ -10725,6 +10881,11 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   for (i = 0; i < d->n_fields; i++)
     if (!d->fields[i].name || !d->fields[i].name[0] || !d->fields[i].ptr || (int)d->fields[i].type < 0 || d->fields[i].type >= TR_SWEEP_TYPE_COUNT) {
       tr__msg(msg, cap, "tr_sweep: field %d needs a name, a pointer and a type (TR_SWEEP_INT .. TR_SWEEP_STRING)", i);
+      return TR_ERR_INVALID;
+    } else if (tr__sweep_key_bad(d->fields[i].name)) { /* each job's hyperparameter: refused there, in every job */
+      char shown[80];
+      tr__msg(msg, cap, "tr_sweep: field %d's name '%s' %s", i, tr__sweep_show(d->fields[i].name, shown, sizeof shown),
+              tr__sweep_key_bad(d->fields[i].name));
       return TR_ERR_INVALID;
     }
   multirun = d->multirun;
@@ -10781,14 +10942,20 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
         free(trial);
       }
       if (!found) {
+        char shown[80];
         hk_bytes fl;
         memset(&fl, 0, sizeof fl);
         for (k = 0; k < d->n_fields; k++) tr__putf(&fl, "%s%s", k ? ", " : "", d->fields[k].name);
         hk_bytes_put(&fl, "", 1);
         tr__msg(msg, cap, "tr_sweep: unknown key '%s': not a field of the program (fields: %s) nor factory.param of a "
-                "callback in the spec (\"%s\")", kk->key, fl.data && !fl.failed && d->n_fields ? (const char *)fl.data : "none",
+                "callback in the spec (\"%s\")", tr__sweep_show(kk->key, shown, sizeof shown), fl.data && !fl.failed && d->n_fields ? (const char *)fl.data : "none",
                 d->spec ? d->spec : "");
         hk_bytes_free(&fl);
+        err = TR_ERR_INVALID;
+        goto out;
+      }
+      if (tr__sweep_key_bad(kk->key)) { /* each job's hyperparameter: refused there, in every job */
+        tr__msg(msg, cap, "tr_sweep: key '%s' %s", kk->key, tr__sweep_key_bad(kk->key));
         err = TR_ERR_INVALID;
         goto out;
       }
@@ -10806,10 +10973,16 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       if (!(g = (char **)realloc(kk->vals, (size_t)(kk->n + 1) * sizeof *g))) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
       kk->vals = g;
       kk->vals[kk->n++] = p;
-      if (kk->field && tr__sweep_parse(kk->field->type, p, NULL)) {
-        tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': expected %s", p, kk->key, tr__sweep_type_doc(kk->field->type));
-        err = TR_ERR_INVALID;
-        goto out;
+      {
+        const char *bad = tr__sweep_text_bad(p), *why = NULL;
+        char shown[80];
+        if (bad || (kk->field && tr__sweep_parse(kk->field->type, p, NULL, &why))) {
+          if (bad) tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': %s", tr__sweep_show(p, shown, sizeof shown), kk->key, bad);
+          else tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': expected %s%s%s", tr__sweep_show(p, shown, sizeof shown), kk->key,
+                       tr__sweep_type_doc(kk->field->type), why ? "; " : "", why ? why : "");
+          err = TR_ERR_INVALID;
+          goto out;
+        }
       }
       if (!kk->field) { /* the factory checks it: its spec with this value */
         int found;
@@ -10882,7 +11055,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
     for (k = 0; k < n_keys; k++) {
       tr__sweep_key *kk = &keys[k];
       tr__putf(&ov, "%s%s=%s", k ? " " : "", kk->key, kk->vals[kk->cur]);
-      if (kk->field) tr__sweep_parse(kk->field->type, kk->vals[kk->cur], kk->field->ptr);
+      if (kk->field) tr__sweep_parse(kk->field->type, kk->vals[kk->cur], kk->field->ptr, NULL);
       else if (spec) {
         int found;
         char *next = tr__sweep_spec_set(spec, kk->factory, kk->param, kk->vals[kk->cur], &found);
@@ -10990,6 +11163,13 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       }
       if (d->stop_on_failure || st == TR_ERR_INTERRUPTED) stopped = 1;
     } else res->ok++;
+    if (multirun && j + 1 < count) { /* the jobs done so far, on disk now: a process that dies in a later job leaves them */
+      char swhy[600];
+      if (tr__sweep_summary(d, sweep_dir, keys, n_keys, done, j + 1, 0, swhy, sizeof swhy) && !summary_said) {
+        summary_said = 1;
+        tr__sweep_say(d, "the summary so far: %s", swhy);
+      }
+    }
     free(spec);
     hk_bytes_free(&ov);
     tr_log_record_free(&priv.logged);
@@ -11001,7 +11181,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   err = first;
   if (multirun) {
     char why[600];
-    tr_err e = tr__sweep_summary(d, sweep_dir, keys, n_keys, done, count, why, sizeof why);
+    tr_err e = tr__sweep_summary(d, sweep_dir, keys, n_keys, done, count, 1, why, sizeof why);
     if (e) {
       if (!err) { err = e; tr__msg(msg, cap, "tr_sweep: the summary: %s", why); }
       tr__sweep_say(d, "the summary: %s", why);
@@ -11028,6 +11208,7 @@ out:
 #endif /* !defined(TRAIN_NO_SWEEP) */
 #if !defined(TRAIN_NO_TRAINER)
 static tr_err tr__load_file(tr_trainer *t, const char *path);
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
@@ -11609,6 +11790,26 @@ static void tr__clip_gradients(tr_trainer *t) {
   }
 }
 
+/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
+   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
+   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
+   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
+static int tr__lr_usable(tr_trainer *t, double lr) {
+  const tr_sched *s = &t->sched;
+  const tr_sched_state *st = t->tr__run ? &t->tr__run->lr_state : NULL;
+  int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
+  int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
+  char gamma[48] = "", scale[64] = "";
+  if (!inf && !zero) return 1;
+  if (decays) snprintf(gamma, sizeof gamma, ", gamma %g", s->gamma);
+  if (st && st->scale > 0 && st->scale != 1) snprintf(scale, sizeof scale, ", times tr_lr_scale's %g", st->scale);
+  tr__fail(t, TR_ERR_INVALID, "step %lld: the learning rate is %g%s (the %s schedule%s%s at scheduler step %lld); no step was "
+           "taken with it: give the schedule values that stay finite over the run's length",
+           (long long)t->global_step + 1, lr, zero ? ", 0 as a float32: it decayed away" : hk_is_finite(lr) && lr > FLT_MAX ? ", inf as a float32" : "",
+           tr_sched_kind_name(s->kind), gamma, scale, (long long)(s->per_epoch ? t->epoch : t->global_step));
+  return 0;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (train/math.h). */
 static void tr__update(tr_trainer *t, double lr) {
@@ -11633,6 +11834,7 @@ static void tr__update(tr_trainer *t, double lr) {
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  if (!tr__lr_usable(t, t->lr)) return;
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -11925,9 +12127,11 @@ static void tr__fit_validate(tr_trainer *t) {
    for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
 static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
-  tr_err e = tr_save(t, path);
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
   (void)ctx;
-  if (e) tr__msg(why, cap, "%s", t->error);
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
   return e;
 }
 /* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
@@ -12152,11 +12356,26 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
     tr_sched s = t->sched;
     if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
         t->tr__total == 0)
-      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
-                      "greater than sched.warmup", tr_sched_kind_name(s.kind));
-    if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs its total, the scheduler steps of the whole curve "
+                      "(%s): give sched.total (in a spec: %s(total=N)), or %s so that the run's length is the total",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "epochs, per_epoch" : "optimizer steps; epochs with per_epoch=true",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "tr_config.max_epochs" : "tr_config.max_steps (max_epochs does not give "
+                      "the steps: the batches per epoch are not known before the fit)");
+    if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
+      int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
+      if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      if (horizon > 0) { /* the updates are float32: the lr at either end must be a float above 0 */
+        double first = tr_lr_at(&s, t->optim.lr, 0), last = tr_lr_at(&s, t->optim.lr, horizon - 1);
+        double worst = s.gamma > 1 ? last : first > last ? last : first;
+        if (!(worst <= FLT_MAX) || !((float)worst > 0))
+          return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule (gamma %g) takes the learning rate to %g by scheduler step %lld "
+                          "of %lld, which float32 updates %s; give a gamma closer to 1, a smaller or larger optim.lr, or fewer steps",
+                          tr_sched_kind_name(s.kind), s.gamma, worst, (long long)(horizon - 1), (long long)horizon,
+                          worst > 1 ? "turn into inf" : "round to 0");
+      }
+    } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
-  return TR_OK;
+  return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 
 /* Everything the model must have handed over by the first step, and the training data's position. */
@@ -12210,7 +12429,12 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   if (c->resume_from) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
     if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+    if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
+      hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
+      tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
+    }
   }
+  t->tr__lift_stop = 0;
   tr__ready_to_train(t);
   tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
@@ -12665,6 +12889,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->ctx.path = NULL;
   e = t->tr__err;
   t->tr__saving = 0;
+  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
   if (t->running != HK_STAGE_NONE) {
     t->tr__err = run_err;
     t->tr__flow = run_flow;
@@ -12783,6 +13008,10 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
   tr__section s;
   memset(ck, 0, sizeof *ck);
   if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
+    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
+                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
+                    "not tr_fit's resume_from or tr_load");
   if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
   ck->version = (uint32_t)tr__get(buf + 8, 4);
   if (ck->version < 1 || ck->version > TR__VERSION)
@@ -13014,6 +13243,16 @@ static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
    on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
    the parameters, optimizer state, gradients and hook states, made only when a hook listens to
    on_load_checkpoint (nobody else can fail after the commit). */
+/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
+static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
+  char old[sizeof t->error];
+  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
+  memcpy(old, t->error, sizeof old);
+  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
+  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
+  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
+  return t->tr__err;
+}
 static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
   size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
@@ -13022,7 +13261,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   hk_bytes hooks_before = { NULL, 0, 0, 0 };
   float *floats_before = NULL;
   memset(&after, 0, sizeof after);
-  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
   if (ck.has_grad && !t->model.grads)
     return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
                     "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
@@ -13189,6 +13428,114 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   return t->tr__err;
 }
 
+/* ---- a resume with nothing left to train ---------------------------------------------------------------
+   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
+   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
+   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
+   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
+   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
+   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
+   is left to the load, which says why. */
+typedef struct tr__peeked {
+  int64_t epoch, step;
+  uint32_t flags;
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
+  int64_t es_wait, es_patience, es_reason;
+  char es_msg[300];
+} tr__peeked;
+static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
+static int tr__peek(const char *path, tr__peeked *pk) {
+  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
+  FILE *f = fopen(path, "rb");
+  int rc = -1, seen_loop = 0;
+  memset(pk, 0, sizeof *pk);
+  if (!f) return -1;
+  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  for (;;) {
+    uint32_t tag;
+    uint64_t size;
+    if (tr__peek_read(f, head, 12)) goto done;
+    tag = (uint32_t)tr__get(head, 4);
+    size = tr__get(head + 4, 8);
+    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
+    if (tag == TR__LOOP) {
+      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
+          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+        goto done;
+      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
+      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
+      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
+      seen_loop = 1;
+      continue;
+    }
+#if TR__ON_EARLY_STOPPING
+    if (tag == TR__HOOK && size >= 12 + 15 && size < ((uint64_t)1 << 20) && !pk->es_key[0]) {
+      size_t klen;
+      if (!(hook = (unsigned char *)malloc((size_t)size + 8)) || tr__peek_read(f, hook, (size_t)size + 8)) goto done;
+      klen = (size_t)tr__get(hook, 4);
+      if (klen <= TR__MAX_KEY && klen + 12 <= size && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+        hk_reader rd;
+        tr__es_saved v;
+        memset(&rd, 0, sizeof rd);
+        rd.data = hook + 4 + klen + 8;
+        rd.len = (size_t)size - 12 - klen;
+        if (tr__es_read(&rd, &v) == 0) {
+          if (v.reason != TR_STOP_NOT_STOPPED) {
+            memcpy(pk->es_key, hook + 4, klen);
+            pk->es_key[klen] = 0;
+            pk->es_wait = v.wait;
+            pk->es_patience = v.patience;
+            pk->es_reason = v.reason;
+            snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+          }
+          free(v.msg);
+        }
+      }
+      free(hook);
+      hook = NULL;
+      continue;
+    }
+#endif
+    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
+  }
+done:
+  free(hook);
+  fclose(f);
+  return rc;
+}
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
+  tr__peeked pk;
+  int64_t epochs;
+  const char *path = c->resume_from;
+  t->tr__lift_stop = 0;
+  if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
+  if ((c->max_epochs > 0 && epochs >= c->max_epochs) || (c->max_steps > 0 && pk.step >= c->max_steps))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this "
+                    "fit's limit is %s %lld: resuming it trains nothing; raise %s to train on from it", path, (long long)epochs,
+                    epochs == 1 ? "" : "s", (long long)pk.step, c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs",
+                    (long long)(c->max_steps > 0 && pk.step >= c->max_steps ? c->max_steps : c->max_epochs),
+                    c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs");
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
+#if TR__ON_EARLY_STOPPING
+  if (pk.es_key[0]) {
+    hk_handle h = hk_find(t->reg, pk.es_key);
+    const tr_early_stopping_state *es = h ? tr_early_stopping_get(t->reg, h) : NULL;
+    if (es && pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED && ((const tr__es *)(const void *)es)->desc_patience > pk.es_wait) { t->tr__lift_stop = 1; return TR_OK; }
+    if (pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                      "trains nothing; to train on from it, give early_stopping a patience above %lld (its checks without "
+                      "improvement; the checkpoint's patience is %lld, and a larger one given now wins)", path, (long long)epochs,
+                      (long long)pk.step, pk.es_key, pk.es_msg, (long long)pk.es_wait, (long long)pk.es_patience);
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                    "trains nothing: its %s holds whatever patience is given; a new fit starts afresh", path, (long long)epochs,
+                    (long long)pk.step, pk.es_key, pk.es_msg, tr_stop_reason_name((tr_stop_reason)pk.es_reason));
+  }
+#endif
+  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
+                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
+}
+
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
    the way to resume inside fit): refused, without touching the run. */
 static tr_err tr__load_allowed(tr_trainer *t) {
@@ -13272,9 +13619,9 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
   double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
-  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
-  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
+  if (!save) return hk_fail(ctx, "out of memory");
+  if (count <= 0) { free(save); return hk_fail(ctx, "the training data has no batches"); }
+  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)"); }
   memcpy(save, t->model.params, bytes);
   memcpy(save + n, t->model.grads, bytes);
   if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
@@ -13312,7 +13659,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
-  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
+  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
 
@@ -13321,7 +13668,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr_run *run = s->run;
   tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
   int k;
-  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
   if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
   if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
@@ -13353,7 +13700,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
     e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
     hk_bytes_free(&b);
-    if (e) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
   }
   return HK_CONTINUE;
 }

@@ -60,7 +60,7 @@ run ctrlc ctrl_c_at=45; rc=$?
 grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
 run nan nan_at=45; rc=$?
 [ $rc = 2 ] || { cat "$dir/nan/out.txt"; fail "nan: exit $rc, not 2"; }
-grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: nan_guard: the training loss is nan" "$dir/nan/out.txt" ||
+grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: the training loss is nan" "$dir/nan/out.txt" ||
   fail "nan: nan_guard did not fail the run"
 
 # the progress bar in a pipe: one line per validation, the training line once at the end

@@ -434,6 +434,45 @@ static void test_mc_top_k(void **state) {
   sc_free(&m, &t);
 }
 
+/* Resuming from a top-k file (issue 28 item 16): the file stays while it is among the k best and is
+   deleted when it falls out, as every top-k file (Lightning never deletes it: k+1 files for good). A
+   copy of it elsewhere, handed to the fit, is never touched. */
+static void test_mc_resumed_file_managed(void **state) {
+  static const double v[] = { 5, 4, 6, 3, 2, 7 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(3);
+  char dir[300], ckpt[600];
+  (void)state;
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+                   .filename = "{epoch}" }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], "epoch=0.ckpt epoch=1.ckpt");
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  in_dir(&m, ckpt, sizeof ckpt, "epoch=1.ckpt"); /* the best, written after epoch 1: the fit goes on at epoch 2 */
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 6, 0);
+  rmdir(m.dir);
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  sc_record(&m, &t);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss", .save_top_k = 2,
+                   .filename = "{epoch}" }, NULL), TR_OK);
+  c = sc_cfg(6);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  /* after epochs 2 (6: not kept), 3 (3: evicts epoch 0's 5), 4 (2: evicts epoch 1's 4, the resumed file), 5 (7) */
+  assert_int_equal(m.n_files, 5);
+  assert_string_equal(m.files[1], "epoch=0.ckpt epoch=1.ckpt");
+  assert_string_equal(m.files[2], "epoch=1.ckpt epoch=3.ckpt"); /* still in the top 2: kept */
+  assert_string_equal(m.files[3], "epoch=3.ckpt epoch=4.ckpt"); /* out of it: deleted */
+  assert_string_equal(m.files[4], "epoch=3.ckpt epoch=4.ckpt");
+  sc_free(&m, &t);
+}
+
 /* Without a dirpath, checkpoints go into the run directory's checkpoints/ when a logger made one
    (version_N/checkpoints, as Lightning): a second run in the same place gets its own directory, no
    -v1 names beside the first run's files, which stay as they were. Without a logger: ./checkpoints. */
@@ -1400,7 +1439,7 @@ static void test_mc_setup_checks(void **state) {
   assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_int_equal(t.global_step, 0); /* before the first step */
-  assert_non_null(strstr(tr_error(&t), "model_checkpoint: cannot create the directory"));
+  assert_non_null(strstr(tr_error(&t), "}' failed in on_fit_start: cannot create the directory"));
   sc_free(&m, &t);
   { /* a directory it cannot write: without write permission, or (root writes anyway) a read-only mount */
     char cmd[900];
@@ -1428,7 +1467,7 @@ static void test_mc_setup_checks(void **state) {
   assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .monitor = "val/loss" }, NULL), TR_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_int_equal(t.global_step, 0);
-  assert_non_null(strstr(tr_error(&t), "model_checkpoint: monitor 'val/loss' is a validation metric, but this run never validates"));
+  assert_non_null(strstr(tr_error(&t), "}' failed in on_fit_start: monitor 'val/loss' is a validation metric, but this run never validates"));
   sc_free(&m, &t);
 }
 
@@ -1817,10 +1856,91 @@ static void exact_resume(int64_t split_steps, const char *ckpt_name, const char 
   assert_true(whole.timer == split.timer);
   assert_true(whole.lr == split.lr && whole.lr != 0.1); /* the finder's choice, applied again after the resume */
   assert_memory_equal(whole.ema, split.ema, sizeof whole.ema);
-  /* the same files, except that the checkpoint a run resumed from is never deleted (Lightning's rule) */
+  /* the same files: the checkpoint a run resumed from is managed as any top-k file (kept while in the top k) */
   assert_string_equal(whole.files, whole_files);
   assert_string_equal(split.files, split_files);
 }
+/* Resuming a run that stopped early, or finished (issue 28 item 9): nothing fires, nothing is made on
+   disk (no log directory), and the message says that the run stopped early and what to raise to go
+   on; a larger patience given now, or a larger max_epochs, trains on from the checkpoint. */
+static int g_setups;
+static hk_signal count_setup(hk_ctx *ctx, void *user) { (void)ctx; (void)user; g_setups++; return HK_CONTINUE; }
+static void resume_es_run(sc *m, tr_trainer *t, const char *dir, int patience) {
+  static const double v[] = { 5, 4, 4.5, 4.4, 4.6, 3, 2, 1.5, 1.2, 1.1 };
+  char spec[900];
+  sc_init(m, t, v, 10, 0);
+  if (dir) { rmdir(m->dir); snprintf(m->dir, sizeof m->dir, "%s", dir); }
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=%d); model_checkpoint(dirpath=\"%s/ckpt\", "
+           "save_last=true); csv(save_dir=\"%s/logs\")", patience, m->dir, m->dir);
+  assert_int_equal(hk_spec_apply(t->reg, spec), HK_OK);
+  hk_on(t->reg, HK_SETUP, count_setup, NULL, &(hk_opts){ .name = "count_setup" }, NULL);
+}
+static void test_resume_after_early_stop(void **state) {
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(20);
+  char dir[300], ckpt[600], logs[600], before[2048], after[2048];
+  const tr_early_stopping_state *es;
+  (void)state;
+  /* the run: stops early at epoch 3 (best 4 at epoch 1) */
+  resume_es_run(&m, &t, NULL, 2);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.epoch, 4);
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt/last.ckpt", dir);
+  snprintf(logs, sizeof logs, "%s/logs/lightning_logs", dir);
+  sc_free(&m, &t);
+  list_dir(logs, before, sizeof before);
+  assert_string_equal(before, "version_0");
+
+  /* again, the same settings: refused before anything, saying why and what to raise */
+  g_setups = 0;
+  resume_es_run(&m, &t, dir, 2);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&t), "tr_fit: the run that wrote '"));
+  assert_non_null(strstr(tr_error(&t), "last.ckpt' stopped early, at epoch 4 (step 16): early_stopping{monitor=val/loss,mode=min} "
+                                       "(Monitored metric val/loss did not improve in the last 2 records. Best score: 4.000."));
+  assert_non_null(strstr(tr_error(&t), "Resuming it trains nothing; to train on from it, give early_stopping a patience above 2"));
+  assert_int_equal(g_setups, 0);
+  assert_null(strstr(sc_logtext(&m), "never checked"));
+  list_dir(logs, after, sizeof after);
+  assert_string_equal(after, before); /* no new (empty) log directory */
+  sc_free(&m, &t);
+
+  /* a larger patience now: it trains on from epoch 4, and stops again when that patience runs out */
+  resume_es_run(&m, &t, dir, 4);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  es = tr_early_stopping_get(t.reg, hk_find(t.reg, "early_stopping{monitor=val/loss,mode=min}"));
+  assert_int_equal(es->patience, 4);
+  assert_true(t.epoch > 4);
+  assert_true(es->best_score < 4.0); /* 3, 2, ... came after the old stop */
+  assert_non_null(strstr(sc_logtext(&m), "resuming past the early stop"));
+  sc_free(&m, &t);
+
+  /* a run that finished at max_epochs: raise max_epochs */
+  resume_es_run(&m, &t, NULL, 20);
+  c = sc_cfg(3);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt/last.ckpt", dir);
+  sc_free(&m, &t);
+  g_setups = 0;
+  resume_es_run(&m, &t, dir, 20);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&t), "last.ckpt' finished: it trained 3 epochs (12 steps), and this fit's limit is max_epochs 3: "
+                                       "resuming it trains nothing; raise max_epochs to train on from it"));
+  assert_int_equal(g_setups, 0);
+  sc_free(&m, &t);
+  resume_es_run(&m, &t, dir, 20);
+  c.max_epochs = 5;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(t.epoch, 5);
+  sc_free(&m, &t);
+}
+
 static void test_exact_resume(void **state) {
   (void)state;
   g_every_steps = 0;
@@ -1831,7 +1951,8 @@ static void test_exact_resume(void **state) {
 static void test_exact_resume_mid_epoch(void **state) {
   (void)state;
   g_every_steps = 6;         /* step 6 is the middle of epoch 1 (4 batches per epoch) */
-  exact_resume(6, "step=6.ckpt", "step=18.ckpt step=24.ckpt", "step=18.ckpt step=24.ckpt step=6.ckpt");
+  /* the file it resumed from (step=6) fell out of the top 2: deleted as any other (issue 28 item 16) */
+  exact_resume(6, "step=6.ckpt", "step=18.ckpt step=24.ckpt", "step=18.ckpt step=24.ckpt");
   g_every_steps = 0;
 }
 
@@ -1847,6 +1968,7 @@ int main(void) {
     cmocka_unit_test(test_es_strict),
     cmocka_unit_test(test_es_validation_end),
     cmocka_unit_test(test_mc_top_k),
+    cmocka_unit_test(test_mc_resumed_file_managed),
     cmocka_unit_test(test_mc_default_dir),
     cmocka_unit_test(test_mc_ties_and_nan),
     cmocka_unit_test(test_mc_no_monitor_and_last),
@@ -1876,6 +1998,7 @@ int main(void) {
     cmocka_unit_test(test_mc_two_processes_one_dir),
     cmocka_unit_test(test_mc_failed_save_no_claim_left),
     cmocka_unit_test(test_request_checkpoint_api),
+    cmocka_unit_test(test_resume_after_early_stop),
     cmocka_unit_test(test_exact_resume),
     cmocka_unit_test(test_exact_resume_mid_epoch),
   };

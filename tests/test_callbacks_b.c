@@ -150,6 +150,46 @@ static void test_nan_guard_fail(void **state) {
   assert_int_equal(tr_nan_guard_get(t.reg, h)->found, 1);
   lin_free(&m, &t);
 }
+/* The failure names nan_guard once ("callback 'nan_guard' failed in ...: <why>", not "...: nan_guard: <why>"),
+   in train.h's trainer and in a loop of one's own, whose tr_run_finish returns the error (its exit status:
+   examples/own_loop.c exits 2) (issue 28 item 17). */
+static void test_nan_guard_fail_names_once(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow;
+  tr_run_desc rd;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
+  m.nan_grad_at = 6;
+  assert_int_equal(tr_nan_guard(t.reg, &(tr_nan_guard_desc){ 0 }, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_string_equal(tr_error(&t), "callback 'nan_guard' failed in on_before_optimizer_step: gradient of 'b'[0] is nan at epoch 1, batch 1, step 6");
+  lin_free(&m, &t);
+
+  reg = hk_create(NULL);
+  memset(&ctx, 0, sizeof ctx);
+  memset(&flow, 0, sizeof flow);
+  memset(&rd, 0, sizeof rd);
+  rd.epochs = TR_NO;
+  rd.log_every_n_steps = -1;
+  rd.no_signals = 1;
+  rd.log = tmpfile();
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_equal(tr_run_setup(reg, &rd), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "nan_guard"), HK_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  ctx.loss = NAN;
+  (void)HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, &ctx, &flow);
+  (void)tr_run_batch_end(reg, &ctx, &flow);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_HOOK); /* the loop's exit status comes from this */
+  assert_string_equal(tr_run_error(reg), "callback 'nan_guard' failed in on_before_backward: the training loss is nan at epoch 0, batch 0, step 1");
+  fclose(rd.log);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+}
 static void test_nan_guard_skip_and_stop(void **state) {
   lin m;
   tr_trainer t;
@@ -337,6 +377,44 @@ static void test_lr_monitor(void **state) {
     assert_true(hk_metric_get(&ctx, "lr-main", &v) && v == 0.125);
     hk_ctx_free(&ctx);
     hk_destroy(reg);
+  }
+}
+
+/* log_momentum / log_weight_decay: every training record that has the lr has them too, as Lightning's
+   rows (issue 28 item 6: only the first row had them). */
+typedef struct lr_rows { int rows, with_lr, with_mom, with_wd; double mom, wd; } lr_rows;
+static hk_signal count_lr_rows(hk_ctx *ctx, void *user) { /* last: what the loggers write */
+  lr_rows *r = (lr_rows *)user;
+  const tr_log_record *rec = tr_log_current(ctx);
+  double v;
+  if (!rec || strcmp(rec->stage, "train")) return HK_CONTINUE;
+  r->rows++;
+  r->with_lr += tr_log_get(rec, "lr-SGD", &v);
+  if (tr_log_get(rec, "lr-SGD-momentum", &v)) { r->with_mom++; r->mom = v; }
+  if (tr_log_get(rec, "lr-SGD-weight_decay", &v)) { r->with_wd++; r->wd = v; }
+  return HK_CONTINUE;
+}
+static void test_lr_monitor_every_row(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  lr_rows r;
+  int per_epoch;
+  (void)state;
+  for (per_epoch = 0; per_epoch < 2; per_epoch++) {
+    memset(&r, 0, sizeof r);
+    lin_init(&m, &t, TR_OPTIM_SGD, 0.1);
+    t.sched.per_epoch = per_epoch;
+    c.log_every_n_steps = 1;
+    assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(log_momentum=true, log_weight_decay=true)"), HK_OK);
+    assert_int_equal(hk_on(t.reg, HK_ON_LOG, count_lr_rows, &r, &(hk_opts){ .name = "rows", .order = INT_MAX, .monitor = 1 }, NULL), HK_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    if (per_epoch) assert_int_equal(r.with_lr, 3); /* one record per epoch */
+    else assert_int_equal(r.with_lr, 3 * NBATCH); /* every step's */
+    assert_int_equal(r.with_mom, r.with_lr);
+    assert_int_equal(r.with_wd, r.with_lr);
+    assert_true(r.mom == 0.5 && r.wd == 0.01);
+    lin_free(&m, &t);
   }
 }
 
@@ -1710,6 +1788,39 @@ static void test_on_exception_checkpoint_when(void **state) {
   rm_dir(dir);
 }
 
+/* A save that fails (here: a directory where the file goes; EIO and a full disk take the same path) is
+   reported with its own reason, not the failing run's error (issue 28 item 10). */
+static void test_on_exception_checkpoint_save_error(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  char dir[] = "/tmp/test_oec_err_XXXXXX", path[80];
+  const char *text, *line;
+  hk_handle h;
+  failer f;
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/on_exception.ckpt", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  f.t = &t;
+  f.at = 2;
+  f.sigint = 0;
+  assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = dir }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, fail_at, &f, NULL, NULL), HK_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_non_null(strstr(tr_error(&t), "failing at batch 2")); /* the run's own error stands */
+  assert_int_equal(tr_on_exception_checkpoint_get(t.reg, h)->last_error, TR_ERR_IO);
+  text = lin_logtext(&m);
+  assert_non_null(line = strstr(text, "could not save '"));
+  assert_null(strstr(line, "failing at batch")); /* not the run's error */
+  assert_non_null(strstr(line, "on_exception.ckpt"));
+  assert_non_null(strstr(line, "directory"));
+  lin_free(&m, &t);
+  rmdir(path);
+  rm_dir(dir);
+}
+
 /* A loop of its own on the lin model (plain SGD, lr 0.05): its state is the parameters (one region),
    its step count ctx.global_step. skip_lo..skip_hi: batches (1-based) it skips itself (the reference);
    spike_at: the batch whose loss is reported 1e6 times too large. */
@@ -1963,7 +2074,9 @@ static void test_spike_detection_grads_and_limit(void **state) {
   c.val = NULL;
   assert_int_equal(hk_spec_apply(t.reg, "spike_detection(max_rollbacks=0)"), HK_OK);
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
-  assert_non_null(strstr(tr_error(&t), "spike_detection: the gradient norm is not finite at step 6"));
+  assert_non_null(strstr(tr_error(&t), "callback 'spike_detection' failed in "));
+  assert_non_null(strstr(tr_error(&t), ": the gradient norm is not finite at step 6")); /* its name once (issue 28 item 17) */
+  assert_null(strstr(tr_error(&t), "spike_detection: "));
   assert_non_null(strstr(tr_error(&t), "0 rollbacks already (max_rollbacks 0)"));
   lin_free(&m, &t);
 }
@@ -2009,11 +2122,13 @@ static void test_spec_only_stream(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_nan_guard_fail),
+    cmocka_unit_test(test_nan_guard_fail_names_once),
     cmocka_unit_test(test_nan_guard_skip_and_stop),
     cmocka_unit_test(test_nan_guard_own_loop),
     cmocka_unit_test(test_nan_guard_stop_skips_step),
 #ifndef NAN_GUARD_ONLY
     cmocka_unit_test(test_lr_monitor),
+    cmocka_unit_test(test_lr_monitor_every_row),
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
     cmocka_unit_test(test_gradient_monitor_percentiles),
@@ -2035,6 +2150,7 @@ int main(void) {
     cmocka_unit_test(test_spec_only_stream),
     cmocka_unit_test(test_on_exception_checkpoint_resume),
     cmocka_unit_test(test_on_exception_checkpoint_when),
+    cmocka_unit_test(test_on_exception_checkpoint_save_error),
     cmocka_unit_test(test_on_exception_checkpoint_own_loop),
     cmocka_unit_test(test_spike_detection_own_loop),
     cmocka_unit_test(test_spike_detection_rollback_exact),

@@ -38,7 +38,9 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char g_root[256];
@@ -75,6 +77,8 @@ static const tr_sweep_field g_fields[] = {
 
 static char g_seen[2048];    /* what the jobs saw, in order */
 static double g_fail_lr = -1; /* a job with this lr fails */
+static const char *g_fail_text; /* ... with this error (NULL: "lr ... diverged") */
+static int g_die_at = -1;     /* the job whose process is killed */
 static int g_jobs_run;
 static char g_specs[8][256]; /* each job's spec */
 
@@ -108,7 +112,9 @@ static tr_err job_fn(hk_registry *reg, tr_sweep_job *job, void *user) {
   hk_metric_set(&ctx, "val/loss", g_lr * g_batch);
   tr_run_log(reg, &ctx, "val");
   HK_FIRE(reg, HK_ON_VALIDATION_END, &ctx);
-  if (g_lr == g_fail_lr) tr_run_fail(reg, TR_ERR_MODEL, "lr %g diverged", g_lr);
+  if (g_lr == g_fail_lr && g_fail_text) tr_run_fail(reg, TR_ERR_MODEL, "%s", g_fail_text);
+  else if (g_lr == g_fail_lr) tr_run_fail(reg, TR_ERR_MODEL, "lr %g diverged", g_lr);
+  if (job->index == g_die_at) kill(getpid(), SIGKILL); /* the process dies in this job (a crash, an abort, the OOM killer) */
   e = tr_run_finish(reg, &ctx, TR_OK);
   if (!e) tr_sweep_metric(job, "score", 100 * g_lr + g_batch);
   hk_ctx_free(&ctx);
@@ -130,6 +136,8 @@ static tr_sweep_desc base_desc(void) {
 static void reset(void) {
   g_seen[0] = 0;
   g_fail_lr = -1;
+  g_fail_text = NULL;
+  g_die_at = -1;
   g_jobs_run = 0;
   memset(g_specs, 0, sizeof g_specs);
 }
@@ -356,6 +364,134 @@ static void test_sweep_bad_overrides(void **state) {
   assert_false(exists(g_dir)); /* nothing was made */
 }
 
+/* Values that would fail every job, or the summary, after the sweep started (issue 28 item 5): refused
+   before the first job, saying why, nothing made on disk. */
+static float g_wd = 0.5f;
+static void test_sweep_values_checked(void **state) {
+  char long_name[300], long_arg[320], long_field[80];
+  static const tr_sweep_field floats[] = { { "wd", TR_SWEEP_FLOAT, &g_wd }, { "optim.lr", TR_SWEEP_DOUBLE, &g_lr } };
+  struct { const char *arg, *want; int floats; } bad[] = {
+    { "name=a\nb", "bad value 'a\\x0ab' for 'name': it holds a control character (a line break, a tab ...)", 0 },
+    { "name=x,tab\there", "bad value 'tab\\x09here' for 'name': it holds a control character", 0 },
+    { "name=caf\xe9", "bad value 'caf\\xe9' for 'name': it is not valid UTF-8", 0 },
+    { long_arg, "for 'name': it is longer than 255 bytes, the most a hyperparameter holds", 0 },
+    { "optim.lr=0x10", "bad value '0x10' for 'optim.lr': expected a number (double); hexadecimal is not taken", 0 },
+    { "optim.lr=-0X1p-3", "hexadecimal is not taken: write it in decimal", 0 },
+    { "optim.lr=1e-400", "bad value '1e-400' for 'optim.lr': expected a number (double); it underflows a double", 0 },
+    { "optim.lr=1e-310", "it underflows a double", 0 },
+    { "wd=1e-40", "bad value '1e-40' for 'wd': expected a number (float); it underflows a float", 1 },
+    { "early_stopping.monitor=val/\xff", "bad value 'val/\\xff' for 'early_stopping.monitor': it is not valid UTF-8", 0 },
+    { "early_stopping.monitor=a\r", "it holds a control character", 0 },
+  };
+  tr_sweep_desc d;
+  tr_sweep_result res;
+  tr_sweep_field lf[1];
+  const char *ok[] = { "wd=0,1e-30,-2.5", "optim.lr=1e-300" };
+  size_t i;
+  (void)state;
+  memset(long_name, 'n', sizeof long_name - 1);
+  long_name[256] = 0; /* 256 bytes: one too many */
+  snprintf(long_arg, sizeof long_arg, "name=%s", long_name);
+  fresh_dir("values");
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *argv[1];
+    argv[0] = bad[i].arg;
+    reset();
+    d = base_desc();
+    if (bad[i].floats) { d.fields = floats; d.n_fields = 2; }
+    assert_int_equal(sweep(&d, &res, 1, argv), TR_ERR_INVALID);
+    if (!strstr(res.error, bad[i].want)) fail_msg("%s: \"%s\" lacks \"%s\"", bad[i].arg, res.error, bad[i].want);
+    assert_int_equal(g_jobs_run, 0);
+  }
+  long_name[255] = 0; /* 255: taken */
+  {
+    const char *argv[] = { long_arg };
+    snprintf(long_arg, sizeof long_arg, "name=%s", long_name);
+    reset();
+    d = base_desc();
+    assert_int_equal(sweep(&d, &res, 1, argv), TR_OK);
+    assert_int_equal(g_jobs_run, 1);
+  }
+  /* a field whose name cannot be a hyperparameter's key */
+  memset(long_field, 'f', 64);
+  long_field[64] = 0;
+  lf[0].name = long_field;
+  lf[0].type = TR_SWEEP_INT;
+  lf[0].ptr = &g_batch;
+  reset();
+  d = base_desc();
+  d.fields = lf;
+  d.n_fields = 1;
+  assert_int_equal(sweep(&d, &res, 0, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(res.error, "field 0's name 'ffff"));
+  assert_non_null(strstr(res.error, "is longer than 63 bytes"));
+  assert_int_equal(g_jobs_run, 0);
+  /* numbers that are fine: 0, a float's small normal, a double's small normal */
+  reset();
+  d = base_desc();
+  d.fields = floats;
+  d.n_fields = 2;
+  d.spec = "csv";
+  assert_int_equal(sweep(&d, &res, 2, ok), TR_OK);
+  assert_int_equal(res.ok, 3);
+  reset();
+  fresh_dir("values_nothing");
+  d = base_desc();
+  {
+    const char *argv[] = { "name=a\nb" };
+    assert_int_equal(sweep(&d, &res, 1, argv), TR_ERR_INVALID);
+  }
+  assert_false(exists(g_dir)); /* nothing was made */
+}
+
+/* The summary: written after every job for the jobs done, so a process that dies in a job leaves the
+   rows of those before it; a job's error with a line break or stray bytes stays one cell of one row,
+   and summary.svg is written (issue 28 item 5). */
+static void test_sweep_summary_what_ran(void **state) {
+  const char *argv[] = { "optim.lr=0.1,0.2,0.3,0.4" };
+  tr_sweep_desc d;
+  tr_sweep_result res;
+  char path[1024], *text;
+  pid_t pid;
+  int status;
+  (void)state;
+  reset();
+  fresh_dir("died");
+  d = base_desc();
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    g_die_at = 2;
+    (void)sweep(&d, &res, 1, argv);
+    _exit(0); /* not reached */
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  if (d.log) fclose(d.log);
+  snprintf(path, sizeof path, "%s/version_0/summary.csv", g_dir);
+  assert_non_null(text = slurp(path));
+  assert_non_null(strstr(text, "job,status,optim.lr,score,train/loss,val/loss,error\n0,ok,0.1,"));
+  assert_non_null(strstr(text, "\n1,ok,0.2,27,"));
+  assert_null(strstr(text, "\n2,"));
+  free(text);
+
+  reset();
+  fresh_dir("error_lines");
+  d = base_desc();
+  g_fail_lr = 0.2;
+  g_fail_text = "diverged\nat step 3:\tloss \xff";
+  assert_int_equal(sweep(&d, &res, 1, argv), TR_ERR_MODEL); /* the job's error, not the summary's */
+  assert_int_equal(res.ok, 3);
+  snprintf(path, sizeof path, "%s/summary.csv", res.dir);
+  assert_non_null(text = slurp(path));
+  assert_non_null(strstr(text, "\n1,failed,0.2,,"));
+  assert_non_null(strstr(text, ",diverged at step 3: loss \xef\xbf\xbd\n2,ok,"));
+  free(text);
+  snprintf(path, sizeof path, "%s/summary.svg", res.dir);
+  assert_true(exists(path));
+}
+
 static void test_sweep_spec_params(void **state) {
   const char *argv[] = { "early_stopping.patience=1,7", "csv.flush_every=2", "plot.metrics=val/loss train/loss" };
   tr_sweep_desc d;
@@ -492,6 +628,8 @@ int main(void) {
     cmocka_unit_test(test_sweep_lifecycle),
     cmocka_unit_test(test_sweep_failing_job),
     cmocka_unit_test(test_sweep_bad_overrides),
+    cmocka_unit_test(test_sweep_values_checked),
+    cmocka_unit_test(test_sweep_summary_what_ran),
     cmocka_unit_test(test_sweep_spec_params),
     cmocka_unit_test(test_sweep_hook_signals),
     cmocka_unit_test(test_sweep_hooks_from_spec),

@@ -987,6 +987,91 @@ static void test_schedule_spec(void **state) {
   assert_string_equal(tr_sched_kind_name(TR_SCHED_WSD), "wsd");
 }
 
+/* A decay that cannot stay finite over the run (issue 28 item 3): gamma^steps overflowing or
+   underflowing is refused at set-up when the run's length is known, a subnormal gamma always; when the
+   length is not known (an epoch-bounded run of a per-step schedule), the first step with an inf lr
+   fails the run, naming the schedule, with every parameter as the last good step left it. */
+static int params_finite(const lin_model *m) {
+  int i;
+  for (i = 0; i <= m->d; i++) if (!hk_is_finitef(m->p[i])) return 0;
+  return 1;
+}
+static void test_schedule_stays_finite(void **state) {
+  tr_sched s;
+  char why[512];
+  fx *f;
+  tr_config c;
+  (void)state;
+  /* tr_sched_check: subnormal gamma, gamma^(decays) past a double's range */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1e-320)", why, sizeof why), TR_ERR_INVALID);
+  assert_non_null(strstr(why, "exponential: sched.gamma 9.99989e-321 is subnormal"));
+  assert_int_equal(tr_sched_parse(&s, "step(step_size=1, gamma=1e308)", why, sizeof why), TR_OK); /* no length yet */
+  assert_int_equal(tr_sched_check(&s, 3, why, sizeof why), TR_ERR_INVALID);
+  assert_non_null(strstr(why, "step: sched.gamma 1e+308 to the power 2 (its decays over the run's 3 scheduler steps) overflows: the lr would be inf"));
+  assert_int_equal(tr_sched_check(&s, 2, why, sizeof why), TR_OK); /* one decay: 1e308 itself */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=0.5)", why, sizeof why), TR_OK);
+  assert_int_equal(tr_sched_check(&s, 2000, why, sizeof why), TR_ERR_INVALID);
+  assert_non_null(strstr(why, "underflows: the lr would be 0"));
+  assert_int_equal(tr_sched_check(&s, 1000, why, sizeof why), TR_OK);
+
+  /* tr_fit with max_steps: refused before any hook */
+  assert_int_equal(tr_sched_parse(&s, "step(step_size=1, gamma=1e308)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_steps = 6;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "tr_fit: step: sched.gamma 1e+308 to the power 5"));
+  assert_int_equal(f->p.calls[HK_SETUP], 0);
+  assert_int_equal(f->t.global_step, 0);
+  fx_free(f);
+  /* finite as a double, inf as the float32 the update uses: 1e-3 * 1.2^999 */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1.2)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_steps = 1000;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "the exponential schedule (gamma 1.2) takes the learning rate to"));
+  assert_non_null(strstr(tr_error(&f->t), "which float32 updates turn into inf"));
+  assert_int_equal(f->p.calls[HK_SETUP], 0);
+  fx_free(f);
+  /* ... and to 0: 1e-3 * 0.9^999 is 1e-49 */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=0.9)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_steps = 1000;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "which float32 updates round to 0"));
+  fx_free(f);
+  /* per epoch: max_epochs is the length */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1e200, per_epoch=true)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_epochs = 3;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "to the power 2 (its decays over the run's 3 scheduler steps) overflows"));
+  fx_free(f);
+
+  /* a per-step schedule in a run bounded by epochs: the length is not known at set-up; the step that
+     would take the inf lr is not taken, and the run fails naming the schedule */
+  assert_int_equal(tr_sched_parse(&s, "exponential(gamma=1e308)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_epochs = 2;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "step 2: the learning rate is 1e+305, inf as a float32 (the exponential schedule, gamma 1e+308 at scheduler step 1)"));
+  assert_int_equal(f->t.global_step, 1);
+  assert_true(params_finite(&f->m));
+  fx_free(f);
+  assert_int_equal(tr_sched_parse(&s, "step(step_size=2, gamma=1e-300)", why, sizeof why), TR_OK);
+  f = fx_new(3, 1, NULL, &s, 1);
+  c = fx_config(f, 0);
+  c.max_epochs = 2;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_error(&f->t), "step 3: the learning rate is 1e-303, 0 as a float32: it decayed away (the step schedule, gamma 1e-300 at scheduler step 2)"));
+  assert_int_equal(f->t.global_step, 2);
+  fx_free(f);
+}
+
 /* The lr of every optimizer step (read after it), and a hook that halves it at two fixed steps. */
 typedef struct lr_rec { double lr[256]; int n; } lr_rec;
 static hk_signal lr_rec_fn(hk_ctx *ctx, void *user) {
@@ -1954,6 +2039,118 @@ static void test_ckpt_truncated_everywhere(void **state) {
   ckpt_teardown(&k);
 }
 
+/* What a refusal names (issue 28 item 10): a truncated, corrupted or foreign file names the file; a
+   run layer's checkpoint (tr_run_save) says what it is and what loads it; a file name that cannot be
+   made is refused at set-up, not at the first save; a schedule without its total says what the total
+   is and how to set it. */
+static int own_model_save(void *user, FILE *f) { return fwrite(user, 1, 16, f) == 16 ? 0 : -1; }
+static int own_model_load(void *user, FILE *f) { return fread(user, 1, 16, f) == 16 ? 0 : -1; }
+static void write_bytes(const char *path, const void *data, size_t n) {
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(data, 1, n, fp), n);
+  fclose(fp);
+}
+static void test_refusals_name_what(void **state) {
+  ckpt_fx k;
+  char p[512], want[1024], longname[301];
+  unsigned char *bad;
+  (void)state;
+  ckpt_setup(&k);
+  /* truncated, corrupted, not a checkpoint: each names the file */
+  path_in_dir(p, sizeof p, "short.ckpt");
+  write_bytes(p, k.file, k.len / 2);
+  assert_int_equal(tr_load(&k.f->t, p), TR_ERR_FORMAT);
+  snprintf(want, sizeof want, "checkpoint '%s' truncated: ", p);
+  if (strncmp(tr_error(&k.f->t), want, strlen(want))) fail_msg("'%s' does not start with '%s'", tr_error(&k.f->t), want);
+  bad = (unsigned char *)malloc(k.len);
+  memcpy(bad, k.file, k.len);
+  bad[k.len / 2] ^= 0x40;
+  path_in_dir(p, sizeof p, "flipped.ckpt");
+  write_bytes(p, bad, k.len);
+  free(bad);
+  assert_int_equal(tr_load(&k.f->t, p), TR_ERR_FORMAT);
+  snprintf(want, sizeof want, "checkpoint '%s' corrupted: ", p);
+  if (strncmp(tr_error(&k.f->t), want, strlen(want))) fail_msg("'%s' does not start with '%s'", tr_error(&k.f->t), want);
+  path_in_dir(p, sizeof p, "notes.txt");
+  write_bytes(p, "these are my notes, not a checkpoint\n", 37);
+  assert_int_equal(tr_load(&k.f->t, p), TR_ERR_FORMAT);
+  snprintf(want, sizeof want, "'%s' is not a train.h checkpoint (bad magic)", p);
+  assert_string_equal(tr_error(&k.f->t), want);
+  /* a checkpoint of a loop of one's own, handed to tr_fit */
+  {
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    unsigned char model[16] = { 1, 2, 3 };
+    tr_run_desc d;
+    tr_config c = fx_config(k.f, 0);
+    memset(&ctx, 0, sizeof ctx);
+    memset(&d, 0, sizeof d);
+    d.epochs = TR_NO;
+    d.save_model = own_model_save;
+    d.load_model = own_model_load;
+    d.model_user = model;
+    d.log_every_n_steps = -1;
+    d.no_signals = 1;
+    path_in_dir(p, sizeof p, "own_loop.ckpt");
+    assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    assert_int_equal(tr_run_save(reg, &ctx, p), TR_OK);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+    hk_ctx_free(&ctx);
+    hk_destroy(reg);
+    c.max_steps = 2;
+    c.resume_from = p;
+    assert_int_equal(tr_fit(&k.f->t, &c), TR_ERR_FORMAT);
+    snprintf(want, sizeof want, "'%s' is not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
+             "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), not tr_fit's "
+             "resume_from or tr_load", p);
+    assert_string_equal(tr_error(&k.f->t), want);
+  }
+  ckpt_teardown(&k);
+
+  /* a 300-byte file name: refused when the callback is made */
+  {
+    hk_registry *reg = hk_create(NULL);
+    tr_model_checkpoint_desc md;
+    tr_on_exception_checkpoint_desc od;
+    memset(&md, 0, sizeof md);
+    memset(&od, 0, sizeof od);
+    memset(longname, 'x', 300);
+    longname[300] = 0;
+    md.dirpath = od.dirpath = "/tmp";
+    md.filename = od.filename = longname;
+    assert_int_equal(tr_model_checkpoint(reg, &md, NULL), TR_ERR_INVALID);
+    assert_non_null(strstr(hk_last_error(reg), "model_checkpoint: filename 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' (300 bytes "
+                                               "without its fields) makes file names longer than the 255 bytes a file name can have"));
+    assert_int_equal(tr_on_exception_checkpoint(reg, &od, NULL), TR_ERR_INVALID);
+    assert_non_null(strstr(hk_last_error(reg), "on_exception_checkpoint: filename 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' is "
+                                               "300 bytes: with \".ckpt\" longer than the 255 bytes a file name can have"));
+    longname[250] = 0; /* 250 + ".ckpt": taken */
+    assert_int_equal(tr_model_checkpoint(reg, &md, NULL), TR_OK);
+    assert_int_equal(tr_on_exception_checkpoint(reg, &od, NULL), TR_OK);
+    hk_destroy(reg);
+  }
+
+  /* cosine without a total it can take from the run */
+  {
+    tr_sched s;
+    fx *f;
+    tr_config c;
+    memset(&s, 0, sizeof s);
+    s.kind = TR_SCHED_COSINE;
+    f = fx_new(2, 1, NULL, &s, 1);
+    c = fx_config(f, 0);
+    c.max_epochs = 3;
+    assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INVALID);
+    assert_string_equal(tr_error(&f->t), "tr_fit: the cosine schedule needs its total, the scheduler steps of the whole curve "
+                        "(optimizer steps; epochs with per_epoch=true): give sched.total (in a spec: cosine(total=N)), or "
+                        "tr_config.max_steps (max_epochs does not give the steps: the batches per epoch are not known before the fit) "
+                        "so that the run's length is the total");
+    fx_free(f);
+  }
+}
+
 static void test_ckpt_flipped_bytes(void **state) {
   ckpt_fx k;
   size_t i;
@@ -1996,6 +2193,12 @@ static void test_ckpt_flipped_bytes(void **state) {
 }
 
 /* Shapes, names and the optimizer must match. */
+/* A load's refusal names the file: "checkpoint '<path>' <rest>". */
+static void assert_ckpt_error(const tr_trainer *t, const char *path, const char *rest) {
+  char want[1024];
+  snprintf(want, sizeof want, "checkpoint '%s' %s", path, rest);
+  assert_string_equal(tr_error(t), want);
+}
 static void test_ckpt_mismatch(void **state) {
   ckpt_fx k;
   tr_trainer t;
@@ -2013,7 +2216,7 @@ static void test_ckpt_mismatch(void **state) {
     assert_int_equal(tr_load(&t, k.path), TR_ERR_MISMATCH);
     assert_memory_equal(copy, m5.p, sizeof copy);
   }
-  assert_string_equal(tr_error(&t), "checkpoint mismatch: tensor 'w' has 4 elements at offset 0 in the checkpoint, 5 at offset 0 in the model");
+  assert_ckpt_error(&t, k.path, "mismatch: tensor 'w' has 4 elements at offset 0 in the checkpoint, 5 at offset 0 in the model"); /* the message names the file */
   assert_int_equal(t.global_step, 0);
   tr_free(&t);
   lin_free(&m5);
@@ -2024,7 +2227,7 @@ static void test_ckpt_mismatch(void **state) {
   d.model = as_model(&m5);
   assert_int_equal(tr_init(&t, &d), TR_OK);
   assert_int_equal(tr_load(&t, k.path), TR_ERR_MISMATCH);
-  assert_string_equal(tr_error(&t), "checkpoint mismatch: tensor 0 is 'w' in the checkpoint, 'weight' in the model");
+  assert_ckpt_error(&t, k.path, "mismatch: tensor 0 is 'w' in the checkpoint, 'weight' in the model"); /* the message names the file */
   tr_free(&t);
 
   m5.tensors[0].name = "w";
@@ -2032,7 +2235,7 @@ static void test_ckpt_mismatch(void **state) {
   d.optim.kind = TR_OPTIM_SGD;
   assert_int_equal(tr_init(&t, &d), TR_OK);
   assert_int_equal(tr_load(&t, k.path), TR_ERR_MISMATCH);
-  assert_string_equal(tr_error(&t), "checkpoint mismatch: it holds AdamW state, this trainer uses SGD");
+  assert_ckpt_error(&t, k.path, "mismatch: it holds AdamW state, this trainer uses SGD"); /* the message names the file */
   tr_free(&t);
 
   /* a model without names (one tensor "params") */
@@ -2041,7 +2244,7 @@ static void test_ckpt_mismatch(void **state) {
   d.model.n_tensors = 0;
   assert_int_equal(tr_init(&t, &d), TR_OK);
   assert_int_equal(tr_load(&t, k.path), TR_ERR_MISMATCH);
-  assert_string_equal(tr_error(&t), "checkpoint mismatch: it has 2 tensors, the model has 1");
+  assert_ckpt_error(&t, k.path, "mismatch: it has 2 tensors, the model has 1"); /* the message names the file */
   tr_free(&t);
   lin_free(&m5);
   ckpt_teardown(&k);
@@ -2754,6 +2957,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_schedule_in_loop),
     cmocka_unit_test(test_schedule_torch_ref),
     cmocka_unit_test(test_schedule_spec),
+    cmocka_unit_test(test_schedule_stays_finite),
     cmocka_unit_test(test_schedule_resume_exact),
     cmocka_unit_test(test_lr_from_hook),
     cmocka_unit_test(test_plateau_reads_now),
@@ -2775,6 +2979,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_ckpt_missing_and_io),
     cmocka_unit_test(test_ckpt_truncated_everywhere),
     cmocka_unit_test(test_ckpt_flipped_bytes),
+    cmocka_unit_test(test_refusals_name_what),
     cmocka_unit_test(test_ckpt_mismatch),
     cmocka_unit_test(test_ckpt_sgd_momentum_mismatch),
     cmocka_unit_test(test_ckpt_hook_state),

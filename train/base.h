@@ -202,7 +202,10 @@ typedef struct tr_optim {
                            written at the epoch's end holds the state after that check; a monitored
                            metric that is not set then fails the run (Lightning's strict default).
    The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
-   the others depend on t alone, so a resume is exact. Set total explicitly when one training is split
+   the others depend on t alone, so a resume is exact. A step or exponential decay must stay finite
+   over the run: tr_sched_check refuses a subnormal gamma and a gamma^(decays over the run) outside a
+   double's range, tr_fit an lr that float32 updates turn into inf or 0 at either end of the run, and
+   the trainer takes no step with an lr that is not usable (the run fails, naming the schedule). Set total explicitly when one training is split
    over fits with different max_steps (resume), so that the curve stays put.
    The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
    anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
@@ -285,8 +288,10 @@ TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double
    reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
 TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
 /* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
-   not known yet: the checks that need it wait). TR_ERR_INVALID with why naming the field and what
-   would be right. */
+   not known yet: the checks that need it wait); for step and exponential, which have no total of
+   their own, the scheduler steps the run will take (max_steps, or max_epochs when per_epoch): gamma
+   to the number of decays over them must stay a normal double (not inf, not 0). A subnormal gamma is
+   refused whatever the total. TR_ERR_INVALID with why naming the field and what would be right. */
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
 /* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
    into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
@@ -312,11 +317,14 @@ TR__C_END /* part */
 
 #include <limits.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* A file name's bytes (one path component): NAME_MAX on Linux, macOS and the BSDs. Checked at set-up. */
+#define TR__NAME_MAX 255
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
@@ -612,9 +620,24 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     if (s->warmup) TR__SCHED_BAD("onecycle: sched.warmup must be 0 (pct_start is its warmup), got %lld", (long long)s->warmup);
   }
   if (s->kind == TR_SCHED_WSD && s->decay == 0) TR__SCHED_BAD("wsd: sched.decay (the final decay's scheduler steps) is required, e.g. 10%% of total");
+  if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && s->gamma < DBL_MIN)
+    TR__SCHED_BAD("%s: sched.gamma %g is subnormal: the lr would be 0 after its first decay; give a gamma >= %g (e.g. 0.99)",
+                  k, s->gamma, DBL_MIN);
+  if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && total > 0) {
+    /* the last scheduler step the run takes is total - 1: gamma to its number of decays must stay a
+       normal double, or the lr becomes inf (every parameter inf / NaN) or 0 (nothing trains) */
+    int64_t u = total - 1 - s->warmup, n = u <= 0 ? 0 : s->kind == TR_SCHED_STEP ? u / s->step_size : u;
+    double f = pow(s->gamma, (double)n);
+    if (!(f <= DBL_MAX) || f < DBL_MIN)
+      TR__SCHED_BAD("%s: sched.gamma %g to the power %lld (its decays over the run's %lld scheduler steps) %s: the lr would be %s; "
+                    "give a gamma closer to 1%s, or fewer steps", k, s->gamma, (long long)n, (long long)total,
+                    f < DBL_MIN ? "underflows" : "overflows", f < DBL_MIN ? "0" : "inf",
+                    s->kind == TR_SCHED_STEP ? " or a larger step_size" : "");
+  }
   if (total > 0) {
     if ((s->kind == TR_SCHED_COSINE || s->kind == TR_SCHED_LINEAR) && total <= s->warmup)
-      TR__SCHED_BAD("the %s schedule needs sched.total (or max_steps / max_epochs) greater than sched.warmup (%lld <= %lld)", k,
+      TR__SCHED_BAD("the %s schedule's total (the scheduler steps of the whole curve: sched.total, else the run's max_steps, "
+                    "or max_epochs with per_epoch) must be greater than sched.warmup (%lld <= %lld)", k,
                     (long long)total, (long long)s->warmup);
     if (s->kind == TR_SCHED_WSD && total < s->warmup + s->decay)
       TR__SCHED_BAD("wsd: sched.total (or max_steps / max_epochs) must be >= warmup + decay (%lld < %lld + %lld)",

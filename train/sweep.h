@@ -28,9 +28,13 @@ TR__C_BEGIN /* part */
    Hydra's basic sweeper: a=1,2 b=x,y runs a=1 b=x, a=1 b=y, a=2 b=x, a=2 b=y. A value cannot hold a
    comma. "-m" or "--multirun" asks for a sweep even with one job. Everything is checked before the
    first job: an unknown key, a key given twice, an empty list or value, a value that is not of the
-   field's type, a spec parameter the factory does not have or a value it refuses (every job's spec
-   goes through hk_spec_check): TR_ERR_INVALID, with res->error naming the key and what it accepts.
-   Nothing runs and no directory is made then.
+   field's type (numbers are decimal: no hex, and none that underflows the type: 1e-400, or 1e-40 for
+   a float), a value that is not one line of UTF-8 text of at most 255 bytes (every value is a
+   hyperparameter of the job, a line of the log and a cell of the summary), a field name or key that
+   cannot be a hyperparameter's key (1 to 63 bytes, no control character or '='), a spec parameter
+   the factory does not have or a value it refuses (every job's spec goes through hk_spec_check):
+   TR_ERR_INVALID, with res->error naming the key and what it accepts. Nothing runs and no
+   directory is made then.
 
    Each job gets a registry of its own (the standard factories, desc.add_factories', the job's spec
    applied) with its run set up from desc.run: in a sweep, its directory is version_<job> inside the
@@ -55,8 +59,10 @@ TR__C_BEGIN /* part */
    on_job_end runs no further job.
    A failing job (its function returned an error) is reported and the sweep goes on with the next
    one, unless desc.stop_on_failure; Ctrl-C in a job (TR_ERR_INTERRUPTED) always ends the sweep.
-   At the end (a sweep): summary.csv in the sweep's directory - one row per job: job, status (ok,
-   failed, skipped), every swept key, every final metric (columns sorted by name), error - and
+   A sweep writes summary.csv in its directory - one row per job: job, status (ok, failed, skipped),
+   every swept key, every final metric (columns sorted by name), error (one line: a job's control
+   characters as spaces, stray bytes as U+FFFD) - after every job, for the jobs done so far (a process
+   that dies in a job leaves the rows of those before it), and at the end for every job, with
    summary.svg, the final metrics (desc.metrics, or every one with loss in its name) against the
    job's number (tr_plot_csv; without the loggers section, no SVG).
    Hydra differences: no config files or composition (the program's fields are the config), no
@@ -69,7 +75,7 @@ TR__C_BEGIN /* part */
   X(TR_SWEEP_DOUBLE, "a number (double)") \
   X(TR_SWEEP_FLOAT,  "a number (float)") \
   X(TR_SWEEP_BOOL,   "true or false (also yes/no, on/off, 1/0)") \
-  X(TR_SWEEP_STRING, "any text without a comma (const char *)")
+  X(TR_SWEEP_STRING, "one line of UTF-8 text without a comma, at most 255 bytes (const char *)")
 typedef enum tr_sweep_type {
 #define TR__X(sym, doc) sym,
   TR_SWEEP_TYPES(TR__X)
@@ -165,12 +171,17 @@ static int tr__sweep_digits(const char *t) { /* [+-]digits and nothing else */
   while (*t >= '0' && *t <= '9') t++;
   return *t == 0;
 }
-/* Text -> the field's type; out may be NULL (a check). 0, or -1 when the text is not of the type. */
-static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
+/* Text -> the field's type; out may be NULL (a check). 0, or -1 when the text is not of the type
+   (*why, when not NULL, then says what is wrong beyond "not of the type", or stays NULL). Numbers are
+   decimal: no hex (strtod would take 0x10), nothing that rounds to 0 or a subnormal (1e-400, or 1e-40
+   for a float) where a nonzero value was written. */
+static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out, const char **why) {
   char *end;
   long long l;
   double d;
+  const char *t;
   errno = 0;
+  if (why) *why = NULL;
   switch (type) {
   case TR_SWEEP_INT: case TR_SWEEP_INT64:
     if (!tr__sweep_digits(text)) return -1;
@@ -181,9 +192,23 @@ static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
     return 0;
   case TR_SWEEP_DOUBLE: case TR_SWEEP_FLOAT:
     if (!text[0] || !tr__sweep_word_char(text[0])) return -1;
-    d = strtod(text, &end);
-    if (*end || !hk_is_finite(d) || (type == TR_SWEEP_FLOAT && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38)))
+    t = text + (*text == '+' || *text == '-');
+    if (*t == '0' && (t[1] == 'x' || t[1] == 'X')) {
+      if (why) *why = "hexadecimal is not taken: write it in decimal";
       return -1;
+    }
+    d = strtod(text, &end);
+    if (*end) return -1;
+    if (errno == ERANGE && hk_is_finite(d)) { /* strtod's underflow: 0 or a subnormal for what was not 0 */
+      if (why) *why = "it underflows a double (nonzero, below 2.2250738585072014e-308): it would lose its digits or become 0";
+      return -1;
+    }
+    if (!hk_is_finite(d) || (type == TR_SWEEP_FLOAT && (d > 3.4028234663852886e38 || d < -3.4028234663852886e38)))
+      return -1;
+    if (type == TR_SWEEP_FLOAT && d != 0 && fabs(d) < 1.1754943508222875e-38) {
+      if (why) *why = "it underflows a float (nonzero, below 1.1754943508222875e-38): it would lose its digits or become 0";
+      return -1;
+    }
     if (out && type == TR_SWEEP_DOUBLE) *(double *)out = d;
     if (out && type == TR_SWEEP_FLOAT) *(float *)out = (float)d;
     return 0;
@@ -201,6 +226,42 @@ static int tr__sweep_parse(tr_sweep_type type, const char *text, void *out) {
   default:
     return -1;
   }
+}
+/* What every value must be, whatever its type: it goes into the job's hyperparameters (a string of
+   at most TR__HPARAM_VAL - 1 bytes), overrides.yaml, the sweep's log lines and summary.csv, each one
+   line of UTF-8 text. NULL when it is fine, else why not. */
+static const char *tr__sweep_text_bad(const char *v) {
+  const char *p;
+  for (p = v; *p; p++)
+    if ((unsigned char)*p < 32 || *p == 127) return "it holds a control character (a line break, a tab ...): a value is one line of text";
+  if (!tr__utf8_ok(v)) return "it is not valid UTF-8 (every file the sweep writes is UTF-8 text)";
+  if (strlen(v) >= TR__HPARAM_VAL) return "it is longer than 255 bytes, the most a hyperparameter holds";
+  return NULL;
+}
+/* A key (a field's name, factory.param): a hyperparameter's key too. NULL when fine, else why not. */
+static const char *tr__sweep_key_bad(const char *k) {
+  const char *p;
+  for (p = k; *p; p++)
+    if ((unsigned char)*p < 32 || *p == 127 || *p == '=') return "holds a control character or '=': give a plain name";
+  if (!tr__utf8_ok(k)) return "is not valid UTF-8";
+  if (strlen(k) >= TR__HPARAM_KEY) return "is longer than 63 bytes, the most a hyperparameter's key holds";
+  return NULL;
+}
+/* A value in a message: printable text as it is, other bytes as \xNN, at most about 60 bytes. */
+static const char *tr__sweep_show(const char *v, char *buf, size_t cap) {
+  size_t n = 0;
+  const unsigned char *p = (const unsigned char *)v;
+  while (*p && n + 8 < cap) {
+    size_t k = tr__utf8_len(p);
+    if (n >= 60) { memcpy(buf + n, "...", 3); n += 3; break; }
+    if (*p < 32 || *p == 127 || k == 0) { snprintf(buf + n, cap - n, "\\x%02x", *p); n += 4; p++; continue; }
+    if (n + k + 1 >= cap) break;
+    memcpy(buf + n, p, k);
+    n += k;
+    p += k;
+  }
+  buf[n] = 0;
+  return buf;
 }
 static const char *tr__sweep_type_doc(tr_sweep_type t) {
   static const char *const docs[] = {
@@ -344,10 +405,32 @@ static void tr__sweep_pick(tr__sweep_key *k, int n, long j) {
   for (i = n - 1; i >= 0; i--) { k[i].cur = (int)(j % k[i].n); j /= k[i].n; }
 }
 
-/* summary.csv (and summary.svg): one row per job */
 static int tr__sweep_metric_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+/* A cell of text the sweep did not check (a job's error, a metric's name): one line of UTF-8, control
+   characters as spaces and stray bytes as U+FFFD, so that every reader (tr_plot_csv too) sees one row
+   per line. */
+static void tr__sweep_cell(hk_bytes *b, const char *s) {
+  hk_bytes t;
+  const char *p;
+  memset(&t, 0, sizeof t);
+  for (p = s; *p; p++) if ((unsigned char)*p < 32 || *p == 127) break;
+  if (!*p && tr__utf8_ok(s)) { tr__csv_cell(b, s); return; }
+  for (p = s; *p;) {
+    size_t k = tr__utf8_len((const unsigned char *)p);
+    if ((unsigned char)*p < 32 || *p == 127) { hk_bytes_put(&t, " ", 1); p++; }
+    else if (k == 0) { hk_bytes_put(&t, "\xEF\xBF\xBD", 3); p++; }
+    else { hk_bytes_put(&t, p, k); p += k; }
+  }
+  hk_bytes_put(&t, "", 1);
+  if (t.failed) b->failed = 1;
+  else tr__csv_cell(b, (const char *)t.data);
+  hk_bytes_free(&t);
+}
+/* summary.csv, one row per job of the first `count`, and with plot summary.svg (the sweep rewrites
+   summary.csv after every job, so that the jobs done are on disk whatever happens to the process next;
+   the SVG at the end). */
 static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__sweep_key *keys, int n_keys,
-                                tr__sweep_done *done, long count, char *why, size_t why_len) {
+                                tr__sweep_done *done, long count, int plot, char *why, size_t why_len) {
   static const char *const status[] = { "ok", "failed", "skipped" };
   const char **names = NULL;
   int n_names = 0, cap = 0, i, k, e;
@@ -370,20 +453,20 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   if (n_names) qsort((void *)names, (size_t)n_names, sizeof *names, tr__sweep_metric_cmp);
   memset(&b, 0, sizeof b);
   tr__put_s(&b, "job,status");
-  for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, keys[k].key); }
-  for (i = 0; i < n_names; i++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, names[i]); }
+  for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__sweep_cell(&b, keys[k].key); }
+  for (i = 0; i < n_names; i++) { hk_bytes_put(&b, ",", 1); tr__sweep_cell(&b, names[i]); }
   tr__put_s(&b, ",error\n");
   for (j = 0; j < count; j++) {
     tr__sweep_pick(keys, n_keys, j);
     tr__putf(&b, "%ld,%s", j, status[done[j].status]);
-    for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__csv_cell(&b, keys[k].vals[keys[k].cur]); }
+    for (k = 0; k < n_keys; k++) { hk_bytes_put(&b, ",", 1); tr__sweep_cell(&b, keys[k].vals[keys[k].cur]); }
     for (i = 0; i < n_names; i++) {
       double v;
       hk_bytes_put(&b, ",", 1);
       if (tr_log_get(&done[j].final, names[i], &v)) { tr__num(num, sizeof num, v); tr__put_s(&b, num); }
     }
     hk_bytes_put(&b, ",", 1);
-    if (done[j].error) tr__csv_cell(&b, done[j].error);
+    if (done[j].error) tr__sweep_cell(&b, done[j].error);
     hk_bytes_put(&b, "\n", 1);
   }
   free((void *)names);
@@ -392,14 +475,14 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   else if ((e = tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len)) != 0) err = TR_ERR_IO;
   hk_bytes_free(&b);
 #if TR__ON_PLOT
-  if (!err) {
+  if (!err && plot) {
     char *svg = tr__join(dir, "summary.svg");
     if (!svg) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
     else err = tr_plot_csv(path, svg, d->metrics, why, why_len);
     free(svg);
   }
 #else
-  (void)d;
+  (void)d; (void)plot;
 #endif
   free(path);
   return err;
@@ -439,7 +522,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   char **copies = NULL, *sweep_dir = NULL, *msg;
   hk_registry *check = NULL;
   hk_ctx sctx;
-  int n_keys = 0, multirun, i, k, stopped = 0;
+  int n_keys = 0, multirun, i, k, stopped = 0, summary_said = 0;
   long count = 1, j;
   tr_err first = TR_OK, err = TR_OK;
   size_t cap;
@@ -456,6 +539,11 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   for (i = 0; i < d->n_fields; i++)
     if (!d->fields[i].name || !d->fields[i].name[0] || !d->fields[i].ptr || (int)d->fields[i].type < 0 || d->fields[i].type >= TR_SWEEP_TYPE_COUNT) {
       tr__msg(msg, cap, "tr_sweep: field %d needs a name, a pointer and a type (TR_SWEEP_INT .. TR_SWEEP_STRING)", i);
+      return TR_ERR_INVALID;
+    } else if (tr__sweep_key_bad(d->fields[i].name)) { /* each job's hyperparameter: refused there, in every job */
+      char shown[80];
+      tr__msg(msg, cap, "tr_sweep: field %d's name '%s' %s", i, tr__sweep_show(d->fields[i].name, shown, sizeof shown),
+              tr__sweep_key_bad(d->fields[i].name));
       return TR_ERR_INVALID;
     }
   multirun = d->multirun;
@@ -512,14 +600,20 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
         free(trial);
       }
       if (!found) {
+        char shown[80];
         hk_bytes fl;
         memset(&fl, 0, sizeof fl);
         for (k = 0; k < d->n_fields; k++) tr__putf(&fl, "%s%s", k ? ", " : "", d->fields[k].name);
         hk_bytes_put(&fl, "", 1);
         tr__msg(msg, cap, "tr_sweep: unknown key '%s': not a field of the program (fields: %s) nor factory.param of a "
-                "callback in the spec (\"%s\")", kk->key, fl.data && !fl.failed && d->n_fields ? (const char *)fl.data : "none",
+                "callback in the spec (\"%s\")", tr__sweep_show(kk->key, shown, sizeof shown), fl.data && !fl.failed && d->n_fields ? (const char *)fl.data : "none",
                 d->spec ? d->spec : "");
         hk_bytes_free(&fl);
+        err = TR_ERR_INVALID;
+        goto out;
+      }
+      if (tr__sweep_key_bad(kk->key)) { /* each job's hyperparameter: refused there, in every job */
+        tr__msg(msg, cap, "tr_sweep: key '%s' %s", kk->key, tr__sweep_key_bad(kk->key));
         err = TR_ERR_INVALID;
         goto out;
       }
@@ -537,10 +631,16 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       if (!(g = (char **)realloc(kk->vals, (size_t)(kk->n + 1) * sizeof *g))) { tr__msg(msg, cap, "tr_sweep: out of memory"); err = TR_ERR_NOMEM; goto out; }
       kk->vals = g;
       kk->vals[kk->n++] = p;
-      if (kk->field && tr__sweep_parse(kk->field->type, p, NULL)) {
-        tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': expected %s", p, kk->key, tr__sweep_type_doc(kk->field->type));
-        err = TR_ERR_INVALID;
-        goto out;
+      {
+        const char *bad = tr__sweep_text_bad(p), *why = NULL;
+        char shown[80];
+        if (bad || (kk->field && tr__sweep_parse(kk->field->type, p, NULL, &why))) {
+          if (bad) tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': %s", tr__sweep_show(p, shown, sizeof shown), kk->key, bad);
+          else tr__msg(msg, cap, "tr_sweep: bad value '%s' for '%s': expected %s%s%s", tr__sweep_show(p, shown, sizeof shown), kk->key,
+                       tr__sweep_type_doc(kk->field->type), why ? "; " : "", why ? why : "");
+          err = TR_ERR_INVALID;
+          goto out;
+        }
       }
       if (!kk->field) { /* the factory checks it: its spec with this value */
         int found;
@@ -613,7 +713,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
     for (k = 0; k < n_keys; k++) {
       tr__sweep_key *kk = &keys[k];
       tr__putf(&ov, "%s%s=%s", k ? " " : "", kk->key, kk->vals[kk->cur]);
-      if (kk->field) tr__sweep_parse(kk->field->type, kk->vals[kk->cur], kk->field->ptr);
+      if (kk->field) tr__sweep_parse(kk->field->type, kk->vals[kk->cur], kk->field->ptr, NULL);
       else if (spec) {
         int found;
         char *next = tr__sweep_spec_set(spec, kk->factory, kk->param, kk->vals[kk->cur], &found);
@@ -721,6 +821,13 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       }
       if (d->stop_on_failure || st == TR_ERR_INTERRUPTED) stopped = 1;
     } else res->ok++;
+    if (multirun && j + 1 < count) { /* the jobs done so far, on disk now: a process that dies in a later job leaves them */
+      char swhy[600];
+      if (tr__sweep_summary(d, sweep_dir, keys, n_keys, done, j + 1, 0, swhy, sizeof swhy) && !summary_said) {
+        summary_said = 1;
+        tr__sweep_say(d, "the summary so far: %s", swhy);
+      }
+    }
     free(spec);
     hk_bytes_free(&ov);
     tr_log_record_free(&priv.logged);
@@ -732,7 +839,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
   err = first;
   if (multirun) {
     char why[600];
-    tr_err e = tr__sweep_summary(d, sweep_dir, keys, n_keys, done, count, why, sizeof why);
+    tr_err e = tr__sweep_summary(d, sweep_dir, keys, n_keys, done, count, 1, why, sizeof why);
     if (e) {
       if (!err) { err = e; tr__msg(msg, cap, "tr_sweep: the summary: %s", why); }
       tr__sweep_say(d, "the summary: %s", why);

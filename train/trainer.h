@@ -121,12 +121,14 @@ typedef struct tr_trainer {
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
   int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
   const tr_config *tr__cfg;/* the resolved config of the fit in progress */
   hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
   hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
   int tr__saving;          /* tr_save is running (a nested one is refused) */
+  char tr__save_why[512];  /* why the last tr_save failed (during a failing run, error keeps the run's own) */
   int tr__async;           /* tr_desc.async_save */
   int tr__async_now;       /* this tr_save stages its file for the background writer */
   int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
@@ -245,6 +247,7 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 static tr_err tr__load_file(tr_trainer *t, const char *path);
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
 static int tr__set_accumulation(void *trainer, int factor);
@@ -826,6 +829,26 @@ static void tr__clip_gradients(tr_trainer *t) {
   }
 }
 
+/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
+   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
+   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
+   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
+static int tr__lr_usable(tr_trainer *t, double lr) {
+  const tr_sched *s = &t->sched;
+  const tr_sched_state *st = t->tr__run ? &t->tr__run->lr_state : NULL;
+  int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
+  int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
+  char gamma[48] = "", scale[64] = "";
+  if (!inf && !zero) return 1;
+  if (decays) snprintf(gamma, sizeof gamma, ", gamma %g", s->gamma);
+  if (st && st->scale > 0 && st->scale != 1) snprintf(scale, sizeof scale, ", times tr_lr_scale's %g", st->scale);
+  tr__fail(t, TR_ERR_INVALID, "step %lld: the learning rate is %g%s (the %s schedule%s%s at scheduler step %lld); no step was "
+           "taken with it: give the schedule values that stay finite over the run's length",
+           (long long)t->global_step + 1, lr, zero ? ", 0 as a float32: it decayed away" : hk_is_finite(lr) && lr > FLT_MAX ? ", inf as a float32" : "",
+           tr_sched_kind_name(s->kind), gamma, scale, (long long)(s->per_epoch ? t->epoch : t->global_step));
+  return 0;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (train/math.h). */
 static void tr__update(tr_trainer *t, double lr) {
@@ -850,6 +873,7 @@ static void tr__update(tr_trainer *t, double lr) {
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
+  if (!tr__lr_usable(t, t->lr)) return;
   tr__update(t, t->lr);
   t->ctx.global_step = ++t->global_step;
 }
@@ -1142,9 +1166,11 @@ static void tr__fit_validate(tr_trainer *t) {
    for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
 static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
-  tr_err e = tr_save(t, path);
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
   (void)ctx;
-  if (e) tr__msg(why, cap, "%s", t->error);
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
   return e;
 }
 /* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
@@ -1369,11 +1395,26 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
     tr_sched s = t->sched;
     if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
         t->tr__total == 0)
-      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs sched.total (or max_steps / max_epochs) "
-                      "greater than sched.warmup", tr_sched_kind_name(s.kind));
-    if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs its total, the scheduler steps of the whole curve "
+                      "(%s): give sched.total (in a spec: %s(total=N)), or %s so that the run's length is the total",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "epochs, per_epoch" : "optimizer steps; epochs with per_epoch=true",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "tr_config.max_epochs" : "tr_config.max_steps (max_epochs does not give "
+                      "the steps: the batches per epoch are not known before the fit)");
+    if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
+      int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
+      if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      if (horizon > 0) { /* the updates are float32: the lr at either end must be a float above 0 */
+        double first = tr_lr_at(&s, t->optim.lr, 0), last = tr_lr_at(&s, t->optim.lr, horizon - 1);
+        double worst = s.gamma > 1 ? last : first > last ? last : first;
+        if (!(worst <= FLT_MAX) || !((float)worst > 0))
+          return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule (gamma %g) takes the learning rate to %g by scheduler step %lld "
+                          "of %lld, which float32 updates %s; give a gamma closer to 1, a smaller or larger optim.lr, or fewer steps",
+                          tr_sched_kind_name(s.kind), s.gamma, worst, (long long)(horizon - 1), (long long)horizon,
+                          worst > 1 ? "turn into inf" : "round to 0");
+      }
+    } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
-  return TR_OK;
+  return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 
 /* Everything the model must have handed over by the first step, and the training data's position. */
@@ -1427,7 +1468,12 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   if (c->resume_from) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
     if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+    if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
+      hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
+      tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
+    }
   }
+  t->tr__lift_stop = 0;
   tr__ready_to_train(t);
   tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
   tr__fire(t, HK_ON_FIT_START);
@@ -1882,6 +1928,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->ctx.path = NULL;
   e = t->tr__err;
   t->tr__saving = 0;
+  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
   if (t->running != HK_STAGE_NONE) {
     t->tr__err = run_err;
     t->tr__flow = run_flow;
@@ -2000,6 +2047,10 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
   tr__section s;
   memset(ck, 0, sizeof *ck);
   if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
+    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
+                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
+                    "not tr_fit's resume_from or tr_load");
   if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
   ck->version = (uint32_t)tr__get(buf + 8, 4);
   if (ck->version < 1 || ck->version > TR__VERSION)
@@ -2231,6 +2282,16 @@ static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
    on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
    the parameters, optimizer state, gradients and hook states, made only when a hook listens to
    on_load_checkpoint (nobody else can fail after the commit). */
+/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
+static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
+  char old[sizeof t->error];
+  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
+  memcpy(old, t->error, sizeof old);
+  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
+  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
+  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
+  return t->tr__err;
+}
 static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
   size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
@@ -2239,7 +2300,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   hk_bytes hooks_before = { NULL, 0, 0, 0 };
   float *floats_before = NULL;
   memset(&after, 0, sizeof after);
-  if (tr__parse(t, buf, len, &ck)) return t->tr__err;
+  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
   if (ck.has_grad && !t->model.grads)
     return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
                     "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
@@ -2404,6 +2465,114 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   tr__load_mem(t, buf, len, path);
   free(buf);
   return t->tr__err;
+}
+
+/* ---- a resume with nothing left to train ---------------------------------------------------------------
+   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
+   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
+   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
+   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
+   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
+   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
+   is left to the load, which says why. */
+typedef struct tr__peeked {
+  int64_t epoch, step;
+  uint32_t flags;
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
+  int64_t es_wait, es_patience, es_reason;
+  char es_msg[300];
+} tr__peeked;
+static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
+static int tr__peek(const char *path, tr__peeked *pk) {
+  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
+  FILE *f = fopen(path, "rb");
+  int rc = -1, seen_loop = 0;
+  memset(pk, 0, sizeof *pk);
+  if (!f) return -1;
+  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  for (;;) {
+    uint32_t tag;
+    uint64_t size;
+    if (tr__peek_read(f, head, 12)) goto done;
+    tag = (uint32_t)tr__get(head, 4);
+    size = tr__get(head + 4, 8);
+    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
+    if (tag == TR__LOOP) {
+      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
+          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+        goto done;
+      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
+      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
+      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
+      seen_loop = 1;
+      continue;
+    }
+#if TR__ON_EARLY_STOPPING
+    if (tag == TR__HOOK && size >= 12 + 15 && size < ((uint64_t)1 << 20) && !pk->es_key[0]) {
+      size_t klen;
+      if (!(hook = (unsigned char *)malloc((size_t)size + 8)) || tr__peek_read(f, hook, (size_t)size + 8)) goto done;
+      klen = (size_t)tr__get(hook, 4);
+      if (klen <= TR__MAX_KEY && klen + 12 <= size && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+        hk_reader rd;
+        tr__es_saved v;
+        memset(&rd, 0, sizeof rd);
+        rd.data = hook + 4 + klen + 8;
+        rd.len = (size_t)size - 12 - klen;
+        if (tr__es_read(&rd, &v) == 0) {
+          if (v.reason != TR_STOP_NOT_STOPPED) {
+            memcpy(pk->es_key, hook + 4, klen);
+            pk->es_key[klen] = 0;
+            pk->es_wait = v.wait;
+            pk->es_patience = v.patience;
+            pk->es_reason = v.reason;
+            snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+          }
+          free(v.msg);
+        }
+      }
+      free(hook);
+      hook = NULL;
+      continue;
+    }
+#endif
+    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
+  }
+done:
+  free(hook);
+  fclose(f);
+  return rc;
+}
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
+  tr__peeked pk;
+  int64_t epochs;
+  const char *path = c->resume_from;
+  t->tr__lift_stop = 0;
+  if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
+  if ((c->max_epochs > 0 && epochs >= c->max_epochs) || (c->max_steps > 0 && pk.step >= c->max_steps))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this "
+                    "fit's limit is %s %lld: resuming it trains nothing; raise %s to train on from it", path, (long long)epochs,
+                    epochs == 1 ? "" : "s", (long long)pk.step, c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs",
+                    (long long)(c->max_steps > 0 && pk.step >= c->max_steps ? c->max_steps : c->max_epochs),
+                    c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs");
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
+#if TR__ON_EARLY_STOPPING
+  if (pk.es_key[0]) {
+    hk_handle h = hk_find(t->reg, pk.es_key);
+    const tr_early_stopping_state *es = h ? tr_early_stopping_get(t->reg, h) : NULL;
+    if (es && pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED && ((const tr__es *)(const void *)es)->desc_patience > pk.es_wait) { t->tr__lift_stop = 1; return TR_OK; }
+    if (pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                      "trains nothing; to train on from it, give early_stopping a patience above %lld (its checks without "
+                      "improvement; the checkpoint's patience is %lld, and a larger one given now wins)", path, (long long)epochs,
+                      (long long)pk.step, pk.es_key, pk.es_msg, (long long)pk.es_wait, (long long)pk.es_patience);
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
+                    "trains nothing: its %s holds whatever patience is given; a new fit starts afresh", path, (long long)epochs,
+                    (long long)pk.step, pk.es_key, pk.es_msg, tr_stop_reason_name((tr_stop_reason)pk.es_reason));
+  }
+#endif
+  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
+                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
 }
 
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is

@@ -111,7 +111,7 @@ static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
   if (run && run->tr__p->fixed_accumulation > 1)
-    return hk_fail(ctx, "accumulation_scheduler: tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
+    return hk_fail(ctx, "tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
                    "scheduler sets the factor", run->tr__p->fixed_accumulation);
   return HK_CONTINUE;
 }

@@ -24,7 +24,10 @@ TR__C_BEGIN /* part */
    When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
    it only with verbose), above a live progress bar:
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only. */
+   Held stops and the other decisions are printed with verbose only.
+   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
+   it, which leaves no way to train on past an early stop); tr_fit refuses to resume a run that stopped
+   early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -61,7 +64,7 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
     "metric, the checks without improvement, the best score) to the run's log, from rank 0; false: silent")
 typedef struct tr_early_stopping_desc { TR_EARLY_STOPPING_PARAMS(TR__FIELD) } tr_early_stopping_desc;
 
-typedef struct tr_early_stopping_state { /* in checkpoints; patience from a checkpoint wins, as Lightning */
+typedef struct tr_early_stopping_state { /* in checkpoints; patience: the checkpoint's or the one given, whichever is larger */
   int64_t wait_count;           /* checks since the last improvement */
   int64_t stopped_epoch;        /* the epoch at whose check it stopped training; 0 = it did not */
   double best_score;            /* +inf (min) / -inf (max) before the first check */
@@ -95,6 +98,7 @@ typedef struct tr__es {
   double min_delta;             /* signed as Lightning: negative for min */
   int strict, check_finite, has_stop, has_div, at_epoch_flag, verbose, zero_only, log_stop;
   int64_t checks;               /* checks made in this fit */
+  int64_t desc_patience;        /* the patience it was given (a checkpoint's may be smaller or larger) */
   int warned_stage, warned_never;
   double stop_thr, div_thr;
 } tr__es;
@@ -186,7 +190,7 @@ static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   }
   if (s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/")) {
     if (s->strict)
-      return hk_fail(ctx, "early_stopping: monitors '%s', but this run never validates (no validation data); "
+      return hk_fail(ctx, "monitors '%s', but this run never validates (no validation data); "
                      "monitor a training metric, or give the fit validation data", s->monitor);
     tr__run_say(s->run, ctx, "early_stopping", "monitors '%s', but this run never validates: it will never stop "
                 "training (strict=false)", s->monitor);
@@ -227,33 +231,48 @@ static int tr__es_save(void *user, hk_bytes *out) {
   tr__put_i64(out, s->pub.held);
   return out->failed ? -1 : 0;
 }
+/* The saved state, read and checked (the checkpoint's own peek, tr_fit's, reads it too). */
+typedef struct tr__es_saved { int64_t wait, stopped, patience, reason, held; double best; char *msg; } tr__es_saved;
+static int tr__es_read(hk_reader *in, tr__es_saved *v) {
+  memset(v, 0, sizeof *v);
+  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &v->wait) || tr__get_count(in, "stopped_epoch", 0, &v->stopped))
+    return -1;
+  if (tr__get_f64(in, &v->best)) return hk_reject(in, "truncated at best_score");
+  if (v->best != v->best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
+  if (tr__get_i64(in, &v->patience)) return hk_reject(in, "truncated at patience");
+  if (v->patience < 0 || v->patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
+    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)v->patience, INT_MAX);
+  if (tr__get_i64(in, &v->reason)) return hk_reject(in, "truncated at stopping_reason");
+  if (v->reason < 0 || v->reason >= TR_STOP_REASON_COUNT)
+    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)v->reason, TR_STOP_REASON_COUNT - 1);
+  if (tr__get_text(in, "the stopping message", &v->msg)) return -1;
+  if (tr__get_i64(in, &v->held) || (v->held != 0 && v->held != 1)) { free(v->msg); v->msg = NULL; return hk_reject(in, "held is truncated or not 0 or 1"); }
+  if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
+  return 0;
+}
+/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
+   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
+   run that stopped early only then). A stop for patience that the patience now no longer makes is
+   undone (not stopped, no message). */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
-  int64_t wait = 0, stopped = 0, patience = 0, reason = 0, held = 0; /* (set on every path used; gcc cannot tell) */
-  double best = 0;
-  char *msg = NULL;
-  if (tr__get_version(in, 1) || tr__get_count(in, "wait_count", 0, &wait) || tr__get_count(in, "stopped_epoch", 0, &stopped))
-    return -1;
-  if (tr__get_f64(in, &best)) return hk_reject(in, "truncated at best_score");
-  if (best != best) return hk_reject(in, "best_score is NaN (it is a number, or the mode's worst value +-inf)");
-  if (tr__get_i64(in, &patience)) return hk_reject(in, "truncated at patience");
-  if (patience < 0 || patience > INT_MAX) /* the constructor's range: wait_count + 1 is compared with it */
-    return hk_reject(in, "patience is %lld, outside 0..%d", (long long)patience, INT_MAX);
-  if (tr__get_i64(in, &reason)) return hk_reject(in, "truncated at stopping_reason");
-  if (reason < 0 || reason >= TR_STOP_REASON_COUNT)
-    return hk_reject(in, "stopping_reason is %lld, outside 0..%d", (long long)reason, TR_STOP_REASON_COUNT - 1);
-  if (tr__get_text(in, "the stopping message", &msg)) return -1;
-  if (tr__get_i64(in, &held) || (held != 0 && held != 1)) { free(msg); return hk_reject(in, "held is truncated or not 0 or 1"); }
-  if (tr__get_end(in)) { free(msg); return -1; }
-  s->pub.wait_count = wait;
-  s->pub.stopped_epoch = stopped;
-  s->pub.best_score = best;
-  s->pub.patience = patience;
-  s->pub.stopping_reason = (tr_stop_reason)reason;
-  s->pub.held = (int)held;
+  tr__es_saved v;
+  if (tr__es_read(in, &v)) return -1;
+  if (s->desc_patience > v.patience) v.patience = s->desc_patience;
+  if (v.reason == TR_STOP_PATIENCE_EXHAUSTED && v.wait < v.patience) {
+    v.reason = TR_STOP_NOT_STOPPED;
+    v.stopped = 0;
+    v.msg[0] = 0;
+  }
+  s->pub.wait_count = v.wait;
+  s->pub.stopped_epoch = v.stopped;
+  s->pub.best_score = v.best;
+  s->pub.patience = v.patience;
+  s->pub.stopping_reason = (tr_stop_reason)v.reason;
+  s->pub.held = (int)v.held;
   free(s->message);
-  s->message = msg;
-  s->pub.stopping_reason_message = msg;
+  s->message = v.msg;
+  s->pub.stopping_reason_message = v.msg;
   return 0;
 }
 
@@ -280,7 +299,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s->message = tr__strdup("");
   s->mode = d->mode;
   s->min_delta = s->mode == TR_MODE_MIN ? -d->min_delta : d->min_delta;
-  s->pub.patience = tr__zero_int(d->patience, 3);
+  s->pub.patience = s->desc_patience = tr__zero_int(d->patience, 3);
   s->pub.best_score = tr__worst(s->mode);
   s->pub.stopping_reason_message = s->message;
   s->strict = tr__flag(d->strict, 1);

@@ -63,12 +63,12 @@ static void tr__ema_sync(tr__ema *s) {
 /* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
-  if (!ctx->params || n == 0) return hk_fail(ctx, "ema: the loop has no parameter views (ctx->params)"), -1;
+  if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
   if (tr__host_views(ctx, ctx->params, "ema")) return -1;
   if (s->avg && s->count != n)
-    return hk_fail(ctx, "ema: the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
+    return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
-    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "ema: out of memory"), -1;
+    if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "out of memory"), -1;
     s->count = n;
   }
   return 0;

@@ -132,26 +132,26 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, n = 0;
   tr__gm_free_views(s);
-  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "gradient_monitor: the loop has no gradient views (ctx->grads)");
+  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
   if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
-  if (!s->sel || !s->names) return hk_fail(ctx, "gradient_monitor: out of memory");
+  if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
   s->scratch_n = 0;
   for (k = 0; k < ctx->n_tensors; k++) {
     const char *name = ctx->grads[k].name ? ctx->grads[k].name : "";
     size_t len = strlen(name) + 16;
     if (!tr__gm_selected(s, name)) continue;
     s->names[n] = (char *)malloc(len);
-    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "gradient_monitor: out of memory"); }
+    if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "out of memory"); }
     snprintf(s->names[n], len, "grad_2.0_norm/%s", name);
     s->sel[n++] = k;
     s->scratch_n += ctx->grads[k].count;
   }
   s->pub.n_tensors = n;
-  if (n == 0) return hk_fail(ctx, "gradient_monitor: param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  if (n == 0) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
   if (s->n_pct && !(s->scratch = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
-    return hk_fail(ctx, "gradient_monitor: out of memory");
+    return hk_fail(ctx, "out of memory");
   s->ready = 1;
   return HK_CONTINUE;
 }
@@ -192,7 +192,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   int j;
   if (!s->ready) return HK_CONTINUE;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
-    return hk_fail(ctx, "gradient_monitor: the loop's tensors changed since on_train_start");
+    return hk_fail(ctx, "the loop's tensors changed since on_train_start");
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
     double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */

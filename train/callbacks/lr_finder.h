@@ -96,9 +96,9 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
   double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (!save) return hk_fail(ctx, "lr_finder: out of memory");
-  if (count <= 0) { free(save); return hk_fail(ctx, "lr_finder: the training data has no batches"); }
-  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "lr_finder: iterator training data needs reset() (the sweep rewinds it)"); }
+  if (!save) return hk_fail(ctx, "out of memory");
+  if (count <= 0) { free(save); return hk_fail(ctx, "the training data has no batches"); }
+  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)"); }
   memcpy(save, t->model.params, bytes);
   memcpy(save + n, t->model.grads, bytes);
   if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
@@ -136,7 +136,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
-  if (stop == 2) return hk_fail(ctx, "lr_finder: the model or the data failed during the sweep (step %d)", i);
+  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
 
@@ -145,7 +145,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr_run *run = s->run;
   tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
   int k;
-  if (!t) return hk_fail(ctx, "lr_finder: needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
   if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
   if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
@@ -177,7 +177,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
     e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
     hk_bytes_free(&b);
-    if (e) return hk_fail(ctx, "lr_finder: cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
   }
   return HK_CONTINUE;
 }

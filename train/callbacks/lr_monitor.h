@@ -12,7 +12,8 @@ TR__C_BEGIN /* part */
    interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
    loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
    row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay). Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
+   weight decay). The momentum and weight decay are in every row the lr is in (Lightning's rows):
+   lazy metrics too with interval step, in each epoch's record with interval epoch. Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
    Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
    has it for any hook. The optimizer's name, momentum and weight decay come from the run
    (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
@@ -52,6 +53,18 @@ static void tr__lrm_destroy(void *user) {
 }
 /* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
 static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
+/* lazy too, so that every training record has them as every one has the lr (Lightning logs them on every
+   row); the run's values, from the registry the context last dispatched on */
+static double tr__lrm_momentum(const hk_ctx *ctx, void *user) {
+  const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
+  (void)user;
+  return run ? run->desc.momentum : NAN;
+}
+static double tr__lrm_weight_decay(const hk_ctx *ctx, void *user) {
+  const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
+  (void)user;
+  return run ? run->desc.weight_decay : NAN;
+}
 
 static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
@@ -67,8 +80,13 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   s->pub.name = s->name;
   s->pub.momentum_name = s->log_momentum && opt ? s->mom : "";
   s->pub.weight_decay_name = s->log_wd && opt ? s->wd : "";
-  if (!s->pub.per_epoch && hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL)) return hk_fail(ctx, "lr_monitor: out of memory");
-  if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum);
+  if (!s->pub.per_epoch) { /* every training record: the lr, the momentum and the weight decay (lazy: a step costs nothing) */
+    if (hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL) || (opt && s->log_momentum && hk_metric_lazy(ctx, s->mom, tr__lrm_momentum, NULL)) ||
+        (opt && s->log_wd && hk_metric_lazy(ctx, s->wd, tr__lrm_weight_decay, NULL)))
+      return hk_fail(ctx, "out of memory");
+    return HK_CONTINUE;
+  }
+  if (opt && s->log_momentum) (void)hk_metric_set(ctx, s->mom, run->desc.momentum); /* the epoch's record reads them */
   if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
@@ -84,7 +102,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   s->rec.epoch = ctx->epoch;
   s->rec.stage = "train";
   s->rec.n_metrics = s->rec.n_histograms = 0;
-  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "lr_monitor: out of memory");
+  if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);

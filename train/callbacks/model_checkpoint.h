@@ -8,8 +8,9 @@ TR__C_BEGIN /* part */
    At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
    the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
    file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file), never the checkpoint the
-   fit resumed from, and only files it writes: inside dirpath (not below it), named by its filename
+   (the new one is safely on disk: train.h renames a synced temporary file); the checkpoint the fit
+   resumed from only when it is a top-k file that falls out of the top k (it is kept while among the
+   k best; Lightning never deletes it, which leaves k+1 files for good), and only files it writes: inside dirpath (not below it), named by its filename
    template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
    Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
    removed: it says "not removing" and leaves the file.
@@ -215,14 +216,18 @@ static const char *tr__field_parse(const char *p, tr__field *f, const char **why
 static int tr__template_check(const char *tpl, tr__why *w) {
   const char *p = tpl, *why = NULL;
   tr__field f;
+  size_t literal = 0; /* the bytes every name has whatever the fields render */
   while (*p) {
     if (*p == '/') return tr__bad(w, "model_checkpoint: filename '%s' contains '/': put directories in dirpath", tpl), -1;
     if (*p == '}') return tr__bad(w, "model_checkpoint: filename '%s' has a '}' without its '{' (at offset %d)", tpl, (int)(p - tpl)), -1;
-    if (*p != '{') { p++; continue; }
+    if (*p != '{') { p++; literal++; continue; }
     if (!(p = tr__field_parse(p, &f, &why)) || (f.type == 'd' && f.prec >= 0))
       return tr__bad(w, "model_checkpoint: filename '%s' is not a valid template: %s; write fields as {epoch}, {step}, "
                      "{val/loss} or {val/loss:.2f}", tpl, why ? why : "'d' takes no precision"), -1;
   }
+  if (literal + 5 > TR__NAME_MAX) /* known now, not at the first save (ENAMETOOLONG) */
+    return tr__bad(w, "model_checkpoint: filename '%.40s...' (%zu bytes without its fields) makes file names longer than the %d "
+                   "bytes a file name can have, with \".ckpt\"; shorten it", tpl, literal, TR__NAME_MAX), -1;
   return 0;
 }
 
@@ -482,12 +487,15 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
 }
 
 /* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
-   or the checkpoint the fit resumed from. */
-static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep) {
+   or the checkpoint the fit resumed from. A top-k file that falls out of the top k (topk) is deleted
+   even when the fit resumed from it: it stayed while it was among the k best, and the files that
+   replaced it are on disk (Lightning never deletes the file it resumed from, so a resumed run with
+   save_top_k=2 keeps 3 files for good). Other files (an old last, a copy the fit was handed) stay. */
+static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *keep, int topk) {
   tr_run *run = s->run;
   int why;
   if (!path || !path[0] || (keep && !strcmp(path, keep)) || ctx->rank != 0) return; /* files: rank 0's job */
-  if (run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
+  if (!topk && run && run->resume_from[0] && !strcmp(run->resume_from, path)) return;
   why = tr__mc_owned(s, path);
   if (why == 1 || why == 2)
     tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
@@ -548,7 +556,7 @@ static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_p
 
 static hk_signal tr__mc_request(hk_ctx *ctx, const char *path) {
   hk_err e = hk_request_checkpoint(ctx, path);
-  return e ? hk_fail(ctx, "model_checkpoint: cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
+  return e ? hk_fail(ctx, "cannot request a checkpoint at '%s': %s", path, hk_err_name(e)) : HK_CONTINUE;
 }
 
 /* The last file at this save point: a link to the file saved at this very step, else a save of its
@@ -559,7 +567,7 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   int link;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
-  if (!path) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (!path) return hk_fail(ctx, "out of memory");
   if (s->last && s->last[0] && strcmp(s->last, path)) { free(s->old_last); s->old_last = tr__strdup(s->last); }
   tr__set_str(&s->last, path);
   tr__mc_sync(s);
@@ -568,8 +576,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
-    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
   }
@@ -609,7 +617,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
     int k = s->top_k < 0 ? s->n + 1 : s->top_k;
     int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
@@ -623,7 +631,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
       want = path ? tr__strdup(path) : NULL;
       if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
         free(want); free(path); free(evict);
-        return hk_fail(ctx, "model_checkpoint: out of memory");
+        return hk_fail(ctx, "out of memory");
       }
       if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
       free(s->want);
@@ -660,26 +668,26 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
                 "fires (tr_run_desc.epochs = TR_NO): set save_on_train_epoch_end=false to save at on_validation_end, "
                 "or every_n_train_steps", (long long)s->every_epochs);
   s->val_ran = s->warned = s->deferred = 0;
-  if (tr__mc_default_dir(s)) return hk_fail(ctx, "model_checkpoint: out of memory");
+  if (tr__mc_default_dir(s)) return hk_fail(ctx, "out of memory");
   if (s->monitor && s->run && s->run->desc.validation == TR_NO && tr__starts(s->monitor, "val/"))
-    return hk_fail(ctx, "model_checkpoint: monitor '%s' is a validation metric, but this run never validates (no validation "
+    return hk_fail(ctx, "monitor '%s' is a validation metric, but this run never validates (no validation "
                    "data): nothing would set it; give the fit validation data, or monitor a metric training sets", s->monitor);
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
-    return hk_fail(ctx, "model_checkpoint: cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
 #ifdef TR__POSIX
   { /* a probe file, created exclusively and removed: what a save does first */
     size_t n = strlen(s->dirpath) + 64;
     char *probe = (char *)malloc(n);
     int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "model_checkpoint: out of memory");
+    if (!probe) return hk_fail(ctx, "out of memory");
     snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
     fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) err = errno;
     else { close(fd); (void)unlink(probe); }
     free(probe);
     if (err && err != EEXIST)
-      return hk_fail(ctx, "model_checkpoint: the directory '%s' is not writable: %s; checkpoints could not be saved there",
+      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
                      s->dirpath, strerror(err));
   }
 #endif
@@ -739,7 +747,7 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   if (!ctx->path) return HK_CONTINUE;
   if (s->want && !strcmp(ctx->path, s->want)) {
-    tr__mc_remove(s, ctx, s->evict, s->want);
+    tr__mc_remove(s, ctx, s->evict, s->want, 1);
     free(s->evict);
     s->evict = NULL;
     free(s->newest);
@@ -748,11 +756,11 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "model_checkpoint: cannot link %s to %s", s->last, s->newest);
-      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last); free(s->old_last); s->old_last = NULL; }
+      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+      if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
-    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last); free(s->old_last); s->old_last = NULL; }
+    if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->want_last, 0); free(s->old_last); s->old_last = NULL; }
     free(s->spent); /* not freed yet: the other hooks of this event still read ctx->path */
     s->spent = s->want_last;
     s->want_last = NULL;

@@ -50,7 +50,7 @@ static void tr__ng_destroy(void *user) { free(user); }
 
 static hk_signal tr__ng_act(tr__ng *s, hk_ctx *ctx) {
   s->pub.found++;
-  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "nan_guard: %s", s->last);
+  if (s->action == TR_NAN_FAIL) return hk_fail(ctx, "%s", s->last);
   if (s->verbose)
     tr__run_say(s->run, ctx, "nan_guard", "%s: %s", s->last, s->action == TR_NAN_STOP ? "step skipped, stopping training" : "step skipped");
   /* stop: the bad update is never applied either; one signal per event, so HK_STOP comes at the batch's end */

@@ -91,6 +91,9 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   name = d->filename ? d->filename : "on_exception";
   if (!name[0] || strchr(name, '/'))
     return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
+  if (strlen(name) + 5 > TR__NAME_MAX) /* known now, not when the run fails and the save cannot be made */
+    return tr__bad(w, "on_exception_checkpoint: filename '%.40s...' is %zu bytes: with \".ckpt\" longer than the %d bytes a file "
+                   "name can have; shorten it", name, strlen(name), TR__NAME_MAX);
   s = (tr__oec *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
   n = strlen(d->dirpath) + strlen(name) + 7;

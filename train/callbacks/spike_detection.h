@@ -155,12 +155,12 @@ static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
   s->last_step = ctx->global_step;
   s->pending = s->skipping = s->saw_loss = 0;
   if (!size)
-    return hk_fail(ctx, "spike_detection: the run has no training state to snapshot: give tr_run_desc.state (the "
+    return hk_fail(ctx, "the run has no training state to snapshot: give tr_run_desc.state (the "
                    "parameters, the optimizer state and its step count) in a loop of your own");
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device)
-    return hk_fail(ctx, "spike_detection: the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
+    return hk_fail(ctx, "the model is on the GPU; its snapshot is a host copy (leave spike_detection out, or train on the CPU)");
   if (ctx->world_size > 1)
-    return hk_fail(ctx, "spike_detection: %d processes: each would decide alone and the ranks would part; use it with one "
+    return hk_fail(ctx, "%d processes: each would decide alone and the ranks would part; use it with one "
                    "process", ctx->world_size);
   if (s->from_ckpt && s->pub.snapshot_bytes == size) { s->from_ckpt = 0; return HK_CONTINUE; } /* the checkpoint's snapshot */
   if (s->from_ckpt)
@@ -169,7 +169,7 @@ static hk_signal tr__sd_train_start(hk_ctx *ctx, void *user) {
   s->from_ckpt = 0;
   if (s->pub.snapshot_bytes != size) {
     unsigned char *p = (unsigned char *)realloc(s->snap, size);
-    if (!p) return hk_fail(ctx, "spike_detection: out of memory for a %zu-byte snapshot", size);
+    if (!p) return hk_fail(ctx, "out of memory for a %zu-byte snapshot", size);
     s->snap = p;
     s->pub.snapshot_bytes = size;
   }
@@ -237,10 +237,10 @@ static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
   }
   s->pending = 0;
   if (s->max_rollbacks >= 0 && s->pub.rollbacks >= s->max_rollbacks)
-    return hk_fail(ctx, "spike_detection: %s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
+    return hk_fail(ctx, "%s at step %lld (batch %lld of the epoch); %lld rollback%s already (max_rollbacks %d)",
                    s->why, (long long)ctx->global_step + 1, (long long)ctx->batch_idx, (long long)s->pub.rollbacks,
                    s->pub.rollbacks == 1 ? "" : "s", s->max_rollbacks);
-  if (!s->snap) return hk_fail(ctx, "spike_detection: %s, and there is no snapshot (on_train_start did not fire)", s->why);
+  if (!s->snap) return hk_fail(ctx, "%s, and there is no snapshot (on_train_start did not fire)", s->why);
   tr__sd_copy(s, 1);
   memcpy(s->win, s->snap_win, (size_t)s->window * sizeof *s->win);
   s->n = s->snap_n;

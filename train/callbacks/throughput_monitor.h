@@ -189,7 +189,7 @@ static hk_signal tr__tp_on_log(hk_ctx *ctx, void *user) {
   for (k = 0; k < n; k++) {
     if (!hk_is_finite(m[k].v)) continue;
     if (tr_log_set(r, m[k].name, m[k].v) != TR_OK || hk_metric_set(ctx, m[k].name, m[k].v) != HK_OK)
-      return hk_fail(ctx, "throughput_monitor: out of memory");
+      return hk_fail(ctx, "out of memory");
   }
   return HK_CONTINUE;
 }
