@@ -871,6 +871,11 @@ typedef struct tr_run_desc {
                                     tr_run_start resumes (by default one, from rank 0, in the run's log) */
 } tr_run_desc;
 
+/* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
+   after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
+   start (no batch of it run), at its end (on_train_epoch_end run). */
+typedef enum tr_run_at { TR_RUN_AT_BATCH = 0, TR_RUN_AT_VALIDATION, TR_RUN_AT_EPOCH_START, TR_RUN_AT_EPOCH_END } tr_run_at;
+
 /* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
    differ in length) - the rest through tr_run_setup. */
 typedef struct tr_run {
@@ -879,6 +884,8 @@ typedef struct tr_run {
   int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
   hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
   const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
+  tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
+                                    TR_RUN_AT_BATCH) */
   int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
   void *trainer;                 /* train.h's trainer while it drives the run, else NULL */
   struct tr__run_priv *tr__p;    /* private */
@@ -938,9 +945,23 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
    on_train_batch_end and does not call it before its next training event fails there (see the states
    above). */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* An epoch of a loop with epochs begins: call it where on_train_epoch_start belongs; it fires that event
+   (into flow) and returns the index of the epoch's first batch to run, also set in ctx->batch_idx: 0, or,
+   in the epoch a run resumed in the middle of (its checkpoint written after a batch or a validation), the
+   batch after the checkpoint's, without firing on_train_epoch_start again (as Lightning). n_batches: the
+   epoch's training batches, the progress bar's total (0: unknown). A resumed run whose checkpoint was
+   written at an epoch's end starts at the next epoch: tr_run_start (tr_run_load) sets ctx->epoch to it.
+   The loop:  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ctx.batch_idx = b; ... }.
+   Refused outside a run of your own (n_batches returned: no batch to run). */
+TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
 /* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs).
    The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* 1 when the run resumed from a checkpoint written at `at` (TR_RUN_AT_VALIDATION: after the validation at
+   that step) and no batch has started since: the loop skips what the checkpoint's run did already there
+   (a loop that validates at the top of its step:
+       if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) validate(...)). */
+TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
 /* Send a record for stage "train", "val" or "test" built from the context now: train carries
    train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
    test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
@@ -3752,6 +3773,8 @@ typedef struct tr__run_priv {
   void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
   double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
+  tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
+  int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
   int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
   int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
@@ -4286,6 +4309,7 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
+#define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
 }
@@ -4741,6 +4765,11 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     ctx->path = NULL;
     return TR_ERR_STATE;
   }
+  { /* where in the loop, as one more block (tr_run_load takes it out) */
+    unsigned char b[1];
+    b[0] = (unsigned char)s.run->tr__p->at;
+    (void)tr__run_state_sink(TR__AT_KEY, b, sizeof b, &s.state);
+  }
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -4815,6 +4844,7 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   size_t p;
   int missing = 0;
   tr_sched_state lr_state;
+  tr_run_at at = TR_RUN_AT_BATCH; /* an older checkpoint: after a batch */
   tr_err e = TR_OK;
   tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
   err = run->tr__p->error;
@@ -4871,6 +4901,14 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   if (p != slen) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %llu stray bytes after the callbacks' state", path, (unsigned long long)(slen - p));
   memset(&lr_state, 0, sizeof lr_state); /* none saved: the schedule's start */
   for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__AT_KEY)) {
+      if (blobs[i].len != 1 || ((const unsigned char *)blobs[i].data)[0] > TR_RUN_AT_EPOCH_END)
+        TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': where the checkpoint was written is unreadable (corrupted?)", path);
+      at = (tr_run_at)((const unsigned char *)blobs[i].data)[0];
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
+  for (i = 0; i < n_hooks; i++)
     if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
       char why[200];
       if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &lr_state, why, sizeof why))
@@ -4887,11 +4925,14 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   if (run->desc.load_model(run->desc.model_user, f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
   if (hk_state_load_all(reg, blobs, (int)n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
-  ctx->epoch = (int64_t)v[0];
+  ctx->epoch = (int64_t)v[0] + (at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO); /* the next epoch is next */
   ctx->global_step = (int64_t)v[1];
-  ctx->batch_idx = (int64_t)v[2];
+  ctx->batch_idx = at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)v[2];
   ctx->samples_seen = (int64_t)v[3];
   run->lr_state = lr_state;
+  run->resumed_at = at;
+  run->tr__p->at = at;
+  run->tr__p->resumed_here = 1;
   run->tr__p->last_step = ctx->global_step;
   hk_grads_changed(ctx);
   free(run->tr__p->resume);
@@ -4960,22 +5001,31 @@ static hk_signal tr__run_watch(hk_ctx *ctx, void *user, unsigned check, unsigned
   return r;
 }
 static hk_signal tr__run_on_epoch_start(hk_ctx *ctx, void *user) {
+  ((tr_run *)user)->tr__p->at = TR_RUN_AT_EPOCH_START;
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_epoch_start");
 }
 static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
+  tr__run_priv *q = ((tr_run *)user)->tr__p;
+  q->at = TR_RUN_AT_BATCH; /* a save from now on: after the last whole batch */
+  q->resumed_here = 0;
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
 }
 static hk_signal tr__run_on_batch_end(hk_ctx *ctx, void *user) {
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, TR__PEND_BATCH, "the next on_train_batch_end");
 }
 static hk_signal tr__run_on_epoch_end(hk_ctx *ctx, void *user) { /* a batch's call may still come after it */
+  ((tr_run *)user)->tr__p->at = TR_RUN_AT_EPOCH_END;
   return tr__run_watch(ctx, user, TR__PEND_EPOCH, TR__PEND_EPOCH, "the next on_train_epoch_end");
 }
 static hk_signal tr__run_on_sanity_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 1; return HK_CONTINUE; }
 static hk_signal tr__run_on_sanity_end(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 0; return HK_CONTINUE; }
 static hk_signal tr__run_on_val_epoch_end(hk_ctx *ctx, void *user) {
   tr__run_priv *q = ((tr_run *)user)->tr__p;
-  if (!((tr_run *)user)->trainer && !q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) { q->val_ran = 1; q->val_step = ctx->global_step; }
+  if (!((tr_run *)user)->trainer && !q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) {
+    q->val_ran = 1;
+    q->val_step = ctx->global_step;
+    if (q->at == TR_RUN_AT_BATCH) q->at = TR_RUN_AT_VALIDATION; /* (an epoch's validation: still its end next) */
+  }
   return HK_CONTINUE;
 }
 /* A validation of the fit ended since the last safe point and sent no "val" record: said once per run
@@ -5041,6 +5091,9 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->own_loop = 1;
   q->reg = reg;
   q->lr_known = q->lr_warned = 0;
+  q->at = TR_RUN_AT_BATCH;
+  q->resumed_here = 0;
+  run->resumed_at = TR_RUN_AT_BATCH;
   q->last_step = ctx->global_step;
   q->pending = 0;
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
@@ -5153,6 +5206,31 @@ static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, 
 }
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_call(reg, ctx, flow, 0); }
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) { return tr__run_safe_call(reg, ctx, flow, 1); }
+TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  int64_t first = 0;
+  if (!run || !ctx) {
+    if (reg) (void)tr__run_refuse(reg, run ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_epoch_start: %s", run ? "ctx is NULL: give the loop's context" : "out of memory");
+    return n_batches;
+  }
+  if (tr__run_refused_now(run, reg, "tr_run_epoch_start", ", where on_train_epoch_start belongs")) return n_batches;
+  q = run->tr__p;
+  if (n_batches < 0) {
+    tr_run_fail(reg, TR_ERR_INVALID, "tr_run_epoch_start: n_batches is %lld: give the epoch's training batches (0: unknown)", (long long)n_batches);
+    return 0;
+  }
+  if (n_batches > 0) run->train_batches = n_batches;
+  if (q->resumed_here && (q->at == TR_RUN_AT_BATCH || q->at == TR_RUN_AT_VALIDATION))
+    first = ctx->batch_idx + 1; /* in the middle of the epoch: its start fired before the checkpoint */
+  ctx->batch_idx = first;
+  if (first == 0) (void)HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_START, ctx, flow);
+  return first;
+}
+TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at) {
+  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  return run && run->running != HK_STAGE_NONE && run->tr__p->resumed_here && run->tr__p->at == at;
+}
 
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   tr_run *run = tr_run_get(reg);

@@ -1,7 +1,7 @@
 # hooks.h examples (train.h examples live in examples/train_examples.mk).
 #   make examples     builds them into $(BUILD)/
 #   make hook-tree    prints where every hook fires in a fit, as a tree
-HK_EXAMPLES := $(BUILD)/minimal $(BUILD)/hook_tree $(BUILD)/own_loop
+HK_EXAMPLES := $(BUILD)/minimal $(BUILD)/hook_tree $(BUILD)/own_loop $(BUILD)/epoch_loop
 EXAMPLES    += $(HK_EXAMPLES)
 
 .PHONY: hook-tree
@@ -23,6 +23,9 @@ OWN_LOOP_PICK := -DTRAIN_NO_MATH -DTRAIN_NO_SWEEP -DTRAIN_ONLY_SPECIFIC_BATTERIE
   -DTRAIN_ENABLE_THROUGHPUT_MONITOR
 $(BUILD)/own_loop: examples/own_loop.c hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Ofast $(OWN_LOOP_PICK) $< -o $@ $(LDLIBS)
+# examples/epoch_loop.c: built plainly (all of train.h), as a first program would be
+$(BUILD)/epoch_loop: examples/epoch_loop.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 
 # make test builds and runs every example, so none of them can rot.
 .PHONY: test-examples

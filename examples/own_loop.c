@@ -102,7 +102,8 @@ int main(int argc, char **argv) {
   unsigned next = tr_run_start(reg, &ctx, resume) ? TR_RUN_STOP : 0; /* setup .. on_train_start; resume */
   while (!(next & TR_RUN_STOP) && ctx.global_step < max_steps) {
     int lo = (int)(ctx.global_step % (NTRAIN / B)) * B;               /* the data's position: from the step */
-    ctx.batch_idx = ctx.global_step, ctx.lr = 0.02;
+    ctx.batch_idx = ctx.global_step;
+    tr_run_lr(reg, &ctx, 0.02);                                       /* times what hooks set (tr_lr_scale) */
     if (ctx.global_step == ctrl_c_at) raise(SIGINT);                   /* as if you pressed Ctrl-C now */
     HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
     if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)) {

@@ -83,3 +83,12 @@ test-own-loop-example: $(BUILD)/own_loop
 # $(BUILD)/venv/.tensorboard is tests/log.mk's rule (included after this file)
 test-own-loop-tensorboard: test-own-loop-example $(BUILD)/venv/.tensorboard
 	$(BUILD)/venv/bin/python tests/own_loop_tb.py $(OR_TMP)/full/runs/lightning_logs/version_0
+
+# ---- examples/epoch_loop.c: an epoch loop of your own ---------------------------------------------------------
+#   make test-epoch-loop  examples/epoch_loop.c run as a user would (tests/epoch_loop.sh): to the end, resumed from
+#                         last.ckpt, a top-k file and after Ctrl-C to the same bits, NaN, the logs read back (the
+#                         TensorBoard file by the real tensorboard package)
+.PHONY: test-epoch-loop
+TEST_TARGETS += test-epoch-loop
+test-epoch-loop: $(BUILD)/epoch_loop $(BUILD)/venv/.tensorboard
+	sh tests/epoch_loop.sh $(abspath $(BUILD)/epoch_loop) $(BUILD)/epoch_loop_tmp $(abspath $(BUILD)/venv/bin/python)

@@ -938,10 +938,120 @@ static void test_lr_from_hooks(void **state) {
   free(text);
 }
 
+
+/* An epoch loop: tr_run_epoch_start fires on_train_epoch_start and says where the epoch starts; a checkpoint
+   records where in the loop it was written, so that a resume runs nothing twice. */
+static int g_epoch_starts;
+static hk_signal count_epoch_start(hk_ctx *ctx, void *user) { (void)ctx; (void)user; g_epoch_starts++; return HK_CONTINUE; }
+static void epoch_batch(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t b) {
+  ctx->batch_idx = b;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, ctx, flow);
+  ctx->loss = 1.0;
+  ctx->global_step++;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, ctx, flow);
+  assert_int_equal(tr_run_batch_end(reg, ctx, flow), 0);
+}
+static hk_registry *epoch_reg(toy *m) {
+  hk_registry *reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .max_epochs = 3, .log_every_n_steps = -1, .save_model = toy_save,
+                                                     .load_model = toy_load, .model_user = m, .no_resume_message = 1 }), TR_OK);
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_EPOCH_START, count_epoch_start, NULL, NULL, NULL), HK_OK);
+  return reg;
+}
+static void test_epoch_loop_resume(void **state) {
+  char mid[600], val[600], end[600];
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  int64_t b;
+  int e;
+  (void)state;
+  snprintf(mid, sizeof mid, "%s/epoch_mid.ckpt", g_root);
+  snprintf(val, sizeof val, "%s/epoch_val.ckpt", g_root);
+  snprintf(end, sizeof end, "%s/epoch_end.ckpt", g_root);
+  toy_init(&m, &ctx);
+  reg = epoch_reg(&m);
+  g_epoch_starts = 0;
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  for (e = 0; e < 2; e++, ctx.epoch++) {
+    ctx.batch_idx = 99;                                     /* stale: the last validation's, say */
+    assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 0);
+    assert_int_equal(ctx.batch_idx, 0);                     /* the bar counts from the epoch's start */
+    assert_int_equal(tr_run_get(reg)->train_batches, 6);
+    for (b = 0; b < 6; b++) {
+      epoch_batch(reg, &ctx, &flow, b);
+      if (e == 1 && b == 3) {
+        assert_int_equal(tr_run_save(reg, &ctx, mid), TR_OK);
+        toy_validate(reg, &ctx, &flow, 0.5);
+        assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+        assert_int_equal(tr_run_save(reg, &ctx, val), TR_OK);
+      }
+    }
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+    assert_int_equal(tr_run_epoch_end(reg, &ctx, &flow), 0);
+    if (e == 1) assert_int_equal(tr_run_save(reg, &ctx, end), TR_OK);
+  }
+  assert_int_equal(g_epoch_starts, 2);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+
+  /* in the middle of epoch 1, after batch 3: the epoch goes on at batch 4, its start not fired again */
+  toy_init(&m, &ctx);
+  reg = epoch_reg(&m);
+  g_epoch_starts = 0;
+  assert_int_equal(tr_run_start(reg, &ctx, mid), TR_OK);
+  assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_BATCH);
+  assert_true(ctx.epoch == 1 && ctx.global_step == 10);
+  assert_false(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
+  assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 4);
+  assert_int_equal(ctx.batch_idx, 4);
+  assert_int_equal(g_epoch_starts, 0);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+
+  /* after the validation at that step: the loop can tell, until the next batch starts */
+  toy_init(&m, &ctx);
+  reg = epoch_reg(&m);
+  assert_int_equal(tr_run_start(reg, &ctx, val), TR_OK);
+  assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_VALIDATION);
+  assert_true(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
+  assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 4);
+  epoch_batch(reg, &ctx, &flow, 4);
+  assert_false(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+
+  /* at epoch 1's end: epoch 2 is next, from its first batch, its start fired */
+  toy_init(&m, &ctx);
+  reg = epoch_reg(&m);
+  g_epoch_starts = 0;
+  assert_int_equal(tr_run_start(reg, &ctx, end), TR_OK);
+  assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_EPOCH_END);
+  assert_true(ctx.epoch == 2 && ctx.batch_idx == 0 && ctx.global_step == 12);
+  assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 0);
+  assert_int_equal(g_epoch_starts, 1);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+
+  /* outside a run: refused, nothing to run */
+  reg = epoch_reg(&m);
+  toy_init(&m, &ctx);
+  assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 6);
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_epoch_start: no run is going: call tr_run_start first"));
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_dir_and_flush_at_destroy),
     cmocka_unit_test(test_lr_from_hooks),
+    cmocka_unit_test(test_epoch_loop_resume),
     cmocka_unit_test(test_records_from_context),
     cmocka_unit_test(test_save_load_own_format),
     cmocka_unit_test(test_requests_and_stops),
