@@ -936,6 +936,23 @@ static void test_lr_from_hooks(void **state) {
   assert_non_null(strstr(text, "tr_lr_set(ctx, lr)"));
   assert_int_equal(count_lines(text), 1);        /* once per run */
   free(text);
+  { /* train.h's schedules: the hooks' scale applied once */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    toy m;
+    tr_sched sc;
+    char why[200];
+    toy_init(&m, &ctx);
+    assert_int_equal(tr_sched_parse(&sc, "step(step_size=2, gamma=0.5)", why, sizeof why), TR_OK);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO }), TR_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    assert_true(tr_run_sched_lr(reg, &ctx, &sc, 0.1, 3) == 0.05 && ctx.lr == 0.05);
+    assert_int_equal(tr_lr_scale(&ctx, 0.5), TR_OK);
+    assert_true(tr_run_sched_lr(reg, &ctx, &sc, 0.1, 4) == 0.1 * 0.25 * 0.5);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
 }
 
 

@@ -295,6 +295,11 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
    hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
    tr_lr_set. */
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
+/* The same with one of train.h's schedules: tr_run_lr of tr_sched_lr(s, the run's schedule state, base_lr, t),
+   the hooks' scale applied once. t: steps taken, or epochs finished for a per-epoch schedule. A plateau
+   schedule's state is the run's (tr_plateau_step(s, &tr_run_get(reg)->lr_state, base_lr, metric) once per
+   epoch): in checkpoints with the rest. */
+TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
 
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
@@ -1076,6 +1081,14 @@ TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
   ctx->lr = q->lr = lr * (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0);
   q->lr_known = 1;
   return ctx->lr;
+}
+TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t) {
+  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr_sched_state st;
+  memset(&st, 0, sizeof st);
+  if (run) st = run->lr_state;
+  st.scale = 0; /* applied by tr_run_lr, once */
+  return tr_run_lr(reg, ctx, tr_sched_lr(s, &st, base_lr, t));
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {

@@ -347,12 +347,8 @@ static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
 /* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
 static double tr__current_lr(tr_trainer *t) {
   tr_sched s = t->sched;
-  tr_sched_state st;
-  memset(&st, 0, sizeof st);
-  if (t->tr__run) st = t->tr__run->lr_state;
-  st.scale = 0; /* the hooks' scale: tr_run_lr's */
   s.total = t->tr__total;
-  return tr_run_lr(t->reg, &t->ctx, tr_sched_lr(&s, &st, t->optim.lr, s.per_epoch ? t->epoch : t->global_step));
+  return tr_run_sched_lr(t->reg, &t->ctx, &s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 
 static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
