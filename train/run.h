@@ -50,8 +50,10 @@ TR__C_BEGIN /* part */
      - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
        in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
        and calls tr_plateau_step once per epoch for a plateau;
-     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
-       at the next safe point, both through on_exception;
+     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
+       on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
+       says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
+       one ends the process at once, by the signal's default action (a step that hangs can be killed);
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
 
@@ -1825,7 +1827,10 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(0) == 0; /* a second signal: the process ends */
+  if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
+    tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
+                   "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
@@ -1876,8 +1881,15 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
     tr__run_log_line(run, ctx);
     if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
   }
-  if (q->signals && hk_stop_requested() > 0)
-    tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)ctx->global_step);
+  if (q->signals && hk_stop_requested() > 0 && !run->failed) {
+    char why[512];
+    tr_err e = TR_OK;
+    if (run->desc.save_to && run->desc.save_model) e = tr__run_save_to(reg, ctx, run->desc.save_to, why, sizeof why); /* the step just ended */
+    if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
+                       (long long)ctx->global_step, run->desc.save_to, why);
+    else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
+                     run->desc.save_to && run->desc.save_model ? "; its state saved to " : "", run->desc.save_to && run->desc.save_model ? run->desc.save_to : "");
+  }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
     if (epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps) out |= TR_RUN_STOP;
