@@ -177,6 +177,16 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   train.h is generated from train/ (make train.h): one part per concept, one file per callback and
+            logger (the loggers as formats over loggers/file_loggers.h), each part usable on its own
+            (TRAIN_ONLY_SPECIFIC_BATTERIES names the batteries a program includes directly); the table of
+            compiled batteries generated from TR__BATTERIES
+     next   the run layer is a state machine: a call out of order is refused at the call, one error channel;
+            tr_run_epoch_start (an epoch loop: fires on_train_epoch_start, the first batch to run), tr_run_at /
+            tr_run.resumed_at / tr_run_resumed_at (where a checkpoint was written: a resume runs nothing twice;
+            from an epoch's end it starts the next epoch), tr_run_lr / tr_run_sched_lr (the step's learning
+            rate with the hooks' tr_lr_scale in any loop; the trainer's too; a hook's write of ctx->lr is
+            said), Ctrl-C saves the step just ended to tr_run_desc.save_to and a second one ends the process
      next   model_checkpoint claims each file name on disk when it picks it (an exclusive create, replaced by
             the save's rename): two processes with one dirpath never pick one name (each could take the
             other's epoch=0.ckpt or last.ckpt and later evict it)
