@@ -1219,6 +1219,7 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
    are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
      INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
      INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
+     DOUBLE_ZERO a double whose 0 means the default: TR_ZERO_F (a negative zero) is an explicit 0 (spec: 0)
      DOUBLE     a double; spec: a number
      BOOL       an int, 1 yes, 0 no (the default); spec: true or false
      TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
@@ -1233,6 +1234,7 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 #define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
 #define TR__FIELD_INT(type, name)       type name;
 #define TR__FIELD_INT_ZERO(type, name)  type name;
+#define TR__FIELD_DOUBLE_ZERO(type, name) type name;
 #define TR__FIELD_DOUBLE(type, name)    type name;
 #define TR__FIELD_BOOL(type, name)      type name;
 #define TR__FIELD_TRI(type, name)       type name;
@@ -1788,8 +1790,8 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
    evaluations, on_train_epoch_end for SWA. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE, double,  decay,           "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
-  X(INT,    int64_t, every_n_steps,   "1",     NULL, "update every n optimizer steps") \
+  X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
+  X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
   X(INT,    int64_t, start_step,      "0",     NULL, "the first global_step that updates") \
   X(INT,    int64_t, swa_epoch_start, "0",     NULL, "> 0: SWA (an equal average per epoch) from this epoch (0-based) " \
     "instead of the EMA") \
@@ -2022,12 +2024,12 @@ TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(INT,      int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
+  X(INT_ZERO, int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
   X(CHOICE,   tr_spike_centre, centre,        "mean",     "mean|median", "the window's centre") \
   X(CHOICE,   tr_spike_mode,   mode,          "relative", "relative|zscore", "relative: a spike is above centre + " \
     "threshold*|centre|; zscore: above centre + threshold*std") \
-  X(DOUBLE,   double,          threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
-  X(INT,      int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
+  X(DOUBLE_ZERO, double,       threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
+  X(INT_ZERO, int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
   X(INT,      int64_t,         skip_after,    "0",         NULL, "batches skipped after a spike (>= 0)") \
   X(INT_ZERO, int,             max_rollbacks, "10",       NULL, "spikes rolled back before one fails the run (0: fail at " \
     "the first, as Lightning; -1: never)") \
@@ -2543,10 +2545,10 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
    train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE, double,       min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
-  X(DOUBLE, double,       max_lr,               "1",    NULL, "the sweep's last learning rate") \
-  X(INT,    int,          num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
-  X(DOUBLE, double,       early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
+  X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
+  X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
+  X(INT_ZERO, int,        num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
+  X(DOUBLE_ZERO, double,  early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
   X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
   X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
   X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
@@ -3848,6 +3850,8 @@ TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(u
 
 TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
 TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
 TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
 TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
 TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
@@ -5904,6 +5908,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
 #define TR__PARAM_INT_ZERO(type, name, def, choices, doc)  { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_DOUBLE_ZERO(type, name, def, choices, doc) { #name, HK_PARAM_DOUBLE, def, choices, doc },
 #define TR__PARAM_DOUBLE(type, name, def, choices, doc)    { #name, HK_PARAM_DOUBLE, def, choices, doc },
 #define TR__PARAM_BOOL(type, name, def, choices, doc)      { #name, HK_PARAM_BOOL, def, choices, doc },
 #define TR__PARAM_TRI(type, name, def, choices, doc)       { #name, HK_PARAM_BOOL, def, choices, doc },
@@ -5921,6 +5926,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__COPY_INT_ZERO(type, name) \
   TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
 #define TR__COPY_DOUBLE(type, name)   TR__GIVEN(name) d->name = hk_arg_double(a, #name);
+#define TR__COPY_DOUBLE_ZERO(type, name) TR__GIVEN(name) { d->name = hk_arg_double(a, #name); if (d->name == 0) d->name = TR_ZERO_F; }
 #define TR__COPY_BOOL(type, name)     TR__GIVEN(name) d->name = hk_arg_bool(a, #name);
 #define TR__COPY_TRI(type, name)      TR__GIVEN(name) d->name = hk_arg_bool(a, #name) ? TR_YES : TR_NO;
 #define TR__COPY_AUTO(type, name)     TR__GIVEN(name) d->name = tr__auto_arg(a, #name);
@@ -8158,18 +8164,21 @@ static int tr__ema_load(void *user, hk_reader *in) {
 static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
   tr__ema *s;
   hk_callback cb;
+  double decay;
+  int64_t every;
   if (!d) return tr__bad(w, "ema: desc is NULL");
-  if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
-    return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
-  if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
+  decay = tr__zero_double(d->decay, 0.999);
+  every = tr__zero_int64(d->every_n_steps, 1);
+  if (!hk_is_finite(decay) || decay <= 0 || decay >= 1) return tr__bad(w, "ema: decay must be in (0, 1), got %g", decay);
+  if (every < 1) return tr__bad(w, "ema: every_n_steps must be >= 1, got %lld", (long long)every);
   if (d->start_step < 0) return tr__bad(w, "ema: start_step must be >= 0, got %lld", (long long)d->start_step);
   if (d->swa_epoch_start < 0) return tr__bad(w, "ema: swa_epoch_start must be >= 0 (0 = EMA, > 0 = SWA from that epoch), got %lld", (long long)d->swa_epoch_start);
   if (d->swa_epoch_start > 0 && (d->decay != 0 || d->every_n_steps != 0 || d->start_step != 0))
     return tr__bad(w, "ema: swa_epoch_start (SWA: an equal average per epoch) does not take decay, every_n_steps or start_step");
   s = (tr__ema *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "ema: out of memory"), TR_ERR_NOMEM;
-  s->decay = d->decay == 0 ? 0.999 : d->decay;
-  s->every = d->every_n_steps ? d->every_n_steps : 1;
+  s->decay = decay;
+  s->every = every;
   s->start_step = d->start_step;
   s->swa_from = d->swa_epoch_start;
   s->copy_at_end = tr__flag(d->copy_at_end, 0);
@@ -8190,16 +8199,7 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
   return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
 }
 TR__PUBLIC_OF(tr_ema, ema)
-TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
-static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_ema_desc d;
-  tr__why w;
-  tr_err e = tr__ema_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "decay")) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
-  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got 0");
-  return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 #endif /* TR__ON_EMA */
 #if TR__ON_MODEL_SUMMARY
 /* ---- model_summary -------------------------------------------------------------------------------- */
@@ -9245,16 +9245,20 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   tr__sd *s;
   hk_callback cb;
   int window;
+  double threshold;
+  int64_t every;
   if (!d) return tr__bad(w, "spike_detection: desc is NULL");
-  window = d->window ? d->window : 10;
+  window = tr__zero_int(d->window, 10);
   if (window < 2 || window > 10000) return tr__bad(w, "spike_detection: window must be in 2..10000, got %d", window);
   if (d->centre != TR_SPIKE_MEAN && d->centre != TR_SPIKE_MEDIAN)
     return tr__bad(w, "spike_detection: centre %d is not valid (mean or median)", (int)d->centre);
   if (d->mode != TR_SPIKE_RELATIVE && d->mode != TR_SPIKE_ZSCORE)
     return tr__bad(w, "spike_detection: mode %d is not valid (relative or zscore)", (int)d->mode);
-  if (!hk_is_finite(d->threshold) || d->threshold < 0)
-    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", d->threshold);
-  if (d->every_n_steps < 0) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)d->every_n_steps);
+  threshold = tr__zero_double(d->threshold, 2);
+  every = tr__zero_int64(d->every_n_steps, 100);
+  if (!hk_is_finite(threshold) || threshold <= 0)
+    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", threshold);
+  if (every < 1) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)every);
   if (d->skip_after < 0 || d->skip_after > TR__MAX_COUNT)
     return tr__bad(w, "spike_detection: skip_after must be in 0..2^53, got %lld", (long long)d->skip_after);
   if (d->max_rollbacks < -1 && d->max_rollbacks != TR_ZERO)
@@ -9269,8 +9273,8 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   s->run = tr_run_get(reg);
   s->centre = d->centre;
   s->mode = d->mode;
-  s->threshold = d->threshold ? d->threshold : 2;
-  s->every = d->every_n_steps ? d->every_n_steps : 100;
+  s->threshold = threshold;
+  s->every = every;
   s->skip_after = d->skip_after;
   s->max_rollbacks = tr__zero_int(d->max_rollbacks, 10);
   s->check_grads = tr__flag(d->check_grads, 1);
@@ -9291,17 +9295,7 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
 }
 TR__PUBLIC_OF(tr_spike_detection, sd)
-TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
-static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_spike_detection_desc d;
-  tr__why w;
-  tr_err e = tr__sd_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: window must be in 2..10000, got 0");
-  if (tr__given_zero(a, "threshold")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: threshold must be finite and > 0, got 0");
-  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: every_n_steps must be >= 1, got 0");
-  return tr__factory_result(reg, e ? e : tr__sd_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
 #endif /* TR__ON_SPIKE_DETECTION */
 #if TR__ON_CSV
 /* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
@@ -13672,18 +13666,7 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
 #endif /* !defined(TRAIN_NO_TRAINER) */
 #if TR__ON_LR_FINDER
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
-TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
-static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_lr_finder_desc d;
-  tr__why w;
-  tr_err e = tr__lrf_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "min_lr") || tr__given_zero(a, "max_lr"))
-    return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", hk_arg_double(a, "min_lr"), hk_arg_double(a, "max_lr"));
-  if (tr__given_zero(a, "num_training_steps")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got 0");
-  if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
-  return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
@@ -13839,23 +13822,25 @@ static int tr__lrf_load(void *user, hk_reader *in) {
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
   tr__lrf *s;
   hk_callback cb;
-  double lo, hi;
+  double lo, hi, threshold;
+  int steps;
   if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
-  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
+  lo = tr__zero_double(d->min_lr, 1e-8);
+  hi = tr__zero_double(d->max_lr, 1.0);
+  steps = tr__zero_int(d->num_training_steps, 100);
+  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
   if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
     return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
-  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
-    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
-  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
-    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
+  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
+  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
   s = (tr__lrf *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
   s->min_lr = lo;
   s->max_lr = hi;
-  s->steps = d->num_training_steps ? d->num_training_steps : 100;
-  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
+  s->steps = steps;
+  s->threshold = threshold;
   s->update_attr = tr__flag(d->update_attr, 1);
   s->verbose = tr__flag(d->verbose, 1);
   s->pub.suggestion = NAN;

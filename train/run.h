@@ -527,6 +527,8 @@ TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(u
 
 TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
 TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
 TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
 TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
 TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
