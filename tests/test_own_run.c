@@ -169,10 +169,10 @@ static void test_hparams_keep_their_values(void **state) {
   assert_int_equal(lp_run(&l, NULL, 2), TR_OK);
   snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
   assert_non_null(yaml = slurp(path));
-  assert_non_null(strstr(yaml, "alpha: 1e-3\nbatch: 32\nlr: 0.02\nzeta: x\nspecs:\n"));
+  assert_non_null(strstr(yaml, "alpha: 1e-3\nbatch: 32\nlog_every_n_steps: 50\nloop: steps\nlr: 0.02\nzeta: x\nspecs:\n")); /* the loop's settings too */
   snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
   assert_non_null(jl = slurp(path));
-  assert_non_null(strstr(jl, "{\"hparams\":{\"alpha\":1e-3,\"batch\":32,\"lr\":0.02,\"zeta\":\"x\",\"specs\":"));
+  assert_non_null(strstr(jl, "{\"hparams\":{\"alpha\":1e-3,\"batch\":32,\"log_every_n_steps\":50,\"loop\":\"steps\",\"lr\":0.02,\"zeta\":\"x\",\"specs\":"));
   free(yaml);
   free(jl);
   lp_free(&l);

@@ -2393,6 +2393,22 @@ TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text,
    configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
    number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
    Returns the count; -1 out of memory. */
+/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
+   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
+  int n = 0;
+  tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);
+  if (d->optimizer) tr__hp(h, &n, "optimizer", d->optimizer, 0);
+  if (d->optimizer && d->momentum != 0) tr__hp(h, &n, "momentum", NULL, d->momentum);
+  if (d->optimizer && d->weight_decay != 0) tr__hp(h, &n, "weight_decay", NULL, d->weight_decay);
+  if (d->max_steps > 0) tr__hp(h, &n, "max_steps", NULL, (double)d->max_steps);
+  if (d->max_epochs > 0) tr__hp(h, &n, "max_epochs", NULL, (double)d->max_epochs);
+  if (d->min_steps > 0) tr__hp(h, &n, "min_steps", NULL, (double)d->min_steps);
+  if (d->min_epochs > 0) tr__hp(h, &n, "min_epochs", NULL, (double)d->min_epochs);
+  if (d->train_batches > 0) tr__hp(h, &n, "train_batches", NULL, (double)d->train_batches);
+  tr__hp(h, &n, "log_every_n_steps", NULL, d->log_every_n_steps > 0 ? (double)d->log_every_n_steps : d->log_every_n_steps ? -1 : 50);
+  return n;
+}
 TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   const char *p;
   int i, j, n = 0;
@@ -2402,6 +2418,7 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
   *out = h;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
+  else n = tr__run_desc_hparams(&run->desc, h);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
     size_t len, klen;
     const char *eq;
