@@ -976,6 +976,20 @@ static hk_registry *epoch_reg(toy *m) {
   assert_int_equal(hk_on(reg, HK_ON_TRAIN_EPOCH_START, count_epoch_start, NULL, NULL, NULL), HK_OK);
   return reg;
 }
+/* A new process's run resumed from path (the loop's model m, its context ctx), and its end. */
+static hk_registry *epoch_resumed(toy *m, hk_ctx *ctx, const char *path) {
+  hk_registry *reg;
+  toy_init(m, ctx);
+  reg = epoch_reg(m);
+  g_epoch_starts = 0;
+  assert_int_equal(tr_run_start(reg, ctx, path), TR_OK);
+  return reg;
+}
+static void epoch_finish(hk_registry *reg, hk_ctx *ctx) {
+  assert_int_equal(tr_run_finish(reg, ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(ctx);
+}
 static void test_epoch_loop_resume(void **state) {
   char mid[600], val[600], end[600];
   hk_registry *reg;
@@ -1011,50 +1025,34 @@ static void test_epoch_loop_resume(void **state) {
     if (e == 1) assert_int_equal(tr_run_save(reg, &ctx, end), TR_OK);
   }
   assert_int_equal(g_epoch_starts, 2);
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* in the middle of epoch 1, after batch 3: the epoch goes on at batch 4, its start not fired again */
-  toy_init(&m, &ctx);
-  reg = epoch_reg(&m);
-  g_epoch_starts = 0;
-  assert_int_equal(tr_run_start(reg, &ctx, mid), TR_OK);
+  reg = epoch_resumed(&m, &ctx, mid);
   assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_BATCH);
   assert_true(ctx.epoch == 1 && ctx.global_step == 10);
   assert_false(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
   assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 4);
   assert_int_equal(ctx.batch_idx, 4);
   assert_int_equal(g_epoch_starts, 0);
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* after the validation at that step: the loop can tell, until the next batch starts */
-  toy_init(&m, &ctx);
-  reg = epoch_reg(&m);
-  assert_int_equal(tr_run_start(reg, &ctx, val), TR_OK);
+  reg = epoch_resumed(&m, &ctx, val);
   assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_VALIDATION);
   assert_true(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
   assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 4);
   epoch_batch(reg, &ctx, &flow, 4);
   assert_false(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* at epoch 1's end: epoch 2 is next, from its first batch, its start fired */
-  toy_init(&m, &ctx);
-  reg = epoch_reg(&m);
-  g_epoch_starts = 0;
-  assert_int_equal(tr_run_start(reg, &ctx, end), TR_OK);
+  reg = epoch_resumed(&m, &ctx, end);
   assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_EPOCH_END);
   assert_true(ctx.epoch == 2 && ctx.batch_idx == 0 && ctx.global_step == 12);
   assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 0);
   assert_int_equal(g_epoch_starts, 1);
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* outside a run: refused, nothing to run */
   reg = epoch_reg(&m);
