@@ -1383,15 +1383,23 @@ typedef double (*tr_clock_fn)(void *user);
    one version directory. The directory is made at the logger's first write (setup of the first run
    on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
    it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
-   never share a version directory. */
+   never share a version directory.
+   A file the logger did not write is never replaced: with a version given, the directory may exist,
+   but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
+   an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
+   open: it says which file and what to do (another version, or remove the file), and writes nothing
+   (fail_on_error: the run fails). A run that resumes into its own version directory is refused the
+   same way (it does not append to its old logs yet). Later writes (csv's rewrite when columns come,
+   the plot at every run's end) replace only the file the logger wrote itself. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
   X(STRING, const char *, name,          "lightning_logs", NULL, "a subdirectory for this experiment (empty: versions " \
     "directly in save_dir; not given: the run's, lightning_logs by default)") \
   X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
-    "else this name, its old metrics file, if a regular file, replaced at the first write, as Lightning; not " \
-    "given: the run's, tr_run_desc.version)") \
+    "else this name: a directory that may exist, but none of the logger's files in it (a file there that the logger did " \
+    "not write, an earlier run's included, is never replaced: the logger refuses at its open, naming it; give another " \
+    "version or remove it; a resumed run does not append to its old logs yet); not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
     "-9 loses at most the records not written yet (about a second), never half a line") \
@@ -2130,7 +2138,8 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
-  X(STRING, const char *,   path,    "",   NULL, "the SVG file (empty: metrics.svg in the version directory)") \
+  X(STRING, const char *,   path,    "",   NULL, "the SVG file, a regular file there replaced (you named it); empty: " \
+    "metrics.svg in the version directory, refused when a file the logger did not write is there") \
   X(STRING, const char *,   metrics, "",   NULL, "space-separated metric names (empty: every metric with loss in its name)") \
   X(STRING, const char *,   title,   "",   NULL, "the plot's title (empty: the file's directory)")
 typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
@@ -3324,7 +3333,12 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
    socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
    A temporary file left by a writer that was killed is removed by the next write to the same path (those
    whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
-   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name. */
+   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
+   The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
+   in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
+   moment where another file is replaced; a rename after a check where the file system has no hard
+   links), and a later one replaces only the file the earlier write made (the same device and inode, its
+   tr__file_id); anything else at the path - a user's file, an earlier run's - is left as it is. */
 #if defined(O_NOFOLLOW)
 #  define TR__O_NOFOLLOW O_NOFOLLOW
 #elif defined(__O_NOFOLLOW)
@@ -3422,26 +3436,46 @@ static int tr__replaceable(const char *path, int link_ok) {
 #endif
 
 enum { TR__AF_LINK_OK = 1 };
+/* The file a writer made (tr__write_mine): set once it is in place; its device and inode (POSIX). */
+typedef struct tr__file_id { int set; uint64_t dev, ino; } tr__file_id;
 typedef struct tr__afile {
   const char *path;
   char *tmp;           /* the temporary's name */
 #ifdef TR__POSIX
   int fd;
+  uint64_t dev, ino;   /* the temporary's (mine: the file's once it is in place) */
 #else
   FILE *f;
 #endif
   int err;             /* 0, or the errno of the first failure (EEXIST: path is not a regular file) */
   int special;         /* the failure: path is there and is not a regular file */
+  int taken;           /* the failure (mine): path is there and is not the file of mine */
   const char *step;    /* what failed: "creating", "writing" or "renaming" */
   unsigned flags;
+  tr__file_id *mine;   /* NULL: replace a regular file; else replace only this file, and set it */
   int done;            /* committed: the temporary is path now */
 } tr__afile;
 
-static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
+/* mine: what is at path? 0: nothing; 1: the file of mine; -1: anything else. */
+static int tr__afile_whose(const tr__afile *a) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(a->path, &st) != 0) return 0; /* nothing there (or putting it there says why not) */
+  return a->mine->set && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == a->mine->dev && (uint64_t)st.st_ino == a->mine->ino ? 1 : -1;
+#else
+  FILE *f = fopen(a->path, "rb");
+  if (!f) return 0;
+  fclose(f);
+  return a->mine->set ? 1 : -1;
+#endif
+}
+
+static int tr__afile_start(tr__afile *a, const char *path, unsigned flags, tr__file_id *mine) {
   size_t cap = strlen(path) + 64;
   memset(a, 0, sizeof *a);
   a->path = path;
   a->flags = flags;
+  a->mine = mine;
   a->step = "creating";
 #ifdef TR__POSIX
   a->fd = -1;
@@ -3449,8 +3483,9 @@ static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
   if (!(a->tmp = (char *)malloc(cap))) return a->err = ENOMEM;
 #ifdef TR__POSIX
   a->tmp[0] = 0;
-  if (!tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
-    a->special = 1;
+  if (mine ? tr__afile_whose(a) < 0 : !tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
+    if (mine) a->taken = 1;
+    else a->special = 1;
     return a->err = EEXIST;
   }
   tr__remove_stale_temps(path);
@@ -3460,9 +3495,11 @@ static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
   snprintf(a->tmp, cap, "%s.tmp", path);
   a->f = fopen(a->tmp, "wb");
   if (!a->f) a->err = errno ? errno : EIO;
+  if (!a->err && mine && tr__afile_whose(a) < 0) { a->taken = 1; a->err = EEXIST; }
 #endif
   return a->err;
 }
+static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) { return tr__afile_start(a, path, flags, NULL); }
 
 static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
   if (a->err || n == 0) return a->err;
@@ -3488,20 +3525,38 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
       while ((r = fsync(a->fd)) != 0 && errno == EINTR) {}
       if (r != 0) { a->err = errno; a->step = "writing"; }
     }
+    if (!a->err && a->mine) { /* the file it will be: a later write replaces this one only */
+      struct stat st;
+      if (fstat(a->fd, &st) != 0) { a->err = errno; a->step = "writing"; }
+      else { a->dev = (uint64_t)st.st_dev; a->ino = (uint64_t)st.st_ino; }
+    }
     if ((!keep_fd || a->err) && close(a->fd) != 0 && !a->err) { a->err = errno; a->step = "writing"; }
     if (keep_fd && !a->err) *keep_fd = a->fd;
     a->fd = -1;
   }
-  if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+  if (!a->err && a->mine) {
+    int whose = tr__afile_whose(a);
+    if (whose < 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
+    else if (whose == 0) { /* nothing there: a link, which fails when a file came in the meantime */
+      if (link(a->tmp, a->path) == 0) { (void)unlink(a->tmp); a->tmp[0] = 0; }
+      else if (errno == EEXIST) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
+      else if (tr__afile_whose(a) != 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; } /* no hard links here */
+      else if (rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+    } else if (rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; } /* its own file */
+  } else {
+    if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+    if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+  }
 #else
   if (a->f) {
     if (fflush(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
     if (fclose(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
     a->f = NULL;
   }
+  if (!a->err && a->mine && tr__afile_whose(a) < 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
   if (!a->err) remove(a->path); /* rename does not replace files everywhere */
-#endif
   if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+#endif
   if (a->err) {
 #ifdef TR__POSIX
     if (keep_fd && *keep_fd >= 0) { close(*keep_fd); *keep_fd = -1; }
@@ -3509,6 +3564,13 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
     return a->err; /* tr__afile_free removes the temporary */
   }
   a->done = 1;
+  if (a->mine) {
+    a->mine->set = 1;
+#ifdef TR__POSIX
+    a->mine->dev = a->dev;
+    a->mine->ino = a->ino;
+#endif
+  }
 #ifdef TR__POSIX
   { /* make the rename itself durable: fsync the directory (best effort) */
     const char *slash = strrchr(a->path, '/');
@@ -3551,7 +3613,10 @@ static void tr__afile_free(tr__afile *a) {
    on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
    not replaced". */
 static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
-  if (a->special)
+  if (a->taken)
+    snprintf(buf, cap, "%s is there and was not written by this logger (another run's, or a file of yours): it is not "
+             "replaced", a->path);
+  else if (a->special)
     snprintf(buf, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced", a->path);
   else if (!strcmp(a->step, "renaming"))
     snprintf(buf, cap, "cannot rename %s to %s: %s", a->tmp ? a->tmp : "", a->path, strerror(a->err));
@@ -3559,11 +3624,14 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
                 a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
 }
 
-/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit. */
-TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
+   tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
+   mine is then the file written; EEXIST (a->taken) when another file is at path. */
+static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
+                        char *why, size_t why_len) {
   tr__afile a;
   int e;
-  if (tr__afile_open(&a, path, flags) == 0) tr__afile_write(&a, data, n);
+  if (tr__afile_start(&a, path, flags, mine) == 0) tr__afile_write(&a, data, n);
   e = a.err ? a.err : tr__afile_commit(&a, keep_fd);
   if (e && why) {
     if (a.tmp) tr__afile_why(&a, why, why_len);
@@ -3571,6 +3639,12 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
   }
   tr__afile_free(&a);
   return e;
+}
+TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+  return tr__write_as(path, data, n, flags, NULL, keep_fd, why, why_len);
+}
+TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
+  return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
@@ -5977,6 +6051,7 @@ struct tr__logger {
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
   int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
   char *dir, *path;
+  tr__file_id id;       /* the file at path it wrote (a later whole write replaces only that one) */
   char err[1200];
   int fd;               /* the file it appends to: the descriptor of its creation (tr__afile), never
                            reopened by name; -1 before (csv: until its first rows) */
@@ -6085,16 +6160,39 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
 }
-/* The file in the version directory (csv, jsonl), on a system where the loggers can write: 0, or an
-   error as the format's open returns it. */
+/* At the logger's open: a file of its name in the version directory that it did not write (nothing there
+   yet, for a logger that has not written) is refused, with what to do. 0, or EEXIST with why set. */
+TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0;
+  if (S_ISREG(st.st_mode))
+    snprintf(why, cap, "%s exists, and this logger did not write it (an earlier run's, another logger's, or a file of "
+             "yours): it is not replaced; give the logger another version (or none: the next free version_N), or remove "
+             "the file (a run resumed into its version directory does not append to its old logs yet)", path);
+  else
+    snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced; give "
+             "the logger another version (or none: the next free version_N), or remove it", path);
+  return EEXIST;
+#else
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  fclose(f);
+  snprintf(why, cap, "%s exists, and this logger did not write it: it is not replaced; give the logger another version, "
+           "or remove the file", path);
+  return EEXIST;
+#endif
+}
+/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write,
+   refused when something is there already (tr__logger_fresh): 0, or an error as the format's open
+   returns it. */
 TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
   snprintf(why, cap, "file loggers need a POSIX system");
   return -1;
 #else
-  (void)why; (void)cap;
-  return 0;
+  return tr__logger_fresh(s->path, why, cap);
 #endif
 }
 
@@ -9437,7 +9535,7 @@ static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
   double t0 = tr__wall();
   int fd, e;
   if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) return tr__logger_broke(s, ctx, "out of memory");
-  if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &fd, why, sizeof why)) != 0)
+  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, sizeof why)) != 0)
     return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST ? " (the file keeps the rows it had)" : "");
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
@@ -9485,16 +9583,19 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning) */
+/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
+   Neither may be there yet: both are checked before either is written. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b;
   char *yaml;
+  tr__file_id id = { 0, 0, 0 };
   int e = tr__logger_file(s, "metrics.csv", why, cap);
   if (e) return e;
+  if (!(yaml = tr__join(s->dir, "hparams.yaml"))) return ENOMEM;
+  if ((e = tr__logger_fresh(yaml, why, cap)) != 0) { free(yaml); return e; }
   memset(&b, 0, sizeof b);
   tr__hparams_yaml(s, ctx, &b);
-  yaml = b.failed ? NULL : tr__join(s->dir, "hparams.yaml");
-  e = yaml ? tr__write_whole(yaml, b.data, b.len, 0, NULL, why, cap) : ENOMEM;
+  e = b.failed ? ENOMEM : tr__write_mine(yaml, b.data, b.len, &id, NULL, why, cap);
   free(yaml);
   hk_bytes_free(&b);
   return e;
@@ -9548,7 +9649,7 @@ static int tr__jsonl_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { if (i) tr__put_s(&b, ","); tr__json_str(&b, spec); }
   tr__put_s(&b, "]}}\n");
   free(h);
-  e = b.failed ? ENOMEM : tr__write_whole(s->path, b.data, b.len, 0, &s->fd, why, cap);
+  e = b.failed ? ENOMEM : tr__write_mine(s->path, b.data, b.len, &s->id, &s->fd, why, cap);
   if (!e) s->size = (int64_t)b.len;
   hk_bytes_free(&b);
   return e;
@@ -9760,11 +9861,11 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   host[sizeof host - 1] = 0;
   pid = (long)getpid();
 #endif
-  for (k = 0; k < 1000; k++) {
+  for (k = 0; k < 1000; k++) { /* a name nothing has (tr__logger_file refuses one that exists) */
     snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
     free(s->path);
-    if ((e = tr__logger_file(s, file, why, cap)) != 0) return e;
-    if (!tr__file_exists(s->path)) break;
+    if ((e = tr__logger_file(s, file, why, cap)) == 0) break;
+    if (e != EEXIST || k == 999) return e;
   }
   if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
   memset(&b, 0, sizeof b);
@@ -9785,7 +9886,7 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes_free(&vals);
   hk_bytes_free(&b);
   if (s->out.failed) e = ENOMEM;
-  else if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
+  else if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
   s->out.len = 0;
   return e;
 }
@@ -10280,7 +10381,7 @@ static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 #endif /* TR__ON_PROGRESS_BAR */
 #if TR__ON_PLOT
-typedef struct tr__plot { char *path, *metrics, *title; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -10365,7 +10466,8 @@ static void tr__svg_text(hk_bytes *b, const char *s) {
 }
 /* Curves of every series against x, one colour each, with axes, ticks, grid and a legend; written
    whole (tr__afile). 0, or errno with why filled. */
-static int tr__svg_write(const char *path, const char *title, const char *desc, const char *xlabel, const tr__series *s, int n, char *why, size_t why_len) {
+static int tr__svg_write(const char *path, tr__file_id *mine, const char *title, const char *desc, const char *xlabel,
+                         const tr__series *s, int n, char *why, size_t why_len) {
   static const char *const colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf" };
   const double W = 760, H = 420, L = 70, R = 190, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
   double x0 = HUGE_VAL, x1 = -HUGE_VAL, y0 = HUGE_VAL, y1 = -HUGE_VAL, dx, dy, v;
@@ -10424,6 +10526,7 @@ static int tr__svg_write(const char *path, const char *title, const char *desc, 
 #undef TR__SY
   tr__put_s(&f, "</svg>\n");
   if (f.failed) { snprintf(why, why_len, "out of memory"); e = ENOMEM; }
+  else if (mine) e = tr__write_mine(path, f.data, f.len, mine, NULL, why, why_len);
   else e = tr__write_whole(path, f.data, f.len, 0, NULL, why, why_len);
   hk_bytes_free(&f);
   return e;
@@ -10438,8 +10541,8 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   memset(&desc, 0, sizeof desc);
   tr__hparams_yaml(s, ctx, &desc);
   hk_bytes_put(&desc, "", 1);
-  e = tr__svg_write(s->path, p->title && p->title[0] ? p->title : s->dir, desc.failed ? NULL : (const char *)desc.data, "step",
-                    p->series, p->n_series, why, sizeof why);
+  e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
+                    desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
 }
@@ -10534,18 +10637,21 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && (e = tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }
 
-/* the SVG's path: the desc's, else metrics.svg in the version directory */
+/* the SVG's path: the desc's (the file it names is written, a regular file there replaced: you named
+   it), else metrics.svg in the version directory (refused when a file is there already, as every
+   logger's file: written where nothing is, then over its own file only) */
 static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__plot *p = (tr__plot *)s->own;
-  (void)ctx; (void)why; (void)cap;
-  if (!p->path || !p->path[0]) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
+  (void)ctx;
+  p->own_path = p->path && p->path[0];
+  if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return 0;
+  return p->own_path ? 0 : tr__logger_fresh(s->path, why, cap);
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;

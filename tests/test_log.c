@@ -10,7 +10,8 @@
    directories; records of any size; names that are not UTF-8; a full disk (a 64 KiB tmpfs, mounted
    when running as root) leaves whole records; a new csv column per record costs linear work (bytes
    written, from /proc/self/io); verbose lines in one write each with "[rank: N] "; lr_monitor's
-   epoch records; no empty metrics.csv.
+   epoch records; no empty metrics.csv. Issue 28: a file the loggers did not write (a user's, an earlier
+   run's: a version given) is never replaced, refused at the logger's open or at the write it would take.
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
@@ -877,6 +878,144 @@ static void test_no_link_following(void **state) {
   free(log_text);
 }
 
+/* ---- a file the loggers did not write is never replaced (issue 28, item 1) ------------------------
+   A version given (the directory may exist): a file of a logger's name in it - a user's own, an earlier
+   run's - makes the logger refuse at its open, naming the file and what to do; training goes on, the
+   file is untouched (fail_on_error: the run fails). One that comes between the open and the first
+   write, or that takes the place of the logger's own file during the run, is not replaced either. */
+static hk_signal plant_file(hk_ctx *ctx, void *user) { /* at on_train_start: before metrics.csv's first rows */
+  (void)ctx;
+  write_text((const char *)user, "mine, planted\n");
+  return HK_CONTINUE;
+}
+static hk_signal swap_file(hk_ctx *ctx, void *user) { /* at step 3: a file of the user's renamed over the logger's */
+  char tmp[800];
+  snprintf(tmp, sizeof tmp, "%s.user", (const char *)user);
+  write_text(tmp, "mine, swapped in\n");
+  if (rename(tmp, (const char *)user) != 0) return ctx ? hk_fail(ctx, "rename: %s", strerror(errno)) : HK_FAIL;
+  return HK_CONTINUE;
+}
+static void test_version_never_replaces(void **state) {
+  static const char *const names[] = { "metrics.csv", "hparams.yaml", "metrics.jsonl", "metrics.svg" };
+  char dir[300], v[400], path[700], *log_text = NULL, *first, *again;
+  size_t log_len = 0, i;
+  FILE *log = open_memstream(&log_text, &log_len);
+  tr_trainer t;
+  toy m;
+  hk_handle h;
+  const tr_logger_state *st;
+  (void)state;
+  subdir(dir, sizeof dir, "no_replace");
+
+  /* a file of the user's at each logger's name: refused at the open (setup), named, with what to do */
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(v, sizeof v, "%s/lightning_logs/user%d", dir, (int)i);
+    assert_int_equal(tr__mkdirs(v), 0);
+    snprintf(path, sizeof path, "%s/%s", v, names[i]);
+    write_text(path, "my own notes\n");
+    snprintf(v, sizeof v, "user%d", (int)i);
+    toy_init(&t, &m, log);
+    if (i <= 1) assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = v }, &h), TR_OK);
+    else if (i == 2) assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = v }, &h), TR_OK);
+    else assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = v } }, &h), TR_OK);
+    assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK); /* training goes on */
+    st = tr_logger_get(t.reg, h);
+    assert_contains(st->error, path);
+    assert_contains(st->error, "exists, and this logger did not write it");
+    assert_contains(st->error, "give the logger another version");
+    assert_contains(st->error, "or remove the file");
+    assert_int_equal(st->records, 0);
+    tr_free(&t);
+    assert_file(path, "my own notes\n");
+    if (i == 0) { /* nothing else written beside it either */
+      snprintf(path, sizeof path, "%s/lightning_logs/user0/hparams.yaml", dir);
+      assert_true(access(path, F_OK) != 0);
+    }
+  }
+  fflush(log);
+  assert_contains(log_text, "csv: ");
+  assert_contains(log_text, "metrics.csv exists, and this logger did not write it");
+  assert_contains(log_text, "this logger writes nothing more (training goes on)");
+
+  /* an earlier run's logs: a second run with the same version leaves them as they are */
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  tr_free(&t);
+  snprintf(path, sizeof path, "%s/lightning_logs/rerun/metrics.csv", dir);
+  first = slurp(path, NULL);
+  assert_non_null(first);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "a run resumed into its version directory does not append to its old logs yet");
+  tr_free(&t);
+  assert_file(path, first);
+  free(first);
+
+  /* fail_on_error: the run fails at its setup, naming the file */
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun", .fail_on_error = TR_YES }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_ERR_HOOK);
+  assert_contains(tr_error(&t), "rerun/metrics.jsonl exists, and this logger did not write it");
+  assert_int_equal(t.global_step, 0);
+  tr_free(&t);
+
+  /* a file that comes after the open (csv's metrics.csv waits for its first rows): not replaced */
+  snprintf(v, sizeof v, "%s/lightning_logs/late", dir);
+  snprintf(path, sizeof path, "%s/metrics.csv", v);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "late", .flush_every = 1 }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_START, plant_file, path, NULL, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "metrics.csv is there and was not written by this logger");
+  tr_free(&t);
+  assert_file(path, "mine, planted\n");
+
+  /* the logger's own file replaced by another during the run: csv's rewrite for a new column (step 5)
+     leaves that one as it is; the plot's second write (the test's teardown) too */
+  snprintf(v, sizeof v, "%s/lightning_logs/swapped", dir);
+  snprintf(path, sizeof path, "%s/metrics.csv", v);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "swapped", .flush_every = 1 }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK); /* "extra" from step 5 */
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, swap_file, path, &(hk_opts){ .filter = { .once_at = 3 } }, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "metrics.csv is there and was not written by this logger");
+  tr_free(&t);
+  assert_file(path, "mine, swapped in\n");
+  snprintf(path, sizeof path, "%s/lightning_logs/plot2/metrics.svg", dir);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot2" } }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK); /* the fit's teardown writes it */
+  again = slurp(path, NULL);
+  assert_non_null(again);
+  assert_contains(again, "<svg");
+  free(again);
+  assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK); /* its own: rewritten */
+  assert_string_equal(tr_logger_get(t.reg, h)->error, "");
+  assert_int_equal(swap_file(NULL, path), HK_CONTINUE); /* another file (another inode) in its place */
+  assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "metrics.svg is there and was not written by this logger");
+  tr_free(&t);
+  assert_file(path, "mine, swapped in\n");
+
+  /* a plot given its own path writes that file, over a regular file there (its user named it) */
+  snprintf(path, sizeof path, "%s/named.svg", dir);
+  write_text(path, "an old plot\n");
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot3" }, .path = path }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  assert_string_equal(tr_logger_get(t.reg, h)->error, "");
+  tr_free(&t);
+  again = slurp(path, NULL);
+  assert_contains(again, "<svg");
+  free(again);
+  fclose(log);
+  free(log_text);
+}
+
 /* ---- parallel runs claim distinct version directories (item 5) ------------------------------------ */
 static int child_fit(const char *save_dir, int go) {
   tr_trainer t;
@@ -1556,6 +1695,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_no_link_following),
+    cmocka_unit_test(test_version_never_replaces),
     cmocka_unit_test(test_parallel_versions),
     cmocka_unit_test(test_many_metrics),
     cmocka_unit_test(test_utf8_names),
