@@ -11,7 +11,8 @@
    when running as root) leaves whole records; a new csv column per record costs linear work (bytes
    written, from /proc/self/io); verbose lines in one write each with "[rank: N] "; lr_monitor's
    epoch records; no empty metrics.csv. Issue 28: a file the loggers did not write (a user's, an earlier
-   run's: a version given) is never replaced, refused at the logger's open or at the write it would take.
+   run's: a version given) is never replaced, refused at the logger's open or at the write it would take;
+   the bar's stdout a pipe whose reader exited: no SIGPIPE death, the run stops through on_exception.
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
@@ -43,6 +44,7 @@ extern "C" {
 #include <string.h>
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -654,6 +656,95 @@ static void test_said_above_bar(void **state) {
   assert_null(strstr(text, "Restored"));
   tr_free(&t);
   fclose(out);
+  free(text);
+}
+
+/* ---- the bar's stream closed under it (issue 28, item 11) ------------------------------------------
+   stdout a pipe whose reader has exited (prog | head -1): the bar's next write would have killed the
+   process with SIGPIPE (exit 141), on_exception never run. Now the write fails with EPIPE (SIGPIPE
+   ignored around it), the run stops through on_exception with the bar's message, a tr_print after it
+   is dropped, and the process's SIGPIPE disposition is as it was (the default, or a handler of its
+   own with its flags). Any other write error (/dev/full) stops the bar alone, said once on stderr;
+   training goes on. In child processes (the unfixed bar kills them). */
+static volatile sig_atomic_t g_pipe_handled;
+static void on_sigpipe(int sig, siginfo_t *info, void *uc) { (void)sig; (void)info; (void)uc; g_pipe_handled++; }
+static char g_pipe_abort[400];
+static hk_signal pipe_on_exception(hk_ctx *ctx, void *user) {
+  (void)user;
+  snprintf(g_pipe_abort, sizeof g_pipe_abort, "%s", ctx->abort_reason ? ctx->abort_reason : "(none)");
+  tr_print(ctx->reg, "said after the pipe closed"); /* nothing reads it: dropped, no SIGPIPE */
+  return HK_CONTINUE;
+}
+/* 0, or the first check that failed */
+static int pipe_child(int tty, int own_handler) {
+  tr_trainer t;
+  toy m;
+  struct sigaction sa, now;
+  int fds[2];
+  tr_err e;
+  if (pipe(fds) != 0 || dup2(fds[1], STDOUT_FILENO) < 0) return 10;
+  close(fds[0]); /* the reader is gone */
+  close(fds[1]);
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  if (own_handler) { sa.sa_sigaction = on_sigpipe; sa.sa_flags = SA_SIGINFO | SA_RESTART; }
+  else sa.sa_handler = SIG_DFL;
+  if (sigaction(SIGPIPE, &sa, NULL) != 0) return 11;
+  toy_init(&t, &m, NULL);
+  if (tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = tty ? TR_BAR_TTY : TR_BAR_LINES, .refresh_seconds = 1e-9,
+                                                      .width = 60 }, NULL) != TR_OK) return 12;
+  if (hk_on(t.reg, HK_ON_EXCEPTION, pipe_on_exception, NULL, NULL, NULL) != HK_OK) return 13;
+  e = toy_fit(&t, &m, 3, 1);
+  if (e != TR_ERR_HOOK) { fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t)); return 14; }
+  if (!strstr(tr_error(&t), "callback 'progress_bar' failed in ") ||
+      !strstr(tr_error(&t), ": stdout was closed (Broken pipe: its reader exited, as in prog | head -1)")) {
+    fprintf(stderr, "%s\n", tr_error(&t));
+    return 15;
+  }
+  if (!strstr(g_pipe_abort, "stdout was closed")) { fprintf(stderr, "on_exception: %s\n", g_pipe_abort); return 16; }
+  if (t.epoch != 0) return 17; /* it stopped at once: the sanity check's line (lines) or a first redraw */
+  if (sigaction(SIGPIPE, NULL, &now) != 0) return 18;
+  if (own_handler ? now.sa_sigaction != on_sigpipe || !(now.sa_flags & SA_SIGINFO) || !(now.sa_flags & SA_RESTART)
+                  : now.sa_handler != SIG_DFL) return 19; /* as it was */
+  if (g_pipe_handled) return 20;
+  tr_free(&t);
+  return 0;
+}
+/* /dev/full: stops the bar; says so once on stderr (redirected to err_path); training goes on */
+static int full_child(const char *err_path) {
+  tr_trainer t;
+  toy m;
+  FILE *out = fopen("/dev/full", "w");
+  if (!out) return 30;
+  if (!freopen(err_path, "w", stderr)) return 31;
+  toy_init(&t, &m, NULL);
+  if (tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .refresh_seconds = 1e-9 }, NULL) != TR_OK) return 32;
+  if (toy_fit(&t, &m, 3, 1) != TR_OK) return 33;
+  if (t.epoch != 3) return 34;
+  tr_free(&t);
+  fclose(out);
+  return 0;
+}
+static void test_bar_closed_stream(void **state) {
+  char path[400], *text;
+  int v;
+  (void)state;
+  for (v = 0; v < 5; v++) {
+    pid_t pid;
+    int status = -1;
+    snprintf(path, sizeof path, "%s/bar_full_err.txt", g_root);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) _exit(v < 4 ? pipe_child(v & 1, v >> 1) : full_child(path));
+    assert_true(waitpid(pid, &status, 0) == pid);
+    if (WIFSIGNALED(status)) fail_msg("variant %d: killed by signal %d (SIGPIPE is %d)", v, WTERMSIG(status), SIGPIPE);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed", v, WEXITSTATUS(status));
+  }
+  text = slurp(path, NULL);
+  assert_non_null(text);
+  assert_int_equal(count_str(text, "progress_bar: cannot write to its stream: No space left on device; the bar draws nothing more "
+                                   "(training goes on)\n"), 1);
   free(text);
 }
 
@@ -1604,7 +1695,10 @@ static int mode_bar(int sleep_ms) {
   if (hk_spec_apply(t.reg, "progress_bar(refresh_seconds=0.05, line_seconds=0.3)")) { fprintf(stderr, "%s\n", hk_last_error(t.reg)); return 1; }
   if (hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, bar_metrics, NULL, NULL, NULL) ||
       hk_on(t.reg, HK_ON_TRAIN_BATCH_END, bar_say, NULL, NULL, NULL)) return 1;
-  if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) return 1;
+  if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) {
+    fprintf(stderr, "test_log --bar: %s\n", tr_error(&t));
+    return 1;
+  }
   if (t.ctx.rank == 0) printf("done\n"); /* under mpirun: rank 0's bar may still be on its line while others end */
   tr_free(&t);
   return 0;
@@ -1691,6 +1785,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_bar_callback),
     cmocka_unit_test(test_said_above_bar),
+    cmocka_unit_test(test_bar_closed_stream),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),
