@@ -598,6 +598,100 @@ static void test_bar_callback(void **state) {
   free(text);
 }
 
+/* ---- the bar's loss: the latest training batch's at each redraw (issue 28, item 15) ------------------
+   Lightning's bar shows the loss of the step it draws; the record's train/loss is log_every_n_steps
+   old (the bar ended at 4.603 while the last step's loss was 4.688). Losses of the toy, batch by batch:
+   2, 1.64, 1.41, 1.262 (epoch 0), 1.168, 1.107, 1.069, 1.044 (epoch 1). A step loop of its own gives its
+   validation bar a total through tr_run.eval_batches. */
+static void assert_drawn_with(const char *text, const char *count, const char *loss) { /* a line at count ends with loss */
+  const char *p = strstr(text, count), *end;
+  if (!p) fail_msg("no line at %s in:\n%s", count, text);
+  end = strchr(p, ']');
+  if (!end || (size_t)(end - p) < strlen(loss) || strncmp(end - strlen(loss), loss, strlen(loss)))
+    fail_msg("the line at %s does not end with \"%s]\": %.*s", count, loss, end ? (int)(end - p + 1) : 40, p);
+}
+static void test_bar_latest_loss(void **state) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  tr_trainer t;
+  toy m;
+  (void)state;
+  /* lines: each epoch's line carries its last batch's loss; records every 3 steps (steps 2 and 5) */
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 3), TR_OK);
+  fflush(out);
+  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 1: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.044, val/loss=0.6]\n");
+  assert_null(strstr(text, "loss=1.41,")); /* step 2's record */
+  tr_free(&t);
+  fclose(out);
+  free(text);
+
+  /* a terminal redrawn at every batch: each redraw the batch's own loss, no record in the epoch */
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 200, .ascii = 1,
+                                                                     .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 50), TR_OK);
+  fflush(out);
+  assert_drawn_with(text, "| 1/4 [", ", loss=2");
+  assert_drawn_with(text, "| 2/4 [", ", loss=1.64");
+  assert_drawn_with(text, "| 3/4 [", ", loss=1.41");
+  assert_drawn_with(text, "| 4/4 [", ", loss=1.262");
+  tr_free(&t);
+  fclose(out);
+  free(text);
+
+  { /* a step loop of its own: the training line's loss is the last step's; the validation bar's total is
+       tr_run.eval_batches, set by the loop before on_validation_start */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx c;
+    hk_flow flow;
+    int64_t i, b;
+    text = NULL;
+    out = open_memstream(&text, &len);
+    memset(&c, 0, sizeof c);
+    memset(&flow, 0, sizeof flow);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 6, .log_every_n_steps = 4, .no_signals = 1 }), TR_OK);
+    assert_int_equal(tr_progress_bar(reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+    tr_run_get(reg)->eval_batches = 3;
+    assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+    c.stage = HK_STAGE_FIT;
+    for (i = 0; i < 6; i++) {
+      c.batch_idx = i;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &c, &flow);
+      c.loss = 10.0 - (double)i; /* 10, 9, ... 5 */
+      c.global_step++;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &c, &flow);
+      (void)tr_run_batch_end(reg, &c, &flow);
+      if (c.global_step % 3 == 0) { /* a validation of 3 batches */
+        HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, &c, &flow);
+        for (b = 0; b < 3; b++) {
+          c.batch_idx = b;
+          HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, &c, &flow);
+        }
+        hk_metric_set(&c, "val/loss", 0.5);
+        tr_run_log(reg, &c, "val");
+        HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, &c, &flow);
+        c.batch_idx = i;
+      }
+      hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+    }
+    assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+    fflush(out);
+    assert_int_equal(count_str(text, "Validation: 100%|##########| 3/3 ["), 2);
+    assert_contains(text, "Training: 100%|##########| 6/6 [");
+    assert_drawn_with(text, "| 6/6 [", ", loss=5, val/loss=0.5"); /* step 4's record said 7 */
+    hk_ctx_free(&c);
+    hk_destroy(reg);
+    fclose(out);
+    free(text);
+  }
+}
+
 /* ---- what happened, said by default above the live bar: early stopping's stop, a resume's restart --- */
 static void test_said_above_bar(void **state) {
   char dir[300], ck[400], *text = NULL;
@@ -1784,6 +1878,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_bar_callback),
+    cmocka_unit_test(test_bar_latest_loss),
     cmocka_unit_test(test_said_above_bar),
     cmocka_unit_test(test_bar_closed_stream),
     cmocka_unit_test(test_errors),

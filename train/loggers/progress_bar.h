@@ -7,8 +7,12 @@ TR__C_BEGIN /* part */
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
    the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
-   the postfix the last training record's train/loss (as loss) and the last validation record's
-   metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
+   the postfix the latest training batch's loss (ctx->loss, read at each redraw of the training bar, as
+   Lightning's bar shows it: not the last record's, which is log_every_n_steps old; on a device, the
+   metric train/loss: one copy per redraw) and the last validation record's metrics. The totals: the
+   training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
+   when it starts (the trainer sets both; a loop of its own sets eval_batches before
+   on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
    during evaluation. One bar per registry: a second is refused (it would print everything twice).
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
@@ -155,7 +159,7 @@ typedef struct tr__bar {
   int above_w;               /* terminal: the training bar's columns while the evaluation line shows below it */
   int epoch_open;            /* lines: the epoch's line is still to come (an evaluation now is part of it) */
   double last_draw;          /* terminal: when anything was last drawn */
-  char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
+  char loss[64], val[256];   /* the postfix: the latest training loss drawn, the last validation's metrics */
   int pipe;                  /* out is a pipe, a FIFO or a socket: written with SIGPIPE ignored */
   int io, io_err, had_err;   /* tr__bar_io_begin's depth; the first failed flush's errno since; ferror before */
   int broken, said;          /* a write failed (its errno): nothing more is drawn; said: reported */
@@ -331,6 +335,14 @@ static void tr__bar_up(tr__bar *b) {
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
+/* The latest training batch's loss into the postfix: at a redraw of the training bar, and where ctx->loss
+   is the training batch's (on_train_epoch_end, on_train_end, a validation's start inside fit). On a
+   device ctx->loss is NaN (the loss stays there): the metric train/loss copies it (as nan_guard). */
+static void tr__bar_loss(tr__bar *b, hk_ctx *ctx) {
+  double v = ctx->loss;
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &v);
+  snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
+}
 /* Draw a line: in place on a terminal (carriage return, the line, erase to its end), else a complete line. */
 static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   char line[1024], post[400];
@@ -396,6 +408,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
      the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
      one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
   if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
+    if (l == &b->main) tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
       if (b->main.live) tr__bar_below(b);
@@ -419,6 +432,7 @@ static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
                        terminal when a redraw is due (the last epoch's is drawn at the end of training) */
   if (!b->tty || now - b->last_draw >= b->refresh) {
+    tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
     tr__bar_draw(b, &b->main, now);
     tr__bar_io_end(b);
@@ -428,6 +442,7 @@ static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
+  if (b->main.live && (b->tty || b->main.drawn_n != b->main.n)) tr__bar_loss(b, ctx);
   tr__bar_io_begin(b);
   if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
@@ -444,6 +459,7 @@ static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  if (b->main.live && ctx->stage == HK_STAGE_FIT && b->main.n > b->main.initial) tr__bar_loss(b, ctx); /* redrawn below it */
   tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
@@ -470,14 +486,10 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const tr_log_record *r = tr_log_current(ctx);
-  double v;
   int i;
   size_t len = 0;
   if (!r || ctx->rank != 0) return HK_CONTINUE;
-  if (r->stage && !strcmp(r->stage, "train")) {
-    if (tr_log_get(r, "train/loss", &v)) snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
-    return HK_CONTINUE;
-  }
+  if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
   for (i = 0; i < r->n_metrics && len + 2 < sizeof b->val; i++) {
     int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
