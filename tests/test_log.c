@@ -757,9 +757,9 @@ static void test_said_above_bar(void **state) {
    stdout a pipe whose reader has exited (prog | head -1): the bar's next write would have killed the
    process with SIGPIPE (exit 141), on_exception never run. Now the write fails with EPIPE (SIGPIPE
    ignored around it), the run stops through on_exception with the bar's message, a tr_print after it
-   is dropped, and the process's SIGPIPE disposition is as it was (the default, or a handler of its
-   own with its flags). Any other write error (/dev/full) stops the bar alone, said once on stderr;
-   training goes on. In child processes (the unfixed bar kills them). */
+   is dropped, and the process's SIGPIPE disposition is as it was. A process that ignores SIGPIPE or
+   handles it itself (its handler and flags kept) loses the bar alone, said once on stderr, as any other
+   write error (/dev/full): training goes on. In child processes (the unfixed bar kills them). */
 static volatile sig_atomic_t g_pipe_handled;
 static void on_sigpipe(int sig, siginfo_t *info, void *uc) { (void)sig; (void)info; (void)uc; g_pipe_handled++; }
 static char g_pipe_abort[400];
@@ -769,8 +769,14 @@ static hk_signal pipe_on_exception(hk_ctx *ctx, void *user) {
   tr_print(ctx->reg, "said after the pipe closed"); /* nothing reads it: dropped, no SIGPIPE */
   return HK_CONTINUE;
 }
-/* 0, or the first check that failed */
-static int pipe_child(int tty, int own_handler) {
+static hk_signal pipe_print(hk_ctx *ctx, void *user) { /* tr_print at every step: dropped once the pipe is gone */
+  (void)user;
+  tr_print(ctx->reg, "step %lld", (long long)ctx->global_step);
+  return HK_CONTINUE;
+}
+/* disposition 0: SIG_DFL (the run stops), 1: a handler of its own, 2: SIG_IGN (training goes on). 0, or
+   the first check that failed. */
+static int pipe_child(int tty, int disposition, const char *err_path) {
   tr_trainer t;
   toy m;
   struct sigaction sa, now;
@@ -779,32 +785,39 @@ static int pipe_child(int tty, int own_handler) {
   if (pipe(fds) != 0 || dup2(fds[1], STDOUT_FILENO) < 0) return 10;
   close(fds[0]); /* the reader is gone */
   close(fds[1]);
+  if (!freopen(err_path, "w", stderr)) return 9;
   memset(&sa, 0, sizeof sa);
   sigemptyset(&sa.sa_mask);
-  if (own_handler) { sa.sa_sigaction = on_sigpipe; sa.sa_flags = SA_SIGINFO | SA_RESTART; }
-  else sa.sa_handler = SIG_DFL;
+  if (disposition == 1) { sa.sa_sigaction = on_sigpipe; sa.sa_flags = SA_SIGINFO | SA_RESTART; }
+  else sa.sa_handler = disposition ? SIG_IGN : SIG_DFL;
   if (sigaction(SIGPIPE, &sa, NULL) != 0) return 11;
   toy_init(&t, &m, NULL);
   if (tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = tty ? TR_BAR_TTY : TR_BAR_LINES, .refresh_seconds = 1e-9,
                                                       .width = 60 }, NULL) != TR_OK) return 12;
   if (hk_on(t.reg, HK_ON_EXCEPTION, pipe_on_exception, NULL, NULL, NULL) != HK_OK) return 13;
+  if (disposition && hk_on(t.reg, HK_ON_TRAIN_BATCH_END, pipe_print, NULL, NULL, NULL) != HK_OK) return 13;
   e = toy_fit(&t, &m, 3, 1);
-  if (e != TR_ERR_HOOK) { fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t)); return 14; }
-  if (!strstr(tr_error(&t), "callback 'progress_bar' failed in ") ||
-      !strstr(tr_error(&t), ": stdout was closed (Broken pipe: its reader exited, as in prog | head -1)")) {
-    fprintf(stderr, "%s\n", tr_error(&t));
-    return 15;
+  if (disposition == 0) {
+    if (e != TR_ERR_HOOK) { fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t)); return 14; }
+    if (!strstr(tr_error(&t), "callback 'progress_bar' failed in ") ||
+        !strstr(tr_error(&t), ": stdout was closed (Broken pipe: its reader exited, as in prog | head -1)")) {
+      fprintf(stderr, "%s\n", tr_error(&t));
+      return 15;
+    }
+    if (!strstr(g_pipe_abort, "stdout was closed")) { fprintf(stderr, "on_exception: %s\n", g_pipe_abort); return 16; }
+    if (t.epoch != 0) return 17; /* it stopped at once: the sanity check's line (lines) or a first redraw */
+  } else {
+    if (e != TR_OK) { fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t)); return 21; }
+    if (t.epoch != 3) return 22;
   }
-  if (!strstr(g_pipe_abort, "stdout was closed")) { fprintf(stderr, "on_exception: %s\n", g_pipe_abort); return 16; }
-  if (t.epoch != 0) return 17; /* it stopped at once: the sanity check's line (lines) or a first redraw */
   if (sigaction(SIGPIPE, NULL, &now) != 0) return 18;
-  if (own_handler ? now.sa_sigaction != on_sigpipe || !(now.sa_flags & SA_SIGINFO) || !(now.sa_flags & SA_RESTART)
-                  : now.sa_handler != SIG_DFL) return 19; /* as it was */
-  if (g_pipe_handled) return 20;
+  if (disposition == 1 ? now.sa_sigaction != on_sigpipe || !(now.sa_flags & SA_SIGINFO) || !(now.sa_flags & SA_RESTART)
+                       : now.sa_handler != (disposition ? SIG_IGN : SIG_DFL)) return 19; /* as it was */
+  if (g_pipe_handled) return 20; /* the bar's writes never reached it */
   tr_free(&t);
   return 0;
 }
-/* /dev/full: stops the bar; says so once on stderr (redirected to err_path); training goes on */
+/* /dev/full: stops the bar; says so once on stderr; training goes on */
 static int full_child(const char *err_path) {
   tr_trainer t;
   toy m;
@@ -823,23 +836,28 @@ static void test_bar_closed_stream(void **state) {
   char path[400], *text;
   int v;
   (void)state;
-  for (v = 0; v < 5; v++) {
+  for (v = 0; v < 7; v++) {
     pid_t pid;
     int status = -1;
-    snprintf(path, sizeof path, "%s/bar_full_err.txt", g_root);
+    snprintf(path, sizeof path, "%s/bar_err%d.txt", g_root, v);
     fflush(NULL);
     pid = fork();
-    if (pid == 0) _exit(v < 4 ? pipe_child(v & 1, v >> 1) : full_child(path));
+    if (pid == 0) _exit(v < 6 ? pipe_child(v & 1, v >> 1, path) : full_child(path));
     assert_true(waitpid(pid, &status, 0) == pid);
     if (WIFSIGNALED(status)) fail_msg("variant %d: killed by signal %d (SIGPIPE is %d)", v, WTERMSIG(status), SIGPIPE);
     assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed", v, WEXITSTATUS(status));
+    text = slurp(path, NULL);
+    if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed; stderr:\n%s", v, WEXITSTATUS(status), text ? text : "");
+    assert_non_null(text);
+    if (v < 2) assert_int_equal(count_str(text, "progress_bar"), 0); /* the run's error says it */
+    else if (v < 6)
+      assert_int_equal(count_str(text, "progress_bar: stdout was closed (Broken pipe: its reader exited): the bar draws nothing "
+                                       "more (training goes on: this process ignores or handles SIGPIPE)\n"), 1);
+    else assert_int_equal(count_str(text, "progress_bar: cannot write to its stream: No space left on device; the bar draws "
+                                          "nothing more (training goes on)\n"), 1);
+    if (v >= 2) assert_int_equal(count_str(text, "progress_bar"), 1); /* once */
+    free(text);
   }
-  text = slurp(path, NULL);
-  assert_non_null(text);
-  assert_int_equal(count_str(text, "progress_bar: cannot write to its stream: No space left on device; the bar draws nothing more "
-                                   "(training goes on)\n"), 1);
-  free(text);
 }
 
 /* ---- errors: reported once, training goes on; fail_on_error fails it; rank 1 writes nothing ------ */

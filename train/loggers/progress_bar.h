@@ -36,14 +36,14 @@ TR__C_BEGIN /* part */
    bar's next write, before on_exception (so before on_exception_checkpoint). The bar writes to a pipe,
    FIFO or socket with SIGPIPE ignored (the process's disposition is put back after each redraw: with
    sigaction where <signal.h> gives it, else through signal(), which gives a handler back without its
-   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and fails the run
-   through the usual path: after this hook the run stops, on_exception runs (on_exception_checkpoint
-   saves), and tr_fit / tr_run_finish return the error ("callback 'progress_bar' failed in
-   on_train_batch_end: stdout was closed (Broken pipe: its reader exited ..."). It does
-   not let training go on without it: nobody can read the stream any more, and the program's next write
-   to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no hook runs. Any other
-   write error (a full disk under a redirected stdout) stops the bar alone, said once on stderr;
-   training goes on.
+   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and, where SIGPIPE
+   kills the process (its default), fails the run through the usual path: after this hook the run stops,
+   on_exception runs (on_exception_checkpoint saves), and tr_fit / tr_run_finish return the error
+   ("callback 'progress_bar' failed in on_train_batch_end: stdout was closed (Broken pipe: its reader
+   exited ..."). It does not let training go on there: nobody can read the stream any more, and the
+   program's next write to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no
+   hook runs. A process that ignores SIGPIPE or handles it itself, and any other write error (a full
+   disk under a redirected stdout), lose the bar alone, said once on stderr; training goes on.
    PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
    the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
    Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
@@ -168,7 +168,8 @@ typedef struct tr__bar {
 #elif defined(TR__BAR_PIPE)
   void (*pipe_old)(int);
 #endif
-  int pipe_set;
+  int pipe_set, pipe_dfl;    /* the disposition was saved; it was SIG_DFL (a broken pipe kills the process) */
+  int dies;                  /* broken by EPIPE where SIGPIPE kills: the run stops (tr__bar_said) */
 } tr__bar;
 
 static void tr__bar_destroy(void *user) {
@@ -272,9 +273,11 @@ static void tr__bar_io_begin(tr__bar *b) {
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     b->pipe_set = sigaction(SIGPIPE, &ign, &b->pipe_old) == 0;
+    b->pipe_dfl = b->pipe_set && !(b->pipe_old.sa_flags & SA_SIGINFO) && b->pipe_old.sa_handler == SIG_DFL;
 #elif defined(TR__BAR_PIPE)
     b->pipe_old = signal(SIGPIPE, SIG_IGN);
     b->pipe_set = b->pipe_old != SIG_ERR;
+    b->pipe_dfl = b->pipe_set && b->pipe_old == SIG_DFL;
 #endif
   }
   tr__bar_flush(b);
@@ -285,29 +288,36 @@ static void tr__bar_io_end(tr__bar *b) {
   tr__bar_flush(b);
   e = b->io_err ? b->io_err : ferror(b->out) && !b->had_err ? EIO : 0;
   if (e == EAGAIN || e == EINTR) clearerr(b->out);
-  else if (e && !b->broken) b->broken = e;
+  else if (e && !b->broken) {
+    b->broken = e;
+    b->dies = e == EPIPE && b->pipe_dfl; /* SIGPIPE would kill this process at its next write there */
+  }
 #ifdef TR__BAR_SIGACTION
   if (b->pipe_set) (void)sigaction(SIGPIPE, &b->pipe_old, NULL);
 #elif defined(TR__BAR_PIPE)
   if (b->pipe_set) (void)signal(SIGPIPE, b->pipe_old);
 #endif
-  b->pipe_set = 0;
+  b->pipe_set = b->pipe_dfl = 0;
 }
 static const char *tr__bar_stream(const tr__bar *b) { return b->out == stdout ? "stdout" : b->out == stderr ? "stderr" : "its stream"; }
-/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) fails the
-   run (can_fail: a hook whose failure counts; else, teardown's, it is only said); any other error stops
-   the bar alone, said on stderr, training goes on. */
+/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) in a process
+   that SIGPIPE kills fails the run (can_fail: a hook whose failure counts; else, teardown's, it is only
+   said); any other error, or a closed pipe in a process that ignores or handles SIGPIPE itself, stops the
+   bar alone, said on stderr, training goes on. */
 static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   char why[300];
   if (!b->broken || b->said) return HK_CONTINUE;
   b->said = 1;
   b->main.live = b->eval.live = b->eval_shown = b->epoch_open = 0;
-  if (b->broken == EPIPE)
+  if (b->dies)
     snprintf(why, sizeof why, "%s was closed (%s: its reader exited, as in prog | head -1): the bar draws nothing more "
              "and the run stops, through on_exception (the next write to it would be killed by SIGPIPE)", tr__bar_stream(b),
              strerror(EPIPE));
+  else if (b->broken == EPIPE)
+    snprintf(why, sizeof why, "%s was closed (%s: its reader exited): the bar draws nothing more (training goes on: this "
+             "process ignores or handles SIGPIPE)", tr__bar_stream(b), strerror(EPIPE));
   else snprintf(why, sizeof why, "cannot write to %s: %s; the bar draws nothing more (training goes on)", tr__bar_stream(b), strerror(b->broken));
-  if (b->broken == EPIPE && can_fail) return hk_fail(ctx, "%s", why); /* "callback 'progress_bar' failed in ...: " */
+  if (b->dies && can_fail) return hk_fail(ctx, "%s", why); /* "callback 'progress_bar' failed in ...: " */
   if (stderr != b->out) { fprintf(stderr, "progress_bar: %s\n", why); fflush(stderr); }
   return HK_CONTINUE;
 }
