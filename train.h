@@ -1397,15 +1397,23 @@ typedef double (*tr_clock_fn)(void *user);
    one version directory. The directory is made at the logger's first write (setup of the first run
    on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
    it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
-   never share a version directory. */
+   never share a version directory.
+   A file the logger did not write is never replaced: with a version given, the directory may exist,
+   but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
+   an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
+   open: it says which file and what to do (another version, or remove the file), and writes nothing
+   (fail_on_error: the run fails). A run that resumes into its own version directory is refused the
+   same way (it does not append to its old logs yet). Later writes (csv's rewrite when columns come,
+   the plot at every run's end) replace only the file the logger wrote itself. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
   X(STRING, const char *, name,          "lightning_logs", NULL, "a subdirectory for this experiment (empty: versions " \
     "directly in save_dir; not given: the run's, lightning_logs by default)") \
   X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
-    "else this name, its old metrics file, if a regular file, replaced at the first write, as Lightning; not " \
-    "given: the run's, tr_run_desc.version)") \
+    "else this name: a directory that may exist, but none of the logger's files in it (a file there that the logger did " \
+    "not write, an earlier run's included, is never replaced: the logger refuses at its open, naming it; give another " \
+    "version or remove it; a resumed run does not append to its old logs yet); not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
     "-9 loses at most the records not written yet (about a second), never half a line") \
@@ -1548,7 +1556,8 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    claimed on disk when picked (rank 0 creates the file exclusively, empty until its save replaces it
    by a rename): two processes started together with one dirpath never pick one name, and neither
    replaces or deletes a file of the other; a claim whose save never came (the run failed first) is
-   removed at teardown (a process killed in between leaves it empty; a later run skips the name).
+   removed at teardown, and one whose save failed (async_save: collected at the next save point) as soon
+   as the failure is known (a process killed in between leaves it empty; a later run skips the name).
    Without the counter a name is used as it is, also when another process wrote it. A name another hook queued at this save point (a
    second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
    version even without the counter.
@@ -2091,8 +2100,12 @@ TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
    the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
-   the postfix the last training record's train/loss (as loss) and the last validation record's
-   metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
+   the postfix the latest training batch's loss (ctx->loss, read at each redraw of the training bar, as
+   Lightning's bar shows it: not the last record's, which is log_every_n_steps old; on a device, the
+   metric train/loss: one copy per redraw) and the last validation record's metrics. The totals: the
+   training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
+   when it starts (the trainer sets both; a loop of its own sets eval_batches before
+   on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
    during evaluation. One bar per registry: a second is refused (it would print everything twice).
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
@@ -2112,6 +2125,18 @@ TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d
    gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
    own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
    Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
+   A CLOSED STREAM: a pipe whose reader exited (prog | head -1) would kill the process with SIGPIPE at the
+   bar's next write, before on_exception (so before on_exception_checkpoint). The bar writes to a pipe,
+   FIFO or socket with SIGPIPE ignored (the process's disposition is put back after each redraw: with
+   sigaction where <signal.h> gives it, else through signal(), which gives a handler back without its
+   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and, where SIGPIPE
+   kills the process (its default), fails the run through the usual path: after this hook the run stops,
+   on_exception runs (on_exception_checkpoint saves), and tr_fit / tr_run_finish return the error
+   ("callback 'progress_bar' failed in on_train_batch_end: stdout was closed (Broken pipe: its reader
+   exited ..."). It does not let training go on there: nobody can read the stream any more, and the
+   program's next write to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no
+   hook runs. A process that ignores SIGPIPE or handles it itself, and any other write error (a full
+   disk under a redirected stdout), lose the bar alone, said once on stderr; training goes on.
    PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
    the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
    Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
@@ -2143,7 +2168,8 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
-  X(STRING, const char *,   path,    "",   NULL, "the SVG file (empty: metrics.svg in the version directory)") \
+  X(STRING, const char *,   path,    "",   NULL, "the SVG file, a regular file there replaced (you named it); empty: " \
+    "metrics.svg in the version directory, refused when a file the logger did not write is there") \
   X(STRING, const char *,   metrics, "",   NULL, "space-separated metric names (empty: every metric with loss in its name)") \
   X(STRING, const char *,   title,   "",   NULL, "the plot's title (empty: the file's directory)")
 typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
@@ -3337,7 +3363,12 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
    socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
    A temporary file left by a writer that was killed is removed by the next write to the same path (those
    whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
-   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name. */
+   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
+   The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
+   in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
+   moment where another file is replaced; a rename after a check where the file system has no hard
+   links), and a later one replaces only the file the earlier write made (the same device and inode, its
+   tr__file_id); anything else at the path - a user's file, an earlier run's - is left as it is. */
 #if defined(O_NOFOLLOW)
 #  define TR__O_NOFOLLOW O_NOFOLLOW
 #elif defined(__O_NOFOLLOW)
@@ -3435,26 +3466,46 @@ static int tr__replaceable(const char *path, int link_ok) {
 #endif
 
 enum { TR__AF_LINK_OK = 1 };
+/* The file a writer made (tr__write_mine): set once it is in place; its device and inode (POSIX). */
+typedef struct tr__file_id { int set; uint64_t dev, ino; } tr__file_id;
 typedef struct tr__afile {
   const char *path;
   char *tmp;           /* the temporary's name */
 #ifdef TR__POSIX
   int fd;
+  uint64_t dev, ino;   /* the temporary's (mine: the file's once it is in place) */
 #else
   FILE *f;
 #endif
   int err;             /* 0, or the errno of the first failure (EEXIST: path is not a regular file) */
   int special;         /* the failure: path is there and is not a regular file */
+  int taken;           /* the failure (mine): path is there and is not the file of mine */
   const char *step;    /* what failed: "creating", "writing" or "renaming" */
   unsigned flags;
+  tr__file_id *mine;   /* NULL: replace a regular file; else replace only this file, and set it */
   int done;            /* committed: the temporary is path now */
 } tr__afile;
 
-static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
+/* mine: what is at path? 0: nothing; 1: the file of mine; -1: anything else. */
+static int tr__afile_whose(const tr__afile *a) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(a->path, &st) != 0) return 0; /* nothing there (or putting it there says why not) */
+  return a->mine->set && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == a->mine->dev && (uint64_t)st.st_ino == a->mine->ino ? 1 : -1;
+#else
+  FILE *f = fopen(a->path, "rb");
+  if (!f) return 0;
+  fclose(f);
+  return a->mine->set ? 1 : -1;
+#endif
+}
+
+static int tr__afile_start(tr__afile *a, const char *path, unsigned flags, tr__file_id *mine) {
   size_t cap = strlen(path) + 64;
   memset(a, 0, sizeof *a);
   a->path = path;
   a->flags = flags;
+  a->mine = mine;
   a->step = "creating";
 #ifdef TR__POSIX
   a->fd = -1;
@@ -3462,8 +3513,9 @@ static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
   if (!(a->tmp = (char *)malloc(cap))) return a->err = ENOMEM;
 #ifdef TR__POSIX
   a->tmp[0] = 0;
-  if (!tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
-    a->special = 1;
+  if (mine ? tr__afile_whose(a) < 0 : !tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
+    if (mine) a->taken = 1;
+    else a->special = 1;
     return a->err = EEXIST;
   }
   tr__remove_stale_temps(path);
@@ -3473,9 +3525,11 @@ static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
   snprintf(a->tmp, cap, "%s.tmp", path);
   a->f = fopen(a->tmp, "wb");
   if (!a->f) a->err = errno ? errno : EIO;
+  if (!a->err && mine && tr__afile_whose(a) < 0) { a->taken = 1; a->err = EEXIST; }
 #endif
   return a->err;
 }
+static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) { return tr__afile_start(a, path, flags, NULL); }
 
 static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
   if (a->err || n == 0) return a->err;
@@ -3501,20 +3555,38 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
       while ((r = fsync(a->fd)) != 0 && errno == EINTR) {}
       if (r != 0) { a->err = errno; a->step = "writing"; }
     }
+    if (!a->err && a->mine) { /* the file it will be: a later write replaces this one only */
+      struct stat st;
+      if (fstat(a->fd, &st) != 0) { a->err = errno; a->step = "writing"; }
+      else { a->dev = (uint64_t)st.st_dev; a->ino = (uint64_t)st.st_ino; }
+    }
     if ((!keep_fd || a->err) && close(a->fd) != 0 && !a->err) { a->err = errno; a->step = "writing"; }
     if (keep_fd && !a->err) *keep_fd = a->fd;
     a->fd = -1;
   }
-  if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+  if (!a->err && a->mine) {
+    int whose = tr__afile_whose(a);
+    if (whose < 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
+    else if (whose == 0) { /* nothing there: a link, which fails when a file came in the meantime */
+      if (link(a->tmp, a->path) == 0) { (void)unlink(a->tmp); a->tmp[0] = 0; }
+      else if (errno == EEXIST) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
+      else if (tr__afile_whose(a) != 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; } /* no hard links here */
+      else if (rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+    } else if (rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; } /* its own file */
+  } else {
+    if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+    if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+  }
 #else
   if (a->f) {
     if (fflush(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
     if (fclose(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
     a->f = NULL;
   }
+  if (!a->err && a->mine && tr__afile_whose(a) < 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
   if (!a->err) remove(a->path); /* rename does not replace files everywhere */
-#endif
   if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+#endif
   if (a->err) {
 #ifdef TR__POSIX
     if (keep_fd && *keep_fd >= 0) { close(*keep_fd); *keep_fd = -1; }
@@ -3522,6 +3594,13 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
     return a->err; /* tr__afile_free removes the temporary */
   }
   a->done = 1;
+  if (a->mine) {
+    a->mine->set = 1;
+#ifdef TR__POSIX
+    a->mine->dev = a->dev;
+    a->mine->ino = a->ino;
+#endif
+  }
 #ifdef TR__POSIX
   { /* make the rename itself durable: fsync the directory (best effort) */
     const char *slash = strrchr(a->path, '/');
@@ -3564,7 +3643,10 @@ static void tr__afile_free(tr__afile *a) {
    on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
    not replaced". */
 static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
-  if (a->special)
+  if (a->taken)
+    snprintf(buf, cap, "%s is there and was not written by this logger (another run's, or a file of yours): it is not "
+             "replaced", a->path);
+  else if (a->special)
     snprintf(buf, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced", a->path);
   else if (!strcmp(a->step, "renaming"))
     snprintf(buf, cap, "cannot rename %s to %s: %s", a->tmp ? a->tmp : "", a->path, strerror(a->err));
@@ -3572,11 +3654,14 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
                 a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
 }
 
-/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit. */
-TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
+   tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
+   mine is then the file written; EEXIST (a->taken) when another file is at path. */
+static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
+                        char *why, size_t why_len) {
   tr__afile a;
   int e;
-  if (tr__afile_open(&a, path, flags) == 0) tr__afile_write(&a, data, n);
+  if (tr__afile_start(&a, path, flags, mine) == 0) tr__afile_write(&a, data, n);
   e = a.err ? a.err : tr__afile_commit(&a, keep_fd);
   if (e && why) {
     if (a.tmp) tr__afile_why(&a, why, why_len);
@@ -3584,6 +3669,12 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
   }
   tr__afile_free(&a);
   return e;
+}
+TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+  return tr__write_as(path, data, n, flags, NULL, keep_fd, why, why_len);
+}
+TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
+  return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
@@ -6021,6 +6112,7 @@ struct tr__logger {
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
   int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
   char *dir, *path;
+  tr__file_id id;       /* the file at path it wrote (a later whole write replaces only that one) */
   char err[1200];
   int fd;               /* the file it appends to: the descriptor of its creation (tr__afile), never
                            reopened by name; -1 before (csv: until its first rows) */
@@ -6129,16 +6221,39 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
 }
-/* The file in the version directory (csv, jsonl), on a system where the loggers can write: 0, or an
-   error as the format's open returns it. */
+/* At the logger's open: a file of its name in the version directory that it did not write (nothing there
+   yet, for a logger that has not written) is refused, with what to do. 0, or EEXIST with why set. */
+TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0;
+  if (S_ISREG(st.st_mode))
+    snprintf(why, cap, "%s exists, and this logger did not write it (an earlier run's, another logger's, or a file of "
+             "yours): it is not replaced; give the logger another version (or none: the next free version_N), or remove "
+             "the file (a run resumed into its version directory does not append to its old logs yet)", path);
+  else
+    snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced; give "
+             "the logger another version (or none: the next free version_N), or remove it", path);
+  return EEXIST;
+#else
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  fclose(f);
+  snprintf(why, cap, "%s exists, and this logger did not write it: it is not replaced; give the logger another version, "
+           "or remove the file", path);
+  return EEXIST;
+#endif
+}
+/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write,
+   refused when something is there already (tr__logger_fresh): 0, or an error as the format's open
+   returns it. */
 TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
   snprintf(why, cap, "file loggers need a POSIX system");
   return -1;
 #else
-  (void)why; (void)cap;
-  return 0;
+  return tr__logger_fresh(s->path, why, cap);
 #endif
 }
 
@@ -6710,13 +6825,16 @@ static int tr__mc_claim(const hk_ctx *ctx, const char *path) {
 #endif
 }
 /* A claim no save replaced (the run failed first): removed at teardown, when nothing can write it any
-   more. Only an empty regular file: a checkpoint is never empty. */
-static void tr__mc_unclaim(const hk_ctx *ctx, const char *path) {
+   more, or once the save that was to replace it has failed (a background write collected at the next
+   save point). Only an empty regular file: a checkpoint is never empty. 1: removed. */
+static int tr__mc_unclaim(const hk_ctx *ctx, const char *path) {
 #ifdef TR__POSIX
   struct stat st;
-  if (path && path[0] && ctx->rank == 0 && tr__lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) remove(path);
+  return path && path[0] && ctx->rank == 0 && tr__lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 &&
+         remove(path) == 0;
 #else
   (void)ctx; (void)path;
+  return 0;
 #endif
 }
 
@@ -6990,6 +7108,17 @@ static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
   return 0;
 }
 
+/* The claims of files whose on_checkpoint_saved never came (their save failed, or the run failed
+   before it), removed: at teardown, and at a save point once the last one's background write has been
+   collected (a failure there fails the run, and the next names would be picked over the old claims).
+   A name whose claim is removed is forgotten, so that no later call removes a claim another process
+   made of it since. */
+static void tr__mc_drop_claims(tr__mc *s, const hk_ctx *ctx) {
+  if (s->link_after_want && tr__mc_unclaim(ctx, s->last)) s->link_after_want = 0; /* the link waited for want */
+  if (tr__mc_unclaim(ctx, s->want)) { free(s->want); s->want = NULL; s->link_after_want = 0; }
+  if (tr__mc_unclaim(ctx, s->want_last)) { free(s->want_last); s->want_last = NULL; }
+}
+
 /* One save point: top-k, then last. */
 static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   tr_run *run = s->run;
@@ -7006,7 +7135,10 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   s->deferred = 0;
   /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
      comes first, so the decisions below see the files as they are */
-  if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
+  if (s->want || s->want_last) {
+    tr__run_saves_settle(run, ctx, 1);
+    tr__mc_drop_claims(s, ctx); /* a file still wanted now failed (the run fails): its empty claim goes */
+  }
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
@@ -7178,10 +7310,7 @@ static hk_signal tr__mc_setup(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_teardown(hk_ctx *ctx, void *user) {
-  tr__mc *s = (tr__mc *)user;
-  tr__mc_unclaim(ctx, s->want);
-  tr__mc_unclaim(ctx, s->want_last);
-  if (s->link_after_want) tr__mc_unclaim(ctx, s->last); /* the link waited for want */
+  tr__mc_drop_claims((tr__mc *)user, ctx);
   return HK_CONTINUE;
 }
 
@@ -9455,7 +9584,7 @@ static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
   double t0 = tr__wall();
   int fd, e;
   if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) return tr__logger_broke(s, ctx, "out of memory");
-  if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &fd, why, sizeof why)) != 0)
+  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, sizeof why)) != 0)
     return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST ? " (the file keeps the rows it had)" : "");
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
@@ -9503,16 +9632,19 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning) */
+/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
+   Neither may be there yet: both are checked before either is written. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b;
   char *yaml;
+  tr__file_id id = { 0, 0, 0 };
   int e = tr__logger_file(s, "metrics.csv", why, cap);
   if (e) return e;
+  if (!(yaml = tr__join(s->dir, "hparams.yaml"))) return ENOMEM;
+  if ((e = tr__logger_fresh(yaml, why, cap)) != 0) { free(yaml); return e; }
   memset(&b, 0, sizeof b);
   tr__hparams_yaml(s, ctx, &b);
-  yaml = b.failed ? NULL : tr__join(s->dir, "hparams.yaml");
-  e = yaml ? tr__write_whole(yaml, b.data, b.len, 0, NULL, why, cap) : ENOMEM;
+  e = b.failed ? ENOMEM : tr__write_mine(yaml, b.data, b.len, &id, NULL, why, cap);
   free(yaml);
   hk_bytes_free(&b);
   return e;
@@ -9566,7 +9698,7 @@ static int tr__jsonl_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { if (i) tr__put_s(&b, ","); tr__json_str(&b, spec); }
   tr__put_s(&b, "]}}\n");
   free(h);
-  e = b.failed ? ENOMEM : tr__write_whole(s->path, b.data, b.len, 0, &s->fd, why, cap);
+  e = b.failed ? ENOMEM : tr__write_mine(s->path, b.data, b.len, &s->id, &s->fd, why, cap);
   if (!e) s->size = (int64_t)b.len;
   hk_bytes_free(&b);
   return e;
@@ -9778,11 +9910,11 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   host[sizeof host - 1] = 0;
   pid = (long)getpid();
 #endif
-  for (k = 0; k < 1000; k++) {
+  for (k = 0; k < 1000; k++) { /* a name nothing has (tr__logger_file refuses one that exists) */
     snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
     free(s->path);
-    if ((e = tr__logger_file(s, file, why, cap)) != 0) return e;
-    if (!tr__file_exists(s->path)) break;
+    if ((e = tr__logger_file(s, file, why, cap)) == 0) break;
+    if (e != EEXIST || k == 999) return e;
   }
   if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
   memset(&b, 0, sizeof b);
@@ -9803,7 +9935,7 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes_free(&vals);
   hk_bytes_free(&b);
   if (s->out.failed) e = ENOMEM;
-  else if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
+  else if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
   s->out.len = 0;
   return e;
 }
@@ -9857,6 +9989,15 @@ static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 #endif /* TR__ON_TENSORBOARD */
 #if TR__ON_PROGRESS_BAR
+#if defined(TR__POSIX) && !defined(SIGPIPE) /* hooks.h's implementation and the threads have it, mostly */
+#  include <signal.h>
+#endif
+#if defined(TR__POSIX) && defined(SIGPIPE)
+#  define TR__BAR_PIPE 1     /* a pipe's reader may go: its writes are made with SIGPIPE ignored */
+#  if defined(SA_RESTART)    /* sigaction is declared (not by a strict -std=c99 <signal.h>) */
+#    define TR__BAR_SIGACTION 1
+#  endif
+#endif
 /* -- the progress bar -- */
 static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:SS from an hour */
   long long t = s > 0 && s < 1e12 ? (long long)s : 0;
@@ -9937,7 +10078,17 @@ typedef struct tr__bar {
   int above_w;               /* terminal: the training bar's columns while the evaluation line shows below it */
   int epoch_open;            /* lines: the epoch's line is still to come (an evaluation now is part of it) */
   double last_draw;          /* terminal: when anything was last drawn */
-  char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
+  char loss[64], val[256];   /* the postfix: the latest training loss drawn, the last validation's metrics */
+  int pipe;                  /* out is a pipe, a FIFO or a socket: written with SIGPIPE ignored */
+  int io, io_err, had_err;   /* tr__bar_io_begin's depth; the first failed flush's errno since; ferror before */
+  int broken, said;          /* a write failed (its errno): nothing more is drawn; said: reported */
+#ifdef TR__BAR_SIGACTION
+  struct sigaction pipe_old; /* the process's SIGPIPE disposition while the bar writes */
+#elif defined(TR__BAR_PIPE)
+  void (*pipe_old)(int);
+#endif
+  int pipe_set, pipe_dfl;    /* the disposition was saved; it was SIG_DFL (a broken pipe kills the process) */
+  int dies;                  /* broken by EPIPE where SIGPIPE kills: the run stops (tr__bar_said) */
 } tr__bar;
 
 static void tr__bar_destroy(void *user) {
@@ -10021,6 +10172,75 @@ static void tr__utf8_cut(char *s, int cols) {
     if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
 }
 
+/* The bar's writes: between tr__bar_io_begin and tr__bar_io_end (nested: the outermost pair counts). A
+   pipe's are made with SIGPIPE ignored; the begin writes what the stream holds already (the program's own
+   output: the lines that follow never make stdio write it in the middle of one), each line is flushed
+   (tr__bar_flush: its errno kept), the end puts the process's SIGPIPE disposition back and notes the
+   first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
+   lose a line, nothing more. */
+static void tr__bar_flush(tr__bar *b) {
+  if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
+}
+static void tr__bar_io_begin(tr__bar *b) {
+  if (b->io++ > 0) return;
+  b->io_err = 0;
+  b->had_err = ferror(b->out) != 0; /* the program's own failed write: not the bar's to judge */
+  if (b->pipe) {
+#ifdef TR__BAR_SIGACTION
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    b->pipe_set = sigaction(SIGPIPE, &ign, &b->pipe_old) == 0;
+    b->pipe_dfl = b->pipe_set && !(b->pipe_old.sa_flags & SA_SIGINFO) && b->pipe_old.sa_handler == SIG_DFL;
+#elif defined(TR__BAR_PIPE)
+    b->pipe_old = signal(SIGPIPE, SIG_IGN);
+    b->pipe_set = b->pipe_old != SIG_ERR;
+    b->pipe_dfl = b->pipe_set && b->pipe_old == SIG_DFL;
+#endif
+  }
+  tr__bar_flush(b);
+}
+static void tr__bar_io_end(tr__bar *b) {
+  int e;
+  if (--b->io > 0) return;
+  tr__bar_flush(b);
+  e = b->io_err ? b->io_err : ferror(b->out) && !b->had_err ? EIO : 0;
+  if (e == EAGAIN || e == EINTR) clearerr(b->out);
+  else if (e && !b->broken) {
+    b->broken = e;
+    b->dies = e == EPIPE && b->pipe_dfl; /* SIGPIPE would kill this process at its next write there */
+  }
+#ifdef TR__BAR_SIGACTION
+  if (b->pipe_set) (void)sigaction(SIGPIPE, &b->pipe_old, NULL);
+#elif defined(TR__BAR_PIPE)
+  if (b->pipe_set) (void)signal(SIGPIPE, b->pipe_old);
+#endif
+  b->pipe_set = b->pipe_dfl = 0;
+}
+static const char *tr__bar_stream(const tr__bar *b) { return b->out == stdout ? "stdout" : b->out == stderr ? "stderr" : "its stream"; }
+/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) in a process
+   that SIGPIPE kills fails the run (can_fail: a hook whose failure counts; else, teardown's, it is only
+   said); any other error, or a closed pipe in a process that ignores or handles SIGPIPE itself, stops the
+   bar alone, said on stderr, training goes on. */
+static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
+  char why[300];
+  if (!b->broken || b->said) return HK_CONTINUE;
+  b->said = 1;
+  b->main.live = b->eval.live = b->eval_shown = b->epoch_open = 0;
+  if (b->dies)
+    snprintf(why, sizeof why, "%s was closed (%s: its reader exited, as in prog | head -1): the bar draws nothing more "
+             "and the run stops, through on_exception (the next write to it would be killed by SIGPIPE)", tr__bar_stream(b),
+             strerror(EPIPE));
+  else if (b->broken == EPIPE)
+    snprintf(why, sizeof why, "%s was closed (%s: its reader exited): the bar draws nothing more (training goes on: this "
+             "process ignores or handles SIGPIPE)", tr__bar_stream(b), strerror(EPIPE));
+  else snprintf(why, sizeof why, "cannot write to %s: %s; the bar draws nothing more (training goes on)", tr__bar_stream(b), strerror(b->broken));
+  if (b->dies && can_fail) return hk_fail(ctx, "%s", why); /* "callback 'progress_bar' failed in ...: " */
+  if (stderr != b->out) { fprintf(stderr, "progress_bar: %s\n", why); fflush(stderr); }
+  return HK_CONTINUE;
+}
+
 /* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
    that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
    cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
@@ -10044,21 +10264,29 @@ static void tr__bar_up(tr__bar *b) {
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
+/* The latest training batch's loss into the postfix: at a redraw of the training bar, and where ctx->loss
+   is the training batch's (on_train_epoch_end, on_train_end, a validation's start inside fit). On a
+   device ctx->loss is NaN (the loss stays there): the metric train/loss copies it (as nan_guard). */
+static void tr__bar_loss(tr__bar *b, hk_ctx *ctx) {
+  double v = ctx->loss;
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &v);
+  snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
+}
 /* Draw a line: in place on a terminal (carriage return, the line, erase to its end), else a complete line. */
 static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   char line[1024], post[400];
   int width = b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0;
-  if (!l->live) return;
+  if (!l->live || b->broken) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
   tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post, width, b->ascii);
   if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
-  if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
+  if (!b->tty) { fprintf(b->out, "%s\n", line); tr__bar_flush(b); return; }
   tr__bar_home(b, width);
   fputs(line, b->out);
   b->drawn_w = (int)tr__utf8_width(line);
-  fflush(b->out);
+  tr__bar_flush(b);
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
   snprintf(l->desc, sizeof l->desc, "%s", desc);
@@ -10075,20 +10303,23 @@ static int tr__bar_steps(const tr__bar *b) { return b->run && b->run->desc.epoch
 static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
-  if (ctx->rank != 0) return HK_CONTINUE;
+  if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  tr__bar_io_begin(b);
   if (!b->tty && b->epoch_open && b->main.live && b->main.drawn_n != b->main.n) /* a loop without on_train_epoch_end */
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
   b->epoch_open = 1;
   if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
-  return HK_CONTINUE;
+  tr__bar_io_end(b);
+  return tr__bar_said(b, ctx, 1);
 }
 static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   tr__bar_line *l = ctx->event == HK_ON_TRAIN_BATCH_END ? &b->main : &b->eval;
   double now;
   if (ctx->rank != 0) return HK_CONTINUE;
+  if (b->broken) return tr__bar_said(b, ctx, 1); /* the stream failed: nothing more is drawn */
   if (!l->live && l == &b->main) { /* no on_train_epoch_start came: a step loop, or an epoch resumed mid-way */
     char desc[32];
     if (tr__bar_steps(b)) tr__bar_start(l, "Training", ctx->global_step, b->run->desc.max_steps);
@@ -10106,11 +10337,15 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
      the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
      one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
   if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
+    if (l == &b->main) tr__bar_loss(b, ctx);
+    tr__bar_io_begin(b);
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
       if (b->main.live) tr__bar_below(b);
       b->eval_shown = 1;
     }
     tr__bar_draw(b, l, now);
+    tr__bar_io_end(b);
+    if (b->broken) return tr__bar_said(b, ctx, 1);
   }
   { /* look again after about a quarter of the interval, at the rate seen so far (tqdm's dynamic miniters) */
     double rate = now > l->start ? (double)(l->n - l->initial) / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
@@ -10121,22 +10356,30 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   double now;
-  if (ctx->rank != 0 || !b->main.live) return HK_CONTINUE;
+  if (ctx->rank != 0 || !b->main.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   b->epoch_open = 0;
   now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
                        terminal when a redraw is due (the last epoch's is drawn at the end of training) */
-  if (!b->tty || now - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, now);
-  return HK_CONTINUE;
+  if (!b->tty || now - b->last_draw >= b->refresh) {
+    tr__bar_loss(b, ctx);
+    tr__bar_io_begin(b);
+    tr__bar_draw(b, &b->main, now);
+    tr__bar_io_end(b);
+  }
+  return tr__bar_said(b, ctx, 1);
 }
 static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
+  if (b->main.live && (b->tty || b->main.drawn_n != b->main.n)) tr__bar_loss(b, ctx);
+  tr__bar_io_begin(b);
+  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
+  tr__bar_io_end(b);
   b->main.live = 0;
   b->epoch_open = 0;
-  return HK_CONTINUE;
+  return tr__bar_said(b, ctx, 1);
 }
 /* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end.
    In lines, its one line at its end: for a standalone run, the sanity check, a step loop's validation;
@@ -10144,14 +10387,16 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
-  if (ctx->rank != 0) return HK_CONTINUE;
+  if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  if (b->main.live && ctx->stage == HK_STAGE_FIT && b->main.n > b->main.initial) tr__bar_loss(b, ctx); /* redrawn below it */
   tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
 }
 static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
-  if (ctx->rank != 0 || !b->eval.live) return HK_CONTINUE;
+  if (ctx->rank != 0 || !b->eval.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  tr__bar_io_begin(b);
   if (!b->tty) {
     if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
@@ -10162,22 +10407,18 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
   } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
-  fflush(b->out);
+  tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
-  return HK_CONTINUE;
+  return tr__bar_said(b, ctx, 1);
 }
 static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const tr_log_record *r = tr_log_current(ctx);
-  double v;
   int i;
   size_t len = 0;
   if (!r || ctx->rank != 0) return HK_CONTINUE;
-  if (r->stage && !strcmp(r->stage, "train")) {
-    if (tr_log_get(r, "train/loss", &v)) snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
-    return HK_CONTINUE;
-  }
+  if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
   for (i = 0; i < r->n_metrics && len + 2 < sizeof b->val; i++) {
     int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
@@ -10190,34 +10431,43 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
+  if (b->tty && (b->main.live || b->eval.live) && !b->broken) {
+    tr__bar_io_begin(b);
+    fputc('\n', b->out);
+    b->drawn_w = 0;
+    tr__bar_io_end(b);
+  }
   b->main.live = b->eval.live = b->epoch_open = 0;
-  return HK_CONTINUE;
+  return tr__bar_said(b, ctx, 0); /* the run ends: said, not failed */
 }
 
 /* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
    are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
    callback's stderr) is handled so only when that stream is a terminal too. */
 static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
-  int live = b->tty && (b->main.live || b->eval.live);
+  int live = b->tty && (b->main.live || b->eval.live) && !b->broken;
   if (!f) f = b->out;
+  if (f == b->out && b->broken) return; /* the bar's stream failed (a closed pipe): nothing reads it */
 #ifdef TR__POSIX
   if (live && f != b->out) live = isatty(fileno(f));
 #endif
+  tr__bar_io_begin(b);
   if (live) {
     if (b->eval_shown && b->main.live) tr__bar_up(b);
     else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
-    fflush(b->out);
+    tr__bar_flush(b);
   }
   fputs(text, f);
-  fflush(f);
-  if (!live) return;
-  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
-  if (b->eval_shown && b->eval.live) {
-    if (b->main.live) tr__bar_below(b);
-    tr__bar_draw(b, &b->eval, tr__wall());
+  if (f == b->out) tr__bar_flush(b);
+  else fflush(f);
+  if (live) {
+    if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
+    if (b->eval_shown && b->eval.live) {
+      if (b->main.live) tr__bar_below(b);
+      tr__bar_draw(b, &b->eval, tr__wall());
+    }
   }
-  fflush(b->out);
+  tr__bar_io_end(b); /* a failure is said by the bar's next hook */
 }
 
 static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
@@ -10240,6 +10490,14 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   b->out = d->out ? d->out : stdout;
   b->size_fd = -1;
 #ifdef TR__POSIX
+  { /* a pipe (or FIFO, or socket) may lose its reader: written with SIGPIPE ignored */
+    struct stat st;
+    int fd = fileno(b->out);
+    b->pipe = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+#  ifdef S_ISSOCK
+    if (fd >= 0 && !b->pipe && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) b->pipe = 1;
+#  endif
+  }
   b->tty = d->mode == TR_BAR_TTY;
   if (d->mode == TR_BAR_AUTO && isatty(fileno(b->out))) { /* under mpirun: where the launcher's output goes */
     char term[256];
@@ -10298,7 +10556,7 @@ static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
 }
 #endif /* TR__ON_PROGRESS_BAR */
 #if TR__ON_PLOT
-typedef struct tr__plot { char *path, *metrics, *title; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -10383,7 +10641,8 @@ static void tr__svg_text(hk_bytes *b, const char *s) {
 }
 /* Curves of every series against x, one colour each, with axes, ticks, grid and a legend; written
    whole (tr__afile). 0, or errno with why filled. */
-static int tr__svg_write(const char *path, const char *title, const char *desc, const char *xlabel, const tr__series *s, int n, char *why, size_t why_len) {
+static int tr__svg_write(const char *path, tr__file_id *mine, const char *title, const char *desc, const char *xlabel,
+                         const tr__series *s, int n, char *why, size_t why_len) {
   static const char *const colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf" };
   const double W = 760, H = 420, L = 70, R = 190, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
   double x0 = HUGE_VAL, x1 = -HUGE_VAL, y0 = HUGE_VAL, y1 = -HUGE_VAL, dx, dy, v;
@@ -10442,6 +10701,7 @@ static int tr__svg_write(const char *path, const char *title, const char *desc, 
 #undef TR__SY
   tr__put_s(&f, "</svg>\n");
   if (f.failed) { snprintf(why, why_len, "out of memory"); e = ENOMEM; }
+  else if (mine) e = tr__write_mine(path, f.data, f.len, mine, NULL, why, why_len);
   else e = tr__write_whole(path, f.data, f.len, 0, NULL, why, why_len);
   hk_bytes_free(&f);
   return e;
@@ -10456,8 +10716,8 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   memset(&desc, 0, sizeof desc);
   tr__hparams_yaml(s, ctx, &desc);
   hk_bytes_put(&desc, "", 1);
-  e = tr__svg_write(s->path, p->title && p->title[0] ? p->title : s->dir, desc.failed ? NULL : (const char *)desc.data, "step",
-                    p->series, p->n_series, why, sizeof why);
+  e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
+                    desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
 }
@@ -10552,18 +10812,21 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && (e = tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }
 
-/* the SVG's path: the desc's, else metrics.svg in the version directory */
+/* the SVG's path: the desc's (the file it names is written, a regular file there replaced: you named
+   it), else metrics.svg in the version directory (refused when a file is there already, as every
+   logger's file: written where nothing is, then over its own file only) */
 static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__plot *p = (tr__plot *)s->own;
-  (void)ctx; (void)why; (void)cap;
-  if (!p->path || !p->path[0]) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
+  (void)ctx;
+  p->own_path = p->path && p->path[0];
+  if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return 0;
+  return p->own_path ? 0 : tr__logger_fresh(s->path, why, cap);
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;

@@ -1,7 +1,7 @@
 # tests/async.mk - checkpoints written in the background (tests/test_async.c): the same bytes as a
 # synchronous save, on_checkpoint_saved once on disk, a second save waiting, a failed background write
-# (file size limit, a full tmpfs) reaching the run, kill -9 mid-write, Ctrl-C mid-write (the writer blocks
-# signals, EINTR retried); plain, ASan+UBSan, TSan.
+# (file size limit, a full tmpfs) reaching the run (model_checkpoint's claim of the name removed), kill -9
+# mid-write, Ctrl-C mid-write (the writer blocks signals, EINTR retried); plain, ASan+UBSan, TSan.
 ASYNC_SRC  := tests/test_async.c
 ASYNC_BIN  := $(BUILD)/test_async
 ASYNC_ASAN := $(BUILD)/test_async_asan

@@ -7,7 +7,7 @@
 #   test-log-bar          the live bar in a real terminal (tmux at 40, 60, 80 and 120 columns, and one
 #                         narrowed while training: one bar on screen, no row wrapped, a hook's tr_print
 #                         lines above it) and in a pipe (one line per epoch; no carriage return, no
-#                         escape code)
+#                         escape code; | head -1: no death by SIGPIPE)
 #   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
 #   test-log-plot         rsvg-convert renders the plots (tr_plot_csv's and the committed demo plot)
 #   test-log-mpi          callbacks' verbose lines under mpirun -np 2 and 3 (a TRAIN_MPI build): whole

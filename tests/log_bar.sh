@@ -12,6 +12,8 @@
 #             into the scrollback, where no program can reach it; the hook's lines are looked for in both.
 #   pipe:     complete lines only: no carriage return, no escape code; the sanity check once, one line
 #             per epoch (with its validation's metrics), the hook's lines, nothing else
+#   head -1:  a pipe whose reader exits after the first line: the run is not killed by SIGPIPE (exit 141);
+#             it stops through on_exception with the bar's message (or ends, if head was slower than it)
 set -u
 bin=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
@@ -28,6 +30,16 @@ done
 [ "$(grep -c '^Sanity Checking: 100%' "$dir/pipe.txt")" -eq 1 ] || { cat "$dir/pipe.txt"; fail "the sanity check is not one line"; }
 [ "$(wc -l < "$dir/pipe.txt")" -eq 8 ] || { cat "$dir/pipe.txt"; fail "the pipe has $(wc -l < "$dir/pipe.txt") lines, want 8 (sanity, 3 epochs, 3 notes, done)"; }
 echo "log_bar: pipe: $(wc -l < "$dir/pipe.txt") complete lines (the sanity check, one per epoch with its validation metrics, the hook's notes), no carriage return, no escape code"
+
+# -- a pipe whose reader exits: prog | head -1 --
+{ "$bin" --bar 60 2> "$dir/head.err"; echo $? > "$dir/head.rc"; } | head -1 > "$dir/head.txt"
+rc=$(cat "$dir/head.rc")
+[ "$rc" -ne 141 ] || fail "| head -1: the run was killed by SIGPIPE (exit 141) when the pipe's reader exited"
+[ "$(wc -l < "$dir/head.txt")" -eq 1 ] || fail "| head -1: head printed $(wc -l < "$dir/head.txt") lines"
+if [ "$rc" -ne 0 ]; then
+  grep -q "'progress_bar' failed in .*: stdout was closed (Broken pipe: its reader exited" "$dir/head.err" || { cat "$dir/head.err"; fail "| head -1: exit $rc without the bar's message"; }
+  echo "log_bar: | head -1: exit $rc, not killed: $(cat "$dir/head.err")"
+else echo "log_bar: | head -1: the run ended before head exited (exit 0)"; fi
 
 # -- terminal --
 command -v tmux >/dev/null 2>&1 || fail "tmux is not installed (scripts/deps.sh installs it)"

@@ -6,7 +6,8 @@
    files included); on_checkpoint_saved only once the file is whole at its path; a second save waits
    for the first (both files, both events, in order); a save from teardown is written at once; a
    failed background write (a file size limit, a full disk; in a loop of its own and in tr_fit)
-   reaches the run at the next step or at its end, the previous file intact and no temporary left;
+   reaches the run at the next step or at its end, the previous file intact and no temporary left,
+   model_checkpoint's empty claim of the name removed;
    kill -9 while the writer writes leaves the old file or the new one, and the next save removes the
    dead writer's temporary; Ctrl-C during a background write (its fsync one a signal interrupts, as
    FUSE's) stops the run after the step with the checkpoint whole: the writer blocks signals; an fsync
@@ -606,6 +607,63 @@ static void test_trainer_write_error(void **st) {
   assert_int_equal(count_names(dir, ".tmp."), 0);
 }
 
+/* model_checkpoint's background write fails (a file size limit): its name was claimed on disk (an empty
+   file) when picked; the failure, collected at the next save point, fails the run and removes the claim
+   as a synchronous save's failure does at teardown: no empty .ckpt is left for a later run to stumble on
+   (it skipped the name, and a load of it fails). In a child process; epoch saves (the failure collected
+   at the next save point, which picks the next name) and step saves, with save_last or without. */
+static int mc_fail_child(const char *dir, int every_steps, int last) {
+  static quad q;
+  tr_trainer t;
+  tr_data data = { NULL, q_count, q_get, NULL, NULL, NULL, NULL, NULL, 1 };
+  struct rlimit rl = { 16 << 10, 16 << 10 }; /* the state of 5000 floats with AdamW's moments is 60 KB */
+  tr_model_checkpoint_desc mc;
+  tr_err e;
+  signal(SIGXFSZ, SIG_IGN);
+  if (setrlimit(RLIMIT_FSIZE, &rl) != 0) return 10;
+  if (tr_init(&t, &(tr_desc){ .model = { .params = q.p, .grads = q.g, .n_params = QN, .user = &q, .forward = q_forward,
+                                         .backward = q_backward },
+                              .optim = { .kind = TR_OPTIM_ADAMW, .lr = 0.05 } }) != TR_OK) return 11;
+  memset(&mc, 0, sizeof mc);
+  mc.dirpath = dir;
+  mc.save_top_k = -1;
+  mc.every_n_train_steps = every_steps;
+  mc.save_last = last ? TR_SAVE_LAST_YES : TR_SAVE_LAST_NO;
+  mc.async_save = 1;
+  if (tr_model_checkpoint(t.reg, &mc, NULL) != TR_OK) return 12;
+  e = tr_fit(&t, &(tr_config){ .train = &data, .max_epochs = 5, .no_sigint = 1 });
+  if (e != TR_ERR_IO || !strstr(tr_error(&t), "in the background") || !strstr(tr_error(&t), "File too large")) {
+    fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t));
+    return 13;
+  }
+  tr_free(&t);
+  return 0;
+}
+static void test_mc_failed_write_unclaims(void **st) {
+  static const int cases[][2] = { { 0, 0 }, { 0, 1 }, { 1, 0 }, { 1, 1 } }; /* every_n_train_steps, save_last */
+  char dir[300];
+  size_t i;
+  (void)st;
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pid_t pid;
+    int status = -1;
+    snprintf(dir, sizeof dir, "%s/mc_fail%d%d", g_root, cases[i][0], cases[i][1]);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) _exit(mc_fail_child(dir, cases[i][0], cases[i][1]));
+    assert_true(waitpid(pid, &status, 0) == pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    if (count_names(dir, ".ckpt") != 0) { /* an empty claim left behind */
+      char cmd[400];
+      snprintf(cmd, sizeof cmd, "ls -la '%s' >&2", dir);
+      if (system(cmd) != 0) fprintf(stderr, "(ls failed)\n");
+    }
+    assert_int_equal(count_names(dir, ".ckpt"), 0);
+  }
+}
+
 /* Ctrl-C while a checkpoint is written in the background: the run stops after the step (through
    on_exception, TR_ERR_INTERRUPTED, as documented), the checkpoint is whole and on_checkpoint_saved
    fired. The main thread masks SIGINT while it is sent, so the kernel must give it to
@@ -719,6 +777,7 @@ int main(void) {
     cmocka_unit_test(test_kill_mid_write),
     cmocka_unit_test(test_trainer_same_files),
     cmocka_unit_test(test_trainer_write_error),
+    cmocka_unit_test(test_mc_failed_write_unclaims),
     cmocka_unit_test(test_sigint_during_write),
     cmocka_unit_test(test_fsync_eintr_retried),
   };

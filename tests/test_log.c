@@ -10,7 +10,9 @@
    directories; records of any size; names that are not UTF-8; a full disk (a 64 KiB tmpfs, mounted
    when running as root) leaves whole records; a new csv column per record costs linear work (bytes
    written, from /proc/self/io); verbose lines in one write each with "[rank: N] "; lr_monitor's
-   epoch records; no empty metrics.csv.
+   epoch records; no empty metrics.csv. Issue 28: a file the loggers did not write (a user's, an earlier
+   run's: a version given) is never replaced, refused at the logger's open or at the write it would take;
+   the bar's stdout a pipe whose reader exited: no SIGPIPE death, the run stops through on_exception.
    Modes used by tests/log.mk's scripts:
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
@@ -42,6 +44,7 @@ extern "C" {
 #include <string.h>
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -595,6 +598,100 @@ static void test_bar_callback(void **state) {
   free(text);
 }
 
+/* ---- the bar's loss: the latest training batch's at each redraw (issue 28, item 15) ------------------
+   Lightning's bar shows the loss of the step it draws; the record's train/loss is log_every_n_steps
+   old (the bar ended at 4.603 while the last step's loss was 4.688). Losses of the toy, batch by batch:
+   2, 1.64, 1.41, 1.262 (epoch 0), 1.168, 1.107, 1.069, 1.044 (epoch 1). A step loop of its own gives its
+   validation bar a total through tr_run.eval_batches. */
+static void assert_drawn_with(const char *text, const char *count, const char *loss) { /* a line at count ends with loss */
+  const char *p = strstr(text, count), *end;
+  if (!p) fail_msg("no line at %s in:\n%s", count, text);
+  end = strchr(p, ']');
+  if (!end || (size_t)(end - p) < strlen(loss) || strncmp(end - strlen(loss), loss, strlen(loss)))
+    fail_msg("the line at %s does not end with \"%s]\": %.*s", count, loss, end ? (int)(end - p + 1) : 40, p);
+}
+static void test_bar_latest_loss(void **state) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  tr_trainer t;
+  toy m;
+  (void)state;
+  /* lines: each epoch's line carries its last batch's loss; records every 3 steps (steps 2 and 5) */
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 3), TR_OK);
+  fflush(out);
+  assert_contains(text, "loss=1.262, val/loss=0.5]\nEpoch 1: 100%|##########| 4/4 [");
+  assert_contains(text, "loss=1.044, val/loss=0.6]\n");
+  assert_null(strstr(text, "loss=1.41,")); /* step 2's record */
+  tr_free(&t);
+  fclose(out);
+  free(text);
+
+  /* a terminal redrawn at every batch: each redraw the batch's own loss, no record in the epoch */
+  text = NULL;
+  out = open_memstream(&text, &len);
+  toy_init(&t, &m, NULL);
+  assert_int_equal(tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .width = 200, .ascii = 1,
+                                                                     .refresh_seconds = 1e-9 }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 50), TR_OK);
+  fflush(out);
+  assert_drawn_with(text, "| 1/4 [", ", loss=2");
+  assert_drawn_with(text, "| 2/4 [", ", loss=1.64");
+  assert_drawn_with(text, "| 3/4 [", ", loss=1.41");
+  assert_drawn_with(text, "| 4/4 [", ", loss=1.262");
+  tr_free(&t);
+  fclose(out);
+  free(text);
+
+  { /* a step loop of its own: the training line's loss is the last step's; the validation bar's total is
+       tr_run.eval_batches, set by the loop before on_validation_start */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx c;
+    hk_flow flow;
+    int64_t i, b;
+    text = NULL;
+    out = open_memstream(&text, &len);
+    memset(&c, 0, sizeof c);
+    memset(&flow, 0, sizeof flow);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 6, .log_every_n_steps = 4, .no_signals = 1 }), TR_OK);
+    assert_int_equal(tr_progress_bar(reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_LINES, .ascii = 1 }, NULL), TR_OK);
+    tr_run_get(reg)->eval_batches = 3;
+    assert_int_equal(tr_run_start(reg, &c, NULL), TR_OK);
+    c.stage = HK_STAGE_FIT;
+    for (i = 0; i < 6; i++) {
+      c.batch_idx = i;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &c, &flow);
+      c.loss = 10.0 - (double)i; /* 10, 9, ... 5 */
+      c.global_step++;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &c, &flow);
+      (void)tr_run_batch_end(reg, &c, &flow);
+      if (c.global_step % 3 == 0) { /* a validation of 3 batches */
+        HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, &c, &flow);
+        for (b = 0; b < 3; b++) {
+          c.batch_idx = b;
+          HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, &c, &flow);
+        }
+        hk_metric_set(&c, "val/loss", 0.5);
+        tr_run_log(reg, &c, "val");
+        HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, &c, &flow);
+        c.batch_idx = i;
+      }
+      hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+    }
+    assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
+    fflush(out);
+    assert_int_equal(count_str(text, "Validation: 100%|##########| 3/3 ["), 2);
+    assert_contains(text, "Training: 100%|##########| 6/6 [");
+    assert_drawn_with(text, "| 6/6 [", ", loss=5, val/loss=0.5"); /* step 4's record said 7 */
+    hk_ctx_free(&c);
+    hk_destroy(reg);
+    fclose(out);
+    free(text);
+  }
+}
+
 /* ---- what happened, said by default above the live bar: early stopping's stop, a resume's restart --- */
 static void test_said_above_bar(void **state) {
   char dir[300], ck[400], *text = NULL;
@@ -654,6 +751,113 @@ static void test_said_above_bar(void **state) {
   tr_free(&t);
   fclose(out);
   free(text);
+}
+
+/* ---- the bar's stream closed under it (issue 28, item 11) ------------------------------------------
+   stdout a pipe whose reader has exited (prog | head -1): the bar's next write would have killed the
+   process with SIGPIPE (exit 141), on_exception never run. Now the write fails with EPIPE (SIGPIPE
+   ignored around it), the run stops through on_exception with the bar's message, a tr_print after it
+   is dropped, and the process's SIGPIPE disposition is as it was. A process that ignores SIGPIPE or
+   handles it itself (its handler and flags kept) loses the bar alone, said once on stderr, as any other
+   write error (/dev/full): training goes on. In child processes (the unfixed bar kills them). */
+static volatile sig_atomic_t g_pipe_handled;
+static void on_sigpipe(int sig, siginfo_t *info, void *uc) { (void)sig; (void)info; (void)uc; g_pipe_handled++; }
+static char g_pipe_abort[400];
+static hk_signal pipe_on_exception(hk_ctx *ctx, void *user) {
+  (void)user;
+  snprintf(g_pipe_abort, sizeof g_pipe_abort, "%s", ctx->abort_reason ? ctx->abort_reason : "(none)");
+  tr_print(ctx->reg, "said after the pipe closed"); /* nothing reads it: dropped, no SIGPIPE */
+  return HK_CONTINUE;
+}
+static hk_signal pipe_print(hk_ctx *ctx, void *user) { /* tr_print at every step: dropped once the pipe is gone */
+  (void)user;
+  tr_print(ctx->reg, "step %lld", (long long)ctx->global_step);
+  return HK_CONTINUE;
+}
+/* disposition 0: SIG_DFL (the run stops), 1: a handler of its own, 2: SIG_IGN (training goes on). 0, or
+   the first check that failed. */
+static int pipe_child(int tty, int disposition, const char *err_path) {
+  tr_trainer t;
+  toy m;
+  struct sigaction sa, now;
+  int fds[2];
+  tr_err e;
+  if (pipe(fds) != 0 || dup2(fds[1], STDOUT_FILENO) < 0) return 10;
+  close(fds[0]); /* the reader is gone */
+  close(fds[1]);
+  if (!freopen(err_path, "w", stderr)) return 9;
+  memset(&sa, 0, sizeof sa);
+  sigemptyset(&sa.sa_mask);
+  if (disposition == 1) { sa.sa_sigaction = on_sigpipe; sa.sa_flags = SA_SIGINFO | SA_RESTART; }
+  else sa.sa_handler = disposition ? SIG_IGN : SIG_DFL;
+  if (sigaction(SIGPIPE, &sa, NULL) != 0) return 11;
+  toy_init(&t, &m, NULL);
+  if (tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .mode = tty ? TR_BAR_TTY : TR_BAR_LINES, .refresh_seconds = 1e-9,
+                                                      .width = 60 }, NULL) != TR_OK) return 12;
+  if (hk_on(t.reg, HK_ON_EXCEPTION, pipe_on_exception, NULL, NULL, NULL) != HK_OK) return 13;
+  if (disposition && hk_on(t.reg, HK_ON_TRAIN_BATCH_END, pipe_print, NULL, NULL, NULL) != HK_OK) return 13;
+  e = toy_fit(&t, &m, 3, 1);
+  if (disposition == 0) {
+    if (e != TR_ERR_HOOK) { fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t)); return 14; }
+    if (!strstr(tr_error(&t), "callback 'progress_bar' failed in ") ||
+        !strstr(tr_error(&t), ": stdout was closed (Broken pipe: its reader exited, as in prog | head -1)")) {
+      fprintf(stderr, "%s\n", tr_error(&t));
+      return 15;
+    }
+    if (!strstr(g_pipe_abort, "stdout was closed")) { fprintf(stderr, "on_exception: %s\n", g_pipe_abort); return 16; }
+    if (t.epoch != 0) return 17; /* it stopped at once: the sanity check's line (lines) or a first redraw */
+  } else {
+    if (e != TR_OK) { fprintf(stderr, "tr_fit: %s: %s\n", tr_err_name(e), tr_error(&t)); return 21; }
+    if (t.epoch != 3) return 22;
+  }
+  if (sigaction(SIGPIPE, NULL, &now) != 0) return 18;
+  if (disposition == 1 ? now.sa_sigaction != on_sigpipe || !(now.sa_flags & SA_SIGINFO) || !(now.sa_flags & SA_RESTART)
+                       : now.sa_handler != (disposition ? SIG_IGN : SIG_DFL)) return 19; /* as it was */
+  if (g_pipe_handled) return 20; /* the bar's writes never reached it */
+  tr_free(&t);
+  return 0;
+}
+/* /dev/full: stops the bar; says so once on stderr; training goes on */
+static int full_child(const char *err_path) {
+  tr_trainer t;
+  toy m;
+  FILE *out = fopen("/dev/full", "w");
+  if (!out) return 30;
+  if (!freopen(err_path, "w", stderr)) return 31;
+  toy_init(&t, &m, NULL);
+  if (tr_progress_bar(t.reg, &(tr_progress_bar_desc){ .out = out, .mode = TR_BAR_TTY, .refresh_seconds = 1e-9 }, NULL) != TR_OK) return 32;
+  if (toy_fit(&t, &m, 3, 1) != TR_OK) return 33;
+  if (t.epoch != 3) return 34;
+  tr_free(&t);
+  fclose(out);
+  return 0;
+}
+static void test_bar_closed_stream(void **state) {
+  char path[400], *text;
+  int v;
+  (void)state;
+  for (v = 0; v < 7; v++) {
+    pid_t pid;
+    int status = -1;
+    snprintf(path, sizeof path, "%s/bar_err%d.txt", g_root, v);
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) _exit(v < 6 ? pipe_child(v & 1, v >> 1, path) : full_child(path));
+    assert_true(waitpid(pid, &status, 0) == pid);
+    if (WIFSIGNALED(status)) fail_msg("variant %d: killed by signal %d (SIGPIPE is %d)", v, WTERMSIG(status), SIGPIPE);
+    assert_true(WIFEXITED(status));
+    text = slurp(path, NULL);
+    if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed; stderr:\n%s", v, WEXITSTATUS(status), text ? text : "");
+    assert_non_null(text);
+    if (v < 2) assert_int_equal(count_str(text, "progress_bar"), 0); /* the run's error says it */
+    else if (v < 6)
+      assert_int_equal(count_str(text, "progress_bar: stdout was closed (Broken pipe: its reader exited): the bar draws nothing "
+                                       "more (training goes on: this process ignores or handles SIGPIPE)\n"), 1);
+    else assert_int_equal(count_str(text, "progress_bar: cannot write to its stream: No space left on device; the bar draws "
+                                          "nothing more (training goes on)\n"), 1);
+    if (v >= 2) assert_int_equal(count_str(text, "progress_bar"), 1); /* once */
+    free(text);
+  }
 }
 
 /* ---- errors: reported once, training goes on; fail_on_error fails it; rank 1 writes nothing ------ */
@@ -873,6 +1077,144 @@ static void test_no_link_following(void **state) {
   tr_free(&t);
 
   assert_file(victim, "precious\n");
+  fclose(log);
+  free(log_text);
+}
+
+/* ---- a file the loggers did not write is never replaced (issue 28, item 1) ------------------------
+   A version given (the directory may exist): a file of a logger's name in it - a user's own, an earlier
+   run's - makes the logger refuse at its open, naming the file and what to do; training goes on, the
+   file is untouched (fail_on_error: the run fails). One that comes between the open and the first
+   write, or that takes the place of the logger's own file during the run, is not replaced either. */
+static hk_signal plant_file(hk_ctx *ctx, void *user) { /* at on_train_start: before metrics.csv's first rows */
+  (void)ctx;
+  write_text((const char *)user, "mine, planted\n");
+  return HK_CONTINUE;
+}
+static hk_signal swap_file(hk_ctx *ctx, void *user) { /* at step 3: a file of the user's renamed over the logger's */
+  char tmp[800];
+  snprintf(tmp, sizeof tmp, "%s.user", (const char *)user);
+  write_text(tmp, "mine, swapped in\n");
+  if (rename(tmp, (const char *)user) != 0) return ctx ? hk_fail(ctx, "rename: %s", strerror(errno)) : HK_FAIL;
+  return HK_CONTINUE;
+}
+static void test_version_never_replaces(void **state) {
+  static const char *const names[] = { "metrics.csv", "hparams.yaml", "metrics.jsonl", "metrics.svg" };
+  char dir[300], v[400], path[700], *log_text = NULL, *first, *again;
+  size_t log_len = 0, i;
+  FILE *log = open_memstream(&log_text, &log_len);
+  tr_trainer t;
+  toy m;
+  hk_handle h;
+  const tr_logger_state *st;
+  (void)state;
+  subdir(dir, sizeof dir, "no_replace");
+
+  /* a file of the user's at each logger's name: refused at the open (setup), named, with what to do */
+  for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(v, sizeof v, "%s/lightning_logs/user%d", dir, (int)i);
+    assert_int_equal(tr__mkdirs(v), 0);
+    snprintf(path, sizeof path, "%s/%s", v, names[i]);
+    write_text(path, "my own notes\n");
+    snprintf(v, sizeof v, "user%d", (int)i);
+    toy_init(&t, &m, log);
+    if (i <= 1) assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = v }, &h), TR_OK);
+    else if (i == 2) assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = v }, &h), TR_OK);
+    else assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = v } }, &h), TR_OK);
+    assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK); /* training goes on */
+    st = tr_logger_get(t.reg, h);
+    assert_contains(st->error, path);
+    assert_contains(st->error, "exists, and this logger did not write it");
+    assert_contains(st->error, "give the logger another version");
+    assert_contains(st->error, "or remove the file");
+    assert_int_equal(st->records, 0);
+    tr_free(&t);
+    assert_file(path, "my own notes\n");
+    if (i == 0) { /* nothing else written beside it either */
+      snprintf(path, sizeof path, "%s/lightning_logs/user0/hparams.yaml", dir);
+      assert_true(access(path, F_OK) != 0);
+    }
+  }
+  fflush(log);
+  assert_contains(log_text, "csv: ");
+  assert_contains(log_text, "metrics.csv exists, and this logger did not write it");
+  assert_contains(log_text, "this logger writes nothing more (training goes on)");
+
+  /* an earlier run's logs: a second run with the same version leaves them as they are */
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, NULL), TR_OK);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  tr_free(&t);
+  snprintf(path, sizeof path, "%s/lightning_logs/rerun/metrics.csv", dir);
+  first = slurp(path, NULL);
+  assert_non_null(first);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "a run resumed into its version directory does not append to its old logs yet");
+  tr_free(&t);
+  assert_file(path, first);
+  free(first);
+
+  /* fail_on_error: the run fails at its setup, naming the file */
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_jsonl_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun", .fail_on_error = TR_YES }, NULL), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_ERR_HOOK);
+  assert_contains(tr_error(&t), "rerun/metrics.jsonl exists, and this logger did not write it");
+  assert_int_equal(t.global_step, 0);
+  tr_free(&t);
+
+  /* a file that comes after the open (csv's metrics.csv waits for its first rows): not replaced */
+  snprintf(v, sizeof v, "%s/lightning_logs/late", dir);
+  snprintf(path, sizeof path, "%s/metrics.csv", v);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "late", .flush_every = 1 }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_START, plant_file, path, NULL, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "metrics.csv is there and was not written by this logger");
+  tr_free(&t);
+  assert_file(path, "mine, planted\n");
+
+  /* the logger's own file replaced by another during the run: csv's rewrite for a new column (step 5)
+     leaves that one as it is; the plot's second write (the test's teardown) too */
+  snprintf(v, sizeof v, "%s/lightning_logs/swapped", dir);
+  snprintf(path, sizeof path, "%s/metrics.csv", v);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "swapped", .flush_every = 1 }, &h), TR_OK);
+  assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK); /* "extra" from step 5 */
+  assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_BATCH_END, swap_file, path, &(hk_opts){ .filter = { .once_at = 3 } }, NULL), HK_OK);
+  assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "metrics.csv is there and was not written by this logger");
+  tr_free(&t);
+  assert_file(path, "mine, swapped in\n");
+  snprintf(path, sizeof path, "%s/lightning_logs/plot2/metrics.svg", dir);
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot2" } }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK); /* the fit's teardown writes it */
+  again = slurp(path, NULL);
+  assert_non_null(again);
+  assert_contains(again, "<svg");
+  free(again);
+  assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK); /* its own: rewritten */
+  assert_string_equal(tr_logger_get(t.reg, h)->error, "");
+  assert_int_equal(swap_file(NULL, path), HK_CONTINUE); /* another file (another inode) in its place */
+  assert_int_equal(tr_validate(&t, &(tr_data){ .count = toy_count2, .get = toy_get, .user = &m }, 0, NULL), TR_OK);
+  assert_contains(tr_logger_get(t.reg, h)->error, "metrics.svg is there and was not written by this logger");
+  tr_free(&t);
+  assert_file(path, "mine, swapped in\n");
+
+  /* a plot given its own path writes that file, over a regular file there (its user named it) */
+  snprintf(path, sizeof path, "%s/named.svg", dir);
+  write_text(path, "an old plot\n");
+  toy_init(&t, &m, log);
+  assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot3" }, .path = path }, &h), TR_OK);
+  assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
+  assert_string_equal(tr_logger_get(t.reg, h)->error, "");
+  tr_free(&t);
+  again = slurp(path, NULL);
+  assert_contains(again, "<svg");
+  free(again);
   fclose(log);
   free(log_text);
 }
@@ -1465,7 +1807,10 @@ static int mode_bar(int sleep_ms) {
   if (hk_spec_apply(t.reg, "progress_bar(refresh_seconds=0.05, line_seconds=0.3)")) { fprintf(stderr, "%s\n", hk_last_error(t.reg)); return 1; }
   if (hk_on(t.reg, HK_ON_VALIDATION_EPOCH_END, bar_metrics, NULL, NULL, NULL) ||
       hk_on(t.reg, HK_ON_TRAIN_BATCH_END, bar_say, NULL, NULL, NULL)) return 1;
-  if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) return 1;
+  if (tr_fit(&t, &(tr_config){ .train = &train, .val = &val, .max_epochs = 3, .log_every_n_steps = 2 })) {
+    fprintf(stderr, "test_log --bar: %s\n", tr_error(&t));
+    return 1;
+  }
   if (t.ctx.rank == 0) printf("done\n"); /* under mpirun: rank 0's bar may still be on its line while others end */
   tr_free(&t);
   return 0;
@@ -1551,11 +1896,14 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_plot),
     cmocka_unit_test(test_bar_format),
     cmocka_unit_test(test_bar_callback),
+    cmocka_unit_test(test_bar_latest_loss),
     cmocka_unit_test(test_said_above_bar),
+    cmocka_unit_test(test_bar_closed_stream),
     cmocka_unit_test(test_errors),
     cmocka_unit_test(test_rank1_writes_nothing),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_no_link_following),
+    cmocka_unit_test(test_version_never_replaces),
     cmocka_unit_test(test_parallel_versions),
     cmocka_unit_test(test_many_metrics),
     cmocka_unit_test(test_utf8_names),

@@ -19,7 +19,12 @@ TR__C_BEGIN /* part */
    socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
    A temporary file left by a writer that was killed is removed by the next write to the same path (those
    whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
-   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name. */
+   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
+   The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
+   in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
+   moment where another file is replaced; a rename after a check where the file system has no hard
+   links), and a later one replaces only the file the earlier write made (the same device and inode, its
+   tr__file_id); anything else at the path - a user's file, an earlier run's - is left as it is. */
 #if defined(O_NOFOLLOW)
 #  define TR__O_NOFOLLOW O_NOFOLLOW
 #elif defined(__O_NOFOLLOW)
@@ -117,26 +122,46 @@ static int tr__replaceable(const char *path, int link_ok) {
 #endif
 
 enum { TR__AF_LINK_OK = 1 };
+/* The file a writer made (tr__write_mine): set once it is in place; its device and inode (POSIX). */
+typedef struct tr__file_id { int set; uint64_t dev, ino; } tr__file_id;
 typedef struct tr__afile {
   const char *path;
   char *tmp;           /* the temporary's name */
 #ifdef TR__POSIX
   int fd;
+  uint64_t dev, ino;   /* the temporary's (mine: the file's once it is in place) */
 #else
   FILE *f;
 #endif
   int err;             /* 0, or the errno of the first failure (EEXIST: path is not a regular file) */
   int special;         /* the failure: path is there and is not a regular file */
+  int taken;           /* the failure (mine): path is there and is not the file of mine */
   const char *step;    /* what failed: "creating", "writing" or "renaming" */
   unsigned flags;
+  tr__file_id *mine;   /* NULL: replace a regular file; else replace only this file, and set it */
   int done;            /* committed: the temporary is path now */
 } tr__afile;
 
-static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
+/* mine: what is at path? 0: nothing; 1: the file of mine; -1: anything else. */
+static int tr__afile_whose(const tr__afile *a) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(a->path, &st) != 0) return 0; /* nothing there (or putting it there says why not) */
+  return a->mine->set && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == a->mine->dev && (uint64_t)st.st_ino == a->mine->ino ? 1 : -1;
+#else
+  FILE *f = fopen(a->path, "rb");
+  if (!f) return 0;
+  fclose(f);
+  return a->mine->set ? 1 : -1;
+#endif
+}
+
+static int tr__afile_start(tr__afile *a, const char *path, unsigned flags, tr__file_id *mine) {
   size_t cap = strlen(path) + 64;
   memset(a, 0, sizeof *a);
   a->path = path;
   a->flags = flags;
+  a->mine = mine;
   a->step = "creating";
 #ifdef TR__POSIX
   a->fd = -1;
@@ -144,8 +169,9 @@ static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
   if (!(a->tmp = (char *)malloc(cap))) return a->err = ENOMEM;
 #ifdef TR__POSIX
   a->tmp[0] = 0;
-  if (!tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
-    a->special = 1;
+  if (mine ? tr__afile_whose(a) < 0 : !tr__replaceable(path, flags & TR__AF_LINK_OK)) { /* say so before writing anything */
+    if (mine) a->taken = 1;
+    else a->special = 1;
     return a->err = EEXIST;
   }
   tr__remove_stale_temps(path);
@@ -155,9 +181,11 @@ static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) {
   snprintf(a->tmp, cap, "%s.tmp", path);
   a->f = fopen(a->tmp, "wb");
   if (!a->f) a->err = errno ? errno : EIO;
+  if (!a->err && mine && tr__afile_whose(a) < 0) { a->taken = 1; a->err = EEXIST; }
 #endif
   return a->err;
 }
+static int tr__afile_open(tr__afile *a, const char *path, unsigned flags) { return tr__afile_start(a, path, flags, NULL); }
 
 static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
   if (a->err || n == 0) return a->err;
@@ -183,20 +211,38 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
       while ((r = fsync(a->fd)) != 0 && errno == EINTR) {}
       if (r != 0) { a->err = errno; a->step = "writing"; }
     }
+    if (!a->err && a->mine) { /* the file it will be: a later write replaces this one only */
+      struct stat st;
+      if (fstat(a->fd, &st) != 0) { a->err = errno; a->step = "writing"; }
+      else { a->dev = (uint64_t)st.st_dev; a->ino = (uint64_t)st.st_ino; }
+    }
     if ((!keep_fd || a->err) && close(a->fd) != 0 && !a->err) { a->err = errno; a->step = "writing"; }
     if (keep_fd && !a->err) *keep_fd = a->fd;
     a->fd = -1;
   }
-  if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+  if (!a->err && a->mine) {
+    int whose = tr__afile_whose(a);
+    if (whose < 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
+    else if (whose == 0) { /* nothing there: a link, which fails when a file came in the meantime */
+      if (link(a->tmp, a->path) == 0) { (void)unlink(a->tmp); a->tmp[0] = 0; }
+      else if (errno == EEXIST) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
+      else if (tr__afile_whose(a) != 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; } /* no hard links here */
+      else if (rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+    } else if (rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; } /* its own file */
+  } else {
+    if (!a->err && !tr__replaceable(a->path, a->flags & TR__AF_LINK_OK)) { a->err = EEXIST; a->special = 1; a->step = "renaming"; }
+    if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+  }
 #else
   if (a->f) {
     if (fflush(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
     if (fclose(a->f) != 0 && !a->err) { a->err = errno ? errno : EIO; a->step = "writing"; }
     a->f = NULL;
   }
+  if (!a->err && a->mine && tr__afile_whose(a) < 0) { a->err = EEXIST; a->taken = 1; a->step = "renaming"; }
   if (!a->err) remove(a->path); /* rename does not replace files everywhere */
-#endif
   if (!a->err && rename(a->tmp, a->path) != 0) { a->err = errno; a->step = "renaming"; }
+#endif
   if (a->err) {
 #ifdef TR__POSIX
     if (keep_fd && *keep_fd >= 0) { close(*keep_fd); *keep_fd = -1; }
@@ -204,6 +250,13 @@ static int tr__afile_commit(tr__afile *a, int *keep_fd) {
     return a->err; /* tr__afile_free removes the temporary */
   }
   a->done = 1;
+  if (a->mine) {
+    a->mine->set = 1;
+#ifdef TR__POSIX
+    a->mine->dev = a->dev;
+    a->mine->ino = a->ino;
+#endif
+  }
 #ifdef TR__POSIX
   { /* make the rename itself durable: fsync the directory (best effort) */
     const char *slash = strrchr(a->path, '/');
@@ -246,7 +299,10 @@ static void tr__afile_free(tr__afile *a) {
    on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
    not replaced". */
 static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
-  if (a->special)
+  if (a->taken)
+    snprintf(buf, cap, "%s is there and was not written by this logger (another run's, or a file of yours): it is not "
+             "replaced", a->path);
+  else if (a->special)
     snprintf(buf, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced", a->path);
   else if (!strcmp(a->step, "renaming"))
     snprintf(buf, cap, "cannot rename %s to %s: %s", a->tmp ? a->tmp : "", a->path, strerror(a->err));
@@ -254,11 +310,14 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
                 a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
 }
 
-/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit. */
-TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
+   tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
+   mine is then the file written; EEXIST (a->taken) when another file is at path. */
+static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
+                        char *why, size_t why_len) {
   tr__afile a;
   int e;
-  if (tr__afile_open(&a, path, flags) == 0) tr__afile_write(&a, data, n);
+  if (tr__afile_start(&a, path, flags, mine) == 0) tr__afile_write(&a, data, n);
   e = a.err ? a.err : tr__afile_commit(&a, keep_fd);
   if (e && why) {
     if (a.tmp) tr__afile_why(&a, why, why_len);
@@ -266,6 +325,12 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
   }
   tr__afile_free(&a);
   return e;
+}
+TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, unsigned flags, int *keep_fd, char *why, size_t why_len) {
+  return tr__write_as(path, data, n, flags, NULL, keep_fd, why, why_len);
+}
+TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
+  return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------

@@ -51,7 +51,8 @@ TR__C_BEGIN /* part */
    claimed on disk when picked (rank 0 creates the file exclusively, empty until its save replaces it
    by a rename): two processes started together with one dirpath never pick one name, and neither
    replaces or deletes a file of the other; a claim whose save never came (the run failed first) is
-   removed at teardown (a process killed in between leaves it empty; a later run skips the name).
+   removed at teardown, and one whose save failed (async_save: collected at the next save point) as soon
+   as the failure is known (a process killed in between leaves it empty; a later run skips the name).
    Without the counter a name is used as it is, also when another process wrote it. A name another hook queued at this save point (a
    second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
    version even without the counter.
@@ -319,13 +320,16 @@ static int tr__mc_claim(const hk_ctx *ctx, const char *path) {
 #endif
 }
 /* A claim no save replaced (the run failed first): removed at teardown, when nothing can write it any
-   more. Only an empty regular file: a checkpoint is never empty. */
-static void tr__mc_unclaim(const hk_ctx *ctx, const char *path) {
+   more, or once the save that was to replace it has failed (a background write collected at the next
+   save point). Only an empty regular file: a checkpoint is never empty. 1: removed. */
+static int tr__mc_unclaim(const hk_ctx *ctx, const char *path) {
 #ifdef TR__POSIX
   struct stat st;
-  if (path && path[0] && ctx->rank == 0 && tr__lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0) remove(path);
+  return path && path[0] && ctx->rank == 0 && tr__lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0 &&
+         remove(path) == 0;
 #else
   (void)ctx; (void)path;
+  return 0;
 #endif
 }
 
@@ -599,6 +603,17 @@ static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
   return 0;
 }
 
+/* The claims of files whose on_checkpoint_saved never came (their save failed, or the run failed
+   before it), removed: at teardown, and at a save point once the last one's background write has been
+   collected (a failure there fails the run, and the next names would be picked over the old claims).
+   A name whose claim is removed is forgotten, so that no later call removes a claim another process
+   made of it since. */
+static void tr__mc_drop_claims(tr__mc *s, const hk_ctx *ctx) {
+  if (s->link_after_want && tr__mc_unclaim(ctx, s->last)) s->link_after_want = 0; /* the link waited for want */
+  if (tr__mc_unclaim(ctx, s->want)) { free(s->want); s->want = NULL; s->link_after_want = 0; }
+  if (tr__mc_unclaim(ctx, s->want_last)) { free(s->want_last); s->want_last = NULL; }
+}
+
 /* One save point: top-k, then last. */
 static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   tr_run *run = s->run;
@@ -615,7 +630,10 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
   s->deferred = 0;
   /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
      comes first, so the decisions below see the files as they are */
-  if (s->want || s->want_last) tr__run_saves_settle(run, ctx, 1);
+  if (s->want || s->want_last) {
+    tr__run_saves_settle(run, ctx, 1);
+    tr__mc_drop_claims(s, ctx); /* a file still wanted now failed (the run fails): its empty claim goes */
+  }
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
@@ -787,10 +805,7 @@ static hk_signal tr__mc_setup(hk_ctx *ctx, void *user) {
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_teardown(hk_ctx *ctx, void *user) {
-  tr__mc *s = (tr__mc *)user;
-  tr__mc_unclaim(ctx, s->want);
-  tr__mc_unclaim(ctx, s->want_last);
-  if (s->link_after_want) tr__mc_unclaim(ctx, s->last); /* the link waited for want */
+  tr__mc_drop_claims((tr__mc *)user, ctx);
   return HK_CONTINUE;
 }
 

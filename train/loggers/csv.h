@@ -160,7 +160,7 @@ static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
   double t0 = tr__wall();
   int fd, e;
   if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) return tr__logger_broke(s, ctx, "out of memory");
-  if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &fd, why, sizeof why)) != 0)
+  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, sizeof why)) != 0)
     return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST ? " (the file keeps the rows it had)" : "");
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
@@ -208,16 +208,19 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning) */
+/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
+   Neither may be there yet: both are checked before either is written. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b;
   char *yaml;
+  tr__file_id id = { 0, 0, 0 };
   int e = tr__logger_file(s, "metrics.csv", why, cap);
   if (e) return e;
+  if (!(yaml = tr__join(s->dir, "hparams.yaml"))) return ENOMEM;
+  if ((e = tr__logger_fresh(yaml, why, cap)) != 0) { free(yaml); return e; }
   memset(&b, 0, sizeof b);
   tr__hparams_yaml(s, ctx, &b);
-  yaml = b.failed ? NULL : tr__join(s->dir, "hparams.yaml");
-  e = yaml ? tr__write_whole(yaml, b.data, b.len, 0, NULL, why, cap) : ENOMEM;
+  e = b.failed ? ENOMEM : tr__write_mine(yaml, b.data, b.len, &id, NULL, why, cap);
   free(yaml);
   hk_bytes_free(&b);
   return e;

@@ -9,15 +9,23 @@ TR__C_BEGIN /* part */
    one version directory. The directory is made at the logger's first write (setup of the first run
    on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
    it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
-   never share a version directory. */
+   never share a version directory.
+   A file the logger did not write is never replaced: with a version given, the directory may exist,
+   but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
+   an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
+   open: it says which file and what to do (another version, or remove the file), and writes nothing
+   (fail_on_error: the run fails). A run that resumes into its own version directory is refused the
+   same way (it does not append to its old logs yet). Later writes (csv's rewrite when columns come,
+   the plot at every run's end) replace only the file the logger wrote itself. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
   X(STRING, const char *, name,          "lightning_logs", NULL, "a subdirectory for this experiment (empty: versions " \
     "directly in save_dir; not given: the run's, lightning_logs by default)") \
   X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
-    "else this name, its old metrics file, if a regular file, replaced at the first write, as Lightning; not " \
-    "given: the run's, tr_run_desc.version)") \
+    "else this name: a directory that may exist, but none of the logger's files in it (a file there that the logger did " \
+    "not write, an earlier run's included, is never replaced: the logger refuses at its open, naming it; give another " \
+    "version or remove it; a resumed run does not append to its old logs yet); not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
     "-9 loses at most the records not written yet (about a second), never half a line") \
@@ -63,6 +71,7 @@ struct tr__logger {
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
   int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
   char *dir, *path;
+  tr__file_id id;       /* the file at path it wrote (a later whole write replaces only that one) */
   char err[1200];
   int fd;               /* the file it appends to: the descriptor of its creation (tr__afile), never
                            reopened by name; -1 before (csv: until its first rows) */
@@ -171,16 +180,39 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
 }
-/* The file in the version directory (csv, jsonl), on a system where the loggers can write: 0, or an
-   error as the format's open returns it. */
+/* At the logger's open: a file of its name in the version directory that it did not write (nothing there
+   yet, for a logger that has not written) is refused, with what to do. 0, or EEXIST with why set. */
+TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return 0;
+  if (S_ISREG(st.st_mode))
+    snprintf(why, cap, "%s exists, and this logger did not write it (an earlier run's, another logger's, or a file of "
+             "yours): it is not replaced; give the logger another version (or none: the next free version_N), or remove "
+             "the file (a run resumed into its version directory does not append to its old logs yet)", path);
+  else
+    snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced; give "
+             "the logger another version (or none: the next free version_N), or remove it", path);
+  return EEXIST;
+#else
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  fclose(f);
+  snprintf(why, cap, "%s exists, and this logger did not write it: it is not replaced; give the logger another version, "
+           "or remove the file", path);
+  return EEXIST;
+#endif
+}
+/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write,
+   refused when something is there already (tr__logger_fresh): 0, or an error as the format's open
+   returns it. */
 TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
   snprintf(why, cap, "file loggers need a POSIX system");
   return -1;
 #else
-  (void)why; (void)cap;
-  return 0;
+  return tr__logger_fresh(s->path, why, cap);
 #endif
 }
 

@@ -28,7 +28,7 @@ static int tr__jsonl_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { if (i) tr__put_s(&b, ","); tr__json_str(&b, spec); }
   tr__put_s(&b, "]}}\n");
   free(h);
-  e = b.failed ? ENOMEM : tr__write_whole(s->path, b.data, b.len, 0, &s->fd, why, cap);
+  e = b.failed ? ENOMEM : tr__write_mine(s->path, b.data, b.len, &s->id, &s->fd, why, cap);
   if (!e) s->size = (int64_t)b.len;
   hk_bytes_free(&b);
   return e;

@@ -9,7 +9,8 @@ TR__C_BEGIN /* part */
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
-  X(STRING, const char *,   path,    "",   NULL, "the SVG file (empty: metrics.svg in the version directory)") \
+  X(STRING, const char *,   path,    "",   NULL, "the SVG file, a regular file there replaced (you named it); empty: " \
+    "metrics.svg in the version directory, refused when a file the logger did not write is there") \
   X(STRING, const char *,   metrics, "",   NULL, "space-separated metric names (empty: every metric with loss in its name)") \
   X(STRING, const char *,   title,   "",   NULL, "the plot's title (empty: the file's directory)")
 typedef struct tr_plot_desc { TR_PLOT_PARAMS(TR__FIELD) } tr_plot_desc;
@@ -21,7 +22,7 @@ TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
-typedef struct tr__plot { char *path, *metrics, *title; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -106,7 +107,8 @@ static void tr__svg_text(hk_bytes *b, const char *s) {
 }
 /* Curves of every series against x, one colour each, with axes, ticks, grid and a legend; written
    whole (tr__afile). 0, or errno with why filled. */
-static int tr__svg_write(const char *path, const char *title, const char *desc, const char *xlabel, const tr__series *s, int n, char *why, size_t why_len) {
+static int tr__svg_write(const char *path, tr__file_id *mine, const char *title, const char *desc, const char *xlabel,
+                         const tr__series *s, int n, char *why, size_t why_len) {
   static const char *const colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf" };
   const double W = 760, H = 420, L = 70, R = 190, T = 40, B = 50, pw = W - L - R, ph = H - T - B;
   double x0 = HUGE_VAL, x1 = -HUGE_VAL, y0 = HUGE_VAL, y1 = -HUGE_VAL, dx, dy, v;
@@ -165,6 +167,7 @@ static int tr__svg_write(const char *path, const char *title, const char *desc, 
 #undef TR__SY
   tr__put_s(&f, "</svg>\n");
   if (f.failed) { snprintf(why, why_len, "out of memory"); e = ENOMEM; }
+  else if (mine) e = tr__write_mine(path, f.data, f.len, mine, NULL, why, why_len);
   else e = tr__write_whole(path, f.data, f.len, 0, NULL, why, why_len);
   hk_bytes_free(&f);
   return e;
@@ -179,8 +182,8 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   memset(&desc, 0, sizeof desc);
   tr__hparams_yaml(s, ctx, &desc);
   hk_bytes_put(&desc, "", 1);
-  e = tr__svg_write(s->path, p->title && p->title[0] ? p->title : s->dir, desc.failed ? NULL : (const char *)desc.data, "step",
-                    p->series, p->n_series, why, sizeof why);
+  e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
+                    desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
 }
@@ -275,18 +278,21 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && (e = tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }
 
-/* the SVG's path: the desc's, else metrics.svg in the version directory */
+/* the SVG's path: the desc's (the file it names is written, a regular file there replaced: you named
+   it), else metrics.svg in the version directory (refused when a file is there already, as every
+   logger's file: written where nothing is, then over its own file only) */
 static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__plot *p = (tr__plot *)s->own;
-  (void)ctx; (void)why; (void)cap;
-  if (!p->path || !p->path[0]) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
+  (void)ctx;
+  p->own_path = p->path && p->path[0];
+  if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return 0;
+  return p->own_path ? 0 : tr__logger_fresh(s->path, why, cap);
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;

@@ -7,8 +7,12 @@ TR__C_BEGIN /* part */
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
    the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
-   the postfix the last training record's train/loss (as loss) and the last validation record's
-   metrics. A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
+   the postfix the latest training batch's loss (ctx->loss, read at each redraw of the training bar, as
+   Lightning's bar shows it: not the last record's, which is log_every_n_steps old; on a device, the
+   metric train/loss: one copy per redraw) and the last validation record's metrics. The totals: the
+   training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
+   when it starts (the trainer sets both; a loop of its own sets eval_batches before
+   on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
    during evaluation. One bar per registry: a second is refused (it would print everything twice).
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
@@ -28,6 +32,18 @@ TR__C_BEGIN /* part */
    gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
    own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
    Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
+   A CLOSED STREAM: a pipe whose reader exited (prog | head -1) would kill the process with SIGPIPE at the
+   bar's next write, before on_exception (so before on_exception_checkpoint). The bar writes to a pipe,
+   FIFO or socket with SIGPIPE ignored (the process's disposition is put back after each redraw: with
+   sigaction where <signal.h> gives it, else through signal(), which gives a handler back without its
+   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and, where SIGPIPE
+   kills the process (its default), fails the run through the usual path: after this hook the run stops,
+   on_exception runs (on_exception_checkpoint saves), and tr_fit / tr_run_finish return the error
+   ("callback 'progress_bar' failed in on_train_batch_end: stdout was closed (Broken pipe: its reader
+   exited ..."). It does not let training go on there: nobody can read the stream any more, and the
+   program's next write to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no
+   hook runs. A process that ignores SIGPIPE or handles it itself, and any other write error (a full
+   disk under a redirected stdout), lose the bar alone, said once on stderr; training goes on.
    PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
    the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
    Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
@@ -53,6 +69,15 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
+#if defined(TR__POSIX) && !defined(SIGPIPE) /* hooks.h's implementation and the threads have it, mostly */
+#  include <signal.h>
+#endif
+#if defined(TR__POSIX) && defined(SIGPIPE)
+#  define TR__BAR_PIPE 1     /* a pipe's reader may go: its writes are made with SIGPIPE ignored */
+#  if defined(SA_RESTART)    /* sigaction is declared (not by a strict -std=c99 <signal.h>) */
+#    define TR__BAR_SIGACTION 1
+#  endif
+#endif
 TR__C_BEGIN /* part */
 /* -- the progress bar -- */
 static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:SS from an hour */
@@ -134,7 +159,17 @@ typedef struct tr__bar {
   int above_w;               /* terminal: the training bar's columns while the evaluation line shows below it */
   int epoch_open;            /* lines: the epoch's line is still to come (an evaluation now is part of it) */
   double last_draw;          /* terminal: when anything was last drawn */
-  char loss[64], val[256];   /* the postfix: the last training loss, the last validation's metrics */
+  char loss[64], val[256];   /* the postfix: the latest training loss drawn, the last validation's metrics */
+  int pipe;                  /* out is a pipe, a FIFO or a socket: written with SIGPIPE ignored */
+  int io, io_err, had_err;   /* tr__bar_io_begin's depth; the first failed flush's errno since; ferror before */
+  int broken, said;          /* a write failed (its errno): nothing more is drawn; said: reported */
+#ifdef TR__BAR_SIGACTION
+  struct sigaction pipe_old; /* the process's SIGPIPE disposition while the bar writes */
+#elif defined(TR__BAR_PIPE)
+  void (*pipe_old)(int);
+#endif
+  int pipe_set, pipe_dfl;    /* the disposition was saved; it was SIG_DFL (a broken pipe kills the process) */
+  int dies;                  /* broken by EPIPE where SIGPIPE kills: the run stops (tr__bar_said) */
 } tr__bar;
 
 static void tr__bar_destroy(void *user) {
@@ -218,6 +253,75 @@ static void tr__utf8_cut(char *s, int cols) {
     if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
 }
 
+/* The bar's writes: between tr__bar_io_begin and tr__bar_io_end (nested: the outermost pair counts). A
+   pipe's are made with SIGPIPE ignored; the begin writes what the stream holds already (the program's own
+   output: the lines that follow never make stdio write it in the middle of one), each line is flushed
+   (tr__bar_flush: its errno kept), the end puts the process's SIGPIPE disposition back and notes the
+   first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
+   lose a line, nothing more. */
+static void tr__bar_flush(tr__bar *b) {
+  if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
+}
+static void tr__bar_io_begin(tr__bar *b) {
+  if (b->io++ > 0) return;
+  b->io_err = 0;
+  b->had_err = ferror(b->out) != 0; /* the program's own failed write: not the bar's to judge */
+  if (b->pipe) {
+#ifdef TR__BAR_SIGACTION
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    b->pipe_set = sigaction(SIGPIPE, &ign, &b->pipe_old) == 0;
+    b->pipe_dfl = b->pipe_set && !(b->pipe_old.sa_flags & SA_SIGINFO) && b->pipe_old.sa_handler == SIG_DFL;
+#elif defined(TR__BAR_PIPE)
+    b->pipe_old = signal(SIGPIPE, SIG_IGN);
+    b->pipe_set = b->pipe_old != SIG_ERR;
+    b->pipe_dfl = b->pipe_set && b->pipe_old == SIG_DFL;
+#endif
+  }
+  tr__bar_flush(b);
+}
+static void tr__bar_io_end(tr__bar *b) {
+  int e;
+  if (--b->io > 0) return;
+  tr__bar_flush(b);
+  e = b->io_err ? b->io_err : ferror(b->out) && !b->had_err ? EIO : 0;
+  if (e == EAGAIN || e == EINTR) clearerr(b->out);
+  else if (e && !b->broken) {
+    b->broken = e;
+    b->dies = e == EPIPE && b->pipe_dfl; /* SIGPIPE would kill this process at its next write there */
+  }
+#ifdef TR__BAR_SIGACTION
+  if (b->pipe_set) (void)sigaction(SIGPIPE, &b->pipe_old, NULL);
+#elif defined(TR__BAR_PIPE)
+  if (b->pipe_set) (void)signal(SIGPIPE, b->pipe_old);
+#endif
+  b->pipe_set = b->pipe_dfl = 0;
+}
+static const char *tr__bar_stream(const tr__bar *b) { return b->out == stdout ? "stdout" : b->out == stderr ? "stderr" : "its stream"; }
+/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) in a process
+   that SIGPIPE kills fails the run (can_fail: a hook whose failure counts; else, teardown's, it is only
+   said); any other error, or a closed pipe in a process that ignores or handles SIGPIPE itself, stops the
+   bar alone, said on stderr, training goes on. */
+static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
+  char why[300];
+  if (!b->broken || b->said) return HK_CONTINUE;
+  b->said = 1;
+  b->main.live = b->eval.live = b->eval_shown = b->epoch_open = 0;
+  if (b->dies)
+    snprintf(why, sizeof why, "%s was closed (%s: its reader exited, as in prog | head -1): the bar draws nothing more "
+             "and the run stops, through on_exception (the next write to it would be killed by SIGPIPE)", tr__bar_stream(b),
+             strerror(EPIPE));
+  else if (b->broken == EPIPE)
+    snprintf(why, sizeof why, "%s was closed (%s: its reader exited): the bar draws nothing more (training goes on: this "
+             "process ignores or handles SIGPIPE)", tr__bar_stream(b), strerror(EPIPE));
+  else snprintf(why, sizeof why, "cannot write to %s: %s; the bar draws nothing more (training goes on)", tr__bar_stream(b), strerror(b->broken));
+  if (b->dies && can_fail) return hk_fail(ctx, "%s", why); /* "callback 'progress_bar' failed in ...: " */
+  if (stderr != b->out) { fprintf(stderr, "progress_bar: %s\n", why); fflush(stderr); }
+  return HK_CONTINUE;
+}
+
 /* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
    that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
    cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
@@ -241,21 +345,29 @@ static void tr__bar_up(tr__bar *b) {
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
+/* The latest training batch's loss into the postfix: at a redraw of the training bar, and where ctx->loss
+   is the training batch's (on_train_epoch_end, on_train_end, a validation's start inside fit). On a
+   device ctx->loss is NaN (the loss stays there): the metric train/loss copies it (as nan_guard). */
+static void tr__bar_loss(tr__bar *b, hk_ctx *ctx) {
+  double v = ctx->loss;
+  if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &v);
+  snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
+}
 /* Draw a line: in place on a terminal (carriage return, the line, erase to its end), else a complete line. */
 static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   char line[1024], post[400];
   int width = b->width > 0 ? b->width : b->tty ? tr__bar_cols(b) : 0;
-  if (!l->live) return;
+  if (!l->live || b->broken) return;
   snprintf(post, sizeof post, "%s%s%s", b->loss, b->loss[0] && b->val[0] ? ", " : "", b->val);
   tr__bar_format(line, sizeof line, l->desc, l->n, l->initial, l->total, now - l->start, post, width, b->ascii);
   if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
-  if (!b->tty) { fprintf(b->out, "%s\n", line); fflush(b->out); return; }
+  if (!b->tty) { fprintf(b->out, "%s\n", line); tr__bar_flush(b); return; }
   tr__bar_home(b, width);
   fputs(line, b->out);
   b->drawn_w = (int)tr__utf8_width(line);
-  fflush(b->out);
+  tr__bar_flush(b);
 }
 static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t total) {
   snprintf(l->desc, sizeof l->desc, "%s", desc);
@@ -272,20 +384,23 @@ static int tr__bar_steps(const tr__bar *b) { return b->run && b->run->desc.epoch
 static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
-  if (ctx->rank != 0) return HK_CONTINUE;
+  if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  tr__bar_io_begin(b);
   if (!b->tty && b->epoch_open && b->main.live && b->main.drawn_n != b->main.n) /* a loop without on_train_epoch_end */
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
   b->epoch_open = 1;
   if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
-  return HK_CONTINUE;
+  tr__bar_io_end(b);
+  return tr__bar_said(b, ctx, 1);
 }
 static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   tr__bar_line *l = ctx->event == HK_ON_TRAIN_BATCH_END ? &b->main : &b->eval;
   double now;
   if (ctx->rank != 0) return HK_CONTINUE;
+  if (b->broken) return tr__bar_said(b, ctx, 1); /* the stream failed: nothing more is drawn */
   if (!l->live && l == &b->main) { /* no on_train_epoch_start came: a step loop, or an epoch resumed mid-way */
     char desc[32];
     if (tr__bar_steps(b)) tr__bar_start(l, "Training", ctx->global_step, b->run->desc.max_steps);
@@ -303,11 +418,15 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
      the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
      one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
   if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
+    if (l == &b->main) tr__bar_loss(b, ctx);
+    tr__bar_io_begin(b);
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
       if (b->main.live) tr__bar_below(b);
       b->eval_shown = 1;
     }
     tr__bar_draw(b, l, now);
+    tr__bar_io_end(b);
+    if (b->broken) return tr__bar_said(b, ctx, 1);
   }
   { /* look again after about a quarter of the interval, at the rate seen so far (tqdm's dynamic miniters) */
     double rate = now > l->start ? (double)(l->n - l->initial) / (now - l->start) : 0, ahead = rate * (b->tty ? b->refresh : b->line_every) / 4;
@@ -318,22 +437,30 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   double now;
-  if (ctx->rank != 0 || !b->main.live) return HK_CONTINUE;
+  if (ctx->rank != 0 || !b->main.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   b->epoch_open = 0;
   now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
                        terminal when a redraw is due (the last epoch's is drawn at the end of training) */
-  if (!b->tty || now - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, now);
-  return HK_CONTINUE;
+  if (!b->tty || now - b->last_draw >= b->refresh) {
+    tr__bar_loss(b, ctx);
+    tr__bar_io_begin(b);
+    tr__bar_draw(b, &b->main, now);
+    tr__bar_io_end(b);
+  }
+  return tr__bar_said(b, ctx, 1);
 }
 static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && b->main.live) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
+  if (b->main.live && (b->tty || b->main.drawn_n != b->main.n)) tr__bar_loss(b, ctx);
+  tr__bar_io_begin(b);
+  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
+  tr__bar_io_end(b);
   b->main.live = 0;
   b->epoch_open = 0;
-  return HK_CONTINUE;
+  return tr__bar_said(b, ctx, 1);
 }
 /* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end.
    In lines, its one line at its end: for a standalone run, the sanity check, a step loop's validation;
@@ -341,14 +468,16 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
-  if (ctx->rank != 0) return HK_CONTINUE;
+  if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  if (b->main.live && ctx->stage == HK_STAGE_FIT && b->main.n > b->main.initial) tr__bar_loss(b, ctx); /* redrawn below it */
   tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
 }
 static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
-  if (ctx->rank != 0 || !b->eval.live) return HK_CONTINUE;
+  if (ctx->rank != 0 || !b->eval.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
+  tr__bar_io_begin(b);
   if (!b->tty) {
     if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
@@ -359,22 +488,18 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
   } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
-  fflush(b->out);
+  tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
-  return HK_CONTINUE;
+  return tr__bar_said(b, ctx, 1);
 }
 static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const tr_log_record *r = tr_log_current(ctx);
-  double v;
   int i;
   size_t len = 0;
   if (!r || ctx->rank != 0) return HK_CONTINUE;
-  if (r->stage && !strcmp(r->stage, "train")) {
-    if (tr_log_get(r, "train/loss", &v)) snprintf(b->loss, sizeof b->loss, "loss=%.4g", v);
-    return HK_CONTINUE;
-  }
+  if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
   for (i = 0; i < r->n_metrics && len + 2 < sizeof b->val; i++) {
     int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
@@ -387,34 +512,43 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0) return HK_CONTINUE;
-  if (b->tty && (b->main.live || b->eval.live)) { fputc('\n', b->out); fflush(b->out); b->drawn_w = 0; }
+  if (b->tty && (b->main.live || b->eval.live) && !b->broken) {
+    tr__bar_io_begin(b);
+    fputc('\n', b->out);
+    b->drawn_w = 0;
+    tr__bar_io_end(b);
+  }
   b->main.live = b->eval.live = b->epoch_open = 0;
-  return HK_CONTINUE;
+  return tr__bar_said(b, ctx, 0); /* the run ends: said, not failed */
 }
 
 /* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
    are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
    callback's stderr) is handled so only when that stream is a terminal too. */
 static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
-  int live = b->tty && (b->main.live || b->eval.live);
+  int live = b->tty && (b->main.live || b->eval.live) && !b->broken;
   if (!f) f = b->out;
+  if (f == b->out && b->broken) return; /* the bar's stream failed (a closed pipe): nothing reads it */
 #ifdef TR__POSIX
   if (live && f != b->out) live = isatty(fileno(f));
 #endif
+  tr__bar_io_begin(b);
   if (live) {
     if (b->eval_shown && b->main.live) tr__bar_up(b);
     else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
-    fflush(b->out);
+    tr__bar_flush(b);
   }
   fputs(text, f);
-  fflush(f);
-  if (!live) return;
-  if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
-  if (b->eval_shown && b->eval.live) {
-    if (b->main.live) tr__bar_below(b);
-    tr__bar_draw(b, &b->eval, tr__wall());
+  if (f == b->out) tr__bar_flush(b);
+  else fflush(f);
+  if (live) {
+    if (b->main.live) tr__bar_draw(b, &b->main, tr__wall());
+    if (b->eval_shown && b->eval.live) {
+      if (b->main.live) tr__bar_below(b);
+      tr__bar_draw(b, &b->eval, tr__wall());
+    }
   }
-  fflush(b->out);
+  tr__bar_io_end(b); /* a failure is said by the bar's next hook */
 }
 
 static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out, tr__why *w) {
@@ -437,6 +571,14 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   b->out = d->out ? d->out : stdout;
   b->size_fd = -1;
 #ifdef TR__POSIX
+  { /* a pipe (or FIFO, or socket) may lose its reader: written with SIGPIPE ignored */
+    struct stat st;
+    int fd = fileno(b->out);
+    b->pipe = fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+#  ifdef S_ISSOCK
+    if (fd >= 0 && !b->pipe && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) b->pipe = 1;
+#  endif
+  }
   b->tty = d->mode == TR_BAR_TTY;
   if (d->mode == TR_BAR_AUTO && isatty(fileno(b->out))) { /* under mpirun: where the launcher's output goes */
     char term[256];

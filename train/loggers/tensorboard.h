@@ -185,11 +185,11 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   host[sizeof host - 1] = 0;
   pid = (long)getpid();
 #endif
-  for (k = 0; k < 1000; k++) {
+  for (k = 0; k < 1000; k++) { /* a name nothing has (tr__logger_file refuses one that exists) */
     snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
     free(s->path);
-    if ((e = tr__logger_file(s, file, why, cap)) != 0) return e;
-    if (!tr__file_exists(s->path)) break;
+    if ((e = tr__logger_file(s, file, why, cap)) == 0) break;
+    if (e != EEXIST || k == 999) return e;
   }
   if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
   memset(&b, 0, sizeof b);
@@ -210,7 +210,7 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes_free(&vals);
   hk_bytes_free(&b);
   if (s->out.failed) e = ENOMEM;
-  else if ((e = tr__write_whole(s->path, s->out.data, s->out.len, 0, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
+  else if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &s->fd, why, cap)) == 0) s->size = (int64_t)s->out.len;
   s->out.len = 0;
   return e;
 }
