@@ -851,6 +851,7 @@ typedef struct tr_run_desc {
                                     default: the loop has epochs */
   int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
                                     loop's bar counts to max_steps */
+  int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
   int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
@@ -4426,8 +4427,8 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
                           "TR_YES, TR_NO or 0 (the default)");
-  if (d->train_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
-    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: train_batches, max_steps, max_epochs, min_steps and "
+  if (d->train_batches < 0 || d->val_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: train_batches, val_batches, max_steps, max_epochs, min_steps and "
                           "min_epochs must be >= 0 (0 = unknown / none)");
   if (d->save_dir && !d->save_dir[0])
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: save_dir is empty (NULL means \"runs\"; \".\" is the "
@@ -4470,6 +4471,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.hparams = q->strs[TR__RUN_HPARAMS];
   run->desc.save_to = q->strs[TR__RUN_SAVE_TO];
   run->train_batches = d->train_batches;
+  run->eval_batches = d->val_batches;
   if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
   return TR_OK;
 }

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
     X[i][D] = 1, Y[i] = (float)(i % 2);
   }
   hk_registry *reg = hk_create(NULL);         /* set-up: the run's shape, the batteries, your hooks */
-  tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = max_steps, .log_every_n_steps = 10, .optimizer = "AdamW",
+  tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = max_steps, .val_batches = NVAL / B, .log_every_n_steps = 10, .optimizer = "AdamW",
                                     .hparams = "lr=0.02 batch=32", .save_model = save_model, .load_model = load_model });
   tr_run_hparam_num(reg, "features", D), tr_run_hparam(reg, "data", "two clouds"); /* more, typed: in every logger */
   if (hk_spec_apply(reg, "nan_guard; gradient_monitor(histogram_bins=20); early_stopping(monitor=val/loss, patience=3, "

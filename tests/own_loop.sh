@@ -65,7 +65,7 @@ grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: the t
 
 # the progress bar in a pipe: one line per validation, the training line once at the end
 n_val=$((steps / 20))
-[ "$(grep -c '^Validation: 8it \[' "$dir/full/out.txt")" = $n_val ] || fail "full: not $n_val validation lines"
+[ "$(grep -c '^Validation: 100%|.*| 8/8 \[' "$dir/full/out.txt")" = $n_val ] || fail "full: not $n_val validation lines with their total"
 [ "$(grep -c '^Training: ' "$dir/full/out.txt")" = 1 ] || fail "full: not one training line"
 grep -q "^Training: .*| $steps/2000 \[" "$dir/full/out.txt" || fail "full: the training line does not show $steps/2000"
 
