@@ -177,6 +177,8 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   tr_fit warns once per trainer when throughput_monitor is registered and the training data's
+            tr_data.batch_size is 0 (samples_seen then counts batches: samples/s and tokens are per batch)
      next   model_checkpoint claims each file name on disk when it picks it (an exclusive create, replaced by
             the save's rename): two processes with one dirpath never pick one name (each could take the
             other's epoch=0.ckpt or last.ckpt and later evict it)
@@ -449,7 +451,10 @@ typedef struct tr_data {
      the epoch number, so the same epoch gets the same order after a resume, provided the order depends
      only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
   void (*shuffle)(void *user, tr_rng *rng);
-  int64_t batch_size;                                  /* samples per batch, for ctx->samples_seen (0 = 1) */
+  /* samples per batch, for ctx->samples_seen. 0: each batch counts as 1 sample, so a rate per sample
+     (throughput_monitor's samples/s, tokens, FLOP/s) is per batch: tr_fit warns once when throughput_monitor
+     is registered and this is 0. */
+  int64_t batch_size;
 } tr_data;
 
 /* ---- optimizers ------------------------------------------------------------------------------------
@@ -2415,6 +2420,7 @@ typedef struct tr_trainer {
   tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
   int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
   int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
+  int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -12469,6 +12475,13 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
 static void tr__ready_to_train(tr_trainer *t) {
   const tr_data *d = t->tr__cfg->train;
   if (t->tr__err) return;
+  /* Without batch_size samples_seen counts batches: a rate per sample would be off by the batch's size */
+  if (d->batch_size <= 0 && !t->tr__bs_warned && t->ctx.rank == 0 && hk_find(t->reg, "throughput_monitor")) {
+    t->tr__bs_warned = 1;
+    tr__warn(t, "throughput_monitor is registered but the training data's tr_data.batch_size is 0: samples_seen "
+             "counts batches, so its samples/s, tokens and FLOP/s are per batch; set tr_data.batch_size to the "
+             "samples in one batch");
+  }
   if (!t->model.grads) {
     tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
              "(for example in a configure_model hook) before training starts");

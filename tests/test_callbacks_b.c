@@ -1093,6 +1093,31 @@ static void test_throughput_monitor_fit(void **state) {
   }
 }
 
+/* issue 28 item 4: without tr_data.batch_size, samples_seen counts batches and throughput_monitor's rates
+   per sample are per batch; tr_fit says so once per trainer, naming tr_data.batch_size, and only when
+   throughput_monitor is registered and the size is missing */
+static void test_throughput_monitor_batch_size_warning(void **state) {
+  static const char *const said = "tr_data.batch_size is 0: samples_seen counts batches";
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(1);
+  int round;
+  (void)state;
+  for (round = 0; round < 3; round++) { /* 0: registered, no size; 1: registered, size given; 2: no monitor */
+    lin_init(&m, &t, TR_OPTIM_SGD, 0.01);
+    g_train.batch_size = round == 1 ? BS : 0;
+    if (round < 2) assert_int_equal(hk_spec_apply(t.reg, "throughput_monitor(window=4)"), HK_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    c.max_epochs = 2;
+    assert_int_equal(tr_fit(&t, &c), TR_OK); /* a second fit of the same trainer: not said again */
+    c.max_epochs = 1;
+    assert_int_equal(count_of(lin_logtext(&m), said), round == 0 ? 1 : 0);
+    if (round == 0) assert_int_equal(t.samples_seen, 2 * NBATCH); /* what it warns about: batches, not samples */
+    g_train.batch_size = 0;
+    lin_free(&m, &t);
+  }
+}
+
 /* bad parameters: the constructors and the spec strings say what is wrong and what would be right */
 static void test_profiler_throughput_bad_parameters(void **state) {
   hk_registry *reg = hk_create(NULL);
@@ -2142,6 +2167,7 @@ int main(void) {
     cmocka_unit_test(test_profiler_own_loop_failing),
     cmocka_unit_test(test_throughput_monitor),
     cmocka_unit_test(test_throughput_monitor_fit),
+    cmocka_unit_test(test_throughput_monitor_batch_size_warning),
     cmocka_unit_test(test_profiler_throughput_bad_parameters),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_exact_resume_all),

@@ -149,7 +149,10 @@ typedef struct tr_data {
      the epoch number, so the same epoch gets the same order after a resume, provided the order depends
      only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
   void (*shuffle)(void *user, tr_rng *rng);
-  int64_t batch_size;                                  /* samples per batch, for ctx->samples_seen (0 = 1) */
+  /* samples per batch, for ctx->samples_seen. 0: each batch counts as 1 sample, so a rate per sample
+     (throughput_monitor's samples/s, tokens, FLOP/s) is per batch: tr_fit warns once when throughput_monitor
+     is registered and this is 0. */
+  int64_t batch_size;
 } tr_data;
 
 /* ---- optimizers ------------------------------------------------------------------------------------

@@ -144,6 +144,7 @@ typedef struct tr_trainer {
   tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
   int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
   int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
+  int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -1417,6 +1418,13 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
 static void tr__ready_to_train(tr_trainer *t) {
   const tr_data *d = t->tr__cfg->train;
   if (t->tr__err) return;
+  /* Without batch_size samples_seen counts batches: a rate per sample would be off by the batch's size */
+  if (d->batch_size <= 0 && !t->tr__bs_warned && t->ctx.rank == 0 && hk_find(t->reg, "throughput_monitor")) {
+    t->tr__bs_warned = 1;
+    tr__warn(t, "throughput_monitor is registered but the training data's tr_data.batch_size is 0: samples_seen "
+             "counts batches, so its samples/s, tokens and FLOP/s are per batch; set tr_data.batch_size to the "
+             "samples in one batch");
+  }
   if (!t->model.grads) {
     tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
              "(for example in a configure_model hook) before training starts");
