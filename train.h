@@ -177,6 +177,10 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   an accumulation window's gradient sum is divided by accumulate_grad_batches (times the ranks) also
+            when the window is short (an epoch's last) or a micro-batch skipped backward, as Lightning divides
+            every loss by it (it was the mean of the micro-batches run: 1.5x Lightning's last update with 3 per
+            step over 5 batches); tr_config.accumulate_mean_of_window = 1 keeps that mean
      next   tr_fit warns once per trainer when throughput_monitor is registered and the training data's
             tr_data.batch_size is 0 (samples_seen then counts batches: samples/s and tokens are per batch)
      next   model_checkpoint claims each file name on disk when it picks it (an exclusive create, replaced by
@@ -2339,7 +2343,14 @@ typedef struct tr_config {
   int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
   int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
                                     Skipped when a step validation already ran at the same step. */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1 */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1. The window's gradient sum is
+                                    divided by it (Lightning divides each loss by it), also in a window
+                                    that has fewer: the epoch's short last one (5 batches, 3 per step:
+                                    its 2 count as 2/3 of a step) or one with a micro-batch skipped before
+                                    backward. With several processes (TRAIN_MPI): by it times the ranks. */
+  int accumulate_mean_of_window; /* 1: divide instead by the micro-batches whose gradient is in the sum (the
+                                    ranks' together), so every step gets the mean of what its window had:
+                                    the short last window above is divided by 2, not 3 */
   double gradient_clip_val;      /* 0 = no clipping */
   tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
   tr_nonfinite on_nonfinite_loss;/* 0 = fail */
@@ -2391,7 +2402,7 @@ typedef struct tr_trainer {
   int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
   int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
   int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
-  int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
+  int64_t tr__accum_n;     /* ... of which ran backward (accumulate_mean_of_window divides the sum by this) */
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
@@ -11435,6 +11446,7 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
     tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
     tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
     tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    if (c->accumulate_mean_of_window) tr__hp(h, &n, "accumulate_mean_of_window", NULL, 1);
     tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
     tr__hp(h, &n, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
     tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
@@ -11832,15 +11844,19 @@ static void tr__backward(tr_trainer *t, void *batch) {
   t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
 }
 
-/* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
-   gets no step. */
+/* The window's gradient sum divided by accumulate_grad_batches (times the ranks), as Lightning divides
+   every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
+   micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
+   did gets no step. */
 static void tr__average_window(tr_trainer *t) {
+  int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
+             : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
-  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || by == 1) return;
 #ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
-  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
+  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
 

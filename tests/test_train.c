@@ -491,6 +491,77 @@ static void test_accumulation_mean(void **state) {
   fx_free(f);
 }
 
+/* issue 28 item 7: the epoch's short last window (5 batches, 3 per step: windows of 3 and 2). By default
+   the sum is divided by accumulate_grad_batches, as Lightning divides every loss by it (the last step
+   moves 2/3 as far as a full one); with accumulate_mean_of_window by the 2 it holds. Both against the
+   same arithmetic by hand: sum the micro-batches' gradients, multiply by 1/divisor as a float, then
+   PyTorch's SGD step (tests/ref_f32.c); the gradients at on_before_optimizer_step and the parameters
+   after the fit, bit for bit. */
+static hk_signal grab_window_grads(probe *p, hk_ctx *ctx) {
+  if (ctx->event == HK_ON_BEFORE_OPTIMIZER_STEP && p->arg2 < 2) {
+    float *out = (float *)(intptr_t)p->arg + 5 * p->arg2++;
+    memcpy(out, ctx->grads[0].data, 4 * sizeof(float));
+    out[4] = ctx->grads[1].data[0];
+  }
+  return HK_CONTINUE;
+}
+static void accumulation_by_hand(int mean_of_window, double lr, float grads[10], float params[5]) {
+  static const int first[2] = { 0, 3 }, size[2] = { 3, 2 };
+  lin_model ref;
+  lin_data data;
+  double loss;
+  void *b;
+  int w, j;
+  lin_init(&ref, 4, 1);   /* fx_new's model and training data */
+  data_init(&data, 4, 5, 2);
+  for (w = 0; w < 2; w++) {
+    float k = 1.0f / (float)(mean_of_window ? size[w] : 3);
+    memset(ref.g, 0, 5 * sizeof(float));
+    for (j = first[w]; j < first[w] + size[w]; j++) {
+      data_get(&data, j, &b);
+      lin_forward(&ref, b, 1, &loss);
+      lin_backward(&ref, b);
+    }
+    for (j = 0; j < 5; j++) ref.g[j] *= k;
+    memcpy(grads + 5 * w, ref.g, 5 * sizeof(float));
+    ref_sgd_f32(ref.p, ref.g, NULL, 5, lr, 0, 0, 0, 0, 1);
+  }
+  memcpy(params, ref.p, 5 * sizeof(float));
+  lin_free(&ref);
+  data_free(&data);
+}
+static void test_accumulation_short_window(void **state) {
+  float want[2][10], want_p[2][5];
+  int mode, j;
+  (void)state;
+  for (mode = 0; mode < 2; mode++) {
+    tr_optim sgd;
+    fx *f;
+    tr_config c;
+    float seen[10];
+    memset(&sgd, 0, sizeof sgd);
+    sgd.kind = TR_OPTIM_SGD;
+    sgd.lr = 0.05;
+    f = fx_new(5, 1, &sgd, NULL, 1);
+    c = fx_config(f, 0);
+    accumulation_by_hand(mode, sgd.lr, want[mode], want_p[mode]);
+    f->p.act = grab_window_grads;
+    f->p.arg = (int64_t)(intptr_t)seen;
+    c.max_epochs = 1;
+    c.accumulate_grad_batches = 3;
+    c.accumulate_mean_of_window = mode;
+    assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+    assert_int_equal(f->t.global_step, 2);
+    assert_int_equal(f->p.arg2, 2);
+    assert_memory_equal(seen, want[mode], sizeof seen);
+    assert_memory_equal(f->m.p, want_p[mode], sizeof want_p[mode]);
+    fx_free(f);
+  }
+  /* the same full first window; the short one's gradient is 2/3 of its mean by default */
+  assert_memory_equal(want[0], want[1], 5 * sizeof(float));
+  for (j = 5; j < 10; j++) assert_float_equal(want[0][j], want[1][j] * 2.0f / 3.0f, 1e-6 * fabs(want[1][j]) + 1e-9);
+}
+
 /* Validation every 2 optimizer steps; the epoch-end validation is skipped when a step validation
    just ran after the last batch. */
 static void test_order_val_every_n_steps(void **state) {
@@ -2947,6 +3018,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_order_stages_and_ctx),
     cmocka_unit_test(test_order_accumulation),
     cmocka_unit_test(test_accumulation_mean),
+    cmocka_unit_test(test_accumulation_short_window),
     cmocka_unit_test(test_order_val_every_n_steps),
     cmocka_unit_test(test_val_every_n_epochs_and_limits),
     cmocka_unit_test(test_order_test_and_predict),
