@@ -582,6 +582,68 @@ static void test_order_val_every_n_steps(void **state) {
   fx_free(f);
 }
 
+/* issue 28 item 8: Lightning's integer val_check_interval counts training batches within each epoch from
+   the epoch's start (training_epoch_loop.py, _should_check_val_fx: (batch_idx + 1) % val_check_batch == 0
+   with check_val_every_n_epoch set; that test replaces the last-batch one, so the epoch's end validates
+   only when N divides the epoch). 5 batches an epoch, N = 2, 2 epochs: after global batches 2, 4, 7, 9 (no
+   validation at either epoch's end). val_every_n_steps = 2 counts optimizer steps over the run and adds the
+   epoch's end: 2, 4, 5, 6, 8, 10. The steps each validation came after, one list per setting. */
+typedef struct val_steps { int64_t at[32]; int n; } val_steps;
+static hk_signal record_val_step(hk_ctx *ctx, void *user) {
+  val_steps *v = (val_steps *)user;
+  if (ctx->stage == HK_STAGE_FIT && v->n < 32) v->at[v->n++] = ctx->global_step;
+  return HK_CONTINUE;
+}
+static hk_signal stop_at_step(probe *p, hk_ctx *ctx) {
+  return ctx->event == HK_ON_TRAIN_BATCH_END && ctx->global_step == p->arg ? HK_STOP : HK_CONTINUE;
+}
+static void val_steps_of(int64_t check_interval, int64_t every_n_steps, int64_t every_n_epochs, int stop_at, val_steps *v,
+                         tr_err expect, const char *error_part) {
+  fx *f = fx_new(5, 1, NULL, NULL, 1);
+  tr_config c = fx_config(f, 1);
+  memset(v, 0, sizeof *v);
+  assert_int_equal(hk_on(f->reg, HK_ON_VALIDATION_START, record_val_step, v, NULL, NULL), HK_OK);
+  if (stop_at) { /* HK_STOP after this optimizer step */
+    f->p.act = stop_at_step;
+    f->p.arg = stop_at;
+  }
+  c.max_epochs = 2;
+  c.num_sanity_val_steps = -1;
+  c.val_check_interval = check_interval;
+  c.val_every_n_steps = every_n_steps;
+  c.val_every_n_epochs = every_n_epochs;
+  assert_int_equal(tr_fit(&f->t, &c), expect);
+  if (error_part) assert_non_null(strstr(tr_error(&f->t), error_part));
+  fx_free(f);
+}
+static void assert_steps(const val_steps *v, const int64_t *want, int n) {
+  int i;
+  if (v->n != n) fail_msg("%d validations, want %d", v->n, n);
+  for (i = 0; i < n; i++)
+    if (v->at[i] != want[i]) fail_msg("validation %d after step %lld, want %lld", i, (long long)v->at[i], (long long)want[i]);
+}
+static void test_val_check_interval(void **state) {
+  static const int64_t lightning[] = { 2, 4, 7, 9 }, global_steps[] = { 2, 4, 5, 6, 8, 10 }, divides[] = { 5, 10 },
+                       second_epoch[] = { 7, 9 }, stopped[] = { 2, 3 };
+  val_steps v;
+  (void)state;
+  val_steps_of(2, 0, 0, 0, &v, TR_OK, NULL);
+  assert_steps(&v, lightning, 4);
+  val_steps_of(0, 2, 0, 0, &v, TR_OK, NULL); /* the global-step form stays */
+  assert_steps(&v, global_steps, 6);
+  val_steps_of(5, 0, 0, 0, &v, TR_OK, NULL); /* N divides the epoch: its end, once */
+  assert_steps(&v, divides, 2);
+  val_steps_of(2, 0, 2, 0, &v, TR_OK, NULL); /* check_val_every_n_epoch = 2: the second epoch only */
+  assert_steps(&v, second_epoch, 2);
+  val_steps_of(2, 0, 0, 3, &v, TR_OK, NULL); /* a stop after batch 3 validates there (Lightning forces it) */
+  assert_steps(&v, stopped, 2);
+  /* more than an epoch's batches never validates: refused, as Lightning's ValueError */
+  val_steps_of(6, 0, 0, 0, &v, TR_ERR_INVALID, "val_check_interval (6) is more than the 5 training batches of an epoch");
+  assert_int_equal(v.n, 0);
+  val_steps_of(2, 3, 0, 0, &v, TR_ERR_INVALID, "both set");
+  val_steps_of(-1, 0, 0, 0, &v, TR_ERR_INVALID, "must be >= 0");
+}
+
 /* Validation only every 2nd epoch; limit_train_batches / limit_val_batches. */
 static void test_val_every_n_epochs_and_limits(void **state) {
   fx *f = fx_new(5, 4, NULL, NULL, 1);
@@ -3021,6 +3083,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_accumulation_short_window),
     cmocka_unit_test(test_order_val_every_n_steps),
     cmocka_unit_test(test_val_every_n_epochs_and_limits),
+    cmocka_unit_test(test_val_check_interval),
     cmocka_unit_test(test_order_test_and_predict),
     cmocka_unit_test(test_predict_outputs),
     cmocka_unit_test(test_adamw_reference),

@@ -60,7 +60,15 @@ typedef struct tr_config {
   int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
   int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
   int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
-  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
+  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step, counted over the whole run
+                                    (steps N, 2N, ... across epochs); 0 = off */
+  int64_t val_check_interval;    /* Lightning's integer val_check_interval: validate after every N-th training
+                                    batch of each epoch, counted from the epoch's start (batches, not optimizer
+                                    steps); the epoch's end then validates only when N divides its batches, or
+                                    when a stop ends the epoch. 5 batches an epoch, N = 2: after batches 2, 4, 7,
+                                    9. In the epochs val_every_n_epochs picks (Lightning's
+                                    check_val_every_n_epoch). 0 = off; more than an epoch's batches fails the
+                                    fit (Lightning raises); not together with val_every_n_steps */
   int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
                                     Skipped when a step validation already ran at the same step. */
   int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1. The window's gradient sum is
@@ -384,6 +392,7 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
     tr__hp(h, &n, "limit_val_batches", NULL, (double)c->limit_val_batches);
     tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
     tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    if (c->val_check_interval > 0) tr__hp(h, &n, "val_check_interval", NULL, (double)c->val_check_interval);
     tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
     if (c->accumulate_mean_of_window) tr__hp(h, &n, "accumulate_mean_of_window", NULL, 1);
     tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
@@ -1059,7 +1068,8 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
   d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
   /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
      (or not at all), else at the validation's end */
-  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
+                                             c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
   run->resume_from = c->resume_from ? c->resume_from : "";
   d->no_resume_message = c->no_resume_message;
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
@@ -1142,15 +1152,25 @@ static int tr__stopping(const tr_trainer *t) {
 
 
 static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
+/* This epoch validates (val_every_n_epochs: Lightning's check_val_every_n_epoch). */
+static int tr__val_epoch(const tr_trainer *t, const tr_config *c) {
+  return c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
+/* val_check_interval: the training batch just finished (epoch_batch of them so far) is the N-th, 2N-th, ...
+   of its epoch (Lightning: (batch_idx + 1) % val_check_batch == 0, batch_idx counted within the epoch). */
+static int tr__val_in_epoch(const tr_trainer *t, const tr_config *c) {
+  return c->val_check_interval > 0 && t->epoch_batch > 0 && t->epoch_batch % c->val_check_interval == 0 && tr__val_epoch(t, c);
+}
 /* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
-   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
-   due now on that validation's value.) */
+   the batch stepped), at this batch of the epoch (val_check_interval), or at the epoch's end after its last
+   batch? (model_checkpoint ranks a step save due now on that validation's value.) */
 static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
   const tr_trainer *t = (const tr_trainer *)trainer;
   const tr_config *c = t->tr__cfg;
   if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
   if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
-  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+  if (c->val_check_interval > 0) return tr__val_in_epoch(t, c); /* its epoch's end adds none (unless stopped) */
+  return t->tr__epoch_done && tr__val_epoch(t, c);
 }
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
@@ -1283,7 +1303,8 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
 
-  if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
+  if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
+                 tr__val_in_epoch(t, c)))
     tr__fit_validate(t);
   tr__honour_requests(t);
 }
@@ -1340,7 +1361,7 @@ static void tr__plateau_check(tr_trainer *t) {
    max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
-  int complete;
+  int complete, stopped;
   t->train_batches = t->tr__run->train_batches = n;
   tr__start_epoch(t, c->train);
   tr__dist_agree(t);
@@ -1349,10 +1370,12 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
     if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
   }
   if (t->tr__err) return;
-  complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  stopped = HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  complete = t->epoch_batch >= n || stopped;
   t->tr__epoch_done = complete;
-  if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
-      t->tr__val_at != t->epoch_batch)
+  /* the epoch's validation, unless one just ran after its last batch; with val_check_interval only when a
+     stop ended the epoch (Lightning validates at a stop; otherwise at the N-th batches alone) */
+  if (complete && c->val && tr__val_epoch(t, c) && (c->val_check_interval <= 0 || stopped) && t->tr__val_at != t->epoch_batch)
     tr__fit_validate(t);
   if (complete && !t->tr__err && t->sched.kind == TR_SCHED_PLATEAU) tr__plateau_check(t);
   t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
@@ -1380,9 +1403,13 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
-      c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps and "
-                    "accumulate_grad_batches must be >= 0");
+      c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
+                    "and accumulate_grad_batches must be >= 0");
+  if (c->val_every_n_steps > 0 && c->val_check_interval > 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: val_every_n_steps (%lld, optimizer steps over the run) and val_check_interval "
+                    "(%lld, batches within each epoch) are both set; give one", (long long)c->val_every_n_steps,
+                    (long long)c->val_check_interval);
   if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
       (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
@@ -1503,6 +1530,12 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
+      break;
+    }
+    if (c->val && c->val_check_interval > n) { /* it would never validate (Lightning raises a ValueError) */
+      tr__fail(t, TR_ERR_INVALID, "tr_fit: val_check_interval (%lld) is more than the %lld training batches of an epoch: it "
+               "counts batches within each epoch (Lightning's rule); give at most %lld, or val_every_n_steps to count "
+               "optimizer steps across epochs", (long long)c->val_check_interval, (long long)n, (long long)n);
       break;
     }
     tr__train_epoch(t, n);
