@@ -178,6 +178,9 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   gradient_monitor checks the views at on_train_start (each named once, data set, count > 0) and fails
+            naming the view's index and what to set: views completed after the run started (llm.c) gave one
+            column named grad_2.0_norm/ without a word
      next   tr_config.val_check_interval: Lightning's integer val_check_interval (validate after every N-th
             training batch of each epoch, counted from its start; the epoch's end only when N divides it or a
             stop ends it; more than an epoch's batches is refused); val_every_n_steps keeps counting steps over
@@ -1704,8 +1707,9 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
-   and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
+   complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
+   view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
    tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
 typedef struct tr_histogram {
   int n_bins;
@@ -2749,6 +2753,30 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
+/* ---- tensor views a callback takes ---------------------------------------------------------------
+   A callback that keeps the loop's views from the start of a run (gradient_monitor names a metric after
+   each) checks them there: every view named, no name twice, data set, count above 0. A loop that fills
+   them in later (llm.c allocates its gradients in the first backward) would otherwise hand it one view
+   with an empty name. 0, or -1 with hk_fail's message naming the view's index and what to set. field is
+   what the loop calls them ("ctx->grads"). */
+TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field, const char *who) {
+  static const char *const when = "every view needs its name, data and count when the run starts (on_train_start: "
+                                  "tr_run_start, tr_fit); a model that allocates its buffers later (llm.c: in the "
+                                  "first backward) allocates them, and fills in the views, before";
+  int k, j;
+  for (k = 0; k < n; k++) {
+    const char *name = v[k].name;
+    if (!name || !name[0])
+      return hk_fail(ctx, "%s: %s[%d] has no name (%s); %s", who, field, k, name ? "\"\"" : "NULL", when), -1;
+    if (!v[k].data) return hk_fail(ctx, "%s: %s[%d] ('%s') has no data (NULL); %s", who, field, k, name, when), -1;
+    if (v[k].count == 0) return hk_fail(ctx, "%s: %s[%d] ('%s') has count 0; %s", who, field, k, name, when), -1;
+    for (j = 0; j < k; j++)
+      if (strcmp(v[j].name, name) == 0)
+        return hk_fail(ctx, "%s: %s[%d] and %s[%d] are both named '%s'; give each view a name of its own", who, field, j,
+                       field, k, name), -1;
+  }
+  return 0;
+}
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */
 
@@ -7703,6 +7731,7 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm_free_views(s);
   if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
   if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
+  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
   if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
@@ -7764,7 +7793,10 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     return hk_fail(ctx, "the loop's tensors changed since on_train_start");
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
+    double sq;
+    if (!g->data) return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
+                                 g->name ? g->name : "?", (long long)ctx->global_step + 1);
+    sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);

@@ -597,6 +597,67 @@ static void test_gradient_monitor_values(void **state) {
   hk_ctx_free(&ctx);
 }
 
+/* issue 28 item 14: views that are not complete when the run starts (llm.c allocates its gradients in the
+   first backward). Before: one column "grad_2.0_norm/" (an empty name) and no word. Now the run fails at
+   on_train_start naming the view's index and what to set: in a loop of your own through tr_run_start, and
+   for each way a view can be incomplete (no name, no data, no elements, a name twice). */
+static void gm_views_case(hk_tensor *g, int n, const char *want) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  double v;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.grads = g;
+  ctx.n_tensors = n;
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = out, .no_signals = 1 }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
+  assert_int_not_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_not_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  if (!strstr(tr_run_error(reg), want)) fail_msg("error: %s\nwant: %s", tr_run_error(reg), want);
+  assert_int_equal(hk_metric_get(&ctx, "grad_2.0_norm/", &v), 0);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  fclose(out);
+  free(buf);
+}
+static void test_gradient_monitor_views_checked(void **state) {
+  float a[3] = { 1, 2, 3 }, b[1] = { 4 };
+  hk_tensor g[2];
+  (void)state;
+  memset(g, 0, sizeof g); /* the llm.c shape: views set up after the run started */
+  gm_views_case(g, 1, "gradient_monitor: ctx->grads[0] has no name (NULL); every view needs its name, data and count when the run starts");
+  g[0].name = "";
+  gm_views_case(g, 1, "ctx->grads[0] has no name (\"\")");
+  g[0].name = "wte"; g[0].data = a; g[0].count = 3;
+  g[1].name = "wpe"; g[1].count = 1;
+  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has no data (NULL); every view needs");
+  g[1].data = b; g[1].count = 0;
+  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has count 0");
+  g[1].count = 1; g[1].name = "wte";
+  gm_views_case(g, 2, "ctx->grads[0] and ctx->grads[1] are both named 'wte'");
+  { /* complete views: it runs */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    double v;
+    g[1].name = "wpe";
+    memset(&ctx, 0, sizeof ctx);
+    ctx.grads = g;
+    ctx.n_tensors = 2;
+    assert_int_equal(tr_add_factories(reg), HK_OK);
+    assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
+    assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_START, &ctx), HK_CONTINUE);
+    assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_CONTINUE);
+    assert_true(hk_metric_get(&ctx, "grad_2.0_norm/wpe", &v) && v == 4);
+    g[1].data = NULL; /* taken away after the start: said at the step, not a crash */
+    assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_FAIL);
+    assert_non_null(strstr(ctx.hook_failure, "ctx->grads[1] ('wpe') has no data (NULL) at step 1"));
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+}
+
 /* =================================================================================================
    ema
    ================================================================================================= */
@@ -2156,6 +2217,7 @@ int main(void) {
     cmocka_unit_test(test_lr_monitor_every_row),
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
+    cmocka_unit_test(test_gradient_monitor_views_checked),
     cmocka_unit_test(test_gradient_monitor_percentiles),
     cmocka_unit_test(test_ema),
     cmocka_unit_test(test_lr_finder),

@@ -463,6 +463,30 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
+/* ---- tensor views a callback takes ---------------------------------------------------------------
+   A callback that keeps the loop's views from the start of a run (gradient_monitor names a metric after
+   each) checks them there: every view named, no name twice, data set, count above 0. A loop that fills
+   them in later (llm.c allocates its gradients in the first backward) would otherwise hand it one view
+   with an empty name. 0, or -1 with hk_fail's message naming the view's index and what to set. field is
+   what the loop calls them ("ctx->grads"). */
+TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field, const char *who) {
+  static const char *const when = "every view needs its name, data and count when the run starts (on_train_start: "
+                                  "tr_run_start, tr_fit); a model that allocates its buffers later (llm.c: in the "
+                                  "first backward) allocates them, and fills in the views, before";
+  int k, j;
+  for (k = 0; k < n; k++) {
+    const char *name = v[k].name;
+    if (!name || !name[0])
+      return hk_fail(ctx, "%s: %s[%d] has no name (%s); %s", who, field, k, name ? "\"\"" : "NULL", when), -1;
+    if (!v[k].data) return hk_fail(ctx, "%s: %s[%d] ('%s') has no data (NULL); %s", who, field, k, name, when), -1;
+    if (v[k].count == 0) return hk_fail(ctx, "%s: %s[%d] ('%s') has count 0; %s", who, field, k, name, when), -1;
+    for (j = 0; j < k; j++)
+      if (strcmp(v[j].name, name) == 0)
+        return hk_fail(ctx, "%s: %s[%d] and %s[%d] are both named '%s'; give each view a name of its own", who, field, j,
+                       field, k, name), -1;
+  }
+  return 0;
+}
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */
 

@@ -18,8 +18,9 @@ TR__C_BEGIN /* part */
    as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
-   and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
+   complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
+   view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
    tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
 typedef struct tr_histogram {
   int n_bins;
@@ -134,6 +135,7 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm_free_views(s);
   if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
   if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
+  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
   if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
@@ -195,7 +197,10 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     return hk_fail(ctx, "the loop's tensors changed since on_train_start");
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
+    double sq;
+    if (!g->data) return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
+                                 g->name ? g->name : "?", (long long)ctx->global_step + 1);
+    sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
