@@ -178,6 +178,10 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   nan_guard and gradient_monitor together read the gradients once a step: the trainer's pass behind
+            hk_grad_norm (ctx->grad_norm_source on the host too) keeps each tensor's sum of squares and
+            gradient_monitor publishes those (8.20M to 6.50M instructions a step at 2^20 parameters:
+            docs/numbers.md); in a loop of your own gradient_monitor's pass gives hk_grad_norm its value
      next   gradient_monitor checks the views at on_train_start (each named once, data set, count > 0) and fails
             naming the view's index and what to set: views completed after the run started (llm.c) gave one
             column named grad_2.0_norm/ without a word
@@ -623,6 +627,20 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
+
+/* private: one pass over the gradients per change, shared by whoever asks. A loop sets ctx->grad_norm_source
+   to tr__grad_pass_source with one of these as its user (train.h's trainer does): the first hk_grad_norm
+   after the gradients changed (nan_guard's, clipping's, the grad_norm metric's) sums every view's squares
+   in one pass and keeps them per view, and gradient_monitor's per-tensor norms read those
+   (tr__grad_pass_sums) instead of making a second pass. The same bits as hk_grad_norm's own loop. */
+typedef struct tr__grad_pass {
+  double *sq;                   /* n sums of squares, in view order */
+  int n;
+  int threads;                  /* for sumsq */
+  double (*sumsq)(const float *x, size_t n, int threads); /* tr_sumsq (hk_sumsq's bits on threads); NULL: hk_sumsq */
+  uint64_t version;             /* the ctx->hk__grads_version they were taken at */
+  int ok;                       /* sq holds that version's sums */
+} tr__grad_pass;
 
 #if !defined(TRAIN_NO_MATH)
 
@@ -1695,7 +1713,10 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
 
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
    On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes
+   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
+   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
+   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
+   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
      grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
      grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
      grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
@@ -1750,9 +1771,10 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
 
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
    Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
-   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm (one pass,
-   shared with clipping and monitors); only when it is not finite does it scan for the first tensor
-   and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
+   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm: one pass
+   per step, shared with clipping, spike_detection and gradient_monitor (in train.h's trainer that pass
+   also keeps the per-tensor sums gradient_monitor publishes, so both registered read the gradients
+   once); only when it is not finite does it scan for the first tensor and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
    what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
    warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
    any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
@@ -2449,6 +2471,7 @@ typedef struct tr_trainer {
   int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
   int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
   int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
+  tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -2776,6 +2799,35 @@ TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const cha
                        field, k, name), -1;
   }
   return 0;
+}
+
+/* ---- one pass over the gradients, shared (tr__grad_pass above) ------------------------------------ */
+/* ctx->grad_norm_source: every view's sum of squares, kept, and the norm from them (hk_grad_norm caches it). */
+TR__SHARED double tr__grad_pass_source(hk_ctx *ctx, void *user) {
+  tr__grad_pass *p = (tr__grad_pass *)user;
+  double sum = 0;
+  int k;
+  for (k = 0; k < ctx->n_tensors && ctx->grads; k++) {
+    const hk_tensor *g = &ctx->grads[k];
+    double sq = p->sumsq ? p->sumsq(g->data, g->count, p->threads) : hk_sumsq(g->data, g->count);
+    if (k < p->n) p->sq[k] = sq;
+    sum += sq;
+  }
+  p->ok = ctx->grads && ctx->n_tensors <= p->n;
+  p->version = ctx->hk__grads_version;
+  return sqrt(sum);
+}
+/* The views' sums of squares of the gradients as they are now, from the loop's shared pass (made now, and
+   hk_grad_norm with it, when nobody has asked since they changed); NULL when the loop has no such pass. */
+TR__SHARED const double *tr__grad_pass_sums(hk_ctx *ctx) {
+  tr__grad_pass *p;
+  double norm;
+  if (ctx->grad_norm_source != tr__grad_pass_source) return NULL;
+  p = (tr__grad_pass *)ctx->grad_norm_source_user;
+  if (p->ok && p->version == ctx->hk__grads_version) return p->sq;
+  norm = tr__grad_pass_source(ctx, p);
+  if (!hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, norm);
+  return p->ok ? p->sq : NULL;
 }
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */
@@ -7786,21 +7838,28 @@ static double tr__percentile(float *x, size_t n, double q) {
 static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   double total = 0;
+  const double *shared;
   size_t at = 0, i;
   int j;
   if (!s->ready) return HK_CONTINUE;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
     return hk_fail(ctx, "the loop's tensors changed since on_train_start");
+  for (j = 0; j < s->pub.n_tensors; j++)
+    if (!ctx->grads[s->sel[j]].data)
+      return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
+                     ctx->grads[s->sel[j]].name ? ctx->grads[s->sel[j]].name : "?", (long long)ctx->global_step + 1);
+  /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
+     and clipping), else a pass of its own */
+  shared = tr__grad_pass_sums(ctx);
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq;
-    if (!g->data) return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
-                                 g->name ? g->name : "?", (long long)ctx->global_step + 1);
-    sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
+    double sq = shared ? shared[s->sel[j]] : hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
   }
+  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own) */
+  if (!shared && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
   s->pub.checks++;
@@ -11599,6 +11658,8 @@ TRAIN_API void tr_free(tr_trainer *t) {
   free(t->tr__views);
   free(t->tr__m);
   free(t->tr__v);
+  free(t->tr__gpass.sq);
+  t->tr__gpass.sq = NULL;
   tr__dist_free(t);
   t->reg = NULL;
   t->tr__views = NULL;
@@ -11679,9 +11740,10 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   /* Everything the step loop needs is allocated now, once. */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
   if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
   if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || !t->tr__gpass.sq || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -11710,6 +11772,11 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   t->ctx.n_tensors = n;
   t->ctx.world_size = 1;
   t->ctx.lr = t->lr;
+  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
+  t->tr__gpass.threads = t->tr__threads;
+  t->tr__gpass.sumsq = tr_sumsq;
+  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/cuda.h puts its own) */
+  t->ctx.grad_norm_source_user = &t->tr__gpass;
   t->tr__last_loss = NAN; /* no training batch yet */
   if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
       hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
@@ -11906,16 +11973,10 @@ static void tr__average_window(tr_trainer *t) {
   hk_grads_changed(&t->ctx);
 }
 
-/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
-   view, in view order: hk_grad_norm's bits). */
-static double tr__grad_norm(tr_trainer *t) {
-  double sum = 0;
-  int k;
-  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
-  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
-  hk_grad_norm_set(&t->ctx, sqrt(sum));
-  return sqrt(sum);
-}
+/* hk_grad_norm's value: computed by ctx.grad_norm_source when nobody has asked since the gradients
+   changed, on the host the shared pass (tr__grad_pass_source: tr_sumsq per view with the trainer's threads,
+   in view order: hk_grad_norm's bits; the per-view sums kept for gradient_monitor), on the device cuda.h's. */
+static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
 
 /* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is

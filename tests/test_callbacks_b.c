@@ -597,6 +597,85 @@ static void test_gradient_monitor_values(void **state) {
   hk_ctx_free(&ctx);
 }
 
+/* issue 28 item 20: with nan_guard and gradient_monitor both registered the gradients are read once a
+   step. nan_guard (order -10) asks hk_grad_norm first; the trainer's pass behind it keeps each tensor's
+   sum of squares, and gradient_monitor (order 0) publishes those. Shown by a hook between them (order
+   -5) that doubles the gradients without saying so (no hk_grads_changed) and one after them (order 5)
+   that halves them back: gradient_monitor's norms are those of the one pass before the doubling. A
+   second pass of its own would see them doubled. In a loop of your own (no shared pass) gradient_monitor
+   makes the pass and leaves hk_grad_norm its value, so a reader after it does not pass again. */
+typedef struct gp_rec { int steps, wrong; double norm_seen, w_seen; } gp_rec;
+static void scale_grads(hk_ctx *ctx, float k) {
+  int j;
+  size_t i;
+  for (j = 0; j < ctx->n_tensors; j++)
+    for (i = 0; i < ctx->grads[j].count; i++) ((float *)ctx->grads[j].data)[i] *= k;
+}
+static hk_signal gp_double(hk_ctx *ctx, void *user) {
+  gp_rec *r = (gp_rec *)user;
+  size_t i;
+  double w = 0;
+  if (!hk_grad_norm_known(ctx)) r->wrong++; /* nan_guard asked already */
+  r->norm_seen = hk_grad_norm(ctx);
+  for (i = 0; i < ctx->grads[0].count; i++) w += (double)ctx->grads[0].data[i] * ctx->grads[0].data[i];
+  r->w_seen = sqrt(w);
+  scale_grads(ctx, 2.0f);
+  return HK_CONTINUE;
+}
+static hk_signal gp_halve(hk_ctx *ctx, void *user) {
+  gp_rec *r = (gp_rec *)user;
+  double v;
+  r->steps++;
+  if (!hk_metric_get(ctx, "grad_2.0_norm_total", &v) || v != r->norm_seen) r->wrong++; /* the shared pass, bit for bit */
+  if (!hk_metric_get(ctx, "grad_2.0_norm/w", &v) || fabs(v - r->w_seen) > 1e-12 * (1 + v)) r->wrong++;
+  scale_grads(ctx, 0.5f);
+  return HK_CONTINUE;
+}
+static hk_signal gp_after_monitor(hk_ctx *ctx, void *user) {
+  gp_rec *r = (gp_rec *)user;
+  double v;
+  r->steps++;
+  if (!hk_grad_norm_known(ctx)) r->wrong++; /* gradient_monitor's pass gave it */
+  if (!hk_metric_get(ctx, "grad_2.0_norm_total", &v) || v != hk_grad_norm(ctx)) r->wrong++;
+  return HK_CONTINUE;
+}
+static void test_grad_pass_shared(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(2);
+  gp_rec r;
+  (void)state;
+  memset(&r, 0, sizeof r);
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.01);
+  assert_int_equal(hk_spec_apply(t.reg, "nan_guard; gradient_monitor(log_frequency=1, vanishing_threshold=-1)"), HK_OK);
+  hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, gp_double, &r, &(hk_opts){ .name = "double", .order = -5 }, NULL);
+  hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, gp_halve, &r, &(hk_opts){ .name = "halve", .order = 5 }, NULL);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(r.steps, 2 * NBATCH);
+  assert_int_equal(r.wrong, 0);
+  lin_free(&m, &t);
+  { /* a loop of your own: gradient_monitor alone passes, and hk_grad_norm has its value after it */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    float a[3] = { 1, 2, 3 }, b[1] = { 4 };
+    hk_tensor g[2] = { { "w", a, 3, 0 }, { "b", b, 1, 0 } };
+    memset(&r, 0, sizeof r);
+    memset(&ctx, 0, sizeof ctx);
+    ctx.grads = g;
+    ctx.n_tensors = 2;
+    assert_int_equal(tr_add_factories(reg), HK_OK);
+    assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
+    hk_on(reg, HK_ON_BEFORE_OPTIMIZER_STEP, gp_after_monitor, &r, &(hk_opts){ .name = "after", .order = 5 }, NULL);
+    assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_START, &ctx), HK_CONTINUE);
+    assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_CONTINUE);
+    assert_true(hk_grad_norm(&ctx) == sqrt(30.0));
+    assert_int_equal(r.steps, 1);
+    assert_int_equal(r.wrong, 0);
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+}
+
 /* issue 28 item 14: views that are not complete when the run starts (llm.c allocates its gradients in the
    first backward). Before: one column "grad_2.0_norm/" (an empty name) and no word. Now the run fails at
    on_train_start naming the view's index and what to set: in a loop of your own through tr_run_start, and
@@ -2218,6 +2297,7 @@ int main(void) {
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
     cmocka_unit_test(test_gradient_monitor_views_checked),
+    cmocka_unit_test(test_grad_pass_shared),
     cmocka_unit_test(test_gradient_monitor_percentiles),
     cmocka_unit_test(test_ema),
     cmocka_unit_test(test_lr_finder),

@@ -309,6 +309,20 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
+
+/* private: one pass over the gradients per change, shared by whoever asks. A loop sets ctx->grad_norm_source
+   to tr__grad_pass_source with one of these as its user (train.h's trainer does): the first hk_grad_norm
+   after the gradients changed (nan_guard's, clipping's, the grad_norm metric's) sums every view's squares
+   in one pass and keeps them per view, and gradient_monitor's per-tensor norms read those
+   (tr__grad_pass_sums) instead of making a second pass. The same bits as hk_grad_norm's own loop. */
+typedef struct tr__grad_pass {
+  double *sq;                   /* n sums of squares, in view order */
+  int n;
+  int threads;                  /* for sumsq */
+  double (*sumsq)(const float *x, size_t n, int threads); /* tr_sumsq (hk_sumsq's bits on threads); NULL: hk_sumsq */
+  uint64_t version;             /* the ctx->hk__grads_version they were taken at */
+  int ok;                       /* sq holds that version's sums */
+} tr__grad_pass;
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
@@ -486,6 +500,35 @@ TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const cha
                        field, k, name), -1;
   }
   return 0;
+}
+
+/* ---- one pass over the gradients, shared (tr__grad_pass above) ------------------------------------ */
+/* ctx->grad_norm_source: every view's sum of squares, kept, and the norm from them (hk_grad_norm caches it). */
+TR__SHARED double tr__grad_pass_source(hk_ctx *ctx, void *user) {
+  tr__grad_pass *p = (tr__grad_pass *)user;
+  double sum = 0;
+  int k;
+  for (k = 0; k < ctx->n_tensors && ctx->grads; k++) {
+    const hk_tensor *g = &ctx->grads[k];
+    double sq = p->sumsq ? p->sumsq(g->data, g->count, p->threads) : hk_sumsq(g->data, g->count);
+    if (k < p->n) p->sq[k] = sq;
+    sum += sq;
+  }
+  p->ok = ctx->grads && ctx->n_tensors <= p->n;
+  p->version = ctx->hk__grads_version;
+  return sqrt(sum);
+}
+/* The views' sums of squares of the gradients as they are now, from the loop's shared pass (made now, and
+   hk_grad_norm with it, when nobody has asked since they changed); NULL when the loop has no such pass. */
+TR__SHARED const double *tr__grad_pass_sums(hk_ctx *ctx) {
+  tr__grad_pass *p;
+  double norm;
+  if (ctx->grad_norm_source != tr__grad_pass_source) return NULL;
+  p = (tr__grad_pass *)ctx->grad_norm_source_user;
+  if (p->ok && p->version == ctx->hk__grads_version) return p->sq;
+  norm = tr__grad_pass_source(ctx, p);
+  if (!hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, norm);
+  return p->ok ? p->sq : NULL;
 }
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */

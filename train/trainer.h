@@ -160,6 +160,7 @@ typedef struct tr_trainer {
   int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
   int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
   int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
+  tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -501,6 +502,8 @@ TRAIN_API void tr_free(tr_trainer *t) {
   free(t->tr__views);
   free(t->tr__m);
   free(t->tr__v);
+  free(t->tr__gpass.sq);
+  t->tr__gpass.sq = NULL;
   tr__dist_free(t);
   t->reg = NULL;
   t->tr__views = NULL;
@@ -581,9 +584,10 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   /* Everything the step loop needs is allocated now, once. */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
   if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
   if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || !t->tr__gpass.sq || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -612,6 +616,11 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   t->ctx.n_tensors = n;
   t->ctx.world_size = 1;
   t->ctx.lr = t->lr;
+  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
+  t->tr__gpass.threads = t->tr__threads;
+  t->tr__gpass.sumsq = tr_sumsq;
+  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/cuda.h puts its own) */
+  t->ctx.grad_norm_source_user = &t->tr__gpass;
   t->tr__last_loss = NAN; /* no training batch yet */
   if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
       hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
@@ -808,16 +817,10 @@ static void tr__average_window(tr_trainer *t) {
   hk_grads_changed(&t->ctx);
 }
 
-/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
-   view, in view order: hk_grad_norm's bits). */
-static double tr__grad_norm(tr_trainer *t) {
-  double sum = 0;
-  int k;
-  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
-  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
-  hk_grad_norm_set(&t->ctx, sqrt(sum));
-  return sqrt(sum);
-}
+/* hk_grad_norm's value: computed by ctx.grad_norm_source when nobody has asked since the gradients
+   changed, on the host the shared pass (tr__grad_pass_source: tr_sumsq per view with the trainer's threads,
+   in view order: hk_grad_norm's bits; the per-view sums kept for gradient_monitor), on the device cuda.h's. */
+static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
 
 /* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is

@@ -6,7 +6,10 @@
 TR__C_BEGIN /* part */
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
    On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes
+   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
+   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
+   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
+   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
      grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
      grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
      grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
@@ -190,21 +193,28 @@ static double tr__percentile(float *x, size_t n, double q) {
 static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   double total = 0;
+  const double *shared;
   size_t at = 0, i;
   int j;
   if (!s->ready) return HK_CONTINUE;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
     return hk_fail(ctx, "the loop's tensors changed since on_train_start");
+  for (j = 0; j < s->pub.n_tensors; j++)
+    if (!ctx->grads[s->sel[j]].data)
+      return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
+                     ctx->grads[s->sel[j]].name ? ctx->grads[s->sel[j]].name : "?", (long long)ctx->global_step + 1);
+  /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
+     and clipping), else a pass of its own */
+  shared = tr__grad_pass_sums(ctx);
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq;
-    if (!g->data) return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
-                                 g->name ? g->name : "?", (long long)ctx->global_step + 1);
-    sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
+    double sq = shared ? shared[s->sel[j]] : hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
   }
+  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own) */
+  if (!shared && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
   s->pub.checks++;
