@@ -195,6 +195,16 @@
             step over 5 batches); tr_config.accumulate_mean_of_window = 1 keeps that mean
      next   tr_fit warns once per trainer when throughput_monitor is registered and the training data's
             tr_data.batch_size is 0 (samples_seen then counts batches: samples/s and tokens are per batch)
+     next   train.h is generated from train/ (make train.h): one part per concept, one file per callback and
+            logger (the loggers as formats over loggers/file_loggers.h), each part usable on its own
+            (TRAIN_ONLY_SPECIFIC_BATTERIES names the batteries a program includes directly); the table of
+            compiled batteries generated from TR__BATTERIES
+     next   the run layer is a state machine: a call out of order is refused at the call, one error channel;
+            tr_run_epoch_start (an epoch loop: fires on_train_epoch_start, the first batch to run), tr_run_at /
+            tr_run.resumed_at / tr_run_resumed_at (where a checkpoint was written: a resume runs nothing twice;
+            from an epoch's end it starts the next epoch), tr_run_lr / tr_run_sched_lr (the step's learning
+            rate with the hooks' tr_lr_scale in any loop; the trainer's too; a hook's write of ctx->lr is
+            said), Ctrl-C saves the step just ended to tr_run_desc.save_to and a second one ends the process
      next   model_checkpoint claims each file name on disk when it picks it (an exclusive create, replaced by
             the save's rename): two processes with one dirpath never pick one name (each could take the
             other's epoch=0.ckpt or last.ckpt and later evict it)
@@ -815,8 +825,10 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
      - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
        in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
        and calls tr_plateau_step once per epoch for a plateau;
-     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
-       at the next safe point, both through on_exception;
+     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
+       on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
+       says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
+       one ends the process at once, by the signal's default action (a step that hangs can be killed);
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
 
@@ -1242,6 +1254,7 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
    are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
      INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
      INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
+     DOUBLE_ZERO a double whose 0 means the default: TR_ZERO_F (a negative zero) is an explicit 0 (spec: 0)
      DOUBLE     a double; spec: a number
      BOOL       an int, 1 yes, 0 no (the default); spec: true or false
      TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
@@ -1256,6 +1269,7 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 #define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
 #define TR__FIELD_INT(type, name)       type name;
 #define TR__FIELD_INT_ZERO(type, name)  type name;
+#define TR__FIELD_DOUBLE_ZERO(type, name) type name;
 #define TR__FIELD_DOUBLE(type, name)    type name;
 #define TR__FIELD_BOOL(type, name)      type name;
 #define TR__FIELD_TRI(type, name)       type name;
@@ -1816,8 +1830,8 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
    evaluations, on_train_epoch_end for SWA. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE, double,  decay,           "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
-  X(INT,    int64_t, every_n_steps,   "1",     NULL, "update every n optimizer steps") \
+  X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
+  X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
   X(INT,    int64_t, start_step,      "0",     NULL, "the first global_step that updates") \
   X(INT,    int64_t, swa_epoch_start, "0",     NULL, "> 0: SWA (an equal average per epoch) from this epoch (0-based) " \
     "instead of the EMA") \
@@ -2050,12 +2064,12 @@ TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(INT,      int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
+  X(INT_ZERO, int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
   X(CHOICE,   tr_spike_centre, centre,        "mean",     "mean|median", "the window's centre") \
   X(CHOICE,   tr_spike_mode,   mode,          "relative", "relative|zscore", "relative: a spike is above centre + " \
     "threshold*|centre|; zscore: above centre + threshold*std") \
-  X(DOUBLE,   double,          threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
-  X(INT,      int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
+  X(DOUBLE_ZERO, double,       threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
+  X(INT_ZERO, int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
   X(INT,      int64_t,         skip_after,    "0",         NULL, "batches skipped after a spike (>= 0)") \
   X(INT_ZERO, int,             max_rollbacks, "10",       NULL, "spikes rolled back before one fails the run (0: fail at " \
     "the first, as Lightning; -1: never)") \
@@ -2588,10 +2602,10 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
    train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE, double,       min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
-  X(DOUBLE, double,       max_lr,               "1",    NULL, "the sweep's last learning rate") \
-  X(INT,    int,          num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
-  X(DOUBLE, double,       early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
+  X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
+  X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
+  X(INT_ZERO, int,        num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
+  X(DOUBLE_ZERO, double,  early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
   X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
   X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
   X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
@@ -3853,6 +3867,130 @@ static void tr__asave_free(tr__asave *as) {
   free(as->job_user);
   free(as);
 }
+
+/* ---- text for files: numbers that read back exactly, UTF-8, JSON, CSV and YAML strings ----------- */
+/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
+   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
+   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
+   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
+static void tr__num(char *buf, size_t cap, double v) {
+  char shorter[32];
+  if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
+  if (v != 0 && v > -1e9 && v < 1e9 && v == (double)(long)v) { snprintf(buf, cap, "%ld", (long)v); return; } /* %.15g's text */
+  snprintf(buf, cap, "%.16g", v);
+  if (strtod(buf, NULL) != v) { snprintf(buf, cap, "%.17g", v); return; }
+  snprintf(shorter, sizeof shorter, "%.15g", v);
+  if (strtod(shorter, NULL) == v) snprintf(buf, cap, "%s", shorter);
+}
+/* The length of the UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one: no overlong forms, no
+   surrogates, nothing above U+10FFFF (RFC 3629). */
+static size_t tr__utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0; /* overlong; surrogates */
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0; /* overlong; above U+10FFFF */
+    return 4;
+  }
+  return 0;
+}
+static int tr__utf8_ok(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t k;
+  while (*p) {
+    if ((k = tr__utf8_len(p)) == 0) return 0;
+    p += k;
+  }
+  return 1;
+}
+/* Text into a growing buffer (hk_bytes: out of memory sets failed). */
+static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__putf(hk_bytes *b, const char *fmt, ...) {
+  char tmp[512];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) { b->failed = 1; return; }
+  if ((size_t)n < sizeof tmp) { hk_bytes_put(b, tmp, (size_t)n); return; }
+  {
+    char *big = (char *)malloc((size_t)n + 1);
+    if (!big) { b->failed = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    hk_bytes_put(b, big, (size_t)n);
+    free(big);
+  }
+}
+static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
+
+/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
+   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
+   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
+   covers the rest (spec strings, titles, the stage). */
+static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
+  *k = tr__utf8_len((const unsigned char *)s);
+  if (*k) return s;
+  *k = 3;
+  return "\xEF\xBF\xBD";
+}
+
+/* JSON string, escaped */
+static void tr__json_str(hk_bytes *b, const char *s) {
+  hk_bytes_put(b, "\"", 1);
+  while (*s) {
+    unsigned char c = (unsigned char)*s;
+    size_t k;
+    const char *seq;
+    if (c == '"' || c == '\\') { char e[2] = { '\\', (char)c }; hk_bytes_put(b, e, 2); s++; continue; }
+    if (c < 0x20) { tr__putf(b, "\\u%04x", c); s++; continue; }
+    seq = tr__utf8_next(s, &k);
+    hk_bytes_put(b, seq, k);
+    s += seq == s ? k : 1;
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+TR__SHARED void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
+  while (*s) {
+    size_t k;
+    const char *seq = tr__utf8_next(s, &k);
+    hk_bytes_put(b, seq, k);
+    s += seq == s ? k : 1;
+  }
+}
+TR__SHARED void tr__json_num(hk_bytes *b, double v) {
+  char n[40];
+  if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
+  tr__num(n, sizeof n, v);
+  tr__put_s(b, n);
+}
+/* CSV cell: quoted when it holds a comma, a quote or a line break (a metric name: UTF-8 already) */
+TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
+  hk_bytes_put(b, "\"", 1);
+  for (; *s; s++) {
+    if (*s == '"') hk_bytes_put(b, "\"\"", 2);
+    else hk_bytes_put(b, s, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+/* YAML scalar: quoted unless it is plain safe text */
+TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
+  const char *p;
+  int plain = s[0] != 0;
+  for (p = s; *p && plain; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
+  if (plain) tr__put_s(b, s);
+  else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
+}
 /* The run layer's private part (train/run.h). */
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
@@ -3921,7 +4059,6 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
                                   int *no_default);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 /* (moved) */
-static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3); /* text into a buffer (loggers) */
 
 /* =================================================================================================
    SHARED PIECES (implementation)
@@ -3946,6 +4083,8 @@ TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(u
 
 TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
 TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
 TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
 TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
 TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
@@ -4392,7 +4531,6 @@ static tr_err tr__run_hparam_add(hk_registry *reg, const char *fn, const char *k
   q->n_hp++;
   return TR_OK;
 }
-static void tr__num(char *buf, size_t cap, double v);
 TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value) {
   return tr__run_hparam_add(reg, "tr_run_hparam", key, value, 0);
 }
@@ -5246,7 +5384,10 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(0) == 0; /* a second signal: the process ends */
+  if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
+    tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
+                   "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
@@ -5297,8 +5438,15 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
     tr__run_log_line(run, ctx);
     if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
   }
-  if (q->signals && hk_stop_requested() > 0)
-    tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)ctx->global_step);
+  if (q->signals && hk_stop_requested() > 0 && !run->failed) {
+    char why[512];
+    tr_err e = TR_OK;
+    if (run->desc.save_to && run->desc.save_model) e = tr__run_save_to(reg, ctx, run->desc.save_to, why, sizeof why); /* the step just ended */
+    if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
+                       (long long)ctx->global_step, run->desc.save_to, why);
+    else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
+                     run->desc.save_to && run->desc.save_model ? "; its state saved to " : "", run->desc.save_to && run->desc.save_model ? run->desc.save_to : "");
+  }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
     if (epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps) out |= TR_RUN_STOP;
@@ -5423,33 +5571,6 @@ static int tr__log_find(const tr_log_record *r, const char *name) {
   int i;
   for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
   return -1;
-}
-/* The length of the UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one: no overlong forms, no
-   surrogates, nothing above U+10FFFF (RFC 3629). */
-static size_t tr__utf8_len(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0; /* overlong; surrogates */
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0; /* overlong; above U+10FFFF */
-    return 4;
-  }
-  return 0;
-}
-static int tr__utf8_ok(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t k;
-  while (*p) {
-    if ((k = tr__utf8_len(p)) == 0) return 0;
-    p += k;
-  }
-  return 1;
 }
 
 TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
@@ -5621,19 +5742,6 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
 }
 
-/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
-   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
-   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
-   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
-static void tr__num(char *buf, size_t cap, double v) {
-  char shorter[32];
-  if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
-  if (v != 0 && v > -1e9 && v < 1e9 && v == (double)(long)v) { snprintf(buf, cap, "%ld", (long)v); return; } /* %.15g's text */
-  snprintf(buf, cap, "%.16g", v);
-  if (strtod(buf, NULL) != v) { snprintf(buf, cap, "%.17g", v); return; }
-  snprintf(shorter, sizeof shorter, "%.15g", v);
-  if (strtod(shorter, NULL) == v) snprintf(buf, cap, "%s", shorter);
-}
 
 /* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
 TR__SHARED double tr__wall(void) {
@@ -5800,6 +5908,22 @@ TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text,
    configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
    number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
    Returns the count; -1 out of memory. */
+/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
+   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
+  int n = 0;
+  tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);
+  if (d->optimizer) tr__hp(h, &n, "optimizer", d->optimizer, 0);
+  if (d->optimizer && d->momentum != 0) tr__hp(h, &n, "momentum", NULL, d->momentum);
+  if (d->optimizer && d->weight_decay != 0) tr__hp(h, &n, "weight_decay", NULL, d->weight_decay);
+  if (d->max_steps > 0) tr__hp(h, &n, "max_steps", NULL, (double)d->max_steps);
+  if (d->max_epochs > 0) tr__hp(h, &n, "max_epochs", NULL, (double)d->max_epochs);
+  if (d->min_steps > 0) tr__hp(h, &n, "min_steps", NULL, (double)d->min_steps);
+  if (d->min_epochs > 0) tr__hp(h, &n, "min_epochs", NULL, (double)d->min_epochs);
+  if (d->train_batches > 0) tr__hp(h, &n, "train_batches", NULL, (double)d->train_batches);
+  tr__hp(h, &n, "log_every_n_steps", NULL, d->log_every_n_steps > 0 ? (double)d->log_every_n_steps : d->log_every_n_steps ? -1 : 50);
+  return n;
+}
 TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   const char *p;
   int i, j, n = 0;
@@ -5809,6 +5933,7 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
   *out = h;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
+  else n = tr__run_desc_hparams(&run->desc, h);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
     size_t len, klen;
     const char *eq;
@@ -5848,88 +5973,6 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   return n;
 }
 
-/* Text into a growing buffer (hk_bytes: out of memory sets failed). */
-static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3);
-static void tr__putf(hk_bytes *b, const char *fmt, ...) {
-  char tmp[512];
-  int n;
-  va_list ap;
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) { b->failed = 1; return; }
-  if ((size_t)n < sizeof tmp) { hk_bytes_put(b, tmp, (size_t)n); return; }
-  {
-    char *big = (char *)malloc((size_t)n + 1);
-    if (!big) { b->failed = 1; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    hk_bytes_put(b, big, (size_t)n);
-    free(big);
-  }
-}
-static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
-
-/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
-   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
-   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
-   covers the rest (spec strings, titles, the stage). */
-static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
-  *k = tr__utf8_len((const unsigned char *)s);
-  if (*k) return s;
-  *k = 3;
-  return "\xEF\xBF\xBD";
-}
-
-/* JSON string, escaped */
-static void tr__json_str(hk_bytes *b, const char *s) {
-  hk_bytes_put(b, "\"", 1);
-  while (*s) {
-    unsigned char c = (unsigned char)*s;
-    size_t k;
-    const char *seq;
-    if (c == '"' || c == '\\') { char e[2] = { '\\', (char)c }; hk_bytes_put(b, e, 2); s++; continue; }
-    if (c < 0x20) { tr__putf(b, "\\u%04x", c); s++; continue; }
-    seq = tr__utf8_next(s, &k);
-    hk_bytes_put(b, seq, k);
-    s += seq == s ? k : 1;
-  }
-  hk_bytes_put(b, "\"", 1);
-}
-TR__SHARED void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
-  while (*s) {
-    size_t k;
-    const char *seq = tr__utf8_next(s, &k);
-    hk_bytes_put(b, seq, k);
-    s += seq == s ? k : 1;
-  }
-}
-TR__SHARED void tr__json_num(hk_bytes *b, double v) {
-  char n[40];
-  if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
-  tr__num(n, sizeof n, v);
-  tr__put_s(b, n);
-}
-/* CSV cell: quoted when it holds a comma, a quote or a line break (a metric name: UTF-8 already) */
-TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
-  hk_bytes_put(b, "\"", 1);
-  for (; *s; s++) {
-    if (*s == '"') hk_bytes_put(b, "\"\"", 2);
-    else hk_bytes_put(b, s, 1);
-  }
-  hk_bytes_put(b, "\"", 1);
-}
-/* YAML scalar: quoted unless it is plain safe text */
-TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
-  const char *p;
-  int plain = s[0] != 0;
-  for (p = s; *p && plain; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
-  if (plain) tr__put_s(b, s);
-  else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
-}
 /* =================================================================================================
    STANDARD CALLBACKS (implementation)
    One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
@@ -5992,6 +6035,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
 #define TR__PARAM_INT_ZERO(type, name, def, choices, doc)  { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_DOUBLE_ZERO(type, name, def, choices, doc) { #name, HK_PARAM_DOUBLE, def, choices, doc },
 #define TR__PARAM_DOUBLE(type, name, def, choices, doc)    { #name, HK_PARAM_DOUBLE, def, choices, doc },
 #define TR__PARAM_BOOL(type, name, def, choices, doc)      { #name, HK_PARAM_BOOL, def, choices, doc },
 #define TR__PARAM_TRI(type, name, def, choices, doc)       { #name, HK_PARAM_BOOL, def, choices, doc },
@@ -6009,6 +6053,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__COPY_INT_ZERO(type, name) \
   TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
 #define TR__COPY_DOUBLE(type, name)   TR__GIVEN(name) d->name = hk_arg_double(a, #name);
+#define TR__COPY_DOUBLE_ZERO(type, name) TR__GIVEN(name) { d->name = hk_arg_double(a, #name); if (d->name == 0) d->name = TR_ZERO_F; }
 #define TR__COPY_BOOL(type, name)     TR__GIVEN(name) d->name = hk_arg_bool(a, #name);
 #define TR__COPY_TRI(type, name)      TR__GIVEN(name) d->name = hk_arg_bool(a, #name) ? TR_YES : TR_NO;
 #define TR__COPY_AUTO(type, name)     TR__GIVEN(name) d->name = tr__auto_arg(a, #name);
@@ -8257,18 +8302,21 @@ static int tr__ema_load(void *user, hk_reader *in) {
 static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
   tr__ema *s;
   hk_callback cb;
+  double decay;
+  int64_t every;
   if (!d) return tr__bad(w, "ema: desc is NULL");
-  if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
-    return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
-  if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
+  decay = tr__zero_double(d->decay, 0.999);
+  every = tr__zero_int64(d->every_n_steps, 1);
+  if (!hk_is_finite(decay) || decay <= 0 || decay >= 1) return tr__bad(w, "ema: decay must be in (0, 1), got %g", decay);
+  if (every < 1) return tr__bad(w, "ema: every_n_steps must be >= 1, got %lld", (long long)every);
   if (d->start_step < 0) return tr__bad(w, "ema: start_step must be >= 0, got %lld", (long long)d->start_step);
   if (d->swa_epoch_start < 0) return tr__bad(w, "ema: swa_epoch_start must be >= 0 (0 = EMA, > 0 = SWA from that epoch), got %lld", (long long)d->swa_epoch_start);
   if (d->swa_epoch_start > 0 && (d->decay != 0 || d->every_n_steps != 0 || d->start_step != 0))
     return tr__bad(w, "ema: swa_epoch_start (SWA: an equal average per epoch) does not take decay, every_n_steps or start_step");
   s = (tr__ema *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "ema: out of memory"), TR_ERR_NOMEM;
-  s->decay = d->decay == 0 ? 0.999 : d->decay;
-  s->every = d->every_n_steps ? d->every_n_steps : 1;
+  s->decay = decay;
+  s->every = every;
   s->start_step = d->start_step;
   s->swa_from = d->swa_epoch_start;
   s->copy_at_end = tr__flag(d->copy_at_end, 0);
@@ -8289,16 +8337,7 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
   return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
 }
 TR__PUBLIC_OF(tr_ema, ema)
-TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
-static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_ema_desc d;
-  tr__why w;
-  tr_err e = tr__ema_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "decay")) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
-  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got 0");
-  return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 #endif /* TR__ON_EMA */
 #if TR__ON_MODEL_SUMMARY
 /* ---- model_summary -------------------------------------------------------------------------------- */
@@ -9344,16 +9383,20 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   tr__sd *s;
   hk_callback cb;
   int window;
+  double threshold;
+  int64_t every;
   if (!d) return tr__bad(w, "spike_detection: desc is NULL");
-  window = d->window ? d->window : 10;
+  window = tr__zero_int(d->window, 10);
   if (window < 2 || window > 10000) return tr__bad(w, "spike_detection: window must be in 2..10000, got %d", window);
   if (d->centre != TR_SPIKE_MEAN && d->centre != TR_SPIKE_MEDIAN)
     return tr__bad(w, "spike_detection: centre %d is not valid (mean or median)", (int)d->centre);
   if (d->mode != TR_SPIKE_RELATIVE && d->mode != TR_SPIKE_ZSCORE)
     return tr__bad(w, "spike_detection: mode %d is not valid (relative or zscore)", (int)d->mode);
-  if (!hk_is_finite(d->threshold) || d->threshold < 0)
-    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", d->threshold);
-  if (d->every_n_steps < 0) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)d->every_n_steps);
+  threshold = tr__zero_double(d->threshold, 2);
+  every = tr__zero_int64(d->every_n_steps, 100);
+  if (!hk_is_finite(threshold) || threshold <= 0)
+    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", threshold);
+  if (every < 1) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)every);
   if (d->skip_after < 0 || d->skip_after > TR__MAX_COUNT)
     return tr__bad(w, "spike_detection: skip_after must be in 0..2^53, got %lld", (long long)d->skip_after);
   if (d->max_rollbacks < -1 && d->max_rollbacks != TR_ZERO)
@@ -9368,8 +9411,8 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   s->run = tr_run_get(reg);
   s->centre = d->centre;
   s->mode = d->mode;
-  s->threshold = d->threshold ? d->threshold : 2;
-  s->every = d->every_n_steps ? d->every_n_steps : 100;
+  s->threshold = threshold;
+  s->every = every;
   s->skip_after = d->skip_after;
   s->max_rollbacks = tr__zero_int(d->max_rollbacks, 10);
   s->check_grads = tr__flag(d->check_grads, 1);
@@ -9390,17 +9433,7 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
 }
 TR__PUBLIC_OF(tr_spike_detection, sd)
-TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
-static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_spike_detection_desc d;
-  tr__why w;
-  tr_err e = tr__sd_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: window must be in 2..10000, got 0");
-  if (tr__given_zero(a, "threshold")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: threshold must be finite and > 0, got 0");
-  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: every_n_steps must be >= 1, got 0");
-  return tr__factory_result(reg, e ? e : tr__sd_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
 #endif /* TR__ON_SPIKE_DETECTION */
 #if TR__ON_CSV
 /* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
@@ -13810,18 +13843,7 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
 #endif /* !defined(TRAIN_NO_TRAINER) */
 #if TR__ON_LR_FINDER
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
-TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
-static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_lr_finder_desc d;
-  tr__why w;
-  tr_err e = tr__lrf_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "min_lr") || tr__given_zero(a, "max_lr"))
-    return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", hk_arg_double(a, "min_lr"), hk_arg_double(a, "max_lr"));
-  if (tr__given_zero(a, "num_training_steps")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got 0");
-  if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
-  return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
@@ -13977,23 +13999,25 @@ static int tr__lrf_load(void *user, hk_reader *in) {
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
   tr__lrf *s;
   hk_callback cb;
-  double lo, hi;
+  double lo, hi, threshold;
+  int steps;
   if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
-  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
+  lo = tr__zero_double(d->min_lr, 1e-8);
+  hi = tr__zero_double(d->max_lr, 1.0);
+  steps = tr__zero_int(d->num_training_steps, 100);
+  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
   if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
     return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
-  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
-    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
-  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
-    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
+  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
+  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
   s = (tr__lrf *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
   s->min_lr = lo;
   s->max_lr = hi;
-  s->steps = d->num_training_steps ? d->num_training_steps : 100;
-  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
+  s->steps = steps;
+  s->threshold = threshold;
   s->update_attr = tr__flag(d->update_attr, 1);
   s->verbose = tr__flag(d->verbose, 1);
   s->pub.suggestion = NAN;

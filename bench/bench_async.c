@@ -24,7 +24,7 @@
 #include <sys/statfs.h>
 #include <time.h>
 
-#define SAVES 4
+#define SAVES 8 /* a disturbed save or copy (the other core busy) moves a median of 7 little */
 
 static double now(void) {
   struct timespec ts;
@@ -32,6 +32,7 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static double least(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] < m) m = v[i]; return m; }
 static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_d); return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2; }
 
 static unsigned char *g_dst; /* the memcpy's destination: touched before, as the staging buffer is */
@@ -163,7 +164,7 @@ int main(int argc, char **argv) {
   for (i = 0; i < m.n; i++) m.p[i] = (float)i;
   sync_ms = loop_saves(&m, path, 0, &f_sync);
   async_ms = loop_saves(&m, path, 1, &f_async);
-  mc = median(g_copy + 1, SAVES - 1); /* the copies made beside the asynchronous saves */
+  mc = least(g_copy + 1, SAVES - 1); /* the best of the copies made beside the asynchronous saves: the limit */
   printf("%-46s %10.1f %10.1f %10.1f %11.2fx %12.1f\n", "own loop, tr_run_save (fwrite of the floats)", mc, sync_ms, async_ms, async_ms / mc, f_async);
   free(m.p);
   remove(path);
@@ -174,7 +175,7 @@ int main(int argc, char **argv) {
   for (i = 0; i < q.n; i++) q.p[i] = (float)i;
   sync_ms = trainer_saves(&q, path, 0, &f_sync);
   async_ms = trainer_saves(&q, path, 1, &f_async);
-  mc = median(g_copy + 1, SAVES - 1);
+  mc = least(g_copy + 1, SAVES - 1);
   printf("%-46s %10.1f %10.1f %10.1f %11.2fx %12.1f\n", "train.h trainer, tr_save (params + momentum)", mc, sync_ms, async_ms, async_ms / mc, f_async);
   free(q.p);
   free(q.g);

@@ -4,7 +4,8 @@
    the progress bar and a NaN guard; the run layer (tr_run_*) gives them a log directory, records, checkpoints in
    your format with their state, Ctrl-C and exact resume. In a scratch directory (runs/lightning_logs/version_N):
    epoch_loop  (until early stopping ends it),  epoch_loop max_epochs=4,  epoch_loop resume=PATH  (from last.ckpt or
-   a top-k file: the same end, bit for bit, as one run),  epoch_loop ctrl_c_at=70  (Ctrl-C at that step: exit 130),
+   a top-k file: the same end, bit for bit, as one run),  epoch_loop ctrl_c_at=70  (Ctrl-C at that step: exit 130;
+   resume=interrupted.ckpt goes on in the middle of that epoch),
    epoch_loop nan_at=30  (a NaN loss: nan_guard fails the run, exit 2). It checks its own results (exit 1). */
 #include <signal.h>
 #include <stdio.h>
@@ -64,7 +65,8 @@ int main(int argc, char **argv) {
   }
   hk_registry *reg = hk_create(NULL);
   tr_run_setup(reg, &(tr_run_desc){ .max_epochs = max_epochs, .log_every_n_steps = 4, .optimizer = "SGD",
-                                    .hparams = "lr=0.5 batch=32", .save_model = save_model, .load_model = load_model });
+                                    .hparams = "lr=0.5 batch=32", .save_model = save_model, .load_model = load_model,
+                                    .save_to = "interrupted.ckpt" });  /* Ctrl-C saves its last step there */
   if (hk_spec_apply(reg, "nan_guard; early_stopping(monitor=val/loss, patience=3, min_delta=0.002); model_checkpoint("
                          "monitor=val/loss, save_top_k=2, save_last=true); csv; tensorboard; progress_bar"))
     return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;

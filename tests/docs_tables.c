@@ -122,6 +122,7 @@ static void put_c_field(ds_buf *o, const row *r) {
   if (!strcmp(r->kind, "SPEC_ONLY")) { ds_put(o, "none (spec only)"); return; }
   ds_put(o, "`%s`", r->ctype);
   if (!strcmp(r->kind, "INT_ZERO")) ds_put(o, "; `TR_ZERO`: 0");
+  else if (!strcmp(r->kind, "DOUBLE_ZERO")) ds_put(o, "; `TR_ZERO_F`: 0");
   else if (!strcmp(r->kind, "TRI")) ds_put(o, ": `TR_YES`, `TR_NO`");
   else if (!strcmp(r->kind, "AUTO")) ds_put(o, ": `TR_YES`, `TR_NO`, 0 auto");
   else if (!strcmp(r->kind, "BOOL")) ds_put(o, ": 1, 0");

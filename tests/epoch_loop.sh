@@ -5,8 +5,9 @@
 #            validation row per epoch at the epoch's last step (Lightning's numbering), one epoch per row
 #   last     4 epochs, then resume from last.ckpt (written at the 4th epoch's end): the full run's end, bit for bit
 #   best     4 epochs, then resume from a top-k file (the 3rd epoch's end): the same end again
-#   ctrlc    SIGINT at step 70 (in the 6th epoch): exit 130, on_exception says why; resumed from last.ckpt (the
-#            5th epoch's end): the full run's end again
+#   ctrlc    SIGINT at step 70 (in the 6th epoch): exit 130, on_exception says why, that step saved to save_to
+#            (interrupted.ckpt); resumed from last.ckpt (the 5th epoch's end) and from interrupted.ckpt (in the
+#            middle of the 6th): the full run's end again
 #   nan      a NaN loss at step 30: nan_guard fails the run, exit 2
 # With PYTHON (a python with tensorboard): the full run's event file read back, every scalar equal to metrics.csv.
 set -u
@@ -31,9 +32,15 @@ run best max_epochs=4 && run best resume=$ck/epoch=2-step=36.ckpt || { cat "$dir
 
 run ctrlc ctrl_c_at=70; rc=$?
 [ $rc = 130 ] || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: exit $rc, not 130"; }
-grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 71$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 71; its state saved to interrupted.ckpt$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+grep -q 'stopped after step 71; its state saved to interrupted.ckpt' "$dir/ctrlc/out.txt" || fail "ctrlc: no interrupted.ckpt"
+cp -r "$dir/ctrlc" "$dir/ctrlc2"
 run ctrlc resume=$ck/last.ckpt || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: the resumed run failed"; }
-[ "$(weights ctrlc)" = "$(weights full)" ] || fail "ctrlc: resumed, not the full run's weights"
+[ "$(weights ctrlc)" = "$(weights full)" ] || fail "ctrlc: resumed from last.ckpt, not the full run's weights"
+run ctrlc2 resume=interrupted.ckpt || { cat "$dir/ctrlc2/out.txt"; fail "ctrlc: the run resumed from interrupted.ckpt failed"; }
+grep -q 'Restored all states from the checkpoint at interrupted.ckpt: epoch 5, global step 71, batch 10 of the epoch' "$dir/ctrlc2/out.txt" ||
+  fail "ctrlc: interrupted.ckpt is not step 71 in the middle of the 6th epoch"
+[ "$(weights ctrlc2)" = "$(weights full)" ] || fail "ctrlc: resumed from interrupted.ckpt, not the full run's weights"
 
 run nan nan_at=30; rc=$?
 [ $rc = 2 ] || { cat "$dir/nan/out.txt"; fail "nan: exit $rc, not 2"; }
@@ -69,4 +76,4 @@ print("tensorboard reads %d scalars" % sum(len(acc.Scalars(t)) for t in acc.Tags
     check(out.returncode == 0, "tensorboard: " + out.stderr[-400:])
     print("epoch_loop.sh: " + out.stdout.strip())
 PY
-echo "epoch_loop.sh: $steps steps; resumed from last.ckpt, a top-k file and after Ctrl-C to the same bits; NaN through on_exception; the logs read back"
+echo "epoch_loop.sh: $steps steps; resumed from last.ckpt, a top-k file and Ctrl-C's interrupted.ckpt (mid-epoch) to the same bits; NaN through on_exception; the logs read back"

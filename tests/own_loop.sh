@@ -70,7 +70,7 @@ n_val=$((steps / 20))
 grep -q "^Training: .*| $steps/2000 \[" "$dir/full/out.txt" || fail "full: the training line does not show $steps/2000"
 
 python3 - "$dir" "$steps" <<'PY' || exit 1
-import csv, json, os, sys
+import csv, json, os, re, sys
 root, steps = sys.argv[1], int(sys.argv[2])
 def check(ok, what):
     if not ok:
@@ -102,7 +102,9 @@ def read(run, version, end, first=0):
         for k, v in j["metrics"].items():
             check(float(r[k]) == v, "%s: %s at step %d: csv %s, jsonl %r" % (run, k, j["step"], r[k], v))
     yaml = open(os.path.join(d, "hparams.yaml")).read()
-    check(yaml.startswith("batch: 32\ndata: \"two clouds\"\nfeatures: 8\nlr: 0.02\nspecs:\n- \"nan_guard;"), "%s: hparams.yaml %r" % (run, yaml[:60]))
+    check(re.match(r'batch: 32\ndata: "two clouds"\nfeatures: 8\nlog_every_n_steps: 10\nloop: steps\nlr: 0.02\n'
+                   r'max_steps: [0-9]+\noptimizer: AdamW\nspecs:\n- "nan_guard;', yaml),
+          "%s: hparams.yaml (the loop's settings, yours and the specs) %r" % (run, yaml[:160]))
     tb = [f for f in os.listdir(d) if f.startswith("events.out.tfevents.")]
     check(len(tb) == 1 and os.path.getsize(os.path.join(d, tb[0])) > 1000, "%s: tensorboard file %r" % (run, tb))
     return rows

@@ -1523,6 +1523,7 @@ typedef struct field_at { const char *name, *kind; size_t off, size; } field_at;
 #define FA_INT FA_FIELD
 #define FA_INT_ZERO FA_FIELD
 #define FA_DOUBLE FA_FIELD
+#define FA_DOUBLE_ZERO FA_FIELD
 #define FA_BOOL FA_FIELD
 #define FA_TRI FA_FIELD
 #define FA_AUTO FA_FIELD

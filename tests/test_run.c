@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 static char g_root[256];
 static int g_toy_lr_given; /* 1: the loop gives ctx->lr (tr_run_lr), toy_step leaves it */
@@ -975,6 +976,20 @@ static hk_registry *epoch_reg(toy *m) {
   assert_int_equal(hk_on(reg, HK_ON_TRAIN_EPOCH_START, count_epoch_start, NULL, NULL, NULL), HK_OK);
   return reg;
 }
+/* A new process's run resumed from path (the loop's model m, its context ctx), and its end. */
+static hk_registry *epoch_resumed(toy *m, hk_ctx *ctx, const char *path) {
+  hk_registry *reg;
+  toy_init(m, ctx);
+  reg = epoch_reg(m);
+  g_epoch_starts = 0;
+  assert_int_equal(tr_run_start(reg, ctx, path), TR_OK);
+  return reg;
+}
+static void epoch_finish(hk_registry *reg, hk_ctx *ctx) {
+  assert_int_equal(tr_run_finish(reg, ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(ctx);
+}
 static void test_epoch_loop_resume(void **state) {
   char mid[600], val[600], end[600];
   hk_registry *reg;
@@ -1010,50 +1025,34 @@ static void test_epoch_loop_resume(void **state) {
     if (e == 1) assert_int_equal(tr_run_save(reg, &ctx, end), TR_OK);
   }
   assert_int_equal(g_epoch_starts, 2);
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* in the middle of epoch 1, after batch 3: the epoch goes on at batch 4, its start not fired again */
-  toy_init(&m, &ctx);
-  reg = epoch_reg(&m);
-  g_epoch_starts = 0;
-  assert_int_equal(tr_run_start(reg, &ctx, mid), TR_OK);
+  reg = epoch_resumed(&m, &ctx, mid);
   assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_BATCH);
   assert_true(ctx.epoch == 1 && ctx.global_step == 10);
   assert_false(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
   assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 4);
   assert_int_equal(ctx.batch_idx, 4);
   assert_int_equal(g_epoch_starts, 0);
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* after the validation at that step: the loop can tell, until the next batch starts */
-  toy_init(&m, &ctx);
-  reg = epoch_reg(&m);
-  assert_int_equal(tr_run_start(reg, &ctx, val), TR_OK);
+  reg = epoch_resumed(&m, &ctx, val);
   assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_VALIDATION);
   assert_true(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
   assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 4);
   epoch_batch(reg, &ctx, &flow, 4);
   assert_false(tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION));
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* at epoch 1's end: epoch 2 is next, from its first batch, its start fired */
-  toy_init(&m, &ctx);
-  reg = epoch_reg(&m);
-  g_epoch_starts = 0;
-  assert_int_equal(tr_run_start(reg, &ctx, end), TR_OK);
+  reg = epoch_resumed(&m, &ctx, end);
   assert_int_equal(tr_run_get(reg)->resumed_at, TR_RUN_AT_EPOCH_END);
   assert_true(ctx.epoch == 2 && ctx.batch_idx == 0 && ctx.global_step == 12);
   assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 6), 0);
   assert_int_equal(g_epoch_starts, 1);
-  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  hk_destroy(reg);
-  hk_ctx_free(&ctx);
+  epoch_finish(reg, &ctx);
 
   /* outside a run: refused, nothing to run */
   reg = epoch_reg(&m);
@@ -1064,11 +1063,84 @@ static void test_epoch_loop_resume(void **state) {
   hk_ctx_free(&ctx);
 }
 
+
+/* Ctrl-C in a loop of your own: the first stops after the step, its state saved to save_to (without one,
+   tr_run_start says that nothing will be saved); a second one ends the process at once. */
+static void test_ctrl_c_saves_and_second_kills(void **state) {
+  char ckpt[600], logp[600], *text;
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  toy m;
+  FILE *log;
+  float at_stop[4];
+  pid_t pid;
+  int st;
+  (void)state;
+  snprintf(ckpt, sizeof ckpt, "%s/interrupted.ckpt", g_root);
+  snprintf(logp, sizeof logp, "%s/ctrl_c_log.txt", g_root);
+  /* without save_to: said once at the start */
+  log = fopen(logp, "w");
+  toy_init(&m, &ctx);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = log, .log_every_n_steps = -1, .save_model = toy_save,
+                                                     .load_model = toy_load, .model_user = &m }), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+  fclose(log);
+  text = slurp(logp);
+  assert_non_null(strstr(text, "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set tr_run_desc.save_to"));
+  free(text);
+  /* with save_to: Ctrl-C saves the step just ended, and the run resumes from it */
+  toy_init(&m, &ctx);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = -1, .save_model = toy_save,
+                                                     .load_model = toy_load, .model_user = &m, .save_to = ckpt }), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow), 0);
+  raise(SIGINT);
+  toy_step(reg, &ctx, &flow, &m);
+  assert_true(tr_run_batch_end(reg, &ctx, &flow) & TR_RUN_STOP);
+  memcpy(at_stop, m.p, sizeof at_stop);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_ERR_INTERRUPTED);
+  assert_non_null(strstr(tr_run_error(reg), "stopped after step 2; its state saved to "));
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+  toy_init(&m, &ctx);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .save_model = toy_save, .load_model = toy_load,
+                                                     .model_user = &m, .no_resume_message = 1 }), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, ckpt), TR_OK);
+  assert_int_equal(ctx.global_step, 2);
+  assert_memory_equal(m.p, at_stop, sizeof at_stop);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  hk_ctx_free(&ctx);
+  /* a second signal in the same step: the process ends by it, at once */
+  fflush(NULL);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    toy_init(&m, &ctx);
+    reg = hk_create(NULL);
+    if (tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = stderr }) || tr_run_start(reg, &ctx, NULL)) _exit(3);
+    raise(SIGINT);
+    raise(SIGINT); /* a step that hangs: the user presses Ctrl-C again */
+    _exit(4);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shared_dir_and_flush_at_destroy),
     cmocka_unit_test(test_lr_from_hooks),
     cmocka_unit_test(test_epoch_loop_resume),
+    cmocka_unit_test(test_ctrl_c_saves_and_second_kills),
     cmocka_unit_test(test_records_from_context),
     cmocka_unit_test(test_save_load_own_format),
     cmocka_unit_test(test_requests_and_stops),

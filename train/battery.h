@@ -51,6 +51,7 @@ TR__C_BEGIN /* part */
    are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
      INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
      INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
+     DOUBLE_ZERO a double whose 0 means the default: TR_ZERO_F (a negative zero) is an explicit 0 (spec: 0)
      DOUBLE     a double; spec: a number
      BOOL       an int, 1 yes, 0 no (the default); spec: true or false
      TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
@@ -65,6 +66,7 @@ TR__C_BEGIN /* part */
 #define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
 #define TR__FIELD_INT(type, name)       type name;
 #define TR__FIELD_INT_ZERO(type, name)  type name;
+#define TR__FIELD_DOUBLE_ZERO(type, name) type name;
 #define TR__FIELD_DOUBLE(type, name)    type name;
 #define TR__FIELD_BOOL(type, name)      type name;
 #define TR__FIELD_TRI(type, name)       type name;
@@ -285,6 +287,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
 #define TR__PARAM_INT_ZERO(type, name, def, choices, doc)  { #name, HK_PARAM_INT, def, choices, doc },
+#define TR__PARAM_DOUBLE_ZERO(type, name, def, choices, doc) { #name, HK_PARAM_DOUBLE, def, choices, doc },
 #define TR__PARAM_DOUBLE(type, name, def, choices, doc)    { #name, HK_PARAM_DOUBLE, def, choices, doc },
 #define TR__PARAM_BOOL(type, name, def, choices, doc)      { #name, HK_PARAM_BOOL, def, choices, doc },
 #define TR__PARAM_TRI(type, name, def, choices, doc)       { #name, HK_PARAM_BOOL, def, choices, doc },
@@ -302,6 +305,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__COPY_INT_ZERO(type, name) \
   TR__GIVEN(name) { if (tr__int_arg(a, #name, sizeof d->name, 1, &v, w)) return TR_ERR_INVALID; d->name = (type)v; }
 #define TR__COPY_DOUBLE(type, name)   TR__GIVEN(name) d->name = hk_arg_double(a, #name);
+#define TR__COPY_DOUBLE_ZERO(type, name) TR__GIVEN(name) { d->name = hk_arg_double(a, #name); if (d->name == 0) d->name = TR_ZERO_F; }
 #define TR__COPY_BOOL(type, name)     TR__GIVEN(name) d->name = hk_arg_bool(a, #name);
 #define TR__COPY_TRI(type, name)      TR__GIVEN(name) d->name = hk_arg_bool(a, #name) ? TR_YES : TR_NO;
 #define TR__COPY_AUTO(type, name)     TR__GIVEN(name) d->name = tr__auto_arg(a, #name);

@@ -439,6 +439,130 @@ static void tr__asave_free(tr__asave *as) {
   free(as->job_user);
   free(as);
 }
+
+/* ---- text for files: numbers that read back exactly, UTF-8, JSON, CSV and YAML strings ----------- */
+/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
+   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
+   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
+   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
+static void tr__num(char *buf, size_t cap, double v) {
+  char shorter[32];
+  if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
+  if (v != 0 && v > -1e9 && v < 1e9 && v == (double)(long)v) { snprintf(buf, cap, "%ld", (long)v); return; } /* %.15g's text */
+  snprintf(buf, cap, "%.16g", v);
+  if (strtod(buf, NULL) != v) { snprintf(buf, cap, "%.17g", v); return; }
+  snprintf(shorter, sizeof shorter, "%.15g", v);
+  if (strtod(shorter, NULL) == v) snprintf(buf, cap, "%s", shorter);
+}
+/* The length of the UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one: no overlong forms, no
+   surrogates, nothing above U+10FFFF (RFC 3629). */
+static size_t tr__utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0; /* overlong; surrogates */
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
+    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0; /* overlong; above U+10FFFF */
+    return 4;
+  }
+  return 0;
+}
+static int tr__utf8_ok(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  size_t k;
+  while (*p) {
+    if ((k = tr__utf8_len(p)) == 0) return 0;
+    p += k;
+  }
+  return 1;
+}
+/* Text into a growing buffer (hk_bytes: out of memory sets failed). */
+static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__putf(hk_bytes *b, const char *fmt, ...) {
+  char tmp[512];
+  int n;
+  va_list ap;
+  va_start(ap, fmt);
+  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) { b->failed = 1; return; }
+  if ((size_t)n < sizeof tmp) { hk_bytes_put(b, tmp, (size_t)n); return; }
+  {
+    char *big = (char *)malloc((size_t)n + 1);
+    if (!big) { b->failed = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    hk_bytes_put(b, big, (size_t)n);
+    free(big);
+  }
+}
+static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
+
+/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
+   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
+   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
+   covers the rest (spec strings, titles, the stage). */
+static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
+  *k = tr__utf8_len((const unsigned char *)s);
+  if (*k) return s;
+  *k = 3;
+  return "\xEF\xBF\xBD";
+}
+
+/* JSON string, escaped */
+static void tr__json_str(hk_bytes *b, const char *s) {
+  hk_bytes_put(b, "\"", 1);
+  while (*s) {
+    unsigned char c = (unsigned char)*s;
+    size_t k;
+    const char *seq;
+    if (c == '"' || c == '\\') { char e[2] = { '\\', (char)c }; hk_bytes_put(b, e, 2); s++; continue; }
+    if (c < 0x20) { tr__putf(b, "\\u%04x", c); s++; continue; }
+    seq = tr__utf8_next(s, &k);
+    hk_bytes_put(b, seq, k);
+    s += seq == s ? k : 1;
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+TR__SHARED void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
+  while (*s) {
+    size_t k;
+    const char *seq = tr__utf8_next(s, &k);
+    hk_bytes_put(b, seq, k);
+    s += seq == s ? k : 1;
+  }
+}
+TR__SHARED void tr__json_num(hk_bytes *b, double v) {
+  char n[40];
+  if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
+  tr__num(n, sizeof n, v);
+  tr__put_s(b, n);
+}
+/* CSV cell: quoted when it holds a comma, a quote or a line break (a metric name: UTF-8 already) */
+TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
+  hk_bytes_put(b, "\"", 1);
+  for (; *s; s++) {
+    if (*s == '"') hk_bytes_put(b, "\"\"", 2);
+    else hk_bytes_put(b, s, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+/* YAML scalar: quoted unless it is plain safe text */
+TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
+  const char *p;
+  int plain = s[0] != 0;
+  for (p = s; *p && plain; p++)
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
+  if (plain) tr__put_s(b, s);
+  else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
+}
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

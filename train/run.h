@@ -50,8 +50,10 @@ TR__C_BEGIN /* part */
      - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
        in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
        and calls tr_plateau_step once per epoch for a plateau;
-     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops after the current step, a second one
-       at the next safe point, both through on_exception;
+     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
+       on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
+       says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
+       one ends the process at once, by the signal's default action (a step that hangs can be killed);
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
 
@@ -500,7 +502,6 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
                                   int *no_default);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 /* (moved) */
-static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3); /* text into a buffer (loggers) */
 
 /* =================================================================================================
    SHARED PIECES (implementation)
@@ -525,6 +526,8 @@ TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(u
 
 TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
 TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
 TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
 TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
 TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
@@ -971,7 +974,6 @@ static tr_err tr__run_hparam_add(hk_registry *reg, const char *fn, const char *k
   q->n_hp++;
   return TR_OK;
 }
-static void tr__num(char *buf, size_t cap, double v);
 TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value) {
   return tr__run_hparam_add(reg, "tr_run_hparam", key, value, 0);
 }
@@ -1825,7 +1827,10 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(0) == 0; /* a second signal: the process ends */
+  if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
+    tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
+                   "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
@@ -1876,8 +1881,15 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
     tr__run_log_line(run, ctx);
     if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
   }
-  if (q->signals && hk_stop_requested() > 0)
-    tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)ctx->global_step);
+  if (q->signals && hk_stop_requested() > 0 && !run->failed) {
+    char why[512];
+    tr_err e = TR_OK;
+    if (run->desc.save_to && run->desc.save_model) e = tr__run_save_to(reg, ctx, run->desc.save_to, why, sizeof why); /* the step just ended */
+    if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
+                       (long long)ctx->global_step, run->desc.save_to, why);
+    else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
+                     run->desc.save_to && run->desc.save_model ? "; its state saved to " : "", run->desc.save_to && run->desc.save_model ? run->desc.save_to : "");
+  }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
     if (epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps) out |= TR_RUN_STOP;
@@ -2002,33 +2014,6 @@ static int tr__log_find(const tr_log_record *r, const char *name) {
   int i;
   for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
   return -1;
-}
-/* The length of the UTF-8 sequence at p (1 to 4 bytes), 0 when it is not one: no overlong forms, no
-   surrogates, nothing above U+10FFFF (RFC 3629). */
-static size_t tr__utf8_len(const unsigned char *p) {
-  unsigned c = p[0];
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) return (p[1] & 0xC0) == 0x80 ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-    if ((c == 0xE0 && p[1] < 0xA0) || (c == 0xED && p[1] > 0x9F)) return 0; /* overlong; surrogates */
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if ((p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
-    if ((c == 0xF0 && p[1] < 0x90) || (c == 0xF4 && p[1] > 0x8F)) return 0; /* overlong; above U+10FFFF */
-    return 4;
-  }
-  return 0;
-}
-static int tr__utf8_ok(const char *s) {
-  const unsigned char *p = (const unsigned char *)s;
-  size_t k;
-  while (*p) {
-    if ((k = tr__utf8_len(p)) == 0) return 0;
-    p += k;
-  }
-  return 1;
 }
 
 TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
@@ -2200,19 +2185,6 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
   return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
 }
 
-/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
-   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
-   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
-   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
-static void tr__num(char *buf, size_t cap, double v) {
-  char shorter[32];
-  if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
-  if (v != 0 && v > -1e9 && v < 1e9 && v == (double)(long)v) { snprintf(buf, cap, "%ld", (long)v); return; } /* %.15g's text */
-  snprintf(buf, cap, "%.16g", v);
-  if (strtod(buf, NULL) != v) { snprintf(buf, cap, "%.17g", v); return; }
-  snprintf(shorter, sizeof shorter, "%.15g", v);
-  if (strtod(shorter, NULL) == v) snprintf(buf, cap, "%s", shorter);
-}
 
 /* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
 TR__SHARED double tr__wall(void) {
@@ -2379,6 +2351,22 @@ TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text,
    configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
    number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
    Returns the count; -1 out of memory. */
+/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
+   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
+  int n = 0;
+  tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);
+  if (d->optimizer) tr__hp(h, &n, "optimizer", d->optimizer, 0);
+  if (d->optimizer && d->momentum != 0) tr__hp(h, &n, "momentum", NULL, d->momentum);
+  if (d->optimizer && d->weight_decay != 0) tr__hp(h, &n, "weight_decay", NULL, d->weight_decay);
+  if (d->max_steps > 0) tr__hp(h, &n, "max_steps", NULL, (double)d->max_steps);
+  if (d->max_epochs > 0) tr__hp(h, &n, "max_epochs", NULL, (double)d->max_epochs);
+  if (d->min_steps > 0) tr__hp(h, &n, "min_steps", NULL, (double)d->min_steps);
+  if (d->min_epochs > 0) tr__hp(h, &n, "min_epochs", NULL, (double)d->min_epochs);
+  if (d->train_batches > 0) tr__hp(h, &n, "train_batches", NULL, (double)d->train_batches);
+  tr__hp(h, &n, "log_every_n_steps", NULL, d->log_every_n_steps > 0 ? (double)d->log_every_n_steps : d->log_every_n_steps ? -1 : 50);
+  return n;
+}
 TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   const char *p;
   int i, j, n = 0;
@@ -2388,6 +2376,7 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
   *out = h;
   if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
+  else n = tr__run_desc_hparams(&run->desc, h);
   for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
     size_t len, klen;
     const char *eq;
@@ -2427,88 +2416,6 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   return n;
 }
 
-/* Text into a growing buffer (hk_bytes: out of memory sets failed). */
-static void tr__putf(hk_bytes *b, const char *fmt, ...) TR__PRINTF(2, 3);
-static void tr__putf(hk_bytes *b, const char *fmt, ...) {
-  char tmp[512];
-  int n;
-  va_list ap;
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) { b->failed = 1; return; }
-  if ((size_t)n < sizeof tmp) { hk_bytes_put(b, tmp, (size_t)n); return; }
-  {
-    char *big = (char *)malloc((size_t)n + 1);
-    if (!big) { b->failed = 1; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    hk_bytes_put(b, big, (size_t)n);
-    free(big);
-  }
-}
-static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
-
-/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
-   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
-   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
-   covers the rest (spec strings, titles, the stage). */
-static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
-  *k = tr__utf8_len((const unsigned char *)s);
-  if (*k) return s;
-  *k = 3;
-  return "\xEF\xBF\xBD";
-}
-
-/* JSON string, escaped */
-static void tr__json_str(hk_bytes *b, const char *s) {
-  hk_bytes_put(b, "\"", 1);
-  while (*s) {
-    unsigned char c = (unsigned char)*s;
-    size_t k;
-    const char *seq;
-    if (c == '"' || c == '\\') { char e[2] = { '\\', (char)c }; hk_bytes_put(b, e, 2); s++; continue; }
-    if (c < 0x20) { tr__putf(b, "\\u%04x", c); s++; continue; }
-    seq = tr__utf8_next(s, &k);
-    hk_bytes_put(b, seq, k);
-    s += seq == s ? k : 1;
-  }
-  hk_bytes_put(b, "\"", 1);
-}
-TR__SHARED void tr__utf8_put(hk_bytes *b, const char *s) { /* plain text, U+FFFD for bad bytes */
-  while (*s) {
-    size_t k;
-    const char *seq = tr__utf8_next(s, &k);
-    hk_bytes_put(b, seq, k);
-    s += seq == s ? k : 1;
-  }
-}
-TR__SHARED void tr__json_num(hk_bytes *b, double v) {
-  char n[40];
-  if (!hk_is_finite(v)) { tr__put_s(b, v != v ? "\"NaN\"" : v > 0 ? "\"Infinity\"" : "\"-Infinity\""); return; }
-  tr__num(n, sizeof n, v);
-  tr__put_s(b, n);
-}
-/* CSV cell: quoted when it holds a comma, a quote or a line break (a metric name: UTF-8 already) */
-TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) { tr__put_s(b, s); return; }
-  hk_bytes_put(b, "\"", 1);
-  for (; *s; s++) {
-    if (*s == '"') hk_bytes_put(b, "\"\"", 2);
-    else hk_bytes_put(b, s, 1);
-  }
-  hk_bytes_put(b, "\"", 1);
-}
-/* YAML scalar: quoted unless it is plain safe text */
-TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
-  const char *p;
-  int plain = s[0] != 0;
-  for (p = s; *p && plain; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
-  if (plain) tr__put_s(b, s);
-  else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
-}
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -3,6 +3,7 @@
 #define TRAIN_TRAINER_H /* part */
 #include "math.h" /* part */
 #include "battery.h" /* part */
+#include "callbacks/early_stopping.h" /* part */
 
 TR__C_BEGIN /* part */
 /* =================================================================================================

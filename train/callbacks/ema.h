@@ -18,8 +18,8 @@ TR__C_BEGIN /* part */
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
    evaluations, on_train_epoch_end for SWA. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE, double,  decay,           "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
-  X(INT,    int64_t, every_n_steps,   "1",     NULL, "update every n optimizer steps") \
+  X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
+  X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
   X(INT,    int64_t, start_step,      "0",     NULL, "the first global_step that updates") \
   X(INT,    int64_t, swa_epoch_start, "0",     NULL, "> 0: SWA (an equal average per epoch) from this epoch (0-based) " \
     "instead of the EMA") \
@@ -183,18 +183,21 @@ static int tr__ema_load(void *user, hk_reader *in) {
 static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *out, tr__why *w) {
   tr__ema *s;
   hk_callback cb;
+  double decay;
+  int64_t every;
   if (!d) return tr__bad(w, "ema: desc is NULL");
-  if (!hk_is_finite(d->decay) || d->decay < 0 || d->decay >= 1)
-    return tr__bad(w, "ema: decay must be in (0, 1) (0 = 0.999), got %g", d->decay);
-  if (d->every_n_steps < 0) return tr__bad(w, "ema: every_n_steps must be >= 1 (0 = 1), got %lld", (long long)d->every_n_steps);
+  decay = tr__zero_double(d->decay, 0.999);
+  every = tr__zero_int64(d->every_n_steps, 1);
+  if (!hk_is_finite(decay) || decay <= 0 || decay >= 1) return tr__bad(w, "ema: decay must be in (0, 1), got %g", decay);
+  if (every < 1) return tr__bad(w, "ema: every_n_steps must be >= 1, got %lld", (long long)every);
   if (d->start_step < 0) return tr__bad(w, "ema: start_step must be >= 0, got %lld", (long long)d->start_step);
   if (d->swa_epoch_start < 0) return tr__bad(w, "ema: swa_epoch_start must be >= 0 (0 = EMA, > 0 = SWA from that epoch), got %lld", (long long)d->swa_epoch_start);
   if (d->swa_epoch_start > 0 && (d->decay != 0 || d->every_n_steps != 0 || d->start_step != 0))
     return tr__bad(w, "ema: swa_epoch_start (SWA: an equal average per epoch) does not take decay, every_n_steps or start_step");
   s = (tr__ema *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "ema: out of memory"), TR_ERR_NOMEM;
-  s->decay = d->decay == 0 ? 0.999 : d->decay;
-  s->every = d->every_n_steps ? d->every_n_steps : 1;
+  s->decay = decay;
+  s->every = every;
   s->start_step = d->start_step;
   s->swa_from = d->swa_epoch_start;
   s->copy_at_end = tr__flag(d->copy_at_end, 0);
@@ -215,16 +218,7 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
   return tr__cb_register(reg, &cb, -20, out, w); /* first at on_train_epoch_end, so SWA averages before checkpoints are asked for */
 }
 TR__PUBLIC_OF(tr_ema, ema)
-TR__SPEC_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
-static hk_err tr__ema_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_ema_desc d;
-  tr__why w;
-  tr_err e = tr__ema_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "decay")) return hk_set_error(reg, HK_ERR_INVALID, "ema: decay must be in (0, 1), got 0");
-  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "ema: every_n_steps must be >= 1, got 0");
-  return tr__factory_result(reg, e ? e : tr__ema_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

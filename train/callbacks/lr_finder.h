@@ -18,10 +18,10 @@ TR__C_BEGIN /* part */
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
    train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE, double,       min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
-  X(DOUBLE, double,       max_lr,               "1",    NULL, "the sweep's last learning rate") \
-  X(INT,    int,          num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
-  X(DOUBLE, double,       early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
+  X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
+  X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
+  X(INT_ZERO, int,        num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
+  X(DOUBLE_ZERO, double,  early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
   X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
   X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
   X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
@@ -40,18 +40,7 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
-TR__SPEC_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
-static hk_err tr__lrf_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_lr_finder_desc d;
-  tr__why w;
-  tr_err e = tr__lrf_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "min_lr") || tr__given_zero(a, "max_lr"))
-    return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", hk_arg_double(a, "min_lr"), hk_arg_double(a, "max_lr"));
-  if (tr__given_zero(a, "num_training_steps")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: num_training_steps must be in 2..1000000, got 0");
-  if (tr__given_zero(a, "early_stop_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "lr_finder: early_stop_threshold must be > 1 (negative: never), got 0");
-  return tr__factory_result(reg, e ? e : tr__lrf_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
@@ -207,23 +196,25 @@ static int tr__lrf_load(void *user, hk_reader *in) {
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
   tr__lrf *s;
   hk_callback cb;
-  double lo, hi;
+  double lo, hi, threshold;
+  int steps;
   if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  lo = d->min_lr == 0 ? 1e-8 : d->min_lr;
-  hi = d->max_lr == 0 ? 1.0 : d->max_lr;
+  lo = tr__zero_double(d->min_lr, 1e-8);
+  hi = tr__zero_double(d->max_lr, 1.0);
+  steps = tr__zero_int(d->num_training_steps, 100);
+  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
   if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
     return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
-  if (d->num_training_steps < 0 || d->num_training_steps == 1 || d->num_training_steps > 1000000)
-    return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000 (0 = 100), got %d", d->num_training_steps);
-  if (!hk_is_finite(d->early_stop_threshold) || (d->early_stop_threshold > 0 && d->early_stop_threshold <= 1))
-    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (0 = 4, negative = never), got %g", d->early_stop_threshold);
+  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
+  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
   s = (tr__lrf *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
   s->min_lr = lo;
   s->max_lr = hi;
-  s->steps = d->num_training_steps ? d->num_training_steps : 100;
-  s->threshold = d->early_stop_threshold == 0 ? 4.0 : d->early_stop_threshold;
+  s->steps = steps;
+  s->threshold = threshold;
   s->update_attr = tr__flag(d->update_attr, 1);
   s->verbose = tr__flag(d->verbose, 1);
   s->pub.suggestion = NAN;

@@ -40,12 +40,12 @@ TR__C_BEGIN /* part */
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(INT,      int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
+  X(INT_ZERO, int,             window,        "10",       NULL, "good losses in the running window (2..10000)") \
   X(CHOICE,   tr_spike_centre, centre,        "mean",     "mean|median", "the window's centre") \
   X(CHOICE,   tr_spike_mode,   mode,          "relative", "relative|zscore", "relative: a spike is above centre + " \
     "threshold*|centre|; zscore: above centre + threshold*std") \
-  X(DOUBLE,   double,          threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
-  X(INT,      int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
+  X(DOUBLE_ZERO, double,       threshold,     "2",        NULL, "> 0, finite: how far above the centre a spike is") \
+  X(INT_ZERO, int64_t,         every_n_steps, "100",      NULL, "snapshot after every n-th optimizer step (>= 1)") \
   X(INT,      int64_t,         skip_after,    "0",         NULL, "batches skipped after a spike (>= 0)") \
   X(INT_ZERO, int,             max_rollbacks, "10",       NULL, "spikes rolled back before one fails the run (0: fail at " \
     "the first, as Lightning; -1: never)") \
@@ -346,16 +346,20 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   tr__sd *s;
   hk_callback cb;
   int window;
+  double threshold;
+  int64_t every;
   if (!d) return tr__bad(w, "spike_detection: desc is NULL");
-  window = d->window ? d->window : 10;
+  window = tr__zero_int(d->window, 10);
   if (window < 2 || window > 10000) return tr__bad(w, "spike_detection: window must be in 2..10000, got %d", window);
   if (d->centre != TR_SPIKE_MEAN && d->centre != TR_SPIKE_MEDIAN)
     return tr__bad(w, "spike_detection: centre %d is not valid (mean or median)", (int)d->centre);
   if (d->mode != TR_SPIKE_RELATIVE && d->mode != TR_SPIKE_ZSCORE)
     return tr__bad(w, "spike_detection: mode %d is not valid (relative or zscore)", (int)d->mode);
-  if (!hk_is_finite(d->threshold) || d->threshold < 0)
-    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", d->threshold);
-  if (d->every_n_steps < 0) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)d->every_n_steps);
+  threshold = tr__zero_double(d->threshold, 2);
+  every = tr__zero_int64(d->every_n_steps, 100);
+  if (!hk_is_finite(threshold) || threshold <= 0)
+    return tr__bad(w, "spike_detection: threshold must be finite and > 0, got %g", threshold);
+  if (every < 1) return tr__bad(w, "spike_detection: every_n_steps must be >= 1, got %lld", (long long)every);
   if (d->skip_after < 0 || d->skip_after > TR__MAX_COUNT)
     return tr__bad(w, "spike_detection: skip_after must be in 0..2^53, got %lld", (long long)d->skip_after);
   if (d->max_rollbacks < -1 && d->max_rollbacks != TR_ZERO)
@@ -370,8 +374,8 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   s->run = tr_run_get(reg);
   s->centre = d->centre;
   s->mode = d->mode;
-  s->threshold = d->threshold ? d->threshold : 2;
-  s->every = d->every_n_steps ? d->every_n_steps : 100;
+  s->threshold = threshold;
+  s->every = every;
   s->skip_after = d->skip_after;
   s->max_rollbacks = tr__zero_int(d->max_rollbacks, 10);
   s->check_grads = tr__flag(d->check_grads, 1);
@@ -392,17 +396,7 @@ static tr_err tr__sd_make(hk_registry *reg, const tr_spike_detection_desc *d, hk
   return tr__cb_register(reg, &cb, -15, out, w); /* before the monitors (a rolled-back batch is not monitored), after nan_guard's... */
 }
 TR__PUBLIC_OF(tr_spike_detection, sd)
-TR__SPEC_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
-static hk_err tr__sd_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_spike_detection_desc d;
-  tr__why w;
-  tr_err e = tr__sd_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: window must be in 2..10000, got 0");
-  if (tr__given_zero(a, "threshold")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: threshold must be finite and > 0, got 0");
-  if (tr__given_zero(a, "every_n_steps")) return hk_set_error(reg, HK_ERR_INVALID, "spike_detection: every_n_steps must be >= 1, got 0");
-  return tr__factory_result(reg, e ? e : tr__sd_make(reg, &d, NULL, &w), &w);
-}
+TR__FACTORY_OF(sd, tr_spike_detection_desc, TR_SPIKE_DETECTION_PARAMS)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */
