@@ -27,3 +27,11 @@ test-callbacks-b-fastmath: $(CBB_FAST)
 	./$(CBB_FAST)
 test-callbacks-b-valgrind: $(CBB_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CBB_BIN)
+
+# issue 28 item 20: instructions per step with nan_guard and gradient_monitor registered (callgrind, exact;
+# about 10 s): both read the gradients once. Not a test (docs/numbers.md has the numbers).
+.PHONY: grad-pass-cost
+$(BUILD)/grad_pass_cost: tests/grad_pass_cost.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/grad_pass_cost.c $(LDLIBS)
+grad-pass-cost: $(BUILD)/grad_pass_cost
+	./$(BUILD)/grad_pass_cost

@@ -3,9 +3,10 @@
 #   make test-mpi           build/test_mpi (mpicc -DTRAIN_MPI) under mpirun -np 1/2/3, against
 #                           build/test_mpi_plain (the plain trainer): parameters bit-identical across
 #                           ranks; bit-identical to a one-process reference that sums each rank's shard
-#                           gradient in rank order (AdamW, SGD-momentum, accumulation, clipping; 2 and 3
-#                           ranks); close to one process on the same global batches (the difference is
-#                           printed); world size 1 == the plain build bit for bit; a stop / skip / failure /
+#                           gradient in rank order (AdamW, SGD-momentum, accumulation with and without a
+#                           short last window, either divisor, clipping; 2 and 3 ranks); close to one
+#                           process on the same global batches (the difference is printed); world size
+#                           1 == the plain build bit for bit; a stop / skip / failure /
 #                           SIGTERM / bad resume_from / failing configure_model on one rank ends every rank
 #                           the same way; uneven batch counts; rank-zero-only hooks; model_checkpoint and
 #                           early_stopping on every rank (rank 0 alone writes files, also in the background: mcasync); a checkpoint requested
@@ -46,7 +47,7 @@ $(MPI_DIR)/train_mpi: examples/train_mpi.c hooks.h train.h examples/mlp.h | $(MP
 
 test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	@set -e; cd $(MPI_DIR); rm -f *.bin *.ckpt*; \
-	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1"; do \
+	for w in 2 3; do for v in "epochs=3" "accum=3 sgd=1" "accum=4 sgd=1" "accum=4 sgd=1 mean=1"; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=w$$w.bin $$v > fit.out; \
 	  ./test_mpi_plain fit out=ref$$w.bin ref=$$w $$v > ref.out; \
 	  cmp -s w$$w.bin ref$$w.bin || { echo "test-mpi: $$w ranks ($$v) differ from the rank-order reference"; exit 1; }; \

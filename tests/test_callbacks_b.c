@@ -597,6 +597,146 @@ static void test_gradient_monitor_values(void **state) {
   hk_ctx_free(&ctx);
 }
 
+/* issue 28 item 20: with nan_guard and gradient_monitor both registered the gradients are read once a
+   step. nan_guard (order -10) asks hk_grad_norm first; the trainer's pass behind it keeps each tensor's
+   sum of squares, and gradient_monitor (order 0) publishes those. Shown by a hook between them (order
+   -5) that doubles the gradients without saying so (no hk_grads_changed) and one after them (order 5)
+   that halves them back: gradient_monitor's norms are those of the one pass before the doubling. A
+   second pass of its own would see them doubled. In a loop of your own (no shared pass) gradient_monitor
+   makes the pass and leaves hk_grad_norm its value, so a reader after it does not pass again. */
+typedef struct gp_rec { int steps, wrong; double norm_seen, w_seen; } gp_rec;
+static void scale_grads(hk_ctx *ctx, float k) {
+  int j;
+  size_t i;
+  for (j = 0; j < ctx->n_tensors; j++)
+    for (i = 0; i < ctx->grads[j].count; i++) ((float *)ctx->grads[j].data)[i] *= k;
+}
+static hk_signal gp_double(hk_ctx *ctx, void *user) {
+  gp_rec *r = (gp_rec *)user;
+  size_t i;
+  double w = 0;
+  if (!hk_grad_norm_known(ctx)) r->wrong++; /* nan_guard asked already */
+  r->norm_seen = hk_grad_norm(ctx);
+  for (i = 0; i < ctx->grads[0].count; i++) w += (double)ctx->grads[0].data[i] * ctx->grads[0].data[i];
+  r->w_seen = sqrt(w);
+  scale_grads(ctx, 2.0f);
+  return HK_CONTINUE;
+}
+static hk_signal gp_halve(hk_ctx *ctx, void *user) {
+  gp_rec *r = (gp_rec *)user;
+  double v;
+  r->steps++;
+  if (!hk_metric_get(ctx, "grad_2.0_norm_total", &v) || v != r->norm_seen) r->wrong++; /* the shared pass, bit for bit */
+  if (!hk_metric_get(ctx, "grad_2.0_norm/w", &v) || fabs(v - r->w_seen) > 1e-12 * (1 + v)) r->wrong++;
+  scale_grads(ctx, 0.5f);
+  return HK_CONTINUE;
+}
+static hk_signal gp_after_monitor(hk_ctx *ctx, void *user) {
+  gp_rec *r = (gp_rec *)user;
+  double v;
+  r->steps++;
+  if (!hk_grad_norm_known(ctx)) r->wrong++; /* gradient_monitor's pass gave it */
+  if (!hk_metric_get(ctx, "grad_2.0_norm_total", &v) || v != hk_grad_norm(ctx)) r->wrong++;
+  return HK_CONTINUE;
+}
+static void test_grad_pass_shared(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(2);
+  gp_rec r;
+  (void)state;
+  memset(&r, 0, sizeof r);
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.01);
+  assert_int_equal(hk_spec_apply(t.reg, "nan_guard; gradient_monitor(log_frequency=1, vanishing_threshold=-1)"), HK_OK);
+  hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, gp_double, &r, &(hk_opts){ .name = "double", .order = -5 }, NULL);
+  hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, gp_halve, &r, &(hk_opts){ .name = "halve", .order = 5 }, NULL);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(r.steps, 2 * NBATCH);
+  assert_int_equal(r.wrong, 0);
+  lin_free(&m, &t);
+  { /* a loop of your own: gradient_monitor alone passes, and hk_grad_norm has its value after it */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    float a[3] = { 1, 2, 3 }, b[1] = { 4 };
+    hk_tensor g[2] = { { "w", a, 3, 0 }, { "b", b, 1, 0 } };
+    memset(&r, 0, sizeof r);
+    memset(&ctx, 0, sizeof ctx);
+    ctx.grads = g;
+    ctx.n_tensors = 2;
+    assert_int_equal(tr_add_factories(reg), HK_OK);
+    assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
+    hk_on(reg, HK_ON_BEFORE_OPTIMIZER_STEP, gp_after_monitor, &r, &(hk_opts){ .name = "after", .order = 5 }, NULL);
+    assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_START, &ctx), HK_CONTINUE);
+    assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_CONTINUE);
+    assert_true(hk_grad_norm(&ctx) == sqrt(30.0));
+    assert_int_equal(r.steps, 1);
+    assert_int_equal(r.wrong, 0);
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+}
+
+/* issue 28 item 14: views that are not complete when the run starts (llm.c allocates its gradients in the
+   first backward). Before: one column "grad_2.0_norm/" (an empty name) and no word. Now the run fails at
+   on_train_start naming the view's index and what to set: in a loop of your own through tr_run_start, and
+   for each way a view can be incomplete (no name, no data, no elements, a name twice). */
+static void gm_views_case(hk_tensor *g, int n, const char *want) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  double v;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.grads = g;
+  ctx.n_tensors = n;
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = out, .no_signals = 1 }), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
+  assert_int_not_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_not_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  if (!strstr(tr_run_error(reg), want)) fail_msg("error: %s\nwant: %s", tr_run_error(reg), want);
+  assert_int_equal(hk_metric_get(&ctx, "grad_2.0_norm/", &v), 0);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  fclose(out);
+  free(buf);
+}
+static void test_gradient_monitor_views_checked(void **state) {
+  float a[3] = { 1, 2, 3 }, b[1] = { 4 };
+  hk_tensor g[2];
+  (void)state;
+  memset(g, 0, sizeof g); /* the llm.c shape: views set up after the run started */
+  gm_views_case(g, 1, "gradient_monitor: ctx->grads[0] has no name (NULL); every view needs its name, data and count when the run starts");
+  g[0].name = "";
+  gm_views_case(g, 1, "ctx->grads[0] has no name (\"\")");
+  g[0].name = "wte"; g[0].data = a; g[0].count = 3;
+  g[1].name = "wpe"; g[1].count = 1;
+  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has no data (NULL); every view needs");
+  g[1].data = b; g[1].count = 0;
+  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has count 0");
+  g[1].count = 1; g[1].name = "wte";
+  gm_views_case(g, 2, "ctx->grads[0] and ctx->grads[1] are both named 'wte'");
+  { /* complete views: it runs */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    double v;
+    g[1].name = "wpe";
+    memset(&ctx, 0, sizeof ctx);
+    ctx.grads = g;
+    ctx.n_tensors = 2;
+    assert_int_equal(tr_add_factories(reg), HK_OK);
+    assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
+    assert_int_equal(HK_FIRE(reg, HK_ON_TRAIN_START, &ctx), HK_CONTINUE);
+    assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_CONTINUE);
+    assert_true(hk_metric_get(&ctx, "grad_2.0_norm/wpe", &v) && v == 4);
+    g[1].data = NULL; /* taken away after the start: said at the step, not a crash */
+    assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_FAIL);
+    assert_non_null(strstr(ctx.hook_failure, "ctx->grads[1] ('wpe') has no data (NULL) at step 1"));
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+}
+
 /* =================================================================================================
    ema
    ================================================================================================= */
@@ -1090,6 +1230,31 @@ static void test_throughput_monitor_fit(void **state) {
     hk_destroy(reg);
     fclose(out);
     free(buf);
+  }
+}
+
+/* issue 28 item 4: without tr_data.batch_size, samples_seen counts batches and throughput_monitor's rates
+   per sample are per batch; tr_fit says so once per trainer, naming tr_data.batch_size, and only when
+   throughput_monitor is registered and the size is missing */
+static void test_throughput_monitor_batch_size_warning(void **state) {
+  static const char *const said = "tr_data.batch_size is 0: samples_seen counts batches";
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(1);
+  int round;
+  (void)state;
+  for (round = 0; round < 3; round++) { /* 0: registered, no size; 1: registered, size given; 2: no monitor */
+    lin_init(&m, &t, TR_OPTIM_SGD, 0.01);
+    g_train.batch_size = round == 1 ? BS : 0;
+    if (round < 2) assert_int_equal(hk_spec_apply(t.reg, "throughput_monitor(window=4)"), HK_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    c.max_epochs = 2;
+    assert_int_equal(tr_fit(&t, &c), TR_OK); /* a second fit of the same trainer: not said again */
+    c.max_epochs = 1;
+    assert_int_equal(count_of(lin_logtext(&m), said), round == 0 ? 1 : 0);
+    if (round == 0) assert_int_equal(t.samples_seen, 2 * NBATCH); /* what it warns about: batches, not samples */
+    g_train.batch_size = 0;
+    lin_free(&m, &t);
   }
 }
 
@@ -2132,6 +2297,8 @@ int main(void) {
     cmocka_unit_test(test_lr_monitor_every_row),
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
+    cmocka_unit_test(test_gradient_monitor_views_checked),
+    cmocka_unit_test(test_grad_pass_shared),
     cmocka_unit_test(test_gradient_monitor_percentiles),
     cmocka_unit_test(test_ema),
     cmocka_unit_test(test_lr_finder),
@@ -2143,6 +2310,7 @@ int main(void) {
     cmocka_unit_test(test_profiler_own_loop_failing),
     cmocka_unit_test(test_throughput_monitor),
     cmocka_unit_test(test_throughput_monitor_fit),
+    cmocka_unit_test(test_throughput_monitor_batch_size_warning),
     cmocka_unit_test(test_profiler_throughput_bad_parameters),
     cmocka_unit_test(test_bad_parameters),
     cmocka_unit_test(test_exact_resume_all),

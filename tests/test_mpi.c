@@ -64,12 +64,14 @@ static int64_t sum_everywhere(int64_t v) {
 /* ---- the reference: one process computes what W ranks do -------------------------------------------------
    One reference "batch" is a whole accumulation window of every rank: rank r's gradient is the sum of
    its micro-batches (global batches k * W + r, added by the model in one buffer, as on rank r), the
-   ranks' gradients are added in rank order and scaled by 1 / (W * micro-batches), as the trainer's
-   averaging does. The reference trainer itself runs with accumulate_grad_batches = 1. */
+   ranks' gradients are added in rank order and scaled by 1 / (W * accumulate_grad_batches), as the
+   trainer's averaging does (Lightning's: a short last window too), or with mean=1
+   (accumulate_mean_of_window) by 1 / (W * the window's micro-batches). The reference trainer itself
+   runs with accumulate_grad_batches = 1. */
 typedef struct shards {
   mlp *net, helper;   /* helper: the same parameters, its own gradients (one rank at a time) */
   spirals *ds;
-  int W, B, accum;
+  int W, B, accum, mean;
   float *sum;
   int64_t index;      /* the window being trained */
 } shards;
@@ -106,7 +108,7 @@ static int shards_backward(void *u, void *batch) {
     micro = shard_window(s, r, &loss);
     for (i = 0; i < n; i++) s->sum[i] = r == 0 ? s->helper.grads[i] : s->sum[i] + s->helper.grads[i];
   }
-  for (i = 0; i < n; i++) s->net->grads[i] = s->sum[i] * (1.0f / (float)(s->W * micro)); /* the trainer's averaging */
+  for (i = 0; i < n; i++) s->net->grads[i] = s->sum[i] * (1.0f / (float)(s->W * (s->mean ? micro : s->accum))); /* the trainer's averaging */
   return 0;
 }
 
@@ -167,11 +169,13 @@ static int mode_fit(void) {
   run_init(&r, 100, 40, global ? batch * global : batch, iarg("sgd", 0));
   c = run_config(&r, iarg("epochs", 3));
   c.accumulate_grad_batches = iarg("accum", 1);
+  c.accumulate_mean_of_window = iarg("mean", 0);
   c.max_steps = iarg("steps", 0);
   c.resume_from = resume;
   c.save_to = ckpt;
   if (ref) { /* every step: W shards of B, in rank order */
     r.sh.net = &r.net; r.sh.ds = &r.train; r.sh.W = ref; r.sh.B = batch; r.sh.accum = c.accumulate_grad_batches;
+    r.sh.mean = c.accumulate_mean_of_window;
     c.accumulate_grad_batches = 1;
     CHECK(mlp_init(&r.sh.helper, 2, 16, 3, batch, 42) == 0 && (r.sh.sum = (float *)malloc(r.net.num_params * sizeof(float))), "ref");
     r.t.model.user = &r.sh;

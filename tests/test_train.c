@@ -491,6 +491,77 @@ static void test_accumulation_mean(void **state) {
   fx_free(f);
 }
 
+/* issue 28 item 7: the epoch's short last window (5 batches, 3 per step: windows of 3 and 2). By default
+   the sum is divided by accumulate_grad_batches, as Lightning divides every loss by it (the last step
+   moves 2/3 as far as a full one); with accumulate_mean_of_window by the 2 it holds. Both against the
+   same arithmetic by hand: sum the micro-batches' gradients, multiply by 1/divisor as a float, then
+   PyTorch's SGD step (tests/ref_f32.c); the gradients at on_before_optimizer_step and the parameters
+   after the fit, bit for bit. */
+static hk_signal grab_window_grads(probe *p, hk_ctx *ctx) {
+  if (ctx->event == HK_ON_BEFORE_OPTIMIZER_STEP && p->arg2 < 2) {
+    float *out = (float *)(intptr_t)p->arg + 5 * p->arg2++;
+    memcpy(out, ctx->grads[0].data, 4 * sizeof(float));
+    out[4] = ctx->grads[1].data[0];
+  }
+  return HK_CONTINUE;
+}
+static void accumulation_by_hand(int mean_of_window, double lr, float grads[10], float params[5]) {
+  static const int first[2] = { 0, 3 }, size[2] = { 3, 2 };
+  lin_model ref;
+  lin_data data;
+  double loss;
+  void *b;
+  int w, j;
+  lin_init(&ref, 4, 1);   /* fx_new's model and training data */
+  data_init(&data, 4, 5, 2);
+  for (w = 0; w < 2; w++) {
+    float k = 1.0f / (float)(mean_of_window ? size[w] : 3);
+    memset(ref.g, 0, 5 * sizeof(float));
+    for (j = first[w]; j < first[w] + size[w]; j++) {
+      data_get(&data, j, &b);
+      lin_forward(&ref, b, 1, &loss);
+      lin_backward(&ref, b);
+    }
+    for (j = 0; j < 5; j++) ref.g[j] *= k;
+    memcpy(grads + 5 * w, ref.g, 5 * sizeof(float));
+    ref_sgd_f32(ref.p, ref.g, NULL, 5, lr, 0, 0, 0, 0, 1);
+  }
+  memcpy(params, ref.p, 5 * sizeof(float));
+  lin_free(&ref);
+  data_free(&data);
+}
+static void test_accumulation_short_window(void **state) {
+  float want[2][10], want_p[2][5];
+  int mode, j;
+  (void)state;
+  for (mode = 0; mode < 2; mode++) {
+    tr_optim sgd;
+    fx *f;
+    tr_config c;
+    float seen[10];
+    memset(&sgd, 0, sizeof sgd);
+    sgd.kind = TR_OPTIM_SGD;
+    sgd.lr = 0.05;
+    f = fx_new(5, 1, &sgd, NULL, 1);
+    c = fx_config(f, 0);
+    accumulation_by_hand(mode, sgd.lr, want[mode], want_p[mode]);
+    f->p.act = grab_window_grads;
+    f->p.arg = (int64_t)(intptr_t)seen;
+    c.max_epochs = 1;
+    c.accumulate_grad_batches = 3;
+    c.accumulate_mean_of_window = mode;
+    assert_int_equal(tr_fit(&f->t, &c), TR_OK);
+    assert_int_equal(f->t.global_step, 2);
+    assert_int_equal(f->p.arg2, 2);
+    assert_memory_equal(seen, want[mode], sizeof seen);
+    assert_memory_equal(f->m.p, want_p[mode], sizeof want_p[mode]);
+    fx_free(f);
+  }
+  /* the same full first window; the short one's gradient is 2/3 of its mean by default */
+  assert_memory_equal(want[0], want[1], 5 * sizeof(float));
+  for (j = 5; j < 10; j++) assert_float_equal(want[0][j], want[1][j] * 2.0f / 3.0f, 1e-6 * fabs(want[1][j]) + 1e-9);
+}
+
 /* Validation every 2 optimizer steps; the epoch-end validation is skipped when a step validation
    just ran after the last batch. */
 static void test_order_val_every_n_steps(void **state) {
@@ -509,6 +580,68 @@ static void test_order_val_every_n_steps(void **state) {
     TRAIN_BATCH_NO_CLIP TRAIN_BATCH_NO_CLIP VALIDATION_1     /* step 6 = last batch: no second one */
     "on_train_epoch_end on_train_end on_fit_end teardown ");
   fx_free(f);
+}
+
+/* issue 28 item 8: Lightning's integer val_check_interval counts training batches within each epoch from
+   the epoch's start (training_epoch_loop.py, _should_check_val_fx: (batch_idx + 1) % val_check_batch == 0
+   with check_val_every_n_epoch set; that test replaces the last-batch one, so the epoch's end validates
+   only when N divides the epoch). 5 batches an epoch, N = 2, 2 epochs: after global batches 2, 4, 7, 9 (no
+   validation at either epoch's end). val_every_n_steps = 2 counts optimizer steps over the run and adds the
+   epoch's end: 2, 4, 5, 6, 8, 10. The steps each validation came after, one list per setting. */
+typedef struct val_steps { int64_t at[32]; int n; } val_steps;
+static hk_signal record_val_step(hk_ctx *ctx, void *user) {
+  val_steps *v = (val_steps *)user;
+  if (ctx->stage == HK_STAGE_FIT && v->n < 32) v->at[v->n++] = ctx->global_step;
+  return HK_CONTINUE;
+}
+static hk_signal stop_at_step(probe *p, hk_ctx *ctx) {
+  return ctx->event == HK_ON_TRAIN_BATCH_END && ctx->global_step == p->arg ? HK_STOP : HK_CONTINUE;
+}
+static void val_steps_of(int64_t check_interval, int64_t every_n_steps, int64_t every_n_epochs, int stop_at, val_steps *v,
+                         tr_err expect, const char *error_part) {
+  fx *f = fx_new(5, 1, NULL, NULL, 1);
+  tr_config c = fx_config(f, 1);
+  memset(v, 0, sizeof *v);
+  assert_int_equal(hk_on(f->reg, HK_ON_VALIDATION_START, record_val_step, v, NULL, NULL), HK_OK);
+  if (stop_at) { /* HK_STOP after this optimizer step */
+    f->p.act = stop_at_step;
+    f->p.arg = stop_at;
+  }
+  c.max_epochs = 2;
+  c.num_sanity_val_steps = -1;
+  c.val_check_interval = check_interval;
+  c.val_every_n_steps = every_n_steps;
+  c.val_every_n_epochs = every_n_epochs;
+  assert_int_equal(tr_fit(&f->t, &c), expect);
+  if (error_part) assert_non_null(strstr(tr_error(&f->t), error_part));
+  fx_free(f);
+}
+static void assert_steps(const val_steps *v, const int64_t *want, int n) {
+  int i;
+  if (v->n != n) fail_msg("%d validations, want %d", v->n, n);
+  for (i = 0; i < n; i++)
+    if (v->at[i] != want[i]) fail_msg("validation %d after step %lld, want %lld", i, (long long)v->at[i], (long long)want[i]);
+}
+static void test_val_check_interval(void **state) {
+  static const int64_t lightning[] = { 2, 4, 7, 9 }, global_steps[] = { 2, 4, 5, 6, 8, 10 }, divides[] = { 5, 10 },
+                       second_epoch[] = { 7, 9 }, stopped[] = { 2, 3 };
+  val_steps v;
+  (void)state;
+  val_steps_of(2, 0, 0, 0, &v, TR_OK, NULL);
+  assert_steps(&v, lightning, 4);
+  val_steps_of(0, 2, 0, 0, &v, TR_OK, NULL); /* the global-step form stays */
+  assert_steps(&v, global_steps, 6);
+  val_steps_of(5, 0, 0, 0, &v, TR_OK, NULL); /* N divides the epoch: its end, once */
+  assert_steps(&v, divides, 2);
+  val_steps_of(2, 0, 2, 0, &v, TR_OK, NULL); /* check_val_every_n_epoch = 2: the second epoch only */
+  assert_steps(&v, second_epoch, 2);
+  val_steps_of(2, 0, 0, 3, &v, TR_OK, NULL); /* a stop after batch 3 validates there (Lightning forces it) */
+  assert_steps(&v, stopped, 2);
+  /* more than an epoch's batches never validates: refused, as Lightning's ValueError */
+  val_steps_of(6, 0, 0, 0, &v, TR_ERR_INVALID, "val_check_interval (6) is more than the 5 training batches of an epoch");
+  assert_int_equal(v.n, 0);
+  val_steps_of(2, 3, 0, 0, &v, TR_ERR_INVALID, "both set");
+  val_steps_of(-1, 0, 0, 0, &v, TR_ERR_INVALID, "must be >= 0");
 }
 
 /* Validation only every 2nd epoch; limit_train_batches / limit_val_batches. */
@@ -2947,8 +3080,10 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_order_stages_and_ctx),
     cmocka_unit_test(test_order_accumulation),
     cmocka_unit_test(test_accumulation_mean),
+    cmocka_unit_test(test_accumulation_short_window),
     cmocka_unit_test(test_order_val_every_n_steps),
     cmocka_unit_test(test_val_every_n_epochs_and_limits),
+    cmocka_unit_test(test_val_check_interval),
     cmocka_unit_test(test_order_test_and_predict),
     cmocka_unit_test(test_predict_outputs),
     cmocka_unit_test(test_adamw_reference),

@@ -149,7 +149,10 @@ typedef struct tr_data {
      the epoch number, so the same epoch gets the same order after a resume, provided the order depends
      only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
   void (*shuffle)(void *user, tr_rng *rng);
-  int64_t batch_size;                                  /* samples per batch, for ctx->samples_seen (0 = 1) */
+  /* samples per batch, for ctx->samples_seen. 0: each batch counts as 1 sample, so a rate per sample
+     (throughput_monitor's samples/s, tokens, FLOP/s) is per batch: tr_fit warns once when throughput_monitor
+     is registered and this is 0. */
+  int64_t batch_size;
 } tr_data;
 
 /* ---- optimizers ------------------------------------------------------------------------------------
@@ -306,6 +309,20 @@ enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
+
+/* private: one pass over the gradients per change, shared by whoever asks. A loop sets ctx->grad_norm_source
+   to tr__grad_pass_source with one of these as its user (train.h's trainer does): the first hk_grad_norm
+   after the gradients changed (nan_guard's, clipping's, the grad_norm metric's) sums every view's squares
+   in one pass and keeps them per view, and gradient_monitor's per-tensor norms read those
+   (tr__grad_pass_sums) instead of making a second pass. The same bits as hk_grad_norm's own loop. */
+typedef struct tr__grad_pass {
+  double *sq;                   /* n sums of squares, in view order */
+  int n;
+  int threads;                  /* for sumsq */
+  double (*sumsq)(const float *x, size_t n, int threads); /* tr_sumsq (hk_sumsq's bits on threads); NULL: hk_sumsq */
+  uint64_t version;             /* the ctx->hk__grads_version they were taken at */
+  int ok;                       /* sq holds that version's sums */
+} tr__grad_pass;
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
@@ -460,6 +477,59 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
+/* ---- tensor views a callback takes ---------------------------------------------------------------
+   A callback that keeps the loop's views from the start of a run (gradient_monitor names a metric after
+   each) checks them there: every view named, no name twice, data set, count above 0. A loop that fills
+   them in later (llm.c allocates its gradients in the first backward) would otherwise hand it one view
+   with an empty name. 0, or -1 with hk_fail's message naming the view's index and what to set. field is
+   what the loop calls them ("ctx->grads"). */
+TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field, const char *who) {
+  static const char *const when = "every view needs its name, data and count when the run starts (on_train_start: "
+                                  "tr_run_start, tr_fit); a model that allocates its buffers later (llm.c: in the "
+                                  "first backward) allocates them, and fills in the views, before";
+  int k, j;
+  for (k = 0; k < n; k++) {
+    const char *name = v[k].name;
+    if (!name || !name[0])
+      return hk_fail(ctx, "%s: %s[%d] has no name (%s); %s", who, field, k, name ? "\"\"" : "NULL", when), -1;
+    if (!v[k].data) return hk_fail(ctx, "%s: %s[%d] ('%s') has no data (NULL); %s", who, field, k, name, when), -1;
+    if (v[k].count == 0) return hk_fail(ctx, "%s: %s[%d] ('%s') has count 0; %s", who, field, k, name, when), -1;
+    for (j = 0; j < k; j++)
+      if (strcmp(v[j].name, name) == 0)
+        return hk_fail(ctx, "%s: %s[%d] and %s[%d] are both named '%s'; give each view a name of its own", who, field, j,
+                       field, k, name), -1;
+  }
+  return 0;
+}
+
+/* ---- one pass over the gradients, shared (tr__grad_pass above) ------------------------------------ */
+/* ctx->grad_norm_source: every view's sum of squares, kept, and the norm from them (hk_grad_norm caches it). */
+TR__SHARED double tr__grad_pass_source(hk_ctx *ctx, void *user) {
+  tr__grad_pass *p = (tr__grad_pass *)user;
+  double sum = 0;
+  int k;
+  for (k = 0; k < ctx->n_tensors && ctx->grads; k++) {
+    const hk_tensor *g = &ctx->grads[k];
+    double sq = p->sumsq ? p->sumsq(g->data, g->count, p->threads) : hk_sumsq(g->data, g->count);
+    if (k < p->n) p->sq[k] = sq;
+    sum += sq;
+  }
+  p->ok = ctx->grads && ctx->n_tensors <= p->n;
+  p->version = ctx->hk__grads_version;
+  return sqrt(sum);
+}
+/* The views' sums of squares of the gradients as they are now, from the loop's shared pass (made now, and
+   hk_grad_norm with it, when nobody has asked since they changed); NULL when the loop has no such pass. */
+TR__SHARED const double *tr__grad_pass_sums(hk_ctx *ctx) {
+  tr__grad_pass *p;
+  double norm;
+  if (ctx->grad_norm_source != tr__grad_pass_source) return NULL;
+  p = (tr__grad_pass *)ctx->grad_norm_source_user;
+  if (p->ok && p->version == ctx->hk__grads_version) return p->sq;
+  norm = tr__grad_pass_source(ctx, p);
+  if (!hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, norm);
+  return p->ok ? p->sq : NULL;
+}
 
 /* ---- learning-rate schedule ------------------------------------------------------------------------ */
 

@@ -61,10 +61,25 @@ typedef struct tr_config {
   int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
   int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
   int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
-  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step; 0 = off */
+  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step, counted over the whole run
+                                    (steps N, 2N, ... across epochs); 0 = off */
+  int64_t val_check_interval;    /* Lightning's integer val_check_interval: validate after every N-th training
+                                    batch of each epoch, counted from the epoch's start (batches, not optimizer
+                                    steps); the epoch's end then validates only when N divides its batches, or
+                                    when a stop ends the epoch. 5 batches an epoch, N = 2: after batches 2, 4, 7,
+                                    9. In the epochs val_every_n_epochs picks (Lightning's
+                                    check_val_every_n_epoch). 0 = off; more than an epoch's batches fails the
+                                    fit (Lightning raises); not together with val_every_n_steps */
   int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
                                     Skipped when a step validation already ran at the same step. */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1 */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1. The window's gradient sum is
+                                    divided by it (Lightning divides each loss by it), also in a window
+                                    that has fewer: the epoch's short last one (5 batches, 3 per step:
+                                    its 2 count as 2/3 of a step) or one with a micro-batch skipped before
+                                    backward. With several processes (TRAIN_MPI): by it times the ranks. */
+  int accumulate_mean_of_window; /* 1: divide instead by the micro-batches whose gradient is in the sum (the
+                                    ranks' together), so every step gets the mean of what its window had:
+                                    the short last window above is divided by 2, not 3 */
   double gradient_clip_val;      /* 0 = no clipping */
   tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
   tr_nonfinite on_nonfinite_loss;/* 0 = fail */
@@ -116,7 +131,7 @@ typedef struct tr_trainer {
   int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
   int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
   int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
-  int64_t tr__accum_n;     /* ... of which ran backward (the gradient sum is divided by this) */
+  int64_t tr__accum_n;     /* ... of which ran backward (accumulate_mean_of_window divides the sum by this) */
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
@@ -145,6 +160,8 @@ typedef struct tr_trainer {
   tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
   int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
   int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
+  int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
+  tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
 } tr_trainer;
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -377,7 +394,9 @@ static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
     tr__hp(h, &n, "limit_val_batches", NULL, (double)c->limit_val_batches);
     tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
     tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    if (c->val_check_interval > 0) tr__hp(h, &n, "val_check_interval", NULL, (double)c->val_check_interval);
     tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    if (c->accumulate_mean_of_window) tr__hp(h, &n, "accumulate_mean_of_window", NULL, 1);
     tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
     tr__hp(h, &n, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
     tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
@@ -484,6 +503,8 @@ TRAIN_API void tr_free(tr_trainer *t) {
   free(t->tr__views);
   free(t->tr__m);
   free(t->tr__v);
+  free(t->tr__gpass.sq);
+  t->tr__gpass.sq = NULL;
   tr__dist_free(t);
   t->reg = NULL;
   t->tr__views = NULL;
@@ -564,9 +585,10 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   /* Everything the step loop needs is allocated now, once. */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
   if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
   if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || !t->tr__gpass.sq || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -595,6 +617,11 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   t->ctx.n_tensors = n;
   t->ctx.world_size = 1;
   t->ctx.lr = t->lr;
+  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
+  t->tr__gpass.threads = t->tr__threads;
+  t->tr__gpass.sumsq = tr_sumsq;
+  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/cuda.h puts its own) */
+  t->ctx.grad_norm_source_user = &t->tr__gpass;
   t->tr__last_loss = NAN; /* no training batch yet */
   if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
       hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
@@ -775,28 +802,26 @@ static void tr__backward(tr_trainer *t, void *batch) {
   t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
 }
 
-/* The window's gradient is the mean over its micro-batches that ran backward; a window where none did
-   gets no step. */
+/* The window's gradient sum divided by accumulate_grad_batches (times the ranks), as Lightning divides
+   every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
+   micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
+   did gets no step. */
 static void tr__average_window(tr_trainer *t) {
+  int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
+             : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
-  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 1) return;
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || by == 1) return;
 #ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)t->tr__accum_n); else
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
-  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)t->tr__accum_n, t->tr__threads);
+  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
 
-/* hk_grad_norm's value, computed with the trainer's threads when nobody has asked yet (tr_sumsq per
-   view, in view order: hk_grad_norm's bits). */
-static double tr__grad_norm(tr_trainer *t) {
-  double sum = 0;
-  int k;
-  if (hk_grad_norm_known(&t->ctx) || TR__ON_DEVICE(t)) return hk_grad_norm(&t->ctx); /* device: its source */
-  for (k = 0; k < t->ctx.n_tensors; k++) sum += tr_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, t->tr__threads);
-  hk_grad_norm_set(&t->ctx, sqrt(sum));
-  return sqrt(sum);
-}
+/* hk_grad_norm's value: computed by ctx.grad_norm_source when nobody has asked since the gradients
+   changed, on the host the shared pass (tr__grad_pass_source: tr_sumsq per view with the trainer's threads,
+   in view order: hk_grad_norm's bits; the per-view sums kept for gradient_monitor), on the device cuda.h's. */
+static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
 
 /* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
@@ -1047,7 +1072,8 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
   d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
   /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
      (or not at all), else at the validation's end */
-  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
+                                             c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
   run->resume_from = c->resume_from ? c->resume_from : "";
   d->no_resume_message = c->no_resume_message;
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
@@ -1130,15 +1156,25 @@ static int tr__stopping(const tr_trainer *t) {
 
 
 static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
+/* This epoch validates (val_every_n_epochs: Lightning's check_val_every_n_epoch). */
+static int tr__val_epoch(const tr_trainer *t, const tr_config *c) {
+  return c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
+/* val_check_interval: the training batch just finished (epoch_batch of them so far) is the N-th, 2N-th, ...
+   of its epoch (Lightning: (batch_idx + 1) % val_check_batch == 0, batch_idx counted within the epoch). */
+static int tr__val_in_epoch(const tr_trainer *t, const tr_config *c) {
+  return c->val_check_interval > 0 && t->epoch_batch > 0 && t->epoch_batch % c->val_check_interval == 0 && tr__val_epoch(t, c);
+}
 /* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
-   the batch stepped), or at the epoch's end after its last batch? (model_checkpoint ranks a step save
-   due now on that validation's value.) */
+   the batch stepped), at this batch of the epoch (val_check_interval), or at the epoch's end after its last
+   batch? (model_checkpoint ranks a step save due now on that validation's value.) */
 static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
   const tr_trainer *t = (const tr_trainer *)trainer;
   const tr_config *c = t->tr__cfg;
   if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
   if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
-  return t->tr__epoch_done && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+  if (c->val_check_interval > 0) return tr__val_in_epoch(t, c); /* its epoch's end adds none (unless stopped) */
+  return t->tr__epoch_done && tr__val_epoch(t, c);
 }
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
@@ -1271,7 +1307,8 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
 
-  if (t->global_step > steps_before && c->val && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0)
+  if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
+                 tr__val_in_epoch(t, c)))
     tr__fit_validate(t);
   tr__honour_requests(t);
 }
@@ -1328,7 +1365,7 @@ static void tr__plateau_check(tr_trainer *t) {
    max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
-  int complete;
+  int complete, stopped;
   t->train_batches = t->tr__run->train_batches = n;
   tr__start_epoch(t, c->train);
   tr__dist_agree(t);
@@ -1337,10 +1374,12 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
     if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
   }
   if (t->tr__err) return;
-  complete = t->epoch_batch >= n || HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  stopped = HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  complete = t->epoch_batch >= n || stopped;
   t->tr__epoch_done = complete;
-  if (complete && c->val && c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0 &&
-      t->tr__val_at != t->epoch_batch)
+  /* the epoch's validation, unless one just ran after its last batch; with val_check_interval only when a
+     stop ended the epoch (Lightning validates at a stop; otherwise at the N-th batches alone) */
+  if (complete && c->val && tr__val_epoch(t, c) && (c->val_check_interval <= 0 || stopped) && t->tr__val_at != t->epoch_batch)
     tr__fit_validate(t);
   if (complete && !t->tr__err && t->sched.kind == TR_SCHED_PLATEAU) tr__plateau_check(t);
   t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
@@ -1368,9 +1407,13 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
-      c->val_every_n_steps < 0 || c->accumulate_grad_batches < 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps and "
-                    "accumulate_grad_batches must be >= 0");
+      c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
+                    "and accumulate_grad_batches must be >= 0");
+  if (c->val_every_n_steps > 0 && c->val_check_interval > 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: val_every_n_steps (%lld, optimizer steps over the run) and val_check_interval "
+                    "(%lld, batches within each epoch) are both set; give one", (long long)c->val_every_n_steps,
+                    (long long)c->val_check_interval);
   if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
       (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
@@ -1418,6 +1461,13 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
 static void tr__ready_to_train(tr_trainer *t) {
   const tr_data *d = t->tr__cfg->train;
   if (t->tr__err) return;
+  /* Without batch_size samples_seen counts batches: a rate per sample would be off by the batch's size */
+  if (d->batch_size <= 0 && !t->tr__bs_warned && t->ctx.rank == 0 && hk_find(t->reg, "throughput_monitor")) {
+    t->tr__bs_warned = 1;
+    tr__warn(t, "throughput_monitor is registered but the training data's tr_data.batch_size is 0: samples_seen "
+             "counts batches, so its samples/s, tokens and FLOP/s are per batch; set tr_data.batch_size to the "
+             "samples in one batch");
+  }
   if (!t->model.grads) {
     tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
              "(for example in a configure_model hook) before training starts");
@@ -1484,6 +1534,12 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
+      break;
+    }
+    if (c->val && c->val_check_interval > n) { /* it would never validate (Lightning raises a ValueError) */
+      tr__fail(t, TR_ERR_INVALID, "tr_fit: val_check_interval (%lld) is more than the %lld training batches of an epoch: it "
+               "counts batches within each epoch (Lightning's rule); give at most %lld, or val_every_n_steps to count "
+               "optimizer steps across epochs", (long long)c->val_check_interval, (long long)n, (long long)n);
       break;
     }
     tr__train_epoch(t, n);

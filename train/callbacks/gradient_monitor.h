@@ -6,7 +6,10 @@
 TR__C_BEGIN /* part */
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
    On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes
+   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
+   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
+   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
+   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
      grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
      grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
      grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
@@ -18,8 +21,9 @@ TR__C_BEGIN /* part */
    as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
    hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory)
-   and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
+   complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
+   view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
    tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
 typedef struct tr_histogram {
   int n_bins;
@@ -134,6 +138,7 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm_free_views(s);
   if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
   if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
+  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
   if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
@@ -188,18 +193,28 @@ static double tr__percentile(float *x, size_t n, double q) {
 static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   double total = 0;
+  const double *shared;
   size_t at = 0, i;
   int j;
   if (!s->ready) return HK_CONTINUE;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
     return hk_fail(ctx, "the loop's tensors changed since on_train_start");
+  for (j = 0; j < s->pub.n_tensors; j++)
+    if (!ctx->grads[s->sel[j]].data)
+      return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
+                     ctx->grads[s->sel[j]].name ? ctx->grads[s->sel[j]].name : "?", (long long)ctx->global_step + 1);
+  /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
+     and clipping), else a pass of its own */
+  shared = tr__grad_pass_sums(ctx);
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq = hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits when every tensor is selected */
+    double sq = shared ? shared[s->sel[j]] : hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
   }
+  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own) */
+  if (!shared && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
   s->pub.checks++;

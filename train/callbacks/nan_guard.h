@@ -6,9 +6,10 @@
 TR__C_BEGIN /* part */
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
    Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
-   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm (one pass,
-   shared with clipping and monitors); only when it is not finite does it scan for the first tensor
-   and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
+   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm: one pass
+   per step, shared with clipping, spike_detection and gradient_monitor (in train.h's trainer that pass
+   also keeps the per-tensor sums gradient_monitor publishes, so both registered read the gradients
+   once); only when it is not finite does it scan for the first tensor and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
    what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
    warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
    any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
