@@ -25,6 +25,8 @@
      trainer.h                 THE TRAINER: tr_fit / validate / test / predict, a sanity check, limits,
                                accumulation, clipping, checksummed checkpoints with exact resume,
                                the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
+     checkpoint.h              the trainer's checkpoints: tr_save / tr_load, the format, a resume with
+                               nothing left to train                               TRAIN_NO_TRAINER
      callbacks/lr_finder.h     Lightning's LearningRateFinder (it drives the trainer)
      factories.h               tr_add_factories: every battery's spec factory
      cuda.h                    the trainer's models on the GPU, kernels/train_cuda.cuh  TRAIN_CUDA
@@ -2613,6 +2615,7 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void);
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
+
 #if TR__ON_LR_FINDER
 
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
@@ -13044,7 +13047,8 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->tr__cfg = NULL;
   return e;
 }
-
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
 /* ---- checkpoints --------------------------------------------------------------------------------------
    CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
 

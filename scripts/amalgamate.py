@@ -22,10 +22,11 @@ import os, re, sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 TRAIN = os.path.join(ROOT, 'train')
 BEFORE = ['base', 'math', 'files', 'run', 'battery']       # then the batteries
-MIDDLE = ['sweep', 'trainer']                       # then the batteries that need the trainer
+MIDDLE = ['sweep', 'trainer', 'checkpoint']                       # then the batteries that need the trainer
 AFTER = ['factories', 'cuda', 'mpi']
 GUARD = {'math': '!defined(TRAIN_NO_MATH)', 'sweep': '!defined(TRAIN_NO_SWEEP)',
-         'cuda': '!defined(TRAIN_NO_TRAINER)', 'trainer': '!defined(TRAIN_NO_TRAINER)'}
+         'cuda': '!defined(TRAIN_NO_TRAINER)', 'trainer': '!defined(TRAIN_NO_TRAINER)',
+         'checkpoint': '!defined(TRAIN_NO_TRAINER)'}
 GROUP = {'callbacks': 'TRAIN_NO_CALLBACKS', 'loggers': 'TRAIN_NO_LOGGERS'}
 
 

@@ -2,8 +2,8 @@
 # tests/parts.sh OUTDIR CC FLAGS... - train/'s parts included directly, as a program may instead of train.h:
 #   1. each part on its own (what it includes of the earlier parts comes with it), its declarations with
 #      every warning, its implementation too (a part alone leaves some shared helpers unused);
-#      no part uses a name of a later part, except the trainer and its strategies (trainer.h declares
-#      what cuda.h and mpi.h define: the three go together) and factories.h (every battery first);
+#      no part uses a name of a later part, except the trainer, its checkpoints and its strategies
+#      (trainer.h declares what checkpoint.h, cuda.h and mpi.h define: the four go together) and factories.h (every battery first);
 #   2. every part, in train.h's order, as the implementation of tests/test_train_user.c, which includes
 #      train.h: the same program, linked and run.
 set -eu
@@ -14,7 +14,7 @@ n=0
 for p in $parts; do
   case $p in factories.h|cuda.h|mpi.h) continue ;; esac
   with=""
-  case $p in trainer.h|callbacks/lr_finder.h) with="train/cuda.h train/mpi.h" ;; esac
+  case $p in trainer.h|checkpoint.h|callbacks/lr_finder.h) with="train/trainer.h train/checkpoint.h train/cuda.h train/mpi.h" ;; esac
   { for f in "train/$p" $with; do printf '#include "%s"\n' "$f"; done; echo 'int tr__parts_decl;'; } > "$out/decl.c"
   "$@" -c -o "$out/decl.o" "$out/decl.c"
   { printf '#define HOOKS_IMPLEMENTATION\n#define TRAIN_IMPLEMENTATION\n'
