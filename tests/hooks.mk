@@ -181,3 +181,21 @@ test-install:
 	    -c -o $(BUILD)/inst/use_cuda.o $(BUILD)/inst/use_cuda.c && echo "install: kernels/train_cuda.cuh's declarations compile from the install"
 TEST_TARGETS += test-install
 .PHONY: test-install
+
+# The implementation in two files (README "Common build errors"): the link fails, and its first error names
+# the mistake (hooks.h's hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file), with gcc and clang, for
+# hooks.h alone and with train.h's implementation too.
+.PHONY: test-double-impl
+TEST_TARGETS += test-double-impl
+test-double-impl: hooks.h train.h | $(BUILD)
+	@mkdir -p $(BUILD)/double_impl && cd $(BUILD)/double_impl && \
+	for impl in '#define HOOKS_IMPLEMENTATION' '#define HOOKS_IMPLEMENTATION\n#define TRAIN_IMPLEMENTATION'; do \
+	  printf "$$impl"'\n#include "train.h"\nint main(void) { return 0; }\n' > main.c; \
+	  printf "$$impl"'\n#include "train.h"\nint other(void) { return 1; }\n' > other.c; \
+	  for cc in gcc clang; do \
+	    if $$cc -std=c99 -O2 -I$(CURDIR) -I$(STB_INC) main.c other.c -o prog -lm 2> err.txt; then \
+	      echo "test-double-impl: $$cc linked two implementations"; exit 1; fi; \
+	    grep -m1 -E 'multiple definition|duplicate symbol' err.txt | grep -q hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file || \
+	      { head -3 err.txt; echo "test-double-impl: $$cc's first link error does not name the doubled implementation"; exit 1; }; \
+	  done; \
+	done; echo "test-double-impl: two implementations fail to link, the first error naming the mistake (gcc, clang)"
