@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Join train/'s parts into train.h (make train.h). Short and dumb on purpose:
 
-  train.h = train/train.h.in with @PARTS@ replaced by every part's declarations, in order, then (under
-  TRAIN_IMPLEMENTATION) every part's implementation, in the same order.
+  train.h = train/train.h.in with @DECLARATIONS@ replaced by every part's declarations, in order, and
+  @IMPLEMENTATION@ (inside the frame's TRAIN_IMPLEMENTATION guard) by every part's implementation, in the
+  same order. --order prints the parts in that order (tests/parts.sh compiles each on its own).
 
 make train.h also writes, between the lines "generated table: begin/end" of train/battery.h, the table of
 which batteries are compiled (TR__ON_<NAME>), from the battery list; --check writes nothing and fails
@@ -21,8 +22,8 @@ import os, re, sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 TRAIN = os.path.join(ROOT, 'train')
-BEFORE = ['base', 'math', 'files', 'run', 'battery']       # then the batteries
-MIDDLE = ['sweep', 'trainer', 'checkpoint']                       # then the batteries that need the trainer
+BEFORE = ['base', 'math', 'files', 'run', 'battery']  # then the batteries
+MIDDLE = ['sweep', 'trainer', 'checkpoint']  # then the batteries that need the trainer
 AFTER = ['factories', 'cuda', 'mpi']
 GUARD = {'math': '!defined(TRAIN_NO_MATH)', 'sweep': '!defined(TRAIN_NO_SWEEP)',
          'cuda': '!defined(TRAIN_NO_TRAINER)', 'trainer': '!defined(TRAIN_NO_TRAINER)',
