@@ -6478,6 +6478,22 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, d->flush_every);
   return HK_OK;
 }
+/* A file logger that takes the logger's parameters alone (csv, jsonl, tensorboard), from its make: its
+   constructor tr_<name>_logger, its spec table tr__<p>_params and its factory tr__<p>_factory. */
+#define TR__LOGGER_OF(name, p, make) \
+  TRAIN_API tr_err tr_##name##_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) { \
+    tr__why w; \
+    if (!reg) return TR_ERR_INVALID; \
+    return tr__cb_result(reg, make(reg, d, out, &w), &w); \
+  } \
+  static const hk_param tr__##p##_params[] = { TR_LOGGER_PARAMS(TR__PARAM) }; \
+  static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { \
+    tr_logger_desc d; \
+    tr__why w; \
+    hk_err e = tr__logger_spec(reg, a, &d); \
+    (void)user; \
+    return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
+  }
 #endif /* TR__ON_FILE_LOGGERS */
 #if TR__ON_EARLY_STOPPING
 /* ---- early_stopping ------------------------------------------------------------------------------- */
@@ -9794,19 +9810,7 @@ static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle 
   tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
   return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);
 }
-TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__csv_make(reg, d, out, &w), &w);
-}
-static const hk_param tr__csv_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
-static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_logger_desc d;
-  tr__why w;
-  hk_err e = tr__logger_spec(reg, a, &d);
-  (void)user;
-  return e ? e : tr__factory_result(reg, tr__csv_make(reg, &d, NULL, &w), &w);
-}
+TR__LOGGER_OF(csv, csv, tr__csv_make)
 #endif /* TR__ON_CSV */
 #if TR__ON_JSONL
 /* the first line: {"hparams": {...}} */
@@ -9849,19 +9853,7 @@ static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open
 static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   return tr__logger_make(reg, &tr__jsonl_format, d, NULL, 0, out, w);
 }
-TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__jsonl_make(reg, d, out, &w), &w);
-}
-static const hk_param tr__jsonl_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
-static hk_err tr__jsonl_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_logger_desc d;
-  tr__why w;
-  hk_err e = tr__logger_spec(reg, a, &d);
-  (void)user;
-  return e ? e : tr__factory_result(reg, tr__jsonl_make(reg, &d, NULL, &w), &w);
-}
+TR__LOGGER_OF(jsonl, jsonl, tr__jsonl_make)
 #endif /* TR__ON_JSONL */
 #if TR__ON_TENSORBOARD
 typedef struct tr__tb { hk_bytes scratch, vals, tmp; int session_ended; } tr__tb; /* an event, its summary values, one value (reused); the fit's end written */
@@ -10100,19 +10092,7 @@ static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *
   tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
   return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);
 }
-TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__tb_make(reg, d, out, &w), &w);
-}
-static const hk_param tr__tb_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
-static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_logger_desc d;
-  tr__why w;
-  hk_err e = tr__logger_spec(reg, a, &d);
-  (void)user;
-  return e ? e : tr__factory_result(reg, tr__tb_make(reg, &d, NULL, &w), &w);
-}
+TR__LOGGER_OF(tensorboard, tb, tr__tb_make)
 #endif /* TR__ON_TENSORBOARD */
 #if TR__ON_PROGRESS_BAR
 #if defined(TR__POSIX) && !defined(SIGPIPE) /* hooks.h's implementation and the threads have it, mostly */

@@ -244,19 +244,7 @@ static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle 
   tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
   return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);
 }
-TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__csv_make(reg, d, out, &w), &w);
-}
-static const hk_param tr__csv_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
-static hk_err tr__csv_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_logger_desc d;
-  tr__why w;
-  hk_err e = tr__logger_spec(reg, a, &d);
-  (void)user;
-  return e ? e : tr__factory_result(reg, tr__csv_make(reg, &d, NULL, &w), &w);
-}
+TR__LOGGER_OF(csv, csv, tr__csv_make)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -322,6 +322,22 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, d->flush_every);
   return HK_OK;
 }
+/* A file logger that takes the logger's parameters alone (csv, jsonl, tensorboard), from its make: its
+   constructor tr_<name>_logger, its spec table tr__<p>_params and its factory tr__<p>_factory. */
+#define TR__LOGGER_OF(name, p, make) \
+  TRAIN_API tr_err tr_##name##_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) { \
+    tr__why w; \
+    if (!reg) return TR_ERR_INVALID; \
+    return tr__cb_result(reg, make(reg, d, out, &w), &w); \
+  } \
+  static const hk_param tr__##p##_params[] = { TR_LOGGER_PARAMS(TR__PARAM) }; \
+  static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { \
+    tr_logger_desc d; \
+    tr__why w; \
+    hk_err e = tr__logger_spec(reg, a, &d); \
+    (void)user; \
+    return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
+  }
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

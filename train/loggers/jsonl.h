@@ -53,19 +53,7 @@ static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open
 static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   return tr__logger_make(reg, &tr__jsonl_format, d, NULL, 0, out, w);
 }
-TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__jsonl_make(reg, d, out, &w), &w);
-}
-static const hk_param tr__jsonl_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
-static hk_err tr__jsonl_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_logger_desc d;
-  tr__why w;
-  hk_err e = tr__logger_spec(reg, a, &d);
-  (void)user;
-  return e ? e : tr__factory_result(reg, tr__jsonl_make(reg, &d, NULL, &w), &w);
-}
+TR__LOGGER_OF(jsonl, jsonl, tr__jsonl_make)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

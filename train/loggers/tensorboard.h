@@ -249,19 +249,7 @@ static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *
   tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
   return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);
 }
-TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) {
-  tr__why w;
-  if (!reg) return TR_ERR_INVALID;
-  return tr__cb_result(reg, tr__tb_make(reg, d, out, &w), &w);
-}
-static const hk_param tr__tb_params[] = { TR_LOGGER_PARAMS(TR__PARAM) };
-static hk_err tr__tb_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_logger_desc d;
-  tr__why w;
-  hk_err e = tr__logger_spec(reg, a, &d);
-  (void)user;
-  return e ? e : tr__factory_result(reg, tr__tb_make(reg, &d, NULL, &w), &w);
-}
+TR__LOGGER_OF(tensorboard, tb, tr__tb_make)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */
