@@ -1521,7 +1521,7 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
   X(C_ONLY,   int,          has_divergence_threshold, NULL,    NULL,      "1: divergence_threshold is set (a spec: when it gives one)") \
   X(DOUBLE,   double,       divergence_threshold,     "0",     NULL,      "stop once the value is worse than this (when given)") \
   X(AUTO,     int,          check_on_train_epoch_end, "auto",  NULL,      "true: check at on_train_epoch_end; false: at " \
-    "on_validation_end; auto: at the epoch's end, unless the fit validates mid-epoch (val_every_n_steps) or not every " \
+    "on_validation_end; auto: at the epoch's end, unless the fit validates mid-epoch (val_check_interval, val_every_n_steps) or not every " \
     "epoch (Lightning's rule)") \
   X(BOOL,     int,          verbose,                  "false", NULL,      "print every decision (and why it stopped) to the " \
     "run's log: one line each, \"[rank: N] \" first when the job has several processes") \
@@ -1561,7 +1561,7 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
    global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
    check, outside a fit, or twice at one global step. A step or time save waits for the next
-   on_validation_end when a validation runs right after it at the same step (val_every_n_steps, or
+   on_validation_end when a validation runs right after it at the same step (val_check_interval, val_every_n_steps, or
    the epoch's validation after its last batch: train.h only), so it is ranked and named on that
    validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
    its monitored metric does not exist yet.
@@ -14591,7 +14591,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    THE GRADIENT POINT (once per optimizer step): after on_after_backward of a window's last micro-batch,
    before the averaging and on_before_optimizer_step. Every rank contributes the sum of its window's
    gradients (zeros when it skipped them all) and its count of micro-batches that ran backward; the
-   sum over ranks is divided by the total count (the trainer's usual averaging). So
+   sum over ranks is divided by accumulate_grad_batches times the ranks, as Lightning (with
+   tr_config.accumulate_mean_of_window: by the total count; the trainer's tr__average_window). So
    on_before_optimizer_step, clipping, on_gradient_clip and the optimizer see the same averaged
    gradient on every rank; on_after_backward sees the rank's own. Micro-batches before a window's last
    do not communicate. The sum is in rank order, g0 + g1 + ... + g(W-1), on every rank: with two ranks

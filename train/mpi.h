@@ -27,7 +27,8 @@ TR__C_BEGIN /* part */
    THE GRADIENT POINT (once per optimizer step): after on_after_backward of a window's last micro-batch,
    before the averaging and on_before_optimizer_step. Every rank contributes the sum of its window's
    gradients (zeros when it skipped them all) and its count of micro-batches that ran backward; the
-   sum over ranks is divided by the total count (the trainer's usual averaging). So
+   sum over ranks is divided by accumulate_grad_batches times the ranks, as Lightning (with
+   tr_config.accumulate_mean_of_window: by the total count; the trainer's tr__average_window). So
    on_before_optimizer_step, clipping, on_gradient_clip and the optimizer see the same averaged
    gradient on every rank; on_after_backward sees the rank's own. Micro-batches before a window's last
    do not communicate. The sum is in rank order, g0 + g1 + ... + g(W-1), on every rank: with two ranks

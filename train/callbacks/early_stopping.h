@@ -54,7 +54,7 @@ TRAIN_API const char *tr_stop_reason_name(tr_stop_reason r);
   X(C_ONLY,   int,          has_divergence_threshold, NULL,    NULL,      "1: divergence_threshold is set (a spec: when it gives one)") \
   X(DOUBLE,   double,       divergence_threshold,     "0",     NULL,      "stop once the value is worse than this (when given)") \
   X(AUTO,     int,          check_on_train_epoch_end, "auto",  NULL,      "true: check at on_train_epoch_end; false: at " \
-    "on_validation_end; auto: at the epoch's end, unless the fit validates mid-epoch (val_every_n_steps) or not every " \
+    "on_validation_end; auto: at the epoch's end, unless the fit validates mid-epoch (val_check_interval, val_every_n_steps) or not every " \
     "epoch (Lightning's rule)") \
   X(BOOL,     int,          verbose,                  "false", NULL,      "print every decision (and why it stopped) to the " \
     "run's log: one line each, \"[rank: N] \" first when the job has several processes") \

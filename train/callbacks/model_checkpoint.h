@@ -18,7 +18,7 @@ TR__C_BEGIN /* part */
    on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
    global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
    check, outside a fit, or twice at one global step. A step or time save waits for the next
-   on_validation_end when a validation runs right after it at the same step (val_every_n_steps, or
+   on_validation_end when a validation runs right after it at the same step (val_check_interval, val_every_n_steps, or
    the epoch's validation after its last batch: train.h only), so it is ranked and named on that
    validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
    its monitored metric does not exist yet.
