@@ -4722,13 +4722,11 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
 }
-TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
-  tr_run *run = reg ? tr_run_get(reg) : NULL;
-  tr__run_priv *q;
-  if (!ctx) return lr;
-  if (!run) return ctx->lr = lr;
-  q = run->tr__p;
-  if (q->lr_known && !q->lr_warned && !(ctx->lr == q->lr || (ctx->lr != ctx->lr && q->lr != q->lr))) {
+/* tr_run_lr for a run already looked up. A hook's write is told by the bits (an lr that was NaN and still
+   is one is no write; x != x would fold away under -ffast-math). */
+static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
+  tr__run_priv *q = run->tr__p;
+  if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
     q->lr_warned = 1;
     tr__run_say(run, ctx, "train.h", "a hook wrote ctx->lr = %g where the step's learning rate was %g: that lasts one step; "
                 "tr_lr_set(ctx, lr) (or tr_lr_scale) keeps a new learning rate", ctx->lr, q->lr);
@@ -4737,13 +4735,21 @@ TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
   q->lr_known = 1;
   return ctx->lr;
 }
+TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
+  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  if (!ctx) return lr;
+  return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
+}
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t) {
   tr_run *run = reg ? tr_run_get(reg) : NULL;
   tr_sched_state st;
+  double lr;
   memset(&st, 0, sizeof st);
   if (run) st = run->lr_state;
-  st.scale = 0; /* applied by tr_run_lr, once */
-  return tr_run_lr(reg, ctx, tr_sched_lr(s, &st, base_lr, t));
+  st.scale = 0; /* applied once, below */
+  lr = tr_sched_lr(s, &st, base_lr, t);
+  if (!ctx) return lr;
+  return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
