@@ -859,9 +859,11 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
                 may have freed them. A validation that sent no "val" record by the next tr_run_batch_end /
                 tr_run_epoch_end / tr_run_finish is said once in the run's log (when something listens to
                 on_log): its val/ metrics never reached the loggers.
-     a run of train.h's trainer (tr_fit, tr_validate, ...): the trainer fires the events and reaches its
-                safe points itself; tr_run_setup, tr_run_start, tr_run_batch_end, tr_run_epoch_end and
-                tr_run_finish from its hooks are refused.
+     entered    from tr_run_enter to tr_run_leave: a loop that fires every event itself, setup to teardown
+                (train.h's trainer: tr_fit, tr_validate, ... are such runs, through this public API and
+                nothing else). It calls tr_run_log and tr_run_requests where the calls above would, and
+                says what they cannot see: tr_run.epoch_done, validates_next, accumulation. tr_run_setup,
+                tr_run_start, tr_run_batch_end, tr_run_epoch_end and tr_run_finish are refused then.
    Nothing nests inside the run's own work: tr_run_save / tr_run_load while a save or load is in progress
    (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
    is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
@@ -917,8 +919,21 @@ typedef struct tr_run_desc {
      trainer gives its own. */
   const tr_region *state;
   int n_state;
+  void (*rolled_back)(void *user, hk_ctx *ctx); /* (model_user) after spike_detection put the state back:
+                                    drop what the undone steps left behind (an accumulation window) */
   int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
                                     tr_run_start resumes (by default one, from rank 0, in the run's log) */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step the loop fixed (0 = 1): tr_run.accumulation
+                                    starts there; accumulation_scheduler refuses a loop that fixed more than 1 */
+  const char *settings;          /* the loop's settings as "key=value ..." words, recorded as hyperparameters
+                                    in place of the ones this desc gives (loop, optimizer, max_steps, ...);
+                                    hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
+                                    its configuration here. */
+  /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
+     here (model_user): the checkpoints hooks request and on_exception_checkpoint's are written through it
+     instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
+     finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
+  tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 } tr_run_desc;
 
 /* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
@@ -937,10 +952,22 @@ typedef struct tr_run {
   tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
                                     TR_RUN_AT_BATCH) */
   int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
-  void *trainer;                 /* train.h's trainer while it drives the run, else NULL */
-  struct tr__run_priv *tr__p;    /* private */
   tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
                                     saved by tr_save and tr_run_save, restored by their loads */
+  /* The loop and the batteries share these while a run goes (the loop writes the first two): */
+  int epoch_done;                /* the training epoch in progress has run its last batch; what follows (its
+                                    validation) ends it: tr_stop_allowed counts the epoch as done. tr_run_batch_end
+                                    sets it at the batch train_batches says is the last, tr_run_epoch_start and
+                                    tr_run_epoch_end clear it; a loop that ends an epoch early sets it itself */
+  int validates_next;            /* 1 while on_train_batch_end fires for a batch right after which the loop
+                                    validates: model_checkpoint ranks a save due at that batch on the validation's
+                                    value, not on the metrics of before it (0: on those) */
+  int accumulation;              /* micro-batches per optimizer step from the next window on: the desc's
+                                    accumulate_grad_batches at the run's start, then what accumulation_scheduler
+                                    sets at on_train_epoch_start; a loop that accumulates reads it as a window begins */
+  int async_requests;            /* model_checkpoint(async_save=true) sets it: requested checkpoints are
+                                    written in the background */
+  struct tr__run_priv *tr__p;    /* private */
 } tr_run;
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
@@ -1032,6 +1059,33 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
 TRAIN_API const char *tr_run_error(hk_registry *reg);
 /* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
 TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
+
+/* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
+   one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
+   a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
+   loop will restore: never deleted) and tr_run_leave ends it. Nothing is fired, watched or checked between
+   them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
+   records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
+   tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
+   a run goes (TR_ERR_INVALID, tr_run_error says why); tr_run_leave without a run entered does nothing. */
+TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
+TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
+/* Honour what hooks asked for with hk_request: every checkpoint queued (then tr_run_desc.save_to when one
+   asked for the default path), through save_checkpoint or tr_run_save; a log line, and in a fit a training
+   record. Returns TR_RUN_VALIDATE when a validation was asked for (the loop runs it), 0 otherwise; clears
+   ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
+TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
+   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. */
+TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
+/* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
+   (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
+   batteries and loops report. */
+TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 4, 5)))
+#endif
+  ;
 
 /* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
    on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
@@ -2473,6 +2527,8 @@ typedef struct tr_trainer {
   int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
   int64_t eval_batches;    /* batches of the evaluation loop in progress */
   char error[512];         /* the last error's message ("" if none) */
+  tr_run *run;             /* the run layer of reg (train/run.h): the trainer is a loop that fires every
+                              event itself (tr_run_enter .. tr_run_leave); what the batteries read */
   /* private */
   tr_err tr__err;          /* the first error of the run in progress */
   FILE *tr__log;
@@ -2488,7 +2544,6 @@ typedef struct tr_trainer {
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
-  int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
   int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
@@ -2504,7 +2559,9 @@ typedef struct tr_trainer {
   int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  tr_run *tr__run;         /* the run layer of reg: what the batteries read (train/run.h) */
+  struct tr__asave *tr__asave; /* the background writer of asynchronous saves (made at the first one) */
+  int tr__sync_only;       /* the run's last save is collected (on_exception, teardown): saves write at once */
+  char tr__settings[1024]; /* the configuration as tr_run_desc.settings words (the hyperparameters) */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
@@ -4111,12 +4168,7 @@ typedef struct tr__run_priv {
   int signals;               /* tr_run_start installed the stop signals */
   int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
   int stop_pending;          /* a hook asked to stop while tr_run_start fired */
-  int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
-  const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
-  int (*set_accumulation)(void *trainer, int factor); /* the trainer's tr_set_accumulation */
-  int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
-  int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
-  int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
+  int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
   struct tr__bar *bar;       /* the registry's progress bar (one at most) */
   void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
@@ -4125,13 +4177,8 @@ typedef struct tr__run_priv {
   int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
   int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
-  int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
   int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
-  const tr_region *state;    /* the trainer's training state (spike_detection's snapshot), else NULL: the desc's */
-  int n_state;
-  void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
-  tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
   /* the state machine (see "states" at THE RUN LAYER) */
   char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
   hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
@@ -4146,14 +4193,9 @@ typedef struct tr__run_priv {
   const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
-/* The run layer's pieces the trainer calls (train/run.h). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
-static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
-static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
-                                  int *no_default);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
-/* (moved) */
 
 /* =================================================================================================
    SHARED PIECES (implementation)
@@ -4481,6 +4523,13 @@ static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, 
   va_end(ap);
 }
 
+TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vsay(reg ? (const tr_run *)hk_attached(reg) : NULL, ctx, who, fmt, ap);
+  va_end(ap);
+}
+
 /* Where a resumed run goes on from: one line (rank 0), as Lightning's "Restored all states ..." */
 static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char *path) {
   if (run->desc.no_resume_message) return;
@@ -4509,7 +4558,7 @@ static tr_err tr__run_said(hk_registry *reg, const tr_run *run, tr_err e) {
 }
 /* Who began the run that is going, and when a call that needs no run may come instead. */
 static const char *tr__run_driver(const tr_run *run) {
-  return run->tr__p->own_loop ? "tr_run_start began it" : "train.h's trainer drives it";
+  return run->tr__p->own_loop ? "tr_run_start began it" : "tr_run_enter began it: train.h's trainer, or a loop firing every event";
 }
 static const char *tr__run_outside(const tr_run *run) {
   return run->tr__p->own_loop ? "before tr_run_start or after tr_run_finish"
@@ -4756,8 +4805,8 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
   const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
   int64_t epochs;
   if (!run || run->running != HK_STAGE_FIT) return 1;
-  /* the epoch counts once its last batch has run: the trainer says when; a loop's epoch at its end */
-  epochs = ctx->epoch + ((run->tr__p->epoch_done ? *run->tr__p->epoch_done : ctx->event == HK_ON_TRAIN_EPOCH_END) ? 1 : 0);
+  /* the epoch counts once its last batch has run (the validation after it ends it), or at its end */
+  epochs = ctx->epoch + ((run->epoch_done || ctx->event == HK_ON_TRAIN_EPOCH_END) ? 1 : 0);
   return epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps;
 }
 
@@ -4969,7 +5018,7 @@ static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user
    (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; } tr__run_saving;
-static hk_err tr__run_state_sink(const char *key, const void *data, size_t len, void *user) {
+static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
   hk_bytes *b = (hk_bytes *)user;
   unsigned char x[8];
   size_t klen = strlen(key);
@@ -5091,6 +5140,13 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
   if (run) { run->tr__p->io = NULL; run->tr__p->io_path = NULL; }
   return e;
 }
+/* A checkpoint the run writes for the hooks (requested, on_exception_checkpoint's): through the loop's own
+   save (tr_run_desc.save_checkpoint) when it gave one, else tr_run_save's. user: the registry. */
+TR__SHARED tr_err tr__run_checkpoint_to(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_run *run = tr_run_get((hk_registry *)user);
+  if (run && run->desc.save_checkpoint) return run->desc.save_checkpoint(run->desc.model_user, ctx, path, why, cap);
+  return tr__run_save_to(user, ctx, path, why, cap);
+}
 static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
   tr__run_saving s;
@@ -5109,7 +5165,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   }
   tr__run_saves_settle(s.run, ctx, 1); /* one save in flight: this one waits for the last */
   async = s.run->running != HK_STAGE_NONE && !s.run->tr__p->sync_only &&
-          (s.run->desc.async_save == TR_YES || (s.run->tr__p->async_requests && s.run->tr__p->in_request));
+          (s.run->desc.async_save == TR_YES || (s.run->async_requests && s.run->tr__p->in_request));
   ctx->path = path;
   ctx->hook_failure = NULL;
   if (HK_FIRE(reg, HK_ON_SAVE_CHECKPOINT, ctx) == HK_FAIL) {
@@ -5122,7 +5178,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   for (i = 0; i < 4; i++) { tr__le(x, v[i], 8); hk_bytes_put(&s.state, x, 8); }
   count_at = s.state.len;
   hk_bytes_put(&s.state, "\0\0\0\0", 4);
-  if (hk_state_save(reg, tr__run_state_sink, &s.state) != HK_OK) {
+  if (hk_state_save(reg, tr__state_sink, &s.state) != HK_OK) {
     tr__msg(why, cap, "saving the callbacks' state for '%s' failed: %s", path, hk_last_error(reg));
     hk_bytes_free(&s.state);
     ctx->path = NULL;
@@ -5131,12 +5187,12 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   { /* where in the loop, as one more block (tr_run_load takes it out) */
     unsigned char b[1];
     b[0] = (unsigned char)s.run->tr__p->at;
-    (void)tr__run_state_sink(TR__AT_KEY, b, sizeof b, &s.state);
+    (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
-    (void)tr__run_state_sink(TR__LR_STATE_KEY, b, sizeof b, &s.state);
+    (void)tr__state_sink(TR__LR_STATE_KEY, b, sizeof b, &s.state);
   }
   { /* count the hooks: walk the blocks just written */
     size_t p = count_at + 4;
@@ -5354,7 +5410,6 @@ static hk_signal tr__run_watch(hk_ctx *ctx, void *user, unsigned check, unsigned
   tr__run_priv *q = run->tr__p;
   unsigned which = q->pending & check;
   hk_signal r = HK_CONTINUE;
-  if (run->trainer) return HK_CONTINUE; /* tr_fit took the registry over from a run never finished: its loop */
   if (which && tr__run_missed(run, ctx->reg, ctx, which & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, at))
     r = hk_fail(ctx, "%s", q->failure);
   if (note) {
@@ -5384,7 +5439,7 @@ static hk_signal tr__run_on_sanity_start(hk_ctx *ctx, void *user) { (void)ctx; (
 static hk_signal tr__run_on_sanity_end(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 0; return HK_CONTINUE; }
 static hk_signal tr__run_on_val_epoch_end(hk_ctx *ctx, void *user) {
   tr__run_priv *q = ((tr_run *)user)->tr__p;
-  if (!((tr_run *)user)->trainer && !q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) {
+  if (!q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) {
     q->val_ran = 1;
     q->val_step = ctx->global_step;
     if (q->at == TR_RUN_AT_BATCH) q->at = TR_RUN_AT_VALIDATION; /* (an epoch's validation: still its end next) */
@@ -5414,8 +5469,9 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, co
     return 1;
   }
   if (!q->own_loop) {
-    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: train.h's trainer drives this %s run and reaches its safe points and "
-                         "its end itself; %s is for a loop of your own, after tr_run_start", fn, hk_stage_name(run->running), fn);
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: this %s run was entered with tr_run_enter (train.h's trainer's runs "
+                         "are): its loop reaches its safe points and its end itself; %s is for a loop that began its run "
+                         "with tr_run_start", fn, hk_stage_name(run->running), fn);
     return 1;
   }
   if (q->busy || q->io || q->sending) {
@@ -5428,6 +5484,36 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, co
     return 1;
   }
   return 0;
+}
+
+/* What every run begins with, tr_run_start's and tr_run_enter's. */
+static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage stage) {
+  tr__run_priv *q = run->tr__p;
+  run->failed = 0;
+  q->err = TR_OK;
+  q->error[0] = 0;
+  q->failure[0] = 0;
+  q->sync_only = 0;
+  memset(q->stamp, 0, sizeof q->stamp);
+  q->stop_pending = 0;
+  q->reg = reg;
+  q->lr_known = q->lr_warned = 0;
+  q->at = TR_RUN_AT_BATCH;
+  q->resumed_here = 0;
+  run->resumed_at = TR_RUN_AT_BATCH;
+  q->last_step = ctx->global_step;
+  q->pending = 0;
+  q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
+  q->busy = NULL;
+  run->running = stage;
+  run->epoch_done = run->validates_next = 0;
+  run->accumulation = run->desc.accumulate_grad_batches > 1 ? run->desc.accumulate_grad_batches : 1;
+  ctx->reg = reg;
+  ctx->stage = stage;
+  if (ctx->world_size < 1) ctx->world_size = 1;
+  q->rank = ctx->rank; /* tr_print's */
+  ctx->requests = 0;
+  ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
 }
 
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
@@ -5444,31 +5530,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
-  run->failed = 0;
-  q->err = TR_OK;
-  q->error[0] = 0;
-  q->failure[0] = 0;
-  q->sync_only = 0;
-  memset(q->stamp, 0, sizeof q->stamp);
-  q->stop_pending = 0;
+  tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
-  q->reg = reg;
-  q->lr_known = q->lr_warned = 0;
-  q->at = TR_RUN_AT_BATCH;
-  q->resumed_here = 0;
-  run->resumed_at = TR_RUN_AT_BATCH;
-  q->last_step = ctx->global_step;
-  q->pending = 0;
-  q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
-  q->busy = NULL;
-  run->running = HK_STAGE_FIT;
-  run->trainer = NULL;
-  ctx->reg = reg;
-  ctx->stage = HK_STAGE_FIT;
-  if (ctx->world_size < 1) ctx->world_size = 1;
-  q->rank = ctx->rank; /* tr_print's */
-  ctx->requests = 0;
-  ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -5506,11 +5569,84 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   return run->failed ? q->err : TR_OK;
 }
 
+/* HK_REQUEST_*: what tr_run_requests does (for the loop's call and the run's own safe points). */
+static unsigned tr__run_requests(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
+  tr__run_priv *q = run->tr__p;
+  unsigned r = ctx->requests;
+  ctx->requests = 0;
+  if (run->failed) return 0;
+  if (r & HK_REQUEST_CHECKPOINT) {
+    char why[512];
+    int no_default = 0;
+    tr_err e;
+    q->in_request = 1;
+    e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_checkpoint_to, reg, why, sizeof why, &no_default);
+    q->in_request = 0;
+    if (no_default) tr__run_say(run, ctx, "train.h: warning", "a hook requested a checkpoint but no default path is set "
+                                "(tr_run_desc.save_to; tr_config.save_to for train.h's trainer)");
+    if (e) tr_run_fail(reg, e, "%s", why);
+  }
+  if ((r & HK_REQUEST_LOG) && !run->failed) {
+    tr__run_log_line(run, ctx);
+    if (run->running == HK_STAGE_FIT && HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
+  }
+  return (r & HK_REQUEST_VALIDATION) && !run->failed ? TR_RUN_VALIDATE : 0;
+}
+TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
+  tr_run *run = tr_run_get(reg);
+  if (!run || !ctx) return reg ? (void)tr__run_refuse(reg, run ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_requests: %s",
+                                                    run ? "ctx is NULL: give the loop's context" : "out of memory"), 0u : 0u;
+  if (run->running == HK_STAGE_NONE)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_requests: no run is going: call tr_run_start or tr_run_enter "
+                                "first"), 0u;
+  if (run->tr__p->sending || run->tr__p->io)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_requests: called from a hook while %s runs: call it from the "
+                                "loop, once that has returned", run->tr__p->sending ? "on_log of a record" : run->tr__p->io), 0u;
+  if (run->tr__p->asave) tr__run_saves_settle(run, ctx, 0); /* a save written in the background: done yet? */
+  return tr__run_requests(run, reg, ctx, flow);
+}
+
+TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_enter: out of memory") : TR_ERR_INVALID;
+  if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: ctx is NULL: give the loop's context");
+  if (stage == HK_STAGE_NONE || stage == HK_STAGE_SANITY_CHECK)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: the stage is %s: give the run's stage (fit, validate, test "
+                          "or predict)", hk_stage_name(stage));
+  q = run->tr__p;
+  if (run->running != HK_STAGE_NONE)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
+                          tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  tr__run_begin(run, reg, ctx, stage);
+  q->own_loop = 0;
+  free(q->resume);
+  q->resume = resume_from && resume_from[0] ? tr__strdup(resume_from) : NULL;
+  run->resume_from = q->resume ? q->resume : "";
+  return TR_OK;
+}
+TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  run->running = HK_STAGE_NONE;
+  run->resume_from = "";
+  run->epoch_done = run->validates_next = 0;
+  run->tr__p->busy = NULL;
+  if (ctx) {
+    tr__run_saves_settle(run, ctx, 1); /* a tr_run_save written in the background is on disk first */
+    ctx->requests = 0;
+  }
+}
+TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (run && ctx) tr__run_say_resumed(run, ctx, run->resume_from[0] ? run->resume_from : "(?)");
+}
+
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
 static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
-  unsigned out = 0, r;
+  unsigned out = 0;
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
   tr__run_settle(reg, ctx, flow);
@@ -5523,23 +5659,7 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  r = ctx->requests;
-  ctx->requests = 0;
-  if (!run->failed && (r & HK_REQUEST_VALIDATION)) out |= TR_RUN_VALIDATE;
-  if (!run->failed && (r & HK_REQUEST_CHECKPOINT)) {
-    char why[512];
-    int no_default = 0;
-    tr_err e;
-    q->in_request = 1;
-    e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_save_to, reg, why, sizeof why, &no_default);
-    q->in_request = 0;
-    if (no_default) tr__run_say(run, ctx, "tr_run", "a hook requested a checkpoint but tr_run_desc.save_to is not set");
-    if (e) tr_run_fail(reg, e, "%s", why);
-  }
-  if (!run->failed && (r & HK_REQUEST_LOG)) {
-    tr__run_log_line(run, ctx);
-    if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
-  }
+  out |= tr__run_requests(run, reg, ctx, flow);
   if (q->signals && hk_stop_requested() > 0 && !run->failed) {
     char why[512];
     tr_err e = TR_OK;
@@ -5570,6 +5690,8 @@ static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, 
   if (tr__run_refused_now(run, reg, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
   q = run->tr__p;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
+  if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
+  else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
   tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
@@ -5594,6 +5716,7 @@ TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flo
     return 0;
   }
   if (n_batches > 0) run->train_batches = n_batches;
+  run->epoch_done = 0;
   if (q->resumed_here && (q->at == TR_RUN_AT_BATCH || q->at == TR_RUN_AT_VALIDATION))
     first = ctx->batch_idx + 1; /* in the middle of the epoch: its start fired before the checkpoint */
   ctx->batch_idx = first;
@@ -6026,17 +6149,10 @@ static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   tr__hp(h, &n, "log_every_n_steps", NULL, d->log_every_n_steps > 0 ? (double)d->log_every_n_steps : d->log_every_n_steps ? -1 : 50);
   return n;
 }
-TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
-  const char *p;
-  int i, j, n = 0;
-  tr__hparam *h;
-  *out = NULL;
-  if (!run) return 0;
-  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
-  *out = h;
-  if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
-  else n = tr__run_desc_hparams(&run->desc, h);
-  for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
+/* "key=value key=value ..." words (commas separate too) into h from n on, given by prio; a value that reads
+   as a number is one. Returns the new count. */
+static int tr__hparam_words(const char *p, int prio, tr__hparam *h, int n) {
+  while (p && *p && n < TR__MAX_HPARAMS) {
     size_t len, klen;
     const char *eq;
     char *end;
@@ -6051,11 +6167,22 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
       h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
-      h[n].prio = 1;
+      h[n].prio = prio;
       n++;
     }
     p += len;
   }
+  return n;
+}
+TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
+  int i, j, n = 0;
+  tr__hparam *h;
+  *out = NULL;
+  if (!run) return 0;
+  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
+  *out = h;
+  n = run->desc.settings ? tr__hparam_words(run->desc.settings, 0, h, 0) : tr__run_desc_hparams(&run->desc, h);
+  n = tr__hparam_words(run->desc.hparams, 1, h, n);
   for (i = 0; i < run->tr__p->n_hp; i++, n++) { /* checked by tr_run_hparam: they fit */
     const tr__user_hp *u = &run->tr__p->hp[i];
     snprintf(h[n].keybuf, sizeof h[n].keybuf, "%s", u->key);
@@ -6780,7 +6907,6 @@ typedef struct tr__mc {
   void *clock_user;
   double last_time_checked;
   int deferred;                 /* a step/time save waits for the next on_validation_end */
-  int64_t prev_step;            /* global_step at the previous on_train_batch_end: did this batch step? */
   int val_ran, warned;          /* this fit: a validation has run; the missing-metric warning was given */
   int *pat;                     /* the names it makes, as a pattern (tr__glob) */
   size_t npat;
@@ -7356,21 +7482,16 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   s->last_time_checked = tr__clock(s->clock, s->clock_user);
-  s->prev_step = ctx->global_step;
+  (void)ctx;
   return HK_CONTINUE;
 }
 static int tr__mc_epoch_due(const tr__mc *s, const hk_ctx *ctx) { return s->every_epochs > 0 && (ctx->epoch + 1) % s->every_epochs == 0; }
-/* train.h validates right after this batch (at this step, or at the epoch's end): a step or time save
-   due now then waits for that validation's end, to be ranked on its value. (The trainer says; a
-   hand-written loop's saves are ranked on the metrics as they are.) */
-static int tr__mc_val_follows(const tr__mc *s, const hk_ctx *ctx, int stepped) {
-  const tr_run *run = s->run;
-  return run && run->trainer && run->tr__p->val_follows && run->tr__p->val_follows(run->trainer, ctx->global_step, stepped);
-}
+/* The loop validates right after this batch (tr_run.validates_next: at this step, or at the epoch's end):
+   a step or time save due now then waits for that validation's end, to be ranked on its value. */
+static int tr__mc_val_follows(const tr__mc *s) { return s->run && s->run->validates_next; }
 static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  int due = 0, stepped = ctx->global_step != s->prev_step;
-  s->prev_step = ctx->global_step;
+  int due = 0;
   tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
   else if (s->every_seconds > 0) {
@@ -7378,7 +7499,7 @@ static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
     if (now - s->last_time_checked >= s->every_seconds) { due = 1; s->last_time_checked = now; }
   }
   if (!due || ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
-  if (tr__mc_val_follows(s, ctx, stepped)) { s->deferred = 1; return HK_CONTINUE; }
+  if (tr__mc_val_follows(s)) { s->deferred = 1; return HK_CONTINUE; }
   return tr__mc_save(s, ctx, 1);
 }
 static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
@@ -7577,7 +7698,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
-  if (d->async_save && s->run) s->run->tr__p->async_requests = 1; /* the run's requested saves, from now on */
+  if (d->async_save && s->run) s->run->async_requests = 1; /* the run's requested saves, from now on */
   s->clock = d->clock;
   s->clock_user = d->clock_user;
   s->pub.best_model_score = NAN;
@@ -8637,15 +8758,15 @@ static hk_signal tr__as_apply(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
   s->pub.factor = tr__as_factor(s, ctx->epoch);
-  if (run && run->trainer && run->tr__p->set_accumulation) run->tr__p->set_accumulation(run->trainer, s->pub.factor);
+  if (run) run->accumulation = s->pub.factor; /* the loop takes it as its next window begins */
   return HK_CONTINUE;
 }
 static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
-  if (run && run->tr__p->fixed_accumulation > 1)
-    return hk_fail(ctx, "tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
-                   "scheduler sets the factor", run->tr__p->fixed_accumulation);
+  if (run && run->desc.accumulate_grad_batches > 1)
+    return hk_fail(ctx, "the loop's accumulate_grad_batches is %d (tr_config's; tr_run_desc's in a loop of your own); "
+                   "leave it at 0 or 1 when the scheduler sets the factor", run->desc.accumulate_grad_batches);
   return HK_CONTINUE;
 }
 static tr_err tr__as_make(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out, tr__why *w) {
@@ -9211,8 +9332,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   if (tr__mkdirs(s->dirpath) != 0) {
     tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
-  } else if (run->trainer && run->tr__p->save_failed) e = run->tr__p->save_failed(run->trainer, ctx, s->path, why, sizeof why);
-  else e = tr__run_save_to(s->reg, ctx, s->path, why, sizeof why);
+  } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
   if (e) {
     if (s->verbose) tr__run_say(run, ctx, "on_exception_checkpoint", "could not save '%s': %s", s->path, why);
@@ -9288,9 +9408,8 @@ static void tr__sd_destroy(void *user) {
   free(s);
 }
 static void tr__sd_regions(const tr__sd *s, const tr_region **r, int *n) {
-  const tr__run_priv *q = s->run->tr__p;
-  if (q->state) { *r = q->state; *n = q->n_state; }
-  else { *r = s->run->desc.state; *n = s->run->desc.n_state; }
+  *r = s->run->desc.state;
+  *n = s->run->desc.n_state;
 }
 static size_t tr__sd_size(const tr__sd *s) {
   const tr_region *r;
@@ -9451,7 +9570,7 @@ static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
   ctx->global_step = s->last_step = s->pub.snapshot_step;
   s->pub.snapshot_batch = s->pub.batches + s->skip_after; /* the state is the snapshot's again, as of the skip's end */
   hk_grads_changed(ctx);
-  if (run->trainer && run->tr__p->rolled_back) run->tr__p->rolled_back(run->trainer);
+  if (run->desc.rolled_back) run->desc.rolled_back(run->desc.model_user, ctx);
   return HK_CONTINUE;
 }
 static int tr__sd_save(void *user, hk_bytes *out) {
@@ -11709,10 +11828,7 @@ out:
 static tr_err tr__load_file(tr_trainer *t, const char *path);
 static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
-static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
-static int tr__set_accumulation(void *trainer, int factor);
-static int tr__val_follows(const void *trainer, int64_t step, int stepped);
-static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
+static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
    through these; without TRAIN_CUDA only the first five exist, and tr__dev_init refuses such a model. */
 static tr_err tr__dev_init(tr_trainer *t);
@@ -11783,18 +11899,11 @@ static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
 static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
 static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one write, "[rank: N] " first with several processes */
   va_list ap;
-  FILE *f = t->tr__log ? t->tr__log : stderr;
-  char line[1024];
-  size_t n = t->ctx.world_size > 1 ? (size_t)snprintf(line, sizeof line, "[rank: %d] ", t->ctx.rank) : 0;
-  n += (size_t)snprintf(line + n, sizeof line - n, "train.h: warning: ");
+  char text[1024];
   va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - n, fmt, ap);
+  vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
-  n = strlen(line);
-  if (n + 1 >= sizeof line) n = sizeof line - 2;
-  line[n++] = '\n';
-  line[n] = 0;
-  tr__run_write(t->tr__run, f, line);
+  tr_run_say(t->reg, &t->ctx, "train.h: warning", "%s", text); /* the run's log (tr_desc.log), above the bar */
 }
 /* The shuffle of epoch e gets its own generator, derived from the seed and e alone, so that an
    epoch resumed from a checkpoint sees exactly the order it had the first time. */
@@ -11811,41 +11920,44 @@ static double tr__current_lr(tr_trainer *t) {
   return tr_run_sched_lr(t->reg, &t->ctx, &s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 
-static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
-  static const char *const optim[] = { "adamw", "sgd" };
-  const tr_trainer *t = (const tr_trainer *)trainer;
-  int n = 0;
-  (void)cap; /* TR__MAX_HPARAMS: tr__hp stops there */
-  if (!t) return 0;
-  tr__hp(h, &n, "optimizer", optim[t->optim.kind == TR_OPTIM_SGD], 0);
-  tr__hp(h, &n, "lr", NULL, t->optim.lr);
-  tr__hp(h, &n, "weight_decay", NULL, t->optim.weight_decay);
-  if (t->optim.kind == TR_OPTIM_SGD) tr__hp(h, &n, "momentum", NULL, t->optim.momentum);
-  else { tr__hp(h, &n, "beta1", NULL, t->optim.beta1); tr__hp(h, &n, "beta2", NULL, t->optim.beta2); tr__hp(h, &n, "eps", NULL, t->optim.eps); }
-  tr__hp(h, &n, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
-  tr__hp(h, &n, "warmup", NULL, (double)t->sched.warmup);
-  tr__hp(h, &n, "seed", NULL, (double)t->seed);
-  tr__hp(h, &n, "n_params", NULL, (double)t->model.n_params);
-  if (t->tr__cfg) {
-    const tr_config *c = t->tr__cfg;
-    tr__hp(h, &n, "max_epochs", NULL, (double)c->max_epochs);
-    tr__hp(h, &n, "max_steps", NULL, (double)c->max_steps);
-    tr__hp(h, &n, "min_epochs", NULL, (double)c->min_epochs);
-    tr__hp(h, &n, "min_steps", NULL, (double)c->min_steps);
-    tr__hp(h, &n, "limit_train_batches", NULL, (double)c->limit_train_batches);
-    tr__hp(h, &n, "limit_val_batches", NULL, (double)c->limit_val_batches);
-    tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
-    tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
-    if (c->val_check_interval > 0) tr__hp(h, &n, "val_check_interval", NULL, (double)c->val_check_interval);
-    tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
-    if (c->accumulate_mean_of_window) tr__hp(h, &n, "accumulate_mean_of_window", NULL, 1);
-    tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
-    tr__hp(h, &n, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
-    tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
-    tr__hp(h, &n, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
-    tr__hp(h, &n, "batch_size", NULL, (double)c->train->batch_size);
+/* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
+static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
+  char num[40];
+  size_t n = strlen(t->tr__settings);
+  if (!text) { tr__num(num, sizeof num, v); text = num; }
+  snprintf(t->tr__settings + n, sizeof t->tr__settings - n, "%s%s=%s", n ? " " : "", key, text);
+}
+/* The trainer's configuration, recorded by the loggers as hyperparameters (c: the fit's, NULL outside one). */
+static const char *tr__settings(tr_trainer *t, const tr_config *c) {
+  t->tr__settings[0] = 0;
+  tr__setting(t, "optimizer", t->optim.kind == TR_OPTIM_SGD ? "sgd" : "adamw", 0);
+  tr__setting(t, "lr", NULL, t->optim.lr);
+  tr__setting(t, "weight_decay", NULL, t->optim.weight_decay);
+  if (t->optim.kind == TR_OPTIM_SGD) tr__setting(t, "momentum", NULL, t->optim.momentum);
+  else { tr__setting(t, "beta1", NULL, t->optim.beta1); tr__setting(t, "beta2", NULL, t->optim.beta2); tr__setting(t, "eps", NULL, t->optim.eps); }
+  tr__setting(t, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
+  tr__setting(t, "warmup", NULL, (double)t->sched.warmup);
+  tr__setting(t, "seed", NULL, (double)t->seed);
+  tr__setting(t, "n_params", NULL, (double)t->model.n_params);
+  if (c) {
+    tr__setting(t, "max_epochs", NULL, (double)c->max_epochs);
+    tr__setting(t, "max_steps", NULL, (double)c->max_steps);
+    tr__setting(t, "min_epochs", NULL, (double)c->min_epochs);
+    tr__setting(t, "min_steps", NULL, (double)c->min_steps);
+    tr__setting(t, "limit_train_batches", NULL, (double)c->limit_train_batches);
+    tr__setting(t, "limit_val_batches", NULL, (double)c->limit_val_batches);
+    tr__setting(t, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
+    tr__setting(t, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    if (c->val_check_interval > 0) tr__setting(t, "val_check_interval", NULL, (double)c->val_check_interval);
+    tr__setting(t, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    if (c->accumulate_mean_of_window) tr__setting(t, "accumulate_mean_of_window", NULL, 1);
+    tr__setting(t, "gradient_clip_val", NULL, c->gradient_clip_val);
+    tr__setting(t, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
+    tr__setting(t, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
+    tr__setting(t, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
+    tr__setting(t, "batch_size", NULL, (double)c->train->batch_size);
   }
-  return n;
+  return t->tr__settings;
 }
 
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
@@ -11936,11 +12048,20 @@ TRAIN_API void tr_free(tr_trainer *t) {
   tr__dev_free(t);
   hk_ctx_free(&t->ctx);
   hk_bytes_free(&t->tr__data_state);
-  if (t->tr__run && t->tr__run->trainer == t) { /* the run stays with a registry of the user's */
-    t->tr__run->trainer = NULL;
-    t->tr__run->tr__p->epoch_done = NULL;
+  tr__asave_free(t->tr__asave); /* the last save in flight ends first */
+  t->tr__asave = NULL;
+  if (t->run && !t->tr__own_reg && t->run->desc.model_user == (void *)t) { /* the run stays with a registry of the
+                                                                             user's: it forgets this trainer */
+    tr_run_desc d = t->run->desc;
+    d.state = NULL;
+    d.n_state = 0;
+    d.rolled_back = NULL;
+    d.save_checkpoint = NULL;
+    d.model_user = NULL;
+    d.settings = NULL;
+    (void)tr_run_setup(t->reg, &d);
   }
-  t->tr__run = NULL;
+  t->run = NULL;
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
   free(t->tr__views);
   free(t->tr__m);
@@ -12041,10 +12162,7 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
     t->tr__own_reg = 1;
   }
-  if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
-  t->tr__run->tr__p->hparams = tr__hparams;
-  t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
-  t->tr__run->tr__p->val_follows = tr__val_follows;
+  if (!(t->run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
 
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
@@ -12071,12 +12189,10 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
-  tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
+  /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
+     work at once (tr_run_setup registers the factories) */
+  if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
   if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/cuda.h */
-  if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
-  }
   return TR_OK;
 }
 
@@ -12145,7 +12261,7 @@ static inline void tr__fire(tr_trainer *t, int event) {
 
 /* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
 static void tr__saves_settle(tr_trainer *t, int wait) {
-  if (t->tr__run && t->tr__run->tr__p->asave) tr__asave_settle(t->tr__run->tr__p->asave, &t->ctx, wait);
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -12163,25 +12279,28 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
   tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
   t->ctx.stage = stage;
-  t->tr__run->failed = 1; /* teardown's hooks see it (tensorboard's session status) */
+  tr_run_fail(t->reg, t->tr__err, "%s", t->error); /* teardown's hooks see it (tensorboard's session status) */
   (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
   tr__settle(t);
   t->ctx.abort_reason = NULL;
   return t->tr__err;
 }
 
-/* ---- log records and requests: the run layer's (train/run.h), shared with any loop ---- */
+/* ---- log records and requests: the run layer's (train/run.h), as in any loop ----------------------- */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
-  tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+  if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
 }
-static void tr__log_line(tr_trainer *t) { tr__run_log_line(t->tr__run, &t->ctx); }
-
-/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
-static void tr__log_requested(tr_trainer *t) {
-  tr__log_line(t);
-  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
+/* What hooks asked for (ctx.requests, only those in `which`) and is the run layer's to do: checkpoints (through
+   tr__save_checkpoint), a log line and, in a fit, a training record. A failed save has failed the run. */
+static void tr__hand_requests(tr_trainer *t, unsigned which) {
+  unsigned later = t->ctx.requests & ~which;
+  t->ctx.requests &= which;
+  if (t->ctx.requests & HK_REQUEST_CHECKPOINT) tr__dist_paths(t); /* rank 0's paths, on every rank */
+  if (t->ctx.requests && !t->tr__err) (void)tr_run_requests(t->reg, &t->ctx, &t->tr__flow);
+  t->ctx.requests |= later; /* (and what hooks asked for during the saves: the next safe point's) */
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) tr__settle(t);
 }
 
 /* ---- the work of a step -------------------------------------------------------------------------
@@ -12299,7 +12418,7 @@ static void tr__clip_gradients(tr_trainer *t) {
    foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
 static int tr__lr_usable(tr_trainer *t, double lr) {
   const tr_sched *s = &t->sched;
-  const tr_sched_state *st = t->tr__run ? &t->tr__run->lr_state : NULL;
+  const tr_sched_state *st = t->run ? &t->run->lr_state : NULL;
   int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
   int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
   char gamma[48] = "", scale[64] = "";
@@ -12422,7 +12541,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->mean) *e->mean = NAN;
   n = tr__n_batches(t, e->data, e->limit, e->what);
   if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
-  t->eval_batches = t->tr__run->eval_batches = n;
+  t->eval_batches = t->run->eval_batches = n;
   hk_flow_clear(&t->tr__flow, own);
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
@@ -12468,14 +12587,9 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
   return TR_OK;
 }
 
-/* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
-   NULL outside a fit). Set at every run: the trainer's registry may be shared. */
 /* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
    count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
-static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-static void tr__rolled_back(void *trainer);
-static void tr__state_regions(tr_trainer *t) {
-  tr__run_priv *q = t->tr__run->tr__p;
+static int tr__state_regions(tr_trainer *t) {
   int n = 0;
   size_t bytes = t->model.n_params * sizeof(float);
   if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
@@ -12483,50 +12597,56 @@ static void tr__state_regions(tr_trainer *t) {
   if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
   t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
   t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
-  q->state = t->tr__state;
-  q->n_state = n;
-  q->rolled_back = tr__rolled_back;
-  q->save_failed = tr__save_failed;
+  return n;
 }
 
-static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
-  tr_run *run = t->tr__run;
-  tr_run_desc *d = &run->desc;
-  run->trainer = t;
-  run->running = stage;
-  run->failed = 0;
-  run->tr__p->epoch_done = &t->tr__epoch_done;
-  run->tr__p->reg = t->reg;
-  run->tr__p->rank = t->ctx.rank;
-  d->log = t->tr__log;
-  d->epochs = TR_YES;
-  d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
-  d->momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
-  d->weight_decay = t->optim.weight_decay;
-  d->lr_per_epoch = t->sched.per_epoch;
-  memset(run->tr__p->stamp, 0, sizeof run->tr__p->stamp);
-  if (!c) return;
-  d->max_steps = c->max_steps;
-  d->max_epochs = c->max_epochs;
-  d->min_steps = c->min_steps;
-  d->min_epochs = c->min_epochs;
-  d->log_every_n_steps = c->log_every_n_steps;
-  d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
-  /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
-     (or not at all), else at the validation's end */
-  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
-                                             c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
-  run->resume_from = c->resume_from ? c->resume_from : "";
-  d->no_resume_message = c->no_resume_message;
-  run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
-  tr__state_regions(t);
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap); /* train/checkpoint.h */
+static void tr__rolled_back(void *user, hk_ctx *ctx);
+/* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
+   outside a fit), given through tr_run_setup as any loop gives them; then, for a run (stage), the run
+   entered (tr_run_enter). Set at every run: the trainer's registry may be shared. */
+static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run_desc d = t->run->desc;
+  d.log = t->tr__log;
+  d.epochs = TR_YES;
+  d.optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d.momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d.weight_decay = t->optim.weight_decay;
+  d.lr_per_epoch = t->sched.per_epoch;
+  d.settings = tr__settings(t, c);
+  d.model_user = t;
+  d.save_checkpoint = tr__save_checkpoint;
+  d.rolled_back = tr__rolled_back;
+  d.state = t->tr__state;
+  d.n_state = tr__state_regions(t);
+  d.no_signals = 1; /* the trainer counts Ctrl-C itself (tr_fit) */
+  if (c) {
+    d.max_steps = c->max_steps;
+    d.max_epochs = c->max_epochs;
+    d.min_steps = c->min_steps;
+    d.min_epochs = c->min_epochs;
+    d.log_every_n_steps = c->log_every_n_steps;
+    d.validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+    /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+       (or not at all), else at the validation's end */
+    d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
+                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+    d.no_resume_message = c->no_resume_message;
+    d.accumulate_grad_batches = c->accumulate_grad_batches;
+    d.save_to = c->save_to;
+  }
+  if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
+    return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  return TR_OK;
 }
 
-static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
+static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
-  tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
-  t->tr__run->tr__p->sync_only = 0;
+  if (tr__configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL)) return t->tr__err; /* nothing fired yet */
+  t->tr__sync_only = 0;
   t->running = stage;
   t->ctx.stage = stage;
   t->ctx.requests = 0;
@@ -12537,7 +12657,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
-  t->tr__run->tr__p->sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
+  t->tr__sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
   tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
   if (t->tr__err) e = tr__abort(t, stage);
   else {
@@ -12547,8 +12667,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
     t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
   }
   t->running = HK_STAGE_NONE;
-  t->tr__run->running = HK_STAGE_NONE;
-  t->tr__run->resume_from = "";
+  tr_run_leave(t->reg, &t->ctx);
   t->ctx.stage = HK_STAGE_NONE;
   t->ctx.batch = NULL;
   t->ctx.requests = 0;
@@ -12559,7 +12678,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
 
 static void tr__eval_body(tr_trainer *t, const void *arg) {
   tr__eval_loop(t, (const tr__eval *)arg);
-  if (!t->tr__err && (t->ctx.requests & HK_REQUEST_LOG)) tr__log_line(t);
+  if (!t->tr__err) tr__hand_requests(t, HK_REQUEST_LOG); /* the log line; an evaluation honours nothing else */
 }
 
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
@@ -12570,7 +12689,7 @@ static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, con
     err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
   else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
   if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
-  return tr__run(t, stage, tr__eval_body, e);
+  return tr__stage_run(t, stage, tr__eval_body, e);
 }
 
 TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
@@ -12597,7 +12716,6 @@ static int tr__stopping(const tr_trainer *t) {
 }
 
 
-static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
 /* This epoch validates (val_every_n_epochs: Lightning's check_val_every_n_epoch). */
 static int tr__val_epoch(const tr_trainer *t, const tr_config *c) {
   return c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
@@ -12609,20 +12727,20 @@ static int tr__val_in_epoch(const tr_trainer *t, const tr_config *c) {
 }
 /* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
    the batch stepped), at this batch of the epoch (val_check_interval), or at the epoch's end after its last
-   batch? (model_checkpoint ranks a step save due now on that validation's value.) */
-static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
-  const tr_trainer *t = (const tr_trainer *)trainer;
+   batch? (tr_run.validates_next: model_checkpoint ranks a step save due now on that validation's value.) */
+static int tr__val_follows(const tr_trainer *t, int stepped) {
   const tr_config *c = t->tr__cfg;
-  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
-  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
+  if (!c->val || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) return 1;
   if (c->val_check_interval > 0) return tr__val_in_epoch(t, c); /* its epoch's end adds none (unless stopped) */
-  return t->tr__epoch_done && tr__val_epoch(t, c);
+  return t->run->epoch_done && tr__val_epoch(t, c);
 }
+/* The factor goes to the run layer, which keeps it for every loop (tr_run.accumulation): the next batch takes it. */
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
   if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
   if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
-  t->tr__accum = factor;
+  t->run->accumulation = factor;
   return TR_OK;
 }
 
@@ -12636,9 +12754,9 @@ static void tr__fit_validate(tr_trainer *t) {
   tr__eval_loop(t, &e);
 }
 
-/* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
-   hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
-   for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
+/* The run layer's checkpoints are the trainer's format (tr_run_desc.save_checkpoint): a hook's request (the
+   run layer takes the paths hooks queued, then save_to; a failed save is the run's failure, as a hook asked
+   for it), or on_exception_checkpoint's, during on_exception: the state after the last optimizer step. */
 static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
   tr_err e;
@@ -12648,9 +12766,20 @@ static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, ch
   if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
   return e;
 }
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
+  t->tr__in_request = 1; /* model_checkpoint(async_save) writes it in the background */
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  t->tr__in_request = 0;
+  if (e) tr__fail(t, e, "%s", why);
+  return e;
+}
 /* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
-static void tr__rolled_back(void *trainer) {
-  tr_trainer *t = (tr_trainer *)trainer;
+static void tr__rolled_back(void *user, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)user;
+  (void)ctx;
   t->ctx.global_step = t->global_step;
   t->tr__accum_pos = t->tr__accum_n = 0;
   t->tr__grads_zeroed = 0;
@@ -12660,41 +12789,29 @@ static void tr__rolled_back(void *trainer) {
   hk_grads_changed(&t->ctx);
 }
 
-static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
-  char why[sizeof t->error];
-  int no_default = 0;
-  tr_err e;
-  tr__dist_paths(t); /* rank 0's paths, on every rank */
-  t->tr__in_request = 1;
-  e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
-  t->tr__in_request = 0;
-  if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
-  if (e) tr__fail(t, e, "%s", why);
-}
-
-/* A safe point (after a training batch or an epoch): honour what hooks requested. */
+/* A safe point (after a training batch or an epoch): honour what hooks requested, a validation first. */
 static void tr__honour_requests(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  unsigned r = t->ctx.requests;
-  if (t->tr__run->tr__p->asave) tr__saves_settle(t, 0); /* a save written in the background: done yet? */
+  unsigned r = t->ctx.requests, later;
+  tr__saves_settle(t, 0); /* a save written in the background: done yet? */
   if (t->tr__err) return;
   t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
   if (r & HK_REQUEST_VALIDATION) {
     if (c->val) tr__fit_validate(t);
     else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
   }
-  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
+  later = t->ctx.requests;
+  t->ctx.requests = r & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  t->ctx.requests |= later;
 }
 
 /* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
    a validation is not run any more. */
 static void tr__honour_final_requests(tr_trainer *t) {
-  unsigned r = t->ctx.requests;
   if (t->tr__err) return;
+  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
   t->ctx.requests = 0;
-  if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
 }
 
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
@@ -12703,8 +12820,11 @@ static void tr__honour_final_requests(tr_trainer *t) {
 static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   const tr_config *c = t->tr__cfg;
   int64_t steps_before = t->global_step;
-  int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
+  int window_ends;
   void *batch;
+
+  t->tr__accum = t->run->accumulation; /* tr_set_accumulation's, accumulation_scheduler's: from this batch on */
+  window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
 
   t->lr = tr__current_lr(t);
   if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
@@ -12738,10 +12858,12 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
     tr__end_window(t);
   }
   t->epoch_batch++;
-  t->tr__epoch_done = t->epoch_batch >= n_batches;
+  t->run->epoch_done = t->epoch_batch >= n_batches;
   t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
   t->ctx.samples_seen = t->samples_seen;
+  t->run->validates_next = tr__val_follows(t, t->global_step > steps_before);
   tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
   if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
@@ -12761,7 +12883,7 @@ static void tr__finish_epoch(tr_trainer *t) {
   t->epoch_batch = 0;
   t->tr__val_at = -1;
   t->tr__epoch_ended = 0;
-  t->tr__epoch_done = 0;
+  t->run->epoch_done = 0;
   tr__end_window(t); /* a window cut short by a stop is dropped */
   t->tr__win_open = 0;
   hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
@@ -12800,7 +12922,7 @@ static void tr__plateau_check(tr_trainer *t) {
     return;
   }
   if (t->tr__dist) v = sum / (double)have;
-  (void)tr_plateau_step(&t->sched, &t->tr__run->lr_state, t->optim.lr, v);
+  (void)tr_plateau_step(&t->sched, &t->run->lr_state, t->optim.lr, v);
 }
 
 /* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
@@ -12808,7 +12930,7 @@ static void tr__plateau_check(tr_trainer *t) {
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
   int complete, stopped;
-  t->train_batches = t->tr__run->train_batches = n;
+  t->train_batches = t->run->train_batches = n;
   tr__start_epoch(t, c->train);
   tr__dist_agree(t);
   while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
@@ -12818,7 +12940,7 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
   if (t->tr__err) return;
   stopped = HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
   complete = t->epoch_batch >= n || stopped;
-  t->tr__epoch_done = complete;
+  t->run->epoch_done = complete;
   /* the epoch's validation, unless one just ran after its last batch; with val_check_interval only when a
      stop ended the epoch (Lightning validates at a stop; otherwise at the N-th batches alone) */
   if (complete && c->val && tr__val_epoch(t, c) && (c->val_check_interval <= 0 || stopped) && t->tr__val_at != t->epoch_batch)
@@ -12956,7 +13078,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   (void)arg;
   if (c->resume_from) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
-    if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+    if (!t->tr__err) tr_run_resumed(t->reg, &t->ctx);
     if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
       hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
       tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
@@ -13024,7 +13146,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
 
-  e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
+  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
   tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
@@ -13176,7 +13298,7 @@ typedef struct tr__snap {
   uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
                                           accum_pos, accum_n: the LOOP section */
   const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
-  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__run_state_sink's layout) */
+  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
   size_t data_len, hooks_len;
   int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
   unsigned char lrst[TR__LR_STATE_SIZE];
@@ -13211,9 +13333,9 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
   s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
   if (data && data->len) { s->data = data->data; s->data_len = data->len; }
-  if ((s->has_lrst = tr__lr_state_any(&t->tr__run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->tr__run->lr_state);
+  if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
   if (!data) return t->tr__err;
-  if (hk_state_save(t->reg, tr__run_state_sink, hooks) != HK_OK)
+  if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
     return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
   if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
   s->hooks = hooks->data;
@@ -13313,13 +13435,12 @@ static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
 /* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
    staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
 static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
-  tr__run_priv *q = t->tr__run->tr__p;
   tr__asave *as;
   tr__snap *s;
   size_t n4 = 4 * (size_t)live->n, at = 0;
   size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
-  if (!q->asave && !(q->asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
-  as = q->asave;
+  if (!t->tr__asave && !(t->tr__asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  as = t->tr__asave;
   if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
   if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
     tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
@@ -13408,7 +13529,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
   t->tr__saving = 1;
   t->tr__staged = 0;
-  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__run->tr__p->sync_only && (t->tr__async || (t->tr__run->tr__p->async_requests && t->tr__in_request));
+  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
   if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
   else {
     t->ctx.path = path;
@@ -13694,7 +13815,7 @@ static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
   ls->epoch_ended = t->tr__epoch_ended;
   ls->has_momentum = t->tr__has_momentum;
   ls->restarting = t->tr__restarting;
-  ls->lr_state = t->tr__run->lr_state;
+  ls->lr_state = t->run->lr_state;
   ls->data = t->tr__data_state;
 }
 
@@ -13708,7 +13829,7 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   t->tr__epoch_ended = ls->epoch_ended;
   t->tr__has_momentum = ls->has_momentum;
   t->tr__restarting = ls->restarting;
-  t->tr__run->lr_state = ls->lr_state;
+  t->run->lr_state = ls->lr_state;
   t->tr__data_state = ls->data;
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;
@@ -14190,7 +14311,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
 static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr__lrf *s = (tr__lrf *)user;
   tr_run *run = s->run;
-  tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
+  tr_trainer *t = (tr_trainer *)ctx->trainer;
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
@@ -14922,7 +15043,6 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
-  if (t->tr__run) t->tr__run->tr__p->rank = rank; /* tr_print's */
   if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
   if (d) {

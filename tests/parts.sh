@@ -28,4 +28,10 @@ done
 "$@" -c -o "$out/user.o" tests/test_train_user.c
 "$@" -o "$out/user" "$out/all.o" "$out/user.o" -lm
 "$out/user" "$out/user.ckpt" > "$out/user.out"
+# The trainer is a client of the run layer's public API: its parts name nothing private of run.h (no
+# tr__run_* function, no tr__run_priv, no run's tr__p).
+if grep -nE 'tr__run[a-z_]*|tr__p\b' train/trainer.h train/checkpoint.h train/mpi.h train/cuda.h; then
+  echo "parts: the trainer's parts (above) reach into the run layer's private part; use its public API" >&2
+  exit 1
+fi
 echo "parts: $n parts compile on their own; all $(echo "$parts" | wc -l) included directly make tests/test_train_user.c's program, which runs"

@@ -305,8 +305,8 @@ static int mode_scenario(const char *mode) {
   same_everywhere((uint64_t)e, "tr_fit's result");
   same_everywhere(hash(&r.t.lr, sizeof r.t.lr), "the learning rate");
   if (!strcmp(mode, "plateau"))
-    CHECK(r.t.tr__run->lr_state.checks == 8 && r.t.tr__run->lr_state.plateau_lr > 0, "the plateau checked %lld times, lr %g",
-          (long long)r.t.tr__run->lr_state.checks, r.t.tr__run->lr_state.plateau_lr);
+    CHECK(r.t.run->lr_state.checks == 8 && r.t.run->lr_state.plateau_lr > 0, "the plateau checked %lld times, lr %g",
+          (long long)r.t.run->lr_state.checks, r.t.run->lr_state.plateau_lr);
   CHECK(e == want, "tr_fit returned %s, expected %s: %s", tr_err_name(e), tr_err_name(want), tr_error(&r.t));
   if (want && want != TR_ERR_INTERRUPTED && rank_ != world_ - 1) CHECK(strstr(tr_error(&r.t), "rank ") != NULL, "the error names the rank it came from: %s", tr_error(&r.t));
   if (want) CHECK(exceptions == 1 && train_ends == 0, "on_exception ran %d times, on_train_end %d", exceptions, train_ends);

@@ -1237,10 +1237,10 @@ static void sched_run(const tr_sched *s, int64_t n_first, int64_t n_all, const c
     assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   }
   if (s->kind == TR_SCHED_PLATEAU) { /* it did reduce, so the state mattered */
-    assert_true(f->t.tr__run->lr_state.checks > 0);
-    assert_true(f->t.tr__run->lr_state.plateau_lr > 0);
+    assert_true(f->t.run->lr_state.checks > 0);
+    assert_true(f->t.run->lr_state.plateau_lr > 0);
   }
-  assert_true(f->t.tr__run->lr_state.scale == 0.25);
+  assert_true(f->t.run->lr_state.scale == 0.25);
   fx_free(f);
 }
 
@@ -1299,7 +1299,7 @@ static void test_lr_from_hook(void **state) {
   ctx = f->t.ctx;
   ctx.lr = 0.25e-3;
   assert_int_equal(tr_lr_set(&ctx, 2e-3), TR_OK);
-  assert_true(ctx.lr == 2e-3 && f->t.tr__run->lr_state.scale == 2.0);
+  assert_true(ctx.lr == 2e-3 && f->t.run->lr_state.scale == 2.0);
   assert_int_equal(tr_lr_scale(&ctx, 0), TR_ERR_INVALID);
   assert_non_null(strstr(hk_last_error(f->reg), "tr_lr_scale: factor must be > 0"));
   assert_int_equal(tr_lr_set(&ctx, -1), TR_ERR_INVALID);
@@ -1343,8 +1343,8 @@ static void test_plateau_reads_now(void **state) {
   assert_int_equal(hk_on(f->reg, HK_ON_TRAIN_EPOCH_START, read_step_metric, NULL, NULL, NULL), HK_OK);
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
   assert_int_equal(f->t.global_step, 16);
-  assert_int_equal(f->t.tr__run->lr_state.checks, 4);
-  assert_true(f->t.tr__run->lr_state.best == 16.0);
+  assert_int_equal(f->t.run->lr_state.checks, 4);
+  assert_true(f->t.run->lr_state.best == 16.0);
   fx_free(f);
 }
 
@@ -1972,7 +1972,7 @@ static void test_requests(void **state) {
   f->p.arg = HK_REQUEST_CHECKPOINT;
   f->p.arg2 = 1;
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
-  assert_non_null(strstr(fx_logtext(f), "warning: a hook requested a checkpoint but tr_config.save_to is not set"));
+  assert_non_null(strstr(fx_logtext(f), "warning: a hook requested a checkpoint but no default path is set (tr_run_desc.save_to; tr_config.save_to for train.h's trainer)"));
   assert_int_equal(f->p.calls[HK_ON_SAVE_CHECKPOINT], 0);
   fx_free(f);
 }
@@ -2911,13 +2911,13 @@ static hk_signal meddle_in_fit(hk_ctx *ctx, void *user) {
   (void)user;
   if (g_meddled++) return HK_CONTINUE;
   assert_int_equal(tr_run_batch_end(reg, ctx, NULL), TR_RUN_STOP);
-  assert_non_null(strstr(tr_run_error(reg), "tr_run_batch_end: train.h's trainer drives this fit run"));
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_batch_end: this fit run was entered with tr_run_enter (train.h's trainer's runs are)"));
   assert_string_equal(hk_last_error(reg), tr_run_error(reg));
   assert_int_equal(tr_run_epoch_end(reg, ctx, NULL), TR_RUN_STOP);
   assert_int_equal(tr_run_finish(reg, ctx, TR_OK), TR_ERR_INVALID);
-  assert_non_null(strstr(tr_run_error(reg), "tr_run_finish: train.h's trainer drives this fit run"));
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_finish: this fit run was entered with tr_run_enter"));
   assert_int_equal(tr_run_start(reg, ctx, NULL), TR_ERR_INVALID);
-  assert_non_null(strstr(tr_run_error(reg), "tr_run_start: a fit run is going already (train.h's trainer drives it)"));
+  assert_non_null(strstr(tr_run_error(reg), "tr_run_start: a fit run is going already (tr_run_enter began it: train.h's trainer"));
   assert_int_equal(tr_run_setup(reg, NULL), TR_ERR_INVALID);
   assert_non_null(strstr(tr_run_error(reg), "call tr_run_setup before the trainer's run (tr_fit, tr_validate, ...) or "
                                             "after it returns"));

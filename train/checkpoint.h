@@ -146,7 +146,7 @@ typedef struct tr__snap {
   uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
                                           accum_pos, accum_n: the LOOP section */
   const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
-  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__run_state_sink's layout) */
+  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
   size_t data_len, hooks_len;
   int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
   unsigned char lrst[TR__LR_STATE_SIZE];
@@ -181,9 +181,9 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
   s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
   if (data && data->len) { s->data = data->data; s->data_len = data->len; }
-  if ((s->has_lrst = tr__lr_state_any(&t->tr__run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->tr__run->lr_state);
+  if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
   if (!data) return t->tr__err;
-  if (hk_state_save(t->reg, tr__run_state_sink, hooks) != HK_OK)
+  if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
     return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
   if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
   s->hooks = hooks->data;
@@ -283,13 +283,12 @@ static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
 /* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
    staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
 static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
-  tr__run_priv *q = t->tr__run->tr__p;
   tr__asave *as;
   tr__snap *s;
   size_t n4 = 4 * (size_t)live->n, at = 0;
   size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
-  if (!q->asave && !(q->asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
-  as = q->asave;
+  if (!t->tr__asave && !(t->tr__asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  as = t->tr__asave;
   if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
   if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
     tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
@@ -378,7 +377,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
   t->tr__saving = 1;
   t->tr__staged = 0;
-  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__run->tr__p->sync_only && (t->tr__async || (t->tr__run->tr__p->async_requests && t->tr__in_request));
+  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
   if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
   else {
     t->ctx.path = path;
@@ -664,7 +663,7 @@ static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
   ls->epoch_ended = t->tr__epoch_ended;
   ls->has_momentum = t->tr__has_momentum;
   ls->restarting = t->tr__restarting;
-  ls->lr_state = t->tr__run->lr_state;
+  ls->lr_state = t->run->lr_state;
   ls->data = t->tr__data_state;
 }
 
@@ -678,7 +677,7 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   t->tr__epoch_ended = ls->epoch_ended;
   t->tr__has_momentum = ls->has_momentum;
   t->tr__restarting = ls->restarting;
-  t->tr__run->lr_state = ls->lr_state;
+  t->run->lr_state = ls->lr_state;
   t->tr__data_state = ls->data;
   t->ctx.epoch = t->epoch;
   t->ctx.global_step = t->global_step;

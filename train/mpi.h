@@ -352,7 +352,6 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
-  if (t->tr__run) t->tr__run->tr__p->rank = rank; /* tr_print's */
   if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
   if (d) {

@@ -82,9 +82,11 @@ TR__C_BEGIN /* part */
                 may have freed them. A validation that sent no "val" record by the next tr_run_batch_end /
                 tr_run_epoch_end / tr_run_finish is said once in the run's log (when something listens to
                 on_log): its val/ metrics never reached the loggers.
-     a run of train.h's trainer (tr_fit, tr_validate, ...): the trainer fires the events and reaches its
-                safe points itself; tr_run_setup, tr_run_start, tr_run_batch_end, tr_run_epoch_end and
-                tr_run_finish from its hooks are refused.
+     entered    from tr_run_enter to tr_run_leave: a loop that fires every event itself, setup to teardown
+                (train.h's trainer: tr_fit, tr_validate, ... are such runs, through this public API and
+                nothing else). It calls tr_run_log and tr_run_requests where the calls above would, and
+                says what they cannot see: tr_run.epoch_done, validates_next, accumulation. tr_run_setup,
+                tr_run_start, tr_run_batch_end, tr_run_epoch_end and tr_run_finish are refused then.
    Nothing nests inside the run's own work: tr_run_save / tr_run_load while a save or load is in progress
    (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
    is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
@@ -140,8 +142,21 @@ typedef struct tr_run_desc {
      trainer gives its own. */
   const tr_region *state;
   int n_state;
+  void (*rolled_back)(void *user, hk_ctx *ctx); /* (model_user) after spike_detection put the state back:
+                                    drop what the undone steps left behind (an accumulation window) */
   int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
                                     tr_run_start resumes (by default one, from rank 0, in the run's log) */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step the loop fixed (0 = 1): tr_run.accumulation
+                                    starts there; accumulation_scheduler refuses a loop that fixed more than 1 */
+  const char *settings;          /* the loop's settings as "key=value ..." words, recorded as hyperparameters
+                                    in place of the ones this desc gives (loop, optimizer, max_steps, ...);
+                                    hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
+                                    its configuration here. */
+  /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
+     here (model_user): the checkpoints hooks request and on_exception_checkpoint's are written through it
+     instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
+     finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
+  tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 } tr_run_desc;
 
 /* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
@@ -160,10 +175,22 @@ typedef struct tr_run {
   tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
                                     TR_RUN_AT_BATCH) */
   int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
-  void *trainer;                 /* train.h's trainer while it drives the run, else NULL */
-  struct tr__run_priv *tr__p;    /* private */
   tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
                                     saved by tr_save and tr_run_save, restored by their loads */
+  /* The loop and the batteries share these while a run goes (the loop writes the first two): */
+  int epoch_done;                /* the training epoch in progress has run its last batch; what follows (its
+                                    validation) ends it: tr_stop_allowed counts the epoch as done. tr_run_batch_end
+                                    sets it at the batch train_batches says is the last, tr_run_epoch_start and
+                                    tr_run_epoch_end clear it; a loop that ends an epoch early sets it itself */
+  int validates_next;            /* 1 while on_train_batch_end fires for a batch right after which the loop
+                                    validates: model_checkpoint ranks a save due at that batch on the validation's
+                                    value, not on the metrics of before it (0: on those) */
+  int accumulation;              /* micro-batches per optimizer step from the next window on: the desc's
+                                    accumulate_grad_batches at the run's start, then what accumulation_scheduler
+                                    sets at on_train_epoch_start; a loop that accumulates reads it as a window begins */
+  int async_requests;            /* model_checkpoint(async_save=true) sets it: requested checkpoints are
+                                    written in the background */
+  struct tr__run_priv *tr__p;    /* private */
 } tr_run;
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
@@ -255,6 +282,33 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
 TRAIN_API const char *tr_run_error(hk_registry *reg);
 /* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
 TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
+
+/* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
+   one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
+   a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
+   loop will restore: never deleted) and tr_run_leave ends it. Nothing is fired, watched or checked between
+   them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
+   records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
+   tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
+   a run goes (TR_ERR_INVALID, tr_run_error says why); tr_run_leave without a run entered does nothing. */
+TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
+TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
+/* Honour what hooks asked for with hk_request: every checkpoint queued (then tr_run_desc.save_to when one
+   asked for the default path), through save_checkpoint or tr_run_save; a log line, and in a fit a training
+   record. Returns TR_RUN_VALIDATE when a validation was asked for (the loop runs it), 0 otherwise; clears
+   ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
+TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
+   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. */
+TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
+/* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
+   (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
+   batteries and loops report. */
+TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 4, 5)))
+#endif
+  ;
 
 /* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
    on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
@@ -460,12 +514,7 @@ typedef struct tr__run_priv {
   int signals;               /* tr_run_start installed the stop signals */
   int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
   int stop_pending;          /* a hook asked to stop while tr_run_start fired */
-  int own_loop;              /* tr_run_start began the run (a hand-written loop, not the trainer) */
-  const int *epoch_done;     /* the trainer's "the epoch's last batch has run" (tr_stop_allowed) */
-  int (*set_accumulation)(void *trainer, int factor); /* the trainer's tr_set_accumulation */
-  int (*val_follows)(const void *trainer, int64_t step, int stepped); /* the trainer validates right after this batch */
-  int fixed_accumulation;    /* the trainer's tr_config.accumulate_grad_batches (accumulation_scheduler refuses > 1) */
-  int (*hparams)(const void *trainer, struct tr__hparam *h, int cap); /* the trainer's configuration */
+  int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
   struct tr__bar *bar;       /* the registry's progress bar (one at most) */
   void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
   hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
@@ -474,13 +523,8 @@ typedef struct tr__run_priv {
   int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
   int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
-  int async_requests;        /* model_checkpoint(async_save): requested checkpoints are written in the background */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
   int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
-  const tr_region *state;    /* the trainer's training state (spike_detection's snapshot), else NULL: the desc's */
-  int n_state;
-  void (*rolled_back)(void *trainer); /* the trainer after spike_detection put its state back */
-  tr__save_fn save_failed;   /* the trainer's save of its state after the last optimizer step (on_exception_checkpoint) */
   /* the state machine (see "states" at THE RUN LAYER) */
   char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
   hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
@@ -495,14 +539,9 @@ typedef struct tr__run_priv {
   const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
-/* The run layer's pieces the trainer calls (train/run.h). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
-static void tr__run_log_line(const tr_run *run, hk_ctx *ctx);
-static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
-                                  int *no_default);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
-/* (moved) */
 
 /* =================================================================================================
    SHARED PIECES (implementation)
@@ -830,6 +869,13 @@ static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, 
   va_end(ap);
 }
 
+TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tr__run_vsay(reg ? (const tr_run *)hk_attached(reg) : NULL, ctx, who, fmt, ap);
+  va_end(ap);
+}
+
 /* Where a resumed run goes on from: one line (rank 0), as Lightning's "Restored all states ..." */
 static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char *path) {
   if (run->desc.no_resume_message) return;
@@ -858,7 +904,7 @@ static tr_err tr__run_said(hk_registry *reg, const tr_run *run, tr_err e) {
 }
 /* Who began the run that is going, and when a call that needs no run may come instead. */
 static const char *tr__run_driver(const tr_run *run) {
-  return run->tr__p->own_loop ? "tr_run_start began it" : "train.h's trainer drives it";
+  return run->tr__p->own_loop ? "tr_run_start began it" : "tr_run_enter began it: train.h's trainer, or a loop firing every event";
 }
 static const char *tr__run_outside(const tr_run *run) {
   return run->tr__p->own_loop ? "before tr_run_start or after tr_run_finish"
@@ -1105,8 +1151,8 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
   const tr_run *run = ctx ? (const tr_run *)hk_attached(ctx->reg) : NULL;
   int64_t epochs;
   if (!run || run->running != HK_STAGE_FIT) return 1;
-  /* the epoch counts once its last batch has run: the trainer says when; a loop's epoch at its end */
-  epochs = ctx->epoch + ((run->tr__p->epoch_done ? *run->tr__p->epoch_done : ctx->event == HK_ON_TRAIN_EPOCH_END) ? 1 : 0);
+  /* the epoch counts once its last batch has run (the validation after it ends it), or at its end */
+  epochs = ctx->epoch + ((run->epoch_done || ctx->event == HK_ON_TRAIN_EPOCH_END) ? 1 : 0);
   return epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps;
 }
 
@@ -1318,7 +1364,7 @@ static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user
    (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; } tr__run_saving;
-static hk_err tr__run_state_sink(const char *key, const void *data, size_t len, void *user) {
+static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
   hk_bytes *b = (hk_bytes *)user;
   unsigned char x[8];
   size_t klen = strlen(key);
@@ -1440,6 +1486,13 @@ static tr_err tr__run_save_to(void *user, hk_ctx *ctx, const char *path, char *w
   if (run) { run->tr__p->io = NULL; run->tr__p->io_path = NULL; }
   return e;
 }
+/* A checkpoint the run writes for the hooks (requested, on_exception_checkpoint's): through the loop's own
+   save (tr_run_desc.save_checkpoint) when it gave one, else tr_run_save's. user: the registry. */
+TR__SHARED tr_err tr__run_checkpoint_to(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_run *run = tr_run_get((hk_registry *)user);
+  if (run && run->desc.save_checkpoint) return run->desc.save_checkpoint(run->desc.model_user, ctx, path, why, cap);
+  return tr__run_save_to(user, ctx, path, why, cap);
+}
 static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
   tr__run_saving s;
@@ -1458,7 +1511,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   }
   tr__run_saves_settle(s.run, ctx, 1); /* one save in flight: this one waits for the last */
   async = s.run->running != HK_STAGE_NONE && !s.run->tr__p->sync_only &&
-          (s.run->desc.async_save == TR_YES || (s.run->tr__p->async_requests && s.run->tr__p->in_request));
+          (s.run->desc.async_save == TR_YES || (s.run->async_requests && s.run->tr__p->in_request));
   ctx->path = path;
   ctx->hook_failure = NULL;
   if (HK_FIRE(reg, HK_ON_SAVE_CHECKPOINT, ctx) == HK_FAIL) {
@@ -1471,7 +1524,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   for (i = 0; i < 4; i++) { tr__le(x, v[i], 8); hk_bytes_put(&s.state, x, 8); }
   count_at = s.state.len;
   hk_bytes_put(&s.state, "\0\0\0\0", 4);
-  if (hk_state_save(reg, tr__run_state_sink, &s.state) != HK_OK) {
+  if (hk_state_save(reg, tr__state_sink, &s.state) != HK_OK) {
     tr__msg(why, cap, "saving the callbacks' state for '%s' failed: %s", path, hk_last_error(reg));
     hk_bytes_free(&s.state);
     ctx->path = NULL;
@@ -1480,12 +1533,12 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   { /* where in the loop, as one more block (tr_run_load takes it out) */
     unsigned char b[1];
     b[0] = (unsigned char)s.run->tr__p->at;
-    (void)tr__run_state_sink(TR__AT_KEY, b, sizeof b, &s.state);
+    (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
-    (void)tr__run_state_sink(TR__LR_STATE_KEY, b, sizeof b, &s.state);
+    (void)tr__state_sink(TR__LR_STATE_KEY, b, sizeof b, &s.state);
   }
   { /* count the hooks: walk the blocks just written */
     size_t p = count_at + 4;
@@ -1703,7 +1756,6 @@ static hk_signal tr__run_watch(hk_ctx *ctx, void *user, unsigned check, unsigned
   tr__run_priv *q = run->tr__p;
   unsigned which = q->pending & check;
   hk_signal r = HK_CONTINUE;
-  if (run->trainer) return HK_CONTINUE; /* tr_fit took the registry over from a run never finished: its loop */
   if (which && tr__run_missed(run, ctx->reg, ctx, which & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, at))
     r = hk_fail(ctx, "%s", q->failure);
   if (note) {
@@ -1733,7 +1785,7 @@ static hk_signal tr__run_on_sanity_start(hk_ctx *ctx, void *user) { (void)ctx; (
 static hk_signal tr__run_on_sanity_end(hk_ctx *ctx, void *user) { (void)ctx; ((tr_run *)user)->tr__p->in_sanity = 0; return HK_CONTINUE; }
 static hk_signal tr__run_on_val_epoch_end(hk_ctx *ctx, void *user) {
   tr__run_priv *q = ((tr_run *)user)->tr__p;
-  if (!((tr_run *)user)->trainer && !q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) {
+  if (!q->in_sanity && ctx->stage != HK_STAGE_SANITY_CHECK) {
     q->val_ran = 1;
     q->val_step = ctx->global_step;
     if (q->at == TR_RUN_AT_BATCH) q->at = TR_RUN_AT_VALIDATION; /* (an epoch's validation: still its end next) */
@@ -1763,8 +1815,9 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, co
     return 1;
   }
   if (!q->own_loop) {
-    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: train.h's trainer drives this %s run and reaches its safe points and "
-                         "its end itself; %s is for a loop of your own, after tr_run_start", fn, hk_stage_name(run->running), fn);
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: this %s run was entered with tr_run_enter (train.h's trainer's runs "
+                         "are): its loop reaches its safe points and its end itself; %s is for a loop that began its run "
+                         "with tr_run_start", fn, hk_stage_name(run->running), fn);
     return 1;
   }
   if (q->busy || q->io || q->sending) {
@@ -1777,6 +1830,36 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, co
     return 1;
   }
   return 0;
+}
+
+/* What every run begins with, tr_run_start's and tr_run_enter's. */
+static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage stage) {
+  tr__run_priv *q = run->tr__p;
+  run->failed = 0;
+  q->err = TR_OK;
+  q->error[0] = 0;
+  q->failure[0] = 0;
+  q->sync_only = 0;
+  memset(q->stamp, 0, sizeof q->stamp);
+  q->stop_pending = 0;
+  q->reg = reg;
+  q->lr_known = q->lr_warned = 0;
+  q->at = TR_RUN_AT_BATCH;
+  q->resumed_here = 0;
+  run->resumed_at = TR_RUN_AT_BATCH;
+  q->last_step = ctx->global_step;
+  q->pending = 0;
+  q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
+  q->busy = NULL;
+  run->running = stage;
+  run->epoch_done = run->validates_next = 0;
+  run->accumulation = run->desc.accumulate_grad_batches > 1 ? run->desc.accumulate_grad_batches : 1;
+  ctx->reg = reg;
+  ctx->stage = stage;
+  if (ctx->world_size < 1) ctx->world_size = 1;
+  q->rank = ctx->rank; /* tr_print's */
+  ctx->requests = 0;
+  ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
 }
 
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
@@ -1793,31 +1876,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
-  run->failed = 0;
-  q->err = TR_OK;
-  q->error[0] = 0;
-  q->failure[0] = 0;
-  q->sync_only = 0;
-  memset(q->stamp, 0, sizeof q->stamp);
-  q->stop_pending = 0;
+  tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
-  q->reg = reg;
-  q->lr_known = q->lr_warned = 0;
-  q->at = TR_RUN_AT_BATCH;
-  q->resumed_here = 0;
-  run->resumed_at = TR_RUN_AT_BATCH;
-  q->last_step = ctx->global_step;
-  q->pending = 0;
-  q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
-  q->busy = NULL;
-  run->running = HK_STAGE_FIT;
-  run->trainer = NULL;
-  ctx->reg = reg;
-  ctx->stage = HK_STAGE_FIT;
-  if (ctx->world_size < 1) ctx->world_size = 1;
-  q->rank = ctx->rank; /* tr_print's */
-  ctx->requests = 0;
-  ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -1855,11 +1915,84 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   return run->failed ? q->err : TR_OK;
 }
 
+/* HK_REQUEST_*: what tr_run_requests does (for the loop's call and the run's own safe points). */
+static unsigned tr__run_requests(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
+  tr__run_priv *q = run->tr__p;
+  unsigned r = ctx->requests;
+  ctx->requests = 0;
+  if (run->failed) return 0;
+  if (r & HK_REQUEST_CHECKPOINT) {
+    char why[512];
+    int no_default = 0;
+    tr_err e;
+    q->in_request = 1;
+    e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_checkpoint_to, reg, why, sizeof why, &no_default);
+    q->in_request = 0;
+    if (no_default) tr__run_say(run, ctx, "train.h: warning", "a hook requested a checkpoint but no default path is set "
+                                "(tr_run_desc.save_to; tr_config.save_to for train.h's trainer)");
+    if (e) tr_run_fail(reg, e, "%s", why);
+  }
+  if ((r & HK_REQUEST_LOG) && !run->failed) {
+    tr__run_log_line(run, ctx);
+    if (run->running == HK_STAGE_FIT && HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
+  }
+  return (r & HK_REQUEST_VALIDATION) && !run->failed ? TR_RUN_VALIDATE : 0;
+}
+TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
+  tr_run *run = tr_run_get(reg);
+  if (!run || !ctx) return reg ? (void)tr__run_refuse(reg, run ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_requests: %s",
+                                                    run ? "ctx is NULL: give the loop's context" : "out of memory"), 0u : 0u;
+  if (run->running == HK_STAGE_NONE)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_requests: no run is going: call tr_run_start or tr_run_enter "
+                                "first"), 0u;
+  if (run->tr__p->sending || run->tr__p->io)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_requests: called from a hook while %s runs: call it from the "
+                                "loop, once that has returned", run->tr__p->sending ? "on_log of a record" : run->tr__p->io), 0u;
+  if (run->tr__p->asave) tr__run_saves_settle(run, ctx, 0); /* a save written in the background: done yet? */
+  return tr__run_requests(run, reg, ctx, flow);
+}
+
+TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_enter: out of memory") : TR_ERR_INVALID;
+  if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: ctx is NULL: give the loop's context");
+  if (stage == HK_STAGE_NONE || stage == HK_STAGE_SANITY_CHECK)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: the stage is %s: give the run's stage (fit, validate, test "
+                          "or predict)", hk_stage_name(stage));
+  q = run->tr__p;
+  if (run->running != HK_STAGE_NONE)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
+                          tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  tr__run_begin(run, reg, ctx, stage);
+  q->own_loop = 0;
+  free(q->resume);
+  q->resume = resume_from && resume_from[0] ? tr__strdup(resume_from) : NULL;
+  run->resume_from = q->resume ? q->resume : "";
+  return TR_OK;
+}
+TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  run->running = HK_STAGE_NONE;
+  run->resume_from = "";
+  run->epoch_done = run->validates_next = 0;
+  run->tr__p->busy = NULL;
+  if (ctx) {
+    tr__run_saves_settle(run, ctx, 1); /* a tr_run_save written in the background is on disk first */
+    ctx->requests = 0;
+  }
+}
+TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (run && ctx) tr__run_say_resumed(run, ctx, run->resume_from[0] ? run->resume_from : "(?)");
+}
+
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
 static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
-  unsigned out = 0, r;
+  unsigned out = 0;
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
   tr__run_settle(reg, ctx, flow);
@@ -1872,23 +2005,7 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  r = ctx->requests;
-  ctx->requests = 0;
-  if (!run->failed && (r & HK_REQUEST_VALIDATION)) out |= TR_RUN_VALIDATE;
-  if (!run->failed && (r & HK_REQUEST_CHECKPOINT)) {
-    char why[512];
-    int no_default = 0;
-    tr_err e;
-    q->in_request = 1;
-    e = tr__run_checkpoints(ctx, run->desc.save_to, tr__run_save_to, reg, why, sizeof why, &no_default);
-    q->in_request = 0;
-    if (no_default) tr__run_say(run, ctx, "tr_run", "a hook requested a checkpoint but tr_run_desc.save_to is not set");
-    if (e) tr_run_fail(reg, e, "%s", why);
-  }
-  if (!run->failed && (r & HK_REQUEST_LOG)) {
-    tr__run_log_line(run, ctx);
-    if (HK_ACTIVE(reg, HK_ON_LOG)) { tr__run_send(run, ctx, "train", flow); tr__run_settle(reg, ctx, flow); }
-  }
+  out |= tr__run_requests(run, reg, ctx, flow);
   if (q->signals && hk_stop_requested() > 0 && !run->failed) {
     char why[512];
     tr_err e = TR_OK;
@@ -1919,6 +2036,8 @@ static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, 
   if (tr__run_refused_now(run, reg, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
   q = run->tr__p;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
+  if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
+  else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
   tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
@@ -1943,6 +2062,7 @@ TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flo
     return 0;
   }
   if (n_batches > 0) run->train_batches = n_batches;
+  run->epoch_done = 0;
   if (q->resumed_here && (q->at == TR_RUN_AT_BATCH || q->at == TR_RUN_AT_VALIDATION))
     first = ctx->batch_idx + 1; /* in the middle of the epoch: its start fired before the checkpoint */
   ctx->batch_idx = first;
@@ -2375,17 +2495,10 @@ static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   tr__hp(h, &n, "log_every_n_steps", NULL, d->log_every_n_steps > 0 ? (double)d->log_every_n_steps : d->log_every_n_steps ? -1 : 50);
   return n;
 }
-TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
-  const char *p;
-  int i, j, n = 0;
-  tr__hparam *h;
-  *out = NULL;
-  if (!run) return 0;
-  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
-  *out = h;
-  if (run->trainer && run->tr__p->hparams) n = run->tr__p->hparams(run->trainer, h, TR__MAX_HPARAMS);
-  else n = tr__run_desc_hparams(&run->desc, h);
-  for (p = run->desc.hparams; p && *p && n < TR__MAX_HPARAMS;) {
+/* "key=value key=value ..." words (commas separate too) into h from n on, given by prio; a value that reads
+   as a number is one. Returns the new count. */
+static int tr__hparam_words(const char *p, int prio, tr__hparam *h, int n) {
+  while (p && *p && n < TR__MAX_HPARAMS) {
     size_t len, klen;
     const char *eq;
     char *end;
@@ -2400,11 +2513,22 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
       h[n].key = NULL; /* keybuf: pointed at after the sort */
       snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
       h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
-      h[n].prio = 1;
+      h[n].prio = prio;
       n++;
     }
     p += len;
   }
+  return n;
+}
+TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
+  int i, j, n = 0;
+  tr__hparam *h;
+  *out = NULL;
+  if (!run) return 0;
+  if (!(h = (tr__hparam *)calloc((size_t)(TR__MAX_HPARAMS + run->tr__p->n_hp + 1), sizeof *h))) return -1;
+  *out = h;
+  n = run->desc.settings ? tr__hparam_words(run->desc.settings, 0, h, 0) : tr__run_desc_hparams(&run->desc, h);
+  n = tr__hparam_words(run->desc.hparams, 1, h, n);
   for (i = 0; i < run->tr__p->n_hp; i++, n++) { /* checked by tr_run_hparam: they fit */
     const tr__user_hp *u = &run->tr__p->hp[i];
     snprintf(h[n].keybuf, sizeof h[n].keybuf, "%s", u->key);

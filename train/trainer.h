@@ -120,6 +120,8 @@ typedef struct tr_trainer {
   int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
   int64_t eval_batches;    /* batches of the evaluation loop in progress */
   char error[512];         /* the last error's message ("" if none) */
+  tr_run *run;             /* the run layer of reg (train/run.h): the trainer is a loop that fires every
+                              event itself (tr_run_enter .. tr_run_leave); what the batteries read */
   /* private */
   tr_err tr__err;          /* the first error of the run in progress */
   FILE *tr__log;
@@ -135,7 +137,6 @@ typedef struct tr_trainer {
   int tr__grads_zeroed;    /* the current window's zero_grad happened */
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
-  int tr__epoch_done;      /* the epoch's last batch has run (its end, validation included, is next) */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
   int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
@@ -151,7 +152,9 @@ typedef struct tr_trainer {
   int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
   int tr__strict_hook_state;
   uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  tr_run *tr__run;         /* the run layer of reg: what the batteries read (train/run.h) */
+  struct tr__asave *tr__asave; /* the background writer of asynchronous saves (made at the first one) */
+  int tr__sync_only;       /* the run's last save is collected (on_exception, teardown): saves write at once */
+  char tr__settings[1024]; /* the configuration as tr_run_desc.settings words (the hyperparameters) */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
@@ -267,10 +270,7 @@ TR__C_BEGIN /* part */
 static tr_err tr__load_file(tr_trainer *t, const char *path);
 static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
-static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap);
-static int tr__set_accumulation(void *trainer, int factor);
-static int tr__val_follows(const void *trainer, int64_t step, int stepped);
-static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c);
+static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
    through these; without TRAIN_CUDA only the first five exist, and tr__dev_init refuses such a model. */
 static tr_err tr__dev_init(tr_trainer *t);
@@ -341,18 +341,11 @@ static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
 static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
 static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one write, "[rank: N] " first with several processes */
   va_list ap;
-  FILE *f = t->tr__log ? t->tr__log : stderr;
-  char line[1024];
-  size_t n = t->ctx.world_size > 1 ? (size_t)snprintf(line, sizeof line, "[rank: %d] ", t->ctx.rank) : 0;
-  n += (size_t)snprintf(line + n, sizeof line - n, "train.h: warning: ");
+  char text[1024];
   va_start(ap, fmt);
-  vsnprintf(line + n, sizeof line - n, fmt, ap);
+  vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
-  n = strlen(line);
-  if (n + 1 >= sizeof line) n = sizeof line - 2;
-  line[n++] = '\n';
-  line[n] = 0;
-  tr__run_write(t->tr__run, f, line);
+  tr_run_say(t->reg, &t->ctx, "train.h: warning", "%s", text); /* the run's log (tr_desc.log), above the bar */
 }
 /* The shuffle of epoch e gets its own generator, derived from the seed and e alone, so that an
    epoch resumed from a checkpoint sees exactly the order it had the first time. */
@@ -369,41 +362,44 @@ static double tr__current_lr(tr_trainer *t) {
   return tr_run_sched_lr(t->reg, &t->ctx, &s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 
-static int tr__hparams(const void *trainer, struct tr__hparam *h, int cap) {
-  static const char *const optim[] = { "adamw", "sgd" };
-  const tr_trainer *t = (const tr_trainer *)trainer;
-  int n = 0;
-  (void)cap; /* TR__MAX_HPARAMS: tr__hp stops there */
-  if (!t) return 0;
-  tr__hp(h, &n, "optimizer", optim[t->optim.kind == TR_OPTIM_SGD], 0);
-  tr__hp(h, &n, "lr", NULL, t->optim.lr);
-  tr__hp(h, &n, "weight_decay", NULL, t->optim.weight_decay);
-  if (t->optim.kind == TR_OPTIM_SGD) tr__hp(h, &n, "momentum", NULL, t->optim.momentum);
-  else { tr__hp(h, &n, "beta1", NULL, t->optim.beta1); tr__hp(h, &n, "beta2", NULL, t->optim.beta2); tr__hp(h, &n, "eps", NULL, t->optim.eps); }
-  tr__hp(h, &n, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
-  tr__hp(h, &n, "warmup", NULL, (double)t->sched.warmup);
-  tr__hp(h, &n, "seed", NULL, (double)t->seed);
-  tr__hp(h, &n, "n_params", NULL, (double)t->model.n_params);
-  if (t->tr__cfg) {
-    const tr_config *c = t->tr__cfg;
-    tr__hp(h, &n, "max_epochs", NULL, (double)c->max_epochs);
-    tr__hp(h, &n, "max_steps", NULL, (double)c->max_steps);
-    tr__hp(h, &n, "min_epochs", NULL, (double)c->min_epochs);
-    tr__hp(h, &n, "min_steps", NULL, (double)c->min_steps);
-    tr__hp(h, &n, "limit_train_batches", NULL, (double)c->limit_train_batches);
-    tr__hp(h, &n, "limit_val_batches", NULL, (double)c->limit_val_batches);
-    tr__hp(h, &n, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
-    tr__hp(h, &n, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
-    if (c->val_check_interval > 0) tr__hp(h, &n, "val_check_interval", NULL, (double)c->val_check_interval);
-    tr__hp(h, &n, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
-    if (c->accumulate_mean_of_window) tr__hp(h, &n, "accumulate_mean_of_window", NULL, 1);
-    tr__hp(h, &n, "gradient_clip_val", NULL, c->gradient_clip_val);
-    tr__hp(h, &n, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
-    tr__hp(h, &n, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
-    tr__hp(h, &n, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
-    tr__hp(h, &n, "batch_size", NULL, (double)c->train->batch_size);
+/* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
+static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
+  char num[40];
+  size_t n = strlen(t->tr__settings);
+  if (!text) { tr__num(num, sizeof num, v); text = num; }
+  snprintf(t->tr__settings + n, sizeof t->tr__settings - n, "%s%s=%s", n ? " " : "", key, text);
+}
+/* The trainer's configuration, recorded by the loggers as hyperparameters (c: the fit's, NULL outside one). */
+static const char *tr__settings(tr_trainer *t, const tr_config *c) {
+  t->tr__settings[0] = 0;
+  tr__setting(t, "optimizer", t->optim.kind == TR_OPTIM_SGD ? "sgd" : "adamw", 0);
+  tr__setting(t, "lr", NULL, t->optim.lr);
+  tr__setting(t, "weight_decay", NULL, t->optim.weight_decay);
+  if (t->optim.kind == TR_OPTIM_SGD) tr__setting(t, "momentum", NULL, t->optim.momentum);
+  else { tr__setting(t, "beta1", NULL, t->optim.beta1); tr__setting(t, "beta2", NULL, t->optim.beta2); tr__setting(t, "eps", NULL, t->optim.eps); }
+  tr__setting(t, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
+  tr__setting(t, "warmup", NULL, (double)t->sched.warmup);
+  tr__setting(t, "seed", NULL, (double)t->seed);
+  tr__setting(t, "n_params", NULL, (double)t->model.n_params);
+  if (c) {
+    tr__setting(t, "max_epochs", NULL, (double)c->max_epochs);
+    tr__setting(t, "max_steps", NULL, (double)c->max_steps);
+    tr__setting(t, "min_epochs", NULL, (double)c->min_epochs);
+    tr__setting(t, "min_steps", NULL, (double)c->min_steps);
+    tr__setting(t, "limit_train_batches", NULL, (double)c->limit_train_batches);
+    tr__setting(t, "limit_val_batches", NULL, (double)c->limit_val_batches);
+    tr__setting(t, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
+    tr__setting(t, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    if (c->val_check_interval > 0) tr__setting(t, "val_check_interval", NULL, (double)c->val_check_interval);
+    tr__setting(t, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    if (c->accumulate_mean_of_window) tr__setting(t, "accumulate_mean_of_window", NULL, 1);
+    tr__setting(t, "gradient_clip_val", NULL, c->gradient_clip_val);
+    tr__setting(t, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
+    tr__setting(t, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
+    tr__setting(t, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
+    tr__setting(t, "batch_size", NULL, (double)c->train->batch_size);
   }
-  return n;
+  return t->tr__settings;
 }
 
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
@@ -494,11 +490,20 @@ TRAIN_API void tr_free(tr_trainer *t) {
   tr__dev_free(t);
   hk_ctx_free(&t->ctx);
   hk_bytes_free(&t->tr__data_state);
-  if (t->tr__run && t->tr__run->trainer == t) { /* the run stays with a registry of the user's */
-    t->tr__run->trainer = NULL;
-    t->tr__run->tr__p->epoch_done = NULL;
+  tr__asave_free(t->tr__asave); /* the last save in flight ends first */
+  t->tr__asave = NULL;
+  if (t->run && !t->tr__own_reg && t->run->desc.model_user == (void *)t) { /* the run stays with a registry of the
+                                                                             user's: it forgets this trainer */
+    tr_run_desc d = t->run->desc;
+    d.state = NULL;
+    d.n_state = 0;
+    d.rolled_back = NULL;
+    d.save_checkpoint = NULL;
+    d.model_user = NULL;
+    d.settings = NULL;
+    (void)tr_run_setup(t->reg, &d);
   }
-  t->tr__run = NULL;
+  t->run = NULL;
   if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
   free(t->tr__views);
   free(t->tr__m);
@@ -599,10 +604,7 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
     t->tr__own_reg = 1;
   }
-  if (!(t->tr__run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
-  t->tr__run->tr__p->hparams = tr__hparams;
-  t->tr__run->tr__p->set_accumulation = tr__set_accumulation;
-  t->tr__run->tr__p->val_follows = tr__val_follows;
+  if (!(t->run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
 
   t->seed = d->seed;
   tr_rng_seed(&t->rng, d->seed);
@@ -629,12 +631,10 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
-  tr__run_configure(t, HK_STAGE_NONE, NULL); /* the batteries see this trainer's settings from now on */
+  /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
+     work at once (tr_run_setup registers the factories) */
+  if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
   if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/cuda.h */
-  if (tr_add_factories(t->reg) != HK_OK) { /* spec strings such as "early_stopping(...)" work at once */
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the standard callbacks' factories");
-  }
   return TR_OK;
 }
 
@@ -703,7 +703,7 @@ static inline void tr__fire(tr_trainer *t, int event) {
 
 /* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
 static void tr__saves_settle(tr_trainer *t, int wait) {
-  if (t->tr__run && t->tr__run->tr__p->asave) tr__asave_settle(t->tr__run->tr__p->asave, &t->ctx, wait);
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -721,25 +721,28 @@ static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
   tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
   t->ctx.stage = stage;
-  t->tr__run->failed = 1; /* teardown's hooks see it (tensorboard's session status) */
+  tr_run_fail(t->reg, t->tr__err, "%s", t->error); /* teardown's hooks see it (tensorboard's session status) */
   (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
   tr__settle(t);
   t->ctx.abort_reason = NULL;
   return t->tr__err;
 }
 
-/* ---- log records and requests: the run layer's (train/run.h), shared with any loop ---- */
+/* ---- log records and requests: the run layer's (train/run.h), as in any loop ----------------------- */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
-  tr__run_send(t->tr__run, &t->ctx, stage, &t->tr__flow);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+  if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
 }
-static void tr__log_line(tr_trainer *t) { tr__run_log_line(t->tr__run, &t->ctx); }
-
-/* HK_REQUEST_LOG during a fit: the line in tr_desc.log, and a training record for the loggers. */
-static void tr__log_requested(tr_trainer *t) {
-  tr__log_line(t);
-  if (HK_ACTIVE(t->reg, HK_ON_LOG)) tr__log_record(t, "train");
+/* What hooks asked for (ctx.requests, only those in `which`) and is the run layer's to do: checkpoints (through
+   tr__save_checkpoint), a log line and, in a fit, a training record. A failed save has failed the run. */
+static void tr__hand_requests(tr_trainer *t, unsigned which) {
+  unsigned later = t->ctx.requests & ~which;
+  t->ctx.requests &= which;
+  if (t->ctx.requests & HK_REQUEST_CHECKPOINT) tr__dist_paths(t); /* rank 0's paths, on every rank */
+  if (t->ctx.requests && !t->tr__err) (void)tr_run_requests(t->reg, &t->ctx, &t->tr__flow);
+  t->ctx.requests |= later; /* (and what hooks asked for during the saves: the next safe point's) */
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) tr__settle(t);
 }
 
 /* ---- the work of a step -------------------------------------------------------------------------
@@ -857,7 +860,7 @@ static void tr__clip_gradients(tr_trainer *t) {
    foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
 static int tr__lr_usable(tr_trainer *t, double lr) {
   const tr_sched *s = &t->sched;
-  const tr_sched_state *st = t->tr__run ? &t->tr__run->lr_state : NULL;
+  const tr_sched_state *st = t->run ? &t->run->lr_state : NULL;
   int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
   int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
   char gamma[48] = "", scale[64] = "";
@@ -980,7 +983,7 @@ static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
   if (e->mean) *e->mean = NAN;
   n = tr__n_batches(t, e->data, e->limit, e->what);
   if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
-  t->eval_batches = t->tr__run->eval_batches = n;
+  t->eval_batches = t->run->eval_batches = n;
   hk_flow_clear(&t->tr__flow, own);
   if (e->data->reset && e->data->reset(e->data->user))
     tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
@@ -1026,14 +1029,9 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
   return TR_OK;
 }
 
-/* What the batteries read from the run layer, from this trainer's settings and the fit's config (c is
-   NULL outside a fit). Set at every run: the trainer's registry may be shared. */
 /* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
    count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
-static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-static void tr__rolled_back(void *trainer);
-static void tr__state_regions(tr_trainer *t) {
-  tr__run_priv *q = t->tr__run->tr__p;
+static int tr__state_regions(tr_trainer *t) {
   int n = 0;
   size_t bytes = t->model.n_params * sizeof(float);
   if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
@@ -1041,50 +1039,56 @@ static void tr__state_regions(tr_trainer *t) {
   if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
   t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
   t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
-  q->state = t->tr__state;
-  q->n_state = n;
-  q->rolled_back = tr__rolled_back;
-  q->save_failed = tr__save_failed;
+  return n;
 }
 
-static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
-  tr_run *run = t->tr__run;
-  tr_run_desc *d = &run->desc;
-  run->trainer = t;
-  run->running = stage;
-  run->failed = 0;
-  run->tr__p->epoch_done = &t->tr__epoch_done;
-  run->tr__p->reg = t->reg;
-  run->tr__p->rank = t->ctx.rank;
-  d->log = t->tr__log;
-  d->epochs = TR_YES;
-  d->optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
-  d->momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
-  d->weight_decay = t->optim.weight_decay;
-  d->lr_per_epoch = t->sched.per_epoch;
-  memset(run->tr__p->stamp, 0, sizeof run->tr__p->stamp);
-  if (!c) return;
-  d->max_steps = c->max_steps;
-  d->max_epochs = c->max_epochs;
-  d->min_steps = c->min_steps;
-  d->min_epochs = c->min_epochs;
-  d->log_every_n_steps = c->log_every_n_steps;
-  d->validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
-  /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
-     (or not at all), else at the validation's end */
-  d->check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
-                                             c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
-  run->resume_from = c->resume_from ? c->resume_from : "";
-  d->no_resume_message = c->no_resume_message;
-  run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
-  tr__state_regions(t);
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap); /* train/checkpoint.h */
+static void tr__rolled_back(void *user, hk_ctx *ctx);
+/* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
+   outside a fit), given through tr_run_setup as any loop gives them; then, for a run (stage), the run
+   entered (tr_run_enter). Set at every run: the trainer's registry may be shared. */
+static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run_desc d = t->run->desc;
+  d.log = t->tr__log;
+  d.epochs = TR_YES;
+  d.optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d.momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d.weight_decay = t->optim.weight_decay;
+  d.lr_per_epoch = t->sched.per_epoch;
+  d.settings = tr__settings(t, c);
+  d.model_user = t;
+  d.save_checkpoint = tr__save_checkpoint;
+  d.rolled_back = tr__rolled_back;
+  d.state = t->tr__state;
+  d.n_state = tr__state_regions(t);
+  d.no_signals = 1; /* the trainer counts Ctrl-C itself (tr_fit) */
+  if (c) {
+    d.max_steps = c->max_steps;
+    d.max_epochs = c->max_epochs;
+    d.min_steps = c->min_steps;
+    d.min_epochs = c->min_epochs;
+    d.log_every_n_steps = c->log_every_n_steps;
+    d.validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+    /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+       (or not at all), else at the validation's end */
+    d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
+                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+    d.no_resume_message = c->no_resume_message;
+    d.accumulate_grad_batches = c->accumulate_grad_batches;
+    d.save_to = c->save_to;
+  }
+  if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
+    return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  return TR_OK;
 }
 
-static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
+static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
-  tr__run_configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL);
-  t->tr__run->tr__p->sync_only = 0;
+  if (tr__configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL)) return t->tr__err; /* nothing fired yet */
+  t->tr__sync_only = 0;
   t->running = stage;
   t->ctx.stage = stage;
   t->ctx.requests = 0;
@@ -1095,7 +1099,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
   tr__dist_agree(t);
   if (!t->tr__err) body(t, arg);
   tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
-  t->tr__run->tr__p->sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
+  t->tr__sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
   tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
   if (t->tr__err) e = tr__abort(t, stage);
   else {
@@ -1105,8 +1109,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
     t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
   }
   t->running = HK_STAGE_NONE;
-  t->tr__run->running = HK_STAGE_NONE;
-  t->tr__run->resume_from = "";
+  tr_run_leave(t->reg, &t->ctx);
   t->ctx.stage = HK_STAGE_NONE;
   t->ctx.batch = NULL;
   t->ctx.requests = 0;
@@ -1117,7 +1120,7 @@ static tr_err tr__run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t,
 
 static void tr__eval_body(tr_trainer *t, const void *arg) {
   tr__eval_loop(t, (const tr__eval *)arg);
-  if (!t->tr__err && (t->ctx.requests & HK_REQUEST_LOG)) tr__log_line(t);
+  if (!t->tr__err) tr__hand_requests(t, HK_REQUEST_LOG); /* the log line; an evaluation honours nothing else */
 }
 
 static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
@@ -1128,7 +1131,7 @@ static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, con
     err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
   else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
   if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
-  return tr__run(t, stage, tr__eval_body, e);
+  return tr__stage_run(t, stage, tr__eval_body, e);
 }
 
 TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
@@ -1155,7 +1158,6 @@ static int tr__stopping(const tr_trainer *t) {
 }
 
 
-static int tr__set_accumulation(void *trainer, int factor) { return (int)tr_set_accumulation((tr_trainer *)trainer, factor); }
 /* This epoch validates (val_every_n_epochs: Lightning's check_val_every_n_epoch). */
 static int tr__val_epoch(const tr_trainer *t, const tr_config *c) {
   return c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
@@ -1167,20 +1169,20 @@ static int tr__val_in_epoch(const tr_trainer *t, const tr_config *c) {
 }
 /* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
    the batch stepped), at this batch of the epoch (val_check_interval), or at the epoch's end after its last
-   batch? (model_checkpoint ranks a step save due now on that validation's value.) */
-static int tr__val_follows(const void *trainer, int64_t step, int stepped) {
-  const tr_trainer *t = (const tr_trainer *)trainer;
+   batch? (tr_run.validates_next: model_checkpoint ranks a step save due now on that validation's value.) */
+static int tr__val_follows(const tr_trainer *t, int stepped) {
   const tr_config *c = t->tr__cfg;
-  if (!c || !c->val || t->running != HK_STAGE_FIT || c->val->count(c->val->user) <= 0) return 0;
-  if (stepped && c->val_every_n_steps > 0 && step % c->val_every_n_steps == 0) return 1;
+  if (!c->val || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) return 1;
   if (c->val_check_interval > 0) return tr__val_in_epoch(t, c); /* its epoch's end adds none (unless stopped) */
-  return t->tr__epoch_done && tr__val_epoch(t, c);
+  return t->run->epoch_done && tr__val_epoch(t, c);
 }
+/* The factor goes to the run layer, which keeps it for every loop (tr_run.accumulation): the next batch takes it. */
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
   if (!t) return TR_ERR_INVALID;
   if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
   if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
-  t->tr__accum = factor;
+  t->run->accumulation = factor;
   return TR_OK;
 }
 
@@ -1194,9 +1196,9 @@ static void tr__fit_validate(tr_trainer *t) {
   tr__eval_loop(t, &e);
 }
 
-/* HK_REQUEST_CHECKPOINT: at every path hooks queued (hk_request_checkpoint), then at save_to when a
-   hook asked for the default path (or queued none). A failed save is the run's failure: a hook asked
-   for it. The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. */
+/* The run layer's checkpoints are the trainer's format (tr_run_desc.save_checkpoint): a hook's request (the
+   run layer takes the paths hooks queued, then save_to; a failed save is the run's failure, as a hook asked
+   for it), or on_exception_checkpoint's, during on_exception: the state after the last optimizer step. */
 static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
   tr_err e;
@@ -1206,9 +1208,20 @@ static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, ch
   if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
   return e;
 }
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
+  t->tr__in_request = 1; /* model_checkpoint(async_save) writes it in the background */
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  t->tr__in_request = 0;
+  if (e) tr__fail(t, e, "%s", why);
+  return e;
+}
 /* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
-static void tr__rolled_back(void *trainer) {
-  tr_trainer *t = (tr_trainer *)trainer;
+static void tr__rolled_back(void *user, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)user;
+  (void)ctx;
   t->ctx.global_step = t->global_step;
   t->tr__accum_pos = t->tr__accum_n = 0;
   t->tr__grads_zeroed = 0;
@@ -1218,41 +1231,29 @@ static void tr__rolled_back(void *trainer) {
   hk_grads_changed(&t->ctx);
 }
 
-static void tr__honour_checkpoints(tr_trainer *t, const tr_config *c) {
-  char why[sizeof t->error];
-  int no_default = 0;
-  tr_err e;
-  tr__dist_paths(t); /* rank 0's paths, on every rank */
-  t->tr__in_request = 1;
-  e = tr__run_checkpoints(&t->ctx, c->save_to, tr__save_for_request, t, why, sizeof why, &no_default);
-  t->tr__in_request = 0;
-  if (no_default) tr__warn(t, "a hook requested a checkpoint but tr_config.save_to is not set");
-  if (e) tr__fail(t, e, "%s", why);
-}
-
-/* A safe point (after a training batch or an epoch): honour what hooks requested. */
+/* A safe point (after a training batch or an epoch): honour what hooks requested, a validation first. */
 static void tr__honour_requests(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  unsigned r = t->ctx.requests;
-  if (t->tr__run->tr__p->asave) tr__saves_settle(t, 0); /* a save written in the background: done yet? */
+  unsigned r = t->ctx.requests, later;
+  tr__saves_settle(t, 0); /* a save written in the background: done yet? */
   if (t->tr__err) return;
   t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
   if (r & HK_REQUEST_VALIDATION) {
     if (c->val) tr__fit_validate(t);
     else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
   }
-  if ((r & HK_REQUEST_CHECKPOINT) && !t->tr__err) tr__honour_checkpoints(t, c);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
+  later = t->ctx.requests;
+  t->ctx.requests = r & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  t->ctx.requests |= later;
 }
 
 /* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
    a validation is not run any more. */
 static void tr__honour_final_requests(tr_trainer *t) {
-  unsigned r = t->ctx.requests;
   if (t->tr__err) return;
+  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
   t->ctx.requests = 0;
-  if (r & HK_REQUEST_CHECKPOINT) tr__honour_checkpoints(t, t->tr__cfg);
-  if ((r & HK_REQUEST_LOG) && !t->tr__err) tr__log_requested(t);
 }
 
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
@@ -1261,8 +1262,11 @@ static void tr__honour_final_requests(tr_trainer *t) {
 static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   const tr_config *c = t->tr__cfg;
   int64_t steps_before = t->global_step;
-  int window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
+  int window_ends;
   void *batch;
+
+  t->tr__accum = t->run->accumulation; /* tr_set_accumulation's, accumulation_scheduler's: from this batch on */
+  window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
 
   t->lr = tr__current_lr(t);
   if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
@@ -1296,10 +1300,12 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
     tr__end_window(t);
   }
   t->epoch_batch++;
-  t->tr__epoch_done = t->epoch_batch >= n_batches;
+  t->run->epoch_done = t->epoch_batch >= n_batches;
   t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
   t->ctx.samples_seen = t->samples_seen;
+  t->run->validates_next = tr__val_follows(t, t->global_step > steps_before);
   tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
   if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
@@ -1319,7 +1325,7 @@ static void tr__finish_epoch(tr_trainer *t) {
   t->epoch_batch = 0;
   t->tr__val_at = -1;
   t->tr__epoch_ended = 0;
-  t->tr__epoch_done = 0;
+  t->run->epoch_done = 0;
   tr__end_window(t); /* a window cut short by a stop is dropped */
   t->tr__win_open = 0;
   hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
@@ -1358,7 +1364,7 @@ static void tr__plateau_check(tr_trainer *t) {
     return;
   }
   if (t->tr__dist) v = sum / (double)have;
-  (void)tr_plateau_step(&t->sched, &t->tr__run->lr_state, t->optim.lr, v);
+  (void)tr_plateau_step(&t->sched, &t->run->lr_state, t->optim.lr, v);
 }
 
 /* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
@@ -1366,7 +1372,7 @@ static void tr__plateau_check(tr_trainer *t) {
 static void tr__train_epoch(tr_trainer *t, int64_t n) {
   const tr_config *c = t->tr__cfg;
   int complete, stopped;
-  t->train_batches = t->tr__run->train_batches = n;
+  t->train_batches = t->run->train_batches = n;
   tr__start_epoch(t, c->train);
   tr__dist_agree(t);
   while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
@@ -1376,7 +1382,7 @@ static void tr__train_epoch(tr_trainer *t, int64_t n) {
   if (t->tr__err) return;
   stopped = HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
   complete = t->epoch_batch >= n || stopped;
-  t->tr__epoch_done = complete;
+  t->run->epoch_done = complete;
   /* the epoch's validation, unless one just ran after its last batch; with val_check_interval only when a
      stop ended the epoch (Lightning validates at a stop; otherwise at the N-th batches alone) */
   if (complete && c->val && tr__val_epoch(t, c) && (c->val_check_interval <= 0 || stopped) && t->tr__val_at != t->epoch_batch)
@@ -1514,7 +1520,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   (void)arg;
   if (c->resume_from) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
-    if (!t->tr__err) tr__run_say_resumed(t->tr__run, &t->ctx, c->resume_from);
+    if (!t->tr__err) tr_run_resumed(t->reg, &t->ctx);
     if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
       hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
       tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
@@ -1582,7 +1588,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
 
-  e = tr__run(t, HK_STAGE_FIT, tr__fit_body, NULL);
+  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
   tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;

@@ -104,15 +104,15 @@ static hk_signal tr__as_apply(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
   s->pub.factor = tr__as_factor(s, ctx->epoch);
-  if (run && run->trainer && run->tr__p->set_accumulation) run->tr__p->set_accumulation(run->trainer, s->pub.factor);
+  if (run) run->accumulation = s->pub.factor; /* the loop takes it as its next window begins */
   return HK_CONTINUE;
 }
 static hk_signal tr__as_fit_start(hk_ctx *ctx, void *user) {
   tr__as *s = (tr__as *)user;
   tr_run *run = s->run;
-  if (run && run->tr__p->fixed_accumulation > 1)
-    return hk_fail(ctx, "tr_config.accumulate_grad_batches is %d; leave it at 0 or 1 when the "
-                   "scheduler sets the factor", run->tr__p->fixed_accumulation);
+  if (run && run->desc.accumulate_grad_batches > 1)
+    return hk_fail(ctx, "the loop's accumulate_grad_batches is %d (tr_config's; tr_run_desc's in a loop of your own); "
+                   "leave it at 0 or 1 when the scheduler sets the factor", run->desc.accumulate_grad_batches);
   return HK_CONTINUE;
 }
 static tr_err tr__as_make(hk_registry *reg, const tr_accumulation_scheduler_desc *d, hk_handle *out, tr__why *w) {

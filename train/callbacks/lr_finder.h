@@ -132,7 +132,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
 static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr__lrf *s = (tr__lrf *)user;
   tr_run *run = s->run;
-  tr_trainer *t = run ? (tr_trainer *)run->trainer : NULL;
+  tr_trainer *t = (tr_trainer *)ctx->trainer;
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");

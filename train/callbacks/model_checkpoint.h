@@ -138,7 +138,6 @@ typedef struct tr__mc {
   void *clock_user;
   double last_time_checked;
   int deferred;                 /* a step/time save waits for the next on_validation_end */
-  int64_t prev_step;            /* global_step at the previous on_train_batch_end: did this batch step? */
   int val_ran, warned;          /* this fit: a validation has run; the missing-metric warning was given */
   int *pat;                     /* the names it makes, as a pattern (tr__glob) */
   size_t npat;
@@ -714,21 +713,16 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   s->last_time_checked = tr__clock(s->clock, s->clock_user);
-  s->prev_step = ctx->global_step;
+  (void)ctx;
   return HK_CONTINUE;
 }
 static int tr__mc_epoch_due(const tr__mc *s, const hk_ctx *ctx) { return s->every_epochs > 0 && (ctx->epoch + 1) % s->every_epochs == 0; }
-/* train.h validates right after this batch (at this step, or at the epoch's end): a step or time save
-   due now then waits for that validation's end, to be ranked on its value. (The trainer says; a
-   hand-written loop's saves are ranked on the metrics as they are.) */
-static int tr__mc_val_follows(const tr__mc *s, const hk_ctx *ctx, int stepped) {
-  const tr_run *run = s->run;
-  return run && run->trainer && run->tr__p->val_follows && run->tr__p->val_follows(run->trainer, ctx->global_step, stepped);
-}
+/* The loop validates right after this batch (tr_run.validates_next: at this step, or at the epoch's end):
+   a step or time save due now then waits for that validation's end, to be ranked on its value. */
+static int tr__mc_val_follows(const tr__mc *s) { return s->run && s->run->validates_next; }
 static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
-  int due = 0, stepped = ctx->global_step != s->prev_step;
-  s->prev_step = ctx->global_step;
+  int due = 0;
   tr__warn_stage(s->run, ctx, "model_checkpoint", &s->warned_stage);
   if (s->every_steps > 0) due = ctx->global_step > 0 && ctx->global_step % s->every_steps == 0;
   else if (s->every_seconds > 0) {
@@ -736,7 +730,7 @@ static hk_signal tr__mc_batch_end(hk_ctx *ctx, void *user) {
     if (now - s->last_time_checked >= s->every_seconds) { due = 1; s->last_time_checked = now; }
   }
   if (!due || ctx->stage != HK_STAGE_FIT || s->pub.last_global_step_saved == ctx->global_step) return HK_CONTINUE;
-  if (tr__mc_val_follows(s, ctx, stepped)) { s->deferred = 1; return HK_CONTINUE; }
+  if (tr__mc_val_follows(s)) { s->deferred = 1; return HK_CONTINUE; }
   return tr__mc_save(s, ctx, 1);
 }
 static hk_signal tr__mc_epoch_end(hk_ctx *ctx, void *user) {
@@ -935,7 +929,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
-  if (d->async_save && s->run) s->run->tr__p->async_requests = 1; /* the run's requested saves, from now on */
+  if (d->async_save && s->run) s->run->async_requests = 1; /* the run's requested saves, from now on */
   s->clock = d->clock;
   s->clock_user = d->clock_user;
   s->pub.best_model_score = NAN;

@@ -67,8 +67,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   if (tr__mkdirs(s->dirpath) != 0) {
     tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
-  } else if (run->trainer && run->tr__p->save_failed) e = run->tr__p->save_failed(run->trainer, ctx, s->path, why, sizeof why);
-  else e = tr__run_save_to(s->reg, ctx, s->path, why, sizeof why);
+  } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
   if (e) {
     if (s->verbose) tr__run_say(run, ctx, "on_exception_checkpoint", "could not save '%s': %s", s->path, why);

@@ -95,9 +95,8 @@ static void tr__sd_destroy(void *user) {
   free(s);
 }
 static void tr__sd_regions(const tr__sd *s, const tr_region **r, int *n) {
-  const tr__run_priv *q = s->run->tr__p;
-  if (q->state) { *r = q->state; *n = q->n_state; }
-  else { *r = s->run->desc.state; *n = s->run->desc.n_state; }
+  *r = s->run->desc.state;
+  *n = s->run->desc.n_state;
 }
 static size_t tr__sd_size(const tr__sd *s) {
   const tr_region *r;
@@ -258,7 +257,7 @@ static hk_signal tr__sd_batch_end(hk_ctx *ctx, void *user) {
   ctx->global_step = s->last_step = s->pub.snapshot_step;
   s->pub.snapshot_batch = s->pub.batches + s->skip_after; /* the state is the snapshot's again, as of the skip's end */
   hk_grads_changed(ctx);
-  if (run->trainer && run->tr__p->rolled_back) run->tr__p->rolled_back(run->trainer);
+  if (run->desc.rolled_back) run->desc.rolled_back(run->desc.model_user, ctx);
   return HK_CONTINUE;
 }
 static int tr__sd_save(void *user, hk_bytes *out) {
