@@ -92,3 +92,13 @@ test-own-loop-tensorboard: test-own-loop-example $(BUILD)/venv/.tensorboard
 TEST_TARGETS += test-epoch-loop
 test-epoch-loop: $(BUILD)/epoch_loop $(BUILD)/venv/.tensorboard
 	sh tests/epoch_loop.sh $(abspath $(BUILD)/epoch_loop) $(BUILD)/epoch_loop_tmp $(abspath $(BUILD)/venv/bin/python)
+
+# ---- reproducers found by integrating the two loop shapes as users would (README and docs/ only) ---------------
+#   make test-run-layer-repro  tests/run_layer_repro.sh: a resume with nothing left to train (finished, early-stopped)
+#                              accepted by the run layer; no warning for nan_guard's unfired on_before_backward.
+#                              Not in TEST_TARGETS: it fails until the run layer is fixed; add it there with the fix.
+.PHONY: test-run-layer-repro
+$(BUILD)/run_layer_repro: tests/run_layer_repro.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+test-run-layer-repro: $(BUILD)/run_layer_repro
+	sh tests/run_layer_repro.sh $(abspath $(BUILD)/run_layer_repro) $(BUILD)/run_layer_repro_tmp
