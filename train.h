@@ -934,6 +934,9 @@ typedef struct tr_run_desc {
      instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
      finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+  void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
+                                    its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
+                                    waits so before it decides which files to keep) */
 } tr_run_desc;
 
 /* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
@@ -5048,6 +5051,7 @@ static int tr__run_fill(FILE *f, void *user) {
    the run. At every safe point (no wait), before any other save or load, and before the run ends. */
 static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
   if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
+  if (run && wait && run->desc.wait_saves) run->desc.wait_saves(run->desc.model_user, ctx); /* the loop's own writer */
 }
 
 /* The loop's side of an asynchronous tr_run_save: the file is on disk, or the write failed. */
@@ -12057,6 +12061,7 @@ TRAIN_API void tr_free(tr_trainer *t) {
     d.n_state = 0;
     d.rolled_back = NULL;
     d.save_checkpoint = NULL;
+    d.wait_saves = NULL;
     d.model_user = NULL;
     d.settings = NULL;
     (void)tr_run_setup(t->reg, &d);
@@ -12601,6 +12606,7 @@ static int tr__state_regions(tr_trainer *t) {
 }
 
 static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
 static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap); /* train/checkpoint.h */
 static void tr__rolled_back(void *user, hk_ctx *ctx);
 /* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
@@ -12617,6 +12623,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   d.settings = tr__settings(t, c);
   d.model_user = t;
   d.save_checkpoint = tr__save_checkpoint;
+  d.wait_saves = tr__wait_saves;
   d.rolled_back = tr__rolled_back;
   d.state = t->tr__state;
   d.n_state = tr__state_regions(t);

@@ -157,6 +157,9 @@ typedef struct tr_run_desc {
      instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
      finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+  void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
+                                    its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
+                                    waits so before it decides which files to keep) */
 } tr_run_desc;
 
 /* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
@@ -1394,6 +1397,7 @@ static int tr__run_fill(FILE *f, void *user) {
    the run. At every safe point (no wait), before any other save or load, and before the run ends. */
 static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
   if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
+  if (run && wait && run->desc.wait_saves) run->desc.wait_saves(run->desc.model_user, ctx); /* the loop's own writer */
 }
 
 /* The loop's side of an asynchronous tr_run_save: the file is on disk, or the write failed. */

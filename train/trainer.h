@@ -499,6 +499,7 @@ TRAIN_API void tr_free(tr_trainer *t) {
     d.n_state = 0;
     d.rolled_back = NULL;
     d.save_checkpoint = NULL;
+    d.wait_saves = NULL;
     d.model_user = NULL;
     d.settings = NULL;
     (void)tr_run_setup(t->reg, &d);
@@ -1043,6 +1044,7 @@ static int tr__state_regions(tr_trainer *t) {
 }
 
 static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
 static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap); /* train/checkpoint.h */
 static void tr__rolled_back(void *user, hk_ctx *ctx);
 /* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
@@ -1059,6 +1061,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   d.settings = tr__settings(t, c);
   d.model_user = t;
   d.save_checkpoint = tr__save_checkpoint;
+  d.wait_saves = tr__wait_saves;
   d.rolled_back = tr__rolled_back;
   d.state = t->tr__state;
   d.n_state = tr__state_regions(t);
