@@ -114,7 +114,8 @@ typedef struct tr_run_desc {
   int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
                                     loop's bar counts to max_steps */
   int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
+                                    refuses to resume a checkpoint that reached them: nothing left to train) */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
   int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
@@ -228,7 +229,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
    on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. TR_OK, or the
+   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
+   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
+   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
+   now would stop it again (a patience above its checks without improvement trains on past that stop;
+   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
+   tr_run_finish reports it, firing nothing (no on_exception, no teardown). TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
    During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
