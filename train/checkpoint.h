@@ -1015,7 +1015,7 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
   t->tr__lift_stop = 0;
   if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
   epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
-  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* run.h's rule */
+  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
     return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
 #if TR__ON_EARLY_STOPPING

@@ -1761,22 +1761,7 @@ done:
 }
 
 /* ---- a resume with nothing left to train --------------------------------------------------------------
-   A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
-   (a callback's saved state says it stopped the run, and min_epochs / min_steps no longer hold it) would
-   train nothing, and its callbacks would say misleading things (early_stopping: "never checked"): tr_fit
-   (train/checkpoint.h) and tr_run_start refuse it before anything fires or is made on disk, saying what to
-   raise. The finished half of that rule, shared: 1 with why (fn first) when the run that wrote path
-   (epochs done, step) has nothing left under max_epochs / max_steps (field: how the loop names them). */
-static int tr__resume_finished(char *why, size_t cap, const char *fn, const char *path, int64_t epochs, int64_t step,
-                               int64_t max_epochs, int64_t max_steps, const char *field) {
-  int by_steps = max_steps > 0 && step >= max_steps;
-  if (!by_steps && !(max_epochs > 0 && epochs >= max_epochs)) return 0;
-  tr__msg(why, cap, "%s: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this fit's limit is %s%s "
-          "%lld: resuming it trains nothing; raise %s%s to train on from it", fn, path, (long long)epochs, epochs == 1 ? "" : "s",
-          (long long)step, field, by_steps ? "max_steps" : "max_epochs", (long long)(by_steps ? max_steps : max_epochs), field,
-          by_steps ? "max_steps" : "max_epochs");
-  return 1;
-}
+   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
 /* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
    failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
    be read here is left to tr_run_load, which says why. */
