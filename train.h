@@ -891,7 +891,8 @@ typedef struct tr_run_desc {
   int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
                                     loop's bar counts to max_steps */
   int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
+                                    refuses to resume a checkpoint that reached them: nothing left to train) */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
   int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
@@ -1008,7 +1009,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
    on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. TR_OK, or the
+   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
+   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
+   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
+   now would stop it again (a patience above its checks without improvement trains on past that stop;
+   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
+   tr_run_finish reports it, firing nothing (no on_exception, no teardown). TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
    During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
@@ -1550,8 +1556,8 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
    Held stops and the other decisions are printed with verbose only.
    Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
-   it, which leaves no way to train on past an early stop); tr_fit refuses to resume a run that stopped
-   early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
+   it, which leaves no way to train on past an early stop); tr_fit and tr_run_start refuse to resume a run
+   that stopped early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1866,7 +1872,10 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
    trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
    on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
    the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
-   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). */
+   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). A check whose event the loop never fires is said
+   once (tr_run_desc.log), as early as it can be known: the loss check at the first on_before_optimizer_step
+   of a fit that has fired no on_before_backward (with check_grads off: at on_train_end), the gradient
+   check at on_train_end of a fit that stepped without on_before_optimizer_step. */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 #define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
@@ -2838,6 +2847,25 @@ TRAIN_API const char *tr_err_name(tr_err e) {
 #undef TR__X
   };
   return (e >= 0 && e < TR_ERR_COUNT) ? names[e] : "unknown error";
+}
+
+/* ---- a resume with nothing left to train ------------------------------------------------------------
+   A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
+   (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
+   would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
+   tr_fit (train/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
+   disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
+   (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
+   left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
+TR__SHARED int tr__resume_finished(char *why, size_t cap, const char *fn, const char *path, int64_t epochs, int64_t step,
+                                   int64_t max_epochs, int64_t max_steps, const char *field) {
+  int by_steps = max_steps > 0 && step >= max_steps;
+  if (!by_steps && !(max_epochs > 0 && epochs >= max_epochs)) return 0;
+  snprintf(why, cap, "%s: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this fit's limit is %s%s "
+           "%lld: resuming it trains nothing; raise %s%s to train on from it", fn, path, (long long)epochs, epochs == 1 ? "" : "s",
+           (long long)step, field, by_steps ? "max_steps" : "max_epochs", (long long)(by_steps ? max_steps : max_epochs), field,
+           by_steps ? "max_steps" : "max_epochs");
+  return 1;
 }
 
 /* ---- random numbers (splitmix64: one 64-bit word of state, good enough for shuffles and dropout) -- */
@@ -4194,6 +4222,12 @@ typedef struct tr__run_priv {
   int sending;               /* on_log of a record the run sends is being fired */
   const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
   const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
+  int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
+  /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
+     callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
+     resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
+  int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
+                        int64_t step, char *why, size_t cap);
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -5256,29 +5290,37 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
-static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
-  char *err;
-  size_t cap;
-  FILE *f = NULL;
-  unsigned char t[TR__RUN_TRAILER], *state = NULL;
-  uint64_t size, slen, v[4];
+/* A file of tr_run_save read and checked, all but the model's bytes: the counters, where in the loop it was
+   written, the schedule's state and the callbacks' blocks (each key NUL-terminated in place). tr_run_load's
+   first half, and tr_run_start's look at the file it resumes before the run begins. f stays open, at the
+   file's end. TR_OK, or the error with err naming the file and why. */
+typedef struct tr__run_file {
+  FILE *f;
+  unsigned char *state;
+  uint64_t v[4];                 /* epoch, global_step, batch_idx, samples_seen */
+  hk_state_blob *blobs;          /* the callbacks' (the run's own blocks taken out) */
+  uint32_t n_hooks;
+  tr_run_at at;
+  tr_sched_state lr_state;
+} tr__run_file;
+static void tr__run_file_free(tr__run_file *rf) {
+  if (rf->f) fclose(rf->f);
+  free(rf->state);
+  free(rf->blobs);
+  memset(rf, 0, sizeof *rf);
+}
+static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, size_t cap) {
+  FILE *f;
+  unsigned char t[TR__RUN_TRAILER], *state;
+  uint64_t size, slen, *v = rf->v;
   hk_state_blob *blobs = NULL;
   uint32_t n_hooks = 0, i;
   size_t p;
-  int missing = 0;
-  tr_sched_state lr_state;
-  tr_run_at at = TR_RUN_AT_BATCH; /* an older checkpoint: after a batch */
   tr_err e = TR_OK;
-  tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
-  err = run->tr__p->error;
-  cap = sizeof run->tr__p->error;
-  err[0] = 0;
-  if (!run->desc.load_model) {
-    tr__msg(err, cap, "tr_run_load: the run has no load_model (tr_run_setup's save_model / load_model)");
-    return TR_ERR_INVALID;
-  }
+  memset(rf, 0, sizeof *rf);
+  rf->at = TR_RUN_AT_BATCH; /* an older checkpoint: after a batch */
 #define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
-  if (!(f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
+  if (!(f = rf->f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
 #ifdef TR__POSIX
   {
     struct stat st;
@@ -5294,7 +5336,7 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
   if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
-  if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (!(state = rf->state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
     TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
   if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
@@ -5306,7 +5348,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
                   path, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
   n_hooks = (uint32_t)tr__get(state + 40, 4);
   if (n_hooks > 4096) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' lists %u callback states (corrupted?)", path, (unsigned)n_hooks);
-  if (n_hooks && !(blobs = (hk_state_blob *)calloc(n_hooks, sizeof *blobs))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (n_hooks && !(rf->blobs = (hk_state_blob *)calloc(n_hooks, sizeof *rf->blobs))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  blobs = rf->blobs;
   for (p = 44, i = 0; i < n_hooks; i++) { /* each key is NUL-terminated in place: the length field ahead of the next is copied first */
     uint64_t klen, len;
     if (p + 4 > slen || (klen = tr__get(state + p, 4)) == 0 || klen > 256 || p + 4 + klen + 8 > slen)
@@ -5322,39 +5365,64 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
     p += 4 + (size_t)klen + 8 + (size_t)len;
   }
   if (p != slen) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %llu stray bytes after the callbacks' state", path, (unsigned long long)(slen - p));
-  memset(&lr_state, 0, sizeof lr_state); /* none saved: the schedule's start */
   for (i = 0; i < n_hooks; i++)
     if (!strcmp(blobs[i].key, TR__AT_KEY)) {
       if (blobs[i].len != 1 || ((const unsigned char *)blobs[i].data)[0] > TR_RUN_AT_EPOCH_END)
         TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': where the checkpoint was written is unreadable (corrupted?)", path);
-      at = (tr_run_at)((const unsigned char *)blobs[i].data)[0];
+      rf->at = (tr_run_at)((const unsigned char *)blobs[i].data)[0];
       blobs[i] = blobs[--n_hooks];
       break;
     }
-  for (i = 0; i < n_hooks; i++)
+  for (i = 0; i < n_hooks; i++) /* none saved: the schedule's start (zero) */
     if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
       char why[200];
-      if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &lr_state, why, sizeof why))
+      if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &rf->lr_state, why, sizeof why))
         TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, why);
       blobs[i] = blobs[--n_hooks];
       break;
     }
-  if (hk_state_check(reg, blobs, (int)n_hooks, &missing) != HK_OK)
+#undef TR__RUN_BAD
+done:
+  rf->n_hooks = n_hooks;
+  return e;
+}
+/* The epochs a file of tr_run_save has done: one written at an epoch's end has done that epoch too. */
+static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
+  return (int64_t)rf->v[0] + (rf->at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO);
+}
+static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
+  char *err;
+  size_t cap;
+  tr__run_file rf;
+  uint32_t i;
+  int missing = 0;
+  tr_err e;
+  tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
+  err = run->tr__p->error;
+  cap = sizeof run->tr__p->error;
+  err[0] = 0;
+  if (!run->desc.load_model) {
+    tr__msg(err, cap, "tr_run_load: the run has no load_model (tr_run_setup's save_model / load_model)");
+    return TR_ERR_INVALID;
+  }
+#define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
+  if ((e = tr__run_file_read(&rf, path, err, cap)) != TR_OK) goto done;
+  if (hk_state_check(reg, rf.blobs, (int)rf.n_hooks, &missing) != HK_OK)
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, hk_last_error(reg));
-  for (i = 0; i < n_hooks; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__run_say(run, ctx, "tr_run_load", "'%s' holds state for '%s', which is not registered now (ignored)", path, blobs[i].key);
+  for (i = 0; i < rf.n_hooks; i++)
+    if (rf.blobs[i].result == HK_ERR_NOT_FOUND) tr__run_say(run, ctx, "tr_run_load", "'%s' holds state for '%s', which is not registered now (ignored)", path, rf.blobs[i].key);
   if (missing) tr__run_say(run, ctx, "tr_run_load", "'%s': %s (they keep their current state)", path, hk_last_error(reg));
-  rewind(f);
-  if (run->desc.load_model(run->desc.model_user, f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
-  if (hk_state_load_all(reg, blobs, (int)n_hooks) != HK_OK)
+  rewind(rf.f);
+  if (run->desc.load_model(run->desc.model_user, rf.f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
+  if (hk_state_load_all(reg, rf.blobs, (int)rf.n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
-  ctx->epoch = (int64_t)v[0] + (at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO); /* the next epoch is next */
-  ctx->global_step = (int64_t)v[1];
-  ctx->batch_idx = at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)v[2];
-  ctx->samples_seen = (int64_t)v[3];
-  run->lr_state = lr_state;
-  run->resumed_at = at;
-  run->tr__p->at = at;
+  ctx->epoch = tr__run_file_epochs(run, &rf); /* written at an epoch's end: the next epoch is next */
+  ctx->global_step = (int64_t)rf.v[1];
+  ctx->batch_idx = rf.at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)rf.v[2];
+  ctx->samples_seen = (int64_t)rf.v[3];
+  run->lr_state = rf.lr_state;
+  run->resumed_at = rf.at;
+  run->tr__p->at = rf.at;
   run->tr__p->resumed_here = 1;
   run->tr__p->last_step = ctx->global_step;
   hk_grads_changed(ctx);
@@ -5368,10 +5436,36 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
 #undef TR__RUN_BAD
 done:
   ctx->path = NULL;
-  if (f) fclose(f);
-  free(state);
-  free(blobs);
+  tr__run_file_free(&rf);
   return e;
+}
+
+/* ---- a resume with nothing left to train --------------------------------------------------------------
+   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
+/* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
+   failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
+   be read here is left to tr_run_load, which says why. */
+static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
+  tr__run_file rf;
+  char why[sizeof run->tr__p->failure];
+  int64_t epochs, step;
+  uint32_t i;
+  int refused = 0;
+  *past_stop = 0;
+  if (tr__run_file_read(&rf, path, why, sizeof why) != TR_OK) { tr__run_file_free(&rf); return 0; }
+  epochs = tr__run_file_epochs(run, &rf);
+  step = (int64_t)rf.v[1];
+  refused = tr__resume_finished(why, sizeof why, "tr_run_start", path, epochs, step, run->desc.max_epochs, run->desc.max_steps,
+                                "tr_run_desc.");
+  if (!refused && run->tr__p->resume_stopped && epochs >= run->desc.min_epochs && step >= run->desc.min_steps) /* (a held stop: it trains on) */
+    for (i = 0; i < rf.n_hooks && !refused; i++) {
+      int r = run->tr__p->resume_stopped(reg, &rf.blobs[i], "tr_run_start", path, epochs, step, why, sizeof why);
+      if (r == 2) *past_stop = 1;
+      refused = r == 1;
+    }
+  tr__run_file_free(&rf);
+  if (refused) tr_run_fail(reg, TR_ERR_INVALID, "%s", why);
+  return refused;
 }
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
@@ -5527,6 +5621,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_callback cb;
   hk_opts o;
   hk_err he;
+  int past_stop = 0;
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
   if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
@@ -5536,6 +5631,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
+  q->refused_start = 0;
+  if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
+    q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
+    return tr__run_said(reg, run, q->err);
+  }
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -5563,7 +5663,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (!run->failed && resume_from && resume_from[0]) {
     tr_err e = tr_run_load(reg, ctx, resume_from);
     if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
-    else tr__run_say_resumed(run, ctx, resume_from);
+    else {
+      tr__run_say_resumed(run, ctx, resume_from);
+      if (past_stop) tr__run_say(run, ctx, "tr_run", "resuming past the early stop that checkpoint recorded: early_stopping's "
+                                 "patience given now is larger");
+    }
     q->last_step = ctx->global_step;
   }
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
@@ -5744,6 +5848,15 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_finish: no run is going: call tr_run_start first (tr_run_finish "
                           "ends the run tr_run_start began, once)");
   if (tr__run_refused_now(run, reg, "tr_run_finish", "")) return TR_ERR_INVALID;
+  if (q->refused_start) { /* tr_run_start refused to begin it: nothing fired, so nothing ends (no on_exception, no teardown) */
+    q->refused_start = 0;
+    memcpy(q->error, q->failure, sizeof q->error);
+    run->running = HK_STAGE_NONE;
+    q->own_loop = 0;
+    ctx->stage = HK_STAGE_NONE;
+    ctx->requests = 0;
+    return q->err;
+  }
   q->busy = "tr_run_finish";
   if (status != TR_OK) tr_run_fail(reg, status, "the loop ended the run: %s", tr_err_name(status));
   if (q->pending) (void)tr__run_missed(run, reg, ctx, q->pending & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, "tr_run_finish");
@@ -6829,6 +6942,45 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
+/* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
+   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
+   train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
+   (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
+   training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
+   exceed, or says that no patience lifts the stop. */
+static int tr__es_resume_verdict(hk_registry *reg, const char *fn, const char *path, int64_t epochs, int64_t step, const char *key,
+                                 const tr__es_saved *v, char *why, size_t cap) {
+  hk_handle h = hk_find(reg, key);
+  const tr_early_stopping_state *es = h ? tr_early_stopping_get(reg, h) : NULL;
+  if (v->reason == TR_STOP_NOT_STOPPED) return 0;
+  if (v->reason == TR_STOP_PATIENCE_EXHAUSTED) {
+    if (es && ((const tr__es *)(const void *)es)->desc_patience > v->wait) return 2;
+    snprintf(why, cap, "%s: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it trains nothing; "
+             "to train on from it, give early_stopping a patience above %lld (its checks without improvement; the checkpoint's "
+             "patience is %lld, and a larger one given now wins)", fn, path, (long long)epochs, (long long)step, key,
+             v->msg ? v->msg : "", (long long)v->wait, (long long)v->patience);
+  } else
+    snprintf(why, cap, "%s: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it trains nothing: "
+             "its %s holds whatever patience is given; a new fit starts afresh", fn, path, (long long)epochs, (long long)step, key,
+             v->msg ? v->msg : "", tr_stop_reason_name((tr_stop_reason)v->reason));
+  return 1;
+}
+/* The run layer's look at a checkpoint it resumes (tr__run_priv.resume_stopped): one callback's block. */
+static int tr__es_resume_stopped(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
+                                 int64_t step, char *why, size_t cap) {
+  hk_reader rd;
+  tr__es_saved v;
+  int r;
+  if (strncmp(b->key, "early_stopping{", 15) != 0) return 0;
+  memset(&rd, 0, sizeof rd);
+  rd.data = (const unsigned char *)b->data;
+  rd.len = b->len;
+  if (tr__es_read(&rd, &v)) return 0; /* tr_run_load says what is wrong with it */
+  r = tr__es_resume_verdict(reg, fn, path, epochs, step, b->key, &v, why, cap);
+  free(v.msg);
+  return r;
+}
+
 static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out, tr__why *w) {
   tr__es *s;
   hk_callback cb;
@@ -6848,6 +7000,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s = (tr__es *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
+  if (s->run) s->run->tr__p->resume_stopped = tr__es_resume_stopped; /* tr_run_start's look at a checkpoint's stop */
   s->monitor = tr__strdup(d->monitor);
   s->message = tr__strdup("");
   s->mode = d->mode;
@@ -8335,6 +8488,9 @@ typedef struct tr__ng {
   tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int check_loss, check_grads, verbose;
   int stop_due;                 /* action stop: the step was skipped, HK_STOP at this batch's end */
+  int64_t loss_checks, grad_checks; /* events seen in this fit: a check the loop never fires is said once */
+  int64_t fit_step;             /* global_step at on_fit_start (a resumed run's): the fit's own steps come after */
+  int warned_loss, warned_grads;
   tr_nan_action action;
   char last[200];
 } tr__ng;
@@ -8358,9 +8514,33 @@ static hk_signal tr__ng_batch_end(hk_ctx *ctx, void *user) {
   s->stop_due = 0;
   return HK_STOP;
 }
+/* A check the loop never fires its event for would find nothing, silently: said once (at: where it is known). */
+static void tr__ng_unfired(tr__ng *s, const hk_ctx *ctx, int loss, const char *at) {
+  if (ctx->stage != HK_STAGE_FIT || (loss ? s->warned_loss || s->loss_checks : s->warned_grads || s->grad_checks)) return;
+  *(loss ? &s->warned_loss : &s->warned_grads) = 1;
+  tr__run_say(s->run, ctx, "nan_guard", "never checked %s in this fit: it checks at %s, which the loop did not fire %s; "
+              "fire %s (HK_FIRE_FLOW) with %s, or set %s=false", loss ? "the training loss" : "the gradients",
+              loss ? "on_before_backward" : "on_before_optimizer_step", at,
+              loss ? "on_before_backward" : "on_before_optimizer_step", loss ? "ctx->loss set, before backward" :
+              "ctx->grads set, before the update", loss ? "check_loss" : "check_grads");
+}
+static hk_signal tr__ng_fit_start(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  s->loss_checks = s->grad_checks = 0;
+  s->fit_step = ctx->global_step;
+  return HK_CONTINUE;
+}
+static hk_signal tr__ng_train_end(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  if (ctx->global_step <= s->fit_step) return HK_CONTINUE; /* no step in this fit: nothing was missed */
+  if (s->check_loss) tr__ng_unfired(s, ctx, 1, "in this fit");
+  if (s->check_grads) tr__ng_unfired(s, ctx, 0, "in this fit");
+  return HK_CONTINUE;
+}
 static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
   double loss = ctx->loss;
+  s->loss_checks++;
   if (!s->check_loss) return HK_CONTINUE;
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
   if (hk_is_finite(loss)) return HK_CONTINUE;
@@ -8373,6 +8553,8 @@ static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
   int k;
   size_t i;
+  s->grad_checks++;
+  if (s->check_loss) tr__ng_unfired(s, ctx, 1, "before this fit's first optimizer step"); /* backward ran: known now */
   if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
   for (k = 0; k < ctx->n_tensors; k++) {
@@ -8430,6 +8612,8 @@ static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handl
   if (s->check_loss) cb.on_before_backward = tr__ng_loss;
   if (s->check_grads) cb.on_before_optimizer_step = tr__ng_grads;
   if (s->action == TR_NAN_STOP) cb.on_train_batch_end = tr__ng_batch_end;
+  cb.on_fit_start = tr__ng_fit_start; /* once per run: where a check the loop never fires is said */
+  cb.on_train_end = tr__ng_train_end;
   cb.save_state = tr__ng_save;
   cb.load_state = tr__ng_load;
   cb.destroy = tr__ng_destroy;
@@ -14170,29 +14354,26 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
   tr__peeked pk;
   int64_t epochs;
   const char *path = c->resume_from;
+  char why[sizeof t->error];
   t->tr__lift_stop = 0;
   if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
   epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
-  if ((c->max_epochs > 0 && epochs >= c->max_epochs) || (c->max_steps > 0 && pk.step >= c->max_steps))
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this "
-                    "fit's limit is %s %lld: resuming it trains nothing; raise %s to train on from it", path, (long long)epochs,
-                    epochs == 1 ? "" : "s", (long long)pk.step, c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs",
-                    (long long)(c->max_steps > 0 && pk.step >= c->max_steps ? c->max_steps : c->max_epochs),
-                    c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs");
+  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
+    return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
 #if TR__ON_EARLY_STOPPING
-  if (pk.es_key[0]) {
-    hk_handle h = hk_find(t->reg, pk.es_key);
-    const tr_early_stopping_state *es = h ? tr_early_stopping_get(t->reg, h) : NULL;
-    if (es && pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED && ((const tr__es *)(const void *)es)->desc_patience > pk.es_wait) { t->tr__lift_stop = 1; return TR_OK; }
-    if (pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED)
-      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
-                      "trains nothing; to train on from it, give early_stopping a patience above %lld (its checks without "
-                      "improvement; the checkpoint's patience is %lld, and a larger one given now wins)", path, (long long)epochs,
-                      (long long)pk.step, pk.es_key, pk.es_msg, (long long)pk.es_wait, (long long)pk.es_patience);
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
-                    "trains nothing: its %s holds whatever patience is given; a new fit starts afresh", path, (long long)epochs,
-                    (long long)pk.step, pk.es_key, pk.es_msg, tr_stop_reason_name((tr_stop_reason)pk.es_reason));
+  if (pk.es_key[0]) { /* early_stopping's rule, which tr_run_start's look shares */
+    tr__es_saved v;
+    memset(&v, 0, sizeof v);
+    v.wait = pk.es_wait;
+    v.patience = pk.es_patience;
+    v.reason = pk.es_reason;
+    v.msg = pk.es_msg;
+    switch (tr__es_resume_verdict(t->reg, "tr_fit", path, epochs, pk.step, pk.es_key, &v, why, sizeof why)) {
+    case 2: t->tr__lift_stop = 1; return TR_OK;
+    case 1: return tr__fail(t, TR_ERR_INVALID, "%s", why);
+    default: break;
+    }
   }
 #endif
   return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "

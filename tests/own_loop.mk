@@ -95,9 +95,10 @@ test-epoch-loop: $(BUILD)/epoch_loop $(BUILD)/venv/.tensorboard
 
 # ---- reproducers found by integrating the two loop shapes as users would (README and docs/ only) ---------------
 #   make test-run-layer-repro  tests/run_layer_repro.sh: a resume with nothing left to train (finished, early-stopped)
-#                              accepted by the run layer; no warning for nan_guard's unfired on_before_backward.
-#                              Not in TEST_TARGETS: it fails until the run layer is fixed; add it there with the fix.
+#                              refused by tr_run_start before anything runs, as tr_fit refuses it; a warning for
+#                              nan_guard's on_before_backward that the loop never fires
 .PHONY: test-run-layer-repro
+TEST_TARGETS += test-run-layer-repro
 $(BUILD)/run_layer_repro: tests/run_layer_repro.c hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 test-run-layer-repro: $(BUILD)/run_layer_repro

@@ -12,7 +12,11 @@
        resume its rate counts this run's steps only
      - once-only warnings: ctx.stage unset (early_stopping and model_checkpoint), and checks or saves at
        on_train_epoch_end in a loop that said it has no epochs (at tr_run_start, before any step)
-     - Ctrl-C (raise(SIGINT) in the loop): TR_ERR_INTERRUPTED through on_exception, the csv flushed */
+     - Ctrl-C (raise(SIGINT) in the loop): TR_ERR_INTERRUPTED through on_exception, the csv flushed
+     - a resume with nothing left to train (finished under tr_run_desc.max_steps; stopped by early_stopping
+       with a patience that stops it again) refused by tr_run_start before anything fires or is made on
+       disk, tr_run_finish reporting it and firing nothing; a larger limit or patience trains on
+     - nan_guard's checks whose events the loop never fires: said once, as early as known */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,6 +40,7 @@ extern "C" {
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static char g_root[256];
 static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
@@ -82,7 +87,7 @@ typedef struct lp {
   hk_tensor pv, gv;
   int64_t val_every;
   const double *val_script;     /* val/loss of the k-th validation */
-  int n_val, second_call, raise_at;
+  int n_val, second_call, raise_at, no_before_backward;
 } lp;
 
 static int lp_save(void *user, FILE *f) { lp *l = (lp *)user; return fwrite(l->p, sizeof l->p, 1, f) != 1; }
@@ -129,7 +134,7 @@ static unsigned lp_step(lp *l) {
   if (c->global_step == l->raise_at) raise(SIGINT);
   HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, c, &l->flow);
   c->loss = 1.0 + (double)l->p[0] * l->p[0];
-  HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, c, &l->flow);
+  if (!l->no_before_backward) HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, c, &l->flow);
   l->g[0] = 2 * l->p[0];
   l->g[1] = 0.5f;
   hk_grads_changed(c);
@@ -462,6 +467,162 @@ static void test_ctrl_c(void **state) {
   lp_free(&l);
 }
 
+/* ---- a resume with nothing left to train ------------------------------------------------------------ */
+static int g_fired[HK_EVENT_COUNT];
+static hk_signal count_fired(hk_ctx *ctx, void *u) { (void)ctx; g_fired[(intptr_t)u]++; return HK_CONTINUE; }
+static void count_events(hk_registry *reg) {
+  static const int events[] = { HK_SETUP, HK_CONFIGURE_MODEL, HK_ON_LOAD_CHECKPOINT, HK_ON_FIT_START, HK_ON_TRAIN_START,
+                                HK_ON_TRAIN_END, HK_ON_FIT_END, HK_ON_EXCEPTION, HK_TEARDOWN };
+  size_t i;
+  memset(g_fired, 0, sizeof g_fired);
+  for (i = 0; i < sizeof events / sizeof events[0]; i++)
+    assert_int_equal(hk_on(reg, events[i], count_fired, (void *)(intptr_t)events[i], NULL, NULL), HK_OK);
+}
+static int fired_any(void) {
+  int i, n = 0;
+  for (i = 0; i < HK_EVENT_COUNT; i++) n += g_fired[i];
+  return n;
+}
+static void test_resume_finished_refused(void **state) {
+  char dir[300], path[400], spec[700], v1[500];
+  struct stat st;
+  lp l;
+  (void)state;
+  path_of(dir, sizeof dir, "finished");
+  snprintf(path, sizeof path, "%s/last.ckpt", dir);
+  snprintf(spec, sizeof spec, "csv; early_stopping(monitor=val/loss)");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .save_dir = dir, .save_to = path });
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.val_every = 2;
+  assert_int_equal(lp_run(&l, NULL, 4), TR_OK);
+  assert_int_equal(tr_run_save(l.reg, &l.ctx, path), TR_OK);
+  lp_free(&l);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .save_dir = dir });
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  count_events(l.reg);
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, path), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(l.reg), "tr_run_start: the run that wrote '"));
+  assert_non_null(strstr(tr_run_error(l.reg), "finished: it trained 0 epochs (4 steps), and this fit's limit is "
+                                              "tr_run_desc.max_steps 4: resuming it trains nothing; raise tr_run_desc.max_steps"));
+  assert_string_equal(hk_last_error(l.reg), tr_run_error(l.reg));
+  assert_int_equal(l.ctx.global_step, 0);            /* nothing loaded */
+  assert_int_equal(tr_run_batch_end(l.reg, &l.ctx, &l.flow) & TR_RUN_STOP, TR_RUN_STOP);
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_ERR_INVALID); /* reports it */
+  assert_non_null(strstr(tr_run_error(l.reg), "resuming it trains nothing"));
+  assert_int_equal(fired_any(), 0);                  /* no setup, no on_exception, no teardown */
+  snprintf(v1, sizeof v1, "%s/lightning_logs/version_1", dir);
+  assert_int_not_equal(stat(v1, &st), 0);            /* no new version directory */
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_ERR_INVALID); /* once */
+  /* a larger limit trains on, in the same registry */
+  assert_int_equal(tr_run_setup(l.reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 6, .save_dir = dir, .save_model = lp_save,
+                                                       .load_model = lp_load, .model_user = &l }), TR_OK);
+  l.val_every = 2;
+  assert_int_equal(lp_run(&l, path, 6), TR_OK);
+  assert_int_equal(l.ctx.global_step, 6);
+  assert_int_equal(g_fired[HK_SETUP], 1);
+  assert_int_equal(g_fired[HK_ON_LOAD_CHECKPOINT], 1);
+  assert_int_equal(g_fired[HK_TEARDOWN], 1);
+  lp_free(&l);
+}
+static void test_resume_early_stopped(void **state) {
+  static const double script[] = { 1.0, 2.0, 3.0, 0.5, 0.4, 0.3 }; /* better, worse (patience 1: stop), ... */
+  char dir[300], path[400], spec[700], *text;
+  FILE *log = tmpfile();
+  lp l;
+  (void)state;
+  path_of(dir, sizeof dir, "stopped");
+  snprintf(path, sizeof path, "%s/last.ckpt", dir);
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=1); model_checkpoint(dirpath=\"%s\", save_last=true, "
+           "monitor=val/loss)", dir);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100, .save_dir = dir, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.val_every = 2;
+  l.val_script = script;
+  l.second_call = 1;
+  assert_int_equal(lp_run(&l, NULL, 100), TR_OK);
+  assert_int_equal(l.ctx.global_step, 4);            /* stopped at step 4's validation */
+  lp_free(&l);
+  /* the same patience: it would stop again at once */
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100, .save_dir = dir, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  count_events(l.reg);
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, path), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(l.reg), "tr_run_start: the run that wrote '"));
+  assert_non_null(strstr(tr_run_error(l.reg), "stopped early, at epoch 0 (step 4): early_stopping{monitor=val/loss,mode=min} "
+                                              "(Monitored metric val/loss did not improve in the last 1 records."));
+  assert_non_null(strstr(tr_run_error(l.reg), "Resuming it trains nothing; to train on from it, give early_stopping a patience above 1"));
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_ERR_INVALID);
+  assert_int_equal(fired_any(), 0);
+  lp_free(&l);
+  /* min_steps above the recorded stop: that stop is held, it trains on */
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100, .min_steps = 6, .save_dir = dir, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, path), TR_OK);
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+  lp_free(&l);
+  /* a larger patience: on past the stop, said once */
+  snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=2); model_checkpoint(dirpath=\"%s\", save_last=true, "
+           "monitor=val/loss)", dir);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 100, .save_dir = dir, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.val_every = 2;
+  l.val_script = script + 2;                          /* 3.0 at step 6: the second check without improvement */
+  l.second_call = 1;
+  assert_int_equal(lp_run(&l, path, 100), TR_OK);
+  assert_int_equal(l.ctx.global_step, 6);
+  text = file_text(log);
+  assert_int_equal(count_of(text, "tr_run: resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger"), 1);
+  free(text);
+  lp_free(&l);
+  fclose(log);
+}
+
+/* ---- nan_guard's checks in a loop that never fires their events ----------------------------------- */
+static void test_nan_guard_unfired(void **state) {
+  FILE *log = tmpfile();
+  char *text;
+  lp l;
+  (void)state;
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, "nan_guard"), HK_OK);
+  l.no_before_backward = 1;
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_OK);
+  (void)lp_step(&l);
+  text = file_text(log);                             /* at the first optimizer step: known then */
+  assert_int_equal(count_of(text, "nan_guard: never checked the training loss in this fit: it checks at on_before_backward, "
+                                  "which the loop did not fire before this fit's first optimizer step"), 1);
+  free(text);
+  while (l.ctx.global_step < 4) (void)lp_step(&l);
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+  text = file_text(log);                             /* once */
+  assert_int_equal(count_of(text, "nan_guard:"), 1);
+  free(text);
+  lp_free(&l);
+  rewind(log);
+  assert_int_equal(ftruncate(fileno(log), 0), 0);
+  /* without the gradient check: said at on_train_end */
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, "nan_guard(check_grads=false)"), HK_OK);
+  l.no_before_backward = 1;
+  assert_int_equal(lp_run(&l, NULL, 3), TR_OK);
+  text = file_text(log);
+  assert_int_equal(count_of(text, "nan_guard: never checked the training loss in this fit: it checks at on_before_backward, "
+                                  "which the loop did not fire in this fit"), 1);
+  free(text);
+  lp_free(&l);
+  rewind(log);
+  assert_int_equal(ftruncate(fileno(log), 0), 0);
+  /* a loop that fires both: nothing said */
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log = log });
+  assert_int_equal(hk_spec_apply(l.reg, "nan_guard"), HK_OK);
+  assert_int_equal(lp_run(&l, NULL, 3), TR_OK);
+  text = file_text(log);
+  assert_int_equal(count_of(text, "nan_guard"), 0);
+  free(text);
+  lp_free(&l);
+  fclose(log);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hparams_keep_their_values),
@@ -474,6 +635,9 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_warn_stage_unset),
     cmocka_unit_test(test_warn_epoch_end_in_a_loop_without_epochs),
     cmocka_unit_test(test_ctrl_c),
+    cmocka_unit_test(test_resume_finished_refused),
+    cmocka_unit_test(test_resume_early_stopped),
+    cmocka_unit_test(test_nan_guard_unfired),
   };
   char tmpl[] = "/tmp/test_own_run.XXXXXX", cmd[300];
   int rc;

@@ -437,6 +437,25 @@ TRAIN_API const char *tr_err_name(tr_err e) {
   return (e >= 0 && e < TR_ERR_COUNT) ? names[e] : "unknown error";
 }
 
+/* ---- a resume with nothing left to train ------------------------------------------------------------
+   A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
+   (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
+   would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
+   tr_fit (train/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
+   disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
+   (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
+   left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
+TR__SHARED int tr__resume_finished(char *why, size_t cap, const char *fn, const char *path, int64_t epochs, int64_t step,
+                                   int64_t max_epochs, int64_t max_steps, const char *field) {
+  int by_steps = max_steps > 0 && step >= max_steps;
+  if (!by_steps && !(max_epochs > 0 && epochs >= max_epochs)) return 0;
+  snprintf(why, cap, "%s: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this fit's limit is %s%s "
+           "%lld: resuming it trains nothing; raise %s%s to train on from it", fn, path, (long long)epochs, epochs == 1 ? "" : "s",
+           (long long)step, field, by_steps ? "max_steps" : "max_epochs", (long long)(by_steps ? max_steps : max_epochs), field,
+           by_steps ? "max_steps" : "max_epochs");
+  return 1;
+}
+
 /* ---- random numbers (splitmix64: one 64-bit word of state, good enough for shuffles and dropout) -- */
 
 TRAIN_API void tr_rng_seed(tr_rng *r, uint64_t seed) { r->state = seed; }

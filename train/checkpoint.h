@@ -1011,29 +1011,26 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
   tr__peeked pk;
   int64_t epochs;
   const char *path = c->resume_from;
+  char why[sizeof t->error];
   t->tr__lift_stop = 0;
   if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
   epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
-  if ((c->max_epochs > 0 && epochs >= c->max_epochs) || (c->max_steps > 0 && pk.step >= c->max_steps))
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' finished: it trained %lld epoch%s (%lld steps), and this "
-                    "fit's limit is %s %lld: resuming it trains nothing; raise %s to train on from it", path, (long long)epochs,
-                    epochs == 1 ? "" : "s", (long long)pk.step, c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs",
-                    (long long)(c->max_steps > 0 && pk.step >= c->max_steps ? c->max_steps : c->max_epochs),
-                    c->max_steps > 0 && pk.step >= c->max_steps ? "max_steps" : "max_epochs");
+  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
+    return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
 #if TR__ON_EARLY_STOPPING
-  if (pk.es_key[0]) {
-    hk_handle h = hk_find(t->reg, pk.es_key);
-    const tr_early_stopping_state *es = h ? tr_early_stopping_get(t->reg, h) : NULL;
-    if (es && pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED && ((const tr__es *)(const void *)es)->desc_patience > pk.es_wait) { t->tr__lift_stop = 1; return TR_OK; }
-    if (pk.es_reason == TR_STOP_PATIENCE_EXHAUSTED)
-      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
-                      "trains nothing; to train on from it, give early_stopping a patience above %lld (its checks without "
-                      "improvement; the checkpoint's patience is %lld, and a larger one given now wins)", path, (long long)epochs,
-                      (long long)pk.step, pk.es_key, pk.es_msg, (long long)pk.es_wait, (long long)pk.es_patience);
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it "
-                    "trains nothing: its %s holds whatever patience is given; a new fit starts afresh", path, (long long)epochs,
-                    (long long)pk.step, pk.es_key, pk.es_msg, tr_stop_reason_name((tr_stop_reason)pk.es_reason));
+  if (pk.es_key[0]) { /* early_stopping's rule, which tr_run_start's look shares */
+    tr__es_saved v;
+    memset(&v, 0, sizeof v);
+    v.wait = pk.es_wait;
+    v.patience = pk.es_patience;
+    v.reason = pk.es_reason;
+    v.msg = pk.es_msg;
+    switch (tr__es_resume_verdict(t->reg, "tr_fit", path, epochs, pk.step, pk.es_key, &v, why, sizeof why)) {
+    case 2: t->tr__lift_stop = 1; return TR_OK;
+    case 1: return tr__fail(t, TR_ERR_INVALID, "%s", why);
+    default: break;
+    }
   }
 #endif
   return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "

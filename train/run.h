@@ -114,7 +114,8 @@ typedef struct tr_run_desc {
   int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
                                     loop's bar counts to max_steps */
   int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
+                                    refuses to resume a checkpoint that reached them: nothing left to train) */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
   int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
@@ -231,7 +232,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
    on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. TR_OK, or the
+   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
+   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
+   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
+   now would stop it again (a patience above its checks without improvement trains on past that stop;
+   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
+   tr_run_finish reports it, firing nothing (no on_exception, no teardown). TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
    During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
@@ -540,6 +546,12 @@ typedef struct tr__run_priv {
   int sending;               /* on_log of a record the run sends is being fired */
   const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
   const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
+  int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
+  /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
+     callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
+     resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
+  int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
+                        int64_t step, char *why, size_t cap);
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -1602,29 +1614,37 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
-static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
-  char *err;
-  size_t cap;
-  FILE *f = NULL;
-  unsigned char t[TR__RUN_TRAILER], *state = NULL;
-  uint64_t size, slen, v[4];
+/* A file of tr_run_save read and checked, all but the model's bytes: the counters, where in the loop it was
+   written, the schedule's state and the callbacks' blocks (each key NUL-terminated in place). tr_run_load's
+   first half, and tr_run_start's look at the file it resumes before the run begins. f stays open, at the
+   file's end. TR_OK, or the error with err naming the file and why. */
+typedef struct tr__run_file {
+  FILE *f;
+  unsigned char *state;
+  uint64_t v[4];                 /* epoch, global_step, batch_idx, samples_seen */
+  hk_state_blob *blobs;          /* the callbacks' (the run's own blocks taken out) */
+  uint32_t n_hooks;
+  tr_run_at at;
+  tr_sched_state lr_state;
+} tr__run_file;
+static void tr__run_file_free(tr__run_file *rf) {
+  if (rf->f) fclose(rf->f);
+  free(rf->state);
+  free(rf->blobs);
+  memset(rf, 0, sizeof *rf);
+}
+static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, size_t cap) {
+  FILE *f;
+  unsigned char t[TR__RUN_TRAILER], *state;
+  uint64_t size, slen, *v = rf->v;
   hk_state_blob *blobs = NULL;
   uint32_t n_hooks = 0, i;
   size_t p;
-  int missing = 0;
-  tr_sched_state lr_state;
-  tr_run_at at = TR_RUN_AT_BATCH; /* an older checkpoint: after a batch */
   tr_err e = TR_OK;
-  tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
-  err = run->tr__p->error;
-  cap = sizeof run->tr__p->error;
-  err[0] = 0;
-  if (!run->desc.load_model) {
-    tr__msg(err, cap, "tr_run_load: the run has no load_model (tr_run_setup's save_model / load_model)");
-    return TR_ERR_INVALID;
-  }
+  memset(rf, 0, sizeof *rf);
+  rf->at = TR_RUN_AT_BATCH; /* an older checkpoint: after a batch */
 #define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
-  if (!(f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
+  if (!(f = rf->f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
 #ifdef TR__POSIX
   {
     struct stat st;
@@ -1640,7 +1660,7 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
   if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
-  if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (!(state = rf->state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
     TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
   if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
@@ -1652,7 +1672,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
                   path, (long long)v[0], (long long)v[1], (long long)v[2], (long long)v[3]);
   n_hooks = (uint32_t)tr__get(state + 40, 4);
   if (n_hooks > 4096) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' lists %u callback states (corrupted?)", path, (unsigned)n_hooks);
-  if (n_hooks && !(blobs = (hk_state_blob *)calloc(n_hooks, sizeof *blobs))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (n_hooks && !(rf->blobs = (hk_state_blob *)calloc(n_hooks, sizeof *rf->blobs))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  blobs = rf->blobs;
   for (p = 44, i = 0; i < n_hooks; i++) { /* each key is NUL-terminated in place: the length field ahead of the next is copied first */
     uint64_t klen, len;
     if (p + 4 > slen || (klen = tr__get(state + p, 4)) == 0 || klen > 256 || p + 4 + klen + 8 > slen)
@@ -1668,39 +1689,64 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
     p += 4 + (size_t)klen + 8 + (size_t)len;
   }
   if (p != slen) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %llu stray bytes after the callbacks' state", path, (unsigned long long)(slen - p));
-  memset(&lr_state, 0, sizeof lr_state); /* none saved: the schedule's start */
   for (i = 0; i < n_hooks; i++)
     if (!strcmp(blobs[i].key, TR__AT_KEY)) {
       if (blobs[i].len != 1 || ((const unsigned char *)blobs[i].data)[0] > TR_RUN_AT_EPOCH_END)
         TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': where the checkpoint was written is unreadable (corrupted?)", path);
-      at = (tr_run_at)((const unsigned char *)blobs[i].data)[0];
+      rf->at = (tr_run_at)((const unsigned char *)blobs[i].data)[0];
       blobs[i] = blobs[--n_hooks];
       break;
     }
-  for (i = 0; i < n_hooks; i++)
+  for (i = 0; i < n_hooks; i++) /* none saved: the schedule's start (zero) */
     if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
       char why[200];
-      if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &lr_state, why, sizeof why))
+      if (tr__lr_state_get((const unsigned char *)blobs[i].data, blobs[i].len, &rf->lr_state, why, sizeof why))
         TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, why);
       blobs[i] = blobs[--n_hooks];
       break;
     }
-  if (hk_state_check(reg, blobs, (int)n_hooks, &missing) != HK_OK)
+#undef TR__RUN_BAD
+done:
+  rf->n_hooks = n_hooks;
+  return e;
+}
+/* The epochs a file of tr_run_save has done: one written at an epoch's end has done that epoch too. */
+static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
+  return (int64_t)rf->v[0] + (rf->at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO);
+}
+static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
+  char *err;
+  size_t cap;
+  tr__run_file rf;
+  uint32_t i;
+  int missing = 0;
+  tr_err e;
+  tr__run_saves_settle(run, ctx, 1); /* the file may be the one being written */
+  err = run->tr__p->error;
+  cap = sizeof run->tr__p->error;
+  err[0] = 0;
+  if (!run->desc.load_model) {
+    tr__msg(err, cap, "tr_run_load: the run has no load_model (tr_run_setup's save_model / load_model)");
+    return TR_ERR_INVALID;
+  }
+#define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
+  if ((e = tr__run_file_read(&rf, path, err, cap)) != TR_OK) goto done;
+  if (hk_state_check(reg, rf.blobs, (int)rf.n_hooks, &missing) != HK_OK)
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': %s", path, hk_last_error(reg));
-  for (i = 0; i < n_hooks; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__run_say(run, ctx, "tr_run_load", "'%s' holds state for '%s', which is not registered now (ignored)", path, blobs[i].key);
+  for (i = 0; i < rf.n_hooks; i++)
+    if (rf.blobs[i].result == HK_ERR_NOT_FOUND) tr__run_say(run, ctx, "tr_run_load", "'%s' holds state for '%s', which is not registered now (ignored)", path, rf.blobs[i].key);
   if (missing) tr__run_say(run, ctx, "tr_run_load", "'%s': %s (they keep their current state)", path, hk_last_error(reg));
-  rewind(f);
-  if (run->desc.load_model(run->desc.model_user, f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
-  if (hk_state_load_all(reg, blobs, (int)n_hooks) != HK_OK)
+  rewind(rf.f);
+  if (run->desc.load_model(run->desc.model_user, rf.f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
+  if (hk_state_load_all(reg, rf.blobs, (int)rf.n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
-  ctx->epoch = (int64_t)v[0] + (at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO); /* the next epoch is next */
-  ctx->global_step = (int64_t)v[1];
-  ctx->batch_idx = at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)v[2];
-  ctx->samples_seen = (int64_t)v[3];
-  run->lr_state = lr_state;
-  run->resumed_at = at;
-  run->tr__p->at = at;
+  ctx->epoch = tr__run_file_epochs(run, &rf); /* written at an epoch's end: the next epoch is next */
+  ctx->global_step = (int64_t)rf.v[1];
+  ctx->batch_idx = rf.at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)rf.v[2];
+  ctx->samples_seen = (int64_t)rf.v[3];
+  run->lr_state = rf.lr_state;
+  run->resumed_at = rf.at;
+  run->tr__p->at = rf.at;
   run->tr__p->resumed_here = 1;
   run->tr__p->last_step = ctx->global_step;
   hk_grads_changed(ctx);
@@ -1714,10 +1760,36 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
 #undef TR__RUN_BAD
 done:
   ctx->path = NULL;
-  if (f) fclose(f);
-  free(state);
-  free(blobs);
+  tr__run_file_free(&rf);
   return e;
+}
+
+/* ---- a resume with nothing left to train --------------------------------------------------------------
+   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
+/* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
+   failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
+   be read here is left to tr_run_load, which says why. */
+static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
+  tr__run_file rf;
+  char why[sizeof run->tr__p->failure];
+  int64_t epochs, step;
+  uint32_t i;
+  int refused = 0;
+  *past_stop = 0;
+  if (tr__run_file_read(&rf, path, why, sizeof why) != TR_OK) { tr__run_file_free(&rf); return 0; }
+  epochs = tr__run_file_epochs(run, &rf);
+  step = (int64_t)rf.v[1];
+  refused = tr__resume_finished(why, sizeof why, "tr_run_start", path, epochs, step, run->desc.max_epochs, run->desc.max_steps,
+                                "tr_run_desc.");
+  if (!refused && run->tr__p->resume_stopped && epochs >= run->desc.min_epochs && step >= run->desc.min_steps) /* (a held stop: it trains on) */
+    for (i = 0; i < rf.n_hooks && !refused; i++) {
+      int r = run->tr__p->resume_stopped(reg, &rf.blobs[i], "tr_run_start", path, epochs, step, why, sizeof why);
+      if (r == 2) *past_stop = 1;
+      refused = r == 1;
+    }
+  tr__run_file_free(&rf);
+  if (refused) tr_run_fail(reg, TR_ERR_INVALID, "%s", why);
+  return refused;
 }
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
@@ -1873,6 +1945,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_callback cb;
   hk_opts o;
   hk_err he;
+  int past_stop = 0;
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
   if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
@@ -1882,6 +1955,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
+  q->refused_start = 0;
+  if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
+    q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
+    return tr__run_said(reg, run, q->err);
+  }
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -1909,7 +1987,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (!run->failed && resume_from && resume_from[0]) {
     tr_err e = tr_run_load(reg, ctx, resume_from);
     if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
-    else tr__run_say_resumed(run, ctx, resume_from);
+    else {
+      tr__run_say_resumed(run, ctx, resume_from);
+      if (past_stop) tr__run_say(run, ctx, "tr_run", "resuming past the early stop that checkpoint recorded: early_stopping's "
+                                 "patience given now is larger");
+    }
     q->last_step = ctx->global_step;
   }
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
@@ -2090,6 +2172,15 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_finish: no run is going: call tr_run_start first (tr_run_finish "
                           "ends the run tr_run_start began, once)");
   if (tr__run_refused_now(run, reg, "tr_run_finish", "")) return TR_ERR_INVALID;
+  if (q->refused_start) { /* tr_run_start refused to begin it: nothing fired, so nothing ends (no on_exception, no teardown) */
+    q->refused_start = 0;
+    memcpy(q->error, q->failure, sizeof q->error);
+    run->running = HK_STAGE_NONE;
+    q->own_loop = 0;
+    ctx->stage = HK_STAGE_NONE;
+    ctx->requests = 0;
+    return q->err;
+  }
   q->busy = "tr_run_finish";
   if (status != TR_OK) tr_run_fail(reg, status, "the loop ended the run: %s", tr_err_name(status));
   if (q->pending) (void)tr__run_missed(run, reg, ctx, q->pending & TR__PEND_BATCH ? TR__PEND_BATCH : TR__PEND_EPOCH, "tr_run_finish");

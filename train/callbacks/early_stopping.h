@@ -26,8 +26,8 @@ TR__C_BEGIN /* part */
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
    Held stops and the other decisions are printed with verbose only.
    Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
-   it, which leaves no way to train on past an early stop); tr_fit refuses to resume a run that stopped
-   early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
+   it, which leaves no way to train on past an early stop); tr_fit and tr_run_start refuse to resume a run
+   that stopped early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -276,6 +276,45 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
+/* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
+   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
+   train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
+   (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
+   training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
+   exceed, or says that no patience lifts the stop. */
+static int tr__es_resume_verdict(hk_registry *reg, const char *fn, const char *path, int64_t epochs, int64_t step, const char *key,
+                                 const tr__es_saved *v, char *why, size_t cap) {
+  hk_handle h = hk_find(reg, key);
+  const tr_early_stopping_state *es = h ? tr_early_stopping_get(reg, h) : NULL;
+  if (v->reason == TR_STOP_NOT_STOPPED) return 0;
+  if (v->reason == TR_STOP_PATIENCE_EXHAUSTED) {
+    if (es && ((const tr__es *)(const void *)es)->desc_patience > v->wait) return 2;
+    snprintf(why, cap, "%s: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it trains nothing; "
+             "to train on from it, give early_stopping a patience above %lld (its checks without improvement; the checkpoint's "
+             "patience is %lld, and a larger one given now wins)", fn, path, (long long)epochs, (long long)step, key,
+             v->msg ? v->msg : "", (long long)v->wait, (long long)v->patience);
+  } else
+    snprintf(why, cap, "%s: the run that wrote '%s' stopped early, at epoch %lld (step %lld): %s (%s). Resuming it trains nothing: "
+             "its %s holds whatever patience is given; a new fit starts afresh", fn, path, (long long)epochs, (long long)step, key,
+             v->msg ? v->msg : "", tr_stop_reason_name((tr_stop_reason)v->reason));
+  return 1;
+}
+/* The run layer's look at a checkpoint it resumes (tr__run_priv.resume_stopped): one callback's block. */
+static int tr__es_resume_stopped(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
+                                 int64_t step, char *why, size_t cap) {
+  hk_reader rd;
+  tr__es_saved v;
+  int r;
+  if (strncmp(b->key, "early_stopping{", 15) != 0) return 0;
+  memset(&rd, 0, sizeof rd);
+  rd.data = (const unsigned char *)b->data;
+  rd.len = b->len;
+  if (tr__es_read(&rd, &v)) return 0; /* tr_run_load says what is wrong with it */
+  r = tr__es_resume_verdict(reg, fn, path, epochs, step, b->key, &v, why, cap);
+  free(v.msg);
+  return r;
+}
+
 static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_handle *out, tr__why *w) {
   tr__es *s;
   hk_callback cb;
@@ -295,6 +334,7 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
   s = (tr__es *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "early_stopping: out of memory"), TR_ERR_NOMEM;
   s->run = tr_run_get(reg);
+  if (s->run) s->run->tr__p->resume_stopped = tr__es_resume_stopped; /* tr_run_start's look at a checkpoint's stop */
   s->monitor = tr__strdup(d->monitor);
   s->message = tr__strdup("");
   s->mode = d->mode;

@@ -18,7 +18,10 @@ TR__C_BEGIN /* part */
    trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
    on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
    the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
-   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). */
+   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). A check whose event the loop never fires is said
+   once (tr_run_desc.log), as early as it can be known: the loss check at the first on_before_optimizer_step
+   of a fit that has fired no on_before_backward (with check_grads off: at on_train_end), the gradient
+   check at on_train_end of a fit that stepped without on_before_optimizer_step. */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 #define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
@@ -43,6 +46,9 @@ typedef struct tr__ng {
   tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int check_loss, check_grads, verbose;
   int stop_due;                 /* action stop: the step was skipped, HK_STOP at this batch's end */
+  int64_t loss_checks, grad_checks; /* events seen in this fit: a check the loop never fires is said once */
+  int64_t fit_step;             /* global_step at on_fit_start (a resumed run's): the fit's own steps come after */
+  int warned_loss, warned_grads;
   tr_nan_action action;
   char last[200];
 } tr__ng;
@@ -66,9 +72,33 @@ static hk_signal tr__ng_batch_end(hk_ctx *ctx, void *user) {
   s->stop_due = 0;
   return HK_STOP;
 }
+/* A check the loop never fires its event for would find nothing, silently: said once (at: where it is known). */
+static void tr__ng_unfired(tr__ng *s, const hk_ctx *ctx, int loss, const char *at) {
+  if (ctx->stage != HK_STAGE_FIT || (loss ? s->warned_loss || s->loss_checks : s->warned_grads || s->grad_checks)) return;
+  *(loss ? &s->warned_loss : &s->warned_grads) = 1;
+  tr__run_say(s->run, ctx, "nan_guard", "never checked %s in this fit: it checks at %s, which the loop did not fire %s; "
+              "fire %s (HK_FIRE_FLOW) with %s, or set %s=false", loss ? "the training loss" : "the gradients",
+              loss ? "on_before_backward" : "on_before_optimizer_step", at,
+              loss ? "on_before_backward" : "on_before_optimizer_step", loss ? "ctx->loss set, before backward" :
+              "ctx->grads set, before the update", loss ? "check_loss" : "check_grads");
+}
+static hk_signal tr__ng_fit_start(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  s->loss_checks = s->grad_checks = 0;
+  s->fit_step = ctx->global_step;
+  return HK_CONTINUE;
+}
+static hk_signal tr__ng_train_end(hk_ctx *ctx, void *user) {
+  tr__ng *s = (tr__ng *)user;
+  if (ctx->global_step <= s->fit_step) return HK_CONTINUE; /* no step in this fit: nothing was missed */
+  if (s->check_loss) tr__ng_unfired(s, ctx, 1, "in this fit");
+  if (s->check_grads) tr__ng_unfired(s, ctx, 0, "in this fit");
+  return HK_CONTINUE;
+}
 static hk_signal tr__ng_loss(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
   double loss = ctx->loss;
+  s->loss_checks++;
   if (!s->check_loss) return HK_CONTINUE;
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &loss); /* on the GPU: one copy */
   if (hk_is_finite(loss)) return HK_CONTINUE;
@@ -81,6 +111,8 @@ static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
   tr__ng *s = (tr__ng *)user;
   int k;
   size_t i;
+  s->grad_checks++;
+  if (s->check_loss) tr__ng_unfired(s, ctx, 1, "before this fit's first optimizer step"); /* backward ran: known now */
   if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
   for (k = 0; k < ctx->n_tensors; k++) {
@@ -138,6 +170,8 @@ static tr_err tr__ng_make(hk_registry *reg, const tr_nan_guard_desc *d, hk_handl
   if (s->check_loss) cb.on_before_backward = tr__ng_loss;
   if (s->check_grads) cb.on_before_optimizer_step = tr__ng_grads;
   if (s->action == TR_NAN_STOP) cb.on_train_batch_end = tr__ng_batch_end;
+  cb.on_fit_start = tr__ng_fit_start; /* once per run: where a check the loop never fires is said */
+  cb.on_train_end = tr__ng_train_end;
   cb.save_state = tr__ng_save;
   cb.load_state = tr__ng_load;
   cb.destroy = tr__ng_destroy;
