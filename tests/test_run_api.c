@@ -743,6 +743,7 @@ static void test_settings_copied_by_setup(void **state) {
     d.max_steps = 9;
     assert_int_equal(tr_run_setup(l.reg, &d), TR_OK);
     assert_string_equal(ol_run(&l)->desc.settings, "width=32 data=mnist");
+    d = ol_run(&l)->desc;                           /* (the run's copies of the last one: d's are gone) */
     d.settings = NULL;                              /* and back to the desc's own hyperparameters */
     assert_int_equal(tr_run_setup(l.reg, &d), TR_OK);
     assert_null(ol_run(&l)->desc.settings);

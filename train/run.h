@@ -491,7 +491,8 @@ TR__C_END /* part */
 TR__C_BEGIN /* part */
 /* The run layer's private part (train/run.h). */
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
-enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
+enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
+       TR__RUN_STRS };
 struct tr__hparam;
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
 #define TR__HPARAM_VAL 256  /* and a value's */
@@ -962,6 +963,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   strs[TR__RUN_OPTIMIZER] = d->optimizer;
   strs[TR__RUN_HPARAMS] = d->hparams;
   strs[TR__RUN_SAVE_TO] = d->save_to;
+  strs[TR__RUN_SETTINGS] = d->settings;
   for (i = 0; i < TR__RUN_STRS; i++) {
     copy[i] = strs[i] ? tr__strdup(strs[i]) : NULL;
     if (strs[i] && !copy[i]) {
@@ -978,6 +980,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.optimizer = q->strs[TR__RUN_OPTIMIZER];
   run->desc.hparams = q->strs[TR__RUN_HPARAMS];
   run->desc.save_to = q->strs[TR__RUN_SAVE_TO];
+  run->desc.settings = q->strs[TR__RUN_SETTINGS];
   run->train_batches = d->train_batches;
   run->eval_batches = d->val_batches;
   if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
