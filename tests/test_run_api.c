@@ -717,6 +717,40 @@ static void test_settings_as_hparams(void **state) {
   ol_free(&l);
 }
 
+/* Strings stay strings in hparams.yaml: a string that YAML would read as a number, a boolean or null
+   ("1.10", "0123", "true", "no", "null") is quoted, and so is a key that is not plain ("batch size", "Yes"), as jsonl writes it as a JSON string; it was written
+   plain, so a reader of hparams.yaml got 1.1, 83 (octal), True ... Numbers and booleans stay plain. */
+static void test_hparams_strings_stay_strings(void **state) {
+  char dir[300], path[700], *yaml, *jl;
+  ol l;
+  (void)state;
+  path_of(dir, sizeof dir, "strings");
+  ol_init(&l, (tr_run_desc){ .save_dir = dir, .name = "", .version = "v",
+                             .settings = "flag=true mode=no lr=1e-3 steps=10 neg=-2 name=run-1 dotted=.5x" });
+  assert_int_equal(tr_run_hparam(l.reg, "release", "1.10"), TR_OK);
+  assert_int_equal(tr_run_hparam(l.reg, "code", "0123"), TR_OK);
+  assert_int_equal(tr_run_hparam(l.reg, "empty", "null"), TR_OK);
+  assert_int_equal(tr_run_hparam(l.reg, "Yes", "Off"), TR_OK);
+  assert_int_equal(tr_run_hparam_bool(l.reg, "shuffle", 1), TR_OK);
+  assert_int_equal(tr_run_hparam_num(l.reg, "width", 64), TR_OK);
+  assert_int_equal(tr_run_hparam_num(l.reg, "batch size", 32), TR_OK);
+  assert_int_equal(hk_spec_apply(l.reg, "csv; jsonl"), HK_OK);
+  l.batches = 1;
+  assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
+  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
+  assert_non_null(yaml = slurp(path));
+  assert_string_equal(yaml, "\"Yes\": \"Off\"\n\"batch size\": 32\ncode: \"0123\"\ndotted: \".5x\"\nempty: \"null\"\nflag: \"true\"\nlr: 1e-3\n"
+                            "mode: \"no\"\nname: run-1\nneg: -2\nrelease: \"1.10\"\nshuffle: true\nsteps: 10\nwidth: 64\n"
+                            "specs:\n- \"csv; jsonl\"\n");
+  free(yaml);
+  snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
+  assert_non_null(jl = slurp(path));
+  assert_non_null(strstr(jl, "\"code\":\"0123\",\"dotted\":\".5x\",\"empty\":\"null\",\"flag\":\"true\",\"lr\":1e-3,"
+                             "\"mode\":\"no\",\"name\":\"run-1\",\"neg\":-2,\"release\":\"1.10\",\"shuffle\":true,"));
+  free(jl);
+  ol_free(&l);
+}
+
 /* The run keeps its own copy of the settings, as of every string of the desc ("strings copied"): a loop
    that builds them in a buffer of its own and frees or reuses it after tr_run_setup still gets them
    recorded. They were kept as the caller's pointer: the loggers read freed memory at setup. */
@@ -995,6 +1029,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_on_exception_checkpoint_through_save_checkpoint),
     cmocka_unit_test(test_settings_as_hparams),
     cmocka_unit_test(test_settings_copied_by_setup),
+    cmocka_unit_test(test_hparams_strings_stay_strings),
     cmocka_unit_test(test_accumulation_scheduler_in_own_loop),
     cmocka_unit_test(test_accumulation_fixed_by_the_loop),
     cmocka_unit_test(test_epoch_done_early_stopping_min_epochs),
