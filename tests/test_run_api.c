@@ -280,16 +280,24 @@ static tr_err ol_fit_entered(ol *l, const char *resume) {
   assert_int_equal(c->stage, HK_STAGE_FIT);
   ol_fire(l, HK_SETUP);
   ol_fire(l, HK_CONFIGURE_MODEL);
+  if (resume && resume[0] && !ol_failed(l)) { /* the loop restores its checkpoint, then says so */
+    if (tr_run_load(reg, c, resume) != TR_OK) tr_run_fail(reg, TR_ERR_IO, "%s", tr_run_error(reg));
+    else tr_run_resumed(reg, c);
+  }
   ol_fire(l, HK_ON_FIT_START);
   if (l->sanity && !ol_failed(l)) ol_sanity(l);
   ol_fire(l, HK_ON_TRAIN_START);
-  for (e = 0; e < l->epochs && !stop && !ol_failed(l); e++) {
+  for (e = c->epoch; e < l->epochs && !stop && !ol_failed(l); e++) {
+    /* a checkpoint written after a batch (or its validation) resumes at the next batch of its epoch, whose
+       start has fired (one written at an epoch's end: tr_run_load moved ctx->epoch on) */
+    int64_t first = resume && resume[0] && e == c->epoch && c->global_step > 0 &&
+                    (run->resumed_at == TR_RUN_AT_BATCH || run->resumed_at == TR_RUN_AT_VALIDATION) ? c->batch_idx + 1 : 0;
     c->epoch = e;
-    run->epoch_done = 0;
+    run->epoch_done = first >= l->batches;
     run->train_batches = l->batches;
-    ol_fire(l, HK_ON_TRAIN_EPOCH_START);
+    if (first == 0) ol_fire(l, HK_ON_TRAIN_EPOCH_START);
     if (e < 16) l->accumulation_at[e] = run->accumulation;
-    for (b = 0; b < l->batches && !stop && !ol_failed(l); b++) {
+    for (b = first; b < l->batches && !stop && !ol_failed(l); b++) {
       int64_t before = c->global_step;
       int stepped = ol_batch_work(l, b), val;
       unsigned next;
@@ -550,6 +558,60 @@ static void test_requests_from_on_log_refused(void **state) {
   assert_int_equal(g_from_log, 0u);
   refused_with(l.reg, "tr_run_requests: called from a hook while on_log of a record", NULL);
   assert_int_equal(l.requested & TR_RUN_VALIDATE, (unsigned)TR_RUN_VALIDATE); /* the loop's own call honours it */
+  ol_free(&l);
+}
+
+/* A resume of the entered loop: tr_run_enter names the checkpoint, the loop restores it (tr_run_load) and
+   tr_run_resumed says so, once; without a checkpoint named, without a run, or in a run tr_run_start began,
+   tr_run_resumed is refused and says nothing (it said "... at (?)" and "resumed" a run that never was). */
+static void test_entered_resume(void **state) {
+  char dir[300], spec[700], path[700], *text;
+  FILE *log = tmpfile();
+  ol l;
+  (void)state;
+  assert_non_null(log);
+  path_of(dir, sizeof dir, "resume");
+  snprintf(path, sizeof path, "%s/last.ckpt", dir);
+  ol_init(&l, (tr_run_desc){ .log = log });
+  snprintf(spec, sizeof spec, "model_checkpoint(dirpath=\"%s\", every_n_train_steps=2, save_top_k=0, save_last=true); "
+           "early_stopping(monitor=loss, check_on_train_epoch_end=true)", dir);
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.batches = 4;
+  hk_metric_set(&l.ctx, "loss", 1.0);
+  assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
+  assert_true(exists(path));
+  tr_run_resumed(l.reg, &l.ctx);                    /* no run */
+  refused_with(l.reg, "tr_run_resumed: no run is going", NULL);
+  assert_int_equal(tr_run_enter(l.reg, &l.ctx, HK_STAGE_FIT, NULL), TR_OK);
+  tr_run_resumed(l.reg, &l.ctx);                    /* no checkpoint named */
+  refused_with(l.reg, "tr_run_resumed: tr_run_enter named no checkpoint", NULL);
+  tr_run_leave(l.reg, &l.ctx);
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_OK);
+  tr_run_resumed(l.reg, &l.ctx);
+  refused_with(l.reg, "tr_run_resumed: tr_run_start began this run", NULL);
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+  text = file_text(log);
+  assert_int_equal(count_of(text, "Restored all states"), 0);
+  free(text);
+  ol_free(&l);
+
+  ol_init(&l, (tr_run_desc){ .log = log });         /* a new process: the same loop resumes */
+  assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+  l.batches = 4;
+  l.epochs = 2;
+  hk_metric_set(&l.ctx, "loss", 1.0);
+  if (ol_fit_entered(&l, path) != TR_OK) fail_msg("%s", tr_run_error(l.reg));
+  text = file_text(log);
+  assert_int_equal(count_of(text, "Restored all states from the checkpoint at "), 1);
+  assert_non_null(strstr(text, path));
+  assert_non_null(strstr(text, ": epoch 0, global step 4, batch 3 of the epoch"));
+  free(text);
+  assert_true(exists(path));                        /* resume_from is never deleted */
+  assert_true(l.p[0] > 0.16f && l.p[0] < 0.17f);    /* 0.8^8: the first run's 4 steps, then 4 more */
+  assert_int_equal(l.ctx.global_step, 8);
+  assert_int_equal(ol_run(&l)->resumed_at, TR_RUN_AT_BATCH); /* after epoch 0's last batch: its end, then epoch 1 */
+  assert_int_equal(l.epochs_run, 2);
+  fclose(log);
   ol_free(&l);
 }
 
@@ -1024,6 +1086,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_entered_loop_with_sanity_check),
     cmocka_unit_test(test_entered_calls_out_of_order),
     cmocka_unit_test(test_requests_from_on_log_refused),
+    cmocka_unit_test(test_entered_resume),
     cmocka_unit_test(test_requests_through_save_checkpoint),
     cmocka_unit_test(test_failing_save_checkpoint_fails_the_run),
     cmocka_unit_test(test_on_exception_checkpoint_through_save_checkpoint),

@@ -299,7 +299,8 @@ TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
    ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
-   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. */
+   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
+   (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
@@ -1988,7 +1989,16 @@ TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
 }
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
-  if (run && ctx) tr__run_say_resumed(run, ctx, run->resume_from[0] ? run->resume_from : "(?)");
+  if (!reg) return;
+  if (!run || !ctx || run->running == HK_STAGE_NONE || run->tr__p->own_loop || !run->resume_from[0]) {
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_resumed: %s: it says where a run entered with a checkpoint "
+                         "(tr_run_enter's resume_from) goes on from, once the loop has restored it",
+                         !ctx ? "ctx is NULL" : !run || run->running == HK_STAGE_NONE ? "no run is going"
+                         : run->tr__p->own_loop ? "tr_run_start began this run (its resume says so itself)"
+                         : "tr_run_enter named no checkpoint");
+    return;
+  }
+  tr__run_say_resumed(run, ctx, run->resume_from);
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
