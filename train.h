@@ -930,8 +930,8 @@ typedef struct tr_run_desc {
                                     hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
                                     its configuration here. */
   /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
-     here (model_user): the checkpoints hooks request and on_exception_checkpoint's are written through it
-     instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
+     here (model_user): the checkpoints hooks request, on_exception_checkpoint's and Ctrl-C's to save_to are
+     written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
      finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 } tr_run_desc;
@@ -5685,11 +5685,13 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   if (q->signals && hk_stop_requested() > 0 && !run->failed) {
     char why[512];
     tr_err e = TR_OK;
-    if (run->desc.save_to && run->desc.save_model) e = tr__run_save_to(reg, ctx, run->desc.save_to, why, sizeof why); /* the step just ended */
+    /* the step just ended, through the loop's own save when it gave one (as requested checkpoints to save_to are) */
+    int saves = run->desc.save_to && (run->desc.save_model || run->desc.save_checkpoint);
+    if (saves) e = tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why);
     if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
                        (long long)ctx->global_step, run->desc.save_to, why);
     else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
-                     run->desc.save_to && run->desc.save_model ? "; its state saved to " : "", run->desc.save_to && run->desc.save_model ? run->desc.save_to : "");
+                     saves ? "; its state saved to " : "", saves ? run->desc.save_to : "");
   }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);

@@ -40,6 +40,7 @@ extern "C" {
 #include "train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -746,6 +747,35 @@ static void test_on_exception_checkpoint_through_save_checkpoint(void **state) {
   }
 }
 
+/* Ctrl-C in a started loop that writes its own checkpoints: the step's state goes to save_to through
+   save_checkpoint, as every other checkpoint of the run to that path does (it was written by tr_run_save in
+   the run's format, so save_to held one format or the other depending on what asked for it) */
+static hk_signal raise_at_2(hk_ctx *ctx, void *u) { (void)u; if (ctx->global_step == 2) raise(SIGINT); return HK_CONTINUE; }
+static void test_ctrl_c_saves_through_save_checkpoint(void **state) {
+  char save_to[400], *text;
+  ol l;
+  (void)state;
+  path_of(save_to, sizeof save_to, "ctrlc-own.ckpt");
+  ol_init(&l, (tr_run_desc){ .save_to = save_to, .save_checkpoint = ol_save_checkpoint });
+  {
+    tr_run_desc d = ol_run(&l)->desc;
+    d.no_signals = 0;                               /* tr_run_start installs the stop signals */
+    assert_int_equal(tr_run_setup(l.reg, &d), TR_OK);
+  }
+  assert_int_equal(hk_on(l.reg, HK_ON_TRAIN_BATCH_START, raise_at_2, NULL, NULL, NULL), HK_OK);
+  l.batches = 10;
+  assert_int_equal(ol_fit_started(&l, NULL), TR_ERR_INTERRUPTED);
+  assert_int_equal(l.ctx.global_step, 3);           /* after the current step */
+  assert_non_null(strstr(tr_run_error(l.reg), "its state saved to"));
+  assert_int_equal(l.saves, 1);
+  assert_string_equal(l.saved[0], save_to);
+  assert_int_equal(l.saved_with_abort, 0);          /* the step just ended: a consistent state */
+  assert_non_null(text = slurp(save_to));
+  assert_string_equal(text, "ol step=3 p0=0.511999965\n");
+  free(text);
+  ol_free(&l);
+}
+
 /* =================================================================================================
    4. settings as hyperparameters
    ================================================================================================= */
@@ -1090,6 +1120,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_requests_through_save_checkpoint),
     cmocka_unit_test(test_failing_save_checkpoint_fails_the_run),
     cmocka_unit_test(test_on_exception_checkpoint_through_save_checkpoint),
+    cmocka_unit_test(test_ctrl_c_saves_through_save_checkpoint),
     cmocka_unit_test(test_settings_as_hparams),
     cmocka_unit_test(test_settings_copied_by_setup),
     cmocka_unit_test(test_hparams_strings_stay_strings),
