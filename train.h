@@ -931,8 +931,8 @@ typedef struct tr_run_desc {
                                     hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
                                     its configuration here. */
   /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
-     here (model_user): the checkpoints hooks request and on_exception_checkpoint's are written through it
-     instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
+     here (model_user): the checkpoints hooks request, on_exception_checkpoint's and Ctrl-C's to save_to are
+     written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
      finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
   void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
@@ -1085,7 +1085,8 @@ TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
    ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
-   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. */
+   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
+   (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
@@ -4165,18 +4166,28 @@ TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
   }
   hk_bytes_put(b, "\"", 1);
 }
-/* YAML scalar: quoted unless it is plain safe text */
+/* YAML scalar: quoted unless it is plain safe text that YAML reads as a string: not a number's start (a
+   digit, '-', '.': "1.10", "0123", "-2", ".inf") nor a YAML 1.1 boolean or null word ("true", "no", "Off",
+   "null", "y", any case), which a reader would take for a number, a boolean or null */
 TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
+  static const char *const words[] = { "y", "n", "yes", "no", "true", "false", "on", "off", "null" };
   const char *p;
-  int plain = s[0] != 0;
+  char low[8];
+  size_t i, n = strlen(s);
+  int plain = s[0] != 0 && !(s[0] >= '0' && s[0] <= '9') && s[0] != '-' && s[0] != '.';
   for (p = s; *p && plain; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
+  if (plain && n < sizeof low) {
+    for (i = 0; i <= n; i++) low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    for (i = 0; i < sizeof words / sizeof words[0] && plain; i++) if (!strcmp(low, words[i])) plain = 0;
+  }
   if (plain) tr__put_s(b, s);
   else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
 }
 /* The run layer's private part (train/run.h). */
 typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
-enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
+enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
+       TR__RUN_STRS };
 struct tr__hparam;
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
 #define TR__HPARAM_VAL 256  /* and a value's */
@@ -4653,6 +4664,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   strs[TR__RUN_OPTIMIZER] = d->optimizer;
   strs[TR__RUN_HPARAMS] = d->hparams;
   strs[TR__RUN_SAVE_TO] = d->save_to;
+  strs[TR__RUN_SETTINGS] = d->settings;
   for (i = 0; i < TR__RUN_STRS; i++) {
     copy[i] = strs[i] ? tr__strdup(strs[i]) : NULL;
     if (strs[i] && !copy[i]) {
@@ -4669,6 +4681,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.optimizer = q->strs[TR__RUN_OPTIMIZER];
   run->desc.hparams = q->strs[TR__RUN_HPARAMS];
   run->desc.save_to = q->strs[TR__RUN_SAVE_TO];
+  run->desc.settings = q->strs[TR__RUN_SETTINGS];
   run->train_batches = d->train_batches;
   run->eval_batches = d->val_batches;
   if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
@@ -5747,7 +5760,16 @@ TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
 }
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
-  if (run && ctx) tr__run_say_resumed(run, ctx, run->resume_from[0] ? run->resume_from : "(?)");
+  if (!reg) return;
+  if (!run || !ctx || run->running == HK_STAGE_NONE || run->tr__p->own_loop || !run->resume_from[0]) {
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_resumed: %s: it says where a run entered with a checkpoint "
+                         "(tr_run_enter's resume_from) goes on from, once the loop has restored it",
+                         !ctx ? "ctx is NULL" : !run || run->running == HK_STAGE_NONE ? "no run is going"
+                         : run->tr__p->own_loop ? "tr_run_start began this run (its resume says so itself)"
+                         : "tr_run_enter named no checkpoint");
+    return;
+  }
+  tr__run_say_resumed(run, ctx, run->resume_from);
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
@@ -5771,11 +5793,13 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   if (q->signals && hk_stop_requested() > 0 && !run->failed) {
     char why[512];
     tr_err e = TR_OK;
-    if (run->desc.save_to && run->desc.save_model) e = tr__run_save_to(reg, ctx, run->desc.save_to, why, sizeof why); /* the step just ended */
+    /* the step just ended, through the loop's own save when it gave one (as requested checkpoints to save_to are) */
+    int saves = run->desc.save_to && (run->desc.save_model || run->desc.save_checkpoint);
+    if (saves) e = tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why);
     if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
                        (long long)ctx->global_step, run->desc.save_to, why);
     else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
-                     run->desc.save_to && run->desc.save_model ? "; its state saved to " : "", run->desc.save_to && run->desc.save_model ? run->desc.save_to : "");
+                     saves ? "; its state saved to " : "", saves ? run->desc.save_to : "");
   }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
@@ -6555,7 +6579,12 @@ TR__SHARED void tr__hparams_yaml(tr__logger *s, hk_ctx *ctx, hk_bytes *b) {
   int i, n = tr__run_hparams(s->run, &h);
   const char *spec;
   if (n < 0) { b->failed = 1; return; }
-  for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
+  for (i = 0; i < n; i++) { /* keys too: a user's key may be "batch size" or "Yes" */
+    tr__yaml_str(b, h[i].key);
+    tr__put_s(b, ": ");
+    if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val);
+    tr__put_s(b, "\n");
+  }
   tr__put_s(b, "specs:");
   if (!hk_spec_applied(ctx->reg, 0)) tr__put_s(b, " []");
   for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(b, "\n- "); tr__json_str(b, spec); }

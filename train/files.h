@@ -619,12 +619,21 @@ TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
   }
   hk_bytes_put(b, "\"", 1);
 }
-/* YAML scalar: quoted unless it is plain safe text */
+/* YAML scalar: quoted unless it is plain safe text that YAML reads as a string: not a number's start (a
+   digit, '-', '.': "1.10", "0123", "-2", ".inf") nor a YAML 1.1 boolean or null word ("true", "no", "Off",
+   "null", "y", any case), which a reader would take for a number, a boolean or null */
 TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
+  static const char *const words[] = { "y", "n", "yes", "no", "true", "false", "on", "off", "null" };
   const char *p;
-  int plain = s[0] != 0;
+  char low[8];
+  size_t i, n = strlen(s);
+  int plain = s[0] != 0 && !(s[0] >= '0' && s[0] <= '9') && s[0] != '-' && s[0] != '.';
   for (p = s; *p && plain; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("_./-", *p))) plain = 0;
+  if (plain && n < sizeof low) {
+    for (i = 0; i <= n; i++) low[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    for (i = 0; i < sizeof words / sizeof words[0] && plain; i++) if (!strcmp(low, words[i])) plain = 0;
+  }
   if (plain) tr__put_s(b, s);
   else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
 }

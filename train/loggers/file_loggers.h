@@ -149,7 +149,12 @@ TR__SHARED void tr__hparams_yaml(tr__logger *s, hk_ctx *ctx, hk_bytes *b) {
   int i, n = tr__run_hparams(s->run, &h);
   const char *spec;
   if (n < 0) { b->failed = 1; return; }
-  for (i = 0; i < n; i++) { tr__putf(b, "%s: ", h[i].key); if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val); tr__put_s(b, "\n"); }
+  for (i = 0; i < n; i++) { /* keys too: a user's key may be "batch size" or "Yes" */
+    tr__yaml_str(b, h[i].key);
+    tr__put_s(b, ": ");
+    if (h[i].num) tr__put_s(b, h[i].val); else tr__yaml_str(b, h[i].val);
+    tr__put_s(b, "\n");
+  }
   tr__put_s(b, "specs:");
   if (!hk_spec_applied(ctx->reg, 0)) tr__put_s(b, " []");
   for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { tr__put_s(b, "\n- "); tr__json_str(b, spec); }
