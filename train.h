@@ -6435,16 +6435,21 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__SPEC_OF(p, desc_type, LIST) \
   static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
   TR__ARGS_OF(p, desc_type, LIST)
-/* A factory that needs nothing but its list: the spec table, the copy, and the factory itself. */
-#define TR__FACTORY_OF(p, desc_type, LIST) \
+/* Every battery's factory: the spec table, the copy of the arguments into its desc, then from_spec, what a
+   spec string says differently from the C desc (a 0 that means something else, a stream by name):
+   tr_err from_spec(const hk_args *a, desc_type *d, tr__why *w), or tr__as_given for nothing. */
+#define tr__as_given(a, d, w) TR_OK
+#define TR__FACTORY_WITH(p, desc_type, LIST, from_spec) \
   TR__SPEC_OF(p, desc_type, LIST) \
   static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { \
     desc_type d; \
     tr__why w; \
     tr_err e = tr__##p##_args(a, &d, &w); \
     (void)user; \
+    if (!e) e = from_spec(a, &d, &w); \
     return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
   }
+#define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v = 0; \
@@ -7064,16 +7069,14 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
 }
 
 TR__PUBLIC_OF(tr_early_stopping, es)
-TR__SPEC_OF(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS)
-static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_early_stopping_desc d;
-  tr__why w;
-  tr_err e = tr__es_args(a, &d, &w);
-  (void)user;
-  d.has_stopping_threshold = hk_arg_given(a, "stopping_threshold");
-  d.has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
-  return tr__factory_result(reg, e ? e : tr__es_make(reg, &d, NULL, &w), &w);
+/* a threshold named in the spec is set, whatever its value */
+static tr_err tr__es_from_spec(const hk_args *a, tr_early_stopping_desc *d, tr__why *w) {
+  (void)w;
+  d->has_stopping_threshold = hk_arg_given(a, "stopping_threshold");
+  d->has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
+  return TR_OK;
 }
+TR__FACTORY_WITH(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS, tr__es_from_spec)
 #endif /* TR__ON_EARLY_STOPPING */
 #if TR__ON_MODEL_CHECKPOINT
 /* ---- model_checkpoint ----------------------------------------------------------------------------- */
@@ -8499,16 +8502,14 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
 }
 TR__PUBLIC_OF(tr_gradient_monitor, gm)
-TR__SPEC_OF(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS)
-static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_gradient_monitor_desc d;
-  tr__why w;
-  tr_err e = tr__gm_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "exploding_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
-  if (tr__given_zero(a, "vanishing_threshold")) d.vanishing_threshold = -1; /* flags nothing */
-  return tr__factory_result(reg, e ? e : tr__gm_make(reg, &d, NULL, &w), &w);
+/* a 0 written in a spec: refused for exploding_threshold, "never" for vanishing_threshold (the desc's 0: the default) */
+static tr_err tr__gm_from_spec(const hk_args *a, tr_gradient_monitor_desc *d, tr__why *w) {
+  if (tr__given_zero(a, "exploding_threshold"))
+    return tr__bad(w, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
+  if (tr__given_zero(a, "vanishing_threshold")) d->vanishing_threshold = -1; /* flags nothing */
+  return TR_OK;
 }
+TR__FACTORY_WITH(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS, tr__gm_from_spec)
 #endif /* TR__ON_GRADIENT_MONITOR */
 #if TR__ON_NAN_GUARD
 /* ---- nan_guard ------------------------------------------------------------------------------------ */
@@ -9294,16 +9295,13 @@ TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out) {
   tr__prof_table(s, reg, tr__prof_file(s, out), "now");
   return 0;
 }
-TR__SPEC_OF(prof, tr_profiler_desc, TR_PROFILER_PARAMS)
-static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_profiler_desc d;
-  tr__why w;
-  tr_err e = tr__prof_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "slow_fraction"))
-    return hk_set_error(reg, HK_ERR_INVALID, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 (e.g. 0.5), or a negative one for never");
-  return tr__factory_result(reg, e ? e : tr__prof_make(reg, &d, NULL, &w), &w);
+/* slow_fraction=0 written in a spec is refused (the desc's 0: the default) */
+static tr_err tr__prof_from_spec(const hk_args *a, tr_profiler_desc *d, tr__why *w) {
+  (void)d;
+  return tr__given_zero(a, "slow_fraction") ? tr__bad(w, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 "
+                                                          "(e.g. 0.5), or a negative one for never") : TR_OK;
 }
+TR__FACTORY_WITH(prof, tr_profiler_desc, TR_PROFILER_PARAMS, tr__prof_from_spec)
 #endif /* TR__ON_PROFILER */
 #if TR__ON_THROUGHPUT_MONITOR
 /* ---- throughput_monitor --------------------------------------------------------------------------- */
@@ -9510,15 +9508,12 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
   if (s->n >= 1) tr__tp_compute(s);
   return &s->pub;
 }
-TR__SPEC_OF(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS)
-static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_throughput_monitor_desc d;
-  tr__why w;
-  tr_err e = tr__tp_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "throughput_monitor: window must be in 2..1000000 steps, got 0");
-  return tr__factory_result(reg, e ? e : tr__tp_make(reg, &d, NULL, &w), &w);
+/* window=0 written in a spec is refused (the desc's 0: the default) */
+static tr_err tr__tp_from_spec(const hk_args *a, tr_throughput_monitor_desc *d, tr__why *w) {
+  (void)d;
+  return tr__given_zero(a, "window") ? tr__bad(w, "throughput_monitor: window must be in 2..1000000 steps, got 0") : TR_OK;
 }
+TR__FACTORY_WITH(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS, tr__tp_from_spec)
 #endif /* TR__ON_THROUGHPUT_MONITOR */
 #if TR__ON_ON_EXCEPTION_CHECKPOINT
 /* ---- on_exception_checkpoint ------------------------------------------------------------------------ */
@@ -10993,15 +10988,13 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
   if (!reg) return TR_ERR_INVALID;
   return tr__cb_result(reg, tr__bar_make(reg, d, out, &w), &w);
 }
-TR__SPEC_OF(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS)
-static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_progress_bar_desc d;
-  tr__why w;
-  tr_err e = tr__bar_args(a, &d, &w);
-  (void)user;
-  d.out = hk_arg_int(a, "stream") == 1 ? stderr : stdout; /* stdout|stderr */
-  return tr__factory_result(reg, e ? e : tr__bar_make(reg, &d, NULL, &w), &w);
+/* the stream by name: stdout|stderr */
+static tr_err tr__bar_from_spec(const hk_args *a, tr_progress_bar_desc *d, tr__why *w) {
+  (void)w;
+  d->out = hk_arg_int(a, "stream") == 1 ? stderr : stdout;
+  return TR_OK;
 }
+TR__FACTORY_WITH(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS, tr__bar_from_spec)
 #endif /* TR__ON_PROGRESS_BAR */
 #if TR__ON_PLOT
 typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;

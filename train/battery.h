@@ -317,16 +317,21 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__SPEC_OF(p, desc_type, LIST) \
   static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
   TR__ARGS_OF(p, desc_type, LIST)
-/* A factory that needs nothing but its list: the spec table, the copy, and the factory itself. */
-#define TR__FACTORY_OF(p, desc_type, LIST) \
+/* Every battery's factory: the spec table, the copy of the arguments into its desc, then from_spec, what a
+   spec string says differently from the C desc (a 0 that means something else, a stream by name):
+   tr_err from_spec(const hk_args *a, desc_type *d, tr__why *w), or tr__as_given for nothing. */
+#define tr__as_given(a, d, w) TR_OK
+#define TR__FACTORY_WITH(p, desc_type, LIST, from_spec) \
   TR__SPEC_OF(p, desc_type, LIST) \
   static hk_err tr__##p##_factory(hk_registry *reg, const hk_args *a, void *user) { \
     desc_type d; \
     tr__why w; \
     tr_err e = tr__##p##_args(a, &d, &w); \
     (void)user; \
+    if (!e) e = from_spec(a, &d, &w); \
     return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
   }
+#define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v = 0; \

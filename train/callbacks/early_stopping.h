@@ -369,16 +369,14 @@ static tr_err tr__es_make(hk_registry *reg, const tr_early_stopping_desc *d, hk_
 }
 
 TR__PUBLIC_OF(tr_early_stopping, es)
-TR__SPEC_OF(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS)
-static hk_err tr__es_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_early_stopping_desc d;
-  tr__why w;
-  tr_err e = tr__es_args(a, &d, &w);
-  (void)user;
-  d.has_stopping_threshold = hk_arg_given(a, "stopping_threshold");
-  d.has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
-  return tr__factory_result(reg, e ? e : tr__es_make(reg, &d, NULL, &w), &w);
+/* a threshold named in the spec is set, whatever its value */
+static tr_err tr__es_from_spec(const hk_args *a, tr_early_stopping_desc *d, tr__why *w) {
+  (void)w;
+  d->has_stopping_threshold = hk_arg_given(a, "stopping_threshold");
+  d->has_divergence_threshold = hk_arg_given(a, "divergence_threshold");
+  return TR_OK;
 }
+TR__FACTORY_WITH(es, tr_early_stopping_desc, TR_EARLY_STOPPING_PARAMS, tr__es_from_spec)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

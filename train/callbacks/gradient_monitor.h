@@ -346,16 +346,14 @@ static tr_err tr__gm_make(hk_registry *reg, const tr_gradient_monitor_desc *d, h
   return tr__cb_register_when(reg, &cb, 0, tr__gm_due, s, out, w);
 }
 TR__PUBLIC_OF(tr_gradient_monitor, gm)
-TR__SPEC_OF(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS)
-static hk_err tr__gm_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_gradient_monitor_desc d;
-  tr__why w;
-  tr_err e = tr__gm_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "exploding_threshold")) return hk_set_error(reg, HK_ERR_INVALID, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
-  if (tr__given_zero(a, "vanishing_threshold")) d.vanishing_threshold = -1; /* flags nothing */
-  return tr__factory_result(reg, e ? e : tr__gm_make(reg, &d, NULL, &w), &w);
+/* a 0 written in a spec: refused for exploding_threshold, "never" for vanishing_threshold (the desc's 0: the default) */
+static tr_err tr__gm_from_spec(const hk_args *a, tr_gradient_monitor_desc *d, tr__why *w) {
+  if (tr__given_zero(a, "exploding_threshold"))
+    return tr__bad(w, "gradient_monitor: exploding_threshold=0 would flag every step; give a positive limit, or a negative one for never");
+  if (tr__given_zero(a, "vanishing_threshold")) d->vanishing_threshold = -1; /* flags nothing */
+  return TR_OK;
 }
+TR__FACTORY_WITH(gm, tr_gradient_monitor_desc, TR_GRADIENT_MONITOR_PARAMS, tr__gm_from_spec)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -342,16 +342,13 @@ TRAIN_API int tr_profiler_print(hk_registry *reg, hk_handle h, FILE *out) {
   tr__prof_table(s, reg, tr__prof_file(s, out), "now");
   return 0;
 }
-TR__SPEC_OF(prof, tr_profiler_desc, TR_PROFILER_PARAMS)
-static hk_err tr__prof_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_profiler_desc d;
-  tr__why w;
-  tr_err e = tr__prof_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "slow_fraction"))
-    return hk_set_error(reg, HK_ERR_INVALID, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 (e.g. 0.5), or a negative one for never");
-  return tr__factory_result(reg, e ? e : tr__prof_make(reg, &d, NULL, &w), &w);
+/* slow_fraction=0 written in a spec is refused (the desc's 0: the default) */
+static tr_err tr__prof_from_spec(const hk_args *a, tr_profiler_desc *d, tr__why *w) {
+  (void)d;
+  return tr__given_zero(a, "slow_fraction") ? tr__bad(w, "profiler: slow_fraction=0 would call every hook slow; give a fraction > 0 "
+                                                          "(e.g. 0.5), or a negative one for never") : TR_OK;
 }
+TR__FACTORY_WITH(prof, tr_profiler_desc, TR_PROFILER_PARAMS, tr__prof_from_spec)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -254,15 +254,12 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
   if (s->n >= 1) tr__tp_compute(s);
   return &s->pub;
 }
-TR__SPEC_OF(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS)
-static hk_err tr__tp_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_throughput_monitor_desc d;
-  tr__why w;
-  tr_err e = tr__tp_args(a, &d, &w);
-  (void)user;
-  if (tr__given_zero(a, "window")) return hk_set_error(reg, HK_ERR_INVALID, "throughput_monitor: window must be in 2..1000000 steps, got 0");
-  return tr__factory_result(reg, e ? e : tr__tp_make(reg, &d, NULL, &w), &w);
+/* window=0 written in a spec is refused (the desc's 0: the default) */
+static tr_err tr__tp_from_spec(const hk_args *a, tr_throughput_monitor_desc *d, tr__why *w) {
+  (void)d;
+  return tr__given_zero(a, "window") ? tr__bad(w, "throughput_monitor: window must be in 2..1000000 steps, got 0") : TR_OK;
 }
+TR__FACTORY_WITH(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS, tr__tp_from_spec)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

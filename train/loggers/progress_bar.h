@@ -626,15 +626,13 @@ TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d
   if (!reg) return TR_ERR_INVALID;
   return tr__cb_result(reg, tr__bar_make(reg, d, out, &w), &w);
 }
-TR__SPEC_OF(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS)
-static hk_err tr__bar_factory(hk_registry *reg, const hk_args *a, void *user) {
-  tr_progress_bar_desc d;
-  tr__why w;
-  tr_err e = tr__bar_args(a, &d, &w);
-  (void)user;
-  d.out = hk_arg_int(a, "stream") == 1 ? stderr : stdout; /* stdout|stderr */
-  return tr__factory_result(reg, e ? e : tr__bar_make(reg, &d, NULL, &w), &w);
+/* the stream by name: stdout|stderr */
+static tr_err tr__bar_from_spec(const hk_args *a, tr_progress_bar_desc *d, tr__why *w) {
+  (void)w;
+  d->out = hk_arg_int(a, "stream") == 1 ? stderr : stdout;
+  return TR_OK;
 }
+TR__FACTORY_WITH(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS, tr__bar_from_spec)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */
