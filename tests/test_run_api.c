@@ -11,12 +11,15 @@
        tr_run_epoch_end / tr_run_finish in an entered run, tr_run_requests with no run, tr_run_leave with no run
        (and in a tr_run_start run: harmless), a second tr_run_enter naming tr_run_leave; each message the
        same in tr_run_error and hk_last_error
+     - a resume of the entered loop: tr_run_load of tr_run_enter's checkpoint, tr_run_resumed said once (and
+       refused without a checkpoint named, without a run, in a tr_run_start run)
      - tr_run_requests: a checkpoint at a path and at save_to through save_checkpoint, a log line and a
        training record, a validation asked for (TR_RUN_VALIDATE), a failing save_checkpoint failing the run
-       with its why
-     - on_exception_checkpoint through save_checkpoint with ctx->abort_reason set (entered and tr_run_start)
-     - settings as hyperparameters (hparams.yaml): numbers as numbers, strings as strings, hparams and
-       tr_run_hparam win
+       with its why; tr_run_requests from a hook of on_log refused
+     - on_exception_checkpoint through save_checkpoint with ctx->abort_reason set (entered and tr_run_start);
+       Ctrl-C's save to save_to through save_checkpoint
+     - settings as hyperparameters (hparams.yaml, metrics.jsonl): numbers as numbers, strings as strings
+       (quoted where YAML would read them otherwise), hparams and tr_run_hparam win; the settings copied
      - accumulation_scheduler writes tr_run.accumulation at epoch starts; a loop that fixed
        accumulate_grad_batches > 1 is refused at on_fit_start
      - epoch_done: early_stopping with min_epochs stops at the same epoch as train.h's tr_fit
