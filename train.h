@@ -872,7 +872,8 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
    a bug).
    To see the events, tr_run_start registers one callback named "tr_run" on reg, first on its events
    (on_train_epoch_start/_end, on_train_batch_start/_end, on_sanity_check_start/_end,
-   on_validation_epoch_end; it changes no signal unless a call is missing); tr_run_finish removes it.
+   on_validation_epoch_end; it changes no signal unless a call is missing; at on_after_backward it calls
+   hk_grads_changed, so the gradient norm hooks read is this step's); tr_run_finish removes it.
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
@@ -1048,6 +1049,21 @@ TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow
    (a loop that validates at the top of its step:
        if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) validate(...)). */
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
+/* An evaluation in a loop of your own, a validation (stage "val") or a test ("test"), as train.h's trainer
+   runs one: tr_run_eval_start fires on_validation_start and on_validation_epoch_start (on_test_* for "test")
+   into flow, gives the bar its total n_batches (0: unknown), keeps the training batch's view of ctx
+   (batch_idx, loss, batch) and the flow's HK_SKIP_BATCH / HK_STOP_EPOCH (those raised from now on are the
+   evaluation's), and returns 0, the first batch. The loop sets ctx->batch_idx and fires
+   on_validation_batch_start / _end around each batch (HK_FLOW_HAS(&flow, HK_FLOW_STOP_EPOCH) ends it early).
+   tr_run_eval_end sets "val/loss" ("test/loss") and ctx->loss to loss (a NaN: the metric is left alone),
+   fires on_validation_epoch_end, sends the "val" ("test") record (tr_run_log; not in a sanity check), fires
+   on_validation_end, and puts the training view and signals back. The loop:
+       for (b = tr_run_eval_start(reg, &ctx, &flow, "val", n); b < n; b++) { ctx.batch_idx = b; ...events... }
+       tr_run_eval_end(reg, &ctx, &flow, sum / n);
+   In a fit, a validation comes between two tr_run_batch_end calls (see there). Refused outside a run, from a
+   hook, and nested (tr_run_eval_start: n_batches returned, no batch to run; tr_run_eval_end: nothing done). */
+TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches);
+TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss);
 /* Send a record for stage "train", "val" or "test" built from the context now: train carries
    train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
    test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
@@ -4233,6 +4249,11 @@ typedef struct tr__run_priv {
   int sending;               /* on_log of a record the run sends is being fired */
   const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
   const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
+  const char *eval;          /* tr_run_eval_start's stage ("val", "test") until tr_run_eval_end, else NULL */
+  int64_t eval_idx;          /* the training batch's view of ctx and its flow signals, kept during an evaluation */
+  double eval_loss;
+  void *eval_batch;
+  unsigned eval_signals;
   int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
   /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
      callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
@@ -5539,6 +5560,11 @@ static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
   q->resumed_here = 0;
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
 }
+static hk_signal tr__run_on_after_backward(hk_ctx *ctx, void *user) { /* the gradients changed: the norm is computed anew */
+  (void)user;
+  hk_grads_changed(ctx);
+  return HK_CONTINUE;
+}
 static hk_signal tr__run_on_batch_end(hk_ctx *ctx, void *user) {
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, TR__PEND_BATCH, "the next on_train_batch_end");
 }
@@ -5616,6 +5642,7 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   q->pending = 0;
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
   q->busy = NULL;
+  q->eval = NULL;
   run->running = stage;
   run->epoch_done = run->validates_next = 0;
   run->accumulation = run->desc.accumulate_grad_batches > 1 ? run->desc.accumulate_grad_batches : 1;
@@ -5655,6 +5682,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   cb.on_train_epoch_start = tr__run_on_epoch_start;
   cb.on_train_batch_start = tr__run_on_batch_start;
   cb.on_train_batch_end = tr__run_on_batch_end;
+  cb.on_after_backward = tr__run_on_after_backward;
   cb.on_train_epoch_end = tr__run_on_epoch_end;
   cb.on_sanity_check_start = tr__run_on_sanity_start;
   cb.on_sanity_check_end = tr__run_on_sanity_end;
@@ -5854,6 +5882,67 @@ TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flo
   ctx->batch_idx = first;
   if (first == 0) (void)HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_START, ctx, flow);
   return first;
+}
+/* The flow signals an evaluation keeps for itself: its batches' skips and its early end. */
+#define TR__EVAL_OWN (HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH))
+static int tr__run_eval_refused(tr_run *run, hk_registry *reg, const char *fn, const hk_ctx *ctx, const hk_flow *flow) {
+  tr__run_priv *q = run->tr__p;
+  if (!ctx || !flow) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx and flow are required: give the loop's", fn), 1;
+  if (run->running == HK_STAGE_NONE)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: no run is going: call tr_run_start (or tr_run_enter) first", fn), 1;
+  if (q->sending || q->io || q->busy)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: called from a hook while %s runs: call it from the loop", fn,
+                                q->io ? q->io : q->sending ? "on_log of a record" : q->busy), 1;
+  return 0;
+}
+TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  int test;
+  if (!run) return reg ? (void)tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_eval_start: out of memory"), n_batches : n_batches;
+  if (tr__run_eval_refused(run, reg, "tr_run_eval_start", ctx, flow)) return n_batches;
+  q = run->tr__p;
+  if (!stage || (strcmp(stage, "val") && strcmp(stage, "test")))
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_eval_start: the stage '%s' is not \"val\" or \"test\"",
+                                stage ? stage : "(null)"), n_batches;
+  if (q->eval)
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_eval_start: the %s evaluation begun before has not ended: "
+                                "call tr_run_eval_end first", q->eval), n_batches;
+  test = !strcmp(stage, "test");
+  q->eval = test ? "test" : "val";
+  q->eval_idx = ctx->batch_idx;
+  q->eval_loss = ctx->loss;
+  q->eval_batch = ctx->batch;
+  q->eval_signals = flow->signals & TR__EVAL_OWN;
+  hk_flow_clear(flow, TR__EVAL_OWN);
+  if (n_batches > 0) run->eval_batches = n_batches;
+  ctx->batch_idx = 0;
+  (void)HK_FIRE_FLOW(reg, test ? HK_ON_TEST_START : HK_ON_VALIDATION_START, ctx, flow);
+  (void)HK_FIRE_FLOW(reg, test ? HK_ON_TEST_EPOCH_START : HK_ON_VALIDATION_EPOCH_START, ctx, flow);
+  return 0;
+}
+static int tr__run_nan(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return (u & 0x7FFFFFFFFFFFFFFFull) > 0x7FF0000000000000ull; }
+TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q;
+  int test;
+  if (!run) { if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_eval_end: out of memory"); return; }
+  if (tr__run_eval_refused(run, reg, "tr_run_eval_end", ctx, flow)) return;
+  q = run->tr__p;
+  if (!q->eval) { (void)tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_eval_end: no evaluation is going: call tr_run_eval_start first"); return; }
+  test = !strcmp(q->eval, "test");
+  if (!tr__run_nan(loss)) {
+    ctx->loss = loss;
+    if (hk_metric_set(ctx, test ? "test/loss" : "val/loss", loss) != HK_OK) tr_run_fail(reg, TR_ERR_NOMEM, "tr_run_eval_end: out of memory");
+  }
+  (void)HK_FIRE_FLOW(reg, test ? HK_ON_TEST_EPOCH_END : HK_ON_VALIDATION_EPOCH_END, ctx, flow);
+  if (ctx->stage != HK_STAGE_SANITY_CHECK && !q->in_sanity && tr_run_log(reg, ctx, q->eval) == HK_FAIL) hk_flow_raise(flow, HK_FAIL);
+  (void)HK_FIRE_FLOW(reg, test ? HK_ON_TEST_END : HK_ON_VALIDATION_END, ctx, flow);
+  ctx->batch_idx = q->eval_idx;
+  ctx->loss = q->eval_loss;
+  ctx->batch = q->eval_batch;
+  flow->signals = (flow->signals & ~TR__EVAL_OWN) | q->eval_signals;
+  q->eval = NULL;
 }
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at) {
   tr_run *run = reg ? tr_run_get(reg) : NULL;

@@ -37,18 +37,13 @@ static int load_model(void *u, FILE *f) {
 static hk_signal report(hk_ctx *ctx, void *u) { return (void)u, tr_print(ctx->reg, "on_exception: %s", ctx->abort_reason), HK_CONTINUE; }
 static void validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {    /* the events as train.h fires them */
   double sum = 0;
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, ctx, flow);
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_START, ctx, flow);
-  for (ctx->batch_idx = 0; ctx->batch_idx < NVAL / B; ctx->batch_idx++) {
+  for (int64_t b = tr_run_eval_start(reg, ctx, flow, "val", NVAL / B); b < NVAL / B; b++) {
+    ctx->batch_idx = b;
     HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_START, ctx, flow);
-    sum += forward(NTRAIN + (int)ctx->batch_idx * B, B, 0);
+    sum += forward(NTRAIN + (int)b * B, B, 0);
     HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, ctx, flow);
   }
-  hk_metric_set(ctx, "val/loss", sum / (NVAL / B));   /* early_stopping and model_checkpoint monitor it */
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, ctx, flow);
-  tr_run_log(reg, ctx, "val");                         /* a "val" record to the loggers */
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, ctx, flow);
-  ctx->batch_idx = NB - 1;                             /* the epoch's last training batch again */
+  tr_run_eval_end(reg, ctx, flow, sum / (NVAL / B)); /* val/loss (early_stopping, model_checkpoint), its record */
 }
 int main(int argc, char **argv) {
   long max_epochs = 100, ctrl_c_at = -1, nan_at = -1;
@@ -83,8 +78,7 @@ int main(int argc, char **argv) {
       HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
       ctx.loss = ctx.global_step == nan_at ? NAN : forward((int)b * B, B, 1);  /* forward and backward */
       HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, &ctx, &flow);          /* nan_guard: the loss */
-      hk_grads_changed(&ctx);
-      HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
+      HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);           /* (the run: a new gradient norm) */
       HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);    /* nan_guard: the gradients */
       if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP | HK_FLOW_FAIL)) {
         for (int j = 0; j <= D; j++) w[j] -= lr * g[j];

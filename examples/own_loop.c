@@ -60,18 +60,13 @@ static hk_signal report(hk_ctx *ctx, void *u) {            /* a hook of your own
 }
 static void validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {  /* the events as train.h fires them */
   double sum = 0;
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, ctx, flow);
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_START, ctx, flow);
-  for (ctx->batch_idx = 0; ctx->batch_idx < NVAL / B; ctx->batch_idx++) {
+  for (int64_t b = tr_run_eval_start(reg, ctx, flow, "val", NVAL / B); b < NVAL / B; b++) {
+    ctx->batch_idx = b;
     HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_START, ctx, flow);
-    sum += forward(NTRAIN + (int)ctx->batch_idx * B, B);
+    sum += forward(NTRAIN + (int)b * B, B);
     HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, ctx, flow);
   }
-  hk_metric_set(ctx, "val/loss", sum / (NVAL / B));  /* early_stopping and model_checkpoint monitor it */
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, ctx, flow);
-  tr_run_log(reg, ctx, "val");                       /* a "val" record to the loggers */
-  HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, ctx, flow); /* where the two decide (a loop without epochs) */
-  ctx->batch_idx = ctx->global_step;                 /* the training batch's index again */
+  tr_run_eval_end(reg, ctx, flow, sum / (NVAL / B)); /* val/loss, its record, on_validation_end: the two decide */
 }
 int main(int argc, char **argv) {
   long max_steps = 2000, ctrl_c_at = -1, nan_at = -1, profile = 0;
@@ -112,8 +107,7 @@ int main(int argc, char **argv) {
     }
     if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)) {
       backward(lo);
-      hk_grads_changed(&ctx);                                          /* a new gradient for hk_grad_norm */
-      HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
+      HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);           /* (the run: a new gradient for hk_grad_norm) */
       HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);    /* gradient_monitor, nan_guard */
     }
     if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP)) {

@@ -1114,6 +1114,129 @@ static void test_spike_detection_without_state_refused(void **state) {
   ol_free(&l);
 }
 
+/* =================================================================================================
+   9. tr_run_eval_start / tr_run_eval_end: a validation and a test of a loop of our own, and the run's
+   watch on on_after_backward (the gradient norm of this step without hk_grads_changed)
+   ================================================================================================= */
+typedef struct evw { int starts, ends, test_starts, test_ends, skipped; int64_t seen_idx[8]; int n_seen; double loss_at_end; } evw;
+static hk_signal evw_vstart(hk_ctx *ctx, void *u) { (void)ctx; ((evw *)u)->starts++; return HK_CONTINUE; }
+static hk_signal evw_vend(hk_ctx *ctx, void *u) { ((evw *)u)->ends++; ((evw *)u)->loss_at_end = ctx->loss; return HK_CONTINUE; }
+static hk_signal evw_tstart(hk_ctx *ctx, void *u) { (void)ctx; ((evw *)u)->test_starts++; return HK_CONTINUE; }
+static hk_signal evw_tend(hk_ctx *ctx, void *u) { (void)ctx; ((evw *)u)->test_ends++; return HK_CONTINUE; }
+static hk_signal evw_vbatch(hk_ctx *ctx, void *u) { /* skips the first batch of each evaluation */
+  evw *w = (evw *)u;
+  if (w->n_seen < 8) w->seen_idx[w->n_seen++] = ctx->batch_idx;
+  if (ctx->batch_idx == 0) { w->skipped++; return HK_SKIP_BATCH; }
+  return HK_CONTINUE;
+}
+static void test_eval_pair(void **state) {
+  char dir[300], csv[400];
+  hk_registry *reg;
+  float p[1] = { 0 }, g[1] = { 0 };
+  hk_tensor pv = { "p", p, 1, 0 }, gv = { "p", g, 1, 0 };
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  evw w;
+  hk_callback cb;
+  FILE *log = tmpfile();
+  char *text;
+  int64_t b;
+  double v;
+  (void)state;
+  memset(&ctx, 0, sizeof ctx);
+  memset(&w, 0, sizeof w);
+  ctx.params = &pv;
+  ctx.grads = &gv;
+  ctx.n_tensors = 1;
+  path_of(dir, sizeof dir, "evalpair");
+  assert_non_null(reg = hk_create(NULL));
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .log_every_n_steps = 1, .save_dir = dir,
+                                                     .name = "", .version = "v", .no_signals = 1, .log = log }), TR_OK);
+  memset(&cb, 0, sizeof cb);
+  cb.name = "evw";
+  cb.user = &w;
+  cb.on_validation_start = evw_vstart;
+  cb.on_validation_end = evw_vend;
+  cb.on_validation_batch_start = evw_vbatch;
+  cb.on_test_start = evw_tstart;
+  cb.on_test_end = evw_tend;
+  cb.on_test_batch_start = evw_vbatch;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, NULL), HK_OK);
+  assert_int_equal(hk_spec_apply(reg, "csv"), HK_OK);
+  /* outside a run: refused, no batch to run */
+  assert_int_equal(tr_run_eval_start(reg, &ctx, &flow, "val", 3), 3);
+  refused_with(reg, "tr_run_eval_start: no run is going", NULL);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  while (ctx.global_step < 4) {
+    ctx.batch_idx = ctx.global_step;
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+    ctx.loss = 2.0;
+    g[0] = (float)(ctx.global_step + 1); /* a new gradient; no hk_grads_changed: the run's watch says it */
+    HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
+    assert_true(hk_grad_norm(&ctx) == (double)(ctx.global_step + 1));
+    ctx.global_step++;
+    HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+    assert_int_equal(tr_run_batch_end(reg, &ctx, &flow) & TR_RUN_STOP, 0);
+    if (ctx.global_step % 2 == 0) {
+      double sum = 0;
+      int64_t idx = ctx.batch_idx;
+      for (b = tr_run_eval_start(reg, &ctx, &flow, "val", 3); b < 3; b++) {
+        ctx.batch_idx = b;
+        HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_START, &ctx, &flow);
+        if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)) sum += 1.0 / (double)ctx.global_step;
+        HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, &ctx, &flow);
+        hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+        if (b == 0) { /* nested, and ended before begun elsewhere: refused, the evaluation goes on */
+          assert_int_equal(tr_run_eval_start(reg, &ctx, &flow, "val", 3), 3);
+          refused_with(reg, "tr_run_eval_start: the val evaluation begun before has not ended", NULL);
+        }
+      }
+      assert_int_equal(tr_run_get(reg)->eval_batches, 3);
+      flow.signals |= HK_SIGNAL_BIT(HK_SKIP_BATCH); /* the evaluation's own: dropped at its end */
+      tr_run_eval_end(reg, &ctx, &flow, sum / 2);
+      assert_true(w.loss_at_end == sum / 2); /* hooks see the validation's loss */
+      assert_int_equal(ctx.batch_idx, idx);  /* the training batch's view back */
+      assert_true(ctx.loss == 2.0);
+      assert_false(HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH));
+      assert_true(hk_metric_get(&ctx, "val/loss", &v) && v == 1.0 / (double)ctx.global_step);
+      assert_int_equal(tr_run_batch_end(reg, &ctx, &flow) & TR_RUN_STOP, 0);
+    }
+    hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  tr_run_eval_end(reg, &ctx, &flow, 1.0);
+  refused_with(reg, "tr_run_eval_end: no evaluation is going", NULL);
+  assert_int_equal(tr_run_eval_start(reg, &ctx, &flow, "train", 3), 3);
+  refused_with(reg, "the stage 'train' is not \"val\" or \"test\"", NULL);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  assert_int_equal(w.starts, 2);
+  assert_int_equal(w.ends, 2);
+  assert_int_equal(w.skipped, 2);
+  assert_int_equal(w.seen_idx[0], 0);
+  assert_int_equal(w.seen_idx[2], 2);
+  /* a test run after the fit: entered, the test's events, its record */
+  assert_int_equal(tr_run_enter(reg, &ctx, HK_STAGE_TEST, NULL), TR_OK);
+  for (b = tr_run_eval_start(reg, &ctx, &flow, "test", 2); b < 2; b++) {
+    ctx.batch_idx = b;
+    HK_FIRE_FLOW(reg, HK_ON_TEST_BATCH_START, &ctx, &flow);
+    HK_FIRE_FLOW(reg, HK_ON_TEST_BATCH_END, &ctx, &flow);
+    hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  tr_run_eval_end(reg, &ctx, &flow, 0.125);
+  tr_run_leave(reg, &ctx);
+  assert_int_equal(w.test_starts, 1);
+  assert_int_equal(w.test_ends, 1);
+  assert_true(hk_metric_get(&ctx, "test/loss", &v) && v == 0.125);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  snprintf(csv, sizeof csv, "%s/v/metrics.csv", dir);
+  assert_non_null(text = slurp(csv));
+  if (!strstr(text, "val/loss") || !strstr(text, "test/loss") || !strstr(text, "0.5") || !strstr(text, "0.25") || !strstr(text, "0.125"))
+    fail_msg("metrics.csv lacks the evaluations' records:\n%s", text);
+  assert_int_equal(count_of(text, "\n"), 1 + 4 + 2 + 1); /* the header, 4 train, 2 val and 1 test records */
+  free(text);
+  fclose(log);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_entered_loop_with_sanity_check),
@@ -1133,6 +1256,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_validates_next_ranks_on_the_validation),
     cmocka_unit_test(test_rolled_back_after_spike),
     cmocka_unit_test(test_spike_detection_without_state_refused),
+    cmocka_unit_test(test_eval_pair),
   };
   char tmpl[] = "/tmp/test_run_api.XXXXXX", cmd[300];
   int rc;
