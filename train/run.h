@@ -105,6 +105,9 @@ typedef struct tr_run_desc {
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
+  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
+                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
+                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
   int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
@@ -436,7 +439,9 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* The run layer's private part (train/run.h). */
-typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
+/* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
+   save_dir/name it was claimed under, or the directory itself for a named version. */
+typedef struct tr__run_dir { char *base, *dir; int fd, continued; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_STRS };
 struct tr__hparam;
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
@@ -448,6 +453,10 @@ typedef struct tr__run_priv {
   tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
   char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
                                 (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
+  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be) */
+  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
+  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
   tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
@@ -726,7 +735,13 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
+  while (q->dirs) {
+    tr__run_dir *next = q->dirs->next;
+    tr__dir_release(q->dirs->fd);
+    free(q->dirs->base); free(q->dirs->dir); free(q->dirs);
+    q->dirs = next;
+  }
+  free(q->cont_dir);
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   for (i = 0; i < q->n_hp; i++) { free(q->hp[i].key); free(q->hp[i].val); }
   free(q->hp);
@@ -889,6 +904,10 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
                           "TR_YES, TR_NO or 0 (the default)");
+  if (!tr__tri_ok(d->new_version_on_resume))
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: new_version_on_resume is %d: give TR_YES (a resume logs into "
+                          "a new version_N, as Lightning's), TR_NO or 0 (the default: a resume continues its run)",
+                          d->new_version_on_resume);
   if (d->train_batches < 0 || d->val_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: train_batches, val_batches, max_steps, max_epochs, min_steps and "
                           "min_epochs must be >= 0 (0 = unknown / none)");
@@ -1008,6 +1027,7 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
+#define TR__RUN_KEY "train.run"           /* the run directory it was written in (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
 }
@@ -1328,6 +1348,69 @@ static hk_err tr__run_state_sink(const char *key, const void *data, size_t len, 
   hk_bytes_put(b, data, len);
   return HK_OK;
 }
+
+/* ---- a resume continues its run ------------------------------------------------------------------------
+   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
+   TR__RUN_KEY: u64 version 1 | str the run directory | u64 its device | u64 its inode | i64 global_step |
+   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_fit):
+   tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and supersede the
+   records written after the checkpoint (tr__run_superseded). Nothing is written while the run has no
+   directory (no logger has opened, tr_run_dir was never asked). */
+TR__SHARED void tr__run_block(const tr_run *run, hk_bytes *b, int64_t step, tr_run_at at) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  const tr__run_dir *rd;
+  hk_bytes v;
+  if (!q || !q->dir) return;
+  for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
+  if (!rd || (!rd->dev && !rd->ino)) return; /* not known what it is: nothing to continue */
+  memset(&v, 0, sizeof v);
+  tr__put_u64(&v, 1);
+  tr__put_str(&v, q->dir);
+  tr__put_u64(&v, rd->dev);
+  tr__put_u64(&v, rd->ino);
+  tr__put_i64(&v, step);
+  tr__put_u64(&v, (uint64_t)at);
+  if (v.failed) b->failed = 1;
+  else (void)tr__run_state_sink(TR__RUN_KEY, v.data, v.len, b);
+  hk_bytes_free(&v);
+}
+/* The block of the checkpoint being resumed (data NULL: none; a malformed one counts as none: the resume
+   then logs into a new version, and the load judges the file). */
+TR__SHARED void tr__run_resuming(tr_run *run, const void *data, size_t len) {
+  tr__run_priv *q = run->tr__p;
+  hk_reader r;
+  uint64_t version, dev, ino, at;
+  int64_t step;
+  char *dir = NULL;
+  free(q->cont_dir);
+  q->cont_dir = NULL;
+  if (!data) return;
+  memset(&r, 0, sizeof r);
+  r.data = (const unsigned char *)data;
+  r.len = len;
+  if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
+      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0]) {
+    free(dir);
+    return;
+  }
+  q->cont_dir = dir;
+  q->cont_dev = dev;
+  q->cont_ino = ino;
+  q->cont_step = step;
+  q->cont_at = (tr_run_at)at;
+}
+/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
+   taken before the record's batch; a val record: the last training step), so a checkpoint at global
+   step G was written after every record of a step below G - 1 and before every one of step G or more.
+   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
+   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
+   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
+   counts as a validation). */
+TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
+  const tr__run_priv *q = run->tr__p;
+  return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
+}
+
 static void tr__run_trailer(unsigned char *t, const hk_bytes *state) {
   tr__le(t, (uint64_t)state->len, 8);
   tr__le(t + 8, tr_crc32c(state->data, state->len), 4);
@@ -1482,6 +1565,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     b[0] = (unsigned char)s.run->tr__p->at;
     (void)tr__run_state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
+  tr__run_block(s.run, &s.state, ctx->global_step, s.run->tr__p->at);
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -1545,12 +1629,70 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
+/* The state block of a checkpoint of tr_run_save, checked (trailer, size, checksum, tag): TR_OK with *state
+   (malloc'd, *slen bytes) and *fp open on the file, or the error said in err (nothing to free). */
+static tr_err tr__run_read_state(const char *path, FILE **fp, unsigned char **state, uint64_t *slen, char *err, size_t cap) {
+  FILE *f;
+  unsigned char t[TR__RUN_TRAILER];
+  uint64_t size;
+  tr_err e = TR_OK;
+  *fp = NULL;
+  *state = NULL;
+#define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
+  if (!(f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
+#ifdef TR__POSIX
+  {
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: '%s' is not a regular file", path);
+  }
+#endif
+  if (fseek(f, 0, SEEK_END) != 0 || (long)(size = (uint64_t)ftell(f)) < 0) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: cannot size '%s'", path);
+  if (size < TR__RUN_TRAILER || fseek(f, (long)(size - TR__RUN_TRAILER), SEEK_SET) != 0 || fread(t, 1, sizeof t, f) != sizeof t ||
+      memcmp(t + 16, "TRRUNEND", 8) != 0)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
+  if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
+  *slen = tr__get(t, 8);
+  /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
+  if (*slen < 44 || *slen > size - TR__RUN_TRAILER || *slen > ((uint64_t)1 << 31))
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
+  if (!(*state = (unsigned char *)malloc((size_t)*slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
+  if (fseek(f, (long)(size - TR__RUN_TRAILER - *slen), SEEK_SET) != 0 || fread(*state, 1, (size_t)*slen, f) != *slen)
+    TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
+  if (tr_crc32c(*state, (size_t)*slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(*state, "TRRUN\0\0\0", 8) != 0)
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is corrupted (the checksum of its state block does not match)", path);
+#undef TR__RUN_BAD
+done:
+  if (e) { if (f) fclose(f); free(*state); *state = NULL; }
+  else *fp = f;
+  return e;
+}
+
+/* A resume of tr_run_start: the run block of the checkpoint (tr__run_resuming), looked at before setup so
+   that the loggers open in the run's directory. A file that cannot be read is left to tr_run_load. */
+static void tr__run_peek(tr_run *run, const char *path) {
+  FILE *f;
+  unsigned char *state;
+  uint64_t slen, p = 44, klen, len;
+  char err[8];
+  if (tr__run_read_state(path, &f, &state, &slen, err, sizeof err)) return;
+  fclose(f);
+  while (p + 4 <= slen && (klen = tr__get(state + p, 4)) <= slen - p - 4 && 12 <= slen - p - klen &&
+         (len = tr__get(state + p + 4 + klen, 8)) <= slen - p - 12 - klen) {
+    if (klen == sizeof TR__RUN_KEY - 1 && !memcmp(state + p + 4, TR__RUN_KEY, (size_t)klen)) {
+      tr__run_resuming(run, state + p + 12 + klen, (size_t)len);
+      break;
+    }
+    p += 12 + klen + len;
+  }
+  free(state);
+}
+
 static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
   char *err;
   size_t cap;
   FILE *f = NULL;
-  unsigned char t[TR__RUN_TRAILER], *state = NULL;
-  uint64_t size, slen, v[4];
+  unsigned char *state = NULL;
+  uint64_t slen, v[4];
   hk_state_blob *blobs = NULL;
   uint32_t n_hooks = 0, i;
   size_t p;
@@ -1567,27 +1709,7 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
     return TR_ERR_INVALID;
   }
 #define TR__RUN_BAD(code, ...) do { tr__msg(err, cap, __VA_ARGS__); e = code; goto done; } while (0)
-  if (!(f = fopen(path, "rb"))) TR__RUN_BAD(errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO, "tr_run_load: cannot open '%s': %s", path, strerror(errno));
-#ifdef TR__POSIX
-  {
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: '%s' is not a regular file", path);
-  }
-#endif
-  if (fseek(f, 0, SEEK_END) != 0 || (long)(size = (uint64_t)ftell(f)) < 0) TR__RUN_BAD(TR_ERR_IO, "tr_run_load: cannot size '%s'", path);
-  if (size < TR__RUN_TRAILER || fseek(f, (long)(size - TR__RUN_TRAILER), SEEK_SET) != 0 || fread(t, 1, sizeof t, f) != sizeof t ||
-      memcmp(t + 16, "TRRUNEND", 8) != 0)
-    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' was not written by tr_run_save (no run trailer at its end)", path);
-  if (tr__get(t + 12, 4) != 1) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' has run format version %u; this train.h reads 1", path, (unsigned)tr__get(t + 12, 4));
-  slen = tr__get(t, 8);
-  /* 44: the tag, the four counters and the count of hooks (a registry without stateful callbacks) */
-  if (slen < 44 || slen > size - TR__RUN_TRAILER || slen > ((uint64_t)1 << 31))
-    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is truncated or corrupted (its state block does not fit)", path);
-  if (!(state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
-  if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
-    TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
-  if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
-    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is corrupted (the checksum of its state block does not match)", path);
+  if ((e = tr__run_read_state(path, &f, &state, &slen, err, cap)) != TR_OK) goto done;
   for (i = 0; i < 4; i++) v[i] = tr__get(state + 8 + 8 * i, 8);
   for (i = 0; i < 4; i++)
     if ((int64_t)v[i] < 0 || v[i] > ((uint64_t)1 << 53))
@@ -1617,6 +1739,11 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
       if (blobs[i].len != 1 || ((const unsigned char *)blobs[i].data)[0] > TR_RUN_AT_EPOCH_END)
         TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': where the checkpoint was written is unreadable (corrupted?)", path);
       at = (tr_run_at)((const unsigned char *)blobs[i].data)[0];
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__RUN_KEY)) { /* read before setup (tr__run_peek) */
       blobs[i] = blobs[--n_hooks];
       break;
     }
@@ -1839,6 +1966,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
+  tr__run_resuming(run, NULL, 0);
+  if (resume_from && resume_from[0]) tr__run_peek(run, resume_from); /* the loggers open in its run's directory */
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
@@ -2204,26 +2333,7 @@ TR__SHARED double tr__wall(void) {
 }
 
 /* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
-static int64_t tr__next_version(const char *base) {
-  int64_t next = 0;
-#ifdef TR__POSIX
-  DIR *d = opendir(base);
-  struct dirent *e;
-  if (!d) return 0;
-  while ((e = readdir(d)) != NULL) {
-    const char *p = e->d_name;
-    int64_t v = 0;
-    int digits = 0;
-    if (strncmp(p, "version_", 8)) continue;
-    for (p += 8; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
-    if (digits && !*p && v + 1 > next) next = v + 1;
-  }
-  closedir(d);
-#else
-  (void)base;
-#endif
-  return next;
-}
+static int64_t tr__next_version(const char *base) { return tr__dir_max_number(base, "version_") + 1; }
 
 static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
   size_t na = strlen(a), nb = strlen(b);
@@ -2234,32 +2344,45 @@ static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when 
   return p;
 }
 
+/* Why the checkpoint's directory cannot be continued, from tr__dir_hold's error (or 0: it is another
+   directory now than the one the run wrote). */
+static const char *tr__run_lost(int e) {
+  return e == ENOENT ? "it is gone" : e == ENOTDIR ? "a symlink or a file is there now (not followed)"
+       : e == EWOULDBLOCK ? "another process holds it (the run that wrote it, or another resume of it)"
+       : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
+}
+
 /* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
    A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
    when that directory exists, made by another run started at the same moment (or left by an earlier
    one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). */
+   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
+   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
+   recorded (tr__run_resuming) when their save_dir/name is the one it was claimed under (or their
+   version names it), tr_run_desc.new_version_on_resume is not TR_YES, and it is still the directory the
+   run wrote (its device and inode; never a symlink) and no other process holds it. Otherwise the run
+   claims a new version_N and says why, once. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
-                             char *why, size_t why_len) {
+                             char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
-  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
-  if (version && version[0]) {
-    dir = tr__join(base, version);
-    if (dir && tr__mkdirs(dir)) {
-      snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
-      free(dir);
-      dir = NULL;
-    } else if (!dir) snprintf(why, why_len, "out of memory");
+  int named = version && version[0], fd = -1, e, cont = 0;
+  uint64_t dev = 0, ino = 0;
+  *continued = 0;
+  if (base && named) { /* the entry of a named version is the directory itself */
+    char *d = tr__join(base, version);
     free(base);
-    return dir;
+    base = d;
   }
+  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
   for (rd = q ? q->dirs : NULL; rd; rd = rd->next)
     if (!strcmp(rd->base, base)) break;
-  if (rd) { /* this registry claimed it already */
+  if (rd) { /* this registry has it already */
     free(base);
     if (!(dir = tr__strdup(rd->dir))) snprintf(why, why_len, "out of memory");
+    *continued = rd->continued;
     return dir;
   }
   if (tr__mkdirs(base)) {
@@ -2267,7 +2390,24 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(base);
     return NULL;
   }
-  {
+  if (q && (!q->cont_dir || run->desc.new_version_on_resume == TR_YES)) q = NULL; /* nothing to continue */
+  if (named) {
+    if (!(dir = tr__strdup(base))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
+    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) /* held by another process: used as it is, as always */
+      cont = q && dev == q->cont_dev && ino == q->cont_ino;
+  } else if (q && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
+             !strncmp(q->cont_dir, base, strlen(base))) { /* the checkpoint's directory is one of base's */
+    e = tr__dir_hold(q->cont_dir, &fd, &dev, &ino);
+    if (!e && dev == q->cont_dev && ino == q->cont_ino) {
+      cont = 1;
+      if (!(dir = tr__strdup(q->cont_dir))) { snprintf(why, why_len, "out of memory"); tr__dir_release(fd); free(base); return NULL; }
+    } else {
+      lost = tr__run_lost(e);
+      tr__dir_release(fd);
+      fd = -1;
+    }
+  }
+  if (!dir) {
     int64_t v = tr__next_version(base);
     int tries;
     for (tries = 0; tries < 100000; tries++, v++) {
@@ -2275,7 +2415,10 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
       snprintf(leaf, sizeof leaf, "version_%lld", (long long)v);
       if (!(dir = tr__join(base, leaf))) break;
 #ifdef TR__POSIX
-      if (mkdir(dir, 0777) == 0) break; /* ours */
+      if (mkdir(dir, 0777) == 0) { /* ours */
+        (void)tr__dir_hold(dir, &fd, &dev, &ino);
+        break;
+      }
       if (errno != EEXIST) {
         snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
         free(dir);
@@ -2294,13 +2437,22 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(base);
     return NULL;
   }
-  if (q && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
-    rd->base = tr__strdup(base);
+  if (lost)
+    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: %s; "
+                "it logs into %s instead", q->cont_dir, lost, dir);
+  if (run && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
+    rd->base = base;
     rd->dir = tr__strdup(dir);
-    if (rd->base && rd->dir) { rd->next = q->dirs; q->dirs = rd; }
-    else { free(rd->base); free(rd->dir); free(rd); }
+    rd->fd = fd;
+    rd->dev = dev;
+    rd->ino = ino;
+    rd->continued = cont;
+    if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
+    else { free(rd); rd = NULL; }
   }
+  tr__dir_release(fd); /* out of memory: not kept, not held */
   free(base);
+  *continued = cont && rd;
   return dir;
 }
 
@@ -2311,27 +2463,18 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
 
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
-  tr__run_dir *rd;
   char why[600], *dir;
-  const char *base_dir, *name, *version;
+  int continued;
   if (!run) return NULL;
   if (run->tr__p->dir) return run->tr__p->dir; /* a logger opened it already, wherever its save_dir says */
-  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
-  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
-  version = tr__run_str(run, TR__RUN_VERSION, NULL);
-  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
+  if (!(dir = tr__run_dir_get(run, tr__run_str(run, TR__RUN_SAVE_DIR, "runs"), tr__run_str(run, TR__RUN_NAME, "lightning_logs"),
+                              tr__run_str(run, TR__RUN_VERSION, NULL), why, sizeof why, &continued))) {
     (void)tr__run_refuse(reg, why[0] ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_dir: %s", why[0] ? why : "out of memory");
     return NULL;
   }
   tr__run_note_dir(run, dir);
-  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
-    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
-  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
-  rd->base = tr__strdup(dir); /* a named version: its own entry */
-  rd->dir = dir;
-  rd->next = run->tr__p->dirs;
-  run->tr__p->dirs = rd;
-  return rd->dir;
+  free(dir);
+  return run->tr__p->dir;
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */

@@ -95,6 +95,8 @@ typedef struct tr_config {
                                     where in one line (rank 0, tr_desc.log): "Restored all states from the
                                     checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
   int no_resume_message;         /* 1: not that line */
+  int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
+                                    it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
@@ -1076,6 +1078,7 @@ static void tr__run_configure(tr_trainer *t, hk_stage stage, const tr_config *c)
                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
   run->resume_from = c->resume_from ? c->resume_from : "";
   d->no_resume_message = c->no_resume_message;
+  d->new_version_on_resume = c->new_version_on_resume;
   run->tr__p->fixed_accumulation = c->accumulate_grad_batches;
   tr__state_regions(t);
 }
@@ -1454,6 +1457,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
       }
     } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
+  tr__run_resuming(t->tr__run, NULL, 0); /* a resume's run directory: tr__resume_check reads it */
   return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 

@@ -70,6 +70,7 @@ struct tr__logger {
   int flush_every, fail_on_error;
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
   int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
+  int continued;        /* a resume continues its run: the logger goes on with its files there (tr__logger_take) */
   char *dir, *path;
   tr__file_id id;       /* the file at path it wrote (a later whole write replaces only that one) */
   char err[1200];
@@ -171,7 +172,8 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why,
+                                  &s->continued)))
     return tr__logger_broke(s, ctx, "%s", why);
   tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
@@ -203,16 +205,35 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   return EEXIST;
 #endif
 }
-/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write,
-   refused when something is there already (tr__logger_fresh): 0, or an error as the format's open
-   returns it. */
-TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
+/* A file of the logger's at path in the version directory: refused when something is there already
+   (tr__logger_fresh), except in the run a resume continues (s->continued), where it is the logger's
+   own: read back into old (NULL: not needed), its identity into mine, so that the logger's next whole
+   write replaces that file and nothing else (the format leaves out the records after the checkpoint).
+   0 (nothing there is fine too), or an error as the format's open returns it. */
+TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *old, tr__file_id *mine, char *why, size_t cap) {
+  hk_bytes scratch;
+  int e;
+  if (!s->continued) return tr__logger_fresh(path, why, cap);
+  memset(&scratch, 0, sizeof scratch);
+  e = tr__read_mine(path, old ? old : &scratch, mine);
+  hk_bytes_free(&scratch);
+  if (e == EEXIST)
+    snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): the resumed run does not "
+             "continue it, nor replace it; remove it, or resume with new_version_on_resume", path);
+  else if (e && e != ENOENT)
+    snprintf(why, cap, "cannot read %s to continue the resumed run's log: %s", path, strerror(e));
+  return e == ENOENT ? 0 : e;
+}
+/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write
+   (tr__logger_take: old as there): 0, or an error as the format's open returns it. */
+TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
+  (void)old;
   snprintf(why, cap, "file loggers need a POSIX system");
   return -1;
 #else
-  return tr__logger_fresh(s->path, why, cap);
+  return tr__logger_take(s, s->path, old, &s->id, why, cap);
 #endif
 }
 

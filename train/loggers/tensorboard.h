@@ -7,7 +7,10 @@ TR__C_BEGIN /* part */
 /* tensorboard: events.out.tfevents.<secs>.<host>.<pid>.0, TFRecord-framed Event protos with real
    CRC-32C: a file_version event, the hparams as a text summary (tag "hparams", a Markdown table),
    then per record one event holding every metric as a scalar (tag = the metric's name) and every
-   histogram. Look at it with  tensorboard --logdir <save_dir>. */
+   histogram. Look at it with  tensorboard --logdir <save_dir>. A resume that continues its run starts a
+   new file in the run's directory, named to be read after the others, whose SessionLog START event at
+   the checkpoint's global step makes TensorBoard drop what the earlier files hold from that step on
+   (its purge of orphaned data): each step is shown once. */
 TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 TR__C_END /* part */
 
@@ -170,13 +173,37 @@ static size_t tr__tb_whole(const tr__logger *s, size_t n, int *count) {
   }
   return at;
 }
+/* Event{wall_time, step, session_log{status START}}. TensorBoard drops the events it has read with a step
+   at or above a START's, but takes the first START of a run as its beginning (the plugins' reader): a
+   resumed run's file writes it twice, so that a run whose earlier files hold none is purged too. */
+static void tr__tf_session_start(tr__logger *s, int64_t step) {
+  tr__tb *t = (tr__tb *)s->own;
+  static const unsigned char start[] = { 0x08, 0x01 }; /* SessionLog.status = START */
+  int i;
+  for (i = 0; i < 2; i++) {
+    t->scratch.len = 0;
+    tr__pb_f64(&t->scratch, 1, tr__wall());
+    tr__pb_key(&t->scratch, 2, 0);
+    tr__pb_varint(&t->scratch, (uint64_t)step);
+    tr__pb_bytes(&t->scratch, 6, start, sizeof start);
+    if (t->scratch.failed) s->out.failed = 1;
+    tr__tf_record(&s->out, &t->scratch);
+  }
+}
+
 /* events.out.tfevents.<secs>.<host>.<pid>.<k> (two in one second and process get .1, .2 ...): a
-   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab */
+   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab. A
+   resume that continues its run: TensorBoard reads a directory's files in the order of their names,
+   so <secs> is after every earlier file's (a second on when the clock is not); the START events at
+   the checkpoint's step (tr__tf_session_start); the hparams only when the purge takes the first file's
+   (a checkpoint of step 0) */
 static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__tb *t = (tr__tb *)s->own;
   char host[64] = "localhost", file[160];
   long pid = 0;
   int k, n, e, i;
+  long long secs = (long long)time(NULL), last;
+  int64_t purge = s->continued ? s->run->tr__p->cont_step : 0;
   tr__hparam *h;
   const char *spec;
   hk_bytes b, vals;
@@ -185,10 +212,11 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   host[sizeof host - 1] = 0;
   pid = (long)getpid();
 #endif
+  if (s->continued && (last = (long long)tr__dir_max_number(s->dir, "events.out.tfevents.")) >= secs) secs = last + 1;
   for (k = 0; k < 1000; k++) { /* a name nothing has (tr__logger_file refuses one that exists) */
-    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
+    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", secs, host, pid, k);
     free(s->path);
-    if ((e = tr__logger_file(s, file, why, cap)) == 0) break;
+    if ((e = tr__logger_file(s, file, NULL, why, cap)) == 0) break;
     if (e != EEXIST || k == 999) return e;
   }
   if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
@@ -202,9 +230,12 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__pb_f64(&t->scratch, 1, tr__wall());
   tr__pb_str(&t->scratch, 3, "brain.Event:2");
   tr__tf_record(&s->out, &t->scratch);
-  tr__tf_text(&vals, "hparams", (const char *)b.data);
-  tr__tf_hparams_start(&vals, h, n, tr__wall());
-  tr__tf_event(s, 0, &vals);
+  if (s->continued) tr__tf_session_start(s, purge);
+  if (!s->continued || purge == 0) {
+    tr__tf_text(&vals, "hparams", (const char *)b.data);
+    tr__tf_hparams_start(&vals, h, n, tr__wall());
+    tr__tf_event(s, 0, &vals);
+  }
   free(h);
   if (vals.failed || b.failed) s->out.failed = 1;
   hk_bytes_free(&vals);
