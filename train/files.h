@@ -359,6 +359,7 @@ TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine)
 #endif
 }
 
+TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 /* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
    there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
 static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
@@ -381,6 +382,39 @@ static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   (void)dir; (void)prefix;
 #endif
   return max;
+}
+
+/* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
+   each and it). Returns the count, -1 out of memory (nothing then to free). */
+static int tr__dir_names(const char *dir, const char *prefix, char ***names) {
+  int n = 0;
+#ifdef TR__POSIX
+  size_t len = strlen(prefix);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  *names = NULL;
+  if (!d) return 0;
+  while ((e = readdir(d)) != NULL) {
+    char **grown;
+    if (strncmp(e->d_name, prefix, len)) continue;
+    if (!(grown = (char **)realloc(*names, (size_t)(n + 1) * sizeof *grown)) || !(grown[n] = (char *)malloc(strlen(e->d_name) + 1))) {
+      if (grown) *names = grown;
+      while (n-- > 0) free((*names)[n]);
+      free(*names);
+      *names = NULL;
+      closedir(d);
+      return -1;
+    }
+    strcpy(grown[n++], e->d_name);
+    *names = grown;
+  }
+  closedir(d);
+  if (n) qsort(*names, (size_t)n, sizeof **names, tr__strcmp_p);
+#else
+  (void)dir; (void)prefix;
+  *names = NULL;
+#endif
+  return n;
 }
 
 /* ---- a run directory held: two processes never log into one ------------------------------------------
