@@ -206,7 +206,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
    its val/loss. TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
+   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
+   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
+   read before setup, and the loggers open there again, the records written after the checkpoint
+   superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
+   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
+   a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation

@@ -14,9 +14,13 @@ TR__C_BEGIN /* part */
    but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
    an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
    open: it says which file and what to do (another version, or remove the file), and writes nothing
-   (fail_on_error: the run fails). A run that resumes into its own version directory is refused the
-   same way (it does not append to its old logs yet). Later writes (csv's rewrite when columns come,
-   the plot at every run's end) replace only the file the logger wrote itself. */
+   (fail_on_error: the run fails). Later writes (csv's rewrite when columns come, the plot at every
+   run's end) replace only the file the logger wrote itself.
+   A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
+   TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
+   recorded, where their files are their own (tr__logger_take), with the records written after the
+   checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
+   tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
@@ -25,7 +29,8 @@ TR__C_BEGIN /* part */
   X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
     "else this name: a directory that may exist, but none of the logger's files in it (a file there that the logger did " \
     "not write, an earlier run's included, is never replaced: the logger refuses at its open, naming it; give another " \
-    "version or remove it; a resumed run does not append to its old logs yet); not given: the run's, tr_run_desc.version)") \
+    "version or remove it; a resume continues in the directory its checkpoint was written in, its files there included); " \
+    "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
     "-9 loses at most the records not written yet (about a second), never half a line") \
@@ -191,7 +196,7 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   if (S_ISREG(st.st_mode))
     snprintf(why, cap, "%s exists, and this logger did not write it (an earlier run's, another logger's, or a file of "
              "yours): it is not replaced; give the logger another version (or none: the next free version_N), or remove "
-             "the file (a run resumed into its version directory does not append to its old logs yet)", path);
+             "the file (a resume continues its own run's files: resume from a checkpoint of that run)", path);
   else
     snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced; give "
              "the logger another version (or none: the next free version_N), or remove it", path);
