@@ -1,7 +1,8 @@
 """tests/tb_continue.py ROOT - the runs tests/test_continue.c --tb ROOT leaves, read back by the real tensorboard
 package: each run resumed into its own directory (own, fit, fit2, two: several event files, one per resume)
 shows every scalar at each step once, with the values of the uninterrupted run beside it (<name>_ref), in both
-of tensorboard's readers (the classic EventAccumulator and the plugins' one behind `tensorboard --logdir`)."""
+of tensorboard's readers (the classic EventAccumulator and the plugins' one), and `tensorboard --logdir`'s Rust
+data server over HTTP for the loop's run."""
 import glob, os, sys
 from tensorboard.backend.event_processing import event_accumulator as classic
 from tensorboard.backend.event_processing import plugin_event_accumulator as plugin
@@ -41,8 +42,27 @@ for name in ("own", "fit", "fit2", "two"):
             check(len(steps) == len(set(steps)), "%s (%s): %s shows a step twice: %r" % (name, reader.__name__, tag, steps))
             check(got.get(tag) == points, "%s (%s): %s is %r, uninterrupted %r" % (name, reader.__name__, tag, got.get(tag), points))
     runs += 1
+# `tensorboard --logdir` with its Rust data server (--load_fast=true), over HTTP: the resumed loop's run too
+import json, socket, subprocess, time, urllib.parse, urllib.request
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+server = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "tensorboard"), "--logdir", os.path.join(root, "own"),
+                           "--host", "127.0.0.1", "--port", str(port), "--load_fast=true"],
+                          stdout=open(os.path.join(root, "server.log"), "w"), stderr=subprocess.STDOUT)
+want = [s for s, _ in classic_scalars(os.path.join(root, "own_ref", "lightning_logs", "version_0"))["train/loss"]]
+got, deadline = None, time.time() + 90
+try:
+    while time.time() < deadline and got != want:
+        try:
+            q = urllib.parse.urlencode({"run": "lightning_logs/version_0", "tag": "train/loss"})
+            got = [p[1] for p in json.load(urllib.request.urlopen("http://127.0.0.1:%d/data/plugin/scalars/scalars?%s" % (port, q), timeout=5))]
+        except Exception:
+            pass
+        time.sleep(0.5)
+finally:
+    server.kill()
+check(got == want, "own (the data server): train/loss at steps %r, uninterrupted %r" % (got, want))
 if bad:
     print("tb_continue: FAILED:\n  " + "\n  ".join(bad))
     sys.exit(1)
-print("tb_continue: %d resumed runs read back by tensorboard %s: each step once, the uninterrupted run's values"
+print("tb_continue: %d resumed runs read back by tensorboard %s (both readers, the data server): each step once, the uninterrupted run's values"
       % (runs, __import__("tensorboard").__version__))
