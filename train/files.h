@@ -386,7 +386,7 @@ static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
 
 /* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
    each and it). Returns the count, -1 out of memory (nothing then to free). */
-static int tr__dir_names(const char *dir, const char *prefix, char ***names) {
+TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names) {
   int n = 0;
 #ifdef TR__POSIX
   size_t len = strlen(prefix);
