@@ -1080,7 +1080,8 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
 /* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
    one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
    a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted) and tr_run_leave ends it. Nothing is fired, watched or checked between
+   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
+   and tr_run_leave ends it. Nothing is fired, watched or checked between
    them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
    records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
    tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
@@ -5253,7 +5254,8 @@ static hk_err tr__state_sink(const char *key, const void *data, size_t len, void
 /* ---- a resume continues its run ------------------------------------------------------------------------
    Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
    TR_RUN_KEY: u64 version 1 | str the run directory | u64 its device | u64 its inode | i64 global_step |
-   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_fit):
+   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_run_enter, or
+   tr_run_continue from a loop's own reader, as tr_fit's):
    tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and supersede the
    records written after the checkpoint (tr__run_superseded). Nothing is written while the run has no
    directory (no logger has opened, tr_run_dir was never asked). */

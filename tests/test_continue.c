@@ -481,6 +481,37 @@ static void test_foreign_csv_left_alone(void **state) {
   assert_non_null(strstr(log, "is not a metrics.csv this logger wrote"));
 }
 
+/* A loop that enters its run (tr_run_enter) resumes a file of tr_run_save into its run too: tr_run_enter
+   finds the run's block itself. A loop with a format of its own hands it over with tr_run_continue (the
+   trainer's does, test_trainer_continues): NULL says the checkpoint holds none (a new version); an
+   unreadable block counts as none; during a run it is refused. */
+static void entered(const char *name, const char *resume, int give_none, const char *want_leaf) {
+  lp l;
+  char path[400], want[400];
+  lp_init(&l, name, 0);
+  snprintf(path, sizeof path, "%s/%s", l.dir, resume);
+  if (give_none) assert_int_equal(tr_run_continue(l.reg, NULL, 0), TR_OK);
+  assert_int_equal(tr_run_enter(l.reg, &l.ctx, HK_STAGE_FIT, path), TR_OK);
+  assert_int_equal(tr_run_continue(l.reg, NULL, 0), TR_ERR_INVALID); /* not during a run */
+  HK_FIRE_FLOW(l.reg, HK_SETUP, &l.ctx, &l.flow);
+  at(want, sizeof want, name, want_leaf);
+  assert_non_null(tr_run_dir(l.reg));
+  assert_string_equal(tr_run_dir(l.reg), want);
+  HK_FIRE_FLOW(l.reg, HK_TEARDOWN, &l.ctx, &l.flow);
+  tr_run_leave(l.reg, &l.ctx);
+  lp_free(&l);
+}
+static void test_entered_loop_continues(void **state) {
+  lp l;
+  (void)state;
+  lp_run("entered", NULL, 0, NULL, NULL, 0);
+  entered("entered", "b4.ckpt", 0, "lightning_logs/version_0");
+  entered("entered", "b4.ckpt", 1, "lightning_logs/version_1");
+  lp_init(&l, "entered", 0);
+  assert_int_equal(tr_run_continue(l.reg, "\1\2\3", 3), TR_ERR_FORMAT);
+  lp_free(&l);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_own_loop_continues),
@@ -489,6 +520,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_two_resumes_at_once),
     cmocka_unit_test(test_new_version_on_resume),
     cmocka_unit_test(test_foreign_csv_left_alone),
+    cmocka_unit_test(test_entered_loop_continues),
   };
   int rc;
   if (argc == 3 && !strcmp(argv[1], "--tb")) {
