@@ -885,6 +885,9 @@ typedef struct tr_run_desc {
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
+  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
+                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
+                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
   int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
@@ -1017,7 +1020,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
    tr_run_finish reports it, firing nothing (no on_exception, no teardown). TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
+   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
+   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
+   read before setup, and the loggers open there again, the records written after the checkpoint
+   superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
+   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
+   a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
@@ -1088,7 +1096,8 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
 /* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
    one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
    a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted) and tr_run_leave ends it. Nothing is fired, watched or checked between
+   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
+   and tr_run_leave ends it. Nothing is fired, watched or checked between
    them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
    records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
    tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
@@ -1104,6 +1113,21 @@ TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow)
    goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
    (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
+/* A resume continues its run (tr_run_start says how): the checkpoint holds the run's block, where the run
+   logs, under the key TR_RUN_KEY, and the resume hands it back before setup so that the loggers open in that
+   directory again. tr_run_save writes it and tr_run_start / tr_run_enter find it in a file of tr_run_save
+   themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
+   keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
+   (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
+   written. Nothing is given while the run has no directory (no logger opened, tr_run_dir never asked).
+   HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
+   to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
+   version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
+   none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
+   (TR_ERR_INVALID). */
+#define TR_RUN_KEY "train.run"
+TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
+TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
    batteries and loops report. */
@@ -1520,9 +1544,13 @@ typedef double (*tr_clock_fn)(void *user);
    but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
    an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
    open: it says which file and what to do (another version, or remove the file), and writes nothing
-   (fail_on_error: the run fails). A run that resumes into its own version directory is refused the
-   same way (it does not append to its old logs yet). Later writes (csv's rewrite when columns come,
-   the plot at every run's end) replace only the file the logger wrote itself. */
+   (fail_on_error: the run fails). Later writes (csv's rewrite when columns come, the plot at every
+   run's end) replace only the file the logger wrote itself.
+   A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
+   TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
+   recorded, where their files are their own (tr__logger_take), with the records written after the
+   checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
+   tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
@@ -1531,7 +1559,8 @@ typedef double (*tr_clock_fn)(void *user);
   X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
     "else this name: a directory that may exist, but none of the logger's files in it (a file there that the logger did " \
     "not write, an earlier run's included, is never replaced: the logger refuses at its open, naming it; give another " \
-    "version or remove it; a resumed run does not append to its old logs yet); not given: the run's, tr_run_desc.version)") \
+    "version or remove it; a resume continues in the directory its checkpoint was written in, its files there included); " \
+    "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
     "-9 loses at most the records not written yet (about a second), never half a line") \
@@ -2217,7 +2246,10 @@ TRAIN_API tr_err tr_jsonl_logger(hk_registry *reg, const tr_logger_desc *d, hk_h
 /* tensorboard: events.out.tfevents.<secs>.<host>.<pid>.0, TFRecord-framed Event protos with real
    CRC-32C: a file_version event, the hparams as a text summary (tag "hparams", a Markdown table),
    then per record one event holding every metric as a scalar (tag = the metric's name) and every
-   histogram. Look at it with  tensorboard --logdir <save_dir>. */
+   histogram. Look at it with  tensorboard --logdir <save_dir>. A resume that continues its run starts a
+   new file in the run's directory, named to be read after the others, whose SessionLog START event at
+   the checkpoint's global step makes TensorBoard drop what the earlier files hold from that step on
+   (its purge of orphaned data): each step is shown once. */
 TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 
 #endif /* TR__ON_TENSORBOARD */
@@ -2531,6 +2563,8 @@ typedef struct tr_config {
                                     where in one line (rank 0, tr_desc.log): "Restored all states from the
                                     checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
   int no_resume_message;         /* 1: not that line */
+  int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
+                                    it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
@@ -2774,6 +2808,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
+#  include <sys/file.h> /* flock: a run directory held by one process */
 #  include <sys/ioctl.h>
 #  include <sys/stat.h>
 #  include <sys/time.h>
@@ -3895,6 +3930,125 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
 TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
   return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
+/* A resumed run's logger takes its file back: the regular file at path (never read through a symlink)
+   appended to out, its identity into mine, so that tr__write_mine may replace that file and no other.
+   0; ENOENT when nothing is there; EEXIST when it is not a regular file; else errno. */
+TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine) {
+#ifdef TR__POSIX
+  struct stat st;
+  char buf[1 << 14];
+  ssize_t n;
+  int e = 0, fd = open(path, O_RDONLY | TR__O_NOFOLLOW | TR__O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? ENOENT : errno == ELOOP ? EEXIST : errno;
+  if (fstat(fd, &st) != 0) e = errno;
+  else if (!S_ISREG(st.st_mode)) e = EEXIST;
+  while (!e && (n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) e = errno;
+    else hk_bytes_put(out, buf, (size_t)n);
+  }
+  close(fd);
+  if (!e && out->failed) e = ENOMEM;
+  if (!e) { mine->set = 1; mine->dev = (uint64_t)st.st_dev; mine->ino = (uint64_t)st.st_ino; }
+  return e;
+#else
+  (void)path; (void)out; (void)mine;
+  return ENOENT;
+#endif
+}
+
+TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
+   there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
+static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
+  int64_t max = -1;
+#ifdef TR__POSIX
+  size_t n = strlen(prefix);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL) {
+    const char *p = e->d_name;
+    int64_t v = 0;
+    int digits = 0;
+    if (strncmp(p, prefix, n)) continue;
+    for (p += n; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
+    if (digits && (!*p || *p == '.') && v > max) max = v;
+  }
+  closedir(d);
+#else
+  (void)dir; (void)prefix;
+#endif
+  return max;
+}
+
+/* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
+   each and it). Returns the count, -1 out of memory (nothing then to free). */
+TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names) {
+  int n = 0;
+#ifdef TR__POSIX
+  size_t len = strlen(prefix);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  *names = NULL;
+  if (!d) return 0;
+  while ((e = readdir(d)) != NULL) {
+    char **grown;
+    if (strncmp(e->d_name, prefix, len)) continue;
+    if (!(grown = (char **)realloc(*names, (size_t)(n + 1) * sizeof *grown)) || !(grown[n] = (char *)malloc(strlen(e->d_name) + 1))) {
+      if (grown) *names = grown;
+      while (n-- > 0) free((*names)[n]);
+      free(*names);
+      *names = NULL;
+      closedir(d);
+      return -1;
+    }
+    strcpy(grown[n++], e->d_name);
+    *names = grown;
+  }
+  closedir(d);
+  if (n) qsort(*names, (size_t)n, sizeof **names, tr__strcmp_p);
+#else
+  (void)dir; (void)prefix;
+  *names = NULL;
+#endif
+  return n;
+}
+
+/* ---- a run directory held: two processes never log into one ------------------------------------------
+   tr__dir_hold opens dir (never through a symlink: O_NOFOLLOW on the last name), checks that it is a
+   directory, and takes flock's exclusive lock on it, held while the descriptor stays open (the run's
+   registry) and dropped by the system when the process ends, however it ends. 0 with *fd, *dev, *ino;
+   ENOENT: nothing there; ENOTDIR: a symlink or not a directory; EWOULDBLOCK: another process holds it.
+   A file system without flock holds nothing (0: its runs are not kept apart). */
+static int tr__dir_hold(const char *dir, int *fd, uint64_t *dev, uint64_t *ino) {
+#ifdef TR__POSIX
+  struct stat st;
+  int e, d = open(dir, O_RDONLY | TR__O_NOFOLLOW | TR__O_CLOEXEC);
+  *fd = -1;
+  if (d < 0) return errno == ELOOP ? ENOTDIR : errno;
+  if (fstat(d, &st) != 0 || !S_ISDIR(st.st_mode)) { close(d); return ENOTDIR; }
+  if (flock(d, LOCK_EX | LOCK_NB) != 0 && (e = errno) != ENOLCK && e != EINVAL && e != ENOTSUP) {
+    close(d);
+    return e == EINTR ? EWOULDBLOCK : e;
+  }
+  *fd = d;
+  *dev = (uint64_t)st.st_dev;
+  *ino = (uint64_t)st.st_ino;
+  return 0;
+#else
+  (void)dir; (void)dev; (void)ino;
+  *fd = -1;
+  return ENOSYS;
+#endif
+}
+static void tr__dir_release(int fd) {
+#ifdef TR__POSIX
+  if (fd >= 0) close(fd); /* the lock goes with it */
+#else
+  (void)fd;
+#endif
+}
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
    A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's
@@ -4201,7 +4355,9 @@ TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
 }
 /* The run layer's private part (train/run.h). */
-typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
+/* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
+   save_dir/name it was claimed under, or the directory itself for a named version. */
+typedef struct tr__run_dir { char *base, *dir; int fd, continued; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
@@ -4214,6 +4370,11 @@ typedef struct tr__run_priv {
   tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
   char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
                                 (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
+  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be) */
+  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
+  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
+  int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
   tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
@@ -4488,7 +4649,13 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
+  while (q->dirs) {
+    tr__run_dir *next = q->dirs->next;
+    tr__dir_release(q->dirs->fd);
+    free(q->dirs->base); free(q->dirs->dir); free(q->dirs);
+    q->dirs = next;
+  }
+  free(q->cont_dir);
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   for (i = 0; i < q->n_hp; i++) { free(q->hp[i].key); free(q->hp[i].val); }
   free(q->hp);
@@ -4658,6 +4825,10 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
                           "TR_YES, TR_NO or 0 (the default)");
+  if (!tr__tri_ok(d->new_version_on_resume))
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: new_version_on_resume is %d: give TR_YES (a resume logs into "
+                          "a new version_N, as Lightning's), TR_NO or 0 (the default: a resume continues its run)",
+                          d->new_version_on_resume);
   if (d->train_batches < 0 || d->val_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: train_batches, val_batches, max_steps, max_epochs, min_steps and "
                           "min_epochs must be >= 0 (0 = unknown / none)");
@@ -4779,6 +4950,7 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
+/* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
 }
@@ -5099,6 +5271,86 @@ static hk_err tr__state_sink(const char *key, const void *data, size_t len, void
   hk_bytes_put(b, data, len);
   return HK_OK;
 }
+
+/* ---- a resume continues its run ------------------------------------------------------------------------
+   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
+   TR_RUN_KEY: u64 version 1 | str the run directory | u64 its device | u64 its inode | i64 global_step |
+   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_run_enter, or
+   tr_run_continue from a loop's own reader, as tr_fit's):
+   tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and supersede the
+   records written after the checkpoint (tr__run_superseded). Nothing is written while the run has no
+   directory (no logger has opened, tr_run_dir was never asked). */
+static hk_err tr__run_block(const tr_run *run, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  const tr__run_dir *rd;
+  hk_bytes v;
+  hk_err e;
+  if (!q || !q->dir) return HK_OK;
+  for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
+  if (!rd || (!rd->dev && !rd->ino)) return HK_OK; /* not known what it is: nothing to continue */
+  memset(&v, 0, sizeof v);
+  tr__put_u64(&v, 1);
+  tr__put_str(&v, q->dir);
+  tr__put_u64(&v, rd->dev);
+  tr__put_u64(&v, rd->ino);
+  tr__put_i64(&v, step);
+  tr__put_u64(&v, (uint64_t)at);
+  e = v.failed ? HK_ERR_NOMEM : sink(TR_RUN_KEY, v.data, v.len, user);
+  hk_bytes_free(&v);
+  return e;
+}
+TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
+  tr_run *run = tr_run_get(reg);
+  if (!sink) return HK_ERR_INVALID;
+  return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
+}
+/* The block of the checkpoint being resumed (data NULL: none; a malformed one counts as none: the resume
+   then logs into a new version, and the load judges the file). */
+static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
+  tr__run_priv *q = run->tr__p;
+  hk_reader r;
+  uint64_t version, dev, ino, at;
+  int64_t step;
+  char *dir = NULL;
+  free(q->cont_dir);
+  q->cont_dir = NULL;
+  if (!data) return 0;
+  memset(&r, 0, sizeof r);
+  r.data = (const unsigned char *)data;
+  r.len = len;
+  if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
+      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0]) {
+    free(dir);
+    return -1;
+  }
+  q->cont_dir = dir;
+  q->cont_dev = dev;
+  q->cont_ino = ino;
+  q->cont_step = step;
+  q->cont_at = (tr_run_at)at;
+  return 0;
+}
+TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len) {
+  tr_run *run = tr_run_get(reg);
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_continue: out of memory") : TR_ERR_INVALID;
+  if (run->running != HK_STAGE_NONE)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_continue: a %s run is going: give the checkpoint's block before "
+                          "tr_run_enter", hk_stage_name(run->running));
+  run->tr__p->cont_given = 1;
+  return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
+}
+/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
+   taken before the record's batch; a val record: the last training step), so a checkpoint at global
+   step G was written after every record of a step below G - 1 and before every one of step G or more.
+   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
+   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
+   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
+   counts as a validation). */
+TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
+  const tr__run_priv *q = run->tr__p;
+  return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
+}
+
 static void tr__run_trailer(unsigned char *t, const hk_bytes *state) {
   tr__le(t, (uint64_t)state->len, 8);
   tr__le(t + 8, tr_crc32c(state->data, state->len), 4);
@@ -5261,6 +5513,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     b[0] = (unsigned char)s.run->tr__p->at;
     (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
+  if (tr__run_block(s.run, ctx->global_step, s.run->tr__p->at, tr__state_sink, &s.state) != HK_OK) s.state.failed = 1;
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -5336,6 +5589,8 @@ typedef struct tr__run_file {
   uint32_t n_hooks;
   tr_run_at at;
   tr_sched_state lr_state;
+  const unsigned char *run;      /* the run's block (TR_RUN_KEY, inside state; NULL: none), run_len bytes */
+  size_t run_len;
 } tr__run_file;
 static void tr__run_file_free(tr__run_file *rf) {
   if (rf->f) fclose(rf->f);
@@ -5407,6 +5662,13 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
       blobs[i] = blobs[--n_hooks];
       break;
     }
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR_RUN_KEY)) { /* the run directory it was written in: rf->run (tr__run_peek) */
+      rf->run = (const unsigned char *)blobs[i].data;
+      rf->run_len = blobs[i].len;
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
   for (i = 0; i < n_hooks; i++) /* none saved: the schedule's start (zero) */
     if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
       char why[200];
@@ -5419,6 +5681,16 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
 done:
   rf->n_hooks = n_hooks;
   return e;
+}
+/* A resume's look at its checkpoint before setup: the run's block (tr__run_resuming), so that the loggers
+   open in the run's directory. A file that cannot be read is left to tr_run_load: the run logs into a new
+   version. */
+static void tr__run_peek(tr_run *run, const char *path) {
+  tr__run_file rf;
+  char why[8];
+  tr__run_resuming(run, NULL, 0);
+  if (tr__run_file_read(&rf, path, why, sizeof why) == TR_OK && rf.run) (void)tr__run_resuming(run, rf.run, rf.run_len);
+  tr__run_file_free(&rf);
 }
 /* The epochs a file of tr_run_save has done: one written at an epoch's end has done that epoch too. */
 static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
@@ -5698,6 +5970,9 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
+  q->cont_given = 0;
+  if (resume_from && resume_from[0]) tr__run_peek(run, resume_from); /* the loggers open in its run's directory */
+  else tr__run_resuming(run, NULL, 0);
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
@@ -5772,6 +6047,9 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   free(q->resume);
   q->resume = resume_from && resume_from[0] ? tr__strdup(resume_from) : NULL;
   run->resume_from = q->resume ? q->resume : "";
+  if (!q->resume) tr__run_resuming(run, NULL, 0); /* a resume continues its run: the block tr_run_continue gave, */
+  else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
+  q->cont_given = 0;
   return TR_OK;
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
@@ -6208,26 +6486,7 @@ TR__SHARED double tr__wall(void) {
 }
 
 /* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
-static int64_t tr__next_version(const char *base) {
-  int64_t next = 0;
-#ifdef TR__POSIX
-  DIR *d = opendir(base);
-  struct dirent *e;
-  if (!d) return 0;
-  while ((e = readdir(d)) != NULL) {
-    const char *p = e->d_name;
-    int64_t v = 0;
-    int digits = 0;
-    if (strncmp(p, "version_", 8)) continue;
-    for (p += 8; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
-    if (digits && !*p && v + 1 > next) next = v + 1;
-  }
-  closedir(d);
-#else
-  (void)base;
-#endif
-  return next;
-}
+static int64_t tr__next_version(const char *base) { return tr__dir_max_number(base, "version_") + 1; }
 
 static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
   size_t na = strlen(a), nb = strlen(b);
@@ -6238,32 +6497,45 @@ static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when 
   return p;
 }
 
+/* Why the checkpoint's directory cannot be continued, from tr__dir_hold's error (or 0: it is another
+   directory now than the one the run wrote). */
+static const char *tr__run_lost(int e) {
+  return e == ENOENT ? "it is gone" : e == ENOTDIR ? "a symlink or a file is there now (not followed)"
+       : e == EWOULDBLOCK ? "another process holds it (the run that wrote it, or another resume of it)"
+       : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
+}
+
 /* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
    A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
    when that directory exists, made by another run started at the same moment (or left by an earlier
    one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). */
+   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
+   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
+   recorded (tr__run_resuming) when their save_dir/name is the one it was claimed under (or their
+   version names it), tr_run_desc.new_version_on_resume is not TR_YES, and it is still the directory the
+   run wrote (its device and inode; never a symlink) and no other process holds it. Otherwise the run
+   claims a new version_N and says why, once. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
-                             char *why, size_t why_len) {
+                             char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
-  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
-  if (version && version[0]) {
-    dir = tr__join(base, version);
-    if (dir && tr__mkdirs(dir)) {
-      snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
-      free(dir);
-      dir = NULL;
-    } else if (!dir) snprintf(why, why_len, "out of memory");
+  int named = version && version[0], fd = -1, e, cont = 0;
+  uint64_t dev = 0, ino = 0;
+  *continued = 0;
+  if (base && named) { /* the entry of a named version is the directory itself */
+    char *d = tr__join(base, version);
     free(base);
-    return dir;
+    base = d;
   }
+  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
   for (rd = q ? q->dirs : NULL; rd; rd = rd->next)
     if (!strcmp(rd->base, base)) break;
-  if (rd) { /* this registry claimed it already */
+  if (rd) { /* this registry has it already */
     free(base);
     if (!(dir = tr__strdup(rd->dir))) snprintf(why, why_len, "out of memory");
+    *continued = rd->continued;
     return dir;
   }
   if (tr__mkdirs(base)) {
@@ -6271,7 +6543,24 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(base);
     return NULL;
   }
-  {
+  if (q && (!q->cont_dir || run->desc.new_version_on_resume == TR_YES)) q = NULL; /* nothing to continue */
+  if (named) {
+    if (!(dir = tr__strdup(base))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
+    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) /* held by another process: used as it is, as always */
+      cont = q && dev == q->cont_dev && ino == q->cont_ino;
+  } else if (q && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
+             !strncmp(q->cont_dir, base, strlen(base))) { /* the checkpoint's directory is one of base's */
+    e = tr__dir_hold(q->cont_dir, &fd, &dev, &ino);
+    if (!e && dev == q->cont_dev && ino == q->cont_ino) {
+      cont = 1;
+      if (!(dir = tr__strdup(q->cont_dir))) { snprintf(why, why_len, "out of memory"); tr__dir_release(fd); free(base); return NULL; }
+    } else {
+      lost = tr__run_lost(e);
+      tr__dir_release(fd);
+      fd = -1;
+    }
+  }
+  if (!dir) {
     int64_t v = tr__next_version(base);
     int tries;
     for (tries = 0; tries < 100000; tries++, v++) {
@@ -6279,7 +6568,10 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
       snprintf(leaf, sizeof leaf, "version_%lld", (long long)v);
       if (!(dir = tr__join(base, leaf))) break;
 #ifdef TR__POSIX
-      if (mkdir(dir, 0777) == 0) break; /* ours */
+      if (mkdir(dir, 0777) == 0) { /* ours */
+        (void)tr__dir_hold(dir, &fd, &dev, &ino);
+        break;
+      }
       if (errno != EEXIST) {
         snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
         free(dir);
@@ -6298,13 +6590,22 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(base);
     return NULL;
   }
-  if (q && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
-    rd->base = tr__strdup(base);
+  if (lost)
+    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: %s; "
+                "it logs into %s instead", q->cont_dir, lost, dir);
+  if (run && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
+    rd->base = base;
     rd->dir = tr__strdup(dir);
-    if (rd->base && rd->dir) { rd->next = q->dirs; q->dirs = rd; }
-    else { free(rd->base); free(rd->dir); free(rd); }
+    rd->fd = fd;
+    rd->dev = dev;
+    rd->ino = ino;
+    rd->continued = cont;
+    if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
+    else { free(rd); rd = NULL; }
   }
+  tr__dir_release(fd); /* out of memory: not kept, not held */
   free(base);
+  *continued = cont && rd;
   return dir;
 }
 
@@ -6315,27 +6616,18 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
 
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
-  tr__run_dir *rd;
   char why[600], *dir;
-  const char *base_dir, *name, *version;
+  int continued;
   if (!run) return NULL;
   if (run->tr__p->dir) return run->tr__p->dir; /* a logger opened it already, wherever its save_dir says */
-  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
-  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
-  version = tr__run_str(run, TR__RUN_VERSION, NULL);
-  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
+  if (!(dir = tr__run_dir_get(run, tr__run_str(run, TR__RUN_SAVE_DIR, "runs"), tr__run_str(run, TR__RUN_NAME, "lightning_logs"),
+                              tr__run_str(run, TR__RUN_VERSION, NULL), why, sizeof why, &continued))) {
     (void)tr__run_refuse(reg, why[0] ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_dir: %s", why[0] ? why : "out of memory");
     return NULL;
   }
   tr__run_note_dir(run, dir);
-  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
-    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
-  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
-  rd->base = tr__strdup(dir); /* a named version: its own entry */
-  rd->dir = dir;
-  rd->next = run->tr__p->dirs;
-  run->tr__p->dirs = rd;
-  return rd->dir;
+  free(dir);
+  return run->tr__p->dir;
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
@@ -6594,6 +6886,7 @@ struct tr__logger {
   int flush_every, fail_on_error;
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
   int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
+  int continued;        /* a resume continues its run: the logger goes on with its files there (tr__logger_take) */
   char *dir, *path;
   tr__file_id id;       /* the file at path it wrote (a later whole write replaces only that one) */
   char err[1200];
@@ -6700,7 +6993,8 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why,
+                                  &s->continued)))
     return tr__logger_broke(s, ctx, "%s", why);
   tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
@@ -6718,7 +7012,7 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   if (S_ISREG(st.st_mode))
     snprintf(why, cap, "%s exists, and this logger did not write it (an earlier run's, another logger's, or a file of "
              "yours): it is not replaced; give the logger another version (or none: the next free version_N), or remove "
-             "the file (a run resumed into its version directory does not append to its old logs yet)", path);
+             "the file (a resume continues its own run's files: resume from a checkpoint of that run)", path);
   else
     snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced; give "
              "the logger another version (or none: the next free version_N), or remove it", path);
@@ -6732,16 +7026,35 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   return EEXIST;
 #endif
 }
-/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write,
-   refused when something is there already (tr__logger_fresh): 0, or an error as the format's open
-   returns it. */
-TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
+/* A file of the logger's at path in the version directory: refused when something is there already
+   (tr__logger_fresh), except in the run a resume continues (s->continued), where it is the logger's
+   own: read back into old (NULL: not needed), its identity into mine, so that the logger's next whole
+   write replaces that file and nothing else (the format leaves out the records after the checkpoint).
+   0 (nothing there is fine too), or an error as the format's open returns it. */
+TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *old, tr__file_id *mine, char *why, size_t cap) {
+  hk_bytes scratch;
+  int e;
+  if (!s->continued) return tr__logger_fresh(path, why, cap);
+  memset(&scratch, 0, sizeof scratch);
+  e = tr__read_mine(path, old ? old : &scratch, mine);
+  hk_bytes_free(&scratch);
+  if (e == EEXIST)
+    snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): the resumed run does not "
+             "continue it, nor replace it; remove it, or resume with new_version_on_resume", path);
+  else if (e && e != ENOENT)
+    snprintf(why, cap, "cannot read %s to continue the resumed run's log: %s", path, strerror(e));
+  return e == ENOENT ? 0 : e;
+}
+/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write
+   (tr__logger_take: old as there): 0, or an error as the format's open returns it. */
+TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
+  (void)old;
   snprintf(why, cap, "file loggers need a POSIX system");
   return -1;
 #else
-  return tr__logger_fresh(s->path, why, cap);
+  return tr__logger_take(s, s->path, old, &s->id, why, cap);
 #endif
 }
 
@@ -10145,15 +10458,13 @@ static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
 }
 
 /* csv: the whole file (header and every row) written anew and renamed over metrics.csv, its descriptor
-   kept for the appends that follow. */
-static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
+   kept for the appends that follow. 0, or errno with why set. */
+static int tr__csv_put_whole(tr__logger *s, char *why, size_t cap) {
   tr__csv *csv = (tr__csv *)s->own;
-  char why[1100];
   double t0 = tr__wall();
   int fd, e;
-  if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) return tr__logger_broke(s, ctx, "out of memory");
-  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, sizeof why)) != 0)
-    return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST ? " (the file keeps the rows it had)" : "");
+  if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) { snprintf(why, cap, "out of memory"); return ENOMEM; }
+  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, cap)) != 0) return e;
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
 #endif
@@ -10163,6 +10474,12 @@ static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
   csv->waiting_since = 0;
   csv->rewrite_secs = tr__wall() - t0;
   s->pub.records = csv->rows_in_file = csv->n_rows;
+  return 0;
+}
+static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
+  char why[1100];
+  int e = tr__csv_put_whole(s, why, sizeof why);
+  if (e) return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST && e != ENOMEM ? " (the file keeps the rows it had)" : "");
   return HK_CONTINUE;
 }
 
@@ -10200,21 +10517,99 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
+/* One CSV cell of text at p (quoted as tr__csv_cell writes one, or plain up to a comma or line end) into
+   cell (a C string); returns where it ends. */
+static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *cell) {
+  cell->len = 0;
+  if (p < end && *p == '"') { /* "" inside is one quote */
+    for (p++; p < end; p++) {
+      if (*p == '"' && (p + 1 >= end || p[1] != '"')) { p++; break; }
+      hk_bytes_put(cell, p, 1);
+      p += *p == '"';
+    }
+  } else
+    for (; p < end && *p != ',' && *p != '\n'; p++) hk_bytes_put(cell, p, 1);
+  hk_bytes_put(cell, "", 1);
+  return p;
+}
+/* A resumed run's rows, back from the metrics.csv it continues (old), without those written after its
+   checkpoint (tr__run_superseded; a row's stage is val when it has a val/ cell, test when a test/ one,
+   else train); columns only superseded rows had are gone with them. 0, or EINVAL (why says so) for a
+   file this logger did not write, or ENOMEM. */
+static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size_t cap) {
+  const char *p = (const char *)old->data, *end = p + old->len;
+  char **names = NULL;
+  int n = 0, k, e = 0;
+  hk_bytes cell;
+  tr_log_record r;
+  memset(&cell, 0, sizeof cell);
+  memset(&r, 0, sizeof r);
+  while (p < end && !e) { /* the header */
+    char **grown = (char **)realloc(names, (size_t)(n + 1) * sizeof *names);
+    if (!grown) { e = ENOMEM; break; }
+    names = grown;
+    p = tr__csv_read_cell(p, end, &cell);
+    if (cell.failed || !(names[n++] = tr__strdup((const char *)cell.data))) e = ENOMEM;
+    if (p >= end || *p++ == '\n') break;
+  }
+  while (p < end && !e) { /* the rows */
+    int has_epoch = 0, has_step = 0;
+    tr_err te;
+    const char *stage = "train";
+    r.n_metrics = 0;
+    for (k = 0; !e; k++) {
+      char *num;
+      double v;
+      p = tr__csv_read_cell(p, end, &cell);
+      if (cell.failed) e = ENOMEM;
+      else if (k >= n) e = EINVAL;
+      else if (cell.data[0]) {
+        v = strtod((const char *)cell.data, &num);
+        if (*num) e = EINVAL;
+        else if (!strcmp(names[k], "epoch")) { r.epoch = (int64_t)v; has_epoch = 1; }
+        else if (!strcmp(names[k], "step")) { r.step = (int64_t)v; has_step = 1; }
+        else if ((te = tr_log_set(&r, names[k], v)) != TR_OK) e = te == TR_ERR_NOMEM ? ENOMEM : EINVAL;
+        else if (!strncmp(names[k], "val/", 4) || !strncmp(names[k], "test/", 5)) stage = names[k][0] == 'v' ? "val" : "test";
+      }
+      if (p >= end || *p++ == '\n') break;
+    }
+    if (!e && (!has_epoch || !has_step)) e = EINVAL;
+    if (!e && !tr__run_superseded(s->run, r.step, stage) && tr__csv_add_row((tr__csv *)s->own, &r)) e = ENOMEM;
+  }
+  if (e == EINVAL)
+    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, or "
+             "more cells than columns): the resumed run does not continue it, nor replace it; move it away, or resume with "
+             "new_version_on_resume", s->path);
+  for (k = 0; k < n; k++) free(names[k]);
+  free(names);
+  hk_bytes_free(&cell);
+  tr_log_record_free(&r);
+  return e;
+}
+
 /* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
-   Neither may be there yet: both are checked before either is written. */
+   Neither may be there yet: both are checked before either is written. A resume that continues its run
+   takes both back: hparams.yaml written anew, metrics.csv rewritten at once without the rows after the
+   checkpoint. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
-  hk_bytes b;
+  hk_bytes b, old;
   char *yaml;
   tr__file_id id = { 0, 0, 0 };
-  int e = tr__logger_file(s, "metrics.csv", why, cap);
+  int e;
+  memset(&old, 0, sizeof old);
+  e = tr__logger_file(s, "metrics.csv", &old, why, cap);
+  if (!e && old.len) e = tr__csv_take_back(s, &old, why, cap);
+  hk_bytes_free(&old);
   if (e) return e;
   if (!(yaml = tr__join(s->dir, "hparams.yaml"))) return ENOMEM;
-  if ((e = tr__logger_fresh(yaml, why, cap)) != 0) { free(yaml); return e; }
+  if ((e = tr__logger_take(s, yaml, NULL, &id, why, cap)) != 0) { free(yaml); return e; }
   memset(&b, 0, sizeof b);
   tr__hparams_yaml(s, ctx, &b);
   e = b.failed ? ENOMEM : tr__write_mine(yaml, b.data, b.len, &id, NULL, why, cap);
   free(yaml);
   hk_bytes_free(&b);
+  if (!e && s->id.set) e = tr__csv_put_whole(s, why, cap); /* the file it continues, without what was superseded */
+  s->out.len = 0;
   return e;
 }
 static hk_signal tr__csv_record(tr__logger *s, hk_ctx *ctx, const tr_log_record *r) {
@@ -10239,14 +10634,44 @@ static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle 
 TR__LOGGER_OF(csv, csv, tr__csv_make)
 #endif /* TR__ON_CSV */
 #if TR__ON_JSONL
-/* the first line: {"hparams": {...}} */
+/* A resumed run's records, back from the metrics.jsonl it continues (old), each line as it was, without
+   its hparams line and the records written after the checkpoint (tr__run_superseded): appended to b. 0,
+   or EINVAL (why says so) for a file this logger did not write. */
+static int tr__jsonl_take_back(const tr__logger *s, const hk_bytes *old, hk_bytes *b, char *why, size_t cap) {
+  const char *p = (const char *)old->data, *end = p + old->len, *nl;
+  int first = 1;
+  for (; p < end; p = nl + 1, first = 0) {
+    char *num, stage[8];
+    long long step;
+    size_t k;
+    if (!(nl = (const char *)memchr(p, '\n', (size_t)(end - p)))) { p = end; break; } /* a line cut short by a kill: dropped */
+    if (first) { if (nl - p < 11 || memcmp(p, "{\"hparams\":", 11)) break; continue; }
+    if (nl - p < 8 || memcmp(p, "{\"step\":", 8)) break; /* {"step":S,"epoch":E,"stage":"...", as written below */
+    step = strtoll(p + 8, &num, 10);
+    if (num == p + 8 || nl - num < 9 || memcmp(num, ",\"epoch\":", 9)) break;
+    (void)strtoll(num + 9, &num, 10);
+    if (nl - num < 10 || memcmp(num, ",\"stage\":\"", 10)) break;
+    num += 10;
+    for (k = 0; k + 1 < sizeof stage && num + k < nl && num[k] != '"'; k++) stage[k] = num[k];
+    stage[k] = 0;
+    if (!tr__run_superseded(s->run, step, stage)) hk_bytes_put(b, p, (size_t)(nl + 1 - p));
+  }
+  if (p >= end) return 0;
+  snprintf(why, cap, "%s is not a metrics.jsonl this logger wrote (line %s): the resumed run does not continue it, nor replace "
+           "it; move it away, or resume with new_version_on_resume", s->path, first ? "1 is not its hparams" : "of a record");
+  return EINVAL;
+}
+
+/* the first line: {"hparams": {...}}; a resume that continues its run takes the file back: the line
+   anew, then the records up to the checkpoint */
 static int tr__jsonl_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__hparam *h;
-  hk_bytes b;
+  hk_bytes b, old;
   const char *spec;
-  int i, n, e = tr__logger_file(s, "metrics.jsonl", why, cap);
-  if (e) return e;
-  if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
+  int i, n, e;
+  memset(&old, 0, sizeof old);
+  if ((e = tr__logger_file(s, "metrics.jsonl", &old, why, cap)) != 0) { hk_bytes_free(&old); return e; }
+  if ((n = tr__run_hparams(s->run, &h)) < 0) { hk_bytes_free(&old); return ENOMEM; }
   memset(&b, 0, sizeof b);
   tr__put_s(&b, "{\"hparams\":{");
   for (i = 0; i < n; i++) { if (i) tr__put_s(&b, ","); tr__json_str(&b, h[i].key); tr__put_s(&b, ":"); if (h[i].num) tr__put_s(&b, h[i].val); else tr__json_str(&b, h[i].val); }
@@ -10254,7 +10679,9 @@ static int tr__jsonl_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { if (i) tr__put_s(&b, ","); tr__json_str(&b, spec); }
   tr__put_s(&b, "]}}\n");
   free(h);
-  e = b.failed ? ENOMEM : tr__write_mine(s->path, b.data, b.len, &s->id, &s->fd, why, cap);
+  e = old.len ? tr__jsonl_take_back(s, &old, &b, why, cap) : 0;
+  hk_bytes_free(&old);
+  if (!e) e = b.failed ? ENOMEM : tr__write_mine(s->path, b.data, b.len, &s->id, &s->fd, why, cap);
   if (!e) s->size = (int64_t)b.len;
   hk_bytes_free(&b);
   return e;
@@ -10439,13 +10866,137 @@ static size_t tr__tb_whole(const tr__logger *s, size_t n, int *count) {
   }
   return at;
 }
+/* -- a resume that continues its run: what TensorBoard shows at the purge step, read back -- */
+static int tr__pb_read_varint(const unsigned char *p, size_t n, size_t *at, uint64_t *v) {
+  int shift;
+  *v = 0;
+  for (shift = 0; *at < n && shift < 64; shift += 7) {
+    unsigned char c = p[(*at)++];
+    *v |= (uint64_t)(c & 0x7f) << shift;
+    if (!(c & 0x80)) return 0;
+  }
+  return -1;
+}
+/* The next field of a message (p, n) at *at: its number; a varint's value in *v, a length-delimited
+   field's bytes in *b, *blen (*b NULL for the fixed-size ones, skipped). 0, or -1 at its end or on bad bytes. */
+static int tr__pb_field(const unsigned char *p, size_t n, size_t *at, int *field, uint64_t *v, const unsigned char **b, size_t *blen) {
+  uint64_t key;
+  *b = NULL;
+  if (*at >= n || tr__pb_read_varint(p, n, at, &key)) return -1;
+  *field = (int)(key >> 3);
+  switch (key & 7) {
+  case 0: return tr__pb_read_varint(p, n, at, v);
+  case 1: if (n - *at < 8) return -1; *at += 8; return 0;
+  case 5: if (n - *at < 4) return -1; *at += 4; return 0;
+  case 2:
+    if (tr__pb_read_varint(p, n, at, v) || *v > n - *at) return -1;
+    *b = p + *at;
+    *blen = (size_t)*v;
+    *at += *blen;
+    return 0;
+  default: return -1;
+  }
+}
+/* An Event's step, and what it is: 1 a SessionLog START, 2 a record's summary (*stage from its tags: val
+   with a val/ one, test with a test/ one, else train), 0 anything else (file_version, the hparams' own). */
+static int tr__tb_event_kind(const unsigned char *e, size_t n, int64_t *step, const char **stage) {
+  size_t at = 0, vat, tat;
+  int field, kind = 0, f;
+  uint64_t v;
+  const unsigned char *b, *vb, *tb;
+  size_t blen, vlen, tlen;
+  *step = 0;
+  *stage = "train";
+  while (tr__pb_field(e, n, &at, &field, &v, &b, &blen) == 0) {
+    if (field == 2 && !b) *step = (int64_t)v;
+    else if (field == 7 && b) { /* SessionLog{status = 1} */
+      size_t sat = 0;
+      while (tr__pb_field(b, blen, &sat, &f, &v, &vb, &vlen) == 0) if (f == 1 && !vb && v == 1) kind = 1;
+    } else if (field == 5 && b) { /* Summary{value: Value{tag}} */
+      kind = 2;
+      for (vat = 0; tr__pb_field(b, blen, &vat, &f, &v, &vb, &vlen) == 0;) {
+        int g;
+        for (tat = 0; f == 1 && vb && tr__pb_field(vb, vlen, &tat, &g, &v, &tb, &tlen) == 0;) {
+          if (g != 1 || !tb) continue;
+          if ((tlen >= 10 && !memcmp(tb, "_hparams_/", 10)) || (tlen == 7 && !memcmp(tb, "hparams", 7))) return 0;
+          if (tlen >= 4 && !memcmp(tb, "val/", 4)) *stage = "val";
+          else if (tlen >= 5 && !memcmp(tb, "test/", 5) && strcmp(*stage, "val")) *stage = "test";
+          break;
+        }
+      }
+    }
+  }
+  return kind;
+}
+/* The records TensorBoard shows now at step `purge` that were written before the checkpoint
+   (tr__run_superseded), from the directory's event files read in name order as TensorBoard reads them
+   (a START at or below that step drops what came before), appended to out as TFRecords: the new file
+   states them again after its START at that step. 0, or ENOMEM. */
+static int tr__tb_kept_at(const tr__logger *s, int64_t purge, hk_bytes *out) {
+  char **names, *path;
+  int i, n = tr__dir_names(s->dir, "events.out.tfevents.", &names), e = n < 0 ? ENOMEM : 0;
+  for (i = 0; i < n; i++) {
+    hk_bytes file;
+    tr__file_id id = { 0, 0, 0 };
+    size_t at = 0;
+    memset(&file, 0, sizeof file);
+    if (!e && (path = tr__join(s->dir, names[i])) != NULL) {
+      if (tr__read_mine(path, &file, &id) == ENOMEM) e = ENOMEM;
+      free(path);
+    }
+    while (!e && file.len - at >= 16 && tr__get(file.data + at, 8) <= file.len - at - 16) {
+      size_t len = (size_t)tr__get(file.data + at, 8);
+      hk_bytes event;
+      int64_t step;
+      const char *stage;
+      int kind = tr__tb_event_kind(file.data + at + 12, len, &step, &stage);
+      if (kind == 1 && step <= purge) out->len = 0;
+      else if (kind == 2 && step == purge && !tr__run_superseded(s->run, step, stage)) {
+        event.data = file.data + at + 12;
+        event.len = len;
+        tr__tf_record(out, &event);
+      }
+      at += 16 + len;
+    }
+    hk_bytes_free(&file);
+    free(names[i]);
+  }
+  free(names);
+  return e ? e : out->failed ? ENOMEM : 0;
+}
+
+/* Event{wall_time, step, session_log{status START}}. TensorBoard drops the events it has read with a step
+   at or above a START's, but takes the first START of a run as its beginning (the plugins' reader): a
+   resumed run's file writes it twice, so that a run whose earlier files hold none is purged too. */
+static void tr__tf_session_start(tr__logger *s, int64_t step) {
+  tr__tb *t = (tr__tb *)s->own;
+  static const unsigned char start[] = { 0x08, 0x01 }; /* SessionLog.status = START */
+  int i;
+  for (i = 0; i < 2; i++) {
+    t->scratch.len = 0;
+    tr__pb_f64(&t->scratch, 1, tr__wall());
+    tr__pb_key(&t->scratch, 2, 0);
+    tr__pb_varint(&t->scratch, (uint64_t)step);
+    tr__pb_bytes(&t->scratch, 7, start, sizeof start);
+    if (t->scratch.failed) s->out.failed = 1;
+    tr__tf_record(&s->out, &t->scratch);
+  }
+}
+
 /* events.out.tfevents.<secs>.<host>.<pid>.<k> (two in one second and process get .1, .2 ...): a
-   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab */
+   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab. A
+   resume that continues its run: TensorBoard reads a directory's files in the order of their names,
+   so <secs> is after every earlier file's (a second on when the clock is not); the START events at the
+   step of the checkpoint's last records (tr__tf_session_start: Lightning's step, global_step - 1),
+   those of its records written before the checkpoint again (tr__tb_kept_at), and the hparams only
+   when the purge takes the first file's (a purge at step 0) */
 static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__tb *t = (tr__tb *)s->own;
   char host[64] = "localhost", file[160];
   long pid = 0;
   int k, n, e, i;
+  long long secs = (long long)time(NULL), last;
+  int64_t purge = s->continued && s->run->tr__p->cont_step > 0 ? s->run->tr__p->cont_step - 1 : 0;
   tr__hparam *h;
   const char *spec;
   hk_bytes b, vals;
@@ -10454,10 +11005,11 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   host[sizeof host - 1] = 0;
   pid = (long)getpid();
 #endif
+  if (s->continued && (last = (long long)tr__dir_max_number(s->dir, "events.out.tfevents.")) >= secs) secs = last + 1;
   for (k = 0; k < 1000; k++) { /* a name nothing has (tr__logger_file refuses one that exists) */
-    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
+    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", secs, host, pid, k);
     free(s->path);
-    if ((e = tr__logger_file(s, file, why, cap)) == 0) break;
+    if ((e = tr__logger_file(s, file, NULL, why, cap)) == 0) break;
     if (e != EEXIST || k == 999) return e;
   }
   if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
@@ -10471,9 +11023,19 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__pb_f64(&t->scratch, 1, tr__wall());
   tr__pb_str(&t->scratch, 3, "brain.Event:2");
   tr__tf_record(&s->out, &t->scratch);
-  tr__tf_text(&vals, "hparams", (const char *)b.data);
-  tr__tf_hparams_start(&vals, h, n, tr__wall());
-  tr__tf_event(s, 0, &vals);
+  if (s->continued) {
+    hk_bytes kept;
+    memset(&kept, 0, sizeof kept);
+    tr__tf_session_start(s, purge);
+    e = tr__tb_kept_at(s, purge, &kept);
+    hk_bytes_put(&s->out, kept.data, kept.len);
+    hk_bytes_free(&kept);
+  }
+  if (!e && (!s->continued || purge == 0)) {
+    tr__tf_text(&vals, "hparams", (const char *)b.data);
+    tr__tf_hparams_start(&vals, h, n, tr__wall());
+    tr__tf_event(s, 0, &vals);
+  }
   free(h);
   if (vals.failed || b.failed) s->out.failed = 1;
   hk_bytes_free(&vals);
@@ -11356,7 +11918,7 @@ static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   p->own_path = p->path && p->path[0];
   if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return p->own_path ? 0 : tr__logger_fresh(s->path, why, cap);
+  return p->own_path ? 0 : tr__logger_take(s, s->path, NULL, &s->id, why, cap);
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;
@@ -12935,6 +13497,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
     d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
                                               c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
     d.no_resume_message = c->no_resume_message;
+    d.new_version_on_resume = c->new_version_on_resume;
     d.accumulate_grad_batches = c->accumulate_grad_batches;
     d.save_to = c->save_to;
   }
@@ -13320,6 +13883,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
       }
     } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
+  (void)tr_run_continue(t->reg, NULL, 0); /* a resume's run directory: tr__resume_check gives it (tr__peek) */
   return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 
@@ -13606,6 +14170,13 @@ typedef struct tr__snap {
   unsigned char lrst[TR__LR_STATE_SIZE];
 } tr__snap;
 
+/* Where in the loop the trainer is, in the run layer's words (the run's block in the checkpoint). */
+static tr_run_at tr__at(const tr_trainer *t) {
+  if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
+  if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
+  return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
+}
+
 /* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
    hooks and data. TR_OK, or the run's error (a failed save_state). */
 static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
@@ -13639,6 +14210,8 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   if (!data) return t->tr__err;
   if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
     return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  /* one more HOOK section: where the run logs (tr_run_block; tr__peek gives it back to tr_run_continue) */
+  if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
   if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
   s->hooks = hooks->data;
   s->hooks_len = hooks->len;
@@ -14062,33 +14635,34 @@ static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__
   char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
   hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
   size_t pos;
-  int i, missing = 0, unknown = 0;
+  int i, n, missing = 0, unknown = 0;
   if (!keys || !blobs) {
     free(keys);
     free(blobs);
     return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
   }
-  for (i = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+  for (i = n = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
     const unsigned char *p = buf + pos + 12;
     size_t klen = (size_t)tr__get(p, 4);
+    if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(p + 4, TR_RUN_KEY, klen)) continue; /* the run's: read before setup (tr__peek) */
     memcpy(k, p + 4, klen);
     k[klen] = 0;
-    blobs[i].key = k;
-    blobs[i].data = p + 4 + klen + 8;
-    blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
+    blobs[n].key = k;
+    blobs[n].data = p + 4 + klen + 8;
+    blobs[n++].len = (size_t)tr__get(p + 4 + klen, 8);
     k += klen + 1;
   }
-  if (hk_state_check(t->reg, blobs, ck->n_hooks, &missing) != HK_OK)
+  if (hk_state_check(t->reg, blobs, n, &missing) != HK_OK)
     tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
-  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+  for (i = 0; i < n && !t->tr__err; i++)
     if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
       tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
   if (!t->tr__err && missing && t->tr__strict_hook_state)
     tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
-  if (!t->tr__err && hk_state_load_all(t->reg, blobs, ck->n_hooks) != HK_OK)
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, n) != HK_OK)
     tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
   if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
-  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+  for (i = 0; i < n && !t->tr__err; i++)
     if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
   free(keys);
   free(blobs);
@@ -14402,7 +14976,7 @@ typedef struct tr__peeked {
   char es_msg[300];
 } tr__peeked;
 static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
-static int tr__peek(const char *path, tr__peeked *pk) {
+static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
   unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
   FILE *f = fopen(path, "rb");
   int rc = -1, seen_loop = 0;
@@ -14426,34 +15000,39 @@ static int tr__peek(const char *path, tr__peeked *pk) {
       seen_loop = 1;
       continue;
     }
-#if TR__ON_EARLY_STOPPING
-    if (tag == TR__HOOK && size >= 12 + 15 && size < ((uint64_t)1 << 20) && !pk->es_key[0]) {
-      size_t klen;
-      if (!(hook = (unsigned char *)malloc((size_t)size + 8)) || tr__peek_read(f, hook, (size_t)size + 8)) goto done;
+    if (tag == TR__HOOK && size >= 12 && size < ((uint64_t)1 << 20)) { /* the run's block; an early stop */
+      size_t klen, n = (size_t)size;
+      if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
       klen = (size_t)tr__get(hook, 4);
-      if (klen <= TR__MAX_KEY && klen + 12 <= size && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
-        hk_reader rd;
-        tr__es_saved v;
-        memset(&rd, 0, sizeof rd);
-        rd.data = hook + 4 + klen + 8;
-        rd.len = (size_t)size - 12 - klen;
-        if (tr__es_read(&rd, &v) == 0) {
-          if (v.reason != TR_STOP_NOT_STOPPED) {
-            memcpy(pk->es_key, hook + 4, klen);
-            pk->es_key[klen] = 0;
-            pk->es_wait = v.wait;
-            pk->es_patience = v.patience;
-            pk->es_reason = v.reason;
-            snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
+        const unsigned char *data = hook + 4 + klen + 8;
+        size_t len = n - 12 - klen;
+        if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
+#if TR__ON_EARLY_STOPPING
+        else if (!pk->es_key[0] && klen <= TR__MAX_KEY && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+          hk_reader rd;
+          tr__es_saved v;
+          memset(&rd, 0, sizeof rd);
+          rd.data = data;
+          rd.len = len;
+          if (tr__es_read(&rd, &v) == 0) {
+            if (v.reason != TR_STOP_NOT_STOPPED) {
+              memcpy(pk->es_key, hook + 4, klen);
+              pk->es_key[klen] = 0;
+              pk->es_wait = v.wait;
+              pk->es_patience = v.patience;
+              pk->es_reason = v.reason;
+              snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+            }
+            free(v.msg);
           }
-          free(v.msg);
         }
+#endif
       }
       free(hook);
       hook = NULL;
       continue;
     }
-#endif
     if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
   }
 done:
@@ -14467,7 +15046,7 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
   const char *path = c->resume_from;
   char why[sizeof t->error];
   t->tr__lift_stop = 0;
-  if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says what is wrong with it */
   epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
   if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
     return tr__fail(t, TR_ERR_INVALID, "%s", why);

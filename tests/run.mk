@@ -23,3 +23,36 @@ test-run-asan: $(RUN_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(RUN_ASAN)
 test-run-valgrind: $(RUN_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(RUN_BIN)
+
+# ---- a resume continues its run (tests/test_continue.c) -----------------------------------------------
+#   make test-continue              own loop and trainer resumed into their run directory: csv/jsonl equal
+#                                   to an uninterrupted run's, top-k and early-stopping counters kept, the
+#                                   fallbacks (symlink, gone, held by another resume), Lightning's option;
+#                                   plain, ASan+UBSan, valgrind
+#   make test-continue-tensorboard  the same runs' event files read by the real tensorboard package
+#                                   (tests/tb_continue.py; $(BUILD)/venv is tests/log.mk's rule): each step once,
+#                                   the values of the uninterrupted run
+CO_SRC  := tests/test_continue.c
+CO_BIN  := $(BUILD)/test_continue
+CO_ASAN := $(BUILD)/test_continue_asan
+CO_TMP  := $(BUILD)/continue_tmp
+
+.PHONY: test-continue test-continue-unit test-continue-asan test-continue-valgrind test-continue-tensorboard
+TEST_TARGETS += test-continue test-continue-tensorboard
+QUICK_TARGETS += test-continue-unit test-continue-asan
+
+$(CO_BIN): $(CO_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CO_SRC) -lcmocka $(LDLIBS)
+$(CO_ASAN): $(CO_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(CO_SRC) -lcmocka $(LDLIBS)
+
+test-continue: test-continue-unit test-continue-asan test-continue-valgrind
+test-continue-unit: $(CO_BIN)
+	./$(CO_BIN)
+test-continue-asan: $(CO_ASAN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CO_ASAN)
+test-continue-valgrind: $(CO_BIN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CO_BIN)
+test-continue-tensorboard: $(CO_BIN) $(BUILD)/venv/.tensorboard
+	rm -rf $(CO_TMP) && ./$(CO_BIN) --tb $(abspath $(CO_TMP))
+	$(BUILD)/venv/bin/python tests/tb_continue.py $(CO_TMP)

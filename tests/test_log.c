@@ -1152,7 +1152,7 @@ static void test_version_never_replaces(void **state) {
   toy_init(&t, &m, log);
   assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
-  assert_contains(tr_logger_get(t.reg, h)->error, "a run resumed into its version directory does not append to its old logs yet");
+  assert_contains(tr_logger_get(t.reg, h)->error, "a resume continues its own run's files: resume from a checkpoint of that run");
   tr_free(&t);
   assert_file(path, first);
   free(first);

@@ -345,6 +345,7 @@ TR__C_END /* part */
 #if defined(__unix__) || defined(__APPLE__)
 #  include <dirent.h>
 #  include <fcntl.h>
+#  include <sys/file.h> /* flock: a run directory held by one process */
 #  include <sys/ioctl.h>
 #  include <sys/stat.h>
 #  include <sys/time.h>

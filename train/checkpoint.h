@@ -152,6 +152,13 @@ typedef struct tr__snap {
   unsigned char lrst[TR__LR_STATE_SIZE];
 } tr__snap;
 
+/* Where in the loop the trainer is, in the run layer's words (the run's block in the checkpoint). */
+static tr_run_at tr__at(const tr_trainer *t) {
+  if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
+  if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
+  return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
+}
+
 /* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
    hooks and data. TR_OK, or the run's error (a failed save_state). */
 static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
@@ -185,6 +192,8 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   if (!data) return t->tr__err;
   if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
     return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  /* one more HOOK section: where the run logs (tr_run_block; tr__peek gives it back to tr_run_continue) */
+  if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
   if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
   s->hooks = hooks->data;
   s->hooks_len = hooks->len;
@@ -608,33 +617,34 @@ static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__
   char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
   hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
   size_t pos;
-  int i, missing = 0, unknown = 0;
+  int i, n, missing = 0, unknown = 0;
   if (!keys || !blobs) {
     free(keys);
     free(blobs);
     return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
   }
-  for (i = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+  for (i = n = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
     const unsigned char *p = buf + pos + 12;
     size_t klen = (size_t)tr__get(p, 4);
+    if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(p + 4, TR_RUN_KEY, klen)) continue; /* the run's: read before setup (tr__peek) */
     memcpy(k, p + 4, klen);
     k[klen] = 0;
-    blobs[i].key = k;
-    blobs[i].data = p + 4 + klen + 8;
-    blobs[i].len = (size_t)tr__get(p + 4 + klen, 8);
+    blobs[n].key = k;
+    blobs[n].data = p + 4 + klen + 8;
+    blobs[n++].len = (size_t)tr__get(p + 4 + klen, 8);
     k += klen + 1;
   }
-  if (hk_state_check(t->reg, blobs, ck->n_hooks, &missing) != HK_OK)
+  if (hk_state_check(t->reg, blobs, n, &missing) != HK_OK)
     tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
-  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+  for (i = 0; i < n && !t->tr__err; i++)
     if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
       tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
   if (!t->tr__err && missing && t->tr__strict_hook_state)
     tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
-  if (!t->tr__err && hk_state_load_all(t->reg, blobs, ck->n_hooks) != HK_OK)
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, n) != HK_OK)
     tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
   if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
-  for (i = 0; i < ck->n_hooks && !t->tr__err; i++)
+  for (i = 0; i < n && !t->tr__err; i++)
     if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
   free(keys);
   free(blobs);
@@ -948,7 +958,7 @@ typedef struct tr__peeked {
   char es_msg[300];
 } tr__peeked;
 static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
-static int tr__peek(const char *path, tr__peeked *pk) {
+static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
   unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
   FILE *f = fopen(path, "rb");
   int rc = -1, seen_loop = 0;
@@ -972,34 +982,39 @@ static int tr__peek(const char *path, tr__peeked *pk) {
       seen_loop = 1;
       continue;
     }
-#if TR__ON_EARLY_STOPPING
-    if (tag == TR__HOOK && size >= 12 + 15 && size < ((uint64_t)1 << 20) && !pk->es_key[0]) {
-      size_t klen;
-      if (!(hook = (unsigned char *)malloc((size_t)size + 8)) || tr__peek_read(f, hook, (size_t)size + 8)) goto done;
+    if (tag == TR__HOOK && size >= 12 && size < ((uint64_t)1 << 20)) { /* the run's block; an early stop */
+      size_t klen, n = (size_t)size;
+      if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
       klen = (size_t)tr__get(hook, 4);
-      if (klen <= TR__MAX_KEY && klen + 12 <= size && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
-        hk_reader rd;
-        tr__es_saved v;
-        memset(&rd, 0, sizeof rd);
-        rd.data = hook + 4 + klen + 8;
-        rd.len = (size_t)size - 12 - klen;
-        if (tr__es_read(&rd, &v) == 0) {
-          if (v.reason != TR_STOP_NOT_STOPPED) {
-            memcpy(pk->es_key, hook + 4, klen);
-            pk->es_key[klen] = 0;
-            pk->es_wait = v.wait;
-            pk->es_patience = v.patience;
-            pk->es_reason = v.reason;
-            snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
+        const unsigned char *data = hook + 4 + klen + 8;
+        size_t len = n - 12 - klen;
+        if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
+#if TR__ON_EARLY_STOPPING
+        else if (!pk->es_key[0] && klen <= TR__MAX_KEY && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+          hk_reader rd;
+          tr__es_saved v;
+          memset(&rd, 0, sizeof rd);
+          rd.data = data;
+          rd.len = len;
+          if (tr__es_read(&rd, &v) == 0) {
+            if (v.reason != TR_STOP_NOT_STOPPED) {
+              memcpy(pk->es_key, hook + 4, klen);
+              pk->es_key[klen] = 0;
+              pk->es_wait = v.wait;
+              pk->es_patience = v.patience;
+              pk->es_reason = v.reason;
+              snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+            }
+            free(v.msg);
           }
-          free(v.msg);
         }
+#endif
       }
       free(hook);
       hook = NULL;
       continue;
     }
-#endif
     if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
   }
 done:
@@ -1013,7 +1028,7 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
   const char *path = c->resume_from;
   char why[sizeof t->error];
   t->tr__lift_stop = 0;
-  if (tr__peek(path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says what is wrong with it */
   epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
   if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
     return tr__fail(t, TR_ERR_INVALID, "%s", why);

@@ -332,6 +332,125 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
 TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
   return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
+/* A resumed run's logger takes its file back: the regular file at path (never read through a symlink)
+   appended to out, its identity into mine, so that tr__write_mine may replace that file and no other.
+   0; ENOENT when nothing is there; EEXIST when it is not a regular file; else errno. */
+TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine) {
+#ifdef TR__POSIX
+  struct stat st;
+  char buf[1 << 14];
+  ssize_t n;
+  int e = 0, fd = open(path, O_RDONLY | TR__O_NOFOLLOW | TR__O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? ENOENT : errno == ELOOP ? EEXIST : errno;
+  if (fstat(fd, &st) != 0) e = errno;
+  else if (!S_ISREG(st.st_mode)) e = EEXIST;
+  while (!e && (n = read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) e = errno;
+    else hk_bytes_put(out, buf, (size_t)n);
+  }
+  close(fd);
+  if (!e && out->failed) e = ENOMEM;
+  if (!e) { mine->set = 1; mine->dev = (uint64_t)st.st_dev; mine->ino = (uint64_t)st.st_ino; }
+  return e;
+#else
+  (void)path; (void)out; (void)mine;
+  return ENOENT;
+#endif
+}
+
+TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
+   there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
+static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
+  int64_t max = -1;
+#ifdef TR__POSIX
+  size_t n = strlen(prefix);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL) {
+    const char *p = e->d_name;
+    int64_t v = 0;
+    int digits = 0;
+    if (strncmp(p, prefix, n)) continue;
+    for (p += n; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
+    if (digits && (!*p || *p == '.') && v > max) max = v;
+  }
+  closedir(d);
+#else
+  (void)dir; (void)prefix;
+#endif
+  return max;
+}
+
+/* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
+   each and it). Returns the count, -1 out of memory (nothing then to free). */
+TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names) {
+  int n = 0;
+#ifdef TR__POSIX
+  size_t len = strlen(prefix);
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  *names = NULL;
+  if (!d) return 0;
+  while ((e = readdir(d)) != NULL) {
+    char **grown;
+    if (strncmp(e->d_name, prefix, len)) continue;
+    if (!(grown = (char **)realloc(*names, (size_t)(n + 1) * sizeof *grown)) || !(grown[n] = (char *)malloc(strlen(e->d_name) + 1))) {
+      if (grown) *names = grown;
+      while (n-- > 0) free((*names)[n]);
+      free(*names);
+      *names = NULL;
+      closedir(d);
+      return -1;
+    }
+    strcpy(grown[n++], e->d_name);
+    *names = grown;
+  }
+  closedir(d);
+  if (n) qsort(*names, (size_t)n, sizeof **names, tr__strcmp_p);
+#else
+  (void)dir; (void)prefix;
+  *names = NULL;
+#endif
+  return n;
+}
+
+/* ---- a run directory held: two processes never log into one ------------------------------------------
+   tr__dir_hold opens dir (never through a symlink: O_NOFOLLOW on the last name), checks that it is a
+   directory, and takes flock's exclusive lock on it, held while the descriptor stays open (the run's
+   registry) and dropped by the system when the process ends, however it ends. 0 with *fd, *dev, *ino;
+   ENOENT: nothing there; ENOTDIR: a symlink or not a directory; EWOULDBLOCK: another process holds it.
+   A file system without flock holds nothing (0: its runs are not kept apart). */
+static int tr__dir_hold(const char *dir, int *fd, uint64_t *dev, uint64_t *ino) {
+#ifdef TR__POSIX
+  struct stat st;
+  int e, d = open(dir, O_RDONLY | TR__O_NOFOLLOW | TR__O_CLOEXEC);
+  *fd = -1;
+  if (d < 0) return errno == ELOOP ? ENOTDIR : errno;
+  if (fstat(d, &st) != 0 || !S_ISDIR(st.st_mode)) { close(d); return ENOTDIR; }
+  if (flock(d, LOCK_EX | LOCK_NB) != 0 && (e = errno) != ENOLCK && e != EINVAL && e != ENOTSUP) {
+    close(d);
+    return e == EINTR ? EWOULDBLOCK : e;
+  }
+  *fd = d;
+  *dev = (uint64_t)st.st_dev;
+  *ino = (uint64_t)st.st_ino;
+  return 0;
+#else
+  (void)dir; (void)dev; (void)ino;
+  *fd = -1;
+  return ENOSYS;
+#endif
+}
+static void tr__dir_release(int fd) {
+#ifdef TR__POSIX
+  if (fd >= 0) close(fd); /* the lock goes with it */
+#else
+  (void)fd;
+#endif
+}
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
    A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's

@@ -108,6 +108,9 @@ typedef struct tr_run_desc {
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
+  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
+                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
+                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
   int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
@@ -240,7 +243,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
    tr_run_finish reports it, firing nothing (no on_exception, no teardown). TR_OK, or the
    run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first. */
+   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
+   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
+   read before setup, and the loggers open there again, the records written after the checkpoint
+   superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
+   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
+   a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
@@ -311,7 +319,8 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
 /* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
    one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
    a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted) and tr_run_leave ends it. Nothing is fired, watched or checked between
+   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
+   and tr_run_leave ends it. Nothing is fired, watched or checked between
    them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
    records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
    tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
@@ -327,6 +336,21 @@ TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow)
    goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
    (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
+/* A resume continues its run (tr_run_start says how): the checkpoint holds the run's block, where the run
+   logs, under the key TR_RUN_KEY, and the resume hands it back before setup so that the loggers open in that
+   directory again. tr_run_save writes it and tr_run_start / tr_run_enter find it in a file of tr_run_save
+   themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
+   keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
+   (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
+   written. Nothing is given while the run has no directory (no logger opened, tr_run_dir never asked).
+   HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
+   to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
+   version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
+   none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
+   (TR_ERR_INVALID). */
+#define TR_RUN_KEY "train.run"
+TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
+TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
    batteries and loops report. */
@@ -516,7 +540,9 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* The run layer's private part (train/run.h). */
-typedef struct tr__run_dir { char *base, *dir; struct tr__run_dir *next; } tr__run_dir;
+/* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
+   save_dir/name it was claimed under, or the directory itself for a named version. */
+typedef struct tr__run_dir { char *base, *dir; int fd, continued; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
@@ -529,6 +555,11 @@ typedef struct tr__run_priv {
   tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
   char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
                                 (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
+  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be) */
+  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
+  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
+  int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
   tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
@@ -803,7 +834,13 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  while (q->dirs) { tr__run_dir *next = q->dirs->next; free(q->dirs->base); free(q->dirs->dir); free(q->dirs); q->dirs = next; }
+  while (q->dirs) {
+    tr__run_dir *next = q->dirs->next;
+    tr__dir_release(q->dirs->fd);
+    free(q->dirs->base); free(q->dirs->dir); free(q->dirs);
+    q->dirs = next;
+  }
+  free(q->cont_dir);
   for (i = 0; i < TR__RUN_STRS; i++) free(q->strs[i]);
   for (i = 0; i < q->n_hp; i++) { free(q->hp[i].key); free(q->hp[i].val); }
   free(q->hp);
@@ -973,6 +1010,10 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
                           "TR_YES, TR_NO or 0 (the default)");
+  if (!tr__tri_ok(d->new_version_on_resume))
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: new_version_on_resume is %d: give TR_YES (a resume logs into "
+                          "a new version_N, as Lightning's), TR_NO or 0 (the default: a resume continues its run)",
+                          d->new_version_on_resume);
   if (d->train_batches < 0 || d->val_batches < 0 || d->max_steps < 0 || d->max_epochs < 0 || d->min_steps < 0 || d->min_epochs < 0)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: train_batches, val_batches, max_steps, max_epochs, min_steps and "
                           "min_epochs must be >= 0 (0 = unknown / none)");
@@ -1094,6 +1135,7 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
+/* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
 }
@@ -1414,6 +1456,86 @@ static hk_err tr__state_sink(const char *key, const void *data, size_t len, void
   hk_bytes_put(b, data, len);
   return HK_OK;
 }
+
+/* ---- a resume continues its run ------------------------------------------------------------------------
+   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
+   TR_RUN_KEY: u64 version 1 | str the run directory | u64 its device | u64 its inode | i64 global_step |
+   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_run_enter, or
+   tr_run_continue from a loop's own reader, as tr_fit's):
+   tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and supersede the
+   records written after the checkpoint (tr__run_superseded). Nothing is written while the run has no
+   directory (no logger has opened, tr_run_dir was never asked). */
+static hk_err tr__run_block(const tr_run *run, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
+  const tr__run_priv *q = run ? run->tr__p : NULL;
+  const tr__run_dir *rd;
+  hk_bytes v;
+  hk_err e;
+  if (!q || !q->dir) return HK_OK;
+  for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
+  if (!rd || (!rd->dev && !rd->ino)) return HK_OK; /* not known what it is: nothing to continue */
+  memset(&v, 0, sizeof v);
+  tr__put_u64(&v, 1);
+  tr__put_str(&v, q->dir);
+  tr__put_u64(&v, rd->dev);
+  tr__put_u64(&v, rd->ino);
+  tr__put_i64(&v, step);
+  tr__put_u64(&v, (uint64_t)at);
+  e = v.failed ? HK_ERR_NOMEM : sink(TR_RUN_KEY, v.data, v.len, user);
+  hk_bytes_free(&v);
+  return e;
+}
+TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
+  tr_run *run = tr_run_get(reg);
+  if (!sink) return HK_ERR_INVALID;
+  return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
+}
+/* The block of the checkpoint being resumed (data NULL: none; a malformed one counts as none: the resume
+   then logs into a new version, and the load judges the file). */
+static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
+  tr__run_priv *q = run->tr__p;
+  hk_reader r;
+  uint64_t version, dev, ino, at;
+  int64_t step;
+  char *dir = NULL;
+  free(q->cont_dir);
+  q->cont_dir = NULL;
+  if (!data) return 0;
+  memset(&r, 0, sizeof r);
+  r.data = (const unsigned char *)data;
+  r.len = len;
+  if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
+      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0]) {
+    free(dir);
+    return -1;
+  }
+  q->cont_dir = dir;
+  q->cont_dev = dev;
+  q->cont_ino = ino;
+  q->cont_step = step;
+  q->cont_at = (tr_run_at)at;
+  return 0;
+}
+TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len) {
+  tr_run *run = tr_run_get(reg);
+  if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_continue: out of memory") : TR_ERR_INVALID;
+  if (run->running != HK_STAGE_NONE)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_continue: a %s run is going: give the checkpoint's block before "
+                          "tr_run_enter", hk_stage_name(run->running));
+  run->tr__p->cont_given = 1;
+  return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
+}
+/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
+   taken before the record's batch; a val record: the last training step), so a checkpoint at global
+   step G was written after every record of a step below G - 1 and before every one of step G or more.
+   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
+   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
+   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
+   counts as a validation). */
+TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
+  const tr__run_priv *q = run->tr__p;
+  return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
+}
+
 static void tr__run_trailer(unsigned char *t, const hk_bytes *state) {
   tr__le(t, (uint64_t)state->len, 8);
   tr__le(t + 8, tr_crc32c(state->data, state->len), 4);
@@ -1576,6 +1698,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     b[0] = (unsigned char)s.run->tr__p->at;
     (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
+  if (tr__run_block(s.run, ctx->global_step, s.run->tr__p->at, tr__state_sink, &s.state) != HK_OK) s.state.failed = 1;
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -1651,6 +1774,8 @@ typedef struct tr__run_file {
   uint32_t n_hooks;
   tr_run_at at;
   tr_sched_state lr_state;
+  const unsigned char *run;      /* the run's block (TR_RUN_KEY, inside state; NULL: none), run_len bytes */
+  size_t run_len;
 } tr__run_file;
 static void tr__run_file_free(tr__run_file *rf) {
   if (rf->f) fclose(rf->f);
@@ -1722,6 +1847,13 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
       blobs[i] = blobs[--n_hooks];
       break;
     }
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR_RUN_KEY)) { /* the run directory it was written in: rf->run (tr__run_peek) */
+      rf->run = (const unsigned char *)blobs[i].data;
+      rf->run_len = blobs[i].len;
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
   for (i = 0; i < n_hooks; i++) /* none saved: the schedule's start (zero) */
     if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
       char why[200];
@@ -1734,6 +1866,16 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
 done:
   rf->n_hooks = n_hooks;
   return e;
+}
+/* A resume's look at its checkpoint before setup: the run's block (tr__run_resuming), so that the loggers
+   open in the run's directory. A file that cannot be read is left to tr_run_load: the run logs into a new
+   version. */
+static void tr__run_peek(tr_run *run, const char *path) {
+  tr__run_file rf;
+  char why[8];
+  tr__run_resuming(run, NULL, 0);
+  if (tr__run_file_read(&rf, path, why, sizeof why) == TR_OK && rf.run) (void)tr__run_resuming(run, rf.run, rf.run_len);
+  tr__run_file_free(&rf);
 }
 /* The epochs a file of tr_run_save has done: one written at an epoch's end has done that epoch too. */
 static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
@@ -2013,6 +2155,9 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
+  q->cont_given = 0;
+  if (resume_from && resume_from[0]) tr__run_peek(run, resume_from); /* the loggers open in its run's directory */
+  else tr__run_resuming(run, NULL, 0);
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
@@ -2087,6 +2232,9 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   free(q->resume);
   q->resume = resume_from && resume_from[0] ? tr__strdup(resume_from) : NULL;
   run->resume_from = q->resume ? q->resume : "";
+  if (!q->resume) tr__run_resuming(run, NULL, 0); /* a resume continues its run: the block tr_run_continue gave, */
+  else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
+  q->cont_given = 0;
   return TR_OK;
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
@@ -2523,26 +2671,7 @@ TR__SHARED double tr__wall(void) {
 }
 
 /* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
-static int64_t tr__next_version(const char *base) {
-  int64_t next = 0;
-#ifdef TR__POSIX
-  DIR *d = opendir(base);
-  struct dirent *e;
-  if (!d) return 0;
-  while ((e = readdir(d)) != NULL) {
-    const char *p = e->d_name;
-    int64_t v = 0;
-    int digits = 0;
-    if (strncmp(p, "version_", 8)) continue;
-    for (p += 8; *p >= '0' && *p <= '9' && digits < 15; p++, digits++) v = v * 10 + (*p - '0');
-    if (digits && !*p && v + 1 > next) next = v + 1;
-  }
-  closedir(d);
-#else
-  (void)base;
-#endif
-  return next;
-}
+static int64_t tr__next_version(const char *base) { return tr__dir_max_number(base, "version_") + 1; }
 
 static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
   size_t na = strlen(a), nb = strlen(b);
@@ -2553,32 +2682,45 @@ static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when 
   return p;
 }
 
+/* Why the checkpoint's directory cannot be continued, from tr__dir_hold's error (or 0: it is another
+   directory now than the one the run wrote). */
+static const char *tr__run_lost(int e) {
+  return e == ENOENT ? "it is gone" : e == ENOTDIR ? "a symlink or a file is there now (not followed)"
+       : e == EWOULDBLOCK ? "another process holds it (the run that wrote it, or another resume of it)"
+       : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
+}
+
 /* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
    A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
    when that directory exists, made by another run started at the same moment (or left by an earlier
    one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). */
+   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
+   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
+   recorded (tr__run_resuming) when their save_dir/name is the one it was claimed under (or their
+   version names it), tr_run_desc.new_version_on_resume is not TR_YES, and it is still the directory the
+   run wrote (its device and inode; never a symlink) and no other process holds it. Otherwise the run
+   claims a new version_N and says why, once. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
-                             char *why, size_t why_len) {
+                             char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
-  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
-  if (version && version[0]) {
-    dir = tr__join(base, version);
-    if (dir && tr__mkdirs(dir)) {
-      snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
-      free(dir);
-      dir = NULL;
-    } else if (!dir) snprintf(why, why_len, "out of memory");
+  int named = version && version[0], fd = -1, e, cont = 0;
+  uint64_t dev = 0, ino = 0;
+  *continued = 0;
+  if (base && named) { /* the entry of a named version is the directory itself */
+    char *d = tr__join(base, version);
     free(base);
-    return dir;
+    base = d;
   }
+  if (!base) { snprintf(why, why_len, "out of memory"); return NULL; }
   for (rd = q ? q->dirs : NULL; rd; rd = rd->next)
     if (!strcmp(rd->base, base)) break;
-  if (rd) { /* this registry claimed it already */
+  if (rd) { /* this registry has it already */
     free(base);
     if (!(dir = tr__strdup(rd->dir))) snprintf(why, why_len, "out of memory");
+    *continued = rd->continued;
     return dir;
   }
   if (tr__mkdirs(base)) {
@@ -2586,7 +2728,24 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(base);
     return NULL;
   }
-  {
+  if (q && (!q->cont_dir || run->desc.new_version_on_resume == TR_YES)) q = NULL; /* nothing to continue */
+  if (named) {
+    if (!(dir = tr__strdup(base))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
+    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) /* held by another process: used as it is, as always */
+      cont = q && dev == q->cont_dev && ino == q->cont_ino;
+  } else if (q && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
+             !strncmp(q->cont_dir, base, strlen(base))) { /* the checkpoint's directory is one of base's */
+    e = tr__dir_hold(q->cont_dir, &fd, &dev, &ino);
+    if (!e && dev == q->cont_dev && ino == q->cont_ino) {
+      cont = 1;
+      if (!(dir = tr__strdup(q->cont_dir))) { snprintf(why, why_len, "out of memory"); tr__dir_release(fd); free(base); return NULL; }
+    } else {
+      lost = tr__run_lost(e);
+      tr__dir_release(fd);
+      fd = -1;
+    }
+  }
+  if (!dir) {
     int64_t v = tr__next_version(base);
     int tries;
     for (tries = 0; tries < 100000; tries++, v++) {
@@ -2594,7 +2753,10 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
       snprintf(leaf, sizeof leaf, "version_%lld", (long long)v);
       if (!(dir = tr__join(base, leaf))) break;
 #ifdef TR__POSIX
-      if (mkdir(dir, 0777) == 0) break; /* ours */
+      if (mkdir(dir, 0777) == 0) { /* ours */
+        (void)tr__dir_hold(dir, &fd, &dev, &ino);
+        break;
+      }
       if (errno != EEXIST) {
         snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
         free(dir);
@@ -2613,13 +2775,22 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     free(base);
     return NULL;
   }
-  if (q && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
-    rd->base = tr__strdup(base);
+  if (lost)
+    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: %s; "
+                "it logs into %s instead", q->cont_dir, lost, dir);
+  if (run && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
+    rd->base = base;
     rd->dir = tr__strdup(dir);
-    if (rd->base && rd->dir) { rd->next = q->dirs; q->dirs = rd; }
-    else { free(rd->base); free(rd->dir); free(rd); }
+    rd->fd = fd;
+    rd->dev = dev;
+    rd->ino = ino;
+    rd->continued = cont;
+    if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
+    else { free(rd); rd = NULL; }
   }
+  tr__dir_release(fd); /* out of memory: not kept, not held */
   free(base);
+  *continued = cont && rd;
   return dir;
 }
 
@@ -2630,27 +2801,18 @@ TR__SHARED void tr__run_note_dir(tr_run *run, const char *dir) {
 
 TRAIN_API const char *tr_run_dir(hk_registry *reg) {
   tr_run *run = tr_run_get(reg);
-  tr__run_dir *rd;
   char why[600], *dir;
-  const char *base_dir, *name, *version;
+  int continued;
   if (!run) return NULL;
   if (run->tr__p->dir) return run->tr__p->dir; /* a logger opened it already, wherever its save_dir says */
-  base_dir = tr__run_str(run, TR__RUN_SAVE_DIR, "runs");
-  name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
-  version = tr__run_str(run, TR__RUN_VERSION, NULL);
-  if (!(dir = tr__run_dir_get(run, base_dir, name, version, why, sizeof why))) {
+  if (!(dir = tr__run_dir_get(run, tr__run_str(run, TR__RUN_SAVE_DIR, "runs"), tr__run_str(run, TR__RUN_NAME, "lightning_logs"),
+                              tr__run_str(run, TR__RUN_VERSION, NULL), why, sizeof why, &continued))) {
     (void)tr__run_refuse(reg, why[0] ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_dir: %s", why[0] ? why : "out of memory");
     return NULL;
   }
   tr__run_note_dir(run, dir);
-  for (rd = run->tr__p->dirs; rd; rd = rd->next) /* the registry keeps the string */
-    if (!strcmp(rd->dir, dir)) { free(dir); return rd->dir; }
-  if ((rd = (tr__run_dir *)calloc(1, sizeof *rd)) == NULL) { free(dir); return NULL; }
-  rd->base = tr__strdup(dir); /* a named version: its own entry */
-  rd->dir = dir;
-  rd->next = run->tr__p->dirs;
-  run->tr__p->dirs = rd;
-  return rd->dir;
+  free(dir);
+  return run->tr__p->dir;
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */

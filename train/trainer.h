@@ -95,6 +95,8 @@ typedef struct tr_config {
                                     where in one line (rank 0, tr_desc.log): "Restored all states from the
                                     checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
   int no_resume_message;         /* 1: not that line */
+  int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
+                                    it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
   const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
@@ -1078,6 +1080,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
     d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
                                               c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
     d.no_resume_message = c->no_resume_message;
+    d.new_version_on_resume = c->new_version_on_resume;
     d.accumulate_grad_batches = c->accumulate_grad_batches;
     d.save_to = c->save_to;
   }
@@ -1463,6 +1466,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
       }
     } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
   }
+  (void)tr_run_continue(t->reg, NULL, 0); /* a resume's run directory: tr__resume_check gives it (tr__peek) */
   return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
 }
 

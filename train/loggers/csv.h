@@ -153,15 +153,13 @@ static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
 }
 
 /* csv: the whole file (header and every row) written anew and renamed over metrics.csv, its descriptor
-   kept for the appends that follow. */
-static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
+   kept for the appends that follow. 0, or errno with why set. */
+static int tr__csv_put_whole(tr__logger *s, char *why, size_t cap) {
   tr__csv *csv = (tr__csv *)s->own;
-  char why[1100];
   double t0 = tr__wall();
   int fd, e;
-  if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) return tr__logger_broke(s, ctx, "out of memory");
-  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, sizeof why)) != 0)
-    return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST ? " (the file keeps the rows it had)" : "");
+  if (tr__csv_layout(csv) || tr__csv_text(csv, &s->out, 1, 0)) { snprintf(why, cap, "out of memory"); return ENOMEM; }
+  if ((e = tr__write_mine(s->path, s->out.data, s->out.len, &s->id, &fd, why, cap)) != 0) return e;
 #ifdef TR__POSIX
   if (s->fd >= 0) close(s->fd);
 #endif
@@ -171,6 +169,12 @@ static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
   csv->waiting_since = 0;
   csv->rewrite_secs = tr__wall() - t0;
   s->pub.records = csv->rows_in_file = csv->n_rows;
+  return 0;
+}
+static hk_signal tr__csv_write_whole(tr__logger *s, hk_ctx *ctx) {
+  char why[1100];
+  int e = tr__csv_put_whole(s, why, sizeof why);
+  if (e) return tr__logger_broke(s, ctx, "%s%s", why, s->fd >= 0 && e != EEXIST && e != ENOMEM ? " (the file keeps the rows it had)" : "");
   return HK_CONTINUE;
 }
 
@@ -208,21 +212,99 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
+/* One CSV cell of text at p (quoted as tr__csv_cell writes one, or plain up to a comma or line end) into
+   cell (a C string); returns where it ends. */
+static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *cell) {
+  cell->len = 0;
+  if (p < end && *p == '"') { /* "" inside is one quote */
+    for (p++; p < end; p++) {
+      if (*p == '"' && (p + 1 >= end || p[1] != '"')) { p++; break; }
+      hk_bytes_put(cell, p, 1);
+      p += *p == '"';
+    }
+  } else
+    for (; p < end && *p != ',' && *p != '\n'; p++) hk_bytes_put(cell, p, 1);
+  hk_bytes_put(cell, "", 1);
+  return p;
+}
+/* A resumed run's rows, back from the metrics.csv it continues (old), without those written after its
+   checkpoint (tr__run_superseded; a row's stage is val when it has a val/ cell, test when a test/ one,
+   else train); columns only superseded rows had are gone with them. 0, or EINVAL (why says so) for a
+   file this logger did not write, or ENOMEM. */
+static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size_t cap) {
+  const char *p = (const char *)old->data, *end = p + old->len;
+  char **names = NULL;
+  int n = 0, k, e = 0;
+  hk_bytes cell;
+  tr_log_record r;
+  memset(&cell, 0, sizeof cell);
+  memset(&r, 0, sizeof r);
+  while (p < end && !e) { /* the header */
+    char **grown = (char **)realloc(names, (size_t)(n + 1) * sizeof *names);
+    if (!grown) { e = ENOMEM; break; }
+    names = grown;
+    p = tr__csv_read_cell(p, end, &cell);
+    if (cell.failed || !(names[n++] = tr__strdup((const char *)cell.data))) e = ENOMEM;
+    if (p >= end || *p++ == '\n') break;
+  }
+  while (p < end && !e) { /* the rows */
+    int has_epoch = 0, has_step = 0;
+    tr_err te;
+    const char *stage = "train";
+    r.n_metrics = 0;
+    for (k = 0; !e; k++) {
+      char *num;
+      double v;
+      p = tr__csv_read_cell(p, end, &cell);
+      if (cell.failed) e = ENOMEM;
+      else if (k >= n) e = EINVAL;
+      else if (cell.data[0]) {
+        v = strtod((const char *)cell.data, &num);
+        if (*num) e = EINVAL;
+        else if (!strcmp(names[k], "epoch")) { r.epoch = (int64_t)v; has_epoch = 1; }
+        else if (!strcmp(names[k], "step")) { r.step = (int64_t)v; has_step = 1; }
+        else if ((te = tr_log_set(&r, names[k], v)) != TR_OK) e = te == TR_ERR_NOMEM ? ENOMEM : EINVAL;
+        else if (!strncmp(names[k], "val/", 4) || !strncmp(names[k], "test/", 5)) stage = names[k][0] == 'v' ? "val" : "test";
+      }
+      if (p >= end || *p++ == '\n') break;
+    }
+    if (!e && (!has_epoch || !has_step)) e = EINVAL;
+    if (!e && !tr__run_superseded(s->run, r.step, stage) && tr__csv_add_row((tr__csv *)s->own, &r)) e = ENOMEM;
+  }
+  if (e == EINVAL)
+    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, or "
+             "more cells than columns): the resumed run does not continue it, nor replace it; move it away, or resume with "
+             "new_version_on_resume", s->path);
+  for (k = 0; k < n; k++) free(names[k]);
+  free(names);
+  hk_bytes_free(&cell);
+  tr_log_record_free(&r);
+  return e;
+}
+
 /* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
-   Neither may be there yet: both are checked before either is written. */
+   Neither may be there yet: both are checked before either is written. A resume that continues its run
+   takes both back: hparams.yaml written anew, metrics.csv rewritten at once without the rows after the
+   checkpoint. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
-  hk_bytes b;
+  hk_bytes b, old;
   char *yaml;
   tr__file_id id = { 0, 0, 0 };
-  int e = tr__logger_file(s, "metrics.csv", why, cap);
+  int e;
+  memset(&old, 0, sizeof old);
+  e = tr__logger_file(s, "metrics.csv", &old, why, cap);
+  if (!e && old.len) e = tr__csv_take_back(s, &old, why, cap);
+  hk_bytes_free(&old);
   if (e) return e;
   if (!(yaml = tr__join(s->dir, "hparams.yaml"))) return ENOMEM;
-  if ((e = tr__logger_fresh(yaml, why, cap)) != 0) { free(yaml); return e; }
+  if ((e = tr__logger_take(s, yaml, NULL, &id, why, cap)) != 0) { free(yaml); return e; }
   memset(&b, 0, sizeof b);
   tr__hparams_yaml(s, ctx, &b);
   e = b.failed ? ENOMEM : tr__write_mine(yaml, b.data, b.len, &id, NULL, why, cap);
   free(yaml);
   hk_bytes_free(&b);
+  if (!e && s->id.set) e = tr__csv_put_whole(s, why, cap); /* the file it continues, without what was superseded */
+  s->out.len = 0;
   return e;
 }
 static hk_signal tr__csv_record(tr__logger *s, hk_ctx *ctx, const tr_log_record *r) {

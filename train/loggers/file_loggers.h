@@ -14,9 +14,13 @@ TR__C_BEGIN /* part */
    but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
    an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
    open: it says which file and what to do (another version, or remove the file), and writes nothing
-   (fail_on_error: the run fails). A run that resumes into its own version directory is refused the
-   same way (it does not append to its old logs yet). Later writes (csv's rewrite when columns come,
-   the plot at every run's end) replace only the file the logger wrote itself. */
+   (fail_on_error: the run fails). Later writes (csv's rewrite when columns come, the plot at every
+   run's end) replace only the file the logger wrote itself.
+   A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
+   TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
+   recorded, where their files are their own (tr__logger_take), with the records written after the
+   checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
+   tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
@@ -25,7 +29,8 @@ TR__C_BEGIN /* part */
   X(STRING, const char *, version,       "",               NULL, "the version directory (empty: the next free version_N; " \
     "else this name: a directory that may exist, but none of the logger's files in it (a file there that the logger did " \
     "not write, an earlier run's included, is never replaced: the logger refuses at its open, naming it; give another " \
-    "version or remove it; a resumed run does not append to its old logs yet); not given: the run's, tr_run_desc.version)") \
+    "version or remove it; a resume continues in the directory its checkpoint was written in, its files there included); " \
+    "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
     "-9 loses at most the records not written yet (about a second), never half a line") \
@@ -70,6 +75,7 @@ struct tr__logger {
   int flush_every, fail_on_error;
   double last_flush;    /* flush_every 0: when whole lines were last written (wall clock) */
   int opened, broken;   /* broken: an I/O error was reported; nothing more is written */
+  int continued;        /* a resume continues its run: the logger goes on with its files there (tr__logger_take) */
   char *dir, *path;
   tr__file_id id;       /* the file at path it wrote (a later whole write replaces only that one) */
   char err[1200];
@@ -176,7 +182,8 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
   s->opened = 1;
   why[0] = 0;
-  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why)))
+  if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why,
+                                  &s->continued)))
     return tr__logger_broke(s, ctx, "%s", why);
   tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
@@ -194,7 +201,7 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   if (S_ISREG(st.st_mode))
     snprintf(why, cap, "%s exists, and this logger did not write it (an earlier run's, another logger's, or a file of "
              "yours): it is not replaced; give the logger another version (or none: the next free version_N), or remove "
-             "the file (a run resumed into its version directory does not append to its old logs yet)", path);
+             "the file (a resume continues its own run's files: resume from a checkpoint of that run)", path);
   else
     snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): it is not replaced; give "
              "the logger another version (or none: the next free version_N), or remove it", path);
@@ -208,16 +215,35 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   return EEXIST;
 #endif
 }
-/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write,
-   refused when something is there already (tr__logger_fresh): 0, or an error as the format's open
-   returns it. */
-TR__SHARED int tr__logger_file(tr__logger *s, const char *file, char *why, size_t cap) {
+/* A file of the logger's at path in the version directory: refused when something is there already
+   (tr__logger_fresh), except in the run a resume continues (s->continued), where it is the logger's
+   own: read back into old (NULL: not needed), its identity into mine, so that the logger's next whole
+   write replaces that file and nothing else (the format leaves out the records after the checkpoint).
+   0 (nothing there is fine too), or an error as the format's open returns it. */
+TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *old, tr__file_id *mine, char *why, size_t cap) {
+  hk_bytes scratch;
+  int e;
+  if (!s->continued) return tr__logger_fresh(path, why, cap);
+  memset(&scratch, 0, sizeof scratch);
+  e = tr__read_mine(path, old ? old : &scratch, mine);
+  hk_bytes_free(&scratch);
+  if (e == EEXIST)
+    snprintf(why, cap, "%s is not a regular file (a symlink, a device, a FIFO or a directory): the resumed run does not "
+             "continue it, nor replace it; remove it, or resume with new_version_on_resume", path);
+  else if (e && e != ENOENT)
+    snprintf(why, cap, "cannot read %s to continue the resumed run's log: %s", path, strerror(e));
+  return e == ENOENT ? 0 : e;
+}
+/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write
+   (tr__logger_take: old as there): 0, or an error as the format's open returns it. */
+TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
+  (void)old;
   snprintf(why, cap, "file loggers need a POSIX system");
   return -1;
 #else
-  return tr__logger_fresh(s->path, why, cap);
+  return tr__logger_take(s, s->path, old, &s->id, why, cap);
 #endif
 }
 

@@ -292,7 +292,7 @@ static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   p->own_path = p->path && p->path[0];
   if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return p->own_path ? 0 : tr__logger_fresh(s->path, why, cap);
+  return p->own_path ? 0 : tr__logger_take(s, s->path, NULL, &s->id, why, cap);
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;

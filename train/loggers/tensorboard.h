@@ -7,7 +7,10 @@ TR__C_BEGIN /* part */
 /* tensorboard: events.out.tfevents.<secs>.<host>.<pid>.0, TFRecord-framed Event protos with real
    CRC-32C: a file_version event, the hparams as a text summary (tag "hparams", a Markdown table),
    then per record one event holding every metric as a scalar (tag = the metric's name) and every
-   histogram. Look at it with  tensorboard --logdir <save_dir>. */
+   histogram. Look at it with  tensorboard --logdir <save_dir>. A resume that continues its run starts a
+   new file in the run's directory, named to be read after the others, whose SessionLog START event at
+   the checkpoint's global step makes TensorBoard drop what the earlier files hold from that step on
+   (its purge of orphaned data): each step is shown once. */
 TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 TR__C_END /* part */
 
@@ -170,13 +173,137 @@ static size_t tr__tb_whole(const tr__logger *s, size_t n, int *count) {
   }
   return at;
 }
+/* -- a resume that continues its run: what TensorBoard shows at the purge step, read back -- */
+static int tr__pb_read_varint(const unsigned char *p, size_t n, size_t *at, uint64_t *v) {
+  int shift;
+  *v = 0;
+  for (shift = 0; *at < n && shift < 64; shift += 7) {
+    unsigned char c = p[(*at)++];
+    *v |= (uint64_t)(c & 0x7f) << shift;
+    if (!(c & 0x80)) return 0;
+  }
+  return -1;
+}
+/* The next field of a message (p, n) at *at: its number; a varint's value in *v, a length-delimited
+   field's bytes in *b, *blen (*b NULL for the fixed-size ones, skipped). 0, or -1 at its end or on bad bytes. */
+static int tr__pb_field(const unsigned char *p, size_t n, size_t *at, int *field, uint64_t *v, const unsigned char **b, size_t *blen) {
+  uint64_t key;
+  *b = NULL;
+  if (*at >= n || tr__pb_read_varint(p, n, at, &key)) return -1;
+  *field = (int)(key >> 3);
+  switch (key & 7) {
+  case 0: return tr__pb_read_varint(p, n, at, v);
+  case 1: if (n - *at < 8) return -1; *at += 8; return 0;
+  case 5: if (n - *at < 4) return -1; *at += 4; return 0;
+  case 2:
+    if (tr__pb_read_varint(p, n, at, v) || *v > n - *at) return -1;
+    *b = p + *at;
+    *blen = (size_t)*v;
+    *at += *blen;
+    return 0;
+  default: return -1;
+  }
+}
+/* An Event's step, and what it is: 1 a SessionLog START, 2 a record's summary (*stage from its tags: val
+   with a val/ one, test with a test/ one, else train), 0 anything else (file_version, the hparams' own). */
+static int tr__tb_event_kind(const unsigned char *e, size_t n, int64_t *step, const char **stage) {
+  size_t at = 0, vat, tat;
+  int field, kind = 0, f;
+  uint64_t v;
+  const unsigned char *b, *vb, *tb;
+  size_t blen, vlen, tlen;
+  *step = 0;
+  *stage = "train";
+  while (tr__pb_field(e, n, &at, &field, &v, &b, &blen) == 0) {
+    if (field == 2 && !b) *step = (int64_t)v;
+    else if (field == 7 && b) { /* SessionLog{status = 1} */
+      size_t sat = 0;
+      while (tr__pb_field(b, blen, &sat, &f, &v, &vb, &vlen) == 0) if (f == 1 && !vb && v == 1) kind = 1;
+    } else if (field == 5 && b) { /* Summary{value: Value{tag}} */
+      kind = 2;
+      for (vat = 0; tr__pb_field(b, blen, &vat, &f, &v, &vb, &vlen) == 0;) {
+        int g;
+        for (tat = 0; f == 1 && vb && tr__pb_field(vb, vlen, &tat, &g, &v, &tb, &tlen) == 0;) {
+          if (g != 1 || !tb) continue;
+          if ((tlen >= 10 && !memcmp(tb, "_hparams_/", 10)) || (tlen == 7 && !memcmp(tb, "hparams", 7))) return 0;
+          if (tlen >= 4 && !memcmp(tb, "val/", 4)) *stage = "val";
+          else if (tlen >= 5 && !memcmp(tb, "test/", 5) && strcmp(*stage, "val")) *stage = "test";
+          break;
+        }
+      }
+    }
+  }
+  return kind;
+}
+/* The records TensorBoard shows now at step `purge` that were written before the checkpoint
+   (tr__run_superseded), from the directory's event files read in name order as TensorBoard reads them
+   (a START at or below that step drops what came before), appended to out as TFRecords: the new file
+   states them again after its START at that step. 0, or ENOMEM. */
+static int tr__tb_kept_at(const tr__logger *s, int64_t purge, hk_bytes *out) {
+  char **names, *path;
+  int i, n = tr__dir_names(s->dir, "events.out.tfevents.", &names), e = n < 0 ? ENOMEM : 0;
+  for (i = 0; i < n; i++) {
+    hk_bytes file;
+    tr__file_id id = { 0, 0, 0 };
+    size_t at = 0;
+    memset(&file, 0, sizeof file);
+    if (!e && (path = tr__join(s->dir, names[i])) != NULL) {
+      if (tr__read_mine(path, &file, &id) == ENOMEM) e = ENOMEM;
+      free(path);
+    }
+    while (!e && file.len - at >= 16 && tr__get(file.data + at, 8) <= file.len - at - 16) {
+      size_t len = (size_t)tr__get(file.data + at, 8);
+      hk_bytes event;
+      int64_t step;
+      const char *stage;
+      int kind = tr__tb_event_kind(file.data + at + 12, len, &step, &stage);
+      if (kind == 1 && step <= purge) out->len = 0;
+      else if (kind == 2 && step == purge && !tr__run_superseded(s->run, step, stage)) {
+        event.data = file.data + at + 12;
+        event.len = len;
+        tr__tf_record(out, &event);
+      }
+      at += 16 + len;
+    }
+    hk_bytes_free(&file);
+    free(names[i]);
+  }
+  free(names);
+  return e ? e : out->failed ? ENOMEM : 0;
+}
+
+/* Event{wall_time, step, session_log{status START}}. TensorBoard drops the events it has read with a step
+   at or above a START's, but takes the first START of a run as its beginning (the plugins' reader): a
+   resumed run's file writes it twice, so that a run whose earlier files hold none is purged too. */
+static void tr__tf_session_start(tr__logger *s, int64_t step) {
+  tr__tb *t = (tr__tb *)s->own;
+  static const unsigned char start[] = { 0x08, 0x01 }; /* SessionLog.status = START */
+  int i;
+  for (i = 0; i < 2; i++) {
+    t->scratch.len = 0;
+    tr__pb_f64(&t->scratch, 1, tr__wall());
+    tr__pb_key(&t->scratch, 2, 0);
+    tr__pb_varint(&t->scratch, (uint64_t)step);
+    tr__pb_bytes(&t->scratch, 7, start, sizeof start);
+    if (t->scratch.failed) s->out.failed = 1;
+    tr__tf_record(&s->out, &t->scratch);
+  }
+}
+
 /* events.out.tfevents.<secs>.<host>.<pid>.<k> (two in one second and process get .1, .2 ...): a
-   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab */
+   file_version event, the hparams as a Markdown table for the text plugin and for the HParams tab. A
+   resume that continues its run: TensorBoard reads a directory's files in the order of their names,
+   so <secs> is after every earlier file's (a second on when the clock is not); the START events at the
+   step of the checkpoint's last records (tr__tf_session_start: Lightning's step, global_step - 1),
+   those of its records written before the checkpoint again (tr__tb_kept_at), and the hparams only
+   when the purge takes the first file's (a purge at step 0) */
 static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__tb *t = (tr__tb *)s->own;
   char host[64] = "localhost", file[160];
   long pid = 0;
   int k, n, e, i;
+  long long secs = (long long)time(NULL), last;
+  int64_t purge = s->continued && s->run->tr__p->cont_step > 0 ? s->run->tr__p->cont_step - 1 : 0;
   tr__hparam *h;
   const char *spec;
   hk_bytes b, vals;
@@ -185,10 +312,11 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   host[sizeof host - 1] = 0;
   pid = (long)getpid();
 #endif
+  if (s->continued && (last = (long long)tr__dir_max_number(s->dir, "events.out.tfevents.")) >= secs) secs = last + 1;
   for (k = 0; k < 1000; k++) { /* a name nothing has (tr__logger_file refuses one that exists) */
-    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", (long long)time(NULL), host, pid, k);
+    snprintf(file, sizeof file, "events.out.tfevents.%010lld.%s.%ld.%d", secs, host, pid, k);
     free(s->path);
-    if ((e = tr__logger_file(s, file, why, cap)) == 0) break;
+    if ((e = tr__logger_file(s, file, NULL, why, cap)) == 0) break;
     if (e != EEXIST || k == 999) return e;
   }
   if ((n = tr__run_hparams(s->run, &h)) < 0) return ENOMEM;
@@ -202,9 +330,19 @@ static int tr__tb_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__pb_f64(&t->scratch, 1, tr__wall());
   tr__pb_str(&t->scratch, 3, "brain.Event:2");
   tr__tf_record(&s->out, &t->scratch);
-  tr__tf_text(&vals, "hparams", (const char *)b.data);
-  tr__tf_hparams_start(&vals, h, n, tr__wall());
-  tr__tf_event(s, 0, &vals);
+  if (s->continued) {
+    hk_bytes kept;
+    memset(&kept, 0, sizeof kept);
+    tr__tf_session_start(s, purge);
+    e = tr__tb_kept_at(s, purge, &kept);
+    hk_bytes_put(&s->out, kept.data, kept.len);
+    hk_bytes_free(&kept);
+  }
+  if (!e && (!s->continued || purge == 0)) {
+    tr__tf_text(&vals, "hparams", (const char *)b.data);
+    tr__tf_hparams_start(&vals, h, n, tr__wall());
+    tr__tf_event(s, 0, &vals);
+  }
   free(h);
   if (vals.failed || b.failed) s->out.failed = 1;
   hk_bytes_free(&vals);

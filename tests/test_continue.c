@@ -1,0 +1,541 @@
+/* tests/test_continue.c - a resume continues its run (issue 27): the run directory recorded in every
+   checkpoint, the loggers back in it, the records after the checkpoint superseded.
+
+   cmocka tests, real files under a temporary directory (or --tb DIR: kept there, for tests/tb_continue.py):
+     - a loop of your own (tr_run_start with a resume path), resumed from checkpoints written after a
+       batch whose validation followed, after a validation, and after a batch without one: the same
+       version directory, metrics.csv and metrics.jsonl equal to an uninterrupted run's (each step once),
+       model_checkpoint's top-k and early_stopping's counters as the uninterrupted run ends with, no
+       "top-k starts afresh"
+     - train.h's trainer (tr_fit with resume_from), resumed from checkpoints written mid-epoch, at an
+       epoch's end and after a validation: the same
+     - the checkpoint's directory replaced by a symlink, or gone: one warning, a new version_N, nothing
+       written through the link
+     - two resumes of one run at once (in one process here; two processes meet the same lock): the
+       second gets a new version_N with one warning, the first's files are whole
+     - new_version_on_resume = TR_YES: Lightning's way (a new version, top-k afresh, old logs untouched)
+     - a metrics.csv there that the logger did not write is left as it is, and said */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include <cmocka.h>
+#ifdef __cplusplus
+}
+#endif
+
+#define HOOKS_IMPLEMENTATION
+#define TRAIN_IMPLEMENTATION
+#include "train.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_root[256];
+static int g_keep; /* --tb DIR: the runs stay there */
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *p;
+  long n;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  p = (char *)malloc((size_t)n + 1);
+  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
+  p[n] = 0;
+  fclose(f);
+  return p;
+}
+/* The two files hold the same text (from_line: after their first from_line lines: a jsonl's hparams
+   line names its run's directory in the specs). */
+static void assert_same_file(const char *a, const char *b, int from_line) {
+  char *x = slurp(a), *y = slurp(b), *p = x, *q = y;
+  int i;
+  assert_non_null(x);
+  assert_non_null(y);
+  for (i = 0; i < from_line && p && q; i++) { p = strchr(p, '\n'); q = strchr(q, '\n'); p += !!p; q += !!q; }
+  assert_non_null(p);
+  assert_non_null(q);
+  if (strcmp(p, q)) fprintf(stderr, "%s:\n%s\n%s:\n%s\n", a, x, b, y);
+  assert_string_equal(p, q);
+  free(x);
+  free(y);
+}
+static int exists(const char *path) { struct stat st; return lstat(path, &st) == 0; }
+static int entries(const char *dir) { /* names in dir, . and .. left out */
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+  if (!d) return -1;
+  while ((e = readdir(d)) != NULL) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+static void at(char *out, size_t cap, const char *a, const char *b) { snprintf(out, cap, "%s/%s/%s", g_root, a, b); }
+
+/* The callbacks' end state a resumed run must reach as the uninterrupted one did. */
+typedef struct ends { double best, kth; int n_best; int64_t wait; double es_best; } ends;
+typedef struct watched { hk_handle mc, es; } watched;
+static watched watch(hk_registry *reg) { /* model_checkpoint(monitor=val/loss, save_top_k=2), early_stopping */
+  watched w;
+  tr_model_checkpoint_desc m;
+  tr_early_stopping_desc e;
+  memset(&m, 0, sizeof m);
+  m.monitor = "val/loss";
+  m.save_top_k = 2;
+  memset(&e, 0, sizeof e);
+  e.monitor = "val/loss";
+  e.patience = 50;
+  assert_int_equal(tr_model_checkpoint(reg, &m, &w.mc), TR_OK);
+  assert_int_equal(tr_early_stopping(reg, &e, &w.es), TR_OK);
+  return w;
+}
+static ends ends_of(hk_registry *reg, watched w) {
+  ends e;
+  const tr_model_checkpoint_state *mc = tr_model_checkpoint_get(reg, w.mc);
+  const tr_early_stopping_state *es = tr_early_stopping_get(reg, w.es);
+  assert_non_null(mc);
+  assert_non_null(es);
+  e.best = mc->best_model_score;
+  e.kth = mc->kth_value;
+  e.n_best = mc->n_best_k;
+  e.wait = es->wait_count;
+  e.es_best = es->best_score;
+  return e;
+}
+static void assert_ends(ends a, ends b) {
+  assert_true(a.best == b.best);
+  assert_true(a.kth == b.kth);
+  assert_int_equal(a.n_best, b.n_best);
+  assert_int_equal(a.wait, b.wait);
+  assert_true(a.es_best == b.es_best);
+}
+
+/* ---- a loop of your own: loss = 1 + p0^2, SGD; a validation every 2 steps, val/loss a function of
+   the step; a checkpoint after every batch (b<step>.ckpt) and every validation (v<step>.ckpt) ---- */
+#define OWN_STEPS 10
+#define OWN_SPECS "csv(); jsonl(); tensorboard()"
+typedef struct lp {
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow;
+  float p[2], g[2];
+  hk_tensor pv, gv;
+  FILE *log;
+  char *log_buf;
+  size_t log_len;
+  char dir[300];
+  watched w;
+} lp;
+static int lp_save(void *user, FILE *f) { lp *l = (lp *)user; return fwrite(l->p, sizeof l->p, 1, f) != 1; }
+static int lp_load(void *user, FILE *f) { lp *l = (lp *)user; return fread(l->p, sizeof l->p, 1, f) != 1; }
+static void lp_init(lp *l, const char *name, int new_version) {
+  tr_run_desc d;
+  memset(l, 0, sizeof *l);
+  l->p[0] = 1.0f;
+  l->pv = (hk_tensor){ "p", l->p, 2, 0 };
+  l->gv = (hk_tensor){ "p", l->g, 2, 0 };
+  l->ctx.params = &l->pv;
+  l->ctx.grads = &l->gv;
+  l->ctx.n_tensors = 1;
+  snprintf(l->dir, sizeof l->dir, "%s/%s", g_root, name);
+  assert_non_null(l->log = open_memstream(&l->log_buf, &l->log_len));
+  assert_non_null(l->reg = hk_create(NULL));
+  memset(&d, 0, sizeof d);
+  d.epochs = TR_NO;
+  d.max_steps = OWN_STEPS;
+  d.log_every_n_steps = 1;
+  d.save_dir = l->dir;
+  d.log = l->log;
+  d.no_signals = 1;
+  d.no_resume_message = 1;
+  d.new_version_on_resume = new_version;
+  d.save_model = lp_save;
+  d.load_model = lp_load;
+  d.model_user = l;
+  assert_int_equal(tr_run_setup(l->reg, &d), TR_OK);
+  assert_int_equal(hk_spec_apply(l->reg, OWN_SPECS), HK_OK);
+  l->w = watch(l->reg);
+}
+static const char *lp_log(lp *l) { fflush(l->log); return l->log_buf ? l->log_buf : ""; }
+static void lp_free(lp *l) {
+  hk_ctx_free(&l->ctx);
+  hk_destroy(l->reg);
+  fclose(l->log);
+  free(l->log_buf);
+}
+static void lp_save_as(lp *l, char kind) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/%c%lld.ckpt", l->dir, kind, (long long)l->ctx.global_step);
+  if (tr_run_save(l->reg, &l->ctx, path) != TR_OK) fail_msg("%s", tr_run_error(l->reg));
+}
+/* llm.c's shape: a validation at the top of every 2nd step (none at the first), then the batch. */
+static void lp_step(lp *l) {
+  hk_registry *reg = l->reg;
+  hk_ctx *c = &l->ctx;
+  if (c->global_step > 0 && c->global_step % 2 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) {
+    HK_FIRE_FLOW(reg, HK_ON_VALIDATION_START, c, &l->flow);
+    HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_START, c, &l->flow);
+    hk_metric_set(c, "val/loss", 1.0 + (double)((c->global_step * 7) % 5) / 10.0);
+    HK_FIRE_FLOW(reg, HK_ON_VALIDATION_EPOCH_END, c, &l->flow);
+    tr_run_log(reg, c, "val");
+    HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, c, &l->flow);
+    (void)tr_run_batch_end(reg, c, &l->flow);
+    lp_save_as(l, 'v');
+    hk_flow_clear(&l->flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  c->batch_idx = c->global_step;
+  c->lr = 0.1;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, c, &l->flow);
+  c->loss = 1.0 + (double)l->p[0] * l->p[0];
+  l->g[0] = 2 * l->p[0];
+  l->g[1] = 0.5f;
+  hk_grads_changed(c);
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, c, &l->flow);
+  l->p[0] -= 0.1f * l->g[0];
+  l->p[1] -= 0.1f * l->g[1];
+  c->global_step++;
+  c->samples_seen++;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, c, &l->flow);
+  (void)tr_run_batch_end(reg, c, &l->flow);
+  lp_save_as(l, 'b');
+  hk_flow_clear(&l->flow, HK_FLOW_BATCH_SIGNALS);
+}
+/* A run from resume (NULL: from the start) to OWN_STEPS; the callbacks' end state into *e. */
+static void lp_run(const char *name, const char *resume, int new_version, ends *e, char *log, size_t log_cap) {
+  lp l;
+  char path[400];
+  lp_init(&l, name, new_version);
+  if (resume) snprintf(path, sizeof path, "%s/%s", l.dir, resume);
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, resume ? path : NULL), TR_OK);
+  while (l.ctx.global_step < OWN_STEPS) lp_step(&l);
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+  if (e) *e = ends_of(l.reg, l.w);
+  if (log) snprintf(log, log_cap, "%s", lp_log(&l));
+  lp_free(&l);
+}
+
+static void assert_logs_equal(const char *name, const char *ref) {
+  char a[400], b[400];
+  at(a, sizeof a, name, "lightning_logs/version_0/metrics.csv");
+  at(b, sizeof b, ref, "lightning_logs/version_0/metrics.csv");
+  assert_same_file(a, b, 0);
+  at(a, sizeof a, name, "lightning_logs/version_0/metrics.jsonl");
+  at(b, sizeof b, ref, "lightning_logs/version_0/metrics.jsonl");
+  assert_same_file(a, b, 1);
+  at(a, sizeof a, name, "lightning_logs/version_1");
+  assert_false(exists(a)); /* no new version */
+}
+
+/* b4: after step 4's batch, its validation followed (its val record is superseded, written again);
+   v6: after step 6's validation (kept); b5: after a batch without validation. Each resume runs to the
+   end, as the uninterrupted run did: the same files, the callbacks where the uninterrupted run left them. */
+static void test_own_loop_continues(void **state) {
+  static const char *const from[] = { "b4.ckpt", "v6.ckpt", "b5.ckpt", "b1.ckpt" };
+  ends ref, got;
+  char log[4096];
+  size_t i;
+  (void)state;
+  lp_run("own_ref", NULL, 0, &ref, NULL, 0);
+  lp_run("own", NULL, 0, &got, NULL, 0);
+  assert_logs_equal("own", "own_ref");
+  for (i = 0; i < sizeof from / sizeof from[0]; i++) {
+    lp_run("own", from[i], 0, &got, log, sizeof log);
+    assert_logs_equal("own", "own_ref");
+    assert_ends(got, ref);
+    assert_null(strstr(log, "afresh"));
+    assert_null(strstr(log, "warning"));
+  }
+}
+
+/* ---- train.h's trainer: a line y = 2x fitted by one weight, 4 batches an epoch, 3 epochs ---- */
+typedef struct fm { float w, g; float xs[4]; } fm;
+static int fm_forward(void *user, void *batch, int training, double *loss) {
+  fm *m = (fm *)user;
+  float x = *(float *)batch, e = m->w * x - 2 * x;
+  (void)training;
+  *loss = (double)e * e;
+  return 0;
+}
+static int fm_backward(void *user, void *batch) {
+  fm *m = (fm *)user;
+  float x = *(float *)batch;
+  m->g = 2 * (m->w * x - 2 * x) * x;
+  return 0;
+}
+static int64_t fm_count(void *user) { (void)user; return 4; }
+static int fm_get(void *user, int64_t i, void **batch) { *batch = &((fm *)user)->xs[i]; return 0; }
+
+/* interval 0: validation at every epoch's end, top-k checked there (TR_RUN_AT_EPOCH_END); 2: after
+   every 2nd batch, top-k checked at the validation's end (TR_RUN_AT_VALIDATION). step<N>.ckpt: after
+   every batch (TR_RUN_AT_BATCH). */
+static void fm_fit(const char *name, const char *resume, int64_t interval, ends *e, char *log, size_t log_cap) {
+  fm m = { 0.5f, 0, { 0.25f, 0.5f, 0.75f, 1.0f } };
+  tr_trainer t;
+  tr_desc d;
+  tr_config c;
+  tr_data data;
+  hk_registry *reg = hk_create(NULL);
+  char *buf = NULL, specs[1200], path[400];
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  watched w;
+  assert_non_null(reg);
+  memset(&d, 0, sizeof d);
+  d.model.params = &m.w;
+  d.model.grads = &m.g;
+  d.model.n_params = 1;
+  d.model.user = &m;
+  d.model.forward = fm_forward;
+  d.model.backward = fm_backward;
+  d.optim.kind = TR_OPTIM_SGD;
+  d.optim.lr = 0.1;
+  d.reg = reg;
+  d.seed = 7;
+  d.log = f;
+  assert_int_equal(tr_init(&t, &d), TR_OK);
+  snprintf(specs, sizeof specs, "csv(save_dir=%s/%s); jsonl(save_dir=%s/%s); tensorboard(save_dir=%s/%s); "
+           "model_checkpoint(every_n_train_steps=1, save_top_k=-1, filename={step}); "
+           "model_checkpoint(monitor=val/loss, mode=max, save_top_k=-1, filename=all-{step})", g_root, name, g_root, name,
+           g_root, name);
+  assert_int_equal(hk_spec_apply(reg, specs), HK_OK);
+  w = watch(reg);
+  memset(&data, 0, sizeof data);
+  data.user = &m;
+  data.count = fm_count;
+  data.get = fm_get;
+  memset(&c, 0, sizeof c);
+  c.train = &data;
+  c.val = &data;
+  c.max_epochs = 3;
+  c.log_every_n_steps = 1;
+  c.val_check_interval = interval;
+  c.num_sanity_val_steps = -1;
+  c.no_sigint = 1;
+  c.no_resume_message = 1;
+  if (resume) snprintf(path, sizeof path, "%s/%s/lightning_logs/version_0/checkpoints/%s", g_root, name, resume);
+  c.resume_from = resume ? path : NULL;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  if (e) *e = ends_of(reg, w);
+  fflush(f);
+  if (log) snprintf(log, log_cap, "%s", buf ? buf : "");
+  tr_free(&t);
+  hk_destroy(reg);
+  fclose(f);
+  free(buf);
+}
+
+static void test_trainer_continues(void **state) {
+  static const char *const at_epoch_end[] = { "step=5.ckpt", "all-step=4.ckpt", "step=1.ckpt" };
+  static const char *const at_validation[] = { "all-step=6.ckpt", "step=6.ckpt", "step=3.ckpt" };
+  ends ref, got;
+  char log[8192];
+  size_t i;
+  (void)state;
+  fm_fit("fit_ref", NULL, 0, &ref, NULL, 0);
+  fm_fit("fit", NULL, 0, &got, NULL, 0);
+  assert_logs_equal("fit", "fit_ref");
+  for (i = 0; i < sizeof at_epoch_end / sizeof at_epoch_end[0]; i++) {
+    fm_fit("fit", at_epoch_end[i], 0, &got, log, sizeof log);
+    assert_logs_equal("fit", "fit_ref");
+    assert_ends(got, ref);
+    assert_null(strstr(log, "afresh"));
+  }
+  fm_fit("fit2_ref", NULL, 2, &ref, NULL, 0);
+  fm_fit("fit2", NULL, 2, &got, NULL, 0);
+  for (i = 0; i < sizeof at_validation / sizeof at_validation[0]; i++) {
+    fm_fit("fit2", at_validation[i], 2, &got, log, sizeof log);
+    assert_logs_equal("fit2", "fit2_ref");
+    assert_ends(got, ref);
+    assert_null(strstr(log, "afresh"));
+  }
+}
+
+/* ---- falling back to a new version ---- */
+static void test_symlink_or_gone_falls_back(void **state) {
+  char v0[400], moved[400], csv[400], log[4096], *before, *after;
+  (void)state;
+  lp_run("fb", NULL, 0, NULL, NULL, 0);
+  at(v0, sizeof v0, "fb", "lightning_logs/version_0");
+  at(moved, sizeof moved, "fb", "elsewhere");
+  assert_int_equal(rename(v0, moved), 0);
+  assert_int_equal(symlink(moved, v0), 0); /* a symlink planted where the run's directory was */
+  at(csv, sizeof csv, "fb", "elsewhere/metrics.csv");
+  before = slurp(csv);
+  {
+    char ckpt[420], mc[420];
+    int n, k;
+    snprintf(mc, sizeof mc, "%s/checkpoints", moved);
+    n = entries(moved);
+    k = entries(mc);
+    snprintf(ckpt, sizeof ckpt, "%s/fb/b4.ckpt", g_root);
+    {
+      lp l;
+      lp_init(&l, "fb", 0);
+      assert_int_equal(tr_run_start(l.reg, &l.ctx, ckpt), TR_OK);
+      while (l.ctx.global_step < OWN_STEPS) lp_step(&l);
+      assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+      snprintf(log, sizeof log, "%s", lp_log(&l));
+      lp_free(&l);
+    }
+    assert_non_null(strstr(log, "does not continue"));
+    assert_non_null(strstr(log, "symlink"));
+    assert_int_equal(entries(moved), n); /* nothing new there, */
+    assert_int_equal(entries(mc), k);    /* model_checkpoint's files included */
+  }
+  after = slurp(csv);
+  assert_string_equal(before, after); /* nothing through the link */
+  free(before);
+  free(after);
+  at(csv, sizeof csv, "fb", "lightning_logs/version_1/metrics.csv");
+  assert_true(exists(csv));
+  /* gone: the directory removed (moved away here); the resume says so and claims a new one */
+  at(v0, sizeof v0, "fb", "lightning_logs/version_1");
+  at(moved, sizeof moved, "fb", "gone");
+  assert_int_equal(rename(v0, moved), 0);
+  {
+    char ckpt[420];
+    lp l;
+    snprintf(ckpt, sizeof ckpt, "%s/fb/b6.ckpt", g_root); /* written by the run in version_1 */
+    lp_init(&l, "fb", 0);
+    assert_int_equal(tr_run_start(l.reg, &l.ctx, ckpt), TR_OK);
+    assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_OK);
+    assert_non_null(strstr(lp_log(&l), "it is gone"));
+    lp_free(&l);
+  }
+}
+
+/* Two resumes of one run at once: the first holds the directory, the second logs elsewhere. */
+static void test_two_resumes_at_once(void **state) {
+  lp a, b;
+  char ckpt[420], v1[400];
+  (void)state;
+  lp_run("two", NULL, 0, NULL, NULL, 0);
+  lp_run("two_ref", NULL, 0, NULL, NULL, 0);
+  lp_init(&a, "two", 0);
+  lp_init(&b, "two", 0);
+  snprintf(ckpt, sizeof ckpt, "%s/two/b4.ckpt", g_root);
+  assert_int_equal(tr_run_start(a.reg, &a.ctx, ckpt), TR_OK);
+  snprintf(ckpt, sizeof ckpt, "%s/two/v6.ckpt", g_root);
+  assert_int_equal(tr_run_start(b.reg, &b.ctx, ckpt), TR_OK);
+  assert_non_null(strstr(lp_log(&b), "another process holds it"));
+  assert_null(strstr(lp_log(&a), "warning"));
+  while (a.ctx.global_step < OWN_STEPS) lp_step(&a);
+  while (b.ctx.global_step < OWN_STEPS) lp_step(&b);
+  assert_int_equal(tr_run_finish(b.reg, &b.ctx, TR_OK), TR_OK);
+  assert_int_equal(tr_run_finish(a.reg, &a.ctx, TR_OK), TR_OK);
+  lp_free(&b);
+  lp_free(&a);
+  {
+    char x[400], y[400];
+    at(x, sizeof x, "two", "lightning_logs/version_0/metrics.csv");
+    at(y, sizeof y, "two_ref", "lightning_logs/version_0/metrics.csv");
+    assert_same_file(x, y, 0);
+  }
+  at(v1, sizeof v1, "two", "lightning_logs/version_1/metrics.csv");
+  assert_true(exists(v1));
+}
+
+/* Lightning's way, as one option: a new version; the old logs as they were; top-k afresh. */
+static void test_new_version_on_resume(void **state) {
+  char a[400], log[4096], *before, *after;
+  (void)state;
+  lp_run("lt", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "lt", "lightning_logs/version_0/metrics.csv");
+  before = slurp(a);
+  lp_run("lt", "b4.ckpt", TR_YES, NULL, log, sizeof log);
+  after = slurp(a);
+  assert_string_equal(before, after);
+  free(before);
+  free(after);
+  assert_non_null(strstr(log, "afresh"));
+  assert_null(strstr(log, "warning"));
+  at(a, sizeof a, "lt", "lightning_logs/version_1/metrics.csv");
+  assert_true(exists(a));
+}
+
+/* A metrics.csv the logger did not write, in the directory a resume continues: left as it is, said. */
+static void test_foreign_csv_left_alone(void **state) {
+  char a[400], log[4096], *after;
+  FILE *f;
+  (void)state;
+  lp_run("fo", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "fo", "lightning_logs/version_0/metrics.csv");
+  assert_non_null(f = fopen(a, "w"));
+  fputs("name,value\nmine,not a number\n", f);
+  fclose(f);
+  lp_run("fo", "b4.ckpt", 0, NULL, log, sizeof log);
+  after = slurp(a);
+  assert_string_equal(after, "name,value\nmine,not a number\n");
+  free(after);
+  assert_non_null(strstr(log, "is not a metrics.csv this logger wrote"));
+}
+
+/* A loop that enters its run (tr_run_enter) resumes a file of tr_run_save into its run too: tr_run_enter
+   finds the run's block itself. A loop with a format of its own hands it over with tr_run_continue (the
+   trainer's does, test_trainer_continues): NULL says the checkpoint holds none (a new version); an
+   unreadable block counts as none; during a run it is refused. */
+static void entered(const char *name, const char *resume, int give_none, const char *want_leaf) {
+  lp l;
+  char path[400], want[400];
+  lp_init(&l, name, 0);
+  snprintf(path, sizeof path, "%s/%s", l.dir, resume);
+  if (give_none) assert_int_equal(tr_run_continue(l.reg, NULL, 0), TR_OK);
+  assert_int_equal(tr_run_enter(l.reg, &l.ctx, HK_STAGE_FIT, path), TR_OK);
+  assert_int_equal(tr_run_continue(l.reg, NULL, 0), TR_ERR_INVALID); /* not during a run */
+  HK_FIRE_FLOW(l.reg, HK_SETUP, &l.ctx, &l.flow);
+  at(want, sizeof want, name, want_leaf);
+  assert_non_null(tr_run_dir(l.reg));
+  assert_string_equal(tr_run_dir(l.reg), want);
+  HK_FIRE_FLOW(l.reg, HK_TEARDOWN, &l.ctx, &l.flow);
+  tr_run_leave(l.reg, &l.ctx);
+  lp_free(&l);
+}
+static void test_entered_loop_continues(void **state) {
+  lp l;
+  (void)state;
+  lp_run("entered", NULL, 0, NULL, NULL, 0);
+  entered("entered", "b4.ckpt", 0, "lightning_logs/version_0");
+  entered("entered", "b4.ckpt", 1, "lightning_logs/version_1");
+  lp_init(&l, "entered", 0);
+  assert_int_equal(tr_run_continue(l.reg, "\1\2\3", 3), TR_ERR_FORMAT);
+  lp_free(&l);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_own_loop_continues),
+    cmocka_unit_test(test_trainer_continues),
+    cmocka_unit_test(test_symlink_or_gone_falls_back),
+    cmocka_unit_test(test_two_resumes_at_once),
+    cmocka_unit_test(test_new_version_on_resume),
+    cmocka_unit_test(test_foreign_csv_left_alone),
+    cmocka_unit_test(test_entered_loop_continues),
+  };
+  int rc;
+  if (argc == 3 && !strcmp(argv[1], "--tb")) {
+    snprintf(g_root, sizeof g_root, "%s", argv[2]);
+    g_keep = 1;
+    if (mkdir(g_root, 0777) != 0 && !exists(g_root)) return 2;
+  } else {
+    snprintf(g_root, sizeof g_root, "/tmp/test_continue.XXXXXX");
+    if (!mkdtemp(g_root)) return 2;
+  }
+  rc = cmocka_run_group_tests(tests, NULL, NULL);
+  if (!g_keep && !getenv("KEEP")) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    if (system(cmd) != 0) rc = rc ? rc : 1;
+  }
+  return rc;
+}
