@@ -779,6 +779,95 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 
 #endif /* !defined(TRAIN_NO_MATH) */
 
+/* CRC-32C (Castagnoli), as TensorBoard's record framing uses it; tr_crc32c_masked is LevelDB's mask. */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n);
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
+
+
+/* =================================================================================================
+   LOGGERS AND PROGRESS BAR
+   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
+   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
+   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
+   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
+   other callback and the model tier's hooks. Records, in Lightning's rhythm:
+     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
+            default; a batch that did not step - accumulation, a skipped step - logs nothing):
+            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
+            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
+            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
+     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
+            tr_validate: every metric named val/...
+     test   after on_test_epoch_end: every metric named test/...
+     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
+            current training batch or epoch end, where requests are honoured)
+   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
+   logs step 49; validation records carry the last training step), so columns line up with
+   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
+   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
+   disk) is reported once, with the path and the system's reason, and that logger stops writing;
+   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
+   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
+   reader ever sees half of one.
+   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
+   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
+   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
+   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
+   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
+   directory where a logger's file goes is reported (the logger stops) and left as it is.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
+   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
+   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
+   ================================================================================================= */
+#ifndef TR_LOG_MAX_HISTOGRAMS
+#  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
+#endif
+#ifndef TR_LOG_NAME_MAX
+#  define TR_LOG_NAME_MAX 64        /* a histogram tag's bytes, its NUL included (metric names have no limit) */
+#endif
+#define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
+
+/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
+   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
+   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
+   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
+typedef struct tr_log_metric {
+  const char *name;             /* the record's own copy */
+  double value;
+  size_t tr__cap;               /* private: the bytes allocated for name */
+} tr_log_metric;
+typedef struct tr_log_histogram_data {
+  char tag[TR_LOG_NAME_MAX];
+  double min, max, num, sum, sum_squares;
+  int n_buckets;
+  double limit[TR_LOG_HIST_BUCKETS];  /* right edge of each bucket (TensorBoard's bucket_limit) */
+  double count[TR_LOG_HIST_BUCKETS];
+} tr_log_histogram_data;
+
+typedef struct tr_log_record {
+  int64_t step;                 /* Lightning's step (see above) */
+  int64_t epoch;
+  const char *stage;            /* "train", "val" or "test" */
+  int n_metrics;                /* in the order they were added */
+  tr_log_metric *metrics;       /* n_metrics of them (tr_log_set's storage) */
+  int n_histograms;
+  tr_log_histogram_data histograms[TR_LOG_MAX_HISTOGRAMS];
+  int tr__cap;                  /* private: metrics allocated (their names are kept for reuse) */
+} tr_log_record;
+
+/* The record being logged, at on_log (NULL at any other event). */
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
+/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
+   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
+   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
+TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                     /* 1 if it was there */
 
 
 /* =================================================================================================
@@ -1209,90 +1298,6 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
 #endif
   ;
 
-/* =================================================================================================
-   LOGGERS AND PROGRESS BAR
-   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
-   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
-   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
-   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
-   other callback and the model tier's hooks. Records, in Lightning's rhythm:
-     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
-            default; a batch that did not step - accumulation, a skipped step - logs nothing):
-            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
-            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
-            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
-     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
-            tr_validate: every metric named val/...
-     test   after on_test_epoch_end: every metric named test/...
-     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
-            current training batch or epoch end, where requests are honoured)
-   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
-   logs step 49; validation records carry the last training step), so columns line up with
-   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
-   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
-   disk) is reported once, with the path and the system's reason, and that logger stops writing;
-   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
-   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
-   reader ever sees half of one.
-   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
-   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
-   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
-   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
-   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
-   directory where a logger's file goes is reported (the logger stops) and left as it is.
-   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
-   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
-   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
-   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
-   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
-   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
-   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
-   ================================================================================================= */
-#ifndef TR_LOG_MAX_HISTOGRAMS
-#  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
-#endif
-#ifndef TR_LOG_NAME_MAX
-#  define TR_LOG_NAME_MAX 64        /* a histogram tag's bytes, its NUL included (metric names have no limit) */
-#endif
-#define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
-
-/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
-   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
-   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
-   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
-typedef struct tr_log_metric {
-  const char *name;             /* the record's own copy */
-  double value;
-  size_t tr__cap;               /* private: the bytes allocated for name */
-} tr_log_metric;
-typedef struct tr_log_histogram_data {
-  char tag[TR_LOG_NAME_MAX];
-  double min, max, num, sum, sum_squares;
-  int n_buckets;
-  double limit[TR_LOG_HIST_BUCKETS];  /* right edge of each bucket (TensorBoard's bucket_limit) */
-  double count[TR_LOG_HIST_BUCKETS];
-} tr_log_histogram_data;
-
-typedef struct tr_log_record {
-  int64_t step;                 /* Lightning's step (see above) */
-  int64_t epoch;
-  const char *stage;            /* "train", "val" or "test" */
-  int n_metrics;                /* in the order they were added */
-  tr_log_metric *metrics;       /* n_metrics of them (tr_log_set's storage) */
-  int n_histograms;
-  tr_log_histogram_data histograms[TR_LOG_MAX_HISTOGRAMS];
-  int tr__cap;                  /* private: metrics allocated (their names are kept for reuse) */
-} tr_log_record;
-
-/* The record being logged, at on_log (NULL at any other event). */
-TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
-/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
-   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
-   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
-TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
-TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
-TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
-TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                     /* 1 if it was there */
 /* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
    record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
    calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
@@ -1309,9 +1314,6 @@ TRAIN_API int tr_log_due(const hk_ctx *ctx);
 /* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
 
-/* CRC-32C (Castagnoli), as TensorBoard's record framing uses it; tr_crc32c_masked is LevelDB's mask. */
-TRAIN_API uint32_t tr_crc32c(const void *data, size_t n);
-TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 
 
 /* =================================================================================================
@@ -4354,6 +4356,199 @@ TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   if (plain) tr__put_s(b, s);
   else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
 }
+
+/* ---- strings, state bytes and directories: what the run layer and the batteries share ---- */
+#define TR__CB_MAX_STR 4096 /* the longest string a callback's state may hold */
+
+static char *tr__strdup(const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  char *p = (char *)malloc(n);
+  if (p) memcpy(p, s ? s : "", n);
+  return p;
+}
+/* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
+static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
+TR__SHARED void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
+TR__SHARED void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
+TR__SHARED void tr__put_str(hk_bytes *b, const char *s) {
+  size_t n = strlen(s ? s : "");
+  unsigned char x[4];
+  tr__le(x, (uint64_t)n, 4);
+  hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, s ? s : "", n);
+}
+static int tr__get_u64(hk_reader *r, uint64_t *v) {
+  unsigned char x[8];
+  if (hk_read(r, x, 8)) return -1;
+  *v = tr__get(x, 8);
+  return 0;
+}
+static int tr__get_i64(hk_reader *r, int64_t *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; *v = (int64_t)u; return 0; }
+TR__SHARED int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
+static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 when bad or out of memory */
+  unsigned char x[4];
+  uint64_t n;
+  char *s;
+  if (hk_read(r, x, 4)) return -1;
+  n = tr__get(x, 4);
+  if (n > TR__CB_MAX_STR || n > r->len - r->pos) return -1;
+  s = (char *)malloc((size_t)n + 1);
+  if (!s) return -1;
+  if (hk_read(r, s, (size_t)n) || memchr(s, 0, (size_t)n)) { free(s); return -1; }
+  s[n] = 0;
+  *out = s;
+  return 0;
+}
+/* mkdir -p; 0 on success */
+static int tr__mkdirs(const char *dir) {
+#ifdef TR__POSIX
+  char buf[TR__CB_MAX_STR];
+  size_t i, n = strlen(dir);
+  if (n == 0 || n >= sizeof buf) return n == 0 ? 0 : -1;
+  memcpy(buf, dir, n + 1);
+  for (i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == 0) {
+      char c = buf[i];
+      buf[i] = 0;
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+#else
+  (void)dir;
+  return 0;
+#endif
+}
+
+/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
+   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
+   record's cost (bench-log). */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
+  static const uint32_t nibble[16] = {
+    0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
+    0x82F63B78u, 0x92A8FC17u, 0xA24BB5A6u, 0xB21572C9u, 0xC38D26C4u, 0xD3D3E1ABu, 0xE330A81Au, 0xF36E6F75u };
+  const unsigned char *p = (const unsigned char *)data;
+  uint32_t crc = 0xFFFFFFFFu;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    crc ^= p[i];
+    crc = (crc >> 4) ^ nibble[crc & 15u];
+    crc = (crc >> 4) ^ nibble[crc & 15u];
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
+  uint32_t c = tr_crc32c(data, n);
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
+  return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
+}
+static int tr__log_find(const tr_log_record *r, const char *name) {
+  int i;
+  for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
+  return -1;
+}
+
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
+  int i;
+  size_t len = name ? strlen(name) : 0;
+  if (!r || len == 0 || !tr__utf8_ok(name)) return TR_ERR_INVALID;
+  if ((i = tr__log_find(r, name)) < 0) {
+    tr_log_metric *m;
+    if (r->n_metrics >= r->tr__cap) { /* the storage grows; entries past n_metrics keep their names' memory */
+      int cap = r->tr__cap ? 2 * r->tr__cap : 32;
+      tr_log_metric *p = (tr_log_metric *)realloc(r->metrics, (size_t)cap * sizeof *p);
+      if (!p) return TR_ERR_NOMEM;
+      memset(p + r->tr__cap, 0, (size_t)(cap - r->tr__cap) * sizeof *p);
+      r->metrics = p;
+      r->tr__cap = cap;
+    }
+    m = &r->metrics[r->n_metrics];
+    if (m->tr__cap < len + 1) {
+      size_t cap = len + 1 < 32 ? 32 : len + 1;
+      char *p = (char *)realloc((void *)m->name, cap);
+      if (!p) return TR_ERR_NOMEM;
+      m->name = p;
+      m->tr__cap = cap;
+    }
+    memcpy((void *)m->name, name, len + 1);
+    i = r->n_metrics++;
+  }
+  r->metrics[i].value = value;
+  return TR_OK;
+}
+TRAIN_API void tr_log_record_free(tr_log_record *r) {
+  int i;
+  if (!r) return;
+  for (i = 0; i < r->tr__cap; i++) free((void *)r->metrics[i].name);
+  free(r->metrics);
+  memset(r, 0, sizeof *r);
+}
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  if (i >= 0 && value) *value = r->metrics[i].value;
+  return i >= 0;
+}
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  tr_log_metric gone;
+  if (i < 0) return 0;
+  gone = r->metrics[i]; /* its name's memory moves behind the last entry, for reuse */
+  memmove(&r->metrics[i], &r->metrics[i + 1], (size_t)(r->n_metrics - i - 1) * sizeof r->metrics[0]);
+  r->metrics[--r->n_metrics] = gone;
+  return 1;
+}
+
+/* -- hyperparameters: the loop's settings, the spec strings and yours, sorted by key (the run layer collects them) -- */
+#define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
+#define TR__HPARAM_VAL 256  /* and a value's */
+#define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
+/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
+   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
+/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
+static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
+static int tr__hparam_cmp(const void *a, const void *b) {
+  const tr__hparam *x = (const tr__hparam *)a, *y = (const tr__hparam *)b;
+  int c = strcmp(tr__hparam_key(x), tr__hparam_key(y));
+  return c ? c : x->prio - y->prio;
+}
+TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
+  if (*n >= TR__MAX_HPARAMS) return;
+  h[*n].key = key;
+  h[*n].num = text == NULL;
+  h[*n].prio = 0;
+  if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
+  else tr__num(h[*n].val, sizeof h[*n].val, v);
+  ++*n;
+}
+/* "key=value key=value ..." words (commas separate too) into h from n on, given by prio; a value that reads
+   as a number is one. Returns the new count. */
+static int tr__hparam_words(const char *p, int prio, tr__hparam *h, int n) {
+  while (p && *p && n < TR__MAX_HPARAMS) {
+    size_t len, klen;
+    const char *eq;
+    char *end;
+    while (*p == ' ' || *p == ',') p++;
+    len = strcspn(p, " ,");
+    if (!len) break;
+    eq = (const char *)memchr(p, '=', len);
+    klen = eq ? (size_t)(eq - p) : len;
+    if (klen && klen < sizeof h[n].keybuf) {
+      memcpy(h[n].keybuf, p, klen);
+      h[n].keybuf[klen] = 0;
+      h[n].key = NULL; /* keybuf: pointed at after the sort */
+      snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
+      h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
+      h[n].prio = prio;
+      n++;
+    }
+    p += len;
+  }
+  return n;
+}
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
@@ -4361,8 +4556,6 @@ typedef struct tr__run_dir { char *base, *dir; int fd, continued; uint64_t dev, 
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
-#define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
-#define TR__HPARAM_VAL 256  /* and a value's */
 typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
@@ -4426,207 +4619,6 @@ enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
 static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
-
-/* =================================================================================================
-   SHARED PIECES (implementation)
-   What the run layer, the callbacks and the loggers have in common: the clock, flags, the monitored
-   metric, state bytes, errors of constructors, registering a callback. TR__SHARED marks the helpers
-   that a section left out may leave unused.
-   ================================================================================================= */
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
-#endif
-
-#define TR__CB_MAX_STR 4096 /* the longest string a callback's state may hold */
-
-static double tr__now(void) {
-#ifdef TR__POSIX
-  return hk_clock(); /* monotonic with ns, also under strict -std=c99 (where <time.h> hides clock_gettime) */
-#else
-  return (double)time(NULL); /* wall seconds: hk_clock's fallback there is processor time */
-#endif
-}
-TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
-
-TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
-TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
-TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
-TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
-TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
-TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
-TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
-
-static char *tr__strdup(const char *s) {
-  size_t n = strlen(s ? s : "") + 1;
-  char *p = (char *)malloc(n);
-  if (p) memcpy(p, s ? s : "", n);
-  return p;
-}
-TR__SHARED void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
-  char *p = tr__strdup(s);
-  if (p) { free(*dst); *dst = p; }
-}
-
-/* The monitored metric is missing: the failure names it and lists what there is. */
-TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
-  char have[256];
-  size_t len = 0;
-  int i, n = hk_metric_count(ctx);
-  have[0] = 0;
-  for (i = 0; i < n && len + 4 < sizeof have; i++) {
-    double v;
-    const char *name = hk_metric_at(ctx, i, &v);
-    if (name) len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", name);
-  }
-  if (len >= sizeof have) len = sizeof have - 1;
-  return hk_fail(ctx, "%s: the monitored metric '%s' is not set (metrics now: %s); set it before this check, or "
-                 "monitor one of those", who, monitor, len ? have : "none");
-}
-
-/* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
-static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
-TR__SHARED void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
-TR__SHARED void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
-TR__SHARED void tr__put_str(hk_bytes *b, const char *s) {
-  size_t n = strlen(s ? s : "");
-  unsigned char x[4];
-  tr__le(x, (uint64_t)n, 4);
-  hk_bytes_put(b, x, 4);
-  hk_bytes_put(b, s ? s : "", n);
-}
-static int tr__get_u64(hk_reader *r, uint64_t *v) {
-  unsigned char x[8];
-  if (hk_read(r, x, 8)) return -1;
-  *v = tr__get(x, 8);
-  return 0;
-}
-static int tr__get_i64(hk_reader *r, int64_t *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; *v = (int64_t)u; return 0; }
-TR__SHARED int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
-static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 when bad or out of memory */
-  unsigned char x[4];
-  uint64_t n;
-  char *s;
-  if (hk_read(r, x, 4)) return -1;
-  n = tr__get(x, 4);
-  if (n > TR__CB_MAX_STR || n > r->len - r->pos) return -1;
-  s = (char *)malloc((size_t)n + 1);
-  if (!s) return -1;
-  if (hk_read(r, s, (size_t)n) || memchr(s, 0, (size_t)n)) { free(s); return -1; }
-  s[n] = 0;
-  *out = s;
-  return 0;
-}
-/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
-   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
-TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
-  uint64_t v;
-  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
-  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
-  return 0;
-}
-TR__SHARED int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
-  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
-  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
-  return 0;
-}
-TR__SHARED int tr__get_text(hk_reader *r, const char *what, char **out) {
-  *out = NULL;
-  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
-  return 0;
-}
-TR__SHARED int tr__get_end(hk_reader *r) {
-  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
-  return 0;
-}
-
-/* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
-typedef struct tr__why { char msg[512]; } tr__why;
-static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
-static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
-  va_end(ap);
-  return TR_ERR_INVALID;
-}
-TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
-  if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
-  return e;
-}
-/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
-   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
-#define TR__PUBLIC_OF(name, p) \
-  TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
-    tr__why w; \
-    if (!reg) return TR_ERR_INVALID; \
-    return tr__cb_result(reg, tr__##p##_make(reg, d, out, &w), &w); \
-  } \
-  TRAIN_API const name##_state *name##_get(const hk_registry *reg, hk_handle h) { \
-    const hk_callback *cb = hk_callback_get(reg, h); \
-    return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
-  }
-
-/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
-   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
-   as Lightning orders them. */
-static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
-                                   void *due_user, hk_handle *out, tr__why *w) {
-  hk_opts o;
-  hk_err e;
-  memset(&o, 0, sizeof o);
-  o.monitor = 1;
-  o.order = order;
-  o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
-  o.filter.pred_user = due_user;
-  e = hk_add_callback(reg, cb, &o, out);
-  if (e) {
-    tr__bad(w, "%s", hk_last_error(reg));
-    cb->destroy(cb->user);
-    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
-  }
-  return TR_OK;
-}
-TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
-  return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
-}
-
-/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
-   is seen as one, never as what it points to. */
-#ifdef TR__POSIX
-static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
-#endif
-TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
-#ifdef TR__POSIX
-  struct stat st;
-  return tr__lstat(path, &st) == 0;
-#else
-  FILE *f = fopen(path, "rb");
-  if (f) fclose(f);
-  return f != NULL;
-#endif
-}
-
-/* mkdir -p; 0 on success */
-static int tr__mkdirs(const char *dir) {
-#ifdef TR__POSIX
-  char buf[TR__CB_MAX_STR];
-  size_t i, n = strlen(dir);
-  if (n == 0 || n >= sizeof buf) return n == 0 ? 0 : -1;
-  memcpy(buf, dir, n + 1);
-  for (i = 1; i <= n; i++) {
-    if (buf[i] == '/' || buf[i] == 0) {
-      char c = buf[i];
-      buf[i] = 0;
-      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-      buf[i] = c;
-    }
-  }
-  return 0;
-#else
-  (void)dir;
-  return 0;
-#endif
-}
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
@@ -6297,65 +6289,6 @@ extern int fileno(FILE *f);                        /* strict C99 headers hide th
 extern int gethostname(char *name, size_t len);
 #endif
 
-TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
-  return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
-}
-static int tr__log_find(const tr_log_record *r, const char *name) {
-  int i;
-  for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
-  return -1;
-}
-
-TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
-  int i;
-  size_t len = name ? strlen(name) : 0;
-  if (!r || len == 0 || !tr__utf8_ok(name)) return TR_ERR_INVALID;
-  if ((i = tr__log_find(r, name)) < 0) {
-    tr_log_metric *m;
-    if (r->n_metrics >= r->tr__cap) { /* the storage grows; entries past n_metrics keep their names' memory */
-      int cap = r->tr__cap ? 2 * r->tr__cap : 32;
-      tr_log_metric *p = (tr_log_metric *)realloc(r->metrics, (size_t)cap * sizeof *p);
-      if (!p) return TR_ERR_NOMEM;
-      memset(p + r->tr__cap, 0, (size_t)(cap - r->tr__cap) * sizeof *p);
-      r->metrics = p;
-      r->tr__cap = cap;
-    }
-    m = &r->metrics[r->n_metrics];
-    if (m->tr__cap < len + 1) {
-      size_t cap = len + 1 < 32 ? 32 : len + 1;
-      char *p = (char *)realloc((void *)m->name, cap);
-      if (!p) return TR_ERR_NOMEM;
-      m->name = p;
-      m->tr__cap = cap;
-    }
-    memcpy((void *)m->name, name, len + 1);
-    i = r->n_metrics++;
-  }
-  r->metrics[i].value = value;
-  return TR_OK;
-}
-TRAIN_API void tr_log_record_free(tr_log_record *r) {
-  int i;
-  if (!r) return;
-  for (i = 0; i < r->tr__cap; i++) free((void *)r->metrics[i].name);
-  free(r->metrics);
-  memset(r, 0, sizeof *r);
-}
-TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value) {
-  int i = r && name ? tr__log_find(r, name) : -1;
-  if (i >= 0 && value) *value = r->metrics[i].value;
-  return i >= 0;
-}
-TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
-  int i = r && name ? tr__log_find(r, name) : -1;
-  tr_log_metric gone;
-  if (i < 0) return 0;
-  gone = r->metrics[i]; /* its name's memory moves behind the last entry, for reuse */
-  memmove(&r->metrics[i], &r->metrics[i + 1], (size_t)(r->n_metrics - i - 1) * sizeof r->metrics[0]);
-  r->metrics[--r->n_metrics] = gone;
-  return 1;
-}
-
 /* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
 static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
   tr_log_record *r = tr_log_current(ctx);
@@ -6451,38 +6384,6 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
   s = HK_FIRE(reg, HK_ON_LOG, ctx);
   ctx->outputs = saved;
   return s;
-}
-
-/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
-   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
-   record's cost (bench-log). */
-TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
-  static const uint32_t nibble[16] = {
-    0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
-    0x82F63B78u, 0x92A8FC17u, 0xA24BB5A6u, 0xB21572C9u, 0xC38D26C4u, 0xD3D3E1ABu, 0xE330A81Au, 0xF36E6F75u };
-  const unsigned char *p = (const unsigned char *)data;
-  uint32_t crc = 0xFFFFFFFFu;
-  size_t i;
-  for (i = 0; i < n; i++) {
-    crc ^= p[i];
-    crc = (crc >> 4) ^ nibble[crc & 15u];
-    crc = (crc >> 4) ^ nibble[crc & 15u];
-  }
-  return crc ^ 0xFFFFFFFFu;
-}
-TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
-  uint32_t c = tr_crc32c(data, n);
-  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
-}
-
-
-/* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
-TR__SHARED double tr__wall(void) {
-#ifdef TR__POSIX
-  struct timeval tv;
-  if (gettimeofday(&tv, NULL) == 0) return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
-#endif
-  return (double)time(NULL);
 }
 
 /* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
@@ -6631,26 +6532,6 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-#define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
-/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
-   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
-typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
-/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
-static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
-static int tr__hparam_cmp(const void *a, const void *b) {
-  const tr__hparam *x = (const tr__hparam *)a, *y = (const tr__hparam *)b;
-  int c = strcmp(tr__hparam_key(x), tr__hparam_key(y));
-  return c ? c : x->prio - y->prio;
-}
-TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
-  if (*n >= TR__MAX_HPARAMS) return;
-  h[*n].key = key;
-  h[*n].num = text == NULL;
-  h[*n].prio = 0;
-  if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
-  else tr__num(h[*n].val, sizeof h[*n].val, v);
-  ++*n;
-}
 /* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
    configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
    number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
@@ -6669,31 +6550,6 @@ static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   if (d->min_epochs > 0) tr__hp(h, &n, "min_epochs", NULL, (double)d->min_epochs);
   if (d->train_batches > 0) tr__hp(h, &n, "train_batches", NULL, (double)d->train_batches);
   tr__hp(h, &n, "log_every_n_steps", NULL, d->log_every_n_steps > 0 ? (double)d->log_every_n_steps : d->log_every_n_steps ? -1 : 50);
-  return n;
-}
-/* "key=value key=value ..." words (commas separate too) into h from n on, given by prio; a value that reads
-   as a number is one. Returns the new count. */
-static int tr__hparam_words(const char *p, int prio, tr__hparam *h, int n) {
-  while (p && *p && n < TR__MAX_HPARAMS) {
-    size_t len, klen;
-    const char *eq;
-    char *end;
-    while (*p == ' ' || *p == ',') p++;
-    len = strcspn(p, " ,");
-    if (!len) break;
-    eq = (const char *)memchr(p, '=', len);
-    klen = eq ? (size_t)(eq - p) : len;
-    if (klen && klen < sizeof h[n].keybuf) {
-      memcpy(h[n].keybuf, p, klen);
-      h[n].keybuf[klen] = 0;
-      h[n].key = NULL; /* keybuf: pointed at after the sort */
-      snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
-      h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
-      h[n].prio = prio;
-      n++;
-    }
-    p += len;
-  }
   return n;
 }
 TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
@@ -6722,6 +6578,153 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   n = j;
   for (i = 0; i < n; i++) h[i].key = tr__hparam_key(&h[i]);
   return n;
+}
+
+/* =================================================================================================
+   THE BATTERY KIT (implementation)
+   What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
+   a loaded state, errors of constructors, registering a callback. TR__SHARED marks the helpers that a
+   battery left out may leave unused.
+   ================================================================================================= */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
+#endif
+
+static double tr__now(void) {
+#ifdef TR__POSIX
+  return hk_clock(); /* monotonic with ns, also under strict -std=c99 (where <time.h> hides clock_gettime) */
+#else
+  return (double)time(NULL); /* wall seconds: hk_clock's fallback there is processor time */
+#endif
+}
+TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
+
+TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
+TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
+TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
+TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
+TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
+
+TR__SHARED void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
+  char *p = tr__strdup(s);
+  if (p) { free(*dst); *dst = p; }
+}
+
+/* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
+TR__SHARED double tr__wall(void) {
+#ifdef TR__POSIX
+  struct timeval tv;
+  if (gettimeofday(&tv, NULL) == 0) return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+#endif
+  return (double)time(NULL);
+}
+
+/* The monitored metric is missing: the failure names it and lists what there is. */
+TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
+  char have[256];
+  size_t len = 0;
+  int i, n = hk_metric_count(ctx);
+  have[0] = 0;
+  for (i = 0; i < n && len + 4 < sizeof have; i++) {
+    double v;
+    const char *name = hk_metric_at(ctx, i, &v);
+    if (name) len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", name);
+  }
+  if (len >= sizeof have) len = sizeof have - 1;
+  return hk_fail(ctx, "%s: the monitored metric '%s' is not set (metrics now: %s); set it before this check, or "
+                 "monitor one of those", who, monitor, len ? have : "none");
+}
+
+/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
+   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
+  uint64_t v;
+  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
+  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
+  return 0;
+}
+TR__SHARED int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
+  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
+  return 0;
+}
+TR__SHARED int tr__get_text(hk_reader *r, const char *what, char **out) {
+  *out = NULL;
+  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
+  return 0;
+}
+TR__SHARED int tr__get_end(hk_reader *r) {
+  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
+  return 0;
+}
+
+/* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
+typedef struct tr__why { char msg[512]; } tr__why;
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  va_end(ap);
+  return TR_ERR_INVALID;
+}
+TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
+  if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
+  return e;
+}
+/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
+   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+#define TR__PUBLIC_OF(name, p) \
+  TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
+    tr__why w; \
+    if (!reg) return TR_ERR_INVALID; \
+    return tr__cb_result(reg, tr__##p##_make(reg, d, out, &w), &w); \
+  } \
+  TRAIN_API const name##_state *name##_get(const hk_registry *reg, hk_handle h) { \
+    const hk_callback *cb = hk_callback_get(reg, h); \
+    return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
+  }
+
+/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
+   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
+   as Lightning orders them. */
+static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
+                                   void *due_user, hk_handle *out, tr__why *w) {
+  hk_opts o;
+  hk_err e;
+  memset(&o, 0, sizeof o);
+  o.monitor = 1;
+  o.order = order;
+  o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
+  o.filter.pred_user = due_user;
+  e = hk_add_callback(reg, cb, &o, out);
+  if (e) {
+    tr__bad(w, "%s", hk_last_error(reg));
+    cb->destroy(cb->user);
+    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+  return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
+}
+
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
 }
 
 /* =================================================================================================

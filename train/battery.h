@@ -226,6 +226,153 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* =================================================================================================
+   THE BATTERY KIT (implementation)
+   What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
+   a loaded state, errors of constructors, registering a callback. TR__SHARED marks the helpers that a
+   battery left out may leave unused.
+   ================================================================================================= */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
+#endif
+
+static double tr__now(void) {
+#ifdef TR__POSIX
+  return hk_clock(); /* monotonic with ns, also under strict -std=c99 (where <time.h> hides clock_gettime) */
+#else
+  return (double)time(NULL); /* wall seconds: hk_clock's fallback there is processor time */
+#endif
+}
+TR__SHARED double tr__clock(double (*fn)(void *), void *user) { return fn ? fn(user) : tr__now(); }
+
+TR__SHARED int tr__flag(int v, int dflt) { return v == TR_DEFAULT ? dflt : v > 0; }
+TR__SHARED int tr__zero_int(int v, int dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED int64_t tr__zero_int64(int64_t v, int64_t dflt) { return v == TR_ZERO ? 0 : v == 0 ? dflt : v; }
+TR__SHARED double tr__zero_double(double v, double dflt) { return v != 0 ? v : signbit(v) ? 0.0 : dflt; } /* TR_ZERO_F: 0 */
+TR__SHARED int tr__better(tr_mode m, double a, double b) { return m == TR_MODE_MAX ? a > b : a < b; } /* strict */
+TR__SHARED double tr__worst(tr_mode m) { return m == TR_MODE_MAX ? -HUGE_VAL : HUGE_VAL; }
+TR__SHARED const char *tr__mode_name(tr_mode m) { return m == TR_MODE_MAX ? "max" : "min"; }
+
+TR__SHARED void tr__set_str(char **dst, const char *s) { /* keeps the old value when out of memory */
+  char *p = tr__strdup(s);
+  if (p) { free(*dst); *dst = p; }
+}
+
+/* Wall-clock seconds with microseconds (TensorBoard's wall_time; the bar's clock). */
+TR__SHARED double tr__wall(void) {
+#ifdef TR__POSIX
+  struct timeval tv;
+  if (gettimeofday(&tv, NULL) == 0) return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+#endif
+  return (double)time(NULL);
+}
+
+/* The monitored metric is missing: the failure names it and lists what there is. */
+TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char *monitor) {
+  char have[256];
+  size_t len = 0;
+  int i, n = hk_metric_count(ctx);
+  have[0] = 0;
+  for (i = 0; i < n && len + 4 < sizeof have; i++) {
+    double v;
+    const char *name = hk_metric_at(ctx, i, &v);
+    if (name) len += (size_t)snprintf(have + len, sizeof have - len, "%s%s", i ? ", " : "", name);
+  }
+  if (len >= sizeof have) len = sizeof have - 1;
+  return hk_fail(ctx, "%s: the monitored metric '%s' is not set (metrics now: %s); set it before this check, or "
+                 "monitor one of those", who, monitor, len ? have : "none");
+}
+
+/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
+   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
+  uint64_t v;
+  if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
+  if (v != want) return hk_reject(r, "state version %llu; this build reads version %llu", (unsigned long long)v, (unsigned long long)want);
+  return 0;
+}
+TR__SHARED int tr__get_count(hk_reader *r, const char *what, int64_t lo, int64_t *v) { /* lo..2^53 */
+  if (tr__get_i64(r, v)) return hk_reject(r, "truncated at %s", what);
+  if (*v < lo || *v > TR__MAX_COUNT) return hk_reject(r, "%s is %lld, outside %lld..2^53", what, (long long)*v, (long long)lo);
+  return 0;
+}
+TR__SHARED int tr__get_text(hk_reader *r, const char *what, char **out) {
+  *out = NULL;
+  if (tr__get_str(r, out)) return hk_reject(r, "%s is truncated, holds a NUL byte or is longer than %d bytes", what, TR__CB_MAX_STR);
+  return 0;
+}
+TR__SHARED int tr__get_end(hk_reader *r) {
+  if (r->pos != r->len) return hk_reject(r, "%zu bytes after the end of the state", r->len - r->pos);
+  return 0;
+}
+
+/* Constructors report into a buffer first: the trainer's message, or the registry's for a factory. */
+typedef struct tr__why { char msg[512]; } tr__why;
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__bad(tr__why *w, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+  va_end(ap);
+  return TR_ERR_INVALID;
+}
+TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { /* the message: hk_last_error(reg) */
+  if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
+  return e;
+}
+/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
+   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+#define TR__PUBLIC_OF(name, p) \
+  TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
+    tr__why w; \
+    if (!reg) return TR_ERR_INVALID; \
+    return tr__cb_result(reg, tr__##p##_make(reg, d, out, &w), &w); \
+  } \
+  TRAIN_API const name##_state *name##_get(const hk_registry *reg, hk_handle h) { \
+    const hk_callback *cb = hk_callback_get(reg, h); \
+    return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
+  }
+
+/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
+   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
+   as Lightning orders them. */
+static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
+                                   void *due_user, hk_handle *out, tr__why *w) {
+  hk_opts o;
+  hk_err e;
+  memset(&o, 0, sizeof o);
+  o.monitor = 1;
+  o.order = order;
+  o.filter.pred = due; /* a callback due only on some calls: the dispatcher tests it, the rest run no code of it */
+  o.filter.pred_user = due_user;
+  e = hk_add_callback(reg, cb, &o, out);
+  if (e) {
+    tr__bad(w, "%s", hk_last_error(reg));
+    cb->destroy(cb->user);
+    return e == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int order, hk_handle *out, tr__why *w) {
+  return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
+}
+
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
+
+/* =================================================================================================
    STANDARD CALLBACKS (implementation)
    One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
    "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by

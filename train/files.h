@@ -1,9 +1,12 @@
-/* train/files.h - files written whole: the atomic writer, the background writer of asynchronous saves. A part of train.h (make train.h joins the parts) */ /* part */
+/* train/files.h - files written whole: the atomic writer, the background writer of asynchronous saves, checksums, state bytes. A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_FILES_H /* part */
 #define TRAIN_FILES_H /* part */
 #include "base.h" /* part */
 
 TR__C_BEGIN /* part */
+/* CRC-32C (Castagnoli), as TensorBoard's record framing uses it; tr_crc32c_masked is LevelDB's mask. */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n);
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
@@ -755,6 +758,92 @@ TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   }
   if (plain) tr__put_s(b, s);
   else tr__json_str(b, s); /* a JSON string is a YAML double-quoted scalar */
+}
+
+/* ---- strings, state bytes and directories: what the run layer and the batteries share ---- */
+#define TR__CB_MAX_STR 4096 /* the longest string a callback's state may hold */
+
+static char *tr__strdup(const char *s) {
+  size_t n = strlen(s ? s : "") + 1;
+  char *p = (char *)malloc(n);
+  if (p) memcpy(p, s ? s : "", n);
+  return p;
+}
+/* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
+static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
+TR__SHARED void tr__put_i64(hk_bytes *b, int64_t v) { tr__put_u64(b, (uint64_t)v); }
+TR__SHARED void tr__put_f64(hk_bytes *b, double v) { uint64_t u; memcpy(&u, &v, 8); tr__put_u64(b, u); }
+TR__SHARED void tr__put_str(hk_bytes *b, const char *s) {
+  size_t n = strlen(s ? s : "");
+  unsigned char x[4];
+  tr__le(x, (uint64_t)n, 4);
+  hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, s ? s : "", n);
+}
+static int tr__get_u64(hk_reader *r, uint64_t *v) {
+  unsigned char x[8];
+  if (hk_read(r, x, 8)) return -1;
+  *v = tr__get(x, 8);
+  return 0;
+}
+static int tr__get_i64(hk_reader *r, int64_t *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; *v = (int64_t)u; return 0; }
+TR__SHARED int tr__get_f64(hk_reader *r, double *v) { uint64_t u; if (tr__get_u64(r, &u)) return -1; memcpy(v, &u, 8); return 0; }
+static int tr__get_str(hk_reader *r, char **out) { /* a new string in *out; -1 when bad or out of memory */
+  unsigned char x[4];
+  uint64_t n;
+  char *s;
+  if (hk_read(r, x, 4)) return -1;
+  n = tr__get(x, 4);
+  if (n > TR__CB_MAX_STR || n > r->len - r->pos) return -1;
+  s = (char *)malloc((size_t)n + 1);
+  if (!s) return -1;
+  if (hk_read(r, s, (size_t)n) || memchr(s, 0, (size_t)n)) { free(s); return -1; }
+  s[n] = 0;
+  *out = s;
+  return 0;
+}
+/* mkdir -p; 0 on success */
+static int tr__mkdirs(const char *dir) {
+#ifdef TR__POSIX
+  char buf[TR__CB_MAX_STR];
+  size_t i, n = strlen(dir);
+  if (n == 0 || n >= sizeof buf) return n == 0 ? 0 : -1;
+  memcpy(buf, dir, n + 1);
+  for (i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == 0) {
+      char c = buf[i];
+      buf[i] = 0;
+      if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+#else
+  (void)dir;
+  return 0;
+#endif
+}
+
+/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
+   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
+   record's cost (bench-log). */
+TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
+  static const uint32_t nibble[16] = {
+    0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
+    0x82F63B78u, 0x92A8FC17u, 0xA24BB5A6u, 0xB21572C9u, 0xC38D26C4u, 0xD3D3E1ABu, 0xE330A81Au, 0xF36E6F75u };
+  const unsigned char *p = (const unsigned char *)data;
+  uint32_t crc = 0xFFFFFFFFu;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    crc ^= p[i];
+    crc = (crc >> 4) ^ nibble[crc & 15u];
+    crc = (crc >> 4) ^ nibble[crc & 15u];
+  }
+  return crc ^ 0xFFFFFFFFu;
+}
+TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
+  uint32_t c = tr_crc32c(data, n);
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
 }
 TR__C_END /* part */
 #endif /* implementation */

@@ -1,0 +1,204 @@
+/* train/records.h - log records: what a loop sends the loggers (metrics, histograms) and the hyperparameters they record. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_RECORDS_H /* part */
+#define TRAIN_RECORDS_H /* part */
+#include "files.h" /* part */
+
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   LOGGERS AND PROGRESS BAR
+   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
+   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
+   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
+   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
+   other callback and the model tier's hooks. Records, in Lightning's rhythm:
+     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
+            default; a batch that did not step - accumulation, a skipped step - logs nothing):
+            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
+            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
+            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
+     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
+            tr_validate: every metric named val/...
+     test   after on_test_epoch_end: every metric named test/...
+     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
+            current training batch or epoch end, where requests are honoured)
+   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
+   logs step 49; validation records carry the last training step), so columns line up with
+   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
+   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
+   disk) is reported once, with the path and the system's reason, and that logger stops writing;
+   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
+   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
+   reader ever sees half of one.
+   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
+   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
+   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
+   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
+   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
+   directory where a logger's file goes is reported (the logger stops) and left as it is.
+   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
+   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
+   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
+   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
+   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
+   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
+   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
+   ================================================================================================= */
+#ifndef TR_LOG_MAX_HISTOGRAMS
+#  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
+#endif
+#ifndef TR_LOG_NAME_MAX
+#  define TR_LOG_NAME_MAX 64        /* a histogram tag's bytes, its NUL included (metric names have no limit) */
+#endif
+#define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
+
+/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
+   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
+   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
+   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
+typedef struct tr_log_metric {
+  const char *name;             /* the record's own copy */
+  double value;
+  size_t tr__cap;               /* private: the bytes allocated for name */
+} tr_log_metric;
+typedef struct tr_log_histogram_data {
+  char tag[TR_LOG_NAME_MAX];
+  double min, max, num, sum, sum_squares;
+  int n_buckets;
+  double limit[TR_LOG_HIST_BUCKETS];  /* right edge of each bucket (TensorBoard's bucket_limit) */
+  double count[TR_LOG_HIST_BUCKETS];
+} tr_log_histogram_data;
+
+typedef struct tr_log_record {
+  int64_t step;                 /* Lightning's step (see above) */
+  int64_t epoch;
+  const char *stage;            /* "train", "val" or "test" */
+  int n_metrics;                /* in the order they were added */
+  tr_log_metric *metrics;       /* n_metrics of them (tr_log_set's storage) */
+  int n_histograms;
+  tr_log_histogram_data histograms[TR_LOG_MAX_HISTOGRAMS];
+  int tr__cap;                  /* private: metrics allocated (their names are kept for reuse) */
+} tr_log_record;
+
+/* The record being logged, at on_log (NULL at any other event). */
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
+/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
+   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
+   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
+TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                     /* 1 if it was there */
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
+  return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
+}
+static int tr__log_find(const tr_log_record *r, const char *name) {
+  int i;
+  for (i = 0; i < r->n_metrics; i++) if (!strcmp(r->metrics[i].name, name)) return i;
+  return -1;
+}
+
+TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value) {
+  int i;
+  size_t len = name ? strlen(name) : 0;
+  if (!r || len == 0 || !tr__utf8_ok(name)) return TR_ERR_INVALID;
+  if ((i = tr__log_find(r, name)) < 0) {
+    tr_log_metric *m;
+    if (r->n_metrics >= r->tr__cap) { /* the storage grows; entries past n_metrics keep their names' memory */
+      int cap = r->tr__cap ? 2 * r->tr__cap : 32;
+      tr_log_metric *p = (tr_log_metric *)realloc(r->metrics, (size_t)cap * sizeof *p);
+      if (!p) return TR_ERR_NOMEM;
+      memset(p + r->tr__cap, 0, (size_t)(cap - r->tr__cap) * sizeof *p);
+      r->metrics = p;
+      r->tr__cap = cap;
+    }
+    m = &r->metrics[r->n_metrics];
+    if (m->tr__cap < len + 1) {
+      size_t cap = len + 1 < 32 ? 32 : len + 1;
+      char *p = (char *)realloc((void *)m->name, cap);
+      if (!p) return TR_ERR_NOMEM;
+      m->name = p;
+      m->tr__cap = cap;
+    }
+    memcpy((void *)m->name, name, len + 1);
+    i = r->n_metrics++;
+  }
+  r->metrics[i].value = value;
+  return TR_OK;
+}
+TRAIN_API void tr_log_record_free(tr_log_record *r) {
+  int i;
+  if (!r) return;
+  for (i = 0; i < r->tr__cap; i++) free((void *)r->metrics[i].name);
+  free(r->metrics);
+  memset(r, 0, sizeof *r);
+}
+TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  if (i >= 0 && value) *value = r->metrics[i].value;
+  return i >= 0;
+}
+TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
+  int i = r && name ? tr__log_find(r, name) : -1;
+  tr_log_metric gone;
+  if (i < 0) return 0;
+  gone = r->metrics[i]; /* its name's memory moves behind the last entry, for reuse */
+  memmove(&r->metrics[i], &r->metrics[i + 1], (size_t)(r->n_metrics - i - 1) * sizeof r->metrics[0]);
+  r->metrics[--r->n_metrics] = gone;
+  return 1;
+}
+
+/* -- hyperparameters: the loop's settings, the spec strings and yours, sorted by key (the run layer collects them) -- */
+#define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
+#define TR__HPARAM_VAL 256  /* and a value's */
+#define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
+/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
+   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
+/* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
+static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
+static int tr__hparam_cmp(const void *a, const void *b) {
+  const tr__hparam *x = (const tr__hparam *)a, *y = (const tr__hparam *)b;
+  int c = strcmp(tr__hparam_key(x), tr__hparam_key(y));
+  return c ? c : x->prio - y->prio;
+}
+TR__SHARED void tr__hp(tr__hparam *h, int *n, const char *key, const char *text, double v) {
+  if (*n >= TR__MAX_HPARAMS) return;
+  h[*n].key = key;
+  h[*n].num = text == NULL;
+  h[*n].prio = 0;
+  if (text) snprintf(h[*n].val, sizeof h[*n].val, "%s", text);
+  else tr__num(h[*n].val, sizeof h[*n].val, v);
+  ++*n;
+}
+/* "key=value key=value ..." words (commas separate too) into h from n on, given by prio; a value that reads
+   as a number is one. Returns the new count. */
+static int tr__hparam_words(const char *p, int prio, tr__hparam *h, int n) {
+  while (p && *p && n < TR__MAX_HPARAMS) {
+    size_t len, klen;
+    const char *eq;
+    char *end;
+    while (*p == ' ' || *p == ',') p++;
+    len = strcspn(p, " ,");
+    if (!len) break;
+    eq = (const char *)memchr(p, '=', len);
+    klen = eq ? (size_t)(eq - p) : len;
+    if (klen && klen < sizeof h[n].keybuf) {
+      memcpy(h[n].keybuf, p, klen);
+      h[n].keybuf[klen] = 0;
+      h[n].key = NULL; /* keybuf: pointed at after the sort */
+      snprintf(h[n].val, sizeof h[n].val, "%.*s", eq ? (int)(len - klen - 1) : 0, eq ? eq + 1 : "");
+      h[n].num = h[n].val[0] && (strtod(h[n].val, &end), *end == 0);
+      h[n].prio = prio;
+      n++;
+    }
+    p += len;
+  }
+  return n;
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */
