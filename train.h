@@ -180,6 +180,16 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   the trainer is a client of the run layer's public API only: tr_run_enter / tr_run_leave (a loop
+            that fires every event itself), tr_run_requests, tr_run_resumed, tr_run_say; tr_run_desc.settings,
+            accumulate_grad_batches, save_checkpoint, wait_saves, rolled_back; tr_run.epoch_done,
+            validates_next, accumulation, async_requests (what the trainer tells the batteries, any loop tells)
+     next   tr_run_eval_start / tr_run_eval_end: a validation or test of a loop of your own in two calls; the
+            run calls hk_grads_changed at on_after_backward
+     next   a resume continues its run: the same version directory, the records after the checkpoint
+            superseded (csv/jsonl rewritten whole, TensorBoard's purge); new_version_on_resume keeps
+            Lightning's way; a resume with nothing left to train is refused by tr_run_start as by tr_fit
+     next   one factory macro for every battery (TR__FACTORY_WITH: what a spec says differently from the desc)
      next   nan_guard and gradient_monitor together read the gradients once a step: the trainer's pass behind
             hk_grad_norm (ctx->grad_norm_source on the host too) keeps each tensor's sum of squares and
             gradient_monitor publishes those (8.20M to 6.50M instructions a step at 2^20 parameters:
