@@ -59,12 +59,12 @@ int main(int argc, char **argv) {
     X[i][D] = 1, Y[i] = (float)(i % 2);
   }
   hk_registry *reg = hk_create(NULL);
-  tr_run_setup(reg, &(tr_run_desc){ .max_epochs = max_epochs, .log_every_n_steps = 4, .optimizer = "SGD",
-                                    .hparams = "lr=0.5 batch=32", .save_model = save_model, .load_model = load_model,
-                                    .save_to = "interrupted.ckpt" });  /* Ctrl-C saves its last step there */
-  if (hk_spec_apply(reg, "nan_guard; early_stopping(monitor=val/loss, patience=3, min_delta=0.002); model_checkpoint("
-                         "monitor=val/loss, save_top_k=2, save_last=true); csv; tensorboard; progress_bar"))
-    return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
+  if (tr_run_setup(reg, &(tr_run_desc){ .max_epochs = max_epochs, .log_every_n_steps = 4, .optimizer = "SGD",
+                   .hparams = "lr=0.5 batch=32", .save_model = save_model, .load_model = load_model,
+                   .save_to = "interrupted.ckpt",  /* Ctrl-C saves its last step there */
+                   .spec = "nan_guard; early_stopping(monitor=val/loss, patience=3, min_delta=0.002); model_checkpoint("
+                           "monitor=val/loss, save_top_k=2, save_last=true); csv; tensorboard; progress_bar" }))
+    return fprintf(stderr, "%s\n", tr_run_error(reg)), 1;
   hk_on(reg, HK_ON_EXCEPTION, report, NULL, NULL, NULL);
   hk_tensor pv = { "w", w, D + 1, 0 }, gv = { "w", g, D + 1, 0 };
   hk_ctx ctx = { .params = &pv, .grads = &gv, .n_tensors = 1 };
@@ -86,9 +86,8 @@ int main(int argc, char **argv) {
       }
       ctx.samples_seen += B;
       if (!HK_FLOW_HAS(&flow, HK_FLOW_FAIL)) HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
-      next = tr_run_batch_end(reg, &ctx, &flow);                       /* log record, requests, Ctrl-C, stop */
-      hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
-    }
+      next = tr_run_batch_end(reg, &ctx, &flow);                       /* log record, requests, Ctrl-C, stop; the batch's signals cleared */
+      }
     if (next & TR_RUN_STOP) break;
     validate(reg, &ctx, &flow);
     HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);             /* early_stopping decides here */

@@ -121,7 +121,6 @@ int main(int argc, char **argv) {
       validate(reg, &ctx, &flow);
       next |= tr_run_batch_end(reg, &ctx, &flow);                     /* its checkpoint and stop: now */
     }
-    hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
   }
   tr_err e = tr_run_finish(reg, &ctx, TR_OK);  /* on_train_end .. teardown (or on_exception); logs flushed */
   /* check the claims: how it ended, what the callbacks kept (their state came back exactly on resume) */

@@ -30,7 +30,10 @@ train-examples: $(TR_EX_BINS)
 	  && ./first_trainer first_b 40 >first_b.out 2>&1 || { cat first_a.out first_a2.out first_b.out; exit 1; }
 	@grep -q '^resumed from last.ckpt' $(BUILD)/first_a2.out && test "$$(grep '^weights' $(BUILD)/first_a2.out)" = "$$(grep '^weights' $(BUILD)/first_b.out)" \
 	  || { echo "first_trainer: the resumed run does not end with the weights of one run"; exit 1; }
-	@ls $(BUILD)/first_a/runs/lightning_logs/version_1/metrics.csv $(BUILD)/first_a/runs/lightning_logs/version_1/events.out.tfevents.* >/dev/null
+	@# the resumed run continues its run: the same version_0, as many rows as one 40-epoch run's, no version_1
+	@ls $(BUILD)/first_a/runs/lightning_logs/version_0/events.out.tfevents.* >/dev/null && test ! -e $(BUILD)/first_a/runs/lightning_logs/version_1 \
+	  && test "$$(wc -l < $(BUILD)/first_a/runs/lightning_logs/version_0/metrics.csv)" = "$$(wc -l < $(BUILD)/first_b/runs/lightning_logs/version_0/metrics.csv)" \
+	  || { echo "first_trainer: the resumed run did not continue in version_0 with one run's rows"; exit 1; }
 	@d=$$(sed -n 's/^logs in \([^:]*\): .*/\1/p' $(BUILD)/demo.out); for f in metrics.csv metrics.jsonl hparams.yaml metrics.svg; do \
 	  test -s $(BUILD)/$$d/$$f || { echo "demo: $(BUILD)/$$d/$$f is missing"; exit 1; }; done; ls $(BUILD)/$$d/events.out.tfevents.* >/dev/null
 	@echo "train-examples: all passed"

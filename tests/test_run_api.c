@@ -1237,6 +1237,93 @@ static void test_eval_pair(void **state) {
   fclose(log);
 }
 
+/* =================================================================================================
+   10. tr_run_desc.spec applied by tr_run_setup (once, all or nothing), and the safe points clearing the
+   batch's (epoch's) signals of the loop's flow
+   ================================================================================================= */
+static void test_spec_in_desc_and_flow_cleared(void **state) {
+  hk_registry *reg;
+  hk_ctx ctx;
+  hk_flow flow = { 0 };
+  tr_run_desc d;
+  FILE *log = tmpfile();
+  (void)state;
+  memset(&ctx, 0, sizeof ctx);
+  assert_non_null(reg = hk_create(NULL));
+  memset(&d, 0, sizeof d);
+  d.epochs = TR_YES;
+  d.max_epochs = 2;
+  d.no_signals = 1;
+  d.log = log;
+  d.spec = "early_stopping(monitor=val/loss, patience=9); nan_guard";
+  assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+  assert_true(hk_spec_find(reg, "early_stopping", 0) != 0 && hk_spec_find(reg, "nan_guard", 0) != 0);
+  assert_null(tr_run_get(reg)->desc.spec); /* not kept */
+  d = tr_run_get(reg)->desc;               /* set again from the run's own: nothing applied twice */
+  d.max_epochs = 3;
+  assert_int_equal(tr_run_setup(reg, &d), TR_OK);
+  assert_true(hk_spec_find(reg, "early_stopping", 1) == 0);
+  d.spec = "early_stopping(monitr=val/loss)"; /* a bad spec: refused, naming it; the settings stay; nothing added */
+  d.max_epochs = 4;
+  assert_int_equal(tr_run_setup(reg, &d), TR_ERR_INVALID);
+  refused_with(reg, "tr_run_setup: the spec: ", "monitr");
+  assert_int_equal(tr_run_get(reg)->desc.max_epochs, 4);
+  assert_true(hk_spec_find(reg, "early_stopping", 1) == 0);
+  /* the safe points clear the loop's flow: the batch's signals at tr_run_batch_end, the epoch's at tr_run_epoch_end */
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_equal(tr_run_epoch_start(reg, &ctx, &flow, 1), 0);
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+  ctx.loss = 1.0;
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+  flow.signals |= HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_SKIP_STEP) | HK_SIGNAL_BIT(HK_STOP_EPOCH); /* (as hooks raise them) */
+  assert_int_equal(tr_run_batch_end(reg, &ctx, &flow) & TR_RUN_STOP, 0);
+  assert_int_equal(flow.signals & HK_FLOW_BATCH_SIGNALS, 0);
+  assert_true(flow.signals & HK_SIGNAL_BIT(HK_STOP_EPOCH)); /* the epoch's: kept to its end */
+  assert_int_equal(hk_metric_set(&ctx, "val/loss", 1.0), HK_OK); /* early_stopping checks it at the epoch's end */
+  HK_FIRE_FLOW(reg, HK_ON_TRAIN_EPOCH_END, &ctx, &flow);
+  (void)tr_run_epoch_end(reg, &ctx, &flow);
+  assert_int_equal(flow.signals & HK_FLOW_EPOCH_SIGNALS, 0);
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_ctx_free(&ctx);
+  hk_destroy(reg);
+  fclose(log);
+}
+
+/* A resume from a checkpoint that cannot be read is refused before anything fires or is made on disk. */
+static int g_setups;
+static hk_signal count_setup(hk_ctx *ctx, void *u) { (void)ctx; (void)u; g_setups++; return HK_CONTINUE; }
+static void test_unreadable_resume_refused_first(void **state) {
+  char dir[300], bad[400], missing[400];
+  hk_registry *reg;
+  hk_ctx ctx;
+  FILE *f, *log = tmpfile();
+  int k;
+  (void)state;
+  path_of(dir, sizeof dir, "badresume");
+  snprintf(bad, sizeof bad, "%s.ckpt", dir);
+  snprintf(missing, sizeof missing, "%s-missing.ckpt", dir);
+  assert_non_null(f = fopen(bad, "w"));
+  fputs("not a checkpoint\n", f);
+  fclose(f);
+  for (k = 0; k < 2; k++) {
+    memset(&ctx, 0, sizeof ctx);
+    g_setups = 0;
+    assert_non_null(reg = hk_create(NULL));
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .save_dir = dir, .no_signals = 1, .log = log, .save_model = ol_save,
+                                                       .load_model = ol_load, .spec = "csv" }), TR_OK);
+    assert_int_equal(hk_on(reg, HK_SETUP, count_setup, NULL, NULL, NULL), HK_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, k ? bad : missing), k ? TR_ERR_FORMAT : TR_ERR_NOT_FOUND);
+    refused_with(reg, k ? "was not written by tr_run_save" : "cannot open", k ? bad : missing);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), k ? TR_ERR_FORMAT : TR_ERR_NOT_FOUND);
+    assert_int_equal(g_setups, 0);
+    assert_false(exists(dir)); /* no run directory for a run that never began */
+    hk_ctx_free(&ctx);
+    hk_destroy(reg);
+  }
+  remove(bad);
+  fclose(log);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_entered_loop_with_sanity_check),
@@ -1257,6 +1344,8 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_rolled_back_after_spike),
     cmocka_unit_test(test_spike_detection_without_state_refused),
     cmocka_unit_test(test_eval_pair),
+    cmocka_unit_test(test_spec_in_desc_and_flow_cleared),
+    cmocka_unit_test(test_unreadable_resume_refused_first),
   };
   char tmpl[] = "/tmp/test_run_api.XXXXXX", cmd[300];
   int rc;

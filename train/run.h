@@ -162,6 +162,9 @@ typedef struct tr_run_desc {
      written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
      finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
+  const char *spec;              /* callbacks and loggers as a spec string ("early_stopping(monitor=val/loss); csv"),
+                                    applied by tr_run_setup once the settings are in place (hk_spec_apply: all or
+                                    nothing); not kept: a later tr_run_setup applies only its own */
   void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
                                     its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
                                     waits so before it decides which files to keep) */
@@ -241,8 +244,10 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
    now would stop it again (a patience above its checks without improvement trains on past that stop;
    min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
-   tr_run_finish reports it, firing nothing (no on_exception, no teardown). TR_OK, or the
-   run failed (a hook failed, the checkpoint could not be loaded): call tr_run_finish, which reports it.
+   tr_run_finish reports it, firing nothing (no on_exception, no teardown). So is a checkpoint that cannot
+   be read (missing, not a tr_run_save file, corrupted): its error, nothing made on disk. TR_OK, or the
+   run failed (a hook failed, load_model or a callback refused the checkpoint): call tr_run_finish, which
+   reports it.
    During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
    A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
    read before setup, and the loggers open there again, the records written after the checkpoint
@@ -254,8 +259,9 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
    TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. It leaves flow's signals to the loop
-   (hk_flow_clear). Call it again after a validation run at this step (the loop's own cadence or
+   run returns TR_RUN_STOP and tr_run_finish reports it. On its way out it clears the batch's signals
+   in flow (HK_SKIP_BATCH, HK_SKIP_STEP: the batch is over; a loop that wants a skip raised in one
+   micro-batch to skip its accumulation window's step keeps that itself); HK_STOP stays. Call it again after a validation run at this step (the loop's own cadence or
    TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
    this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
    another step), as in train.h's trainer. Before tr_run_start (or after tr_run_finish) it is refused:
@@ -272,7 +278,8 @@ TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow
    The loop:  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ctx.batch_idx = b; ... }.
    Refused outside a run of your own (n_batches returned: no batch to run). */
 TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
-/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs).
+/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs; the
+   epoch's signals cleared, HK_STOP_EPOCH too).
    The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
 /* 1 when the run resumed from a checkpoint written at `at` (TR_RUN_AT_VALIDATION: after the validation at
@@ -771,7 +778,10 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.settings = q->strs[TR__RUN_SETTINGS];
   run->train_batches = d->train_batches;
   run->eval_batches = d->val_batches;
+  run->desc.spec = NULL; /* applied once, below */
   if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
+  if (d->spec && hk_spec_apply(reg, d->spec) != HK_OK) /* (the settings stay: a spec fixed and given again applies) */
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: the spec: %s", hk_last_error(reg));
   return TR_OK;
 }
 
@@ -1645,15 +1655,21 @@ done:
    (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
 /* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
    failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
-   be read here is left to tr_run_load, which says why. */
+   be read is refused here too, with tr_run_load's reason: before anything is made on disk (no run
+   directory for a resume that never starts). */
 static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
   tr__run_file rf;
   char why[sizeof run->tr__p->failure];
   int64_t epochs, step;
   uint32_t i;
   int refused = 0;
+  tr_err e;
   *past_stop = 0;
-  if (tr__run_file_read(&rf, path, why, sizeof why) != TR_OK) { tr__run_file_free(&rf); return 0; }
+  if ((e = tr__run_file_read(&rf, path, why, sizeof why)) != TR_OK) {
+    tr__run_file_free(&rf);
+    tr_run_fail(reg, e, "%s", why);
+    return 1;
+  }
   epochs = tr__run_file_epochs(run, &rf);
   step = (int64_t)rf.v[1];
   refused = tr__resume_finished(why, sizeof why, "tr_run_start", path, epochs, step, run->desc.max_epochs, run->desc.max_steps,
@@ -2007,6 +2023,7 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
     if (epochs >= run->desc.min_epochs && ctx->global_step >= run->desc.min_steps) out |= TR_RUN_STOP;
   }
   if (q->stop_pending || run->failed) out |= TR_RUN_STOP;
+  if (flow) hk_flow_clear(flow, epoch_end ? HK_FLOW_EPOCH_SIGNALS : HK_FLOW_BATCH_SIGNALS); /* the batch (epoch) is over */
   return out;
 }
 /* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
