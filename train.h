@@ -6307,15 +6307,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   return e;
 }
 
-
-/* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
-   The record API, CRC-32C, number formatting, run directories and hparams first; then csv, jsonl,
-   tensorboard (one struct, tr__logger, with a part per format), plot (SVG), the progress bar. */
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern int fileno(FILE *f);                        /* strict C99 headers hide these */
-extern int gethostname(char *name, size_t len);
-#endif
-
+/* ---- the run's records: histograms riding with the next one, a record of the loop's own ---------- */
 /* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
 static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
   tr_log_record *r = tr_log_current(ctx);
@@ -10739,6 +10731,9 @@ static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handl
 TR__LOGGER_OF(jsonl, jsonl, tr__jsonl_make)
 #endif /* TR__ON_JSONL */
 #if TR__ON_TENSORBOARD
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int gethostname(char *name, size_t len); /* strict C99 headers hide it */
+#endif
 typedef struct tr__tb { hk_bytes scratch, vals, tmp; int session_ended; } tr__tb; /* an event, its summary values, one value (reused); the fit's end written */
 
 /* -- tensorboard: protobuf fields and TFRecord framing (field numbers from TensorFlow's event.proto,

@@ -2200,15 +2200,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   return e;
 }
 
-
-/* ---- LOGGERS AND PROGRESS BAR ---------------------------------------------------------------------
-   The record API, CRC-32C, number formatting, run directories and hparams first; then csv, jsonl,
-   tensorboard (one struct, tr__logger, with a part per format), plot (SVG), the progress bar. */
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern int fileno(FILE *f);                        /* strict C99 headers hide these */
-extern int gethostname(char *name, size_t len);
-#endif
-
+/* ---- the run's records: histograms riding with the next one, a record of the loop's own ---------- */
 /* The record's slot for tag (a new one, or the one with that tag), cleared; NULL when refused. */
 static tr_log_histogram_data *tr__hist_slot(hk_ctx *ctx, const char *tag, tr_err *e) {
   tr_log_record *r = tr_log_current(ctx);

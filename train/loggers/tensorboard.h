@@ -16,6 +16,9 @@ TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
+#if defined(TR__POSIX) && !defined(__cplusplus)
+extern int gethostname(char *name, size_t len); /* strict C99 headers hide it */
+#endif
 typedef struct tr__tb { hk_bytes scratch, vals, tmp; int session_ended; } tr__tb; /* an event, its summary values, one value (reused); the fit's end written */
 
 /* -- tensorboard: protobuf fields and TFRecord framing (field numbers from TensorFlow's event.proto,
