@@ -1067,7 +1067,6 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   d.rolled_back = tr__rolled_back;
   d.state = t->tr__state;
   d.n_state = tr__state_regions(t);
-  d.no_signals = 1; /* the trainer counts Ctrl-C itself (tr_fit) */
   if (c) {
     d.max_steps = c->max_steps;
     d.max_epochs = c->max_epochs;
