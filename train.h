@@ -5763,7 +5763,8 @@ done:
 /* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
    failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
    be read is refused here too, with tr_run_load's reason: before anything is made on disk (no run
-   directory for a resume that never starts). */
+   directory for a resume that never starts). The one read of the file before setup: it also hands the
+   file's run block to the loggers (tr__run_resuming: a resume continues its run). */
 static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
   tr__run_file rf;
   char why[sizeof run->tr__p->failure];
@@ -5777,6 +5778,7 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
     tr_run_fail(reg, e, "%s", why);
     return 1;
   }
+  (void)tr__run_resuming(run, rf.run, rf.run_len); /* none in the file: a new version_N */
   epochs = tr__run_file_epochs(run, &rf);
   step = (int64_t)rf.v[1];
   refused = tr__resume_finished(why, sizeof why, "tr_run_start", path, epochs, step, run->desc.max_epochs, run->desc.max_steps,
@@ -5989,8 +5991,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
   q->cont_given = 0;
-  if (resume_from && resume_from[0]) tr__run_peek(run, resume_from); /* the loggers open in its run's directory */
-  else tr__run_resuming(run, NULL, 0);
+  if (!resume_from || !resume_from[0]) tr__run_resuming(run, NULL, 0); /* (a resume's block: taken above) */
   q->busy = "tr_run_start";
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
