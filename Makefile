@@ -58,6 +58,7 @@ include tests/async.mk
 include tests/sweep.mk
 include tests/log.mk
 include tests/mpi.mk
+include tests/zero.mk
 include tests/cuda.mk
 include tests/docs.mk
 include bench/bench.mk

@@ -2521,6 +2521,12 @@ typedef struct tr_desc {
      instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
      wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
   double mpi_timeout;
+  /* TRAIN_MPI: 1 = ZeRO-1, each rank keeps only its shard (1/W) of the optimizer state (AdamW's m and v,
+     SGD's momentum), updates only those parameters and the ranks exchange the updated parameters:
+     16 bytes per parameter become 8 + 8/W for AdamW, the results stay bit-identical and checkpoints
+     stay whole (loadable at any world size, sharded or not). 0 = off. Every rank must give the same.
+     Refused without TRAIN_MPI, for plain SGD (no state), an on_device model. (Section "MPI STRATEGY".) */
+  int zero;
   /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
      buffer and returns; a background thread writes the file with the same guarantees and bytes, and
      on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
@@ -2617,7 +2623,10 @@ typedef struct tr_trainer {
   int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
   hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
   tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
-  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
+  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v), of parameters
+                              [tr__opt_lo, tr__opt_lo + tr__opt_n): all of them, or this rank's shard (zero) */
+  size_t tr__opt_lo, tr__opt_n;
+  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/mpi.h) */
   int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
   int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
   int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
@@ -2725,6 +2734,11 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
    even if a hook's call was refused during it (the hook saw that message when its call returned). */
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
+
+/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
+   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
+   are the model's own (4 bytes each per parameter, on every rank). */
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
 
 
 /* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
@@ -12753,8 +12767,14 @@ static void    tr__dist_grads(tr_trainer *t);
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
 static void    tr__dist_paths(tr_trainer *t);
 static void    tr__dist_save_file(tr_trainer *t, const char *path);
+/* ZeRO-1 (tr_desc.zero): every rank's updated shard of the parameters to every rank, after the update;
+   and rank 0's writer's view of the whole optimizer state, each piece handed to `put` in file order
+   (its own shard as it is, the others' received from them). */
+static void    tr__dist_params(tr_trainer *t);
+static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u);
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t) { return t ? t->tr__opt_n * (size_t)t->tr__n_buf * sizeof(float) : 0; }
 
 /* Record an error. The first error of a run wins (later ones are usually its consequences), and
    the run's loops check t->tr__err after every step that can fail. Returns the recorded code. */
@@ -12960,7 +12980,20 @@ TRAIN_API void tr_free(tr_trainer *t) {
   t->reg = NULL;
   t->tr__views = NULL;
   t->tr__m = t->tr__v = NULL;
+  t->tr__opt_lo = t->tr__opt_n = 0;
   t->tr__own_reg = 0;
+}
+
+/* The optimizer state, zeroed, for parameters [lo, lo + n): all of them, or (zero) a rank's shard, which
+   the strategy allocates once it knows the ranks (tr__dist_init). */
+static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
+  t->tr__opt_lo = lo;
+  t->tr__opt_n = n;
+  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(n ? n : 1, sizeof(float));
+  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(n ? n : 1, sizeof(float));
+  if ((t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v))
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the optimizer state of %zu parameters", n);
+  return TR_OK;
 }
 
 static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
@@ -13033,13 +13066,26 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   }
   t->tr__total = t->sched.total;
 
-  /* Everything the step loop needs is allocated now, once. */
+  /* Everything the step loop needs is allocated now, once (a sharded state by the strategy, below). */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  if (d->zero != 0 && d->zero != 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero is %d; it must be 0 (off) or 1 (ZeRO-1: each rank keeps its shard of "
+                    "the optimizer state; stages 2 and 3 are not implemented)", d->zero);
+#ifndef TRAIN_MPI
+  if (d->zero)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no "
+                    "TRAIN_MPI: define it in the file with TRAIN_IMPLEMENTATION and build with mpicc, or leave zero at 0");
+#endif
+  if (d->zero && t->tr__n_buf == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer's state, and plain SGD (momentum 0) has "
+                    "none: leave zero at 0, or use AdamW or SGD with momentum");
+  if (d->zero && m->on_device)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards optimizer state kept on the host; an on_device model's state "
+                    "lives on the GPU and is not sharded (train/cuda.h): leave zero at 0");
+  t->tr__zero = d->zero;
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
   t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
-  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
-  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || !t->tr__gpass.sq || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || !t->tr__gpass.sq || (!t->tr__zero && tr__alloc_state(t, 0, m->n_params))) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -13321,21 +13367,28 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
 }
 
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (train/math.h). */
+   scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
+   rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
 static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the parameters whose state this rank keeps */
+  float *p = t->model.params + lo, *g = t->model.grads + lo;
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
 #endif
   if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
     c.gscale = t->tr__gscale;
-    tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
+    tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
   } else {
     tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
     c.gscale = t->tr__gscale;
-    tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
+    tr_sgd_update(p, g, t->tr__m, k, &c, t->tr__threads);
     if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest of the gradient is clipped too, as hooks see it unsharded */
+    tr_scale(t->model.grads, lo, t->tr__gscale, t->tr__threads);
+    tr_scale(g + k, n - lo - k, t->tr__gscale, t->tr__threads);
   }
   t->tr__gscale = 1.0f;
 }
@@ -13344,8 +13397,9 @@ static void tr__update(tr_trainer *t, double lr) {
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
-  if (!tr__lr_usable(t, t->lr)) return;
+  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (sharded: the other ranks exchange all the same) */
   tr__update(t, t->lr);
+  tr__dist_params(t);
   t->ctx.global_step = ++t->global_step;
 }
 
@@ -13479,10 +13533,10 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
    count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
 static int tr__state_regions(tr_trainer *t) {
   int n = 0;
-  size_t bytes = t->model.n_params * sizeof(float);
+  size_t bytes = t->model.n_params * sizeof(float), opt = t->tr__opt_n * sizeof(float); /* (zero: this rank's shard) */
   if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
-  if (t->tr__n_buf >= 1) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = bytes; }
-  if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__m && opt) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = opt; } /* (an empty shard: none) */
+  if (t->tr__v && opt) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = opt; }
   t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
   t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
   return n;
@@ -14189,6 +14243,8 @@ typedef struct tr__snap {
   uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
                                           accum_pos, accum_n: the LOOP section */
   const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
+  void *opt_owner;                     /* not NULL (tr_desc.zero, rank 0): m and v are NULL and come from the
+                                          ranks, piece by piece in file order (tr__dist_opt_each) */
   const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
   size_t data_len, hooks_len;
   int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
@@ -14227,8 +14283,11 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->loop[7] = (uint64_t)t->tr__accum_pos;
   s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
   s->params = t->model.params;
-  s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
-  s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/mpi.h) */
+  else {
+    s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
+    s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  }
   s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
   if (data && data->len) { s->data = data->data; s->data_len = data->len; }
   if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
@@ -14242,6 +14301,8 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->hooks_len = hooks->len;
   return TR_OK;
 }
+
+static void tr__w_piece(void *w, const float *x, size_t n) { tr__w_f32s((tr__writer *)w, x, n); }
 
 static void tr__write_all(tr__writer *w, const tr__snap *s) {
   size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
@@ -14279,8 +14340,11 @@ static void tr__write_all(tr__writer *w, const tr__snap *s) {
   tr__w_end(w);
 
   tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
-  if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
-  if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  if (s->opt_owner) tr__dist_opt_each(s->opt_owner, tr__w_piece, w);
+  else {
+    if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
+    if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  }
   tr__w_end(w);
 
   if (s->grads) {
@@ -14332,6 +14396,14 @@ static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
   t->ctx.path = path;
 }
 
+/* A sharded optimizer state gathered into the staging buffer (at: where the next piece goes). */
+typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
+static void tr__stage_piece(void *u, const float *x, size_t n) {
+  tr__stage_at *s = (tr__stage_at *)u;
+  memcpy(s->at, x, 4 * n);
+  s->at += 4 * n;
+}
+
 /* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
    staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
 static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
@@ -14351,6 +14423,16 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
 #define TR__STAGE(field, type, bytes) \
   do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
   TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
+  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v, straight into the buffer */
+    tr__stage_at sa;
+    sa.at = as->buf + at;
+    tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
+    if (live->n_buf >= 1) s->m = (const float *)(const void *)(as->buf + at);
+    if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
+    s->opt_owner = NULL;
+    at += n4 * live->n_buf;
+    if (t->tr__err) return; /* a shard did not arrive: nothing is written */
+  }
   TR__STAGE(m, const float *, n4);
   TR__STAGE(v, const float *, n4);
   TR__STAGE(grads, const float *, n4);
@@ -14812,7 +14894,8 @@ static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
 }
 static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
-  size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the optimizer state of [lo, lo + k): all, or a shard */
+  size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
   int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
   tr__loop_state before, after;
   hk_bytes hooks_before = { NULL, 0, 0, 0 };
@@ -14833,9 +14916,9 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
       return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
     }
     memcpy(floats_before, t->model.params, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * n);
-    if (t->tr__n_buf >= 2) memcpy(floats_before + 2 * n, t->tr__v, 4 * n);
-    if (t->model.grads) memcpy(floats_before + n * (size_t)(1 + t->tr__n_buf), t->model.grads, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + n + k, t->tr__v, 4 * k);
+    if (t->model.grads) memcpy(floats_before + n + k * (size_t)t->tr__n_buf, t->model.grads, 4 * n);
   }
   if (tr__load_hooks(t, buf, &ck)) {
     free(floats_before);
@@ -14846,8 +14929,8 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
 
   tr__get_loop(t, &before);
   tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
   tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
   after.seed = ck.seed;
@@ -14873,9 +14956,9 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   t->ctx.path = NULL;
   if (t->tr__err && listened) { /* put everything back, as if the load had never started */
     memcpy(t->model.params, floats_before, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
-    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
-    if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n + k * (size_t)t->tr__n_buf, 4 * n);
     tr__dev_upload(t);
     tr__set_loop(t, &before);
     tr__snap_restore(t, &hooks_before);
@@ -15224,6 +15307,9 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     return HK_CONTINUE;
   }
   if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need the ranks' parameter exchange, a collective inside a hook */
+    return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
+                   "learning rate in a run without zero, then set it");
   if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
   s->pub.done = 1;
   k = tr__lrf_suggest(s->losses, s->pub.n);
@@ -15678,6 +15764,21 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    the same on every rank. Iterator data (next) is not sharded by the trainer: each rank's iterator
    yields its own shard, and its count() is the rank's count (training: equal on every rank, checked).
 
+   ZERO-1 (tr_desc.zero = 1): each rank keeps the optimizer state (AdamW's m and v, SGD's momentum)
+   of its shard of the parameters only: shard r is [r * P, (r + 1) * P) clipped to n_params, P the
+   parameters over the ranks rounded up to whole blocks of TR__ZERO_BLOCK floats (the last shard may
+   be shorter or empty: any size works). The gradient point is unchanged (every rank has the whole
+   averaged gradient, so the gradient norm and clipping are computed as before); the update then runs
+   over the rank's shard only, and one exchange (MPI_Allgatherv of the shards, in blocks, plus a
+   broadcast of the last partial block) gives every rank every updated parameter. The update is
+   elementwise, so every parameter gets the same bits as unsharded: the results are bit-identical to
+   the run without zero at the same world size. AdamW's state per parameter goes from 8 bytes to 8/W.
+   Checkpoints stay whole and in the same format: tr_save first agrees that every rank is ready, then
+   rank 0 writes the state as it receives it, shard by shard in chunks of TR__DIST_CHUNK floats (one
+   chunk buffer: no whole copy of m and v is ever made, unless async_save stages the file), and every
+   rank loading a file takes its own slice. So a checkpoint loads at any world size, with zero or
+   without. Not for an on_device model; lr_finder refuses (its steps would be collectives in a hook).
+
    RANK ZERO: checkpoints are written by rank 0 alone (atomically, as always); every rank runs
    on_save_checkpoint and on_checkpoint_saved, after rank 0's write has finished (a barrier), and a
    failed write fails every rank. The paths hooks queued with hk_request_checkpoint are rank 0's.
@@ -15712,6 +15813,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
 #define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
 #define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
+#define TR__ZERO_BLOCK 16         /* zero: shards are whole blocks of floats (64 bytes), the exchange's unit */
+#define TR__ZERO_TAG 29           /* zero: the tag of the shards sent to rank 0 while it writes a checkpoint */
 
 /* The vote of an agreement point: X(field, how two ranks' values combine into one). */
 #define TR__VOTE(X) \
@@ -15743,6 +15846,12 @@ typedef struct tr__dist {
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
   int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
+  /* zero (tr_desc.zero): */
+  size_t per;               /* floats per shard (a multiple of TR__ZERO_BLOCK) */
+  MPI_Datatype block;       /* TR__ZERO_BLOCK floats: the exchange's unit, so displacements fit an int */
+  int *counts, *displs;     /* world each: one exchange round's blocks per rank, and where they go */
+  float *piece;             /* rank 0: a chunk of another rank's shard, received while writing a checkpoint */
+  int opt_done;             /* rank 0: this save received every shard */
 #ifdef TRAIN_CUDA
   ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
 #endif
@@ -15928,6 +16037,17 @@ static void tr__dist_host_check(tr_trainer *t, tr__dist *d) {
   fflush(t->tr__log ? t->tr__log : stderr);
 }
 
+/* zero: floats per shard (whole blocks; the last shard may be shorter or empty), and rank r's shard. */
+static size_t tr__zero_per(size_t n, int world) {
+  size_t blocks = (n + TR__ZERO_BLOCK - 1) / TR__ZERO_BLOCK;
+  return (blocks + (size_t)world - 1) / (size_t)world * TR__ZERO_BLOCK;
+}
+static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) {
+  size_t per = tr__zero_per(n, world), at = (size_t)r * per;
+  *lo = at < n ? at : n;
+  *len = n - *lo < per ? n - *lo : per;
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -15946,6 +16066,14 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
+  if (t->tr__zero && !failed) { /* this rank's shard of the optimizer state (all of it in one process) */
+    size_t n = t->model.n_params, lo, len;
+    tr__zero_shard(n, world, rank, &lo, &len);
+    if (n / TR__ZERO_BLOCK > INT_MAX)
+      failed = tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 exchanges blocks of %d floats counted by an int: at most %llu "
+                        "parameters, the model has %zu", TR__ZERO_BLOCK, (unsigned long long)INT_MAX * TR__ZERO_BLOCK, n);
+    else failed = tr__alloc_state(t, lo, len);
+  }
   if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
   if (d) {
@@ -15957,9 +16085,18 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
       size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
       d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
     }
+    if (t->tr__zero && !failed) {
+      size_t chunk;
+      d->per = tr__zero_per(t->model.n_params, world);
+      chunk = d->per < TR__DIST_CHUNK ? d->per : TR__DIST_CHUNK;
+      d->counts = (int *)malloc(2 * (size_t)world * sizeof(int));
+      d->displs = d->counts ? d->counts + world : NULL;
+      if (rank == 0) d->piece = (float *)malloc((chunk ? chunk : 1) * sizeof(float));
+    }
   }
-  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather)) { /* cannot take part: the others time out */
-    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d); }
+  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather) ||
+      (t->tr__zero && !failed && (!d->counts || (rank == 0 && !d->piece)))) { /* cannot take part: the others time out */
+    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d); }
     return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
   }
   /* the trainer's own communicator, made without waiting forever for a rank that never comes */
@@ -15968,12 +16105,14 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
     return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
                                       t->tr__mpi_timeout, world, tr__dist_timeout_hint);
   if (rc != MPI_SUCCESS) {
-    free(d->sums); free(d->facts); free(d->gather); free(d);
+    free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d);
     return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
   }
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
   MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
   MPI_Type_commit(&d->vote_type);
+  MPI_Type_contiguous(TR__ZERO_BLOCK, MPI_FLOAT, &d->block);
+  MPI_Type_commit(&d->block);
   MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
   t->tr__dist = d;
   /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
@@ -15998,14 +16137,15 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
 #undef TR__H
   }
   {
-    tr__fact f[6];
+    tr__fact f[7];
     f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
     f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
     f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
     f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
     f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
     f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
-    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 6, "the model or its training settings (every rank needs the same)");
+    f[6].name = "zero (tr_desc.zero: the optimizer state sharded)"; f[6].kind = 'i'; f[6].v = t->tr__zero;
+    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 7, "the model or its training settings (every rank needs the same)");
   }
   if (e) {
     if (!d->dead) tr__dist_free(t);
@@ -16101,8 +16241,11 @@ static void tr__dist_free(tr_trainer *t) {
   if (!done) {
     MPI_Op_free(&d->vote_op);
     MPI_Type_free(&d->vote_type);
+    MPI_Type_free(&d->block);
     MPI_Comm_free(&d->comm);
   }
+  free(d->counts);
+  free(d->piece);
   free(d->sums);
   free(d->facts);
   free(d->gather);
@@ -16236,6 +16379,65 @@ static void tr__dist_grads(tr_trainer *t) {
   hk_grads_changed(&t->ctx);
 }
 
+/* zero: after the update of this rank's shard, every rank's shard to every rank. Whole blocks by
+   MPI_Allgatherv in place (rounds of at most TR__DIST_CHUNK floats per rank), then the last partial
+   block, if any, from its owner. Every rank calls it at every step taken (also one whose own update
+   failed), so the collectives pair. */
+static void tr__dist_params(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  size_t n = t->model.n_params, whole = n / TR__ZERO_BLOCK * TR__ZERO_BLOCK, at, most, step = TR__DIST_CHUNK / TR__ZERO_BLOCK;
+  int r, rc = MPI_SUCCESS;
+  if (!d || !t->tr__zero || d->broken || d->dead) return;
+  most = d->per / TR__ZERO_BLOCK; /* blocks of the largest shard */
+  for (at = 0; at < most && rc == MPI_SUCCESS; at += step) {
+    for (r = 0; r < d->world; r++) {
+      size_t lo = (size_t)r * d->per < whole ? (size_t)r * d->per : whole;
+      size_t blocks = (whole - lo < d->per ? whole - lo : d->per) / TR__ZERO_BLOCK;
+      d->counts[r] = blocks > at ? (int)(blocks - at < step ? blocks - at : step) : 0;
+      d->displs[r] = (int)(lo / TR__ZERO_BLOCK + (blocks > at ? at : 0));
+    }
+    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t->model.params, d->counts, d->displs, d->block, d->comm);
+  }
+  if (rc == MPI_SUCCESS && whole < n) rc = MPI_Bcast(t->model.params + whole, (int)(n - whole), MPI_FLOAT, (int)(whole / d->per), d->comm);
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the parameter exchange (zero)");
+}
+
+/* zero, rank 0 writing a checkpoint: the whole optimizer state in file order (m of every shard, then
+   v), its own shard as it is, the others' received in chunks (tr__dist_send_state's); put NULL: only
+   receive (the write failed before it got here, and the others are sending). A failed receive fails
+   the save (nothing is committed) and hands zeros on, so that the writer's sizes still hold. */
+static void tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) {
+  tr_trainer *t = (tr_trainer *)trainer;
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  size_t lo, len, at, k;
+  int b, r, rc = MPI_SUCCESS;
+  d->opt_done = 1;
+  for (b = 0; b < t->tr__n_buf; b++)
+    for (r = 0; r < d->world; r++) {
+      tr__zero_shard(t->model.n_params, d->world, r, &lo, &len);
+      if (r == d->rank) { if (put && len) put(u, b ? t->tr__v : t->tr__m, len); continue; }
+      for (at = 0; at < len; at += k) {
+        k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
+        if (rc == MPI_SUCCESS && (rc = MPI_Recv(d->piece, (int)k, MPI_FLOAT, r, TR__ZERO_TAG, d->comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+          tr__dist_fail(t, rc, "tr_save: receiving a shard of the optimizer state (zero)");
+        if (rc != MPI_SUCCESS) memset(d->piece, 0, k * sizeof(float));
+        if (put) put(u, d->piece, k);
+      }
+    }
+}
+
+/* zero, the other ranks: their shard to rank 0, in tr__dist_opt_each's order and chunks. */
+static void tr__dist_send_state(tr_trainer *t, tr__dist *d) {
+  size_t at, k, len = t->tr__opt_n;
+  int b, rc = MPI_SUCCESS;
+  for (b = 0; b < t->tr__n_buf && rc == MPI_SUCCESS; b++)
+    for (at = 0; at < len && rc == MPI_SUCCESS; at += k) {
+      k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
+      rc = MPI_Send((b ? t->tr__v : t->tr__m) + at, (int)k, MPI_FLOAT, 0, TR__ZERO_TAG, d->comm);
+    }
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "tr_save: sending this rank's shard of the optimizer state (zero)");
+}
+
 static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int64_t v[TR__V_COUNT];
@@ -16278,7 +16480,20 @@ static void tr__dist_paths(tr_trainer *t) {
 }
 
 static void tr__dist_save_file(tr_trainer *t, const char *path) {
-  if (!t->tr__err && (!t->tr__dist || ((tr__dist *)t->tr__dist)->rank == 0)) tr__save_file(t, path);
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
+    if (d->broken || d->dead) {
+      if (!t->tr__err) tr__fail(t, TR_ERR_COMM, "tr_save: the ranks no longer communicate, so the optimizer state sharded over "
+                                "them (tr_desc.zero) cannot be gathered: nothing was written");
+      return;
+    }
+    tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
+    if (!t->tr__err && d->rank == 0) {
+      d->opt_done = 0;
+      tr__save_file(t, path);
+      if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
+    } else if (!t->tr__err) tr__dist_send_state(t, d);
+  } else if (!t->tr__err && (!d || d->rank == 0)) tr__save_file(t, path);
   tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
 }
 
@@ -16298,6 +16513,8 @@ static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
 static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+static void    tr__dist_params(tr_trainer *t) { (void)t; }
+static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
 #endif /* TRAIN_MPI */
 
 #ifdef __cplusplus
