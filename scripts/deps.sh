@@ -5,6 +5,7 @@
 #                             runtimes (libclang-rt-dev)
 #   sh scripts/deps.sh        what `make test` and `make bench` need: the above, valgrind,
 #                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun),
+#                             iproute2 (ip netns: test-mpi-multihost's two hosts),
 #                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin)
 missing=""
 command -v cc >/dev/null 2>&1         || missing="$missing gcc"
@@ -21,6 +22,7 @@ if [ "${1:-test}" = test ]; then
   command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
   command -v mpirun >/dev/null 2>&1     || missing="$missing openmpi-bin"
   command -v mpicc >/dev/null 2>&1      || missing="$missing libopenmpi-dev"
+  command -v ip >/dev/null 2>&1         || missing="$missing iproute2" # the two-host test's namespaces
   case "$missing" in *libclang-rt-dev*) ;; *)
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev" ;; esac
   # the logging tests: TensorBoard read back in a venv, the live bar in tmux, the plot rendered
