@@ -270,6 +270,11 @@ TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_s
   return agree ? agree(user, s) : s;
 }
 
+/* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
+   signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
+   seconds later), so that the step is saved. */
+TR__SHARED int tr__slurm_job(void) { return getenv("SLURM_JOB_ID") != NULL; }
+
 /* A requeued job's checkpoint: save_to when this is a Slurm restart, the settings allow it and the file is
    there; NULL otherwise. */
 TR__SHARED const char *tr__preempt_resume(const tr_preempt *p, const char *save_to) {

@@ -53,7 +53,8 @@ TR__C_BEGIN /* part */
      - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
        on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
        says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
-       one ends the process at once, by the signal's default action (a step that hangs can be killed);
+       one ends the process at once, by the signal's default action (a step that hangs can be killed; in
+       a Slurm job it only counts); the preemption signal likewise, and may requeue (train/cluster.h);
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
 
@@ -1875,7 +1876,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(0) == 0; /* a second signal: the process ends */
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
   q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))

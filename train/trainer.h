@@ -679,9 +679,10 @@ static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() >
 static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
 
 /* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
 static int tr__sig_own(void) {
   int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > 2 ? 2 : n;
+  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
 }
 /* What the loops act on. */
 static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
@@ -1629,6 +1630,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
   tr__preempt_count = 0;
+  tr__sig_most = tr__slurm_job() ? 1 : 2;
   tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
   tr__pre_base = tr_preempt_requested();
   if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))

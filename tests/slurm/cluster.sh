@@ -37,7 +37,13 @@ slurm_up() {
     --log-file="$d/munge/log" --seed-file="$d/munge/seed" --num-threads=2 ||
     { slurm_say "munged did not start:"; cat "$d/munge/log" 2>/dev/null; return 1; }
   ports=$(slurm__ports) || { slurm_say "no free ports"; return 1; }
+  # the node as slurmd -C sees it, with SLURM_CPUS (default 8) CPUs when that is more: the tests' jobs are
+  # small and mostly wait, so several 2-task jobs share 2 cores (SlurmdParameters=config_overrides)
   node=$(slurmd -C | head -1)
+  cpus=$(echo "$node" | sed -n 's/.* CPUs=\([0-9]*\).*/\1/p')
+  if [ "${SLURM_CPUS:-8}" -gt "${cpus:-0}" ]; then
+    node=$(echo "$node" | sed "s/ CPUs=[0-9]*/ CPUs=${SLURM_CPUS:-8}/; s/ SocketsPerBoard=[0-9]*/ SocketsPerBoard=1/; s/ CoresPerSocket=[0-9]*/ CoresPerSocket=${SLURM_CPUS:-8}/; s/ ThreadsPerCore=[0-9]*/ ThreadsPerCore=1/")
+  fi
   name=$(echo "$node" | sed 's/^NodeName=\([^ ]*\).*/\1/')
   cat > "$d/slurm.conf" <<CONF
 ClusterName=hk$$
