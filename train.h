@@ -14208,6 +14208,7 @@ static int tr__fit_done(const tr_trainer *t) {
 
 /* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
 static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  char why[512];
   if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
   *c = *in;
   if (!c->train || !c->train->count || !c->train->get == !c->train->next)
@@ -14217,8 +14218,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (!c->train->save_state != !c->train->load_state)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
-  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", t->error, sizeof t->error))
-    return tr__fail(t, TR_ERR_INVALID, "%s", t->error);
+  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
       c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "

@@ -16,7 +16,9 @@
    Build and run (Open MPI; as root add --allow-run-as-root, on few cores --oversubscribe):
        mpicc -O2 -I. -I/usr/include examples/train_mpi.c -o build/train_mpi -lm
        mpirun -np 4 build/train_mpi
-       build/train_mpi                      without mpirun: one process, the plain trainer */
+       build/train_mpi                      without mpirun: one process, the plain trainer
+       build/train_mpi ckpt=PATH            under Slurm (examples/slurm_job.sh): SIGUSR1 saves to PATH and
+                                            requeues the job, which resumes from PATH by itself */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_MPI
@@ -55,13 +57,14 @@ static int same_on_every_rank(const float *p, size_t n) {
     return lo == hi;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     spirals train, val;
     mlp net;
     tr_tensor views[MLP_NUM_TENSORS];
     tr_trainer t;
     double target = 0.25;
     int ok;
+    const char *ckpt = argc > 1 && !strncmp(argv[1], "ckpt=", 5) ? argv[1] + 5 : NULL;
     if (spirals_make(&train, 200, 3, 0.2f, 1) || spirals_make(&val, 50, 3, 0.2f, 2) ||
         mlp_init(&net, 2, 64, 3, BATCH, 42)) return 1;
     tr_data train_data = spirals_tr_data(&train, BATCH, 1), val_data = spirals_tr_data(&val, BATCH, 0);
@@ -74,7 +77,8 @@ int main(void) {
     hk_on(t.reg, HK_ON_VALIDATION_END, good_enough, &target, &(hk_opts){ .name = "good_enough" }, NULL);
 
     e = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = 200,
-                                 .num_sanity_val_steps = -1, .gradient_clip_val = 1.0 });
+                                 .num_sanity_val_steps = -1, .gradient_clip_val = 1.0, .save_to = ckpt,
+                                 .preempt = { .requeue = ckpt ? TR_YES : 0 } }); /* Slurm: docs/scaling.md */
     ok = e == TR_OK && same_on_every_rank(net.params, net.num_params);
     if (t.ctx.rank == 0)
         printf("%s after %lld steps on %d rank(s); accuracy %.3f; parameters identical on every rank: %s\n",

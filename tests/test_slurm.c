@@ -5,7 +5,7 @@
    ckpt is save_to (the preemption's checkpoint; the requeued job resumes from it by itself); out gets the
    final parameters (rank 0, a finished run only). mark: rank 0 touches PREFIX.R (R: SLURM_RESTART_COUNT)
    once (R + 1) * steps / 4 steps are done, and from there every step naps 10 ms, so that a signal the test
-   sends on seeing the file lands mid-run. Exit: 0 finished, 130 interrupted (preempted), 1 otherwise. */
+   sends on seeing the file lands mid-run; the other ranks write their process id to PREFIX.pid.RANK before. Exit: 0 finished, 130 interrupted (preempted), 1 otherwise. */
 #define _POSIX_C_SOURCE 200809L
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
@@ -14,6 +14,7 @@
 #include "../examples/mlp.h"
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { D = 8, N = 512, B = 16 };
 static float w[D + 1], g[D + 1], m[D + 1], v[D + 1], X[N][D + 1], Y[N];
@@ -25,12 +26,13 @@ static int rank, world;
 static void pace(int64_t step) {
   static int marked;
   if (!mark || step < mark_at) return;
-  if (!marked && rank == 0) {
+  if (!marked) { /* rank 0: PREFIX.R; the others first PREFIX.pid.RANK, their process id (a signal to one rank) */
     char path[512];
     const char *r = getenv("SLURM_RESTART_COUNT");
     FILE *f;
-    snprintf(path, sizeof path, "%s.%s", mark, r ? r : "0");
-    if ((f = fopen(path, "w"))) fclose(f);
+    if (rank) snprintf(path, sizeof path, "%s.pid.%d", mark, rank);
+    else snprintf(path, sizeof path, "%s.%s", mark, r ? r : "0");
+    if ((f = fopen(path, "w"))) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
   }
   marked = 1;
   nanosleep(&(struct timespec){ 0, 10000000 }, NULL);

@@ -9,7 +9,10 @@
 #             uninterrupted run of the same program (mpirun -np 2, outside Slurm);
 #   term      tr_fit cancelled (scancel: SIGTERM to every process of the job, SIGKILL KillWait s later): it
 #             saves the step and ends cleanly; resumed from that file (mpirun, outside Slurm) it ends
-#             bit-identical too.
+#             bit-identical too;
+#   one rank  outside Slurm, meanwhile: SIGUSR1 to rank 1 of 2 alone (kill), in both shapes: rank 0 stops at
+#             the same step (tr_fit's vote, tr_run_desc.agree), both save, and the resume is bit-identical.
+# And examples/slurm_job.sh's directives pass sbatch --test-only.
 set -u
 dir=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,9 +38,23 @@ own=$(job own own --requeue) && fit=$(job fit fit --requeue) && term=$(job term 
 (unset SLURM_CONF; timeout 60 mpirun -np 2 ./test_slurm own steps=$STEPS ckpt=own-ref.ckpt out=own-ref.bin > ref.out 2>&1 &&
   timeout 60 mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=fit-ref.ckpt out=fit-ref.bin >> ref.out 2>&1) &
 refs=$!
+# one rank signalled (outside Slurm, while the jobs run): the others must stop with it
+one() { # mode
+  (unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1.ckpt out=one-$1.bin \
+     mark=one-$1.m > one-$1.out 2>&1) & local p=$!
+  wait_file one-$1.m.0 || return 1
+  kill -USR1 "$(cat one-$1.m.pid.1)" || return 1
+  wait $p; [ $? = 130 ] || return 1
+  grep -q "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to one-$1.ckpt" one-$1.bin.end || return 1
+  grep -o 'stopped after step [0-9]*' one-$1.bin.end > one-$1.stop
+  (unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1b.ckpt out=one-$1.bin \
+     resume=one-$1.ckpt > one-$1-resume.out 2>&1)
+}
+wait_file() { local end=$(($(date +%s) + 60)); while [ ! -e "$1" ]; do [ "$(date +%s)" -lt $end ] || return 1; sleep 0.05; done; }
+(one own && one fit) > one.out 2>&1 &
+ones=$!
 
 # Each marker says a run is mid-way (its restart count in the name): signal it then.
-wait_file() { local end=$(($(date +%s) + 60)); while [ ! -e "$1" ]; do [ "$(date +%s)" -lt $end ] || return 1; sleep 0.05; done; }
 for r in 0 1; do
   for name in own fit; do
     id=$(eval echo \$$name)
@@ -60,6 +77,12 @@ for name in own fit term; do
 done
 
 wait $refs || fail "the reference runs"
+wait $ones || fail "one rank signalled: the ranks did not stop together, save and resume (one-*.out)"
+for m in own fit; do
+  cmp -s one-$m.bin $m-ref.bin || fail "one rank signalled ($m): the resumed parameters differ from the uninterrupted run's"
+  echo "test-slurm: $m, SIGUSR1 to rank 1 alone: both ranks $(cat one-$m.stop), saved; resumed: bit-identical"
+done
+sbatch --test-only "$here/../../examples/slurm_job.sh" > test-only.out 2>&1 || fail "examples/slurm_job.sh: $(cat test-only.out)"
 for name in own fit; do
   restarts=$(scontrol show job "${!name}" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
   [ "$restarts" = 2 ] || fail "$name: the job restarted $restarts times, not 2"
