@@ -10,6 +10,9 @@
      base.h                    errors, random numbers, your model and data, optimizers, schedules
      math.h                    AdamW, SGD, zero_grad, clipping, norms at memory speed   TRAIN_NO_MATH
      files.h                   the atomic writer; asynchronous saves' background writer
+     records.h                 log records: what a loop sends the loggers; the hyperparameters
+     cluster.h                 clusters: Slurm's environment, the preemption signal (save, requeue,
+                               resume by itself), how the ranks of a loop of yours agree to stop
      run.h                     THE RUN LAYER: what any loop gives the batteries: run directory, log
                                records, checkpoints in your own format, stop signals (tr_run_*)
      battery.h                 what callbacks and loggers share; the battery list, which are compiled
@@ -180,6 +183,10 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   clusters (train/cluster.h): tr_slurm_read; tr_preempt in tr_run_desc.preempt and tr_config.preempt
+            (SIGUSR1 by default: the step saved to save_to, the Slurm job requeued when asked, the requeued
+            job resuming by itself), agreed by tr_fit's vote under TRAIN_MPI and by tr_run_desc.agree in a
+            loop of yours; a start line under Slurm; in a Slurm job a second SIGTERM only counts
      next   the trainer is a client of the run layer's public API only: tr_run_enter / tr_run_leave (a loop
             that fires every event itself), tr_run_requests, tr_run_resumed, tr_run_say; tr_run_desc.settings,
             accumulate_grad_batches, save_checkpoint, wait_saves, rolled_back; tr_run.epoch_done,
@@ -16006,7 +16013,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
+   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
+   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
    through on_exception, without a hang. Every vote also carries its agreement point's identity (its

@@ -42,7 +42,8 @@ TR__C_BEGIN /* part */
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
+   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
+   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
    through on_exception, without a hang. Every vote also carries its agreement point's identity (its
