@@ -2775,7 +2775,8 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
    the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
    Temporary files left by a save that was killed are removed by the next save to the same path
    (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
-   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded).
+   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded), but
+   with TRAIN_MPI a tr_save on some ranks only fails the run on every rank (see the MPI strategy).
    From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
    trainer then saves right after the current training batch (or epoch end), when every hook of that
    event has run. tr_save called directly from a hook records the loop as it is at that moment:
@@ -12316,7 +12317,7 @@ static const hk_param tr__plot_params[] = { TR__LOGGER_AND_PLOT_PARAMS(TR__PARAM
 TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
 static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_plot_desc d;
-  tr__why w;
+  tr__why w = {""}; /* gcc -O1 cannot see that w is read only after an error wrote it */
   tr_err e = tr__plot_args(a, &d, &w);
   hk_err he;
   (void)user;
@@ -13092,6 +13093,7 @@ static void    tr__dist_grads(tr_trainer *t);
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
 static void    tr__dist_paths(tr_trainer *t);
 static void    tr__dist_save_file(tr_trainer *t, const char *path);
+static int     tr__dist_broken(const tr_trainer *t);
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
 
@@ -13902,6 +13904,8 @@ static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_train
     e = TR_OK; /* teardown honours no signal */
     t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
   }
+  tr__dist_agree(t); /* after on_exception / teardown: a tr_save there on some ranks only meets the others here */
+  if (!e && tr__dist_broken(t)) e = t->tr__err;
   t->running = HK_STAGE_NONE;
   tr_run_leave(t->reg, &t->ctx);
   t->ctx.stage = HK_STAGE_NONE;
@@ -14807,8 +14811,9 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->tr__saving = 1;
   t->tr__staged = 0;
   t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
-  if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
-  else {
+  tr__dist_agree(t); /* TRAIN_MPI: every rank saves alike; a save on some ranks only fails them all here, nothing written */
+  if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else if (!t->tr__err) {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
     (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
@@ -14827,6 +14832,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     t->tr__err = run_err;
     t->tr__flow = run_flow;
     if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
+    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways: the run cannot go on (TRAIN_MPI) */
   }
   return e;
 }
@@ -16009,7 +16015,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    AGREEMENT POINTS: after configure_model, after on_fit_start, after on_train_start, after each
    epoch's start, before each optimizer step (after on_gradient_clip), after each training batch
    (after on_train_batch_end), after on_train_epoch_end, after on_train_end, when an evaluation loop
-   counts its batches and at its end, inside tr_save, and when the run ends. One small
+   counts its batches and at its end, at the start of tr_save and inside it, when the run ends, and
+   after on_exception / teardown. One small
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
@@ -16022,6 +16029,23 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    all fail there with TR_ERR_COMM, "the ranks are out of step ... rank 0 at train.h:N, rank 1 at
    train.h:M", and communicate no more until the next run's start, before a gradient sum could pair
    with the wrong call. Two int64 more in the vote: nothing else on the step path.
+
+   EVERY RANK ENDS THE SAME WAY (the rule for what runs on some ranks only):
+   - tr_save is an agreement point, met first thing (before on_save_checkpoint, before rank 0
+     writes). A tr_save on some ranks only (a hook that saves on rank 0, on_exception_checkpoint
+     registered on one rank) meets the other ranks' next agreement point (every path through a run
+     ends in one, on_exception and teardown included): every rank fails there with TR_ERR_COMM,
+     "tr_save on rank 0 only, nothing saved: ...", nothing is written, no rank waits. During a run
+     that has failed already (a save from on_exception) the run's own error stands on every rank and
+     each rank says the save's failure as a warning; otherwise that error is the run's on every rank
+     (tr_save "never changes the run's outcome" except here: the ranks cannot go on together).
+   - THE LEARNING RATE is agreed at every vote (four int64 more): a rank whose optim.lr (lr_finder's
+     suggestion) or tr_lr_scale's scale changed since the last vote has moved; when some ranks moved
+     alike, every rank takes their values (one broadcast, only then), so lr_finder or a
+     rank-zero-only hook calling tr_lr_scale on one rank sets the learning rate of the job, the same
+     bits as every rank doing it. Ranks that moved to different values (a scale computed from the
+     rank's own train/loss) cannot be agreed: every rank fails with TR_ERR_INVALID naming each rank's
+     base lr and scale. A change is seen at the next agreement point, before the next optimizer step.
 
    START AGREEMENTS: what must be the same on every rank is compared before anything relies on it, by
    an all-gather of a few numbers per rank; a difference fails every rank with one message naming it
@@ -16079,7 +16103,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
    ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
    iterators, equally long shards). tr_save must be called on every rank (it synchronises; rank 0
-   writes): from a hook use hk_request(ctx, HK_REQUEST_CHECKPOINT) instead. tr_load alone does not
+   writes; on some ranks only it fails them all, above): from a hook use hk_request(ctx,
+   HK_REQUEST_CHECKPOINT) instead. tr_load alone does not
    synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
    splits the batches differently (not bit-exact). */
 #ifdef TRAIN_MPI
@@ -16103,7 +16128,11 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
   X(MOST,     a > b ? a : b) \
   X(SITE_LO,  a < b ? a : b)      /* which agreement point (its line): ranks that differ are out of step */ \
-  X(SITE_HI,  a > b ? a : b)
+  X(SITE_HI,  a > b ? a : b) \
+  X(LR_MOVED, a + b)              /* ranks whose learning rate changed since the last vote (tr__dist_lr) */ \
+  X(LR_FROM,  a < b ? a : b)      /* the lowest of them (W when none): every rank takes its learning rate */ \
+  X(LR_LO,    a < b ? a : b)      /* their learning rates' fingerprints: the smallest and the largest */ \
+  X(LR_HI,    a > b ? a : b)
 enum {
 #define TR__X(name, op) TR__V_##name,
   TR__VOTE(TR__X)
@@ -16119,6 +16148,7 @@ typedef struct tr__dist {
   int broken;               /* the ranks were out of step: no collective until the next run's start */
   int dead;                 /* a start agreement timed out: no collective ever again (a rank is gone) */
   int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
+  double lr[2];             /* the learning rate as last agreed: optim.lr and tr_lr_scale's scale */
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
   int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
@@ -16276,6 +16306,52 @@ static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err fail
 
 static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
 
+/* THE LEARNING RATE: every vote also agrees on it. A rank whose base lr (optim.lr: lr_finder's
+   suggestion) or tr_lr_scale's scale changed since the last vote (a hook on some ranks only, a
+   rank-zero-only hook) has "moved"; when some ranks moved, every rank takes the lowest moved rank's
+   values (one broadcast, only then); ranks that moved to different values (a scale computed from a
+   rank's own loss) fail every rank, naming each rank's values. */
+static void tr__dist_lr_now(const tr_trainer *t, double lr[2]) {
+  lr[0] = t->optim.lr;
+  lr[1] = t->run && t->run->lr_state.scale > 0 ? t->run->lr_state.scale : 1.0;
+}
+static int64_t tr__dist_lr_mark(const tr_trainer *t, const tr__dist *d, int64_t *fingerprint) {
+  double now[2];
+  tr__dist_lr_now(t, now);
+  *fingerprint = (int64_t)(tr__dist_hash(TR__FNV_START, now, sizeof now) >> 1); /* >= 0: the sentinels stay outside */
+  return memcmp(now, d->lr, sizeof now) != 0;
+}
+static void tr__dist_lr(tr_trainer *t, tr__dist *d, const int64_t *v) {
+  double lr[2];
+  int r, rc;
+  tr__dist_lr_now(t, lr);
+  if (v[TR__V_LR_MOVED] > 0 && v[TR__V_LR_LO] != v[TR__V_LR_HI]) { /* moved differently: no rank's is the one */
+    char msg[sizeof t->error];
+    size_t len;
+    rc = MPI_Allgather(lr, 2, MPI_DOUBLE, d->facts, 2, MPI_DOUBLE, d->comm); /* (d->facts: room for 24 int64 per rank) */
+    len = (size_t)snprintf(msg, sizeof msg, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
+                           "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
+                           "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
+                           "every rank then takes it): base lr x scale per rank:");
+    for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++) {
+      double x[2];
+      memcpy(x, (const double *)d->facts + 2 * r, sizeof x);
+      len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
+    }
+    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Allgather (learning rates)");
+    else if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "%s", msg);
+  } else if (v[TR__V_LR_MOVED] > 0 && v[TR__V_LR_MOVED] < d->world) { /* some moved, alike: every rank takes theirs */
+    rc = MPI_Bcast(lr, 2, MPI_DOUBLE, (int)v[TR__V_LR_FROM], d->comm);
+    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Bcast (learning rate)");
+    else if (memcmp(lr, d->lr, sizeof lr) != 0 || d->rank == (int)v[TR__V_LR_FROM]) {
+      t->optim.lr = lr[0];
+      if (t->run) t->run->lr_state.scale = lr[1];
+      t->lr = tr__current_lr(t);
+    }
+  }
+  memcpy(d->lr, lr, sizeof lr);
+}
+
 /* More ranks on a host than it has cores: Open MPI's waiting ranks busy-poll and take the cores the
    computing ones need (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms). Ranks on one host
    are the ones that share memory (MPI_Comm_split_type), not the ones with one host name: two hosts
@@ -16392,6 +16468,7 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
     return e;
   }
   tr__dist_host_check(t, d);
+  tr__dist_lr_now(t, d->lr); /* agreed above (the optimizer's settings): what a change is measured from */
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
     ncclUniqueId id;
@@ -16489,22 +16566,41 @@ static void tr__dist_free(tr_trainer *t) {
 }
 
 /* The ranks reached different agreement points (different paths through the loop): each learns where
-   the others are, then none communicates until the next run's start (they cannot meet again). */
+   the others are, then none communicates until the next run's start (they cannot meet again). A tr_save
+   on some ranks only (a hook or an on_exception handler registered on some ranks) is named as such. A
+   rank whose run has failed already keeps its own error and says this as a warning (its save failed). */
 static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
-  int64_t mine = site;
-  int r, rc;
-  size_t len;
+  int64_t mine[2];
+  int r, rc, saving = 0;
+  size_t len = 0;
   char msg[sizeof t->error];
   d->broken = 1;
-  rc = MPI_Allgather(&mine, 1, MPI_INT64_T, d->facts, 1, MPI_INT64_T, d->comm);
-  len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
-                         "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
-                         "talking where they were:");
+  mine[0] = site;
+  mine[1] = t->tr__saving;
+  rc = MPI_Allgather(mine, 2, MPI_INT64_T, d->facts, 2, MPI_INT64_T, d->comm);
+  for (r = 0; r < d->world && rc == MPI_SUCCESS; r++) saving += d->facts[2 * r + 1] != 0;
+  if (saving > 0 && saving < d->world) {
+    int k = 0;
+    len = (size_t)snprintf(msg, sizeof msg, "tr_save on rank%s", saving > 1 ? "s" : "");
+    for (r = 0; r < d->world && len < sizeof msg; r++)
+      if (d->facts[2 * r + 1]) len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %d", k++ ? "," : "", r);
+    if (len < sizeof msg)
+      len += (size_t)snprintf(msg + len, sizeof msg - len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
+                              "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
+                              "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
+  } else
+    len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                           "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                           "talking where they were:");
   for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
-    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld", r ? "," : "", r, (long long)(d->facts[r] / 2));
-  if (t->tr__err) return; /* (its own error stays) */
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
+                            d->facts[2 * r + 1] ? " (in tr_save)" : "");
+  if (t->tr__err) { tr__warn(t, "%s", msg); return; } /* (its own error stays) */
   tr__fail(t, TR_ERR_COMM, "%s", msg);
 }
+
+/* A tr_save (or anything else) met the other ranks elsewhere: the run cannot go on together. */
+static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const tr__dist *)t->tr__dist)->broken; }
 
 /* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
    combined as the list says; the agreed values act on this rank at once. v gets the result. `site`
@@ -16523,6 +16619,10 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
+  mine[TR__V_LR_MOVED] = tr__dist_lr_mark(t, d, &mine[TR__V_LR_LO]);
+  mine[TR__V_LR_FROM] = mine[TR__V_LR_MOVED] ? d->rank : d->world;
+  if (!mine[TR__V_LR_MOVED]) { mine[TR__V_LR_LO] = INT64_MAX; mine[TR__V_LR_HI] = -1; }
+  else mine[TR__V_LR_HI] = mine[TR__V_LR_LO];
   if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
@@ -16543,6 +16643,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
       tr__fail(t, why.code > TR_OK && why.code < TR_ERR_COUNT ? (tr_err)why.code : TR_ERR_COMM, "rank %d: %s", root, why.msg);
     }
   }
+  if (v[TR__V_LR_MOVED] > 0) tr__dist_lr(t, d, v);
 }
 
 static void tr__dist_agree_at(tr_trainer *t, int site) {
@@ -16679,6 +16780,7 @@ static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
 static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }
 #endif /* TRAIN_MPI */
 
 #ifdef __cplusplus

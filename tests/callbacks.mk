@@ -10,7 +10,7 @@ TEST_TARGETS += test-callbacks
 QUICK_TARGETS += test-callbacks-unit test-callbacks-asan
 
 $(CB_BIN): $(CB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CB_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(CB_SRC) -lcmocka $(LDLIBS)
 # float-cast-overflow: gcc's -fsanitize=undefined leaves it out (test_state_ranges needs it)
 $(CB_ASAN): $(CB_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -fsanitize=float-cast-overflow -o $@ $(CB_SRC) -lcmocka $(LDLIBS)

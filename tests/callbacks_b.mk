@@ -11,7 +11,7 @@ TEST_TARGETS += test-callbacks-b
 QUICK_TARGETS += test-callbacks-b-unit test-callbacks-b-asan
 
 $(CBB_BIN): $(CBB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
 $(CBB_ASAN): $(CBB_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
 $(CBB_FAST): $(CBB_SRC) hooks.h train.h | $(BUILD)

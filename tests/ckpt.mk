@@ -8,7 +8,7 @@ TEST_TARGETS += test-ckpt
 QUICK_TARGETS += test-ckpt-unit test-ckpt-asan
 
 $(CK_BIN): $(CK_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CK_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(CK_SRC) -lcmocka $(LDLIBS)
 $(CK_ASAN): $(CK_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(CK_SRC) -lcmocka $(LDLIBS)
 

@@ -26,7 +26,7 @@ TEST_TARGETS += test-log test-log-tensorboard test-log-bar test-log-crash test-l
 QUICK_TARGETS += test-log-unit test-log-asan
 
 $(LOG_BIN): $(LOG_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
 $(LOG_ASAN): $(LOG_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
 $(BUILD)/png_check: tests/png_check.c | $(BUILD)

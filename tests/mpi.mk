@@ -13,7 +13,11 @@
 #                           on the last rank, written by rank 0, resumed in a new mpirun: exact; ranks that
 #                           differ (run length, model size or layout, a refused config, a resume, the
 #                           accumulation, the function called, a rank gone early) fail every rank with an
-#                           error naming the values per rank instead of hanging (test_mpi mismatch); the example
+#                           error naming the values per rank instead of hanging (test_mpi mismatch);
+#                           on_exception_checkpoint or a hook's tr_save on one rank only: one error everywhere
+#                           (oecone, oeczero, saveone); a learning rate changed on one rank (tr_lr_scale,
+#                           lr_finder) agreed, bit-identical to every rank changing it; changed differently:
+#                           one error (lrdiffer); the example
 #   make test-mpi-nccl      TRAIN_MPI + TRAIN_CUDA (NCCL for device gradients): nvcc build, link, run (see below)
 #   make test-mpi-cores     more ranks than cores (--oversubscribe): one warning naming mpi_yield_when_idle
 #   make test-mpi-compile   TRAIN_MPI in the implementation TU (C99 with mpicc, also with -Wc++-compat;
@@ -60,10 +64,18 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=g2.bin $$1 > fit.out; \
 	  ./test_mpi_plain fit out=g1.bin global=2 $$1 > ref.out; \
 	  printf "test-mpi: 2 ranks vs one process on the same global batches, $$1: "; ./test_mpi_plain diff g2.bin g1.bin $$2; done; \
-	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc plateau mcasync; do \
+	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc plateau mcasync oecone oeczero saveone lrdiffer; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi $$m > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: scenario $$m on $$w ranks failed"; exit 1; }; \
 	  grep "rank 0 of" scen.out; done; done; \
+	echo "test-mpi: on_exception_checkpoint on one rank (the failing one, or rank 0), tr_save from a hook on rank 0 only: \
+	the same error on every rank at the same step, nothing written, no hang; learning rates changed differently: one error (2 and 3 ranks)"; \
+	for w in 2 3; do for v in "lr_at=5 lr_on" lrf_on; do \
+	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=lr_all.bin $$v=all > fit.out; \
+	  for on in 0 last; do [ "$$v" != lrf_on ] && [ $$on = 0 ] && continue; \
+	    $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=lr_one.bin $$v=$$on > fit.out; \
+	    cmp -s lr_all.bin lr_one.bin || { echo "test-mpi: $$w ranks: $$v=$$on ends unlike $$v=all"; exit 1; }; done; done; done; \
+	echo "test-mpi: tr_lr_scale on the last rank only, lr_finder on rank 0 or the last rank only: agreed, bit-identical to every rank doing it (2 and 3 ranks)"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 8 ./test_mpi uneven > scen.out 2>&1 \
 	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
 	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \

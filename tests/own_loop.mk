@@ -18,7 +18,7 @@ TEST_TARGETS += test-own-loop test-ofast-loop
 QUICK_TARGETS += test-own-loop-unit test-own-loop-asan
 
 $(OL_BIN): $(OL_SRC) hooks.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
 $(OL_ASAN): $(OL_SRC) hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OL_SRC) -lcmocka $(LDLIBS)
 
@@ -64,7 +64,7 @@ TEST_TARGETS += test-own-run test-own-loop-example test-own-loop-tensorboard
 QUICK_TARGETS += test-own-run-unit test-own-run-asan
 
 $(OR_BIN): $(OR_SRC) tests/own_run_cluster.h examples/mlp.h hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
 $(OR_ASAN): $(OR_SRC) tests/own_run_cluster.h examples/mlp.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
 

@@ -11,7 +11,7 @@ TEST_TARGETS += test-run
 QUICK_TARGETS += test-run-unit test-run-asan
 
 $(RUN_BIN): $(RUN_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(RUN_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(RUN_SRC) -lcmocka $(LDLIBS)
 $(RUN_ASAN): $(RUN_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(RUN_SRC) -lcmocka $(LDLIBS)
 
@@ -42,7 +42,7 @@ TEST_TARGETS += test-continue test-continue-tensorboard
 QUICK_TARGETS += test-continue-unit test-continue-asan
 
 $(CO_BIN): $(CO_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CO_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(CO_SRC) -lcmocka $(LDLIBS)
 $(CO_ASAN): $(CO_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(CO_SRC) -lcmocka $(LDLIBS)
 

@@ -10,7 +10,7 @@ TEST_TARGETS += test-run-api
 QUICK_TARGETS += test-run-api-unit test-run-api-asan
 
 $(RA_BIN): $(RA_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(RA_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(RA_SRC) -lcmocka $(LDLIBS)
 $(RA_ASAN): $(RA_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(RA_SRC) -lcmocka $(LDLIBS)
 

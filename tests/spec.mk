@@ -9,7 +9,7 @@ TEST_TARGETS += test-spec test-spec-big
 QUICK_TARGETS += test-spec-unit test-spec-asan
 
 $(SP_BIN): $(SP_SRC) hooks.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(SP_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(SP_SRC) -lcmocka $(LDLIBS)
 $(SP_ASAN): $(SP_SRC) hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(SP_SRC) -lcmocka $(LDLIBS)
 

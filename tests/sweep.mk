@@ -18,7 +18,7 @@ TEST_TARGETS += test-sweep-unit test-sweep-asan test-sweep-valgrind test-sweep-e
 QUICK_TARGETS += test-sweep-unit test-sweep-asan
 
 $(SW_BIN): $(SW_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(SW_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(SW_SRC) -lcmocka $(LDLIBS)
 $(SW_ASAN): $(SW_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(SW_SRC) -lcmocka $(LDLIBS)
 

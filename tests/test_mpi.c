@@ -18,6 +18,7 @@
 #include "examples/mlp.h"
 #include <signal.h>
 #include <dirent.h>
+#include <unistd.h>
 
 static int rank_ = 0, world_ = 1;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__, #c); \
@@ -158,6 +159,16 @@ static hk_signal request_ckpt(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 static hk_signal count_saved(hk_ctx *ctx, void *u) { (void)ctx; (void)u; saved_seen++; return HK_CONTINUE; }
+/* lr_at=STEP lr_on=all|last: a hook halves the learning rate after that step, on every rank or the last only
+   (rank 0's decisions are the reference: the run must end with the same bits either way) */
+static int64_t lr_at = -1;
+static int lr_last_only;
+static hk_signal halve_lr(hk_ctx *ctx, void *u) {
+  (void)u;
+  if (ctx->global_step == lr_at && (!lr_last_only || ctx->rank == ctx->world_size - 1))
+    CHECK(tr_lr_scale(ctx, 0.5) == TR_OK, "tr_lr_scale");
+  return HK_CONTINUE;
+}
 
 static int mode_fit(void) {
   run r;
@@ -184,6 +195,17 @@ static int mode_fit(void) {
     r.td.user = &r.sh; r.td.count = shards_count; r.td.get = shards_get; r.td.shuffle = shards_shuffle;
   }
   if (global) c.limit_train_batches = spirals_num_batches(&r.train, batch) / global; /* the batches W ranks see */
+  if (arg("lr_at", NULL)) {
+    lr_at = iarg("lr_at", 0);
+    lr_last_only = !strcmp(arg("lr_on", "all"), "last");
+    CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, halve_lr, NULL, NULL, NULL) == HK_OK, "hook");
+  }
+  if (arg("lrf_on", NULL)) { /* lr_finder on every rank, or on one rank only (lrf_on=0 / last) */
+    const char *on = arg("lrf_on", "all");
+    if (!strcmp(on, "all") || (!strcmp(on, "0") && rank_ == 0) || (!strcmp(on, "last") && rank_ == world_ - 1))
+      CHECK(hk_spec_apply(r.t.reg, "lr_finder(num_training_steps=20, min_lr=1e-4, max_lr=1, verbose=false)") == HK_OK,
+            "%s", hk_last_error(r.t.reg));
+  }
   if (arg("request_at", NULL)) {
     request_at = iarg("request_at", 0);
     CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, request_ckpt, NULL, NULL, NULL) == HK_OK, "hook");
@@ -236,6 +258,22 @@ static hk_signal last_rank_at(hk_ctx *ctx, void *u) {
   if (!strcmp(what, "configfail")) return hk_fail(ctx, "configure_model failed on rank %d", ctx->rank);
   return HK_CONTINUE;
 }
+/* Item 4 of issue 29: something on one rank only that needs every rank (a save in on_exception, a tr_save
+   from a hook) ends every rank with the same error, in bounded time; a learning rate changed on some ranks
+   is agreed (lrdiffer: changed differently on every rank, which cannot be agreed: an error on every rank). */
+static hk_signal one_rank_at(hk_ctx *ctx, void *u) {
+  const char *what = (const char *)u;
+  int on = !strcmp(what, "oeczero") || !strcmp(what, "saveone") ? 0 : ctx->world_size - 1;
+  if (ctx->global_step != 5) return HK_CONTINUE;
+  if (!strcmp(what, "lrdiffer")) { CHECK(tr_lr_scale(ctx, 1.5 + 0.5 * ctx->rank) == TR_OK, "tr_lr_scale"); return HK_CONTINUE; }
+  if (ctx->rank != on) return HK_CONTINUE;
+  if (!strcmp(what, "saveone")) {
+    tr_err e = tr_save((tr_trainer *)ctx->trainer, "saveone.ckpt");
+    CHECK(e == TR_ERR_COMM, "tr_save on rank 0 alone returned %s: %s", tr_err_name(e), tr_error((tr_trainer *)ctx->trainer));
+    return HK_CONTINUE;
+  }
+  return hk_fail(ctx, "boom on rank %d", ctx->rank);
+}
 static hk_signal zero_only(hk_ctx *ctx, void *u) {
   (void)u;
   CHECK(ctx->rank == 0, "a rank_zero_only hook ran on rank %d", ctx->rank);
@@ -264,6 +302,9 @@ static int mode_scenario(const char *mode) {
   if (!strcmp(mode, "skip")) event = HK_ON_BEFORE_OPTIMIZER_STEP;
   if (!strcmp(mode, "configfail")) event = HK_CONFIGURE_MODEL;
   if (!strcmp(mode, "fail") || !strcmp(mode, "configfail") || !strcmp(mode, "failload")) want = TR_ERR_HOOK;
+  if (!strcmp(mode, "oecone") || !strcmp(mode, "oeczero")) want = TR_ERR_HOOK;
+  if (!strcmp(mode, "saveone")) want = TR_ERR_COMM;
+  if (!strcmp(mode, "lrdiffer")) want = TR_ERR_INVALID;
   if (!strcmp(mode, "sigterm")) want = TR_ERR_INTERRUPTED;
   if (!strcmp(mode, "failload")) { /* the last rank alone is given a checkpoint that does not exist */
     want = TR_ERR_NOT_FOUND;
@@ -289,6 +330,15 @@ static int mode_scenario(const char *mode) {
     const char *spec = arg("sched", "plateau(monitor=train/loss, patience=0, factor=0.5)");
     CHECK(tr_sched_parse(&r.t.sched, spec, why, sizeof why) == TR_OK, "%s", why);
     c.max_epochs = 8;
+  } else if (!strcmp(mode, "oecone") || !strcmp(mode, "oeczero") || !strcmp(mode, "saveone") || !strcmp(mode, "lrdiffer")) {
+    int on = !strcmp(mode, "oecone") ? world_ - 1 : 0;
+    if (rank_ == 0) CHECK(system("rm -rf oec saveone.ckpt") == 0, "rm");
+#ifdef TRAIN_MPI
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+    if (!strncmp(mode, "oec", 3) && rank_ == on)
+      CHECK(hk_spec_apply(r.t.reg, "on_exception_checkpoint(dirpath=oec)") == HK_OK, "%s", hk_last_error(r.t.reg));
+    CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, one_rank_at, (void *)mode, NULL, NULL) == HK_OK, "hook");
   } else if (!strcmp(mode, "rank0")) {
     CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, zero_only, NULL, &(hk_opts){ .name = "zero", .rank_zero_only = 1 }, NULL) == HK_OK, "hook");
   } else if (!strcmp(mode, "uneven")) { /* 7 batches: floor(7 / W) each; the 7 validation batches shared unevenly */
@@ -312,6 +362,15 @@ static int mode_scenario(const char *mode) {
   if (want) CHECK(exceptions == 1 && train_ends == 0, "on_exception ran %d times, on_train_end %d", exceptions, train_ends);
   else CHECK(exceptions == 0 && train_ends == 1, "on_exception ran %d times, on_train_end %d", exceptions, train_ends);
   if (!strcmp(mode, "fail")) CHECK(strstr(tr_error(&r.t), "boom on rank") != NULL, "the error says why: %s", tr_error(&r.t));
+  if (!strncmp(mode, "oec", 3) || !strcmp(mode, "saveone") || !strcmp(mode, "lrdiffer")) {
+    CHECK(r.t.global_step == 5, "ended at step %lld, expected 5", (long long)r.t.global_step);
+    if (!strcmp(mode, "saveone")) CHECK(strstr(tr_error(&r.t), "tr_save on rank 0 only"), "the error names the save: %s", tr_error(&r.t));
+    if (!strcmp(mode, "lrdiffer")) CHECK(strstr(tr_error(&r.t), "changed the learning rate differently"), "%s", tr_error(&r.t));
+    if (!strncmp(mode, "oec", 3)) CHECK(strstr(tr_error(&r.t), "boom on rank") != NULL, "the run's own error stands: %s", tr_error(&r.t));
+    else same_everywhere(hash(tr_error(&r.t), strlen(tr_error(&r.t))), "the error message"); /* (oec: 'rank N: ' first elsewhere) */
+    if (rank_ == 0) CHECK(access("oec/on_exception.ckpt", F_OK) != 0 && access("saveone.ckpt", F_OK) != 0,
+                          "a checkpoint was written although not every rank saved");
+  }
   if (!strcmp(mode, "stop")) CHECK(r.t.global_step == 7, "stopped at step %lld, expected 7", (long long)r.t.global_step);
   if (!strcmp(mode, "fail")) CHECK(r.t.global_step == 5, "failed at step %lld, expected 5", (long long)r.t.global_step);
   if (!strcmp(mode, "sigterm")) CHECK(r.t.global_step == 4, "interrupted at step %lld, expected 4", (long long)r.t.global_step);

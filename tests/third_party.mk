@@ -9,7 +9,7 @@ TEST_TARGETS += test-third-party
 QUICK_TARGETS += test-third-party-unit test-third-party-asan
 
 $(TP_BIN): $(TP_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ $(TP_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $(TP_SRC) -lcmocka $(LDLIBS)
 $(TP_ASAN): $(TP_SRC) hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(TP_SRC) -lcmocka $(LDLIBS)
 

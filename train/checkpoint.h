@@ -387,8 +387,9 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   t->tr__saving = 1;
   t->tr__staged = 0;
   t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
-  if (!path || !path[0]) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
-  else {
+  tr__dist_agree(t); /* TRAIN_MPI: every rank saves alike; a save on some ranks only fails them all here, nothing written */
+  if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else if (!t->tr__err) {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
     (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
@@ -407,6 +408,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     t->tr__err = run_err;
     t->tr__flow = run_flow;
     if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
+    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways: the run cannot go on (TRAIN_MPI) */
   }
   return e;
 }

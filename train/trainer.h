@@ -209,7 +209,8 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
    the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
    Temporary files left by a save that was killed are removed by the next save to the same path
    (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
-   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded).
+   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded), but
+   with TRAIN_MPI a tr_save on some ranks only fails the run on every rank (see the MPI strategy).
    From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
    trainer then saves right after the current training batch (or epoch end), when every hook of that
    event has run. tr_save called directly from a hook records the loop as it is at that moment:
@@ -315,6 +316,7 @@ static void    tr__dist_grads(tr_trainer *t);
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
 static void    tr__dist_paths(tr_trainer *t);
 static void    tr__dist_save_file(tr_trainer *t, const char *path);
+static int     tr__dist_broken(const tr_trainer *t);
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
 
@@ -1125,6 +1127,8 @@ static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_train
     e = TR_OK; /* teardown honours no signal */
     t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
   }
+  tr__dist_agree(t); /* after on_exception / teardown: a tr_save there on some ranks only meets the others here */
+  if (!e && tr__dist_broken(t)) e = t->tr__err;
   t->running = HK_STAGE_NONE;
   tr_run_leave(t->reg, &t->ctx);
   t->ctx.stage = HK_STAGE_NONE;

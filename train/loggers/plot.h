@@ -325,7 +325,7 @@ static const hk_param tr__plot_params[] = { TR__LOGGER_AND_PLOT_PARAMS(TR__PARAM
 TR__ARGS_OF(plot, tr_plot_desc, TR_PLOT_PARAMS)
 static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   tr_plot_desc d;
-  tr__why w;
+  tr__why w = {""}; /* gcc -O1 cannot see that w is read only after an error wrote it */
   tr_err e = tr__plot_args(a, &d, &w);
   hk_err he;
   (void)user;
