@@ -16,7 +16,7 @@ TEST_TARGETS += test-slurm
 $(SLURM_DIR_)/test_slurm: tests/test_slurm.c hooks.h train.h examples/mlp.h
 	@mkdir -p $(SLURM_DIR_)
 	@command -v $(MPICC) >/dev/null || { echo "test-slurm: $(MPICC) not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
-	$(MPICC) $(ALL_CFLAGS) -o $@ tests/test_slurm.c $(LDLIBS)
+	$(MPICC) $(TEST_CFLAGS) -o $@ tests/test_slurm.c $(LDLIBS)
 
 test-slurm: $(SLURM_DIR_)/test_slurm tests/slurm/cluster.sh tests/slurm/run.sh
 	@timeout 180 bash tests/slurm/run.sh $(SLURM_DIR_)

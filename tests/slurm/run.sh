@@ -12,7 +12,8 @@
 #             bit-identical too;
 #   one rank  outside Slurm, meanwhile: SIGUSR1 to rank 1 of 2 alone (kill), in both shapes: rank 0 stops at
 #             the same step (tr_fit's vote, tr_run_desc.agree), both save, and the resume is bit-identical.
-# And examples/slurm_job.sh's directives pass sbatch --test-only.
+# And: srun -n 2 --mpi=pmix starts the ranks itself (the run says "task 0 of 2 (srun)"); examples/slurm_job.sh's
+# directives pass sbatch --test-only.
 set -u
 dir=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,6 +78,10 @@ for name in own fit term; do
 done
 
 wait $refs || fail "the reference runs"
+timeout 60 srun -n 2 --mpi=pmix ./test_slurm own steps=50 ckpt=srun.ckpt out=srun.bin > srun.out 2>&1 || fail "srun --mpi=pmix"
+grep -q "train.h: Slurm job [0-9]*, restart 0, task 0 of 2 (srun); SIGUSR1 saves to srun.ckpt" srun.out ||
+  fail "srun: no start line naming the task"
+echo "test-slurm: srun -n 2 --mpi=pmix: the ranks are srun's tasks, and the run says so"
 wait $ones || fail "one rank signalled: the ranks did not stop together, save and resume (one-*.out)"
 for m in own fit; do
   cmp -s one-$m.bin $m-ref.bin || fail "one rank signalled ($m): the resumed parameters differ from the uninterrupted run's"
