@@ -12,11 +12,16 @@
      - an early stop decided from val/loss (the mean over ALL ranks' validation batches, the same
        number on every rank) stops every rank at the same step, and
      - at the end every rank checks that its parameters are bit-identical to rank 0's.
+   With --zero (tr_desc.zero = 1, ZeRO-1) each rank keeps only its 1/W shard of AdamW's state and the
+   ranks exchange the updated parameters after every step: the same bits as without it, less memory.
 
    Build and run (Open MPI; as root add --allow-run-as-root, on few cores --oversubscribe):
        mpicc -O2 -I. -I/usr/include examples/train_mpi.c -o build/train_mpi -lm
        mpirun -np 4 build/train_mpi
-       build/train_mpi                      without mpirun: one process, the plain trainer */
+       mpirun -np 4 build/train_mpi --zero  the optimizer state sharded over the 4 ranks: the same result
+       build/train_mpi                      without mpirun: one process, the plain trainer
+       build/train_mpi ckpt=PATH            under Slurm (examples/slurm_job.sh): SIGUSR1 saves to PATH and
+                                            requeues the job, which resumes from PATH by itself */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_MPI
@@ -55,26 +60,34 @@ static int same_on_every_rank(const float *p, size_t n) {
     return lo == hi;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     spirals train, val;
     mlp net;
     tr_tensor views[MLP_NUM_TENSORS];
     tr_trainer t;
     double target = 0.25;
-    int ok;
+    int ok, zero = 0;
+    const char *ckpt = NULL;
+    for (int i = 1; i < argc; i++) /* --zero, ckpt=PATH */
+        if (!strcmp(argv[i], "--zero")) zero = 1;
+        else if (!strncmp(argv[i], "ckpt=", 5)) ckpt = argv[i] + 5;
     if (spirals_make(&train, 200, 3, 0.2f, 1) || spirals_make(&val, 50, 3, 0.2f, 2) ||
         mlp_init(&net, 2, 64, 3, BATCH, 42)) return 1;
     tr_data train_data = spirals_tr_data(&train, BATCH, 1), val_data = spirals_tr_data(&val, BATCH, 0);
 
     /* Each rank takes 1/W of the batches, so the global batch is W * BATCH: scale the learning rate
        with it if you want the same curve as one process with batches of W * BATCH. */
-    tr_err e = tr_init(&t, &(tr_desc){ .model = mlp_tr_model(&net, views), .optim = { .lr = 1e-2 }, .seed = 7 });
+    tr_err e = tr_init(&t, &(tr_desc){ .model = mlp_tr_model(&net, views), .optim = { .lr = 1e-2 }, .seed = 7, .zero = zero });
     if (e) { fprintf(stderr, "tr_init: %s\n", tr_error(&t)); return 1; }
+    if (t.ctx.rank == 0) /* AdamW's m and v: 8 bytes per parameter, or this rank's 1/W shard of them with --zero */
+        printf("optimizer state on rank 0: %zu bytes for %zu parameters%s\n", tr_optim_state_bytes(&t), net.num_params,
+               zero ? " (zero: its shard)" : "");
     hk_on(t.reg, HK_ON_VALIDATION_END, report, NULL, &(hk_opts){ .name = "report", .rank_zero_only = 1 }, NULL);
     hk_on(t.reg, HK_ON_VALIDATION_END, good_enough, &target, &(hk_opts){ .name = "good_enough" }, NULL);
 
     e = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = 200,
-                                 .num_sanity_val_steps = -1, .gradient_clip_val = 1.0 });
+                                 .num_sanity_val_steps = -1, .gradient_clip_val = 1.0, .save_to = ckpt,
+                                 .preempt = { .requeue = ckpt ? TR_YES : 0 } }); /* Slurm: docs/scaling.md */
     ok = e == TR_OK && same_on_every_rank(net.params, net.num_params);
     if (t.ctx.rank == 0)
         printf("%s after %lld steps on %d rank(s); accuracy %.3f; parameters identical on every rank: %s\n",

@@ -127,10 +127,10 @@ typedef struct run {
 static void run_init(run *r, int per_class, int val_per_class, int batch, int sgd) {
   memset(r, 0, sizeof *r);
   CHECK(spirals_make(&r->train, per_class, 3, 0.2f, 1) == 0 && spirals_make(&r->val, val_per_class, 3, 0.2f, 2) == 0, "data");
-  CHECK(mlp_init(&r->net, 2, 16, 3, batch * 4, 42) == 0, "model");
+  CHECK(mlp_init(&r->net, 2, iarg("hidden", 16), 3, batch * 4, 42) == 0, "model"); /* (fit's hidden=H: a model of 6H+3 floats) */
   r->td = spirals_tr_data(&r->train, batch, 1);
   r->vd = spirals_tr_data(&r->val, batch, 0);
-  CHECK(tr_init(&r->t, &(tr_desc){ .model = mlp_tr_model(&r->net, r->views), .seed = 7,
+  CHECK(tr_init(&r->t, &(tr_desc){ .model = mlp_tr_model(&r->net, r->views), .seed = 7, .zero = iarg("zero", 0), .async_save = iarg("async", 0),
         .optim = sgd ? (tr_optim){ .kind = TR_OPTIM_SGD, .lr = 0.05, .momentum = 0.9 } : (tr_optim){ .lr = 1e-2 } }) == TR_OK,
         "tr_init: %s", tr_error(&r->t));
   CHECK(r->t.ctx.rank == rank_ && r->t.ctx.world_size == world_, "ctx rank %d/%d", r->t.ctx.rank, r->t.ctx.world_size);
@@ -210,6 +210,7 @@ static int mode_fit(void) {
   c.accumulate_grad_batches = iarg("accum", 1);
   c.accumulate_mean_of_window = iarg("mean", 0);
   c.max_steps = iarg("steps", 0);
+  if (arg("clip", NULL)) c.gradient_clip_val = atof(arg("clip", "1"));
   c.resume_from = resume;
   c.save_to = ckpt;
   if (ref) { /* every step: W shards of B, in rank order */
@@ -249,9 +250,22 @@ static int mode_fit(void) {
   if (request_at >= 0) CHECK(saved_seen == 1, "on_checkpoint_saved ran %d times on this rank", saved_seen);
   same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");
   same_everywhere((uint64_t)r.t.global_step, "global_step");
+  if (iarg("zero", 0)) { /* this rank keeps the state of its shard only: [r * P, (r + 1) * P) of whole blocks of 16 */
+    size_t n = r.net.num_params, per = ((n + 15) / 16 + (size_t)world_ - 1) / (size_t)world_ * 16;
+    size_t lo = (size_t)rank_ * per < n ? (size_t)rank_ * per : n, len = n - lo < per ? n - lo : per;
+    CHECK(r.t.tr__opt_lo == lo && r.t.tr__opt_n == len, "zero: the state covers [%zu, +%zu), expected [%zu, +%zu)",
+          r.t.tr__opt_lo, r.t.tr__opt_n, lo, len);
+    CHECK(sum_everywhere((int64_t)r.t.tr__opt_n) == (int64_t)n, "zero: the shards do not tile the %zu parameters", n);
+    CHECK(tr_optim_state_bytes(&r.t) == 4 * len * (iarg("sgd", 0) ? 1 : 2), "zero: %zu bytes of state", tr_optim_state_bytes(&r.t));
+    if (rank_ == 0) printf("zero: %d rank(s), %zu parameters, rank 0 keeps the optimizer state of %zu: %zu bytes\n",
+                           world_, n, len, tr_optim_state_bytes(&r.t));
+  }
   if (rank_ == 0) {
     FILE *f = fopen(out, "wb");
-    CHECK(f && fwrite(r.net.params, sizeof(float), r.net.num_params, f) == r.net.num_params && fclose(f) == 0, "writing %s", out);
+    CHECK(f && fwrite(r.net.params, sizeof(float), r.net.num_params, f) == r.net.num_params, "writing %s", out);
+    if (iarg("grads", 0)) /* the last step's gradients too, as hooks see them (clipped) */
+      CHECK(fwrite(r.net.grads, sizeof(float), r.net.num_params, f) == r.net.num_params, "writing %s", out);
+    CHECK(fclose(f) == 0, "writing %s", out);
     printf("fit: %d rank(s), %lld steps, params hash %016llx -> %s\n", world_, (long long)r.t.global_step,
            (unsigned long long)hash(r.net.params, r.net.num_params * sizeof(float)), out);
   }
@@ -612,6 +626,69 @@ done:
   return 0;
 }
 
+/* ---- zero (tr_desc.zero): what is refused, and saves that fail, on every rank alike, without a hang ----------
+   (the plain build: zero without TRAIN_MPI is refused, and nothing else runs) */
+#ifdef TRAIN_MPI
+static hk_signal fail_save_on_last(hk_ctx *ctx, void *u) {
+  (void)u;
+  return ctx->rank == ctx->world_size - 1 ? hk_fail(ctx, "no state today on rank %d", ctx->rank) : HK_CONTINUE;
+}
+#endif
+static int mode_zerobad(void) {
+  spirals train;
+  mlp net;
+  tr_tensor views[MLP_NUM_TENSORS];
+  tr_trainer t;
+  tr_data td;
+  tr_desc d;
+#ifdef TRAIN_MPI
+  tr_err e;
+  hk_handle h;
+#endif
+  CHECK(spirals_make(&train, 100, 3, 0.2f, 1) == 0 && mlp_init(&net, 2, 16, 3, 64, 42) == 0, "setup");
+  td = spirals_tr_data(&train, 16, 1);
+  memset(&d, 0, sizeof d);
+  d.model = mlp_tr_model(&net, views);
+  d.zero = 1;
+#ifndef TRAIN_MPI
+  (void)td;
+  expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no TRAIN_MPI");
+  printf("zerobad: without TRAIN_MPI: %s\n", tr_error(&t));
+#else
+  d.zero = 2;
+  expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "tr_init: zero is 2; it must be 0 (off) or 1");
+  d.zero = 1;
+  d.optim.kind = TR_OPTIM_SGD;
+  expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "plain SGD (momentum 0) has none");
+  d.optim.kind = TR_OPTIM_ADAMW;
+  d.zero = rank_ == 1 ? 0 : 1;
+  expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "zero (tr_desc.zero: the optimizer state sharded) (rank 0: 1, rank 1: 0");
+  d.zero = 1;
+  CHECK(tr_init(&t, &d) == TR_OK, "tr_init: %s", tr_error(&t));
+  CHECK(hk_spec_apply(t.reg, "lr_finder(num_training_steps=20)") == HK_OK, "%s", hk_last_error(t.reg));
+  e = tr_fit(&t, &(tr_config){ .train = &td, .max_epochs = 1 });
+  expect(&t, e, TR_ERR_HOOK, "does not work with tr_desc.zero");
+  tr_free(&t);
+  CHECK(tr_init(&t, &d) == TR_OK, "tr_init: %s", tr_error(&t));
+  CHECK(tr_fit(&t, &(tr_config){ .train = &td, .max_epochs = 1 }) == TR_OK, "tr_fit: %s", tr_error(&t));
+  /* rank 0 cannot write: every rank's tr_save fails, the shards sent all the same (no rank waits) */
+  e = tr_save(&t, "/nonexistent/dir/zero.ckpt");
+  expect(&t, e, TR_ERR_IO, rank_ == 0 ? "/nonexistent/dir/zero.ckpt" : "rank 0: ");
+  /* the last rank's on_save_checkpoint fails: nobody sends, nobody waits, nothing is written */
+  CHECK(hk_on(t.reg, HK_ON_SAVE_CHECKPOINT, fail_save_on_last, NULL, NULL, &h) == HK_OK, "hook");
+  e = tr_save(&t, "zerobad.ckpt");
+  expect(&t, e, TR_ERR_HOOK, "no state today on rank");
+  { FILE *f = fopen("zerobad.ckpt", "rb"); CHECK(!f, "a failed save left zerobad.ckpt"); }
+  hk_off(t.reg, h);
+  CHECK(tr_save(&t, "zerobad.ckpt") == TR_OK, "tr_save: %s", tr_error(&t)); /* and the next save works */
+  if (rank_ == 0) { CHECK(remove("zerobad.ckpt") == 0, "zerobad.ckpt"); printf("zerobad: %d ranks: refusals, lr_finder and failed saves: every rank the same\n", world_); }
+  tr_free(&t);
+#endif
+  mlp_free(&net);
+  spirals_free(&train);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   int rc;
@@ -625,6 +702,7 @@ int main(int argc, char **argv) {
 #endif
   if (!strcmp(mode, "fit")) rc = mode_fit();
   else if (!strcmp(mode, "mismatch")) rc = mode_mismatch();
+  else if (!strcmp(mode, "zerobad")) rc = mode_zerobad();
   else if (mode[0]) rc = mode_scenario(mode);
   else { fprintf(stderr, "usage: see tests/test_mpi.c\n"); rc = 2; }
 #ifdef TRAIN_MPI

@@ -146,6 +146,8 @@ typedef struct tr__snap {
   uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
                                           accum_pos, accum_n: the LOOP section */
   const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
+  void *opt_owner;                     /* not NULL (tr_desc.zero, rank 0): m and v are NULL and come from the
+                                          ranks, piece by piece in file order (tr__dist_opt_each) */
   const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
   size_t data_len, hooks_len;
   int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
@@ -184,8 +186,11 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->loop[7] = (uint64_t)t->tr__accum_pos;
   s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
   s->params = t->model.params;
-  s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
-  s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/mpi.h) */
+  else {
+    s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
+    s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  }
   s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
   if (data && data->len) { s->data = data->data; s->data_len = data->len; }
   if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
@@ -199,6 +204,8 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->hooks_len = hooks->len;
   return TR_OK;
 }
+
+static void tr__w_piece(void *w, const float *x, size_t n) { tr__w_f32s((tr__writer *)w, x, n); }
 
 static void tr__write_all(tr__writer *w, const tr__snap *s) {
   size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
@@ -236,8 +243,11 @@ static void tr__write_all(tr__writer *w, const tr__snap *s) {
   tr__w_end(w);
 
   tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
-  if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
-  if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  if (s->opt_owner) tr__dist_opt_each(s->opt_owner, tr__w_piece, w);
+  else {
+    if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
+    if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  }
   tr__w_end(w);
 
   if (s->grads) {
@@ -289,6 +299,14 @@ static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
   t->ctx.path = path;
 }
 
+/* A sharded optimizer state gathered into the staging buffer (at: where the next piece goes). */
+typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
+static void tr__stage_piece(void *u, const float *x, size_t n) {
+  tr__stage_at *s = (tr__stage_at *)u;
+  memcpy(s->at, x, 4 * n);
+  s->at += 4 * n;
+}
+
 /* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
    staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
 static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
@@ -308,6 +326,16 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
 #define TR__STAGE(field, type, bytes) \
   do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
   TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
+  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v, straight into the buffer */
+    tr__stage_at sa;
+    sa.at = as->buf + at;
+    tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
+    if (live->n_buf >= 1) s->m = (const float *)(const void *)(as->buf + at);
+    if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
+    s->opt_owner = NULL;
+    at += n4 * live->n_buf;
+    if (t->tr__err) return; /* a shard did not arrive: nothing is written */
+  }
   TR__STAGE(m, const float *, n4);
   TR__STAGE(v, const float *, n4);
   TR__STAGE(grads, const float *, n4);
@@ -771,7 +799,8 @@ static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
 }
 static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
-  size_t n = t->model.n_params, n_floats = n * (size_t)(1 + t->tr__n_buf + (t->model.grads != NULL));
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the optimizer state of [lo, lo + k): all, or a shard */
+  size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
   int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
   tr__loop_state before, after;
   hk_bytes hooks_before = { NULL, 0, 0, 0 };
@@ -792,9 +821,9 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
       return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
     }
     memcpy(floats_before, t->model.params, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * n);
-    if (t->tr__n_buf >= 2) memcpy(floats_before + 2 * n, t->tr__v, 4 * n);
-    if (t->model.grads) memcpy(floats_before + n * (size_t)(1 + t->tr__n_buf), t->model.grads, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + n + k, t->tr__v, 4 * k);
+    if (t->model.grads) memcpy(floats_before + n + k * (size_t)t->tr__n_buf, t->model.grads, 4 * n);
   }
   if (tr__load_hooks(t, buf, &ck)) {
     free(floats_before);
@@ -805,8 +834,8 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
 
   tr__get_loop(t, &before);
   tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p, n);
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * n, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
   tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
   after.seed = ck.seed;
@@ -832,9 +861,9 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   t->ctx.path = NULL;
   if (t->tr__err && listened) { /* put everything back, as if the load had never started */
     memcpy(t->model.params, floats_before, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * n);
-    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + 2 * n, 4 * n);
-    if (t->model.grads) memcpy(t->model.grads, floats_before + n * (size_t)(1 + t->tr__n_buf), 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n + k * (size_t)t->tr__n_buf, 4 * n);
     tr__dev_upload(t);
     tr__set_loop(t, &before);
     tr__snap_restore(t, &hooks_before);

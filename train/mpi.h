@@ -43,7 +43,8 @@ TR__C_BEGIN /* part */
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
+   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
+   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
    through on_exception, without a hang. Every vote also carries its agreement point's identity (its
@@ -102,6 +103,21 @@ TR__C_BEGIN /* part */
    the same on every rank. Iterator data (next) is not sharded by the trainer: each rank's iterator
    yields its own shard, and its count() is the rank's count (training: equal on every rank, checked).
 
+   ZERO-1 (tr_desc.zero = 1): each rank keeps the optimizer state (AdamW's m and v, SGD's momentum)
+   of its shard of the parameters only: shard r is [r * P, (r + 1) * P) clipped to n_params, P the
+   parameters over the ranks rounded up to whole blocks of TR__ZERO_BLOCK floats (the last shard may
+   be shorter or empty: any size works). The gradient point is unchanged (every rank has the whole
+   averaged gradient, so the gradient norm and clipping are computed as before); the update then runs
+   over the rank's shard only, and one exchange (MPI_Allgatherv of the shards, in blocks, plus a
+   broadcast of the last partial block) gives every rank every updated parameter. The update is
+   elementwise, so every parameter gets the same bits as unsharded: the results are bit-identical to
+   the run without zero at the same world size. AdamW's state per parameter goes from 8 bytes to 8/W.
+   Checkpoints stay whole and in the same format: tr_save first agrees that every rank is ready, then
+   rank 0 writes the state as it receives it, shard by shard in chunks of TR__DIST_CHUNK floats (one
+   chunk buffer: no whole copy of m and v is ever made, unless async_save stages the file), and every
+   rank loading a file takes its own slice. So a checkpoint loads at any world size, with zero or
+   without. Not for an on_device model; lr_finder refuses (its steps would be collectives in a hook).
+
    RANK ZERO: checkpoints are written by rank 0 alone (atomically, as always); every rank runs
    on_save_checkpoint and on_checkpoint_saved, after rank 0's write has finished (a barrier), and a
    failed write fails every rank. The paths hooks queued with hk_request_checkpoint are rank 0's.
@@ -137,6 +153,8 @@ TR__C_BEGIN /* part */
 #define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
 #define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
 #define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
+#define TR__ZERO_BLOCK 16         /* zero: shards are whole blocks of floats (64 bytes), the exchange's unit */
+#define TR__ZERO_TAG 29           /* zero: the tag of the shards sent to rank 0 while it writes a checkpoint */
 
 /* The vote of an agreement point: X(field, how two ranks' values combine into one). */
 #define TR__VOTE(X) \
@@ -145,6 +163,7 @@ TR__C_BEGIN /* part */
   X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
   X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
+  X(PREEMPT,  a > b ? a : b)      /* the preemption signal came (train/cluster.h) */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
   X(MOST,     a > b ? a : b) \
@@ -173,6 +192,12 @@ typedef struct tr__dist {
   float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
   double *sums;             /* world evaluation loss sums */
   int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
+  /* zero (tr_desc.zero): */
+  size_t per;               /* floats per shard (a multiple of TR__ZERO_BLOCK) */
+  MPI_Datatype block;       /* TR__ZERO_BLOCK floats: the exchange's unit, so displacements fit an int */
+  int *counts, *displs;     /* world each: one exchange round's blocks per rank, and where they go */
+  float *piece;             /* rank 0: a chunk of another rank's shard, received while writing a checkpoint */
+  int opt_done;             /* rank 0: this save received every shard */
 #ifdef TRAIN_CUDA
   ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
 #endif
@@ -404,6 +429,17 @@ static void tr__dist_host_check(tr_trainer *t, tr__dist *d) {
   fflush(t->tr__log ? t->tr__log : stderr);
 }
 
+/* zero: floats per shard (whole blocks; the last shard may be shorter or empty), and rank r's shard. */
+static size_t tr__zero_per(size_t n, int world) {
+  size_t blocks = (n + TR__ZERO_BLOCK - 1) / TR__ZERO_BLOCK;
+  return (blocks + (size_t)world - 1) / (size_t)world * TR__ZERO_BLOCK;
+}
+static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) {
+  size_t per = tr__zero_per(n, world), at = (size_t)r * per;
+  *lo = at < n ? at : n;
+  *len = n - *lo < per ? n - *lo : per;
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -422,6 +458,14 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   t->ctx.rank = rank;
   t->ctx.world_size = world;
+  if (t->tr__zero && !failed) { /* this rank's shard of the optimizer state (all of it in one process) */
+    size_t n = t->model.n_params, lo, len;
+    tr__zero_shard(n, world, rank, &lo, &len);
+    if (n / TR__ZERO_BLOCK > INT_MAX)
+      failed = tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 exchanges blocks of %d floats counted by an int: at most %llu "
+                        "parameters, the model has %zu", TR__ZERO_BLOCK, (unsigned long long)INT_MAX * TR__ZERO_BLOCK, n);
+    else failed = tr__alloc_state(t, lo, len);
+  }
   if (world == 1) return failed; /* one process: the plain trainer */
   d = (tr__dist *)calloc(1, sizeof *d);
   if (d) {
@@ -433,9 +477,18 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
       size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
       d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
     }
+    if (t->tr__zero && !failed) {
+      size_t chunk;
+      d->per = tr__zero_per(t->model.n_params, world);
+      chunk = d->per < TR__DIST_CHUNK ? d->per : TR__DIST_CHUNK;
+      d->counts = (int *)malloc(2 * (size_t)world * sizeof(int));
+      d->displs = d->counts ? d->counts + world : NULL;
+      if (rank == 0) d->piece = (float *)malloc((chunk ? chunk : 1) * sizeof(float));
+    }
   }
-  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather)) { /* cannot take part: the others time out */
-    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d); }
+  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather) ||
+      (t->tr__zero && !failed && (!d->counts || (rank == 0 && !d->piece)))) { /* cannot take part: the others time out */
+    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d); }
     return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
   }
   /* the trainer's own communicator, made without waiting forever for a rank that never comes */
@@ -444,12 +497,14 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
     return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
                                       t->tr__mpi_timeout, world, tr__dist_timeout_hint);
   if (rc != MPI_SUCCESS) {
-    free(d->sums); free(d->facts); free(d->gather); free(d);
+    free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d);
     return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
   }
   MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
   MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
   MPI_Type_commit(&d->vote_type);
+  MPI_Type_contiguous(TR__ZERO_BLOCK, MPI_FLOAT, &d->block);
+  MPI_Type_commit(&d->block);
   MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
   t->tr__dist = d;
   /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
@@ -474,14 +529,15 @@ static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
 #undef TR__H
   }
   {
-    tr__fact f[6];
+    tr__fact f[7];
     f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
     f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
     f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
     f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
     f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
     f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
-    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 6, "the model or its training settings (every rank needs the same)");
+    f[6].name = "zero (tr_desc.zero: the optimizer state sharded)"; f[6].kind = 'i'; f[6].v = t->tr__zero;
+    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 7, "the model or its training settings (every rank needs the same)");
   }
   if (e) {
     if (!d->dead) tr__dist_free(t);
@@ -578,8 +634,11 @@ static void tr__dist_free(tr_trainer *t) {
   if (!done) {
     MPI_Op_free(&d->vote_op);
     MPI_Type_free(&d->vote_type);
+    MPI_Type_free(&d->block);
     MPI_Comm_free(&d->comm);
   }
+  free(d->counts);
+  free(d->piece);
   free(d->sums);
   free(d->facts);
   free(d->gather);
@@ -636,6 +695,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
   mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
+  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -650,6 +710,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
+  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];
@@ -737,6 +798,65 @@ static void tr__dist_grads(tr_trainer *t) {
   hk_grads_changed(&t->ctx);
 }
 
+/* zero: after the update of this rank's shard, every rank's shard to every rank. Whole blocks by
+   MPI_Allgatherv in place (rounds of at most TR__DIST_CHUNK floats per rank), then the last partial
+   block, if any, from its owner. Every rank calls it at every step taken (also one whose own update
+   failed), so the collectives pair. */
+static void tr__dist_params(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  size_t n = t->model.n_params, whole = n / TR__ZERO_BLOCK * TR__ZERO_BLOCK, at, most, step = TR__DIST_CHUNK / TR__ZERO_BLOCK;
+  int r, rc = MPI_SUCCESS;
+  if (!d || !t->tr__zero || d->broken || d->dead) return;
+  most = d->per / TR__ZERO_BLOCK; /* blocks of the largest shard */
+  for (at = 0; at < most && rc == MPI_SUCCESS; at += step) {
+    for (r = 0; r < d->world; r++) {
+      size_t lo = (size_t)r * d->per < whole ? (size_t)r * d->per : whole;
+      size_t blocks = (whole - lo < d->per ? whole - lo : d->per) / TR__ZERO_BLOCK;
+      d->counts[r] = blocks > at ? (int)(blocks - at < step ? blocks - at : step) : 0;
+      d->displs[r] = (int)(lo / TR__ZERO_BLOCK + (blocks > at ? at : 0));
+    }
+    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t->model.params, d->counts, d->displs, d->block, d->comm);
+  }
+  if (rc == MPI_SUCCESS && whole < n) rc = MPI_Bcast(t->model.params + whole, (int)(n - whole), MPI_FLOAT, (int)(whole / d->per), d->comm);
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the parameter exchange (zero)");
+}
+
+/* zero, rank 0 writing a checkpoint: the whole optimizer state in file order (m of every shard, then
+   v), its own shard as it is, the others' received in chunks (tr__dist_send_state's); put NULL: only
+   receive (the write failed before it got here, and the others are sending). A failed receive fails
+   the save (nothing is committed) and hands zeros on, so that the writer's sizes still hold. */
+static void tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) {
+  tr_trainer *t = (tr_trainer *)trainer;
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  size_t lo, len, at, k;
+  int b, r, rc = MPI_SUCCESS;
+  d->opt_done = 1;
+  for (b = 0; b < t->tr__n_buf; b++)
+    for (r = 0; r < d->world; r++) {
+      tr__zero_shard(t->model.n_params, d->world, r, &lo, &len);
+      if (r == d->rank) { if (put && len) put(u, b ? t->tr__v : t->tr__m, len); continue; }
+      for (at = 0; at < len; at += k) {
+        k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
+        if (rc == MPI_SUCCESS && (rc = MPI_Recv(d->piece, (int)k, MPI_FLOAT, r, TR__ZERO_TAG, d->comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+          tr__dist_fail(t, rc, "tr_save: receiving a shard of the optimizer state (zero)");
+        if (rc != MPI_SUCCESS) memset(d->piece, 0, k * sizeof(float));
+        if (put) put(u, d->piece, k);
+      }
+    }
+}
+
+/* zero, the other ranks: their shard to rank 0, in tr__dist_opt_each's order and chunks. */
+static void tr__dist_send_state(tr_trainer *t, tr__dist *d) {
+  size_t at, k, len = t->tr__opt_n;
+  int b, rc = MPI_SUCCESS;
+  for (b = 0; b < t->tr__n_buf && rc == MPI_SUCCESS; b++)
+    for (at = 0; at < len && rc == MPI_SUCCESS; at += k) {
+      k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
+      rc = MPI_Send((b ? t->tr__v : t->tr__m) + at, (int)k, MPI_FLOAT, 0, TR__ZERO_TAG, d->comm);
+    }
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "tr_save: sending this rank's shard of the optimizer state (zero)");
+}
+
 static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   int64_t v[TR__V_COUNT];
@@ -779,7 +899,20 @@ static void tr__dist_paths(tr_trainer *t) {
 }
 
 static void tr__dist_save_file(tr_trainer *t, const char *path) {
-  if (!t->tr__err && (!t->tr__dist || ((tr__dist *)t->tr__dist)->rank == 0)) tr__save_file(t, path);
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
+    if (d->broken || d->dead) {
+      if (!t->tr__err) tr__fail(t, TR_ERR_COMM, "tr_save: the ranks no longer communicate, so the optimizer state sharded over "
+                                "them (tr_desc.zero) cannot be gathered: nothing was written");
+      return;
+    }
+    tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
+    if (!t->tr__err && d->rank == 0) {
+      d->opt_done = 0;
+      tr__save_file(t, path);
+      if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
+    } else if (!t->tr__err) tr__dist_send_state(t, d);
+  } else if (!t->tr__err && (!d || d->rank == 0)) tr__save_file(t, path);
   tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
 }
 
@@ -799,6 +932,8 @@ static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
 static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+static void    tr__dist_params(tr_trainer *t) { (void)t; }
+static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
 static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }
 #endif /* TRAIN_MPI */
 TR__C_END /* part */

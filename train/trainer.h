@@ -34,6 +34,12 @@ typedef struct tr_desc {
      instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
      wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
   double mpi_timeout;
+  /* TRAIN_MPI: 1 = ZeRO-1, each rank keeps only its shard (1/W) of the optimizer state (AdamW's m and v,
+     SGD's momentum), updates only those parameters and the ranks exchange the updated parameters:
+     16 bytes per parameter become 8 + 8/W for AdamW, the results stay bit-identical and checkpoints
+     stay whole (loadable at any world size, sharded or not). 0 = off. Every rank must give the same.
+     Refused without TRAIN_MPI, for plain SGD (no state), an on_device model. (Section "MPI STRATEGY".) */
+  int zero;
   /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
      buffer and returns; a background thread writes the file with the same guarantees and bytes, and
      on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
@@ -101,6 +107,11 @@ typedef struct tr_config {
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
                                     0 = 50 (Lightning's default); negative = no training records */
+  tr_preempt preempt;            /* the preemption signal (SIGUSR1 by default; not with no_sigint): the step is
+                                    finished, saved to save_to, the Slurm job requeued when asked, and the fit ends
+                                    through on_exception with TR_ERR_INTERRUPTED; a requeued job's first fit resumes
+                                    from save_to by itself (section "CLUSTERS", train/cluster.h). Under it, Ctrl-C and
+                                    SIGTERM save the finished step to save_to too */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
@@ -130,7 +141,10 @@ typedef struct tr_trainer {
   int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
   hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
   tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
-  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v) */
+  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v), of parameters
+                              [tr__opt_lo, tr__opt_lo + tr__opt_n): all of them, or this rank's shard (zero) */
+  size_t tr__opt_lo, tr__opt_n;
+  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/mpi.h) */
   int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
   int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
   int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
@@ -240,6 +254,11 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
 TRAIN_API const char *tr_error(const tr_trainer *t);
 TRAIN_API const char *tr_err_name(tr_err e);
 
+/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
+   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
+   are the model's own (4 bytes each per parameter, on every rank). */
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
+
 
 /* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
    [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
@@ -311,9 +330,15 @@ static void    tr__dist_grads(tr_trainer *t);
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
 static void    tr__dist_paths(tr_trainer *t);
 static void    tr__dist_save_file(tr_trainer *t, const char *path);
+/* ZeRO-1 (tr_desc.zero): every rank's updated shard of the parameters to every rank, after the update;
+   and rank 0's writer's view of the whole optimizer state, each piece handed to `put` in file order
+   (its own shard as it is, the others' received from them). */
+static void    tr__dist_params(tr_trainer *t);
+static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u);
 static int     tr__dist_broken(const tr_trainer *t);
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t) { return t ? t->tr__opt_n * (size_t)t->tr__n_buf * sizeof(float) : 0; }
 
 /* Record an error. The first error of a run wins (later ones are usually its consequences), and
    the run's loops check t->tr__err after every step that can fail. Returns the recorded code. */
@@ -519,7 +544,20 @@ TRAIN_API void tr_free(tr_trainer *t) {
   t->reg = NULL;
   t->tr__views = NULL;
   t->tr__m = t->tr__v = NULL;
+  t->tr__opt_lo = t->tr__opt_n = 0;
   t->tr__own_reg = 0;
+}
+
+/* The optimizer state, zeroed, for parameters [lo, lo + n): all of them, or (zero) a rank's shard, which
+   the strategy allocates once it knows the ranks (tr__dist_init). */
+static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
+  t->tr__opt_lo = lo;
+  t->tr__opt_n = n;
+  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(n ? n : 1, sizeof(float));
+  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(n ? n : 1, sizeof(float));
+  if ((t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v))
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the optimizer state of %zu parameters", n);
+  return TR_OK;
 }
 
 static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
@@ -592,13 +630,26 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   }
   t->tr__total = t->sched.total;
 
-  /* Everything the step loop needs is allocated now, once. */
+  /* Everything the step loop needs is allocated now, once (a sharded state by the strategy, below). */
   t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  if (d->zero != 0 && d->zero != 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero is %d; it must be 0 (off) or 1 (ZeRO-1: each rank keeps its shard of "
+                    "the optimizer state; stages 2 and 3 are not implemented)", d->zero);
+#ifndef TRAIN_MPI
+  if (d->zero)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no "
+                    "TRAIN_MPI: define it in the file with TRAIN_IMPLEMENTATION and build with mpicc, or leave zero at 0");
+#endif
+  if (d->zero && t->tr__n_buf == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer's state, and plain SGD (momentum 0) has "
+                    "none: leave zero at 0, or use AdamW or SGD with momentum");
+  if (d->zero && m->on_device)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards optimizer state kept on the host; an on_device model's state "
+                    "lives on the GPU and is not sharded (train/cuda.h): leave zero at 0");
+  t->tr__zero = d->zero;
   t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
   t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
-  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(m->n_params, sizeof(float));
-  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(m->n_params, sizeof(float));
-  if (!t->tr__views || !t->tr__gpass.sq || (t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v)) {
+  if (!t->tr__views || !t->tr__gpass.sq || (!t->tr__zero && tr__alloc_state(t, 0, m->n_params))) {
     tr_free(t);
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
   }
@@ -668,11 +719,18 @@ static int tr__sig_on;       /* this fit installed the helper: its count is ours
 static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
 static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
 static int tr__sigint_count; /* multi-process: the agreed count */
+/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
+static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
+static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
+static int tr__preempt_count; /* multi-process: the agreed count */
+static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
+static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
 
 /* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
 static int tr__sig_own(void) {
   int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > 2 ? 2 : n;
+  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
 }
 /* What the loops act on. */
 static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
@@ -880,21 +938,28 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
 }
 
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (train/math.h). */
+   scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
+   rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
 static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the parameters whose state this rank keeps */
+  float *p = t->model.params + lo, *g = t->model.grads + lo;
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
 #endif
   if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
     c.gscale = t->tr__gscale;
-    tr_adamw_update(t->model.params, t->model.grads, t->tr__m, t->tr__v, t->model.n_params, &c, t->tr__threads);
+    tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
   } else {
     tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
     c.gscale = t->tr__gscale;
-    tr_sgd_update(t->model.params, t->model.grads, t->tr__m, t->model.n_params, &c, t->tr__threads);
+    tr_sgd_update(p, g, t->tr__m, k, &c, t->tr__threads);
     if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest of the gradient is clipped too, as hooks see it unsharded */
+    tr_scale(t->model.grads, lo, t->tr__gscale, t->tr__threads);
+    tr_scale(g + k, n - lo - k, t->tr__gscale, t->tr__threads);
   }
   t->tr__gscale = 1.0f;
 }
@@ -903,8 +968,9 @@ static void tr__update(tr_trainer *t, double lr) {
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
   t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
-  if (!tr__lr_usable(t, t->lr)) return;
+  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (sharded: the other ranks exchange all the same) */
   tr__update(t, t->lr);
+  tr__dist_params(t);
   t->ctx.global_step = ++t->global_step;
 }
 
@@ -1038,10 +1104,10 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
    count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
 static int tr__state_regions(tr_trainer *t) {
   int n = 0;
-  size_t bytes = t->model.n_params * sizeof(float);
+  size_t bytes = t->model.n_params * sizeof(float), opt = t->tr__opt_n * sizeof(float); /* (zero: this rank's shard) */
   if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
-  if (t->tr__n_buf >= 1) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = bytes; }
-  if (t->tr__n_buf >= 2) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__m && opt) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = opt; } /* (an empty shard: none) */
+  if (t->tr__v && opt) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = opt; }
   t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
   t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
   return n;
@@ -1265,6 +1331,24 @@ static void tr__honour_final_requests(tr_trainer *t) {
   t->ctx.requests = 0;
 }
 
+/* After a training batch, a stop signal or the preemption signal (agreed by every rank): with the preemption
+   handled (tr_config.preempt), the finished step is saved to save_to (every rank calls tr_save; rank 0 writes)
+   and rank 0 requeues the job when asked; then the fit ends through on_exception. */
+static void tr__stop_on_signal(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t stops = (tr__interrupts() >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts() >= 1 ? TR_STOP_PREEMPT : 0);
+  char msg[sizeof t->error], why[sizeof t->error];
+  int saves = !t->tr__err && tr__pre_on > 0 && c->save_to && c->save_to[0];
+  tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
+  if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
+  if (stops & TR_STOP_PREEMPT)
+    tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (Ctrl-C); saving the step to %s failed: %s", c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (Ctrl-C)%s%s", saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
+  tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
+}
+
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
    hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
    lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
@@ -1317,7 +1401,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
@@ -1412,6 +1496,7 @@ static int tr__fit_done(const tr_trainer *t) {
 
 /* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
 static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  char why[512];
   if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
   *c = *in;
   if (!c->train || !c->train->count || !c->train->get == !c->train->next)
@@ -1421,6 +1506,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (!c->train->save_state != !c->train->load_state)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
       c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
@@ -1583,9 +1669,13 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
+  const char *requeued = NULL;
+  char line[512];
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
+  if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
+    c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
@@ -1597,11 +1687,18 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sig_deferred = t->tr__dist != NULL;
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
+  tr__preempt_count = 0;
+  tr__sig_most = tr__slurm_job() ? 1 : 2;
+  tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
+  tr__pre_base = tr_preempt_requested();
+  if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
+    tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
+  if (tr__pre_on > 0) tr__preempt_off();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;

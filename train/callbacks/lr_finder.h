@@ -142,6 +142,9 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     return HK_CONTINUE;
   }
   if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need the ranks' parameter exchange, a collective inside a hook */
+    return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
+                   "learning rate in a run without zero, then set it");
   if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
   s->pub.done = 1;
   k = tr__lrf_suggest(s->losses, s->pub.n);
