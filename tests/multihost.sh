@@ -39,6 +39,7 @@ trap 'exit 1' INT TERM HUP
 fail() { say "FAILED: $*"; [ -f "$W/out" ] && tail -n 30 "$W/out"; exit 1; }
 
 ip netns add $A 2>/dev/null && ip netns add $B 2>/dev/null || skip "cannot make network namespaces here (ip netns add failed)"
+ip netns exec $A unshare --uts true 2>/dev/null || skip "cannot enter a network namespace with a host name of its own (ip netns exec, unshare --uts)"
 ip link add ${P}x type veth peer name ${P}y 2>/dev/null || skip "cannot make a veth pair here"
 ip link set ${P}x netns $A name mh0 && ip link set ${P}y netns $B name mh0 &&
 ip -n $A addr add 10.23.0.1/24 dev mh0 && ip -n $B addr add 10.23.0.2/24 dev mh0 &&
