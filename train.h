@@ -10,6 +10,9 @@
      base.h                    errors, random numbers, your model and data, optimizers, schedules
      math.h                    AdamW, SGD, zero_grad, clipping, norms at memory speed   TRAIN_NO_MATH
      files.h                   the atomic writer; asynchronous saves' background writer
+     records.h                 log records: what a loop sends the loggers; the hyperparameters
+     cluster.h                 clusters: Slurm's environment, the preemption signal (save, requeue,
+                               resume by itself), how the ranks of a loop of yours agree to stop
      run.h                     THE RUN LAYER: what any loop gives the batteries: run directory, log
                                records, checkpoints in your own format, stop signals (tr_run_*)
      battery.h                 what callbacks and loggers share; the battery list, which are compiled
@@ -180,6 +183,10 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   clusters (train/cluster.h): tr_slurm_read; tr_preempt in tr_run_desc.preempt and tr_config.preempt
+            (SIGUSR1 by default: the step saved to save_to, the Slurm job requeued when asked, the requeued
+            job resuming by itself), agreed by tr_fit's vote under TRAIN_MPI and by tr_run_desc.agree in a
+            loop of yours; a start line under Slurm; in a Slurm job a second SIGTERM only counts
      next   the trainer is a client of the run layer's public API only: tr_run_enter / tr_run_leave (a loop
             that fires every event itself), tr_run_requests, tr_run_resumed, tr_run_say; tr_run_desc.settings,
             accumulate_grad_batches, save_checkpoint, wait_saves, rolled_back; tr_run.epoch_done,
@@ -881,6 +888,75 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
 
 
 /* =================================================================================================
+   CLUSTERS: SLURM AND PREEMPTION
+   A job on a cluster is stopped from outside: its time limit comes, or the scheduler takes its nodes
+   for another job. Slurm warns first when asked (sbatch --signal=B:USR1@120: SIGUSR1 to the batch
+   shell 120 s before the limit; scancel -s USR1 -b JOBID sends it at once) and ends a job with
+   SIGTERM, then SIGKILL KillWait seconds later. A run of the run layer (your loop through tr_run_*,
+   or tr_fit) handles both, as Lightning's SLURMEnvironment(auto_requeue=True) does:
+     - the preemption signal (tr_preempt.signal; SIGUSR1 by default) finishes the step, saves it to
+       save_to, and with tr_preempt.requeue puts the job back in the queue (rank 0 runs
+       scontrol requeue $SLURM_JOB_ID; the job was submitted with --requeue), then the run ends
+       through on_exception with TR_ERR_INTERRUPTED: "preempted (SIGUSR1): stopped after step 120;
+       its state saved to ckpt.bin; job 42 requeued";
+     - SIGTERM (and Ctrl-C) does the same without the requeue (the scheduler requeues a preempted
+       job itself when its partition says so);
+     - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
+       from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
+       TR_NO: not).
+   Under Slurm the run says so once at its start (rank 0, in the run's log):
+       train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
+       resuming from ckpt.bin (the job was requeued)
+   SEVERAL PROCESSES: a signal reaches the ranks at different steps (mpirun forwards SIGUSR1 and
+   SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
+   exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
+   votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
+   at every tr_run_batch_end / tr_run_epoch_end on every rank with this rank's TR_STOP_* bits and
+   which returns their OR over the ranks (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
+   a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
+   saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
+   Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption
+   signal is left in place (the run then says it does not handle it). */
+
+/* What Slurm's environment says about this process (tr_slurm_read). */
+typedef struct tr_slurm {
+  int on;              /* 1: in a Slurm job (SLURM_JOB_ID set) */
+  char job_id[24];     /* SLURM_JOB_ID ("" outside Slurm) */
+  int restart_count;   /* SLURM_RESTART_COUNT: 0 on the first run, N after N requeues */
+  int srun;            /* 1: srun started this process as a task of a job step (SLURM_STEP_ID set, and
+                          not a rank of mpirun, whose ranks inherit the batch shell's SLURM_PROCID 0) */
+  int rank, world;     /* SLURM_PROCID and SLURM_NTASKS when srun started it; else 0 and 1 */
+  char why[200];       /* a variable that is set but malformed, and its value ("" when none is) */
+} tr_slurm;
+/* Read Slurm's variables: 1 in a Slurm job, 0 outside one, -1 when one is malformed (s->why says
+   which; the rest of s is what could be read). */
+TRAIN_API int tr_slurm_read(tr_slurm *s);
+
+/* Preemption settings, in tr_run_desc.preempt and tr_config.preempt (zero: the defaults). */
+typedef struct tr_preempt {
+  int signal;          /* the signal that asks the run to stop after its step with a checkpoint to save_to;
+                          0 = SIGUSR1 (what sbatch --signal=B:USR1@N sends); TR_NO: none. Not SIGINT or
+                          SIGTERM (they stop the run already), SIGKILL or SIGSTOP (they cannot be caught),
+                          SIGCONT (Slurm sends it to every job it ends) or a fault (SIGSEGV, ...) */
+  int requeue;         /* TR_YES: then requeue the Slurm job (rank 0: scontrol requeue $SLURM_JOB_ID);
+                          needs save_to, where the requeued job resumes from */
+  int resume;          /* TR_NO: a requeued job (SLURM_RESTART_COUNT >= 1) does not resume from save_to by
+                          itself; default: it does when no resume_from is given and save_to exists */
+} tr_preempt;
+/* Check settings; who names the struct in the message ("tr_run_setup: tr_run_desc."). TR_OK, or
+   TR_ERR_INVALID with why saying what is wrong and what would be right. */
+TRAIN_API tr_err tr_preempt_check(const tr_preempt *p, const char *save_to, const char *who, char *why, size_t cap);
+/* The preemption signals counted since the run (or tr_fit) installed its handler (0 without one). */
+TRAIN_API int tr_preempt_requested(void);
+
+/* What a rank contributes to tr_run_desc.agree, and what the OR of every rank's means. */
+enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
+       TR_STOP_PREEMPT = 2,  /* the preemption signal */
+       TR_STOP_FAILED = 4,   /* the run failed on that rank */
+       TR_STOP_HOOK = 8 };   /* a hook asked to stop (HK_STOP) */
+
+
+/* =================================================================================================
    THE RUN LAYER
    What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
    place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is
@@ -929,7 +1005,8 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
      - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
        on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
        says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
-       one ends the process at once, by the signal's default action (a step that hangs can be killed);
+       one ends the process at once, by the signal's default action (a step that hangs can be killed; in
+       a Slurm job it only counts); the preemption signal likewise, and may requeue (train/cluster.h);
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
 
@@ -1016,7 +1093,9 @@ typedef struct tr_run_desc {
   int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
                                     state and write it in the background (see "asynchronous saves"
                                     at tr_run_save); default: written before the call returns */
-  int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+  int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
+  tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's TR_STOP_* OR'ed (model_user; cluster.h) */
   /* the training state in memory, for spike_detection's rollback: everything a step changes that a
      rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
      ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
@@ -2594,6 +2673,11 @@ typedef struct tr_config {
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
                                     0 = 50 (Lightning's default); negative = no training records */
+  tr_preempt preempt;            /* the preemption signal (SIGUSR1 by default; not with no_sigint): the step is
+                                    finished, saved to save_to, the Slurm job requeued when asked, and the fit ends
+                                    through on_exception with TR_ERR_INTERRUPTED; a requeued job's first fit resumes
+                                    from save_to by itself (section "CLUSTERS", train/cluster.h). Under it, Ctrl-C and
+                                    SIGTERM save the finished step to save_to too */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
@@ -4581,6 +4665,263 @@ static int tr__hparam_words(const char *p, int prio, tr__hparam *h, int n) {
   }
   return n;
 }
+#if !defined(HK_NO_SIGNALS) && !defined(__wasi__)
+#  include <signal.h>
+#  define TR__SIGNALS 1
+#endif
+
+/* A decimal number of at most 9 digits (no sign, nothing after it): its value, else -1. */
+static long tr__env_num(const char *v) {
+  long n = 0;
+  int k = 0;
+  if (!v) return -1;
+  for (; *v; v++, k++) {
+    if (*v < '0' || *v > '9' || k == 9) return -1;
+    n = n * 10 + (*v - '0');
+  }
+  return k ? n : -1;
+}
+
+TRAIN_API int tr_slurm_read(tr_slurm *s) {
+  const char *job = getenv("SLURM_JOB_ID"), *restarts = getenv("SLURM_RESTART_COUNT");
+  const char *procid = getenv("SLURM_PROCID"), *ntasks = getenv("SLURM_NTASKS");
+  long r, w, n;
+  memset(s, 0, sizeof *s);
+  s->world = 1;
+  if (!job || !job[0]) return 0;
+#define TR__BAD(...) do { if (!s->why[0]) snprintf(s->why, sizeof s->why, __VA_ARGS__); } while (0)
+  if (tr__env_num(job) < 0 || strlen(job) >= sizeof s->job_id) TR__BAD("SLURM_JOB_ID is '%.40s': not a job id (digits)", job);
+  else { s->on = 1; memcpy(s->job_id, job, strlen(job) + 1); }
+  if (restarts && (n = tr__env_num(restarts)) < 0) TR__BAD("SLURM_RESTART_COUNT is '%.40s': not a count (0, 1, ...)", restarts);
+  else if (restarts) s->restart_count = (int)n;
+  if (getenv("SLURM_STEP_ID") && !getenv("OMPI_COMM_WORLD_RANK")) { /* a task of srun, not a rank of mpirun */
+    r = tr__env_num(procid);
+    w = tr__env_num(ntasks);
+    if (r < 0 || w < 1 || r >= w)
+      TR__BAD("SLURM_PROCID '%.20s' and SLURM_NTASKS '%.20s' are not a task's rank (0 .. N-1) and the tasks' count N",
+              procid ? procid : "(unset)", ntasks ? ntasks : "(unset)");
+    else { s->srun = 1; s->rank = (int)r; s->world = (int)w; }
+  }
+#undef TR__BAD
+  return s->why[0] ? -1 : s->on;
+}
+
+/* This process's global rank from its launcher's environment (Lightning's rank_zero looks the same way before
+   a strategy sets it): mpirun's, MPICH's, PMIx's, srun's, torchrun's; 0 without one. */
+TR__SHARED int tr__launcher_rank(void) {
+  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
+  size_t i;
+  for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    char *end;
+    long r = v ? strtol(v, &end, 10) : -1;
+    if (v && end != v && *end == 0 && r >= 0 && r <= INT_MAX) return (int)r;
+  }
+  return 0;
+}
+
+/* The signals a preemption may not use, and why (the names as kill -l gives them). */
+static const char *tr__preempt_refused(int sig, const char **name) {
+  static const struct { int sig; const char *name, *why; } no[] = {
+#ifdef TR__SIGNALS
+    { SIGINT, "SIGINT", "it stops the run already" }, { SIGTERM, "SIGTERM", "it stops the run already" },
+    { SIGSEGV, "SIGSEGV", "it reports a fault" }, { SIGFPE, "SIGFPE", "it reports a fault" },
+    { SIGILL, "SIGILL", "it reports a fault" }, { SIGABRT, "SIGABRT", "it reports a fault" },
+#  ifdef SIGKILL
+    { SIGKILL, "SIGKILL", "it cannot be caught" }, { SIGSTOP, "SIGSTOP", "it cannot be caught" },
+    { SIGCONT, "SIGCONT", "Slurm sends it to every job it ends or requeues" },
+    { SIGCHLD, "SIGCHLD", "every child process that ends sends it" }, { SIGBUS, "SIGBUS", "it reports a fault" },
+#  endif
+#endif
+    { 0, "", "" } };
+  size_t i;
+  for (i = 0; no[i].sig; i++)
+    if (no[i].sig == sig) { *name = no[i].name; return no[i].why; }
+  return NULL;
+}
+
+/* "SIGUSR1" for the common choices, else "signal N". */
+static const char *tr__sig_name(int sig, char *buf, size_t cap) {
+  const char *name = NULL;
+#if defined(TR__SIGNALS) && defined(SIGUSR1)
+  if (sig == SIGUSR1) name = "SIGUSR1";
+  if (sig == SIGUSR2) name = "SIGUSR2";
+  if (sig == SIGHUP) name = "SIGHUP";
+  if (sig == SIGQUIT) name = "SIGQUIT";
+  if (sig == SIGALRM) name = "SIGALRM";
+#endif
+  if (!name && !tr__preempt_refused(sig, &name)) name = NULL;
+  if (name) snprintf(buf, cap, "%s", name);
+  else snprintf(buf, cap, "signal %d", sig);
+  return buf;
+}
+
+/* The signal number the settings mean: 0 for none. */
+static int tr__preempt_sig(const tr_preempt *p) {
+  if (!p || p->signal == TR_NO) return 0;
+  if (p->signal) return p->signal;
+#if defined(TR__SIGNALS) && defined(SIGUSR1)
+  return SIGUSR1;
+#else
+  return 0; /* no SIGUSR1 on this platform: give a number */
+#endif
+}
+
+TRAIN_API tr_err tr_preempt_check(const tr_preempt *p, const char *save_to, const char *who, char *why, size_t cap) {
+  const char *name = "", *no;
+  if (!who) who = "";
+  if (!p) return TR_OK;
+  if (p->signal != TR_NO && (p->signal < 0 || p->signal > 64)) {
+    snprintf(why, cap, "%spreempt.signal is %d: give a signal's number (1 .. 64, e.g. SIGUSR1), 0 for SIGUSR1 or TR_NO for none",
+             who, p->signal);
+    return TR_ERR_INVALID;
+  }
+  if (p->signal != TR_NO && (no = tr__preempt_refused(p->signal, &name)) != NULL) {
+    snprintf(why, cap, "%spreempt.signal is %d (%s): %s; give another (SIGUSR1 or SIGUSR2, as sbatch --signal=B:USR1@120 "
+             "sends it) or TR_NO for none", who, p->signal, name, no);
+    return TR_ERR_INVALID;
+  }
+  if (p->requeue != TR_YES && p->requeue != TR_NO && p->requeue != 0) {
+    snprintf(why, cap, "%spreempt.requeue is %d: give TR_YES, TR_NO or 0 (the default: no requeue)", who, p->requeue);
+    return TR_ERR_INVALID;
+  }
+  if (p->resume != TR_YES && p->resume != TR_NO && p->resume != 0) {
+    snprintf(why, cap, "%spreempt.resume is %d: give TR_YES, TR_NO or 0 (the default: a requeued job resumes)", who, p->resume);
+    return TR_ERR_INVALID;
+  }
+  if (p->requeue == TR_YES && (!save_to || !save_to[0])) {
+    snprintf(why, cap, "%spreempt.requeue is TR_YES but save_to is not set: the requeued job resumes from save_to; give it "
+             "(a path on a file system the job's next nodes see)", who);
+    return TR_ERR_INVALID;
+  }
+  if (p->requeue == TR_YES && p->signal == TR_NO) {
+    snprintf(why, cap, "%spreempt.requeue is TR_YES but preempt.signal is TR_NO: nothing would ask for the requeue; give a "
+             "signal (0: SIGUSR1)", who);
+    return TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+
+/* ---- the preemption signal's handler: it only counts (installs nest; the outermost one counts) ---- */
+#ifdef TR__SIGNALS
+static volatile sig_atomic_t tr__preempt_n;
+static int tr__preempt_signo, tr__preempt_depth;
+static void (*tr__preempt_prev)(int);
+static void tr__on_preempt(int sig) {
+  if (tr__preempt_n < 127) tr__preempt_n = (sig_atomic_t)(tr__preempt_n + 1);
+  signal(sig, tr__on_preempt); /* System V-style signal() reset the handler before calling it */
+}
+#endif
+/* Install the handler for p's signal: 1 when it is ours now, 0 when there is none to install, -1 when
+   the program has its own handler (or ignores it): left as it is. */
+TR__SHARED int tr__preempt_on(const tr_preempt *p) {
+#ifdef TR__SIGNALS
+  int sig = tr__preempt_sig(p);
+  void (*prev)(int);
+  if (!sig) return 0;
+  if (tr__preempt_depth > 0) { /* nested (a tr_fit inside a loop of yours): the outer handler counts */
+    if (sig != tr__preempt_signo) return -1;
+    tr__preempt_depth++;
+    return 1;
+  }
+  prev = signal(sig, tr__on_preempt);
+  if (prev == SIG_ERR) return 0;
+  if (prev != SIG_DFL) { signal(sig, prev); return -1; }
+  tr__preempt_prev = prev;
+  tr__preempt_signo = sig;
+  tr__preempt_n = 0;
+  tr__preempt_depth = 1;
+  return 1;
+#else
+  (void)p;
+  return 0;
+#endif
+}
+TR__SHARED void tr__preempt_off(void) {
+#ifdef TR__SIGNALS
+  if (tr__preempt_depth <= 0 || --tr__preempt_depth > 0) return;
+  signal(tr__preempt_signo, tr__preempt_prev);
+#endif
+}
+TRAIN_API int tr_preempt_requested(void) {
+#ifdef TR__SIGNALS
+  return (int)tr__preempt_n;
+#else
+  return 0;
+#endif
+}
+
+/* This rank's TR_STOP_* bits now, agreed with the other ranks when agree is given (every rank calls
+   it at the same points, whatever its bits). */
+TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
+                             void *user) {
+  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+              (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
+  return agree ? agree(user, s) : s;
+}
+
+/* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
+   signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
+   seconds later), so that the step is saved. */
+TR__SHARED int tr__slurm_job(void) { return getenv("SLURM_JOB_ID") != NULL; }
+
+/* A requeued job's checkpoint: save_to when this is a Slurm restart, the settings allow it and the file is
+   there; NULL otherwise. */
+TR__SHARED const char *tr__preempt_resume(const tr_preempt *p, const char *save_to) {
+  tr_slurm s;
+  FILE *f;
+  if (!save_to || !save_to[0] || (p && p->resume == TR_NO) || tr_slurm_read(&s) < 1 || s.restart_count < 1) return NULL;
+  if (!(f = fopen(save_to, "rb"))) return NULL;
+  fclose(f);
+  return save_to;
+}
+
+/* The run stopped on a signal (stops: the agreed TR_STOP_* bits): the message that says so, after the
+   state was saved (save_err NULL: saved to saved_to; saved_to NULL: nothing saved). With a preemption and
+   requeue, rank 0 requeues the job now. */
+TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_t step, const char *saved_to, const char *save_err,
+                                    const tr_preempt *p, int rank) {
+  char sig[24], cmd[64];
+  size_t n;
+  int preempted = (stops & TR_STOP_PREEMPT) != 0;
+  tr_slurm s;
+  if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
+                                      (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)step);
+  if (n >= cap) return;
+  if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
+  else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
+  if (n >= cap || !preempted || !p || p->requeue != TR_YES) return;
+  if (save_err || !saved_to) { snprintf(out + n, cap - n, "; the job is not requeued (nothing to resume from)"); return; }
+  if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
+  if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
+  snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
+  fflush(NULL);
+  if (system(cmd) == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
+  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s did not succeed: was it submitted with --requeue?)", s.job_id, cmd);
+}
+
+/* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */
+TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int installed, const char *save_to, const char *resume) {
+  tr_slurm s;
+  char sig[24];
+  size_t n;
+  int on = tr_slurm_read(&s);
+  if (on == 0) return 0;
+  if (on < 0 && !s.on) { snprintf(out, cap, "Slurm: %s", s.why); return 1; }
+  n = (size_t)snprintf(out, cap, "Slurm job %s, restart %d", s.job_id, s.restart_count);
+  if (s.srun && n < cap) n += (size_t)snprintf(out + n, cap - n, ", task %d of %d (srun)", s.rank, s.world);
+  if (on < 0 && n < cap) n += (size_t)snprintf(out + n, cap - n, " (%s)", s.why);
+  if (n >= cap) return 1;
+  tr__sig_name(tr__preempt_sig(p), sig, sizeof sig);
+  if (installed > 0)
+    n += (size_t)snprintf(out + n, cap - n, "; %s %s%s%s", sig, save_to ? "saves to " : "stops the run (no save_to: nothing saved)",
+                          save_to ? save_to : "", p && p->requeue == TR_YES ? " and requeues the job" : "");
+  else if (installed < 0) n += (size_t)snprintf(out + n, cap - n, "; %s has a handler of the program's: the run leaves it alone", sig);
+  else n += (size_t)snprintf(out + n, cap - n, "; no preemption signal");
+  if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
+  return 1;
+}
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
@@ -4609,7 +4950,7 @@ typedef struct tr__run_priv {
   hk_registry *reg;
   uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
   int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
-  int signals;               /* tr_run_start installed the stop signals */
+  int signals, preempt;      /* tr_run_start installed the stop signals; the preemption's handler (tr__preempt_on) */
   int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
   int stop_pending;          /* a hook asked to stop while tr_run_start fired */
   int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
@@ -4673,6 +5014,7 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
+  if (q->preempt > 0) tr__preempt_off();
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -4712,20 +5054,8 @@ static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   fputs(text, f);
   fflush(f);
 }
-/* This process's global rank: the run's when it knows it, else the launcher's (Lightning's rank_zero
-   looks at the environment the same way before a strategy sets it), else 0. */
-static int tr__run_rank(const tr_run *run) {
-  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
-  size_t i;
-  if (run && run->tr__p->rank >= 0) return run->tr__p->rank;
-  for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    char *end;
-    long r = v ? strtol(v, &end, 10) : -1;
-    if (v && end != v && *end == 0 && r >= 0 && r <= INT_MAX) return (int)r;
-  }
-  return 0;
-}
+/* This process's global rank: the run's when it knows it, else the launcher's (train/cluster.h), else 0. */
+static int tr__run_rank(const tr_run *run) { return run && run->tr__p->rank >= 0 ? run->tr__p->rank : tr__launcher_rank(); }
 static void tr__run_vprint(hk_registry *reg, int all, const char *fmt, va_list ap) {
   const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
   char line[2048];
@@ -4836,7 +5166,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
   const char *strs[TR__RUN_STRS];
-  char *copy[TR__RUN_STRS];
+  char *copy[TR__RUN_STRS], q_why[512];
   int i;
   if (!reg) return TR_ERR_INVALID;
   if (!run) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: out of memory");
@@ -4849,6 +5179,8 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
                           "TR_YES, TR_NO or 0 (the default)");
+  if (tr_preempt_check(&d->preempt, d->save_to, "tr_run_setup: tr_run_desc.", q_why, sizeof q_why))
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s", q_why);
   if (!tr__tri_ok(d->new_version_on_resume))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: new_version_on_resume is %d: give TR_YES (a resume logs into "
                           "a new version_N, as Lightning's), TR_NO or 0 (the default: a resume continues its run)",
@@ -5969,6 +6301,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_opts o;
   hk_err he;
   int past_stop = 0;
+  const char *requeued = NULL;
+  char line[512];
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
   if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
@@ -5979,6 +6313,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
+  if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
   if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
     return tr__run_said(reg, run, q->err);
@@ -6001,7 +6336,9 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(0) == 0; /* a second signal: the process ends */
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
+  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
@@ -6117,6 +6454,7 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
   unsigned out = 0;
+  int64_t stops;
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
   tr__run_settle(reg, ctx, flow);
@@ -6130,16 +6468,15 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
     }
   }
   out |= tr__run_requests(run, reg, ctx, flow);
-  if (q->signals && hk_stop_requested() > 0 && !run->failed) {
-    char why[512];
-    tr_err e = TR_OK;
-    /* the step just ended, through the loop's own save when it gave one (as requested checkpoints to save_to are) */
+  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
+  if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
+  if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved, through the loop's own */
+    char why[512], msg[1024]; /* save when it gave one (as requested checkpoints to save_to are) */
     int saves = run->desc.save_to && (run->desc.save_model || run->desc.save_checkpoint);
-    if (saves) e = tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why);
-    if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
-                       (long long)ctx->global_step, run->desc.save_to, why);
-    else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
-                     saves ? "; its state saved to " : "", saves ? run->desc.save_to : "");
+    tr_err e = saves ? tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why) : TR_OK;
+    tr__preempt_stopped(msg, sizeof msg, stops, ctx->global_step, saves ? run->desc.save_to : NULL, e ? why : NULL, &run->desc.preempt, ctx->rank);
+    tr_run_fail(reg, TR_ERR_INTERRUPTED, "%s", msg);
   }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
@@ -6310,6 +6647,8 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
+  if (q->preempt > 0) tr__preempt_off();
+  q->preempt = 0;
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   q->guard = 0;
   q->pending = 0;
@@ -13157,11 +13496,18 @@ static int tr__sig_on;       /* this fit installed the helper: its count is ours
 static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
 static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
 static int tr__sigint_count; /* multi-process: the agreed count */
+/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
+static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
+static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
+static int tr__preempt_count; /* multi-process: the agreed count */
+static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
+static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
 
 /* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
 static int tr__sig_own(void) {
   int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > 2 ? 2 : n;
+  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
 }
 /* What the loops act on. */
 static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
@@ -13762,6 +14108,24 @@ static void tr__honour_final_requests(tr_trainer *t) {
   t->ctx.requests = 0;
 }
 
+/* After a training batch, a stop signal or the preemption signal (agreed by every rank): with the preemption
+   handled (tr_config.preempt), the finished step is saved to save_to (every rank calls tr_save; rank 0 writes)
+   and rank 0 requeues the job when asked; then the fit ends through on_exception. */
+static void tr__stop_on_signal(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t stops = (tr__interrupts() >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts() >= 1 ? TR_STOP_PREEMPT : 0);
+  char msg[sizeof t->error], why[sizeof t->error];
+  int saves = !t->tr__err && tr__pre_on > 0 && c->save_to && c->save_to[0];
+  tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
+  if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
+  if (stops & TR_STOP_PREEMPT)
+    tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (Ctrl-C); saving the step to %s failed: %s", c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (Ctrl-C)%s%s", saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
+  tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
+}
+
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
    hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
    lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
@@ -13814,7 +14178,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
@@ -13909,6 +14273,7 @@ static int tr__fit_done(const tr_trainer *t) {
 
 /* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
 static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  char why[512];
   if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
   *c = *in;
   if (!c->train || !c->train->count || !c->train->get == !c->train->next)
@@ -13918,6 +14283,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (!c->train->save_state != !c->train->load_state)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
       c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
@@ -14080,9 +14446,13 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
+  const char *requeued = NULL;
+  char line[512];
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
+  if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
+    c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
@@ -14094,11 +14464,18 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sig_deferred = t->tr__dist != NULL;
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
+  tr__preempt_count = 0;
+  tr__sig_most = tr__slurm_job() ? 1 : 2;
+  tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
+  tr__pre_base = tr_preempt_requested();
+  if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
+    tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
+  if (tr__pre_on > 0) tr__preempt_off();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;
@@ -15729,7 +16106,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
+   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
+   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
    through on_exception, without a hang. Every vote also carries its agreement point's identity (its
@@ -15848,6 +16226,7 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
   X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
   X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
+  X(PREEMPT,  a > b ? a : b)      /* the preemption signal came (train/cluster.h) */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
   X(MOST,     a > b ? a : b) \
@@ -16379,6 +16758,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
   mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
+  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -16393,6 +16773,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
+  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];

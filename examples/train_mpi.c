@@ -19,7 +19,9 @@
        mpicc -O2 -I. -I/usr/include examples/train_mpi.c -o build/train_mpi -lm
        mpirun -np 4 build/train_mpi
        mpirun -np 4 build/train_mpi --zero  the optimizer state sharded over the 4 ranks: the same result
-       build/train_mpi                      without mpirun: one process, the plain trainer */
+       build/train_mpi                      without mpirun: one process, the plain trainer
+       build/train_mpi ckpt=PATH            under Slurm (examples/slurm_job.sh): SIGUSR1 saves to PATH and
+                                            requeues the job, which resumes from PATH by itself */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_MPI
@@ -64,7 +66,11 @@ int main(int argc, char **argv) {
     tr_tensor views[MLP_NUM_TENSORS];
     tr_trainer t;
     double target = 0.25;
-    int ok, zero = argc > 1 && !strcmp(argv[1], "--zero");
+    int ok, zero = 0;
+    const char *ckpt = NULL;
+    for (int i = 1; i < argc; i++) /* --zero, ckpt=PATH */
+        if (!strcmp(argv[i], "--zero")) zero = 1;
+        else if (!strncmp(argv[i], "ckpt=", 5)) ckpt = argv[i] + 5;
     if (spirals_make(&train, 200, 3, 0.2f, 1) || spirals_make(&val, 50, 3, 0.2f, 2) ||
         mlp_init(&net, 2, 64, 3, BATCH, 42)) return 1;
     tr_data train_data = spirals_tr_data(&train, BATCH, 1), val_data = spirals_tr_data(&val, BATCH, 0);
@@ -80,7 +86,8 @@ int main(int argc, char **argv) {
     hk_on(t.reg, HK_ON_VALIDATION_END, good_enough, &target, &(hk_opts){ .name = "good_enough" }, NULL);
 
     e = tr_fit(&t, &(tr_config){ .train = &train_data, .val = &val_data, .max_epochs = 200,
-                                 .num_sanity_val_steps = -1, .gradient_clip_val = 1.0 });
+                                 .num_sanity_val_steps = -1, .gradient_clip_val = 1.0, .save_to = ckpt,
+                                 .preempt = { .requeue = ckpt ? TR_YES : 0 } }); /* Slurm: docs/scaling.md */
     ok = e == TR_OK && same_on_every_rank(net.params, net.num_params);
     if (t.ctx.rank == 0)
         printf("%s after %lld steps on %d rank(s); accuracy %.3f; parameters identical on every rank: %s\n",

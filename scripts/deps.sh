@@ -5,7 +5,9 @@
 #                             runtimes (libclang-rt-dev)
 #   sh scripts/deps.sh        what `make test` and `make bench` need: the above, valgrind,
 #                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun),
-#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin)
+#                             iproute2 (ip netns: test-mpi-multihost's two hosts),
+#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin);
+#                             as root, Slurm for test-slurm (munge slurmctld slurmd slurm-client)
 missing=""
 command -v cc >/dev/null 2>&1         || missing="$missing gcc"
 command -v make >/dev/null 2>&1       || missing="$missing make"
@@ -21,6 +23,7 @@ if [ "${1:-test}" = test ]; then
   command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
   command -v mpirun >/dev/null 2>&1     || missing="$missing openmpi-bin"
   command -v mpicc >/dev/null 2>&1      || missing="$missing libopenmpi-dev"
+  command -v ip >/dev/null 2>&1         || missing="$missing iproute2" # the two-host test's namespaces
   case "$missing" in *libclang-rt-dev*) ;; *)
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing="$missing libclang-rt-dev" ;; esac
   # the logging tests: TensorBoard read back in a venv, the live bar in tmux, the plot rendered
@@ -28,6 +31,13 @@ if [ "${1:-test}" = test ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
   command -v tmux >/dev/null 2>&1       || missing="$missing tmux"
   command -v rsvg-convert >/dev/null 2>&1 || missing="$missing librsvg2-bin"
+  # test-slurm: a single-node Slurm cluster of its own (as root; the packages' services are not started)
+  if [ "$(id -u)" = 0 ]; then
+    command -v munged >/dev/null 2>&1    || missing="$missing munge"
+    command -v slurmctld >/dev/null 2>&1 || missing="$missing slurmctld"
+    command -v slurmd >/dev/null 2>&1    || missing="$missing slurmd"
+    command -v sbatch >/dev/null 2>&1    || missing="$missing slurm-client"
+  fi
 fi
 [ -z "$missing" ] && exit 0
 echo "deps: installing:$missing"

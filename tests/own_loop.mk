@@ -63,9 +63,9 @@ OR_TMP  := $(BUILD)/own_loop_tmp
 TEST_TARGETS += test-own-run test-own-loop-example test-own-loop-tensorboard
 QUICK_TARGETS += test-own-run-unit test-own-run-asan
 
-$(OR_BIN): $(OR_SRC) hooks.h train.h | $(BUILD)
+$(OR_BIN): $(OR_SRC) tests/own_run_cluster.h examples/mlp.h hooks.h train.h | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
-$(OR_ASAN): $(OR_SRC) hooks.h train.h | $(BUILD)
+$(OR_ASAN): $(OR_SRC) tests/own_run_cluster.h examples/mlp.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(OR_SRC) -lcmocka $(LDLIBS)
 
 # plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side

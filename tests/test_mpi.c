@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <poll.h>
 
 static int rank_ = 0, world_ = 1;
 #define CHECK(c, ...) do { if (!(c)) { fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank_, __FILE__, __LINE__, #c); \
@@ -170,6 +171,33 @@ static hk_signal halve_lr(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* For tests/multihost.sh: pace=MS sleeps MS ms after each training batch (a run long enough to act on
+   while it trains), pids=DIR writes DIR/pid.RANK once training runs, exc=DIR writes DIR/exc.RANK
+   ("STEP why") from on_exception. */
+static const char *pids_dir, *exc_dir;
+static int pace_ms;
+static hk_signal pace(hk_ctx *ctx, void *u) {
+  (void)u;
+  if (pids_dir && ctx->global_step == 1) {
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/pid.%d", pids_dir, ctx->rank);
+    CHECK((f = fopen(path, "w")) && fprintf(f, "%ld\n", (long)getpid()) > 0 && fclose(f) == 0, "writing %s", path);
+  }
+  if (pace_ms > 0) (void)poll(NULL, 0, pace_ms);
+  return HK_CONTINUE;
+}
+static hk_signal write_exc(hk_ctx *ctx, void *u) {
+  char path[512];
+  FILE *f;
+  (void)u;
+  snprintf(path, sizeof path, "%s/exc.%d", exc_dir, ctx->rank);
+  CHECK((f = fopen(path, "w")) && fprintf(f, "%lld %s\n", (long long)ctx->global_step, ctx->abort_reason ? ctx->abort_reason : "?") > 0 &&
+        fclose(f) == 0,
+        "writing %s", path);
+  return HK_CONTINUE;
+}
+
 static int mode_fit(void) {
   run r;
   const char *out = arg("out", NULL), *resume = arg("resume", NULL), *ckpt = arg("ckpt", NULL);
@@ -207,12 +235,17 @@ static int mode_fit(void) {
       CHECK(hk_spec_apply(r.t.reg, "lr_finder(num_training_steps=20, min_lr=1e-4, max_lr=1, verbose=false)") == HK_OK,
             "%s", hk_last_error(r.t.reg));
   }
+  pace_ms = iarg("pace", 0);
+  pids_dir = arg("pids", NULL);
+  if (pace_ms || pids_dir) CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, pace, NULL, NULL, NULL) == HK_OK, "hook");
+  if ((exc_dir = arg("exc", NULL))) CHECK(hk_on(r.t.reg, HK_ON_EXCEPTION, write_exc, NULL, NULL, NULL) == HK_OK, "hook");
   if (arg("request_at", NULL)) {
     request_at = iarg("request_at", 0);
     CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, request_ckpt, NULL, NULL, NULL) == HK_OK, "hook");
     CHECK(hk_on(r.t.reg, HK_ON_CHECKPOINT_SAVED, count_saved, NULL, NULL, NULL) == HK_OK, "hook");
   }
   e = tr_fit(&r.t, &c);
+  if (e && exc_dir) { printf("fit: rank %d: %s after %lld steps: %s\n", rank_, tr_err_name(e), (long long)r.t.global_step, tr_error(&r.t)); return 3; }
   CHECK(e == TR_OK, "tr_fit: %s", tr_error(&r.t));
   if (request_at >= 0) CHECK(saved_seen == 1, "on_checkpoint_saved ran %d times on this rank", saved_seen);
   same_everywhere(hash(r.net.params, r.net.num_params * sizeof(float)), "the parameters");

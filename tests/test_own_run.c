@@ -16,7 +16,9 @@
      - a resume with nothing left to train (finished under tr_run_desc.max_steps; stopped by early_stopping
        with a patience that stops it again) refused by tr_run_start before anything fires or is made on
        disk, tr_run_finish reporting it and firing nothing; a larger limit or patience trains on
-     - nan_guard's checks whose events the loop never fires: said once, as early as known */
+     - nan_guard's checks whose events the loop never fires: said once, as early as known
+     - train/cluster.h: Slurm's environment, preemption settings, signal, requeue, resume, agreement
+       (tests/own_run_cluster.h) */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,6 +46,7 @@ extern "C" {
 
 static char g_root[256];
 static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
+#include "own_run_cluster.h" /* train/cluster.h: Slurm, preemption, agreement */
 
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -638,6 +641,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_resume_finished_refused),
     cmocka_unit_test(test_resume_early_stopped),
     cmocka_unit_test(test_nan_guard_unfired),
+    CLUSTER_TESTS,
   };
   char tmpl[] = "/tmp/test_own_run.XXXXXX", cmd[300];
   int rc;

@@ -43,7 +43,8 @@ TR__C_BEGIN /* part */
    MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), and the largest Ctrl-C/SIGTERM count.
+   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
+   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
    The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
    early stop on one rank stops all at the same step, and a failure on one rank fails all, each
    through on_exception, without a hang. Every vote also carries its agreement point's identity (its
@@ -162,6 +163,7 @@ TR__C_BEGIN /* part */
   X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
   X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
+  X(PREEMPT,  a > b ? a : b)      /* the preemption signal came (train/cluster.h) */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
   X(MOST,     a > b ? a : b) \
@@ -693,6 +695,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
   mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
+  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -707,6 +710,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
+  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];

@@ -1,7 +1,7 @@
 /* train/run.h - the run layer: what any loop gives the batteries (run directory, log records, checkpoints, stop signals). A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_RUN_H /* part */
 #define TRAIN_RUN_H /* part */
-#include "records.h" /* part */
+#include "cluster.h" /* part */
 
 TR__C_BEGIN /* part */
 /* =================================================================================================
@@ -53,7 +53,8 @@ TR__C_BEGIN /* part */
      - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
        on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
        says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
-       one ends the process at once, by the signal's default action (a step that hangs can be killed);
+       one ends the process at once, by the signal's default action (a step that hangs can be killed; in
+       a Slurm job it only counts); the preemption signal likewise, and may requeue (train/cluster.h);
      - warnings, once, when a callback waits for an event the loop never fires before the run ends,
        or sees ctx->stage unset.
 
@@ -140,7 +141,9 @@ typedef struct tr_run_desc {
   int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
                                     state and write it in the background (see "asynchronous saves"
                                     at tr_run_save); default: written before the call returns */
-  int no_signals;                /* 1: tr_run_start leaves SIGINT and SIGTERM alone */
+  int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
+  tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's TR_STOP_* OR'ed (model_user; cluster.h) */
   /* the training state in memory, for spike_detection's rollback: everything a step changes that a
      rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
      ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
@@ -487,7 +490,7 @@ typedef struct tr__run_priv {
   hk_registry *reg;
   uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
   int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
-  int signals;               /* tr_run_start installed the stop signals */
+  int signals, preempt;      /* tr_run_start installed the stop signals; the preemption's handler (tr__preempt_on) */
   int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
   int stop_pending;          /* a hook asked to stop while tr_run_start fired */
   int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
@@ -551,6 +554,7 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
+  if (q->preempt > 0) tr__preempt_off();
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -590,20 +594,8 @@ static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   fputs(text, f);
   fflush(f);
 }
-/* This process's global rank: the run's when it knows it, else the launcher's (Lightning's rank_zero
-   looks at the environment the same way before a strategy sets it), else 0. */
-static int tr__run_rank(const tr_run *run) {
-  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
-  size_t i;
-  if (run && run->tr__p->rank >= 0) return run->tr__p->rank;
-  for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    char *end;
-    long r = v ? strtol(v, &end, 10) : -1;
-    if (v && end != v && *end == 0 && r >= 0 && r <= INT_MAX) return (int)r;
-  }
-  return 0;
-}
+/* This process's global rank: the run's when it knows it, else the launcher's (train/cluster.h), else 0. */
+static int tr__run_rank(const tr_run *run) { return run && run->tr__p->rank >= 0 ? run->tr__p->rank : tr__launcher_rank(); }
 static void tr__run_vprint(hk_registry *reg, int all, const char *fmt, va_list ap) {
   const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
   char line[2048];
@@ -714,7 +706,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
   const char *strs[TR__RUN_STRS];
-  char *copy[TR__RUN_STRS];
+  char *copy[TR__RUN_STRS], q_why[512];
   int i;
   if (!reg) return TR_ERR_INVALID;
   if (!run) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: out of memory");
@@ -727,6 +719,8 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   if (!tr__tri_ok(d->epochs) || !tr__tri_ok(d->validation) || !tr__tri_ok(d->check_on_train_epoch_end))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: epochs, validation and check_on_train_epoch_end take "
                           "TR_YES, TR_NO or 0 (the default)");
+  if (tr_preempt_check(&d->preempt, d->save_to, "tr_run_setup: tr_run_desc.", q_why, sizeof q_why))
+    return tr__run_refuse(reg, TR_ERR_INVALID, "%s", q_why);
   if (!tr__tri_ok(d->new_version_on_resume))
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: new_version_on_resume is %d: give TR_YES (a resume logs into "
                           "a new version_N, as Lightning's), TR_NO or 0 (the default: a resume continues its run)",
@@ -1847,6 +1841,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_opts o;
   hk_err he;
   int past_stop = 0;
+  const char *requeued = NULL;
+  char line[512];
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
   if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
@@ -1857,6 +1853,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
+  if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
   if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
     return tr__run_said(reg, run, q->err);
@@ -1879,7 +1876,9 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(0) == 0; /* a second signal: the process ends */
+  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
+  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
@@ -1995,6 +1994,7 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
   unsigned out = 0;
+  int64_t stops;
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
   tr__run_settle(reg, ctx, flow);
@@ -2008,16 +2008,15 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
     }
   }
   out |= tr__run_requests(run, reg, ctx, flow);
-  if (q->signals && hk_stop_requested() > 0 && !run->failed) {
-    char why[512];
-    tr_err e = TR_OK;
-    /* the step just ended, through the loop's own save when it gave one (as requested checkpoints to save_to are) */
+  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
+  if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
+  if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved, through the loop's own */
+    char why[512], msg[1024]; /* save when it gave one (as requested checkpoints to save_to are) */
     int saves = run->desc.save_to && (run->desc.save_model || run->desc.save_checkpoint);
-    if (saves) e = tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why);
-    if (e) tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld; saving it to %s failed: %s",
-                       (long long)ctx->global_step, run->desc.save_to, why);
-    else tr_run_fail(reg, TR_ERR_INTERRUPTED, "interrupted (SIGINT or SIGTERM): stopped after step %lld%s%s", (long long)ctx->global_step,
-                     saves ? "; its state saved to " : "", saves ? run->desc.save_to : "");
+    tr_err e = saves ? tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why) : TR_OK;
+    tr__preempt_stopped(msg, sizeof msg, stops, ctx->global_step, saves ? run->desc.save_to : NULL, e ? why : NULL, &run->desc.preempt, ctx->rank);
+    tr_run_fail(reg, TR_ERR_INTERRUPTED, "%s", msg);
   }
   if (flow && HK_FLOW_HAS(flow, HK_FLOW_STOP)) {
     int64_t epochs = ctx->epoch + (epoch_end ? 1 : 0);
@@ -2188,6 +2187,8 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
+  if (q->preempt > 0) tr__preempt_off();
+  q->preempt = 0;
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   q->guard = 0;
   q->pending = 0;

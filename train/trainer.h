@@ -107,6 +107,11 @@ typedef struct tr_config {
                                     warn (hk_request_checkpoint names its own path) */
   int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
                                     0 = 50 (Lightning's default); negative = no training records */
+  tr_preempt preempt;            /* the preemption signal (SIGUSR1 by default; not with no_sigint): the step is
+                                    finished, saved to save_to, the Slurm job requeued when asked, and the fit ends
+                                    through on_exception with TR_ERR_INTERRUPTED; a requeued job's first fit resumes
+                                    from save_to by itself (section "CLUSTERS", train/cluster.h). Under it, Ctrl-C and
+                                    SIGTERM save the finished step to save_to too */
 } tr_config;
 
 /* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
@@ -714,11 +719,18 @@ static int tr__sig_on;       /* this fit installed the helper: its count is ours
 static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
 static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
 static int tr__sigint_count; /* multi-process: the agreed count */
+/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
+static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
+static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
+static int tr__preempt_count; /* multi-process: the agreed count */
+static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
+static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
 
 /* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
 static int tr__sig_own(void) {
   int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > 2 ? 2 : n;
+  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
 }
 /* What the loops act on. */
 static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
@@ -1319,6 +1331,24 @@ static void tr__honour_final_requests(tr_trainer *t) {
   t->ctx.requests = 0;
 }
 
+/* After a training batch, a stop signal or the preemption signal (agreed by every rank): with the preemption
+   handled (tr_config.preempt), the finished step is saved to save_to (every rank calls tr_save; rank 0 writes)
+   and rank 0 requeues the job when asked; then the fit ends through on_exception. */
+static void tr__stop_on_signal(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t stops = (tr__interrupts() >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts() >= 1 ? TR_STOP_PREEMPT : 0);
+  char msg[sizeof t->error], why[sizeof t->error];
+  int saves = !t->tr__err && tr__pre_on > 0 && c->save_to && c->save_to[0];
+  tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
+  if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
+  if (stops & TR_STOP_PREEMPT)
+    tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (Ctrl-C); saving the step to %s failed: %s", c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (Ctrl-C)%s%s", saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
+  tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
+}
+
 /* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
    hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
    lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
@@ -1371,7 +1401,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)");
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
@@ -1466,6 +1496,7 @@ static int tr__fit_done(const tr_trainer *t) {
 
 /* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
 static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  char why[512];
   if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
   *c = *in;
   if (!c->train || !c->train->count || !c->train->get == !c->train->next)
@@ -1475,6 +1506,7 @@ static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
   if (!c->train->save_state != !c->train->load_state)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
   if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "%s", why);
   if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
       c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
     return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
@@ -1637,9 +1669,13 @@ static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
 TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
+  const char *requeued = NULL;
+  char line[512];
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
+  if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
+    c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
@@ -1651,11 +1687,18 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__sig_deferred = t->tr__dist != NULL;
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
+  tr__preempt_count = 0;
+  tr__sig_most = tr__slurm_job() ? 1 : 2;
+  tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
+  tr__pre_base = tr_preempt_requested();
+  if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
+    tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = 0;
+  if (tr__pre_on > 0) tr__preempt_off();
+  tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;

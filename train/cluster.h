@@ -1,0 +1,337 @@
+/* train/cluster.h - clusters: what Slurm says about the process, preemption (a signal, a checkpoint, a requeue). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_CLUSTER_H /* part */
+#define TRAIN_CLUSTER_H /* part */
+#include "records.h" /* part */
+
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   CLUSTERS: SLURM AND PREEMPTION
+   A job on a cluster is stopped from outside: its time limit comes, or the scheduler takes its nodes
+   for another job. Slurm warns first when asked (sbatch --signal=B:USR1@120: SIGUSR1 to the batch
+   shell 120 s before the limit; scancel -s USR1 -b JOBID sends it at once) and ends a job with
+   SIGTERM, then SIGKILL KillWait seconds later. A run of the run layer (your loop through tr_run_*,
+   or tr_fit) handles both, as Lightning's SLURMEnvironment(auto_requeue=True) does:
+     - the preemption signal (tr_preempt.signal; SIGUSR1 by default) finishes the step, saves it to
+       save_to, and with tr_preempt.requeue puts the job back in the queue (rank 0 runs
+       scontrol requeue $SLURM_JOB_ID; the job was submitted with --requeue), then the run ends
+       through on_exception with TR_ERR_INTERRUPTED: "preempted (SIGUSR1): stopped after step 120;
+       its state saved to ckpt.bin; job 42 requeued";
+     - SIGTERM (and Ctrl-C) does the same without the requeue (the scheduler requeues a preempted
+       job itself when its partition says so);
+     - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
+       from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
+       TR_NO: not).
+   Under Slurm the run says so once at its start (rank 0, in the run's log):
+       train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
+       resuming from ckpt.bin (the job was requeued)
+   SEVERAL PROCESSES: a signal reaches the ranks at different steps (mpirun forwards SIGUSR1 and
+   SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
+   exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
+   votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
+   at every tr_run_batch_end / tr_run_epoch_end on every rank with this rank's TR_STOP_* bits and
+   which returns their OR over the ranks (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
+   a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
+   saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
+   Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption
+   signal is left in place (the run then says it does not handle it). */
+
+/* What Slurm's environment says about this process (tr_slurm_read). */
+typedef struct tr_slurm {
+  int on;              /* 1: in a Slurm job (SLURM_JOB_ID set) */
+  char job_id[24];     /* SLURM_JOB_ID ("" outside Slurm) */
+  int restart_count;   /* SLURM_RESTART_COUNT: 0 on the first run, N after N requeues */
+  int srun;            /* 1: srun started this process as a task of a job step (SLURM_STEP_ID set, and
+                          not a rank of mpirun, whose ranks inherit the batch shell's SLURM_PROCID 0) */
+  int rank, world;     /* SLURM_PROCID and SLURM_NTASKS when srun started it; else 0 and 1 */
+  char why[200];       /* a variable that is set but malformed, and its value ("" when none is) */
+} tr_slurm;
+/* Read Slurm's variables: 1 in a Slurm job, 0 outside one, -1 when one is malformed (s->why says
+   which; the rest of s is what could be read). */
+TRAIN_API int tr_slurm_read(tr_slurm *s);
+
+/* Preemption settings, in tr_run_desc.preempt and tr_config.preempt (zero: the defaults). */
+typedef struct tr_preempt {
+  int signal;          /* the signal that asks the run to stop after its step with a checkpoint to save_to;
+                          0 = SIGUSR1 (what sbatch --signal=B:USR1@N sends); TR_NO: none. Not SIGINT or
+                          SIGTERM (they stop the run already), SIGKILL or SIGSTOP (they cannot be caught),
+                          SIGCONT (Slurm sends it to every job it ends) or a fault (SIGSEGV, ...) */
+  int requeue;         /* TR_YES: then requeue the Slurm job (rank 0: scontrol requeue $SLURM_JOB_ID);
+                          needs save_to, where the requeued job resumes from */
+  int resume;          /* TR_NO: a requeued job (SLURM_RESTART_COUNT >= 1) does not resume from save_to by
+                          itself; default: it does when no resume_from is given and save_to exists */
+} tr_preempt;
+/* Check settings; who names the struct in the message ("tr_run_setup: tr_run_desc."). TR_OK, or
+   TR_ERR_INVALID with why saying what is wrong and what would be right. */
+TRAIN_API tr_err tr_preempt_check(const tr_preempt *p, const char *save_to, const char *who, char *why, size_t cap);
+/* The preemption signals counted since the run (or tr_fit) installed its handler (0 without one). */
+TRAIN_API int tr_preempt_requested(void);
+
+/* What a rank contributes to tr_run_desc.agree, and what the OR of every rank's means. */
+enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
+       TR_STOP_PREEMPT = 2,  /* the preemption signal */
+       TR_STOP_FAILED = 4,   /* the run failed on that rank */
+       TR_STOP_HOOK = 8 };   /* a hook asked to stop (HK_STOP) */
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+#if !defined(HK_NO_SIGNALS) && !defined(__wasi__)
+#  include <signal.h>
+#  define TR__SIGNALS 1
+#endif
+
+/* A decimal number of at most 9 digits (no sign, nothing after it): its value, else -1. */
+static long tr__env_num(const char *v) {
+  long n = 0;
+  int k = 0;
+  if (!v) return -1;
+  for (; *v; v++, k++) {
+    if (*v < '0' || *v > '9' || k == 9) return -1;
+    n = n * 10 + (*v - '0');
+  }
+  return k ? n : -1;
+}
+
+TRAIN_API int tr_slurm_read(tr_slurm *s) {
+  const char *job = getenv("SLURM_JOB_ID"), *restarts = getenv("SLURM_RESTART_COUNT");
+  const char *procid = getenv("SLURM_PROCID"), *ntasks = getenv("SLURM_NTASKS");
+  long r, w, n;
+  memset(s, 0, sizeof *s);
+  s->world = 1;
+  if (!job || !job[0]) return 0;
+#define TR__BAD(...) do { if (!s->why[0]) snprintf(s->why, sizeof s->why, __VA_ARGS__); } while (0)
+  if (tr__env_num(job) < 0 || strlen(job) >= sizeof s->job_id) TR__BAD("SLURM_JOB_ID is '%.40s': not a job id (digits)", job);
+  else { s->on = 1; memcpy(s->job_id, job, strlen(job) + 1); }
+  if (restarts && (n = tr__env_num(restarts)) < 0) TR__BAD("SLURM_RESTART_COUNT is '%.40s': not a count (0, 1, ...)", restarts);
+  else if (restarts) s->restart_count = (int)n;
+  if (getenv("SLURM_STEP_ID") && !getenv("OMPI_COMM_WORLD_RANK")) { /* a task of srun, not a rank of mpirun */
+    r = tr__env_num(procid);
+    w = tr__env_num(ntasks);
+    if (r < 0 || w < 1 || r >= w)
+      TR__BAD("SLURM_PROCID '%.20s' and SLURM_NTASKS '%.20s' are not a task's rank (0 .. N-1) and the tasks' count N",
+              procid ? procid : "(unset)", ntasks ? ntasks : "(unset)");
+    else { s->srun = 1; s->rank = (int)r; s->world = (int)w; }
+  }
+#undef TR__BAD
+  return s->why[0] ? -1 : s->on;
+}
+
+/* This process's global rank from its launcher's environment (Lightning's rank_zero looks the same way before
+   a strategy sets it): mpirun's, MPICH's, PMIx's, srun's, torchrun's; 0 without one. */
+TR__SHARED int tr__launcher_rank(void) {
+  static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
+  size_t i;
+  for (i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    char *end;
+    long r = v ? strtol(v, &end, 10) : -1;
+    if (v && end != v && *end == 0 && r >= 0 && r <= INT_MAX) return (int)r;
+  }
+  return 0;
+}
+
+/* The signals a preemption may not use, and why (the names as kill -l gives them). */
+static const char *tr__preempt_refused(int sig, const char **name) {
+  static const struct { int sig; const char *name, *why; } no[] = {
+#ifdef TR__SIGNALS
+    { SIGINT, "SIGINT", "it stops the run already" }, { SIGTERM, "SIGTERM", "it stops the run already" },
+    { SIGSEGV, "SIGSEGV", "it reports a fault" }, { SIGFPE, "SIGFPE", "it reports a fault" },
+    { SIGILL, "SIGILL", "it reports a fault" }, { SIGABRT, "SIGABRT", "it reports a fault" },
+#  ifdef SIGKILL
+    { SIGKILL, "SIGKILL", "it cannot be caught" }, { SIGSTOP, "SIGSTOP", "it cannot be caught" },
+    { SIGCONT, "SIGCONT", "Slurm sends it to every job it ends or requeues" },
+    { SIGCHLD, "SIGCHLD", "every child process that ends sends it" }, { SIGBUS, "SIGBUS", "it reports a fault" },
+#  endif
+#endif
+    { 0, "", "" } };
+  size_t i;
+  for (i = 0; no[i].sig; i++)
+    if (no[i].sig == sig) { *name = no[i].name; return no[i].why; }
+  return NULL;
+}
+
+/* "SIGUSR1" for the common choices, else "signal N". */
+static const char *tr__sig_name(int sig, char *buf, size_t cap) {
+  const char *name = NULL;
+#if defined(TR__SIGNALS) && defined(SIGUSR1)
+  if (sig == SIGUSR1) name = "SIGUSR1";
+  if (sig == SIGUSR2) name = "SIGUSR2";
+  if (sig == SIGHUP) name = "SIGHUP";
+  if (sig == SIGQUIT) name = "SIGQUIT";
+  if (sig == SIGALRM) name = "SIGALRM";
+#endif
+  if (!name && !tr__preempt_refused(sig, &name)) name = NULL;
+  if (name) snprintf(buf, cap, "%s", name);
+  else snprintf(buf, cap, "signal %d", sig);
+  return buf;
+}
+
+/* The signal number the settings mean: 0 for none. */
+static int tr__preempt_sig(const tr_preempt *p) {
+  if (!p || p->signal == TR_NO) return 0;
+  if (p->signal) return p->signal;
+#if defined(TR__SIGNALS) && defined(SIGUSR1)
+  return SIGUSR1;
+#else
+  return 0; /* no SIGUSR1 on this platform: give a number */
+#endif
+}
+
+TRAIN_API tr_err tr_preempt_check(const tr_preempt *p, const char *save_to, const char *who, char *why, size_t cap) {
+  const char *name = "", *no;
+  if (!who) who = "";
+  if (!p) return TR_OK;
+  if (p->signal != TR_NO && (p->signal < 0 || p->signal > 64)) {
+    snprintf(why, cap, "%spreempt.signal is %d: give a signal's number (1 .. 64, e.g. SIGUSR1), 0 for SIGUSR1 or TR_NO for none",
+             who, p->signal);
+    return TR_ERR_INVALID;
+  }
+  if (p->signal != TR_NO && (no = tr__preempt_refused(p->signal, &name)) != NULL) {
+    snprintf(why, cap, "%spreempt.signal is %d (%s): %s; give another (SIGUSR1 or SIGUSR2, as sbatch --signal=B:USR1@120 "
+             "sends it) or TR_NO for none", who, p->signal, name, no);
+    return TR_ERR_INVALID;
+  }
+  if (p->requeue != TR_YES && p->requeue != TR_NO && p->requeue != 0) {
+    snprintf(why, cap, "%spreempt.requeue is %d: give TR_YES, TR_NO or 0 (the default: no requeue)", who, p->requeue);
+    return TR_ERR_INVALID;
+  }
+  if (p->resume != TR_YES && p->resume != TR_NO && p->resume != 0) {
+    snprintf(why, cap, "%spreempt.resume is %d: give TR_YES, TR_NO or 0 (the default: a requeued job resumes)", who, p->resume);
+    return TR_ERR_INVALID;
+  }
+  if (p->requeue == TR_YES && (!save_to || !save_to[0])) {
+    snprintf(why, cap, "%spreempt.requeue is TR_YES but save_to is not set: the requeued job resumes from save_to; give it "
+             "(a path on a file system the job's next nodes see)", who);
+    return TR_ERR_INVALID;
+  }
+  if (p->requeue == TR_YES && p->signal == TR_NO) {
+    snprintf(why, cap, "%spreempt.requeue is TR_YES but preempt.signal is TR_NO: nothing would ask for the requeue; give a "
+             "signal (0: SIGUSR1)", who);
+    return TR_ERR_INVALID;
+  }
+  return TR_OK;
+}
+
+/* ---- the preemption signal's handler: it only counts (installs nest; the outermost one counts) ---- */
+#ifdef TR__SIGNALS
+static volatile sig_atomic_t tr__preempt_n;
+static int tr__preempt_signo, tr__preempt_depth;
+static void (*tr__preempt_prev)(int);
+static void tr__on_preempt(int sig) {
+  if (tr__preempt_n < 127) tr__preempt_n = (sig_atomic_t)(tr__preempt_n + 1);
+  signal(sig, tr__on_preempt); /* System V-style signal() reset the handler before calling it */
+}
+#endif
+/* Install the handler for p's signal: 1 when it is ours now, 0 when there is none to install, -1 when
+   the program has its own handler (or ignores it): left as it is. */
+TR__SHARED int tr__preempt_on(const tr_preempt *p) {
+#ifdef TR__SIGNALS
+  int sig = tr__preempt_sig(p);
+  void (*prev)(int);
+  if (!sig) return 0;
+  if (tr__preempt_depth > 0) { /* nested (a tr_fit inside a loop of yours): the outer handler counts */
+    if (sig != tr__preempt_signo) return -1;
+    tr__preempt_depth++;
+    return 1;
+  }
+  prev = signal(sig, tr__on_preempt);
+  if (prev == SIG_ERR) return 0;
+  if (prev != SIG_DFL) { signal(sig, prev); return -1; }
+  tr__preempt_prev = prev;
+  tr__preempt_signo = sig;
+  tr__preempt_n = 0;
+  tr__preempt_depth = 1;
+  return 1;
+#else
+  (void)p;
+  return 0;
+#endif
+}
+TR__SHARED void tr__preempt_off(void) {
+#ifdef TR__SIGNALS
+  if (tr__preempt_depth <= 0 || --tr__preempt_depth > 0) return;
+  signal(tr__preempt_signo, tr__preempt_prev);
+#endif
+}
+TRAIN_API int tr_preempt_requested(void) {
+#ifdef TR__SIGNALS
+  return (int)tr__preempt_n;
+#else
+  return 0;
+#endif
+}
+
+/* This rank's TR_STOP_* bits now, agreed with the other ranks when agree is given (every rank calls
+   it at the same points, whatever its bits). */
+TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
+                             void *user) {
+  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+              (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
+  return agree ? agree(user, s) : s;
+}
+
+/* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
+   signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
+   seconds later), so that the step is saved. */
+TR__SHARED int tr__slurm_job(void) { return getenv("SLURM_JOB_ID") != NULL; }
+
+/* A requeued job's checkpoint: save_to when this is a Slurm restart, the settings allow it and the file is
+   there; NULL otherwise. */
+TR__SHARED const char *tr__preempt_resume(const tr_preempt *p, const char *save_to) {
+  tr_slurm s;
+  FILE *f;
+  if (!save_to || !save_to[0] || (p && p->resume == TR_NO) || tr_slurm_read(&s) < 1 || s.restart_count < 1) return NULL;
+  if (!(f = fopen(save_to, "rb"))) return NULL;
+  fclose(f);
+  return save_to;
+}
+
+/* The run stopped on a signal (stops: the agreed TR_STOP_* bits): the message that says so, after the
+   state was saved (save_err NULL: saved to saved_to; saved_to NULL: nothing saved). With a preemption and
+   requeue, rank 0 requeues the job now. */
+TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_t step, const char *saved_to, const char *save_err,
+                                    const tr_preempt *p, int rank) {
+  char sig[24], cmd[64];
+  size_t n;
+  int preempted = (stops & TR_STOP_PREEMPT) != 0;
+  tr_slurm s;
+  if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
+                                      (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)step);
+  if (n >= cap) return;
+  if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
+  else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
+  if (n >= cap || !preempted || !p || p->requeue != TR_YES) return;
+  if (save_err || !saved_to) { snprintf(out + n, cap - n, "; the job is not requeued (nothing to resume from)"); return; }
+  if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
+  if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
+  snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
+  fflush(NULL);
+  if (system(cmd) == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
+  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s did not succeed: was it submitted with --requeue?)", s.job_id, cmd);
+}
+
+/* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */
+TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int installed, const char *save_to, const char *resume) {
+  tr_slurm s;
+  char sig[24];
+  size_t n;
+  int on = tr_slurm_read(&s);
+  if (on == 0) return 0;
+  if (on < 0 && !s.on) { snprintf(out, cap, "Slurm: %s", s.why); return 1; }
+  n = (size_t)snprintf(out, cap, "Slurm job %s, restart %d", s.job_id, s.restart_count);
+  if (s.srun && n < cap) n += (size_t)snprintf(out + n, cap - n, ", task %d of %d (srun)", s.rank, s.world);
+  if (on < 0 && n < cap) n += (size_t)snprintf(out + n, cap - n, " (%s)", s.why);
+  if (n >= cap) return 1;
+  tr__sig_name(tr__preempt_sig(p), sig, sizeof sig);
+  if (installed > 0)
+    n += (size_t)snprintf(out + n, cap - n, "; %s %s%s%s", sig, save_to ? "saves to " : "stops the run (no save_to: nothing saved)",
+                          save_to ? save_to : "", p && p->requeue == TR_YES ? " and requeues the job" : "");
+  else if (installed < 0) n += (size_t)snprintf(out + n, cap - n, "; %s has a handler of the program's: the run leaves it alone", sig);
+  else n += (size_t)snprintf(out + n, cap - n, "; no preemption signal");
+  if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
+  return 1;
+}
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */
