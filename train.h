@@ -12104,7 +12104,8 @@ typedef struct tr__mlf {
   int ended;                   /* it was sent (or could not be) */
   double next_try;             /* after a failed request: not before this (tr__wall) */
   int64_t sent, dropped, refused, unsent;
-  int up, said, news;          /* TR__MLF_SAY_*: said already, to say */
+  int up, was_down;            /* the last request got an answer; one did not, once */
+  int said, news;              /* TR__MLF_SAY_*: said already, to say */
   char error[256];
   /* the loop's side only */
   int in_run, rank0, failed_status, warned_names;
@@ -12422,10 +12423,11 @@ static void *tr__mlf_main(void *p) {
       pthread_mutex_lock(&s->mu);
       if (r < 0) {
         s->next_try = tr__wall() + tr__mlf_backoff(++tries);
-        if (s->up || !(s->said & TR__MLF_SAY_DOWN)) s->news |= TR__MLF_SAY_DOWN;
+        s->news |= TR__MLF_SAY_DOWN;
         s->up = 0;
+        s->was_down = 1;
       } else {
-        if (!s->up && (s->said & TR__MLF_SAY_DOWN)) s->news |= TR__MLF_SAY_BACK;
+        if (!s->up && s->was_down) s->news |= TR__MLF_SAY_BACK;
         s->up = 1;
         tries = 0;
         s->next_try = 0;
@@ -12445,7 +12447,6 @@ static void tr__mlf_say(tr__mlf *s, const hk_ctx *ctx) {
   char err[256], rid[64];
   pthread_mutex_lock(&s->mu);
   news = s->news & ~(s->said & ~TR__MLF_SAY_STARTED);
-  if (!(s->said & TR__MLF_SAY_DOWN) && !(news & TR__MLF_SAY_DOWN)) news &= ~TR__MLF_SAY_BACK; /* back: only after down */
   s->said |= news;
   s->news = 0;
   memcpy(err, s->error, sizeof err);
@@ -12455,7 +12456,7 @@ static void tr__mlf_say(tr__mlf *s, const hk_ctx *ctx) {
   if (news & TR__MLF_SAY_DOWN)
     tr__run_say(s->run, ctx, "mlflow", "%s does not answer (%s): the values wait (up to max_queue=%d) and are sent when it does; "
                 "training goes on", s->uri, err, s->cap);
-  if ((news & TR__MLF_SAY_BACK) && !(news & TR__MLF_SAY_DOWN))
+  if (news & TR__MLF_SAY_BACK)
     tr__run_say(s->run, ctx, "mlflow", "%s answers again: the values that waited are being sent", s->uri);
   if (news & TR__MLF_SAY_REFUSED)
     tr__run_say(s->run, ctx, "mlflow", "%s refused metric values (%s): they are dropped (counted); training goes on", s->uri, err);
@@ -12479,6 +12480,15 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
+/* A name MLflow takes as a metric's or param's key: at most 250 bytes of letters, digits, '_', '-', '.', ' ',
+   ':' and '/' (non-ASCII letters too); one it refuses would cost the whole request. */
+static int tr__mlf_name_ok(const char *k) {
+  size_t n;
+  for (n = 0; k[n]; n++)
+    if (!((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= 'A' && k[n] <= 'Z') || (k[n] >= '0' && k[n] <= '9') || strchr("_-. :/", k[n]) ||
+          (unsigned char)k[n] >= 0x80)) return 0;
+  return n > 0 && n <= TR__MLF_KEY;
+}
 /* A run begins for MLflow (its first on_fit_start, record or checkpoint; after a resume's load): the sender
    creates the MLflow run, or sets the checkpoint's RUNNING again; the params go with it. */
 static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
@@ -12507,10 +12517,12 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   s->ended = 0;
   if (!s->params.len && n >= 0) { /* once per logger: a param never changes in MLflow */
     for (i = 0; i < n; i++) {
+      if (!tr__mlf_name_ok(h[i].key)) continue; /* MLflow would refuse the request */
       hk_bytes_put(&s->params, h[i].key, strlen(h[i].key) + 1);
       hk_bytes_put(&s->params, h[i].val, strlen(h[i].val) + 1);
     }
-    s->n_params = n;
+    s->n_params = 0;
+    for (i = 0; i < n; i++) s->n_params += tr__mlf_name_ok(h[i].key);
     if (specs.len > 1 && !specs.failed) {
       if (specs.len > TR__MLF_VALUE) specs.data[TR__MLF_VALUE - 1] = 0, specs.len = TR__MLF_VALUE;
       hk_bytes_put(&s->params, "specs", 6);
@@ -12527,12 +12539,12 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
 }
 
 /* The key of a metric name (made at its first record: later records allocate nothing); -1 when it cannot be
-   sent (MLflow's keys are at most 250 bytes; more than 1024 names). Under mu. */
+   sent (a name MLflow refuses; more than 65536 names). Under mu. */
 static int tr__mlf_key(tr__mlf *s, const char *name) {
   int k = s->n_names, b = k / TR__MLF_BLOCK;
   char ***blk = &s->names[b];
   for (k = 0; k < s->n_names; k++) if (!strcmp(s->names[k / TR__MLF_BLOCK][k % TR__MLF_BLOCK], name)) return k;
-  if (b == TR__MLF_BLOCKS || strlen(name) > TR__MLF_KEY) return -1;
+  if (b == TR__MLF_BLOCKS || !tr__mlf_name_ok(name)) return -1;
   if (!*blk && !(*blk = (char **)calloc(TR__MLF_BLOCK, sizeof **blk))) return -1;
   if (!((*blk)[k % TR__MLF_BLOCK] = tr__strdup(name))) return -1;
   return s->n_names++;
@@ -12568,8 +12580,9 @@ static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   pthread_mutex_unlock(&s->mu);
   if (bad && !s->warned_names) {
     s->warned_names = 1;
-    tr__run_say(s->run, ctx, "mlflow", "a metric name longer than %d bytes, or more than %d names: MLflow cannot take it, it is "
-                "not sent (counted as dropped)", TR__MLF_KEY, TR__MLF_BLOCK * TR__MLF_BLOCKS);
+    tr__run_say(s->run, ctx, "mlflow", "a metric name MLflow refuses (more than %d bytes, or a character other than letters, digits, "
+                "'_', '-', '.', ' ', ':' and '/'), or more than %d names: it is not sent (counted as dropped)", TR__MLF_KEY,
+                TR__MLF_BLOCK * TR__MLF_BLOCKS);
   }
   if (i) tr__mlf_say(s, ctx);
   return HK_CONTINUE;
@@ -12632,7 +12645,7 @@ static hk_signal tr__mlf_teardown(hk_ctx *ctx, void *u) {
   tr__mlf *s = (tr__mlf *)u;
   int st = s->failed_status;
   if (!s->rank0) return HK_CONTINUE;
-  if (!st && s->run->failed) st = s->run->tr__p->err == TR_ERR_INTERRUPTED ? 2 : 1;
+  if (s->run->failed) st = s->run->tr__p->err == TR_ERR_INTERRUPTED ? 2 : 1; /* the trainer says why after on_exception */
   tr__mlf_end(s, ctx, st == 2 ? "KILLED" : st == 1 ? "FAILED" : "FINISHED");
   return HK_CONTINUE;
 }

@@ -5,7 +5,8 @@
 #                             runtimes (libclang-rt-dev)
 #   sh scripts/deps.sh        what `make test` and `make bench` need: the above, valgrind,
 #                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun),
-#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin)
+#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin),
+#                             libcurl (libcurl4-openssl-dev: the mlflow logger)
 missing=""
 command -v cc >/dev/null 2>&1         || missing="$missing gcc"
 command -v make >/dev/null 2>&1       || missing="$missing make"
@@ -28,6 +29,7 @@ if [ "${1:-test}" = test ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
   command -v tmux >/dev/null 2>&1       || missing="$missing tmux"
   command -v rsvg-convert >/dev/null 2>&1 || missing="$missing librsvg2-bin"
+  command -v curl-config >/dev/null 2>&1  || missing="$missing libcurl4-openssl-dev" # the mlflow logger (TRAIN_MLFLOW)
 fi
 [ -z "$missing" ] && exit 0
 echo "deps: installing:$missing"
