@@ -19,7 +19,7 @@
                                accumulation_scheduler, profiler, throughput_monitor,
                                on_exception_checkpoint, spike_detection; each its constructor and
                                spec factory                                         TRAIN_NO_CALLBACKS
-     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot           TRAIN_NO_LOGGERS
+     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
      sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
                                and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
      trainer.h                 THE TRAINER: tr_fit / validate / test / predict, a sanity check, limits,
@@ -167,6 +167,8 @@
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
+     TRAIN_MLFLOW           the mlflow logger's HTTP client, libcurl (link -lcurl): without it "mlflow" is
+                            refused with a message naming this define and the library
      TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
                             with mpicc, run with mpirun): section "MPI STRATEGY" at the end
      TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
@@ -180,6 +182,8 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   the mlflow logger (TRAIN_MLFLOW, -lcurl): a run in an MLflow tracking server, sent from a background
+            thread (no request on the step's path), kept while the server is down, continued by a resume
      next   the trainer is a client of the run layer's public API only: tr_run_enter / tr_run_leave (a loop
             that fires every event itself), tr_run_requests, tr_run_resumed, tr_run_say; tr_run_desc.settings,
             accumulate_grad_batches, save_checkpoint, wait_saves, rolled_back; tr_run.epoch_done,
@@ -12070,7 +12074,8 @@ TRAIN_API tr_err tr_mlflow_get(const hk_registry *reg, hk_handle h, tr_mlflow_st
 /* MLflow's limits per log-batch request, and this logger's own */
 enum { TR__MLF_BATCH = 1000, TR__MLF_PARAMS = 100, TR__MLF_BODY = 1000000, TR__MLF_KEY = 250, TR__MLF_VALUE = 6000,
        TR__MLF_BLOCK = 1024, TR__MLF_BLOCKS = 64 /* metric names: 65536 at most, in blocks that never move */ };
-#define TR__MLF_BACKOFF_MAX 4.0
+#define TR__MLF_BACKOFF_MAX 4.0 /* seconds between tries at most while the server does not answer */
+#define TR__MLF_GATHER 0.1      /* seconds values gather before a request that is not full */
 /* what the sender has to say to the loop's thread (said there, once each) */
 enum { TR__MLF_SAY_DOWN = 1, TR__MLF_SAY_BACK = 2, TR__MLF_SAY_REFUSED = 4, TR__MLF_SAY_STARTED = 8, TR__MLF_SAY_GAVE_UP = 16,
        TR__MLF_SAY_PARAMS = 32 };
@@ -12103,6 +12108,8 @@ typedef struct tr__mlf {
   const char *end;             /* the status to send at the run's end (NULL: none) */
   int ended;                   /* it was sent (or could not be) */
   double next_try;             /* after a failed request: not before this (tr__wall) */
+  double next_send;            /* values that do not fill a request wait until then */
+  int idle;                    /* the sender waits: 1 for work, 2 gathering values, 3 pausing after a failure */
   int64_t sent, dropped, refused, unsent;
   int up, was_down;            /* the last request got an answer; one did not, once */
   int said, news;              /* TR__MLF_SAY_*: said already, to say */
@@ -12399,41 +12406,48 @@ static int tr__mlf_step(tr__mlf *s) {
   return 1;
 }
 
+/* Wait under mu until `until` (a tr__wall time), or a signal. */
+static void tr__mlf_wait_until(tr__mlf *s, double until) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)until;
+  ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+  pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+/* Only metric values wait, fewer than a full request: they gather for TR__MLF_GATHER seconds first (one
+   request, not one per record). Under mu. */
+static int tr__mlf_gathering(const tr__mlf *s) {
+  return s->ready && !s->gave_up && s->param_at >= s->n_params && !s->checkpoint && !(s->end && !s->ended) &&
+         s->count < TR__MLF_BATCH && tr__wall() < s->next_send;
+}
+/* The loop's side wakes the sender only when that does something: it waits for work, or gathers and a request
+   is full (urgent: something else than values came). A pause after a failure is never cut short but by the end. */
+static void tr__mlf_wake(tr__mlf *s, int urgent) {
+  if (s->idle == 1 || (s->idle == 2 && (urgent || s->count >= TR__MLF_BATCH))) pthread_cond_signal(&s->cv);
+}
 static void *tr__mlf_main(void *p) {
   tr__mlf *s = (tr__mlf *)p;
-  int tries = 0;
+  int tries = 0, r;
   pthread_mutex_lock(&s->mu);
-  for (;;) {
-    double now = tr__wall();
-    if (s->quit) break;
-    if (!tr__mlf_work(s) || now < s->next_try) {
-      if (!tr__mlf_work(s)) pthread_cond_wait(&s->cv, &s->mu);
-      else {
-        struct timespec ts;
-        double until = s->next_try;
-        ts.tv_sec = (time_t)until;
-        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-      }
-      continue;
-    }
+  while (!s->quit) {
+    if (!tr__mlf_work(s)) { s->idle = 1; pthread_cond_wait(&s->cv, &s->mu); s->idle = 0; continue; }
+    if (tr__wall() < s->next_try) { s->idle = 3; tr__mlf_wait_until(s, s->next_try); s->idle = 0; continue; }
+    if (tr__mlf_gathering(s)) { s->idle = 2; tr__mlf_wait_until(s, s->next_send); s->idle = 0; continue; }
     pthread_mutex_unlock(&s->mu);
-    {
-      int r = tr__mlf_step(s);
-      pthread_mutex_lock(&s->mu);
-      if (r < 0) {
-        s->next_try = tr__wall() + tr__mlf_backoff(++tries);
-        s->news |= TR__MLF_SAY_DOWN;
-        s->up = 0;
-        s->was_down = 1;
-      } else {
-        if (!s->up && s->was_down) s->news |= TR__MLF_SAY_BACK;
-        s->up = 1;
-        tries = 0;
-        s->next_try = 0;
-      }
-      pthread_cond_broadcast(&s->cv);
+    r = tr__mlf_step(s);
+    pthread_mutex_lock(&s->mu);
+    if (r < 0) {
+      s->next_try = tr__wall() + tr__mlf_backoff(++tries);
+      s->news |= TR__MLF_SAY_DOWN;
+      s->up = 0;
+      s->was_down = 1;
+    } else {
+      if (!s->up && s->was_down) s->news |= TR__MLF_SAY_BACK;
+      s->up = 1;
+      tries = 0;
+      s->next_try = 0;
+      if (s->count < TR__MLF_BATCH) s->next_send = tr__wall() + TR__MLF_GATHER;
     }
+    pthread_cond_broadcast(&s->cv); /* a run's end, a checkpoint's save may wait for this */
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
@@ -12575,7 +12589,7 @@ static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
     }
   }
   s->dropped += bad;
-  pthread_cond_signal(&s->cv);
+  tr__mlf_wake(s, 0);
   i = s->news;
   pthread_mutex_unlock(&s->mu);
   if (bad && !s->warned_names) {
@@ -12597,7 +12611,7 @@ static hk_signal tr__mlf_saved(hk_ctx *ctx, void *u) {
   pthread_mutex_lock(&s->mu);
   free(s->checkpoint);
   s->checkpoint = path;
-  pthread_cond_signal(&s->cv);
+  tr__mlf_wake(s, 1);
   pthread_mutex_unlock(&s->mu);
   return HK_CONTINUE;
 }
@@ -12621,7 +12635,7 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   pthread_mutex_lock(&s->mu);
   s->end = status;
   s->ended = 0;
-  s->next_try = 0; /* one try at once, whatever the pause */
+  s->next_try = s->next_send = 0; /* one try at once, whatever the pause */
   pthread_cond_broadcast(&s->cv);
   while (!s->ended && tr__wall() < until) {
     struct timespec ts;
