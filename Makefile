@@ -62,6 +62,7 @@ include tests/run_api.mk
 include tests/async.mk
 include tests/sweep.mk
 include tests/log.mk
+include tests/mlflow.mk
 include tests/mpi.mk
 include tests/multihost.mk
 include tests/zero.mk
@@ -87,7 +88,7 @@ test: deps
 	@s=$$(date +%s); $(TEST_MAKE) test-all && echo "make test: all passed in $$(($$(date +%s) - s)) s"
 # The longest single recipes go first (test-mpi's mpiruns, the 20 s spec fuzzing), so that no core idles
 # at the end waiting for them.
-TEST_FIRST := test-mpi test-slurm test-mpi-multihost test-fuzz-spec
+TEST_FIRST += test-mpi test-slurm test-mpi-multihost test-fuzz-spec
 test-all: $(filter $(TEST_FIRST),$(TEST_TARGETS)) $(TEST_TARGETS)
 test-quick: deps-quick
 	@s=$$(date +%s); $(TEST_MAKE) test-quick-all && echo "make test-quick: all passed in $$(($$(date +%s) - s)) s"

@@ -22,7 +22,7 @@
                                accumulation_scheduler, profiler, throughput_monitor,
                                on_exception_checkpoint, spike_detection; each its constructor and
                                spec factory                                         TRAIN_NO_CALLBACKS
-     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot           TRAIN_NO_LOGGERS
+     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
      sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
                                and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
      trainer.h                 THE TRAINER: tr_fit / validate / test / predict, a sanity check, limits,
@@ -170,6 +170,8 @@
      TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
      TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
      TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
+     TRAIN_MLFLOW           the mlflow logger's HTTP client, libcurl (link -lcurl): without it "mlflow" is
+                            refused with a message naming this define and the library
      TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
                             with mpicc, run with mpirun): section "MPI STRATEGY" at the end
      TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
@@ -187,6 +189,8 @@
             (SIGUSR1 by default: the step saved to save_to, the Slurm job requeued when asked, the requeued
             job resuming by itself), agreed by tr_fit's vote under TRAIN_MPI and by tr_run_desc.agree in a
             loop of yours; a start line under Slurm; in a Slurm job a second SIGTERM only counts
+     next   the mlflow logger (TRAIN_MLFLOW, -lcurl): a run in an MLflow tracking server, sent from a background
+            thread (no request on the step's path), kept while the server is down, continued by a resume
      next   the trainer is a client of the run layer's public API only: tr_run_enter / tr_run_leave (a loop
             that fires every event itself), tr_run_requests, tr_run_resumed, tr_run_say; tr_run_desc.settings,
             accumulate_grad_batches, save_checkpoint, wait_saves, rolled_back; tr_run.epoch_done,
@@ -1510,7 +1514,8 @@ typedef double (*tr_clock_fn)(void *user);
   X(jsonl, JSONL, jsonl, "log records as JSON lines to save_dir/name/version_N/metrics.jsonl") \
   X(tensorboard, TENSORBOARD, tb, "log records as TensorBoard event files (scalars, histograms, hparams as text)") \
   X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
-  X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run")
+  X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run") \
+  X(mlflow, MLFLOW, mlf, "send records to an MLflow tracking server (needs TRAIN_MLFLOW and -lcurl; Lightning's MLFlowLogger)")
 /* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
@@ -1626,6 +1631,11 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_PLOT 0
 #else
 #  define TR__ON_PLOT 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_MLFLOW) || (TR__PICKED && !defined(TRAIN_ENABLE_MLFLOW))
+#  define TR__ON_MLFLOW 0
+#else
+#  define TR__ON_MLFLOW 1
 #endif
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */
@@ -2435,6 +2445,65 @@ TRAIN_API tr_err tr_plot(hk_registry *reg, const tr_plot_desc *d, hk_handle *out
 TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const char *metrics, char *why, size_t why_len);
 
 #endif /* TR__ON_PLOT */
+#if TR__ON_MLFLOW
+
+/* mlflow: the run's records in an MLflow tracking server (MLflow's REST API over HTTP, through libcurl),
+   where a team looks at its runs. Compiled in by #define TRAIN_MLFLOW (in the file with
+   TRAIN_IMPLEMENTATION) and -lcurl (Debian/Ubuntu: libcurl4-openssl-dev); without it the constructor and
+   the spec name "mlflow" are refused with a message saying so.
+     At the first run's start (on_fit_start, or its first record) it makes the experiment when missing and
+   creates an MLflow run in it (run_name, tags), then sends the hyperparameters once as params (those of
+   csv's hparams.yaml, the spec strings as "specs"), every record's metrics as MLflow metrics (name, value,
+   the record's step, the wall time of the record; "epoch" as a metric too, as Lightning's MLFlowLogger),
+   the path of every checkpoint saved as the tag "checkpoint" (the latest), and at the run's end its status:
+   FINISHED, FAILED (on_exception) or KILLED (Ctrl-C / SIGTERM, TR_ERR_INTERRUPTED). NaN and infinities go
+   as MLflow's strings "NaN", "Infinity", "-Infinity" (a bare NaN in JSON would be stored as 0).
+     Nothing waits for the server on the step's path: a record's values go into a queue (max_queue of them,
+   allocated once; nothing is allocated per record) and one background thread (every signal blocked, so
+   Ctrl-C reaches the loop) sends them in batches within MLflow's limits per request (1000 metrics, 100
+   params and tags, 1 MB). A server that is down, slow or frozen (timeout_ms bounds each request, the
+   connection and the answer) is tried again with a growing pause (up to 4 s), the values kept; when the
+   queue is full newer values are dropped and counted. The run never fails because of the tracker: what
+   goes wrong is said once each (the server does not answer; it refused a request and why) and, at the end,
+   one line saying how many values were dropped or not sent. At each run's end the queue is sent before
+   teardown returns, waiting at most flush_timeout seconds.
+     A resume continues the same MLflow run: its id is the logger's state in checkpoints (tr_save's,
+   tr_run_save's); the resumed run sets it RUNNING again and logs on. MLflow keeps a metric's history, so
+   the values of steps logged after the checkpoint stay there beside the new ones of those steps. Rank 0
+   alone talks to the server under MPI (the others do nothing, no thread).
+     Authentication as MLflow's clients: MLFLOW_TRACKING_TOKEN (a bearer token), or MLFLOW_TRACKING_USERNAME
+   and MLFLOW_TRACKING_PASSWORD (basic); MLFLOW_TRACKING_INSECURE_TLS=true skips TLS verification. */
+#define TR_MLFLOW_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,   const char *, tracking_uri,  "",       NULL, "the tracking server: http://host:port or https://host[:port][/path] " \
+    "(empty: the environment's MLFLOW_TRACKING_URI)") \
+  X(STRING,   const char *, experiment,    "",       NULL, "the experiment's name, made when missing (empty: MLFLOW_EXPERIMENT_NAME, " \
+    "else the run's name: lightning_logs by default)") \
+  X(STRING,   const char *, run_name,      "",       NULL, "the MLflow run's name (empty: the server picks one)") \
+  X(STRING,   const char *, tags,          "",       NULL, "tags of the MLflow run: \"key=value,key=value\"") \
+  X(INT_ZERO, int,          timeout_ms,    "5000",   NULL, "the limit of one request in ms, connecting and answering (a server " \
+    "that takes the connection and never answers is given up after it)") \
+  X(INT_ZERO, int,          max_queue,     "100000", NULL, "metric values kept while the server does not take them (32 bytes " \
+    "each, allocated at the start); newer ones are dropped beyond it, and counted") \
+  X(DOUBLE_ZERO, double,    flush_timeout, "10",     NULL, "seconds a run's end waits at most for the queue to be sent")
+typedef struct tr_mlflow_desc { TR_MLFLOW_PARAMS(TR__FIELD) } tr_mlflow_desc;
+
+/* What the logger knows now (a copy: the sender thread changes it). */
+typedef struct tr_mlflow_state {
+  char run_id[64];          /* the MLflow run ("" until the server created it) */
+  char experiment_id[64];
+  int64_t queued;           /* values waiting in the queue */
+  int64_t sent;             /* values the server took */
+  int64_t dropped;          /* values dropped: the queue was full, or the server refused them */
+  int up;                   /* the last request got an answer */
+  char error[256];          /* the last thing that went wrong ("" when none) */
+} tr_mlflow_state;
+
+TRAIN_API tr_err tr_mlflow_logger(hk_registry *reg, const tr_mlflow_desc *d, hk_handle *out);
+/* The state of the mlflow logger h into out: TR_OK, or TR_ERR_INVALID when h is not one (or TRAIN_MLFLOW
+   is not defined). */
+TRAIN_API tr_err tr_mlflow_get(const hk_registry *reg, hk_handle h, tr_mlflow_state *out);
+
+#endif /* TR__ON_MLFLOW */
 #if !defined(TRAIN_NO_SWEEP)
 
 /* =================================================================================================
@@ -12340,6 +12409,845 @@ static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   return tr__factory_result(reg, tr__plot_make(reg, &d, NULL, &w), &w);
 }
 #endif /* TR__ON_PLOT */
+#if TR__ON_MLFLOW
+#ifdef TRAIN_MLFLOW
+#  ifndef TR__THREADS
+#    error "train.h: TRAIN_MLFLOW sends from a background thread: it needs POSIX threads (remove TRAIN_NO_THREADS)"
+#  endif
+#  include <curl/curl.h>
+#endif
+#define TR__MLF_NO_CURL "mlflow: this program was built without the MLflow logger: compile train.h's implementation with " \
+  "-DTRAIN_MLFLOW and link with -lcurl (libcurl; Debian/Ubuntu: apt-get install libcurl4-openssl-dev)"
+#ifndef TRAIN_MLFLOW
+static tr_err tr__mlf_make(hk_registry *reg, const tr_mlflow_desc *d, hk_handle *out, tr__why *w) {
+  (void)reg; (void)d; (void)out;
+  return tr__bad(w, TR__MLF_NO_CURL);
+}
+TRAIN_API tr_err tr_mlflow_get(const hk_registry *reg, hk_handle h, tr_mlflow_state *out) { (void)reg; (void)h; (void)out; return TR_ERR_INVALID; }
+#else
+/* MLflow's limits per log-batch request, and this logger's own */
+enum { TR__MLF_BATCH = 1000, TR__MLF_PARAMS = 100, TR__MLF_BODY = 1000000, TR__MLF_KEY = 250, TR__MLF_VALUE = 6000,
+       TR__MLF_BLOCK = 1024, TR__MLF_BLOCKS = 64 /* metric names: 65536 at most, in blocks that never move */ };
+#define TR__MLF_BACKOFF_MAX 4.0 /* seconds between tries at most while the server does not answer */
+#define TR__MLF_GATHER 0.1      /* seconds values gather before a request that is not full */
+/* what the sender has to say to the loop's thread (said there, once each) */
+enum { TR__MLF_SAY_DOWN = 1, TR__MLF_SAY_BACK = 2, TR__MLF_SAY_REFUSED = 4, TR__MLF_SAY_STARTED = 8, TR__MLF_SAY_GAVE_UP = 16,
+       TR__MLF_SAY_PARAMS = 32 };
+typedef struct tr__mlf_item { int64_t step, ms; double value; int32_t key; } tr__mlf_item;
+
+typedef struct tr__mlf {
+  tr_run *run;
+  /* settings (read-only once made) */
+  char *uri, *experiment, *run_name, *token, *userpwd;
+  char **tags;                 /* key, value, key, value ... */
+  int n_tags, insecure;
+  long timeout_ms;
+  double flush_timeout;
+  /* shared with the sender: under mu */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;           /* the sender waits for work; a run's end waits for the sender */
+  pthread_t th;
+  int started, quit;
+  tr__mlf_item *ring;          /* the queue: count items from tail */
+  int cap, tail, count;
+  char **names[TR__MLF_BLOCKS]; /* metric names by key (block, index): each written before n_names publishes it */
+  int n_names;
+  char run_id[64], experiment_id[64];
+  int want;                    /* a run is going: the MLflow run is to be created (or set RUNNING) */
+  int ready;                   /* the MLflow run is there and RUNNING */
+  int gave_up;                 /* it could not be created: nothing more is sent */
+  hk_bytes params;             /* key\0value\0 ... to send (n_params, from param_at) */
+  int n_params, param_at;
+  char *checkpoint;            /* the latest checkpoint path not sent yet (NULL: none) */
+  const char *end;             /* the status to send at the run's end (NULL: none) */
+  int ended;                   /* it was sent (or could not be) */
+  double next_try;             /* after a failed request: not before this (tr__wall) */
+  double next_send;            /* values that do not fill a request wait until then */
+  int idle;                    /* the sender waits: 1 for work, 2 gathering values, 3 pausing after a failure */
+  int64_t sent, dropped, refused, unsent;
+  int up, was_down;            /* the last request got an answer; one did not, once */
+  int said, news;              /* TR__MLF_SAY_*: said already, to say */
+  char error[256];
+  /* the loop's side only */
+  int in_run, rank0, failed_status, warned_names;
+  char *resume_id;             /* a checkpoint's MLflow run, to continue */
+  /* the sender's side only */
+  CURL *curl;
+  struct curl_slist *headers;
+  hk_bytes body, reply;
+  tr__mlf_item *batch;
+} tr__mlf;
+
+static double tr__mlf_backoff(int tries) { double d = 0.25; while (tries-- > 1 && d < TR__MLF_BACKOFF_MAX) d *= 2; return d < TR__MLF_BACKOFF_MAX ? d : TR__MLF_BACKOFF_MAX; }
+
+/* ---- the sender's side: HTTP through libcurl -------------------------------------------------------- */
+static size_t tr__mlf_take(char *p, size_t size, size_t n, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  if (b->len < 65536) hk_bytes_put(b, p, size * n < 65536 - b->len ? size * n : 65536 - b->len); /* an answer's head is enough */
+  return size * n;
+}
+/* One request: body NULL a GET. 0 and *status, or -1 with s->error set (no answer: refused, timed out). */
+static int tr__mlf_http(tr__mlf *s, const char *path, const hk_bytes *body, long *status) {
+  char url[1200], err[CURL_ERROR_SIZE];
+  CURLcode c;
+  snprintf(url, sizeof url, "%s/api/2.0/mlflow/%s", s->uri, path);
+  s->reply.len = 0;
+  err[0] = 0;
+  curl_easy_setopt(s->curl, CURLOPT_URL, url);
+  curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, err);
+  if (body) {
+    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, (const char *)body->data);
+    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body->len);
+  } else curl_easy_setopt(s->curl, CURLOPT_HTTPGET, 1L);
+  c = curl_easy_perform(s->curl);
+  hk_bytes_put(&s->reply, "", 1);
+  s->reply.len--;
+  if (c != CURLE_OK) {
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->error, sizeof s->error, "%s", err[0] ? err : curl_easy_strerror(c));
+    pthread_mutex_unlock(&s->mu);
+    return -1;
+  }
+  curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, status);
+  return 0;
+}
+/* A string field of a JSON answer ("run_id": "..."), the first one: 1 found, 0 not. Ids hold no escapes. */
+static int tr__mlf_field(const char *json, const char *key, char *out, size_t cap) {
+  char pat[64];
+  const char *p = json;
+  size_t n = 0;
+  snprintf(pat, sizeof pat, "\"%s\"", key);
+  while ((p = strstr(p, pat)) != NULL) {
+    p += strlen(pat);
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    if (*p++ != ':') continue;
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    if (*p++ != '"') continue;
+    while (p[n] && p[n] != '"' && n + 1 < cap) { out[n] = p[n]; n++; }
+    out[n] = 0;
+    return p[n] == '"';
+  }
+  return 0;
+}
+/* The outcome of a request: 1 taken; 0 refused for good (4xx: the request is wrong, sending it again does
+   not help; s->error says why); -1 try again later (no answer, 5xx, 408, 429). */
+static int tr__mlf_outcome(tr__mlf *s, int r, long status, const char *what) {
+  char msg[160] = "";
+  if (r == 0 && status >= 200 && status < 300) return 1;
+  if (r == 0) {
+    if (!tr__mlf_field((const char *)s->reply.data, "message", msg, sizeof msg))
+      snprintf(msg, sizeof msg, "%.100s", (const char *)s->reply.data);
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->error, sizeof s->error, "%s: HTTP %ld%s%s", what, status, msg[0] ? ": " : "", msg);
+    pthread_mutex_unlock(&s->mu);
+  }
+  if (r != 0 || status < 200 || status >= 500 || status == 408 || status == 429) return -1;
+  return 0;
+}
+
+/* The request bodies (MLflow's REST API 2.0, JSON) */
+static void tr__mlf_kv(hk_bytes *b, const char *k, const char *v) {
+  tr__json_str(b, "key"); tr__put_s(b, ":"); tr__json_str(b, k); tr__put_s(b, ",");
+  tr__json_str(b, "value"); tr__put_s(b, ":"); tr__json_str(b, v);
+}
+static int64_t tr__mlf_ms(void) { return (int64_t)(tr__wall() * 1000.0); }
+
+/* Make the MLflow run: the experiment by name (made when missing), then runs/create; or, for a run whose
+   id is known (a resume, a later run of the same logger), runs/update to RUNNING. 1, 0 or -1 as above. */
+static int tr__mlf_start(tr__mlf *s, const char *known) {
+  char eid[64] = "", rid[64] = "", life[32] = "";
+  long status = 0;
+  int r, i;
+  hk_bytes *b = &s->body;
+  b->len = 0;
+  if (known[0]) {
+    tr__put_s(b, "{\"run_id\":"); tr__json_str(b, known); tr__put_s(b, ",\"status\":\"RUNNING\"}");
+    r = tr__mlf_http(s, "runs/update", b, &status);
+    if (r == 0 && status == 404) known = ""; /* not on this server (deleted, another server): a new run */
+    else {
+      if ((r = tr__mlf_outcome(s, r, status, "runs/update")) == 1) {
+        pthread_mutex_lock(&s->mu);
+        snprintf(s->run_id, sizeof s->run_id, "%s", known);
+        s->ready = 1;
+        s->news |= TR__MLF_SAY_STARTED;
+        pthread_mutex_unlock(&s->mu);
+      }
+      return r;
+    }
+  }
+  {
+    char *q = curl_easy_escape(s->curl, s->experiment, 0), path[700];
+    if (!q) return -1;
+    snprintf(path, sizeof path, "experiments/get-by-name?experiment_name=%s", q);
+    curl_free(q);
+    r = tr__mlf_http(s, path, NULL, &status);
+  }
+  if (r == 0 && status == 404) { /* missing: made (another process may make it at the same moment: asked again) */
+    b->len = 0;
+    tr__put_s(b, "{\"name\":"); tr__json_str(b, s->experiment); tr__put_s(b, "}");
+    r = tr__mlf_http(s, "experiments/create", b, &status);
+    if (r == 0 && status == 400 && strstr((const char *)s->reply.data, "RESOURCE_ALREADY_EXISTS")) return -1;
+  }
+  if ((r = tr__mlf_outcome(s, r, status, "the experiment")) != 1) return r;
+  if (!tr__mlf_field((const char *)s->reply.data, "experiment_id", eid, sizeof eid)) return -1;
+  if (tr__mlf_field((const char *)s->reply.data, "lifecycle_stage", life, sizeof life) && !strcmp(life, "deleted")) {
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->error, sizeof s->error, "the experiment '%.80s' is deleted: restore it (mlflow experiments restore) or name "
+             "another", s->experiment);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+  }
+  b->len = 0;
+  tr__put_s(b, "{\"experiment_id\":"); tr__json_str(b, eid);
+  if (s->run_name) { tr__put_s(b, ",\"run_name\":"); tr__json_str(b, s->run_name); }
+  tr__putf(b, ",\"start_time\":%lld,\"tags\":[{", (long long)tr__mlf_ms());
+  tr__mlf_kv(b, "mlflow.source.type", "LOCAL");
+  tr__put_s(b, "}");
+  if (s->run_name) { tr__put_s(b, ",{"); tr__mlf_kv(b, "mlflow.runName", s->run_name); tr__put_s(b, "}"); }
+  for (i = 0; i < s->n_tags; i++) { tr__put_s(b, ",{"); tr__mlf_kv(b, s->tags[2 * i], s->tags[2 * i + 1]); tr__put_s(b, "}"); }
+  tr__put_s(b, "]}");
+  if (b->failed) return -1;
+  r = tr__mlf_http(s, "runs/create", b, &status);
+  r = tr__mlf_outcome(s, r, status, "runs/create");
+  if (r != 1) return r;
+  if (!tr__mlf_field((const char *)s->reply.data, "run_id", rid, sizeof rid)) return -1;
+  pthread_mutex_lock(&s->mu);
+  snprintf(s->run_id, sizeof s->run_id, "%s", rid);
+  snprintf(s->experiment_id, sizeof s->experiment_id, "%s", eid);
+  s->ready = 1;
+  s->news |= TR__MLF_SAY_STARTED;
+  pthread_mutex_unlock(&s->mu);
+  return 1;
+}
+
+/* The next params (up to 100 a request): 1 sent, 0 refused (a param of the run has another value: MLflow
+   never changes one; the rest are left), -1 try again. */
+static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
+  hk_bytes *b = &s->body;
+  const char *p = (const char *)s->params.data;
+  int i, n = 0, r;
+  long status = 0;
+  for (i = 0; i < s->param_at; i++) { p += strlen(p) + 1; p += strlen(p) + 1; }
+  b->len = 0;
+  tr__put_s(b, "{\"run_id\":"); tr__json_str(b, rid); tr__put_s(b, ",\"params\":[");
+  for (i = s->param_at; i < s->n_params && n < TR__MLF_PARAMS; i++, n++) {
+    const char *k = p, *v = p + strlen(p) + 1;
+    p = v + strlen(v) + 1;
+    tr__put_s(b, n ? ",{" : "{");
+    tr__mlf_kv(b, k, v);
+    tr__put_s(b, "}");
+  }
+  tr__put_s(b, "]}");
+  if (b->failed) return -1;
+  r = tr__mlf_http(s, "runs/log-batch", b, &status);
+  r = tr__mlf_outcome(s, r, status, "params");
+  pthread_mutex_lock(&s->mu);
+  if (r == 1) s->param_at += n;
+  if (r == 0) { s->param_at = s->n_params; s->news |= TR__MLF_SAY_PARAMS; }
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
+
+/* The next batch of metric values from the queue: at most 1000 and 1 MB. 1 sent (or refused for good:
+   counted as dropped), -1 try again. */
+static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
+  hk_bytes *b = &s->body;
+  int i, n, r;
+  long status = 0;
+  pthread_mutex_lock(&s->mu);
+  n = s->count < TR__MLF_BATCH ? s->count : TR__MLF_BATCH;
+  for (i = 0; i < n; i++) s->batch[i] = s->ring[(s->tail + i) % s->cap];
+  pthread_mutex_unlock(&s->mu);
+  b->len = 0;
+  tr__put_s(b, "{\"run_id\":"); tr__json_str(b, rid); tr__put_s(b, ",\"metrics\":[");
+  for (i = 0; i < n; i++) {
+    const tr__mlf_item *it = &s->batch[i];
+    if (b->len > TR__MLF_BODY - 2 * TR__MLF_KEY - 200) break; /* the next one might not fit: in the next batch */
+    tr__put_s(b, i ? ",{\"key\":" : "{\"key\":");
+    tr__json_str(b, s->names[it->key / TR__MLF_BLOCK][it->key % TR__MLF_BLOCK]);
+    tr__put_s(b, ",\"value\":");
+    tr__json_num(b, it->value); /* NaN, Infinity, -Infinity as strings: MLflow's JSON */
+    tr__putf(b, ",\"timestamp\":%lld,\"step\":%lld}", (long long)it->ms, (long long)it->step);
+  }
+  n = i;
+  tr__put_s(b, "]}");
+  if (b->failed) return -1;
+  r = tr__mlf_http(s, "runs/log-batch", b, &status);
+  r = tr__mlf_outcome(s, r, status, "metrics");
+  if (r < 0) return -1;
+  pthread_mutex_lock(&s->mu);
+  s->tail = (s->tail + n) % s->cap;
+  s->count -= n;
+  if (r == 1) s->sent += n;
+  else { s->refused += n; s->news |= TR__MLF_SAY_REFUSED; }
+  pthread_mutex_unlock(&s->mu);
+  return 1;
+}
+
+/* A tag (the latest checkpoint) or the run's end: one small request. */
+static int tr__mlf_send_small(tr__mlf *s, const char *rid, const char *path, const char *key, const char *value, const char *status_text) {
+  hk_bytes *b = &s->body;
+  long status = 0;
+  int r;
+  b->len = 0;
+  tr__put_s(b, "{\"run_id\":"); tr__json_str(b, rid);
+  if (status_text) tr__putf(b, ",\"status\":\"%s\",\"end_time\":%lld}", status_text, (long long)tr__mlf_ms());
+  else { tr__put_s(b, ","); tr__mlf_kv(b, key, value); tr__put_s(b, "}"); }
+  if (b->failed) return -1;
+  r = tr__mlf_http(s, path, b, &status); /* (then the outcome: status is set by the call) */
+  return tr__mlf_outcome(s, r, status, path);
+}
+
+/* Work the sender can do now (under mu) */
+static int tr__mlf_work(const tr__mlf *s) {
+  if (s->gave_up) return s->count > 0 || (s->end && !s->ended) || s->checkpoint != NULL;
+  if (!s->ready) return s->want;
+  return s->param_at < s->n_params || s->checkpoint || s->count > 0 || (s->end && !s->ended);
+}
+/* One request of what is to be done, in this order: the run, its params, the checkpoint tag, the values,
+   the end. 1 progress, -1 try again later. */
+static int tr__mlf_step(tr__mlf *s) {
+  char rid[64], known[64], *ckpt;
+  const char *end;
+  int ready, gave_up, r = 1;
+  pthread_mutex_lock(&s->mu);
+  ready = s->ready, gave_up = s->gave_up;
+  snprintf(rid, sizeof rid, "%s", s->run_id);
+  snprintf(known, sizeof known, "%s", s->run_id);
+  ckpt = s->checkpoint;
+  end = s->end;
+  pthread_mutex_unlock(&s->mu);
+  if (gave_up) { /* nothing can be sent: what waits is dropped (counted) */
+    pthread_mutex_lock(&s->mu);
+    s->refused += s->count;
+    s->count = 0;
+    free(s->checkpoint);
+    s->checkpoint = NULL;
+    s->ended = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 1;
+  }
+  if (!ready) {
+    r = tr__mlf_start(s, known);
+    if (r == 0) {
+      pthread_mutex_lock(&s->mu);
+      s->gave_up = 1;
+      s->news |= TR__MLF_SAY_GAVE_UP;
+      pthread_mutex_unlock(&s->mu);
+      return 1;
+    }
+    return r;
+  }
+  if (s->param_at < s->n_params) return tr__mlf_send_params(s, rid);
+  if (ckpt) {
+    if ((r = tr__mlf_send_small(s, rid, "runs/set-tag", "checkpoint", ckpt, NULL)) < 0) return r;
+    pthread_mutex_lock(&s->mu);
+    if (s->checkpoint == ckpt) s->checkpoint = NULL; else ckpt = NULL; /* a newer one came meanwhile: it goes next */
+    pthread_mutex_unlock(&s->mu);
+    free(ckpt);
+    return 1;
+  }
+  pthread_mutex_lock(&s->mu);
+  r = s->count;
+  pthread_mutex_unlock(&s->mu);
+  if (r > 0) return tr__mlf_send_metrics(s, rid);
+  if (end && (r = tr__mlf_send_small(s, rid, "runs/update", NULL, NULL, end)) < 0) return r;
+  pthread_mutex_lock(&s->mu);
+  if (s->end == end) s->ended = 1, s->ready = s->want = 0; /* the next run of this logger sets it RUNNING again */
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return 1;
+}
+
+/* Wait under mu until `until` (a tr__wall time), or a signal. */
+static void tr__mlf_wait_until(tr__mlf *s, double until) {
+  struct timespec ts;
+  ts.tv_sec = (time_t)until;
+  ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+  pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+/* Only metric values wait, fewer than a full request: they gather for TR__MLF_GATHER seconds first (one
+   request, not one per record). Under mu. */
+static int tr__mlf_gathering(const tr__mlf *s) {
+  return s->ready && !s->gave_up && s->param_at >= s->n_params && !s->checkpoint && !(s->end && !s->ended) &&
+         s->count < TR__MLF_BATCH && tr__wall() < s->next_send;
+}
+/* The loop's side wakes the sender only when that does something: it waits for work, or gathers and a request
+   is full (urgent: something else than values came). A pause after a failure is never cut short but by the end. */
+static void tr__mlf_wake(tr__mlf *s, int urgent) {
+  if (s->idle == 1 || (s->idle == 2 && (urgent || s->count >= TR__MLF_BATCH))) pthread_cond_signal(&s->cv);
+}
+static void *tr__mlf_main(void *p) {
+  tr__mlf *s = (tr__mlf *)p;
+  int tries = 0, r;
+  pthread_mutex_lock(&s->mu);
+  while (!s->quit) {
+    if (!tr__mlf_work(s)) { s->idle = 1; pthread_cond_wait(&s->cv, &s->mu); s->idle = 0; continue; }
+    if (tr__wall() < s->next_try) { s->idle = 3; tr__mlf_wait_until(s, s->next_try); s->idle = 0; continue; }
+    if (tr__mlf_gathering(s)) { s->idle = 2; tr__mlf_wait_until(s, s->next_send); s->idle = 0; continue; }
+    pthread_mutex_unlock(&s->mu);
+    r = tr__mlf_step(s);
+    pthread_mutex_lock(&s->mu);
+    if (r < 0) {
+      s->next_try = tr__wall() + tr__mlf_backoff(++tries);
+      s->news |= TR__MLF_SAY_DOWN;
+      s->up = 0;
+      s->was_down = 1;
+    } else {
+      if (!s->up && s->was_down) s->news |= TR__MLF_SAY_BACK;
+      s->up = 1;
+      tries = 0;
+      s->next_try = 0;
+      if (s->count < TR__MLF_BATCH) s->next_send = tr__wall() + TR__MLF_GATHER;
+    }
+    pthread_cond_broadcast(&s->cv); /* a run's end, a checkpoint's save may wait for this */
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* ---- the loop's side ---------------------------------------------------------------------------- */
+/* What the sender has to say, said here (the loop's thread: above the progress bar); all but the run's
+   start once per logger. */
+static void tr__mlf_say(tr__mlf *s, const hk_ctx *ctx) {
+  int news;
+  char err[256], rid[64];
+  pthread_mutex_lock(&s->mu);
+  news = s->news & ~(s->said & ~TR__MLF_SAY_STARTED);
+  s->said |= news;
+  s->news = 0;
+  memcpy(err, s->error, sizeof err);
+  memcpy(rid, s->run_id, sizeof rid);
+  pthread_mutex_unlock(&s->mu);
+  if (news & TR__MLF_SAY_STARTED) tr__run_say(s->run, ctx, "mlflow", "run %s in experiment '%s' at %s", rid, s->experiment, s->uri);
+  if (news & TR__MLF_SAY_DOWN)
+    tr__run_say(s->run, ctx, "mlflow", "%s does not answer (%s): the values wait (up to max_queue=%d) and are sent when it does; "
+                "training goes on", s->uri, err, s->cap);
+  if (news & TR__MLF_SAY_BACK)
+    tr__run_say(s->run, ctx, "mlflow", "%s answers again: the values that waited are being sent", s->uri);
+  if (news & TR__MLF_SAY_REFUSED)
+    tr__run_say(s->run, ctx, "mlflow", "%s refused metric values (%s): they are dropped (counted); training goes on", s->uri, err);
+  if (news & TR__MLF_SAY_PARAMS)
+    tr__run_say(s->run, ctx, "mlflow", "%s kept the run's params as they were (%s): MLflow never changes a param's value", s->uri, err);
+  if (news & TR__MLF_SAY_GAVE_UP)
+    tr__run_say(s->run, ctx, "mlflow", "cannot create the run at %s (%s): nothing is sent to MLflow; training goes on", s->uri, err);
+}
+
+/* The sender thread, made with every signal blocked (as the background writer: Ctrl-C reaches the loop). */
+static int tr__mlf_thread(tr__mlf *s) {
+  int ok;
+#ifdef TR__SIGMASK
+  tr__sigset all, old;
+  int masked = sigfillset(&all) == 0 && pthread_sigmask(TR__SIG_SETMASK, &all, &old) == 0;
+  ok = pthread_create(&s->th, NULL, tr__mlf_main, s) == 0;
+  if (masked) (void)pthread_sigmask(TR__SIG_SETMASK, &old, NULL);
+#else
+  ok = pthread_create(&s->th, NULL, tr__mlf_main, s) == 0;
+#endif
+  return ok;
+}
+
+/* A name MLflow takes as a metric's or param's key: at most 250 bytes of letters, digits, '_', '-', '.', ' ',
+   ':' and '/' (non-ASCII letters too); one it refuses would cost the whole request. */
+static int tr__mlf_name_ok(const char *k) {
+  size_t n;
+  for (n = 0; k[n]; n++)
+    if (!((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= 'A' && k[n] <= 'Z') || (k[n] >= '0' && k[n] <= '9') || strchr("_-. :/", k[n]) ||
+          (unsigned char)k[n] >= 0x80)) return 0;
+  return n > 0 && n <= TR__MLF_KEY;
+}
+/* A run begins for MLflow (its first on_fit_start, record or checkpoint; after a resume's load): the sender
+   creates the MLflow run, or sets the checkpoint's RUNNING again; the params go with it. */
+static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
+  tr__hparam *h;
+  hk_bytes specs;
+  const char *spec;
+  int i, n;
+  if (s->in_run || !s->rank0) return;
+  s->in_run = 1;
+  s->failed_status = 0;
+  if (!s->experiment) s->experiment = tr__strdup(tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"));
+  if (!s->started && !(s->started = tr__mlf_thread(s))) {
+    tr__run_say(s->run, ctx, "mlflow", "cannot start its sender thread: nothing is sent to MLflow; training goes on");
+    return;
+  }
+  memset(&specs, 0, sizeof specs);
+  for (i = 0; (spec = hk_spec_applied(ctx->reg, i)) != NULL; i++) { if (i) tr__put_s(&specs, "; "); tr__put_s(&specs, spec); }
+  hk_bytes_put(&specs, "", 1);
+  n = tr__run_hparams(s->run, &h);
+  pthread_mutex_lock(&s->mu);
+  if (s->resume_id) { snprintf(s->run_id, sizeof s->run_id, "%s", s->resume_id); s->ready = 0; }
+  free(s->resume_id);
+  s->resume_id = NULL;
+  s->want = 1;
+  s->end = NULL;
+  s->ended = 0;
+  if (!s->params.len && n >= 0) { /* once per logger: a param never changes in MLflow */
+    for (i = 0; i < n; i++) {
+      if (!tr__mlf_name_ok(h[i].key)) continue; /* MLflow would refuse the request */
+      hk_bytes_put(&s->params, h[i].key, strlen(h[i].key) + 1);
+      hk_bytes_put(&s->params, h[i].val, strlen(h[i].val) + 1);
+    }
+    s->n_params = 0;
+    for (i = 0; i < n; i++) s->n_params += tr__mlf_name_ok(h[i].key);
+    if (specs.len > 1 && !specs.failed) {
+      if (specs.len > TR__MLF_VALUE) specs.data[TR__MLF_VALUE - 1] = 0, specs.len = TR__MLF_VALUE;
+      hk_bytes_put(&s->params, "specs", 6);
+      hk_bytes_put(&s->params, specs.data, strlen((const char *)specs.data) + 1);
+      s->n_params++;
+    }
+    if (s->params.failed) s->n_params = 0;
+    s->param_at = 0;
+  }
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  free(h);
+  hk_bytes_free(&specs);
+}
+
+/* The key of a metric name (made at its first record: later records allocate nothing); -1 when it cannot be
+   sent (a name MLflow refuses; more than 65536 names). Under mu. */
+static int tr__mlf_key(tr__mlf *s, const char *name) {
+  int k = s->n_names, b = k / TR__MLF_BLOCK;
+  char ***blk = &s->names[b];
+  for (k = 0; k < s->n_names; k++) if (!strcmp(s->names[k / TR__MLF_BLOCK][k % TR__MLF_BLOCK], name)) return k;
+  if (b == TR__MLF_BLOCKS || !tr__mlf_name_ok(name)) return -1;
+  if (!*blk && !(*blk = (char **)calloc(TR__MLF_BLOCK, sizeof **blk))) return -1;
+  if (!((*blk)[k % TR__MLF_BLOCK] = tr__strdup(name))) return -1;
+  return s->n_names++;
+}
+static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
+  tr__mlf *s = (tr__mlf *)u;
+  const tr_log_record *r = tr_log_current(ctx);
+  int64_t ms;
+  int i, bad = 0;
+  if (!r || !s->rank0) return HK_CONTINUE;
+  tr__mlf_begin(s, ctx);
+  if (!s->started) return HK_CONTINUE;
+  ms = tr__mlf_ms();
+  pthread_mutex_lock(&s->mu);
+  for (i = -1; i < r->n_metrics; i++) { /* -1: the record's epoch, as Lightning's logger sends it */
+    const char *name = i < 0 ? "epoch" : r->metrics[i].name;
+    int k;
+    if (i >= 0 && (!strcmp(name, "epoch") || !strcmp(name, "step"))) continue; /* the record's own, as csv */
+    if ((k = tr__mlf_key(s, name)) < 0) { bad++; continue; }
+    if (s->count == s->cap) { s->dropped++; continue; }
+    {
+      tr__mlf_item *it = &s->ring[(s->tail + s->count) % s->cap];
+      it->key = k;
+      it->step = r->step;
+      it->ms = ms;
+      it->value = i < 0 ? (double)r->epoch : r->metrics[i].value;
+      s->count++;
+    }
+  }
+  s->dropped += bad;
+  tr__mlf_wake(s, 0);
+  i = s->news;
+  pthread_mutex_unlock(&s->mu);
+  if (bad && !s->warned_names) {
+    s->warned_names = 1;
+    tr__run_say(s->run, ctx, "mlflow", "a metric name MLflow refuses (more than %d bytes, or a character other than letters, digits, "
+                "'_', '-', '.', ' ', ':' and '/'), or more than %d names: it is not sent (counted as dropped)", TR__MLF_KEY,
+                TR__MLF_BLOCK * TR__MLF_BLOCKS);
+  }
+  if (i) tr__mlf_say(s, ctx);
+  return HK_CONTINUE;
+}
+static hk_signal tr__mlf_fit_start(hk_ctx *ctx, void *u) { tr__mlf_begin((tr__mlf *)u, ctx); return HK_CONTINUE; }
+static hk_signal tr__mlf_saved(hk_ctx *ctx, void *u) {
+  tr__mlf *s = (tr__mlf *)u;
+  char *path;
+  if (!s->rank0 || !ctx->path) return HK_CONTINUE;
+  tr__mlf_begin(s, ctx);
+  if (!s->started || !(path = tr__strdup(ctx->path))) return HK_CONTINUE;
+  pthread_mutex_lock(&s->mu);
+  free(s->checkpoint);
+  s->checkpoint = path;
+  tr__mlf_wake(s, 1);
+  pthread_mutex_unlock(&s->mu);
+  return HK_CONTINUE;
+}
+static hk_signal tr__mlf_exception(hk_ctx *ctx, void *u) {
+  tr__mlf *s = (tr__mlf *)u;
+  if (!s->rank0) return HK_CONTINUE;
+  tr__mlf_begin(s, ctx);
+  s->failed_status = s->run->failed && s->run->tr__p->err == TR_ERR_INTERRUPTED ? 2 : 1;
+  return HK_CONTINUE;
+}
+
+/* The run's end: its status, then the queue sent, waiting at most flush_timeout; then one line when values
+   were dropped or are not sent yet. */
+static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
+  double until = tr__wall() + s->flush_timeout;
+  int64_t dropped, left;
+  char err[256];
+  if (!s->in_run) return;
+  s->in_run = 0;
+  if (!s->started) return;
+  pthread_mutex_lock(&s->mu);
+  s->end = status;
+  s->ended = 0;
+  s->next_try = s->next_send = 0; /* one try at once, whatever the pause */
+  pthread_cond_broadcast(&s->cv);
+  while (!s->ended && tr__wall() < until) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)until;
+    ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+  dropped = s->dropped + s->refused;
+  left = s->count;
+  memcpy(err, s->error, sizeof err);
+  pthread_mutex_unlock(&s->mu);
+  tr__mlf_say(s, ctx);
+  if (dropped || left)
+    tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %lld dropped (the queue, max_queue=%d, was full while "
+                "the server did not take them, or it refused them), %lld not sent within flush_timeout=%gs%s%s%s",
+                (long long)(dropped + left), (long long)dropped, s->cap, (long long)left, s->flush_timeout,
+                left ? " (they are sent if the server answers while the program runs on; " : "", left ? err : "",
+                left ? ")" : "");
+}
+static hk_signal tr__mlf_teardown(hk_ctx *ctx, void *u) {
+  tr__mlf *s = (tr__mlf *)u;
+  int st = s->failed_status;
+  if (!s->rank0) return HK_CONTINUE;
+  if (s->run->failed) st = s->run->tr__p->err == TR_ERR_INTERRUPTED ? 2 : 1; /* the trainer says why after on_exception */
+  tr__mlf_end(s, ctx, st == 2 ? "KILLED" : st == 1 ? "FAILED" : "FINISHED");
+  return HK_CONTINUE;
+}
+static hk_signal tr__mlf_setup(hk_ctx *ctx, void *u) {
+  tr__mlf *s = (tr__mlf *)u;
+  s->rank0 = ctx->rank == 0;
+  return HK_CONTINUE;
+}
+
+/* The MLflow run's id in checkpoints: a resume continues it. A checkpoint saved while the sender is making
+   the run (the first steps) waits for its id, at most timeout_ms, unless the server is not answering (then
+   the checkpoint holds none, and its resume makes a new MLflow run). */
+static int tr__mlf_save(void *u, hk_bytes *out) {
+  tr__mlf *s = (tr__mlf *)u;
+  char rid[64];
+  double until = tr__wall() + 1e-3 * (double)s->timeout_ms;
+  pthread_mutex_lock(&s->mu);
+  while (s->started && s->want && !s->ready && !s->gave_up && s->next_try == 0 && !s->run_id[0] && tr__wall() < until) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)until;
+    ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+  memcpy(rid, s->run_id, sizeof rid);
+  pthread_mutex_unlock(&s->mu);
+  tr__put_u64(out, 1);
+  tr__put_str(out, rid);
+  return 0;
+}
+static int tr__mlf_load(void *u, hk_reader *in) {
+  tr__mlf *s = (tr__mlf *)u;
+  char *rid = NULL;
+  size_t i;
+  if (tr__get_version(in, 1) || tr__get_text(in, "run_id", &rid)) return -1;
+  for (i = 0; rid[i]; i++)
+    if (!((rid[i] >= '0' && rid[i] <= '9') || (rid[i] >= 'a' && rid[i] <= 'z') || (rid[i] >= 'A' && rid[i] <= 'Z') || rid[i] == '-' || rid[i] == '_')) break;
+  if (rid[i] || i >= 64) { free(rid); return hk_reject(in, "run_id is not an MLflow run id (letters, digits, - and _, at most 63)"); }
+  if (tr__get_end(in)) { free(rid); return -1; }
+  free(s->resume_id);
+  s->resume_id = i ? rid : NULL; /* "": the checkpoint's run was never created: a new one */
+  if (!i) free(rid);
+  return 0;
+}
+
+static void tr__mlf_destroy(void *u) {
+  tr__mlf *s = (tr__mlf *)u;
+  int i;
+  if (!s) return;
+  if (s->in_run) tr__mlf_end(s, NULL, "FINISHED"); /* a loop that never fired teardown */
+  if (s->started) {
+    pthread_mutex_lock(&s->mu);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL); /* a request in flight ends within timeout_ms */
+  }
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  if (s->curl) curl_easy_cleanup(s->curl);
+  curl_slist_free_all(s->headers);
+  for (i = 0; i < s->n_names; i++) free(s->names[i / TR__MLF_BLOCK][i % TR__MLF_BLOCK]);
+  for (i = 0; i < TR__MLF_BLOCKS; i++) free(s->names[i]);
+  for (i = 0; i < 2 * s->n_tags; i++) free(s->tags[i]);
+  free(s->tags);
+  free(s->uri); free(s->experiment); free(s->run_name); free(s->token); free(s->userpwd);
+  free(s->ring); free(s->batch); free(s->checkpoint); free(s->resume_id);
+  hk_bytes_free(&s->params); hk_bytes_free(&s->body); hk_bytes_free(&s->reply);
+  free(s);
+}
+
+/* http://host[:port][/path] or https://...: the URI without a trailing '/', or NULL with why said. */
+static char *tr__mlf_uri(const char *uri, tr__why *w) {
+  const char *host, *p;
+  size_t n;
+  char *out;
+  if (!uri || !uri[0]) return tr__bad(w, "mlflow: no tracking_uri given and MLFLOW_TRACKING_URI is not set: give the tracking "
+                                      "server's address, e.g. tracking_uri=http://127.0.0.1:5000"), (char *)NULL;
+  host = !strncmp(uri, "http://", 7) ? uri + 7 : !strncmp(uri, "https://", 8) ? uri + 8 : NULL;
+  if (!host) return tr__bad(w, "mlflow: tracking_uri '%.200s' is not http://host:port or https://host[:port][/path] (file stores, "
+                            "databricks and other schemes are not spoken here: run an MLflow tracking server, mlflow server)", uri),
+                    (char *)NULL;
+  for (p = host; *p && *p != '/' && *p != ':'; p++) {}
+  if (p == host || (host[0] == '[' && !strchr(host, ']')))
+    return tr__bad(w, "mlflow: tracking_uri '%.200s' has no host (http://host:port)", uri), (char *)NULL;
+  if (host[0] == '[') p = strchr(host, ']') + 1; /* [::1]:5000 */
+  if (*p == ':') {
+    long port = 0;
+    for (p++, n = 0; *p >= '0' && *p <= '9' && n < 6; p++, n++) port = port * 10 + (*p - '0');
+    if (!n || port < 1 || port > 65535 || (*p && *p != '/'))
+      return tr__bad(w, "mlflow: tracking_uri '%.200s': the port is not a number in 1..65535 (http://host:port)", uri), (char *)NULL;
+  }
+  for (n = 0; uri[n]; n++)
+    if ((unsigned char)uri[n] <= ' ' || uri[n] == '?' || uri[n] == '#' || uri[n] == '"' || uri[n] == '\\' || (unsigned char)uri[n] >= 0x7f)
+      return tr__bad(w, "mlflow: tracking_uri '%.200s' holds a space, a control character, '?', '#', a quote or a non-ASCII byte "
+                     "(http://host:port[/path])", uri), (char *)NULL;
+  if (n > 900) return tr__bad(w, "mlflow: tracking_uri is longer than 900 bytes"), (char *)NULL;
+  while (n > 0 && uri[n - 1] == '/') n--;
+  if (!(out = (char *)malloc(n + 1))) return tr__bad(w, "mlflow: out of memory"), (char *)NULL;
+  memcpy(out, uri, n);
+  out[n] = 0;
+  return out;
+}
+/* "key=value,key=value" into s->tags */
+static tr_err tr__mlf_tags(tr__mlf *s, const char *text, tr__why *w) {
+  const char *p = text;
+  while (p && *p) {
+    const char *end = strchr(p, ','), *eq;
+    size_t len = end ? (size_t)(end - p) : strlen(p), kl;
+    char **t;
+    eq = (const char *)memchr(p, '=', len);
+    kl = eq ? (size_t)(eq - p) : 0;
+    if (!eq || kl == 0 || kl > TR__MLF_KEY || len - kl - 1 > 5000)
+      return tr__bad(w, "mlflow: tags '%.200s': each tag is key=value (a key of 1..250 bytes, a value of at most 5000), "
+                     "separated by commas: tags=\"team=vision,owner=ada\"", text);
+    if (!(t = (char **)realloc(s->tags, (size_t)(2 * s->n_tags + 2) * sizeof *t))) return tr__bad(w, "mlflow: out of memory"), TR_ERR_NOMEM;
+    s->tags = t;
+    t[2 * s->n_tags] = (char *)malloc(kl + 1);
+    t[2 * s->n_tags + 1] = (char *)malloc(len - kl);
+    if (!t[2 * s->n_tags] || !t[2 * s->n_tags + 1]) {
+      free(t[2 * s->n_tags]); free(t[2 * s->n_tags + 1]);
+      return tr__bad(w, "mlflow: out of memory"), TR_ERR_NOMEM;
+    }
+    memcpy(t[2 * s->n_tags], p, kl); t[2 * s->n_tags][kl] = 0;
+    memcpy(t[2 * s->n_tags + 1], eq + 1, len - kl - 1); t[2 * s->n_tags + 1][len - kl - 1] = 0;
+    s->n_tags++;
+    p = end ? end + 1 : NULL;
+  }
+  return TR_OK;
+}
+static char *tr__mlf_env(const char *name) { const char *v = getenv(name); return v && v[0] ? tr__strdup(v) : NULL; }
+
+static tr_err tr__mlf_make(hk_registry *reg, const tr_mlflow_desc *d, hk_handle *out, tr__why *w) {
+  static int curl_ready;
+  tr__mlf *s;
+  hk_callback cb;
+  tr_err e;
+  int timeout, cap;
+  const char *exp;
+  if (!d) return tr__bad(w, "mlflow: desc is NULL");
+  timeout = tr__zero_int(d->timeout_ms, 5000);
+  cap = tr__zero_int(d->max_queue, 100000);
+  if (timeout < 1) return tr__bad(w, "mlflow: timeout_ms must be > 0 (one request's limit in ms), got %d", timeout);
+  if (cap < 1 || cap > 100000000) return tr__bad(w, "mlflow: max_queue must be in 1..1e8 (metric values kept), got %d", cap);
+  if (!(tr__zero_double(d->flush_timeout, 10) >= 0) || !hk_is_finite(d->flush_timeout))
+    return tr__bad(w, "mlflow: flush_timeout must be a finite number of seconds >= 0, got %g", d->flush_timeout);
+  if (!(s = (tr__mlf *)calloc(1, sizeof *s))) return tr__bad(w, "mlflow: out of memory"), TR_ERR_NOMEM;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->run = tr_run_get(reg);
+  s->timeout_ms = timeout;
+  s->cap = cap;
+  s->flush_timeout = tr__zero_double(d->flush_timeout, 10);
+  s->rank0 = 1;
+  if (!(s->uri = tr__mlf_uri(d->tracking_uri && d->tracking_uri[0] ? d->tracking_uri : getenv("MLFLOW_TRACKING_URI"), w))) {
+    tr__mlf_destroy(s);
+    return TR_ERR_INVALID;
+  }
+  if ((e = tr__mlf_tags(s, d->tags, w)) != TR_OK) { tr__mlf_destroy(s); return e; }
+  exp = d->experiment && d->experiment[0] ? d->experiment : getenv("MLFLOW_EXPERIMENT_NAME");
+  if (exp && exp[0] && strlen(exp) > 500) { tr__mlf_destroy(s); return tr__bad(w, "mlflow: experiment name is longer than 500 bytes"); }
+  s->experiment = exp && exp[0] ? tr__strdup(exp) : NULL; /* NULL: the run's name, at the start */
+  s->run_name = d->run_name && d->run_name[0] ? tr__strdup(d->run_name) : NULL;
+  s->token = tr__mlf_env("MLFLOW_TRACKING_TOKEN");
+  if (getenv("MLFLOW_TRACKING_USERNAME") && (s->userpwd = (char *)malloc(strlen(getenv("MLFLOW_TRACKING_USERNAME")) + 2 +
+                                                                        strlen(getenv("MLFLOW_TRACKING_PASSWORD") ? getenv("MLFLOW_TRACKING_PASSWORD") : ""))) != NULL)
+    sprintf(s->userpwd, "%s:%s", getenv("MLFLOW_TRACKING_USERNAME"), getenv("MLFLOW_TRACKING_PASSWORD") ? getenv("MLFLOW_TRACKING_PASSWORD") : "");
+  s->insecure = getenv("MLFLOW_TRACKING_INSECURE_TLS") && !strcmp(getenv("MLFLOW_TRACKING_INSECURE_TLS"), "true");
+  if (!curl_ready) curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; /* once, from the loop's thread */
+  s->ring = (tr__mlf_item *)malloc((size_t)cap * sizeof *s->ring);
+  s->batch = (tr__mlf_item *)malloc(TR__MLF_BATCH * sizeof *s->batch);
+  s->curl = curl_ready ? curl_easy_init() : NULL;
+  s->headers = curl_slist_append(NULL, "Content-Type: application/json");
+  if (s->headers) { /* no "Expect: 100-continue" (libcurl's for a body over 1 KiB): one round trip less, no 1 s wait on a server that ignores it */
+    struct curl_slist *h = curl_slist_append(s->headers, "Expect:");
+    if (h) s->headers = h; else { curl_slist_free_all(s->headers); s->headers = NULL; }
+  }
+  if (s->headers && s->token) {
+    char *auth = (char *)malloc(strlen(s->token) + 32);
+    struct curl_slist *h = NULL;
+    if (auth) { sprintf(auth, "Authorization: Bearer %s", s->token); h = curl_slist_append(s->headers, auth); free(auth); }
+    if (h) s->headers = h; else { curl_slist_free_all(s->headers); s->headers = NULL; }
+  }
+  if (!s->ring || !s->batch || !s->curl || !s->headers || (d->run_name && d->run_name[0] && !s->run_name) || (exp && exp[0] && !s->experiment)) {
+    tr__mlf_destroy(s);
+    return tr__bad(w, "mlflow: out of memory (or libcurl could not start)"), TR_ERR_NOMEM;
+  }
+  curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, s->timeout_ms); /* the whole request: a frozen server too */
+  curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT_MS, s->timeout_ms);
+  curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->headers);
+  curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, tr__mlf_take);
+  curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &s->reply);
+  curl_easy_setopt(s->curl, CURLOPT_USERAGENT, "train.h-mlflow");
+  if (s->userpwd) { curl_easy_setopt(s->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC); curl_easy_setopt(s->curl, CURLOPT_USERPWD, s->userpwd); }
+  if (s->insecure) { curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L); curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L); }
+  memset(&cb, 0, sizeof cb);
+  cb.name = "mlflow"; /* the state key: a second mlflow logger on a registry is refused (its name is taken) */
+  cb.user = s;
+  cb.setup = tr__mlf_setup;
+  cb.on_fit_start = tr__mlf_fit_start;
+  cb.on_log = tr__mlf_on_log;
+  cb.on_checkpoint_saved = tr__mlf_saved;
+  cb.on_exception = tr__mlf_exception;
+  cb.teardown = tr__mlf_teardown;
+  cb.save_state = tr__mlf_save;
+  cb.load_state = tr__mlf_load;
+  cb.destroy = tr__mlf_destroy;
+  return tr__cb_register(reg, &cb, 1000, out, w); /* last at on_log, as the other loggers: the record as hooks left it */
+}
+
+TRAIN_API tr_err tr_mlflow_get(const hk_registry *reg, hk_handle h, tr_mlflow_state *out) {
+  const hk_callback *cb = hk_callback_get(reg, h);
+  tr__mlf *s = cb && cb->destroy == tr__mlf_destroy ? (tr__mlf *)cb->user : NULL;
+  if (!s || !out) return TR_ERR_INVALID;
+  pthread_mutex_lock(&s->mu);
+  memcpy(out->run_id, s->run_id, sizeof out->run_id);
+  memcpy(out->experiment_id, s->experiment_id, sizeof out->experiment_id);
+  out->queued = s->count;
+  out->sent = s->sent;
+  out->dropped = s->dropped + s->refused;
+  out->up = s->up;
+  memcpy(out->error, s->error, sizeof out->error);
+  pthread_mutex_unlock(&s->mu);
+  return TR_OK;
+}
+#endif /* TRAIN_MLFLOW */
+
+TRAIN_API tr_err tr_mlflow_logger(hk_registry *reg, const tr_mlflow_desc *d, hk_handle *out) {
+  tr__why w;
+  if (!reg) return TR_ERR_INVALID;
+  return tr__cb_result(reg, tr__mlf_make(reg, d, out, &w), &w);
+}
+TR__FACTORY_OF(mlf, tr_mlflow_desc, TR_MLFLOW_PARAMS)
+#endif /* TR__ON_MLFLOW */
 #if !defined(TRAIN_NO_SWEEP)
 /* =================================================================================================
    SWEEPS (implementation)

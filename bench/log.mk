@@ -10,3 +10,13 @@ $(BUILD)/bench_log: bench/bench_log.c hooks.h train.h examples/mlp.h | $(BUILD)
 bench-log: $(BUILD)/bench_log
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
 	@rm -rf $(BUILD)/bench_log_runs; $(BUILD)/bench_log $(BUILD)/bench_log_runs
+
+# bench/bench_mlflow.c - the mlflow logger's cost per step with its server answering, stopped and frozen
+# (a record every step; a local server that answers as MLflow, or a real one: build/bench_mlflow URI)
+.PHONY: bench-mlflow
+BENCH_TARGETS += bench-mlflow
+$(BUILD)/bench_mlflow: bench/bench_mlflow.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ -lcurl -pthread $(LDLIBS)
+bench-mlflow: $(BUILD)/bench_mlflow
+	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
+	@$(BUILD)/bench_mlflow

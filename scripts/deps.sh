@@ -6,7 +6,8 @@
 #   sh scripts/deps.sh        what `make test` and `make bench` need: the above, valgrind,
 #                             clang with libFuzzer (libclang-rt-dev), g++, pkg-config, Open MPI (mpicc, mpirun),
 #                             iproute2 (ip netns: test-mpi-multihost's two hosts),
-#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin);
+#                             and for the logging tests python3 + python3-venv, tmux, rsvg-convert (librsvg2-bin),
+#                             libcurl (libcurl4-openssl-dev: the mlflow logger);
 #                             as root, Slurm for test-slurm (munge slurmctld slurmd slurm-client)
 missing=""
 command -v cc >/dev/null 2>&1         || missing="$missing gcc"
@@ -31,6 +32,7 @@ if [ "${1:-test}" = test ]; then
   python3 -c 'import ensurepip' >/dev/null 2>&1 || missing="$missing python3-venv"
   command -v tmux >/dev/null 2>&1       || missing="$missing tmux"
   command -v rsvg-convert >/dev/null 2>&1 || missing="$missing librsvg2-bin"
+  command -v curl-config >/dev/null 2>&1  || missing="$missing libcurl4-openssl-dev" # the mlflow logger (TRAIN_MLFLOW)
   # test-slurm: a single-node Slurm cluster of its own (as root; the packages' services are not started)
   if [ "$(id -u)" = 0 ]; then
     command -v munged >/dev/null 2>&1    || missing="$missing munge"

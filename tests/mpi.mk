@@ -64,12 +64,13 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=g2.bin $$1 > fit.out; \
 	  ./test_mpi_plain fit out=g1.bin global=2 $$1 > ref.out; \
 	  printf "test-mpi: 2 ranks vs one process on the same global batches, $$1: "; ./test_mpi_plain diff g2.bin g1.bin $$2; done; \
-	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc plateau mcasync oecone oeczero saveone lrdiffer; do \
+	for w in 2 3; do for m in stop fail failload configfail skip sigterm uneven rank0 mc plateau mcasync oecone oeczero oecall saveone lrdiffer; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi $$m > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: scenario $$m on $$w ranks failed"; exit 1; }; \
 	  grep "rank 0 of" scen.out; done; done; \
 	echo "test-mpi: on_exception_checkpoint on one rank (the failing one, or rank 0), tr_save from a hook on rank 0 only: \
-	the same error on every rank at the same step, nothing written, no hang; learning rates changed differently: one error (2 and 3 ranks)"; \
+	the same error on every rank at the same step, nothing written, no hang (on every rank: saved); learning rates changed \
+	differently: one error (2 and 3 ranks)"; \
 	for w in 2 3; do for v in "lr_at=5 lr_on" lrf_on; do \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi fit out=lr_all.bin $$v=all > fit.out; \
 	  for on in 0 last; do [ "$$v" != lrf_on ] && [ $$on = 0 ] && continue; \

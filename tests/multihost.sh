@@ -6,7 +6,8 @@
 # the second host's daemon through a launch agent that is not ssh (plm_rsh_agent: a script that runs
 # `ip netns exec` for the host it is given) and talks TCP over the veth only (btl tcp,self; oob too).
 # Two ranks on each host, tests/test_mpi.c's fit (spirals MLP, AdamW, 20 epochs, 80 steps):
-#   same   the parameters are bit-identical to four ranks on one host (shared memory)
+#   same   the parameters are bit-identical to four ranks on one host (shared memory); every
+#          connection between the hosts uses the pinned ports (what a firewall would let through)
 #   kill   kill -9 of a rank on the second host ends every rank within seconds
 #   link   the veth down for 10 s mid-run: the run stalls, then finishes with the same bits
 #   int    SIGINT to mpirun (Ctrl-C): every rank ends through on_exception at the same step
@@ -35,7 +36,7 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 fail() { say "FAILED: $*"; [ -f "$W/out" ] && tail -n 30 "$W/out"; exit 1; }
 
 ip netns add $A 2>/dev/null && ip netns add $B 2>/dev/null || skip "cannot make network namespaces here (ip netns add failed)"
@@ -63,6 +64,8 @@ printf '10.23.0.1 slots=2\n10.23.0.2 slots=2\n' > "$W/hosts"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MH="--hostfile $W/hosts -np 4 --mca plm_rsh_agent $W/agent --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include mh0"
 MH="$MH --mca oob_tcp_if_include mh0 --mca mpi_yield_when_idle 1"
+# the ports pinned, as behind a firewall: the ranks listen from 50000 (16 ports), the daemons in 50100-50115
+MH="$MH --mca btl_tcp_port_min_v4 50000 --mca btl_tcp_port_range_v4 16 --mca oob_tcp_dynamic_ipv4_ports 50100-50115"
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -109,11 +112,18 @@ say "2 hosts x 2 ranks over TCP (launch agent, not ssh): parameters bit-identica
 mkdir "$W/k"
 start fit out=k.bin epochs=400 pace=25 pids=$W/k
 training "$W/k"
+# every connection between the hosts goes to a pinned port (what a firewall between them must let through)
+ip netns exec $B ss -Htn state established > "$W/conns" || fail "ss"
+awk '$4 ~ /^10\.23\.0\./ { n++; split($3, l, ":"); split($4, p, ":");
+       if (!(l[2] >= 50000 && l[2] < 50016 || l[2] >= 50100 && l[2] <= 50115 ||
+             p[2] >= 50000 && p[2] < 50016 || p[2] >= 50100 && p[2] <= 50115)) { print "unpinned: " $0; bad = 1 } }
+     END { exit bad || n < 3 }' "$W/conns" || { cat "$W/conns"; fail "a connection between the hosts outside the pinned ports"; }
 t0=$(now)
 kill -9 "$(cat $W/k/pid.3)"
 wait $job && fail "the job succeeded although a rank was killed"
 s=$(gone $t0 "$W/k")
 within $s 15 || fail "ranks still ran $s s after kill -9 of rank 3"
+say "the $(awk '$4 ~ /^10\.23\.0\./' "$W/conns" | wc -l) connections between the hosts all use the pinned ports (50000+, 50100-50115)"
 say "kill -9 of rank 3 (second host): every rank gone $s s later, mpirun failed"
 
 # link: the veth down for 10 s while the ranks train; the run stalls, then ends as without the outage

@@ -102,7 +102,8 @@ typedef double (*tr_clock_fn)(void *user);
   X(jsonl, JSONL, jsonl, "log records as JSON lines to save_dir/name/version_N/metrics.jsonl") \
   X(tensorboard, TENSORBOARD, tb, "log records as TensorBoard event files (scalars, histograms, hparams as text)") \
   X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
-  X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run")
+  X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run") \
+  X(mlflow, MLFLOW, mlf, "send records to an MLflow tracking server (needs TRAIN_MLFLOW and -lcurl; Lightning's MLFlowLogger)")
 /* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
@@ -218,6 +219,11 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_PLOT 0
 #else
 #  define TR__ON_PLOT 1
+#endif
+#if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_MLFLOW) || (TR__PICKED && !defined(TRAIN_ENABLE_MLFLOW))
+#  define TR__ON_MLFLOW 0
+#else
+#  define TR__ON_MLFLOW 1
 #endif
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */

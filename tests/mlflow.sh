@@ -1,0 +1,78 @@
+#!/bin/sh
+# tests/mlflow.sh BIN VENV TMP - the mlflow logger against a real MLflow tracking server (make test-mlflow).
+# Starts `mlflow server` (VENV's, a sqlite store under TMP, a free local port, one worker, no job runner) in
+# a process group of its own (setsid), trains with BIN (tests/test_mlflow.c built with -DTRAIN_MLFLOW): tr_fit
+# and a loop of its own, each to its end, failed by a hook, stopped by Ctrl-C, resumed from its checkpoint;
+# and a loop whose server is stopped in the middle and started again while the run's end waits for it. Then
+# tests/mlflow_check.py reads everything back through MLflow's own client. The server's group is stopped by
+# its PID (never by a command line) when the script ends, whatever happens.
+set -e
+BIN=$1 VENV=$2 TMP=$3
+rm -rf "$TMP" && mkdir -p "$TMP"
+PY=$VENV/bin/python
+PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+URI=http://127.0.0.1:$PORT
+PID=
+
+start() {
+  MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false setsid "$VENV/bin/mlflow" server --backend-store-uri "sqlite:///$TMP/mlflow.db" \
+    --default-artifact-root "$TMP/artifacts" --host 127.0.0.1 --port "$PORT" --workers 1 >> "$TMP/server.log" 2>&1 &
+  PID=$!
+  $PY - "$URI" <<'EOF' || { echo "mlflow: the server did not start in 90 s; its log:"; tail -20 "$TMP/server.log"; exit 1; }
+import sys, time, urllib.request
+for i in range(900):
+    try:
+        if urllib.request.urlopen(sys.argv[1] + "/health", timeout=1).status == 200: sys.exit(0)
+    except Exception: time.sleep(0.1)
+sys.exit(1)
+EOF
+}
+stop() { # the server's process group, by the PID setsid gave it; waited for
+  [ -n "$PID" ] || return 0
+  kill -TERM "-$PID" 2>/dev/null || true
+  i=0; while kill -0 "-$PID" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL "-$PID" 2>/dev/null || true
+  wait "$PID" 2>/dev/null || true
+  PID=
+}
+trap stop EXIT
+trap 'exit 1' INT TERM
+
+expect() { # expect RC CMD...: runs CMD (its output into TMP/NAME.out), its exit status must be RC
+  want=$1; name=$2; shift 2
+  rc=0; "$@" > "$TMP/$name.out" 2>&1 || rc=$?
+  [ "$rc" = "$want" ] || { echo "mlflow: $name exited $rc, not $want:"; cat "$TMP/$name.out"; exit 1; }
+}
+
+t0=$(date +%s)
+start
+echo "mlflow: server up at $URI in $(($(date +%s) - t0)) s"
+# tr_fit: to the end, then resumed from its last.ckpt to 4 epochs; failed by a hook; Ctrl-C
+expect 0 fit $BIN --fit "$URI" "$TMP/fit" fit
+cp "$TMP/fit/run_id" "$TMP/fit/run_id.first"
+expect 0 fit_resume $BIN --fit "$URI" "$TMP/fit" fit resume
+expect 2 fit_fail $BIN --fit "$URI" "$TMP/fit_fail" fit_fail fail
+expect 130 fit_ctrl_c $BIN --fit "$URI" "$TMP/fit_ctrl_c" fit_ctrl_c ctrl_c
+# a loop of its own: 40 steps, resumed to 80; failed; Ctrl-C
+expect 0 own $BIN --own "$URI" "$TMP/own" own 40
+cp "$TMP/own/run_id" "$TMP/own/run_id.first"
+expect 0 own_resume $BIN --own "$URI" "$TMP/own" own 80 resume
+expect 2 own_fail $BIN --own "$URI" "$TMP/own_fail" own_fail 40 fail
+expect 130 own_ctrl_c $BIN --own "$URI" "$TMP/own_ctrl_c" own_ctrl_c 40 ctrl_c
+# the server stopped at step 20 of 60: the steps go on, the end waits; started again, everything arrives
+mkdir -p "$TMP/down"
+$BIN --own "$URI" "$TMP/down" down 60 pause > "$TMP/down.out" 2>&1 &
+DOWN=$!
+i=0; until grep -q PAUSE "$TMP/down.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
+grep -q PAUSE "$TMP/down.out" || { echo "mlflow: the down run never reached step 20:"; cat "$TMP/down.out"; exit 1; }
+stop
+touch "$TMP/down/go"
+i=0; until grep -q "DOWN SEEN" "$TMP/down.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
+start
+rc=0; wait $DOWN || rc=$?
+[ $rc = 0 ] || { echo "mlflow: the down run exited $rc:"; cat "$TMP/down.out"; exit 1; }
+grep -q "does not answer" "$TMP/down.out" && grep -q "answers again" "$TMP/down.out" ||
+  { echo "mlflow: the down run did not say the server went away and came back:"; cat "$TMP/down.out"; exit 1; }
+! grep -q "not in MLflow" "$TMP/down.out" || { echo "mlflow: values were lost:"; cat "$TMP/down.out"; exit 1; }
+$PY tests/mlflow_check.py "$URI" "$TMP"
+echo "mlflow: 9 runs checked against a real MLflow server in $(($(date +%s) - t0)) s"
