@@ -666,6 +666,9 @@ static int mode_zerobad(void) {
   d.optim.kind = TR_OPTIM_SGD;
   expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "plain SGD (momentum 0) has none");
   d.optim.kind = TR_OPTIM_ADAMW;
+  d.model.on_device = 1; /* (refused before anything looks for a GPU) */
+  expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "an on_device model's state lives on the GPU and is not sharded");
+  d.model.on_device = 0;
   d.zero = rank_ == 1 ? 0 : 1;
   expect(&t, tr_init(&t, &d), TR_ERR_INVALID, "zero (tr_desc.zero: the optimizer state sharded) (rank 0: 1, rank 1: 0");
   d.zero = 1;
