@@ -6,11 +6,15 @@
                           [request_at=STEP ckpt=CKPT]   a hook on the LAST rank asks for a checkpoint
                           [ref=W]      (plain) reference: each step sums W shard gradients in rank order
                           [global=W]   (plain) one process on the same global batches (batch B*W)
+                          [zero=1]     tr_desc.zero (ZeRO-1): checks that the rank keeps exactly its shard
+                          [grads=1]    FILE gets the last step's gradients after the parameters
+                          [clip=C] [hidden=H] [async=1]   clipping by norm C, hidden width H, tr_desc.async_save
        trains the spirals MLP (AdamW or SGD-momentum, clipping by norm 1, validation every epoch), checks
        that the parameters are bit-identical on every rank, and writes rank 0's parameters to FILE
      test_mpi_plain diff A B TOL   max |a-b| of two parameter files; fails above TOL; prints it
      test_mpi stop | fail | failload | configfail | skip | sigterm | uneven | rank0   one scenario each
      test_mpi mismatch what=W [hidden=H0,H1,..]   ranks that differ: see mode_mismatch
+     test_mpi[_plain] zerobad   zero's refusals and failed saves (mode_zerobad; tests/zero.mk)
    Every check that fails prints what and exits 1 (mpirun then ends the whole job with rc != 0). */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION

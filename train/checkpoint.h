@@ -21,6 +21,8 @@ TR__C_BEGIN /* part */
            u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
      PARM  n_params x f32: the parameters
      OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
+           (whole also with tr_desc.zero: rank 0 writes every rank's shard as it receives it; a load
+           takes its own slice, so the file is the same at any world size, sharded or not)
      GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
      DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
      HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
