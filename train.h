@@ -17012,8 +17012,8 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    epoch's start, before each optimizer step (after on_gradient_clip), after each training batch
    (after on_train_batch_end), after on_train_epoch_end, after on_train_end, when an evaluation loop
    counts its batches and at its end, at the start of tr_save and inside it, when the run ends, and
-   after on_exception / teardown. One small
-   MPI_Allreduce combines, over all ranks: whether a rank failed (the first failed rank's error, code
+   after on_exception / teardown. One small MPI_Allreduce combines, over all ranks: whether a rank
+   failed (the first failed rank's error, code
    and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
    signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
    rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
