@@ -29,12 +29,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
   OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_mpi_yield_when_idle=1
 STEPS=400
 
-job() { # name mode [sbatch options]: submits; prints the job id
-  local name=$1 mode=$2; shift 2
+job() { # name mode signals [sbatch options]: submits; prints the job id
+  local name=$1 mode=$2 k=$3; shift 3
   sbatch --parsable -n 2 -J "$name" -o "$name.out" --open-mode=append "$@" \
-    --wrap "exec mpirun -np 2 ./test_slurm $mode steps=$STEPS ckpt=$name.ckpt out=$name.bin mark=$name.m"
+    --wrap "exec mpirun -np 2 ./test_slurm $mode steps=$STEPS ckpt=$name.ckpt out=$name.bin mark=$name.m signals=$k"
 }
-own=$(job own own --requeue) && fit=$(job fit fit --requeue) && term=$(job term fit) || fail "sbatch"
+own=$(job own own 2 --requeue) && fit=$(job fit fit 2 --requeue) && term=$(job term fit 1) || fail "sbatch"
 # the references, meanwhile: the same runs, uninterrupted, outside Slurm
 (unset SLURM_CONF; timeout 60 mpirun -np 2 ./test_slurm own steps=$STEPS ckpt=own-ref.ckpt out=own-ref.bin > ref.out 2>&1 &&
   timeout 60 mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=fit-ref.ckpt out=fit-ref.bin >> ref.out 2>&1) &
@@ -42,8 +42,8 @@ refs=$!
 # one rank signalled (outside Slurm, while the jobs run): the others must stop with it
 one() { # mode
   (unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1.ckpt out=one-$1.bin \
-     mark=one-$1.m > one-$1.out 2>&1) & local p=$!
-  wait_file one-$1.m.0 || return 1
+     mark=one-$1.m signals=1 > one-$1.out 2>&1) & local p=$!
+  wait_file one-$1.m.0 && wait_file one-$1.m.pid.1 || return 1
   kill -USR1 "$(cat one-$1.m.pid.1)" || return 1
   wait $p; [ $? = 130 ] || return 1
   grep -q "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to one-$1.ckpt" one-$1.bin.end || return 1
