@@ -49,15 +49,15 @@ static int write_out(const char *out, const float *p, size_t n) {
   return bad;
 }
 
-/* How the run ended, on stdout and in OUT.end: mpirun may be gone (scancel ends it too) before it passes the
-   line on. */
+/* How the run ended, on stdout and appended to OUT.end: mpirun may be gone (Slurm ends it at a requeue or a
+   scancel) before it passes the line on. */
 static void say_end(const char *out, const char *mode, int64_t step, const char *how) {
   char path[512];
   FILE *f;
   printf("%s: ended at step %lld: %s\n", mode, (long long)step, how);
   fflush(stdout);
   snprintf(path, sizeof path, "%s.end", out);
-  if ((f = fopen(path, "w"))) fprintf(f, "%s: ended at step %lld: %s\n", mode, (long long)step, how), fclose(f);
+  if ((f = fopen(path, "a"))) fprintf(f, "%s: ended at step %lld: %s\n", mode, (long long)step, how), fclose(f);
 }
 
 /* ---- the loop of its own: logistic regression, AdamW, rank r of W takes batches s*W + r ---- */

@@ -48,6 +48,7 @@ one() { # mode
   wait $p; [ $? = 130 ] || return 1
   grep -q "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to one-$1.ckpt" one-$1.bin.end || return 1
   grep -o 'stopped after step [0-9]*' one-$1.bin.end > one-$1.stop
+  rm one-$1.bin.end
   (unset SLURM_CONF SLURM_JOB_ID; timeout 60 mpirun -np 2 ./test_slurm $1 steps=$STEPS ckpt=one-$1b.ckpt out=one-$1.bin \
      resume=one-$1.ckpt > one-$1-resume.out 2>&1)
 }
@@ -91,14 +92,14 @@ sbatch --test-only "$here/../../examples/slurm_job.sh" > test-only.out 2>&1 || f
 for name in own fit; do
   restarts=$(scontrol show job "${!name}" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
   [ "$restarts" = 2 ] || fail "$name: the job restarted $restarts times, not 2"
-  n=$(grep -c "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to $name.ckpt; job ${!name} requeued" $name.out)
+  n=$(grep -c "preempted (SIGUSR1): stopped after step [0-9]*; its state saved to $name.ckpt; job ${!name} requeued" $name.bin.end)
   [ "$n" = 2 ] || fail "$name: $n preemptions with a requeue said, not 2"
   grep -q "Slurm job ${!name}, restart 2; SIGUSR1 saves to $name.ckpt and requeues the job; resuming from $name.ckpt" $name.out ||
     fail "$name: no start line of the second restart"
   n=$(grep -c "Restored all states from the checkpoint at $name.ckpt" $name.out)
   [ "$n" = 2 ] || fail "$name: resumed $n times, not 2"
   cmp -s $name.bin $name-ref.bin || fail "$name: the parameters after two preemptions differ from the uninterrupted run's"
-  echo "test-slurm: $name: preempted and requeued twice (steps $(grep -o 'stopped after step [0-9]*' $name.out | awk '{print $4}' | tr '\n' ' ')of $STEPS), resumed by itself: bit-identical to the uninterrupted run"
+  echo "test-slurm: $name: preempted and requeued twice (steps $(grep -o 'stopped after step [0-9]*' $name.bin.end | awk '{print $4}' | tr '\n' ' ')of $STEPS), resumed by itself: bit-identical to the uninterrupted run"
 done
 
 grep -q "interrupted (Ctrl-C); its state saved to term.ckpt" term.bin.end || fail "term: no clean end with a checkpoint"
