@@ -1,6 +1,7 @@
 # tests/slurm/cluster.sh - a real single-node Slurm cluster for a test, sourced by a test script:
 #   . tests/slurm/cluster.sh
-#   slurm_up || exit 0        (no root or no Slurm: one line said, nothing started)
+#   slurm_up; case $? in 0) ;; 2) exit 0 ;; *) exit 1 ;; esac
+#                             (2: no root or no Slurm, one line said, nothing started; 1: it failed)
 #   sbatch ...; slurm_wait JOBID ...
 #   (slurm_down runs at exit: jobs cancelled and drained, every daemon stopped by its PID, files removed)
 # Debian's slurm-wlm and munge, without systemd: its own munge key and socket, its own slurm.conf,
@@ -20,9 +21,9 @@ slurm__ports() {
 }
 
 slurm_up() {
-  if [ "$(id -u)" != 0 ]; then slurm_say "skipped: a Slurm cluster's daemons need root (run the test as root)"; return 1; fi
+  if [ "$(id -u)" != 0 ]; then slurm_say "skipped: a Slurm cluster's daemons need root (run the test as root)"; return 2; fi
   for c in munged slurmctld slurmd sbatch; do
-    command -v $c >/dev/null 2>&1 || { slurm_say "skipped: $c is missing (apt-get install munge slurmctld slurmd slurm-client, or sh scripts/deps.sh)"; return 1; }
+    command -v $c >/dev/null 2>&1 || { slurm_say "skipped: $c is missing (apt-get install munge slurmctld slurmd slurm-client, or sh scripts/deps.sh)"; return 2; }
   done
   SLURM_DIR=$(mktemp -d /tmp/hk-slurm.XXXXXX) || return 1
   chmod 700 "$SLURM_DIR"
