@@ -6,7 +6,7 @@
 #   (slurm_down runs at exit: jobs cancelled and drained, every daemon stopped by its PID, files removed)
 # Debian's slurm-wlm and munge, without systemd: its own munge key and socket, its own slurm.conf,
 # state, spool, logs, PID files and ports, so runs in parallel do not meet. SLURM_CONF is exported for
-# the client commands (sbatch, squeue, scontrol, scancel).
+# the client commands (sbatch, squeue, scontrol, scancel). SLURM_READY_MS: how long slurm_up took.
 
 slurm_say() { echo "slurm: $*"; }
 
@@ -25,6 +25,7 @@ slurm_up() {
   for c in munged slurmctld slurmd sbatch; do
     command -v $c >/dev/null 2>&1 || { slurm_say "skipped: $c is missing (apt-get install munge slurmctld slurmd slurm-client, or sh scripts/deps.sh)"; return 2; }
   done
+  slurm_t0=$(date +%s%N)
   SLURM_DIR=$(mktemp -d /tmp/hk-slurm.XXXXXX) || return 1
   chmod 700 "$SLURM_DIR"
   trap slurm_down EXIT
@@ -86,7 +87,8 @@ CONF
   slurmctld -i || { slurm_say "slurmctld did not start:"; tail -20 "$d/slurmctld.log"; return 1; }
   slurmd || { slurm_say "slurmd did not start:"; tail -20 "$d/slurmd.log"; return 1; }
   for _ in $(seq 1 100); do
-    case "$(sinfo -h -o %T 2>/dev/null)" in idle*) return 0;; esac
+    case "$(sinfo -h -o %T 2>/dev/null)" in idle*)
+      SLURM_READY_MS=$((($(date +%s%N) - slurm_t0) / 1000000)); return 0;; esac
     sleep 0.1
   done
   slurm_say "the node did not become idle in 10 s:"; sinfo; tail -20 "$d/slurmctld.log" "$d/slurmd.log"
