@@ -915,7 +915,8 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
    SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
    exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
    votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
-   at every tr_run_batch_end / tr_run_epoch_end on every rank with this rank's TR_STOP_* bits and
+   at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
+   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank) and
    which returns their OR over the ranks (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
    a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
    saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
@@ -4906,10 +4907,15 @@ TR__SHARED int tr__preempt_on(const tr_preempt *p) {
   return 0;
 #endif
 }
-TR__SHARED void tr__preempt_off(void) {
+/* Undo tr__preempt_on when *on (its answer) says it installed, and clear *on. */
+TR__SHARED void tr__preempt_off(int *on) {
+  int mine = *on > 0;
+  *on = 0;
 #ifdef TR__SIGNALS
-  if (tr__preempt_depth <= 0 || --tr__preempt_depth > 0) return;
+  if (!mine || tr__preempt_depth <= 0 || --tr__preempt_depth > 0) return;
   signal(tr__preempt_signo, tr__preempt_prev);
+#else
+  (void)mine;
 #endif
 }
 TRAIN_API int tr_preempt_requested(void) {
@@ -5083,7 +5089,7 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  if (q->preempt > 0) tr__preempt_off();
+  tr__preempt_off(&q->preempt);
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -6429,6 +6435,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
   tr__run_fire(reg, ctx, HK_ON_TRAIN_START, &flow);
   if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
+  if (run->desc.agree && (run->desc.agree(run->desc.model_user, run->failed ? TR_STOP_FAILED : 0) & TR_STOP_FAILED) && !run->failed)
+    tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed to start (tr_run_desc.agree)"); /* every rank's start ends alike */
   q->busy = NULL;
   return run->failed ? q->err : TR_OK;
 }
@@ -6540,8 +6548,8 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
-  if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved, through the loop's own */
-    char why[512], msg[1024]; /* save when it gave one (as requested checkpoints to save_to are) */
+  if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
+    char why[512], msg[1024];
     int saves = run->desc.save_to && (run->desc.save_model || run->desc.save_checkpoint);
     tr_err e = saves ? tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why) : TR_OK;
     tr__preempt_stopped(msg, sizeof msg, stops, ctx->global_step, saves ? run->desc.save_to : NULL, e ? why : NULL, &run->desc.preempt, ctx->rank);
@@ -6716,8 +6724,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
-  if (q->preempt > 0) tr__preempt_off();
-  q->preempt = 0;
+  tr__preempt_off(&q->preempt);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   q->guard = 0;
   q->pending = 0;
@@ -13002,12 +13009,14 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   memcpy(err, s->error, sizeof err);
   pthread_mutex_unlock(&s->mu);
   tr__mlf_say(s, ctx);
-  if (dropped || left)
-    tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %lld dropped (the queue, max_queue=%d, was full while "
-                "the server did not take them, or it refused them), %lld not sent within flush_timeout=%gs%s%s%s",
-                (long long)(dropped + left), (long long)dropped, s->cap, (long long)left, s->flush_timeout,
-                left ? " (they are sent if the server answers while the program runs on; " : "", left ? err : "",
-                left ? ")" : "");
+  if (dropped || left) {
+    char d[200] = "", l[400] = "";
+    if (dropped) snprintf(d, sizeof d, "%lld dropped (the queue, max_queue=%d, was full while the server did not take them, or it "
+                          "refused them)%s", (long long)dropped, s->cap, left ? "; " : "");
+    if (left) snprintf(l, sizeof l, "%lld not sent within flush_timeout=%gs (%s): they are sent if the server answers while the "
+                       "program runs on, else lost at its exit", (long long)left, s->flush_timeout, err[0] ? err : "no answer");
+    tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %s%s", (long long)(dropped + left), d, l);
+  }
 }
 static hk_signal tr__mlf_teardown(hk_ctx *ctx, void *u) {
   tr__mlf *s = (tr__mlf *)u;
@@ -15382,7 +15391,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
-  if (tr__pre_on > 0) tr__preempt_off();
+  tr__preempt_off(&tr__pre_on);
   tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;

@@ -1,6 +1,6 @@
 /* bench/bench_mlflow.c - what the mlflow logger costs a step, with its server answering, stopped and frozen.
 
-   A loop of its own (the run layer) with a step of about 50 us of arithmetic and a record at every step (log_every_n_steps=1: the logger's worst case), timed without the logger, then with it sending to
+   A loop of its own (the run layer) with a step of some tens of us of arithmetic and a record at every step (log_every_n_steps=1: the logger's worst case), timed without the logger, then with it sending to
    a server that answers (a local one that replies as MLflow does, or a real one: bench_mlflow URI), to a closed
    port (the server stopped) and to one that takes the connection and never answers (frozen). Per-step time,
    its ratio to the loop without the logger, and the slowest step, side by side from one run.
@@ -139,8 +139,8 @@ int main(int argc, char **argv) {
       }
     base = best[0];
     (void)w_base;
-    printf("mlflow logger: %d steps of ~50 us, a record every step (log_every_n_steps=1); the best median of %d interleaved rounds\n"
-           "(the answering server: %s)\n", STEPS, ROUNDS, argc > 1 ? argv[1] : "a local one that replies as MLflow");
+    printf("mlflow logger: %d steps of ~%.0f us, a record every step (log_every_n_steps=1); the best median of %d interleaved rounds\n"
+           "(the answering server: %s)\n", STEPS, 1e6 * base, ROUNDS, argc > 1 ? argv[1] : "a local one that replies as MLflow");
     printf("%-30s %14s %8s %16s\n", "server", "median us/step", "ratio", "slowest step");
     for (k = 0; k < 4; k++) printf("%-30s %14.2f %8.3f %13.0f us\n", names[k], 1e6 * best[k], best[k] / base, 1e6 * worst[k]);
   }

@@ -6,7 +6,8 @@
    ends it),  own_loop max_steps=70,  own_loop resume=runs/lightning_logs/version_0/checkpoints/last.ckpt  (the same end,
    bit for bit, as one run),  own_loop ctrl_c_at=45  (Ctrl-C at step 45: on_exception, logs flushed, exit 130),
    own_loop nan_at=45  (a NaN loss: nan_guard fails the run, even at -Ofast; exit 2),  own_loop profile=1  (the
-   profiler's table at the end, throughput in the logs). It checks its own results (exit 1 if wrong). */
+   profiler's table at the end, throughput in the logs),  own_loop mlflow=http://127.0.0.1:5000  (the run in a team's
+   MLflow server too; build with -DTRAIN_MLFLOW ... -lcurl). It checks its own results (exit 1 if wrong). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,10 +71,11 @@ static void validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {  /* the eve
 }
 int main(int argc, char **argv) {
   long max_steps = 2000, ctrl_c_at = -1, nan_at = -1, profile = 0;
-  const char *resume = NULL;
-  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, profile=1, resume=PATH (or PATH) */
-    if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
-        !sscanf(argv[i], "nan_at=%ld", &nan_at) && !sscanf(argv[i], "profile=%ld", &profile))
+  const char *resume = NULL, *mlflow = NULL;
+  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, profile=1, mlflow=URI, resume=PATH (or PATH) */
+    if (!strncmp(argv[i], "mlflow=", 7)) mlflow = argv[i] + 7;
+    else if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
+             !sscanf(argv[i], "nan_at=%ld", &nan_at) && !sscanf(argv[i], "profile=%ld", &profile))
       resume = argv[i] + (strncmp(argv[i], "resume=", 7) ? 0 : 7);
   unsigned seed = 7;                           /* data: two overlapping clouds, odd i and even i */
   for (int i = 0; i < NTRAIN + NVAL; i++) {
@@ -90,6 +92,9 @@ int main(int argc, char **argv) {
                          "tensorboard; progress_bar") ||  /* profile=1: every hook, event and phase timed; samples/s, */
       (profile && hk_spec_apply(reg, "profiler; throughput_monitor(window=50, flops_per_sample=54, peak_flops=1e9)")))
     return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;    /* step-time percentiles, MFU (6 FLOPs a weight a sample) */
+  char spec[600];                                 /* mlflow=URI: the run in an MLflow server (a checkpoint keeps its id) */
+  snprintf(spec, sizeof spec, "mlflow(tracking_uri=\"%s\", experiment=own_loop, tags=\"example=own_loop\")", mlflow ? mlflow : "");
+  if (mlflow && hk_spec_apply(reg, spec)) return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
   hk_on(reg, HK_ON_EXCEPTION, report, NULL, NULL, NULL);
   hk_tensor pv = { "w", w, D + 1, 0 }, gv = { "w", g, D + 1, 0 };
   hk_ctx ctx = { .params = &pv, .grads = &gv, .n_tensors = 1 };

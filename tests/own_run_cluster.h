@@ -229,7 +229,7 @@ static void test_agree(void **state) {
   others = TR_STOP_PREEMPT, others_at = 3, agreed_calls = 0;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INTERRUPTED);
   assert_int_equal(step, 3);
-  assert_int_equal(agreed_calls, 3); /* once a step, on every rank alike */
+  assert_int_equal(agreed_calls, 4); /* at the start, then once a step, on every rank alike */
   assert_non_null(strstr(err, "preempted (SIGUSR1): stopped after step 3; its state saved to "));
   /* another rank's SIGTERM */
   others = TR_STOP_SIGNAL, others_at = 2;
@@ -241,6 +241,12 @@ static void test_agree(void **state) {
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_COMM);
   assert_int_equal(step, 5);
   assert_non_null(strstr(err, "another rank's run failed"));
+  /* another rank's start failed (its resume, say): this one's start fails too, before any step */
+  others = TR_STOP_FAILED, others_at = 0, agreed_calls = 0;
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_COMM);
+  assert_int_equal(step, 0);
+  assert_int_equal(agreed_calls, 1);
+  assert_non_null(strstr(err, "another rank's run failed to start"));
   /* a hook's stop on another rank: a clean stop here */
   others = TR_STOP_HOOK, others_at = 7;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_OK);

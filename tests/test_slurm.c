@@ -1,11 +1,12 @@
 /* tests/test_slurm.c - one 2-rank training, preempted under a real Slurm cluster (tests/slurm/run.sh), in two
    shapes: a loop of its own through the run layer with its own MPI_Allreduce of gradients in rank order
    (own), and tr_fit with TRAIN_MPI (fit). Built with mpicc -DTRAIN_MPI; run with mpirun -np 2:
-     test_slurm own|fit steps=N ckpt=PATH out=PATH [mark=PREFIX] [resume=PATH]
+     test_slurm own|fit steps=N ckpt=PATH out=PATH [mark=PREFIX signals=K] [resume=PATH]
    ckpt is save_to (the preemption's checkpoint; the requeued job resumes from it by itself); out gets the
-   final parameters (rank 0, a finished run only). mark: rank 0 touches PREFIX.R (R: SLURM_RESTART_COUNT)
-   once (R + 1) * steps / 4 steps are done, and from there every step naps 10 ms, so that a signal the test
-   sends on seeing the file lands mid-run; the other ranks write their process id to PREFIX.pid.RANK before. Exit: 0 finished, 130 interrupted (preempted), 1 otherwise. */
+   final parameters (rank 0, a finished run only). mark: once (R + 1) * steps / 4 steps are done (R:
+   SLURM_RESTART_COUNT), rank 0 writes PREFIX.R and the other ranks PREFIX.pid.RANK (their process id: a
+   signal to one rank); in the first K runs (R < K) every rank then waits there, napping, until a signal has
+   reached any rank (at most 30 s), so that the test's signal lands mid-run however slow the machine. Exit: 0 finished, 130 interrupted (preempted), 1 otherwise. */
 #define _POSIX_C_SOURCE 200809L
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
@@ -19,23 +20,25 @@
 enum { D = 8, N = 512, B = 16 };
 static float w[D + 1], g[D + 1], m[D + 1], v[D + 1], X[N][D + 1], Y[N];
 static const char *mark;
-static long mark_at;
+static long mark_at, signals;
 static int rank, world;
 
-/* ---- pacing: the marker, then 2 ms a step ---- */
+/* ---- pacing: the marker, then a wait for the test's signal ---- */
 static void pace(int64_t step) {
-  static int marked;
-  if (!mark || step < mark_at) return;
-  if (!marked) { /* rank 0: PREFIX.R; the others first PREFIX.pid.RANK, their process id (a signal to one rank) */
-    char path[512];
-    const char *r = getenv("SLURM_RESTART_COUNT");
-    FILE *f;
-    if (rank) snprintf(path, sizeof path, "%s.pid.%d", mark, rank);
-    else snprintf(path, sizeof path, "%s.%s", mark, r ? r : "0");
-    if ((f = fopen(path, "w"))) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
+  char path[512];
+  const char *r = getenv("SLURM_RESTART_COUNT");
+  FILE *f;
+  if (!mark || step != mark_at) return;
+  if (rank) snprintf(path, sizeof path, "%s.pid.%d", mark, rank);
+  else snprintf(path, sizeof path, "%s.%s", mark, r ? r : "0");
+  if ((f = fopen(path, "w"))) fprintf(f, "%ld\n", (long)getpid()), fclose(f);
+  if ((r ? atol(r) : 0) >= signals) return;
+  for (int i = 0; i < 3000; i++) { /* every rank alike: one all-reduce a nap */
+    int mine = hk_stop_requested() + tr_preempt_requested(), any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) return;
+    nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
   }
-  marked = 1;
-  nanosleep(&(struct timespec){ 0, 10000000 }, NULL);
 }
 static hk_signal pace_hook(hk_ctx *ctx, void *u) { (void)u; pace(ctx->global_step); return HK_CONTINUE; }
 
@@ -46,15 +49,15 @@ static int write_out(const char *out, const float *p, size_t n) {
   return bad;
 }
 
-/* How the run ended, on stdout and in OUT.end: mpirun may be gone (scancel ends it too) before it passes the
-   line on. */
+/* How the run ended, on stdout and appended to OUT.end: mpirun may be gone (Slurm ends it at a requeue or a
+   scancel) before it passes the line on. */
 static void say_end(const char *out, const char *mode, int64_t step, const char *how) {
   char path[512];
   FILE *f;
   printf("%s: ended at step %lld: %s\n", mode, (long long)step, how);
   fflush(stdout);
   snprintf(path, sizeof path, "%s.end", out);
-  if ((f = fopen(path, "w"))) fprintf(f, "%s: ended at step %lld: %s\n", mode, (long long)step, how), fclose(f);
+  if ((f = fopen(path, "a"))) fprintf(f, "%s: ended at step %lld: %s\n", mode, (long long)step, how), fclose(f);
 }
 
 /* ---- the loop of its own: logistic regression, AdamW, rank r of W takes batches s*W + r ---- */
@@ -154,6 +157,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(argv[i], "ckpt=", 5)) ckpt = argv[i] + 5;
     else if (!strncmp(argv[i], "out=", 4)) out = argv[i] + 4;
     else if (!strncmp(argv[i], "mark=", 5)) mark = argv[i] + 5;
+    else if (!strncmp(argv[i], "signals=", 8)) signals = atol(argv[i] + 8);
     else if (!strncmp(argv[i], "resume=", 7)) resume = argv[i] + 7;
     else return fprintf(stderr, "test_slurm: unknown argument '%s'\n", argv[i]), 1;
   }

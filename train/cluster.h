@@ -28,7 +28,8 @@ TR__C_BEGIN /* part */
    SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
    exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
    votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
-   at every tr_run_batch_end / tr_run_epoch_end on every rank with this rank's TR_STOP_* bits and
+   at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
+   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank) and
    which returns their OR over the ranks (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
    a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
    saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
@@ -247,10 +248,15 @@ TR__SHARED int tr__preempt_on(const tr_preempt *p) {
   return 0;
 #endif
 }
-TR__SHARED void tr__preempt_off(void) {
+/* Undo tr__preempt_on when *on (its answer) says it installed, and clear *on. */
+TR__SHARED void tr__preempt_off(int *on) {
+  int mine = *on > 0;
+  *on = 0;
 #ifdef TR__SIGNALS
-  if (tr__preempt_depth <= 0 || --tr__preempt_depth > 0) return;
+  if (!mine || tr__preempt_depth <= 0 || --tr__preempt_depth > 0) return;
   signal(tr__preempt_signo, tr__preempt_prev);
+#else
+  (void)mine;
 #endif
 }
 TRAIN_API int tr_preempt_requested(void) {

@@ -554,7 +554,7 @@ static void tr__run_free(void *p) {
   if (!run) return;
   q = run->tr__p;
   if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  if (q->preempt > 0) tr__preempt_off();
+  tr__preempt_off(&q->preempt);
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -1900,6 +1900,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_fire(reg, ctx, HK_ON_FIT_START, &flow);
   tr__run_fire(reg, ctx, HK_ON_TRAIN_START, &flow);
   if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
+  if (run->desc.agree && (run->desc.agree(run->desc.model_user, run->failed ? TR_STOP_FAILED : 0) & TR_STOP_FAILED) && !run->failed)
+    tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed to start (tr_run_desc.agree)"); /* every rank's start ends alike */
   q->busy = NULL;
   return run->failed ? q->err : TR_OK;
 }
@@ -2011,8 +2013,8 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
-  if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved, through the loop's own */
-    char why[512], msg[1024]; /* save when it gave one (as requested checkpoints to save_to are) */
+  if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
+    char why[512], msg[1024];
     int saves = run->desc.save_to && (run->desc.save_model || run->desc.save_checkpoint);
     tr_err e = saves ? tr__run_checkpoint_to(reg, ctx, run->desc.save_to, why, sizeof why) : TR_OK;
     tr__preempt_stopped(msg, sizeof msg, stops, ctx->global_step, saves ? run->desc.save_to : NULL, e ? why : NULL, &run->desc.preempt, ctx->rank);
@@ -2187,8 +2189,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
-  if (q->preempt > 0) tr__preempt_off();
-  q->preempt = 0;
+  tr__preempt_off(&q->preempt);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   q->guard = 0;
   q->pending = 0;

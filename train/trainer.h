@@ -1697,7 +1697,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
   if (tr__sig_on) hk_stop_signals_restore();
-  if (tr__pre_on > 0) tr__preempt_off();
+  tr__preempt_off(&tr__pre_on);
   tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;

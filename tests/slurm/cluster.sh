@@ -1,11 +1,12 @@
 # tests/slurm/cluster.sh - a real single-node Slurm cluster for a test, sourced by a test script:
 #   . tests/slurm/cluster.sh
-#   slurm_up || exit 0        (no root or no Slurm: one line said, nothing started)
+#   slurm_up; case $? in 0) ;; 2) exit 0 ;; *) exit 1 ;; esac
+#                             (2: no root or no Slurm, one line said, nothing started; 1: it failed)
 #   sbatch ...; slurm_wait JOBID ...
 #   (slurm_down runs at exit: jobs cancelled and drained, every daemon stopped by its PID, files removed)
 # Debian's slurm-wlm and munge, without systemd: its own munge key and socket, its own slurm.conf,
 # state, spool, logs, PID files and ports, so runs in parallel do not meet. SLURM_CONF is exported for
-# the client commands (sbatch, squeue, scontrol, scancel).
+# the client commands (sbatch, squeue, scontrol, scancel). SLURM_READY_MS: how long slurm_up took.
 
 slurm_say() { echo "slurm: $*"; }
 
@@ -20,10 +21,11 @@ slurm__ports() {
 }
 
 slurm_up() {
-  if [ "$(id -u)" != 0 ]; then slurm_say "skipped: a Slurm cluster's daemons need root (run the test as root)"; return 1; fi
+  if [ "$(id -u)" != 0 ]; then slurm_say "skipped: a Slurm cluster's daemons need root (run the test as root)"; return 2; fi
   for c in munged slurmctld slurmd sbatch; do
-    command -v $c >/dev/null 2>&1 || { slurm_say "skipped: $c is missing (apt-get install munge slurmctld slurmd slurm-client, or sh scripts/deps.sh)"; return 1; }
+    command -v $c >/dev/null 2>&1 || { slurm_say "skipped: $c is missing (apt-get install munge slurmctld slurmd slurm-client, or sh scripts/deps.sh)"; return 2; }
   done
+  slurm_t0=$(date +%s%N)
   SLURM_DIR=$(mktemp -d /tmp/hk-slurm.XXXXXX) || return 1
   chmod 700 "$SLURM_DIR"
   trap slurm_down EXIT
@@ -85,7 +87,8 @@ CONF
   slurmctld -i || { slurm_say "slurmctld did not start:"; tail -20 "$d/slurmctld.log"; return 1; }
   slurmd || { slurm_say "slurmd did not start:"; tail -20 "$d/slurmd.log"; return 1; }
   for _ in $(seq 1 100); do
-    case "$(sinfo -h -o %T 2>/dev/null)" in idle*) return 0;; esac
+    case "$(sinfo -h -o %T 2>/dev/null)" in idle*)
+      SLURM_READY_MS=$((($(date +%s%N) - slurm_t0) / 1000000)); return 0;; esac
     sleep 0.1
   done
   slurm_say "the node did not become idle in 10 s:"; sinfo; tail -20 "$d/slurmctld.log" "$d/slurmd.log"

@@ -655,12 +655,14 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   memcpy(err, s->error, sizeof err);
   pthread_mutex_unlock(&s->mu);
   tr__mlf_say(s, ctx);
-  if (dropped || left)
-    tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %lld dropped (the queue, max_queue=%d, was full while "
-                "the server did not take them, or it refused them), %lld not sent within flush_timeout=%gs%s%s%s",
-                (long long)(dropped + left), (long long)dropped, s->cap, (long long)left, s->flush_timeout,
-                left ? " (they are sent if the server answers while the program runs on; " : "", left ? err : "",
-                left ? ")" : "");
+  if (dropped || left) {
+    char d[200] = "", l[400] = "";
+    if (dropped) snprintf(d, sizeof d, "%lld dropped (the queue, max_queue=%d, was full while the server did not take them, or it "
+                          "refused them)%s", (long long)dropped, s->cap, left ? "; " : "");
+    if (left) snprintf(l, sizeof l, "%lld not sent within flush_timeout=%gs (%s): they are sent if the server answers while the "
+                       "program runs on, else lost at its exit", (long long)left, s->flush_timeout, err[0] ? err : "no answer");
+    tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %s%s", (long long)(dropped + left), d, l);
+  }
 }
 static hk_signal tr__mlf_teardown(hk_ctx *ctx, void *u) {
   tr__mlf *s = (tr__mlf *)u;
