@@ -14,7 +14,8 @@
 #                        - refused at tr_init with a clear message (zero=2, plain SGD, on_device, ranks that differ,
 #                          a build without TRAIN_MPI), lr_finder refused, failed saves (rank 0 cannot
 #                          write; a hook fails on the last rank) end every rank alike without a hang;
-#                          model_checkpoint (sync and async) with zero; the example with --zero
+#                          model_checkpoint (sync and async), a failure, skip_step and SIGTERM on the last
+#                          rank (test_mpi's scenarios) with zero; the example with --zero
 # Every mpirun is under `timeout`. Needs Open MPI (scripts/deps.sh).
 ZERO_DIR := $(BUILD)/mpi/zero
 
@@ -50,7 +51,8 @@ test-mpi-zero: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mp
 	../test_mpi_plain zerobad > scen.out 2>&1 || { cat scen.out; exit 1; }; \
 	for w in 2 3; do $$R -np $$w $$T zerobad > scen.out 2>&1 || { cat scen.out; echo "test-mpi-zero: zerobad on $$w ranks failed"; exit 1; }; \
 	  for m in mc mcasync; do $$R -np $$w $$T $$m zero=1 > scen.out 2>&1 || { cat scen.out; echo "test-mpi-zero: $$m on $$w ranks failed"; exit 1; }; done; done; \
-	echo "test-mpi-zero: refusals (zero=2, plain SGD, on_device, ranks that differ, no TRAIN_MPI), lr_finder, failed saves, model_checkpoint (sync, async): every rank alike, no hang"; \
+	for m in fail skip sigterm; do $$R -np 3 $$T $$m zero=1 > scen.out 2>&1 || { cat scen.out; echo "test-mpi-zero: $$m on 3 ranks failed"; exit 1; }; done; \
+	echo "test-mpi-zero: refusals (zero=2, plain SGD, on_device, ranks that differ, no TRAIN_MPI), lr_finder, failed saves, model_checkpoint (sync, async), a failure / skip / SIGTERM on one rank: every rank alike, no hang"; \
 	$$R -np 2 ../train_mpi | tail -n 1 > plain.out; $$R -np 2 ../train_mpi --zero | tail -n 1 > zero.out; \
 	same plain.out zero.out "examples/train_mpi.c with --zero"; echo "test-mpi-zero: examples/train_mpi --zero: $$(cat zero.out)"
 	@echo "test-mpi-zero: all passed"
