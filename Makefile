@@ -68,6 +68,7 @@ include tests/multihost.mk
 include tests/zero.mk
 include tests/slurm.mk
 include tests/cuda.mk
+include tests/gpu_check.mk
 include tests/docs.mk
 include bench/bench.mk
 include examples/examples.mk

@@ -12,7 +12,9 @@
 #                         "skipped: no CUDA device" and exits 0 on a machine without one
 #   make cuda-test        the GPU tests (tests/test_cuda.c): kernels against the CPU, determinism,
 #                         training against the CPU, exact resume, CPU/GPU checkpoints, the wait count
-#   make cuda-bench       each kernel at 1e8 parameters: GB/s against a device-to-device copy
+#   make cuda-bench       each kernel at 1e8 parameters (CUDA_BENCH_N=...): its bandwidth as a ratio of a
+#                         device-to-device copy's in the same run, against the goal
+#   make cuda-build       build the three (scripts/gpu_check.sh: make gpu-check, tests/gpu_check.mk)
 #   make cuda-demo        examples/cuda_demo.c (the spirals MLP on the GPU)
 #
 # Architectures are pinned (no GPU is needed to build): sm_80 (A100) and sm_90 (H100) machine code, and
@@ -27,8 +29,9 @@ CUDA_LDLIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lst
 CU_DIR       := $(BUILD)/cuda
 CU_DEPS      := hooks.h train.h kernels/train_cuda.cuh examples/mlp.h examples/cuda_mlp.h
 CU_BINS      := $(CU_DIR)/test_cuda $(CU_DIR)/cuda_demo $(CU_DIR)/bench_cuda
+CUDA_BENCH_N ?= 1e8
 
-.PHONY: test-cuda-build test-cuda-cpu cuda-test cuda-bench cuda-demo
+.PHONY: test-cuda-build test-cuda-cpu cuda-build cuda-test cuda-bench cuda-demo
 TEST_TARGETS += test-cuda-build test-cuda-cpu
 BENCH_TARGETS += cuda-bench
 
@@ -50,7 +53,7 @@ $(CU_DIR)/bench_cuda: $(CU_DIR)/bench_cuda.o
 ifeq ($(HAVE_NVCC),)
 test-cuda-build:
 	@echo "test-cuda-build: skipped the CUDA build: $(NVCC) not found (set NVCC=/path/to/nvcc)"
-cuda-test cuda-bench cuda-demo:
+cuda-build cuda-test cuda-bench cuda-demo:
 	@echo "$@: skipped: $(NVCC) not found, the CUDA build needs it"
 CU_SKIP_RUN := @echo "test-cuda-cpu: the GPU test was not built ($(NVCC) not found)"
 else
@@ -64,10 +67,11 @@ test-cuda-build: $(CU_BINS)
 	  echo "test-cuda-build: fma.rn.f32 in the update kernels' PTX: $$n with -fmad=false, $$f without"; \
 	  [ "$$n" = 0 ] && [ "$$f" -gt 0 ]
 	@echo "test-cuda-build: kernels, test, benchmark and example built for sm_80, sm_90, compute_90"
+cuda-build: $(CU_BINS)
 cuda-test: $(CU_DIR)/test_cuda
 	./$(CU_DIR)/test_cuda $(CU_DIR)
 cuda-bench: $(CU_DIR)/bench_cuda
-	./$(CU_DIR)/bench_cuda
+	./$(CU_DIR)/bench_cuda $(CUDA_BENCH_N)
 cuda-demo: $(CU_DIR)/cuda_demo
 	@rm -rf $(CU_DIR)/checkpoints; ./$(CU_DIR)/cuda_demo $(CU_DIR)/checkpoints
 CU_SKIP_RUN := ./$(CU_DIR)/test_cuda $(CU_DIR)
