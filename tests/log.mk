@@ -71,7 +71,7 @@ test-log-plot: $(LOG_BIN) $(BUILD)/png_check test-log-crash
 $(BUILD)/mpi/test_log_mpi: $(LOG_SRC) hooks.h train.h | $(BUILD)
 	@mkdir -p $(BUILD)/mpi
 	@command -v mpicc >/dev/null || { echo "test-log-mpi: mpicc not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
-	mpicc $(ALL_CFLAGS) -DTRAIN_MPI -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
+	mpicc $(TEST_CFLAGS) -DTRAIN_MPI -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
 
 test-log-mpi: $(BUILD)/mpi/test_log_mpi
 	sh tests/log_mpi.sh ./$(BUILD)/mpi/test_log_mpi $(LOG_TMP)/mpi

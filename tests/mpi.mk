@@ -43,7 +43,7 @@ $(MPI_DIR):
 
 $(MPI_DIR)/test_mpi: $(MPI_DEPS) | $(MPI_DIR)
 	@command -v $(MPICC) >/dev/null || { echo "test-mpi: $(MPICC) not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
-	$(MPICC) $(ALL_CFLAGS) -DTRAIN_MPI -o $@ tests/test_mpi.c $(LDLIBS)
+	$(MPICC) $(TEST_CFLAGS) -DTRAIN_MPI -o $@ tests/test_mpi.c $(LDLIBS)
 $(MPI_DIR)/test_mpi_plain: $(MPI_DEPS) | $(MPI_DIR)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ tests/test_mpi.c $(LDLIBS)
 $(MPI_DIR)/train_mpi: examples/train_mpi.c hooks.h train.h examples/mlp.h | $(MPI_DIR)

@@ -100,6 +100,6 @@ test-epoch-loop: $(BUILD)/epoch_loop $(BUILD)/venv/.tensorboard
 .PHONY: test-run-layer-repro
 TEST_TARGETS += test-run-layer-repro
 $(BUILD)/run_layer_repro: tests/run_layer_repro.c hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(LDLIBS)
 test-run-layer-repro: $(BUILD)/run_layer_repro
 	sh tests/run_layer_repro.sh $(abspath $(BUILD)/run_layer_repro) $(BUILD)/run_layer_repro_tmp

@@ -61,7 +61,7 @@ $(TR_TEST_ASAN): $(TR_TEST_SRC) $(TR_DEPS) $(REF_F32_ASAN_OBJ) | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(TR_TEST_SRC) $(REF_F32_ASAN_OBJ) $(TR_CMOCKA) $(LDLIBS)
 
 $(TR_TEST_CXX): $(TR_TEST_SRC) $(TR_DEPS) $(REF_F32_OBJ) | $(BUILD)
-	g++ -std=c++11 -O2 -g $(WARN) -I. -I$(STB_INC) -x c++ -o $@ $(TR_TEST_SRC) -x none $(REF_F32_OBJ) $(TR_CMOCKA) $(LDLIBS)
+	g++ -std=c++11 -O1 -g $(WARN) -I. -I$(STB_INC) -x c++ -o $@ $(TR_TEST_SRC) -x none $(REF_F32_OBJ) $(TR_CMOCKA) $(LDLIBS)
 
 test-train-unit: $(TR_TEST_BIN)
 	./$(TR_TEST_BIN)
