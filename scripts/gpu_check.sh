@@ -245,7 +245,7 @@ else RESULT="PASS: every step passed on $GPU_NAME"; RC=0; fi
   echo "| step | result | seconds | note |"
   echo "|---|---|---|---|"
   awk -F'|' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$RES"
-  while IFS='|' read -r name st secs note; do
+  while IFS='|' read -r name st _ _; do
     [ "$st" = FAIL ] || [ "$st" = TIMEOUT ] || continue
     [ -s "$OUT/$name.log" ] || continue
     echo; echo "first failing lines of $name ($OUT/$name.log):"
