@@ -306,6 +306,24 @@ static void lrf_case(void) {
   run_free(&c); run_free(&d);
 }
 
+/* A loop of your own with device views: no trainer to reach them through, so a clear refusal */
+static void own_loop_refused(void) {
+  hk_registry *reg = hk_create(NULL);
+  hk_tensor v[1];
+  hk_ctx ctx;
+  float x[4] = { 0 };
+  memset(&ctx, 0, sizeof ctx);
+  memset(v, 0, sizeof v);
+  v[0].name = "w"; v[0].data = x; v[0].count = 4; v[0].on_device = 1;
+  ctx.params = ctx.grads = v;
+  ctx.n_tensors = 1;
+  ctx.stage = HK_STAGE_FIT;
+  CHECK(reg && tr_ema(reg, &(tr_ema_desc){ 0 }, NULL) == TR_OK);
+  CHECK(HK_FIRE(reg, HK_ON_TRAIN_START, &ctx) == HK_FAIL && ctx.hook_failure);
+  CHECK(ctx.hook_failure && strstr(ctx.hook_failure, "ema: tensor 'w' is in device memory") && strstr(ctx.hook_failure, "train.h's trainer"));
+  hk_destroy(reg);
+}
+
 /* nan_guard reads the norm and the loss: two waits per step, no false alarm */
 static void callbacks(const char *dir) {
   static run r;
@@ -317,6 +335,7 @@ static void callbacks(const char *dir) {
   ema_case((tr_ema_desc){ .decay = 0.8, .every_n_steps = 2, .start_step = 5, .copy_at_end = TR_YES }, dir);
   ema_case((tr_ema_desc){ .swa_epoch_start = 1 }, dir);
   lrf_case();
+  own_loop_refused();
   CHECK(run_init(&r, 1, adamw()) == TR_OK);
   CHECK(tr_nan_guard(r.t.reg, &(tr_nan_guard_desc){ 0 }, &h) == TR_OK);
   before = tr_cuda_sync_count();

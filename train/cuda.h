@@ -38,8 +38,10 @@ TR__C_BEGIN /* part */
    checks it against the CPU path bit for bit.
    WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
    launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
-   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
+   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
+   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
+   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
+   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
    step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
    (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
