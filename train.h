@@ -1975,7 +1975,11 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
    complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
    view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
-   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
+   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
+   A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
+   selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
+   then the selected gradients are copied to the host instead (one wait per tensor) and everything is
+   computed there as on the CPU. Steps that are not due touch nothing. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -2061,7 +2065,10 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
    trained weights exactly). The average and its count are in checkpoints (a save from inside an
    evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
-   evaluations, on_train_epoch_end for SWA. */
+   evaluations, on_train_epoch_end for SWA.
+   A device model (TRAIN_CUDA): the average lives on the device (tr_ema_state.average is device memory
+   then), updated by the trc_ema kernel (the CPU's double math: the same bits) and swapped by trc_swap;
+   no step waits for the device. Only a checkpoint copies it to the host (one wait per save). */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
   X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
@@ -2077,6 +2084,7 @@ typedef struct tr_ema_state {
   const float *average;         /* count floats, the layout of ctx->params (NULL before the first update) */
   size_t count;
   int swapped;                  /* the average is in the model now */
+  int on_device;                /* average is device memory (a model with tr_model.on_device) */
 } tr_ema_state;
 TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
@@ -2938,7 +2946,9 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
    the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
    atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
-   train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
+   train.h only (it drives the model itself); random-access training data, or an iterator with reset.
+   A device model (TRAIN_CUDA): the same sweep with the device kernels, the state kept and restored by
+   device-to-device copies; each step copies its loss to the host (one wait: the curve needs it). */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
   X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
@@ -7183,12 +7193,34 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
    "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
    its destroy; nothing here runs on a step unless the callback is due.
    ================================================================================================= */
-/* The parameter views a callback works on: the loop's, checked to be in host memory. */
-TR__SHARED int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
-  int k;
-  for (k = 0; k < ctx->n_tensors; k++)
-    if (v[k].on_device) return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads host memory only", who, v[k].name), -1;
-  return 0;
+/* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
+   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/cuda.h fills (and the
+   trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
+   takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
+   the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */
+typedef struct tr__dev_ops {
+  float *(*alloc)(hk_ctx *ctx, size_t n);                              /* n floats, zeroed (NULL: failed) */
+  void (*release)(void *d);                                            /* NULL is fine */
+  int (*to_host)(hk_ctx *ctx, void *dst, const void *d_src, size_t bytes); /* waits (tr_cuda_sync_count) */
+  int (*to_device)(hk_ctx *ctx, void *d_dst, const void *src, size_t bytes);
+  int (*copy)(hk_ctx *ctx, float *d_dst, const float *d_src, size_t n);
+  int (*swap)(hk_ctx *ctx, float *d_a, float *d_b, size_t n);
+  int (*average)(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w); /* ema.h's avg += w*(p - avg) */
+  int (*grad_sumsq)(hk_ctx *ctx, const int *sel, int n, double *out); /* out[j] = sum of squares of ctx->grads[sel[j]]: one wait */
+} tr__dev_ops;
+TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
+
+/* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
+   the table above), -1 refused (a loop of your own with device views, or a mix). */
+TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const char *who, const tr__dev_ops **dev) {
+  int k, on = 0;
+  *dev = NULL;
+  for (k = 0; k < ctx->n_tensors; k++) on += v[k].on_device != 0;
+  if (on == 0) return 0;
+  if (on == ctx->n_tensors && ctx->trainer && *tr__dev_seam()) { *dev = *tr__dev_seam(); return 1; }
+  for (k = 0; k < ctx->n_tensors && !v[k].on_device; k++) {}
+  return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads device tensors only through train.h's trainer "
+                 "(tr_fit with TRAIN_CUDA), and host memory in a loop of your own", who, v[k].name ? v[k].name : "?"), -1;
 }
 /* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
 TR__SHARED const char *tr__nonfinite_name(double x) {
@@ -9094,6 +9126,10 @@ typedef struct tr__gm {
   double *edges;
   int64_t *counts;
   int ready;
+  const tr__dev_ops *dev;       /* device gradients (train/battery.h's seam), else NULL */
+  float *host;                  /* with dev, for percentiles or a histogram: the selected gradients, copied */
+  size_t *off;                  /* where each selected tensor starts in host */
+  double *sq;                   /* with dev: each selected tensor's sum of squares */
 } tr__gm;
 
 static void tr__gm_free_views(tr__gm *s) {
@@ -9102,9 +9138,15 @@ static void tr__gm_free_views(tr__gm *s) {
   free(s->names);
   free(s->sel);
   free(s->scratch);
+  free(s->host);
+  free(s->off);
+  free(s->sq);
   s->names = NULL;
   s->sel = NULL;
   s->scratch = NULL;
+  s->host = NULL;
+  s->off = NULL;
+  s->sq = NULL;
   s->pub.n_tensors = 0;
   s->ready = 0;
 }
@@ -9148,11 +9190,13 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   int k, n = 0;
   tr__gm_free_views(s);
   if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
-  if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
+  if (tr__views_where(ctx, ctx->grads, "gradient_monitor", &s->dev) < 0) return HK_FAIL;
   if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
-  if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
+  s->off = (size_t *)calloc((size_t)ctx->n_tensors, sizeof *s->off);
+  s->sq = (double *)calloc((size_t)ctx->n_tensors, sizeof *s->sq);
+  if (!s->sel || !s->names || !s->off || !s->sq) return hk_fail(ctx, "out of memory");
   s->scratch_n = 0;
   for (k = 0; k < ctx->n_tensors; k++) {
     const char *name = ctx->grads[k].name ? ctx->grads[k].name : "";
@@ -9161,12 +9205,15 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
     s->names[n] = (char *)malloc(len);
     if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "out of memory"); }
     snprintf(s->names[n], len, "grad_2.0_norm/%s", name);
+    s->off[n] = s->scratch_n;
     s->sel[n++] = k;
     s->scratch_n += ctx->grads[k].count;
   }
   s->pub.n_tensors = n;
   if (n == 0) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
   if (s->n_pct && !(s->scratch = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
+    return hk_fail(ctx, "out of memory");
+  if (s->dev && (s->n_pct || s->bins) && !(s->host = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
     return hk_fail(ctx, "out of memory");
   s->ready = 1;
   return HK_CONTINUE;
@@ -9201,6 +9248,11 @@ static double tr__percentile(float *x, size_t n, double q) {
   return (double)a + frac * ((double)b - (double)a);
 }
 
+/* The j-th selected tensor's gradient in host memory: the loop's, or the copy of a device model's. */
+static const float *tr__gm_values(const tr__gm *s, const hk_ctx *ctx, int j) {
+  return s->host ? s->host + s->off[j] : ctx->grads[s->sel[j]].data;
+}
+
 static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   double total = 0;
@@ -9217,15 +9269,23 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
      and clipping), else a pass of its own */
   shared = tr__grad_pass_sums(ctx);
+  if (s->dev) { /* a device model: the values to the host when needed, else the device's per-tensor sums */
+    for (j = 0; j < s->pub.n_tensors && s->host; j++)
+      if (s->dev->to_host(ctx, s->host + s->off[j], ctx->grads[s->sel[j]].data, ctx->grads[s->sel[j]].count * sizeof(float)))
+        return HK_FAIL;
+    if (!s->host && s->dev->grad_sumsq(ctx, s->sel, s->pub.n_tensors, s->sq)) return HK_FAIL;
+  }
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq = shared ? shared[s->sel[j]] : hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits */
+    const float *x = tr__gm_values(s, ctx, j);
+    double sq = s->dev && !s->host ? s->sq[j] : shared ? shared[s->sel[j]] : hk_sumsq(x, g->count); /* hk_grad_norm's order: the same bits */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
-    if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
+    if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(x[i]);
   }
-  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own) */
-  if (!shared && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
+  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own; a device
+     model's norm is the device's own, summed in another order) */
+  if (!shared && !s->dev && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
   s->pub.checks++;
@@ -9248,8 +9308,9 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     int b;
     for (j = 0; j < s->pub.n_tensors; j++) {
       const hk_tensor *g = &ctx->grads[s->sel[j]];
+      const float *v = tr__gm_values(s, ctx, j);
       for (i = 0; i < g->count; i++) {
-        double x = g->data[i];
+        double x = v[i];
         if (!hk_is_finite(x)) continue;
         if (x < lo) lo = x;
         if (x > hi) hi = x;
@@ -9264,8 +9325,9 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     memset(s->counts, 0, (size_t)s->bins * sizeof *s->counts);
     for (j = 0; j < s->pub.n_tensors; j++) {
       const hk_tensor *g = &ctx->grads[s->sel[j]];
+      const float *v = tr__gm_values(s, ctx, j);
       for (i = 0; i < g->count; i++) {
-        double x = g->data[i];
+        double x = v[i];
         int64_t bin;
         if (!hk_is_finite(x)) continue;
         bin = (int64_t)((x - lo) / width);
@@ -9514,93 +9576,116 @@ typedef struct tr__ema {
   double decay;
   int64_t every, start_step, swa_from;
   int copy_at_end, swap;
-  float *avg;
+  float *avg;                   /* host memory: the average, or on a device model the checkpoints' copy of it */
   size_t count;
   int swapped;
+  const tr__dev_ops *dev;       /* a device model: the seam to it (train/battery.h), its trainer's ctx, */
+  hk_ctx *dev_ctx;              /* and the average on the device (count floats) */
+  float *d_avg;
+  int dirty;                    /* avg (host) holds a loaded average not yet on the device */
 } tr__ema;
 
 static void tr__ema_destroy(void *user) {
   tr__ema *s = (tr__ema *)user;
   free(s->avg);
+  if (s->dev) s->dev->release(s->d_avg);
   free(s);
 }
 static void tr__ema_sync(tr__ema *s) {
-  s->pub.average = s->pub.n_averaged ? s->avg : NULL;
+  s->pub.average = s->pub.n_averaged ? (s->d_avg ? s->d_avg : s->avg) : NULL;
   s->pub.count = s->count;
   s->pub.swapped = s->swapped;
+  s->pub.on_device = s->d_avg != NULL;
 }
 /* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
+  const tr__dev_ops *dev;
+  int where;
   if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
-  if (tr__host_views(ctx, ctx->params, "ema")) return -1;
+  if ((where = tr__views_where(ctx, ctx->params, "ema", &dev)) < 0) return -1;
   if (s->avg && s->count != n)
     return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
     if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "out of memory"), -1;
     s->count = n;
   }
+  if (where == 1 && !s->d_avg) { /* the average moves to the device once; avg stays as its host copy */
+    if (!(s->d_avg = dev->alloc(ctx, n))) return -1;
+    s->dev = dev;
+    s->dev_ctx = ctx;
+    s->dirty = 1;
+  }
+  if (s->d_avg && s->dirty) { /* what a checkpoint loaded (or zeros) */
+    if (s->dev->to_device(ctx, s->d_avg, s->avg, n * sizeof(float))) return -1;
+    s->dirty = 0;
+  }
+  tr__ema_sync(s);
   return 0;
 }
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
-/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy) */
-static void tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
-  float *a = s->avg;
+/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
+   model the trc_ema kernel does the same double math per view. */
+static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
+  float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
   size_t i;
   if (s->pub.n_averaged == 0) w = 1.0;
-  for (k = 0; k < ctx->n_tensors; k++) {
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     const float *p = ctx->params[k].data;
-    for (i = 0; i < ctx->params[k].count; i++, a++) *a = (float)((double)*a + w * ((double)p[i] - (double)*a));
+    if (s->d_avg) { if (s->dev->average(ctx, a, p, ctx->params[k].count, w)) return -1; continue; }
+    for (i = 0; i < ctx->params[k].count; i++) a[i] = (float)((double)a[i] + w * ((double)p[i] - (double)a[i]));
   }
   s->pub.n_averaged++;
   tr__ema_sync(s);
+  return 0;
 }
 static hk_signal tr__ema_step(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   if (s->swa_from > 0 || ctx->global_step < s->start_step || ctx->global_step % s->every != 0) return HK_CONTINUE;
   if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
-  tr__ema_update(s, ctx, 1.0 - s->decay); /* d*avg + (1-d)*p */
-  return HK_CONTINUE;
+  return tr__ema_update(s, ctx, 1.0 - s->decay) ? HK_FAIL : HK_CONTINUE; /* d*avg + (1-d)*p */
 }
 static hk_signal tr__ema_epoch_end(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   if (s->swa_from <= 0 || ctx->epoch < s->swa_from || ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
   if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
-  tr__ema_update(s, ctx, 1.0 / (double)(s->pub.n_averaged + 1));
-  return HK_CONTINUE;
+  return tr__ema_update(s, ctx, 1.0 / (double)(s->pub.n_averaged + 1)) ? HK_FAIL : HK_CONTINUE;
 }
-static void tr__ema_exchange(tr__ema *s, hk_ctx *ctx) {
-  float *a = s->avg;
+static int tr__ema_exchange(tr__ema *s, hk_ctx *ctx) {
+  float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
   size_t i;
-  for (k = 0; k < ctx->n_tensors; k++) {
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     float *p = ctx->params[k].data;
-    for (i = 0; i < ctx->params[k].count; i++, a++) { float x = p[i]; p[i] = *a; *a = x; }
+    if (s->d_avg) { if (s->dev->swap(ctx, p, a, ctx->params[k].count)) return -1; continue; }
+    for (i = 0; i < ctx->params[k].count; i++) { float x = p[i]; p[i] = a[i]; a[i] = x; }
   }
   s->swapped = !s->swapped;
   tr__ema_sync(s);
+  return 0;
 }
 static hk_signal tr__ema_eval_start(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   if (!s->swap || s->swapped || s->pub.n_averaged == 0) return HK_CONTINUE;
   if (tr__ema_ready(s, ctx)) return HK_FAIL;
-  tr__ema_exchange(s, ctx);
-  return HK_CONTINUE;
+  return tr__ema_exchange(s, ctx) ? HK_FAIL : HK_CONTINUE;
 }
 static hk_signal tr__ema_eval_end(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
-  if (s->swapped) tr__ema_exchange(s, ctx);
-  return HK_CONTINUE;
+  return s->swapped && tr__ema_exchange(s, ctx) ? HK_FAIL : HK_CONTINUE;
 }
 static hk_signal tr__ema_train_end(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   int k;
-  const float *a = s->avg;
+  const float *a;
   if (!s->copy_at_end || s->pub.n_averaged == 0 || s->swapped || tr__ema_ready(s, ctx)) return HK_CONTINUE;
-  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++)
-    memcpy(ctx->params[k].data, a, ctx->params[k].count * sizeof(float));
+  a = s->d_avg ? s->d_avg : s->avg; /* (ready may have just put it on the device) */
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
+    if (s->d_avg) { if (s->dev->copy(ctx, ctx->params[k].data, a, ctx->params[k].count)) return HK_FAIL; }
+    else memcpy(ctx->params[k].data, a, ctx->params[k].count * sizeof(float));
+  }
   return HK_CONTINUE;
 }
 /* The average as it is outside evaluations: while swapped, the model holds it and avg the trained weights. */
@@ -9611,6 +9696,8 @@ static int tr__ema_save(void *user, hk_bytes *out) {
   tr__put_i64(out, s->pub.n_averaged);
   tr__put_u64(out, s->pub.n_averaged ? s->count : 0);
   if (s->swapped) return -1; /* a checkpoint from inside an evaluation would store the wrong buffer */
+  if (s->d_avg && s->pub.n_averaged && !s->dirty && s->dev->to_host(s->dev_ctx, s->avg, s->d_avg, s->count * sizeof(float)))
+    return -1; /* (its hk_fail names the CUDA error) */
   for (i = 0; s->pub.n_averaged && i < s->count; i++) {
     unsigned char x[4];
     uint32_t u;
@@ -9645,6 +9732,10 @@ static int tr__ema_load(void *user, hk_reader *in) {
   }
   if (buf) { free(s->avg); s->avg = buf; s->count = (size_t)n; }
   else if (s->avg) memset(s->avg, 0, s->count * sizeof(float));
+  if (s->d_avg) { /* to the device now if its trainer's queue takes it, else at the next ready */
+    s->dirty = 1;
+    if (s->avg && !s->dev->to_device(s->dev_ctx, s->d_avg, s->avg, s->count * sizeof(float))) s->dirty = 0;
+  }
   s->pub.n_averaged = averaged;
   tr__ema_sync(s);
   return 0;
@@ -13988,19 +14079,21 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
-   through these; without TRAIN_CUDA only the first five exist, and tr__dev_init refuses such a model. */
+   through these; without TRAIN_CUDA only the first eight exist (doing nothing), and tr__dev_init refuses
+   such a model. */
 static tr_err tr__dev_init(tr_trainer *t);
 static void   tr__dev_free(tr_trainer *t);
 static tr_err tr__dev_to_host(tr_trainer *t);
 static void   tr__dev_upload(tr_trainer *t);
 static void   tr__dev_unswap(tr_trainer *t);
-#ifdef TRAIN_CUDA
+static tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
 static void   tr__dev_zero_grad(tr_trainer *t);
+static double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
+#ifdef TRAIN_CUDA
 static void   tr__dev_scale_grads(tr_trainer *t, float k);
 static void   tr__dev_clip(tr_trainer *t, const tr_config *c);
 static void   tr__dev_update(tr_trainer *t, double lr);
 static void   tr__dev_forward_loss(tr_trainer *t, double *loss);
-static double tr__dev_eval_loss(tr_trainer *t, double loss);
 static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
 #  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
 #else
@@ -16548,17 +16641,21 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   const tr_data *d = c->train;
   size_t n = t->model.n_params, bytes = n * sizeof(float);
-  float *save = (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int dev = TR__ON_DEVICE(t); /* a device model: its state is kept on the device, the loss copied each step */
+  float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
   double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (!save) return hk_fail(ctx, "out of memory");
-  if (count <= 0) { free(save); return hk_fail(ctx, "the training data has no batches"); }
-  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)"); }
-  memcpy(save, t->model.params, bytes);
-  memcpy(save + n, t->model.grads, bytes);
-  if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
-  if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  if (count <= 0) return hk_fail(ctx, "the training data has no batches");
+  if (d->next && !d->reset) return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)");
+  if (dev) { if (tr__dev_keep(t, 0)) return HK_FAIL; }
+  else if (!save) return hk_fail(ctx, "out of memory");
+  else {
+    memcpy(save, t->model.params, bytes);
+    memcpy(save + n, t->model.grads, bytes);
+    if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+    if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  }
   s->pub.n = 0;
   for (i = 0; i < s->steps && !stop; i++) {
     double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
@@ -16566,12 +16663,14 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
     if (rc) { stop = 2; break; }
     if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
-    memset(t->model.grads, 0, bytes);
+    if (dev) { loss = tr__dev_eval_loss(t, loss); tr__dev_zero_grad(t); } /* the step's one wait: its loss */
+    else memset(t->model.grads, 0, bytes);
     if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
     hk_grads_changed(&t->ctx);
     if (c->gradient_clip_val > 0) tr__clip_gradients(t);
     t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
     tr__update(t, lr);
+    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/cuda.h said which) */
     avg = beta * avg + (1 - beta) * loss;
     smooth = avg / (1 - pow(beta, i + 1));
     s->lrs[i] = lr;
@@ -16582,16 +16681,20 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
   }
   /* restore exactly what the fit starts from */
-  memcpy(t->model.params, save, bytes);
-  memcpy(t->model.grads, save + n, bytes);
-  if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
-  if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
-  free(save);
+  if (dev) (void)tr__dev_keep(t, 1);
+  else {
+    memcpy(t->model.params, save, bytes);
+    memcpy(t->model.grads, save + n, bytes);
+    if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+    if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+    free(save);
+  }
   t->global_step = step0;
   t->tr__has_momentum = has_mom;
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
+  if (t->tr__err) return HK_FAIL; /* a device call failed: the run's error says which */
   if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
@@ -16603,7 +16706,6 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
-  if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
   if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
     if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
     return HK_CONTINUE;
@@ -16761,8 +16863,10 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
    checks it against the CPU path bit for bit.
    WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
    launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
-   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
+   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
+   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
+   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
+   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
    step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
    (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
@@ -16788,6 +16892,8 @@ typedef struct tr__device {
   int loss_known;           /* loss holds the device loss of the last training forward */
   double loss;
   int swapped;              /* model.params/grads point at the host mirrors */
+  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* one per view: the callbacks' per-tensor sums (tr__dev_grad_sumsq) */
+  float *kept;              /* lr_finder's copy of params, grads, m, v (tr__dev_keep) */
 } tr__device;
 
 #define TR__DEV(t) ((tr__device *)(t)->tr__dev)
@@ -16834,9 +16940,79 @@ static void tr__dev_free(tr_trainer *t) {
   tr__device *d = TR__DEV(t);
   if (!d) return;
   trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
-  free(d->host_params); free(d->host_grads);
+  trc_free(d->tensor_ctrl); trc_free(d->kept);
+  free(d->host_params); free(d->host_grads); free(d->tensor_ctrl_host);
   free(d);
   t->tr__dev = NULL;
+}
+
+/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h): ctx is the trainer's ---- */
+static tr_trainer *tr__dev_of(hk_ctx *ctx) { return (tr_trainer *)ctx->trainer; }
+static int tr__dev_hook_ok(hk_ctx *ctx, int e, const char *what) {
+  if (e) hk_fail(ctx, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e ? -1 : 0;
+}
+static float *tr__dev_alloc(hk_ctx *ctx, size_t n) {
+  void *p = NULL;
+  int e = trc_malloc(&p, n * sizeof(float));
+  e = e ? e : trc_memset(p, 0, n * sizeof(float), tr__dev_of(ctx)->model.stream);
+  if (tr__dev_hook_ok(ctx, e, "allocating device memory")) { trc_free(p); return NULL; }
+  return (float *)p;
+}
+static void tr__dev_release(void *d) { trc_free(d); }
+static int tr__dev_to_host_bytes(hk_ctx *ctx, void *dst, const void *d_src, size_t bytes) {
+  return tr__dev_hook_ok(ctx, trc_copy_to_host(dst, d_src, bytes, tr__dev_of(ctx)->model.stream), "copying to the host");
+}
+static int tr__dev_to_device_bytes(hk_ctx *ctx, void *d_dst, const void *src, size_t bytes) {
+  return tr__dev_hook_ok(ctx, trc_copy_to_device(d_dst, src, bytes, tr__dev_of(ctx)->model.stream), "copying to the device");
+}
+static int tr__dev_copy(hk_ctx *ctx, float *d_dst, const float *d_src, size_t n) {
+  return tr__dev_hook_ok(ctx, trc_copy_on_device(d_dst, d_src, n * sizeof(float), tr__dev_of(ctx)->model.stream), "a device copy");
+}
+static int tr__dev_swap(hk_ctx *ctx, float *d_a, float *d_b, size_t n) {
+  return tr__dev_hook_ok(ctx, trc_swap(d_a, d_b, n, tr__dev_of(ctx)->model.stream), "trc_swap");
+}
+static int tr__dev_average(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w) {
+  return tr__dev_hook_ok(ctx, trc_ema(d_avg, d_p, n, w, tr__dev_of(ctx)->model.stream), "trc_ema");
+}
+/* trc_norm per selected view into its own control block (the norm kernel, nothing new), then one copy */
+static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
+  tr_trainer *t = tr__dev_of(ctx);
+  tr__device *d = TR__DEV(t);
+  int j, e = 0;
+  if (n > t->model.n_tensors) return hk_fail(ctx, "CUDA: %d tensors asked, the model has %d", n, t->model.n_tensors), -1;
+  for (j = 0; j < n && !e; j++) {
+    const hk_tensor *g = &ctx->grads[sel[j]];
+    e = trc_norm(g->data, g->count, d->partials, &d->tensor_ctrl[j], 0, 0, t->model.stream);
+  }
+  e = e ? e : trc_copy_to_host(d->tensor_ctrl_host, d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)n, t->model.stream);
+  if (tr__dev_hook_ok(ctx, e, "the per-tensor norms")) return -1;
+  for (j = 0; j < n; j++) out[j] = d->tensor_ctrl_host[j].sumsq;
+  return 0;
+}
+static const tr__dev_ops tr__dev_ops_table = { tr__dev_alloc, tr__dev_release, tr__dev_to_host_bytes, tr__dev_to_device_bytes,
+                                               tr__dev_copy, tr__dev_swap, tr__dev_average, tr__dev_grad_sumsq };
+
+/* lr_finder's save (restore = 0) and restore of params, grads and the optimizer state: device-to-device
+   copies into a buffer that lives from the save to the restore. */
+static tr_err tr__dev_keep(tr_trainer *t, int restore) {
+  tr__device *d = TR__DEV(t);
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  float *bufs[4];
+  int i, e = 0;
+  bufs[0] = t->model.params; bufs[1] = t->model.grads; bufs[2] = d->m; bufs[3] = d->v;
+  if (!restore && !d->kept) e = trc_malloc((void **)&d->kept, 4 * bytes);
+  for (i = 0; i < 4 && !e && d->kept; i++)
+    if (bufs[i]) e = restore ? trc_copy_on_device(bufs[i], d->kept + (size_t)i * n, bytes, t->model.stream)
+                             : trc_copy_on_device(d->kept + (size_t)i * n, bufs[i], bytes, t->model.stream);
+  if (restore) {
+    e = e ? e : trc_synchronize(t->model.stream); /* the buffer is freed now */
+    trc_free(d->kept);
+    d->kept = NULL;
+    d->norm_known = 0;
+    d->fold_clip = 0;
+  }
+  return tr__dev_ok(t, e, restore ? "restoring the state on the device" : "keeping the state on the device") ? TR_OK : t->tr__err;
 }
 
 /* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
@@ -16853,18 +17029,21 @@ static tr_err tr__dev_init(tr_trainer *t) {
   t->tr__dev = d;
   d->host_params = (float *)malloc(bytes);
   d->host_grads = (float *)malloc(bytes);
-  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  d->tensor_ctrl_host = (trc_ctrl *)malloc(sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
+  if (!d->host_params || !d->host_grads || !d->tensor_ctrl_host) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
   if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
   if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
   e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
   e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
   e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  e = e ? e : trc_malloc((void **)&d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
   if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
   if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
   if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
   for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
   t->ctx.grad_norm_source = tr__dev_grad_norm;
   t->ctx.grad_norm_source_user = t;
+  *tr__dev_seam() = &tr__dev_ops_table; /* the standard callbacks' way to the device views (train/battery.h) */
   if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   return TR_OK;
@@ -16987,6 +17166,9 @@ static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
 static void tr__dev_upload(tr_trainer *t) { (void)t; }
 static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
+static void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
+static double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #endif
 #endif /* !defined(TRAIN_NO_TRAINER) */

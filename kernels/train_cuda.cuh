@@ -3,7 +3,8 @@
    What train.h does to the parameters after every backward pass, on the GPU: zero_grad, scaling (the
    accumulation window's mean), the global gradient norm (deterministic), clipping by norm (folded into
    the update) and by value, AdamW and SGD updates (PyTorch's formulas, float32, no FMA contraction),
-   a NaN/Inf scan, a histogram, and the mean of per-sample losses.
+   a NaN/Inf scan, a histogram, the mean of per-sample losses, and the weight average (EMA/SWA) with
+   its swap, for train.h's ema callback on a device model.
 
    USAGE
      Declarations (C99 and C++, no CUDA header needed): #include "kernels/train_cuda.cuh" anywhere
@@ -36,6 +37,7 @@
    CHANGELOG
      0.1.0  first version: zero, scale, norm (deterministic), clip by norm / value, AdamW, SGD, NaN
             scan, histogram, loss mean; the sync counter.
+     0.2.0  trc_ema (the weight average's update, the CPU's double math) and trc_swap.
 */
 #ifndef TRAIN_CUDA_CUH
 #define TRAIN_CUDA_CUH
@@ -106,6 +108,11 @@ int trc_histogram(const float *d_x, size_t n, float lo, float hi, int bins, unsi
 /* *d_mean = the mean of n per-sample losses, summed in double in a fixed order by one block (a loss
    vector is small next to the parameters), rounded to float once. */
 int trc_loss_mean(const float *d_losses, size_t n, float *d_mean, void *stream);
+
+/* The weight average's update, train.h's ema callback's: avg = (float)(avg + w*(p - avg)) per element,
+   in double as on the CPU (w = 1 - decay for the EMA, 1/(n+1) for SWA, 1 for the first: a copy). */
+int trc_ema(float *d_avg, const float *d_p, size_t n, double w, void *stream);
+int trc_swap(float *d_a, float *d_b, size_t n, void *stream); /* exchange a and b */
 
 /* ---- memory and devices (thin wrappers, so C files need no CUDA header) --------------------------- */
 int  trc_malloc(void **d_p, size_t bytes);          /* cudaMalloc */
@@ -243,6 +250,21 @@ __global__ void trc__sgd_kernel(float *p, float *g, float *buf, size_t n, tr_sgd
   if (c.momentum != 0.0f) buf[i] = bi;
 }
 
+__global__ void trc__ema_kernel(float *avg, const float *p, size_t n, double w) {
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  double a;
+  if (i >= n) return;
+  a = (double)avg[i];
+  avg[i] = (float)__dadd_rn(a, __dmul_rn(w, __dsub_rn((double)p[i], a)));
+}
+
+__global__ void trc__swap_kernel(float *a, float *b, size_t n) {
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float x;
+  if (i >= n) return;
+  x = a[i]; a[i] = b[i]; b[i] = x;
+}
+
 __device__ int trc__is_nonfinite(float x) { return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u; }
 
 __global__ void trc__nonfinite_kernel(const float *x, size_t n, unsigned long long *count) {
@@ -310,6 +332,18 @@ int trc_adamw(float *d_p, float *d_g, float *d_m, float *d_v, size_t n, tr_adamw
 int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, tr_sgd_coef c, const trc_ctrl *d_ctrl, void *stream) {
   if (n == 0) return 0;
   trc__sgd_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_p, d_g, d_buf, n, c, d_ctrl);
+  return trc__launched();
+}
+
+int trc_ema(float *d_avg, const float *d_p, size_t n, double w, void *stream) {
+  if (n == 0) return 0;
+  trc__ema_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_avg, d_p, n, w);
+  return trc__launched();
+}
+
+int trc_swap(float *d_a, float *d_b, size_t n, void *stream) {
+  if (n == 0) return 0;
+  trc__swap_kernel<<<trc__blocks(n), TRC_THREADS, 0, trc__s(stream)>>>(d_a, d_b, n);
   return trc__launched();
 }
 

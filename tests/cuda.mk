@@ -59,14 +59,14 @@ cuda-build cuda-test cuda-bench cuda-demo:
 	@echo "$@: skipped: $(NVCC) not found, the CUDA build needs it"
 CU_SKIP_RUN := @echo "test-cuda-cpu: the GPU test was not built ($(NVCC) not found)"
 else
-# The update kernels must hold no fma (the CPU's bits need unfused a*b+c): checked in their PTX, and
+# The update kernels (and the weight average's) must hold no fma (the CPU's bits need unfused a*b+c): checked in their PTX, and
 # the same check must fail on a build without -fmad=false (so it can fail at all).
-CU_PTX_FMA = awk '/^\.visible \.entry .*trc__(adamw|sgd|scale|apply_clip)_kernel/ {on=1} on && /^}/ {on=0} on && /fma\.rn\.f32/ {n++} END {print n+0}'
+CU_PTX_FMA = awk '/^\.visible \.entry .*trc__(adamw|sgd|scale|apply_clip|ema)_kernel/ {on=1} on && /^}/ {on=0} on && /fma\.rn\.f(32|64)/ {n++} END {print n+0}'
 test-cuda-build: $(CU_BINS)
 	$(NVCC) $(filter-out -gencode arch=%,$(NVCC_FLAGS)) -arch=compute_90 -ptx examples/cuda_mlp.cu -o $(CU_DIR)/cuda_mlp.ptx
 	$(NVCC) $(filter-out -fmad=false -gencode arch=%,$(NVCC_FLAGS)) -arch=compute_90 -ptx examples/cuda_mlp.cu -o $(CU_DIR)/cuda_mlp_fmad.ptx
 	@n=$$($(CU_PTX_FMA) $(CU_DIR)/cuda_mlp.ptx); f=$$($(CU_PTX_FMA) $(CU_DIR)/cuda_mlp_fmad.ptx); \
-	  echo "test-cuda-build: fma.rn.f32 in the update kernels' PTX: $$n with -fmad=false, $$f without"; \
+	  echo "test-cuda-build: fma.rn in the update and average kernels' PTX: $$n with -fmad=false, $$f without"; \
 	  [ "$$n" = 0 ] && [ "$$f" -gt 0 ]
 	@echo "test-cuda-build: kernels, test, benchmark and example built for sm_80, sm_90, compute_90"
 cuda-build: $(CU_BINS)

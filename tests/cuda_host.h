@@ -59,6 +59,18 @@ int trc_sgd(float *d_p, float *d_g, float *d_buf, size_t n, tr_sgd_coef c, const
   tr_sgd_update(d_p, d_g, d_buf, n, &c, 1);
   return 0;
 }
+int trc_ema(float *d_avg, const float *d_p, size_t n, double w, void *stream) { /* ema.h's CPU loop */
+  size_t i;
+  CUDA_HOST_STREAM(stream);
+  for (i = 0; i < n; i++) d_avg[i] = (float)((double)d_avg[i] + w * ((double)d_p[i] - (double)d_avg[i]));
+  return 0;
+}
+int trc_swap(float *d_a, float *d_b, size_t n, void *stream) {
+  size_t i;
+  CUDA_HOST_STREAM(stream);
+  for (i = 0; i < n; i++) { float x = d_a[i]; d_a[i] = d_b[i]; d_b[i] = x; }
+  return 0;
+}
 int trc_count_nonfinite(const float *d_x, size_t n, unsigned long long *d_count, void *stream) {
   CUDA_HOST_STREAM(stream);
   *d_count += tr_count_nonfinite(d_x, n, 1);

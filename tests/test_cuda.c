@@ -12,7 +12,12 @@
      histogram, NaN/Inf count   exact (integer counts; the bin is the same float arithmetic)
      training (spirals MLP, GPU vs CPU, 3 epochs)   relative L2 1e-3 on the parameters: expf/logf on
          the device differ from glibc's by up to 2 ulp, and 90 AdamW steps amplify that; resume and
-         checkpoints are bitwise. */
+         checkpoints are bitwise.
+     the standard callbacks on the GPU model: ema's average bit-identical to the CPU's formula applied to
+         the same parameters (trc_ema), and no wait per step; gradient_monitor's per-tensor norms within
+         the norm's 1e-10 of hk_sumsq on the same gradients, one wait per logged step (one per tensor
+         with percentiles); lr_finder's sweep leaves the fit that follows bit-identical to a fit without
+         it, with one wait per sweep step and one at the restore. */
 #include "examples/cuda_mlp.h"
 #include <stdio.h>
 #include <string.h>
@@ -269,6 +274,113 @@ static void resume_and_checkpoints(void) {
   run_free(&a); run_free(&b); run_free(&c);
 }
 
+/* ---- the standard callbacks on the GPU model ------------------------------------------------------ */
+typedef struct follow { const float *d_params; float *p, *avg; size_t n; int64_t updates; double decay; } follow;
+static hk_signal ema_follow(hk_ctx *ctx, void *user) { /* the CPU's EMA of the same parameters, after ema's update */
+  follow *e = (follow *)user;
+  double w = e->updates ? 1.0 - e->decay : 1.0;
+  size_t i;
+  (void)ctx;
+  host_copy(e->p, e->d_params, e->n);
+  for (i = 0; i < e->n; i++) e->avg[i] = (float)((double)e->avg[i] + w * ((double)e->p[i] - (double)e->avg[i]));
+  e->updates++;
+  return HK_CONTINUE;
+}
+
+static void ema_on_gpu(void) {
+  static run r;
+  static follow f;
+  hk_handle h;
+  unsigned long long before;
+  float before_val[512], after_val[512], avg[512];
+  double loss = 0;
+  const tr_ema_state *st;
+  run_init(&r, 1, adamw());
+  f.n = r.cpu.num_params; f.d_params = r.gpu.d_params; f.decay = 0.9; f.updates = 0;
+  f.p = calloc(f.n, 4); f.avg = calloc(f.n, 4);
+  CHECK(tr_ema(r.t.reg, &(tr_ema_desc){ .decay = 0.9 }, &h) == TR_OK);
+  before = tr_cuda_sync_count();
+  CHECK(run_fit(&r, 20, 0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK);
+  printf("ema on the GPU: %llu waits in 20 steps\n", tr_cuda_sync_count() - before);
+  CHECK(tr_cuda_sync_count() - before == 0);
+  CHECK(hk_on(r.t.reg, HK_ON_AFTER_OPTIMIZER_STEP, ema_follow, &f, NULL, NULL) == HK_OK);
+  st = tr_ema_get(r.t.reg, h);
+  host_copy(f.avg, st->average, f.n); /* the CPU follows from the device's average after 20 steps */
+  f.updates = st->n_averaged;
+  CHECK(run_fit(&r, 50, 0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK && st->on_device && st->n_averaged == 50);
+  host_copy(avg, st->average, f.n);
+  printf("ema on the GPU: 30 updates, %zu of %zu averaged values differ from the CPU's formula\n", differ(avg, f.avg, f.n), f.n);
+  CHECK(differ(avg, f.avg, f.n) == 0);
+  run_params(&r, before_val); /* validation runs on the average, and the trained weights come back */
+  CHECK(tr_validate(&r.t, &r.data, 0, &loss) == TR_OK && hk_is_finite(loss) && !st->swapped);
+  run_params(&r, after_val);
+  CHECK(differ(before_val, after_val, f.n) == 0);
+  free(f.p); free(f.avg);
+  run_free(&r);
+}
+
+typedef struct gm_watch { hk_handle h; int64_t checks; int reads; double worst; const float *d_grads; float g[512]; } gm_watch;
+static hk_signal gm_watch_fn(hk_ctx *ctx, void *user) { /* each logged step's norms against hk_sumsq of a copy */
+  gm_watch *w = (gm_watch *)user;
+  const tr_gradient_monitor_state *st = tr_gradient_monitor_get(ctx->reg, w->h);
+  char name[96];
+  double x, sq;
+  int k;
+  if (st->checks == w->checks) return HK_CONTINUE;
+  w->checks = st->checks;
+  for (k = 0; k < ctx->n_tensors; k++) {
+    host_copy(w->g, ctx->grads[k].data, ctx->grads[k].count);
+    sq = hk_sumsq(w->g, ctx->grads[k].count);
+    snprintf(name, sizeof name, "grad_2.0_norm/%s", ctx->grads[k].name);
+    CHECK(hk_metric_get(ctx, name, &x));
+    if (sq > 0 && fabs(x * x - sq) / sq > w->worst) w->worst = fabs(x * x - sq) / sq;
+    w->reads++;
+  }
+  return HK_CONTINUE;
+}
+
+static void gm_on_gpu(const char *pct) {
+  static run r;
+  static gm_watch w;
+  unsigned long long before;
+  double x;
+  run_init(&r, 1, adamw());
+  memset(&w, 0, sizeof w);
+  CHECK(tr_gradient_monitor(r.t.reg, &(tr_gradient_monitor_desc){ .log_frequency = 3, .percentiles = pct }, &w.h) == TR_OK);
+  before = tr_cuda_sync_count();
+  CHECK(run_fit(&r, 30, 0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK);
+  printf("gradient_monitor on the GPU (percentiles '%s'): %llu waits in 30 steps, 10 logged\n", pct, tr_cuda_sync_count() - before);
+  CHECK(tr_cuda_sync_count() - before == (unsigned long long)(pct[0] ? 10 * MLP_NUM_TENSORS : 10));
+  CHECK(tr_gradient_monitor_get(r.t.reg, w.h)->checks == 10 && hk_is_finite(tr_gradient_monitor_get(r.t.reg, w.h)->total_norm));
+  CHECK(!pct[0] || (hk_metric_get(&r.t.ctx, "grad_abs_p50", &x) && x > 0));
+  w.checks = tr_gradient_monitor_get(r.t.reg, w.h)->checks;
+  CHECK(hk_on(r.t.reg, HK_ON_TRAIN_BATCH_END, gm_watch_fn, &w, NULL, NULL) == HK_OK);
+  CHECK(run_fit(&r, 60, 0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK);
+  printf("gradient_monitor on the GPU: per-tensor sums of squares within %.2e (relative) of the CPU's\n", w.worst);
+  CHECK(w.reads == 10 * MLP_NUM_TENSORS && w.worst <= 1e-10);
+  run_free(&r);
+}
+
+static void lrf_on_gpu(void) {
+  static run a, b;
+  float pa[512], pb[512];
+  unsigned long long before;
+  hk_handle h;
+  const tr_lr_finder_state *st;
+  run_init(&a, 1, adamw()); run_init(&b, 1, adamw());
+  CHECK(tr_lr_finder(a.t.reg, &(tr_lr_finder_desc){ .num_training_steps = 40, .min_lr = 1e-5, .max_lr = 10, .update_attr = TR_NO,
+                                                    .verbose = TR_NO }, &h) == TR_OK);
+  before = tr_cuda_sync_count();
+  CHECK(run_fit(&a, 10, 1.0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK);
+  st = tr_lr_finder_get(a.t.reg, h);
+  printf("lr_finder on the GPU: %d points, suggestion %g, %llu waits\n", st->n, st->suggestion, tr_cuda_sync_count() - before);
+  CHECK(st->done && st->n >= 13 && hk_is_finite(st->suggestion) && tr_cuda_sync_count() - before == (unsigned long long)st->n + 1);
+  CHECK(run_fit(&b, 10, 1.0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK); /* the same fit without the sweep */
+  run_params(&a, pa); run_params(&b, pb);
+  CHECK(differ(pa, pb, a.cpu.num_params) == 0);
+  run_free(&a); run_free(&b);
+}
+
 int main(int argc, char **argv) {
   char why[256];
   if (argc > 1) dir = argv[1];
@@ -279,6 +391,10 @@ int main(int argc, char **argv) {
   gpu_vs_cpu((tr_optim){ .kind = TR_OPTIM_SGD, .lr = 0.05, .momentum = 0.9, .nesterov = 1 }, 0, TR_CLIP_NORM);
   sync_count();
   resume_and_checkpoints();
+  ema_on_gpu();
+  gm_on_gpu("");
+  gm_on_gpu("50");
+  lrf_on_gpu();
   if (failures) { fprintf(stderr, "test_cuda: %d check(s) failed\n", failures); return 1; }
   printf("test_cuda: passed\n");
   return 0;

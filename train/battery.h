@@ -384,12 +384,34 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
    "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
    its destroy; nothing here runs on a step unless the callback is due.
    ================================================================================================= */
-/* The parameter views a callback works on: the loop's, checked to be in host memory. */
-TR__SHARED int tr__host_views(hk_ctx *ctx, const hk_tensor *v, const char *who) {
-  int k;
-  for (k = 0; k < ctx->n_tensors; k++)
-    if (v[k].on_device) return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads host memory only", who, v[k].name), -1;
-  return 0;
+/* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
+   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/cuda.h fills (and the
+   trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
+   takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
+   the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */
+typedef struct tr__dev_ops {
+  float *(*alloc)(hk_ctx *ctx, size_t n);                              /* n floats, zeroed (NULL: failed) */
+  void (*release)(void *d);                                            /* NULL is fine */
+  int (*to_host)(hk_ctx *ctx, void *dst, const void *d_src, size_t bytes); /* waits (tr_cuda_sync_count) */
+  int (*to_device)(hk_ctx *ctx, void *d_dst, const void *src, size_t bytes);
+  int (*copy)(hk_ctx *ctx, float *d_dst, const float *d_src, size_t n);
+  int (*swap)(hk_ctx *ctx, float *d_a, float *d_b, size_t n);
+  int (*average)(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w); /* ema.h's avg += w*(p - avg) */
+  int (*grad_sumsq)(hk_ctx *ctx, const int *sel, int n, double *out); /* out[j] = sum of squares of ctx->grads[sel[j]]: one wait */
+} tr__dev_ops;
+TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
+
+/* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
+   the table above), -1 refused (a loop of your own with device views, or a mix). */
+TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const char *who, const tr__dev_ops **dev) {
+  int k, on = 0;
+  *dev = NULL;
+  for (k = 0; k < ctx->n_tensors; k++) on += v[k].on_device != 0;
+  if (on == 0) return 0;
+  if (on == ctx->n_tensors && ctx->trainer && *tr__dev_seam()) { *dev = *tr__dev_seam(); return 1; }
+  for (k = 0; k < ctx->n_tensors && !v[k].on_device; k++) {}
+  return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads device tensors only through train.h's trainer "
+                 "(tr_fit with TRAIN_CUDA), and host memory in a loop of your own", who, v[k].name ? v[k].name : "?"), -1;
 }
 /* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
 TR__SHARED const char *tr__nonfinite_name(double x) {

@@ -38,8 +38,10 @@ TR__C_BEGIN /* part */
    checks it against the CPU path bit for bit.
    WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
    launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, gradient_monitor, ema and lr_finder read tensors on the host and refuse a
-   device model (TR_ERR_INVALID, saying so); nan_guard reads hk_grad_norm and train/loss instead.
+   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
+   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
+   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
+   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
    step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
    (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
@@ -65,6 +67,8 @@ typedef struct tr__device {
   int loss_known;           /* loss holds the device loss of the last training forward */
   double loss;
   int swapped;              /* model.params/grads point at the host mirrors */
+  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* one per view: the callbacks' per-tensor sums (tr__dev_grad_sumsq) */
+  float *kept;              /* lr_finder's copy of params, grads, m, v (tr__dev_keep) */
 } tr__device;
 
 #define TR__DEV(t) ((tr__device *)(t)->tr__dev)
@@ -111,9 +115,79 @@ static void tr__dev_free(tr_trainer *t) {
   tr__device *d = TR__DEV(t);
   if (!d) return;
   trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
-  free(d->host_params); free(d->host_grads);
+  trc_free(d->tensor_ctrl); trc_free(d->kept);
+  free(d->host_params); free(d->host_grads); free(d->tensor_ctrl_host);
   free(d);
   t->tr__dev = NULL;
+}
+
+/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h): ctx is the trainer's ---- */
+static tr_trainer *tr__dev_of(hk_ctx *ctx) { return (tr_trainer *)ctx->trainer; }
+static int tr__dev_hook_ok(hk_ctx *ctx, int e, const char *what) {
+  if (e) hk_fail(ctx, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e ? -1 : 0;
+}
+static float *tr__dev_alloc(hk_ctx *ctx, size_t n) {
+  void *p = NULL;
+  int e = trc_malloc(&p, n * sizeof(float));
+  e = e ? e : trc_memset(p, 0, n * sizeof(float), tr__dev_of(ctx)->model.stream);
+  if (tr__dev_hook_ok(ctx, e, "allocating device memory")) { trc_free(p); return NULL; }
+  return (float *)p;
+}
+static void tr__dev_release(void *d) { trc_free(d); }
+static int tr__dev_to_host_bytes(hk_ctx *ctx, void *dst, const void *d_src, size_t bytes) {
+  return tr__dev_hook_ok(ctx, trc_copy_to_host(dst, d_src, bytes, tr__dev_of(ctx)->model.stream), "copying to the host");
+}
+static int tr__dev_to_device_bytes(hk_ctx *ctx, void *d_dst, const void *src, size_t bytes) {
+  return tr__dev_hook_ok(ctx, trc_copy_to_device(d_dst, src, bytes, tr__dev_of(ctx)->model.stream), "copying to the device");
+}
+static int tr__dev_copy(hk_ctx *ctx, float *d_dst, const float *d_src, size_t n) {
+  return tr__dev_hook_ok(ctx, trc_copy_on_device(d_dst, d_src, n * sizeof(float), tr__dev_of(ctx)->model.stream), "a device copy");
+}
+static int tr__dev_swap(hk_ctx *ctx, float *d_a, float *d_b, size_t n) {
+  return tr__dev_hook_ok(ctx, trc_swap(d_a, d_b, n, tr__dev_of(ctx)->model.stream), "trc_swap");
+}
+static int tr__dev_average(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w) {
+  return tr__dev_hook_ok(ctx, trc_ema(d_avg, d_p, n, w, tr__dev_of(ctx)->model.stream), "trc_ema");
+}
+/* trc_norm per selected view into its own control block (the norm kernel, nothing new), then one copy */
+static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
+  tr_trainer *t = tr__dev_of(ctx);
+  tr__device *d = TR__DEV(t);
+  int j, e = 0;
+  if (n > t->model.n_tensors) return hk_fail(ctx, "CUDA: %d tensors asked, the model has %d", n, t->model.n_tensors), -1;
+  for (j = 0; j < n && !e; j++) {
+    const hk_tensor *g = &ctx->grads[sel[j]];
+    e = trc_norm(g->data, g->count, d->partials, &d->tensor_ctrl[j], 0, 0, t->model.stream);
+  }
+  e = e ? e : trc_copy_to_host(d->tensor_ctrl_host, d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)n, t->model.stream);
+  if (tr__dev_hook_ok(ctx, e, "the per-tensor norms")) return -1;
+  for (j = 0; j < n; j++) out[j] = d->tensor_ctrl_host[j].sumsq;
+  return 0;
+}
+static const tr__dev_ops tr__dev_ops_table = { tr__dev_alloc, tr__dev_release, tr__dev_to_host_bytes, tr__dev_to_device_bytes,
+                                               tr__dev_copy, tr__dev_swap, tr__dev_average, tr__dev_grad_sumsq };
+
+/* lr_finder's save (restore = 0) and restore of params, grads and the optimizer state: device-to-device
+   copies into a buffer that lives from the save to the restore. */
+static tr_err tr__dev_keep(tr_trainer *t, int restore) {
+  tr__device *d = TR__DEV(t);
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  float *bufs[4];
+  int i, e = 0;
+  bufs[0] = t->model.params; bufs[1] = t->model.grads; bufs[2] = d->m; bufs[3] = d->v;
+  if (!restore && !d->kept) e = trc_malloc((void **)&d->kept, 4 * bytes);
+  for (i = 0; i < 4 && !e && d->kept; i++)
+    if (bufs[i]) e = restore ? trc_copy_on_device(bufs[i], d->kept + (size_t)i * n, bytes, t->model.stream)
+                             : trc_copy_on_device(d->kept + (size_t)i * n, bufs[i], bytes, t->model.stream);
+  if (restore) {
+    e = e ? e : trc_synchronize(t->model.stream); /* the buffer is freed now */
+    trc_free(d->kept);
+    d->kept = NULL;
+    d->norm_known = 0;
+    d->fold_clip = 0;
+  }
+  return tr__dev_ok(t, e, restore ? "restoring the state on the device" : "keeping the state on the device") ? TR_OK : t->tr__err;
 }
 
 /* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
@@ -130,18 +204,21 @@ static tr_err tr__dev_init(tr_trainer *t) {
   t->tr__dev = d;
   d->host_params = (float *)malloc(bytes);
   d->host_grads = (float *)malloc(bytes);
-  if (!d->host_params || !d->host_grads) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  d->tensor_ctrl_host = (trc_ctrl *)malloc(sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
+  if (!d->host_params || !d->host_grads || !d->tensor_ctrl_host) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
   if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
   if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
   e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
   e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
   e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  e = e ? e : trc_malloc((void **)&d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
   if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
   if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
   if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
   for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
   t->ctx.grad_norm_source = tr__dev_grad_norm;
   t->ctx.grad_norm_source_user = t;
+  *tr__dev_seam() = &tr__dev_ops_table; /* the standard callbacks' way to the device views (train/battery.h) */
   if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   return TR_OK;
@@ -264,6 +341,9 @@ static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
 static void tr__dev_upload(tr_trainer *t) { (void)t; }
 static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
+static void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
+static double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #endif
 TR__C_END /* part */

@@ -294,19 +294,21 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
-   through these; without TRAIN_CUDA only the first five exist, and tr__dev_init refuses such a model. */
+   through these; without TRAIN_CUDA only the first eight exist (doing nothing), and tr__dev_init refuses
+   such a model. */
 static tr_err tr__dev_init(tr_trainer *t);
 static void   tr__dev_free(tr_trainer *t);
 static tr_err tr__dev_to_host(tr_trainer *t);
 static void   tr__dev_upload(tr_trainer *t);
 static void   tr__dev_unswap(tr_trainer *t);
-#ifdef TRAIN_CUDA
+static tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
 static void   tr__dev_zero_grad(tr_trainer *t);
+static double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
+#ifdef TRAIN_CUDA
 static void   tr__dev_scale_grads(tr_trainer *t, float k);
 static void   tr__dev_clip(tr_trainer *t, const tr_config *c);
 static void   tr__dev_update(tr_trainer *t, double lr);
 static void   tr__dev_forward_loss(tr_trainer *t, double *loss);
-static double tr__dev_eval_loss(tr_trainer *t, double loss);
 static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
 #  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
 #else

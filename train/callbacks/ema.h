@@ -16,7 +16,10 @@ TR__C_BEGIN /* part */
    trained weights exactly). The average and its count are in checkpoints (a save from inside an
    evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
    on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
-   evaluations, on_train_epoch_end for SWA. */
+   evaluations, on_train_epoch_end for SWA.
+   A device model (TRAIN_CUDA): the average lives on the device (tr_ema_state.average is device memory
+   then), updated by the trc_ema kernel (the CPU's double math: the same bits) and swapped by trc_swap;
+   no step waits for the device. Only a checkpoint copies it to the host (one wait per save). */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
   X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
@@ -32,6 +35,7 @@ typedef struct tr_ema_state {
   const float *average;         /* count floats, the layout of ctx->params (NULL before the first update) */
   size_t count;
   int swapped;                  /* the average is in the model now */
+  int on_device;                /* average is device memory (a model with tr_model.on_device) */
 } tr_ema_state;
 TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
@@ -45,93 +49,116 @@ typedef struct tr__ema {
   double decay;
   int64_t every, start_step, swa_from;
   int copy_at_end, swap;
-  float *avg;
+  float *avg;                   /* host memory: the average, or on a device model the checkpoints' copy of it */
   size_t count;
   int swapped;
+  const tr__dev_ops *dev;       /* a device model: the seam to it (train/battery.h), its trainer's ctx, */
+  hk_ctx *dev_ctx;              /* and the average on the device (count floats) */
+  float *d_avg;
+  int dirty;                    /* avg (host) holds a loaded average not yet on the device */
 } tr__ema;
 
 static void tr__ema_destroy(void *user) {
   tr__ema *s = (tr__ema *)user;
   free(s->avg);
+  if (s->dev) s->dev->release(s->d_avg);
   free(s);
 }
 static void tr__ema_sync(tr__ema *s) {
-  s->pub.average = s->pub.n_averaged ? s->avg : NULL;
+  s->pub.average = s->pub.n_averaged ? (s->d_avg ? s->d_avg : s->avg) : NULL;
   s->pub.count = s->count;
   s->pub.swapped = s->swapped;
+  s->pub.on_device = s->d_avg != NULL;
 }
 /* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
+  const tr__dev_ops *dev;
+  int where;
   if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
-  if (tr__host_views(ctx, ctx->params, "ema")) return -1;
+  if ((where = tr__views_where(ctx, ctx->params, "ema", &dev)) < 0) return -1;
   if (s->avg && s->count != n)
     return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
     if (!(s->avg = (float *)calloc(n, sizeof(float)))) return hk_fail(ctx, "out of memory"), -1;
     s->count = n;
   }
+  if (where == 1 && !s->d_avg) { /* the average moves to the device once; avg stays as its host copy */
+    if (!(s->d_avg = dev->alloc(ctx, n))) return -1;
+    s->dev = dev;
+    s->dev_ctx = ctx;
+    s->dirty = 1;
+  }
+  if (s->d_avg && s->dirty) { /* what a checkpoint loaded (or zeros) */
+    if (s->dev->to_device(ctx, s->d_avg, s->avg, n * sizeof(float))) return -1;
+    s->dirty = 0;
+  }
+  tr__ema_sync(s);
   return 0;
 }
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
-/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy) */
-static void tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
-  float *a = s->avg;
+/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
+   model the trc_ema kernel does the same double math per view. */
+static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
+  float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
   size_t i;
   if (s->pub.n_averaged == 0) w = 1.0;
-  for (k = 0; k < ctx->n_tensors; k++) {
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     const float *p = ctx->params[k].data;
-    for (i = 0; i < ctx->params[k].count; i++, a++) *a = (float)((double)*a + w * ((double)p[i] - (double)*a));
+    if (s->d_avg) { if (s->dev->average(ctx, a, p, ctx->params[k].count, w)) return -1; continue; }
+    for (i = 0; i < ctx->params[k].count; i++) a[i] = (float)((double)a[i] + w * ((double)p[i] - (double)a[i]));
   }
   s->pub.n_averaged++;
   tr__ema_sync(s);
+  return 0;
 }
 static hk_signal tr__ema_step(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   if (s->swa_from > 0 || ctx->global_step < s->start_step || ctx->global_step % s->every != 0) return HK_CONTINUE;
   if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
-  tr__ema_update(s, ctx, 1.0 - s->decay); /* d*avg + (1-d)*p */
-  return HK_CONTINUE;
+  return tr__ema_update(s, ctx, 1.0 - s->decay) ? HK_FAIL : HK_CONTINUE; /* d*avg + (1-d)*p */
 }
 static hk_signal tr__ema_epoch_end(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   if (s->swa_from <= 0 || ctx->epoch < s->swa_from || ctx->stage != HK_STAGE_FIT) return HK_CONTINUE;
   if (!s->avg && tr__ema_ready(s, ctx)) return HK_FAIL;
-  tr__ema_update(s, ctx, 1.0 / (double)(s->pub.n_averaged + 1));
-  return HK_CONTINUE;
+  return tr__ema_update(s, ctx, 1.0 / (double)(s->pub.n_averaged + 1)) ? HK_FAIL : HK_CONTINUE;
 }
-static void tr__ema_exchange(tr__ema *s, hk_ctx *ctx) {
-  float *a = s->avg;
+static int tr__ema_exchange(tr__ema *s, hk_ctx *ctx) {
+  float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
   size_t i;
-  for (k = 0; k < ctx->n_tensors; k++) {
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     float *p = ctx->params[k].data;
-    for (i = 0; i < ctx->params[k].count; i++, a++) { float x = p[i]; p[i] = *a; *a = x; }
+    if (s->d_avg) { if (s->dev->swap(ctx, p, a, ctx->params[k].count)) return -1; continue; }
+    for (i = 0; i < ctx->params[k].count; i++) { float x = p[i]; p[i] = a[i]; a[i] = x; }
   }
   s->swapped = !s->swapped;
   tr__ema_sync(s);
+  return 0;
 }
 static hk_signal tr__ema_eval_start(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   if (!s->swap || s->swapped || s->pub.n_averaged == 0) return HK_CONTINUE;
   if (tr__ema_ready(s, ctx)) return HK_FAIL;
-  tr__ema_exchange(s, ctx);
-  return HK_CONTINUE;
+  return tr__ema_exchange(s, ctx) ? HK_FAIL : HK_CONTINUE;
 }
 static hk_signal tr__ema_eval_end(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
-  if (s->swapped) tr__ema_exchange(s, ctx);
-  return HK_CONTINUE;
+  return s->swapped && tr__ema_exchange(s, ctx) ? HK_FAIL : HK_CONTINUE;
 }
 static hk_signal tr__ema_train_end(hk_ctx *ctx, void *user) {
   tr__ema *s = (tr__ema *)user;
   int k;
-  const float *a = s->avg;
+  const float *a;
   if (!s->copy_at_end || s->pub.n_averaged == 0 || s->swapped || tr__ema_ready(s, ctx)) return HK_CONTINUE;
-  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++)
-    memcpy(ctx->params[k].data, a, ctx->params[k].count * sizeof(float));
+  a = s->d_avg ? s->d_avg : s->avg; /* (ready may have just put it on the device) */
+  for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
+    if (s->d_avg) { if (s->dev->copy(ctx, ctx->params[k].data, a, ctx->params[k].count)) return HK_FAIL; }
+    else memcpy(ctx->params[k].data, a, ctx->params[k].count * sizeof(float));
+  }
   return HK_CONTINUE;
 }
 /* The average as it is outside evaluations: while swapped, the model holds it and avg the trained weights. */
@@ -142,6 +169,8 @@ static int tr__ema_save(void *user, hk_bytes *out) {
   tr__put_i64(out, s->pub.n_averaged);
   tr__put_u64(out, s->pub.n_averaged ? s->count : 0);
   if (s->swapped) return -1; /* a checkpoint from inside an evaluation would store the wrong buffer */
+  if (s->d_avg && s->pub.n_averaged && !s->dirty && s->dev->to_host(s->dev_ctx, s->avg, s->d_avg, s->count * sizeof(float)))
+    return -1; /* (its hk_fail names the CUDA error) */
   for (i = 0; s->pub.n_averaged && i < s->count; i++) {
     unsigned char x[4];
     uint32_t u;
@@ -176,6 +205,10 @@ static int tr__ema_load(void *user, hk_reader *in) {
   }
   if (buf) { free(s->avg); s->avg = buf; s->count = (size_t)n; }
   else if (s->avg) memset(s->avg, 0, s->count * sizeof(float));
+  if (s->d_avg) { /* to the device now if its trainer's queue takes it, else at the next ready */
+    s->dirty = 1;
+    if (s->avg && !s->dev->to_device(s->dev_ctx, s->d_avg, s->avg, s->count * sizeof(float))) s->dirty = 0;
+  }
   s->pub.n_averaged = averaged;
   tr__ema_sync(s);
   return 0;

@@ -24,7 +24,11 @@ TR__C_BEGIN /* part */
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
    complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
    view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
-   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram. */
+   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
+   A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
+   selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
+   then the selected gradients are copied to the host instead (one wait per tensor) and everything is
+   computed there as on the CPU. Steps that are not due touch nothing. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -83,6 +87,10 @@ typedef struct tr__gm {
   double *edges;
   int64_t *counts;
   int ready;
+  const tr__dev_ops *dev;       /* device gradients (train/battery.h's seam), else NULL */
+  float *host;                  /* with dev, for percentiles or a histogram: the selected gradients, copied */
+  size_t *off;                  /* where each selected tensor starts in host */
+  double *sq;                   /* with dev: each selected tensor's sum of squares */
 } tr__gm;
 
 static void tr__gm_free_views(tr__gm *s) {
@@ -91,9 +99,15 @@ static void tr__gm_free_views(tr__gm *s) {
   free(s->names);
   free(s->sel);
   free(s->scratch);
+  free(s->host);
+  free(s->off);
+  free(s->sq);
   s->names = NULL;
   s->sel = NULL;
   s->scratch = NULL;
+  s->host = NULL;
+  s->off = NULL;
+  s->sq = NULL;
   s->pub.n_tensors = 0;
   s->ready = 0;
 }
@@ -137,11 +151,13 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   int k, n = 0;
   tr__gm_free_views(s);
   if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
-  if (tr__host_views(ctx, ctx->grads, "gradient_monitor")) return HK_FAIL;
+  if (tr__views_where(ctx, ctx->grads, "gradient_monitor", &s->dev) < 0) return HK_FAIL;
   if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
-  if (!s->sel || !s->names) return hk_fail(ctx, "out of memory");
+  s->off = (size_t *)calloc((size_t)ctx->n_tensors, sizeof *s->off);
+  s->sq = (double *)calloc((size_t)ctx->n_tensors, sizeof *s->sq);
+  if (!s->sel || !s->names || !s->off || !s->sq) return hk_fail(ctx, "out of memory");
   s->scratch_n = 0;
   for (k = 0; k < ctx->n_tensors; k++) {
     const char *name = ctx->grads[k].name ? ctx->grads[k].name : "";
@@ -150,12 +166,15 @@ static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
     s->names[n] = (char *)malloc(len);
     if (!s->names[n]) { s->pub.n_tensors = n; return hk_fail(ctx, "out of memory"); }
     snprintf(s->names[n], len, "grad_2.0_norm/%s", name);
+    s->off[n] = s->scratch_n;
     s->sel[n++] = k;
     s->scratch_n += ctx->grads[k].count;
   }
   s->pub.n_tensors = n;
   if (n == 0) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
   if (s->n_pct && !(s->scratch = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
+    return hk_fail(ctx, "out of memory");
+  if (s->dev && (s->n_pct || s->bins) && !(s->host = (float *)malloc((s->scratch_n ? s->scratch_n : 1) * sizeof(float))))
     return hk_fail(ctx, "out of memory");
   s->ready = 1;
   return HK_CONTINUE;
@@ -190,6 +209,11 @@ static double tr__percentile(float *x, size_t n, double q) {
   return (double)a + frac * ((double)b - (double)a);
 }
 
+/* The j-th selected tensor's gradient in host memory: the loop's, or the copy of a device model's. */
+static const float *tr__gm_values(const tr__gm *s, const hk_ctx *ctx, int j) {
+  return s->host ? s->host + s->off[j] : ctx->grads[s->sel[j]].data;
+}
+
 static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   double total = 0;
@@ -206,15 +230,23 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
      and clipping), else a pass of its own */
   shared = tr__grad_pass_sums(ctx);
+  if (s->dev) { /* a device model: the values to the host when needed, else the device's per-tensor sums */
+    for (j = 0; j < s->pub.n_tensors && s->host; j++)
+      if (s->dev->to_host(ctx, s->host + s->off[j], ctx->grads[s->sel[j]].data, ctx->grads[s->sel[j]].count * sizeof(float)))
+        return HK_FAIL;
+    if (!s->host && s->dev->grad_sumsq(ctx, s->sel, s->pub.n_tensors, s->sq)) return HK_FAIL;
+  }
   for (j = 0; j < s->pub.n_tensors; j++) {
     const hk_tensor *g = &ctx->grads[s->sel[j]];
-    double sq = shared ? shared[s->sel[j]] : hk_sumsq(g->data, g->count); /* hk_grad_norm's order: the same bits */
+    const float *x = tr__gm_values(s, ctx, j);
+    double sq = s->dev && !s->host ? s->sq[j] : shared ? shared[s->sel[j]] : hk_sumsq(x, g->count); /* hk_grad_norm's order: the same bits */
     total += sq;
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
-    if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(g->data[i]);
+    if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(x[i]);
   }
-  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own) */
-  if (!shared && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
+  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own; a device
+     model's norm is the device's own, summed in another order) */
+  if (!shared && !s->dev && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
   s->pub.checks++;
@@ -237,8 +269,9 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     int b;
     for (j = 0; j < s->pub.n_tensors; j++) {
       const hk_tensor *g = &ctx->grads[s->sel[j]];
+      const float *v = tr__gm_values(s, ctx, j);
       for (i = 0; i < g->count; i++) {
-        double x = g->data[i];
+        double x = v[i];
         if (!hk_is_finite(x)) continue;
         if (x < lo) lo = x;
         if (x > hi) hi = x;
@@ -253,8 +286,9 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     memset(s->counts, 0, (size_t)s->bins * sizeof *s->counts);
     for (j = 0; j < s->pub.n_tensors; j++) {
       const hk_tensor *g = &ctx->grads[s->sel[j]];
+      const float *v = tr__gm_values(s, ctx, j);
       for (i = 0; i < g->count; i++) {
-        double x = g->data[i];
+        double x = v[i];
         int64_t bin;
         if (!hk_is_finite(x)) continue;
         bin = (int64_t)((x - lo) / width);

@@ -16,7 +16,9 @@ TR__C_BEGIN /* part */
    the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
    atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
    same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
-   train.h only (it drives the model itself); random-access training data, or an iterator with reset. */
+   train.h only (it drives the model itself); random-access training data, or an iterator with reset.
+   A device model (TRAIN_CUDA): the same sweep with the device kernels, the state kept and restored by
+   device-to-device copies; each step copies its loss to the host (one wait: the curve needs it). */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
   X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
@@ -81,17 +83,21 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   const tr_data *d = c->train;
   size_t n = t->model.n_params, bytes = n * sizeof(float);
-  float *save = (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int dev = TR__ON_DEVICE(t); /* a device model: its state is kept on the device, the loss copied each step */
+  float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
   double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (!save) return hk_fail(ctx, "out of memory");
-  if (count <= 0) { free(save); return hk_fail(ctx, "the training data has no batches"); }
-  if (d->next && !d->reset) { free(save); return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)"); }
-  memcpy(save, t->model.params, bytes);
-  memcpy(save + n, t->model.grads, bytes);
-  if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
-  if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  if (count <= 0) return hk_fail(ctx, "the training data has no batches");
+  if (d->next && !d->reset) return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)");
+  if (dev) { if (tr__dev_keep(t, 0)) return HK_FAIL; }
+  else if (!save) return hk_fail(ctx, "out of memory");
+  else {
+    memcpy(save, t->model.params, bytes);
+    memcpy(save + n, t->model.grads, bytes);
+    if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+    if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  }
   s->pub.n = 0;
   for (i = 0; i < s->steps && !stop; i++) {
     double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
@@ -99,12 +105,14 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
     if (rc) { stop = 2; break; }
     if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
-    memset(t->model.grads, 0, bytes);
+    if (dev) { loss = tr__dev_eval_loss(t, loss); tr__dev_zero_grad(t); } /* the step's one wait: its loss */
+    else memset(t->model.grads, 0, bytes);
     if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
     hk_grads_changed(&t->ctx);
     if (c->gradient_clip_val > 0) tr__clip_gradients(t);
     t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
     tr__update(t, lr);
+    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/cuda.h said which) */
     avg = beta * avg + (1 - beta) * loss;
     smooth = avg / (1 - pow(beta, i + 1));
     s->lrs[i] = lr;
@@ -115,16 +123,20 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
   }
   /* restore exactly what the fit starts from */
-  memcpy(t->model.params, save, bytes);
-  memcpy(t->model.grads, save + n, bytes);
-  if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
-  if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
-  free(save);
+  if (dev) (void)tr__dev_keep(t, 1);
+  else {
+    memcpy(t->model.params, save, bytes);
+    memcpy(t->model.grads, save + n, bytes);
+    if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+    if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+    free(save);
+  }
   t->global_step = step0;
   t->tr__has_momentum = has_mom;
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
+  if (t->tr__err) return HK_FAIL; /* a device call failed: the run's error says which */
   if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
@@ -136,7 +148,6 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
-  if (tr__host_views(ctx, ctx->params, "lr_finder")) return HK_FAIL;
   if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
     if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
     return HK_CONTINUE;
