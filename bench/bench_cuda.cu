@@ -93,6 +93,8 @@ int main(int argc, char **argv) {
   TIME(ms, trc_scale(g, n, 1.0f, NULL)); row("scale (accumulation mean)", 8, "r g, w g", ms, 0);
   TIME(ms, trc_clip_value(g, n, 1.0f, partials, ctrl, NULL)); row("clip by value (+ norm)", 8, "r g, w g", ms, 0);
   TIME(ms, trc_zero(dst, n, NULL)); row("zero_grad (memset)", 4, "w g", ms, 0);
+  TIME(ms, trc_ema(m, p, n, 0.001, NULL)); row("EMA of the weights (double)", 12, "r avg p, w avg", ms, 0);
+  TIME(ms, trc_swap(p, m, n, NULL)); row("swap (EMA's weights in, out)", 16, "r a b, w a b", ms, 0);
   printf("\nbytes/param: what each kernel must read (r) and write (w) per parameter, each float once (b: SGD's "
          "momentum buffer); GB/s counts those bytes, ratio = GB/s / the copy's. AdamW with clipping folded in "
          "moves 28 bytes instead of 36 (a separate clip pass reads and writes g once more).\n");

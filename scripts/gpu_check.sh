@@ -254,6 +254,11 @@ else RESULT="PASS: every step passed on $GPU_NAME"; RC=0; fi
   if [ -s "$OUT/cuda-bench.log" ]; then echo; echo "bench (make cuda-bench):"; sed 's/^/    /' "$OUT/cuda-bench.log"; fi
   echo; echo "device checks (from make cuda-test and make cuda-demo):"
   device_checks
+  for f in cuda-test cuda-demo; do # what the tests say (the batteries on the device too), in their words
+    [ -s "$OUT/$f.log" ] || continue
+    echo; echo "$f says (the first 40 lines, make's echo left out):"
+    grep -v -E '^\./[^: ]+( |$)|^rm -rf ' "$OUT/$f.log" | head -40 | sed 's/^/    /'
+  done
   echo; echo "total: $(($(date +%s) - T0)) s of the $LIMIT s limit; raw logs in $OUT"
 } > "$OUT/summary.txt"
 cat "$OUT/summary.txt"
