@@ -2101,7 +2101,7 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
 /* The gradient norm's loop: unrolled, so that its sixteen sums stay in registers, prefetching, and on
    x86-64 with gcc and glibc given an AVX2 copy that the loader picks where the CPU has it (the order
    of the additions is the same in both: vectorising follows the sixteen lanes). */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) /* nvcc's front end warns on it */
 #  define HK__UNROLL16 _Pragma("GCC unroll 16")
 #elif defined(__clang__)
 #  define HK__UNROLL16 _Pragma("unroll 16")

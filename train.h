@@ -7318,10 +7318,10 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
-    int64_t v = 0; \
+    int64_t v; /* the integer fields' value (tr__int_arg writes it first) */ \
     memset(d, 0, sizeof *d); \
     LIST(TR__COPY) \
-    (void)v; \
+    (void)&v; /* a list without integers: nvcc's front end warns on a (void)v of a variable only set */ \
     (void)w; \
     return TR_OK; \
   }
@@ -12384,7 +12384,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   char dummy[8], *line = NULL, *cells[MAXC];
   size_t cap = 0;
   FILE *f;
-  int n_cols = 0, step_col = -1, job_col = -1, i, line_no = 0, e;
+  int n_cols = 0, step_col = -1, job_col = -1, i, line_no = 0;
   int col_series[MAXC];
   tr__series *series = NULL;
   int n_series = 0;
@@ -12451,7 +12451,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }
@@ -13642,7 +13642,7 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
                                 tr__sweep_done *done, long count, int plot, char *why, size_t why_len) {
   static const char *const status[] = { "ok", "failed", "skipped" };
   const char **names = NULL;
-  int n_names = 0, cap = 0, i, k, e;
+  int n_names = 0, cap = 0, i, k;
   long j;
   hk_bytes b;
   char *path, num[40];
@@ -13681,7 +13681,7 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   free((void *)names);
   path = tr__join(dir, "summary.csv");
   if (b.failed || !path) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
-  else if ((e = tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len)) != 0) err = TR_ERR_IO;
+  else if (tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len) != 0) err = TR_ERR_IO;
   hk_bytes_free(&b);
 #if TR__ON_PLOT
   if (!err && plot) {
@@ -13721,6 +13721,17 @@ static tr_err tr__sweep_hparams(hk_registry *reg, const tr_sweep_desc *d, const 
   for (i = 0; i < n_keys && !e; i++)
     if (!keys[i].field) e = tr_run_hparam(reg, keys[i].key, keys[i].vals[keys[i].cur]);
   return e;
+}
+
+/* A job's registry: its run, the program's factories, the final-metrics hook, the hyperparameters, the spec. */
+static tr_err tr__sweep_job_setup(hk_registry *jreg, const tr_run_desc *rd, const tr_sweep_desc *d, tr__sweep_priv *priv,
+                                  const hk_opts *o, const tr__sweep_key *keys, int n_keys, const char *spec) {
+  tr_err st = tr_run_setup(jreg, rd);
+  if (!st && d->add_factories && d->add_factories(jreg) != HK_OK) st = TR_ERR_INVALID;
+  if (!st && hk_on(jreg, HK_ON_LOG, tr__sweep_capture, priv, o, NULL) != HK_OK) st = TR_ERR_NOMEM;
+  if (!st) st = tr__sweep_hparams(jreg, d, keys, n_keys);
+  if (!st && spec[0] && hk_spec_apply(jreg, spec) != HK_OK) st = TR_ERR_INVALID;
+  return st;
 }
 
 TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_sweep_result *res) {
@@ -13961,11 +13972,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       o.monitor = 1;
       o.order = INT_MAX; /* after the loggers: what they were sent */
       if (!(jreg = hk_create(NULL))) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
-      else if ((st = tr_run_setup(jreg, &rd)) != TR_OK ||
-               (d->add_factories && d->add_factories(jreg) != HK_OK && (st = TR_ERR_INVALID)) ||
-               (hk_on(jreg, HK_ON_LOG, tr__sweep_capture, &priv, &o, NULL) != HK_OK && (st = TR_ERR_NOMEM)) ||
-               (st = tr__sweep_hparams(jreg, d, keys, n_keys)) != TR_OK ||
-               (spec[0] && hk_spec_apply(jreg, spec) != HK_OK && (st = TR_ERR_INVALID)))
+      else if ((st = tr__sweep_job_setup(jreg, &rd, d, &priv, &o, keys, n_keys, spec)) != TR_OK)
         snprintf(why, sizeof why, "%s", hk_last_error(jreg));
       else {
         const char *dir = tr_run_dir(jreg);
@@ -14086,9 +14093,9 @@ static void   tr__dev_free(tr_trainer *t);
 static tr_err tr__dev_to_host(tr_trainer *t);
 static void   tr__dev_upload(tr_trainer *t);
 static void   tr__dev_unswap(tr_trainer *t);
-static tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
-static void   tr__dev_zero_grad(tr_trainer *t);
-static double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
+TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
+TR__SHARED void   tr__dev_zero_grad(tr_trainer *t);
+TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
 #ifdef TRAIN_CUDA
 static void   tr__dev_scale_grads(tr_trainer *t, float k);
 static void   tr__dev_clip(tr_trainer *t, const tr_config *c);
@@ -17166,9 +17173,9 @@ static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
 static void tr__dev_upload(tr_trainer *t) { (void)t; }
 static void tr__dev_unswap(tr_trainer *t) { (void)t; }
-static tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
-static void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
-static double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
+TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
+TR__SHARED void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
+TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #endif
 #endif /* !defined(TRAIN_NO_TRAINER) */

@@ -341,9 +341,9 @@ static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
 static void tr__dev_upload(tr_trainer *t) { (void)t; }
 static void tr__dev_unswap(tr_trainer *t) { (void)t; }
-static tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
-static void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
-static double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
+TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
+TR__SHARED void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
+TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #endif
 TR__C_END /* part */

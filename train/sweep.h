@@ -433,7 +433,7 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
                                 tr__sweep_done *done, long count, int plot, char *why, size_t why_len) {
   static const char *const status[] = { "ok", "failed", "skipped" };
   const char **names = NULL;
-  int n_names = 0, cap = 0, i, k, e;
+  int n_names = 0, cap = 0, i, k;
   long j;
   hk_bytes b;
   char *path, num[40];
@@ -472,7 +472,7 @@ static tr_err tr__sweep_summary(const tr_sweep_desc *d, const char *dir, tr__swe
   free((void *)names);
   path = tr__join(dir, "summary.csv");
   if (b.failed || !path) { snprintf(why, why_len, "out of memory"); err = TR_ERR_NOMEM; }
-  else if ((e = tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len)) != 0) err = TR_ERR_IO;
+  else if (tr__write_whole(path, b.data, b.len, 0, NULL, why, why_len) != 0) err = TR_ERR_IO;
   hk_bytes_free(&b);
 #if TR__ON_PLOT
   if (!err && plot) {
@@ -512,6 +512,17 @@ static tr_err tr__sweep_hparams(hk_registry *reg, const tr_sweep_desc *d, const 
   for (i = 0; i < n_keys && !e; i++)
     if (!keys[i].field) e = tr_run_hparam(reg, keys[i].key, keys[i].vals[keys[i].cur]);
   return e;
+}
+
+/* A job's registry: its run, the program's factories, the final-metrics hook, the hyperparameters, the spec. */
+static tr_err tr__sweep_job_setup(hk_registry *jreg, const tr_run_desc *rd, const tr_sweep_desc *d, tr__sweep_priv *priv,
+                                  const hk_opts *o, const tr__sweep_key *keys, int n_keys, const char *spec) {
+  tr_err st = tr_run_setup(jreg, rd);
+  if (!st && d->add_factories && d->add_factories(jreg) != HK_OK) st = TR_ERR_INVALID;
+  if (!st && hk_on(jreg, HK_ON_LOG, tr__sweep_capture, priv, o, NULL) != HK_OK) st = TR_ERR_NOMEM;
+  if (!st) st = tr__sweep_hparams(jreg, d, keys, n_keys);
+  if (!st && spec[0] && hk_spec_apply(jreg, spec) != HK_OK) st = TR_ERR_INVALID;
+  return st;
 }
 
 TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_sweep_result *res) {
@@ -752,11 +763,7 @@ TRAIN_API tr_err tr_sweep(const tr_sweep_desc *d, int argc, char **argv, tr_swee
       o.monitor = 1;
       o.order = INT_MAX; /* after the loggers: what they were sent */
       if (!(jreg = hk_create(NULL))) { st = TR_ERR_NOMEM; snprintf(why, sizeof why, "out of memory"); }
-      else if ((st = tr_run_setup(jreg, &rd)) != TR_OK ||
-               (d->add_factories && d->add_factories(jreg) != HK_OK && (st = TR_ERR_INVALID)) ||
-               (hk_on(jreg, HK_ON_LOG, tr__sweep_capture, &priv, &o, NULL) != HK_OK && (st = TR_ERR_NOMEM)) ||
-               (st = tr__sweep_hparams(jreg, d, keys, n_keys)) != TR_OK ||
-               (spec[0] && hk_spec_apply(jreg, spec) != HK_OK && (st = TR_ERR_INVALID)))
+      else if ((st = tr__sweep_job_setup(jreg, &rd, d, &priv, &o, keys, n_keys, spec)) != TR_OK)
         snprintf(why, sizeof why, "%s", hk_last_error(jreg));
       else {
         const char *dir = tr_run_dir(jreg);

@@ -301,9 +301,9 @@ static void   tr__dev_free(tr_trainer *t);
 static tr_err tr__dev_to_host(tr_trainer *t);
 static void   tr__dev_upload(tr_trainer *t);
 static void   tr__dev_unswap(tr_trainer *t);
-static tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
-static void   tr__dev_zero_grad(tr_trainer *t);
-static double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
+TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
+TR__SHARED void   tr__dev_zero_grad(tr_trainer *t);
+TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
 #ifdef TRAIN_CUDA
 static void   tr__dev_scale_grads(tr_trainer *t, float k);
 static void   tr__dev_clip(tr_trainer *t, const tr_config *c);

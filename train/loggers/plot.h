@@ -211,7 +211,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   char dummy[8], *line = NULL, *cells[MAXC];
   size_t cap = 0;
   FILE *f;
-  int n_cols = 0, step_col = -1, job_col = -1, i, line_no = 0, e;
+  int n_cols = 0, step_col = -1, job_col = -1, i, line_no = 0;
   int col_series[MAXC];
   tr__series *series = NULL;
   int n_series = 0;
@@ -278,7 +278,7 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
   fclose(f);
   free(line);
   if (err == TR_ERR_NOMEM) snprintf(why, why_len, "out of memory");
-  if (!err && (e = tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len)) != 0) err = TR_ERR_IO;
+  if (!err && tr__svg_write(svg_path, NULL, csv_path, NULL, step_col == job_col ? "job" : "step", series, n_series, why, why_len) != 0) err = TR_ERR_IO;
   tr__series_free(series, n_series);
   return err;
 }
