@@ -17,6 +17,8 @@ CC      ?= cc
 PREFIX  ?= /usr/local
 BUILD   := build
 STB_INC ?= /usr/include
+# stb_ds.h elsewhere (a carried copy) is still a system header: its warnings are not ours (-Werror builds)
+STB_SYSINC = $(if $(filter /usr/include /usr/include/,$(STB_INC)),,-isystem $(STB_INC))
 WARN    := -Wall -Wextra -pedantic -Werror
 CFLAGS  ?= -std=c99 -O2 -g
 ALL_CFLAGS = $(CFLAGS) $(WARN) -I. -I$(STB_INC)

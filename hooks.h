@@ -1457,7 +1457,7 @@ HK__DEF void hk_destroy(hk_registry *reg) {
   for (i = 0; i < HK_MAX_EVENTS; i++) { s->n_list[i] = 0; reg->hk__fast[i] = NULL; } /* an event fired from a destroy runs no hook */
   for (i = 0; i < s->n_regs; i++) {
     hk__reg *r = s->regs[i];
-    stbds_shdel(s->names, r->name); /* the name map points at it: hk_find from a later destroy must not */
+    (void)stbds_shdel(s->names, r->name); /* the name map points at it: hk_find from a later destroy must not */
     r->dead = 1;
     s->regs[i] = NULL;
     hk__free_reg(reg, r);
@@ -1637,7 +1637,7 @@ HK__DEF hk_err hk_off(hk_registry *reg, hk_handle h) {
   hk__reg *r;
   hk_err err = hk__lookup(reg, h, &r);
   if (err) return err;
-  stbds_shdel(reg->hk__s->names, r->name);
+  (void)stbds_shdel(reg->hk__s->names, r->name);
   r->dead = 1;
   hk__changed(reg, r);
   return HK_OK;

@@ -38,6 +38,8 @@
      0.1.0  first version: zero, scale, norm (deterministic), clip by norm / value, AdamW, SGD, NaN
             scan, histogram, loss mean; the sync counter.
      0.2.0  trc_ema (the weight average's update, the CPU's double math) and trc_swap.
+     0.2.1  elementwise kernels take four elements a thread (measured on an H200: SGD 0.60 -> 1.04 of a
+            copy's bandwidth); results unchanged bit for bit.
 */
 #ifndef TRAIN_CUDA_CUH
 #define TRAIN_CUDA_CUH
@@ -147,19 +149,38 @@ int trc_device_ok(char *why, size_t n);
 static unsigned long long trc__syncs; /* waiting calls so far (host side, one process) */
 
 static cudaStream_t trc__s(void *stream) { return (cudaStream_t)stream; }
-static unsigned trc__blocks(size_t n) { return (unsigned)((n + TRC_THREADS - 1) / TRC_THREADS); }
+/* Elementwise kernels: a thread takes TRC_PER_THREAD elements a block's width apart (coalesced) and
+   issues all its loads before any store. At one element a thread too few bytes are in flight to keep
+   HBM busy (on an H200, plain SGD ran at 0.60 of a copy's bandwidth that way). */
+#define TRC_PER_THREAD 4
+static unsigned trc__blocks(size_t n) {
+  size_t per_block = (size_t)TRC_THREADS * TRC_PER_THREAD;
+  return (unsigned)((n + per_block - 1) / per_block);
+}
+/* the k-th element of this thread, k < TRC_PER_THREAD */
+__device__ __forceinline__ size_t trc__at(int k) {
+  return ((size_t)blockIdx.x * TRC_PER_THREAD + (size_t)k) * blockDim.x + threadIdx.x;
+}
 /* a launch reports its configuration error at once; execution errors surface at the next wait */
 static int trc__launched(void) { return (int)cudaGetLastError(); }
 
-__global__ void trc__scale_kernel(float *x, size_t n, float k) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = __fmul_rn(x[i], k);
+__global__ void trc__scale_kernel(float *__restrict__ x, size_t n, float k) {
+  float v[TRC_PER_THREAD];
+  int e;
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) v[e] = x[trc__at(e)];
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) x[trc__at(e)] = __fmul_rn(v[e], k);
 }
 
-__global__ void trc__apply_clip_kernel(float *g, size_t n, const trc_ctrl *ctrl) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  float k = ctrl->clip_scale;
-  if (i < n && k != 1.0f && !ctrl->skip) g[i] = __fmul_rn(g[i], k);
+__global__ void trc__apply_clip_kernel(float *__restrict__ g, size_t n, const trc_ctrl *ctrl) {
+  float k = ctrl->clip_scale, v[TRC_PER_THREAD];
+  int e;
+  if (k == 1.0f || ctrl->skip) return;
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) v[e] = g[trc__at(e)];
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) g[trc__at(e)] = __fmul_rn(v[e], k);
 }
 
 /* Sum a block's per-thread doubles in a fixed tree order; thread 0 gets the total. */
@@ -225,44 +246,67 @@ __global__ void trc__loss_mean_kernel(const float *x, size_t n, float *mean) {
   if (threadIdx.x == 0) *mean = (float)(acc / (double)n);
 }
 
-__global__ void trc__adamw_kernel(float *p, float *g, float *m, float *v, size_t n, tr_adamw_coef c,
-                                  const trc_ctrl *ctrl) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  float k = ctrl ? ctrl->clip_scale : c.gscale, gi, pi, mi, vi;
-  if (i >= n || (ctrl && ctrl->skip)) return;
-  gi = g[i];
-  if (k != 1.0f) g[i] = gi = __fmul_rn(gi, k); /* the clipped gradient stays in the buffer, as on the CPU */
-  pi = p[i]; mi = m[i]; vi = v[i];
-  tr_adamw_elem(&pi, gi, &mi, &vi, c, c.lerp_small);
-  p[i] = pi; m[i] = mi; v[i] = vi;
+__global__ void trc__adamw_kernel(float *__restrict__ p, float *__restrict__ g, float *__restrict__ m,
+                                  float *__restrict__ v, size_t n, tr_adamw_coef c, const trc_ctrl *ctrl) {
+  float k = ctrl ? ctrl->clip_scale : c.gscale, gi[TRC_PER_THREAD], pi[TRC_PER_THREAD], mi[TRC_PER_THREAD],
+        vi[TRC_PER_THREAD];
+  int e;
+  if (ctrl && ctrl->skip) return;
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) {
+    size_t i = trc__at(e);
+    if (i < n) { gi[e] = g[i]; pi[e] = p[i]; mi[e] = m[i]; vi[e] = v[i]; }
+  }
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) {
+    size_t i = trc__at(e);
+    if (i >= n) continue;
+    if (k != 1.0f) g[i] = gi[e] = __fmul_rn(gi[e], k); /* the clipped gradient stays in the buffer, as on the CPU */
+    tr_adamw_elem(&pi[e], gi[e], &mi[e], &vi[e], c, c.lerp_small);
+    p[i] = pi[e]; m[i] = mi[e]; v[i] = vi[e];
+  }
 }
 
-__global__ void trc__sgd_kernel(float *p, float *g, float *buf, size_t n, tr_sgd_coef c, const trc_ctrl *ctrl) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  float k = ctrl ? ctrl->clip_scale : c.gscale, gi, pi, bi = 0;
-  if (i >= n || (ctrl && ctrl->skip)) return;
-  gi = g[i];
-  if (k != 1.0f) g[i] = gi = __fmul_rn(gi, k);
-  pi = p[i];
-  if (c.momentum != 0.0f) bi = buf[i];
-  tr_sgd_elem(&pi, gi, &bi, c);
-  p[i] = pi;
-  if (c.momentum != 0.0f) buf[i] = bi;
+__global__ void trc__sgd_kernel(float *__restrict__ p, float *__restrict__ g, float *__restrict__ buf, size_t n,
+                                tr_sgd_coef c, const trc_ctrl *ctrl) {
+  float k = ctrl ? ctrl->clip_scale : c.gscale, gi[TRC_PER_THREAD], pi[TRC_PER_THREAD], bi[TRC_PER_THREAD];
+  int e, momentum = c.momentum != 0.0f;
+  if (ctrl && ctrl->skip) return;
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) {
+    size_t i = trc__at(e);
+    bi[e] = 0;
+    if (i < n) { gi[e] = g[i]; pi[e] = p[i]; if (momentum) bi[e] = buf[i]; }
+  }
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) {
+    size_t i = trc__at(e);
+    if (i >= n) continue;
+    if (k != 1.0f) g[i] = gi[e] = __fmul_rn(gi[e], k);
+    tr_sgd_elem(&pi[e], gi[e], &bi[e], c);
+    p[i] = pi[e];
+    if (momentum) buf[i] = bi[e];
+  }
 }
 
-__global__ void trc__ema_kernel(float *avg, const float *p, size_t n, double w) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  double a;
-  if (i >= n) return;
-  a = (double)avg[i];
-  avg[i] = (float)__dadd_rn(a, __dmul_rn(w, __dsub_rn((double)p[i], a)));
+__global__ void trc__ema_kernel(float *__restrict__ avg, const float *__restrict__ p, size_t n, double w) {
+  float a[TRC_PER_THREAD], x[TRC_PER_THREAD];
+  int e;
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) { a[e] = avg[trc__at(e)]; x[e] = p[trc__at(e)]; }
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++)
+    if (trc__at(e) < n)
+      avg[trc__at(e)] = (float)__dadd_rn((double)a[e], __dmul_rn(w, __dsub_rn((double)x[e], (double)a[e])));
 }
 
-__global__ void trc__swap_kernel(float *a, float *b, size_t n) {
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  float x;
-  if (i >= n) return;
-  x = a[i]; a[i] = b[i]; b[i] = x;
+__global__ void trc__swap_kernel(float *__restrict__ a, float *__restrict__ b, size_t n) {
+  float x[TRC_PER_THREAD], y[TRC_PER_THREAD];
+  int e;
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) { x[e] = a[trc__at(e)]; y[e] = b[trc__at(e)]; }
+#pragma unroll
+  for (e = 0; e < TRC_PER_THREAD; e++) if (trc__at(e) < n) { a[trc__at(e)] = y[e]; b[trc__at(e)] = x[e]; }
 }
 
 __device__ int trc__is_nonfinite(float x) { return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u; }
@@ -273,6 +317,10 @@ __global__ void trc__nonfinite_kernel(const float *x, size_t n, unsigned long lo
   unsigned c = 0;
   if (threadIdx.x == 0) block_count = 0;
   __syncthreads();
+  for (; i + 3 * stride < n; i += 4 * stride) { /* four loads in flight, as in the sums */
+    float a = x[i], b = x[i + stride], d = x[i + 2 * stride], e = x[i + 3 * stride];
+    c += trc__is_nonfinite(a) + trc__is_nonfinite(b) + trc__is_nonfinite(d) + trc__is_nonfinite(e);
+  }
   for (; i < n; i += stride) c += trc__is_nonfinite(x[i]);
   if (c) atomicAdd(&block_count, c);
   __syncthreads();

@@ -26,7 +26,7 @@ CUDA_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
                 -gencode arch=compute_90,code=compute_90
 # CUDA_WERROR= (empty): the host compiler's warnings stay warnings (scripts/gpu_check.sh's retry)
 CUDA_WERROR  ?= ,-Werror
-NVCC_FLAGS    = -O3 -std=c++14 -fmad=false $(CUDA_GENCODE) -I. -I$(STB_INC) -Xcompiler -Wall,-Wextra$(CUDA_WERROR)
+NVCC_FLAGS    = -O3 -std=c++14 -fmad=false $(CUDA_GENCODE) -I. $(STB_SYSINC) -Xcompiler -Wall,-Wextra$(CUDA_WERROR)
 CUDA_LDLIBS   = -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lm
 CU_DIR       := $(BUILD)/cuda
 CU_DEPS      := hooks.h train.h kernels/train_cuda.cuh examples/mlp.h examples/cuda_mlp.h

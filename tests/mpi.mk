@@ -114,7 +114,7 @@ test-mpi-compile: $(TR_MX)/mpi-c99.ok $(TR_MX)/mpi-cxxcompat.ok $(TR_MX)/mpi-cxx
 # there is one, else says it skipped). Multi-rank NCCL needs one GPU per rank: not run here.
 MPI_NVCC     = $(or $(NVCC),nvcc)
 MPI_CU_HOME  = $(or $(CUDA_HOME),/usr/local/cuda)
-MPI_CU_FLAGS = -O3 -std=c++14 -fmad=false -arch=sm_90 -I. -I$(STB_INC) $(addprefix -I,$(shell $(MPICC) --showme:incdirs 2>/dev/null)) \
+MPI_CU_FLAGS = -O3 -std=c++14 -fmad=false -arch=sm_90 -I. $(STB_SYSINC) $(addprefix -I,$(shell $(MPICC) --showme:incdirs 2>/dev/null)) \
                -Xcompiler -Wall,-Wextra,-Werror
 .PHONY: test-mpi-nccl
 TEST_TARGETS += test-mpi-nccl
