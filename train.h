@@ -708,17 +708,16 @@ typedef struct tr__grad_pass {
    hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
    bits for any thread count, and equal to hooks.h's hk_grad_norm.
 
-   Speed, with the default flags (-O2, nothing machine-specific; docs/numbers.md, make bench-math,
-   against loops at the limit timed in the same run): on arrays far larger than the caches, AdamW,
-   SGD, zero_grad and scale move their bytes at 0.9 or more of an in-place axpy's rate (a += s*b);
-   the gradient norm and the NaN/Inf scan, which only read one array, at 0.75-0.9 of a loop that
-   reads one array (itself about 0.6 of the axpy on the machine measured), clip by value at about
-   0.7 of the axpy (it reads for the norm, then clamps from cache). The loops are shaped so that gcc
+   Speed, with the default flags (-O2, nothing machine-specific; make bench-math prints it, against
+   loops at the limit timed in the same run): on arrays far larger than the caches, AdamW, SGD,
+   zero_grad, scale and clip by value move their bytes at 0.9 or more of an in-place axpy's rate
+   (a += s*b), and the gradient norm and the NaN/Inf scan at 0.9 or more of a loop that reads one
+   array (itself about 0.6 of the axpy: one stream in flight). The loops are shaped so that gcc
    vectorises them at -O2, AdamW has SSE and AVX kernels (chosen at run time), the other loops get
    AVX2 copies on x86-64 with glibc (TRAIN_NO_SIMD / TRAIN_NO_AVX turn these off), clipping by norm
    is folded into the optimizer's pass when no on_gradient_clip hook would look at the clipped
-   gradients, and zero_grad of a buffer much larger than the caches is one memset per thread. No
-   pass allocates.
+   gradients, clipping by value takes the norm and clamps in one pass, and zero_grad of a buffer
+   much larger than the caches uses streaming stores. No pass allocates.
 
    The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
    the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
@@ -3683,17 +3682,6 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
   tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Clamp into [lo, hi]; NaN fails both tests and stays. */
-static inline void tr__clamp_run(float *TR__RESTRICT x, size_t n, float lo, float hi) {
-  size_t i;
-  for (i = 0; i < n; i++) x[i] = x[i] > hi ? hi : (x[i] < lo ? lo : x[i]);
-}
-static TR__CLONES void tr__clamp_range(float *TR__RESTRICT x, size_t n, float lo, float hi) {
-  size_t i = 0;
-  for (; i + TR__BLOCK <= n; i += TR__BLOCK) tr__clamp_run(x + i, TR__BLOCK, lo, hi);
-  tr__clamp_run(x + i, n - i, lo, hi);
-}
-
 /* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch. */
 static inline uint32_t tr__nonfinite_run(const float *TR__RESTRICT x, size_t n) {
   size_t i;
@@ -3732,13 +3720,26 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
   }
 }
 
-/* zero_grad. A buffer far larger than the caches is zeroed by one memset per thread over its whole
-   share: for a large size the C library writes without first reading the lines it overwrites (a
-   plain store costs 8 bytes of traffic for 4 written); measured (make bench-math, 16M floats) at 2x
-   the streaming stores this used before and 1.7x a memset per chunk. A small buffer is zeroed chunk
-   by chunk, its zeros staying in cache for the backward pass that comes next. (Zero floats are zero
-   bytes in IEEE 754, which train.h assumes throughout.) */
+/* zero_grad. A buffer far larger than the caches is zeroed with streaming stores, one share per
+   thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
+   written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
+   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy. SSE2's
+   16-byte store is x86-64's baseline and as fast as AVX's there. A small buffer is zeroed chunk by
+   chunk with memset, its zeros staying in cache for the backward pass that comes next. (Zero floats
+   are zero bytes in IEEE 754, which train.h assumes throughout.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
+static void tr__zero_stream(float *x, size_t n) {
+#if TR__X86
+  size_t i = 0;
+  const __m128 z = _mm_setzero_ps();
+  for (; i < n && ((uintptr_t)(x + i) & 15); i++) x[i] = 0; /* to a 16-byte boundary (floats are 4-aligned) */
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, z);
+  for (; i < n; i++) x[i] = 0;
+  _mm_sfence(); /* the streamed lines are visible before any later store */
+#else
+  memset(x, 0, n * sizeof(float));
+#endif
+}
 TRAIN_API void tr_zero(float *x, size_t n, int threads) {
   long k, nk = tr__n_chunks(n);
   if (n >= TR__STREAM_MIN) {
@@ -3746,7 +3747,7 @@ TRAIN_API void tr_zero(float *x, size_t n, int threads) {
     TR__FOR_CHUNKS(threads)
     for (k = 0; k < nk; k++) {
       size_t lo = n / (size_t)nk * (size_t)k, hi = k + 1 == nk ? n : n / (size_t)nk * (size_t)(k + 1);
-      memset(x + lo, 0, (hi - lo) * sizeof(float));
+      tr__zero_stream(x + lo, hi - lo);
     }
     return;
   }
@@ -3774,19 +3775,37 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
   return sum;
 }
 
-/* The chunk's sum of squares is taken first, then the chunk (still in cache) is clamped. */
+/* One chunk (n <= HK_NORM_CHUNK): its sum of squares in hk_sumsq's order (element j into sum j % 16,
+   the sums folded by halving) and the clamp into [lo, hi], in one pass over the elements. A NaN fails
+   both tests and stays. */
+static TR__CLONES double tr__clamp_sumsq_chunk(float *TR__RESTRICT x, size_t n, float lo, float hi) {
+  double acc[16] = {0};
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    TR__PREFETCH(x + i + TR__AHEAD); /* (past the end near it: a prefetch never faults) */
+    for (j = 0; j < 16; j++) {
+      float v = x[i + j];
+      acc[j] += (double)v * (double)v;
+      x[i + j] = v > hi ? hi : (v < lo ? lo : v);
+    }
+  }
+  for (j = 0; i + j < n; j++) {
+    float v = x[i + j];
+    acc[j] += (double)v * (double)v;
+    x[i + j] = v > hi ? hi : (v < lo ? lo : v);
+  }
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads) {
   double part[TR__GROUP], sum = 0;
   long g, k, nk = tr__n_chunks(n);
   for (g = 0; g < nk; g += TR__GROUP) {
     long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
     TR__FOR_CHUNKS(threads)
-    for (k = 0; k < ng; k++) {
-      float *c = x + (size_t)(g + k) * TR__CHUNK;
-      size_t len = tr__chunk_len(n, (size_t)(g + k));
-      part[k] = hk_sumsq(c, len);
-      tr__clamp_range(c, len, lo, hi);
-    }
+    for (k = 0; k < ng; k++) part[k] = tr__clamp_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), lo, hi);
     for (k = 0; k < ng; k++) sum += part[k];
   }
   return sum;

@@ -95,7 +95,7 @@ typedef struct tb { tr_trainer *t; const char *path; double t_call[SAVES]; int n
 /* Until the writer thread is done with the last file (asked of the private writer, without collecting:
    the trainer collects it at its next safe point). */
 static void wait_writer(tr_trainer *t) {
-  tr__asave *as = t->tr__run->tr__p->asave;
+  tr__asave *as = t->run->tr__p->asave;
   if (!as || !as->started) return;
   pthread_mutex_lock(&as->mu);
   while (as->busy) pthread_cond_wait(&as->cv, &as->mu);
