@@ -39,6 +39,7 @@ all: examples
 TEST_TARGETS  :=
 QUICK_TARGETS :=
 BENCH_TARGETS :=
+BENCH_BINS    :=
 EXAMPLES      :=
 
 $(BUILD):
@@ -81,6 +82,7 @@ include bench/log.mk
 include bench/mpi.mk
 include bench/compile.mk
 include bench/async.mk
+include bench/build.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets
 # run in parallel, TEST_JOBS at a time (default: one per core; TEST_JOBS=1 for one at a time); no two of

@@ -4,6 +4,7 @@
 #   make bench-async                  ASYNC_BENCH_MB=1024 make bench-async (a bigger state)
 .PHONY: bench-async
 BENCH_TARGETS += bench-async
+BENCH_BINS += bench_async
 
 $(BUILD)/bench_async: bench/bench_async.c hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -pthread $< -o $@ $(LDLIBS)

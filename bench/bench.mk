@@ -10,6 +10,7 @@ BENCH_OBJS := $(BENCH_DIR)/bench_hooks.o $(BENCH_DIR)/bench_body.o $(BENCH_DIR)/
 
 .PHONY: bench-hooks
 BENCH_TARGETS += bench-hooks
+BENCH_BINS += bench_hooks
 
 bench-hooks: $(BUILD)/bench_hooks
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"

@@ -12,6 +12,7 @@ BENCH_COMPILE_ROUNDS ?= 5
 
 .PHONY: bench-compile
 BENCH_TARGETS += bench-compile
+BENCH_BINS += bench_compile
 
 $(BUILD)/bench_compile: bench/bench_compile.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@

@@ -3,6 +3,7 @@
 #   make bench-log
 .PHONY: bench-log
 BENCH_TARGETS += bench-log
+BENCH_BINS += bench_log
 
 $(BUILD)/bench_log: bench/bench_log.c hooks.h train.h examples/mlp.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
@@ -15,6 +16,7 @@ bench-log: $(BUILD)/bench_log
 # (a record every step; a local server that answers as MLflow, or a real one: build/bench_mlflow URI)
 .PHONY: bench-mlflow
 BENCH_TARGETS += bench-mlflow
+BENCH_BINS += bench_mlflow
 $(BUILD)/bench_mlflow: bench/bench_mlflow.c hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $< -o $@ -lcurl -pthread $(LDLIBS)
 bench-mlflow: $(BUILD)/bench_mlflow

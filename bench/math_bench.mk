@@ -8,6 +8,7 @@ MATH_BENCH_ROUNDS ?= 0
 
 .PHONY: bench-math
 BENCH_TARGETS += bench-math
+BENCH_BINS += math_bench
 
 # The references' own object: what make test-math-ref disassembles is what the bench runs.
 $(BUILD)/math_ref.o: bench/math_ref.c bench/math_ref.h hooks.h | $(BUILD)

@@ -5,6 +5,7 @@ BENCH_MPI_HIDDEN ?= 4096
 
 .PHONY: bench-mpi
 BENCH_TARGETS += bench-mpi
+BENCH_BINS += bench_mpi
 
 $(BUILD)/bench_mpi: bench/bench_mpi.c hooks.h train.h examples/mlp.h | $(BUILD)
 	$(MPICC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
@@ -22,6 +23,7 @@ bench-mpi: $(BUILD)/bench_mpi
 BENCH_ZERO_N ?= 1048576
 .PHONY: bench-mpi-zero
 BENCH_TARGETS += bench-mpi-zero
+BENCH_BINS += bench_zero
 $(BUILD)/bench_zero: bench/bench_zero.c hooks.h train.h | $(BUILD)
 	$(MPICC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
 bench-mpi-zero: $(BUILD)/bench_zero

@@ -5,6 +5,7 @@ TRB_DEPS := bench/bench_train.c hooks.h train.h examples/mlp.h
 
 .PHONY: bench-train
 BENCH_TARGETS += bench-train
+BENCH_BINS += bench_train bench_train_off
 
 bench-train: $(BUILD)/bench_train $(BUILD)/bench_train_off
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
