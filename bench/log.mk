@@ -22,3 +22,13 @@ $(BUILD)/bench_mlflow: bench/bench_mlflow.c hooks.h train.h | $(BUILD)
 bench-mlflow: $(BUILD)/bench_mlflow
 	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
 	@$(BUILD)/bench_mlflow
+
+# bench/bench_metrics.c - one logged value's cost (callgrind) with 10 to 4,000 metrics a record, every file logger
+.PHONY: bench-metrics
+BENCH_TARGETS += bench-metrics
+BENCH_BINS += bench_metrics
+$(BUILD)/bench_metrics: bench/bench_metrics.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
+bench-metrics: $(BUILD)/bench_metrics
+	@echo "CC=$(CC) CFLAGS=$(CFLAGS)"
+	@$(BUILD)/bench_metrics

@@ -1299,6 +1299,67 @@ static hk_signal many_metrics(hk_ctx *ctx, void *user) {
   hk_metric_set(ctx, name, 7);
   return HK_CONTINUE;
 }
+/* tr_log_set's name index (constant per value at any count: make bench-metrics) keeps every answer right
+   through what a loop does to a record: thousands of names, changes in place, drops from the middle (the
+   ones after move), n_metrics cut to a few or to 0 and names added again in another order. */
+static void test_record_index(void **state) {
+  static tr_log_record r;
+  char name[32];
+  int i, n = 5000;
+  double v;
+  (void)state;
+  memset(&r, 0, sizeof r);
+  for (i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "m/%d", i);
+    assert_int_equal(tr_log_set(&r, name, i), TR_OK);
+  }
+  for (i = 0; i < n; i += 7) {
+    snprintf(name, sizeof name, "m/%d", i);
+    assert_int_equal(tr_log_set(&r, name, -i), TR_OK); /* in place */
+  }
+  assert_int_equal(r.n_metrics, n);
+  for (i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "m/%d", i);
+    assert_true(tr_log_get(&r, name, &v));
+    assert_true(v == (i % 7 ? i : -i));
+    assert_string_equal(r.metrics[i].name, name); /* the order they came in */
+  }
+  assert_false(tr_log_get(&r, "m/5000", &v));
+  assert_false(tr_log_get(&r, "m/", &v));
+  for (i = 10; i < 20; i++) { /* drops from the middle: everything after moves down */
+    snprintf(name, sizeof name, "m/%d", i);
+    assert_int_equal(tr_log_drop(&r, name), 1);
+    assert_false(tr_log_get(&r, name, &v));
+  }
+  assert_int_equal(r.n_metrics, n - 10);
+  assert_true(tr_log_get(&r, "m/4999", &v) && v == 4999);
+  assert_true(tr_log_get(&r, "m/20", &v) && v == 20);
+  assert_string_equal(r.metrics[10].name, "m/20");
+  assert_int_equal(tr_log_set(&r, "m/15", 1.5), TR_OK); /* back, at the end */
+  assert_string_equal(r.metrics[r.n_metrics - 1].name, "m/15");
+  r.n_metrics = 3; /* cut: the first three stay, the rest are gone */
+  assert_true(tr_log_get(&r, "m/2", &v) && v == 2);
+  assert_false(tr_log_get(&r, "m/3", &v));
+  assert_false(tr_log_get(&r, "m/15", &v));
+  assert_int_equal(tr_log_set(&r, "m/3000", 7), TR_OK);
+  assert_int_equal(r.n_metrics, 4);
+  assert_string_equal(r.metrics[3].name, "m/3000");
+  assert_true(tr_log_get(&r, "m/3000", &v) && v == 7);
+  r.n_metrics = 0; /* the next record: the names again, backwards */
+  assert_false(tr_log_get(&r, "m/0", &v));
+  for (i = n - 1; i >= 0; i--) {
+    snprintf(name, sizeof name, "m/%d", i);
+    assert_int_equal(tr_log_set(&r, name, 2.0 * i), TR_OK);
+  }
+  assert_int_equal(r.n_metrics, n);
+  for (i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "m/%d", i);
+    assert_true(tr_log_get(&r, name, &v) && v == 2.0 * i);
+    assert_string_equal(r.metrics[n - 1 - i].name, name);
+  }
+  tr_log_record_free(&r);
+  assert_null(r.metrics);
+}
 static void test_many_metrics(void **state) {
   static tr_log_record r;
   char dir[300], path[700], name[5000], *text, *longname;
@@ -1887,6 +1948,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_crc32c),
     cmocka_unit_test(test_record_api),
+    cmocka_unit_test(test_record_index),
     cmocka_unit_test(test_csv_layout),
     cmocka_unit_test(test_jsonl),
     cmocka_unit_test(test_tensorboard),
