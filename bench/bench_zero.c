@@ -10,7 +10,15 @@
        them), per parameter, and the whole training state (parameters + gradients + that);
      - the median time of a training step (on_train_batch_end to the next), and of the optimizer phase
        alone (on_before_optimizer_step to on_after_optimizer_step: the agreement vote, the update and,
-       with zero, the exchange).
+       with zero, the exchange);
+     - where a step's time goes, a line below: zero_grad + forward + backward (on_train_batch_start to
+       on_after_backward), the gradient point + norm (to on_before_optimizer_step: the vote, the
+       rank-order sum, the averaging, the norm for clipping), the optimizer phase, the rest; and the
+       machine's rates measured in the same run: a copy on one rank, MPI_Allgather of the shards and
+       MPI_Allreduce of the gradients (GB/s of floats that arrive per rank), so that the ratio can be
+       read against what the bytes allow (zero saves (W-1)/W of AdamW's 32 bytes per parameter with
+       clipping folded in, and adds the exchange's (W-1)/W x 4 bytes and the clip scale of the rest
+       of the gradient, 8 bytes x (W-1)/W).
    The largest value over the ranks is printed. Medians over ROUNDS fits of STEPS steps of each kind,
    the kinds taken in turns (a load that drifts meets both alike): the machine is shared, medians ignore
    the steps another process disturbed. The parameters of every pair of fits are compared (zero must not
@@ -45,9 +53,9 @@ static int64_t count(void *u) { (void)u; return 1 << 20; }
 static int get(void *u, int64_t i, void **batch) { (void)i; *batch = u; return 0; }
 
 typedef struct probe {
-  double last_end, opt_start;
+  double last_end, opt_start, batch_start, back_end;
   int steps, opts, first;   /* first: this fit's first step time goes here */
-  double step[STEPS * ROUNDS], opt[STEPS * ROUNDS];
+  double step[STEPS * ROUNDS], opt[STEPS * ROUNDS], back[STEPS * ROUNDS], point[STEPS * ROUNDS];
 } probe;
 
 static hk_signal step_end(hk_ctx *ctx, void *u) {
@@ -58,11 +66,17 @@ static hk_signal step_end(hk_ctx *ctx, void *u) {
   p->last_end = t;
   return HK_CONTINUE;
 }
+static hk_signal batch_start(hk_ctx *ctx, void *u) { (void)ctx; ((probe *)u)->batch_start = now(); return HK_CONTINUE; }
+static hk_signal back_end(hk_ctx *ctx, void *u) { (void)ctx; ((probe *)u)->back_end = now(); return HK_CONTINUE; }
 static hk_signal opt_start(hk_ctx *ctx, void *u) { (void)ctx; ((probe *)u)->opt_start = now(); return HK_CONTINUE; }
 static hk_signal opt_end(hk_ctx *ctx, void *u) {
   probe *p = (probe *)u;
   (void)ctx;
-  if (p->opts < p->first + STEPS) p->opt[p->opts++] = now() - p->opt_start;
+  if (p->opts < p->first + STEPS) {
+    p->back[p->opts] = p->back_end - p->batch_start;
+    p->point[p->opts] = p->opt_start - p->back_end;
+    p->opt[p->opts++] = now() - p->opt_start;
+  }
   return HK_CONTINUE;
 }
 
@@ -89,6 +103,8 @@ static result fit(model *m, int zero, probe *pr) {
     exit(1);
   }
   hk_on(t.reg, HK_ON_TRAIN_BATCH_END, step_end, p, NULL, NULL);
+  hk_on(t.reg, HK_ON_TRAIN_BATCH_START, batch_start, p, &(hk_opts){ .tier = HK_TIER_CALLBACK, .order = -1000 }, NULL);
+  hk_on(t.reg, HK_ON_AFTER_BACKWARD, back_end, p, &(hk_opts){ .tier = HK_TIER_CALLBACK, .order = -1000 }, NULL);
   hk_on(t.reg, HK_ON_BEFORE_OPTIMIZER_STEP, opt_start, p, &(hk_opts){ .tier = HK_TIER_STRATEGY, .order = 1000 }, NULL);
   hk_on(t.reg, HK_ON_AFTER_OPTIMIZER_STEP, opt_end, p, &(hk_opts){ .tier = HK_TIER_CALLBACK, .order = -1000 }, NULL);
   if (tr_fit(&t, &(tr_config){ .train = &d, .max_steps = STEPS + 1, .gradient_clip_val = 1.0 })) {
@@ -102,11 +118,43 @@ static result fit(model *m, int zero, probe *pr) {
   return r;
 }
 
+/* The machine's rates, in this run: a copy of a shard on one rank (the others wait), then every rank in
+   MPI_Allgather of the shards (what zero's exchange does) and MPI_Allreduce of the gradients (what the
+   gradient point does, for 2 ranks): GB/s of floats arriving per rank, medians of 20. */
+static void rates(model *m, int world, double out[3]) {
+  size_t per = (m->n / 16 + (size_t)world - 1) / (size_t)world * 16, k;
+  float *a = (float *)malloc(per * sizeof(float)), *all = (float *)malloc(per * (size_t)world * sizeof(float));
+  double t[3][20], a0;
+  int i;
+  if (!a || !all) exit(1);
+  for (k = 0; k < per; k++) a[k] = (float)k;
+  for (k = 0; k < per * (size_t)world; k++) all[k] = 0;
+  for (i = 0; i < 20; i++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    a0 = now();
+    if (m->rank == 0) memcpy(all + per, a, per * sizeof(float));
+    t[0][i] = now() - a0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    a0 = now();
+    MPI_Allgather(a, (int)per, MPI_FLOAT, all, (int)per, MPI_FLOAT, MPI_COMM_WORLD);
+    t[1][i] = now() - a0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    a0 = now();
+    MPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    t[2][i] = now() - a0;
+  }
+  out[0] = 4.0 * (double)per / median(t[0], 20) / 1e9;
+  out[1] = 4.0 * (double)per * (world - 1) / median(t[1], 20) / 1e9;
+  out[2] = 4.0 * (double)m->n / median(t[2], 20) / 1e9;
+  free(a);
+  free(all);
+}
+
 int main(int argc, char **argv) {
   static probe pu, pz;
   model m;
   result u, z;
-  double n, most[6], mine[6];
+  double n, most[12], mine[12], bw[3];
   int world, k;
   memset(&m, 0, sizeof m);
   m.n = argc > 1 ? (size_t)atol(argv[1]) : (size_t)4 << 20;
@@ -124,12 +172,21 @@ int main(int argc, char **argv) {
   }
   mine[0] = u.state; mine[1] = median(pu.step, pu.steps); mine[2] = median(pu.opt, pu.opts);
   mine[3] = z.state; mine[4] = median(pz.step, pz.steps); mine[5] = median(pz.opt, pz.opts);
-  MPI_Reduce(mine, most, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  mine[6] = median(pu.back, pu.opts); mine[7] = median(pz.back, pz.opts);
+  mine[8] = median(pu.point, pu.opts); mine[9] = median(pz.point, pz.opts);
+  rates(&m, world, bw);
+  mine[10] = mine[11] = 0;
+  MPI_Reduce(mine, most, 12, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (m.rank == 0)
     printf("%5d  %9.0f   %4.2f -> %4.2f B (%.3f)   %5.2f -> %5.2f B (%.3f)   %7.2f -> %7.2f ms (%.3f)   %7.2f -> %7.2f ms (%.3f)   %s\n",
            world, n, most[0] / n, most[3] / n, most[3] / most[0], (8 * n + most[0]) / n, (8 * n + most[3]) / n,
            (8 * n + most[3]) / (8 * n + most[0]), 1e3 * most[1], 1e3 * most[4], most[4] / most[1],
            1e3 * most[2], 1e3 * most[5], most[5] / most[2], u.hash == z.hash ? "same bits" : "DIFFERENT BITS");
+  if (m.rank == 0)
+    printf("       where a step goes, ms, unsharded -> zero: zero_grad+forward+backward %.2f -> %.2f, gradient point+norm "
+           "%.2f -> %.2f, optimizer %.2f -> %.2f, the rest %.2f -> %.2f; rates: copy %.1f GB/s, all-gather %.1f GB/s, "
+           "all-reduce %.1f GB/s\n", 1e3 * most[6], 1e3 * most[7], 1e3 * most[8], 1e3 * most[9], 1e3 * most[2], 1e3 * most[5],
+           1e3 * (most[1] - most[6] - most[8] - most[2]), 1e3 * (most[4] - most[7] - most[9] - most[5]), bw[0], bw[1], bw[2]);
   free(m.params);
   free(m.grads);
   MPI_Finalize();
