@@ -1971,10 +1971,12 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
    as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
+   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
+   allocated, at its first due step, where it first reads them: a loop may point the views at their
+   buffers late (llm.c allocates its gradients in the first backward).
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
-   view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
+   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
    tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
    A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
    selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
@@ -2008,7 +2010,7 @@ typedef struct tr_gradient_monitor_state {
   int64_t checks;               /* due steps so far (this process) */
   int64_t vanishing, exploding; /* how many of them were flagged */
   double total_norm;            /* at the last due step (NaN before) */
-  int n_tensors;                /* tensors the filter selected (after on_train_start) */
+  int n_tensors;                /* tensors the filter selected (after its first due step) */
   const tr_histogram *histogram;/* the last one (NULL before, or without histogram_bins) */
 } tr_gradient_monitor_state;
 TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out);
@@ -2097,7 +2099,7 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
    device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
    with Lightning's count format (12.3 K, 1.2 M). max_rows limits the table (the rest is summed in
    one line). Printed on rank 0 only (Lightning's rule). Hand-written loop: fire on_fit_start with
-   ctx->params. */
+   ctx->params (their names and counts: it never reads the data, which may be set later). */
 #define TR_MODEL_SUMMARY_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT_ZERO, int,    max_rows, "50", NULL, "tensors listed (0: totals only)") \
   X(C_ONLY,   FILE *, out,      NULL, NULL, "NULL = the run's log (tr_run_desc.log), else stdout")
@@ -2251,14 +2253,21 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
    with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
    exception). The file is written atomically (the old one stays until the new one is whole); a save
    that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
+   run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
+   directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
+   normal end leaves are found in one place; decided at on_train_start and again at the save (a
+   directory the run got in between). A resume continues its run's directory, so it goes there again.
    Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING, const char *, dirpath,  NULL,           NULL, "required: the checkpoint's directory (made when missing)") \
+  X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
+    "empty: where model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/ " \
+    "(save_dir/name/version_N/checkpoints) when the run has one, else ./checkpoints") \
   X(STRING, const char *, filename, "on_exception", NULL, "the file's name without \".ckpt\" (no '/')") \
   X(TRI,    int,          verbose,  "true",         NULL, "say where it saved, or why it could not")
 typedef struct tr_on_exception_checkpoint_desc { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(TR__FIELD) } tr_on_exception_checkpoint_desc;
 typedef struct tr_on_exception_checkpoint_state {
-  const char *ckpt_path;        /* dirpath/filename.ckpt */
+  const char *ckpt_path;        /* dirpath/filename.ckpt (the default dirpath: as of on_train_start, and the save) */
   int64_t saved;                /* checkpoints written (one per failed fit) */
   int64_t saved_step;           /* global_step of the last one (-1: none) */
   tr_err last_error;            /* TR_OK, or why the last save failed */
@@ -3158,26 +3167,40 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
-/* ---- tensor views a callback takes ---------------------------------------------------------------
-   A callback that keeps the loop's views from the start of a run (gradient_monitor names a metric after
-   each) checks them there: every view named, no name twice, data set, count above 0. A loop that fills
-   them in later (llm.c allocates its gradients in the first backward) would otherwise hand it one view
-   with an empty name. 0, or -1 with hk_fail's message naming the view's index and what to set. field is
-   what the loop calls them ("ctx->grads"). */
-TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field, const char *who) {
-  static const char *const when = "every view needs its name, data and count when the run starts (on_train_start: "
-                                  "tr_run_start, tr_fit); a model that allocates its buffers later (llm.c: in the "
-                                  "first backward) allocates them, and fills in the views, before";
+/* ---- tensor views a callback reads ---------------------------------------------------------------
+   A battery checks the loop's views where it first reads them, not at on_train_start: a loop may point
+   them at their buffers late (llm.c allocates its gradients in the first backward). field is what the
+   loop calls them ("ctx->grads"); each message names the view and the event (hk_fail's caller adds the
+   battery's name), so a view still empty there is a clear error, not a crash. 0, or -1 with hk_fail. */
+TR__SHARED int tr__view_empty(hk_ctx *ctx, const hk_tensor *v, int k, const char *field) {
+  return hk_fail(ctx, "%s[%d] ('%s') has no data (NULL) at %s, where it is first read: point each view at its "
+                 "buffer by then (llm.c's gradients: after the first backward)", field, k, v[k].name ? v[k].name : "?",
+                 hk_event_name(ctx->reg, ctx->event)), -1;
+}
+/* every view's data set (nan_guard, spike_detection, ema: they read the data only) */
+TR__SHARED int tr__views_data(hk_ctx *ctx, const hk_tensor *v, const char *field) {
+  int k;
+  for (k = 0; v && k < ctx->n_tensors; k++)
+    if (!v[k].data) return tr__view_empty(ctx, v, k, field);
+  return 0;
+}
+/* A battery that keeps the views (gradient_monitor names a metric after each) also needs each named once
+   and count > 0 (an empty name would make a column "grad_2.0_norm/"). */
+TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field) {
+  const char *at = hk_event_name(ctx->reg, ctx->event);
   int k, j;
   for (k = 0; k < n; k++) {
     const char *name = v[k].name;
     if (!name || !name[0])
-      return hk_fail(ctx, "%s: %s[%d] has no name (%s); %s", who, field, k, name ? "\"\"" : "NULL", when), -1;
-    if (!v[k].data) return hk_fail(ctx, "%s: %s[%d] ('%s') has no data (NULL); %s", who, field, k, name, when), -1;
-    if (v[k].count == 0) return hk_fail(ctx, "%s: %s[%d] ('%s') has count 0; %s", who, field, k, name, when), -1;
+      return hk_fail(ctx, "%s[%d] has no name (%s) at %s, where it is first read: give every view a name of its own, "
+                     "its data and its count by then", field, k, name ? "\"\"" : "NULL", at), -1;
+    if (!v[k].data) return tr__view_empty(ctx, v, k, field);
+    if (v[k].count == 0)
+      return hk_fail(ctx, "%s[%d] ('%s') has count 0 at %s, where it is first read: give every view its element "
+                     "count by then", field, k, name, at), -1;
     for (j = 0; j < k; j++)
       if (strcmp(v[j].name, name) == 0)
-        return hk_fail(ctx, "%s: %s[%d] and %s[%d] are both named '%s'; give each view a name of its own", who, field, j,
+        return hk_fail(ctx, "%s[%d] and %s[%d] are both named '%s'; give each view a name of its own", field, j,
                        field, k, name), -1;
   }
   return 0;
@@ -7211,16 +7234,17 @@ typedef struct tr__dev_ops {
 TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
 
 /* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
-   the table above), -1 refused (a loop of your own with device views, or a mix). */
-TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const char *who, const tr__dev_ops **dev) {
+   the table above), -1 refused (a loop of your own with device views, or a mix; hk_fail's caller adds the
+   callback's name). */
+TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const tr__dev_ops **dev) {
   int k, on = 0;
   *dev = NULL;
   for (k = 0; k < ctx->n_tensors; k++) on += v[k].on_device != 0;
   if (on == 0) return 0;
   if (on == ctx->n_tensors && ctx->trainer && *tr__dev_seam()) { *dev = *tr__dev_seam(); return 1; }
   for (k = 0; k < ctx->n_tensors && !v[k].on_device; k++) {}
-  return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads device tensors only through train.h's trainer "
-                 "(tr_fit with TRAIN_CUDA), and host memory in a loop of your own", who, v[k].name ? v[k].name : "?"), -1;
+  return hk_fail(ctx, "tensor '%s' is in device memory; device tensors are read only through train.h's trainer "
+                 "(tr_fit with TRAIN_CUDA), host memory in a loop of your own", v[k].name ? v[k].name : "?"), -1;
 }
 /* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
 TR__SHARED const char *tr__nonfinite_name(double x) {
@@ -9117,7 +9141,7 @@ typedef struct tr__gm {
   char *filter;                 /* comma-separated substrings, or NULL */
   void (*on_histogram)(const tr_histogram *, hk_ctx *, void *);
   void *hist_user;
-  /* sized at on_train_start */
+  /* sized at the first due step of a fit (tr__gm_views) */
   int *sel;                     /* selected tensor indices */
   char **names;                 /* "grad_2.0_norm/<tensor>" per selected tensor */
   char pct_names[TR__GM_MAX_PCT][32];
@@ -9184,14 +9208,30 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* All allocation happens here, before the first step. */
+/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
+   param_filter that selects none of the views' names is said now, when the names are there (a setting
+   to fix before training, not at step 50); their buffers may still be missing. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
-  int k, n = 0;
+  int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
   tr__gm_free_views(s);
-  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
-  if (tr__views_where(ctx, ctx->grads, "gradient_monitor", &s->dev) < 0) return HK_FAIL;
-  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
+  for (k = 0; named && k < ctx->n_tensors; k++) {
+    named = ctx->grads[k].name != NULL;
+    hit |= named && tr__gm_selected(s, ctx->grads[k].name);
+  }
+  if (named && !hit) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  return HK_CONTINUE;
+}
+/* All allocation happens here, once per fit, where the gradients are first read (not at on_train_start:
+   llm.c's exist only after the first backward). */
+static hk_signal tr__gm_views(tr__gm *s, hk_ctx *ctx) {
+  int k, n = 0;
+  tr__gm_free_views(s); /* what a failed try left */
+  if (!ctx->grads || ctx->n_tensors <= 0)
+    return hk_fail(ctx, "the loop has no gradient views at %s: set ctx->grads and ctx->n_tensors by then",
+                   hk_event_name(ctx->reg, ctx->event));
+  if (tr__views_where(ctx, ctx->grads, &s->dev) < 0) return HK_FAIL;
+  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
   s->off = (size_t *)calloc((size_t)ctx->n_tensors, sizeof *s->off);
@@ -9259,13 +9299,12 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   const double *shared;
   size_t at = 0, i;
   int j;
-  if (!s->ready) return HK_CONTINUE;
+  if (!s->ready && tr__gm_views(s, ctx) != HK_CONTINUE) return HK_FAIL;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
-    return hk_fail(ctx, "the loop's tensors changed since on_train_start");
+    return hk_fail(ctx, "the loop's tensors changed since its first check: ctx->n_tensors is %d, it read tensor %d then",
+                   ctx->n_tensors, s->sel[s->pub.n_tensors - 1]);
   for (j = 0; j < s->pub.n_tensors; j++)
-    if (!ctx->grads[s->sel[j]].data)
-      return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
-                     ctx->grads[s->sel[j]].name ? ctx->grads[s->sel[j]].name : "?", (long long)ctx->global_step + 1);
+    if (!ctx->grads[s->sel[j]].data) return tr__view_empty(ctx, ctx->grads, s->sel[j], "ctx->grads"), HK_FAIL;
   /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
      and clipping), else a pass of its own */
   shared = tr__grad_pass_sums(ctx);
@@ -9502,7 +9541,9 @@ static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
   size_t i;
   s->grad_checks++;
   if (s->check_loss) tr__ng_unfired(s, ctx, 1, "before this fit's first optimizer step"); /* backward ran: known now */
-  if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  if (!s->check_grads || !ctx->grads) return HK_CONTINUE;
+  if (tr__views_data(ctx, ctx->grads, "ctx->grads")) return HK_FAIL; /* a late buffer never set: said, not a crash */
+  if (hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
   for (k = 0; k < ctx->n_tensors; k++) {
     const hk_tensor *g = &ctx->grads[k];
@@ -9597,13 +9638,16 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
+/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
+   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
   int where;
-  if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
-  if ((where = tr__views_where(ctx, ctx->params, "ema", &dev)) < 0) return -1;
+  if (!ctx->params || n == 0)
+    return hk_fail(ctx, "the loop has no parameter views at %s: set ctx->params and ctx->n_tensors by then",
+                   hk_event_name(ctx->reg, ctx->event)), -1;
+  if ((where = tr__views_where(ctx, ctx->params, &dev)) < 0) return -1;
   if (s->avg && s->count != n)
     return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
@@ -9623,6 +9667,9 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
+/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
+   too), so the buffer is allocated (and put on the device) before the first step rather than inside
+   one, and a resumed average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
 /* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
@@ -9632,6 +9679,7 @@ static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   int k;
   size_t i;
   if (s->pub.n_averaged == 0) w = 1.0;
+  if (tr__views_data(ctx, ctx->params, "ctx->params")) return -1;
   for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     const float *p = ctx->params[k].data;
     if (s->d_avg) { if (s->dev->average(ctx, a, p, ctx->params[k].count, w)) return -1; continue; }
@@ -10467,7 +10515,8 @@ typedef struct tr__oec {
   tr_on_exception_checkpoint_state pub;
   tr_run *run;
   hk_registry *reg;
-  char *dirpath, *path;
+  char *dirpath, *path, *name;
+  int dir_default;              /* dirpath was not given: 1 ./checkpoints until the run has a directory, 2 the run's */
   int verbose;
   int training;                 /* on_train_start of this fit has fired: there is a state worth saving */
 } tr__oec;
@@ -10475,9 +10524,38 @@ static void tr__oec_destroy(void *user) {
   tr__oec *s = (tr__oec *)user;
   free(s->dirpath);
   free(s->path);
+  free(s->name);
   free(s);
 }
-static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 1; return HK_CONTINUE; }
+/* dirpath/name.ckpt; -1 out of memory (the old paths stay) */
+static int tr__oec_paths(tr__oec *s, const char *dirpath) {
+  size_t n = strlen(dirpath) + strlen(s->name) + 7;
+  char *dir = tr__strdup(dirpath), *path = (char *)malloc(n);
+  if (!dir || !path) { free(dir); free(path); return -1; }
+  snprintf(path, n, "%s/%s.ckpt", dirpath, s->name);
+  free(s->dirpath);
+  free(s->path);
+  s->dirpath = dir;
+  s->path = path;
+  s->pub.ckpt_path = s->path;
+  return 0;
+}
+/* The default dirpath, model_checkpoint's rule (tr__mc_default_dir): the run directory's checkpoints/
+   once the run has a directory, else ./checkpoints; fixed once it is the run's. */
+static void tr__oec_default_dir(tr__oec *s) {
+  const char *rd = s->run ? s->run->tr__p->dir : NULL;
+  char *p;
+  if (s->dir_default != 1 || !rd || !(p = tr__join(rd, "checkpoints"))) return; /* out of memory: ./checkpoints */
+  if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
+  free(p);
+}
+static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  (void)ctx;
+  s->training = 1;
+  tr__oec_default_dir(s); /* the loggers opened the run's directory at setup: ckpt_path says where, from now */
+  return HK_CONTINUE;
+}
 static hk_signal tr__oec_over(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 0; return HK_CONTINUE; }
 static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
@@ -10487,6 +10565,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   if (!s->training || run->running != HK_STAGE_FIT) return HK_CONTINUE;
   s->training = 0;
   why[0] = 0;
+  tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
     tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
@@ -10507,9 +10586,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   tr__oec *s;
   hk_callback cb;
   const char *name;
-  size_t n;
   if (!d) return tr__bad(w, "on_exception_checkpoint: desc is NULL");
-  if (!d->dirpath || !d->dirpath[0]) return tr__bad(w, "on_exception_checkpoint: dirpath is required (the directory the checkpoint goes into)");
   name = d->filename ? d->filename : "on_exception";
   if (!name[0] || strchr(name, '/'))
     return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
@@ -10518,15 +10595,14 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
                    "name can have; shorten it", name, strlen(name), TR__NAME_MAX);
   s = (tr__oec *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
-  n = strlen(d->dirpath) + strlen(name) + 7;
-  s->dirpath = tr__strdup(d->dirpath);
-  s->path = (char *)malloc(n);
-  if (!s->dirpath || !s->path) { tr__oec_destroy(s); return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM; }
-  snprintf(s->path, n, "%s/%s.ckpt", d->dirpath, name);
+  s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL, or "": a spec's default) */
+  if (!(s->name = tr__strdup(name)) || tr__oec_paths(s, s->dir_default ? "checkpoints" : d->dirpath)) {
+    tr__oec_destroy(s);
+    return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
+  }
   s->run = tr_run_get(reg);
   s->reg = reg;
   s->verbose = tr__flag(d->verbose, 1);
-  s->pub.ckpt_path = s->path;
   s->pub.saved_step = -1;
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
@@ -10683,7 +10759,9 @@ static hk_signal tr__sd_loss(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__sd_grads(hk_ctx *ctx, void *user) {
   tr__sd *s = (tr__sd *)user;
-  if (s->skipping || s->pending || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  if (s->skipping || s->pending || !ctx->grads) return HK_CONTINUE;
+  if (tr__views_data(ctx, ctx->grads, "ctx->grads")) return HK_FAIL; /* a late buffer never set: said, not a crash */
+  if (hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->why, sizeof s->why, "the gradient norm is not finite");
   s->loss = NAN;
   tr__sd_spike(s, ctx, NAN);
