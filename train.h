@@ -11109,7 +11109,9 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
       else if (k >= n) e = EINVAL;
       else if (cell.data[0]) {
         v = strtod((const char *)cell.data, &num);
+        int counter = !strcmp(names[k], "epoch") || !strcmp(names[k], "step");
         if (*num) e = EINVAL;
+        else if (counter && !(v >= 0 && v < 9.2e18 && v == floor(v))) e = EINVAL; /* nan, 1e300, -1, 2.5: not this logger's (a cast would be undefined) */
         else if (!strcmp(names[k], "epoch")) { r.epoch = (int64_t)v; has_epoch = 1; }
         else if (!strcmp(names[k], "step")) { r.step = (int64_t)v; has_step = 1; }
         else if ((te = tr_log_set(&r, names[k], v)) != TR_OK) e = te == TR_ERR_NOMEM ? ENOMEM : EINVAL;
@@ -11121,7 +11123,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
     if (!e && !tr__run_superseded(s->run, r.step, stage) && tr__csv_add_row((tr__csv *)s->own, &r)) e = ENOMEM;
   }
   if (e == EINVAL)
-    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, or "
+    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, an epoch or "
+             "step that is not a whole number >= 0, or "
              "more cells than columns): the resumed run does not continue it, nor replace it; move it away, or resume with "
              "new_version_on_resume", s->path);
   for (k = 0; k < n; k++) free(names[k]);
@@ -11820,7 +11823,14 @@ static void tr__utf8_cut(char *s, int cols) {
    first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
    lose a line, nothing more. */
 static void tr__bar_flush(tr__bar *b) {
+  errno = 0;
   if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
+}
+/* A write to the bar's stream, its errno kept at once: an unbuffered stream (stderr) fails in the write,
+   not in the flush after it, and later calls would overwrite errno (ferror alone says EIO for EPIPE). */
+static void tr__bar_put(tr__bar *b, const char *s) {
+  errno = 0;
+  if (fputs(s, b->out) == EOF && !b->io_err) b->io_err = errno ? errno : EIO;
 }
 static void tr__bar_io_begin(tr__bar *b) {
   if (b->io++ > 0) return;
@@ -11888,20 +11898,20 @@ static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
    the top row makes tmux push the screen into its history). */
 static void tr__bar_home(tr__bar *b, int width) {
   int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
-  fputs("\r\033[K", b->out);
-  for (; up > 0; up--) fputs("\033[A\033[K", b->out);
+  tr__bar_put(b, "\r\033[K");
+  for (; up > 0; up--) tr__bar_put(b, "\033[A\033[K");
   b->drawn_w = 0;
 }
 /* The evaluation line goes below the training bar, and back up: the training bar's rows erased too */
 static void tr__bar_below(tr__bar *b) {
-  fputc('\n', b->out);
+  tr__bar_put(b, "\n");
   b->above_w = b->drawn_w;
   b->drawn_w = 0;
 }
 static void tr__bar_up(tr__bar *b) {
   int width = b->width > 0 ? b->width : tr__bar_cols(b);
   tr__bar_home(b, width);
-  fputs("\033[A", b->out);
+  tr__bar_put(b, "\033[A");
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
@@ -11923,9 +11933,9 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
-  if (!b->tty) { fprintf(b->out, "%s\n", line); tr__bar_flush(b); return; }
+  if (!b->tty) { tr__bar_put(b, line); tr__bar_put(b, "\n"); tr__bar_flush(b); return; }
   tr__bar_home(b, width);
-  fputs(line, b->out);
+  tr__bar_put(b, line);
   b->drawn_w = (int)tr__utf8_width(line);
   tr__bar_flush(b);
 }
@@ -12014,7 +12024,7 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->main.live && (b->tty || b->main.drawn_n != b->main.n)) tr__bar_loss(b, ctx);
   tr__bar_io_begin(b);
-  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); b->drawn_w = 0; }
+  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); tr__bar_put(b, "\n"); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   tr__bar_io_end(b);
@@ -12042,12 +12052,12 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
-    fputc('\n', b->out);
+    tr__bar_put(b, "\n");
     b->drawn_w = 0;
   } else if (b->eval_shown && b->main.live) { /* erase the line, go back up to the training bar */
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
-  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
+  } else if (b->eval_shown) { tr__bar_put(b, "\r\033[K"); b->drawn_w = 0; } /* the sanity check's line goes */
   tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -12074,7 +12084,7 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->tty && (b->main.live || b->eval.live) && !b->broken) {
     tr__bar_io_begin(b);
-    fputc('\n', b->out);
+    tr__bar_put(b, "\n");
     b->drawn_w = 0;
     tr__bar_io_end(b);
   }
@@ -12098,7 +12108,8 @@ static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
     else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
     tr__bar_flush(b);
   }
-  fputs(text, f);
+  if (f == b->out) tr__bar_put(b, text);
+  else fputs(text, f);
   if (f == b->out) tr__bar_flush(b);
   else fflush(f);
   if (live) {
@@ -12338,6 +12349,19 @@ static int tr__svg_write(const char *path, tr__file_id *mine, const char *title,
   }
 #undef TR__SX
 #undef TR__SY
+  /* the points as logged, for the logger's own file: a resume that continues the run reads them back (the
+     polylines are scaled and rounded), so its plot shows the whole run */
+  if (mine) {
+    tr__put_s(&f, "<metadata id=\"train.h-points\">\n");
+    for (i = 0; i < n; i++) {
+      tr__put_s(&f, "<series name=\"");
+      tr__svg_text(&f, s[i].name);
+      tr__put_s(&f, "\">");
+      for (k = 0; k < s[i].n; k++) tr__putf(&f, "%s%.17g %.17g", k ? " " : "", s[i].x[k], s[i].y[k]);
+      tr__put_s(&f, "</series>\n");
+    }
+    tr__put_s(&f, "</metadata>\n");
+  }
   tr__put_s(&f, "</svg>\n");
   if (f.failed) { snprintf(why, why_len, "out of memory"); e = ENOMEM; }
   else if (mine) e = tr__write_mine(path, f.data, f.len, mine, NULL, why, why_len);
@@ -12459,13 +12483,63 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 /* the SVG's path: the desc's (the file it names is written, a regular file there replaced: you named
    it), else metrics.svg in the version directory (refused when a file is there already, as every
    logger's file: written where nothing is, then over its own file only) */
+/* A name as tr__svg_text wrote it, back (in place) */
+static void tr__svg_untext(char *t) {
+  static const char *const ent[4][2] = { { "&lt;", "<" }, { "&gt;", ">" }, { "&quot;", "\"" }, { "&amp;", "&" } };
+  char *w = t;
+  int i;
+  while (*t) {
+    for (i = 0; i < 4 && strncmp(t, ent[i][0], strlen(ent[i][0])); i++) {}
+    if (i < 4) { *w++ = ent[i][1][0]; t += strlen(ent[i][0]); }
+    else *w++ = *t++;
+  }
+  *w = 0;
+}
+/* A continued run's points from its metrics.svg (tr__svg_write's metadata), those logged after the
+   checkpoint left out (the resumed run logs them again). A file without them (an older one) adds none. */
+static int tr__plot_take_back(tr__logger *s, tr__plot *p, char *text) {
+  char *at = strstr(text, "<metadata id=\"train.h-points\">"), *end = at ? strstr(at, "</metadata>") : NULL;
+  if (!at || !end) return 0;
+  *end = 0;
+  while ((at = strstr(at, "<series name=\"")) != NULL) {
+    char *name = at + 14, *q = strchr(name, '"'), *num, *stop;
+    const char *stage;
+    tr__series *se;
+    if (!q || q[1] != '>' || !(stop = strstr(q, "</series>"))) break;
+    *q = 0;
+    *stop = 0;
+    tr__svg_untext(name);
+    stage = !strncmp(name, "val/", 4) ? "val" : !strncmp(name, "test/", 5) ? "test" : "train"; /* as csv's read-back */
+    if (!(se = tr__series_get(&p->series, &p->n_series, name))) return ENOMEM;
+    for (num = q + 2; *num;) {
+      char *e1, *e2;
+      double x = strtod(num, &e1), y = e1 != num ? strtod(e1, &e2) : 0;
+      if (e1 == num || e2 == e1) break;
+      num = e2;
+      if (!(x >= -9.2e18 && x <= 9.2e18) || tr__run_superseded(s->run, (int64_t)x, stage)) continue;
+      if (tr__series_add(se, x, y)) return ENOMEM;
+    }
+    at = stop + 1;
+  }
+  return 0;
+}
 static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__plot *p = (tr__plot *)s->own;
+  hk_bytes old;
+  int e;
   (void)ctx;
   p->own_path = p->path && p->path[0];
   if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return p->own_path ? 0 : tr__logger_take(s, s->path, NULL, &s->id, why, cap);
+  if (p->own_path) return 0;
+  memset(&old, 0, sizeof old);
+  e = tr__logger_take(s, s->path, &old, &s->id, why, cap);
+  if (!e && s->continued && old.len) {
+    hk_bytes_put(&old, "", 1);
+    e = old.failed ? ENOMEM : tr__plot_take_back(s, p, (char *)old.data);
+  }
+  hk_bytes_free(&old);
+  return e;
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;
