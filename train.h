@@ -3011,6 +3011,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #  include <sys/stat.h>
 #  include <sys/time.h>
 #  include <sys/types.h>
+#  include <sys/wait.h> /* system()'s status */
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
@@ -3807,14 +3808,14 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
    Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
    first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
-   tr__afile: a new temporary file <path>.tmp.<pid>.<n>, created with O_CREAT|O_EXCL|O_NOFOLLOW (an
+   tr__afile: a new temporary file <path>.tmp.<tag>.<pid>.<n> (tag: tr__temp_tag), created with O_CREAT|O_EXCL|O_NOFOLLOW (an
    existing file or a symlink planted at that name is never opened, let alone written through), written,
    flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
    leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
    regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
    socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
    A temporary file left by a writer that was killed is removed by the next write to the same path (those
-   whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
+   whose process no longer exists, where /proc tells, and of this host, boot and PID namespace only). A file that is appended to afterwards (a log) keeps
    the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
    The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
    in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
@@ -3864,9 +3865,65 @@ static int tr__fd_write_n(int fd, const void *data, size_t n, size_t *done) {
 }
 static int tr__fd_write(int fd, const void *data, size_t n) { return tr__fd_write_n(fd, data, n, NULL); }
 
+/* Is there an executable name on PATH? (system()'s shell says "not found" as exit status 127, which a
+   failing command may return too.) Not known (no POSIX): 1. */
+TR__SHARED int tr__on_path(const char *name) {
 #ifdef TR__POSIX
-/* Temporary files of path whose process is gone. unlink removes a name, never what a symlink points
-   to, so a planted link costs nothing either. (kill is not declared by a strict -std=c99 build.) */
+  const char *p = getenv("PATH"), *end;
+  char full[4200];
+  if (!p) p = "/usr/bin:/bin";
+  for (;; p = end + 1) {
+    size_t n;
+    end = strchr(p, ':');
+    n = end ? (size_t)(end - p) : strlen(p);
+    if (n < 4000) {
+      snprintf(full, sizeof full, "%.*s%s%s", (int)n, p, n ? "/" : "", name);
+      if (access(full, X_OK) == 0) return 1;
+    }
+    if (!end) return 0;
+  }
+#else
+  (void)name;
+  return 1;
+#endif
+}
+/* system()'s answer as a shell says it: the command's exit status, or 128 + the signal that ended it */
+TR__SHARED int tr__exit_status(int rc) {
+#if defined(TR__POSIX) && defined(WIFEXITED)
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : WIFSIGNALED(rc) ? 128 + WTERMSIG(rc) : rc;
+#else
+  return rc;
+#endif
+}
+
+#ifdef TR__POSIX
+/* Who may judge a temporary's writer dead: a process of the same kernel boot, host name and PID namespace.
+   A writer on another host of a shared file system, or in another PID namespace (a container), has pids
+   that mean nothing here: its live temporary must never look stale. 8 hex digits of a hash of the three
+   (Linux's /proc; elsewhere the stale files are left alone anyway), in every temporary's name. */
+static void tr__temp_tag(char tag[9]) {
+  static const char *const files[] = { "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname" };
+  uint32_t h = 2166136261u; /* FNV-1a */
+  char buf[256];
+  size_t i, k, n;
+  for (i = 0; i < 3; i++) {
+    if (i < 2) {
+      FILE *f = fopen(files[i], "r");
+      n = f ? fread(buf, 1, sizeof buf, f) : 0;
+      if (f) fclose(f);
+    } else {
+      ssize_t r = readlink("/proc/self/ns/pid", buf, sizeof buf); /* pid:[4026531836] */
+      n = r > 0 ? (size_t)r : 0;
+    }
+    for (k = 0; k < n; k++) h = (h ^ (unsigned char)buf[k]) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u;
+  }
+  snprintf(tag, 9, "%08x", (unsigned)h);
+}
+/* Temporary files of path whose process is gone: those of this host, boot and PID namespace (the tag)
+   whose pid is not running. An untagged one (an older version's) or another tag's is not ours to judge.
+   unlink removes a name, never what a symlink points to, so a planted link costs nothing either. (kill is
+   not declared by a strict -std=c99 build.) */
 static void tr__remove_stale_temps(const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -3875,7 +3932,9 @@ static void tr__remove_stale_temps(const char *path) {
   DIR *d;
   struct dirent *e;
   struct stat st;
+  char tag[9];
   if (dlen >= sizeof dir || stat("/proc/self", &st) != 0) return;
+  tr__temp_tag(tag);
   memcpy(dir, slash ? path : ".", dlen);
   dir[dlen] = 0;
   if (!(d = opendir(dir))) return;
@@ -3883,9 +3942,10 @@ static void tr__remove_stale_temps(const char *path) {
     const char *tail = e->d_name + blen;
     char *end, proc[64];
     long pid;
-    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0) continue;
-    pid = strtol(tail + 5, &end, 10);
-    if (end == tail + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0 || strncmp(tail + 5, tag, 8) != 0 || tail[13] != '.')
+      continue;
+    pid = strtol(tail + 14, &end, 10);
+    if (end == tail + 14 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
     snprintf(proc, sizeof proc, "/proc/%ld", pid);
     if (stat(proc, &st) == 0 || errno != ENOENT) continue; /* alive, or not ours to judge */
     if (snprintf(file, sizeof file, "%s/%s", dir, e->d_name) < (int)sizeof file) (void)unlink(file);
@@ -3896,13 +3956,15 @@ static void tr__remove_stale_temps(const char *path) {
 static int tr__open_temp(const char *path, char *tmp, size_t cap) {
   static unsigned counter;
   int tries, fd = -1, flags = O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC;
+  char tag[9];
+  tr__temp_tag(tag);
   for (tries = 0; tries < 100 && fd < 0; tries++) {
 #if defined(__GNUC__) || defined(__clang__) /* the background writer opens temporaries too */
     unsigned n = __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED);
 #else
     unsigned n = counter++;
 #endif
-    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    snprintf(tmp, cap, "%s.tmp.%s.%ld.%u", path, tag, (long)getpid(), n);
     fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
     if (fd < 0 && errno != EEXIST && errno != EINTR) break;
   }
@@ -4948,7 +5010,8 @@ TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_s
 /* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
    signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
    seconds later), so that the step is saved. */
-TR__SHARED int tr__slurm_job(void) { return getenv("SLURM_JOB_ID") != NULL; }
+TR__SHARED int tr__slurm_job(void) { const char *j = getenv("SLURM_JOB_ID"); return j && j[0]; } /* "": no job (as tr_slurm_read) */
+
 
 /* A requeued job's checkpoint: save_to when this is a Slurm restart, the settings allow it and the file is
    there; NULL otherwise. */
@@ -4968,7 +5031,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
                                     const tr_preempt *p, int rank) {
   char sig[24], cmd[64];
   size_t n;
-  int preempted = (stops & TR_STOP_PREEMPT) != 0;
+  int rc, preempted = (stops & TR_STOP_PREEMPT) != 0;
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
@@ -4981,9 +5044,17 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
   if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
   snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
+  if (!tr__on_path("scontrol")) {
+    snprintf(out + n, cap - n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
+             "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
+    return;
+  }
   fflush(NULL);
-  if (system(cmd) == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
-  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s did not succeed: was it submitted with --requeue?)", s.job_id, cmd);
+  rc = system(cmd);
+  if (rc == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
+  else if (rc == -1) snprintf(out + n, cap - n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
+  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
+                "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
 }
 
 /* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */
