@@ -423,6 +423,18 @@ TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine)
 #endif
 }
 
+/* Remove the file a writer made (mine: tr__read_mine's or tr__write_mine's), and nothing else: another file
+   at path since is left as it is. 0, or errno. */
+TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!mine->set || !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != mine->dev || (uint64_t)st.st_ino != mine->ino) return EEXIST;
+  return unlink(path) == 0 ? 0 : errno;
+#else
+  return mine->set && remove(path) == 0 ? 0 : EEXIST;
+#endif
+}
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 /* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
    there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
