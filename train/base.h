@@ -350,6 +350,7 @@ TR__C_END /* part */
 #  include <sys/stat.h>
 #  include <sys/time.h>
 #  include <sys/types.h>
+#  include <sys/wait.h> /* system()'s status */
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
