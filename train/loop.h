@@ -12,6 +12,7 @@ TR__C_BEGIN /* part */
 enum { TR__LOOP_OPEN, TR__LOOP_TRAIN, TR__LOOP_VAL_START, TR__LOOP_VAL, TR__LOOP_EPOCH_END, TR__LOOP_DONE };
 typedef struct tr__loop {
   hk_ctx ctx;                /* the run's context: the loop reads it, the sites fire with it */
+  tr_run *run;
   hk_flow flow;              /* the run's events' signals and, through ctx.flow, the loop's sites' */
   hk_tensor *views;          /* TR_TENSORS: n_tensors parameter views, then n_tensors gradient views */
   float *param_base, *grad_base; /* the buffers those views were cut from */
@@ -113,9 +114,11 @@ static void tr__loop_check(const tr_run_desc *d, tr__loop *L, char *why, size_t 
   }
 }
 
-/* The views of TR_TENSORS, cut again when a buffer moved (llm.c allocates its gradients at the first backward). */
-static void tr__loop_views(const tr_run *run, tr__loop *L) {
-  const tr_run_desc *d = &run->desc;
+/* The views of TR_TENSORS, cut again when a buffer moved: at every batch, and at on_after_backward (the run's
+   watch calls it first there: llm.c allocates its gradients in the first backward). */
+static void tr__loop_views(void *loop) {
+  tr__loop *L = (tr__loop *)loop;
+  const tr_run_desc *d = &L->run->desc;
   if (!L->views || (*d->param_memory == L->param_base && *d->grad_memory == L->grad_base)) return;
   L->param_base = *d->param_memory;
   L->grad_base = *d->grad_memory;
@@ -137,8 +140,10 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   memset(&zero, 0, sizeof zero);
   if (!d) d = &zero;
   if (run->tr__p->loop) tr__loop_free(run->tr__p->loop); /* a run begun again on this registry: a fresh place */
+  run->tr__p->loop_views = NULL;
   if (!(L = run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
   run->tr__p->loop_free = tr__loop_free;
+  L->run = run;
   L->epochs = d->epochs != TR_NO;
   L->phase = TR__LOOP_OPEN;
   L->ctx.loss = NAN;
@@ -160,7 +165,8 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
     L->ctx.params = L->views;
     L->ctx.grads = L->views + d->n_tensors;
     L->param_base = L->grad_base = (float *)&L->param_base; /* never a buffer: cut at the first look */
-    tr__loop_views(run, L);
+    tr__loop_views(L);
+    run->tr__p->loop_views = tr__loop_views;
   } else {
     L->ctx.params = d->params;
     L->ctx.grads = d->grads;
@@ -236,7 +242,7 @@ static int tr__loop_open(hk_registry *reg, tr_run *run, tr__loop *L) {
   if (L->epochs && (next >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)))
     return L->phase = TR__LOOP_EPOCH_END, 0; /* (resumed after the epoch's last batch and its validation) */
   if (HK_FLOW_HAS(&L->flow, HK_FLOW_STOP)) return L->phase = TR__LOOP_DONE, 0; /* a stop from on_train_epoch_start */
-  tr__loop_views(run, L);
+  tr__loop_views(L);
   L->ctx.batch_idx = next;
   L->next = next + 1;
   L->ctx.loss = NAN;

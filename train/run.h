@@ -608,6 +608,7 @@ typedef struct tr__run_priv {
                         int64_t step, char *why, size_t cap);
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -1896,7 +1897,8 @@ static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
 }
 static hk_signal tr__run_on_after_backward(hk_ctx *ctx, void *user) { /* the gradients changed: the norm is computed anew */
-  (void)user;
+  tr__run_priv *q = ((tr_run *)user)->tr__p;
+  if (q->loop_views) q->loop_views(q->loop); /* (llm.c's gradients appear in the first backward) */
   hk_grads_changed(ctx);
   return HK_CONTINUE;
 }
