@@ -7371,7 +7371,7 @@ static tr__loop *tr__loop_of(hk_registry *reg) {
 /* A refusal of the loop's call that also ends the run: a loop that calls out of order has a bug. */
 static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) TR__PRINTF(3, 4);
 static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
-  char msg[400];
+  char msg[640];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -7460,15 +7460,22 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   tr_run_desc zero;
   char why[600];
   if (!run) return NULL;
-  if (run->running != HK_STAGE_NONE) {
-    (void)tr_run_setup(reg, d); /* refused, saying why */
-    return run->tr__p->loop ? &((tr__loop *)run->tr__p->loop)->ctx : NULL;
+  if (run->running != HK_STAGE_NONE) { /* refused, saying why; the run going is left alone */
+    char msg[sizeof run->tr__p->error + 16];
+    (void)tr_run_setup(reg, d);
+    snprintf(msg, sizeof msg, "tr_run_begin: %s", tr_run_error(reg));
+    if (!run->tr__p->loop && !(run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
+    run->tr__p->loop_free = tr__loop_free;
+    L = (tr__loop *)run->tr__p->loop;
+    if (run->tr__p->own_loop) tr__loop_fail(reg, L, "%s", msg); /* a loop begun twice: its run fails */
+    else hk_set_error(reg, HK_ERR_INVALID, "%s", msg), L->phase = TR__LOOP_DONE; /* (the trainer's run goes on) */
+    return &L->ctx;
   }
   memset(&zero, 0, sizeof zero);
   if (!d) d = &zero;
   if (run->tr__p->loop) tr__loop_free(run->tr__p->loop); /* a run begun again on this registry: a fresh place */
   run->tr__p->loop_views = NULL;
-  if (!(L = run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
+  if (!(L = (tr__loop *)(run->tr__p->loop = calloc(1, sizeof *L)))) return NULL;
   run->tr__p->loop_free = tr__loop_free;
   L->run = run;
   L->epochs = d->epochs != TR_NO;
