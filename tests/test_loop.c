@@ -197,7 +197,7 @@ static tr_err run_cfg(const cfg *c, result *out) {
   snprintf(logp, sizeof logp, "%s/log.txt", c->dir);
   assert_non_null(log = fopen(logp, "a"));
   snprintf(spec, sizeof spec, "model_checkpoint(dirpath=\"%s/ck\", monitor=val/loss, save_top_k=1, save_last=true); "
-           "on_exception_checkpoint(dirpath=\"%s/oec\")", c->dir, c->dir);
+           "on_exception_checkpoint(dirpath=\"%s/oec\"); early_stopping(monitor=val/loss, patience=100)", c->dir, c->dir);
   d.params = pv, d.grads = gv, d.n_tensors = 1;
   d.save_to = save_to;
   d.log = log;
