@@ -244,10 +244,13 @@ static void read_ckpt(int shape, const char *path, result *out) {
   hk_registry *reg = hk_create(NULL);
   hk_ctx ctx;
   tr_run_desc d = shape_desc(shape);
+  FILE *log = tmpfile(); /* (it says the callbacks' states it ignores) */
   memset(&ctx, 0, sizeof ctx);
   model_init();
+  d.log = log;
   assert_int_equal(tr_run_setup(reg, &d), TR_OK);
   assert_int_equal(tr_run_load(reg, &ctx, path), TR_OK);
+  fclose(log);
   memcpy(out->w, M.w, sizeof M.w);
   memcpy(out->m, M.m, sizeof M.m);
   out->step = ctx.global_step;
