@@ -59,13 +59,11 @@ int main(int argc, char **argv) {
       .spec = "nan_guard; early_stopping(monitor=val/loss, patience=3, min_delta=0.002); model_checkpoint("
               "monitor=val/loss, save_top_k=2, save_last=true); csv; tensorboard; progress_bar" }, resume);
   for (int what; (what = tr_run_next(reg)); ) {
-    if (what == TR_RUN_VAL_BATCH) {                                      /* a batch of the epoch's validation */
-      if (ctx->epoch == ctrl_c_in_val && ctx->batch_idx == 1) raise(SIGINT); /* Ctrl-C while it validates */
-      ctx->loss = forward(NTRAIN + (int)ctx->batch_idx * B, B, 0);
-      continue;
-    }
+    if (what == TR_RUN_VAL_BATCH && ctx->epoch == ctrl_c_in_val && ctx->batch_idx == 1) raise(SIGINT); /* Ctrl-C in it */
+    if (what == TR_RUN_VAL_BATCH) { ctx->loss = forward(NTRAIN + (int)ctx->batch_idx * B, B, 0); continue; }
     if (ctx->global_step == ctrl_c_at) raise(SIGINT);                    /* as if you pressed Ctrl-C now */
-    ctx->loss = ctx->global_step == nan_at ? NAN : forward((int)ctx->batch_idx * B, B, 1);  /* forward and backward */
+    ctx->loss = forward((int)ctx->batch_idx * B, B, 1);                 /* forward and backward */
+    if (ctx->global_step == nan_at) ctx->loss = NAN;                    /* as a diverging model */
     HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);                           /* nan_guard: the loss */
     HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
     HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);                     /* nan_guard: the gradients */

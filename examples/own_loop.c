@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
     if (what == TR_RUN_VAL_BATCH) { ctx->loss = forward(NTRAIN + (int)ctx->batch_idx * B, B); continue; }
     int lo = (int)(ctx->global_step % (NTRAIN / B)) * B;               /* the data's position: from the step */
     if (ctx->global_step == ctrl_c_at) raise(SIGINT);                   /* as if you pressed Ctrl-C now */
-    ctx->loss = ctx->global_step == nan_at ? NAN : forward(lo, B);      /* nan_at: as a diverging model */
+    ctx->loss = forward(lo, B);
+    if (ctx->global_step == nan_at) ctx->loss = NAN;                    /* nan_at: as a diverging model */
     HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);                           /* nan_guard: the loss */
     backward(lo);
     HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);

@@ -931,6 +931,11 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
+/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
+   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
+   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
+   name, the value's bits (8). */
+#define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
@@ -1452,6 +1457,54 @@ TR__SHARED tr_err tr__run_checkpoint_to(void *user, hk_ctx *ctx, const char *pat
   if (run && run->desc.save_checkpoint) return run->desc.save_checkpoint(run->desc.model_user, ctx, path, why, cap);
   return tr__run_save_to(user, ctx, path, why, cap);
 }
+/* The val/ metrics of ctx as TR__VAL_METRICS_KEY's block into state; -1 out of memory. */
+static int tr__val_metrics_put(hk_ctx *ctx, hk_bytes *state) {
+  hk_bytes b;
+  unsigned char x[8];
+  uint32_t n = 0;
+  int i, count = hk_metric_count(ctx);
+  memset(&b, 0, sizeof b);
+  hk_bytes_put(&b, "\0\0\0\0", 4);
+  for (i = 0; i < count; i++) {
+    double v;
+    uint64_t bits;
+    const char *name = hk_metric_at(ctx, i, &v);
+    size_t len = name ? strlen(name) : 0;
+    if (!name || strncmp(name, "val/", 4) || len > 255) continue;
+    memcpy(&bits, &v, sizeof bits);
+    tr__le(x, len, 2); hk_bytes_put(&b, x, 2);
+    hk_bytes_put(&b, name, len);
+    tr__le(x, bits, 8); hk_bytes_put(&b, x, 8);
+    n++;
+  }
+  tr__le(x, n, 4);
+  if (!b.failed) memcpy(b.data, x, 4);
+  i = b.failed || tr__state_sink(TR__VAL_METRICS_KEY, b.data, b.len, state) != HK_OK ? -1 : 0;
+  hk_bytes_free(&b);
+  return i;
+}
+/* Put them back into ctx (tr_run_load); -1 when the block is malformed. */
+static int tr__val_metrics_get(hk_ctx *ctx, const unsigned char *p, size_t len) {
+  size_t at = 4;
+  uint32_t n, i;
+  if (len < 4) return -1;
+  n = (uint32_t)tr__get(p, 4);
+  for (i = 0; i < n; i++) {
+    char name[256];
+    size_t k;
+    uint64_t bits;
+    double v;
+    if (at + 2 > len || (k = (size_t)tr__get(p + at, 2)) == 0 || at + 2 + k + 8 > len) return -1;
+    memcpy(name, p + at + 2, k);
+    name[k] = 0;
+    if (memchr(name, 0, k)) return -1;
+    bits = tr__get(p + at + 2 + k, 8);
+    memcpy(&v, &bits, sizeof v);
+    if (hk_metric_set(ctx, name, v) != HK_OK) return -1;
+    at += 2 + k + 8;
+  }
+  return at == len ? 0 : -1;
+}
 static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
   tr__run_saving s;
@@ -1495,6 +1548,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
   if (tr__run_block(s.run, ctx->global_step, s.run->tr__p->at, tr__state_sink, &s.state) != HK_OK) s.state.failed = 1;
+  if (s.run->tr__p->at == TR_RUN_AT_VALIDATION && tr__val_metrics_put(ctx, &s.state)) s.state.failed = 1;
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -1572,6 +1626,8 @@ typedef struct tr__run_file {
   tr_sched_state lr_state;
   const unsigned char *run;      /* the run's block (TR_RUN_KEY, inside state; NULL: none), run_len bytes */
   size_t run_len;
+  const unsigned char *val_metrics; /* TR__VAL_METRICS_KEY's block (NULL: none), val_metrics_len bytes */
+  size_t val_metrics_len;
   uint64_t model_bytes;          /* what save_model wrote: the bytes before the state block */
 } tr__run_file;
 static void tr__run_file_free(tr__run_file *rf) {
@@ -1652,6 +1708,13 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
       blobs[i] = blobs[--n_hooks];
       break;
     }
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__VAL_METRICS_KEY)) {
+      rf->val_metrics = (const unsigned char *)blobs[i].data;
+      rf->val_metrics_len = blobs[i].len;
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
   for (i = 0; i < n_hooks; i++) /* none saved: the schedule's start (zero) */
     if (!strcmp(blobs[i].key, TR__LR_STATE_KEY)) {
       char why[200];
@@ -1717,6 +1780,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   ctx->batch_idx = rf.at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)rf.v[2];
   ctx->samples_seen = (int64_t)rf.v[3];
   run->lr_state = rf.lr_state;
+  if (rf.val_metrics && tr__val_metrics_get(ctx, rf.val_metrics, rf.val_metrics_len))
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': the validation's metrics it keeps are malformed (corrupted?)", path);
   run->resumed_at = rf.at;
   run->tr__p->at = rf.at;
   run->tr__p->resumed_here = 1;
