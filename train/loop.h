@@ -53,8 +53,10 @@ static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
   hk_set_error(reg, HK_ERR_INVALID, "%s", msg);
   L->phase = TR__LOOP_DONE;
 }
-/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it). */
-static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const char *why) {
+/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it, in the
+   desc's log: the settings were refused, but where the run talks is the loop's choice). */
+static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const tr_run_desc *d, const char *why) {
+  run->desc.log = d->log;
   tr__run_begin(run, reg, &L->ctx, HK_STAGE_FIT);
   run->tr__p->own_loop = 1;
   run->tr__p->refused_start = 1;
@@ -163,10 +165,10 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   }
   if (!why[0] && d->param_memory && !(L->views = (hk_tensor *)calloc(2 * (size_t)d->n_tensors, sizeof *L->views)))
     snprintf(why, sizeof why, "out of memory");
-  if (why[0]) return tr__loop_refused(reg, run, L, why);
+  if (why[0]) return tr__loop_refused(reg, run, L, d, why);
   if (tr_run_setup(reg, d) != TR_OK) {
     snprintf(why, sizeof why, "%s", tr_run_error(reg));
-    return tr__loop_refused(reg, run, L, why);
+    return tr__loop_refused(reg, run, L, d, why);
   }
   if (d->param_memory) {
     L->ctx.params = L->views;
@@ -316,6 +318,12 @@ static int tr__loop_val(hk_registry *reg, tr_run *run, tr__loop *L) {
     double m = NAN;
     (void)hk_metric_get(&L->ctx, L->sched.monitor[0] ? L->sched.monitor : "val/loss", &m);
     (void)tr_plateau_step(&L->sched, &run->lr_state, run->desc.lr, m);
+  }
+  if (L->after_val == TR__LOOP_EPOCH_END) { /* the epoch's end validation: tr_run_epoch_end honours its checkpoints
+    and stop (Ctrl-C in it), after on_train_epoch_end, so that a checkpoint says "at the epoch's end" and a resume
+    does not come back between the validation and the epoch's end (its val/ metrics are not in the checkpoint) */
+    L->phase = TR__LOOP_EPOCH_END;
+    return 0;
   }
   out = tr_run_batch_end(reg, &L->ctx, &L->flow); /* the validation's checkpoints and stop: at this step */
   tr__loop_noted(L);
