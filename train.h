@@ -7646,12 +7646,6 @@ static int tr__loop_val(hk_registry *reg, tr_run *run, tr__loop *L) {
     (void)hk_metric_get(&L->ctx, L->sched.monitor[0] ? L->sched.monitor : "val/loss", &m);
     (void)tr_plateau_step(&L->sched, &run->lr_state, run->desc.lr, m);
   }
-  if (L->after_val == TR__LOOP_EPOCH_END) { /* the epoch's end validation: tr_run_epoch_end honours its checkpoints
-    and stop (Ctrl-C in it), after on_train_epoch_end, so that a checkpoint says "at the epoch's end" and a resume
-    does not come back between the validation and the epoch's end (its val/ metrics are not in the checkpoint) */
-    L->phase = TR__LOOP_EPOCH_END;
-    return 0;
-  }
   out = tr_run_batch_end(reg, &L->ctx, &L->flow); /* the validation's checkpoints and stop: at this step */
   tr__loop_noted(L);
   L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : L->after_val;
