@@ -46,20 +46,25 @@ grep -q 'Restored all states from the checkpoint at interrupted.ckpt: epoch 5, g
 [ "$(weights ctrlc2)" = "$(weights full)" ] || fail "ctrlc: resumed from interrupted.ckpt, not the full run's weights"
 
 # Ctrl-C during the validation of epoch 3 (after the epoch's last batch, before its end): its checkpoints (save_to's
-# interrupted.ckpt, model_checkpoint's last.ckpt of epoch 2's end) resume to the full run's end; the old epoch loop's
-# interrupted.ckpt said "at the end of epoch 4" there, and its resume skipped an epoch
+# interrupted.ckpt, model_checkpoint's last.ckpt of epoch 2's end, on_exception_checkpoint's file beside it) resume to
+# the full run's end; the old epoch loop's on_exception.ckpt said "at the end of epoch 4" there, and its resume
+# skipped an epoch
 run inval ctrl_c_in_val=3; rc=$?
 [ $rc = 130 ] || { cat "$dir/inval/out.txt"; fail "inval: exit $rc, not 130"; }
 grep -q 'stopped after step 48; its state saved to interrupted.ckpt$' "$dir/inval/out.txt" || { cat "$dir/inval/out.txt"; fail "inval: not stopped after step 48 (epoch 3's last) with interrupted.ckpt"; }
 cp -r "$dir/inval" "$dir/inval2"
+cp -r "$dir/inval" "$dir/inval3"
 run inval resume=interrupted.ckpt || { cat "$dir/inval/out.txt"; fail "inval: the run resumed from interrupted.ckpt failed"; }
-grep -q 'Restored all states from the checkpoint at interrupted.ckpt: epoch 4, global step 48, batch 0 of the epoch' "$dir/inval/out.txt" ||
-  fail "inval: interrupted.ckpt is not at epoch 3's end (step 48, the next epoch's start)"
+grep -q 'Restored all states from the checkpoint at interrupted.ckpt: epoch 3, global step 48, batch 11 of the epoch' "$dir/inval/out.txt" ||
+  fail "inval: interrupted.ckpt is not after epoch 3's validation (step 48, its last batch)"
 [ "$(weights inval)" = "$(weights full)" ] || fail "inval: resumed from interrupted.ckpt, not the full run's weights"
 [ "$(ended inval)" = "$(ended full)" ] || fail "inval: resumed from interrupted.ckpt, $(ended inval), not as the full run"
 run inval2 resume=$ck/last.ckpt || { cat "$dir/inval2/out.txt"; fail "inval: the run resumed from last.ckpt failed"; }
 [ "$(weights inval2)" = "$(weights full)" ] || fail "inval: resumed from last.ckpt, not the full run's weights"
 [ "$(ended inval2)" = "$(ended full)" ] || fail "inval: resumed from last.ckpt, $(ended inval2), not as the full run"
+run inval3 resume=$ck/on_exception.ckpt || { cat "$dir/inval3/out.txt"; fail "inval: the run resumed from on_exception.ckpt failed"; }
+[ "$(weights inval3)" = "$(weights full)" ] || fail "inval: resumed from on_exception.ckpt, not the full run's weights"
+[ "$(ended inval3)" = "$(ended full)" ] || fail "inval: resumed from on_exception.ckpt, $(ended inval3), not as the full run"
 
 run nan nan_at=30; rc=$?
 [ $rc = 2 ] || { cat "$dir/nan/out.txt"; fail "nan: exit $rc, not 2"; }
