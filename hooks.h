@@ -318,6 +318,7 @@ enum { HK_REQUEST_VALIDATION = 1, HK_REQUEST_CHECKPOINT = 2, HK_REQUEST_LOG = 4 
 
 typedef struct hk_registry hk_registry;
 typedef struct hk_ctx hk_ctx;
+typedef struct hk_flow { unsigned signals; } hk_flow; /* HK_SIGNAL_BIT set of what was asked since cleared */
 typedef int hk_handle; /* > 0 for a live registration */
 
 typedef hk_signal (*hk_fn)(hk_ctx *ctx, void *user);
@@ -371,6 +372,9 @@ typedef struct hk_tensor {
    abort_reason   loop       on_exception only: why the run is aborting; NULL elsewhere
    hook_failure   dispatch   after a dispatch that returned HK_FAIL: "hook 'x' failed in on_y: why"
                              (the loop reports it; the registry does not print fatal failures)
+   flow           dispatch   every signal a dispatch on this ctx returned, as its event honours it,
+                             HK_FIRE's too: a loop (train.h's run layer) reads and clears it, so a
+                             signal is never lost at a site that ignored the value
    trainer, user  loop       the loop's own object (train.h: the tr_trainer) and the user's pointer
    requests       hooks      HK_REQUEST_* bits a hook sets with hk_request(); the loop clears the ones
    checkpoint_paths, n_checkpoint_paths, checkpoint_default
@@ -394,6 +398,7 @@ struct hk_ctx {
   const char *path;
   const char *abort_reason;
   const char *hook_failure;
+  hk_flow flow;
   void *trainer, *user;
   unsigned requests;
   const char *checkpoint_paths[HK_MAX_CHECKPOINT_PATHS]; /* hk_request_checkpoint() */
@@ -591,7 +596,7 @@ static inline int hk_is_finitef(float x) {
 
    Your loop may set bits itself (hk_flow_raise(&flow, HK_FAIL) on a NaN loss) so that one test
    covers hooks and loop alike. Under HK_DISABLE, HK_FIRE_FLOW compiles to nothing. */
-typedef struct hk_flow { unsigned signals; } hk_flow; /* HK_SIGNAL_BIT set of what was asked since cleared */
+/* (hk_flow is defined with hk_ctx, which records one: see the context contract) */
 
 /* Masks for HK_FLOW_HAS: each includes the stronger signals that imply it. */
 #define HK_FLOW_FAIL       HK_SIGNAL_BIT(HK_FAIL)
@@ -2014,6 +2019,7 @@ HK__DEF HK__COLD hk_signal hk__dispatch(hk_registry *reg, size_t id, hk_ctx *ctx
   ctx->self = outer_self;
   if (out == HK_FAIL && hk__depth(reg) > 0 && ctx != &scratch) hk__failed_inside(reg, ctx, outer_self);
   if (reg->hk__busy == HK__DIRTY) hk__rebuild(reg);
+  if (out != HK_CONTINUE) hk_flow_raise(&ctx->flow, hk_honoured(reg, event, out));
   return out;
 }
 
@@ -2036,6 +2042,7 @@ HK__DEF HK__COLD hk_signal hk__fire_end(hk_registry *reg, hk_ctx *ctx, const hk_
   out = hk__settle(reg, s->lists[event][i], ctx, r, HK_CONTINUE);
   out = hk__run(reg, event, ctx, i + 1, out);
   if (--reg->hk__busy) hk__rebuild(reg);
+  hk_flow_raise(&ctx->flow, hk_honoured(reg, event, out));
   return out;
 }
 

@@ -1003,8 +1003,8 @@ enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
        made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
        one), then every stateful callback's state and the loop's counters are appended after the
        model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
-       the model's bytes come first, so a loader that reads only what it needs is unchanged) and
-       restores the callbacks and counters exactly;
+       it must read exactly what save_model wrote: a loader that reads less or more is an error naming
+       the byte counts) and restores the callbacks and counters exactly;
      - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
        in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
        and calls tr_plateau_step once per epoch for a plateau;
@@ -1129,7 +1129,38 @@ typedef struct tr_run_desc {
   void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
                                     its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
                                     waits so before it decides which files to keep) */
+  /* A loop that tr_run_begin drives (YOUR LOOP IN A DOZEN LINES, below): */
+  double lr;                     /* the learning rate, or the schedule's base (sched); 0: none (ctx->lr 0) */
+  tr_sched sched;                /* one of train.h's schedules over lr (kind 0: constant) */
+  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own (model_user): the lr of the step ctx->global_step
+                                    + 1; hooks' tr_lr_scale applies on top of either */
+  int64_t val_every_n_steps;     /* a validation after every N-th optimizer step; 0: none by steps */
+  int64_t val_every_n_epochs;    /* with epochs: a validation at the end of every N-th epoch (0 = 1; none when
+                                    validation is TR_NO) */
+  int64_t batch_size;            /* samples a training batch holds: ctx->samples_seen counts them (0: not counted) */
+  const hk_tensor *params, *grads; /* the model's views for the batteries (n_tensors of each; TR_VIEWS counts them), */
+  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch: a buffer
+                                    allocated late, as llm.c's gradients at the first backward, is seen once it is
+                                    there), cut into tensors of these names and sizes (TR_TENSORS counts them) */
+  const char *const *tensor_names;
+  const size_t *tensor_sizes;
+  int n_tensors;
 } tr_run_desc;
+
+/* The model's tensors in a tr_run_desc, counted from the arrays themselves (a count cannot disagree with them):
+   TR_VIEWS(param_views, grad_views): two arrays of hk_tensor of the same length;
+   TR_TENSORS(&params_memory, &grads_memory, names, sizes): llm.c's flat buffers, cut into tensors. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__cplusplus)
+#  define TR__IS_ARRAY(a) (0 * (int)sizeof(char[1 - 2 * __builtin_types_compatible_p(__typeof__(a), __typeof__(&(a)[0]))]))
+#else
+#  define TR__IS_ARRAY(a) 0
+#endif
+#define TR__COUNT2(a, b) ((int)(sizeof(a) / sizeof((a)[0])) + TR__IS_ARRAY(a) + TR__IS_ARRAY(b) + \
+                          0 * (int)sizeof(char[sizeof(a) / sizeof((a)[0]) == sizeof(b) / sizeof((b)[0]) ? 1 : -1]))
+#define TR_VIEWS(param_views, grad_views) .params = (param_views), .grads = (grad_views), \
+                                          .n_tensors = TR__COUNT2(param_views, grad_views)
+#define TR_TENSORS(param_memory_addr, grad_memory_addr, names, sizes) .param_memory = (param_memory_addr), \
+  .grad_memory = (grad_memory_addr), .tensor_names = (names), .tensor_sizes = (sizes), .n_tensors = TR__COUNT2(names, sizes)
 
 /* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
    after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
@@ -1167,6 +1198,54 @@ typedef struct tr_run {
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
+
+/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
+   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
+   between them are the run's. The loop asks what comes next and does it:
+
+       hk_registry *reg = hk_create(NULL);
+       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
+                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
+                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
+       for (int what; (what = tr_run_next(reg)); ) {
+         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
+         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
+         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+         backward();
+         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
+       }
+       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
+
+   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
+   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
+   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
+   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
+   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
+   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
+     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
+                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
+                       needed) and calls tr_run_update where its optimizer steps.
+     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
+                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
+                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
+     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
+   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
+   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
+   that never calls it fails the run: it would never step.
+   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
+   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
+   callbacks' state) stays until hk_destroy. */
+enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
+TRAIN_API int tr_run_next(hk_registry *reg);
+TRAIN_API int tr_run_update(hk_registry *reg);
+TRAIN_API tr_err tr_run_end(hk_registry *reg);
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
+   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
 /* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
    (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
@@ -1417,6 +1496,7 @@ TRAIN_API int tr_log_due(const hk_ctx *ctx);
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
 
 
+/* (the declarations are run.h's: "YOUR LOOP IN A DOZEN LINES") */
 
 /* =================================================================================================
    STANDARD CALLBACKS
@@ -1972,10 +2052,12 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
    on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
    as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
+   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
+   allocated, at its first due step, where it first reads them: a loop may point the views at their
+   buffers late (llm.c allocates its gradients in the first backward).
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
-   view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
+   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
    tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
    A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
    selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
@@ -2009,7 +2091,7 @@ typedef struct tr_gradient_monitor_state {
   int64_t checks;               /* due steps so far (this process) */
   int64_t vanishing, exploding; /* how many of them were flagged */
   double total_norm;            /* at the last due step (NaN before) */
-  int n_tensors;                /* tensors the filter selected (after on_train_start) */
+  int n_tensors;                /* tensors the filter selected (after its first due step) */
   const tr_histogram *histogram;/* the last one (NULL before, or without histogram_bins) */
 } tr_gradient_monitor_state;
 TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out);
@@ -2098,7 +2180,7 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
    device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
    with Lightning's count format (12.3 K, 1.2 M). max_rows limits the table (the rest is summed in
    one line). Printed on rank 0 only (Lightning's rule). Hand-written loop: fire on_fit_start with
-   ctx->params. */
+   ctx->params (their names and counts: it never reads the data, which may be set later). */
 #define TR_MODEL_SUMMARY_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT_ZERO, int,    max_rows, "50", NULL, "tensors listed (0: totals only)") \
   X(C_ONLY,   FILE *, out,      NULL, NULL, "NULL = the run's log (tr_run_desc.log), else stdout")
@@ -2252,14 +2334,21 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
    with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
    exception). The file is written atomically (the old one stays until the new one is whole); a save
    that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
+   run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
+   directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
+   normal end leaves are found in one place; decided at on_train_start and again at the save (a
+   directory the run got in between). A resume continues its run's directory, so it goes there again.
    Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING, const char *, dirpath,  NULL,           NULL, "required: the checkpoint's directory (made when missing)") \
+  X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
+    "empty: where model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/ " \
+    "(save_dir/name/version_N/checkpoints) when the run has one, else ./checkpoints") \
   X(STRING, const char *, filename, "on_exception", NULL, "the file's name without \".ckpt\" (no '/')") \
   X(TRI,    int,          verbose,  "true",         NULL, "say where it saved, or why it could not")
 typedef struct tr_on_exception_checkpoint_desc { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(TR__FIELD) } tr_on_exception_checkpoint_desc;
 typedef struct tr_on_exception_checkpoint_state {
-  const char *ckpt_path;        /* dirpath/filename.ckpt */
+  const char *ckpt_path;        /* dirpath/filename.ckpt (the default dirpath: as of on_train_start, and the save) */
   int64_t saved;                /* checkpoints written (one per failed fit) */
   int64_t saved_step;           /* global_step of the last one (-1: none) */
   tr_err last_error;            /* TR_OK, or why the last save failed */
@@ -3012,6 +3101,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #  include <sys/stat.h>
 #  include <sys/time.h>
 #  include <sys/types.h>
+#  include <sys/wait.h> /* system()'s status */
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
@@ -3159,26 +3249,40 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
-/* ---- tensor views a callback takes ---------------------------------------------------------------
-   A callback that keeps the loop's views from the start of a run (gradient_monitor names a metric after
-   each) checks them there: every view named, no name twice, data set, count above 0. A loop that fills
-   them in later (llm.c allocates its gradients in the first backward) would otherwise hand it one view
-   with an empty name. 0, or -1 with hk_fail's message naming the view's index and what to set. field is
-   what the loop calls them ("ctx->grads"). */
-TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field, const char *who) {
-  static const char *const when = "every view needs its name, data and count when the run starts (on_train_start: "
-                                  "tr_run_start, tr_fit); a model that allocates its buffers later (llm.c: in the "
-                                  "first backward) allocates them, and fills in the views, before";
+/* ---- tensor views a callback reads ---------------------------------------------------------------
+   A battery checks the loop's views where it first reads them, not at on_train_start: a loop may point
+   them at their buffers late (llm.c allocates its gradients in the first backward). field is what the
+   loop calls them ("ctx->grads"); each message names the view and the event (hk_fail's caller adds the
+   battery's name), so a view still empty there is a clear error, not a crash. 0, or -1 with hk_fail. */
+TR__SHARED int tr__view_empty(hk_ctx *ctx, const hk_tensor *v, int k, const char *field) {
+  return hk_fail(ctx, "%s[%d] ('%s') has no data (NULL) at %s, where it is first read: point each view at its "
+                 "buffer by then (llm.c's gradients: after the first backward)", field, k, v[k].name ? v[k].name : "?",
+                 hk_event_name(ctx->reg, ctx->event)), -1;
+}
+/* every view's data set (nan_guard, spike_detection, ema: they read the data only) */
+TR__SHARED int tr__views_data(hk_ctx *ctx, const hk_tensor *v, const char *field) {
+  int k;
+  for (k = 0; v && k < ctx->n_tensors; k++)
+    if (!v[k].data) return tr__view_empty(ctx, v, k, field);
+  return 0;
+}
+/* A battery that keeps the views (gradient_monitor names a metric after each) also needs each named once
+   and count > 0 (an empty name would make a column "grad_2.0_norm/"). */
+TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field) {
+  const char *at = hk_event_name(ctx->reg, ctx->event);
   int k, j;
   for (k = 0; k < n; k++) {
     const char *name = v[k].name;
     if (!name || !name[0])
-      return hk_fail(ctx, "%s: %s[%d] has no name (%s); %s", who, field, k, name ? "\"\"" : "NULL", when), -1;
-    if (!v[k].data) return hk_fail(ctx, "%s: %s[%d] ('%s') has no data (NULL); %s", who, field, k, name, when), -1;
-    if (v[k].count == 0) return hk_fail(ctx, "%s: %s[%d] ('%s') has count 0; %s", who, field, k, name, when), -1;
+      return hk_fail(ctx, "%s[%d] has no name (%s) at %s, where it is first read: give every view a name of its own, "
+                     "its data and its count by then", field, k, name ? "\"\"" : "NULL", at), -1;
+    if (!v[k].data) return tr__view_empty(ctx, v, k, field);
+    if (v[k].count == 0)
+      return hk_fail(ctx, "%s[%d] ('%s') has count 0 at %s, where it is first read: give every view its element "
+                     "count by then", field, k, name, at), -1;
     for (j = 0; j < k; j++)
       if (strcmp(v[j].name, name) == 0)
-        return hk_fail(ctx, "%s: %s[%d] and %s[%d] are both named '%s'; give each view a name of its own", who, field, j,
+        return hk_fail(ctx, "%s[%d] and %s[%d] are both named '%s'; give each view a name of its own", field, j,
                        field, k, name), -1;
   }
   return 0;
@@ -3828,14 +3932,14 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
    Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
    first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
-   tr__afile: a new temporary file <path>.tmp.<pid>.<n>, created with O_CREAT|O_EXCL|O_NOFOLLOW (an
+   tr__afile: a new temporary file <path>.tmp.<tag>.<pid>.<n> (tag: tr__temp_tag), created with O_CREAT|O_EXCL|O_NOFOLLOW (an
    existing file or a symlink planted at that name is never opened, let alone written through), written,
    flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
    leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
    regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
    socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
    A temporary file left by a writer that was killed is removed by the next write to the same path (those
-   whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
+   whose process no longer exists, where /proc tells, and of this host, boot and PID namespace only). A file that is appended to afterwards (a log) keeps
    the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
    The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
    in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
@@ -3885,9 +3989,65 @@ static int tr__fd_write_n(int fd, const void *data, size_t n, size_t *done) {
 }
 static int tr__fd_write(int fd, const void *data, size_t n) { return tr__fd_write_n(fd, data, n, NULL); }
 
+/* Is there an executable name on PATH? (system()'s shell says "not found" as exit status 127, which a
+   failing command may return too.) Not known (no POSIX): 1. */
+TR__SHARED int tr__on_path(const char *name) {
 #ifdef TR__POSIX
-/* Temporary files of path whose process is gone. unlink removes a name, never what a symlink points
-   to, so a planted link costs nothing either. (kill is not declared by a strict -std=c99 build.) */
+  const char *p = getenv("PATH"), *end;
+  char full[4200];
+  if (!p) p = "/usr/bin:/bin";
+  for (;; p = end + 1) {
+    size_t n;
+    end = strchr(p, ':');
+    n = end ? (size_t)(end - p) : strlen(p);
+    if (n < 4000) {
+      snprintf(full, sizeof full, "%.*s%s%s", (int)n, p, n ? "/" : "", name);
+      if (access(full, X_OK) == 0) return 1;
+    }
+    if (!end) return 0;
+  }
+#else
+  (void)name;
+  return 1;
+#endif
+}
+/* system()'s answer as a shell says it: the command's exit status, or 128 + the signal that ended it */
+TR__SHARED int tr__exit_status(int rc) {
+#if defined(TR__POSIX) && defined(WIFEXITED)
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : WIFSIGNALED(rc) ? 128 + WTERMSIG(rc) : rc;
+#else
+  return rc;
+#endif
+}
+
+#ifdef TR__POSIX
+/* Who may judge a temporary's writer dead: a process of the same kernel boot, host name and PID namespace.
+   A writer on another host of a shared file system, or in another PID namespace (a container), has pids
+   that mean nothing here: its live temporary must never look stale. 8 hex digits of a hash of the three
+   (Linux's /proc; elsewhere the stale files are left alone anyway), in every temporary's name. */
+static void tr__temp_tag(char tag[9]) {
+  static const char *const files[] = { "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname" };
+  uint32_t h = 2166136261u; /* FNV-1a */
+  char buf[256];
+  size_t i, k, n;
+  for (i = 0; i < 3; i++) {
+    if (i < 2) {
+      FILE *f = fopen(files[i], "r");
+      n = f ? fread(buf, 1, sizeof buf, f) : 0;
+      if (f) fclose(f);
+    } else {
+      ssize_t r = readlink("/proc/self/ns/pid", buf, sizeof buf); /* pid:[4026531836] */
+      n = r > 0 ? (size_t)r : 0;
+    }
+    for (k = 0; k < n; k++) h = (h ^ (unsigned char)buf[k]) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u;
+  }
+  snprintf(tag, 9, "%08x", (unsigned)h);
+}
+/* Temporary files of path whose process is gone: those of this host, boot and PID namespace (the tag)
+   whose pid is not running. An untagged one (an older version's) or another tag's is not ours to judge.
+   unlink removes a name, never what a symlink points to, so a planted link costs nothing either. (kill is
+   not declared by a strict -std=c99 build.) */
 static void tr__remove_stale_temps(const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -3896,7 +4056,9 @@ static void tr__remove_stale_temps(const char *path) {
   DIR *d;
   struct dirent *e;
   struct stat st;
+  char tag[9];
   if (dlen >= sizeof dir || stat("/proc/self", &st) != 0) return;
+  tr__temp_tag(tag);
   memcpy(dir, slash ? path : ".", dlen);
   dir[dlen] = 0;
   if (!(d = opendir(dir))) return;
@@ -3904,9 +4066,10 @@ static void tr__remove_stale_temps(const char *path) {
     const char *tail = e->d_name + blen;
     char *end, proc[64];
     long pid;
-    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0) continue;
-    pid = strtol(tail + 5, &end, 10);
-    if (end == tail + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0 || strncmp(tail + 5, tag, 8) != 0 || tail[13] != '.')
+      continue;
+    pid = strtol(tail + 14, &end, 10);
+    if (end == tail + 14 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
     snprintf(proc, sizeof proc, "/proc/%ld", pid);
     if (stat(proc, &st) == 0 || errno != ENOENT) continue; /* alive, or not ours to judge */
     if (snprintf(file, sizeof file, "%s/%s", dir, e->d_name) < (int)sizeof file) (void)unlink(file);
@@ -3917,13 +4080,15 @@ static void tr__remove_stale_temps(const char *path) {
 static int tr__open_temp(const char *path, char *tmp, size_t cap) {
   static unsigned counter;
   int tries, fd = -1, flags = O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC;
+  char tag[9];
+  tr__temp_tag(tag);
   for (tries = 0; tries < 100 && fd < 0; tries++) {
 #if defined(__GNUC__) || defined(__clang__) /* the background writer opens temporaries too */
     unsigned n = __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED);
 #else
     unsigned n = counter++;
 #endif
-    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    snprintf(tmp, cap, "%s.tmp.%s.%ld.%u", path, tag, (long)getpid(), n);
     fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
     if (fd < 0 && errno != EEXIST && errno != EINTR) break;
   }
@@ -4176,6 +4341,18 @@ TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine)
 #endif
 }
 
+/* Remove the file a writer made (mine: tr__read_mine's or tr__write_mine's), and nothing else: another file
+   at path since is left as it is. 0, or errno. */
+TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!mine->set || !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != mine->dev || (uint64_t)st.st_ino != mine->ino) return EEXIST;
+  return unlink(path) == 0 ? 0 : errno;
+#else
+  return mine->set && remove(path) == 0 ? 0 : EEXIST;
+#endif
+}
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 /* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
    there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
@@ -5015,7 +5192,8 @@ TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_s
 /* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
    signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
    seconds later), so that the step is saved. */
-TR__SHARED int tr__slurm_job(void) { return getenv("SLURM_JOB_ID") != NULL; }
+TR__SHARED int tr__slurm_job(void) { const char *j = getenv("SLURM_JOB_ID"); return j && j[0]; } /* "": no job (as tr_slurm_read) */
+
 
 /* A requeued job's checkpoint: save_to when this is a Slurm restart, the settings allow it and the file is
    there; NULL otherwise. */
@@ -5035,7 +5213,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
                                     const tr_preempt *p, int rank) {
   char sig[24], cmd[64];
   size_t n;
-  int preempted = (stops & TR_STOP_PREEMPT) != 0;
+  int rc, preempted = (stops & TR_STOP_PREEMPT) != 0;
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
@@ -5048,9 +5226,17 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
   if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
   snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
+  if (!tr__on_path("scontrol")) {
+    snprintf(out + n, cap - n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
+             "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
+    return;
+  }
   fflush(NULL);
-  if (system(cmd) == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
-  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s did not succeed: was it submitted with --requeue?)", s.job_id, cmd);
+  rc = system(cmd);
+  if (rc == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
+  else if (rc == -1) snprintf(out + n, cap - n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
+  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
+                "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
 }
 
 /* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */
@@ -5139,6 +5325,9 @@ typedef struct tr__run_priv {
      resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
+  void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
+  void (*loop_free)(void *loop);
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -5182,6 +5371,7 @@ static void tr__run_free(void *p) {
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
   tr__asave_free(q->asave); /* the last save in flight ends first */
+  if (q->loop_free) q->loop_free(q->loop);
   free(q);
   free(run);
 }
@@ -5461,6 +5651,11 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
+/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
+   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
+   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
+   name, the value's bits (8). */
+#define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
@@ -5531,7 +5726,7 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
     q->lr_warned = 1;
-    tr__run_say(run, ctx, "train.h", "a hook wrote ctx->lr = %g where the step's learning rate was %g: that lasts one step; "
+    tr__run_say(run, ctx, "train.h", "ctx->lr was written (= %g, by a hook or the loop) where the step's learning rate was %g: that lasts one step; "
                 "tr_lr_set(ctx, lr) (or tr_lr_scale) keeps a new learning rate", ctx->lr, q->lr);
   }
   ctx->lr = q->lr = lr * (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0);
@@ -5982,6 +6177,54 @@ TR__SHARED tr_err tr__run_checkpoint_to(void *user, hk_ctx *ctx, const char *pat
   if (run && run->desc.save_checkpoint) return run->desc.save_checkpoint(run->desc.model_user, ctx, path, why, cap);
   return tr__run_save_to(user, ctx, path, why, cap);
 }
+/* The val/ metrics of ctx as TR__VAL_METRICS_KEY's block into state; -1 out of memory. */
+static int tr__val_metrics_put(hk_ctx *ctx, hk_bytes *state) {
+  hk_bytes b;
+  unsigned char x[8];
+  uint32_t n = 0;
+  int i, count = hk_metric_count(ctx);
+  memset(&b, 0, sizeof b);
+  hk_bytes_put(&b, "\0\0\0\0", 4);
+  for (i = 0; i < count; i++) {
+    double v;
+    uint64_t bits;
+    const char *name = hk_metric_at(ctx, i, &v);
+    size_t len = name ? strlen(name) : 0;
+    if (!name || strncmp(name, "val/", 4) || len > 255) continue;
+    memcpy(&bits, &v, sizeof bits);
+    tr__le(x, len, 2); hk_bytes_put(&b, x, 2);
+    hk_bytes_put(&b, name, len);
+    tr__le(x, bits, 8); hk_bytes_put(&b, x, 8);
+    n++;
+  }
+  tr__le(x, n, 4);
+  if (!b.failed) memcpy(b.data, x, 4);
+  i = b.failed || tr__state_sink(TR__VAL_METRICS_KEY, b.data, b.len, state) != HK_OK ? -1 : 0;
+  hk_bytes_free(&b);
+  return i;
+}
+/* Put them back into ctx (tr_run_load); -1 when the block is malformed. */
+static int tr__val_metrics_get(hk_ctx *ctx, const unsigned char *p, size_t len) {
+  size_t at = 4;
+  uint32_t n, i;
+  if (len < 4) return -1;
+  n = (uint32_t)tr__get(p, 4);
+  for (i = 0; i < n; i++) {
+    char name[256];
+    size_t k;
+    uint64_t bits;
+    double v;
+    if (at + 2 > len || (k = (size_t)tr__get(p + at, 2)) == 0 || at + 2 + k + 8 > len) return -1;
+    memcpy(name, p + at + 2, k);
+    name[k] = 0;
+    if (memchr(name, 0, k)) return -1;
+    bits = tr__get(p + at + 2 + k, 8);
+    memcpy(&v, &bits, sizeof v);
+    if (hk_metric_set(ctx, name, v) != HK_OK) return -1;
+    at += 2 + k + 8;
+  }
+  return at == len ? 0 : -1;
+}
 static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
   tr__run_saving s;
@@ -6025,6 +6268,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
   if (tr__run_block(s.run, ctx->global_step, s.run->tr__p->at, tr__state_sink, &s.state) != HK_OK) s.state.failed = 1;
+  if (s.run->tr__p->at == TR_RUN_AT_VALIDATION && tr__val_metrics_put(ctx, &s.state)) s.state.failed = 1;
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -6102,6 +6346,9 @@ typedef struct tr__run_file {
   tr_sched_state lr_state;
   const unsigned char *run;      /* the run's block (TR_RUN_KEY, inside state; NULL: none), run_len bytes */
   size_t run_len;
+  const unsigned char *val_metrics; /* TR__VAL_METRICS_KEY's block (NULL: none), val_metrics_len bytes */
+  size_t val_metrics_len;
+  uint64_t model_bytes;          /* what save_model wrote: the bytes before the state block */
 } tr__run_file;
 static void tr__run_file_free(tr__run_file *rf) {
   if (rf->f) fclose(rf->f);
@@ -6139,6 +6386,7 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
   if (!(state = rf->state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
     TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
+  rf->model_bytes = size - TR__RUN_TRAILER - slen;
   if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is corrupted (the checksum of its state block does not match)", path);
   for (i = 0; i < 4; i++) v[i] = tr__get(state + 8 + 8 * i, 8);
@@ -6177,6 +6425,13 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
     if (!strcmp(blobs[i].key, TR_RUN_KEY)) { /* the run directory it was written in: rf->run (tr__run_peek) */
       rf->run = (const unsigned char *)blobs[i].data;
       rf->run_len = blobs[i].len;
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__VAL_METRICS_KEY)) {
+      rf->val_metrics = (const unsigned char *)blobs[i].data;
+      rf->val_metrics_len = blobs[i].len;
       blobs[i] = blobs[--n_hooks];
       break;
     }
@@ -6231,6 +6486,13 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   if (missing) tr__run_say(run, ctx, "tr_run_load", "'%s': %s (they keep their current state)", path, hk_last_error(reg));
   rewind(rf.f);
   if (run->desc.load_model(run->desc.model_user, rf.f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
+  { /* a loader that reads less (or more) than save_model wrote has not loaded what was saved */
+    long at = ftell(rf.f);
+    if (at < 0 || (uint64_t)at != rf.model_bytes)
+      TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model read %ld of the model section's %llu bytes in '%s': it must read "
+                  "exactly what save_model wrote (the callbacks and counters are unchanged; the model may be partly loaded)",
+                  at, (unsigned long long)rf.model_bytes, path);
+  }
   if (hk_state_load_all(reg, rf.blobs, (int)rf.n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
   ctx->epoch = tr__run_file_epochs(run, &rf); /* written at an epoch's end: the next epoch is next */
@@ -6238,6 +6500,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   ctx->batch_idx = rf.at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)rf.v[2];
   ctx->samples_seen = (int64_t)rf.v[3];
   run->lr_state = rf.lr_state;
+  if (rf.val_metrics && tr__val_metrics_get(ctx, rf.val_metrics, rf.val_metrics_len))
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': the validation's metrics it keeps are malformed (corrupted?)", path);
   run->resumed_at = rf.at;
   run->tr__p->at = rf.at;
   run->tr__p->resumed_here = 1;
@@ -6352,7 +6616,8 @@ static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
 }
 static hk_signal tr__run_on_after_backward(hk_ctx *ctx, void *user) { /* the gradients changed: the norm is computed anew */
-  (void)user;
+  tr__run_priv *q = ((tr_run *)user)->tr__p;
+  if (q->loop_views) q->loop_views(q->loop); /* (llm.c's gradients appear in the first backward) */
   hk_grads_changed(ctx);
   return HK_CONTINUE;
 }
@@ -6443,8 +6708,20 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   q->rank = ctx->rank; /* tr_print's */
   ctx->requests = 0;
   ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
+  ctx->flow.signals = 0; /* a context used before: its signals were the last run's */
 }
 
+/* A logger listens and the whole run is shorter than log_every_n_steps: no training record would ever be sent
+   (Lightning warns likewise). Said once, at the start. */
+static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ctx *ctx) {
+  const tr_run_desc *d = &run->desc;
+  int64_t n = d->log_every_n_steps ? d->log_every_n_steps : 50, acc = d->accumulate_grad_batches > 1 ? d->accumulate_grad_batches : 1;
+  int64_t steps = d->max_steps > 0 ? d->max_steps : d->max_epochs > 0 && d->train_batches > 0 ? d->max_epochs * d->train_batches / acc : 0;
+  if (n > 0 && steps > 0 && steps < n && hk_count(reg, HK_ON_LOG) > 0)
+    tr__run_say_on(run, ctx, 1, "train.h: warning", "log_every_n_steps is %lld but the run takes at most %lld optimizer "
+                   "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
+                   (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
+}
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -6452,7 +6729,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_callback cb;
   hk_opts o;
   hk_err he;
-  int past_stop = 0;
+  int past_stop = 0, listened = 0, ev;
   const char *requeued = NULL;
   char line[512];
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
@@ -6470,6 +6747,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
     return tr__run_said(reg, run, q->err);
   }
+  for (ev = 0; ev < HK_EVENT_COUNT && !listened; ev++) listened = hk_count(reg, ev) > 0; /* (before the run's watch) */
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -6488,12 +6766,15 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
+  /* Nothing registered and nothing to save: Ctrl-C stays as the program had it, and nothing is said */
+  if (!run->desc.no_signals && (listened || run->desc.save_to))
+    q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
   q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
+  tr__run_log_cadence(run, reg, ctx);
   q->cont_given = 0;
   if (!resume_from || !resume_from[0]) tr__run_resuming(run, NULL, 0); /* (a resume's block: taken above) */
   q->busy = "tr_run_start";
@@ -6611,6 +6892,8 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   int64_t stops;
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
+  if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
+  ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
   if (q->asave) tr__run_saves_settle(run, ctx, 0); /* a save written in the background: done yet? */
   if (!epoch_end && !run->failed && ctx->global_step > q->last_step) { /* the batch stepped: a record when due */
@@ -6717,6 +7000,8 @@ TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow
   q->eval_idx = ctx->batch_idx;
   q->eval_loss = ctx->loss;
   q->eval_batch = ctx->batch;
+  flow->signals |= ctx->flow.signals; /* the training's signals so far, from every site */
+  ctx->flow.signals = 0;
   q->eval_signals = flow->signals & TR__EVAL_OWN;
   hk_flow_clear(flow, TR__EVAL_OWN);
   if (n_batches > 0) run->eval_batches = n_batches;
@@ -6745,7 +7030,8 @@ TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, dou
   ctx->batch_idx = q->eval_idx;
   ctx->loss = q->eval_loss;
   ctx->batch = q->eval_batch;
-  flow->signals = (flow->signals & ~TR__EVAL_OWN) | q->eval_signals;
+  flow->signals = ((flow->signals | ctx->flow.signals) & ~TR__EVAL_OWN) | q->eval_signals; /* the evaluation's own stay in it */
+  ctx->flow.signals = 0;
   q->eval = NULL;
 }
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at) {
@@ -6753,6 +7039,10 @@ TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at) {
   return run && run->running != HK_STAGE_NONE && run->tr__p->resumed_here && run->tr__p->at == at;
 }
 
+/* A run that failed says why by itself, once, whatever the loop prints (stderr or tr_run_desc.log, above the bar). */
+static void tr__run_said_end(const tr_run *run, const hk_ctx *ctx, tr_err e) {
+  tr__run_say(run, ctx, "train.h", "%s%s", e == TR_ERR_INTERRUPTED ? "" : "the run failed: ", run->tr__p->failure);
+}
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -6768,6 +7058,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (q->refused_start) { /* tr_run_start refused to begin it: nothing fired, so nothing ends (no on_exception, no teardown) */
     q->refused_start = 0;
     memcpy(q->error, q->failure, sizeof q->error);
+    tr__run_said_end(run, ctx, q->err);
     run->running = HK_STAGE_NONE;
     q->own_loop = 0;
     ctx->stage = HK_STAGE_NONE;
@@ -6783,7 +7074,8 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     tr__run_fire(reg, ctx, HK_ON_TRAIN_END, &flow);
     if (!run->failed && (ctx->requests & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG))) {
       ctx->requests &= HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG; /* a validation is not run any more */
-      (void)tr__run_safe_point(reg, ctx, &flow, 1);
+      tr__run_settle(reg, ctx, &flow); /* no safe point: training is over, a Ctrl-C now stops nothing */
+      (void)tr__run_requests(run, reg, ctx, &flow);
     }
     tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
   }
@@ -6807,6 +7099,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   q->pending = 0;
   e = run->failed ? q->err : TR_OK;
   if (run->failed) memcpy(q->error, q->failure, sizeof q->error); /* tr_run_error: why it failed */
+  if (run->failed) tr__run_said_end(run, ctx, e);
   run->running = HK_STAGE_NONE;
   q->own_loop = 0;
   q->busy = NULL;
@@ -7107,6 +7400,420 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   return n;
 }
 
+/* ---- your loop in a dozen lines ------------------------------------------------------------------------
+   A client of the run layer's calls: tr_run_next is the loop a hand-written one would be (tr_run_epoch_start,
+   the batch's events, tr_run_batch_end, a validation between tr_run_eval_start and _end, tr_run_epoch_end),
+   with the counters kept here instead of in the loop, so that they cannot disagree with the run. */
+enum { TR__LOOP_OPEN, TR__LOOP_TRAIN, TR__LOOP_VAL_START, TR__LOOP_VAL, TR__LOOP_EPOCH_END, TR__LOOP_DONE };
+typedef struct tr__loop {
+  hk_ctx ctx;                /* the run's context: the loop reads it, the sites fire with it */
+  tr_run *run;
+  hk_flow flow;              /* the run's events' signals and, through ctx.flow, the loop's sites' */
+  hk_tensor *views;          /* TR_TENSORS: n_tensors parameter views, then n_tensors gradient views */
+  float *param_base, *grad_base; /* the buffers those views were cut from */
+  tr_sched sched;            /* tr_run_desc.sched with its total resolved */
+  int phase;                 /* TR__LOOP_*: what tr_run_next does next */
+  int epochs;                /* the loop has epochs (tr_run_desc.epochs is not TR_NO) */
+  int updated, stepped;      /* this training batch called tr_run_update; it stepped */
+  int micro, window_skip;    /* micro-batches of the accumulation window so far; a skip raised in it */
+  int epoch_open;            /* tr_run_epoch_start began an epoch that has not ended */
+  int after_val;             /* the phase after the validation going on (TR__LOOP_OPEN or _EPOCH_END) */
+  int resumed;               /* a resume: the first batch may owe the validation its checkpoint came before */
+  int64_t epoch, step, batch;/* the counters as the run left them in ctx: a change is the loop's mistake */
+  int64_t next;              /* the index of the next training batch */
+  int64_t val_n;             /* validation batches done, their losses' sum (val/loss: the mean) */
+  double val_sum;
+} tr__loop;
+
+static void tr__loop_free(void *p) {
+  tr__loop *L = (tr__loop *)p;
+  if (!L) return;
+  hk_ctx_free(&L->ctx);
+  free(L->views);
+  free(L);
+}
+static tr__loop *tr__loop_of(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  return run ? (tr__loop *)run->tr__p->loop : NULL;
+}
+/* A refusal of the loop's call that also ends the run: a loop that calls out of order has a bug. */
+static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
+  char msg[640];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
+  hk_set_error(reg, HK_ERR_INVALID, "%s", msg);
+  L->phase = TR__LOOP_DONE;
+}
+/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it, in the
+   desc's log: the settings were refused, but where the run talks is the loop's choice). */
+static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const tr_run_desc *d, const char *why) {
+  run->desc.log = d->log;
+  tr__run_begin(run, reg, &L->ctx, HK_STAGE_FIT);
+  run->tr__p->own_loop = 1;
+  run->tr__p->refused_start = 1;
+  tr_run_fail(reg, TR_ERR_INVALID, "tr_run_begin: %s", why);
+  L->phase = TR__LOOP_DONE;
+  return &L->ctx;
+}
+
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n) {
+  size_t off = 0;
+  int i;
+  for (i = 0; i < n; i++) {
+    views[i].name = names[i];
+    views[i].data = base ? base + off : NULL;
+    views[i].count = sizes[i];
+    views[i].on_device = 0;
+    off += sizes[i];
+  }
+}
+
+/* What tr_run_begin checks of the loop's shape before the run starts: why (the first problem), or "". */
+static void tr__loop_check(const tr_run_desc *d, tr__loop *L, char *why, size_t cap) {
+  int i, j, views = d->params || d->grads, flat = d->param_memory || d->grad_memory;
+  why[0] = 0;
+  if (L->epochs && d->train_batches <= 0)
+    snprintf(why, cap, "train_batches is %lld: a loop with epochs gives its batches per epoch (or epochs = TR_NO for a "
+             "step loop)", (long long)d->train_batches);
+  else if (!L->epochs && d->max_steps <= 0)
+    snprintf(why, cap, "a step loop (epochs = TR_NO) needs max_steps > 0: it is %lld", (long long)d->max_steps);
+  else if (L->epochs && d->max_epochs <= 0 && d->max_steps <= 0)
+    snprintf(why, cap, "give max_epochs or max_steps (both are 0): the loop would never end");
+  else if (d->validation != TR_NO && d->val_batches <= 0 && (d->val_every_n_steps > 0 || L->epochs))
+    snprintf(why, cap, "val_batches is %lld: give the batches of a validation, or validation = TR_NO", (long long)d->val_batches);
+  else if (d->val_every_n_steps < 0 || d->val_every_n_epochs < 0 || d->batch_size < 0)
+    snprintf(why, cap, "val_every_n_steps, val_every_n_epochs and batch_size must be >= 0");
+  else if (!hk_is_finite(d->lr) || d->lr < 0)
+    snprintf(why, cap, "lr is %g: give the learning rate, >= 0 and finite", d->lr);
+  else if (views && flat)
+    snprintf(why, cap, "give the tensors once: params and grads (TR_VIEWS) or param_memory and grad_memory (TR_TENSORS)");
+  else if ((views || flat) && d->n_tensors <= 0)
+    snprintf(why, cap, "n_tensors is %d with the tensors given: TR_VIEWS / TR_TENSORS count them from arrays (a pointer "
+             "counts as 0)", d->n_tensors);
+  else if (views && (!d->params || !d->grads))
+    snprintf(why, cap, "give params and grads together (the views of the parameters and of their gradients)");
+  else if (flat && (!d->param_memory || !d->grad_memory || !d->tensor_names || !d->tensor_sizes))
+    snprintf(why, cap, "TR_TENSORS needs the addresses of both buffers, the names and the sizes");
+  for (i = 0; !why[0] && (views || flat) && i < d->n_tensors; i++) { /* a count past the array shows as junk here */
+    const char *name = views ? d->params[i].name : d->tensor_names[i];
+    size_t count = views ? d->params[i].count : d->tensor_sizes[i];
+    if (!name || !name[0] || !count || (views && (!d->params[i].data || d->grads[i].count != count)))
+      snprintf(why, cap, "tensor %d of %d is not whole (%s): is the array shorter than n_tensors? TR_VIEWS / TR_TENSORS "
+               "count it", i, d->n_tensors, !name || !name[0] ? "no name" : !count ? "0 values"
+               : !d->params[i].data ? "no data" : "its gradient's count differs");
+    for (j = 0; !why[0] && j < i; j++)
+      if (!strcmp(name, views ? d->params[j].name : d->tensor_names[j]))
+        snprintf(why, cap, "two tensors are named '%s' (%d and %d): the batteries tell them apart by name", name, j, i);
+  }
+}
+
+/* The views of TR_TENSORS, cut again when a buffer moved: at every batch, and at on_after_backward (the run's
+   watch calls it first there: llm.c allocates its gradients in the first backward). */
+static void tr__loop_views(void *loop) {
+  tr__loop *L = (tr__loop *)loop;
+  const tr_run_desc *d = &L->run->desc;
+  if (!L->views || (*d->param_memory == L->param_base && *d->grad_memory == L->grad_base)) return;
+  L->param_base = *d->param_memory;
+  L->grad_base = *d->grad_memory;
+  tr_views(L->views, L->param_base, d->tensor_names, d->tensor_sizes, d->n_tensors);
+  tr_views(L->views + d->n_tensors, L->grad_base, d->tensor_names, d->tensor_sizes, d->n_tensors);
+  hk_grads_changed(&L->ctx);
+}
+
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from) {
+  tr_run *run = tr_run_get(reg);
+  tr__loop *L;
+  tr_run_desc zero;
+  char why[600];
+  if (!run) return NULL;
+  if (run->running != HK_STAGE_NONE) { /* refused, saying why; the run going is left alone */
+    char msg[sizeof run->tr__p->error + 16];
+    (void)tr_run_setup(reg, d);
+    snprintf(msg, sizeof msg, "tr_run_begin: %s", tr_run_error(reg));
+    if (!run->tr__p->loop && !(run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
+    run->tr__p->loop_free = tr__loop_free;
+    L = (tr__loop *)run->tr__p->loop;
+    if (run->tr__p->own_loop) tr__loop_fail(reg, L, "%s", msg); /* a loop begun twice: its run fails */
+    else hk_set_error(reg, HK_ERR_INVALID, "%s", msg), L->phase = TR__LOOP_DONE; /* (the trainer's run goes on) */
+    return &L->ctx;
+  }
+  memset(&zero, 0, sizeof zero);
+  if (!d) d = &zero;
+  if (run->tr__p->loop) tr__loop_free(run->tr__p->loop); /* a run begun again on this registry: a fresh place */
+  run->tr__p->loop_views = NULL;
+  if (!(L = (tr__loop *)(run->tr__p->loop = calloc(1, sizeof *L)))) return NULL;
+  run->tr__p->loop_free = tr__loop_free;
+  L->run = run;
+  L->epochs = d->epochs != TR_NO;
+  L->phase = TR__LOOP_OPEN;
+  L->ctx.loss = NAN;
+  tr__loop_check(d, L, why, sizeof why);
+  if (!why[0] && d->sched.kind) {
+    char sw[300];
+    L->sched = d->sched;
+    if (tr_sched_check(&L->sched, L->sched.per_epoch ? d->max_epochs : d->max_steps, sw, sizeof sw) != TR_OK)
+      snprintf(why, sizeof why, "sched: %s", sw);
+  }
+  if (!why[0] && d->param_memory && !(L->views = (hk_tensor *)calloc(2 * (size_t)d->n_tensors, sizeof *L->views)))
+    snprintf(why, sizeof why, "out of memory");
+  if (why[0]) return tr__loop_refused(reg, run, L, d, why);
+  if (tr_run_setup(reg, d) != TR_OK) {
+    snprintf(why, sizeof why, "%s", tr_run_error(reg));
+    return tr__loop_refused(reg, run, L, d, why);
+  }
+  if (d->param_memory) {
+    L->ctx.params = L->views;
+    L->ctx.grads = L->views + d->n_tensors;
+    L->param_base = L->grad_base = (float *)&L->param_base; /* never a buffer: cut at the first look */
+    tr__loop_views(L);
+    run->tr__p->loop_views = tr__loop_views;
+  } else {
+    L->ctx.params = d->params;
+    L->ctx.grads = d->grads;
+  }
+  L->ctx.n_tensors = d->params || d->param_memory ? d->n_tensors : 0;
+  L->ctx.user = d->model_user;
+  if (tr_run_start(reg, &L->ctx, resume_from) != TR_OK) L->phase = TR__LOOP_DONE;
+  else if (resume_from && resume_from[0]) L->resumed = 1, L->next = L->ctx.batch_idx + 1; /* (a step loop's) */
+  L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx;
+  return &L->ctx;
+}
+
+/* The loop may read ctx's counters, never move them: a change is said and ends the run. */
+static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
+  const char *what = L->ctx.epoch != L->epoch ? "epoch" : L->ctx.global_step != L->step ? "global_step"
+                   : L->ctx.batch_idx != L->batch ? "batch_idx" : NULL;
+  int64_t was = L->ctx.epoch != L->epoch ? L->epoch : L->ctx.global_step != L->step ? L->step : L->batch;
+  int64_t now = L->ctx.epoch != L->epoch ? L->ctx.epoch : L->ctx.global_step != L->step ? L->ctx.global_step : L->ctx.batch_idx;
+  if (!what) return 0;
+  tr__loop_fail(reg, L, "%s: the loop changed ctx->%s from %lld to %lld: the run keeps the loop's place (epoch, batch_idx, "
+                "global_step: read them; tr_run_update moves the step)", fn, what, (long long)was, (long long)now);
+  return 1;
+}
+static void tr__loop_noted(tr__loop *L) { L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx; }
+/* The signals the loop's sites left in ctx join the run's flow. */
+static void tr__loop_signals(tr__loop *L) {
+  L->flow.signals |= L->ctx.flow.signals;
+  L->ctx.flow.signals = 0;
+}
+static void tr__loop_fire(hk_registry *reg, tr__loop *L, int event) {
+  (void)HK_FIRE_FLOW(reg, event, &L->ctx, &L->flow);
+  tr__loop_signals(L);
+}
+
+/* A validation is due after a batch that stepped to a multiple of val_every_n_steps, or, with epochs, after
+   the last batch of every val_every_n_epochs-th epoch. */
+static int tr__loop_val_due(const tr_run *run, const tr__loop *L, int stepped, int epoch_ends) {
+  const tr_run_desc *d = &run->desc;
+  int64_t every = d->val_every_n_epochs > 0 ? d->val_every_n_epochs : 1;
+  if (d->validation == TR_NO || d->val_batches <= 0) return 0;
+  if (stepped && d->val_every_n_steps > 0 && L->ctx.global_step % d->val_every_n_steps == 0) return 1;
+  return L->epochs && epoch_ends && (L->ctx.epoch + 1) % every == 0;
+}
+
+/* This step's learning rate: the desc's schedule or function, times the hooks' scale. */
+static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
+  const tr_run_desc *d = &run->desc;
+  if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
+  else if (L->sched.kind)
+    (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
+  else (void)tr_run_lr(reg, &L->ctx, d->lr);
+}
+
+/* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
+static int tr__loop_open(hk_registry *reg, tr_run *run, tr__loop *L) {
+  const tr_run_desc *d = &run->desc;
+  int64_t next = L->next;
+  if (d->max_steps > 0 && L->ctx.global_step >= d->max_steps) return L->phase = TR__LOOP_DONE, 0;
+  if (L->epochs && !L->epoch_open) {
+    if (d->max_epochs > 0 && L->ctx.epoch >= d->max_epochs) return L->phase = TR__LOOP_DONE, 0;
+    L->epoch_open = 1;
+    next = tr_run_epoch_start(reg, &L->ctx, &L->flow, d->train_batches); /* a resume: after its checkpoint's batch */
+    tr__loop_signals(L);
+  }
+  if (L->resumed) { /* the checkpoint came after a batch whose validation had not run yet: that validation now */
+    int ends = L->epochs && next >= run->train_batches;
+    L->resumed = 0;
+    if (tr_run_resumed_at(reg, TR_RUN_AT_BATCH) && L->ctx.global_step > 0 && tr__loop_val_due(run, L, 1, ends)) {
+      L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
+      return L->phase = TR__LOOP_VAL_START, 0;
+    }
+  }
+  if (L->epochs && (next >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)))
+    return L->phase = TR__LOOP_EPOCH_END, 0; /* (resumed after the epoch's last batch and its validation) */
+  if (HK_FLOW_HAS(&L->flow, HK_FLOW_STOP)) return L->phase = TR__LOOP_DONE, 0; /* a stop from on_train_epoch_start */
+  tr__loop_views(L);
+  L->ctx.batch_idx = next;
+  L->next = next + 1;
+  L->ctx.loss = NAN;
+  tr__loop_lr(reg, run, L);
+  L->updated = L->stepped = 0;
+  L->phase = TR__LOOP_TRAIN;
+  tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_START);
+  tr__loop_noted(L);
+  if (HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_BATCH)) return L->updated = 1, 0; /* a hook skipped it: closed at once */
+  return TR_RUN_TRAIN;
+}
+
+/* TR__LOOP_TRAIN: the batch the loop ran is over. */
+static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
+  int ends, due;
+  unsigned out;
+  tr__loop_signals(L);
+  if (!L->updated && !HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_STEP)) {
+    tr__loop_fail(reg, L, "tr_run_next: the training batch %lld ended without tr_run_update (at step %lld): call it "
+                  "where your optimizer steps: if (tr_run_update(reg)) your_update(ctx->lr, ctx->global_step)",
+                  (long long)L->ctx.batch_idx, (long long)L->ctx.global_step);
+    return;
+  }
+  if (L->stepped) tr__loop_fire(reg, L, HK_ON_AFTER_OPTIMIZER_STEP);
+  L->ctx.samples_seen += run->desc.batch_size;
+  ends = L->epochs && (L->ctx.batch_idx + 1 >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH));
+  if (ends) run->epoch_done = 1;
+  due = tr__loop_val_due(run, L, L->stepped, ends);
+  run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
+  if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
+  run->validates_next = 0;
+  out = tr_run_batch_end(reg, &L->ctx, &L->flow);
+  tr__loop_noted(L);
+  if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
+  L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
+  L->phase = due || (out & TR_RUN_VALIDATE) ? TR__LOOP_VAL_START : L->after_val;
+}
+
+/* TR__LOOP_VAL_START / TR__LOOP_VAL: a validation batch, or its end. Returns TR_RUN_VAL_BATCH or 0. */
+static int tr__loop_val(hk_registry *reg, tr_run *run, tr__loop *L) {
+  int64_t n = run->desc.val_batches;
+  unsigned out;
+  if (L->phase == TR__LOOP_VAL_START) {
+    L->val_n = 0;
+    L->val_sum = 0;
+    (void)tr_run_eval_start(reg, &L->ctx, &L->flow, "val", n);
+    L->phase = TR__LOOP_VAL;
+  } else {
+    tr__loop_signals(L);
+    L->val_sum += L->ctx.loss;
+    L->val_n++;
+    tr__loop_fire(reg, L, HK_ON_VALIDATION_BATCH_END);
+  }
+  if (L->val_n < n && !HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)) { /* (a hook may end a validation early) */
+    L->ctx.batch_idx = L->val_n;
+    L->ctx.loss = NAN;
+    tr__loop_fire(reg, L, HK_ON_VALIDATION_BATCH_START);
+    tr__loop_noted(L);
+    return TR_RUN_VAL_BATCH;
+  }
+  tr_run_eval_end(reg, &L->ctx, &L->flow, L->val_n ? L->val_sum / (double)L->val_n : NAN);
+  tr__loop_signals(L);
+  if (L->sched.kind == TR_SCHED_PLATEAU) { /* the plateau looks at its metric after every validation */
+    double m = NAN;
+    (void)hk_metric_get(&L->ctx, L->sched.monitor[0] ? L->sched.monitor : "val/loss", &m);
+    (void)tr_plateau_step(&L->sched, &run->lr_state, run->desc.lr, m);
+  }
+  out = tr_run_batch_end(reg, &L->ctx, &L->flow); /* the validation's checkpoints and stop: at this step */
+  tr__loop_noted(L);
+  L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : L->after_val;
+  return 0;
+}
+
+/* TR__LOOP_EPOCH_END: on_train_epoch_end, then the next epoch (as Lightning's current_epoch, also after a stop:
+   epochs done). A run that failed here (Ctrl-C seen at this safe point) keeps the epoch: its checkpoints say
+   "at the end of this epoch", and a resume starts the next. */
+static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
+  unsigned out;
+  tr__loop_fire(reg, L, HK_ON_TRAIN_EPOCH_END);
+  out = tr_run_epoch_end(reg, &L->ctx, &L->flow);
+  L->epoch_open = 0;
+  L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : TR__LOOP_OPEN;
+  if (!run->failed) {
+    L->ctx.epoch++;
+    L->ctx.batch_idx = L->next = 0;
+    run->tr__p->at = TR_RUN_AT_EPOCH_START; /* a save from now on: the next epoch, none of its batches run */
+  }
+  tr__loop_noted(L);
+}
+
+TRAIN_API int tr_run_next(hk_registry *reg) {
+  tr__loop *L = tr__loop_of(reg);
+  tr_run *run;
+  if (!L) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
+    return 0;
+  }
+  run = (tr_run *)hk_attached(reg);
+  if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
+  if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending) {
+    tr__loop_fail(reg, L, "tr_run_next: %s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
+                  : "called from a hook while the run fires its events: call it from the loop");
+    return 0;
+  }
+  for (;;) {
+    int what = 0;
+    if (run->failed) L->phase = TR__LOOP_DONE;
+    switch (L->phase) {
+    case TR__LOOP_OPEN: what = tr__loop_open(reg, run, L); break;
+    case TR__LOOP_TRAIN: tr__loop_close(reg, run, L); break;
+    case TR__LOOP_VAL_START: case TR__LOOP_VAL: what = tr__loop_val(reg, run, L); break;
+    case TR__LOOP_EPOCH_END: tr__loop_epoch_end(reg, run, L); break;
+    default: return tr__loop_noted(L), 0;
+    }
+    if (what) return tr__loop_noted(L), what;
+  }
+}
+
+TRAIN_API int tr_run_update(hk_registry *reg) {
+  tr__loop *L = tr__loop_of(reg);
+  tr_run *run;
+  int window;
+  if (!L || L->phase != TR__LOOP_TRAIN) {
+    if (L && L->phase != TR__LOOP_DONE)
+      tr__loop_fail(reg, L, "tr_run_update: called outside a training batch (%s): call it once in each batch "
+                    "tr_run_next gave as TR_RUN_TRAIN", L->phase == TR__LOOP_VAL ? "in a validation batch" : "between "
+                    "batches");
+    else if (!L && reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_update: no run was begun: call tr_run_begin first");
+    return 0;
+  }
+  if (tr__loop_tampered(reg, L, "tr_run_update")) return 0;
+  if (L->updated) {
+    tr__loop_fail(reg, L, "tr_run_update: called twice in the training batch %lld (step %lld): once per batch",
+                  (long long)L->ctx.batch_idx, (long long)L->ctx.global_step);
+    return 0;
+  }
+  run = (tr_run *)hk_attached(reg);
+  tr__loop_signals(L);
+  L->updated = 1;
+  L->window_skip |= HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_STEP);
+  window = run->accumulation > 1 ? run->accumulation : 1;
+  if (++L->micro < window) return 0; /* the window goes on: the gradients accumulate */
+  L->micro = 0;
+  if (L->window_skip) return L->window_skip = 0, 0;
+  L->stepped = 1;
+  L->ctx.global_step++;
+  tr__loop_noted(L);
+  return 1;
+}
+
+TRAIN_API tr_err tr_run_end(hk_registry *reg) {
+  tr__loop *L = tr__loop_of(reg);
+  tr_run *run;
+  if (!L) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_end: no run was begun on this registry: call tr_run_begin first");
+    return TR_ERR_INVALID;
+  }
+  run = (tr_run *)hk_attached(reg);
+  if (run->running == HK_STAGE_NONE) return tr_run_finish(reg, &L->ctx, TR_OK); /* refused: said there */
+  if (L->phase != TR__LOOP_DONE && !tr__loop_tampered(reg, L, "tr_run_end")) {
+    if (L->phase == TR__LOOP_TRAIN && L->updated) tr__loop_close(reg, run, L); /* the loop left after a whole batch */
+    else if (L->phase == TR__LOOP_VAL) tr_run_eval_end(reg, &L->ctx, &L->flow, NAN);
+  }
+  L->phase = TR__LOOP_DONE;
+  return tr_run_finish(reg, &L->ctx, TR_OK);
+}
+
 /* =================================================================================================
    THE BATTERY KIT (implementation)
    What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
@@ -7278,16 +7985,17 @@ typedef struct tr__dev_ops {
 TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
 
 /* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
-   the table above), -1 refused (a loop of your own with device views, or a mix). */
-TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const char *who, const tr__dev_ops **dev) {
+   the table above), -1 refused (a loop of your own with device views, or a mix; hk_fail's caller adds the
+   callback's name). */
+TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const tr__dev_ops **dev) {
   int k, on = 0;
   *dev = NULL;
   for (k = 0; k < ctx->n_tensors; k++) on += v[k].on_device != 0;
   if (on == 0) return 0;
   if (on == ctx->n_tensors && ctx->trainer && *tr__dev_seam()) { *dev = *tr__dev_seam(); return 1; }
   for (k = 0; k < ctx->n_tensors && !v[k].on_device; k++) {}
-  return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads device tensors only through train.h's trainer "
-                 "(tr_fit with TRAIN_CUDA), and host memory in a loop of your own", who, v[k].name ? v[k].name : "?"), -1;
+  return hk_fail(ctx, "tensor '%s' is in device memory; device tensors are read only through train.h's trainer "
+                 "(tr_fit with TRAIN_CUDA), host memory in a loop of your own", v[k].name ? v[k].name : "?"), -1;
 }
 /* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
 TR__SHARED const char *tr__nonfinite_name(double x) {
@@ -9184,7 +9892,7 @@ typedef struct tr__gm {
   char *filter;                 /* comma-separated substrings, or NULL */
   void (*on_histogram)(const tr_histogram *, hk_ctx *, void *);
   void *hist_user;
-  /* sized at on_train_start */
+  /* sized at the first due step of a fit (tr__gm_views) */
   int *sel;                     /* selected tensor indices */
   char **names;                 /* "grad_2.0_norm/<tensor>" per selected tensor */
   char pct_names[TR__GM_MAX_PCT][32];
@@ -9251,14 +9959,30 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* All allocation happens here, before the first step. */
+/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
+   param_filter that selects none of the views' names is said now, when the names are there (a setting
+   to fix before training, not at step 50); their buffers may still be missing. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
-  int k, n = 0;
+  int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
   tr__gm_free_views(s);
-  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
-  if (tr__views_where(ctx, ctx->grads, "gradient_monitor", &s->dev) < 0) return HK_FAIL;
-  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
+  for (k = 0; named && k < ctx->n_tensors; k++) {
+    named = ctx->grads[k].name != NULL;
+    hit |= named && tr__gm_selected(s, ctx->grads[k].name);
+  }
+  if (named && !hit) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  return HK_CONTINUE;
+}
+/* All allocation happens here, once per fit, where the gradients are first read (not at on_train_start:
+   llm.c's exist only after the first backward). */
+static hk_signal tr__gm_views(tr__gm *s, hk_ctx *ctx) {
+  int k, n = 0;
+  tr__gm_free_views(s); /* what a failed try left */
+  if (!ctx->grads || ctx->n_tensors <= 0)
+    return hk_fail(ctx, "the loop has no gradient views at %s: set ctx->grads and ctx->n_tensors by then",
+                   hk_event_name(ctx->reg, ctx->event));
+  if (tr__views_where(ctx, ctx->grads, &s->dev) < 0) return HK_FAIL;
+  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
   s->off = (size_t *)calloc((size_t)ctx->n_tensors, sizeof *s->off);
@@ -9326,13 +10050,12 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   const double *shared;
   size_t at = 0, i;
   int j;
-  if (!s->ready) return HK_CONTINUE;
+  if (!s->ready && tr__gm_views(s, ctx) != HK_CONTINUE) return HK_FAIL;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
-    return hk_fail(ctx, "the loop's tensors changed since on_train_start");
+    return hk_fail(ctx, "the loop's tensors changed since its first check: ctx->n_tensors is %d, it read tensor %d then",
+                   ctx->n_tensors, s->sel[s->pub.n_tensors - 1]);
   for (j = 0; j < s->pub.n_tensors; j++)
-    if (!ctx->grads[s->sel[j]].data)
-      return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
-                     ctx->grads[s->sel[j]].name ? ctx->grads[s->sel[j]].name : "?", (long long)ctx->global_step + 1);
+    if (!ctx->grads[s->sel[j]].data) return tr__view_empty(ctx, ctx->grads, s->sel[j], "ctx->grads"), HK_FAIL;
   /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
      and clipping), else a pass of its own */
   shared = tr__grad_pass_sums(ctx);
@@ -9569,7 +10292,9 @@ static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
   size_t i;
   s->grad_checks++;
   if (s->check_loss) tr__ng_unfired(s, ctx, 1, "before this fit's first optimizer step"); /* backward ran: known now */
-  if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  if (!s->check_grads || !ctx->grads) return HK_CONTINUE;
+  if (tr__views_data(ctx, ctx->grads, "ctx->grads")) return HK_FAIL; /* a late buffer never set: said, not a crash */
+  if (hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
   for (k = 0; k < ctx->n_tensors; k++) {
     const hk_tensor *g = &ctx->grads[k];
@@ -9664,13 +10389,16 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
+/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
+   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
   int where;
-  if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
-  if ((where = tr__views_where(ctx, ctx->params, "ema", &dev)) < 0) return -1;
+  if (!ctx->params || n == 0)
+    return hk_fail(ctx, "the loop has no parameter views at %s: set ctx->params and ctx->n_tensors by then",
+                   hk_event_name(ctx->reg, ctx->event)), -1;
+  if ((where = tr__views_where(ctx, ctx->params, &dev)) < 0) return -1;
   if (s->avg && s->count != n)
     return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
@@ -9690,6 +10418,9 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
+/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
+   too), so the buffer is allocated (and put on the device) before the first step rather than inside
+   one, and a resumed average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
 /* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
@@ -9699,6 +10430,7 @@ static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   int k;
   size_t i;
   if (s->pub.n_averaged == 0) w = 1.0;
+  if (tr__views_data(ctx, ctx->params, "ctx->params")) return -1;
   for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     const float *p = ctx->params[k].data;
     if (s->d_avg) { if (s->dev->average(ctx, a, p, ctx->params[k].count, w)) return -1; continue; }
@@ -10534,7 +11266,8 @@ typedef struct tr__oec {
   tr_on_exception_checkpoint_state pub;
   tr_run *run;
   hk_registry *reg;
-  char *dirpath, *path;
+  char *dirpath, *path, *name;
+  int dir_default;              /* dirpath was not given: 1 ./checkpoints until the run has a directory, 2 the run's */
   int verbose;
   int training;                 /* on_train_start of this fit has fired: there is a state worth saving */
 } tr__oec;
@@ -10542,9 +11275,38 @@ static void tr__oec_destroy(void *user) {
   tr__oec *s = (tr__oec *)user;
   free(s->dirpath);
   free(s->path);
+  free(s->name);
   free(s);
 }
-static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 1; return HK_CONTINUE; }
+/* dirpath/name.ckpt; -1 out of memory (the old paths stay) */
+static int tr__oec_paths(tr__oec *s, const char *dirpath) {
+  size_t n = strlen(dirpath) + strlen(s->name) + 7;
+  char *dir = tr__strdup(dirpath), *path = (char *)malloc(n);
+  if (!dir || !path) { free(dir); free(path); return -1; }
+  snprintf(path, n, "%s/%s.ckpt", dirpath, s->name);
+  free(s->dirpath);
+  free(s->path);
+  s->dirpath = dir;
+  s->path = path;
+  s->pub.ckpt_path = s->path;
+  return 0;
+}
+/* The default dirpath, model_checkpoint's rule (tr__mc_default_dir): the run directory's checkpoints/
+   once the run has a directory, else ./checkpoints; fixed once it is the run's. */
+static void tr__oec_default_dir(tr__oec *s) {
+  const char *rd = s->run ? s->run->tr__p->dir : NULL;
+  char *p;
+  if (s->dir_default != 1 || !rd || !(p = tr__join(rd, "checkpoints"))) return; /* out of memory: ./checkpoints */
+  if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
+  free(p);
+}
+static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  (void)ctx;
+  s->training = 1;
+  tr__oec_default_dir(s); /* the loggers opened the run's directory at setup: ckpt_path says where, from now */
+  return HK_CONTINUE;
+}
 static hk_signal tr__oec_over(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 0; return HK_CONTINUE; }
 static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
@@ -10554,6 +11316,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   if (!s->training || run->running != HK_STAGE_FIT) return HK_CONTINUE;
   s->training = 0;
   why[0] = 0;
+  tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
     tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
@@ -10574,9 +11337,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   tr__oec *s;
   hk_callback cb;
   const char *name;
-  size_t n;
   if (!d) return tr__bad(w, "on_exception_checkpoint: desc is NULL");
-  if (!d->dirpath || !d->dirpath[0]) return tr__bad(w, "on_exception_checkpoint: dirpath is required (the directory the checkpoint goes into)");
   name = d->filename ? d->filename : "on_exception";
   if (!name[0] || strchr(name, '/'))
     return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
@@ -10585,15 +11346,14 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
                    "name can have; shorten it", name, strlen(name), TR__NAME_MAX);
   s = (tr__oec *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
-  n = strlen(d->dirpath) + strlen(name) + 7;
-  s->dirpath = tr__strdup(d->dirpath);
-  s->path = (char *)malloc(n);
-  if (!s->dirpath || !s->path) { tr__oec_destroy(s); return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM; }
-  snprintf(s->path, n, "%s/%s.ckpt", d->dirpath, name);
+  s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL, or "": a spec's default) */
+  if (!(s->name = tr__strdup(name)) || tr__oec_paths(s, s->dir_default ? "checkpoints" : d->dirpath)) {
+    tr__oec_destroy(s);
+    return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
+  }
   s->run = tr_run_get(reg);
   s->reg = reg;
   s->verbose = tr__flag(d->verbose, 1);
-  s->pub.ckpt_path = s->path;
   s->pub.saved_step = -1;
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
@@ -10750,7 +11510,9 @@ static hk_signal tr__sd_loss(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__sd_grads(hk_ctx *ctx, void *user) {
   tr__sd *s = (tr__sd *)user;
-  if (s->skipping || s->pending || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  if (s->skipping || s->pending || !ctx->grads) return HK_CONTINUE;
+  if (tr__views_data(ctx, ctx->grads, "ctx->grads")) return HK_FAIL; /* a late buffer never set: said, not a crash */
+  if (hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->why, sizeof s->why, "the gradient norm is not finite");
   s->loss = NAN;
   tr__sd_spike(s, ctx, NAN);
@@ -11176,7 +11938,9 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
       else if (k >= n) e = EINVAL;
       else if (cell.data[0]) {
         v = strtod((const char *)cell.data, &num);
+        int counter = !strcmp(names[k], "epoch") || !strcmp(names[k], "step");
         if (*num) e = EINVAL;
+        else if (counter && !(v >= 0 && v < 9.2e18 && v == floor(v))) e = EINVAL; /* nan, 1e300, -1, 2.5: not this logger's (a cast would be undefined) */
         else if (!strcmp(names[k], "epoch")) { r.epoch = (int64_t)v; has_epoch = 1; }
         else if (!strcmp(names[k], "step")) { r.step = (int64_t)v; has_step = 1; }
         else if ((te = tr_log_set(&r, names[k], v)) != TR_OK) e = te == TR_ERR_NOMEM ? ENOMEM : EINVAL;
@@ -11188,7 +11952,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
     if (!e && !tr__run_superseded(s->run, r.step, stage) && tr__csv_add_row((tr__csv *)s->own, &r)) e = ENOMEM;
   }
   if (e == EINVAL)
-    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, or "
+    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, an epoch or "
+             "step that is not a whole number >= 0, or "
              "more cells than columns): the resumed run does not continue it, nor replace it; move it away, or resume with "
              "new_version_on_resume", s->path);
   for (k = 0; k < n; k++) free(names[k]);
@@ -11887,7 +12652,14 @@ static void tr__utf8_cut(char *s, int cols) {
    first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
    lose a line, nothing more. */
 static void tr__bar_flush(tr__bar *b) {
+  errno = 0;
   if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
+}
+/* A write to the bar's stream, its errno kept at once: an unbuffered stream (stderr) fails in the write,
+   not in the flush after it, and later calls would overwrite errno (ferror alone says EIO for EPIPE). */
+static void tr__bar_put(tr__bar *b, const char *s) {
+  errno = 0;
+  if (fputs(s, b->out) == EOF && !b->io_err) b->io_err = errno ? errno : EIO;
 }
 static void tr__bar_io_begin(tr__bar *b) {
   if (b->io++ > 0) return;
@@ -11955,20 +12727,20 @@ static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
    the top row makes tmux push the screen into its history). */
 static void tr__bar_home(tr__bar *b, int width) {
   int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
-  fputs("\r\033[K", b->out);
-  for (; up > 0; up--) fputs("\033[A\033[K", b->out);
+  tr__bar_put(b, "\r\033[K");
+  for (; up > 0; up--) tr__bar_put(b, "\033[A\033[K");
   b->drawn_w = 0;
 }
 /* The evaluation line goes below the training bar, and back up: the training bar's rows erased too */
 static void tr__bar_below(tr__bar *b) {
-  fputc('\n', b->out);
+  tr__bar_put(b, "\n");
   b->above_w = b->drawn_w;
   b->drawn_w = 0;
 }
 static void tr__bar_up(tr__bar *b) {
   int width = b->width > 0 ? b->width : tr__bar_cols(b);
   tr__bar_home(b, width);
-  fputs("\033[A", b->out);
+  tr__bar_put(b, "\033[A");
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
@@ -11990,9 +12762,9 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
-  if (!b->tty) { fprintf(b->out, "%s\n", line); tr__bar_flush(b); return; }
+  if (!b->tty) { tr__bar_put(b, line); tr__bar_put(b, "\n"); tr__bar_flush(b); return; }
   tr__bar_home(b, width);
-  fputs(line, b->out);
+  tr__bar_put(b, line);
   b->drawn_w = (int)tr__utf8_width(line);
   tr__bar_flush(b);
 }
@@ -12081,7 +12853,7 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->main.live && (b->tty || b->main.drawn_n != b->main.n)) tr__bar_loss(b, ctx);
   tr__bar_io_begin(b);
-  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); b->drawn_w = 0; }
+  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); tr__bar_put(b, "\n"); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   tr__bar_io_end(b);
@@ -12109,12 +12881,12 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
-    fputc('\n', b->out);
+    tr__bar_put(b, "\n");
     b->drawn_w = 0;
   } else if (b->eval_shown && b->main.live) { /* erase the line, go back up to the training bar */
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
-  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
+  } else if (b->eval_shown) { tr__bar_put(b, "\r\033[K"); b->drawn_w = 0; } /* the sanity check's line goes */
   tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -12141,7 +12913,7 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->tty && (b->main.live || b->eval.live) && !b->broken) {
     tr__bar_io_begin(b);
-    fputc('\n', b->out);
+    tr__bar_put(b, "\n");
     b->drawn_w = 0;
     tr__bar_io_end(b);
   }
@@ -12165,7 +12937,8 @@ static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
     else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
     tr__bar_flush(b);
   }
-  fputs(text, f);
+  if (f == b->out) tr__bar_put(b, text);
+  else fputs(text, f);
   if (f == b->out) tr__bar_flush(b);
   else fflush(f);
   if (live) {
@@ -12405,6 +13178,19 @@ static int tr__svg_write(const char *path, tr__file_id *mine, const char *title,
   }
 #undef TR__SX
 #undef TR__SY
+  /* the points as logged, for the logger's own file: a resume that continues the run reads them back (the
+     polylines are scaled and rounded), so its plot shows the whole run */
+  if (mine) {
+    tr__put_s(&f, "<metadata id=\"train.h-points\">\n");
+    for (i = 0; i < n; i++) {
+      tr__put_s(&f, "<series name=\"");
+      tr__svg_text(&f, s[i].name);
+      tr__put_s(&f, "\">");
+      for (k = 0; k < s[i].n; k++) tr__putf(&f, "%s%.17g %.17g", k ? " " : "", s[i].x[k], s[i].y[k]);
+      tr__put_s(&f, "</series>\n");
+    }
+    tr__put_s(&f, "</metadata>\n");
+  }
   tr__put_s(&f, "</svg>\n");
   if (f.failed) { snprintf(why, why_len, "out of memory"); e = ENOMEM; }
   else if (mine) e = tr__write_mine(path, f.data, f.len, mine, NULL, why, why_len);
@@ -12526,13 +13312,63 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 /* the SVG's path: the desc's (the file it names is written, a regular file there replaced: you named
    it), else metrics.svg in the version directory (refused when a file is there already, as every
    logger's file: written where nothing is, then over its own file only) */
+/* A name as tr__svg_text wrote it, back (in place) */
+static void tr__svg_untext(char *t) {
+  static const char *const ent[4][2] = { { "&lt;", "<" }, { "&gt;", ">" }, { "&quot;", "\"" }, { "&amp;", "&" } };
+  char *w = t;
+  int i;
+  while (*t) {
+    for (i = 0; i < 4 && strncmp(t, ent[i][0], strlen(ent[i][0])); i++) {}
+    if (i < 4) { *w++ = ent[i][1][0]; t += strlen(ent[i][0]); }
+    else *w++ = *t++;
+  }
+  *w = 0;
+}
+/* A continued run's points from its metrics.svg (tr__svg_write's metadata), those logged after the
+   checkpoint left out (the resumed run logs them again). A file without them (an older one) adds none. */
+static int tr__plot_take_back(tr__logger *s, tr__plot *p, char *text) {
+  char *at = strstr(text, "<metadata id=\"train.h-points\">"), *end = at ? strstr(at, "</metadata>") : NULL;
+  if (!at || !end) return 0;
+  *end = 0;
+  while ((at = strstr(at, "<series name=\"")) != NULL) {
+    char *name = at + 14, *q = strchr(name, '"'), *num, *stop;
+    const char *stage;
+    tr__series *se;
+    if (!q || q[1] != '>' || !(stop = strstr(q, "</series>"))) break;
+    *q = 0;
+    *stop = 0;
+    tr__svg_untext(name);
+    stage = !strncmp(name, "val/", 4) ? "val" : !strncmp(name, "test/", 5) ? "test" : "train"; /* as csv's read-back */
+    if (!(se = tr__series_get(&p->series, &p->n_series, name))) return ENOMEM;
+    for (num = q + 2; *num;) {
+      char *e1, *e2;
+      double x = strtod(num, &e1), y = e1 != num ? strtod(e1, &e2) : 0;
+      if (e1 == num || e2 == e1) break;
+      num = e2;
+      if (!(x >= -9.2e18 && x <= 9.2e18) || tr__run_superseded(s->run, (int64_t)x, stage)) continue;
+      if (tr__series_add(se, x, y)) return ENOMEM;
+    }
+    at = stop + 1;
+  }
+  return 0;
+}
 static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__plot *p = (tr__plot *)s->own;
+  hk_bytes old;
+  int e;
   (void)ctx;
   p->own_path = p->path && p->path[0];
   if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return p->own_path ? 0 : tr__logger_take(s, s->path, NULL, &s->id, why, cap);
+  if (p->own_path) return 0;
+  memset(&old, 0, sizeof old);
+  e = tr__logger_take(s, s->path, &old, &s->id, why, cap);
+  if (!e && s->continued && old.len) {
+    hk_bytes_put(&old, "", 1);
+    e = old.failed ? ENOMEM : tr__plot_take_back(s, p, (char *)old.data);
+  }
+  hk_bytes_free(&old);
+  return e;
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;
@@ -12597,7 +13433,8 @@ enum { TR__MLF_BATCH = 1000, TR__MLF_PARAMS = 100, TR__MLF_BODY = 1000000, TR__M
 #define TR__MLF_GATHER 0.1      /* seconds values gather before a request that is not full */
 /* what the sender has to say to the loop's thread (said there, once each) */
 enum { TR__MLF_SAY_DOWN = 1, TR__MLF_SAY_BACK = 2, TR__MLF_SAY_REFUSED = 4, TR__MLF_SAY_STARTED = 8, TR__MLF_SAY_GAVE_UP = 16,
-       TR__MLF_SAY_PARAMS = 32 };
+       TR__MLF_SAY_PARAMS = 32, TR__MLF_SAY_STUCK = 64, TR__MLF_SAY_SPOOL = 128 };
+#define TR__MLF_SLOWEST 6 /* a request waits at most timeout_ms << 6 for its answer */
 typedef struct tr__mlf_item { int64_t step, ms; double value; int32_t key; } tr__mlf_item;
 
 typedef struct tr__mlf {
@@ -12630,6 +13467,20 @@ typedef struct tr__mlf {
   double next_send;            /* values that do not fill a request wait until then */
   int idle;                    /* the sender waits: 1 for work, 2 gathering values, 3 pausing after a failure */
   int64_t sent, dropped, refused, unsent;
+  int slow, timeouts_slowest, stuck; /* a request waits timeout_ms << slow; tries at the longest; nothing more is sent */
+  int limit, plimit;           /* values, params a request at most now: halved when refused (one bad entry is found and
+                                  dropped alone) or not answered in time, doubled back after a success */
+  unsigned gen;                /* bumped when a run's end takes what is unsent (tr__mlf_spool): a request in flight then
+                                  changes nothing */
+  char run_key[24];            /* the tag train_h_run_key of the MLflow run being made: a runs/create that got no answer
+                                  is looked for (runs/search) before it is made again */
+  int create_unknown;          /* a runs/create got no answer: the server may have made the run */
+  char **sp_line;              /* lines of spool files (mlflow_unsent.txt) to send first: sp_at .. sp_n */
+  int *sp_file, sp_n, sp_at, sp_files;
+  char **sp_path;              /* the spool files read (removed, or written again with what is left, at the end) */
+  tr__file_id *sp_id;
+  char sp_rid[64];             /* the MLflow run of the spool lines being sent */
+  int64_t sp_sent, sp_refused;
   int up, was_down;            /* the last request got an answer; one did not, once */
   int said, news;              /* TR__MLF_SAY_*: said already, to say */
   char error[256];
@@ -12643,9 +13494,24 @@ typedef struct tr__mlf {
   tr__mlf_item *batch;
 } tr__mlf;
 
+/* The name a key is sent as */
+static const char *tr__mlf_sent_name(const tr__mlf *s, int key) {
+  const char *n = s->names[key / TR__MLF_BLOCK][key % TR__MLF_BLOCK], *fixed = n + strlen(n) + 1;
+  return fixed[0] ? fixed : n;
+}
 static double tr__mlf_backoff(int tries) { double d = 0.25; while (tries-- > 1 && d < TR__MLF_BACKOFF_MAX) d *= 2; return d < TR__MLF_BACKOFF_MAX ? d : TR__MLF_BACKOFF_MAX; }
 
 /* ---- the sender's side: HTTP through libcurl -------------------------------------------------------- */
+/* libcurl's progress callback: a request in flight ends at once when the logger is destroyed */
+static int tr__mlf_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
+  tr__mlf *s = (tr__mlf *)user;
+  int quit;
+  (void)a; (void)b; (void)c; (void)d;
+  pthread_mutex_lock(&s->mu);
+  quit = s->quit;
+  pthread_mutex_unlock(&s->mu);
+  return quit;
+}
 static size_t tr__mlf_take(char *p, size_t size, size_t n, void *user) {
   hk_bytes *b = (hk_bytes *)user;
   if (b->len < 65536) hk_bytes_put(b, p, size * n < 65536 - b->len ? size * n : 65536 - b->len); /* an answer's head is enough */
@@ -12659,6 +13525,7 @@ static int tr__mlf_http(tr__mlf *s, const char *path, const hk_bytes *body, long
   s->reply.len = 0;
   err[0] = 0;
   curl_easy_setopt(s->curl, CURLOPT_URL, url);
+  curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, s->timeout_ms << s->slow); /* a slow server's answer is waited for longer */
   curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, err);
   if (body) {
     curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, (const char *)body->data);
@@ -12670,17 +13537,55 @@ static int tr__mlf_http(tr__mlf *s, const char *path, const hk_bytes *body, long
   if (c != CURLE_OK) {
     pthread_mutex_lock(&s->mu);
     snprintf(s->error, sizeof s->error, "%s", err[0] ? err : curl_easy_strerror(c));
+    /* no answer in time: the server may have stored the request. The next try waits twice as long (up to 64
+       times timeout_ms) with half the values: a slow server is given the time it needs, never the same
+       request forever; at the longest wait, 3 more tries, then nothing more is sent by this process (the
+       values are kept in the run directory at the end, tr__mlf_spool) */
+    if (c == CURLE_OPERATION_TIMEDOUT) {
+      if (s->slow < TR__MLF_SLOWEST) s->slow++;
+      else if (++s->timeouts_slowest >= 3) { s->stuck = 1; s->news |= TR__MLF_SAY_STUCK; }
+      if (s->limit > 1) s->limit /= 2;
+    }
     pthread_mutex_unlock(&s->mu);
     return -1;
   }
+  s->timeouts_slowest = 0;
   curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, status);
   return 0;
 }
-/* A string field of a JSON answer ("run_id": "..."), the first one: 1 found, 0 not. Ids hold no escapes. */
+/* A JSON string's text (p after its opening quote), escapes undone (\u as UTF-8), cut to cap - 1 bytes:
+   the character after its closing quote, or NULL when it has none. */
+static const char *tr__mlf_jstr(const char *p, char *out, size_t cap) {
+  size_t n = 0;
+  while (*p && *p != '"') {
+    char c = *p++;
+    unsigned u = 0;
+    int k;
+    if (c == '\\') {
+      c = *p++;
+      if (c == 'n') c = '\n'; else if (c == 't') c = '\t'; else if (c == 'r') c = '\r'; else if (c == 'b') c = '\b'; else if (c == 'f') c = '\f';
+      else if (c == 'u') {
+        for (k = 0; k < 4 && *p; k++, p++) u = u * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
+        if (u >= 0x80) { /* as UTF-8 (a surrogate half stays as it is: a message, not data) */
+          char b[3];
+          int m = u >= 0x800 ? 3 : 2;
+          if (m == 3) { b[0] = (char)(0xE0 | (u >> 12)); b[1] = (char)(0x80 | ((u >> 6) & 0x3F)); b[2] = (char)(0x80 | (u & 0x3F)); }
+          else { b[0] = (char)(0xC0 | (u >> 6)); b[1] = (char)(0x80 | (u & 0x3F)); }
+          for (k = 0; k < m; k++) if (n + 1 < cap) out[n++] = b[k];
+          continue;
+        }
+        c = (char)u;
+      } else if (!c) break;
+    }
+    if (n + 1 < cap) out[n++] = c;
+  }
+  if (cap) out[n] = 0;
+  return *p == '"' ? p + 1 : NULL;
+}
+/* A string field of a JSON answer ("run_id": "..."), the first one: 1 found, 0 not. */
 static int tr__mlf_field(const char *json, const char *key, char *out, size_t cap) {
   char pat[64];
   const char *p = json;
-  size_t n = 0;
   snprintf(pat, sizeof pat, "\"%s\"", key);
   while ((p = strstr(p, pat)) != NULL) {
     p += strlen(pat);
@@ -12688,16 +13593,14 @@ static int tr__mlf_field(const char *json, const char *key, char *out, size_t ca
     if (*p++ != ':') continue;
     while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
     if (*p++ != '"') continue;
-    while (p[n] && p[n] != '"' && n + 1 < cap) { out[n] = p[n]; n++; }
-    out[n] = 0;
-    return p[n] == '"';
+    return tr__mlf_jstr(p, out, cap) != NULL;
   }
   return 0;
 }
 /* The outcome of a request: 1 taken; 0 refused for good (4xx: the request is wrong, sending it again does
    not help; s->error says why); -1 try again later (no answer, 5xx, 408, 429). */
 static int tr__mlf_outcome(tr__mlf *s, int r, long status, const char *what) {
-  char msg[160] = "";
+  char msg[200] = "";
   if (r == 0 && status >= 200 && status < 300) return 1;
   if (r == 0) {
     if (!tr__mlf_field((const char *)s->reply.data, "message", msg, sizeof msg))
@@ -12717,12 +13620,25 @@ static void tr__mlf_kv(hk_bytes *b, const char *k, const char *v) {
 }
 static int64_t tr__mlf_ms(void) { return (int64_t)(tr__wall() * 1000.0); }
 
+/* runs/create's body: the run's name, tags and key (train_h_run_key: it is found by it) */
+static void tr__mlf_create_body(const tr__mlf *s, hk_bytes *b, const char *eid) {
+  int i;
+  tr__put_s(b, "{\"experiment_id\":"); tr__json_str(b, eid);
+  if (s->run_name) { tr__put_s(b, ",\"run_name\":"); tr__json_str(b, s->run_name); }
+  tr__putf(b, ",\"start_time\":%lld,\"tags\":[{", (long long)tr__mlf_ms());
+  tr__mlf_kv(b, "mlflow.source.type", "LOCAL");
+  tr__put_s(b, "}");
+  if (s->run_name) { tr__put_s(b, ",{"); tr__mlf_kv(b, "mlflow.runName", s->run_name); tr__put_s(b, "}"); }
+  for (i = 0; i < s->n_tags; i++) { tr__put_s(b, ",{"); tr__mlf_kv(b, s->tags[2 * i], s->tags[2 * i + 1]); tr__put_s(b, "}"); }
+  tr__put_s(b, ",{"); tr__mlf_kv(b, "train_h_run_key", s->run_key); tr__put_s(b, "}");
+  tr__put_s(b, "]}");
+}
 /* Make the MLflow run: the experiment by name (made when missing), then runs/create; or, for a run whose
    id is known (a resume, a later run of the same logger), runs/update to RUNNING. 1, 0 or -1 as above. */
 static int tr__mlf_start(tr__mlf *s, const char *known) {
   char eid[64] = "", rid[64] = "", life[32] = "";
   long status = 0;
-  int r, i;
+  int r;
   hk_bytes *b = &s->body;
   b->len = 0;
   if (known[0]) {
@@ -12763,19 +13679,26 @@ static int tr__mlf_start(tr__mlf *s, const char *known) {
     return 0;
   }
   b->len = 0;
-  tr__put_s(b, "{\"experiment_id\":"); tr__json_str(b, eid);
-  if (s->run_name) { tr__put_s(b, ",\"run_name\":"); tr__json_str(b, s->run_name); }
-  tr__putf(b, ",\"start_time\":%lld,\"tags\":[{", (long long)tr__mlf_ms());
-  tr__mlf_kv(b, "mlflow.source.type", "LOCAL");
-  tr__put_s(b, "}");
-  if (s->run_name) { tr__put_s(b, ",{"); tr__mlf_kv(b, "mlflow.runName", s->run_name); tr__put_s(b, "}"); }
-  for (i = 0; i < s->n_tags; i++) { tr__put_s(b, ",{"); tr__mlf_kv(b, s->tags[2 * i], s->tags[2 * i + 1]); tr__put_s(b, "}"); }
-  tr__put_s(b, "]}");
+  tr__mlf_create_body(s, b, eid);
   if (b->failed) return -1;
+  if (s->create_unknown) { /* the last runs/create got no answer: made anyway? (runs/create is not idempotent) */
+    hk_bytes q;
+    int found = 0;
+    memset(&q, 0, sizeof q);
+    tr__put_s(&q, "{\"experiment_ids\":["); tr__json_str(&q, eid);
+    tr__putf(&q, "],\"filter\":\"tags.train_h_run_key = '%s'\",\"max_results\":1}", s->run_key);
+    r = q.failed ? -1 : tr__mlf_http(s, "runs/search", &q, &status);
+    hk_bytes_free(&q);
+    if ((r = tr__mlf_outcome(s, r, status, "runs/search")) != 1) return r;
+    found = tr__mlf_field((const char *)s->reply.data, "run_id", rid, sizeof rid);
+    if (found) goto made;
+  }
   r = tr__mlf_http(s, "runs/create", b, &status);
+  s->create_unknown = r != 0;
   r = tr__mlf_outcome(s, r, status, "runs/create");
   if (r != 1) return r;
   if (!tr__mlf_field((const char *)s->reply.data, "run_id", rid, sizeof rid)) return -1;
+made:
   pthread_mutex_lock(&s->mu);
   snprintf(s->run_id, sizeof s->run_id, "%s", rid);
   snprintf(s->experiment_id, sizeof s->experiment_id, "%s", eid);
@@ -12791,11 +13714,15 @@ static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
   hk_bytes *b = &s->body;
   const char *p = (const char *)s->params.data;
   int i, n = 0, r;
+  unsigned gen;
   long status = 0;
+  pthread_mutex_lock(&s->mu);
+  gen = s->gen;
+  pthread_mutex_unlock(&s->mu);
   for (i = 0; i < s->param_at; i++) { p += strlen(p) + 1; p += strlen(p) + 1; }
   b->len = 0;
   tr__put_s(b, "{\"run_id\":"); tr__json_str(b, rid); tr__put_s(b, ",\"params\":[");
-  for (i = s->param_at; i < s->n_params && n < TR__MLF_PARAMS; i++, n++) {
+  for (i = s->param_at; i < s->n_params && n < s->plimit; i++, n++) {
     const char *k = p, *v = p + strlen(p) + 1;
     p = v + strlen(v) + 1;
     tr__put_s(b, n ? ",{" : "{");
@@ -12807,8 +13734,11 @@ static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
   r = tr__mlf_http(s, "runs/log-batch", b, &status);
   r = tr__mlf_outcome(s, r, status, "params");
   pthread_mutex_lock(&s->mu);
-  if (r == 1) s->param_at += n;
-  if (r == 0) { s->param_at = s->n_params; s->news |= TR__MLF_SAY_PARAMS; }
+  if (gen != s->gen) r = r < 0 ? r : 1; /* the run's end took them meanwhile */
+  else if (r == 1) { s->param_at += n; if (s->plimit < TR__MLF_PARAMS) s->plimit *= 2; }
+  else if (r == 0 && n > 1 && status == 400) { s->plimit = n / 2; r = 1; } /* one of them is refused: halves until it is alone */
+  else if (r == 0 && status == 400) { s->param_at++; s->news |= TR__MLF_SAY_PARAMS; r = 1; }
+  else if (r == 0) { s->param_at = s->n_params; s->news |= TR__MLF_SAY_PARAMS; } /* it alone (a param of the run has another value: MLflow never changes one) */
   pthread_mutex_unlock(&s->mu);
   return r;
 }
@@ -12818,9 +13748,11 @@ static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
 static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
   hk_bytes *b = &s->body;
   int i, n, r;
+  unsigned gen;
   long status = 0;
   pthread_mutex_lock(&s->mu);
-  n = s->count < TR__MLF_BATCH ? s->count : TR__MLF_BATCH;
+  gen = s->gen;
+  n = s->count < s->limit ? s->count : s->limit;
   for (i = 0; i < n; i++) s->batch[i] = s->ring[(s->tail + i) % s->cap];
   pthread_mutex_unlock(&s->mu);
   b->len = 0;
@@ -12829,7 +13761,7 @@ static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
     const tr__mlf_item *it = &s->batch[i];
     if (b->len > TR__MLF_BODY - 2 * TR__MLF_KEY - 200) break; /* the next one might not fit: in the next batch */
     tr__put_s(b, i ? ",{\"key\":" : "{\"key\":");
-    tr__json_str(b, s->names[it->key / TR__MLF_BLOCK][it->key % TR__MLF_BLOCK]);
+    tr__json_str(b, tr__mlf_sent_name(s, it->key));
     tr__put_s(b, ",\"value\":");
     tr__json_num(b, it->value); /* NaN, Infinity, -Infinity as strings: MLflow's JSON */
     tr__putf(b, ",\"timestamp\":%lld,\"step\":%lld}", (long long)it->ms, (long long)it->step);
@@ -12841,10 +13773,14 @@ static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
   r = tr__mlf_outcome(s, r, status, "metrics");
   if (r < 0) return -1;
   pthread_mutex_lock(&s->mu);
-  s->tail = (s->tail + n) % s->cap;
-  s->count -= n;
-  if (r == 1) s->sent += n;
-  else { s->refused += n; s->news |= TR__MLF_SAY_REFUSED; }
+  if (gen != s->gen) { pthread_mutex_unlock(&s->mu); return 1; } /* the run's end took the queue meanwhile */
+  if (r == 0 && n > 1 && status == 400) s->limit = n / 2; /* one bad value never takes the others down: halves until it is alone */
+  else {
+    s->tail = (s->tail + n) % s->cap;
+    s->count -= n;
+    if (r == 1) { s->sent += n; if (s->limit < TR__MLF_BATCH) s->limit = s->limit * 2 < TR__MLF_BATCH ? s->limit * 2 : TR__MLF_BATCH; }
+    else { s->refused += n; s->news |= TR__MLF_SAY_REFUSED; }
+  }
   pthread_mutex_unlock(&s->mu);
   return 1;
 }
@@ -12863,8 +13799,101 @@ static int tr__mlf_send_small(tr__mlf *s, const char *rid, const char *path, con
   return tr__mlf_outcome(s, r, status, path);
 }
 
+
+/* ---- values kept in the run directory (mlflow_unsent.txt): what a run's end could not send ----------
+   Lines: "train.h mlflow unsent 1" first; then "run\t<run id>" or "create\t<run key>\t<experiment, a JSON
+   string>\t<runs/create's body, @EXP@ for the experiment's id>" (an MLflow run that was never made), each
+   followed by "post\t<path>\t<body, @RUN@ for the run's id>" requests: params, the checkpoint tag, metrics
+   (their own timestamps: sent twice, MLflow's SQL store keeps one), the run's end status last. Sent by the
+   next start or resume of an mlflow logger in that run directory or beside it (another version_N of the
+   same name), before anything else; the file goes when all of it is sent. */
+#define TR__MLF_SPOOL "mlflow_unsent.txt"
+#define TR__MLF_SPOOL_HEAD "train.h mlflow unsent 1"
+static void tr__mlf_subst(hk_bytes *out, const char *body, const char *pat, const char *val) {
+  const char *p;
+  size_t n = strlen(pat);
+  out->len = 0;
+  while ((p = strstr(body, pat)) != NULL) { hk_bytes_put(out, body, (size_t)(p - body)); tr__put_s(out, val); body = p + n; }
+  tr__put_s(out, body);
+  hk_bytes_put(out, "", 1);
+  out->len--;
+}
+/* The experiment's id by name, made when missing: 1, 0 refused (deleted), -1 try again */
+static int tr__mlf_experiment(tr__mlf *s, const char *name, char *eid, size_t cap) {
+  char *q = curl_easy_escape(s->curl, name, 0), path[700], life[32] = "";
+  long status = 0;
+  int r;
+  if (!q) return -1;
+  snprintf(path, sizeof path, "experiments/get-by-name?experiment_name=%s", q);
+  curl_free(q);
+  r = tr__mlf_http(s, path, NULL, &status);
+  if (r == 0 && status == 404) {
+    s->body.len = 0;
+    tr__put_s(&s->body, "{\"name\":"); tr__json_str(&s->body, name); tr__put_s(&s->body, "}");
+    r = tr__mlf_http(s, "experiments/create", &s->body, &status);
+    if (r == 0 && status == 400 && strstr((const char *)s->reply.data, "RESOURCE_ALREADY_EXISTS")) return -1;
+  }
+  if ((r = tr__mlf_outcome(s, r, status, "the experiment")) != 1) return r;
+  if (!tr__mlf_field((const char *)s->reply.data, "experiment_id", eid, cap)) return -1;
+  if (tr__mlf_field((const char *)s->reply.data, "lifecycle_stage", life, sizeof life) && !strcmp(life, "deleted")) return 0;
+  return 1;
+}
+/* The next spooled line: 1 done (sent, or refused for good: counted), -1 try again later. */
+static int tr__mlf_send_spooled(tr__mlf *s) {
+  char *line, *tab, *body;
+  unsigned gen;
+  int r = 1;
+  long status = 0;
+  hk_bytes sub;
+  pthread_mutex_lock(&s->mu);
+  gen = s->gen;
+  line = tr__strdup(s->sp_line[s->sp_at]);
+  pthread_mutex_unlock(&s->mu);
+  if (!line) return -1;
+  memset(&sub, 0, sizeof sub);
+  if (!strncmp(line, "run\t", 4)) snprintf(s->sp_rid, sizeof s->sp_rid, "%s", line + 4);
+  else if (!strncmp(line, "create\t", 7) && (tab = strchr(line + 7, '\t')) != NULL && tab[1] == '"') {
+    char exp[600], eid[64], *key = line + 7;
+    const char *after;
+    *tab = 0;
+    s->sp_rid[0] = 0;
+    if (!(after = tr__mlf_jstr(tab + 2, exp, sizeof exp)) || *after != '\t') r = 0;
+    else if ((r = tr__mlf_experiment(s, exp, eid, sizeof eid)) == 1) {
+      hk_bytes q; /* made already (a create that got no answer, a spool sent twice)? */
+      memset(&q, 0, sizeof q);
+      tr__put_s(&q, "{\"experiment_ids\":["); tr__json_str(&q, eid);
+      tr__putf(&q, "],\"filter\":\"tags.train_h_run_key = '%s'\",\"max_results\":1}", key);
+      r = q.failed ? -1 : tr__mlf_http(s, "runs/search", &q, &status);
+      hk_bytes_free(&q);
+      if ((r = tr__mlf_outcome(s, r, status, "runs/search")) == 1 && !tr__mlf_field((const char *)s->reply.data, "run_id", s->sp_rid, sizeof s->sp_rid)) {
+        tr__mlf_subst(&sub, after + 1, "@EXP@", eid);
+        r = sub.failed ? -1 : tr__mlf_http(s, "runs/create", &sub, &status);
+        if ((r = tr__mlf_outcome(s, r, status, "runs/create")) == 1 && !tr__mlf_field((const char *)s->reply.data, "run_id", s->sp_rid, sizeof s->sp_rid)) r = -1;
+      }
+    }
+  } else if (!strncmp(line, "post\t", 5) && (body = strchr(line + 5, '\t')) != NULL) {
+    *body++ = 0;
+    if (!s->sp_rid[0]) r = 0; /* its run could not be made */
+    else {
+      tr__mlf_subst(&sub, body, "@RUN@", s->sp_rid);
+      r = sub.failed ? -1 : tr__mlf_http(s, line + 5, &sub, &status);
+      r = tr__mlf_outcome(s, r, status, line + 5);
+    }
+  }
+  hk_bytes_free(&sub);
+  free(line);
+  pthread_mutex_lock(&s->mu);
+  if (r >= 0 && gen == s->gen) {
+    s->sp_at++;
+    if (r == 1) s->sp_sent++; else s->sp_refused++;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return r < 0 ? -1 : 1;
+}
 /* Work the sender can do now (under mu) */
 static int tr__mlf_work(const tr__mlf *s) {
+  if (s->stuck) return 0;
+  if (s->sp_at < s->sp_n) return 1;
   if (s->gave_up) return s->count > 0 || (s->end && !s->ended) || s->checkpoint != NULL;
   if (!s->ready) return s->want;
   return s->param_at < s->n_params || s->checkpoint || s->count > 0 || (s->end && !s->ended);
@@ -12881,7 +13910,10 @@ static int tr__mlf_step(tr__mlf *s) {
   snprintf(known, sizeof known, "%s", s->run_id);
   ckpt = s->checkpoint;
   end = s->end;
+  r = s->sp_at < s->sp_n;
   pthread_mutex_unlock(&s->mu);
+  if (r) return tr__mlf_send_spooled(s); /* what earlier runs could not send, first */
+  r = 1;
   if (gave_up) { /* nothing can be sent: what waits is dropped (counted) */
     pthread_mutex_lock(&s->mu);
     s->refused += s->count;
@@ -12935,7 +13967,7 @@ static void tr__mlf_wait_until(tr__mlf *s, double until) {
 /* Only metric values wait, fewer than a full request: they gather for TR__MLF_GATHER seconds first (one
    request, not one per record). Under mu. */
 static int tr__mlf_gathering(const tr__mlf *s) {
-  return s->ready && !s->gave_up && s->param_at >= s->n_params && !s->checkpoint && !(s->end && !s->ended) &&
+  return s->ready && !s->gave_up && s->sp_at >= s->sp_n && s->param_at >= s->n_params && !s->checkpoint && !(s->end && !s->ended) &&
          s->count < TR__MLF_BATCH && tr__wall() < s->next_send;
 }
 /* The loop's side wakes the sender only when that does something: it waits for work, or gathers and a request
@@ -12995,6 +14027,9 @@ static void tr__mlf_say(tr__mlf *s, const hk_ctx *ctx) {
     tr__run_say(s->run, ctx, "mlflow", "%s refused metric values (%s): they are dropped (counted); training goes on", s->uri, err);
   if (news & TR__MLF_SAY_PARAMS)
     tr__run_say(s->run, ctx, "mlflow", "%s kept the run's params as they were (%s): MLflow never changes a param's value", s->uri, err);
+  if (news & TR__MLF_SAY_STUCK)
+    tr__run_say(s->run, ctx, "mlflow", "%s took longer than %ld ms to answer 3 times (%s): this process sends it nothing more; what "
+                "is unsent is kept in the run directory at the run's end", s->uri, s->timeout_ms << TR__MLF_SLOWEST, err);
   if (news & TR__MLF_SAY_GAVE_UP)
     tr__run_say(s->run, ctx, "mlflow", "cannot create the run at %s (%s): nothing is sent to MLflow; training goes on", s->uri, err);
 }
@@ -13013,14 +14048,186 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
-/* A name MLflow takes as a metric's or param's key: at most 250 bytes of letters, digits, '_', '-', '.', ' ',
-   ':' and '/' (non-ASCII letters too); one it refuses would cost the whole request. */
-static int tr__mlf_name_ok(const char *k) {
-  size_t n;
-  for (n = 0; k[n]; n++)
-    if (!((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= 'A' && k[n] <= 'Z') || (k[n] >= '0' && k[n] <= '9') || strchr("_-. :/", k[n]) ||
-          (unsigned char)k[n] >= 0x80)) return 0;
-  return n > 0 && n <= TR__MLF_KEY;
+/* A name as MLflow takes it for a metric's or param's key (its validate_param_and_metric_name and
+   path_not_unique): letters, digits, '_', '-', '.', ' ', ':' and '/' only, and a path that normalises to
+   itself (no empty, "." or ".." part, no '/' first or last, not starting with ".."), at most 250 bytes.
+   Anything else is mended: another character (a non-ASCII one too: which of them MLflow counts as
+   letters is Python's business) becomes '_', empty and "." parts go, ".." becomes "__". 0: as it was;
+   1: mended into out; -1: nothing is left, or too long (not sent). */
+static int tr__mlf_fix_name(const char *in, char *out, size_t cap) {
+  size_t n = 0, i = 0;
+  while (in[i]) {
+    size_t j = i, k;
+    while (in[j] && in[j] != '/') j++;
+    if (j - i == 0 || (j - i == 1 && in[i] == '.')) { i = in[j] ? j + 1 : j; continue; } /* "", "." */
+    if (n && n + 1 < cap) out[n++] = '/';
+    for (k = i; k < j; k++) {
+      unsigned char c = (unsigned char)in[k];
+      int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("_-. :", c));
+      if (c >= 0x80 && (c & 0xC0) == 0x80) continue; /* a UTF-8 character's tail: its one '_' is out */
+      if (n + 1 < cap) out[n++] = ok ? (char)c : '_';
+    }
+    i = in[j] ? j + 1 : j;
+  }
+  out[n < cap ? n : cap - 1] = 0;
+  for (i = 0; out[i]; i++) /* ".." as a part, or first: "__" */
+    if (out[i] == '.' && out[i + 1] == '.' && (i == 0 || out[i - 1] == '/') && (i == 0 || out[i + 2] == '/' || !out[i + 2]))
+      out[i] = out[i + 1] = '_';
+  if (!out[0] || n > TR__MLF_KEY || n + 1 >= cap) return -1;
+  return strcmp(in, out) != 0;
+}
+/* Spool files of earlier runs (tr__mlf_spool) for this server: in the run directory and beside it (the other
+   version_N of its name); their lines go to the sender, first. Once until the next run's end. */
+static void tr__mlf_spool_read(tr__mlf *s, hk_ctx *ctx) {
+  const char *dir = s->run->tr__p->dir;
+  char *parent, *slash, **names = NULL, head[1100];
+  int n, i, lines = 0, files = 0;
+  if (!dir || s->sp_files || !(parent = tr__strdup(dir))) return;
+  pthread_mutex_lock(&s->mu); /* the sender reads the lines under it */
+  slash = strrchr(parent, '/');
+  if (!slash) strcpy(parent, ".");
+  else slash[slash == parent] = 0;
+  snprintf(head, sizeof head, "%s\t%s\n", TR__MLF_SPOOL_HEAD, s->uri);
+  n = tr__dir_names(parent, "", &names);
+  for (i = 0; i < n; i++) {
+    hk_bytes b;
+    tr__file_id id;
+    char *path = NULL, *p, *end;
+    memset(&b, 0, sizeof b);
+    memset(&id, 0, sizeof id);
+    if (strcmp(names[i], ".") && strcmp(names[i], "..") && (p = tr__join(parent, names[i])) != NULL) {
+      path = tr__join(p, TR__MLF_SPOOL);
+      free(p);
+    }
+    if (path && tr__read_mine(path, &b, &id) == 0 && hk_bytes_put(&b, "", 1) == 0 && !b.failed &&
+        !strncmp((const char *)b.data, head, strlen(head))) {
+      char **pl = (char **)realloc(s->sp_path, (size_t)(s->sp_files + 1) * sizeof *pl);
+      tr__file_id *pi = pl ? (tr__file_id *)realloc(s->sp_id, (size_t)(s->sp_files + 1) * sizeof *pi) : NULL;
+      if (pl) s->sp_path = pl;
+      if (pi) s->sp_id = pi;
+      if (pl && pi) {
+        pl[s->sp_files] = path;
+        pi[s->sp_files] = id;
+        path = NULL;
+        for (p = (char *)b.data + strlen(head); *p; p = end + 1) {
+          char **gl;
+          int *gf;
+          if (!(end = strchr(p, '\n'))) break;
+          *end = 0;
+          gl = (char **)realloc(s->sp_line, (size_t)(s->sp_n + 1) * sizeof *gl);
+          if (gl) s->sp_line = gl;
+          gf = gl ? (int *)realloc(s->sp_file, (size_t)(s->sp_n + 1) * sizeof *gf) : NULL;
+          if (gf) s->sp_file = gf;
+          if (!gl || !gf || !(gl[s->sp_n] = tr__strdup(p))) break;
+          gf[s->sp_n++] = s->sp_files;
+          lines++;
+        }
+        s->sp_files++;
+        files++;
+      }
+    }
+    free(path);
+    hk_bytes_free(&b);
+    free(names[i]);
+  }
+  free(names);
+  free(parent);
+  pthread_mutex_unlock(&s->mu);
+  if (lines) tr__run_say(s->run, ctx, "mlflow", "sending first what %d earlier run%s could not (%d requests kept in %s beside the "
+                         "run directory)", files, files == 1 ? "" : "s", lines, TR__MLF_SPOOL);
+}
+/* A run's end: what is still unsent (spooled lines, params, the checkpoint tag, the queue's values, the end
+   status) is taken from the sender and written to the run directory's mlflow_unsent.txt; the spool files
+   read are removed once their lines are sent or written there. The number of metric values kept, or -1
+   when nothing could be written (no run directory: no file logger; or the write failed, said). */
+static int64_t tr__mlf_spool(tr__mlf *s, const hk_ctx *ctx) {
+  const char *dir = s->run->tr__p->dir;
+  hk_bytes out, body;
+  int i, k, n, more, file, wrote = 0;
+  int64_t values = 0;
+  char *path = dir ? tr__join(dir, TR__MLF_SPOOL) : NULL, why[600];
+  tr__file_id id;
+  memset(&out, 0, sizeof out);
+  memset(&body, 0, sizeof body);
+  memset(&id, 0, sizeof id);
+  pthread_mutex_lock(&s->mu);
+  more = s->sp_at < s->sp_n || s->count > 0 || s->param_at < s->n_params || s->checkpoint || (s->end && !s->ended);
+  if (!path || !more) { /* nothing left, or nowhere to keep it: as it is (the sender goes on while the program runs) */
+    int all_sent = !more;
+    pthread_mutex_unlock(&s->mu);
+    for (i = 0; all_sent && i < s->sp_files; i++) (void)tr__remove_mine(s->sp_path[i], &s->sp_id[i]);
+    goto clear;
+  }
+  s->gen++; /* a request in flight changes nothing now */
+  tr__putf(&out, "%s\t%s\n", TR__MLF_SPOOL_HEAD, s->uri);
+  if (s->sp_at < s->sp_n && !strncmp(s->sp_line[s->sp_at], "post\t", 5) && s->sp_rid[0]) tr__putf(&out, "run\t%s\n", s->sp_rid);
+  for (i = s->sp_at; i < s->sp_n; i++) { tr__put_s(&out, s->sp_line[i]); tr__put_s(&out, "\n"); }
+  if (s->count > 0 || s->param_at < s->n_params || s->checkpoint || (s->end && !s->ended)) {
+    const char *p = (const char *)s->params.data;
+    if (s->run_id[0]) tr__putf(&out, "run\t%s\n", s->run_id);
+    else {
+      tr__putf(&out, "create\t%s\t", s->run_key);
+      tr__json_str(&out, s->experiment);
+      tr__put_s(&out, "\t");
+      tr__mlf_create_body(s, &out, "@EXP@");
+      tr__put_s(&out, "\n");
+    }
+    for (i = 0; i < s->param_at; i++) { p += strlen(p) + 1; p += strlen(p) + 1; }
+    for (n = 0; i < s->n_params; i++, n++) {
+      const char *key = p, *v = p + strlen(p) + 1;
+      p = v + strlen(v) + 1;
+      tr__put_s(&out, n % TR__MLF_PARAMS ? ",{" : "post\truns/log-batch\t{\"run_id\":\"@RUN@\",\"params\":[{");
+      tr__mlf_kv(&out, key, v);
+      tr__put_s(&out, i + 1 == s->n_params || n % TR__MLF_PARAMS == TR__MLF_PARAMS - 1 ? "}]}\n" : "}");
+    }
+    if (s->checkpoint) {
+      tr__put_s(&out, "post\truns/set-tag\t{\"run_id\":\"@RUN@\",");
+      tr__mlf_kv(&out, "checkpoint", s->checkpoint);
+      tr__put_s(&out, "}\n");
+    }
+    for (k = 0; k < s->count; k++) {
+      const tr__mlf_item *it = &s->ring[(s->tail + k) % s->cap];
+      tr__put_s(&out, k % TR__MLF_BATCH ? ",{\"key\":" : "post\truns/log-batch\t{\"run_id\":\"@RUN@\",\"metrics\":[{\"key\":");
+      tr__json_str(&out, tr__mlf_sent_name(s, it->key));
+      tr__put_s(&out, ",\"value\":");
+      tr__json_num(&out, it->value);
+      tr__putf(&out, ",\"timestamp\":%lld,\"step\":%lld}", (long long)it->ms, (long long)it->step);
+      if (k + 1 == s->count || k % TR__MLF_BATCH == TR__MLF_BATCH - 1) tr__put_s(&out, "]}\n");
+    }
+    if (s->end && !s->ended) tr__putf(&out, "post\truns/update\t{\"run_id\":\"@RUN@\",\"status\":\"%s\",\"end_time\":%lld}\n", s->end,
+                                      (long long)tr__mlf_ms());
+    values = s->count;
+  }
+  /* taken: the sender does not send them (the next start does) */
+  s->count = 0;
+  s->param_at = s->n_params;
+  free(s->checkpoint);
+  s->checkpoint = NULL;
+  s->ended = 1;
+  s->ready = s->want = 0;
+  s->sp_at = s->sp_n;
+  pthread_mutex_unlock(&s->mu);
+  for (file = 0; file < s->sp_files && strcmp(s->sp_path[file], path); file++) {}
+  if (file < s->sp_files) id = s->sp_id[file]; /* the file there is the one read: replaced; anything else is not */
+  if (out.failed) snprintf(why, sizeof why, "out of memory");
+  else wrote = tr__write_mine(path, out.data, out.len, &id, NULL, why, sizeof why) == 0;
+  if (!wrote) tr__run_say(s->run, ctx, "mlflow", "cannot keep the unsent values in %s: %s", path, why);
+  else tr__run_say(s->run, ctx, "mlflow", "%lld metric values and the run's end are not in MLflow yet (%s): kept in %s; the next start "
+                   "or resume of a run there (or in another version directory beside it) sends them", (long long)values,
+                   s->error[0] ? s->error : "no answer", path);
+  for (i = 0; wrote && i < s->sp_files; i++) if (i != file) (void)tr__remove_mine(s->sp_path[i], &s->sp_id[i]);
+clear:
+  for (i = 0; i < s->sp_n; i++) free(s->sp_line[i]);
+  for (i = 0; i < s->sp_files; i++) free(s->sp_path[i]);
+  free(s->sp_line); free(s->sp_file); free(s->sp_path); free(s->sp_id);
+  pthread_mutex_lock(&s->mu);
+  s->sp_line = NULL; s->sp_file = NULL; s->sp_path = NULL; s->sp_id = NULL;
+  s->sp_n = s->sp_at = s->sp_files = 0;
+  pthread_mutex_unlock(&s->mu);
+  hk_bytes_free(&out);
+  hk_bytes_free(&body);
+  free(path);
+  return wrote ? values : -1;
 }
 /* A run begins for MLflow (its first on_fit_start, record or checkpoint; after a resume's load): the sender
    creates the MLflow run, or sets the checkpoint's RUNNING again; the params go with it. */
@@ -13028,7 +14235,8 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   tr__hparam *h;
   hk_bytes specs;
   const char *spec;
-  int i, n;
+  char mended[4][140];
+  int i, n, n_mended = 0, n_unsent_params = 0;
   if (s->in_run || !s->rank0) return;
   s->in_run = 1;
   s->failed_status = 0;
@@ -13043,19 +14251,28 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   n = tr__run_hparams(s->run, &h);
   pthread_mutex_lock(&s->mu);
   if (s->resume_id) { snprintf(s->run_id, sizeof s->run_id, "%s", s->resume_id); s->ready = 0; }
+  if (!s->run_id[0]) { /* a new MLflow run: its key */
+    static unsigned made;
+    snprintf(s->run_key, sizeof s->run_key, "%08x%08x", (unsigned)(tr__wall() * 1e6) ^ (unsigned)(size_t)s, ++made * 2654435761u ^
+             (unsigned)(tr__wall() * 1e3));
+    s->create_unknown = 0;
+  }
   free(s->resume_id);
   s->resume_id = NULL;
   s->want = 1;
   s->end = NULL;
   s->ended = 0;
   if (!s->params.len && n >= 0) { /* once per logger: a param never changes in MLflow */
-    for (i = 0; i < n; i++) {
-      if (!tr__mlf_name_ok(h[i].key)) continue; /* MLflow would refuse the request */
-      hk_bytes_put(&s->params, h[i].key, strlen(h[i].key) + 1);
-      hk_bytes_put(&s->params, h[i].val, strlen(h[i].val) + 1);
-    }
     s->n_params = 0;
-    for (i = 0; i < n; i++) s->n_params += tr__mlf_name_ok(h[i].key);
+    for (i = 0; i < n; i++) {
+      char key[TR__MLF_KEY + 8];
+      int fix = tr__mlf_fix_name(h[i].key, key, sizeof key);
+      if (fix < 0) { n_unsent_params++; continue; } /* MLflow would refuse the request */
+      if (fix && n_mended < 4) snprintf(mended[n_mended++], sizeof mended[0], "'%.60s' as '%.60s'", h[i].key, key);
+      hk_bytes_put(&s->params, fix ? key : h[i].key, strlen(fix ? key : h[i].key) + 1);
+      hk_bytes_put(&s->params, h[i].val, strlen(h[i].val) + 1);
+      s->n_params++;
+    }
     if (specs.len > 1 && !specs.failed) {
       if (specs.len > TR__MLF_VALUE) specs.data[TR__MLF_VALUE - 1] = 0, specs.len = TR__MLF_VALUE;
       hk_bytes_put(&s->params, "specs", 6);
@@ -13069,24 +14286,41 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   pthread_mutex_unlock(&s->mu);
   free(h);
   hk_bytes_free(&specs);
+  tr__mlf_spool_read(s, ctx);
+  pthread_mutex_lock(&s->mu);
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  for (i = 0; i < n_mended; i++)
+    tr__run_say(s->run, ctx, "mlflow", "param %s (MLflow's name rules: letters, digits, '_', '-', '.', ' ', ':' and '/', no empty, "
+                "'.' or '..' part)", mended[i]);
+  if (n_unsent_params)
+    tr__run_say(s->run, ctx, "mlflow", "%d params are not sent: nothing is left of their names under MLflow's rules, or they are "
+                "longer than %d bytes", n_unsent_params, TR__MLF_KEY);
 }
+
 
 /* The key of a metric name (made at its first record: later records allocate nothing); -1 when it cannot be
    sent (a name MLflow refuses; more than 65536 names). Under mu. */
-static int tr__mlf_key(tr__mlf *s, const char *name) {
-  int k = s->n_names, b = k / TR__MLF_BLOCK;
-  char ***blk = &s->names[b];
+static int tr__mlf_key(tr__mlf *s, const char *name, int *mended) {
+  int k = s->n_names, b = k / TR__MLF_BLOCK, fix;
+  char ***blk = &s->names[b], sent[TR__MLF_KEY + 8], *both;
+  size_t n = strlen(name);
   for (k = 0; k < s->n_names; k++) if (!strcmp(s->names[k / TR__MLF_BLOCK][k % TR__MLF_BLOCK], name)) return k;
-  if (b == TR__MLF_BLOCKS || !tr__mlf_name_ok(name)) return -1;
+  if (b == TR__MLF_BLOCKS || (fix = tr__mlf_fix_name(name, sent, sizeof sent)) < 0) return -1;
+  if (!fix) sent[0] = 0; /* sent as it is */
   if (!*blk && !(*blk = (char **)calloc(TR__MLF_BLOCK, sizeof **blk))) return -1;
-  if (!((*blk)[k % TR__MLF_BLOCK] = tr__strdup(name))) return -1;
+  if (!(both = (char *)malloc(n + strlen(sent) + 2))) return -1;
+  memcpy(both, name, n + 1);
+  memcpy(both + n + 1, sent, strlen(sent) + 1);
+  (*blk)[k % TR__MLF_BLOCK] = both;
+  *mended = fix;
   return s->n_names++;
 }
 static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   tr__mlf *s = (tr__mlf *)u;
   const tr_log_record *r = tr_log_current(ctx);
   int64_t ms;
-  int i, bad = 0;
+  int i, k, bad = 0, mended[4], n_mended = 0;
   if (!r || !s->rank0) return HK_CONTINUE;
   tr__mlf_begin(s, ctx);
   if (!s->started) return HK_CONTINUE;
@@ -13094,9 +14328,10 @@ static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   pthread_mutex_lock(&s->mu);
   for (i = -1; i < r->n_metrics; i++) { /* -1: the record's epoch, as Lightning's logger sends it */
     const char *name = i < 0 ? "epoch" : r->metrics[i].name;
-    int k;
     if (i >= 0 && (!strcmp(name, "epoch") || !strcmp(name, "step"))) continue; /* the record's own, as csv */
-    if ((k = tr__mlf_key(s, name)) < 0) { bad++; continue; }
+    int fix = 0;
+    if ((k = tr__mlf_key(s, name, &fix)) < 0) { bad++; continue; }
+    if (fix && n_mended < 4) mended[n_mended++] = k;
     if (s->count == s->cap) { s->dropped++; continue; }
     {
       tr__mlf_item *it = &s->ring[(s->tail + s->count) % s->cap];
@@ -13111,11 +14346,14 @@ static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   tr__mlf_wake(s, 0);
   i = s->news;
   pthread_mutex_unlock(&s->mu);
+  for (k = 0; k < n_mended; k++) /* once a name: its key is made once */
+    tr__run_say(s->run, ctx, "mlflow", "metric '%s' is sent as '%s' (MLflow's name rules: letters, digits, '_', '-', '.', ' ', ':' "
+                "and '/', no empty, '.' or '..' part)", s->names[mended[k] / TR__MLF_BLOCK][mended[k] % TR__MLF_BLOCK],
+                tr__mlf_sent_name(s, mended[k]));
   if (bad && !s->warned_names) {
     s->warned_names = 1;
-    tr__run_say(s->run, ctx, "mlflow", "a metric name MLflow refuses (more than %d bytes, or a character other than letters, digits, "
-                "'_', '-', '.', ' ', ':' and '/'), or more than %d names: it is not sent (counted as dropped)", TR__MLF_KEY,
-                TR__MLF_BLOCK * TR__MLF_BLOCKS);
+    tr__run_say(s->run, ctx, "mlflow", "a metric name MLflow cannot take even mended (longer than %d bytes, or nothing left of it), "
+                "or more than %d names: it is not sent (counted as dropped)", TR__MLF_KEY, TR__MLF_BLOCK * TR__MLF_BLOCKS);
   }
   if (i) tr__mlf_say(s, ctx);
   return HK_CONTINUE;
@@ -13156,7 +14394,7 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   s->ended = 0;
   s->next_try = s->next_send = 0; /* one try at once, whatever the pause */
   pthread_cond_broadcast(&s->cv);
-  while (!s->ended && tr__wall() < until) {
+  while (!s->ended && !s->stuck && tr__wall() < until) {
     struct timespec ts;
     ts.tv_sec = (time_t)until;
     ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
@@ -13167,12 +14405,14 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   memcpy(err, s->error, sizeof err);
   pthread_mutex_unlock(&s->mu);
   tr__mlf_say(s, ctx);
+  if (tr__mlf_spool(s, ctx) >= 0) left = 0; /* kept in the run directory, said */
   if (dropped || left) {
-    char d[200] = "", l[400] = "";
+    char d[200] = "", l[600] = "";
     if (dropped) snprintf(d, sizeof d, "%lld dropped (the queue, max_queue=%d, was full while the server did not take them, or it "
                           "refused them)%s", (long long)dropped, s->cap, left ? "; " : "");
     if (left) snprintf(l, sizeof l, "%lld not sent within flush_timeout=%gs (%s): they are sent if the server answers while the "
-                       "program runs on, else lost at its exit", (long long)left, s->flush_timeout, err[0] ? err : "no answer");
+                       "program runs on, else lost at its exit (a file logger's run directory keeps them: csv, jsonl)", (long long)left,
+                       s->flush_timeout, err[0] ? err : "no answer");
     tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %s%s", (long long)(dropped + left), d, l);
   }
 }
@@ -13332,6 +14572,8 @@ static tr_err tr__mlf_make(hk_registry *reg, const tr_mlflow_desc *d, hk_handle 
   s->run = tr_run_get(reg);
   s->timeout_ms = timeout;
   s->cap = cap;
+  s->limit = TR__MLF_BATCH;
+  s->plimit = TR__MLF_PARAMS;
   s->flush_timeout = tr__zero_double(d->flush_timeout, 10);
   s->rank0 = 1;
   if (!(s->uri = tr__mlf_uri(d->tracking_uri && d->tracking_uri[0] ? d->tracking_uri : getenv("MLFLOW_TRACKING_URI"), w))) {
@@ -13373,6 +14615,9 @@ static tr_err tr__mlf_make(hk_registry *reg, const tr_mlflow_desc *d, hk_handle 
   curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->headers);
   curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, tr__mlf_take);
   curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &s->reply);
+  curl_easy_setopt(s->curl, CURLOPT_XFERINFOFUNCTION, tr__mlf_progress);
+  curl_easy_setopt(s->curl, CURLOPT_XFERINFODATA, s);
+  curl_easy_setopt(s->curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(s->curl, CURLOPT_USERAGENT, "train.h-mlflow");
   if (s->userpwd) { curl_easy_setopt(s->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC); curl_easy_setopt(s->curl, CURLOPT_USERPWD, s->userpwd); }
   if (s->insecure) { curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L); curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L); }

@@ -199,3 +199,9 @@ test-double-impl: hooks.h train.h | $(BUILD)
 	      { head -3 err.txt; echo "test-double-impl: $$cc's first link error does not name the doubled implementation"; exit 1; }; \
 	  done; \
 	done; echo "test-double-impl: two implementations fail to link, the first error naming the mistake (gcc, clang)"
+
+# The README's own loops are the examples' lines (tests/readme_loops.sh), so that neither can drift.
+test-readme-loops:
+	@sh tests/readme_loops.sh $(BUILD)/readme_loops
+TEST_TARGETS += test-readme-loops
+.PHONY: test-readme-loops

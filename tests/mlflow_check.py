@@ -71,6 +71,22 @@ check("own", "FINISHED", "own", resumed=True)
 check("own_fail", "FAILED", "own")
 check("own_ctrl_c", "KILLED", "own")
 check("down", "FINISHED", "own")
+check("down_end", "FINISHED", "own")  # its values and end status sent by its resume, from the run directory
+# names MLflow refuses, mended: every value there, under its mended name; the param too
+r = runs.get("names")
+if r is None:
+    failures.append("names: no MLflow run")
+else:
+    with open(os.path.join(tmp, "names", "v", "metrics.csv")) as f:
+        rows = [row for row in csv.DictReader(f) if row.get("val//acc")]
+    for orig, sent in (("val//acc", "val/acc"), ("loss/", "loss"), ("\u00fc-acc", "_-acc")):
+        got = sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, sent))
+        want = sorted((int(row["step"]), float(row[orig])) for row in rows)
+        if got != want or not want:
+            failures.append("names: %s as %s: MLflow has %s, metrics.csv %s" % (orig, sent, got[:4], want[:4]))
+    if r.data.params.get("bad/key") != "kept" or r.data.params.get("seed") != "7":
+        failures.append("names: params %s" % r.data.params)
+    print("mlflow_check: names      %s %d values under mended names, params %s" % (r.info.status, 3 * len(rows), sorted(r.data.params)))
 for f in failures:
     print("mlflow_check: FAILED:", f)
 sys.exit(1 if failures else 0)

@@ -207,6 +207,39 @@ static void test_preempt_own_loop(void **state) {
   assert_true(wt == 3.0f);
 }
 
+/* Issue 37, item 14: no scontrol on PATH is said as such (it was "was it submitted with --requeue?"); a
+   failing scontrol's status is said; an empty SLURM_JOB_ID is no Slurm job (a second SIGTERM only counted). */
+static void test_requeue_messages(void **state) {
+  char ckpt[400], bin[400], script[600], err[1024];
+  int64_t step;
+  FILE *f;
+  (void)state;
+  clear_slurm();
+  snprintf(ckpt, sizeof ckpt, "%s/r.ckpt", dir);
+  snprintf(bin, sizeof bin, "%s/empty_bin", dir);
+  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
+  setenv("PATH", bin, 1); /* system() runs /bin/sh by its path: only scontrol is missing */
+  setenv("SLURM_JOB_ID", "78", 1);
+  assert_int_equal(own_run(ckpt, 10, 3, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
+  if (!strstr(err, "; job 78 is not requeued: scontrol is not on PATH") || strstr(err, "--requeue")) fail_msg("%s", err);
+  snprintf(bin, sizeof bin, "%s/failing_bin", dir);
+  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
+  snprintf(script, sizeof script, "%s/scontrol", bin);
+  assert_non_null(f = fopen(script, "w"));
+  fputs("#!/bin/sh\nexit 3\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0700), 0);
+  setenv("PATH", bin, 1);
+  assert_int_equal(own_run(ckpt, 10, 3, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
+  if (!strstr(err, "; requeueing job 78 failed (scontrol requeue 78 exited with status 3: was the job submitted with --requeue")) fail_msg("%s", err);
+  setenv("PATH", saved_path, 1);
+  setenv("SLURM_JOB_ID", "", 1);
+  assert_int_equal(tr__slurm_job(), 0); /* the stop signals' second SIGTERM ends the run, as outside Slurm */
+  setenv("SLURM_JOB_ID", "78", 1);
+  assert_int_equal(tr__slurm_job(), 1);
+  clear_slurm();
+}
+
 static void on_usr1(int sig) { signal(sig, on_usr1); } /* (System V-style signal() resets it) */
 static void test_own_handler_left_alone(void **state) {
   char ckpt[400], err[1024];
@@ -260,4 +293,5 @@ static void test_agree(void **state) {
     cmocka_unit_test_setup_teardown(test_fit_refuses, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_preempt_own_loop, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_own_handler_left_alone, cluster_setup, cluster_teardown), \
-    cmocka_unit_test_setup_teardown(test_agree, cluster_setup, cluster_teardown)
+    cmocka_unit_test_setup_teardown(test_agree, cluster_setup, cluster_teardown), \
+    cmocka_unit_test_setup_teardown(test_requeue_messages, cluster_setup, cluster_teardown)

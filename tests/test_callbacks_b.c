@@ -676,25 +676,35 @@ static void test_grad_pass_shared(void **state) {
   }
 }
 
-/* issue 28 item 14: views that are not complete when the run starts (llm.c allocates its gradients in the
-   first backward). Before: one column "grad_2.0_norm/" (an empty name) and no word. Now the run fails at
-   on_train_start naming the view's index and what to set: in a loop of your own through tr_run_start, and
-   for each way a view can be incomplete (no name, no data, no elements, a name twice). */
+/* issue 28 item 14: views that are not complete (llm.c allocates its gradients in the first backward).
+   Before: one column "grad_2.0_norm/" (an empty name) and no word. Now (issue 36 item 5: where it first
+   reads them, not at on_train_start) the run fails at the first due step naming the view's index, the
+   event and what to set, in whole sentences, gradient_monitor's name once: in a loop of your own through
+   tr_run_start, and for each way a view can be incomplete (no name, no data, no elements, a name twice). */
 static void gm_views_case(hk_tensor *g, int n, const char *want) {
   hk_registry *reg = hk_create(NULL);
   hk_ctx ctx;
+  hk_flow flow = { 0 };
   char *buf = NULL;
   size_t len = 0;
   FILE *out = open_memstream(&buf, &len);
+  const char *err;
   double v;
   memset(&ctx, 0, sizeof ctx);
   ctx.grads = g;
   ctx.n_tensors = n;
   assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = out, .no_signals = 1 }), TR_OK);
   assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1)"), HK_OK);
-  assert_int_not_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK); /* nothing read yet */
+  HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
+  assert_true(HK_FLOW_HAS(&flow, HK_FLOW_FAIL));
+  ctx.global_step++;
+  assert_true(tr_run_batch_end(reg, &ctx, &flow) & TR_RUN_STOP);
   assert_int_not_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
-  if (!strstr(tr_run_error(reg), want)) fail_msg("error: %s\nwant: %s", tr_run_error(reg), want);
+  err = tr_run_error(reg);
+  if (!strstr(err, want)) fail_msg("error: %s\nwant: %s", err, want);
+  assert_non_null(strstr(err, "callback 'gradient_monitor' failed in on_before_optimizer_step: ctx->grads["));
+  assert_null(strstr(strstr(err, "gradient_monitor") + 1, "gradient_monitor")); /* its name once */
   assert_int_equal(hk_metric_get(&ctx, "grad_2.0_norm/", &v), 0);
   hk_ctx_free(&ctx);
   hk_destroy(reg);
@@ -706,14 +716,17 @@ static void test_gradient_monitor_views_checked(void **state) {
   hk_tensor g[2];
   (void)state;
   memset(g, 0, sizeof g); /* the llm.c shape: views set up after the run started */
-  gm_views_case(g, 1, "gradient_monitor: ctx->grads[0] has no name (NULL); every view needs its name, data and count when the run starts");
+  gm_views_case(g, 1, "ctx->grads[0] has no name (NULL) at on_before_optimizer_step, where it is first read: give every "
+                      "view a name of its own, its data and its count by then");
   g[0].name = "";
   gm_views_case(g, 1, "ctx->grads[0] has no name (\"\")");
   g[0].name = "wte"; g[0].data = a; g[0].count = 3;
   g[1].name = "wpe"; g[1].count = 1;
-  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has no data (NULL); every view needs");
+  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has no data (NULL) at on_before_optimizer_step, where it is first read: point "
+                      "each view at its buffer by then (llm.c's gradients: after the first backward)");
   g[1].data = b; g[1].count = 0;
-  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has count 0");
+  gm_views_case(g, 2, "ctx->grads[1] ('wpe') has count 0 at on_before_optimizer_step, where it is first read: give every "
+                      "view its element count by then");
   g[1].count = 1; g[1].name = "wte";
   gm_views_case(g, 2, "ctx->grads[0] and ctx->grads[1] are both named 'wte'");
   { /* complete views: it runs */
@@ -731,7 +744,7 @@ static void test_gradient_monitor_views_checked(void **state) {
     assert_true(hk_metric_get(&ctx, "grad_2.0_norm/wpe", &v) && v == 4);
     g[1].data = NULL; /* taken away after the start: said at the step, not a crash */
     assert_int_equal(HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx), HK_FAIL);
-    assert_non_null(strstr(ctx.hook_failure, "ctx->grads[1] ('wpe') has no data (NULL) at step 1"));
+    assert_non_null(strstr(ctx.hook_failure, "ctx->grads[1] ('wpe') has no data (NULL) at on_before_optimizer_step, where it is first read"));
     hk_destroy(reg);
     hk_ctx_free(&ctx);
   }
@@ -1605,7 +1618,7 @@ static tr_err ms_zero(hk_registry *r, hk_handle *h) { return tr_model_summary(r,
 static tr_err as_zero(hk_registry *r, hk_handle *h) { return tr_accumulation_scheduler(r, &(tr_accumulation_scheduler_desc){ .scheduling = "{0: 2}" }, h); }
 static tr_err prof_zero(hk_registry *r, hk_handle *h) { return tr_profiler(r, &(tr_profiler_desc){ 0 }, h); }
 static tr_err tp_zero(hk_registry *r, hk_handle *h) { return tr_throughput_monitor(r, &(tr_throughput_monitor_desc){ 0 }, h); }
-static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_checkpoint(r, &(tr_on_exception_checkpoint_desc){ .dirpath = "d" }, h); }
+static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_checkpoint(r, &(tr_on_exception_checkpoint_desc){ 0 }, h); }
 static tr_err sd_zero(hk_registry *r, hk_handle *h) { return tr_spike_detection(r, &(tr_spike_detection_desc){ 0 }, h); }
 static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err jsonl_zero(hk_registry *r, hk_handle *h) { return tr_jsonl_logger(r, &(tr_logger_desc){ 0 }, h); }
@@ -1666,7 +1679,7 @@ SAME(tr__logger, PTR(run); STR(pub.dir); STR(pub.path); STR(pub.error); STR(save
 SAME(tr__bar, PTR(run))
 SAME(tr__prof, PTR(run); PTR(reg); x.self = y.self = 0; x.t_setup = y.t_setup = 0)
 SAME(tr__tp, PTR(run); STR(tokens_metric); PTR(t); PTR(samples); PTR(tokens); PTR(scratch))
-SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(pub.ckpt_path))
+SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(name); STR(pub.ckpt_path))
 SAME(tr__sd, PTR(run); MEM(win, 3 * (size_t)x.window * sizeof(double)); PTR(snap_win); PTR(sorted); PTR(snap))
 
 typedef struct agree_case {
@@ -1703,7 +1716,7 @@ static agree_case g_agree[] = {
   CASE(accumulation_scheduler, as, as_zero, tr_accumulation_scheduler_desc, same_tr__as, "scheduling=\"{0: 2}\"", ""),
   CASE(profiler, prof, prof_zero, tr_profiler_desc, same_tr__prof, "", ""),
   CASE(throughput_monitor, tp, tp_zero, tr_throughput_monitor_desc, same_tr__tp, "", ""),
-  CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "dirpath=d", ""),
+  CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "", ""),
   CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
   CASE_OF(csv, csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(jsonl, jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
@@ -1990,6 +2003,8 @@ static void test_on_exception_checkpoint_save_error(void **state) {
 /* A loop of its own on the lin model (plain SGD, lr 0.05): its state is the parameters (one region),
    its step count ctx.global_step. skip_lo..skip_hi: batches (1-based) it skips itself (the reference);
    spike_at: the batch whose loss is reported 1e6 times too large. */
+static int g_own_late;             /* 1: ctx.grads' data NULL until the first backward (llm.c); 2: never set; 3: ctx.params' never set */
+static const char *g_own_save_dir; /* tr_run_desc.save_dir (NULL: "runs") */
 static int own_save(void *user, FILE *f) { return fwrite(((lin *)user)->p, sizeof(float), 4, f) == 4 ? 0 : -1; }
 static int own_load(void *user, FILE *f) { return fread(((lin *)user)->p, sizeof(float), 4, f) == 4 ? 0 : -1; }
 static tr_err own_loop(lin *m, hk_registry *reg, int64_t batches, int64_t spike_at, int64_t skip_lo, int64_t skip_hi,
@@ -2004,11 +2019,14 @@ static tr_err own_loop(lin *m, hk_registry *reg, int64_t batches, int64_t spike_
   memset(&flow, 0, sizeof flow);
   params[0].name = "p"; params[0].data = m->p; params[0].count = 4; params[0].on_device = 0;
   grads[0].name = "p"; grads[0].data = m->g; grads[0].count = 4; grads[0].on_device = 0;
+  if (g_own_late == 1 || g_own_late == 2) grads[0].data = NULL;
+  if (g_own_late == 3) params[0].data = NULL;
   ctx.params = params;
   ctx.grads = grads;
   ctx.n_tensors = 1;
   assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = m->log, .no_signals = 1, .state = &r, .n_state = 1,
-                                                     .save_model = own_save, .load_model = own_load, .model_user = m }), TR_OK);
+                                                     .save_model = own_save, .load_model = own_load, .model_user = m,
+                                                     .save_dir = g_own_save_dir }), TR_OK);
   if (tr_run_start(reg, &ctx, resume) == TR_OK) {
     if (resume) b = ctx.batch_idx;
     while (b < batches) {
@@ -2030,11 +2048,14 @@ static tr_err own_loop(lin *m, hk_registry *reg, int64_t batches, int64_t spike_
         if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH) && b != fail_at) {
           memset(m->g, 0, sizeof m->g);
           lin_backward(m, batch);
+          if (g_own_late == 1) grads[0].data = m->g; /* the buffer exists now: its view points at it */
           hk_grads_changed(&ctx);
+          HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
           HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
           if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP)) {
             for (k = 0; k < 4; k++) m->p[k] -= 0.05f * m->g[k];
             ctx.global_step++;
+            HK_FIRE_FLOW(reg, HK_ON_AFTER_OPTIMIZER_STEP, &ctx, &flow);
           }
         }
       }
@@ -2085,6 +2106,123 @@ static void test_on_exception_checkpoint_own_loop(void **state) {
   assert_memory_equal(m.p, want, sizeof want);
   hk_destroy(reg);
   fclose(m.log); free(m.log_buf);
+  rm_dir(dir);
+}
+
+/* issue 36 item 5: late buffers. llm.c allocates its gradients inside the first backward, so ctx.grads'
+   data is NULL at on_train_start and set right after that backward. Every battery that reads the
+   gradients or parameters checks them where it first reads them: the run is the same as with the buffer
+   there from the start (before: gradient_monitor failed at on_train_start with a message cut off
+   mid-sentence that named it twice). */
+static void test_late_grads_own_loop(void **state) {
+  lin m;
+  hk_registry *reg;
+  float want[4];
+  const tr_gradient_monitor_state *gm;
+  (void)state;
+  own_init(&m);
+  reg = hk_create(NULL);
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_OK); /* the buffer there from the start */
+  memcpy(want, m.p, sizeof want);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  own_init(&m);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "gradient_monitor(log_frequency=1, percentiles=\"50\", histogram_bins=4); nan_guard; "
+                                      "spike_detection(every_n_steps=3); ema(decay=0.5); model_summary; throughput_monitor"), HK_OK);
+  g_own_late = 1;
+  if (own_loop(&m, reg, 12, 0, 0, 0, 0, NULL) != TR_OK) fail_msg("%s", tr_run_error(reg));
+  g_own_late = 0;
+  assert_memory_equal(m.p, want, sizeof want);
+  gm = tr_gradient_monitor_get(reg, hk_spec_find(reg, "gradient_monitor", 0));
+  assert_int_equal(gm->checks, 12);
+  assert_int_equal(gm->n_tensors, 1);
+  assert_true(gm->total_norm > 0 && gm->histogram != NULL);
+  assert_int_equal(tr_ema_get(reg, hk_spec_find(reg, "ema", 0))->n_averaged, 12);
+  assert_non_null(strstr(lin_logtext(&m), "Total params (1 tensors)"));
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+}
+/* A view the loop never points at its buffer: each battery fails where it first reads it, with a whole
+   sentence naming the view and the event, and its own name once (before: nan_guard and spike_detection
+   read through NULL, ema wrote through it). */
+static void late_never_case(const char *spec, int late, const char *who, const char *event, const char *view) {
+  lin m;
+  hk_registry *reg;
+  char want[300];
+  const char *err, *p;
+  int n = 0;
+  own_init(&m);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, spec), HK_OK);
+  g_own_late = late;
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_ERR_HOOK);
+  g_own_late = 0;
+  err = tr_run_error(reg);
+  snprintf(want, sizeof want, "callback '%s' failed in %s: %s ('p') has no data (NULL) at %s, where it is first read: point "
+           "each view at its buffer by then (llm.c's gradients: after the first backward)", who, event, view, event);
+  if (!strstr(err, want)) fail_msg("error: %s\nwant: %s", err, want);
+  for (p = err; (p = strstr(p, who)) != NULL; p++) n++;
+  assert_int_equal(n, 1);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+}
+static void test_late_grads_never_set(void **state) {
+  (void)state;
+  late_never_case("gradient_monitor(log_frequency=1)", 2, "gradient_monitor", "on_before_optimizer_step", "ctx->grads[0]");
+  late_never_case("nan_guard", 2, "nan_guard", "on_before_optimizer_step", "ctx->grads[0]");
+  late_never_case("spike_detection", 2, "spike_detection", "on_before_optimizer_step", "ctx->grads[0]");
+  late_never_case("ema", 3, "ema", "on_after_optimizer_step", "ctx->params[0]");
+}
+
+/* issue 36 item 6: one resume path. on_exception_checkpoint without a dirpath saves where
+   model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/: a failed run's file
+   and a finished run's are found in one place, and resuming from the first continues that run there
+   (before: dirpath was required). */
+static void test_on_exception_checkpoint_default_dir(void **state) {
+  lin m;
+  hk_registry *reg;
+  char dir[] = "/tmp/tr_oecd_XXXXXX", ckdir[128], oec_path[160], last[160];
+  const tr_on_exception_checkpoint_state *o;
+  float want[4];
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  snprintf(ckdir, sizeof ckdir, "%s/lightning_logs/version_0/checkpoints", dir);
+  snprintf(oec_path, sizeof oec_path, "%s/on_exception.ckpt", ckdir);
+  snprintf(last, sizeof last, "%s/last.ckpt", ckdir);
+  own_init(&m); /* the run that does not fail */
+  reg = hk_create(NULL);
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 0, NULL), TR_OK);
+  memcpy(want, m.p, sizeof want);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  g_own_save_dir = dir;
+  own_init(&m); /* fails inside batch 7 */
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "csv; on_exception_checkpoint; model_checkpoint(every_n_train_steps=4, save_last=true)"), HK_OK);
+  assert_int_equal(own_loop(&m, reg, 12, 0, 0, 0, 7, NULL), TR_ERR_MODEL);
+  o = tr_on_exception_checkpoint_get(reg, hk_spec_find(reg, "on_exception_checkpoint", 0));
+  assert_int_equal(o->saved, 1);
+  assert_string_equal(o->ckpt_path, oec_path);
+  assert_string_equal(tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0))->dirpath, ckdir);
+  assert_int_equal(access(oec_path, F_OK), 0);
+  assert_int_equal(access(last, F_OK), 0); /* step 4's, beside it */
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  own_init(&m); /* resumes from it: the same run directory, the same bits */
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, NULL), TR_OK);
+  assert_int_equal(hk_spec_apply(reg, "csv; on_exception_checkpoint; model_checkpoint(every_n_train_steps=4, save_last=true)"), HK_OK);
+  if (own_loop(&m, reg, 12, 0, 0, 0, 0, oec_path) != TR_OK) fail_msg("%s", tr_run_error(reg));
+  assert_memory_equal(m.p, want, sizeof want);
+  assert_string_equal(tr_on_exception_checkpoint_get(reg, hk_spec_find(reg, "on_exception_checkpoint", 0))->ckpt_path, oec_path);
+  assert_string_equal(tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0))->last_model_path, last);
+  hk_destroy(reg);
+  fclose(m.log); free(m.log_buf);
+  g_own_save_dir = NULL;
   rm_dir(dir);
 }
 
@@ -2251,9 +2389,7 @@ static void test_rescue_bad_parameters(void **state) {
   tr_trainer t;
   (void)state;
   lin_init(&m, &t, TR_OPTIM_SGD, 0.05);
-  expect_bad(&t, tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ 0 }, NULL), "dirpath is required");
   expect_bad(&t, tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = "d", .filename = "a/b" }, NULL), "without '/'");
-  expect_bad_spec(&t, "on_exception_checkpoint", "dirpath");
   expect_bad_spec(&t, "on_exception_checkpoint(dirpath=d, filename=\"\")", "must be a file name");
   expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .window = 1 }, NULL), "window must be in 2..10000, got 1");
   expect_bad(&t, tr_spike_detection(t.reg, &(tr_spike_detection_desc){ .threshold = -1 }, NULL), "threshold must be finite and > 0");
@@ -2321,6 +2457,9 @@ int main(void) {
     cmocka_unit_test(test_on_exception_checkpoint_when),
     cmocka_unit_test(test_on_exception_checkpoint_save_error),
     cmocka_unit_test(test_on_exception_checkpoint_own_loop),
+    cmocka_unit_test(test_on_exception_checkpoint_default_dir),
+    cmocka_unit_test(test_late_grads_own_loop),
+    cmocka_unit_test(test_late_grads_never_set),
     cmocka_unit_test(test_spike_detection_own_loop),
     cmocka_unit_test(test_spike_detection_rollback_exact),
     cmocka_unit_test(test_spike_detection_grads_and_limit),

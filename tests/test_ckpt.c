@@ -24,6 +24,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+extern int unshare(int flags); /* (a strict -std=c99 <sched.h> hides it) */
+#endif
 
 static char g_dir[256];
 static void in_dir(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_dir, name); }
@@ -202,22 +205,47 @@ static void test_save_write_error(void **state) {
    are kept. Includes a real kill -9 in the middle of a large save. */
 static void test_stale_temporary_files(void **state) {
   fixture *f = fixture_new(2000000, 0, 0); /* an 8 MB checkpoint: the child is caught mid-write */
-  char path[300], name[400];
+  char path[300], name[400], tag[9], other[9], kept[3][400];
   pid_t dead, child;
   int status, i;
   FILE *fp;
   (void)state;
   in_dir(path, sizeof path, "stale.ckpt");
+  tr__temp_tag(tag);
+  snprintf(other, sizeof other, "%08x", (unsigned)strtoul(tag, NULL, 16) ^ 1u); /* another host's, or PID namespace's */
   dead = fork();
   if (dead == 0) _exit(0);
-  waitpid(dead, &status, 0); /* now no process has this pid */
-  snprintf(name, sizeof name, "%s.tmp.%ld.0", path, (long)dead);
+  waitpid(dead, &status, 0); /* now no process has this pid here */
+  snprintf(name, sizeof name, "%s.tmp.%s.%ld.0", path, tag, (long)dead);
   fp = fopen(name, "w"); fputs("stale", fp); fclose(fp);
-  snprintf(name, sizeof name, "%s.tmp.%ld.0", path, (long)getppid()); /* alive: our parent */
-  fp = fopen(name, "w"); fputs("live", fp); fclose(fp);
+  /* kept: our parent's (alive); a live writer's on another host or in another PID namespace, whose pid means
+     nothing here (issue 37, item 11: it lost its temporary mid-save); an untagged one (not ours to judge) */
+  snprintf(kept[0], sizeof kept[0], "%s.tmp.%s.%ld.0", path, tag, (long)getppid());
+  snprintf(kept[1], sizeof kept[1], "%s.tmp.%s.%ld.0", path, other, (long)dead);
+  snprintf(kept[2], sizeof kept[2], "%s.tmp.%ld.1", path, (long)dead);
+  for (i = 0; i < 3; i++) { fp = fopen(kept[i], "w"); fputs("live", fp); fclose(fp); }
   assert_int_equal(tr_save(&f->t, path), TR_OK);
-  assert_int_equal(count_files("stale.ckpt.tmp"), 1); /* the live one */
-  remove(name);
+  assert_int_equal(count_files("stale.ckpt.tmp"), 3); /* the live ones */
+  for (i = 0; i < 3; i++) assert_int_equal(access(kept[i], F_OK), 0);
+  for (i = 0; i < 3; i++) remove(kept[i]);
+#ifdef __linux__
+  { /* a process in another PID namespace tags its temporaries otherwise (where namespaces can be made: root) */
+    int fds[2];
+    char got[9] = "";
+    assert_int_equal(pipe(fds), 0);
+    child = fork();
+    if (child == 0) {
+      pid_t inner;
+      if (unshare(0x20000000 /* CLONE_NEWPID */) != 0) _exit(0); /* not allowed: nothing said */
+      if ((inner = fork()) == 0) { tr__temp_tag(got); _exit(write(fds[1], got, 8) == 8 ? 0 : 1); }
+      _exit(inner > 0 && waitpid(inner, &status, 0) == inner ? 0 : 1);
+    }
+    close(fds[1]);
+    waitpid(child, &status, 0);
+    if (read(fds[0], got, 8) == 8) { assert_true(strcmp(got, tag) != 0); fprintf(stderr, "(another PID namespace's tag: %s, ours %s)\n", got, tag); }
+    close(fds[0]);
+  }
+#endif
 
   child = fork();
   if (child == 0) { /* saves forever, until killed */
@@ -588,5 +616,6 @@ int main(void) {
     cmocka_unit_test(test_state_check_and_order),
     cmocka_unit_test(test_calls_from_hooks),
   };
+  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_stale_temporary_files */
   return cmocka_run_group_tests(tests, setup_dir, remove_dir);
 }

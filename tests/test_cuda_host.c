@@ -320,7 +320,7 @@ static void own_loop_refused(void) {
   ctx.stage = HK_STAGE_FIT;
   CHECK(reg && tr_ema(reg, &(tr_ema_desc){ 0 }, NULL) == TR_OK);
   CHECK(HK_FIRE(reg, HK_ON_TRAIN_START, &ctx) == HK_FAIL && ctx.hook_failure);
-  CHECK(ctx.hook_failure && strstr(ctx.hook_failure, "ema: tensor 'w' is in device memory") && strstr(ctx.hook_failure, "train.h's trainer"));
+  CHECK(ctx.hook_failure && strstr(ctx.hook_failure, "callback 'ema' failed in on_train_start: tensor 'w' is in device memory") && strstr(ctx.hook_failure, "train.h's trainer"));
   hk_destroy(reg);
 }
 

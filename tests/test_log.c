@@ -776,7 +776,7 @@ static hk_signal pipe_print(hk_ctx *ctx, void *user) { /* tr_print at every step
 }
 /* disposition 0: SIG_DFL (the run stops), 1: a handler of its own, 2: SIG_IGN (training goes on). 0, or
    the first check that failed. */
-static int pipe_child(int tty, int disposition, const char *err_path) {
+static int pipe_child(int tty, int disposition, int unbuffered, const char *err_path) {
   tr_trainer t;
   toy m;
   struct sigaction sa, now;
@@ -786,6 +786,7 @@ static int pipe_child(int tty, int disposition, const char *err_path) {
   close(fds[0]); /* the reader is gone */
   close(fds[1]);
   if (!freopen(err_path, "w", stderr)) return 9;
+  if (unbuffered && setvbuf(stdout, NULL, _IONBF, 0) != 0) return 8; /* stderr's way: the write fails, not the flush */
   memset(&sa, 0, sizeof sa);
   sigemptyset(&sa.sa_mask);
   if (disposition == 1) { sa.sa_sigaction = on_sigpipe; sa.sa_flags = SA_SIGINFO | SA_RESTART; }
@@ -836,26 +837,26 @@ static void test_bar_closed_stream(void **state) {
   char path[400], *text;
   int v;
   (void)state;
-  for (v = 0; v < 7; v++) {
+  for (v = 0; v < 9; v++) { /* 0-5: pipes (lines, terminal) x (SIG_DFL, handler, SIG_IGN); 6: /dev/full; 7, 8: unbuffered pipes */
     pid_t pid;
     int status = -1;
     snprintf(path, sizeof path, "%s/bar_err%d.txt", g_root, v);
     fflush(NULL);
     pid = fork();
-    if (pid == 0) _exit(v < 6 ? pipe_child(v & 1, v >> 1, path) : full_child(path));
+    if (pid == 0) _exit(v < 6 ? pipe_child(v & 1, v >> 1, 0, path) : v == 6 ? full_child(path) : pipe_child(0, v == 7 ? 0 : 2, 1, path));
     assert_true(waitpid(pid, &status, 0) == pid);
     if (WIFSIGNALED(status)) fail_msg("variant %d: killed by signal %d (SIGPIPE is %d)", v, WTERMSIG(status), SIGPIPE);
     assert_true(WIFEXITED(status));
     text = slurp(path, NULL);
     if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed; stderr:\n%s", v, WEXITSTATUS(status), text ? text : "");
     assert_non_null(text);
-    if (v < 2) assert_int_equal(count_str(text, "progress_bar"), 0); /* the run's error says it */
-    else if (v < 6)
+    if (v < 2 || v == 7) assert_int_equal(count_str(text, "progress_bar"), 0); /* the run's error says it */
+    else if (v != 6) /* EPIPE named, not "Input/output error" (issue 37, item 12) */
       assert_int_equal(count_str(text, "progress_bar: stdout was closed (Broken pipe: its reader exited): the bar draws nothing "
                                        "more (training goes on: this process ignores or handles SIGPIPE)\n"), 1);
     else assert_int_equal(count_str(text, "progress_bar: cannot write to its stream: No space left on device; the bar draws "
                                           "nothing more (training goes on)\n"), 1);
-    if (v >= 2) assert_int_equal(count_str(text, "progress_bar"), 1); /* once */
+    if (v >= 2 && v != 7) assert_int_equal(count_str(text, "progress_bar"), 1); /* once */
     free(text);
   }
 }
@@ -1992,6 +1993,7 @@ int main(int argc, char **argv) {
   }
   if (!mkdtemp(tmpl)) return 2;
   snprintf(g_root, sizeof g_root, "%s", tmpl);
+  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_plot */
   rc = cmocka_run_group_tests(tests, NULL, NULL);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
   if (rc == 0 && system(cmd) != 0) rc = 1;

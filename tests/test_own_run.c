@@ -649,6 +649,7 @@ int main(int argc, char **argv) {
   (void)argv;
   if (!mkdtemp(tmpl)) return 2;
   snprintf(g_root, sizeof g_root, "%s", tmpl);
+  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_requeue_messages */
   rc = cmocka_run_group_tests(tests, NULL, NULL);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
   if (rc == 0 && system(cmd) != 0) rc = 1;

@@ -933,7 +933,7 @@ static void test_lr_from_hooks(void **state) {
   lr_loop(2, path, lrs, 6);
   assert_true(lrs[5] == 0.1);                    /* a write of ctx->lr lasts one step */
   text = slurp(path);
-  assert_non_null(strstr(text, "a hook wrote ctx->lr = 1 where the step's learning rate was 0.1"));
+  assert_non_null(strstr(text, "ctx->lr was written (= 1, by a hook or the loop) where the step's learning rate was 0.1"));
   assert_non_null(strstr(text, "tr_lr_set(ctx, lr)"));
   assert_int_equal(count_lines(text), 1);        /* once per run */
   free(text);
@@ -1079,12 +1079,30 @@ static void test_ctrl_c_saves_and_second_kills(void **state) {
   (void)state;
   snprintf(ckpt, sizeof ckpt, "%s/interrupted.ckpt", g_root);
   snprintf(logp, sizeof logp, "%s/ctrl_c_log.txt", g_root);
-  /* without save_to: said once at the start */
+  /* nothing registered and no save_to: nothing said, Ctrl-C left as the program had it */
   log = fopen(logp, "w");
   toy_init(&m, &ctx);
   reg = hk_create(NULL);
   assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = log, .log_every_n_steps = -1, .save_model = toy_save,
                                                      .load_model = toy_load, .model_user = &m }), TR_OK);
+  assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+  {
+    struct sigaction now;
+    assert_int_equal(sigaction(SIGINT, NULL, &now), 0);
+    assert_true(now.sa_handler == SIG_DFL); /* the program's own */
+  }
+  assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+  hk_destroy(reg);
+  fclose(log);
+  text = slurp(logp);
+  assert_string_equal(text, "");
+  free(text);
+  /* a hook registered, without save_to: said once at the start */
+  log = fopen(logp, "w");
+  toy_init(&m, &ctx);
+  reg = hk_create(NULL);
+  assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .log = log, .log_every_n_steps = -1, .save_model = toy_save,
+                                                     .load_model = toy_load, .model_user = &m, .spec = "timer" }), TR_OK);
   assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
   assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
   hk_destroy(reg);

@@ -350,6 +350,7 @@ TR__C_END /* part */
 #  include <sys/stat.h>
 #  include <sys/time.h>
 #  include <sys/types.h>
+#  include <sys/wait.h> /* system()'s status */
 #  include <unistd.h>
 #  define TR__POSIX 1
 #endif
@@ -497,26 +498,40 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
   }
 }
 
-/* ---- tensor views a callback takes ---------------------------------------------------------------
-   A callback that keeps the loop's views from the start of a run (gradient_monitor names a metric after
-   each) checks them there: every view named, no name twice, data set, count above 0. A loop that fills
-   them in later (llm.c allocates its gradients in the first backward) would otherwise hand it one view
-   with an empty name. 0, or -1 with hk_fail's message naming the view's index and what to set. field is
-   what the loop calls them ("ctx->grads"). */
-TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field, const char *who) {
-  static const char *const when = "every view needs its name, data and count when the run starts (on_train_start: "
-                                  "tr_run_start, tr_fit); a model that allocates its buffers later (llm.c: in the "
-                                  "first backward) allocates them, and fills in the views, before";
+/* ---- tensor views a callback reads ---------------------------------------------------------------
+   A battery checks the loop's views where it first reads them, not at on_train_start: a loop may point
+   them at their buffers late (llm.c allocates its gradients in the first backward). field is what the
+   loop calls them ("ctx->grads"); each message names the view and the event (hk_fail's caller adds the
+   battery's name), so a view still empty there is a clear error, not a crash. 0, or -1 with hk_fail. */
+TR__SHARED int tr__view_empty(hk_ctx *ctx, const hk_tensor *v, int k, const char *field) {
+  return hk_fail(ctx, "%s[%d] ('%s') has no data (NULL) at %s, where it is first read: point each view at its "
+                 "buffer by then (llm.c's gradients: after the first backward)", field, k, v[k].name ? v[k].name : "?",
+                 hk_event_name(ctx->reg, ctx->event)), -1;
+}
+/* every view's data set (nan_guard, spike_detection, ema: they read the data only) */
+TR__SHARED int tr__views_data(hk_ctx *ctx, const hk_tensor *v, const char *field) {
+  int k;
+  for (k = 0; v && k < ctx->n_tensors; k++)
+    if (!v[k].data) return tr__view_empty(ctx, v, k, field);
+  return 0;
+}
+/* A battery that keeps the views (gradient_monitor names a metric after each) also needs each named once
+   and count > 0 (an empty name would make a column "grad_2.0_norm/"). */
+TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field) {
+  const char *at = hk_event_name(ctx->reg, ctx->event);
   int k, j;
   for (k = 0; k < n; k++) {
     const char *name = v[k].name;
     if (!name || !name[0])
-      return hk_fail(ctx, "%s: %s[%d] has no name (%s); %s", who, field, k, name ? "\"\"" : "NULL", when), -1;
-    if (!v[k].data) return hk_fail(ctx, "%s: %s[%d] ('%s') has no data (NULL); %s", who, field, k, name, when), -1;
-    if (v[k].count == 0) return hk_fail(ctx, "%s: %s[%d] ('%s') has count 0; %s", who, field, k, name, when), -1;
+      return hk_fail(ctx, "%s[%d] has no name (%s) at %s, where it is first read: give every view a name of its own, "
+                     "its data and its count by then", field, k, name ? "\"\"" : "NULL", at), -1;
+    if (!v[k].data) return tr__view_empty(ctx, v, k, field);
+    if (v[k].count == 0)
+      return hk_fail(ctx, "%s[%d] ('%s') has count 0 at %s, where it is first read: give every view its element "
+                     "count by then", field, k, name, at), -1;
     for (j = 0; j < k; j++)
       if (strcmp(v[j].name, name) == 0)
-        return hk_fail(ctx, "%s: %s[%d] and %s[%d] are both named '%s'; give each view a name of its own", who, field, j,
+        return hk_fail(ctx, "%s[%d] and %s[%d] are both named '%s'; give each view a name of its own", field, j,
                        field, k, name), -1;
   }
   return 0;

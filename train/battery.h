@@ -402,16 +402,17 @@ typedef struct tr__dev_ops {
 TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
 
 /* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
-   the table above), -1 refused (a loop of your own with device views, or a mix). */
-TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const char *who, const tr__dev_ops **dev) {
+   the table above), -1 refused (a loop of your own with device views, or a mix; hk_fail's caller adds the
+   callback's name). */
+TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const tr__dev_ops **dev) {
   int k, on = 0;
   *dev = NULL;
   for (k = 0; k < ctx->n_tensors; k++) on += v[k].on_device != 0;
   if (on == 0) return 0;
   if (on == ctx->n_tensors && ctx->trainer && *tr__dev_seam()) { *dev = *tr__dev_seam(); return 1; }
   for (k = 0; k < ctx->n_tensors && !v[k].on_device; k++) {}
-  return hk_fail(ctx, "%s: tensor '%s' is in device memory; it reads device tensors only through train.h's trainer "
-                 "(tr_fit with TRAIN_CUDA), and host memory in a loop of your own", who, v[k].name ? v[k].name : "?"), -1;
+  return hk_fail(ctx, "tensor '%s' is in device memory; device tensors are read only through train.h's trainer "
+                 "(tr_fit with TRAIN_CUDA), host memory in a loop of your own", v[k].name ? v[k].name : "?"), -1;
 }
 /* from the bits, as hk_is_finite: -ffast-math folds x != x to 0 */
 TR__SHARED const char *tr__nonfinite_name(double x) {

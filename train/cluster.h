@@ -279,7 +279,8 @@ TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_s
 /* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
    signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
    seconds later), so that the step is saved. */
-TR__SHARED int tr__slurm_job(void) { return getenv("SLURM_JOB_ID") != NULL; }
+TR__SHARED int tr__slurm_job(void) { const char *j = getenv("SLURM_JOB_ID"); return j && j[0]; } /* "": no job (as tr_slurm_read) */
+
 
 /* A requeued job's checkpoint: save_to when this is a Slurm restart, the settings allow it and the file is
    there; NULL otherwise. */
@@ -299,7 +300,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
                                     const tr_preempt *p, int rank) {
   char sig[24], cmd[64];
   size_t n;
-  int preempted = (stops & TR_STOP_PREEMPT) != 0;
+  int rc, preempted = (stops & TR_STOP_PREEMPT) != 0;
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
@@ -312,9 +313,17 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   if (tr_slurm_read(&s) < 1) { snprintf(out + n, cap - n, "; not requeued: not in a Slurm job (SLURM_JOB_ID)"); return; }
   if (rank != 0) { snprintf(out + n, cap - n, "; rank 0 requeues job %s", s.job_id); return; }
   snprintf(cmd, sizeof cmd, "scontrol requeue %s", s.job_id); /* digits only: tr_slurm_read checked */
+  if (!tr__on_path("scontrol")) {
+    snprintf(out + n, cap - n, "; job %s is not requeued: scontrol is not on PATH (Slurm's client commands are not installed "
+             "where this job runs, or PATH lacks them): requeue it yourself (%s)", s.job_id, cmd);
+    return;
+  }
   fflush(NULL);
-  if (system(cmd) == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
-  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s did not succeed: was it submitted with --requeue?)", s.job_id, cmd);
+  rc = system(cmd);
+  if (rc == 0) snprintf(out + n, cap - n, "; job %s requeued", s.job_id);
+  else if (rc == -1) snprintf(out + n, cap - n, "; requeueing job %s failed: %s could not be run (%s)", s.job_id, cmd, strerror(errno));
+  else snprintf(out + n, cap - n, "; requeueing job %s failed (%s exited with status %d: was the job submitted with --requeue, "
+                "and may this user requeue it?)", s.job_id, cmd, tr__exit_status(rc));
 }
 
 /* The start line under Slurm (0 outside it: nothing to say). installed: tr__preempt_on's answer. */

@@ -14,14 +14,14 @@ TR__C_BEGIN /* part */
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
    Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
    first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
-   tr__afile: a new temporary file <path>.tmp.<pid>.<n>, created with O_CREAT|O_EXCL|O_NOFOLLOW (an
+   tr__afile: a new temporary file <path>.tmp.<tag>.<pid>.<n> (tag: tr__temp_tag), created with O_CREAT|O_EXCL|O_NOFOLLOW (an
    existing file or a symlink planted at that name is never opened, let alone written through), written,
    flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
    leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
    regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
    socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
    A temporary file left by a writer that was killed is removed by the next write to the same path (those
-   whose process no longer exists, where /proc tells). A file that is appended to afterwards (a log) keeps
+   whose process no longer exists, where /proc tells, and of this host, boot and PID namespace only). A file that is appended to afterwards (a log) keeps
    the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
    The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
    in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
@@ -71,9 +71,65 @@ static int tr__fd_write_n(int fd, const void *data, size_t n, size_t *done) {
 }
 static int tr__fd_write(int fd, const void *data, size_t n) { return tr__fd_write_n(fd, data, n, NULL); }
 
+/* Is there an executable name on PATH? (system()'s shell says "not found" as exit status 127, which a
+   failing command may return too.) Not known (no POSIX): 1. */
+TR__SHARED int tr__on_path(const char *name) {
 #ifdef TR__POSIX
-/* Temporary files of path whose process is gone. unlink removes a name, never what a symlink points
-   to, so a planted link costs nothing either. (kill is not declared by a strict -std=c99 build.) */
+  const char *p = getenv("PATH"), *end;
+  char full[4200];
+  if (!p) p = "/usr/bin:/bin";
+  for (;; p = end + 1) {
+    size_t n;
+    end = strchr(p, ':');
+    n = end ? (size_t)(end - p) : strlen(p);
+    if (n < 4000) {
+      snprintf(full, sizeof full, "%.*s%s%s", (int)n, p, n ? "/" : "", name);
+      if (access(full, X_OK) == 0) return 1;
+    }
+    if (!end) return 0;
+  }
+#else
+  (void)name;
+  return 1;
+#endif
+}
+/* system()'s answer as a shell says it: the command's exit status, or 128 + the signal that ended it */
+TR__SHARED int tr__exit_status(int rc) {
+#if defined(TR__POSIX) && defined(WIFEXITED)
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : WIFSIGNALED(rc) ? 128 + WTERMSIG(rc) : rc;
+#else
+  return rc;
+#endif
+}
+
+#ifdef TR__POSIX
+/* Who may judge a temporary's writer dead: a process of the same kernel boot, host name and PID namespace.
+   A writer on another host of a shared file system, or in another PID namespace (a container), has pids
+   that mean nothing here: its live temporary must never look stale. 8 hex digits of a hash of the three
+   (Linux's /proc; elsewhere the stale files are left alone anyway), in every temporary's name. */
+static void tr__temp_tag(char tag[9]) {
+  static const char *const files[] = { "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname" };
+  uint32_t h = 2166136261u; /* FNV-1a */
+  char buf[256];
+  size_t i, k, n;
+  for (i = 0; i < 3; i++) {
+    if (i < 2) {
+      FILE *f = fopen(files[i], "r");
+      n = f ? fread(buf, 1, sizeof buf, f) : 0;
+      if (f) fclose(f);
+    } else {
+      ssize_t r = readlink("/proc/self/ns/pid", buf, sizeof buf); /* pid:[4026531836] */
+      n = r > 0 ? (size_t)r : 0;
+    }
+    for (k = 0; k < n; k++) h = (h ^ (unsigned char)buf[k]) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u;
+  }
+  snprintf(tag, 9, "%08x", (unsigned)h);
+}
+/* Temporary files of path whose process is gone: those of this host, boot and PID namespace (the tag)
+   whose pid is not running. An untagged one (an older version's) or another tag's is not ours to judge.
+   unlink removes a name, never what a symlink points to, so a planted link costs nothing either. (kill is
+   not declared by a strict -std=c99 build.) */
 static void tr__remove_stale_temps(const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -82,7 +138,9 @@ static void tr__remove_stale_temps(const char *path) {
   DIR *d;
   struct dirent *e;
   struct stat st;
+  char tag[9];
   if (dlen >= sizeof dir || stat("/proc/self", &st) != 0) return;
+  tr__temp_tag(tag);
   memcpy(dir, slash ? path : ".", dlen);
   dir[dlen] = 0;
   if (!(d = opendir(dir))) return;
@@ -90,9 +148,10 @@ static void tr__remove_stale_temps(const char *path) {
     const char *tail = e->d_name + blen;
     char *end, proc[64];
     long pid;
-    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0) continue;
-    pid = strtol(tail + 5, &end, 10);
-    if (end == tail + 5 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
+    if (strncmp(e->d_name, base, blen) != 0 || strncmp(tail, ".tmp.", 5) != 0 || strncmp(tail + 5, tag, 8) != 0 || tail[13] != '.')
+      continue;
+    pid = strtol(tail + 14, &end, 10);
+    if (end == tail + 14 || *end != '.' || pid <= 0 || pid == (long)getpid()) continue;
     snprintf(proc, sizeof proc, "/proc/%ld", pid);
     if (stat(proc, &st) == 0 || errno != ENOENT) continue; /* alive, or not ours to judge */
     if (snprintf(file, sizeof file, "%s/%s", dir, e->d_name) < (int)sizeof file) (void)unlink(file);
@@ -103,13 +162,15 @@ static void tr__remove_stale_temps(const char *path) {
 static int tr__open_temp(const char *path, char *tmp, size_t cap) {
   static unsigned counter;
   int tries, fd = -1, flags = O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC;
+  char tag[9];
+  tr__temp_tag(tag);
   for (tries = 0; tries < 100 && fd < 0; tries++) {
 #if defined(__GNUC__) || defined(__clang__) /* the background writer opens temporaries too */
     unsigned n = __atomic_fetch_add(&counter, 1u, __ATOMIC_RELAXED);
 #else
     unsigned n = counter++;
 #endif
-    snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), n);
+    snprintf(tmp, cap, "%s.tmp.%s.%ld.%u", path, tag, (long)getpid(), n);
     fd = open(tmp, flags, 0644); /* the umask applies, as to any new file */
     if (fd < 0 && errno != EEXIST && errno != EINTR) break;
   }
@@ -362,6 +423,18 @@ TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine)
 #endif
 }
 
+/* Remove the file a writer made (mine: tr__read_mine's or tr__write_mine's), and nothing else: another file
+   at path since is left as it is. 0, or errno. */
+TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!mine->set || !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != mine->dev || (uint64_t)st.st_ino != mine->ino) return EEXIST;
+  return unlink(path) == 0 ? 0 : errno;
+#else
+  return mine->set && remove(path) == 0 ? 0 : EEXIST;
+#endif
+}
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 /* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
    there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */

@@ -45,8 +45,8 @@ TR__C_BEGIN /* part */
        made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
        one), then every stateful callback's state and the loop's counters are appended after the
        model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
-       the model's bytes come first, so a loader that reads only what it needs is unchanged) and
-       restores the callbacks and counters exactly;
+       it must read exactly what save_model wrote: a loader that reads less or more is an error naming
+       the byte counts) and restores the callbacks and counters exactly;
      - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
        in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
        and calls tr_plateau_step once per epoch for a plateau;
@@ -171,7 +171,38 @@ typedef struct tr_run_desc {
   void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
                                     its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
                                     waits so before it decides which files to keep) */
+  /* A loop that tr_run_begin drives (YOUR LOOP IN A DOZEN LINES, below): */
+  double lr;                     /* the learning rate, or the schedule's base (sched); 0: none (ctx->lr 0) */
+  tr_sched sched;                /* one of train.h's schedules over lr (kind 0: constant) */
+  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own (model_user): the lr of the step ctx->global_step
+                                    + 1; hooks' tr_lr_scale applies on top of either */
+  int64_t val_every_n_steps;     /* a validation after every N-th optimizer step; 0: none by steps */
+  int64_t val_every_n_epochs;    /* with epochs: a validation at the end of every N-th epoch (0 = 1; none when
+                                    validation is TR_NO) */
+  int64_t batch_size;            /* samples a training batch holds: ctx->samples_seen counts them (0: not counted) */
+  const hk_tensor *params, *grads; /* the model's views for the batteries (n_tensors of each; TR_VIEWS counts them), */
+  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch: a buffer
+                                    allocated late, as llm.c's gradients at the first backward, is seen once it is
+                                    there), cut into tensors of these names and sizes (TR_TENSORS counts them) */
+  const char *const *tensor_names;
+  const size_t *tensor_sizes;
+  int n_tensors;
 } tr_run_desc;
+
+/* The model's tensors in a tr_run_desc, counted from the arrays themselves (a count cannot disagree with them):
+   TR_VIEWS(param_views, grad_views): two arrays of hk_tensor of the same length;
+   TR_TENSORS(&params_memory, &grads_memory, names, sizes): llm.c's flat buffers, cut into tensors. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__cplusplus)
+#  define TR__IS_ARRAY(a) (0 * (int)sizeof(char[1 - 2 * __builtin_types_compatible_p(__typeof__(a), __typeof__(&(a)[0]))]))
+#else
+#  define TR__IS_ARRAY(a) 0
+#endif
+#define TR__COUNT2(a, b) ((int)(sizeof(a) / sizeof((a)[0])) + TR__IS_ARRAY(a) + TR__IS_ARRAY(b) + \
+                          0 * (int)sizeof(char[sizeof(a) / sizeof((a)[0]) == sizeof(b) / sizeof((b)[0]) ? 1 : -1]))
+#define TR_VIEWS(param_views, grad_views) .params = (param_views), .grads = (grad_views), \
+                                          .n_tensors = TR__COUNT2(param_views, grad_views)
+#define TR_TENSORS(param_memory_addr, grad_memory_addr, names, sizes) .param_memory = (param_memory_addr), \
+  .grad_memory = (grad_memory_addr), .tensor_names = (names), .tensor_sizes = (sizes), .n_tensors = TR__COUNT2(names, sizes)
 
 /* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
    after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
@@ -209,6 +240,54 @@ typedef struct tr_run {
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
+
+/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
+   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
+   between them are the run's. The loop asks what comes next and does it:
+
+       hk_registry *reg = hk_create(NULL);
+       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
+                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
+                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
+       for (int what; (what = tr_run_next(reg)); ) {
+         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
+         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
+         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+         backward();
+         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
+       }
+       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
+
+   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
+   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
+   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
+   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
+   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
+   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
+     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
+                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
+                       needed) and calls tr_run_update where its optimizer steps.
+     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
+                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
+                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
+     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
+   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
+   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
+   that never calls it fails the run: it would never step.
+   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
+   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
+   callbacks' state) stays until hk_destroy. */
+enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
+TRAIN_API int tr_run_next(hk_registry *reg);
+TRAIN_API int tr_run_update(hk_registry *reg);
+TRAIN_API tr_err tr_run_end(hk_registry *reg);
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
+   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
 /* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
    (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
@@ -527,6 +606,9 @@ typedef struct tr__run_priv {
      resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
+  void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
+  void (*loop_free)(void *loop);
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -570,6 +652,7 @@ static void tr__run_free(void *p) {
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
   tr__asave_free(q->asave); /* the last save in flight ends first */
+  if (q->loop_free) q->loop_free(q->loop);
   free(q);
   free(run);
 }
@@ -849,6 +932,11 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
+/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
+   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
+   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
+   name, the value's bits (8). */
+#define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
@@ -919,7 +1007,7 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
     q->lr_warned = 1;
-    tr__run_say(run, ctx, "train.h", "a hook wrote ctx->lr = %g where the step's learning rate was %g: that lasts one step; "
+    tr__run_say(run, ctx, "train.h", "ctx->lr was written (= %g, by a hook or the loop) where the step's learning rate was %g: that lasts one step; "
                 "tr_lr_set(ctx, lr) (or tr_lr_scale) keeps a new learning rate", ctx->lr, q->lr);
   }
   ctx->lr = q->lr = lr * (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0);
@@ -1370,6 +1458,54 @@ TR__SHARED tr_err tr__run_checkpoint_to(void *user, hk_ctx *ctx, const char *pat
   if (run && run->desc.save_checkpoint) return run->desc.save_checkpoint(run->desc.model_user, ctx, path, why, cap);
   return tr__run_save_to(user, ctx, path, why, cap);
 }
+/* The val/ metrics of ctx as TR__VAL_METRICS_KEY's block into state; -1 out of memory. */
+static int tr__val_metrics_put(hk_ctx *ctx, hk_bytes *state) {
+  hk_bytes b;
+  unsigned char x[8];
+  uint32_t n = 0;
+  int i, count = hk_metric_count(ctx);
+  memset(&b, 0, sizeof b);
+  hk_bytes_put(&b, "\0\0\0\0", 4);
+  for (i = 0; i < count; i++) {
+    double v;
+    uint64_t bits;
+    const char *name = hk_metric_at(ctx, i, &v);
+    size_t len = name ? strlen(name) : 0;
+    if (!name || strncmp(name, "val/", 4) || len > 255) continue;
+    memcpy(&bits, &v, sizeof bits);
+    tr__le(x, len, 2); hk_bytes_put(&b, x, 2);
+    hk_bytes_put(&b, name, len);
+    tr__le(x, bits, 8); hk_bytes_put(&b, x, 8);
+    n++;
+  }
+  tr__le(x, n, 4);
+  if (!b.failed) memcpy(b.data, x, 4);
+  i = b.failed || tr__state_sink(TR__VAL_METRICS_KEY, b.data, b.len, state) != HK_OK ? -1 : 0;
+  hk_bytes_free(&b);
+  return i;
+}
+/* Put them back into ctx (tr_run_load); -1 when the block is malformed. */
+static int tr__val_metrics_get(hk_ctx *ctx, const unsigned char *p, size_t len) {
+  size_t at = 4;
+  uint32_t n, i;
+  if (len < 4) return -1;
+  n = (uint32_t)tr__get(p, 4);
+  for (i = 0; i < n; i++) {
+    char name[256];
+    size_t k;
+    uint64_t bits;
+    double v;
+    if (at + 2 > len || (k = (size_t)tr__get(p + at, 2)) == 0 || at + 2 + k + 8 > len) return -1;
+    memcpy(name, p + at + 2, k);
+    name[k] = 0;
+    if (memchr(name, 0, k)) return -1;
+    bits = tr__get(p + at + 2 + k, 8);
+    memcpy(&v, &bits, sizeof v);
+    if (hk_metric_set(ctx, name, v) != HK_OK) return -1;
+    at += 2 + k + 8;
+  }
+  return at == len ? 0 : -1;
+}
 static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   hk_registry *reg = (hk_registry *)user;
   tr__run_saving s;
@@ -1413,6 +1549,7 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     (void)tr__state_sink(TR__AT_KEY, b, sizeof b, &s.state);
   }
   if (tr__run_block(s.run, ctx->global_step, s.run->tr__p->at, tr__state_sink, &s.state) != HK_OK) s.state.failed = 1;
+  if (s.run->tr__p->at == TR_RUN_AT_VALIDATION && tr__val_metrics_put(ctx, &s.state)) s.state.failed = 1;
   if (tr__lr_state_any(&s.run->lr_state)) { /* the schedule's state, as one more block (tr_run_load takes it out) */
     unsigned char b[TR__LR_STATE_SIZE];
     tr__lr_state_put(b, &s.run->lr_state);
@@ -1490,6 +1627,9 @@ typedef struct tr__run_file {
   tr_sched_state lr_state;
   const unsigned char *run;      /* the run's block (TR_RUN_KEY, inside state; NULL: none), run_len bytes */
   size_t run_len;
+  const unsigned char *val_metrics; /* TR__VAL_METRICS_KEY's block (NULL: none), val_metrics_len bytes */
+  size_t val_metrics_len;
+  uint64_t model_bytes;          /* what save_model wrote: the bytes before the state block */
 } tr__run_file;
 static void tr__run_file_free(tr__run_file *rf) {
   if (rf->f) fclose(rf->f);
@@ -1527,6 +1667,7 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
   if (!(state = rf->state = (unsigned char *)malloc((size_t)slen))) TR__RUN_BAD(TR_ERR_NOMEM, "tr_run_load: out of memory");
   if (fseek(f, (long)(size - TR__RUN_TRAILER - slen), SEEK_SET) != 0 || fread(state, 1, (size_t)slen, f) != slen)
     TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' failed", path);
+  rf->model_bytes = size - TR__RUN_TRAILER - slen;
   if (tr_crc32c(state, (size_t)slen) != (uint32_t)tr__get(t + 8, 4) || memcmp(state, "TRRUN\0\0\0", 8) != 0)
     TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s' is corrupted (the checksum of its state block does not match)", path);
   for (i = 0; i < 4; i++) v[i] = tr__get(state + 8 + 8 * i, 8);
@@ -1565,6 +1706,13 @@ static tr_err tr__run_file_read(tr__run_file *rf, const char *path, char *err, s
     if (!strcmp(blobs[i].key, TR_RUN_KEY)) { /* the run directory it was written in: rf->run (tr__run_peek) */
       rf->run = (const unsigned char *)blobs[i].data;
       rf->run_len = blobs[i].len;
+      blobs[i] = blobs[--n_hooks];
+      break;
+    }
+  for (i = 0; i < n_hooks; i++)
+    if (!strcmp(blobs[i].key, TR__VAL_METRICS_KEY)) {
+      rf->val_metrics = (const unsigned char *)blobs[i].data;
+      rf->val_metrics_len = blobs[i].len;
       blobs[i] = blobs[--n_hooks];
       break;
     }
@@ -1619,6 +1767,13 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   if (missing) tr__run_say(run, ctx, "tr_run_load", "'%s': %s (they keep their current state)", path, hk_last_error(reg));
   rewind(rf.f);
   if (run->desc.load_model(run->desc.model_user, rf.f) != 0) TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model failed on '%s' (the callbacks and counters are unchanged)", path);
+  { /* a loader that reads less (or more) than save_model wrote has not loaded what was saved */
+    long at = ftell(rf.f);
+    if (at < 0 || (uint64_t)at != rf.model_bytes)
+      TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: load_model read %ld of the model section's %llu bytes in '%s': it must read "
+                  "exactly what save_model wrote (the callbacks and counters are unchanged; the model may be partly loaded)",
+                  at, (unsigned long long)rf.model_bytes, path);
+  }
   if (hk_state_load_all(reg, rf.blobs, (int)rf.n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
   ctx->epoch = tr__run_file_epochs(run, &rf); /* written at an epoch's end: the next epoch is next */
@@ -1626,6 +1781,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
   ctx->batch_idx = rf.at == TR_RUN_AT_EPOCH_END ? 0 : (int64_t)rf.v[2];
   ctx->samples_seen = (int64_t)rf.v[3];
   run->lr_state = rf.lr_state;
+  if (rf.val_metrics && tr__val_metrics_get(ctx, rf.val_metrics, rf.val_metrics_len))
+    TR__RUN_BAD(TR_ERR_FORMAT, "tr_run_load: '%s': the validation's metrics it keeps are malformed (corrupted?)", path);
   run->resumed_at = rf.at;
   run->tr__p->at = rf.at;
   run->tr__p->resumed_here = 1;
@@ -1740,7 +1897,8 @@ static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
 }
 static hk_signal tr__run_on_after_backward(hk_ctx *ctx, void *user) { /* the gradients changed: the norm is computed anew */
-  (void)user;
+  tr__run_priv *q = ((tr_run *)user)->tr__p;
+  if (q->loop_views) q->loop_views(q->loop); /* (llm.c's gradients appear in the first backward) */
   hk_grads_changed(ctx);
   return HK_CONTINUE;
 }
@@ -1831,8 +1989,20 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   q->rank = ctx->rank; /* tr_print's */
   ctx->requests = 0;
   ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
+  ctx->flow.signals = 0; /* a context used before: its signals were the last run's */
 }
 
+/* A logger listens and the whole run is shorter than log_every_n_steps: no training record would ever be sent
+   (Lightning warns likewise). Said once, at the start. */
+static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ctx *ctx) {
+  const tr_run_desc *d = &run->desc;
+  int64_t n = d->log_every_n_steps ? d->log_every_n_steps : 50, acc = d->accumulate_grad_batches > 1 ? d->accumulate_grad_batches : 1;
+  int64_t steps = d->max_steps > 0 ? d->max_steps : d->max_epochs > 0 && d->train_batches > 0 ? d->max_epochs * d->train_batches / acc : 0;
+  if (n > 0 && steps > 0 && steps < n && hk_count(reg, HK_ON_LOG) > 0)
+    tr__run_say_on(run, ctx, 1, "train.h: warning", "log_every_n_steps is %lld but the run takes at most %lld optimizer "
+                   "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
+                   (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
+}
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -1840,7 +2010,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_callback cb;
   hk_opts o;
   hk_err he;
-  int past_stop = 0;
+  int past_stop = 0, listened = 0, ev;
   const char *requeued = NULL;
   char line[512];
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
@@ -1858,6 +2028,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
     return tr__run_said(reg, run, q->err);
   }
+  for (ev = 0; ev < HK_EVENT_COUNT && !listened; ev++) listened = hk_count(reg, ev) > 0; /* (before the run's watch) */
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -1876,12 +2047,15 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     tr_run_fail(reg, he == HK_ERR_NOMEM ? TR_ERR_NOMEM : TR_ERR_INVALID, "tr_run_start: the run cannot watch the loop's "
                 "events: %s", hk_last_error(reg));
   }
-  if (!run->desc.no_signals) q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
+  /* Nothing registered and nothing to save: Ctrl-C stays as the program had it, and nothing is said */
+  if (!run->desc.no_signals && (listened || run->desc.save_to))
+    q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
   q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
+  tr__run_log_cadence(run, reg, ctx);
   q->cont_given = 0;
   if (!resume_from || !resume_from[0]) tr__run_resuming(run, NULL, 0); /* (a resume's block: taken above) */
   q->busy = "tr_run_start";
@@ -1999,6 +2173,8 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   int64_t stops;
   if (!run || !ctx) return TR_RUN_STOP;
   q = run->tr__p;
+  if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
+  ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
   if (q->asave) tr__run_saves_settle(run, ctx, 0); /* a save written in the background: done yet? */
   if (!epoch_end && !run->failed && ctx->global_step > q->last_step) { /* the batch stepped: a record when due */
@@ -2105,6 +2281,8 @@ TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow
   q->eval_idx = ctx->batch_idx;
   q->eval_loss = ctx->loss;
   q->eval_batch = ctx->batch;
+  flow->signals |= ctx->flow.signals; /* the training's signals so far, from every site */
+  ctx->flow.signals = 0;
   q->eval_signals = flow->signals & TR__EVAL_OWN;
   hk_flow_clear(flow, TR__EVAL_OWN);
   if (n_batches > 0) run->eval_batches = n_batches;
@@ -2133,7 +2311,8 @@ TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, dou
   ctx->batch_idx = q->eval_idx;
   ctx->loss = q->eval_loss;
   ctx->batch = q->eval_batch;
-  flow->signals = (flow->signals & ~TR__EVAL_OWN) | q->eval_signals;
+  flow->signals = ((flow->signals | ctx->flow.signals) & ~TR__EVAL_OWN) | q->eval_signals; /* the evaluation's own stay in it */
+  ctx->flow.signals = 0;
   q->eval = NULL;
 }
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at) {
@@ -2141,6 +2320,10 @@ TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at) {
   return run && run->running != HK_STAGE_NONE && run->tr__p->resumed_here && run->tr__p->at == at;
 }
 
+/* A run that failed says why by itself, once, whatever the loop prints (stderr or tr_run_desc.log, above the bar). */
+static void tr__run_said_end(const tr_run *run, const hk_ctx *ctx, tr_err e) {
+  tr__run_say(run, ctx, "train.h", "%s%s", e == TR_ERR_INTERRUPTED ? "" : "the run failed: ", run->tr__p->failure);
+}
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -2156,6 +2339,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (q->refused_start) { /* tr_run_start refused to begin it: nothing fired, so nothing ends (no on_exception, no teardown) */
     q->refused_start = 0;
     memcpy(q->error, q->failure, sizeof q->error);
+    tr__run_said_end(run, ctx, q->err);
     run->running = HK_STAGE_NONE;
     q->own_loop = 0;
     ctx->stage = HK_STAGE_NONE;
@@ -2171,7 +2355,8 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     tr__run_fire(reg, ctx, HK_ON_TRAIN_END, &flow);
     if (!run->failed && (ctx->requests & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG))) {
       ctx->requests &= HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG; /* a validation is not run any more */
-      (void)tr__run_safe_point(reg, ctx, &flow, 1);
+      tr__run_settle(reg, ctx, &flow); /* no safe point: training is over, a Ctrl-C now stops nothing */
+      (void)tr__run_requests(run, reg, ctx, &flow);
     }
     tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
   }
@@ -2195,6 +2380,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   q->pending = 0;
   e = run->failed ? q->err : TR_OK;
   if (run->failed) memcpy(q->error, q->failure, sizeof q->error); /* tr_run_error: why it failed */
+  if (run->failed) tr__run_said_end(run, ctx, e);
   run->running = HK_STAGE_NONE;
   q->own_loop = 0;
   q->busy = NULL;

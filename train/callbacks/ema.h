@@ -70,13 +70,16 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). */
+/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
+   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
   int where;
-  if (!ctx->params || n == 0) return hk_fail(ctx, "the loop has no parameter views (ctx->params)"), -1;
-  if ((where = tr__views_where(ctx, ctx->params, "ema", &dev)) < 0) return -1;
+  if (!ctx->params || n == 0)
+    return hk_fail(ctx, "the loop has no parameter views at %s: set ctx->params and ctx->n_tensors by then",
+                   hk_event_name(ctx->reg, ctx->event)), -1;
+  if ((where = tr__views_where(ctx, ctx->params, &dev)) < 0) return -1;
   if (s->avg && s->count != n)
     return hk_fail(ctx, "the average has %zu values but the model has %zu parameters (a checkpoint of another model?)", s->count, n), -1;
   if (!s->avg) {
@@ -96,6 +99,9 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
+/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
+   too), so the buffer is allocated (and put on the device) before the first step rather than inside
+   one, and a resumed average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
 /* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
@@ -105,6 +111,7 @@ static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   int k;
   size_t i;
   if (s->pub.n_averaged == 0) w = 1.0;
+  if (tr__views_data(ctx, ctx->params, "ctx->params")) return -1;
   for (k = 0; k < ctx->n_tensors; a += ctx->params[k].count, k++) {
     const float *p = ctx->params[k].data;
     if (s->d_avg) { if (s->dev->average(ctx, a, p, ctx->params[k].count, w)) return -1; continue; }

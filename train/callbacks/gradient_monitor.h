@@ -20,10 +20,12 @@ TR__C_BEGIN /* part */
    on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
    as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
    comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The scratch memory is allocated at on_train_start.
+   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
+   allocated, at its first due step, where it first reads them: a loop may point the views at their
+   buffers late (llm.c allocates its gradients in the first backward).
    Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete at on_train_start: each view named once, its data set, count > 0; it fails naming the
-   view otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
+   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
+   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
    tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
    A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
    selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
@@ -57,7 +59,7 @@ typedef struct tr_gradient_monitor_state {
   int64_t checks;               /* due steps so far (this process) */
   int64_t vanishing, exploding; /* how many of them were flagged */
   double total_norm;            /* at the last due step (NaN before) */
-  int n_tensors;                /* tensors the filter selected (after on_train_start) */
+  int n_tensors;                /* tensors the filter selected (after its first due step) */
   const tr_histogram *histogram;/* the last one (NULL before, or without histogram_bins) */
 } tr_gradient_monitor_state;
 TRAIN_API tr_err tr_gradient_monitor(hk_registry *reg, const tr_gradient_monitor_desc *d, hk_handle *out);
@@ -78,7 +80,7 @@ typedef struct tr__gm {
   char *filter;                 /* comma-separated substrings, or NULL */
   void (*on_histogram)(const tr_histogram *, hk_ctx *, void *);
   void *hist_user;
-  /* sized at on_train_start */
+  /* sized at the first due step of a fit (tr__gm_views) */
   int *sel;                     /* selected tensor indices */
   char **names;                 /* "grad_2.0_norm/<tensor>" per selected tensor */
   char pct_names[TR__GM_MAX_PCT][32];
@@ -145,14 +147,30 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* All allocation happens here, before the first step. */
+/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
+   param_filter that selects none of the views' names is said now, when the names are there (a setting
+   to fix before training, not at step 50); their buffers may still be missing. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
-  int k, n = 0;
+  int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
   tr__gm_free_views(s);
-  if (!ctx->grads || ctx->n_tensors <= 0) return hk_fail(ctx, "the loop has no gradient views (ctx->grads)");
-  if (tr__views_where(ctx, ctx->grads, "gradient_monitor", &s->dev) < 0) return HK_FAIL;
-  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads", "gradient_monitor")) return HK_FAIL;
+  for (k = 0; named && k < ctx->n_tensors; k++) {
+    named = ctx->grads[k].name != NULL;
+    hit |= named && tr__gm_selected(s, ctx->grads[k].name);
+  }
+  if (named && !hit) return hk_fail(ctx, "param_filter '%s' selects no tensor", s->filter ? s->filter : "");
+  return HK_CONTINUE;
+}
+/* All allocation happens here, once per fit, where the gradients are first read (not at on_train_start:
+   llm.c's exist only after the first backward). */
+static hk_signal tr__gm_views(tr__gm *s, hk_ctx *ctx) {
+  int k, n = 0;
+  tr__gm_free_views(s); /* what a failed try left */
+  if (!ctx->grads || ctx->n_tensors <= 0)
+    return hk_fail(ctx, "the loop has no gradient views at %s: set ctx->grads and ctx->n_tensors by then",
+                   hk_event_name(ctx->reg, ctx->event));
+  if (tr__views_where(ctx, ctx->grads, &s->dev) < 0) return HK_FAIL;
+  if (tr__views_ready(ctx, ctx->grads, ctx->n_tensors, "ctx->grads")) return HK_FAIL;
   s->sel = (int *)calloc((size_t)ctx->n_tensors, sizeof *s->sel);
   s->names = (char **)calloc((size_t)ctx->n_tensors, sizeof *s->names);
   s->off = (size_t *)calloc((size_t)ctx->n_tensors, sizeof *s->off);
@@ -220,13 +238,12 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
   const double *shared;
   size_t at = 0, i;
   int j;
-  if (!s->ready) return HK_CONTINUE;
+  if (!s->ready && tr__gm_views(s, ctx) != HK_CONTINUE) return HK_FAIL;
   if (ctx->n_tensors <= s->sel[s->pub.n_tensors - 1])
-    return hk_fail(ctx, "the loop's tensors changed since on_train_start");
+    return hk_fail(ctx, "the loop's tensors changed since its first check: ctx->n_tensors is %d, it read tensor %d then",
+                   ctx->n_tensors, s->sel[s->pub.n_tensors - 1]);
   for (j = 0; j < s->pub.n_tensors; j++)
-    if (!ctx->grads[s->sel[j]].data)
-      return hk_fail(ctx, "ctx->grads[%d] ('%s') has no data (NULL) at step %lld; it had at on_train_start", s->sel[j],
-                     ctx->grads[s->sel[j]].name ? ctx->grads[s->sel[j]].name : "?", (long long)ctx->global_step + 1);
+    if (!ctx->grads[s->sel[j]].data) return tr__view_empty(ctx, ctx->grads, s->sel[j], "ctx->grads"), HK_FAIL;
   /* the loop's one pass per change (train.h's trainer: the one behind hk_grad_norm, shared with nan_guard
      and clipping), else a pass of its own */
   shared = tr__grad_pass_sums(ctx);

@@ -9,7 +9,7 @@ TR__C_BEGIN /* part */
    device (cpu / gpu from hk_tensor.on_device), then the total and the size in MB (4 bytes each),
    with Lightning's count format (12.3 K, 1.2 M). max_rows limits the table (the rest is summed in
    one line). Printed on rank 0 only (Lightning's rule). Hand-written loop: fire on_fit_start with
-   ctx->params. */
+   ctx->params (their names and counts: it never reads the data, which may be set later). */
 #define TR_MODEL_SUMMARY_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT_ZERO, int,    max_rows, "50", NULL, "tensors listed (0: totals only)") \
   X(C_ONLY,   FILE *, out,      NULL, NULL, "NULL = the run's log (tr_run_desc.log), else stdout")

@@ -113,7 +113,9 @@ static hk_signal tr__ng_grads(hk_ctx *ctx, void *user) {
   size_t i;
   s->grad_checks++;
   if (s->check_loss) tr__ng_unfired(s, ctx, 1, "before this fit's first optimizer step"); /* backward ran: known now */
-  if (!s->check_grads || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  if (!s->check_grads || !ctx->grads) return HK_CONTINUE;
+  if (tr__views_data(ctx, ctx->grads, "ctx->grads")) return HK_FAIL; /* a late buffer never set: said, not a crash */
+  if (hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->last, sizeof s->last, "the gradient norm is not finite at step %lld", (long long)ctx->global_step + 1);
   for (k = 0; k < ctx->n_tensors; k++) {
     const hk_tensor *g = &ctx->grads[k];

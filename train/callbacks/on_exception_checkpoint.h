@@ -21,14 +21,21 @@ TR__C_BEGIN /* part */
    with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
    exception). The file is written atomically (the old one stays until the new one is whole); a save
    that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
+   run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
+   directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
+   normal end leaves are found in one place; decided at on_train_start and again at the save (a
+   directory the run got in between). A resume continues its run's directory, so it goes there again.
    Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(STRING, const char *, dirpath,  NULL,           NULL, "required: the checkpoint's directory (made when missing)") \
+  X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
+    "empty: where model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/ " \
+    "(save_dir/name/version_N/checkpoints) when the run has one, else ./checkpoints") \
   X(STRING, const char *, filename, "on_exception", NULL, "the file's name without \".ckpt\" (no '/')") \
   X(TRI,    int,          verbose,  "true",         NULL, "say where it saved, or why it could not")
 typedef struct tr_on_exception_checkpoint_desc { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(TR__FIELD) } tr_on_exception_checkpoint_desc;
 typedef struct tr_on_exception_checkpoint_state {
-  const char *ckpt_path;        /* dirpath/filename.ckpt */
+  const char *ckpt_path;        /* dirpath/filename.ckpt (the default dirpath: as of on_train_start, and the save) */
   int64_t saved;                /* checkpoints written (one per failed fit) */
   int64_t saved_step;           /* global_step of the last one (-1: none) */
   tr_err last_error;            /* TR_OK, or why the last save failed */
@@ -44,7 +51,8 @@ typedef struct tr__oec {
   tr_on_exception_checkpoint_state pub;
   tr_run *run;
   hk_registry *reg;
-  char *dirpath, *path;
+  char *dirpath, *path, *name;
+  int dir_default;              /* dirpath was not given: 1 ./checkpoints until the run has a directory, 2 the run's */
   int verbose;
   int training;                 /* on_train_start of this fit has fired: there is a state worth saving */
 } tr__oec;
@@ -52,9 +60,38 @@ static void tr__oec_destroy(void *user) {
   tr__oec *s = (tr__oec *)user;
   free(s->dirpath);
   free(s->path);
+  free(s->name);
   free(s);
 }
-static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 1; return HK_CONTINUE; }
+/* dirpath/name.ckpt; -1 out of memory (the old paths stay) */
+static int tr__oec_paths(tr__oec *s, const char *dirpath) {
+  size_t n = strlen(dirpath) + strlen(s->name) + 7;
+  char *dir = tr__strdup(dirpath), *path = (char *)malloc(n);
+  if (!dir || !path) { free(dir); free(path); return -1; }
+  snprintf(path, n, "%s/%s.ckpt", dirpath, s->name);
+  free(s->dirpath);
+  free(s->path);
+  s->dirpath = dir;
+  s->path = path;
+  s->pub.ckpt_path = s->path;
+  return 0;
+}
+/* The default dirpath, model_checkpoint's rule (tr__mc_default_dir): the run directory's checkpoints/
+   once the run has a directory, else ./checkpoints; fixed once it is the run's. */
+static void tr__oec_default_dir(tr__oec *s) {
+  const char *rd = s->run ? s->run->tr__p->dir : NULL;
+  char *p;
+  if (s->dir_default != 1 || !rd || !(p = tr__join(rd, "checkpoints"))) return; /* out of memory: ./checkpoints */
+  if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
+  free(p);
+}
+static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  (void)ctx;
+  s->training = 1;
+  tr__oec_default_dir(s); /* the loggers opened the run's directory at setup: ckpt_path says where, from now */
+  return HK_CONTINUE;
+}
 static hk_signal tr__oec_over(hk_ctx *ctx, void *user) { (void)ctx; ((tr__oec *)user)->training = 0; return HK_CONTINUE; }
 static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
@@ -64,6 +101,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   if (!s->training || run->running != HK_STAGE_FIT) return HK_CONTINUE;
   s->training = 0;
   why[0] = 0;
+  tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
     tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
@@ -84,9 +122,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   tr__oec *s;
   hk_callback cb;
   const char *name;
-  size_t n;
   if (!d) return tr__bad(w, "on_exception_checkpoint: desc is NULL");
-  if (!d->dirpath || !d->dirpath[0]) return tr__bad(w, "on_exception_checkpoint: dirpath is required (the directory the checkpoint goes into)");
   name = d->filename ? d->filename : "on_exception";
   if (!name[0] || strchr(name, '/'))
     return tr__bad(w, "on_exception_checkpoint: filename '%s' must be a file name without '/' (\".ckpt\" is added)", name);
@@ -95,15 +131,14 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
                    "name can have; shorten it", name, strlen(name), TR__NAME_MAX);
   s = (tr__oec *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
-  n = strlen(d->dirpath) + strlen(name) + 7;
-  s->dirpath = tr__strdup(d->dirpath);
-  s->path = (char *)malloc(n);
-  if (!s->dirpath || !s->path) { tr__oec_destroy(s); return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM; }
-  snprintf(s->path, n, "%s/%s.ckpt", d->dirpath, name);
+  s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL, or "": a spec's default) */
+  if (!(s->name = tr__strdup(name)) || tr__oec_paths(s, s->dir_default ? "checkpoints" : d->dirpath)) {
+    tr__oec_destroy(s);
+    return tr__bad(w, "on_exception_checkpoint: out of memory"), TR_ERR_NOMEM;
+  }
   s->run = tr_run_get(reg);
   s->reg = reg;
   s->verbose = tr__flag(d->verbose, 1);
-  s->pub.ckpt_path = s->path;
   s->pub.saved_step = -1;
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";

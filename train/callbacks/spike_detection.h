@@ -212,7 +212,9 @@ static hk_signal tr__sd_loss(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__sd_grads(hk_ctx *ctx, void *user) {
   tr__sd *s = (tr__sd *)user;
-  if (s->skipping || s->pending || !ctx->grads || hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
+  if (s->skipping || s->pending || !ctx->grads) return HK_CONTINUE;
+  if (tr__views_data(ctx, ctx->grads, "ctx->grads")) return HK_FAIL; /* a late buffer never set: said, not a crash */
+  if (hk_is_finite(hk_grad_norm(ctx))) return HK_CONTINUE;
   snprintf(s->why, sizeof s->why, "the gradient norm is not finite");
   s->loss = NAN;
   tr__sd_spike(s, ctx, NAN);

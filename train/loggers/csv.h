@@ -260,7 +260,9 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
       else if (k >= n) e = EINVAL;
       else if (cell.data[0]) {
         v = strtod((const char *)cell.data, &num);
+        int counter = !strcmp(names[k], "epoch") || !strcmp(names[k], "step");
         if (*num) e = EINVAL;
+        else if (counter && !(v >= 0 && v < 9.2e18 && v == floor(v))) e = EINVAL; /* nan, 1e300, -1, 2.5: not this logger's (a cast would be undefined) */
         else if (!strcmp(names[k], "epoch")) { r.epoch = (int64_t)v; has_epoch = 1; }
         else if (!strcmp(names[k], "step")) { r.step = (int64_t)v; has_step = 1; }
         else if ((te = tr_log_set(&r, names[k], v)) != TR_OK) e = te == TR_ERR_NOMEM ? ENOMEM : EINVAL;
@@ -272,7 +274,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
     if (!e && !tr__run_superseded(s->run, r.step, stage) && tr__csv_add_row((tr__csv *)s->own, &r)) e = ENOMEM;
   }
   if (e == EINVAL)
-    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, or "
+    snprintf(why, cap, "%s is not a metrics.csv this logger wrote (a row without epoch or step, a cell that is not a number, an epoch or "
+             "step that is not a whole number >= 0, or "
              "more cells than columns): the resumed run does not continue it, nor replace it; move it away, or resume with "
              "new_version_on_resume", s->path);
   for (k = 0; k < n; k++) free(names[k]);

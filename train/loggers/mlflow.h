@@ -85,7 +85,8 @@ enum { TR__MLF_BATCH = 1000, TR__MLF_PARAMS = 100, TR__MLF_BODY = 1000000, TR__M
 #define TR__MLF_GATHER 0.1      /* seconds values gather before a request that is not full */
 /* what the sender has to say to the loop's thread (said there, once each) */
 enum { TR__MLF_SAY_DOWN = 1, TR__MLF_SAY_BACK = 2, TR__MLF_SAY_REFUSED = 4, TR__MLF_SAY_STARTED = 8, TR__MLF_SAY_GAVE_UP = 16,
-       TR__MLF_SAY_PARAMS = 32 };
+       TR__MLF_SAY_PARAMS = 32, TR__MLF_SAY_STUCK = 64, TR__MLF_SAY_SPOOL = 128 };
+#define TR__MLF_SLOWEST 6 /* a request waits at most timeout_ms << 6 for its answer */
 typedef struct tr__mlf_item { int64_t step, ms; double value; int32_t key; } tr__mlf_item;
 
 typedef struct tr__mlf {
@@ -118,6 +119,20 @@ typedef struct tr__mlf {
   double next_send;            /* values that do not fill a request wait until then */
   int idle;                    /* the sender waits: 1 for work, 2 gathering values, 3 pausing after a failure */
   int64_t sent, dropped, refused, unsent;
+  int slow, timeouts_slowest, stuck; /* a request waits timeout_ms << slow; tries at the longest; nothing more is sent */
+  int limit, plimit;           /* values, params a request at most now: halved when refused (one bad entry is found and
+                                  dropped alone) or not answered in time, doubled back after a success */
+  unsigned gen;                /* bumped when a run's end takes what is unsent (tr__mlf_spool): a request in flight then
+                                  changes nothing */
+  char run_key[24];            /* the tag train_h_run_key of the MLflow run being made: a runs/create that got no answer
+                                  is looked for (runs/search) before it is made again */
+  int create_unknown;          /* a runs/create got no answer: the server may have made the run */
+  char **sp_line;              /* lines of spool files (mlflow_unsent.txt) to send first: sp_at .. sp_n */
+  int *sp_file, sp_n, sp_at, sp_files;
+  char **sp_path;              /* the spool files read (removed, or written again with what is left, at the end) */
+  tr__file_id *sp_id;
+  char sp_rid[64];             /* the MLflow run of the spool lines being sent */
+  int64_t sp_sent, sp_refused;
   int up, was_down;            /* the last request got an answer; one did not, once */
   int said, news;              /* TR__MLF_SAY_*: said already, to say */
   char error[256];
@@ -131,9 +146,24 @@ typedef struct tr__mlf {
   tr__mlf_item *batch;
 } tr__mlf;
 
+/* The name a key is sent as */
+static const char *tr__mlf_sent_name(const tr__mlf *s, int key) {
+  const char *n = s->names[key / TR__MLF_BLOCK][key % TR__MLF_BLOCK], *fixed = n + strlen(n) + 1;
+  return fixed[0] ? fixed : n;
+}
 static double tr__mlf_backoff(int tries) { double d = 0.25; while (tries-- > 1 && d < TR__MLF_BACKOFF_MAX) d *= 2; return d < TR__MLF_BACKOFF_MAX ? d : TR__MLF_BACKOFF_MAX; }
 
 /* ---- the sender's side: HTTP through libcurl -------------------------------------------------------- */
+/* libcurl's progress callback: a request in flight ends at once when the logger is destroyed */
+static int tr__mlf_progress(void *user, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d) {
+  tr__mlf *s = (tr__mlf *)user;
+  int quit;
+  (void)a; (void)b; (void)c; (void)d;
+  pthread_mutex_lock(&s->mu);
+  quit = s->quit;
+  pthread_mutex_unlock(&s->mu);
+  return quit;
+}
 static size_t tr__mlf_take(char *p, size_t size, size_t n, void *user) {
   hk_bytes *b = (hk_bytes *)user;
   if (b->len < 65536) hk_bytes_put(b, p, size * n < 65536 - b->len ? size * n : 65536 - b->len); /* an answer's head is enough */
@@ -147,6 +177,7 @@ static int tr__mlf_http(tr__mlf *s, const char *path, const hk_bytes *body, long
   s->reply.len = 0;
   err[0] = 0;
   curl_easy_setopt(s->curl, CURLOPT_URL, url);
+  curl_easy_setopt(s->curl, CURLOPT_TIMEOUT_MS, s->timeout_ms << s->slow); /* a slow server's answer is waited for longer */
   curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, err);
   if (body) {
     curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, (const char *)body->data);
@@ -158,17 +189,55 @@ static int tr__mlf_http(tr__mlf *s, const char *path, const hk_bytes *body, long
   if (c != CURLE_OK) {
     pthread_mutex_lock(&s->mu);
     snprintf(s->error, sizeof s->error, "%s", err[0] ? err : curl_easy_strerror(c));
+    /* no answer in time: the server may have stored the request. The next try waits twice as long (up to 64
+       times timeout_ms) with half the values: a slow server is given the time it needs, never the same
+       request forever; at the longest wait, 3 more tries, then nothing more is sent by this process (the
+       values are kept in the run directory at the end, tr__mlf_spool) */
+    if (c == CURLE_OPERATION_TIMEDOUT) {
+      if (s->slow < TR__MLF_SLOWEST) s->slow++;
+      else if (++s->timeouts_slowest >= 3) { s->stuck = 1; s->news |= TR__MLF_SAY_STUCK; }
+      if (s->limit > 1) s->limit /= 2;
+    }
     pthread_mutex_unlock(&s->mu);
     return -1;
   }
+  s->timeouts_slowest = 0;
   curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, status);
   return 0;
 }
-/* A string field of a JSON answer ("run_id": "..."), the first one: 1 found, 0 not. Ids hold no escapes. */
+/* A JSON string's text (p after its opening quote), escapes undone (\u as UTF-8), cut to cap - 1 bytes:
+   the character after its closing quote, or NULL when it has none. */
+static const char *tr__mlf_jstr(const char *p, char *out, size_t cap) {
+  size_t n = 0;
+  while (*p && *p != '"') {
+    char c = *p++;
+    unsigned u = 0;
+    int k;
+    if (c == '\\') {
+      c = *p++;
+      if (c == 'n') c = '\n'; else if (c == 't') c = '\t'; else if (c == 'r') c = '\r'; else if (c == 'b') c = '\b'; else if (c == 'f') c = '\f';
+      else if (c == 'u') {
+        for (k = 0; k < 4 && *p; k++, p++) u = u * 16 + (unsigned)(*p <= '9' ? *p - '0' : (*p | 32) - 'a' + 10);
+        if (u >= 0x80) { /* as UTF-8 (a surrogate half stays as it is: a message, not data) */
+          char b[3];
+          int m = u >= 0x800 ? 3 : 2;
+          if (m == 3) { b[0] = (char)(0xE0 | (u >> 12)); b[1] = (char)(0x80 | ((u >> 6) & 0x3F)); b[2] = (char)(0x80 | (u & 0x3F)); }
+          else { b[0] = (char)(0xC0 | (u >> 6)); b[1] = (char)(0x80 | (u & 0x3F)); }
+          for (k = 0; k < m; k++) if (n + 1 < cap) out[n++] = b[k];
+          continue;
+        }
+        c = (char)u;
+      } else if (!c) break;
+    }
+    if (n + 1 < cap) out[n++] = c;
+  }
+  if (cap) out[n] = 0;
+  return *p == '"' ? p + 1 : NULL;
+}
+/* A string field of a JSON answer ("run_id": "..."), the first one: 1 found, 0 not. */
 static int tr__mlf_field(const char *json, const char *key, char *out, size_t cap) {
   char pat[64];
   const char *p = json;
-  size_t n = 0;
   snprintf(pat, sizeof pat, "\"%s\"", key);
   while ((p = strstr(p, pat)) != NULL) {
     p += strlen(pat);
@@ -176,16 +245,14 @@ static int tr__mlf_field(const char *json, const char *key, char *out, size_t ca
     if (*p++ != ':') continue;
     while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
     if (*p++ != '"') continue;
-    while (p[n] && p[n] != '"' && n + 1 < cap) { out[n] = p[n]; n++; }
-    out[n] = 0;
-    return p[n] == '"';
+    return tr__mlf_jstr(p, out, cap) != NULL;
   }
   return 0;
 }
 /* The outcome of a request: 1 taken; 0 refused for good (4xx: the request is wrong, sending it again does
    not help; s->error says why); -1 try again later (no answer, 5xx, 408, 429). */
 static int tr__mlf_outcome(tr__mlf *s, int r, long status, const char *what) {
-  char msg[160] = "";
+  char msg[200] = "";
   if (r == 0 && status >= 200 && status < 300) return 1;
   if (r == 0) {
     if (!tr__mlf_field((const char *)s->reply.data, "message", msg, sizeof msg))
@@ -205,12 +272,25 @@ static void tr__mlf_kv(hk_bytes *b, const char *k, const char *v) {
 }
 static int64_t tr__mlf_ms(void) { return (int64_t)(tr__wall() * 1000.0); }
 
+/* runs/create's body: the run's name, tags and key (train_h_run_key: it is found by it) */
+static void tr__mlf_create_body(const tr__mlf *s, hk_bytes *b, const char *eid) {
+  int i;
+  tr__put_s(b, "{\"experiment_id\":"); tr__json_str(b, eid);
+  if (s->run_name) { tr__put_s(b, ",\"run_name\":"); tr__json_str(b, s->run_name); }
+  tr__putf(b, ",\"start_time\":%lld,\"tags\":[{", (long long)tr__mlf_ms());
+  tr__mlf_kv(b, "mlflow.source.type", "LOCAL");
+  tr__put_s(b, "}");
+  if (s->run_name) { tr__put_s(b, ",{"); tr__mlf_kv(b, "mlflow.runName", s->run_name); tr__put_s(b, "}"); }
+  for (i = 0; i < s->n_tags; i++) { tr__put_s(b, ",{"); tr__mlf_kv(b, s->tags[2 * i], s->tags[2 * i + 1]); tr__put_s(b, "}"); }
+  tr__put_s(b, ",{"); tr__mlf_kv(b, "train_h_run_key", s->run_key); tr__put_s(b, "}");
+  tr__put_s(b, "]}");
+}
 /* Make the MLflow run: the experiment by name (made when missing), then runs/create; or, for a run whose
    id is known (a resume, a later run of the same logger), runs/update to RUNNING. 1, 0 or -1 as above. */
 static int tr__mlf_start(tr__mlf *s, const char *known) {
   char eid[64] = "", rid[64] = "", life[32] = "";
   long status = 0;
-  int r, i;
+  int r;
   hk_bytes *b = &s->body;
   b->len = 0;
   if (known[0]) {
@@ -251,19 +331,26 @@ static int tr__mlf_start(tr__mlf *s, const char *known) {
     return 0;
   }
   b->len = 0;
-  tr__put_s(b, "{\"experiment_id\":"); tr__json_str(b, eid);
-  if (s->run_name) { tr__put_s(b, ",\"run_name\":"); tr__json_str(b, s->run_name); }
-  tr__putf(b, ",\"start_time\":%lld,\"tags\":[{", (long long)tr__mlf_ms());
-  tr__mlf_kv(b, "mlflow.source.type", "LOCAL");
-  tr__put_s(b, "}");
-  if (s->run_name) { tr__put_s(b, ",{"); tr__mlf_kv(b, "mlflow.runName", s->run_name); tr__put_s(b, "}"); }
-  for (i = 0; i < s->n_tags; i++) { tr__put_s(b, ",{"); tr__mlf_kv(b, s->tags[2 * i], s->tags[2 * i + 1]); tr__put_s(b, "}"); }
-  tr__put_s(b, "]}");
+  tr__mlf_create_body(s, b, eid);
   if (b->failed) return -1;
+  if (s->create_unknown) { /* the last runs/create got no answer: made anyway? (runs/create is not idempotent) */
+    hk_bytes q;
+    int found = 0;
+    memset(&q, 0, sizeof q);
+    tr__put_s(&q, "{\"experiment_ids\":["); tr__json_str(&q, eid);
+    tr__putf(&q, "],\"filter\":\"tags.train_h_run_key = '%s'\",\"max_results\":1}", s->run_key);
+    r = q.failed ? -1 : tr__mlf_http(s, "runs/search", &q, &status);
+    hk_bytes_free(&q);
+    if ((r = tr__mlf_outcome(s, r, status, "runs/search")) != 1) return r;
+    found = tr__mlf_field((const char *)s->reply.data, "run_id", rid, sizeof rid);
+    if (found) goto made;
+  }
   r = tr__mlf_http(s, "runs/create", b, &status);
+  s->create_unknown = r != 0;
   r = tr__mlf_outcome(s, r, status, "runs/create");
   if (r != 1) return r;
   if (!tr__mlf_field((const char *)s->reply.data, "run_id", rid, sizeof rid)) return -1;
+made:
   pthread_mutex_lock(&s->mu);
   snprintf(s->run_id, sizeof s->run_id, "%s", rid);
   snprintf(s->experiment_id, sizeof s->experiment_id, "%s", eid);
@@ -279,11 +366,15 @@ static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
   hk_bytes *b = &s->body;
   const char *p = (const char *)s->params.data;
   int i, n = 0, r;
+  unsigned gen;
   long status = 0;
+  pthread_mutex_lock(&s->mu);
+  gen = s->gen;
+  pthread_mutex_unlock(&s->mu);
   for (i = 0; i < s->param_at; i++) { p += strlen(p) + 1; p += strlen(p) + 1; }
   b->len = 0;
   tr__put_s(b, "{\"run_id\":"); tr__json_str(b, rid); tr__put_s(b, ",\"params\":[");
-  for (i = s->param_at; i < s->n_params && n < TR__MLF_PARAMS; i++, n++) {
+  for (i = s->param_at; i < s->n_params && n < s->plimit; i++, n++) {
     const char *k = p, *v = p + strlen(p) + 1;
     p = v + strlen(v) + 1;
     tr__put_s(b, n ? ",{" : "{");
@@ -295,8 +386,11 @@ static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
   r = tr__mlf_http(s, "runs/log-batch", b, &status);
   r = tr__mlf_outcome(s, r, status, "params");
   pthread_mutex_lock(&s->mu);
-  if (r == 1) s->param_at += n;
-  if (r == 0) { s->param_at = s->n_params; s->news |= TR__MLF_SAY_PARAMS; }
+  if (gen != s->gen) r = r < 0 ? r : 1; /* the run's end took them meanwhile */
+  else if (r == 1) { s->param_at += n; if (s->plimit < TR__MLF_PARAMS) s->plimit *= 2; }
+  else if (r == 0 && n > 1 && status == 400) { s->plimit = n / 2; r = 1; } /* one of them is refused: halves until it is alone */
+  else if (r == 0 && status == 400) { s->param_at++; s->news |= TR__MLF_SAY_PARAMS; r = 1; }
+  else if (r == 0) { s->param_at = s->n_params; s->news |= TR__MLF_SAY_PARAMS; } /* it alone (a param of the run has another value: MLflow never changes one) */
   pthread_mutex_unlock(&s->mu);
   return r;
 }
@@ -306,9 +400,11 @@ static int tr__mlf_send_params(tr__mlf *s, const char *rid) {
 static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
   hk_bytes *b = &s->body;
   int i, n, r;
+  unsigned gen;
   long status = 0;
   pthread_mutex_lock(&s->mu);
-  n = s->count < TR__MLF_BATCH ? s->count : TR__MLF_BATCH;
+  gen = s->gen;
+  n = s->count < s->limit ? s->count : s->limit;
   for (i = 0; i < n; i++) s->batch[i] = s->ring[(s->tail + i) % s->cap];
   pthread_mutex_unlock(&s->mu);
   b->len = 0;
@@ -317,7 +413,7 @@ static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
     const tr__mlf_item *it = &s->batch[i];
     if (b->len > TR__MLF_BODY - 2 * TR__MLF_KEY - 200) break; /* the next one might not fit: in the next batch */
     tr__put_s(b, i ? ",{\"key\":" : "{\"key\":");
-    tr__json_str(b, s->names[it->key / TR__MLF_BLOCK][it->key % TR__MLF_BLOCK]);
+    tr__json_str(b, tr__mlf_sent_name(s, it->key));
     tr__put_s(b, ",\"value\":");
     tr__json_num(b, it->value); /* NaN, Infinity, -Infinity as strings: MLflow's JSON */
     tr__putf(b, ",\"timestamp\":%lld,\"step\":%lld}", (long long)it->ms, (long long)it->step);
@@ -329,10 +425,14 @@ static int tr__mlf_send_metrics(tr__mlf *s, const char *rid) {
   r = tr__mlf_outcome(s, r, status, "metrics");
   if (r < 0) return -1;
   pthread_mutex_lock(&s->mu);
-  s->tail = (s->tail + n) % s->cap;
-  s->count -= n;
-  if (r == 1) s->sent += n;
-  else { s->refused += n; s->news |= TR__MLF_SAY_REFUSED; }
+  if (gen != s->gen) { pthread_mutex_unlock(&s->mu); return 1; } /* the run's end took the queue meanwhile */
+  if (r == 0 && n > 1 && status == 400) s->limit = n / 2; /* one bad value never takes the others down: halves until it is alone */
+  else {
+    s->tail = (s->tail + n) % s->cap;
+    s->count -= n;
+    if (r == 1) { s->sent += n; if (s->limit < TR__MLF_BATCH) s->limit = s->limit * 2 < TR__MLF_BATCH ? s->limit * 2 : TR__MLF_BATCH; }
+    else { s->refused += n; s->news |= TR__MLF_SAY_REFUSED; }
+  }
   pthread_mutex_unlock(&s->mu);
   return 1;
 }
@@ -351,8 +451,101 @@ static int tr__mlf_send_small(tr__mlf *s, const char *rid, const char *path, con
   return tr__mlf_outcome(s, r, status, path);
 }
 
+
+/* ---- values kept in the run directory (mlflow_unsent.txt): what a run's end could not send ----------
+   Lines: "train.h mlflow unsent 1" first; then "run\t<run id>" or "create\t<run key>\t<experiment, a JSON
+   string>\t<runs/create's body, @EXP@ for the experiment's id>" (an MLflow run that was never made), each
+   followed by "post\t<path>\t<body, @RUN@ for the run's id>" requests: params, the checkpoint tag, metrics
+   (their own timestamps: sent twice, MLflow's SQL store keeps one), the run's end status last. Sent by the
+   next start or resume of an mlflow logger in that run directory or beside it (another version_N of the
+   same name), before anything else; the file goes when all of it is sent. */
+#define TR__MLF_SPOOL "mlflow_unsent.txt"
+#define TR__MLF_SPOOL_HEAD "train.h mlflow unsent 1"
+static void tr__mlf_subst(hk_bytes *out, const char *body, const char *pat, const char *val) {
+  const char *p;
+  size_t n = strlen(pat);
+  out->len = 0;
+  while ((p = strstr(body, pat)) != NULL) { hk_bytes_put(out, body, (size_t)(p - body)); tr__put_s(out, val); body = p + n; }
+  tr__put_s(out, body);
+  hk_bytes_put(out, "", 1);
+  out->len--;
+}
+/* The experiment's id by name, made when missing: 1, 0 refused (deleted), -1 try again */
+static int tr__mlf_experiment(tr__mlf *s, const char *name, char *eid, size_t cap) {
+  char *q = curl_easy_escape(s->curl, name, 0), path[700], life[32] = "";
+  long status = 0;
+  int r;
+  if (!q) return -1;
+  snprintf(path, sizeof path, "experiments/get-by-name?experiment_name=%s", q);
+  curl_free(q);
+  r = tr__mlf_http(s, path, NULL, &status);
+  if (r == 0 && status == 404) {
+    s->body.len = 0;
+    tr__put_s(&s->body, "{\"name\":"); tr__json_str(&s->body, name); tr__put_s(&s->body, "}");
+    r = tr__mlf_http(s, "experiments/create", &s->body, &status);
+    if (r == 0 && status == 400 && strstr((const char *)s->reply.data, "RESOURCE_ALREADY_EXISTS")) return -1;
+  }
+  if ((r = tr__mlf_outcome(s, r, status, "the experiment")) != 1) return r;
+  if (!tr__mlf_field((const char *)s->reply.data, "experiment_id", eid, cap)) return -1;
+  if (tr__mlf_field((const char *)s->reply.data, "lifecycle_stage", life, sizeof life) && !strcmp(life, "deleted")) return 0;
+  return 1;
+}
+/* The next spooled line: 1 done (sent, or refused for good: counted), -1 try again later. */
+static int tr__mlf_send_spooled(tr__mlf *s) {
+  char *line, *tab, *body;
+  unsigned gen;
+  int r = 1;
+  long status = 0;
+  hk_bytes sub;
+  pthread_mutex_lock(&s->mu);
+  gen = s->gen;
+  line = tr__strdup(s->sp_line[s->sp_at]);
+  pthread_mutex_unlock(&s->mu);
+  if (!line) return -1;
+  memset(&sub, 0, sizeof sub);
+  if (!strncmp(line, "run\t", 4)) snprintf(s->sp_rid, sizeof s->sp_rid, "%s", line + 4);
+  else if (!strncmp(line, "create\t", 7) && (tab = strchr(line + 7, '\t')) != NULL && tab[1] == '"') {
+    char exp[600], eid[64], *key = line + 7;
+    const char *after;
+    *tab = 0;
+    s->sp_rid[0] = 0;
+    if (!(after = tr__mlf_jstr(tab + 2, exp, sizeof exp)) || *after != '\t') r = 0;
+    else if ((r = tr__mlf_experiment(s, exp, eid, sizeof eid)) == 1) {
+      hk_bytes q; /* made already (a create that got no answer, a spool sent twice)? */
+      memset(&q, 0, sizeof q);
+      tr__put_s(&q, "{\"experiment_ids\":["); tr__json_str(&q, eid);
+      tr__putf(&q, "],\"filter\":\"tags.train_h_run_key = '%s'\",\"max_results\":1}", key);
+      r = q.failed ? -1 : tr__mlf_http(s, "runs/search", &q, &status);
+      hk_bytes_free(&q);
+      if ((r = tr__mlf_outcome(s, r, status, "runs/search")) == 1 && !tr__mlf_field((const char *)s->reply.data, "run_id", s->sp_rid, sizeof s->sp_rid)) {
+        tr__mlf_subst(&sub, after + 1, "@EXP@", eid);
+        r = sub.failed ? -1 : tr__mlf_http(s, "runs/create", &sub, &status);
+        if ((r = tr__mlf_outcome(s, r, status, "runs/create")) == 1 && !tr__mlf_field((const char *)s->reply.data, "run_id", s->sp_rid, sizeof s->sp_rid)) r = -1;
+      }
+    }
+  } else if (!strncmp(line, "post\t", 5) && (body = strchr(line + 5, '\t')) != NULL) {
+    *body++ = 0;
+    if (!s->sp_rid[0]) r = 0; /* its run could not be made */
+    else {
+      tr__mlf_subst(&sub, body, "@RUN@", s->sp_rid);
+      r = sub.failed ? -1 : tr__mlf_http(s, line + 5, &sub, &status);
+      r = tr__mlf_outcome(s, r, status, line + 5);
+    }
+  }
+  hk_bytes_free(&sub);
+  free(line);
+  pthread_mutex_lock(&s->mu);
+  if (r >= 0 && gen == s->gen) {
+    s->sp_at++;
+    if (r == 1) s->sp_sent++; else s->sp_refused++;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return r < 0 ? -1 : 1;
+}
 /* Work the sender can do now (under mu) */
 static int tr__mlf_work(const tr__mlf *s) {
+  if (s->stuck) return 0;
+  if (s->sp_at < s->sp_n) return 1;
   if (s->gave_up) return s->count > 0 || (s->end && !s->ended) || s->checkpoint != NULL;
   if (!s->ready) return s->want;
   return s->param_at < s->n_params || s->checkpoint || s->count > 0 || (s->end && !s->ended);
@@ -369,7 +562,10 @@ static int tr__mlf_step(tr__mlf *s) {
   snprintf(known, sizeof known, "%s", s->run_id);
   ckpt = s->checkpoint;
   end = s->end;
+  r = s->sp_at < s->sp_n;
   pthread_mutex_unlock(&s->mu);
+  if (r) return tr__mlf_send_spooled(s); /* what earlier runs could not send, first */
+  r = 1;
   if (gave_up) { /* nothing can be sent: what waits is dropped (counted) */
     pthread_mutex_lock(&s->mu);
     s->refused += s->count;
@@ -423,7 +619,7 @@ static void tr__mlf_wait_until(tr__mlf *s, double until) {
 /* Only metric values wait, fewer than a full request: they gather for TR__MLF_GATHER seconds first (one
    request, not one per record). Under mu. */
 static int tr__mlf_gathering(const tr__mlf *s) {
-  return s->ready && !s->gave_up && s->param_at >= s->n_params && !s->checkpoint && !(s->end && !s->ended) &&
+  return s->ready && !s->gave_up && s->sp_at >= s->sp_n && s->param_at >= s->n_params && !s->checkpoint && !(s->end && !s->ended) &&
          s->count < TR__MLF_BATCH && tr__wall() < s->next_send;
 }
 /* The loop's side wakes the sender only when that does something: it waits for work, or gathers and a request
@@ -483,6 +679,9 @@ static void tr__mlf_say(tr__mlf *s, const hk_ctx *ctx) {
     tr__run_say(s->run, ctx, "mlflow", "%s refused metric values (%s): they are dropped (counted); training goes on", s->uri, err);
   if (news & TR__MLF_SAY_PARAMS)
     tr__run_say(s->run, ctx, "mlflow", "%s kept the run's params as they were (%s): MLflow never changes a param's value", s->uri, err);
+  if (news & TR__MLF_SAY_STUCK)
+    tr__run_say(s->run, ctx, "mlflow", "%s took longer than %ld ms to answer 3 times (%s): this process sends it nothing more; what "
+                "is unsent is kept in the run directory at the run's end", s->uri, s->timeout_ms << TR__MLF_SLOWEST, err);
   if (news & TR__MLF_SAY_GAVE_UP)
     tr__run_say(s->run, ctx, "mlflow", "cannot create the run at %s (%s): nothing is sent to MLflow; training goes on", s->uri, err);
 }
@@ -501,14 +700,186 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
-/* A name MLflow takes as a metric's or param's key: at most 250 bytes of letters, digits, '_', '-', '.', ' ',
-   ':' and '/' (non-ASCII letters too); one it refuses would cost the whole request. */
-static int tr__mlf_name_ok(const char *k) {
-  size_t n;
-  for (n = 0; k[n]; n++)
-    if (!((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= 'A' && k[n] <= 'Z') || (k[n] >= '0' && k[n] <= '9') || strchr("_-. :/", k[n]) ||
-          (unsigned char)k[n] >= 0x80)) return 0;
-  return n > 0 && n <= TR__MLF_KEY;
+/* A name as MLflow takes it for a metric's or param's key (its validate_param_and_metric_name and
+   path_not_unique): letters, digits, '_', '-', '.', ' ', ':' and '/' only, and a path that normalises to
+   itself (no empty, "." or ".." part, no '/' first or last, not starting with ".."), at most 250 bytes.
+   Anything else is mended: another character (a non-ASCII one too: which of them MLflow counts as
+   letters is Python's business) becomes '_', empty and "." parts go, ".." becomes "__". 0: as it was;
+   1: mended into out; -1: nothing is left, or too long (not sent). */
+static int tr__mlf_fix_name(const char *in, char *out, size_t cap) {
+  size_t n = 0, i = 0;
+  while (in[i]) {
+    size_t j = i, k;
+    while (in[j] && in[j] != '/') j++;
+    if (j - i == 0 || (j - i == 1 && in[i] == '.')) { i = in[j] ? j + 1 : j; continue; } /* "", "." */
+    if (n && n + 1 < cap) out[n++] = '/';
+    for (k = i; k < j; k++) {
+      unsigned char c = (unsigned char)in[k];
+      int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || (c && strchr("_-. :", c));
+      if (c >= 0x80 && (c & 0xC0) == 0x80) continue; /* a UTF-8 character's tail: its one '_' is out */
+      if (n + 1 < cap) out[n++] = ok ? (char)c : '_';
+    }
+    i = in[j] ? j + 1 : j;
+  }
+  out[n < cap ? n : cap - 1] = 0;
+  for (i = 0; out[i]; i++) /* ".." as a part, or first: "__" */
+    if (out[i] == '.' && out[i + 1] == '.' && (i == 0 || out[i - 1] == '/') && (i == 0 || out[i + 2] == '/' || !out[i + 2]))
+      out[i] = out[i + 1] = '_';
+  if (!out[0] || n > TR__MLF_KEY || n + 1 >= cap) return -1;
+  return strcmp(in, out) != 0;
+}
+/* Spool files of earlier runs (tr__mlf_spool) for this server: in the run directory and beside it (the other
+   version_N of its name); their lines go to the sender, first. Once until the next run's end. */
+static void tr__mlf_spool_read(tr__mlf *s, hk_ctx *ctx) {
+  const char *dir = s->run->tr__p->dir;
+  char *parent, *slash, **names = NULL, head[1100];
+  int n, i, lines = 0, files = 0;
+  if (!dir || s->sp_files || !(parent = tr__strdup(dir))) return;
+  pthread_mutex_lock(&s->mu); /* the sender reads the lines under it */
+  slash = strrchr(parent, '/');
+  if (!slash) strcpy(parent, ".");
+  else slash[slash == parent] = 0;
+  snprintf(head, sizeof head, "%s\t%s\n", TR__MLF_SPOOL_HEAD, s->uri);
+  n = tr__dir_names(parent, "", &names);
+  for (i = 0; i < n; i++) {
+    hk_bytes b;
+    tr__file_id id;
+    char *path = NULL, *p, *end;
+    memset(&b, 0, sizeof b);
+    memset(&id, 0, sizeof id);
+    if (strcmp(names[i], ".") && strcmp(names[i], "..") && (p = tr__join(parent, names[i])) != NULL) {
+      path = tr__join(p, TR__MLF_SPOOL);
+      free(p);
+    }
+    if (path && tr__read_mine(path, &b, &id) == 0 && hk_bytes_put(&b, "", 1) == 0 && !b.failed &&
+        !strncmp((const char *)b.data, head, strlen(head))) {
+      char **pl = (char **)realloc(s->sp_path, (size_t)(s->sp_files + 1) * sizeof *pl);
+      tr__file_id *pi = pl ? (tr__file_id *)realloc(s->sp_id, (size_t)(s->sp_files + 1) * sizeof *pi) : NULL;
+      if (pl) s->sp_path = pl;
+      if (pi) s->sp_id = pi;
+      if (pl && pi) {
+        pl[s->sp_files] = path;
+        pi[s->sp_files] = id;
+        path = NULL;
+        for (p = (char *)b.data + strlen(head); *p; p = end + 1) {
+          char **gl;
+          int *gf;
+          if (!(end = strchr(p, '\n'))) break;
+          *end = 0;
+          gl = (char **)realloc(s->sp_line, (size_t)(s->sp_n + 1) * sizeof *gl);
+          if (gl) s->sp_line = gl;
+          gf = gl ? (int *)realloc(s->sp_file, (size_t)(s->sp_n + 1) * sizeof *gf) : NULL;
+          if (gf) s->sp_file = gf;
+          if (!gl || !gf || !(gl[s->sp_n] = tr__strdup(p))) break;
+          gf[s->sp_n++] = s->sp_files;
+          lines++;
+        }
+        s->sp_files++;
+        files++;
+      }
+    }
+    free(path);
+    hk_bytes_free(&b);
+    free(names[i]);
+  }
+  free(names);
+  free(parent);
+  pthread_mutex_unlock(&s->mu);
+  if (lines) tr__run_say(s->run, ctx, "mlflow", "sending first what %d earlier run%s could not (%d requests kept in %s beside the "
+                         "run directory)", files, files == 1 ? "" : "s", lines, TR__MLF_SPOOL);
+}
+/* A run's end: what is still unsent (spooled lines, params, the checkpoint tag, the queue's values, the end
+   status) is taken from the sender and written to the run directory's mlflow_unsent.txt; the spool files
+   read are removed once their lines are sent or written there. The number of metric values kept, or -1
+   when nothing could be written (no run directory: no file logger; or the write failed, said). */
+static int64_t tr__mlf_spool(tr__mlf *s, const hk_ctx *ctx) {
+  const char *dir = s->run->tr__p->dir;
+  hk_bytes out, body;
+  int i, k, n, more, file, wrote = 0;
+  int64_t values = 0;
+  char *path = dir ? tr__join(dir, TR__MLF_SPOOL) : NULL, why[600];
+  tr__file_id id;
+  memset(&out, 0, sizeof out);
+  memset(&body, 0, sizeof body);
+  memset(&id, 0, sizeof id);
+  pthread_mutex_lock(&s->mu);
+  more = s->sp_at < s->sp_n || s->count > 0 || s->param_at < s->n_params || s->checkpoint || (s->end && !s->ended);
+  if (!path || !more) { /* nothing left, or nowhere to keep it: as it is (the sender goes on while the program runs) */
+    int all_sent = !more;
+    pthread_mutex_unlock(&s->mu);
+    for (i = 0; all_sent && i < s->sp_files; i++) (void)tr__remove_mine(s->sp_path[i], &s->sp_id[i]);
+    goto clear;
+  }
+  s->gen++; /* a request in flight changes nothing now */
+  tr__putf(&out, "%s\t%s\n", TR__MLF_SPOOL_HEAD, s->uri);
+  if (s->sp_at < s->sp_n && !strncmp(s->sp_line[s->sp_at], "post\t", 5) && s->sp_rid[0]) tr__putf(&out, "run\t%s\n", s->sp_rid);
+  for (i = s->sp_at; i < s->sp_n; i++) { tr__put_s(&out, s->sp_line[i]); tr__put_s(&out, "\n"); }
+  if (s->count > 0 || s->param_at < s->n_params || s->checkpoint || (s->end && !s->ended)) {
+    const char *p = (const char *)s->params.data;
+    if (s->run_id[0]) tr__putf(&out, "run\t%s\n", s->run_id);
+    else {
+      tr__putf(&out, "create\t%s\t", s->run_key);
+      tr__json_str(&out, s->experiment);
+      tr__put_s(&out, "\t");
+      tr__mlf_create_body(s, &out, "@EXP@");
+      tr__put_s(&out, "\n");
+    }
+    for (i = 0; i < s->param_at; i++) { p += strlen(p) + 1; p += strlen(p) + 1; }
+    for (n = 0; i < s->n_params; i++, n++) {
+      const char *key = p, *v = p + strlen(p) + 1;
+      p = v + strlen(v) + 1;
+      tr__put_s(&out, n % TR__MLF_PARAMS ? ",{" : "post\truns/log-batch\t{\"run_id\":\"@RUN@\",\"params\":[{");
+      tr__mlf_kv(&out, key, v);
+      tr__put_s(&out, i + 1 == s->n_params || n % TR__MLF_PARAMS == TR__MLF_PARAMS - 1 ? "}]}\n" : "}");
+    }
+    if (s->checkpoint) {
+      tr__put_s(&out, "post\truns/set-tag\t{\"run_id\":\"@RUN@\",");
+      tr__mlf_kv(&out, "checkpoint", s->checkpoint);
+      tr__put_s(&out, "}\n");
+    }
+    for (k = 0; k < s->count; k++) {
+      const tr__mlf_item *it = &s->ring[(s->tail + k) % s->cap];
+      tr__put_s(&out, k % TR__MLF_BATCH ? ",{\"key\":" : "post\truns/log-batch\t{\"run_id\":\"@RUN@\",\"metrics\":[{\"key\":");
+      tr__json_str(&out, tr__mlf_sent_name(s, it->key));
+      tr__put_s(&out, ",\"value\":");
+      tr__json_num(&out, it->value);
+      tr__putf(&out, ",\"timestamp\":%lld,\"step\":%lld}", (long long)it->ms, (long long)it->step);
+      if (k + 1 == s->count || k % TR__MLF_BATCH == TR__MLF_BATCH - 1) tr__put_s(&out, "]}\n");
+    }
+    if (s->end && !s->ended) tr__putf(&out, "post\truns/update\t{\"run_id\":\"@RUN@\",\"status\":\"%s\",\"end_time\":%lld}\n", s->end,
+                                      (long long)tr__mlf_ms());
+    values = s->count;
+  }
+  /* taken: the sender does not send them (the next start does) */
+  s->count = 0;
+  s->param_at = s->n_params;
+  free(s->checkpoint);
+  s->checkpoint = NULL;
+  s->ended = 1;
+  s->ready = s->want = 0;
+  s->sp_at = s->sp_n;
+  pthread_mutex_unlock(&s->mu);
+  for (file = 0; file < s->sp_files && strcmp(s->sp_path[file], path); file++) {}
+  if (file < s->sp_files) id = s->sp_id[file]; /* the file there is the one read: replaced; anything else is not */
+  if (out.failed) snprintf(why, sizeof why, "out of memory");
+  else wrote = tr__write_mine(path, out.data, out.len, &id, NULL, why, sizeof why) == 0;
+  if (!wrote) tr__run_say(s->run, ctx, "mlflow", "cannot keep the unsent values in %s: %s", path, why);
+  else tr__run_say(s->run, ctx, "mlflow", "%lld metric values and the run's end are not in MLflow yet (%s): kept in %s; the next start "
+                   "or resume of a run there (or in another version directory beside it) sends them", (long long)values,
+                   s->error[0] ? s->error : "no answer", path);
+  for (i = 0; wrote && i < s->sp_files; i++) if (i != file) (void)tr__remove_mine(s->sp_path[i], &s->sp_id[i]);
+clear:
+  for (i = 0; i < s->sp_n; i++) free(s->sp_line[i]);
+  for (i = 0; i < s->sp_files; i++) free(s->sp_path[i]);
+  free(s->sp_line); free(s->sp_file); free(s->sp_path); free(s->sp_id);
+  pthread_mutex_lock(&s->mu);
+  s->sp_line = NULL; s->sp_file = NULL; s->sp_path = NULL; s->sp_id = NULL;
+  s->sp_n = s->sp_at = s->sp_files = 0;
+  pthread_mutex_unlock(&s->mu);
+  hk_bytes_free(&out);
+  hk_bytes_free(&body);
+  free(path);
+  return wrote ? values : -1;
 }
 /* A run begins for MLflow (its first on_fit_start, record or checkpoint; after a resume's load): the sender
    creates the MLflow run, or sets the checkpoint's RUNNING again; the params go with it. */
@@ -516,7 +887,8 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   tr__hparam *h;
   hk_bytes specs;
   const char *spec;
-  int i, n;
+  char mended[4][140];
+  int i, n, n_mended = 0, n_unsent_params = 0;
   if (s->in_run || !s->rank0) return;
   s->in_run = 1;
   s->failed_status = 0;
@@ -531,19 +903,28 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   n = tr__run_hparams(s->run, &h);
   pthread_mutex_lock(&s->mu);
   if (s->resume_id) { snprintf(s->run_id, sizeof s->run_id, "%s", s->resume_id); s->ready = 0; }
+  if (!s->run_id[0]) { /* a new MLflow run: its key */
+    static unsigned made;
+    snprintf(s->run_key, sizeof s->run_key, "%08x%08x", (unsigned)(tr__wall() * 1e6) ^ (unsigned)(size_t)s, ++made * 2654435761u ^
+             (unsigned)(tr__wall() * 1e3));
+    s->create_unknown = 0;
+  }
   free(s->resume_id);
   s->resume_id = NULL;
   s->want = 1;
   s->end = NULL;
   s->ended = 0;
   if (!s->params.len && n >= 0) { /* once per logger: a param never changes in MLflow */
-    for (i = 0; i < n; i++) {
-      if (!tr__mlf_name_ok(h[i].key)) continue; /* MLflow would refuse the request */
-      hk_bytes_put(&s->params, h[i].key, strlen(h[i].key) + 1);
-      hk_bytes_put(&s->params, h[i].val, strlen(h[i].val) + 1);
-    }
     s->n_params = 0;
-    for (i = 0; i < n; i++) s->n_params += tr__mlf_name_ok(h[i].key);
+    for (i = 0; i < n; i++) {
+      char key[TR__MLF_KEY + 8];
+      int fix = tr__mlf_fix_name(h[i].key, key, sizeof key);
+      if (fix < 0) { n_unsent_params++; continue; } /* MLflow would refuse the request */
+      if (fix && n_mended < 4) snprintf(mended[n_mended++], sizeof mended[0], "'%.60s' as '%.60s'", h[i].key, key);
+      hk_bytes_put(&s->params, fix ? key : h[i].key, strlen(fix ? key : h[i].key) + 1);
+      hk_bytes_put(&s->params, h[i].val, strlen(h[i].val) + 1);
+      s->n_params++;
+    }
     if (specs.len > 1 && !specs.failed) {
       if (specs.len > TR__MLF_VALUE) specs.data[TR__MLF_VALUE - 1] = 0, specs.len = TR__MLF_VALUE;
       hk_bytes_put(&s->params, "specs", 6);
@@ -557,24 +938,41 @@ static void tr__mlf_begin(tr__mlf *s, hk_ctx *ctx) {
   pthread_mutex_unlock(&s->mu);
   free(h);
   hk_bytes_free(&specs);
+  tr__mlf_spool_read(s, ctx);
+  pthread_mutex_lock(&s->mu);
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  for (i = 0; i < n_mended; i++)
+    tr__run_say(s->run, ctx, "mlflow", "param %s (MLflow's name rules: letters, digits, '_', '-', '.', ' ', ':' and '/', no empty, "
+                "'.' or '..' part)", mended[i]);
+  if (n_unsent_params)
+    tr__run_say(s->run, ctx, "mlflow", "%d params are not sent: nothing is left of their names under MLflow's rules, or they are "
+                "longer than %d bytes", n_unsent_params, TR__MLF_KEY);
 }
+
 
 /* The key of a metric name (made at its first record: later records allocate nothing); -1 when it cannot be
    sent (a name MLflow refuses; more than 65536 names). Under mu. */
-static int tr__mlf_key(tr__mlf *s, const char *name) {
-  int k = s->n_names, b = k / TR__MLF_BLOCK;
-  char ***blk = &s->names[b];
+static int tr__mlf_key(tr__mlf *s, const char *name, int *mended) {
+  int k = s->n_names, b = k / TR__MLF_BLOCK, fix;
+  char ***blk = &s->names[b], sent[TR__MLF_KEY + 8], *both;
+  size_t n = strlen(name);
   for (k = 0; k < s->n_names; k++) if (!strcmp(s->names[k / TR__MLF_BLOCK][k % TR__MLF_BLOCK], name)) return k;
-  if (b == TR__MLF_BLOCKS || !tr__mlf_name_ok(name)) return -1;
+  if (b == TR__MLF_BLOCKS || (fix = tr__mlf_fix_name(name, sent, sizeof sent)) < 0) return -1;
+  if (!fix) sent[0] = 0; /* sent as it is */
   if (!*blk && !(*blk = (char **)calloc(TR__MLF_BLOCK, sizeof **blk))) return -1;
-  if (!((*blk)[k % TR__MLF_BLOCK] = tr__strdup(name))) return -1;
+  if (!(both = (char *)malloc(n + strlen(sent) + 2))) return -1;
+  memcpy(both, name, n + 1);
+  memcpy(both + n + 1, sent, strlen(sent) + 1);
+  (*blk)[k % TR__MLF_BLOCK] = both;
+  *mended = fix;
   return s->n_names++;
 }
 static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   tr__mlf *s = (tr__mlf *)u;
   const tr_log_record *r = tr_log_current(ctx);
   int64_t ms;
-  int i, bad = 0;
+  int i, k, bad = 0, mended[4], n_mended = 0;
   if (!r || !s->rank0) return HK_CONTINUE;
   tr__mlf_begin(s, ctx);
   if (!s->started) return HK_CONTINUE;
@@ -582,9 +980,10 @@ static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   pthread_mutex_lock(&s->mu);
   for (i = -1; i < r->n_metrics; i++) { /* -1: the record's epoch, as Lightning's logger sends it */
     const char *name = i < 0 ? "epoch" : r->metrics[i].name;
-    int k;
     if (i >= 0 && (!strcmp(name, "epoch") || !strcmp(name, "step"))) continue; /* the record's own, as csv */
-    if ((k = tr__mlf_key(s, name)) < 0) { bad++; continue; }
+    int fix = 0;
+    if ((k = tr__mlf_key(s, name, &fix)) < 0) { bad++; continue; }
+    if (fix && n_mended < 4) mended[n_mended++] = k;
     if (s->count == s->cap) { s->dropped++; continue; }
     {
       tr__mlf_item *it = &s->ring[(s->tail + s->count) % s->cap];
@@ -599,11 +998,14 @@ static hk_signal tr__mlf_on_log(hk_ctx *ctx, void *u) {
   tr__mlf_wake(s, 0);
   i = s->news;
   pthread_mutex_unlock(&s->mu);
+  for (k = 0; k < n_mended; k++) /* once a name: its key is made once */
+    tr__run_say(s->run, ctx, "mlflow", "metric '%s' is sent as '%s' (MLflow's name rules: letters, digits, '_', '-', '.', ' ', ':' "
+                "and '/', no empty, '.' or '..' part)", s->names[mended[k] / TR__MLF_BLOCK][mended[k] % TR__MLF_BLOCK],
+                tr__mlf_sent_name(s, mended[k]));
   if (bad && !s->warned_names) {
     s->warned_names = 1;
-    tr__run_say(s->run, ctx, "mlflow", "a metric name MLflow refuses (more than %d bytes, or a character other than letters, digits, "
-                "'_', '-', '.', ' ', ':' and '/'), or more than %d names: it is not sent (counted as dropped)", TR__MLF_KEY,
-                TR__MLF_BLOCK * TR__MLF_BLOCKS);
+    tr__run_say(s->run, ctx, "mlflow", "a metric name MLflow cannot take even mended (longer than %d bytes, or nothing left of it), "
+                "or more than %d names: it is not sent (counted as dropped)", TR__MLF_KEY, TR__MLF_BLOCK * TR__MLF_BLOCKS);
   }
   if (i) tr__mlf_say(s, ctx);
   return HK_CONTINUE;
@@ -644,7 +1046,7 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   s->ended = 0;
   s->next_try = s->next_send = 0; /* one try at once, whatever the pause */
   pthread_cond_broadcast(&s->cv);
-  while (!s->ended && tr__wall() < until) {
+  while (!s->ended && !s->stuck && tr__wall() < until) {
     struct timespec ts;
     ts.tv_sec = (time_t)until;
     ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
@@ -655,12 +1057,14 @@ static void tr__mlf_end(tr__mlf *s, const hk_ctx *ctx, const char *status) {
   memcpy(err, s->error, sizeof err);
   pthread_mutex_unlock(&s->mu);
   tr__mlf_say(s, ctx);
+  if (tr__mlf_spool(s, ctx) >= 0) left = 0; /* kept in the run directory, said */
   if (dropped || left) {
-    char d[200] = "", l[400] = "";
+    char d[200] = "", l[600] = "";
     if (dropped) snprintf(d, sizeof d, "%lld dropped (the queue, max_queue=%d, was full while the server did not take them, or it "
                           "refused them)%s", (long long)dropped, s->cap, left ? "; " : "");
     if (left) snprintf(l, sizeof l, "%lld not sent within flush_timeout=%gs (%s): they are sent if the server answers while the "
-                       "program runs on, else lost at its exit", (long long)left, s->flush_timeout, err[0] ? err : "no answer");
+                       "program runs on, else lost at its exit (a file logger's run directory keeps them: csv, jsonl)", (long long)left,
+                       s->flush_timeout, err[0] ? err : "no answer");
     tr__run_say(s->run, ctx, "mlflow", "%lld metric values are not in MLflow: %s%s", (long long)(dropped + left), d, l);
   }
 }
@@ -820,6 +1224,8 @@ static tr_err tr__mlf_make(hk_registry *reg, const tr_mlflow_desc *d, hk_handle 
   s->run = tr_run_get(reg);
   s->timeout_ms = timeout;
   s->cap = cap;
+  s->limit = TR__MLF_BATCH;
+  s->plimit = TR__MLF_PARAMS;
   s->flush_timeout = tr__zero_double(d->flush_timeout, 10);
   s->rank0 = 1;
   if (!(s->uri = tr__mlf_uri(d->tracking_uri && d->tracking_uri[0] ? d->tracking_uri : getenv("MLFLOW_TRACKING_URI"), w))) {
@@ -861,6 +1267,9 @@ static tr_err tr__mlf_make(hk_registry *reg, const tr_mlflow_desc *d, hk_handle 
   curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->headers);
   curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, tr__mlf_take);
   curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &s->reply);
+  curl_easy_setopt(s->curl, CURLOPT_XFERINFOFUNCTION, tr__mlf_progress);
+  curl_easy_setopt(s->curl, CURLOPT_XFERINFODATA, s);
+  curl_easy_setopt(s->curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(s->curl, CURLOPT_USERAGENT, "train.h-mlflow");
   if (s->userpwd) { curl_easy_setopt(s->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC); curl_easy_setopt(s->curl, CURLOPT_USERPWD, s->userpwd); }
   if (s->insecure) { curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYPEER, 0L); curl_easy_setopt(s->curl, CURLOPT_SSL_VERIFYHOST, 0L); }

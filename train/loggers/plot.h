@@ -165,6 +165,19 @@ static int tr__svg_write(const char *path, tr__file_id *mine, const char *title,
   }
 #undef TR__SX
 #undef TR__SY
+  /* the points as logged, for the logger's own file: a resume that continues the run reads them back (the
+     polylines are scaled and rounded), so its plot shows the whole run */
+  if (mine) {
+    tr__put_s(&f, "<metadata id=\"train.h-points\">\n");
+    for (i = 0; i < n; i++) {
+      tr__put_s(&f, "<series name=\"");
+      tr__svg_text(&f, s[i].name);
+      tr__put_s(&f, "\">");
+      for (k = 0; k < s[i].n; k++) tr__putf(&f, "%s%.17g %.17g", k ? " " : "", s[i].x[k], s[i].y[k]);
+      tr__put_s(&f, "</series>\n");
+    }
+    tr__put_s(&f, "</metadata>\n");
+  }
   tr__put_s(&f, "</svg>\n");
   if (f.failed) { snprintf(why, why_len, "out of memory"); e = ENOMEM; }
   else if (mine) e = tr__write_mine(path, f.data, f.len, mine, NULL, why, why_len);
@@ -286,13 +299,63 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 /* the SVG's path: the desc's (the file it names is written, a regular file there replaced: you named
    it), else metrics.svg in the version directory (refused when a file is there already, as every
    logger's file: written where nothing is, then over its own file only) */
+/* A name as tr__svg_text wrote it, back (in place) */
+static void tr__svg_untext(char *t) {
+  static const char *const ent[4][2] = { { "&lt;", "<" }, { "&gt;", ">" }, { "&quot;", "\"" }, { "&amp;", "&" } };
+  char *w = t;
+  int i;
+  while (*t) {
+    for (i = 0; i < 4 && strncmp(t, ent[i][0], strlen(ent[i][0])); i++) {}
+    if (i < 4) { *w++ = ent[i][1][0]; t += strlen(ent[i][0]); }
+    else *w++ = *t++;
+  }
+  *w = 0;
+}
+/* A continued run's points from its metrics.svg (tr__svg_write's metadata), those logged after the
+   checkpoint left out (the resumed run logs them again). A file without them (an older one) adds none. */
+static int tr__plot_take_back(tr__logger *s, tr__plot *p, char *text) {
+  char *at = strstr(text, "<metadata id=\"train.h-points\">"), *end = at ? strstr(at, "</metadata>") : NULL;
+  if (!at || !end) return 0;
+  *end = 0;
+  while ((at = strstr(at, "<series name=\"")) != NULL) {
+    char *name = at + 14, *q = strchr(name, '"'), *num, *stop;
+    const char *stage;
+    tr__series *se;
+    if (!q || q[1] != '>' || !(stop = strstr(q, "</series>"))) break;
+    *q = 0;
+    *stop = 0;
+    tr__svg_untext(name);
+    stage = !strncmp(name, "val/", 4) ? "val" : !strncmp(name, "test/", 5) ? "test" : "train"; /* as csv's read-back */
+    if (!(se = tr__series_get(&p->series, &p->n_series, name))) return ENOMEM;
+    for (num = q + 2; *num;) {
+      char *e1, *e2;
+      double x = strtod(num, &e1), y = e1 != num ? strtod(e1, &e2) : 0;
+      if (e1 == num || e2 == e1) break;
+      num = e2;
+      if (!(x >= -9.2e18 && x <= 9.2e18) || tr__run_superseded(s->run, (int64_t)x, stage)) continue;
+      if (tr__series_add(se, x, y)) return ENOMEM;
+    }
+    at = stop + 1;
+  }
+  return 0;
+}
 static int tr__plot_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   tr__plot *p = (tr__plot *)s->own;
+  hk_bytes old;
+  int e;
   (void)ctx;
   p->own_path = p->path && p->path[0];
   if (!p->own_path) { free(p->path); p->path = tr__join(s->dir, "metrics.svg"); }
   if (!p->path || !(s->path = tr__strdup(p->path))) return ENOMEM;
-  return p->own_path ? 0 : tr__logger_take(s, s->path, NULL, &s->id, why, cap);
+  if (p->own_path) return 0;
+  memset(&old, 0, sizeof old);
+  e = tr__logger_take(s, s->path, &old, &s->id, why, cap);
+  if (!e && s->continued && old.len) {
+    hk_bytes_put(&old, "", 1);
+    e = old.failed ? ENOMEM : tr__plot_take_back(s, p, (char *)old.data);
+  }
+  hk_bytes_free(&old);
+  return e;
 }
 static void tr__plot_destroy(void *own) {
   tr__plot *p = (tr__plot *)own;

@@ -260,7 +260,14 @@ static void tr__utf8_cut(char *s, int cols) {
    first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
    lose a line, nothing more. */
 static void tr__bar_flush(tr__bar *b) {
+  errno = 0;
   if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
+}
+/* A write to the bar's stream, its errno kept at once: an unbuffered stream (stderr) fails in the write,
+   not in the flush after it, and later calls would overwrite errno (ferror alone says EIO for EPIPE). */
+static void tr__bar_put(tr__bar *b, const char *s) {
+  errno = 0;
+  if (fputs(s, b->out) == EOF && !b->io_err) b->io_err = errno ? errno : EIO;
 }
 static void tr__bar_io_begin(tr__bar *b) {
   if (b->io++ > 0) return;
@@ -328,20 +335,20 @@ static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
    the top row makes tmux push the screen into its history). */
 static void tr__bar_home(tr__bar *b, int width) {
   int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
-  fputs("\r\033[K", b->out);
-  for (; up > 0; up--) fputs("\033[A\033[K", b->out);
+  tr__bar_put(b, "\r\033[K");
+  for (; up > 0; up--) tr__bar_put(b, "\033[A\033[K");
   b->drawn_w = 0;
 }
 /* The evaluation line goes below the training bar, and back up: the training bar's rows erased too */
 static void tr__bar_below(tr__bar *b) {
-  fputc('\n', b->out);
+  tr__bar_put(b, "\n");
   b->above_w = b->drawn_w;
   b->drawn_w = 0;
 }
 static void tr__bar_up(tr__bar *b) {
   int width = b->width > 0 ? b->width : tr__bar_cols(b);
   tr__bar_home(b, width);
-  fputs("\033[A", b->out);
+  tr__bar_put(b, "\033[A");
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
@@ -363,9 +370,9 @@ static void tr__bar_draw(tr__bar *b, tr__bar_line *l, double now) {
   if (width > 0) tr__utf8_cut(line, width);
   l->last = b->last_draw = now;
   l->drawn_n = l->n;
-  if (!b->tty) { fprintf(b->out, "%s\n", line); tr__bar_flush(b); return; }
+  if (!b->tty) { tr__bar_put(b, line); tr__bar_put(b, "\n"); tr__bar_flush(b); return; }
   tr__bar_home(b, width);
-  fputs(line, b->out);
+  tr__bar_put(b, line);
   b->drawn_w = (int)tr__utf8_width(line);
   tr__bar_flush(b);
 }
@@ -454,7 +461,7 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->main.live && (b->tty || b->main.drawn_n != b->main.n)) tr__bar_loss(b, ctx);
   tr__bar_io_begin(b);
-  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); fputc('\n', b->out); b->drawn_w = 0; }
+  if (b->tty && b->main.live && !b->broken) { tr__bar_draw(b, &b->main, tr__wall()); tr__bar_put(b, "\n"); b->drawn_w = 0; }
   else if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, tr__wall()); /* lines: the final
                                    state (a step loop has no epoch end to print it; an epoch loop printed it there) */
   tr__bar_io_end(b);
@@ -482,12 +489,12 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
-    fputc('\n', b->out);
+    tr__bar_put(b, "\n");
     b->drawn_w = 0;
   } else if (b->eval_shown && b->main.live) { /* erase the line, go back up to the training bar */
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
-  } else if (b->eval_shown) { fputs("\r\033[K", b->out); b->drawn_w = 0; } /* the sanity check's line goes */
+  } else if (b->eval_shown) { tr__bar_put(b, "\r\033[K"); b->drawn_w = 0; } /* the sanity check's line goes */
   tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -514,7 +521,7 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->tty && (b->main.live || b->eval.live) && !b->broken) {
     tr__bar_io_begin(b);
-    fputc('\n', b->out);
+    tr__bar_put(b, "\n");
     b->drawn_w = 0;
     tr__bar_io_end(b);
   }
@@ -538,7 +545,8 @@ static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
     else tr__bar_home(b, b->width > 0 ? b->width : tr__bar_cols(b));
     tr__bar_flush(b);
   }
-  fputs(text, f);
+  if (f == b->out) tr__bar_put(b, text);
+  else fputs(text, f);
   if (f == b->out) tr__bar_flush(b);
   else fflush(f);
   if (live) {
