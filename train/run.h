@@ -332,8 +332,9 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    reports it.
    During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
    A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
-   read before setup, and the loggers open there again, the records written after the checkpoint
-   superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
+   read before setup, and the loggers open there again once the load has succeeded (until then no file is
+   touched: a resume that fails to load changes no file and leaves no new version_N), the records written
+   after the checkpoint superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
    directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
    a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
@@ -544,7 +545,8 @@ TR__C_BEGIN /* part */
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
-typedef struct tr__run_dir { char *base, *dir; int fd, continued; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
+typedef struct tr__run_dir { char *base, *dir; int fd, continued, made; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
+/* made: this run claimed it (mkdir): a resume that then fails to load removes it again while it is empty */
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
@@ -601,6 +603,8 @@ typedef struct tr__run_priv {
   void *eval_batch;
   unsigned eval_signals;
   int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
+  int loading;               /* a resume has not loaded yet (tr_run_start's load, tr_run_resumed): the loggers know their
+                                directory but write nothing until it has; a failed one changes no file (tr__run_loading) */
   /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
      callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
      resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
@@ -1838,6 +1842,14 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 }
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
+static void tr__run_unmake(tr_run *run);
+/* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
+   is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
+   a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
+   gets its files at on_fit_start, as before. */
+TR__SHARED int tr__run_loading(const tr_run *run, int at_setup) {
+  return run && run->tr__p->loading && (at_setup || run->failed);
+}
 static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow) {
   tr_run *run = (tr_run *)hk_attached(reg);
   if (run && run->failed) return;
@@ -1978,6 +1990,7 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
   q->busy = NULL;
   q->eval = NULL;
+  q->loading = 0;
   run->running = stage;
   run->epoch_done = run->validates_next = 0;
   run->accumulation = run->desc.accumulate_grad_batches > 1 ? run->desc.accumulate_grad_batches : 1;
@@ -2057,12 +2070,14 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->cont_given = 0;
   if (!resume_from || !resume_from[0]) tr__run_resuming(run, NULL, 0); /* (a resume's block: taken above) */
   q->busy = "tr_run_start";
+  q->loading = resume_from && resume_from[0];
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
   if (!run->failed && resume_from && resume_from[0]) {
     tr_err e = tr_run_load(reg, ctx, resume_from);
     if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
     else {
+      q->loading = 0; /* the loggers may write now: they open at on_fit_start */
       tr__run_say_resumed(run, ctx, resume_from);
       if (past_stop) tr__run_say(run, ctx, "tr_run", "resuming past the early stop that checkpoint recorded: early_stopping's "
                                  "patience given now is larger");
@@ -2135,11 +2150,13 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (!q->resume) tr__run_resuming(run, NULL, 0); /* a resume continues its run: the block tr_run_continue gave, */
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
+  q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
   return TR_OK;
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
   if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  tr__run_unmake(run);
   run->running = HK_STAGE_NONE;
   run->resume_from = "";
   run->epoch_done = run->validates_next = 0;
@@ -2160,6 +2177,7 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
                          : "tr_run_enter named no checkpoint");
     return;
   }
+  run->tr__p->loading = 0; /* the loggers may write now (they open at on_fit_start) */
   tr__run_say_resumed(run, ctx, run->resume_from);
 }
 
@@ -2372,6 +2390,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
   tr__preempt_off(&q->preempt);
+  tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   q->guard = 0;
   q->pending = 0;
@@ -2520,7 +2539,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
   const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
-  int named = version && version[0], fd = -1, e, cont = 0;
+  int named = version && version[0], fd = -1, e, cont = 0, made = 0;
   uint64_t dev = 0, ino = 0;
   *continued = 0;
   if (base && named) { /* the entry of a named version is the directory itself */
@@ -2569,6 +2588,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
 #ifdef TR__POSIX
       if (mkdir(dir, 0777) == 0) { /* ours */
         (void)tr__dir_hold(dir, &fd, &dev, &ino);
+        made = 1;
         break;
       }
       if (errno != EEXIST) {
@@ -2599,6 +2619,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     rd->dev = dev;
     rd->ino = ino;
     rd->continued = cont;
+    rd->made = made;
     if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
     else { free(rd); rd = NULL; }
   }
@@ -2606,6 +2627,29 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   free(base);
   *continued = cont && rd;
   return dir;
+}
+
+/* A resume that failed to load (the run failed, its load never said done): the version_N it claimed is removed
+   again while it is empty (it was made by this run; nothing else is), so that no empty version is left. */
+static void tr__run_unmake(tr_run *run) {
+  tr__run_priv *q = run->tr__p;
+  tr__run_dir **at = &q->dirs;
+  int loading = q->loading;
+  q->loading = 0;
+  if (!loading || !run->failed) return;
+  while (*at) {
+    tr__run_dir *rd = *at;
+#ifdef TR__POSIX
+    if (rd->made && rmdir(rd->dir) == 0) { /* (not empty: something was written there; it stays the run's) */
+      if (q->dir && !strcmp(q->dir, rd->dir)) { free(q->dir); q->dir = NULL; }
+      *at = rd->next;
+      tr__dir_release(rd->fd);
+      free(rd->base); free(rd->dir); free(rd);
+      continue;
+    }
+#endif
+    at = &rd->next;
+  }
 }
 
 /* The run's directory is the first one made for it (model_checkpoint's default goes under it). */
