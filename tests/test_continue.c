@@ -268,6 +268,7 @@ static void test_own_loop_continues(void **state) {
 /* ---- train.h's trainer: a line y = 2x fitted by one weight, 4 batches an epoch, 3 epochs ---- */
 typedef struct fm { float w, g; float xs[4]; float w2[2], g2[2]; } fm;
 static int g_fm_params = 1; /* 2: a model that does not match the checkpoints of 1 */
+static const char *g_fm_save_to; /* tr_config.save_to (test_trainer_save_to_dir_missing) */
 static int fm_forward(void *user, void *batch, int training, double *loss) {
   fm *m = (fm *)user;
   float x = *(float *)batch, e = m->w * x - 2 * x;
@@ -338,6 +339,7 @@ static void fm_fit_as(const char *name, const char *resume, int64_t interval, en
   c.num_sanity_val_steps = -1;
   c.no_sigint = 1;
   c.no_resume_message = 1;
+  c.save_to = g_fm_save_to;
   if (resume) snprintf(path, sizeof path, "%s/%s/lightning_logs/version_0/checkpoints/%s", g_root, name, resume);
   c.resume_from = resume ? path : NULL;
   assert_int_equal(tr_fit(&t, &c), want);
@@ -630,6 +632,16 @@ static void test_failed_resume_changes_nothing(void **state) {
   g_specs = OWN_SPECS;
 }
 
+/* tr_fit's save_to in a directory that does not exist (issue 37, item 13): refused at the fit's start. */
+static void test_trainer_save_to_dir_missing(void **state) {
+  char path[400];
+  (void)state;
+  snprintf(path, sizeof path, "%s/no_such_dir/last.ckpt", g_root);
+  g_fm_save_to = path;
+  fm_fit_expect("sto", NULL, 0, TR_ERR_INVALID);
+  g_fm_save_to = NULL;
+}
+
 static void test_entered_loop_continues(void **state) {
   lp l;
   (void)state;
@@ -653,6 +665,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_plot_continues),
     cmocka_unit_test(test_csv_odd_counters_left_alone),
     cmocka_unit_test(test_failed_resume_changes_nothing),
+    cmocka_unit_test(test_trainer_save_to_dir_missing),
   };
   int rc;
   if (argc == 3 && !strcmp(argv[1], "--tb")) {
