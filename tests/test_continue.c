@@ -642,6 +642,36 @@ static void test_trainer_save_to_dir_missing(void **state) {
   g_fm_save_to = NULL;
 }
 
+/* A run block naming a directory whose last name is "." or ".." (or empty) counts as none (issue 37, item 10: the
+   loggers wrote one level up): tr_run_continue says TR_ERR_FORMAT, the run logs into a new version. */
+static void put_le(unsigned char *p, uint64_t v, int n) { int i; for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static void test_dot_dot_block_refused(void **state) {
+  static const char *const leaf[] = { "/..", "/.", "/", "/version_0" };
+  unsigned char b[600];
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof leaf / sizeof leaf[0]; i++) {
+    char dir[400];
+    size_t n;
+    struct stat st;
+    lp l;
+    lp_init(&l, "dots", 0);
+    snprintf(dir, sizeof dir, "%s/lightning_logs%s", l.dir, leaf[i]);
+    n = strlen(dir);
+    assert_int_equal(mkdir(l.dir, 0777) == 0 || exists(l.dir), 1);
+    stat(l.dir, &st);
+    put_le(b, 1, 8);                     /* version */
+    put_le(b + 8, n, 4);                 /* the directory */
+    memcpy(b + 12, dir, n);
+    put_le(b + 12 + n, (uint64_t)st.st_dev, 8);
+    put_le(b + 20 + n, (uint64_t)st.st_ino, 8);
+    put_le(b + 28 + n, 4, 8);            /* global_step */
+    put_le(b + 36 + n, 0, 8);            /* after a batch */
+    assert_int_equal(tr_run_continue(l.reg, b, 44 + n), i < 3 ? TR_ERR_FORMAT : TR_OK);
+    lp_free(&l);
+  }
+}
+
 static void test_entered_loop_continues(void **state) {
   lp l;
   (void)state;
@@ -666,6 +696,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_csv_odd_counters_left_alone),
     cmocka_unit_test(test_failed_resume_changes_nothing),
     cmocka_unit_test(test_trainer_save_to_dir_missing),
+    cmocka_unit_test(test_dot_dot_block_refused),
   };
   int rc;
   if (argc == 3 && !strcmp(argv[1], "--tb")) {

@@ -1308,6 +1308,13 @@ TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_s
   if (!sink) return HK_ERR_INVALID;
   return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
 }
+/* A run directory is a version_N (or a named version) under its base: one whose last name is empty, "." or ".."
+   would have the loggers write into the base or one level up (a crafted block needs no more than that). */
+static int tr__run_leaf_bad(const char *dir) {
+  const char *leaf = strrchr(dir, '/');
+  leaf = leaf ? leaf + 1 : dir;
+  return !leaf[0] || !strcmp(leaf, ".") || !strcmp(leaf, "..");
+}
 /* The block of the checkpoint being resumed (data NULL: none; a malformed one counts as none: the resume
    then logs into a new version, and the load judges the file). */
 static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
@@ -1323,7 +1330,8 @@ static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
   r.data = (const unsigned char *)data;
   r.len = len;
   if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
-      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0]) {
+      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0] ||
+      tr__run_leaf_bad(dir)) {
     free(dir);
     return -1;
   }
