@@ -60,6 +60,7 @@ include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
 include tests/run.mk
+include tests/loop.mk
 include tests/run_api.mk
 include tests/async.mk
 include tests/sweep.mk

@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
       .batch_size = B, .lr = 0.5, .log_every_n_steps = 4, .optimizer = "SGD", .hparams = "lr=0.5 batch=32",
       TR_VIEWS(pv, gv), .save_model = save_model, .load_model = load_model, .save_to = "interrupted.ckpt", /* Ctrl-C saves there */
       .spec = "nan_guard; early_stopping(monitor=val/loss, patience=3, min_delta=0.002); model_checkpoint("
-              "monitor=val/loss, save_top_k=2, save_last=true); csv; tensorboard; progress_bar" }, resume);
+              "monitor=val/loss, save_top_k=2, save_last=true); on_exception_checkpoint; csv; tensorboard; progress_bar" }, resume);
   for (int what; (what = tr_run_next(reg)); ) {
     if (what == TR_RUN_VAL_BATCH && ctx->epoch == ctrl_c_in_val && ctx->batch_idx == 1) raise(SIGINT); /* Ctrl-C in it */
     if (what == TR_RUN_VAL_BATCH) { ctx->loss = forward(NTRAIN + (int)ctx->batch_idx * B, B, 0); continue; }

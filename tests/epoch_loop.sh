@@ -8,6 +8,8 @@
 #   ctrlc    SIGINT at step 70 (in the 6th epoch): exit 130, on_exception says why, that step saved to save_to
 #            (interrupted.ckpt); resumed from last.ckpt (the 5th epoch's end) and from interrupted.ckpt (in the
 #            middle of the 6th): the full run's end again
+#   inval    SIGINT during the validation of epoch 3 (after its last batch, step 48): exit 130, interrupted.ckpt; resumed
+#            from it and from last.ckpt (epoch 2's end): the full run's end again (the old loop skipped an epoch here)
 #   nan      a NaN loss at step 30: nan_guard fails the run, exit 2
 # With PYTHON (a python with tensorboard): the full run's event file read back, every scalar equal to metrics.csv.
 set -u
@@ -16,6 +18,7 @@ fail() { echo "epoch_loop.sh: FAILED: $*"; exit 1; }
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
 run() { d=$dir/$1; shift; mkdir -p "$d" && (cd "$d" && "$bin" "$@" >> out.txt 2>&1); }
 weights() { grep '^weights:' "$dir/$1/out.txt" | tail -n 1; }
+ended() { grep '^ended at' "$dir/$1/out.txt" | tail -n 1 | sed 's/; logs in .*//'; }   # epoch and step at the end
 ck=runs/lightning_logs/version_0/checkpoints
 
 run full || { cat "$dir/full/out.txt"; fail "full: exit $?"; }
@@ -41,6 +44,27 @@ run ctrlc2 resume=interrupted.ckpt || { cat "$dir/ctrlc2/out.txt"; fail "ctrlc: 
 grep -q 'Restored all states from the checkpoint at interrupted.ckpt: epoch 5, global step 71, batch 10 of the epoch' "$dir/ctrlc2/out.txt" ||
   fail "ctrlc: interrupted.ckpt is not step 71 in the middle of the 6th epoch"
 [ "$(weights ctrlc2)" = "$(weights full)" ] || fail "ctrlc: resumed from interrupted.ckpt, not the full run's weights"
+
+# Ctrl-C during the validation of epoch 3 (after the epoch's last batch, before its end): its checkpoints (save_to's
+# interrupted.ckpt, model_checkpoint's last.ckpt of epoch 2's end, on_exception_checkpoint's file beside it) resume to
+# the full run's end; the old epoch loop's on_exception.ckpt said "at the end of epoch 4" there, and its resume
+# skipped an epoch
+run inval ctrl_c_in_val=3; rc=$?
+[ $rc = 130 ] || { cat "$dir/inval/out.txt"; fail "inval: exit $rc, not 130"; }
+grep -q 'stopped after step 48; its state saved to interrupted.ckpt$' "$dir/inval/out.txt" || { cat "$dir/inval/out.txt"; fail "inval: not stopped after step 48 (epoch 3's last) with interrupted.ckpt"; }
+cp -r "$dir/inval" "$dir/inval2"
+cp -r "$dir/inval" "$dir/inval3"
+run inval resume=interrupted.ckpt || { cat "$dir/inval/out.txt"; fail "inval: the run resumed from interrupted.ckpt failed"; }
+grep -q 'Restored all states from the checkpoint at interrupted.ckpt: epoch 3, global step 48, batch 11 of the epoch' "$dir/inval/out.txt" ||
+  fail "inval: interrupted.ckpt is not after epoch 3's validation (step 48, its last batch)"
+[ "$(weights inval)" = "$(weights full)" ] || fail "inval: resumed from interrupted.ckpt, not the full run's weights"
+[ "$(ended inval)" = "$(ended full)" ] || fail "inval: resumed from interrupted.ckpt, $(ended inval), not as the full run"
+run inval2 resume=$ck/last.ckpt || { cat "$dir/inval2/out.txt"; fail "inval: the run resumed from last.ckpt failed"; }
+[ "$(weights inval2)" = "$(weights full)" ] || fail "inval: resumed from last.ckpt, not the full run's weights"
+[ "$(ended inval2)" = "$(ended full)" ] || fail "inval: resumed from last.ckpt, $(ended inval2), not as the full run"
+run inval3 resume=$ck/on_exception.ckpt || { cat "$dir/inval3/out.txt"; fail "inval: the run resumed from on_exception.ckpt failed"; }
+[ "$(weights inval3)" = "$(weights full)" ] || fail "inval: resumed from on_exception.ckpt, not the full run's weights"
+[ "$(ended inval3)" = "$(ended full)" ] || fail "inval: resumed from on_exception.ckpt, $(ended inval3), not as the full run"
 
 run nan nan_at=30; rc=$?
 [ $rc = 2 ] || { cat "$dir/nan/out.txt"; fail "nan: exit $rc, not 2"; }
@@ -76,4 +100,4 @@ print("tensorboard reads %d scalars" % sum(len(acc.Scalars(t)) for t in acc.Tags
     check(out.returncode == 0, "tensorboard: " + out.stderr[-400:])
     print("epoch_loop.sh: " + out.stdout.strip())
 PY
-echo "epoch_loop.sh: $steps steps; resumed from last.ckpt, a top-k file and Ctrl-C's interrupted.ckpt (mid-epoch) to the same bits; NaN through on_exception; the logs read back"
+echo "epoch_loop.sh: $steps steps; resumed from last.ckpt, a top-k file and Ctrl-C's interrupted.ckpt (mid-epoch and during an epoch's validation) to the same bits; NaN through on_exception; the logs read back"

@@ -9,7 +9,8 @@
 #            its run: the same version_0 (its logs then hold the full run's records, each step once; a
 #            second TensorBoard file), model_checkpoint's top-k goes on there (no "afresh")
 #   mid      70 steps, then resume from the top-k file of step 60: the same end again
-#   ctrlc    SIGINT at step 45: exit 130, on_exception says why, the logs hold every record until then
+#   ctrlc    SIGINT at step 45: exit 130, on_exception says why, the logs hold every record until then; its
+#            last.ckpt (step 40) resumed: the same end as full
 #   nan      a NaN loss at step 45 (the binary is built with -Ofast): nan_guard fails the run, exit 2
 #   prof     profile=1: the profiler's table, throughput columns in metrics.csv, the same end as plain
 set -u
@@ -55,6 +56,9 @@ run mid max_steps=70 && run mid resume=$ck/epoch=0-step=60.ckpt || { cat "$dir/m
 run ctrlc ctrl_c_at=45; rc=$?
 [ $rc = 130 ] || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: exit $rc, not 130"; }
 grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+cp -r "$dir/ctrlc" "$dir/ctrlc2"   # the Ctrl-C's last.ckpt (step 40) resumes to the uninterrupted run's end
+run ctrlc2 resume=$ck/last.ckpt || { cat "$dir/ctrlc2/out.txt"; fail "ctrlc: the run resumed from last.ckpt failed"; }
+[ "$(state ctrlc2)" = "$(state full)" ] || { state full; state ctrlc2; fail "ctrlc: resumed from last.ckpt, not the uninterrupted run's end"; }
 run nan nan_at=45; rc=$?
 [ $rc = 2 ] || { cat "$dir/nan/out.txt"; fail "nan: exit $rc, not 2"; }
 grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: the training loss is nan" "$dir/nan/out.txt" ||
@@ -110,5 +114,5 @@ resumed = read("resumed", "version_0", steps, tb_files=2)   # the resume continu
 check(resumed == full, "resumed: the logs of the run and its resume are not the uninterrupted run's")
 ctrlc = read("ctrlc", "version_0", 46)   # the Ctrl-C at step 45 ends after step 46: records up to step 39
 check(ctrlc == full[:6], "ctrlc: the records until the interrupt differ from the full run's")
-print("own_loop.sh: %d steps; resumed twice to the same bits; Ctrl-C and NaN through on_exception; %d csv rows = jsonl" % (steps, len(full)))
+print("own_loop.sh: %d steps; resumed three times (once after Ctrl-C) to the same bits; Ctrl-C and NaN through on_exception; %d csv rows = jsonl" % (steps, len(full)))
 PY

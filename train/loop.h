@@ -12,6 +12,7 @@ TR__C_BEGIN /* part */
 enum { TR__LOOP_OPEN, TR__LOOP_TRAIN, TR__LOOP_VAL_START, TR__LOOP_VAL, TR__LOOP_EPOCH_END, TR__LOOP_DONE };
 typedef struct tr__loop {
   hk_ctx ctx;                /* the run's context: the loop reads it, the sites fire with it */
+  tr_run *run;
   hk_flow flow;              /* the run's events' signals and, through ctx.flow, the loop's sites' */
   hk_tensor *views;          /* TR_TENSORS: n_tensors parameter views, then n_tensors gradient views */
   float *param_base, *grad_base; /* the buffers those views were cut from */
@@ -43,7 +44,7 @@ static tr__loop *tr__loop_of(hk_registry *reg) {
 /* A refusal of the loop's call that also ends the run: a loop that calls out of order has a bug. */
 static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) TR__PRINTF(3, 4);
 static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
-  char msg[400];
+  char msg[640];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
@@ -52,8 +53,10 @@ static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
   hk_set_error(reg, HK_ERR_INVALID, "%s", msg);
   L->phase = TR__LOOP_DONE;
 }
-/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it). */
-static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const char *why) {
+/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it, in the
+   desc's log: the settings were refused, but where the run talks is the loop's choice). */
+static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const tr_run_desc *d, const char *why) {
+  run->desc.log = d->log;
   tr__run_begin(run, reg, &L->ctx, HK_STAGE_FIT);
   run->tr__p->own_loop = 1;
   run->tr__p->refused_start = 1;
@@ -113,9 +116,11 @@ static void tr__loop_check(const tr_run_desc *d, tr__loop *L, char *why, size_t 
   }
 }
 
-/* The views of TR_TENSORS, cut again when a buffer moved (llm.c allocates its gradients at the first backward). */
-static void tr__loop_views(const tr_run *run, tr__loop *L) {
-  const tr_run_desc *d = &run->desc;
+/* The views of TR_TENSORS, cut again when a buffer moved: at every batch, and at on_after_backward (the run's
+   watch calls it first there: llm.c allocates its gradients in the first backward). */
+static void tr__loop_views(void *loop) {
+  tr__loop *L = (tr__loop *)loop;
+  const tr_run_desc *d = &L->run->desc;
   if (!L->views || (*d->param_memory == L->param_base && *d->grad_memory == L->grad_base)) return;
   L->param_base = *d->param_memory;
   L->grad_base = *d->grad_memory;
@@ -130,15 +135,24 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   tr_run_desc zero;
   char why[600];
   if (!run) return NULL;
-  if (run->running != HK_STAGE_NONE) {
-    (void)tr_run_setup(reg, d); /* refused, saying why */
-    return run->tr__p->loop ? &((tr__loop *)run->tr__p->loop)->ctx : NULL;
+  if (run->running != HK_STAGE_NONE) { /* refused, saying why; the run going is left alone */
+    char msg[sizeof run->tr__p->error + 16];
+    (void)tr_run_setup(reg, d);
+    snprintf(msg, sizeof msg, "tr_run_begin: %s", tr_run_error(reg));
+    if (!run->tr__p->loop && !(run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
+    run->tr__p->loop_free = tr__loop_free;
+    L = (tr__loop *)run->tr__p->loop;
+    if (run->tr__p->own_loop) tr__loop_fail(reg, L, "%s", msg); /* a loop begun twice: its run fails */
+    else hk_set_error(reg, HK_ERR_INVALID, "%s", msg), L->phase = TR__LOOP_DONE; /* (the trainer's run goes on) */
+    return &L->ctx;
   }
   memset(&zero, 0, sizeof zero);
   if (!d) d = &zero;
   if (run->tr__p->loop) tr__loop_free(run->tr__p->loop); /* a run begun again on this registry: a fresh place */
-  if (!(L = run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
+  run->tr__p->loop_views = NULL;
+  if (!(L = (tr__loop *)(run->tr__p->loop = calloc(1, sizeof *L)))) return NULL;
   run->tr__p->loop_free = tr__loop_free;
+  L->run = run;
   L->epochs = d->epochs != TR_NO;
   L->phase = TR__LOOP_OPEN;
   L->ctx.loss = NAN;
@@ -151,16 +165,17 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   }
   if (!why[0] && d->param_memory && !(L->views = (hk_tensor *)calloc(2 * (size_t)d->n_tensors, sizeof *L->views)))
     snprintf(why, sizeof why, "out of memory");
-  if (why[0]) return tr__loop_refused(reg, run, L, why);
+  if (why[0]) return tr__loop_refused(reg, run, L, d, why);
   if (tr_run_setup(reg, d) != TR_OK) {
     snprintf(why, sizeof why, "%s", tr_run_error(reg));
-    return tr__loop_refused(reg, run, L, why);
+    return tr__loop_refused(reg, run, L, d, why);
   }
   if (d->param_memory) {
     L->ctx.params = L->views;
     L->ctx.grads = L->views + d->n_tensors;
     L->param_base = L->grad_base = (float *)&L->param_base; /* never a buffer: cut at the first look */
-    tr__loop_views(run, L);
+    tr__loop_views(L);
+    run->tr__p->loop_views = tr__loop_views;
   } else {
     L->ctx.params = d->params;
     L->ctx.grads = d->grads;
@@ -236,7 +251,7 @@ static int tr__loop_open(hk_registry *reg, tr_run *run, tr__loop *L) {
   if (L->epochs && (next >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)))
     return L->phase = TR__LOOP_EPOCH_END, 0; /* (resumed after the epoch's last batch and its validation) */
   if (HK_FLOW_HAS(&L->flow, HK_FLOW_STOP)) return L->phase = TR__LOOP_DONE, 0; /* a stop from on_train_epoch_start */
-  tr__loop_views(run, L);
+  tr__loop_views(L);
   L->ctx.batch_idx = next;
   L->next = next + 1;
   L->ctx.loss = NAN;

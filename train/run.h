@@ -613,6 +613,7 @@ typedef struct tr__run_priv {
                         int64_t step, char *why, size_t cap);
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
 } tr__run_priv;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -1011,7 +1012,7 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
     q->lr_warned = 1;
-    tr__run_say(run, ctx, "train.h", "a hook wrote ctx->lr = %g where the step's learning rate was %g: that lasts one step; "
+    tr__run_say(run, ctx, "train.h", "ctx->lr was written (= %g, by a hook or the loop) where the step's learning rate was %g: that lasts one step; "
                 "tr_lr_set(ctx, lr) (or tr_lr_scale) keeps a new learning rate", ctx->lr, q->lr);
   }
   ctx->lr = q->lr = lr * (run->lr_state.scale > 0 ? run->lr_state.scale : 1.0);
@@ -1972,7 +1973,8 @@ static hk_signal tr__run_on_batch_start(hk_ctx *ctx, void *user) {
   return tr__run_watch(ctx, user, TR__PEND_BATCH | TR__PEND_EPOCH, 0, "on_train_batch_start");
 }
 static hk_signal tr__run_on_after_backward(hk_ctx *ctx, void *user) { /* the gradients changed: the norm is computed anew */
-  (void)user;
+  tr__run_priv *q = ((tr_run *)user)->tr__p;
+  if (q->loop_views) q->loop_views(q->loop); /* (llm.c's gradients appear in the first backward) */
   hk_grads_changed(ctx);
   return HK_CONTINUE;
 }
@@ -2449,7 +2451,8 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
     tr__run_fire(reg, ctx, HK_ON_TRAIN_END, &flow);
     if (!run->failed && (ctx->requests & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG))) {
       ctx->requests &= HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG; /* a validation is not run any more */
-      (void)tr__run_safe_point(reg, ctx, &flow, 1);
+      tr__run_settle(reg, ctx, &flow); /* no safe point: training is over, a Ctrl-C now stops nothing */
+      (void)tr__run_requests(run, reg, ctx, &flow);
     }
     tr__run_fire(reg, ctx, HK_ON_FIT_END, &flow);
   }
