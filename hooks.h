@@ -501,6 +501,8 @@ HOOKS_API hk_err hk_disable(hk_registry *reg, hk_handle h);
 HOOKS_API hk_handle hk_find(const hk_registry *reg, const char *name); /* 0 if none */
 HOOKS_API int hk_is_enabled(const hk_registry *reg, hk_handle h);
 HOOKS_API int hk_count(const hk_registry *reg, int event);  /* enabled hooks on an event */
+/* Dispatches in progress on reg: > 0 while a hook runs (a library refuses there what belongs to the loop). */
+HOOKS_API int hk_dispatching(const hk_registry *reg);
 /* The callback registered under h (a copy hooks.h keeps; its user pointer is the callback's state),
    or NULL when h is a single function or not registered. Lets a library find its own callback's
    state again from a handle (check cb->destroy to know the callback is yours). */
@@ -1680,6 +1682,7 @@ HK__DEF const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h) 
   const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
   return r && r->is_callback && !r->dead ? &r->cb : NULL;
 }
+HK__DEF int hk_dispatching(const hk_registry *reg) { return reg ? hk__depth(reg) : 0; }
 HK__DEF int hk_count(const hk_registry *reg, int event) {
   if (!reg || event < 0 || event >= reg->hk__s->n_events) return 0;
   return reg->hk__s->n_list[event];

@@ -138,8 +138,14 @@ typedef struct lp {
   char dir[300];
   watched w;
 } lp;
+static int g_bad_load; /* test_failed_resume_changes_nothing: 1 load_model fails, 2 it reads half the model's bytes */
 static int lp_save(void *user, FILE *f) { lp *l = (lp *)user; return fwrite(l->p, sizeof l->p, 1, f) != 1; }
-static int lp_load(void *user, FILE *f) { lp *l = (lp *)user; return fread(l->p, sizeof l->p, 1, f) != 1; }
+static int lp_load(void *user, FILE *f) {
+  lp *l = (lp *)user;
+  if (g_bad_load == 1) return 1;
+  if (g_bad_load == 2) return fread(l->p, sizeof l->p[0], 1, f) != 1;
+  return fread(l->p, sizeof l->p, 1, f) != 1;
+}
 static void lp_init(lp *l, const char *name, int new_version) {
   tr_run_desc d;
   memset(l, 0, sizeof *l);
@@ -260,7 +266,9 @@ static void test_own_loop_continues(void **state) {
 }
 
 /* ---- train.h's trainer: a line y = 2x fitted by one weight, 4 batches an epoch, 3 epochs ---- */
-typedef struct fm { float w, g; float xs[4]; } fm;
+typedef struct fm { float w, g; float xs[4]; float w2[2], g2[2]; } fm;
+static int g_fm_params = 1; /* 2: a model that does not match the checkpoints of 1 */
+static const char *g_fm_save_to; /* tr_config.save_to (test_trainer_save_to_dir_missing) */
 static int fm_forward(void *user, void *batch, int training, double *loss) {
   fm *m = (fm *)user;
   float x = *(float *)batch, e = m->w * x - 2 * x;
@@ -280,8 +288,15 @@ static int fm_get(void *user, int64_t i, void **batch) { *batch = &((fm *)user)-
 /* interval 0: validation at every epoch's end, top-k checked there (TR_RUN_AT_EPOCH_END); 2: after
    every 2nd batch, top-k checked at the validation's end (TR_RUN_AT_VALIDATION). step<N>.ckpt: after
    every batch (TR_RUN_AT_BATCH). */
+static void fm_fit_as(const char *name, const char *resume, int64_t interval, ends *e, char *log, size_t log_cap, tr_err want);
 static void fm_fit(const char *name, const char *resume, int64_t interval, ends *e, char *log, size_t log_cap) {
-  fm m = { 0.5f, 0, { 0.25f, 0.5f, 0.75f, 1.0f } };
+  fm_fit_as(name, resume, interval, e, log, log_cap, TR_OK);
+}
+static void fm_fit_expect(const char *name, const char *resume, int64_t interval, tr_err want) {
+  fm_fit_as(name, resume, interval, NULL, NULL, 0, want);
+}
+static void fm_fit_as(const char *name, const char *resume, int64_t interval, ends *e, char *log, size_t log_cap, tr_err want) {
+  fm m = { 0.5f, 0, { 0.25f, 0.5f, 0.75f, 1.0f }, { 0.5f, 0 }, { 0, 0 } };
   tr_trainer t;
   tr_desc d;
   tr_config c;
@@ -293,9 +308,9 @@ static void fm_fit(const char *name, const char *resume, int64_t interval, ends 
   watched w;
   assert_non_null(reg);
   memset(&d, 0, sizeof d);
-  d.model.params = &m.w;
-  d.model.grads = &m.g;
-  d.model.n_params = 1;
+  d.model.params = g_fm_params == 2 ? m.w2 : &m.w;
+  d.model.grads = g_fm_params == 2 ? m.g2 : &m.g;
+  d.model.n_params = (size_t)g_fm_params;
   d.model.user = &m;
   d.model.forward = fm_forward;
   d.model.backward = fm_backward;
@@ -324,9 +339,10 @@ static void fm_fit(const char *name, const char *resume, int64_t interval, ends 
   c.num_sanity_val_steps = -1;
   c.no_sigint = 1;
   c.no_resume_message = 1;
+  c.save_to = g_fm_save_to;
   if (resume) snprintf(path, sizeof path, "%s/%s/lightning_logs/version_0/checkpoints/%s", g_root, name, resume);
   c.resume_from = resume ? path : NULL;
-  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), want);
   if (e) *e = ends_of(reg, w);
   fflush(f);
   if (log) snprintf(log, log_cap, "%s", buf ? buf : "");
@@ -547,6 +563,115 @@ static void test_plot_continues(void **state) {
   g_specs = OWN_SPECS;
 }
 
+/* Every file of dir (not below it) as "name size bytes" lines, for a before/after comparison. */
+static char *snap(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  while (d && (e = readdir(d)) != NULL) {
+    char path[700], *text;
+    struct stat st;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) { fprintf(f, "%s (not a file)\n", e->d_name); continue; }
+    text = slurp(path); /* (the bytes up to a NUL: event files compare by their size too) */
+    fprintf(f, "%s %lld %s\n", e->d_name, (long long)st.st_size, text ? text : "");
+    free(text);
+  }
+  if (d) closedir(d);
+  fclose(f);
+  return out;
+}
+/* A resume that fails to load (issue 37, item 1: the loggers had already cut metrics.csv, 19 rows to 7, and a
+   failed resume left an empty version_N): load_model fails, load_model reads less than save_model wrote, the
+   trainer's model does not match its checkpoint. No file of the run changes, no version_N is left behind. */
+static void test_failed_resume_changes_nothing(void **state) {
+  char v0[400], v1[400], ckpt[420], *before, *after, log[4096];
+  int mode;
+  (void)state;
+  g_specs = "csv(); jsonl(); tensorboard(); plot(metrics=\"train/loss\")";
+  lp_run("fr", NULL, 0, NULL, NULL, 0);
+  at(v0, sizeof v0, "fr", "lightning_logs/version_0");
+  at(v1, sizeof v1, "fr", "lightning_logs/version_1");
+  before = snap(v0);
+  for (mode = 1; mode <= 2; mode++) {
+    int nv;
+    for (nv = 0; nv <= TR_YES; nv += TR_YES) { /* continuing its run, and Lightning's new version_N */
+      lp l;
+      lp_init(&l, "fr", nv);
+      snprintf(ckpt, sizeof ckpt, "%s/b4.ckpt", l.dir);
+      g_bad_load = mode;
+      assert_int_equal(tr_run_start(l.reg, &l.ctx, ckpt), TR_ERR_FORMAT);
+      assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_ERR_FORMAT);
+      g_bad_load = 0;
+      snprintf(log, sizeof log, "%s", tr_run_error(l.reg));
+      lp_free(&l);
+      assert_non_null(strstr(log, mode == 1 ? "load_model failed" : "load_model read 4 of the model section's 8 bytes"));
+      after = snap(v0);
+      assert_string_equal(before, after);
+      free(after);
+      assert_false(exists(v1)); /* no empty version_N */
+    }
+  }
+  free(before);
+  /* the trainer: a checkpoint of a model with 1 parameter resumed into one with 2 */
+  fm_fit("frt", NULL, 0, NULL, NULL, 0);
+  at(v0, sizeof v0, "frt", "lightning_logs/version_0");
+  at(v1, sizeof v1, "frt", "lightning_logs/version_1");
+  before = snap(v0);
+  g_fm_params = 2;
+  fm_fit_expect("frt", "step=5.ckpt", 0, TR_ERR_MISMATCH);
+  g_fm_params = 1;
+  after = snap(v0);
+  assert_string_equal(before, after);
+  assert_false(exists(v1));
+  free(before);
+  free(after);
+  g_specs = OWN_SPECS;
+}
+
+/* tr_fit's save_to in a directory that does not exist (issue 37, item 13): refused at the fit's start. */
+static void test_trainer_save_to_dir_missing(void **state) {
+  char path[400];
+  (void)state;
+  snprintf(path, sizeof path, "%s/no_such_dir/last.ckpt", g_root);
+  g_fm_save_to = path;
+  fm_fit_expect("sto", NULL, 0, TR_ERR_INVALID);
+  g_fm_save_to = NULL;
+}
+
+/* A run block naming a directory whose last name is "." or ".." (or empty) counts as none (issue 37, item 10: the
+   loggers wrote one level up): tr_run_continue says TR_ERR_FORMAT, the run logs into a new version. */
+static void put_le(unsigned char *p, uint64_t v, int n) { int i; for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static void test_dot_dot_block_refused(void **state) {
+  static const char *const leaf[] = { "/..", "/.", "/", "/version_0" };
+  unsigned char b[600];
+  size_t i;
+  (void)state;
+  for (i = 0; i < sizeof leaf / sizeof leaf[0]; i++) {
+    char dir[400];
+    size_t n;
+    struct stat st;
+    lp l;
+    lp_init(&l, "dots", 0);
+    snprintf(dir, sizeof dir, "%s/lightning_logs%s", l.dir, leaf[i]);
+    n = strlen(dir);
+    assert_int_equal(mkdir(l.dir, 0777) == 0 || exists(l.dir), 1);
+    stat(l.dir, &st);
+    put_le(b, 1, 8);                     /* version */
+    put_le(b + 8, n, 4);                 /* the directory */
+    memcpy(b + 12, dir, n);
+    put_le(b + 12 + n, (uint64_t)st.st_dev, 8);
+    put_le(b + 20 + n, (uint64_t)st.st_ino, 8);
+    put_le(b + 28 + n, 4, 8);            /* global_step */
+    put_le(b + 36 + n, 0, 8);            /* after a batch */
+    assert_int_equal(tr_run_continue(l.reg, b, 44 + n), i < 3 ? TR_ERR_FORMAT : TR_OK);
+    lp_free(&l);
+  }
+}
+
 static void test_entered_loop_continues(void **state) {
   lp l;
   (void)state;
@@ -569,6 +694,9 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_entered_loop_continues),
     cmocka_unit_test(test_plot_continues),
     cmocka_unit_test(test_csv_odd_counters_left_alone),
+    cmocka_unit_test(test_failed_resume_changes_nothing),
+    cmocka_unit_test(test_trainer_save_to_dir_missing),
+    cmocka_unit_test(test_dot_dot_block_refused),
   };
   int rc;
   if (argc == 3 && !strcmp(argv[1], "--tb")) {

@@ -470,6 +470,28 @@ static void test_ctrl_c(void **state) {
   lp_free(&l);
 }
 
+/* save_to in a directory that does not exist (issue 37, item 13: found only when Ctrl-C came, and that state lost):
+   refused when the run starts, after setup (a logger's save_dir may hold it), before any step. */
+static void test_save_to_dir_missing(void **state) {
+  char dir[300], path[400];
+  lp l;
+  (void)state;
+  path_of(dir, sizeof dir, "no_such_dir");
+  snprintf(path, sizeof path, "%s/last.ckpt", dir);
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .save_to = path });
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(l.reg), "tr_run_start: tr_run_desc.save_to '"));
+  assert_non_null(strstr(tr_run_error(l.reg), "no_such_dir' does not exist"));
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_ERR_INVALID);
+  lp_free(&l);
+  path_of(dir, sizeof dir, "");
+  lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .save_to = dir }); /* a directory itself */
+  assert_int_equal(tr_run_start(l.reg, &l.ctx, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(tr_run_error(l.reg), "is a directory: give the checkpoint's file name"));
+  assert_int_equal(tr_run_finish(l.reg, &l.ctx, TR_OK), TR_ERR_INVALID);
+  lp_free(&l);
+}
+
 /* ---- a resume with nothing left to train ------------------------------------------------------------ */
 static int g_fired[HK_EVENT_COUNT];
 static hk_signal count_fired(hk_ctx *ctx, void *u) { (void)ctx; g_fired[(intptr_t)u]++; return HK_CONTINUE; }
@@ -641,6 +663,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_resume_finished_refused),
     cmocka_unit_test(test_resume_early_stopped),
     cmocka_unit_test(test_nan_guard_unfired),
+    cmocka_unit_test(test_save_to_dir_missing),
     CLUSTER_TESTS,
   };
   char tmpl[] = "/tmp/test_own_run.XXXXXX", cmd[300];

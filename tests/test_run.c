@@ -885,6 +885,115 @@ static void test_calls_from_hooks_refused(void **state) {
 }
 
 
+/* Run-layer calls out of place (issue 37, item 17): each refused at the call, naming it and the hook's event. */
+static int g_oop_mode; /* 1 tr_run_lr, 2 tr_run_epoch_start, 3 tr_run_finish, 4 tr_run_update, 5 tr_run_end, 6 tr_run_next */
+static tr_err g_oop_said;
+static double g_oop_lr;
+static hk_signal out_of_place(hk_ctx *ctx, void *user) {
+  (void)user;
+  if (g_oop_mode == 1) g_oop_lr = tr_run_lr(ctx->reg, ctx, 99.0);
+  if (g_oop_mode == 2) g_oop_said = tr_run_epoch_start(ctx->reg, ctx, &ctx->flow, 7) == 7 ? TR_ERR_INVALID : TR_OK;
+  if (g_oop_mode == 3) g_oop_said = tr_run_finish(ctx->reg, ctx, TR_OK);
+  if (g_oop_mode == 4) g_oop_said = tr_run_update(ctx->reg) ? TR_OK : TR_ERR_INVALID;
+  if (g_oop_mode == 5) g_oop_said = tr_run_end(ctx->reg);
+  if (g_oop_mode == 6) g_oop_said = tr_run_next(ctx->reg) ? TR_OK : TR_ERR_INVALID;
+  g_oop_mode = 0; /* once */
+  return HK_CONTINUE;
+}
+static int g_bad_save;
+static int oop_save(void *user, FILE *f) { return g_bad_save ? 1 : toy_save(user, f); }
+static void test_calls_out_of_place(void **state) {
+  static const char *const says[] = { "", "tr_run_lr: called from a hook of on_train_batch_end",
+                                      "tr_run_epoch_start: called from a hook of on_train_batch_end",
+                                      "tr_run_finish: called from a hook of on_train_batch_end" };
+  char path[600];
+  int mode;
+  (void)state;
+  for (mode = 1; mode <= 3; mode++) { /* a loop of tr_run_start's */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    hk_flow flow = { 0 };
+    toy m;
+    toy_init(&m, &ctx);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1 }), TR_OK);
+    assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, out_of_place, NULL, NULL, NULL), HK_OK);
+    assert_int_equal(hk_on(reg, HK_TEARDOWN, count_teardown, NULL, NULL, NULL), HK_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    g_teardowns = 0;
+    g_oop_mode = mode;
+    toy_step(reg, &ctx, &flow, &m);
+    assert_non_null(strstr(hk_last_error(reg), says[mode]));
+    if (mode == 1) assert_true(g_oop_lr == 0.1 && ctx.lr == 0.1); /* the step's lr stays: a record logs what it used */
+    else assert_int_equal(g_oop_said, TR_ERR_INVALID);
+    assert_int_equal(g_teardowns, 0); /* the run did not end inside the dispatch */
+    (void)tr_run_batch_end(reg, &ctx, &flow);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), mode == 1 ? TR_OK : TR_ERR_INVALID);
+    assert_int_equal(g_teardowns, 1);
+    if (mode > 1) assert_non_null(strstr(tr_run_error(reg), says[mode])); /* not "tr_run_batch_end was not called" */
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+  for (mode = 4; mode <= 6; mode++) { /* YOUR LOOP IN A DOZEN LINES: tr_run_update, _end, _next from a hook */
+    hk_registry *reg = hk_create(NULL);
+    toy m;
+    hk_ctx scratch, *ctx;
+    int what, batches = 0;
+    toy_init(&m, &scratch);
+    assert_int_equal(hk_on(reg, HK_ON_BEFORE_OPTIMIZER_STEP, out_of_place, NULL, NULL, NULL), HK_OK);
+    assert_non_null(ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 3, .no_signals = 1,
+                                                            .params = m.pv, .grads = m.gv, .n_tensors = 1 }, NULL));
+    g_oop_mode = mode;
+    while ((what = tr_run_next(reg)) != 0) {
+      batches++;
+      HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+      (void)tr_run_update(reg);
+    }
+    assert_int_equal(g_oop_said, TR_ERR_INVALID);
+    assert_int_equal(batches, 1);
+    assert_int_equal(tr_run_end(reg), TR_ERR_INVALID);
+    assert_non_null(strstr(tr_run_error(reg), mode == 4 ? "tr_run_update: called from a hook of on_before_optimizer_step"
+                                              : mode == 5 ? "tr_run_end: called from a hook of on_before_optimizer_step"
+                                              : "tr_run_next: called from a hook of on_before_optimizer_step"));
+    hk_destroy(reg);
+    hk_ctx_free(&scratch);
+  }
+  { /* tr_run_save inside a validation: the checkpoint's batch is the training batch's, not the validation's */
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx ctx;
+    hk_flow flow = { 0 };
+    toy m;
+    int i;
+    toy_init(&m, &ctx);
+    snprintf(path, sizeof path, "%s/oop.ckpt", g_root);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .no_signals = 1, .save_model = oop_save,
+                                                       .load_model = toy_load, .model_user = &m }), TR_OK);
+    assert_int_equal(tr_run_start(reg, &ctx, NULL), TR_OK);
+    for (i = 0; i < 3; i++) { toy_step(reg, &ctx, &flow, &m); (void)tr_run_batch_end(reg, &ctx, &flow); }
+    assert_int_equal(tr_run_eval_start(reg, &ctx, &flow, "val", 9), 0);
+    ctx.batch_idx = 7;
+    assert_int_equal(tr_run_save(reg, &ctx, path), TR_OK);
+    g_bad_save = 1; /* issue 37, item 12: a save_model that says no is not a disk error */
+    assert_int_equal(tr_run_save(reg, &ctx, path), TR_ERR_IO);
+    g_bad_save = 0;
+    assert_non_null(strstr(tr_run_error(reg), "save_model returned an error for '"));
+    assert_non_null(strstr(tr_run_error(reg), "the previous file there is untouched"));
+    assert_null(strstr(tr_run_error(reg), "Input/output error"));
+    tr_run_eval_end(reg, &ctx, &flow, 1.0);
+    assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+    reg = hk_create(NULL);
+    toy_init(&m, &ctx);
+    assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .save_model = toy_save, .load_model = toy_load,
+                                                       .model_user = &m }), TR_OK);
+    assert_int_equal(tr_run_load(reg, &ctx, path), TR_OK);
+    assert_int_equal(ctx.global_step, 3);
+    assert_int_equal(ctx.batch_idx, 2); /* the last training batch, not the validation's 7 */
+    hk_destroy(reg);
+    hk_ctx_free(&ctx);
+  }
+}
+
 /* The learning rate in a loop of your own: tr_run_lr gives the step's lr, a hook's tr_lr_scale lasts (and is
    in checkpoints), a hook that writes ctx->lr itself is told once which call keeps it. */
 static int g_lr_hook_mode; /* 1: tr_lr_scale(0.5) at step 2; 2: ctx->lr = 1 at steps 2 and 4 */
@@ -1175,6 +1284,7 @@ int main(void) {
     cmocka_unit_test(test_val_record_forgotten),
     cmocka_unit_test(test_nested_save_load_refused),
     cmocka_unit_test(test_calls_from_hooks_refused),
+    cmocka_unit_test(test_calls_out_of_place),
   };
   snprintf(g_root, sizeof g_root, "%s/test_run.%ld", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (long)getpid());
   mkdir(g_root, 0777);

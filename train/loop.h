@@ -351,9 +351,10 @@ TRAIN_API int tr_run_next(hk_registry *reg) {
   }
   run = (tr_run *)hk_attached(reg);
   if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
-  if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending) {
-    tr__loop_fail(reg, L, "tr_run_next: %s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
-                  : "called from a hook while the run fires its events: call it from the loop");
+  if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending || hk_dispatching(reg)) {
+    tr__loop_fail(reg, L, "tr_run_next: %s%s%s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
+                  : "called from a hook", hk_dispatching(reg) ? " of " : run->running == HK_STAGE_NONE ? "" : " while the run fires its events",
+                  hk_dispatching(reg) ? hk_event_name(reg, L->ctx.event) : "");
     return 0;
   }
   for (;;) {
@@ -374,6 +375,11 @@ TRAIN_API int tr_run_update(hk_registry *reg) {
   tr__loop *L = tr__loop_of(reg);
   tr_run *run;
   int window;
+  if (L && hk_dispatching(reg) && L->phase != TR__LOOP_DONE) { /* a hook would step the optimizer inside the loop's event */
+    tr__loop_fail(reg, L, "tr_run_update: called from a hook of %s: call it from the loop, where your optimizer steps",
+                  hk_event_name(reg, L->ctx.event));
+    return 0;
+  }
   if (!L || L->phase != TR__LOOP_TRAIN) {
     if (L && L->phase != TR__LOOP_DONE)
       tr__loop_fail(reg, L, "tr_run_update: called outside a training batch (%s): call it once in each batch "
@@ -411,6 +417,12 @@ TRAIN_API tr_err tr_run_end(hk_registry *reg) {
   }
   run = (tr_run *)hk_attached(reg);
   if (run->running == HK_STAGE_NONE) return tr_run_finish(reg, &L->ctx, TR_OK); /* refused: said there */
+  if (hk_dispatching(reg)) { /* it would end the run inside the dispatch: the run fails, the loop's tr_run_next returns 0 */
+    if (L->phase != TR__LOOP_DONE)
+      tr__loop_fail(reg, L, "tr_run_end: called from a hook of %s: call it from the loop, once tr_run_next returns 0 "
+                    "(a hook ends the run with HK_STOP, or HK_FAIL)", hk_event_name(reg, L->ctx.event));
+    return TR_ERR_INVALID;
+  }
   if (L->phase != TR__LOOP_DONE && !tr__loop_tampered(reg, L, "tr_run_end")) {
     if (L->phase == TR__LOOP_TRAIN && L->updated) tr__loop_close(reg, run, L); /* the loop left after a whole batch */
     else if (L->phase == TR__LOOP_VAL) tr_run_eval_end(reg, &L->ctx, &L->flow, NAN);

@@ -332,8 +332,9 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    reports it.
    During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
    A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
-   read before setup, and the loggers open there again, the records written after the checkpoint
-   superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
+   read before setup, and the loggers open there again once the load has succeeded (until then no file is
+   touched: a resume that fails to load changes no file and leaves no new version_N), the records written
+   after the checkpoint superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
    directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
    a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
@@ -544,7 +545,8 @@ TR__C_BEGIN /* part */
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
-typedef struct tr__run_dir { char *base, *dir; int fd, continued; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
+typedef struct tr__run_dir { char *base, *dir; int fd, continued, made; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
+/* made: this run claimed it (mkdir): a resume that then fails to load removes it again while it is empty */
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
@@ -580,6 +582,7 @@ typedef struct tr__run_priv {
   tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
   int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
   int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
+  int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
   int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
@@ -601,6 +604,8 @@ typedef struct tr__run_priv {
   void *eval_batch;
   unsigned eval_signals;
   int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
+  int loading;               /* a resume has not loaded yet (tr_run_start's load, tr_run_resumed): the loggers know their
+                                directory but write nothing until it has; a failed one changes no file (tr__run_loading) */
   /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
      callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
      resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
@@ -1014,15 +1019,28 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   q->lr_known = 1;
   return ctx->lr;
 }
+/* The step's lr comes from the loop, before on_train_batch_start: one set from a hook of a loop of your own would
+   be logged for a step that did not use it. Refused (ctx->lr unchanged), said once per run. */
+static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  if (run->running == HK_STAGE_NONE || !q->own_loop || !hk_dispatching(reg)) return 0; /* (the trainer's own hooks, lr_finder, may) */
+  (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: called from a hook of %s: the step's learning rate is the loop's, set once "
+                       "before on_train_batch_start; a hook changes it with tr_lr_set(ctx, lr) or tr_lr_scale (kept for every "
+                       "step after). ctx->lr is left at %g", fn, hk_event_name(reg, ctx->event), ctx->lr);
+  if (!q->lr_hook_said) { q->lr_hook_said = 1; tr__run_say(run, ctx, "train.h", "%s (said once)", q->error); }
+  return 1;
+}
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
   tr_run *run = reg ? tr_run_get(reg) : NULL;
   if (!ctx) return lr;
+  if (run && tr__run_lr_refused(run, reg, ctx, "tr_run_lr")) return ctx->lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
 }
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t) {
   tr_run *run = reg ? tr_run_get(reg) : NULL;
   tr_sched_state st;
   double lr;
+  if (ctx && run && tr__run_lr_refused(run, reg, ctx, "tr_run_sched_lr")) return ctx->lr;
   memset(&st, 0, sizeof st);
   if (run) st = run->lr_state;
   st.scale = 0; /* applied once, below */
@@ -1247,7 +1265,7 @@ static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user
      trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
    (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
 #define TR__RUN_TRAILER 24
-typedef struct tr__run_saving { tr_run *run; hk_bytes state; } tr__run_saving;
+typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
 static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
   hk_bytes *b = (hk_bytes *)user;
   unsigned char x[8];
@@ -1291,6 +1309,13 @@ TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_s
   if (!sink) return HK_ERR_INVALID;
   return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
 }
+/* A run directory is a version_N (or a named version) under its base: one whose last name is empty, "." or ".."
+   would have the loggers write into the base or one level up (a crafted block needs no more than that). */
+static int tr__run_leaf_bad(const char *dir) {
+  const char *leaf = strrchr(dir, '/');
+  leaf = leaf ? leaf + 1 : dir;
+  return !leaf[0] || !strcmp(leaf, ".") || !strcmp(leaf, "..");
+}
 /* The block of the checkpoint being resumed (data NULL: none; a malformed one counts as none: the resume
    then logs into a new version, and the load judges the file). */
 static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
@@ -1306,7 +1331,8 @@ static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
   r.data = (const unsigned char *)data;
   r.len = len;
   if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
-      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0]) {
+      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0] ||
+      tr__run_leaf_bad(dir)) {
     free(dir);
     return -1;
   }
@@ -1347,7 +1373,7 @@ static void tr__run_trailer(unsigned char *t, const hk_bytes *state) {
 static int tr__run_fill(FILE *f, void *user) {
   tr__run_saving *s = (tr__run_saving *)user;
   unsigned char t[TR__RUN_TRAILER];
-  if (s->run->desc.save_model(s->run->desc.model_user, f) != 0) return EIO;
+  if (s->run->desc.save_model(s->run->desc.model_user, f) != 0) return s->model_failed = 1, EIO;
   if (ferror(f)) return errno ? errno : EIO;
   tr__run_trailer(t, &s->state);
   if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
@@ -1414,7 +1440,7 @@ static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state
     as->buf = (unsigned char *)mem;
     as->cap = len = size;
   }
-  if (rc != 0) { tr__msg(why, cap, "save_model failed for '%s' (the previous '%s' is untouched)", path, path); return TR_ERR_IO; }
+  if (rc != 0) { tr__msg(why, cap, "save_model returned an error for '%s': nothing was written", path); return TR_ERR_IO; }
   if (tr__asave_reserve(as, len + state->len + TR__RUN_TRAILER) || tr__asave_set_path(as, path)) {
     tr__msg(why, cap, "out of memory staging '%s'", path);
     return TR_ERR_NOMEM;
@@ -1533,7 +1559,8 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
     return TR_ERR_HOOK;
   }
   hk_bytes_put(&s.state, "TRRUN\0\0\0", 8);
-  v[0] = (uint64_t)ctx->epoch; v[1] = (uint64_t)ctx->global_step; v[2] = (uint64_t)ctx->batch_idx; v[3] = (uint64_t)ctx->samples_seen;
+  v[0] = (uint64_t)ctx->epoch; v[1] = (uint64_t)ctx->global_step; v[3] = (uint64_t)ctx->samples_seen;
+  v[2] = (uint64_t)(s.run->tr__p->eval ? s.run->tr__p->eval_idx : ctx->batch_idx); /* in an evaluation: the training batch's */
   for (i = 0; i < 4; i++) { tr__le(x, v[i], 8); hk_bytes_put(&s.state, x, 8); }
   count_at = s.state.len;
   hk_bytes_put(&s.state, "\0\0\0\0", 4);
@@ -1571,6 +1598,12 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   async = 0;
   e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
 #endif
+  if (e && s.model_failed) { /* the model's own writer said no: not the disk's fault, and say what is on disk */
+    FILE *old = fopen(path, "rb");
+    tr__msg(why, cap, "save_model returned an error for '%s': nothing was written (%s)", path,
+            old ? "the previous file there is untouched" : "no file is there");
+    if (old) fclose(old);
+  }
   hk_bytes_free(&s.state);
   if (!e && !async) { /* asynchronous: when it is on disk (tr__run_save_ended) */
     ctx->hook_failure = NULL;
@@ -1839,6 +1872,49 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 }
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
+static void tr__run_unmake(tr_run *run);
+/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
+   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
+   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
+TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  char dir[1024];
+  const char *slash;
+  size_t n;
+  if (!save_to || !save_to[0]) return 0;
+  slash = strrchr(save_to, '/');
+  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
+  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
+  memcpy(dir, n ? save_to : ".", n ? n : 1);
+  dir[n ? n : 1] = 0;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    snprintf(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
+             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+    return -1;
+  }
+  if (access(dir, W_OK) != 0) {
+    snprintf(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
+             "checkpoints save there", who, save_to, dir, strerror(errno));
+    return -1;
+  }
+  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
+    snprintf(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
+             save_to);
+    return -1;
+  }
+#else
+  (void)save_to; (void)who; (void)why; (void)cap;
+#endif
+  return 0;
+}
+/* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
+   is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
+   a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
+   gets its files at on_fit_start, as before. */
+TR__SHARED int tr__run_loading(const tr_run *run, int at_setup) {
+  return run && run->tr__p->loading && (at_setup || run->failed);
+}
 static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow) {
   tr_run *run = (tr_run *)hk_attached(reg);
   if (run && run->failed) return;
@@ -1935,7 +2011,7 @@ static void tr__run_check_val(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
 /* What a call of the loop (fn) needs to find: a run that tr_run_start began, and no save, load, record
    or safe point of the run in progress (a hook called it). 0, or the refusal (said, and the run failed
    when it is going). */
-static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, const char *after) {
+static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn, const char *after) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE) {
     (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: no run is going: call tr_run_start first (%s belongs between "
@@ -1957,6 +2033,15 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const char *fn, co
     (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s", msg);
     return 1;
   }
+  if (hk_dispatching(reg)) { /* inside a dispatch of the loop's events (ctx->event: the one running) */
+    char msg[sizeof q->error];
+    tr__msg(msg, sizeof msg, "%s: called from a hook of %s: the loop's place there is the event's, not the loop's; call it "
+            "from the loop, once the event has returned%s", fn, hk_event_name(reg, ctx->event),
+            !strcmp(fn, "tr_run_finish") ? " (a hook ends the run with HK_STOP, or HK_FAIL)" : "");
+    tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
+    (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s", msg);
+    return 1;
+  }
   return 0;
 }
 
@@ -1971,7 +2056,7 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   memset(q->stamp, 0, sizeof q->stamp);
   q->stop_pending = 0;
   q->reg = reg;
-  q->lr_known = q->lr_warned = 0;
+  q->lr_known = q->lr_warned = q->lr_hook_said = 0;
   q->at = TR_RUN_AT_BATCH;
   q->resumed_here = 0;
   run->resumed_at = TR_RUN_AT_BATCH;
@@ -1980,6 +2065,7 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   q->in_sanity = q->val_ran = q->val_sent = q->val_warned = 0;
   q->busy = NULL;
   q->eval = NULL;
+  q->loading = 0;
   run->running = stage;
   run->epoch_done = run->validates_next = 0;
   run->accumulation = run->desc.accumulate_grad_batches > 1 ? run->desc.accumulate_grad_batches : 1;
@@ -2059,12 +2145,16 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->cont_given = 0;
   if (!resume_from || !resume_from[0]) tr__run_resuming(run, NULL, 0); /* (a resume's block: taken above) */
   q->busy = "tr_run_start";
+  q->loading = resume_from && resume_from[0];
   tr__run_fire(reg, ctx, HK_SETUP, &flow);
   tr__run_fire(reg, ctx, HK_CONFIGURE_MODEL, &flow);
+  if (!run->failed && tr__save_to_check(run->desc.save_to, "tr_run_start: tr_run_desc.", line, sizeof line))
+    tr_run_fail(reg, TR_ERR_INVALID, "%s", line); /* after setup: a logger may have made it (save_to in save_dir) */
   if (!run->failed && resume_from && resume_from[0]) {
     tr_err e = tr_run_load(reg, ctx, resume_from);
     if (e) { char why[sizeof q->error]; memcpy(why, q->error, sizeof why); tr_run_fail(reg, e, "%s", why); }
     else {
+      q->loading = 0; /* the loggers may write now: they open at on_fit_start */
       tr__run_say_resumed(run, ctx, resume_from);
       if (past_stop) tr__run_say(run, ctx, "tr_run", "resuming past the early stop that checkpoint recorded: early_stopping's "
                                  "patience given now is larger");
@@ -2137,11 +2227,13 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (!q->resume) tr__run_resuming(run, NULL, 0); /* a resume continues its run: the block tr_run_continue gave, */
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
+  q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
   return TR_OK;
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
   if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  tr__run_unmake(run);
   run->running = HK_STAGE_NONE;
   run->resume_from = "";
   run->epoch_done = run->validates_next = 0;
@@ -2162,6 +2254,7 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
                          : "tr_run_enter named no checkpoint");
     return;
   }
+  run->tr__p->loading = 0; /* the loggers may write now (they open at on_fit_start) */
   tr__run_say_resumed(run, ctx, run->resume_from);
 }
 
@@ -2215,7 +2308,7 @@ static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, 
     return TR_RUN_STOP;
   }
   if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
-  if (tr__run_refused_now(run, reg, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
+  if (tr__run_refused_now(run, reg, ctx, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
   q = run->tr__p;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
@@ -2237,7 +2330,7 @@ TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flo
     if (reg) (void)tr__run_refuse(reg, run ? TR_ERR_INVALID : TR_ERR_NOMEM, "tr_run_epoch_start: %s", run ? "ctx is NULL: give the loop's context" : "out of memory");
     return n_batches;
   }
-  if (tr__run_refused_now(run, reg, "tr_run_epoch_start", ", where on_train_epoch_start belongs")) return n_batches;
+  if (tr__run_refused_now(run, reg, ctx, "tr_run_epoch_start", ", where on_train_epoch_start belongs")) return n_batches;
   q = run->tr__p;
   if (n_batches < 0) {
     tr_run_fail(reg, TR_ERR_INVALID, "tr_run_epoch_start: n_batches is %lld: give the epoch's training batches (0: unknown)", (long long)n_batches);
@@ -2261,6 +2354,9 @@ static int tr__run_eval_refused(tr_run *run, hk_registry *reg, const char *fn, c
   if (q->sending || q->io || q->busy)
     return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: called from a hook while %s runs: call it from the loop", fn,
                                 q->io ? q->io : q->sending ? "on_log of a record" : q->busy), 1;
+  if (hk_dispatching(reg))
+    return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: called from a hook of %s: call it from the loop", fn,
+                                hk_event_name(reg, ctx->event)), 1;
   return 0;
 }
 TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches) {
@@ -2335,7 +2431,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (run->running == HK_STAGE_NONE)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_finish: no run is going: call tr_run_start first (tr_run_finish "
                           "ends the run tr_run_start began, once)");
-  if (tr__run_refused_now(run, reg, "tr_run_finish", "")) return TR_ERR_INVALID;
+  if (tr__run_refused_now(run, reg, ctx, "tr_run_finish", "")) return TR_ERR_INVALID;
   if (q->refused_start) { /* tr_run_start refused to begin it: nothing fired, so nothing ends (no on_exception, no teardown) */
     q->refused_start = 0;
     memcpy(q->error, q->failure, sizeof q->error);
@@ -2375,6 +2471,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   ctx->abort_reason = NULL;
   if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
   tr__preempt_off(&q->preempt);
+  tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   q->guard = 0;
   q->pending = 0;
@@ -2523,7 +2620,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
   const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
-  int named = version && version[0], fd = -1, e, cont = 0;
+  int named = version && version[0], fd = -1, e, cont = 0, made = 0;
   uint64_t dev = 0, ino = 0;
   *continued = 0;
   if (base && named) { /* the entry of a named version is the directory itself */
@@ -2572,6 +2669,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
 #ifdef TR__POSIX
       if (mkdir(dir, 0777) == 0) { /* ours */
         (void)tr__dir_hold(dir, &fd, &dev, &ino);
+        made = 1;
         break;
       }
       if (errno != EEXIST) {
@@ -2602,6 +2700,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     rd->dev = dev;
     rd->ino = ino;
     rd->continued = cont;
+    rd->made = made;
     if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
     else { free(rd); rd = NULL; }
   }
@@ -2609,6 +2708,29 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   free(base);
   *continued = cont && rd;
   return dir;
+}
+
+/* A resume that failed to load (the run failed, its load never said done): the version_N it claimed is removed
+   again while it is empty (it was made by this run; nothing else is), so that no empty version is left. */
+static void tr__run_unmake(tr_run *run) {
+  tr__run_priv *q = run->tr__p;
+  tr__run_dir **at = &q->dirs;
+  int loading = q->loading;
+  q->loading = 0;
+  if (!loading || !run->failed) return;
+  while (*at) {
+    tr__run_dir *rd = *at;
+#ifdef TR__POSIX
+    if (rd->made && rmdir(rd->dir) == 0) { /* (not empty: something was written there; it stays the run's) */
+      if (q->dir && !strcmp(q->dir, rd->dir)) { free(q->dir); q->dir = NULL; }
+      *at = rd->next;
+      tr__dir_release(rd->fd);
+      free(rd->base); free(rd->dir); free(rd);
+      continue;
+    }
+#endif
+    at = &rd->next;
+  }
 }
 
 /* The run's directory is the first one made for it (model_checkpoint's default goes under it). */

@@ -1615,8 +1615,10 @@ static void tr__sanity_check(tr_trainer *t) {
 static void tr__fit_body(tr_trainer *t, const void *arg) {
   const tr_config *c = t->tr__cfg;
   int64_t n;
+  char why[600];
   (void)arg;
-  if (c->resume_from) { /* a failure skips what follows */
+  if (tr__save_to_check(c->save_to, "tr_fit: config.", why, sizeof why)) tr__fail(t, TR_ERR_INVALID, "%s", why); /* not at Ctrl-C */
+  if (c->resume_from && !t->tr__err) { /* a failure skips what follows */
     tr__load_file(t, c->resume_from);
     if (!t->tr__err) tr_run_resumed(t->reg, &t->ctx);
     if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */

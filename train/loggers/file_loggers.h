@@ -18,8 +18,8 @@ TR__C_BEGIN /* part */
    run's end) replace only the file the logger wrote itself.
    A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
    TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
-   recorded, where their files are their own (tr__logger_take), with the records written after the
-   checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
+   recorded, where their files are their own (tr__logger_take), once the load has succeeded (at on_fit_start:
+   a resume that fails to load touches no file), with the records written after the checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
    tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
@@ -180,13 +180,18 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   char why[1100];
   int e;
   if (s->opened || s->broken || ctx->rank != 0) return HK_CONTINUE;
-  s->opened = 1;
   why[0] = 0;
+  free(s->dir); /* (asked again until opened: a failed resume's version_N is gone, the next run claims anew) */
   if (!(s->dir = tr__run_dir_get(s->run, tr__logger_save_dir(s), tr__logger_name(s), tr__logger_version(s), why, sizeof why,
-                                  &s->continued)))
+                                  &s->continued))) {
+    s->opened = 1;
     return tr__logger_broke(s, ctx, "%s", why);
+  }
   tr__run_note_dir(s->run, s->dir);
   s->pub.dir = s->dir;
+  /* a resume that has not loaded: the directory is known, no file is touched until the load succeeded */
+  if (tr__run_loading(s->run, ctx->event == HK_SETUP)) return HK_CONTINUE;
+  s->opened = 1;
   e = s->fmt->open(s, ctx, why, sizeof why);
   s->pub.path = s->path ? s->path : "";
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
@@ -247,7 +252,7 @@ TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, c
 #endif
 }
 
-static hk_signal tr__logger_setup(hk_ctx *ctx, void *u) { return tr__logger_open((tr__logger *)u, ctx); }
+static hk_signal tr__logger_setup(hk_ctx *ctx, void *u) { return tr__logger_open((tr__logger *)u, ctx); } /* and on_fit_start */
 
 static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
@@ -322,6 +327,7 @@ static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const
   cb.name = tr__unique_name(reg, who, unique, sizeof unique);
   cb.user = s;
   cb.setup = tr__logger_setup;
+  cb.on_fit_start = tr__logger_setup; /* a resume's files: once it has loaded */
   cb.on_log = tr__logger_on_log;
   cb.teardown = tr__logger_teardown;
   cb.destroy = tr__logger_destroy;
