@@ -5330,6 +5330,7 @@ typedef struct tr__run_priv {
      resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
+  tr__grad_pass gpass;       /* the gradients' one pass per change, for a loop that set no grad_norm_source */
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
   void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
@@ -5377,6 +5378,7 @@ static void tr__run_free(void *p) {
   hk_bytes_free(&q->refused);
   tr__asave_free(q->asave); /* the last save in flight ends first */
   if (q->loop_free) q->loop_free(q->loop);
+  free(q->gpass.sq);
   free(q);
   free(run);
 }
@@ -6608,17 +6610,17 @@ TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why
   memcpy(dir, n ? save_to : ".", n ? n : 1);
   dir[n ? n : 1] = 0;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    snprintf(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
              "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
     return -1;
   }
   if (access(dir, W_OK) != 0) {
-    snprintf(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
              "checkpoints save there", who, save_to, dir, strerror(errno));
     return -1;
   }
   if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
-    snprintf(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
+    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
              save_to);
     return -1;
   }
@@ -6808,6 +6810,27 @@ static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ct
                    "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
                    (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
 }
+/* A loop of your own whose context has no grad_norm_source gets the run's shared pass for the run (on: 1; off
+   at tr_run_finish: 0), as tr_fit's: nan_guard's norm and gradient_monitor's per-tensor norms then read the
+   gradients once a step between them. Host views only (a device view has its own source). */
+static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
+  int k, host = ctx->grads && ctx->n_tensors > 0;
+  if (!on) {
+    if (ctx->grad_norm_source == tr__grad_pass_source && ctx->grad_norm_source_user == &q->gpass) ctx->grad_norm_source = NULL;
+    return;
+  }
+  for (k = 0; host && k < ctx->n_tensors; k++) host = !ctx->grads[k].on_device;
+  if (ctx->grad_norm_source || !host) return;
+  if (q->gpass.n < ctx->n_tensors) {
+    double *sq = (double *)realloc(q->gpass.sq, (size_t)ctx->n_tensors * sizeof *sq);
+    if (!sq) return; /* (hk_grad_norm's own loop then: two passes, not a failure) */
+    q->gpass.sq = sq;
+    q->gpass.n = ctx->n_tensors;
+  }
+  q->gpass.ok = 0;
+  ctx->grad_norm_source = tr__grad_pass_source;
+  ctx->grad_norm_source_user = &q->gpass;
+}
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -6834,6 +6857,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_said(reg, run, q->err);
   }
   for (ev = 0; ev < HK_EVENT_COUNT && !listened; ev++) listened = hk_count(reg, ev) > 0; /* (before the run's watch) */
+  tr__run_grad_pass(q, ctx, 1);
   memset(&cb, 0, sizeof cb); /* the run's watch on the loop's events (see "the state machine" above) */
   cb.name = "tr_run";
   cb.user = run;
@@ -7192,6 +7216,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   tr__preempt_off(&q->preempt);
   tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
+  tr__run_grad_pass(q, ctx, 0);
   q->guard = 0;
   q->pending = 0;
   e = run->failed ? q->err : TR_OK;

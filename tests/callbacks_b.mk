@@ -28,10 +28,19 @@ test-callbacks-b-fastmath: $(CBB_FAST)
 test-callbacks-b-valgrind: $(CBB_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CBB_BIN)
 
-# issue 28 item 20: instructions per step with nan_guard and gradient_monitor registered (callgrind, exact;
-# about 10 s): both read the gradients once. Not a test (docs/numbers.md has the numbers).
+# Instructions per step with nan_guard and gradient_monitor registered (callgrind, exact; about 10 s): both
+# read the gradients once (docs/numbers.md has the numbers).
 .PHONY: grad-pass-cost
 $(BUILD)/grad_pass_cost: tests/grad_pass_cost.c hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/grad_pass_cost.c $(LDLIBS)
 grad-pass-cost: $(BUILD)/grad_pass_cost
 	./$(BUILD)/grad_pass_cost
+# The same, as a test (about 10 s): in tr_fit and in a loop of your own (tr_run_begin), nan_guard and
+# gradient_monitor together read the gradients once a step (instructions: exact, not a clock).
+.PHONY: test-grad-pass
+TEST_TARGETS += test-grad-pass
+test-grad-pass: $(BUILD)/grad_pass_cost
+	@./$(BUILD)/grad_pass_cost > $(BUILD)/grad_pass_cost.txt || { cat $(BUILD)/grad_pass_cost.txt; exit 1; }
+	@n=$$(grep -c 'both registered make 1\.0[0-4] passes' $(BUILD)/grad_pass_cost.txt); [ "$$n" = 2 ] || \
+	  { cat $(BUILD)/grad_pass_cost.txt; echo "test-grad-pass: nan_guard and gradient_monitor read the gradients more than once a step"; exit 1; }
+	@echo "test-grad-pass: one pass over the gradients a step with nan_guard and gradient_monitor, in tr_fit and in a loop of your own"

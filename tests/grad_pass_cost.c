@@ -1,5 +1,5 @@
 /* tests/grad_pass_cost.c - how many passes over the gradients one training step makes with nan_guard and
-   gradient_monitor registered (issue 28 item 20), in instructions (callgrind, exact).
+   gradient_monitor registered, in tr_fit and in a loop of your own, in instructions (callgrind, exact).
 
    A model of 2^20 parameters in 16 tensors (llm.c's count) whose forward and backward cost nothing, so
    that a step is the trainer's own passes (zero_grad, the SGD update) plus what the callbacks read. Each
@@ -8,7 +8,8 @@
    the gradients (hk_sumsq, 2^20 floats) is the "gradient_monitor" row minus the "nothing" row.
 
      grad_pass_cost                 the table (every mode, twice each under callgrind)
-     grad_pass_cost run MODE STEPS  one run (what the driver starts)
+     grad_pass_cost run MODE STEPS  one run of tr_fit (what the driver starts)
+     grad_pass_cost own MODE STEPS  one run of a loop of your own (tr_run_begin)
    MODE: nothing | nan_guard | gradient_monitor | both */
 #define _POSIX_C_SOURCE 200809L /* popen */
 #define HOOKS_IMPLEMENTATION
@@ -77,12 +78,48 @@ int measured(const char *mode, int steps) {
   return rc;
 }
 
-static int measure(const char *self, const char *mode, int steps, uint64_t *instr) {
+/* The same step in a loop of your own (tr_run_begin): the run gives its context the shared pass, as tr_fit. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+int measured_own(const char *mode, int steps);
+int measured_own(const char *mode, int steps) {
+  static char names[N_TENSORS][16];
+  static const char *name_of[N_TENSORS];
+  static size_t sizes[N_TENSORS];
+  float *params = g_params, *grads = g_grads;
+  char spec[200] = "";
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx *ctx;
+  int k, rc;
+  for (k = 0; k < N_TENSORS; k++) {
+    snprintf(names[k], sizeof names[k], "t%d", k);
+    name_of[k] = names[k];
+    sizes[k] = PER_TENSOR;
+  }
+  if (!strcmp(mode, "nan_guard") || !strcmp(mode, "both")) strcat(spec, "nan_guard; ");
+  if (!strcmp(mode, "gradient_monitor") || !strcmp(mode, "both")) strcat(spec, "gradient_monitor(log_frequency=1, vanishing_threshold=-1)");
+  ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = steps, .lr = 1e-9, .log_every_n_steps = -1,
+                                          .no_signals = 1, TR_TENSORS(&params, &grads, name_of, sizes), .spec = spec }, NULL);
+  while (tr_run_next(reg)) {
+    ctx->loss = 1;
+    g_grads[0] += 1;
+    HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+    HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+    if (tr_run_update(reg))
+      for (k = 0; k < N_PARAMS; k++) g_params[k] -= (float)ctx->lr * g_grads[k];
+  }
+  rc = tr_run_end(reg) != TR_OK || ctx->global_step != steps;
+  hk_destroy(reg);
+  return rc;
+}
+
+static int measure(const char *self, const char *fn, const char *mode, int steps, uint64_t *instr) {
   char cmd[1024], line[512];
   int got = 0;
   FILE *p;
-  snprintf(cmd, sizeof cmd, "valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=measured "
-           "'%s' run %s %d 2>&1", self, mode, steps);
+  snprintf(cmd, sizeof cmd, "valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=%s "
+           "'%s' %s %s %d 2>&1", fn, self, strcmp(fn, "measured") ? "own" : "run", mode, steps);
   if (!(p = popen(cmd, "r"))) return 1;
   while (fgets(line, sizeof line, p)) {
     const char *at = strstr(line, "Collected :");
@@ -94,17 +131,22 @@ static int measure(const char *self, const char *mode, int steps, uint64_t *inst
 
 int main(int argc, char **argv) {
   static const char *const modes[] = { "nothing", "nan_guard", "gradient_monitor", "both" };
+  static const char *const fns[] = { "measured", "measured_own" }, *const loops[] = { "tr_fit", "a loop of your own" };
   double per[4];
-  int i;
+  int i, l;
   if (argc == 4 && !strcmp(argv[1], "run")) return measured(argv[2], atoi(argv[3]));
-  for (i = 0; i < 4; i++) {
-    uint64_t a, b;
-    if (measure(argv[0], modes[i], 2, &a) || measure(argv[0], modes[i], 12, &b)) return 1;
-    per[i] = (double)(b - a) / 10;
+  if (argc == 4 && !strcmp(argv[1], "own")) return measured_own(argv[2], atoi(argv[3]));
+  for (l = 0; l < 2; l++) {
+    for (i = 0; i < 4; i++) {
+      uint64_t a, b;
+      if (measure(argv[0], fns[l], modes[i], 2, &a) || measure(argv[0], fns[l], modes[i], 12, &b)) return 1;
+      per[i] = (double)(b - a) / 10;
+    }
+    printf("%s: instructions per step, %d parameters in %d tensors, SGD (callgrind: (I(12 steps) - I(2 steps)) / 10)\n",
+           loops[l], N_PARAMS, N_TENSORS);
+    for (i = 0; i < 4; i++) printf("  %-18s %12.0f  (%+.0f over nothing)\n", modes[i], per[i], per[i] - per[0]);
+    printf("one pass over the gradients (gradient_monitor - nothing): %.0f; both registered make %.2f passes\n",
+           per[2] - per[0], (per[3] - per[0]) / (per[2] - per[0]));
   }
-  printf("instructions per step, %d parameters in %d tensors, SGD (callgrind: (I(12 steps) - I(2 steps)) / 10)\n", N_PARAMS, N_TENSORS);
-  for (i = 0; i < 4; i++) printf("  %-18s %12.0f  (%+.0f over nothing)\n", modes[i], per[i], per[i] - per[0]);
-  printf("one pass over the gradients (gradient_monitor - nothing): %.0f; both registered make %.2f passes\n",
-         per[2] - per[0], (per[3] - per[0]) / (per[2] - per[0]));
   return 0;
 }
