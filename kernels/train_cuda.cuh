@@ -40,6 +40,7 @@
      0.2.0  trc_ema (the weight average's update, the CPU's double math) and trc_swap.
      0.2.1  elementwise kernels take four elements a thread (measured on an H200: SGD 0.60 -> 1.04 of a
             copy's bandwidth); results unchanged bit for bit.
+     0.2.2  trc_pci_bus_id (the device as NVML names it, for train.h's device_stats).
 */
 #ifndef TRAIN_CUDA_CUH
 #define TRAIN_CUDA_CUH
@@ -128,6 +129,9 @@ unsigned long long trc_sync_count(void);            /* waiting calls made throug
 const char *trc_error_string(int err);
 /* 1 when a CUDA device can be used; else 0 and why (the runtime's message) in why[0..n-1]. */
 int trc_device_ok(char *why, size_t n);
+/* The current device's PCI bus id ("0000:3b:00.0"), how NVML names the same GPU (train.h's device_stats):
+   0, or a CUDA error code. */
+int trc_pci_bus_id(char *buf, int n);
 
 #ifdef __cplusplus
 }
@@ -440,6 +444,11 @@ int trc_device_ok(char *why, size_t n) {
   if (e == cudaSuccess && count > 0) return 1;
   if (why && n) snprintf(why, n, "%s", e ? cudaGetErrorString(e) : "no CUDA device found");
   return 0;
+}
+int trc_pci_bus_id(char *buf, int n) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  return (int)(e ? e : cudaDeviceGetPCIBusId(buf, n, dev));
 }
 
 } /* extern "C" */

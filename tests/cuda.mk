@@ -83,10 +83,13 @@ endif
 CU_DECL := $(CU_DIR)/decl.c
 $(CU_DIR)/test_cuda_cpu: tests/test_cuda_cpu.c hooks.h train.h kernels/train_cuda.cuh | $(CU_DIR)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
-$(CU_DIR)/test_cuda_host: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEPS) | $(CU_DIR)
-	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS)
-$(CU_DIR)/test_cuda_host_asan: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEPS) | $(CU_DIR)
-	$(CC) $(ALL_CFLAGS) $(SAN) $< -o $@ $(LDLIBS)
+$(CU_DIR)/test_cuda_host: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEPS) $(CU_DIR)/libfake_nvml.so | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDLIBS) -ldl
+$(CU_DIR)/test_cuda_host_asan: tests/test_cuda_host.c tests/cuda_host.h $(CU_DEPS) $(CU_DIR)/libfake_nvml.so | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) $(SAN) $< -o $@ $(LDLIBS) -ldl
+# device_stats's NVML on a machine without one: a stand-in library that test_cuda_host loads
+$(CU_DIR)/libfake_nvml.so: tests/fake_nvml.c | $(CU_DIR)
+	$(CC) $(ALL_CFLAGS) -shared -fPIC $< -o $@
 
 test-cuda-cpu: $(CU_DIR)/test_cuda_cpu $(CU_DIR)/test_cuda_host $(CU_DIR)/test_cuda_host_asan $(if $(HAVE_NVCC),$(CU_DIR)/test_cuda)
 	@printf '#include "kernels/train_cuda.cuh"\n#include "train.h"\nint (*adamw)(float *, float *, float *, float *, size_t, tr_adamw_coef, const trc_ctrl *, void *) = trc_adamw;\nint f(double norm) { trc_ctrl c; c.clip_scale = trc_clip_scale(norm, 1.0); return tr_hist_bin(c.clip_scale, 0.0f, 1.0f, 0.25f, 4) + (int)sizeof c; }\n' > $(CU_DECL)

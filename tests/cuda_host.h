@@ -107,10 +107,19 @@ int trc_copy_on_device(void *d_dst, const void *d_src, size_t bytes, void *strea
 int trc_copy_to_host(void *dst, const void *d_src, size_t bytes, void *stream) { CUDA_HOST_STREAM(stream); cuda_host_syncs++; memcpy(dst, d_src, bytes); return 0; }
 int trc_synchronize(void *stream) { CUDA_HOST_STREAM(stream); cuda_host_syncs++; return 0; }
 unsigned long long trc_sync_count(void) { return cuda_host_syncs; }
-const char *trc_error_string(int err) { return err == 2 ? "out of memory (emulated)" : "error (emulated)"; }
+const char *trc_error_string(int err) {
+  return err == 2 ? "out of memory (emulated)" : err == 100 ? "no CUDA-capable device is detected (emulated)" : "error (emulated)";
+}
 int trc_device_ok(char *why, size_t n) {
   if (!cuda_host_no_device) return 1;
   snprintf(why, n, "no CUDA-capable device is detected (emulated)");
+  return 0;
+}
+/* the emulated device's PCI bus id (tests/fake_nvml.c knows it); NULL: no device (cudaErrorNoDevice) */
+static const char *cuda_host_pci_bus_id;
+int trc_pci_bus_id(char *buf, int n) {
+  if (!cuda_host_pci_bus_id) return 100;
+  snprintf(buf, (size_t)n, "%s", cuda_host_pci_bus_id);
   return 0;
 }
 #endif /* CUDA_HOST_H */

@@ -18,7 +18,8 @@
        gradient_monitor (per-tensor norms: one wait per logged step, none on the others; percentiles and
        histogram: one copy per tensor), ema (EMA and SWA, swapped for validation, copied at the end,
        checkpoints device <-> CPU: no wait per step), lr_finder (the sweep, the suggestion, the restore:
-       one wait per sweep step and one at the restore); nan_guard (two waits per step) */
+       one wait per sweep step and one at the restore); nan_guard (two waits per step)
+     - device_stats's NVML path: no NVML, no device, and tests/fake_nvml.c as a device (its values recorded) */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_CUDA
@@ -344,6 +345,73 @@ static void callbacks(const char *dir) {
   run_free(&r);
 }
 
+/* device_stats's NVML path without a GPU (TRAIN_CUDA): NVML missing, NVML without the process's device, and
+   tests/fake_nvml.c standing in for one. A loop of your own, 8 steps, a record every 4 (2 readings). */
+typedef struct ds_seen { int records, with_gpu; double util, used, total; } ds_seen;
+static hk_signal ds_grab(hk_ctx *ctx, void *u) { /* after device_stats's on_log: what the loggers would write */
+  ds_seen *s = (ds_seen *)u;
+  tr_log_record *r = tr_log_current(ctx);
+  double v;
+  if (!r) return HK_CONTINUE;
+  s->records += tr_log_get(r, "device_stats/rss_mb", &v) && v > 0;
+  if (tr_log_get(r, "device_stats/gpu_util_percent", &s->util) | tr_log_get(r, "device_stats/gpu_mem_used_mb", &s->used) |
+      tr_log_get(r, "device_stats/gpu_mem_total_mb", &s->total))
+    s->with_gpu++;
+  return HK_CONTINUE;
+}
+static tr_device_stats_state ds_run(const char *lib, const char *bus, ds_seen *seen, char *said, size_t cap) {
+  hk_registry *reg = hk_create(NULL);
+  FILE *log = tmpfile();
+  hk_handle h = 0;
+  hk_ctx *ctx;
+  tr_device_stats_state st;
+  size_t n;
+  memset(seen, 0, sizeof *seen);
+  memset(&st, 0, sizeof st);
+  cuda_host_pci_bus_id = bus;
+  CHECK(log != NULL && tr_device_stats(reg, &(tr_device_stats_desc){ .nvml_library = lib }, &h) == TR_OK);
+  CHECK(hk_on(reg, HK_ON_LOG, ds_grab, seen, &(hk_opts){ .name = "grab", .monitor = 1, .order = 1 << 20 }, NULL) == HK_OK);
+  ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 8, .log_every_n_steps = 4, .lr = 0.1, .log = log,
+                                          .no_signals = 1, .validation = TR_NO }, NULL);
+  while (ctx && tr_run_next(reg)) { ctx->loss = 1; (void)tr_run_update(reg); }
+  CHECK(tr_run_end(reg) == TR_OK);
+  if (tr_device_stats_get(reg, h)) st = *tr_device_stats_get(reg, h);
+  hk_destroy(reg);
+  rewind(log);
+  n = fread(said, 1, cap - 1, log);
+  said[n] = 0;
+  fclose(log);
+  cuda_host_pci_bus_id = NULL;
+  return st;
+}
+static int count_in(const char *text, const char *what) {
+  int n = 0;
+  for (; (text = strstr(text, what)) != NULL; text++) n++;
+  return n;
+}
+static void device_stats(const char *dir) {
+  char said[4096], fake[1024];
+  ds_seen seen;
+  tr_device_stats_state st;
+  /* no NVML: said once, no GPU metric anywhere, the host's in both records */
+  st = ds_run("libtr-no-such-nvml.so.1", "00000000:65:00.0", &seen, said, sizeof said);
+  CHECK(st.gpu == -1 && st.readings == 2 && seen.records == 2 && seen.with_gpu == 0 && isnan(st.gpu_util_percent));
+  CHECK(count_in(said, "device_stats: no GPU metrics: libtr-no-such-nvml.so.1") == 1);
+  printf("device_stats without NVML says, once: %s", said);
+  /* NVML there, the process has no CUDA device */
+  snprintf(fake, sizeof fake, "%s/libfake_nvml.so", dir);
+  st = ds_run(fake, NULL, &seen, said, sizeof said);
+  CHECK(st.gpu == -1 && seen.records == 2 && seen.with_gpu == 0);
+  CHECK(count_in(said, "device_stats: no GPU metrics: no CUDA device: no CUDA-capable device is detected (emulated)") == 1);
+  /* NVML and the device: its values, in MB, in both records */
+  st = ds_run(fake, "00000000:65:00.0", &seen, said, sizeof said);
+  CHECK(st.gpu == 1 && seen.records == 2 && seen.with_gpu == 2 && said[0] == 0);
+  CHECK(seen.util == 42 && seen.used == 1024 && seen.total == 8192 && st.gpu_mem_total_mb == 8192);
+  /* the real library name: a machine without it says so once; with it, this process has no CUDA device */
+  st = ds_run("libnvidia-ml.so.1", NULL, &seen, said, sizeof said);
+  CHECK(st.gpu == -1 && seen.with_gpu == 0 && count_in(said, "device_stats: no GPU metrics") == 1);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : ".";
   same_steps(adamw(), 0, TR_CLIP_NORM, 1, 0);
@@ -356,6 +424,7 @@ int main(int argc, char **argv) {
   checkpoints(dir);
   errors();
   callbacks(dir);
+  device_stats(dir);
   CHECK(cuda_host_wrong_stream == 0); /* everything went to the model's stream */
   if (failures) { fprintf(stderr, "test_cuda_host: %d check(s) failed\n", failures); return 1; }
   printf("test_cuda_host: train.h's CUDA path on emulated kernels = the CPU path, bit for bit; no wait per step "

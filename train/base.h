@@ -351,8 +351,12 @@ TR__C_END /* part */
 #  include <sys/time.h>
 #  include <sys/types.h>
 #  include <sys/wait.h> /* system()'s status */
+#  include <sys/resource.h> /* getrusage: device_stats's CPU time and peak memory */
 #  include <unistd.h>
 #  define TR__POSIX 1
+#  ifdef TRAIN_CUDA
+#    include <dlfcn.h> /* device_stats loads NVML at run time (glibc before 2.34: link with -ldl) */
+#  endif
 #endif
 #if defined(TR__POSIX) && !defined(TRAIN_NO_THREADS)
 #  include <pthread.h> /* asynchronous saves: one background writer */

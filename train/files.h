@@ -918,6 +918,78 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
   uint32_t c = tr_crc32c(data, n);
   return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
 }
+
+/* ---- what the process uses (device_stats): the POSIX seam ------------------------------------------
+   One reading: resident and peak memory, CPU time, the load. NaN where the system does not tell.
+   Linux: /proc/self/status (VmRSS, VmHWM) and /proc/loadavg, one read() each, and getrusage; elsewhere
+   getrusage's peak and CPU time only. */
+typedef struct tr__host_use {
+  double rss, peak;             /* bytes */
+  double cpu;                   /* user + system seconds since the process began */
+  double load1;                 /* the 1-minute load average */
+} tr__host_use;
+#if defined(TR__POSIX) && defined(__linux__)
+/* a small /proc file's text, NUL-terminated; its length, or -1 */
+static long tr__proc_read(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | TR__O_CLOEXEC);
+  ssize_t n;
+  if (fd < 0) return -1;
+  do n = read(fd, buf, cap - 1); while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return (long)n;
+}
+static double tr__proc_kb(const char *text, const char *key) { /* "VmRSS:\t  1234 kB" in bytes */
+  const char *p = strstr(text, key);
+  return p ? 1024.0 * strtod(p + strlen(key), NULL) : NAN;
+}
+#endif
+TR__SHARED void tr__host_read(tr__host_use *u) {
+#ifdef TR__POSIX
+  struct rusage ru;
+#endif
+#if defined(TR__POSIX) && defined(__linux__)
+  char buf[4096];
+#endif
+  u->rss = u->peak = u->cpu = u->load1 = NAN;
+#ifdef TR__POSIX
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    u->cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_sec +
+             1e-6 * (double)ru.ru_stime.tv_usec;
+#  ifdef __APPLE__
+    u->peak = (double)ru.ru_maxrss; /* bytes there, kilobytes on Linux and the BSDs */
+#  else
+    u->peak = 1024.0 * (double)ru.ru_maxrss;
+#  endif
+  }
+#endif
+#if defined(TR__POSIX) && defined(__linux__)
+  if (tr__proc_read("/proc/self/status", buf, sizeof buf) > 0) {
+    double hwm = tr__proc_kb(buf, "VmHWM:");
+    u->rss = tr__proc_kb(buf, "VmRSS:");
+    if (hk_is_finite(hwm)) u->peak = hwm;
+  }
+  if (tr__proc_read("/proc/loadavg", buf, sizeof buf) > 0) u->load1 = strtod(buf, NULL);
+#endif
+}
+#if defined(TRAIN_CUDA) && defined(TR__POSIX)
+/* A library loaded at run time (NVML: no link-time dependency); NULL and why when it is not there. */
+TR__SHARED void *tr__dl_open(const char *name, char *why, size_t cap) {
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  const char *e = h ? NULL : dlerror();
+  if (!h) snprintf(why, cap, "%s", e ? e : "not found");
+  return h;
+}
+/* a function of it, or NULL (a function pointer from dlsym's void *: memcpy, as ISO C allows no cast) */
+TR__SHARED int tr__dl_fn(void *lib, const char *name, void *fn, size_t size) {
+  void *p = dlsym(lib, name);
+  if (!p || size != sizeof p) return -1;
+  memcpy(fn, &p, size);
+  return 0;
+}
+TR__SHARED void tr__dl_close(void *lib) { if (lib) dlclose(lib); }
+#endif
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */
