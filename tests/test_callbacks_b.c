@@ -1586,6 +1586,9 @@ static const field_at oec_fields[] = { TR_ON_EXCEPTION_CHECKPOINT_PARAMS(FA) };
 #define D_ tr_spike_detection_desc
 static const field_at sd_fields[] = { TR_SPIKE_DETECTION_PARAMS(FA) };
 #undef D_
+#define D_ tr_device_stats_desc
+static const field_at ds_fields[] = { TR_DEVICE_STATS_PARAMS(FA) };
+#undef D_
 #define D_ tr_logger_desc
 static const field_at logger_fields[] = { TR_LOGGER_PARAMS(FA) };
 #undef D_
@@ -1602,7 +1605,7 @@ ARGS_OF(es, tr_early_stopping_desc) ARGS_OF(mc, tr_model_checkpoint_desc) ARGS_O
 ARGS_OF(lrm, tr_lr_monitor_desc) ARGS_OF(gm, tr_gradient_monitor_desc) ARGS_OF(ng, tr_nan_guard_desc) ARGS_OF(ema, tr_ema_desc)
 ARGS_OF(lrf, tr_lr_finder_desc) ARGS_OF(ms, tr_model_summary_desc) ARGS_OF(as, tr_accumulation_scheduler_desc)
 ARGS_OF(prof, tr_profiler_desc) ARGS_OF(tp, tr_throughput_monitor_desc)
-ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc)
+ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc) ARGS_OF(ds, tr_device_stats_desc)
 ARGS_OF(logger, tr_logger_desc) ARGS_OF(plot, tr_plot_desc) ARGS_OF(bar, tr_progress_bar_desc)
 
 /* the same callback from a zero desc (with the required parameters of `required` below) */
@@ -1620,6 +1623,7 @@ static tr_err prof_zero(hk_registry *r, hk_handle *h) { return tr_profiler(r, &(
 static tr_err tp_zero(hk_registry *r, hk_handle *h) { return tr_throughput_monitor(r, &(tr_throughput_monitor_desc){ 0 }, h); }
 static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_checkpoint(r, &(tr_on_exception_checkpoint_desc){ 0 }, h); }
 static tr_err sd_zero(hk_registry *r, hk_handle *h) { return tr_spike_detection(r, &(tr_spike_detection_desc){ 0 }, h); }
+static tr_err ds_zero(hk_registry *r, hk_handle *h) { return tr_device_stats(r, &(tr_device_stats_desc){ 0 }, h); }
 static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err jsonl_zero(hk_registry *r, hk_handle *h) { return tr_jsonl_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err tb_zero(hk_registry *r, hk_handle *h) { return tr_tensorboard_logger(r, &(tr_logger_desc){ 0 }, h); }
@@ -1681,6 +1685,7 @@ SAME(tr__prof, PTR(run); PTR(reg); x.self = y.self = 0; x.t_setup = y.t_setup = 
 SAME(tr__tp, PTR(run); STR(tokens_metric); PTR(t); PTR(samples); PTR(tokens); PTR(scratch))
 SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(name); STR(pub.ckpt_path))
 SAME(tr__sd, PTR(run); MEM(win, 3 * (size_t)x.window * sizeof(double)); PTR(snap_win); PTR(sorted); PTR(snap))
+SAME(tr__ds, PTR(run); STR(nvml_library))
 
 typedef struct agree_case {
   const char *factory;
@@ -1718,6 +1723,7 @@ static agree_case g_agree[] = {
   CASE(throughput_monitor, tp, tp_zero, tr_throughput_monitor_desc, same_tr__tp, "", ""),
   CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "", ""),
   CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
+  CASE(device_stats, ds, ds_zero, tr_device_stats_desc, same_tr__ds, "", ""),
   CASE_OF(csv, csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(jsonl, jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(tensorboard, tb, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
@@ -2410,6 +2416,156 @@ static void test_rescue_bad_parameters(void **state) {
   lin_free(&m, &t);
 }
 
+/* =================================================================================================
+   device_stats
+   ================================================================================================= */
+typedef struct ds_watch {
+  hk_registry *reg;
+  hk_handle h;
+  int64_t last;                   /* readings at the previous event */
+  int n_read;
+  int64_t read_at[32];            /* global_step of each reading, as a hook after it sees it (-1 - epoch: at an epoch end) */
+  int n_rec, n_stats, n_own;      /* records; those with the stats; of those, records of device_stats's own */
+  int64_t rec_step[32];           /* each stats record's step */
+  double rss, peak, cpu, load;    /* the last stats record's */
+  int gpu_seen;
+} ds_watch;
+static void ds_saw(ds_watch *w, hk_ctx *ctx, int epoch_end) {
+  const tr_device_stats_state *s = tr_device_stats_get(w->reg, w->h);
+  if (s->readings != w->last && w->n_read < 32) w->read_at[w->n_read++] = epoch_end ? -1 - ctx->epoch : ctx->global_step;
+  w->last = s->readings;
+}
+static hk_signal ds_batch_end(hk_ctx *ctx, void *u) { ds_saw((ds_watch *)u, ctx, 0); return HK_CONTINUE; }
+static hk_signal ds_epoch_end(hk_ctx *ctx, void *u) { ds_saw((ds_watch *)u, ctx, 1); return HK_CONTINUE; }
+static hk_signal ds_record(hk_ctx *ctx, void *u) { /* after device_stats's on_log: what the loggers get */
+  ds_watch *w = (ds_watch *)u;
+  tr_log_record *r = tr_log_current(ctx);
+  double v;
+  if (!r) return HK_CONTINUE;
+  w->n_rec++;
+  w->gpu_seen += tr_log_get(r, "device_stats/gpu_util_percent", &v) + tr_log_get(r, "device_stats/gpu_mem_used_mb", &v);
+  if (!tr_log_get(r, "device_stats/rss_mb", &w->rss)) return HK_CONTINUE;
+  assert_true(tr_log_get(r, "device_stats/peak_rss_mb", &w->peak));
+  assert_true(tr_log_get(r, "device_stats/load_1m", &w->load));
+  w->cpu = tr_log_get(r, "device_stats/cpu_percent", &v) ? v : NAN;
+  assert_true(w->rss > 0 && w->peak >= w->rss && w->load >= 0 && w->peak < 1e6); /* MB: a test uses far less than a TB */
+  assert_true(isnan(w->cpu) || w->cpu >= 0);
+  w->n_own += !tr_log_get(r, "train/loss", &v);
+  if (w->n_stats < 32) w->rec_step[w->n_stats] = r->step;
+  w->n_stats++;
+  return HK_CONTINUE;
+}
+static void ds_watch_on(ds_watch *w, hk_registry *reg, hk_handle h) {
+  hk_opts o = { .monitor = 1, .order = 1 << 20 };
+  memset(w, 0, sizeof *w);
+  w->reg = reg;
+  w->h = h;
+  o.name = "ds_batch_end";
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_BATCH_END, ds_batch_end, w, &o, NULL), HK_OK);
+  o.name = "ds_epoch_end";
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_EPOCH_END, ds_epoch_end, w, &o, NULL), HK_OK);
+  o.name = "ds_record";
+  assert_int_equal(hk_on(reg, HK_ON_LOG, ds_record, w, &o, NULL), HK_OK);
+}
+/* A loop of your own (tr_run_begin .. tr_run_end): steps (epochs TR_NO, max_steps) or epochs of 4 batches */
+static void ds_own_loop(const char *spec, int epochs, int64_t steps, int64_t log_every, ds_watch *w) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx *ctx;
+  int what;
+  ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = epochs ? 0 : TR_NO, .max_epochs = epochs, .max_steps = epochs ? 0 : steps,
+                                          .train_batches = 4, .log_every_n_steps = log_every, .lr = 0.1, .validation = TR_NO,
+                                          .no_signals = 1, .spec = spec }, NULL);
+  ds_watch_on(w, reg, hk_spec_find(reg, "device_stats", 0));
+  while ((what = tr_run_next(reg))) {
+    ctx->loss = 1.0 / (double)(ctx->global_step + 1);
+    (void)tr_run_update(reg);
+  }
+  assert_int_equal(tr_run_end(reg), TR_OK);
+  hk_destroy(reg);
+}
+static void test_device_stats_own_loop(void **state) {
+  ds_watch w;
+  (void)state;
+  /* the run's cadence (4): read at steps 4, 8, 12, riding in the run's training records (steps 3, 7, 11) */
+  ds_own_loop("device_stats", 0, 12, 4, &w);
+  assert_int_equal(w.n_read, 3);
+  assert_true(w.read_at[0] == 4 && w.read_at[1] == 8 && w.read_at[2] == 12);
+  assert_int_equal(w.n_rec, 3);
+  assert_int_equal(w.n_stats, 3);
+  assert_int_equal(w.n_own, 0);
+  assert_true(w.rec_step[0] == 3 && w.rec_step[1] == 7 && w.rec_step[2] == 11);
+  assert_false(isnan(w.cpu)); /* an interval since on_train_start */
+  assert_int_equal(w.gpu_seen, 0); /* no TRAIN_CUDA: no GPU metric */
+  /* every 3 steps, records every 4: steps 3, 6, 9 in records of their own, 12 in the run's; the run's records at
+     4 and 8 do not carry the stats read before them */
+  ds_own_loop("device_stats(every_n_steps=3)", 0, 12, 4, &w);
+  assert_int_equal(w.n_read, 4);
+  assert_true(w.read_at[0] == 3 && w.read_at[1] == 6 && w.read_at[2] == 9 && w.read_at[3] == 12);
+  assert_int_equal(w.n_rec, 3 + 3);
+  assert_int_equal(w.n_stats, 4);
+  assert_int_equal(w.n_own, 3);
+  assert_true(w.rec_step[0] == 2 && w.rec_step[1] == 5 && w.rec_step[2] == 8 && w.rec_step[3] == 11);
+  /* no logger and no cadence of the run: read all the same (metrics for hooks) */
+  ds_own_loop("device_stats(every_n_steps=5)", 0, 12, -1, &w);
+  assert_int_equal(w.n_read, 2);
+  assert_true(w.read_at[0] == 5 && w.read_at[1] == 10);
+  assert_int_equal(w.n_stats, 2);
+  assert_int_equal(w.n_own, 2);
+}
+static void test_device_stats_epoch_loop(void **state) {
+  ds_watch w;
+  (void)state;
+  /* epochs only: at each epoch's end (2 epochs of 4 batches), records of their own at the epoch's last step */
+  ds_own_loop("device_stats(every_n_steps=-1, on_epoch_end=true)", 2, 0, 3, &w);
+  assert_int_equal(w.n_read, 2);
+  assert_true(w.read_at[0] == -1 && w.read_at[1] == -2);
+  assert_int_equal(w.n_stats, 2);
+  assert_int_equal(w.n_own, 2);
+  assert_true(w.rec_step[0] == 3 && w.rec_step[1] == 7);
+  assert_int_equal(w.n_rec, 2 + 2); /* the run's records at steps 3 and 6 (global 3, 6) carry none */
+  /* steps and epoch ends: 2, 4 | end 0 | 6, 8 | end 1 */
+  ds_own_loop("device_stats(every_n_steps=2, on_epoch_end=true)", 2, 0, 2, &w);
+  assert_int_equal(w.n_read, 6);
+  assert_true(w.read_at[0] == 2 && w.read_at[1] == 4 && w.read_at[2] == -1 && w.read_at[3] == 6 && w.read_at[4] == 8 &&
+              w.read_at[5] == -2);
+  assert_int_equal(w.n_stats, 6);
+  assert_int_equal(w.n_own, 2);
+}
+/* tr_fit, from a spec; the metrics for hooks; bad parameters */
+static void test_device_stats_fit(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(2);
+  ds_watch w;
+  hk_handle h;
+  const tr_device_stats_state *s;
+  double v;
+  (void)state;
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.01);
+  c.log_every_n_steps = 2;
+  assert_int_equal(hk_spec_apply(t.reg, "device_stats(on_epoch_end=true)"), HK_OK);
+  h = hk_spec_find(t.reg, "device_stats", 0);
+  ds_watch_on(&w, t.reg, h);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  s = tr_device_stats_get(t.reg, h);
+  assert_int_equal(s->readings, 2 * NBATCH / 2 + 2);
+  assert_int_equal(w.n_read, 6);
+  assert_true(w.read_at[0] == 2 && w.read_at[1] == 4 && w.read_at[2] == -1 && w.read_at[3] == 6 && w.read_at[4] == 8 &&
+              w.read_at[5] == -2);
+  assert_int_equal(w.n_stats, 6);
+  assert_int_equal(w.n_own, 2);
+  assert_int_equal(s->step, 2 * NBATCH);
+  assert_true(s->rss_mb > 0 && s->peak_rss_mb >= s->rss_mb && s->load_1m >= 0 && s->cpu_percent >= 0);
+  assert_true(isnan(s->gpu_util_percent) && isnan(s->gpu_mem_used_mb) && isnan(s->gpu_mem_total_mb) && s->gpu == 0);
+  assert_true(hk_metric_get(&t.ctx, "device_stats/rss_mb", &v) && v == s->rss_mb);
+  assert_false(hk_metric_get(&t.ctx, "device_stats/gpu_util_percent", &v));
+  assert_null(strstr(lin_logtext(&m), "device_stats"));
+  expect_bad(&t, tr_device_stats(t.reg, &(tr_device_stats_desc){ .every_n_steps = -1 }, NULL), "it would read nothing");
+  expect_bad_spec(&t, "device_stats(every_n_steps=-2, on_epoch_end=false)", "every_n_steps is -2 (never on steps)");
+  assert_null(tr_device_stats_get(t.reg, hk_spec_find(t.reg, "timer", 0)));
+  lin_free(&m, &t);
+}
+
 /* the spec-only parameter: progress_bar's stream is the desc's out */
 static void test_spec_only_stream(void **state) {
   hk_registry *reg = hk_create(NULL);
@@ -2464,6 +2620,9 @@ int main(void) {
     cmocka_unit_test(test_spike_detection_rollback_exact),
     cmocka_unit_test(test_spike_detection_grads_and_limit),
     cmocka_unit_test(test_rescue_bad_parameters),
+    cmocka_unit_test(test_device_stats_own_loop),
+    cmocka_unit_test(test_device_stats_epoch_loop),
+    cmocka_unit_test(test_device_stats_fit),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
