@@ -44,3 +44,11 @@ test-grad-pass: $(BUILD)/grad_pass_cost
 	@n=$$(grep -c 'both registered make 1\.0[0-4] passes' $(BUILD)/grad_pass_cost.txt); [ "$$n" = 2 ] || \
 	  { cat $(BUILD)/grad_pass_cost.txt; echo "test-grad-pass: nan_guard and gradient_monitor read the gradients more than once a step"; exit 1; }
 	@echo "test-grad-pass: one pass over the gradients a step with nan_guard and gradient_monitor, in tr_fit and in a loop of your own"
+
+# device_stats's cost a step (callgrind, exact; about 15 s): not registered, registered and not due, due
+# (a reading every step), in a loop of your own and in tr_fit (docs/callbacks.md quotes the numbers).
+.PHONY: device-stats-cost
+$(BUILD)/device_stats_cost: tests/device_stats_cost.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/device_stats_cost.c $(LDLIBS)
+device-stats-cost: $(BUILD)/device_stats_cost
+	./$(BUILD)/device_stats_cost
