@@ -6,7 +6,8 @@
 # under `timeout`, the whole under GPU_CHECK_TIMEOUT seconds. Installs nothing: a missing tool is named
 # in the summary. Writes under $OUT (default ./gpu-check-out), at most 7 plain files:
 #   summary.txt   GPU, driver, CUDA runtime and nvcc versions, pass/fail per step with the first
-#                 failing lines, the bench table, the device checks (host waits, GPU vs CPU training)
+#                 failing lines, the bench table, the device checks (host waits, GPU vs CPU training,
+#                 device_stats's GPU utilisation and memory read through NVML)
 #   env.txt       nvidia-smi's and the CUDA runtime's own words, nvcc --version
 #   build.log, cuda-test.log, cuda-bench.log, cuda-demo.log   the raw output of each step (and
 #                 build-retry.log: when the build failed only on warnings made errors, it is FAIL, and
@@ -217,6 +218,14 @@ device_checks() {
     sed -n 's/^training, GPU vs CPU (\(.*\)): relative L2 difference of the parameters \(.*\)$/\1|\2/p' "$t" |
       awk -F'|' '{ printf "| spirals MLP on the GPU vs the CPU run (%s): relative L2 of the parameters | %s | < 1e-3 | %s |\n", $1, $2, ($2 + 0 < 1e-3) ? "meets" : "MISSES" }'
   else echo "| spirals MLP on the GPU vs the CPU run: relative L2 of the parameters | not measured | < 1e-3 | - |"; fi
+  # device_stats (TRAIN_CUDA): what it read through NVML, from tests/test_cuda.c's line
+  w=$(sed -n 's/^device_stats on the GPU through NVML (\(.*\)): \(.*\)$/\1|\2/p' "$t" 2>/dev/null | head -1)
+  if [ -n "$w" ]; then
+    echo "| device_stats through NVML ($(echo "$w" | cut -d'|' -f1)): GPU utilisation, memory used of total | $(echo "$w" | cut -d'|' -f2) | read, 0 host waits | $(case "$w" in *", 0 host waits|"*) echo meets ;; *) echo MISSES ;; esac) |"
+  elif w=$(sed -n 's/^device_stats on the GPU: no GPU metrics: //p' "$t" 2>/dev/null | head -1) && [ -n "$w" ]; then
+    echo "| device_stats through NVML: GPU utilisation, memory used of total | not read: $w | read | MISSES |"
+  elif [ $HAVE_GPU = 0 ]; then echo "| device_stats through NVML: GPU utilisation, memory used of total | skipped: no device | read | - |"
+  else echo "| device_stats through NVML: GPU utilisation, memory used of total | not measured | read | - |"; fi
   w=$(grep -o 'the host waited for the GPU [0-9]* times' "$d" 2>/dev/null | grep -o '[0-9]*')
   [ -n "$w" ] && echo "| cuda_demo: host waits in $(sed -n 's/^trained \([0-9]*\) steps.*/\1/p' "$d") steps, hooks reading lazily | $w | not one per step | $([ "$w" -lt "$(sed -n 's/^trained \([0-9]*\) steps.*/\1/p' "$d")" ] && echo meets || echo MISSES) |"
   return 0

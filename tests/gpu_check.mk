@@ -6,7 +6,7 @@
 #   make gpu-check-pack  copy stb_ds.h into build/gpu-check-carry/ for a GPU machine without libstb-dev
 #   make test-gpu-check  (in make test) the script here, without a second nvcc build: --reuse runs the
 #                        binaries test-cuda-build built through to the "no CUDA device" skips and checks
-#                        the summary says so; then a broken CUDA_GENCODE must fail the build loudly (exit
+#                        the summary says so (device_stats's NVML row: "skipped: no device"); then a broken CUDA_GENCODE must fail the build loudly (exit
 #                        1, nvcc's first error line in the summary, nothing run)
 .PHONY: gpu-check gpu-check-pack test-gpu-check
 TEST_TARGETS += test-gpu-check
@@ -28,6 +28,7 @@ test-gpu-check: $(CU_BINS)
 	@s=$(GPU_CHECK_T)/nodev/summary.txt; if grep -q '^GPU: *none found' $$s; then r='NO DEVICE' st=SKIPPED; else r=PASS st=PASS; fi; \
 	  grep -q "^RESULT: $$r" $$s && grep -q "^| cuda-test | $$st " $$s && grep -q "^| cuda-bench | $$st " $$s \
 	  && grep -q "^| cuda-demo | $$st " $$s && grep -q '^| host waits in' $$s \
+	  && { [ $$st = PASS ] || grep -q '^| device_stats through NVML: .* | skipped: no device |' $$s; } \
 	  || { cat $$s; echo "test-gpu-check: expected RESULT $$r and every run $$st in the summary above"; exit 1; }
 	@if OUT=$(GPU_CHECK_T)/broken GPU_CHECK_BUILD_DIR=$(GPU_CHECK_T)/b CUDA_GENCODE='-gencode arch=compute_1,code=sm_1' JOBS=2 \
 	    scripts/gpu_check.sh > $(GPU_CHECK_T)/broken.txt 2>&1; then \

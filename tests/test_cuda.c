@@ -17,7 +17,8 @@
          the same parameters (trc_ema), and no wait per step; gradient_monitor's per-tensor norms within
          the norm's 1e-10 of hk_sumsq on the same gradients, one wait per logged step (one per tensor
          with percentiles); lr_finder's sweep leaves the fit that follows bit-identical to a fit without
-         it, with one wait per sweep step and one at the restore. */
+         it, with one wait per sweep step and one at the restore; device_stats reads the GPU's utilisation and
+         memory through NVML (0 <= utilisation <= 100, 0 < used <= total) and waits for nothing. */
 #include "examples/cuda_mlp.h"
 #include <stdio.h>
 #include <string.h>
@@ -361,6 +362,33 @@ static void gm_on_gpu(const char *pct) {
   run_free(&r);
 }
 
+/* device_stats with TRAIN_CUDA on the GPU: NVML (loaded at run time) reads the process's device; a reading
+   waits for nothing on the device. The line it prints is scripts/gpu_check.sh's "device_stats" row. */
+static void ds_on_gpu(void) {
+  static run r;
+  hk_handle h;
+  const tr_device_stats_state *s;
+  unsigned long long before;
+  run_init(&r, 1, adamw());
+  CHECK(tr_device_stats(r.t.reg, &(tr_device_stats_desc){ .every_n_steps = 10 }, &h) == TR_OK);
+  before = tr_cuda_sync_count();
+  CHECK(run_fit(&r, 30, 0, TR_CLIP_NORM, TR_NONFINITE_IGNORE) == TR_OK);
+  s = tr_device_stats_get(r.t.reg, h);
+  CHECK(s->readings == 3 && tr_cuda_sync_count() - before == 0);
+  CHECK(s->rss_mb > 0 && s->peak_rss_mb >= s->rss_mb && s->load_1m >= 0 && s->cpu_percent >= 0);
+  if (s->gpu == 1) {
+    printf("device_stats on the GPU through NVML (%lld readings in 30 steps, %llu host waits): utilisation %.0f %%, memory used "
+           "%.0f MB of %.0f MB; host: rss %.0f MB, peak %.0f MB, cpu %.0f %%, load %.2f\n", (long long)s->readings,
+           tr_cuda_sync_count() - before, s->gpu_util_percent, s->gpu_mem_used_mb, s->gpu_mem_total_mb, s->rss_mb, s->peak_rss_mb,
+           s->cpu_percent, s->load_1m);
+    CHECK(s->gpu_util_percent >= 0 && s->gpu_util_percent <= 100);
+    CHECK(s->gpu_mem_total_mb > 0 && s->gpu_mem_used_mb > 0 && s->gpu_mem_used_mb <= s->gpu_mem_total_mb);
+    CHECK(hk_metric_get(&r.t.ctx, "device_stats/gpu_mem_total_mb", &(double){ 0 }));
+  } else /* a GPU without NVML reachable (no libnvidia-ml.so.1 in this container): said, and the summary shows why */
+    printf("device_stats on the GPU: no GPU metrics: %s\n", s->gpu_why);
+  run_free(&r);
+}
+
 static void lrf_on_gpu(void) {
   static run a, b;
   float pa[512], pb[512];
@@ -395,6 +423,7 @@ int main(int argc, char **argv) {
   gm_on_gpu("");
   gm_on_gpu("50");
   lrf_on_gpu();
+  ds_on_gpu();
   if (failures) { fprintf(stderr, "test_cuda: %d check(s) failed\n", failures); return 1; }
   printf("test_cuda: passed\n");
   return 0;
