@@ -188,6 +188,9 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   device_stats (Lightning's DeviceStatsMonitor): RSS, peak RSS, CPU use and the load every n steps
+            and/or at epoch ends, as metrics and records; with TRAIN_CUDA the GPU's utilisation and memory
+            through NVML loaded at run time (dlopen; kernels' trc_pci_bus_id names the device)
      next   clusters (train/cluster.h): tr_slurm_read; tr_preempt in tr_run_desc.preempt and tr_config.preempt
             (SIGUSR1 by default: the step saved to save_to, the Slurm job requeued when asked, the requeued
             job resuming by itself), agreed by tr_fit's vote under TRAIN_MPI and by tr_run_desc.agree in a
@@ -18711,7 +18714,8 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
    the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
    the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
    per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
-   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss.
+   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss;
+   device_stats reads the GPU's utilisation and memory through NVML (trc_pci_bus_id names the device): no wait.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
    step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
    (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,

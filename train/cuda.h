@@ -41,7 +41,8 @@ TR__C_BEGIN /* part */
    the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
    the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
    per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
-   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss.
+   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss;
+   device_stats reads the GPU's utilisation and memory through NVML (trc_pci_bus_id names the device): no wait.
    CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
    step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
    (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
