@@ -1961,7 +1961,7 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
    tr_run_desc.epochs is TR_NO (at on_fit_start).
    save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
-   F32 tensors, metadata step, epoch, checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
+   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
    written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
    writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
    last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
@@ -8176,7 +8176,7 @@ static int tr__stj_uints(tr__stj *j, uint64_t *v, int max, int *n, const char *w
   if (tr__stj_lit(j, '[')) return tr__stj_bad(j, what);
   if (!tr__stj_lit(j, ']')) return 0;
   for (;;) {
-    if (*n == max) return tr__stj_bad(j, "a list longer than this reader takes (16 dimensions, 2 offsets)");
+    if (*n == max) return tr__stj_bad(j, max == 2 ? what : "a shape of more than 16 dimensions (this reader's limit)");
     if (tr__stj_uint(j, &v[(*n)++])) return -1;
     if (!tr__stj_lit(j, ']')) return 0;
     if (tr__stj_lit(j, ',')) return tr__stj_bad(j, "',' or ']' was expected in a list");
@@ -9649,6 +9649,7 @@ typedef struct tr__mc {
   double every_seconds;
   int epoch_flag, at_epoch_end, auto_insert, versions, verbose;
   int st;                       /* save_safetensors */
+  int64_t st_epoch, st_step;    /* the save point's, for the sidecars' metadata (the save may come after the epoch's end) */
   double (*clock)(void *);
   void *clock_user;
   double last_time_checked;
@@ -10060,8 +10061,8 @@ static hk_signal tr__mc_st_save(hk_ctx *ctx, void *user) {
     free(st);
     return HK_CONTINUE;
   }
-  snprintf(step, sizeof step, "%lld", (long long)ctx->global_step);
-  snprintf(epoch, sizeof epoch, "%lld", (long long)ctx->epoch);
+  snprintf(step, sizeof step, "%lld", (long long)s->st_step);
+  snprintf(epoch, sizeof epoch, "%lld", (long long)s->st_epoch);
   base = strrchr(ctx->path, '/');
   meta[0] = "written_by"; meta[1] = TR__MC_ST_MARK; meta[2] = "step"; meta[3] = step; meta[4] = "epoch"; meta[5] = epoch;
   meta[6] = "checkpoint"; meta[7] = base ? base + 1 : ctx->path; meta[8] = NULL;
@@ -10164,6 +10165,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   char *path;
   int link;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
   if (!path) return hk_fail(ctx, "out of memory");
@@ -10224,6 +10227,8 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
     have = 0;
   }
   s->deferred = 0;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) {

@@ -196,7 +196,7 @@ static int tr__stj_uints(tr__stj *j, uint64_t *v, int max, int *n, const char *w
   if (tr__stj_lit(j, '[')) return tr__stj_bad(j, what);
   if (!tr__stj_lit(j, ']')) return 0;
   for (;;) {
-    if (*n == max) return tr__stj_bad(j, "a list longer than this reader takes (16 dimensions, 2 offsets)");
+    if (*n == max) return tr__stj_bad(j, max == 2 ? what : "a shape of more than 16 dimensions (this reader's limit)");
     if (tr__stj_uint(j, &v[(*n)++])) return -1;
     if (!tr__stj_lit(j, ']')) return 0;
     if (tr__stj_lit(j, ',')) return tr__stj_bad(j, "',' or ']' was expected in a list");

@@ -71,7 +71,7 @@ TR__C_BEGIN /* part */
    (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
    tr_run_desc.epochs is TR_NO (at on_fit_start).
    save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
-   F32 tensors, metadata step, epoch, checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
+   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
    written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
    writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
    last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
@@ -145,6 +145,7 @@ typedef struct tr__mc {
   double every_seconds;
   int epoch_flag, at_epoch_end, auto_insert, versions, verbose;
   int st;                       /* save_safetensors */
+  int64_t st_epoch, st_step;    /* the save point's, for the sidecars' metadata (the save may come after the epoch's end) */
   double (*clock)(void *);
   void *clock_user;
   double last_time_checked;
@@ -556,8 +557,8 @@ static hk_signal tr__mc_st_save(hk_ctx *ctx, void *user) {
     free(st);
     return HK_CONTINUE;
   }
-  snprintf(step, sizeof step, "%lld", (long long)ctx->global_step);
-  snprintf(epoch, sizeof epoch, "%lld", (long long)ctx->epoch);
+  snprintf(step, sizeof step, "%lld", (long long)s->st_step);
+  snprintf(epoch, sizeof epoch, "%lld", (long long)s->st_epoch);
   base = strrchr(ctx->path, '/');
   meta[0] = "written_by"; meta[1] = TR__MC_ST_MARK; meta[2] = "step"; meta[3] = step; meta[4] = "epoch"; meta[5] = epoch;
   meta[6] = "checkpoint"; meta[7] = base ? base + 1 : ctx->path; meta[8] = NULL;
@@ -660,6 +661,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   char *path;
   int link;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
   if (!path) return hk_fail(ctx, "out of memory");
@@ -720,6 +723,8 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
     have = 0;
   }
   s->deferred = 0;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) {
