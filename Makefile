@@ -66,6 +66,7 @@ include tests/run_api.mk
 include tests/async.mk
 include tests/sweep.mk
 include tests/log.mk
+include tests/safetensors.mk
 include tests/mlflow.mk
 include tests/mpi.mk
 include tests/multihost.mk

@@ -24,4 +24,4 @@ for k, v in want.items():
 with safe_open(d + '/c.safetensors', framework='numpy') as f:
     assert f.metadata() == {'step': '7', 'epoch': '2'}, f.metadata()
 print('st_check: what C wrote reads equal in safetensors %s (5 tensors, metadata)' % __import__('safetensors').__version__)
-save_file({k: v + np.float32(1) if v.size else v for k, v in want.items()}, d + '/py.safetensors', metadata={'step': '9', 'epoch': '3'})
+save_file({k: np.asarray(v + np.float32(1), dtype=np.float32) for k, v in want.items()}, d + '/py.safetensors', metadata={'step': '9', 'epoch': '3'})
