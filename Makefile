@@ -84,6 +84,7 @@ include bench/log.mk
 include bench/mpi.mk
 include bench/compile.mk
 include bench/async.mk
+include bench/safetensors.mk
 include bench/build.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets
