@@ -5383,6 +5383,11 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
+/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+static tr_run *tr__run_of(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run || !reg ? run : tr_run_get(reg);
+}
 TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   tr_run *run;
   if (!reg) return NULL;
@@ -5752,7 +5757,7 @@ static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   return 1;
 }
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
-  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr_run *run = tr__run_of(reg);
   if (!ctx) return lr;
   if (run && tr__run_lr_refused(run, reg, ctx, "tr_run_lr")) return ctx->lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
@@ -7002,13 +7007,11 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
-static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
+static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr__run_priv *q = run->tr__p;
   unsigned out = 0;
   int64_t stops;
-  if (!run || !ctx) return TR_RUN_STOP;
-  q = run->tr__p;
+  int hook_stop;
   if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
   ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
@@ -7021,8 +7024,10 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  out |= tr__run_requests(run, reg, ctx, flow);
-  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
+  hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
+  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
+        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -7041,25 +7046,29 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   return out;
 }
 /* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn);
 static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   const char *fn = epoch_end ? "tr_run_epoch_end" : "tr_run_batch_end";
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
-  unsigned out;
+  tr_run *run = tr__run_of(reg);
   if (!run) {
     if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
     return TR_RUN_STOP;
   }
   if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
   if (tr__run_refused_now(run, reg, ctx, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
-  q = run->tr__p;
+  return tr__run_safe_at(run, reg, ctx, flow, epoch_end, fn);
+}
+/* The safe point of a call that was allowed (tr_run_next's loop comes here directly: it checked its own call). */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  unsigned out;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
   else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
-  tr__run_check_val(run, reg, ctx, fn);
+  if (q->val_ran | q->val_sent) tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
-  out = tr__run_safe_point(reg, ctx, flow, epoch_end);
+  out = tr__run_safe_point(run, reg, ctx, flow, epoch_end);
   q->busy = NULL;
   return out;
 }
@@ -7731,7 +7740,12 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
 }
 
 /* The loop may read ctx's counters, never move them: a change is said and ends the run. */
+static TR__NOINLINE int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn);
 static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
+  if (L->ctx.epoch == L->epoch && L->ctx.global_step == L->step && L->ctx.batch_idx == L->batch) return 0; /* (every step) */
+  return tr__loop_tampered_say(reg, L, fn);
+}
+static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
   const char *what = L->ctx.epoch != L->epoch ? "epoch" : L->ctx.global_step != L->step ? "global_step"
                    : L->ctx.batch_idx != L->batch ? "batch_idx" : NULL;
   int64_t was = L->ctx.epoch != L->epoch ? L->epoch : L->ctx.global_step != L->step ? L->step : L->batch;
@@ -7768,7 +7782,7 @@ static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
   if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
   else if (L->sched.kind)
     (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
-  else (void)tr_run_lr(reg, &L->ctx, d->lr);
+  else (void)tr__run_lr_now(run, &L->ctx, d->lr); /* tr_run_lr's, less its checks: tr_run_next made them */
 }
 
 /* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
@@ -7825,7 +7839,8 @@ static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
   run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
   if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
   run->validates_next = 0;
-  out = tr_run_batch_end(reg, &L->ctx, &L->flow);
+  out = run->running != HK_STAGE_NONE ? tr__run_safe_at(run, reg, &L->ctx, &L->flow, 0, "tr_run_batch_end") /* (tr_run_next */
+      : tr_run_batch_end(reg, &L->ctx, &L->flow);                      /* checked the call; a hook may have ended the run) */
   tr__loop_noted(L);
   if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
   L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
@@ -7885,13 +7900,12 @@ static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
 }
 
 TRAIN_API int tr_run_next(hk_registry *reg) {
-  tr__loop *L = tr__loop_of(reg);
-  tr_run *run;
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__loop *L = run ? (tr__loop *)run->tr__p->loop : NULL;
   if (!L) {
     if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
     return 0;
   }
-  run = (tr_run *)hk_attached(reg);
   if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
   if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending || hk_dispatching(reg)) {
     tr__loop_fail(reg, L, "tr_run_next: %s%s%s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
