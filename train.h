@@ -794,6 +794,9 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
 /* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
    the norm before clipping). A NaN stays NaN. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
+/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
+   (the averaging of the gradients and the norm that clipping reads next). */
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 
@@ -3913,6 +3916,40 @@ TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int thre
     long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
     TR__FOR_CHUNKS(threads)
     for (k = 0; k < ng; k++) part[k] = tr__clamp_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), lo, hi);
+    for (k = 0; k < ng; k++) sum += part[k];
+  }
+  return sum;
+}
+
+/* One chunk of tr_scale_sumsq: tr__scale_run's products, summed in hk_sumsq's order. */
+static TR__CLONES double tr__scale_sumsq_chunk(float *TR__RESTRICT x, size_t n, float s) {
+  double acc[16] = {0};
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    TR__PREFETCH(x + i + TR__AHEAD);
+    for (j = 0; j < 16; j++) {
+      float v = x[i + j] * s;
+      x[i + j] = v;
+      acc[j] += (double)v * (double)v;
+    }
+  }
+  for (j = 0; i + j < n; j++) {
+    float v = x[i + j] * s;
+    x[i + j] = v;
+    acc[j] += (double)v * (double)v;
+  }
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads) {
+  double part[TR__GROUP], sum = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) part[k] = tr__scale_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), s);
     for (k = 0; k < ng; k++) sum += part[k];
   }
   return sum;
@@ -16157,6 +16194,29 @@ static void tr__backward(tr_trainer *t, void *batch) {
    every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
    micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
    did gets no step. */
+/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+static int tr__clips_by_norm(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  size_t n = 0;
+  int k;
+  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
+      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
+    return 0;
+  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
+  return n == t->model.n_params;
+}
+/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
+   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+static void tr__scale_norm(tr_trainer *t, float s) {
+  tr__grad_pass *p = &t->tr__gpass;
+  double sum = 0;
+  int k;
+  hk_grads_changed(&t->ctx);
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
+  p->ok = 1;
+  p->version = t->ctx.hk__grads_version;
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+}
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
@@ -16165,6 +16225,7 @@ static void tr__average_window(tr_trainer *t) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
   tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
