@@ -401,7 +401,8 @@ static int own_table(const char *self) {
         printf("  %-52s %+12.1f %+12.1f %8.0f %8s\n", k == 1 ? "tr_run_begin/next/update/end, minus hand-written"
                : "tr_run_start/lr/batch_end/finish, minus hand-written", c0, c1, OWN_GOAL, met ? "met" : "NOT met");
     }
-    printf("  final parameters identical in all loops: %s\n", same ? "yes" : "NO");
+    printf("  final parameters identical in all loops: %s; the run layer's goal (at most %.0f a step, both loops): %s\n",
+           same ? "yes" : "NO", OWN_GOAL, ok ? "met" : "NOT met");
     return !same;
 }
 
