@@ -797,6 +797,9 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
 /* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
    the norm before clipping). A NaN stays NaN. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
+/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
+   (the averaging of the gradients and the norm that clipping reads next). */
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 
@@ -3975,6 +3978,40 @@ TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int thre
   return sum;
 }
 
+/* One chunk of tr_scale_sumsq: tr__scale_run's products, summed in hk_sumsq's order. */
+static TR__CLONES double tr__scale_sumsq_chunk(float *TR__RESTRICT x, size_t n, float s) {
+  double acc[16] = {0};
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    TR__PREFETCH(x + i + TR__AHEAD);
+    for (j = 0; j < 16; j++) {
+      float v = x[i + j] * s;
+      x[i + j] = v;
+      acc[j] += (double)v * (double)v;
+    }
+  }
+  for (j = 0; i + j < n; j++) {
+    float v = x[i + j] * s;
+    x[i + j] = v;
+    acc[j] += (double)v * (double)v;
+  }
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads) {
+  double part[TR__GROUP], sum = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) part[k] = tr__scale_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), s);
+    for (k = 0; k < ng; k++) sum += part[k];
+  }
+  return sum;
+}
+
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
   size_t part[TR__GROUP], bad = 0;
   long g, k, nk = tr__n_chunks(n);
@@ -5440,6 +5477,11 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
+/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+static tr_run *tr__run_of(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run || !reg ? run : tr_run_get(reg);
+}
 TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   tr_run *run;
   if (!reg) return NULL;
@@ -5809,7 +5851,7 @@ static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   return 1;
 }
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
-  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr_run *run = tr__run_of(reg);
   if (!ctx) return lr;
   if (run && tr__run_lr_refused(run, reg, ctx, "tr_run_lr")) return ctx->lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
@@ -7059,13 +7101,11 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
-static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
+static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr__run_priv *q = run->tr__p;
   unsigned out = 0;
   int64_t stops;
-  if (!run || !ctx) return TR_RUN_STOP;
-  q = run->tr__p;
+  int hook_stop;
   if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
   ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
@@ -7078,8 +7118,10 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  out |= tr__run_requests(run, reg, ctx, flow);
-  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
+  hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
+  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
+        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -7098,25 +7140,29 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   return out;
 }
 /* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn);
 static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   const char *fn = epoch_end ? "tr_run_epoch_end" : "tr_run_batch_end";
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
-  unsigned out;
+  tr_run *run = tr__run_of(reg);
   if (!run) {
     if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
     return TR_RUN_STOP;
   }
   if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
   if (tr__run_refused_now(run, reg, ctx, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
-  q = run->tr__p;
+  return tr__run_safe_at(run, reg, ctx, flow, epoch_end, fn);
+}
+/* The safe point of a call that was allowed (tr_run_next's loop comes here directly: it checked its own call). */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  unsigned out;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
   else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
-  tr__run_check_val(run, reg, ctx, fn);
+  if (q->val_ran | q->val_sent) tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
-  out = tr__run_safe_point(reg, ctx, flow, epoch_end);
+  out = tr__run_safe_point(run, reg, ctx, flow, epoch_end);
   q->busy = NULL;
   return out;
 }
@@ -7788,7 +7834,12 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
 }
 
 /* The loop may read ctx's counters, never move them: a change is said and ends the run. */
+static TR__NOINLINE int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn);
 static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
+  if (L->ctx.epoch == L->epoch && L->ctx.global_step == L->step && L->ctx.batch_idx == L->batch) return 0; /* (every step) */
+  return tr__loop_tampered_say(reg, L, fn);
+}
+static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
   const char *what = L->ctx.epoch != L->epoch ? "epoch" : L->ctx.global_step != L->step ? "global_step"
                    : L->ctx.batch_idx != L->batch ? "batch_idx" : NULL;
   int64_t was = L->ctx.epoch != L->epoch ? L->epoch : L->ctx.global_step != L->step ? L->step : L->batch;
@@ -7825,7 +7876,7 @@ static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
   if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
   else if (L->sched.kind)
     (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
-  else (void)tr_run_lr(reg, &L->ctx, d->lr);
+  else (void)tr__run_lr_now(run, &L->ctx, d->lr); /* tr_run_lr's, less its checks: tr_run_next made them */
 }
 
 /* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
@@ -7882,7 +7933,8 @@ static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
   run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
   if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
   run->validates_next = 0;
-  out = tr_run_batch_end(reg, &L->ctx, &L->flow);
+  out = run->running != HK_STAGE_NONE ? tr__run_safe_at(run, reg, &L->ctx, &L->flow, 0, "tr_run_batch_end") /* (tr_run_next */
+      : tr_run_batch_end(reg, &L->ctx, &L->flow);                      /* checked the call; a hook may have ended the run) */
   tr__loop_noted(L);
   if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
   L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
@@ -7942,13 +7994,12 @@ static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
 }
 
 TRAIN_API int tr_run_next(hk_registry *reg) {
-  tr__loop *L = tr__loop_of(reg);
-  tr_run *run;
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__loop *L = run ? (tr__loop *)run->tr__p->loop : NULL;
   if (!L) {
     if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
     return 0;
   }
-  run = (tr_run *)hk_attached(reg);
   if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
   if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending || hk_dispatching(reg)) {
     tr__loop_fail(reg, L, "tr_run_next: %s%s%s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
@@ -16963,6 +17014,29 @@ static void tr__backward(tr_trainer *t, void *batch) {
    every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
    micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
    did gets no step. */
+/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+static int tr__clips_by_norm(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  size_t n = 0;
+  int k;
+  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
+      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
+    return 0;
+  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
+  return n == t->model.n_params;
+}
+/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
+   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+static void tr__scale_norm(tr_trainer *t, float s) {
+  tr__grad_pass *p = &t->tr__gpass;
+  double sum = 0;
+  int k;
+  hk_grads_changed(&t->ctx);
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
+  p->ok = 1;
+  p->version = t->ctx.hk__grads_version;
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+}
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
@@ -16971,6 +17045,7 @@ static void tr__average_window(tr_trainer *t) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
   tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }

@@ -664,6 +664,11 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
+/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+static tr_run *tr__run_of(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run || !reg ? run : tr_run_get(reg);
+}
 TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   tr_run *run;
   if (!reg) return NULL;
@@ -1033,7 +1038,7 @@ static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   return 1;
 }
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
-  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr_run *run = tr__run_of(reg);
   if (!ctx) return lr;
   if (run && tr__run_lr_refused(run, reg, ctx, "tr_run_lr")) return ctx->lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
@@ -2283,13 +2288,11 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
-static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
+static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr__run_priv *q = run->tr__p;
   unsigned out = 0;
   int64_t stops;
-  if (!run || !ctx) return TR_RUN_STOP;
-  q = run->tr__p;
+  int hook_stop;
   if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
   ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
@@ -2302,8 +2305,10 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  out |= tr__run_requests(run, reg, ctx, flow);
-  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
+  hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
+  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
+        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -2322,25 +2327,29 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   return out;
 }
 /* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn);
 static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   const char *fn = epoch_end ? "tr_run_epoch_end" : "tr_run_batch_end";
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
-  unsigned out;
+  tr_run *run = tr__run_of(reg);
   if (!run) {
     if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
     return TR_RUN_STOP;
   }
   if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
   if (tr__run_refused_now(run, reg, ctx, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
-  q = run->tr__p;
+  return tr__run_safe_at(run, reg, ctx, flow, epoch_end, fn);
+}
+/* The safe point of a call that was allowed (tr_run_next's loop comes here directly: it checked its own call). */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  unsigned out;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
   else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
-  tr__run_check_val(run, reg, ctx, fn);
+  if (q->val_ran | q->val_sent) tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
-  out = tr__run_safe_point(reg, ctx, flow, epoch_end);
+  out = tr__run_safe_point(run, reg, ctx, flow, epoch_end);
   q->busy = NULL;
   return out;
 }

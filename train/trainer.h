@@ -874,6 +874,29 @@ static void tr__backward(tr_trainer *t, void *batch) {
    every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
    micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
    did gets no step. */
+/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+static int tr__clips_by_norm(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  size_t n = 0;
+  int k;
+  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
+      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
+    return 0;
+  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
+  return n == t->model.n_params;
+}
+/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
+   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+static void tr__scale_norm(tr_trainer *t, float s) {
+  tr__grad_pass *p = &t->tr__gpass;
+  double sum = 0;
+  int k;
+  hk_grads_changed(&t->ctx);
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
+  p->ok = 1;
+  p->version = t->ctx.hk__grads_version;
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+}
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
@@ -882,6 +905,7 @@ static void tr__average_window(tr_trainer *t) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
   tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
