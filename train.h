@@ -185,6 +185,9 @@
    back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
 
    CHANGELOG
+     next   a run is known by an id (version_N/run_id and every checkpoint's run block, now version 2 with the
+            Slurm job): a resume never continues in another run's directory whose inode was reused, and continues
+            its directory moved, copied or spelled otherwise; a requeued job resumes only its own job's save_to
      next   clusters (train/cluster.h): tr_slurm_read; tr_preempt in tr_run_desc.preempt and tr_config.preempt
             (SIGUSR1 by default: the step saved to save_to, the Slurm job requeued when asked, the requeued
             job resuming by itself), agreed by tr_fit's vote under TRAIN_MPI and by tr_run_desc.agree in a
@@ -908,7 +911,9 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
        job itself when its partition says so);
      - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
        from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
-       TR_NO: not).
+       TR_NO: not), and only when this job wrote it (the checkpoint records SLURM_JOB_ID): another
+       job's file (the same script and save_to submitted again) is said and not used, and the job
+       starts from the beginning.
    Under Slurm the run says so once at its start (rank 0, in the run's log):
        train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
        resuming from ckpt.bin (the job was requeued)
@@ -1390,8 +1395,8 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
    themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
    keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
    (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. Nothing is given while the run has no directory (no logger opened, tr_run_dir never asked).
-   HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
+   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
+   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
    to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
    version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
    none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run

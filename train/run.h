@@ -432,8 +432,8 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
    themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
    keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
    (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. Nothing is given while the run has no directory (no logger opened, tr_run_dir never asked).
-   HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
+   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
+   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
    to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
    version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
    none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
