@@ -1335,6 +1335,7 @@ static int tr__run_id_keep(tr_run *run, tr__run_dir *rd) {
     else tr__random_id(q->id);
   }
   if (rd->id[0]) return strcmp(rd->id, q->id) ? -1 : 0; /* another run's directory (a named version used as it is) */
+  if (q->loading) return -1; /* a resume not loaded yet writes nothing (a failed one leaves no file) */
   if ((size_t)snprintf(path, sizeof path, "%s/%s", rd->dir, TR__RUN_ID_FILE) >= sizeof path) return -1;
   snprintf(text, sizeof text, "%s\n", q->id);
   e = tr__write_mine(path, text, 33, &mine, NULL, why, sizeof why);
