@@ -1404,6 +1404,12 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
 #define TR_RUN_KEY "train.run"
 TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
+/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
+   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
+   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
+   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
+   no Slurm job now. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
    batteries and loops report. */
@@ -6178,10 +6184,9 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
 }
-/* A requeued Slurm job resumes from save_to only when its own run wrote it: the block (read by tr__run_peek or
-   tr_run_continue) names the job that wrote it, which must be this one. 1 with why saying what was found and
-   not used; 0 to resume (a checkpoint without a block, or with a version 1 block, as before run ids). */
-TR__SHARED int tr__run_requeue_foreign(hk_registry *reg, const char *path, char *why, size_t cap) {
+/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
+   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q = run ? run->tr__p : NULL;
   tr_slurm s;
@@ -6973,7 +6978,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   foreign[0] = 0;
   if (requeued) { /* only this job's own checkpoint (save_to may be another job's) */
     tr__run_peek(run, requeued);
-    if (tr__run_requeue_foreign(reg, requeued, foreign, sizeof foreign)) { resume_from = requeued = NULL; tr__run_resuming(run, NULL, 0); }
+    if (tr_run_other_job(reg, requeued, foreign, sizeof foreign)) { resume_from = requeued = NULL; tr__run_resuming(run, NULL, 0); }
   }
   if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
@@ -18216,12 +18221,12 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
 }
 
 /* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
-   (tr__peek), then 1 with why when another job wrote it (not resumed: tr__run_requeue_foreign). */
+   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
 static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
   tr__peeked pk;
   (void)tr_run_continue(t->reg, NULL, 0);
   (void)tr__peek(t->reg, path, &pk);
-  if (!tr__run_requeue_foreign(t->reg, path, why, cap)) return 0;
+  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
   (void)tr_run_continue(t->reg, NULL, 0);
   return 1;
 }
