@@ -15,6 +15,8 @@
                                resume by itself), how the ranks of a loop of yours agree to stop
      run.h                     THE RUN LAYER: what any loop gives the batteries: run directory, log
                                records, checkpoints in your own format, stop signals (tr_run_*)
+     loop.h                    your loop in a dozen lines: tr_run_begin / next / update / end, the run
+                               keeping the loop's place
      battery.h                 what callbacks and loggers share; the battery list, which are compiled
      loggers/file_loggers.h    what csv, jsonl, tensorboard and plot share
      callbacks/<name>.h        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
@@ -37,7 +39,8 @@
    Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
    all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
    batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
-   callbacks and loggers it wants, and can leave out the trainer and the math: examples/own_loop.c. In the trainer, hooks fire
+   callbacks and loggers it wants (tr_run_begin / tr_run_next), and can leave out the trainer and the math:
+   examples/own_loop.c. In the trainer, hooks fire
    in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
    below says otherwise.
 
