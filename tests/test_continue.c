@@ -14,7 +14,10 @@
      - two resumes of one run at once (in one process here; two processes meet the same lock): the
        second gets a new version_N with one warning, the first's files are whole
      - new_version_on_resume = TR_YES: Lightning's way (a new version, top-k afresh, old logs untouched)
-     - a metrics.csv there that the logger did not write is left as it is, and said */
+     - a metrics.csv there that the logger did not write is left as it is, and said
+     - a run is known by its run id (issue 37, item 2): its directory's inode holding another run's records is
+       not continued (a new version_N, said); the directory spelled otherwise, moved or copied is continued;
+       an old checkpoint's block (device and inode) still is */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -672,6 +675,86 @@ static void test_dot_dot_block_refused(void **state) {
   }
 }
 
+/* A run is known by its run id, not by a path or an inode (issue 37, item 2). The inode of a removed run directory
+   is reused (ext4 often, a remounted tmpfs always): here the same directory, emptied, holds another run's records,
+   as a reused inode would. Resuming the first run's checkpoint must not rewrite them: a new version_N and one line
+   saying why. A directory spelled another way (R/, R/./), moved or copied is continued when its run_id matches.
+   An old checkpoint's block (version 1: device and inode, no id) is continued as before. */
+static void test_run_known_by_id(void **state) {
+  static const char *const spelled[] = { "idc/", "./idc" };
+  char a[400], b[400], cmd[1400], *before, *after, log[4096];
+  struct stat st0, st1;
+  size_t i;
+  (void)state;
+  lp_run("id_ref", NULL, 0, NULL, NULL, 0);
+  /* another run's records in the directory (the same inode) where the resumed run wrote */
+  lp_run("ida", NULL, 0, NULL, NULL, 0);
+  lp_run("idb", NULL, 0, NULL, NULL, 0);
+  at(a, sizeof a, "ida", "lightning_logs/version_0");
+  at(b, sizeof b, "idb", "lightning_logs/version_0");
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'/* && cp -a '%s'/. '%s'/", a, b, a);
+  assert_int_equal(system(cmd), 0);
+  at(a, sizeof a, "ida", "lightning_logs/version_0/metrics.csv");
+  assert_int_equal(stat(a, &st0), 0);
+  before = slurp(a);
+  lp_run("ida", "b4.ckpt", 0, NULL, log, sizeof log);
+  after = slurp(a);
+  assert_string_equal(before, after);
+  assert_int_equal(stat(a, &st1), 0);
+  assert_true(st0.st_ino == st1.st_ino); /* not replaced */
+  free(before);
+  free(after);
+  if (!strstr(log, "does not continue") || !strstr(log, "another run's")) fail_msg("%s", log);
+  at(a, sizeof a, "ida", "lightning_logs/version_1/metrics.csv");
+  assert_true(exists(a));
+  /* the same directory spelled otherwise, moved, copied: continued */
+  lp_run("idc", NULL, 0, NULL, NULL, 0);
+  for (i = 0; i < sizeof spelled / sizeof spelled[0]; i++) {
+    lp_run(spelled[i], i ? "v6.ckpt" : "b4.ckpt", 0, NULL, log, sizeof log);
+    assert_null(strstr(log, "warning"));
+    assert_logs_equal("idc", "id_ref");
+  }
+  at(a, sizeof a, "idc", "");
+  at(b, sizeof b, "idc_moved", "");
+  assert_int_equal(rename(a, b), 0);
+  lp_run("idc_moved", "b5.ckpt", 0, NULL, log, sizeof log);
+  assert_null(strstr(log, "warning"));
+  assert_logs_equal("idc_moved", "id_ref");
+  at(a, sizeof a, "idc_copy", "");
+  snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", b, a);
+  assert_int_equal(system(cmd), 0);
+  lp_run("idc_copy", "b4.ckpt", 0, NULL, log, sizeof log);
+  assert_null(strstr(log, "warning"));
+  assert_logs_equal("idc_copy", "id_ref");
+  /* a version 1 block (device and inode): continued as before */
+  {
+    unsigned char blk[600];
+    char dir[400], ckpt[420];
+    size_t n;
+    lp l;
+    at(dir, sizeof dir, "id_ref", "lightning_logs/version_0");
+    n = strlen(dir);
+    assert_int_equal(stat(dir, &st0), 0);
+    put_le(blk, 1, 8);
+    put_le(blk + 8, n, 4);
+    memcpy(blk + 12, dir, n);
+    put_le(blk + 12 + n, (uint64_t)st0.st_dev, 8);
+    put_le(blk + 20 + n, (uint64_t)st0.st_ino, 8);
+    put_le(blk + 28 + n, 4, 8);
+    put_le(blk + 36 + n, 0, 8);
+    lp_init(&l, "id_ref", 0);
+    snprintf(ckpt, sizeof ckpt, "%s/b4.ckpt", l.dir);
+    assert_int_equal(tr_run_continue(l.reg, blk, 44 + n), TR_OK);
+    assert_int_equal(tr_run_enter(l.reg, &l.ctx, HK_STAGE_FIT, ckpt), TR_OK);
+    HK_FIRE_FLOW(l.reg, HK_SETUP, &l.ctx, &l.flow);
+    assert_non_null(tr_run_dir(l.reg));
+    assert_string_equal(tr_run_dir(l.reg), dir);
+    HK_FIRE_FLOW(l.reg, HK_TEARDOWN, &l.ctx, &l.flow);
+    tr_run_leave(l.reg, &l.ctx);
+    lp_free(&l);
+  }
+}
+
 static void test_entered_loop_continues(void **state) {
   lp l;
   (void)state;
@@ -697,6 +780,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_failed_resume_changes_nothing),
     cmocka_unit_test(test_trainer_save_to_dir_missing),
     cmocka_unit_test(test_dot_dot_block_refused),
+    cmocka_unit_test(test_run_known_by_id),
   };
   int rc;
   if (argc == 3 && !strcmp(argv[1], "--tb")) {

@@ -291,6 +291,7 @@ TR__C_END /* part */
 TR__C_BEGIN /* part */
 static tr_err tr__load_file(tr_trainer *t, const char *path);
 static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
@@ -1698,12 +1699,14 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   const char *requeued = NULL;
-  char line[512];
+  char line[512], foreign[600] = "";
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
+  if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
+    c.resume_from = requeued = NULL;
   if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
@@ -1721,6 +1724,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__pre_base = tr_preempt_requested();
   if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
     tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
+  if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
