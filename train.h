@@ -1754,7 +1754,8 @@ typedef double (*tr_clock_fn)(void *user);
     "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
-    "-9 loses at most the records not written yet (about a second), never half a line") \
+    "-9 loses at most the records not written yet (about a second, none logged before its last checkpoint), never " \
+    "half a line") \
   X(TRI,    int,          fail_on_error, "false",          NULL, "an I/O error fails the run (default: reported once, " \
     "training goes on)")
 typedef struct tr_logger_desc { TR_LOGGER_PARAMS(TR__FIELD) } tr_logger_desc;
@@ -2530,7 +2531,8 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #if TR__ON_PLOT
 
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
-   at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
+   at every teardown, i.e. at the end of each run, failed runs included, and before every checkpoint
+   that has new points to show (a resume after a kill reads them back). The hparams go into the
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
@@ -8294,6 +8296,7 @@ typedef struct tr__log_format {
   size_t (*whole)(const tr__logger *s, size_t n, int *count);  /* NULL: whole lines */
   hk_signal (*teardown)(tr__logger *s, hk_ctx *ctx);           /* at a run's end, before the flush (or NULL) */
   void (*destroy)(void *own);                                   /* frees the format's state (or NULL) */
+  hk_signal (*checkpoint)(tr__logger *s, hk_ctx *ctx);         /* before a checkpoint, after the flush (or NULL) */
 } tr__log_format;
 
 struct tr__logger {
@@ -8498,6 +8501,20 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
+   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
+   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
+   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
+   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
+   the lines appended since the last whole write. */
+static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
+  tr__logger *s = (tr__logger *)u;
+  hk_signal sig;
+  if (ctx->rank != 0 || !s->opened || s->broken) return HK_CONTINUE;
+  if ((sig = tr__logger_flush(s, ctx, 1)) != HK_CONTINUE || !s->fmt->checkpoint) return sig;
+  return s->fmt->checkpoint(s, ctx);
+}
+
 /* At the end of every run (and of a failed one): write what waits, keep the file open for the next run. */
 static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
@@ -8559,6 +8576,7 @@ static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const
   cb.setup = tr__logger_setup;
   cb.on_fit_start = tr__logger_setup; /* a resume's files: once it has loaded */
   cb.on_log = tr__logger_on_log;
+  cb.on_save_checkpoint = tr__logger_checkpoint;
   cb.teardown = tr__logger_teardown;
   cb.destroy = tr__logger_destroy;
   /* loggers run last at on_log (a monitoring callback on an HK_MONITOR_LAST event, high order): every
@@ -12167,7 +12185,7 @@ static void tr__csv_destroy(void *own) {
   free(csv->order); free(csv->pos); free(csv->has); free(csv->rowv);
   free(csv);
 }
-static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy };
+static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy, NULL };
 static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
   return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);
@@ -12243,7 +12261,7 @@ static hk_signal tr__jsonl_record(tr__logger *s, hk_ctx *ctx, const tr_log_recor
   ++s->pending;
   return HK_CONTINUE;
 }
-static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL };
+static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL, NULL };
 static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   return tr__logger_make(reg, &tr__jsonl_format, d, NULL, 0, out, w);
 }
@@ -12619,7 +12637,7 @@ static void tr__tb_destroy(void *own) {
   hk_bytes_free(&t->scratch); hk_bytes_free(&t->vals); hk_bytes_free(&t->tmp);
   free(t);
 }
-static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy };
+static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy, NULL };
 static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
   return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);
@@ -13200,7 +13218,7 @@ static tr_err tr__bar_from_spec(const hk_args *a, tr_progress_bar_desc *d, tr__w
 TR__FACTORY_WITH(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS, tr__bar_from_spec)
 #endif /* TR__ON_PROGRESS_BAR */
 #if TR__ON_PLOT
-typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; int fresh; } tr__plot; /* fresh: points the file lacks */
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -13254,6 +13272,7 @@ static hk_signal tr__plot_add(tr__logger *s, hk_ctx *ctx, const tr_log_record *r
     if (!tr__plot_wants(p->metrics, r->metrics[i].name)) continue;
     se = tr__series_get(&p->series, &p->n_series, r->metrics[i].name);
     if (!se || tr__series_add(se, (double)r->step, r->metrics[i].value)) return tr__logger_broke(s, ctx, "out of memory");
+    p->fresh = 1;
   }
   s->pub.records++;
   return HK_CONTINUE;
@@ -13376,7 +13395,12 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
                     desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
+  if (!e) p->fresh = 0;
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
+}
+/* before a checkpoint: the points so far, so that a resume after a kill -9 reads them back (tr__plot_take_back) */
+static hk_signal tr__plot_checkpoint(tr__logger *s, hk_ctx *ctx) {
+  return ((tr__plot *)s->own)->fresh ? tr__plot_write(s, ctx) : HK_CONTINUE;
 }
 
 /* Read a CSV line's cells in place (quotes removed); returns the number of cells. */
@@ -13542,7 +13566,7 @@ static void tr__plot_destroy(void *own) {
   tr__series_free(p->series, p->n_series);
   free(p);
 }
-static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy };
+static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy, tr__plot_checkpoint };
 static tr_err tr__plot_make(hk_registry *reg, const tr_plot_desc *d, hk_handle *out, tr__why *w) {
   tr__plot *p = (tr__plot *)calloc(1, sizeof *p);
   int failed = !p;
@@ -16672,10 +16696,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
+  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))
