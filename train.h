@@ -1723,6 +1723,8 @@ typedef double (*tr_clock_fn)(void *user);
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */
 
+
+
 #if TR__ON_FILE_LOGGERS
 
 /* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
@@ -3062,8 +3064,6 @@ TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_h
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_LR_FINDER */
-
-
 
 
 
@@ -8250,8 +8250,15 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     (void)user; \
     if (!e) e = from_spec(a, &d, &w); \
     return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
+/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
+   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+#define TR__ADD_OF(p) \
+  TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
+    return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
+  }
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v; /* the integer fields' value (tr__int_arg writes it first) */ \
@@ -8279,6 +8286,35 @@ TR__SHARED int tr__auto_arg(const hk_args *a, const char *key) { /* auto|true|fa
 TR__SHARED int tr__given_zero(const hk_args *a, const char *key) { return hk_arg_given(a, key) && hk_arg_double(a, key) == 0; }
 TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
+}
+/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
+   handed to two trainers, or given the factories before tr_init). A battery left out of the build
+   is registered without a constructor (hooks.h then refuses the name with this reason). */
+#define TR__IF_1(on, off) on
+#define TR__IF_0(on, off) off
+#define TR__IF(c, on, off) TR__IF_(c, on, off)
+#define TR__IF_(c, on, off) TR__IF_##c(on, off)
+/* Each battery compiled in defines tr__<p>_factory_add (TR__ADD_OF) in its part, which may come after this one: a
+   program that includes train/'s parts names the ones it includes (TRAIN_ONLY_SPECIFIC_BATTERIES and
+   TRAIN_ENABLE_<NAME> each, train/battery.h); one named but not included is a tr__<p>_factory_add "used but never
+   defined" here. */
+#define TR__X(name, NAME, p, doc) TR__IF(TR__ON_##NAME, static hk_err tr__##p##_factory_add(hk_registry *reg, const char *n, const char *d);, )
+TR__BATTERIES(TR__X)
+#undef TR__X
+TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
+  hk_err e = HK_OK;
+  if (!reg) return HK_ERR_INVALID;
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, tr__##p##_factory_add(reg, #name, doc), \
+               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
+                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
+                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
+#undef TR__X
+  return e;
 }
 #if TR__ON_FILE_LOGGERS
 /* A file logger is the machinery here - the version directory, a file written whole at its start and
@@ -8622,7 +8658,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     hk_err e = tr__logger_spec(reg, a, &d); \
     (void)user; \
     return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #endif /* TR__ON_FILE_LOGGERS */
 #if TR__ON_EARLY_STOPPING
 /* ---- early_stopping ------------------------------------------------------------------------------- */
@@ -13598,6 +13635,7 @@ static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   if ((he = tr__logger_spec(reg, a, &d.dir)) != HK_OK) return he;
   return tr__factory_result(reg, tr__plot_make(reg, &d, NULL, &w), &w);
 }
+TR__ADD_OF(plot)
 #endif /* TR__ON_PLOT */
 #if TR__ON_MLFLOW
 #ifdef TRAIN_MLFLOW
@@ -18321,28 +18359,6 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
 }
 TR__PUBLIC_OF(tr_lr_finder, lrf)
 #endif /* TR__ON_LR_FINDER */
-/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
-   handed to two trainers, or given the factories before tr_init). A battery left out of the build
-   is registered without a constructor (hooks.h then refuses the name with this reason). */
-#define TR__IF_1(on, off) on
-#define TR__IF_0(on, off) off
-#define TR__IF(c, on, off) TR__IF_(c, on, off)
-#define TR__IF_(c, on, off) TR__IF_##c(on, off)
-TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
-  hk_err e = HK_OK;
-  if (!reg) return HK_ERR_INVALID;
-#define TR__X(name, NAME, p, doc) \
-  if (!e) { \
-    e = TR__IF(TR__ON_##NAME, hk_factory_add(reg, #name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc), \
-               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
-                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
-                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
-    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
-  }
-  TR__BATTERIES(TR__X)
-#undef TR__X
-  return e;
-}
 #if !defined(TRAIN_NO_TRAINER)
 /* =================================================================================================
    CUDA (TRAIN_CUDA)

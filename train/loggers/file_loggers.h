@@ -391,7 +391,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     hk_err e = tr__logger_spec(reg, a, &d); \
     (void)user; \
     return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -403,6 +403,7 @@ static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   if ((he = tr__logger_spec(reg, a, &d.dir)) != HK_OK) return he;
   return tr__factory_result(reg, tr__plot_make(reg, &d, NULL, &w), &w);
 }
+TR__ADD_OF(plot)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */
