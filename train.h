@@ -1784,6 +1784,8 @@ typedef double (*tr_clock_fn)(void *user);
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */
 
+
+
 #if TR__ON_FILE_LOGGERS
 
 /* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
@@ -1815,7 +1817,8 @@ typedef double (*tr_clock_fn)(void *user);
     "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
-    "-9 loses at most the records not written yet (about a second), never half a line") \
+    "-9 loses at most the records not written yet (about a second, none logged before its last checkpoint), never " \
+    "half a line") \
   X(TRI,    int,          fail_on_error, "false",          NULL, "an I/O error fails the run (default: reported once, " \
     "training goes on)")
 typedef struct tr_logger_desc { TR_LOGGER_PARAMS(TR__FIELD) } tr_logger_desc;
@@ -2601,7 +2604,8 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #if TR__ON_PLOT
 
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
-   at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
+   at every teardown, i.e. at the end of each run, failed runs included, and before every checkpoint
+   that has new points to show (a resume after a kill reads them back). The hparams go into the
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
@@ -3131,8 +3135,6 @@ TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_h
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_LR_FINDER */
-
-
 
 
 
@@ -9185,8 +9187,15 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     (void)user; \
     if (!e) e = from_spec(a, &d, &w); \
     return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
+/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
+   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+#define TR__ADD_OF(p) \
+  TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
+    return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
+  }
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v; /* the integer fields' value (tr__int_arg writes it first) */ \
@@ -9215,6 +9224,35 @@ TR__SHARED int tr__given_zero(const hk_args *a, const char *key) { return hk_arg
 TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
 }
+/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
+   handed to two trainers, or given the factories before tr_init). A battery left out of the build
+   is registered without a constructor (hooks.h then refuses the name with this reason). */
+#define TR__IF_1(on, off) on
+#define TR__IF_0(on, off) off
+#define TR__IF(c, on, off) TR__IF_(c, on, off)
+#define TR__IF_(c, on, off) TR__IF_##c(on, off)
+/* Each battery compiled in defines tr__<p>_factory_add (TR__ADD_OF) in its part, which may come after this one: a
+   program that includes train/'s parts names the ones it includes (TRAIN_ONLY_SPECIFIC_BATTERIES and
+   TRAIN_ENABLE_<NAME> each, train/battery.h); one named but not included is a tr__<p>_factory_add "used but never
+   defined" here. */
+#define TR__X(name, NAME, p, doc) TR__IF(TR__ON_##NAME, static hk_err tr__##p##_factory_add(hk_registry *reg, const char *n, const char *d);, )
+TR__BATTERIES(TR__X)
+#undef TR__X
+TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
+  hk_err e = HK_OK;
+  if (!reg) return HK_ERR_INVALID;
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, tr__##p##_factory_add(reg, #name, doc), \
+               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
+                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
+                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
+#undef TR__X
+  return e;
+}
 #if TR__ON_FILE_LOGGERS
 /* A file logger is the machinery here - the version directory, a file written whole at its start and
    appended to after, whole records on a full disk, flushes at most once a second, an I/O error reported
@@ -9231,6 +9269,7 @@ typedef struct tr__log_format {
   size_t (*whole)(const tr__logger *s, size_t n, int *count);  /* NULL: whole lines */
   hk_signal (*teardown)(tr__logger *s, hk_ctx *ctx);           /* at a run's end, before the flush (or NULL) */
   void (*destroy)(void *own);                                   /* frees the format's state (or NULL) */
+  hk_signal (*checkpoint)(tr__logger *s, hk_ctx *ctx);         /* before a checkpoint, after the flush (or NULL) */
 } tr__log_format;
 
 struct tr__logger {
@@ -9435,6 +9474,20 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
+   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
+   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
+   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
+   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
+   the lines appended since the last whole write. */
+static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
+  tr__logger *s = (tr__logger *)u;
+  hk_signal sig;
+  if (ctx->rank != 0 || !s->opened || s->broken) return HK_CONTINUE;
+  if ((sig = tr__logger_flush(s, ctx, 1)) != HK_CONTINUE || !s->fmt->checkpoint) return sig;
+  return s->fmt->checkpoint(s, ctx);
+}
+
 /* At the end of every run (and of a failed one): write what waits, keep the file open for the next run. */
 static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
@@ -9496,6 +9549,7 @@ static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const
   cb.setup = tr__logger_setup;
   cb.on_fit_start = tr__logger_setup; /* a resume's files: once it has loaded */
   cb.on_log = tr__logger_on_log;
+  cb.on_save_checkpoint = tr__logger_checkpoint;
   cb.teardown = tr__logger_teardown;
   cb.destroy = tr__logger_destroy;
   /* loggers run last at on_log (a monitoring callback on an HK_MONITOR_LAST event, high order): every
@@ -9541,7 +9595,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     hk_err e = tr__logger_spec(reg, a, &d); \
     (void)user; \
     return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #endif /* TR__ON_FILE_LOGGERS */
 #if TR__ON_EARLY_STOPPING
 /* ---- early_stopping ------------------------------------------------------------------------------- */
@@ -13195,7 +13250,7 @@ static void tr__csv_destroy(void *own) {
   free(csv->order); free(csv->pos); free(csv->has); free(csv->rowv);
   free(csv);
 }
-static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy };
+static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy, NULL };
 static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
   return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);
@@ -13271,7 +13326,7 @@ static hk_signal tr__jsonl_record(tr__logger *s, hk_ctx *ctx, const tr_log_recor
   ++s->pending;
   return HK_CONTINUE;
 }
-static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL };
+static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL, NULL };
 static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   return tr__logger_make(reg, &tr__jsonl_format, d, NULL, 0, out, w);
 }
@@ -13647,7 +13702,7 @@ static void tr__tb_destroy(void *own) {
   hk_bytes_free(&t->scratch); hk_bytes_free(&t->vals); hk_bytes_free(&t->tmp);
   free(t);
 }
-static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy };
+static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy, NULL };
 static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
   return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);
@@ -14228,7 +14283,7 @@ static tr_err tr__bar_from_spec(const hk_args *a, tr_progress_bar_desc *d, tr__w
 TR__FACTORY_WITH(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS, tr__bar_from_spec)
 #endif /* TR__ON_PROGRESS_BAR */
 #if TR__ON_PLOT
-typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; int fresh; } tr__plot; /* fresh: points the file lacks */
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -14282,6 +14337,7 @@ static hk_signal tr__plot_add(tr__logger *s, hk_ctx *ctx, const tr_log_record *r
     if (!tr__plot_wants(p->metrics, r->metrics[i].name)) continue;
     se = tr__series_get(&p->series, &p->n_series, r->metrics[i].name);
     if (!se || tr__series_add(se, (double)r->step, r->metrics[i].value)) return tr__logger_broke(s, ctx, "out of memory");
+    p->fresh = 1;
   }
   s->pub.records++;
   return HK_CONTINUE;
@@ -14404,7 +14460,12 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
                     desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
+  if (!e) p->fresh = 0;
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
+}
+/* before a checkpoint: the points so far, so that a resume after a kill -9 reads them back (tr__plot_take_back) */
+static hk_signal tr__plot_checkpoint(tr__logger *s, hk_ctx *ctx) {
+  return ((tr__plot *)s->own)->fresh ? tr__plot_write(s, ctx) : HK_CONTINUE;
 }
 
 /* Read a CSV line's cells in place (quotes removed); returns the number of cells. */
@@ -14570,7 +14631,7 @@ static void tr__plot_destroy(void *own) {
   tr__series_free(p->series, p->n_series);
   free(p);
 }
-static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy };
+static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy, tr__plot_checkpoint };
 static tr_err tr__plot_make(hk_registry *reg, const tr_plot_desc *d, hk_handle *out, tr__why *w) {
   tr__plot *p = (tr__plot *)calloc(1, sizeof *p);
   int failed = !p;
@@ -14602,6 +14663,7 @@ static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   if ((he = tr__logger_spec(reg, a, &d.dir)) != HK_OK) return he;
   return tr__factory_result(reg, tr__plot_make(reg, &d, NULL, &w), &w);
 }
+TR__ADD_OF(plot)
 #endif /* TR__ON_PLOT */
 #if TR__ON_MLFLOW
 #ifdef TRAIN_MLFLOW
@@ -17725,10 +17787,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
+  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))
@@ -19363,28 +19426,6 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
 }
 TR__PUBLIC_OF(tr_lr_finder, lrf)
 #endif /* TR__ON_LR_FINDER */
-/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
-   handed to two trainers, or given the factories before tr_init). A battery left out of the build
-   is registered without a constructor (hooks.h then refuses the name with this reason). */
-#define TR__IF_1(on, off) on
-#define TR__IF_0(on, off) off
-#define TR__IF(c, on, off) TR__IF_(c, on, off)
-#define TR__IF_(c, on, off) TR__IF_##c(on, off)
-TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
-  hk_err e = HK_OK;
-  if (!reg) return HK_ERR_INVALID;
-#define TR__X(name, NAME, p, doc) \
-  if (!e) { \
-    e = TR__IF(TR__ON_##NAME, hk_factory_add(reg, #name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc), \
-               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
-                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
-                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
-    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
-  }
-  TR__BATTERIES(TR__X)
-#undef TR__X
-  return e;
-}
 #if !defined(TRAIN_NO_TRAINER)
 /* =================================================================================================
    CUDA (TRAIN_CUDA)

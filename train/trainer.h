@@ -1428,10 +1428,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
+  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))

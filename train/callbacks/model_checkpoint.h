@@ -2,6 +2,7 @@
 #ifndef TRAIN_MODEL_CHECKPOINT_H /* part */
 #define TRAIN_MODEL_CHECKPOINT_H /* part */
 #include "../battery.h" /* part */
+#include "../safetensors.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
