@@ -66,6 +66,7 @@ include tests/run_api.mk
 include tests/async.mk
 include tests/sweep.mk
 include tests/log.mk
+include tests/safetensors.mk
 include tests/mlflow.mk
 include tests/mpi.mk
 include tests/multihost.mk
@@ -83,6 +84,7 @@ include bench/log.mk
 include bench/mpi.mk
 include bench/compile.mk
 include bench/async.mk
+include bench/safetensors.mk
 include bench/build.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets

@@ -191,6 +191,9 @@
      next   device_stats (Lightning's DeviceStatsMonitor): RSS, peak RSS, CPU use and the load every n steps
             and/or at epoch ends, as metrics and records; with TRAIN_CUDA the GPU's utilisation and memory
             through NVML loaded at run time (dlopen; kernels' trc_pci_bus_id names the device)
+     next   a run is known by an id (version_N/run_id and every checkpoint's run block, now version 2 with the
+            Slurm job): a resume never continues in another run's directory whose inode was reused, and continues
+            its directory moved, copied or spelled otherwise; a requeued job resumes only its own job's save_to
      next   clusters (train/cluster.h): tr_slurm_read; tr_preempt in tr_run_desc.preempt and tr_config.preempt
             (SIGUSR1 by default: the step saved to save_to, the Slurm job requeued when asked, the requeued
             job resuming by itself), agreed by tr_fit's vote under TRAIN_MPI and by tr_run_desc.agree in a
@@ -800,6 +803,9 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
 /* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
    the norm before clipping). A NaN stays NaN. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
+/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
+   (the averaging of the gradients and the norm that clipping reads next). */
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 
@@ -914,7 +920,9 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
        job itself when its partition says so);
      - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
        from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
-       TR_NO: not).
+       TR_NO: not), and only when this job wrote it (the checkpoint records SLURM_JOB_ID): another
+       job's file (the same script and save_to submitted again) is said and not used, and the job
+       starts from the beginning.
    Under Slurm the run says so once at its start (rank 0, in the run's log):
        train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
        resuming from ckpt.bin (the job was requeued)
@@ -1396,8 +1404,8 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
    themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
    keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
    (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. Nothing is given while the run has no directory (no logger opened, tr_run_dir never asked).
-   HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
+   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
+   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
    to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
    version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
    none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
@@ -1405,6 +1413,12 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
 #define TR_RUN_KEY "train.run"
 TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
+/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
+   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
+   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
+   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
+   no Slurm job now. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
    batteries and loops report. */
@@ -1504,6 +1518,50 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
 
 
 /* (the declarations are run.h's: "YOUR LOOP IN A DOZEN LINES") */
+
+/* ---- safetensors: the model's tensors for everyone else's tools ---------------------------------------
+   tr_safetensors_save writes views (name, data, count: ctx->params in any loop, a trainer's t.ctx.params) as a
+   .safetensors file that the Python package's safe_open / load_file, PyTorch, JAX and Rust read; tr_safetensors_load
+   fills views from one by name (a pretrained start, a model exported elsewhere). model_checkpoint(save_safetensors
+   =true) writes one beside every .ckpt it keeps (docs/safetensors.md).
+
+   The format (its published rules, followed exactly): 8 bytes, N as a little-endian u64; N bytes of a UTF-8 JSON
+   object starting with '{' (trailing spaces allowed), {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets":
+   [begin, end]}, ..., "__metadata__": {"key": "value"}} (metadata values are strings); then the data, offsets
+   relative to its start, little-endian, row-major. The reader refuses, naming the tensor or the byte: a file
+   shorter than 8 bytes, N over the format's limit (100,000,000) or past the end of the file, a header that is
+   not UTF-8 JSON of that shape (a duplicate name, a missing or unknown-typed field, a number that is not a
+   non-negative integer, nesting deeper than 64), a dtype other than F32 (the only one this library holds), a
+   shape whose size disagrees with its byte range, and byte ranges that do not tile the data exactly: sorted by
+   begin they must start at 0, follow each other without gap or overlap, and end at the file's end (the format
+   forbids holes). The order of the header's entries is free (Python's writer sorts by dtype and name).
+
+   save: views' data are host floats (a view with on_device set is refused: copy it to the host first); names are
+   unique, not empty, not "__metadata__". shapes (NULL: each tensor 1-D, [count]) gives each view its dimensions
+   (their product must be its count; ndim 0 is a scalar, count 1). metadata: NULL, or key, value, key, value, ...,
+   NULL (unique keys). The header is padded with spaces to a multiple of 8 bytes (the data 8-aligned, as the
+   reference writer does); the tensors are written in view order, straight from the views (no copy on a
+   little-endian host), through the library's atomic writer (a new temporary, fsync, rename over path: a crash
+   leaves the old file or the new one; what is at path is replaced only when it is a regular file).
+   load: every view gets the tensor of its name; nothing is written into the views unless every one matches:
+   names missing from the file, names in the file that no view has, and shape mismatches (shapes given: the
+   same dimensions; NULL: the same number of elements) are all listed in why ("3 mismatches: ..."),
+   TR_ERR_MISMATCH. A bad file is TR_ERR_FORMAT, a file that cannot be opened TR_ERR_NOT_FOUND / TR_ERR_IO.
+   meta (may be NULL) gets the file's metadata: free it with tr_safetensors_meta_free (also after a failure).
+   tr_safetensors_check checks a whole file held in memory as the loader does (tools, the fuzzer). */
+#define TR_SAFETENSORS_MAX_DIMS 16
+#define TR_SAFETENSORS_MAX_HEADER 100000000u
+typedef struct tr_safetensors_shape { int ndim; int64_t dims[TR_SAFETENSORS_MAX_DIMS]; } tr_safetensors_shape;
+typedef struct tr_safetensors_meta { int n; char **keys, **values; } tr_safetensors_meta;
+
+TRAIN_API tr_err tr_safetensors_save(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
+                                     const char *const *metadata, char *why, size_t why_len);
+TRAIN_API tr_err tr_safetensors_load(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
+                                     tr_safetensors_meta *meta, char *why, size_t why_len);
+TRAIN_API tr_err tr_safetensors_check(const void *data, size_t len, char *why, size_t why_len);
+TRAIN_API const char *tr_safetensors_meta_get(const tr_safetensors_meta *m, const char *key); /* NULL: not there */
+TRAIN_API void tr_safetensors_meta_free(tr_safetensors_meta *m);
+
 
 /* =================================================================================================
    STANDARD CALLBACKS
@@ -1735,6 +1793,8 @@ typedef double (*tr_clock_fn)(void *user);
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */
 
+
+
 #if TR__ON_FILE_LOGGERS
 
 /* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
@@ -1766,7 +1826,8 @@ typedef double (*tr_clock_fn)(void *user);
     "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
-    "-9 loses at most the records not written yet (about a second), never half a line") \
+    "-9 loses at most the records not written yet (about a second, none logged before its last checkpoint), never " \
+    "half a line") \
   X(TRI,    int,          fail_on_error, "false",          NULL, "an I/O error fails the run (default: reported once, " \
     "training goes on)")
 typedef struct tr_logger_desc { TR_LOGGER_PARAMS(TR__FIELD) } tr_logger_desc;
@@ -1925,6 +1986,14 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
    hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
    (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
    tr_run_desc.epochs is TR_NO (at on_fit_start).
+   save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
+   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
+   written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
+   writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
+   last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
+   these: the sidecar of a file of this callback, a regular file (or save_last's link), whose metadata says
+   written_by "train.h model_checkpoint"; any other file at that name is left as it is ("not writing ..."), and
+   that .ckpt gets no sidecar. Views on the device (model.on_device) are refused: the save fails, naming them.
    async_save: the run writes every checkpoint hooks request in the background (tr_run_save's and
    tr_save's "asynchronous saves"); a save point while its last file is still being written first waits
    for it, so evictions and the link see that file on disk. */
@@ -1949,6 +2018,8 @@ typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_
   X(TRI,      int,          auto_insert_metric_name, "true",  NULL,  "{val/loss} -> val_loss=...") \
   X(TRI,      int,          enable_version_counter,  "true",  NULL,  "-v1, -v2 ... on name collisions") \
   X(BOOL,     int,          verbose,                 "false", NULL,  "print every save and eviction") \
+  X(BOOL,     int,          save_safetensors,        "false", NULL,  "also write <name>.safetensors (the model's tensors, " \
+    "F32, metadata step and epoch) beside each .ckpt it keeps, removed with it") \
   X(BOOL,     int,          async_save,              "false", NULL,  "the loop writes its files in the background (the " \
     "step copies the state; a thread writes, fsyncs and renames)") \
   X(C_ONLY,   tr_clock_fn,  clock,                   NULL,    NULL,  "seconds, for train_time_interval; NULL = a monotonic clock") \
@@ -2596,7 +2667,8 @@ TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t 
 #if TR__ON_PLOT
 
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
-   at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
+   at every teardown, i.e. at the end of each run, failed runs included, and before every checkpoint
+   that has new points to show (a resume after a kill reads them back). The hparams go into the
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
@@ -3126,8 +3198,6 @@ TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_h
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_LR_FINDER */
-
-
 
 
 
@@ -3983,6 +4053,40 @@ TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int thre
     long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
     TR__FOR_CHUNKS(threads)
     for (k = 0; k < ng; k++) part[k] = tr__clamp_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), lo, hi);
+    for (k = 0; k < ng; k++) sum += part[k];
+  }
+  return sum;
+}
+
+/* One chunk of tr_scale_sumsq: tr__scale_run's products, summed in hk_sumsq's order. */
+static TR__CLONES double tr__scale_sumsq_chunk(float *TR__RESTRICT x, size_t n, float s) {
+  double acc[16] = {0};
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    TR__PREFETCH(x + i + TR__AHEAD);
+    for (j = 0; j < 16; j++) {
+      float v = x[i + j] * s;
+      x[i + j] = v;
+      acc[j] += (double)v * (double)v;
+    }
+  }
+  for (j = 0; i + j < n; j++) {
+    float v = x[i + j] * s;
+    x[i + j] = v;
+    acc[j] += (double)v * (double)v;
+  }
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads) {
+  double part[TR__GROUP], sum = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) part[k] = tr__scale_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), s);
     for (k = 0; k < ng; k++) sum += part[k];
   }
   return sum;
@@ -4886,6 +4990,30 @@ static int tr__mkdirs(const char *dir) {
 #endif
 }
 
+/* A new run id: 32 hex digits (128 bits) from the system's random source, else from the time, the pid and
+   addresses mixed by splitmix64 (unique enough to tell two runs apart; nothing secret depends on it). */
+TR__SHARED void tr__random_id(char out[33]) {
+  static uint64_t counter;
+  unsigned char b[16];
+  size_t got = 0, i;
+  tr_rng r;
+  uint64_t w[2];
+#ifdef TR__POSIX
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) { got = fread(b, 1, sizeof b, f); fclose(f); }
+  r.state = (uint64_t)getpid() << 32;
+#else
+  r.state = 0;
+#endif
+  if (got != sizeof b) {
+    r.state ^= (uint64_t)time(NULL) ^ (uint64_t)clock() << 20 ^ (uint64_t)(uintptr_t)&r ^ (uint64_t)(uintptr_t)out ^ ++counter << 48;
+    w[0] = tr_rng_u64(&r);
+    w[1] = tr_rng_u64(&r);
+    for (i = 0; i < 16; i++) b[i] = (unsigned char)(w[i / 8] >> (8 * (i % 8)));
+  }
+  for (i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", (unsigned)b[i]);
+}
+
 /* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
    nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
    record's cost (bench-log). */
@@ -5406,8 +5534,9 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
-typedef struct tr__run_dir { char *base, *dir; int fd, continued, made; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
-/* made: this run claimed it (mkdir): a resume that then fails to load removes it again while it is empty */
+typedef struct tr__run_dir { char *base, *dir; int fd, continued, made; uint64_t dev, ino; char id[33]; struct tr__run_dir *next; } tr__run_dir;
+/* made: this run claimed it (mkdir): a resume that then fails to load removes it again while it is empty.
+   id: its run_id file's (TR__RUN_ID_FILE; "" none yet: written at the run's first checkpoint) */
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
@@ -5419,7 +5548,12 @@ typedef struct tr__run_priv {
   char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
                                 (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
   char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
-  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be) */
+  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be; a version 1 block) */
+  char cont_id[33];          /* the run id the block recorded ("" none: a version 1 block, or a run without a directory) */
+  char cont_job[24];         /* the Slurm job that wrote it ("" none: outside Slurm) */
+  int cont_version;          /* the block's version (0: none read) */
+  char id[33];               /* the run's id: its directory's run_id file and its checkpoints' ("" not yet) */
+  int id_said;               /* a run_id file that could not be written was said (once) */
   int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
   tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
   int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
@@ -5525,6 +5659,11 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
+/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+static tr_run *tr__run_of(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run || !reg ? run : tr_run_get(reg);
+}
 TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   tr_run *run;
   if (!reg) return NULL;
@@ -5805,7 +5944,7 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
    name, the value's bits (8). */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
-/* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
+/* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
 }
@@ -5894,7 +6033,7 @@ static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   return 1;
 }
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
-  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr_run *run = tr__run_of(reg);
   if (!ctx) return lr;
   if (run && tr__run_lr_refused(run, reg, ctx, "tr_run_lr")) return ctx->lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
@@ -6142,25 +6281,83 @@ static hk_err tr__state_sink(const char *key, const void *data, size_t len, void
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
    Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
-   TR_RUN_KEY: u64 version 1 | str the run directory | u64 its device | u64 its inode | i64 global_step |
-   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_run_enter, or
-   tr_run_continue from a loop's own reader, as tr_fit's):
-   tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and supersede the
-   records written after the checkpoint (tr__run_superseded). Nothing is written while the run has no
-   directory (no logger has opened, tr_run_dir was never asked). */
-static hk_err tr__run_block(const tr_run *run, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
-  const tr__run_priv *q = run ? run->tr__p : NULL;
-  const tr__run_dir *rd;
+   TR_RUN_KEY: u64 version 2 | str the run id ("" none) | str the Slurm job that wrote it ("" none) |
+   str the run directory ("" none) | i64 global_step | u64 where in the loop (tr_run_at). Version 1 (still
+   read): u64 1 | str the directory | u64 its device | u64 its inode | i64 global_step | u64 at.
+   A resume reads it before setup (tr_run_start, tr_run_enter, or tr_run_continue from a loop's own reader,
+   as tr_fit's): tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and
+   supersede the records written after the checkpoint (tr__run_superseded).
+   A run is known by its id, not by a path or an inode (inodes are reused: ext4 often, a remounted tmpfs
+   always): the id is kept in its directory's run_id file, which the run writes at its first checkpoint
+   (through the atomic writer, where nothing is; a failed resume so leaves no file), and in every block.
+   A directory copied or moved elsewhere, or spelled another way, is continued when its run_id matches. */
+#define TR__RUN_ID_FILE "run_id"
+static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
+  int i;
+  for (i = 0; i < 32; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return s[32] == 0;
+}
+/* The run id in dir's run_id file into id ("" none). 0; ENOENT nothing there; EINVAL not a run id; else errno. */
+static int tr__run_id_read(const char *dir, char id[33]) {
+  char path[TR__CB_MAX_STR + 16];
+  hk_bytes b;
+  tr__file_id mine = { 0, 0, 0 };
+  int e;
+  id[0] = 0;
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, TR__RUN_ID_FILE) >= sizeof path) return ENAMETOOLONG;
+  memset(&b, 0, sizeof b);
+  e = tr__read_mine(path, &b, &mine);
+  if (!e && (b.len != 33 || b.data[32] != '\n')) e = EINVAL;
+  if (!e) {
+    memcpy(id, b.data, 32);
+    id[32] = 0;
+    if (!tr__run_id_ok(id)) { id[0] = 0; e = EINVAL; }
+  }
+  hk_bytes_free(&b);
+  return e;
+}
+/* The run's id in its directory rd (written where nothing is; a file there already must hold it):
+   0 when rd holds the run's id now. */
+static int tr__run_id_keep(tr_run *run, tr__run_dir *rd) {
+  tr__run_priv *q = run->tr__p;
+  char path[TR__CB_MAX_STR + 16], text[34], why[300];
+  tr__file_id mine = { 0, 0, 0 };
+  int e;
+  if (!q->id[0]) { /* a resume's run goes on under its checkpoint's id */
+    if (q->cont_id[0]) memcpy(q->id, q->cont_id, sizeof q->id);
+    else tr__random_id(q->id);
+  }
+  if (rd->id[0]) return strcmp(rd->id, q->id) ? -1 : 0; /* another run's directory (a named version used as it is) */
+  if (q->loading) return -1; /* a resume not loaded yet writes nothing (a failed one leaves no file) */
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", rd->dir, TR__RUN_ID_FILE) >= sizeof path) return -1;
+  snprintf(text, sizeof text, "%s\n", q->id);
+  e = tr__write_mine(path, text, 33, &mine, NULL, why, sizeof why);
+  if (e == EEXIST && tr__run_id_read(rd->dir, rd->id) == 0) return strcmp(rd->id, q->id) ? -1 : 0;
+  if (e) {
+    if (!q->id_said++)
+      tr__run_say(run, NULL, "train.h: warning", "%s; a resume of this run's checkpoints will log into a new version", why);
+    return -1;
+  }
+  memcpy(rd->id, q->id, sizeof rd->id);
+  return 0;
+}
+static hk_err tr__run_block(tr_run *run, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  tr__run_dir *rd = NULL;
+  tr_slurm s;
   hk_bytes v;
   hk_err e;
-  if (!q || !q->dir) return HK_OK;
-  for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
-  if (!rd || (!rd->dev && !rd->ino)) return HK_OK; /* not known what it is: nothing to continue */
+  if (!q) return HK_OK;
+  if (q->dir)
+    for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
+  if (rd && tr__run_id_keep(run, rd)) rd = NULL; /* not known to be the run's: nothing to continue */
+  (void)tr_slurm_read(&s);
   memset(&v, 0, sizeof v);
-  tr__put_u64(&v, 1);
-  tr__put_str(&v, q->dir);
-  tr__put_u64(&v, rd->dev);
-  tr__put_u64(&v, rd->ino);
+  tr__put_u64(&v, 2);
+  tr__put_str(&v, rd ? q->id : "");
+  tr__put_str(&v, s.on ? s.job_id : "");
+  tr__put_str(&v, rd ? rd->dir : "");
   tr__put_i64(&v, step);
   tr__put_u64(&v, (uint64_t)at);
   e = v.failed ? HK_ERR_NOMEM : sink(TR_RUN_KEY, v.data, v.len, user);
@@ -6184,27 +6381,39 @@ static int tr__run_leaf_bad(const char *dir) {
 static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
   tr__run_priv *q = run->tr__p;
   hk_reader r;
-  uint64_t version, dev, ino, at;
+  uint64_t version, dev = 0, ino = 0, at;
   int64_t step;
-  char *dir = NULL;
+  char *dir = NULL, *id = NULL, *job = NULL;
+  int bad;
   free(q->cont_dir);
   q->cont_dir = NULL;
+  q->cont_id[0] = q->cont_job[0] = 0;
+  q->cont_version = 0;
   if (!data) return 0;
   memset(&r, 0, sizeof r);
   r.data = (const unsigned char *)data;
   r.len = len;
-  if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
-      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0] ||
-      tr__run_leaf_bad(dir)) {
-    free(dir);
-    return -1;
+  bad = tr__get_u64(&r, &version) || (version != 1 && version != 2);
+  if (!bad && version == 1) bad = tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) || !dir[0];
+  if (!bad && version == 2)
+    bad = tr__get_str(&r, &id) || (id[0] && !tr__run_id_ok(id)) || tr__get_str(&r, &job) || strlen(job) >= sizeof q->cont_job ||
+          (job[0] && tr__env_num(job) < 0) || tr__get_str(&r, &dir) || (dir[0] && !id[0]);
+  if (!bad) bad = tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len ||
+                  (dir[0] && tr__run_leaf_bad(dir));
+  if (!bad) {
+    q->cont_version = (int)version;
+    if (id) memcpy(q->cont_id, id, strlen(id) + 1);
+    if (job) memcpy(q->cont_job, job, strlen(job) + 1);
+    if (dir[0]) { q->cont_dir = dir; dir = NULL; }
+    q->cont_dev = dev;
+    q->cont_ino = ino;
+    q->cont_step = step;
+    q->cont_at = (tr_run_at)at;
   }
-  q->cont_dir = dir;
-  q->cont_dev = dev;
-  q->cont_ino = ino;
-  q->cont_step = step;
-  q->cont_at = (tr_run_at)at;
-  return 0;
+  free(dir);
+  free(id);
+  free(job);
+  return bad ? -1 : 0;
 }
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len) {
   tr_run *run = tr_run_get(reg);
@@ -6214,6 +6423,18 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
                           "tr_run_enter", hk_stage_name(run->running));
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
+}
+/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
+   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  tr_slurm s;
+  if (!q || q->cont_version < 2 || tr_slurm_read(&s) < 1 || !strcmp(q->cont_job, s.job_id)) return 0;
+  tr__msg(why, cap, "%s was written by %s%s%s%s, not by this job (%s): it is not resumed (this job starts from the beginning; "
+          "the file stays as it is until this job saves there)", path, q->cont_job[0] ? "Slurm job " : "a run outside Slurm",
+          q->cont_job, q->cont_id[0] ? ", run " : "", q->cont_id, s.job_id);
+  return 1;
 }
 /* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
    taken before the record's batch; a val record: the last training step), so a checkpoint at global
@@ -6982,7 +7203,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_err he;
   int past_stop = 0, listened = 0, ev;
   const char *requeued = NULL;
-  char line[512];
+  char line[512], foreign[600];
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
   if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
@@ -6994,6 +7215,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->own_loop = 1;
   q->refused_start = 0;
   if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
+  foreign[0] = 0;
+  if (requeued) { /* only this job's own checkpoint (save_to may be another job's) */
+    tr__run_peek(run, requeued);
+    if (tr_run_other_job(reg, requeued, foreign, sizeof foreign)) { resume_from = requeued = NULL; tr__run_resuming(run, NULL, 0); }
+  }
   if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
     return tr__run_said(reg, run, q->err);
@@ -7023,6 +7249,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
   q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
+  if (foreign[0]) tr__run_say_on(run, ctx, 1, "train.h", "%s", foreign);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
@@ -7144,13 +7371,11 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
-static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
+static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr__run_priv *q = run->tr__p;
   unsigned out = 0;
   int64_t stops;
-  if (!run || !ctx) return TR_RUN_STOP;
-  q = run->tr__p;
+  int hook_stop;
   if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
   ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
@@ -7163,8 +7388,10 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  out |= tr__run_requests(run, reg, ctx, flow);
-  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
+  hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
+  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
+        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -7183,25 +7410,29 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   return out;
 }
 /* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn);
 static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   const char *fn = epoch_end ? "tr_run_epoch_end" : "tr_run_batch_end";
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
-  unsigned out;
+  tr_run *run = tr__run_of(reg);
   if (!run) {
     if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
     return TR_RUN_STOP;
   }
   if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
   if (tr__run_refused_now(run, reg, ctx, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
-  q = run->tr__p;
+  return tr__run_safe_at(run, reg, ctx, flow, epoch_end, fn);
+}
+/* The safe point of a call that was allowed (tr_run_next's loop comes here directly: it checked its own call). */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  unsigned out;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
   else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
-  tr__run_check_val(run, reg, ctx, fn);
+  if (q->val_ran | q->val_sent) tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
-  out = tr__run_safe_point(reg, ctx, flow, epoch_end);
+  out = tr__run_safe_point(run, reg, ctx, flow, epoch_end);
   q->busy = NULL;
   return out;
 }
@@ -7496,14 +7727,16 @@ static const char *tr__run_lost(int e) {
    one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
    used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
    A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
-   recorded (tr__run_resuming) when their save_dir/name is the one it was claimed under (or their
-   version names it), tr_run_desc.new_version_on_resume is not TR_YES, and it is still the directory the
-   run wrote (its device and inode; never a symlink) and no other process holds it. Otherwise the run
-   claims a new version_N and says why, once. */
+   recorded (tr__run_resuming) when tr_run_desc.new_version_on_resume is not TR_YES, no other process holds
+   it (never a symlink), and it is the run's: its run_id file holds the block's run id. It is looked for
+   under the loggers' save_dir/name by its last name (version_N), or is their named version: a directory
+   moved or copied (another machine, another spelling of the path: ./R, R/, an absolute one) is continued.
+   A version 1 block (no run id) is matched as before: the same save_dir/name spelling, device and inode.
+   Otherwise the run claims a new version_N and says why, once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
-  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL, *look = NULL, id[33] = "";
   const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
   int named = version && version[0], fd = -1, e, cont = 0, made = 0;
@@ -7531,13 +7764,31 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   if (q && (!q->cont_dir || run->desc.new_version_on_resume == TR_YES)) q = NULL; /* nothing to continue */
   if (named) {
     if (!(dir = tr__strdup(base))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
-    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) /* held by another process: used as it is, as always */
-      cont = q && dev == q->cont_dev && ino == q->cont_ino;
-  } else if (q && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
+    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) { /* held by another process: used as it is, as always */
+      (void)tr__run_id_read(dir, id);
+      cont = q && (q->cont_id[0] ? !strcmp(id, q->cont_id) : q->cont_version < 2 && dev == q->cont_dev && ino == q->cont_ino);
+    }
+  } else if (q && q->cont_id[0]) { /* the checkpoint's version_N under base, known by its run id */
+    const char *leaf = strrchr(q->cont_dir, '/');
+    if (!(look = tr__join(base, leaf ? leaf + 1 : q->cont_dir))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
+    e = tr__dir_hold(look, &fd, &dev, &ino);
+    if (!e && (e = tr__run_id_read(look, id)) == 0 && !strcmp(id, q->cont_id)) {
+      cont = 1;
+      dir = look;
+      look = NULL;
+    } else {
+      lost = e == ENOENT && fd >= 0 ? "it has no run_id file: another run's directory is there" /* (the id is written first) */
+           : e == EINVAL ? "its run_id file is not one this library wrote"
+           : fd >= 0 && !e ? "it is another run's (its run_id differs from the checkpoint's)" : tr__run_lost(e);
+      tr__dir_release(fd);
+      fd = -1;
+    }
+  } else if (q && q->cont_version < 2 && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
              !strncmp(q->cont_dir, base, strlen(base))) { /* the checkpoint's directory is one of base's */
     e = tr__dir_hold(q->cont_dir, &fd, &dev, &ino);
     if (!e && dev == q->cont_dev && ino == q->cont_ino) {
       cont = 1;
+      (void)tr__run_id_read(q->cont_dir, id); /* (continued by a version 2 run since: its id) */
       if (!(dir = tr__strdup(q->cont_dir))) { snprintf(why, why_len, "out of memory"); tr__dir_release(fd); free(base); return NULL; }
     } else {
       lost = tr__run_lost(e);
@@ -7562,6 +7813,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
         snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
         free(dir);
         free(base);
+        free(look);
         return NULL;
       }
       free(dir);
@@ -7574,11 +7826,16 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   if (!dir) {
     snprintf(why, why_len, "%s", "out of memory, or no free version_N");
     free(base);
+    free(look);
     return NULL;
   }
-  if (lost)
+  if (lost && look && strcmp(look, q->cont_dir))
+    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s (where its checkpoint was written, %s): "
+                "%s; it logs into %s instead", look, q->cont_dir, lost, dir);
+  else if (lost)
     tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: %s; "
                 "it logs into %s instead", q->cont_dir, lost, dir);
+  free(look);
   if (run && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
     rd->base = base;
     rd->dir = tr__strdup(dir);
@@ -7587,6 +7844,8 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     rd->ino = ino;
     rd->continued = cont;
     rd->made = made;
+    if (cont || named) memcpy(rd->id, id, sizeof rd->id); /* a continued run's id is its directory's */
+    if (cont && !run->tr__p->id[0]) memcpy(run->tr__p->id, id, sizeof id);
     if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
     else { free(rd); rd = NULL; }
   }
@@ -7873,7 +8132,12 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
 }
 
 /* The loop may read ctx's counters, never move them: a change is said and ends the run. */
+static TR__NOINLINE int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn);
 static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
+  if (L->ctx.epoch == L->epoch && L->ctx.global_step == L->step && L->ctx.batch_idx == L->batch) return 0; /* (every step) */
+  return tr__loop_tampered_say(reg, L, fn);
+}
+static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
   const char *what = L->ctx.epoch != L->epoch ? "epoch" : L->ctx.global_step != L->step ? "global_step"
                    : L->ctx.batch_idx != L->batch ? "batch_idx" : NULL;
   int64_t was = L->ctx.epoch != L->epoch ? L->epoch : L->ctx.global_step != L->step ? L->step : L->batch;
@@ -7910,7 +8174,7 @@ static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
   if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
   else if (L->sched.kind)
     (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
-  else (void)tr_run_lr(reg, &L->ctx, d->lr);
+  else (void)tr__run_lr_now(run, &L->ctx, d->lr); /* tr_run_lr's, less its checks: tr_run_next made them */
 }
 
 /* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
@@ -7967,7 +8231,8 @@ static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
   run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
   if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
   run->validates_next = 0;
-  out = tr_run_batch_end(reg, &L->ctx, &L->flow);
+  out = run->running != HK_STAGE_NONE ? tr__run_safe_at(run, reg, &L->ctx, &L->flow, 0, "tr_run_batch_end") /* (tr_run_next */
+      : tr_run_batch_end(reg, &L->ctx, &L->flow);                      /* checked the call; a hook may have ended the run) */
   tr__loop_noted(L);
   if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
   L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
@@ -8027,13 +8292,12 @@ static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
 }
 
 TRAIN_API int tr_run_next(hk_registry *reg) {
-  tr__loop *L = tr__loop_of(reg);
-  tr_run *run;
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__loop *L = run ? (tr__loop *)run->tr__p->loop : NULL;
   if (!L) {
     if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
     return 0;
   }
-  run = (tr_run *)hk_attached(reg);
   if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
   if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending || hk_dispatching(reg)) {
     tr__loop_fail(reg, L, "tr_run_next: %s%s%s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
@@ -8115,6 +8379,678 @@ TRAIN_API tr_err tr_run_end(hk_registry *reg) {
   return tr_run_finish(reg, &L->ctx, TR_OK);
 }
 
+/* ---- safetensors ---------------------------------------------------------------------------------- */
+typedef struct tr__st_entry {
+  char *name;
+  int ndim;
+  int64_t dims[TR_SAFETENSORS_MAX_DIMS];
+  uint64_t count, begin, end; /* elements; the byte range in the data */
+} tr__st_entry;
+typedef struct tr__st_file { tr__st_entry *e; int n, cap; tr_safetensors_meta meta; } tr__st_file;
+
+static void tr__st_file_free(tr__st_file *f) {
+  int i;
+  for (i = 0; i < f->n; i++) free(f->e[i].name);
+  free(f->e);
+  tr_safetensors_meta_free(&f->meta);
+  memset(f, 0, sizeof *f);
+}
+TRAIN_API void tr_safetensors_meta_free(tr_safetensors_meta *m) {
+  int i;
+  if (!m) return;
+  for (i = 0; i < m->n; i++) { free(m->keys[i]); free(m->values[i]); }
+  free(m->keys);
+  free(m->values);
+  memset(m, 0, sizeof *m);
+}
+TRAIN_API const char *tr_safetensors_meta_get(const tr_safetensors_meta *m, const char *key) {
+  int i;
+  for (i = 0; m && key && i < m->n; i++) if (!strcmp(m->keys[i], key)) return m->values[i];
+  return NULL;
+}
+static int tr__st_little(void) { const uint16_t one = 1; return *(const unsigned char *)&one == 1; }
+
+/* -- the header's JSON: a strict reader of the subset the format uses, every failure a sentence -- */
+typedef struct tr__stj { const unsigned char *p, *end, *start; char *why; size_t cap; int failed; } tr__stj;
+static int tr__stj_bad(tr__stj *j, const char *what) {
+  if (!j->failed) tr__msg(j->why, j->cap, "the header is not valid: %s at byte %lu of the header", what, (unsigned long)(j->p - j->start));
+  j->failed = 1;
+  return -1;
+}
+static void tr__stj_ws(tr__stj *j) { while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++; }
+static int tr__stj_lit(tr__stj *j, char c) {
+  tr__stj_ws(j);
+  if (j->p < j->end && *j->p == (unsigned char)c) { j->p++; return 0; }
+  return -1;
+}
+static void tr__st_utf8_put(unsigned long c, char *out, size_t *n) {
+  if (c < 0x80) out[(*n)++] = (char)c;
+  else if (c < 0x800) { out[(*n)++] = (char)(0xc0 | c >> 6); out[(*n)++] = (char)(0x80 | (c & 0x3f)); }
+  else if (c < 0x10000) { out[(*n)++] = (char)(0xe0 | c >> 12); out[(*n)++] = (char)(0x80 | (c >> 6 & 0x3f)); out[(*n)++] = (char)(0x80 | (c & 0x3f)); }
+  else { out[(*n)++] = (char)(0xf0 | c >> 18); out[(*n)++] = (char)(0x80 | (c >> 12 & 0x3f)); out[(*n)++] = (char)(0x80 | (c >> 6 & 0x3f)); out[(*n)++] = (char)(0x80 | (c & 0x3f)); }
+}
+/* One UTF-8 character of the raw text (shortest form, no surrogates, at most U+10FFFF): its length, 0 if bad. */
+static int tr__st_utf8_len(const unsigned char *p, const unsigned char *end) {
+  int n, k;
+  unsigned long c;
+  if (p[0] < 0x80) return 1;
+  if ((p[0] & 0xe0) == 0xc0) { n = 2; c = p[0] & 0x1f; }
+  else if ((p[0] & 0xf0) == 0xe0) { n = 3; c = p[0] & 0x0f; }
+  else if ((p[0] & 0xf8) == 0xf0) { n = 4; c = p[0] & 0x07; }
+  else return 0;
+  if (end - p < n) return 0;
+  for (k = 1; k < n; k++) { if ((p[k] & 0xc0) != 0x80) return 0; c = c << 6 | (p[k] & 0x3f); }
+  if ((n == 2 && c < 0x80) || (n == 3 && c < 0x800) || (n == 4 && c < 0x10000) || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+  return n;
+}
+static int tr__st_hex4(const unsigned char *p, unsigned long *v) {
+  int k;
+  *v = 0;
+  for (k = 0; k < 4; k++) {
+    int c = p[k], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    *v = *v << 4 | (unsigned long)d;
+  }
+  return 0;
+}
+/* A string, decoded into a new NUL-terminated copy (*out, may be NULL to skip it). A \u0000 inside is refused:
+   no C name could match it. */
+static int tr__stj_str(tr__stj *j, char **out) {
+  const unsigned char *q;
+  char *s;
+  size_t n = 0;
+  if (out) *out = NULL;
+  if (tr__stj_lit(j, '"')) return tr__stj_bad(j, "a string was expected");
+  for (q = j->p; q < j->end && *q != '"'; q++) if (*q == '\\') q++; /* an upper bound of the decoded length */
+  if (q >= j->end) return tr__stj_bad(j, "a string without its closing quote");
+  if (!(s = (char *)malloc((size_t)(q - j->p) + 1))) return tr__stj_bad(j, "out of memory");
+  while (*j->p != '"') {
+    unsigned char c = *j->p;
+    if (c < 0x20) { free(s); return tr__stj_bad(j, "a control character inside a string"); }
+    if (c == '\\') {
+      unsigned long u, lo;
+      const char *esc = "\"\\/bfnrt", *rep = "\"\\/\b\f\n\r\t", *at;
+      c = *++j->p;
+      if (c == 'u') {
+        if (j->end - j->p < 5 || tr__st_hex4(j->p + 1, &u)) { free(s); return tr__stj_bad(j, "a bad \\u escape"); }
+        j->p += 5;
+        if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair */
+          if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || tr__st_hex4(j->p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff) {
+            free(s);
+            return tr__stj_bad(j, "a lone surrogate in a \\u escape");
+          }
+          j->p += 6;
+          u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+        } else if (u >= 0xdc00 && u <= 0xdfff) { free(s); return tr__stj_bad(j, "a lone surrogate in a \\u escape"); }
+        if (u == 0) { free(s); return tr__stj_bad(j, "a NUL character (\\u0000) in a string"); }
+        tr__st_utf8_put(u, s, &n); /* 6 or 12 bytes of text make at most 3 or 4 */
+        continue;
+      }
+      if (!c || !(at = strchr(esc, c))) { free(s); return tr__stj_bad(j, "an unknown escape in a string"); }
+      s[n++] = rep[at - esc];
+      j->p++;
+    } else {
+      int k = tr__st_utf8_len(j->p, j->end);
+      if (!k) { free(s); return tr__stj_bad(j, "bytes that are not UTF-8 in a string"); }
+      memcpy(s + n, j->p, (size_t)k);
+      n += (size_t)k;
+      j->p += k;
+    }
+  }
+  j->p++;
+  s[n] = 0;
+  if (out) *out = s;
+  else free(s);
+  return 0;
+}
+/* A non-negative integer below 2^63 (JSON's form: no sign, no leading zero, no fraction or exponent). */
+static int tr__stj_uint(tr__stj *j, uint64_t *v) {
+  const unsigned char *q;
+  tr__stj_ws(j);
+  q = j->p;
+  *v = 0;
+  if (q >= j->end || *q < '0' || *q > '9') return tr__stj_bad(j, "a non-negative integer was expected");
+  if (*q == '0' && q + 1 < j->end && q[1] >= '0' && q[1] <= '9') return tr__stj_bad(j, "a number with a leading zero");
+  while (q < j->end && *q >= '0' && *q <= '9') {
+    if (*v > (UINT64_C(0x7fffffffffffffff) - (uint64_t)(*q - '0')) / 10) return tr__stj_bad(j, "a number over 2^63");
+    *v = *v * 10 + (uint64_t)(*q++ - '0');
+  }
+  if (q < j->end && (*q == '.' || *q == 'e' || *q == 'E')) return tr__stj_bad(j, "a number that is not an integer");
+  j->p = q;
+  return 0;
+}
+/* [a, b, ...] of such integers: at most max of them into v, their number in *n. */
+static int tr__stj_uints(tr__stj *j, uint64_t *v, int max, int *n, const char *what) {
+  *n = 0;
+  if (tr__stj_lit(j, '[')) return tr__stj_bad(j, what);
+  if (!tr__stj_lit(j, ']')) return 0;
+  for (;;) {
+    if (*n == max) return tr__stj_bad(j, max == 2 ? what : "a shape of more than 16 dimensions (this reader's limit)");
+    if (tr__stj_uint(j, &v[(*n)++])) return -1;
+    if (!tr__stj_lit(j, ']')) return 0;
+    if (tr__stj_lit(j, ',')) return tr__stj_bad(j, "',' or ']' was expected in a list");
+  }
+}
+/* Any value, skipped (an unknown field of a tensor's entry: the format's reader ignores those). */
+static int tr__stj_skip(tr__stj *j, int depth) {
+  tr__stj_ws(j);
+  if (depth > 64) return tr__stj_bad(j, "nesting deeper than 64");
+  if (j->p >= j->end) return tr__stj_bad(j, "a value was expected");
+  if (*j->p == '"') return tr__stj_str(j, NULL);
+  if (*j->p == '{' || *j->p == '[') {
+    char close = *j->p == '{' ? '}' : ']';
+    j->p++;
+    if (!tr__stj_lit(j, close)) return 0;
+    for (;;) {
+      if (close == '}' && (tr__stj_str(j, NULL) || (tr__stj_lit(j, ':') ? tr__stj_bad(j, "':' was expected") : 0))) return -1;
+      if (tr__stj_skip(j, depth + 1)) return -1;
+      if (!tr__stj_lit(j, close)) return 0;
+      if (tr__stj_lit(j, ',')) return tr__stj_bad(j, "',' was expected");
+    }
+  }
+  if (*j->p == '-') j->p++;
+  if (j->p < j->end && *j->p >= '0' && *j->p <= '9') { /* any number: digits, fraction, exponent */
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+    if (j->p < j->end && *j->p == '.') {
+      j->p++;
+      if (j->p >= j->end || *j->p < '0' || *j->p > '9') return tr__stj_bad(j, "a bad number");
+      while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+      j->p++;
+      if (j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
+      if (j->p >= j->end || *j->p < '0' || *j->p > '9') return tr__stj_bad(j, "a bad number");
+      while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+    }
+    return 0;
+  }
+  {
+    static const char *const words[] = { "true", "false", "null" };
+    int k;
+    for (k = 0; k < 3; k++) {
+      size_t n = strlen(words[k]);
+      if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, words[k], n)) { j->p += n; return 0; }
+    }
+  }
+  return tr__stj_bad(j, "a value was expected");
+}
+static int tr__stj_null(tr__stj *j) {
+  tr__stj_ws(j);
+  if (j->end - j->p >= 4 && !memcmp(j->p, "null", 4)) { j->p += 4; return 1; }
+  return 0;
+}
+
+static int tr__st_meta_add(tr_safetensors_meta *m, char *k, char *v) {
+  char **a = (char **)realloc(m->keys, (size_t)(m->n + 1) * sizeof *a), **b;
+  if (a) m->keys = a;
+  b = a ? (char **)realloc(m->values, (size_t)(m->n + 1) * sizeof *b) : NULL;
+  if (b) m->values = b;
+  if (!a || !b) { free(k); free(v); return -1; }
+  m->keys[m->n] = k;
+  m->values[m->n++] = v;
+  return 0;
+}
+static int tr__st_meta_parse(tr__stj *j, tr_safetensors_meta *m) {
+  if (tr__stj_null(j)) return 0; /* the reference's writer never makes it, its reader takes it */
+  if (tr__stj_lit(j, '{')) return tr__stj_bad(j, "__metadata__ is not an object of strings");
+  if (!tr__stj_lit(j, '}')) return 0;
+  for (;;) {
+    char *k, *v;
+    if (tr__stj_str(j, &k)) return -1;
+    if (tr__stj_lit(j, ':')) { free(k); return tr__stj_bad(j, "':' was expected"); }
+    tr__stj_ws(j);
+    if (j->p >= j->end || *j->p != '"') { free(k); return tr__stj_bad(j, "a __metadata__ value that is not a string (the format allows strings only)"); }
+    if (tr__stj_str(j, &v)) { free(k); return -1; }
+    if (tr_safetensors_meta_get(m, k)) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "__metadata__ has the key \"%.80s\" twice", k);
+      free(k); free(v);
+      return tr__stj_bad(j, msg);
+    }
+    if (tr__st_meta_add(m, k, v)) return tr__stj_bad(j, "out of memory");
+    if (!tr__stj_lit(j, '}')) return 0;
+    if (tr__stj_lit(j, ',')) return tr__stj_bad(j, "',' or '}' was expected in __metadata__");
+  }
+}
+/* One tensor's entry: {"dtype": "F32", "shape": [...], "data_offsets": [b, e]}, fields in any order. */
+static int tr__st_entry_parse(tr__stj *j, tr__st_entry *e) {
+  int seen[3] = { 0, 0, 0 }, n;
+  uint64_t v[TR_SAFETENSORS_MAX_DIMS];
+  if (tr__stj_lit(j, '{')) return tr__stj_bad(j, "a tensor's entry is not an object");
+  if (!tr__stj_lit(j, '}')) return tr__stj_bad(j, "a tensor's entry is empty (dtype, shape and data_offsets are needed)");
+  for (;;) {
+    char *k;
+    int f;
+    if (tr__stj_str(j, &k)) return -1;
+    f = !strcmp(k, "dtype") ? 0 : !strcmp(k, "shape") ? 1 : !strcmp(k, "data_offsets") ? 2 : -1;
+    free(k);
+    if (tr__stj_lit(j, ':')) return tr__stj_bad(j, "':' was expected");
+    if (f >= 0 && seen[f]++) return tr__stj_bad(j, "a field given twice in a tensor's entry");
+    if (f == 0) {
+      char *dt;
+      if (tr__stj_str(j, &dt)) return -1;
+      if (strcmp(dt, "F32")) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "tensor \"%.80s\" has dtype %.20s: this reader loads F32 only", e->name, dt);
+        free(dt);
+        return tr__stj_bad(j, msg);
+      }
+      free(dt);
+    } else if (f == 1) {
+      int k2;
+      if (tr__stj_uints(j, v, TR_SAFETENSORS_MAX_DIMS, &n, "shape is not a list of integers")) return -1;
+      e->ndim = n;
+      e->count = 1;
+      for (k2 = 0; k2 < n; k2++) {
+        e->dims[k2] = (int64_t)v[k2];
+        if (v[k2] && e->count > UINT64_C(0x0fffffffffffffff) / v[k2]) return tr__stj_bad(j, "a shape whose size overflows");
+        e->count *= v[k2];
+      }
+    } else if (f == 2) {
+      if (tr__stj_uints(j, v, 2, &n, "data_offsets is not a list of two integers")) return -1;
+      if (n != 2) return tr__stj_bad(j, "data_offsets is not a list of two integers");
+      e->begin = v[0];
+      e->end = v[1];
+    } else if (tr__stj_skip(j, 2)) return -1;
+    if (!tr__stj_lit(j, '}')) break;
+    if (tr__stj_lit(j, ',')) return tr__stj_bad(j, "',' or '}' was expected in a tensor's entry");
+  }
+  if (!seen[0] || !seen[1] || !seen[2]) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "tensor \"%.80s\" has no %s", e->name, !seen[0] ? "dtype" : !seen[1] ? "shape" : "data_offsets");
+    return tr__stj_bad(j, msg);
+  }
+  return 0;
+}
+static int tr__st_cmp_begin(const void *a, const void *b) {
+  const tr__st_entry *x = *(const tr__st_entry *const *)a, *y = *(const tr__st_entry *const *)b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+}
+/* The header (hdr, n bytes) of a file whose data are data_len bytes: every rule checked, f filled. */
+static tr_err tr__st_parse(const unsigned char *hdr, size_t n, uint64_t data_len, tr__st_file *f, char *why, size_t cap) {
+  tr__stj j;
+  const tr__st_entry **by;
+  uint64_t at = 0;
+  int i, have_meta = 0;
+  memset(f, 0, sizeof *f);
+  j.p = j.start = hdr; j.end = hdr + n; j.why = why; j.cap = cap; j.failed = 0;
+  if (n == 0 || hdr[0] != '{') { tr__msg(why, cap, "the header does not start with '{' (not a safetensors file)"); return TR_ERR_FORMAT; }
+  j.p++;
+  if (tr__stj_lit(&j, '}')) for (;;) {
+    char *name;
+    if (tr__stj_str(&j, &name)) goto bad;
+    if (tr__stj_lit(&j, ':')) { free(name); tr__stj_bad(&j, "':' was expected"); goto bad; }
+    if (!strcmp(name, "__metadata__")) {
+      free(name);
+      if (have_meta++) { tr__stj_bad(&j, "__metadata__ is given twice"); goto bad; }
+      if (tr__st_meta_parse(&j, &f->meta)) goto bad;
+    } else {
+      tr__st_entry *e;
+      for (i = 0; i < f->n; i++)
+        if (!strcmp(f->e[i].name, name)) {
+          char msg[160];
+          snprintf(msg, sizeof msg, "the tensor name \"%.80s\" is given twice", name);
+          free(name);
+          tr__stj_bad(&j, msg);
+          goto bad;
+        }
+      if (f->n == f->cap) {
+        int c = f->cap ? 2 * f->cap : 16;
+        tr__st_entry *g = (tr__st_entry *)realloc(f->e, (size_t)c * sizeof *g);
+        if (!g) { free(name); tr__stj_bad(&j, "out of memory"); goto bad; }
+        f->e = g;
+        f->cap = c;
+      }
+      e = &f->e[f->n++];
+      memset(e, 0, sizeof *e);
+      e->name = name;
+      if (tr__st_entry_parse(&j, e)) goto bad;
+    }
+    if (!tr__stj_lit(&j, '}')) break;
+    if (tr__stj_lit(&j, ',')) { tr__stj_bad(&j, "',' or '}' was expected"); goto bad; }
+  }
+  tr__stj_ws(&j);
+  if (j.p != j.end) { tr__stj_bad(&j, "more after the header's object (only spaces may pad it)"); goto bad; }
+  /* the byte ranges: each its tensor's size, and together the whole data, in order, no gap, no overlap */
+  for (i = 0; i < f->n; i++) {
+    const tr__st_entry *e = &f->e[i];
+    if (e->end < e->begin || e->end - e->begin != e->count * 4) {
+      tr__msg(why, cap, "tensor \"%s\": data_offsets [%llu, %llu] %s", e->name, (unsigned long long)e->begin, (unsigned long long)e->end,
+              e->end < e->begin ? "end before begin" : "do not hold its shape's elements (4 bytes each, F32)");
+      goto out;
+    }
+  }
+  by = (const tr__st_entry **)malloc((f->n > 0 ? (size_t)f->n : 1u) * sizeof *by);
+  if (!by) { tr__msg(why, cap, "out of memory"); tr__st_file_free(f); return TR_ERR_NOMEM; }
+  for (i = 0; i < f->n; i++) by[i] = &f->e[i];
+  qsort(by, (size_t)f->n, sizeof *by, tr__st_cmp_begin);
+  for (i = 0; i < f->n; i++) {
+    if (by[i]->begin != at) {
+      tr__msg(why, cap, "tensor \"%s\" begins at byte %llu of the data, where %s", by[i]->name, (unsigned long long)by[i]->begin,
+              by[i]->begin < at ? "the tensor before it has not ended (overlapping data)" : "nothing ends (a gap: the format forbids holes)");
+      if (by[i]->begin > at && at == 0 && i == 0) tr__msg(why, cap, "tensor \"%s\" begins at byte %llu of the data, not 0 (a gap: the "
+                                                         "format forbids holes)", by[i]->name, (unsigned long long)by[i]->begin);
+      free(by);
+      goto out;
+    }
+    at = by[i]->end;
+    if (at > data_len) {
+      tr__msg(why, cap, "tensor \"%s\": data_offsets end at byte %llu, past the %llu bytes of data the file holds", by[i]->name,
+              (unsigned long long)at, (unsigned long long)data_len);
+      free(by);
+      goto out;
+    }
+  }
+  free(by);
+  if (at != data_len) {
+    tr__msg(why, cap, "the tensors' data end at byte %llu, but the file holds %llu bytes of data (the format forbids "
+            "bytes no tensor covers)", (unsigned long long)at, (unsigned long long)data_len);
+    goto out;
+  }
+  return TR_OK;
+bad:
+  if (!j.failed) tr__msg(why, cap, "the header is not valid JSON");
+out:
+  tr__st_file_free(f);
+  return TR_ERR_FORMAT;
+}
+
+/* The first 8 bytes: N, checked against the limit and what follows. */
+static tr_err tr__st_len(const unsigned char *b, size_t have, uint64_t total, uint64_t *n, char *why, size_t cap) {
+  int k;
+  if (have < 8) { tr__msg(why, cap, "truncated: %llu bytes, fewer than the 8 of the header's length", (unsigned long long)have); return TR_ERR_FORMAT; }
+  for (*n = 0, k = 7; k >= 0; k--) *n = *n << 8 | b[k];
+  if (*n > TR_SAFETENSORS_MAX_HEADER) {
+    tr__msg(why, cap, "the header's length is %llu bytes, over the format's limit of %u", (unsigned long long)*n, TR_SAFETENSORS_MAX_HEADER);
+    return TR_ERR_FORMAT;
+  }
+  if (*n > total - 8) {
+    tr__msg(why, cap, "the header's length (%llu bytes) goes past the end of the file (%llu bytes after the length)", (unsigned long long)*n,
+            (unsigned long long)(total - 8));
+    return TR_ERR_FORMAT;
+  }
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_safetensors_check(const void *data, size_t len, char *why, size_t why_len) {
+  const unsigned char *b = (const unsigned char *)data;
+  tr__st_file f;
+  uint64_t n;
+  tr_err e;
+  char dummy[8];
+  if (!why) { why = dummy; why_len = sizeof dummy; }
+  if (!b && len) { tr__msg(why, why_len, "tr_safetensors_check: data is NULL"); return TR_ERR_INVALID; }
+  if ((e = tr__st_len(b, len, len, &n, why, why_len)) != TR_OK) return e;
+  if ((e = tr__st_parse(b + 8, (size_t)n, len - 8 - n, &f, why, why_len)) != TR_OK) return e;
+  tr__st_file_free(&f);
+  return TR_OK;
+}
+
+/* Views the file needs: host data, names known. */
+static tr_err tr__st_views_ok(const char *fn, const hk_tensor *views, int n, const tr_safetensors_shape *shapes, char *why, size_t cap) {
+  int i, k;
+  if (n < 0 || (n > 0 && !views)) { tr__msg(why, cap, "%s: %d views at %p", fn, n, (const void *)views); return TR_ERR_INVALID; }
+  for (i = 0; i < n; i++) {
+    const hk_tensor *v = &views[i];
+    if (!v->name || !v->name[0] || !strcmp(v->name, "__metadata__")) {
+      tr__msg(why, cap, "%s: view %d has %s name", fn, i, !v->name ? "no" : v->name[0] ? "the reserved" : "an empty");
+      return TR_ERR_INVALID;
+    }
+    if (v->on_device) {
+      tr__msg(why, cap, "%s: view '%s' is device memory: copy the tensors to the host first", fn, v->name);
+      return TR_ERR_INVALID;
+    }
+    if (v->count && !v->data) { tr__msg(why, cap, "%s: view '%s' has %zu elements and no data", fn, v->name, v->count); return TR_ERR_INVALID; }
+    if (v->count > (size_t)(UINT64_C(0x0fffffffffffffff) / 4)) { tr__msg(why, cap, "%s: view '%s' is too large", fn, v->name); return TR_ERR_INVALID; }
+    for (k = 0; k < i; k++)
+      if (!strcmp(views[k].name, v->name)) { tr__msg(why, cap, "%s: two views are named '%s'", fn, v->name); return TR_ERR_INVALID; }
+    if (shapes) {
+      uint64_t c = 1;
+      if (shapes[i].ndim < 0 || shapes[i].ndim > TR_SAFETENSORS_MAX_DIMS) {
+        tr__msg(why, cap, "%s: view '%s' has %d dimensions (0..%d)", fn, v->name, shapes[i].ndim, TR_SAFETENSORS_MAX_DIMS);
+        return TR_ERR_INVALID;
+      }
+      for (k = 0; k < shapes[i].ndim; k++) {
+        if (shapes[i].dims[k] < 0) { tr__msg(why, cap, "%s: view '%s' has a negative dimension", fn, v->name); return TR_ERR_INVALID; }
+        c = shapes[i].dims[k] && c > UINT64_C(0x0fffffffffffffff) / (uint64_t)shapes[i].dims[k] ? UINT64_MAX : c * (uint64_t)shapes[i].dims[k];
+      }
+      if (c != (uint64_t)v->count) {
+        tr__msg(why, cap, "%s: view '%s' has %zu elements, its shape %llu", fn, v->name, v->count, (unsigned long long)c);
+        return TR_ERR_INVALID;
+      }
+    }
+  }
+  return TR_OK;
+}
+
+static void tr__st_put_str(hk_bytes *b, const char *s) { /* a JSON string; bytes >= 0x80 as they are (UTF-8) */
+  hk_bytes_put(b, "\"", 1);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    char esc[8];
+    if (c == '"' || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; hk_bytes_put(b, esc, 2); }
+    else if (c < 0x20) { snprintf(esc, sizeof esc, "\\u%04x", c); hk_bytes_put(b, esc, 6); }
+    else hk_bytes_put(b, s, 1);
+  }
+  hk_bytes_put(b, "\"", 1);
+}
+
+TRAIN_API tr_err tr_safetensors_save(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
+                                     const char *const *metadata, char *why, size_t why_len) {
+  hk_bytes h;
+  tr__afile a;
+  uint64_t at = 0, len;
+  unsigned char prefix[8];
+  char dummy[8], num[64];
+  int i, k, e;
+  tr_err err;
+  if (!why) { why = dummy; why_len = sizeof dummy; }
+  if (!path || !path[0]) { tr__msg(why, why_len, "tr_safetensors_save: no path"); return TR_ERR_INVALID; }
+  if ((err = tr__st_views_ok("tr_safetensors_save", views, n, shapes, why, why_len)) != TR_OK) return err;
+  for (i = 0; metadata && metadata[i]; i += 2) {
+    if (!metadata[i + 1]) { tr__msg(why, why_len, "tr_safetensors_save: metadata key '%s' has no value (key, value, ..., NULL)", metadata[i]); return TR_ERR_INVALID; }
+    for (k = 0; k < i; k += 2)
+      if (!strcmp(metadata[k], metadata[i])) { tr__msg(why, why_len, "tr_safetensors_save: metadata key '%s' is given twice", metadata[i]); return TR_ERR_INVALID; }
+  }
+  memset(&h, 0, sizeof h);
+  hk_bytes_put(&h, "{", 1);
+  if (metadata && metadata[0]) {
+    hk_bytes_put(&h, "\"__metadata__\":{", 16);
+    for (i = 0; metadata[i]; i += 2) {
+      if (i) hk_bytes_put(&h, ",", 1);
+      tr__st_put_str(&h, metadata[i]);
+      hk_bytes_put(&h, ":", 1);
+      tr__st_put_str(&h, metadata[i + 1]);
+    }
+    hk_bytes_put(&h, "}", 1);
+  }
+  for (i = 0; i < n; i++) {
+    uint64_t bytes = (uint64_t)views[i].count * 4;
+    if (i || (metadata && metadata[0])) hk_bytes_put(&h, ",", 1);
+    tr__st_put_str(&h, views[i].name);
+    hk_bytes_put(&h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+    if (!shapes) { snprintf(num, sizeof num, "%llu", (unsigned long long)views[i].count); hk_bytes_put(&h, num, strlen(num)); }
+    else for (k = 0; k < shapes[i].ndim; k++) {
+      snprintf(num, sizeof num, "%s%lld", k ? "," : "", (long long)shapes[i].dims[k]);
+      hk_bytes_put(&h, num, strlen(num));
+    }
+    snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at, (unsigned long long)(at + bytes));
+    hk_bytes_put(&h, num, strlen(num));
+    at += bytes;
+  }
+  hk_bytes_put(&h, "}", 1);
+  while (h.len % 8) hk_bytes_put(&h, " ", 1); /* the data 8-aligned, as the reference writer pads */
+  if (h.failed) { free(h.data); tr__msg(why, why_len, "tr_safetensors_save: out of memory"); return TR_ERR_NOMEM; }
+  len = h.len;
+  for (k = 0; k < 8; k++) prefix[k] = (unsigned char)(len >> (8 * k));
+  e = tr__afile_open(&a, path, 0);
+  if (!e) e = tr__afile_write(&a, prefix, 8);
+  if (!e) e = tr__afile_write(&a, h.data, h.len);
+  free(h.data);
+  for (i = 0; i < n && !e; i++) {
+    if (tr__st_little()) e = tr__afile_write(&a, views[i].data, views[i].count * 4);
+    else { /* a big-endian host: little-endian bytes, a block at a time */
+      unsigned char block[4096];
+      size_t done = 0;
+      while (!e && done < views[i].count) {
+        size_t m = views[i].count - done < sizeof block / 4 ? views[i].count - done : sizeof block / 4, q;
+        for (q = 0; q < m; q++) {
+          uint32_t u;
+          memcpy(&u, &views[i].data[done + q], 4);
+          for (k = 0; k < 4; k++) block[4 * q + (size_t)k] = (unsigned char)(u >> (8 * k));
+        }
+        e = tr__afile_write(&a, block, 4 * m);
+        done += m;
+      }
+    }
+  }
+  if (!e) e = tr__afile_commit(&a, NULL);
+  if (e) {
+    if (a.tmp) tr__afile_why(&a, why, why_len);
+    else tr__msg(why, why_len, "out of memory");
+  }
+  tr__afile_free(&a);
+  if (e) return e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+  return TR_OK;
+}
+
+/* Open path and read its header: f parsed, *data_at the file offset of the data. */
+static tr_err tr__st_open(const char *path, FILE **fp, tr__st_file *f, uint64_t *data_at, char *why, size_t cap) {
+  unsigned char b[8], *hdr;
+  uint64_t n;
+  long size;
+  size_t got;
+  tr_err e;
+  FILE *in = fopen(path, "rb");
+  *fp = NULL;
+  memset(f, 0, sizeof *f);
+  if (!in) {
+    tr__msg(why, cap, "cannot open '%s': %s", path, strerror(errno));
+    return errno == ENOENT ? TR_ERR_NOT_FOUND : TR_ERR_IO;
+  }
+  if (fseek(in, 0, SEEK_END) != 0 || (size = ftell(in)) < 0 || fseek(in, 0, SEEK_SET) != 0) {
+    tr__msg(why, cap, "cannot read '%s': not a regular file, or %s", path, strerror(errno));
+    fclose(in);
+    return TR_ERR_IO;
+  }
+  got = fread(b, 1, 8, in);
+  if ((e = tr__st_len(b, got, (uint64_t)size, &n, why, cap)) != TR_OK) { fclose(in); return e; }
+  if (!(hdr = (unsigned char *)malloc((size_t)n + 1))) { fclose(in); tr__msg(why, cap, "out of memory"); return TR_ERR_NOMEM; }
+  if (fread(hdr, 1, (size_t)n, in) != (size_t)n) {
+    tr__msg(why, cap, "cannot read the header of '%s': %s", path, ferror(in) ? strerror(errno) : "the file got shorter");
+    free(hdr);
+    fclose(in);
+    return TR_ERR_IO;
+  }
+  e = tr__st_parse(hdr, (size_t)n, (uint64_t)size - 8 - n, f, why, cap);
+  free(hdr);
+  if (e) { fclose(in); return e; }
+  *fp = in;
+  *data_at = 8 + n;
+  return TR_OK;
+}
+
+/* A mismatch, appended to the list in why (cut to fit; the count says how many there are). */
+static void tr__st_say(char *list, size_t cap, size_t *len, int *count, const char *fmt, ...) TR__PRINTF(5, 6);
+static void tr__st_say(char *list, size_t cap, size_t *len, int *count, const char *fmt, ...) {
+  va_list ap;
+  int w;
+  (*count)++;
+  if (*len + 1 >= cap) return;
+  if (*count > 1) { list[(*len)++] = ';'; list[(*len)++] = ' '; list[*len] = 0; if (*len + 1 >= cap) return; }
+  va_start(ap, fmt);
+  w = vsnprintf(list + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  *len = w < 0 ? *len : *len + (size_t)w >= cap ? cap - 1 : *len + (size_t)w;
+}
+static void tr__st_dims(char *out, size_t cap, int nd, const int64_t *d) {
+  size_t len = 0;
+  int k;
+  len += (size_t)snprintf(out, cap, "[");
+  for (k = 0; k < nd && len < cap; k++) len += (size_t)snprintf(out + len, cap - len, "%s%lld", k ? ", " : "", (long long)d[k]);
+  if (len < cap) snprintf(out + len, cap - len, "]");
+}
+
+TRAIN_API tr_err tr_safetensors_load(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
+                                     tr_safetensors_meta *meta, char *why, size_t why_len) {
+  tr__st_file f;
+  FILE *in;
+  uint64_t data_at;
+  int i, k, bad = 0, *used = NULL;
+  size_t len = 0;
+  char dummy[8], *list;
+  tr_err e;
+  if (meta) memset(meta, 0, sizeof *meta);
+  if (!why) { why = dummy; why_len = sizeof dummy; }
+  if (!path || !path[0]) { tr__msg(why, why_len, "tr_safetensors_load: no path"); return TR_ERR_INVALID; }
+  if ((e = tr__st_views_ok("tr_safetensors_load", views, n, shapes, why, why_len)) != TR_OK) return e;
+  if ((e = tr__st_open(path, &in, &f, &data_at, why, why_len)) != TR_OK) {
+    char tmp[1024];
+    tr__msg(tmp, sizeof tmp, "%s", why);
+    tr__msg(why, why_len, "'%s': %s", path, tmp);
+    return e;
+  }
+  list = (char *)malloc(why_len + 1);
+  used = (int *)calloc(f.n > 0 ? (size_t)f.n : 1u, sizeof *used);
+  if (!list || !used) { free(list); free(used); fclose(in); tr__st_file_free(&f); tr__msg(why, why_len, "out of memory"); return TR_ERR_NOMEM; }
+  list[0] = 0;
+  for (i = 0; i < n; i++) { /* every mismatch, in view order, then the file's tensors no view took */
+    const tr__st_entry *t = NULL;
+    for (k = 0; k < f.n && !t; k++) if (!used[k] && !strcmp(f.e[k].name, views[i].name)) { used[k] = 1; t = &f.e[k]; }
+    if (!t) tr__st_say(list, why_len, &len, &bad, "'%s' is not in the file", views[i].name);
+    else if (shapes ? shapes[i].ndim != t->ndim || memcmp(shapes[i].dims, t->dims, (size_t)t->ndim * sizeof *t->dims) : t->count != views[i].count) {
+      char a[128], b[128];
+      tr__st_dims(a, sizeof a, t->ndim, t->dims);
+      if (shapes) tr__st_dims(b, sizeof b, shapes[i].ndim, shapes[i].dims);
+      else snprintf(b, sizeof b, "%zu elements", views[i].count);
+      tr__st_say(list, why_len, &len, &bad, "'%s' is %s in the file, %s in the model", views[i].name, a, b);
+    }
+  }
+  for (k = 0; k < f.n; k++) if (!used[k]) tr__st_say(list, why_len, &len, &bad, "'%s' is in the file, not in the model", f.e[k].name);
+  if (bad) {
+    tr__msg(why, why_len, "'%s' does not match the model, %d mismatch%s: %s", path, bad, bad > 1 ? "es" : "", list);
+    e = TR_ERR_MISMATCH;
+  }
+  for (i = 0; i < n && !e; i++) { /* everything matches: now, and only now, the views change */
+    const tr__st_entry *t = NULL;
+    for (k = 0; k < f.n && !t; k++) if (!strcmp(f.e[k].name, views[i].name)) t = &f.e[k];
+    if (!t || !views[i].count) continue;
+    if (fseek(in, (long)(data_at + t->begin), SEEK_SET) != 0 || fread(views[i].data, 4, views[i].count, in) != views[i].count) {
+      tr__msg(why, why_len, "'%s': cannot read tensor '%s': %s", path, views[i].name, ferror(in) ? strerror(errno) : "the file got shorter");
+      e = TR_ERR_IO;
+      break;
+    }
+    if (!tr__st_little()) {
+      size_t q;
+      for (q = 0; q < views[i].count; q++) {
+        unsigned char *p = (unsigned char *)&views[i].data[q];
+        uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        memcpy(p, &u, 4);
+      }
+    }
+  }
+  fclose(in);
+  free(list);
+  free(used);
+  if (meta) { *meta = f.meta; memset(&f.meta, 0, sizeof f.meta); }
+  tr__st_file_free(&f);
+  return e;
+}
+
+/* The metadata of a file, for a caller that asks whose it is (model_checkpoint's sidecars): 0, or -1 when it
+   is not a safetensors file this reader takes. */
+TR__SHARED int tr__st_read_meta(const char *path, tr_safetensors_meta *meta) {
+  tr__st_file f;
+  FILE *in;
+  uint64_t at;
+  char why[256];
+  if (tr__st_open(path, &in, &f, &at, why, sizeof why) != TR_OK) return -1;
+  fclose(in);
+  *meta = f.meta;
+  memset(&f.meta, 0, sizeof f.meta);
+  tr__st_file_free(&f);
+  return 0;
+}
 /* =================================================================================================
    THE BATTERY KIT (implementation)
    What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
@@ -8390,8 +9326,15 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     (void)user; \
     if (!e) e = from_spec(a, &d, &w); \
     return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
+/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
+   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+#define TR__ADD_OF(p) \
+  TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
+    return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
+  }
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v; /* the integer fields' value (tr__int_arg writes it first) */ \
@@ -8420,6 +9363,35 @@ TR__SHARED int tr__given_zero(const hk_args *a, const char *key) { return hk_arg
 TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
 }
+/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
+   handed to two trainers, or given the factories before tr_init). A battery left out of the build
+   is registered without a constructor (hooks.h then refuses the name with this reason). */
+#define TR__IF_1(on, off) on
+#define TR__IF_0(on, off) off
+#define TR__IF(c, on, off) TR__IF_(c, on, off)
+#define TR__IF_(c, on, off) TR__IF_##c(on, off)
+/* Each battery compiled in defines tr__<p>_factory_add (TR__ADD_OF) in its part, which may come after this one: a
+   program that includes train/'s parts names the ones it includes (TRAIN_ONLY_SPECIFIC_BATTERIES and
+   TRAIN_ENABLE_<NAME> each, train/battery.h); one named but not included is a tr__<p>_factory_add "used but never
+   defined" here. */
+#define TR__X(name, NAME, p, doc) TR__IF(TR__ON_##NAME, static hk_err tr__##p##_factory_add(hk_registry *reg, const char *n, const char *d);, )
+TR__BATTERIES(TR__X)
+#undef TR__X
+TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
+  hk_err e = HK_OK;
+  if (!reg) return HK_ERR_INVALID;
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, tr__##p##_factory_add(reg, #name, doc), \
+               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
+                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
+                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
+#undef TR__X
+  return e;
+}
 #if TR__ON_FILE_LOGGERS
 /* A file logger is the machinery here - the version directory, a file written whole at its start and
    appended to after, whole records on a full disk, flushes at most once a second, an I/O error reported
@@ -8436,6 +9408,7 @@ typedef struct tr__log_format {
   size_t (*whole)(const tr__logger *s, size_t n, int *count);  /* NULL: whole lines */
   hk_signal (*teardown)(tr__logger *s, hk_ctx *ctx);           /* at a run's end, before the flush (or NULL) */
   void (*destroy)(void *own);                                   /* frees the format's state (or NULL) */
+  hk_signal (*checkpoint)(tr__logger *s, hk_ctx *ctx);         /* before a checkpoint, after the flush (or NULL) */
 } tr__log_format;
 
 struct tr__logger {
@@ -8640,6 +9613,20 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
+   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
+   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
+   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
+   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
+   the lines appended since the last whole write. */
+static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
+  tr__logger *s = (tr__logger *)u;
+  hk_signal sig;
+  if (ctx->rank != 0 || !s->opened || s->broken) return HK_CONTINUE;
+  if ((sig = tr__logger_flush(s, ctx, 1)) != HK_CONTINUE || !s->fmt->checkpoint) return sig;
+  return s->fmt->checkpoint(s, ctx);
+}
+
 /* At the end of every run (and of a failed one): write what waits, keep the file open for the next run. */
 static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
@@ -8701,6 +9688,7 @@ static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const
   cb.setup = tr__logger_setup;
   cb.on_fit_start = tr__logger_setup; /* a resume's files: once it has loaded */
   cb.on_log = tr__logger_on_log;
+  cb.on_save_checkpoint = tr__logger_checkpoint;
   cb.teardown = tr__logger_teardown;
   cb.destroy = tr__logger_destroy;
   /* loggers run last at on_log (a monitoring callback on an HK_MONITOR_LAST event, high order): every
@@ -8746,7 +9734,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     hk_err e = tr__logger_spec(reg, a, &d); \
     (void)user; \
     return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #endif /* TR__ON_FILE_LOGGERS */
 #if TR__ON_EARLY_STOPPING
 /* ---- early_stopping ------------------------------------------------------------------------------- */
@@ -9061,6 +10050,8 @@ typedef struct tr__mc {
   int64_t every_steps, every_epochs;
   double every_seconds;
   int epoch_flag, at_epoch_end, auto_insert, versions, verbose;
+  int st;                       /* save_safetensors */
+  int64_t st_epoch, st_step;    /* the save point's, for the sidecars' metadata (the save may come after the epoch's end) */
   double (*clock)(void *);
   void *clock_user;
   double last_time_checked;
@@ -9416,6 +10407,86 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
   return NULL;
 }
 
+/* -- save_safetensors: <name>.safetensors beside <name>.ckpt -- */
+static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path);
+#define TR__MC_ST_MARK "train.h model_checkpoint"
+static char *tr__mc_st_path(const char *ckpt) { /* NULL: out of memory, or not a .ckpt */
+  size_t n = ckpt ? strlen(ckpt) : 0;
+  char *p;
+  if (n < 5 || strcmp(ckpt + n - 5, ".ckpt") || !(p = (char *)malloc(n + 8))) return NULL;
+  memcpy(p, ckpt, n - 5);
+  memcpy(p + n - 5, ".safetensors", 13);
+  return p;
+}
+/* What is at the sidecar of ckpt: 0 nothing; 1 one this callback wrote (a file of its naming and place, a
+   regular file or save_last's link, with its mark in the metadata); -1 anything else. */
+static int tr__mc_st_whose(const tr__mc *s, const char *ckpt, const char *st) {
+  tr_safetensors_meta m;
+  const char *by;
+  int ours;
+#ifdef TR__POSIX
+  struct stat sb;
+  size_t n = strlen(s->dirpath);
+  int last = s->save_last == TR_SAVE_LAST_LINK && !strncmp(ckpt, s->dirpath, n) && ckpt[n] == '/' &&
+             tr__is_last_name(ckpt + n + 1, strlen(ckpt + n + 1) - 5);
+  if (tr__lstat(st, &sb) != 0) return 0;
+  if (!S_ISREG(sb.st_mode) && !(last && TR__S_ISLNK(sb.st_mode))) return -1;
+#else
+  if (!tr__file_exists(st)) return 0;
+#endif
+  if (tr__mc_owned(s, ckpt) == 1 || tr__st_read_meta(st, &m) != 0) return -1;
+  by = tr_safetensors_meta_get(&m, "written_by");
+  ours = by && !strcmp(by, TR__MC_ST_MARK);
+  tr_safetensors_meta_free(&m);
+  return ours ? 1 : -1;
+}
+/* The sidecar of ckpt goes with it: only one this callback wrote. */
+static void tr__mc_st_remove(tr__mc *s, hk_ctx *ctx, const char *ckpt) {
+  char *st;
+  if (!s->st || ctx->rank != 0 || !(st = tr__mc_st_path(ckpt))) return;
+  if (tr__mc_st_whose(s, ckpt, st) == 1 && remove(st) == 0 && s->verbose) tr__run_say_on(s->run, ctx, 1, "model_checkpoint", "removed %s", st);
+  free(st);
+}
+/* on_save_checkpoint: the sidecar of the file being saved, from the parameters of this very save. */
+static hk_signal tr__mc_st_save(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  char *st, step[32], epoch[32], why[600];
+  const char *base, *meta[9];
+  int whose;
+  tr_err e;
+  if (ctx->rank != 0 || !ctx->path || !((s->want && !strcmp(ctx->path, s->want)) || (s->want_last && !strcmp(ctx->path, s->want_last))))
+    return HK_CONTINUE;
+  if (!(st = tr__mc_st_path(ctx->path))) return hk_fail(ctx, "out of memory");
+  whose = tr__mc_st_whose(s, ctx->path, st);
+  if (whose < 0) {
+    tr__run_say(s->run, ctx, "model_checkpoint", "not writing '%s': a file this callback did not write is there", st);
+    free(st);
+    return HK_CONTINUE;
+  }
+  snprintf(step, sizeof step, "%lld", (long long)s->st_step);
+  snprintf(epoch, sizeof epoch, "%lld", (long long)s->st_epoch);
+  base = strrchr(ctx->path, '/');
+  meta[0] = "written_by"; meta[1] = TR__MC_ST_MARK; meta[2] = "step"; meta[3] = step; meta[4] = "epoch"; meta[5] = epoch;
+  meta[6] = "checkpoint"; meta[7] = base ? base + 1 : ctx->path; meta[8] = NULL;
+  e = tr_safetensors_save(st, ctx->params, ctx->params ? ctx->n_tensors : 0, NULL, meta, why, sizeof why);
+  free(st);
+  if (e) return hk_fail(ctx, "save_safetensors: %s", why);
+  return HK_CONTINUE;
+}
+/* save_last=link: last.safetensors links to the sidecar of the file last.ckpt links to. */
+static int tr__mc_st_link(tr__mc *s, const hk_ctx *ctx, const char *target, const char *link_path) {
+  char *t, *l;
+  int r = 0;
+  if (!s->st || ctx->rank != 0) return 0;
+  t = tr__mc_st_path(target);
+  l = tr__mc_st_path(link_path);
+  if (!t || !l) r = -1;
+  else if (tr__file_exists(t) && tr__mc_st_whose(s, link_path, l) >= 0) r = tr__mc_link(ctx, t, l);
+  free(t);
+  free(l);
+  return r;
+}
+
 /* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
    or the checkpoint the fit resumed from. A top-k file that falls out of the top k (topk) is deleted
    even when the fit resumed from it: it stayed while it was among the k best, and the files that
@@ -9431,6 +10502,7 @@ static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *
     tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
                 "files are in its dirpath, named by its filename or last, ending in .ckpt)" : "not a regular file");
   if (why == 0 && remove(path) == 0 && s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "removed %s", path);
+  if (why == 0 || why == 3) tr__mc_st_remove(s, ctx, path);
 }
 
 /* save_last as a link: a relative symlink next to its target, made under a new name (no file is
@@ -9495,6 +10567,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   char *path;
   int link;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
   if (!path) return hk_fail(ctx, "out of memory");
@@ -9506,7 +10580,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+    if (tr__mc_link(ctx, s->newest, s->last) != 0 || tr__mc_st_link(s, ctx, s->newest, s->last) != 0)
+      return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
@@ -9534,10 +10609,10 @@ static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
    collected (a failure there fails the run, and the next names would be picked over the old claims).
    A name whose claim is removed is forgotten, so that no later call removes a claim another process
    made of it since. */
-static void tr__mc_drop_claims(tr__mc *s, const hk_ctx *ctx) {
+static void tr__mc_drop_claims(tr__mc *s, hk_ctx *ctx) {
   if (s->link_after_want && tr__mc_unclaim(ctx, s->last)) s->link_after_want = 0; /* the link waited for want */
-  if (tr__mc_unclaim(ctx, s->want)) { free(s->want); s->want = NULL; s->link_after_want = 0; }
-  if (tr__mc_unclaim(ctx, s->want_last)) { free(s->want_last); s->want_last = NULL; }
+  if (tr__mc_unclaim(ctx, s->want)) { tr__mc_st_remove(s, ctx, s->want); free(s->want); s->want = NULL; s->link_after_want = 0; }
+  if (tr__mc_unclaim(ctx, s->want_last)) { tr__mc_st_remove(s, ctx, s->want_last); free(s->want_last); s->want_last = NULL; }
 }
 
 /* One save point: top-k, then last. */
@@ -9554,6 +10629,8 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
     have = 0;
   }
   s->deferred = 0;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) {
@@ -9695,7 +10772,8 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+      if (tr__mc_link(ctx, s->newest, s->last) != 0 || tr__mc_st_link(s, ctx, s->newest, s->last) != 0)
+      return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
       if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
@@ -9856,6 +10934,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
+  s->st = d->save_safetensors;
   if (d->async_save && s->run) s->run->async_requests = 1; /* the run's requested saves, from now on */
   s->clock = d->clock;
   s->clock_user = d->clock_user;
@@ -9890,6 +10969,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   cb.on_validation_end = tr__mc_val_end;
   cb.on_train_end = tr__mc_train_end;
   cb.on_checkpoint_saved = tr__mc_saved;
+  if (s->st) cb.on_save_checkpoint = tr__mc_st_save;
   cb.save_state = tr__mc_save_state;
   cb.load_state = tr__mc_load_state;
   cb.destroy = tr__mc_destroy;
@@ -12529,7 +13609,7 @@ static void tr__csv_destroy(void *own) {
   free(csv->order); free(csv->pos); free(csv->has); free(csv->rowv);
   free(csv);
 }
-static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy };
+static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy, NULL };
 static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
   return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);
@@ -12605,7 +13685,7 @@ static hk_signal tr__jsonl_record(tr__logger *s, hk_ctx *ctx, const tr_log_recor
   ++s->pending;
   return HK_CONTINUE;
 }
-static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL };
+static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL, NULL };
 static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   return tr__logger_make(reg, &tr__jsonl_format, d, NULL, 0, out, w);
 }
@@ -12981,7 +14061,7 @@ static void tr__tb_destroy(void *own) {
   hk_bytes_free(&t->scratch); hk_bytes_free(&t->vals); hk_bytes_free(&t->tmp);
   free(t);
 }
-static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy };
+static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy, NULL };
 static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
   return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);
@@ -13562,7 +14642,7 @@ static tr_err tr__bar_from_spec(const hk_args *a, tr_progress_bar_desc *d, tr__w
 TR__FACTORY_WITH(bar, tr_progress_bar_desc, TR_PROGRESS_BAR_PARAMS, tr__bar_from_spec)
 #endif /* TR__ON_PROGRESS_BAR */
 #if TR__ON_PLOT
-typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; int fresh; } tr__plot; /* fresh: points the file lacks */
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -13616,6 +14696,7 @@ static hk_signal tr__plot_add(tr__logger *s, hk_ctx *ctx, const tr_log_record *r
     if (!tr__plot_wants(p->metrics, r->metrics[i].name)) continue;
     se = tr__series_get(&p->series, &p->n_series, r->metrics[i].name);
     if (!se || tr__series_add(se, (double)r->step, r->metrics[i].value)) return tr__logger_broke(s, ctx, "out of memory");
+    p->fresh = 1;
   }
   s->pub.records++;
   return HK_CONTINUE;
@@ -13738,7 +14819,12 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
                     desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
+  if (!e) p->fresh = 0;
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
+}
+/* before a checkpoint: the points so far, so that a resume after a kill -9 reads them back (tr__plot_take_back) */
+static hk_signal tr__plot_checkpoint(tr__logger *s, hk_ctx *ctx) {
+  return ((tr__plot *)s->own)->fresh ? tr__plot_write(s, ctx) : HK_CONTINUE;
 }
 
 /* Read a CSV line's cells in place (quotes removed); returns the number of cells. */
@@ -13904,7 +14990,7 @@ static void tr__plot_destroy(void *own) {
   tr__series_free(p->series, p->n_series);
   free(p);
 }
-static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy };
+static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy, tr__plot_checkpoint };
 static tr_err tr__plot_make(hk_registry *reg, const tr_plot_desc *d, hk_handle *out, tr__why *w) {
   tr__plot *p = (tr__plot *)calloc(1, sizeof *p);
   int failed = !p;
@@ -13936,6 +15022,7 @@ static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   if ((he = tr__logger_spec(reg, a, &d.dir)) != HK_OK) return he;
   return tr__factory_result(reg, tr__plot_make(reg, &d, NULL, &w), &w);
 }
+TR__ADD_OF(plot)
 #endif /* TR__ON_PLOT */
 #if TR__ON_MLFLOW
 #ifdef TRAIN_MLFLOW
@@ -15922,6 +17009,7 @@ out:
 #if !defined(TRAIN_NO_TRAINER)
 static tr_err tr__load_file(tr_trainer *t, const char *path);
 static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
@@ -16505,6 +17593,29 @@ static void tr__backward(tr_trainer *t, void *batch) {
    every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
    micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
    did gets no step. */
+/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+static int tr__clips_by_norm(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  size_t n = 0;
+  int k;
+  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
+      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
+    return 0;
+  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
+  return n == t->model.n_params;
+}
+/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
+   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+static void tr__scale_norm(tr_trainer *t, float s) {
+  tr__grad_pass *p = &t->tr__gpass;
+  double sum = 0;
+  int k;
+  hk_grads_changed(&t->ctx);
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
+  p->ok = 1;
+  p->version = t->ctx.hk__grads_version;
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+}
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
@@ -16513,6 +17624,7 @@ static void tr__average_window(tr_trainer *t) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
   tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
@@ -17034,10 +18146,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
+  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))
@@ -17305,12 +18418,14 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   const char *requeued = NULL;
-  char line[512];
+  char line[512], foreign[600] = "";
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
+  if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
+    c.resume_from = requeued = NULL;
   if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
@@ -17328,6 +18443,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__pre_base = tr_preempt_requested();
   if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
     tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
+  if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 
@@ -18421,6 +19537,17 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
                   "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
 }
 
+/* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
+   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
+  tr__peeked pk;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  (void)tr__peek(t->reg, path, &pk);
+  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  return 1;
+}
+
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
    the way to resume inside fit): refused, without touching the run. */
 static tr_err tr__load_allowed(tr_trainer *t) {
@@ -18658,28 +19785,6 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
 }
 TR__PUBLIC_OF(tr_lr_finder, lrf)
 #endif /* TR__ON_LR_FINDER */
-/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
-   handed to two trainers, or given the factories before tr_init). A battery left out of the build
-   is registered without a constructor (hooks.h then refuses the name with this reason). */
-#define TR__IF_1(on, off) on
-#define TR__IF_0(on, off) off
-#define TR__IF(c, on, off) TR__IF_(c, on, off)
-#define TR__IF_(c, on, off) TR__IF_##c(on, off)
-TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
-  hk_err e = HK_OK;
-  if (!reg) return HK_ERR_INVALID;
-#define TR__X(name, NAME, p, doc) \
-  if (!e) { \
-    e = TR__IF(TR__ON_##NAME, hk_factory_add(reg, #name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc), \
-               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
-                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
-                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
-    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
-  }
-  TR__BATTERIES(TR__X)
-#undef TR__X
-  return e;
-}
 #if !defined(TRAIN_NO_TRAINER)
 /* =================================================================================================
    CUDA (TRAIN_CUDA)

@@ -247,6 +247,101 @@ int bench_run(const char *mode, int epochs, uint64_t *sum) {
     return rc;
 }
 
+/* ==== the run layer's own cost: a loop of your own, nothing due ===================================== */
+
+/* A model whose step is one pass each way over P parameters (the same in every loop, so it cancels): the run
+   layer's cost per step is a loop's row minus the hand-written one, at 1 K and 64 K parameters. The standard
+   set is registered and nothing is due in the steps measured: the record, the checkpoint, the validation and
+   the monitors every 10,000 steps; the loops stop after at most 400 (a loop may end after any whole batch). */
+#ifndef OWN_DUE
+#  define OWN_DUE 10000
+#endif
+#define OWN_STD "nan_guard(check_grads=false); early_stopping(monitor=val/loss, patience=3); " \
+  "model_checkpoint(dirpath=\"%s/ckpt\", monitor=val/loss, save_top_k=2, every_n_train_steps=%d); lr_monitor; " \
+  "gradient_monitor(log_frequency=%d); csv(save_dir=\"%s\"); jsonl(save_dir=\"%s\"); tensorboard(save_dir=\"%s\"); " \
+  "progress_bar(mode=lines, line_seconds=1e9)"
+typedef struct own { float *p, *g; size_t n; } own;
+BENCH_NOINLINE static double own_forward(own *m) { return 0.5 * (double)m->p[0] * (double)m->p[0] + 1.0; }
+BENCH_NOINLINE static void own_backward(own *m) { for (size_t i = 0; i < m->n; i++) m->g[i] = 1e-3f * m->p[i] + 1e-4f; }
+BENCH_NOINLINE static void own_sgd(own *m, float lr) { for (size_t i = 0; i < m->n; i++) m->p[i] -= lr * m->g[i]; }
+
+/* hand: the model's work alone. new: tr_run_begin .. tr_run_end (run.h's dozen lines). old: the single calls. */
+static int own_run(const char *mode, size_t n, int steps, const char *dir, own *m) {
+  char spec[1024];
+  hk_tensor pv[] = { { "w", NULL, 0, 0 } }, gv[] = { { "w", NULL, 0, 0 } };
+  hk_registry *reg;
+  int rc = 0;
+  pv[0].data = m->p, gv[0].data = m->g, pv[0].count = gv[0].count = n;
+  if (!strcmp(mode, "hand")) {
+    for (int s = 0; s < steps; s++) { (void)own_forward(m); own_backward(m); own_sgd(m, 0.01f); }
+    return 0;
+  }
+  snprintf(spec, sizeof spec, OWN_STD, dir, OWN_DUE, OWN_DUE, dir, dir, dir);
+  if (!(reg = hk_create(NULL))) return 1;
+  if (!strcmp(mode, "new")) {
+    hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 10000, .lr = 0.01, .batch_size = 32,
+        .val_every_n_steps = OWN_DUE, .val_batches = 1, .log_every_n_steps = OWN_DUE, .optimizer = "SGD",
+        TR_VIEWS(pv, gv), .spec = spec }, NULL);
+    for (int what; ctx && (what = tr_run_next(reg)); ) {
+      if (what == TR_RUN_VAL_BATCH) { ctx->loss = own_forward(m); continue; }
+      if (ctx->global_step >= steps) break; /* (a loop may leave after any whole batch: tr_run_end closes it) */
+      ctx->loss = own_forward(m);
+      HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+      own_backward(m);
+      HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+      HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+      if (tr_run_update(reg)) own_sgd(m, (float)ctx->lr);
+    }
+    rc = tr_run_end(reg) != TR_OK;
+  } else {
+    hk_ctx ctx = { .stage = HK_STAGE_FIT, .params = pv, .grads = gv, .n_tensors = 1 };
+    hk_flow flow = { 0 };
+    unsigned next;
+    if (tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 10000, .val_every_n_steps = OWN_DUE, .val_batches = 1,
+                                         .log_every_n_steps = OWN_DUE, .optimizer = "SGD" }) ||
+        hk_spec_apply(reg, spec)) { fprintf(stderr, "bench_train: %s\n", hk_last_error(reg)); hk_destroy(reg); return 1; }
+    next = tr_run_start(reg, &ctx, NULL) ? TR_RUN_STOP : 0;
+    for (ctx.batch_idx = 0; !(next & TR_RUN_STOP) && ctx.global_step < steps; ctx.batch_idx++) {
+      float lr = (float)tr_run_lr(reg, &ctx, 0.01);
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
+      ctx.loss = own_forward(m);
+      HK_FIRE_FLOW(reg, HK_ON_BEFORE_BACKWARD, &ctx, &flow);
+      own_backward(m);
+      HK_FIRE_FLOW(reg, HK_ON_AFTER_BACKWARD, &ctx, &flow);
+      HK_FIRE_FLOW(reg, HK_ON_BEFORE_OPTIMIZER_STEP, &ctx, &flow);
+      if (!HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP)) { own_sgd(m, lr); ctx.global_step++; }
+      ctx.samples_seen += 32;
+      if (ctx.global_step > 0) HK_FIRE_FLOW(reg, HK_ON_AFTER_OPTIMIZER_STEP, &ctx, &flow);
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &ctx, &flow);
+      next = tr_run_batch_end(reg, &ctx, &flow);
+    }
+    rc = tr_run_finish(reg, &ctx, TR_OK) != TR_OK;
+    if (rc) fprintf(stderr, "bench_train: %s\n", tr_run_error(reg));
+    hk_ctx_free(&ctx);
+  }
+  hk_destroy(reg);
+  return rc;
+}
+/* "own-MODE-N": the loop MODE (hand, new, old) over N parameters, for `steps` steps. */
+BENCH_NOINLINE int bench_own(const char *arg, int steps, uint64_t *sum);
+int bench_own(const char *arg, int steps, uint64_t *sum) {
+  char mode[16], dir[] = "/tmp/bench_train_own.XXXXXX", cmd[128];
+  unsigned long n = 0;
+  own m;
+  int rc;
+  if (sscanf(arg, "own-%15[a-z]-%lu", mode, &n) != 2 || !n || !mkdtemp(dir)) return 1;
+  m.n = n;
+  m.p = (float *)malloc(n * sizeof(float)), m.g = (float *)calloc(n, sizeof(float));
+  if (!m.p || !m.g) return 1;
+  for (size_t i = 0; i < n; i++) m.p[i] = (float)(i % 97) * 0.01f;
+  rc = own_run(mode, n, steps, dir, &m);
+  *sum = checksum(m.p, n);
+  free(m.p), free(m.g);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) rc = 1;
+  return rc;
+}
+
 /* ==== the driver ==================================================================================== */
 
 typedef struct row { const char *label, *exe, *mode; double per_step; uint64_t sum; } row;
@@ -255,7 +350,7 @@ typedef struct row { const char *label, *exe, *mode; double per_step; uint64_t s
 static int measure(const char *exe, const char *mode, int epochs, uint64_t *instr, uint64_t *sum) {
     char cmd[1024], line[512];
     int got_instr = 0, got_sum = 0;
-    snprintf(cmd, sizeof cmd, "valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=bench_run "
+    snprintf(cmd, sizeof cmd, "valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=bench_run --toggle-collect=bench_own "
              "'%s' run %s %d 2>&1", exe, mode, epochs);
     FILE *p = popen(cmd, "r");
     if (!p) return 1;
@@ -273,10 +368,49 @@ static int measure(const char *exe, const char *mode, int epochs, uint64_t *inst
     return 0;
 }
 
+/* The run layer's table: per-step instructions of each loop over 100..400 steps, less the hand-written one's. */
+#define OWN_GOAL 1000.0
+static int own_table(const char *self) {
+    static const char *modes[] = { "hand", "new", "old" };
+    static const unsigned long sizes[] = { 1024, 65536 };
+    const int s1 = 100, s2 = 400;
+    double per[2][3];
+    int ok = 1, same = 1;
+    for (int z = 0; z < 2; z++) {
+        uint64_t sum0 = 0;
+        for (int k = 0; k < 3; k++) {
+            char mode[64];
+            uint64_t a, b, sa, sb;
+            snprintf(mode, sizeof mode, "own-%s-%lu", modes[k], sizes[z]);
+            if (measure(self, mode, s1, &a, &sa) || measure(self, mode, s2, &b, &sb)) return 1;
+            per[z][k] = (double)(b - a) / (double)(s2 - s1);
+            if (k == 0) sum0 = sb;
+            else if (sb != sum0) same = 0;
+        }
+    }
+    printf("\nthe run layer's own cost per step, a loop of your own with the standard set registered and nothing due\n"
+           "(nan_guard, early_stopping, model_checkpoint, lr_monitor, gradient_monitor, csv, jsonl, tensorboard, progress_bar;\n"
+           "record, checkpoint, validation, monitors every %d steps): instructions per step = (I(%d) - I(%d)) / %d\n\n",
+           OWN_DUE, s2, s1, s2 - s1);
+    printf("  %-52s %12s %12s %8s %8s\n", "loop", "1 K params", "64 K params", "goal", "verdict");
+    printf("  %-52s %12.1f %12.1f\n", "hand-written (the model's passes alone)", per[0][0], per[1][0]);
+    for (int k = 1; k < 3; k++) {
+        double c0 = per[0][k] - per[0][0], c1 = per[1][k] - per[1][0];
+        int met = c0 <= OWN_GOAL && c1 <= OWN_GOAL;
+        ok &= met;
+        printf("  %-52s %+12.1f %+12.1f %8.0f %8s\n", k == 1 ? "tr_run_begin/next/update/end, minus hand-written"
+               : "tr_run_start/lr/batch_end/finish, minus hand-written", c0, c1, OWN_GOAL, met ? "met" : "NOT met");
+    }
+    printf("  final parameters identical in all loops: %s; the run layer's goal (at most %.0f a step, both loops): %s\n",
+           same ? "yes" : "NO", OWN_GOAL, ok ? "met" : "NOT met");
+    return !same;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "own")) return own_table(argv[0]);  /* that table alone */
     if (argc == 4 && !strcmp(argv[1], "run")) {         /* one run, under callgrind */
         uint64_t sum = 0;
-        int rc = bench_run(argv[2], atoi(argv[3]), &sum);
+        int rc = !strncmp(argv[2], "own-", 4) ? bench_own(argv[2], atoi(argv[3]), &sum) : bench_run(argv[2], atoi(argv[3]), &sum);
         printf("checksum %016" PRIx64 "\n", sum);
         return rc;
     }
@@ -332,5 +466,6 @@ int main(int argc, char **argv) {
     double spike = rows[7].per_step / rows[2].per_step - 1.0;
     printf("spike_detection (window 10, gradient norm, a snapshot every 100 steps) vs empty sites: %+.2f%% per step\n",
            100.0 * spike);
+    if (own_table(self)) same = 0;
     return same ? 0 : 1;
 }

@@ -22,9 +22,9 @@ import os, re, sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 TRAIN = os.path.join(ROOT, 'train')
-BEFORE = ['base', 'math', 'files', 'records', 'cluster', 'run', 'loop', 'battery']  # then the batteries
+BEFORE = ['base', 'math', 'files', 'records', 'cluster', 'run', 'loop', 'safetensors', 'battery', 'factories']  # then the batteries
 MIDDLE = ['sweep', 'trainer', 'checkpoint']  # then the batteries that need the trainer
-AFTER = ['factories', 'cuda', 'mpi']
+AFTER = ['cuda', 'mpi']
 GUARD = {'math': '!defined(TRAIN_NO_MATH)', 'sweep': '!defined(TRAIN_NO_SWEEP)',
          'cuda': '!defined(TRAIN_NO_TRAINER)', 'trainer': '!defined(TRAIN_NO_TRAINER)',
          'checkpoint': '!defined(TRAIN_NO_TRAINER)'}

@@ -7,6 +7,7 @@
 
    Seeds: with FUZZ_CKPT_SEED_DIR set, LLVMFuzzerInitialize writes valid checkpoints of the trainer
    below into that directory (one with, one without an accumulation window in progress).
+   Each input is also given to tr_run_continue as a run block (train/run.h's parser of TR_RUN_KEY).
    Run:  FUZZ_CKPT_SEED_DIR=corpus ./fuzz_ckpt corpus -runs=100000 */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
@@ -110,6 +111,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       pos += 20 + (size_t)n;
     }
   }
+  /* the run's block (read before setup, not by the loader): any bytes are a block or TR_ERR_FORMAT */
+  e = tr_run_continue(reg, buf, size);
+  if (e != TR_OK && e != TR_ERR_FORMAT) abort();
+  (void)tr_run_continue(reg, NULL, 0);
   memcpy(before, P, sizeof before);
   e = tr_load_mem(&t, buf, size);
   if (e != TR_OK) {

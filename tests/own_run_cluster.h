@@ -128,6 +128,8 @@ static int load_model(void *u, FILE *f) { (void)u; return fread(&wt, sizeof wt, 
 static int64_t others; /* what the other ranks say (tr_run_desc.agree), from step `others_at` on */
 static int64_t others_at;
 static int agreed_calls;
+static int steps_run;    /* the steps own_run's loop took (a resume takes fewer) */
+static FILE *run_log;    /* own_run's tr_run_desc.log (NULL: stderr) */
 static int64_t agree(void *u, int64_t stops) {
   hk_ctx *ctx = (hk_ctx *)u;
   agreed_calls++;
@@ -143,10 +145,12 @@ static tr_err own_run(const char *ckpt, int64_t n, int at, int sig, int use_agre
   wt = 0;
   e = tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = n, .log_every_n_steps = -1, .save_model = save_model,
                                         .load_model = load_model, .model_user = &ctx, .save_to = ckpt,
-                                        .preempt = { .requeue = TR_YES }, .agree = use_agree ? agree : NULL });
+                                        .preempt = { .requeue = TR_YES }, .agree = use_agree ? agree : NULL, .log = run_log });
   assert_int_equal(e, TR_OK);
   unsigned next = tr_run_start(reg, &ctx, NULL) ? TR_RUN_STOP : 0;
+  steps_run = 0;
   while (!(next & TR_RUN_STOP) && ctx.global_step < n) {
+    steps_run++;
     HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &ctx, &flow);
     wt += 1;
     ctx.global_step++;
@@ -287,6 +291,116 @@ static void test_agree(void **state) {
   others = 0;
 }
 
+/* Issue 37, item 8: a requeued job resumes from save_to only when this job wrote it. Job 200 requeued finds job 100's
+   file (the same script, the same save_to): it is said and not used, in a loop of its own and in tr_fit; a file
+   written outside Slurm is not this job's either; the job's own file is resumed (and tr_fit's logs continue in
+   its version_0). */
+static char *log_text(FILE *f) {
+  long n;
+  char *p;
+  fflush(f);
+  n = ftell(f);
+  p = (char *)calloc((size_t)n + 1, 1);
+  rewind(f);
+  if (fread(p, 1, (size_t)n, f) != (size_t)n) p[0] = 0;
+  fseek(f, 0, SEEK_END);
+  return p;
+}
+static tr_err fit_job(const char *ckpt, const char *logs, int64_t steps, int save, FILE *log, int64_t *step) {
+  spirals data;
+  mlp net;
+  tr_tensor views[MLP_NUM_TENSORS];
+  tr_trainer t;
+  char spec[600];
+  tr_err e;
+  assert_int_equal(spirals_make(&data, 16, 3, 0.2f, 1), 0);
+  assert_int_equal(mlp_init(&net, 2, 8, 3, 8, 42), 0);
+  tr_data train = spirals_tr_data(&data, 8, 1);
+  assert_int_equal(tr_init(&t, &(tr_desc){ .model = mlp_tr_model(&net, views), .log = log }), TR_OK);
+  snprintf(spec, sizeof spec, "csv(save_dir=%s)", logs);
+  assert_int_equal(hk_spec_apply(t.reg, spec), HK_OK);
+  e = tr_fit(&t, &(tr_config){ .train = &train, .max_steps = steps, .save_to = ckpt, .no_sigint = 1 });
+  if (!e && save) e = tr_save(&t, ckpt);
+  *step = t.global_step;
+  tr_free(&t);
+  mlp_free(&net);
+  spirals_free(&data);
+  return e;
+}
+static void test_requeue_own_job_only(void **state) {
+  char ckpt[400], logs[400], v[500], bin[400], script[600], path[8192], err[1024], *text;
+  int64_t step;
+  FILE *f;
+  (void)state;
+  clear_slurm();
+  snprintf(bin, sizeof bin, "%s/bin_own", dir); /* a fake scontrol that says nothing */
+  assert_true(mkdir(bin, 0700) == 0 || access(bin, F_OK) == 0);
+  snprintf(script, sizeof script, "%s/scontrol", bin);
+  assert_non_null(f = fopen(script, "w"));
+  fputs("#!/bin/sh\nexit 0\n", f);
+  fclose(f);
+  assert_int_equal(chmod(script, 0700), 0);
+  snprintf(path, sizeof path, "%s:%s", bin, saved_path);
+  setenv("PATH", path, 1);
+  assert_non_null(run_log = tmpfile());
+  snprintf(ckpt, sizeof ckpt, "%s/own.ckpt", dir);
+  setenv("SLURM_JOB_ID", "100", 1); /* job 100 preempted at step 4: its save_to */
+  assert_int_equal(own_run(ckpt, 10, 4, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
+  setenv("SLURM_JOB_ID", "200", 1); /* job 200, requeued before it saved: not job 100's run */
+  setenv("SLURM_RESTART_COUNT", "1", 1);
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 0, &step, err, sizeof err), TR_OK);
+  assert_int_equal(steps_run, 10);
+  text = log_text(run_log);
+  if (!strstr(text, "was written by Slurm job 100") || !strstr(text, "not by this job (200): it is not resumed") || strstr(text, "resuming from"))
+    fail_msg("%s", text);
+  free(text);
+  unsetenv("SLURM_RESTART_COUNT"); /* job 200 preempted at step 3, requeued: its own file */
+  assert_int_equal(own_run(ckpt, 10, 3, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
+  setenv("SLURM_RESTART_COUNT", "1", 1);
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 0, &step, err, sizeof err), TR_OK);
+  assert_int_equal(steps_run, 7);
+  clear_slurm(); /* a file written outside Slurm is no requeued job's own */
+  assert_int_equal(own_run(ckpt, 10, 2, SIGUSR1, 0, &step, err, sizeof err), TR_ERR_INTERRUPTED);
+  setenv("SLURM_JOB_ID", "300", 1);
+  setenv("SLURM_RESTART_COUNT", "1", 1);
+  fclose(run_log);
+  assert_non_null(run_log = tmpfile());
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 0, &step, err, sizeof err), TR_OK);
+  assert_int_equal(steps_run, 10);
+  text = log_text(run_log);
+  if (!strstr(text, "was written by a run outside Slurm, not by this job (300)")) fail_msg("%s", text);
+  free(text);
+  fclose(run_log);
+  run_log = NULL;
+  /* tr_fit: job 100 saved at step 2; job 200 requeued starts from 0; job 100 requeued resumes, in its version_0 */
+  snprintf(ckpt, sizeof ckpt, "%s/fit.ckpt", dir);
+  snprintf(logs, sizeof logs, "%s/fitlogs", dir);
+  clear_slurm();
+  setenv("SLURM_JOB_ID", "100", 1);
+  assert_non_null(f = tmpfile());
+  assert_int_equal(fit_job(ckpt, logs, 2, 1, f, &step), TR_OK);
+  setenv("SLURM_JOB_ID", "200", 1);
+  setenv("SLURM_RESTART_COUNT", "1", 1);
+  assert_int_equal(fit_job(ckpt, logs, 4, 0, f, &step), TR_OK);
+  text = log_text(f);
+  if (!strstr(text, "was written by Slurm job 100") || !strstr(text, "not by this job (200): it is not resumed") || strstr(text, "resuming from"))
+    fail_msg("%s", text);
+  free(text);
+  fclose(f);
+  assert_non_null(f = tmpfile());
+  setenv("SLURM_JOB_ID", "100", 1);
+  assert_int_equal(fit_job(ckpt, logs, 4, 0, f, &step), TR_OK);
+  assert_int_equal(step, 4);
+  text = log_text(f);
+  if (!strstr(text, "resuming from") || strstr(text, "not resumed") || strstr(text, "warning")) fail_msg("%s", text);
+  free(text);
+  fclose(f);
+  snprintf(v, sizeof v, "%s/lightning_logs/version_2", logs); /* job 100's run went on in its version_0 */
+  assert_int_equal(access(v, F_OK), -1);
+  clear_slurm();
+  setenv("PATH", saved_path, 1);
+}
+
 #define CLUSTER_TESTS \
     cmocka_unit_test_setup_teardown(test_slurm_env, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_preempt_settings, cluster_setup, cluster_teardown), \
@@ -294,4 +408,5 @@ static void test_agree(void **state) {
     cmocka_unit_test_setup_teardown(test_preempt_own_loop, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_own_handler_left_alone, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_agree, cluster_setup, cluster_teardown), \
-    cmocka_unit_test_setup_teardown(test_requeue_messages, cluster_setup, cluster_teardown)
+    cmocka_unit_test_setup_teardown(test_requeue_messages, cluster_setup, cluster_teardown), \
+    cmocka_unit_test_setup_teardown(test_requeue_own_job_only, cluster_setup, cluster_teardown)

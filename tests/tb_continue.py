@@ -29,7 +29,7 @@ def plugin_scalars(run):
     return out
 
 runs = 0
-for name in ("own", "fit", "fit2", "two"):
+for name in ("own", "fit", "fit2", "two", "k9a", "k9b", "k9fit", "k9mid", "ctrlc"):  # the last five: interrupted mid-way (issue 37, items 3, 18)
     run = os.path.join(root, name, "lightning_logs", "version_0")
     ref = os.path.join(root, name + "_ref", "lightning_logs", "version_0")
     files = glob.glob(os.path.join(run, "events.out.tfevents.*"))

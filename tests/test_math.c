@@ -200,6 +200,29 @@ static void test_clamp_sumsq(void **state) {
   free(x); free(y);
 }
 
+/* The averaging folded into the norm's pass (ZeRO-1's step): the same bits as tr_scale, then tr_sumsq. */
+static void test_scale_sumsq(void **state) {
+  float *x = buf(MAX_N), *y = buf(MAX_N);
+  size_t s;
+  (void)state;
+  for (s = 0; s < N_SIZES; s++) {
+    size_t n = sizes[s];
+    int th = thread_counts[s % 4];
+    double want, got;
+    tr_rng r;
+    tr_rng_seed(&r, 450 + s);
+    fill(x, n, &r, 3.0f, 1);
+    if (n > 5) { x[3] = NAN; x[4] = INFINITY; }
+    memcpy(y, x, n * sizeof(float));
+    tr_scale(y, n, 1.0f / 3.0f, th);
+    want = tr_sumsq(y, n, th);
+    got = tr_scale_sumsq(x, n, 1.0f / 3.0f, th);
+    assert_memory_equal(&got, &want, sizeof got);
+    assert_memory_equal(x, y, n * sizeof(float));
+  }
+  free(x); free(y);
+}
+
 /* zero, scale and the NaN/Inf scan against plain loops. */
 static void test_zero_scale_count(void **state) {
   float *x = buf(MAX_N), *y = buf(MAX_N);
@@ -388,6 +411,7 @@ int main(void) {
     cmocka_unit_test(test_sgd_bits),
     cmocka_unit_test(test_sumsq),
     cmocka_unit_test(test_clamp_sumsq),
+    cmocka_unit_test(test_scale_sumsq),
     cmocka_unit_test(test_zero_scale_count),
     cmocka_unit_test(test_zero_large),
     cmocka_unit_test(test_coef_defaults),

@@ -512,8 +512,15 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     (void)user; \
     if (!e) e = from_spec(a, &d, &w); \
     return tr__factory_result(reg, e ? e : tr__##p##_make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
+/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
+   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+#define TR__ADD_OF(p) \
+  TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
+    return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
+  }
 #define TR__ARGS_OF(p, desc_type, LIST) \
   static tr_err tr__##p##_args(const hk_args *a, desc_type *d, tr__why *w) { \
     int64_t v; /* the integer fields' value (tr__int_arg writes it first) */ \
@@ -544,4 +551,7 @@ TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *
 }
 TR__C_END /* part */
 #endif /* implementation */
+/* tr_add_factories, which tr_run_setup calls, comes with the kit: a program that includes the parts it uses
+   (not train.h) gets it whatever battery it includes */
+#include "factories.h" /* part */
 #endif /* part */

@@ -1085,6 +1085,17 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
                   "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
 }
 
+/* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
+   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
+  tr__peeked pk;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  (void)tr__peek(t->reg, path, &pk);
+  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  return 1;
+}
+
 /* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
    the way to resume inside fit): refused, without touching the run. */
 static tr_err tr__load_allowed(tr_trainer *t) {

@@ -20,7 +20,9 @@ TR__C_BEGIN /* part */
        job itself when its partition says so);
      - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
        from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
-       TR_NO: not).
+       TR_NO: not), and only when this job wrote it (the checkpoint records SLURM_JOB_ID): another
+       job's file (the same script and save_to submitted again) is said and not used, and the job
+       starts from the beginning.
    Under Slurm the run says so once at its start (rank 0, in the run's log):
        train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
        resuming from ckpt.bin (the job was requeued)

@@ -15,12 +15,19 @@ TR__C_BEGIN /* part */
 #define TR__IF_0(on, off) off
 #define TR__IF(c, on, off) TR__IF_(c, on, off)
 #define TR__IF_(c, on, off) TR__IF_##c(on, off)
+/* Each battery compiled in defines tr__<p>_factory_add (TR__ADD_OF) in its part, which may come after this one: a
+   program that includes train/'s parts names the ones it includes (TRAIN_ONLY_SPECIFIC_BATTERIES and
+   TRAIN_ENABLE_<NAME> each, train/battery.h); one named but not included is a tr__<p>_factory_add "used but never
+   defined" here. */
+#define TR__X(name, NAME, p, doc) TR__IF(TR__ON_##NAME, static hk_err tr__##p##_factory_add(hk_registry *reg, const char *n, const char *d);, )
+TR__BATTERIES(TR__X)
+#undef TR__X
 TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   hk_err e = HK_OK;
   if (!reg) return HK_ERR_INVALID;
 #define TR__X(name, NAME, p, doc) \
   if (!e) { \
-    e = TR__IF(TR__ON_##NAME, hk_factory_add(reg, #name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc), \
+    e = TR__IF(TR__ON_##NAME, tr__##p##_factory_add(reg, #name, doc), \
                hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
                               #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
                               "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \

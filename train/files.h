@@ -897,6 +897,30 @@ static int tr__mkdirs(const char *dir) {
 #endif
 }
 
+/* A new run id: 32 hex digits (128 bits) from the system's random source, else from the time, the pid and
+   addresses mixed by splitmix64 (unique enough to tell two runs apart; nothing secret depends on it). */
+TR__SHARED void tr__random_id(char out[33]) {
+  static uint64_t counter;
+  unsigned char b[16];
+  size_t got = 0, i;
+  tr_rng r;
+  uint64_t w[2];
+#ifdef TR__POSIX
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) { got = fread(b, 1, sizeof b, f); fclose(f); }
+  r.state = (uint64_t)getpid() << 32;
+#else
+  r.state = 0;
+#endif
+  if (got != sizeof b) {
+    r.state ^= (uint64_t)time(NULL) ^ (uint64_t)clock() << 20 ^ (uint64_t)(uintptr_t)&r ^ (uint64_t)(uintptr_t)out ^ ++counter << 48;
+    w[0] = tr_rng_u64(&r);
+    w[1] = tr_rng_u64(&r);
+    for (i = 0; i < 16; i++) b[i] = (unsigned char)(w[i / 8] >> (8 * (i % 8)));
+  }
+  for (i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", (unsigned)b[i]);
+}
+
 /* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
    nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
    record's cost (bench-log). */

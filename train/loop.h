@@ -189,7 +189,12 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
 }
 
 /* The loop may read ctx's counters, never move them: a change is said and ends the run. */
+static TR__NOINLINE int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn);
 static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
+  if (L->ctx.epoch == L->epoch && L->ctx.global_step == L->step && L->ctx.batch_idx == L->batch) return 0; /* (every step) */
+  return tr__loop_tampered_say(reg, L, fn);
+}
+static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
   const char *what = L->ctx.epoch != L->epoch ? "epoch" : L->ctx.global_step != L->step ? "global_step"
                    : L->ctx.batch_idx != L->batch ? "batch_idx" : NULL;
   int64_t was = L->ctx.epoch != L->epoch ? L->epoch : L->ctx.global_step != L->step ? L->step : L->batch;
@@ -226,7 +231,7 @@ static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
   if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
   else if (L->sched.kind)
     (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
-  else (void)tr_run_lr(reg, &L->ctx, d->lr);
+  else (void)tr__run_lr_now(run, &L->ctx, d->lr); /* tr_run_lr's, less its checks: tr_run_next made them */
 }
 
 /* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
@@ -283,7 +288,8 @@ static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
   run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
   if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
   run->validates_next = 0;
-  out = tr_run_batch_end(reg, &L->ctx, &L->flow);
+  out = run->running != HK_STAGE_NONE ? tr__run_safe_at(run, reg, &L->ctx, &L->flow, 0, "tr_run_batch_end") /* (tr_run_next */
+      : tr_run_batch_end(reg, &L->ctx, &L->flow);                      /* checked the call; a hook may have ended the run) */
   tr__loop_noted(L);
   if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
   L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
@@ -343,13 +349,12 @@ static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
 }
 
 TRAIN_API int tr_run_next(hk_registry *reg) {
-  tr__loop *L = tr__loop_of(reg);
-  tr_run *run;
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__loop *L = run ? (tr__loop *)run->tr__p->loop : NULL;
   if (!L) {
     if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
     return 0;
   }
-  run = (tr_run *)hk_attached(reg);
   if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
   if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending || hk_dispatching(reg)) {
     tr__loop_fail(reg, L, "tr_run_next: %s%s%s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"

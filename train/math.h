@@ -121,6 +121,9 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
 /* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
    the norm before clipping). A NaN stays NaN. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
+/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
+   (the averaging of the gradients and the norm that clipping reads next). */
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 TR__C_END /* part */
@@ -443,6 +446,40 @@ TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int thre
     long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
     TR__FOR_CHUNKS(threads)
     for (k = 0; k < ng; k++) part[k] = tr__clamp_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), lo, hi);
+    for (k = 0; k < ng; k++) sum += part[k];
+  }
+  return sum;
+}
+
+/* One chunk of tr_scale_sumsq: tr__scale_run's products, summed in hk_sumsq's order. */
+static TR__CLONES double tr__scale_sumsq_chunk(float *TR__RESTRICT x, size_t n, float s) {
+  double acc[16] = {0};
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    TR__PREFETCH(x + i + TR__AHEAD);
+    for (j = 0; j < 16; j++) {
+      float v = x[i + j] * s;
+      x[i + j] = v;
+      acc[j] += (double)v * (double)v;
+    }
+  }
+  for (j = 0; i + j < n; j++) {
+    float v = x[i + j] * s;
+    x[i + j] = v;
+    acc[j] += (double)v * (double)v;
+  }
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads) {
+  double part[TR__GROUP], sum = 0;
+  long g, k, nk = tr__n_chunks(n);
+  for (g = 0; g < nk; g += TR__GROUP) {
+    long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
+    TR__FOR_CHUNKS(threads)
+    for (k = 0; k < ng; k++) part[k] = tr__scale_sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)), s);
     for (k = 0; k < ng; k++) sum += part[k];
   }
   return sum;

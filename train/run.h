@@ -432,8 +432,8 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
    themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
    keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
    (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. Nothing is given while the run has no directory (no logger opened, tr_run_dir never asked).
-   HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
+   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
+   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
    to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
    version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
    none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
@@ -441,6 +441,12 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
 #define TR_RUN_KEY "train.run"
 TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
+/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
+   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
+   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
+   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
+   no Slurm job now. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
 /* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
    (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
    batteries and loops report. */
@@ -545,8 +551,9 @@ TR__C_BEGIN /* part */
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
-typedef struct tr__run_dir { char *base, *dir; int fd, continued, made; uint64_t dev, ino; struct tr__run_dir *next; } tr__run_dir;
-/* made: this run claimed it (mkdir): a resume that then fails to load removes it again while it is empty */
+typedef struct tr__run_dir { char *base, *dir; int fd, continued, made; uint64_t dev, ino; char id[33]; struct tr__run_dir *next; } tr__run_dir;
+/* made: this run claimed it (mkdir): a resume that then fails to load removes it again while it is empty.
+   id: its run_id file's (TR__RUN_ID_FILE; "" none yet: written at the run's first checkpoint) */
 enum { TR__RUN_SAVE_DIR, TR__RUN_NAME, TR__RUN_VERSION, TR__RUN_OPTIMIZER, TR__RUN_HPARAMS, TR__RUN_SAVE_TO, TR__RUN_SETTINGS,
        TR__RUN_STRS };
 struct tr__hparam;
@@ -558,7 +565,12 @@ typedef struct tr__run_priv {
   char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
                                 (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
   char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
-  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be) */
+  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be; a version 1 block) */
+  char cont_id[33];          /* the run id the block recorded ("" none: a version 1 block, or a run without a directory) */
+  char cont_job[24];         /* the Slurm job that wrote it ("" none: outside Slurm) */
+  int cont_version;          /* the block's version (0: none read) */
+  char id[33];               /* the run's id: its directory's run_id file and its checkpoints' ("" not yet) */
+  int id_said;               /* a run_id file that could not be written was said (once) */
   int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
   tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
   int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
@@ -664,6 +676,11 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
+/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+static tr_run *tr__run_of(hk_registry *reg) {
+  tr_run *run = (tr_run *)hk_attached(reg);
+  return run || !reg ? run : tr_run_get(reg);
+}
 TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   tr_run *run;
   if (!reg) return NULL;
@@ -944,7 +961,7 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
    name, the value's bits (8). */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
-/* TR_RUN_KEY (above): the run directory it was written in (tr__run_block): both formats */
+/* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
   return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
 }
@@ -1033,7 +1050,7 @@ static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   return 1;
 }
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr) {
-  tr_run *run = reg ? tr_run_get(reg) : NULL;
+  tr_run *run = tr__run_of(reg);
   if (!ctx) return lr;
   if (run && tr__run_lr_refused(run, reg, ctx, "tr_run_lr")) return ctx->lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
@@ -1281,25 +1298,83 @@ static hk_err tr__state_sink(const char *key, const void *data, size_t len, void
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
    Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
-   TR_RUN_KEY: u64 version 1 | str the run directory | u64 its device | u64 its inode | i64 global_step |
-   u64 where in the loop (tr_run_at). A resume reads it before setup (tr_run_start, tr_run_enter, or
-   tr_run_continue from a loop's own reader, as tr_fit's):
-   tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and supersede the
-   records written after the checkpoint (tr__run_superseded). Nothing is written while the run has no
-   directory (no logger has opened, tr_run_dir was never asked). */
-static hk_err tr__run_block(const tr_run *run, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
-  const tr__run_priv *q = run ? run->tr__p : NULL;
-  const tr__run_dir *rd;
+   TR_RUN_KEY: u64 version 2 | str the run id ("" none) | str the Slurm job that wrote it ("" none) |
+   str the run directory ("" none) | i64 global_step | u64 where in the loop (tr_run_at). Version 1 (still
+   read): u64 1 | str the directory | u64 its device | u64 its inode | i64 global_step | u64 at.
+   A resume reads it before setup (tr_run_start, tr_run_enter, or tr_run_continue from a loop's own reader,
+   as tr_fit's): tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and
+   supersede the records written after the checkpoint (tr__run_superseded).
+   A run is known by its id, not by a path or an inode (inodes are reused: ext4 often, a remounted tmpfs
+   always): the id is kept in its directory's run_id file, which the run writes at its first checkpoint
+   (through the atomic writer, where nothing is; a failed resume so leaves no file), and in every block.
+   A directory copied or moved elsewhere, or spelled another way, is continued when its run_id matches. */
+#define TR__RUN_ID_FILE "run_id"
+static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
+  int i;
+  for (i = 0; i < 32; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+  return s[32] == 0;
+}
+/* The run id in dir's run_id file into id ("" none). 0; ENOENT nothing there; EINVAL not a run id; else errno. */
+static int tr__run_id_read(const char *dir, char id[33]) {
+  char path[TR__CB_MAX_STR + 16];
+  hk_bytes b;
+  tr__file_id mine = { 0, 0, 0 };
+  int e;
+  id[0] = 0;
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, TR__RUN_ID_FILE) >= sizeof path) return ENAMETOOLONG;
+  memset(&b, 0, sizeof b);
+  e = tr__read_mine(path, &b, &mine);
+  if (!e && (b.len != 33 || b.data[32] != '\n')) e = EINVAL;
+  if (!e) {
+    memcpy(id, b.data, 32);
+    id[32] = 0;
+    if (!tr__run_id_ok(id)) { id[0] = 0; e = EINVAL; }
+  }
+  hk_bytes_free(&b);
+  return e;
+}
+/* The run's id in its directory rd (written where nothing is; a file there already must hold it):
+   0 when rd holds the run's id now. */
+static int tr__run_id_keep(tr_run *run, tr__run_dir *rd) {
+  tr__run_priv *q = run->tr__p;
+  char path[TR__CB_MAX_STR + 16], text[34], why[300];
+  tr__file_id mine = { 0, 0, 0 };
+  int e;
+  if (!q->id[0]) { /* a resume's run goes on under its checkpoint's id */
+    if (q->cont_id[0]) memcpy(q->id, q->cont_id, sizeof q->id);
+    else tr__random_id(q->id);
+  }
+  if (rd->id[0]) return strcmp(rd->id, q->id) ? -1 : 0; /* another run's directory (a named version used as it is) */
+  if (q->loading) return -1; /* a resume not loaded yet writes nothing (a failed one leaves no file) */
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", rd->dir, TR__RUN_ID_FILE) >= sizeof path) return -1;
+  snprintf(text, sizeof text, "%s\n", q->id);
+  e = tr__write_mine(path, text, 33, &mine, NULL, why, sizeof why);
+  if (e == EEXIST && tr__run_id_read(rd->dir, rd->id) == 0) return strcmp(rd->id, q->id) ? -1 : 0;
+  if (e) {
+    if (!q->id_said++)
+      tr__run_say(run, NULL, "train.h: warning", "%s; a resume of this run's checkpoints will log into a new version", why);
+    return -1;
+  }
+  memcpy(rd->id, q->id, sizeof rd->id);
+  return 0;
+}
+static hk_err tr__run_block(tr_run *run, int64_t step, tr_run_at at, hk_state_sink sink, void *user) {
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  tr__run_dir *rd = NULL;
+  tr_slurm s;
   hk_bytes v;
   hk_err e;
-  if (!q || !q->dir) return HK_OK;
-  for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
-  if (!rd || (!rd->dev && !rd->ino)) return HK_OK; /* not known what it is: nothing to continue */
+  if (!q) return HK_OK;
+  if (q->dir)
+    for (rd = q->dirs; rd && strcmp(rd->dir, q->dir); rd = rd->next) {}
+  if (rd && tr__run_id_keep(run, rd)) rd = NULL; /* not known to be the run's: nothing to continue */
+  (void)tr_slurm_read(&s);
   memset(&v, 0, sizeof v);
-  tr__put_u64(&v, 1);
-  tr__put_str(&v, q->dir);
-  tr__put_u64(&v, rd->dev);
-  tr__put_u64(&v, rd->ino);
+  tr__put_u64(&v, 2);
+  tr__put_str(&v, rd ? q->id : "");
+  tr__put_str(&v, s.on ? s.job_id : "");
+  tr__put_str(&v, rd ? rd->dir : "");
   tr__put_i64(&v, step);
   tr__put_u64(&v, (uint64_t)at);
   e = v.failed ? HK_ERR_NOMEM : sink(TR_RUN_KEY, v.data, v.len, user);
@@ -1323,27 +1398,39 @@ static int tr__run_leaf_bad(const char *dir) {
 static int tr__run_resuming(tr_run *run, const void *data, size_t len) {
   tr__run_priv *q = run->tr__p;
   hk_reader r;
-  uint64_t version, dev, ino, at;
+  uint64_t version, dev = 0, ino = 0, at;
   int64_t step;
-  char *dir = NULL;
+  char *dir = NULL, *id = NULL, *job = NULL;
+  int bad;
   free(q->cont_dir);
   q->cont_dir = NULL;
+  q->cont_id[0] = q->cont_job[0] = 0;
+  q->cont_version = 0;
   if (!data) return 0;
   memset(&r, 0, sizeof r);
   r.data = (const unsigned char *)data;
   r.len = len;
-  if (tr__get_u64(&r, &version) || version != 1 || tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) ||
-      tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len || !dir[0] ||
-      tr__run_leaf_bad(dir)) {
-    free(dir);
-    return -1;
+  bad = tr__get_u64(&r, &version) || (version != 1 && version != 2);
+  if (!bad && version == 1) bad = tr__get_str(&r, &dir) || tr__get_u64(&r, &dev) || tr__get_u64(&r, &ino) || !dir[0];
+  if (!bad && version == 2)
+    bad = tr__get_str(&r, &id) || (id[0] && !tr__run_id_ok(id)) || tr__get_str(&r, &job) || strlen(job) >= sizeof q->cont_job ||
+          (job[0] && tr__env_num(job) < 0) || tr__get_str(&r, &dir) || (dir[0] && !id[0]);
+  if (!bad) bad = tr__get_i64(&r, &step) || tr__get_u64(&r, &at) || step < 0 || at > TR_RUN_AT_EPOCH_END || r.pos != r.len ||
+                  (dir[0] && tr__run_leaf_bad(dir));
+  if (!bad) {
+    q->cont_version = (int)version;
+    if (id) memcpy(q->cont_id, id, strlen(id) + 1);
+    if (job) memcpy(q->cont_job, job, strlen(job) + 1);
+    if (dir[0]) { q->cont_dir = dir; dir = NULL; }
+    q->cont_dev = dev;
+    q->cont_ino = ino;
+    q->cont_step = step;
+    q->cont_at = (tr_run_at)at;
   }
-  q->cont_dir = dir;
-  q->cont_dev = dev;
-  q->cont_ino = ino;
-  q->cont_step = step;
-  q->cont_at = (tr_run_at)at;
-  return 0;
+  free(dir);
+  free(id);
+  free(job);
+  return bad ? -1 : 0;
 }
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len) {
   tr_run *run = tr_run_get(reg);
@@ -1353,6 +1440,18 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
                           "tr_run_enter", hk_stage_name(run->running));
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
+}
+/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
+   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
+  tr_run *run = tr_run_get(reg);
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  tr_slurm s;
+  if (!q || q->cont_version < 2 || tr_slurm_read(&s) < 1 || !strcmp(q->cont_job, s.job_id)) return 0;
+  tr__msg(why, cap, "%s was written by %s%s%s%s, not by this job (%s): it is not resumed (this job starts from the beginning; "
+          "the file stays as it is until this job saves there)", path, q->cont_job[0] ? "Slurm job " : "a run outside Slurm",
+          q->cont_job, q->cont_id[0] ? ", run " : "", q->cont_id, s.job_id);
+  return 1;
 }
 /* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
    taken before the record's batch; a val record: the last training step), so a checkpoint at global
@@ -2121,7 +2220,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   hk_err he;
   int past_stop = 0, listened = 0, ev;
   const char *requeued = NULL;
-  char line[512];
+  char line[512], foreign[600];
   if (!run) return reg ? tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_start: out of memory") : TR_ERR_INVALID;
   if (!ctx) return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: ctx is NULL: give the loop's context");
   q = run->tr__p;
@@ -2133,6 +2232,11 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->own_loop = 1;
   q->refused_start = 0;
   if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
+  foreign[0] = 0;
+  if (requeued) { /* only this job's own checkpoint (save_to may be another job's) */
+    tr__run_peek(run, requeued);
+    if (tr_run_other_job(reg, requeued, foreign, sizeof foreign)) { resume_from = requeued = NULL; tr__run_resuming(run, NULL, 0); }
+  }
   if (resume_from && resume_from[0] && tr__run_resume_refused(run, reg, resume_from, &past_stop)) {
     q->refused_start = 1; /* before anything fires or is made on disk: tr_run_finish reports it, firing nothing */
     return tr__run_said(reg, run, q->err);
@@ -2162,6 +2266,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
   q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
+  if (foreign[0]) tr__run_say_on(run, ctx, 1, "train.h", "%s", foreign);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
     tr__run_say_on(run, ctx, 1, "tr_run", "Ctrl-C or SIGTERM will stop the run after its current step without saving it: set "
                    "tr_run_desc.save_to (that step's state is saved there) or add on_exception_checkpoint to keep it");
@@ -2283,13 +2388,11 @@ TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx) {
 }
 
 /* A safe point: requests, signals, the stop decision. epoch_end: after on_train_epoch_end. */
-static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
+static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
+  tr__run_priv *q = run->tr__p;
   unsigned out = 0;
   int64_t stops;
-  if (!run || !ctx) return TR_RUN_STOP;
-  q = run->tr__p;
+  int hook_stop;
   if (flow) flow->signals |= ctx->flow.signals; /* a site fired without the flow: its signals count all the same */
   ctx->flow.signals = 0;
   tr__run_settle(reg, ctx, flow);
@@ -2302,8 +2405,10 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
       tr__run_settle(reg, ctx, flow);
     }
   }
-  out |= tr__run_requests(run, reg, ctx, flow);
-  stops = tr__stops(q->signals, q->preempt > 0, run->failed, flow && HK_FLOW_HAS(flow, HK_FLOW_STOP), run->desc.agree, run->desc.model_user);
+  if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
+  hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
+  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
+        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -2322,25 +2427,29 @@ static unsigned tr__run_safe_point(hk_registry *reg, hk_ctx *ctx, hk_flow *flow,
   return out;
 }
 /* tr_run_batch_end and tr_run_epoch_end: the loop's safe points, where the state machine allows one. */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn);
 static unsigned tr__run_safe_call(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end) {
   const char *fn = epoch_end ? "tr_run_epoch_end" : "tr_run_batch_end";
-  tr_run *run = tr_run_get(reg);
-  tr__run_priv *q;
-  unsigned out;
+  tr_run *run = tr__run_of(reg);
   if (!run) {
     if (reg) (void)tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
     return TR_RUN_STOP;
   }
   if (!ctx) return (void)tr__run_refuse(reg, TR_ERR_INVALID, "%s: ctx is NULL: give the loop's context", fn), TR_RUN_STOP;
   if (tr__run_refused_now(run, reg, ctx, fn, epoch_end ? ", after on_train_epoch_end" : ", after on_train_batch_end")) return TR_RUN_STOP;
-  q = run->tr__p;
+  return tr__run_safe_at(run, reg, ctx, flow, epoch_end, fn);
+}
+/* The safe point of a call that was allowed (tr_run_next's loop comes here directly: it checked its own call). */
+static unsigned tr__run_safe_at(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int epoch_end, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  unsigned out;
   if (epoch_end && (q->pending & TR__PEND_BATCH)) (void)tr__run_missed(run, reg, ctx, TR__PEND_BATCH, fn); /* its record is lost */
   if (epoch_end) run->epoch_done = 0; /* the epoch is over: ctx->epoch moves on */
   else if (run->train_batches > 0 && ctx->batch_idx + 1 >= run->train_batches && run->desc.epochs != TR_NO) run->epoch_done = 1;
   q->pending &= epoch_end ? 0u : ~(unsigned)TR__PEND_BATCH;
-  tr__run_check_val(run, reg, ctx, fn);
+  if (q->val_ran | q->val_sent) tr__run_check_val(run, reg, ctx, fn);
   q->busy = fn;
-  out = tr__run_safe_point(reg, ctx, flow, epoch_end);
+  out = tr__run_safe_point(run, reg, ctx, flow, epoch_end);
   q->busy = NULL;
   return out;
 }
@@ -2635,14 +2744,16 @@ static const char *tr__run_lost(int e) {
    one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
    used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
    A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
-   recorded (tr__run_resuming) when their save_dir/name is the one it was claimed under (or their
-   version names it), tr_run_desc.new_version_on_resume is not TR_YES, and it is still the directory the
-   run wrote (its device and inode; never a symlink) and no other process holds it. Otherwise the run
-   claims a new version_N and says why, once. */
+   recorded (tr__run_resuming) when tr_run_desc.new_version_on_resume is not TR_YES, no other process holds
+   it (never a symlink), and it is the run's: its run_id file holds the block's run id. It is looked for
+   under the loggers' save_dir/name by its last name (version_N), or is their named version: a directory
+   moved or copied (another machine, another spelling of the path: ./R, R/, an absolute one) is continued.
+   A version 1 block (no run id) is matched as before: the same save_dir/name spelling, device and inode.
+   Otherwise the run claims a new version_N and says why, once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
-  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL;
+  char *base = name[0] ? tr__join(save_dir, name) : tr__strdup(save_dir), *dir = NULL, *look = NULL, id[33] = "";
   const char *slash, *lost = NULL;
   tr__run_dir *rd = NULL;
   int named = version && version[0], fd = -1, e, cont = 0, made = 0;
@@ -2670,13 +2781,31 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   if (q && (!q->cont_dir || run->desc.new_version_on_resume == TR_YES)) q = NULL; /* nothing to continue */
   if (named) {
     if (!(dir = tr__strdup(base))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
-    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) /* held by another process: used as it is, as always */
-      cont = q && dev == q->cont_dev && ino == q->cont_ino;
-  } else if (q && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
+    if (tr__dir_hold(dir, &fd, &dev, &ino) == 0) { /* held by another process: used as it is, as always */
+      (void)tr__run_id_read(dir, id);
+      cont = q && (q->cont_id[0] ? !strcmp(id, q->cont_id) : q->cont_version < 2 && dev == q->cont_dev && ino == q->cont_ino);
+    }
+  } else if (q && q->cont_id[0]) { /* the checkpoint's version_N under base, known by its run id */
+    const char *leaf = strrchr(q->cont_dir, '/');
+    if (!(look = tr__join(base, leaf ? leaf + 1 : q->cont_dir))) { snprintf(why, why_len, "out of memory"); free(base); return NULL; }
+    e = tr__dir_hold(look, &fd, &dev, &ino);
+    if (!e && (e = tr__run_id_read(look, id)) == 0 && !strcmp(id, q->cont_id)) {
+      cont = 1;
+      dir = look;
+      look = NULL;
+    } else {
+      lost = e == ENOENT && fd >= 0 ? "it has no run_id file: another run's directory is there" /* (the id is written first) */
+           : e == EINVAL ? "its run_id file is not one this library wrote"
+           : fd >= 0 && !e ? "it is another run's (its run_id differs from the checkpoint's)" : tr__run_lost(e);
+      tr__dir_release(fd);
+      fd = -1;
+    }
+  } else if (q && q->cont_version < 2 && (slash = strrchr(q->cont_dir, '/')) != NULL && (size_t)(slash - q->cont_dir) == strlen(base) &&
              !strncmp(q->cont_dir, base, strlen(base))) { /* the checkpoint's directory is one of base's */
     e = tr__dir_hold(q->cont_dir, &fd, &dev, &ino);
     if (!e && dev == q->cont_dev && ino == q->cont_ino) {
       cont = 1;
+      (void)tr__run_id_read(q->cont_dir, id); /* (continued by a version 2 run since: its id) */
       if (!(dir = tr__strdup(q->cont_dir))) { snprintf(why, why_len, "out of memory"); tr__dir_release(fd); free(base); return NULL; }
     } else {
       lost = tr__run_lost(e);
@@ -2701,6 +2830,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
         snprintf(why, why_len, "cannot create the directory %s: %s", dir, strerror(errno));
         free(dir);
         free(base);
+        free(look);
         return NULL;
       }
       free(dir);
@@ -2713,11 +2843,16 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   if (!dir) {
     snprintf(why, why_len, "%s", "out of memory, or no free version_N");
     free(base);
+    free(look);
     return NULL;
   }
-  if (lost)
+  if (lost && look && strcmp(look, q->cont_dir))
+    tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s (where its checkpoint was written, %s): "
+                "%s; it logs into %s instead", look, q->cont_dir, lost, dir);
+  else if (lost)
     tr__run_say(run, NULL, "train.h: warning", "the resumed run does not continue in %s, where its checkpoint was written: %s; "
                 "it logs into %s instead", q->cont_dir, lost, dir);
+  free(look);
   if (run && (rd = (tr__run_dir *)calloc(1, sizeof *rd)) != NULL) {
     rd->base = base;
     rd->dir = tr__strdup(dir);
@@ -2726,6 +2861,8 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
     rd->ino = ino;
     rd->continued = cont;
     rd->made = made;
+    if (cont || named) memcpy(rd->id, id, sizeof rd->id); /* a continued run's id is its directory's */
+    if (cont && !run->tr__p->id[0]) memcpy(run->tr__p->id, id, sizeof id);
     if (rd->dir) { rd->next = run->tr__p->dirs; run->tr__p->dirs = rd; base = NULL; fd = -1; }
     else { free(rd); rd = NULL; }
   }

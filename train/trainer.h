@@ -291,6 +291,7 @@ TR__C_END /* part */
 TR__C_BEGIN /* part */
 static tr_err tr__load_file(tr_trainer *t, const char *path);
 static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
 static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
 /* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
@@ -874,6 +875,29 @@ static void tr__backward(tr_trainer *t, void *batch) {
    every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
    micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
    did gets no step. */
+/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+static int tr__clips_by_norm(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  size_t n = 0;
+  int k;
+  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
+      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
+    return 0;
+  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
+  return n == t->model.n_params;
+}
+/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
+   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+static void tr__scale_norm(tr_trainer *t, float s) {
+  tr__grad_pass *p = &t->tr__gpass;
+  double sum = 0;
+  int k;
+  hk_grads_changed(&t->ctx);
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
+  p->ok = 1;
+  p->version = t->ctx.hk__grads_version;
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+}
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
@@ -882,6 +906,7 @@ static void tr__average_window(tr_trainer *t) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
   tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
   hk_grads_changed(&t->ctx);
 }
@@ -1403,10 +1428,11 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
   t->run->validates_next = 0;
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
   tr__dist_agree(t);
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
   if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
+  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
+  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))
@@ -1674,12 +1700,14 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   const char *requeued = NULL;
-  char line[512];
+  char line[512], foreign[600] = "";
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
+  if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
+    c.resume_from = requeued = NULL;
   if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
   t->tr__cfg = &c;
   t->tr__accum = c.accumulate_grad_batches;
@@ -1697,6 +1725,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr__pre_base = tr_preempt_requested();
   if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
     tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
+  if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
   e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
 

@@ -2,6 +2,7 @@
 #ifndef TRAIN_MODEL_CHECKPOINT_H /* part */
 #define TRAIN_MODEL_CHECKPOINT_H /* part */
 #include "../battery.h" /* part */
+#include "../safetensors.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
@@ -70,6 +71,14 @@ TR__C_BEGIN /* part */
    hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
    (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
    tr_run_desc.epochs is TR_NO (at on_fit_start).
+   save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
+   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
+   written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
+   writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
+   last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
+   these: the sidecar of a file of this callback, a regular file (or save_last's link), whose metadata says
+   written_by "train.h model_checkpoint"; any other file at that name is left as it is ("not writing ..."), and
+   that .ckpt gets no sidecar. Views on the device (model.on_device) are refused: the save fails, naming them.
    async_save: the run writes every checkpoint hooks request in the background (tr_run_save's and
    tr_save's "asynchronous saves"); a save point while its last file is still being written first waits
    for it, so evictions and the link see that file on disk. */
@@ -94,6 +103,8 @@ typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_
   X(TRI,      int,          auto_insert_metric_name, "true",  NULL,  "{val/loss} -> val_loss=...") \
   X(TRI,      int,          enable_version_counter,  "true",  NULL,  "-v1, -v2 ... on name collisions") \
   X(BOOL,     int,          verbose,                 "false", NULL,  "print every save and eviction") \
+  X(BOOL,     int,          save_safetensors,        "false", NULL,  "also write <name>.safetensors (the model's tensors, " \
+    "F32, metadata step and epoch) beside each .ckpt it keeps, removed with it") \
   X(BOOL,     int,          async_save,              "false", NULL,  "the loop writes its files in the background (the " \
     "step copies the state; a thread writes, fsyncs and renames)") \
   X(C_ONLY,   tr_clock_fn,  clock,                   NULL,    NULL,  "seconds, for train_time_interval; NULL = a monotonic clock") \
@@ -134,6 +145,8 @@ typedef struct tr__mc {
   int64_t every_steps, every_epochs;
   double every_seconds;
   int epoch_flag, at_epoch_end, auto_insert, versions, verbose;
+  int st;                       /* save_safetensors */
+  int64_t st_epoch, st_step;    /* the save point's, for the sidecars' metadata (the save may come after the epoch's end) */
   double (*clock)(void *);
   void *clock_user;
   double last_time_checked;
@@ -489,6 +502,86 @@ static char *tr__mc_pop(tr__mc *s, const char *path) { /* removes path from best
   return NULL;
 }
 
+/* -- save_safetensors: <name>.safetensors beside <name>.ckpt -- */
+static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path);
+#define TR__MC_ST_MARK "train.h model_checkpoint"
+static char *tr__mc_st_path(const char *ckpt) { /* NULL: out of memory, or not a .ckpt */
+  size_t n = ckpt ? strlen(ckpt) : 0;
+  char *p;
+  if (n < 5 || strcmp(ckpt + n - 5, ".ckpt") || !(p = (char *)malloc(n + 8))) return NULL;
+  memcpy(p, ckpt, n - 5);
+  memcpy(p + n - 5, ".safetensors", 13);
+  return p;
+}
+/* What is at the sidecar of ckpt: 0 nothing; 1 one this callback wrote (a file of its naming and place, a
+   regular file or save_last's link, with its mark in the metadata); -1 anything else. */
+static int tr__mc_st_whose(const tr__mc *s, const char *ckpt, const char *st) {
+  tr_safetensors_meta m;
+  const char *by;
+  int ours;
+#ifdef TR__POSIX
+  struct stat sb;
+  size_t n = strlen(s->dirpath);
+  int last = s->save_last == TR_SAVE_LAST_LINK && !strncmp(ckpt, s->dirpath, n) && ckpt[n] == '/' &&
+             tr__is_last_name(ckpt + n + 1, strlen(ckpt + n + 1) - 5);
+  if (tr__lstat(st, &sb) != 0) return 0;
+  if (!S_ISREG(sb.st_mode) && !(last && TR__S_ISLNK(sb.st_mode))) return -1;
+#else
+  if (!tr__file_exists(st)) return 0;
+#endif
+  if (tr__mc_owned(s, ckpt) == 1 || tr__st_read_meta(st, &m) != 0) return -1;
+  by = tr_safetensors_meta_get(&m, "written_by");
+  ours = by && !strcmp(by, TR__MC_ST_MARK);
+  tr_safetensors_meta_free(&m);
+  return ours ? 1 : -1;
+}
+/* The sidecar of ckpt goes with it: only one this callback wrote. */
+static void tr__mc_st_remove(tr__mc *s, hk_ctx *ctx, const char *ckpt) {
+  char *st;
+  if (!s->st || ctx->rank != 0 || !(st = tr__mc_st_path(ckpt))) return;
+  if (tr__mc_st_whose(s, ckpt, st) == 1 && remove(st) == 0 && s->verbose) tr__run_say_on(s->run, ctx, 1, "model_checkpoint", "removed %s", st);
+  free(st);
+}
+/* on_save_checkpoint: the sidecar of the file being saved, from the parameters of this very save. */
+static hk_signal tr__mc_st_save(hk_ctx *ctx, void *user) {
+  tr__mc *s = (tr__mc *)user;
+  char *st, step[32], epoch[32], why[600];
+  const char *base, *meta[9];
+  int whose;
+  tr_err e;
+  if (ctx->rank != 0 || !ctx->path || !((s->want && !strcmp(ctx->path, s->want)) || (s->want_last && !strcmp(ctx->path, s->want_last))))
+    return HK_CONTINUE;
+  if (!(st = tr__mc_st_path(ctx->path))) return hk_fail(ctx, "out of memory");
+  whose = tr__mc_st_whose(s, ctx->path, st);
+  if (whose < 0) {
+    tr__run_say(s->run, ctx, "model_checkpoint", "not writing '%s': a file this callback did not write is there", st);
+    free(st);
+    return HK_CONTINUE;
+  }
+  snprintf(step, sizeof step, "%lld", (long long)s->st_step);
+  snprintf(epoch, sizeof epoch, "%lld", (long long)s->st_epoch);
+  base = strrchr(ctx->path, '/');
+  meta[0] = "written_by"; meta[1] = TR__MC_ST_MARK; meta[2] = "step"; meta[3] = step; meta[4] = "epoch"; meta[5] = epoch;
+  meta[6] = "checkpoint"; meta[7] = base ? base + 1 : ctx->path; meta[8] = NULL;
+  e = tr_safetensors_save(st, ctx->params, ctx->params ? ctx->n_tensors : 0, NULL, meta, why, sizeof why);
+  free(st);
+  if (e) return hk_fail(ctx, "save_safetensors: %s", why);
+  return HK_CONTINUE;
+}
+/* save_last=link: last.safetensors links to the sidecar of the file last.ckpt links to. */
+static int tr__mc_st_link(tr__mc *s, const hk_ctx *ctx, const char *target, const char *link_path) {
+  char *t, *l;
+  int r = 0;
+  if (!s->st || ctx->rank != 0) return 0;
+  t = tr__mc_st_path(target);
+  l = tr__mc_st_path(link_path);
+  if (!t || !l) r = -1;
+  else if (tr__file_exists(t) && tr__mc_st_whose(s, link_path, l) >= 0) r = tr__mc_link(ctx, t, l);
+  free(t);
+  free(l);
+  return r;
+}
+
 /* Delete a file this callback wrote (tr__mc_owned: whatever a loaded state lists), unless it is `keep`
    or the checkpoint the fit resumed from. A top-k file that falls out of the top k (topk) is deleted
    even when the fit resumed from it: it stayed while it was among the k best, and the files that
@@ -504,6 +597,7 @@ static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *
     tr__run_say(run, ctx, "model_checkpoint", "not removing '%s': %s", path, why == 1 ? "not a file of this callback (its "
                 "files are in its dirpath, named by its filename or last, ending in .ckpt)" : "not a regular file");
   if (why == 0 && remove(path) == 0 && s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "removed %s", path);
+  if (why == 0 || why == 3) tr__mc_st_remove(s, ctx, path);
 }
 
 /* save_last as a link: a relative symlink next to its target, made under a new name (no file is
@@ -568,6 +662,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   tr_run *run = s->run;
   char *path;
   int link;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   tr__mc_render(s, ctx, "last");
   path = tr__mc_path(s, ctx, s->last);
   if (!path) return hk_fail(ctx, "out of memory");
@@ -579,7 +675,8 @@ static hk_signal tr__mc_save_last(tr__mc *s, hk_ctx *ctx) {
   if (link) {
     free(path);
     if (s->want) { s->link_after_want = 1; return HK_CONTINUE; } /* linked once the target is on disk */
-    if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+    if (tr__mc_link(ctx, s->newest, s->last) != 0 || tr__mc_st_link(s, ctx, s->newest, s->last) != 0)
+      return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
     if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     if (s->verbose) tr__run_say_on(run, ctx, 1, "model_checkpoint", "%s -> %s", s->last, s->newest);
     return HK_CONTINUE;
@@ -607,10 +704,10 @@ static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
    collected (a failure there fails the run, and the next names would be picked over the old claims).
    A name whose claim is removed is forgotten, so that no later call removes a claim another process
    made of it since. */
-static void tr__mc_drop_claims(tr__mc *s, const hk_ctx *ctx) {
+static void tr__mc_drop_claims(tr__mc *s, hk_ctx *ctx) {
   if (s->link_after_want && tr__mc_unclaim(ctx, s->last)) s->link_after_want = 0; /* the link waited for want */
-  if (tr__mc_unclaim(ctx, s->want)) { free(s->want); s->want = NULL; s->link_after_want = 0; }
-  if (tr__mc_unclaim(ctx, s->want_last)) { free(s->want_last); s->want_last = NULL; }
+  if (tr__mc_unclaim(ctx, s->want)) { tr__mc_st_remove(s, ctx, s->want); free(s->want); s->want = NULL; s->link_after_want = 0; }
+  if (tr__mc_unclaim(ctx, s->want_last)) { tr__mc_st_remove(s, ctx, s->want_last); free(s->want_last); s->want_last = NULL; }
 }
 
 /* One save point: top-k, then last. */
@@ -627,6 +724,8 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
     have = 0;
   }
   s->deferred = 0;
+  s->st_epoch = ctx->epoch;
+  s->st_step = ctx->global_step;
   /* a file of the last save point still being written: its on_checkpoint_saved (evictions, the link)
      comes first, so the decisions below see the files as they are */
   if (s->want || s->want_last) {
@@ -768,7 +867,8 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
     s->want = NULL;
     if (s->link_after_want && s->last) {
       s->link_after_want = 0;
-      if (tr__mc_link(ctx, s->newest, s->last) != 0) return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
+      if (tr__mc_link(ctx, s->newest, s->last) != 0 || tr__mc_st_link(s, ctx, s->newest, s->last) != 0)
+      return hk_fail(ctx, "cannot link %s to %s", s->last, s->newest);
       if (s->old_last) { tr__mc_remove(s, ctx, s->old_last, s->last, 0); free(s->old_last); s->old_last = NULL; }
     }
   } else if (s->want_last && !strcmp(ctx->path, s->want_last)) {
@@ -929,6 +1029,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
+  s->st = d->save_safetensors;
   if (d->async_save && s->run) s->run->async_requests = 1; /* the run's requested saves, from now on */
   s->clock = d->clock;
   s->clock_user = d->clock_user;
@@ -963,6 +1064,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   cb.on_validation_end = tr__mc_val_end;
   cb.on_train_end = tr__mc_train_end;
   cb.on_checkpoint_saved = tr__mc_saved;
+  if (s->st) cb.on_save_checkpoint = tr__mc_st_save;
   cb.save_state = tr__mc_save_state;
   cb.load_state = tr__mc_load_state;
   cb.destroy = tr__mc_destroy;

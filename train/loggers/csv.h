@@ -324,7 +324,7 @@ static void tr__csv_destroy(void *own) {
   free(csv->order); free(csv->pos); free(csv->has); free(csv->rowv);
   free(csv);
 }
-static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy };
+static const tr__log_format tr__csv_format = { "csv", "line", tr__csv_open, tr__csv_record, tr__csv_flush_if, NULL, NULL, tr__csv_destroy, NULL };
 static tr_err tr__csv_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__csv *csv = (tr__csv *)calloc(1, sizeof *csv);
   return tr__logger_make(reg, &tr__csv_format, d, csv, !csv, out, w);

@@ -33,7 +33,8 @@ TR__C_BEGIN /* part */
     "not given: the run's, tr_run_desc.version)") \
   X(INT,    int,          flush_every,   "0",              NULL, "> 0: write after this many records; 0: at most once a " \
     "second (the first record at once) and at the end of every run. Lines are written whole: a process killed with " \
-    "-9 loses at most the records not written yet (about a second), never half a line") \
+    "-9 loses at most the records not written yet (about a second, none logged before its last checkpoint), never " \
+    "half a line") \
   X(TRI,    int,          fail_on_error, "false",          NULL, "an I/O error fails the run (default: reported once, " \
     "training goes on)")
 typedef struct tr_logger_desc { TR_LOGGER_PARAMS(TR__FIELD) } tr_logger_desc;
@@ -64,6 +65,7 @@ typedef struct tr__log_format {
   size_t (*whole)(const tr__logger *s, size_t n, int *count);  /* NULL: whole lines */
   hk_signal (*teardown)(tr__logger *s, hk_ctx *ctx);           /* at a run's end, before the flush (or NULL) */
   void (*destroy)(void *own);                                   /* frees the format's state (or NULL) */
+  hk_signal (*checkpoint)(tr__logger *s, hk_ctx *ctx);         /* before a checkpoint, after the flush (or NULL) */
 } tr__log_format;
 
 struct tr__logger {
@@ -268,6 +270,20 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
+/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
+   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
+   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
+   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
+   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
+   the lines appended since the last whole write. */
+static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
+  tr__logger *s = (tr__logger *)u;
+  hk_signal sig;
+  if (ctx->rank != 0 || !s->opened || s->broken) return HK_CONTINUE;
+  if ((sig = tr__logger_flush(s, ctx, 1)) != HK_CONTINUE || !s->fmt->checkpoint) return sig;
+  return s->fmt->checkpoint(s, ctx);
+}
+
 /* At the end of every run (and of a failed one): write what waits, keep the file open for the next run. */
 static hk_signal tr__logger_teardown(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
@@ -329,6 +345,7 @@ static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const
   cb.setup = tr__logger_setup;
   cb.on_fit_start = tr__logger_setup; /* a resume's files: once it has loaded */
   cb.on_log = tr__logger_on_log;
+  cb.on_save_checkpoint = tr__logger_checkpoint;
   cb.teardown = tr__logger_teardown;
   cb.destroy = tr__logger_destroy;
   /* loggers run last at on_log (a monitoring callback on an HK_MONITOR_LAST event, high order): every
@@ -374,7 +391,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     hk_err e = tr__logger_spec(reg, a, &d); \
     (void)user; \
     return e ? e : tr__factory_result(reg, make(reg, &d, NULL, &w), &w); \
-  }
+  } \
+  TR__ADD_OF(p)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -81,7 +81,7 @@ static hk_signal tr__jsonl_record(tr__logger *s, hk_ctx *ctx, const tr_log_recor
   ++s->pending;
   return HK_CONTINUE;
 }
-static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL };
+static const tr__log_format tr__jsonl_format = { "jsonl", "line", tr__jsonl_open, tr__jsonl_record, NULL, NULL, NULL, NULL, NULL };
 static tr_err tr__jsonl_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   return tr__logger_make(reg, &tr__jsonl_format, d, NULL, 0, out, w);
 }

@@ -5,7 +5,8 @@
 
 TR__C_BEGIN /* part */
 /* plot: curves of logged metrics against step, written as SVG (no dependency; any browser shows it)
-   at every teardown, i.e. at the end of each run, failed runs included. The hparams go into the
+   at every teardown, i.e. at the end of each run, failed runs included, and before every checkpoint
+   that has new points to show (a resume after a kill reads them back). The hparams go into the
    SVG's <desc> element (as hparams.yaml's lines). */
 #define TR_PLOT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD); a spec also takes TR_LOGGER_PARAMS */ \
   X(C_ONLY, tr_logger_desc, dir,     NULL, NULL, "the version directory (a spec: the logger parameters)") \
@@ -22,7 +23,7 @@ TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
-typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; } tr__plot;
+typedef struct tr__plot { char *path, *metrics, *title; int own_path; struct tr__series *series; int n_series; int fresh; } tr__plot; /* fresh: points the file lacks */
 
 typedef struct tr__series { char *name; double *x, *y; int n, cap; } tr__series;
 
@@ -76,6 +77,7 @@ static hk_signal tr__plot_add(tr__logger *s, hk_ctx *ctx, const tr_log_record *r
     if (!tr__plot_wants(p->metrics, r->metrics[i].name)) continue;
     se = tr__series_get(&p->series, &p->n_series, r->metrics[i].name);
     if (!se || tr__series_add(se, (double)r->step, r->metrics[i].value)) return tr__logger_broke(s, ctx, "out of memory");
+    p->fresh = 1;
   }
   s->pub.records++;
   return HK_CONTINUE;
@@ -198,7 +200,12 @@ static hk_signal tr__plot_write(tr__logger *s, hk_ctx *ctx) {
   e = tr__svg_write(s->path, p->own_path ? NULL : &s->id, p->title && p->title[0] ? p->title : s->dir,
                     desc.failed ? NULL : (const char *)desc.data, "step", p->series, p->n_series, why, sizeof why);
   hk_bytes_free(&desc);
+  if (!e) p->fresh = 0;
   return e ? tr__logger_broke(s, ctx, "%s", why) : HK_CONTINUE;
+}
+/* before a checkpoint: the points so far, so that a resume after a kill -9 reads them back (tr__plot_take_back) */
+static hk_signal tr__plot_checkpoint(tr__logger *s, hk_ctx *ctx) {
+  return ((tr__plot *)s->own)->fresh ? tr__plot_write(s, ctx) : HK_CONTINUE;
 }
 
 /* Read a CSV line's cells in place (quotes removed); returns the number of cells. */
@@ -364,7 +371,7 @@ static void tr__plot_destroy(void *own) {
   tr__series_free(p->series, p->n_series);
   free(p);
 }
-static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy };
+static const tr__log_format tr__plot_format = { "plot", "line", tr__plot_open, tr__plot_add, NULL, NULL, tr__plot_write, tr__plot_destroy, tr__plot_checkpoint };
 static tr_err tr__plot_make(hk_registry *reg, const tr_plot_desc *d, hk_handle *out, tr__why *w) {
   tr__plot *p = (tr__plot *)calloc(1, sizeof *p);
   int failed = !p;
@@ -396,6 +403,7 @@ static hk_err tr__plot_factory(hk_registry *reg, const hk_args *a, void *user) {
   if ((he = tr__logger_spec(reg, a, &d.dir)) != HK_OK) return he;
   return tr__factory_result(reg, tr__plot_make(reg, &d, NULL, &w), &w);
 }
+TR__ADD_OF(plot)
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

@@ -385,7 +385,7 @@ static void tr__tb_destroy(void *own) {
   hk_bytes_free(&t->scratch); hk_bytes_free(&t->vals); hk_bytes_free(&t->tmp);
   free(t);
 }
-static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy };
+static const tr__log_format tr__tb_format = { "tensorboard", "record", tr__tb_open, tr__tb_record, NULL, tr__tb_whole, tr__tb_teardown, tr__tb_destroy, NULL };
 static tr_err tr__tb_make(hk_registry *reg, const tr_logger_desc *d, hk_handle *out, tr__why *w) {
   tr__tb *t = (tr__tb *)calloc(1, sizeof *t);
   return tr__logger_make(reg, &tr__tb_format, d, t, !t, out, w);

@@ -1,0 +1,54 @@
+# tests/safetensors.mk - train/safetensors.h and model_checkpoint(save_safetensors=true) (tests/test_safetensors.c):
+#   test-safetensors-unit / -asan / -valgrind   cmocka: round trips, the mismatch list, every bad file refused with
+#                                               its sentence, sidecars in tr_fit, a pretrained start (~1 s each)
+#   test-safetensors-python   the real safetensors package (numpy API, pip, in $(BUILD)/venv_st, made on first use:
+#                             ~30 s once): what C wrote reads equal in Python, what Python wrote loads equal in C (~1 s)
+#   test-fuzz-safetensors     libFuzzer on tr_safetensors_check, $(FUZZ_ST_RUNS) inputs (~4 s; longer:
+#                             make test-fuzz-safetensors FUZZ_ST_RUNS=1000000)
+ST_SRC  := tests/test_safetensors.c
+ST_BIN  := $(BUILD)/test_safetensors
+ST_ASAN := $(BUILD)/test_safetensors_asan
+ST_VENV := $(BUILD)/venv_st
+ST_TMP  := $(BUILD)/st_tmp
+FUZZ_ST_RUNS ?= 100000
+
+.PHONY: test-safetensors test-safetensors-unit test-safetensors-asan test-safetensors-valgrind test-safetensors-python test-fuzz-safetensors
+TEST_TARGETS += test-safetensors test-fuzz-safetensors
+QUICK_TARGETS += test-safetensors-unit test-safetensors-asan
+
+$(ST_BIN): $(ST_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(TEST_CFLAGS) -o $@ $(ST_SRC) -lcmocka $(LDLIBS)
+$(ST_ASAN): $(ST_SRC) hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(ST_SRC) -lcmocka $(LDLIBS)
+
+test-safetensors: test-safetensors-unit test-safetensors-asan test-safetensors-valgrind test-safetensors-python
+test-safetensors-unit: $(ST_BIN)
+	./$(ST_BIN)
+test-safetensors-asan: $(ST_ASAN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(ST_ASAN)
+test-safetensors-valgrind: $(ST_BIN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(ST_BIN)
+
+# the versions the checks were made with
+$(ST_VENV)/.safetensors:
+	python3 -m venv $(ST_VENV)
+	$(ST_VENV)/bin/pip install -q --disable-pip-version-check safetensors==0.8.0 numpy==2.4.6
+	touch $@
+test-safetensors-python: $(ST_BIN) $(ST_VENV)/.safetensors
+	rm -rf $(ST_TMP) && mkdir -p $(ST_TMP)
+	./$(ST_BIN) --write $(ST_TMP)
+	$(ST_VENV)/bin/python tests/st_check.py $(ST_TMP)
+	./$(ST_BIN) --read $(ST_TMP)/py.safetensors
+	rm -rf $(ST_TMP)
+
+$(BUILD)/fuzz_safetensors: tests/fuzz_safetensors.c hooks.h train.h | $(BUILD)
+	$(FUZZ_CC) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	  $(WARN) -I. -I$(STB_INC) -o $@ tests/fuzz_safetensors.c $(LDLIBS)
+test-fuzz-safetensors: $(BUILD)/fuzz_safetensors
+	@mkdir -p $(BUILD)/fuzz_st_corpus
+	@echo "fuzz_safetensors: $(FUZZ_ST_RUNS) inputs (log: $(BUILD)/fuzz_safetensors.log)"
+	@FUZZ_ST_SEED_DIR=$(abspath $(BUILD))/fuzz_st_corpus ./$(BUILD)/fuzz_safetensors -runs=$(FUZZ_ST_RUNS) -max_len=1024 \
+	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(abspath $(BUILD))/fuzz-st- $(abspath $(BUILD))/fuzz_st_corpus \
+	  > $(BUILD)/fuzz_safetensors.log 2>&1 \
+	  || { tail -n 60 $(BUILD)/fuzz_safetensors.log; echo "fuzz_safetensors: FAILED (reproduce: ./$(BUILD)/fuzz_safetensors $(BUILD)/fuzz-st-crash-...)"; exit 1; }
+	@grep -E "^(Done|stat::number_of_executed_units)" $(BUILD)/fuzz_safetensors.log | tail -n 2
