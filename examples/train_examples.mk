@@ -20,6 +20,7 @@ $(TR_EX_BINS): $(BUILD)/%: examples/%.c $(TR_EX_DEPS) | $(BUILD)
 # Each example checks its own claim (accuracy reached, parameters identical, state restored, ...) and
 # exits nonzero when it does not hold. The checkpoint examples write their files into $(BUILD).
 train-examples: $(TR_EX_BINS)
+	@rm -rf $(BUILD)/first_run # (first_trainer resumes its last run: a finished one from an earlier make test is refused)
 	@set -e; for x in $(TR_EX_NAMES); do \
 	  echo "== $(BUILD)/$$x"; (cd $(BUILD) && ./$$x) >$(BUILD)/$$x.out 2>&1 || { cat $(BUILD)/$$x.out; exit 1; }; \
 	  tail -n 3 $(BUILD)/$$x.out; done
