@@ -8138,13 +8138,11 @@ static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
   return tr__loop_tampered_say(reg, L, fn);
 }
 static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
-  const char *what = L->ctx.epoch != L->epoch ? "epoch" : L->ctx.global_step != L->step ? "global_step"
-                   : L->ctx.batch_idx != L->batch ? "batch_idx" : NULL;
-  int64_t was = L->ctx.epoch != L->epoch ? L->epoch : L->ctx.global_step != L->step ? L->step : L->batch;
-  int64_t now = L->ctx.epoch != L->epoch ? L->ctx.epoch : L->ctx.global_step != L->step ? L->ctx.global_step : L->ctx.batch_idx;
-  if (!what) return 0;
+  static const char *const names[3] = { "epoch", "global_step", "batch_idx" };
+  const int64_t now[3] = { L->ctx.epoch, L->ctx.global_step, L->ctx.batch_idx }, was[3] = { L->epoch, L->step, L->batch };
+  int i = now[0] != was[0] ? 0 : now[1] != was[1] ? 1 : 2; /* (the caller saw one differ) */
   tr__loop_fail(reg, L, "%s: the loop changed ctx->%s from %lld to %lld: the run keeps the loop's place (epoch, batch_idx, "
-                "global_step: read them; tr_run_update moves the step)", fn, what, (long long)was, (long long)now);
+                "global_step: read them; tr_run_update moves the step)", fn, names[i], (long long)was[i], (long long)now[i]);
   return 1;
 }
 static void tr__loop_noted(tr__loop *L) { L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx; }
@@ -8299,12 +8297,11 @@ TRAIN_API int tr_run_next(hk_registry *reg) {
     return 0;
   }
   if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
-  if (run->running == HK_STAGE_NONE || run->tr__p->busy || run->tr__p->io || run->tr__p->sending || hk_dispatching(reg)) {
-    tr__loop_fail(reg, L, "tr_run_next: %s%s%s", run->running == HK_STAGE_NONE ? "the run has ended (tr_run_end)"
-                  : "called from a hook", hk_dispatching(reg) ? " of " : run->running == HK_STAGE_NONE ? "" : " while the run fires its events",
-                  hk_dispatching(reg) ? hk_event_name(reg, L->ctx.event) : "");
-    return 0;
-  }
+  if (run->running == HK_STAGE_NONE) return tr__loop_fail(reg, L, "tr_run_next: the run has ended (tr_run_end)"), 0;
+  if (hk_dispatching(reg))
+    return tr__loop_fail(reg, L, "tr_run_next: called from a hook of %s", hk_event_name(reg, L->ctx.event)), 0;
+  if (run->tr__p->busy || run->tr__p->io || run->tr__p->sending)
+    return tr__loop_fail(reg, L, "tr_run_next: called from a hook while the run fires its events"), 0;
   for (;;) {
     int what = 0;
     if (run->failed) L->phase = TR__LOOP_DONE;
