@@ -331,18 +331,32 @@ __global__ void trc__nonfinite_kernel(const float *x, size_t n, unsigned long lo
   if (threadIdx.x == 0 && block_count) atomicAdd(count, (unsigned long long)block_count);
 }
 
-/* Shared-memory bins per block, then one 64-bit atomic per non-empty bin: integer sums, exact. */
-__global__ void trc__histogram_kernel(const float *x, size_t n, float lo, float hi, int bins, unsigned long long *counts) {
+/* Shared-memory bins per block, one copy per warp (up to `copies`: random data sends a warp's 32 atomics to a
+   few bins, and 8 warps on one copy queue behind each other), four loads in flight as in the sums, then the
+   copies summed and one 64-bit atomic per non-empty bin: integer sums, exact. */
+__global__ void trc__histogram_kernel(const float *x, size_t n, float lo, float hi, int bins, int copies,
+                                      unsigned long long *counts) {
   extern __shared__ unsigned h[];
   size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
-  int b, nb = bins + 3;
+  int b, c, nb = bins + 3;
+  unsigned *mine = h + (threadIdx.x / 32 % copies) * nb;
   float width = (hi - lo) / (float)bins;
-  for (b = threadIdx.x; b < nb; b += blockDim.x) h[b] = 0;
+  for (b = threadIdx.x; b < nb * copies; b += blockDim.x) h[b] = 0;
   __syncthreads();
-  for (; i < n; i += stride) atomicAdd(&h[tr_hist_bin(x[i], lo, hi, width, bins)], 1u);
+  for (; i + 3 * stride < n; i += 4 * stride) {
+    float v0 = x[i], v1 = x[i + stride], v2 = x[i + 2 * stride], v3 = x[i + 3 * stride];
+    atomicAdd(&mine[tr_hist_bin(v0, lo, hi, width, bins)], 1u);
+    atomicAdd(&mine[tr_hist_bin(v1, lo, hi, width, bins)], 1u);
+    atomicAdd(&mine[tr_hist_bin(v2, lo, hi, width, bins)], 1u);
+    atomicAdd(&mine[tr_hist_bin(v3, lo, hi, width, bins)], 1u);
+  }
+  for (; i < n; i += stride) atomicAdd(&mine[tr_hist_bin(x[i], lo, hi, width, bins)], 1u);
   __syncthreads();
-  for (b = threadIdx.x; b < nb; b += blockDim.x)
-    if (h[b]) atomicAdd(&counts[b], (unsigned long long)h[b]);
+  for (b = threadIdx.x; b < nb; b += blockDim.x) {
+    unsigned long long sum = 0;
+    for (c = 0; c < copies; c++) sum += h[c * nb + b];
+    if (sum) atomicAdd(&counts[b], sum);
+  }
 }
 
 extern "C" {
@@ -405,12 +419,14 @@ int trc_count_nonfinite(const float *d_x, size_t n, unsigned long long *d_count,
 }
 
 int trc_histogram(const float *d_x, size_t n, float lo, float hi, int bins, unsigned long long *d_counts, void *stream) {
-  int e;
+  int e, copies;
   if (bins < 1 || bins > 4096 || !(lo < hi)) return (int)cudaErrorInvalidValue;
   e = (int)cudaMemsetAsync(d_counts, 0, (size_t)(bins + 3) * sizeof *d_counts, trc__s(stream));
   if (e) return e;
-  trc__histogram_kernel<<<TRC_NORM_BLOCKS, TRC_THREADS, (size_t)(bins + 3) * sizeof(unsigned), trc__s(stream)>>>(
-      d_x, n, lo, hi, bins, d_counts);
+  copies = 8192 / (bins + 3); /* 32 KB of shared memory at most: 8 copies of 64 bins, 1 of 4096 */
+  if (copies > TRC_THREADS / 32) copies = TRC_THREADS / 32;
+  trc__histogram_kernel<<<TRC_NORM_BLOCKS, TRC_THREADS, (size_t)copies * (bins + 3) * sizeof(unsigned),
+                          trc__s(stream)>>>(d_x, n, lo, hi, bins, copies, d_counts);
   return trc__launched();
 }
 

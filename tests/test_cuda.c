@@ -125,6 +125,21 @@ static void kernels_vs_cpu(void) {
   CU(trc_copy_to_host(hist, dpart, sizeof hist, NULL));
   for (i = 0; i < N; i++) hist_cpu[tr_hist_bin(g[i], -1e-3f, 1e-3f, (1e-3f - -1e-3f) / 16.0f, 16)]++;
   CHECK(memcmp(hist, hist_cpu, sizeof hist) == 0 && hist[16 + 2] == 4);
+  { /* every count of per-warp copies: 8 (1,000 bins), 2 (3,000) and 1 (4,096, the most) */
+    static unsigned long long big[4096 + 3], big_cpu[4096 + 3];
+    unsigned long long *dbig;
+    int k, bins_of[] = { 1000, 3000, 4096 };
+    CU(trc_malloc((void **)&dbig, sizeof big));
+    for (k = 0; k < 3; k++) {
+      int bins = bins_of[k];
+      memset(big_cpu, 0, sizeof big_cpu);
+      CU(trc_histogram(dg, N, -1e-3f, 1e-3f, bins, dbig, NULL));
+      CU(trc_copy_to_host(big, dbig, (size_t)(bins + 3) * sizeof *big, NULL));
+      for (i = 0; i < N; i++) big_cpu[tr_hist_bin(g[i], -1e-3f, 1e-3f, (1e-3f - -1e-3f) / (float)bins, bins)]++;
+      CHECK(memcmp(big, big_cpu, (size_t)(bins + 3) * sizeof *big) == 0);
+    }
+    trc_free(dbig);
+  }
 
   /* NaN/Inf scan, and the skip: a non-finite norm leaves p, m, v untouched */
   CU(trc_memset(dcount, 0, sizeof count, NULL));
