@@ -3027,6 +3027,7 @@ typedef struct tr_trainer {
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  uint64_t tr__loaded;     /* the last loaded checkpoint's identity (its sections' checksums hashed; 0: none): ranks compare it */
   int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
@@ -19306,6 +19307,12 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
   after.lr_state = ck.lr_state;
   tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
+  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
+    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
+    int u;
+    t->tr__loaded = TR__FNV_START;
+    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
+  }
 
   t->ctx.path = path;
   tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
@@ -20721,7 +20728,7 @@ static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *
 /* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
    rank that failed (its load, say) is told to the others by the agreement that follows. */
 static void tr__dist_check_resumed(tr_trainer *t) {
-  tr__fact f[7];
+  tr__fact f[8];
   tr_err e;
   if (!t->tr__dist) return;
   f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
@@ -20731,8 +20738,11 @@ static void tr__dist_check_resumed(tr_trainer *t) {
   f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
   f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
   f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
-  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 7,
-                      "the counters they start from (every rank must resume from the same checkpoint, or none)");
+  /* equal counters from two files (ranks resuming each its own) would train apart, or mix two files' shards */
+  f[7].name = "the checkpoint loaded (a hash of its parameters, optimizer state and counters; 0: none)"; f[7].kind = 'x';
+  f[7].v = (int64_t)t->tr__loaded;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 8,
+                      "the state they start from (every rank must resume from the same checkpoint, or none)");
   if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
 }
 

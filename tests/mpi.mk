@@ -81,11 +81,11 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
 	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \
 	for w in 2 3; do for m in epochs "size hidden=16,32,16" "size hidden=16,116666,16" "size hidden=16,16,32" names initfail \
-	    fitfail val resume outofstep calls exit exitinit; do set -- $$m; \
+	    fitfail val resume files fileszero outofstep calls exit exitinit; do set -- $$m; \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi mismatch what=$$1 $$2 > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: mismatch $$m on $$w ranks failed (or hung)"; exit 1; }; done; done; \
 	echo "test-mpi: mismatches (max_epochs, 99/195/~700k parameters, tensor names, validation data, a refused tr_init or tr_fit \
-	config, a resume on one rank, tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
+	config, a resume on one rank, two checkpoints with the same counters (with and without zero), tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
 	a clear error on every rank, no hang (2 and 3 ranks)"; \
 	for m in stop fail skip sigterm uneven rank0 configfail mc mcasync; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \

@@ -857,6 +857,12 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
   after.lr_state = ck.lr_state;
   tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
+  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
+    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
+    int u;
+    t->tr__loaded = TR__FNV_START;
+    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
+  }
 
   t->ctx.path = path;
   tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */

@@ -606,7 +606,7 @@ static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *
 /* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
    rank that failed (its load, say) is told to the others by the agreement that follows. */
 static void tr__dist_check_resumed(tr_trainer *t) {
-  tr__fact f[7];
+  tr__fact f[8];
   tr_err e;
   if (!t->tr__dist) return;
   f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
@@ -616,8 +616,11 @@ static void tr__dist_check_resumed(tr_trainer *t) {
   f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
   f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
   f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
-  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 7,
-                      "the counters they start from (every rank must resume from the same checkpoint, or none)");
+  /* equal counters from two files (ranks resuming each its own) would train apart, or mix two files' shards */
+  f[7].name = "the checkpoint loaded (a hash of its parameters, optimizer state and counters; 0: none)"; f[7].kind = 'x';
+  f[7].v = (int64_t)t->tr__loaded;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 8,
+                      "the state they start from (every rank must resume from the same checkpoint, or none)");
   if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
 }
 

@@ -154,6 +154,7 @@ typedef struct tr_trainer {
   int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
   int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
   int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  uint64_t tr__loaded;     /* the last loaded checkpoint's identity (its sections' checksums hashed; 0: none): ranks compare it */
   int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
   int64_t tr__total;       /* the cosine schedule's resolved total */
   double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
