@@ -55,13 +55,6 @@ static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
   return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
 }
 
-static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-  return h;
-}
-#define TR__FNV_START 0xcbf29ce484222325ull
-
 
 /* -- writing: a buffered writer that checksums what it writes -- */
 typedef struct tr__writer {

@@ -31,8 +31,9 @@ TR__C_BEGIN /* part */
    exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
    votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
    at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
-   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank) and
-   which returns their OR over the ranks (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
+   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank; at the start also a hash of
+   the state each rank resumed, twice more: ranks that resumed different checkpoints fail, every one) and
+   which returns their OR over the ranks, all 64 bits (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
    a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
    saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
    Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption

@@ -143,7 +143,7 @@ typedef struct tr_run_desc {
                                     at tr_run_save); default: written before the call returns */
   int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
   tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
-  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's TR_STOP_* OR'ed (model_user; cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (TR_STOP_* a step; at the start a hash of what each resumed; cluster.h) */
   /* the training state in memory, for spike_detection's rollback: everything a step changes that a
      rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
      ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
@@ -593,6 +593,7 @@ typedef struct tr__run_priv {
   double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
   tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
   int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
+  uint64_t loaded;           /* with tr_run_desc.agree: a hash of the state tr_run_load restored (0: none), the ranks compare it */
   int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
@@ -1877,6 +1878,23 @@ static void tr__run_peek(tr_run *run, const char *path) {
 static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
   return (int64_t)rf->v[0] + (rf->at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO);
 }
+/* With several processes (tr_run_desc.agree) every rank must go on from the same state: the model's bytes
+   as save_model wrote them and the counters, hashed (one more read of the file, page-cached by now). */
+static int tr__run_hash_loaded(tr_run *run, tr__run_file *rf) {
+  unsigned char buf[16384];
+  uint64_t left = rf->model_bytes, h = TR__FNV_START;
+  unsigned char at = (unsigned char)rf->at;
+  rewind(rf->f);
+  while (left > 0) {
+    size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+    if (fread(buf, 1, k, rf->f) != k) return -1;
+    h = tr__fnv(h, buf, k);
+    left -= k;
+  }
+  h = tr__fnv(tr__fnv(h, (const unsigned char *)rf->v, sizeof rf->v), &at, 1);
+  run->tr__p->loaded = h ? h : 1; /* 0 is "nothing loaded" */
+  return 0;
+}
 static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
   char *err;
   size_t cap;
@@ -1908,6 +1926,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
                   "exactly what save_model wrote (the callbacks and counters are unchanged; the model may be partly loaded)",
                   at, (unsigned long long)rf.model_bytes, path);
   }
+  if (run->desc.agree && tr__run_hash_loaded(run, &rf) != 0)
+    TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' a second time, to compare it with the other ranks', failed", path);
   if (hk_state_load_all(reg, rf.blobs, (int)rf.n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
   ctx->epoch = tr__run_file_epochs(run, &rf); /* written at an epoch's end: the next epoch is next */
@@ -2211,6 +2231,22 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source = tr__grad_pass_source;
   ctx->grad_norm_source_user = &q->gpass;
 }
+/* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
+   an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
+   differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
+static void tr__run_agree_loaded(tr_run *run, hk_registry *reg) {
+  uint64_t mine = run->tr__p->loaded, all = (uint64_t)run->desc.agree(run->desc.model_user, (int64_t)mine);
+  int differ = all != mine;
+  int64_t stops = run->desc.agree(run->desc.model_user, differ ? TR_STOP_FAILED : 0);
+  if (differ)
+    tr_run_fail(reg, TR_ERR_INVALID, "tr_run_start: the ranks resumed different states (this rank's hash of the model's "
+                "bytes and counters it loaded: %016llx; every rank's OR'ed: %016llx; 0: a fresh start): every rank must "
+                "resume from the same checkpoint, or none", (unsigned long long)mine, (unsigned long long)all);
+  else if (stops & TR_STOP_FAILED)
+    tr_run_fail(reg, TR_ERR_INVALID, "tr_run_start: another rank resumed a different state (this rank's hash of what it "
+                "loaded: %016llx; 0: a fresh start): every rank must resume from the same checkpoint, or none",
+                (unsigned long long)mine);
+}
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -2231,6 +2267,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
+  q->loaded = 0;
   if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
   foreign[0] = 0;
   if (requeued) { /* only this job's own checkpoint (save_to may be another job's) */
@@ -2295,6 +2332,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
   if (run->desc.agree && (run->desc.agree(run->desc.model_user, run->failed ? TR_STOP_FAILED : 0) & TR_STOP_FAILED) && !run->failed)
     tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed to start (tr_run_desc.agree)"); /* every rank's start ends alike */
+  if (run->desc.agree && !run->failed) tr__run_agree_loaded(run, reg);
   q->busy = NULL;
   return run->failed ? q->err : TR_OK;
 }
