@@ -647,6 +647,7 @@ static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mas
 HOOKS_API int hk_stop_signals_install(int flags); /* SIGINT and SIGTERM; 0 ok, -1 when signals are unavailable */
 HOOKS_API void hk_stop_signals_restore(void);
 HOOKS_API int hk_stop_requested(void);            /* signals counted since the outermost install */
+HOOKS_API int hk_stop_signal(void);               /* the latest of them: SIGINT or SIGTERM (0: none), for a message */
 /* hk_stop_requested(), and when it is 1 or more raises HK_STOP in flow (may be NULL); 2 or more
    (only with HK_STOP_COUNT_ONLY: otherwise the process has ended) raises HK_FAIL as well. */
 HOOKS_API int hk_stop_poll(hk_flow *flow);
@@ -2183,7 +2184,7 @@ HK__DEF const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char *n
 #endif
 #ifndef HK_NO_SIGNALS
 #include <signal.h>
-static volatile sig_atomic_t hk__stop_count, hk__stop_count_only;
+static volatile sig_atomic_t hk__stop_count, hk__stop_count_only, hk__stop_last;
 static int hk__stop_depth;      /* installs not restored yet */
 static unsigned hk__stop_outer; /* the enclosing installs' count_only flags, the innermost in bit 0 */
 static const int hk__stop_sigs[2] = { SIGINT, SIGTERM };
@@ -2191,6 +2192,7 @@ static void (*hk__stop_prev[2])(int);
 static int hk__stop_mine[2];    /* our handler is in place for that signal: restore puts hk__stop_prev back */
 
 static void hk__on_stop_signal(int sig) {
+  hk__stop_last = (sig_atomic_t)sig;
   if (hk__stop_count < 127) hk__stop_count = (sig_atomic_t)(hk__stop_count + 1); /* 127: the least SIG_ATOMIC_MAX */
   if (hk__stop_count >= 2 && !hk__stop_count_only) {
     /* the second signal does what it would have done without us. BSD-style signal() blocks it while
@@ -2211,7 +2213,7 @@ HK__DEF int hk_stop_signals_install(int flags) {
     hk__stop_depth++;
     return 0;
   }
-  hk__stop_count = 0;
+  hk__stop_count = hk__stop_last = 0;
   hk__stop_count_only = (flags & HK_STOP_COUNT_ONLY) != 0;
   for (i = 0; i < 2; i++) {
     void (*prev)(int) = signal(hk__stop_sigs[i], hk__on_stop_signal);
@@ -2240,10 +2242,12 @@ HK__DEF void hk_stop_signals_restore(void) {
 }
 
 HK__DEF int hk_stop_requested(void) { return (int)hk__stop_count; }
+HK__DEF int hk_stop_signal(void) { return (int)hk__stop_last; }
 #else
 HK__DEF int hk_stop_signals_install(int flags) { (void)flags; return -1; }
 HK__DEF void hk_stop_signals_restore(void) {}
 HK__DEF int hk_stop_requested(void) { return 0; }
+HK__DEF int hk_stop_signal(void) { return 0; }
 #endif
 
 HK__DEF int hk_stop_poll(hk_flow *flow) {

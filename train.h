@@ -5360,6 +5360,17 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
+/* The stop signal this process got, as a message names it: a terminal's Ctrl-C is SIGINT; Slurm's
+   scancel, mpirun and a pod's shutdown send SIGTERM. None here: another rank's, agreed. */
+TR__SHARED const char *tr__stop_name(void) {
+  int s = hk_stop_signal();
+#ifdef TR__SIGNALS
+  if (s == SIGINT) return "Ctrl-C";
+  if (s == SIGTERM) return "SIGTERM";
+#endif
+  return s ? "a stop signal" : "SIGINT or SIGTERM on another rank";
+}
+
 /* The signal number the settings mean: 0 for none. */
 static int tr__preempt_sig(const tr_preempt *p) {
   if (!p || p->signal == TR_NO) return 0;
@@ -5497,7 +5508,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(), (long long)step);
   if (n >= cap) return;
   if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
   else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
@@ -17513,7 +17524,7 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name());
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
@@ -18132,8 +18143,8 @@ static void tr__stop_on_signal(tr_trainer *t) {
   if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
   if (stops & TR_STOP_PREEMPT)
     tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
-  else if (e) tr__msg(msg, sizeof msg, "interrupted (Ctrl-C); saving the step to %s failed: %s", c->save_to, why);
-  else tr__msg(msg, sizeof msg, "interrupted (Ctrl-C)%s%s", saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(), c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(), saves ? "; its state saved to " : "", saves ? c->save_to : "");
   t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
   tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
 }
@@ -18424,7 +18435,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name()); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");

@@ -55,7 +55,7 @@ run mid max_steps=70 && run mid resume=$ck/epoch=0-step=60.ckpt || { cat "$dir/m
 # Ctrl-C and a NaN end through on_exception, with everything logged until then on disk
 run ctrlc ctrl_c_at=45; rc=$?
 [ $rc = 130 ] || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: exit $rc, not 130"; }
-grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+grep -q '^on_exception: interrupted (Ctrl-C): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
 cp -r "$dir/ctrlc" "$dir/ctrlc2"   # the Ctrl-C's last.ckpt (step 40) resumes to the uninterrupted run's end
 run ctrlc2 resume=$ck/last.ckpt || { cat "$dir/ctrlc2/out.txt"; fail "ctrlc: the run resumed from last.ckpt failed"; }
 [ "$(state ctrlc2)" = "$(state full)" ] || { state full; state ctrlc2; fail "ctrlc: resumed from last.ckpt, not the uninterrupted run's end"; }

@@ -3469,14 +3469,17 @@ static void test_stop_signals_count_only(void **state) {
   g_prog_int = g_prog_term = 0;
   assert_int_equal(hk_stop_signals_install(HK_STOP_COUNT_ONLY), 0);
   assert_int_equal(hk_stop_requested(), 0);
+  assert_int_equal(hk_stop_signal(), 0);
   assert_int_equal(hk_stop_poll(&flow), 0);
   assert_int_equal(flow.signals, 0);
   raise(SIGINT);
   assert_int_equal(hk_stop_requested(), 1);
+  assert_int_equal(hk_stop_signal(), SIGINT);
   assert_int_equal(hk_stop_poll(&flow), 1);
   assert_true(HK_FLOW_HAS(&flow, HK_FLOW_STOP));        /* leave after this step */
   assert_false(HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)); /* but finish it */
   raise(SIGTERM);                                       /* SIGTERM counts like SIGINT */
+  assert_int_equal(hk_stop_signal(), SIGTERM);          /* the latest, for a message */
   raise(SIGINT);
   assert_int_equal(hk_stop_requested(), 3);             /* counted, the process lives */
   assert_int_equal(hk_stop_poll(NULL), 3);
@@ -3497,6 +3500,7 @@ static void test_stop_signals_count_only(void **state) {
   /* a new install starts from 0 */
   assert_int_equal(hk_stop_signals_install(0), 0);
   assert_int_equal(hk_stop_requested(), 0);
+  assert_int_equal(hk_stop_signal(), 0);
   hk_stop_signals_restore();
   signal(SIGINT, old_int);
   signal(SIGTERM, old_term);

@@ -170,6 +170,17 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
+/* The stop signal this process got, as a message names it: a terminal's Ctrl-C is SIGINT; Slurm's
+   scancel, mpirun and a pod's shutdown send SIGTERM. None here: another rank's, agreed. */
+TR__SHARED const char *tr__stop_name(void) {
+  int s = hk_stop_signal();
+#ifdef TR__SIGNALS
+  if (s == SIGINT) return "Ctrl-C";
+  if (s == SIGTERM) return "SIGTERM";
+#endif
+  return s ? "a stop signal" : "SIGINT or SIGTERM on another rank";
+}
+
 /* The signal number the settings mean: 0 for none. */
 static int tr__preempt_sig(const tr_preempt *p) {
   if (!p || p->signal == TR_NO) return 0;
@@ -307,7 +318,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(), (long long)step);
   if (n >= cap) return;
   if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
   else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);

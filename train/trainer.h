@@ -752,7 +752,7 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C twice)");
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name());
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
@@ -1371,8 +1371,8 @@ static void tr__stop_on_signal(tr_trainer *t) {
   if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
   if (stops & TR_STOP_PREEMPT)
     tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
-  else if (e) tr__msg(msg, sizeof msg, "interrupted (Ctrl-C); saving the step to %s failed: %s", c->save_to, why);
-  else tr__msg(msg, sizeof msg, "interrupted (Ctrl-C)%s%s", saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(), c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(), saves ? "; its state saved to " : "", saves ? c->save_to : "");
   t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
   tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
 }
@@ -1663,7 +1663,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (Ctrl-C)"); break; }
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name()); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");

@@ -109,7 +109,7 @@ for name in own fit; do
   echo "test-slurm: $name: preempted and requeued twice (steps $(grep -o 'stopped after step [0-9]*' $name.bin.end | awk '{print $4}' | tr '\n' ' ')of $STEPS), resumed by itself: bit-identical to the uninterrupted run"
 done
 
-grep -q "interrupted (Ctrl-C); its state saved to term.ckpt" term.bin.end || fail "term: no clean end with a checkpoint"
+grep -q "interrupted (SIGTERM); its state saved to term.ckpt" term.bin.end || fail "term: no clean end with a checkpoint"
 step=$(grep -o "fit: ended at step [0-9]*" term.bin.end | awk '{print $5}')
 (unset SLURM_CONF; timeout 60 mpirun -np 2 ./test_slurm fit steps=$STEPS ckpt=term2.ckpt out=term.bin resume=term.ckpt > term-resume.out 2>&1) ||
   fail "term: the resume from term.ckpt"
