@@ -810,97 +810,16 @@ enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
 /* =================================================================================================
    THE RUN LAYER
    What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is
-   one client of it; a hand-written loop (the train_gpt2.c kind) is another:
-
-       hk_registry *reg = hk_create(NULL);
-       tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .optimizer = "AdamW",
-                                         .save_model = save, .load_model = load, .model_user = &model });
-       hk_spec_apply(reg, "early_stopping(monitor=val/loss) model_checkpoint(monitor=val/loss) csv() progress_bar()");
-       hk_ctx ctx = { .params = views, .grads = grad_views, .n_tensors = n };
-       hk_flow flow = { 0 };
-       tr_run_start(reg, &ctx, resume_path);              (setup .. on_train_start; resume; Ctrl-C handled)
-       while (ctx.global_step < 5000) {
-           ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
-           unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
-           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
-               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
-               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
-           }
-           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
-           if (next & TR_RUN_STOP) break;
-       }
-       tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
-       hk_destroy(reg);
-
-   examples/own_loop.c is that loop in full. The run's settings (tr_run_desc) can be given before or
-   after the batteries are made: every battery made on a registry reads them from the registry's run
-   when it acts (a registry gets a run with the defaults when its first battery is made).
-
-   What the run does for the batteries:
-     - one version directory (save_dir/name/version_N) for every logger of the registry, claimed
-       atomically (parallel runs never share one);
-     - training log records from the context every log_every_n_steps-th optimizer step, validation
-       and test records on request (tr_run_log), histograms (a gradient monitor's) riding with them;
-     - the totals the progress bar shows, where monitoring callbacks check by default, the minimum
-       steps/epochs a stop waits for, the optimizer's name for lr_monitor, the hyperparameters;
-     - checkpoints in the loop's own format: save_model writes the model into a file the library
-       made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
-       one), then every stateful callback's state and the loop's counters are appended after the
-       model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
-       it must read exactly what save_model wrote: a loader that reads less or more is an error naming
-       the byte counts) and restores the callbacks and counters exactly;
-     - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
-       in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
-       and calls tr_plateau_step once per epoch for a plateau;
-     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
-       on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
-       says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
-       one ends the process at once, by the signal's default action (a step that hangs can be killed; in
-       a Slurm job it only counts); the preemption signal likewise, and may requeue (train/cluster.h);
-     - warnings, once, when a callback waits for an event the loop never fires before the run ends,
-       or sees ctx->stage unset.
-
-   The run's states, and what each call requires. The run is a small state machine; a call out of
-   order is refused at the call, never a crash and never a silent success: TR_ERR_INVALID (tr_run_batch_end
-   and tr_run_epoch_end: TR_RUN_STOP; tr_run_log: HK_FAIL), with a message naming the call to make in
-   tr_run_error(reg) and hk_last_error(reg), the same text.
-     no run     after hk_create / tr_run_setup, and after tr_run_finish. Allowed: tr_run_setup (settings,
-                again as often as you like), tr_run_hparam*, tr_run_save / tr_run_load (a resume of your
-                own before the start, a save after the end), tr_run_log (a test record after the fit),
-                tr_run_dir, tr_print; then tr_run_start. Refused: tr_run_batch_end, tr_run_epoch_end and
-                tr_run_finish (call tr_run_start first).
-     running    from tr_run_start to tr_run_finish: the loop fires its events and calls
-                  tr_run_batch_end  after every on_train_batch_end (again after a validation at that step);
-                  tr_run_epoch_end  after every on_train_epoch_end (a batch's tr_run_batch_end comes first);
-                  tr_run_log(reg, &ctx, "val")  after every on_validation_epoch_end of the fit (not the
-                                    sanity check's);
-                  tr_run_finish     once, at the end (after a failure too: it reports it).
-                Refused: tr_run_setup, tr_run_hparam* (the settings are fixed until tr_run_finish) and a
-                second tr_run_start (tr_run_finish ends the run first); these refusals leave the run going.
-                An end event whose call never came is seen at the loop's next training event
-                (on_train_batch_start, on_train_epoch_start, the next end event) or its next call
-                (tr_run_epoch_end, tr_run_finish): the run fails there, the message naming the missing
-                call; the event returns HK_FAIL into the loop's flow, and what the skipped call would have
-                honoured (checkpoints queued by hooks) is dropped, since the hooks that queued those paths
-                may have freed them. A validation that sent no "val" record by the next tr_run_batch_end /
-                tr_run_epoch_end / tr_run_finish is said once in the run's log (when something listens to
-                on_log): its val/ metrics never reached the loggers.
-     entered    from tr_run_enter to tr_run_leave: a loop that fires every event itself, setup to teardown
-                (train.h's trainer: tr_fit, tr_validate, ... are such runs, through this public API and
-                nothing else). It calls tr_run_log and tr_run_requests where the calls above would, and
-                says what they cannot see: tr_run.epoch_done, validates_next, accumulation. tr_run_setup,
-                tr_run_start, tr_run_batch_end, tr_run_epoch_end and tr_run_finish are refused then.
-   Nothing nests inside the run's own work: tr_run_save / tr_run_load while a save or load is in progress
-   (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
-   is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
-   it); so are tr_run_log from a hook of on_log, and tr_run_batch_end, tr_run_epoch_end and tr_run_finish
-   from a hook while tr_run_start, one of those, a save or a load is running (the run fails: the loop has
-   a bug).
-   To see the events, tr_run_start registers one callback named "tr_run" on reg, first on its events
-   (on_train_epoch_start/_end, on_train_batch_start/_end, on_sanity_check_start/_end,
-   on_validation_epoch_end; it changes no signal unless a call is missing; at on_after_backward it calls
-   hk_grads_changed, so the gradient norm hooks read is this step's); tr_run_finish removes it.
+   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
+   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
+   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
+   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
+   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
+   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
+   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
+   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
+   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
+   the hooks.h repository.
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
@@ -1752,82 +1671,14 @@ TRAIN_API const tr_early_stopping_state *tr_early_stopping_get(const hk_registry
 #if TR__ON_MODEL_CHECKPOINT
 
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
-   At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
-   the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
-   file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file); the checkpoint the fit
-   resumed from only when it is a top-k file that falls out of the top k (it is kept while among the
-   k best; Lightning never deletes it, which leaves k+1 files for good), and only files it writes: inside dirpath (not below it), named by its filename
-   template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
-   Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
-   removed: it says "not removing" and leaves the file.
-   Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
-   on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
-   global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
-   check, outside a fit, or twice at one global step. A step or time save waits for the next
-   on_validation_end when a validation runs right after it at the same step (val_check_interval, val_every_n_steps, or
-   the epoch's validation after its last batch: train.h only), so it is ranked and named on that
-   validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
-   its monitored metric does not exist yet.
-   A monitored metric missing at any other save point: before the fit's first validation a warning
-   (once) and no top-k file (last is still written); after one, the run fails naming it (Lightning).
-   At on_fit_start (before training) it fails when the monitor is a "val/..." metric and the run never
-   validates (tr_run_desc.validation TR_NO; train.h: no validation data), or when dirpath cannot be
-   created or written (rank 0 checks).
-   Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
-   better than the k-th); -1 keeps all (the k-th is then the worst kept, as Lightning); TR_ZERO none
-   (only last). One entry per file: a fixed name saved again takes its new value. Without a monitor
-   only -1 (keep every save) and 1 (keep the latest) are allowed; best_model_path is the newest file
-   and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
-   evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
-   may call it best). Values are compared in double (Lightning: in the metric's float32).
-   Where: dirpath, or when none is given the run directory's checkpoints/ (version_N/checkpoints, so a
-   second run in the same place writes beside its own logs, not among the first run's files), decided
-   at the fit's start (or a load before it) on rank 0; ./checkpoints when no logger made a run directory
-   (other ranks, which write nothing, keep ./checkpoints). A resume into a new version_N restores only
-   best_model_path (the dirpath differs), as Lightning.
-   File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
-   global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
-   [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
-   "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
-   behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
-   empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
-   already (a second save in one epoch, a rerun into the same directory, another process saving into
-   the same dirpath) gets -v1, -v2 ... (enable_version_counter), except the file being replaced;
-   without a monitor, keep-all versions a repeated name too (Lightning overwrites it). Names are
-   claimed on disk when picked (rank 0 creates the file exclusively, empty until its save replaces it
-   by a rename): two processes started together with one dirpath never pick one name, and neither
-   replaces or deletes a file of the other; a claim whose save never came (the run failed first) is
-   removed at teardown, and one whose save failed (async_save: collected at the next save point) as soon
-   as the failure is known (a process killed in between leaves it empty; a later run skips the name).
-   Without the counter a name is used as it is, also when another process wrote it. A name another hook queued at this save point (a
-   second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
-   version even without the counter.
-   save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
-   stale) also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it did not write);
-   TR_SAVE_LAST_LINK makes it a relative symlink to the file saved at this same step (a copy where
-   symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
-   latest state; at on_train_end it is written if no checkpoint was saved at the final step.
-   Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
-   (stage HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end /
-   tr_run_epoch_end, which save through tr_run_desc.save_model with the callbacks' state (tr_run_save,
-   a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
-   HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
-   path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
-   (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
-   tr_run_desc.epochs is TR_NO (at on_fit_start).
-   save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
-   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
-   written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
-   writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
-   last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
-   these: the sidecar of a file of this callback, a regular file (or save_last's link), whose metadata says
-   written_by "train.h model_checkpoint"; any other file at that name is left as it is ("not writing ..."), and
-   that .ckpt gets no sidecar. Views on the device (model.on_device) are refused: the save fails, naming them.
-   async_save: the run writes every checkpoint hooks request in the background (tr_run_save's and
-   tr_save's "asynchronous saves"); a save point while its last file is still being written first waits
-   for it, so evictions and the link see that file on disk. */
+   At each save point (every_n_epochs, every_n_train_steps, train_time_interval) it picks a file name and
+   asks the loop to save there (hk_request_checkpoint); the bookkeeping (top-k, best, last) is updated
+   before the save, so the state stored in that very file already counts it. Files it replaces are deleted
+   only in on_checkpoint_saved of the new file, and only files it writes (its dirpath, its names, regular
+   files), whatever a loaded state lists. Names are claimed on disk when picked, so two processes with one
+   dirpath never share a name. NaN is never best. Save points, top-k, where, file names, save_last, a
+   hand-written loop, save_safetensors and async_save in full: docs/callbacks.md ("model_checkpoint in
+   detail") in the hooks.h repository. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
@@ -2577,67 +2428,14 @@ TRAIN_API tr_err tr_mlflow_get(const hk_registry *reg, hk_handle h, tr_mlflow_st
 
 /* =================================================================================================
    SWEEPS (Hydra's multirun)
-   Run a program's job once per combination of values given on the command line, one job after
-   another, each in its own directory with its hyperparameters, and compare their final metrics:
-
-       static double lr = 1e-3; static int batch = 32;
-       static const tr_sweep_field fields[] = { { "optim.lr", TR_SWEEP_DOUBLE, &lr }, { "batch", TR_SWEEP_INT, &batch } };
-       static tr_err job(hk_registry *reg, tr_sweep_job *job, void *user) {   (lr and batch hold this job's values)
-           ... tr_init(&t, &(tr_desc){ .reg = reg, ... }); e = tr_fit(&t, &cfg); tr_free(&t); return e;
-       }
-       tr_sweep_result res;
-       tr_err e = tr_sweep(&(tr_sweep_desc){ .fields = fields, .n_fields = 2, .job = job,
-                                             .spec = "early_stopping(monitor=val/loss); csv" },
-                           argc - 1, argv + 1, &res);
-       $ ./train optim.lr=1e-2,1e-3 batch=32,64 early_stopping.patience=3,5     (8 jobs)
-
-   Overrides: key=v1,v2,... A key names one of the program's fields (tr_sweep_field: name, type,
-   pointer; the job reads the variable) or, when no field has that name, factory.param: a parameter
-   of a callback in the spec string (the job's spec has it set, or replaced, in every item of that
-   factory). The jobs are the cartesian product of the lists, the last key varying fastest, as
-   Hydra's basic sweeper: a=1,2 b=x,y runs a=1 b=x, a=1 b=y, a=2 b=x, a=2 b=y. A value cannot hold a
-   comma. "-m" or "--multirun" asks for a sweep even with one job. Everything is checked before the
-   first job: an unknown key, a key given twice, an empty list or value, a value that is not of the
-   field's type (numbers are decimal: no hex, and none that underflows the type: 1e-400, or 1e-40 for
-   a float), a value that is not one line of UTF-8 text of at most 255 bytes (every value is a
-   hyperparameter of the job, a line of the log and a cell of the summary), a field name or key that
-   cannot be a hyperparameter's key (1 to 63 bytes, no control character or '='), a spec parameter
-   the factory does not have or a value it refuses (every job's spec goes through hk_spec_check):
-   TR_ERR_INVALID, with res->error naming the key and what it accepts. Nothing runs and no
-   directory is made then.
-
-   Each job gets a registry of its own (the standard factories, desc.add_factories', the job's spec
-   applied) with its run set up from desc.run: in a sweep, its directory is version_<job> inside the
-   sweep's directory (save_dir/version_N, claimed as the run layer claims one; Hydra: multirun/<date>/
-   <time>/<job>); every field's value and every spec override are the run's hyperparameters
-   (tr_run_hparam*, typed: hparams.yaml, TensorBoard's HParams tab - tensorboard --logdir on the
-   sweep's directory shows one row per job with its final metrics -, the plot); overrides.yaml there
-   lists the job's overrides. A job that calls tr_run_setup itself
-   (a loop of its own) starts from *job->run. A job's final metrics are the last value of every
-   metric sent to the job's loggers (on_log; a hook that runs after the loggers records them) and
-   whatever the job set with tr_sweep_metric.
-
-   The sweep's own hooks live on desc.reg (any hooks.h hook, callback or spec-made callback):
-     on_multirun_start, then per job on_job_start .. the job .. on_job_end, then on_multirun_end;
-     a single job without -m is a plain run: on_run_start, on_job_start, on_job_end, on_run_end
-     (Hydra's RUN mode; it writes where desc.run says, no summary).
-   Start events run in registration order, end events reversed (hooks.h's HK_REVERSED), as Hydra's.
-   At on_job_start and on_job_end ctx->outputs is the tr_sweep_job (tr_sweep_current); at on_job_end
-   its status, error and final metrics are set, and ctx's metrics are the job's final metrics. A hook
-   that fails at on_multirun_start / on_run_start ends the sweep before any job (TR_ERR_HOOK); at
-   on_job_start the job fails without running; at on_job_end the job counts as failed; HK_STOP at
-   on_job_end runs no further job.
-   A failing job (its function returned an error) is reported and the sweep goes on with the next
-   one, unless desc.stop_on_failure; Ctrl-C in a job (TR_ERR_INTERRUPTED) always ends the sweep.
-   A sweep writes summary.csv in its directory - one row per job: job, status (ok, failed, skipped),
-   every swept key, every final metric (columns sorted by name), error (one line: a job's control
-   characters as spaces, stray bytes as U+FFFD) - after every job, for the jobs done so far (a process
-   that dies in a job leaves the rows of those before it), and at the end for every job, with
-   summary.svg, the final metrics (desc.metrics, or every one with loss in its name) against the
-   job's number (tr_plot_csv; without the loggers section, no SVG).
-   Hydra differences: no config files or composition (the program's fields are the config), no
-   launchers (jobs run one after another in this process), no range()/choice()/glob() sweeps, the
-   summary files are ours (Hydra writes multirun.yaml); Lightning has no sweeps.
+   tr_sweep runs a program's job once per combination of command-line overrides (key=v1,v2,...: a field
+   of the program, tr_sweep_field, or factory.param of a callback in the spec), the last key varying
+   fastest, one job after another, each with a registry of its own in version_<job> of the sweep's
+   directory with its hyperparameters; everything is checked before the first job. The sweep's hooks get
+   Hydra's lifecycle events (on_multirun_start, on_job_start/end, on_multirun_end; one job without -m:
+   on_run_start/end); a failing job is reported and the sweep goes on; summary.csv and summary.svg compare
+   the jobs' final metrics. The example, the override rules, the events and the summary in full:
+   docs/sweeps.md in the hooks.h repository; examples/sweep.c is a complete program.
    ================================================================================================= */
 #define TR_SWEEP_TYPES(X) /* X(enum, name in messages) */ \
   X(TR_SWEEP_INT,    "an integer (int)") \
@@ -19957,140 +19755,14 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 /* =================================================================================================
    MPI STRATEGY (TRAIN_MPI)
    Data parallelism across processes, Lightning's DDP on MPI: every rank holds the whole model, trains
-   on its own shard of each epoch's batches, and the gradients are summed across ranks once per
-   optimizer step, so the parameters stay bit-identical on every rank. Compiled in by
-   #define TRAIN_MPI in the implementation's translation unit (build it with mpicc, run with mpirun);
-   without the define every function below does nothing and MPI is not needed. In one process (no
-   mpirun, or mpirun -np 1) the strategy keeps no state at all: the run is the plain trainer's, bit
-   for bit. tr_init calls MPI_Init when the program has not (and then MPI_Finalize at exit); a program
-   that uses MPI itself calls MPI_Init before tr_init and MPI_Finalize after tr_free. The trainer talks
-   on its own duplicate of MPI_COMM_WORLD, so its messages never mix with the program's.
-
-   Collectives happen only at the trainer's fixed points below, on every rank, in the same order, also
-   after a failure on that rank (it takes part, contributing its failure). Never inside a hook: a hook
-   may run on one rank only (hk_opts.rank_zero_only) without deadlocking the job.
-
-   THE GRADIENT POINT (once per optimizer step): after on_after_backward of a window's last micro-batch,
-   before the averaging and on_before_optimizer_step. Every rank contributes the sum of its window's
-   gradients (zeros when it skipped them all) and its count of micro-batches that ran backward; the
-   sum over ranks is divided by accumulate_grad_batches times the ranks, as Lightning (with
-   tr_config.accumulate_mean_of_window: by the total count; the trainer's tr__average_window). So
-   on_before_optimizer_step, clipping, on_gradient_clip and the optimizer see the same averaged
-   gradient on every rank; on_after_backward sees the rank's own. Micro-batches before a window's last
-   do not communicate. The sum is in rank order, g0 + g1 + ... + g(W-1), on every rank: with two ranks
-   by MPI_Allreduce (a + b == b + a exactly in IEEE arithmetic), with three or more by an all-gather
-   and a sum in rank order (MPI_Allreduce may add in any order, and differently per call).
-
-   AGREEMENT POINTS: after configure_model, after on_fit_start, after on_train_start, after each
-   epoch's start, before each optimizer step (after on_gradient_clip), after each training batch
-   (after on_train_batch_end), after on_train_epoch_end, after on_train_end, when an evaluation loop
-   counts its batches and at its end, at the start of tr_save and inside it, when the run ends, and
-   after on_exception / teardown. One small MPI_Allreduce combines, over all ranks: whether a rank
-   failed (the first failed rank's error, code
-   and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
-   signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
-   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
-   The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
-   early stop on one rank stops all at the same step, and a failure on one rank fails all, each
-   through on_exception, without a hang. Every vote also carries its agreement point's identity (its
-   line in train.h): ranks at different points (a tr_set_accumulation or a tr_save on one rank only)
-   all fail there with TR_ERR_COMM, "the ranks are out of step ... rank 0 at train.h:N, rank 1 at
-   train.h:M", and communicate no more until the next run's start, before a gradient sum could pair
-   with the wrong call. Two int64 more in the vote: nothing else on the step path.
-
-   EVERY RANK ENDS THE SAME WAY (the rule for what runs on some ranks only):
-   - tr_save is an agreement point, met first thing (before on_save_checkpoint, before rank 0
-     writes). A tr_save on some ranks only (a hook that saves on rank 0, on_exception_checkpoint
-     registered on one rank) meets the other ranks' next agreement point (every path through a run
-     ends in one, on_exception and teardown included): every rank fails there with TR_ERR_COMM,
-     "tr_save on rank 0 only, nothing saved: ...", nothing is written, no rank waits. During a run
-     that has failed already (a save from on_exception) the run's own error stands on every rank and
-     each rank says the save's failure as a warning; otherwise that error is the run's on every rank
-     (tr_save "never changes the run's outcome" except here: the ranks cannot go on together).
-   - THE LEARNING RATE is agreed at every vote (four int64 more): a rank whose optim.lr (lr_finder's
-     suggestion) or tr_lr_scale's scale changed since the last vote has moved; when some ranks moved
-     alike, every rank takes their values (one broadcast, only then), so lr_finder or a
-     rank-zero-only hook calling tr_lr_scale on one rank sets the learning rate of the job, the same
-     bits as every rank doing it. Ranks that moved to different values (a scale computed from the
-     rank's own train/loss) cannot be agreed: every rank fails with TR_ERR_INVALID naming each rank's
-     base lr and scale. A change is seen at the next agreement point, before the next optimizer step.
-
-   START AGREEMENTS: what must be the same on every rank is compared before anything relies on it, by
-   an all-gather of a few numbers per rank; a difference fails every rank with one message naming it
-   and the values per rank ("max_epochs (rank 0: 3, rank 1: 1)"). tr_init: model.n_params, the
-   tensors' names, offsets and counts, model.on_device, the seed, the optimizer and schedule settings
-   (TR_ERR_INVALID). The start of tr_fit / tr_validate / tr_test / tr_predict: which function each
-   rank called, and for tr_fit the resolved max_epochs, max_steps, min_epochs, min_steps,
-   limit_train_batches, limit_val_batches, num_sanity_val_steps, val_every_n_steps,
-   val_every_n_epochs, accumulate_grad_batches, gradient clipping, whether val / save_to are set and
-   whether the data are iterators (TR_ERR_INVALID, before setup fires). After resume_from: the loop
-   counters (a resume on some ranks only fails every rank through on_exception). A rank whose own
-   tr_init, tr_fit or evaluation refuses its arguments takes part with its error, so the others fail
-   with "rank 1: tr_init: threads is -1 ..." instead of waiting.
-
-   A RANK THAT IS GONE: a rank that returns before a collective (an error of its own before tr_fit)
-   and calls MPI_Finalize leaves the others waiting, and Open MPI's MPI_Finalize then waits for them
-   too: the job hangs (a rank that exits without MPI_Finalize makes mpirun end the job). tr_init
-   (MPI_Comm_idup) and the start agreements therefore poll a nonblocking collective for at most
-   tr_desc.mpi_timeout seconds (default 1800, torch.distributed's; < 0 forever), then fail with
-   TR_ERR_COMM: "not every rank arrived within 1800 s". The pending collective cannot be cancelled,
-   so the trainer's MPI state is left to MPI (not freed) and the trainer communicates no more: end the
-   job (MPI_Abort). The collectives inside a run are not timed (no cost on the step path): a rank that
-   dies in a fit is ended by mpirun. Rule: every rank calls tr_init, tr_fit, tr_validate, tr_test,
-   tr_predict and tr_save alike, and on an error of its own calls MPI_Abort rather than returning alone.
-
-   DATA: with random-access data (get) the trainer shards: the same shuffle on every rank, and local
-   batch b of rank r is the data's batch b * W + r. Training takes floor(count / W) batches per rank
-   (every rank the same number; the count % W batches of the tail are left out each epoch, as
-   DistributedSampler(drop_last=True)); limit_train_batches then caps each rank's share. Validation
-   and test take every batch once: rank r gets r, r + W, ... (the last round may be uneven; evaluation
-   loops do not communicate per batch); val/loss and test/loss are the mean over all ranks' batches,
-   the same on every rank. Iterator data (next) is not sharded by the trainer: each rank's iterator
-   yields its own shard, and its count() is the rank's count (training: equal on every rank, checked).
-
-   ZERO-1 (tr_desc.zero = 1): each rank keeps the optimizer state (AdamW's m and v, SGD's momentum)
-   of its shard of the parameters only: shard r is [r * P, (r + 1) * P) clipped to n_params, P the
-   parameters over the ranks rounded up to whole blocks of TR__ZERO_BLOCK floats (the last shard may
-   be shorter or empty: any size works). The gradient point is unchanged (every rank has the whole
-   averaged gradient, so the gradient norm and clipping are computed as before); the update then runs
-   over the rank's shard only, and one exchange (MPI_Allgatherv of the shards, in blocks, plus a
-   broadcast of the last partial block) gives every rank every updated parameter. The update is
-   elementwise, so every parameter gets the same bits as unsharded: the results are bit-identical to
-   the run without zero at the same world size. AdamW's state per parameter goes from 8 bytes to 8/W.
-   Checkpoints stay whole and in the same format: tr_save first agrees that every rank is ready, then
-   rank 0 writes the state as it receives it, shard by shard in chunks of TR__DIST_CHUNK floats (one
-   chunk buffer: no whole copy of m and v is ever made, unless async_save stages the file), and every
-   rank loading a file takes its own slice. So a checkpoint loads at any world size, with zero or
-   without. Not for an on_device model; lr_finder refuses (its steps would be collectives in a hook).
-
-   RANK ZERO: checkpoints are written by rank 0 alone (atomically, as always); every rank runs
-   on_save_checkpoint and on_checkpoint_saved, after rank 0's write has finished (a barrier), and a
-   failed write fails every rank. The paths hooks queued with hk_request_checkpoint are rank 0's.
-   Every rank loads the same file on resume. HK_REQUEST_LOG lines are written by rank 0.
-
-   WHAT HOOKS SEE: ctx->rank and ctx->world_size; ctx->loss, train/loss and samples_seen are the
-   rank's own; val/loss, test/loss, the gradients from on_before_optimizer_step on, grad_norm there,
-   and the parameters are the same on every rank.
-
-   GPU: with TRAIN_CUDA too (a .cu file built by nvcc with the MPI include path, linked with -lmpi
-   -lnccl), an on_device model's gradients are summed by NCCL (ncclAllReduce on tr_model.stream,
-   where every kernel of the step runs: no host wait). NCCL adds in its own order, the same bits on
-   every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
-   (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
-
-   CORES: ranks on one host (MPI_Comm_split_type: sharing memory) beyond its cores make Open MPI's
-   waiting ranks busy-poll (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms); tr_init then
-   says so once on rank 0, naming the fix, mpirun --mca mpi_yield_when_idle 1 (silent when it is set).
-
-   LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
-   0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
-   ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
-   iterators, equally long shards). tr_save must be called on every rank (it synchronises; rank 0
-   writes; on some ranks only it fails them all, above): from a hook use hk_request(ctx,
-   HK_REQUEST_CHECKPOINT) instead. tr_load alone does not
-   synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
-   splits the batches differently (not bit-exact). */
+   on its own shard of each epoch's batches, and the gradients are summed in rank order once per
+   optimizer step (the gradient point), so the parameters stay bit-identical on every rank. Collectives
+   run only at the trainer's fixed points (the gradient point and the agreement points: one small
+   all-reduce of TR__VOTE below), on every rank in the same order, never inside a hook. Mismatched ranks,
+   a save or lr change on some ranks only, a rank that never arrives (tr_desc.mpi_timeout): every rank
+   fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
+   stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
+   point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
 #ifdef TRAIN_MPI
 #ifdef TR__POSIX
 #  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
