@@ -1,14 +1,14 @@
-# tests/docs.mk - the docs' generated sections: parameter tables from train.h's lists, and the messages
-# README.md and docs/ quote, from the program itself.
+# tests/docs.mk - the docs' generated sections: parameter tables from train.h's lists, the messages docs/
+# quotes, from the program itself, and docs/loop.svg, the README's picture.
 #
 #   make docs-tables           rewrite the parameter tables in docs/callbacks.md and docs/logging.md
 #   make test-docs-tables      fail, with a diff naming the battery, when one was edited by hand or train.h changed
-#   make readme-messages       rewrite the quoted messages in README.md and docs/callbacks.md
+#   make readme-messages       rewrite the quoted messages in docs/reference.md and docs/callbacks.md
 #   make test-readme-messages  fail, with a diff, when a quote differs from what the program says
 DOCS_TABLES        := $(BUILD)/docs_tables
 DOCS_TABLE_PAGES   := docs/callbacks.md docs/logging.md
 README_MESSAGES    := $(BUILD)/readme_messages
-README_MSG_PAGES   := README.md docs/callbacks.md
+README_MSG_PAGES   := docs/reference.md docs/callbacks.md
 
 .PHONY: docs-tables test-docs-tables readme-messages test-readme-messages
 TEST_TARGETS += test-docs-tables test-readme-messages
