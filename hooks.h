@@ -72,44 +72,7 @@
                     failures, hk__fire's slow exits;
                     inside hooks; your own loop; metrics; callback state; factories and spec strings
 
-   CHANGELOG
-     next   the implementation defined in two files: the linker's first "multiple definition" names
-            hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file (an empty function) instead of stbds_arrgrowf
-     next   a lazy metric read outside a dispatch is computed at that read (it returned the value cached by the
-            last dispatch, stale once the loop had moved on with no hook to dispatch); in a dispatch once, as before
-     next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
-     next   Hydra's lifecycle events on_run_start/end, on_multirun_start/end, on_job_start/end (after
-            teardown in the table; train.h's tr_sweep fires them); HK_REVERSED: an event whose hooks always
-            run in reverse order (Hydra's end events; hk_event_define takes it too)
-     next   hk_profile, hk_profiling, hk_profile_reset, hk_profile_event, hk_profile_hook, hk_profile_gap, hk_prof,
-            hk_clock, HK_CLOCK_NS: dispatches and hook calls timed through the general loop, as the trace is
-            (nothing changes for a registry that never profiles)
-     next   hk_metric_forget_between (forget what one phase set: train.h forgets its sanity check's)
-     next   HK_FIRE and HK_FIRE_FLOW run a plain dispatch inline, in the cold block behind the guard (hk__fire:
-            the loop over the run array, always inlined; signals, changes made by hooks, nesting, a NULL ctx,
-            the trace and the profile leave it through a call): one hook 27 instructions a site instead of 44,
-            2x a hand-written loop over one function pointer (14); each more hook +4 over the loop, as before
-     next   dispatch: a fast loop over a per-event run array rebuilt with the hook lists (filtered hooks
-            check their filter in their entry; nesting, a NULL ctx and the trace take the general
-            path): one hook 43 instructions a site instead of 68, each more 12 instead of 17
-     next   hk_stop_signals_install/_restore, hk_stop_requested, hk_stop_poll (Ctrl-C and SIGTERM in
-            any loop; train.h's tr_fit uses them), HK_NO_SIGNALS; clean under gcc -Wc++-compat
-     next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
-            hk_spec_applied; hk_reject and hk_reader.why (load_state says why it refuses a state; the
-            reason reaches hk_state_load's message);
-     next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
-            hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
-            any thread count in train.h); hk_grad_norm_known;
-            hk_request_checkpoint (a checkpoint at a path; ctx->checkpoint_paths), hk_callback_get,
-            hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name);
-            ctx->grad_norm_source (hk_grad_norm of device gradients, asked lazily: train.h's CUDA path)
-     0.2.0  own loops: HK_FIRE_FLOW/hk_flow, hk_grad_norm (cached until hk_grads_changed),
-            hk_is_finite/hk_is_finitef, the context contract; ctx->error/failure/message became
-            abort_reason/hook_failure/(private); ctx->grad_norm removed (hk_grad_norm); filters count
-            1-based ordinals for every counter; fatal failures are reported once (ctx->hook_failure);
-            HK_MODEL_FIRST; HK_MAX_DEPTH; hardening (ordering cost, destroy re-entrancy, specs).
-     0.1.0  first release: event table, registry, dispatch, signals, filters, error policies,
-            metrics with lazy values, trace, callback state, factories and spec strings.
+   CHANGELOG: CHANGES.md in the hooks.h repository (every version of hooks.h, train.h and the kernels).
 */
 #ifndef HOOKS_H
 #define HOOKS_H

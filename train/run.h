@@ -7,97 +7,16 @@ TR__C_BEGIN /* part */
 /* =================================================================================================
    THE RUN LAYER
    What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is
-   one client of it; a hand-written loop (the train_gpt2.c kind) is another:
-
-       hk_registry *reg = hk_create(NULL);
-       tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .optimizer = "AdamW",
-                                         .save_model = save, .load_model = load, .model_user = &model });
-       hk_spec_apply(reg, "early_stopping(monitor=val/loss) model_checkpoint(monitor=val/loss) csv() progress_bar()");
-       hk_ctx ctx = { .params = views, .grads = grad_views, .n_tensors = n };
-       hk_flow flow = { 0 };
-       tr_run_start(reg, &ctx, resume_path);              (setup .. on_train_start; resume; Ctrl-C handled)
-       while (ctx.global_step < 5000) {
-           ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
-           unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
-           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
-               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
-               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
-           }
-           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
-           if (next & TR_RUN_STOP) break;
-       }
-       tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
-       hk_destroy(reg);
-
-   examples/own_loop.c is that loop in full. The run's settings (tr_run_desc) can be given before or
-   after the batteries are made: every battery made on a registry reads them from the registry's run
-   when it acts (a registry gets a run with the defaults when its first battery is made).
-
-   What the run does for the batteries:
-     - one version directory (save_dir/name/version_N) for every logger of the registry, claimed
-       atomically (parallel runs never share one);
-     - training log records from the context every log_every_n_steps-th optimizer step, validation
-       and test records on request (tr_run_log), histograms (a gradient monitor's) riding with them;
-     - the totals the progress bar shows, where monitoring callbacks check by default, the minimum
-       steps/epochs a stop waits for, the optimizer's name for lr_monitor, the hyperparameters;
-     - checkpoints in the loop's own format: save_model writes the model into a file the library
-       made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
-       one), then every stateful callback's state and the loop's counters are appended after the
-       model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
-       it must read exactly what save_model wrote: a loader that reads less or more is an error naming
-       the byte counts) and restores the callbacks and counters exactly;
-     - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
-       in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
-       and calls tr_plateau_step once per epoch for a plateau;
-     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
-       on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
-       says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
-       one ends the process at once, by the signal's default action (a step that hangs can be killed; in
-       a Slurm job it only counts); the preemption signal likewise, and may requeue (train/cluster.h);
-     - warnings, once, when a callback waits for an event the loop never fires before the run ends,
-       or sees ctx->stage unset.
-
-   The run's states, and what each call requires. The run is a small state machine; a call out of
-   order is refused at the call, never a crash and never a silent success: TR_ERR_INVALID (tr_run_batch_end
-   and tr_run_epoch_end: TR_RUN_STOP; tr_run_log: HK_FAIL), with a message naming the call to make in
-   tr_run_error(reg) and hk_last_error(reg), the same text.
-     no run     after hk_create / tr_run_setup, and after tr_run_finish. Allowed: tr_run_setup (settings,
-                again as often as you like), tr_run_hparam*, tr_run_save / tr_run_load (a resume of your
-                own before the start, a save after the end), tr_run_log (a test record after the fit),
-                tr_run_dir, tr_print; then tr_run_start. Refused: tr_run_batch_end, tr_run_epoch_end and
-                tr_run_finish (call tr_run_start first).
-     running    from tr_run_start to tr_run_finish: the loop fires its events and calls
-                  tr_run_batch_end  after every on_train_batch_end (again after a validation at that step);
-                  tr_run_epoch_end  after every on_train_epoch_end (a batch's tr_run_batch_end comes first);
-                  tr_run_log(reg, &ctx, "val")  after every on_validation_epoch_end of the fit (not the
-                                    sanity check's);
-                  tr_run_finish     once, at the end (after a failure too: it reports it).
-                Refused: tr_run_setup, tr_run_hparam* (the settings are fixed until tr_run_finish) and a
-                second tr_run_start (tr_run_finish ends the run first); these refusals leave the run going.
-                An end event whose call never came is seen at the loop's next training event
-                (on_train_batch_start, on_train_epoch_start, the next end event) or its next call
-                (tr_run_epoch_end, tr_run_finish): the run fails there, the message naming the missing
-                call; the event returns HK_FAIL into the loop's flow, and what the skipped call would have
-                honoured (checkpoints queued by hooks) is dropped, since the hooks that queued those paths
-                may have freed them. A validation that sent no "val" record by the next tr_run_batch_end /
-                tr_run_epoch_end / tr_run_finish is said once in the run's log (when something listens to
-                on_log): its val/ metrics never reached the loggers.
-     entered    from tr_run_enter to tr_run_leave: a loop that fires every event itself, setup to teardown
-                (train.h's trainer: tr_fit, tr_validate, ... are such runs, through this public API and
-                nothing else). It calls tr_run_log and tr_run_requests where the calls above would, and
-                says what they cannot see: tr_run.epoch_done, validates_next, accumulation. tr_run_setup,
-                tr_run_start, tr_run_batch_end, tr_run_epoch_end and tr_run_finish are refused then.
-   Nothing nests inside the run's own work: tr_run_save / tr_run_load while a save or load is in progress
-   (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
-   is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
-   it); so are tr_run_log from a hook of on_log, and tr_run_batch_end, tr_run_epoch_end and tr_run_finish
-   from a hook while tr_run_start, one of those, a save or a load is running (the run fails: the loop has
-   a bug).
-   To see the events, tr_run_start registers one callback named "tr_run" on reg, first on its events
-   (on_train_epoch_start/_end, on_train_batch_start/_end, on_sanity_check_start/_end,
-   on_validation_epoch_end; it changes no signal unless a call is missing; at on_after_backward it calls
-   hk_grads_changed, so the gradient norm hooks read is this step's); tr_run_finish removes it.
+   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
+   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
+   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
+   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
+   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
+   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
+   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
+   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
+   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
+   the hooks.h repository.
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */

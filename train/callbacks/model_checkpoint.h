@@ -6,82 +6,14 @@
 
 TR__C_BEGIN /* part */
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
-   At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
-   the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
-   file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file); the checkpoint the fit
-   resumed from only when it is a top-k file that falls out of the top k (it is kept while among the
-   k best; Lightning never deletes it, which leaves k+1 files for good), and only files it writes: inside dirpath (not below it), named by its filename
-   template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
-   Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
-   removed: it says "not removing" and leaves the file.
-   Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
-   on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
-   global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
-   check, outside a fit, or twice at one global step. A step or time save waits for the next
-   on_validation_end when a validation runs right after it at the same step (val_check_interval, val_every_n_steps, or
-   the epoch's validation after its last batch: train.h only), so it is ranked and named on that
-   validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
-   its monitored metric does not exist yet.
-   A monitored metric missing at any other save point: before the fit's first validation a warning
-   (once) and no top-k file (last is still written); after one, the run fails naming it (Lightning).
-   At on_fit_start (before training) it fails when the monitor is a "val/..." metric and the run never
-   validates (tr_run_desc.validation TR_NO; train.h: no validation data), or when dirpath cannot be
-   created or written (rank 0 checks).
-   Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
-   better than the k-th); -1 keeps all (the k-th is then the worst kept, as Lightning); TR_ZERO none
-   (only last). One entry per file: a fixed name saved again takes its new value. Without a monitor
-   only -1 (keep every save) and 1 (keep the latest) are allowed; best_model_path is the newest file
-   and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
-   evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
-   may call it best). Values are compared in double (Lightning: in the metric's float32).
-   Where: dirpath, or when none is given the run directory's checkpoints/ (version_N/checkpoints, so a
-   second run in the same place writes beside its own logs, not among the first run's files), decided
-   at the fit's start (or a load before it) on rank 0; ./checkpoints when no logger made a run directory
-   (other ranks, which write nothing, keep ./checkpoints). A resume into a new version_N restores only
-   best_model_path (the dirpath differs), as Lightning.
-   File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
-   global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
-   [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
-   "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
-   behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
-   empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
-   already (a second save in one epoch, a rerun into the same directory, another process saving into
-   the same dirpath) gets -v1, -v2 ... (enable_version_counter), except the file being replaced;
-   without a monitor, keep-all versions a repeated name too (Lightning overwrites it). Names are
-   claimed on disk when picked (rank 0 creates the file exclusively, empty until its save replaces it
-   by a rename): two processes started together with one dirpath never pick one name, and neither
-   replaces or deletes a file of the other; a claim whose save never came (the run failed first) is
-   removed at teardown, and one whose save failed (async_save: collected at the next save point) as soon
-   as the failure is known (a process killed in between leaves it empty; a later run skips the name).
-   Without the counter a name is used as it is, also when another process wrote it. A name another hook queued at this save point (a
-   second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
-   version even without the counter.
-   save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
-   stale) also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it did not write);
-   TR_SAVE_LAST_LINK makes it a relative symlink to the file saved at this same step (a copy where
-   symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
-   latest state; at on_train_end it is written if no checkpoint was saved at the final step.
-   Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
-   (stage HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end /
-   tr_run_epoch_end, which save through tr_run_desc.save_model with the callbacks' state (tr_run_save,
-   a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
-   HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
-   path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
-   (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
-   tr_run_desc.epochs is TR_NO (at on_fit_start).
-   save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
-   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
-   written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
-   writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
-   last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
-   these: the sidecar of a file of this callback, a regular file (or save_last's link), whose metadata says
-   written_by "train.h model_checkpoint"; any other file at that name is left as it is ("not writing ..."), and
-   that .ckpt gets no sidecar. Views on the device (model.on_device) are refused: the save fails, naming them.
-   async_save: the run writes every checkpoint hooks request in the background (tr_run_save's and
-   tr_save's "asynchronous saves"); a save point while its last file is still being written first waits
-   for it, so evictions and the link see that file on disk. */
+   At each save point (every_n_epochs, every_n_train_steps, train_time_interval) it picks a file name and
+   asks the loop to save there (hk_request_checkpoint); the bookkeeping (top-k, best, last) is updated
+   before the save, so the state stored in that very file already counts it. Files it replaces are deleted
+   only in on_checkpoint_saved of the new file, and only files it writes (its dirpath, its names, regular
+   files), whatever a loaded state lists. Names are claimed on disk when picked, so two processes with one
+   dirpath never share a name. NaN is never best. Save points, top-k, where, file names, save_last, a
+   hand-written loop, save_safetensors and async_save in full: docs/callbacks.md ("model_checkpoint in
+   detail") in the hooks.h repository. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
