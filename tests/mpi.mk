@@ -94,6 +94,10 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=resumed.bin epochs=4 resume=mid.ckpt > fit.out; \
 	cmp -s straight.bin resumed.bin || { echo "test-mpi: resume from the rank-0 checkpoint is not exact"; exit 1; }; \
 	echo "test-mpi: checkpoint requested on rank 1 at step 13, written by rank 0, resumed by a new mpirun: exact"; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=auto.bin epochs=4 resume=auto ckpt=mid.ckpt > fit.out 2>&1; \
+	cmp -s straight.bin auto.bin && grep -q "resume auto: resuming mid.ckpt (global step 13" fit.out || \
+	  { cat fit.out; echo "test-mpi: resume=auto on 2 ranks did not resume mid.ckpt exactly"; exit 1; }; \
+	echo "test-mpi: resume=auto on every rank: the same file (save_to, step 13), exact"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./train_mpi | tail -n 1
 	@echo "test-mpi: all passed"
 

@@ -570,6 +570,57 @@ static void test_mc_retention(void **state) {
   sc_free(&m, &t);
 }
 
+/* resume_from "auto" in tr_fit (issue 39 item 3): the first fit finds nothing (a fresh start); after 3 epochs a
+   second trainer resumes the newest checkpoint of model_checkpoint's directory that loads (a corrupt file named
+   newer is skipped, said in one line) and ends as an uninterrupted 6-epoch fit. */
+static void test_resume_auto_fit(void **state) {
+  static const double v[] = { 5, 4, 6, 3, 2, 7 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(3);
+  char dir[300], bad[600];
+  float p_full[2];
+  int64_t step_full;
+  FILE *f;
+  (void)state;
+  sc_init(&m, &t, v, 6, 0); /* the uninterrupted fit */
+  c = sc_cfg(6);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  memcpy(p_full, m.p, sizeof p_full);
+  step_full = t.global_step;
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "{epoch}",
+                   .save_last = TR_SAVE_LAST_YES }, NULL), TR_OK);
+  c = sc_cfg(3);
+  c.resume_from = "auto";
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_non_null(strstr(sc_logtext(&m), "resume auto: no checkpoint of this run was found: a fresh start"));
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  in_dir(&m, bad, sizeof bad, "epoch=9.ckpt");
+  assert_non_null(f = fopen(bad, "w"));
+  fputs("not a checkpoint", f);
+  fclose(f);
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 6, 0);
+  rmdir(m.dir);
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "{epoch}",
+                   .save_last = TR_SAVE_LAST_YES }, NULL), TR_OK);
+  c = sc_cfg(6);
+  c.resume_from = "auto";
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_non_null(strstr(sc_logtext(&m), "epoch=9.ckpt: not a train.h checkpoint"));
+  assert_non_null(strstr(sc_logtext(&m), "resume auto: resuming "));
+  assert_non_null(strstr(sc_logtext(&m), "Restored all states from the checkpoint at ")); /* epochs 3-5 only, from it */
+  assert_non_null(strstr(sc_logtext(&m), ": epoch 3, global step "));
+  assert_int_equal(t.global_step, step_full);
+  assert_memory_equal(m.p, p_full, sizeof p_full);
+  sc_free(&m, &t);
+}
+
 /* Without a dirpath, checkpoints go into the run directory's checkpoints/ when a logger made one
    (version_N/checkpoints, as Lightning): a second run in the same place gets its own directory, no
    -v1 names beside the first run's files, which stay as they were. Without a logger: ./checkpoints. */
@@ -2067,6 +2118,7 @@ int main(void) {
     cmocka_unit_test(test_mc_top_k),
     cmocka_unit_test(test_mc_resumed_file_managed),
     cmocka_unit_test(test_mc_retention),
+    cmocka_unit_test(test_resume_auto_fit),
     cmocka_unit_test(test_mc_default_dir),
     cmocka_unit_test(test_mc_ties_and_nan),
     cmocka_unit_test(test_mc_no_monitor_and_last),

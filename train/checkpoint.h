@@ -974,6 +974,21 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   return t->tr__err;
 }
 
+/* resume "auto" for tr_fit: a checkpoint of this model that reads whole (every section's checksum), its step. */
+static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  tr__ckpt ck;
+  int bad = tr__read_file(t, path, &buf, &len) || tr__parse(t, buf, len, &ck);
+  if (bad) tr__msg(why, cap, "%s", t->error);
+  else *step = ck.v[1];
+  free(buf);
+  t->tr__err = TR_OK; /* (looked at before the fit: nothing had failed) */
+  t->error[0] = 0;
+  return bad;
+}
+
 /* ---- a resume with nothing left to train ---------------------------------------------------------------
    tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
    finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,

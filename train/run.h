@@ -237,7 +237,9 @@ TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double val
 TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
 
 /* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
-   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
+   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load (resume_from "auto":
+   the newest checkpoint of this run that loads, from save_to and the checkpoint callbacks' directories, or
+   a fresh start when there is none; each file passed over said in one line); then
    on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
    its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
@@ -497,6 +499,10 @@ typedef struct tr__run_priv {
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
+  char **ckpt_dirs;          /* where checkpoint callbacks save (given dirpaths), for resume "auto" */
+  int n_ckpt_dirs;
+  int ckpt_default;          /* one saves into the run directory's checkpoints/ (or ./checkpoints) */
+  char *auto_path;           /* what resume "auto" chose (NULL: none) */
   char error[512];           /* tr_run_error */
   tr_err err;
   hk_registry *reg;
@@ -587,6 +593,9 @@ static void tr__run_free(void *p) {
   free(q->hp);
   free(q->dir);
   free(q->resume);
+  for (i = 0; i < q->n_ckpt_dirs; i++) free(q->ckpt_dirs[i]);
+  free(q->ckpt_dirs);
+  free(q->auto_path);
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
   tr__asave_free(q->asave); /* the last save in flight ends first */
@@ -727,6 +736,14 @@ static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
   return s ? s : dflt;
 }
 static int tr__tri_ok(int v) { return v >= TR_NO && v <= TR_YES; }
+static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
+  size_t na = strlen(a), nb = strlen(b);
+  char *p = (char *)malloc(na + nb + 2);
+  if (!p) return NULL;
+  if (na) { memcpy(p, a, na); p[na++] = '/'; }
+  memcpy(p + na, b, nb + 1);
+  return p;
+}
 
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   tr_run_desc zero;
@@ -2150,6 +2167,109 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source = tr__grad_pass_source;
   ctx->grad_norm_source_user = &q->gpass;
 }
+/* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
+   A checkpoint callback says where it saves (tr__run_ckpt_dir: its dirpath, or NULL for the default, the
+   run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
+   every version directory under the run's save_dir/name (a second invocation of the same command has a new
+   version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
+   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
+   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
+   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
+   they loaded). */
+TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  char **grown, *d;
+  int i;
+  if (!q) return;
+  if (!dir || !dir[0]) { q->ckpt_default = 1; return; }
+  for (i = 0; i < q->n_ckpt_dirs; i++) if (!strcmp(q->ckpt_dirs[i], dir)) return;
+  if (!(d = tr__strdup(dir)) || !(grown = (char **)realloc(q->ckpt_dirs, (size_t)(q->n_ckpt_dirs + 1) * sizeof *grown))) { free(d); return; }
+  q->ckpt_dirs = grown;
+  q->ckpt_dirs[q->n_ckpt_dirs++] = d;
+}
+typedef int (*tr__ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
+typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+  char why[600];
+  int64_t step = 0;
+  double mtime = 0;
+  size_t n = strlen(path);
+#ifdef TR__POSIX
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return; /* (empty: a name claimed, never saved) */
+  mtime = (double)st.st_mtime;
+#else
+  if (!tr__file_exists(path)) return;
+#endif
+  if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+  if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+  best->seen++;
+  why[0] = 0;
+  if (check(u, path, &step, why, sizeof why)) {
+    best->skipped++;
+    tr__run_say(run, ctx, "resume auto", "skipped %s: %s", path, why[0] ? why : "it does not load");
+    return;
+  }
+  if (best->path && (step < best->step || (step == best->step && (mtime < best->mtime || (mtime == best->mtime && strcmp(path, best->path) < 0)))))
+    return;
+  free(best->path);
+  best->path = tr__strdup(path);
+  best->step = step;
+  best->mtime = mtime;
+}
+static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+  char **names = NULL;
+  int i, n = tr__dir_names(dir, "", &names);
+  for (i = 0; i < n; i++) {
+    char *p = tr__join(dir, names[i]);
+    if (p) tr__auto_consider(run, ctx, p, check, u, best);
+    free(p);
+    free(names[i]);
+  }
+  free(names);
+}
+/* The chosen file (kept in the run until it ends), or NULL: nothing of this run loads (a fresh start). */
+TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr__ckpt_check_fn check, void *u) {
+  tr__run_priv *q = run->tr__p;
+  tr__auto_pick best;
+  int i;
+  memset(&best, 0, sizeof best);
+  if (save_to && save_to[0]) tr__auto_consider(run, ctx, save_to, check, u, &best);
+  for (i = 0; i < q->n_ckpt_dirs; i++) tr__auto_scan(run, ctx, q->ckpt_dirs[i], check, u, &best);
+  if (q->ckpt_default) {
+    const char *version = tr__run_str(run, TR__RUN_VERSION, NULL), *name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
+    char *base = name[0] ? tr__join(tr__run_str(run, TR__RUN_SAVE_DIR, "runs"), name) : tr__strdup(tr__run_str(run, TR__RUN_SAVE_DIR, "runs"));
+    char **vs = NULL;
+    int k, nv = base ? (version && version[0] ? 1 : tr__dir_names(base, "", &vs)) : 0;
+    for (k = 0; k < nv; k++) {
+      char *vdir = tr__join(base, vs ? vs[k] : version), *cdir = vdir ? tr__join(vdir, "checkpoints") : NULL;
+      if (cdir) tr__auto_scan(run, ctx, cdir, check, u, &best);
+      free(cdir);
+      free(vdir);
+      if (vs) free(vs[k]);
+    }
+    free(vs);
+    free(base);
+    tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
+  }
+  free(q->auto_path);
+  q->auto_path = best.path;
+  if (best.path)
+    tr__run_say(run, ctx, "resume auto", "resuming %s (global step %lld; the newest of %d checkpoint%s of this run that load)",
+                best.path, (long long)best.step, best.seen - best.skipped, best.seen - best.skipped == 1 ? "" : "s");
+  else tr__run_say(run, ctx, "resume auto", "no checkpoint of this run %s: a fresh start", best.seen ? "loads" : "was found");
+  return best.path;
+}
+
+/* resume "auto" in a loop of your own: a file of tr_run_save whose state block reads whole. */
+static int tr__run_ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
+  tr__run_file rf;
+  tr_err e = tr__run_file_read(&rf, path, why, cap);
+  (void)user;
+  *step = (int64_t)rf.v[1];
+  tr__run_file_free(&rf);
+  return e != TR_OK;
+}
 /* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
    an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
    differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
@@ -2187,6 +2307,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   q->own_loop = 1;
   q->refused_start = 0;
   q->loaded = 0;
+  if (resume_from && !strcmp(resume_from, "auto")) resume_from = tr__auto_resume(run, ctx, run->desc.save_to, tr__run_ckpt_check, run);
   if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
   foreign[0] = 0;
   if (requeued) { /* only this job's own checkpoint (save_to may be another job's) */
@@ -2677,15 +2798,6 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
 
 /* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
 static int64_t tr__next_version(const char *base) { return tr__dir_max_number(base, "version_") + 1; }
-
-static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
-  size_t na = strlen(a), nb = strlen(b);
-  char *p = (char *)malloc(na + nb + 2);
-  if (!p) return NULL;
-  if (na) { memcpy(p, a, na); p[na++] = '/'; }
-  memcpy(p + na, b, nb + 1);
-  return p;
-}
 
 /* Why the checkpoint's directory cannot be continued, from tr__dir_hold's error (or 0: it is another
    directory now than the one the run wrote). */

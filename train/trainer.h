@@ -99,7 +99,9 @@ typedef struct tr_config {
                                     the signals that come during tr_fit count here. */
   const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
                                     where in one line (rank 0, tr_desc.log): "Restored all states from the
-                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch" */
+                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch";
+                                    "auto": the newest checkpoint of this run that loads (save_to and the
+                                    checkpoint callbacks' directories), or a fresh start when there is none */
   int no_resume_message;         /* 1: not that line */
   int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
                                     it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
@@ -291,6 +293,7 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 static tr_err tr__load_file(tr_trainer *t, const char *path);
+static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap);
 static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
 static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap);
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
@@ -1705,6 +1708,8 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
+  if (!e && c.resume_from && !strcmp(c.resume_from, "auto")) /* the newest checkpoint of this run, or a fresh start */
+    c.resume_from = tr__auto_resume(tr_run_get(t->reg), &t->ctx, c.save_to, tr__ckpt_check, t);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */

@@ -112,7 +112,6 @@ typedef struct tr__mc {
   char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
 } tr__mc;
 
-static char *tr__join(const char *a, const char *b);
 static int tr__mc_default_dir(tr__mc *s);
 static void tr__mc_sync(tr__mc *s) { /* point the public view at the current values */
   s->pub.dirpath = s->dirpath;
@@ -1065,6 +1064,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->run = tr_run_get(reg);
   s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL or "", a spec's default) */
   s->dirpath = tr__strdup(s->dir_default ? "checkpoints" : d->dirpath);
+  tr__run_ckpt_dir(s->run, s->dir_default ? NULL : d->dirpath); /* where resume "auto" looks */
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
   s->mode = d->mode;
