@@ -239,8 +239,8 @@ static hk_signal tr__wd_setup(hk_ctx *ctx, void *u) {
   tr__wd *s = (tr__wd *)u;
   TR__WD_PUT(s->beats, s->beats + 1);
   if (s->depth++ > 0) return HK_CONTINUE;
-#ifdef TR__THREADS
   s->ctx = ctx;
+#ifdef TR__THREADS
   if (pipe(s->wake) != 0) return hk_fail(ctx, "watchdog: pipe: %s", strerror(errno));
   (void)fcntl(s->wake[0], F_SETFD, FD_CLOEXEC);
   (void)fcntl(s->wake[1], F_SETFD, FD_CLOEXEC);
@@ -291,10 +291,9 @@ static tr_err tr__wd_make(hk_registry *reg, const tr_watchdog_desc *d, hk_handle
   if (code < 1 || code > 255) return tr__bad(w, "watchdog: exit_code must be 1..255 (got %d): 0 would tell the scheduler the job finished", code);
   if ((unsigned)d->action >= TR_WATCHDOG_ACTION_COUNT)
     return tr__bad(w, "watchdog: action %d is not valid (report or exit)", (int)d->action);
-#ifndef TR__THREADS
-  (void)s; (void)cb; (void)out;
-  return tr__bad(w, "watchdog: needs POSIX threads; this build has none (TRAIN_NO_THREADS, or not POSIX)");
-#else
+#ifndef TR__THREADS /* (the rest compiles, unused) */
+  if (d) return tr__bad(w, "watchdog: needs POSIX threads; this build has none (TRAIN_NO_THREADS, or not POSIX)");
+#endif
   s = (tr__wd *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "watchdog: out of memory"), TR_ERR_NOMEM;
   s->reg = reg;
@@ -319,7 +318,6 @@ static tr_err tr__wd_make(hk_registry *reg, const tr_watchdog_desc *d, hk_handle
 #undef TR__X
   cb.destroy = tr__wd_destroy;
   return tr__cb_register(reg, &cb, 0, out, w);
-#endif
 }
 TR__PUBLIC_OF(tr_watchdog, wd)
 TR__FACTORY_OF(wd, tr_watchdog_desc, TR_WATCHDOG_PARAMS)
