@@ -185,6 +185,7 @@ static void *tr__wd_main(void *p) {
     int r;
     if (nap < 0.01 && s->poll <= 0) nap = 0.01;
     if (nap > 1 && s->poll <= 0) nap = 1;
+    if (s->multiple > 0 && s->n_sample == 0 && s->poll <= 0 && nap > 0.05) nap = 0.05; /* to measure the first steps */
     w.fd = s->wake[0];
     w.events = POLLIN;
     w.revents = 0;
