@@ -54,7 +54,7 @@ typedef struct tr_watchdog_desc { TR_WATCHDOG_PARAMS(TR__FIELD) } tr_watchdog_de
 typedef struct tr_watchdog_state {
   int64_t reports;              /* stalls reported */
   double median_step;           /* seconds; 0 before warmup steps have run */
-  double limit;                 /* seconds, the limit in force at the last look (0: none yet) */
+  double limit;                 /* seconds: the limit the last report was made at (0: none) */
   char last[640];               /* the last report, as written */
 } tr_watchdog_state;
 TRAIN_API tr_err tr_watchdog(hk_registry *reg, const tr_watchdog_desc *d, hk_handle *out);
@@ -163,6 +163,7 @@ static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
            stuck, limit, (long long)c->global_step, (long long)c->epoch, (long long)c->batch_idx, where);
   s->pub.reports++;
+  s->pub.limit = limit;
   tr__wd_say(out);
   if (s->action == TR_WATCHDOG_EXIT) {
     char bye[200];
@@ -213,7 +214,6 @@ static void *tr__wd_main(void *p) {
       fired = 0;
       continue;
     }
-    s->pub.limit = limit;
     if (!fired && limit > 0 && now - moved > limit) {
       fired = 1;
       tr__wd_report(s, now - moved, limit);
