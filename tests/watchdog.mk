@@ -30,3 +30,11 @@ $(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c hooks.h train.h | $(BUILD)
 	$(MPICC) $(TEST_CFLAGS) -DTRAIN_MPI -o $@ tests/watchdog_mpi.c $(LDLIBS) -pthread
 test-watchdog-mpi: $(BUILD)/mpi/wd_mpi
 	@MPI_ENV="$(MPI_ENV)" MPIRUN="$(MPIRUN)" sh tests/watchdog_mpi.sh $(BUILD)/mpi/wd_mpi
+
+# The watchdog's cost a step in the loop's thread (callgrind, exact; about 10 s): not registered, registered, in a
+# loop of your own and in tr_fit (docs/callbacks.md quotes the numbers).
+.PHONY: watchdog-cost
+$(BUILD)/watchdog_cost: tests/watchdog_cost.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/watchdog_cost.c $(LDLIBS) -pthread
+watchdog-cost: $(BUILD)/watchdog_cost
+	./$(BUILD)/watchdog_cost
