@@ -21,7 +21,7 @@ test-watchdog-unit: $(WD_BIN)
 test-watchdog-asan: $(WD_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(WD_ASAN)
 test-watchdog-valgrind: $(WD_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(WD_BIN)
+	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes ./$(WD_BIN)
 
 # mpicc -DTRAIN_MPI; every mpirun under timeout (a hang fails the test). MPI_ENV, MPIRUN: tests/mpi.mk.
 $(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c hooks.h train.h | $(BUILD)
