@@ -12503,29 +12503,34 @@ static void tr__wd_say(const char *text) {
   }
 }
 
-/* Where the loop is, from what hooks.h keeps in its context and registry while it stands still. */
+/* "watchdog: " and, with several processes, "rank R of W: "; its length */
+static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
+  int n = s->ctx->world_size > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->ctx->rank, s->ctx->world_size)
+                                 : snprintf(out, cap, "watchdog: ");
+  return n < 0 || (size_t)n >= cap ? 0 : n;
+}
+/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
+   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
 static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   const hk_ctx *c = s->ctx;
   char *out = s->pub.last, where[300];
   size_t cap = sizeof s->pub.last;
   const char *ev = hk_event_name(s->reg, c->event), *waits = tr_run_waits(), *name;
-  int n = 0;
+  int n = tr__wd_prefix(s, out, cap);
   if (waits) snprintf(where, sizeof where, "waiting in %s, after %s", waits, ev ? ev : "?");
   else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
     snprintf(where, sizeof where, "in %s, hook '%s' running", ev ? ev : "?", name);
   else snprintf(where, sizeof where, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
-  if (c->world_size > 1) n = snprintf(out, cap, "watchdog: rank %d of %d: ", c->rank, c->world_size);
-  else n = snprintf(out, cap, "watchdog: ");
-  if (n < 0 || (size_t)n >= cap) n = 0;
   snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
            stuck, limit, (long long)c->global_step, (long long)c->epoch, (long long)c->batch_idx, where);
   s->pub.reports++;
   s->pub.limit = limit;
   tr__wd_say(out);
   if (s->action == TR_WATCHDOG_EXIT) {
-    char bye[200];
-    snprintf(bye, sizeof bye, "watchdog: %sexiting with status %d (action=exit): the last checkpoint written stays; "
-             "nothing else is saved\n", c->world_size > 1 ? "this rank is " : "", s->exit_code);
+    char bye[300];
+    n = tr__wd_prefix(s, bye, sizeof bye);
+    snprintf(bye + n, sizeof bye - (size_t)n, "exiting with status %d (action=exit): the last checkpoint written stays; "
+             "nothing else is saved\n", s->exit_code);
     tr__wd_say(bye);
     _exit(s->exit_code);
   }
@@ -12556,7 +12561,8 @@ static void *tr__wd_main(void *p) {
     if (st != steps || bt != beats) {
       if (fired) {
         char again[200];
-        snprintf(again, sizeof again, "watchdog: %s moved on after %.1f s\n", s->ctx->world_size > 1 ? "the rank" : "the loop", now - moved);
+        int n = tr__wd_prefix(s, again, sizeof again);
+        snprintf(again + n, sizeof again - (size_t)n, "moved on after %.1f s\n", now - moved);
         tr__wd_say(again);
       }
       if (bt == beats && steps >= s->warmup) { /* only steps since the last look, past the warmup: a sample */

@@ -272,7 +272,7 @@ static void test_exit(void **state) {
   if (WEXITSTATUS(status) != 3) fail_msg("the child's status is %d, not 3; its stderr:\n%s", WEXITSTATUS(status), text);
   assert_non_null(strstr(text, "(limit 0.3 s) at step 4 "));
   assert_non_null(strstr(text, ": in on_before_optimizer_step, hook 'stuck' running\n"));
-  assert_non_null(strstr(text, "watchdog: exiting with status 3 (action=exit)"));
+  assert_non_null(strstr(text, "\nwatchdog: exiting with status 3 (action=exit): the last checkpoint written stays; nothing else is saved\n"));
   /* the csv: a header and the rows of steps 0..3 (one a step, written at once), every line whole */
   snprintf(csv_path, sizeof csv_path, "%s/v/metrics.csv", dir);
   read_file(csv_path, text, sizeof text);

@@ -26,6 +26,6 @@ run "watchdog(seconds=0.3, action=exit, exit_code=7)" 1 3600; rc=$?
 [ $rc = 7 ] || fail "exit: mpirun ended with $rc, not the watchdog's 7"
 grep -q "^watchdog: rank 1 of 2: no progress for .* at step 3 (epoch 0, batch [0-9]*): in on_train_batch_start, hook 'stuck' running$" "$out" \
   || fail "exit: rank 1 did not name its stuck hook"
-grep -q "^watchdog: this rank is exiting with status 7 (action=exit)" "$out" || fail "exit: no exit line"
+grep -q "^watchdog: rank 1 of 2: exiting with status 7 (action=exit)" "$out" || fail "exit: no exit line"
 ! grep -q ': done$' "$out" || fail "exit: a rank finished"
 echo "test-watchdog-mpi: exit: rank 1 stuck for good; its watchdog ended it with 7 and mpirun ended the job with 7 (no hang)"
