@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
   /* check the claims: how it ended, what the callbacks kept (their state came back exactly on resume) */
   const tr_early_stopping_state *es = tr_early_stopping_get(reg, hk_spec_find(reg, "early_stopping", 0));
   const tr_model_checkpoint_state *mc = tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0));
+  if (!es || !mc) return 1;                    /* the spec was refused: tr_run_end said why */
   printf("ended at step %lld: %s; logs in %s\n", (long long)ctx->global_step, e ? tr_err_name(e) : "ok", tr_run_dir(reg));
   printf("early_stopping: %s wait_count=%lld best_score=%a\n", tr_stop_reason_name(es->stopping_reason),
          (long long)es->wait_count, es->best_score);
