@@ -3700,6 +3700,42 @@ static void test_profile(void **state) {
   assert_false(hk_profiling(NULL));
 }
 
+/* hk_name: the name a registration goes by, with ctx->self the hook running now (the watchdog's report) */
+typedef struct name_seen { hk_registry *reg; const char *name; } name_seen;
+static hk_signal see_own_name(hk_ctx *ctx, void *user) {
+  name_seen *n = (name_seen *)user;
+  n->name = hk_name(ctx->reg, ctx->self);
+  return HK_CONTINUE;
+}
+static void test_hk_name(void **state) {
+  hk_registry *reg = mkreg();
+  hk_callback cb;
+  hk_opts o = { 0 };
+  hk_handle a, b, c;
+  name_seen seen = { NULL, NULL };
+  rec_t r = { "x", HK_CONTINUE, 0 };
+  (void)state;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "my_callback";
+  cb.on_train_start = see_own_name;
+  cb.user = &seen;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, &a), HK_OK);
+  o.name = "my_fn";
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_END, see_own_name, &seen, &o, &b), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_FIT_END, rec, &r, NULL, &c), HK_OK);
+  assert_string_equal(hk_name(reg, a), "my_callback");
+  assert_string_equal(hk_name(reg, b), "my_fn");
+  assert_true(strncmp(hk_name(reg, c), "hook#", 5) == 0);
+  fire(reg, HK_ON_TRAIN_START);
+  assert_string_equal(seen.name, "my_callback");
+  fire(reg, HK_ON_TRAIN_END);
+  assert_string_equal(seen.name, "my_fn");
+  assert_int_equal(hk_off(reg, b), HK_OK);
+  assert_null(hk_name(reg, b));  /* removed */
+  assert_null(hk_name(reg, 999)); /* never registered */
+  assert_null(hk_name(NULL, a));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_event_table_accessors, cleanup),
@@ -3774,6 +3810,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_registries_independent, cleanup),
     cmocka_unit_test_teardown(test_nesting_limit, cleanup),
     cmocka_unit_test_teardown(test_dispatch_one_hook, cleanup),
+    cmocka_unit_test_teardown(test_hk_name, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_order, cleanup),
     cmocka_unit_test_teardown(test_destroy_reentrancy, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_mid_dispatch, cleanup),

@@ -353,6 +353,7 @@ TR__C_END /* part */
 #  include <sys/wait.h> /* system()'s status */
 #  include <sys/resource.h> /* getrusage: device_stats's CPU time and peak memory */
 #  include <unistd.h>
+#  include <poll.h> /* the watchdog's naps (poll(2): a sleep that wakes on a pipe) */
 #  define TR__POSIX 1
 #  ifdef TRAIN_CUDA
 #    include <dlfcn.h> /* device_stats loads NVML at run time (glibc before 2.34: link with -ldl) */

@@ -222,6 +222,12 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
    save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
    it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
+   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
+   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
+   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+TRAIN_API void tr_run_waiting(const char *what);
+TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
 /* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
    trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
@@ -606,6 +612,22 @@ static void tr__run_free(void *p) {
 }
 
 /* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+static const char *tr__run_waiting_now;
+TRAIN_API void tr_run_waiting(const char *what) {
+#if defined(__GNUC__) || defined(__clang__)
+  __atomic_store_n(&tr__run_waiting_now, what, __ATOMIC_RELAXED);
+#else
+  tr__run_waiting_now = what;
+#endif
+}
+TRAIN_API const char *tr_run_waits(void) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __atomic_load_n(&tr__run_waiting_now, __ATOMIC_RELAXED);
+#else
+  return tr__run_waiting_now;
+#endif
+}
 static tr_run *tr__run_of(hk_registry *reg) {
   tr_run *run = (tr_run *)hk_attached(reg);
   return run || !reg ? run : tr_run_get(reg);
