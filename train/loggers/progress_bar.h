@@ -13,19 +13,24 @@ TR__C_BEGIN /* part */
    training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
    when it starts (the trainer sets both; a loop of its own sets eval_batches before
    on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation. One bar per registry: a second is refused (it would print everything twice).
+   during evaluation. A step loop's bar ("Training", steps) starts with the run, before a validation at
+   step 0; its "epoch" is the steps between validations. One bar per registry: a second is refused.
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
    model that is hundreds of redraws a second), and once more when training ends with its final
-   state. The whole line (bar, counts, rate, postfix) is cut to the terminal's width less one (tqdm),
-   measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS, else 80), so it never wraps and
-   a resized terminal gets lines of its new width; when the terminal was narrowed below the last line,
-   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too (those still on
-   the screen: tmux may push one into its scrollback). The validation
+   state; one due at an epoch's start shows the ended epoch's last state if no redraw did (fast epochs
+   whose time goes to what follows them, checkpoints: 0% would stay on screen). The line fits the
+   terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
+   else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
+   first), then the rate, then the times, so no number is cut (only a line still too wide, under about
+   25 columns, is cut); it never wraps, and a resized terminal gets lines of its new width; when the
+   terminal was narrowed below the last line, the rows a rewrapping terminal (tmux, most desktop ones)
+   made of it are erased too (those still on the screen: tmux may push one into its scrollback). The validation
    line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
    every training epoch carrying its validation's metrics (a validation inside an epoch has no line
-   of its own), one per evaluation run (tr_validate, tr_test; a step loop's validations), one at most
+   of its own), one per step loop's validation (the training line at that step, with its metrics), one
+   per evaluation run (tr_validate, tr_test), one at most
    every line_seconds within a long epoch or evaluation, and the final state at the end of training
    when no line showed it (a loop without epochs).
    mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
@@ -63,7 +68,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
 /* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
-   10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
+   10-cell bar; a width: what does not fit beside 10 cells goes whole (postfix fields, ", " between them,
+   the last first; the rate; the times). Returns the line's length in bytes (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 TR__C_END /* part */
@@ -89,6 +95,11 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
 static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
 static int tr__utf8_width_n(const char *s, int len) { int n = 0, i; for (i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80; return n; }
 #define TR__BAR_CELLS 10 /* the fewest cells a bar keeps while there is text to give up for them */
+/* The length of the first np bytes of a postfix less its last field (fields are separated by ", ") */
+static int tr__bar_less(const char *postfix, int np) {
+  while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
+  return np >= 2 ? np - 2 : 0;
+}
 /* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial.
    With a width, what does not fit with a bar of TR__BAR_CELLS goes whole, in this order: the postfix's
    fields (separated by ", "), the last first; the rate; the times. Only then does the bar shrink (to one
@@ -105,8 +116,7 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   buf[0] = 0;
   if (!desc) desc = "";
   if (!postfix) postfix = "";
-  np = (int)strlen(postfix);
-  if (np > 400) np = 400;
+  for (np = (int)strlen(postfix); np > 400;) np = tr__bar_less(postfix, np); /* whole fields, as below */
   tr__clock_fmt(el, sizeof el, elapsed);
   if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
   else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
@@ -118,19 +128,17 @@ static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n,
   if (nl < 0) return 0;
   if (nl >= (int)sizeof left) nl = (int)sizeof left - 1;
   for (;;) { /* the right part, less what a narrow line gives up (a loop at each redraw only) */
-    if (total > 0) nr = snprintf(right, sizeof right, "| %lld/%lld", (long long)n, (long long)total);
-    else nr = 0, right[0] = 0;
-    if (times && nr >= 0 && nr < (int)sizeof right)
-      nr += snprintf(right + nr, sizeof right - (size_t)nr, total > 0 ? " [%s<%s%s%s%s%.*s]" : " [%s%.0s%s%s%s%.*s]", el, rem,
-                     rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix);
+    if (times) /* "| n/total [elapsed<remaining, rate, postfix]", or " [elapsed, rate, postfix]" without a total */
+      nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld [%s<%s%s%s%s%.*s]", (long long)n, (long long)total, el, rem,
+                                rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix)
+                     : snprintf(right, sizeof right, " [%s%s%s%s%.*s]", el, rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix);
+    else nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld", (long long)n, (long long)total) : (right[0] = 0, 0);
     if (nr < 0) return 0;
     if (nr >= (int)sizeof right) nr = (int)sizeof right - 1;
     cells = width > 0 ? width - tr__utf8_width_n(left, nl) - tr__utf8_width_n(right, nr) : TR__BAR_CELLS;
     if (cells >= (total > 0 ? TR__BAR_CELLS : 0)) break;
-    if (np > 0) { /* the last field goes */
-      while (np > 0 && !(postfix[np - 1] == ' ' && np >= 2 && postfix[np - 2] == ',')) np--;
-      np = np >= 2 ? np - 2 : 0;
-    } else if (rated) rated = 0;
+    if (np > 0) np = tr__bar_less(postfix, np);
+    else if (rated) rated = 0;
     else if (times) times = 0;
     else break;
   }
@@ -427,14 +435,15 @@ static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   double now;
   int due;
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
-  now = tr__wall();
+  now = b->tty ? tr__wall() : 0; /* (lines: the clock only for a line drawn) */
   due = b->tty && now - b->last_draw >= b->refresh;
   tr__bar_io_begin(b);
   /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
      when a redraw is due (what came after that epoch's end, its checkpoints, took the time: 0% of the new
      epoch would stay on screen through most of a fast run); else the new epoch at 0%. */
-  if ((!b->tty && b->epoch_open) || due) {
-    if (b->main.live && b->main.drawn_n != b->main.n) tr__bar_draw(b, &b->main, now), due = 0;
+  if (((!b->tty && b->epoch_open) || due) && b->main.live && b->main.drawn_n != b->main.n) {
+    tr__bar_draw(b, &b->main, b->tty ? now : tr__wall());
+    due = 0;
   }
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
@@ -523,7 +532,8 @@ static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   if (b->main.live && ctx->stage == HK_STAGE_FIT && b->main.n > b->main.initial) tr__bar_loss(b, ctx); /* redrawn below it */
-  if (!b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b)) tr__bar_start(&b->main, "Training", ctx->global_step, b->run->desc.max_steps);
+  if (!b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b))
+    tr__bar_start(&b->main, "Training", ctx->global_step, b->run->desc.max_steps);
   tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
@@ -531,10 +541,9 @@ static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   if (ctx->rank != 0 || !b->eval.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
-  int steps = b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b);
   tr__bar_io_begin(b);
   if (!b->tty) {
-    if (steps) tr__bar_draw(b, &b->main, tr__wall());
+    if (b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b)) tr__bar_draw(b, &b->main, tr__wall());
     else if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
