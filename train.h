@@ -2614,8 +2614,8 @@ TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
    model that is hundreds of redraws a second), and once more when training ends with its final
-   state; one due at an epoch's start shows the ended epoch's last state if no redraw did (fast epochs
-   whose time goes to what follows them, checkpoints: 0% would stay on screen). The line fits the
+   state; one due at an epoch's start shows the ended epoch's last state if no redraw did, and a new
+   epoch shows from its first batch on (a fast epoch's 0% would stay on screen while it runs). The line fits the
    terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
    else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
    first), then the rate, then the times, so no number is cut (only a line still too wide, under about
@@ -14428,23 +14428,18 @@ static hk_signal tr__bar_train_start(hk_ctx *ctx, void *u) {
 static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
-  double now;
-  int due;
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
-  now = b->tty ? tr__wall() : 0; /* (lines: the clock only for a line drawn) */
-  due = b->tty && now - b->last_draw >= b->refresh;
   tr__bar_io_begin(b);
   /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
-     when a redraw is due (what came after that epoch's end, its checkpoints, took the time: 0% of the new
-     epoch would stay on screen through most of a fast run); else the new epoch at 0%. */
-  if (((!b->tty && b->epoch_open) || due) && b->main.live && b->main.drawn_n != b->main.n) {
-    tr__bar_draw(b, &b->main, b->tty ? now : tr__wall());
-    due = 0;
-  }
+     when a redraw is due (the time went to what followed that epoch's end: checkpoints). The new epoch
+     is drawn at its first batch's end, at 0% only when no line of ours is on screen (the first epoch):
+     a fast epoch's 0% would stay on screen while it runs, most of the time in a fast run. */
+  if (b->main.live && b->main.drawn_n != b->main.n && (b->tty ? tr__wall() - b->last_draw >= b->refresh : b->epoch_open))
+    tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
   b->epoch_open = 1;
-  if (due) tr__bar_draw(b, &b->main, b->main.start);
+  if (b->tty && b->drawn_w == 0) tr__bar_draw(b, &b->main, b->main.start);
   tr__bar_io_end(b);
   return tr__bar_said(b, ctx, 1);
 }

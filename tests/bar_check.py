@@ -10,8 +10,9 @@ shows are known here (the same formulas as tests/test_log.c's bar_loss, bar_val 
     shown are the first ones of loss, val/loss, val/accuracy, val/perplexity (dropped from the end)
   - at most one training bar and one validation bar; a validation bar only right below the training bar
     (never left behind on its own, frozen)
-  - the training bar never goes back; it shows at least 3 different places over the run, and at most one
-    capture shows it at 0% (the run starts there)
+  - the training bar never goes back; it shows at least 3 different places over the run, and no epoch
+    but the first at 0% (a fast epoch's start, drawn when a redraw was due there, stayed on screen while
+    the epoch ran: 15 of 16 captures showed one before issue 38)
   - at the end: one bar, the training bar at 100% (from 80 columns on, with the loss), no validation
     bar, and "done"
 """
@@ -51,7 +52,7 @@ def main():
         shape = "epochs"
     val_steps = list(range(V, S + 1, V)) if shape == "steps" else list(range(0, S + 1, V)) if shape == "llmc" \
         else [NB * (e + 1) for e in range(E)]
-    places, zeros, last_place = [], 0, None
+    places, last_place = [], None
     for i, path in enumerate(shots):
         rows = open(path, encoding="utf-8").read().rstrip("\n").split("\n")
         final = i == len(shots) - 1
@@ -104,7 +105,8 @@ def main():
                     fail("%s: the training bar went back from %s to %s: %s" % (path, last_place, place, row), rows)
                 last_place = place
                 places.append(place)
-                zeros += pct == "0"
+                if pct == "0" and epoch is not None and int(epoch) > 0:
+                    fail("%s: epoch %s at 0%% (a fast epoch's start, left on screen while it runs): %s" % (path, epoch, row), rows)
             # the fields: the first ones of the order, dropped whole from the end
             want = [x for x in ORDER if x != "loss" or "loss" in names or k_hi > 0]
             if names != want[:len(names)]:
@@ -129,8 +131,6 @@ def main():
             fail("%s: at the end, not one training bar alone and done" % path, rows)
     if len(set(places)) < 3:
         fail("the training bar showed %d places over %d captures (want at least 3): %s" % (len(set(places)), len(shots), places))
-    if zeros > 1:
-        fail("%d captures of %d show the training bar at 0%% (stale; want at most the first): %s" % (zeros, len(shots), places))
     print("bar_check: %s, %d columns: %d captures, %d places of the training bar %s ... %s, every value whole and right"
           % (label, cols, len(shots), len(set(places)), places[0], places[-1]))
 
