@@ -7,7 +7,9 @@
 #   test-log-bar          the live bar in a real terminal (tmux at 40, 60, 80 and 120 columns, and one
 #                         narrowed while training: one bar on screen, no row wrapped, a hook's tr_print
 #                         lines above it) and in a pipe (one line per epoch; no carriage return, no
-#                         escape code; | head -1: no death by SIGPIPE)
+#                         escape code; | head -1: no death by SIGPIPE); loops of their own (a step loop,
+#                         llm.c's with a validation at step 0, an epoch loop, a fast one) in a pipe and in
+#                         tmux at 80 and 120 columns, every value shown checked (tests/bar_check.py)
 #   test-log-crash        kill -9 while logging every step: whole rows, no duplicates
 #   test-log-plot         rsvg-convert renders the plots (tr_plot_csv's and the committed demo plot)
 #   test-log-mpi          callbacks' verbose lines under mpirun -np 2 and 3 (a TRAIN_MPI build): whole

@@ -17,6 +17,7 @@
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
+     test_log --bar-loop SHAPE US  a loop of its own (steps, epochs, llmc) with the bar, values known
      test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
      test_log --print           tr_print and tr_print_all from every rank (under mpirun: tests/log_mpi.sh)
      test_log --plot CSV SVG    tr_plot_csv */
@@ -539,6 +540,27 @@ static void test_bar_format(void **state) {
   tr_bar_format(b, sizeof b, "x", 0, 5, 0, NULL, 0, 1);
   assert_string_equal(b, "x:   0%|          | 0/5 [00:00<?, ?it/s]");
   assert_int_equal(tr_bar_format(b, 8, "Epoch 0", 1, 4, 1, NULL, 0, 0), 7); /* clipped */
+  /* a narrow line: whole fields go (the last first), then the rate, then the times, before the bar has
+     fewer than 10 cells; a number is never cut (issue 38: "val/loss=0.0124" was shown for 0.01246) */
+  {
+    static const struct { int width; const char *want; } narrow[] = {
+      { 100, "Epoch 3:  45%|####5     | 27/60 [00:01<00:01, 25.30it/s, loss=0.2312, val/loss=0.01246, val/acc=0.5]" },
+      { 99, "Epoch 3:  45%|#########9            | 27/60 [00:01<00:01, 25.30it/s, loss=0.2312, val/loss=0.01246]" },
+      { 80, "Epoch 3:  45%|#########4           | 27/60 [00:01<00:01, 25.30it/s, loss=0.2312]" },
+      { 60, "Epoch 3:  45%|######3       | 27/60 [00:01<00:01, 25.30it/s]" },
+      { 50, "Epoch 3:  45%|######7        | 27/60 [00:01<00:01]" },
+      { 40, "Epoch 3:  45%|########5          | 27/60" },
+      { 24, "Epoch 3:  45%|#3 | 27/60" }, /* below 10 cells only when nothing is left to give up */
+    };
+    size_t i;
+    for (i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+      assert_int_equal(tr_bar_format(b, sizeof b, "Epoch 3", 27, 60, 27 / 25.3, "loss=0.2312, val/loss=0.01246, val/acc=0.5",
+                                     narrow[i].width, 1), strlen(narrow[i].want));
+      assert_string_equal(b, narrow[i].want);
+    }
+    tr_bar_format(b, sizeof b, "Predicting", 12, 0, 4000, "loss=0.5", 30, 0); /* no total, no bar: the same order */
+    assert_string_equal(b, "Predicting: 12it [1:06:40]");
+  }
 }
 
 /* ---- the bar as a callback: lines into a file, and a terminal's redraws --------------------------- */
@@ -682,7 +704,12 @@ static void test_bar_latest_loss(void **state) {
     }
     assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
     fflush(out);
-    assert_int_equal(count_str(text, "Validation: 100%|##########| 3/3 ["), 2);
+    /* a step loop's validation ends its "epoch": the training line at that step with its metrics (issue 38:
+       "Validation: 100%" lines said nothing of the run's progress), and no line at the end repeats it */
+    assert_int_equal(count_str(text, "Validation"), 0);
+    assert_int_equal(count_lines(text), 2);
+    assert_contains(text, "Training:  50%|#####     | 3/6 [");
+    assert_drawn_with(text, "| 3/6 [", ", loss=8, val/loss=0.5");
     assert_contains(text, "Training: 100%|##########| 6/6 [");
     assert_drawn_with(text, "| 6/6 [", ", loss=5, val/loss=0.5"); /* step 4's record said 7 */
     hk_ctx_free(&c);
@@ -1877,6 +1904,92 @@ static int mode_bar(int sleep_ms) {
   tr_free(&t);
   return 0;
 }
+/* --bar-loop SHAPE US: a loop of its own with the bar on stdout, every value it shows known to
+   tests/bar_check.py (the same formulas): the training loss of step k (the k-th optimizer step, 1-based)
+   bar_loss(k), a validation after step s bar_val(s) for val/loss (its batches' mean) and the two metrics
+   of bar_val_metrics. SHAPE: steps (examples/own_loop.c's: tr_run_next, no epochs, a validation every
+   BAR_V steps), epochs (examples/epoch_loop.c's: BAR_E epochs of BAR_NB batches, a validation at each
+   end, then eight batches' time after the bar's on_train_epoch_end, as a checkpoint's write),
+   fast-epochs (the same, BAR_FAST_E epochs shorter than the bar's refresh interval, a checkpoint of 20 ms
+   after each: where the time goes) or llmc (llm.c's: the run layer's single calls, a validation at the
+   top of every BAR_V-th step, step 0 and the last included). US: microseconds per batch. */
+enum { BAR_S = 240, BAR_V = 40, BAR_E = 12, BAR_FAST_E = 60, BAR_NB = 20, BAR_NV = 4 };
+static double bar_loss(int64_t k) { return 0.987654321 / (double)(k + 7); }
+static double bar_val(int64_t s) { return 1.0 / ((double)s + 80.25); }
+static hk_signal bar_val_metrics(hk_ctx *ctx, void *user) { /* a line wider than 80 columns */
+  double s = (double)ctx->global_step;
+  (void)user;
+  hk_metric_set(ctx, "val/accuracy", 0.5 + s / (s + 333.3));
+  hk_metric_set(ctx, "val/perplexity", 12.5 + 1000 / (s + 77.7));
+  return HK_CONTINUE;
+}
+static void bar_sleep(int us) { struct timespec ts = { us / 1000000, (us % 1000000) * 1000L }; if (us > 0) nanosleep(&ts, NULL); }
+static hk_signal bar_epoch_save(hk_ctx *ctx, void *user) { /* after the bar's epoch end: a checkpoint's time */
+  (void)ctx;
+  bar_sleep(*(int *)user);
+  return HK_CONTINUE;
+}
+static int mode_bar_loop(const char *shape, int us) {
+  static float w[1], g[1];
+  hk_tensor pv[] = { { "w", w, 1, 0 } }, gv[] = { { "w", g, 1, 0 } };
+  hk_registry *reg = hk_create(NULL);
+  const char *spec = "progress_bar";
+  int fast = !strcmp(shape, "fast-epochs"), save_us = fast ? 20000 : 8 * us;
+  tr_err e;
+  if (hk_on(reg, HK_ON_VALIDATION_EPOCH_END, bar_val_metrics, NULL, NULL, NULL) ||
+      (strstr(shape, "epochs") && hk_on(reg, HK_ON_TRAIN_EPOCH_END, bar_epoch_save, &save_us, &(hk_opts){ .order = 2000, .monitor = 1 }, NULL)))
+    return 1;
+  if (!strcmp(shape, "llmc")) { /* the single calls: validate at the top of the step, step 0 and the last included */
+    hk_ctx c;
+    hk_flow flow;
+    int64_t step, b;
+    memset(&c, 0, sizeof c);
+    memset(&flow, 0, sizeof flow);
+    if (tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = BAR_S, .log_every_n_steps = 10, .no_signals = 1,
+                                          .spec = spec }) || tr_run_start(reg, &c, NULL)) return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
+    for (step = 0; step <= BAR_S; step++) {
+      if (step % BAR_V == 0 || step == BAR_S) {
+        double sum = 0;
+        for (b = tr_run_eval_start(reg, &c, &flow, "val", BAR_NV); b < BAR_NV; b++) {
+          c.batch_idx = b;
+          HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_START, &c, &flow);
+          bar_sleep(us);
+          sum += bar_val(c.global_step);
+          HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, &c, &flow);
+          hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+        }
+        tr_run_eval_end(reg, &c, &flow, sum / BAR_NV);
+        if (step > 0 && (tr_run_batch_end(reg, &c, &flow) & TR_RUN_STOP)) break;
+      }
+      if (step == BAR_S) break;
+      c.batch_idx = step;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &c, &flow);
+      bar_sleep(us);
+      c.loss = bar_loss(c.global_step + 1);
+      c.global_step++;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &c, &flow);
+      if (tr_run_batch_end(reg, &c, &flow) & TR_RUN_STOP) break;
+      hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+    }
+    e = tr_run_finish(reg, &c, TR_OK);
+    hk_ctx_free(&c);
+  } else {
+    int steps = !strcmp(shape, "steps");
+    hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = steps ? TR_NO : 0, .max_steps = steps ? BAR_S : 0,
+        .max_epochs = steps ? 0 : fast ? BAR_FAST_E : BAR_E, .train_batches = steps ? 0 : BAR_NB, .val_every_n_steps = steps ? BAR_V : 0,
+        .val_batches = BAR_NV, .log_every_n_steps = 10, .no_signals = 1, TR_VIEWS(pv, gv), .spec = spec }, NULL);
+    for (int what; (what = tr_run_next(reg)); ) {
+      bar_sleep(us);
+      if (what == TR_RUN_VAL_BATCH) { ctx->loss = bar_val(ctx->global_step); continue; }
+      ctx->loss = bar_loss(ctx->global_step + 1);
+      (void)tr_run_update(reg);
+    }
+    e = tr_run_end(reg);
+  }
+  hk_destroy(reg);
+  printf("done\n");
+  return e != TR_OK;
+}
 static int mode_crash(const char *dir) {
   tr_trainer t;
   toy m;
@@ -1982,6 +2095,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--tb-hparams")) return mode_tb_hparams(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
+  if (argc == 4 && !strcmp(argv[1], "--bar-loop")) return mode_bar_loop(argv[2], atoi(argv[3]));
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--mpi-verbose")) return mode_mpi_verbose(argv[2]);
   if (argc == 2 && !strcmp(argv[1], "--print")) return mode_print();
