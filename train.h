@@ -2333,9 +2333,12 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 #define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
     "patterns ('*' any characters, '?' one); required") \
-  X(DOUBLE_ZERO, double,       lr_mult,      "1",     NULL, "their learning rate is the run's times this (>= 0)") \
-  X(DOUBLE_ZERO, double,       weight_decay, NULL,    NULL, "their weight decay (>= 0; not given: the optimizer's)") \
-  X(TRI,         int,          frozen,       "false", NULL, "no update at all (a later group's frozen=false thaws them)") \
+  X(DOUBLE_ZERO, double,       lr_mult,      "1",     NULL, "their learning rate is the run's times this, >= 0 (when given; " \
+    "else an earlier group's, or 1)") \
+  X(DOUBLE_ZERO, double,       weight_decay, "0",     NULL, "their weight decay, >= 0 (when given; else an earlier group's, " \
+    "or the optimizer's)") \
+  X(TRI,         int,          frozen,       "false", NULL, "true: no update at all; false: thaws what an earlier group froze " \
+    "(when given)") \
   X(BOOL,        int,          verbose,      "false", NULL, "print the tensors it took at fit start")
 typedef struct tr_param_group_desc { TR_PARAM_GROUP_PARAMS(TR__FIELD) } tr_param_group_desc;
 typedef struct tr_param_group_state { const char *match; } tr_param_group_state;
@@ -6233,16 +6236,16 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
-/* At the run's start: every tensor's settings from the rules, in order; a rule that matches no tensor fails the
-   run (a misspelt name would otherwise change nothing, silently). */
-static void tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx) {
+/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
+   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   int i, k, n = ctx->params ? ctx->n_tensors : 0;
   free(q->tg);
   q->tg = NULL;
   q->n_tg = 0;
-  if (!q->n_rules || n <= 0) return;
-  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) { tr_run_fail(reg, TR_ERR_NOMEM, "parameter groups: out of memory"); return; }
+  if (!q->n_rules || n <= 0) return TR_OK;
+  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   q->n_tg = n;
   for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
   for (k = 0; k < q->n_rules; k++) {
@@ -6257,12 +6260,16 @@ static void tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx) {
       if (r->frozen) g->frozen = r->frozen == TR_YES;
     }
     if (!hits) {
-      tr_run_fail(reg, TR_ERR_INVALID, "%s: match=%s names none of the %d tensors (the first is '%s'): patterns are whole "
-                  "names, '|' between alternatives, '*' any characters, '?' one", r->who, r->match, n,
-                  ctx->params[0].name ? ctx->params[0].name : "?");
-      return;
+      free(q->tg);
+      q->tg = NULL;
+      q->n_tg = 0;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                            r->who, r->match, n,
+                            ctx->params[0].name ? ctx->params[0].name : "?");
     }
   }
+  return TR_OK;
 }
 TRAIN_API int tr_run_grouped(hk_registry *reg) {
   const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
@@ -7380,7 +7387,6 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx,
 }
 
 /* What every run begins with, tr_run_start's and tr_run_enter's. */
-static void tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx);
 static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage stage) {
   tr__run_priv *q = run->tr__p;
   run->failed = 0;
@@ -7411,7 +7417,6 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   ctx->requests = 0;
   ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
   ctx->flow.signals = 0; /* a context used before: its signals were the last run's */
-  tr__groups_build(run, reg, ctx);
 }
 
 /* A logger listens and the whole run is shorter than log_every_n_steps: no training record would ever be sent
@@ -7463,6 +7468,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_start"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
@@ -7583,6 +7589,7 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (run->running != HK_STAGE_NONE)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
                           tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_enter"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, stage);
   q->own_loop = 0;
   free(q->resume);
@@ -8377,6 +8384,10 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   }
   L->ctx.n_tensors = d->params || d->param_memory ? d->n_tensors : 0;
   L->ctx.user = d->model_user;
+  if (tr__groups_build(run, reg, &L->ctx, "")) { /* (tr_run_start would refuse it too, less plainly) */
+    snprintf(why, sizeof why, "%s", tr_run_error(reg));
+    return tr__loop_refused(reg, run, L, d, why);
+  }
   if (tr_run_start(reg, &L->ctx, resume_from) != TR_OK) L->phase = TR__LOOP_DONE;
   else if (resume_from && resume_from[0]) L->resumed = 1, L->next = L->ctx.batch_idx + 1; /* (a step loop's) */
   L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx;

@@ -1163,16 +1163,16 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
-/* At the run's start: every tensor's settings from the rules, in order; a rule that matches no tensor fails the
-   run (a misspelt name would otherwise change nothing, silently). */
-static void tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx) {
+/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
+   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   int i, k, n = ctx->params ? ctx->n_tensors : 0;
   free(q->tg);
   q->tg = NULL;
   q->n_tg = 0;
-  if (!q->n_rules || n <= 0) return;
-  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) { tr_run_fail(reg, TR_ERR_NOMEM, "parameter groups: out of memory"); return; }
+  if (!q->n_rules || n <= 0) return TR_OK;
+  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
   q->n_tg = n;
   for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
   for (k = 0; k < q->n_rules; k++) {
@@ -1187,12 +1187,16 @@ static void tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx) {
       if (r->frozen) g->frozen = r->frozen == TR_YES;
     }
     if (!hits) {
-      tr_run_fail(reg, TR_ERR_INVALID, "%s: match=%s names none of the %d tensors (the first is '%s'): patterns are whole "
-                  "names, '|' between alternatives, '*' any characters, '?' one", r->who, r->match, n,
-                  ctx->params[0].name ? ctx->params[0].name : "?");
-      return;
+      free(q->tg);
+      q->tg = NULL;
+      q->n_tg = 0;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                            r->who, r->match, n,
+                            ctx->params[0].name ? ctx->params[0].name : "?");
     }
   }
+  return TR_OK;
 }
 TRAIN_API int tr_run_grouped(hk_registry *reg) {
   const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
@@ -2310,7 +2314,6 @@ static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx,
 }
 
 /* What every run begins with, tr_run_start's and tr_run_enter's. */
-static void tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx);
 static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage stage) {
   tr__run_priv *q = run->tr__p;
   run->failed = 0;
@@ -2341,7 +2344,6 @@ static void tr__run_begin(tr_run *run, hk_registry *reg, hk_ctx *ctx, hk_stage s
   ctx->requests = 0;
   ctx->n_checkpoint_paths = ctx->checkpoint_default = 0;
   ctx->flow.signals = 0; /* a context used before: its signals were the last run's */
-  tr__groups_build(run, reg, ctx);
 }
 
 /* A logger listens and the whole run is shorter than log_every_n_steps: no training record would ever be sent
@@ -2393,6 +2395,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_start"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
@@ -2513,6 +2516,7 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (run->running != HK_STAGE_NONE)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
                           tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_enter"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, stage);
   q->own_loop = 0;
   free(q->resume);

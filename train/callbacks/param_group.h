@@ -21,9 +21,12 @@ TR__C_BEGIN /* part */
 #define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
     "patterns ('*' any characters, '?' one); required") \
-  X(DOUBLE_ZERO, double,       lr_mult,      "1",     NULL, "their learning rate is the run's times this (>= 0)") \
-  X(DOUBLE_ZERO, double,       weight_decay, NULL,    NULL, "their weight decay (>= 0; not given: the optimizer's)") \
-  X(TRI,         int,          frozen,       "false", NULL, "no update at all (a later group's frozen=false thaws them)") \
+  X(DOUBLE_ZERO, double,       lr_mult,      "1",     NULL, "their learning rate is the run's times this, >= 0 (when given; " \
+    "else an earlier group's, or 1)") \
+  X(DOUBLE_ZERO, double,       weight_decay, "0",     NULL, "their weight decay, >= 0 (when given; else an earlier group's, " \
+    "or the optimizer's)") \
+  X(TRI,         int,          frozen,       "false", NULL, "true: no update at all; false: thaws what an earlier group froze " \
+    "(when given)") \
   X(BOOL,        int,          verbose,      "false", NULL, "print the tensors it took at fit start")
 typedef struct tr_param_group_desc { TR_PARAM_GROUP_PARAMS(TR__FIELD) } tr_param_group_desc;
 typedef struct tr_param_group_state { const char *match; } tr_param_group_state;
