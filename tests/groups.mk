@@ -21,3 +21,11 @@ test-groups-asan: $(GRP_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(GRP_ASAN)
 test-groups-valgrind: $(GRP_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(GRP_BIN)
+
+# Instructions per step of AdamW with parameter groups against the one flat pass (callgrind, exact; about 30 s),
+# in tr_fit and in a loop of your own (docs/callbacks.md quotes the numbers).
+.PHONY: groups-cost
+$(BUILD)/groups_cost: tests/groups_cost.c hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/groups_cost.c $(LDLIBS)
+groups-cost: $(BUILD)/groups_cost
+	./$(BUILD)/groups_cost

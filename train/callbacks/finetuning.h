@@ -27,7 +27,7 @@ typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at
   X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \
     "'*' and '?'); required") \
   X(INT_ZERO,    int64_t,      unfreeze_at_epoch, "10",   NULL, "the epoch at whose start the backbone is unfrozen (0-based)") \
-  X(DOUBLE,      double,       lr_factor,         "2",    NULL, "the ratio's growth at each later epoch's start (> 0)") \
+  X(DOUBLE_ZERO, double,       lr_factor,         "2",    NULL, "the ratio's growth at each later epoch's start (> 0)") \
   X(DOUBLE_ZERO, double,       initial_ratio,     "0.1",  NULL, "the backbone's lr as a fraction of the run's at the unfreeze (> 0)") \
   X(DOUBLE,      double,       initial_lr,        "0",    NULL, "the backbone's lr at the unfreeze instead (0 = from initial_ratio)") \
   X(TRI,         int,          align,             "true", NULL, "the ratio never goes above 1") \
@@ -153,9 +153,9 @@ static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_hand
   at = tr__zero_int64(d->unfreeze_at_epoch, 10);
   if (at < 0) return tr__bad(w, "finetuning: unfreeze_at_epoch is %lld: give an epoch >= 0", (long long)at);
   if (!hk_is_finite(d->lr_factor) || d->lr_factor < 0 || (d->lr_factor == 0 && signbit(d->lr_factor)))
-    return tr__bad(w, "finetuning: lr_factor is %g: give a finite factor > 0 (0 = 2)", d->lr_factor);
+    return tr__bad(w, "finetuning: lr_factor is %g: give a finite factor > 0", d->lr_factor);
   if (!hk_is_finite(d->initial_ratio) || d->initial_ratio < 0 || (d->initial_ratio == 0 && signbit(d->initial_ratio)))
-    return tr__bad(w, "finetuning: initial_ratio is %g: give a finite fraction > 0 (0 = 0.1)", d->initial_ratio);
+    return tr__bad(w, "finetuning: initial_ratio is %g: give a finite fraction > 0", d->initial_ratio);
   if (!hk_is_finite(d->initial_lr) || d->initial_lr < 0)
     return tr__bad(w, "finetuning: initial_lr is %g: give a finite lr > 0, or 0 for initial_ratio", d->initial_lr);
   if (!(run = tr_run_get(reg))) return tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
