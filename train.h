@@ -6288,6 +6288,7 @@ TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, in
     if (g->has_wd) o.weight_decay = g->wd;
     o.frozen = g->frozen || g->off;
     o.step = g->taken + (step - g->since);
+    if (o.step < 1) o.step = 1; /* (a rollback to before its unfreeze, spike_detection's: it starts afresh again) */
   }
   return o;
 }
