@@ -70,6 +70,7 @@ include tests/log.mk
 include tests/safetensors.mk
 include tests/mlflow.mk
 include tests/mpi.mk
+include tests/watchdog.mk
 include tests/multihost.mk
 include tests/zero.mk
 include tests/slurm.mk

@@ -72,44 +72,7 @@
                     failures, hk__fire's slow exits;
                     inside hooks; your own loop; metrics; callback state; factories and spec strings
 
-   CHANGELOG
-     next   the implementation defined in two files: the linker's first "multiple definition" names
-            hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file (an empty function) instead of stbds_arrgrowf
-     next   a lazy metric read outside a dispatch is computed at that read (it returned the value cached by the
-            last dispatch, stale once the loop had moved on with no hook to dispatch); in a dispatch once, as before
-     next   an empty spec string (or only whitespace) is no callbacks: HK_OK (it was HK_ERR_SPEC)
-     next   Hydra's lifecycle events on_run_start/end, on_multirun_start/end, on_job_start/end (after
-            teardown in the table; train.h's tr_sweep fires them); HK_REVERSED: an event whose hooks always
-            run in reverse order (Hydra's end events; hk_event_define takes it too)
-     next   hk_profile, hk_profiling, hk_profile_reset, hk_profile_event, hk_profile_hook, hk_profile_gap, hk_prof,
-            hk_clock, HK_CLOCK_NS: dispatches and hook calls timed through the general loop, as the trace is
-            (nothing changes for a registry that never profiles)
-     next   hk_metric_forget_between (forget what one phase set: train.h forgets its sanity check's)
-     next   HK_FIRE and HK_FIRE_FLOW run a plain dispatch inline, in the cold block behind the guard (hk__fire:
-            the loop over the run array, always inlined; signals, changes made by hooks, nesting, a NULL ctx,
-            the trace and the profile leave it through a call): one hook 27 instructions a site instead of 44,
-            2x a hand-written loop over one function pointer (14); each more hook +4 over the loop, as before
-     next   dispatch: a fast loop over a per-event run array rebuilt with the hook lists (filtered hooks
-            check their filter in their entry; nesting, a NULL ctx and the trace take the general
-            path): one hook 43 instructions a site instead of 68, each more 12 instead of 17
-     next   hk_stop_signals_install/_restore, hk_stop_requested, hk_stop_poll (Ctrl-C and SIGTERM in
-            any loop; train.h's tr_fit uses them), HK_NO_SIGNALS; clean under gcc -Wc++-compat
-     next   event on_log (a log record is about to be written; loggers run last: HK_MONITOR_LAST);
-            hk_spec_applied; hk_reject and hk_reader.why (load_state says why it refuses a state; the
-            reason reaches hk_state_load's message);
-     next   hk_opts.rank_zero_only (a hook that runs on rank 0 only, checked with the filters);
-            hk_sumsq and HK_NORM_CHUNK: hk_grad_norm sums in a fixed chunked order (the same bits for
-            any thread count in train.h); hk_grad_norm_known;
-            hk_request_checkpoint (a checkpoint at a path; ctx->checkpoint_paths), hk_callback_get,
-            hk_set_error (a factory's reason); a callback's copied name stays valid (cb.name);
-            ctx->grad_norm_source (hk_grad_norm of device gradients, asked lazily: train.h's CUDA path)
-     0.2.0  own loops: HK_FIRE_FLOW/hk_flow, hk_grad_norm (cached until hk_grads_changed),
-            hk_is_finite/hk_is_finitef, the context contract; ctx->error/failure/message became
-            abort_reason/hook_failure/(private); ctx->grad_norm removed (hk_grad_norm); filters count
-            1-based ordinals for every counter; fatal failures are reported once (ctx->hook_failure);
-            HK_MODEL_FIRST; HK_MAX_DEPTH; hardening (ordering cost, destroy re-entrancy, specs).
-     0.1.0  first release: event table, registry, dispatch, signals, filters, error policies,
-            metrics with lazy values, trace, callback state, factories and spec strings.
+   CHANGELOG: CHANGES.md in the hooks.h repository (every version of hooks.h, train.h and the kernels).
 */
 #ifndef HOOKS_H
 #define HOOKS_H
@@ -507,6 +470,9 @@ HOOKS_API int hk_dispatching(const hk_registry *reg);
    or NULL when h is a single function or not registered. Lets a library find its own callback's
    state again from a handle (check cb->destroy to know the callback is yours). */
 HOOKS_API const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h);
+/* The name registration h goes by (a callback's cb->name, a function's opts.name or "hook#<h>"), NULL
+   when h is not registered: with ctx->self, the hook running now (a report of where a loop is stuck). */
+HOOKS_API const char *hk_name(const hk_registry *reg, hk_handle h);
 
 /* User-defined events: ids from HK_EVENT_COUNT up to HK_MAX_EVENTS-1. pairing: 0, HK_OPENS or HK_CLOSES,
    optionally | HK_MONITOR_LAST, HK_MODEL_FIRST and/or HK_REVERSED (the event table's legend says what
@@ -647,6 +613,7 @@ static inline void hk_flow_clear(hk_flow *f, unsigned mask) { f->signals &= ~mas
 HOOKS_API int hk_stop_signals_install(int flags); /* SIGINT and SIGTERM; 0 ok, -1 when signals are unavailable */
 HOOKS_API void hk_stop_signals_restore(void);
 HOOKS_API int hk_stop_requested(void);            /* signals counted since the outermost install */
+HOOKS_API int hk_stop_signal(void);               /* the latest of them: SIGINT or SIGTERM (0: none), for a message */
 /* hk_stop_requested(), and when it is 1 or more raises HK_STOP in flow (may be NULL); 2 or more
    (only with HK_STOP_COUNT_ONLY: otherwise the process has ended) raises HK_FAIL as well. */
 HOOKS_API int hk_stop_poll(hk_flow *flow);
@@ -1682,6 +1649,10 @@ HK__DEF const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h) 
   const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
   return r && r->is_callback && !r->dead ? &r->cb : NULL;
 }
+HK__DEF const char *hk_name(const hk_registry *reg, hk_handle h) {
+  const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
+  return r ? r->name : NULL;
+}
 HK__DEF int hk_dispatching(const hk_registry *reg) { return reg ? hk__depth(reg) : 0; }
 HK__DEF int hk_count(const hk_registry *reg, int event) {
   if (!reg || event < 0 || event >= reg->hk__s->n_events) return 0;
@@ -2183,7 +2154,7 @@ HK__DEF const hk_tensor *hk_tensor_find(const hk_tensor *t, int n, const char *n
 #endif
 #ifndef HK_NO_SIGNALS
 #include <signal.h>
-static volatile sig_atomic_t hk__stop_count, hk__stop_count_only;
+static volatile sig_atomic_t hk__stop_count, hk__stop_count_only, hk__stop_last;
 static int hk__stop_depth;      /* installs not restored yet */
 static unsigned hk__stop_outer; /* the enclosing installs' count_only flags, the innermost in bit 0 */
 static const int hk__stop_sigs[2] = { SIGINT, SIGTERM };
@@ -2191,6 +2162,7 @@ static void (*hk__stop_prev[2])(int);
 static int hk__stop_mine[2];    /* our handler is in place for that signal: restore puts hk__stop_prev back */
 
 static void hk__on_stop_signal(int sig) {
+  hk__stop_last = (sig_atomic_t)sig;
   if (hk__stop_count < 127) hk__stop_count = (sig_atomic_t)(hk__stop_count + 1); /* 127: the least SIG_ATOMIC_MAX */
   if (hk__stop_count >= 2 && !hk__stop_count_only) {
     /* the second signal does what it would have done without us. BSD-style signal() blocks it while
@@ -2211,7 +2183,7 @@ HK__DEF int hk_stop_signals_install(int flags) {
     hk__stop_depth++;
     return 0;
   }
-  hk__stop_count = 0;
+  hk__stop_count = hk__stop_last = 0;
   hk__stop_count_only = (flags & HK_STOP_COUNT_ONLY) != 0;
   for (i = 0; i < 2; i++) {
     void (*prev)(int) = signal(hk__stop_sigs[i], hk__on_stop_signal);
@@ -2240,10 +2212,12 @@ HK__DEF void hk_stop_signals_restore(void) {
 }
 
 HK__DEF int hk_stop_requested(void) { return (int)hk__stop_count; }
+HK__DEF int hk_stop_signal(void) { return (int)hk__stop_last; }
 #else
 HK__DEF int hk_stop_signals_install(int flags) { (void)flags; return -1; }
 HK__DEF void hk_stop_signals_restore(void) {}
 HK__DEF int hk_stop_requested(void) { return 0; }
+HK__DEF int hk_stop_signal(void) { return 0; }
 #endif
 
 HK__DEF int hk_stop_poll(hk_flow *flow) {

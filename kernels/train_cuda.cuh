@@ -34,13 +34,7 @@
        count reaches the kernel as host scalars (tr_adamw_coef): a captured update keeps the
        captured step's bias correction, so re-capture (or update the node's arguments) per step.
 
-   CHANGELOG
-     0.1.0  first version: zero, scale, norm (deterministic), clip by norm / value, AdamW, SGD, NaN
-            scan, histogram, loss mean; the sync counter.
-     0.2.0  trc_ema (the weight average's update, the CPU's double math) and trc_swap.
-     0.2.1  elementwise kernels take four elements a thread (measured on an H200: SGD 0.60 -> 1.04 of a
-            copy's bandwidth); results unchanged bit for bit.
-     0.2.2  trc_pci_bus_id (the device as NVML names it, for train.h's device_stats).
+   CHANGELOG: CHANGES.md in the hooks.h repository (every version of hooks.h, train.h and the kernels).
 */
 #ifndef TRAIN_CUDA_CUH
 #define TRAIN_CUDA_CUH

@@ -1,10 +1,10 @@
-/* tests/check_readme_table.c - the README's event and signal tables, generated from the X-macros.
+/* tests/check_readme_table.c - the event and signal tables of docs/reference.md, generated from the X-macros.
 
-     check_readme_table                   print both tables (markdown) to stdout
-     check_readme_table --check README.md  exit 1, with a diff, when README.md's tables drifted
-     check_readme_table --write README.md  rewrite the tables in place (make readme-table)
+     check_readme_table                            print both tables (markdown) to stdout
+     check_readme_table --check docs/reference.md  exit 1, with a diff, when the page's tables drifted
+     check_readme_table --write docs/reference.md  rewrite the tables in place (make readme-table)
 
-   The tables live between marker comments in README.md:
+   The tables live between marker comments in docs/reference.md:
      <!-- events:begin -->  ...  <!-- events:end -->
      <!-- signals:begin --> ...  <!-- signals:end -->
    --write appends a missing section at the end of the file (move it where it belongs); --check
@@ -15,7 +15,7 @@
 #include "hooks.h"
 #include "doc_sections.h"
 
-/* Markdown cell text: '|' would end the cell (the README's tables keep their other characters as written). */
+/* Markdown cell text: '|' would end the cell (the page's tables keep their other characters as written). */
 static void put_cell(ds_buf *b, const char *s) {
   for (; *s; s++) {
     if (*s == '|') ds_put(b, "\\|");

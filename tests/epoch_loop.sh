@@ -35,7 +35,7 @@ run best max_epochs=4 && run best resume=$ck/epoch=2-step=36.ckpt || { cat "$dir
 
 run ctrlc ctrl_c_at=70; rc=$?
 [ $rc = 130 ] || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: exit $rc, not 130"; }
-grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 71; its state saved to interrupted.ckpt$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+grep -q '^on_exception: interrupted (Ctrl-C): stopped after step 71; its state saved to interrupted.ckpt$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
 grep -q 'stopped after step 71; its state saved to interrupted.ckpt' "$dir/ctrlc/out.txt" || fail "ctrlc: no interrupted.ckpt"
 cp -r "$dir/ctrlc" "$dir/ctrlc2"
 run ctrlc resume=$ck/last.ckpt || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: the resumed run failed"; }

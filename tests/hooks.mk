@@ -10,8 +10,8 @@
 #                              HOOKS_REALLOC/HOOKS_FREE/HOOKS_ASSERT overrides, gcc -Wc++-compat (plain,
 #                              HOOKS_STATIC, HK_NO_SIGNALS); each program also runs
 #   make test-fuzz-spec        libFuzzer on hk_spec_check/hk_spec_apply for $(FUZZ_SPEC_TIME) seconds
-#   make test-readme           README.md's event and signal tables match the X-macros
-#   make readme-table          rewrite those tables in README.md
+#   make test-readme           docs/reference.md's event and signal tables match the X-macros
+#   make readme-table          rewrite those tables in docs/reference.md
 
 HK_TEST_BIN     := $(BUILD)/test_hooks
 HK_TEST_ASAN    := $(BUILD)/test_hooks_asan
@@ -146,15 +146,15 @@ test-fuzz-spec: $(BUILD)/fuzz_spec
 	  || { tail -n 60 $(BUILD)/fuzz_spec.log; echo "fuzz_spec: FAILED (reproduce: ./$(BUILD)/fuzz_spec $(BUILD)/fuzz-crash-...)"; exit 1; }
 	@grep -E "^(Done|stat::number_of_executed_units|#[0-9]+.*DONE)" $(BUILD)/fuzz_spec.log | tail -n 2
 
-# ---- README tables ----------------------------------------------------------------------------------------
+# ---- the event and signal tables (docs/reference.md) ----------------------------------------------------------------------------------------
 $(HK_README_TOOL): tests/check_readme_table.c tests/doc_sections.h hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/check_readme_table.c $(LDLIBS)
 
 test-readme: $(HK_README_TOOL)
-	./$(HK_README_TOOL) --check README.md
+	./$(HK_README_TOOL) --check docs/reference.md
 
 readme-table: $(HK_README_TOOL)
-	./$(HK_README_TOOL) --write README.md
+	./$(HK_README_TOOL) --write docs/reference.md
 
 # The quick starts of README.md and docs/ compile warning-free and run (they are copied from nowhere else).
 test-readme-code:
@@ -182,7 +182,7 @@ test-install:
 TEST_TARGETS += test-install
 .PHONY: test-install
 
-# The implementation in two files (README "Common build errors"): the link fails, and its first error names
+# The implementation in two files (docs/setup.md "Common build errors"): the link fails, and its first error names
 # the mistake (hooks.h's hk__HOOKS_IMPLEMENTATION_defined_in_more_than_one_file), with gcc and clang, for
 # hooks.h alone and with train.h's implementation too.
 .PHONY: test-double-impl
@@ -199,6 +199,12 @@ test-double-impl: hooks.h train.h | $(BUILD)
 	      { head -3 err.txt; echo "test-double-impl: $$cc's first link error does not name the doubled implementation"; exit 1; }; \
 	  done; \
 	done; echo "test-double-impl: two implementations fail to link, the first error naming the mistake (gcc, clang)"
+
+# Every command of the README works from the repository root as written (tests/readme_commands.sh).
+test-readme-commands:
+	@sh tests/readme_commands.sh $(BUILD)/readme_commands
+TEST_TARGETS += test-readme-commands
+.PHONY: test-readme-commands
 
 # The README's own loops are the examples' lines (tests/readme_loops.sh), so that neither can drift.
 test-readme-loops:

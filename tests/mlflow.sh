@@ -90,6 +90,21 @@ start
 expect 0 down_end_resume $BIN --own "$URI" "$TMP/down_end" down_end 80 resume
 grep -q "sending first what 1 earlier run could not" "$TMP/down_end_resume.out" && [ ! -e "$TMP/down_end/v/mlflow_unsent.txt" ] ||
   { echo "mlflow: the resume did not send the kept values:"; cat "$TMP/down_end_resume.out"; ls "$TMP/down_end/v"; exit 1; }
+# item 19: a run that fails while the server is down keeps its end status (FAILED) with its values; a new run beside
+# it (another version directory of the same save_dir), the server back, sends them first: MLflow has the run FAILED
+mkdir -p "$TMP/down_fail"
+$BIN --own "$URI" "$TMP/down_fail" down_fail 60 pause_end_fail > "$TMP/down_fail.out" 2>&1 &
+DOWN=$!
+i=0; until grep -q PAUSE "$TMP/down_fail.out" 2>/dev/null || [ $i -ge 300 ]; do sleep 0.05; i=$((i + 1)); done
+stop
+touch "$TMP/down_fail/go"
+rc=0; wait $DOWN || rc=$?
+[ $rc = 2 ] && [ -f "$TMP/down_fail/v/mlflow_unsent.txt" ] ||
+  { echo "mlflow: the down_fail run exited $rc (not 2) or kept nothing:"; cat "$TMP/down_fail.out"; exit 1; }
+start
+expect 0 down_fail_again $BIN --own "$URI" "$TMP/down_fail" down_fail_again 10 again
+grep -q "sending first what 1 earlier run could not" "$TMP/down_fail_again.out" && [ ! -e "$TMP/down_fail/v/mlflow_unsent.txt" ] ||
+  { echo "mlflow: the run beside did not send the failed run's kept values:"; cat "$TMP/down_fail_again.out"; ls "$TMP/down_fail/v"; exit 1; }
 # item 5: names MLflow refuses (val//acc, loss/, a non-ASCII letter, a param bad//key) are mended, nothing lost
 expect 0 names $BIN --own "$URI" "$TMP/names" names 40 names
 grep -q "metric 'val//acc' is sent as 'val/acc'" "$TMP/names.out" || { echo "mlflow: the renames were not said:"; cat "$TMP/names.out"; exit 1; }

@@ -76,6 +76,7 @@ check("own_fail", "FAILED", "own")
 check("own_ctrl_c", "KILLED", "own")
 check("down", "FINISHED", "own")
 check("down_end", "FINISHED", "own")  # its values and end status sent by its resume, from the run directory
+check("down_fail", "FAILED", "own")  # failed while the server was down: its values and FAILED sent by a run beside it
 check("slow", "FINISHED", "own")  # every answer after timeout_ms: each value and param once
 # names MLflow refuses, mended: every value there, under its mended name; the param too
 r = runs.get("names")

@@ -81,11 +81,11 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	  || { cat scen.out; echo "test-mpi: 8 ranks on 7 batches failed"; exit 1; }; \
 	echo "test-mpi: 8 ranks, 7 training and 7 validation batches (no training batch, one rank without validation): no hang"; \
 	for w in 2 3; do for m in epochs "size hidden=16,32,16" "size hidden=16,116666,16" "size hidden=16,16,32" names initfail \
-	    fitfail val resume outofstep calls exit exitinit; do set -- $$m; \
+	    fitfail val resume files fileszero outofstep calls exit exitinit; do set -- $$m; \
 	  $(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np $$w ./test_mpi mismatch what=$$1 $$2 > scen.out 2>&1 \
 	    || { cat scen.out; echo "test-mpi: mismatch $$m on $$w ranks failed (or hung)"; exit 1; }; done; done; \
 	echo "test-mpi: mismatches (max_epochs, 99/195/~700k parameters, tensor names, validation data, a refused tr_init or tr_fit \
-	config, a resume on one rank, tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
+	config, a resume on one rank, two checkpoints with the same counters (with and without zero), tr_set_accumulation on one rank, tr_validate vs tr_test, a rank gone before tr_init or tr_fit): \
 	a clear error on every rank, no hang (2 and 3 ranks)"; \
 	for m in stop fail skip sigterm uneven rank0 configfail mc mcasync; do ./test_mpi_plain $$m > scen.out 2>&1 || { cat scen.out; exit 1; }; done; \
 	echo "test-mpi: the same scenarios in one process (plain build, ASan+UBSan): passed"; \
@@ -94,6 +94,10 @@ test-mpi: $(MPI_DIR)/test_mpi $(MPI_DIR)/test_mpi_plain $(MPI_DIR)/train_mpi
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=resumed.bin epochs=4 resume=mid.ckpt > fit.out; \
 	cmp -s straight.bin resumed.bin || { echo "test-mpi: resume from the rank-0 checkpoint is not exact"; exit 1; }; \
 	echo "test-mpi: checkpoint requested on rank 1 at step 13, written by rank 0, resumed by a new mpirun: exact"; \
+	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./test_mpi fit out=auto.bin epochs=4 resume=auto ckpt=mid.ckpt > fit.out 2>&1; \
+	cmp -s straight.bin auto.bin && grep -q "resume auto: resuming mid.ckpt (global step 13" fit.out || \
+	  { cat fit.out; echo "test-mpi: resume=auto on 2 ranks did not resume mid.ckpt exactly"; exit 1; }; \
+	echo "test-mpi: resume=auto on every rank: the same file (save_to, step 13), exact"; \
 	$(MPI_ENV) timeout $(MPI_TIMEOUT) $(MPIRUN) --oversubscribe -np 2 ./train_mpi | tail -n 1
 	@echo "test-mpi: all passed"
 

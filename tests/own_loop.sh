@@ -55,7 +55,7 @@ run mid max_steps=70 && run mid resume=$ck/epoch=0-step=60.ckpt || { cat "$dir/m
 # Ctrl-C and a NaN end through on_exception, with everything logged until then on disk
 run ctrlc ctrl_c_at=45; rc=$?
 [ $rc = 130 ] || { cat "$dir/ctrlc/out.txt"; fail "ctrlc: exit $rc, not 130"; }
-grep -q '^on_exception: interrupted (SIGINT or SIGTERM): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
+grep -q '^on_exception: interrupted (Ctrl-C): stopped after step 46$' "$dir/ctrlc/out.txt" || fail "ctrlc: on_exception did not say why"
 cp -r "$dir/ctrlc" "$dir/ctrlc2"   # the Ctrl-C's last.ckpt (step 40) resumes to the uninterrupted run's end
 run ctrlc2 resume=$ck/last.ckpt || { cat "$dir/ctrlc2/out.txt"; fail "ctrlc: the run resumed from last.ckpt failed"; }
 [ "$(state ctrlc2)" = "$(state full)" ] || { state full; state ctrlc2; fail "ctrlc: resumed from last.ckpt, not the uninterrupted run's end"; }
@@ -69,6 +69,31 @@ n_val=$((steps / 20))
 [ "$(grep -c '^Validation: 100%|.*| 8/8 \[' "$dir/full/out.txt")" = $n_val ] || fail "full: not $n_val validation lines with their total"
 [ "$(grep -c '^Training: ' "$dir/full/out.txt")" = 1 ] || fail "full: not one training line"
 grep -q "^Training: .*| $steps/2000 \[" "$dir/full/out.txt" || fail "full: the training line does not show $steps/2000"
+
+# resume=auto: the run killed (SIGKILL) at random moments and the same command run again, until it ends: the
+# uninterrupted run's end, bit for bit; each run picks the newest checkpoint of the run that loads (a fresh
+# start the first time); a corrupt newest file is skipped, said in one line
+d=$dir/auto; mkdir -p "$d"; kills=0; rc=1; i=0
+while [ $i -lt 12 ]; do
+  (cd "$d" && exec "$bin" resume=auto >> out.txt 2>&1) & pid=$!
+  n=0; until [ -e "$d/$ck/last.ckpt" ] || ! kill -0 $pid 2>/dev/null || [ $n -ge 600 ]; do sleep 0.01; n=$((n + 1)); done
+  sleep "$(awk -v s=$((i * 7919 + $$)) 'BEGIN { srand(s); printf "%.2f", 0.05 + rand() * 0.3 }')"
+  if kill -9 $pid 2>/dev/null; then wait $pid 2>/dev/null; else wait $pid; rc=$?; break; fi
+  grep -q '^ended at step [0-9]*: ok' "$d/out.txt" && { rc=0; break; } # (the kill came as it exited: it had ended)
+  kills=$((kills + 1))
+  i=$((i + 1))
+  [ $i = 2 ] && printf 'not a checkpoint' > "$d/$ck/epoch=0-step=99999.ckpt" # newer by its name, and by its time
+done
+[ $rc = 0 ] || { run auto resume=auto; rc=$?; } # (every run killed: the last one ends by itself)
+[ $rc = 0 ] || { cat "$d/out.txt"; fail "auto: the last run exited $rc"; }
+[ "$(state auto)" = "$(state full)" ] || { state full; state auto; fail "auto: killed $kills times and resumed, not the uninterrupted run's end"; }
+grep -q '^resume auto: no checkpoint of this run was found: a fresh start$' "$d/out.txt" || fail "auto: the first run did not say it started fresh"
+resumes=$(grep -c '^resume auto: resuming runs/lightning_logs/version_0/checkpoints/' "$d/out.txt")
+[ "$resumes" -ge 1 ] || { cat "$d/out.txt"; fail "auto: no run resumed"; }
+[ $i -lt 2 ] || grep -q "^resume auto: skipped runs/lightning_logs/version_0/checkpoints/epoch=0-step=99999.ckpt: tr_run_load: .* was not written by tr_run_save" "$d/out.txt" ||
+  fail "auto: the corrupt file was not skipped with a line"
+[ ! -e "$d/runs/lightning_logs/version_1" ] || fail "auto: a resume opened version_1 instead of continuing version_0"
+echo "own_loop.sh: resume=auto: killed $kills times at random moments, $resumes resumes: the uninterrupted run's end, bit for bit"
 
 python3 - "$dir" "$steps" <<'PY' || exit 1
 import csv, json, os, re, sys

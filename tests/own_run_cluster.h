@@ -128,12 +128,14 @@ static int load_model(void *u, FILE *f) { (void)u; return fread(&wt, sizeof wt, 
 static int64_t others; /* what the other ranks say (tr_run_desc.agree), from step `others_at` on */
 static int64_t others_at;
 static int agreed_calls;
+static int64_t start_or[4]; /* OR'ed into the start's votes 1-3 (its failures, the resumed state's hash, the verdict) */
+static const char *resume_path; /* own_run's tr_run_start resumes it (NULL: a fresh start) */
 static int steps_run;    /* the steps own_run's loop took (a resume takes fewer) */
 static FILE *run_log;    /* own_run's tr_run_desc.log (NULL: stderr) */
 static int64_t agree(void *u, int64_t stops) {
   hk_ctx *ctx = (hk_ctx *)u;
   agreed_calls++;
-  return stops | (ctx->global_step >= others_at ? others : 0);
+  return stops | (ctx->global_step >= others_at ? others : 0) | (agreed_calls <= 3 ? start_or[agreed_calls] : 0);
 }
 /* steps to n; raise sig after step `at` (0: none). Returns the run's outcome; *step where it ended. */
 static tr_err own_run(const char *ckpt, int64_t n, int at, int sig, int use_agree, int64_t *step, char *err, size_t cap) {
@@ -147,7 +149,7 @@ static tr_err own_run(const char *ckpt, int64_t n, int at, int sig, int use_agre
                                         .load_model = load_model, .model_user = &ctx, .save_to = ckpt,
                                         .preempt = { .requeue = TR_YES }, .agree = use_agree ? agree : NULL, .log = run_log });
   assert_int_equal(e, TR_OK);
-  unsigned next = tr_run_start(reg, &ctx, NULL) ? TR_RUN_STOP : 0;
+  unsigned next = tr_run_start(reg, &ctx, resume_path) ? TR_RUN_STOP : 0;
   steps_run = 0;
   while (!(next & TR_RUN_STOP) && ctx.global_step < n) {
     steps_run++;
@@ -266,13 +268,13 @@ static void test_agree(void **state) {
   others = TR_STOP_PREEMPT, others_at = 3, agreed_calls = 0;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INTERRUPTED);
   assert_int_equal(step, 3);
-  assert_int_equal(agreed_calls, 4); /* at the start, then once a step, on every rank alike */
+  assert_int_equal(agreed_calls, 6); /* at the start three times (failures, the resumed state, its verdict), then a step */
   assert_non_null(strstr(err, "preempted (SIGUSR1): stopped after step 3; its state saved to "));
   /* another rank's SIGTERM */
   others = TR_STOP_SIGNAL, others_at = 2;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INTERRUPTED);
   assert_int_equal(step, 2);
-  assert_non_null(strstr(err, "interrupted (SIGINT or SIGTERM): stopped after step 2; its state saved to "));
+  assert_non_null(strstr(err, "interrupted (SIGINT or SIGTERM on another rank): stopped after step 2; its state saved to "));
   /* another rank failed: this one fails at the same step */
   others = TR_STOP_FAILED, others_at = 5;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_COMM);
@@ -289,6 +291,37 @@ static void test_agree(void **state) {
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_OK);
   assert_int_equal(step, 7);
   others = 0;
+}
+
+/* Issue 37, item 9: ranks that resume different states (two files with the same counters, or one rank fresh)
+   fail at the start, every one, before a step: the OR of the ranks' hashes differs from a rank's own. */
+static void test_agree_resumed(void **state) {
+  char ckpt[400], err[1024];
+  int64_t step;
+  (void)state;
+  snprintf(ckpt, sizeof ckpt, "%s/r.ckpt", dir);
+  others = TR_STOP_PREEMPT, others_at = 3; /* a checkpoint at step 3 to resume */
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INTERRUPTED);
+  others = 0;
+  /* the same state everywhere: it goes on (the other ranks' hash OR'ed in is this rank's own) */
+  resume_path = ckpt, agreed_calls = 0;
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_OK);
+  assert_int_equal(step, 10);
+  assert_int_equal(steps_run, 7);
+  /* this rank starts fresh (hash 0), another resumed: the OR is not 0 */
+  resume_path = NULL, agreed_calls = 0, start_or[2] = 0x5a5a;
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INVALID);
+  assert_int_equal(step, 0);
+  assert_int_equal(agreed_calls, 3);
+  assert_non_null(strstr(err, "tr_run_start: the ranks resumed different states (this rank's hash of the model's bytes and "
+                              "counters it loaded: 0000000000000000; every rank's OR'ed: 0000000000005a5a"));
+  /* this rank's hash was the OR (the other's bits are a subset): the other rank saw it and says so in the verdict */
+  resume_path = ckpt, agreed_calls = 0, start_or[2] = 0, start_or[3] = TR_STOP_FAILED;
+  assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INVALID);
+  assert_int_equal(step, 3);
+  assert_int_equal(steps_run, 0);
+  assert_non_null(strstr(err, "tr_run_start: another rank resumed a different state"));
+  resume_path = NULL, start_or[3] = 0;
 }
 
 /* Issue 37, item 8: a requeued job resumes from save_to only when this job wrote it. Job 200 requeued finds job 100's
@@ -408,5 +441,6 @@ static void test_requeue_own_job_only(void **state) {
     cmocka_unit_test_setup_teardown(test_preempt_own_loop, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_own_handler_left_alone, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_agree, cluster_setup, cluster_teardown), \
+    cmocka_unit_test_setup_teardown(test_agree_resumed, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_requeue_messages, cluster_setup, cluster_teardown), \
     cmocka_unit_test_setup_teardown(test_requeue_own_job_only, cluster_setup, cluster_teardown)

@@ -1,8 +1,8 @@
-/* tests/readme_messages.c - the messages README.md and docs/ quote, produced by the program itself.
+/* tests/readme_messages.c - the messages docs/ quotes, produced by the program itself.
 
      readme_messages                                   print every quoted message
-     readme_messages --check README.md docs/callbacks.md   exit 1, with a diff, when a quote drifted
-     readme_messages --write README.md docs/callbacks.md   rewrite them in place (make readme-messages)
+     readme_messages --check docs/reference.md docs/callbacks.md exit 1, with a diff, when a quote drifted
+     readme_messages --write docs/reference.md docs/callbacks.md rewrite them in place (make readme-messages)
 
    A quote sits between <!-- msg:NAME --> and <!-- /msg -->, inline in a sentence. Each one here runs
    the real API (hk_spec_apply with train.h's factories, a constructor, a failing hook) and writes what
@@ -23,7 +23,7 @@ static void expect_failure(int failed, const char *what) {
   }
 }
 
-/* README, Specs: a misspelt key of train.h's early_stopping (its message lists every valid key). */
+/* docs/reference.md, Specs: a misspelt key of train.h's early_stopping (its message lists every valid key). */
 #define UNKNOWN_KEY_SPEC "early_stopping(monitor=val/loss, patiense=5)"
 static void spec_unknown_key(ds_buf *o) {
   hk_registry *reg = hk_create(NULL);
@@ -33,7 +33,7 @@ static void spec_unknown_key(ds_buf *o) {
   hk_destroy(reg);
 }
 
-/* README, Errors: what ctx->hook_failure says after a hook failed (the call is quoted as compiled). */
+/* docs/reference.md, Errors: what ctx->hook_failure says after a hook failed (the call is quoted as compiled). */
 #define FAIL_CALL hk_fail(ctx, "loss is %f", ctx->loss)
 #define STR(x) STR_(x)
 #define STR_(x) #x

@@ -8,7 +8,7 @@
 #             now tr_run_start refuses it, naming tr_run_desc.max_epochs to raise
 #   stopped   resume from the last.ckpt of a run that early_stopping ended, same patience: tr_fit refuses, naming the
 #             patience to exceed; the run layer trained one more epoch and stopped again; now tr_run_start refuses it
-#   unfired   nan_guard (check_loss=true) in a loop that never fires on_before_backward: README promises "a warning
+#   unfired   nan_guard (check_loss=true) in a loop that never fires on_before_backward: the README promised "a warning
 #             when a callback waits for an event your loop never fires"; nothing was said and a NaN loss went unseen
 set -u
 bin=$1 dir=$2 failed=0

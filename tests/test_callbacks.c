@@ -473,6 +473,154 @@ static void test_mc_resumed_file_managed(void **state) {
   sc_free(&m, &t);
 }
 
+/* Retention (issue 39 item 4): keep_last_n=2 newest and every keep_every_n=3rd for good, beside save_top_k=1
+   (without a monitor: the newest). The files after each epoch; then the same run stopped after 4 epochs
+   and resumed from its newest file ends with the same files (the lists are in the checkpoints). */
+static void test_mc_retention(void **state) {
+  static const double v[] = { 5, 4, 6, 3, 2, 7, 1 };
+  static const char *const want[8] = { "", "epoch=0.ckpt", "epoch=0.ckpt epoch=1.ckpt", "epoch=1.ckpt epoch=2.ckpt",
+                                       "epoch=2.ckpt epoch=3.ckpt", "epoch=2.ckpt epoch=3.ckpt epoch=4.ckpt",
+                                       "epoch=2.ckpt epoch=4.ckpt epoch=5.ckpt", "epoch=2.ckpt epoch=5.ckpt epoch=6.ckpt" };
+  const tr_model_checkpoint_desc d = { .filename = "{epoch}", .keep_last_n = 2, .keep_every_n = 3 };
+  tr_model_checkpoint_desc dd = d;
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(7);
+  char dir[300], ckpt[600], foreign[600];
+  int i;
+  FILE *f;
+  (void)state;
+  sc_init(&m, &t, v, 7, 0);
+  sc_record(&m, &t);
+  dd.dirpath = m.dir;
+  assert_int_equal(tr_model_checkpoint(t.reg, &dd, NULL), TR_OK);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  assert_int_equal(m.n_files, 8);
+  for (i = 0; i < 8; i++) assert_string_equal(m.files[i], want[i]);
+  sc_free(&m, &t);
+
+  /* 4 epochs, then resumed from epoch=3.ckpt to 7; a file of the user's named like the callback's stays */
+  sc_init(&m, &t, v, 7, 0);
+  dd.dirpath = m.dir;
+  assert_int_equal(tr_model_checkpoint(t.reg, &dd, NULL), TR_OK);
+  c = sc_cfg(4);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  list_dir(m.dir, m.files[0], sizeof m.files[0]);
+  assert_string_equal(m.files[0], want[4]);
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  in_dir(&m, ckpt, sizeof ckpt, "epoch=3.ckpt");
+  in_dir(&m, foreign, sizeof foreign, "notes.txt");
+  assert_non_null(f = fopen(foreign, "w"));
+  fclose(f);
+  sc_free(&m, &t);
+  sc_init(&m, &t, v, 7, 0);
+  rmdir(m.dir);
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  sc_record(&m, &t);
+  dd.dirpath = m.dir;
+  assert_int_equal(tr_model_checkpoint(t.reg, &dd, NULL), TR_OK);
+  c = sc_cfg(7);
+  c.resume_from = ckpt;
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  record_files(NULL, &m);
+  assert_int_equal(m.n_files, 4);
+  for (i = 1; i < 4; i++) {
+    char with[300];
+    snprintf(with, sizeof with, "%s notes.txt", want[4 + i]);
+    assert_string_equal(m.files[i], with);
+  }
+  sc_free(&m, &t);
+
+  /* with a monitor: the best (save_top_k=1) and the 2 newest, saved whatever their rank */
+  {
+    static const char *const ranked[8] = { "", "epoch=0.ckpt", "epoch=0.ckpt epoch=1.ckpt", "epoch=1.ckpt epoch=2.ckpt",
+                                           "epoch=2.ckpt epoch=3.ckpt", "epoch=3.ckpt epoch=4.ckpt",
+                                           "epoch=4.ckpt epoch=5.ckpt", "epoch=5.ckpt epoch=6.ckpt" };
+    const tr_model_checkpoint_state *st;
+    hk_handle h;
+    char best[600];
+    sc_init(&m, &t, v, 7, 0);
+    sc_record(&m, &t);
+    dd = d;
+    dd.dirpath = m.dir;
+    dd.monitor = "val/loss";
+    dd.keep_every_n = 0;
+    assert_int_equal(tr_model_checkpoint(t.reg, &dd, &h), TR_OK);
+    c = sc_cfg(7);
+    assert_int_equal(tr_fit(&t, &c), TR_OK);
+    record_files(NULL, &m);
+    assert_int_equal(m.n_files, 8);
+    for (i = 0; i < 8; i++) assert_string_equal(m.files[i], ranked[i]);
+    st = tr_model_checkpoint_get(t.reg, h);
+    in_dir(&m, best, sizeof best, "epoch=6.ckpt");
+    assert_string_equal(st->best_model_path, best);
+    assert_int_equal(st->n_best_k, 1); /* the top k ranks only what is in it */
+    sc_free(&m, &t);
+    dd = d;
+  }
+
+  /* refused at setup: what would keep nothing more */
+  sc_init(&m, &t, v, 7, 0);
+  dd.save_top_k = -1;
+  assert_int_equal(tr_model_checkpoint(t.reg, &dd, NULL), TR_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(t.reg), "save_top_k=-1 keeps every file already"));
+  assert_int_equal(hk_spec_apply(t.reg, "model_checkpoint(keep_last_n=-2)"), HK_ERR_INVALID);
+  assert_non_null(strstr(hk_last_error(t.reg), "keep_last_n=-2 and keep_every_n=0 must be 0 (off) or more"));
+  sc_free(&m, &t);
+}
+
+/* resume_from "auto" in tr_fit (issue 39 item 3): the first fit finds nothing (a fresh start); after 3 epochs a
+   second trainer resumes the newest checkpoint of model_checkpoint's directory that loads (a corrupt file named
+   newer is skipped, said in one line) and ends as an uninterrupted 6-epoch fit. */
+static void test_resume_auto_fit(void **state) {
+  static const double v[] = { 5, 4, 6, 3, 2, 7 };
+  sc m;
+  tr_trainer t;
+  tr_config c = sc_cfg(3);
+  char dir[300], bad[600];
+  float p_full[2];
+  int64_t step_full;
+  FILE *f;
+  (void)state;
+  sc_init(&m, &t, v, 6, 0); /* the uninterrupted fit */
+  c = sc_cfg(6);
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  memcpy(p_full, m.p, sizeof p_full);
+  step_full = t.global_step;
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 6, 0);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "{epoch}",
+                   .save_last = TR_SAVE_LAST_YES }, NULL), TR_OK);
+  c = sc_cfg(3);
+  c.resume_from = "auto";
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_non_null(strstr(sc_logtext(&m), "resume auto: no checkpoint of this run was found: a fresh start"));
+  snprintf(dir, sizeof dir, "%s", m.dir);
+  in_dir(&m, bad, sizeof bad, "epoch=9.ckpt");
+  assert_non_null(f = fopen(bad, "w"));
+  fputs("not a checkpoint", f);
+  fclose(f);
+  sc_free(&m, &t);
+
+  sc_init(&m, &t, v, 6, 0);
+  rmdir(m.dir);
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir, .filename = "{epoch}",
+                   .save_last = TR_SAVE_LAST_YES }, NULL), TR_OK);
+  c = sc_cfg(6);
+  c.resume_from = "auto";
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_non_null(strstr(sc_logtext(&m), "epoch=9.ckpt: not a train.h checkpoint"));
+  assert_non_null(strstr(sc_logtext(&m), "resume auto: resuming "));
+  assert_non_null(strstr(sc_logtext(&m), "Restored all states from the checkpoint at ")); /* epochs 3-5 only, from it */
+  assert_non_null(strstr(sc_logtext(&m), ": epoch 3, global step "));
+  assert_int_equal(t.global_step, step_full);
+  assert_memory_equal(m.p, p_full, sizeof p_full);
+  sc_free(&m, &t);
+}
+
 /* Without a dirpath, checkpoints go into the run directory's checkpoints/ when a logger made one
    (version_N/checkpoints, as Lightning): a second run in the same place gets its own directory, no
    -v1 names beside the first run's files, which stay as they were. Without a logger: ./checkpoints. */
@@ -1969,6 +2117,8 @@ int main(void) {
     cmocka_unit_test(test_es_validation_end),
     cmocka_unit_test(test_mc_top_k),
     cmocka_unit_test(test_mc_resumed_file_managed),
+    cmocka_unit_test(test_mc_retention),
+    cmocka_unit_test(test_resume_auto_fit),
     cmocka_unit_test(test_mc_default_dir),
     cmocka_unit_test(test_mc_ties_and_nan),
     cmocka_unit_test(test_mc_no_monitor_and_last),

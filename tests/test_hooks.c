@@ -3469,14 +3469,17 @@ static void test_stop_signals_count_only(void **state) {
   g_prog_int = g_prog_term = 0;
   assert_int_equal(hk_stop_signals_install(HK_STOP_COUNT_ONLY), 0);
   assert_int_equal(hk_stop_requested(), 0);
+  assert_int_equal(hk_stop_signal(), 0);
   assert_int_equal(hk_stop_poll(&flow), 0);
   assert_int_equal(flow.signals, 0);
   raise(SIGINT);
   assert_int_equal(hk_stop_requested(), 1);
+  assert_int_equal(hk_stop_signal(), SIGINT);
   assert_int_equal(hk_stop_poll(&flow), 1);
   assert_true(HK_FLOW_HAS(&flow, HK_FLOW_STOP));        /* leave after this step */
   assert_false(HK_FLOW_HAS(&flow, HK_FLOW_SKIP_BATCH)); /* but finish it */
   raise(SIGTERM);                                       /* SIGTERM counts like SIGINT */
+  assert_int_equal(hk_stop_signal(), SIGTERM);          /* the latest, for a message */
   raise(SIGINT);
   assert_int_equal(hk_stop_requested(), 3);             /* counted, the process lives */
   assert_int_equal(hk_stop_poll(NULL), 3);
@@ -3497,6 +3500,7 @@ static void test_stop_signals_count_only(void **state) {
   /* a new install starts from 0 */
   assert_int_equal(hk_stop_signals_install(0), 0);
   assert_int_equal(hk_stop_requested(), 0);
+  assert_int_equal(hk_stop_signal(), 0);
   hk_stop_signals_restore();
   signal(SIGINT, old_int);
   signal(SIGTERM, old_term);
@@ -3696,6 +3700,42 @@ static void test_profile(void **state) {
   assert_false(hk_profiling(NULL));
 }
 
+/* hk_name: the name a registration goes by, with ctx->self the hook running now (the watchdog's report) */
+typedef struct name_seen { hk_registry *reg; const char *name; } name_seen;
+static hk_signal see_own_name(hk_ctx *ctx, void *user) {
+  name_seen *n = (name_seen *)user;
+  n->name = hk_name(ctx->reg, ctx->self);
+  return HK_CONTINUE;
+}
+static void test_hk_name(void **state) {
+  hk_registry *reg = mkreg();
+  hk_callback cb;
+  hk_opts o = { 0 };
+  hk_handle a, b, c;
+  name_seen seen = { NULL, NULL };
+  rec_t r = { "x", HK_CONTINUE, 0 };
+  (void)state;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "my_callback";
+  cb.on_train_start = see_own_name;
+  cb.user = &seen;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, &a), HK_OK);
+  o.name = "my_fn";
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_END, see_own_name, &seen, &o, &b), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_FIT_END, rec, &r, NULL, &c), HK_OK);
+  assert_string_equal(hk_name(reg, a), "my_callback");
+  assert_string_equal(hk_name(reg, b), "my_fn");
+  assert_true(strncmp(hk_name(reg, c), "hook#", 5) == 0);
+  fire(reg, HK_ON_TRAIN_START);
+  assert_string_equal(seen.name, "my_callback");
+  fire(reg, HK_ON_TRAIN_END);
+  assert_string_equal(seen.name, "my_fn");
+  assert_int_equal(hk_off(reg, b), HK_OK);
+  assert_null(hk_name(reg, b));  /* removed */
+  assert_null(hk_name(reg, 999)); /* never registered */
+  assert_null(hk_name(NULL, a));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_event_table_accessors, cleanup),
@@ -3770,6 +3810,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_registries_independent, cleanup),
     cmocka_unit_test_teardown(test_nesting_limit, cleanup),
     cmocka_unit_test_teardown(test_dispatch_one_hook, cleanup),
+    cmocka_unit_test_teardown(test_hk_name, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_order, cleanup),
     cmocka_unit_test_teardown(test_destroy_reentrancy, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_mid_dispatch, cleanup),

@@ -775,6 +775,24 @@ static void request_in(int shape) {
   assert_int_equal(got.step, 3);
 }
 static void test_request_checkpoint_step_loop(void **state) { (void)state; request_in(SHAPE_STEP); }
+/* model_checkpoint's retention in a loop of your own (issue 39 item 4): every 2 steps of 14, the 2 newest
+   and every 3rd save (steps 6 and 12) kept; the rest removed once newer files are on disk. */
+static void test_retention_step_loop(void **state) {
+  mini r;
+  tr_run_desc d = step_desc(14);
+  char spec[600], path[600];
+  int64_t step;
+  (void)state;
+  snprintf(spec, sizeof spec, "model_checkpoint(dirpath=\"%s/retain\", every_n_train_steps=2, keep_last_n=2, keep_every_n=3)", g_root);
+  d.spec = spec;
+  mini_open(&r);
+  assert_int_equal(mini_run(&r, d, NULL, MS_NONE), TR_OK);
+  mini_close(&r);
+  for (step = 2; step <= 14; step += 2) {
+    snprintf(path, sizeof path, "%s/retain/epoch=0-step=%lld.ckpt", g_root, (long long)step);
+    if (exists(path) != (step == 6 || step == 12 || step == 14)) fail_msg("step %lld's file: %s", (long long)step, exists(path) ? "kept" : "removed");
+  }
+}
 static void test_request_checkpoint_epoch_loop(void **state) { (void)state; request_in(SHAPE_EPOCH); }
 static void accumulate_in(tr_run_desc d, int64_t batches) {
   mini r;
@@ -835,6 +853,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_tr_views_null_base),
     cmocka_unit_test(test_late_grad_buffer),
     cmocka_unit_test(test_request_checkpoint_step_loop),
+    cmocka_unit_test(test_retention_step_loop),
     cmocka_unit_test(test_request_checkpoint_epoch_loop),
     cmocka_unit_test(test_accumulate_step_loop),
     cmocka_unit_test(test_accumulate_epoch_loop),

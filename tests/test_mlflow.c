@@ -68,7 +68,8 @@ static void write_run_id(hk_registry *reg, const char *dir) {
   fclose(f);
 }
 /* STEPS steps, a record every 5, a validation every 10; what: "" | ctrl_c (at step 23) | fail (at 23) |
-   pause (at step 20: prints PAUSE and waits for DIR/go, so that the script stops the server). The run's
+   pause (at step 20: prints PAUSE and waits for DIR/go, so that the script stops the server) | pause_end |
+   pause_end_fail (the same, then failed at 23) | again (a new run beside, in DIR/v2). The run's
    checkpoint DIR/last.ckpt at its end; resume: from it. */
 static int mode_own(const char *uri, const char *dir, const char *name, long steps, const char *what, int resume,
                     double flush_timeout, int max_queue, double *per_step) {
@@ -90,12 +91,12 @@ static int mode_own(const char *uri, const char *dir, const char *name, long ste
   tr_run_hparam(reg, "data", "two clouds");
   g_what = what;
   if (!strcmp(what, "names")) tr_run_hparam(reg, "bad//key", "kept");
-  snprintf(spec, sizeof spec, "csv(save_dir=\"%s\", name=\"\", version=v); mlflow(tracking_uri=\"%s\", experiment=\"train.h tests\", "
+  snprintf(spec, sizeof spec, "csv(save_dir=\"%s\", name=\"\", version=%s); mlflow(tracking_uri=\"%s\", experiment=\"train.h tests\", "
            "run_name=\"%s\", tags=\"suite=mlflow,loop=own\", flush_timeout=%g, max_queue=%d, timeout_ms=%d)",
-           dir, uri, name, flush_timeout, max_queue, !strcmp(what, "slow") ? 100 : 2000); /* slow: behind tests/mlflow.sh's proxy */
+           dir, !strcmp(what, "again") ? "v2" : "v", uri, name, flush_timeout, max_queue, !strcmp(what, "slow") ? 100 : 2000); /* slow: behind tests/mlflow.sh's proxy */
   if (hk_spec_apply(reg, spec) != HK_OK) { fprintf(stderr, "%s\n", hk_last_error(reg)); return 1; }
   hk_on(reg, HK_ON_LOG, add_odd, NULL, &(hk_opts){ .order = -1 }, NULL);
-  if (!strcmp(what, "fail")) hk_on(reg, HK_ON_TRAIN_BATCH_END, fail_at, &fail_step, NULL, NULL);
+  if (strstr(what, "fail")) hk_on(reg, HK_ON_TRAIN_BATCH_END, fail_at, &fail_step, NULL, NULL);
   next = tr_run_start(reg, &ctx, resume ? ckpt : NULL) ? TR_RUN_STOP : 0;
   t0 = now_s();
   while (!(next & TR_RUN_STOP) && ctx.global_step < steps) {
@@ -139,7 +140,7 @@ static int mode_own(const char *uri, const char *dir, const char *name, long ste
   }
   if (!(next & TR_RUN_STOP) || !strcmp(what, "")) (void)tr_run_save(reg, &ctx, ckpt);
   e = tr_run_finish(reg, &ctx, TR_OK);
-  write_run_id(reg, dir);
+  if (strcmp(what, "again")) write_run_id(reg, dir); /* (again: DIR's run_id stays the first run's) */
   printf("own %s: ended at step %lld: %s\n", name, (long long)ctx.global_step, e ? tr_run_error(reg) : "ok");
   hk_ctx_free(&ctx);
   hk_destroy(reg);
@@ -565,7 +566,7 @@ int main(int argc, char **argv) {
 #endif
   if (argc >= 5 && !strcmp(argv[1], "--fit")) return mode_fit(argv[2], argv[3], argv[4], what, resume);
   if (argc >= 6 && !strcmp(argv[1], "--own"))
-    return mode_own(argv[2], argv[3], argv[4], atol(argv[5]), what, resume, !strcmp(what, "pause") ? 60 : !strcmp(what, "pause_end") ? 1 : 10,
+    return mode_own(argv[2], argv[3], argv[4], atol(argv[5]), what, resume, !strcmp(what, "pause") ? 60 : !strncmp(what, "pause_end", 9) ? 1 : 10,
                     100000, NULL);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -535,6 +535,7 @@ static int mode_mismatch(void) {
   if (!strcmp(what, "initfail") && odd) d.threads = -1;
   if (!strcmp(what, "exit") || !strcmp(what, "exitinit")) d.mpi_timeout = 2;
 #ifdef TRAIN_MPI
+  d.zero = !strcmp(what, "fileszero");
   t0 = MPI_Wtime();
 #endif
   e = tr_init(&r.t, &d);
@@ -592,6 +593,13 @@ static int mode_mismatch(void) {
     hk_on(r.t.reg, HK_ON_EXCEPTION, on_exc, NULL, NULL, NULL);
     c.resume_from = odd ? "mismatch.ckpt" : NULL;
   }
+  if (!strcmp(what, "files") || !strcmp(what, "fileszero")) { /* two checkpoints with the same counters, one per rank */
+    tr_config once = run_config(&r, 1);
+    CHECK(tr_fit(&r.t, &once) == TR_OK && tr_save(&r.t, "files_a.ckpt") == TR_OK, "%s", tr_error(&r.t));
+    r.net.params[0] += 0.5f; /* on every rank alike: the second file differs in one parameter */
+    CHECK(tr_save(&r.t, "files_b.ckpt") == TR_OK, "%s", tr_error(&r.t));
+    c.resume_from = odd ? "files_b.ckpt" : "files_a.ckpt";
+  }
   if (!strcmp(what, "exit") && odd) goto done; /* returns without tr_fit: main calls MPI_Finalize */
   if (!strcmp(what, "calls")) e = rank_ == 0 ? tr_validate(&r.t, &r.vd, 0, NULL) : tr_test(&r.t, &r.vd, 0, NULL);
   else e = tr_fit(&r.t, &c);
@@ -614,8 +622,14 @@ static int mode_mismatch(void) {
   if (!strcmp(what, "fitfail")) expect(&r.t, e, TR_ERR_INVALID, odd ? "tr_fit: max_*" : "rank 1: tr_fit: max_*");
   if (!strcmp(what, "val")) expect(&r.t, e, TR_ERR_INVALID, "val (rank 0: set, rank 1: not set");
   if (!strcmp(what, "resume")) {
-    expect(&r.t, e, TR_ERR_INVALID, "tr_fit (after resuming): the ranks differ in the counters they start from");
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit (after resuming): the ranks differ in the state they start from");
     expect(&r.t, e, TR_ERR_INVALID, "epoch (rank 0: 0, rank 1: 1");
+    CHECK(exceptions == 1, "on_exception ran %d times", exceptions);
+  }
+  if (!strcmp(what, "files") || !strcmp(what, "fileszero")) { /* the same counters: only the state tells them apart */
+    expect(&r.t, e, TR_ERR_INVALID, "tr_fit (after resuming): the ranks differ in the state they start from");
+    expect(&r.t, e, TR_ERR_INVALID, "the checkpoint loaded (a hash of its parameters, optimizer state and counters");
+    CHECK(!strstr(tr_error(&r.t), "epoch ("), "only the state differs: %s", tr_error(&r.t));
     CHECK(exceptions == 1, "on_exception ran %d times", exceptions);
   }
   if (!strcmp(what, "outofstep")) {

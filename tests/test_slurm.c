@@ -2,6 +2,7 @@
    shapes: a loop of its own through the run layer with its own MPI_Allreduce of gradients in rank order
    (own), and tr_fit with TRAIN_MPI (fit). Built with mpicc -DTRAIN_MPI; run with mpirun -np 2:
      test_slurm own|fit steps=N ckpt=PATH out=PATH [mark=PREFIX signals=K] [resume=PATH]
+   (resume: a %d in PATH is the rank's number: each rank resumes its own file)
    ckpt is save_to (the preemption's checkpoint; the requeued job resumes from it by itself); out gets the
    final parameters (rank 0, a finished run only). mark: once (R + 1) * steps / 4 steps are done (R:
    SLURM_RESTART_COUNT), rank 0 writes PREFIX.R and the other ranks PREFIX.pid.RANK (their process id: a
@@ -171,6 +172,8 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  char mine[512]; /* resume=PATH with a %d: each rank its own file (the rank's number in its place) */
+  if (resume && strstr(resume, "%d")) snprintf(mine, sizeof mine, resume, rank), resume = mine;
   rc = !strcmp(argv[1], "own") ? own_loop(steps, ckpt, out, resume) : fit(steps, ckpt, out, resume);
   MPI_Finalize();
   return rc;

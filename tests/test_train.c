@@ -1813,10 +1813,11 @@ static void test_nonfinite_loss(void **state) {
 static volatile sig_atomic_t g_user_sigint;
 static void user_handler(int sig) { (void)sig; g_user_sigint++; }
 
+static int g_stop_sig = SIGINT; /* what raise_sigint raises */
 static hk_signal raise_sigint(probe *p, hk_ctx *ctx) {
   if (ctx->event == g_act.event && p->calls[ctx->event] == g_act.call) {
     int i;
-    for (i = 0; i < (int)p->arg; i++) raise(SIGINT);
+    for (i = 0; i < (int)p->arg; i++) raise(g_stop_sig);
   }
   return HK_CONTINUE;
 }
@@ -1851,6 +1852,23 @@ static void test_sigint(void **state) {
   assert_int_equal(f->p.calls[HK_ON_TRAIN_END], 0);
   assert_int_equal(g_user_sigint, 0);                      /* the trainer's handler caught it */
   assert_true(signal(SIGINT, user_handler) == user_handler); /* and the previous one is back */
+  fx_free(f);
+
+  /* SIGTERM (Slurm's scancel, mpirun, a pod's shutdown): the same end, and the message names the signal */
+  f = fx_new(4, 1, NULL, NULL, 1);
+  c = fx_config(f, 0);
+  c.no_sigint = 0;
+  c.max_epochs = 1;
+  g_act.event = HK_ON_TRAIN_BATCH_START;
+  g_act.call = 2;
+  f->p.arg = 1;
+  f->p.act = raise_sigint;
+  g_stop_sig = SIGTERM;
+  assert_int_equal(tr_fit(&f->t, &c), TR_ERR_INTERRUPTED);
+  g_stop_sig = SIGINT;
+  assert_string_equal(tr_error(&f->t), "interrupted (SIGTERM)");
+  assert_int_equal(f->t.global_step, 2);
+  assert_true(signal(SIGTERM, SIG_DFL) == SIG_DFL); /* the default action is back */
   fx_free(f);
 
   /* twice: stops at once, in the middle of the batch: no step, no on_train_batch_end; an

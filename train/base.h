@@ -353,6 +353,7 @@ TR__C_END /* part */
 #  include <sys/wait.h> /* system()'s status */
 #  include <sys/resource.h> /* getrusage: device_stats's CPU time and peak memory */
 #  include <unistd.h>
+#  include <poll.h> /* the watchdog's naps (poll(2): a sleep that wakes on a pipe) */
 #  define TR__POSIX 1
 #  ifdef TRAIN_CUDA
 #    include <dlfcn.h> /* device_stats loads NVML at run time (glibc before 2.34: link with -ldl) */
@@ -431,6 +432,13 @@ static uint64_t tr__get(const unsigned char *p, int bytes) {
   for (i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
   return v;
 }
+/* FNV-1a 64: the checkpoints' section checksums, and what ranks compare of a loaded state */
+static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+  return h;
+}
+#define TR__FNV_START 0xcbf29ce484222325ull
 
 /* ---- errors --------------------------------------------------------------------------------------- */
 

@@ -98,6 +98,7 @@ typedef double (*tr_clock_fn)(void *user);
   X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
   X(profiler, PROFILER, prof, "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)") \
   X(throughput_monitor, THROUGHPUT_MONITOR, tp, "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)") \
+  X(watchdog, WATCHDOG, wd, "report a loop that stopped moving (a hung step, a rank stuck in a collective), where it is, and end the process on request") \
   X(device_stats, DEVICE_STATS, ds, "host memory, CPU use and load, and with TRAIN_CUDA the GPU's through NVML, every n steps (DeviceStatsMonitor)") \
   X(on_exception_checkpoint, ON_EXCEPTION_CHECKPOINT, oec, "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)") \
   X(spike_detection, SPIKE_DETECTION, sd, "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)") \
@@ -197,6 +198,11 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_THROUGHPUT_MONITOR 0
 #else
 #  define TR__ON_THROUGHPUT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_WATCHDOG) || (TR__PICKED && !defined(TRAIN_ENABLE_WATCHDOG))
+#  define TR__ON_WATCHDOG 0
+#else
+#  define TR__ON_WATCHDOG 1
 #endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_DEVICE_STATS) || (TR__PICKED && !defined(TRAIN_ENABLE_DEVICE_STATS))
 #  define TR__ON_DEVICE_STATS 0

@@ -55,13 +55,6 @@ static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
   return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
 }
 
-static uint64_t tr__fnv(uint64_t h, const unsigned char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-  return h;
-}
-#define TR__FNV_START 0xcbf29ce484222325ull
-
 
 /* -- writing: a buffered writer that checksums what it writes -- */
 typedef struct tr__writer {
@@ -857,6 +850,12 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
   after.lr_state = ck.lr_state;
   tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
+  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
+    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
+    int u;
+    t->tr__loaded = TR__FNV_START;
+    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
+  }
 
   t->ctx.path = path;
   tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
@@ -973,6 +972,21 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   tr__load_mem(t, buf, len, path);
   free(buf);
   return t->tr__err;
+}
+
+/* resume "auto" for tr_fit: a checkpoint of this model that reads whole (every section's checksum), its step. */
+static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  tr__ckpt ck;
+  int bad = tr__read_file(t, path, &buf, &len) || tr__parse(t, buf, len, &ck);
+  if (bad) tr__msg(why, cap, "%s", t->error);
+  else *step = ck.v[1];
+  free(buf);
+  t->tr__err = TR_OK; /* (looked at before the fit: nothing had failed) */
+  t->error[0] = 0;
+  return bad;
 }
 
 /* ---- a resume with nothing left to train ---------------------------------------------------------------

@@ -31,8 +31,9 @@ TR__C_BEGIN /* part */
    exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
    votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
    at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
-   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank) and
-   which returns their OR over the ranks (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
+   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank; at the start also a hash of
+   the state each rank resumed, twice more: ranks that resumed different checkpoints fail, every one) and
+   which returns their OR over the ranks, all 64 bits (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
    a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
    saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
    Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption
@@ -167,6 +168,17 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   if (name) snprintf(buf, cap, "%s", name);
   else snprintf(buf, cap, "signal %d", sig);
   return buf;
+}
+
+/* The stop signal this process got, as a message names it: a terminal's Ctrl-C is SIGINT; Slurm's
+   scancel, mpirun and a pod's shutdown send SIGTERM. None here: another rank's, agreed. */
+TR__SHARED const char *tr__stop_name(void) {
+  int s = hk_stop_signal();
+#ifdef TR__SIGNALS
+  if (s == SIGINT) return "Ctrl-C";
+  if (s == SIGTERM) return "SIGTERM";
+#endif
+  return s ? "a stop signal" : "SIGINT or SIGTERM on another rank";
 }
 
 /* The signal number the settings mean: 0 for none. */
@@ -306,7 +318,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (SIGINT or SIGTERM): stopped after step %lld", (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(), (long long)step);
   if (n >= cap) return;
   if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
   else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);

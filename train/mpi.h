@@ -11,140 +11,14 @@ TR__C_BEGIN /* part */
 /* =================================================================================================
    MPI STRATEGY (TRAIN_MPI)
    Data parallelism across processes, Lightning's DDP on MPI: every rank holds the whole model, trains
-   on its own shard of each epoch's batches, and the gradients are summed across ranks once per
-   optimizer step, so the parameters stay bit-identical on every rank. Compiled in by
-   #define TRAIN_MPI in the implementation's translation unit (build it with mpicc, run with mpirun);
-   without the define every function below does nothing and MPI is not needed. In one process (no
-   mpirun, or mpirun -np 1) the strategy keeps no state at all: the run is the plain trainer's, bit
-   for bit. tr_init calls MPI_Init when the program has not (and then MPI_Finalize at exit); a program
-   that uses MPI itself calls MPI_Init before tr_init and MPI_Finalize after tr_free. The trainer talks
-   on its own duplicate of MPI_COMM_WORLD, so its messages never mix with the program's.
-
-   Collectives happen only at the trainer's fixed points below, on every rank, in the same order, also
-   after a failure on that rank (it takes part, contributing its failure). Never inside a hook: a hook
-   may run on one rank only (hk_opts.rank_zero_only) without deadlocking the job.
-
-   THE GRADIENT POINT (once per optimizer step): after on_after_backward of a window's last micro-batch,
-   before the averaging and on_before_optimizer_step. Every rank contributes the sum of its window's
-   gradients (zeros when it skipped them all) and its count of micro-batches that ran backward; the
-   sum over ranks is divided by accumulate_grad_batches times the ranks, as Lightning (with
-   tr_config.accumulate_mean_of_window: by the total count; the trainer's tr__average_window). So
-   on_before_optimizer_step, clipping, on_gradient_clip and the optimizer see the same averaged
-   gradient on every rank; on_after_backward sees the rank's own. Micro-batches before a window's last
-   do not communicate. The sum is in rank order, g0 + g1 + ... + g(W-1), on every rank: with two ranks
-   by MPI_Allreduce (a + b == b + a exactly in IEEE arithmetic), with three or more by an all-gather
-   and a sum in rank order (MPI_Allreduce may add in any order, and differently per call).
-
-   AGREEMENT POINTS: after configure_model, after on_fit_start, after on_train_start, after each
-   epoch's start, before each optimizer step (after on_gradient_clip), after each training batch
-   (after on_train_batch_end), after on_train_epoch_end, after on_train_end, when an evaluation loop
-   counts its batches and at its end, at the start of tr_save and inside it, when the run ends, and
-   after on_exception / teardown. One small MPI_Allreduce combines, over all ranks: whether a rank
-   failed (the first failed rank's error, code
-   and message, is then sent to every other rank: "rank 1: hook 'x' failed ..."), the OR of the
-   signals hooks raised (skip step, skip batch, stop epoch, stop: any rank's signal acts on every
-   rank), the OR of the requests (validation, checkpoint, log), the largest Ctrl-C/SIGTERM count and
-   whether the preemption signal came (train/cluster.h: every rank saves and stops at the same step).
-   The gradient point carries the same vote. So a skip_step on one rank skips the step everywhere, an
-   early stop on one rank stops all at the same step, and a failure on one rank fails all, each
-   through on_exception, without a hang. Every vote also carries its agreement point's identity (its
-   line in train.h): ranks at different points (a tr_set_accumulation or a tr_save on one rank only)
-   all fail there with TR_ERR_COMM, "the ranks are out of step ... rank 0 at train.h:N, rank 1 at
-   train.h:M", and communicate no more until the next run's start, before a gradient sum could pair
-   with the wrong call. Two int64 more in the vote: nothing else on the step path.
-
-   EVERY RANK ENDS THE SAME WAY (the rule for what runs on some ranks only):
-   - tr_save is an agreement point, met first thing (before on_save_checkpoint, before rank 0
-     writes). A tr_save on some ranks only (a hook that saves on rank 0, on_exception_checkpoint
-     registered on one rank) meets the other ranks' next agreement point (every path through a run
-     ends in one, on_exception and teardown included): every rank fails there with TR_ERR_COMM,
-     "tr_save on rank 0 only, nothing saved: ...", nothing is written, no rank waits. During a run
-     that has failed already (a save from on_exception) the run's own error stands on every rank and
-     each rank says the save's failure as a warning; otherwise that error is the run's on every rank
-     (tr_save "never changes the run's outcome" except here: the ranks cannot go on together).
-   - THE LEARNING RATE is agreed at every vote (four int64 more): a rank whose optim.lr (lr_finder's
-     suggestion) or tr_lr_scale's scale changed since the last vote has moved; when some ranks moved
-     alike, every rank takes their values (one broadcast, only then), so lr_finder or a
-     rank-zero-only hook calling tr_lr_scale on one rank sets the learning rate of the job, the same
-     bits as every rank doing it. Ranks that moved to different values (a scale computed from the
-     rank's own train/loss) cannot be agreed: every rank fails with TR_ERR_INVALID naming each rank's
-     base lr and scale. A change is seen at the next agreement point, before the next optimizer step.
-
-   START AGREEMENTS: what must be the same on every rank is compared before anything relies on it, by
-   an all-gather of a few numbers per rank; a difference fails every rank with one message naming it
-   and the values per rank ("max_epochs (rank 0: 3, rank 1: 1)"). tr_init: model.n_params, the
-   tensors' names, offsets and counts, model.on_device, the seed, the optimizer and schedule settings
-   (TR_ERR_INVALID). The start of tr_fit / tr_validate / tr_test / tr_predict: which function each
-   rank called, and for tr_fit the resolved max_epochs, max_steps, min_epochs, min_steps,
-   limit_train_batches, limit_val_batches, num_sanity_val_steps, val_every_n_steps,
-   val_every_n_epochs, accumulate_grad_batches, gradient clipping, whether val / save_to are set and
-   whether the data are iterators (TR_ERR_INVALID, before setup fires). After resume_from: the loop
-   counters (a resume on some ranks only fails every rank through on_exception). A rank whose own
-   tr_init, tr_fit or evaluation refuses its arguments takes part with its error, so the others fail
-   with "rank 1: tr_init: threads is -1 ..." instead of waiting.
-
-   A RANK THAT IS GONE: a rank that returns before a collective (an error of its own before tr_fit)
-   and calls MPI_Finalize leaves the others waiting, and Open MPI's MPI_Finalize then waits for them
-   too: the job hangs (a rank that exits without MPI_Finalize makes mpirun end the job). tr_init
-   (MPI_Comm_idup) and the start agreements therefore poll a nonblocking collective for at most
-   tr_desc.mpi_timeout seconds (default 1800, torch.distributed's; < 0 forever), then fail with
-   TR_ERR_COMM: "not every rank arrived within 1800 s". The pending collective cannot be cancelled,
-   so the trainer's MPI state is left to MPI (not freed) and the trainer communicates no more: end the
-   job (MPI_Abort). The collectives inside a run are not timed (no cost on the step path): a rank that
-   dies in a fit is ended by mpirun. Rule: every rank calls tr_init, tr_fit, tr_validate, tr_test,
-   tr_predict and tr_save alike, and on an error of its own calls MPI_Abort rather than returning alone.
-
-   DATA: with random-access data (get) the trainer shards: the same shuffle on every rank, and local
-   batch b of rank r is the data's batch b * W + r. Training takes floor(count / W) batches per rank
-   (every rank the same number; the count % W batches of the tail are left out each epoch, as
-   DistributedSampler(drop_last=True)); limit_train_batches then caps each rank's share. Validation
-   and test take every batch once: rank r gets r, r + W, ... (the last round may be uneven; evaluation
-   loops do not communicate per batch); val/loss and test/loss are the mean over all ranks' batches,
-   the same on every rank. Iterator data (next) is not sharded by the trainer: each rank's iterator
-   yields its own shard, and its count() is the rank's count (training: equal on every rank, checked).
-
-   ZERO-1 (tr_desc.zero = 1): each rank keeps the optimizer state (AdamW's m and v, SGD's momentum)
-   of its shard of the parameters only: shard r is [r * P, (r + 1) * P) clipped to n_params, P the
-   parameters over the ranks rounded up to whole blocks of TR__ZERO_BLOCK floats (the last shard may
-   be shorter or empty: any size works). The gradient point is unchanged (every rank has the whole
-   averaged gradient, so the gradient norm and clipping are computed as before); the update then runs
-   over the rank's shard only, and one exchange (MPI_Allgatherv of the shards, in blocks, plus a
-   broadcast of the last partial block) gives every rank every updated parameter. The update is
-   elementwise, so every parameter gets the same bits as unsharded: the results are bit-identical to
-   the run without zero at the same world size. AdamW's state per parameter goes from 8 bytes to 8/W.
-   Checkpoints stay whole and in the same format: tr_save first agrees that every rank is ready, then
-   rank 0 writes the state as it receives it, shard by shard in chunks of TR__DIST_CHUNK floats (one
-   chunk buffer: no whole copy of m and v is ever made, unless async_save stages the file), and every
-   rank loading a file takes its own slice. So a checkpoint loads at any world size, with zero or
-   without. Not for an on_device model; lr_finder refuses (its steps would be collectives in a hook).
-
-   RANK ZERO: checkpoints are written by rank 0 alone (atomically, as always); every rank runs
-   on_save_checkpoint and on_checkpoint_saved, after rank 0's write has finished (a barrier), and a
-   failed write fails every rank. The paths hooks queued with hk_request_checkpoint are rank 0's.
-   Every rank loads the same file on resume. HK_REQUEST_LOG lines are written by rank 0.
-
-   WHAT HOOKS SEE: ctx->rank and ctx->world_size; ctx->loss, train/loss and samples_seen are the
-   rank's own; val/loss, test/loss, the gradients from on_before_optimizer_step on, grad_norm there,
-   and the parameters are the same on every rank.
-
-   GPU: with TRAIN_CUDA too (a .cu file built by nvcc with the MPI include path, linked with -lmpi
-   -lnccl), an on_device model's gradients are summed by NCCL (ncclAllReduce on tr_model.stream,
-   where every kernel of the step runs: no host wait). NCCL adds in its own order, the same bits on
-   every rank (with two ranks equal to the rank order). One GPU per rank: each rank selects its GPU
-   (cudaSetDevice, e.g. from OMPI_COMM_WORLD_LOCAL_RANK) before it allocates the model.
-
-   CORES: ranks on one host (MPI_Comm_split_type: sharing memory) beyond its cores make Open MPI's
-   waiting ranks busy-poll (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms); tr_init then
-   says so once on rank 0, naming the fix, mpirun --mca mpi_yield_when_idle 1 (silent when it is set).
-
-   LIMITS: a checkpoint written inside an accumulation window (before its last micro-batch) holds rank
-   0's partial gradient and iterator position, so resuming from it is exact on rank 0 only; windows'
-   ends (the usual case) and epoch ends resume exactly. Data must be the same on every rank (or, for
-   iterators, equally long shards). tr_save must be called on every rank (it synchronises; rank 0
-   writes; on some ranks only it fails them all, above): from a hook use hk_request(ctx,
-   HK_REQUEST_CHECKPOINT) instead. tr_load alone does not
-   synchronise. Checkpoints do not record the number of ranks: resuming with another number works but
-   splits the batches differently (not bit-exact). */
+   on its own shard of each epoch's batches, and the gradients are summed in rank order once per
+   optimizer step (the gradient point), so the parameters stay bit-identical on every rank. Collectives
+   run only at the trainer's fixed points (the gradient point and the agreement points: one small
+   all-reduce of TR__VOTE below), on every rank in the same order, never inside a hook. Mismatched ranks,
+   a save or lr change on some ranks only, a rank that never arrives (tr_desc.mpi_timeout): every rank
+   fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
+   stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
+   point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
 #ifdef TRAIN_MPI
 #ifdef TR__POSIX
 #  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
@@ -606,7 +480,7 @@ static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *
 /* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
    rank that failed (its load, say) is told to the others by the agreement that follows. */
 static void tr__dist_check_resumed(tr_trainer *t) {
-  tr__fact f[7];
+  tr__fact f[8];
   tr_err e;
   if (!t->tr__dist) return;
   f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
@@ -616,8 +490,11 @@ static void tr__dist_check_resumed(tr_trainer *t) {
   f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
   f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
   f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
-  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 7,
-                      "the counters they start from (every rank must resume from the same checkpoint, or none)");
+  /* equal counters from two files (ranks resuming each its own) would train apart, or mix two files' shards */
+  f[7].name = "the checkpoint loaded (a hash of its parameters, optimizer state and counters; 0: none)"; f[7].kind = 'x';
+  f[7].v = (int64_t)t->tr__loaded;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 8,
+                      "the state they start from (every rank must resume from the same checkpoint, or none)");
   if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
 }
 
@@ -704,7 +581,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (!mine[TR__V_LR_MOVED]) { mine[TR__V_LR_LO] = INT64_MAX; mine[TR__V_LR_HI] = -1; }
   else mine[TR__V_LR_HI] = mine[TR__V_LR_LO];
   if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
+  tr_run_waiting("MPI_Allreduce (the ranks' agreement)"); /* the watchdog's report says so */
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
+  tr_run_waiting(NULL);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
@@ -793,7 +672,9 @@ static void tr__dist_grads(tr_trainer *t) {
   }
 #endif
   if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
+  tr_run_waiting("the gradient all-reduce (MPI)");
   rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
+  tr_run_waiting(NULL);
   if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
   hk_grads_changed(&t->ctx);
 }

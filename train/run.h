@@ -7,97 +7,16 @@ TR__C_BEGIN /* part */
 /* =================================================================================================
    THE RUN LAYER
    What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is
-   one client of it; a hand-written loop (the train_gpt2.c kind) is another:
-
-       hk_registry *reg = hk_create(NULL);
-       tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .optimizer = "AdamW",
-                                         .save_model = save, .load_model = load, .model_user = &model });
-       hk_spec_apply(reg, "early_stopping(monitor=val/loss) model_checkpoint(monitor=val/loss) csv() progress_bar()");
-       hk_ctx ctx = { .params = views, .grads = grad_views, .n_tensors = n };
-       hk_flow flow = { 0 };
-       tr_run_start(reg, &ctx, resume_path);              (setup .. on_train_start; resume; Ctrl-C handled)
-       while (ctx.global_step < 5000) {
-           ... the step, with HK_FIRE_FLOW(reg, event, &ctx, &flow) at its sites, ending with on_train_batch_end
-           unsigned next = tr_run_batch_end(reg, &ctx, &flow);   (log record, requests, stop signals)
-           if (ctx.global_step % 100 == 0 || (next & TR_RUN_VALIDATE)) {
-               ... validation events, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end ...
-               next |= tr_run_batch_end(reg, &ctx, &flow);      (its checkpoint and stop: at this step)
-           }
-           hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
-           if (next & TR_RUN_STOP) break;
-       }
-       tr_run_finish(reg, &ctx, TR_OK);                   (on_train_end .. teardown, or on_exception; flushes)
-       hk_destroy(reg);
-
-   examples/own_loop.c is that loop in full. The run's settings (tr_run_desc) can be given before or
-   after the batteries are made: every battery made on a registry reads them from the registry's run
-   when it acts (a registry gets a run with the defaults when its first battery is made).
-
-   What the run does for the batteries:
-     - one version directory (save_dir/name/version_N) for every logger of the registry, claimed
-       atomically (parallel runs never share one);
-     - training log records from the context every log_every_n_steps-th optimizer step, validation
-       and test records on request (tr_run_log), histograms (a gradient monitor's) riding with them;
-     - the totals the progress bar shows, where monitoring callbacks check by default, the minimum
-       steps/epochs a stop waits for, the optimizer's name for lr_monitor, the hyperparameters;
-     - checkpoints in the loop's own format: save_model writes the model into a file the library
-       made (a new temporary, fsynced, renamed over the path: a crash leaves the old file or the new
-       one), then every stateful callback's state and the loop's counters are appended after the
-       model's bytes with a checksum; tr_run_load calls load_model on the same file (from its start;
-       it must read exactly what save_model wrote: a loader that reads less or more is an error naming
-       the byte counts) and restores the callbacks and counters exactly;
-     - the learning-rate schedule's state (tr_run.lr_state: tr_lr_scale's scale, a plateau's progress)
-       in those checkpoints; the loop computes its lr with tr_sched_lr(&sched, &run->lr_state, lr, t)
-       and calls tr_plateau_step once per epoch for a plateau;
-     - SIGINT/SIGTERM (hooks.h's stop signals): the first stops the run after the current step, through
-       on_exception, having saved that step's state to tr_run_desc.save_to when it is set (tr_run_start
-       says once when Ctrl-C will save nothing: no save_to and no on_exception_checkpoint); a second
-       one ends the process at once, by the signal's default action (a step that hangs can be killed; in
-       a Slurm job it only counts); the preemption signal likewise, and may requeue (train/cluster.h);
-     - warnings, once, when a callback waits for an event the loop never fires before the run ends,
-       or sees ctx->stage unset.
-
-   The run's states, and what each call requires. The run is a small state machine; a call out of
-   order is refused at the call, never a crash and never a silent success: TR_ERR_INVALID (tr_run_batch_end
-   and tr_run_epoch_end: TR_RUN_STOP; tr_run_log: HK_FAIL), with a message naming the call to make in
-   tr_run_error(reg) and hk_last_error(reg), the same text.
-     no run     after hk_create / tr_run_setup, and after tr_run_finish. Allowed: tr_run_setup (settings,
-                again as often as you like), tr_run_hparam*, tr_run_save / tr_run_load (a resume of your
-                own before the start, a save after the end), tr_run_log (a test record after the fit),
-                tr_run_dir, tr_print; then tr_run_start. Refused: tr_run_batch_end, tr_run_epoch_end and
-                tr_run_finish (call tr_run_start first).
-     running    from tr_run_start to tr_run_finish: the loop fires its events and calls
-                  tr_run_batch_end  after every on_train_batch_end (again after a validation at that step);
-                  tr_run_epoch_end  after every on_train_epoch_end (a batch's tr_run_batch_end comes first);
-                  tr_run_log(reg, &ctx, "val")  after every on_validation_epoch_end of the fit (not the
-                                    sanity check's);
-                  tr_run_finish     once, at the end (after a failure too: it reports it).
-                Refused: tr_run_setup, tr_run_hparam* (the settings are fixed until tr_run_finish) and a
-                second tr_run_start (tr_run_finish ends the run first); these refusals leave the run going.
-                An end event whose call never came is seen at the loop's next training event
-                (on_train_batch_start, on_train_epoch_start, the next end event) or its next call
-                (tr_run_epoch_end, tr_run_finish): the run fails there, the message naming the missing
-                call; the event returns HK_FAIL into the loop's flow, and what the skipped call would have
-                honoured (checkpoints queued by hooks) is dropped, since the hooks that queued those paths
-                may have freed them. A validation that sent no "val" record by the next tr_run_batch_end /
-                tr_run_epoch_end / tr_run_finish is said once in the run's log (when something listens to
-                on_log): its val/ metrics never reached the loggers.
-     entered    from tr_run_enter to tr_run_leave: a loop that fires every event itself, setup to teardown
-                (train.h's trainer: tr_fit, tr_validate, ... are such runs, through this public API and
-                nothing else). It calls tr_run_log and tr_run_requests where the calls above would, and
-                says what they cannot see: tr_run.epoch_done, validates_next, accumulation. tr_run_setup,
-                tr_run_start, tr_run_batch_end, tr_run_epoch_end and tr_run_finish are refused then.
-   Nothing nests inside the run's own work: tr_run_save / tr_run_load while a save or load is in progress
-   (from save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved, on_load_checkpoint)
-   is refused (ask for a checkpoint with hk_request_checkpoint instead: the next tr_run_batch_end saves
-   it); so are tr_run_log from a hook of on_log, and tr_run_batch_end, tr_run_epoch_end and tr_run_finish
-   from a hook while tr_run_start, one of those, a save or a load is running (the run fails: the loop has
-   a bug).
-   To see the events, tr_run_start registers one callback named "tr_run" on reg, first on its events
-   (on_train_epoch_start/_end, on_train_batch_start/_end, on_sanity_check_start/_end,
-   on_validation_epoch_end; it changes no signal unless a call is missing; at on_after_backward it calls
-   hk_grads_changed, so the gradient norm hooks read is this step's); tr_run_finish removes it.
+   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
+   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
+   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
+   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
+   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
+   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
+   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
+   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
+   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
+   the hooks.h repository.
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
@@ -143,7 +62,7 @@ typedef struct tr_run_desc {
                                     at tr_run_save); default: written before the call returns */
   int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
   tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
-  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's TR_STOP_* OR'ed (model_user; cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (TR_STOP_* a step; at the start a hash of what each resumed; cluster.h) */
   /* the training state in memory, for spike_detection's rollback: everything a step changes that a
      rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
      ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
@@ -303,6 +222,12 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
    save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
    it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
+   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
+   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
+   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+TRAIN_API void tr_run_waiting(const char *what);
+TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
 /* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
    trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
@@ -318,7 +243,9 @@ TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double val
 TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
 
 /* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
-   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load; then
+   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load (resume_from "auto":
+   the newest checkpoint of this run that loads, from save_to and the checkpoint callbacks' directories, or
+   a fresh start when there is none; each file passed over said in one line); then
    on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
    what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
    its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
@@ -623,6 +550,10 @@ typedef struct tr__run_priv {
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
+  char **ckpt_dirs;          /* where checkpoint callbacks save (given dirpaths), for resume "auto" */
+  int n_ckpt_dirs;
+  int ckpt_default;          /* one saves into the run directory's checkpoints/ (or ./checkpoints) */
+  char *auto_path;           /* what resume "auto" chose (NULL: none) */
   char error[512];           /* tr_run_error */
   tr_err err;
   hk_registry *reg;
@@ -638,6 +569,7 @@ typedef struct tr__run_priv {
   double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
   tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
   int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
+  uint64_t loaded;           /* with tr_run_desc.agree: a hash of the state tr_run_load restored (0: none), the ranks compare it */
   int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
   int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
   struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
@@ -722,6 +654,9 @@ static void tr__run_free(void *p) {
   free(q->hp);
   free(q->dir);
   free(q->resume);
+  for (i = 0; i < q->n_ckpt_dirs; i++) free(q->ckpt_dirs[i]);
+  free(q->ckpt_dirs);
+  free(q->auto_path);
   tr_log_record_free(&q->rec);
   hk_bytes_free(&q->refused);
   tr__asave_free(q->asave); /* the last save in flight ends first */
@@ -734,6 +669,22 @@ static void tr__run_free(void *p) {
 }
 
 /* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+static const char *tr__run_waiting_now;
+TRAIN_API void tr_run_waiting(const char *what) {
+#if defined(__GNUC__) || defined(__clang__)
+  __atomic_store_n(&tr__run_waiting_now, what, __ATOMIC_RELAXED);
+#else
+  tr__run_waiting_now = what;
+#endif
+}
+TRAIN_API const char *tr_run_waits(void) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __atomic_load_n(&tr__run_waiting_now, __ATOMIC_RELAXED);
+#else
+  return tr__run_waiting_now;
+#endif
+}
 static tr_run *tr__run_of(hk_registry *reg) {
   tr_run *run = (tr_run *)hk_attached(reg);
   return run || !reg ? run : tr_run_get(reg);
@@ -864,6 +815,14 @@ static const char *tr__run_str(const tr_run *run, int i, const char *dflt) {
   return s ? s : dflt;
 }
 static int tr__tri_ok(int v) { return v >= TR_NO && v <= TR_YES; }
+static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
+  size_t na = strlen(a), nb = strlen(b);
+  char *p = (char *)malloc(na + nb + 2);
+  if (!p) return NULL;
+  if (na) { memcpy(p, a, na); p[na++] = '/'; }
+  memcpy(p + na, b, nb + 1);
+  return p;
+}
 
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   tr_run_desc zero;
@@ -2045,6 +2004,23 @@ static void tr__run_peek(tr_run *run, const char *path) {
 static int64_t tr__run_file_epochs(const tr_run *run, const tr__run_file *rf) {
   return (int64_t)rf->v[0] + (rf->at == TR_RUN_AT_EPOCH_END && run->desc.epochs != TR_NO);
 }
+/* With several processes (tr_run_desc.agree) every rank must go on from the same state: the model's bytes
+   as save_model wrote them and the counters, hashed (one more read of the file, page-cached by now). */
+static int tr__run_hash_loaded(tr_run *run, tr__run_file *rf) {
+  unsigned char buf[16384];
+  uint64_t left = rf->model_bytes, h = TR__FNV_START;
+  unsigned char at = (unsigned char)rf->at;
+  rewind(rf->f);
+  while (left > 0) {
+    size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+    if (fread(buf, 1, k, rf->f) != k) return -1;
+    h = tr__fnv(h, buf, k);
+    left -= k;
+  }
+  h = tr__fnv(tr__fnv(h, (const unsigned char *)rf->v, sizeof rf->v), &at, 1);
+  run->tr__p->loaded = h ? h : 1; /* 0 is "nothing loaded" */
+  return 0;
+}
 static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *path) {
   char *err;
   size_t cap;
@@ -2076,6 +2052,8 @@ static tr_err tr__run_load_body(tr_run *run, hk_registry *reg, hk_ctx *ctx, cons
                   "exactly what save_model wrote (the callbacks and counters are unchanged; the model may be partly loaded)",
                   at, (unsigned long long)rf.model_bytes, path);
   }
+  if (run->desc.agree && tr__run_hash_loaded(run, &rf) != 0)
+    TR__RUN_BAD(TR_ERR_IO, "tr_run_load: reading '%s' a second time, to compare it with the other ranks', failed", path);
   if (hk_state_load_all(reg, rf.blobs, (int)rf.n_hooks) != HK_OK)
     TR__RUN_BAD(TR_ERR_STATE, "tr_run_load: '%s': a callback refused its state: %s (the model is loaded, the callbacks are unchanged)", path, hk_last_error(reg));
   ctx->epoch = tr__run_file_epochs(run, &rf); /* written at an epoch's end: the next epoch is next */
@@ -2379,6 +2357,125 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source = tr__grad_pass_source;
   ctx->grad_norm_source_user = &q->gpass;
 }
+/* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
+   A checkpoint callback says where it saves (tr__run_ckpt_dir: its dirpath, or NULL for the default, the
+   run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
+   every version directory under the run's save_dir/name (a second invocation of the same command has a new
+   version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
+   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
+   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
+   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
+   they loaded). */
+TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
+  tr__run_priv *q = run ? run->tr__p : NULL;
+  char **grown, *d;
+  int i;
+  if (!q) return;
+  if (!dir || !dir[0]) { q->ckpt_default = 1; return; }
+  for (i = 0; i < q->n_ckpt_dirs; i++) if (!strcmp(q->ckpt_dirs[i], dir)) return;
+  if (!(d = tr__strdup(dir)) || !(grown = (char **)realloc(q->ckpt_dirs, (size_t)(q->n_ckpt_dirs + 1) * sizeof *grown))) { free(d); return; }
+  q->ckpt_dirs = grown;
+  q->ckpt_dirs[q->n_ckpt_dirs++] = d;
+}
+typedef int (*tr__ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
+typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+  char why[600];
+  int64_t step = 0;
+  double mtime = 0;
+  size_t n = strlen(path);
+#ifdef TR__POSIX
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return; /* (empty: a name claimed, never saved) */
+  mtime = (double)st.st_mtime;
+#else
+  if (!tr__file_exists(path)) return;
+#endif
+  if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+  if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+  best->seen++;
+  why[0] = 0;
+  if (check(u, path, &step, why, sizeof why)) {
+    best->skipped++;
+    tr__run_say(run, ctx, "resume auto", "skipped %s: %s", path, why[0] ? why : "it does not load");
+    return;
+  }
+  if (best->path && (step < best->step || (step == best->step && (mtime < best->mtime || (mtime == best->mtime && strcmp(path, best->path) < 0)))))
+    return;
+  free(best->path);
+  best->path = tr__strdup(path);
+  best->step = step;
+  best->mtime = mtime;
+}
+static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+  char **names = NULL;
+  int i, n = tr__dir_names(dir, "", &names);
+  for (i = 0; i < n; i++) {
+    char *p = tr__join(dir, names[i]);
+    if (p) tr__auto_consider(run, ctx, p, check, u, best);
+    free(p);
+    free(names[i]);
+  }
+  free(names);
+}
+/* The chosen file (kept in the run until it ends), or NULL: nothing of this run loads (a fresh start). */
+TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr__ckpt_check_fn check, void *u) {
+  tr__run_priv *q = run->tr__p;
+  tr__auto_pick best;
+  int i;
+  memset(&best, 0, sizeof best);
+  if (save_to && save_to[0]) tr__auto_consider(run, ctx, save_to, check, u, &best);
+  for (i = 0; i < q->n_ckpt_dirs; i++) tr__auto_scan(run, ctx, q->ckpt_dirs[i], check, u, &best);
+  if (q->ckpt_default) {
+    const char *version = tr__run_str(run, TR__RUN_VERSION, NULL), *name = tr__run_str(run, TR__RUN_NAME, "lightning_logs");
+    char *base = name[0] ? tr__join(tr__run_str(run, TR__RUN_SAVE_DIR, "runs"), name) : tr__strdup(tr__run_str(run, TR__RUN_SAVE_DIR, "runs"));
+    char **vs = NULL;
+    int k, nv = base ? (version && version[0] ? 1 : tr__dir_names(base, "", &vs)) : 0;
+    for (k = 0; k < nv; k++) {
+      char *vdir = tr__join(base, vs ? vs[k] : version), *cdir = vdir ? tr__join(vdir, "checkpoints") : NULL;
+      if (cdir) tr__auto_scan(run, ctx, cdir, check, u, &best);
+      free(cdir);
+      free(vdir);
+      if (vs) free(vs[k]);
+    }
+    free(vs);
+    free(base);
+    tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
+  }
+  free(q->auto_path);
+  q->auto_path = best.path;
+  if (best.path)
+    tr__run_say(run, ctx, "resume auto", "resuming %s (global step %lld; the newest of %d checkpoint%s of this run that load)",
+                best.path, (long long)best.step, best.seen - best.skipped, best.seen - best.skipped == 1 ? "" : "s");
+  else tr__run_say(run, ctx, "resume auto", "no checkpoint of this run %s: a fresh start", best.seen ? "loads" : "was found");
+  return best.path;
+}
+
+/* resume "auto" in a loop of your own: a file of tr_run_save whose state block reads whole. */
+static int tr__run_ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
+  tr__run_file rf;
+  tr_err e = tr__run_file_read(&rf, path, why, cap);
+  (void)user;
+  *step = (int64_t)rf.v[1];
+  tr__run_file_free(&rf);
+  return e != TR_OK;
+}
+/* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
+   an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
+   differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
+static void tr__run_agree_loaded(tr_run *run, hk_registry *reg) {
+  uint64_t mine = run->tr__p->loaded, all = (uint64_t)run->desc.agree(run->desc.model_user, (int64_t)mine);
+  int differ = all != mine;
+  int64_t stops = run->desc.agree(run->desc.model_user, differ ? TR_STOP_FAILED : 0);
+  if (differ)
+    tr_run_fail(reg, TR_ERR_INVALID, "tr_run_start: the ranks resumed different states (this rank's hash of the model's "
+                "bytes and counters it loaded: %016llx; every rank's OR'ed: %016llx; 0: a fresh start): every rank must "
+                "resume from the same checkpoint, or none", (unsigned long long)mine, (unsigned long long)all);
+  else if (stops & TR_STOP_FAILED)
+    tr_run_fail(reg, TR_ERR_INVALID, "tr_run_start: another rank resumed a different state (this rank's hash of what it "
+                "loaded: %016llx; 0: a fresh start): every rank must resume from the same checkpoint, or none",
+                (unsigned long long)mine);
+}
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -2400,6 +2497,8 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
+  q->loaded = 0;
+  if (resume_from && !strcmp(resume_from, "auto")) resume_from = tr__auto_resume(run, ctx, run->desc.save_to, tr__run_ckpt_check, run);
   if (!resume_from || !resume_from[0]) resume_from = requeued = tr__preempt_resume(&run->desc.preempt, run->desc.save_to);
   foreign[0] = 0;
   if (requeued) { /* only this job's own checkpoint (save_to may be another job's) */
@@ -2464,6 +2563,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
   if (HK_FLOW_HAS(&flow, HK_FLOW_STOP)) q->stop_pending = 1;
   if (run->desc.agree && (run->desc.agree(run->desc.model_user, run->failed ? TR_STOP_FAILED : 0) & TR_STOP_FAILED) && !run->failed)
     tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed to start (tr_run_desc.agree)"); /* every rank's start ends alike */
+  if (run->desc.agree && !run->failed) tr__run_agree_loaded(run, reg);
   q->busy = NULL;
   return run->failed ? q->err : TR_OK;
 }
@@ -2890,15 +2990,6 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
 
 /* -- the version directory: save_dir/name/version_N, shared by one trainer's loggers -- */
 static int64_t tr__next_version(const char *base) { return tr__dir_max_number(base, "version_") + 1; }
-
-static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when a is empty) */
-  size_t na = strlen(a), nb = strlen(b);
-  char *p = (char *)malloc(na + nb + 2);
-  if (!p) return NULL;
-  if (na) { memcpy(p, a, na); p[na++] = '/'; }
-  memcpy(p + na, b, nb + 1);
-  return p;
-}
 
 /* Why the checkpoint's directory cannot be continued, from tr__dir_hold's error (or 0: it is another
    directory now than the one the run wrote). */

@@ -7,67 +7,14 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    SWEEPS (Hydra's multirun)
-   Run a program's job once per combination of values given on the command line, one job after
-   another, each in its own directory with its hyperparameters, and compare their final metrics:
-
-       static double lr = 1e-3; static int batch = 32;
-       static const tr_sweep_field fields[] = { { "optim.lr", TR_SWEEP_DOUBLE, &lr }, { "batch", TR_SWEEP_INT, &batch } };
-       static tr_err job(hk_registry *reg, tr_sweep_job *job, void *user) {   (lr and batch hold this job's values)
-           ... tr_init(&t, &(tr_desc){ .reg = reg, ... }); e = tr_fit(&t, &cfg); tr_free(&t); return e;
-       }
-       tr_sweep_result res;
-       tr_err e = tr_sweep(&(tr_sweep_desc){ .fields = fields, .n_fields = 2, .job = job,
-                                             .spec = "early_stopping(monitor=val/loss); csv" },
-                           argc - 1, argv + 1, &res);
-       $ ./train optim.lr=1e-2,1e-3 batch=32,64 early_stopping.patience=3,5     (8 jobs)
-
-   Overrides: key=v1,v2,... A key names one of the program's fields (tr_sweep_field: name, type,
-   pointer; the job reads the variable) or, when no field has that name, factory.param: a parameter
-   of a callback in the spec string (the job's spec has it set, or replaced, in every item of that
-   factory). The jobs are the cartesian product of the lists, the last key varying fastest, as
-   Hydra's basic sweeper: a=1,2 b=x,y runs a=1 b=x, a=1 b=y, a=2 b=x, a=2 b=y. A value cannot hold a
-   comma. "-m" or "--multirun" asks for a sweep even with one job. Everything is checked before the
-   first job: an unknown key, a key given twice, an empty list or value, a value that is not of the
-   field's type (numbers are decimal: no hex, and none that underflows the type: 1e-400, or 1e-40 for
-   a float), a value that is not one line of UTF-8 text of at most 255 bytes (every value is a
-   hyperparameter of the job, a line of the log and a cell of the summary), a field name or key that
-   cannot be a hyperparameter's key (1 to 63 bytes, no control character or '='), a spec parameter
-   the factory does not have or a value it refuses (every job's spec goes through hk_spec_check):
-   TR_ERR_INVALID, with res->error naming the key and what it accepts. Nothing runs and no
-   directory is made then.
-
-   Each job gets a registry of its own (the standard factories, desc.add_factories', the job's spec
-   applied) with its run set up from desc.run: in a sweep, its directory is version_<job> inside the
-   sweep's directory (save_dir/version_N, claimed as the run layer claims one; Hydra: multirun/<date>/
-   <time>/<job>); every field's value and every spec override are the run's hyperparameters
-   (tr_run_hparam*, typed: hparams.yaml, TensorBoard's HParams tab - tensorboard --logdir on the
-   sweep's directory shows one row per job with its final metrics -, the plot); overrides.yaml there
-   lists the job's overrides. A job that calls tr_run_setup itself
-   (a loop of its own) starts from *job->run. A job's final metrics are the last value of every
-   metric sent to the job's loggers (on_log; a hook that runs after the loggers records them) and
-   whatever the job set with tr_sweep_metric.
-
-   The sweep's own hooks live on desc.reg (any hooks.h hook, callback or spec-made callback):
-     on_multirun_start, then per job on_job_start .. the job .. on_job_end, then on_multirun_end;
-     a single job without -m is a plain run: on_run_start, on_job_start, on_job_end, on_run_end
-     (Hydra's RUN mode; it writes where desc.run says, no summary).
-   Start events run in registration order, end events reversed (hooks.h's HK_REVERSED), as Hydra's.
-   At on_job_start and on_job_end ctx->outputs is the tr_sweep_job (tr_sweep_current); at on_job_end
-   its status, error and final metrics are set, and ctx's metrics are the job's final metrics. A hook
-   that fails at on_multirun_start / on_run_start ends the sweep before any job (TR_ERR_HOOK); at
-   on_job_start the job fails without running; at on_job_end the job counts as failed; HK_STOP at
-   on_job_end runs no further job.
-   A failing job (its function returned an error) is reported and the sweep goes on with the next
-   one, unless desc.stop_on_failure; Ctrl-C in a job (TR_ERR_INTERRUPTED) always ends the sweep.
-   A sweep writes summary.csv in its directory - one row per job: job, status (ok, failed, skipped),
-   every swept key, every final metric (columns sorted by name), error (one line: a job's control
-   characters as spaces, stray bytes as U+FFFD) - after every job, for the jobs done so far (a process
-   that dies in a job leaves the rows of those before it), and at the end for every job, with
-   summary.svg, the final metrics (desc.metrics, or every one with loss in its name) against the
-   job's number (tr_plot_csv; without the loggers section, no SVG).
-   Hydra differences: no config files or composition (the program's fields are the config), no
-   launchers (jobs run one after another in this process), no range()/choice()/glob() sweeps, the
-   summary files are ours (Hydra writes multirun.yaml); Lightning has no sweeps.
+   tr_sweep runs a program's job once per combination of command-line overrides (key=v1,v2,...: a field
+   of the program, tr_sweep_field, or factory.param of a callback in the spec), the last key varying
+   fastest, one job after another, each with a registry of its own in version_<job> of the sweep's
+   directory with its hyperparameters; everything is checked before the first job. The sweep's hooks get
+   Hydra's lifecycle events (on_multirun_start, on_job_start/end, on_multirun_end; one job without -m:
+   on_run_start/end); a failing job is reported and the sweep goes on; summary.csv and summary.svg compare
+   the jobs' final metrics. The example, the override rules, the events and the summary in full:
+   docs/sweeps.md in the hooks.h repository; examples/sweep.c is a complete program.
    ================================================================================================= */
 #define TR_SWEEP_TYPES(X) /* X(enum, name in messages) */ \
   X(TR_SWEEP_INT,    "an integer (int)") \

@@ -6,82 +6,14 @@
 
 TR__C_BEGIN /* part */
 /* ---- model_checkpoint (Lightning's ModelCheckpoint) -----------------------------------------------
-   At each save point it picks a file name and asks the loop to save there (hk_request_checkpoint);
-   the bookkeeping (top-k, best, last) is updated before the save, so the state stored in that very
-   file already counts it. Files it replaces are deleted only in on_checkpoint_saved of the new file
-   (the new one is safely on disk: train.h renames a synced temporary file); the checkpoint the fit
-   resumed from only when it is a top-k file that falls out of the top k (it is kept while among the
-   k best; Lightning never deletes it, which leaves k+1 files for good), and only files it writes: inside dirpath (not below it), named by its filename
-   template or last (with -vN) and .ckpt, and regular files (a symlink only as save_last's link).
-   Whatever a loaded state lists (its checksums can be recomputed by anyone), nothing else is
-   removed: it says "not removing" and leaves the file.
-   Save points: every_n_epochs (the default, 1, when no trigger is given) at on_train_epoch_end or
-   on_validation_end (save_on_train_epoch_end); every_n_train_steps at on_train_batch_end when
-   global_step % n == 0; train_time_interval seconds at on_train_batch_end. Never during the sanity
-   check, outside a fit, or twice at one global step. A step or time save waits for the next
-   on_validation_end when a validation runs right after it at the same step (val_check_interval, val_every_n_steps, or
-   the epoch's validation after its last batch: train.h only), so it is ranked and named on that
-   validation's value, not the previous one (Lightning waits only at an epoch's last batch); and when
-   its monitored metric does not exist yet.
-   A monitored metric missing at any other save point: before the fit's first validation a warning
-   (once) and no top-k file (last is still written); after one, the run fails naming it (Lightning).
-   At on_fit_start (before training) it fails when the monitor is a "val/..." metric and the run never
-   validates (tr_run_desc.validation TR_NO; train.h: no validation data), or when dirpath cannot be
-   created or written (rank 0 checks).
-   Top-k: save_top_k = k keeps the k best files by the monitored value (a new value must be strictly
-   better than the k-th); -1 keeps all (the k-th is then the worst kept, as Lightning); TR_ZERO none
-   (only last). One entry per file: a fixed name saved again takes its new value. Without a monitor
-   only -1 (keep every save) and 1 (keep the latest) are allowed; best_model_path is the newest file
-   and best_k_models stays empty (Lightning). NaN is never best: it counts as the worst value, so it is
-   evicted first, and best_model_path never names a NaN checkpoint (Lightning stores NaN as +-inf and
-   may call it best). Values are compared in double (Lightning: in the metric's float32).
-   Where: dirpath, or when none is given the run directory's checkpoints/ (version_N/checkpoints, so a
-   second run in the same place writes beside its own logs, not among the first run's files), decided
-   at the fit's start (or a load before it) on rank 0; ./checkpoints when no logger made a run directory
-   (other ranks, which write nothing, keep ./checkpoints). A resume into a new version_N restores only
-   best_model_path (the dirpath differs), as Lightning.
-   File names: dirpath/<filename>.ckpt; the template's {epoch} and {step} are the epoch and
-   global_step, any other {name} or {name:fmt} a metric (0 when missing), fmt is Python's
-   [0][width][.precision][f|e|g|d]. auto_insert_metric_name writes {val/loss:.2f} as
-   "val_loss=0.42": a '/' in a metric name becomes '_' (Lightning makes subdirectories of it, left
-   behind empty), and the template itself may not contain '/' (put directories in dirpath), may not be
-   empty, and with save_last may not be last or last-vN (one file would be both). A name that exists
-   already (a second save in one epoch, a rerun into the same directory, another process saving into
-   the same dirpath) gets -v1, -v2 ... (enable_version_counter), except the file being replaced;
-   without a monitor, keep-all versions a repeated name too (Lightning overwrites it). Names are
-   claimed on disk when picked (rank 0 creates the file exclusively, empty until its save replaces it
-   by a rename): two processes started together with one dirpath never pick one name, and neither
-   replaces or deletes a file of the other; a claim whose save never came (the run failed first) is
-   removed at teardown, and one whose save failed (async_save: collected at the next save point) as soon
-   as the failure is known (a process killed in between leaves it empty; a later run skips the name).
-   Without the counter a name is used as it is, also when another process wrote it. A name another hook queued at this save point (a
-   second model_checkpoint in the same directory) is taken even before it is on disk, and gets a
-   version even without the counter.
-   save_last: at each save point (Lightning 2.6: only with a top-k save at that step, so it can go
-   stale) also write dirpath/last.ckpt (last-v1.ckpt when a run finds one it did not write);
-   TR_SAVE_LAST_LINK makes it a relative symlink to the file saved at this same step (a copy where
-   symlinks fail), and a file of its own when this step saved no top-k file, so last is always the
-   latest state; at on_train_end it is written if no checkpoint was saved at the final step.
-   Hand-written loop: fire on_fit_start, on_train_epoch_end / on_validation_end / on_train_batch_end
-   (stage HK_STAGE_FIT, epoch and global_step set, metrics set) and call tr_run_batch_end /
-   tr_run_epoch_end, which save through tr_run_desc.save_model with the callbacks' state (tr_run_save,
-   a new file renamed over the path) and fire on_checkpoint_saved; a loop that honours
-   HK_REQUEST_CHECKPOINT itself saves at each ctx->checkpoint_paths[i] (a new file renamed over the
-   path: last.ckpt may be a link) and fires on_checkpoint_saved with ctx->path = that path (see
-   hk_request_checkpoint); without on_checkpoint_saved nothing is ever deleted. Said once
-   (tr_run_desc.log): ctx->stage unset at a save point; epoch saves at on_train_epoch_end in a run whose
-   tr_run_desc.epochs is TR_NO (at on_fit_start).
-   save_safetensors: beside every .ckpt it asks for, <name>.safetensors (train/safetensors.h): ctx->params as
-   F32 tensors, metadata step and epoch of the save point (those of the file's name), checkpoint (the .ckpt's name) and written_by "train.h model_checkpoint",
-   written at on_save_checkpoint (the parameters of that very save, also with async_save) through the atomic
-   writer; removed with its .ckpt (an eviction, an old last, a claim whose save failed); with save_last=link,
-   last.safetensors links to the linked file's. A .safetensors is written over or removed only when it is one of
-   these: the sidecar of a file of this callback, a regular file (or save_last's link), whose metadata says
-   written_by "train.h model_checkpoint"; any other file at that name is left as it is ("not writing ..."), and
-   that .ckpt gets no sidecar. Views on the device (model.on_device) are refused: the save fails, naming them.
-   async_save: the run writes every checkpoint hooks request in the background (tr_run_save's and
-   tr_save's "asynchronous saves"); a save point while its last file is still being written first waits
-   for it, so evictions and the link see that file on disk. */
+   At each save point (every_n_epochs, every_n_train_steps, train_time_interval) it picks a file name and
+   asks the loop to save there (hk_request_checkpoint); the bookkeeping (top-k, best, last) is updated
+   before the save, so the state stored in that very file already counts it. Files it replaces are deleted
+   only in on_checkpoint_saved of the new file, and only files it writes (its dirpath, its names, regular
+   files), whatever a loaded state lists. Names are claimed on disk when picked, so two processes with one
+   dirpath never share a name. NaN is never best. Save points, top-k, where, file names, save_last, a
+   hand-written loop, save_safetensors and async_save in full: docs/callbacks.md ("model_checkpoint in
+   detail") in the hooks.h repository. */
 typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_LINK } tr_save_last;
 
 #define TR_MODEL_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
@@ -93,6 +25,10 @@ typedef enum tr_save_last { TR_SAVE_LAST_NO = 0, TR_SAVE_LAST_YES, TR_SAVE_LAST_
   X(STRING,   const char *, monitor,                 "",      NULL,  "the metric that ranks checkpoints (empty: none; every save is the newest)") \
   X(CHOICE,   tr_mode,      mode,                    "min",   "min|max", "which direction is better") \
   X(INT_ZERO, int,          save_top_k,              "1",     NULL,  "keep the k best files; -1 all, 0 none (only last)") \
+  X(INT,      int,          keep_last_n,             "0",     NULL,  "> 0: also keep the n newest files it saved, whatever " \
+    "their rank (HF's save_total_limit); they go once older and out of the top k") \
+  X(INT,      int,          keep_every_n,            "0",     NULL,  "> 0: keep every n-th file it saves for good (the n-th, " \
+    "2n-th, ...: never removed)") \
   X(CHOICE,   tr_save_last, save_last,               "false", "false|true|link", "also write last.ckpt (or link it)") \
   X(INT,      int64_t,      every_n_train_steps,     "0",     NULL,  "> 0: save every n optimizer steps") \
   X(INT_ZERO, int64_t,      every_n_epochs,          "1",     NULL,  "save every n epochs; 0: never by epoch (the default, 1, " \
@@ -164,11 +100,18 @@ typedef struct tr__mc {
   char *want, *evict, *want_last, *old_last;
   char *spent;                  /* the last file just saved: ctx->path points at it while on_checkpoint_saved runs */
   int64_t want_step, newest_step; /* the global_step `want` / `newest` hold (-1: not known) */
+  /* retention (keep_last_n, keep_every_n): files held beyond the top k, in the order saved */
+  int keep_last, keep_every;
+  int64_t n_saved;              /* files of `filename` this callback has saved (the n-th is kept for good when keep_every divides n) */
+  char **recent;                /* the keep_last newest, oldest first */
+  int n_recent;
+  char **forever;               /* every keep_every-th */
+  int n_forever, cap_forever;
+  char *retire;                 /* pushed out of recent by `want`: removed once want is on disk, unless held */
   int link_after_want;          /* make the last link once `want` is on disk */
   char buf[TR__CB_MAX_STR];     /* names are rendered here (no allocation but the kept paths) */
 } tr__mc;
 
-static char *tr__join(const char *a, const char *b);
 static int tr__mc_default_dir(tr__mc *s);
 static void tr__mc_sync(tr__mc *s) { /* point the public view at the current values */
   s->pub.dirpath = s->dirpath;
@@ -185,8 +128,13 @@ static void tr__mc_destroy(void *user) {
   int i;
   if (!s) return;
   for (i = 0; i < s->n; i++) free(s->paths[i]);
+  for (i = 0; i < s->n_recent; i++) free(s->recent[i]);
+  for (i = 0; i < s->n_forever; i++) free(s->forever[i]);
   free(s->paths);
   free(s->scores);
+  free(s->recent);
+  free(s->forever);
+  free(s->retire);
   free(s->dirpath); free(s->filename); free(s->monitor);
   free(s->best); free(s->kth); free(s->last); free(s->newest);
   free(s->want); free(s->evict); free(s->want_last); free(s->old_last);
@@ -600,6 +548,51 @@ static void tr__mc_remove(tr__mc *s, hk_ctx *ctx, const char *path, const char *
   if (why == 0 || why == 3) tr__mc_st_remove(s, ctx, path);
 }
 
+/* -- retention: keep_last_n newest and every keep_every_n-th, beside the top k -- */
+static int tr__mc_listed(char *const *list, int n, const char *path) {
+  int i;
+  for (i = 0; i < n; i++) if (!strcmp(list[i], path)) return 1;
+  return 0;
+}
+/* Some rule keeps path: the top k (or, without a monitor, the newest), the newest keep_last_n, every keep_every_n-th. */
+static int tr__mc_held(const tr__mc *s, const char *path) {
+  return tr__mc_listed(s->paths, s->n, path) || (s->best && !strcmp(s->best, path)) ||
+         tr__mc_listed(s->recent, s->n_recent, path) || tr__mc_listed(s->forever, s->n_forever, path);
+}
+/* `want` is picked (before its save, so that the state in that very file counts it, as the top k): it joins
+   the newest, pushing out the oldest (s->retire: removed once want is on disk, unless held then), and, when
+   its count says so, the kept-for-good. 0, or -1 out of memory. */
+static int tr__mc_retain(tr__mc *s, const char *want) {
+  char *a = s->keep_last ? tr__strdup(want) : NULL, *out = NULL;
+  int i;
+  if (s->keep_last && !a) return -1;
+  s->n_saved++;
+  if (s->keep_every && s->n_saved % s->keep_every == 0 && !tr__mc_listed(s->forever, s->n_forever, want)) {
+    if (s->n_forever == s->cap_forever) {
+      int cap = s->cap_forever ? 2 * s->cap_forever : 4;
+      char **f = (char **)realloc(s->forever, (size_t)cap * sizeof *f);
+      if (!f) { free(a); return -1; }
+      s->forever = f;
+      s->cap_forever = cap;
+    }
+    if (!(s->forever[s->n_forever] = tr__strdup(want))) { free(a); return -1; }
+    s->n_forever++;
+  }
+  if (!a) return 0;
+  for (i = 0; i < s->n_recent; i++) /* a name saved again (a fixed filename): it moves to the newest */
+    if (!strcmp(s->recent[i], want)) { out = s->recent[i]; break; }
+  if (!out && s->n_recent == s->keep_last) i = 0, out = s->recent[0];
+  if (out) {
+    memmove(s->recent + i, s->recent + i + 1, (size_t)(s->n_recent - i - 1) * sizeof *s->recent);
+    s->n_recent--;
+  }
+  s->recent[s->n_recent++] = a;
+  free(s->retire);
+  s->retire = out && strcmp(out, want) ? out : NULL;
+  if (!s->retire) free(out);
+  return 0;
+}
+
 /* save_last as a link: a relative symlink next to its target, made under a new name (no file is
    replaced or followed) and renamed over link_path; a copy where that fails. */
 static int tr__mc_link(const hk_ctx *ctx, const char *target, const char *link_path) {
@@ -706,7 +699,11 @@ static int tr__mc_missing(tr__mc *s, hk_ctx *ctx, hk_signal *sig) {
    made of it since. */
 static void tr__mc_drop_claims(tr__mc *s, hk_ctx *ctx) {
   if (s->link_after_want && tr__mc_unclaim(ctx, s->last)) s->link_after_want = 0; /* the link waited for want */
-  if (tr__mc_unclaim(ctx, s->want)) { tr__mc_st_remove(s, ctx, s->want); free(s->want); s->want = NULL; s->link_after_want = 0; }
+  if (tr__mc_unclaim(ctx, s->want)) {
+    tr__mc_st_remove(s, ctx, s->want);
+    free(s->want); s->want = NULL; s->link_after_want = 0;
+    free(s->retire); s->retire = NULL; /* (what it pushed out stays: the run failed) */
+  }
   if (tr__mc_unclaim(ctx, s->want_last)) { tr__mc_st_remove(s, ctx, s->want_last); free(s->want_last); s->want_last = NULL; }
 }
 
@@ -736,20 +733,23 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
   if (s->top_k != 0 && have) {
     int k = s->top_k < 0 ? s->n + 1 : s->top_k;
-    int take = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
+    int ranked = !s->monitor || s->top_k < 0 || s->n < s->top_k || (cur == cur && tr__better(s->mode, cur, s->pub.kth_value));
+    int take = ranked || s->keep_last || s->keep_every; /* retention keeps the newest whatever their rank */
     if (take) {
       char *evict = NULL, *path, *want;
       if (!s->monitor) { /* the newest is the best; save_top_k 1 replaces the previous one */
         if (s->top_k == 1 && s->best && s->best[0]) evict = tr__strdup(s->best);
-      } else if (s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
+      } else if (ranked && s->n == k && s->kth && s->kth[0]) evict = tr__mc_pop(s, s->kth);
       tr__mc_render(s, ctx, s->filename);
       path = tr__mc_path(s, ctx, evict);
       want = path ? tr__strdup(path) : NULL;
-      if (!want || (s->monitor && tr__mc_push(s, path, cur))) { /* the list owns path from here */
+      if (!want || (s->monitor && ranked && tr__mc_push(s, path, cur))) { /* the list owns path from here */
         free(want); free(path); free(evict);
         return hk_fail(ctx, "out of memory");
       }
       if (!s->monitor) { free(s->best); s->best = path; } /* no best_k_models without a monitor (Lightning) */
+      else if (!ranked) free(path);                       /* not in the top k: only retention holds it */
+      if ((s->keep_last || s->keep_every) && tr__mc_retain(s, want)) { free(want); free(evict); return hk_fail(ctx, "out of memory"); }
       free(s->want);
       s->want = want;
       s->want_step = ctx->global_step;
@@ -759,8 +759,9 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
       s->evict = evict;
       s->link_after_want = 0;
       if (s->verbose) {
-        if (s->monitor) tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s",
-                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, want);
+        if (s->monitor) tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: '%s' reached %g (best %g), saving %s%s",
+                                   (long long)ctx->epoch, (long long)ctx->global_step, s->monitor, cur, s->pub.best_model_score, want,
+                                   ranked ? "" : " (not in the top k: kept as one of the newest)");
         else tr__run_say_on(run, ctx, 1, "model_checkpoint", "epoch %lld, step %lld: saving %s", (long long)ctx->epoch, (long long)ctx->global_step, want);
       }
       sig = tr__mc_request(ctx, s->want);
@@ -858,7 +859,10 @@ static hk_signal tr__mc_saved(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
   if (!ctx->path) return HK_CONTINUE;
   if (s->want && !strcmp(ctx->path, s->want)) {
-    tr__mc_remove(s, ctx, s->evict, s->want, 1);
+    if (s->retire && !tr__mc_held(s, s->retire)) tr__mc_remove(s, ctx, s->retire, s->want, 1);
+    free(s->retire);
+    s->retire = NULL;
+    if (s->evict && !tr__mc_held(s, s->evict)) tr__mc_remove(s, ctx, s->evict, s->want, 1);
     free(s->evict);
     s->evict = NULL;
     free(s->newest);
@@ -906,7 +910,8 @@ static hk_signal tr__mc_teardown(hk_ctx *ctx, void *user) {
 static int tr__mc_save_state(void *user, hk_bytes *out) {
   tr__mc *s = (tr__mc *)user;
   int i;
-  tr__put_u64(out, 1); /* version */
+  int retains = s->keep_last || s->keep_every || s->n_saved;
+  tr__put_u64(out, retains ? 2 : 1); /* version: 2 adds retention's lists (1 without: the same bytes as before it) */
   tr__put_str(out, s->dirpath);
   tr__put_str(out, s->best);
   tr__put_f64(out, s->pub.best_model_score);
@@ -918,6 +923,13 @@ static int tr__mc_save_state(void *user, hk_bytes *out) {
   tr__put_str(out, s->want ? s->want : s->newest); /* a requested file is on disk by the time this is read */
   tr__put_u64(out, (uint64_t)s->n);
   for (i = 0; i < s->n; i++) { tr__put_str(out, s->paths[i]); tr__put_f64(out, s->scores[i]); }
+  if (retains) {
+    tr__put_i64(out, s->n_saved);
+    tr__put_u64(out, (uint64_t)s->n_recent);
+    for (i = 0; i < s->n_recent; i++) tr__put_str(out, s->recent[i]);
+    tr__put_u64(out, (uint64_t)s->n_forever);
+    for (i = 0; i < s->n_forever; i++) tr__put_str(out, s->forever[i]);
+  }
   return out->failed ? -1 : 0;
 }
 static int tr__mc_load_state(void *user, hk_reader *in) {
@@ -926,7 +938,10 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
   char *dir = NULL, *best = NULL, *kth = NULL, *last = NULL, *newest = NULL, **paths = NULL;
   double best_score, kth_value, current, *scores = NULL;
   int64_t step;
-  int ok = !tr__get_u64(in, &version) && version == 1 && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
+  int64_t n_saved = 0;
+  uint64_t n_recent = 0, n_forever = 0;
+  char **recent = NULL, **forever = NULL;
+  int ok = !tr__get_u64(in, &version) && (version == 1 || version == 2) && !tr__get_str(in, &dir) && !tr__get_str(in, &best) &&
            !tr__get_f64(in, &best_score) && !tr__get_str(in, &kth) && !tr__get_f64(in, &kth_value) &&
            !tr__get_str(in, &last) && !tr__get_f64(in, &current) && !tr__get_i64(in, &step) &&
            !tr__get_str(in, &newest) && !tr__get_u64(in, &n);
@@ -941,7 +956,18 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     ok = paths && scores;
     for (i = 0; ok && i < n; i++) ok = !tr__get_str(in, &paths[i]) && !tr__get_f64(in, &scores[i]);
     if (!ok) hk_reject(in, "best_k_models is truncated, or holds a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
-    else if (tr__get_end(in)) ok = 0;
+  }
+  if (ok && version == 2) { /* retention: the count saved, the newest, the kept-for-good */
+    ok = !tr__get_i64(in, &n_saved) && n_saved >= 0 && n_saved <= TR__MAX_COUNT && !tr__get_u64(in, &n_recent) &&
+         n_recent <= (in->len - in->pos) / 8 && (recent = (char **)calloc((size_t)n_recent + 1, sizeof *recent)) != NULL;
+    for (i = 0; ok && i < n_recent; i++) ok = !tr__get_str(in, &recent[i]);
+    ok = ok && !tr__get_u64(in, &n_forever) && n_forever <= (in->len - in->pos) / 8 && n_forever < INT_MAX &&
+         (forever = (char **)calloc((size_t)n_forever + 1, sizeof *forever)) != NULL;
+    for (i = 0; ok && i < n_forever; i++) ok = !tr__get_str(in, &forever[i]);
+    if (!ok) hk_reject(in, "the retention lists are truncated, or hold a path longer than %d bytes or with a NUL byte", TR__CB_MAX_STR);
+  }
+  if (ok) {
+    if (tr__get_end(in)) ok = 0;
   }
   if (ok && tr__mc_default_dir(s)) { hk_reject(in, "out of memory"); ok = 0; }
   if (ok && strcmp(dir, s->dirpath) == 0) { /* the same directory: everything */
@@ -949,6 +975,19 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     for (k = 0; k < s->n; k++) free(s->paths[k]);
     free(s->paths); free(s->scores);
     s->paths = paths; s->scores = scores; s->n = (int)n;
+    if (version == 2) { /* (a version 1 state: the retention lists start empty) */
+      for (k = 0; k < s->n_recent; k++) free(s->recent[k]);
+      for (k = 0; k < s->n_forever; k++) free(s->forever[k]);
+      int keep = (int)n_recent < s->keep_last ? (int)n_recent : s->keep_last; /* a smaller keep_last_n now: the */
+      for (k = 0; k < (int)n_recent - keep; k++) free(recent[k]);               /* older ones are only forgotten */
+      if (keep) memcpy(s->recent, recent + (int)n_recent - keep, (size_t)keep * sizeof *recent);
+      s->n_recent = keep;
+      free(s->forever);
+      s->forever = forever; forever = NULL;
+      s->n_forever = s->cap_forever = (int)n_forever;
+      s->n_saved = n_saved;
+      n_recent = n_forever = 0;
+    }
     s->cap = (int)n + 1; /* calloc'd n + 1 */
     free(s->best); s->best = best; best = NULL;
     free(s->kth); s->kth = kth; kth = NULL;
@@ -967,7 +1006,9 @@ static int tr__mc_load_state(void *user, hk_reader *in) {
     free(s->best); s->best = best; best = NULL;
   }
   for (i = 0; paths && i < n; i++) free(paths[i]);
-  free(paths); free(scores);
+  for (i = 0; recent && i < n_recent; i++) free(recent[i]);
+  for (i = 0; forever && i < n_forever; i++) free(forever[i]);
+  free(paths); free(scores); free(recent); free(forever);
   free(dir); free(best); free(kth); free(last); free(newest);
   tr__mc_sync(s);
   return ok ? 0 : -1;
@@ -1000,6 +1041,13 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
     return tr__bad(w, "model_checkpoint: every_n_train_steps=%lld, every_n_epochs=%lld and train_time_interval=%g are "
                    "mutually exclusive: give at most one", (long long)d->every_n_train_steps,
                    (long long)(d->every_n_epochs == TR_ZERO ? 0 : d->every_n_epochs), d->train_time_interval);
+  if (d->keep_last_n < 0 || d->keep_last_n > 100000 || d->keep_every_n < 0)
+    return tr__bad(w, "model_checkpoint: keep_last_n=%d and keep_every_n=%d must be 0 (off) or more (keep_last_n at most "
+                   "100000)", d->keep_last_n, d->keep_every_n);
+  if ((d->keep_last_n || d->keep_every_n) && (d->save_top_k == -1 || d->save_top_k == TR_ZERO))
+    return tr__bad(w, "model_checkpoint: keep_last_n / keep_every_n keep files beside the top k, but save_top_k=%d %s: "
+                   "give save_top_k=1 (the newest, or the best with a monitor) or k", d->save_top_k == -1 ? -1 : 0,
+                   d->save_top_k == -1 ? "keeps every file already" : "saves none (only last)");
   if ((!d->monitor || !d->monitor[0]) && d->save_top_k > 1)
     return tr__bad(w, "model_checkpoint: save_top_k=%d needs a monitor (without one only -1, 0 or 1 are valid)", d->save_top_k);
   if (d->monitor && strlen(d->monitor) > 200) return tr__bad(w, "model_checkpoint: monitor is longer than 200 characters");
@@ -1016,6 +1064,7 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->run = tr_run_get(reg);
   s->dir_default = !d->dirpath || !d->dirpath[0]; /* not given (NULL or "", a spec's default) */
   s->dirpath = tr__strdup(s->dir_default ? "checkpoints" : d->dirpath);
+  tr__run_ckpt_dir(s->run, s->dir_default ? NULL : d->dirpath); /* where resume "auto" looks */
   s->filename = tr__strdup(tpl);
   s->monitor = d->monitor && d->monitor[0] ? tr__strdup(d->monitor) : NULL;
   s->mode = d->mode;
@@ -1029,6 +1078,8 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->auto_insert = tr__flag(d->auto_insert_metric_name, 1);
   s->versions = tr__flag(d->enable_version_counter, 1);
   s->verbose = d->verbose;
+  s->keep_last = d->keep_last_n;
+  s->keep_every = d->keep_every_n;
   s->st = d->save_safetensors;
   if (d->async_save && s->run) s->run->async_requests = 1; /* the run's requested saves, from now on */
   s->clock = d->clock;
@@ -1039,7 +1090,8 @@ static tr_err tr__mc_make(hk_registry *reg, const tr_model_checkpoint_desc *d, h
   s->pub.last_global_step_saved = 0; /* Lightning: nothing is saved at step 0 */
   s->want_step = s->newest_step = -1;
   s->pat = tr__mc_pattern(tpl, s->auto_insert, &s->npat);
-  if (!s->dirpath || !s->filename || !s->pat || (d->monitor && d->monitor[0] && !s->monitor)) {
+  if (s->keep_last) s->recent = (char **)calloc((size_t)s->keep_last, sizeof *s->recent);
+  if (!s->dirpath || !s->filename || !s->pat || (d->monitor && d->monitor[0] && !s->monitor) || (s->keep_last && !s->recent)) {
     tr__mc_destroy(s);
     return tr__bad(w, "model_checkpoint: out of memory"), TR_ERR_NOMEM;
   }

@@ -138,6 +138,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   }
   s->run = tr_run_get(reg);
   s->reg = reg;
+  tr__run_ckpt_dir(s->run, s->dir_default ? NULL : s->dirpath); /* where resume "auto" looks */
   s->verbose = tr__flag(d->verbose, 1);
   s->pub.saved_step = -1;
   memset(&cb, 0, sizeof cb);
