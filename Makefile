@@ -60,6 +60,7 @@ include tests/ckpt.mk
 include tests/spec.mk
 include tests/callbacks.mk
 include tests/callbacks_b.mk
+include tests/groups.mk
 include tests/run.mk
 include tests/loop.mk
 include tests/run_api.mk

@@ -1235,6 +1235,51 @@ TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
    epoch): in checkpoints with the rest. */
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
 
+/* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
+   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
+   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
+   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
+   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
+   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
+   optimizer step asks it per tensor:
+     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
+     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
+     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
+                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
+     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
+                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
+   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
+   optimizer step, when tr_run_grouped says there are groups:
+       if (tr_run_update(reg))
+         for (int i = 0; i < n_tensors; i++) {
+           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
+           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
+         }
+   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
+typedef struct tr_tensor_opt {
+  double lr;            /* this update's learning rate for the tensor */
+  double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
+  int frozen;           /* 1: no update, no optimizer state touched */
+  int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
+} tr_tensor_opt;
+/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
+   the run has tensors); 0: one update over every tensor with the run's settings. */
+TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
+   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
+   of range: { lr, the run's weight decay, 0, step }. */
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
+/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
+   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
+   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
+   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
+   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
+   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
+/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
+   '?' one): "*.bias|*norm*|wte". */
+TRAIN_API int tr_name_match(const char *pattern, const char *name);
+
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
    re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
@@ -1409,6 +1454,8 @@ typedef double (*tr_clock_fn)(void *user);
   X(gradient_monitor, GRADIENT_MONITOR, gm, "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps") \
   X(nan_guard, NAN_GUARD, ng, "fail, skip the step or stop on a non-finite loss or gradient, naming where") \
   X(ema, EMA, ema, "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)") \
+  X(param_group, PARAM_GROUP, pg, "a learning-rate multiplier, weight decay or freezing for the tensors a name pattern matches (parameter groups)") \
+  X(finetuning, FINETUNING, ft, "freeze a backbone until an epoch, then train it at a reduced lr that ramps up (Lightning's BackboneFinetuning)") \
   X(lr_finder, LR_FINDER, lrf, "sweep the learning rate before training and use the suggestion (LearningRateFinder)") \
   X(model_summary, MODEL_SUMMARY, ms, "print the tensor table at fit start (Lightning's ModelSummary)") \
   X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
@@ -1479,6 +1526,16 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_EMA 0
 #else
 #  define TR__ON_EMA 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PARAM_GROUP) || (TR__PICKED && !defined(TRAIN_ENABLE_PARAM_GROUP))
+#  define TR__ON_PARAM_GROUP 0
+#else
+#  define TR__ON_PARAM_GROUP 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_FINETUNING) || (TR__PICKED && !defined(TRAIN_ENABLE_FINETUNING))
+#  define TR__ON_FINETUNING 0
+#else
+#  define TR__ON_FINETUNING 1
 #endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
 #  define TR__ON_LR_FINDER 0
@@ -1958,6 +2015,83 @@ TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_EMA */
+#if TR__ON_PARAM_GROUP
+
+/* ---- param_group (torch's optimizer parameter groups, chosen by tensor name) -----------------------
+   The tensors whose names match `match` get their own learning-rate multiplier, weight decay, or are
+   frozen (no update, their optimizer state untouched: torch's requires_grad = False). One param_group
+   per rule; the rules apply in registration order, a later one winning for the fields it gives, so a
+   recipe reads top down. The common one (llm.c's and nanoGPT's: decay only the matrices, never the
+   biases, the norms or the embeddings), with llm.c's names and with torch's:
+       param_group(match=*b|ln*|wte|wpe, weight_decay=0)
+       param_group(match=*.bias|*norm*|*embed*, weight_decay=0)
+   and a fine-tuning one: param_group(match=backbone.*, lr_mult=0.1); param_group(match=embed*, frozen=true).
+   The run resolves the rules when it starts (a pattern that matches no tensor fails the run, naming it),
+   and every optimizer step reads them (tr_run_tensor_opt, "PARAMETER GROUPS" in train/run.h): train.h's
+   trainer does, on the CPU and with TRAIN_CUDA; a loop of your own does at its optimizer step. With no
+   param_group (nor finetuning) registered nothing changes: the same update, the same bits. Register it
+   before the run starts (the spec of tr_run_desc / tr_config, or the constructor before tr_fit). */
+#define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
+    "patterns ('*' any characters, '?' one); required") \
+  X(DOUBLE_ZERO, double,       lr_mult,      "1",     NULL, "their learning rate is the run's times this, >= 0 (when given; " \
+    "else an earlier group's, or 1)") \
+  X(DOUBLE_ZERO, double,       weight_decay, "0",     NULL, "their weight decay, >= 0 (when given; else an earlier group's, " \
+    "or the optimizer's)") \
+  X(TRI,         int,          frozen,       "false", NULL, "true: no update at all; false: thaws what an earlier group froze " \
+    "(when given)") \
+  X(BOOL,        int,          verbose,      "false", NULL, "print the tensors it took at fit start")
+typedef struct tr_param_group_desc { TR_PARAM_GROUP_PARAMS(TR__FIELD) } tr_param_group_desc;
+typedef struct tr_param_group_state { const char *match; } tr_param_group_state;
+TRAIN_API tr_err tr_param_group(hk_registry *reg, const tr_param_group_desc *d, hk_handle *out);
+TRAIN_API const tr_param_group_state *tr_param_group_get(const hk_registry *reg, hk_handle h);
+
+#endif /* TR__ON_PARAM_GROUP */
+#if TR__ON_FINETUNING
+
+/* ---- finetuning (Lightning's BackboneFinetuning) ----------------------------------------------------
+   The tensors matching `match` (a pretrained backbone) are frozen from the start of training until the
+   epoch unfreeze_at_epoch begins; then they train at a fraction of the run's learning rate that grows
+   at every later epoch's start:
+     at unfreeze_at_epoch   ratio = initial_lr / the run's lr then      (initial_lr given)
+                                    initial_ratio                       (otherwise)
+     each epoch e after it  ratio = ratio x lr_factor                   (lr_factor_at(user, e + 1) in C)
+                            and with align, never above 1: the backbone's lr catches up with the run's
+                            and stays with it.
+   The backbone's lr is ratio x the run's lr of each step (times a param_group's lr_mult of its own), so it
+   follows the schedule; with a constant lr these are Lightning's numbers (backbone_initial_ratio_lr,
+   backbone_initial_lr, lambda_func, should_align). Lightning's initial_denom_lr is left out: it divides only
+   when unfreeze_and_add_param_group gets no lr, and BackboneFinetuning always gives one. Unfrozen tensors
+   start AdamW afresh (their moments zero, their own step count from 1), as Lightning's new parameter group
+   does. norms: the backbone's normalisation tensors; with train_norms (Lightning's train_bn, default true)
+   they are never frozen and train at the run's lr. Its state (unfrozen, where, the ratio) is in checkpoints:
+   a resume goes on with the same lr and step counts. It needs epochs (tr_fit; a loop of your own with
+   epochs); a step loop is refused at on_train_start. */
+typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at's type */
+#define TR_FINETUNING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \
+    "'*' and '?'); required") \
+  X(INT_ZERO,    int64_t,      unfreeze_at_epoch, "10",   NULL, "the epoch at whose start the backbone is unfrozen (0-based)") \
+  X(DOUBLE_ZERO, double,       lr_factor,         "2",    NULL, "the ratio's growth at each later epoch's start (> 0)") \
+  X(DOUBLE_ZERO, double,       initial_ratio,     "0.1",  NULL, "the backbone's lr as a fraction of the run's at the unfreeze (> 0)") \
+  X(DOUBLE,      double,       initial_lr,        "0",    NULL, "the backbone's lr at the unfreeze instead (0 = from initial_ratio)") \
+  X(TRI,         int,          align,             "true", NULL, "the ratio never goes above 1") \
+  X(STRING,      const char *, norms,             "",     NULL, "the backbone's normalisation tensors (patterns; \"\" = none)") \
+  X(TRI,         int,          train_norms,       "true", NULL, "norms are never frozen (Lightning's train_bn)") \
+  X(BOOL,        int,          verbose,           "false", NULL, "print the backbone's lr at every epoch's start once unfrozen") \
+  X(C_ONLY,      tr_epoch_factor_fn, lr_factor_at, NULL, NULL, "the growth per epoch instead (Lightning's lambda_func: " \
+    "called with e + 1 at epoch e's start)") \
+  X(C_ONLY,      void *,       lr_factor_user,    NULL,   NULL, "lr_factor_at's user")
+typedef struct tr_finetuning_desc { TR_FINETUNING_PARAMS(TR__FIELD) } tr_finetuning_desc;
+typedef struct tr_finetuning_state {
+  int unfrozen;         /* the backbone trains */
+  int64_t unfrozen_at;  /* the optimizer steps taken when it was unfrozen */
+  double ratio;         /* its lr as a fraction of the run's (0 while frozen) */
+} tr_finetuning_state;
+TRAIN_API tr_err tr_finetuning(hk_registry *reg, const tr_finetuning_desc *d, hk_handle *out);
+TRAIN_API const tr_finetuning_state *tr_finetuning_get(const hk_registry *reg, hk_handle h);
+
+#endif /* TR__ON_FINETUNING */
 #if TR__ON_MODEL_SUMMARY
 
 /* ---- model_summary (Lightning's ModelSummary) ---------------------------------------------------
@@ -2763,6 +2897,7 @@ typedef struct tr_trainer {
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
   double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
   tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
@@ -5350,7 +5485,17 @@ typedef struct tr__run_priv {
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
   void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
+  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  int n_rules;
+  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  int n_tg;
 } tr__run_priv;
+/* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
+   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
+typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
+/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
+   scale; taken: updates before the stretch that began at step since). */
+typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
@@ -5398,6 +5543,8 @@ static void tr__run_free(void *p) {
   tr__asave_free(q->asave); /* the last save in flight ends first */
   if (q->loop_free) q->loop_free(q->loop);
   free(q->gpass.sq);
+  free(q->rules);
+  free(q->tg);
   free(q);
   free(run);
 }
@@ -5816,6 +5963,117 @@ TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *
   lr = tr_sched_lr(s, &st, base_lr, t);
   if (!ctx) return lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
+}
+
+/* ---- parameter groups ------------------------------------------------------------------------------ */
+static int tr__name_glob(const char *p, const char *pe, const char *n) { /* the alternative [p, pe) against all of n */
+  const char *star = NULL, *back = NULL;
+  while (*n) {
+    if (p < pe && (*p == '?' || *p == *n)) p++, n++;
+    else if (p < pe && *p == '*') star = ++p, back = n;
+    else if (star) p = star, n = ++back;
+    else return 0;
+  }
+  while (p < pe && *p == '*') p++;
+  return p == pe;
+}
+TRAIN_API int tr_name_match(const char *pattern, const char *name) {
+  const char *p = pattern, *e;
+  if (!pattern || !name) return 0;
+  for (;; p = e + 1) {
+    e = strchr(p, '|');
+    if (!e) e = p + strlen(p);
+    if (tr__name_glob(p, e, name)) return 1;
+    if (!*e) return 0;
+  }
+}
+static int tr__given_d(double x) { return x != 0 || signbit(x); } /* TR_ZERO_F: an explicit 0 */
+TR__SHARED tr_err tr__run_rule_add(tr_run *run, const tr__pg_rule *r) {
+  tr__run_priv *q = run->tr__p;
+  const tr__pg_rule **rules = (const tr__pg_rule **)realloc((void *)q->rules, (size_t)(q->n_rules + 1) * sizeof *rules);
+  if (!rules) return TR_ERR_NOMEM;
+  q->rules = rules;
+  q->rules[q->n_rules++] = r;
+  return TR_OK;
+}
+TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
+  tr__run_priv *q = run->tr__p;
+  int i, k = 0;
+  for (i = 0; i < q->n_rules; i++)
+    if (q->rules[i] != r) q->rules[k++] = q->rules[i];
+  q->n_rules = k;
+}
+/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
+   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  int i, k, n = ctx->params ? ctx->n_tensors : 0;
+  free(q->tg);
+  q->tg = NULL;
+  q->n_tg = 0;
+  if (!q->n_rules || n <= 0) return TR_OK;
+  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
+  q->n_tg = n;
+  for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
+  for (k = 0; k < q->n_rules; k++) {
+    const tr__pg_rule *r = q->rules[k];
+    int hits = 0;
+    for (i = 0; i < n; i++) {
+      tr__tgroup *g = &q->tg[i];
+      if (!tr_name_match(r->match, ctx->params[i].name)) continue;
+      hits++;
+      if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
+      if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
+      if (r->frozen) g->frozen = r->frozen == TR_YES;
+    }
+    if (!hits) {
+      free(q->tg);
+      q->tg = NULL;
+      q->n_tg = 0;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                            r->who, r->match, n,
+                            ctx->params[0].name ? ctx->params[0].name : "?");
+    }
+  }
+  return TR_OK;
+}
+TRAIN_API int tr_run_grouped(hk_registry *reg) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  return run && run->tr__p->tg != NULL;
+}
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  tr_tensor_opt o;
+  o.lr = lr;
+  o.weight_decay = run ? run->desc.weight_decay : 0;
+  o.frozen = 0;
+  o.step = step;
+  if (run && run->tr__p->tg && i >= 0 && i < run->tr__p->n_tg) {
+    const tr__tgroup *g = &run->tr__p->tg[i];
+    o.lr = lr * g->lr_mult * g->scale; /* (x 1 x 1 is lr itself) */
+    if (g->has_wd) o.weight_decay = g->wd;
+    o.frozen = g->frozen || g->off;
+    o.step = g->taken + (step - g->since);
+    if (o.step < 1) o.step = 1; /* (a rollback to before its unfreeze, spike_detection's: it starts afresh again) */
+  }
+  return o;
+}
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__tgroup *g;
+  if (!run || !run->tr__p->tg) return reg ? tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: no parameter groups: it works "
+                                                           "while a run with a param_group or finetuning goes") : TR_ERR_INVALID;
+  if (i < 0 || i >= run->tr__p->n_tg)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: tensor %d: the run has tensors 0..%d", i, run->tr__p->n_tg - 1);
+  if (!hk_is_finite(lr_scale) || lr_scale <= 0 || steps < 0)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: lr_scale %g and steps %lld: give lr_scale > 0, finite, and "
+                          "steps >= 0", lr_scale, (long long)steps);
+  g = &run->tr__p->tg[i];
+  if (frozen && !g->off) g->taken += steps - g->since, g->off = 1;
+  else if (!frozen && g->off) g->since = steps, g->off = 0;
+  g->scale = lr_scale;
+  return TR_OK;
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
@@ -7116,6 +7374,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_start"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
@@ -7239,6 +7498,7 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (run->running != HK_STAGE_NONE)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
                           tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_enter"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, stage);
   q->own_loop = 0;
   free(q->resume);
@@ -8024,6 +8284,10 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   }
   L->ctx.n_tensors = d->params || d->param_memory ? d->n_tensors : 0;
   L->ctx.user = d->model_user;
+  if (tr__groups_build(run, reg, &L->ctx, "")) { /* (tr_run_start would refuse it too, less plainly) */
+    snprintf(why, sizeof why, "%s", tr_run_error(reg));
+    return tr__loop_refused(reg, run, L, d, why);
+  }
   if (tr_run_start(reg, &L->ctx, resume_from) != TR_OK) L->phase = TR__LOOP_DONE;
   else if (resume_from && resume_from[0]) L->resumed = 1, L->next = L->ctx.batch_idx + 1; /* (a step loop's) */
   L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx;
@@ -11978,6 +12242,222 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
 TR__PUBLIC_OF(tr_ema, ema)
 TR__FACTORY_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 #endif /* TR__ON_EMA */
+#if TR__ON_PARAM_GROUP
+/* ---- param_group ---------------------------------------------------------------------------------- */
+typedef struct tr__pg {
+  tr_param_group_state pub;
+  tr__pg_rule rule;     /* what the run resolves (train/run.h) */
+  tr_run *run;
+  char *match, name[48];
+  int verbose;
+} tr__pg;
+
+static void tr__pg_destroy(void *user) {
+  tr__pg *s = (tr__pg *)user;
+  if (!s) return;
+  if (s->run) tr__run_rule_drop(s->run, &s->rule);
+  free(s->match);
+  free(s);
+}
+/* verbose: one line, the tensors it took and what they got (rank 0) */
+static hk_signal tr__pg_fit_start(hk_ctx *ctx, void *user) {
+  tr__pg *s = (tr__pg *)user;
+  char line[512], num[64];
+  size_t len = 0;
+  int i, n = 0;
+  if (!s->verbose || ctx->rank != 0) return HK_CONTINUE;
+  line[0] = 0;
+  for (i = 0; i < ctx->n_tensors && ctx->params; i++) {
+    if (!tr_name_match(s->match, ctx->params[i].name)) continue;
+    if (len + 8 < sizeof line) len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", n ? ", " : "", ctx->params[i].name);
+    n++;
+  }
+  if (len >= sizeof line) len = sizeof line - 1;
+  num[0] = 0;
+  if (tr__given_d(s->rule.weight_decay)) snprintf(num, sizeof num, ", weight_decay %g", s->rule.weight_decay);
+  tr_run_say(ctx->reg, ctx, s->name, "%d tensors (%s): lr x %g%s%s", n, line, tr__given_d(s->rule.lr_mult) ? s->rule.lr_mult : 1.0,
+             num, s->rule.frozen == TR_YES ? ", frozen" : "");
+  return HK_CONTINUE;
+}
+
+static tr_err tr__pg_make(hk_registry *reg, const tr_param_group_desc *d, hk_handle *out, tr__why *w) {
+  tr__pg *s;
+  hk_callback cb;
+  tr_run *run;
+  if (!d) return tr__bad(w, "param_group: desc is NULL");
+  if (!d->match || !d->match[0]) return tr__bad(w, "param_group: match is required: the tensor names it is for, e.g. match=*.bias|*norm*");
+  if (!hk_is_finite(d->lr_mult) || d->lr_mult < 0) return tr__bad(w, "param_group: lr_mult is %g: give a finite multiplier >= 0", d->lr_mult);
+  if (!hk_is_finite(d->weight_decay) || d->weight_decay < 0)
+    return tr__bad(w, "param_group: weight_decay is %g: give a finite decay >= 0", d->weight_decay);
+  if (!(run = tr_run_get(reg))) return tr__bad(w, "param_group: out of memory"), TR_ERR_NOMEM;
+  if (run->running != HK_STAGE_NONE)
+    return tr__bad(w, "param_group: registered while a run goes: the groups are resolved at its start; register it before "
+                   "tr_run_start / tr_fit (or in the spec)");
+  s = (tr__pg *)calloc(1, sizeof *s);
+  if (!s || !(s->match = tr__strdup(d->match))) return free(s), tr__bad(w, "param_group: out of memory"), TR_ERR_NOMEM;
+  s->pub.match = s->match;
+  s->rule.match = s->match;
+  s->rule.who = s->name;
+  s->rule.lr_mult = d->lr_mult;
+  s->rule.weight_decay = d->weight_decay;
+  s->rule.frozen = d->frozen;
+  s->verbose = d->verbose;
+  memset(&cb, 0, sizeof cb);
+  cb.name = tr__unique_name(reg, "param_group", s->name, sizeof s->name);
+  if (cb.name != s->name) snprintf(s->name, sizeof s->name, "%s", cb.name);
+  cb.name = s->name;
+  cb.user = s;
+  cb.on_fit_start = tr__pg_fit_start;
+  cb.destroy = tr__pg_destroy;
+  if (tr__run_rule_add(run, &s->rule) != TR_OK) return tr__pg_destroy(s), tr__bad(w, "param_group: out of memory"), TR_ERR_NOMEM;
+  s->run = run;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_param_group, pg)
+TR__FACTORY_OF(pg, tr_param_group_desc, TR_PARAM_GROUP_PARAMS)
+#endif /* TR__ON_PARAM_GROUP */
+#if TR__ON_FINETUNING
+/* ---- finetuning ----------------------------------------------------------------------------------- */
+typedef struct tr__ft {
+  tr_finetuning_state pub;
+  tr__pg_rule rule;     /* a rule that gives nothing: the run keeps per-tensor settings, and says a match of none */
+  tr_run *run;
+  char *match, *norms;
+  int64_t at;           /* unfreeze_at_epoch */
+  int64_t last_epoch;   /* the epoch whose start set the ratio last (-1: none): a resumed epoch is not counted twice */
+  double factor, initial_ratio, initial_lr;
+  tr_epoch_factor_fn factor_at;
+  void *factor_user;
+  int align, train_norms, verbose;
+} tr__ft;
+
+static void tr__ft_destroy(void *user) {
+  tr__ft *s = (tr__ft *)user;
+  if (!s) return;
+  if (s->run) tr__run_rule_drop(s->run, &s->rule);
+  free(s->match);
+  free(s->norms);
+  free(s);
+}
+static int tr__ft_takes(const tr__ft *s, const char *name) {
+  return tr_name_match(s->match, name) && !(s->train_norms && s->norms[0] && tr_name_match(s->norms, name));
+}
+/* The backbone's tensors as the state says, on the run's table as it was built at the start: frozen since the
+   start (step 0), and unfrozen at unfrozen_at with the ratio (tr_run_tensor_set counts their steps from there). */
+static hk_signal tr__ft_apply(tr__ft *s, hk_ctx *ctx, int fresh) {
+  int i;
+  for (i = 0; i < ctx->n_tensors; i++) {
+    if (!tr__ft_takes(s, ctx->params[i].name)) continue;
+    if (fresh && tr_run_tensor_set(ctx->reg, i, 1, 1, 0) != TR_OK) return hk_fail(ctx, "%s", tr_run_error(ctx->reg));
+    if (s->pub.unfrozen && tr_run_tensor_set(ctx->reg, i, 0, s->pub.ratio, s->pub.unfrozen_at) != TR_OK)
+      return hk_fail(ctx, "%s", tr_run_error(ctx->reg));
+  }
+  return HK_CONTINUE;
+}
+static hk_signal tr__ft_train_start(hk_ctx *ctx, void *user) {
+  tr__ft *s = (tr__ft *)user;
+  if (s->run->desc.epochs == TR_NO)
+    return hk_fail(ctx, "finetuning unfreezes at an epoch's start, and this loop has no epochs (epochs = TR_NO): use a "
+                   "param_group(frozen=...) or tr_run_tensor_set in a step loop");
+  if (!tr_run_grouped(ctx->reg)) return hk_fail(ctx, "the run has no tensors to freeze (ctx->params)");
+  return tr__ft_apply(s, ctx, 1);
+}
+static hk_signal tr__ft_epoch_start(hk_ctx *ctx, void *user) {
+  tr__ft *s = (tr__ft *)user;
+  if (ctx->epoch < s->at || ctx->epoch == s->last_epoch) return HK_CONTINUE;
+  if (!s->pub.unfrozen) {
+    s->pub.unfrozen = 1;
+    s->pub.unfrozen_at = ctx->global_step;
+    double lr = ctx->lr > 0 ? ctx->lr : s->run->desc.lr; /* (a loop of your own sets the batch's lr after this event) */
+    s->pub.ratio = s->initial_lr > 0 && lr > 0 ? s->initial_lr / lr : s->initial_ratio;
+  } else {
+    s->pub.ratio *= s->factor_at ? s->factor_at(s->factor_user, ctx->epoch + 1) : s->factor;
+    if (s->align && s->pub.ratio > 1) s->pub.ratio = 1;
+  }
+  if (!hk_is_finite(s->pub.ratio) || s->pub.ratio <= 0)
+    return hk_fail(ctx, "the backbone's lr ratio became %g at epoch %lld: lr_factor_at must return a finite factor > 0",
+                   s->pub.ratio, (long long)ctx->epoch);
+  s->last_epoch = ctx->epoch;
+  if (s->verbose && ctx->rank == 0)
+    tr_run_say(ctx->reg, ctx, "finetuning", "epoch %lld: lr %g, backbone lr %g", (long long)ctx->epoch, ctx->lr, ctx->lr * s->pub.ratio);
+  return tr__ft_apply(s, ctx, 0);
+}
+
+static int tr__ft_save(void *user, hk_bytes *out) {
+  const tr__ft *s = (const tr__ft *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.unfrozen);
+  tr__put_i64(out, s->pub.unfrozen_at);
+  tr__put_i64(out, s->last_epoch);
+  tr__put_f64(out, s->pub.ratio);
+  return out->failed ? -1 : 0;
+}
+static int tr__ft_load(void *user, hk_reader *in) {
+  tr__ft *s = (tr__ft *)user;
+  uint64_t unfrozen;
+  int64_t at, last;
+  double ratio;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &unfrozen) || unfrozen > 1) return hk_reject(in, "unfrozen is truncated or not 0 or 1");
+  if (tr__get_count(in, "unfrozen_at", 0, &at)) return -1;
+  if (tr__get_i64(in, &last) || last < -1 || last > TR__MAX_COUNT) return hk_reject(in, "last_epoch is truncated or outside -1..2^53");
+  if (tr__get_f64(in, &ratio) || !hk_is_finite(ratio) || ratio < 0 || (unfrozen && ratio == 0))
+    return hk_reject(in, "the lr ratio is truncated, not finite, or not > 0 once unfrozen");
+  if (tr__get_end(in)) return -1;
+  s->pub.unfrozen = (int)unfrozen;
+  s->pub.unfrozen_at = at;
+  s->pub.ratio = ratio;
+  s->last_epoch = last; /* on_train_start applies it (the run's table is built anew at every start) */
+  return 0;
+}
+
+static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_handle *out, tr__why *w) {
+  tr__ft *s;
+  hk_callback cb;
+  tr_run *run;
+  int64_t at;
+  if (!d) return tr__bad(w, "finetuning: desc is NULL");
+  if (!d->match || !d->match[0]) return tr__bad(w, "finetuning: match is required: the backbone's tensors, e.g. match=backbone.*");
+  at = tr__zero_int64(d->unfreeze_at_epoch, 10);
+  if (at < 0) return tr__bad(w, "finetuning: unfreeze_at_epoch is %lld: give an epoch >= 0", (long long)at);
+  if (!hk_is_finite(d->lr_factor) || d->lr_factor < 0 || (d->lr_factor == 0 && signbit(d->lr_factor)))
+    return tr__bad(w, "finetuning: lr_factor is %g: give a finite factor > 0", d->lr_factor);
+  if (!hk_is_finite(d->initial_ratio) || d->initial_ratio < 0 || (d->initial_ratio == 0 && signbit(d->initial_ratio)))
+    return tr__bad(w, "finetuning: initial_ratio is %g: give a finite fraction > 0", d->initial_ratio);
+  if (!hk_is_finite(d->initial_lr) || d->initial_lr < 0)
+    return tr__bad(w, "finetuning: initial_lr is %g: give a finite lr > 0, or 0 for initial_ratio", d->initial_lr);
+  if (!(run = tr_run_get(reg))) return tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
+  if (run->running != HK_STAGE_NONE) return tr__bad(w, "finetuning: registered while a run goes: register it before tr_run_start / tr_fit");
+  s = (tr__ft *)calloc(1, sizeof *s);
+  if (!s || !(s->match = tr__strdup(d->match)) || !(s->norms = tr__strdup(d->norms ? d->norms : "")))
+    return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
+  s->rule.match = s->match;
+  s->rule.who = "finetuning";
+  s->at = at;
+  s->last_epoch = -1;
+  s->factor = d->lr_factor > 0 ? d->lr_factor : 2.0;
+  s->initial_ratio = d->initial_ratio > 0 ? d->initial_ratio : 0.1;
+  s->initial_lr = d->initial_lr;
+  s->factor_at = d->lr_factor_at;
+  s->factor_user = d->lr_factor_user;
+  s->align = tr__flag(d->align, 1);
+  s->train_norms = tr__flag(d->train_norms, 1);
+  s->verbose = d->verbose;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "finetuning";
+  cb.user = s;
+  cb.on_train_start = tr__ft_train_start;
+  cb.on_train_epoch_start = tr__ft_epoch_start;
+  cb.save_state = tr__ft_save;
+  cb.load_state = tr__ft_load;
+  cb.destroy = tr__ft_destroy;
+  if (tr__run_rule_add(run, &s->rule) != TR_OK) return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
+  s->run = run;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_finetuning, ft)
+TR__FACTORY_OF(ft, tr_finetuning_desc, TR_FINETUNING_PARAMS)
+#endif /* TR__ON_FINETUNING */
 #if TR__ON_MODEL_SUMMARY
 /* ---- model_summary -------------------------------------------------------------------------------- */
 typedef struct tr__ms { tr_model_summary_state pub; tr_run *run; int max_rows; FILE *out; } tr__ms;
@@ -18011,6 +18491,52 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
   return 0;
 }
 
+/* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
+   first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
+TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, size_t *off, size_t *len) {
+  const hk_tensor *v = t->tr__views;
+  int j;
+  *o = tr_run_tensor_opt(t->reg, i, lr, t->global_step + 1);
+  *off = (size_t)(v[i].data - t->model.params); /* (on the device too: views into the one buffer) */
+  *len = v[i].count;
+  for (j = i + 1; j < t->ctx.n_tensors && v[j].data == v[j - 1].data + v[j - 1].count; j++) {
+    tr_tensor_opt x = tr_run_tensor_opt(t->reg, j, lr, t->global_step + 1);
+    if (x.lr != o->lr || x.weight_decay != o->weight_decay || x.frozen != o->frozen || x.step != o->step) break;
+    *len += v[j].count;
+  }
+  return j;
+}
+
+/* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
+   AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
+   gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
+static void tr__update_grouped(tr_trainer *t, double lr) {
+  tr_optim o = t->optim;
+  size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
+  int i = 0;
+  while (i < t->ctx.n_tensors) {
+    tr_tensor_opt s;
+    float *p, *g;
+    i = tr__group_run(t, i, lr, &s, &off, &len);
+    a = off > lo ? off : lo;
+    b = off + len < hi ? off + len : hi;
+    if (a >= b) continue; /* (zero: another rank's) */
+    p = t->model.params + a, g = t->model.grads + a;
+    if (s.frozen) { if (t->tr__gscale != 1.0f) tr_scale(g, b - a, t->tr__gscale, t->tr__threads); continue; }
+    o.weight_decay = s.weight_decay;
+    if (o.kind == TR_OPTIM_ADAMW) {
+      tr_adamw_coef c = tr_adamw_coefs(&o, s.lr, s.step);
+      c.gscale = t->tr__gscale;
+      tr_adamw_update(p, g, t->tr__m + (a - lo), t->tr__v + (a - lo), b - a, &c, t->tr__threads);
+    } else {
+      tr_sgd_coef c = tr_sgd_coefs(&o, s.lr, !t->tr__has_momentum || s.step == 1); /* torch: a fresh buffer per tensor */
+      c.gscale = t->tr__gscale;
+      tr_sgd_update(p, g, t->tr__m ? t->tr__m + (a - lo) : NULL, b - a, &c, t->tr__threads);
+    }
+  }
+  if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
    rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
@@ -18021,7 +18547,8 @@ static void tr__update(tr_trainer *t, double lr) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
 #endif
-  if (o->kind == TR_OPTIM_ADAMW) {
+  if (t->tr__grouped) tr__update_grouped(t, lr);
+  else if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
     c.gscale = t->tr__gscale;
     tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
@@ -18228,6 +18755,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
   if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
     return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
   return TR_OK;
 }
 
@@ -20420,7 +20948,23 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   size_t n = t->model.n_params;
   int e;
   d->fold_clip = 0;
-  if (o->kind == TR_OPTIM_ADAMW)
+  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
+    tr_optim og = *o;
+    size_t off, len;
+    int i = 0;
+    e = 0;
+    while (!e && i < t->ctx.n_tensors) {
+      tr_tensor_opt s;
+      float *p, *g;
+      i = tr__group_run(t, i, lr, &s, &off, &len);
+      p = t->model.params + off, g = t->model.grads + off;
+      og.weight_decay = s.weight_decay;
+      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
+      else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
+      else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
+    }
+    if (o->kind == TR_OPTIM_SGD && o->momentum > 0) t->tr__has_momentum = 1;
+  } else if (o->kind == TR_OPTIM_ADAMW)
     e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
   else {
     e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);

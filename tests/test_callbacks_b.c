@@ -1592,6 +1592,12 @@ static const field_at ds_fields[] = { TR_DEVICE_STATS_PARAMS(FA) };
 #define D_ tr_watchdog_desc
 static const field_at wd_fields[] = { TR_WATCHDOG_PARAMS(FA) };
 #undef D_
+#define D_ tr_param_group_desc
+static const field_at pg_fields[] = { TR_PARAM_GROUP_PARAMS(FA) };
+#undef D_
+#define D_ tr_finetuning_desc
+static const field_at ft_fields[] = { TR_FINETUNING_PARAMS(FA) };
+#undef D_
 #define D_ tr_logger_desc
 static const field_at logger_fields[] = { TR_LOGGER_PARAMS(FA) };
 #undef D_
@@ -1609,6 +1615,7 @@ ARGS_OF(lrm, tr_lr_monitor_desc) ARGS_OF(gm, tr_gradient_monitor_desc) ARGS_OF(n
 ARGS_OF(lrf, tr_lr_finder_desc) ARGS_OF(ms, tr_model_summary_desc) ARGS_OF(as, tr_accumulation_scheduler_desc)
 ARGS_OF(prof, tr_profiler_desc) ARGS_OF(tp, tr_throughput_monitor_desc)
 ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc) ARGS_OF(ds, tr_device_stats_desc) ARGS_OF(wd, tr_watchdog_desc)
+ARGS_OF(pg, tr_param_group_desc) ARGS_OF(ft, tr_finetuning_desc)
 ARGS_OF(logger, tr_logger_desc) ARGS_OF(plot, tr_plot_desc) ARGS_OF(bar, tr_progress_bar_desc)
 
 /* the same callback from a zero desc (with the required parameters of `required` below) */
@@ -1628,6 +1635,8 @@ static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_ch
 static tr_err sd_zero(hk_registry *r, hk_handle *h) { return tr_spike_detection(r, &(tr_spike_detection_desc){ 0 }, h); }
 static tr_err ds_zero(hk_registry *r, hk_handle *h) { return tr_device_stats(r, &(tr_device_stats_desc){ 0 }, h); }
 static tr_err wd_zero(hk_registry *r, hk_handle *h) { return tr_watchdog(r, &(tr_watchdog_desc){ .seconds = 600 }, h); }
+static tr_err pg_zero(hk_registry *r, hk_handle *h) { return tr_param_group(r, &(tr_param_group_desc){ .match = "x" }, h); }
+static tr_err ft_zero(hk_registry *r, hk_handle *h) { return tr_finetuning(r, &(tr_finetuning_desc){ .match = "x" }, h); }
 static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err jsonl_zero(hk_registry *r, hk_handle *h) { return tr_jsonl_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err tb_zero(hk_registry *r, hk_handle *h) { return tr_tensorboard_logger(r, &(tr_logger_desc){ 0 }, h); }
@@ -1691,6 +1700,8 @@ SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(name); STR(pub.ck
 SAME(tr__sd, PTR(run); MEM(win, 3 * (size_t)x.window * sizeof(double)); PTR(snap_win); PTR(sorted); PTR(snap))
 SAME(tr__ds, PTR(run); STR(nvml_library))
 SAME(tr__wd, PTR(reg))
+SAME(tr__pg, PTR(run); STR(match); PTR(pub.match); PTR(rule.match); PTR(rule.who))
+SAME(tr__ft, PTR(run); STR(match); STR(norms); PTR(rule.match))
 
 typedef struct agree_case {
   const char *factory;
@@ -1730,6 +1741,8 @@ static agree_case g_agree[] = {
   CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
   CASE(device_stats, ds, ds_zero, tr_device_stats_desc, same_tr__ds, "", ""),
   CASE(watchdog, wd, wd_zero, tr_watchdog_desc, same_tr__wd, "seconds=600", " seconds "),
+  CASE(param_group, pg, pg_zero, tr_param_group_desc, same_tr__pg, "match=x", " lr_mult weight_decay frozen "),
+  CASE(finetuning, ft, ft_zero, tr_finetuning_desc, same_tr__ft, "match=x", ""),
   CASE_OF(csv, csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(jsonl, jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(tensorboard, tb, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),

@@ -91,6 +91,8 @@ typedef double (*tr_clock_fn)(void *user);
   X(gradient_monitor, GRADIENT_MONITOR, gm, "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps") \
   X(nan_guard, NAN_GUARD, ng, "fail, skip the step or stop on a non-finite loss or gradient, naming where") \
   X(ema, EMA, ema, "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)") \
+  X(param_group, PARAM_GROUP, pg, "a learning-rate multiplier, weight decay or freezing for the tensors a name pattern matches (parameter groups)") \
+  X(finetuning, FINETUNING, ft, "freeze a backbone until an epoch, then train it at a reduced lr that ramps up (Lightning's BackboneFinetuning)") \
   X(lr_finder, LR_FINDER, lrf, "sweep the learning rate before training and use the suggestion (LearningRateFinder)") \
   X(model_summary, MODEL_SUMMARY, ms, "print the tensor table at fit start (Lightning's ModelSummary)") \
   X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
@@ -161,6 +163,16 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_EMA 0
 #else
 #  define TR__ON_EMA 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PARAM_GROUP) || (TR__PICKED && !defined(TRAIN_ENABLE_PARAM_GROUP))
+#  define TR__ON_PARAM_GROUP 0
+#else
+#  define TR__ON_PARAM_GROUP 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_FINETUNING) || (TR__PICKED && !defined(TRAIN_ENABLE_FINETUNING))
+#  define TR__ON_FINETUNING 0
+#else
+#  define TR__ON_FINETUNING 1
 #endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
 #  define TR__ON_LR_FINDER 0
