@@ -51,7 +51,7 @@ static int backward(void *u, void *batch) {
   size_t i;
   float k = 1e-3f * (float)(1 + m->rank) * (float)(1 + m->calls++ % 7);
   (void)batch;
-  for (i = 0; i < m->n; i++) m->grads[i] += k * (float)((i & 1023) - 512);
+  for (i = 0; i < m->n; i++) m->grads[i] += k * (float)((int)(i & 1023) - 512); /* (int: in size_t the lower half wrapped to 1.8e19, and clipping then made the upper half denormal) */
   return 0;
 }
 static int64_t count(void *u) { (void)u; return 1 << 20; }
@@ -128,7 +128,7 @@ static result fit(model *m, int zero, probe *pr) {
    gradient point does, for 2 ranks): GB/s of floats arriving per rank, medians of 20. */
 static void rates(model *m, int world, double out[3]) {
   size_t per = (m->n / 16 + (size_t)world - 1) / (size_t)world * 16, k;
-  float *a = (float *)malloc(per * sizeof(float)), *all = (float *)malloc(per * (size_t)world * sizeof(float));
+  float *a = (float *)malloc(per * sizeof(float)), *all = (float *)malloc(per * (size_t)(world + 1) * sizeof(float)); /* (+1: the copy's target at 1 rank) */
   double t[3][20], a0;
   int i;
   if (!a || !all) exit(1);
