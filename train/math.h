@@ -23,7 +23,8 @@ TR__C_BEGIN /* part */
             b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
             d = nesterov ? d + momentum * b : b
             p = p + neg_lr * d
-   No product is fused with an addition (no FMA): tests/ref_f32.c writes the same formulas as plain
+   No product is fused with an addition (no FMA; the norm's kernel fuses and still gives the same bits,
+   see tr__sumsq_fma): tests/ref_f32.c writes the same formulas as plain
    scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
    vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
    from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
@@ -325,8 +326,8 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
 /* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch, 16
    counts side by side (32-bit lanes like the data's; a chunk gives each at most HK_NORM_CHUNK / 16)
    added up once at the end. (It added up the 16 every block before: 8 more instructions per 16
-   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.84-0.87 of a
-   prefetching one-array read before.) */
+   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.91-0.93 of a
+   prefetching one-array read before, 1.01-1.02 after, on a quiet machine.) */
 static inline int tr__nonfinite_bits(const float *x) {
   uint32_t bits;
   memcpy(&bits, x, sizeof bits);
@@ -366,8 +367,8 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
    thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
    written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
    2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy.
-   AVX's 32-byte streaming store where the CPU has it: on a later VM (Xeon, 300 MiB L3) SSE2's 16-byte
-   one ran at 0.86-0.88 of the axpy and AVX's at 1.01-1.07 (one thread, same run). A small buffer is
+   AVX's 32-byte streaming store where the CPU has it (SSE2's 16-byte one was slower on a later VM:
+   Xeon, 300 MiB L3, AVX-512). A small buffer is
    zeroed chunk by chunk with memset, its zeros staying in cache for the backward pass that comes next.
    (Zero floats are zero bytes in IEEE 754, which train.h assumes throughout.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
@@ -419,8 +420,8 @@ TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
    hk_sumsq's: a float's square is exact in double (24-bit significands, 48-bit product), so the
    fused and the separate forms round the same sum once. Fewer instructions per byte keep more loads
    in flight: make bench-math, 16M floats, 1 thread, against a one-array read that asks ahead as this
-   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 24 instructions per 16 floats)
-   0.85-0.92, this one 1.03-1.06 (docs/numbers.md has the run). */
+   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 27 instructions per 16 floats) 0.87,
+   this one (12) 1.00-1.01 on a quiet machine (docs/numbers.md has the runs). */
 #if TR__X86 && !defined(TRAIN_NO_AVX)
 static int tr__has_fma(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"); }
 __attribute__((target("avx,fma"))) static double tr__sumsq_fma(const float *TR__RESTRICT x, size_t n) {
