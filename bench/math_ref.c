@@ -57,8 +57,8 @@ static REF_CLONES void ref_copy_range(float *REF_RESTRICT a, const float *REF_RE
 }
 
 /* 16 sums side by side: each stays in order, so no reassociation is needed to vectorise it. It asks
-   for the data 4 KiB ahead, as the passes that read one array do: without that, one read stream runs
-   at 0.84-0.90 of this rate here, and the norm and the NaN scan were judged against a slow read. */
+   for the data 4 KiB ahead, as the passes that read one array do: without that a single read stream
+   runs slower, and the norm and the NaN scan would be judged against a slow read. */
 #if defined(__GNUC__) || defined(__clang__)
 #  define REF_PREFETCH(p) __builtin_prefetch(p)
 #else
