@@ -2354,6 +2354,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
     q->gpass.n = ctx->n_tensors;
   }
   q->gpass.ok = 0;
+#if !defined(TRAIN_NO_MATH) && (defined(TRAIN_H) || defined(TRAIN_MATH_H)) /* train.h, or math.h included before */
+  q->gpass.sumsq = tr_sumsq; /* hk_sumsq's bits with math.h's kernel (AVX+FMA: half the instructions) */
+  q->gpass.threads = 1;
+#endif
   ctx->grad_norm_source = tr__grad_pass_source;
   ctx->grad_norm_source_user = &q->gpass;
 }
