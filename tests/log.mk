@@ -1,7 +1,7 @@
 # tests/log.mk - train.h's loggers, progress bar and plots (tests/test_log.c and the scripts below).
 #   test-log              the cmocka tests: plain, ASan+UBSan, valgrind
 #   test-log-tensorboard  a run written by train.h, read back by the real tensorboard package (pip, in
-#                         $(BUILD)/venv, made here on first use): its Python reader (both CRCs
+#                         the top Makefile's PY_VENV, made on first use): its Python reader (both CRCs
 #                         checked) and `tensorboard --logdir`'s server (the Rust data server) over HTTP;
 #                         three fits with tr_run_hparam values as the HParams tab lists them (tests/tb_hparams.py)
 #   test-log-bar          the live bar in a real terminal (tmux at 40, 60, 80 and 120 columns, and one
@@ -17,7 +17,6 @@
 LOG_SRC  := tests/test_log.c
 LOG_BIN  := $(BUILD)/test_log
 LOG_ASAN := $(BUILD)/test_log_asan
-LOG_VENV := $(BUILD)/venv
 LOG_TMP  := $(BUILD)/log_tmp
 
 .PHONY: test-log test-log-unit test-log-asan test-log-valgrind test-log-tensorboard test-log-bar test-log-crash test-log-plot \
@@ -41,19 +40,13 @@ test-log-asan: $(LOG_ASAN)
 test-log-valgrind: $(LOG_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(LOG_BIN)
 
-# The venv is made once per build directory; the version is the one the reference checks were made with.
-$(LOG_VENV)/.tensorboard:
-	python3 -m venv $(LOG_VENV)
-	$(LOG_VENV)/bin/pip install -q --disable-pip-version-check tensorboard==2.21.0
-	touch $@
-
-test-log-tensorboard: $(LOG_BIN) $(LOG_VENV)/.tensorboard
+test-log-tensorboard: $(LOG_BIN) $(PY_VENV_OK)
 	rm -rf $(LOG_TMP)/tb && mkdir -p $(LOG_TMP)/tb
 	./$(LOG_BIN) --tb $(LOG_TMP)/tb
-	$(LOG_VENV)/bin/python tests/tb_read.py $(LOG_TMP)/tb/run
-	$(LOG_VENV)/bin/python tests/tb_serve.py $(LOG_TMP)/tb
+	$(PY_VENV)/bin/python tests/tb_read.py $(LOG_TMP)/tb/run
+	$(PY_VENV)/bin/python tests/tb_serve.py $(LOG_TMP)/tb
 	./$(LOG_BIN) --tb-hparams $(LOG_TMP)/tb/hparams
-	$(LOG_VENV)/bin/python tests/tb_hparams.py $(LOG_TMP)/tb/hparams
+	$(PY_VENV)/bin/python tests/tb_hparams.py $(LOG_TMP)/tb/hparams
 
 test-log-bar: $(LOG_BIN)
 	sh tests/log_bar.sh ./$(LOG_BIN) $(LOG_TMP)/bar

@@ -34,7 +34,7 @@ test-mlflow-unit: $(MLF_BIN) $(MLF_NODEF)
 test-mlflow-asan: $(MLF_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(MLF_ASAN)
 
-# made once per build directory; its own venv (tests/log.mk's holds TensorBoard: two pip installs of make -j
+# made once per build directory; its own venv (the top Makefile's PY_VENV holds TensorBoard: two pip installs of make -j
 # never share one)
 $(MLF_VENV)/.mlflow:
 	python3 -m venv $(MLF_VENV)

@@ -51,8 +51,8 @@ test-ofast-loop: $(foreach c,$(OF_CCS),$(OF_DIR)/$(c)-nosites $(OF_DIR)/$(c)-sit
 #                              under ASan+UBSan, and under valgrind
 #   make test-own-loop-example examples/own_loop.c run as a user would (tests/own_loop.sh): to the end,
 #                              resumed bit-exactly (model and callbacks), Ctrl-C, NaN, the log files read back
-#   make test-own-loop-tensorboard  its event file read by the real tensorboard package ($(BUILD)/venv,
-#                              made by tests/log.mk's rule on first use)
+#   make test-own-loop-tensorboard  its event file read by the real tensorboard package (PY_VENV,
+#                              the top Makefile's, made on first use)
 OR_SRC  := tests/test_own_run.c
 OR_BIN  := $(BUILD)/test_own_run
 OR_ASAN := $(BUILD)/test_own_run_asan
@@ -80,9 +80,9 @@ test-own-run-valgrind: $(OR_BIN)
 test-own-loop-example: $(BUILD)/own_loop
 	sh tests/own_loop.sh $(abspath $(BUILD)/own_loop) $(OR_TMP)
 
-# $(BUILD)/venv/.tensorboard is tests/log.mk's rule (included after this file)
-test-own-loop-tensorboard: test-own-loop-example $(BUILD)/venv/.tensorboard
-	$(BUILD)/venv/bin/python tests/own_loop_tb.py $(OR_TMP)/full/runs/lightning_logs/version_0
+# $(PY_VENV_OK): the top Makefile's venv
+test-own-loop-tensorboard: test-own-loop-example $(PY_VENV_OK)
+	$(PY_VENV)/bin/python tests/own_loop_tb.py $(OR_TMP)/full/runs/lightning_logs/version_0
 
 # ---- examples/epoch_loop.c: an epoch loop of your own ---------------------------------------------------------
 #   make test-epoch-loop  examples/epoch_loop.c run as a user would (tests/epoch_loop.sh): to the end, resumed from
@@ -90,8 +90,8 @@ test-own-loop-tensorboard: test-own-loop-example $(BUILD)/venv/.tensorboard
 #                         TensorBoard file by the real tensorboard package)
 .PHONY: test-epoch-loop
 TEST_TARGETS += test-epoch-loop
-test-epoch-loop: $(BUILD)/epoch_loop $(BUILD)/venv/.tensorboard
-	sh tests/epoch_loop.sh $(abspath $(BUILD)/epoch_loop) $(BUILD)/epoch_loop_tmp $(abspath $(BUILD)/venv/bin/python)
+test-epoch-loop: $(BUILD)/epoch_loop $(PY_VENV_OK)
+	sh tests/epoch_loop.sh $(abspath $(BUILD)/epoch_loop) $(BUILD)/epoch_loop_tmp $(abspath $(PY_VENV)/bin/python)
 
 # ---- reproducers found by integrating the two loop shapes as users would (README and docs/ only) ---------------
 #   make test-run-layer-repro  tests/run_layer_repro.sh: a resume with nothing left to train (finished, early-stopped)

@@ -30,7 +30,7 @@ test-run-valgrind: $(RUN_BIN)
 #                                   fallbacks (symlink, gone, held by another resume), Lightning's option;
 #                                   plain, ASan+UBSan, valgrind
 #   make test-continue-tensorboard  the same runs' event files read by the real tensorboard package
-#                                   (tests/tb_continue.py; $(BUILD)/venv is tests/log.mk's rule): each step once,
+#                                   (tests/tb_continue.py; the top Makefile's PY_VENV): each step once,
 #                                   the values of the uninterrupted run
 CO_SRC  := tests/test_continue.c
 CO_BIN  := $(BUILD)/test_continue
@@ -53,6 +53,6 @@ test-continue-asan: $(CO_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CO_ASAN)
 test-continue-valgrind: $(CO_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CO_BIN)
-test-continue-tensorboard: $(CO_BIN) $(BUILD)/venv/.tensorboard
+test-continue-tensorboard: $(CO_BIN) $(PY_VENV_OK)
 	rm -rf $(CO_TMP) && ./$(CO_BIN) --tb $(abspath $(CO_TMP))
-	$(BUILD)/venv/bin/python tests/tb_continue.py $(CO_TMP)
+	$(PY_VENV)/bin/python tests/tb_continue.py $(CO_TMP)
