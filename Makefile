@@ -67,6 +67,28 @@ deps:
 deps-quick:
 	@sh scripts/deps.sh quick
 
+# A cmocka suite (tests/test_<file>.c, which includes tests/test.h) as make test runs it: test-<name>-unit (the
+# plain build, TEST_CFLAGS), test-<name>-asan (ASan+UBSan, leaks checked) and test-<name>-valgrind (the plain build
+# under valgrind): three targets, so that make -j runs them side by side; test-<name> is the three.
+# $(eval $(call cmocka_suite,name,file,prerequisites besides the source and tests/test.h,sanitizer build's extra flags))
+define cmocka_suite
+.PHONY: test-$(1) test-$(1)-unit test-$(1)-asan test-$(1)-valgrind
+TEST_TARGETS += test-$(1)
+QUICK_TARGETS += test-$(1)-unit test-$(1)-asan
+$$(BUILD)/test_$(2): tests/test_$(2).c tests/test.h $(3) | $$(BUILD)
+	$$(CC) $$(TEST_CFLAGS) -o $$@ tests/test_$(2).c -lcmocka $$(LDLIBS)
+$$(BUILD)/test_$(2)_asan: tests/test_$(2).c tests/test.h $(3) | $$(BUILD)
+	$$(CC) $$(ALL_CFLAGS) $$(SAN)$(if $(4), $(4)) -o $$@ tests/test_$(2).c -lcmocka $$(LDLIBS)
+test-$(1): test-$(1)-unit test-$(1)-asan test-$(1)-valgrind
+test-$(1)-unit: $$(BUILD)/test_$(2)
+	./$$(BUILD)/test_$(2)
+test-$(1)-asan: $$(BUILD)/test_$(2)_asan
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$$(BUILD)/test_$(2)_asan
+test-$(1)-valgrind: $$(BUILD)/test_$(2)
+	$$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$$(BUILD)/test_$(2)
+endef
+VALGRIND ?= valgrind
+
 include tests/hooks.mk
 include tests/math.mk
 include tests/train.mk

@@ -29,13 +29,13 @@ TEST_TARGETS += test-hooks-unit test-hooks-asan test-hooks-valgrind test-compile
 QUICK_TARGETS += test-hooks-unit test-hooks-asan
 
 # ---- unit tests -------------------------------------------------------------------------------------
-$(HK_TEST_BIN): $(HK_TEST_SRC) hooks.h | $(BUILD)
+$(HK_TEST_BIN): $(HK_TEST_SRC) tests/test.h hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ $(HK_TEST_SRC) $(HK_CMOCKA) $(LDLIBS)
 
-$(HK_TEST_ASAN): $(HK_TEST_SRC) hooks.h | $(BUILD)
+$(HK_TEST_ASAN): $(HK_TEST_SRC) tests/test.h hooks.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(HK_TEST_SRC) $(HK_CMOCKA) $(LDLIBS)
 
-$(HK_TEST_ASAN_CL): $(HK_TEST_SRC) hooks.h | $(BUILD)
+$(HK_TEST_ASAN_CL): $(HK_TEST_SRC) tests/test.h hooks.h | $(BUILD)
 	$(HK_CLANG) $(ALL_CFLAGS) $(SAN) -o $@ $(HK_TEST_SRC) $(HK_CMOCKA) $(LDLIBS)
 
 test-hooks-unit: $(HK_TEST_BIN)

@@ -16,29 +16,13 @@
 #                         terminal (tmux)
 LOG_SRC  := tests/test_log.c
 LOG_BIN  := $(BUILD)/test_log
-LOG_ASAN := $(BUILD)/test_log_asan
 LOG_TMP  := $(BUILD)/log_tmp
 
-.PHONY: test-log test-log-unit test-log-asan test-log-valgrind test-log-tensorboard test-log-bar test-log-crash test-log-plot \
-        test-log-mpi
-TEST_TARGETS += test-log test-log-tensorboard test-log-bar test-log-crash test-log-plot test-log-mpi
-QUICK_TARGETS += test-log-unit test-log-asan
-
-$(LOG_BIN): $(LOG_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
-$(LOG_ASAN): $(LOG_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)
+$(eval $(call cmocka_suite,log,log,hooks.h train.h))
+.PHONY: test-log-tensorboard test-log-bar test-log-crash test-log-plot test-log-mpi
+TEST_TARGETS += test-log-tensorboard test-log-bar test-log-crash test-log-plot test-log-mpi
 $(BUILD)/png_check: tests/png_check.c | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -Wno-unused-function -o $@ $< $(LDLIBS)
-
-# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
-test-log: test-log-unit test-log-asan test-log-valgrind
-test-log-unit: $(LOG_BIN)
-	./$(LOG_BIN)
-test-log-asan: $(LOG_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(LOG_ASAN)
-test-log-valgrind: $(LOG_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(LOG_BIN)
 
 test-log-tensorboard: $(LOG_BIN) $(PY_VENV_OK)
 	rm -rf $(LOG_TMP)/tb && mkdir -p $(LOG_TMP)/tb
@@ -61,7 +45,7 @@ test-log-plot: $(LOG_BIN) $(BUILD)/png_check test-log-crash
 	rsvg-convert -o $(LOG_TMP)/demo_plot.png docs/logging_demo.svg
 	$(BUILD)/png_check $(LOG_TMP)/demo_plot.png 1f77b4 ff7f0e
 
-$(BUILD)/mpi/test_log_mpi: $(LOG_SRC) hooks.h train.h | $(BUILD)
+$(BUILD)/mpi/test_log_mpi: $(LOG_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	@mkdir -p $(BUILD)/mpi
 	@command -v mpicc >/dev/null || { echo "test-log-mpi: mpicc not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
 	mpicc $(TEST_CFLAGS) -DTRAIN_MPI -o $@ $(LOG_SRC) -lcmocka $(LDLIBS)

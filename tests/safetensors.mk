@@ -5,28 +5,14 @@
 #                             PY_VENV): what C wrote reads equal in Python, what Python wrote loads equal in C (~1 s)
 #   test-fuzz-safetensors     libFuzzer on tr_safetensors_check, $(FUZZ_ST_RUNS) inputs (~4 s; longer:
 #                             make test-fuzz-safetensors FUZZ_ST_RUNS=1000000)
-ST_SRC  := tests/test_safetensors.c
 ST_BIN  := $(BUILD)/test_safetensors
-ST_ASAN := $(BUILD)/test_safetensors_asan
 ST_TMP  := $(BUILD)/st_tmp
 FUZZ_ST_RUNS ?= 100000
 
-.PHONY: test-safetensors test-safetensors-unit test-safetensors-asan test-safetensors-valgrind test-safetensors-python test-fuzz-safetensors
-TEST_TARGETS += test-safetensors test-fuzz-safetensors
-QUICK_TARGETS += test-safetensors-unit test-safetensors-asan
-
-$(ST_BIN): $(ST_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(ST_SRC) -lcmocka $(LDLIBS)
-$(ST_ASAN): $(ST_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(ST_SRC) -lcmocka $(LDLIBS)
-
-test-safetensors: test-safetensors-unit test-safetensors-asan test-safetensors-valgrind test-safetensors-python
-test-safetensors-unit: $(ST_BIN)
-	./$(ST_BIN)
-test-safetensors-asan: $(ST_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(ST_ASAN)
-test-safetensors-valgrind: $(ST_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(ST_BIN)
+$(eval $(call cmocka_suite,safetensors,safetensors,hooks.h train.h))
+.PHONY: test-safetensors-python test-fuzz-safetensors
+TEST_TARGETS += test-fuzz-safetensors
+test-safetensors: test-safetensors-python
 
 test-safetensors-python: $(ST_BIN) $(PY_VENV_OK)
 	rm -rf $(ST_TMP) && mkdir -p $(ST_TMP)
