@@ -36,8 +36,9 @@ extern "C" {
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A file's whole text, NUL-terminated (NULL when it cannot be opened); the caller frees it. */
-static inline char *slurp(const char *path) {
+/* A file's bytes, NUL-terminated, and their count in *len (len may be NULL); NULL when it cannot be opened. The
+   caller frees it. */
+static inline char *slurp_len(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   char *p;
   long n;
@@ -49,8 +50,10 @@ static inline char *slurp(const char *path) {
   if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
   p[n] = 0;
   fclose(f);
+  if (len) *len = (size_t)n;
   return p;
 }
+static inline char *slurp(const char *path) { return slurp_len(path, NULL); }
 /* What a tmpfile() holds now (it stays open, at its end); the caller frees it. */
 static inline char *file_text(FILE *f) {
   long n;

@@ -60,24 +60,9 @@ static int test_fsync(int fd) {
 
 static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
 
-/* Bytes of a file (NULL when missing); *n its size. */
-static unsigned char *slurp_len(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  unsigned char *b;
-  long len;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  len = ftell(f);
-  rewind(f);
-  b = (unsigned char *)malloc((size_t)len + 1);
-  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
 static int same_file(const char *a, const char *b) {
   size_t na = 0, nb = 0;
-  unsigned char *x = slurp_len(a, &na), *y = slurp_len(b, &nb);
+  unsigned char *x = (unsigned char *)slurp_len(a, &na), *y = (unsigned char *)slurp_len(b, &nb);
   int same = x && y && na == nb && !memcmp(x, y, na);
   free(x);
   free(y);
@@ -327,7 +312,7 @@ static void check_fail(int at_teardown) {
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  b = slurp_len(path, &n);
+  b = (unsigned char *)slurp_len(path, &n);
   assert_non_null(b);
   assert_int_equal(n, strlen("the previous checkpoint"));
   assert_memory_equal(b, "the previous checkpoint", n);
@@ -366,7 +351,7 @@ static void test_full_disk(void **st) {
   e = tr_run_finish(reg, &c, TR_OK);
   assert_int_equal(e, TR_ERR_IO);
   assert_non_null(strstr(tr_run_error(reg), "No space left on device"));
-  b = slurp_len(path, &n);
+  b = (unsigned char *)slurp_len(path, &n);
   assert_non_null(b);
   assert_int_equal(n, 3);
   assert_memory_equal(b, "old", 3);
@@ -591,7 +576,7 @@ static void test_trainer_write_error(void **st) {
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  b = slurp_len(path, &n);
+  b = (unsigned char *)slurp_len(path, &n);
   assert_non_null(b);
   assert_int_equal(n, 3);
   free(b);

@@ -61,21 +61,6 @@ static tr_err toy_fit(tr_trainer *t, toy *m, int64_t epochs, int64_t every) {
   return tr_fit(t, &(tr_config){ .train = &train, .val = &val, .max_epochs = epochs, .log_every_n_steps = every, .no_sigint = 1 });
 }
 
-static char *slurp_len(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return p;
-}
 static void subdir(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", g_root, name);
   mkdir(out, 0777);
