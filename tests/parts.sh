@@ -32,7 +32,7 @@ alone() {
     for f in "train/$p" $with; do printf '#include "%s"\n' "$f"; done; echo 'int tr__parts_impl;'; } > "$out/impl.c"
   # the batteries it includes, named as a program that includes parts names them (README, train/battery.h)
   names=$("$CC" "$@" $CFLAGS -MM "$out/decl.c" | tr ' \\' '\n\n' | sed -n 's#^train/\(callbacks\|loggers\)/\([a-z_]*\)\.h$#\2#p' |
-          grep -vx file_loggers | tr a-z A-Z | sed 's/^/-DTRAIN_ENABLE_/') || true
+          grep -vx file_loggers | tr a-z A-Z | sed 's/^/-DTRAIN_ENABLE_/')
   "$CC" $CFLAGS "$@" -DTRAIN_ONLY_SPECIFIC_BATTERIES $names -c -o "$out/decl.o" "$out/decl.c" ||
     { echo "parts: train/$p $*: its declarations do not compile on their own" >&2; exit 1; }
   for c in "$CC" "$CLANG"; do

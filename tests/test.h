@@ -36,12 +36,13 @@ extern "C" {
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* A file's bytes, NUL-terminated, and their count in *len (len may be NULL); NULL when it cannot be opened. The
-   caller frees it. */
+/* A file's bytes, NUL-terminated, and their count in *len (len may be NULL); NULL and 0 when it cannot be opened.
+   The caller frees it. */
 static inline char *slurp_len(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   char *p;
   long n;
+  if (len) *len = 0;
   if (!f) return NULL;
   fseek(f, 0, SEEK_END);
   n = ftell(f);
