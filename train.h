@@ -3150,16 +3150,17 @@ extern int ftruncate(int fd, off_t length);
 #  define TR__SHARED static
 #endif
 
-#ifdef TRAIN_CUDA /* the kernels come with the implementation (train/cuda.h): this file is built by nvcc */
-#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
-#    define TRAIN_CUDA_IMPLEMENTATION
-#  endif
-#  include "kernels/train_cuda.cuh"
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
+}
 /* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
 #define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
 static void tr__le(unsigned char *p, uint64_t v, int bytes) {
@@ -3597,6 +3598,13 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
   return e;
 }
 #if !defined(TRAIN_NO_MATH)
+/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+#ifdef TRAIN_CUDA
+#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
+#    define TRAIN_CUDA_IMPLEMENTATION
+#  endif
+#  include "kernels/train_cuda.cuh"
+#endif
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
    The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
@@ -5549,7 +5557,6 @@ typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; 
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
@@ -5557,13 +5564,6 @@ static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4
    callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
    watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
    ================================================================================================= */
-/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
-  va_end(ap);
-}
 
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;

@@ -3,28 +3,8 @@
    gradients computed by hand here), the hand-written-loop contract, bad parameters (constructor and
    spec string), and exact resume with all of them registered (with early_stopping and
    model_checkpoint). Built also with -ffast-math (-DNAN_GUARD_ONLY): nan_guard must still fire. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 /* ---- the model: y = w.x + b, MSE, 8 samples in batches of 2 ------------------------------------- */
 #define NS 8
@@ -963,7 +943,7 @@ static hk_signal grab_record(hk_ctx *ctx, void *u) {
   for (k = 0; k < 8 && s->names[k]; k++) s->has[k] += tr_log_get(r, s->names[k], &s->v[k]);
   return HK_CONTINUE;
 }
-static int count_of(const char *text, const char *what) {
+static int count_overlapping(const char *text, const char *what) {
   int n = 0;
   for (; (text = strstr(text, what)) != NULL; text++) n++;
   return n;
@@ -1016,7 +996,7 @@ static void test_profiler_fit(void **state) {
   assert_int_equal(seen.has[3], NBATCH);
   assert_true(seen.v[0] > 0 && seen.v[1] >= 0);
   text = lin_logtext(&m);
-  assert_int_equal(count_of(text, "profiler: fit, "), 1);
+  assert_int_equal(count_overlapping(text, "profiler: fit, "), 1);
   assert_non_null(strstr(text, "kind       name"));
   assert_non_null(strstr(text, "phase      data "));
   assert_non_null(strstr(text, "phase      forward "));
@@ -1050,7 +1030,7 @@ static void test_profiler_slow_hook(void **state) {
     assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, slow_hook, NULL, &(hk_opts){ .name = "slowpoke" }, NULL), HK_OK);
     assert_int_equal(tr_fit(&t, &c), TR_OK);
     text = lin_logtext(&m);
-    assert_int_equal(count_of(text, "profiler: warning: hook 'slowpoke' takes "), round ? 0 : 1);
+    assert_int_equal(count_overlapping(text, "profiler: warning: hook 'slowpoke' takes "), round ? 0 : 1);
     if (!round) assert_non_null(strstr(text, "per call at on_after_backward, "));
     assert_int_equal(tr_profiler_get(t.reg, h)->warnings, round ? 0 : 1);
     assert_null(strstr(text, "profiler: fit")); /* table=false */
@@ -1238,7 +1218,7 @@ static void test_throughput_monitor_fit(void **state) {
     }
     assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
     fflush(out);
-    assert_int_equal(count_of(buf, "throughput_monitor: ctx->samples_seen did not move in 2 steps"), 1);
+    assert_int_equal(count_overlapping(buf, "throughput_monitor: ctx->samples_seen did not move in 2 steps"), 1);
     hk_ctx_free(&ctx);
     hk_destroy(reg);
     fclose(out);
@@ -1264,7 +1244,7 @@ static void test_throughput_monitor_batch_size_warning(void **state) {
     c.max_epochs = 2;
     assert_int_equal(tr_fit(&t, &c), TR_OK); /* a second fit of the same trainer: not said again */
     c.max_epochs = 1;
-    assert_int_equal(count_of(lin_logtext(&m), said), round == 0 ? 1 : 0);
+    assert_int_equal(count_overlapping(lin_logtext(&m), said), round == 0 ? 1 : 0);
     if (round == 0) assert_int_equal(t.samples_seen, 2 * NBATCH); /* what it warns about: batches, not samples */
     g_train.batch_size = 0;
     lin_free(&m, &t);

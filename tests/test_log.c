@@ -21,38 +21,15 @@
      test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
      test_log --print           tr_print and tr_print_all from every rank (under mpirun: tests/log_mpi.sh)
      test_log --plot CSV SVG    tr_plot_csv */
-#define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* mknod */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 static char g_root[256];
 
@@ -85,27 +62,12 @@ static tr_err toy_fit(tr_trainer *t, toy *m, int64_t epochs, int64_t every) {
   return tr_fit(t, &(tr_config){ .train = &train, .val = &val, .max_epochs = epochs, .log_every_n_steps = every, .no_sigint = 1 });
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return p;
-}
 static void subdir(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", g_root, name);
   mkdir(out, 0777);
 }
 static void assert_file(const char *path, const char *want) {
-  char *got = slurp(path, NULL);
+  char *got = slurp_len(path, NULL);
   if (!got) fail_msg("%s is missing", path);
   if (strcmp(got, want)) fail_msg("%s:\n--- got\n%s--- want\n%s", path, got, want);
   free(got);
@@ -203,7 +165,7 @@ static void test_csv_layout(void **state) {
   /* columns sorted, the late "extra" column rewrote the file (the first rows get empty cells);
      val rows carry the last training step; timer's time/train rides with train rows */
   {
-    char *csv = slurp(path, NULL), *line2;
+    char *csv = slurp_len(path, NULL), *line2;
     assert_non_null(csv);
     assert_string_equal(csv, "epoch,extra,step,train/loss,val/acc,val/loss\n"
                              "0,,2,102,,\n"
@@ -215,7 +177,7 @@ static void test_csv_layout(void **state) {
     free(csv);
   }
   snprintf(path, sizeof path, "%s/lightning_logs/version_0/hparams.yaml", dir);
-  yaml = slurp(path, NULL);
+  yaml = slurp_len(path, NULL);
   assert_contains(yaml, "accumulate_grad_batches: 1\n");
   assert_contains(yaml, "log_every_n_steps: 3\n");
   assert_contains(yaml, "lr: 0.1\n");
@@ -287,7 +249,7 @@ static void test_jsonl(void **state) {
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_nonfinite, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_non_null(text);
   assert_true(strncmp(text, "{\"hparams\":{\"accumulate_grad_batches\":1,\"batch_size\":1,", 52) == 0);
   assert_contains(text, "\"specs\":[]}}\n");
@@ -437,7 +399,7 @@ static void test_tensorboard(void **state) {
   st = tr_logger_get(t.reg, h);
   assert_contains(st->path, "/lightning_logs/version_0/events.out.tfevents.");
   snprintf(path, sizeof path, "%s", st->path);
-  p = (unsigned char *)slurp(path, &n);
+  p = (unsigned char *)slurp_len(path, &n);
   assert_non_null(p);
   while (pos < n) {
     uint64_t len = 0;
@@ -485,7 +447,7 @@ static void test_plot(void **state) {
   assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 3, 1), TR_OK);
   assert_string_equal(tr_logger_get(t.reg, h)->path, strcat(strcpy(svg, dir), "/lightning_logs/version_0/metrics.svg"));
-  text = slurp(svg, NULL);
+  text = slurp_len(svg, NULL);
   assert_non_null(text);
   assert_contains(text, "<svg xmlns=\"http://www.w3.org/2000/svg\"");
   assert_contains(text, "toy &lt;run&gt;");
@@ -500,7 +462,7 @@ static void test_plot(void **state) {
   snprintf(csv, sizeof csv, "%s/lightning_logs/version_0/metrics.csv", dir);
   snprintf(svg, sizeof svg, "%s/from_csv.svg", dir);
   assert_int_equal(tr_plot_csv(csv, svg, "val/loss", why, sizeof why), TR_OK);
-  text = slurp(svg, NULL);
+  text = slurp_len(svg, NULL);
   assert_contains(text, ">val/loss</text>");
   assert_null(strstr(text, ">train/loss</text>"));
   free(text);
@@ -874,7 +836,7 @@ static void test_bar_closed_stream(void **state) {
     assert_true(waitpid(pid, &status, 0) == pid);
     if (WIFSIGNALED(status)) fail_msg("variant %d: killed by signal %d (SIGPIPE is %d)", v, WTERMSIG(status), SIGPIPE);
     assert_true(WIFEXITED(status));
-    text = slurp(path, NULL);
+    text = slurp_len(path, NULL);
     if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed; stderr:\n%s", v, WEXITSTATUS(status), text ? text : "");
     assert_non_null(text);
     if (v < 2 || v == 7) assert_int_equal(count_str(text, "progress_bar"), 0); /* the run's error says it */
@@ -1061,7 +1023,7 @@ static void test_no_link_following(void **state) {
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK); /* "extra" from step 5 */
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   snprintf(path, sizeof path, "%s/metrics.csv", v);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_non_null(text);
   assert_true(strncmp(text, "epoch,extra,step,train/loss,val/loss\n", 37) == 0);
   free(text);
@@ -1175,7 +1137,7 @@ static void test_version_never_replaces(void **state) {
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/rerun/metrics.csv", dir);
-  first = slurp(path, NULL);
+  first = slurp_len(path, NULL);
   assert_non_null(first);
   toy_init(&t, &m, log);
   assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, &h), TR_OK);
@@ -1220,7 +1182,7 @@ static void test_version_never_replaces(void **state) {
   toy_init(&t, &m, log);
   assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot2" } }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK); /* the fit's teardown writes it */
-  again = slurp(path, NULL);
+  again = slurp_len(path, NULL);
   assert_non_null(again);
   assert_contains(again, "<svg");
   free(again);
@@ -1240,7 +1202,7 @@ static void test_version_never_replaces(void **state) {
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   assert_string_equal(tr_logger_get(t.reg, h)->error, "");
   tr_free(&t);
-  again = slurp(path, NULL);
+  again = slurp_len(path, NULL);
   assert_contains(again, "<svg");
   free(again);
   fclose(log);
@@ -1296,7 +1258,7 @@ static void test_parallel_versions(void **state) {
     for (i = 0; i < PROCS + 5; i++) { /* version_0 .. version_11, each with a whole metrics.csv of its own */
       char *text;
       snprintf(path, sizeof path, "%s/lightning_logs/version_%d/metrics.csv", dir, i);
-      if (!(text = slurp(path, NULL))) continue;
+      if (!(text = slurp_len(path, NULL))) continue;
       versions++;
       if (!first) first = text;
       else {
@@ -1430,13 +1392,13 @@ static void test_many_metrics(void **state) {
   longname[0] = 'l';
   longname[1000] = 0;
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_contains(text, "\"m/000\":0,");
   assert_contains(text, "\"m/149\":149,");
   assert_contains(text, longname);
   free(text);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_contains(text, ",m/063,m/064,");
   assert_contains(text, ",m/149,step,");
   assert_contains(text, longname);
@@ -1454,7 +1416,7 @@ static void test_many_metrics(void **state) {
       strcat(path, e->d_name);
       closedir(d);
     }
-    tb = slurp(path, &n);
+    tb = slurp_len(path, &n);
     assert_true(find_bytes((unsigned char *)tb, n, "m/149", 5));
     assert_true(find_bytes((unsigned char *)tb, n, longname, 1000));
     free(tb);
@@ -1525,21 +1487,21 @@ static void test_utf8_names(void **state) {
   first = strstr(log_text, "'bad\\xFF'");
   assert_null(strstr(first + 1, "'bad\\xFF'"));
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   assert_true(utf8_valid((unsigned char *)text, n));
   assert_contains(text, "\"caf\xc3\xa9\":1");
   assert_contains(text, "early_stopping(monitor=\\\"val/\xef\xbf\xbd\\\""); /* the spec's bad byte: U+FFFD */
   free(text);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   assert_true(utf8_valid((unsigned char *)text, n));
   assert_true(strncmp(text, "caf\xc3\xa9,epoch,step,train/loss,val/loss\n", 33) == 0);
   free(text);
   snprintf(path, sizeof path, "%s/lightning_logs/v/hparams.yaml", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   assert_true(utf8_valid((unsigned char *)text, n));
   free(text);
-  text = slurp(tr_logger_get(t.reg, h)->path, &n); /* the hparams text and the tags */
+  text = slurp_len(tr_logger_get(t.reg, h)->path, &n); /* the hparams text and the tags */
   assert_false(find_bytes((unsigned char *)text, n, "val/\xff", 5)); /* (a binary file: other 0xFF bytes are numbers) */
   assert_false(find_bytes((unsigned char *)text, n, "bad\xff", 4));
   assert_true(find_bytes((unsigned char *)text, n, "val/\xef\xbf\xbd", 7));
@@ -1552,7 +1514,7 @@ static void test_utf8_names(void **state) {
 /* ---- a full disk leaves whole records (item 9) ------------------------------------------------------ */
 static void check_whole_lines(const char *path, int csv) {
   size_t n, i, start = 0;
-  char *text = slurp(path, &n);
+  char *text = slurp_len(path, &n);
   int commas = -1;
   assert_non_null(text);
   assert_true(n > 100);
@@ -1572,7 +1534,7 @@ static void check_whole_lines(const char *path, int csv) {
 }
 static void check_whole_tb(const char *path) {
   size_t n, pos = 0;
-  unsigned char *p = (unsigned char *)slurp(path, &n);
+  unsigned char *p = (unsigned char *)slurp_len(path, &n);
   int records = 0;
   assert_non_null(p);
   while (pos < n) {
@@ -1668,7 +1630,7 @@ static void test_csv_new_columns_linear(void **state) {
   written = io_written() - before;
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   /* the file is whole: RECORDS + 3 columns, row r has 1.5 in column c<r> */
   line = text;
   for (row = -1; row < RECORDS; row++) {
@@ -1774,7 +1736,7 @@ static void test_lr_monitor_epoch(void **state) {
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/every1/metrics.csv", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_true(strncmp(text, "epoch,lr-SGD,step,train/loss,val/loss\n0,0.1,0,,\n0,,0,2,\n0,,1,", 61) == 0);
   assert_contains(text, "\n1,0.1,4,,\n1,,4,");
   assert_null(strstr(text + 45, ",0.1,0,2"));

@@ -2,27 +2,8 @@
    against tests/ref_f32.c, PyTorch's formulas as plain float32 C built with -ffp-contract=off; the
    reductions against hooks.h and against the documented summation order; the same bits for every
    thread count. Built by tests/math.mk plain, with -fopenmp (real threads) and with the sanitizers. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#ifdef __cplusplus /* cmocka 1.1 has no extern "C" of its own; this file also builds as C++ */
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-
 #include <float.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 #include "ref_f32.h"
 
 /* Sizes around every edge: empty, below and across the 16-wide blocks, the prefetching loop's end,

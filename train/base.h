@@ -410,16 +410,17 @@ extern int ftruncate(int fd, off_t length);
 #  define TR__SHARED static
 #endif
 
-#ifdef TRAIN_CUDA /* the kernels come with the implementation (train/cuda.h): this file is built by nvcc */
-#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
-#    define TRAIN_CUDA_IMPLEMENTATION
-#  endif
-#  include "kernels/train_cuda.cuh"
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
+}
 /* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
 #define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
 static void tr__le(unsigned char *p, uint64_t v, int bytes) {

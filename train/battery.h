@@ -569,7 +569,6 @@ TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *
 }
 TR__C_END /* part */
 #endif /* implementation */
-/* tr_add_factories, which tr_run_setup calls, comes with the kit: a program that includes the parts it uses
-   (not train.h) gets it whatever battery it includes */
+/* tr_add_factories (tr_run_setup calls it) comes with the kit, whatever battery a program of parts includes */ /* part */
 #include "factories.h" /* part */
 #endif /* part */

@@ -2,6 +2,7 @@
 #ifndef TRAIN_MPI_H /* part */
 #define TRAIN_MPI_H /* part */
 #include "trainer.h" /* part */
+#include "checkpoint.h" /* part */
 
 TR__C_BEGIN /* part */
 TR__C_END /* part */

@@ -618,7 +618,6 @@ typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; 
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
@@ -626,13 +625,6 @@ static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4
    callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
    watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
    ================================================================================================= */
-/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
-  va_end(ap);
-}
 
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
