@@ -265,6 +265,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
    a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
+/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
+   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
+   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
+   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
+typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
@@ -2373,9 +2379,8 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef int (*tr__ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
 typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
-static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
   double mtime = 0;
@@ -2403,7 +2408,7 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ck
   best->step = step;
   best->mtime = mtime;
 }
-static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char **names = NULL;
   int i, n = tr__dir_names(dir, "", &names);
   for (i = 0; i < n; i++) {
@@ -2415,7 +2420,7 @@ static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_ch
   free(names);
 }
 /* The chosen file (kept in the run until it ends), or NULL: nothing of this run loads (a fresh start). */
-TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr__ckpt_check_fn check, void *u) {
+static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *u) {
   tr__run_priv *q = run->tr__p;
   tr__auto_pick best;
   int i;
@@ -2445,6 +2450,10 @@ TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *sav
                 best.path, (long long)best.step, best.seen - best.skipped, best.seen - best.skipped == 1 ? "" : "s");
   else tr__run_say(run, ctx, "resume auto", "no checkpoint of this run %s: a fresh start", best.seen ? "loads" : "was found");
   return best.path;
+}
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user) {
+  tr_run *run = tr_run_get(reg);
+  return run && check ? tr__auto_resume(run, ctx, save_to, check, user) : NULL;
 }
 
 /* resume "auto" in a loop of your own: a file of tr_run_save whose state block reads whole. */

@@ -1758,7 +1758,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
   if (!e && c.resume_from && !strcmp(c.resume_from, "auto")) /* the newest checkpoint of this run, or a fresh start */
-    c.resume_from = tr__auto_resume(tr_run_get(t->reg), &t->ctx, c.save_to, tr__ckpt_check, t);
+    c.resume_from = tr_run_find_resume(t->reg, &t->ctx, c.save_to, tr__ckpt_check, t);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
