@@ -806,7 +806,8 @@ TRAIN_API int tr_preempt_requested(void);
 enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
        TR_STOP_PREEMPT = 2,  /* the preemption signal */
        TR_STOP_FAILED = 4,   /* the run failed on that rank */
-       TR_STOP_HOOK = 8 };   /* a hook asked to stop (HK_STOP) */
+       TR_STOP_HOOK = 8,     /* a hook asked to stop (HK_STOP) */
+       TR_STOP_SIGTERM = 16 }; /* with TR_STOP_SIGNAL: it was SIGTERM, so that every rank's message names it */
 
 
 /* =================================================================================================
@@ -5274,15 +5275,15 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
-/* The stop signal this process got, as a message names it: a terminal's Ctrl-C is SIGINT; Slurm's
-   scancel, mpirun and a pod's shutdown send SIGTERM. None here: another rank's, agreed. */
-TR__SHARED const char *tr__stop_name(void) {
-  int s = hk_stop_signal();
+/* The stop signal as a message names it, from the (agreed) TR_STOP_* bits: Slurm's scancel, mpirun and a
+   pod's shutdown send SIGTERM, a terminal's Ctrl-C SIGINT. The same words on every rank, whichever got it. */
+TR__SHARED const char *tr__stop_name(int64_t stops) { return (stops & TR_STOP_SIGTERM) ? "SIGTERM" : "Ctrl-C"; }
+/* This process's own stop signal, as TR_STOP_SIGTERM (0: SIGINT, or none). */
+TR__SHARED int64_t tr__sigterm_bit(void) {
 #ifdef TR__SIGNALS
-  if (s == SIGINT) return "Ctrl-C";
-  if (s == SIGTERM) return "SIGTERM";
+  if (hk_stop_signal() == SIGTERM) return TR_STOP_SIGTERM;
 #endif
-  return s ? "a stop signal" : "SIGINT or SIGTERM on another rank";
+  return 0;
 }
 
 /* The signal number the settings mean: 0 for none. */
@@ -5389,7 +5390,7 @@ TRAIN_API int tr_preempt_requested(void) {
    it at the same points, whatever its bits). */
 TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
                              void *user) {
-  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
               (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
   return agree ? agree(user, s) : s;
 }
@@ -5422,7 +5423,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(), (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(stops), (long long)step);
   if (n >= cap) return;
   if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
   else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
@@ -18312,6 +18313,7 @@ static int tr__sig_on;       /* this fit installed the helper: its count is ours
 static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
 static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
 static int tr__sigint_count; /* multi-process: the agreed count */
+static int64_t tr__sigterm;  /* multi-process: TR_STOP_SIGTERM when a rank's stop signal was SIGTERM (agreed) */
 /* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
 static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
 static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
@@ -18327,6 +18329,8 @@ static int tr__sig_own(void) {
 }
 /* What the loops act on. */
 static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
+/* Which signal, as every rank names it: the agreed one, or this process's. */
+static int64_t tr__interrupt_kind(void) { return tr__sig_deferred ? tr__sigterm : tr__sig_own() ? tr__sigterm_bit() : 0; }
 
 /* ---- firing events ---------------------------------------------------------------------------------
    Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
@@ -18341,7 +18345,7 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name());
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind()));
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
@@ -19008,8 +19012,8 @@ static void tr__stop_on_signal(tr_trainer *t) {
   if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
   if (stops & TR_STOP_PREEMPT)
     tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
-  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(), c->save_to, why);
-  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(), saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind()), c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind()), saves ? "; its state saved to " : "", saves ? c->save_to : "");
   t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
   tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
 }
@@ -19300,7 +19304,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name()); break; }
+    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind())); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
@@ -19356,6 +19360,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.samples_seen = t->samples_seen;
   t->lr = tr__current_lr(t);
   tr__sigint_count = 0;
+  tr__sigterm = 0;
   tr__sig_deferred = t->tr__dist != NULL;
   tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
   tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
@@ -21107,6 +21112,7 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
   X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
   X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
   X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
+  X(SIGTERM,  a | b)              /* TR_STOP_SIGTERM: a rank's stop signal was SIGTERM (every rank's message names it) */ \
   X(PREEMPT,  a > b ? a : b)      /* the preemption signal came (train/cluster.h) */ \
   X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
   X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
@@ -21642,6 +21648,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
   mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
+  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
   mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
@@ -21659,6 +21666,7 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
   if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
+  tr__sigterm |= v[TR__V_SIGTERM];
   if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;

@@ -274,7 +274,7 @@ static void test_agree(void **state) {
   others = TR_STOP_SIGNAL, others_at = 2;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_INTERRUPTED);
   assert_int_equal(step, 2);
-  assert_non_null(strstr(err, "interrupted (SIGINT or SIGTERM on another rank): stopped after step 2; its state saved to "));
+  assert_non_null(strstr(err, "interrupted (Ctrl-C): stopped after step 2; its state saved to "));
   /* another rank failed: this one fails at the same step */
   others = TR_STOP_FAILED, others_at = 5;
   assert_int_equal(own_run(ckpt, 10, 0, 0, 1, &step, err, sizeof err), TR_ERR_COMM);

@@ -74,7 +74,8 @@ TRAIN_API int tr_preempt_requested(void);
 enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
        TR_STOP_PREEMPT = 2,  /* the preemption signal */
        TR_STOP_FAILED = 4,   /* the run failed on that rank */
-       TR_STOP_HOOK = 8 };   /* a hook asked to stop (HK_STOP) */
+       TR_STOP_HOOK = 8,     /* a hook asked to stop (HK_STOP) */
+       TR_STOP_SIGTERM = 16 }; /* with TR_STOP_SIGNAL: it was SIGTERM, so that every rank's message names it */
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
@@ -170,15 +171,15 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
-/* The stop signal this process got, as a message names it: a terminal's Ctrl-C is SIGINT; Slurm's
-   scancel, mpirun and a pod's shutdown send SIGTERM. None here: another rank's, agreed. */
-TR__SHARED const char *tr__stop_name(void) {
-  int s = hk_stop_signal();
+/* The stop signal as a message names it, from the (agreed) TR_STOP_* bits: Slurm's scancel, mpirun and a
+   pod's shutdown send SIGTERM, a terminal's Ctrl-C SIGINT. The same words on every rank, whichever got it. */
+TR__SHARED const char *tr__stop_name(int64_t stops) { return (stops & TR_STOP_SIGTERM) ? "SIGTERM" : "Ctrl-C"; }
+/* This process's own stop signal, as TR_STOP_SIGTERM (0: SIGINT, or none). */
+TR__SHARED int64_t tr__sigterm_bit(void) {
 #ifdef TR__SIGNALS
-  if (s == SIGINT) return "Ctrl-C";
-  if (s == SIGTERM) return "SIGTERM";
+  if (hk_stop_signal() == SIGTERM) return TR_STOP_SIGTERM;
 #endif
-  return s ? "a stop signal" : "SIGINT or SIGTERM on another rank";
+  return 0;
 }
 
 /* The signal number the settings mean: 0 for none. */
@@ -285,7 +286,7 @@ TRAIN_API int tr_preempt_requested(void) {
    it at the same points, whatever its bits). */
 TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
                              void *user) {
-  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
               (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
   return agree ? agree(user, s) : s;
 }
@@ -318,7 +319,7 @@ TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_
   tr_slurm s;
   if (preempted) n = (size_t)snprintf(out, cap, "preempted (%s): stopped after step %lld", tr__sig_name(tr__preempt_sig(p), sig, sizeof sig),
                                       (long long)step);
-  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(), (long long)step);
+  else n = (size_t)snprintf(out, cap, "interrupted (%s): stopped after step %lld", tr__stop_name(stops), (long long)step);
   if (n >= cap) return;
   if (save_err) n += (size_t)snprintf(out + n, cap - n, "; saving it to %s failed: %s", saved_to, save_err);
   else if (saved_to) n += (size_t)snprintf(out + n, cap - n, "; its state saved to %s", saved_to);
