@@ -67,6 +67,7 @@ include tests/async.mk
 include tests/sweep.mk
 include tests/log.mk
 include tests/safetensors.mk
+include tests/predwriter.mk
 include tests/mlflow.mk
 include tests/mpi.mk
 include tests/multihost.mk
