@@ -17,7 +17,7 @@ TR__C_BEGIN /* part */
      csv    <filename>.csv: a header `batch,row,<names, or col0,col1,...>`, then one line a row: the batch's
             index, the row's index in it, the values as "%.9g" (a float reads back exactly; nan, inf, -inf)
      jsonl  <filename>.jsonl: one object a row, {"batch":0,"row":1,"<name or colK>":value,...} (values as
-            "%.9g"; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
+            "%.9g", -0 as -0.0; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
             csv and jsonl, batch: the file is put in place at the first batch and the rows of each batch
             appended as it ends (fsynced at the epoch's end); epoch: the whole file at the epoch's end;
             batch_and_epoch: streamed, then written whole again at the epoch's end.
@@ -254,6 +254,7 @@ static void tr__pw_rows(const tr__pw *s, hk_bytes *b, const tr_predictions *p, i
         tr__pw_col(s, b, k);
         hk_bytes_put(b, "\":", 2);
         if (!hk_is_finitef(v[k])) tr__json_num(b, (double)v[k]);
+        else if (v[k] == 0 && 1 / v[k] < 0) tr__put_s(b, "-0.0"); /* JSON's -0 is an integer: readers make it 0 */
         else { int m = snprintf(num, sizeof num, "%.9g", (double)v[k]); hk_bytes_put(b, num, (size_t)m); }
       }
       hk_bytes_put(b, "}", 1);
