@@ -114,7 +114,7 @@ static void check_csv(const char *path, int names) {
 }
 /* jsonl: one object a row, {"batch":b,"row":r,"col0":v,...} */
 static void check_jsonl(const char *path, int names) {
-  char *s = slurp(path), *p, *end, head[64], key[16];
+  char *s = slurp(path), *p, *end, head[64], key[40];
   int64_t b, r, c;
   assert_non_null(s);
   p = s;

@@ -139,8 +139,8 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   int64_t k, n;
   int e;
   s->batches = 0;
+  tr__pw_free_names(s); /* (cols of them) */
   s->cols = -1;
-  tr__pw_free_names(s);
   s->all.len = 0; s->all.failed = 0;
   s->per_batch.len = 0; s->per_batch.failed = 0;
   s->n_vals = 0;
