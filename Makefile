@@ -86,6 +86,7 @@ include bench/mpi.mk
 include bench/compile.mk
 include bench/async.mk
 include bench/safetensors.mk
+include bench/predwriter.mk
 include bench/build.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets
