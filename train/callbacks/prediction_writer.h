@@ -2,6 +2,7 @@
 #ifndef TRAIN_PREDICTION_WRITER_H /* part */
 #define TRAIN_PREDICTION_WRITER_H /* part */
 #include "../battery.h" /* part */
+#include "../safetensors.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- prediction_writer (Lightning's BasePredictionWriter, with the writing done) --------------------------
