@@ -13510,6 +13510,57 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
   return p;
 }
 
+/* A finite nonzero float as "%.9g" writes it (9 significant digits, which read back as the same float), about ten
+   times faster than snprintf: the float scaled by a power of ten to 9 digits and rounded once (exact, and so
+   the same text as printf's, wherever the power is exact: 1e-14 < |f| < 1e31; elsewhere within half a unit of
+   the 9th digit, which still reads back as the same float). Its length; out has room for 16. */
+static int tr__pw_f9(char *out, float f) {
+  static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                  1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
+  double x = f < 0 ? -(double)f : (double)f, m;
+  char dig[10];
+  int e, k, n = 0, i, last, tries;
+  uint64_t d = 0;
+  if (!(x >= 1e-46 && x <= 1e39)) return snprintf(out, 16, "%.9g", (double)f); /* (denormals read as 0: -ffast-math) */
+  e = (int)floor(log10(x));
+  for (tries = 0; tries < 4; tries++) {
+    k = 8 - e;
+    if (k < 0) m = -k > 22 ? x / p10[22] / p10[-k - 22] : x / p10[-k]; /* -k <= 30: |f| < 3.5e38 */
+    else { m = x; while (k > 22) { m *= p10[22]; k -= 22; } m *= p10[k]; }
+    d = (uint64_t)llrint(m);
+    if (d >= 1000000000u) e++;
+    else if (d < 100000000u) e--;
+    else break;
+  }
+  if (tries == 4) return snprintf(out, 16, "%.9g", (double)f);
+  for (i = 8; i >= 0; i--) { dig[i] = (char)('0' + d % 10); d /= 10; }
+  for (last = 8; last > 0 && dig[last] == '0'; last--) {} /* %g drops trailing zeros */
+  if (f < 0) out[n++] = '-';
+  if (e < -4 || e >= 9) { /* d.ddde+XX */
+    out[n++] = dig[0];
+    if (last > 0) { out[n++] = '.'; for (i = 1; i <= last; i++) out[n++] = dig[i]; }
+    out[n++] = 'e';
+    out[n++] = e < 0 ? '-' : '+';
+    k = e < 0 ? -e : e;
+    out[n++] = (char)('0' + k / 10);
+    out[n++] = (char)('0' + k % 10);
+  } else if (e >= 0) { /* ddd.ddd */
+    for (i = 0; i <= e; i++) out[n++] = dig[i];
+    if (last > e) { out[n++] = '.'; for (i = e + 1; i <= last; i++) out[n++] = dig[i]; }
+  } else { /* 0.000ddd */
+    out[n++] = '0';
+    out[n++] = '.';
+    for (i = -1; i > e; i--) out[n++] = '0';
+    for (i = 0; i <= last; i++) out[n++] = dig[i];
+  }
+  return n;
+}
+/* A value as text ("%.9g"), appended */
+static void tr__pw_num(hk_bytes *b, float v) {
+  char num[32];
+  int m = v != 0 && hk_is_finitef(v) ? tr__pw_f9(num, v) : snprintf(num, sizeof num, "%.9g", (double)v);
+  hk_bytes_put(b, num, (size_t)m);
+}
 static void tr__pw_col(const tr__pw *s, hk_bytes *b, int64_t k) {
   char c[32];
   if (s->names) { tr__put_s(b, s->names[k]); return; }
@@ -13532,10 +13583,7 @@ static void tr__pw_rows(const tr__pw *s, hk_bytes *b, const tr_predictions *p, i
     if (s->format == TR_PREDICTION_CSV) {
       snprintf(num, sizeof num, "%lld,%lld", (long long)batch, (long long)r);
       tr__put_s(b, num);
-      for (k = 0; k < p->cols; k++) {
-        int m = snprintf(num, sizeof num, ",%.9g", (double)v[k]);
-        hk_bytes_put(b, num, (size_t)m);
-      }
+      for (k = 0; k < p->cols; k++) { hk_bytes_put(b, ",", 1); tr__pw_num(b, v[k]); }
     } else {
       snprintf(num, sizeof num, "{\"batch\":%lld,\"row\":%lld", (long long)batch, (long long)r);
       tr__put_s(b, num);
@@ -13545,7 +13593,7 @@ static void tr__pw_rows(const tr__pw *s, hk_bytes *b, const tr_predictions *p, i
         hk_bytes_put(b, "\":", 2);
         if (!hk_is_finitef(v[k])) tr__json_num(b, (double)v[k]);
         else if (v[k] == 0 && 1 / v[k] < 0) tr__put_s(b, "-0.0"); /* JSON's -0 is an integer: readers make it 0 */
-        else { int m = snprintf(num, sizeof num, "%.9g", (double)v[k]); hk_bytes_put(b, num, (size_t)m); }
+        else tr__pw_num(b, v[k]);
       }
       hk_bytes_put(b, "}", 1);
     }
