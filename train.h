@@ -24,8 +24,8 @@
                                gradient_monitor, nan_guard, ema, model_summary,
                                accumulation_scheduler, profiler, throughput_monitor,
                                device_stats, on_exception_checkpoint, spike_detection,
-                               prediction_writer; each its
-                               constructor and spec factory                         TRAIN_NO_CALLBACKS
+                               prediction_writer; each its constructor and spec
+                               factory                                              TRAIN_NO_CALLBACKS
      loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
      sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
                                and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
