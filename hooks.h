@@ -470,6 +470,9 @@ HOOKS_API int hk_dispatching(const hk_registry *reg);
    or NULL when h is a single function or not registered. Lets a library find its own callback's
    state again from a handle (check cb->destroy to know the callback is yours). */
 HOOKS_API const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h);
+/* The name registration h goes by (a callback's cb->name, a function's opts.name or "hook#<h>"), NULL
+   when h is not registered: with ctx->self, the hook running now (a report of where a loop is stuck). */
+HOOKS_API const char *hk_name(const hk_registry *reg, hk_handle h);
 
 /* User-defined events: ids from HK_EVENT_COUNT up to HK_MAX_EVENTS-1. pairing: 0, HK_OPENS or HK_CLOSES,
    optionally | HK_MONITOR_LAST, HK_MODEL_FIRST and/or HK_REVERSED (the event table's legend says what
@@ -1645,6 +1648,10 @@ HK__DEF hk_err hk_set_error(hk_registry *reg, hk_err code, const char *fmt, ...)
 HK__DEF const hk_callback *hk_callback_get(const hk_registry *reg, hk_handle h) {
   const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
   return r && r->is_callback && !r->dead ? &r->cb : NULL;
+}
+HK__DEF const char *hk_name(const hk_registry *reg, hk_handle h) {
+  const hk__reg *r = reg ? hk__find_reg(reg->hk__s, h) : NULL;
+  return r ? r->name : NULL;
 }
 HK__DEF int hk_dispatching(const hk_registry *reg) { return reg ? hk__depth(reg) : 0; }
 HK__DEF int hk_count(const hk_registry *reg, int event) {

@@ -22,7 +22,7 @@
      loggers/file_loggers.h    what csv, jsonl, tensorboard and plot share
      callbacks/<name>.h        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
                                gradient_monitor, nan_guard, ema, model_summary,
-                               accumulation_scheduler, profiler, throughput_monitor,
+                               accumulation_scheduler, profiler, throughput_monitor, watchdog,
                                device_stats, on_exception_checkpoint, spike_detection,
                                prediction_writer; each its constructor and spec
                                factory                                              TRAIN_NO_CALLBACKS
@@ -548,7 +548,8 @@ typedef struct tr__grad_pass {
             b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
             d = nesterov ? d + momentum * b : b
             p = p + neg_lr * d
-   No product is fused with an addition (no FMA): tests/ref_f32.c writes the same formulas as plain
+   No product is fused with an addition (no FMA; the norm's kernel fuses and still gives the same bits,
+   see tr__sumsq_fma): tests/ref_f32.c writes the same formulas as plain
    scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
    vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
    from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
@@ -1038,6 +1039,12 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
    save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
    it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
+   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
+   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
+   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+TRAIN_API void tr_run_waiting(const char *what);
+TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
 /* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
    trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
@@ -1075,6 +1082,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
    a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
+/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
+   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
+   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
+   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
+typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
@@ -1240,6 +1253,51 @@ TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
    schedule's state is the run's (tr_plateau_step(s, &tr_run_get(reg)->lr_state, base_lr, metric) once per
    epoch): in checkpoints with the rest. */
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
+
+/* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
+   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
+   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
+   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
+   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
+   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
+   optimizer step asks it per tensor:
+     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
+     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
+     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
+                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
+     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
+                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
+   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
+   optimizer step, when tr_run_grouped says there are groups:
+       if (tr_run_update(reg))
+         for (int i = 0; i < n_tensors; i++) {
+           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
+           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
+         }
+   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
+typedef struct tr_tensor_opt {
+  double lr;            /* this update's learning rate for the tensor */
+  double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
+  int frozen;           /* 1: no update, no optimizer state touched */
+  int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
+} tr_tensor_opt;
+/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
+   the run has tensors); 0: one update over every tensor with the run's settings. */
+TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
+   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
+   of range: { lr, the run's weight decay, 0, step }. */
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
+/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
+   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
+   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
+   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
+   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
+   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
+/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
+   '?' one): "*.bias|*norm*|wte". */
+TRAIN_API int tr_name_match(const char *pattern, const char *name);
 
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
@@ -1415,11 +1473,14 @@ typedef double (*tr_clock_fn)(void *user);
   X(gradient_monitor, GRADIENT_MONITOR, gm, "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps") \
   X(nan_guard, NAN_GUARD, ng, "fail, skip the step or stop on a non-finite loss or gradient, naming where") \
   X(ema, EMA, ema, "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)") \
+  X(param_group, PARAM_GROUP, pg, "a learning-rate multiplier, weight decay or freezing for the tensors a name pattern matches (parameter groups)") \
+  X(finetuning, FINETUNING, ft, "freeze a backbone until an epoch, then train it at a reduced lr that ramps up (Lightning's BackboneFinetuning)") \
   X(lr_finder, LR_FINDER, lrf, "sweep the learning rate before training and use the suggestion (LearningRateFinder)") \
   X(model_summary, MODEL_SUMMARY, ms, "print the tensor table at fit start (Lightning's ModelSummary)") \
   X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
   X(profiler, PROFILER, prof, "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)") \
   X(throughput_monitor, THROUGHPUT_MONITOR, tp, "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)") \
+  X(watchdog, WATCHDOG, wd, "report a loop that stopped moving (a hung step, a rank stuck in a collective), where it is, and end the process on request") \
   X(device_stats, DEVICE_STATS, ds, "host memory, CPU use and load, and with TRAIN_CUDA the GPU's through NVML, every n steps (DeviceStatsMonitor)") \
   X(on_exception_checkpoint, ON_EXCEPTION_CHECKPOINT, oec, "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)") \
   X(spike_detection, SPIKE_DETECTION, sd, "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)") \
@@ -1486,6 +1547,16 @@ typedef double (*tr_clock_fn)(void *user);
 #else
 #  define TR__ON_EMA 1
 #endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PARAM_GROUP) || (TR__PICKED && !defined(TRAIN_ENABLE_PARAM_GROUP))
+#  define TR__ON_PARAM_GROUP 0
+#else
+#  define TR__ON_PARAM_GROUP 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_FINETUNING) || (TR__PICKED && !defined(TRAIN_ENABLE_FINETUNING))
+#  define TR__ON_FINETUNING 0
+#else
+#  define TR__ON_FINETUNING 1
+#endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
 #  define TR__ON_LR_FINDER 0
 #else
@@ -1510,6 +1581,11 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_THROUGHPUT_MONITOR 0
 #else
 #  define TR__ON_THROUGHPUT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_WATCHDOG) || (TR__PICKED && !defined(TRAIN_ENABLE_WATCHDOG))
+#  define TR__ON_WATCHDOG 0
+#else
+#  define TR__ON_WATCHDOG 1
 #endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_DEVICE_STATS) || (TR__PICKED && !defined(TRAIN_ENABLE_DEVICE_STATS))
 #  define TR__ON_DEVICE_STATS 0
@@ -1964,6 +2040,83 @@ TRAIN_API tr_err tr_ema(hk_registry *reg, const tr_ema_desc *d, hk_handle *out);
 TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_EMA */
+#if TR__ON_PARAM_GROUP
+
+/* ---- param_group (torch's optimizer parameter groups, chosen by tensor name) -----------------------
+   The tensors whose names match `match` get their own learning-rate multiplier, weight decay, or are
+   frozen (no update, their optimizer state untouched: torch's requires_grad = False). One param_group
+   per rule; the rules apply in registration order, a later one winning for the fields it gives, so a
+   recipe reads top down. The common one (llm.c's and nanoGPT's: decay only the matrices, never the
+   biases, the norms or the embeddings), with llm.c's names and with torch's:
+       param_group(match=*b|ln*|wte|wpe, weight_decay=0)
+       param_group(match=*.bias|*norm*|*embed*, weight_decay=0)
+   and a fine-tuning one: param_group(match=backbone.*, lr_mult=0.1); param_group(match=embed*, frozen=true).
+   The run resolves the rules when it starts (a pattern that matches no tensor fails the run, naming it),
+   and every optimizer step reads them (tr_run_tensor_opt, "PARAMETER GROUPS" in train/run.h): train.h's
+   trainer does, on the CPU and with TRAIN_CUDA; a loop of your own does at its optimizer step. With no
+   param_group (nor finetuning) registered nothing changes: the same update, the same bits. Register it
+   before the run starts (the spec of tr_run_desc / tr_config, or the constructor before tr_fit). */
+#define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
+    "patterns ('*' any characters, '?' one); required") \
+  X(DOUBLE_ZERO, double,       lr_mult,      "1",     NULL, "their learning rate is the run's times this, >= 0 (when given; " \
+    "else an earlier group's, or 1)") \
+  X(DOUBLE_ZERO, double,       weight_decay, "0",     NULL, "their weight decay, >= 0 (when given; else an earlier group's, " \
+    "or the optimizer's)") \
+  X(TRI,         int,          frozen,       "false", NULL, "true: no update at all; false: thaws what an earlier group froze " \
+    "(when given)") \
+  X(BOOL,        int,          verbose,      "false", NULL, "print the tensors it took at fit start")
+typedef struct tr_param_group_desc { TR_PARAM_GROUP_PARAMS(TR__FIELD) } tr_param_group_desc;
+typedef struct tr_param_group_state { const char *match; } tr_param_group_state;
+TRAIN_API tr_err tr_param_group(hk_registry *reg, const tr_param_group_desc *d, hk_handle *out);
+TRAIN_API const tr_param_group_state *tr_param_group_get(const hk_registry *reg, hk_handle h);
+
+#endif /* TR__ON_PARAM_GROUP */
+#if TR__ON_FINETUNING
+
+/* ---- finetuning (Lightning's BackboneFinetuning) ----------------------------------------------------
+   The tensors matching `match` (a pretrained backbone) are frozen from the start of training until the
+   epoch unfreeze_at_epoch begins; then they train at a fraction of the run's learning rate that grows
+   at every later epoch's start:
+     at unfreeze_at_epoch   ratio = initial_lr / the run's lr then      (initial_lr given)
+                                    initial_ratio                       (otherwise)
+     each epoch e after it  ratio = ratio x lr_factor                   (lr_factor_at(user, e + 1) in C)
+                            and with align, never above 1: the backbone's lr catches up with the run's
+                            and stays with it.
+   The backbone's lr is ratio x the run's lr of each step (times a param_group's lr_mult of its own), so it
+   follows the schedule; with a constant lr these are Lightning's numbers (backbone_initial_ratio_lr,
+   backbone_initial_lr, lambda_func, should_align). Lightning's initial_denom_lr is left out: it divides only
+   when unfreeze_and_add_param_group gets no lr, and BackboneFinetuning always gives one. Unfrozen tensors
+   start AdamW afresh (their moments zero, their own step count from 1), as Lightning's new parameter group
+   does. norms: the backbone's normalisation tensors; with train_norms (Lightning's train_bn, default true)
+   they are never frozen and train at the run's lr. Its state (unfrozen, where, the ratio) is in checkpoints:
+   a resume goes on with the same lr and step counts. It needs epochs (tr_fit; a loop of your own with
+   epochs); a step loop is refused at on_train_start. */
+typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at's type */
+#define TR_FINETUNING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \
+    "'*' and '?'); required") \
+  X(INT_ZERO,    int64_t,      unfreeze_at_epoch, "10",   NULL, "the epoch at whose start the backbone is unfrozen (0-based)") \
+  X(DOUBLE_ZERO, double,       lr_factor,         "2",    NULL, "the ratio's growth at each later epoch's start (> 0)") \
+  X(DOUBLE_ZERO, double,       initial_ratio,     "0.1",  NULL, "the backbone's lr as a fraction of the run's at the unfreeze (> 0)") \
+  X(DOUBLE,      double,       initial_lr,        "0",    NULL, "the backbone's lr at the unfreeze instead (0 = from initial_ratio)") \
+  X(TRI,         int,          align,             "true", NULL, "the ratio never goes above 1") \
+  X(STRING,      const char *, norms,             "",     NULL, "the backbone's normalisation tensors (patterns; \"\" = none)") \
+  X(TRI,         int,          train_norms,       "true", NULL, "norms are never frozen (Lightning's train_bn)") \
+  X(BOOL,        int,          verbose,           "false", NULL, "print the backbone's lr at every epoch's start once unfrozen") \
+  X(C_ONLY,      tr_epoch_factor_fn, lr_factor_at, NULL, NULL, "the growth per epoch instead (Lightning's lambda_func: " \
+    "called with e + 1 at epoch e's start)") \
+  X(C_ONLY,      void *,       lr_factor_user,    NULL,   NULL, "lr_factor_at's user")
+typedef struct tr_finetuning_desc { TR_FINETUNING_PARAMS(TR__FIELD) } tr_finetuning_desc;
+typedef struct tr_finetuning_state {
+  int unfrozen;         /* the backbone trains */
+  int64_t unfrozen_at;  /* the optimizer steps taken when it was unfrozen */
+  double ratio;         /* its lr as a fraction of the run's (0 while frozen) */
+} tr_finetuning_state;
+TRAIN_API tr_err tr_finetuning(hk_registry *reg, const tr_finetuning_desc *d, hk_handle *out);
+TRAIN_API const tr_finetuning_state *tr_finetuning_get(const hk_registry *reg, hk_handle h);
+
+#endif /* TR__ON_FINETUNING */
 #if TR__ON_MODEL_SUMMARY
 
 /* ---- model_summary (Lightning's ModelSummary) ---------------------------------------------------
@@ -2106,6 +2259,65 @@ TRAIN_API tr_err tr_throughput_monitor(hk_registry *reg, const tr_throughput_mon
 TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_THROUGHPUT_MONITOR */
+#if TR__ON_WATCHDOG
+
+/* ---- watchdog: a hang reported, and on request the process ended ---------------------------------
+   A thread of its own (made at setup, joined at teardown) looks every poll seconds whether the loop
+   has moved: a training step ended (on_train_batch_end) or another event it listens to fired (setup,
+   fit/train/epoch/validation/test/predict starts and ends, evaluation batches, checkpoints). When nothing
+   has moved for the limit - `seconds`, or `multiple` times the run's median training step once `warmup`
+   steps have run (both: the larger) - it writes one report to stderr (fd 2, one write(2): nothing the
+   stuck thread could hold is taken), on every rank:
+     watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
+       in on_train_batch_start, hook 'slow' running
+   or "after on_after_backward, in the loop's own code (no hook running)", or "waiting in the gradient
+   all-reduce (MPI)" (tr_run_waiting: train.h's MPI strategy says it, a loop of yours may). The event
+   and the hook are hooks.h's (ctx->event, ctx->self, hk_dispatching, hk_name), read from the watchdog's
+   thread while the loop stands still. One report a stall; when the loop moves again it says so.
+   action=exit: after the report the process ends with _exit(exit_code) (124 by default, as timeout(1)),
+   so that a scheduler requeues the job (Slurm's --requeue, a Kubernetes restart, an mpirun that ends
+   every rank when one exits). What that keeps is what a kill -9 keeps, which train.h makes enough: the
+   last checkpoint written stays whole (the atomic writer; one being written in the background is
+   abandoned, its temporary file removed by the next run there, the one before it kept), the loggers'
+   files hold every line written so far, whole (flush_every: at most about a second of records held in
+   memory is lost, none logged before the last checkpoint); nothing is saved from the stuck thread's
+   state (another thread cannot copy it safely), no atexit handler and no stdio buffer is flushed (the
+   stuck thread may hold their locks). A resume (resume = the last checkpoint) goes on from there.
+   The loop's thread pays one relaxed store at each on_train_batch_end (a counter: no clock, no lock, no
+   system call); the watchdog's thread takes the time. Needs POSIX threads (not with TRAIN_NO_THREADS).
+   Hand-written loop: fire setup and teardown (tr_run_start / tr_run_finish do) and on_train_batch_end
+   (tr_run_batch_end does). */
+#define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
+typedef enum tr_watchdog_action {
+#define TR__X(sym, name) sym,
+  TR_WATCHDOG_ACTIONS(TR__X)
+#undef TR__X
+  TR_WATCHDOG_ACTION_COUNT
+} tr_watchdog_action;
+#define TR_WATCHDOG_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE,   double,             seconds,   "0",      NULL,          "report when the loop has not moved for this many " \
+    "seconds (0: no absolute limit)") \
+  X(DOUBLE,   double,             multiple,  "0",      NULL,          "report when it has not moved for this many times the " \
+    "median training step (> 1; 0: not by the median); with seconds, the larger limit") \
+  X(INT_ZERO, int,                warmup,    "5",      NULL,          "training steps before the median step counts (1..1e6)") \
+  X(CHOICE,   tr_watchdog_action, action,    "report", "report|exit", "report: say where it is stuck, once a stall; exit: " \
+    "say it, then end the process with exit_code") \
+  X(INT_ZERO, int,                exit_code, "124",    NULL,          "the process's exit status with action=exit (1..255)") \
+  X(DOUBLE,   double,             poll,      "0",      NULL,          "seconds between the thread's looks (0: a tenth of the " \
+    "limit, 0.01..1 s)")
+typedef struct tr_watchdog_desc { TR_WATCHDOG_PARAMS(TR__FIELD) } tr_watchdog_desc;
+
+/* Written by the watchdog's thread: read it once the run has ended (teardown joins the thread). */
+typedef struct tr_watchdog_state {
+  int64_t reports;              /* stalls reported */
+  double median_step;           /* seconds; 0 before warmup steps have run */
+  double limit;                 /* seconds: the limit the last report was made at (0: none) */
+  char last[640];               /* the last report, as written */
+} tr_watchdog_state;
+TRAIN_API tr_err tr_watchdog(hk_registry *reg, const tr_watchdog_desc *d, hk_handle *out);
+TRAIN_API const tr_watchdog_state *tr_watchdog_get(const hk_registry *reg, hk_handle h);
+
+#endif /* TR__ON_WATCHDOG */
 #if TR__ON_DEVICE_STATS
 
 /* ---- device_stats (Lightning's DeviceStatsMonitor) ------------------------------------------------
@@ -2372,19 +2584,24 @@ TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d
    training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
    when it starts (the trainer sets both; a loop of its own sets eval_batches before
    on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation. One bar per registry: a second is refused (it would print everything twice).
+   during evaluation. A step loop's bar ("Training", steps) starts with the run, before a validation at
+   step 0; its "epoch" is the steps between validations. One bar per registry: a second is refused.
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
    model that is hundreds of redraws a second), and once more when training ends with its final
-   state. The whole line (bar, counts, rate, postfix) is cut to the terminal's width less one (tqdm),
-   measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS, else 80), so it never wraps and
-   a resized terminal gets lines of its new width; when the terminal was narrowed below the last line,
-   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too (those still on
-   the screen: tmux may push one into its scrollback). The validation
+   state; one due at an epoch's start shows the ended epoch's last state if no redraw did, and a new
+   epoch shows from its first batch on (a fast epoch's 0% would stay on screen while it runs). The line fits the
+   terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
+   else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
+   first), then the rate, then the times, so no number is cut (only a line still too wide, under about
+   25 columns, is cut); it never wraps, and a resized terminal gets lines of its new width; when the
+   terminal was narrowed below the last line, the rows a rewrapping terminal (tmux, most desktop ones)
+   made of it are erased too (those still on the screen: tmux may push one into its scrollback). The validation
    line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
    every training epoch carrying its validation's metrics (a validation inside an epoch has no line
-   of its own), one per evaluation run (tr_validate, tr_test; a step loop's validations), one at most
+   of its own), one per step loop's validation (the training line at that step, with its metrics), one
+   per evaluation run (tr_validate, tr_test), one at most
    every line_seconds within a long epoch or evaluation, and the final state at the end of training
    when no line showed it (a loop without epochs).
    mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
@@ -2422,7 +2639,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
 /* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
-   10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
+   10-cell bar; a width: what does not fit beside 10 cells goes whole (postfix fields, ", " between them,
+   the last first; the rate; the times). Returns the line's length in bytes (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 
@@ -2760,6 +2978,7 @@ typedef struct tr_trainer {
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
   double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
   tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
@@ -2954,6 +3173,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #  include <sys/wait.h> /* system()'s status */
 #  include <sys/resource.h> /* getrusage: device_stats's CPU time and peak memory */
 #  include <unistd.h>
+#  include <poll.h> /* the watchdog's naps (poll(2): a sleep that wakes on a pipe) */
 #  define TR__POSIX 1
 #  ifdef TRAIN_CUDA
 #    include <dlfcn.h> /* device_stats loads NVML at run time (glibc before 2.34: link with -ldl) */
@@ -3010,16 +3230,17 @@ extern int ftruncate(int fd, off_t length);
 #  define TR__SHARED static
 #endif
 
-#ifdef TRAIN_CUDA /* the kernels come with the implementation (train/cuda.h): this file is built by nvcc */
-#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
-#    define TRAIN_CUDA_IMPLEMENTATION
-#  endif
-#  include "kernels/train_cuda.cuh"
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
+}
 /* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
 #define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
 static void tr__le(unsigned char *p, uint64_t v, int bytes) {
@@ -3457,6 +3678,13 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
   return e;
 }
 #if !defined(TRAIN_NO_MATH)
+/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+#ifdef TRAIN_CUDA
+#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
+#    define TRAIN_CUDA_IMPLEMENTATION
+#  endif
+#  include "kernels/train_cuda.cuh"
+#endif
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
    The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
@@ -3649,24 +3877,26 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
   tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch. */
-static inline uint32_t tr__nonfinite_run(const float *TR__RESTRICT x, size_t n) {
-  size_t i;
-  uint32_t bad = 0; /* 32-bit lanes like the data's (a block counts at most TR__BLOCK) */
-  for (i = 0; i < n; i++) {
-    uint32_t bits;
-    memcpy(&bits, &x[i], sizeof bits);
-    bad += (bits & 0x7f800000u) == 0x7f800000u;
-  }
-  return bad;
+/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch, 16
+   counts side by side (32-bit lanes like the data's; a chunk gives each at most HK_NORM_CHUNK / 16)
+   added up once at the end. (It added up the 16 every block before: 8 more instructions per 16
+   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.91-0.93 of a
+   prefetching one-array read before, 1.01-1.02 after, on a quiet machine.) */
+static inline int tr__nonfinite_bits(const float *x) {
+  uint32_t bits;
+  memcpy(&bits, x, sizeof bits);
+  return (bits & 0x7f800000u) == 0x7f800000u;
 }
 static TR__CLONES size_t tr__nonfinite_range(const float *TR__RESTRICT x, size_t n) {
-  size_t i = 0, bad = 0;
+  uint32_t bad[TR__BLOCK] = {0};
+  size_t i = 0, j, total = 0;
   for (; i + TR__BLOCK <= n; i += TR__BLOCK) {
-    if (i + TR__AHEAD < n) TR__PREFETCH(x + i + TR__AHEAD); /* one read stream: ask ahead (hk_sumsq's note) */
-    bad += tr__nonfinite_run(x + i, TR__BLOCK);
+    TR__PREFETCH(x + i + TR__AHEAD); /* one read stream: ask ahead (hk_sumsq's note) */
+    for (j = 0; j < TR__BLOCK; j++) bad[j] += (uint32_t)tr__nonfinite_bits(x + i + j);
   }
-  return bad + tr__nonfinite_run(x + i, n - i);
+  for (; i < n; i++) total += (size_t)tr__nonfinite_bits(x + i);
+  for (j = 0; j < TR__BLOCK; j++) total += bad[j];
+  return total;
 }
 
 TRAIN_API void tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads) {
@@ -3690,16 +3920,26 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
 /* zero_grad. A buffer far larger than the caches is zeroed with streaming stores, one share per
    thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
    written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
-   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy. SSE2's
-   16-byte store is x86-64's baseline and as fast as AVX's there. A small buffer is zeroed chunk by
-   chunk with memset, its zeros staying in cache for the backward pass that comes next. (Zero floats
-   are zero bytes in IEEE 754, which train.h assumes throughout.) */
+   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy.
+   AVX's 32-byte streaming store where the CPU has it (SSE2's 16-byte one was slower on a later VM:
+   Xeon, 300 MiB L3, AVX-512). A small buffer is
+   zeroed chunk by chunk with memset, its zeros staying in cache for the backward pass that comes next.
+   (Zero floats are zero bytes in IEEE 754, which train.h assumes throughout.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
+#if TR__X86
+__attribute__((target("avx"))) static size_t tr__zero_stream_avx(float *x, size_t n) {
+  size_t i = 0;
+  const __m256 z = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(x + i, z);
+  return i;
+}
+#endif
 static void tr__zero_stream(float *x, size_t n) {
 #if TR__X86
   size_t i = 0;
   const __m128 z = _mm_setzero_ps();
-  for (; i < n && ((uintptr_t)(x + i) & 15); i++) x[i] = 0; /* to a 16-byte boundary (floats are 4-aligned) */
+  for (; i < n && ((uintptr_t)(x + i) & 31); i++) x[i] = 0; /* to a 32-byte boundary (floats are 4-aligned) */
+  if (tr__has_avx()) i += tr__zero_stream_avx(x + i, n - i);
   for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, z);
   for (; i < n; i++) x[i] = 0;
   _mm_sfence(); /* the streamed lines are visible before any later store */
@@ -3728,6 +3968,43 @@ TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
   for (k = 0; k < nk; k++) tr__scale_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), s);
 }
 
+/* One chunk of tr_sumsq (n <= HK_NORM_CHUNK) in hk_sumsq's order. On x86-64 with AVX and FMA:
+   accumulator j % 16 is lane j % 4 of register j / 4, each lane adding its elements' squares in
+   element order as the scalar loop does. The multiply-add is fused here, and the bits are still
+   hk_sumsq's: a float's square is exact in double (24-bit significands, 48-bit product), so the
+   fused and the separate forms round the same sum once. Fewer instructions per byte keep more loads
+   in flight: make bench-math, 16M floats, 1 thread, against a one-array read that asks ahead as this
+   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 27 instructions per 16 floats) 0.87,
+   this one (12) 1.00-1.01 on a quiet machine (docs/numbers.md has the runs). */
+#if TR__X86 && !defined(TRAIN_NO_AVX)
+static int tr__has_fma(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"); }
+__attribute__((target("avx,fma"))) static double tr__sumsq_fma(const float *TR__RESTRICT x, size_t n) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  double acc[16];
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    __m256d v0 = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), v1 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)),
+            v2 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)), v3 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12));
+    TR__PREFETCH(x + i + TR__AHEAD); /* (past the end near it: a prefetch never faults) */
+    a0 = _mm256_fmadd_pd(v0, v0, a0);
+    a1 = _mm256_fmadd_pd(v1, v1, a1);
+    a2 = _mm256_fmadd_pd(v2, v2, a2);
+    a3 = _mm256_fmadd_pd(v3, v3, a3);
+  }
+  _mm256_storeu_pd(acc, a0); _mm256_storeu_pd(acc + 4, a1); _mm256_storeu_pd(acc + 8, a2); _mm256_storeu_pd(acc + 12, a3);
+  for (j = 0; i + j < n; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+#endif
+static double tr__sumsq_chunk(const float *x, size_t n) {
+#if TR__X86 && !defined(TRAIN_NO_AVX)
+  if (tr__has_fma()) return tr__sumsq_fma(x, n);
+#endif
+  return hk_sumsq(x, n);
+}
+
 /* The reductions: TR__GROUP chunks at a time, one partial each (any thread computes it), then the
    partials added in chunk order on this thread. */
 TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
@@ -3736,7 +4013,7 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
   for (g = 0; g < nk; g += TR__GROUP) {
     long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
     TR__FOR_CHUNKS(threads)
-    for (k = 0; k < ng; k++) part[k] = hk_sumsq(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)));
+    for (k = 0; k < ng; k++) part[k] = tr__sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)));
     for (k = 0; k < ng; k++) sum += part[k];
   }
   return sum;
@@ -5392,11 +5669,20 @@ typedef struct tr__run_priv {
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
   void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
+  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  int n_rules;
+  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  int n_tg;
 } tr__run_priv;
+/* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
+   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
+typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
+/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
+   scale; taken: updates before the stretch that began at step since). */
+typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
@@ -5404,13 +5690,6 @@ static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4
    callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
    watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
    ================================================================================================= */
-/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
-  va_end(ap);
-}
 
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
@@ -5440,11 +5719,29 @@ static void tr__run_free(void *p) {
   tr__asave_free(q->asave); /* the last save in flight ends first */
   if (q->loop_free) q->loop_free(q->loop);
   free(q->gpass.sq);
+  free(q->rules);
+  free(q->tg);
   free(q);
   free(run);
 }
 
 /* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+static const char *tr__run_waiting_now;
+TRAIN_API void tr_run_waiting(const char *what) {
+#if defined(__GNUC__) || defined(__clang__)
+  __atomic_store_n(&tr__run_waiting_now, what, __ATOMIC_RELAXED);
+#else
+  tr__run_waiting_now = what;
+#endif
+}
+TRAIN_API const char *tr_run_waits(void) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __atomic_load_n(&tr__run_waiting_now, __ATOMIC_RELAXED);
+#else
+  return tr__run_waiting_now;
+#endif
+}
 static tr_run *tr__run_of(hk_registry *reg) {
   tr_run *run = (tr_run *)hk_attached(reg);
   return run || !reg ? run : tr_run_get(reg);
@@ -5842,6 +6139,117 @@ TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *
   lr = tr_sched_lr(s, &st, base_lr, t);
   if (!ctx) return lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
+}
+
+/* ---- parameter groups ------------------------------------------------------------------------------ */
+static int tr__name_glob(const char *p, const char *pe, const char *n) { /* the alternative [p, pe) against all of n */
+  const char *star = NULL, *back = NULL;
+  while (*n) {
+    if (p < pe && (*p == '?' || *p == *n)) p++, n++;
+    else if (p < pe && *p == '*') star = ++p, back = n;
+    else if (star) p = star, n = ++back;
+    else return 0;
+  }
+  while (p < pe && *p == '*') p++;
+  return p == pe;
+}
+TRAIN_API int tr_name_match(const char *pattern, const char *name) {
+  const char *p = pattern, *e;
+  if (!pattern || !name) return 0;
+  for (;; p = e + 1) {
+    e = strchr(p, '|');
+    if (!e) e = p + strlen(p);
+    if (tr__name_glob(p, e, name)) return 1;
+    if (!*e) return 0;
+  }
+}
+static int tr__given_d(double x) { return x != 0 || signbit(x); } /* TR_ZERO_F: an explicit 0 */
+TR__SHARED tr_err tr__run_rule_add(tr_run *run, const tr__pg_rule *r) {
+  tr__run_priv *q = run->tr__p;
+  const tr__pg_rule **rules = (const tr__pg_rule **)realloc((void *)q->rules, (size_t)(q->n_rules + 1) * sizeof *rules);
+  if (!rules) return TR_ERR_NOMEM;
+  q->rules = rules;
+  q->rules[q->n_rules++] = r;
+  return TR_OK;
+}
+TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
+  tr__run_priv *q = run->tr__p;
+  int i, k = 0;
+  for (i = 0; i < q->n_rules; i++)
+    if (q->rules[i] != r) q->rules[k++] = q->rules[i];
+  q->n_rules = k;
+}
+/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
+   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  int i, k, n = ctx->params ? ctx->n_tensors : 0;
+  free(q->tg);
+  q->tg = NULL;
+  q->n_tg = 0;
+  if (!q->n_rules || n <= 0) return TR_OK;
+  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
+  q->n_tg = n;
+  for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
+  for (k = 0; k < q->n_rules; k++) {
+    const tr__pg_rule *r = q->rules[k];
+    int hits = 0;
+    for (i = 0; i < n; i++) {
+      tr__tgroup *g = &q->tg[i];
+      if (!tr_name_match(r->match, ctx->params[i].name)) continue;
+      hits++;
+      if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
+      if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
+      if (r->frozen) g->frozen = r->frozen == TR_YES;
+    }
+    if (!hits) {
+      free(q->tg);
+      q->tg = NULL;
+      q->n_tg = 0;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                            r->who, r->match, n,
+                            ctx->params[0].name ? ctx->params[0].name : "?");
+    }
+  }
+  return TR_OK;
+}
+TRAIN_API int tr_run_grouped(hk_registry *reg) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  return run && run->tr__p->tg != NULL;
+}
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  tr_tensor_opt o;
+  o.lr = lr;
+  o.weight_decay = run ? run->desc.weight_decay : 0;
+  o.frozen = 0;
+  o.step = step;
+  if (run && run->tr__p->tg && i >= 0 && i < run->tr__p->n_tg) {
+    const tr__tgroup *g = &run->tr__p->tg[i];
+    o.lr = lr * g->lr_mult * g->scale; /* (x 1 x 1 is lr itself) */
+    if (g->has_wd) o.weight_decay = g->wd;
+    o.frozen = g->frozen || g->off;
+    o.step = g->taken + (step - g->since);
+    if (o.step < 1) o.step = 1; /* (a rollback to before its unfreeze, spike_detection's: it starts afresh again) */
+  }
+  return o;
+}
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__tgroup *g;
+  if (!run || !run->tr__p->tg) return reg ? tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: no parameter groups: it works "
+                                                           "while a run with a param_group or finetuning goes") : TR_ERR_INVALID;
+  if (i < 0 || i >= run->tr__p->n_tg)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: tensor %d: the run has tensors 0..%d", i, run->tr__p->n_tg - 1);
+  if (!hk_is_finite(lr_scale) || lr_scale <= 0 || steps < 0)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: lr_scale %g and steps %lld: give lr_scale > 0, finite, and "
+                          "steps >= 0", lr_scale, (long long)steps);
+  g = &run->tr__p->tg[i];
+  if (frozen && !g->off) g->taken += steps - g->since, g->off = 1;
+  else if (!frozen && g->off) g->since = steps, g->off = 0;
+  g->scale = lr_scale;
+  return TR_OK;
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
@@ -7003,6 +7411,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
     q->gpass.n = ctx->n_tensors;
   }
   q->gpass.ok = 0;
+#if !defined(TRAIN_NO_MATH) && (defined(TRAIN_H) || defined(TRAIN_MATH_H)) /* train.h, or math.h included before */
+  q->gpass.sumsq = tr_sumsq; /* hk_sumsq's bits with math.h's kernel (AVX+FMA: half the instructions) */
+  q->gpass.threads = 1;
+#endif
   ctx->grad_norm_source = tr__grad_pass_source;
   ctx->grad_norm_source_user = &q->gpass;
 }
@@ -7026,9 +7438,8 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef int (*tr__ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
 typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
-static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
   double mtime = 0;
@@ -7056,7 +7467,7 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ck
   best->step = step;
   best->mtime = mtime;
 }
-static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char **names = NULL;
   int i, n = tr__dir_names(dir, "", &names);
   for (i = 0; i < n; i++) {
@@ -7068,7 +7479,7 @@ static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_ch
   free(names);
 }
 /* The chosen file (kept in the run until it ends), or NULL: nothing of this run loads (a fresh start). */
-TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr__ckpt_check_fn check, void *u) {
+static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *u) {
   tr__run_priv *q = run->tr__p;
   tr__auto_pick best;
   int i;
@@ -7098,6 +7509,10 @@ TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *sav
                 best.path, (long long)best.step, best.seen - best.skipped, best.seen - best.skipped == 1 ? "" : "s");
   else tr__run_say(run, ctx, "resume auto", "no checkpoint of this run %s: a fresh start", best.seen ? "loads" : "was found");
   return best.path;
+}
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user) {
+  tr_run *run = tr_run_get(reg);
+  return run && check ? tr__auto_resume(run, ctx, save_to, check, user) : NULL;
 }
 
 /* resume "auto" in a loop of your own: a file of tr_run_save whose state block reads whole. */
@@ -7142,6 +7557,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_start"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
@@ -7265,6 +7681,7 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (run->running != HK_STAGE_NONE)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
                           tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_enter"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, stage);
   q->own_loop = 0;
   free(q->resume);
@@ -8050,6 +8467,10 @@ TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const cha
   }
   L->ctx.n_tensors = d->params || d->param_memory ? d->n_tensors : 0;
   L->ctx.user = d->model_user;
+  if (tr__groups_build(run, reg, &L->ctx, "")) { /* (tr_run_start would refuse it too, less plainly) */
+    snprintf(why, sizeof why, "%s", tr_run_error(reg));
+    return tr__loop_refused(reg, run, L, d, why);
+  }
   if (tr_run_start(reg, &L->ctx, resume_from) != TR_OK) L->phase = TR__LOOP_DONE;
   else if (resume_from && resume_from[0]) L->resumed = 1, L->next = L->ctx.batch_idx + 1; /* (a step loop's) */
   L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx;
@@ -12010,6 +12431,222 @@ static tr_err tr__ema_make(hk_registry *reg, const tr_ema_desc *d, hk_handle *ou
 TR__PUBLIC_OF(tr_ema, ema)
 TR__FACTORY_OF(ema, tr_ema_desc, TR_EMA_PARAMS)
 #endif /* TR__ON_EMA */
+#if TR__ON_PARAM_GROUP
+/* ---- param_group ---------------------------------------------------------------------------------- */
+typedef struct tr__pg {
+  tr_param_group_state pub;
+  tr__pg_rule rule;     /* what the run resolves (train/run.h) */
+  tr_run *run;
+  char *match, name[48];
+  int verbose;
+} tr__pg;
+
+static void tr__pg_destroy(void *user) {
+  tr__pg *s = (tr__pg *)user;
+  if (!s) return;
+  if (s->run) tr__run_rule_drop(s->run, &s->rule);
+  free(s->match);
+  free(s);
+}
+/* verbose: one line, the tensors it took and what they got (rank 0) */
+static hk_signal tr__pg_fit_start(hk_ctx *ctx, void *user) {
+  tr__pg *s = (tr__pg *)user;
+  char line[512], num[64];
+  size_t len = 0;
+  int i, n = 0;
+  if (!s->verbose || ctx->rank != 0) return HK_CONTINUE;
+  line[0] = 0;
+  for (i = 0; i < ctx->n_tensors && ctx->params; i++) {
+    if (!tr_name_match(s->match, ctx->params[i].name)) continue;
+    if (len + 8 < sizeof line) len += (size_t)snprintf(line + len, sizeof line - len, "%s%s", n ? ", " : "", ctx->params[i].name);
+    n++;
+  }
+  if (len >= sizeof line) len = sizeof line - 1;
+  num[0] = 0;
+  if (tr__given_d(s->rule.weight_decay)) snprintf(num, sizeof num, ", weight_decay %g", s->rule.weight_decay);
+  tr_run_say(ctx->reg, ctx, s->name, "%d tensors (%s): lr x %g%s%s", n, line, tr__given_d(s->rule.lr_mult) ? s->rule.lr_mult : 1.0,
+             num, s->rule.frozen == TR_YES ? ", frozen" : "");
+  return HK_CONTINUE;
+}
+
+static tr_err tr__pg_make(hk_registry *reg, const tr_param_group_desc *d, hk_handle *out, tr__why *w) {
+  tr__pg *s;
+  hk_callback cb;
+  tr_run *run;
+  if (!d) return tr__bad(w, "param_group: desc is NULL");
+  if (!d->match || !d->match[0]) return tr__bad(w, "param_group: match is required: the tensor names it is for, e.g. match=*.bias|*norm*");
+  if (!hk_is_finite(d->lr_mult) || d->lr_mult < 0) return tr__bad(w, "param_group: lr_mult is %g: give a finite multiplier >= 0", d->lr_mult);
+  if (!hk_is_finite(d->weight_decay) || d->weight_decay < 0)
+    return tr__bad(w, "param_group: weight_decay is %g: give a finite decay >= 0", d->weight_decay);
+  if (!(run = tr_run_get(reg))) return tr__bad(w, "param_group: out of memory"), TR_ERR_NOMEM;
+  if (run->running != HK_STAGE_NONE)
+    return tr__bad(w, "param_group: registered while a run goes: the groups are resolved at its start; register it before "
+                   "tr_run_start / tr_fit (or in the spec)");
+  s = (tr__pg *)calloc(1, sizeof *s);
+  if (!s || !(s->match = tr__strdup(d->match))) return free(s), tr__bad(w, "param_group: out of memory"), TR_ERR_NOMEM;
+  s->pub.match = s->match;
+  s->rule.match = s->match;
+  s->rule.who = s->name;
+  s->rule.lr_mult = d->lr_mult;
+  s->rule.weight_decay = d->weight_decay;
+  s->rule.frozen = d->frozen;
+  s->verbose = d->verbose;
+  memset(&cb, 0, sizeof cb);
+  cb.name = tr__unique_name(reg, "param_group", s->name, sizeof s->name);
+  if (cb.name != s->name) snprintf(s->name, sizeof s->name, "%s", cb.name);
+  cb.name = s->name;
+  cb.user = s;
+  cb.on_fit_start = tr__pg_fit_start;
+  cb.destroy = tr__pg_destroy;
+  if (tr__run_rule_add(run, &s->rule) != TR_OK) return tr__pg_destroy(s), tr__bad(w, "param_group: out of memory"), TR_ERR_NOMEM;
+  s->run = run;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_param_group, pg)
+TR__FACTORY_OF(pg, tr_param_group_desc, TR_PARAM_GROUP_PARAMS)
+#endif /* TR__ON_PARAM_GROUP */
+#if TR__ON_FINETUNING
+/* ---- finetuning ----------------------------------------------------------------------------------- */
+typedef struct tr__ft {
+  tr_finetuning_state pub;
+  tr__pg_rule rule;     /* a rule that gives nothing: the run keeps per-tensor settings, and says a match of none */
+  tr_run *run;
+  char *match, *norms;
+  int64_t at;           /* unfreeze_at_epoch */
+  int64_t last_epoch;   /* the epoch whose start set the ratio last (-1: none): a resumed epoch is not counted twice */
+  double factor, initial_ratio, initial_lr;
+  tr_epoch_factor_fn factor_at;
+  void *factor_user;
+  int align, train_norms, verbose;
+} tr__ft;
+
+static void tr__ft_destroy(void *user) {
+  tr__ft *s = (tr__ft *)user;
+  if (!s) return;
+  if (s->run) tr__run_rule_drop(s->run, &s->rule);
+  free(s->match);
+  free(s->norms);
+  free(s);
+}
+static int tr__ft_takes(const tr__ft *s, const char *name) {
+  return tr_name_match(s->match, name) && !(s->train_norms && s->norms[0] && tr_name_match(s->norms, name));
+}
+/* The backbone's tensors as the state says, on the run's table as it was built at the start: frozen since the
+   start (step 0), and unfrozen at unfrozen_at with the ratio (tr_run_tensor_set counts their steps from there). */
+static hk_signal tr__ft_apply(tr__ft *s, hk_ctx *ctx, int fresh) {
+  int i;
+  for (i = 0; i < ctx->n_tensors; i++) {
+    if (!tr__ft_takes(s, ctx->params[i].name)) continue;
+    if (fresh && tr_run_tensor_set(ctx->reg, i, 1, 1, 0) != TR_OK) return hk_fail(ctx, "%s", tr_run_error(ctx->reg));
+    if (s->pub.unfrozen && tr_run_tensor_set(ctx->reg, i, 0, s->pub.ratio, s->pub.unfrozen_at) != TR_OK)
+      return hk_fail(ctx, "%s", tr_run_error(ctx->reg));
+  }
+  return HK_CONTINUE;
+}
+static hk_signal tr__ft_train_start(hk_ctx *ctx, void *user) {
+  tr__ft *s = (tr__ft *)user;
+  if (s->run->desc.epochs == TR_NO)
+    return hk_fail(ctx, "finetuning unfreezes at an epoch's start, and this loop has no epochs (epochs = TR_NO): use a "
+                   "param_group(frozen=...) or tr_run_tensor_set in a step loop");
+  if (!tr_run_grouped(ctx->reg)) return hk_fail(ctx, "the run has no tensors to freeze (ctx->params)");
+  return tr__ft_apply(s, ctx, 1);
+}
+static hk_signal tr__ft_epoch_start(hk_ctx *ctx, void *user) {
+  tr__ft *s = (tr__ft *)user;
+  if (ctx->epoch < s->at || ctx->epoch == s->last_epoch) return HK_CONTINUE;
+  if (!s->pub.unfrozen) {
+    s->pub.unfrozen = 1;
+    s->pub.unfrozen_at = ctx->global_step;
+    double lr = ctx->lr > 0 ? ctx->lr : s->run->desc.lr; /* (a loop of your own sets the batch's lr after this event) */
+    s->pub.ratio = s->initial_lr > 0 && lr > 0 ? s->initial_lr / lr : s->initial_ratio;
+  } else {
+    s->pub.ratio *= s->factor_at ? s->factor_at(s->factor_user, ctx->epoch + 1) : s->factor;
+    if (s->align && s->pub.ratio > 1) s->pub.ratio = 1;
+  }
+  if (!hk_is_finite(s->pub.ratio) || s->pub.ratio <= 0)
+    return hk_fail(ctx, "the backbone's lr ratio became %g at epoch %lld: lr_factor_at must return a finite factor > 0",
+                   s->pub.ratio, (long long)ctx->epoch);
+  s->last_epoch = ctx->epoch;
+  if (s->verbose && ctx->rank == 0)
+    tr_run_say(ctx->reg, ctx, "finetuning", "epoch %lld: lr %g, backbone lr %g", (long long)ctx->epoch, ctx->lr, ctx->lr * s->pub.ratio);
+  return tr__ft_apply(s, ctx, 0);
+}
+
+static int tr__ft_save(void *user, hk_bytes *out) {
+  const tr__ft *s = (const tr__ft *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.unfrozen);
+  tr__put_i64(out, s->pub.unfrozen_at);
+  tr__put_i64(out, s->last_epoch);
+  tr__put_f64(out, s->pub.ratio);
+  return out->failed ? -1 : 0;
+}
+static int tr__ft_load(void *user, hk_reader *in) {
+  tr__ft *s = (tr__ft *)user;
+  uint64_t unfrozen;
+  int64_t at, last;
+  double ratio;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &unfrozen) || unfrozen > 1) return hk_reject(in, "unfrozen is truncated or not 0 or 1");
+  if (tr__get_count(in, "unfrozen_at", 0, &at)) return -1;
+  if (tr__get_i64(in, &last) || last < -1 || last > TR__MAX_COUNT) return hk_reject(in, "last_epoch is truncated or outside -1..2^53");
+  if (tr__get_f64(in, &ratio) || !hk_is_finite(ratio) || ratio < 0 || (unfrozen && ratio == 0))
+    return hk_reject(in, "the lr ratio is truncated, not finite, or not > 0 once unfrozen");
+  if (tr__get_end(in)) return -1;
+  s->pub.unfrozen = (int)unfrozen;
+  s->pub.unfrozen_at = at;
+  s->pub.ratio = ratio;
+  s->last_epoch = last; /* on_train_start applies it (the run's table is built anew at every start) */
+  return 0;
+}
+
+static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_handle *out, tr__why *w) {
+  tr__ft *s;
+  hk_callback cb;
+  tr_run *run;
+  int64_t at;
+  if (!d) return tr__bad(w, "finetuning: desc is NULL");
+  if (!d->match || !d->match[0]) return tr__bad(w, "finetuning: match is required: the backbone's tensors, e.g. match=backbone.*");
+  at = tr__zero_int64(d->unfreeze_at_epoch, 10);
+  if (at < 0) return tr__bad(w, "finetuning: unfreeze_at_epoch is %lld: give an epoch >= 0", (long long)at);
+  if (!hk_is_finite(d->lr_factor) || d->lr_factor < 0 || (d->lr_factor == 0 && signbit(d->lr_factor)))
+    return tr__bad(w, "finetuning: lr_factor is %g: give a finite factor > 0", d->lr_factor);
+  if (!hk_is_finite(d->initial_ratio) || d->initial_ratio < 0 || (d->initial_ratio == 0 && signbit(d->initial_ratio)))
+    return tr__bad(w, "finetuning: initial_ratio is %g: give a finite fraction > 0", d->initial_ratio);
+  if (!hk_is_finite(d->initial_lr) || d->initial_lr < 0)
+    return tr__bad(w, "finetuning: initial_lr is %g: give a finite lr > 0, or 0 for initial_ratio", d->initial_lr);
+  if (!(run = tr_run_get(reg))) return tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
+  if (run->running != HK_STAGE_NONE) return tr__bad(w, "finetuning: registered while a run goes: register it before tr_run_start / tr_fit");
+  s = (tr__ft *)calloc(1, sizeof *s);
+  if (!s || !(s->match = tr__strdup(d->match)) || !(s->norms = tr__strdup(d->norms ? d->norms : "")))
+    return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
+  s->rule.match = s->match;
+  s->rule.who = "finetuning";
+  s->at = at;
+  s->last_epoch = -1;
+  s->factor = d->lr_factor > 0 ? d->lr_factor : 2.0;
+  s->initial_ratio = d->initial_ratio > 0 ? d->initial_ratio : 0.1;
+  s->initial_lr = d->initial_lr;
+  s->factor_at = d->lr_factor_at;
+  s->factor_user = d->lr_factor_user;
+  s->align = tr__flag(d->align, 1);
+  s->train_norms = tr__flag(d->train_norms, 1);
+  s->verbose = d->verbose;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "finetuning";
+  cb.user = s;
+  cb.on_train_start = tr__ft_train_start;
+  cb.on_train_epoch_start = tr__ft_epoch_start;
+  cb.save_state = tr__ft_save;
+  cb.load_state = tr__ft_load;
+  cb.destroy = tr__ft_destroy;
+  if (tr__run_rule_add(run, &s->rule) != TR_OK) return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
+  s->run = run;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_finetuning, ft)
+TR__FACTORY_OF(ft, tr_finetuning_desc, TR_FINETUNING_PARAMS)
+#endif /* TR__ON_FINETUNING */
 #if TR__ON_MODEL_SUMMARY
 /* ---- model_summary -------------------------------------------------------------------------------- */
 typedef struct tr__ms { tr_model_summary_state pub; tr_run *run; int max_rows; FILE *out; } tr__ms;
@@ -12691,6 +13328,273 @@ static tr_err tr__tp_from_spec(const hk_args *a, tr_throughput_monitor_desc *d, 
 }
 TR__FACTORY_WITH(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS, tr__tp_from_spec)
 #endif /* TR__ON_THROUGHPUT_MONITOR */
+#if TR__ON_WATCHDOG
+/* ---- watchdog -------------------------------------------------------------------------------------- */
+#if defined(__GNUC__) || defined(__clang__)
+#  define TR__WD_PUT(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#  define TR__WD_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#  define TR__WD_PUT(x, v) ((x) = (v))
+#  define TR__WD_GET(x) (x)
+#endif
+enum { TR__WD_SAMPLES = 63 };   /* step times the median is taken over (odd: one middle) */
+
+typedef struct tr__wd {
+  tr_watchdog_state pub;
+  hk_registry *reg;
+  double seconds, multiple, poll;
+  int warmup, action, exit_code;
+  int64_t steps, beats;         /* the loop's thread writes them (relaxed), the watchdog's reads */
+  hk_ctx *ctx;                  /* the run's, from setup to teardown */
+  int depth;                    /* setups not torn down (a fit inside a fit: one thread) */
+#ifdef TR__THREADS
+  pthread_t th;
+  int started;
+  int wake[2];                  /* a byte written to wake[1] ends the thread at once */
+#endif
+  double sample[TR__WD_SAMPLES]; /* the watchdog's thread only: step times, a ring */
+  int n_sample, next_sample;
+} tr__wd;
+
+static void tr__wd_stop(tr__wd *s);
+static void tr__wd_destroy(void *user) {
+  tr__wd *s = (tr__wd *)user;
+  if (!s) return;
+  tr__wd_stop(s);
+  free(s);
+}
+
+/* The loop's side: a counter a step, another for the rest (cold). */
+static hk_signal tr__wd_step(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  (void)ctx;
+  TR__WD_PUT(s->steps, s->steps + 1);
+  return HK_CONTINUE;
+}
+static hk_signal tr__wd_beat(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  (void)ctx;
+  TR__WD_PUT(s->beats, s->beats + 1);
+  return HK_CONTINUE;
+}
+
+#ifdef TR__THREADS
+static int tr__wd_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double tr__wd_median(const tr__wd *s) {
+  double v[TR__WD_SAMPLES];
+  memcpy(v, s->sample, (size_t)s->n_sample * sizeof *v);
+  qsort(v, (size_t)s->n_sample, sizeof *v, tr__wd_cmp);
+  return v[s->n_sample / 2];
+}
+static double tr__wd_limit(const tr__wd *s) {
+  double m = s->multiple > 0 && s->n_sample > 0 ? s->multiple * s->pub.median_step : 0;
+  return m > s->seconds ? m : s->seconds;
+}
+
+/* Write all of text to fd 2 unless it stays unwritable for a second (a stuck reader of our stderr must not
+   keep the process from ending). */
+static void tr__wd_say(const char *text) {
+  size_t n = strlen(text), at = 0;
+  while (at < n) {
+    struct pollfd p;
+    ssize_t k;
+    p.fd = 2;
+    p.events = POLLOUT;
+    p.revents = 0;
+    if (poll(&p, 1, 1000) <= 0) return;
+    k = write(2, text + at, n - at);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    at += (size_t)k;
+  }
+}
+
+/* "watchdog: " and, with several processes, "rank R of W: "; its length */
+static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
+  int n = s->ctx->world_size > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->ctx->rank, s->ctx->world_size)
+                                 : snprintf(out, cap, "watchdog: ");
+  return n < 0 || (size_t)n >= cap ? 0 : n;
+}
+/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
+   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
+static void tr__wd_report(tr__wd *s, double stuck, double limit) {
+  const hk_ctx *c = s->ctx;
+  char *out = s->pub.last, where[300];
+  size_t cap = sizeof s->pub.last;
+  const char *ev = hk_event_name(s->reg, c->event), *waits = tr_run_waits(), *name;
+  int n = tr__wd_prefix(s, out, cap);
+  if (waits) snprintf(where, sizeof where, "waiting in %s, after %s", waits, ev ? ev : "?");
+  else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
+    snprintf(where, sizeof where, "in %s, hook '%s' running", ev ? ev : "?", name);
+  else snprintf(where, sizeof where, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
+  snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
+           stuck, limit, (long long)c->global_step, (long long)c->epoch, (long long)c->batch_idx, where);
+  s->pub.reports++;
+  s->pub.limit = limit;
+  tr__wd_say(out);
+  if (s->action == TR_WATCHDOG_EXIT) {
+    char bye[300];
+    n = tr__wd_prefix(s, bye, sizeof bye);
+    snprintf(bye + n, sizeof bye - (size_t)n, "exiting with status %d (action=exit): the last checkpoint written stays; "
+             "nothing else is saved\n", s->exit_code);
+    tr__wd_say(bye);
+    _exit(s->exit_code);
+  }
+}
+
+static void *tr__wd_main(void *p) {
+  tr__wd *s = (tr__wd *)p;
+  int64_t steps = TR__WD_GET(s->steps), beats = TR__WD_GET(s->beats);
+  double moved = hk_clock(), t_steps = moved;
+  int fired = 0;
+  for (;;) {
+    struct pollfd w;
+    double limit = tr__wd_limit(s), nap = s->poll > 0 ? s->poll : limit > 0 ? limit / 10 : 0.05, now;
+    int64_t st, bt;
+    int r;
+    if (nap < 0.01 && s->poll <= 0) nap = 0.01;
+    if (nap > 1 && s->poll <= 0) nap = 1;
+    if (s->multiple > 0 && s->n_sample == 0 && s->poll <= 0 && nap > 0.05) nap = 0.05; /* to measure the first steps */
+    w.fd = s->wake[0];
+    w.events = POLLIN;
+    w.revents = 0;
+    r = poll(&w, 1, (int)(nap * 1000 + 0.5));
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) break; /* woken (or the pipe broke): the run has ended */
+    now = hk_clock();
+    st = TR__WD_GET(s->steps);
+    bt = TR__WD_GET(s->beats);
+    if (st != steps || bt != beats) {
+      if (fired) {
+        char again[200];
+        int n = tr__wd_prefix(s, again, sizeof again);
+        snprintf(again + n, sizeof again - (size_t)n, "moved on after %.1f s\n", now - moved);
+        tr__wd_say(again);
+      }
+      if (bt == beats && steps >= s->warmup) { /* only steps since the last look, past the warmup: a sample */
+        s->sample[s->next_sample] = (now - t_steps) / (double)(st - steps);
+        s->next_sample = (s->next_sample + 1) % TR__WD_SAMPLES;
+        if (s->n_sample < TR__WD_SAMPLES) s->n_sample++;
+        s->pub.median_step = tr__wd_median(s);
+      }
+      steps = st;
+      beats = bt;
+      moved = t_steps = now;
+      fired = 0;
+      continue;
+    }
+    if (!fired && limit > 0 && now - moved > limit) {
+      fired = 1;
+      tr__wd_report(s, now - moved, limit);
+    }
+  }
+  return NULL;
+}
+#endif
+
+static void tr__wd_stop(tr__wd *s) {
+#ifdef TR__THREADS
+  if (!s->started) return;
+  while (write(s->wake[1], "", 1) < 0 && errno == EINTR) {}
+  pthread_join(s->th, NULL);
+  close(s->wake[0]);
+  close(s->wake[1]);
+  s->started = 0;
+#else
+  (void)s;
+#endif
+}
+
+static hk_signal tr__wd_setup(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  TR__WD_PUT(s->beats, s->beats + 1);
+  if (s->depth++ > 0) return HK_CONTINUE;
+  s->ctx = ctx;
+#ifdef TR__THREADS
+  if (pipe(s->wake) != 0) return hk_fail(ctx, "watchdog: pipe: %s", strerror(errno));
+  (void)fcntl(s->wake[0], F_SETFD, FD_CLOEXEC);
+  (void)fcntl(s->wake[1], F_SETFD, FD_CLOEXEC);
+  {
+    int e;
+#  ifdef TR__SIGMASK /* the thread blocks every signal: Ctrl-C and SIGTERM reach the loop's thread */
+    tr__sigset all, old;
+    int masked = sigfillset(&all) == 0 && pthread_sigmask(TR__SIG_SETMASK, &all, &old) == 0;
+    e = pthread_create(&s->th, NULL, tr__wd_main, s);
+    if (masked) (void)pthread_sigmask(TR__SIG_SETMASK, &old, NULL);
+#  else
+    e = pthread_create(&s->th, NULL, tr__wd_main, s);
+#  endif
+    if (e != 0) {
+      close(s->wake[0]);
+      close(s->wake[1]);
+      return hk_fail(ctx, "watchdog: its thread could not be made: %s", strerror(e));
+    }
+  }
+  s->started = 1;
+#endif
+  return HK_CONTINUE;
+}
+static hk_signal tr__wd_teardown(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  (void)ctx;
+  if (s->depth > 0 && --s->depth > 0) return HK_CONTINUE;
+  tr__wd_stop(s);
+  return HK_CONTINUE;
+}
+
+static tr_err tr__wd_make(hk_registry *reg, const tr_watchdog_desc *d, hk_handle *out, tr__why *w) {
+  tr__wd *s;
+  hk_callback cb;
+  int warmup, code;
+  if (!d) return tr__bad(w, "watchdog: desc is NULL");
+  if (!hk_is_finite(d->seconds) || d->seconds < 0)
+    return tr__bad(w, "watchdog: seconds must be a finite number >= 0 (got %g)", d->seconds);
+  if (!hk_is_finite(d->multiple) || (d->multiple != 0 && !(d->multiple > 1)))
+    return tr__bad(w, "watchdog: multiple must be > 1 (times the median step; 0: none), got %g", d->multiple);
+  if (d->seconds == 0 && d->multiple == 0)
+    return tr__bad(w, "watchdog: give a limit: seconds (e.g. watchdog(seconds=600)) or multiple (e.g. watchdog(multiple=20))");
+  if (!hk_is_finite(d->poll) || (d->poll != 0 && !(d->poll >= 0.001 && d->poll <= 60)))
+    return tr__bad(w, "watchdog: poll must be 0 (a tenth of the limit) or 0.001..60 seconds (got %g)", d->poll);
+  warmup = tr__zero_int(d->warmup, 5);
+  if (warmup < 1 || warmup > 1000000) return tr__bad(w, "watchdog: warmup must be 1..1000000 steps (got %d)", warmup);
+  code = tr__zero_int(d->exit_code, 124);
+  if (code < 1 || code > 255) return tr__bad(w, "watchdog: exit_code must be 1..255 (got %d): 0 would tell the scheduler the job finished", code);
+  if ((unsigned)d->action >= TR_WATCHDOG_ACTION_COUNT)
+    return tr__bad(w, "watchdog: action %d is not valid (report or exit)", (int)d->action);
+#ifndef TR__THREADS /* (the rest compiles, unused) */
+  if (d) return tr__bad(w, "watchdog: needs POSIX threads; this build has none (TRAIN_NO_THREADS, or not POSIX)");
+#endif
+  s = (tr__wd *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "watchdog: out of memory"), TR_ERR_NOMEM;
+  s->reg = reg;
+  s->seconds = d->seconds;
+  s->multiple = d->multiple;
+  s->poll = d->poll;
+  s->warmup = warmup;
+  s->action = (int)d->action;
+  s->exit_code = code;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "watchdog";
+  cb.user = s;
+  cb.setup = tr__wd_setup;
+  cb.teardown = tr__wd_teardown;
+  cb.on_train_batch_end = tr__wd_step;
+#define TR__WD_BEATS(X) X(on_fit_start) X(on_fit_end) X(on_sanity_check_start) X(on_sanity_check_end) X(on_train_start) \
+  X(on_train_end) X(on_train_epoch_start) X(on_train_epoch_end) X(on_validation_start) X(on_validation_end) \
+  X(on_validation_batch_end) X(on_test_start) X(on_test_end) X(on_test_batch_end) X(on_predict_start) X(on_predict_end) \
+  X(on_predict_batch_end) X(on_save_checkpoint) X(on_checkpoint_saved) X(on_load_checkpoint) X(on_exception)
+#define TR__X(ev) cb.ev = tr__wd_beat;
+  TR__WD_BEATS(TR__X)
+#undef TR__X
+  cb.destroy = tr__wd_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_watchdog, wd)
+TR__FACTORY_OF(wd, tr_watchdog_desc, TR_WATCHDOG_PARAMS)
+#endif /* TR__ON_WATCHDOG */
 #if TR__ON_DEVICE_STATS
 /* ---- device_stats ---------------------------------------------------------------------------------- */
 enum { TR__DS_N = 7 };
@@ -14558,34 +15462,58 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
                             : snprintf(b, cap, "%02lld:%02lld", t / 60, t % 60));
 }
 
-/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial */
+static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
+static int tr__utf8_width_n(const char *s, int len) { int n = 0, i; for (i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80; return n; }
+#define TR__BAR_CELLS 10 /* the fewest cells a bar keeps while there is text to give up for them */
+/* The length of the first np bytes of a postfix less its last field (fields are separated by ", ") */
+static int tr__bar_less(const char *postfix, int np) {
+  while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
+  return np >= 2 ? np - 2 : 0;
+}
+/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial.
+   With a width, what does not fit with a bar of TR__BAR_CELLS goes whole, in this order: the postfix's
+   fields (separated by ", "), the last first; the rate; the times. Only then does the bar shrink (to one
+   cell): a number is never cut (tr__bar_draw cuts the line at the width only when even that is wider). */
 static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
                              double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
                                          "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
-  char el[24], rem[24], rate[32], left[96], right[400];
+  char el[24], rem[24], rate[32], left[96], right[512];
   double r = elapsed > 0 ? (double)(n - initial) / elapsed : 0;
-  int nl, nr, cells, full, k, units;
+  int nl, nr, np, cells, full, k, units, times = 1, rated = 1;
   size_t len = 0;
   if (!buf || cap == 0) return 0;
   buf[0] = 0;
+  if (!desc) desc = "";
+  if (!postfix) postfix = "";
+  for (np = (int)strlen(postfix); np > 400;) np = tr__bar_less(postfix, np); /* whole fields, as below */
   tr__clock_fmt(el, sizeof el, elapsed);
   if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
   else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
   else snprintf(rate, sizeof rate, "%.2fit/s", r);
-  if (total <= 0) /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
-    return (size_t)snprintf(buf, cap, "%s: %lldit [%s, %s%s%s]", desc ? desc : "", (long long)n, el, rate,
-                            postfix && postfix[0] ? ", " : "", postfix ? postfix : "") >= cap ? cap - 1 : strlen(buf);
-  if (r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
+  if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
-  nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc ? desc : "", 100.0 * (double)n / (double)total);
-  nr = snprintf(right, sizeof right, "| %lld/%lld [%s<%s, %s%s%s]", (long long)n, (long long)total, el, rem, rate,
-                postfix && postfix[0] ? ", " : "", postfix ? postfix : "");
-  if (nl < 0 || nr < 0) return 0;
+  if (total > 0) nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
+  else nl = snprintf(left, sizeof left, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
+  if (nl < 0) return 0;
   if (nl >= (int)sizeof left) nl = (int)sizeof left - 1;
-  if (nr >= (int)sizeof right) nr = (int)sizeof right - 1;
-  cells = width > 0 ? width - nl - nr : 10; /* tqdm: the bar takes what the text leaves */
-  if (cells < 1) cells = 1;
+  for (;;) { /* the right part, less what a narrow line gives up (a loop at each redraw only) */
+    if (times) /* "| n/total [elapsed<remaining, rate, postfix]", or " [elapsed, rate, postfix]" without a total */
+      nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld [%s<%s%s%s%s%.*s]", (long long)n, (long long)total, el, rem,
+                                rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix)
+                     : snprintf(right, sizeof right, " [%s%s%s%s%.*s]", el, rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix);
+    else nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld", (long long)n, (long long)total) : (right[0] = 0, 0);
+    if (nr < 0) return 0;
+    if (nr >= (int)sizeof right) nr = (int)sizeof right - 1;
+    cells = width > 0 ? width - tr__utf8_width_n(left, nl) - tr__utf8_width_n(right, nr) : TR__BAR_CELLS;
+    if (cells >= (total > 0 ? TR__BAR_CELLS : 0)) break;
+    if (np > 0) np = tr__bar_less(postfix, np);
+    else if (rated) rated = 0;
+    else if (times) times = 0;
+    else break;
+  }
+  if (total <= 0) { snprintf(buf, cap, "%s%s", left, right); return strlen(buf); }
+  if (cells < 1) cells = 1; /* tqdm: the bar takes what the text leaves */
   if (cells > 400) cells = 400;
   units = ascii ? 10 : 8; /* tqdm: tenths in ASCII (" 123456789#"), eighths in blocks */
   full = (int)((double)cells * units * (double)(n < total ? n : total) / (double)total);
@@ -14715,7 +15643,6 @@ static int tr__bar_cols(tr__bar *b) {
   if (n <= 1 || n > 100000) n = 80;
   return n - 1;
 }
-static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
 /* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
    only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
    every carriage return). */
@@ -14860,17 +15787,33 @@ static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t 
 /* A step loop (tr_run_desc.epochs = TR_NO) has one bar over the whole run: steps of max_steps. */
 static int tr__bar_steps(const tr__bar *b) { return b->run && b->run->desc.epochs == TR_NO; }
 
+/* A step loop's bar starts with the run, at its step (a resumed run's: not in the rate) */
+static hk_signal tr__bar_train_start(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  if (ctx->rank != 0 || b->broken || b->main.live || !tr__bar_steps(b)) return HK_CONTINUE;
+  tr__bar_start(&b->main, "Training", ctx->global_step, b->run->desc.max_steps);
+  if (b->tty && b->main.start - b->last_draw >= b->refresh) {
+    tr__bar_io_begin(b);
+    tr__bar_draw(b, &b->main, b->main.start);
+    tr__bar_io_end(b);
+  }
+  return tr__bar_said(b, ctx, 1);
+}
 static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
-  if (!b->tty && b->epoch_open && b->main.live && b->main.drawn_n != b->main.n) /* a loop without on_train_epoch_end */
+  /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
+     when a redraw is due (the time went to what followed that epoch's end: checkpoints). The new epoch
+     is drawn at its first batch's end, at 0% only when no line of ours is on screen (the first epoch):
+     a fast epoch's 0% would stay on screen while it runs, most of the time in a fast run. */
+  if (b->main.live && b->main.drawn_n != b->main.n && (b->tty ? tr__wall() - b->last_draw >= b->refresh : b->epoch_open))
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
   b->epoch_open = 1;
-  if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
+  if (b->tty && b->drawn_w == 0) tr__bar_draw(b, &b->main, b->main.start);
   tr__bar_io_end(b);
   return tr__bar_said(b, ctx, 1);
 }
@@ -14880,7 +15823,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   double now;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->broken) return tr__bar_said(b, ctx, 1); /* the stream failed: nothing more is drawn */
-  if (!l->live && l == &b->main) { /* no on_train_epoch_start came: a step loop, or an epoch resumed mid-way */
+  if (!l->live && l == &b->main) { /* no on_train_start / on_train_epoch_start came, or an epoch resumed mid-way */
     char desc[32];
     if (tr__bar_steps(b)) tr__bar_start(l, "Training", ctx->global_step, b->run->desc.max_steps);
     else {
@@ -14900,6 +15843,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     if (l == &b->main) tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
+      if (b->main.live && b->main.drawn_n < 0) tr__bar_draw(b, &b->main, now); /* (a step loop's, started by it) */
       if (b->main.live) tr__bar_below(b);
       b->eval_shown = 1;
     }
@@ -14919,9 +15863,10 @@ static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0 || !b->main.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   b->epoch_open = 0;
   now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
-                       terminal when a redraw is due (the last epoch's is drawn at the end of training) */
+                       terminal when a redraw is due, else at the next epoch's start if one is due then (the
+                       last epoch's is drawn at the end of training) */
+  tr__bar_loss(b, ctx);
   if (!b->tty || now - b->last_draw >= b->refresh) {
-    tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
     tr__bar_draw(b, &b->main, now);
     tr__bar_io_end(b);
@@ -14941,14 +15886,19 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   b->epoch_open = 0;
   return tr__bar_said(b, ctx, 1);
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end.
-   In lines, its one line at its end: for a standalone run, the sanity check, a step loop's validation;
-   a validation inside an epoch has none, the epoch's line that follows carries its metrics. */
+/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end,
+   the training bar redrawn with its metrics. In lines, its one line at its end for a standalone run and
+   the sanity check; a validation inside an epoch has none, the epoch's line that follows carries its
+   metrics; a step loop's validation ends its "epoch" (the steps since the last one): the training line
+   with its metrics. A step loop's validation before any step (llm.c validates at step 0) starts the
+   training bar, so that it has one to go below and to leave its metrics on. */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   if (b->main.live && ctx->stage == HK_STAGE_FIT && b->main.n > b->main.initial) tr__bar_loss(b, ctx); /* redrawn below it */
+  if (!b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b))
+    tr__bar_start(&b->main, "Training", ctx->global_step, b->run->desc.max_steps);
   tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
@@ -14958,7 +15908,8 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0 || !b->eval.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
   if (!b->tty) {
-    if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
+    if (b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b)) tr__bar_draw(b, &b->main, tr__wall());
+    else if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
     tr__bar_put(b, "\n");
@@ -14967,6 +15918,7 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
   } else if (b->eval_shown) { tr__bar_put(b, "\r\033[K"); b->drawn_w = 0; } /* the sanity check's line goes */
+  else if (b->main.live && tr__wall() - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, tr__wall()); /* its metrics */
   tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -14980,12 +15932,11 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   if (!r || ctx->rank != 0) return HK_CONTINUE;
   if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
-  for (i = 0; i < r->n_metrics && len + 2 < sizeof b->val; i++) {
+  for (i = 0; i < r->n_metrics; i++) { /* whole fields: one that does not fit goes, with those after it */
     int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
-    if (k < 0) break;
+    if (k < 0 || len + (size_t)k >= sizeof b->val) { b->val[len] = 0; break; }
     len += (size_t)k;
   }
-  if (len >= sizeof b->val) b->val[sizeof b->val - 1] = 0;
   return HK_CONTINUE;
 }
 static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
@@ -15076,6 +16027,7 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   memset(&cb, 0, sizeof cb);
   cb.name = tr__unique_name(reg, "progress_bar", unique, sizeof unique);
   cb.user = b;
+  cb.on_train_start = tr__bar_train_start;
   cb.on_train_epoch_start = tr__bar_epoch_start;
   cb.on_train_batch_end = tr__bar_batch_end;
   cb.on_train_epoch_end = tr__bar_epoch_end;
@@ -18156,6 +19108,52 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
   return 0;
 }
 
+/* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
+   first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
+TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, size_t *off, size_t *len) {
+  const hk_tensor *v = t->tr__views;
+  int j;
+  *o = tr_run_tensor_opt(t->reg, i, lr, t->global_step + 1);
+  *off = (size_t)(v[i].data - t->model.params); /* (on the device too: views into the one buffer) */
+  *len = v[i].count;
+  for (j = i + 1; j < t->ctx.n_tensors && v[j].data == v[j - 1].data + v[j - 1].count; j++) {
+    tr_tensor_opt x = tr_run_tensor_opt(t->reg, j, lr, t->global_step + 1);
+    if (x.lr != o->lr || x.weight_decay != o->weight_decay || x.frozen != o->frozen || x.step != o->step) break;
+    *len += v[j].count;
+  }
+  return j;
+}
+
+/* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
+   AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
+   gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
+static void tr__update_grouped(tr_trainer *t, double lr) {
+  tr_optim o = t->optim;
+  size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
+  int i = 0;
+  while (i < t->ctx.n_tensors) {
+    tr_tensor_opt s;
+    float *p, *g;
+    i = tr__group_run(t, i, lr, &s, &off, &len);
+    a = off > lo ? off : lo;
+    b = off + len < hi ? off + len : hi;
+    if (a >= b) continue; /* (zero: another rank's) */
+    p = t->model.params + a, g = t->model.grads + a;
+    if (s.frozen) { if (t->tr__gscale != 1.0f) tr_scale(g, b - a, t->tr__gscale, t->tr__threads); continue; }
+    o.weight_decay = s.weight_decay;
+    if (o.kind == TR_OPTIM_ADAMW) {
+      tr_adamw_coef c = tr_adamw_coefs(&o, s.lr, s.step);
+      c.gscale = t->tr__gscale;
+      tr_adamw_update(p, g, t->tr__m + (a - lo), t->tr__v + (a - lo), b - a, &c, t->tr__threads);
+    } else {
+      tr_sgd_coef c = tr_sgd_coefs(&o, s.lr, !t->tr__has_momentum || s.step == 1); /* torch: a fresh buffer per tensor */
+      c.gscale = t->tr__gscale;
+      tr_sgd_update(p, g, t->tr__m ? t->tr__m + (a - lo) : NULL, b - a, &c, t->tr__threads);
+    }
+  }
+  if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
    rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
@@ -18166,7 +19164,8 @@ static void tr__update(tr_trainer *t, double lr) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
 #endif
-  if (o->kind == TR_OPTIM_ADAMW) {
+  if (t->tr__grouped) tr__update_grouped(t, lr);
+  else if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
     c.gscale = t->tr__gscale;
     tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
@@ -18373,6 +19372,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
   if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
     return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
   return TR_OK;
 }
 
@@ -18897,7 +19897,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
   if (!e && c.resume_from && !strcmp(c.resume_from, "auto")) /* the newest checkpoint of this run, or a fresh start */
-    c.resume_from = tr__auto_resume(tr_run_get(t->reg), &t->ctx, c.save_to, tr__ckpt_check, t);
+    c.resume_from = tr_run_find_resume(t->reg, &t->ctx, c.save_to, tr__ckpt_check, t);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
@@ -20565,7 +21565,23 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   size_t n = t->model.n_params;
   int e;
   d->fold_clip = 0;
-  if (o->kind == TR_OPTIM_ADAMW)
+  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
+    tr_optim og = *o;
+    size_t off, len;
+    int i = 0;
+    e = 0;
+    while (!e && i < t->ctx.n_tensors) {
+      tr_tensor_opt s;
+      float *p, *g;
+      i = tr__group_run(t, i, lr, &s, &off, &len);
+      p = t->model.params + off, g = t->model.grads + off;
+      og.weight_decay = s.weight_decay;
+      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
+      else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
+      else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
+    }
+    if (o->kind == TR_OPTIM_SGD && o->momentum > 0) t->tr__has_momentum = 1;
+  } else if (o->kind == TR_OPTIM_ADAMW)
     e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
   else {
     e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
@@ -21189,7 +22205,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (!mine[TR__V_LR_MOVED]) { mine[TR__V_LR_LO] = INT64_MAX; mine[TR__V_LR_HI] = -1; }
   else mine[TR__V_LR_HI] = mine[TR__V_LR_LO];
   if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
+  tr_run_waiting("MPI_Allreduce (the ranks' agreement)"); /* the watchdog's report says so */
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
+  tr_run_waiting(NULL);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
@@ -21278,7 +22296,9 @@ static void tr__dist_grads(tr_trainer *t) {
   }
 #endif
   if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
+  tr_run_waiting("the gradient all-reduce (MPI)");
   rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
+  tr_run_waiting(NULL);
   if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
   hk_grads_changed(&t->ctx);
 }

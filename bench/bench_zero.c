@@ -18,7 +18,12 @@
        MPI_Allreduce of the gradients (GB/s of floats that arrive per rank), so that the ratio can be
        read against what the bytes allow (zero saves (W-1)/W of AdamW's 32 bytes per parameter with
        clipping folded in, and adds the exchange's (W-1)/W x 4 bytes and the clip scale of the rest
-       of the gradient, 8 bytes x (W-1)/W).
+       of the gradient, 8 bytes x (W-1)/W);
+     - what those bytes allow at those rates, the step's time and the ratio the bytes predict, beside the
+       ratio measured: per parameter, memory passes of backward 8 bytes, zero_grad 4, the averaging with
+       the norm 8, AdamW with the clip folded in 32 (with zero: 32/W, and 8 (W-1)/W for the clip scale of
+       the gradient this rank does not own), at twice the copy's rate (a copy reads what it writes);
+       the all-reduce's 4 bytes arriving and, with zero, the all-gather's 4 (W-1)/W, at their rates.
    The largest value over the ranks is printed. Medians over ROUNDS fits of STEPS steps of each kind,
    the kinds taken in turns (a load that drifts meets both alike): the machine is shared, medians ignore
    the steps another process disturbed. The parameters of every pair of fits are compared (zero must not
@@ -46,7 +51,7 @@ static int backward(void *u, void *batch) {
   size_t i;
   float k = 1e-3f * (float)(1 + m->rank) * (float)(1 + m->calls++ % 7);
   (void)batch;
-  for (i = 0; i < m->n; i++) m->grads[i] += k * (float)((i & 1023) - 512);
+  for (i = 0; i < m->n; i++) m->grads[i] += k * (float)((int)(i & 1023) - 512); /* (int: in size_t the lower half wrapped to 1.8e19, and clipping then made the upper half denormal) */
   return 0;
 }
 static int64_t count(void *u) { (void)u; return 1 << 20; }
@@ -123,7 +128,7 @@ static result fit(model *m, int zero, probe *pr) {
    gradient point does, for 2 ranks): GB/s of floats arriving per rank, medians of 20. */
 static void rates(model *m, int world, double out[3]) {
   size_t per = (m->n / 16 + (size_t)world - 1) / (size_t)world * 16, k;
-  float *a = (float *)malloc(per * sizeof(float)), *all = (float *)malloc(per * (size_t)world * sizeof(float));
+  float *a = (float *)malloc(per * sizeof(float)), *all = (float *)malloc(per * (size_t)(world + 1) * sizeof(float)); /* (+1: the copy's target at 1 rank) */
   double t[3][20], a0;
   int i;
   if (!a || !all) exit(1);
@@ -187,6 +192,13 @@ int main(int argc, char **argv) {
            "%.2f -> %.2f, optimizer %.2f -> %.2f, the rest %.2f -> %.2f; rates: copy %.1f GB/s, all-gather %.1f GB/s, "
            "all-reduce %.1f GB/s\n", 1e3 * most[6], 1e3 * most[7], 1e3 * most[8], 1e3 * most[9], 1e3 * most[2], 1e3 * most[5],
            1e3 * (most[1] - most[6] - most[8] - most[2]), 1e3 * (most[4] - most[7] - most[9] - most[5]), bw[0], bw[1], bw[2]);
+  if (m.rank == 0) { /* what the bytes allow at the rates just measured (see the note at the top) */
+    double w = (double)world, mem = 2e9 * bw[0]; /* the copy's rate counts the bytes written: it moves twice that */
+    double bu = 8 + 4 + 8 + 32, bz = 8 + 4 + 8 + 32 / w + 8 * (w - 1) / w;
+    double tu = n * bu / mem + 4 * n / (1e9 * bw[2]), tz = n * bz / mem + 4 * n / (1e9 * bw[2]) + 4 * n * (w - 1) / w / (1e9 * bw[1]);
+    printf("       what the bytes allow at these rates: memory %.0f -> %.0f B/param, all-reduce 4 B, all-gather 0 -> %.1f B: "
+           "%.2f -> %.2f ms (%.3f); measured %.3f\n", bu, bz, 4 * (w - 1) / w, 1e3 * tu, 1e3 * tz, tz / tu, most[4] / most[1]);
+  }
   free(m.params);
   free(m.grads);
   MPI_Finalize();

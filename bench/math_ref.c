@@ -56,12 +56,21 @@ static REF_CLONES void ref_copy_range(float *REF_RESTRICT a, const float *REF_RE
   for (; i < n; i++) a[i] = b[i];
 }
 
-/* 16 sums side by side: each stays in order, so no reassociation is needed to vectorise it */
+/* 16 sums side by side: each stays in order, so no reassociation is needed to vectorise it. It asks
+   for the data 4 KiB ahead, as the passes that read one array do: without that a single read stream
+   runs slower, and the norm and the NaN scan would be judged against a slow read. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define REF_PREFETCH(p) __builtin_prefetch(p)
+#else
+#  define REF_PREFETCH(p) ((void)0)
+#endif
 static REF_CLONES float ref_read_range(const float *REF_RESTRICT a, size_t n) {
   float acc[REF_BLOCK] = { 0 }, s = 0;
   size_t i = 0, j;
-  for (; i + REF_BLOCK <= n; i += REF_BLOCK)
+  for (; i + REF_BLOCK <= n; i += REF_BLOCK) {
+    REF_PREFETCH(a + i + 1024);
     for (j = 0; j < REF_BLOCK; j++) acc[j] += a[i + j];
+  }
   for (; i < n; i++) s += a[i];
   for (j = 0; j < REF_BLOCK; j++) s += acc[j];
   return s;

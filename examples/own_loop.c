@@ -79,8 +79,8 @@ int main(int argc, char **argv) {
   char spec[800];                              /* profile=1: every hook, event and phase timed, samples/s, MFU; */
   snprintf(spec, sizeof spec, "nan_guard; gradient_monitor(histogram_bins=20); early_stopping(monitor=val/loss, "
            "patience=3, min_delta=0.001); model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true); csv; jsonl; "
-           "tensorboard; progress_bar%s%s%s%s", profile ? "; profiler; throughput_monitor(window=50, flops_per_sample=54, "
-           "peak_flops=1e9)" : "", mlflow ? "; mlflow(tracking_uri=\"" : "", mlflow ? mlflow : "", /* mlflow=URI: */
+           "tensorboard; progress_bar; watchdog(seconds=600, action=exit)" /* hung 10 min: say where, exit 124, requeue */
+           "%s%s%s%s", profile ? "; profiler; throughput_monitor(window=50, flops_per_sample=54, peak_flops=1e9)" : "", mlflow ? "; mlflow(tracking_uri=\"" : "", mlflow ? mlflow : "", /* mlflow=URI: */
            mlflow ? "\", experiment=own_loop, tags=\"example=own_loop\")" : "");     /* the run in an MLflow server */
   hk_tensor pv[] = { { "w", w, D + 1, 0 } }, gv[] = { { "w", g, D + 1, 0 } };
   hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = max_steps, .lr = 0.02, .batch_size = B,
@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
   /* check the claims: how it ended, what the callbacks kept (their state came back exactly on resume) */
   const tr_early_stopping_state *es = tr_early_stopping_get(reg, hk_spec_find(reg, "early_stopping", 0));
   const tr_model_checkpoint_state *mc = tr_model_checkpoint_get(reg, hk_spec_find(reg, "model_checkpoint", 0));
+  if (!es || !mc) return 1;                    /* the spec was refused: tr_run_end said why */
   printf("ended at step %lld: %s; logs in %s\n", (long long)ctx->global_step, e ? tr_err_name(e) : "ok", tr_run_dir(reg));
   printf("early_stopping: %s wait_count=%lld best_score=%a\n", tr_stop_reason_name(es->stopping_reason),
          (long long)es->wait_count, es->best_score);

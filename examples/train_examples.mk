@@ -4,7 +4,7 @@
 #   make train-examples   build and run every train.h example once (each takes well under a second)
 # All of them share the model and data in examples/mlp.h.
 TR_EX_DEPS  := hooks.h train.h examples/mlp.h
-TR_EX_NAMES := demo first_trainer train_resume train_callback train_control train_trace train_callbacks train_rescue sweep
+TR_EX_NAMES := demo first_trainer train_resume train_callback train_control train_trace train_callbacks train_rescue sweep finetune
 TR_EX_BINS  := $(addprefix $(BUILD)/,$(TR_EX_NAMES))
 EXAMPLES    += $(TR_EX_BINS)
 

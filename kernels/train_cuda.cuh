@@ -41,7 +41,9 @@
 
 #include <stddef.h>
 #include <math.h>
+#ifndef TRAIN_MATH_H /* in a program of train/'s parts, train/math.h (included already) has them */
 #include "../train.h" /* tr_adamw_coef, tr_sgd_coef, tr_adamw_elem, tr_sgd_elem */
+#endif
 
 #ifdef __cplusplus
 extern "C" {

@@ -11,7 +11,8 @@ when either file is not what the parts make.
 
 A part is two halves: its declarations, then its implementation between the lines
 "#ifdef TRAIN_IMPLEMENTATION /* implementation */" and "#endif /* implementation */". Lines ending in
-"/* part */" (the part's own include guard and the includes of earlier parts) are left out; an
+"/* part */" (the part's own include guard and the includes of earlier parts) are left out; any other line
+after the block is refused (it would be lost), naming the part and the line; an
 include of "../x" becomes "x" (train.h sits where train/ does). The order is fixed below; the
 batteries come in the order of the battery list TR__BATTERIES (train/battery.h), each from
 train/callbacks/<name>.h or train/loggers/<name>.h, inside a generated guard: TR__ON_<NAME>, 1 when
@@ -38,8 +39,16 @@ def read(name):
 
 def halves(name):
     lines = read(name)
-    start = lines.index('#ifdef TRAIN_IMPLEMENTATION /* implementation */')
-    end = lines.index('#endif /* implementation */')
+    marks = ['#ifdef TRAIN_IMPLEMENTATION /* implementation */', '#endif /* implementation */']
+    for m in marks:
+        if lines.count(m) != 1:
+            sys.exit('train/%s.h: %d lines "%s" (one is needed: its implementation block is that line to "%s")'
+                     % (name, lines.count(m), m, marks[1]))
+    start, end = lines.index(marks[0]), lines.index(marks[1])
+    for i, l in enumerate(lines[end + 1:], end + 2):   # nothing after the block but the part's own lines
+        if l.strip() and not l.endswith('/* part */'):
+            sys.exit('train/%s.h:%d: a line after the part\'s implementation block would be left out of train.h: '
+                     'move it into the declarations or into the block, or end it with "/* part */": %s' % (name, i, l))
     keep = lambda part: [re.sub(r'^(#\s*include\s+")\.\./', r'\1', l) for l in part if not l.endswith('/* part */')]
     return keep(lines[:start]), keep(lines[start + 1:end])
 

@@ -12,11 +12,11 @@ TSAN_CC    ?= clang
 TEST_TARGETS += test-async
 QUICK_TARGETS += test-async-unit test-async-asan
 
-$(ASYNC_BIN): $(ASYNC_SRC) hooks.h train.h | $(BUILD)
+$(ASYNC_BIN): $(ASYNC_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -pthread -o $@ $(ASYNC_SRC) -lcmocka $(LDLIBS)
-$(ASYNC_ASAN): $(ASYNC_SRC) hooks.h train.h | $(BUILD)
+$(ASYNC_ASAN): $(ASYNC_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -pthread -o $@ $(ASYNC_SRC) -lcmocka $(LDLIBS)
-$(ASYNC_TSAN): $(ASYNC_SRC) hooks.h train.h | $(BUILD)
+$(ASYNC_TSAN): $(ASYNC_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(TSAN_CC) $(TEST_CFLAGS) -fsanitize=thread -pthread -o $@ $(ASYNC_SRC) -lcmocka $(LDLIBS)
 
 # three targets, so that make -j runs them side by side

@@ -1,28 +1,7 @@
 # tests/callbacks.mk - train.h's standard callbacks (tests/test_callbacks.c): early_stopping,
 # model_checkpoint (two processes in one dirpath too), timer, their factories and exact resume: plain, ASan+UBSan, valgrind. (The test
 # uses C99 compound literals; the section itself builds as C++ in test-train-compile.)
-CB_SRC  := tests/test_callbacks.c
-CB_BIN  := $(BUILD)/test_callbacks
-CB_ASAN := $(BUILD)/test_callbacks_asan
-
-.PHONY: test-callbacks test-callbacks-unit test-callbacks-asan test-callbacks-valgrind
-TEST_TARGETS += test-callbacks
-QUICK_TARGETS += test-callbacks-unit test-callbacks-asan
-
-$(CB_BIN): $(CB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(CB_SRC) -lcmocka $(LDLIBS)
-# float-cast-overflow: gcc's -fsanitize=undefined leaves it out (test_state_ranges needs it)
-$(CB_ASAN): $(CB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -fsanitize=float-cast-overflow -o $@ $(CB_SRC) -lcmocka $(LDLIBS)
-
-# plain, ASan+UBSan and valgrind: three targets, so that make -j runs them side by side
-test-callbacks: test-callbacks-unit test-callbacks-asan test-callbacks-valgrind
-test-callbacks-unit: $(CB_BIN)
-	./$(CB_BIN)
-test-callbacks-asan: $(CB_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CB_ASAN)
-test-callbacks-valgrind: $(CB_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CB_BIN)
+$(eval $(call cmocka_suite,callbacks,callbacks,hooks.h train.h,-fsanitize=float-cast-overflow))
 
 # ---- fuzzing every stateful callback's load_state ------------------------------------------------------
 # tests/fuzz_cbstate.c: the input's first byte picks early_stopping, model_checkpoint, timer, nan_guard,

@@ -1,32 +1,15 @@
 # tests/callbacks_b.mk - train.h's standard callbacks lr_monitor, gradient_monitor, nan_guard, ema,
 # lr_finder, model_summary, accumulation_scheduler (tests/test_callbacks_b.c): plain, ASan+UBSan,
 # valgrind, and nan_guard's tests built with -ffast-math (its finite checks must survive it).
-CBB_SRC  := tests/test_callbacks_b.c
-CBB_BIN  := $(BUILD)/test_callbacks_b
-CBB_ASAN := $(BUILD)/test_callbacks_b_asan
 CBB_FAST := $(BUILD)/test_callbacks_b_fastmath
 
-.PHONY: test-callbacks-b test-callbacks-b-unit test-callbacks-b-asan test-callbacks-b-fastmath test-callbacks-b-valgrind
-TEST_TARGETS += test-callbacks-b
-QUICK_TARGETS += test-callbacks-b-unit test-callbacks-b-asan
-
-$(CBB_BIN): $(CBB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
-$(CBB_ASAN): $(CBB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
-$(CBB_FAST): $(CBB_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) -ffast-math -DNAN_GUARD_ONLY -o $@ $(CBB_SRC) -lcmocka $(LDLIBS)
-
-# plain, ASan+UBSan, -ffast-math and valgrind: four targets, so that make -j runs them side by side
-test-callbacks-b: test-callbacks-b-unit test-callbacks-b-asan test-callbacks-b-fastmath test-callbacks-b-valgrind
-test-callbacks-b-unit: $(CBB_BIN)
-	./$(CBB_BIN)
-test-callbacks-b-asan: $(CBB_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(CBB_ASAN)
+$(eval $(call cmocka_suite,callbacks-b,callbacks_b,hooks.h train.h))
+.PHONY: test-callbacks-b-fastmath
+test-callbacks-b: test-callbacks-b-fastmath
+$(CBB_FAST): tests/test_callbacks_b.c tests/test.h hooks.h train.h | $(BUILD)
+	$(CC) $(ALL_CFLAGS) -ffast-math -DNAN_GUARD_ONLY -o $@ tests/test_callbacks_b.c -lcmocka $(LDLIBS)
 test-callbacks-b-fastmath: $(CBB_FAST)
 	./$(CBB_FAST)
-test-callbacks-b-valgrind: $(CBB_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(CBB_BIN)
 
 # Instructions per step with nan_guard and gradient_monitor registered (callgrind, exact; about 10 s): both
 # read the gradients once (docs/numbers.md has the numbers).

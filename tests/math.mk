@@ -14,7 +14,7 @@
 REF_F32_FLAGS    = -std=c99 -O2 -g -ffp-contract=off $(WARN)
 REF_F32_OBJ      := $(BUILD)/ref_f32.o
 REF_F32_ASAN_OBJ := $(BUILD)/ref_f32_asan.o
-MATH_DEPS        := tests/test_math.c hooks.h train.h tests/ref_f32.h $(REF_F32_OBJ)
+MATH_DEPS        := tests/test_math.c tests/test.h hooks.h train.h tests/ref_f32.h $(REF_F32_OBJ)
 
 $(REF_F32_OBJ): tests/ref_f32.c tests/ref_f32.h | $(BUILD)
 	$(CC) $(REF_F32_FLAGS) -c -o $@ tests/ref_f32.c

@@ -21,11 +21,11 @@ MLF_LIBS := -lcmocka -lcurl -pthread $(LDLIBS)
 TEST_TARGETS += test-mlflow-venv test-mlflow-unit test-mlflow-asan test-mlflow
 TEST_FIRST += test-mlflow-venv
 
-$(MLF_BIN): $(MLF_SRC) hooks.h train.h | $(BUILD)
+$(MLF_BIN): $(MLF_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -DTRAIN_MLFLOW -o $@ $(MLF_SRC) $(MLF_LIBS)
-$(MLF_ASAN): $(MLF_SRC) hooks.h train.h | $(BUILD)
+$(MLF_ASAN): $(MLF_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -O1 -DTRAIN_MLFLOW $(SAN) -o $@ $(MLF_SRC) $(MLF_LIBS)
-$(MLF_NODEF): $(MLF_SRC) hooks.h train.h | $(BUILD)
+$(MLF_NODEF): $(MLF_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -O0 -o $@ $(MLF_SRC) -lcmocka -pthread $(LDLIBS)
 
 test-mlflow-unit: $(MLF_BIN) $(MLF_NODEF)
@@ -34,7 +34,7 @@ test-mlflow-unit: $(MLF_BIN) $(MLF_NODEF)
 test-mlflow-asan: $(MLF_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(MLF_ASAN)
 
-# made once per build directory; its own venv (tests/log.mk's holds TensorBoard: two pip installs of make -j
+# made once per build directory; its own venv (the top Makefile's PY_VENV holds TensorBoard: two pip installs of make -j
 # never share one)
 $(MLF_VENV)/.mlflow:
 	python3 -m venv $(MLF_VENV)

@@ -64,11 +64,15 @@ run nan nan_at=45; rc=$?
 grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: the training loss is nan" "$dir/nan/out.txt" ||
   fail "nan: nan_guard did not fail the run"
 
-# the progress bar in a pipe: one line per validation, the training line once at the end
+# the progress bar in a pipe: one line per validation, the training line at that step with its metrics (a
+# step loop's "epoch"); early stopping ends the run at a validation, whose line is the last
 n_val=$((steps / 20))
-[ "$(grep -c '^Validation: 100%|.*| 8/8 \[' "$dir/full/out.txt")" = $n_val ] || fail "full: not $n_val validation lines with their total"
-[ "$(grep -c '^Training: ' "$dir/full/out.txt")" = 1 ] || fail "full: not one training line"
-grep -q "^Training: .*| $steps/2000 \[" "$dir/full/out.txt" || fail "full: the training line does not show $steps/2000"
+[ "$(grep -c '^Validation' "$dir/full/out.txt")" = 0 ] || fail "full: a validation line of its own (the training line carries its metrics)"
+[ "$(grep -c '^Training: .*, val/loss=[0-9.e-]*\]$' "$dir/full/out.txt")" = $n_val ] || fail "full: not $n_val training lines with a validation's metrics"
+[ "$(grep -c '^Training: ' "$dir/full/out.txt")" = $n_val ] || fail "full: not one training line per validation"
+for s in 20 $steps; do
+  grep -q "^Training: .*| $s/2000 \[.*, val/loss=" "$dir/full/out.txt" || fail "full: no training line at step $s with its validation's metrics"
+done
 
 # resume=auto: the run killed (SIGKILL) at random moments and the same command run again, until it ends: the
 # uninterrupted run's end, bit for bit; each run picks the newest checkpoint of the run that loads (a fresh

@@ -1,43 +1,23 @@
 # tests/safetensors.mk - train/safetensors.h and model_checkpoint(save_safetensors=true) (tests/test_safetensors.c):
 #   test-safetensors-unit / -asan / -valgrind   cmocka: round trips, the mismatch list, every bad file refused with
 #                                               its sentence, sidecars in tr_fit, a pretrained start (~1 s each)
-#   test-safetensors-python   the real safetensors package (numpy API, pip, in $(BUILD)/venv_st, made on first use:
-#                             ~30 s once): what C wrote reads equal in Python, what Python wrote loads equal in C (~1 s)
+#   test-safetensors-python   the real safetensors package (numpy API, pip, in the top Makefile's
+#                             PY_VENV): what C wrote reads equal in Python, what Python wrote loads equal in C (~1 s)
 #   test-fuzz-safetensors     libFuzzer on tr_safetensors_check, $(FUZZ_ST_RUNS) inputs (~4 s; longer:
 #                             make test-fuzz-safetensors FUZZ_ST_RUNS=1000000)
-ST_SRC  := tests/test_safetensors.c
 ST_BIN  := $(BUILD)/test_safetensors
-ST_ASAN := $(BUILD)/test_safetensors_asan
-ST_VENV := $(BUILD)/venv_st
 ST_TMP  := $(BUILD)/st_tmp
 FUZZ_ST_RUNS ?= 100000
 
-.PHONY: test-safetensors test-safetensors-unit test-safetensors-asan test-safetensors-valgrind test-safetensors-python test-fuzz-safetensors
-TEST_TARGETS += test-safetensors test-fuzz-safetensors
-QUICK_TARGETS += test-safetensors-unit test-safetensors-asan
+$(eval $(call cmocka_suite,safetensors,safetensors,hooks.h train.h))
+.PHONY: test-safetensors-python test-fuzz-safetensors
+TEST_TARGETS += test-fuzz-safetensors
+test-safetensors: test-safetensors-python
 
-$(ST_BIN): $(ST_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(ST_SRC) -lcmocka $(LDLIBS)
-$(ST_ASAN): $(ST_SRC) hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(ST_SRC) -lcmocka $(LDLIBS)
-
-test-safetensors: test-safetensors-unit test-safetensors-asan test-safetensors-valgrind test-safetensors-python
-test-safetensors-unit: $(ST_BIN)
-	./$(ST_BIN)
-test-safetensors-asan: $(ST_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(ST_ASAN)
-test-safetensors-valgrind: $(ST_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect ./$(ST_BIN)
-
-# the versions the checks were made with
-$(ST_VENV)/.safetensors:
-	python3 -m venv $(ST_VENV)
-	$(ST_VENV)/bin/pip install -q --disable-pip-version-check safetensors==0.8.0 numpy==2.4.6
-	touch $@
-test-safetensors-python: $(ST_BIN) $(ST_VENV)/.safetensors
+test-safetensors-python: $(ST_BIN) $(PY_VENV_OK)
 	rm -rf $(ST_TMP) && mkdir -p $(ST_TMP)
 	./$(ST_BIN) --write $(ST_TMP)
-	$(ST_VENV)/bin/python tests/st_check.py $(ST_TMP)
+	$(PY_VENV)/bin/python tests/st_check.py $(ST_TMP)
 	./$(ST_BIN) --read $(ST_TMP)/py.safetensors
 	rm -rf $(ST_TMP)
 

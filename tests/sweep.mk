@@ -17,9 +17,9 @@ SW_TMP  := $(BUILD)/sweep_tmp
 TEST_TARGETS += test-sweep-unit test-sweep-asan test-sweep-valgrind test-sweep-example
 QUICK_TARGETS += test-sweep-unit test-sweep-asan
 
-$(SW_BIN): $(SW_SRC) hooks.h train.h | $(BUILD)
+$(SW_BIN): $(SW_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ $(SW_SRC) -lcmocka $(LDLIBS)
-$(SW_ASAN): $(SW_SRC) hooks.h train.h | $(BUILD)
+$(SW_ASAN): $(SW_SRC) tests/test.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(SW_SRC) -lcmocka $(LDLIBS)
 
 test-sweep-unit: $(SW_BIN)

@@ -12,19 +12,10 @@
    dead writer's temporary; Ctrl-C during a background write (its fsync one a signal interrupts, as
    FUSE's) stops the run after the step with the checkpoint whole: the writer blocks signals; an fsync
    that fails with EINTR is retried. Built plain, with ASan+UBSan and with TSan (tests/async.mk). */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
 /* train.h's fsync calls come to test_fsync (below): a file system whose fsync a signal interrupts */
 static int test_fsync(int fd);
 #define fsync test_fsync
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 #undef fsync
 int fsync(int fd); /* <unistd.h>, read with the macro on, declared test_fsync */
 
@@ -69,24 +60,9 @@ static int test_fsync(int fd) {
 
 static void path_in(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
 
-/* Bytes of a file (NULL when missing); *n its size. */
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  unsigned char *b;
-  long len;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  len = ftell(f);
-  rewind(f);
-  b = (unsigned char *)malloc((size_t)len + 1);
-  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) { free(b); b = NULL; }
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
 static int same_file(const char *a, const char *b) {
   size_t na = 0, nb = 0;
-  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+  unsigned char *x = (unsigned char *)slurp_len(a, &na), *y = (unsigned char *)slurp_len(b, &nb);
   int same = x && y && na == nb && !memcmp(x, y, na);
   free(x);
   free(y);
@@ -336,7 +312,7 @@ static void check_fail(int at_teardown) {
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  b = slurp(path, &n);
+  b = (unsigned char *)slurp_len(path, &n);
   assert_non_null(b);
   assert_int_equal(n, strlen("the previous checkpoint"));
   assert_memory_equal(b, "the previous checkpoint", n);
@@ -375,7 +351,7 @@ static void test_full_disk(void **st) {
   e = tr_run_finish(reg, &c, TR_OK);
   assert_int_equal(e, TR_ERR_IO);
   assert_non_null(strstr(tr_run_error(reg), "No space left on device"));
-  b = slurp(path, &n);
+  b = (unsigned char *)slurp_len(path, &n);
   assert_non_null(b);
   assert_int_equal(n, 3);
   assert_memory_equal(b, "old", 3);
@@ -600,7 +576,7 @@ static void test_trainer_write_error(void **st) {
   assert_true(waitpid(pid, &status, 0) == pid);
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
-  b = slurp(path, &n);
+  b = (unsigned char *)slurp_len(path, &n);
   assert_non_null(b);
   assert_int_equal(n, 3);
   free(b);

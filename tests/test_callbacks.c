@@ -7,31 +7,9 @@
    epoch, the best path and score, ties, NaN, min_epochs, resume, a rerun into the same directory,
    bad parameters (constructor and spec string), exact resume with all three registered, and two
    processes saving into one dirpath at once (names claimed on disk, never each other's files). */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 
 #include <dirent.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static char g_root[256]; /* a private temporary directory; each test works in a subdirectory */
 

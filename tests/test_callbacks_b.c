@@ -3,28 +3,8 @@
    gradients computed by hand here), the hand-written-loop contract, bad parameters (constructor and
    spec string), and exact resume with all of them registered (with early_stopping and
    model_checkpoint). Built also with -ffast-math (-DNAN_GUARD_ONLY): nan_guard must still fire. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 /* ---- the model: y = w.x + b, MSE, 8 samples in batches of 2 ------------------------------------- */
 #define NS 8
@@ -963,7 +943,7 @@ static hk_signal grab_record(hk_ctx *ctx, void *u) {
   for (k = 0; k < 8 && s->names[k]; k++) s->has[k] += tr_log_get(r, s->names[k], &s->v[k]);
   return HK_CONTINUE;
 }
-static int count_of(const char *text, const char *what) {
+static int count_overlapping(const char *text, const char *what) {
   int n = 0;
   for (; (text = strstr(text, what)) != NULL; text++) n++;
   return n;
@@ -1016,7 +996,7 @@ static void test_profiler_fit(void **state) {
   assert_int_equal(seen.has[3], NBATCH);
   assert_true(seen.v[0] > 0 && seen.v[1] >= 0);
   text = lin_logtext(&m);
-  assert_int_equal(count_of(text, "profiler: fit, "), 1);
+  assert_int_equal(count_overlapping(text, "profiler: fit, "), 1);
   assert_non_null(strstr(text, "kind       name"));
   assert_non_null(strstr(text, "phase      data "));
   assert_non_null(strstr(text, "phase      forward "));
@@ -1050,7 +1030,7 @@ static void test_profiler_slow_hook(void **state) {
     assert_int_equal(hk_on(t.reg, HK_ON_AFTER_BACKWARD, slow_hook, NULL, &(hk_opts){ .name = "slowpoke" }, NULL), HK_OK);
     assert_int_equal(tr_fit(&t, &c), TR_OK);
     text = lin_logtext(&m);
-    assert_int_equal(count_of(text, "profiler: warning: hook 'slowpoke' takes "), round ? 0 : 1);
+    assert_int_equal(count_overlapping(text, "profiler: warning: hook 'slowpoke' takes "), round ? 0 : 1);
     if (!round) assert_non_null(strstr(text, "per call at on_after_backward, "));
     assert_int_equal(tr_profiler_get(t.reg, h)->warnings, round ? 0 : 1);
     assert_null(strstr(text, "profiler: fit")); /* table=false */
@@ -1238,7 +1218,7 @@ static void test_throughput_monitor_fit(void **state) {
     }
     assert_int_equal(tr_run_finish(reg, &ctx, TR_OK), TR_OK);
     fflush(out);
-    assert_int_equal(count_of(buf, "throughput_monitor: ctx->samples_seen did not move in 2 steps"), 1);
+    assert_int_equal(count_overlapping(buf, "throughput_monitor: ctx->samples_seen did not move in 2 steps"), 1);
     hk_ctx_free(&ctx);
     hk_destroy(reg);
     fclose(out);
@@ -1264,7 +1244,7 @@ static void test_throughput_monitor_batch_size_warning(void **state) {
     c.max_epochs = 2;
     assert_int_equal(tr_fit(&t, &c), TR_OK); /* a second fit of the same trainer: not said again */
     c.max_epochs = 1;
-    assert_int_equal(count_of(lin_logtext(&m), said), round == 0 ? 1 : 0);
+    assert_int_equal(count_overlapping(lin_logtext(&m), said), round == 0 ? 1 : 0);
     if (round == 0) assert_int_equal(t.samples_seen, 2 * NBATCH); /* what it warns about: batches, not samples */
     g_train.batch_size = 0;
     lin_free(&m, &t);
@@ -1589,6 +1569,15 @@ static const field_at sd_fields[] = { TR_SPIKE_DETECTION_PARAMS(FA) };
 #define D_ tr_device_stats_desc
 static const field_at ds_fields[] = { TR_DEVICE_STATS_PARAMS(FA) };
 #undef D_
+#define D_ tr_watchdog_desc
+static const field_at wd_fields[] = { TR_WATCHDOG_PARAMS(FA) };
+#undef D_
+#define D_ tr_param_group_desc
+static const field_at pg_fields[] = { TR_PARAM_GROUP_PARAMS(FA) };
+#undef D_
+#define D_ tr_finetuning_desc
+static const field_at ft_fields[] = { TR_FINETUNING_PARAMS(FA) };
+#undef D_
 #define D_ tr_logger_desc
 static const field_at logger_fields[] = { TR_LOGGER_PARAMS(FA) };
 #undef D_
@@ -1605,7 +1594,8 @@ ARGS_OF(es, tr_early_stopping_desc) ARGS_OF(mc, tr_model_checkpoint_desc) ARGS_O
 ARGS_OF(lrm, tr_lr_monitor_desc) ARGS_OF(gm, tr_gradient_monitor_desc) ARGS_OF(ng, tr_nan_guard_desc) ARGS_OF(ema, tr_ema_desc)
 ARGS_OF(lrf, tr_lr_finder_desc) ARGS_OF(ms, tr_model_summary_desc) ARGS_OF(as, tr_accumulation_scheduler_desc)
 ARGS_OF(prof, tr_profiler_desc) ARGS_OF(tp, tr_throughput_monitor_desc)
-ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc) ARGS_OF(ds, tr_device_stats_desc)
+ARGS_OF(oec, tr_on_exception_checkpoint_desc) ARGS_OF(sd, tr_spike_detection_desc) ARGS_OF(ds, tr_device_stats_desc) ARGS_OF(wd, tr_watchdog_desc)
+ARGS_OF(pg, tr_param_group_desc) ARGS_OF(ft, tr_finetuning_desc)
 ARGS_OF(logger, tr_logger_desc) ARGS_OF(plot, tr_plot_desc) ARGS_OF(bar, tr_progress_bar_desc)
 
 /* the same callback from a zero desc (with the required parameters of `required` below) */
@@ -1624,6 +1614,9 @@ static tr_err tp_zero(hk_registry *r, hk_handle *h) { return tr_throughput_monit
 static tr_err oec_zero(hk_registry *r, hk_handle *h) { return tr_on_exception_checkpoint(r, &(tr_on_exception_checkpoint_desc){ 0 }, h); }
 static tr_err sd_zero(hk_registry *r, hk_handle *h) { return tr_spike_detection(r, &(tr_spike_detection_desc){ 0 }, h); }
 static tr_err ds_zero(hk_registry *r, hk_handle *h) { return tr_device_stats(r, &(tr_device_stats_desc){ 0 }, h); }
+static tr_err wd_zero(hk_registry *r, hk_handle *h) { return tr_watchdog(r, &(tr_watchdog_desc){ .seconds = 600 }, h); }
+static tr_err pg_zero(hk_registry *r, hk_handle *h) { return tr_param_group(r, &(tr_param_group_desc){ .match = "x" }, h); }
+static tr_err ft_zero(hk_registry *r, hk_handle *h) { return tr_finetuning(r, &(tr_finetuning_desc){ .match = "x" }, h); }
 static tr_err csv_zero(hk_registry *r, hk_handle *h) { return tr_csv_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err jsonl_zero(hk_registry *r, hk_handle *h) { return tr_jsonl_logger(r, &(tr_logger_desc){ 0 }, h); }
 static tr_err tb_zero(hk_registry *r, hk_handle *h) { return tr_tensorboard_logger(r, &(tr_logger_desc){ 0 }, h); }
@@ -1686,6 +1679,9 @@ SAME(tr__tp, PTR(run); STR(tokens_metric); PTR(t); PTR(samples); PTR(tokens); PT
 SAME(tr__oec, PTR(run); PTR(reg); STR(dirpath); STR(path); STR(name); STR(pub.ckpt_path))
 SAME(tr__sd, PTR(run); MEM(win, 3 * (size_t)x.window * sizeof(double)); PTR(snap_win); PTR(sorted); PTR(snap))
 SAME(tr__ds, PTR(run); STR(nvml_library))
+SAME(tr__wd, PTR(reg))
+SAME(tr__pg, PTR(run); STR(match); PTR(pub.match); PTR(rule.match); PTR(rule.who))
+SAME(tr__ft, PTR(run); STR(match); STR(norms); PTR(rule.match))
 
 typedef struct agree_case {
   const char *factory;
@@ -1724,6 +1720,9 @@ static agree_case g_agree[] = {
   CASE(on_exception_checkpoint, oec, oec_zero, tr_on_exception_checkpoint_desc, same_tr__oec, "", ""),
   CASE(spike_detection, sd, sd_zero, tr_spike_detection_desc, same_tr__sd, "", ""),
   CASE(device_stats, ds, ds_zero, tr_device_stats_desc, same_tr__ds, "", ""),
+  CASE(watchdog, wd, wd_zero, tr_watchdog_desc, same_tr__wd, "seconds=600", " seconds "),
+  CASE(param_group, pg, pg_zero, tr_param_group_desc, same_tr__pg, "match=x", " lr_mult weight_decay frozen "),
+  CASE(finetuning, ft, ft_zero, tr_finetuning_desc, same_tr__ft, "match=x", ""),
   CASE_OF(csv, csv, logger, csv_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(jsonl, jsonl, logger, jsonl_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),
   CASE_OF(tensorboard, tb, logger, tb_zero, tr_logger_desc, same_tr__logger, "", " save_dir name version "),

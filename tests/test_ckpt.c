@@ -3,27 +3,11 @@
    failing on_load_checkpoint hook), field ranges, file kinds and sizes, 40,000 hook sections, the
    policy for missing hook state, nested and refused calls from hooks. Every test is a regression
    test: each failed before the fix it covers. Built by tests/ckpt.mk: plain, ASan+UBSan, valgrind. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 
 #include <dirent.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 #ifdef __linux__
 extern int unshare(int flags); /* (a strict -std=c99 <sched.h> hides it) */
 #endif
@@ -106,19 +90,6 @@ static void train(fixture *f, int64_t steps) {
   assert_int_equal(tr_fit(&f->t, &c), TR_OK);
 }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  unsigned char *b;
-  long n;
-  if (!fp) return NULL;
-  fseek(fp, 0, SEEK_END);
-  n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  b = (unsigned char *)malloc((size_t)n + 1);
-  *len = fread(b, 1, (size_t)n, fp);
-  fclose(fp);
-  return b;
-}
 /* Files in g_dir whose names start with prefix. */
 static int count_files(const char *prefix) {
   DIR *d = opendir(g_dir);
@@ -153,7 +124,7 @@ static void test_save_ignores_planted_symlinks(void **state) {
     assert_int_equal(symlink(victim, link), 0);
   }
   assert_int_equal(tr_save(&f->t, path), TR_OK);
-  v = slurp(victim, &vlen);
+  v = (unsigned char *)slurp_len(victim, &vlen);
   assert_int_equal(vlen, 8);
   assert_memory_equal(v, "precious", 8);
   free(v);
@@ -173,7 +144,7 @@ static void test_save_write_error(void **state) {
   (void)state;
   in_dir(path, sizeof path, "full.ckpt");
   assert_int_equal(tr_save(&f->t, path), TR_OK);
-  before = slurp(path, &blen);
+  before = (unsigned char *)slurp_len(path, &blen);
   train(f, 1);
   signal(SIGXFSZ, SIG_IGN);
   assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
@@ -188,7 +159,7 @@ static void test_save_write_error(void **state) {
   assert_non_null(strstr(tr_error(&f->t), "File too large"));
   assert_non_null(strstr(tr_error(&f->t), "(the previous '"));
   assert_int_equal(count_files("full.ckpt.tmp"), 0);
-  after = slurp(path, &alen);
+  after = (unsigned char *)slurp_len(path, &alen);
   assert_int_equal(alen, blen);
   assert_memory_equal(after, before, blen);
   free(before);
@@ -369,7 +340,7 @@ static void test_load_rejects_out_of_range_fields(void **state) {
   in_dir(path, sizeof path, "range.ckpt");
   train(f, 1);
   assert_int_equal(tr_save(&f->t, path), TR_OK);
-  good = slurp(path, &len);
+  good = (unsigned char *)slurp_len(path, &len);
   bad = (unsigned char *)malloc(len);
   lp = loop_at(good);
   for (i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {

@@ -18,49 +18,13 @@
      - a run is known by its run id (issue 37, item 2): its directory's inode holding another run's records is
        not continued (a new version_N, said); the directory spelled otherwise, moved or copied is continued;
        an old checkpoint's block (device and inode) still is */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 
 #include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static char g_root[256];
 static int g_keep; /* --tb DIR: the runs stay there */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  return p;
-}
 /* The two files hold the same text (from_line: after their first from_line lines: a jsonl's hparams
    line names its run's directory in the specs). */
 static void assert_same_file(const char *a, const char *b, int from_line) {

@@ -19,7 +19,8 @@
        histogram: one copy per tensor), ema (EMA and SWA, swapped for validation, copied at the end,
        checkpoints device <-> CPU: no wait per step), lr_finder (the sweep, the suggestion, the restore:
        one wait per sweep step and one at the restore); nan_guard (two waits per step)
-     - device_stats's NVML path: no NVML, no device, and tests/fake_nvml.c as a device (its values recorded) */
+     - device_stats's NVML path: no NVML, no device, and tests/fake_nvml.c as a device (its values recorded)
+     - parameter groups (param_group, finetuning) with AdamW and SGD: one launch per stretch of tensors, the CPU's bits */
 #define HOOKS_IMPLEMENTATION
 #define TRAIN_IMPLEMENTATION
 #define TRAIN_CUDA
@@ -101,6 +102,25 @@ static void same_steps(tr_optim optim, double clip, tr_clip algo, int accum, int
   CHECK(memcmp(c.net.grads, d.net.grads, c.net.num_params * 4) == 0); /* clipped alike, in place */
   if (clip_hook) CHECK(c.n_read == 60 && memcmp(c.norms, d.norms, sizeof c.norms) == 0);
   if (!same_params(&c, &d)) fprintf(stderr, "  (optimizer %d, clip %g, algo %d, accum %d, hook %d)\n", optim.kind, clip, algo, accum, clip_hook);
+  run_free(&c); run_free(&d);
+}
+
+/* Parameter groups (param_group, finetuning) on the device path: one launch per stretch of tensors with the same
+   settings, the same bits as the CPU's per-stretch passes; a frozen tensor keeps its bits and its state stays 0. */
+static void groups_case(tr_optim optim, const char *spec) {
+  static run c, d;
+  float b1[64];
+  size_t off, n;
+  CHECK(run_init_views(&c, 0, optim, 1) == TR_OK && run_init_views(&d, 1, optim, 1) == TR_OK);
+  CHECK(hk_spec_apply(c.t.reg, spec) == HK_OK && hk_spec_apply(d.t.reg, spec) == HK_OK);
+  off = c.views[MLP_B1].offset, n = c.views[MLP_B1].count;
+  CHECK(n <= 64);
+  memcpy(b1, c.net.params + off, n * 4);
+  CHECK(run_fit(&c, 60, 0, TR_CLIP_NORM, 1, TR_NONFINITE_IGNORE) == TR_OK);
+  CHECK(run_fit(&d, 60, 0, TR_CLIP_NORM, 1, TR_NONFINITE_IGNORE) == TR_OK);
+  CHECK(c.t.global_step == 60 && d.t.global_step == 60 && same_params(&c, &d));
+  CHECK(memcmp(b1, d.net.params + off, n * 4) == 0); /* b1 frozen */
+  if (!same_params(&c, &d)) fprintf(stderr, "  (groups: optimizer %d, %s)\n", optim.kind, spec);
   run_free(&c); run_free(&d);
 }
 
@@ -420,6 +440,9 @@ int main(int argc, char **argv) {
   same_steps(adamw(), 0.02, TR_CLIP_VALUE, 1, 1);
   same_steps(sgd(), 0.05, TR_CLIP_NORM, 3, 0);   /* accumulation: the window's mean on the device */
   same_steps(sgd(), 0.01, TR_CLIP_VALUE, 2, 0);
+  groups_case(adamw(), "param_group(match=b*, weight_decay=0); param_group(match=w2, lr_mult=3); param_group(match=b1, frozen=true)");
+  groups_case(sgd(), "param_group(match=b*, weight_decay=0.01); param_group(match=w2, lr_mult=3); param_group(match=b1, frozen=true)");
+  groups_case(adamw(), "param_group(match=b1, frozen=true); finetuning(match=w1|b2, unfreeze_at_epoch=2, initial_ratio=0.2)");
   waits();
   checkpoints(dir);
   errors();

@@ -5,22 +5,8 @@
    order; a log sink (g_msgs) captures what the registry reports through hk_desc.log.
 
    Built by tests/hooks.mk: plain (run directly and under valgrind) and with $(SAN). */
-#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#define HOOKS_IMPLEMENTATION
-#include "hooks.h"
+#define TEST_HOOKS_ONLY
+#include "test.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
@@ -108,7 +94,7 @@ static hk_signal fire(hk_registry *reg, int ev) {
 }
 
 /* Reads everything written to a tmpfile() so far. */
-static void slurp(FILE *f, char *buf, size_t cap) {
+static void slurp_into(FILE *f, char *buf, size_t cap) {
   size_t n;
   fflush(f);
   rewind(f);
@@ -1846,14 +1832,14 @@ static void test_trace_lines(void **state) {
   setup_trace_reg(reg);
   hk_trace(reg, HK_TRACE_LINES, f);
   fire_trace_sequence(reg);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   expected_lines(want, sizeof want);
   assert_string_equal(out, want);
   assert_int_equal(count_lines(out), 5); /* one line per hook call, nothing for the events themselves */
   /* off: nothing more is written */
   hk_trace(reg, HK_TRACE_OFF, NULL);
   fire_trace_sequence(reg);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   assert_string_equal(out, want);
   /* turning trace off restores the guards: an empty event is inactive again */
   assert_false(HK_ACTIVE(reg, HK_ON_VALIDATION_START));
@@ -1878,7 +1864,7 @@ static void test_trace_lines_only_called(void **state) {
   hk_trace(reg, HK_TRACE_LINES, f);
   fire(reg, HK_ON_BEFORE_BACKWARD);
   fire(reg, HK_ON_BEFORE_BACKWARD);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   snprintf(want, sizeof want, "on_before_backward %s odd\n", hk_tier_name(HK_TIER_CALLBACK));
   assert_string_equal(out, want);
   fclose(f);
@@ -1896,7 +1882,7 @@ static void test_trace_tree(void **state) {
   fire(reg, HK_SETUP);             /* no hooks: still traced as an event */
   fire_trace_sequence(reg);
   fire(reg, HK_TEARDOWN);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   assert_non_null(line_with(out, "setup", l1, sizeof l1));
   assert_non_null(line_with(out, "on_train_start", l2, sizeof l2));
   assert_non_null(line_with(out, "on_train_batch_start", l3, sizeof l3));
@@ -1934,7 +1920,7 @@ static void test_trace_env(void **state) {
   assert_int_equal(unsetenv("HOOKS_TRACE"), 0);
   setup_trace_reg(reg);
   fire_trace_sequence(reg);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   expected_lines(want, sizeof want);
   assert_string_equal(out, want);
   destroy_reg(reg);
@@ -1949,7 +1935,7 @@ static void test_trace_env(void **state) {
   assert_int_equal(unsetenv("HOOKS_TRACE"), 0);
   setup_trace_reg(reg);
   fire_trace_sequence(reg);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   assert_contains(out, "on_train_batch_start");
   assert_contains(out, "ddp");
   assert_true(strcmp(out, want) != 0);
@@ -1963,7 +1949,7 @@ static void test_trace_env(void **state) {
   reg = mkreg_desc(d);
   setup_trace_reg(reg);
   fire_trace_sequence(reg);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   assert_string_equal(out, "");
   assert_false(HK_ACTIVE(reg, HK_ON_VALIDATION_START));
   destroy_reg(reg);
@@ -2943,7 +2929,7 @@ static void test_dispatch_one_hook(void **state) {
   hk_trace(reg, HK_TRACE_LINES, f);
   fire(reg, HK_ON_VALIDATION_START);
   hk_trace(reg, HK_TRACE_OFF, NULL);
-  slurp(f, out, sizeof out);
+  slurp_into(f, out, sizeof out);
   assert_int_equal(count_lines(out), 2);
   assert_contains(out, "on_validation_start callback t\n");
   assert_int_equal(t.calls, 3);
@@ -3700,6 +3686,42 @@ static void test_profile(void **state) {
   assert_false(hk_profiling(NULL));
 }
 
+/* hk_name: the name a registration goes by, with ctx->self the hook running now (the watchdog's report) */
+typedef struct name_seen { hk_registry *reg; const char *name; } name_seen;
+static hk_signal see_own_name(hk_ctx *ctx, void *user) {
+  name_seen *n = (name_seen *)user;
+  n->name = hk_name(ctx->reg, ctx->self);
+  return HK_CONTINUE;
+}
+static void test_hk_name(void **state) {
+  hk_registry *reg = mkreg();
+  hk_callback cb;
+  hk_opts o = { 0 };
+  hk_handle a, b, c;
+  name_seen seen = { NULL, NULL };
+  rec_t r = { "x", HK_CONTINUE, 0 };
+  (void)state;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "my_callback";
+  cb.on_train_start = see_own_name;
+  cb.user = &seen;
+  assert_int_equal(hk_add_callback(reg, &cb, NULL, &a), HK_OK);
+  o.name = "my_fn";
+  assert_int_equal(hk_on(reg, HK_ON_TRAIN_END, see_own_name, &seen, &o, &b), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_FIT_END, rec, &r, NULL, &c), HK_OK);
+  assert_string_equal(hk_name(reg, a), "my_callback");
+  assert_string_equal(hk_name(reg, b), "my_fn");
+  assert_true(strncmp(hk_name(reg, c), "hook#", 5) == 0);
+  fire(reg, HK_ON_TRAIN_START);
+  assert_string_equal(seen.name, "my_callback");
+  fire(reg, HK_ON_TRAIN_END);
+  assert_string_equal(seen.name, "my_fn");
+  assert_int_equal(hk_off(reg, b), HK_OK);
+  assert_null(hk_name(reg, b));  /* removed */
+  assert_null(hk_name(reg, 999)); /* never registered */
+  assert_null(hk_name(NULL, a));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test_teardown(test_event_table_accessors, cleanup),
@@ -3774,6 +3796,7 @@ int main(void) {
     cmocka_unit_test_teardown(test_registries_independent, cleanup),
     cmocka_unit_test_teardown(test_nesting_limit, cleanup),
     cmocka_unit_test_teardown(test_dispatch_one_hook, cleanup),
+    cmocka_unit_test_teardown(test_hk_name, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_order, cleanup),
     cmocka_unit_test_teardown(test_destroy_reentrancy, cleanup),
     cmocka_unit_test_teardown(test_many_hooks_mid_dispatch, cleanup),

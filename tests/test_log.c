@@ -17,41 +17,19 @@
      test_log --tb DIR          write a TensorBoard run with known values (tests/tb_read.py checks them)
      test_log --tb-hparams DIR  three fits with the user's hyperparameters (tests/tb_hparams.py checks them)
      test_log --bar             a short fit with the progress bar on stdout (tmux and pipe tests)
+     test_log --bar-loop SHAPE US  a loop of its own (steps, epochs, llmc) with the bar, values known
      test_log --crash DIR       log every step forever, slowly (killed with -9 by the crash test)
      test_log --print           tr_print and tr_print_all from every rank (under mpirun: tests/log_mpi.sh)
      test_log --plot CSV SVG    tr_plot_csv */
-#define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700 /* mknod */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 static char g_root[256];
 
@@ -84,27 +62,12 @@ static tr_err toy_fit(tr_trainer *t, toy *m, int64_t epochs, int64_t every) {
   return tr_fit(t, &(tr_config){ .train = &train, .val = &val, .max_epochs = epochs, .log_every_n_steps = every, .no_sigint = 1 });
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return p;
-}
 static void subdir(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", g_root, name);
   mkdir(out, 0777);
 }
 static void assert_file(const char *path, const char *want) {
-  char *got = slurp(path, NULL);
+  char *got = slurp_len(path, NULL);
   if (!got) fail_msg("%s is missing", path);
   if (strcmp(got, want)) fail_msg("%s:\n--- got\n%s--- want\n%s", path, got, want);
   free(got);
@@ -202,7 +165,7 @@ static void test_csv_layout(void **state) {
   /* columns sorted, the late "extra" column rewrote the file (the first rows get empty cells);
      val rows carry the last training step; timer's time/train rides with train rows */
   {
-    char *csv = slurp(path, NULL), *line2;
+    char *csv = slurp_len(path, NULL), *line2;
     assert_non_null(csv);
     assert_string_equal(csv, "epoch,extra,step,train/loss,val/acc,val/loss\n"
                              "0,,2,102,,\n"
@@ -214,7 +177,7 @@ static void test_csv_layout(void **state) {
     free(csv);
   }
   snprintf(path, sizeof path, "%s/lightning_logs/version_0/hparams.yaml", dir);
-  yaml = slurp(path, NULL);
+  yaml = slurp_len(path, NULL);
   assert_contains(yaml, "accumulate_grad_batches: 1\n");
   assert_contains(yaml, "log_every_n_steps: 3\n");
   assert_contains(yaml, "lr: 0.1\n");
@@ -286,7 +249,7 @@ static void test_jsonl(void **state) {
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, add_nonfinite, NULL, NULL, NULL), HK_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 2), TR_OK);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_non_null(text);
   assert_true(strncmp(text, "{\"hparams\":{\"accumulate_grad_batches\":1,\"batch_size\":1,", 52) == 0);
   assert_contains(text, "\"specs\":[]}}\n");
@@ -436,7 +399,7 @@ static void test_tensorboard(void **state) {
   st = tr_logger_get(t.reg, h);
   assert_contains(st->path, "/lightning_logs/version_0/events.out.tfevents.");
   snprintf(path, sizeof path, "%s", st->path);
-  p = (unsigned char *)slurp(path, &n);
+  p = (unsigned char *)slurp_len(path, &n);
   assert_non_null(p);
   while (pos < n) {
     uint64_t len = 0;
@@ -484,7 +447,7 @@ static void test_plot(void **state) {
   assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir }, NULL), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 3, 1), TR_OK);
   assert_string_equal(tr_logger_get(t.reg, h)->path, strcat(strcpy(svg, dir), "/lightning_logs/version_0/metrics.svg"));
-  text = slurp(svg, NULL);
+  text = slurp_len(svg, NULL);
   assert_non_null(text);
   assert_contains(text, "<svg xmlns=\"http://www.w3.org/2000/svg\"");
   assert_contains(text, "toy &lt;run&gt;");
@@ -499,7 +462,7 @@ static void test_plot(void **state) {
   snprintf(csv, sizeof csv, "%s/lightning_logs/version_0/metrics.csv", dir);
   snprintf(svg, sizeof svg, "%s/from_csv.svg", dir);
   assert_int_equal(tr_plot_csv(csv, svg, "val/loss", why, sizeof why), TR_OK);
-  text = slurp(svg, NULL);
+  text = slurp_len(svg, NULL);
   assert_contains(text, ">val/loss</text>");
   assert_null(strstr(text, ">train/loss</text>"));
   free(text);
@@ -539,6 +502,27 @@ static void test_bar_format(void **state) {
   tr_bar_format(b, sizeof b, "x", 0, 5, 0, NULL, 0, 1);
   assert_string_equal(b, "x:   0%|          | 0/5 [00:00<?, ?it/s]");
   assert_int_equal(tr_bar_format(b, 8, "Epoch 0", 1, 4, 1, NULL, 0, 0), 7); /* clipped */
+  /* a narrow line: whole fields go (the last first), then the rate, then the times, before the bar has
+     fewer than 10 cells; a number is never cut (issue 38: "val/loss=0.0124" was shown for 0.01246) */
+  {
+    static const struct { int width; const char *want; } narrow[] = {
+      { 100, "Epoch 3:  45%|####5     | 27/60 [00:01<00:01, 25.30it/s, loss=0.2312, val/loss=0.01246, val/acc=0.5]" },
+      { 99, "Epoch 3:  45%|#########9            | 27/60 [00:01<00:01, 25.30it/s, loss=0.2312, val/loss=0.01246]" },
+      { 80, "Epoch 3:  45%|#########4           | 27/60 [00:01<00:01, 25.30it/s, loss=0.2312]" },
+      { 60, "Epoch 3:  45%|######3       | 27/60 [00:01<00:01, 25.30it/s]" },
+      { 50, "Epoch 3:  45%|######7        | 27/60 [00:01<00:01]" },
+      { 40, "Epoch 3:  45%|########5          | 27/60" },
+      { 24, "Epoch 3:  45%|#3 | 27/60" }, /* below 10 cells only when nothing is left to give up */
+    };
+    size_t i;
+    for (i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+      assert_int_equal(tr_bar_format(b, sizeof b, "Epoch 3", 27, 60, 27 / 25.3, "loss=0.2312, val/loss=0.01246, val/acc=0.5",
+                                     narrow[i].width, 1), strlen(narrow[i].want));
+      assert_string_equal(b, narrow[i].want);
+    }
+    tr_bar_format(b, sizeof b, "Predicting", 12, 0, 4000, "loss=0.5", 30, 0); /* no total, no bar: the same order */
+    assert_string_equal(b, "Predicting: 12it [1:06:40]");
+  }
 }
 
 /* ---- the bar as a callback: lines into a file, and a terminal's redraws --------------------------- */
@@ -682,7 +666,12 @@ static void test_bar_latest_loss(void **state) {
     }
     assert_int_equal(tr_run_finish(reg, &c, TR_OK), TR_OK);
     fflush(out);
-    assert_int_equal(count_str(text, "Validation: 100%|##########| 3/3 ["), 2);
+    /* a step loop's validation ends its "epoch": the training line at that step with its metrics (issue 38:
+       "Validation: 100%" lines said nothing of the run's progress), and no line at the end repeats it */
+    assert_int_equal(count_str(text, "Validation"), 0);
+    assert_int_equal(count_lines(text), 2);
+    assert_contains(text, "Training:  50%|#####     | 3/6 [");
+    assert_drawn_with(text, "| 3/6 [", ", loss=8, val/loss=0.5");
     assert_contains(text, "Training: 100%|##########| 6/6 [");
     assert_drawn_with(text, "| 6/6 [", ", loss=5, val/loss=0.5"); /* step 4's record said 7 */
     hk_ctx_free(&c);
@@ -847,7 +836,7 @@ static void test_bar_closed_stream(void **state) {
     assert_true(waitpid(pid, &status, 0) == pid);
     if (WIFSIGNALED(status)) fail_msg("variant %d: killed by signal %d (SIGPIPE is %d)", v, WTERMSIG(status), SIGPIPE);
     assert_true(WIFEXITED(status));
-    text = slurp(path, NULL);
+    text = slurp_len(path, NULL);
     if (WEXITSTATUS(status)) fail_msg("variant %d: check %d failed; stderr:\n%s", v, WEXITSTATUS(status), text ? text : "");
     assert_non_null(text);
     if (v < 2 || v == 7) assert_int_equal(count_str(text, "progress_bar"), 0); /* the run's error says it */
@@ -1034,7 +1023,7 @@ static void test_no_link_following(void **state) {
   assert_int_equal(hk_on(t.reg, HK_ON_LOG, edit_record, NULL, NULL, NULL), HK_OK); /* "extra" from step 5 */
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   snprintf(path, sizeof path, "%s/metrics.csv", v);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_non_null(text);
   assert_true(strncmp(text, "epoch,extra,step,train/loss,val/loss\n", 37) == 0);
   free(text);
@@ -1148,7 +1137,7 @@ static void test_version_never_replaces(void **state) {
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/rerun/metrics.csv", dir);
-  first = slurp(path, NULL);
+  first = slurp_len(path, NULL);
   assert_non_null(first);
   toy_init(&t, &m, log);
   assert_int_equal(tr_csv_logger(t.reg, &(tr_logger_desc){ .save_dir = dir, .version = "rerun" }, &h), TR_OK);
@@ -1193,7 +1182,7 @@ static void test_version_never_replaces(void **state) {
   toy_init(&t, &m, log);
   assert_int_equal(tr_plot(t.reg, &(tr_plot_desc){ .dir = { .save_dir = dir, .version = "plot2" } }, &h), TR_OK);
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK); /* the fit's teardown writes it */
-  again = slurp(path, NULL);
+  again = slurp_len(path, NULL);
   assert_non_null(again);
   assert_contains(again, "<svg");
   free(again);
@@ -1213,7 +1202,7 @@ static void test_version_never_replaces(void **state) {
   assert_int_equal(toy_fit(&t, &m, 1, 1), TR_OK);
   assert_string_equal(tr_logger_get(t.reg, h)->error, "");
   tr_free(&t);
-  again = slurp(path, NULL);
+  again = slurp_len(path, NULL);
   assert_contains(again, "<svg");
   free(again);
   fclose(log);
@@ -1269,7 +1258,7 @@ static void test_parallel_versions(void **state) {
     for (i = 0; i < PROCS + 5; i++) { /* version_0 .. version_11, each with a whole metrics.csv of its own */
       char *text;
       snprintf(path, sizeof path, "%s/lightning_logs/version_%d/metrics.csv", dir, i);
-      if (!(text = slurp(path, NULL))) continue;
+      if (!(text = slurp_len(path, NULL))) continue;
       versions++;
       if (!first) first = text;
       else {
@@ -1403,13 +1392,13 @@ static void test_many_metrics(void **state) {
   longname[0] = 'l';
   longname[1000] = 0;
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_contains(text, "\"m/000\":0,");
   assert_contains(text, "\"m/149\":149,");
   assert_contains(text, longname);
   free(text);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_contains(text, ",m/063,m/064,");
   assert_contains(text, ",m/149,step,");
   assert_contains(text, longname);
@@ -1427,7 +1416,7 @@ static void test_many_metrics(void **state) {
       strcat(path, e->d_name);
       closedir(d);
     }
-    tb = slurp(path, &n);
+    tb = slurp_len(path, &n);
     assert_true(find_bytes((unsigned char *)tb, n, "m/149", 5));
     assert_true(find_bytes((unsigned char *)tb, n, longname, 1000));
     free(tb);
@@ -1498,21 +1487,21 @@ static void test_utf8_names(void **state) {
   first = strstr(log_text, "'bad\\xFF'");
   assert_null(strstr(first + 1, "'bad\\xFF'"));
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.jsonl", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   assert_true(utf8_valid((unsigned char *)text, n));
   assert_contains(text, "\"caf\xc3\xa9\":1");
   assert_contains(text, "early_stopping(monitor=\\\"val/\xef\xbf\xbd\\\""); /* the spec's bad byte: U+FFFD */
   free(text);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   assert_true(utf8_valid((unsigned char *)text, n));
   assert_true(strncmp(text, "caf\xc3\xa9,epoch,step,train/loss,val/loss\n", 33) == 0);
   free(text);
   snprintf(path, sizeof path, "%s/lightning_logs/v/hparams.yaml", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   assert_true(utf8_valid((unsigned char *)text, n));
   free(text);
-  text = slurp(tr_logger_get(t.reg, h)->path, &n); /* the hparams text and the tags */
+  text = slurp_len(tr_logger_get(t.reg, h)->path, &n); /* the hparams text and the tags */
   assert_false(find_bytes((unsigned char *)text, n, "val/\xff", 5)); /* (a binary file: other 0xFF bytes are numbers) */
   assert_false(find_bytes((unsigned char *)text, n, "bad\xff", 4));
   assert_true(find_bytes((unsigned char *)text, n, "val/\xef\xbf\xbd", 7));
@@ -1525,7 +1514,7 @@ static void test_utf8_names(void **state) {
 /* ---- a full disk leaves whole records (item 9) ------------------------------------------------------ */
 static void check_whole_lines(const char *path, int csv) {
   size_t n, i, start = 0;
-  char *text = slurp(path, &n);
+  char *text = slurp_len(path, &n);
   int commas = -1;
   assert_non_null(text);
   assert_true(n > 100);
@@ -1545,7 +1534,7 @@ static void check_whole_lines(const char *path, int csv) {
 }
 static void check_whole_tb(const char *path) {
   size_t n, pos = 0;
-  unsigned char *p = (unsigned char *)slurp(path, &n);
+  unsigned char *p = (unsigned char *)slurp_len(path, &n);
   int records = 0;
   assert_non_null(p);
   while (pos < n) {
@@ -1641,7 +1630,7 @@ static void test_csv_new_columns_linear(void **state) {
   written = io_written() - before;
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/v/metrics.csv", dir);
-  text = slurp(path, &n);
+  text = slurp_len(path, &n);
   /* the file is whole: RECORDS + 3 columns, row r has 1.5 in column c<r> */
   line = text;
   for (row = -1; row < RECORDS; row++) {
@@ -1747,7 +1736,7 @@ static void test_lr_monitor_epoch(void **state) {
   assert_int_equal(toy_fit(&t, &m, 2, 1), TR_OK);
   tr_free(&t);
   snprintf(path, sizeof path, "%s/lightning_logs/every1/metrics.csv", dir);
-  text = slurp(path, NULL);
+  text = slurp_len(path, NULL);
   assert_true(strncmp(text, "epoch,lr-SGD,step,train/loss,val/loss\n0,0.1,0,,\n0,,0,2,\n0,,1,", 61) == 0);
   assert_contains(text, "\n1,0.1,4,,\n1,,4,");
   assert_null(strstr(text + 45, ",0.1,0,2"));
@@ -1877,6 +1866,92 @@ static int mode_bar(int sleep_ms) {
   tr_free(&t);
   return 0;
 }
+/* --bar-loop SHAPE US: a loop of its own with the bar on stdout, every value it shows known to
+   tests/bar_check.py (the same formulas): the training loss of step k (the k-th optimizer step, 1-based)
+   bar_loss(k), a validation after step s bar_val(s) for val/loss (its batches' mean) and the two metrics
+   of bar_val_metrics. SHAPE: steps (examples/own_loop.c's: tr_run_next, no epochs, a validation every
+   BAR_V steps), epochs (examples/epoch_loop.c's: BAR_E epochs of BAR_NB batches, a validation at each
+   end, then eight batches' time after the bar's on_train_epoch_end, as a checkpoint's write),
+   fast-epochs (the same, BAR_FAST_E epochs shorter than the bar's refresh interval, a checkpoint of 20 ms
+   after each: where the time goes) or llmc (llm.c's: the run layer's single calls, a validation at the
+   top of every BAR_V-th step, step 0 and the last included). US: microseconds per batch. */
+enum { BAR_S = 240, BAR_V = 40, BAR_E = 12, BAR_FAST_E = 60, BAR_NB = 20, BAR_NV = 4 };
+static double bar_loss(int64_t k) { return 0.987654321 / (double)(k + 7); }
+static double bar_val(int64_t s) { return 1.0 / ((double)s + 80.25); }
+static hk_signal bar_val_metrics(hk_ctx *ctx, void *user) { /* a line wider than 80 columns */
+  double s = (double)ctx->global_step;
+  (void)user;
+  hk_metric_set(ctx, "val/accuracy", 0.5 + s / (s + 333.3));
+  hk_metric_set(ctx, "val/perplexity", 12.5 + 1000 / (s + 77.7));
+  return HK_CONTINUE;
+}
+static void bar_sleep(int us) { struct timespec ts = { us / 1000000, (us % 1000000) * 1000L }; if (us > 0) nanosleep(&ts, NULL); }
+static hk_signal bar_epoch_save(hk_ctx *ctx, void *user) { /* after the bar's epoch end: a checkpoint's time */
+  (void)ctx;
+  bar_sleep(*(int *)user);
+  return HK_CONTINUE;
+}
+static int mode_bar_loop(const char *shape, int us) {
+  static float w[1], g[1];
+  hk_tensor pv[] = { { "w", w, 1, 0 } }, gv[] = { { "w", g, 1, 0 } };
+  hk_registry *reg = hk_create(NULL);
+  const char *spec = "progress_bar";
+  int fast = !strcmp(shape, "fast-epochs"), save_us = fast ? 20000 : 8 * us;
+  tr_err e;
+  if (hk_on(reg, HK_ON_VALIDATION_EPOCH_END, bar_val_metrics, NULL, NULL, NULL) ||
+      (strstr(shape, "epochs") && hk_on(reg, HK_ON_TRAIN_EPOCH_END, bar_epoch_save, &save_us, &(hk_opts){ .order = 2000, .monitor = 1 }, NULL)))
+    return 1;
+  if (!strcmp(shape, "llmc")) { /* the single calls: validate at the top of the step, step 0 and the last included */
+    hk_ctx c;
+    hk_flow flow;
+    int64_t step, b;
+    memset(&c, 0, sizeof c);
+    memset(&flow, 0, sizeof flow);
+    if (tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = BAR_S, .log_every_n_steps = 10, .no_signals = 1,
+                                          .spec = spec }) || tr_run_start(reg, &c, NULL)) return fprintf(stderr, "%s\n", hk_last_error(reg)), 1;
+    for (step = 0; step <= BAR_S; step++) {
+      if (step % BAR_V == 0 || step == BAR_S) {
+        double sum = 0;
+        for (b = tr_run_eval_start(reg, &c, &flow, "val", BAR_NV); b < BAR_NV; b++) {
+          c.batch_idx = b;
+          HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_START, &c, &flow);
+          bar_sleep(us);
+          sum += bar_val(c.global_step);
+          HK_FIRE_FLOW(reg, HK_ON_VALIDATION_BATCH_END, &c, &flow);
+          hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+        }
+        tr_run_eval_end(reg, &c, &flow, sum / BAR_NV);
+        if (step > 0 && (tr_run_batch_end(reg, &c, &flow) & TR_RUN_STOP)) break;
+      }
+      if (step == BAR_S) break;
+      c.batch_idx = step;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_START, &c, &flow);
+      bar_sleep(us);
+      c.loss = bar_loss(c.global_step + 1);
+      c.global_step++;
+      HK_FIRE_FLOW(reg, HK_ON_TRAIN_BATCH_END, &c, &flow);
+      if (tr_run_batch_end(reg, &c, &flow) & TR_RUN_STOP) break;
+      hk_flow_clear(&flow, HK_FLOW_BATCH_SIGNALS);
+    }
+    e = tr_run_finish(reg, &c, TR_OK);
+    hk_ctx_free(&c);
+  } else {
+    int steps = !strcmp(shape, "steps");
+    hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = steps ? TR_NO : 0, .max_steps = steps ? BAR_S : 0,
+        .max_epochs = steps ? 0 : fast ? BAR_FAST_E : BAR_E, .train_batches = steps ? 0 : BAR_NB, .val_every_n_steps = steps ? BAR_V : 0,
+        .val_batches = BAR_NV, .log_every_n_steps = 10, .no_signals = 1, TR_VIEWS(pv, gv), .spec = spec }, NULL);
+    for (int what; (what = tr_run_next(reg)); ) {
+      bar_sleep(us);
+      if (what == TR_RUN_VAL_BATCH) { ctx->loss = bar_val(ctx->global_step); continue; }
+      ctx->loss = bar_loss(ctx->global_step + 1);
+      (void)tr_run_update(reg);
+    }
+    e = tr_run_end(reg);
+  }
+  hk_destroy(reg);
+  printf("done\n");
+  return e != TR_OK;
+}
 static int mode_crash(const char *dir) {
   tr_trainer t;
   toy m;
@@ -1982,6 +2057,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "--tb")) return mode_tb(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--tb-hparams")) return mode_tb_hparams(argv[2]);
   if (argc >= 2 && !strcmp(argv[1], "--bar")) return mode_bar(argc >= 3 ? atoi(argv[2]) : 20);
+  if (argc == 4 && !strcmp(argv[1], "--bar-loop")) return mode_bar_loop(argv[2], atoi(argv[3]));
   if (argc == 3 && !strcmp(argv[1], "--crash")) return mode_crash(argv[2]);
   if (argc == 3 && !strcmp(argv[1], "--mpi-verbose")) return mode_mpi_verbose(argv[2]);
   if (argc == 2 && !strcmp(argv[1], "--print")) return mode_print();

@@ -23,53 +23,12 @@
      c. hooks that change the run, in both shapes: tr_lr_scale halves the lr from the next step on;
         hk_request_checkpoint saves at that step; accumulate_grad_batches = 2 steps every 2nd batch.
    Cost: about 60 short runs of a 3-weight model; well under a second plain. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 
 static char g_root[256];
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  return p;
-}
-static int count_of(const char *text, const char *needle) {
-  int n = 0;
-  const char *p = text;
-  while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
-  return n;
-}
 static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 static int copy_file(const char *from, const char *to) {
   char *p;

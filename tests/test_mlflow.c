@@ -12,29 +12,12 @@
      test_mlflow --fit URI DIR NAME [fail|ctrl_c] [resume]   tr_fit with csv and mlflow (run name NAME)
      test_mlflow --own URI DIR NAME STEPS [ctrl_c|fail|pause] [resume]   a loop of its own (the run layer)
    Each writes DIR/metrics.csv (csv logger, version "v") and DIR/run_id, the MLflow run's id. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 static double now_s(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec; }
 
@@ -272,7 +255,7 @@ static char *fake_stop(fake *fk) { /* the requests, as one string (free it) */
   unlink(fk->log);
   return text;
 }
-static int count_of(const char *text, const char *what) { int n = 0; for (; (text = strstr(text, what)) != NULL; text++) n++; return n; }
+static int count_overlapping(const char *text, const char *what) { int n = 0; for (; (text = strstr(text, what)) != NULL; text++) n++; return n; }
 
 /* A record of a loop of its own with values v[0..n-1] for names "m0".. at step */
 static void emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r, int64_t step, int n, const double *v, const char *const *names) {
@@ -385,7 +368,7 @@ static void test_requests(void **state) {
   hk_ctx_free(&ctx);
   unlink(ckpt);
   text = fake_stop(&fk);
-  assert_int_equal(count_of(text, "/runs/create "), 1);
+  assert_int_equal(count_overlapping(text, "/runs/create "), 1);
   assert_non_null(strstr(text, "get-by-name?experiment_name=e%20x "));
   assert_non_null(strstr(text, "\"run_name\":\"r1\""));
   assert_non_null(strstr(text, "{\"key\":\"b\",\"value\":\"two words\"}"));
@@ -408,7 +391,7 @@ static void test_requests(void **state) {
   }
   assert_int_equal(most, 1000);
   assert_true(n_metric_req >= 4); /* 6 values, then 2501 values, then the resumed one */
-  assert_int_equal(count_of(text, "\"params\":["), 3); /* 153 params in two requests; the resumed run's 3 in one */
+  assert_int_equal(count_overlapping(text, "\"params\":["), 3); /* 153 params in two requests; the resumed run's 3 in one */
   assert_non_null(strstr(text, "{\"key\":\"h149\",\"value\":\"149\"}"));
   assert_non_null(strstr(text, "{\"run_id\":\"abc123\",\"status\":\"FINISHED\",\"end_time\":"));
   assert_non_null(strstr(text, "/runs/update {\"run_id\":\"abc123\",\"status\":\"RUNNING\"}"));
@@ -451,7 +434,7 @@ static void test_down(void **state) {
   tr_log_record_free(&r);
   hk_ctx_free(&ctx);
   text = log_text();
-  if (!strstr(text, "does not answer") || count_of(text, "metric values are not in MLflow") != 1 ||
+  if (!strstr(text, "does not answer") || count_overlapping(text, "metric values are not in MLflow") != 1 ||
       !strstr(text, "80 metric values are not in MLflow: 70 dropped") || !strstr(text, "10 not sent within flush_timeout=0.3s"))
     fail_msg("the log says:\n%s", text);
   free(text);
@@ -520,7 +503,7 @@ static void test_rank1_and_killed(void **state) {
   tr_log_record_free(&r);
   hk_ctx_free(&ctx);
   text = fake_stop(&fk);
-  assert_int_equal(count_of(text, "/runs/create "), 1);
+  assert_int_equal(count_overlapping(text, "/runs/create "), 1);
   assert_non_null(strstr(text, "\"status\":\"KILLED\""));
   free(text);
   free(log_text());

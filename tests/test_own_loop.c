@@ -1,18 +1,8 @@
 /* tests/test_own_loop.c - cmocka tests of what hooks.h gives a hand-written loop: hk_flow and
    HK_FIRE_FLOW (sticky, degraded signals), hk_grad_norm (cached until hk_grads_changed), and the
    bit-level finite checks. Built by tests/own_loop.mk: plain, ASan+UBSan, valgrind. */
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <setjmp.h>
-#include <cmocka.h>
-
-#include <math.h>
-#include <stdio.h>
-#include <string.h>
-
-#define HOOKS_IMPLEMENTATION
-#include "hooks.h"
+#define TEST_HOOKS_ONLY
+#include "test.h"
 
 static void quiet(const char *msg, void *user) { (void)msg; (void)user; }
 static hk_registry *mkreg(void) {

@@ -5,24 +5,9 @@
    directory that cannot be written; a second run over its own files; the default directory. Built by
    tests/predwriter.mk: plain, ASan+UBSan, valgrind. One mode for tests/pw_check.py (the real safetensors package):
      test_predwriter --write DIR   tr_predict's files in DIR (safetensors per batch and per epoch, csv, jsonl) */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static char g_root[256];
 
@@ -73,21 +58,6 @@ static void init_trainer(tr_trainer *t) {
 }
 
 static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  long n;
-  char *s;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  s = (char *)malloc((size_t)n + 1);
-  assert_non_null(s);
-  assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  return s;
-}
 static int exists(const char *path) { struct stat st; return lstat(path, &st) == 0; }
 static void same_float(float got, float want) { assert_memory_equal(&got, &want, sizeof got); } /* bits: -0 is not 0 */
 

@@ -9,26 +9,9 @@
    machine: calls out of order refused at the call in one error channel (tr_run_error = hk_last_error),
    tr_run_setup during a run, a skipped tr_run_batch_end / tr_run_epoch_end, a forgotten "val" record,
    nested saves and loads. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <sys/wait.h>
 
 static char g_root[256];
 static int g_toy_lr_given; /* 1: the loop gives ctx->lr (tr_run_lr), toy_step leaves it */
@@ -86,19 +69,6 @@ static void toy_validate(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double va
   HK_FIRE_FLOW(reg, HK_ON_VALIDATION_END, ctx, flow);
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  long n;
-  char *s;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  rewind(f);
-  s = (char *)calloc(1, (size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-  fclose(f);
-  return s;
-}
 static int count_lines(const char *s) { int n = 0; for (; s && *s; s++) n += *s == '\n'; return n; }
 static void dir_for(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", g_root, name);

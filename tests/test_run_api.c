@@ -25,66 +25,12 @@
      - epoch_done: early_stopping with min_epochs stops at the same epoch as train.h's tr_fit
      - validates_next: model_checkpoint's step save ranked on the validation that follows (or not)
      - rolled_back: spike_detection's rollback of desc.state calls it with model_user and ctx */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static char g_root[256];
 static void path_of(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_root, name); }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  return p;
-}
-static char *file_text(FILE *f) { /* what a tmpfile() holds now */
-  long n;
-  char *p;
-  fflush(f);
-  n = ftell(f);
-  p = (char *)malloc((size_t)n + 1);
-  rewind(f);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fseek(f, 0, SEEK_END);
-  return p;
-}
-static int count_of(const char *text, const char *needle) {
-  int n = 0;
-  const char *p = text;
-  while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
-  return n;
-}
 static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 /* the run layer's refusal: the same text in tr_run_error and hk_last_error, holding every needle given */
 static void refused_with(hk_registry *reg, const char *a, const char *b) {

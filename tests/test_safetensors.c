@@ -4,23 +4,9 @@
    valgrind (about a second each). Two modes for tests/st_check.py (the real safetensors package):
      test_safetensors --write DIR   writes DIR/c.safetensors (the tensors below, metadata step 7, epoch 2)
      test_safetensors --read FILE   loads what Python wrote (same tensors + 1, metadata step 9, epoch 3) */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 
 #include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static char g_root[256];
 

@@ -2,18 +2,8 @@
    styles, unterminated strings, messages that never cut a UTF-8 character and always end with what
    was expected, and factories that change the registry or the factory table while a spec is applied.
    (Positions past 2 GiB: tests/test_spec_big.c.) Built by tests/spec.mk: plain, ASan+UBSan, valgrind. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define HOOKS_IMPLEMENTATION
-#include "hooks.h"
+#define TEST_HOOKS_ONLY
+#include "test.h"
 
 static hk_signal noop(hk_ctx *ctx, void *user) { (void)ctx; (void)user; return HK_CONTINUE; }
 static void quiet(const char *msg, void *user) { (void)msg; (void)user; }

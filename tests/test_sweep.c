@@ -18,48 +18,12 @@
        unrun; at on_multirun_start no job runs
      - lifecycle hooks registered from a spec string (a factory of the program on the sweep's registry)
      - a symlink planted at summary.csv is neither followed nor replaced (TR_ERR_IO, after every job) */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static char g_root[256];
 static char g_dir[512]; /* this test's save_dir */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  char *p;
-  long n;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  p = (char *)malloc((size_t)n + 1);
-  if (fread(p, 1, (size_t)n, f) != (size_t)n) n = 0;
-  p[n] = 0;
-  fclose(f);
-  return p;
-}
 static int exists(const char *path) { struct stat st; return stat(path, &st) == 0; }
 static void fresh_dir(const char *name) {
   snprintf(g_dir, sizeof g_dir, "%s/%s", g_root, name);

@@ -4,20 +4,8 @@
    cursor saved in checkpoints) instead of "get batch i".
 
    Built by tests/train.mk (plain, ASan+UBSan, valgrind). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "test.h"
 
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 /* ---- the "third-party" model: y = w.x + b, gradients allocated late, llm.c style ---------------- */
 enum { D = 6, NP = D + 1, B = 4, TOKENS = 4096 };

@@ -5,31 +5,9 @@
 
    The binary re-runs itself (argv[0]) for the resume tests:
      test_train --phase NAME CKPT [OUT]     one half of a resumed run, see resume_child() */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus /* cmocka 1.1 has no extern "C" of its own; this file also builds as C++ */
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
+#include "test.h"
 #include "ref_f32.h"
 
-#include <math.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 static const char *g_self;  /* this binary, for the resume children */
 static char g_dir[256];     /* a private temporary directory */
@@ -2045,19 +2023,6 @@ static void add_stats(fx *f, stats *s, const char *name) {
   assert_int_equal(hk_add_callback(f->reg, &cb, NULL, NULL), HK_OK);
 }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  unsigned char *buf;
-  long n;
-  if (!fp) return NULL;
-  fseek(fp, 0, SEEK_END);
-  n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  buf = (unsigned char *)malloc((size_t)n + 1);
-  *len = fread(buf, 1, (size_t)n, fp);
-  fclose(fp);
-  return buf;
-}
 
 static int file_exists(const char *path) {
   FILE *fp = fopen(path, "rb");
@@ -2070,7 +2035,7 @@ static unsigned char *state_bytes(fx *f, size_t *len) {
   char p[512];
   path_in_dir(p, sizeof p, "state.ckpt");
   assert_int_equal(tr_save(&f->t, p), TR_OK);
-  return slurp(p, len);
+  return (unsigned char *)slurp_len(p, len);
 }
 
 typedef struct ckpt_fx { fx *f; stats st; unsigned char *file, *before; size_t len, before_len; char path[512]; } ckpt_fx;
@@ -2086,7 +2051,7 @@ static void ckpt_setup(ckpt_fx *k) {
   assert_int_equal(tr_fit(&k->f->t, &c), TR_OK);
   path_in_dir(k->path, sizeof k->path, "good.ckpt");
   assert_int_equal(tr_save(&k->f->t, k->path), TR_OK);
-  k->file = slurp(k->path, &k->len);
+  k->file = (unsigned char *)slurp_len(k->path, &k->len);
   c.max_steps = 3;
   assert_int_equal(tr_fit(&k->f->t, &c), TR_OK);
   k->before = state_bytes(k->f, &k->before_len);
@@ -2441,7 +2406,7 @@ static void test_ckpt_hook_state(void **state) {
     unsigned char *both;
     path_in_dir(p, sizeof p, "both.ckpt");
     assert_int_equal(tr_save(&k.f->t, p), TR_OK);
-    both = slurp(p, &n);
+    both = (unsigned char *)slurp_len(p, &n);
     free(k.before);
     k.before = state_bytes(k.f, &k.before_len);
     keep = k.st; /* "stats" loads first (it was registered first), then "picky" rejects */
@@ -2642,7 +2607,7 @@ static void run_child(const char *phase, const char *ckpt, const char *out) {
 
 static void assert_same_file(const char *a, const char *b) {
   size_t na = 0, nb = 0;
-  unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+  unsigned char *x = (unsigned char *)slurp_len(a, &na), *y = (unsigned char *)slurp_len(b, &nb);
   assert_non_null(x);
   assert_non_null(y);
   assert_int_equal(na, nb);
@@ -2709,7 +2674,7 @@ static void test_resume_exact(void **state) {
   }
   {
     size_t n;
-    unsigned char *m = slurp(mid, &n);
+    unsigned char *m = (unsigned char *)slurp_len(mid, &n);
     size_t i;
     int has_grad = 0;
     for (i = 0; i + 4 <= n; i++) has_grad |= !memcmp(m + i, "GRAD", 4);

@@ -364,6 +364,7 @@ TR__C_END /* part */
 #  include <sys/wait.h> /* system()'s status */
 #  include <sys/resource.h> /* getrusage: device_stats's CPU time and peak memory */
 #  include <unistd.h>
+#  include <poll.h> /* the watchdog's naps (poll(2): a sleep that wakes on a pipe) */
 #  define TR__POSIX 1
 #  ifdef TRAIN_CUDA
 #    include <dlfcn.h> /* device_stats loads NVML at run time (glibc before 2.34: link with -ldl) */
@@ -420,16 +421,17 @@ extern int ftruncate(int fd, off_t length);
 #  define TR__SHARED static
 #endif
 
-#ifdef TRAIN_CUDA /* the kernels come with the implementation (train/cuda.h): this file is built by nvcc */
-#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
-#    define TRAIN_CUDA_IMPLEMENTATION
-#  endif
-#  include "kernels/train_cuda.cuh"
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, cap, fmt, ap);
+  va_end(ap);
+}
 /* ---- little-endian integers (checkpoints, callback state) ---------------------------------------- */
 #define TR__MAX_COUNT ((int64_t)1 << 53) /* loop counters stay exact as doubles and cannot overflow */
 static void tr__le(unsigned char *p, uint64_t v, int bytes) {

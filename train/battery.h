@@ -91,11 +91,14 @@ typedef double (*tr_clock_fn)(void *user);
   X(gradient_monitor, GRADIENT_MONITOR, gm, "gradient norms, percentiles, a histogram and vanishing/exploding flags every n steps") \
   X(nan_guard, NAN_GUARD, ng, "fail, skip the step or stop on a non-finite loss or gradient, naming where") \
   X(ema, EMA, ema, "an exponential (or SWA) average of the weights, used for evaluation (EMAWeightAveraging)") \
+  X(param_group, PARAM_GROUP, pg, "a learning-rate multiplier, weight decay or freezing for the tensors a name pattern matches (parameter groups)") \
+  X(finetuning, FINETUNING, ft, "freeze a backbone until an epoch, then train it at a reduced lr that ramps up (Lightning's BackboneFinetuning)") \
   X(lr_finder, LR_FINDER, lrf, "sweep the learning rate before training and use the suggestion (LearningRateFinder)") \
   X(model_summary, MODEL_SUMMARY, ms, "print the tensor table at fit start (Lightning's ModelSummary)") \
   X(accumulation_scheduler, ACCUMULATION_SCHEDULER, as, "gradient accumulation factor by epoch (GradientAccumulationScheduler)") \
   X(profiler, PROFILER, prof, "time every hook, event and loop phase; a table at teardown, metrics in records (SimpleProfiler)") \
   X(throughput_monitor, THROUGHPUT_MONITOR, tp, "samples/s, tokens/s, step-time percentiles and MFU in training records (ThroughputMonitor)") \
+  X(watchdog, WATCHDOG, wd, "report a loop that stopped moving (a hung step, a rank stuck in a collective), where it is, and end the process on request") \
   X(device_stats, DEVICE_STATS, ds, "host memory, CPU use and load, and with TRAIN_CUDA the GPU's through NVML, every n steps (DeviceStatsMonitor)") \
   X(on_exception_checkpoint, ON_EXCEPTION_CHECKPOINT, oec, "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)") \
   X(spike_detection, SPIKE_DETECTION, sd, "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)") \
@@ -162,6 +165,16 @@ typedef double (*tr_clock_fn)(void *user);
 #else
 #  define TR__ON_EMA 1
 #endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PARAM_GROUP) || (TR__PICKED && !defined(TRAIN_ENABLE_PARAM_GROUP))
+#  define TR__ON_PARAM_GROUP 0
+#else
+#  define TR__ON_PARAM_GROUP 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_FINETUNING) || (TR__PICKED && !defined(TRAIN_ENABLE_FINETUNING))
+#  define TR__ON_FINETUNING 0
+#else
+#  define TR__ON_FINETUNING 1
+#endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
 #  define TR__ON_LR_FINDER 0
 #else
@@ -186,6 +199,11 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_THROUGHPUT_MONITOR 0
 #else
 #  define TR__ON_THROUGHPUT_MONITOR 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_WATCHDOG) || (TR__PICKED && !defined(TRAIN_ENABLE_WATCHDOG))
+#  define TR__ON_WATCHDOG 0
+#else
+#  define TR__ON_WATCHDOG 1
 #endif
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_DEVICE_STATS) || (TR__PICKED && !defined(TRAIN_ENABLE_DEVICE_STATS))
 #  define TR__ON_DEVICE_STATS 0
@@ -557,7 +575,6 @@ TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *
 }
 TR__C_END /* part */
 #endif /* implementation */
-/* tr_add_factories, which tr_run_setup calls, comes with the kit: a program that includes the parts it uses
-   (not train.h) gets it whatever battery it includes */
+/* tr_add_factories (tr_run_setup calls it) comes with the kit, whatever battery a program of parts includes */ /* part */
 #include "factories.h" /* part */
 #endif /* part */

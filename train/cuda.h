@@ -297,7 +297,23 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   size_t n = t->model.n_params;
   int e;
   d->fold_clip = 0;
-  if (o->kind == TR_OPTIM_ADAMW)
+  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
+    tr_optim og = *o;
+    size_t off, len;
+    int i = 0;
+    e = 0;
+    while (!e && i < t->ctx.n_tensors) {
+      tr_tensor_opt s;
+      float *p, *g;
+      i = tr__group_run(t, i, lr, &s, &off, &len);
+      p = t->model.params + off, g = t->model.grads + off;
+      og.weight_decay = s.weight_decay;
+      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
+      else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
+      else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
+    }
+    if (o->kind == TR_OPTIM_SGD && o->momentum > 0) t->tr__has_momentum = 1;
+  } else if (o->kind == TR_OPTIM_ADAMW)
     e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
   else {
     e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);

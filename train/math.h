@@ -23,7 +23,8 @@ TR__C_BEGIN /* part */
             b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
             d = nesterov ? d + momentum * b : b
             p = p + neg_lr * d
-   No product is fused with an addition (no FMA): tests/ref_f32.c writes the same formulas as plain
+   No product is fused with an addition (no FMA; the norm's kernel fuses and still gives the same bits,
+   see tr__sumsq_fma): tests/ref_f32.c writes the same formulas as plain
    scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
    vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
    from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
@@ -129,6 +130,13 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
+/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+#ifdef TRAIN_CUDA
+#  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
+#    define TRAIN_CUDA_IMPLEMENTATION
+#  endif
+#  include "kernels/train_cuda.cuh"
+#endif
 TR__C_BEGIN /* part */
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
@@ -322,24 +330,26 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
   tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch. */
-static inline uint32_t tr__nonfinite_run(const float *TR__RESTRICT x, size_t n) {
-  size_t i;
-  uint32_t bad = 0; /* 32-bit lanes like the data's (a block counts at most TR__BLOCK) */
-  for (i = 0; i < n; i++) {
-    uint32_t bits;
-    memcpy(&bits, &x[i], sizeof bits);
-    bad += (bits & 0x7f800000u) == 0x7f800000u;
-  }
-  return bad;
+/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch, 16
+   counts side by side (32-bit lanes like the data's; a chunk gives each at most HK_NORM_CHUNK / 16)
+   added up once at the end. (It added up the 16 every block before: 8 more instructions per 16
+   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.91-0.93 of a
+   prefetching one-array read before, 1.01-1.02 after, on a quiet machine.) */
+static inline int tr__nonfinite_bits(const float *x) {
+  uint32_t bits;
+  memcpy(&bits, x, sizeof bits);
+  return (bits & 0x7f800000u) == 0x7f800000u;
 }
 static TR__CLONES size_t tr__nonfinite_range(const float *TR__RESTRICT x, size_t n) {
-  size_t i = 0, bad = 0;
+  uint32_t bad[TR__BLOCK] = {0};
+  size_t i = 0, j, total = 0;
   for (; i + TR__BLOCK <= n; i += TR__BLOCK) {
-    if (i + TR__AHEAD < n) TR__PREFETCH(x + i + TR__AHEAD); /* one read stream: ask ahead (hk_sumsq's note) */
-    bad += tr__nonfinite_run(x + i, TR__BLOCK);
+    TR__PREFETCH(x + i + TR__AHEAD); /* one read stream: ask ahead (hk_sumsq's note) */
+    for (j = 0; j < TR__BLOCK; j++) bad[j] += (uint32_t)tr__nonfinite_bits(x + i + j);
   }
-  return bad + tr__nonfinite_run(x + i, n - i);
+  for (; i < n; i++) total += (size_t)tr__nonfinite_bits(x + i);
+  for (j = 0; j < TR__BLOCK; j++) total += bad[j];
+  return total;
 }
 
 TRAIN_API void tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads) {
@@ -363,16 +373,26 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
 /* zero_grad. A buffer far larger than the caches is zeroed with streaming stores, one share per
    thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
    written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
-   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy. SSE2's
-   16-byte store is x86-64's baseline and as fast as AVX's there. A small buffer is zeroed chunk by
-   chunk with memset, its zeros staying in cache for the backward pass that comes next. (Zero floats
-   are zero bytes in IEEE 754, which train.h assumes throughout.) */
+   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy.
+   AVX's 32-byte streaming store where the CPU has it (SSE2's 16-byte one was slower on a later VM:
+   Xeon, 300 MiB L3, AVX-512). A small buffer is
+   zeroed chunk by chunk with memset, its zeros staying in cache for the backward pass that comes next.
+   (Zero floats are zero bytes in IEEE 754, which train.h assumes throughout.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
+#if TR__X86
+__attribute__((target("avx"))) static size_t tr__zero_stream_avx(float *x, size_t n) {
+  size_t i = 0;
+  const __m256 z = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) _mm256_stream_ps(x + i, z);
+  return i;
+}
+#endif
 static void tr__zero_stream(float *x, size_t n) {
 #if TR__X86
   size_t i = 0;
   const __m128 z = _mm_setzero_ps();
-  for (; i < n && ((uintptr_t)(x + i) & 15); i++) x[i] = 0; /* to a 16-byte boundary (floats are 4-aligned) */
+  for (; i < n && ((uintptr_t)(x + i) & 31); i++) x[i] = 0; /* to a 32-byte boundary (floats are 4-aligned) */
+  if (tr__has_avx()) i += tr__zero_stream_avx(x + i, n - i);
   for (; i + 4 <= n; i += 4) _mm_stream_ps(x + i, z);
   for (; i < n; i++) x[i] = 0;
   _mm_sfence(); /* the streamed lines are visible before any later store */
@@ -401,6 +421,43 @@ TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
   for (k = 0; k < nk; k++) tr__scale_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), s);
 }
 
+/* One chunk of tr_sumsq (n <= HK_NORM_CHUNK) in hk_sumsq's order. On x86-64 with AVX and FMA:
+   accumulator j % 16 is lane j % 4 of register j / 4, each lane adding its elements' squares in
+   element order as the scalar loop does. The multiply-add is fused here, and the bits are still
+   hk_sumsq's: a float's square is exact in double (24-bit significands, 48-bit product), so the
+   fused and the separate forms round the same sum once. Fewer instructions per byte keep more loads
+   in flight: make bench-math, 16M floats, 1 thread, against a one-array read that asks ahead as this
+   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 27 instructions per 16 floats) 0.87,
+   this one (12) 1.00-1.01 on a quiet machine (docs/numbers.md has the runs). */
+#if TR__X86 && !defined(TRAIN_NO_AVX)
+static int tr__has_fma(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"); }
+__attribute__((target("avx,fma"))) static double tr__sumsq_fma(const float *TR__RESTRICT x, size_t n) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  double acc[16];
+  size_t i = 0, j, w;
+  for (; i + 16 <= n; i += 16) {
+    __m256d v0 = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), v1 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)),
+            v2 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)), v3 = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 12));
+    TR__PREFETCH(x + i + TR__AHEAD); /* (past the end near it: a prefetch never faults) */
+    a0 = _mm256_fmadd_pd(v0, v0, a0);
+    a1 = _mm256_fmadd_pd(v1, v1, a1);
+    a2 = _mm256_fmadd_pd(v2, v2, a2);
+    a3 = _mm256_fmadd_pd(v3, v3, a3);
+  }
+  _mm256_storeu_pd(acc, a0); _mm256_storeu_pd(acc + 4, a1); _mm256_storeu_pd(acc + 8, a2); _mm256_storeu_pd(acc + 12, a3);
+  for (j = 0; i + j < n; j++) acc[j] += (double)x[i + j] * (double)x[i + j];
+  for (w = 8; w >= 1; w /= 2)
+    for (j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+#endif
+static double tr__sumsq_chunk(const float *x, size_t n) {
+#if TR__X86 && !defined(TRAIN_NO_AVX)
+  if (tr__has_fma()) return tr__sumsq_fma(x, n);
+#endif
+  return hk_sumsq(x, n);
+}
+
 /* The reductions: TR__GROUP chunks at a time, one partial each (any thread computes it), then the
    partials added in chunk order on this thread. */
 TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
@@ -409,7 +466,7 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
   for (g = 0; g < nk; g += TR__GROUP) {
     long ng = nk - g < TR__GROUP ? nk - g : TR__GROUP;
     TR__FOR_CHUNKS(threads)
-    for (k = 0; k < ng; k++) part[k] = hk_sumsq(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)));
+    for (k = 0; k < ng; k++) part[k] = tr__sumsq_chunk(x + (size_t)(g + k) * TR__CHUNK, tr__chunk_len(n, (size_t)(g + k)));
     for (k = 0; k < ng; k++) sum += part[k];
   }
   return sum;

@@ -2,6 +2,7 @@
 #ifndef TRAIN_MPI_H /* part */
 #define TRAIN_MPI_H /* part */
 #include "trainer.h" /* part */
+#include "checkpoint.h" /* part */
 
 TR__C_BEGIN /* part */
 TR__C_END /* part */
@@ -581,7 +582,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (!mine[TR__V_LR_MOVED]) { mine[TR__V_LR_LO] = INT64_MAX; mine[TR__V_LR_HI] = -1; }
   else mine[TR__V_LR_HI] = mine[TR__V_LR_LO];
   if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
+  tr_run_waiting("MPI_Allreduce (the ranks' agreement)"); /* the watchdog's report says so */
   rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
+  tr_run_waiting(NULL);
   if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
@@ -670,7 +673,9 @@ static void tr__dist_grads(tr_trainer *t) {
   }
 #endif
   if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
+  tr_run_waiting("the gradient all-reduce (MPI)");
   rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
+  tr_run_waiting(NULL);
   if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
   hk_grads_changed(&t->ctx);
 }

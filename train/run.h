@@ -222,6 +222,12 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg);
    save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
    it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
+   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
+   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
+   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+TRAIN_API void tr_run_waiting(const char *what);
+TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
 /* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
    trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
@@ -259,6 +265,12 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
    directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
    a new version_N always, as Lightning. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
+/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
+   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
+   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
+   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
+typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
 /* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
    when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
    is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
@@ -425,6 +437,51 @@ TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
    epoch): in checkpoints with the rest. */
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
 
+/* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
+   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
+   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
+   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
+   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
+   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
+   optimizer step asks it per tensor:
+     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
+     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
+     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
+                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
+     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
+                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
+   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
+   optimizer step, when tr_run_grouped says there are groups:
+       if (tr_run_update(reg))
+         for (int i = 0; i < n_tensors; i++) {
+           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
+           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
+         }
+   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
+typedef struct tr_tensor_opt {
+  double lr;            /* this update's learning rate for the tensor */
+  double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
+  int frozen;           /* 1: no update, no optimizer state touched */
+  int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
+} tr_tensor_opt;
+/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
+   the run has tensors); 0: one update over every tensor with the run's settings. */
+TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
+   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
+   of range: { lr, the run's weight decay, 0, step }. */
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
+/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
+   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
+   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
+   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
+   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
+   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
+/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
+   '?' one): "*.bias|*norm*|wte". */
+TRAIN_API int tr_name_match(const char *pattern, const char *name);
+
 /* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
    are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
    re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
@@ -553,11 +610,20 @@ typedef struct tr__run_priv {
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
   void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
+  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  int n_rules;
+  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  int n_tg;
 } tr__run_priv;
+/* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
+   not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
+typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
+/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
+   scale; taken: updates before the stretch that began at step since). */
+typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
 static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *flow);
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4);
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
@@ -565,13 +631,6 @@ static void tr__msg(char *dst, size_t cap, const char *fmt, ...) TR__PRINTF(3, 4
    callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
    watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
    ================================================================================================= */
-/* A message into a buffer, cut to fit (vsnprintf: a long path is cut, not a compiler warning). */
-static void tr__msg(char *dst, size_t cap, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, cap, fmt, ap);
-  va_end(ap);
-}
 
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
@@ -601,11 +660,29 @@ static void tr__run_free(void *p) {
   tr__asave_free(q->asave); /* the last save in flight ends first */
   if (q->loop_free) q->loop_free(q->loop);
   free(q->gpass.sq);
+  free(q->rules);
+  free(q->tg);
   free(q);
   free(run);
 }
 
 /* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+static const char *tr__run_waiting_now;
+TRAIN_API void tr_run_waiting(const char *what) {
+#if defined(__GNUC__) || defined(__clang__)
+  __atomic_store_n(&tr__run_waiting_now, what, __ATOMIC_RELAXED);
+#else
+  tr__run_waiting_now = what;
+#endif
+}
+TRAIN_API const char *tr_run_waits(void) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __atomic_load_n(&tr__run_waiting_now, __ATOMIC_RELAXED);
+#else
+  return tr__run_waiting_now;
+#endif
+}
 static tr_run *tr__run_of(hk_registry *reg) {
   tr_run *run = (tr_run *)hk_attached(reg);
   return run || !reg ? run : tr_run_get(reg);
@@ -1003,6 +1080,117 @@ TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *
   lr = tr_sched_lr(s, &st, base_lr, t);
   if (!ctx) return lr;
   return run ? tr__run_lr_now(run, ctx, lr) : (ctx->lr = lr);
+}
+
+/* ---- parameter groups ------------------------------------------------------------------------------ */
+static int tr__name_glob(const char *p, const char *pe, const char *n) { /* the alternative [p, pe) against all of n */
+  const char *star = NULL, *back = NULL;
+  while (*n) {
+    if (p < pe && (*p == '?' || *p == *n)) p++, n++;
+    else if (p < pe && *p == '*') star = ++p, back = n;
+    else if (star) p = star, n = ++back;
+    else return 0;
+  }
+  while (p < pe && *p == '*') p++;
+  return p == pe;
+}
+TRAIN_API int tr_name_match(const char *pattern, const char *name) {
+  const char *p = pattern, *e;
+  if (!pattern || !name) return 0;
+  for (;; p = e + 1) {
+    e = strchr(p, '|');
+    if (!e) e = p + strlen(p);
+    if (tr__name_glob(p, e, name)) return 1;
+    if (!*e) return 0;
+  }
+}
+static int tr__given_d(double x) { return x != 0 || signbit(x); } /* TR_ZERO_F: an explicit 0 */
+TR__SHARED tr_err tr__run_rule_add(tr_run *run, const tr__pg_rule *r) {
+  tr__run_priv *q = run->tr__p;
+  const tr__pg_rule **rules = (const tr__pg_rule **)realloc((void *)q->rules, (size_t)(q->n_rules + 1) * sizeof *rules);
+  if (!rules) return TR_ERR_NOMEM;
+  q->rules = rules;
+  q->rules[q->n_rules++] = r;
+  return TR_OK;
+}
+TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
+  tr__run_priv *q = run->tr__p;
+  int i, k = 0;
+  for (i = 0; i < q->n_rules; i++)
+    if (q->rules[i] != r) q->rules[k++] = q->rules[i];
+  q->n_rules = k;
+}
+/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
+   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
+  tr__run_priv *q = run->tr__p;
+  int i, k, n = ctx->params ? ctx->n_tensors : 0;
+  free(q->tg);
+  q->tg = NULL;
+  q->n_tg = 0;
+  if (!q->n_rules || n <= 0) return TR_OK;
+  if (!(q->tg = (tr__tgroup *)calloc((size_t)n, sizeof *q->tg))) return tr__run_refuse(reg, TR_ERR_NOMEM, "%s: out of memory", fn);
+  q->n_tg = n;
+  for (i = 0; i < n; i++) q->tg[i].lr_mult = q->tg[i].scale = 1;
+  for (k = 0; k < q->n_rules; k++) {
+    const tr__pg_rule *r = q->rules[k];
+    int hits = 0;
+    for (i = 0; i < n; i++) {
+      tr__tgroup *g = &q->tg[i];
+      if (!tr_name_match(r->match, ctx->params[i].name)) continue;
+      hits++;
+      if (tr__given_d(r->lr_mult)) g->lr_mult = r->lr_mult;
+      if (tr__given_d(r->weight_decay)) g->wd = r->weight_decay, g->has_wd = 1;
+      if (r->frozen) g->frozen = r->frozen == TR_YES;
+    }
+    if (!hits) {
+      free(q->tg);
+      q->tg = NULL;
+      q->n_tg = 0;
+      return tr__run_refuse(reg, TR_ERR_INVALID, "%s%s%s: match=%s names none of the %d tensors (the first is '%s'): patterns "
+                            "are whole names, '|' between alternatives, '*' any characters, '?' one", fn, fn[0] ? ": " : "",
+                            r->who, r->match, n,
+                            ctx->params[0].name ? ctx->params[0].name : "?");
+    }
+  }
+  return TR_OK;
+}
+TRAIN_API int tr_run_grouped(hk_registry *reg) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  return run && run->tr__p->tg != NULL;
+}
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step) {
+  const tr_run *run = reg ? (const tr_run *)hk_attached(reg) : NULL;
+  tr_tensor_opt o;
+  o.lr = lr;
+  o.weight_decay = run ? run->desc.weight_decay : 0;
+  o.frozen = 0;
+  o.step = step;
+  if (run && run->tr__p->tg && i >= 0 && i < run->tr__p->n_tg) {
+    const tr__tgroup *g = &run->tr__p->tg[i];
+    o.lr = lr * g->lr_mult * g->scale; /* (x 1 x 1 is lr itself) */
+    if (g->has_wd) o.weight_decay = g->wd;
+    o.frozen = g->frozen || g->off;
+    o.step = g->taken + (step - g->since);
+    if (o.step < 1) o.step = 1; /* (a rollback to before its unfreeze, spike_detection's: it starts afresh again) */
+  }
+  return o;
+}
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__tgroup *g;
+  if (!run || !run->tr__p->tg) return reg ? tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: no parameter groups: it works "
+                                                           "while a run with a param_group or finetuning goes") : TR_ERR_INVALID;
+  if (i < 0 || i >= run->tr__p->n_tg)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: tensor %d: the run has tensors 0..%d", i, run->tr__p->n_tg - 1);
+  if (!hk_is_finite(lr_scale) || lr_scale <= 0 || steps < 0)
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_tensor_set: lr_scale %g and steps %lld: give lr_scale > 0, finite, and "
+                          "steps >= 0", lr_scale, (long long)steps);
+  g = &run->tr__p->tg[i];
+  if (frozen && !g->off) g->taken += steps - g->since, g->off = 1;
+  else if (!frozen && g->off) g->since = steps, g->off = 0;
+  g->scale = lr_scale;
+  return TR_OK;
 }
 
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
@@ -2164,6 +2352,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
     q->gpass.n = ctx->n_tensors;
   }
   q->gpass.ok = 0;
+#if !defined(TRAIN_NO_MATH) && (defined(TRAIN_H) || defined(TRAIN_MATH_H)) /* train.h, or math.h included before */
+  q->gpass.sumsq = tr_sumsq; /* hk_sumsq's bits with math.h's kernel (AVX+FMA: half the instructions) */
+  q->gpass.threads = 1;
+#endif
   ctx->grad_norm_source = tr__grad_pass_source;
   ctx->grad_norm_source_user = &q->gpass;
 }
@@ -2187,9 +2379,8 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef int (*tr__ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
 typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
-static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
   double mtime = 0;
@@ -2217,7 +2408,7 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr__ck
   best->step = step;
   best->mtime = mtime;
 }
-static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_check_fn check, void *u, tr__auto_pick *best) {
+static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char **names = NULL;
   int i, n = tr__dir_names(dir, "", &names);
   for (i = 0; i < n; i++) {
@@ -2229,7 +2420,7 @@ static void tr__auto_scan(tr_run *run, hk_ctx *ctx, const char *dir, tr__ckpt_ch
   free(names);
 }
 /* The chosen file (kept in the run until it ends), or NULL: nothing of this run loads (a fresh start). */
-TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr__ckpt_check_fn check, void *u) {
+static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *u) {
   tr__run_priv *q = run->tr__p;
   tr__auto_pick best;
   int i;
@@ -2259,6 +2450,10 @@ TR__SHARED const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *sav
                 best.path, (long long)best.step, best.seen - best.skipped, best.seen - best.skipped == 1 ? "" : "s");
   else tr__run_say(run, ctx, "resume auto", "no checkpoint of this run %s: a fresh start", best.seen ? "loads" : "was found");
   return best.path;
+}
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user) {
+  tr_run *run = tr_run_get(reg);
+  return run && check ? tr__auto_resume(run, ctx, save_to, check, user) : NULL;
 }
 
 /* resume "auto" in a loop of your own: a file of tr_run_save whose state block reads whole. */
@@ -2303,6 +2498,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_start: a %s run is going already (%s): %s",
                           hk_stage_name(run->running), tr__run_driver(run), q->own_loop ? "tr_run_finish ends it; call "
                           "tr_run_start after that" : "call tr_run_start after the trainer's run returns");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_start"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, HK_STAGE_FIT);
   q->own_loop = 1;
   q->refused_start = 0;
@@ -2426,6 +2622,7 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   if (run->running != HK_STAGE_NONE)
     return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_enter: a %s run is going already (%s): %s", hk_stage_name(run->running),
                           tr__run_driver(run), q->own_loop ? "tr_run_finish ends it first" : "tr_run_leave ends it first");
+  { tr_err ge = tr__groups_build(run, reg, ctx, "tr_run_enter"); if (ge) return ge; } /* (before anything fires) */
   tr__run_begin(run, reg, ctx, stage);
   q->own_loop = 0;
   free(q->resume);

@@ -177,6 +177,7 @@ typedef struct tr_trainer {
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
   void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
   double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
   tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
@@ -968,6 +969,52 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
   return 0;
 }
 
+/* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
+   first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
+TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, size_t *off, size_t *len) {
+  const hk_tensor *v = t->tr__views;
+  int j;
+  *o = tr_run_tensor_opt(t->reg, i, lr, t->global_step + 1);
+  *off = (size_t)(v[i].data - t->model.params); /* (on the device too: views into the one buffer) */
+  *len = v[i].count;
+  for (j = i + 1; j < t->ctx.n_tensors && v[j].data == v[j - 1].data + v[j - 1].count; j++) {
+    tr_tensor_opt x = tr_run_tensor_opt(t->reg, j, lr, t->global_step + 1);
+    if (x.lr != o->lr || x.weight_decay != o->weight_decay || x.frozen != o->frozen || x.step != o->step) break;
+    *len += v[j].count;
+  }
+  return j;
+}
+
+/* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
+   AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
+   gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
+static void tr__update_grouped(tr_trainer *t, double lr) {
+  tr_optim o = t->optim;
+  size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
+  int i = 0;
+  while (i < t->ctx.n_tensors) {
+    tr_tensor_opt s;
+    float *p, *g;
+    i = tr__group_run(t, i, lr, &s, &off, &len);
+    a = off > lo ? off : lo;
+    b = off + len < hi ? off + len : hi;
+    if (a >= b) continue; /* (zero: another rank's) */
+    p = t->model.params + a, g = t->model.grads + a;
+    if (s.frozen) { if (t->tr__gscale != 1.0f) tr_scale(g, b - a, t->tr__gscale, t->tr__threads); continue; }
+    o.weight_decay = s.weight_decay;
+    if (o.kind == TR_OPTIM_ADAMW) {
+      tr_adamw_coef c = tr_adamw_coefs(&o, s.lr, s.step);
+      c.gscale = t->tr__gscale;
+      tr_adamw_update(p, g, t->tr__m + (a - lo), t->tr__v + (a - lo), b - a, &c, t->tr__threads);
+    } else {
+      tr_sgd_coef c = tr_sgd_coefs(&o, s.lr, !t->tr__has_momentum || s.step == 1); /* torch: a fresh buffer per tensor */
+      c.gscale = t->tr__gscale;
+      tr_sgd_update(p, g, t->tr__m ? t->tr__m + (a - lo) : NULL, b - a, &c, t->tr__threads);
+    }
+  }
+  if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
+}
+
 /* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
    scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
    rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
@@ -978,7 +1025,8 @@ static void tr__update(tr_trainer *t, double lr) {
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
 #endif
-  if (o->kind == TR_OPTIM_ADAMW) {
+  if (t->tr__grouped) tr__update_grouped(t, lr);
+  else if (o->kind == TR_OPTIM_ADAMW) {
     tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
     c.gscale = t->tr__gscale;
     tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
@@ -1185,6 +1233,7 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
   if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
     return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
   return TR_OK;
 }
 
@@ -1709,7 +1758,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
   if (!e && c.resume_from && !strcmp(c.resume_from, "auto")) /* the newest checkpoint of this run, or a fresh start */
-    c.resume_from = tr__auto_resume(tr_run_get(t->reg), &t->ctx, c.save_to, tr__ckpt_check, t);
+    c.resume_from = tr_run_find_resume(t->reg, &t->ctx, c.save_to, tr__ckpt_check, t);
   if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
     c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
   if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */

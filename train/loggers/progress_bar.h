@@ -13,19 +13,24 @@ TR__C_BEGIN /* part */
    training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
    when it starts (the trainer sets both; a loop of its own sets eval_batches before
    on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation. One bar per registry: a second is refused (it would print everything twice).
+   during evaluation. A step loop's bar ("Training", steps) starts with the run, before a validation at
+   step 0; its "epoch" is the steps between validations. One bar per registry: a second is refused.
    On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
    refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
    model that is hundreds of redraws a second), and once more when training ends with its final
-   state. The whole line (bar, counts, rate, postfix) is cut to the terminal's width less one (tqdm),
-   measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS, else 80), so it never wraps and
-   a resized terminal gets lines of its new width; when the terminal was narrowed below the last line,
-   the rows a rewrapping terminal (tmux, most desktop ones) made of it are erased too (those still on
-   the screen: tmux may push one into its scrollback). The validation
+   state; one due at an epoch's start shows the ended epoch's last state if no redraw did, and a new
+   epoch shows from its first batch on (a fast epoch's 0% would stay on screen while it runs). The line fits the
+   terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
+   else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
+   first), then the rate, then the times, so no number is cut (only a line still too wide, under about
+   25 columns, is cut); it never wraps, and a resized terminal gets lines of its new width; when the
+   terminal was narrowed below the last line, the rows a rewrapping terminal (tmux, most desktop ones)
+   made of it are erased too (those still on the screen: tmux may push one into its scrollback). The validation
    line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
    complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
    every training epoch carrying its validation's metrics (a validation inside an epoch has no line
-   of its own), one per evaluation run (tr_validate, tr_test; a step loop's validations), one at most
+   of its own), one per step loop's validation (the training line at that step, with its metrics), one
+   per evaluation run (tr_validate, tr_test), one at most
    every line_seconds within a long epoch or evaluation, and the final state at the end of training
    when no line showed it (a loop without epochs).
    mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
@@ -63,7 +68,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
 /* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
-   10-cell bar. Returns the line's length in bytes (clipped to cap - 1). */
+   10-cell bar; a width: what does not fit beside 10 cells goes whole (postfix fields, ", " between them,
+   the last first; the rate; the times). Returns the line's length in bytes (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 TR__C_END /* part */
@@ -86,34 +92,58 @@ static size_t tr__clock_fmt(char *b, size_t cap, double s) { /* MM:SS, or H:MM:S
                             : snprintf(b, cap, "%02lld:%02lld", t / 60, t % 60));
 }
 
-/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial */
+static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
+static int tr__utf8_width_n(const char *s, int len) { int n = 0, i; for (i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80; return n; }
+#define TR__BAR_CELLS 10 /* the fewest cells a bar keeps while there is text to give up for them */
+/* The length of the first np bytes of a postfix less its last field (fields are separated by ", ") */
+static int tr__bar_less(const char *postfix, int np) {
+  while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
+  return np >= 2 ? np - 2 : 0;
+}
+/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial.
+   With a width, what does not fit with a bar of TR__BAR_CELLS goes whole, in this order: the postfix's
+   fields (separated by ", "), the last first; the rate; the times. Only then does the bar shrink (to one
+   cell): a number is never cut (tr__bar_draw cuts the line at the width only when even that is wider). */
 static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
                              double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
                                          "\xe2\x96\x8b", "\xe2\x96\x8a", "\xe2\x96\x89", "\xe2\x96\x88" };
-  char el[24], rem[24], rate[32], left[96], right[400];
+  char el[24], rem[24], rate[32], left[96], right[512];
   double r = elapsed > 0 ? (double)(n - initial) / elapsed : 0;
-  int nl, nr, cells, full, k, units;
+  int nl, nr, np, cells, full, k, units, times = 1, rated = 1;
   size_t len = 0;
   if (!buf || cap == 0) return 0;
   buf[0] = 0;
+  if (!desc) desc = "";
+  if (!postfix) postfix = "";
+  for (np = (int)strlen(postfix); np > 400;) np = tr__bar_less(postfix, np); /* whole fields, as below */
   tr__clock_fmt(el, sizeof el, elapsed);
   if (r <= 0) snprintf(rate, sizeof rate, "?it/s");
   else if (r < 1) snprintf(rate, sizeof rate, "%.2fs/it", 1 / r); /* tqdm flips below one per second */
   else snprintf(rate, sizeof rate, "%.2fit/s", r);
-  if (total <= 0) /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
-    return (size_t)snprintf(buf, cap, "%s: %lldit [%s, %s%s%s]", desc ? desc : "", (long long)n, el, rate,
-                            postfix && postfix[0] ? ", " : "", postfix ? postfix : "") >= cap ? cap - 1 : strlen(buf);
-  if (r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
+  if (total > 0 && r > 0) tr__clock_fmt(rem, sizeof rem, (double)(total - n) / r);
   else snprintf(rem, sizeof rem, "?");
-  nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc ? desc : "", 100.0 * (double)n / (double)total);
-  nr = snprintf(right, sizeof right, "| %lld/%lld [%s<%s, %s%s%s]", (long long)n, (long long)total, el, rem, rate,
-                postfix && postfix[0] ? ", " : "", postfix ? postfix : "");
-  if (nl < 0 || nr < 0) return 0;
+  if (total > 0) nl = snprintf(left, sizeof left, "%s: %3.0f%%|", desc, 100.0 * (double)n / (double)total);
+  else nl = snprintf(left, sizeof left, "%s: %lldit", desc, (long long)n); /* unknown total: "desc: 12it [00:01, 9.50it/s]" */
+  if (nl < 0) return 0;
   if (nl >= (int)sizeof left) nl = (int)sizeof left - 1;
-  if (nr >= (int)sizeof right) nr = (int)sizeof right - 1;
-  cells = width > 0 ? width - nl - nr : 10; /* tqdm: the bar takes what the text leaves */
-  if (cells < 1) cells = 1;
+  for (;;) { /* the right part, less what a narrow line gives up (a loop at each redraw only) */
+    if (times) /* "| n/total [elapsed<remaining, rate, postfix]", or " [elapsed, rate, postfix]" without a total */
+      nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld [%s<%s%s%s%s%.*s]", (long long)n, (long long)total, el, rem,
+                                rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix)
+                     : snprintf(right, sizeof right, " [%s%s%s%s%.*s]", el, rated ? ", " : "", rated ? rate : "", np ? ", " : "", np, postfix);
+    else nr = total > 0 ? snprintf(right, sizeof right, "| %lld/%lld", (long long)n, (long long)total) : (right[0] = 0, 0);
+    if (nr < 0) return 0;
+    if (nr >= (int)sizeof right) nr = (int)sizeof right - 1;
+    cells = width > 0 ? width - tr__utf8_width_n(left, nl) - tr__utf8_width_n(right, nr) : TR__BAR_CELLS;
+    if (cells >= (total > 0 ? TR__BAR_CELLS : 0)) break;
+    if (np > 0) np = tr__bar_less(postfix, np);
+    else if (rated) rated = 0;
+    else if (times) times = 0;
+    else break;
+  }
+  if (total <= 0) { snprintf(buf, cap, "%s%s", left, right); return strlen(buf); }
+  if (cells < 1) cells = 1; /* tqdm: the bar takes what the text leaves */
   if (cells > 400) cells = 400;
   units = ascii ? 10 : 8; /* tqdm: tenths in ASCII (" 123456789#"), eighths in blocks */
   full = (int)((double)cells * units * (double)(n < total ? n : total) / (double)total);
@@ -243,7 +273,6 @@ static int tr__bar_cols(tr__bar *b) {
   if (n <= 1 || n > 100000) n = 80;
   return n - 1;
 }
-static size_t tr__utf8_width(const char *s) { size_t n = 0; for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80; return n; }
 /* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
    only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
    every carriage return). */
@@ -388,17 +417,33 @@ static void tr__bar_start(tr__bar_line *l, const char *desc, int64_t n, int64_t 
 /* A step loop (tr_run_desc.epochs = TR_NO) has one bar over the whole run: steps of max_steps. */
 static int tr__bar_steps(const tr__bar *b) { return b->run && b->run->desc.epochs == TR_NO; }
 
+/* A step loop's bar starts with the run, at its step (a resumed run's: not in the rate) */
+static hk_signal tr__bar_train_start(hk_ctx *ctx, void *u) {
+  tr__bar *b = (tr__bar *)u;
+  if (ctx->rank != 0 || b->broken || b->main.live || !tr__bar_steps(b)) return HK_CONTINUE;
+  tr__bar_start(&b->main, "Training", ctx->global_step, b->run->desc.max_steps);
+  if (b->tty && b->main.start - b->last_draw >= b->refresh) {
+    tr__bar_io_begin(b);
+    tr__bar_draw(b, &b->main, b->main.start);
+    tr__bar_io_end(b);
+  }
+  return tr__bar_said(b, ctx, 1);
+}
 static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   char desc[32];
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
-  if (!b->tty && b->epoch_open && b->main.live && b->main.drawn_n != b->main.n) /* a loop without on_train_epoch_end */
+  /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
+     when a redraw is due (the time went to what followed that epoch's end: checkpoints). The new epoch
+     is drawn at its first batch's end, at 0% only when no line of ours is on screen (the first epoch):
+     a fast epoch's 0% would stay on screen while it runs, most of the time in a fast run. */
+  if (b->main.live && b->main.drawn_n != b->main.n && (b->tty ? tr__wall() - b->last_draw >= b->refresh : b->epoch_open))
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
   tr__bar_start(&b->main, desc, ctx->batch_idx, b->run ? b->run->train_batches : 0); /* a resumed epoch starts mid-way */
   b->epoch_open = 1;
-  if (b->tty && b->main.start - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, b->main.start);
+  if (b->tty && b->drawn_w == 0) tr__bar_draw(b, &b->main, b->main.start);
   tr__bar_io_end(b);
   return tr__bar_said(b, ctx, 1);
 }
@@ -408,7 +453,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   double now;
   if (ctx->rank != 0) return HK_CONTINUE;
   if (b->broken) return tr__bar_said(b, ctx, 1); /* the stream failed: nothing more is drawn */
-  if (!l->live && l == &b->main) { /* no on_train_epoch_start came: a step loop, or an epoch resumed mid-way */
+  if (!l->live && l == &b->main) { /* no on_train_start / on_train_epoch_start came, or an epoch resumed mid-way */
     char desc[32];
     if (tr__bar_steps(b)) tr__bar_start(l, "Training", ctx->global_step, b->run->desc.max_steps);
     else {
@@ -428,6 +473,7 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
     if (l == &b->main) tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
     if (b->tty && l == &b->eval && !b->eval_shown) { /* the evaluation line appears below the training bar */
+      if (b->main.live && b->main.drawn_n < 0) tr__bar_draw(b, &b->main, now); /* (a step loop's, started by it) */
       if (b->main.live) tr__bar_below(b);
       b->eval_shown = 1;
     }
@@ -447,9 +493,10 @@ static hk_signal tr__bar_epoch_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0 || !b->main.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   b->epoch_open = 0;
   now = tr__wall(); /* the epoch's final state (with this epoch's validation): its one line in a pipe; on a
-                       terminal when a redraw is due (the last epoch's is drawn at the end of training) */
+                       terminal when a redraw is due, else at the next epoch's start if one is due then (the
+                       last epoch's is drawn at the end of training) */
+  tr__bar_loss(b, ctx);
   if (!b->tty || now - b->last_draw >= b->refresh) {
-    tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
     tr__bar_draw(b, &b->main, now);
     tr__bar_io_end(b);
@@ -469,14 +516,19 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   b->epoch_open = 0;
   return tr__bar_said(b, ctx, 1);
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end.
-   In lines, its one line at its end: for a standalone run, the sanity check, a step loop's validation;
-   a validation inside an epoch has none, the epoch's line that follows carries its metrics. */
+/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end,
+   the training bar redrawn with its metrics. In lines, its one line at its end for a standalone run and
+   the sanity check; a validation inside an epoch has none, the epoch's line that follows carries its
+   metrics; a step loop's validation ends its "epoch" (the steps since the last one): the training line
+   with its metrics. A step loop's validation before any step (llm.c validates at step 0) starts the
+   training bar, so that it has one to go below and to leave its metrics on. */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   if (b->main.live && ctx->stage == HK_STAGE_FIT && b->main.n > b->main.initial) tr__bar_loss(b, ctx); /* redrawn below it */
+  if (!b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b))
+    tr__bar_start(&b->main, "Training", ctx->global_step, b->run->desc.max_steps);
   tr__bar_start(&b->eval, desc, 0, b->run ? b->run->eval_batches : 0);
   b->eval_shown = 0; /* terminal: shown at its first due redraw; a short evaluation never shows (no cost) */
   return HK_CONTINUE;
@@ -486,7 +538,8 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
   if (ctx->rank != 0 || !b->eval.live) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
   if (!b->tty) {
-    if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
+    if (b->main.live && ctx->stage == HK_STAGE_FIT && tr__bar_steps(b)) tr__bar_draw(b, &b->main, tr__wall());
+    else if (!(b->epoch_open && b->main.live && ctx->stage != HK_STAGE_SANITY_CHECK)) tr__bar_draw(b, &b->eval, tr__wall());
   } else if (!b->main.live && (ctx->event == HK_ON_TEST_END || ctx->stage != HK_STAGE_SANITY_CHECK)) {
     tr__bar_draw(b, &b->eval, tr__wall()); /* a standalone run's bar stays */
     tr__bar_put(b, "\n");
@@ -495,6 +548,7 @@ static hk_signal tr__bar_eval_end(hk_ctx *ctx, void *u) {
     tr__bar_up(b);
     tr__bar_draw(b, &b->main, tr__wall());
   } else if (b->eval_shown) { tr__bar_put(b, "\r\033[K"); b->drawn_w = 0; } /* the sanity check's line goes */
+  else if (b->main.live && tr__wall() - b->last_draw >= b->refresh) tr__bar_draw(b, &b->main, tr__wall()); /* its metrics */
   tr__bar_io_end(b);
   b->eval.live = 0;
   b->eval_shown = 0;
@@ -508,12 +562,11 @@ static hk_signal tr__bar_on_log(hk_ctx *ctx, void *u) {
   if (!r || ctx->rank != 0) return HK_CONTINUE;
   if (r->stage && !strcmp(r->stage, "train")) return HK_CONTINUE; /* the loss: the latest batch's, at each redraw */
   b->val[0] = 0;
-  for (i = 0; i < r->n_metrics && len + 2 < sizeof b->val; i++) {
+  for (i = 0; i < r->n_metrics; i++) { /* whole fields: one that does not fit goes, with those after it */
     int k = snprintf(b->val + len, sizeof b->val - len, "%s%s=%.4g", i ? ", " : "", r->metrics[i].name, r->metrics[i].value);
-    if (k < 0) break;
+    if (k < 0 || len + (size_t)k >= sizeof b->val) { b->val[len] = 0; break; }
     len += (size_t)k;
   }
-  if (len >= sizeof b->val) b->val[sizeof b->val - 1] = 0;
   return HK_CONTINUE;
 }
 static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave the cursor on a fresh line */
@@ -604,6 +657,7 @@ static tr_err tr__bar_make(hk_registry *reg, const tr_progress_bar_desc *d, hk_h
   memset(&cb, 0, sizeof cb);
   cb.name = tr__unique_name(reg, "progress_bar", unique, sizeof unique);
   cb.user = b;
+  cb.on_train_start = tr__bar_train_start;
   cb.on_train_epoch_start = tr__bar_epoch_start;
   cb.on_train_batch_end = tr__bar_batch_end;
   cb.on_train_epoch_end = tr__bar_epoch_end;

@@ -1,0 +1,333 @@
+/* train/callbacks/watchdog.h - watchdog. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_WATCHDOG_H /* part */
+#define TRAIN_WATCHDOG_H /* part */
+#include "../battery.h" /* part */
+
+TR__C_BEGIN /* part */
+/* ---- watchdog: a hang reported, and on request the process ended ---------------------------------
+   A thread of its own (made at setup, joined at teardown) looks every poll seconds whether the loop
+   has moved: a training step ended (on_train_batch_end) or another event it listens to fired (setup,
+   fit/train/epoch/validation/test/predict starts and ends, evaluation batches, checkpoints). When nothing
+   has moved for the limit - `seconds`, or `multiple` times the run's median training step once `warmup`
+   steps have run (both: the larger) - it writes one report to stderr (fd 2, one write(2): nothing the
+   stuck thread could hold is taken), on every rank:
+     watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
+       in on_train_batch_start, hook 'slow' running
+   or "after on_after_backward, in the loop's own code (no hook running)", or "waiting in the gradient
+   all-reduce (MPI)" (tr_run_waiting: train.h's MPI strategy says it, a loop of yours may). The event
+   and the hook are hooks.h's (ctx->event, ctx->self, hk_dispatching, hk_name), read from the watchdog's
+   thread while the loop stands still. One report a stall; when the loop moves again it says so.
+   action=exit: after the report the process ends with _exit(exit_code) (124 by default, as timeout(1)),
+   so that a scheduler requeues the job (Slurm's --requeue, a Kubernetes restart, an mpirun that ends
+   every rank when one exits). What that keeps is what a kill -9 keeps, which train.h makes enough: the
+   last checkpoint written stays whole (the atomic writer; one being written in the background is
+   abandoned, its temporary file removed by the next run there, the one before it kept), the loggers'
+   files hold every line written so far, whole (flush_every: at most about a second of records held in
+   memory is lost, none logged before the last checkpoint); nothing is saved from the stuck thread's
+   state (another thread cannot copy it safely), no atexit handler and no stdio buffer is flushed (the
+   stuck thread may hold their locks). A resume (resume = the last checkpoint) goes on from there.
+   The loop's thread pays one relaxed store at each on_train_batch_end (a counter: no clock, no lock, no
+   system call); the watchdog's thread takes the time. Needs POSIX threads (not with TRAIN_NO_THREADS).
+   Hand-written loop: fire setup and teardown (tr_run_start / tr_run_finish do) and on_train_batch_end
+   (tr_run_batch_end does). */
+#define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
+typedef enum tr_watchdog_action {
+#define TR__X(sym, name) sym,
+  TR_WATCHDOG_ACTIONS(TR__X)
+#undef TR__X
+  TR_WATCHDOG_ACTION_COUNT
+} tr_watchdog_action;
+#define TR_WATCHDOG_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE,   double,             seconds,   "0",      NULL,          "report when the loop has not moved for this many " \
+    "seconds (0: no absolute limit)") \
+  X(DOUBLE,   double,             multiple,  "0",      NULL,          "report when it has not moved for this many times the " \
+    "median training step (> 1; 0: not by the median); with seconds, the larger limit") \
+  X(INT_ZERO, int,                warmup,    "5",      NULL,          "training steps before the median step counts (1..1e6)") \
+  X(CHOICE,   tr_watchdog_action, action,    "report", "report|exit", "report: say where it is stuck, once a stall; exit: " \
+    "say it, then end the process with exit_code") \
+  X(INT_ZERO, int,                exit_code, "124",    NULL,          "the process's exit status with action=exit (1..255)") \
+  X(DOUBLE,   double,             poll,      "0",      NULL,          "seconds between the thread's looks (0: a tenth of the " \
+    "limit, 0.01..1 s)")
+typedef struct tr_watchdog_desc { TR_WATCHDOG_PARAMS(TR__FIELD) } tr_watchdog_desc;
+
+/* Written by the watchdog's thread: read it once the run has ended (teardown joins the thread). */
+typedef struct tr_watchdog_state {
+  int64_t reports;              /* stalls reported */
+  double median_step;           /* seconds; 0 before warmup steps have run */
+  double limit;                 /* seconds: the limit the last report was made at (0: none) */
+  char last[640];               /* the last report, as written */
+} tr_watchdog_state;
+TRAIN_API tr_err tr_watchdog(hk_registry *reg, const tr_watchdog_desc *d, hk_handle *out);
+TRAIN_API const tr_watchdog_state *tr_watchdog_get(const hk_registry *reg, hk_handle h);
+TR__C_END /* part */
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+/* ---- watchdog -------------------------------------------------------------------------------------- */
+#if defined(__GNUC__) || defined(__clang__)
+#  define TR__WD_PUT(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#  define TR__WD_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#else
+#  define TR__WD_PUT(x, v) ((x) = (v))
+#  define TR__WD_GET(x) (x)
+#endif
+enum { TR__WD_SAMPLES = 63 };   /* step times the median is taken over (odd: one middle) */
+
+typedef struct tr__wd {
+  tr_watchdog_state pub;
+  hk_registry *reg;
+  double seconds, multiple, poll;
+  int warmup, action, exit_code;
+  int64_t steps, beats;         /* the loop's thread writes them (relaxed), the watchdog's reads */
+  hk_ctx *ctx;                  /* the run's, from setup to teardown */
+  int depth;                    /* setups not torn down (a fit inside a fit: one thread) */
+#ifdef TR__THREADS
+  pthread_t th;
+  int started;
+  int wake[2];                  /* a byte written to wake[1] ends the thread at once */
+#endif
+  double sample[TR__WD_SAMPLES]; /* the watchdog's thread only: step times, a ring */
+  int n_sample, next_sample;
+} tr__wd;
+
+static void tr__wd_stop(tr__wd *s);
+static void tr__wd_destroy(void *user) {
+  tr__wd *s = (tr__wd *)user;
+  if (!s) return;
+  tr__wd_stop(s);
+  free(s);
+}
+
+/* The loop's side: a counter a step, another for the rest (cold). */
+static hk_signal tr__wd_step(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  (void)ctx;
+  TR__WD_PUT(s->steps, s->steps + 1);
+  return HK_CONTINUE;
+}
+static hk_signal tr__wd_beat(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  (void)ctx;
+  TR__WD_PUT(s->beats, s->beats + 1);
+  return HK_CONTINUE;
+}
+
+#ifdef TR__THREADS
+static int tr__wd_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double tr__wd_median(const tr__wd *s) {
+  double v[TR__WD_SAMPLES];
+  memcpy(v, s->sample, (size_t)s->n_sample * sizeof *v);
+  qsort(v, (size_t)s->n_sample, sizeof *v, tr__wd_cmp);
+  return v[s->n_sample / 2];
+}
+static double tr__wd_limit(const tr__wd *s) {
+  double m = s->multiple > 0 && s->n_sample > 0 ? s->multiple * s->pub.median_step : 0;
+  return m > s->seconds ? m : s->seconds;
+}
+
+/* Write all of text to fd 2 unless it stays unwritable for a second (a stuck reader of our stderr must not
+   keep the process from ending). */
+static void tr__wd_say(const char *text) {
+  size_t n = strlen(text), at = 0;
+  while (at < n) {
+    struct pollfd p;
+    ssize_t k;
+    p.fd = 2;
+    p.events = POLLOUT;
+    p.revents = 0;
+    if (poll(&p, 1, 1000) <= 0) return;
+    k = write(2, text + at, n - at);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return;
+    at += (size_t)k;
+  }
+}
+
+/* "watchdog: " and, with several processes, "rank R of W: "; its length */
+static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
+  int n = s->ctx->world_size > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->ctx->rank, s->ctx->world_size)
+                                 : snprintf(out, cap, "watchdog: ");
+  return n < 0 || (size_t)n >= cap ? 0 : n;
+}
+/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
+   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
+static void tr__wd_report(tr__wd *s, double stuck, double limit) {
+  const hk_ctx *c = s->ctx;
+  char *out = s->pub.last, where[300];
+  size_t cap = sizeof s->pub.last;
+  const char *ev = hk_event_name(s->reg, c->event), *waits = tr_run_waits(), *name;
+  int n = tr__wd_prefix(s, out, cap);
+  if (waits) snprintf(where, sizeof where, "waiting in %s, after %s", waits, ev ? ev : "?");
+  else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
+    snprintf(where, sizeof where, "in %s, hook '%s' running", ev ? ev : "?", name);
+  else snprintf(where, sizeof where, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
+  snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
+           stuck, limit, (long long)c->global_step, (long long)c->epoch, (long long)c->batch_idx, where);
+  s->pub.reports++;
+  s->pub.limit = limit;
+  tr__wd_say(out);
+  if (s->action == TR_WATCHDOG_EXIT) {
+    char bye[300];
+    n = tr__wd_prefix(s, bye, sizeof bye);
+    snprintf(bye + n, sizeof bye - (size_t)n, "exiting with status %d (action=exit): the last checkpoint written stays; "
+             "nothing else is saved\n", s->exit_code);
+    tr__wd_say(bye);
+    _exit(s->exit_code);
+  }
+}
+
+static void *tr__wd_main(void *p) {
+  tr__wd *s = (tr__wd *)p;
+  int64_t steps = TR__WD_GET(s->steps), beats = TR__WD_GET(s->beats);
+  double moved = hk_clock(), t_steps = moved;
+  int fired = 0;
+  for (;;) {
+    struct pollfd w;
+    double limit = tr__wd_limit(s), nap = s->poll > 0 ? s->poll : limit > 0 ? limit / 10 : 0.05, now;
+    int64_t st, bt;
+    int r;
+    if (nap < 0.01 && s->poll <= 0) nap = 0.01;
+    if (nap > 1 && s->poll <= 0) nap = 1;
+    if (s->multiple > 0 && s->n_sample == 0 && s->poll <= 0 && nap > 0.05) nap = 0.05; /* to measure the first steps */
+    w.fd = s->wake[0];
+    w.events = POLLIN;
+    w.revents = 0;
+    r = poll(&w, 1, (int)(nap * 1000 + 0.5));
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) break; /* woken (or the pipe broke): the run has ended */
+    now = hk_clock();
+    st = TR__WD_GET(s->steps);
+    bt = TR__WD_GET(s->beats);
+    if (st != steps || bt != beats) {
+      if (fired) {
+        char again[200];
+        int n = tr__wd_prefix(s, again, sizeof again);
+        snprintf(again + n, sizeof again - (size_t)n, "moved on after %.1f s\n", now - moved);
+        tr__wd_say(again);
+      }
+      if (bt == beats && steps >= s->warmup) { /* only steps since the last look, past the warmup: a sample */
+        s->sample[s->next_sample] = (now - t_steps) / (double)(st - steps);
+        s->next_sample = (s->next_sample + 1) % TR__WD_SAMPLES;
+        if (s->n_sample < TR__WD_SAMPLES) s->n_sample++;
+        s->pub.median_step = tr__wd_median(s);
+      }
+      steps = st;
+      beats = bt;
+      moved = t_steps = now;
+      fired = 0;
+      continue;
+    }
+    if (!fired && limit > 0 && now - moved > limit) {
+      fired = 1;
+      tr__wd_report(s, now - moved, limit);
+    }
+  }
+  return NULL;
+}
+#endif
+
+static void tr__wd_stop(tr__wd *s) {
+#ifdef TR__THREADS
+  if (!s->started) return;
+  while (write(s->wake[1], "", 1) < 0 && errno == EINTR) {}
+  pthread_join(s->th, NULL);
+  close(s->wake[0]);
+  close(s->wake[1]);
+  s->started = 0;
+#else
+  (void)s;
+#endif
+}
+
+static hk_signal tr__wd_setup(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  TR__WD_PUT(s->beats, s->beats + 1);
+  if (s->depth++ > 0) return HK_CONTINUE;
+  s->ctx = ctx;
+#ifdef TR__THREADS
+  if (pipe(s->wake) != 0) return hk_fail(ctx, "watchdog: pipe: %s", strerror(errno));
+  (void)fcntl(s->wake[0], F_SETFD, FD_CLOEXEC);
+  (void)fcntl(s->wake[1], F_SETFD, FD_CLOEXEC);
+  {
+    int e;
+#  ifdef TR__SIGMASK /* the thread blocks every signal: Ctrl-C and SIGTERM reach the loop's thread */
+    tr__sigset all, old;
+    int masked = sigfillset(&all) == 0 && pthread_sigmask(TR__SIG_SETMASK, &all, &old) == 0;
+    e = pthread_create(&s->th, NULL, tr__wd_main, s);
+    if (masked) (void)pthread_sigmask(TR__SIG_SETMASK, &old, NULL);
+#  else
+    e = pthread_create(&s->th, NULL, tr__wd_main, s);
+#  endif
+    if (e != 0) {
+      close(s->wake[0]);
+      close(s->wake[1]);
+      return hk_fail(ctx, "watchdog: its thread could not be made: %s", strerror(e));
+    }
+  }
+  s->started = 1;
+#endif
+  return HK_CONTINUE;
+}
+static hk_signal tr__wd_teardown(hk_ctx *ctx, void *u) {
+  tr__wd *s = (tr__wd *)u;
+  (void)ctx;
+  if (s->depth > 0 && --s->depth > 0) return HK_CONTINUE;
+  tr__wd_stop(s);
+  return HK_CONTINUE;
+}
+
+static tr_err tr__wd_make(hk_registry *reg, const tr_watchdog_desc *d, hk_handle *out, tr__why *w) {
+  tr__wd *s;
+  hk_callback cb;
+  int warmup, code;
+  if (!d) return tr__bad(w, "watchdog: desc is NULL");
+  if (!hk_is_finite(d->seconds) || d->seconds < 0)
+    return tr__bad(w, "watchdog: seconds must be a finite number >= 0 (got %g)", d->seconds);
+  if (!hk_is_finite(d->multiple) || (d->multiple != 0 && !(d->multiple > 1)))
+    return tr__bad(w, "watchdog: multiple must be > 1 (times the median step; 0: none), got %g", d->multiple);
+  if (d->seconds == 0 && d->multiple == 0)
+    return tr__bad(w, "watchdog: give a limit: seconds (e.g. watchdog(seconds=600)) or multiple (e.g. watchdog(multiple=20))");
+  if (!hk_is_finite(d->poll) || (d->poll != 0 && !(d->poll >= 0.001 && d->poll <= 60)))
+    return tr__bad(w, "watchdog: poll must be 0 (a tenth of the limit) or 0.001..60 seconds (got %g)", d->poll);
+  warmup = tr__zero_int(d->warmup, 5);
+  if (warmup < 1 || warmup > 1000000) return tr__bad(w, "watchdog: warmup must be 1..1000000 steps (got %d)", warmup);
+  code = tr__zero_int(d->exit_code, 124);
+  if (code < 1 || code > 255) return tr__bad(w, "watchdog: exit_code must be 1..255 (got %d): 0 would tell the scheduler the job finished", code);
+  if ((unsigned)d->action >= TR_WATCHDOG_ACTION_COUNT)
+    return tr__bad(w, "watchdog: action %d is not valid (report or exit)", (int)d->action);
+#ifndef TR__THREADS /* (the rest compiles, unused) */
+  if (d) return tr__bad(w, "watchdog: needs POSIX threads; this build has none (TRAIN_NO_THREADS, or not POSIX)");
+#endif
+  s = (tr__wd *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "watchdog: out of memory"), TR_ERR_NOMEM;
+  s->reg = reg;
+  s->seconds = d->seconds;
+  s->multiple = d->multiple;
+  s->poll = d->poll;
+  s->warmup = warmup;
+  s->action = (int)d->action;
+  s->exit_code = code;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "watchdog";
+  cb.user = s;
+  cb.setup = tr__wd_setup;
+  cb.teardown = tr__wd_teardown;
+  cb.on_train_batch_end = tr__wd_step;
+#define TR__WD_BEATS(X) X(on_fit_start) X(on_fit_end) X(on_sanity_check_start) X(on_sanity_check_end) X(on_train_start) \
+  X(on_train_end) X(on_train_epoch_start) X(on_train_epoch_end) X(on_validation_start) X(on_validation_end) \
+  X(on_validation_batch_end) X(on_test_start) X(on_test_end) X(on_test_batch_end) X(on_predict_start) X(on_predict_end) \
+  X(on_predict_batch_end) X(on_save_checkpoint) X(on_checkpoint_saved) X(on_load_checkpoint) X(on_exception)
+#define TR__X(ev) cb.ev = tr__wd_beat;
+  TR__WD_BEATS(TR__X)
+#undef TR__X
+  cb.destroy = tr__wd_destroy;
+  return tr__cb_register(reg, &cb, 0, out, w);
+}
+TR__PUBLIC_OF(tr_watchdog, wd)
+TR__FACTORY_OF(wd, tr_watchdog_desc, TR_WATCHDOG_PARAMS)
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */
