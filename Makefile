@@ -107,6 +107,7 @@ include tests/async.mk
 include tests/sweep.mk
 include tests/log.mk
 include tests/safetensors.mk
+include tests/predwriter.mk
 include tests/mlflow.mk
 include tests/mpi.mk
 include tests/watchdog.mk
@@ -126,6 +127,7 @@ include bench/mpi.mk
 include bench/compile.mk
 include bench/async.mk
 include bench/safetensors.mk
+include bench/predwriter.mk
 include bench/build.mk
 
 # deps first, then everything else (a fresh machine may lack the compilers and libraries). The targets

@@ -1,6 +1,7 @@
 /* first_trainer.c - your first trainer: a model of your own, trained by train.h with validation, early
    stopping, the best checkpoints, csv + TensorBoard logs and the progress bar; run it again and it
-   resumes from its last checkpoint.
+   resumes from its last checkpoint. Then its predictions on the validation inputs go to a csv file
+   (tr_predict and the prediction_writer callback).
 
    The model: y = w2 . relu(w1 x + b1) + b2, one input, 16 hidden units, one output, fitted to sin(3x)
    on [-1, 1]. Forward and backward are written out below: that is all train.h needs from a model.
@@ -62,6 +63,21 @@ static int backward(void *user, void *batch) {   /* ADD d(loss)/d(params) into t
     return 0;
 }
 
+/* Predictions for tr_predict: a batch's rows of (x, the model's y, sin(3x)), as prediction_writer writes them. */
+static int predict(void *user, void *batch, void **outputs) {
+    static float rows[B][3];
+    static const char *const names[3] = { "x", "y", "sin3x" };
+    static tr_predictions pred;
+    net *m = (net *)user;
+    const float *x = (const float *)batch;
+    double loss;
+    forward(user, batch, 0, &loss);
+    for (int i = 0; i < B; i++) { rows[i][0] = x[i]; rows[i][1] = m->out[i]; rows[i][2] = target(x[i]); }
+    pred = (tr_predictions){ .values = &rows[0][0], .rows = B, .cols = 3, .names = names };
+    *outputs = &pred;
+    return 0;
+}
+
 /* The data: 8 training batches and 2 validation batches of x in [-1, 1], on different grids. */
 static float train_x[8][B], val_x[2][B];
 static int64_t n_train(void *u) { (void)u; return 8; }
@@ -80,7 +96,7 @@ int main(int argc, char **argv) {
     tr_trainer t;
     tr_err e = tr_init(&t, &(tr_desc){
         .model = { .params = m.p, .grads = m.g, .n_params = N, .tensors = views, .n_tensors = 4,
-                   .forward = forward, .backward = backward, .user = &m },
+                   .forward = forward, .backward = backward, .predict = predict, .user = &m },
         .optim = { .kind = TR_OPTIM_ADAMW, .lr = 3e-2 } });
     if (e) { fprintf(stderr, "first_trainer: %s\n", tr_error(&t)); return 1; }
 
@@ -102,6 +118,17 @@ int main(int argc, char **argv) {
                                  .log_every_n_steps = 8, .resume_from = resume ? last : NULL });
     if (e) { fprintf(stderr, "first_trainer: training failed: %s\n", tr_error(&t)); return 1; }
 
+    /* Predictions on the validation inputs, into the run directory (runs/lightning_logs/version_0/predictions/).
+       prediction_writer never writes over a file it did not write: each invocation names its own file. */
+    char pw[128];
+    snprintf(pw, sizeof pw, "prediction_writer(filename=sin3x-%lld, format=csv, write_interval=epoch)", (long long)epochs);
+    hk_handle ph;
+    if (hk_spec_apply(t.reg, pw) || (ph = hk_spec_find(t.reg, "prediction_writer", 0), tr_predict(&t, &val, 0))) {
+        fprintf(stderr, "first_trainer: predicting failed: %s\n", t.error[0] ? tr_error(&t) : hk_last_error(t.reg));
+        return 1;
+    }
+    const tr_prediction_writer_state *pws = tr_prediction_writer_get(t.reg, ph);
+
     const tr_model_checkpoint_state *ck = tr_model_checkpoint_get(t.reg, hk_spec_find(t.reg, "model_checkpoint", 0));
     const tr_early_stopping_state *es = tr_early_stopping_get(t.reg, hk_spec_find(t.reg, "early_stopping", 0));
     uint32_t h = 2166136261u;                     /* FNV-1a of the weights: equal for equal runs */
@@ -111,6 +138,7 @@ int main(int argc, char **argv) {
     printf("best checkpoint: %s (val/loss %.5f)\n", ck->best_model_path, ck->best_model_score);
     printf("logs: %s (tensorboard --logdir %s/runs)\n", tr_logger_get(t.reg, hk_spec_find(t.reg, "csv", 0))->dir, dir);
     printf("weights: %08x\n", (unsigned)h);
+    printf("predictions: %s (%lld rows of x, y, sin3x)\n", pws->last_path, (long long)pws->rows);
     int ok = ck->best_model_score < 0.1;          /* it learns: val/loss starts near 0.5 */
     if (!ok) fprintf(stderr, "first_trainer: best val/loss %.4f is not below 0.1: train longer\n", ck->best_model_score);
     tr_free(&t);

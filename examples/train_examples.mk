@@ -35,6 +35,10 @@ train-examples: $(TR_EX_BINS)
 	@ls $(BUILD)/first_a/runs/lightning_logs/version_0/events.out.tfevents.* >/dev/null && test ! -e $(BUILD)/first_a/runs/lightning_logs/version_1 \
 	  && test "$$(wc -l < $(BUILD)/first_a/runs/lightning_logs/version_0/metrics.csv)" = "$$(wc -l < $(BUILD)/first_b/runs/lightning_logs/version_0/metrics.csv)" \
 	  || { echo "first_trainer: the resumed run did not continue in version_0 with one run's rows"; exit 1; }
+	@# its predictions: a header and the 64 validation inputs' rows, in the run directory
+	@f=$(BUILD)/first_b/runs/lightning_logs/version_0/predictions/sin3x-40.csv; test "$$(head -n 1 $$f)" = "batch,row,x,y,sin3x" \
+	  && test "$$(wc -l < $$f)" = 65 && test -s $(BUILD)/first_a/runs/lightning_logs/version_0/predictions/sin3x-20.csv \
+	  || { echo "first_trainer: its predictions are not in $$f"; exit 1; }
 	@d=$$(sed -n 's/^logs in \([^:]*\): .*/\1/p' $(BUILD)/demo.out); for f in metrics.csv metrics.jsonl hparams.yaml metrics.svg; do \
 	  test -s $(BUILD)/$$d/$$f || { echo "demo: $(BUILD)/$$d/$$f is missing"; exit 1; }; done; ls $(BUILD)/$$d/events.out.tfevents.* >/dev/null
 	@echo "train-examples: all passed"

@@ -83,12 +83,30 @@ static void mc_filename(ds_buf *o) {
   constructor_error(o, tr_model_checkpoint(reg, &d, NULL), reg, "model_checkpoint with filename '{epoch'");
 }
 
+/* docs/callbacks.md, prediction_writer: a loop whose on_predict_batch_end comes without ctx->outputs (nothing is
+   written: the check comes first) */
+static void pw_null(ds_buf *o) {
+  hk_registry *reg = hk_create(NULL);
+  hk_ctx ctx;
+  hk_flow flow;
+  memset(&ctx, 0, sizeof ctx);
+  memset(&flow, 0, sizeof flow);
+  tr_run_setup(reg, NULL);
+  expect_failure(tr_prediction_writer(reg, &(tr_prediction_writer_desc){ .format = TR_PREDICTION_CSV }, NULL) != TR_OK ||
+                 tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL) != TR_OK ? 0 : (HK_FIRE_FLOW(reg, HK_ON_PREDICT_BATCH_END, &ctx, &flow),
+                 HK_FLOW_HAS(&flow, HK_FLOW_FAIL)), "prediction_writer without ctx->outputs");
+  ds_put(o, "`%s`", ctx.hook_failure ? ctx.hook_failure : "");
+  tr_run_leave(reg, &ctx);
+  hk_destroy(reg);
+}
+
 static const struct { const char *name; void (*make)(ds_buf *); } g_messages[] = {
   { "spec-unknown-key", spec_unknown_key },
   { "hook-failure", hook_failure },
   { "early-stopping-patience", es_patience },
   { "model-checkpoint-exclusive", mc_exclusive },
   { "model-checkpoint-filename", mc_filename },
+  { "prediction-writer-null", pw_null },
 };
 #define N_MESSAGES ((int)(sizeof g_messages / sizeof g_messages[0]))
 

@@ -94,6 +94,16 @@ typedef struct tr_tensor {
   size_t count;        /* number of elements */
 } tr_tensor;
 
+/* A batch's predictions as the prediction_writer callback writes them: rows x cols floats, row-major, on the
+   host (values: rows * cols of them; NULL only when rows is 0); names: NULL, or cols column names (not empty;
+   no comma, quote or line break). model.predict (or a loop of your own, before on_predict_batch_end) points
+   ctx->outputs at one: your memory, read during on_predict_batch_end only. */
+typedef struct tr_predictions {
+  const float *values;
+  int64_t rows, cols;
+  const char *const *names;
+} tr_predictions;
+
 typedef struct tr_model {
   float *params;              /* n_params floats, owned by you */
   float *grads;               /* n_params floats, same layout; the trainer zeroes it. May be NULL at
@@ -112,7 +122,8 @@ typedef struct tr_model {
      window's size before clipping and the step. Return 0 or nonzero. Required for tr_fit. */
   int (*backward)(void *user, void *batch);
   /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
-     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. */
+     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. For the
+     prediction_writer callback (files of predictions), point *outputs at a tr_predictions (below). */
   int (*predict)(void *user, void *batch, void **outputs);
   /* On the GPU (train/cuda.h): 1 when params and grads are device memory. The trainer
      then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */

@@ -102,6 +102,7 @@ typedef double (*tr_clock_fn)(void *user);
   X(device_stats, DEVICE_STATS, ds, "host memory, CPU use and load, and with TRAIN_CUDA the GPU's through NVML, every n steps (DeviceStatsMonitor)") \
   X(on_exception_checkpoint, ON_EXCEPTION_CHECKPOINT, oec, "save the state after the last step when a fit fails or is interrupted (OnExceptionCheckpoint)") \
   X(spike_detection, SPIKE_DETECTION, sd, "roll back to an in-memory snapshot at a loss spike and skip its batches (SpikeDetection)") \
+  X(prediction_writer, PREDICTION_WRITER, pw, "write tr_predict's predictions as csv, jsonl or safetensors, per batch or per epoch (BasePredictionWriter)") \
   X(csv, CSV, csv, "log records to save_dir/name/version_N/metrics.csv and hparams.yaml (Lightning's CSVLogger)") \
   X(jsonl, JSONL, jsonl, "log records as JSON lines to save_dir/name/version_N/metrics.jsonl") \
   X(tensorboard, TENSORBOARD, tb, "log records as TensorBoard event files (scalars, histograms, hparams as text)") \
@@ -218,6 +219,11 @@ typedef double (*tr_clock_fn)(void *user);
 #  define TR__ON_SPIKE_DETECTION 0
 #else
 #  define TR__ON_SPIKE_DETECTION 1
+#endif
+#if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PREDICTION_WRITER) || (TR__PICKED && !defined(TRAIN_ENABLE_PREDICTION_WRITER))
+#  define TR__ON_PREDICTION_WRITER 0
+#else
+#  define TR__ON_PREDICTION_WRITER 1
 #endif
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_CSV) || (TR__PICKED && !defined(TRAIN_ENABLE_CSV))
 #  define TR__ON_CSV 0

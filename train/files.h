@@ -435,6 +435,52 @@ TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
   return mine->set && remove(path) == 0 ? 0 : EEXIST;
 #endif
 }
+/* What is at path: 0 nothing, 1 the file of mine (tr__write_mine's), -1 anything else (a user's file, another
+   run's, a symlink, a directory): what a writer that replaces only its own files checks before it starts. */
+TR__SHARED int tr__whose(const char *path, const tr__file_id *mine) {
+  tr__afile a;
+  memset(&a, 0, sizeof a);
+  a.path = path;
+  a.mine = (tr__file_id *)mine; /* read only */
+  return tr__afile_whose(&a);
+}
+/* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
+   errno (EROFS, EACCES, ...). Not known (no POSIX): 0. */
+TR__SHARED int tr__probe_dir(const char *dir) {
+#ifdef TR__POSIX
+  size_t n = strlen(dir) + 64;
+  char *probe = (char *)malloc(n);
+  int fd, err = 0;
+  if (!probe) return ENOMEM;
+  snprintf(probe, n, "%s/.probe.%ld", dir, (long)getpid());
+  fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | TR__O_NOFOLLOW | TR__O_CLOEXEC, 0600);
+  if (fd < 0) err = errno == EEXIST ? 0 : errno;
+  else { close(fd); (void)unlink(probe); }
+  free(probe);
+  return err;
+#else
+  (void)dir;
+  return 0;
+#endif
+}
+/* Make what was appended through fd durable (fsync): 0 or errno. */
+TR__SHARED int tr__fd_sync(int fd) {
+#ifdef TR__POSIX
+  int r;
+  while ((r = fsync(fd)) != 0 && errno == EINTR) {}
+  return r ? errno : 0;
+#else
+  (void)fd;
+  return 0;
+#endif
+}
+/* Close a kept descriptor (tr__afile_commit's keep_fd); -1 does nothing. */
+TR__SHARED void tr__fd_close(int *fd) {
+#ifdef TR__POSIX
+  if (*fd >= 0) close(*fd);
+#endif
+  *fd = -1;
+}
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 /* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
    there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */

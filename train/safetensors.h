@@ -506,8 +506,10 @@ static void tr__st_put_str(hk_bytes *b, const char *s) { /* a JSON string; bytes
   hk_bytes_put(b, "\"", 1);
 }
 
-TRAIN_API tr_err tr_safetensors_save(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
-                                     const char *const *metadata, char *why, size_t why_len) {
+/* tr_safetensors_save; mine (not NULL): put the file only where nothing is or over the file of mine (tr__write_mine's
+   rule: prediction_writer's files), EEXIST's why naming the file that is there. */
+TR__SHARED tr_err tr__st_save_as(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
+                                 const char *const *metadata, tr__file_id *mine, char *why, size_t why_len) {
   hk_bytes h;
   tr__afile a;
   uint64_t at = 0, len;
@@ -554,7 +556,7 @@ TRAIN_API tr_err tr_safetensors_save(const char *path, const hk_tensor *views, i
   if (h.failed) { free(h.data); tr__msg(why, why_len, "tr_safetensors_save: out of memory"); return TR_ERR_NOMEM; }
   len = h.len;
   for (k = 0; k < 8; k++) prefix[k] = (unsigned char)(len >> (8 * k));
-  e = tr__afile_open(&a, path, 0);
+  e = tr__afile_start(&a, path, 0, mine);
   if (!e) e = tr__afile_write(&a, prefix, 8);
   if (!e) e = tr__afile_write(&a, h.data, h.len);
   free(h.data);
@@ -583,6 +585,10 @@ TRAIN_API tr_err tr_safetensors_save(const char *path, const hk_tensor *views, i
   tr__afile_free(&a);
   if (e) return e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
   return TR_OK;
+}
+TRAIN_API tr_err tr_safetensors_save(const char *path, const hk_tensor *views, int n, const tr_safetensors_shape *shapes,
+                                     const char *const *metadata, char *why, size_t why_len) {
+  return tr__st_save_as(path, views, n, shapes, metadata, NULL, why, why_len);
 }
 
 /* Open path and read its header: f parsed, *data_at the file offset of the data. */
