@@ -6,7 +6,8 @@
    stopping ends it),  own_loop max_steps=70,  own_loop resume=runs/lightning_logs/version_0/checkpoints/last.ckpt
    (the same end, bit for bit, as one run),  own_loop ctrl_c_at=45  (Ctrl-C at step 45: on_exception, logs
    flushed, exit 130),  own_loop nan_at=45  (a NaN loss: nan_guard fails the run, even at -Ofast; exit 2),
-   own_loop profile=1  (the profiler's table at the end, throughput in the logs),  own_loop mlflow=http://127.0.0.1:5000
+   own_loop kill_at=N  (SIGKILL at step N: as if the machine went away; own_loop resume=auto then goes on from the
+   newest checkpoint that loads),  own_loop profile=1  (the profiler's table at the end, throughput in the logs),  own_loop mlflow=http://127.0.0.1:5000
    (the run in a team's MLflow server too; build with -DTRAIN_MLFLOW ... -lcurl). It checks its own results. */
 #include <signal.h>
 #include <stdio.h>
@@ -60,12 +61,13 @@ static hk_signal report(hk_ctx *ctx, void *u) {            /* a hook of your own
   return (void)u, HK_CONTINUE;
 }
 int main(int argc, char **argv) {
-  long max_steps = 2000, ctrl_c_at = -1, nan_at = -1, profile = 0;
+  long max_steps = 2000, ctrl_c_at = -1, nan_at = -1, kill_at = -1, profile = 0;
   const char *resume = NULL, *mlflow = NULL;
-  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, profile=1, mlflow=URI, resume=PATH (or PATH) */
+  for (int i = 1; i < argc; i++)                /* max_steps=N, ctrl_c_at=N, nan_at=N, kill_at=N, profile=1, mlflow=URI, resume=PATH|auto */
     if (!strncmp(argv[i], "mlflow=", 7)) mlflow = argv[i] + 7;
     else if (!sscanf(argv[i], "max_steps=%ld", &max_steps) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
-             !sscanf(argv[i], "nan_at=%ld", &nan_at) && !sscanf(argv[i], "profile=%ld", &profile))
+             !sscanf(argv[i], "nan_at=%ld", &nan_at) && !sscanf(argv[i], "kill_at=%ld", &kill_at) &&
+             !sscanf(argv[i], "profile=%ld", &profile))
       resume = argv[i] + (strncmp(argv[i], "resume=", 7) ? 0 : 7);
   unsigned seed = 7;                           /* data: two overlapping clouds, odd i and even i */
   for (int i = 0; i < NTRAIN + NVAL; i++) {
@@ -90,6 +92,7 @@ int main(int argc, char **argv) {
     if (what == TR_RUN_VAL_BATCH) { ctx->loss = forward(NTRAIN + (int)ctx->batch_idx * B, B); continue; }
     int lo = (int)(ctx->global_step % (NTRAIN / B)) * B;               /* the data's position: from the step */
     if (ctx->global_step == ctrl_c_at) raise(SIGINT);                   /* as if you pressed Ctrl-C now */
+    if (ctx->global_step == kill_at) raise(SIGKILL);                    /* as if the machine went away now */
     ctx->loss = forward(lo, B);
     if (ctx->global_step == nan_at) ctx->loss = NAN;                    /* nan_at: as a diverging model */
     HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);                           /* nan_guard: the loss */

@@ -74,30 +74,26 @@ for s in 20 $steps; do
   grep -q "^Training: .*| $s/2000 \[.*, val/loss=" "$dir/full/out.txt" || fail "full: no training line at step $s with its validation's metrics"
 done
 
-# resume=auto: the run killed (SIGKILL) at random moments and the same command run again, until it ends: the
-# uninterrupted run's end, bit for bit; each run picks the newest checkpoint of the run that loads (a fresh
+# resume=auto: the run killed (SIGKILL, kill_at=N) at random steps and the same command run again, until it ends:
+# the uninterrupted run's end, bit for bit; each run picks the newest checkpoint of the run that loads (a fresh
 # start the first time); a corrupt newest file is skipped, said in one line
-d=$dir/auto; mkdir -p "$d"; kills=0; rc=1; i=0
-while [ $i -lt 12 ]; do
-  (cd "$d" && exec "$bin" resume=auto >> out.txt 2>&1) & pid=$!
-  n=0; until [ -e "$d/$ck/last.ckpt" ] || ! kill -0 $pid 2>/dev/null || [ $n -ge 600 ]; do sleep 0.01; n=$((n + 1)); done
-  sleep "$(awk -v s=$((i * 7919 + $$)) 'BEGIN { srand(s); printf "%.2f", 0.05 + rand() * 0.3 }')"
-  if kill -9 $pid 2>/dev/null; then wait $pid 2>/dev/null; else wait $pid; rc=$?; break; fi
-  grep -q '^ended at step [0-9]*: ok' "$d/out.txt" && { rc=0; break; } # (the kill came as it exited: it had ended)
+d=$dir/auto; mkdir -p "$d"; kills=0
+for k in $(awk -v s=$$ 'BEGIN { srand(s); for (i = 1; i <= 5; i++) printf "%d ", 150 * i - 149 + int(rand() * 149) }') ""; do
+  run auto resume=auto ${k:+kill_at=$k}; rc=$?
+  [ -n "$k" ] || break
+  [ $rc = 137 ] || { cat "$d/out.txt"; fail "auto: kill_at=$k: exit $rc, not 137 (SIGKILL)"; }
   kills=$((kills + 1))
-  i=$((i + 1))
-  [ $i = 2 ] && printf 'not a checkpoint' > "$d/$ck/epoch=0-step=99999.ckpt" # newer by its name, and by its time
+  [ $kills = 2 ] && printf 'not a checkpoint' > "$d/$ck/epoch=0-step=99999.ckpt" # newer by its name, and by its time
 done
-[ $rc = 0 ] || { run auto resume=auto; rc=$?; } # (every run killed: the last one ends by itself)
 [ $rc = 0 ] || { cat "$d/out.txt"; fail "auto: the last run exited $rc"; }
 [ "$(state auto)" = "$(state full)" ] || { state full; state auto; fail "auto: killed $kills times and resumed, not the uninterrupted run's end"; }
 grep -q '^resume auto: no checkpoint of this run was found: a fresh start$' "$d/out.txt" || fail "auto: the first run did not say it started fresh"
 resumes=$(grep -c '^resume auto: resuming runs/lightning_logs/version_0/checkpoints/' "$d/out.txt")
-[ "$resumes" -ge 1 ] || { cat "$d/out.txt"; fail "auto: no run resumed"; }
-[ $i -lt 2 ] || grep -q "^resume auto: skipped runs/lightning_logs/version_0/checkpoints/epoch=0-step=99999.ckpt: tr_run_load: .* was not written by tr_run_save" "$d/out.txt" ||
+[ "$resumes" = 5 ] || { cat "$d/out.txt"; fail "auto: $resumes resumes, not 5"; }
+grep -q "^resume auto: skipped runs/lightning_logs/version_0/checkpoints/epoch=0-step=99999.ckpt: tr_run_load: .* was not written by tr_run_save" "$d/out.txt" ||
   fail "auto: the corrupt file was not skipped with a line"
 [ ! -e "$d/runs/lightning_logs/version_1" ] || fail "auto: a resume opened version_1 instead of continuing version_0"
-echo "own_loop.sh: resume=auto: killed $kills times at random moments, $resumes resumes: the uninterrupted run's end, bit for bit"
+echo "own_loop.sh: resume=auto: killed (SIGKILL) at $kills random steps, $resumes resumes: the uninterrupted run's end, bit for bit"
 
 python3 - "$dir" "$steps" <<'PY' || exit 1
 import csv, json, os, re, sys
