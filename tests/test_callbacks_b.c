@@ -3,6 +3,7 @@
    gradients computed by hand here), the hand-written-loop contract, bad parameters (constructor and
    spec string), and exact resume with all of them registered (with early_stopping and
    model_checkpoint). Built also with -ffast-math (-DNAN_GUARD_ONLY): nan_guard must still fire. */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 

@@ -18,6 +18,7 @@
      - a run is known by its run id (issue 37, item 2): its directory's inode holding another run's records is
        not continued (a new version_N, said); the directory spelled otherwise, moved or copied is continued;
        an old checkpoint's block (device and inode) still is */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 #include <dirent.h>

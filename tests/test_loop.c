@@ -23,6 +23,7 @@
      c. hooks that change the run, in both shapes: tr_lr_scale halves the lr from the next step on;
         hk_request_checkpoint saves at that step; accumulate_grad_batches = 2 steps every 2nd batch.
    Cost: about 60 short runs of a 3-weight model; well under a second plain. */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 #include <fcntl.h>

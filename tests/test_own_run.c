@@ -19,6 +19,7 @@
      - nan_guard's checks whose events the loop never fires: said once, as early as known
      - train/cluster.h: Slurm's environment, preemption settings, signal, requeue, resume, agreement
        (tests/own_run_cluster.h) */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 #include <time.h>

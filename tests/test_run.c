@@ -9,6 +9,7 @@
    machine: calls out of order refused at the call in one error channel (tr_run_error = hk_last_error),
    tr_run_setup during a run, a skipped tr_run_batch_end / tr_run_epoch_end, a forgotten "val" record,
    nested saves and loads. */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 #include <fcntl.h>

@@ -25,6 +25,7 @@
      - epoch_done: early_stopping with min_epochs stops at the same epoch as train.h's tr_fit
      - validates_next: model_checkpoint's step save ranked on the validation that follows (or not)
      - rolled_back: spike_detection's rollback of desc.state calls it with model_user and ctx */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 

@@ -4,6 +4,7 @@
    valgrind (about a second each). Two modes for tests/st_check.py (the real safetensors package):
      test_safetensors --write DIR   writes DIR/c.safetensors (the tensors below, metadata step 7, epoch 2)
      test_safetensors --read FILE   loads what Python wrote (same tensors + 1, metadata step 9, epoch 3) */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 #include <dirent.h>

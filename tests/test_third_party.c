@@ -4,6 +4,7 @@
    cursor saved in checkpoints) instead of "get batch i".
 
    Built by tests/train.mk (plain, ASan+UBSan, valgrind). */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
 

@@ -5,6 +5,7 @@
 
    The binary re-runs itself (argv[0]) for the resume tests:
      test_train --phase NAME CKPT [OUT]     one half of a resumed run, see resume_child() */
+#define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 #include "ref_f32.h"
 
