@@ -1,7 +1,7 @@
 # tests/callbacks.mk - train.h's standard callbacks (tests/test_callbacks.c): early_stopping,
 # model_checkpoint (two processes in one dirpath too), timer, their factories and exact resume: plain, ASan+UBSan, valgrind. (The test
 # uses C99 compound literals; the section itself builds as C++ in test-train-compile.)
-$(eval $(call cmocka_suite,callbacks,callbacks,hooks.h train.h,-fsanitize=float-cast-overflow))
+$(eval $(call cmocka_suite,callbacks,callbacks,hooks.h train.h,-fsanitize=float-cast-overflow,shared))
 
 # ---- fuzzing every stateful callback's load_state ------------------------------------------------------
 # tests/fuzz_cbstate.c: the input's first byte picks early_stopping, model_checkpoint, timer, nan_guard,

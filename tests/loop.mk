@@ -3,4 +3,4 @@
 # every point of both shapes resumed from every checkpoint it leaves to the uninterrupted run's bits, each silent
 # mistake of the issue's list a clear error, hooks changing the lr / requesting checkpoints, accumulation;
 # plain, ASan+UBSan, valgrind.
-$(eval $(call cmocka_suite,loop,loop,hooks.h train.h))
+$(eval $(call cmocka_suite,loop,loop,hooks.h train.h,,shared))

@@ -2,7 +2,7 @@
 # version directory, records from the context, flushing without teardown, checkpoints in the loop's
 # own format, requests, signals, minimum steps, warnings for settings that never fire, the run's state
 # machine (calls out of order refused at the call); plain, ASan+UBSan, valgrind.
-$(eval $(call cmocka_suite,run,run,hooks.h train.h))
+$(eval $(call cmocka_suite,run,run,hooks.h train.h,,shared))
 
 # ---- a resume continues its run (tests/test_continue.c) -----------------------------------------------
 #   make test-continue              own loop and trainer resumed into their run directory: csv/jsonl equal
@@ -15,7 +15,7 @@ $(eval $(call cmocka_suite,run,run,hooks.h train.h))
 CO_BIN  := $(BUILD)/test_continue
 CO_TMP  := $(BUILD)/continue_tmp
 
-$(eval $(call cmocka_suite,continue,continue,hooks.h train.h))
+$(eval $(call cmocka_suite,continue,continue,hooks.h train.h,,shared))
 .PHONY: test-continue-tensorboard
 TEST_TARGETS += test-continue-tensorboard
 test-continue-tensorboard: $(CO_BIN) $(PY_VENV_OK)

@@ -9,7 +9,7 @@ ST_BIN  := $(BUILD)/test_safetensors
 ST_TMP  := $(BUILD)/st_tmp
 FUZZ_ST_RUNS ?= 100000
 
-$(eval $(call cmocka_suite,safetensors,safetensors,hooks.h train.h))
+$(eval $(call cmocka_suite,safetensors,safetensors,hooks.h train.h,,shared))
 .PHONY: test-safetensors-python test-fuzz-safetensors
 TEST_TARGETS += test-fuzz-safetensors
 test-safetensors: test-safetensors-python

@@ -19,9 +19,18 @@ extern "C" {
 }
 #endif
 
+#ifndef TEST_IMPL_ELSEWHERE
 #define HOOKS_IMPLEMENTATION
+#endif
 #ifdef TEST_HOOKS_ONLY
 #include "hooks.h"
+#elif defined(TEST_IMPL_ELSEWHERE)
+/* -DTEST_IMPL_ELSEWHERE (the Makefile's cmocka_suite, 5th argument): the implementation is compiled once, in
+   tests/test_impl.c, and linked; the suite compiles only its own code. That object skips fsync. */
+#ifndef TEST_NO_FSYNC
+#error "tests/test_impl.c's implementation skips fsync: a suite that links it defines TEST_NO_FSYNC, else it compiles its own"
+#endif
+#include "train.h"
 #else
 /* TEST_NO_FSYNC, defined by a suite before this: train.h's fsync calls only check the descriptor, no flush
    to the disk (each waits for the disk: test_continue makes 2,700, 10 to 15 s of waiting for 0.6 s of
