@@ -19,6 +19,7 @@
      loop.h                    your loop in a dozen lines: tr_run_begin / next / update / end, the run
                                keeping the loop's place
      battery.h                 what callbacks and loggers share; the battery list, which are compiled
+     factories.h               tr_add_factories: every battery's spec factory
      loggers/file_loggers.h    what csv, jsonl, tensorboard and plot share
      callbacks/<name>.h        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
                                gradient_monitor, nan_guard, ema, model_summary,
@@ -29,15 +30,15 @@
      loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
      sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
                                and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
-     trainer.h                 THE TRAINER: tr_fit / validate / test / predict, a sanity check, limits,
-                               accumulation, clipping, checksummed checkpoints with exact resume,
-                               the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
-     checkpoint.h              the trainer's checkpoints: tr_save / tr_load, the format, a resume with
-                               nothing left to train                               TRAIN_NO_TRAINER
-     callbacks/lr_finder.h     Lightning's LearningRateFinder (it drives the trainer)
-     factories.h               tr_add_factories: every battery's spec factory
-     cuda.h                    the trainer's models on the GPU, kernels/train_cuda.cuh  TRAIN_CUDA
-     mpi.h                     the trainer's data parallelism across processes      TRAIN_MPI
+     trainer/                  THE TRAINER's wing (TRAIN_NO_TRAINER leaves it out), each part on the ones before:
+       core.h                  its types and calls; what its strategies share (errors, events, signals)
+       cuda.h                  models on the GPU, kernels/train_cuda.cuh                    TRAIN_CUDA
+       mpi.h                   data parallelism across processes, ZeRO-1                    TRAIN_MPI
+       checkpoint.h            tr_save / tr_load: the format, a resume with nothing left to train
+       step.h                  a step's work: fetch, forward, backward, clipping, the optimizer
+       fit.h                   the loops: tr_init, tr_fit / validate / test / predict, a sanity check,
+                               limits, accumulation, the failure path (hook failure, NaN loss, Ctrl-C)
+       lr_finder.h             Lightning's LearningRateFinder (it drives the trainer)
    Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
    all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
    batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
@@ -254,13 +255,14 @@ extern "C" {
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
   X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
   X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
-  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/cuda.h)")
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/trainer/cuda.h)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
 #undef TR__X
   TR_ERR_COUNT
 } tr_err;
+TRAIN_API const char *tr_err_name(tr_err e); /* "TR_ERR_IO", ... */
 
 /* ---- random numbers ------------------------------------------------------------------------------
    A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
@@ -317,7 +319,7 @@ typedef struct tr_model {
      valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. For the
      prediction_writer callback (files of predictions), point *outputs at a tr_predictions (below). */
   int (*predict)(void *user, void *batch, void **outputs);
-  /* On the GPU (train/cuda.h): 1 when params and grads are device memory. The trainer
+  /* On the GPU (train/trainer/cuda.h): 1 when params and grads are device memory. The trainer
      then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
   int on_device;
   /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
@@ -978,53 +980,6 @@ typedef struct tr_run {
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
-/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
-
-       hk_registry *reg = hk_create(NULL);
-       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
-                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
-                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
-       for (int what; (what = tr_run_next(reg)); ) {
-         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
-         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
-         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
-         backward();
-         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
-         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
-         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
-       }
-       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
-
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
-enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
-TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
-TRAIN_API int tr_run_next(hk_registry *reg);
-TRAIN_API int tr_run_update(hk_registry *reg);
-TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
-TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
 /* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
    (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
@@ -1341,7 +1296,55 @@ TRAIN_API int tr_log_due(const hk_ctx *ctx);
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
 
 
-/* (the declarations are run.h's: "YOUR LOOP IN A DOZEN LINES") */
+
+/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
+   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
+   between them are the run's. The loop asks what comes next and does it:
+
+       hk_registry *reg = hk_create(NULL);
+       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
+                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
+                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
+       for (int what; (what = tr_run_next(reg)); ) {
+         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
+         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
+         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+         backward();
+         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
+       }
+       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
+
+   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
+   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
+   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
+   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
+   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
+   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
+     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
+                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
+                       needed) and calls tr_run_update where its optimizer steps.
+     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
+                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
+                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
+     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
+   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
+   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
+   that never calls it fails the run: it would never step.
+   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
+   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
+   callbacks' state) stays until hk_destroy. */
+enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
+TRAIN_API int tr_run_next(hk_registry *reg);
+TRAIN_API int tr_run_update(hk_registry *reg);
+TRAIN_API tr_err tr_run_end(hk_registry *reg);
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
+   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
+
 
 /* ---- safetensors: the model's tensors for everyone else's tools ---------------------------------------
    tr_safetensors_save writes views (name, data, count: ctx->params in any loop, a trainer's t.ctx.params) as a
@@ -2948,7 +2951,7 @@ typedef struct tr_trainer {
   float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v), of parameters
                               [tr__opt_lo, tr__opt_lo + tr__opt_n): all of them, or this rank's shard (zero) */
   size_t tr__opt_lo, tr__opt_n;
-  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/mpi.h) */
+  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/trainer/mpi.h) */
   int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
   int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
   int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
@@ -2977,7 +2980,7 @@ typedef struct tr_trainer {
   int tr__sync_only;       /* the run's last save is collected (on_exception, teardown): saves write at once */
   char tr__settings[1024]; /* the configuration as tr_run_desc.settings words (the hyperparameters) */
   void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
-  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/trainer/cuda.h) */
   int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
   int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
   float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
@@ -2989,30 +2992,42 @@ typedef struct tr_trainer {
   tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
 } tr_trainer;
 
-/* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
-   its gradients on the first backward: allocate them in a configure_model hook and pass them here).
-   NULL keeps a buffer as it is. Not during a training step. The layout (n_params, tensors) stays. */
-TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
+TRAIN_API const char *tr_error(const tr_trainer *t);
 
-/* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
-   state and the tensor views (all allocation happens here, none in the step loop). On error the
-   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
-   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
-TRAIN_API void   tr_free(tr_trainer *t);
+/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
+   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
+   are the model's own (4 bytes each per parameter, on every rank). */
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
 
-/* Train. Fires setup(fit), configure_model, on_fit_start, the sanity check, on_train_start, the epochs
-   (batches, optimizer hooks, validation), on_train_end, on_fit_end, teardown(fit) - in Lightning's
-   order. Calling tr_fit again continues from the trainer's counters (raise max_epochs/max_steps). */
-TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg);
 
-/* Evaluation loops (forward only, no gradients). limit_batches: 0 = all. mean_loss may be NULL; it
-   is NaN when no batch was evaluated. The mean also appears as the metric "val/loss" / "test/loss".
-   Data without batches runs no loop events at all (setup, configure_model and teardown still run). */
-TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
-TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
-/* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
-TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
+/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
+   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+
+/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (train/trainer/cuda.h). */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+
+
+#if !defined(TRAIN_NO_TRAINER)
 
 /* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
    tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
@@ -3055,45 +3070,49 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
 TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
 
-/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
-   even if a hook's call was refused during it (the hook saw that message when its call returned). */
-TRAIN_API const char *tr_error(const tr_trainer *t);
-TRAIN_API const char *tr_err_name(tr_err e);
-
-/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
-   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
-   are the model's own (4 bytes each per parameter, on every rank). */
-TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
-
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
 
 /* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
    [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
    NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
    device). bins in 1..4096, lo < hi, both finite. */
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
-/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
-   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
-TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
-  union { float f; uint32_t u; } bits;
-  int k;
-  bits.f = x;
-  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
-  if (x < lo) return bins;
-  if (x >= hi) return bins + 1;
-  k = (int)((x - lo) / width);
-  return k < bins ? k : bins - 1; /* rounding just below hi */
-}
 
-/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
-   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (train/cuda.h). */
-TRAIN_API unsigned long long tr_cuda_sync_count(void);
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+
+/* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
+   its gradients on the first backward: allocate them in a configure_model hook and pass them here).
+   NULL keeps a buffer as it is. Not during a training step. The layout (n_params, tensors) stays. */
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads);
+
+/* Set up a trainer: validates the model and the optimizer/schedule settings, allocates the optimizer
+   state and the tensor views (all allocation happens here, none in the step loop). On error the
+   trainer is left freed (tr_free is harmless) and tr_error(t) says why. With TRAIN_MPI and several
+   processes it is collective: every rank calls it, and the ranks' models must match (MPI STRATEGY). */
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *desc);
+TRAIN_API void   tr_free(tr_trainer *t);
+
+/* Train. Fires setup(fit), configure_model, on_fit_start, the sanity check, on_train_start, the epochs
+   (batches, optimizer hooks, validation), on_train_end, on_fit_end, teardown(fit) - in Lightning's
+   order. Calling tr_fit again continues from the trainer's counters (raise max_epochs/max_steps). */
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg);
+
+/* Evaluation loops (forward only, no gradients). limit_batches: 0 = all. mean_loss may be NULL; it
+   is NaN when no batch was evaluated. The mean also appears as the metric "val/loss" / "test/loss".
+   Data without batches runs no loop events at all (setup, configure_model and teardown still run). */
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss);
+/* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
+
 /* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
    on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
    at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
-
 #if TR__ON_LR_FINDER
 
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
@@ -3131,10 +3150,6 @@ TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_h
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_LR_FINDER */
-
-
-
-
 
 #ifdef __cplusplus
 }
@@ -3277,7 +3292,7 @@ TRAIN_API const char *tr_err_name(tr_err e) {
    A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
    (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
    would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
-   tr_fit (train/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
+   tr_fit (train/trainer/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
    disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
    (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
    left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
@@ -3678,8 +3693,45 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
   hk_destroy(reg);
   return e;
 }
+/* The schedule's state (tr_sched_state) as TR__LR_STATE_SIZE bytes: the run's checkpoints and the trainer's
+   LRST section hold it (only when it is not at its start: tr__lr_state_any). */
+#define TR__LR_STATE_SIZE 56
+TR__SHARED int tr__lr_state_any(const tr_sched_state *st) {
+  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
+}
+TR__SHARED void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
+  double d[3];
+  int i;
+  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
+  memcpy(p, "TRLR", 4);
+  tr__le(p + 4, 1, 4);
+  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
+  tr__le(p + 32, (uint64_t)st->num_bad, 8);
+  tr__le(p + 40, (uint64_t)st->cooldown, 8);
+  tr__le(p + 48, (uint64_t)st->checks, 8);
+}
+/* Read and range-check; why says what is wrong. */
+TR__SHARED int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
+  double d[3];
+  int64_t v[3];
+  int i;
+  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
+    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
+  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
+  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
+  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
+    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
+                   d[0], d[1], d[2]), -1;
+  for (i = 0; i < 3; i++)
+    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
+      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
+                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
+  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
+  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
+  return 0;
+}
 #if !defined(TRAIN_NO_MATH)
-/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+/* the kernels come with the implementation (train/trainer/cuda.h) after the formulas they run: this file is built by nvcc */
 #ifdef TRAIN_CUDA
 #  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
 #    define TRAIN_CUDA_IMPLEMENTATION
@@ -4535,6 +4587,21 @@ TR__SHARED int tr__whose(const char *path, const tr__file_id *mine) {
   a.mine = (tr__file_id *)mine; /* read only */
   return tr__afile_whose(&a);
 }
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
 /* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
    errno (EROFS, EACCES, ...). Not known (no POSIX): 0. */
 TR__SHARED int tr__probe_dir(const char *dir) {
@@ -4978,6 +5045,17 @@ static char *tr__strdup(const char *s) {
   char *p = (char *)malloc(n);
   if (p) memcpy(p, s ? s : "", n);
   return p;
+}
+/* A hk_state_sink that appends each state to an hk_bytes (user): u32 key length | key | u64 length | state. */
+TR__SHARED hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  unsigned char x[8];
+  size_t klen = strlen(key);
+  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, key, klen);
+  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
+  hk_bytes_put(b, data, len);
+  return HK_OK;
 }
 /* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
 static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
@@ -5586,6 +5664,41 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
   return 1;
 }
+/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
+   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
+   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
+TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  char dir[1024];
+  const char *slash;
+  size_t n;
+  if (!save_to || !save_to[0]) return 0;
+  slash = strrchr(save_to, '/');
+  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
+  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
+  memcpy(dir, n ? save_to : ".", n ? n : 1);
+  dir[n ? n : 1] = 0;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
+             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+    return -1;
+  }
+  if (access(dir, W_OK) != 0) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
+             "checkpoints save there", who, save_to, dir, strerror(errno));
+    return -1;
+  }
+  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
+             save_to);
+    return -1;
+  }
+#else
+  (void)save_to; (void)who; (void)why; (void)cap;
+#endif
+  return 0;
+}
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
@@ -6027,7 +6140,6 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
    cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
    without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
-#define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
 /* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
@@ -6036,40 +6148,6 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    name, the value's bits (8). */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
-static int tr__lr_state_any(const tr_sched_state *st) {
-  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
-}
-static void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
-  double d[3];
-  int i;
-  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
-  memcpy(p, "TRLR", 4);
-  tr__le(p + 4, 1, 4);
-  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
-  tr__le(p + 32, (uint64_t)st->num_bad, 8);
-  tr__le(p + 40, (uint64_t)st->cooldown, 8);
-  tr__le(p + 48, (uint64_t)st->checks, 8);
-}
-/* Read and range-check; why says what is wrong. */
-static int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
-  double d[3];
-  int64_t v[3];
-  int i;
-  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
-    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
-  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
-  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
-  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
-    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
-                   d[0], d[1], d[2]), -1;
-  for (i = 0; i < 3; i++)
-    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
-      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
-                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
-  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
-  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
-  return 0;
-}
 
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   tr_run *run;
@@ -6470,16 +6548,6 @@ static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user
    (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
-static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  unsigned char x[8];
-  size_t klen = strlen(key);
-  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
-  hk_bytes_put(b, key, klen);
-  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
-  hk_bytes_put(b, data, len);
-  return HK_OK;
-}
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
    Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
@@ -7178,41 +7246,6 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
 static void tr__run_unmake(tr_run *run);
-/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
-   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
-   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
-TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
-#ifdef TR__POSIX
-  struct stat st;
-  char dir[1024];
-  const char *slash;
-  size_t n;
-  if (!save_to || !save_to[0]) return 0;
-  slash = strrchr(save_to, '/');
-  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
-  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
-  memcpy(dir, n ? save_to : ".", n ? n : 1);
-  dir[n ? n : 1] = 0;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
-             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
-    return -1;
-  }
-  if (access(dir, W_OK) != 0) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
-             "checkpoints save there", who, save_to, dir, strerror(errno));
-    return -1;
-  }
-  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
-             save_to);
-    return -1;
-  }
-#else
-  (void)save_to; (void)who; (void)why; (void)cap;
-#endif
-  return 0;
-}
 /* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
    is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
    a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
@@ -9532,21 +9565,6 @@ TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int o
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
-/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
-   is seen as one, never as what it points to. */
-#ifdef TR__POSIX
-static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
-#endif
-TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
-#ifdef TR__POSIX
-  struct stat st;
-  return tr__lstat(path, &st) == 0;
-#else
-  FILE *f = fopen(path, "rb");
-  if (f) fclose(f);
-  return f != NULL;
-#endif
-}
 
 /* =================================================================================================
    STANDARD CALLBACKS (implementation)
@@ -9555,7 +9573,7 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
    its destroy; nothing here runs on a step unless the callback is due.
    ================================================================================================= */
 /* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
-   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/cuda.h fills (and the
+   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/trainer/cuda.h fills (and the
    trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
    takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
    the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */
@@ -10285,7 +10303,7 @@ static int tr__es_load(void *user, hk_reader *in) {
 }
 
 /* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
-   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
+   half of the rule tr_fit (train/trainer/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
    train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
    (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
    training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
@@ -18433,58 +18451,11 @@ out:
 }
 #endif /* !defined(TRAIN_NO_SWEEP) */
 #if !defined(TRAIN_NO_TRAINER)
-static tr_err tr__load_file(tr_trainer *t, const char *path);
-static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap);
-static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
-static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap);
-static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
-static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
-/* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
-   through these; without TRAIN_CUDA only the first eight exist (doing nothing), and tr__dev_init refuses
-   such a model. */
-static tr_err tr__dev_init(tr_trainer *t);
-static void   tr__dev_free(tr_trainer *t);
-static tr_err tr__dev_to_host(tr_trainer *t);
-static void   tr__dev_upload(tr_trainer *t);
-static void   tr__dev_unswap(tr_trainer *t);
-TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
-TR__SHARED void   tr__dev_zero_grad(tr_trainer *t);
-TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
 #ifdef TRAIN_CUDA
-static void   tr__dev_scale_grads(tr_trainer *t, float k);
-static void   tr__dev_clip(tr_trainer *t, const tr_config *c);
-static void   tr__dev_update(tr_trainer *t, double lr);
-static void   tr__dev_forward_loss(tr_trainer *t, double *loss);
-static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
-#  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
+#  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL) /* the model trains on the GPU (trainer/cuda.h) */
 #else
 #  define TR__ON_DEVICE(t) 0
 #endif
-/* The MPI strategy (train/mpi.h, at the end): each does nothing in a single process.
-   tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
-   (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
-static tr_err  tr__dist_init(tr_trainer *t, tr_err failed);
-static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed);
-static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed);
-static void    tr__dist_check_resumed(tr_trainer *t);
-static void    tr__dist_free(tr_trainer *t);
-static void    tr__dist_agree_at(tr_trainer *t, int site);
-/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
-#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
-static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
-static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
-static int     tr__dist_empty(const tr_trainer *t, int64_t n);
-static void    tr__dist_grads(tr_trainer *t);
-static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
-static void    tr__dist_paths(tr_trainer *t);
-static void    tr__dist_save_file(tr_trainer *t, const char *path);
-/* ZeRO-1 (tr_desc.zero): every rank's updated shard of the parameters to every rank, after the update;
-   and rank 0's writer's view of the whole optimizer state, each piece handed to `put` in file order
-   (its own shard as it is, the others' received from them). */
-static void    tr__dist_params(tr_trainer *t);
-static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u);
-static int     tr__dist_broken(const tr_trainer *t);
-static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
 TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t) { return t ? t->tr__opt_n * (size_t)t->tr__n_buf * sizeof(float) : 0; }
 
@@ -18539,163 +18510,6 @@ static double tr__current_lr(tr_trainer *t) {
   return tr_run_sched_lr(t->reg, &t->ctx, &s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 
-/* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
-static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
-  char num[40];
-  size_t n = strlen(t->tr__settings);
-  if (!text) { tr__num(num, sizeof num, v); text = num; }
-  snprintf(t->tr__settings + n, sizeof t->tr__settings - n, "%s%s=%s", n ? " " : "", key, text);
-}
-/* The trainer's configuration, recorded by the loggers as hyperparameters (c: the fit's, NULL outside one). */
-static const char *tr__settings(tr_trainer *t, const tr_config *c) {
-  t->tr__settings[0] = 0;
-  tr__setting(t, "optimizer", t->optim.kind == TR_OPTIM_SGD ? "sgd" : "adamw", 0);
-  tr__setting(t, "lr", NULL, t->optim.lr);
-  tr__setting(t, "weight_decay", NULL, t->optim.weight_decay);
-  if (t->optim.kind == TR_OPTIM_SGD) tr__setting(t, "momentum", NULL, t->optim.momentum);
-  else { tr__setting(t, "beta1", NULL, t->optim.beta1); tr__setting(t, "beta2", NULL, t->optim.beta2); tr__setting(t, "eps", NULL, t->optim.eps); }
-  tr__setting(t, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
-  tr__setting(t, "warmup", NULL, (double)t->sched.warmup);
-  tr__setting(t, "seed", NULL, (double)t->seed);
-  tr__setting(t, "n_params", NULL, (double)t->model.n_params);
-  if (c) {
-    tr__setting(t, "max_epochs", NULL, (double)c->max_epochs);
-    tr__setting(t, "max_steps", NULL, (double)c->max_steps);
-    tr__setting(t, "min_epochs", NULL, (double)c->min_epochs);
-    tr__setting(t, "min_steps", NULL, (double)c->min_steps);
-    tr__setting(t, "limit_train_batches", NULL, (double)c->limit_train_batches);
-    tr__setting(t, "limit_val_batches", NULL, (double)c->limit_val_batches);
-    tr__setting(t, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
-    tr__setting(t, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
-    if (c->val_check_interval > 0) tr__setting(t, "val_check_interval", NULL, (double)c->val_check_interval);
-    tr__setting(t, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
-    if (c->accumulate_mean_of_window) tr__setting(t, "accumulate_mean_of_window", NULL, 1);
-    tr__setting(t, "gradient_clip_val", NULL, c->gradient_clip_val);
-    tr__setting(t, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
-    tr__setting(t, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
-    tr__setting(t, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
-    tr__setting(t, "batch_size", NULL, (double)c->train->batch_size);
-  }
-  return t->tr__settings;
-}
-
-TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
-  float width;
-  int k;
-  if (!t || !counts) return TR_ERR_INVALID;
-  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
-    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
-                      bins, (double)lo, (double)hi);
-  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
-  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) return tr__dev_histogram(t, lo, hi, bins, counts);
-#endif
-  width = (hi - lo) / (float)bins;
-  for (k = 0; k < t->ctx.n_tensors; k++) {
-    const float *x = t->ctx.grads[k].data;
-    size_t i;
-    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
-  }
-  return TR_OK;
-}
-
-/* ---- setup --------------------------------------------------------------------------------------- */
-
-/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
-   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
-   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
-   every hook and by clipping. */
-static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
-static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
-
-/* Views sorted by offset, for the tiling check. */
-static int tr__by_offset(const void *a, const void *b) {
-  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
-  return x < y ? -1 : x > y;
-}
-
-/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
-   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
-static tr_err tr__check_tiling(tr_trainer *t) {
-  int i, n = t->model.n_tensors;
-  size_t end = 0;
-  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
-  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
-  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
-  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
-  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
-  if (i < n || end != t->model.n_params) {
-    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
-                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
-    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
-                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
-  }
-  free(v);
-  return t->tr__err;
-}
-
-/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
-static void tr__point_views(tr_trainer *t) {
-  int i, n = t->model.n_tensors;
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
-    p->name = g->name = x->name;
-    p->count = g->count = x->count;
-    p->data = t->model.params + x->offset;
-    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
-  }
-  hk_grads_changed(&t->ctx);
-}
-
-TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
-  if (!t || !t->tr__views) return TR_ERR_INVALID;
-  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
-    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
-                      "current buffer (hand buffers over before training, e.g. in configure_model)");
-  if (params) t->model.params = params;
-  if (grads) t->model.grads = grads;
-  tr__point_views(t);
-  return TR_OK;
-}
-
-static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
-
-TRAIN_API void tr_free(tr_trainer *t) {
-  if (!t) return;
-  tr__dev_free(t);
-  hk_ctx_free(&t->ctx);
-  hk_bytes_free(&t->tr__data_state);
-  tr__asave_free(t->tr__asave); /* the last save in flight ends first */
-  t->tr__asave = NULL;
-  if (t->run && !t->tr__own_reg && t->run->desc.model_user == (void *)t) { /* the run stays with a registry of the
-                                                                             user's: it forgets this trainer */
-    tr_run_desc d = t->run->desc;
-    d.state = NULL;
-    d.n_state = 0;
-    d.rolled_back = NULL;
-    d.save_checkpoint = NULL;
-    d.wait_saves = NULL;
-    d.model_user = NULL;
-    d.settings = NULL;
-    (void)tr_run_setup(t->reg, &d);
-  }
-  t->run = NULL;
-  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
-  free(t->tr__views);
-  free(t->tr__m);
-  free(t->tr__v);
-  free(t->tr__gpass.sq);
-  t->tr__gpass.sq = NULL;
-  tr__dist_free(t);
-  t->reg = NULL;
-  t->tr__views = NULL;
-  t->tr__m = t->tr__v = NULL;
-  t->tr__opt_lo = t->tr__opt_n = 0;
-  t->tr__own_reg = 0;
-}
-
 /* The optimizer state, zeroed, for parameters [lo, lo + n): all of them, or (zero) a rank's shard, which
    the strategy allocates once it knows the ranks (tr__dist_init). */
 static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
@@ -18706,155 +18520,6 @@ static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
   if ((t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v))
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the optimizer state of %zu parameters", n);
   return TR_OK;
-}
-
-static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
-  const tr_model *m;
-  tr_optim *o;
-  int i, j, n;
-  memset(t, 0, sizeof *t);
-  t->running = HK_STAGE_NONE;
-  t->tr__val_at = -1;
-  t->tr__mpi_timeout = 1800;
-  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
-  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
-  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
-  t->tr__log = d->log;
-  t->model = d->model;
-  m = &t->model;
-  if (!m->params || m->n_params == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
-                    "come later, through tr_set_buffers)");
-  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
-  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
-  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
-    t->tr__whole.name = "params";
-    t->tr__whole.offset = 0;
-    t->tr__whole.count = m->n_params;
-    t->model.tensors = &t->tr__whole;
-    t->model.n_tensors = 1;
-  }
-  n = t->model.n_tensors;
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
-    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
-      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
-                      x->name, x->offset, x->count, m->n_params);
-    for (j = 0; j < i; j++)
-      if (strcmp(t->model.tensors[j].name, x->name) == 0)
-        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
-  }
-  if (tr__check_tiling(t)) return t->tr__err;
-  if (d->threads < 0 || d->threads > 4096)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
-  t->tr__threads = d->threads ? d->threads : 1;
-  t->tr__gscale = 1.0f;
-
-  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
-  t->optim = d->optim;
-  o = &t->optim;
-  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
-  if (o->lr == 0) o->lr = 1e-3;
-  if (o->beta1 == 0) o->beta1 = 0.9;
-  if (o->beta2 == 0) o->beta2 = 0.999;
-  if (o->eps == 0) o->eps = 1e-8;
-  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
-  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
-  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
-  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
-  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
-  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
-  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
-
-  t->sched = d->sched;
-  {
-    char why[256];
-    if (tr_sched_check(&t->sched, t->sched.total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_init: %s", why);
-  }
-  t->tr__total = t->sched.total;
-
-  /* Everything the step loop needs is allocated now, once (a sharded state by the strategy, below). */
-  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
-  if (d->zero != 0 && d->zero != 1)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero is %d; it must be 0 (off) or 1 (ZeRO-1: each rank keeps its shard of "
-                    "the optimizer state; stages 2 and 3 are not implemented)", d->zero);
-#ifndef TRAIN_MPI
-  if (d->zero)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no "
-                    "TRAIN_MPI: define it in the file with TRAIN_IMPLEMENTATION and build with mpicc, or leave zero at 0");
-#endif
-  if (d->zero && t->tr__n_buf == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer's state, and plain SGD (momentum 0) has "
-                    "none: leave zero at 0, or use AdamW or SGD with momentum");
-  if (d->zero && m->on_device)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards optimizer state kept on the host; an on_device model's state "
-                    "lives on the GPU and is not sharded (train/cuda.h): leave zero at 0");
-  t->tr__zero = d->zero;
-  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
-  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
-  if (!t->tr__views || !t->tr__gpass.sq || (!t->tr__zero && tr__alloc_state(t, 0, m->n_params))) {
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
-  }
-  tr__point_views(t);
-  if (d->reg) t->reg = d->reg;
-  else {
-    t->reg = hk_create(NULL);
-    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
-    t->tr__own_reg = 1;
-  }
-  if (!(t->run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
-
-  t->seed = d->seed;
-  tr_rng_seed(&t->rng, d->seed);
-  t->tr__strict_hook_state = d->strict_hook_state != 0;
-  t->tr__async = d->async_save != 0;
-  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
-  t->lr = o->lr;
-  t->ctx.trainer = t;
-  t->ctx.user = d->user;
-  t->ctx.params = t->tr__views;
-  t->ctx.grads = t->tr__views + n;
-  t->ctx.n_tensors = n;
-  t->ctx.world_size = 1;
-  t->ctx.lr = t->lr;
-  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
-  t->tr__gpass.threads = t->tr__threads;
-  t->tr__gpass.sumsq = tr_sumsq;
-  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/cuda.h puts its own) */
-  t->ctx.grad_norm_source_user = &t->tr__gpass;
-  t->tr__last_loss = NAN; /* no training batch yet */
-  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
-  }
-  /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
-     work at once (tr_run_setup registers the factories) */
-  if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
-  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/cuda.h */
-  return TR_OK;
-}
-
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
-  tr_err e, mine;
-  if (!t) return TR_ERR_INVALID;
-  mine = tr__init(t, d);
-  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
-     own checks failed (it takes part with its error, so that no rank waits for it) */
-  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
-    char why[sizeof t->error];
-    memcpy(why, t->error, sizeof why);
-    tr_free(t);
-    return tr__fail(t, e, "%s", why);
-  }
-  return e;
 }
 
 /* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
@@ -18915,32 +18580,2394 @@ static inline void tr__fire(tr_trainer *t, int event) {
   if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
 }
 
-/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
-static void tr__saves_settle(tr_trainer *t, int wait) {
-  tr__asave_settle(t->tr__asave, &t->ctx, wait);
-}
-
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
    error); the optimizer's stop at HK_SKIP_STEP too. */
 static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
 static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
 
-/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
-   teardown, which always runs. Lightning skips teardown on errors; we do not. */
-static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
-  tr__sig_base = hk_stop_requested();
-  t->ctx.abort_reason = t->error;
-  t->ctx.hook_failure = NULL;
-  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
-  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
-  t->ctx.stage = stage;
-  tr_run_fail(t->reg, t->tr__err, "%s", t->error); /* teardown's hooks see it (tensorboard's session status) */
-  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
-  tr__settle(t);
-  t->ctx.abort_reason = NULL;
+/* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
+   first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
+TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, size_t *off, size_t *len) {
+  const hk_tensor *v = t->tr__views;
+  int j;
+  *o = tr_run_tensor_opt(t->reg, i, lr, t->global_step + 1);
+  *off = (size_t)(v[i].data - t->model.params); /* (on the device too: views into the one buffer) */
+  *len = v[i].count;
+  for (j = i + 1; j < t->ctx.n_tensors && v[j].data == v[j - 1].data + v[j - 1].count; j++) {
+    tr_tensor_opt x = tr_run_tensor_opt(t->reg, j, lr, t->global_step + 1);
+    if (x.lr != o->lr || x.weight_decay != o->weight_decay || x.frozen != o->frozen || x.step != o->step) break;
+    *len += v[j].count;
+  }
+  return j;
+}
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+/* =================================================================================================
+   CUDA (TRAIN_CUDA)
+   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
+   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
+   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
+   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
+     zero_grad       trc_zero                     accumulation mean   trc_scale
+     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
+                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
+                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
+     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
+     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (train/math.h):
+                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
+                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
+   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
+   the host or synchronises unless asked:
+     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
+       the gradients, when a hook first reads it (ctx->grad_norm_source);
+     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
+       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
+       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
+       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
+     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
+   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
+   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
+   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
+   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
+   checks it against the CPU path bit for bit.
+   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
+   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
+   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
+   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
+   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
+   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss;
+   device_stats reads the GPU's utilisation and memory through NVML (trc_pci_bus_id names the device): no wait.
+   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
+   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
+   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
+   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
+   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
+   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
+   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
+   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
+   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
+   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   ================================================================================================= */
+#ifdef TRAIN_CUDA
+typedef struct tr__device {
+  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
+  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *host_params, *host_grads;
+  double *partials;         /* TRC_NORM_BLOCKS */
+  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  unsigned long long *counts; /* histogram bins */
+  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
+  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
+  uint64_t norm_version;
+  int loss_known;           /* loss holds the device loss of the last training forward */
+  double loss;
+  int swapped;              /* model.params/grads point at the host mirrors */
+  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* one per view: the callbacks' per-tensor sums (tr__dev_grad_sumsq) */
+  float *kept;              /* lr_finder's copy of params, grads, m, v (tr__dev_keep) */
+} tr__device;
+
+#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
+
+static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
+  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e == 0;
+}
+
+/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+static void tr__dev_norm(tr_trainer *t, double max_norm) {
+  tr__device *d = TR__DEV(t);
+  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
+    d->norm_known = 1;
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
+static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  double norm = NAN;
+  (void)ctx;
+  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
+  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
+  return norm;
+}
+
+static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__device *d = TR__DEV(t);
+  float x = NAN;
+  (void)ctx;
+  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
+  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
+    d->loss_known = 1;
+    t->tr__last_loss = x;
+  }
+  return t->tr__last_loss;
+}
+
+static void tr__dev_free(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d) return;
+  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
+  trc_free(d->tensor_ctrl); trc_free(d->kept);
+  free(d->host_params); free(d->host_grads); free(d->tensor_ctrl_host);
+  free(d);
+  t->tr__dev = NULL;
+}
+
+/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h): ctx is the trainer's ---- */
+static tr_trainer *tr__dev_of(hk_ctx *ctx) { return (tr_trainer *)ctx->trainer; }
+static int tr__dev_hook_ok(hk_ctx *ctx, int e, const char *what) {
+  if (e) hk_fail(ctx, "CUDA: %s failed: %s", what, trc_error_string(e));
+  return e ? -1 : 0;
+}
+static float *tr__dev_alloc(hk_ctx *ctx, size_t n) {
+  void *p = NULL;
+  int e = trc_malloc(&p, n * sizeof(float));
+  e = e ? e : trc_memset(p, 0, n * sizeof(float), tr__dev_of(ctx)->model.stream);
+  if (tr__dev_hook_ok(ctx, e, "allocating device memory")) { trc_free(p); return NULL; }
+  return (float *)p;
+}
+static void tr__dev_release(void *d) { trc_free(d); }
+static int tr__dev_to_host_bytes(hk_ctx *ctx, void *dst, const void *d_src, size_t bytes) {
+  return tr__dev_hook_ok(ctx, trc_copy_to_host(dst, d_src, bytes, tr__dev_of(ctx)->model.stream), "copying to the host");
+}
+static int tr__dev_to_device_bytes(hk_ctx *ctx, void *d_dst, const void *src, size_t bytes) {
+  return tr__dev_hook_ok(ctx, trc_copy_to_device(d_dst, src, bytes, tr__dev_of(ctx)->model.stream), "copying to the device");
+}
+static int tr__dev_copy(hk_ctx *ctx, float *d_dst, const float *d_src, size_t n) {
+  return tr__dev_hook_ok(ctx, trc_copy_on_device(d_dst, d_src, n * sizeof(float), tr__dev_of(ctx)->model.stream), "a device copy");
+}
+static int tr__dev_swap(hk_ctx *ctx, float *d_a, float *d_b, size_t n) {
+  return tr__dev_hook_ok(ctx, trc_swap(d_a, d_b, n, tr__dev_of(ctx)->model.stream), "trc_swap");
+}
+static int tr__dev_average(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w) {
+  return tr__dev_hook_ok(ctx, trc_ema(d_avg, d_p, n, w, tr__dev_of(ctx)->model.stream), "trc_ema");
+}
+/* trc_norm per selected view into its own control block (the norm kernel, nothing new), then one copy */
+static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
+  tr_trainer *t = tr__dev_of(ctx);
+  tr__device *d = TR__DEV(t);
+  int j, e = 0;
+  if (n > t->model.n_tensors) return hk_fail(ctx, "CUDA: %d tensors asked, the model has %d", n, t->model.n_tensors), -1;
+  for (j = 0; j < n && !e; j++) {
+    const hk_tensor *g = &ctx->grads[sel[j]];
+    e = trc_norm(g->data, g->count, d->partials, &d->tensor_ctrl[j], 0, 0, t->model.stream);
+  }
+  e = e ? e : trc_copy_to_host(d->tensor_ctrl_host, d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)n, t->model.stream);
+  if (tr__dev_hook_ok(ctx, e, "the per-tensor norms")) return -1;
+  for (j = 0; j < n; j++) out[j] = d->tensor_ctrl_host[j].sumsq;
+  return 0;
+}
+static const tr__dev_ops tr__dev_ops_table = { tr__dev_alloc, tr__dev_release, tr__dev_to_host_bytes, tr__dev_to_device_bytes,
+                                               tr__dev_copy, tr__dev_swap, tr__dev_average, tr__dev_grad_sumsq };
+
+/* lr_finder's save (restore = 0) and restore of params, grads and the optimizer state: device-to-device
+   copies into a buffer that lives from the save to the restore. */
+static tr_err tr__dev_keep(tr_trainer *t, int restore) {
+  tr__device *d = TR__DEV(t);
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  float *bufs[4];
+  int i, e = 0;
+  bufs[0] = t->model.params; bufs[1] = t->model.grads; bufs[2] = d->m; bufs[3] = d->v;
+  if (!restore && !d->kept) e = trc_malloc((void **)&d->kept, 4 * bytes);
+  for (i = 0; i < 4 && !e && d->kept; i++)
+    if (bufs[i]) e = restore ? trc_copy_on_device(bufs[i], d->kept + (size_t)i * n, bytes, t->model.stream)
+                             : trc_copy_on_device(d->kept + (size_t)i * n, bufs[i], bytes, t->model.stream);
+  if (restore) {
+    e = e ? e : trc_synchronize(t->model.stream); /* the buffer is freed now */
+    trc_free(d->kept);
+    d->kept = NULL;
+    d->norm_known = 0;
+    d->fold_clip = 0;
+  }
+  return tr__dev_ok(t, e, restore ? "restoring the state on the device" : "keeping the state on the device") ? TR_OK : t->tr__err;
+}
+
+/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+static tr_err tr__dev_init(tr_trainer *t) {
+  tr__device *d;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  char why[256];
+  int i, e = 0;
+  if (!t->model.on_device) return TR_OK;
+  if (!trc_device_ok(why, sizeof why))
+    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
+  d = (tr__device *)calloc(1, sizeof *d);
+  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
+  t->tr__dev = d;
+  d->host_params = (float *)malloc(bytes);
+  d->host_grads = (float *)malloc(bytes);
+  d->tensor_ctrl_host = (trc_ctrl *)malloc(sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
+  if (!d->host_params || !d->host_grads || !d->tensor_ctrl_host) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
+  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
+  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
+  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
+  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
+  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
+  e = e ? e : trc_malloc((void **)&d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
+  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
+  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
+  t->ctx.grad_norm_source = tr__dev_grad_norm;
+  t->ctx.grad_norm_source_user = t;
+  *tr__dev_seam() = &tr__dev_ops_table; /* the standard callbacks' way to the device views (train/battery.h) */
+  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  return TR_OK;
+}
+
+/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
+static tr_err tr__dev_to_host(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || d->swapped) return TR_OK;
+  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
+  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
+  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
+  d->params = t->model.params;
+  d->grads = t->model.grads;
+  t->model.params = d->host_params;
+  if (t->model.grads) t->model.grads = d->host_grads;
+  d->swapped = 1;
+  return TR_OK;
+}
+
+/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
+static void tr__dev_upload(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  size_t bytes = t->model.n_params * sizeof(float);
+  int e = 0;
+  if (!d || !d->swapped) return;
+  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
+  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
+  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
+  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
+  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
+  tr__dev_ok(t, e, "copying the state to the device");
+  d->norm_known = 0;
+}
+
+static void tr__dev_unswap(tr_trainer *t) {
+  tr__device *d = TR__DEV(t);
+  if (!d || !d->swapped) return;
+  t->model.params = d->params;
+  if (d->grads) t->model.grads = d->grads;
+  d->swapped = 0;
+}
+
+/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+static void tr__dev_zero_grad(tr_trainer *t) {
+  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
+}
+
+static void tr__dev_scale_grads(tr_trainer *t, float k) {
+  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
+}
+
+static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
+  tr__device *d = TR__DEV(t);
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    tr__dev_norm(t, c->gradient_clip_val);
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
+      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
+    else d->fold_clip = 1;
+  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
+                                         d->ctrl, t->model.stream), "clipping by value")) {
+    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
+    d->norm_version = t->ctx.hk__grads_version;
+  }
+}
+
+static void tr__dev_update(tr_trainer *t, double lr) {
+  tr__device *d = TR__DEV(t);
+  const tr_optim *o = &t->optim;
+  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
+  size_t n = t->model.n_params;
+  int e;
+  d->fold_clip = 0;
+  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
+    tr_optim og = *o;
+    size_t off, len;
+    int i = 0;
+    e = 0;
+    while (!e && i < t->ctx.n_tensors) {
+      tr_tensor_opt s;
+      float *p, *g;
+      i = tr__group_run(t, i, lr, &s, &off, &len);
+      p = t->model.params + off, g = t->model.grads + off;
+      og.weight_decay = s.weight_decay;
+      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
+      else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
+      else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
+    }
+    if (o->kind == TR_OPTIM_SGD && o->momentum > 0) t->tr__has_momentum = 1;
+  } else if (o->kind == TR_OPTIM_ADAMW)
+    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
+  else {
+    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  tr__dev_ok(t, e, "the optimizer step");
+}
+
+/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
+static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
+  tr__device *d = TR__DEV(t);
+  if (!t->model.device_loss) return;
+  d->loss_known = 0;
+  *loss = t->tr__last_loss = NAN;
+  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
+}
+
+/* An evaluation batch's loss (one copy). */
+static double tr__dev_eval_loss(tr_trainer *t, double loss) {
+  float x = NAN;
+  if (!t->model.device_loss) return loss;
+  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
+  return x;
+}
+
+static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) { /* tr_grad_histogram */
+  tr__device *d = TR__DEV(t);
+  unsigned long long c[4096 + 3];
+  int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
+  e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
+  if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
+  for (b = 0; b < bins + 3; b++) counts[b] = c[b];
+  return TR_OK;
+}
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
+#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+static tr_err tr__dev_init(tr_trainer *t) {
+  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
+                                       "compiled with TRAIN_CUDA by nvcc (see train/trainer/cuda.h)") : TR_OK;
+}
+static void tr__dev_free(tr_trainer *t) { (void)t; }
+static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
+static void tr__dev_upload(tr_trainer *t) { (void)t; }
+static void tr__dev_unswap(tr_trainer *t) { (void)t; }
+TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
+TR__SHARED void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
+TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
+TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
+#endif
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+/* =================================================================================================
+   MPI STRATEGY (TRAIN_MPI)
+   Data parallelism across processes, Lightning's DDP on MPI: every rank holds the whole model, trains
+   on its own shard of each epoch's batches, and the gradients are summed in rank order once per
+   optimizer step (the gradient point), so the parameters stay bit-identical on every rank. Collectives
+   run only at the trainer's fixed points (the gradient point and the agreement points: one small
+   all-reduce of TR__VOTE below), on every rank in the same order, never inside a hook. Mismatched ranks,
+   a save or lr change on some ranks only, a rank that never arrives (tr_desc.mpi_timeout): every rank
+   fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
+   stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
+   point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
+/* How a checkpoint file is written (trainer/checkpoint.h hands it over to tr__dist_save_file). */
+typedef tr_err (*tr__write_fn)(tr_trainer *t, const char *path);
+#ifdef TRAIN_MPI
+#ifdef TR__POSIX
+#  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
+#endif
+
+#define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
+#define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
+#define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
+#define TR__ZERO_BLOCK 16         /* zero: shards are whole blocks of floats (64 bytes), the exchange's unit */
+#define TR__ZERO_TAG 29           /* zero: the tag of the shards sent to rank 0 while it writes a checkpoint */
+
+/* The vote of an agreement point: X(field, how two ranks' values combine into one). */
+#define TR__VOTE(X) \
+  X(FAILED,   a + b)              /* ranks that have failed */ \
+  X(FIRST,    a < b ? a : b)      /* the lowest failed rank (W when none) */ \
+  X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
+  X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
+  X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
+  X(SIGTERM,  a | b)              /* TR_STOP_SIGTERM: a rank's stop signal was SIGTERM (every rank's message names it) */ \
+  X(PREEMPT,  a > b ? a : b)      /* the preemption signal came (train/cluster.h) */ \
+  X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
+  X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
+  X(MOST,     a > b ? a : b) \
+  X(SITE_LO,  a < b ? a : b)      /* which agreement point (its line): ranks that differ are out of step */ \
+  X(SITE_HI,  a > b ? a : b) \
+  X(LR_MOVED, a + b)              /* ranks whose learning rate changed since the last vote (tr__dist_lr) */ \
+  X(LR_FROM,  a < b ? a : b)      /* the lowest of them (W when none): every rank takes its learning rate */ \
+  X(LR_LO,    a < b ? a : b)      /* their learning rates' fingerprints: the smallest and the largest */ \
+  X(LR_HI,    a > b ? a : b)
+enum {
+#define TR__X(name, op) TR__V_##name,
+  TR__VOTE(TR__X)
+#undef TR__X
+  TR__V_COUNT
+};
+
+typedef struct tr__dist {
+  MPI_Comm comm;            /* the trainer's own duplicate of MPI_COMM_WORLD */
+  MPI_Datatype vote_type;   /* one vote: TR__V_COUNT int64 */
+  MPI_Op vote_op;           /* tr__dist_combine */
+  int rank, world;
+  int broken;               /* the ranks were out of step: no collective until the next run's start */
+  int dead;                 /* a start agreement timed out: no collective ever again (a rank is gone) */
+  int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
+  double lr[2];             /* the learning rate as last agreed: optim.lr and tr_lr_scale's scale */
+  float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
+  double *sums;             /* world evaluation loss sums */
+  int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
+  /* zero (tr_desc.zero): */
+  size_t per;               /* floats per shard (a multiple of TR__ZERO_BLOCK) */
+  MPI_Datatype block;       /* TR__ZERO_BLOCK floats: the exchange's unit, so displacements fit an int */
+  int *counts, *displs;     /* world each: one exchange round's blocks per rank, and where they go */
+  float *piece;             /* rank 0: a chunk of another rank's shard, received while writing a checkpoint */
+  int opt_done;             /* rank 0: this save received every shard */
+#ifdef TRAIN_CUDA
+  ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
+#endif
+  char paths[HK_MAX_CHECKPOINT_PATHS][TR__DIST_PATH];
+} tr__dist;
+
+static int tr__dist_we_initialised;
+static void tr__dist_finalize(void) {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done) MPI_Finalize();
+}
+
+static void tr__dist_combine(void *in, void *inout, int *len, MPI_Datatype *type) {
+  const int64_t *x = (const int64_t *)in;
+  int64_t *y = (int64_t *)inout;
+  int i;
+  (void)type;
+  for (i = 0; i < *len; i++, x += TR__V_COUNT, y += TR__V_COUNT) {
+#define TR__X(name, op) { int64_t a = x[TR__V_##name], b = y[TR__V_##name]; y[TR__V_##name] = (op); }
+    TR__VOTE(TR__X)
+#undef TR__X
+  }
+}
+
+static tr_err tr__dist_fail(tr_trainer *t, int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return tr__fail(t, TR_ERR_COMM, "%s failed: %s", what, msg);
+}
+
+/* Wait for a nonblocking collective of a start agreement, at most `limit` seconds (< 0: forever).
+   1 when it completed (rc its result), 0 when the time ran out (it stays pending: MPI cannot cancel a
+   collective, so the memory it writes to is never freed). The first millisecond polls, then 1 ms naps. */
+static int tr__dist_wait(MPI_Request *rq, double limit, int *rc) {
+  double start = MPI_Wtime(), now;
+  int done = 0;
+  for (;;) {
+    *rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS || done) return 1;
+    now = MPI_Wtime();
+    if (limit >= 0 && now - start > limit) return 0;
+#ifdef TR__POSIX
+    if (now - start > 1e-3) (void)poll(NULL, 0, 1);
+#endif
+  }
+}
+
+static const char *tr__dist_timeout_hint =
+  "a rank that returned or failed before this call (e.g. on an error of its own before tr_fit) leaves the "
+  "others waiting: every rank must call tr_init, tr_fit, tr_validate, tr_test and tr_predict alike; "
+  "tr_desc.mpi_timeout sets the limit. This trainer cannot communicate any more: end the job "
+  "(MPI_Abort(MPI_COMM_WORLD, 1))";
+
+/* "rank 0: 3, rank 1: 1" (a value per rank; beyond 8 ranks, each distinct value with its first ranks). */
+static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
+  size_t len = 0;
+  int r, k, shown = 0;
+#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
+#define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
+    else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
+    else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
+  out[0] = 0;
+  if (world <= 8) {
+    for (r = 0; r < world; r++) { TR__PUT("%srank %d: ", r ? ", " : "", r); TR__VAL(all[(size_t)r * TR__FACTS + at]); }
+    return;
+  }
+  for (r = 0; r < world && shown < 4; r++) { /* a value not seen on an earlier rank */
+    int64_t v = all[(size_t)r * TR__FACTS + at], count = 0, listed = 0;
+    for (k = 0; k < r && all[(size_t)k * TR__FACTS + at] != v; k++) {}
+    if (k < r) continue;
+    TR__PUT("%s", shown++ ? "; " : "");
+    TR__VAL(v);
+    TR__PUT(" on rank");
+    for (k = r; k < world; k++)
+      if (all[(size_t)k * TR__FACTS + at] == v && count++ < 3) TR__PUT("%s %d", listed++ ? "," : "", k);
+    if (count > 3) TR__PUT(" and %lld more", (long long)(count - 3));
+  }
+  if (shown == 4) TR__PUT("; ...");
+#undef TR__VAL
+#undef TR__PUT
+}
+
+/* One start agreement: every rank's facts (where it is, its own error, then n named facts) gathered,
+   with tr_desc.mpi_timeout. Then every rank knows the same: a rank's error is sent to every other
+   rank ("rank 1: ..."), and facts that differ between ranks are one error naming each with its values
+   per rank. Returns this rank's outcome (its own error first). */
+typedef struct tr__fact { const char *name; char kind; int64_t v; } tr__fact; /* kind: i int, b set, d double, x hash */
+static const char *const tr__dist_where[] = { "", "tr_init", "tr_fit", "tr_validate", "tr_test", "tr_predict", "tr_fit (after resuming)" };
+enum { TR__AT_INIT = 1, TR__AT_FIT, TR__AT_VALIDATE, TR__AT_TEST, TR__AT_PREDICT, TR__AT_RESUMED };
+
+static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err failed, const tr__fact *f, int n, const char *what) {
+  int64_t mine[TR__FACTS];
+  const int64_t *all = d->facts;
+  int r, i, rc, first = -1, differ = 0;
+  MPI_Request rq;
+  char vals[320];
+  size_t len;
+  if (d->dead)
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "%s: an earlier agreement between the ranks timed out, so this "
+                                      "trainer cannot communicate any more (end the job and start it again)", tr__dist_where[where]);
+  d->broken = 0; /* a new run: the ranks meet here again */
+  memset(mine, 0, sizeof mine);
+  mine[0] = where;
+  mine[1] = failed;
+  for (i = 0; i < n && !failed; i++) mine[2 + i] = f[i].v;
+  rc = MPI_Iallgather(mine, TR__FACTS, MPI_INT64_T, d->facts, TR__FACTS, MPI_INT64_T, d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) {
+    d->dead = 1;
+    if (failed) return failed;
+    return tr__fail(t, TR_ERR_COMM, "%s: not every rank arrived within %g s (%d ranks); %s", tr__dist_where[where],
+                    t->tr__mpi_timeout, d->world, tr__dist_timeout_hint);
+  }
+  if (rc != MPI_SUCCESS) { d->dead = 1; return failed ? failed : tr__dist_fail(t, rc, "MPI_Iallgather (start agreement)"); }
+  for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
+  if (r < d->world) { /* every rank can tell: nobody sends anything more */
+    if (failed) return failed;
+    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
+    for (r = 0; r < d->world && len < sizeof t->error; r++) {
+      int64_t w = all[(size_t)r * TR__FACTS];
+      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
+                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
+    }
+    t->tr__err = TR_ERR_INVALID;
+    return TR_ERR_INVALID;
+  }
+  for (r = 0; r < d->world && first < 0; r++) if (all[(size_t)r * TR__FACTS + 1]) first = r;
+  if (first >= 0) { /* the first failed rank tells every other rank why */
+    struct { char msg[sizeof t->error]; } why;
+    int64_t code = all[(size_t)first * TR__FACTS + 1];
+    memset(&why, 0, sizeof why);
+    if (d->rank == first) memcpy(why.msg, t->error, sizeof why.msg);
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first, d->comm);
+    if (failed) return failed;
+    if (rc != MPI_SUCCESS) return tr__dist_fail(t, rc, "MPI_Bcast (error message)");
+    why.msg[sizeof why.msg - 1] = 0;
+    return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
+  }
+  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
+  for (i = 0; i < n; i++) {
+    for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
+    if (r == d->world) continue;
+    tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
+    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
+    differ++;
+  }
+  if (!differ) { t->error[0] = 0; return TR_OK; }
+  t->tr__err = TR_ERR_INVALID;
+  return TR_ERR_INVALID;
+}
+
+static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
+
+/* THE LEARNING RATE: every vote also agrees on it. A rank whose base lr (optim.lr: lr_finder's
+   suggestion) or tr_lr_scale's scale changed since the last vote (a hook on some ranks only, a
+   rank-zero-only hook) has "moved"; when some ranks moved, every rank takes the lowest moved rank's
+   values (one broadcast, only then); ranks that moved to different values (a scale computed from a
+   rank's own loss) fail every rank, naming each rank's values. */
+static void tr__dist_lr_now(const tr_trainer *t, double lr[2]) {
+  lr[0] = t->optim.lr;
+  lr[1] = t->run && t->run->lr_state.scale > 0 ? t->run->lr_state.scale : 1.0;
+}
+static int64_t tr__dist_lr_mark(const tr_trainer *t, const tr__dist *d, int64_t *fingerprint) {
+  double now[2];
+  tr__dist_lr_now(t, now);
+  *fingerprint = (int64_t)(tr__dist_hash(TR__FNV_START, now, sizeof now) >> 1); /* >= 0: the sentinels stay outside */
+  return memcmp(now, d->lr, sizeof now) != 0;
+}
+static void tr__dist_lr(tr_trainer *t, tr__dist *d, const int64_t *v) {
+  double lr[2];
+  int r, rc;
+  tr__dist_lr_now(t, lr);
+  if (v[TR__V_LR_MOVED] > 0 && v[TR__V_LR_LO] != v[TR__V_LR_HI]) { /* moved differently: no rank's is the one */
+    char msg[sizeof t->error];
+    size_t len;
+    rc = MPI_Allgather(lr, 2, MPI_DOUBLE, d->facts, 2, MPI_DOUBLE, d->comm); /* (d->facts: room for 24 int64 per rank) */
+    len = (size_t)snprintf(msg, sizeof msg, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
+                           "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
+                           "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
+                           "every rank then takes it): base lr x scale per rank:");
+    for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++) {
+      double x[2];
+      memcpy(x, (const double *)d->facts + 2 * r, sizeof x);
+      len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
+    }
+    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Allgather (learning rates)");
+    else if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "%s", msg);
+  } else if (v[TR__V_LR_MOVED] > 0 && v[TR__V_LR_MOVED] < d->world) { /* some moved, alike: every rank takes theirs */
+    rc = MPI_Bcast(lr, 2, MPI_DOUBLE, (int)v[TR__V_LR_FROM], d->comm);
+    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Bcast (learning rate)");
+    else if (memcmp(lr, d->lr, sizeof lr) != 0 || d->rank == (int)v[TR__V_LR_FROM]) {
+      t->optim.lr = lr[0];
+      if (t->run) t->run->lr_state.scale = lr[1];
+      t->lr = tr__current_lr(t);
+    }
+  }
+  memcpy(d->lr, lr, sizeof lr);
+}
+
+/* More ranks on a host than it has cores: Open MPI's waiting ranks busy-poll and take the cores the
+   computing ones need (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms). Ranks on one host
+   are the ones that share memory (MPI_Comm_split_type), not the ones with one host name: two hosts
+   may report the same name. Each rank compares its host's rank count with the cores it sees
+   (sysconf); rank 0 says it, once per process, with the fix (not when the run has it already). */
+static void tr__dist_host_check(tr_trainer *t, tr__dist *d) {
+  static int said;
+  MPI_Comm host;
+  long n = 1;
+  int local = 1;
+  int64_t mine, worst = 0;
+#if defined(TR__POSIX) && defined(_SC_NPROCESSORS_ONLN)
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+  if (n < 1 || n > (1L << 20)) n = 1;
+  { const char *y = getenv("OMPI_MCA_mpi_yield_when_idle"); /* mpirun --mca mpi_yield_when_idle 1 sets it */
+    if (y && atoi(y) > 0) n = 1L << 20; }
+  if (MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
+    MPI_Comm_size(host, &local);
+    MPI_Comm_free(&host);
+  }
+  /* the host with the most ranks beyond its cores: excess, ranks and cores packed into one MAX */
+  mine = local > n ? ((int64_t)(local - n) << 42) | ((int64_t)local << 21) | (int64_t)n : 0;
+  if (MPI_Reduce(&mine, &worst, 1, MPI_INT64_T, MPI_MAX, 0, d->comm) != MPI_SUCCESS || d->rank != 0 || !worst || said) return;
+  said = 1;
+  fprintf(t->tr__log ? t->tr__log : stderr, "train.h: %lld ranks share a host that has %lld cores: Open MPI's waiting ranks "
+          "busy-poll and slow every step (many times over); run with mpirun --mca mpi_yield_when_idle 1, or fewer ranks per host\n",
+          (long long)((worst >> 21) & ((1 << 21) - 1)), (long long)(worst & ((1 << 21) - 1)));
+  fflush(t->tr__log ? t->tr__log : stderr);
+}
+
+/* zero: floats per shard (whole blocks; the last shard may be shorter or empty), and rank r's shard. */
+static size_t tr__zero_per(size_t n, int world) {
+  size_t blocks = (n + TR__ZERO_BLOCK - 1) / TR__ZERO_BLOCK;
+  return (blocks + (size_t)world - 1) / (size_t)world * TR__ZERO_BLOCK;
+}
+static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) {
+  size_t per = tr__zero_per(n, world), at = (size_t)r * per;
+  *lo = at < n ? at : n;
+  *len = n - *lo < per ? n - *lo : per;
+}
+
+static void tr__dist_free(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int done = 0;
+  if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
+  MPI_Finalized(&done);
+#ifdef TRAIN_CUDA
+  if (d->nccl) ncclCommDestroy(d->nccl);
+#endif
+  if (!done) {
+    MPI_Op_free(&d->vote_op);
+    MPI_Type_free(&d->vote_type);
+    MPI_Type_free(&d->block);
+    MPI_Comm_free(&d->comm);
+  }
+  free(d->counts);
+  free(d->piece);
+  free(d->sums);
+  free(d->facts);
+  free(d->gather);
+  free(d);
+}
+
+static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
+  tr__dist *d;
+  int init = 0, done = 0, world = 1, rank = 0, rc, i;
+  uint64_t layout = TR__FNV_START, optim = TR__FNV_START;
+  MPI_Request rq;
+  tr_err e;
+  MPI_Initialized(&init);
+  if (!init) {
+    MPI_Finalized(&done);
+    if (done) return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
+    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Init");
+    if (!tr__dist_we_initialised) atexit(tr__dist_finalize);
+    tr__dist_we_initialised = 1;
+  }
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  t->ctx.rank = rank;
+  t->ctx.world_size = world;
+  if (t->tr__zero && !failed) { /* this rank's shard of the optimizer state (all of it in one process) */
+    size_t n = t->model.n_params, lo, len;
+    tr__zero_shard(n, world, rank, &lo, &len);
+    if (n / TR__ZERO_BLOCK > INT_MAX)
+      failed = tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 exchanges blocks of %d floats counted by an int: at most %llu "
+                        "parameters, the model has %zu", TR__ZERO_BLOCK, (unsigned long long)INT_MAX * TR__ZERO_BLOCK, n);
+    else failed = tr__alloc_state(t, lo, len);
+  }
+  if (world == 1) return failed; /* one process: the plain trainer */
+  d = (tr__dist *)calloc(1, sizeof *d);
+  if (d) {
+    d->rank = rank;
+    d->world = world;
+    d->sums = (double *)malloc((size_t)world * sizeof(double));
+    d->facts = (int64_t *)malloc((size_t)world * TR__FACTS * sizeof(int64_t));
+    if (world >= 3 && !failed) {
+      size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
+      d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
+    }
+    if (t->tr__zero && !failed) {
+      size_t chunk;
+      d->per = tr__zero_per(t->model.n_params, world);
+      chunk = d->per < TR__DIST_CHUNK ? d->per : TR__DIST_CHUNK;
+      d->counts = (int *)malloc(2 * (size_t)world * sizeof(int));
+      d->displs = d->counts ? d->counts + world : NULL;
+      if (rank == 0) d->piece = (float *)malloc((chunk ? chunk : 1) * sizeof(float));
+    }
+  }
+  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather) ||
+      (t->tr__zero && !failed && (!d->counts || (rank == 0 && !d->piece)))) { /* cannot take part: the others time out */
+    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d); }
+    return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
+  }
+  /* the trainer's own communicator, made without waiting forever for a rank that never comes */
+  rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &rq);
+  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) /* d stays allocated: MPI may still write it */
+    return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
+                                      t->tr__mpi_timeout, world, tr__dist_timeout_hint);
+  if (rc != MPI_SUCCESS) {
+    free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d);
+    return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
+  }
+  MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
+  MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
+  MPI_Type_commit(&d->vote_type);
+  MPI_Type_contiguous(TR__ZERO_BLOCK, MPI_FLOAT, &d->block);
+  MPI_Type_commit(&d->block);
+  MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
+  t->tr__dist = d;
+  /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
+     tensors' names, offsets and counts say what each float is (DDP checks the parameters' shapes). */
+  if (!failed) {
+    for (i = 0; i < t->model.n_tensors; i++) {
+      const tr_tensor *x = &t->model.tensors[i];
+      uint64_t at = x->offset, count = x->count;
+      layout = tr__dist_hash(layout, x->name, strlen(x->name) + 1);
+      layout = tr__dist_hash(layout, &at, sizeof at);
+      layout = tr__dist_hash(layout, &count, sizeof count);
+    }
+#define TR__H(field) optim = tr__dist_hash(optim, &(field), sizeof(field))
+    TR__H(t->optim.kind); TR__H(t->optim.lr); TR__H(t->optim.weight_decay); TR__H(t->optim.momentum);
+    TR__H(t->optim.dampening); TR__H(t->optim.nesterov); TR__H(t->optim.beta1); TR__H(t->optim.beta2); TR__H(t->optim.eps);
+    TR__H(t->sched.kind); TR__H(t->sched.warmup); TR__H(t->sched.step_size); TR__H(t->sched.total);
+    TR__H(t->sched.gamma); TR__H(t->sched.min_factor); TR__H(t->sched.per_epoch);
+    TR__H(t->sched.monitor); TR__H(t->sched.mode); TR__H(t->sched.factor); TR__H(t->sched.patience);
+    TR__H(t->sched.threshold); TR__H(t->sched.threshold_mode); TR__H(t->sched.cooldown); TR__H(t->sched.min_lr);
+    TR__H(t->sched.eps); TR__H(t->sched.max_lr); TR__H(t->sched.pct_start); TR__H(t->sched.anneal);
+    TR__H(t->sched.div_factor); TR__H(t->sched.final_div_factor); TR__H(t->sched.three_phase); TR__H(t->sched.decay);
+#undef TR__H
+  }
+  {
+    tr__fact f[7];
+    f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
+    f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
+    f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
+    f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
+    f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
+    f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
+    f[6].name = "zero (tr_desc.zero: the optimizer state sharded)"; f[6].kind = 'i'; f[6].v = t->tr__zero;
+    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 7, "the model or its training settings (every rank needs the same)");
+  }
+  if (e) {
+    if (!d->dead) tr__dist_free(t);
+    else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
+    return e;
+  }
+  tr__dist_host_check(t, d);
+  tr__dist_lr_now(t, d->lr); /* agreed above (the optimizer's settings): what a change is measured from */
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
+    ncclUniqueId id;
+    ncclResult_t nr = ncclSuccess;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) nr = ncclGetUniqueId(&id);
+    if ((rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
+    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, id, rank);
+    if (nr != ncclSuccess) {
+      d->nccl = NULL;
+      return tr__fail(t, TR_ERR_DEVICE, "tr_init: NCCL could not join the %d ranks: %s (one GPU per rank: select it with "
+                      "cudaSetDevice before allocating the model)", world, ncclGetErrorString(nr));
+    }
+  }
+#endif
+  return TR_OK;
+}
+
+/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
+static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
+  tr__fact f[16];
+  double clip = 0;
+  int n = 0;
+  if (!t->tr__dist) return failed;
+  if (!failed) clip = c->gradient_clip_val;
+#define TR__F(nm, k, val) do { f[n].name = (nm); f[n].kind = (k); f[n].v = failed ? 0 : (int64_t)(val); n++; } while (0)
+  TR__F("max_epochs", 'i', c->max_epochs);
+  TR__F("max_steps", 'i', c->max_steps);
+  TR__F("min_epochs", 'i', c->min_epochs);
+  TR__F("min_steps", 'i', c->min_steps);
+  TR__F("limit_train_batches", 'i', c->limit_train_batches);
+  TR__F("limit_val_batches", 'i', c->limit_val_batches);
+  TR__F("num_sanity_val_steps", 'i', c->num_sanity_val_steps);
+  TR__F("val_every_n_steps", 'i', c->val_every_n_steps);
+  TR__F("val_every_n_epochs", 'i', c->val_every_n_epochs);
+  TR__F("accumulate_grad_batches", 'i', c->accumulate_grad_batches);
+  TR__F("val", 'b', !failed && c->val != NULL);
+  TR__F("train.next (an iterator)", 'b', !failed && c->train && c->train->next != NULL);
+  TR__F("val.next (an iterator)", 'b', !failed && c->val && c->val->next != NULL);
+  TR__F("gradient_clip_algorithm", 'i', c->gradient_clip_algorithm);
+  f[n].name = "gradient_clip_val"; f[n].kind = 'd';
+  memcpy(&f[n].v, &clip, sizeof clip);
+  n++;
+  TR__F("save_to", 'b', !failed && c->save_to != NULL);
+#undef TR__F
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
+}
+
+static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  tr__fact f[2];
+  int where = stage == HK_STAGE_TEST ? TR__AT_TEST : stage == HK_STAGE_PREDICT ? TR__AT_PREDICT : TR__AT_VALIDATE;
+  if (!t->tr__dist) return failed;
+  f[0].name = "limit_batches"; f[0].kind = 'i'; f[0].v = limit;
+  f[1].name = "data.next (an iterator)"; f[1].kind = 'b'; f[1].v = data && data->next != NULL;
+  return tr__dist_gather(t, (tr__dist *)t->tr__dist, where, failed, f, 2, "the run's arguments");
+}
+
+/* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
+   rank that failed (its load, say) is told to the others by the agreement that follows. */
+static void tr__dist_check_resumed(tr_trainer *t) {
+  tr__fact f[8];
+  tr_err e;
+  if (!t->tr__dist) return;
+  f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
+  f[1].name = "global_step"; f[1].kind = 'i'; f[1].v = t->global_step;
+  f[2].name = "epoch_batch"; f[2].kind = 'i'; f[2].v = t->epoch_batch;
+  f[3].name = "the accumulation window's position"; f[3].kind = 'i'; f[3].v = t->tr__accum_pos;
+  f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
+  f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
+  f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
+  /* equal counters from two files (ranks resuming each its own) would train apart, or mix two files' shards */
+  f[7].name = "the checkpoint loaded (a hash of its parameters, optimizer state and counters; 0: none)"; f[7].kind = 'x';
+  f[7].v = (int64_t)t->tr__loaded;
+  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 8,
+                      "the state they start from (every rank must resume from the same checkpoint, or none)");
+  if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
+}
+
+/* The ranks reached different agreement points (different paths through the loop): each learns where
+   the others are, then none communicates until the next run's start (they cannot meet again). A tr_save
+   on some ranks only (a hook or an on_exception handler registered on some ranks) is named as such. A
+   rank whose run has failed already keeps its own error and says this as a warning (its save failed). */
+static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
+  int64_t mine[2];
+  int r, rc, saving = 0;
+  size_t len = 0;
+  char msg[sizeof t->error];
+  d->broken = 1;
+  mine[0] = site;
+  mine[1] = t->tr__saving;
+  rc = MPI_Allgather(mine, 2, MPI_INT64_T, d->facts, 2, MPI_INT64_T, d->comm);
+  for (r = 0; r < d->world && rc == MPI_SUCCESS; r++) saving += d->facts[2 * r + 1] != 0;
+  if (saving > 0 && saving < d->world) {
+    int k = 0;
+    len = (size_t)snprintf(msg, sizeof msg, "tr_save on rank%s", saving > 1 ? "s" : "");
+    for (r = 0; r < d->world && len < sizeof msg; r++)
+      if (d->facts[2 * r + 1]) len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %d", k++ ? "," : "", r);
+    if (len < sizeof msg)
+      len += (size_t)snprintf(msg + len, sizeof msg - len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
+                              "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
+                              "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
+  } else
+    len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
+                           "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
+                           "talking where they were:");
+  for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
+    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
+                            d->facts[2 * r + 1] ? " (in tr_save)" : "");
+  if (t->tr__err) { tr__warn(t, "%s", msg); return; } /* (its own error stays) */
+  tr__fail(t, TR_ERR_COMM, "%s", msg);
+}
+
+/* A tr_save (or anything else) met the other ranks elsewhere: the run cannot go on together. */
+static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const tr__dist *)t->tr__dist)->broken; }
+
+/* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
+   combined as the list says; the agreed values act on this rank at once. v gets the result. `site`
+   names the agreement point: ranks at different points are out of step, found here before any other
+   collective can pair with the wrong one. */
+static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t mine[TR__V_COUNT];
+  int rc;
+  mine[TR__V_FAILED] = t->tr__err != TR_OK;
+  mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
+  mine[TR__V_SIGNALS] = t->tr__flow.signals;
+  mine[TR__V_REQUESTS] = t->ctx.requests;
+  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
+  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
+  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
+  mine[TR__V_SUM] = sum;
+  mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
+  mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
+  mine[TR__V_LR_MOVED] = tr__dist_lr_mark(t, d, &mine[TR__V_LR_LO]);
+  mine[TR__V_LR_FROM] = mine[TR__V_LR_MOVED] ? d->rank : d->world;
+  if (!mine[TR__V_LR_MOVED]) { mine[TR__V_LR_LO] = INT64_MAX; mine[TR__V_LR_HI] = -1; }
+  else mine[TR__V_LR_HI] = mine[TR__V_LR_LO];
+  if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
+  tr_run_waiting("MPI_Allreduce (the ranks' agreement)"); /* the watchdog's report says so */
+  rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
+  tr_run_waiting(NULL);
+  if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
+  if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
+  t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
+  t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
+  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
+  tr__sigterm |= v[TR__V_SIGTERM];
+  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
+  if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
+    struct { int32_t code; char msg[sizeof t->error]; } why;
+    int root = (int)v[TR__V_FIRST];
+    memset(&why, 0, sizeof why);
+    if (d->rank == root) { why.code = (int32_t)t->tr__err; memcpy(why.msg, t->error, sizeof why.msg); }
+    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, root, d->comm);
+    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Bcast (error message)");
+    else if (!t->tr__err) {
+      why.msg[sizeof why.msg - 1] = 0;
+      tr__fail(t, why.code > TR_OK && why.code < TR_ERR_COUNT ? (tr_err)why.code : TR_ERR_COMM, "rank %d: %s", root, why.msg);
+    }
+  }
+  if (v[TR__V_LR_MOVED] > 0) tr__dist_lr(t, d, v);
+}
+
+static void tr__dist_agree_at(tr_trainer *t, int site) {
+  int64_t v[TR__V_COUNT];
+  if (t->tr__dist) tr__dist_vote(t, 0, 0, v, site);
+}
+
+static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int equal, const char *what) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t v[TR__V_COUNT], mine = n;
+  if (!d) return n;
+  if (data->get) mine = equal ? n / d->world : (n > d->rank ? (n - d->rank + d->world - 1) / d->world : 0);
+  tr__dist_vote(t, 0, mine, v, 2 * __LINE__ + (equal ? 1 : 0)); /* training's count or an evaluation's */
+  d->most = v[TR__V_MOST];
+  if (equal && !t->tr__err && v[TR__V_LEAST] != v[TR__V_MOST])
+    tr__fail(t, TR_ERR_MODEL, "%s data: the ranks have %lld to %lld batches per epoch; with several processes every "
+             "rank needs the same number (same data, or iterator shards of equal length)", what,
+             (long long)v[TR__V_LEAST], (long long)v[TR__V_MOST]);
+  return t->tr__err ? 0 : mine;
+}
+
+static int64_t tr__dist_index(const tr_trainer *t, int64_t b) {
+  const tr__dist *d = (const tr__dist *)t->tr__dist;
+  return d ? b * d->world + d->rank : b;
+}
+
+static int tr__dist_empty(const tr_trainer *t, int64_t n) {
+  const tr__dist *d = (const tr__dist *)t->tr__dist;
+  return d ? d->most == 0 : n == 0;
+}
+
+/* g = g0 + g1 + ... + g(W-1) in rank order, the same bits on every rank. */
+static int tr__dist_sum(tr__dist *d, float *g, size_t n) {
+  size_t at, i;
+  int r, rc = MPI_SUCCESS;
+  for (at = 0; at < n && rc == MPI_SUCCESS; at += TR__DIST_CHUNK) {
+    int k = (int)(n - at < TR__DIST_CHUNK ? n - at : TR__DIST_CHUNK);
+    if (d->world == 2) { rc = MPI_Allreduce(MPI_IN_PLACE, g + at, k, MPI_FLOAT, MPI_SUM, d->comm); continue; }
+    rc = MPI_Allgather(g + at, k, MPI_FLOAT, d->gather, k, MPI_FLOAT, d->comm);
+    for (i = 0; i < (size_t)k && rc == MPI_SUCCESS; i++) {
+      float s = d->gather[i];
+      for (r = 1; r < d->world; r++) s += d->gather[(size_t)r * k + i];
+      g[at + i] = s;
+    }
+  }
+  return rc;
+}
+
+static void tr__dist_grads(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t v[TR__V_COUNT];
+  int rc;
+  if (!d) return;
+  tr__dist_vote(t, t->tr__accum_n, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return; /* (failed: the sum below is skipped on every rank alike) */
+  t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
+#ifdef TRAIN_CUDA
+  if (d->nccl) { /* on tr_model.stream, as every kernel of the step: no host wait */
+    ncclResult_t nr;
+    if (!t->tr__grads_zeroed) tr__dev_zero_grad(t); /* this rank adds nothing */
+    nr = ncclAllReduce(t->model.grads, t->model.grads, t->model.n_params, ncclFloat, ncclSum, d->nccl,
+                       (cudaStream_t)t->model.stream);
+    if (nr != ncclSuccess) tr__fail(t, TR_ERR_DEVICE, "the gradient all-reduce (NCCL) failed: %s", ncclGetErrorString(nr));
+    hk_grads_changed(&t->ctx);
+    return;
+  }
+#endif
+  if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
+  tr_run_waiting("the gradient all-reduce (MPI)");
+  rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
+  tr_run_waiting(NULL);
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
+  hk_grads_changed(&t->ctx);
+}
+
+/* zero: after the update of this rank's shard, every rank's shard to every rank. Whole blocks by
+   MPI_Allgatherv in place (rounds of at most TR__DIST_CHUNK floats per rank), then the last partial
+   block, if any, from its owner. Every rank calls it at every step taken (also one whose own update
+   failed), so the collectives pair. */
+static void tr__dist_params(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  size_t n = t->model.n_params, whole = n / TR__ZERO_BLOCK * TR__ZERO_BLOCK, at, most, step = TR__DIST_CHUNK / TR__ZERO_BLOCK;
+  int r, rc = MPI_SUCCESS;
+  if (!d || !t->tr__zero || d->broken || d->dead) return;
+  most = d->per / TR__ZERO_BLOCK; /* blocks of the largest shard */
+  for (at = 0; at < most && rc == MPI_SUCCESS; at += step) {
+    for (r = 0; r < d->world; r++) {
+      size_t lo = (size_t)r * d->per < whole ? (size_t)r * d->per : whole;
+      size_t blocks = (whole - lo < d->per ? whole - lo : d->per) / TR__ZERO_BLOCK;
+      d->counts[r] = blocks > at ? (int)(blocks - at < step ? blocks - at : step) : 0;
+      d->displs[r] = (int)(lo / TR__ZERO_BLOCK + (blocks > at ? at : 0));
+    }
+    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t->model.params, d->counts, d->displs, d->block, d->comm);
+  }
+  if (rc == MPI_SUCCESS && whole < n) rc = MPI_Bcast(t->model.params + whole, (int)(n - whole), MPI_FLOAT, (int)(whole / d->per), d->comm);
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the parameter exchange (zero)");
+}
+
+/* zero, rank 0 writing a checkpoint: the whole optimizer state in file order (m of every shard, then
+   v), its own shard as it is, the others' received in chunks (tr__dist_send_state's); put NULL: only
+   receive (the write failed before it got here, and the others are sending). A failed receive fails
+   the save (nothing is committed) and hands zeros on, so that the writer's sizes still hold. */
+static void tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) {
+  tr_trainer *t = (tr_trainer *)trainer;
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  size_t lo, len, at, k;
+  int b, r, rc = MPI_SUCCESS;
+  d->opt_done = 1;
+  for (b = 0; b < t->tr__n_buf; b++)
+    for (r = 0; r < d->world; r++) {
+      tr__zero_shard(t->model.n_params, d->world, r, &lo, &len);
+      if (r == d->rank) { if (put && len) put(u, b ? t->tr__v : t->tr__m, len); continue; }
+      for (at = 0; at < len; at += k) {
+        k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
+        if (rc == MPI_SUCCESS && (rc = MPI_Recv(d->piece, (int)k, MPI_FLOAT, r, TR__ZERO_TAG, d->comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
+          tr__dist_fail(t, rc, "tr_save: receiving a shard of the optimizer state (zero)");
+        if (rc != MPI_SUCCESS) memset(d->piece, 0, k * sizeof(float));
+        if (put) put(u, d->piece, k);
+      }
+    }
+}
+
+/* zero, the other ranks: their shard to rank 0, in tr__dist_opt_each's order and chunks. */
+static void tr__dist_send_state(tr_trainer *t, tr__dist *d) {
+  size_t at, k, len = t->tr__opt_n;
+  int b, rc = MPI_SUCCESS;
+  for (b = 0; b < t->tr__n_buf && rc == MPI_SUCCESS; b++)
+    for (at = 0; at < len && rc == MPI_SUCCESS; at += k) {
+      k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
+      rc = MPI_Send((b ? t->tr__v : t->tr__m) + at, (int)k, MPI_FLOAT, 0, TR__ZERO_TAG, d->comm);
+    }
+  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "tr_save: sending this rank's shard of the optimizer state (zero)");
+}
+
+static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int64_t v[TR__V_COUNT];
+  double s = 0;
+  int r, rc;
+  if (!d) return;
+  tr__dist_vote(t, *counted, 0, v, 2 * __LINE__);
+  if (d->broken || d->dead) return;
+  *counted = v[TR__V_SUM];
+  rc = MPI_Allgather(sum, 1, MPI_DOUBLE, d->sums, 1, MPI_DOUBLE, d->comm);
+  if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Allgather (evaluation loss)"); return; }
+  for (r = 0; r < d->world; r++) s += d->sums[r]; /* in rank order: the same bits on every rank */
+  *sum = s;
+}
+
+static void tr__dist_paths(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int32_t head[2] = { 0, 0 }; /* rank 0's count of paths (-1: one is too long) and default flag */
+  int i, rc;
+  if (!d || d->broken || d->dead) return; /* (broken: the run has failed; nothing is saved) */
+  if (d->rank == 0) {
+    head[0] = t->ctx.n_checkpoint_paths < 0 || t->ctx.n_checkpoint_paths > HK_MAX_CHECKPOINT_PATHS ? 0 : t->ctx.n_checkpoint_paths;
+    head[1] = t->ctx.checkpoint_default;
+    for (i = 0; i < head[0]; i++) {
+      const char *p = t->ctx.checkpoint_paths[i] ? t->ctx.checkpoint_paths[i] : "";
+      if (strlen(p) >= TR__DIST_PATH) head[0] = -1;
+      else strcpy(d->paths[i], p);
+    }
+  }
+  rc = MPI_Bcast(head, 2, MPI_INT32_T, 0, d->comm);
+  if (rc == MPI_SUCCESS && head[0] > 0) rc = MPI_Bcast(d->paths, head[0] * TR__DIST_PATH, MPI_CHAR, 0, d->comm);
+  if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (checkpoint paths)"); head[0] = 0; }
+  if (head[0] < 0) {
+    tr__fail(t, TR_ERR_INVALID, "a requested checkpoint path is %d bytes or longer; with several processes it must be shorter", TR__DIST_PATH);
+    head[0] = 0;
+  }
+  for (i = 0; i < head[0]; i++) t->ctx.checkpoint_paths[i] = d->paths[i];
+  t->ctx.n_checkpoint_paths = head[0];
+  t->ctx.checkpoint_default = head[1];
+}
+
+static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
+    if (d->broken || d->dead) {
+      if (!t->tr__err) tr__fail(t, TR_ERR_COMM, "tr_save: the ranks no longer communicate, so the optimizer state sharded over "
+                                "them (tr_desc.zero) cannot be gathered: nothing was written");
+      return;
+    }
+    tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
+    if (!t->tr__err && d->rank == 0) {
+      d->opt_done = 0;
+      write(t, path);
+      if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
+    } else if (!t->tr__err) tr__dist_send_state(t, d);
+  } else if (!t->tr__err && (!d || d->rank == 0)) write(t, path);
+  tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
+}
+
+#elif !defined(TRAIN_NO_TRAINER) /* one process: nothing to do */
+static tr_err  tr__dist_init(tr_trainer *t, tr_err failed) { (void)t; return failed; }
+static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) { (void)t; (void)c; return failed; }
+static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
+  (void)t; (void)stage; (void)data; (void)limit; return failed;
+}
+static void    tr__dist_check_resumed(tr_trainer *t) { (void)t; }
+static void    tr__dist_free(tr_trainer *t) { (void)t; }
+static void    tr__dist_agree_at(tr_trainer *t, int site) { (void)t; (void)site; }
+static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what) { (void)t; (void)d; (void)equal; (void)what; return n; }
+static int64_t tr__dist_index(const tr_trainer *t, int64_t b) { (void)t; return b; }
+static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return n == 0; }
+static void    tr__dist_grads(tr_trainer *t) { (void)t; }
+static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
+static void    tr__dist_paths(tr_trainer *t) { (void)t; }
+static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
+static void    tr__dist_params(tr_trainer *t) { (void)t; }
+static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
+static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }
+#endif /* TRAIN_MPI */
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+/* ---- checkpoints --------------------------------------------------------------------------------------
+   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
+
+     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
+              load) | u32 flags (0)
+     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
+              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
+
+   The sections, in this order:
+     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
+           n_tensors x (u32 name length | name | u64 offset | u64 count)
+     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
+           i64 val_at | i64 accum_pos | i64 accum_n |
+           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
+     PARM  n_params x f32: the parameters
+     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
+           (whole also with tr_desc.zero: rank 0 writes every rank's shard as it receives it; a load
+           takes its own slice, so the file is the same at any world size, sharded or not)
+     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
+     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
+     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
+     END   empty; nothing may follow it
+   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
+   is needed for any change to this layout. */
+
+#define TR__MAGIC "TRAINCKP"
+#define TR__VERSION 2u
+#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TR__META TR__TAG('M', 'E', 'T', 'A')
+#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
+#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
+#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
+#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
+#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
+#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
+#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state (optional: only when not at its start) */
+#define TR__END  TR__TAG('E', 'N', 'D', '!')
+#define TR__LOOP_SIZE (9 * 8 + 4)
+#define TR__MAX_KEY 4096
+enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
+
+/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
+   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
+  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
+  int i;
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
+}
+
+
+/* -- writing: a buffered writer that checksums what it writes -- */
+typedef struct tr__writer {
+  unsigned char *buf;
+  size_t pos, cap;
+  uint64_t hash;     /* running checksum of the current section */
+  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
+  tr__afile *af;     /* the temporary file it writes */
+  int failed;        /* 0, or the errno of the first failure */
+} tr__writer;
+
+/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
+   wait for room that a failed write will not make (it used to spin here on a full disk). */
+static void tr__w_flush(tr__writer *w) {
+  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
+  w->pos = 0;
+}
+
+static void tr__w_put(tr__writer *w, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  w->hash = tr__fnv(w->hash, p, n);
+  w->left -= n;
+  while (n > 0 && !w->failed) {
+    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
+    memcpy(w->buf + w->pos, p, k);
+    w->pos += k;
+    p += k;
+    n -= k;
+    if (w->pos == w->cap) tr__w_flush(w);
+  }
+}
+static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
+static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
+static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
+  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
+  size_t i, k;
+  for (i = 0; i < n; i += k) {
+    const uint32_t one = 1;
+    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
+    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
+    else {
+      size_t j;
+      for (j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, &x[i + j], 4);
+        tr__le(block + 4 * j, u, 4);
+      }
+    }
+    tr__w_put(w, block, 4 * k);
+  }
+}
+static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
+  w->hash = TR__FNV_START;
+  w->left = 12;
+  tr__w_u32(w, tag);
+  tr__w_u64(w, size);
+  w->left = size;
+}
+static void tr__w_end(tr__writer *w) {
+  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
+  w->left = 8;
+  tr__w_u64(w, w->hash);
+}
+
+/* The training iterator's position to store: asked of the data during a fit, else the one kept from
+   the last fit's end (or from the checkpoint loaded last). */
+static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
+  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
+  if (!d || !d->save_state) return &t->tr__data_state;
+  if (d->save_state(d->user, live) || live->failed) {
+    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
+    return NULL;
+  }
+  return live;
+}
+
+/* Everything a checkpoint holds, taken at one moment: tr__write_all writes the file from it alone, so
+   the background writer can too (its arrays then point into the staging buffer). */
+typedef struct tr__snap {
+  uint64_t n;                          /* parameters */
+  uint32_t optim, n_buf, flags;
+  int n_tensors;
+  const tr_tensor *tensors;            /* the model's views (fixed while the trainer lives) */
+  uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
+                                          accum_pos, accum_n: the LOOP section */
+  const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
+  void *opt_owner;                     /* not NULL (tr_desc.zero, rank 0): m and v are NULL and come from the
+                                          ranks, piece by piece in file order (tr__dist_opt_each) */
+  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
+  size_t data_len, hooks_len;
+  int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
+  unsigned char lrst[TR__LR_STATE_SIZE];
+} tr__snap;
+
+/* Where in the loop the trainer is, in the run layer's words (the run's block in the checkpoint). */
+static tr_run_at tr__at(const tr_trainer *t) {
+  if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
+  if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
+  return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
+}
+
+/* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
+   hooks and data. TR_OK, or the run's error (a failed save_state). */
+static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
+  const hk_bytes *data = tr__data_position(t, live);
+  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
+  int in_window = t->tr__accum_pos > 0;
+  memset(s, 0, sizeof *s);
+  s->n = t->model.n_params;
+  s->optim = (uint32_t)t->optim.kind;
+  s->n_buf = (uint32_t)t->tr__n_buf;
+  s->flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
+             (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+             (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  s->n_tensors = t->model.n_tensors;
+  s->tensors = t->model.tensors;
+  s->loop[0] = t->seed;
+  s->loop[1] = t->rng.state;
+  s->loop[2] = (uint64_t)t->epoch;
+  s->loop[3] = (uint64_t)t->global_step;
+  s->loop[4] = (uint64_t)t->epoch_batch;
+  s->loop[5] = (uint64_t)t->samples_seen;
+  s->loop[6] = (uint64_t)t->tr__val_at;
+  s->loop[7] = (uint64_t)t->tr__accum_pos;
+  s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
+  s->params = t->model.params;
+  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/trainer/mpi.h) */
+  else {
+    s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
+    s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  }
+  s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
+  if (data && data->len) { s->data = data->data; s->data_len = data->len; }
+  if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
+  if (!data) return t->tr__err;
+  if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
+    return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  /* one more HOOK section: where the run logs (tr_run_block; tr__peek gives it back to tr_run_continue) */
+  if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
+  if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  s->hooks = hooks->data;
+  s->hooks_len = hooks->len;
+  return TR_OK;
+}
+
+static void tr__w_piece(void *w, const float *x, size_t n) { tr__w_f32s((tr__writer *)w, x, n); }
+
+static void tr__write_all(tr__writer *w, const tr__snap *s) {
+  size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
+  int i;
+  unsigned char header[16];
+  memcpy(header, TR__MAGIC, 8);
+  tr__le(header + 8, TR__VERSION, 4);
+  tr__le(header + 12, 0, 4);
+  w->left = 16;
+  tr__w_put(w, header, 16);
+
+  for (i = 0; i < s->n_tensors; i++) meta += 4 + strlen(s->tensors[i].name) + 16;
+  tr__w_begin(w, TR__META, meta);
+  tr__w_u64(w, n);
+  tr__w_u32(w, s->optim);
+  tr__w_u32(w, s->n_buf);
+  tr__w_u32(w, (uint32_t)s->n_tensors);
+  for (i = 0; i < s->n_tensors; i++) {
+    const tr_tensor *x = &s->tensors[i];
+    size_t len = strlen(x->name);
+    tr__w_u32(w, (uint32_t)len);
+    tr__w_put(w, x->name, len);
+    tr__w_u64(w, x->offset);
+    tr__w_u64(w, x->count);
+  }
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
+  for (i = 0; i < 9; i++) tr__w_u64(w, s->loop[i]);
+  tr__w_u32(w, s->flags);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
+  tr__w_f32s(w, s->params, n);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
+  if (s->opt_owner) tr__dist_opt_each(s->opt_owner, tr__w_piece, w);
+  else {
+    if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
+    if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  }
+  tr__w_end(w);
+
+  if (s->grads) {
+    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
+    tr__w_f32s(w, s->grads, n);
+    tr__w_end(w);
+  }
+  if (s->data_len) { /* the training iterator's position */
+    tr__w_begin(w, TR__DATA, s->data_len);
+    tr__w_put(w, s->data, s->data_len);
+    tr__w_end(w);
+  }
+  if (s->has_lrst) { /* the schedule's state */
+    tr__w_begin(w, TR__LRST, sizeof s->lrst);
+    tr__w_put(w, s->lrst, sizeof s->lrst);
+    tr__w_end(w);
+  }
+  for (p = 0; p + 4 <= s->hooks_len;) { /* one HOOK section per stateful hook */
+    size_t klen = (size_t)tr__get(s->hooks + p, 4), len = (size_t)tr__get(s->hooks + p + 4 + klen, 8);
+    tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
+    tr__w_put(w, s->hooks + p, 4 + klen + 8 + len); /* u32 key length | key | u64 length | state */
+    tr__w_end(w);
+    p += 4 + klen + 8 + len;
+  }
+  tr__w_begin(w, TR__END, 0);
+  tr__w_end(w);
+  tr__w_flush(w);
+}
+
+/* The background writer's job: the file from the snapshot in the staging buffer. */
+static void tr__save_job(tr__asave *as, tr__afile *a) {
+  tr__writer w;
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) { a->err = ENOMEM; a->step = "writing"; return; }
+  w.af = a;
+  tr__write_all(&w, (const tr__snap *)as->job_user);
+  free(w.buf);
+}
+
+/* The loop's side: the file is on disk (on_checkpoint_saved), or the write failed the run. */
+static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)as->owner;
+  const char *path = t->ctx.path;
+  (void)ctx;
+  if (as->err) { tr__fail(t, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_save (in the background): %s", as->why); return; }
+  t->ctx.path = as->path;
+  tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  t->ctx.path = path;
+}
+
+/* A sharded optimizer state gathered into the staging buffer (at: where the next piece goes). */
+typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
+static void tr__stage_piece(void *u, const float *x, size_t n) {
+  tr__stage_at *s = (tr__stage_at *)u;
+  memcpy(s->at, x, 4 * n);
+  s->at += 4 * n;
+}
+
+/* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
+   staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
+static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
+  tr__asave *as;
+  tr__snap *s;
+  size_t n4 = 4 * (size_t)live->n, at = 0;
+  size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
+  if (!t->tr__asave && !(t->tr__asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  as = t->tr__asave;
+  if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
+    tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
+    return;
+  }
+  s = (tr__snap *)as->job_user;
+  *s = *live;
+#define TR__STAGE(field, type, bytes) \
+  do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
+  TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
+  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v, straight into the buffer */
+    tr__stage_at sa;
+    sa.at = as->buf + at;
+    tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
+    if (live->n_buf >= 1) s->m = (const float *)(const void *)(as->buf + at);
+    if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
+    s->opt_owner = NULL;
+    at += n4 * live->n_buf;
+    if (t->tr__err) return; /* a shard did not arrive: nothing is written */
+  }
+  TR__STAGE(m, const float *, n4);
+  TR__STAGE(v, const float *, n4);
+  TR__STAGE(grads, const float *, n4);
+  TR__STAGE(data, const unsigned char *, live->data_len);
+  TR__STAGE(hooks, const unsigned char *, live->hooks_len);
+#undef TR__STAGE
+  as->len = at;
+  as->job = tr__save_job;
+  as->done = tr__save_ended;
+  as->owner = t;
+  tr__asave_submit(as);
+  t->tr__staged = 1;
+}
+
+/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
+   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
+   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
+   link): the link is replaced, never followed; a device or a directory at path is never replaced.
+   With tr__async_now the file is staged for the background writer instead (the same bytes). */
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__writer w;
+  tr__afile a;
+  tr__snap snap;
+  hk_bytes live, hooks;
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
+    hk_bytes_free(&live);
+    hk_bytes_free(&hooks);
+    return t->tr__err;
+  }
+  if (t->tr__async_now) {
+    tr__stage_file(t, path, &snap);
+    hk_bytes_free(&live);
+    hk_bytes_free(&hooks);
+    return t->tr__err;
+  }
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  w.buf = (unsigned char *)malloc(w.cap);
+  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
+  w.af = &a;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    tr__write_all(&w, &snap);
+    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
+  }
+  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (a.err && !strcmp(a.step, "renaming"))
+    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
+  else if (a.err)
+    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
+  tr__afile_free(&a);
+  free(w.buf);
+  hk_bytes_free(&live);
+  hk_bytes_free(&hooks);
   return t->tr__err;
 }
+
+/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
+}
+
+
+/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
+   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
+   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
+  tr_err run_err, e;
+  char run_msg[sizeof t->error];
+  hk_flow run_flow;
+  if (!t) return TR_ERR_INVALID;
+  if (t->tr__saving)
+    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
+                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
+  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
+  tr__saves_settle(t, 1); /* one save in flight: this one waits for the last (a failed one fails the run) */
+  run_err = t->tr__err;
+  run_flow = t->tr__flow;
+  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
+  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
+  t->tr__saving = 1;
+  t->tr__staged = 0;
+  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
+  tr__dist_agree(t); /* TRAIN_MPI: every rank saves alike; a save on some ranks only fails them all here, nothing written */
+  if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else if (!t->tr__err) {
+    t->ctx.path = path;
+    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
+    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
+  }
+  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
+  tr__dist_save_file(t, path, tr__save_file); /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dev_unswap(t);
+  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
+  t->tr__async_now = t->tr__staged = 0;
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
+  e = t->tr__err;
+  t->tr__saving = 0;
+  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
+  if (t->running != HK_STAGE_NONE) {
+    t->tr__err = run_err;
+    t->tr__flow = run_flow;
+    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
+    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways: the run cannot go on (TRAIN_MPI) */
+  }
+  return e;
+}
+
+/* -- reading: verify everything first, then change the trainer -- */
+typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
+
+static const char *tr__tag_name(uint32_t tag, char out[5]) {
+  int i;
+  for (i = 0; i < 4; i++) {
+    char c = (char)(tag >> (8 * i));
+    out[i] = (c >= 32 && c < 127) ? c : '?';
+  }
+  out[4] = 0;
+  return out;
+}
+
+/* Read the section at *pos: its header, bounds and checksum. */
+static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
+  size_t at = *pos, avail = len - at;
+  uint64_t size;
+  char name[5];
+  if (avail < 12)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
+  s->tag = (uint32_t)tr__get(buf + at, 4);
+  size = tr__get(buf + at + 4, 8);
+  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
+                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
+  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
+                    tr__tag_name(s->tag, name), at);
+  s->p = buf + at + 12;
+  s->n = (size_t)size;
+  s->at = at;
+  *pos = at + 12 + (size_t)size + 8;
+  return TR_OK;
+}
+
+/* Read the next section and check that it is the expected one. */
+static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
+  char want[5], got[5];
+  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
+  if (s->tag != tag)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
+                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
+  return TR_OK;
+}
+
+/* A parsed, verified checkpoint: pointers into the file's bytes. */
+typedef struct tr__ckpt {
+  uint32_t version;
+  tr__section meta, loop, parm, optm, grad, data;
+  int has_grad, has_data;
+  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
+  size_t key_bytes;
+  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
+  uint64_t seed, rng;
+  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
+  uint32_t flags;
+  tr_sched_state lr_state;    /* the LRST section's; zero (the start) without one */
+} tr__ckpt;
+
+static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
+  const unsigned char *p = s->p;
+  size_t pos = 20, n = s->n;
+  uint64_t n_params;
+  uint32_t kind, nbuf, nt, i;
+  static const char *optim_names[2] = { "AdamW", "SGD" };
+  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
+  n_params = tr__get(p, 8);
+  kind = (uint32_t)tr__get(p + 8, 4);
+  nbuf = (uint32_t)tr__get(p + 12, 4);
+  nt = (uint32_t)tr__get(p + 16, 4);
+  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
+  if (kind != (uint32_t)t->optim.kind)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
+                    optim_names[kind], optim_names[t->optim.kind]);
+  if (nbuf != (uint32_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
+                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
+  if (nt != (uint32_t)t->model.n_tensors)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
+  for (i = 0; i < nt; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len;
+    uint64_t off, cnt;
+    if (n - pos < 4) break;
+    len = (size_t)tr__get(p + pos, 4);
+    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
+    off = tr__get(p + pos + 4 + len, 8);
+    cnt = tr__get(p + pos + 4 + len + 8, 8);
+    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
+                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
+    if (off != x->offset || cnt != x->count)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
+                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
+                      (unsigned long long)off, x->count, x->offset);
+    pos += 4 + len + 16;
+  }
+  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
+  if (n_params != t->model.n_params)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
+                    (unsigned long long)n_params, t->model.n_params);
+  return TR_OK;
+}
+
+static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
+  size_t pos = 16, n4 = t->model.n_params * 4;
+  int i;
+  tr__section s;
+  memset(ck, 0, sizeof *ck);
+  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
+    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
+                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
+                    "not tr_fit's resume_from or tr_load");
+  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
+  ck->version = (uint32_t)tr__get(buf + 8, 4);
+  if (ck->version < 1 || ck->version > TR__VERSION)
+    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
+                    (unsigned)ck->version, TR__VERSION);
+  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
+
+  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
+  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
+  if (ck->loop.n != TR__LOOP_SIZE)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
+  ck->seed = tr__get(ck->loop.p, 8);
+  ck->rng = tr__get(ck->loop.p + 8, 8);
+  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
+  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
+  /* every field in its range, so that nothing overflows when the loop counts on from it */
+  for (i = 0; i < 7; i++) {
+    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
+    int64_t lo = i == 4 ? -1 : 0;
+    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
+                      (long long)ck->v[i], (long long)lo);
+  }
+  if (ck->v[4] > ck->v[2])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
+                    (long long)ck->v[4], (long long)ck->v[2]);
+  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
+                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
+                    (long long)ck->v[6], (long long)ck->v[2]);
+  if (ck->flags & ~(uint32_t)TR__F_ALL)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
+                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
+
+  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
+  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
+  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
+  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
+  if (ck->v[5] > 0) {
+    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
+    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
+    ck->has_grad = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
+    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
+    ck->has_data = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__LRST) {
+    tr__section ls;
+    char why[200];
+    if (tr__expect(t, buf, len, &pos, TR__LRST, &ls)) return t->tr__err;
+    if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
+  }
+
+  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
+  ck->hooks_at = pos;
+  for (;;) {
+    size_t klen, at = pos;
+    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
+    if (s.tag == TR__END) break;
+    if (s.tag != TR__HOOK) {
+      char name[5];
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
+    }
+    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
+    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
+        memchr(s.p + 4, 0, klen) != NULL)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
+    ck->n_hooks++;
+    ck->key_bytes += klen + 1;
+  }
+  ck->hooks_end = pos - 20; /* where END starts */
+  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
+  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
+  return TR_OK;
+}
+
+static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
+    memcpy(&dst[i], &u, 4);
+  }
+}
+
+/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
+   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
+static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
+  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
+  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
+  size_t pos;
+  int i, n, missing = 0, unknown = 0;
+  if (!keys || !blobs) {
+    free(keys);
+    free(blobs);
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
+  }
+  for (i = n = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+    const unsigned char *p = buf + pos + 12;
+    size_t klen = (size_t)tr__get(p, 4);
+    if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(p + 4, TR_RUN_KEY, klen)) continue; /* the run's: read before setup (tr__peek) */
+    memcpy(k, p + 4, klen);
+    k[klen] = 0;
+    blobs[n].key = k;
+    blobs[n].data = p + 4 + klen + 8;
+    blobs[n++].len = (size_t)tr__get(p + 4 + klen, 8);
+    k += klen + 1;
+  }
+  if (hk_state_check(t->reg, blobs, n, &missing) != HK_OK)
+    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
+  for (i = 0; i < n && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
+      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
+  if (!t->tr__err && missing && t->tr__strict_hook_state)
+    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, n) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
+  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
+  for (i = 0; i < n && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
+  free(keys);
+  free(blobs);
+  return t->tr__err;
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
+/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
+   its rollback are the same assignment. */
+typedef struct tr__loop_state {
+  uint64_t seed, rng;
+  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
+  unsigned signals;
+  int grads_zeroed, epoch_ended, has_momentum, restarting;
+  tr_sched_state lr_state;
+  hk_bytes data;
+} tr__loop_state;
+
+static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
+  ls->seed = t->seed;                 ls->rng = t->rng.state;
+  ls->epoch = t->epoch;               ls->global_step = t->global_step;
+  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
+  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
+  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
+  ls->grads_zeroed = t->tr__grads_zeroed;
+  ls->epoch_ended = t->tr__epoch_ended;
+  ls->has_momentum = t->tr__has_momentum;
+  ls->restarting = t->tr__restarting;
+  ls->lr_state = t->run->lr_state;
+  ls->data = t->tr__data_state;
+}
+
+static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
+  t->seed = ls->seed;                 t->rng.state = ls->rng;
+  t->epoch = ls->epoch;               t->global_step = ls->global_step;
+  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
+  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
+  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
+  t->tr__grads_zeroed = ls->grads_zeroed;
+  t->tr__epoch_ended = ls->epoch_ended;
+  t->tr__has_momentum = ls->has_momentum;
+  t->tr__restarting = ls->restarting;
+  t->run->lr_state = ls->lr_state;
+  t->tr__data_state = ls->data;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->ctx.batch_idx = t->epoch_batch;
+  hk_grads_changed(&t->ctx);
+}
+
+/* The run layer's checkpoints are the trainer's format (tr_run_desc.save_checkpoint): a hook's request (the
+   run layer takes the paths hooks queued, then save_to; a failed save is the run's failure, as a hook asked
+   for it), or on_exception_checkpoint's, during on_exception: the state after the last optimizer step. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
+  return e;
+}
+
+/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
+   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
+   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
+   resumed run repeats it. The trainer's counters are put back after the save. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__loop_state kept;
+  tr_err e;
+  tr__get_loop(t, &kept);
+  if (t->tr__win_open) {
+    t->epoch_batch = t->tr__win_batch;
+    t->samples_seen = t->tr__win_samples;
+    t->tr__accum_pos = t->tr__accum_n = 0;
+    t->tr__grads_zeroed = 0;
+    t->tr__epoch_ended = 0;
+    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
+  }
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  tr__set_loop(t, &kept);
+  return e;
+}
+/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
+static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  uint32_t k = (uint32_t)strlen(key);
+  uint64_t l = len;
+  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
+}
+static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
+  size_t pos = 0;
+  int n = 0, i;
+  hk_state_blob *blobs;
+  char *keys = (char *)malloc(b->len + 1), *k = keys;
+  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
+  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
+  if (!keys || !blobs) {
+    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
+  } else {
+    for (i = 0, pos = 0; i < n; i++) {
+      uint32_t kl;
+      uint64_t l;
+      memcpy(&kl, b->data + pos, 4);
+      memcpy(k, b->data + pos + 4, kl);
+      k[kl] = 0;
+      memcpy(&l, b->data + pos + 4 + kl, 8);
+      blobs[i].key = k;
+      blobs[i].data = b->data + pos + 12 + kl;
+      blobs[i].len = (size_t)l;
+      k += kl + 1;
+      pos += 12 + kl + (size_t)l;
+    }
+    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
+  }
+  free(keys);
+  free(blobs);
+}
+
+/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
+   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
+   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
+   on_load_checkpoint (nobody else can fail after the commit). */
+/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
+static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
+  char old[sizeof t->error];
+  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
+  memcpy(old, t->error, sizeof old);
+  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
+  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
+  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
+  return t->tr__err;
+}
+static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  tr__ckpt ck;
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the optimizer state of [lo, lo + k): all, or a shard */
+  size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
+  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
+  tr__loop_state before, after;
+  hk_bytes hooks_before = { NULL, 0, 0, 0 };
+  float *floats_before = NULL;
+  memset(&after, 0, sizeof after);
+  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
+  if (ck.has_grad && !t->model.grads)
+    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
+                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
+  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
+  if (listened) {
+    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
+    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
+      free(floats_before);
+      hk_bytes_free(&hooks_before);
+      hk_bytes_free(&after.data);
+      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
+    }
+    memcpy(floats_before, t->model.params, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + n + k, t->tr__v, 4 * k);
+    if (t->model.grads) memcpy(floats_before + n + k * (size_t)t->tr__n_buf, t->model.grads, 4 * n);
+  }
+  if (tr__load_hooks(t, buf, &ck)) {
+    free(floats_before);
+    hk_bytes_free(&hooks_before);
+    hk_bytes_free(&after.data);
+    return t->tr__err;
+  }
+
+  tr__get_loop(t, &before);
+  tr__read_f32s(t->model.params, ck.parm.p, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
+  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  tr__dev_upload(t); /* CUDA: the device gets what was read (train/trainer/cuda.h) */
+  after.seed = ck.seed;
+  after.rng = ck.rng;
+  after.epoch = ck.v[0];
+  after.global_step = ck.v[1];
+  after.epoch_batch = ck.v[2];
+  after.samples_seen = ck.v[3];
+  after.val_at = ck.v[4];
+  after.accum_pos = ck.v[5];
+  after.accum_n = ck.v[6];
+  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
+  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
+                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
+  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
+  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
+  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+  after.lr_state = ck.lr_state;
+  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
+  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
+    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
+    int u;
+    t->tr__loaded = TR__FNV_START;
+    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
+  }
+
+  t->ctx.path = path;
+  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
+  t->ctx.path = NULL;
+  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
+    memcpy(t->model.params, floats_before, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n + k * (size_t)t->tr__n_buf, 4 * n);
+    tr__dev_upload(t);
+    tr__set_loop(t, &before);
+    tr__snap_restore(t, &hooks_before);
+    hk_bytes_free(&after.data);
+  } else hk_bytes_free(&before.data);
+  free(floats_before);
+  hk_bytes_free(&hooks_before);
+  return t->tr__err;
+}
+
+/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
+   pass of its size (a file that grows meanwhile is refused rather than read forever). */
+static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
+  unsigned char *buf;
+  uint64_t size;
+  size_t len = 0;
+#ifdef TR__POSIX
+  struct stat st;
+#ifdef O_NONBLOCK
+  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
+#else
+  int fd = open(path, O_RDONLY);
+#endif
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
+  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
+  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
+  size = (uint64_t)st.st_size;
+#else
+  FILE *f = fopen(path, "rb");
+  long end;
+  if (!f) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
+  }
+  size = (uint64_t)end;
+#endif
+  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
+                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
+                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
+  }
+  buf = (unsigned char *)malloc((size_t)size + 1);
+  if (!buf) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
+  }
+  for (;;) { /* one byte more than the size: to see a file that grew */
+#ifdef TR__POSIX
+    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
+#else
+    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
+    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+#endif
+    if (k == 0) break;
+    len += (size_t)k;
+    if (len > size) break;
+  }
+#ifdef TR__POSIX
+  close(fd);
+#else
+  fclose(f);
+#endif
+  if (len != size) {
+    free(buf);
+    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
+                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
+  }
+  *out = buf;
+  *out_len = len;
+  return TR_OK;
+}
+
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/trainer/cuda.h). */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
+  tr__dev_unswap(t);
+  return t->tr__err;
+}
+
+static tr_err tr__load_file(tr_trainer *t, const char *path) {
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
+  tr__load_mem(t, buf, len, path);
+  free(buf);
+  return t->tr__err;
+}
+
+/* resume "auto" for tr_fit: a checkpoint of this model that reads whole (every section's checksum), its step. */
+static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  tr__ckpt ck;
+  int bad = tr__read_file(t, path, &buf, &len) || tr__parse(t, buf, len, &ck);
+  if (bad) tr__msg(why, cap, "%s", t->error);
+  else *step = ck.v[1];
+  free(buf);
+  t->tr__err = TR_OK; /* (looked at before the fit: nothing had failed) */
+  t->error[0] = 0;
+  return bad;
+}
+
+/* ---- a resume with nothing left to train ---------------------------------------------------------------
+   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
+   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
+   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
+   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
+   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
+   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
+   is left to the load, which says why. */
+typedef struct tr__peeked {
+  int64_t epoch, step;
+  uint32_t flags;
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
+  int64_t es_wait, es_patience, es_reason;
+  char es_msg[300];
+} tr__peeked;
+static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
+static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
+  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
+  FILE *f = fopen(path, "rb");
+  int rc = -1, seen_loop = 0;
+  memset(pk, 0, sizeof *pk);
+  if (!f) return -1;
+  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  for (;;) {
+    uint32_t tag;
+    uint64_t size;
+    if (tr__peek_read(f, head, 12)) goto done;
+    tag = (uint32_t)tr__get(head, 4);
+    size = tr__get(head + 4, 8);
+    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
+    if (tag == TR__LOOP) {
+      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
+          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+        goto done;
+      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
+      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
+      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
+      seen_loop = 1;
+      continue;
+    }
+    if (tag == TR__HOOK && size >= 12 && size < ((uint64_t)1 << 20)) { /* the run's block; an early stop */
+      size_t klen, n = (size_t)size;
+      if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
+      klen = (size_t)tr__get(hook, 4);
+      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
+        const unsigned char *data = hook + 4 + klen + 8;
+        size_t len = n - 12 - klen;
+        if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
+#if TR__ON_EARLY_STOPPING
+        else if (!pk->es_key[0] && klen <= TR__MAX_KEY && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+          hk_reader rd;
+          tr__es_saved v;
+          memset(&rd, 0, sizeof rd);
+          rd.data = data;
+          rd.len = len;
+          if (tr__es_read(&rd, &v) == 0) {
+            if (v.reason != TR_STOP_NOT_STOPPED) {
+              memcpy(pk->es_key, hook + 4, klen);
+              pk->es_key[klen] = 0;
+              pk->es_wait = v.wait;
+              pk->es_patience = v.patience;
+              pk->es_reason = v.reason;
+              snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+            }
+            free(v.msg);
+          }
+        }
+#endif
+      }
+      free(hook);
+      hook = NULL;
+      continue;
+    }
+    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
+  }
+done:
+  free(hook);
+  fclose(f);
+  return rc;
+}
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
+  tr__peeked pk;
+  int64_t epochs;
+  const char *path = c->resume_from;
+  char why[sizeof t->error];
+  t->tr__lift_stop = 0;
+  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says what is wrong with it */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
+  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
+    return tr__fail(t, TR_ERR_INVALID, "%s", why);
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
+#if TR__ON_EARLY_STOPPING
+  if (pk.es_key[0]) { /* early_stopping's rule, which tr_run_start's look shares */
+    tr__es_saved v;
+    memset(&v, 0, sizeof v);
+    v.wait = pk.es_wait;
+    v.patience = pk.es_patience;
+    v.reason = pk.es_reason;
+    v.msg = pk.es_msg;
+    switch (tr__es_resume_verdict(t->reg, "tr_fit", path, epochs, pk.step, pk.es_key, &v, why, sizeof why)) {
+    case 2: t->tr__lift_stop = 1; return TR_OK;
+    case 1: return tr__fail(t, TR_ERR_INVALID, "%s", why);
+    default: break;
+    }
+  }
+#endif
+  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
+                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
+}
+
+/* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
+   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
+  tr__peeked pk;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  (void)tr__peek(t->reg, path, &pk);
+  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  return 1;
+}
+
+/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
+   the way to resume inside fit): refused, without touching the run. */
+static tr_err tr__load_allowed(tr_trainer *t) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
+                      hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
+  return tr__load_file(t, path);
+}
+
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
+  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
+}
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
+  t->tr__in_request = 1; /* model_checkpoint(async_save) writes it in the background */
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  t->tr__in_request = 0;
+  if (e) tr__fail(t, e, "%s", why);
+  return e;
+}
+static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
+  float width;
+  int k;
+  if (!t || !counts) return TR_ERR_INVALID;
+  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
+    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
+                      bins, (double)lo, (double)hi);
+  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
+  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) return tr__dev_histogram(t, lo, hi, bins, counts);
+#endif
+  width = (hi - lo) / (float)bins;
+  for (k = 0; k < t->ctx.n_tensors; k++) {
+    const float *x = t->ctx.grads[k].data;
+    size_t i;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
+  }
+  return TR_OK;
+}
+
+/* ---- setup --------------------------------------------------------------------------------------- */
+
+/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
+   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
+   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
+   every hook and by clipping. */
+static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
+static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
 
 /* ---- log records and requests: the run layer's (train/run.h), as in any loop ----------------------- */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
@@ -19112,22 +21139,6 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
   return 0;
 }
 
-/* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
-   first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
-TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, size_t *off, size_t *len) {
-  const hk_tensor *v = t->tr__views;
-  int j;
-  *o = tr_run_tensor_opt(t->reg, i, lr, t->global_step + 1);
-  *off = (size_t)(v[i].data - t->model.params); /* (on the device too: views into the one buffer) */
-  *len = v[i].count;
-  for (j = i + 1; j < t->ctx.n_tensors && v[j].data == v[j - 1].data + v[j - 1].count; j++) {
-    tr_tensor_opt x = tr_run_tensor_opt(t->reg, j, lr, t->global_step + 1);
-    if (x.lr != o->lr || x.weight_decay != o->weight_decay || x.frozen != o->frozen || x.step != o->step) break;
-    *len += v[j].count;
-  }
-  return j;
-}
-
 /* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
    AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
    gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
@@ -19202,6 +21213,368 @@ static void tr__end_window(tr_trainer *t) {
   t->tr__grads_zeroed = 0;
   t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+}
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+/* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
+static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
+  char num[40];
+  size_t n = strlen(t->tr__settings);
+  if (!text) { tr__num(num, sizeof num, v); text = num; }
+  snprintf(t->tr__settings + n, sizeof t->tr__settings - n, "%s%s=%s", n ? " " : "", key, text);
+}
+/* The trainer's configuration, recorded by the loggers as hyperparameters (c: the fit's, NULL outside one). */
+static const char *tr__settings_text(tr_trainer *t, const tr_config *c) {
+  t->tr__settings[0] = 0;
+  tr__setting(t, "optimizer", t->optim.kind == TR_OPTIM_SGD ? "sgd" : "adamw", 0);
+  tr__setting(t, "lr", NULL, t->optim.lr);
+  tr__setting(t, "weight_decay", NULL, t->optim.weight_decay);
+  if (t->optim.kind == TR_OPTIM_SGD) tr__setting(t, "momentum", NULL, t->optim.momentum);
+  else { tr__setting(t, "beta1", NULL, t->optim.beta1); tr__setting(t, "beta2", NULL, t->optim.beta2); tr__setting(t, "eps", NULL, t->optim.eps); }
+  tr__setting(t, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
+  tr__setting(t, "warmup", NULL, (double)t->sched.warmup);
+  tr__setting(t, "seed", NULL, (double)t->seed);
+  tr__setting(t, "n_params", NULL, (double)t->model.n_params);
+  if (c) {
+    tr__setting(t, "max_epochs", NULL, (double)c->max_epochs);
+    tr__setting(t, "max_steps", NULL, (double)c->max_steps);
+    tr__setting(t, "min_epochs", NULL, (double)c->min_epochs);
+    tr__setting(t, "min_steps", NULL, (double)c->min_steps);
+    tr__setting(t, "limit_train_batches", NULL, (double)c->limit_train_batches);
+    tr__setting(t, "limit_val_batches", NULL, (double)c->limit_val_batches);
+    tr__setting(t, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
+    tr__setting(t, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    if (c->val_check_interval > 0) tr__setting(t, "val_check_interval", NULL, (double)c->val_check_interval);
+    tr__setting(t, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    if (c->accumulate_mean_of_window) tr__setting(t, "accumulate_mean_of_window", NULL, 1);
+    tr__setting(t, "gradient_clip_val", NULL, c->gradient_clip_val);
+    tr__setting(t, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
+    tr__setting(t, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
+    tr__setting(t, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
+    tr__setting(t, "batch_size", NULL, (double)c->train->batch_size);
+  }
+  return t->tr__settings;
+}
+
+/* Views sorted by offset, for the tiling check. */
+static int tr__by_offset(const void *a, const void *b) {
+  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
+   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
+static tr_err tr__check_tiling(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  size_t end = 0;
+  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
+  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
+  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
+  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
+  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
+  if (i < n || end != t->model.n_params) {
+    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
+                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
+    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
+                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
+  }
+  free(v);
+  return t->tr__err;
+}
+
+/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
+static void tr__point_views(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
+    p->name = g->name = x->name;
+    p->count = g->count = x->count;
+    p->data = t->model.params + x->offset;
+    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
+  }
+  hk_grads_changed(&t->ctx);
+}
+
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
+  if (!t || !t->tr__views) return TR_ERR_INVALID;
+  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
+    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
+                      "current buffer (hand buffers over before training, e.g. in configure_model)");
+  if (params) t->model.params = params;
+  if (grads) t->model.grads = grads;
+  tr__point_views(t);
+  return TR_OK;
+}
+
+static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
+
+TRAIN_API void tr_free(tr_trainer *t) {
+  if (!t) return;
+  tr__dev_free(t);
+  hk_ctx_free(&t->ctx);
+  hk_bytes_free(&t->tr__data_state);
+  tr__asave_free(t->tr__asave); /* the last save in flight ends first */
+  t->tr__asave = NULL;
+  if (t->run && !t->tr__own_reg && t->run->desc.model_user == (void *)t) { /* the run stays with a registry of the
+                                                                             user's: it forgets this trainer */
+    tr_run_desc d = t->run->desc;
+    d.state = NULL;
+    d.n_state = 0;
+    d.rolled_back = NULL;
+    d.save_checkpoint = NULL;
+    d.wait_saves = NULL;
+    d.model_user = NULL;
+    d.settings = NULL;
+    (void)tr_run_setup(t->reg, &d);
+  }
+  t->run = NULL;
+  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
+  free(t->tr__views);
+  free(t->tr__m);
+  free(t->tr__v);
+  free(t->tr__gpass.sq);
+  t->tr__gpass.sq = NULL;
+  tr__dist_free(t);
+  t->reg = NULL;
+  t->tr__views = NULL;
+  t->tr__m = t->tr__v = NULL;
+  t->tr__opt_lo = t->tr__opt_n = 0;
+  t->tr__own_reg = 0;
+}
+
+/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
+   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
+static int tr__state_regions(tr_trainer *t) {
+  int n = 0;
+  size_t bytes = t->model.n_params * sizeof(float), opt = t->tr__opt_n * sizeof(float); /* (zero: this rank's shard) */
+  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__m && opt) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = opt; } /* (an empty shard: none) */
+  if (t->tr__v && opt) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = opt; }
+  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
+  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
+  return n;
+}
+
+/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
+static void tr__rolled_back(void *user, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)user;
+  (void)ctx;
+  t->ctx.global_step = t->global_step;
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f;
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+  hk_grads_changed(&t->ctx);
+}
+
+/* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
+   outside a fit), given through tr_run_setup as any loop gives them; then, for a run (stage), the run
+   entered (tr_run_enter). Set at every run: the trainer's registry may be shared. */
+static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run_desc d = t->run->desc;
+  d.log = t->tr__log;
+  d.epochs = TR_YES;
+  d.optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d.momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d.weight_decay = t->optim.weight_decay;
+  d.lr_per_epoch = t->sched.per_epoch;
+  d.settings = tr__settings_text(t, c);
+  d.model_user = t;
+  d.save_checkpoint = tr__save_checkpoint;
+  d.wait_saves = tr__wait_saves;
+  d.rolled_back = tr__rolled_back;
+  d.state = t->tr__state;
+  d.n_state = tr__state_regions(t);
+  if (c) {
+    d.max_steps = c->max_steps;
+    d.max_epochs = c->max_epochs;
+    d.min_steps = c->min_steps;
+    d.min_epochs = c->min_epochs;
+    d.log_every_n_steps = c->log_every_n_steps;
+    d.validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+    /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+       (or not at all), else at the validation's end */
+    d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
+                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+    d.no_resume_message = c->no_resume_message;
+    d.new_version_on_resume = c->new_version_on_resume;
+    d.accumulate_grad_batches = c->accumulate_grad_batches;
+    d.save_to = c->save_to;
+  }
+  if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
+    return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
+  return TR_OK;
+}
+
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
+  const tr_model *m;
+  tr_optim *o;
+  int i, j, n;
+  memset(t, 0, sizeof *t);
+  t->running = HK_STAGE_NONE;
+  t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
+  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
+  t->tr__log = d->log;
+  t->model = d->model;
+  m = &t->model;
+  if (!m->params || m->n_params == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
+                    "come later, through tr_set_buffers)");
+  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
+  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
+  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
+    t->tr__whole.name = "params";
+    t->tr__whole.offset = 0;
+    t->tr__whole.count = m->n_params;
+    t->model.tensors = &t->tr__whole;
+    t->model.n_tensors = 1;
+  }
+  n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
+    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
+      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
+                      x->name, x->offset, x->count, m->n_params);
+    for (j = 0; j < i; j++)
+      if (strcmp(t->model.tensors[j].name, x->name) == 0)
+        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
+  }
+  if (tr__check_tiling(t)) return t->tr__err;
+  if (d->threads < 0 || d->threads > 4096)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
+  t->tr__threads = d->threads ? d->threads : 1;
+  t->tr__gscale = 1.0f;
+
+  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
+  t->optim = d->optim;
+  o = &t->optim;
+  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
+  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
+  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
+  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
+  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
+  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
+
+  t->sched = d->sched;
+  {
+    char why[256];
+    if (tr_sched_check(&t->sched, t->sched.total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_init: %s", why);
+  }
+  t->tr__total = t->sched.total;
+
+  /* Everything the step loop needs is allocated now, once (a sharded state by the strategy, below). */
+  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  if (d->zero != 0 && d->zero != 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero is %d; it must be 0 (off) or 1 (ZeRO-1: each rank keeps its shard of "
+                    "the optimizer state; stages 2 and 3 are not implemented)", d->zero);
+#ifndef TRAIN_MPI
+  if (d->zero)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no "
+                    "TRAIN_MPI: define it in the file with TRAIN_IMPLEMENTATION and build with mpicc, or leave zero at 0");
+#endif
+  if (d->zero && t->tr__n_buf == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer's state, and plain SGD (momentum 0) has "
+                    "none: leave zero at 0, or use AdamW or SGD with momentum");
+  if (d->zero && m->on_device)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards optimizer state kept on the host; an on_device model's state "
+                    "lives on the GPU and is not sharded (train/trainer/cuda.h): leave zero at 0");
+  t->tr__zero = d->zero;
+  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
+  if (!t->tr__views || !t->tr__gpass.sq || (!t->tr__zero && tr__alloc_state(t, 0, m->n_params))) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
+  }
+  tr__point_views(t);
+  if (d->reg) t->reg = d->reg;
+  else {
+    t->reg = hk_create(NULL);
+    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
+    t->tr__own_reg = 1;
+  }
+  if (!(t->run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
+
+  t->seed = d->seed;
+  tr_rng_seed(&t->rng, d->seed);
+  t->tr__strict_hook_state = d->strict_hook_state != 0;
+  t->tr__async = d->async_save != 0;
+  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
+  t->lr = o->lr;
+  t->ctx.trainer = t;
+  t->ctx.user = d->user;
+  t->ctx.params = t->tr__views;
+  t->ctx.grads = t->tr__views + n;
+  t->ctx.n_tensors = n;
+  t->ctx.world_size = 1;
+  t->ctx.lr = t->lr;
+  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
+  t->tr__gpass.threads = t->tr__threads;
+  t->tr__gpass.sumsq = tr_sumsq;
+  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/trainer/cuda.h puts its own) */
+  t->ctx.grad_norm_source_user = &t->tr__gpass;
+  t->tr__last_loss = NAN; /* no training batch yet */
+  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  }
+  /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
+     work at once (tr_run_setup registers the factories) */
+  if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/trainer/cuda.h */
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
+    char why[sizeof t->error];
+    memcpy(why, t->error, sizeof why);
+    tr_free(t);
+    return tr__fail(t, e, "%s", why);
+  }
+  return e;
+}
+
+/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
+   teardown, which always runs. Lightning skips teardown on errors; we do not. */
+static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
+  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr__sig_base = hk_stop_requested();
+  t->ctx.abort_reason = t->error;
+  t->ctx.hook_failure = NULL;
+  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
+  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
+  t->ctx.stage = stage;
+  tr_run_fail(t->reg, t->tr__err, "%s", t->error); /* teardown's hooks see it (tensorboard's session status) */
+  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
+  tr__settle(t);
+  t->ctx.abort_reason = NULL;
+  return t->tr__err;
 }
 
 /* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
@@ -19322,64 +21695,6 @@ static tr_err tr__idle(tr_trainer *t, const char *fn) {
   return TR_OK;
 }
 
-/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
-   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
-static int tr__state_regions(tr_trainer *t) {
-  int n = 0;
-  size_t bytes = t->model.n_params * sizeof(float), opt = t->tr__opt_n * sizeof(float); /* (zero: this rank's shard) */
-  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
-  if (t->tr__m && opt) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = opt; } /* (an empty shard: none) */
-  if (t->tr__v && opt) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = opt; }
-  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
-  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
-  return n;
-}
-
-static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
-static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap); /* train/checkpoint.h */
-static void tr__rolled_back(void *user, hk_ctx *ctx);
-/* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
-   outside a fit), given through tr_run_setup as any loop gives them; then, for a run (stage), the run
-   entered (tr_run_enter). Set at every run: the trainer's registry may be shared. */
-static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
-  tr_run_desc d = t->run->desc;
-  d.log = t->tr__log;
-  d.epochs = TR_YES;
-  d.optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
-  d.momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
-  d.weight_decay = t->optim.weight_decay;
-  d.lr_per_epoch = t->sched.per_epoch;
-  d.settings = tr__settings(t, c);
-  d.model_user = t;
-  d.save_checkpoint = tr__save_checkpoint;
-  d.wait_saves = tr__wait_saves;
-  d.rolled_back = tr__rolled_back;
-  d.state = t->tr__state;
-  d.n_state = tr__state_regions(t);
-  if (c) {
-    d.max_steps = c->max_steps;
-    d.max_epochs = c->max_epochs;
-    d.min_steps = c->min_steps;
-    d.min_epochs = c->min_epochs;
-    d.log_every_n_steps = c->log_every_n_steps;
-    d.validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
-    /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
-       (or not at all), else at the validation's end */
-    d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
-                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
-    d.no_resume_message = c->no_resume_message;
-    d.new_version_on_resume = c->new_version_on_resume;
-    d.accumulate_grad_batches = c->accumulate_grad_batches;
-    d.save_to = c->save_to;
-  }
-  if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
-  if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
-    return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
-  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
-  return TR_OK;
-}
-
 static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
   hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
   tr_err e;
@@ -19494,40 +21809,6 @@ static void tr__fit_validate(tr_trainer *t) {
   tr__eval_loop(t, &e);
 }
 
-/* The run layer's checkpoints are the trainer's format (tr_run_desc.save_checkpoint): a hook's request (the
-   run layer takes the paths hooks queued, then save_to; a failed save is the run's failure, as a hook asked
-   for it), or on_exception_checkpoint's, during on_exception: the state after the last optimizer step. */
-static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr_err e;
-  t->tr__save_why[0] = 0;
-  e = tr_save(t, path);
-  (void)ctx;
-  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
-  return e;
-}
-static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr_err e;
-  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
-  t->tr__in_request = 1; /* model_checkpoint(async_save) writes it in the background */
-  e = tr__save_for_request(user, ctx, path, why, cap);
-  t->tr__in_request = 0;
-  if (e) tr__fail(t, e, "%s", why);
-  return e;
-}
-/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
-static void tr__rolled_back(void *user, hk_ctx *ctx) {
-  tr_trainer *t = (tr_trainer *)user;
-  (void)ctx;
-  t->ctx.global_step = t->global_step;
-  t->tr__accum_pos = t->tr__accum_n = 0;
-  t->tr__grads_zeroed = 0;
-  t->tr__gscale = 1.0f;
-  t->tr__win_open = 0;
-  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
-  hk_grads_changed(&t->ctx);
-}
 
 /* A safe point (after a training batch or an epoch): honour what hooks requested, a validation first. */
 static void tr__honour_requests(tr_trainer *t) {
@@ -19937,1137 +22218,6 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   return e;
 }
 #endif /* !defined(TRAIN_NO_TRAINER) */
-#if !defined(TRAIN_NO_TRAINER)
-/* ---- checkpoints --------------------------------------------------------------------------------------
-   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
-
-     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
-              load) | u32 flags (0)
-     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
-              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
-
-   The sections, in this order:
-     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
-           n_tensors x (u32 name length | name | u64 offset | u64 count)
-     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
-           i64 val_at | i64 accum_pos | i64 accum_n |
-           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
-     PARM  n_params x f32: the parameters
-     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
-           (whole also with tr_desc.zero: rank 0 writes every rank's shard as it receives it; a load
-           takes its own slice, so the file is the same at any world size, sharded or not)
-     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
-     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
-     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
-     END   empty; nothing may follow it
-   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
-   is needed for any change to this layout. */
-
-#define TR__MAGIC "TRAINCKP"
-#define TR__VERSION 2u
-#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
-#define TR__META TR__TAG('M', 'E', 'T', 'A')
-#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
-#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
-#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
-#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
-#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
-#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
-#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state (optional: only when not at its start) */
-#define TR__END  TR__TAG('E', 'N', 'D', '!')
-#define TR__LOOP_SIZE (9 * 8 + 4)
-#define TR__MAX_KEY 4096
-enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
-
-/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
-   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
-static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
-  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
-  int i;
-  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
-  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
-}
-
-
-/* -- writing: a buffered writer that checksums what it writes -- */
-typedef struct tr__writer {
-  unsigned char *buf;
-  size_t pos, cap;
-  uint64_t hash;     /* running checksum of the current section */
-  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
-  tr__afile *af;     /* the temporary file it writes */
-  int failed;        /* 0, or the errno of the first failure */
-} tr__writer;
-
-/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
-   wait for room that a failed write will not make (it used to spin here on a full disk). */
-static void tr__w_flush(tr__writer *w) {
-  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
-  w->pos = 0;
-}
-
-static void tr__w_put(tr__writer *w, const void *data, size_t n) {
-  const unsigned char *p = (const unsigned char *)data;
-  w->hash = tr__fnv(w->hash, p, n);
-  w->left -= n;
-  while (n > 0 && !w->failed) {
-    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
-    memcpy(w->buf + w->pos, p, k);
-    w->pos += k;
-    p += k;
-    n -= k;
-    if (w->pos == w->cap) tr__w_flush(w);
-  }
-}
-static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
-static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
-static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
-  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
-  size_t i, k;
-  for (i = 0; i < n; i += k) {
-    const uint32_t one = 1;
-    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
-    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
-    else {
-      size_t j;
-      for (j = 0; j < k; j++) {
-        uint32_t u;
-        memcpy(&u, &x[i + j], 4);
-        tr__le(block + 4 * j, u, 4);
-      }
-    }
-    tr__w_put(w, block, 4 * k);
-  }
-}
-static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
-  w->hash = TR__FNV_START;
-  w->left = 12;
-  tr__w_u32(w, tag);
-  tr__w_u64(w, size);
-  w->left = size;
-}
-static void tr__w_end(tr__writer *w) {
-  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
-  w->left = 8;
-  tr__w_u64(w, w->hash);
-}
-
-/* The training iterator's position to store: asked of the data during a fit, else the one kept from
-   the last fit's end (or from the checkpoint loaded last). */
-static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
-  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
-  if (!d || !d->save_state) return &t->tr__data_state;
-  if (d->save_state(d->user, live) || live->failed) {
-    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
-    return NULL;
-  }
-  return live;
-}
-
-/* Everything a checkpoint holds, taken at one moment: tr__write_all writes the file from it alone, so
-   the background writer can too (its arrays then point into the staging buffer). */
-typedef struct tr__snap {
-  uint64_t n;                          /* parameters */
-  uint32_t optim, n_buf, flags;
-  int n_tensors;
-  const tr_tensor *tensors;            /* the model's views (fixed while the trainer lives) */
-  uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
-                                          accum_pos, accum_n: the LOOP section */
-  const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
-  void *opt_owner;                     /* not NULL (tr_desc.zero, rank 0): m and v are NULL and come from the
-                                          ranks, piece by piece in file order (tr__dist_opt_each) */
-  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
-  size_t data_len, hooks_len;
-  int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
-  unsigned char lrst[TR__LR_STATE_SIZE];
-} tr__snap;
-
-/* Where in the loop the trainer is, in the run layer's words (the run's block in the checkpoint). */
-static tr_run_at tr__at(const tr_trainer *t) {
-  if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
-  if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
-  return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
-}
-
-/* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
-   hooks and data. TR_OK, or the run's error (a failed save_state). */
-static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
-  const hk_bytes *data = tr__data_position(t, live);
-  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
-  int in_window = t->tr__accum_pos > 0;
-  memset(s, 0, sizeof *s);
-  s->n = t->model.n_params;
-  s->optim = (uint32_t)t->optim.kind;
-  s->n_buf = (uint32_t)t->tr__n_buf;
-  s->flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
-             (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
-             (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
-  s->n_tensors = t->model.n_tensors;
-  s->tensors = t->model.tensors;
-  s->loop[0] = t->seed;
-  s->loop[1] = t->rng.state;
-  s->loop[2] = (uint64_t)t->epoch;
-  s->loop[3] = (uint64_t)t->global_step;
-  s->loop[4] = (uint64_t)t->epoch_batch;
-  s->loop[5] = (uint64_t)t->samples_seen;
-  s->loop[6] = (uint64_t)t->tr__val_at;
-  s->loop[7] = (uint64_t)t->tr__accum_pos;
-  s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
-  s->params = t->model.params;
-  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/mpi.h) */
-  else {
-    s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
-    s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
-  }
-  s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
-  if (data && data->len) { s->data = data->data; s->data_len = data->len; }
-  if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
-  if (!data) return t->tr__err;
-  if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
-    return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
-  /* one more HOOK section: where the run logs (tr_run_block; tr__peek gives it back to tr_run_continue) */
-  if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
-  if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  s->hooks = hooks->data;
-  s->hooks_len = hooks->len;
-  return TR_OK;
-}
-
-static void tr__w_piece(void *w, const float *x, size_t n) { tr__w_f32s((tr__writer *)w, x, n); }
-
-static void tr__write_all(tr__writer *w, const tr__snap *s) {
-  size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
-  int i;
-  unsigned char header[16];
-  memcpy(header, TR__MAGIC, 8);
-  tr__le(header + 8, TR__VERSION, 4);
-  tr__le(header + 12, 0, 4);
-  w->left = 16;
-  tr__w_put(w, header, 16);
-
-  for (i = 0; i < s->n_tensors; i++) meta += 4 + strlen(s->tensors[i].name) + 16;
-  tr__w_begin(w, TR__META, meta);
-  tr__w_u64(w, n);
-  tr__w_u32(w, s->optim);
-  tr__w_u32(w, s->n_buf);
-  tr__w_u32(w, (uint32_t)s->n_tensors);
-  for (i = 0; i < s->n_tensors; i++) {
-    const tr_tensor *x = &s->tensors[i];
-    size_t len = strlen(x->name);
-    tr__w_u32(w, (uint32_t)len);
-    tr__w_put(w, x->name, len);
-    tr__w_u64(w, x->offset);
-    tr__w_u64(w, x->count);
-  }
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
-  for (i = 0; i < 9; i++) tr__w_u64(w, s->loop[i]);
-  tr__w_u32(w, s->flags);
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
-  tr__w_f32s(w, s->params, n);
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
-  if (s->opt_owner) tr__dist_opt_each(s->opt_owner, tr__w_piece, w);
-  else {
-    if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
-    if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
-  }
-  tr__w_end(w);
-
-  if (s->grads) {
-    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
-    tr__w_f32s(w, s->grads, n);
-    tr__w_end(w);
-  }
-  if (s->data_len) { /* the training iterator's position */
-    tr__w_begin(w, TR__DATA, s->data_len);
-    tr__w_put(w, s->data, s->data_len);
-    tr__w_end(w);
-  }
-  if (s->has_lrst) { /* the schedule's state */
-    tr__w_begin(w, TR__LRST, sizeof s->lrst);
-    tr__w_put(w, s->lrst, sizeof s->lrst);
-    tr__w_end(w);
-  }
-  for (p = 0; p + 4 <= s->hooks_len;) { /* one HOOK section per stateful hook */
-    size_t klen = (size_t)tr__get(s->hooks + p, 4), len = (size_t)tr__get(s->hooks + p + 4 + klen, 8);
-    tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
-    tr__w_put(w, s->hooks + p, 4 + klen + 8 + len); /* u32 key length | key | u64 length | state */
-    tr__w_end(w);
-    p += 4 + klen + 8 + len;
-  }
-  tr__w_begin(w, TR__END, 0);
-  tr__w_end(w);
-  tr__w_flush(w);
-}
-
-/* The background writer's job: the file from the snapshot in the staging buffer. */
-static void tr__save_job(tr__asave *as, tr__afile *a) {
-  tr__writer w;
-  memset(&w, 0, sizeof w);
-  w.cap = 1 << 16;
-  if (!(w.buf = (unsigned char *)malloc(w.cap))) { a->err = ENOMEM; a->step = "writing"; return; }
-  w.af = a;
-  tr__write_all(&w, (const tr__snap *)as->job_user);
-  free(w.buf);
-}
-
-/* The loop's side: the file is on disk (on_checkpoint_saved), or the write failed the run. */
-static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
-  tr_trainer *t = (tr_trainer *)as->owner;
-  const char *path = t->ctx.path;
-  (void)ctx;
-  if (as->err) { tr__fail(t, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_save (in the background): %s", as->why); return; }
-  t->ctx.path = as->path;
-  tr__fire(t, HK_ON_CHECKPOINT_SAVED);
-  t->ctx.path = path;
-}
-
-/* A sharded optimizer state gathered into the staging buffer (at: where the next piece goes). */
-typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
-static void tr__stage_piece(void *u, const float *x, size_t n) {
-  tr__stage_at *s = (tr__stage_at *)u;
-  memcpy(s->at, x, 4 * n);
-  s->at += 4 * n;
-}
-
-/* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
-   staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
-static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
-  tr__asave *as;
-  tr__snap *s;
-  size_t n4 = 4 * (size_t)live->n, at = 0;
-  size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
-  if (!t->tr__asave && !(t->tr__asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
-  as = t->tr__asave;
-  if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
-  if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
-    tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
-    return;
-  }
-  s = (tr__snap *)as->job_user;
-  *s = *live;
-#define TR__STAGE(field, type, bytes) \
-  do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
-  TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
-  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v, straight into the buffer */
-    tr__stage_at sa;
-    sa.at = as->buf + at;
-    tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
-    if (live->n_buf >= 1) s->m = (const float *)(const void *)(as->buf + at);
-    if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
-    s->opt_owner = NULL;
-    at += n4 * live->n_buf;
-    if (t->tr__err) return; /* a shard did not arrive: nothing is written */
-  }
-  TR__STAGE(m, const float *, n4);
-  TR__STAGE(v, const float *, n4);
-  TR__STAGE(grads, const float *, n4);
-  TR__STAGE(data, const unsigned char *, live->data_len);
-  TR__STAGE(hooks, const unsigned char *, live->hooks_len);
-#undef TR__STAGE
-  as->len = at;
-  as->job = tr__save_job;
-  as->done = tr__save_ended;
-  as->owner = t;
-  tr__asave_submit(as);
-  t->tr__staged = 1;
-}
-
-/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
-   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
-   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced.
-   With tr__async_now the file is staged for the background writer instead (the same bytes). */
-static tr_err tr__save_file(tr_trainer *t, const char *path) {
-  tr__writer w;
-  tr__afile a;
-  tr__snap snap;
-  hk_bytes live, hooks;
-  memset(&live, 0, sizeof live);
-  memset(&hooks, 0, sizeof hooks);
-  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  if (t->tr__async_now) {
-    tr__stage_file(t, path, &snap);
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  memset(&w, 0, sizeof w);
-  w.cap = 1 << 16;
-  w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
-  w.af = &a;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(&w, &snap);
-    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
-  }
-  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (a.err && !strcmp(a.step, "renaming"))
-    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
-  else if (a.err)
-    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
-  tr__afile_free(&a);
-  free(w.buf);
-  hk_bytes_free(&live);
-  hk_bytes_free(&hooks);
-  return t->tr__err;
-}
-
-/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
-   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
-   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
-TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
-  tr_err run_err, e;
-  char run_msg[sizeof t->error];
-  hk_flow run_flow;
-  if (!t) return TR_ERR_INVALID;
-  if (t->tr__saving)
-    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
-                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
-  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
-  tr__saves_settle(t, 1); /* one save in flight: this one waits for the last (a failed one fails the run) */
-  run_err = t->tr__err;
-  run_flow = t->tr__flow;
-  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
-  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
-  t->tr__saving = 1;
-  t->tr__staged = 0;
-  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
-  tr__dist_agree(t); /* TRAIN_MPI: every rank saves alike; a save on some ranks only fails them all here, nothing written */
-  if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
-  else if (!t->tr__err) {
-    t->ctx.path = path;
-    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
-  }
-  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
-  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
-  tr__dev_unswap(t);
-  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
-  t->tr__async_now = t->tr__staged = 0;
-  tr__dist_agree(t);
-  t->ctx.path = NULL;
-  e = t->tr__err;
-  t->tr__saving = 0;
-  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
-  if (t->running != HK_STAGE_NONE) {
-    t->tr__err = run_err;
-    t->tr__flow = run_flow;
-    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
-    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways: the run cannot go on (TRAIN_MPI) */
-  }
-  return e;
-}
-
-/* -- reading: verify everything first, then change the trainer -- */
-typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
-
-static const char *tr__tag_name(uint32_t tag, char out[5]) {
-  int i;
-  for (i = 0; i < 4; i++) {
-    char c = (char)(tag >> (8 * i));
-    out[i] = (c >= 32 && c < 127) ? c : '?';
-  }
-  out[4] = 0;
-  return out;
-}
-
-/* Read the section at *pos: its header, bounds and checksum. */
-static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
-  size_t at = *pos, avail = len - at;
-  uint64_t size;
-  char name[5];
-  if (avail < 12)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
-  s->tag = (uint32_t)tr__get(buf + at, 4);
-  size = tr__get(buf + at + 4, 8);
-  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
-                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
-  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
-                    tr__tag_name(s->tag, name), at);
-  s->p = buf + at + 12;
-  s->n = (size_t)size;
-  s->at = at;
-  *pos = at + 12 + (size_t)size + 8;
-  return TR_OK;
-}
-
-/* Read the next section and check that it is the expected one. */
-static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
-  char want[5], got[5];
-  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
-  if (s->tag != tag)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
-                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
-  return TR_OK;
-}
-
-/* A parsed, verified checkpoint: pointers into the file's bytes. */
-typedef struct tr__ckpt {
-  uint32_t version;
-  tr__section meta, loop, parm, optm, grad, data;
-  int has_grad, has_data;
-  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
-  size_t key_bytes;
-  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
-  uint64_t seed, rng;
-  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
-  uint32_t flags;
-  tr_sched_state lr_state;    /* the LRST section's; zero (the start) without one */
-} tr__ckpt;
-
-static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
-  const unsigned char *p = s->p;
-  size_t pos = 20, n = s->n;
-  uint64_t n_params;
-  uint32_t kind, nbuf, nt, i;
-  static const char *optim_names[2] = { "AdamW", "SGD" };
-  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
-  n_params = tr__get(p, 8);
-  kind = (uint32_t)tr__get(p + 8, 4);
-  nbuf = (uint32_t)tr__get(p + 12, 4);
-  nt = (uint32_t)tr__get(p + 16, 4);
-  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
-  if (kind != (uint32_t)t->optim.kind)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
-                    optim_names[kind], optim_names[t->optim.kind]);
-  if (nbuf != (uint32_t)t->tr__n_buf)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
-                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
-  if (nt != (uint32_t)t->model.n_tensors)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
-  for (i = 0; i < nt; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    size_t len;
-    uint64_t off, cnt;
-    if (n - pos < 4) break;
-    len = (size_t)tr__get(p + pos, 4);
-    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
-    off = tr__get(p + pos + 4 + len, 8);
-    cnt = tr__get(p + pos + 4 + len + 8, 8);
-    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
-      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
-                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
-    if (off != x->offset || cnt != x->count)
-      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
-                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
-                      (unsigned long long)off, x->count, x->offset);
-    pos += 4 + len + 16;
-  }
-  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
-  if (n_params != t->model.n_params)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
-                    (unsigned long long)n_params, t->model.n_params);
-  return TR_OK;
-}
-
-static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
-  size_t pos = 16, n4 = t->model.n_params * 4;
-  int i;
-  tr__section s;
-  memset(ck, 0, sizeof *ck);
-  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
-  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
-    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
-                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
-                    "not tr_fit's resume_from or tr_load");
-  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
-  ck->version = (uint32_t)tr__get(buf + 8, 4);
-  if (ck->version < 1 || ck->version > TR__VERSION)
-    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
-                    (unsigned)ck->version, TR__VERSION);
-  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
-
-  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
-  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
-  if (ck->loop.n != TR__LOOP_SIZE)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
-  ck->seed = tr__get(ck->loop.p, 8);
-  ck->rng = tr__get(ck->loop.p + 8, 8);
-  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
-  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
-  /* every field in its range, so that nothing overflows when the loop counts on from it */
-  for (i = 0; i < 7; i++) {
-    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
-    int64_t lo = i == 4 ? -1 : 0;
-    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
-                      (long long)ck->v[i], (long long)lo);
-  }
-  if (ck->v[4] > ck->v[2])
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
-                    (long long)ck->v[4], (long long)ck->v[2]);
-  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
-                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
-                    (long long)ck->v[6], (long long)ck->v[2]);
-  if (ck->flags & ~(uint32_t)TR__F_ALL)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
-                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
-
-  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
-  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
-  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
-  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
-  if (ck->v[5] > 0) {
-    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
-    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
-    ck->has_grad = 1;
-  }
-  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
-    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
-    ck->has_data = 1;
-  }
-  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__LRST) {
-    tr__section ls;
-    char why[200];
-    if (tr__expect(t, buf, len, &pos, TR__LRST, &ls)) return t->tr__err;
-    if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
-  }
-
-  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
-  ck->hooks_at = pos;
-  for (;;) {
-    size_t klen, at = pos;
-    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
-    if (s.tag == TR__END) break;
-    if (s.tag != TR__HOOK) {
-      char name[5];
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
-    }
-    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
-    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
-        memchr(s.p + 4, 0, klen) != NULL)
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
-    ck->n_hooks++;
-    ck->key_bytes += klen + 1;
-  }
-  ck->hooks_end = pos - 20; /* where END starts */
-  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
-  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
-  return TR_OK;
-}
-
-static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
-    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
-    memcpy(&dst[i], &u, 4);
-  }
-}
-
-/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
-   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
-static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
-  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
-  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
-  size_t pos;
-  int i, n, missing = 0, unknown = 0;
-  if (!keys || !blobs) {
-    free(keys);
-    free(blobs);
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
-  }
-  for (i = n = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
-    const unsigned char *p = buf + pos + 12;
-    size_t klen = (size_t)tr__get(p, 4);
-    if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(p + 4, TR_RUN_KEY, klen)) continue; /* the run's: read before setup (tr__peek) */
-    memcpy(k, p + 4, klen);
-    k[klen] = 0;
-    blobs[n].key = k;
-    blobs[n].data = p + 4 + klen + 8;
-    blobs[n++].len = (size_t)tr__get(p + 4 + klen, 8);
-    k += klen + 1;
-  }
-  if (hk_state_check(t->reg, blobs, n, &missing) != HK_OK)
-    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
-  for (i = 0; i < n && !t->tr__err; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
-      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
-  if (!t->tr__err && missing && t->tr__strict_hook_state)
-    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
-  if (!t->tr__err && hk_state_load_all(t->reg, blobs, n) != HK_OK)
-    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
-  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
-  for (i = 0; i < n && !t->tr__err; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
-  free(keys);
-  free(blobs);
-  return t->tr__err;
-}
-
-/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
-/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
-   its rollback are the same assignment. */
-typedef struct tr__loop_state {
-  uint64_t seed, rng;
-  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
-  unsigned signals;
-  int grads_zeroed, epoch_ended, has_momentum, restarting;
-  tr_sched_state lr_state;
-  hk_bytes data;
-} tr__loop_state;
-
-static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
-  ls->seed = t->seed;                 ls->rng = t->rng.state;
-  ls->epoch = t->epoch;               ls->global_step = t->global_step;
-  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
-  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
-  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
-  ls->grads_zeroed = t->tr__grads_zeroed;
-  ls->epoch_ended = t->tr__epoch_ended;
-  ls->has_momentum = t->tr__has_momentum;
-  ls->restarting = t->tr__restarting;
-  ls->lr_state = t->run->lr_state;
-  ls->data = t->tr__data_state;
-}
-
-static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
-  t->seed = ls->seed;                 t->rng.state = ls->rng;
-  t->epoch = ls->epoch;               t->global_step = ls->global_step;
-  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
-  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
-  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
-  t->tr__grads_zeroed = ls->grads_zeroed;
-  t->tr__epoch_ended = ls->epoch_ended;
-  t->tr__has_momentum = ls->has_momentum;
-  t->tr__restarting = ls->restarting;
-  t->run->lr_state = ls->lr_state;
-  t->tr__data_state = ls->data;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->ctx.batch_idx = t->epoch_batch;
-  hk_grads_changed(&t->ctx);
-}
-
-/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
-   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
-   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
-   resumed run repeats it. The trainer's counters are put back after the save. */
-static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr__loop_state kept;
-  tr_err e;
-  tr__get_loop(t, &kept);
-  if (t->tr__win_open) {
-    t->epoch_batch = t->tr__win_batch;
-    t->samples_seen = t->tr__win_samples;
-    t->tr__accum_pos = t->tr__accum_n = 0;
-    t->tr__grads_zeroed = 0;
-    t->tr__epoch_ended = 0;
-    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
-  }
-  e = tr__save_for_request(user, ctx, path, why, cap);
-  tr__set_loop(t, &kept);
-  return e;
-}
-/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
-static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  uint32_t k = (uint32_t)strlen(key);
-  uint64_t l = len;
-  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
-}
-static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
-  size_t pos = 0;
-  int n = 0, i;
-  hk_state_blob *blobs;
-  char *keys = (char *)malloc(b->len + 1), *k = keys;
-  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
-  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
-  if (!keys || !blobs) {
-    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
-  } else {
-    for (i = 0, pos = 0; i < n; i++) {
-      uint32_t kl;
-      uint64_t l;
-      memcpy(&kl, b->data + pos, 4);
-      memcpy(k, b->data + pos + 4, kl);
-      k[kl] = 0;
-      memcpy(&l, b->data + pos + 4 + kl, 8);
-      blobs[i].key = k;
-      blobs[i].data = b->data + pos + 12 + kl;
-      blobs[i].len = (size_t)l;
-      k += kl + 1;
-      pos += 12 + kl + (size_t)l;
-    }
-    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
-  }
-  free(keys);
-  free(blobs);
-}
-
-/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
-   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
-   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
-   on_load_checkpoint (nobody else can fail after the commit). */
-/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
-static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
-  char old[sizeof t->error];
-  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
-  memcpy(old, t->error, sizeof old);
-  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
-  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
-  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
-  return t->tr__err;
-}
-static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  tr__ckpt ck;
-  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the optimizer state of [lo, lo + k): all, or a shard */
-  size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
-  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
-  tr__loop_state before, after;
-  hk_bytes hooks_before = { NULL, 0, 0, 0 };
-  float *floats_before = NULL;
-  memset(&after, 0, sizeof after);
-  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
-  if (ck.has_grad && !t->model.grads)
-    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
-                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
-  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
-  if (listened) {
-    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
-    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
-      free(floats_before);
-      hk_bytes_free(&hooks_before);
-      hk_bytes_free(&after.data);
-      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
-    }
-    memcpy(floats_before, t->model.params, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * k);
-    if (t->tr__n_buf >= 2) memcpy(floats_before + n + k, t->tr__v, 4 * k);
-    if (t->model.grads) memcpy(floats_before + n + k * (size_t)t->tr__n_buf, t->model.grads, 4 * n);
-  }
-  if (tr__load_hooks(t, buf, &ck)) {
-    free(floats_before);
-    hk_bytes_free(&hooks_before);
-    hk_bytes_free(&after.data);
-    return t->tr__err;
-  }
-
-  tr__get_loop(t, &before);
-  tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
-  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
-  after.seed = ck.seed;
-  after.rng = ck.rng;
-  after.epoch = ck.v[0];
-  after.global_step = ck.v[1];
-  after.epoch_batch = ck.v[2];
-  after.samples_seen = ck.v[3];
-  after.val_at = ck.v[4];
-  after.accum_pos = ck.v[5];
-  after.accum_n = ck.v[6];
-  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
-  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
-                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
-  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
-  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
-  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
-  after.lr_state = ck.lr_state;
-  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
-  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
-    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
-    int u;
-    t->tr__loaded = TR__FNV_START;
-    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
-  }
-
-  t->ctx.path = path;
-  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
-  t->ctx.path = NULL;
-  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
-    memcpy(t->model.params, floats_before, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
-    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
-    if (t->model.grads) memcpy(t->model.grads, floats_before + n + k * (size_t)t->tr__n_buf, 4 * n);
-    tr__dev_upload(t);
-    tr__set_loop(t, &before);
-    tr__snap_restore(t, &hooks_before);
-    hk_bytes_free(&after.data);
-  } else hk_bytes_free(&before.data);
-  free(floats_before);
-  hk_bytes_free(&hooks_before);
-  return t->tr__err;
-}
-
-/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
-   pass of its size (a file that grows meanwhile is refused rather than read forever). */
-static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
-  unsigned char *buf;
-  uint64_t size;
-  size_t len = 0;
-#ifdef TR__POSIX
-  struct stat st;
-#ifdef O_NONBLOCK
-  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
-#else
-  int fd = open(path, O_RDONLY);
-#endif
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
-  }
-  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
-  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
-  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
-  size = (uint64_t)st.st_size;
-#else
-  FILE *f = fopen(path, "rb");
-  long end;
-  if (!f) {
-    int err = errno;
-    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
-  }
-  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
-  }
-  size = (uint64_t)end;
-#endif
-  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
-#ifdef TR__POSIX
-    close(fd);
-#else
-    fclose(f);
-#endif
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
-                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
-                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
-  }
-  buf = (unsigned char *)malloc((size_t)size + 1);
-  if (!buf) {
-#ifdef TR__POSIX
-    close(fd);
-#else
-    fclose(f);
-#endif
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
-  }
-  for (;;) { /* one byte more than the size: to see a file that grew */
-#ifdef TR__POSIX
-    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
-#else
-    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
-    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
-#endif
-    if (k == 0) break;
-    len += (size_t)k;
-    if (len > size) break;
-  }
-#ifdef TR__POSIX
-  close(fd);
-#else
-  fclose(f);
-#endif
-  if (len != size) {
-    free(buf);
-    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
-                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
-  }
-  *out = buf;
-  *out_len = len;
-  return TR_OK;
-}
-
-/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/cuda.h). */
-static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
-  tr__dev_unswap(t);
-  return t->tr__err;
-}
-
-static tr_err tr__load_file(tr_trainer *t, const char *path) {
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
-  tr__load_mem(t, buf, len, path);
-  free(buf);
-  return t->tr__err;
-}
-
-/* resume "auto" for tr_fit: a checkpoint of this model that reads whole (every section's checksum), its step. */
-static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  tr__ckpt ck;
-  int bad = tr__read_file(t, path, &buf, &len) || tr__parse(t, buf, len, &ck);
-  if (bad) tr__msg(why, cap, "%s", t->error);
-  else *step = ck.v[1];
-  free(buf);
-  t->tr__err = TR_OK; /* (looked at before the fit: nothing had failed) */
-  t->error[0] = 0;
-  return bad;
-}
-
-/* ---- a resume with nothing left to train ---------------------------------------------------------------
-   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
-   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
-   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
-   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
-   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
-   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
-   is left to the load, which says why. */
-typedef struct tr__peeked {
-  int64_t epoch, step;
-  uint32_t flags;
-  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
-  int64_t es_wait, es_patience, es_reason;
-  char es_msg[300];
-} tr__peeked;
-static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
-static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
-  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
-  FILE *f = fopen(path, "rb");
-  int rc = -1, seen_loop = 0;
-  memset(pk, 0, sizeof *pk);
-  if (!f) return -1;
-  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
-  for (;;) {
-    uint32_t tag;
-    uint64_t size;
-    if (tr__peek_read(f, head, 12)) goto done;
-    tag = (uint32_t)tr__get(head, 4);
-    size = tr__get(head + 4, 8);
-    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
-    if (tag == TR__LOOP) {
-      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
-          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
-        goto done;
-      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
-      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
-      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
-      seen_loop = 1;
-      continue;
-    }
-    if (tag == TR__HOOK && size >= 12 && size < ((uint64_t)1 << 20)) { /* the run's block; an early stop */
-      size_t klen, n = (size_t)size;
-      if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
-      klen = (size_t)tr__get(hook, 4);
-      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
-        const unsigned char *data = hook + 4 + klen + 8;
-        size_t len = n - 12 - klen;
-        if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
-#if TR__ON_EARLY_STOPPING
-        else if (!pk->es_key[0] && klen <= TR__MAX_KEY && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
-          hk_reader rd;
-          tr__es_saved v;
-          memset(&rd, 0, sizeof rd);
-          rd.data = data;
-          rd.len = len;
-          if (tr__es_read(&rd, &v) == 0) {
-            if (v.reason != TR_STOP_NOT_STOPPED) {
-              memcpy(pk->es_key, hook + 4, klen);
-              pk->es_key[klen] = 0;
-              pk->es_wait = v.wait;
-              pk->es_patience = v.patience;
-              pk->es_reason = v.reason;
-              snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
-            }
-            free(v.msg);
-          }
-        }
-#endif
-      }
-      free(hook);
-      hook = NULL;
-      continue;
-    }
-    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
-  }
-done:
-  free(hook);
-  fclose(f);
-  return rc;
-}
-static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
-  tr__peeked pk;
-  int64_t epochs;
-  const char *path = c->resume_from;
-  char why[sizeof t->error];
-  t->tr__lift_stop = 0;
-  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says what is wrong with it */
-  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
-  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
-    return tr__fail(t, TR_ERR_INVALID, "%s", why);
-  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
-#if TR__ON_EARLY_STOPPING
-  if (pk.es_key[0]) { /* early_stopping's rule, which tr_run_start's look shares */
-    tr__es_saved v;
-    memset(&v, 0, sizeof v);
-    v.wait = pk.es_wait;
-    v.patience = pk.es_patience;
-    v.reason = pk.es_reason;
-    v.msg = pk.es_msg;
-    switch (tr__es_resume_verdict(t->reg, "tr_fit", path, epochs, pk.step, pk.es_key, &v, why, sizeof why)) {
-    case 2: t->tr__lift_stop = 1; return TR_OK;
-    case 1: return tr__fail(t, TR_ERR_INVALID, "%s", why);
-    default: break;
-    }
-  }
-#endif
-  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
-                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
-}
-
-/* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
-   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
-static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
-  tr__peeked pk;
-  (void)tr_run_continue(t->reg, NULL, 0);
-  (void)tr__peek(t->reg, path, &pk);
-  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
-  (void)tr_run_continue(t->reg, NULL, 0);
-  return 1;
-}
-
-/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
-   the way to resume inside fit): refused, without touching the run. */
-static tr_err tr__load_allowed(tr_trainer *t) {
-  if (t->running != HK_STAGE_NONE)
-    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
-                      hk_stage_name(t->running));
-  t->tr__err = TR_OK;
-  t->error[0] = 0;
-  return TR_OK;
-}
-
-TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
-  if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return TR_ERR_INVALID;
-  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
-  return tr__load_file(t, path);
-}
-
-TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
-  if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return TR_ERR_INVALID;
-  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
-  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
-}
-#endif /* !defined(TRAIN_NO_TRAINER) */
 #if TR__ON_LR_FINDER
 static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
 TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
@@ -21140,7 +22290,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (c->gradient_clip_val > 0) tr__clip_gradients(t);
     t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
     tr__update(t, lr);
-    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/cuda.h said which) */
+    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/trainer/cuda.h said which) */
     avg = beta * avg + (1 - beta) * loss;
     smooth = avg / (1 - pow(beta, i + 1));
     s->lrs[i] = lr;
@@ -21280,1175 +22430,6 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
 }
 TR__PUBLIC_OF(tr_lr_finder, lrf)
 #endif /* TR__ON_LR_FINDER */
-#if !defined(TRAIN_NO_TRAINER)
-/* =================================================================================================
-   CUDA (TRAIN_CUDA)
-   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
-   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
-   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
-   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
-     zero_grad       trc_zero                     accumulation mean   trc_scale
-     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
-                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
-                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
-     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
-     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (train/math.h):
-                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
-                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
-   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
-   the host or synchronises unless asked:
-     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
-       the gradients, when a hook first reads it (ctx->grad_norm_source);
-     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
-       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
-       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
-       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
-     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
-   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
-   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
-   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
-   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
-   checks it against the CPU path bit for bit.
-   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
-   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
-   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
-   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
-   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss;
-   device_stats reads the GPU's utilisation and memory through NVML (trc_pci_bus_id names the device): no wait.
-   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
-   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
-   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
-   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
-   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
-   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
-   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
-   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
-   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
-   with on_device is refused by tr_init (TR_ERR_DEVICE).
-   ================================================================================================= */
-#ifdef TRAIN_CUDA
-typedef struct tr__device {
-  float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
-  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
-  float *host_params, *host_grads;
-  double *partials;         /* TRC_NORM_BLOCKS */
-  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
-  unsigned long long *counts; /* histogram bins */
-  int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
-  int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
-  uint64_t norm_version;
-  int loss_known;           /* loss holds the device loss of the last training forward */
-  double loss;
-  int swapped;              /* model.params/grads point at the host mirrors */
-  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* one per view: the callbacks' per-tensor sums (tr__dev_grad_sumsq) */
-  float *kept;              /* lr_finder's copy of params, grads, m, v (tr__dev_keep) */
-} tr__device;
-
-#define TR__DEV(t) ((tr__device *)(t)->tr__dev)
-
-static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
-  if (e) tr__fail(t, TR_ERR_DEVICE, "CUDA: %s failed: %s", what, trc_error_string(e));
-  return e == 0;
-}
-
-/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
-static void tr__dev_norm(tr_trainer *t, double max_norm) {
-  tr__device *d = TR__DEV(t);
-  if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
-    d->norm_known = 1;
-    d->norm_version = t->ctx.hk__grads_version;
-  }
-}
-
-/* ctx->grad_norm_source: the only place the norm comes back to the host, when a hook asks. */
-static double tr__dev_grad_norm(hk_ctx *ctx, void *user) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr__device *d = TR__DEV(t);
-  double norm = NAN;
-  (void)ctx;
-  if (!d->norm_known || d->norm_version != t->ctx.hk__grads_version) tr__dev_norm(t, 0);
-  if (d->norm_known) tr__dev_ok(t, trc_copy_to_host(&norm, &d->ctrl->norm, sizeof norm, t->model.stream), "copying the norm");
-  return norm;
-}
-
-static double tr__dev_loss_metric(const hk_ctx *ctx, void *user) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr__device *d = TR__DEV(t);
-  float x = NAN;
-  (void)ctx;
-  if (!t->model.device_loss || d->loss_known) return t->tr__last_loss;
-  if (tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss")) {
-    d->loss_known = 1;
-    t->tr__last_loss = x;
-  }
-  return t->tr__last_loss;
-}
-
-static void tr__dev_free(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  if (!d) return;
-  trc_free(d->m); trc_free(d->v); trc_free(d->partials); trc_free(d->ctrl); trc_free(d->counts);
-  trc_free(d->tensor_ctrl); trc_free(d->kept);
-  free(d->host_params); free(d->host_grads); free(d->tensor_ctrl_host);
-  free(d);
-  t->tr__dev = NULL;
-}
-
-/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h): ctx is the trainer's ---- */
-static tr_trainer *tr__dev_of(hk_ctx *ctx) { return (tr_trainer *)ctx->trainer; }
-static int tr__dev_hook_ok(hk_ctx *ctx, int e, const char *what) {
-  if (e) hk_fail(ctx, "CUDA: %s failed: %s", what, trc_error_string(e));
-  return e ? -1 : 0;
-}
-static float *tr__dev_alloc(hk_ctx *ctx, size_t n) {
-  void *p = NULL;
-  int e = trc_malloc(&p, n * sizeof(float));
-  e = e ? e : trc_memset(p, 0, n * sizeof(float), tr__dev_of(ctx)->model.stream);
-  if (tr__dev_hook_ok(ctx, e, "allocating device memory")) { trc_free(p); return NULL; }
-  return (float *)p;
-}
-static void tr__dev_release(void *d) { trc_free(d); }
-static int tr__dev_to_host_bytes(hk_ctx *ctx, void *dst, const void *d_src, size_t bytes) {
-  return tr__dev_hook_ok(ctx, trc_copy_to_host(dst, d_src, bytes, tr__dev_of(ctx)->model.stream), "copying to the host");
-}
-static int tr__dev_to_device_bytes(hk_ctx *ctx, void *d_dst, const void *src, size_t bytes) {
-  return tr__dev_hook_ok(ctx, trc_copy_to_device(d_dst, src, bytes, tr__dev_of(ctx)->model.stream), "copying to the device");
-}
-static int tr__dev_copy(hk_ctx *ctx, float *d_dst, const float *d_src, size_t n) {
-  return tr__dev_hook_ok(ctx, trc_copy_on_device(d_dst, d_src, n * sizeof(float), tr__dev_of(ctx)->model.stream), "a device copy");
-}
-static int tr__dev_swap(hk_ctx *ctx, float *d_a, float *d_b, size_t n) {
-  return tr__dev_hook_ok(ctx, trc_swap(d_a, d_b, n, tr__dev_of(ctx)->model.stream), "trc_swap");
-}
-static int tr__dev_average(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w) {
-  return tr__dev_hook_ok(ctx, trc_ema(d_avg, d_p, n, w, tr__dev_of(ctx)->model.stream), "trc_ema");
-}
-/* trc_norm per selected view into its own control block (the norm kernel, nothing new), then one copy */
-static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
-  tr_trainer *t = tr__dev_of(ctx);
-  tr__device *d = TR__DEV(t);
-  int j, e = 0;
-  if (n > t->model.n_tensors) return hk_fail(ctx, "CUDA: %d tensors asked, the model has %d", n, t->model.n_tensors), -1;
-  for (j = 0; j < n && !e; j++) {
-    const hk_tensor *g = &ctx->grads[sel[j]];
-    e = trc_norm(g->data, g->count, d->partials, &d->tensor_ctrl[j], 0, 0, t->model.stream);
-  }
-  e = e ? e : trc_copy_to_host(d->tensor_ctrl_host, d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)n, t->model.stream);
-  if (tr__dev_hook_ok(ctx, e, "the per-tensor norms")) return -1;
-  for (j = 0; j < n; j++) out[j] = d->tensor_ctrl_host[j].sumsq;
-  return 0;
-}
-static const tr__dev_ops tr__dev_ops_table = { tr__dev_alloc, tr__dev_release, tr__dev_to_host_bytes, tr__dev_to_device_bytes,
-                                               tr__dev_copy, tr__dev_swap, tr__dev_average, tr__dev_grad_sumsq };
-
-/* lr_finder's save (restore = 0) and restore of params, grads and the optimizer state: device-to-device
-   copies into a buffer that lives from the save to the restore. */
-static tr_err tr__dev_keep(tr_trainer *t, int restore) {
-  tr__device *d = TR__DEV(t);
-  size_t n = t->model.n_params, bytes = n * sizeof(float);
-  float *bufs[4];
-  int i, e = 0;
-  bufs[0] = t->model.params; bufs[1] = t->model.grads; bufs[2] = d->m; bufs[3] = d->v;
-  if (!restore && !d->kept) e = trc_malloc((void **)&d->kept, 4 * bytes);
-  for (i = 0; i < 4 && !e && d->kept; i++)
-    if (bufs[i]) e = restore ? trc_copy_on_device(bufs[i], d->kept + (size_t)i * n, bytes, t->model.stream)
-                             : trc_copy_on_device(d->kept + (size_t)i * n, bufs[i], bytes, t->model.stream);
-  if (restore) {
-    e = e ? e : trc_synchronize(t->model.stream); /* the buffer is freed now */
-    trc_free(d->kept);
-    d->kept = NULL;
-    d->norm_known = 0;
-    d->fold_clip = 0;
-  }
-  return tr__dev_ok(t, e, restore ? "restoring the state on the device" : "keeping the state on the device") ? TR_OK : t->tr__err;
-}
-
-/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
-static tr_err tr__dev_init(tr_trainer *t) {
-  tr__device *d;
-  size_t n = t->model.n_params, bytes = n * sizeof(float);
-  char why[256];
-  int i, e = 0;
-  if (!t->model.on_device) return TR_OK;
-  if (!trc_device_ok(why, sizeof why))
-    return tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device, but no CUDA device can be used (%s)", why);
-  d = (tr__device *)calloc(1, sizeof *d);
-  if (!d) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory");
-  t->tr__dev = d;
-  d->host_params = (float *)malloc(bytes);
-  d->host_grads = (float *)malloc(bytes);
-  d->tensor_ctrl_host = (trc_ctrl *)malloc(sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
-  if (!d->host_params || !d->host_grads || !d->tensor_ctrl_host) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the host mirrors");
-  if (t->tr__n_buf >= 1) e = e ? e : trc_malloc((void **)&d->m, bytes);
-  if (t->tr__n_buf >= 2) e = e ? e : trc_malloc((void **)&d->v, bytes);
-  e = e ? e : trc_malloc((void **)&d->partials, TRC_NORM_BLOCKS * sizeof(double));
-  e = e ? e : trc_malloc((void **)&d->ctrl, sizeof(trc_ctrl));
-  e = e ? e : trc_malloc((void **)&d->counts, (4096 + 3) * sizeof(unsigned long long));
-  e = e ? e : trc_malloc((void **)&d->tensor_ctrl, sizeof(trc_ctrl) * (size_t)(t->model.n_tensors > 0 ? t->model.n_tensors : 1));
-  if (d->m) e = e ? e : trc_memset(d->m, 0, bytes, t->model.stream);
-  if (d->v) e = e ? e : trc_memset(d->v, 0, bytes, t->model.stream);
-  if (!tr__dev_ok(t, e, "allocating the optimizer state on the device")) return t->tr__err;
-  for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
-  t->ctx.grad_norm_source = tr__dev_grad_norm;
-  t->ctx.grad_norm_source_user = t;
-  *tr__dev_seam() = &tr__dev_ops_table; /* the standard callbacks' way to the device views (train/battery.h) */
-  if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
-  return TR_OK;
-}
-
-/* Host mirrors stand in for the device buffers while a checkpoint is written or read. */
-static tr_err tr__dev_to_host(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  size_t bytes = t->model.n_params * sizeof(float);
-  int e = 0;
-  if (!d || d->swapped) return TR_OK;
-  e = e ? e : trc_copy_to_host(d->host_params, t->model.params, bytes, t->model.stream);
-  if (t->model.grads) e = e ? e : trc_copy_to_host(d->host_grads, t->model.grads, bytes, t->model.stream);
-  if (d->m) e = e ? e : trc_copy_to_host(t->tr__m, d->m, bytes, t->model.stream);
-  if (d->v) e = e ? e : trc_copy_to_host(t->tr__v, d->v, bytes, t->model.stream);
-  if (!tr__dev_ok(t, e, "copying the state from the device")) return t->tr__err;
-  d->params = t->model.params;
-  d->grads = t->model.grads;
-  t->model.params = d->host_params;
-  if (t->model.grads) t->model.grads = d->host_grads;
-  d->swapped = 1;
-  return TR_OK;
-}
-
-/* After a load's commit (or its rollback): what the host mirrors hold goes to the device. */
-static void tr__dev_upload(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  size_t bytes = t->model.n_params * sizeof(float);
-  int e = 0;
-  if (!d || !d->swapped) return;
-  e = e ? e : trc_copy_to_device(d->params, d->host_params, bytes, t->model.stream);
-  if (d->grads) e = e ? e : trc_copy_to_device(d->grads, d->host_grads, bytes, t->model.stream);
-  if (d->m) e = e ? e : trc_copy_to_device(d->m, t->tr__m, bytes, t->model.stream);
-  if (d->v) e = e ? e : trc_copy_to_device(d->v, t->tr__v, bytes, t->model.stream);
-  e = e ? e : trc_synchronize(t->model.stream); /* the mirrors may change again as soon as we return */
-  tr__dev_ok(t, e, "copying the state to the device");
-  d->norm_known = 0;
-}
-
-static void tr__dev_unswap(tr_trainer *t) {
-  tr__device *d = TR__DEV(t);
-  if (!d || !d->swapped) return;
-  t->model.params = d->params;
-  if (d->grads) t->model.grads = d->grads;
-  d->swapped = 0;
-}
-
-/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
-static void tr__dev_zero_grad(tr_trainer *t) {
-  tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
-}
-
-static void tr__dev_scale_grads(tr_trainer *t, float k) {
-  tr__dev_ok(t, trc_scale(t->model.grads, t->model.n_params, k, t->model.stream), "scaling the gradients");
-}
-
-static void tr__dev_clip(tr_trainer *t, const tr_config *c) {
-  tr__device *d = TR__DEV(t);
-  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
-    tr__dev_norm(t, c->gradient_clip_val);
-    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* the hook must see clipped gradients: clip now */
-      tr__dev_ok(t, trc_apply_clip(t->model.grads, t->model.n_params, d->ctrl, t->model.stream), "clipping");
-    else d->fold_clip = 1;
-  } else if (tr__dev_ok(t, trc_clip_value(t->model.grads, t->model.n_params, (float)c->gradient_clip_val, d->partials,
-                                         d->ctrl, t->model.stream), "clipping by value")) {
-    d->norm_known = 1; /* the norm before clipping, as hk_grad_norm promises */
-    d->norm_version = t->ctx.hk__grads_version;
-  }
-}
-
-static void tr__dev_update(tr_trainer *t, double lr) {
-  tr__device *d = TR__DEV(t);
-  const tr_optim *o = &t->optim;
-  const trc_ctrl *ctrl = d->fold_clip ? d->ctrl : NULL;
-  size_t n = t->model.n_params;
-  int e;
-  d->fold_clip = 0;
-  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
-    tr_optim og = *o;
-    size_t off, len;
-    int i = 0;
-    e = 0;
-    while (!e && i < t->ctx.n_tensors) {
-      tr_tensor_opt s;
-      float *p, *g;
-      i = tr__group_run(t, i, lr, &s, &off, &len);
-      p = t->model.params + off, g = t->model.grads + off;
-      og.weight_decay = s.weight_decay;
-      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
-      else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
-      else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
-    }
-    if (o->kind == TR_OPTIM_SGD && o->momentum > 0) t->tr__has_momentum = 1;
-  } else if (o->kind == TR_OPTIM_ADAMW)
-    e = trc_adamw(t->model.params, t->model.grads, d->m, d->v, n, tr_adamw_coefs(o, lr, t->global_step + 1), ctrl, t->model.stream);
-  else {
-    e = trc_sgd(t->model.params, t->model.grads, d->m, n, tr_sgd_coefs(o, lr, !t->tr__has_momentum), ctrl, t->model.stream);
-    if (o->momentum > 0) t->tr__has_momentum = 1;
-  }
-  tr__dev_ok(t, e, "the optimizer step");
-}
-
-/* After a training forward: the loss stays on the device unless the non-finite policy must see it. */
-static void tr__dev_forward_loss(tr_trainer *t, double *loss) {
-  tr__device *d = TR__DEV(t);
-  if (!t->model.device_loss) return;
-  d->loss_known = 0;
-  *loss = t->tr__last_loss = NAN;
-  if (t->tr__cfg && t->tr__cfg->on_nonfinite_loss != TR_NONFINITE_IGNORE) *loss = tr__dev_loss_metric(&t->ctx, t);
-}
-
-/* An evaluation batch's loss (one copy). */
-static double tr__dev_eval_loss(tr_trainer *t, double loss) {
-  float x = NAN;
-  if (!t->model.device_loss) return loss;
-  tr__dev_ok(t, trc_copy_to_host(&x, t->model.device_loss, sizeof x, t->model.stream), "copying the loss");
-  return x;
-}
-
-static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) { /* tr_grad_histogram */
-  tr__device *d = TR__DEV(t);
-  unsigned long long c[4096 + 3];
-  int b, e = trc_histogram(t->model.grads, t->model.n_params, lo, hi, bins, d->counts, t->model.stream);
-  e = e ? e : trc_copy_to_host(c, d->counts, sizeof *c * (size_t)(bins + 3), t->model.stream);
-  if (e) return tr__refuse(t, "tr_grad_histogram: CUDA: %s", trc_error_string(e));
-  for (b = 0; b < bins + 3; b++) counts[b] = c[b];
-  return TR_OK;
-}
-TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
-#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
-static tr_err tr__dev_init(tr_trainer *t) {
-  return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
-                                       "compiled with TRAIN_CUDA by nvcc (see train/cuda.h)") : TR_OK;
-}
-static void tr__dev_free(tr_trainer *t) { (void)t; }
-static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
-static void tr__dev_upload(tr_trainer *t) { (void)t; }
-static void tr__dev_unswap(tr_trainer *t) { (void)t; }
-TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore) { (void)t; (void)restore; return TR_OK; }
-TR__SHARED void tr__dev_zero_grad(tr_trainer *t) { (void)t; }
-TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; return loss; }
-TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
-#endif
-#endif /* !defined(TRAIN_NO_TRAINER) */
-/* =================================================================================================
-   MPI STRATEGY (TRAIN_MPI)
-   Data parallelism across processes, Lightning's DDP on MPI: every rank holds the whole model, trains
-   on its own shard of each epoch's batches, and the gradients are summed in rank order once per
-   optimizer step (the gradient point), so the parameters stay bit-identical on every rank. Collectives
-   run only at the trainer's fixed points (the gradient point and the agreement points: one small
-   all-reduce of TR__VOTE below), on every rank in the same order, never inside a hook. Mismatched ranks,
-   a save or lr change on some ranks only, a rank that never arrives (tr_desc.mpi_timeout): every rank
-   fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
-   stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
-   point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
-#ifdef TRAIN_MPI
-#ifdef TR__POSIX
-#  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
-#endif
-
-#define TR__DIST_PATH 1024        /* a checkpoint path sent from rank 0: at most this many bytes */
-#define TR__DIST_CHUNK (1 << 20)  /* floats per collective call (counts are ints; bounds the gather buffer) */
-#define TR__FACTS 24              /* int64 per rank in a start agreement: where, this rank's error, facts */
-#define TR__ZERO_BLOCK 16         /* zero: shards are whole blocks of floats (64 bytes), the exchange's unit */
-#define TR__ZERO_TAG 29           /* zero: the tag of the shards sent to rank 0 while it writes a checkpoint */
-
-/* The vote of an agreement point: X(field, how two ranks' values combine into one). */
-#define TR__VOTE(X) \
-  X(FAILED,   a + b)              /* ranks that have failed */ \
-  X(FIRST,    a < b ? a : b)      /* the lowest failed rank (W when none) */ \
-  X(SIGNALS,  a | b)              /* hk_flow signal bits */ \
-  X(REQUESTS, a | b)              /* HK_REQUEST_* bits */ \
-  X(SIGINT,   a > b ? a : b)      /* Ctrl-C / SIGTERM count */ \
-  X(SIGTERM,  a | b)              /* TR_STOP_SIGTERM: a rank's stop signal was SIGTERM (every rank's message names it) */ \
-  X(PREEMPT,  a > b ? a : b)      /* the preemption signal came (train/cluster.h) */ \
-  X(SUM,      a + b)              /* micro-batches that ran backward; evaluation batches counted */ \
-  X(LEAST,    a < b ? a : b)      /* batch counts: the smallest and the largest */ \
-  X(MOST,     a > b ? a : b) \
-  X(SITE_LO,  a < b ? a : b)      /* which agreement point (its line): ranks that differ are out of step */ \
-  X(SITE_HI,  a > b ? a : b) \
-  X(LR_MOVED, a + b)              /* ranks whose learning rate changed since the last vote (tr__dist_lr) */ \
-  X(LR_FROM,  a < b ? a : b)      /* the lowest of them (W when none): every rank takes its learning rate */ \
-  X(LR_LO,    a < b ? a : b)      /* their learning rates' fingerprints: the smallest and the largest */ \
-  X(LR_HI,    a > b ? a : b)
-enum {
-#define TR__X(name, op) TR__V_##name,
-  TR__VOTE(TR__X)
-#undef TR__X
-  TR__V_COUNT
-};
-
-typedef struct tr__dist {
-  MPI_Comm comm;            /* the trainer's own duplicate of MPI_COMM_WORLD */
-  MPI_Datatype vote_type;   /* one vote: TR__V_COUNT int64 */
-  MPI_Op vote_op;           /* tr__dist_combine */
-  int rank, world;
-  int broken;               /* the ranks were out of step: no collective until the next run's start */
-  int dead;                 /* a start agreement timed out: no collective ever again (a rank is gone) */
-  int64_t most;             /* the largest rank-local batch count of the last tr__dist_shard */
-  double lr[2];             /* the learning rate as last agreed: optim.lr and tr_lr_scale's scale */
-  float *gather;            /* world * min(n_params, TR__DIST_CHUNK) floats (three or more ranks) */
-  double *sums;             /* world evaluation loss sums */
-  int64_t *facts;           /* world * TR__FACTS: every rank's facts of the last start agreement */
-  /* zero (tr_desc.zero): */
-  size_t per;               /* floats per shard (a multiple of TR__ZERO_BLOCK) */
-  MPI_Datatype block;       /* TR__ZERO_BLOCK floats: the exchange's unit, so displacements fit an int */
-  int *counts, *displs;     /* world each: one exchange round's blocks per rank, and where they go */
-  float *piece;             /* rank 0: a chunk of another rank's shard, received while writing a checkpoint */
-  int opt_done;             /* rank 0: this save received every shard */
-#ifdef TRAIN_CUDA
-  ncclComm_t nccl;          /* an on_device model's gradients go through NCCL (NULL: none) */
-#endif
-  char paths[HK_MAX_CHECKPOINT_PATHS][TR__DIST_PATH];
-} tr__dist;
-
-static int tr__dist_we_initialised;
-static void tr__dist_finalize(void) {
-  int done = 0;
-  MPI_Finalized(&done);
-  if (!done) MPI_Finalize();
-}
-
-static void tr__dist_combine(void *in, void *inout, int *len, MPI_Datatype *type) {
-  const int64_t *x = (const int64_t *)in;
-  int64_t *y = (int64_t *)inout;
-  int i;
-  (void)type;
-  for (i = 0; i < *len; i++, x += TR__V_COUNT, y += TR__V_COUNT) {
-#define TR__X(name, op) { int64_t a = x[TR__V_##name], b = y[TR__V_##name]; y[TR__V_##name] = (op); }
-    TR__VOTE(TR__X)
-#undef TR__X
-  }
-}
-
-static tr_err tr__dist_fail(tr_trainer *t, int rc, const char *what) {
-  char msg[MPI_MAX_ERROR_STRING] = "";
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  return tr__fail(t, TR_ERR_COMM, "%s failed: %s", what, msg);
-}
-
-/* Wait for a nonblocking collective of a start agreement, at most `limit` seconds (< 0: forever).
-   1 when it completed (rc its result), 0 when the time ran out (it stays pending: MPI cannot cancel a
-   collective, so the memory it writes to is never freed). The first millisecond polls, then 1 ms naps. */
-static int tr__dist_wait(MPI_Request *rq, double limit, int *rc) {
-  double start = MPI_Wtime(), now;
-  int done = 0;
-  for (;;) {
-    *rc = MPI_Test(rq, &done, MPI_STATUS_IGNORE);
-    if (*rc != MPI_SUCCESS || done) return 1;
-    now = MPI_Wtime();
-    if (limit >= 0 && now - start > limit) return 0;
-#ifdef TR__POSIX
-    if (now - start > 1e-3) (void)poll(NULL, 0, 1);
-#endif
-  }
-}
-
-static const char *tr__dist_timeout_hint =
-  "a rank that returned or failed before this call (e.g. on an error of its own before tr_fit) leaves the "
-  "others waiting: every rank must call tr_init, tr_fit, tr_validate, tr_test and tr_predict alike; "
-  "tr_desc.mpi_timeout sets the limit. This trainer cannot communicate any more: end the job "
-  "(MPI_Abort(MPI_COMM_WORLD, 1))";
-
-/* "rank 0: 3, rank 1: 1" (a value per rank; beyond 8 ranks, each distinct value with its first ranks). */
-static void tr__dist_values(char *out, size_t cap, const int64_t *all, int world, int at, char kind) {
-  size_t len = 0;
-  int r, k, shown = 0;
-#define TR__PUT(...) do { if (len < cap) { int n_ = snprintf(out + len, cap - len, __VA_ARGS__); if (n_ > 0) len += (size_t)n_; } } while (0)
-#define TR__VAL(v) do { if (kind == 'b') TR__PUT("%s", (v) ? "set" : "not set"); \
-    else if (kind == 'd') { double d_; memcpy(&d_, &(v), sizeof d_); TR__PUT("%g", d_); } \
-    else if (kind == 'x') TR__PUT("%016llx", (unsigned long long)(v)); else TR__PUT("%lld", (long long)(v)); } while (0)
-  out[0] = 0;
-  if (world <= 8) {
-    for (r = 0; r < world; r++) { TR__PUT("%srank %d: ", r ? ", " : "", r); TR__VAL(all[(size_t)r * TR__FACTS + at]); }
-    return;
-  }
-  for (r = 0; r < world && shown < 4; r++) { /* a value not seen on an earlier rank */
-    int64_t v = all[(size_t)r * TR__FACTS + at], count = 0, listed = 0;
-    for (k = 0; k < r && all[(size_t)k * TR__FACTS + at] != v; k++) {}
-    if (k < r) continue;
-    TR__PUT("%s", shown++ ? "; " : "");
-    TR__VAL(v);
-    TR__PUT(" on rank");
-    for (k = r; k < world; k++)
-      if (all[(size_t)k * TR__FACTS + at] == v && count++ < 3) TR__PUT("%s %d", listed++ ? "," : "", k);
-    if (count > 3) TR__PUT(" and %lld more", (long long)(count - 3));
-  }
-  if (shown == 4) TR__PUT("; ...");
-#undef TR__VAL
-#undef TR__PUT
-}
-
-/* One start agreement: every rank's facts (where it is, its own error, then n named facts) gathered,
-   with tr_desc.mpi_timeout. Then every rank knows the same: a rank's error is sent to every other
-   rank ("rank 1: ..."), and facts that differ between ranks are one error naming each with its values
-   per rank. Returns this rank's outcome (its own error first). */
-typedef struct tr__fact { const char *name; char kind; int64_t v; } tr__fact; /* kind: i int, b set, d double, x hash */
-static const char *const tr__dist_where[] = { "", "tr_init", "tr_fit", "tr_validate", "tr_test", "tr_predict", "tr_fit (after resuming)" };
-enum { TR__AT_INIT = 1, TR__AT_FIT, TR__AT_VALIDATE, TR__AT_TEST, TR__AT_PREDICT, TR__AT_RESUMED };
-
-static tr_err tr__dist_gather(tr_trainer *t, tr__dist *d, int where, tr_err failed, const tr__fact *f, int n, const char *what) {
-  int64_t mine[TR__FACTS];
-  const int64_t *all = d->facts;
-  int r, i, rc, first = -1, differ = 0;
-  MPI_Request rq;
-  char vals[320];
-  size_t len;
-  if (d->dead)
-    return failed ? failed : tr__fail(t, TR_ERR_COMM, "%s: an earlier agreement between the ranks timed out, so this "
-                                      "trainer cannot communicate any more (end the job and start it again)", tr__dist_where[where]);
-  d->broken = 0; /* a new run: the ranks meet here again */
-  memset(mine, 0, sizeof mine);
-  mine[0] = where;
-  mine[1] = failed;
-  for (i = 0; i < n && !failed; i++) mine[2 + i] = f[i].v;
-  rc = MPI_Iallgather(mine, TR__FACTS, MPI_INT64_T, d->facts, TR__FACTS, MPI_INT64_T, d->comm, &rq);
-  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) {
-    d->dead = 1;
-    if (failed) return failed;
-    return tr__fail(t, TR_ERR_COMM, "%s: not every rank arrived within %g s (%d ranks); %s", tr__dist_where[where],
-                    t->tr__mpi_timeout, d->world, tr__dist_timeout_hint);
-  }
-  if (rc != MPI_SUCCESS) { d->dead = 1; return failed ? failed : tr__dist_fail(t, rc, "MPI_Iallgather (start agreement)"); }
-  for (r = 0; r < d->world; r++) if (all[(size_t)r * TR__FACTS] != where) break;
-  if (r < d->world) { /* every rank can tell: nobody sends anything more */
-    if (failed) return failed;
-    len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks called different functions:", tr__dist_where[where]);
-    for (r = 0; r < d->world && len < sizeof t->error; r++) {
-      int64_t w = all[(size_t)r * TR__FACTS];
-      len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s rank %d in %s", r ? "," : "", r,
-                              w >= 1 && w <= TR__AT_RESUMED ? tr__dist_where[w] : "?");
-    }
-    t->tr__err = TR_ERR_INVALID;
-    return TR_ERR_INVALID;
-  }
-  for (r = 0; r < d->world && first < 0; r++) if (all[(size_t)r * TR__FACTS + 1]) first = r;
-  if (first >= 0) { /* the first failed rank tells every other rank why */
-    struct { char msg[sizeof t->error]; } why;
-    int64_t code = all[(size_t)first * TR__FACTS + 1];
-    memset(&why, 0, sizeof why);
-    if (d->rank == first) memcpy(why.msg, t->error, sizeof why.msg);
-    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, first, d->comm);
-    if (failed) return failed;
-    if (rc != MPI_SUCCESS) return tr__dist_fail(t, rc, "MPI_Bcast (error message)");
-    why.msg[sizeof why.msg - 1] = 0;
-    return tr__fail(t, code > TR_OK && code < TR_ERR_COUNT ? (tr_err)code : TR_ERR_COMM, "rank %d: %s", first, why.msg);
-  }
-  len = (size_t)snprintf(t->error, sizeof t->error, "%s: the ranks differ in %s:", tr__dist_where[where], what);
-  for (i = 0; i < n; i++) {
-    for (r = 1; r < d->world && all[(size_t)r * TR__FACTS + 2 + i] == all[2 + i]; r++) {}
-    if (r == d->world) continue;
-    tr__dist_values(vals, sizeof vals, all, d->world, 2 + i, f[i].kind);
-    if (len < sizeof t->error) len += (size_t)snprintf(t->error + len, sizeof t->error - len, "%s %s (%s)", differ ? ";" : "", f[i].name, vals);
-    differ++;
-  }
-  if (!differ) { t->error[0] = 0; return TR_OK; }
-  t->tr__err = TR_ERR_INVALID;
-  return TR_ERR_INVALID;
-}
-
-static uint64_t tr__dist_hash(uint64_t h, const void *p, size_t n) { return tr__fnv(h, (const unsigned char *)p, n); }
-
-/* THE LEARNING RATE: every vote also agrees on it. A rank whose base lr (optim.lr: lr_finder's
-   suggestion) or tr_lr_scale's scale changed since the last vote (a hook on some ranks only, a
-   rank-zero-only hook) has "moved"; when some ranks moved, every rank takes the lowest moved rank's
-   values (one broadcast, only then); ranks that moved to different values (a scale computed from a
-   rank's own loss) fail every rank, naming each rank's values. */
-static void tr__dist_lr_now(const tr_trainer *t, double lr[2]) {
-  lr[0] = t->optim.lr;
-  lr[1] = t->run && t->run->lr_state.scale > 0 ? t->run->lr_state.scale : 1.0;
-}
-static int64_t tr__dist_lr_mark(const tr_trainer *t, const tr__dist *d, int64_t *fingerprint) {
-  double now[2];
-  tr__dist_lr_now(t, now);
-  *fingerprint = (int64_t)(tr__dist_hash(TR__FNV_START, now, sizeof now) >> 1); /* >= 0: the sentinels stay outside */
-  return memcmp(now, d->lr, sizeof now) != 0;
-}
-static void tr__dist_lr(tr_trainer *t, tr__dist *d, const int64_t *v) {
-  double lr[2];
-  int r, rc;
-  tr__dist_lr_now(t, lr);
-  if (v[TR__V_LR_MOVED] > 0 && v[TR__V_LR_LO] != v[TR__V_LR_HI]) { /* moved differently: no rank's is the one */
-    char msg[sizeof t->error];
-    size_t len;
-    rc = MPI_Allgather(lr, 2, MPI_DOUBLE, d->facts, 2, MPI_DOUBLE, d->comm); /* (d->facts: room for 24 int64 per rank) */
-    len = (size_t)snprintf(msg, sizeof msg, "the ranks changed the learning rate differently (tr_lr_scale / tr_lr_set or lr_finder "
-                           "giving each rank its own value, e.g. from its own train/loss); change it alike on every rank (from "
-                           "values that are the same everywhere, such as val/loss) or on one rank only (hk_opts.rank_zero_only: "
-                           "every rank then takes it): base lr x scale per rank:");
-    for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++) {
-      double x[2];
-      memcpy(x, (const double *)d->facts + 2 * r, sizeof x);
-      len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d: %g x %g", r ? "," : "", r, x[0], x[1]);
-    }
-    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Allgather (learning rates)");
-    else if (!t->tr__err) tr__fail(t, TR_ERR_INVALID, "%s", msg);
-  } else if (v[TR__V_LR_MOVED] > 0 && v[TR__V_LR_MOVED] < d->world) { /* some moved, alike: every rank takes theirs */
-    rc = MPI_Bcast(lr, 2, MPI_DOUBLE, (int)v[TR__V_LR_FROM], d->comm);
-    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Bcast (learning rate)");
-    else if (memcmp(lr, d->lr, sizeof lr) != 0 || d->rank == (int)v[TR__V_LR_FROM]) {
-      t->optim.lr = lr[0];
-      if (t->run) t->run->lr_state.scale = lr[1];
-      t->lr = tr__current_lr(t);
-    }
-  }
-  memcpy(d->lr, lr, sizeof lr);
-}
-
-/* More ranks on a host than it has cores: Open MPI's waiting ranks busy-poll and take the cores the
-   computing ones need (4 ranks on 2 cores: 16-64 ms a step instead of 0.3-0.5 ms). Ranks on one host
-   are the ones that share memory (MPI_Comm_split_type), not the ones with one host name: two hosts
-   may report the same name. Each rank compares its host's rank count with the cores it sees
-   (sysconf); rank 0 says it, once per process, with the fix (not when the run has it already). */
-static void tr__dist_host_check(tr_trainer *t, tr__dist *d) {
-  static int said;
-  MPI_Comm host;
-  long n = 1;
-  int local = 1;
-  int64_t mine, worst = 0;
-#if defined(TR__POSIX) && defined(_SC_NPROCESSORS_ONLN)
-  n = sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-  if (n < 1 || n > (1L << 20)) n = 1;
-  { const char *y = getenv("OMPI_MCA_mpi_yield_when_idle"); /* mpirun --mca mpi_yield_when_idle 1 sets it */
-    if (y && atoi(y) > 0) n = 1L << 20; }
-  if (MPI_Comm_split_type(d->comm, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &host) == MPI_SUCCESS) {
-    MPI_Comm_size(host, &local);
-    MPI_Comm_free(&host);
-  }
-  /* the host with the most ranks beyond its cores: excess, ranks and cores packed into one MAX */
-  mine = local > n ? ((int64_t)(local - n) << 42) | ((int64_t)local << 21) | (int64_t)n : 0;
-  if (MPI_Reduce(&mine, &worst, 1, MPI_INT64_T, MPI_MAX, 0, d->comm) != MPI_SUCCESS || d->rank != 0 || !worst || said) return;
-  said = 1;
-  fprintf(t->tr__log ? t->tr__log : stderr, "train.h: %lld ranks share a host that has %lld cores: Open MPI's waiting ranks "
-          "busy-poll and slow every step (many times over); run with mpirun --mca mpi_yield_when_idle 1, or fewer ranks per host\n",
-          (long long)((worst >> 21) & ((1 << 21) - 1)), (long long)(worst & ((1 << 21) - 1)));
-  fflush(t->tr__log ? t->tr__log : stderr);
-}
-
-/* zero: floats per shard (whole blocks; the last shard may be shorter or empty), and rank r's shard. */
-static size_t tr__zero_per(size_t n, int world) {
-  size_t blocks = (n + TR__ZERO_BLOCK - 1) / TR__ZERO_BLOCK;
-  return (blocks + (size_t)world - 1) / (size_t)world * TR__ZERO_BLOCK;
-}
-static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) {
-  size_t per = tr__zero_per(n, world), at = (size_t)r * per;
-  *lo = at < n ? at : n;
-  *len = n - *lo < per ? n - *lo : per;
-}
-
-static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
-  tr__dist *d;
-  int init = 0, done = 0, world = 1, rank = 0, rc, i;
-  uint64_t layout = TR__FNV_START, optim = TR__FNV_START;
-  MPI_Request rq;
-  tr_err e;
-  MPI_Initialized(&init);
-  if (!init) {
-    MPI_Finalized(&done);
-    if (done) return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: MPI was finalized already; create trainers before MPI_Finalize");
-    if ((rc = MPI_Init(NULL, NULL)) != MPI_SUCCESS) return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Init");
-    if (!tr__dist_we_initialised) atexit(tr__dist_finalize);
-    tr__dist_we_initialised = 1;
-  }
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  t->ctx.rank = rank;
-  t->ctx.world_size = world;
-  if (t->tr__zero && !failed) { /* this rank's shard of the optimizer state (all of it in one process) */
-    size_t n = t->model.n_params, lo, len;
-    tr__zero_shard(n, world, rank, &lo, &len);
-    if (n / TR__ZERO_BLOCK > INT_MAX)
-      failed = tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 exchanges blocks of %d floats counted by an int: at most %llu "
-                        "parameters, the model has %zu", TR__ZERO_BLOCK, (unsigned long long)INT_MAX * TR__ZERO_BLOCK, n);
-    else failed = tr__alloc_state(t, lo, len);
-  }
-  if (world == 1) return failed; /* one process: the plain trainer */
-  d = (tr__dist *)calloc(1, sizeof *d);
-  if (d) {
-    d->rank = rank;
-    d->world = world;
-    d->sums = (double *)malloc((size_t)world * sizeof(double));
-    d->facts = (int64_t *)malloc((size_t)world * TR__FACTS * sizeof(int64_t));
-    if (world >= 3 && !failed) {
-      size_t chunk = t->model.n_params < TR__DIST_CHUNK ? t->model.n_params : TR__DIST_CHUNK;
-      d->gather = (float *)malloc((size_t)world * (chunk ? chunk : 1) * sizeof(float));
-    }
-    if (t->tr__zero && !failed) {
-      size_t chunk;
-      d->per = tr__zero_per(t->model.n_params, world);
-      chunk = d->per < TR__DIST_CHUNK ? d->per : TR__DIST_CHUNK;
-      d->counts = (int *)malloc(2 * (size_t)world * sizeof(int));
-      d->displs = d->counts ? d->counts + world : NULL;
-      if (rank == 0) d->piece = (float *)malloc((chunk ? chunk : 1) * sizeof(float));
-    }
-  }
-  if (!d || !d->sums || !d->facts || (world >= 3 && !failed && !d->gather) ||
-      (t->tr__zero && !failed && (!d->counts || (rank == 0 && !d->piece)))) { /* cannot take part: the others time out */
-    if (d) { free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d); }
-    return failed ? failed : tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the MPI strategy");
-  }
-  /* the trainer's own communicator, made without waiting forever for a rank that never comes */
-  rc = MPI_Comm_idup(MPI_COMM_WORLD, &d->comm, &rq);
-  if (rc == MPI_SUCCESS && !tr__dist_wait(&rq, t->tr__mpi_timeout, &rc)) /* d stays allocated: MPI may still write it */
-    return failed ? failed : tr__fail(t, TR_ERR_COMM, "tr_init: not every rank arrived within %g s (%d ranks); %s",
-                                      t->tr__mpi_timeout, world, tr__dist_timeout_hint);
-  if (rc != MPI_SUCCESS) {
-    free(d->sums); free(d->facts); free(d->gather); free(d->counts); free(d->piece); free(d);
-    return failed ? failed : tr__dist_fail(t, rc, "tr_init: MPI_Comm_idup");
-  }
-  MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN); /* errors are values */
-  MPI_Type_contiguous(TR__V_COUNT, MPI_INT64_T, &d->vote_type);
-  MPI_Type_commit(&d->vote_type);
-  MPI_Type_contiguous(TR__ZERO_BLOCK, MPI_FLOAT, &d->block);
-  MPI_Type_commit(&d->block);
-  MPI_Op_create(tr__dist_combine, 1, &d->vote_op);
-  t->tr__dist = d;
-  /* Every rank must hold the same model: the gradient sum runs over n_params floats per rank, and the
-     tensors' names, offsets and counts say what each float is (DDP checks the parameters' shapes). */
-  if (!failed) {
-    for (i = 0; i < t->model.n_tensors; i++) {
-      const tr_tensor *x = &t->model.tensors[i];
-      uint64_t at = x->offset, count = x->count;
-      layout = tr__dist_hash(layout, x->name, strlen(x->name) + 1);
-      layout = tr__dist_hash(layout, &at, sizeof at);
-      layout = tr__dist_hash(layout, &count, sizeof count);
-    }
-#define TR__H(field) optim = tr__dist_hash(optim, &(field), sizeof(field))
-    TR__H(t->optim.kind); TR__H(t->optim.lr); TR__H(t->optim.weight_decay); TR__H(t->optim.momentum);
-    TR__H(t->optim.dampening); TR__H(t->optim.nesterov); TR__H(t->optim.beta1); TR__H(t->optim.beta2); TR__H(t->optim.eps);
-    TR__H(t->sched.kind); TR__H(t->sched.warmup); TR__H(t->sched.step_size); TR__H(t->sched.total);
-    TR__H(t->sched.gamma); TR__H(t->sched.min_factor); TR__H(t->sched.per_epoch);
-    TR__H(t->sched.monitor); TR__H(t->sched.mode); TR__H(t->sched.factor); TR__H(t->sched.patience);
-    TR__H(t->sched.threshold); TR__H(t->sched.threshold_mode); TR__H(t->sched.cooldown); TR__H(t->sched.min_lr);
-    TR__H(t->sched.eps); TR__H(t->sched.max_lr); TR__H(t->sched.pct_start); TR__H(t->sched.anneal);
-    TR__H(t->sched.div_factor); TR__H(t->sched.final_div_factor); TR__H(t->sched.three_phase); TR__H(t->sched.decay);
-#undef TR__H
-  }
-  {
-    tr__fact f[7];
-    f[0].name = "the parameter count (model.n_params)"; f[0].kind = 'i'; f[0].v = (int64_t)t->model.n_params;
-    f[1].name = "the tensor count (model.n_tensors)"; f[1].kind = 'i'; f[1].v = t->model.n_tensors;
-    f[2].name = "the tensors' names, offsets and counts (fingerprint)"; f[2].kind = 'x'; f[2].v = (int64_t)layout;
-    f[3].name = "model.on_device"; f[3].kind = 'i'; f[3].v = t->model.on_device != 0;
-    f[4].name = "the seed (shuffles must match to shard the data)"; f[4].kind = 'i'; f[4].v = (int64_t)t->seed;
-    f[5].name = "the optimizer and schedule settings (fingerprint)"; f[5].kind = 'x'; f[5].v = (int64_t)optim;
-    f[6].name = "zero (tr_desc.zero: the optimizer state sharded)"; f[6].kind = 'i'; f[6].v = t->tr__zero;
-    e = tr__dist_gather(t, d, TR__AT_INIT, failed, f, 7, "the model or its training settings (every rank needs the same)");
-  }
-  if (e) {
-    if (!d->dead) tr__dist_free(t);
-    else t->tr__dist = NULL; /* left to MPI (see tr__dist_wait) */
-    return e;
-  }
-  tr__dist_host_check(t, d);
-  tr__dist_lr_now(t, d->lr); /* agreed above (the optimizer's settings): what a change is measured from */
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) { /* llm.c's way: rank 0 makes the id, MPI carries it, every rank joins */
-    ncclUniqueId id;
-    ncclResult_t nr = ncclSuccess;
-    memset(&id, 0, sizeof id);
-    if (rank == 0) nr = ncclGetUniqueId(&id);
-    if ((rc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm)) != MPI_SUCCESS) return tr__dist_fail(t, rc, "tr_init: MPI_Bcast (NCCL id)");
-    if (nr == ncclSuccess) nr = ncclCommInitRank(&d->nccl, world, id, rank);
-    if (nr != ncclSuccess) {
-      d->nccl = NULL;
-      return tr__fail(t, TR_ERR_DEVICE, "tr_init: NCCL could not join the %d ranks: %s (one GPU per rank: select it with "
-                      "cudaSetDevice before allocating the model)", world, ncclGetErrorString(nr));
-    }
-  }
-#endif
-  return TR_OK;
-}
-
-/* What decides a fit's length and its collectives, the same on every rank (as resolved by tr__resolve). */
-static tr_err tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) {
-  tr__fact f[16];
-  double clip = 0;
-  int n = 0;
-  if (!t->tr__dist) return failed;
-  if (!failed) clip = c->gradient_clip_val;
-#define TR__F(nm, k, val) do { f[n].name = (nm); f[n].kind = (k); f[n].v = failed ? 0 : (int64_t)(val); n++; } while (0)
-  TR__F("max_epochs", 'i', c->max_epochs);
-  TR__F("max_steps", 'i', c->max_steps);
-  TR__F("min_epochs", 'i', c->min_epochs);
-  TR__F("min_steps", 'i', c->min_steps);
-  TR__F("limit_train_batches", 'i', c->limit_train_batches);
-  TR__F("limit_val_batches", 'i', c->limit_val_batches);
-  TR__F("num_sanity_val_steps", 'i', c->num_sanity_val_steps);
-  TR__F("val_every_n_steps", 'i', c->val_every_n_steps);
-  TR__F("val_every_n_epochs", 'i', c->val_every_n_epochs);
-  TR__F("accumulate_grad_batches", 'i', c->accumulate_grad_batches);
-  TR__F("val", 'b', !failed && c->val != NULL);
-  TR__F("train.next (an iterator)", 'b', !failed && c->train && c->train->next != NULL);
-  TR__F("val.next (an iterator)", 'b', !failed && c->val && c->val->next != NULL);
-  TR__F("gradient_clip_algorithm", 'i', c->gradient_clip_algorithm);
-  f[n].name = "gradient_clip_val"; f[n].kind = 'd';
-  memcpy(&f[n].v, &clip, sizeof clip);
-  n++;
-  TR__F("save_to", 'b', !failed && c->save_to != NULL);
-#undef TR__F
-  return tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_FIT, failed, f, n, "what decides the run's length (tr_config)");
-}
-
-static tr_err tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
-  tr__fact f[2];
-  int where = stage == HK_STAGE_TEST ? TR__AT_TEST : stage == HK_STAGE_PREDICT ? TR__AT_PREDICT : TR__AT_VALIDATE;
-  if (!t->tr__dist) return failed;
-  f[0].name = "limit_batches"; f[0].kind = 'i'; f[0].v = limit;
-  f[1].name = "data.next (an iterator)"; f[1].kind = 'b'; f[1].v = data && data->next != NULL;
-  return tr__dist_gather(t, (tr__dist *)t->tr__dist, where, failed, f, 2, "the run's arguments");
-}
-
-/* After resume_from (or an earlier tr_load on some ranks only): the counters the loop goes on from. A
-   rank that failed (its load, say) is told to the others by the agreement that follows. */
-static void tr__dist_check_resumed(tr_trainer *t) {
-  tr__fact f[8];
-  tr_err e;
-  if (!t->tr__dist) return;
-  f[0].name = "epoch"; f[0].kind = 'i'; f[0].v = t->epoch;
-  f[1].name = "global_step"; f[1].kind = 'i'; f[1].v = t->global_step;
-  f[2].name = "epoch_batch"; f[2].kind = 'i'; f[2].v = t->epoch_batch;
-  f[3].name = "the accumulation window's position"; f[3].kind = 'i'; f[3].v = t->tr__accum_pos;
-  f[4].name = "the step of the last validation in this epoch"; f[4].kind = 'i'; f[4].v = t->tr__val_at;
-  f[5].name = "the epoch ended (a checkpoint from on_train_epoch_end)"; f[5].kind = 'i'; f[5].v = t->tr__epoch_ended;
-  f[6].name = "restarting mid-epoch"; f[6].kind = 'i'; f[6].v = t->tr__restarting;
-  /* equal counters from two files (ranks resuming each its own) would train apart, or mix two files' shards */
-  f[7].name = "the checkpoint loaded (a hash of its parameters, optimizer state and counters; 0: none)"; f[7].kind = 'x';
-  f[7].v = (int64_t)t->tr__loaded;
-  e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 8,
-                      "the state they start from (every rank must resume from the same checkpoint, or none)");
-  if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
-}
-
-static void tr__dist_free(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int done = 0;
-  if (!d) return;
-  t->tr__dist = NULL;
-  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
-  MPI_Finalized(&done);
-#ifdef TRAIN_CUDA
-  if (d->nccl) ncclCommDestroy(d->nccl);
-#endif
-  if (!done) {
-    MPI_Op_free(&d->vote_op);
-    MPI_Type_free(&d->vote_type);
-    MPI_Type_free(&d->block);
-    MPI_Comm_free(&d->comm);
-  }
-  free(d->counts);
-  free(d->piece);
-  free(d->sums);
-  free(d->facts);
-  free(d->gather);
-  free(d);
-}
-
-/* The ranks reached different agreement points (different paths through the loop): each learns where
-   the others are, then none communicates until the next run's start (they cannot meet again). A tr_save
-   on some ranks only (a hook or an on_exception handler registered on some ranks) is named as such. A
-   rank whose run has failed already keeps its own error and says this as a warning (its save failed). */
-static void tr__dist_out_of_step(tr_trainer *t, tr__dist *d, int site) {
-  int64_t mine[2];
-  int r, rc, saving = 0;
-  size_t len = 0;
-  char msg[sizeof t->error];
-  d->broken = 1;
-  mine[0] = site;
-  mine[1] = t->tr__saving;
-  rc = MPI_Allgather(mine, 2, MPI_INT64_T, d->facts, 2, MPI_INT64_T, d->comm);
-  for (r = 0; r < d->world && rc == MPI_SUCCESS; r++) saving += d->facts[2 * r + 1] != 0;
-  if (saving > 0 && saving < d->world) {
-    int k = 0;
-    len = (size_t)snprintf(msg, sizeof msg, "tr_save on rank%s", saving > 1 ? "s" : "");
-    for (r = 0; r < d->world && len < sizeof msg; r++)
-      if (d->facts[2 * r + 1]) len += (size_t)snprintf(msg + len, sizeof msg - len, "%s %d", k++ ? "," : "", r);
-    if (len < sizeof msg)
-      len += (size_t)snprintf(msg + len, sizeof msg - len, " only, nothing saved: every rank calls tr_save alike (rank 0 writes); "
-                              "a hook on some ranks asks with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead, and "
-                              "on_exception_checkpoint goes on every rank. The ranks stopped talking:");
-  } else
-    len = (size_t)snprintf(msg, sizeof msg, "the ranks are out of step (a setting or a hook that differs between ranks, "
-                           "e.g. tr_set_accumulation or a tr_save on one rank only, sent them different ways); they stopped "
-                           "talking where they were:");
-  for (r = 0; r < d->world && rc == MPI_SUCCESS && len < sizeof msg; r++)
-    len += (size_t)snprintf(msg + len, sizeof msg - len, "%s rank %d at train.h:%lld%s", r ? "," : "", r, (long long)(d->facts[2 * r] / 2),
-                            d->facts[2 * r + 1] ? " (in tr_save)" : "");
-  if (t->tr__err) { tr__warn(t, "%s", msg); return; } /* (its own error stays) */
-  tr__fail(t, TR_ERR_COMM, "%s", msg);
-}
-
-/* A tr_save (or anything else) met the other ranks elsewhere: the run cannot go on together. */
-static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const tr__dist *)t->tr__dist)->broken; }
-
-/* One vote: every rank's failure, signals, requests and interrupt count, plus `sum` and `count`
-   combined as the list says; the agreed values act on this rank at once. v gets the result. `site`
-   names the agreement point: ranks at different points are out of step, found here before any other
-   collective can pair with the wrong one. */
-static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t mine[TR__V_COUNT];
-  int rc;
-  mine[TR__V_FAILED] = t->tr__err != TR_OK;
-  mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
-  mine[TR__V_SIGNALS] = t->tr__flow.signals;
-  mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
-  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
-  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
-  mine[TR__V_SUM] = sum;
-  mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
-  mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
-  mine[TR__V_LR_MOVED] = tr__dist_lr_mark(t, d, &mine[TR__V_LR_LO]);
-  mine[TR__V_LR_FROM] = mine[TR__V_LR_MOVED] ? d->rank : d->world;
-  if (!mine[TR__V_LR_MOVED]) { mine[TR__V_LR_LO] = INT64_MAX; mine[TR__V_LR_HI] = -1; }
-  else mine[TR__V_LR_HI] = mine[TR__V_LR_LO];
-  if (d->broken || d->dead) { memcpy(v, mine, sizeof mine); return; }
-  tr_run_waiting("MPI_Allreduce (the ranks' agreement)"); /* the watchdog's report says so */
-  rc = MPI_Allreduce(mine, v, 1, d->vote_type, d->vote_op, d->comm);
-  tr_run_waiting(NULL);
-  if (rc != MPI_SUCCESS) { memcpy(v, mine, sizeof mine); tr__dist_fail(t, rc, "MPI_Allreduce (agreement)"); return; }
-  if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
-  t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
-  t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
-  tr__sigterm |= v[TR__V_SIGTERM];
-  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
-  if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
-    struct { int32_t code; char msg[sizeof t->error]; } why;
-    int root = (int)v[TR__V_FIRST];
-    memset(&why, 0, sizeof why);
-    if (d->rank == root) { why.code = (int32_t)t->tr__err; memcpy(why.msg, t->error, sizeof why.msg); }
-    rc = MPI_Bcast(&why, (int)sizeof why, MPI_BYTE, root, d->comm);
-    if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "MPI_Bcast (error message)");
-    else if (!t->tr__err) {
-      why.msg[sizeof why.msg - 1] = 0;
-      tr__fail(t, why.code > TR_OK && why.code < TR_ERR_COUNT ? (tr_err)why.code : TR_ERR_COMM, "rank %d: %s", root, why.msg);
-    }
-  }
-  if (v[TR__V_LR_MOVED] > 0) tr__dist_lr(t, d, v);
-}
-
-static void tr__dist_agree_at(tr_trainer *t, int site) {
-  int64_t v[TR__V_COUNT];
-  if (t->tr__dist) tr__dist_vote(t, 0, 0, v, site);
-}
-
-static int64_t tr__dist_shard(tr_trainer *t, const tr_data *data, int64_t n, int equal, const char *what) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t v[TR__V_COUNT], mine = n;
-  if (!d) return n;
-  if (data->get) mine = equal ? n / d->world : (n > d->rank ? (n - d->rank + d->world - 1) / d->world : 0);
-  tr__dist_vote(t, 0, mine, v, 2 * __LINE__ + (equal ? 1 : 0)); /* training's count or an evaluation's */
-  d->most = v[TR__V_MOST];
-  if (equal && !t->tr__err && v[TR__V_LEAST] != v[TR__V_MOST])
-    tr__fail(t, TR_ERR_MODEL, "%s data: the ranks have %lld to %lld batches per epoch; with several processes every "
-             "rank needs the same number (same data, or iterator shards of equal length)", what,
-             (long long)v[TR__V_LEAST], (long long)v[TR__V_MOST]);
-  return t->tr__err ? 0 : mine;
-}
-
-static int64_t tr__dist_index(const tr_trainer *t, int64_t b) {
-  const tr__dist *d = (const tr__dist *)t->tr__dist;
-  return d ? b * d->world + d->rank : b;
-}
-
-static int tr__dist_empty(const tr_trainer *t, int64_t n) {
-  const tr__dist *d = (const tr__dist *)t->tr__dist;
-  return d ? d->most == 0 : n == 0;
-}
-
-/* g = g0 + g1 + ... + g(W-1) in rank order, the same bits on every rank. */
-static int tr__dist_sum(tr__dist *d, float *g, size_t n) {
-  size_t at, i;
-  int r, rc = MPI_SUCCESS;
-  for (at = 0; at < n && rc == MPI_SUCCESS; at += TR__DIST_CHUNK) {
-    int k = (int)(n - at < TR__DIST_CHUNK ? n - at : TR__DIST_CHUNK);
-    if (d->world == 2) { rc = MPI_Allreduce(MPI_IN_PLACE, g + at, k, MPI_FLOAT, MPI_SUM, d->comm); continue; }
-    rc = MPI_Allgather(g + at, k, MPI_FLOAT, d->gather, k, MPI_FLOAT, d->comm);
-    for (i = 0; i < (size_t)k && rc == MPI_SUCCESS; i++) {
-      float s = d->gather[i];
-      for (r = 1; r < d->world; r++) s += d->gather[(size_t)r * k + i];
-      g[at + i] = s;
-    }
-  }
-  return rc;
-}
-
-static void tr__dist_grads(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t v[TR__V_COUNT];
-  int rc;
-  if (!d) return;
-  tr__dist_vote(t, t->tr__accum_n, 0, v, 2 * __LINE__);
-  if (d->broken || d->dead) return; /* (failed: the sum below is skipped on every rank alike) */
-  t->tr__accum_n = v[TR__V_SUM]; /* the averaging divides the sum by every rank's count */
-  if (tr__skips(t, HK_FLOW_SKIP_STEP) || t->tr__accum_n == 0) return; /* agreed: no rank steps */
-#ifdef TRAIN_CUDA
-  if (d->nccl) { /* on tr_model.stream, as every kernel of the step: no host wait */
-    ncclResult_t nr;
-    if (!t->tr__grads_zeroed) tr__dev_zero_grad(t); /* this rank adds nothing */
-    nr = ncclAllReduce(t->model.grads, t->model.grads, t->model.n_params, ncclFloat, ncclSum, d->nccl,
-                       (cudaStream_t)t->model.stream);
-    if (nr != ncclSuccess) tr__fail(t, TR_ERR_DEVICE, "the gradient all-reduce (NCCL) failed: %s", ncclGetErrorString(nr));
-    hk_grads_changed(&t->ctx);
-    return;
-  }
-#endif
-  if (!t->tr__grads_zeroed) tr_zero(t->model.grads, t->model.n_params, t->tr__threads); /* this rank adds nothing */
-  tr_run_waiting("the gradient all-reduce (MPI)");
-  rc = tr__dist_sum(d, t->model.grads, t->model.n_params);
-  tr_run_waiting(NULL);
-  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the gradient all-reduce");
-  hk_grads_changed(&t->ctx);
-}
-
-/* zero: after the update of this rank's shard, every rank's shard to every rank. Whole blocks by
-   MPI_Allgatherv in place (rounds of at most TR__DIST_CHUNK floats per rank), then the last partial
-   block, if any, from its owner. Every rank calls it at every step taken (also one whose own update
-   failed), so the collectives pair. */
-static void tr__dist_params(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  size_t n = t->model.n_params, whole = n / TR__ZERO_BLOCK * TR__ZERO_BLOCK, at, most, step = TR__DIST_CHUNK / TR__ZERO_BLOCK;
-  int r, rc = MPI_SUCCESS;
-  if (!d || !t->tr__zero || d->broken || d->dead) return;
-  most = d->per / TR__ZERO_BLOCK; /* blocks of the largest shard */
-  for (at = 0; at < most && rc == MPI_SUCCESS; at += step) {
-    for (r = 0; r < d->world; r++) {
-      size_t lo = (size_t)r * d->per < whole ? (size_t)r * d->per : whole;
-      size_t blocks = (whole - lo < d->per ? whole - lo : d->per) / TR__ZERO_BLOCK;
-      d->counts[r] = blocks > at ? (int)(blocks - at < step ? blocks - at : step) : 0;
-      d->displs[r] = (int)(lo / TR__ZERO_BLOCK + (blocks > at ? at : 0));
-    }
-    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, t->model.params, d->counts, d->displs, d->block, d->comm);
-  }
-  if (rc == MPI_SUCCESS && whole < n) rc = MPI_Bcast(t->model.params + whole, (int)(n - whole), MPI_FLOAT, (int)(whole / d->per), d->comm);
-  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "the parameter exchange (zero)");
-}
-
-/* zero, rank 0 writing a checkpoint: the whole optimizer state in file order (m of every shard, then
-   v), its own shard as it is, the others' received in chunks (tr__dist_send_state's); put NULL: only
-   receive (the write failed before it got here, and the others are sending). A failed receive fails
-   the save (nothing is committed) and hands zeros on, so that the writer's sizes still hold. */
-static void tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) {
-  tr_trainer *t = (tr_trainer *)trainer;
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  size_t lo, len, at, k;
-  int b, r, rc = MPI_SUCCESS;
-  d->opt_done = 1;
-  for (b = 0; b < t->tr__n_buf; b++)
-    for (r = 0; r < d->world; r++) {
-      tr__zero_shard(t->model.n_params, d->world, r, &lo, &len);
-      if (r == d->rank) { if (put && len) put(u, b ? t->tr__v : t->tr__m, len); continue; }
-      for (at = 0; at < len; at += k) {
-        k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
-        if (rc == MPI_SUCCESS && (rc = MPI_Recv(d->piece, (int)k, MPI_FLOAT, r, TR__ZERO_TAG, d->comm, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
-          tr__dist_fail(t, rc, "tr_save: receiving a shard of the optimizer state (zero)");
-        if (rc != MPI_SUCCESS) memset(d->piece, 0, k * sizeof(float));
-        if (put) put(u, d->piece, k);
-      }
-    }
-}
-
-/* zero, the other ranks: their shard to rank 0, in tr__dist_opt_each's order and chunks. */
-static void tr__dist_send_state(tr_trainer *t, tr__dist *d) {
-  size_t at, k, len = t->tr__opt_n;
-  int b, rc = MPI_SUCCESS;
-  for (b = 0; b < t->tr__n_buf && rc == MPI_SUCCESS; b++)
-    for (at = 0; at < len && rc == MPI_SUCCESS; at += k) {
-      k = len - at < TR__DIST_CHUNK ? len - at : TR__DIST_CHUNK;
-      rc = MPI_Send((b ? t->tr__v : t->tr__m) + at, (int)k, MPI_FLOAT, 0, TR__ZERO_TAG, d->comm);
-    }
-  if (rc != MPI_SUCCESS) tr__dist_fail(t, rc, "tr_save: sending this rank's shard of the optimizer state (zero)");
-}
-
-static void tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t v[TR__V_COUNT];
-  double s = 0;
-  int r, rc;
-  if (!d) return;
-  tr__dist_vote(t, *counted, 0, v, 2 * __LINE__);
-  if (d->broken || d->dead) return;
-  *counted = v[TR__V_SUM];
-  rc = MPI_Allgather(sum, 1, MPI_DOUBLE, d->sums, 1, MPI_DOUBLE, d->comm);
-  if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Allgather (evaluation loss)"); return; }
-  for (r = 0; r < d->world; r++) s += d->sums[r]; /* in rank order: the same bits on every rank */
-  *sum = s;
-}
-
-static void tr__dist_paths(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int32_t head[2] = { 0, 0 }; /* rank 0's count of paths (-1: one is too long) and default flag */
-  int i, rc;
-  if (!d || d->broken || d->dead) return; /* (broken: the run has failed; nothing is saved) */
-  if (d->rank == 0) {
-    head[0] = t->ctx.n_checkpoint_paths < 0 || t->ctx.n_checkpoint_paths > HK_MAX_CHECKPOINT_PATHS ? 0 : t->ctx.n_checkpoint_paths;
-    head[1] = t->ctx.checkpoint_default;
-    for (i = 0; i < head[0]; i++) {
-      const char *p = t->ctx.checkpoint_paths[i] ? t->ctx.checkpoint_paths[i] : "";
-      if (strlen(p) >= TR__DIST_PATH) head[0] = -1;
-      else strcpy(d->paths[i], p);
-    }
-  }
-  rc = MPI_Bcast(head, 2, MPI_INT32_T, 0, d->comm);
-  if (rc == MPI_SUCCESS && head[0] > 0) rc = MPI_Bcast(d->paths, head[0] * TR__DIST_PATH, MPI_CHAR, 0, d->comm);
-  if (rc != MPI_SUCCESS) { tr__dist_fail(t, rc, "MPI_Bcast (checkpoint paths)"); head[0] = 0; }
-  if (head[0] < 0) {
-    tr__fail(t, TR_ERR_INVALID, "a requested checkpoint path is %d bytes or longer; with several processes it must be shorter", TR__DIST_PATH);
-    head[0] = 0;
-  }
-  for (i = 0; i < head[0]; i++) t->ctx.checkpoint_paths[i] = d->paths[i];
-  t->ctx.n_checkpoint_paths = head[0];
-  t->ctx.checkpoint_default = head[1];
-}
-
-static void tr__dist_save_file(tr_trainer *t, const char *path) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
-    if (d->broken || d->dead) {
-      if (!t->tr__err) tr__fail(t, TR_ERR_COMM, "tr_save: the ranks no longer communicate, so the optimizer state sharded over "
-                                "them (tr_desc.zero) cannot be gathered: nothing was written");
-      return;
-    }
-    tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
-    if (!t->tr__err && d->rank == 0) {
-      d->opt_done = 0;
-      tr__save_file(t, path);
-      if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
-    } else if (!t->tr__err) tr__dist_send_state(t, d);
-  } else if (!t->tr__err && (!d || d->rank == 0)) tr__save_file(t, path);
-  tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
-}
-
-#elif !defined(TRAIN_NO_TRAINER) /* one process: nothing to do */
-static tr_err  tr__dist_init(tr_trainer *t, tr_err failed) { (void)t; return failed; }
-static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed) { (void)t; (void)c; return failed; }
-static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed) {
-  (void)t; (void)stage; (void)data; (void)limit; return failed;
-}
-static void    tr__dist_check_resumed(tr_trainer *t) { (void)t; }
-static void    tr__dist_free(tr_trainer *t) { (void)t; }
-static void    tr__dist_agree_at(tr_trainer *t, int site) { (void)t; (void)site; }
-static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what) { (void)t; (void)d; (void)equal; (void)what; return n; }
-static int64_t tr__dist_index(const tr_trainer *t, int64_t b) { (void)t; return b; }
-static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return n == 0; }
-static void    tr__dist_grads(tr_trainer *t) { (void)t; }
-static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
-static void    tr__dist_paths(tr_trainer *t) { (void)t; }
-static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
-static void    tr__dist_params(tr_trainer *t) { (void)t; }
-static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
-static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }
-#endif /* TRAIN_MPI */
 
 #ifdef __cplusplus
 }

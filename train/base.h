@@ -62,13 +62,14 @@ extern "C" {
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
   X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
   X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
-  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/cuda.h)")
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/trainer/cuda.h)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
 #undef TR__X
   TR_ERR_COUNT
 } tr_err;
+TRAIN_API const char *tr_err_name(tr_err e); /* "TR_ERR_IO", ... */
 
 /* ---- random numbers ------------------------------------------------------------------------------
    A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
@@ -125,7 +126,7 @@ typedef struct tr_model {
      valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. For the
      prediction_writer callback (files of predictions), point *outputs at a tr_predictions (below). */
   int (*predict)(void *user, void *batch, void **outputs);
-  /* On the GPU (train/cuda.h): 1 when params and grads are device memory. The trainer
+  /* On the GPU (train/trainer/cuda.h): 1 when params and grads are device memory. The trainer
      then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
   int on_device;
   /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
@@ -467,7 +468,7 @@ TRAIN_API const char *tr_err_name(tr_err e) {
    A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
    (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
    would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
-   tr_fit (train/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
+   tr_fit (train/trainer/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
    disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
    (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
    left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
@@ -867,6 +868,43 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
   }
   hk_destroy(reg);
   return e;
+}
+/* The schedule's state (tr_sched_state) as TR__LR_STATE_SIZE bytes: the run's checkpoints and the trainer's
+   LRST section hold it (only when it is not at its start: tr__lr_state_any). */
+#define TR__LR_STATE_SIZE 56
+TR__SHARED int tr__lr_state_any(const tr_sched_state *st) {
+  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
+}
+TR__SHARED void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
+  double d[3];
+  int i;
+  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
+  memcpy(p, "TRLR", 4);
+  tr__le(p + 4, 1, 4);
+  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
+  tr__le(p + 32, (uint64_t)st->num_bad, 8);
+  tr__le(p + 40, (uint64_t)st->cooldown, 8);
+  tr__le(p + 48, (uint64_t)st->checks, 8);
+}
+/* Read and range-check; why says what is wrong. */
+TR__SHARED int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
+  double d[3];
+  int64_t v[3];
+  int i;
+  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
+    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
+  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
+  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
+  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
+    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
+                   d[0], d[1], d[2]), -1;
+  for (i = 0; i < 3; i++)
+    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
+      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
+                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
+  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
+  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
+  return 0;
 }
 TR__C_END /* part */
 #endif /* implementation */

@@ -392,21 +392,6 @@ TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int o
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
-/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
-   is seen as one, never as what it points to. */
-#ifdef TR__POSIX
-static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
-#endif
-TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
-#ifdef TR__POSIX
-  struct stat st;
-  return tr__lstat(path, &st) == 0;
-#else
-  FILE *f = fopen(path, "rb");
-  if (f) fclose(f);
-  return f != NULL;
-#endif
-}
 
 /* =================================================================================================
    STANDARD CALLBACKS (implementation)
@@ -415,7 +400,7 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
    its destroy; nothing here runs on a step unless the callback is due.
    ================================================================================================= */
 /* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
-   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/cuda.h fills (and the
+   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/trainer/cuda.h fills (and the
    trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
    takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
    the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */

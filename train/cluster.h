@@ -362,6 +362,41 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
   return 1;
 }
+/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
+   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
+   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
+TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  char dir[1024];
+  const char *slash;
+  size_t n;
+  if (!save_to || !save_to[0]) return 0;
+  slash = strrchr(save_to, '/');
+  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
+  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
+  memcpy(dir, n ? save_to : ".", n ? n : 1);
+  dir[n ? n : 1] = 0;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
+             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+    return -1;
+  }
+  if (access(dir, W_OK) != 0) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
+             "checkpoints save there", who, save_to, dir, strerror(errno));
+    return -1;
+  }
+  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
+             save_to);
+    return -1;
+  }
+#else
+  (void)save_to; (void)who; (void)why; (void)cap;
+#endif
+  return 0;
+}
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

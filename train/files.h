@@ -444,6 +444,21 @@ TR__SHARED int tr__whose(const char *path, const tr__file_id *mine) {
   a.mine = (tr__file_id *)mine; /* read only */
   return tr__afile_whose(&a);
 }
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
 /* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
    errno (EROFS, EACCES, ...). Not known (no POSIX): 0. */
 TR__SHARED int tr__probe_dir(const char *dir) {
@@ -887,6 +902,17 @@ static char *tr__strdup(const char *s) {
   char *p = (char *)malloc(n);
   if (p) memcpy(p, s ? s : "", n);
   return p;
+}
+/* A hk_state_sink that appends each state to an hk_bytes (user): u32 key length | key | u64 length | state. */
+TR__SHARED hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  unsigned char x[8];
+  size_t klen = strlen(key);
+  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, key, klen);
+  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
+  hk_bytes_put(b, data, len);
+  return HK_OK;
 }
 /* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
 static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }

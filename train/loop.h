@@ -2,7 +2,57 @@
 #ifndef TRAIN_LOOP_H /* part */
 #define TRAIN_LOOP_H /* part */
 #include "run.h" /* part */
-/* (the declarations are run.h's: "YOUR LOOP IN A DOZEN LINES") */
+
+TR__C_BEGIN /* part */
+/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
+   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
+   between them are the run's. The loop asks what comes next and does it:
+
+       hk_registry *reg = hk_create(NULL);
+       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
+                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
+                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
+       for (int what; (what = tr_run_next(reg)); ) {
+         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
+         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
+         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+         backward();
+         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
+       }
+       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
+
+   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
+   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
+   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
+   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
+   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
+   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
+     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
+                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
+                       needed) and calls tr_run_update where its optimizer steps.
+     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
+                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
+                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
+     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
+   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
+   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
+   that never calls it fails the run: it would never step.
+   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
+   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
+   callbacks' state) stays until hk_destroy. */
+enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
+TRAIN_API int tr_run_next(hk_registry *reg);
+TRAIN_API int tr_run_update(hk_registry *reg);
+TRAIN_API tr_err tr_run_end(hk_registry *reg);
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
+   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
+TR__C_END /* part */
+
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* ---- your loop in a dozen lines ------------------------------------------------------------------------

@@ -130,7 +130,7 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
-/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+/* the kernels come with the implementation (train/trainer/cuda.h) after the formulas they run: this file is built by nvcc */
 #ifdef TRAIN_CUDA
 #  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
 #    define TRAIN_CUDA_IMPLEMENTATION

@@ -160,53 +160,6 @@ typedef struct tr_run {
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
-/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
-
-       hk_registry *reg = hk_create(NULL);
-       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
-                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
-                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
-       for (int what; (what = tr_run_next(reg)); ) {
-         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
-         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
-         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
-         backward();
-         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
-         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
-         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
-       }
-       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
-
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
-enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
-TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
-TRAIN_API int tr_run_next(hk_registry *reg);
-TRAIN_API int tr_run_update(hk_registry *reg);
-TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
-TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
 /* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
    (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
@@ -967,7 +920,6 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
    cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
    without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
-#define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
 /* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
@@ -976,40 +928,6 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
    name, the value's bits (8). */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
-static int tr__lr_state_any(const tr_sched_state *st) {
-  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
-}
-static void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
-  double d[3];
-  int i;
-  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
-  memcpy(p, "TRLR", 4);
-  tr__le(p + 4, 1, 4);
-  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
-  tr__le(p + 32, (uint64_t)st->num_bad, 8);
-  tr__le(p + 40, (uint64_t)st->cooldown, 8);
-  tr__le(p + 48, (uint64_t)st->checks, 8);
-}
-/* Read and range-check; why says what is wrong. */
-static int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
-  double d[3];
-  int64_t v[3];
-  int i;
-  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
-    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
-  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
-  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
-  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
-    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
-                   d[0], d[1], d[2]), -1;
-  for (i = 0; i < 3; i++)
-    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
-      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
-                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
-  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
-  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
-  return 0;
-}
 
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   tr_run *run;
@@ -1410,16 +1328,6 @@ static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user
    (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
-static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  unsigned char x[8];
-  size_t klen = strlen(key);
-  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
-  hk_bytes_put(b, key, klen);
-  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
-  hk_bytes_put(b, data, len);
-  return HK_OK;
-}
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
    Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
@@ -2118,41 +2026,6 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
 static void tr__run_unmake(tr_run *run);
-/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
-   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
-   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
-TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
-#ifdef TR__POSIX
-  struct stat st;
-  char dir[1024];
-  const char *slash;
-  size_t n;
-  if (!save_to || !save_to[0]) return 0;
-  slash = strrchr(save_to, '/');
-  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
-  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
-  memcpy(dir, n ? save_to : ".", n ? n : 1);
-  dir[n ? n : 1] = 0;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
-             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
-    return -1;
-  }
-  if (access(dir, W_OK) != 0) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
-             "checkpoints save there", who, save_to, dir, strerror(errno));
-    return -1;
-  }
-  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
-             save_to);
-    return -1;
-  }
-#else
-  (void)save_to; (void)who; (void)why; (void)cap;
-#endif
-  return 0;
-}
 /* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
    is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
    a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed

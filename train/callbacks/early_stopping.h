@@ -277,7 +277,7 @@ static int tr__es_load(void *user, hk_reader *in) {
 }
 
 /* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
-   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
+   half of the rule tr_fit (train/trainer/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
    train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
    (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
    training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to

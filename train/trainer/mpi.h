@@ -1,8 +1,7 @@
-/* train/mpi.h - the MPI strategy of the trainer (TRAIN_MPI). A part of train.h (make train.h joins the parts) */ /* part */
-#ifndef TRAIN_MPI_H /* part */
-#define TRAIN_MPI_H /* part */
-#include "trainer.h" /* part */
-#include "checkpoint.h" /* part */
+/* train/trainer/mpi.h - the MPI strategy of the trainer (TRAIN_MPI). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_MPI_H /* part */
+#define TRAIN_TRAINER_MPI_H /* part */
+#include "cuda.h" /* part */
 
 TR__C_BEGIN /* part */
 TR__C_END /* part */
@@ -20,6 +19,10 @@ TR__C_BEGIN /* part */
    fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
    stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
    point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
+/* How a checkpoint file is written (trainer/checkpoint.h hands it over to tr__dist_save_file). */
+typedef tr_err (*tr__write_fn)(tr_trainer *t, const char *path);
 #ifdef TRAIN_MPI
 #ifdef TR__POSIX
 #  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
@@ -316,6 +319,30 @@ static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) 
   *len = n - *lo < per ? n - *lo : per;
 }
 
+static void tr__dist_free(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int done = 0;
+  if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
+  MPI_Finalized(&done);
+#ifdef TRAIN_CUDA
+  if (d->nccl) ncclCommDestroy(d->nccl);
+#endif
+  if (!done) {
+    MPI_Op_free(&d->vote_op);
+    MPI_Type_free(&d->vote_type);
+    MPI_Type_free(&d->block);
+    MPI_Comm_free(&d->comm);
+  }
+  free(d->counts);
+  free(d->piece);
+  free(d->sums);
+  free(d->facts);
+  free(d->gather);
+  free(d);
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -498,30 +525,6 @@ static void tr__dist_check_resumed(tr_trainer *t) {
   e = tr__dist_gather(t, (tr__dist *)t->tr__dist, TR__AT_RESUMED, t->tr__err, f, 8,
                       "the state they start from (every rank must resume from the same checkpoint, or none)");
   if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
-}
-
-static void tr__dist_free(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int done = 0;
-  if (!d) return;
-  t->tr__dist = NULL;
-  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
-  MPI_Finalized(&done);
-#ifdef TRAIN_CUDA
-  if (d->nccl) ncclCommDestroy(d->nccl);
-#endif
-  if (!done) {
-    MPI_Op_free(&d->vote_op);
-    MPI_Type_free(&d->vote_type);
-    MPI_Type_free(&d->block);
-    MPI_Comm_free(&d->comm);
-  }
-  free(d->counts);
-  free(d->piece);
-  free(d->sums);
-  free(d->facts);
-  free(d->gather);
-  free(d);
 }
 
 /* The ranks reached different agreement points (different paths through the loop): each learns where
@@ -783,7 +786,7 @@ static void tr__dist_paths(tr_trainer *t) {
   t->ctx.checkpoint_default = head[1];
 }
 
-static void tr__dist_save_file(tr_trainer *t, const char *path) {
+static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
     if (d->broken || d->dead) {
@@ -794,10 +797,10 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
     tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
     if (!t->tr__err && d->rank == 0) {
       d->opt_done = 0;
-      tr__save_file(t, path);
+      write(t, path);
       if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
     } else if (!t->tr__err) tr__dist_send_state(t, d);
-  } else if (!t->tr__err && (!d || d->rank == 0)) tr__save_file(t, path);
+  } else if (!t->tr__err && (!d || d->rank == 0)) write(t, path);
   tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
 }
 
@@ -816,7 +819,7 @@ static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return 
 static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
-static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
 static void    tr__dist_params(tr_trainer *t) { (void)t; }
 static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
 static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }

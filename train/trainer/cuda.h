@@ -1,9 +1,12 @@
-/* train/cuda.h - the CUDA strategy of the trainer (TRAIN_CUDA). A part of train.h (make train.h joins the parts) */ /* part */
-#ifndef TRAIN_CUDA_H /* part */
-#define TRAIN_CUDA_H /* part */
-#include "trainer.h" /* part */
+/* train/trainer/cuda.h - the CUDA strategy of the trainer (TRAIN_CUDA). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_CUDA_H /* part */
+#define TRAIN_TRAINER_CUDA_H /* part */
+#include "core.h" /* part */
 
 TR__C_BEGIN /* part */
+/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
+   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (train/trainer/cuda.h). */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
@@ -352,7 +355,7 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count();
 #else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
 static tr_err tr__dev_init(tr_trainer *t) {
   return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
-                                       "compiled with TRAIN_CUDA by nvcc (see train/cuda.h)") : TR_OK;
+                                       "compiled with TRAIN_CUDA by nvcc (see train/trainer/cuda.h)") : TR_OK;
 }
 static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }

@@ -1,7 +1,50 @@
-/* train/checkpoint.h - the trainer's checkpoints: tr_save and tr_load, their format written and read, a resume with nothing left to train. A part of train.h (make train.h joins the parts) */ /* part */
-#ifndef TRAIN_CHECKPOINT_H /* part */
-#define TRAIN_CHECKPOINT_H /* part */
-#include "trainer.h" /* part */
+/* train/trainer/checkpoint.h - the trainer's checkpoints: tr_save and tr_load, their format written and read, a resume with nothing left to train. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_CHECKPOINT_H /* part */
+#define TRAIN_TRAINER_CHECKPOINT_H /* part */
+#include "mpi.h" /* part */
+
+TR__C_BEGIN /* part */
+/* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
+   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
+   training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
+   O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
+   then fires on_checkpoint_saved (ctx->path). path must be a regular file, a symlink (replaced itself,
+   never followed) or nothing: a device, a FIFO or a directory there is refused (TR_ERR_IO), never
+   replaced. Any failure (a full disk, say) returns TR_ERR_IO naming
+   the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
+   Temporary files left by a save that was killed are removed by the next save to the same path
+   (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
+   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded), but
+   with TRAIN_MPI a tr_save on some ranks only fails the run on every rank (see the MPI strategy).
+   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
+   trainer then saves right after the current training batch (or epoch end), when every hook of that
+   event has run. tr_save called directly from a hook records the loop as it is at that moment:
+   from on_train_batch_end or later it resumes after that batch; from inside a training batch the
+   resumed run repeats the batch (in an accumulation window a gradient it already added then counts
+   twice).
+   ASYNCHRONOUS SAVES (tr_desc.async_save, or model_checkpoint(async_save=true) for requested ones):
+   during a run, tr_save fires on_save_checkpoint, copies parameters, optimizer state (the gradients
+   inside a window), the data's position and the hooks' state into a staging buffer (allocated at the
+   first such save, reused after) and returns TR_OK; a background thread writes the same bytes with the
+   same guarantees. on_checkpoint_saved fires at the trainer's next safe point (after a training batch,
+   at the next save, or when the run ends) once the file is on disk; a failed write fails the run there
+   (TR_ERR_IO, "tr_save (in the background): ..."), the previous file intact. One save in flight: the
+   next tr_save first waits for it (saves are not coalesced). The run ends (teardown) only after the
+   last one is on disk. Outside a run, and from on_exception or teardown, tr_save writes at once. TRAIN_MPI: rank 0 writes in the
+   background; the other ranks fire on_checkpoint_saved at once. Ctrl-C during a background write is
+   taken by the loop's thread (the writer blocks signals: tr_run_save above).
+   tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
+   reads and verifies the whole file (checksums, every field's range) before changing anything; then
+   restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
+   (the model tier's first), and fires on_load_checkpoint. On any error - a failing
+   on_load_checkpoint hook included - the trainer and the hooks are exactly as before. A checkpoint
+   without the state of a registered stateful hook, or with state no hook loads, warns (the hook keeps
+   its state), or is refused under tr_desc.strict_hook_state. tr_load from a hook during a run is
+   refused and leaves the run alone. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
+TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
@@ -181,7 +224,7 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->loop[7] = (uint64_t)t->tr__accum_pos;
   s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
   s->params = t->model.params;
-  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/mpi.h) */
+  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/trainer/mpi.h) */
   else {
     s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
     s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
@@ -390,6 +433,12 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
   return t->tr__err;
 }
 
+/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
+}
+
+
 /* tr_save never changes the outcome of the run it is called in: its error is returned (and is
    tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
    inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
@@ -418,7 +467,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
   }
   /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
-  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  tr__dist_save_file(t, path, tr__save_file); /* rank 0 writes (the only writer, unless failed), then every rank goes on */
   tr__dev_unswap(t);
   if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
   t->tr__async_now = t->tr__staged = 0;
@@ -721,6 +770,19 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   hk_grads_changed(&t->ctx);
 }
 
+/* The run layer's checkpoints are the trainer's format (tr_run_desc.save_checkpoint): a hook's request (the
+   run layer takes the paths hooks queued, then save_to; a failed save is the run's failure, as a hook asked
+   for it), or on_exception_checkpoint's, during on_exception: the state after the last optimizer step. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
+  return e;
+}
+
 /* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
    did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
    undone: the loop's position goes back to its first batch and its gradients are not saved, so the
@@ -832,7 +894,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
   if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
+  tr__dev_upload(t); /* CUDA: the device gets what was read (train/trainer/cuda.h) */
   after.seed = ck.seed;
   after.rng = ck.rng;
   after.epoch = ck.v[0];
@@ -958,7 +1020,7 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
   return TR_OK;
 }
 
-/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/cuda.h). */
+/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/trainer/cuda.h). */
 static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
   tr__dev_unswap(t);
@@ -1134,6 +1196,17 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
   if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
   return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
 }
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
+  t->tr__in_request = 1; /* model_checkpoint(async_save) writes it in the background */
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  t->tr__in_request = 0;
+  if (e) tr__fail(t, e, "%s", why);
+  return e;
+}
+static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

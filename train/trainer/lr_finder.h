@@ -1,7 +1,7 @@
-/* train/callbacks/lr_finder.h - lr_finder (needs the trainer). A part of train.h (make train.h joins the parts) */ /* part */
+/* train/trainer/lr_finder.h - lr_finder (needs the trainer). A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_LR_FINDER_H /* part */
 #define TRAIN_LR_FINDER_H /* part */
-#include "../trainer.h" /* part */
+#include "fit.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
@@ -112,7 +112,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (c->gradient_clip_val > 0) tr__clip_gradients(t);
     t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
     tr__update(t, lr);
-    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/cuda.h said which) */
+    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/trainer/cuda.h said which) */
     avg = beta * avg + (1 - beta) * loss;
     smooth = avg / (1 - pow(beta, i + 1));
     s->lrs[i] = lr;

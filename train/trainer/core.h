@@ -1,0 +1,370 @@
+/* train/trainer/core.h - the trainer's types, its calls, and what its strategies share (errors, events, signals). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_CORE_H /* part */
+#define TRAIN_TRAINER_CORE_H /* part */
+#include "../math.h" /* part */
+#include "../battery.h" /* part */
+#include "../callbacks/early_stopping.h" /* part */
+
+TR__C_BEGIN /* part */
+/* =================================================================================================
+   THE TRAINER
+   tr_init, tr_fit, tr_validate / tr_test / tr_predict, checkpoints (tr_save / tr_load): a complete loop
+   on the run layer, the callbacks and the loggers above (leave it out with TRAIN_NO_TRAINER).
+   ================================================================================================= */
+/* ---- the trainer ---------------------------------------------------------------------------------- */
+typedef struct tr_desc {
+  tr_model model;         /* required */
+  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
+  tr_optim optim;
+  tr_sched sched;
+  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
+  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
+  void *user;             /* handed to hooks as ctx->user */
+  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
+     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
+  int strict_hook_state;
+  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
+     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
+  uint64_t max_checkpoint_bytes;
+  /* threads for the per-step math (train/math.h); 0 = 1. More than 1 needs a build
+     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
+  int threads;
+  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
+     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
+     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
+     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
+  double mpi_timeout;
+  /* TRAIN_MPI: 1 = ZeRO-1, each rank keeps only its shard (1/W) of the optimizer state (AdamW's m and v,
+     SGD's momentum), updates only those parameters and the ranks exchange the updated parameters:
+     16 bytes per parameter become 8 + 8/W for AdamW, the results stay bit-identical and checkpoints
+     stay whole (loadable at any world size, sharded or not). 0 = off. Every rank must give the same.
+     Refused without TRAIN_MPI, for plain SGD (no state), an on_device model. (Section "MPI STRATEGY".) */
+  int zero;
+  /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
+     buffer and returns; a background thread writes the file with the same guarantees and bytes, and
+     on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
+     is written before tr_save returns. */
+  int async_save;
+} tr_desc;
+
+/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
+   builds still catch it). */
+typedef enum tr_nonfinite {
+  TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
+  TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
+  TR_NONFINITE_IGNORE     /* do nothing */
+} tr_nonfinite;
+
+typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
+
+/* One fit. Zero means the default in every field. */
+typedef struct tr_config {
+  const tr_data *train;          /* required */
+  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
+  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
+  int64_t max_steps;             /* optimizer steps; 0 = no limit */
+  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
+  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
+  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
+  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
+  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step, counted over the whole run
+                                    (steps N, 2N, ... across epochs); 0 = off */
+  int64_t val_check_interval;    /* Lightning's integer val_check_interval: validate after every N-th training
+                                    batch of each epoch, counted from the epoch's start (batches, not optimizer
+                                    steps); the epoch's end then validates only when N divides its batches, or
+                                    when a stop ends the epoch. 5 batches an epoch, N = 2: after batches 2, 4, 7,
+                                    9. In the epochs val_every_n_epochs picks (Lightning's
+                                    check_val_every_n_epoch). 0 = off; more than an epoch's batches fails the
+                                    fit (Lightning raises); not together with val_every_n_steps */
+  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
+                                    Skipped when a step validation already ran at the same step. */
+  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1. The window's gradient sum is
+                                    divided by it (Lightning divides each loss by it), also in a window
+                                    that has fewer: the epoch's short last one (5 batches, 3 per step:
+                                    its 2 count as 2/3 of a step) or one with a micro-batch skipped before
+                                    backward. With several processes (TRAIN_MPI): by it times the ranks. */
+  int accumulate_mean_of_window; /* 1: divide instead by the micro-batches whose gradient is in the sum (the
+                                    ranks' together), so every step gets the mean of what its window had:
+                                    the short last window above is divided by 2, not 3 */
+  double gradient_clip_val;      /* 0 = no clipping */
+  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
+  tr_nonfinite on_nonfinite_loss;/* 0 = fail */
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
+                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
+                                    finishes the current batch, the second stops at once; both end
+                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
+                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
+                                    are back when tr_fit returns, a signal the process ignores stays
+                                    ignored, and inside a loop of yours that installed it too, only
+                                    the signals that come during tr_fit count here. */
+  const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
+                                    where in one line (rank 0, tr_desc.log): "Restored all states from the
+                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch";
+                                    "auto": the newest checkpoint of this run that loads (save_to and the
+                                    checkpoint callbacks' directories), or a fresh start when there is none */
+  int no_resume_message;         /* 1: not that line */
+  int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
+                                    it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
+  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
+                                    warn (hk_request_checkpoint names its own path) */
+  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
+                                    0 = 50 (Lightning's default); negative = no training records */
+  tr_preempt preempt;            /* the preemption signal (SIGUSR1 by default; not with no_sigint): the step is
+                                    finished, saved to save_to, the Slurm job requeued when asked, and the fit ends
+                                    through on_exception with TR_ERR_INTERRUPTED; a requeued job's first fit resumes
+                                    from save_to by itself (section "CLUSTERS", train/cluster.h). Under it, Ctrl-C and
+                                    SIGTERM save the finished step to save_to too */
+} tr_config;
+
+/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
+   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
+typedef struct tr_trainer {
+  hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
+  hk_ctx ctx;              /* what every hook sees */
+  tr_model model;
+  tr_optim optim;          /* with defaults filled in */
+  tr_sched sched;
+  tr_rng rng;              /* yours to draw from; saved in checkpoints */
+  uint64_t seed;
+  int64_t epoch;           /* current (or next) epoch, from 0 */
+  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
+  int64_t epoch_batch;     /* training batches finished in the current epoch */
+  int64_t samples_seen;
+  double lr;               /* current learning rate (also ctx->lr) */
+  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
+  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
+  int64_t eval_batches;    /* batches of the evaluation loop in progress */
+  char error[512];         /* the last error's message ("" if none) */
+  tr_run *run;             /* the run layer of reg (train/run.h): the trainer is a loop that fires every
+                              event itself (tr_run_enter .. tr_run_leave); what the batteries read */
+  /* private */
+  tr_err tr__err;          /* the first error of the run in progress */
+  FILE *tr__log;
+  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
+  hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
+  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
+  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v), of parameters
+                              [tr__opt_lo, tr__opt_lo + tr__opt_n): all of them, or this rank's shard (zero) */
+  size_t tr__opt_lo, tr__opt_n;
+  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/trainer/mpi.h) */
+  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
+  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
+  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
+  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
+  int64_t tr__accum_n;     /* ... of which ran backward (accumulate_mean_of_window divides the sum by this) */
+  int tr__grads_zeroed;    /* the current window's zero_grad happened */
+  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
+  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
+  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
+  uint64_t tr__loaded;     /* the last loaded checkpoint's identity (its sections' checksums hashed; 0: none): ranks compare it */
+  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
+  int64_t tr__total;       /* the cosine schedule's resolved total */
+  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
+  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
+  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
+  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
+  int tr__saving;          /* tr_save is running (a nested one is refused) */
+  char tr__save_why[512];  /* why the last tr_save failed (during a failing run, error keeps the run's own) */
+  int tr__async;           /* tr_desc.async_save */
+  int tr__async_now;       /* this tr_save stages its file for the background writer */
+  int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
+  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
+  int tr__strict_hook_state;
+  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
+  struct tr__asave *tr__asave; /* the background writer of asynchronous saves (made at the first one) */
+  int tr__sync_only;       /* the run's last save is collected (on_exception, teardown): saves write at once */
+  char tr__settings[1024]; /* the configuration as tr_run_desc.settings words (the hyperparameters) */
+  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
+  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/trainer/cuda.h) */
+  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
+  int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
+  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
+  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
+  tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
+  int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
+  int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
+  int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
+  tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
+} tr_trainer;
+
+/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
+   even if a hook's call was refused during it (the hook saw that message when its call returned). */
+TRAIN_API const char *tr_error(const tr_trainer *t);
+
+/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
+   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
+   are the model's own (4 bytes each per parameter, on every rank). */
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
+
+
+/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
+   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+TR__C_END /* part */
+
+
+#ifdef TRAIN_IMPLEMENTATION /* implementation */
+TR__C_BEGIN /* part */
+#ifdef TRAIN_CUDA
+#  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL) /* the model trains on the GPU (trainer/cuda.h) */
+#else
+#  define TR__ON_DEVICE(t) 0
+#endif
+TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t) { return t ? t->tr__opt_n * (size_t)t->tr__n_buf * sizeof(float) : 0; }
+
+/* Record an error. The first error of a run wins (later ones are usually its consequences), and
+   the run's loops check t->tr__err after every step that can fail. Returns the recorded code. */
+static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) TR__PRINTF(3, 4);
+static tr_err tr__fail(tr_trainer *t, tr_err code, const char *fmt, ...) {
+  if (t->tr__err == TR_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+    t->tr__err = code;
+  }
+  return t->tr__err;
+}
+
+/* A call that is not allowed right now (tr_fit from a hook, say) is refused without touching the run
+   in progress: its error stays as it is, so a hook that ignores the refusal does not end the run. */
+static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
+static tr_err tr__refuse(tr_trainer *t, const char *fmt, ...) {
+  if (t->tr__err == TR_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+  }
+  return TR_ERR_INVALID;
+}
+
+static void tr__warn(tr_trainer *t, const char *fmt, ...) TR__PRINTF(2, 3);
+static void tr__warn(tr_trainer *t, const char *fmt, ...) { /* one line in one write, "[rank: N] " first with several processes */
+  va_list ap;
+  char text[1024];
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  tr_run_say(t->reg, &t->ctx, "train.h: warning", "%s", text); /* the run's log (tr_desc.log), above the bar */
+}
+/* The shuffle of epoch e gets its own generator, derived from the seed and e alone, so that an
+   epoch resumed from a checkpoint sees exactly the order it had the first time. */
+static tr_rng tr__epoch_rng(uint64_t seed, int64_t epoch) {
+  tr_rng r;
+  tr_rng_seed(&r, seed ^ 0x5DEECE66Dull);
+  r.state = tr_rng_u64(&r) ^ ((uint64_t)epoch * 0xD1B54A32D192ED03ull);
+  return r;
+}
+/* The lr for the next optimizer step: the schedule's t is steps taken, or epochs finished. */
+static double tr__current_lr(tr_trainer *t) {
+  tr_sched s = t->sched;
+  s.total = t->tr__total;
+  return tr_run_sched_lr(t->reg, &t->ctx, &s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
+}
+
+/* The optimizer state, zeroed, for parameters [lo, lo + n): all of them, or (zero) a rank's shard, which
+   the strategy allocates once it knows the ranks (tr__dist_init). */
+static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
+  t->tr__opt_lo = lo;
+  t->tr__opt_n = n;
+  if (t->tr__n_buf >= 1) t->tr__m = (float *)calloc(n ? n : 1, sizeof(float));
+  if (t->tr__n_buf >= 2) t->tr__v = (float *)calloc(n ? n : 1, sizeof(float));
+  if ((t->tr__n_buf >= 1 && !t->tr__m) || (t->tr__n_buf >= 2 && !t->tr__v))
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the optimizer state of %zu parameters", n);
+  return TR_OK;
+}
+
+/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
+   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
+   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
+   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
+   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
+   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
+static int tr__sig_on;       /* this fit installed the helper: its count is ours */
+static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
+static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
+static int tr__sigint_count; /* multi-process: the agreed count */
+static int64_t tr__sigterm;  /* multi-process: TR_STOP_SIGTERM when a rank's stop signal was SIGTERM (agreed) */
+/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
+static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
+static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
+static int tr__preempt_count; /* multi-process: the agreed count */
+static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
+static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
+
+/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
+static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
+static int tr__sig_own(void) {
+  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
+  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
+}
+/* What the loops act on. */
+static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
+/* Which signal, as every rank names it: the agreed one, or this process's. */
+static int64_t tr__interrupt_kind(void) { return tr__sig_deferred ? tr__sigterm : tr__sig_own() ? tr__sigterm_bit() : 0; }
+
+/* ---- firing events ---------------------------------------------------------------------------------
+   Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
+   nothing is registered; what hooks ask for (skip the step, skip the batch, end the epoch, stop)
+   collects in t->tr__flow, already degraded to what each event honours, for the loops to act on.
+   HK_FAIL becomes the run's error. Once the run has failed nothing fires any more: the abort path
+   fires on_exception and teardown itself. */
+static TR__NOINLINE void tr__settle(tr_trainer *t) {
+  const char *why = t->ctx.hook_failure; /* "hook 'name' failed in on_x: message" */
+  t->ctx.hook_failure = NULL;
+  if (HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) { /* t->tr__err is the one record of a failure */
+    tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
+    hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
+  } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
+  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind()));
+}
+
+/* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
+   Each site keeps only hooks.h's guard inline: the dispatch HK_FIRE_FLOW runs past it is inlined once,
+   in tr__fire_armed, not at the trainer's thirty sites (whose functions then stay small enough to
+   keep tr__fire inline: an empty site costs its guard, not a call). */
+static TR__NOINLINE void tr__fire_armed(tr_trainer *t, int event) {
+  (void)HK_FIRE_FLOW(t->reg, event, &t->ctx, &t->tr__flow);
+}
+static inline void tr__fire(tr_trainer *t, int event) {
+  if (t->tr__err) return;
+  if (HK_ACTIVE(t->reg, event)) tr__fire_armed(t, event);
+  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+}
+
+/* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
+   error); the optimizer's stop at HK_SKIP_STEP too. */
+static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
+static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
+
+/* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
+   first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
+TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, size_t *off, size_t *len) {
+  const hk_tensor *v = t->tr__views;
+  int j;
+  *o = tr_run_tensor_opt(t->reg, i, lr, t->global_step + 1);
+  *off = (size_t)(v[i].data - t->model.params); /* (on the device too: views into the one buffer) */
+  *len = v[i].count;
+  for (j = i + 1; j < t->ctx.n_tensors && v[j].data == v[j - 1].data + v[j - 1].count; j++) {
+    tr_tensor_opt x = tr_run_tensor_opt(t->reg, j, lr, t->global_step + 1);
+    if (x.lr != o->lr || x.weight_decay != o->weight_decay || x.frozen != o->frozen || x.step != o->step) break;
+    *len += v[j].count;
+  }
+  return j;
+}
+
+TR__C_END /* part */
+#endif /* implementation */
+#endif /* part */
