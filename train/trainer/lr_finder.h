@@ -46,7 +46,6 @@ TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   double min_lr, max_lr, threshold;
   int steps, update_attr, verbose;
   char *curve_path;
@@ -143,7 +142,6 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
 
 static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr__lrf *s = (tr__lrf *)user;
-  tr_run *run = s->run;
   tr_trainer *t = (tr_trainer *)ctx->trainer;
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
@@ -161,10 +159,10 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   k = tr__lrf_suggest(s->losses, s->pub.n);
   s->pub.suggestion_index = k;
   s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
-  if (s->verbose) {
-    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+  if (s->verbose && ctx->rank == 0) {
+    if (k >= 0) tr_run_say(t->reg, ctx, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
                            s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
-    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+    else tr_run_say(t->reg, ctx, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
                     s->pub.n, t->optim.lr);
   }
   if (s->update_attr && k >= 0) {
@@ -224,7 +222,6 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
     return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
   s = (tr__lrf *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  s->run = tr_run_get(reg);
   s->min_lr = lo;
   s->max_lr = hi;
   s->steps = steps;
