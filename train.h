@@ -4520,6 +4520,48 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
 /* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
    tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
    mine is then the file written; EEXIST (a->taken) when another file is at path. */
+/* The one checkpoint writer (tr_run_save's and tr_save's): fill writes the file into a, the new temporary file
+   (tr__afile_write, or a stream: tr__afile_stream), which is then flushed to the disk and renamed over path;
+   any failure removes the temporary file, leaves path as it was and says why. fill returns 0, or an errno-like
+   code. path may be a symlink (replaced itself, never followed), never a device or a directory. */
+static tr_err tr__write_checkpoint(const char *path, int (*fill)(tr__afile *a, void *user), void *user, char *why, size_t cap) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    int filled = fill(&a, user);
+    if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
+  }
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
+  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (e && !strcmp(a.step, "renaming"))
+    tr__msg(why, cap, "renaming '%s' to '%s' failed: %s (the previous '%s' is untouched)", a.tmp, path, strerror(e), path);
+  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
+  tr__afile_free(&a);
+  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+}
+/* A fill that writes through a stdio stream: the stream on a's temporary file, filled by fill, flushed and closed
+   (its own descriptor: a keeps a.fd for fsync and rename). 0, or an errno-like code. */
+static int tr__afile_stream(tr__afile *a, int (*fill)(FILE *f, void *user), void *user) {
+  FILE *f = NULL;
+  int e = 0;
+#ifdef TR__POSIX
+  int fd = dup(a->fd);
+  if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+    e = errno ? errno : EIO;
+    if (fd >= 0) close(fd);
+    return e;
+  }
+#else
+  f = a->f;
+#endif
+  e = fill(f, user);
+  if (fflush(f) != 0 && !e) e = errno ? errno : EIO;
+#ifdef TR__POSIX
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+#endif
+  return e;
+}
 static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
                         char *why, size_t why_len) {
   tr__afile a;
@@ -6505,41 +6547,6 @@ extern int fileno(FILE *f);
 extern FILE *fmemopen(void *buf, size_t size, const char *mode);
 extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
-/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
-   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
-   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
-   be a symlink (replaced itself, never followed), never a device or a directory. */
-static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
-  tr__afile a;
-  FILE *f = NULL;
-  int e;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-#ifdef TR__POSIX
-    int fd = dup(a.fd); /* the stream gets its own descriptor: the writer keeps a.fd for fsync and rename */
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
-      a.err = errno ? errno : EIO;
-      a.step = "writing";
-      if (fd >= 0) close(fd);
-    }
-#else
-    f = a.f;
-#endif
-    if (f) {
-      int filled = fill(f, user);
-      if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
-      if (fflush(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#ifdef TR__POSIX
-      if (fclose(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#endif
-    }
-  }
-  e = a.err ? a.err : tr__afile_commit(&a, NULL);
-  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
-  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
-  tr__afile_free(&a);
-  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
-}
 
 /* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
@@ -6733,6 +6740,7 @@ static int tr__run_fill(FILE *f, void *user) {
   if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
   return 0;
 }
+static int tr__run_fill_file(tr__afile *a, void *user) { return tr__afile_stream(a, tr__run_fill, user); }
 
 /* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
    the run. At every safe point (no wait), before any other save or load, and before the run ends. */
@@ -6947,10 +6955,10 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   }
   if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
 #ifdef TR__POSIX
-  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #else
   async = 0;
-  e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #endif
   if (e && s.model_failed) { /* the model's own writer said no: not the disk's fault, and say what is on disk */
     FILE *old = fopen(path, "rb");
@@ -20118,56 +20126,44 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
   t->tr__staged = 1;
 }
 
-/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
-   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
-   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced.
-   With tr__async_now the file is staged for the background writer instead (the same bytes). */
-static tr_err tr__save_file(tr_trainer *t, const char *path) {
+/* The file through the one checkpoint writer (tr__write_checkpoint): a crash at any moment leaves either the old
+   checkpoint or the new one, never half of one; every failure removes the temporary file and names the file that
+   failed. path may be a symlink (model_checkpoint's last.ckpt link): the link is replaced, never followed; a
+   device or a directory at path is never replaced. With tr__async_now the file is staged for the background
+   writer instead (the same bytes). */
+typedef struct tr__ckpt_out { tr_trainer *t; const tr__snap *snap; } tr__ckpt_out;
+static int tr__ckpt_fill(tr__afile *a, void *user) {
+  tr__ckpt_out *o = (tr__ckpt_out *)user;
   tr__writer w;
-  tr__afile a;
-  tr__snap snap;
-  hk_bytes live, hooks;
-  memset(&live, 0, sizeof live);
-  memset(&hooks, 0, sizeof hooks);
-  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  if (t->tr__async_now) {
-    tr__stage_file(t, path, &snap);
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
   memset(&w, 0, sizeof w);
   w.cap = 1 << 16;
-  w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
-  w.af = &a;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(&w, &snap);
-    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
-  }
-  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (a.err && !strcmp(a.step, "renaming"))
-    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
-  else if (a.err)
-    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
-  tr__afile_free(&a);
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) return ENOMEM;
+  w.af = a;
+  tr__write_all(&w, o->snap);
   free(w.buf);
+  return w.failed ? w.failed : o->t->tr__err ? EIO : 0; /* a shard that did not arrive (zero): nothing is committed */
+}
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__snap snap;
+  hk_bytes live, hooks;
+  char why[sizeof t->error - 16];
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) == TR_OK) {
+    if (t->tr__async_now) tr__stage_file(t, path, &snap);
+    else {
+      tr__ckpt_out o;
+      tr_err e;
+      o.t = t;
+      o.snap = &snap;
+      e = tr__write_checkpoint(path, tr__ckpt_fill, &o, why, sizeof why);
+      if (e) tr__fail(t, e, "tr_save: %s", why);
+    }
+  }
   hk_bytes_free(&live);
   hk_bytes_free(&hooks);
   return t->tr__err;
 }
-
-/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
-static void tr__saves_settle(tr_trainer *t, int wait) {
-  tr__asave_settle(t->tr__asave, &t->ctx, wait);
-}
-
 
 /* tr_save never changes the outcome of the run it is called in: its error is returned (and is
    tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from

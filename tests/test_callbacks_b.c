@@ -1659,7 +1659,7 @@ SAME(tr__gm, PTR(run); STR(filter); PTR(pub.histogram); PTR(hist.edges); PTR(his
      PTR(scratch); PTR(edges); PTR(counts))
 SAME(tr__ng, PTR(run); PTR(pub.last))
 SAME(tr__ema, PTR(pub.average); PTR(avg))
-SAME(tr__lrf, PTR(run); STR(curve_path); MEM(lrs, (size_t)x.steps * sizeof(double)); MEM(losses, (size_t)x.steps * sizeof(double));
+SAME(tr__lrf, STR(curve_path); MEM(lrs, (size_t)x.steps * sizeof(double)); MEM(losses, (size_t)x.steps * sizeof(double));
      PTR(pub.lrs); PTR(pub.losses))
 SAME(tr__ms, PTR(run))
 SAME(tr__as, PTR(run); PTR(pub.epochs); PTR(pub.factors))

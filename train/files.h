@@ -377,6 +377,48 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
 /* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
    tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
    mine is then the file written; EEXIST (a->taken) when another file is at path. */
+/* The one checkpoint writer (tr_run_save's and tr_save's): fill writes the file into a, the new temporary file
+   (tr__afile_write, or a stream: tr__afile_stream), which is then flushed to the disk and renamed over path;
+   any failure removes the temporary file, leaves path as it was and says why. fill returns 0, or an errno-like
+   code. path may be a symlink (replaced itself, never followed), never a device or a directory. */
+static tr_err tr__write_checkpoint(const char *path, int (*fill)(tr__afile *a, void *user), void *user, char *why, size_t cap) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    int filled = fill(&a, user);
+    if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
+  }
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
+  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (e && !strcmp(a.step, "renaming"))
+    tr__msg(why, cap, "renaming '%s' to '%s' failed: %s (the previous '%s' is untouched)", a.tmp, path, strerror(e), path);
+  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
+  tr__afile_free(&a);
+  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+}
+/* A fill that writes through a stdio stream: the stream on a's temporary file, filled by fill, flushed and closed
+   (its own descriptor: a keeps a.fd for fsync and rename). 0, or an errno-like code. */
+static int tr__afile_stream(tr__afile *a, int (*fill)(FILE *f, void *user), void *user) {
+  FILE *f = NULL;
+  int e = 0;
+#ifdef TR__POSIX
+  int fd = dup(a->fd);
+  if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+    e = errno ? errno : EIO;
+    if (fd >= 0) close(fd);
+    return e;
+  }
+#else
+  f = a->f;
+#endif
+  e = fill(f, user);
+  if (fflush(f) != 0 && !e) e = errno ? errno : EIO;
+#ifdef TR__POSIX
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+#endif
+  return e;
+}
 static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
                         char *why, size_t why_len) {
   tr__afile a;

@@ -1285,41 +1285,6 @@ extern int fileno(FILE *f);
 extern FILE *fmemopen(void *buf, size_t size, const char *mode);
 extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
-/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
-   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
-   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
-   be a symlink (replaced itself, never followed), never a device or a directory. */
-static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
-  tr__afile a;
-  FILE *f = NULL;
-  int e;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-#ifdef TR__POSIX
-    int fd = dup(a.fd); /* the stream gets its own descriptor: the writer keeps a.fd for fsync and rename */
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
-      a.err = errno ? errno : EIO;
-      a.step = "writing";
-      if (fd >= 0) close(fd);
-    }
-#else
-    f = a.f;
-#endif
-    if (f) {
-      int filled = fill(f, user);
-      if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
-      if (fflush(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#ifdef TR__POSIX
-      if (fclose(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#endif
-    }
-  }
-  e = a.err ? a.err : tr__afile_commit(&a, NULL);
-  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
-  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
-  tr__afile_free(&a);
-  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
-}
 
 /* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
@@ -1513,6 +1478,7 @@ static int tr__run_fill(FILE *f, void *user) {
   if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
   return 0;
 }
+static int tr__run_fill_file(tr__afile *a, void *user) { return tr__afile_stream(a, tr__run_fill, user); }
 
 /* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
    the run. At every safe point (no wait), before any other save or load, and before the run ends. */
@@ -1727,10 +1693,10 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   }
   if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
 #ifdef TR__POSIX
-  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #else
   async = 0;
-  e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #endif
   if (e && s.model_failed) { /* the model's own writer said no: not the disk's fault, and say what is on disk */
     FILE *old = fopen(path, "rb");

@@ -388,56 +388,44 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
   t->tr__staged = 1;
 }
 
-/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
-   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
-   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced.
-   With tr__async_now the file is staged for the background writer instead (the same bytes). */
-static tr_err tr__save_file(tr_trainer *t, const char *path) {
+/* The file through the one checkpoint writer (tr__write_checkpoint): a crash at any moment leaves either the old
+   checkpoint or the new one, never half of one; every failure removes the temporary file and names the file that
+   failed. path may be a symlink (model_checkpoint's last.ckpt link): the link is replaced, never followed; a
+   device or a directory at path is never replaced. With tr__async_now the file is staged for the background
+   writer instead (the same bytes). */
+typedef struct tr__ckpt_out { tr_trainer *t; const tr__snap *snap; } tr__ckpt_out;
+static int tr__ckpt_fill(tr__afile *a, void *user) {
+  tr__ckpt_out *o = (tr__ckpt_out *)user;
   tr__writer w;
-  tr__afile a;
-  tr__snap snap;
-  hk_bytes live, hooks;
-  memset(&live, 0, sizeof live);
-  memset(&hooks, 0, sizeof hooks);
-  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  if (t->tr__async_now) {
-    tr__stage_file(t, path, &snap);
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
   memset(&w, 0, sizeof w);
   w.cap = 1 << 16;
-  w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
-  w.af = &a;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(&w, &snap);
-    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
-  }
-  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (a.err && !strcmp(a.step, "renaming"))
-    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
-  else if (a.err)
-    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
-  tr__afile_free(&a);
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) return ENOMEM;
+  w.af = a;
+  tr__write_all(&w, o->snap);
   free(w.buf);
+  return w.failed ? w.failed : o->t->tr__err ? EIO : 0; /* a shard that did not arrive (zero): nothing is committed */
+}
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__snap snap;
+  hk_bytes live, hooks;
+  char why[sizeof t->error - 16];
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) == TR_OK) {
+    if (t->tr__async_now) tr__stage_file(t, path, &snap);
+    else {
+      tr__ckpt_out o;
+      tr_err e;
+      o.t = t;
+      o.snap = &snap;
+      e = tr__write_checkpoint(path, tr__ckpt_fill, &o, why, sizeof why);
+      if (e) tr__fail(t, e, "tr_save: %s", why);
+    }
+  }
   hk_bytes_free(&live);
   hk_bytes_free(&hooks);
   return t->tr__err;
 }
-
-/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
-static void tr__saves_settle(tr_trainer *t, int wait) {
-  tr__asave_settle(t->tr__asave, &t->ctx, wait);
-}
-
 
 /* tr_save never changes the outcome of the run it is called in: its error is returned (and is
    tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
