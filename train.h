@@ -1,66 +1,30 @@
 /* train.h - GENERATED from train/ by `make train.h` (train/train.h.in, scripts/amalgamate.py): do not edit
    train.h - v0.2.0 - 2026-11-22 - a minimal, complete trainer built on hooks.h - MIT or public domain
 
-   The batteries for a training loop in C, and a small trainer you can read top to bottom. Built only
-   on hooks.h's public API; every section but the run layer can be left out with a define.
+   The batteries for a training loop in C, and a small trainer you can read top to bottom, built only on
+   hooks.h's public API. Edit the parts in train/ (one concept each); this file is what a user copies.
 
-   The parts in train/ hold one concept each (a callback or logger in one file): read and edit those;
-   this file is what a user copies.
+   CONTENTS (declarations in this order, then the implementation in the same order)
+     base.h  math.h            errors, RNG, your model and data, optimizers, schedules; per-step math
+     files.h  records.h        the atomic writer and background writer; log records, hyperparameters
+     cluster.h                 Slurm, the preemption signal, how ranks of a loop of yours agree to stop
+     run.h  loop.h             THE RUN LAYER (tr_run_*): what any loop gives the batteries; your loop
+                               in a dozen lines (tr_run_begin / next / update / end)
+     battery.h                 what callbacks and loggers share; the battery list
+     callbacks/, loggers/      one file each (early_stopping ... csv, tensorboard, progress_bar, mlflow)
+     sweep.h                   tr_sweep: Hydra's multirun
+     trainer.h  checkpoint.h   THE TRAINER: tr_fit / validate / test / predict, tr_save / tr_load
+     callbacks/lr_finder.h     factories.h (every battery's spec factory)
+     cuda.h  mpi.h             the trainer on the GPU (TRAIN_CUDA) and across processes (TRAIN_MPI)
+   Each section but the run layer can be left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH, TRAIN_NO_CALLBACKS,
+   TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, TRAIN_NO_<NAME>, TRAIN_ONLY_SPECIFIC_BATTERIES + TRAIN_ENABLE_<NAME>).
 
-   CONTENTS: the parts of train/ (declarations in this order; the implementation follows the same order)
-     base.h                    errors, random numbers, your model and data, optimizers, schedules
-     math.h                    AdamW, SGD, zero_grad, clipping, norms at memory speed   TRAIN_NO_MATH
-     files.h                   the atomic writer; asynchronous saves' background writer
-     records.h                 log records: what a loop sends the loggers; the hyperparameters
-     cluster.h                 clusters: Slurm's environment, the preemption signal (save, requeue,
-                               resume by itself), how the ranks of a loop of yours agree to stop
-     run.h                     THE RUN LAYER: what any loop gives the batteries: run directory, log
-                               records, checkpoints in your own format, stop signals (tr_run_*)
-     loop.h                    your loop in a dozen lines: tr_run_begin / next / update / end, the run
-                               keeping the loop's place
-     battery.h                 what callbacks and loggers share; the battery list, which are compiled
-     loggers/file_loggers.h    what csv, jsonl, tensorboard and plot share
-     callbacks/<name>.h        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
-                               gradient_monitor, nan_guard, ema, model_summary,
-                               accumulation_scheduler, profiler, throughput_monitor, watchdog,
-                               device_stats, on_exception_checkpoint, spike_detection,
-                               prediction_writer; each its constructor and spec
-                               factory                                              TRAIN_NO_CALLBACKS
-     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
-     sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
-                               and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
-     trainer.h                 THE TRAINER: tr_fit / validate / test / predict, a sanity check, limits,
-                               accumulation, clipping, checksummed checkpoints with exact resume,
-                               the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
-     checkpoint.h              the trainer's checkpoints: tr_save / tr_load, the format, a resume with
-                               nothing left to train                               TRAIN_NO_TRAINER
-     callbacks/lr_finder.h     Lightning's LearningRateFinder (it drives the trainer)
-     factories.h               tr_add_factories: every battery's spec factory
-     cuda.h                    the trainer's models on the GPU, kernels/train_cuda.cuh  TRAIN_CUDA
-     mpi.h                     the trainer's data parallelism across processes      TRAIN_MPI
-   Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
-   all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
-   batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
-   callbacks and loggers it wants (tr_run_begin / tr_run_next), and can leave out the trainer and the math:
-   examples/own_loop.c. In the trainer, hooks fire
-   in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
-   below says otherwise.
-
-   USAGE
-     In exactly one C or C++ file, with hooks.h's implementation:
+   USAGE: in exactly one C or C++ file, with hooks.h's implementation,
          #define HOOKS_IMPLEMENTATION
          #define TRAIN_IMPLEMENTATION
          #include "train.h"          (includes hooks.h)
-     Everywhere else just #include "train.h". Link with -lm, and -pthread (asynchronous saves use one
-     writer thread; glibc 2.34 and later need nothing extra; TRAIN_NO_THREADS leaves it out).
-     TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error that says so (else: hundreds of
-     undefined hk_* symbols at link time); a program whose hooks.h implementation is in another file
-     defines TRAIN_HOOKS_ELSEWHERE.
-
-     The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
-     views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
-     a count and a "get batch i" function (or an iterator: next, reset, and its position saved in
-     checkpoints), and an optional shuffle. Then:
+   and plain #include "train.h" elsewhere; link with -lm and -pthread. A loop of your own uses the run layer
+   (examples/own_loop.c); the trainer:
 
        tr_trainer t;
        tr_err e = tr_init(&t, &(tr_desc){
@@ -73,123 +37,10 @@
        if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
        tr_free(&t);
 
-     examples/first_trainer.c is that in full (validation, early stopping, the best checkpoints, csv and
-     TensorBoard logs, the progress bar, resume when run again); docs/trainer.md, docs/callbacks.md and
-     docs/logging.md are the long versions of what the doc blocks below say.
-
-   A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
-   comment says what its zero means.
-
-   THE ORDER OF EVENTS IN tr_fit
-     setup(fit)  configure_model  [tr_config.resume_from: load -> on_load_checkpoint]  on_fit_start
-     on_sanity_check_start  <validation loop>  on_sanity_check_end
-                            (skipped after resuming from a checkpoint written in the middle of an epoch
-                             or of a validation; run after one written at an epoch's end, as Lightning)
-     on_train_start
-       per epoch:  on_train_epoch_start                       (not when resuming in mid-epoch)
-         per batch:  on_train_batch_start  forward
-                     on_before_zero_grad, zero_grad           (first micro-batch of a window only)
-                     on_before_backward  backward  on_after_backward
-                     on_before_optimizer_step  clip  on_gradient_clip  step  on_after_optimizer_step
-                                                              (last micro-batch of a window only)
-                     on_train_batch_end   [validation: every val_every_n_steps steps, or every
-                                          val_check_interval batches of the epoch]   [requests]
-         [validation at the epoch's end]  on_train_epoch_end  [requests]
-     on_train_end  on_fit_end  teardown(fit)
-   The validation loop: on_validation_start, on_validation_epoch_start, per batch
-   on_validation_batch_start / _end, on_validation_epoch_end (val/loss is set), on_validation_end.
-   tr_validate / tr_test / tr_predict: setup(stage), configure_model, the loop, teardown(stage).
-   Within an event: callbacks, then the model tier, then the strategy tier (hooks.h's tiers); on
-   on_load_checkpoint the model tier first (hooks.h's HK_MODEL_FIRST), as Lightning.
-   What each hk_ctx field holds at each event is hooks.h's "CONTEXT CONTRACT"; train.h keeps all of it.
-
-   WHAT A HOOK'S SIGNAL DOES (the strongest of an event's hooks wins; every hook still runs). Which
-   events honour which signals is hooks.h's event table; a signal an event does not honour counts as
-   the strongest weaker one it does (hk_honoured): HK_FAIL from teardown or on_exception is only
-   reported, HK_SKIP_STEP from on_train_batch_end does nothing.
-     HK_SKIP_STEP   the current accumulation window gets no optimizer step; its gradients are dropped
-                    (on_train_batch_start .. on_gradient_clip); global_step does not move.
-     HK_SKIP_BATCH  the rest of this batch is skipped (forward, backward, step, whichever are left);
-                    on_train_batch_end still fires. A window whose last micro-batch is skipped gets no
-                    step. In validation/test/predict: the batch's forward is skipped (not averaged).
-     HK_STOP_EPOCH  the epoch (or the evaluation loop) ends after this batch; the epoch's end runs
-                    as usual (validation, on_train_epoch_end), then the next epoch starts.
-     HK_STOP        training stops after the current batch, once min_epochs and min_steps are reached
-                    (until then the request is held); the epoch ends as usual, then on_train_end,
-                    on_fit_end, teardown; tr_fit returns TR_OK. From any event of a fit.
-     HK_FAIL        the run fails: every on_exception handler runs (ctx->abort_reason says why), then
-                    teardown; the function returns TR_ERR_HOOK with the hook's message.
-   A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
-   as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
-   the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
-   saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
-   at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
-   writes the counters and every metric to tr_desc.log and, in a fit, sends a training log record to
-   the loggers (on_log) at once. Checkpoint and log requests made in
-   on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
-   hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
-
-   METRICS the trainer provides (hk_metric_get), all lazy (computed only when a hook reads them):
-     lr           the learning rate of the current step (also ctx->lr), from the first batch on
-     train/loss   the last training batch's loss (NaN before the first)
-     grad_norm    hk_grad_norm(ctx): the L2 norm of the gradients, from on_after_backward; during the
-                  optimizer step it is the norm before clipping (computed once per step, shared with
-                  clipping)
-     val/loss     the mean loss of the last validation, set before on_validation_epoch_end
-     test/loss    the mean loss of the last test, set before on_test_epoch_end
-
-   WHERE train.h DIFFERS FROM LIGHTNING (2.6), ON PURPOSE (each one pinned by tests/test_train.c)
-     - teardown also runs when a run fails, after on_exception; Lightning skips it on errors.
-     - every on_exception handler runs even if one fails; in Lightning an exception in one ends the rest.
-     - Ctrl-C ends tr_fit with TR_ERR_INTERRUPTED after on_exception and teardown; Lightning exits the
-       process (sys.exit(1)).
-     - A hook's state (save_state) is taken after on_save_checkpoint and restored before
-       on_load_checkpoint, so on_save_checkpoint can update what is saved and on_load_checkpoint sees
-       the restored state; Lightning takes state_dict before on_save_checkpoint and calls
-       on_load_checkpoint before load_state_dict.
-     - on_fit_start sees the whole restored state (counters, optimizer, schedule); Lightning restores
-       the loop counters and optimizers after on_fit_start.
-     - ctx->stage stays HK_STAGE_FIT during validation inside a fit; Lightning's stage is "validating".
-     - Any hook can skip the step or the batch, end the epoch or stop (signals, the strongest wins);
-       in Lightning only the LightningModule's on_train_batch_start can skip (by returning -1, which
-       ends the epoch) and callbacks stop by setting trainer.should_stop.
-     - HK_STOP_EPOCH still fires that batch's on_train_batch_end and runs the epoch's validation;
-       Lightning's -1 skips both.
-     - The plateau schedule checks its metric before on_train_epoch_end (after the epoch's validation);
-       Lightning steps it after, which a checkpoint written at the epoch's end misses on resume
-       (test_schedule_resume_exact).
-
-   COMPILE-TIME OPTIONS (define before including)
-     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit (with HOOKS_IMPLEMENTATION)
-     TRAIN_HOOKS_ELSEWHERE  with TRAIN_IMPLEMENTATION: hooks.h's implementation is in another file
-     TRAIN_STATIC           make every function static
-     TRAIN_API              declaration prefix for public functions (default: extern)
-     TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
-     TRAIN_NO_TRAINER       leave out the trainer (tr_trainer, tr_fit, tr_save/tr_load, lr_finder): a
-                            loop of your own with the run layer, callbacks and loggers
-     TRAIN_NO_MATH          leave out the per-step math (implies TRAIN_NO_TRAINER)
-     TRAIN_NO_CALLBACKS     leave out the standard callbacks
-     TRAIN_NO_LOGGERS       leave out the loggers and the progress bar (log records and tr_log_emit
-                            stay: they are the run layer's)
-     TRAIN_NO_SWEEP         leave out the sweep runner (tr_sweep)
-     TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
-     TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
-     TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
-     TRAIN_MLFLOW           the mlflow logger's HTTP client, libcurl (link -lcurl): without it "mlflow" is
-                            refused with a message naming this define and the library
-     TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
-                            with mpicc, run with mpirun): section "MPI STRATEGY" at the end
-     TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
-                            tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
-     TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
-                            file provides the trc_* functions; the tests run train.h's CUDA path this way
-                            on the CPU)
-     (hooks.h's options apply to hooks.h, which this header includes)
-
-   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints; elsewhere it falls
-   back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
-
-   CHANGELOG: CHANGES.md in the hooks.h repository (every version of hooks.h, train.h and the kernels).
+   A zero-initialised desc or config means defaults. The order of events in tr_fit, what each signal does
+   and where train.h differs from Lightning 2.6 on purpose: docs/trainer.md; the compile-time options
+   (TRAIN_STATIC, TRAIN_API, TRAIN_ASSERT, TRAIN_MPI, TRAIN_CUDA, ...): docs/setup.md; a loop of your own:
+   docs/reference.md. examples/first_trainer.c is the trainer in full. Changes: CHANGES.md.
 */
 #ifndef TRAIN_H
 #define TRAIN_H
