@@ -6,103 +6,77 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    THE RUN LAYER
-   What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
-   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
-   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
-   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
-   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
-   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
-   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
-   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
-   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
-   the hooks.h repository.
+   What any loop gives the batteries (callbacks, loggers, the bar), attached to the hook registry: one
+   version directory for every logger, log records, the bar's totals, checkpoints in the loop's own format
+   with every callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption. train.h's trainer is
+   one client (tr_run_enter / tr_run_leave), train/loop.h's tr_run_begin / next / update / end another. A
+   small state machine (no run, running, entered): a call out of order is refused with TR_ERR_INVALID and a
+   message naming the call to make (tr_run_error, hk_last_error). The states and every call:
+   docs/reference.md ("The run layer underneath", "Every run-layer call").
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
 typedef struct tr_region { void *data; size_t bytes; } tr_region;
 
-/* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
+/* The run's settings; zero means the default, TR_YES / TR_NO where zero is ambiguous. */
 typedef struct tr_run_desc {
   /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
-  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
-                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
-                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
+  int new_version_on_resume;     /* TR_YES: a resume logs into a new version_N (Lightning's way); default:
+                                    it continues its run */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
-  int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
-                                    default: the loop has epochs */
-  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
-                                    loop's bar counts to max_steps */
-  int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
-                                    refuses to resume a checkpoint that reached them: nothing left to train) */
+  int epochs;                    /* TR_NO: a step loop (no on_train_epoch_start/_end); default: epochs */
+  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown */
+  int64_t val_batches;           /* batches of each validation; 0 = unknown */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
-  int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
-                                    is refused at tr_run_start); default: it does */
-  int check_on_train_epoch_end;  /* where monitoring callbacks check when their own flag is left at its
-                                    default: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
-                                    default: the epoch's end with epochs, the validation's end without */
+  int validation;                /* TR_NO: the loop never validates (a val/ monitor is refused at the start) */
+  int check_on_train_epoch_end;  /* where monitors check by default: TR_YES on_train_epoch_end, TR_NO
+                                    on_validation_end; default: the epoch's end with epochs, else validation's */
   /* the optimizer: lr_monitor's metric names (lr-<optimizer>) and the hyperparameters */
   const char *optimizer;         /* "AdamW", "SGD", ...; NULL: lr_monitor publishes "lr" */
-  double momentum, weight_decay; /* published by lr_monitor's log_momentum / log_weight_decay (with optimizer) */
-  int lr_per_epoch;              /* 1: the learning rate changes per epoch (lr_monitor's default interval) */
+  double momentum, weight_decay; /* for lr_monitor's log_momentum / log_weight_decay */
+  int lr_per_epoch;              /* 1: the lr changes per epoch (lr_monitor's default interval) */
   const char *hparams;           /* "key=value key=value ...": hyperparameters the loggers record */
   /* checkpoints in the loop's own format */
   int (*save_model)(void *user, FILE *f); /* write the model (and optimizer state) your way; 0 = ok */
   int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
   void *model_user;
-  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
-  int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
-                                    state and write it in the background (see "asynchronous saves"
-                                    at tr_run_save); default: written before the call returns */
-  int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
-  tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
-  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (TR_STOP_* a step; at the start a hash of what each resumed; cluster.h) */
-  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
-     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
-     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
-     trainer gives its own. */
+  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) and Ctrl-C save */
+  int async_save;                /* TR_YES: saves during a run are written in the background (tr_run_save) */
+  int no_signals;                /* 1: leave SIGINT, SIGTERM and the preemption signal alone */
+  tr_preempt preempt;            /* the preemption signal: save, maybe requeue (train/cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (cluster.h) */
+  /* spike_detection's rollback: everything a step changes (parameters, optimizer state, its step count
+     if not ctx->global_step), yours and valid while the run lives (not copied). */
   const tr_region *state;
   int n_state;
-  void (*rolled_back)(void *user, hk_ctx *ctx); /* (model_user) after spike_detection put the state back:
-                                    drop what the undone steps left behind (an accumulation window) */
-  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
-                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step the loop fixed (0 = 1): tr_run.accumulation
-                                    starts there; accumulation_scheduler refuses a loop that fixed more than 1 */
-  const char *settings;          /* the loop's settings as "key=value ..." words, recorded as hyperparameters
-                                    in place of the ones this desc gives (loop, optimizer, max_steps, ...);
-                                    hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
-                                    its configuration here. */
-  /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
-     here (model_user): the checkpoints hooks request, on_exception_checkpoint's and Ctrl-C's to save_to are
-     written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
-     finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
+  void (*rolled_back)(void *user, hk_ctx *ctx); /* after a rollback: drop what the undone steps left */
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line */
+  int accumulate_grad_batches;   /* micro-batches per step the loop fixed (0 = 1) */
+  const char *settings;          /* the loop's settings, "key=value ...", recorded as hyperparameters in place
+                                    of this desc's; hparams and tr_run_hparam* win */
+  /* A loop with a checkpoint format of its own (train.h's trainer) writes requested, on_exception and
+     Ctrl-C checkpoints through this (model_user); during on_exception, the state after the last finished
+     step. TR_OK, or the error with why. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-  const char *spec;              /* callbacks and loggers as a spec string ("early_stopping(monitor=val/loss); csv"),
-                                    applied by tr_run_setup once the settings are in place (hk_spec_apply: all or
-                                    nothing); not kept: a later tr_run_setup applies only its own */
-  void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
-                                    its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
-                                    waits so before it decides which files to keep) */
+  const char *spec;              /* callbacks and loggers, applied by tr_run_setup (all or nothing; not kept) */
+  void (*wait_saves)(void *user, hk_ctx *ctx); /* a background save_checkpoint: return once its last file is on
+                                    disk and on_checkpoint_saved fired */
   /* A loop that tr_run_begin drives (YOUR LOOP IN A DOZEN LINES, below): */
   double lr;                     /* the learning rate, or the schedule's base (sched); 0: none (ctx->lr 0) */
   tr_sched sched;                /* one of train.h's schedules over lr (kind 0: constant) */
-  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own (model_user): the lr of the step ctx->global_step
-                                    + 1; hooks' tr_lr_scale applies on top of either */
+  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own: the lr of step ctx->global_step + 1 */
   int64_t val_every_n_steps;     /* a validation after every N-th optimizer step; 0: none by steps */
-  int64_t val_every_n_epochs;    /* with epochs: a validation at the end of every N-th epoch (0 = 1; none when
-                                    validation is TR_NO) */
-  int64_t batch_size;            /* samples a training batch holds: ctx->samples_seen counts them (0: not counted) */
-  const hk_tensor *params, *grads; /* the model's views for the batteries (n_tensors of each; TR_VIEWS counts them), */
-  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch: a buffer
-                                    allocated late, as llm.c's gradients at the first backward, is seen once it is
-                                    there), cut into tensors of these names and sizes (TR_TENSORS counts them) */
+  int64_t val_every_n_epochs;    /* with epochs: at the end of every N-th epoch (0 = 1) */
+  int64_t batch_size;            /* samples per training batch: ctx->samples_seen counts them (0: not counted) */
+  const hk_tensor *params, *grads; /* the model's views (n_tensors of each; TR_VIEWS counts them), */
+  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch, so a
+                                    buffer allocated late is seen), cut by names and sizes (TR_TENSORS) */
   const char *const *tensor_names;
   const size_t *tensor_sizes;
   int n_tensors;
@@ -123,37 +97,25 @@ typedef struct tr_run_desc {
 #define TR_TENSORS(param_memory_addr, grad_memory_addr, names, sizes) .param_memory = (param_memory_addr), \
   .grad_memory = (grad_memory_addr), .tensor_names = (names), .tensor_sizes = (sizes), .n_tensors = TR__COUNT2(names, sizes)
 
-/* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
-   after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
-   start (no batch of it run), at its end (on_train_epoch_end run). */
+/* Where in the loop a checkpoint was written (tr_run.resumed_at after a resume). */
 typedef enum tr_run_at { TR_RUN_AT_BATCH = 0, TR_RUN_AT_VALIDATION, TR_RUN_AT_EPOCH_START, TR_RUN_AT_EPOCH_END } tr_run_at;
 
-/* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
-   differ in length) - the rest through tr_run_setup. */
+/* The run of a registry. Read any field; change only train_batches / eval_batches (epochs of different
+   lengths) - the rest through tr_run_setup. */
 typedef struct tr_run {
   tr_run_desc desc;              /* the settings, strings copied */
   int64_t train_batches;         /* batches of the training epoch in progress: the bar's total (0 = unknown) */
   int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
   hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
   const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
-  tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
-                                    TR_RUN_AT_BATCH) */
-  int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
-  tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
-                                    saved by tr_save and tr_run_save, restored by their loads */
-  /* The loop and the batteries share these while a run goes (the loop writes the first two): */
-  int epoch_done;                /* the training epoch in progress has run its last batch; what follows (its
-                                    validation) ends it: tr_stop_allowed counts the epoch as done. tr_run_batch_end
-                                    sets it at the batch train_batches says is the last, tr_run_epoch_start and
-                                    tr_run_epoch_end clear it; a loop that ends an epoch early sets it itself */
-  int validates_next;            /* 1 while on_train_batch_end fires for a batch right after which the loop
-                                    validates: model_checkpoint ranks a save due at that batch on the validation's
-                                    value, not on the metrics of before it (0: on those) */
-  int accumulation;              /* micro-batches per optimizer step from the next window on: the desc's
-                                    accumulate_grad_batches at the run's start, then what accumulation_scheduler
-                                    sets at on_train_epoch_start; a loop that accumulates reads it as a window begins */
-  int async_requests;            /* model_checkpoint(async_save=true) sets it: requested checkpoints are
-                                    written in the background */
+  tr_run_at resumed_at;          /* where in the loop it was written */
+  int failed;                    /* the run has failed (tr_run_error says why) */
+  tr_sched_state lr_state;       /* tr_lr_scale's scale, the plateau's progress: in checkpoints */
+  /* The loop and the batteries share these while a run goes (docs/reference.md): */
+  int epoch_done;                /* the epoch's last batch has run, its validation still to come */
+  int validates_next;            /* 1 around the on_train_batch_end of a batch right before a validation */
+  int accumulation;              /* micro-batches per step from the next window on */
+  int async_requests;            /* model_checkpoint(async_save=true): requested saves in the background */
   struct tr__run_priv *tr__p;    /* private */
 } tr_run;
 
@@ -161,8 +123,7 @@ typedef struct tr_run {
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
 /* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
+   The run keeps the loop's place (epoch, batch, step, lr); the loop asks what comes next and does it:
 
        hk_registry *reg = hk_create(NULL);
        hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
@@ -179,322 +140,166 @@ enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
        }
        return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
 
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
+   tr_run_begin: tr_run_setup, the loop's shape checked, tr_run_start; the context is the run's (a change the
+   loop makes to epoch, global_step or batch_idx fails the run, naming it); NULL only without a registry or
+   memory. tr_run_next closes what the loop did last and returns TR_RUN_TRAIN (ctx->lr set, on_train_batch_start
+   fired), TR_RUN_VAL_BATCH (set ctx->loss to the batch's loss; val/loss is their mean) or 0 (the run is over).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step moved), 0 when skipped or mid-window; a
+   training batch must call it. tr_run_end: tr_run_finish, the outcome; a failure says why once. Details:
+   docs/reference.md ("Your own loop in full"). */
 enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
 TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
 TRAIN_API int tr_run_next(hk_registry *reg);
 TRAIN_API int tr_run_update(hk_registry *reg);
 TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes); base NULL: data NULL. */
 TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
-/* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
-   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
-   tr_run_error) naming the field for a bad setting. Call it before tr_run_start or after tr_run_finish:
-   during a run (yours or the trainer's) it is refused, TR_ERR_INVALID, and the run keeps its settings. */
+/* Set the run's settings (d NULL = defaults) and register the standard factories; refused during a run.
+   TR_ERR_INVALID naming the field for a bad setting. */
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
-/* Registers the spec factory of every battery compiled in (train/factories.h, after the batteries);
-   a name already registered is left as it is. tr_run_setup and tr_init call it. */
+/* Every compiled battery's spec factory (train/factories.h); a name already registered is kept. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
-/* The version directory every logger of reg writes into: the one the first logger opened (under its
-   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
-   it cannot be made. */
+/* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
+   hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
-/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
-   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
-   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
-   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+/* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
+   before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
 TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
-/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
-   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
-   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
-   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
-   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
-   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
-   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
-   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
-   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
+/* Your hyperparameters, typed, recorded by every logger (csv's hparams.yaml, jsonl's first line,
+   TensorBoard's HParams tab, plot's <desc>); a key given again takes the new value and wins over the
+   trainer's and tr_run_desc.hparams'. Before the run starts. TR_ERR_INVALID for an empty key, one over 63
+   bytes or with a control character or '=', a string over 255 bytes, a non-finite number, or during a run. */
 TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
 TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
 TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
 
-/* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
-   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load (resume_from "auto":
-   the newest checkpoint of this run that loads, from save_to and the checkpoint callbacks' directories, or
-   a fresh start when there is none; each file passed over said in one line); then
-   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
-   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
-   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
-   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
-   now would stop it again (a patience above its checks without improvement trains on past that stop;
-   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
-   tr_run_finish reports it, firing nothing (no on_exception, no teardown). So is a checkpoint that cannot
-   be read (missing, not a tr_run_save file, corrupted): its error, nothing made on disk. TR_OK, or the
-   run failed (a hook failed, load_model or a callback refused the checkpoint): call tr_run_finish, which
-   reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
-   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
-   read before setup, and the loggers open there again once the load has succeeded (until then no file is
-   touched: a resume that fails to load changes no file and leaves no new version_N), the records written
-   after the checkpoint superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
-   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
-   a new version_N always, as Lightning. */
+/* Start a fit: stop signals, setup, configure_model, the resume (resume_from: a tr_run_save file, or "auto":
+   the newest of this run that loads, else a fresh start), on_fit_start, on_train_start. A resume continues
+   its run's directory; one with nothing left to train, or a file that cannot be read, is refused before
+   anything fires or is made on disk. TR_OK, or the run failed: tr_run_finish reports it either way. A loop
+   with a sanity check forgets what it set (hk_metric_forget_between). docs/reference.md has the rest. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
-/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
-   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
-   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
-   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
+/* resume "auto" in a checkpoint format of your own: the newest of save_to and the checkpoint callbacks'
+   *.ckpt that `check` reads (0 and the file's step), or NULL; each refused file said in one line. The path
+   lives until the next call or the run's end. */
 typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
 TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
-/* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
-   when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
-   is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
-   TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. On its way out it clears the batch's signals
-   in flow (HK_SKIP_BATCH, HK_SKIP_STEP: the batch is over; a loop that wants a skip raised in one
-   micro-batch to skip its accumulation window's step keeps that itself); HK_STOP stays. Call it again after a validation run at this step (the loop's own cadence or
-   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
-   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
-   another step), as in train.h's trainer. Before tr_run_start (or after tr_run_finish) it is refused:
-   TR_RUN_STOP, with tr_run_error / hk_last_error saying to call tr_run_start. A loop that fires
-   on_train_batch_end and does not call it before its next training event fails there (see the states
-   above). */
+/* After every on_train_batch_end (and again after a validation at that step): the training record, the
+   requests hooks made, flow's HK_FAIL / HK_STOP (once min_steps/min_epochs allow), the stop signals. Returns
+   TR_RUN_* bits (a failed run: TR_RUN_STOP); clears the batch's signals in flow, HK_STOP stays. */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* An epoch of a loop with epochs begins: call it where on_train_epoch_start belongs; it fires that event
-   (into flow) and returns the index of the epoch's first batch to run, also set in ctx->batch_idx: 0, or,
-   in the epoch a run resumed in the middle of (its checkpoint written after a batch or a validation), the
-   batch after the checkpoint's, without firing on_train_epoch_start again (as Lightning). n_batches: the
-   epoch's training batches, the progress bar's total (0: unknown). A resumed run whose checkpoint was
-   written at an epoch's end starts at the next epoch: tr_run_start (tr_run_load) sets ctx->epoch to it.
-   The loop:  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ctx.batch_idx = b; ... }.
-   Refused outside a run of your own (n_batches returned: no batch to run). */
+/* Where on_train_epoch_start belongs: fires it and returns (and sets ctx->batch_idx to) the first batch to
+   run, 0 or, after a mid-epoch resume, the one after the checkpoint's (the event not fired again). n_batches:
+   the bar's total (0: unknown).  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ... } */
 TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
-/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs; the
-   epoch's signals cleared, HK_STOP_EPOCH too).
-   The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
+/* After on_train_epoch_end, after the epoch's last tr_run_batch_end: as tr_run_batch_end, no record. */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* 1 when the run resumed from a checkpoint written at `at` (TR_RUN_AT_VALIDATION: after the validation at
-   that step) and no batch has started since: the loop skips what the checkpoint's run did already there
-   (a loop that validates at the top of its step:
-       if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) validate(...)). */
+/* 1 when the run resumed from a checkpoint written at `at` and no batch has started since: skip what the
+   checkpoint's run did there.  if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) ... */
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
-/* An evaluation in a loop of your own, a validation (stage "val") or a test ("test"), as train.h's trainer
-   runs one: tr_run_eval_start fires on_validation_start and on_validation_epoch_start (on_test_* for "test")
-   into flow, gives the bar its total n_batches (0: unknown), keeps the training batch's view of ctx
-   (batch_idx, loss, batch) and the flow's HK_SKIP_BATCH / HK_STOP_EPOCH (those raised from now on are the
-   evaluation's), and returns 0, the first batch. The loop sets ctx->batch_idx and fires
-   on_validation_batch_start / _end around each batch (HK_FLOW_HAS(&flow, HK_FLOW_STOP_EPOCH) ends it early).
-   tr_run_eval_end sets "val/loss" ("test/loss") and ctx->loss to loss (a NaN: the metric is left alone),
-   fires on_validation_epoch_end, sends the "val" ("test") record (tr_run_log; not in a sanity check), fires
-   on_validation_end, and puts the training view and signals back. The loop:
+/* An evaluation in a loop of your own, stage "val" or "test":
        for (b = tr_run_eval_start(reg, &ctx, &flow, "val", n); b < n; b++) { ctx.batch_idx = b; ...events... }
        tr_run_eval_end(reg, &ctx, &flow, sum / n);
-   In a fit, a validation comes between two tr_run_batch_end calls (see there). Refused outside a run, from a
-   hook, and nested (tr_run_eval_start: n_batches returned, no batch to run; tr_run_eval_end: nothing done). */
+   start fires on_validation_start / _epoch_start and keeps the training batch's view of ctx; end sets
+   val/loss (a NaN leaves it), fires on_validation_epoch_end, sends the record, fires on_validation_end and
+   puts the training view back. Refused outside a run, from a hook, and nested. */
 TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches);
 TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss);
-/* Send a record for stage "train", "val" or "test" built from the context now: train carries
-   train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
-   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
-   HK_FAIL when a hook of on_log failed (the run fails), and for a refused call (a stage that is none of
-   those, a call from a hook of on_log): tr_run_error / hk_last_error say why. */
+/* Send a record for stage "train" (train/loss and every metric but val/ and test/), "val" or "test" (their
+   metrics): "val" after on_validation_epoch_end. HK_FAIL when an on_log hook failed or the call is refused. */
 TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
-/* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
-   on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
-   and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
-   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL, TR_ERR_INVALID when the loop skipped a call
-   (see the states above). Once per start: without a run going (before tr_run_start, a second time) it
-   is refused, TR_ERR_INVALID. */
+/* End the run: on_exception when it failed, else on_train_end and on_fit_end; teardown; files flushed;
+   signals restored. Returns the outcome (TR_ERR_INTERRUPTED after Ctrl-C, TR_ERR_HOOK, TR_ERR_INVALID for
+   a skipped call). Once per start. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
-/* Why the run failed, or why the run layer's last refused call was refused (the same text as
-   hk_last_error(reg) then); "" from tr_run_start until either happens. After tr_run_finish of a failed
-   run: why it failed. */
+/* Why the run failed, or why the last call was refused ("" until either happens). */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
 /* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
 TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
 
-/* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
-   one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
-   a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
-   and tr_run_leave ends it. Nothing is fired, watched or checked between
-   them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
-   records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
-   tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
-   a run goes (TR_ERR_INVALID, tr_run_error says why); tr_run_leave without a run entered does nothing. */
+/* A loop that fires every event itself, setup to teardown (train.h's trainer; a sanity check, validate or
+   test run of your own): a run of stage for the batteries, nothing fired, watched or checked between. The
+   loop calls tr_run_log and tr_run_requests at its safe points, tr_run_resumed after restoring resume_from
+   (never deleted), tr_run_fail before its on_exception. Refused while a run goes. */
 TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
-/* Honour what hooks asked for with hk_request: every checkpoint queued (then tr_run_desc.save_to when one
-   asked for the default path), through save_checkpoint or tr_run_save; a log line, and in a fit a training
-   record. Returns TR_RUN_VALIDATE when a validation was asked for (the loop runs it), 0 otherwise; clears
-   ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
+/* Honour hk_request: every queued checkpoint (then save_to), a log line, in a fit a training record;
+   TR_RUN_VALIDATE when a validation was asked for. A failed save fails the run. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
-   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
-   (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
+/* The loop restored tr_run_enter's checkpoint: the "Restored all states ..." line (rank 0). */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
-/* A resume continues its run (tr_run_start says how): the checkpoint holds the run's block, where the run
-   logs, under the key TR_RUN_KEY, and the resume hands it back before setup so that the loggers open in that
-   directory again. tr_run_save writes it and tr_run_start / tr_run_enter find it in a file of tr_run_save
-   themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
-   keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
-   (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
-   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
-   to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
-   version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
-   none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
-   (TR_ERR_INVALID). */
+/* A loop with a checkpoint format of its own keeps the run's block (where it logs, its id, its Slurm job):
+   tr_run_block hands it to sink under TR_RUN_KEY in the save (step, at: where it is written); the resume
+   gives it back to tr_run_continue before tr_run_enter (NULL: none, a new version). An unreadable block
+   counts as none (TR_ERR_FORMAT, nothing said). Refused during a run. */
 #define TR_RUN_KEY "train.run"
 TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
-/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
-   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
-   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
-   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
-   no Slurm job now. */
+/* After tr_run_continue: 1 when another Slurm job (or a run outside Slurm) wrote path, why saying so (start
+   from the beginning: tr_run_continue(reg, NULL, 0)); 0 to resume it. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
-/* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
-   (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
-   batteries and loops report. */
+/* A line in the run's log above the bar, in one write: "who: " (not NULL), "[rank: N] " with several
+   processes. How batteries and loops report. */
 TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 4, 5)))
 #endif
   ;
 
-/* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
-   on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
-   restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
-   ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
-   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error (and hk_last_error) naming
-   the file and why. They do not nest: a tr_run_save or tr_run_load while one is in progress (from
-   save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved or on_load_checkpoint) is
-   refused, TR_ERR_INVALID; a hook asks for a checkpoint with hk_request_checkpoint instead.
-   Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
-   checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
-   on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
-   buffer is allocated at the first save, or grown when the state grows, and reused), appends the state
-   block and returns TR_OK; a background thread writes the same bytes through the same atomic writer.
-   on_checkpoint_saved fires (ctx->path = the file) at the next safe point once it is on disk:
-   tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
-   write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
-   file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
-   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
-   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process.
-   The writer thread blocks every signal: Ctrl-C and SIGTERM go to the loop's threads (the stop is
-   counted there, never in the writer, whose write or fsync a signal would interrupt on FUSE or NFS;
-   an interrupted fsync is asked again). Under a strict -std=c99 without _POSIX_C_SOURCE outside glibc,
-   where <signal.h> hides pthread_sigmask, the writer keeps the caller's mask. */
+/* Checkpoints in the loop's own format: on_save_checkpoint, save_model into a new file written atomically,
+   the callbacks' state and counters after it, on_checkpoint_saved; tr_run_load checks everything before
+   changing anything, then restores the model, counters, callbacks and fires on_load_checkpoint. Errors name
+   the file and why. They do not nest (a hook asks with hk_request_checkpoint). With async_save a save
+   during the run copies into a reused staging buffer and returns; a thread writes the same bytes (its
+   signals blocked), on_checkpoint_saved fires at the next safe point, a failed write fails the run there;
+   one save in flight; tr_run_finish waits for the last. docs/reference.md has the whole contract. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
 
-/* Set or scale the learning rate from a hook (the seeds' "halve the lr when the loss stays high").
-   The scale is a multiplier on the schedule, kept in the run's lr_state (saved in checkpoints): the
-   lr is schedule(t) * scale from now on, so the schedule keeps its shape at the new level, and a
-   plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
-   finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
-   once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
-   called before it) see the new value. A loop of your own takes its lr from tr_run_lr (below). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+/* From a hook: the lr is schedule(t) * scale from now on (the scale in checkpoints); tr_lr_scale multiplies
+   the scale by factor (> 0, finite), tr_lr_set makes the lr now lr (needs ctx->lr > 0). ctx->lr changes at
+   once. TR_ERR_INVALID for a bad value. */
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
 TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
-/* The learning rate of this step: lr (your schedule's value now, or your constant) times the scale the
-   hooks set with tr_lr_scale / tr_lr_set (kept in checkpoints), written into ctx->lr and returned. A loop of
-   your own calls it once per step, before on_train_batch_start, and gives its optimizer ctx->lr at the
-   step, so that a hook's tr_lr_scale takes effect at once and stays; train.h's trainer does the same. A
-   hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
-   tr_lr_set. */
+/* This step's lr: lr (your schedule's value) times the hooks' scale, into ctx->lr and returned. Once per
+   step before on_train_batch_start; a hook's direct write of ctx->lr lasts one step and is said once. */
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
-/* The same with one of train.h's schedules: tr_run_lr of tr_sched_lr(s, the run's schedule state, base_lr, t),
-   the hooks' scale applied once. t: steps taken, or epochs finished for a per-epoch schedule. A plateau
-   schedule's state is the run's (tr_plateau_step(s, &tr_run_get(reg)->lr_state, base_lr, metric) once per
-   epoch): in checkpoints with the rest. */
+/* The same with train.h's schedule s at t (steps, or epochs for a per-epoch schedule); a plateau's state is
+   the run's lr_state (tr_plateau_step once per epoch). */
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
 
 /* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
-   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
-   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
-   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
-   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
-   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
-   optimizer step asks it per tensor:
-     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
-     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
-     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
-                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
-     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
-                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
-   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
-   optimizer step, when tr_run_grouped says there are groups:
-       if (tr_run_update(reg))
-         for (int i = 0; i < n_tensors; i++) {
-           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
-           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
-         }
-   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
+   param_group and finetuning (train/callbacks/) give tensors matched by name their own lr multiplier,
+   weight decay or freezing; the run resolves them at its start and every optimizer step asks per tensor
+   (tr_run_tensor_opt) when tr_run_grouped says there are groups. Nothing registered: the same bits as
+   one flat update. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef struct tr_tensor_opt {
   double lr;            /* this update's learning rate for the tensor */
   double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
   int frozen;           /* 1: no update, no optimizer state touched */
   int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
 } tr_tensor_opt;
-/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
-   the run has tensors); 0: one update over every tensor with the run's settings. */
+/* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
-/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
-   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
-   of range: { lr, the run's weight decay, 0, step }. */
+/* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
+   range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
-/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
-   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
-   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
-   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
-   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
-   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
+/* During a run (finetuning): freeze or unfreeze tensor i and scale its lr (> 0) from the next update;
+   steps: ctx->global_step now (its update count starts there). A param_group's frozen stays. */
 TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
-/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
-   '?' one): "*.bias|*norm*|wte". */
+/* 1 when name matches pattern: '|'-separated whole-name globs ('*', '?'): "*.bias|*norm*|wte". */
 TRAIN_API int tr_name_match(const char *pattern, const char *name);
 
-/* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
-   are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
-   re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
+/* 1 when a stop now would end the run: min_epochs and min_steps reached (1 outside a fit). */
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
 
-/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
-   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
-   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
-   Global rank 0 only, as Lightning's print: one line from a job, whichever ranks call it. The rank is
-   the run's (ctx->rank at tr_run_start; the trainer's MPI rank from tr_init on); before either, the
-   launcher's (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID or RANK; 0 without one).
-   tr_print_all prints on every rank that calls it (the same way; the lines of processes sharing a
-   stream may interleave, each one whole). */
+/* A line above the progress bar (tqdm.write), from global rank 0 only (the run's rank, else the launcher's
+   environment); tr_print_all on every rank. Without a bar, a plain line. */
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 2, 3)))
@@ -506,18 +311,15 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
 #endif
   ;
 
-/* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
-   record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
-   calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
+/* A histogram of n values (non-finite left out) for TensorBoard, sent with the next record (a tag given
+   twice keeps the last). */
 TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
-/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
-   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
-   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
+/* The same, already counted: n_bins bins, n_bins + 1 edges, counts, sum, sum of squares; more than
+   TR_LOG_HIST_BUCKETS bins are merged. */
 TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
                                        const int64_t *counts, double sum, double sum_squares);
-/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
-   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
-   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
+/* 1 when a training record will follow this step's update (with an on_log hook): a costly monitor
+   computes only then. */
 TRAIN_API int tr_log_due(const hk_ctx *ctx);
 /* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
