@@ -766,16 +766,14 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 }
 
 /* ---- the schedule's state in checkpoints, and hooks that set the lr ----------------------------------
-   56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
-   cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
-   without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
+   56 bytes LE: "TRLR", u32 1, doubles scale, plateau_lr, best, int64s num_bad, cooldown, checks. Written
+   only when not all zero, so a run without it writes the checkpoints it always wrote. */
 #define TR__LR_STATE_SIZE 56
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
-/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
-   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
-   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
-   name, the value's bits (8). */
+/* A checkpoint at TR_RUN_AT_VALIDATION keeps that validation's val/ metrics, for what judges them next
+   (early_stopping at the epoch's end) without running it again: u32 count, then per metric u16 name
+   length, name, the value's 8 bytes. */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
 static int tr__lr_state_any(const tr_sched_state *st) {
@@ -854,8 +852,8 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   q->lr_known = 1;
   return ctx->lr;
 }
-/* The step's lr comes from the loop, before on_train_batch_start: one set from a hook of a loop of your own would
-   be logged for a step that did not use it. Refused (ctx->lr unchanged), said once per run. */
+/* A hook of your own loop may not set the lr (it would be logged for a step that did not use it): refused,
+   said once per run. */
 static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE || !q->own_loop || !hk_dispatching(reg)) return 0; /* (the trainer's own hooks, lr_finder, may) */
@@ -1007,9 +1005,8 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
 /* ---- log records ------------------------------------------------------------------------------ */
 static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
-/* Which of the context's metrics a record carries: val/ ones in val records, test/ ones in test
-   records, the rest in training records except the trainer's computed-on-demand lr, grad_norm and
-   train/loss (which the record sets itself). */
+/* val/ metrics in val records, test/ in test, the rest in train, except lr, grad_norm, train/loss (set by
+   the record itself). */
 static int tr__log_wanted(const char *name, const char *stage) {
   if (!strcmp(stage, "val")) return tr__starts(name, "val/");
   if (!strcmp(stage, "test")) return tr__starts(name, "test/");
@@ -1018,11 +1015,9 @@ static int tr__log_wanted(const char *name, const char *stage) {
 }
 static int tr__stage_index(const char *stage) { return !strcmp(stage, "train") ? 0 : !strcmp(stage, "val") ? 1 : 2; }
 
-/* Build the record for stage from ctx and fire on_log (signals into flow). Only values set since the
-   stage's last record go in (hk_metric_stamp), and values computed on demand (lazy ones), so that a
-   value set once does not repeat in every row (Lightning logs what was logged since). */
-/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
-   name (rank 0), with its bytes escaped, instead of vanishing. */
+/* Build stage's record and fire on_log: only values set since that stage's last record (hk_metric_stamp)
+   and lazy ones, as Lightning logs what was logged since. */
+/* A metric the record could not take (not UTF-8, no memory): said once per name (rank 0), escaped. */
 static void tr__log_refused(tr_run *run, const hk_ctx *ctx, const char *name, tr_err e) {
   hk_bytes *seen = &run->tr__p->refused;
   char shown[200];
@@ -1141,10 +1136,9 @@ static void tr__run_settle(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------------------
-   Honouring HK_REQUEST_CHECKPOINT is the same in every loop: every path hooks queued
-   (hk_request_checkpoint), then the loop's default path when a hook asked for it (or queued none).
-   The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. *no_default
-   is set when the default was asked for and the loop has none. */
+   HK_REQUEST_CHECKPOINT in every loop: each queued path, then the default path when asked for (or none
+   queued); the queue is copied and cleared first, so on_checkpoint_saved may queue anew. *no_default: the
+   default was asked for and there is none. */
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
                                   int *no_default) {
   const char *paths[HK_MAX_CHECKPOINT_PATHS];
@@ -1169,10 +1163,8 @@ extern int fileno(FILE *f);
 extern FILE *fmemopen(void *buf, size_t size, const char *mode);
 extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
-/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
-   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
-   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
-   be a symlink (replaced itself, never followed), never a device or a directory. */
+/* A file written atomically through tr__afile: fill (0 or an errno) writes into the temporary; any failure
+   leaves path as it was and says why. A symlink at path is replaced, never followed. */
 static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
   tr__afile a;
   FILE *f = NULL;
@@ -1205,11 +1197,10 @@ static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user
   return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
 }
 
-/* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
+/* The run's checkpoint, little-endian: the model's bytes (save_model), then
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
               per hook: u32 key length | key | u64 length | the callback's state
-     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
-   (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
+     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND" */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
 static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
@@ -1224,17 +1215,12 @@ static hk_err tr__state_sink(const char *key, const void *data, size_t len, void
 }
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
-   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
-   TR_RUN_KEY: u64 version 2 | str the run id ("" none) | str the Slurm job that wrote it ("" none) |
-   str the run directory ("" none) | i64 global_step | u64 where in the loop (tr_run_at). Version 1 (still
-   read): u64 1 | str the directory | u64 its device | u64 its inode | i64 global_step | u64 at.
-   A resume reads it before setup (tr_run_start, tr_run_enter, or tr_run_continue from a loop's own reader,
-   as tr_fit's): tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and
-   supersede the records written after the checkpoint (tr__run_superseded).
-   A run is known by its id, not by a path or an inode (inodes are reused: ext4 often, a remounted tmpfs
-   always): the id is kept in its directory's run_id file, which the run writes at its first checkpoint
-   (through the atomic writer, where nothing is; a failed resume so leaves no file), and in every block.
-   A directory copied or moved elsewhere, or spelled another way, is continued when its run_id matches. */
+   Every checkpoint holds the run's block under TR_RUN_KEY: u64 2 | str run id | str Slurm job | str run
+   directory | i64 global_step | u64 tr_run_at ("" for none). Version 1 (still read): u64 1 | str directory
+   | u64 device | u64 inode | i64 global_step | u64 at. Read before setup (tr__run_resuming); the loggers
+   open in that directory and supersede the later records. A run is known by its id (inodes are reused),
+   kept in its directory's run_id file (written at the first checkpoint) and in every block, so a moved
+   or respelt directory continues when its run_id matches. */
 #define TR__RUN_ID_FILE "run_id"
 static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
   int i;
@@ -1313,8 +1299,7 @@ TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_s
   if (!sink) return HK_ERR_INVALID;
   return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
 }
-/* A run directory is a version_N (or a named version) under its base: one whose last name is empty, "." or ".."
-   would have the loggers write into the base or one level up (a crafted block needs no more than that). */
+/* A run directory's last name must not be empty, "." or "..": the loggers would write into the base or above. */
 static int tr__run_leaf_bad(const char *dir) {
   const char *leaf = strrchr(dir, '/');
   leaf = leaf ? leaf + 1 : dir;
@@ -1368,8 +1353,7 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
 }
-/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
-   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+/* The block must name this job; no block, or a version 1 one, is resumed as before run ids. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -1380,13 +1364,10 @@ TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, si
           q->cont_job, q->cont_id[0] ? ", run " : "", q->cont_id, s.job_id);
   return 1;
 }
-/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
-   taken before the record's batch; a val record: the last training step), so a checkpoint at global
-   step G was written after every record of a step below G - 1 and before every one of step G or more.
-   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
-   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
-   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
-   counts as a validation). */
+/* Was a record of the continued run written after its checkpoint? With Lightning's step (steps before the
+   record's batch), a checkpoint at step G came after every record below G - 1 and before every one of G or
+   more; of G - 1, the training record came before it, the validation after it only for TR_RUN_AT_BATCH (the
+   resumed run validates there again). A test counts as a validation. */
 TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
   const tr__run_priv *q = run->tr__p;
   return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
@@ -1408,8 +1389,8 @@ static int tr__run_fill(FILE *f, void *user) {
   return 0;
 }
 
-/* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
-   the run. At every safe point (no wait), before any other save or load, and before the run ends. */
+/* Collect the save in flight (wait: until on disk): on_checkpoint_saved, or the run fails. At every safe
+   point, before any other save or load, and before the run ends. */
 static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
   if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
   if (run && wait && run->desc.wait_saves) run->desc.wait_saves(run->desc.model_user, ctx); /* the loop's own writer */
@@ -1431,11 +1412,9 @@ static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
   ctx->hook_failure = failure;
 }
 
-/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream
-   on it, unbuffered: one copy), the state block and trailer follow, and the writer thread takes it from
-   there. The first save (or one that outgrew the buffer) writes into a growing stream instead, whose
-   buffer becomes the staging buffer: save_model runs once per save (twice when the state has grown).
-   POSIX (fmemopen, open_memstream) only. */
+/* An async save's step part: save_model writes into the staging buffer (an unbuffered memory stream: one
+   copy), then the state block and trailer; the first save, or one that outgrew the buffer, writes into a
+   growing stream whose buffer becomes the staging one. POSIX only (fmemopen, open_memstream). */
 #ifdef TR__POSIX
 static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
   tr__run_priv *q = run->tr__p;
@@ -1674,10 +1653,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
-/* A file of tr_run_save read and checked, all but the model's bytes: the counters, where in the loop it was
-   written, the schedule's state and the callbacks' blocks (each key NUL-terminated in place). tr_run_load's
-   first half, and tr_run_start's look at the file it resumes before the run begins. f stays open, at the
-   file's end. TR_OK, or the error with err naming the file and why. */
+/* A tr_run_save file read and checked, all but the model's bytes (keys NUL-terminated in place): the first
+   half of tr_run_load, and tr_run_start's look before the run begins. f stays open at the end. */
 typedef struct tr__run_file {
   FILE *f;
   unsigned char *state;
@@ -1790,9 +1767,8 @@ done:
   rf->n_hooks = n_hooks;
   return e;
 }
-/* A resume's look at its checkpoint before setup: the run's block (tr__run_resuming), so that the loggers
-   open in the run's directory. A file that cannot be read is left to tr_run_load: the run logs into a new
-   version. */
+/* Before setup: the checkpoint's run block, so the loggers open in its directory; an unreadable file is
+   left to tr_run_load (a new version). */
 static void tr__run_peek(tr_run *run, const char *path) {
   tr__run_file rf;
   char why[8];
@@ -1882,13 +1858,9 @@ done:
   return e;
 }
 
-/* ---- a resume with nothing left to train --------------------------------------------------------------
-   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
-/* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
-   failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
-   be read is refused here too, with tr_run_load's reason: before anything is made on disk (no run
-   directory for a resume that never starts). The one read of the file before setup: it also hands the
-   file's run block to the loggers (tr__run_resuming: a resume continues its run). */
+/* ---- a resume with nothing left to train (the rule: tr__resume_finished, train/base.h) ----------------- */
+/* 1 when the file would train nothing, or cannot be read (the run failed, saying why), before anything is
+   made on disk; *past_stop: a recorded stop the settings now go past. Also hands the loggers its run block. */
 static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
   tr__run_file rf;
   char why[sizeof run->tr__p->failure];
@@ -1920,9 +1892,8 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
 static void tr__run_unmake(tr_run *run);
-/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
-   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
-   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
+/* save_to's directory must exist when the run starts (after setup: a logger may make it), not be found
+   missing at Ctrl-C with the state lost. 0, or why (who first). */
 TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
 #ifdef TR__POSIX
   struct stat st;
@@ -1955,10 +1926,8 @@ TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why
 #endif
   return 0;
 }
-/* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
-   is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
-   a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
-   gets its files at on_fit_start, as before. */
+/* 1: a logger writes nothing (a resume not loaded yet, at its setup, or failed: every file left as it
+   was). A loop that never says tr_run_resumed gets its files at on_fit_start. */
 TR__SHARED int tr__run_loading(const tr_run *run, int at_setup) {
   return run && run->tr__p->loading && (at_setup || run->failed);
 }
@@ -1970,13 +1939,10 @@ static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow
 }
 
 /* ---- the state machine: the run's watch on the loop's events ----------------------------------------
-   tr_run_start registers one callback, "tr_run", that runs first on its events (the callback tier, the
-   lowest order); tr_run_finish removes it. It notes the end events whose tr_run_* call must come next
-   (on_train_batch_end: tr_run_batch_end; on_train_epoch_end: tr_run_epoch_end) and the validations of
-   the fit (on_validation_epoch_end outside a sanity check). A training event that comes while such a call
-   is missing fails the run at once, naming the call, and drops what the skipped call would have honoured:
-   the checkpoints queued in ctx belong to hooks that may have freed or replaced those paths since
-   (model_checkpoint frees its file name at its next save point). */
+   tr_run_start registers "tr_run", first on its events; tr_run_finish removes it. It notes end events whose
+   tr_run_* call must come next, and the fit's validations. A training event while a call is missing fails
+   the run naming it, and drops the skipped call's queued checkpoints (their hooks may have freed the
+   paths). */
 #define TR__RUN_GUARD_ORDER (-(1 << 30))
 /* The call the loop skipped (which: TR__PEND_BATCH or TR__PEND_EPOCH), seen at `at`: the run fails
    (once), the skipped call's requests are dropped. 1 when the run failed now. */
@@ -2055,9 +2021,8 @@ static void tr__run_check_val(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   }
   q->val_ran = q->val_sent = 0;
 }
-/* What a call of the loop (fn) needs to find: a run that tr_run_start began, and no save, load, record
-   or safe point of the run in progress (a hook called it). 0, or the refusal (said, and the run failed
-   when it is going). */
+/* A loop call (fn) needs a run tr_run_start began and none of its saves, loads, records or safe points in
+   progress (a hook called it). 0, or the refusal (the run failed when going). */
 static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn, const char *after) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE) {
@@ -2136,9 +2101,8 @@ static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ct
                    "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
                    (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
 }
-/* A loop of your own whose context has no grad_norm_source gets the run's shared pass for the run (on: 1; off
-   at tr_run_finish: 0), as tr_fit's: nan_guard's norm and gradient_monitor's per-tensor norms then read the
-   gradients once a step between them. Host views only (a device view has its own source). */
+/* A loop without a grad_norm_source gets the run's shared pass (as tr_fit's): nan_guard's norm and
+   gradient_monitor's read the gradients once a step. Host views only. */
 static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   int k, host = ctx->grads && ctx->n_tensors > 0;
   if (!on) {
@@ -2162,14 +2126,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source_user = &q->gpass;
 }
 /* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
-   A checkpoint callback says where it saves (tr__run_ckpt_dir: its dirpath, or NULL for the default, the
-   run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
-   every version directory under the run's save_dir/name (a second invocation of the same command has a new
-   version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
-   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
-   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
-   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
-   they loaded). */
+   Looked at: save_to, the checkpoint callbacks' dirpaths (tr__run_ckpt_dir), for the default checkpoints/
+   of every version under save_dir/name, and ./checkpoints. Each *.ckpt read as the resume would (`check`);
+   a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
+   picks the same, and the ranks compare what they loaded. */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char **grown, *d;
@@ -2267,9 +2227,8 @@ static int tr__run_ckpt_check(void *user, const char *path, int64_t *step, char 
   tr__run_file_free(&rf);
   return e != TR_OK;
 }
-/* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
-   an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
-   differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
+/* The ranks compare their resume hashes through agree's OR: equal to each rank's own only when all are
+   equal; a second vote tells every rank what any saw. */
 static void tr__run_agree_loaded(tr_run *run, hk_registry *reg) {
   uint64_t mine = run->tr__p->loaded, all = (uint64_t)run->desc.agree(run->desc.model_user, (int64_t)mine);
   int differ = all != mine;
@@ -2806,18 +2765,12 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
-/* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
-   A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
-   when that directory exists, made by another run started at the same moment (or left by an earlier
-   one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
-   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
-   recorded (tr__run_resuming) when tr_run_desc.new_version_on_resume is not TR_YES, no other process holds
-   it (never a symlink), and it is the run's: its run_id file holds the block's run id. It is looked for
-   under the loggers' save_dir/name by its last name (version_N), or is their named version: a directory
-   moved or copied (another machine, another spelling of the path: ./R, R/, an absolute one) is continued.
-   A version 1 block (no run id) is matched as before: the same save_dir/name spelling, device and inode.
-   Otherwise the run claims a new version_N and says why, once: nothing of another run is rewritten. */
+/* The directory a logger writes into (new string), made with its parents; NULL and why on failure. A new
+   version_N is claimed with one mkdir (EEXIST: N+1), so parallel runs never share one; a given version is
+   used as it is; each is held (tr__dir_hold). A resume continues its run's directory (*continued = 1)
+   unless new_version_on_resume, another process holds it, or its run_id is not the block's; found by its
+   last name under save_dir/name, so a moved or respelt one continues (a version 1 block: same spelling,
+   device, inode). Otherwise a new version_N, said once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -2940,8 +2893,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
-/* A resume that failed to load (the run failed, its load never said done): the version_N it claimed is removed
-   again while it is empty (it was made by this run; nothing else is), so that no empty version is left. */
+/* A resume that failed to load removes the version_N it made while empty: no empty version left. */
 static void tr__run_unmake(tr_run *run) {
   tr__run_priv *q = run->tr__p;
   tr__run_dir **at = &q->dirs;
@@ -2985,12 +2937,9 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
-   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
-   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
-   Returns the count; -1 out of memory. */
-/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
-   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+/* Sorted by key into a new array (*out; free it): the trainer's configuration, tr_run_desc.hparams (numbers
+   as numbers), then tr_run_hparam*'s, which win. -1 out of memory. */
+/* A loop of your own: its tr_run_setup settings under the trainer's keys (HParams compares both kinds). */
 static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   int n = 0;
   tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);
