@@ -4914,81 +4914,78 @@ struct tr__hparam;
 typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
-  tr_log_record rec;         /* the record being built; histograms wait here for the next record */
-  tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
-  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
-                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
-  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
-  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be; a version 1 block) */
-  char cont_id[33];          /* the run id the block recorded ("" none: a version 1 block, or a run without a directory) */
-  char cont_job[24];         /* the Slurm job that wrote it ("" none: outside Slurm) */
+  tr_log_record rec;         /* the record being built; histograms wait here */
+  tr__run_dir *dirs;         /* the version directory of each save_dir/name */
+  char *dir;                 /* the run's directory (the first a logger opened); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded */
+  uint64_t cont_dev, cont_ino; /* what that directory was (a version 1 block) */
+  char cont_id[33];          /* the block's run id ("" none) */
+  char cont_job[24];         /* the Slurm job that wrote it ("" none) */
   int cont_version;          /* the block's version (0: none read) */
-  char id[33];               /* the run's id: its directory's run_id file and its checkpoints' ("" not yet) */
-  int id_said;               /* a run_id file that could not be written was said (once) */
-  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
-  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
-  int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
-  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  char id[33];               /* the run's id ("" not yet) */
+  int id_said;               /* an unwritable run_id file was said */
+  int64_t cont_step;         /* the checkpoint's step and place: the records after them */
+  tr_run_at cont_at;         /* are superseded */
+  int cont_given;            /* tr_run_continue gave the block for the next tr_run_enter */
+  tr__user_hp *hp;           /* tr_run_hparam's, in order */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
-  char **ckpt_dirs;          /* where checkpoint callbacks save (given dirpaths), for resume "auto" */
+  char **ckpt_dirs;          /* checkpoint callbacks' dirpaths, for resume "auto" */
   int n_ckpt_dirs;
-  int ckpt_default;          /* one saves into the run directory's checkpoints/ (or ./checkpoints) */
-  char *auto_path;           /* what resume "auto" chose (NULL: none) */
+  int ckpt_default;          /* one saves into the default checkpoints/ */
+  char *auto_path;           /* what resume "auto" chose */
   char error[512];           /* tr_run_error */
   tr_err err;
   hk_registry *reg;
-  uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
-  int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
-  int signals, preempt;      /* tr_run_start installed the stop signals; the preemption's handler (tr__preempt_on) */
-  int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
-  int stop_pending;          /* a hook asked to stop while tr_run_start fired */
-  int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
-  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
-  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
-  hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
-  double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
-  tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
-  int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
-  uint64_t loaded;           /* with tr_run_desc.agree: a hash of the state tr_run_load restored (0: none), the ranks compare it */
-  int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
-  int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
-  struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
+  uint64_t stamp[3];         /* hk_metric_stamp at the last train, val, test record */
+  int64_t last_step;         /* global_step at the last safe point */
+  int signals, preempt;      /* the stop signals and the preemption handler are installed */
+  int rank;                  /* global rank; -1: not known yet */
+  int stop_pending;          /* a hook asked to stop during tr_run_start */
+  int own_loop;              /* tr_run_start began the run (else tr_run_enter) */
+  struct tr__bar *bar;       /* the registry's progress bar */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* text above the live bar */
+  hk_bytes refused;          /* metric names refused and said (NUL-separated) */
+  double lr;                 /* the step's lr as tr_run_lr left ctx->lr */
+  tr_run_at at;              /* where in the loop the run is now */
+  int resumed_here;          /* restored, and no batch started since */
+  uint64_t loaded;           /* a hash of the restored state, for the ranks to compare */
+  int lr_known, lr_warned;   /* lr set this run; a hook's write said */
+  int lr_hook_said;          /* a hook's tr_run_lr refused and said */
+  struct tr__asave *asave;   /* the background writer (made at the first async save) */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
-  int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
-  /* the state machine (see "states" at THE RUN LAYER) */
-  char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
-  hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
-  unsigned pending;          /* TR__PEND_*: an end event fired and its tr_run_* call has not come yet */
-  int64_t pending_step[2];   /* ctx->global_step at the pending on_train_batch_end, on_train_epoch_end */
-  int in_sanity;             /* between on_sanity_check_start and _end */
-  int val_ran, val_sent;     /* since the last safe point: on_validation_epoch_end fired in the fit; a "val" record went out */
-  int64_t val_step;          /* ctx->global_step at that on_validation_epoch_end */
-  int val_warned;            /* the forgotten "val" record was said (once per run) */
-  int sending;               /* on_log of a record the run sends is being fired */
-  const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
-  const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
-  const char *eval;          /* tr_run_eval_start's stage ("val", "test") until tr_run_eval_end, else NULL */
-  int64_t eval_idx;          /* the training batch's view of ctx and its flow signals, kept during an evaluation */
+  int sync_only;             /* the last save collected (on_exception, teardown): write at once */
+  /* the state machine */
+  char failure[512];         /* why the run failed: ctx->abort_reason at tr_run_finish */
+  hk_handle guard;           /* the watch on the loop's events, 0 when none */
+  unsigned pending;          /* TR__PEND_*: an end event whose tr_run_* call is due */
+  int64_t pending_step[2];   /* global_step at those on_train_batch_end, on_train_epoch_end */
+  int in_sanity;             /* in the sanity check */
+  int val_ran, val_sent;     /* since the last safe point: a fit's validation ended; its record went */
+  int64_t val_step;          /* global_step at that validation */
+  int val_warned;            /* a forgotten "val" record said */
+  int sending;               /* firing on_log of the run's own record */
+  const char *busy;          /* the run-layer call firing events now */
+  const char *io, *io_path;  /* the save or load in progress, and its file */
+  const char *eval;          /* tr_run_eval_start's stage until tr_run_eval_end */
+  int64_t eval_idx;          /* the training batch's view of ctx, kept during an evaluation */
   double eval_loss;
   void *eval_batch;
   unsigned eval_signals;
-  int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
-  int loading;               /* a resume has not loaded yet (tr_run_start's load, tr_run_resumed): the loggers know their
-                                directory but write nothing until it has; a failed one changes no file (tr__run_loading) */
-  /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
-     callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
-     resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
+  int refused_start;         /* tr_run_start refused to begin: nothing fired */
+  int loading;               /* a resume not loaded yet: loggers write nothing (tr__run_loading) */
+  /* early_stopping's: does a callback's block (saved at epochs / step) record a stop? 0 no; 1 a stop a
+     resume would make again (why, fn first); 2 a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
-  tr__grad_pass gpass;       /* the gradients' one pass per change, for a loop that set no grad_norm_source */
+  tr__grad_pass gpass;       /* the gradients' shared pass, for a loop without a grad_norm_source */
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
-  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
-  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change */
+  const struct tr__pg_rule **rules; /* the param_group rules, in order (their callbacks own them) */
   int n_rules;
-  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  struct tr__tgroup *tg;     /* each tensor's settings (NULL: no groups) */
   int n_tg;
 } tr__run_priv;
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
