@@ -1133,29 +1133,14 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 #if TR__ON_EARLY_STOPPING
 
 /* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
-   Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
-   check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
-   Lightning's order, each exclusive: (1) check_finite and the value is NaN/inf: stop; (2) the value
-   is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
-   (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
-   wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
-   counts worse values as improvements); values are compared in double (Lightning: in the metric's
-   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
-   Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
-   every check, so a metric that improves meanwhile keeps training going (state.held says so).
-   Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
-   (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
-   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
-   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end).
-   When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
-   it only with verbose), above a live progress bar:
+   Checks the monitored metric once per check (on_train_epoch_end or on_validation_end, in a fit): a
+   non-finite value, a threshold passed, or patience checks without an improvement above min_delta stop
+   it, in Lightning's order, by HK_STOP, so min_epochs / min_steps hold; a held stop is decided again at
+   every check (Lightning issue 19966 latches it). The stop is said in one line from rank 0 (log_stop):
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only.
-   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
-   it, which leaves no way to train on past an early stop); tr_fit and tr_run_start refuse to resume a run
-   that stopped early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
+   On resume the checkpoint's patience wins unless the one given now is larger, which trains on past a
+   recorded stop. Hand-written loop: fire the check event with the metric set and stage HK_STAGE_FIT;
+   stop at HK_STOP. docs/callbacks.md has the decision and the differences from Lightning. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1312,20 +1297,11 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #if TR__ON_LR_MONITOR
 
 /* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
-   Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
-   with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
-   log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
-   when someone asks (a logger), so a step costs nothing, and it rides with the training records;
-   interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
-   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
-   row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay). The momentum and weight decay are in every row the lr is in (Lightning's rows):
-   lazy metrics too with interval step, in each epoch's record with interval epoch. Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
-   Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
-   has it for any hook. The optimizer's name, momentum and weight decay come from the run
-   (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
-   name the metric is "lr" and momentum / weight decay are not published. Hand-written loop: fire
-   on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
+   Publishes the lr as "lr-<Optimizer>" (lr-AdamW; "lr" without tr_run_desc.optimizer), with
+   log_momentum / log_weight_decay "lr-<Optimizer>-momentum" (AdamW: beta1) and "-weight_decay". Interval
+   step (lazy metrics: a step costs nothing) or epoch (one record of its own per epoch); default: the
+   schedule's. Needs no logger: any hook reads the metrics. Hand-written loop: on_train_start (and
+   on_train_epoch_start) with ctx->lr set. docs/callbacks.md. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 #define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
@@ -9401,8 +9377,7 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   return HK_STOP;
 }
 
-/* What can be known before training is checked here: a monitored val/ metric in a run that never
-   validates would only fail at the first check. */
+/* A monitored val/ metric in a run that never validates is refused here, not at the first check. */
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
@@ -9474,10 +9449,8 @@ static int tr__es_read(hk_reader *in, tr__es_saved *v) {
   if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
   return 0;
 }
-/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
-   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
-   run that stopped early only then). A stop for patience that the patience now no longer makes is
-   undone (not stopped, no message). */
+/* The checkpoint's patience wins (Lightning), unless the one given now is larger: the only way to train
+   on past an early stop. A patience stop the patience now no longer makes is undone, silently. */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
   tr__es_saved v;
@@ -9500,12 +9473,10 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
-/* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
-   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
-   train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
-   (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
-   training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
-   exceed, or says that no patience lifts the stop. */
+/* The stop half of the resume rule tr_fit and tr_run_start share (tr__resume_finished, train/base.h), for
+   the state v under key written at epochs / step. 0: it did not stop; 2: a patience stop the registered
+   patience now goes past (tr__es_load undoes it); 1: resuming would stop again: why (fn first) names the
+   patience to exceed, or says nothing lifts it. */
 static int tr__es_resume_verdict(hk_registry *reg, const char *fn, const char *path, int64_t epochs, int64_t step, const char *key,
                                  const tr__es_saved *v, char *why, size_t cap) {
   hk_handle h = hk_find(reg, key);
@@ -10853,10 +10824,9 @@ static void tr__lrm_destroy(void *user) {
   if (s) tr_log_record_free(&s->rec);
   free(s);
 }
-/* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
+/* lazy: read only when someone asks (no user pointer: the callback may go first) */
 static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
-/* lazy too, so that every training record has them as every one has the lr (Lightning logs them on every
-   row); the run's values, from the registry the context last dispatched on */
+/* lazy too, in every row the lr is in (Lightning's rows); the run's values */
 static double tr__lrm_momentum(const hk_ctx *ctx, void *user) {
   const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
   (void)user;
@@ -10892,8 +10862,7 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
-/* interval epoch: the metric for hooks, and one record of its own for the loggers (Lightning logs it at
-   the epoch's start with the steps taken so far, whatever log_every_n_steps says) */
+/* interval epoch: the metric, and a record of its own at the epoch's start (Lightning's) */
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   double v;
@@ -10909,8 +10878,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
 }
-/* interval epoch: the values are logged once per epoch by that record, so they are kept out of the
-   others (a training record carries the context's metrics set since the last one) */
+/* interval epoch: kept out of the other records (they carry what was set since the last one) */
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);
