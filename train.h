@@ -1321,32 +1321,15 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
 #if TR__ON_GRADIENT_MONITOR
 
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
-   On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
-   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
-   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
-   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
-     grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
-     grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
-     grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
-                                  linear interpolation between order statistics (numpy's default)
-     grad_vanishing, grad_exploding  1 when the total norm is below vanishing_threshold / above
-                                  exploding_threshold, else 0 (verbose also prints a warning)
-   and, with histogram_bins > 0, a histogram of the gradient values (tr_histogram) handed to
-   on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
-   as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
-   comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
-   allocated, at its first due step, where it first reads them: a loop may point the views at their
-   buffers late (llm.c allocates its gradients in the first backward).
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
-   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
-   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
-   A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
-   selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
-   then the selected gradients are copied to the host instead (one wait per tensor) and everything is
-   computed there as on the CPU. Steps that are not due touch nothing. */
+   Every log_frequency-th step at on_before_optimizer_step (the window's averaged gradients, before
+   clipping): grad_2.0_norm_total, grad_2.0_norm/<tensor> (per_tensor), grad_abs_p<q> (percentiles),
+   grad_vanishing / grad_exploding, and with histogram_bins a histogram ("gradients" in the next record).
+   Sums from the loop's shared pass when it has one. param_filter keeps tensors whose name contains one of
+   its substrings. Steps not due cost one filter test; views checked and scratch allocated at the first
+   due step (llm.c allocates gradients in the first backward). Hand-written loop: on_train_start,
+   on_before_optimizer_step with host ctx->grads; log_frequency 0 follows log_every_n_steps. On a device
+   model the norms come from the device kernel (one wait), percentiles and histograms from host copies.
+   docs/callbacks.md. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -1385,23 +1368,13 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
 #if TR__ON_NAN_GUARD
 
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
-   Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
-   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm: one pass
-   per step, shared with clipping, spike_detection and gradient_monitor (in train.h's trainer that pass
-   also keeps the per-tensor sums gradient_monitor publishes, so both registered read the gradients
-   once); only when it is not finite does it scan for the first tensor and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
-   what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
-   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
-   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
-   from that batch's on_train_batch_end. With train.h, set
-   tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
-   trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
-   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
-   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
-   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). A check whose event the loop never fires is said
-   once (tr_run_desc.log), as early as it can be known: the loss check at the first on_before_optimizer_step
-   of a fit that has fired no on_before_backward (with check_grads off: at on_train_end), the gradient
-   check at on_train_end of a fit that stepped without on_before_optimizer_step. */
+   Checks the loss at on_before_backward and the gradients at on_before_optimizer_step with bit tests
+   (they survive -ffast-math), through the shared hk_grad_norm pass; only a non-finite norm is scanned for
+   the first bad tensor and index. TR_NAN_FAIL (default) fails the run naming what, where and the step;
+   TR_NAN_SKIP_STEP skips the window's step; TR_NAN_STOP skips it and stops. Counters in checkpoints.
+   Hand-written loop: fire those events (HK_FIRE_FLOW), skip at HK_FLOW_SKIP_STEP, fire
+   on_train_batch_end, stop at HK_FLOW_STOP; a check whose event never fires is said once.
+   docs/callbacks.md. */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 #define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
@@ -1421,21 +1394,12 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
 #if TR__ON_EMA
 
 /* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
-   Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
-   global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
-   parameters, as torch's AveragedModel). With swa_epoch_start > 0 it is SWA instead: an equal-weight
-   average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
-   swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
-   the parameters for each validation, test and predict run (on_*_start) and swapped back at their
-   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
-   on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
-   trained weights exactly). The average and its count are in checkpoints (a save from inside an
-   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
-   on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
-   evaluations, on_train_epoch_end for SWA.
-   A device model (TRAIN_CUDA): the average lives on the device (tr_ema_state.average is device memory
-   then), updated by the trc_ema kernel (the CPU's double math: the same bits) and swapped by trc_swap;
-   no step waits for the device. Only a checkpoint copies it to the host (one wait per save). */
+   avg = decay*avg + (1-decay)*params at on_after_optimizer_step (from start_step, every every_n_steps;
+   the first copies), or with swa_epoch_start an equal-weight average at each epoch's end. The average is
+   swapped in for validation, test and predict (the sanity check too) and back after; copy_at_end (default
+   no) copies it into the model at the end. In checkpoints. On a device model it lives on the device (the
+   same bits, no wait a step). Hand-written loop: on_after_optimizer_step with host ctx->params, the
+   evaluation start/end events, on_train_epoch_end for SWA. docs/callbacks.md. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
   X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
@@ -1679,31 +1643,14 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
 #if TR__ON_WATCHDOG
 
 /* ---- watchdog: a hang reported, and on request the process ended ---------------------------------
-   A thread of its own (made at setup, joined at teardown) looks every poll seconds whether the loop
-   has moved: a training step ended (on_train_batch_end) or another event it listens to fired (setup,
-   fit/train/epoch/validation/test/predict starts and ends, evaluation batches, checkpoints). When nothing
-   has moved for the limit - `seconds`, or `multiple` times the run's median training step once `warmup`
-   steps have run (both: the larger) - it writes one report to stderr (fd 2, one write(2): nothing the
-   stuck thread could hold is taken), on every rank:
+   A thread of its own (setup to teardown) looks every poll seconds whether the loop moved (a step ended,
+   or an event it listens to fired). After `seconds`, or `multiple` times the median step once `warmup`
+   steps ran, it writes one report to fd 2 on every rank, taking nothing the stuck thread could hold:
      watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
        in on_train_batch_start, hook 'slow' running
-   or "after on_after_backward, in the loop's own code (no hook running)", or "waiting in the gradient
-   all-reduce (MPI)" (tr_run_waiting: train.h's MPI strategy says it, a loop of yours may). The event
-   and the hook are hooks.h's (ctx->event, ctx->self, hk_dispatching, hk_name), read from the watchdog's
-   thread while the loop stands still. One report a stall; when the loop moves again it says so.
-   action=exit: after the report the process ends with _exit(exit_code) (124 by default, as timeout(1)),
-   so that a scheduler requeues the job (Slurm's --requeue, a Kubernetes restart, an mpirun that ends
-   every rank when one exits). What that keeps is what a kill -9 keeps, which train.h makes enough: the
-   last checkpoint written stays whole (the atomic writer; one being written in the background is
-   abandoned, its temporary file removed by the next run there, the one before it kept), the loggers'
-   files hold every line written so far, whole (flush_every: at most about a second of records held in
-   memory is lost, none logged before the last checkpoint); nothing is saved from the stuck thread's
-   state (another thread cannot copy it safely), no atexit handler and no stdio buffer is flushed (the
-   stuck thread may hold their locks). A resume (resume = the last checkpoint) goes on from there.
-   The loop's thread pays one relaxed store at each on_train_batch_end (a counter: no clock, no lock, no
-   system call); the watchdog's thread takes the time. Needs POSIX threads (not with TRAIN_NO_THREADS).
-   Hand-written loop: fire setup and teardown (tr_run_start / tr_run_finish do) and on_train_batch_end
-   (tr_run_batch_end does). */
+   action=exit then _exit(exit_code) (124), so a scheduler requeues: what stays is what kill -9 leaves.
+   The loop's thread pays one relaxed store a step. POSIX threads. Hand-written loop: setup, teardown,
+   on_train_batch_end (tr_run_* fire them). docs/callbacks.md ("watchdog in detail"). */
 #define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
 typedef enum tr_watchdog_action {
 #define TR__X(sym, name) sym,
@@ -1738,31 +1685,12 @@ TRAIN_API const tr_watchdog_state *tr_watchdog_get(const hk_registry *reg, hk_ha
 #if TR__ON_DEVICE_STATS
 
 /* ---- device_stats (Lightning's DeviceStatsMonitor) ------------------------------------------------
-   Reads what the process uses, at on_train_batch_end of every n-th optimizer step (every_n_steps; by
-   default the run's log_every_n_steps, Lightning's cadence) and, with on_epoch_end, at every
-   on_train_epoch_end, and publishes it as metrics (hk_metric_set, for any hook) and to the loggers:
-     device_stats/rss_mb            resident memory now (MB: 2^20 bytes, as nvidia-smi's MiB)
-     device_stats/peak_rss_mb       the most resident memory so far
-     device_stats/cpu_percent       the process's user + system CPU time over the wall time since the
-                                    last reading (or on_train_start): 100 = one core busy, as psutil's
-     device_stats/load_1m           the system's 1-minute load average
-   and, built with TRAIN_CUDA, of the GPU the process uses (the current CUDA device, found in NVML by
-   its PCI bus id), through NVML, which it loads at run time (dlopen of nvml_library; no link-time
-   dependency):
-     device_stats/gpu_util_percent  the share of the last sample period a kernel ran (NVML's)
-     device_stats/gpu_mem_used_mb, device_stats/gpu_mem_total_mb  the device's memory (every process's)
-   A machine without NVML or without a device says so once (rank 0) and the GPU metrics are left out;
-   a value the system does not tell (no /proc: RSS and the load) is left out too. Linux reads
-   /proc/self/status and /proc/loadavg (one read() each) and getrusage; each reading costs a few system
-   calls, and steps that are not due run none of its code (a hooks.h filter predicate).
-   Records: on a step where the run sends its training record (log_every_n_steps) the stats ride in it;
-   otherwise, and at an epoch's end, they go out in a record of their own (step: the run's, so the rows
-   line up), as Lightning's calls log_metrics itself; they are kept out of the records of steps where
-   they were not read. Differences from Lightning: host memory and the load for every run (Lightning's
-   cpu_stats needs psutil), no on_train_batch_start reading (one reading a step: its start would say
-   the same), validation batches not read, NVML instead of torch.cuda.memory_stats.
-   Hand-written loop: fire on_train_start and on_train_batch_end with ctx->global_step counted
-   (tr_run_next does), and on_train_epoch_end for on_epoch_end. */
+   Every every_n_steps-th optimizer step (default log_every_n_steps) and with on_epoch_end at each
+   epoch's end: device_stats/rss_mb, peak_rss_mb, cpu_percent (100 = one core), load_1m, and with
+   TRAIN_CUDA gpu_util_percent, gpu_mem_used_mb, gpu_mem_total_mb through NVML loaded at run time (none:
+   said once, left out). As metrics and to the loggers, riding with the run's record or in one of their
+   own. Steps not due run none of its code. Hand-written loop: on_train_start, on_train_batch_end with
+   global_step counted (tr_run_next does), on_train_epoch_end for on_epoch_end. docs/callbacks.md. */
 #define TR_DEVICE_STATS_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT,    int64_t,      every_n_steps, "0",     NULL, "read every n-th optimizer step (0: the run's log_every_n_steps, 50 " \
     "when it has none; negative: never on steps)") \
@@ -10996,9 +10924,7 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
-   param_filter that selects none of the views' names is said now, when the names are there (a setting
-   to fix before training, not at step 50); their buffers may still be missing. */
+/* A fit takes the views afresh at its first due step; a param_filter that selects no name is said now. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
@@ -11110,8 +11036,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(x[i]);
   }
-  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own; a device
-     model's norm is the device's own, summed in another order) */
+  /* every view in order: this is hk_grad_norm for whoever asks next (not a device's: another order) */
   if (!shared && !s->dev && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
@@ -11426,8 +11351,7 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
-   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
+/* The buffer has ctx->params' layout (sized at first use or by a checkpoint); data checked where read. */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
@@ -11455,13 +11379,11 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
-/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
-   too), so the buffer is allocated (and put on the device) before the first step rather than inside
-   one, and a resumed average of another model's size fails before a step is spent. */
+/* Sized at the start (parameters exist before training): allocated before the first step, and a resumed
+   average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
-/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
-   model the trc_ema kernel does the same double math per view. */
+/* avg += w*(p - avg) over the views; w = 1 at the first update (a copy); trc_ema on a device. */
 static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
@@ -12579,8 +12501,7 @@ static double tr__wd_limit(const tr__wd *s) {
   return m > s->seconds ? m : s->seconds;
 }
 
-/* Write all of text to fd 2 unless it stays unwritable for a second (a stuck reader of our stderr must not
-   keep the process from ending). */
+/* All of text to fd 2, unless unwritable for a second (a stuck reader must not keep us from ending). */
 static void tr__wd_say(const char *text) {
   size_t n = strlen(text), at = 0;
   while (at < n) {
@@ -12603,8 +12524,7 @@ static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
                                  : snprintf(out, cap, "watchdog: ");
   return n < 0 || (size_t)n >= cap ? 0 : n;
 }
-/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
-   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
+/* Read without a lock from this thread while the loop's stands still (it wrote them before stopping). */
 static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   const hk_ctx *c = s->ctx;
   char *out = s->pub.last, where[300];
@@ -12836,8 +12756,7 @@ static int64_t tr__ds_run_every(const tr__ds *s) {
   int64_t n = s->run ? s->run->desc.log_every_n_steps : 0;
   return n ? n : 50;
 }
-/* Due at on_train_batch_end of the n-th, 2n-th, ... optimizer step, once per step (a batch that did not step
-   keeps global_step); every other event it listens to is always due. */
+/* Due once per n-th optimizer step (a batch that did not step keeps global_step); other events always. */
 static int tr__ds_due(const hk_ctx *ctx, void *user) {
   const tr__ds *s = (const tr__ds *)user;
   int64_t n;
@@ -12952,8 +12871,7 @@ static hk_signal tr__ds_epoch_end(hk_ctx *ctx, void *user) {
   if (tr__ds_read(s, ctx)) return hk_fail(ctx, "out of memory");
   return tr__ds_send(s, ctx);
 }
-/* A record of the run's carries the context's metrics set since its last one: the stats only at the step
-   they were read for it. */
+/* The run's records carry metrics set since their last one: the stats only at the step read for them. */
 static hk_signal tr__ds_on_log(hk_ctx *ctx, void *user) {
   tr__ds *s = (tr__ds *)user;
   tr_log_record *r = tr_log_current(ctx);
