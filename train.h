@@ -1812,38 +1812,14 @@ TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_regist
 #if TR__ON_PREDICTION_WRITER
 
 /* ---- prediction_writer (Lightning's BasePredictionWriter, with the writing done) --------------------------
-   Writes what a predict run predicts: at every on_predict_batch_end, ctx->outputs must point at a
-   tr_predictions (train/base.h: rows x cols floats, optional column names), which model.predict sets in
-   tr_predict and a loop of yours sets before it fires the event. Anything else there - NULL, rows < 0,
-   cols < 1, values NULL with rows, a column count other than the first batch's, a bad name - fails the run at
-   that batch, naming what it expected.
-   write_interval, Lightning's meaning: batch writes as each batch ends (streaming), epoch gathers the
-   epoch's rows and writes them once at on_predict_epoch_end, batch_and_epoch does both.
-   Files, in dirpath (default: <run directory>/predictions when a logger made the run directory, as
-   model_checkpoint's checkpoints/; else ./predictions):
-     csv    <filename>.csv: a header `batch,row,<names, or col0,col1,...>`, then one line a row: the batch's
-            index, the row's index in it, the values as "%.9g" (a float reads back exactly; nan, inf, -inf)
-     jsonl  <filename>.jsonl: one object a row, {"batch":0,"row":1,"<name or colK>":value,...} (values as
-            "%.9g", -0 as -0.0; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
-            csv and jsonl, batch: the file is put in place at the first batch and the rows of each batch
-            appended as it ends (fsynced at the epoch's end); epoch: the whole file at the epoch's end;
-            batch_and_epoch: streamed, then written whole again at the epoch's end.
-     safetensors  batch: <filename>-batch_<N>.safetensors for batch N, one tensor "predictions" [rows, cols];
-            epoch: <filename>.safetensors, the epoch's rows in batch order as one tensor "predictions"
-            [rows, cols] (metadata "rows_per_batch": "4,4,3"); both with batch_and_epoch. Metadata
-            "columns" holds the names joined with commas when they are given.
-   Every file is written atomically (the library's writer: a new temporary, fsync, then put in place) and
-   replaces only a file this callback wrote: a file of anyone else at a path it would write (another run's
-   predictions, a file of yours) fails the run at on_predict_start, naming it, and nothing is written (a
-   per-batch safetensors file is checked for every batch the run will have when the loop says how many,
-   else at its batch); give another dirpath or filename. A directory that cannot be made or written fails
-   there too. A second predict run on the same registry writes its files over its own.
-   Several processes (MPI): rank 0 writes its share of the batches, the others write nothing; {rank} in
-   filename (e.g. "predictions-{rank}") gives every rank its own files instead.
-   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), fire on_predict_start,
-   on_predict_epoch_start, around each batch on_predict_batch_start and on_predict_batch_end (ctx->outputs
-   set, ctx->batch_idx the batch), on_predict_epoch_end, on_predict_end, then tr_run_leave; stop at HK_FAIL
-   (ctx->hook_failure says why). */
+   Writes what a predict run predicts: at every on_predict_batch_end ctx->outputs must point at a
+   tr_predictions (train/base.h), else the run fails at that batch naming what it expected. write_interval
+   as Lightning's (batch streams, epoch writes once at the epoch's end, batch_and_epoch both); formats csv,
+   jsonl (9 significant digits: floats read back exactly) and safetensors; dirpath defaults to the run's
+   predictions/, else ./predictions. Every file written atomically, replacing only a file it wrote (anyone
+   else's fails the run at on_predict_start). MPI: rank 0 writes, {rank} in filename for every rank's own.
+   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), the predict events with
+   ctx->outputs and ctx->batch_idx set, tr_run_leave. docs/callbacks.md ("prediction_writer in detail"). */
 typedef enum tr_prediction_format { TR_PREDICTION_CSV = 0, TR_PREDICTION_JSONL, TR_PREDICTION_SAFETENSORS } tr_prediction_format;
 typedef enum tr_write_interval { TR_WRITE_BATCH = 0, TR_WRITE_EPOCH, TR_WRITE_BATCH_AND_EPOCH } tr_write_interval;
 
@@ -1867,17 +1843,10 @@ TRAIN_API const tr_prediction_writer_state *tr_prediction_writer_get(const hk_re
 #endif /* TR__ON_PREDICTION_WRITER */
 #if TR__ON_CSV
 
-/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
-   key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
-   record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
-   Python writes them). metrics.csv is made with its first rows (none when nothing is logged, as
-   Lightning); rows are appended as whole lines. A new column rewrites the file (atomically: a crash
-   leaves the old file or the new one): at once while it is under 16 KiB; in a larger file the rows
-   are appended without the new column until the rewrite is paid for (the bytes appended since the
-   last rewrite reach half of it), 2 seconds have passed, or the run ends (teardown), so that a new
-   column at every record costs work linear in the rows per column instead of rewriting everything
-   each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
-   under "specs". */
+/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them: columns the sorted union of the
+   keys logged (epoch, step too), one row a record, empty cells where a record lacks a column, numbers in
+   the shortest form that reads back (nan, inf as Python). Rows appended as whole lines; a new column
+   rewrites the file atomically. hparams.yaml: "key: value" sorted, the specs as a list. docs/logging.md. */
 TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 
 #endif /* TR__ON_CSV */
@@ -1953,32 +1922,15 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 #endif /* TR__ON_PLOT */
 #if TR__ON_MLFLOW
 
-/* mlflow: the run's records in an MLflow tracking server (MLflow's REST API over HTTP, through libcurl),
-   where a team looks at its runs. Compiled in by #define TRAIN_MLFLOW (in the file with
-   TRAIN_IMPLEMENTATION) and -lcurl (Debian/Ubuntu: libcurl4-openssl-dev); without it the constructor and
-   the spec name "mlflow" are refused with a message saying so.
-     At the first run's start (on_fit_start, or its first record) it makes the experiment when missing and
-   creates an MLflow run in it (run_name, tags), then sends the hyperparameters once as params (those of
-   csv's hparams.yaml, the spec strings as "specs"), every record's metrics as MLflow metrics (name, value,
-   the record's step, the wall time of the record; "epoch" as a metric too, as Lightning's MLFlowLogger),
-   the path of every checkpoint saved as the tag "checkpoint" (the latest), and at the run's end its status:
-   FINISHED, FAILED (on_exception) or KILLED (Ctrl-C / SIGTERM, TR_ERR_INTERRUPTED). NaN and infinities go
-   as MLflow's strings "NaN", "Infinity", "-Infinity" (a bare NaN in JSON would be stored as 0).
-     Nothing waits for the server on the step's path: a record's values go into a queue (max_queue of them,
-   allocated once; nothing is allocated per record) and one background thread (every signal blocked, so
-   Ctrl-C reaches the loop) sends them in batches within MLflow's limits per request (1000 metrics, 100
-   params and tags, 1 MB). A server that is down, slow or frozen (timeout_ms bounds each request, the
-   connection and the answer) is tried again with a growing pause (up to 4 s), the values kept; when the
-   queue is full newer values are dropped and counted. The run never fails because of the tracker: what
-   goes wrong is said once each (the server does not answer; it refused a request and why) and, at the end,
-   one line saying how many values were dropped or not sent. At each run's end the queue is sent before
-   teardown returns, waiting at most flush_timeout seconds.
-     A resume continues the same MLflow run: its id is the logger's state in checkpoints (tr_save's,
-   tr_run_save's); the resumed run sets it RUNNING again and logs on. MLflow keeps a metric's history, so
-   the values of steps logged after the checkpoint stay there beside the new ones of those steps. Rank 0
-   alone talks to the server under MPI (the others do nothing, no thread).
-     Authentication as MLflow's clients: MLFLOW_TRACKING_TOKEN (a bearer token), or MLFLOW_TRACKING_USERNAME
-   and MLFLOW_TRACKING_PASSWORD (basic); MLFLOW_TRACKING_INSECURE_TLS=true skips TLS verification. */
+/* mlflow: the run's records in an MLflow tracking server (its REST API through libcurl). Needs
+   #define TRAIN_MLFLOW and -lcurl; without them "mlflow" is refused with a message saying so. It makes the
+   experiment and run, sends the hyperparameters once, every record's metrics, the latest checkpoint as a
+   tag and the run's end status (FINISHED, FAILED, KILLED). Nothing waits on the step: values go into a
+   queue allocated once, one background thread sends them in batches within MLflow's limits, retrying a
+   server that is down or slow; what a run's end cannot send is kept in the run directory and sent by the
+   next start. The run never fails because of the tracker. A resume continues the MLflow run (its id is
+   the state). Rank 0 only. Authentication as MLflow's clients (MLFLOW_TRACKING_TOKEN, _USERNAME /
+   _PASSWORD, _INSECURE_TLS). docs/logging.md ("MLflow"). */
 #define TR_MLFLOW_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,   const char *, tracking_uri,  "",       NULL, "the tracking server: http://host:port or https://host[:port][/path] " \
     "(empty: the environment's MLFLOW_TRACKING_URI)") \
@@ -13516,10 +13468,9 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
   return p;
 }
 
-/* A finite nonzero float as "%.9g" writes it (9 significant digits, which read back as the same float), about ten
-   times faster than snprintf: the float scaled by a power of ten to 9 digits and rounded once (exact, and so
-   the same text as printf's, wherever the power is exact: 1e-14 < |f| < 1e31; elsewhere within half a unit of
-   the 9th digit, which still reads back as the same float). Its length; out has room for 16. */
+/* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
+   digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
@@ -13784,13 +13735,10 @@ TR__PUBLIC_OF(tr_prediction_writer, pw)
 TR__FACTORY_OF(pw, tr_prediction_writer_desc, TR_PREDICTION_WRITER_PARAMS)
 #endif /* TR__ON_PREDICTION_WRITER */
 #if TR__ON_CSV
-/* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
-   once. In a larger file rows that bring new columns are appended without them (every row and every
-   known column is on disk as usual), and the rewrite that adds them waits until it is paid for: the
-   bytes appended since the last rewrite reach half of what that rewrite wrote (so rewrites cost at
-   most a constant times the bytes logged: a new column costs linear work in the rows, where rewriting
-   at every new column made a column per record cubic), or TR__CSV_WAIT seconds have passed since
-   rows first went without it (and 20 times the last rewrite's duration), or the run ends (teardown). */
+/* A new column rewrites the whole file: at once while it is small; in a larger one rows go without the new
+   column until the rewrite is paid for (the bytes appended since reach half of what the last rewrite
+   wrote), TR__CSV_WAIT seconds (and 20 times the last rewrite) passed, or the run ends. So a column per
+   record costs linear work, not cubic. */
 #define TR__CSV_SMALL (16 * 1024)
 #define TR__CSV_WAIT 2.0
 
@@ -13885,8 +13833,7 @@ static void tr__put_commas(hk_bytes *b, int n) {
   static const char commas[] = ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,"; /* 32 */
   for (; n > 0; n -= 32) hk_bytes_put(b, commas, n < 32 ? (size_t)n : 32);
 }
-/* Rows [from, n_rows) as CSV lines in the file's layout (the header first when header is set); a cell
-   of a column the file does not have yet is left out. Work: the row's text and its cells. */
+/* Rows [from, n_rows) as lines (the header first with header); cells of columns not in the file left out. */
 static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
   int nc = csv->file_cols, i, r, c;
   char num[40];
@@ -13976,8 +13923,7 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* One CSV cell of text at p (quoted as tr__csv_cell writes one, or plain up to a comma or line end) into
-   cell (a C string); returns where it ends. */
+/* One cell at p (quoted as tr__csv_cell writes, or plain to a comma or line end) into cell; returns its end. */
 static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *cell) {
   cell->len = 0;
   if (p < end && *p == '"') { /* "" inside is one quote */
@@ -13991,10 +13937,8 @@ static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *c
   hk_bytes_put(cell, "", 1);
   return p;
 }
-/* A resumed run's rows, back from the metrics.csv it continues (old), without those written after its
-   checkpoint (tr__run_superseded; a row's stage is val when it has a val/ cell, test when a test/ one,
-   else train); columns only superseded rows had are gone with them. 0, or EINVAL (why says so) for a
-   file this logger did not write, or ENOMEM. */
+/* A resumed run's rows back from old, without those after its checkpoint (a row's stage: val with a val/
+   cell, test with a test/ one, else train); columns only they had go too. EINVAL for a file not ours. */
 static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size_t cap) {
   const char *p = (const char *)old->data, *end = p + old->len;
   char **names = NULL;
@@ -14049,10 +13993,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
   return e;
 }
 
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
-   Neither may be there yet: both are checked before either is written. A resume that continues its run
-   takes both back: hparams.yaml written anew, metrics.csv rewritten at once without the rows after the
-   checkpoint. */
+/* hparams.yaml now, metrics.csv with its first rows (none when nothing is logged, as Lightning); both
+   checked before either is written. A continued run takes both back, metrics.csv rewritten at once. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b, old;
   char *yaml;
@@ -16165,12 +16107,9 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
-/* A name as MLflow takes it for a metric's or param's key (its validate_param_and_metric_name and
-   path_not_unique): letters, digits, '_', '-', '.', ' ', ':' and '/' only, and a path that normalises to
-   itself (no empty, "." or ".." part, no '/' first or last, not starting with ".."), at most 250 bytes.
-   Anything else is mended: another character (a non-ASCII one too: which of them MLflow counts as
-   letters is Python's business) becomes '_', empty and "." parts go, ".." becomes "__". 0: as it was;
-   1: mended into out; -1: nothing is left, or too long (not sent). */
+/* A key as MLflow takes it (validate_param_and_metric_name, path_not_unique): [A-Za-z0-9_-. :/] only, a
+   path that normalises to itself, at most 250 bytes. Mended: another character (non-ASCII too) becomes
+   '_', empty and "." parts go, ".." becomes "__". 0 as it was; 1 mended into out; -1 not sendable. */
 static int tr__mlf_fix_name(const char *in, char *out, size_t cap) {
   size_t n = 0, i = 0;
   while (in[i]) {
@@ -16253,10 +16192,9 @@ static void tr__mlf_spool_read(tr__mlf *s, hk_ctx *ctx) {
   if (lines) tr__run_say(s->run, ctx, "mlflow", "sending first what %d earlier run%s could not (%d requests kept in %s beside the "
                          "run directory)", files, files == 1 ? "" : "s", lines, TR__MLF_SPOOL);
 }
-/* A run's end: what is still unsent (spooled lines, params, the checkpoint tag, the queue's values, the end
-   status) is taken from the sender and written to the run directory's mlflow_unsent.txt; the spool files
-   read are removed once their lines are sent or written there. The number of metric values kept, or -1
-   when nothing could be written (no run directory: no file logger; or the write failed, said). */
+/* A run's end: everything unsent (spool lines, params, the tag, queued values, the status) written to
+   mlflow_unsent.txt; spools read are removed once sent or rewritten. The values kept, or -1 when nothing
+   could be written (no run directory, or the write failed, said). */
 static int64_t tr__mlf_spool(tr__mlf *s, const hk_ctx *ctx) {
   const char *dir = s->run->tr__p->dir;
   hk_bytes out, body;
