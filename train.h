@@ -1424,19 +1424,11 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 #if TR__ON_PARAM_GROUP
 
 /* ---- param_group (torch's optimizer parameter groups, chosen by tensor name) -----------------------
-   The tensors whose names match `match` get their own learning-rate multiplier, weight decay, or are
-   frozen (no update, their optimizer state untouched: torch's requires_grad = False). One param_group
-   per rule; the rules apply in registration order, a later one winning for the fields it gives, so a
-   recipe reads top down. The common one (llm.c's and nanoGPT's: decay only the matrices, never the
-   biases, the norms or the embeddings), with llm.c's names and with torch's:
-       param_group(match=*b|ln*|wte|wpe, weight_decay=0)
-       param_group(match=*.bias|*norm*|*embed*, weight_decay=0)
-   and a fine-tuning one: param_group(match=backbone.*, lr_mult=0.1); param_group(match=embed*, frozen=true).
-   The run resolves the rules when it starts (a pattern that matches no tensor fails the run, naming it),
-   and every optimizer step reads them (tr_run_tensor_opt, "PARAMETER GROUPS" in train/run.h): train.h's
-   trainer does, on the CPU and with TRAIN_CUDA; a loop of your own does at its optimizer step. With no
-   param_group (nor finetuning) registered nothing changes: the same update, the same bits. Register it
-   before the run starts (the spec of tr_run_desc / tr_config, or the constructor before tr_fit). */
+   The tensors whose names match `match` get their own lr multiplier, weight decay, or are frozen (torch's
+   requires_grad = False). Rules apply in registration order, a later one winning for the fields it gives:
+       param_group(match=*b|ln*|wte|wpe, weight_decay=0)          (llm.c's names: decay only the matrices)
+   A pattern that matches no tensor fails the run's start; with none registered nothing changes (the same
+   bits). Register before the run starts. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 #define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
     "patterns ('*' any characters, '?' one); required") \
@@ -1456,23 +1448,11 @@ TRAIN_API const tr_param_group_state *tr_param_group_get(const hk_registry *reg,
 #if TR__ON_FINETUNING
 
 /* ---- finetuning (Lightning's BackboneFinetuning) ----------------------------------------------------
-   The tensors matching `match` (a pretrained backbone) are frozen from the start of training until the
-   epoch unfreeze_at_epoch begins; then they train at a fraction of the run's learning rate that grows
-   at every later epoch's start:
-     at unfreeze_at_epoch   ratio = initial_lr / the run's lr then      (initial_lr given)
-                                    initial_ratio                       (otherwise)
-     each epoch e after it  ratio = ratio x lr_factor                   (lr_factor_at(user, e + 1) in C)
-                            and with align, never above 1: the backbone's lr catches up with the run's
-                            and stays with it.
-   The backbone's lr is ratio x the run's lr of each step (times a param_group's lr_mult of its own), so it
-   follows the schedule; with a constant lr these are Lightning's numbers (backbone_initial_ratio_lr,
-   backbone_initial_lr, lambda_func, should_align). Lightning's initial_denom_lr is left out: it divides only
-   when unfreeze_and_add_param_group gets no lr, and BackboneFinetuning always gives one. Unfrozen tensors
-   start AdamW afresh (their moments zero, their own step count from 1), as Lightning's new parameter group
-   does. norms: the backbone's normalisation tensors; with train_norms (Lightning's train_bn, default true)
-   they are never frozen and train at the run's lr. Its state (unfrozen, where, the ratio) is in checkpoints:
-   a resume goes on with the same lr and step counts. It needs epochs (tr_fit; a loop of your own with
-   epochs); a step loop is refused at on_train_start. */
+   The tensors matching `match` are frozen until epoch unfreeze_at_epoch, then train at ratio x the run's
+   lr: initial_lr / lr (or initial_ratio) at the unfreeze, times lr_factor (lr_factor_at in C) at each
+   later epoch's start, with align never above 1. Unfrozen tensors start AdamW afresh, as Lightning's new
+   parameter group. norms with train_norms (train_bn) are never frozen. State in checkpoints. Needs epochs.
+   docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at's type */
 #define TR_FINETUNING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \
@@ -1746,38 +1726,14 @@ TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get
 #if TR__ON_SPIKE_DETECTION
 
 /* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
-   Watches the training loss against a running window of the last `window` good losses (checked from
-   the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
-   or above centre + threshold * |centre| (mode relative) or centre + threshold * the window's
-   standard deviation (mode zscore), where centre is the window's mean or median, is a spike, and so
-   is a non-finite gradient norm. Lightning's SpikeDetection then raises; this one rolls back:
-     - every every_n_steps-th optimizer step (and at on_train_start) it copies the training state into
-       one buffer allocated at on_train_start (the only snapshot: memory is the state's size once);
-       the state is the run's (tr_run_desc.state): train.h's trainer gives its parameters, optimizer
-       state and step counters, a loop of yours the regions it lists;
-     - at a spike (the batch's backward and step are skipped: HK_SKIP_BATCH from on_before_backward,
-       HK_SKIP_STEP from on_before_optimizer_step) it copies the snapshot back at the batch's end, puts
-       ctx->global_step (the trainer: its step count, so the learning rate too) and its window back to
-       the snapshot's, and skips the next skip_after batches (HK_SKIP_BATCH from
-       on_train_batch_start). The data goes on: the batches from the snapshot to the spike are
-       undone and never seen again, which is what a run that skipped them from the snapshot on does,
-       bit for bit (same data, same order; the counters of the data - epoch, batch, samples_seen -
-       go on in both). An accumulation window in progress is dropped.
-   The (max_rollbacks+1)-th spike fails the run (HK_FAIL) as Lightning does at the first
-   (max_rollbacks = TR_ZERO: Lightning's behaviour; -1: never). Not restored: the other callbacks'
-   states (ema's average keeps the undone steps), the trainer's RNG (t->rng). In checkpoints: the
-   window, the counters, the skip range, and the snapshot itself (a resumed run rolls back to the
-   same snapshot as the run that did not stop; a checkpoint grows by the state's size). Refused at
-   on_train_start: no state to snapshot, a model on the GPU, more than one process (TRAIN_MPI). With
-   train.h, set tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let it see non-finite losses
-   (the trainer's default fails first). Cost per batch without a spike: the window's update (O(window);
-   the median sorts a copy), with check_grads a gradient norm (shared with clipping and the other
-   hooks), and a memcpy of the state every every_n_steps steps: +0.7% per step at the defaults on
-   make bench-train's MLP (about 1900 instructions, most of them the gradient norm).
-   Hand-written loop: tr_run_desc.state (and n_state), on_train_start, on_train_batch_start,
-   on_before_backward with ctx->loss, on_before_optimizer_step with ctx->grads, on_train_batch_end
-   (HK_FIRE_FLOW; honour HK_FLOW_SKIP_BATCH and HK_FLOW_SKIP_STEP), then take the step count from
-   ctx->global_step. */
+   A non-finite loss, or one too far above the running window's centre (relative or zscore), or with
+   check_grads a non-finite gradient norm, is a spike. Instead of raising it rolls back: every
+   every_n_steps-th step it copies the run's training state (tr_run_desc.state) into one buffer; at a spike
+   the batch is skipped, the snapshot copied back (global_step with it) and skip_after more batches skipped,
+   the data going on: bit for bit a run that skipped those batches. The (max_rollbacks+1)-th spike fails
+   the run. Window, counters and the snapshot in checkpoints. Not with a GPU model or under MPI.
+   Hand-written loop: tr_run_desc.state, the training batch events (HK_FIRE_FLOW, honour the skips), then
+   take the step count from ctx->global_step. docs/callbacks.md has the rules and the cost. */
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
