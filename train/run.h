@@ -417,8 +417,8 @@ typedef struct tr__run_priv {
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
    not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
 typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
-/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
-   scale; taken: updates before the stretch that began at step since). */
+/* A tensor's settings: the rules' (lr_mult, wd, frozen), the run's own (off, scale: tr_run_tensor_set);
+   taken: updates before the stretch begun at step since. */
 typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -426,9 +426,8 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
-   The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
-   callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
-   watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
+   One malloc'd struct attached to the registry (hk_attach), freed after every callback by hk_destroy.
+   Nothing runs on a step unless the loop calls it, but the run's watch (see "the state machine").
    ================================================================================================= */
 
 static void tr__run_free(void *p) {
@@ -465,8 +464,8 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
-/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
-/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+/* tr_run_get on the per-step path: no call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where available. */
 static const char *tr__run_waiting_now;
 TRAIN_API void tr_run_waiting(const char *what) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -498,8 +497,7 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   return run;
 }
 
-/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
-   live on a terminal (the bar's section sets q->above). */
+/* Text to f (NULL: the bar's stream, else stdout), above a live bar (q->above). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
   if (!f) f = stdout;
@@ -532,8 +530,8 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
-   callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
+/* Where callbacks talk: the run's log, else stderr; one write a line (never torn), "[rank: N] " first with
+   several processes. */
 static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
   FILE *f = run && run->desc.log ? run->desc.log : stderr;
   char line[1024];
@@ -554,8 +552,7 @@ static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, c
   tr__run_vsay(run, ctx, who, fmt, ap);
   va_end(ap);
 }
-/* The same, said on rank 0 only when zero_only is set (Lightning's rank_zero_info: a message that is the
-   same on every rank, or one Lightning prints there only). */
+/* The same, on rank 0 only with zero_only (Lightning's rank_zero_info). */
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) {
   va_list ap;
@@ -579,8 +576,7 @@ static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char
                  "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
 }
 
-/* One error channel: a call the run layer refuses (out of order, a bad setting) says why in
-   hk_last_error(reg) and in tr_run_error(reg), the same text. Returns e. */
+/* A refused call says why in hk_last_error(reg) and tr_run_error(reg), the same text. Returns e. */
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) TR__PRINTF(3, 4);
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
@@ -753,8 +749,7 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
   return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
 }
 
-/* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
-   the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
+/* Where monitors check when their flag is the default (Lightning's rule; the trainer resolves it per fit). */
 TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
   if (flag != TR_DEFAULT) return flag > 0;
   if (!run) return 1;
@@ -836,8 +831,7 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
 }
-/* tr_run_lr for a run already looked up. A hook's write is told by the bits (an lr that was NaN and still
-   is one is no write; x != x would fold away under -ffast-math). */
+/* tr_run_lr for a run looked up. A hook's write is told by the bits (x != x folds under -ffast-math). */
 static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
@@ -917,8 +911,8 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
-/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
-   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+/* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
+   matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   int i, k, n = ctx->params ? ctx->n_tensors : 0;
