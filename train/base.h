@@ -92,7 +92,7 @@ typedef struct tr_tensor {
 } tr_tensor;
 
 /* A batch's predictions for prediction_writer: rows x cols floats, row-major, host memory; names NULL or
-   cols column names (no comma, quote or line break). ctx->outputs points at one during
+   cols column names (not empty; no comma, quote or line break). ctx->outputs points at one during
    on_predict_batch_end. */
 typedef struct tr_predictions {
   const float *values;

@@ -10,9 +10,9 @@ TR__C_BEGIN /* part */
    below during evaluation. On a terminal redrawn in place at most every refresh_seconds, fitted to the
    width less one so it never wraps (fields dropped whole, never a number cut); elsewhere (a pipe, CI)
    complete lines, never \r or an escape code. Rank 0 draws; under a launcher, by where the launcher's own
-   output goes. A closed pipe fails the run through on_exception instead of a SIGPIPE death. Hooks print
-   above it with tr_print. One bar per registry. The whole behaviour: docs/logging.md ("progress_bar",
-   "The bar at 80 columns and in a step loop"). */
+   output goes. A closed pipe fails the run through on_exception where SIGPIPE would kill the process
+   (other write errors lose the bar alone). Hooks print above it with tr_print. One bar per registry.
+   The whole behaviour: docs/logging.md ("progress_bar", "The bar at 80 columns and in a step loop"). */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
 #define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
