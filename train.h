@@ -51,7 +51,7 @@
 #define TRAIN_VERSION_PATCH 0
 #define TRAIN_VERSION_STRING "0.2.0"
 
-/* Sections left out (COMPILE-TIME OPTIONS): the trainer needs the per-step math; MPI and CUDA are the
+/* Sections left out (docs/setup.md, "Options"): the trainer needs the per-step math; MPI and CUDA are the
    trainer's strategies. */
 #if defined(TRAIN_NO_MATH) && !defined(TRAIN_NO_TRAINER)
 #  define TRAIN_NO_TRAINER
