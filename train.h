@@ -1,67 +1,31 @@
 /* train.h - GENERATED from train/ by `make train.h` (train/train.h.in, scripts/amalgamate.py): do not edit
    train.h - v0.2.0 - 2026-11-22 - a minimal, complete trainer built on hooks.h - MIT or public domain
 
-   The batteries for a training loop in C, and a small trainer you can read top to bottom. Built only
-   on hooks.h's public API; every section but the run layer can be left out with a define.
+   The batteries for a training loop in C, and a small trainer you can read top to bottom, built only on
+   hooks.h's public API. Edit the parts in train/ (one concept each); this file is what a user copies.
 
-   The parts in train/ hold one concept each (a callback or logger in one file): read and edit those;
-   this file is what a user copies.
+   CONTENTS (declarations in this order, then the implementation in the same order)
+     base.h  math.h            errors, RNG, your model and data, optimizers, schedules; per-step math
+     files.h  records.h        the atomic writer and background writer; log records, hyperparameters
+     cluster.h                 Slurm, the preemption signal, how ranks of a loop of yours agree to stop
+     run.h  loop.h             THE RUN LAYER (tr_run_*): what any loop gives the batteries; your loop
+                               in a dozen lines (tr_run_begin / next / update / end)
+     battery.h  factories.h    what callbacks and loggers share; the battery list; every spec factory
+     callbacks/, loggers/      one file each (early_stopping ... csv, tensorboard, progress_bar, mlflow)
+     sweep.h                   tr_sweep: Hydra's multirun
+     trainer/                  THE TRAINER's wing, each part on those before it: core.h (types, shared
+                               helpers), cuda.h and mpi.h (on the GPU: TRAIN_CUDA; across processes:
+                               TRAIN_MPI), checkpoint.h (tr_save / tr_load), step.h (a step's work),
+                               fit.h (tr_fit / validate / test / predict), lr_finder.h
+   Each section but the run layer can be left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH, TRAIN_NO_CALLBACKS,
+   TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, TRAIN_NO_<NAME>, TRAIN_ONLY_SPECIFIC_BATTERIES + TRAIN_ENABLE_<NAME>).
 
-   CONTENTS: the parts of train/ (declarations in this order; the implementation follows the same order)
-     base.h                    errors, random numbers, your model and data, optimizers, schedules
-     math.h                    AdamW, SGD, zero_grad, clipping, norms at memory speed   TRAIN_NO_MATH
-     files.h                   the atomic writer; asynchronous saves' background writer
-     records.h                 log records: what a loop sends the loggers; the hyperparameters
-     cluster.h                 clusters: Slurm's environment, the preemption signal (save, requeue,
-                               resume by itself), how the ranks of a loop of yours agree to stop
-     run.h                     THE RUN LAYER: what any loop gives the batteries: run directory, log
-                               records, checkpoints in your own format, stop signals (tr_run_*)
-     loop.h                    your loop in a dozen lines: tr_run_begin / next / update / end, the run
-                               keeping the loop's place
-     battery.h                 what callbacks and loggers share; the battery list, which are compiled
-     factories.h               tr_add_factories: every battery's spec factory
-     loggers/file_loggers.h    what csv, jsonl, tensorboard and plot share
-     callbacks/<name>.h        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
-                               gradient_monitor, nan_guard, ema, model_summary,
-                               accumulation_scheduler, profiler, throughput_monitor, watchdog,
-                               device_stats, on_exception_checkpoint, spike_detection,
-                               prediction_writer; each its constructor and spec
-                               factory                                              TRAIN_NO_CALLBACKS
-     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
-     sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
-                               and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
-     trainer/                  THE TRAINER's wing (TRAIN_NO_TRAINER leaves it out), each part on the ones before:
-       core.h                  its types and calls; what its strategies share (errors, events, signals)
-       cuda.h                  models on the GPU, kernels/train_cuda.cuh                    TRAIN_CUDA
-       mpi.h                   data parallelism across processes, ZeRO-1                    TRAIN_MPI
-       checkpoint.h            tr_save / tr_load: the format, a resume with nothing left to train
-       step.h                  a step's work: fetch, forward, backward, clipping, the optimizer
-       fit.h                   the loops: tr_init, tr_fit / validate / test / predict, a sanity check,
-                               limits, accumulation, the failure path (hook failure, NaN loss, Ctrl-C)
-       lr_finder.h             Lightning's LearningRateFinder (it drives the trainer)
-   Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
-   all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
-   batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
-   callbacks and loggers it wants (tr_run_begin / tr_run_next), and can leave out the trainer and the math:
-   examples/own_loop.c. In the trainer, hooks fire
-   in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
-   below says otherwise.
-
-   USAGE
-     In exactly one C or C++ file, with hooks.h's implementation:
+   USAGE: in exactly one C or C++ file, with hooks.h's implementation,
          #define HOOKS_IMPLEMENTATION
          #define TRAIN_IMPLEMENTATION
          #include "train.h"          (includes hooks.h)
-     Everywhere else just #include "train.h". Link with -lm, and -pthread (asynchronous saves use one
-     writer thread; glibc 2.34 and later need nothing extra; TRAIN_NO_THREADS leaves it out).
-     TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error that says so (else: hundreds of
-     undefined hk_* symbols at link time); a program whose hooks.h implementation is in another file
-     defines TRAIN_HOOKS_ELSEWHERE.
-
-     The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
-     views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
-     a count and a "get batch i" function (or an iterator: next, reset, and its position saved in
-     checkpoints), and an optional shuffle. Then:
+   and plain #include "train.h" elsewhere; link with -lm and -pthread. A loop of your own uses the run layer
+   (examples/own_loop.c); the trainer:
 
        tr_trainer t;
        tr_err e = tr_init(&t, &(tr_desc){
@@ -74,123 +38,10 @@
        if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
        tr_free(&t);
 
-     examples/first_trainer.c is that in full (validation, early stopping, the best checkpoints, csv and
-     TensorBoard logs, the progress bar, resume when run again); docs/trainer.md, docs/callbacks.md and
-     docs/logging.md are the long versions of what the doc blocks below say.
-
-   A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
-   comment says what its zero means.
-
-   THE ORDER OF EVENTS IN tr_fit
-     setup(fit)  configure_model  [tr_config.resume_from: load -> on_load_checkpoint]  on_fit_start
-     on_sanity_check_start  <validation loop>  on_sanity_check_end
-                            (skipped after resuming from a checkpoint written in the middle of an epoch
-                             or of a validation; run after one written at an epoch's end, as Lightning)
-     on_train_start
-       per epoch:  on_train_epoch_start                       (not when resuming in mid-epoch)
-         per batch:  on_train_batch_start  forward
-                     on_before_zero_grad, zero_grad           (first micro-batch of a window only)
-                     on_before_backward  backward  on_after_backward
-                     on_before_optimizer_step  clip  on_gradient_clip  step  on_after_optimizer_step
-                                                              (last micro-batch of a window only)
-                     on_train_batch_end   [validation: every val_every_n_steps steps, or every
-                                          val_check_interval batches of the epoch]   [requests]
-         [validation at the epoch's end]  on_train_epoch_end  [requests]
-     on_train_end  on_fit_end  teardown(fit)
-   The validation loop: on_validation_start, on_validation_epoch_start, per batch
-   on_validation_batch_start / _end, on_validation_epoch_end (val/loss is set), on_validation_end.
-   tr_validate / tr_test / tr_predict: setup(stage), configure_model, the loop, teardown(stage).
-   Within an event: callbacks, then the model tier, then the strategy tier (hooks.h's tiers); on
-   on_load_checkpoint the model tier first (hooks.h's HK_MODEL_FIRST), as Lightning.
-   What each hk_ctx field holds at each event is hooks.h's "CONTEXT CONTRACT"; train.h keeps all of it.
-
-   WHAT A HOOK'S SIGNAL DOES (the strongest of an event's hooks wins; every hook still runs). Which
-   events honour which signals is hooks.h's event table; a signal an event does not honour counts as
-   the strongest weaker one it does (hk_honoured): HK_FAIL from teardown or on_exception is only
-   reported, HK_SKIP_STEP from on_train_batch_end does nothing.
-     HK_SKIP_STEP   the current accumulation window gets no optimizer step; its gradients are dropped
-                    (on_train_batch_start .. on_gradient_clip); global_step does not move.
-     HK_SKIP_BATCH  the rest of this batch is skipped (forward, backward, step, whichever are left);
-                    on_train_batch_end still fires. A window whose last micro-batch is skipped gets no
-                    step. In validation/test/predict: the batch's forward is skipped (not averaged).
-     HK_STOP_EPOCH  the epoch (or the evaluation loop) ends after this batch; the epoch's end runs
-                    as usual (validation, on_train_epoch_end), then the next epoch starts.
-     HK_STOP        training stops after the current batch, once min_epochs and min_steps are reached
-                    (until then the request is held); the epoch ends as usual, then on_train_end,
-                    on_fit_end, teardown; tr_fit returns TR_OK. From any event of a fit.
-     HK_FAIL        the run fails: every on_exception handler runs (ctx->abort_reason says why), then
-                    teardown; the function returns TR_ERR_HOOK with the hook's message.
-   A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
-   as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
-   the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
-   saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
-   at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
-   writes the counters and every metric to tr_desc.log and, in a fit, sends a training log record to
-   the loggers (on_log) at once. Checkpoint and log requests made in
-   on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
-   hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
-
-   METRICS the trainer provides (hk_metric_get), all lazy (computed only when a hook reads them):
-     lr           the learning rate of the current step (also ctx->lr), from the first batch on
-     train/loss   the last training batch's loss (NaN before the first)
-     grad_norm    hk_grad_norm(ctx): the L2 norm of the gradients, from on_after_backward; during the
-                  optimizer step it is the norm before clipping (computed once per step, shared with
-                  clipping)
-     val/loss     the mean loss of the last validation, set before on_validation_epoch_end
-     test/loss    the mean loss of the last test, set before on_test_epoch_end
-
-   WHERE train.h DIFFERS FROM LIGHTNING (2.6), ON PURPOSE (each one pinned by tests/test_train.c)
-     - teardown also runs when a run fails, after on_exception; Lightning skips it on errors.
-     - every on_exception handler runs even if one fails; in Lightning an exception in one ends the rest.
-     - Ctrl-C ends tr_fit with TR_ERR_INTERRUPTED after on_exception and teardown; Lightning exits the
-       process (sys.exit(1)).
-     - A hook's state (save_state) is taken after on_save_checkpoint and restored before
-       on_load_checkpoint, so on_save_checkpoint can update what is saved and on_load_checkpoint sees
-       the restored state; Lightning takes state_dict before on_save_checkpoint and calls
-       on_load_checkpoint before load_state_dict.
-     - on_fit_start sees the whole restored state (counters, optimizer, schedule); Lightning restores
-       the loop counters and optimizers after on_fit_start.
-     - ctx->stage stays HK_STAGE_FIT during validation inside a fit; Lightning's stage is "validating".
-     - Any hook can skip the step or the batch, end the epoch or stop (signals, the strongest wins);
-       in Lightning only the LightningModule's on_train_batch_start can skip (by returning -1, which
-       ends the epoch) and callbacks stop by setting trainer.should_stop.
-     - HK_STOP_EPOCH still fires that batch's on_train_batch_end and runs the epoch's validation;
-       Lightning's -1 skips both.
-     - The plateau schedule checks its metric before on_train_epoch_end (after the epoch's validation);
-       Lightning steps it after, which a checkpoint written at the epoch's end misses on resume
-       (test_schedule_resume_exact).
-
-   COMPILE-TIME OPTIONS (define before including)
-     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit (with HOOKS_IMPLEMENTATION)
-     TRAIN_HOOKS_ELSEWHERE  with TRAIN_IMPLEMENTATION: hooks.h's implementation is in another file
-     TRAIN_STATIC           make every function static
-     TRAIN_API              declaration prefix for public functions (default: extern)
-     TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
-     TRAIN_NO_TRAINER       leave out the trainer (tr_trainer, tr_fit, tr_save/tr_load, lr_finder): a
-                            loop of your own with the run layer, callbacks and loggers
-     TRAIN_NO_MATH          leave out the per-step math (implies TRAIN_NO_TRAINER)
-     TRAIN_NO_CALLBACKS     leave out the standard callbacks
-     TRAIN_NO_LOGGERS       leave out the loggers and the progress bar (log records and tr_log_emit
-                            stay: they are the run layer's)
-     TRAIN_NO_SWEEP         leave out the sweep runner (tr_sweep)
-     TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
-     TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
-     TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
-     TRAIN_MLFLOW           the mlflow logger's HTTP client, libcurl (link -lcurl): without it "mlflow" is
-                            refused with a message naming this define and the library
-     TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
-                            with mpicc, run with mpirun): section "MPI STRATEGY" at the end
-     TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
-                            tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
-     TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
-                            file provides the trc_* functions; the tests run train.h's CUDA path this way
-                            on the CPU)
-     (hooks.h's options apply to hooks.h, which this header includes)
-
-   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints; elsewhere it falls
-   back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
-
-   CHANGELOG: CHANGES.md in the hooks.h repository (every version of hooks.h, train.h and the kernels).
+   A zero-initialised desc or config means defaults. The order of events in tr_fit, what each signal does
+   and where train.h differs from Lightning 2.6 on purpose: docs/trainer.md; the compile-time options
+   (TRAIN_STATIC, TRAIN_API, TRAIN_ASSERT, TRAIN_MPI, TRAIN_CUDA, ...): docs/setup.md; a loop of your own:
+   docs/reference.md. examples/first_trainer.c is the trainer in full. Changes: CHANGES.md.
 */
 #ifndef TRAIN_H
 #define TRAIN_H
@@ -201,7 +52,7 @@
 #define TRAIN_VERSION_PATCH 0
 #define TRAIN_VERSION_STRING "0.2.0"
 
-/* Sections left out (COMPILE-TIME OPTIONS): the trainer needs the per-step math; MPI and CUDA are the
+/* Sections left out (docs/setup.md, "Options"): the trainer needs the per-step math; MPI and CUDA are the
    trainer's strategies. */
 #if defined(TRAIN_NO_MATH) && !defined(TRAIN_NO_TRAINER)
 #  define TRAIN_NO_TRAINER
@@ -265,8 +116,7 @@ typedef enum tr_err {
 TRAIN_API const char *tr_err_name(tr_err e); /* "TR_ERR_IO", ... */
 
 /* ---- random numbers ------------------------------------------------------------------------------
-   A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
-   own use, e.g. dropout or initialisation, and hands a per-epoch one to your shuffle function. */
+   splitmix64. The trainer owns one (t->rng, in checkpoints) for your use; your shuffle gets one per epoch. */
 typedef struct tr_rng { uint64_t state; } tr_rng;
 
 TRAIN_API void     tr_rng_seed(tr_rng *r, uint64_t seed);
@@ -275,23 +125,20 @@ TRAIN_API uint32_t tr_rng_u32(tr_rng *r);
 TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n);  /* uniform in [0, n), n > 0; unbiased */
 TRAIN_API float    tr_rng_float(tr_rng *r);              /* uniform in [0, 1) */
 TRAIN_API float    tr_rng_normal(tr_rng *r);             /* standard normal (Box-Muller) */
-/* Write a fresh random permutation of 0..n-1 into idx (Fisher-Yates). The result depends only on the
-   generator, never on idx's previous contents: exactly what a resumable shuffle needs. */
+/* A fresh random permutation of 0..n-1 (Fisher-Yates), independent of idx's contents: a resumable shuffle. */
 TRAIN_API void     tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n);
 
 /* ---- the model (yours) ---------------------------------------------------------------------------
-   llm.c style: every parameter lives in one flat float buffer; a tensor is a named (offset, count)
-   view into it; the gradient buffer has the same layout. */
+   llm.c style: one flat float buffer, tensors are named (offset, count) views, gradients alike. */
 typedef struct tr_tensor {
   const char *name;    /* unique; checked against checkpoints; must stay valid while the trainer lives */
   size_t offset;       /* first element in params/grads */
   size_t count;        /* number of elements */
 } tr_tensor;
 
-/* A batch's predictions as the prediction_writer callback writes them: rows x cols floats, row-major, on the
-   host (values: rows * cols of them; NULL only when rows is 0); names: NULL, or cols column names (not empty;
-   no comma, quote or line break). model.predict (or a loop of your own, before on_predict_batch_end) points
-   ctx->outputs at one: your memory, read during on_predict_batch_end only. */
+/* A batch's predictions for prediction_writer: rows x cols floats, row-major, host memory; names NULL or
+   cols column names (not empty; no comma, quote or line break). ctx->outputs points at one during
+   on_predict_batch_end. */
 typedef struct tr_predictions {
   const float *values;
   int64_t rows, cols;
@@ -307,56 +154,44 @@ typedef struct tr_model {
   const tr_tensor *tensors;   /* named views; NULL = one tensor "params" covering everything */
   int n_tensors;
   void *user;                 /* passed as the first argument of the functions below */
-  /* Forward pass and loss on one batch: store the batch's (mean) loss in *loss. training is 1 inside
-     tr_fit's training batches and 0 in validation, test and the sanity check (turn dropout off).
-     Return 0, or nonzero for an error (the run fails with TR_ERR_MODEL). Required. */
+  /* Store the batch's mean loss in *loss; training 0 in validation, test, sanity check (no dropout).
+     Nonzero: the run fails with TR_ERR_MODEL. Required. */
   int (*forward)(void *user, void *batch, int training, double *loss);
-  /* Backward pass for the batch of the forward just before: ADD d(loss)/d(params) into grads (+=).
-     The trainer zeroes grads at the start of each accumulation window and divides the sum by the
-     window's size before clipping and the step. Return 0 or nonzero. Required for tr_fit. */
+  /* ADD d(loss)/d(params) into grads (+=); the trainer zeroes them per window and divides by its size.
+     Required for tr_fit. */
   int (*backward)(void *user, void *batch);
-  /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
-     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. For the
-     prediction_writer callback (files of predictions), point *outputs at a tr_predictions (below). */
+  /* Optional, for tr_predict: point *outputs at the batch's outputs (ctx->outputs; for prediction_writer a
+     tr_predictions), valid until the next call. */
   int (*predict)(void *user, void *batch, void **outputs);
-  /* On the GPU (train/trainer/cuda.h): 1 when params and grads are device memory. The trainer
-     then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
+  /* 1: params and grads are device memory; optimizer state and steps on the GPU (train/trainer/cuda.h). */
   int on_device;
-  /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
-     it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
-     until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
+  /* With on_device: a device float forward leaves the mean loss in (*loss ignored; it stays on the device
+     until a hook reads it). NULL: *loss on the host. */
   float *device_loss;
-  /* With on_device: the CUDA stream (a cudaStream_t) train.h queues its kernels and copies on, in
-     order with your forward and backward if they use it too; NULL = the default stream. A stream of
-     your own is what CUDA graph capture needs (the legacy default stream cannot be captured). */
+  /* With on_device: the cudaStream_t for train.h's kernels and copies; NULL = the default stream (which
+     CUDA graph capture cannot capture). */
   void *stream;
 } tr_model;
 
 /* ---- the data (yours) -----------------------------------------------------------------------------
-   Two shapes: random access (get batch i) or an iterator (next batch), as llm.c's data loader is.
-   Give exactly one of get and next. */
+   Random access (get) or an iterator (next), exactly one. */
 typedef struct tr_data {
   void *user;                                          /* first argument of the functions below */
   int64_t (*count)(void *user);                        /* batches per epoch (required) */
-  /* Batch `index` (0 <= index < count) in the current order: point *batch at it (your memory; it must
-     stay valid until the next get). Hooks see it as ctx->batch. Return 0, or nonzero for an error. */
+  /* Point *batch at batch `index` of the current order (your memory, valid until the next get). */
   int (*get)(void *user, int64_t index, void **batch);
-  /* An iterator instead: the next batch. reset (optional) rewinds it at the start of every epoch that
-     does not resume in its middle. For exact resume, save_state/load_state (optional; both or neither)
-     write and read the iterator's position: checkpoints store it, and a fit that resumes hands it
-     back before its first batch. A checkpoint written inside a training batch resumes after that
-     batch (the iterator has moved past it), not at it as random-access data does. */
+  /* An iterator: reset (optional) rewinds at each epoch not resumed mid-way; save_state/load_state (both
+     or neither) keep its position in checkpoints for exact resume (a mid-batch checkpoint resumes after
+     that batch). */
   int (*next)(void *user, void **batch);
   int (*reset)(void *user);
   int (*save_state)(void *user, hk_bytes *out);
   int (*load_state)(void *user, hk_reader *in);
-  /* Optional: reorder your samples for a new training epoch. rng is seeded from the trainer's seed and
-     the epoch number, so the same epoch gets the same order after a resume, provided the order depends
-     only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
+  /* Optional: reorder for a new epoch; rng is seeded from the seed and the epoch, so a resume gets the same
+     order when the order depends only on the numbers drawn (as tr_rng_perm's). */
   void (*shuffle)(void *user, tr_rng *rng);
-  /* samples per batch, for ctx->samples_seen. 0: each batch counts as 1 sample, so a rate per sample
-     (throughput_monitor's samples/s, tokens, FLOP/s) is per batch: tr_fit warns once when throughput_monitor
-     is registered and this is 0. */
+  /* samples per batch, for ctx->samples_seen; 0: a batch counts as 1 (tr_fit warns when throughput_monitor
+     is registered). */
   int64_t batch_size;
 } tr_data;
 
@@ -381,43 +216,12 @@ typedef struct tr_optim {
 } tr_optim;
 
 /* ---- learning-rate schedules --------------------------------------------------------------------
-   lr(t) = optim.lr * factor(t) * scale, where t counts scheduler steps taken: optimizer steps (default)
-   or finished epochs (per_epoch = 1), and scale is what hooks set (tr_lr_scale, below; 1 by default).
-   Every kind starts with an optional linear warmup:
-     t < warmup:  factor = (t+1) / warmup        (the first step already trains: 1/warmup, not 0)
-   then, with u = t - warmup, T = total - warmup, m = min_factor and each formula PyTorch's:
-     TR_SCHED_CONSTANT     1
-     TR_SCHED_STEP         gamma ^ floor(u / step_size)                                      (StepLR)
-     TR_SCHED_COSINE       m + (1-m) * 0.5 * (1 + cos(pi * min(u, T) / T))        (CosineAnnealingLR)
-     TR_SCHED_LINEAR       m + (1-m) * max(0, (T - u) / T)        (Hugging Face's default: linear to 0)
-     TR_SCHED_EXPONENTIAL  gamma ^ u                                                  (ExponentialLR)
-     TR_SCHED_WSD          warmup, then 1 (stable) until total - decay, then over the decay steps,
-                           with p = (u - stable) / decay: m + (1-m) * d(p), d = 1-p (linear),
-                           0.5 * (1 + cos(pi p)) (cos) or 1 - sqrt(p) (1-sqrt); m after total
-                           (Hugging Face's get_wsd_schedule; stable = T - decay)
-     TR_SCHED_ONECYCLE     PyTorch's OneCycleLR over total steps (t counts from 0, no warmup of its
-                           own: pct_start is its warmup): from max_lr/div_factor up to max_lr at step
-                           pct_start*total - 1, then down to max_lr/(div_factor*final_div_factor) at
-                           total - 1 (three_phase: down to max_lr/div_factor at 2*pct_start*total - 2
-                           first), each phase cos or linear (anneal). Steps past total keep the last
-                           value (PyTorch raises). The momentum is not cycled.
-     TR_SCHED_PLATEAU      ReduceLROnPlateau: after warmup the lr is the plateau's own (it starts at
-                           optim.lr), checked once per training epoch with the metric `monitor`
-                           (tr_plateau_step, PyTorch's rule exactly: threshold rel/abs, patience,
-                           cooldown, min_lr, eps; with TRAIN_MPI on the ranks' mean of
-                           the metric, so every rank keeps the same lr). The trainer checks right after each epoch's
-                           validation, before on_train_epoch_end (Lightning: after it), so a checkpoint
-                           written at the epoch's end holds the state after that check; a monitored
-                           metric that is not set then fails the run (Lightning's strict default).
-   The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
-   the others depend on t alone, so a resume is exact. A step or exponential decay must stay finite
-   over the run: tr_sched_check refuses a subnormal gamma and a gamma^(decays over the run) outside a
-   double's range, tr_fit an lr that float32 updates turn into inf or 0 at either end of the run, and
-   the trainer takes no step with an lr that is not usable (the run fails, naming the schedule). Set total explicitly when one training is split
-   over fits with different max_steps (resume), so that the curve stays put.
-   The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
-   anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
-   max_lr=0.01, pct_start=0.25)", ...), the kind as the name and the parameters below as keys. */
+   lr(t) = optim.lr * factor(t) * scale (hooks' tr_lr_scale); t counts optimizer steps, or finished epochs
+   with per_epoch; an optional linear warmup first ((t+1) / warmup). The kinds are PyTorch's and Hugging
+   Face's: constant, step, cosine, linear, exponential, wsd, onecycle, plateau (checked once per epoch
+   after its validation). The formulas: docs/trainer.md ("The schedules' formulas"). The state (plateau,
+   scale) is in checkpoints; a step or exponential decay that cannot stay finite over the run is refused.
+   A spec makes one: tr_sched_parse(&s, "onecycle(max_lr=0.01, pct_start=0.25)", ...). */
 #define TR_SCHED_KINDS(X) /* X(enum, spec name) */ \
   X(TR_SCHED_CONSTANT, "constant") X(TR_SCHED_STEP, "step") X(TR_SCHED_COSINE, "cosine") \
   X(TR_SCHED_LINEAR, "linear") X(TR_SCHED_PLATEAU, "plateau") X(TR_SCHED_WSD, "wsd") \
@@ -436,10 +240,9 @@ typedef enum tr_anneal { TR_ANNEAL_COS = 0, TR_ANNEAL_LINEAR, TR_ANNEAL_SQRT } t
 /* A double field whose 0 means a default takes TR_ZERO_F (a negative zero) for an explicit 0. */
 #define TR_ZERO_F (-0.0)
 
-/* The parameters, written once: X(kind, C type, name, spec default, choices, kinds, doc). kind is
-   INT, INT_ZERO, DOUBLE, BOOL or CHOICE as for the callbacks' lists (TR__FIELD), NAME for a char
-   array of TR_SCHED_NAME_MAX, C_ONLY for no spec key; kinds lists the schedules the key belongs to in
-   a spec (' *' all; a '!' after a name: required there). The spec default is also what 0 means. */
+/* The parameters, once: X(kind, C type, name, spec default, choices, kinds, doc). kind as TR__FIELD's, NAME
+   for a char[TR_SCHED_NAME_MAX], C_ONLY: no spec key; kinds: the schedules it belongs to (' *' all; '!':
+   required). The spec default is what 0 means. */
 #define TR_SCHED_PARAMS(X) \
   X(C_ONLY,   tr_sched_kind, kind,          "",      NULL, "",  "the schedule; 0 = constant (a spec names it)") \
   X(BOOL,     int,       per_epoch,         "false", NULL, " *", "0: t counts optimizer steps; 1: finished epochs") \
@@ -487,39 +290,31 @@ typedef struct tr_sched_state {
   int64_t checks;      /* plateau: checks made */
 } tr_sched_state;
 
-/* lr after t scheduler steps of the stateless part (total must be resolved, i.e. > warmup, where the
-   kind uses it; a plateau gives its warmup, then base_lr). */
+/* lr after t scheduler steps, the stateless part (total resolved > warmup where used). */
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
 /* The whole lr: tr_lr_at, the plateau's lr in place of base_lr after warmup, times the scale. */
 TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t);
-/* One plateau check with the metric's value now (PyTorch's ReduceLROnPlateau.step): returns 1 when it
-   reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
+/* One plateau check (ReduceLROnPlateau.step): 1 when it reduced the lr; a NaN never improves. */
 TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
-/* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
-   not known yet: the checks that need it wait); for step and exponential, which have no total of
-   their own, the scheduler steps the run will take (max_steps, or max_epochs when per_epoch): gamma
-   to the number of decays over them must stay a normal double (not inf, not 0). A subnormal gamma is
-   refused whatever the total. TR_ERR_INVALID with why naming the field and what would be right. */
+/* Fill in the defaults and check s; total_resolved: the scheduler steps of the run (0: not known yet).
+   A subnormal gamma, or gamma^(decays over the run) outside a double's range, is refused. TR_ERR_INVALID
+   with why naming the field and what would be right. */
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
-/* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
-   into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
-   listing what is valid. Allocates while it parses (setup, not the step loop). */
+/* Parse "cosine(warmup=100, min_factor=0.1)" into *s (zeroed first) and check it; why names the bad
+   part and lists what is valid. Allocates (setup, not the step loop). */
 TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap);
 
 
-/* Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take TR_YES /
-   TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
+/* An explicit 0 for an int field whose zero means a default; tri-state flags: TR_YES / TR_NO, 0 default. */
 #define TR_ZERO (-2147483647 - 1)
 enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 
-/* private: one pass over the gradients per change, shared by whoever asks. A loop sets ctx->grad_norm_source
-   to tr__grad_pass_source with one of these as its user (train.h's trainer does): the first hk_grad_norm
-   after the gradients changed (nan_guard's, clipping's, the grad_norm metric's) sums every view's squares
-   in one pass and keeps them per view, and gradient_monitor's per-tensor norms read those
-   (tr__grad_pass_sums) instead of making a second pass. The same bits as hk_grad_norm's own loop. */
+/* private: one pass over the gradients per change (ctx->grad_norm_source = tr__grad_pass_source): the first
+   hk_grad_norm sums every view's squares and keeps them, so gradient_monitor's per-tensor norms need no
+   second pass. The same bits as hk_grad_norm's own loop. */
 typedef struct tr__grad_pass {
   double *sq;                   /* n sums of squares, in view order */
   int n;
@@ -533,49 +328,13 @@ typedef struct tr__grad_pass {
 
 /* =================================================================================================
    PER-STEP MATH
-   Every pass the trainer makes over the parameters and gradients in a step, public so that a
-   hand-written loop can use them too: the optimizer updates, zero_grad, scaling, clipping, the
-   gradient norm and the NaN/Inf scan.
-
-   Same answers: float32 arithmetic in the order of PyTorch's single-tensor torch.optim.AdamW and
-   torch.optim.SGD (the per-step scalars are computed in double on the host, as Python does, and
-   rounded to float once). Per element, with the tr_*_coef fields:
-     AdamW  p = p * decay                          param.mul_(1 - lr*wd)          (skipped when wd = 0)
-            m = m + w1 * (g - m)                   exp_avg.lerp_(g, 1 - beta1)    (g - (g - m) * (1 - w1)
-                                                                                   when w1 >= 0.5, as lerp)
-            v = v * beta2 + (w2 * g) * g           exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            d = sqrt(v) / bc2_sqrt + eps           (exp_avg_sq.sqrt() / sqrt(1 - beta2^t)).add_(eps)
-            p = p + (neg_step * m) / d             param.addcdiv_(m, d, value=-lr / (1 - beta1^t))
-     SGD    d = g + wd * p                         (when wd != 0)
-            b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
-            d = nesterov ? d + momentum * b : b
-            p = p + neg_lr * d
-   No product is fused with an addition (no FMA; the norm's kernel fuses and still gives the same bits,
-   see tr__sumsq_fma): tests/ref_f32.c writes the same formulas as plain
-   scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
-   vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
-   from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
-   with an FMA target are not) to keep the bits; -ffast-math builds are faster and only close.
-
-   Threads: each pass takes a thread count (tr_desc.threads for the trainer). With OpenMP (-fopenmp)
-   the work is split over that many threads, in fixed chunks of HK_NORM_CHUNK elements; without it
-   the passes run on the calling thread. Reductions are deterministic: every chunk is summed in
-   hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
-   bits for any thread count, and equal to hooks.h's hk_grad_norm.
-
-   Speed, with the default flags (-O2, nothing machine-specific; make bench-math prints it, against
-   loops at the limit timed in the same run): on arrays far larger than the caches, AdamW, SGD,
-   zero_grad, scale and clip by value move their bytes at 0.9 or more of an in-place axpy's rate
-   (a += s*b), and the gradient norm and the NaN/Inf scan at 0.9 or more of a loop that reads one
-   array (itself about 0.6 of the axpy: one stream in flight). The loops are shaped so that gcc
-   vectorises them at -O2, AdamW has SSE and AVX kernels (chosen at run time), the other loops get
-   AVX2 copies on x86-64 with glibc (TRAIN_NO_SIMD / TRAIN_NO_AVX turn these off), clipping by norm
-   is folded into the optimizer's pass when no on_gradient_clip hook would look at the clipped
-   gradients, clipping by value takes the norm and clamps in one pass, and zero_grad of a buffer
-   much larger than the caches uses streaming stores. No pass allocates.
-
-   The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
-   the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
+   Every pass a step makes over parameters and gradients (AdamW, SGD, zero_grad, scale, clipping, the
+   norm, the NaN/Inf scan), public for hand-written loops. Float32 in PyTorch's single-tensor order, bit
+   for bit against tests/ref_f32.c (no FMA: build with contraction off); the same bits for any thread
+   count (fixed chunks, sums in chunk order, equal to hk_grad_norm); vectorised at -O2, at 0.9 or more of
+   the memory's limit (make bench-math). tr_adamw_elem / tr_sgd_elem are the one definition of the
+   formulas, for CUDA too (TR__HD). The formulas beside PyTorch's: docs/trainer.md ("The optimizers'
+   arithmetic"); the speeds: docs/numbers.md. */
 #if defined(__CUDACC__)
 #  define TR__HD __host__ __device__
 #else
@@ -608,15 +367,13 @@ typedef struct tr_sgd_coef {
   int nesterov;
 } tr_sgd_coef;
 
-/* The coefficients of AdamW's step number `step` (1 for the first) at learning rate lr, and of
-   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. Zero fields of o
-   mean tr_optim's defaults (beta1 0.9, beta2 0.999, eps 1e-8); o->lr is not read (lr is). */
+/* AdamW's coefficients for step `step` (from 1) at lr, and SGD's (first: empty momentum buffer). gscale
+   starts at 1; zero fields of o mean tr_optim's defaults; o->lr is not read. */
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
 TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
 
-/* One element of AdamW (g already scaled); small is c.lerp_small. The int fields of c and small only
-   choose between forms: a loop that fixes them (constants in its copy of c) has no branch left in
-   its body. */
+/* One element of AdamW (g already scaled). The int fields of c and small only choose a form: a loop
+   that fixes them has no branch left. */
 TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c, int small) {
   float pi = c.decays ? *p * c.decay : *p;
   float mi = small ? *m + c.w1 * (g - *m) : g - (g - *m) * c.w1_comp; /* PyTorch's lerp */
@@ -638,19 +395,17 @@ TR__HD static inline void tr_sgd_elem(float *p, float g, float *buf, tr_sgd_coef
   *p = *p + c.neg_lr * d;
 }
 
-/* The passes, over n elements with `threads` threads (0 or 1 = the calling thread only). g is
-   written only when c->gscale != 1 (then it holds the scaled gradient, as after a separate clip). */
+/* The passes over n elements on `threads` threads (0 or 1: the caller's). g is written only when
+   c->gscale != 1 (the scaled gradient, as after a separate clip). */
 TRAIN_API void   tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads);
 TRAIN_API void   tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_sgd_coef *c, int threads);
 TRAIN_API void   tr_zero(float *x, size_t n, int threads);                  /* x = 0 */
 TRAIN_API void   tr_scale(float *x, size_t n, float k, int threads);        /* x = x * k */
 /* hk_sumsq(x, n) (the same bits), computed with threads. */
 TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
-/* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
-   the norm before clipping). A NaN stays NaN. */
+/* Clamp x into [lo, hi] and return hk_sumsq of x before it (NaN stays): value clipping and its norm. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
-/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
-   (the averaging of the gradients and the norm that clipping reads next). */
+/* x *= s and return hk_sumsq of the result: tr_scale and tr_sumsq in one pass, the same bits. */
 TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
@@ -664,42 +419,15 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 
 /* =================================================================================================
    LOGGERS AND PROGRESS BAR
-   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
-   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
-   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
-   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
-   other callback and the model tier's hooks. Records, in Lightning's rhythm:
-     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
-            default; a batch that did not step - accumulation, a skipped step - logs nothing):
-            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
-            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
-            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
-     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
-            tr_validate: every metric named val/...
-     test   after on_test_epoch_end: every metric named test/...
-     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
-            current training batch or epoch end, where requests are honoured)
-   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
-   logs step 49; validation records carry the last training step), so columns line up with
-   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
-   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
-   disk) is reported once, with the path and the system's reason, and that logger stops writing;
-   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
-   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
-   reader ever sees half of one.
-   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
-   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
-   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
-   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
-   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
-   directory where a logger's file goes is reported (the logger stops) and left as it is.
-   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
-   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
-   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
-   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
-   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
-   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
-   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
+   Logging is an event: a record (step, epoch, stage, the metrics due) is built and on_log fired with
+   ctx->outputs at it; hooks change it there, then the loggers (monitoring callbacks, run last) write it.
+   Records, in Lightning's rhythm: "train" every log_every_n_steps-th optimizer step (a batch that did not
+   step logs nothing; train/loss and every metric but val/, test/ and the lazy lr and grad_norm: a hook
+   adds grad_norm at on_log with tr_log_set), "val" after every validation of a fit (not the sanity
+   check), "test" after a test, and "train" at once on HK_REQUEST_LOG. step is the optimizer steps before
+   the record's batch (Lightning's: the 50th logs 49). Rank 0 writes; every file whole through the atomic
+   writer, logs appended to its descriptor; an I/O error stops that logger alone (fail_on_error: the
+   run). docs/logging.md has it all, a loop of your own included.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_HISTOGRAMS
 #  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
@@ -709,10 +437,8 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 #endif
 #define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
 
-/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
-   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
-   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
-   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
+/* Any number of metrics, names of any length (tr_log_set grows the storage, then reuses it), valid UTF-8
+   only: the trainer reports another once instead of logging it. */
 typedef struct tr_log_metric {
   const char *name;             /* the record's own copy */
   double value;
@@ -741,9 +467,8 @@ typedef struct tr_log_record {
 
 /* The record being logged, at on_log (NULL at any other event). */
 TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
-/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
-   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
-   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
+/* Add or change a metric: TR_ERR_INVALID for a NULL, empty or non-UTF-8 name, TR_ERR_NOMEM. Your own
+   loop's record: zero it once, n_metrics = 0 (and n_histograms) between records, tr_log_record_free. */
 TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
 TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
 TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
@@ -752,40 +477,13 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
 
 /* =================================================================================================
    CLUSTERS: SLURM AND PREEMPTION
-   A job on a cluster is stopped from outside: its time limit comes, or the scheduler takes its nodes
-   for another job. Slurm warns first when asked (sbatch --signal=B:USR1@120: SIGUSR1 to the batch
-   shell 120 s before the limit; scancel -s USR1 -b JOBID sends it at once) and ends a job with
-   SIGTERM, then SIGKILL KillWait seconds later. A run of the run layer (your loop through tr_run_*,
-   or tr_fit) handles both, as Lightning's SLURMEnvironment(auto_requeue=True) does:
-     - the preemption signal (tr_preempt.signal; SIGUSR1 by default) finishes the step, saves it to
-       save_to, and with tr_preempt.requeue puts the job back in the queue (rank 0 runs
-       scontrol requeue $SLURM_JOB_ID; the job was submitted with --requeue), then the run ends
-       through on_exception with TR_ERR_INTERRUPTED: "preempted (SIGUSR1): stopped after step 120;
-       its state saved to ckpt.bin; job 42 requeued";
-     - SIGTERM (and Ctrl-C) does the same without the requeue (the scheduler requeues a preempted
-       job itself when its partition says so);
-     - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
-       from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
-       TR_NO: not), and only when this job wrote it (the checkpoint records SLURM_JOB_ID): another
-       job's file (the same script and save_to submitted again) is said and not used, and the job
-       starts from the beginning.
-   Under Slurm the run says so once at its start (rank 0, in the run's log):
-       train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
-       resuming from ckpt.bin (the job was requeued)
-   SEVERAL PROCESSES: a signal reaches the ranks at different steps (mpirun forwards SIGUSR1 and
-   SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
-   exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
-   votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
-   at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
-   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank; at the start also a hash of
-   the state each rank resumed, twice more: ranks that resumed different checkpoints fail, every one) and
-   which returns their OR over the ranks, all 64 bits (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
-   a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
-   saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
-   Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption
-   signal is left in place (the run then says it does not handle it). */
-
-/* What Slurm's environment says about this process (tr_slurm_read). */
+   A job is stopped from outside: Slurm warns with a signal when asked (sbatch --signal=B:USR1@120), then
+   sends SIGTERM and SIGKILL. A run of the run layer (tr_run_*, tr_fit) handles both, as Lightning's
+   SLURMEnvironment(auto_requeue=True): the preemption signal finishes the step, saves to save_to and with
+   requeue puts the job back (rank 0: scontrol requeue); SIGTERM and Ctrl-C save without the requeue; the
+   requeued job resumes from save_to by itself, only when this job wrote it. With several processes every
+   rank stops at the same step through tr_run_desc.agree (the OR of every rank's TR_STOP_* bits). Signals
+   are ISO C's signal(); a program's own handler is left in place. docs/scaling.md ("Under Slurm"). */
 typedef struct tr_slurm {
   int on;              /* 1: in a Slurm job (SLURM_JOB_ID set) */
   char job_id[24];     /* SLURM_JOB_ID ("" outside Slurm) */
@@ -795,16 +493,14 @@ typedef struct tr_slurm {
   int rank, world;     /* SLURM_PROCID and SLURM_NTASKS when srun started it; else 0 and 1 */
   char why[200];       /* a variable that is set but malformed, and its value ("" when none is) */
 } tr_slurm;
-/* Read Slurm's variables: 1 in a Slurm job, 0 outside one, -1 when one is malformed (s->why says
-   which; the rest of s is what could be read). */
+/* Slurm's variables: 1 in a job, 0 outside, -1 when one is malformed (s->why says which). */
 TRAIN_API int tr_slurm_read(tr_slurm *s);
 
 /* Preemption settings, in tr_run_desc.preempt and tr_config.preempt (zero: the defaults). */
 typedef struct tr_preempt {
   int signal;          /* the signal that asks the run to stop after its step with a checkpoint to save_to;
-                          0 = SIGUSR1 (what sbatch --signal=B:USR1@N sends); TR_NO: none. Not SIGINT or
-                          SIGTERM (they stop the run already), SIGKILL or SIGSTOP (they cannot be caught),
-                          SIGCONT (Slurm sends it to every job it ends) or a fault (SIGSEGV, ...) */
+                          0 = SIGUSR1 (sbatch --signal=B:USR1@N); TR_NO: none. Not SIGINT, SIGTERM,
+                          SIGKILL, SIGSTOP, SIGCONT (Slurm sends it to every job it ends) or a fault */
   int requeue;         /* TR_YES: then requeue the Slurm job (rank 0: scontrol requeue $SLURM_JOB_ID);
                           needs save_to, where the requeued job resumes from */
   int resume;          /* TR_NO: a requeued job (SLURM_RESTART_COUNT >= 1) does not resume from save_to by
@@ -826,103 +522,77 @@ enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
 
 /* =================================================================================================
    THE RUN LAYER
-   What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
-   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
-   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
-   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
-   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
-   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
-   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
-   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
-   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
-   the hooks.h repository.
+   What any loop gives the batteries (callbacks, loggers, the bar), attached to the hook registry: one
+   version directory for every logger, log records, the bar's totals, checkpoints in the loop's own format
+   with every callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption. train.h's trainer is
+   one client (tr_run_enter / tr_run_leave), train/loop.h's tr_run_begin / next / update / end another. A
+   small state machine (no run, running, entered): a call out of order is refused with TR_ERR_INVALID and a
+   message naming the call to make (tr_run_error, hk_last_error). The states and every call:
+   docs/reference.md ("The run layer underneath", "Every run-layer call").
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
 typedef struct tr_region { void *data; size_t bytes; } tr_region;
 
-/* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
+/* The run's settings; zero means the default, TR_YES / TR_NO where zero is ambiguous. */
 typedef struct tr_run_desc {
   /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
-  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
-                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
-                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
+  int new_version_on_resume;     /* TR_YES: a resume logs into a new version_N (Lightning's way); default:
+                                    it continues its run */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
-  int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
-                                    default: the loop has epochs */
-  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
-                                    loop's bar counts to max_steps */
-  int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
-                                    refuses to resume a checkpoint that reached them: nothing left to train) */
+  int epochs;                    /* TR_NO: a step loop (no on_train_epoch_start/_end); default: epochs */
+  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown */
+  int64_t val_batches;           /* batches of each validation; 0 = unknown */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
-  int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
-                                    is refused at tr_run_start); default: it does */
-  int check_on_train_epoch_end;  /* where monitoring callbacks check when their own flag is left at its
-                                    default: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
-                                    default: the epoch's end with epochs, the validation's end without */
+  int validation;                /* TR_NO: the loop never validates (a val/ monitor is refused at the start) */
+  int check_on_train_epoch_end;  /* where monitors check by default: TR_YES on_train_epoch_end, TR_NO
+                                    on_validation_end; default: the epoch's end with epochs, else validation's */
   /* the optimizer: lr_monitor's metric names (lr-<optimizer>) and the hyperparameters */
   const char *optimizer;         /* "AdamW", "SGD", ...; NULL: lr_monitor publishes "lr" */
-  double momentum, weight_decay; /* published by lr_monitor's log_momentum / log_weight_decay (with optimizer) */
-  int lr_per_epoch;              /* 1: the learning rate changes per epoch (lr_monitor's default interval) */
+  double momentum, weight_decay; /* for lr_monitor's log_momentum / log_weight_decay */
+  int lr_per_epoch;              /* 1: the lr changes per epoch (lr_monitor's default interval) */
   const char *hparams;           /* "key=value key=value ...": hyperparameters the loggers record */
   /* checkpoints in the loop's own format */
   int (*save_model)(void *user, FILE *f); /* write the model (and optimizer state) your way; 0 = ok */
   int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
   void *model_user;
-  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
-  int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
-                                    state and write it in the background (see "asynchronous saves"
-                                    at tr_run_save); default: written before the call returns */
-  int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
-  tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
-  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (TR_STOP_* a step; at the start a hash of what each resumed; cluster.h) */
-  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
-     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
-     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
-     trainer gives its own. */
+  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) and Ctrl-C save */
+  int async_save;                /* TR_YES: saves during a run are written in the background (tr_run_save) */
+  int no_signals;                /* 1: leave SIGINT, SIGTERM and the preemption signal alone */
+  tr_preempt preempt;            /* the preemption signal: save, maybe requeue (train/cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (cluster.h) */
+  /* spike_detection's rollback: everything a step changes (parameters, optimizer state, its step count
+     if not ctx->global_step), yours and valid while the run lives (not copied). */
   const tr_region *state;
   int n_state;
-  void (*rolled_back)(void *user, hk_ctx *ctx); /* (model_user) after spike_detection put the state back:
-                                    drop what the undone steps left behind (an accumulation window) */
-  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
-                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step the loop fixed (0 = 1): tr_run.accumulation
-                                    starts there; accumulation_scheduler refuses a loop that fixed more than 1 */
-  const char *settings;          /* the loop's settings as "key=value ..." words, recorded as hyperparameters
-                                    in place of the ones this desc gives (loop, optimizer, max_steps, ...);
-                                    hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
-                                    its configuration here. */
-  /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
-     here (model_user): the checkpoints hooks request, on_exception_checkpoint's and Ctrl-C's to save_to are
-     written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
-     finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
+  void (*rolled_back)(void *user, hk_ctx *ctx); /* after a rollback: drop what the undone steps left */
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line */
+  int accumulate_grad_batches;   /* micro-batches per step the loop fixed (0 = 1) */
+  const char *settings;          /* the loop's settings, "key=value ...", recorded as hyperparameters in place
+                                    of this desc's; hparams and tr_run_hparam* win */
+  /* A loop with a checkpoint format of its own (train.h's trainer) writes requested, on_exception and
+     Ctrl-C checkpoints through this (model_user); during on_exception, the state after the last finished
+     step. TR_OK, or the error with why. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-  const char *spec;              /* callbacks and loggers as a spec string ("early_stopping(monitor=val/loss); csv"),
-                                    applied by tr_run_setup once the settings are in place (hk_spec_apply: all or
-                                    nothing); not kept: a later tr_run_setup applies only its own */
-  void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
-                                    its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
-                                    waits so before it decides which files to keep) */
+  const char *spec;              /* callbacks and loggers, applied by tr_run_setup (all or nothing; not kept) */
+  void (*wait_saves)(void *user, hk_ctx *ctx); /* a background save_checkpoint: return once its last file is on
+                                    disk and on_checkpoint_saved fired */
   /* A loop that tr_run_begin drives (YOUR LOOP IN A DOZEN LINES, below): */
   double lr;                     /* the learning rate, or the schedule's base (sched); 0: none (ctx->lr 0) */
   tr_sched sched;                /* one of train.h's schedules over lr (kind 0: constant) */
-  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own (model_user): the lr of the step ctx->global_step
-                                    + 1; hooks' tr_lr_scale applies on top of either */
+  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own: the lr of step ctx->global_step + 1 */
   int64_t val_every_n_steps;     /* a validation after every N-th optimizer step; 0: none by steps */
-  int64_t val_every_n_epochs;    /* with epochs: a validation at the end of every N-th epoch (0 = 1; none when
-                                    validation is TR_NO) */
-  int64_t batch_size;            /* samples a training batch holds: ctx->samples_seen counts them (0: not counted) */
-  const hk_tensor *params, *grads; /* the model's views for the batteries (n_tensors of each; TR_VIEWS counts them), */
-  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch: a buffer
-                                    allocated late, as llm.c's gradients at the first backward, is seen once it is
-                                    there), cut into tensors of these names and sizes (TR_TENSORS counts them) */
+  int64_t val_every_n_epochs;    /* with epochs: at the end of every N-th epoch (0 = 1) */
+  int64_t batch_size;            /* samples per training batch: ctx->samples_seen counts them (0: not counted) */
+  const hk_tensor *params, *grads; /* the model's views (n_tensors of each; TR_VIEWS counts them), */
+  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch, so a
+                                    buffer allocated late is seen), cut by names and sizes (TR_TENSORS) */
   const char *const *tensor_names;
   const size_t *tensor_sizes;
   int n_tensors;
@@ -943,37 +613,25 @@ typedef struct tr_run_desc {
 #define TR_TENSORS(param_memory_addr, grad_memory_addr, names, sizes) .param_memory = (param_memory_addr), \
   .grad_memory = (grad_memory_addr), .tensor_names = (names), .tensor_sizes = (sizes), .n_tensors = TR__COUNT2(names, sizes)
 
-/* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
-   after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
-   start (no batch of it run), at its end (on_train_epoch_end run). */
+/* Where in the loop a checkpoint was written (tr_run.resumed_at after a resume). */
 typedef enum tr_run_at { TR_RUN_AT_BATCH = 0, TR_RUN_AT_VALIDATION, TR_RUN_AT_EPOCH_START, TR_RUN_AT_EPOCH_END } tr_run_at;
 
-/* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
-   differ in length) - the rest through tr_run_setup. */
+/* The run of a registry. Read any field; change only train_batches / eval_batches (epochs of different
+   lengths) - the rest through tr_run_setup. */
 typedef struct tr_run {
   tr_run_desc desc;              /* the settings, strings copied */
   int64_t train_batches;         /* batches of the training epoch in progress: the bar's total (0 = unknown) */
   int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
   hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
   const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
-  tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
-                                    TR_RUN_AT_BATCH) */
-  int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
-  tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
-                                    saved by tr_save and tr_run_save, restored by their loads */
-  /* The loop and the batteries share these while a run goes (the loop writes the first two): */
-  int epoch_done;                /* the training epoch in progress has run its last batch; what follows (its
-                                    validation) ends it: tr_stop_allowed counts the epoch as done. tr_run_batch_end
-                                    sets it at the batch train_batches says is the last, tr_run_epoch_start and
-                                    tr_run_epoch_end clear it; a loop that ends an epoch early sets it itself */
-  int validates_next;            /* 1 while on_train_batch_end fires for a batch right after which the loop
-                                    validates: model_checkpoint ranks a save due at that batch on the validation's
-                                    value, not on the metrics of before it (0: on those) */
-  int accumulation;              /* micro-batches per optimizer step from the next window on: the desc's
-                                    accumulate_grad_batches at the run's start, then what accumulation_scheduler
-                                    sets at on_train_epoch_start; a loop that accumulates reads it as a window begins */
-  int async_requests;            /* model_checkpoint(async_save=true) sets it: requested checkpoints are
-                                    written in the background */
+  tr_run_at resumed_at;          /* where in the loop it was written */
+  int failed;                    /* the run has failed (tr_run_error says why) */
+  tr_sched_state lr_state;       /* tr_lr_scale's scale, the plateau's progress: in checkpoints */
+  /* The loop and the batteries share these while a run goes (docs/reference.md): */
+  int epoch_done;                /* the epoch's last batch has run, its validation still to come */
+  int validates_next;            /* 1 around the on_train_batch_end of a batch right before a validation */
+  int accumulation;              /* micro-batches per step from the next window on */
+  int async_requests;            /* model_checkpoint(async_save=true): requested saves in the background */
   struct tr__run_priv *tr__p;    /* private */
 } tr_run;
 
@@ -981,293 +639,151 @@ typedef struct tr_run {
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
 
-/* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
-   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
-   tr_run_error) naming the field for a bad setting. Call it before tr_run_start or after tr_run_finish:
-   during a run (yours or the trainer's) it is refused, TR_ERR_INVALID, and the run keeps its settings. */
+/* Set the run's settings (d NULL = defaults) and register the standard factories; refused during a run.
+   TR_ERR_INVALID naming the field for a bad setting. */
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
-/* Registers the spec factory of every battery compiled in (train/factories.h, after the batteries);
-   a name already registered is left as it is. tr_run_setup and tr_init call it. */
+/* Every compiled battery's spec factory (train/factories.h); a name already registered is kept. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
-/* The version directory every logger of reg writes into: the one the first logger opened (under its
-   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
-   it cannot be made. */
+/* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
+   hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
-/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
-   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
-   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
-   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+/* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
+   before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
 TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
-/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
-   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
-   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
-   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
-   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
-   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
-   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
-   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
-   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
+/* Your hyperparameters, typed, recorded by every logger (csv's hparams.yaml, jsonl's first line,
+   TensorBoard's HParams tab, plot's <desc>); a key given again takes the new value and wins over the
+   trainer's and tr_run_desc.hparams'. Before the run starts. TR_ERR_INVALID for an empty key, one over 63
+   bytes or with a control character or '=', a string over 255 bytes, a non-finite number, or during a run. */
 TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
 TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
 TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
 
-/* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
-   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load (resume_from "auto":
-   the newest checkpoint of this run that loads, from save_to and the checkpoint callbacks' directories, or
-   a fresh start when there is none; each file passed over said in one line); then
-   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
-   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
-   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
-   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
-   now would stop it again (a patience above its checks without improvement trains on past that stop;
-   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
-   tr_run_finish reports it, firing nothing (no on_exception, no teardown). So is a checkpoint that cannot
-   be read (missing, not a tr_run_save file, corrupted): its error, nothing made on disk. TR_OK, or the
-   run failed (a hook failed, load_model or a callback refused the checkpoint): call tr_run_finish, which
-   reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
-   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
-   read before setup, and the loggers open there again once the load has succeeded (until then no file is
-   touched: a resume that fails to load changes no file and leaves no new version_N), the records written
-   after the checkpoint superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
-   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
-   a new version_N always, as Lightning. */
+/* Start a fit: stop signals, setup, configure_model, the resume (resume_from: a tr_run_save file, or "auto":
+   the newest of this run that loads, else a fresh start), on_fit_start, on_train_start. A resume continues
+   its run's directory; one with nothing left to train, or a file that cannot be read, is refused before
+   anything fires or is made on disk. TR_OK, or the run failed: tr_run_finish reports it either way. A loop
+   with a sanity check forgets what it set (hk_metric_forget_between). docs/reference.md has the rest. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
-/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
-   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
-   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
-   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
+/* resume "auto" in a checkpoint format of your own: the newest of save_to and the checkpoint callbacks'
+   *.ckpt that `check` reads (0 and the file's step), or NULL; each refused file said in one line. The path
+   lives until the next call or the run's end. */
 typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
 TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
-/* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
-   when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
-   is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
-   TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. On its way out it clears the batch's signals
-   in flow (HK_SKIP_BATCH, HK_SKIP_STEP: the batch is over; a loop that wants a skip raised in one
-   micro-batch to skip its accumulation window's step keeps that itself); HK_STOP stays. Call it again after a validation run at this step (the loop's own cadence or
-   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
-   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
-   another step), as in train.h's trainer. Before tr_run_start (or after tr_run_finish) it is refused:
-   TR_RUN_STOP, with tr_run_error / hk_last_error saying to call tr_run_start. A loop that fires
-   on_train_batch_end and does not call it before its next training event fails there (see the states
-   above). */
+/* After every on_train_batch_end (and again after a validation at that step): the training record, the
+   requests hooks made, flow's HK_FAIL / HK_STOP (once min_steps/min_epochs allow), the stop signals. Returns
+   TR_RUN_* bits (a failed run: TR_RUN_STOP); clears the batch's signals in flow, HK_STOP stays. */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* An epoch of a loop with epochs begins: call it where on_train_epoch_start belongs; it fires that event
-   (into flow) and returns the index of the epoch's first batch to run, also set in ctx->batch_idx: 0, or,
-   in the epoch a run resumed in the middle of (its checkpoint written after a batch or a validation), the
-   batch after the checkpoint's, without firing on_train_epoch_start again (as Lightning). n_batches: the
-   epoch's training batches, the progress bar's total (0: unknown). A resumed run whose checkpoint was
-   written at an epoch's end starts at the next epoch: tr_run_start (tr_run_load) sets ctx->epoch to it.
-   The loop:  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ctx.batch_idx = b; ... }.
-   Refused outside a run of your own (n_batches returned: no batch to run). */
+/* Where on_train_epoch_start belongs: fires it and returns (and sets ctx->batch_idx to) the first batch to
+   run, 0 or, after a mid-epoch resume, the one after the checkpoint's (the event not fired again). n_batches:
+   the bar's total (0: unknown).  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ... } */
 TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
-/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs; the
-   epoch's signals cleared, HK_STOP_EPOCH too).
-   The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
+/* After on_train_epoch_end, after the epoch's last tr_run_batch_end: as tr_run_batch_end, no record. */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* 1 when the run resumed from a checkpoint written at `at` (TR_RUN_AT_VALIDATION: after the validation at
-   that step) and no batch has started since: the loop skips what the checkpoint's run did already there
-   (a loop that validates at the top of its step:
-       if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) validate(...)). */
+/* 1 when the run resumed from a checkpoint written at `at` and no batch has started since: skip what the
+   checkpoint's run did there.  if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) ... */
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
-/* An evaluation in a loop of your own, a validation (stage "val") or a test ("test"), as train.h's trainer
-   runs one: tr_run_eval_start fires on_validation_start and on_validation_epoch_start (on_test_* for "test")
-   into flow, gives the bar its total n_batches (0: unknown), keeps the training batch's view of ctx
-   (batch_idx, loss, batch) and the flow's HK_SKIP_BATCH / HK_STOP_EPOCH (those raised from now on are the
-   evaluation's), and returns 0, the first batch. The loop sets ctx->batch_idx and fires
-   on_validation_batch_start / _end around each batch (HK_FLOW_HAS(&flow, HK_FLOW_STOP_EPOCH) ends it early).
-   tr_run_eval_end sets "val/loss" ("test/loss") and ctx->loss to loss (a NaN: the metric is left alone),
-   fires on_validation_epoch_end, sends the "val" ("test") record (tr_run_log; not in a sanity check), fires
-   on_validation_end, and puts the training view and signals back. The loop:
+/* An evaluation in a loop of your own, stage "val" or "test":
        for (b = tr_run_eval_start(reg, &ctx, &flow, "val", n); b < n; b++) { ctx.batch_idx = b; ...events... }
        tr_run_eval_end(reg, &ctx, &flow, sum / n);
-   In a fit, a validation comes between two tr_run_batch_end calls (see there). Refused outside a run, from a
-   hook, and nested (tr_run_eval_start: n_batches returned, no batch to run; tr_run_eval_end: nothing done). */
+   start fires on_validation_start / _epoch_start and keeps the training batch's view of ctx; end sets
+   val/loss (a NaN leaves it), fires on_validation_epoch_end, sends the record, fires on_validation_end and
+   puts the training view back. Refused outside a run, from a hook, and nested. */
 TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches);
 TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss);
-/* Send a record for stage "train", "val" or "test" built from the context now: train carries
-   train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
-   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
-   HK_FAIL when a hook of on_log failed (the run fails), and for a refused call (a stage that is none of
-   those, a call from a hook of on_log): tr_run_error / hk_last_error say why. */
+/* Send a record for stage "train" (train/loss and every metric but val/ and test/), "val" or "test" (their
+   metrics): "val" after on_validation_epoch_end. HK_FAIL when an on_log hook failed or the call is refused. */
 TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
-/* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
-   on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
-   and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
-   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL, TR_ERR_INVALID when the loop skipped a call
-   (see the states above). Once per start: without a run going (before tr_run_start, a second time) it
-   is refused, TR_ERR_INVALID. */
+/* End the run: on_exception when it failed, else on_train_end and on_fit_end; teardown; files flushed;
+   signals restored. Returns the outcome (TR_ERR_INTERRUPTED after Ctrl-C, TR_ERR_HOOK, TR_ERR_INVALID for
+   a skipped call). Once per start. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
-/* Why the run failed, or why the run layer's last refused call was refused (the same text as
-   hk_last_error(reg) then); "" from tr_run_start until either happens. After tr_run_finish of a failed
-   run: why it failed. */
+/* Why the run failed, or why the last call was refused ("" until either happens). */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
 /* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
 TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
 
-/* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
-   one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
-   a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
-   and tr_run_leave ends it. Nothing is fired, watched or checked between
-   them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
-   records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
-   tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
-   a run goes (TR_ERR_INVALID, tr_run_error says why); tr_run_leave without a run entered does nothing. */
+/* A loop that fires every event itself, setup to teardown (train.h's trainer; a sanity check, validate or
+   test run of your own): a run of stage for the batteries, nothing fired, watched or checked between. The
+   loop calls tr_run_log and tr_run_requests at its safe points, tr_run_resumed after restoring resume_from
+   (never deleted), tr_run_fail before its on_exception. Refused while a run goes. */
 TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
-/* Honour what hooks asked for with hk_request: every checkpoint queued (then tr_run_desc.save_to when one
-   asked for the default path), through save_checkpoint or tr_run_save; a log line, and in a fit a training
-   record. Returns TR_RUN_VALIDATE when a validation was asked for (the loop runs it), 0 otherwise; clears
-   ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
+/* Honour hk_request: every queued checkpoint (then save_to), a log line, in a fit a training record;
+   TR_RUN_VALIDATE when a validation was asked for. A failed save fails the run. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
-   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
-   (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
+/* The loop restored tr_run_enter's checkpoint: the "Restored all states ..." line (rank 0). */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
-/* A resume continues its run (tr_run_start says how): the checkpoint holds the run's block, where the run
-   logs, under the key TR_RUN_KEY, and the resume hands it back before setup so that the loggers open in that
-   directory again. tr_run_save writes it and tr_run_start / tr_run_enter find it in a file of tr_run_save
-   themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
-   keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
-   (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
-   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
-   to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
-   version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
-   none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
-   (TR_ERR_INVALID). */
+/* A loop with a checkpoint format of its own keeps the run's block (where it logs, its id, its Slurm job):
+   tr_run_block hands it to sink under TR_RUN_KEY in the save (step, at: where it is written); the resume
+   gives it back to tr_run_continue before tr_run_enter (NULL: none, a new version). An unreadable block
+   counts as none (TR_ERR_FORMAT, nothing said). Refused during a run. */
 #define TR_RUN_KEY "train.run"
 TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
-/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
-   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
-   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
-   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
-   no Slurm job now. */
+/* After tr_run_continue: 1 when another Slurm job (or a run outside Slurm) wrote path, why saying so (start
+   from the beginning: tr_run_continue(reg, NULL, 0)); 0 to resume it. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
-/* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
-   (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
-   batteries and loops report. */
+/* A line in the run's log above the bar, in one write: "who: " (not NULL), "[rank: N] " with several
+   processes. How batteries and loops report. */
 TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 4, 5)))
 #endif
   ;
 
-/* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
-   on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
-   restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
-   ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
-   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error (and hk_last_error) naming
-   the file and why. They do not nest: a tr_run_save or tr_run_load while one is in progress (from
-   save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved or on_load_checkpoint) is
-   refused, TR_ERR_INVALID; a hook asks for a checkpoint with hk_request_checkpoint instead.
-   Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
-   checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
-   on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
-   buffer is allocated at the first save, or grown when the state grows, and reused), appends the state
-   block and returns TR_OK; a background thread writes the same bytes through the same atomic writer.
-   on_checkpoint_saved fires (ctx->path = the file) at the next safe point once it is on disk:
-   tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
-   write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
-   file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
-   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
-   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process.
-   The writer thread blocks every signal: Ctrl-C and SIGTERM go to the loop's threads (the stop is
-   counted there, never in the writer, whose write or fsync a signal would interrupt on FUSE or NFS;
-   an interrupted fsync is asked again). Under a strict -std=c99 without _POSIX_C_SOURCE outside glibc,
-   where <signal.h> hides pthread_sigmask, the writer keeps the caller's mask. */
+/* Checkpoints in the loop's own format: on_save_checkpoint, save_model into a new file written atomically,
+   the callbacks' state and counters after it, on_checkpoint_saved; tr_run_load checks everything before
+   changing anything, then restores the model, counters, callbacks and fires on_load_checkpoint. Errors name
+   the file and why. They do not nest (a hook asks with hk_request_checkpoint). With async_save a save
+   during the run copies into a reused staging buffer and returns; a thread writes the same bytes (its
+   signals blocked), on_checkpoint_saved fires at the next safe point, a failed write fails the run there;
+   one save in flight; tr_run_finish waits for the last. docs/reference.md has the whole contract. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
 
-/* Set or scale the learning rate from a hook (the seeds' "halve the lr when the loss stays high").
-   The scale is a multiplier on the schedule, kept in the run's lr_state (saved in checkpoints): the
-   lr is schedule(t) * scale from now on, so the schedule keeps its shape at the new level, and a
-   plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
-   finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
-   once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
-   called before it) see the new value. A loop of your own takes its lr from tr_run_lr (below). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+/* From a hook: the lr is schedule(t) * scale from now on (the scale in checkpoints); tr_lr_scale multiplies
+   the scale by factor (> 0, finite), tr_lr_set makes the lr now lr (needs ctx->lr > 0). ctx->lr changes at
+   once. TR_ERR_INVALID for a bad value. */
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
 TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
-/* The learning rate of this step: lr (your schedule's value now, or your constant) times the scale the
-   hooks set with tr_lr_scale / tr_lr_set (kept in checkpoints), written into ctx->lr and returned. A loop of
-   your own calls it once per step, before on_train_batch_start, and gives its optimizer ctx->lr at the
-   step, so that a hook's tr_lr_scale takes effect at once and stays; train.h's trainer does the same. A
-   hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
-   tr_lr_set. */
+/* This step's lr: lr (your schedule's value) times the hooks' scale, into ctx->lr and returned. Once per
+   step before on_train_batch_start; a hook's direct write of ctx->lr lasts one step and is said once. */
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
-/* The same with one of train.h's schedules: tr_run_lr of tr_sched_lr(s, the run's schedule state, base_lr, t),
-   the hooks' scale applied once. t: steps taken, or epochs finished for a per-epoch schedule. A plateau
-   schedule's state is the run's (tr_plateau_step(s, &tr_run_get(reg)->lr_state, base_lr, metric) once per
-   epoch): in checkpoints with the rest. */
+/* The same with train.h's schedule s at t (steps, or epochs for a per-epoch schedule); a plateau's state is
+   the run's lr_state (tr_plateau_step once per epoch). */
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
 
 /* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
-   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
-   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
-   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
-   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
-   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
-   optimizer step asks it per tensor:
-     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
-     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
-     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
-                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
-     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
-                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
-   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
-   optimizer step, when tr_run_grouped says there are groups:
-       if (tr_run_update(reg))
-         for (int i = 0; i < n_tensors; i++) {
-           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
-           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
-         }
-   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
+   param_group and finetuning (train/callbacks/) give tensors matched by name their own lr multiplier,
+   weight decay or freezing; the run resolves them at its start and every optimizer step asks per tensor
+   (tr_run_tensor_opt) when tr_run_grouped says there are groups. Nothing registered: the same bits as
+   one flat update. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef struct tr_tensor_opt {
   double lr;            /* this update's learning rate for the tensor */
   double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
   int frozen;           /* 1: no update, no optimizer state touched */
   int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
 } tr_tensor_opt;
-/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
-   the run has tensors); 0: one update over every tensor with the run's settings. */
+/* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
-/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
-   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
-   of range: { lr, the run's weight decay, 0, step }. */
+/* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
+   range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
-/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
-   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
-   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
-   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
-   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
-   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
+/* During a run (finetuning): freeze or unfreeze tensor i and scale its lr (> 0) from the next update;
+   steps: ctx->global_step now (its update count starts there). A param_group's frozen stays. */
 TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
-/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
-   '?' one): "*.bias|*norm*|wte". */
+/* 1 when name matches pattern: '|'-separated whole-name globs ('*', '?'): "*.bias|*norm*|wte". */
 TRAIN_API int tr_name_match(const char *pattern, const char *name);
 
-/* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
-   are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
-   re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
+/* 1 when a stop now would end the run: min_epochs and min_steps reached (1 outside a fit). */
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
 
-/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
-   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
-   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
-   Global rank 0 only, as Lightning's print: one line from a job, whichever ranks call it. The rank is
-   the run's (ctx->rank at tr_run_start; the trainer's MPI rank from tr_init on); before either, the
-   launcher's (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID or RANK; 0 without one).
-   tr_print_all prints on every rank that calls it (the same way; the lines of processes sharing a
-   stream may interleave, each one whole). */
+/* A line above the progress bar (tqdm.write), from global rank 0 only (the run's rank, else the launcher's
+   environment); tr_print_all on every rank. Without a bar, a plain line. */
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 2, 3)))
@@ -1279,18 +795,15 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
 #endif
   ;
 
-/* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
-   record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
-   calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
+/* A histogram of n values (non-finite left out) for TensorBoard, sent with the next record (a tag given
+   twice keeps the last). */
 TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
-/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
-   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
-   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
+/* The same, already counted: n_bins bins, n_bins + 1 edges, counts, sum, sum of squares; more than
+   TR_LOG_HIST_BUCKETS bins are merged. */
 TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
                                        const int64_t *counts, double sum, double sum_squares);
-/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
-   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
-   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
+/* 1 when a training record will follow this step's update (with an on_log hook): a costly monitor
+   computes only then. */
 TRAIN_API int tr_log_due(const hk_ctx *ctx);
 /* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
@@ -1298,8 +811,7 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
 
 
 /* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
+   The run keeps the loop's place (epoch, batch, step, lr); the loop asks what comes next and does it:
 
        hk_registry *reg = hk_create(NULL);
        hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
@@ -1316,33 +828,19 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
        }
        return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
 
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
+   tr_run_begin: tr_run_setup, the loop's shape checked, tr_run_start; the context is the run's (a change the
+   loop makes to epoch, global_step or batch_idx fails the run, naming it); NULL only without a registry or
+   memory. tr_run_next closes what the loop did last and returns TR_RUN_TRAIN (ctx->lr set, on_train_batch_start
+   fired), TR_RUN_VAL_BATCH (set ctx->loss to the batch's loss; val/loss is their mean) or 0 (the run is over).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step moved), 0 when skipped or mid-window; a
+   training batch must call it. tr_run_end: tr_run_finish, the outcome; a failure says why once. Details:
+   docs/reference.md ("Your own loop in full"). */
 enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
 TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
 TRAIN_API int tr_run_next(hk_registry *reg);
 TRAIN_API int tr_run_update(hk_registry *reg);
 TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes); base NULL: data NULL. */
 TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
 
@@ -1392,63 +890,27 @@ TRAIN_API void tr_safetensors_meta_free(tr_safetensors_meta *m);
 
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
-   Each has
-     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
-       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
-       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
-       the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
-       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
-       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
-       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
-     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
-       in a loop of your own, so a resumed run decides exactly as the uninterrupted one; a loaded
-       state is range-checked as tr_load checks the LOOP counters (counters in 0..2^53,
-       early_stopping's patience in 0..INT_MAX, timer's elapsed times finite in 0..2^53 s, lr_finder's
-       suggestion finite and > 0 or NaN, nan_guard's skipped <= found, ema's n_averaged matching its
-       average), so nothing overflows when it counts on or prints; an out-of-range state is refused
-       (hk_reject: the message names the field, its value and the range) and the callback keeps the
-       state it had;
-     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
-   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
-   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
-   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
-   tr_run_batch_end and tr_run_finish fire or honour the rest.
-   Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
-   TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
-   What a callback prints (verbose) goes to the run's log (tr_run_desc.log; the trainer's tr_desc.log),
-   else stderr, one line in one write (never torn by another process's output), with "[rank: N] "
-   first when the job has several processes (Lightning's prefix); model_checkpoint, timer, lr_finder,
-   gradient_monitor and model_summary print on rank 0 only (Lightning's rank_zero_info),
-   early_stopping and nan_guard on every rank (early_stopping's log_rank_zero_only: rank 0 only, as
-   Lightning's flag).
+   Lightning's callbacks on hooks.h's public API and the run layer. Each has a constructor taking the
+   registry and a zero-initialised desc (bad parameters: TR_ERR_INVALID naming them, nothing registered),
+   a spec factory of the same name (hk_spec_apply(reg, "early_stopping(patience=3)")), its state in
+   checkpoints under its name (range-checked on load: an out-of-range state is refused and the callback
+   keeps its own), and a getter tr_<name>_get(reg, handle). They act only through signals and requests and
+   read the loop's settings from the registry's run. What they print goes to the run's log, one write a
+   line, "[rank: N] " first with several processes. docs/callbacks.md has each in full.
    ================================================================================================= */
 
 /* ---- parameters, written once ------------------------------------------------------------------
-   Each callback's (and logger's) parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its
-   doc block. Its desc struct's fields are generated from the list here (TR__FIELD); its spec
-   factory's parameter table and the factory's copy of a spec's arguments into the desc are generated
-   from the same list in the implementation (TR__PARAM, TR__COPY). An entry
-       X(kind, C type, name, default, choices, doc)
-   is the desc field `name` and the spec key "name"; default is the spec's default as text (NULL:
-   required), and it is also what the field's zero means, since a zero desc is the defaults; choices
-   are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
-     INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
-     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
-     DOUBLE_ZERO a double whose 0 means the default: TR_ZERO_F (a negative zero) is an explicit 0 (spec: 0)
-     DOUBLE     a double; spec: a number
-     BOOL       an int, 1 yes, 0 no (the default); spec: true or false
-     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
-     AUTO       the same, where 0 is a rule the doc names; spec: auto|true|false
-     STRING     a const char *, NULL the default; spec: text
-     CHOICE     an enum whose values are the choices in their order (the first, 0, the default);
-                spec: one of the choices
-     C_ONLY     a field with no spec parameter (a function pointer, a FILE *, what a hook sets)
-     SPEC_ONLY  a spec parameter of type `C type` (CHOICE, INT, ...) with no field: the factory turns
-                it into C_ONLY fields by hand
-   A spec sets only the fields it gives; the others stay zero, i.e. their defaults. */
+   Each battery's parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its doc block: the desc's
+   fields (TR__FIELD, here), the spec table and the spec-to-desc copy (TR__PARAM, TR__COPY, below) and
+   docs/'s tables come from it. X(kind, C type, name, default, choices, doc): default is the spec's as text
+   (NULL: required) and what the field's zero means. The kinds:
+     INT, DOUBLE     numbers (an int in -1e9..1e9)
+     INT_ZERO, DOUBLE_ZERO  0 means the default; TR_ZERO / TR_ZERO_F is an explicit 0
+     BOOL            1 / 0 (the default); spec true|false
+     TRI, AUTO       TR_YES / TR_NO, 0 the default (AUTO: a rule the doc names; spec auto|true|false)
+     STRING, CHOICE  const char * (NULL default); an enum of the choices in order (the first, 0, default)
+     C_ONLY          no spec key (a function pointer, a FILE *)
+     SPEC_ONLY       a spec key with no field: the factory sets C_ONLY fields from it by hand */
 #define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
 #define TR__FIELD_INT(type, name)       type name;
 #define TR__FIELD_INT_ZERO(type, name)  type name;
@@ -1465,10 +927,8 @@ TRAIN_API void tr_safetensors_meta_free(tr_safetensors_meta *m);
 /* A clock for callbacks that measure time (C_ONLY): seconds, from any fixed point. */
 typedef double (*tr_clock_fn)(void *user);
 
-/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers the spec factory
-   `name` (tr__<p>_params, tr__<p>_factory) when TR__ON_<NAME>, else the name alone, which says how
-   to get it. The callbacks they make read the loop's settings from the registry's run (tr_run_setup;
-   the trainer sets them at each fit). */
+/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers `name` when
+   TR__ON_<NAME>, else the name alone, which says which define brings it. */
 #define TR__BATTERIES(X) \
   X(early_stopping, EARLY_STOPPING, es, "stop training when a monitored metric stops improving (Lightning's EarlyStopping)") \
   X(model_checkpoint, MODEL_CHECKPOINT, mc, "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)") \
@@ -1498,18 +958,10 @@ typedef double (*tr_clock_fn)(void *user);
 /* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
-   Each callback and logger can be left out on its own: TRAIN_NO_<NAME> (TRAIN_NO_EARLY_STOPPING,
-   TRAIN_NO_TENSORBOARD, ...); or every one but those named: TRAIN_ONLY_SPECIFIC_BATTERIES with a
-   TRAIN_ENABLE_<NAME> for each one wanted, so a program compiles only what it uses.
-   A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
-   name stays known: "tensorboard(...)" fails with a message that names the define to change.
-   TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
-   Give the same defines to every file that includes train.h (the compiler's command line does), else a
-   call of a left-out constructor in another file is an undefined symbol at link time instead.
-   A program that includes train/'s parts directly (not train.h) names the batteries it includes the
-   same way: TRAIN_ONLY_SPECIFIC_BATTERIES and a TRAIN_ENABLE_<NAME> for each.
-   TR__ON_<NAME> is 1 for a battery that is compiled, 0 for one left out: the table below is written by
-   make train.h (scripts/amalgamate.py) from TR__BATTERIES, and checked by make test. */
+   TRAIN_NO_<NAME> leaves one out; TRAIN_ONLY_SPECIFIC_BATTERIES keeps only those with a TRAIN_ENABLE_<NAME>
+   (also for a program that includes parts directly). A left-out battery is not declared and its spec
+   name fails naming the define. Give every file that includes train.h the same defines (docs/setup.md).
+   TR__ON_<NAME>: 1 when compiled; the table below is written by make train.h from TR__BATTERIES. */
 /* generated table: begin */
 #if defined(TRAIN_ONLY_SPECIFIC_BATTERIES)
 #  define TR__PICKED 1
@@ -1648,23 +1100,11 @@ typedef double (*tr_clock_fn)(void *user);
 
 #if TR__ON_FILE_LOGGERS
 
-/* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
-   version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
-   one version directory. The directory is made at the logger's first write (setup of the first run
-   on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
-   it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
-   never share a version directory.
-   A file the logger did not write is never replaced: with a version given, the directory may exist,
-   but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
-   an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
-   open: it says which file and what to do (another version, or remove the file), and writes nothing
-   (fail_on_error: the run fails). Later writes (csv's rewrite when columns come, the plot at every
-   run's end) replace only the file the logger wrote itself.
-   A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
-   TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
-   recorded, where their files are their own (tr__logger_take), once the load has succeeded (at on_fit_start:
-   a resume that fails to load touches no file), with the records written after the checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
-   tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
+/* Where a logger writes: Lightning's save_dir/name/version_N/, shared by the registry's loggers, claimed
+   with one mkdir (parallel runs never share one) and made at the first write on rank 0. A file the logger
+   did not write is never replaced: one of its name there makes it refuse at its open, saying what to do.
+   A resume continues its run's directory once the load succeeded (new_version_on_resume: a new one), the
+   records after the checkpoint superseded. docs/logging.md has each rule. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
@@ -1696,29 +1136,14 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 #if TR__ON_EARLY_STOPPING
 
 /* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
-   Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
-   check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
-   Lightning's order, each exclusive: (1) check_finite and the value is NaN/inf: stop; (2) the value
-   is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
-   (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
-   wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
-   counts worse values as improvements); values are compared in double (Lightning: in the metric's
-   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
-   Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
-   every check, so a metric that improves meanwhile keeps training going (state.held says so).
-   Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
-   (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
-   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
-   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end).
-   When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
-   it only with verbose), above a live progress bar:
+   Checks the monitored metric once per check (on_train_epoch_end or on_validation_end, in a fit): a
+   non-finite value, a threshold passed, or patience checks without an improvement above min_delta stop
+   it, in Lightning's order, by HK_STOP, so min_epochs / min_steps hold; a held stop is decided again at
+   every check (Lightning issue 19966 latches it). The stop is said in one line from rank 0 (log_stop):
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only.
-   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
-   it, which leaves no way to train on past an early stop); tr_fit and tr_run_start refuse to resume a run
-   that stopped early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
+   On resume the checkpoint's patience wins unless the one given now is larger, which trains on past a
+   recorded stop. Hand-written loop: fire the check event with the metric set and stage HK_STAGE_FIT;
+   stop at HK_STOP. docs/callbacks.md has the decision and the differences from Lightning. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1875,20 +1300,11 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #if TR__ON_LR_MONITOR
 
 /* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
-   Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
-   with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
-   log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
-   when someone asks (a logger), so a step costs nothing, and it rides with the training records;
-   interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
-   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
-   row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay). The momentum and weight decay are in every row the lr is in (Lightning's rows):
-   lazy metrics too with interval step, in each epoch's record with interval epoch. Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
-   Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
-   has it for any hook. The optimizer's name, momentum and weight decay come from the run
-   (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
-   name the metric is "lr" and momentum / weight decay are not published. Hand-written loop: fire
-   on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
+   Publishes the lr as "lr-<Optimizer>" (lr-AdamW; "lr" without tr_run_desc.optimizer), with
+   log_momentum / log_weight_decay "lr-<Optimizer>-momentum" (AdamW: beta1) and "-weight_decay". Interval
+   step (lazy metrics: a step costs nothing) or epoch (one record of its own per epoch); default: the
+   schedule's. Needs no logger: any hook reads the metrics. Hand-written loop: on_train_start (and
+   on_train_epoch_start) with ctx->lr set. docs/callbacks.md. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 #define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
@@ -1908,32 +1324,15 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
 #if TR__ON_GRADIENT_MONITOR
 
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
-   On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
-   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
-   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
-   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
-     grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
-     grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
-     grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
-                                  linear interpolation between order statistics (numpy's default)
-     grad_vanishing, grad_exploding  1 when the total norm is below vanishing_threshold / above
-                                  exploding_threshold, else 0 (verbose also prints a warning)
-   and, with histogram_bins > 0, a histogram of the gradient values (tr_histogram) handed to
-   on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
-   as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
-   comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
-   allocated, at its first due step, where it first reads them: a loop may point the views at their
-   buffers late (llm.c allocates its gradients in the first backward).
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
-   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
-   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
-   A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
-   selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
-   then the selected gradients are copied to the host instead (one wait per tensor) and everything is
-   computed there as on the CPU. Steps that are not due touch nothing. */
+   Every log_frequency-th step at on_before_optimizer_step (the window's averaged gradients, before
+   clipping): grad_2.0_norm_total, grad_2.0_norm/<tensor> (per_tensor), grad_abs_p<q> (percentiles),
+   grad_vanishing / grad_exploding, and with histogram_bins a histogram ("gradients" in the next record).
+   Sums from the loop's shared pass when it has one. param_filter keeps tensors whose name contains one of
+   its substrings. Steps not due cost one filter test; views checked and scratch allocated at the first
+   due step (llm.c allocates gradients in the first backward). Hand-written loop: on_train_start,
+   on_before_optimizer_step with host ctx->grads; log_frequency 0 follows log_every_n_steps. On a device
+   model the norms come from the device kernel (one wait), percentiles and histograms from host copies.
+   docs/callbacks.md. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -1972,23 +1371,13 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
 #if TR__ON_NAN_GUARD
 
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
-   Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
-   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm: one pass
-   per step, shared with clipping, spike_detection and gradient_monitor (in train.h's trainer that pass
-   also keeps the per-tensor sums gradient_monitor publishes, so both registered read the gradients
-   once); only when it is not finite does it scan for the first tensor and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
-   what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
-   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
-   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
-   from that batch's on_train_batch_end. With train.h, set
-   tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
-   trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
-   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
-   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
-   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). A check whose event the loop never fires is said
-   once (tr_run_desc.log), as early as it can be known: the loss check at the first on_before_optimizer_step
-   of a fit that has fired no on_before_backward (with check_grads off: at on_train_end), the gradient
-   check at on_train_end of a fit that stepped without on_before_optimizer_step. */
+   Checks the loss at on_before_backward and the gradients at on_before_optimizer_step with bit tests
+   (they survive -ffast-math), through the shared hk_grad_norm pass; only a non-finite norm is scanned for
+   the first bad tensor and index. TR_NAN_FAIL (default) fails the run naming what, where and the step;
+   TR_NAN_SKIP_STEP skips the window's step; TR_NAN_STOP skips it and stops. Counters in checkpoints.
+   Hand-written loop: fire those events (HK_FIRE_FLOW), skip at HK_FLOW_SKIP_STEP, fire
+   on_train_batch_end, stop at HK_FLOW_STOP; a check whose event never fires is said once.
+   docs/callbacks.md. */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 #define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
@@ -2008,21 +1397,12 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
 #if TR__ON_EMA
 
 /* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
-   Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
-   global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
-   parameters, as torch's AveragedModel). With swa_epoch_start > 0 it is SWA instead: an equal-weight
-   average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
-   swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
-   the parameters for each validation, test and predict run (on_*_start) and swapped back at their
-   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
-   on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
-   trained weights exactly). The average and its count are in checkpoints (a save from inside an
-   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
-   on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
-   evaluations, on_train_epoch_end for SWA.
-   A device model (TRAIN_CUDA): the average lives on the device (tr_ema_state.average is device memory
-   then), updated by the trc_ema kernel (the CPU's double math: the same bits) and swapped by trc_swap;
-   no step waits for the device. Only a checkpoint copies it to the host (one wait per save). */
+   avg = decay*avg + (1-decay)*params at on_after_optimizer_step (from start_step, every every_n_steps;
+   the first copies), or with swa_epoch_start an equal-weight average at each epoch's end. The average is
+   swapped in for validation, test and predict (the sanity check too) and back after; copy_at_end (default
+   no) copies it into the model at the end. In checkpoints. On a device model it lives on the device (the
+   same bits, no wait a step). Hand-written loop: on_after_optimizer_step with host ctx->params, the
+   evaluation start/end events, on_train_epoch_end for SWA. docs/callbacks.md. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
   X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
@@ -2047,19 +1427,11 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 #if TR__ON_PARAM_GROUP
 
 /* ---- param_group (torch's optimizer parameter groups, chosen by tensor name) -----------------------
-   The tensors whose names match `match` get their own learning-rate multiplier, weight decay, or are
-   frozen (no update, their optimizer state untouched: torch's requires_grad = False). One param_group
-   per rule; the rules apply in registration order, a later one winning for the fields it gives, so a
-   recipe reads top down. The common one (llm.c's and nanoGPT's: decay only the matrices, never the
-   biases, the norms or the embeddings), with llm.c's names and with torch's:
-       param_group(match=*b|ln*|wte|wpe, weight_decay=0)
-       param_group(match=*.bias|*norm*|*embed*, weight_decay=0)
-   and a fine-tuning one: param_group(match=backbone.*, lr_mult=0.1); param_group(match=embed*, frozen=true).
-   The run resolves the rules when it starts (a pattern that matches no tensor fails the run, naming it),
-   and every optimizer step reads them (tr_run_tensor_opt, "PARAMETER GROUPS" in train/run.h): train.h's
-   trainer does, on the CPU and with TRAIN_CUDA; a loop of your own does at its optimizer step. With no
-   param_group (nor finetuning) registered nothing changes: the same update, the same bits. Register it
-   before the run starts (the spec of tr_run_desc / tr_config, or the constructor before tr_fit). */
+   The tensors whose names match `match` get their own lr multiplier, weight decay, or are frozen (torch's
+   requires_grad = False). Rules apply in registration order, a later one winning for the fields it gives:
+       param_group(match=*b|ln*|wte|wpe, weight_decay=0)          (llm.c's names: decay only the matrices)
+   A pattern that matches no tensor fails the run's start; with none registered nothing changes (the same
+   bits). Register before the run starts. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 #define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
     "patterns ('*' any characters, '?' one); required") \
@@ -2079,23 +1451,11 @@ TRAIN_API const tr_param_group_state *tr_param_group_get(const hk_registry *reg,
 #if TR__ON_FINETUNING
 
 /* ---- finetuning (Lightning's BackboneFinetuning) ----------------------------------------------------
-   The tensors matching `match` (a pretrained backbone) are frozen from the start of training until the
-   epoch unfreeze_at_epoch begins; then they train at a fraction of the run's learning rate that grows
-   at every later epoch's start:
-     at unfreeze_at_epoch   ratio = initial_lr / the run's lr then      (initial_lr given)
-                                    initial_ratio                       (otherwise)
-     each epoch e after it  ratio = ratio x lr_factor                   (lr_factor_at(user, e + 1) in C)
-                            and with align, never above 1: the backbone's lr catches up with the run's
-                            and stays with it.
-   The backbone's lr is ratio x the run's lr of each step (times a param_group's lr_mult of its own), so it
-   follows the schedule; with a constant lr these are Lightning's numbers (backbone_initial_ratio_lr,
-   backbone_initial_lr, lambda_func, should_align). Lightning's initial_denom_lr is left out: it divides only
-   when unfreeze_and_add_param_group gets no lr, and BackboneFinetuning always gives one. Unfrozen tensors
-   start AdamW afresh (their moments zero, their own step count from 1), as Lightning's new parameter group
-   does. norms: the backbone's normalisation tensors; with train_norms (Lightning's train_bn, default true)
-   they are never frozen and train at the run's lr. Its state (unfrozen, where, the ratio) is in checkpoints:
-   a resume goes on with the same lr and step counts. It needs epochs (tr_fit; a loop of your own with
-   epochs); a step loop is refused at on_train_start. */
+   The tensors matching `match` are frozen until epoch unfreeze_at_epoch, then train at ratio x the run's
+   lr: initial_lr / lr (or initial_ratio) at the unfreeze, times lr_factor (lr_factor_at in C) at each
+   later epoch's start, with align never above 1. Unfrozen tensors start AdamW afresh, as Lightning's new
+   parameter group. norms with train_norms (train_bn) are never frozen. State in checkpoints. Needs epochs.
+   docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at's type */
 #define TR_FINETUNING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \
@@ -2266,31 +1626,14 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
 #if TR__ON_WATCHDOG
 
 /* ---- watchdog: a hang reported, and on request the process ended ---------------------------------
-   A thread of its own (made at setup, joined at teardown) looks every poll seconds whether the loop
-   has moved: a training step ended (on_train_batch_end) or another event it listens to fired (setup,
-   fit/train/epoch/validation/test/predict starts and ends, evaluation batches, checkpoints). When nothing
-   has moved for the limit - `seconds`, or `multiple` times the run's median training step once `warmup`
-   steps have run (both: the larger) - it writes one report to stderr (fd 2, one write(2): nothing the
-   stuck thread could hold is taken), on every rank:
+   A thread of its own (setup to teardown) looks every poll seconds whether the loop moved (a step ended,
+   or an event it listens to fired). After `seconds`, or `multiple` times the median step once `warmup`
+   steps ran, it writes one report to fd 2 on every rank, taking nothing the stuck thread could hold:
      watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
        in on_train_batch_start, hook 'slow' running
-   or "after on_after_backward, in the loop's own code (no hook running)", or "waiting in the gradient
-   all-reduce (MPI)" (tr_run_waiting: train.h's MPI strategy says it, a loop of yours may). The event
-   and the hook are hooks.h's (ctx->event, ctx->self, hk_dispatching, hk_name), read from the watchdog's
-   thread while the loop stands still. One report a stall; when the loop moves again it says so.
-   action=exit: after the report the process ends with _exit(exit_code) (124 by default, as timeout(1)),
-   so that a scheduler requeues the job (Slurm's --requeue, a Kubernetes restart, an mpirun that ends
-   every rank when one exits). What that keeps is what a kill -9 keeps, which train.h makes enough: the
-   last checkpoint written stays whole (the atomic writer; one being written in the background is
-   abandoned, its temporary file removed by the next run there, the one before it kept), the loggers'
-   files hold every line written so far, whole (flush_every: at most about a second of records held in
-   memory is lost, none logged before the last checkpoint); nothing is saved from the stuck thread's
-   state (another thread cannot copy it safely), no atexit handler and no stdio buffer is flushed (the
-   stuck thread may hold their locks). A resume (resume = the last checkpoint) goes on from there.
-   The loop's thread pays one relaxed store at each on_train_batch_end (a counter: no clock, no lock, no
-   system call); the watchdog's thread takes the time. Needs POSIX threads (not with TRAIN_NO_THREADS).
-   Hand-written loop: fire setup and teardown (tr_run_start / tr_run_finish do) and on_train_batch_end
-   (tr_run_batch_end does). */
+   action=exit then _exit(exit_code) (124), so a scheduler requeues: what stays is what kill -9 leaves.
+   The loop's thread pays one relaxed store a step. POSIX threads. Hand-written loop: setup, teardown,
+   on_train_batch_end (tr_run_* fire them). docs/callbacks.md ("watchdog in detail"). */
 #define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
 typedef enum tr_watchdog_action {
 #define TR__X(sym, name) sym,
@@ -2325,31 +1668,12 @@ TRAIN_API const tr_watchdog_state *tr_watchdog_get(const hk_registry *reg, hk_ha
 #if TR__ON_DEVICE_STATS
 
 /* ---- device_stats (Lightning's DeviceStatsMonitor) ------------------------------------------------
-   Reads what the process uses, at on_train_batch_end of every n-th optimizer step (every_n_steps; by
-   default the run's log_every_n_steps, Lightning's cadence) and, with on_epoch_end, at every
-   on_train_epoch_end, and publishes it as metrics (hk_metric_set, for any hook) and to the loggers:
-     device_stats/rss_mb            resident memory now (MB: 2^20 bytes, as nvidia-smi's MiB)
-     device_stats/peak_rss_mb       the most resident memory so far
-     device_stats/cpu_percent       the process's user + system CPU time over the wall time since the
-                                    last reading (or on_train_start): 100 = one core busy, as psutil's
-     device_stats/load_1m           the system's 1-minute load average
-   and, built with TRAIN_CUDA, of the GPU the process uses (the current CUDA device, found in NVML by
-   its PCI bus id), through NVML, which it loads at run time (dlopen of nvml_library; no link-time
-   dependency):
-     device_stats/gpu_util_percent  the share of the last sample period a kernel ran (NVML's)
-     device_stats/gpu_mem_used_mb, device_stats/gpu_mem_total_mb  the device's memory (every process's)
-   A machine without NVML or without a device says so once (rank 0) and the GPU metrics are left out;
-   a value the system does not tell (no /proc: RSS and the load) is left out too. Linux reads
-   /proc/self/status and /proc/loadavg (one read() each) and getrusage; each reading costs a few system
-   calls, and steps that are not due run none of its code (a hooks.h filter predicate).
-   Records: on a step where the run sends its training record (log_every_n_steps) the stats ride in it;
-   otherwise, and at an epoch's end, they go out in a record of their own (step: the run's, so the rows
-   line up), as Lightning's calls log_metrics itself; they are kept out of the records of steps where
-   they were not read. Differences from Lightning: host memory and the load for every run (Lightning's
-   cpu_stats needs psutil), no on_train_batch_start reading (one reading a step: its start would say
-   the same), validation batches not read, NVML instead of torch.cuda.memory_stats.
-   Hand-written loop: fire on_train_start and on_train_batch_end with ctx->global_step counted
-   (tr_run_next does), and on_train_epoch_end for on_epoch_end. */
+   Every every_n_steps-th optimizer step (default log_every_n_steps) and with on_epoch_end at each
+   epoch's end: device_stats/rss_mb, peak_rss_mb, cpu_percent (100 = one core), load_1m, and with
+   TRAIN_CUDA gpu_util_percent, gpu_mem_used_mb, gpu_mem_total_mb through NVML loaded at run time (none:
+   said once, left out). As metrics and to the loggers, riding with the run's record or in one of their
+   own. Steps not due run none of its code. Hand-written loop: on_train_start, on_train_batch_end with
+   global_step counted (tr_run_next does), on_train_epoch_end for on_epoch_end. docs/callbacks.md. */
 #define TR_DEVICE_STATS_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT,    int64_t,      every_n_steps, "0",     NULL, "read every n-th optimizer step (0: the run's log_every_n_steps, 50 " \
     "when it has none; negative: never on steps)") \
@@ -2379,28 +1703,12 @@ TRAIN_API const tr_device_stats_state *tr_device_stats_get(const hk_registry *re
 #if TR__ON_ON_EXCEPTION_CHECKPOINT
 
 /* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
-   When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
-   SIGTERM: every path through on_exception), saves the last consistent state to
-   dirpath/filename.ckpt before teardown, so that tr_config.resume_from (tr_run_start's resume_from in
-   a loop of your own) continues from it. The last consistent state is the state after the last
-   completed optimizer step: in train.h's trainer the parameters, optimizer state, counters, RNG and
-   every callback's state as tr_save writes them, with the loop's position moved back to the first
-   batch of the accumulation window that was in progress (the batch that failed, with no
-   accumulation), whose partial gradients are dropped; so a resumed run repeats that window and ends
-   with the same bits as a run that never failed (random-access data; an iterator cannot go back:
-   it resumes where it stood). Callbacks' states are saved as they were at the failure. In a loop of
-   your own it saves through tr_run_save (save_model, the callbacks' state, ctx's counters): call
-   tr_run_finish with the model and ctx as they were after the last step. Nothing is saved before
-   on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
-   with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
-   exception). The file is written atomically (the old one stays until the new one is whole); a save
-   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
-   Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
-   run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
-   directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
-   normal end leaves are found in one place; decided at on_train_start and again at the save (a
-   directory the run got in between). A resume continues its run's directory, so it goes there again.
-   Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
+   When a fit fails or is interrupted (every path through on_exception), saves the state after the last
+   completed optimizer step to dirpath/filename.ckpt before teardown, the window in progress undone, so a
+   resume ends with the bits of a run that never failed. Nothing before on_train_start (a good file
+   would be overwritten) nor outside a fit. dirpath defaults to model_checkpoint's (the run's
+   checkpoints/). Stateless. Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
+   docs/callbacks.md has the rest. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
     "empty: where model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/ " \
@@ -2421,38 +1729,14 @@ TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get
 #if TR__ON_SPIKE_DETECTION
 
 /* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
-   Watches the training loss against a running window of the last `window` good losses (checked from
-   the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
-   or above centre + threshold * |centre| (mode relative) or centre + threshold * the window's
-   standard deviation (mode zscore), where centre is the window's mean or median, is a spike, and so
-   is a non-finite gradient norm. Lightning's SpikeDetection then raises; this one rolls back:
-     - every every_n_steps-th optimizer step (and at on_train_start) it copies the training state into
-       one buffer allocated at on_train_start (the only snapshot: memory is the state's size once);
-       the state is the run's (tr_run_desc.state): train.h's trainer gives its parameters, optimizer
-       state and step counters, a loop of yours the regions it lists;
-     - at a spike (the batch's backward and step are skipped: HK_SKIP_BATCH from on_before_backward,
-       HK_SKIP_STEP from on_before_optimizer_step) it copies the snapshot back at the batch's end, puts
-       ctx->global_step (the trainer: its step count, so the learning rate too) and its window back to
-       the snapshot's, and skips the next skip_after batches (HK_SKIP_BATCH from
-       on_train_batch_start). The data goes on: the batches from the snapshot to the spike are
-       undone and never seen again, which is what a run that skipped them from the snapshot on does,
-       bit for bit (same data, same order; the counters of the data - epoch, batch, samples_seen -
-       go on in both). An accumulation window in progress is dropped.
-   The (max_rollbacks+1)-th spike fails the run (HK_FAIL) as Lightning does at the first
-   (max_rollbacks = TR_ZERO: Lightning's behaviour; -1: never). Not restored: the other callbacks'
-   states (ema's average keeps the undone steps), the trainer's RNG (t->rng). In checkpoints: the
-   window, the counters, the skip range, and the snapshot itself (a resumed run rolls back to the
-   same snapshot as the run that did not stop; a checkpoint grows by the state's size). Refused at
-   on_train_start: no state to snapshot, a model on the GPU, more than one process (TRAIN_MPI). With
-   train.h, set tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let it see non-finite losses
-   (the trainer's default fails first). Cost per batch without a spike: the window's update (O(window);
-   the median sorts a copy), with check_grads a gradient norm (shared with clipping and the other
-   hooks), and a memcpy of the state every every_n_steps steps: +0.7% per step at the defaults on
-   make bench-train's MLP (about 1900 instructions, most of them the gradient norm).
-   Hand-written loop: tr_run_desc.state (and n_state), on_train_start, on_train_batch_start,
-   on_before_backward with ctx->loss, on_before_optimizer_step with ctx->grads, on_train_batch_end
-   (HK_FIRE_FLOW; honour HK_FLOW_SKIP_BATCH and HK_FLOW_SKIP_STEP), then take the step count from
-   ctx->global_step. */
+   A non-finite loss, or one too far above the running window's centre (relative or zscore), or with
+   check_grads a non-finite gradient norm, is a spike. Instead of raising it rolls back: every
+   every_n_steps-th step it copies the run's training state (tr_run_desc.state) into one buffer; at a spike
+   the batch is skipped, the snapshot copied back (global_step with it) and skip_after more batches skipped,
+   the data going on: bit for bit a run that skipped those batches. The (max_rollbacks+1)-th spike fails
+   the run. Window, counters and the snapshot in checkpoints. Not with a GPU model or under MPI.
+   Hand-written loop: tr_run_desc.state, the training batch events (HK_FIRE_FLOW, honour the skips), then
+   take the step count from ctx->global_step. docs/callbacks.md has the rules and the cost. */
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
@@ -2487,38 +1771,14 @@ TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_regist
 #if TR__ON_PREDICTION_WRITER
 
 /* ---- prediction_writer (Lightning's BasePredictionWriter, with the writing done) --------------------------
-   Writes what a predict run predicts: at every on_predict_batch_end, ctx->outputs must point at a
-   tr_predictions (train/base.h: rows x cols floats, optional column names), which model.predict sets in
-   tr_predict and a loop of yours sets before it fires the event. Anything else there - NULL, rows < 0,
-   cols < 1, values NULL with rows, a column count other than the first batch's, a bad name - fails the run at
-   that batch, naming what it expected.
-   write_interval, Lightning's meaning: batch writes as each batch ends (streaming), epoch gathers the
-   epoch's rows and writes them once at on_predict_epoch_end, batch_and_epoch does both.
-   Files, in dirpath (default: <run directory>/predictions when a logger made the run directory, as
-   model_checkpoint's checkpoints/; else ./predictions):
-     csv    <filename>.csv: a header `batch,row,<names, or col0,col1,...>`, then one line a row: the batch's
-            index, the row's index in it, the values as "%.9g" (a float reads back exactly; nan, inf, -inf)
-     jsonl  <filename>.jsonl: one object a row, {"batch":0,"row":1,"<name or colK>":value,...} (values as
-            "%.9g", -0 as -0.0; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
-            csv and jsonl, batch: the file is put in place at the first batch and the rows of each batch
-            appended as it ends (fsynced at the epoch's end); epoch: the whole file at the epoch's end;
-            batch_and_epoch: streamed, then written whole again at the epoch's end.
-     safetensors  batch: <filename>-batch_<N>.safetensors for batch N, one tensor "predictions" [rows, cols];
-            epoch: <filename>.safetensors, the epoch's rows in batch order as one tensor "predictions"
-            [rows, cols] (metadata "rows_per_batch": "4,4,3"); both with batch_and_epoch. Metadata
-            "columns" holds the names joined with commas when they are given.
-   Every file is written atomically (the library's writer: a new temporary, fsync, then put in place) and
-   replaces only a file this callback wrote: a file of anyone else at a path it would write (another run's
-   predictions, a file of yours) fails the run at on_predict_start, naming it, and nothing is written (a
-   per-batch safetensors file is checked for every batch the run will have when the loop says how many,
-   else at its batch); give another dirpath or filename. A directory that cannot be made or written fails
-   there too. A second predict run on the same registry writes its files over its own.
-   Several processes (MPI): rank 0 writes its share of the batches, the others write nothing; {rank} in
-   filename (e.g. "predictions-{rank}") gives every rank its own files instead.
-   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), fire on_predict_start,
-   on_predict_epoch_start, around each batch on_predict_batch_start and on_predict_batch_end (ctx->outputs
-   set, ctx->batch_idx the batch), on_predict_epoch_end, on_predict_end, then tr_run_leave; stop at HK_FAIL
-   (ctx->hook_failure says why). */
+   Writes what a predict run predicts: at every on_predict_batch_end ctx->outputs must point at a
+   tr_predictions (train/base.h), else the run fails at that batch naming what it expected. write_interval
+   as Lightning's (batch streams, epoch writes once at the epoch's end, batch_and_epoch both); formats csv,
+   jsonl (9 significant digits: floats read back exactly) and safetensors; dirpath defaults to the run's
+   predictions/, else ./predictions. Every file written atomically, replacing only a file it wrote (anyone
+   else's fails the run at on_predict_start). MPI: rank 0 writes, {rank} in filename for every rank's own.
+   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), the predict events with
+   ctx->outputs and ctx->batch_idx set, tr_run_leave. docs/callbacks.md ("prediction_writer in detail"). */
 typedef enum tr_prediction_format { TR_PREDICTION_CSV = 0, TR_PREDICTION_JSONL, TR_PREDICTION_SAFETENSORS } tr_prediction_format;
 typedef enum tr_write_interval { TR_WRITE_BATCH = 0, TR_WRITE_EPOCH, TR_WRITE_BATCH_AND_EPOCH } tr_write_interval;
 
@@ -2542,17 +1802,10 @@ TRAIN_API const tr_prediction_writer_state *tr_prediction_writer_get(const hk_re
 #endif /* TR__ON_PREDICTION_WRITER */
 #if TR__ON_CSV
 
-/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
-   key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
-   record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
-   Python writes them). metrics.csv is made with its first rows (none when nothing is logged, as
-   Lightning); rows are appended as whole lines. A new column rewrites the file (atomically: a crash
-   leaves the old file or the new one): at once while it is under 16 KiB; in a larger file the rows
-   are appended without the new column until the rewrite is paid for (the bytes appended since the
-   last rewrite reach half of it), 2 seconds have passed, or the run ends (teardown), so that a new
-   column at every record costs work linear in the rows per column instead of rewriting everything
-   each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
-   under "specs". */
+/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them: columns the sorted union of the
+   keys logged (epoch, step too), one row a record, empty cells where a record lacks a column, numbers in
+   the shortest form that reads back (nan, inf as Python). Rows appended as whole lines; a new column
+   rewrites the file atomically. hparams.yaml: "key: value" sorted, the specs as a list. docs/logging.md. */
 TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 
 #endif /* TR__ON_CSV */
@@ -2581,54 +1834,13 @@ TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
-   the postfix the latest training batch's loss (ctx->loss, read at each redraw of the training bar, as
-   Lightning's bar shows it: not the last record's, which is log_every_n_steps old; on a device, the
-   metric train/loss: one copy per redraw) and the last validation record's metrics. The totals: the
-   training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
-   when it starts (the trainer sets both; a loop of its own sets eval_batches before
-   on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation. A step loop's bar ("Training", steps) starts with the run, before a validation at
-   step 0; its "epoch" is the steps between validations. One bar per registry: a second is refused.
-   On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
-   refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
-   model that is hundreds of redraws a second), and once more when training ends with its final
-   state; one due at an epoch's start shows the ended epoch's last state if no redraw did, and a new
-   epoch shows from its first batch on (a fast epoch's 0% would stay on screen while it runs). The line fits the
-   terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
-   else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
-   first), then the rate, then the times, so no number is cut (only a line still too wide, under about
-   25 columns, is cut); it never wraps, and a resized terminal gets lines of its new width; when the
-   terminal was narrowed below the last line, the rows a rewrapping terminal (tmux, most desktop ones)
-   made of it are erased too (those still on the screen: tmux may push one into its scrollback). The validation
-   line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
-   complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
-   every training epoch carrying its validation's metrics (a validation inside an epoch has no line
-   of its own), one per step loop's validation (the training line at that step, with its metrics), one
-   per evaluation run (tr_validate, tr_test), one at most
-   every line_seconds within a long epoch or evaluation, and the final state at the end of training
-   when no line showed it (a loop without epochs).
-   mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
-   gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
-   own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
-   Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
-   A CLOSED STREAM: a pipe whose reader exited (prog | head -1) would kill the process with SIGPIPE at the
-   bar's next write, before on_exception (so before on_exception_checkpoint). The bar writes to a pipe,
-   FIFO or socket with SIGPIPE ignored (the process's disposition is put back after each redraw: with
-   sigaction where <signal.h> gives it, else through signal(), which gives a handler back without its
-   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and, where SIGPIPE
-   kills the process (its default), fails the run through the usual path: after this hook the run stops,
-   on_exception runs (on_exception_checkpoint saves), and tr_fit / tr_run_finish return the error
-   ("callback 'progress_bar' failed in on_train_batch_end: stdout was closed (Broken pipe: its reader
-   exited ..."). It does not let training go on there: nobody can read the stream any more, and the
-   program's next write to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no
-   hook runs. A process that ignores SIGPIPE or handles it itself, and any other write error (a full
-   disk under a redirected stdout), lose the bar alone, said once on stderr; training goes on.
-   PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
-   the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
-   Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
-   when that stream is a terminal. Events it uses: on_train_epoch_start/end, on_train_batch_end,
-   on_validation_start/batch_end/end, on_test_*, on_train_end, on_log, teardown. */
+   with the latest training batch's loss and the last validation's metrics; a validation bar on the line
+   below during evaluation. On a terminal redrawn in place at most every refresh_seconds, fitted to the
+   width less one so it never wraps (fields dropped whole, never a number cut); elsewhere (a pipe, CI)
+   complete lines, never \r or an escape code. Rank 0 draws; under a launcher, by where the launcher's own
+   output goes. A closed pipe fails the run through on_exception where SIGPIPE would kill the process
+   (other write errors lose the bar alone). Hooks print above it with tr_print. One bar per registry.
+   The whole behaviour: docs/logging.md ("progress_bar", "The bar at 80 columns and in a step loop"). */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
 #define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
@@ -2642,9 +1854,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
   X(BOOL,      int,         ascii,           "false",  NULL, "draw the bar in \" 123456789#\" instead of Unicode blocks")
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
-/* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
-   10-cell bar; a width: what does not fit beside 10 cells goes whole (postfix fields, ", " between them,
-   the last first; the rate; the times). Returns the line's length in bytes (clipped to cap - 1). */
+/* tqdm's line for n of total (<= 0: unknown) after elapsed seconds into buf; width <= 0: a 10-cell bar,
+   else fields dropped whole to fit. Returns the line's length (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 
@@ -2670,32 +1881,15 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 #endif /* TR__ON_PLOT */
 #if TR__ON_MLFLOW
 
-/* mlflow: the run's records in an MLflow tracking server (MLflow's REST API over HTTP, through libcurl),
-   where a team looks at its runs. Compiled in by #define TRAIN_MLFLOW (in the file with
-   TRAIN_IMPLEMENTATION) and -lcurl (Debian/Ubuntu: libcurl4-openssl-dev); without it the constructor and
-   the spec name "mlflow" are refused with a message saying so.
-     At the first run's start (on_fit_start, or its first record) it makes the experiment when missing and
-   creates an MLflow run in it (run_name, tags), then sends the hyperparameters once as params (those of
-   csv's hparams.yaml, the spec strings as "specs"), every record's metrics as MLflow metrics (name, value,
-   the record's step, the wall time of the record; "epoch" as a metric too, as Lightning's MLFlowLogger),
-   the path of every checkpoint saved as the tag "checkpoint" (the latest), and at the run's end its status:
-   FINISHED, FAILED (on_exception) or KILLED (Ctrl-C / SIGTERM, TR_ERR_INTERRUPTED). NaN and infinities go
-   as MLflow's strings "NaN", "Infinity", "-Infinity" (a bare NaN in JSON would be stored as 0).
-     Nothing waits for the server on the step's path: a record's values go into a queue (max_queue of them,
-   allocated once; nothing is allocated per record) and one background thread (every signal blocked, so
-   Ctrl-C reaches the loop) sends them in batches within MLflow's limits per request (1000 metrics, 100
-   params and tags, 1 MB). A server that is down, slow or frozen (timeout_ms bounds each request, the
-   connection and the answer) is tried again with a growing pause (up to 4 s), the values kept; when the
-   queue is full newer values are dropped and counted. The run never fails because of the tracker: what
-   goes wrong is said once each (the server does not answer; it refused a request and why) and, at the end,
-   one line saying how many values were dropped or not sent. At each run's end the queue is sent before
-   teardown returns, waiting at most flush_timeout seconds.
-     A resume continues the same MLflow run: its id is the logger's state in checkpoints (tr_save's,
-   tr_run_save's); the resumed run sets it RUNNING again and logs on. MLflow keeps a metric's history, so
-   the values of steps logged after the checkpoint stay there beside the new ones of those steps. Rank 0
-   alone talks to the server under MPI (the others do nothing, no thread).
-     Authentication as MLflow's clients: MLFLOW_TRACKING_TOKEN (a bearer token), or MLFLOW_TRACKING_USERNAME
-   and MLFLOW_TRACKING_PASSWORD (basic); MLFLOW_TRACKING_INSECURE_TLS=true skips TLS verification. */
+/* mlflow: the run's records in an MLflow tracking server (its REST API through libcurl). Needs
+   #define TRAIN_MLFLOW and -lcurl; without them "mlflow" is refused with a message saying so. It makes the
+   experiment and run, sends the hyperparameters once, every record's metrics, the latest checkpoint as a
+   tag and the run's end status (FINISHED, FAILED, KILLED). Nothing waits on the step: values go into a
+   queue allocated once, one background thread sends them in batches within MLflow's limits, retrying a
+   server that is down or slow; what a run's end cannot send is kept in the run directory and sent by the
+   next start. The run never fails because of the tracker. A resume continues the MLflow run (its id is
+   the state). Rank 0 only. Authentication as MLflow's clients (MLFLOW_TRACKING_TOKEN, _USERNAME /
+   _PASSWORD, _INSECURE_TLS). docs/logging.md ("MLflow"). */
 #define TR_MLFLOW_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,   const char *, tracking_uri,  "",       NULL, "the tracking server: http://host:port or https://host[:port][/path] " \
     "(empty: the environment's MLFLOW_TRACKING_URI)") \
@@ -3162,8 +2356,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #ifdef TRAIN_IMPLEMENTATION
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
-/* Forgetting hooks.h's implementation gives hundreds of undefined hk_* symbols at link time with no
-   hint; this says it at once. A program with hooks.h's implementation in another file says so. */
+/* Without this, hundreds of undefined hk_* symbols at link time and no hint. */
 #if !defined(HOOKS_IMPLEMENTATION) && !defined(TRAIN_HOOKS_ELSEWHERE)
 #  error "train.h: TRAIN_IMPLEMENTATION needs hooks.h's implementation: #define HOOKS_IMPLEMENTATION too, before #include \"train.h\" in this file (or, when another file of the program defines it, #define TRAIN_HOOKS_ELSEWHERE here)"
 #endif
@@ -3199,10 +2392,8 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #  include <pthread.h> /* asynchronous saves: one background writer */
 #  include <signal.h>
 #  define TR__THREADS 1
-/* The writer thread is made with every signal blocked, so that Ctrl-C/SIGTERM always reach a thread
-   of the loop (and never interrupt the writer's write or fsync). A strict -std=c99 <signal.h> hides
-   sigset_t and pthread_sigmask; glibc's are known (pthread.h gives __sigset_t), elsewhere without
-   _POSIX_C_SOURCE the writer keeps the caller's mask (the handlers only count, and it retries EINTR). */
+/* The writer thread blocks every signal, so Ctrl-C/SIGTERM reach the loop and never interrupt its write
+   or fsync. Strict -std=c99 hides pthread_sigmask outside glibc: there it keeps the caller's mask. */
 #  if defined(SIG_SETMASK)
 #    define TR__SIGMASK 1
 #    define TR__SIG_SETMASK SIG_SETMASK
@@ -3289,13 +2480,9 @@ TRAIN_API const char *tr_err_name(tr_err e) {
 }
 
 /* ---- a resume with nothing left to train ------------------------------------------------------------
-   A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
-   (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
-   would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
-   tr_fit (train/trainer/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
-   disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
-   (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
-   left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
+   tr_fit and tr_run_start refuse a checkpoint whose run finished or stopped early (it would train nothing
+   and its callbacks would mislead), before anything fires. The finished half, shared: 1 with why (fn
+   first) when epochs / step reach max_epochs / max_steps (0: none; field: how the caller names them). */
 TR__SHARED int tr__resume_finished(char *why, size_t cap, const char *fn, const char *path, int64_t epochs, int64_t step,
                                    int64_t max_epochs, int64_t max_steps, const char *field) {
   int by_steps = max_steps > 0 && step >= max_steps;
@@ -3348,10 +2535,8 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
 }
 
 /* ---- tensor views a callback reads ---------------------------------------------------------------
-   A battery checks the loop's views where it first reads them, not at on_train_start: a loop may point
-   them at their buffers late (llm.c allocates its gradients in the first backward). field is what the
-   loop calls them ("ctx->grads"); each message names the view and the event (hk_fail's caller adds the
-   battery's name), so a view still empty there is a clear error, not a crash. 0, or -1 with hk_fail. */
+   Checked where first read, not at on_train_start (llm.c allocates its gradients in the first backward):
+   an empty view is an error naming it and the event, not a crash. 0, or -1 with hk_fail. */
 TR__SHARED int tr__view_empty(hk_ctx *ctx, const hk_tensor *v, int k, const char *field) {
   return hk_fail(ctx, "%s[%d] ('%s') has no data (NULL) at %s, where it is first read: point each view at its "
                  "buffer by then (llm.c's gradients: after the first backward)", field, k, v[k].name ? v[k].name : "?",
@@ -3364,8 +2549,7 @@ TR__SHARED int tr__views_data(hk_ctx *ctx, const hk_tensor *v, const char *field
     if (!v[k].data) return tr__view_empty(ctx, v, k, field);
   return 0;
 }
-/* A battery that keeps the views (gradient_monitor names a metric after each) also needs each named once
-   and count > 0 (an empty name would make a column "grad_2.0_norm/"). */
+/* Views a battery keeps must also be named once, count > 0. */
 TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field) {
   const char *at = hk_event_name(ctx->reg, ctx->event);
   int k, j;
@@ -3402,8 +2586,7 @@ TR__SHARED double tr__grad_pass_source(hk_ctx *ctx, void *user) {
   p->version = ctx->hk__grads_version;
   return sqrt(sum);
 }
-/* The views' sums of squares of the gradients as they are now, from the loop's shared pass (made now, and
-   hk_grad_norm with it, when nobody has asked since they changed); NULL when the loop has no such pass. */
+/* The views' sums of squares now, from the loop's shared pass; NULL without one. */
 TR__SHARED const double *tr__grad_pass_sums(hk_ctx *ctx) {
   tr__grad_pass *p;
   double norm;
@@ -3578,8 +2761,7 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     TR__SCHED_BAD("%s: sched.gamma %g is subnormal: the lr would be 0 after its first decay; give a gamma >= %g (e.g. 0.99)",
                   k, s->gamma, DBL_MIN);
   if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && total > 0) {
-    /* the last scheduler step the run takes is total - 1: gamma to its number of decays must stay a
-       normal double, or the lr becomes inf (every parameter inf / NaN) or 0 (nothing trains) */
+    /* gamma^(decays to step total - 1) must stay a normal double: inf or 0 would ruin the run */
     int64_t u = total - 1 - s->warmup, n = u <= 0 ? 0 : s->kind == TR_SCHED_STEP ? u / s->step_size : u;
     double f = pow(s->gamma, (double)n);
     if (!(f <= DBL_MAX) || f < DBL_MIN)
@@ -3606,8 +2788,7 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
   return TR_OK;
 }
 
-/* The spec: one factory per kind on a registry of its own, with the keys TR_SCHED_PARAMS gives that
-   kind, so the grammar and the messages are hooks.h's (names the bad part, lists what is valid). */
+/* The spec: one factory per kind on a private registry, so the grammar and messages are hooks.h's. */
 typedef struct tr__sched_parsing { tr_sched *s; char *why; size_t cap; } tr__sched_parsing;
 static int tr__sched_in(const char *kinds, const char *kind, int *required) {
   size_t n = strlen(kind);
@@ -3740,20 +2921,16 @@ TR__SHARED int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state
 #endif
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
-   The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
-   elements (256 KiB of floats: a chunk stays in L2 while a pass works on it) and hands whole chunks
-   to OpenMP threads; a reduction stores one partial per chunk and adds them in chunk order, so no
-   thread count changes a bit. No allocation: partials live on the stack, TR__GROUP chunks at a time.
+   Chunks of HK_NORM_CHUNK elements (256 KiB: one stays in L2) handed whole to OpenMP threads; one partial
+   per chunk, added in chunk order. No allocation: partials on the stack, TR__GROUP chunks at a time.
    ================================================================================================= */
 #if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 199901L
 #  define TR__RESTRICT __restrict
 #else
 #  define TR__RESTRICT restrict
 #endif
-/* x86-64 with gcc or clang: AdamW has SSE and AVX kernels (tr__adamw_sse/avx), the AVX one chosen at
-   run time, and with gcc and glibc the other loops get an AVX2 copy beside the default one
-   (target_clones: the loader picks one per machine, so a plain -O2 build runs AVX2 where the CPU
-   has it). Elsewhere: the same loops, plain. */
+/* x86-64: AdamW's SSE and AVX kernels (AVX chosen at run time); with gcc and glibc the other loops get an
+   AVX2 copy (target_clones: a plain -O2 build runs AVX2 where the CPU has it). */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(TRAIN_NO_SIMD)
 #  include <immintrin.h>
 #  define TR__X86 1
@@ -3821,11 +2998,8 @@ TRAIN_API tr_sgd_coef tr_sgd_coefs(const tr_optim *o, double lr, int first) {
   return c;
 }
 
-/* Every chunk loop below runs in blocks of TR__BLOCK elements, then the remainder: an inner loop
-   with a constant trip count is one that gcc vectorises at -O2 (its default "very cheap" cost model
-   refuses loops that would need a scalar epilogue), so the default flags get SIMD code. Loops whose
-   float forms depend on a flag are copied per value of the flag (a constant in their copy of the
-   coefficients), so their bodies have no branch. */
+/* Blocks of TR__BLOCK, then the remainder: gcc -O2's "very cheap" cost model vectorises only loops with
+   no scalar epilogue. Loops are copied per value of a flag, so their bodies have no branch. */
 #define TR__BLOCK 16
 
 /* x *= k */
@@ -3848,11 +3022,8 @@ static inline void tr__adamw_run(float *TR__RESTRICT p, const float *TR__RESTRIC
 }
 
 #if TR__X86
-/* AdamW four and eight elements at a time: tr_adamw_elem's operations in its order, one intrinsic
-   each (no fused multiply-add: neither target enables FMA). Intrinsics because the square root in C
-   is sqrtf, which sets errno on a negative input, so no compiler vectorises it without
-   -fno-math-errno; here it is the instruction itself. The branch on c.decays is the same every
-   iteration (predicted). */
+/* AdamW 4 and 8 at a time, tr_adamw_elem's operations in order, no FMA. Intrinsics because C's sqrtf
+   sets errno and is not vectorised without -fno-math-errno. */
 static void tr__adamw_sse(float *p, const float *g, float *m, float *v, size_t n, tr_adamw_coef c) {
   const __m128 decay = _mm_set1_ps(c.decay), w1 = _mm_set1_ps(c.w1), b2 = _mm_set1_ps(c.beta2),
                w2 = _mm_set1_ps(c.w2), bc2 = _mm_set1_ps(c.bc2_sqrt), eps = _mm_set1_ps(c.eps),
@@ -3930,11 +3101,8 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
   tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch, 16
-   counts side by side (32-bit lanes like the data's; a chunk gives each at most HK_NORM_CHUNK / 16)
-   added up once at the end. (It added up the 16 every block before: 8 more instructions per 16
-   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.91-0.93 of a
-   prefetching one-array read before, 1.01-1.02 after, on a quiet machine.) */
+/* Exponent bits all ones, counted without a branch in 16 lanes added once at the end (adding them every
+   block kept fewer loads in flight: 0.91 of a one-array read before, 1.01 after). */
 static inline int tr__nonfinite_bits(const float *x) {
   uint32_t bits;
   memcpy(&bits, x, sizeof bits);
@@ -3970,14 +3138,10 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
   }
 }
 
-/* zero_grad. A buffer far larger than the caches is zeroed with streaming stores, one share per
-   thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
-   written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
-   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy.
-   AVX's 32-byte streaming store where the CPU has it (SSE2's 16-byte one was slower on a later VM:
-   Xeon, 300 MiB L3, AVX-512). A small buffer is
-   zeroed chunk by chunk with memset, its zeros staying in cache for the backward pass that comes next.
-   (Zero floats are zero bytes in IEEE 754, which train.h assumes throughout.) */
+/* zero_grad: a buffer far beyond the caches with streaming stores (a plain store or memset reads every
+   line it overwrites: 2.0x faster than glibc 2.36's memset, docs/numbers.md), AVX's 32-byte ones where
+   present; a small buffer with memset chunk by chunk, its zeros in cache for the backward. (Zero floats
+   are zero bytes.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
 #if TR__X86
 __attribute__((target("avx"))) static size_t tr__zero_stream_avx(float *x, size_t n) {
@@ -4021,14 +3185,9 @@ TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
   for (k = 0; k < nk; k++) tr__scale_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), s);
 }
 
-/* One chunk of tr_sumsq (n <= HK_NORM_CHUNK) in hk_sumsq's order. On x86-64 with AVX and FMA:
-   accumulator j % 16 is lane j % 4 of register j / 4, each lane adding its elements' squares in
-   element order as the scalar loop does. The multiply-add is fused here, and the bits are still
-   hk_sumsq's: a float's square is exact in double (24-bit significands, 48-bit product), so the
-   fused and the separate forms round the same sum once. Fewer instructions per byte keep more loads
-   in flight: make bench-math, 16M floats, 1 thread, against a one-array read that asks ahead as this
-   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 27 instructions per 16 floats) 0.87,
-   this one (12) 1.00-1.01 on a quiet machine (docs/numbers.md has the runs). */
+/* One chunk of tr_sumsq in hk_sumsq's order: on x86-64 with AVX and FMA, accumulator j % 16 is lane
+   j % 4 of register j / 4. Fused and still hk_sumsq's bits (a float's square is exact in double); fewer
+   instructions per byte keep more loads in flight: 0.87 -> 1.00 of a one-array read (docs/numbers.md). */
 #if TR__X86 && !defined(TRAIN_NO_AVX)
 static int tr__has_fma(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"); }
 __attribute__((target("avx,fma"))) static double tr__sumsq_fma(const float *TR__RESTRICT x, size_t n) {
@@ -4072,9 +3231,7 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
   return sum;
 }
 
-/* One chunk (n <= HK_NORM_CHUNK): its sum of squares in hk_sumsq's order (element j into sum j % 16,
-   the sums folded by halving) and the clamp into [lo, hi], in one pass over the elements. A NaN fails
-   both tests and stays. */
+/* One chunk: sum of squares in hk_sumsq's order and the clamp, in one pass (a NaN stays). */
 static TR__CLONES double tr__clamp_sumsq_chunk(float *TR__RESTRICT x, size_t n, float lo, float hi) {
   double acc[16] = {0};
   size_t i = 0, j, w;
@@ -4155,22 +3312,13 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
 }
 #endif /* !defined(TRAIN_NO_MATH) */
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
-   Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
-   first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
-   tr__afile: a new temporary file <path>.tmp.<tag>.<pid>.<n> (tag: tr__temp_tag), created with O_CREAT|O_EXCL|O_NOFOLLOW (an
-   existing file or a symlink planted at that name is never opened, let alone written through), written,
-   flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
-   leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
-   regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
-   socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
-   A temporary file left by a writer that was killed is removed by the next write to the same path (those
-   whose process no longer exists, where /proc tells, and of this host, boot and PID namespace only). A file that is appended to afterwards (a log) keeps
-   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
-   The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
-   in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
-   moment where another file is replaced; a rename after a check where the file system has no hard
-   links), and a later one replaces only the file the earlier write made (the same device and inode, its
-   tr__file_id); anything else at the path - a user's file, an earlier run's - is left as it is. */
+   tr__afile: a new temporary <path>.tmp.<tag>.<pid>.<n> made with O_CREAT|O_EXCL|O_NOFOLLOW (nothing
+   planted there is ever written through), written, fsynced, renamed over path, the directory fsynced: a
+   crash leaves the old file or the new one. Only a regular file at path is replaced (TR__AF_LINK_OK: a
+   symlink too, itself); a killed writer's temporary is removed by the next write to path. A log keeps
+   the temporary's descriptor (keep_fd), never reopened by name. tr__write_mine replaces nothing it did
+   not write: the first write links the temporary where nothing is, later ones replace only the same
+   device and inode (tr__file_id). docs/never_lost.md lists the guarantees and their tests. */
 #if defined(O_NOFOLLOW)
 #  define TR__O_NOFOLLOW O_NOFOLLOW
 #elif defined(__O_NOFOLLOW)
@@ -4246,10 +3394,8 @@ TR__SHARED int tr__exit_status(int rc) {
 }
 
 #ifdef TR__POSIX
-/* Who may judge a temporary's writer dead: a process of the same kernel boot, host name and PID namespace.
-   A writer on another host of a shared file system, or in another PID namespace (a container), has pids
-   that mean nothing here: its live temporary must never look stale. 8 hex digits of a hash of the three
-   (Linux's /proc; elsewhere the stale files are left alone anyway), in every temporary's name. */
+/* Only a process of the same boot, host name and PID namespace may judge a temporary's writer dead (pids
+   of another host or container mean nothing here): a hash of the three in every temporary's name. */
 static void tr__temp_tag(char tag[9]) {
   static const char *const files[] = { "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname" };
   uint32_t h = 2166136261u; /* FNV-1a */
@@ -4269,10 +3415,8 @@ static void tr__temp_tag(char tag[9]) {
   }
   snprintf(tag, 9, "%08x", (unsigned)h);
 }
-/* Temporary files of path whose process is gone: those of this host, boot and PID namespace (the tag)
-   whose pid is not running. An untagged one (an older version's) or another tag's is not ours to judge.
-   unlink removes a name, never what a symlink points to, so a planted link costs nothing either. (kill is
-   not declared by a strict -std=c99 build.) */
+/* path's temporaries whose process is gone, of our tag only (an untagged or foreign one is not ours to
+   judge); unlink never follows a planted link. (kill is hidden by strict -std=c99.) */
 static void tr__remove_stale_temps(const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -4405,10 +3549,8 @@ static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
   return a->err;
 }
 
-/* Flush, check path, rename. keep_fd (POSIX, may be NULL) gets the descriptor of the file now at path,
-   open for writing at its end; else it is closed. On failure the temporary is removed and path is as
-   it was once tr__afile_free (called afterwards in every case) has removed the temporary. Returns 0 or
-   errno. */
+/* Flush, check path, rename; keep_fd (may be NULL) gets the file's descriptor open at its end. On failure
+   path is as it was once tr__afile_free (always called after) removed the temporary. 0 or errno. */
 static int tr__afile_commit(tr__afile *a, int *keep_fd) {
   if (keep_fd) *keep_fd = -1;
 #ifdef TR__POSIX
@@ -4502,9 +3644,8 @@ static void tr__afile_free(tr__afile *a) {
   a->tmp = NULL;
 }
 
-/* The reason of a failed tr__afile, for a message: "cannot write /x/metrics.csv.tmp.12.0: No space left
-   on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
-   not replaced". */
+/* Why a tr__afile failed, for a message ("cannot write ...: No space left on device", "... is not a
+   regular file ...: it is not replaced"). */
 static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
   if (a->taken)
     snprintf(buf, cap, "%s is there and was not written by this logger (another run's, or a file of yours): it is not "
@@ -4517,9 +3658,6 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
                 a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
 }
 
-/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
-   tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
-   mine is then the file written; EEXIST (a->taken) when another file is at path. */
 /* The one checkpoint writer (tr_run_save's and tr_save's): fill writes the file into a, the new temporary file
    (tr__afile_write, or a stream: tr__afile_stream), which is then flushed to the disk and renamed over path;
    any failure removes the temporary file, leaves path as it was and says why. fill returns 0, or an errno-like
@@ -4562,6 +3700,8 @@ static int tr__afile_stream(tr__afile *a, int (*fill)(FILE *f, void *user), void
 #endif
   return e;
 }
+/* A whole file in one go: 0, or errno and why. tr__write_mine: only where nothing is or over mine (then
+   mine is the new file); EEXIST when another file is there. */
 static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
                         char *why, size_t why_len) {
   tr__afile a;
@@ -4581,9 +3721,8 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
 TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
   return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
-/* A resumed run's logger takes its file back: the regular file at path (never read through a symlink)
-   appended to out, its identity into mine, so that tr__write_mine may replace that file and no other.
-   0; ENOENT when nothing is there; EEXIST when it is not a regular file; else errno. */
+/* A resumed logger takes its file back: the regular file at path (no symlink) into out, its identity into
+   mine. 0; ENOENT nothing there; EEXIST not a regular file; else errno. */
 TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine) {
 #ifdef TR__POSIX
   struct stat st;
@@ -4620,8 +3759,7 @@ TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
   return mine->set && remove(path) == 0 ? 0 : EEXIST;
 #endif
 }
-/* What is at path: 0 nothing, 1 the file of mine (tr__write_mine's), -1 anything else (a user's file, another
-   run's, a symlink, a directory): what a writer that replaces only its own files checks before it starts. */
+/* What is at path: 0 nothing, 1 mine (tr__write_mine's), -1 anything else. */
 TR__SHARED int tr__whose(const char *path, const tr__file_id *mine) {
   tr__afile a;
   memset(&a, 0, sizeof a);
@@ -4682,8 +3820,7 @@ TR__SHARED void tr__fd_close(int *fd) {
   *fd = -1;
 }
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-/* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
-   there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
+/* The largest n of "<prefix><n>[.anything]" in dir (up to 15 digits), -1 for none. */
 static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   int64_t max = -1;
 #ifdef TR__POSIX
@@ -4706,8 +3843,8 @@ static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   return max;
 }
 
-/* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
-   each and it). Returns the count, -1 out of memory (nothing then to free). */
+/* The names in dir starting with prefix, sorted, new strings in a new array (free each and it); -1 out of
+   memory. */
 TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names) {
   int n = 0;
 #ifdef TR__POSIX
@@ -4740,11 +3877,9 @@ TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names)
 }
 
 /* ---- a run directory held: two processes never log into one ------------------------------------------
-   tr__dir_hold opens dir (never through a symlink: O_NOFOLLOW on the last name), checks that it is a
-   directory, and takes flock's exclusive lock on it, held while the descriptor stays open (the run's
-   registry) and dropped by the system when the process ends, however it ends. 0 with *fd, *dev, *ino;
-   ENOENT: nothing there; ENOTDIR: a symlink or not a directory; EWOULDBLOCK: another process holds it.
-   A file system without flock holds nothing (0: its runs are not kept apart). */
+   Open dir (O_NOFOLLOW), check it is a directory, take flock's exclusive lock, held while the descriptor
+   is open and dropped by the system however the process ends. 0; ENOENT; ENOTDIR (a symlink or not a
+   directory); EWOULDBLOCK (another process holds it). No flock on the file system: nothing held. */
 static int tr__dir_hold(const char *dir, int *fd, uint64_t *dev, uint64_t *ino) {
 #ifdef TR__POSIX
   struct stat st;
@@ -4775,15 +3910,10 @@ static void tr__dir_release(int fd) {
 }
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
-   A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's
-   async_save) copies everything the file will hold into a staging buffer (allocated at the first such
-   save, grown only when the state grows, reused after) and hands it to a writer thread: the thread
-   writes it through tr__afile (exclusive temporary, fsync, rename, directory fsync: the guarantees and
-   the bytes of a synchronous save), and the loop collects the outcome at its next safe point: then
-   on_checkpoint_saved fires, or the error fails the run. One save in flight: the next save waits for
-   it (never coalesced: two requests are two files, and each gets its on_checkpoint_saved). Without
-   threads (TRAIN_NO_THREADS, not POSIX, pthread_create failing) the writer runs at once in the caller
-   and the outcome is collected the same way. */
+   A staging buffer (made at the first save, grown only with the state) handed to a writer thread that
+   writes through tr__afile (the same guarantees and bytes); the loop collects the outcome at its next safe
+   point (on_checkpoint_saved, or the run fails). One in flight, never coalesced. Without threads the
+   writer runs in the caller and is collected the same way. */
 typedef struct tr__asave tr__asave;
 typedef void (*tr__asave_job)(tr__asave *as, tr__afile *a);  /* the writer's side: write the staged file */
 typedef void (*tr__asave_done)(tr__asave *as, hk_ctx *ctx); /* the loop's side: on_checkpoint_saved or the error */
@@ -4899,8 +4029,7 @@ static void tr__asave_submit(tr__asave *as) {
   tr__asave_write(as);
 }
 
-/* 1 when the save handed over has ended (wait: once it has), its outcome in err/why: the caller
-   collects it (done). 0 when none is in flight, or it is still being written. */
+/* 1 when the save handed over has ended (wait: once it has), outcome in err/why; 0: none, or still going. */
 static int tr__asave_ended(tr__asave *as, int wait) {
   int busy = 0;
   (void)wait;
@@ -4947,10 +4076,8 @@ static void tr__asave_free(tr__asave *as) {
 }
 
 /* ---- text for files: numbers that read back exactly, UTF-8, JSON, CSV and YAML strings ----------- */
-/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
-   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
-   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
-   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
+/* The shortest text that reads back as v (Python's repr); nan/inf as Python. 16 digits first: if they fail
+   17 always work, if they work 15 may: the same answer as 15, 16, 17 in turn with one try fewer. */
 static void tr__num(char *buf, size_t cap, double v) {
   char shorter[32];
   if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
@@ -5010,10 +4137,8 @@ static void tr__putf(hk_bytes *b, const char *fmt, ...) {
 }
 static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
 
-/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
-   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
-   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
-   covers the rest (spec strings, titles, the stage). */
+/* Text that must be UTF-8 (JSON, YAML, TensorBoard, SVG): valid sequences kept, any other byte as U+FFFD,
+   so every reader decodes the file (metric names are checked by tr_log_set; this covers the rest). */
 static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
   *k = tr__utf8_len((const unsigned char *)s);
   if (*k) return s;
@@ -5060,9 +4185,8 @@ TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
   }
   hk_bytes_put(b, "\"", 1);
 }
-/* YAML scalar: quoted unless it is plain safe text that YAML reads as a string: not a number's start (a
-   digit, '-', '.': "1.10", "0123", "-2", ".inf") nor a YAML 1.1 boolean or null word ("true", "no", "Off",
-   "null", "y", any case), which a reader would take for a number, a boolean or null */
+/* YAML scalar: quoted unless plain text YAML reads as a string (not "1.10", "-2", ".inf", nor a YAML 1.1
+   boolean or null word such as "no", "Off", "y") */
 TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   static const char *const words[] = { "y", "n", "yes", "no", "true", "false", "on", "off", "null" };
   const char *p;
@@ -5154,8 +4278,8 @@ static int tr__mkdirs(const char *dir) {
 #endif
 }
 
-/* A new run id: 32 hex digits (128 bits) from the system's random source, else from the time, the pid and
-   addresses mixed by splitmix64 (unique enough to tell two runs apart; nothing secret depends on it). */
+/* A run id: 128 random bits in hex, from the system, else time, pid and addresses through splitmix64
+   (tells runs apart; nothing secret). */
 TR__SHARED void tr__random_id(char out[33]) {
   static uint64_t counter;
   unsigned char b[16];
@@ -5178,9 +4302,7 @@ TR__SHARED void tr__random_id(char out[33]) {
   for (i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", (unsigned)b[i]);
 }
 
-/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
-   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
-   record's cost (bench-log). */
+/* CRC-32C (0x82F63B78) a nibble at a time: a 16-entry table, 4x faster than bitwise (bench-log). */
 TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
   static const uint32_t nibble[16] = {
     0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
@@ -5201,9 +4323,8 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
 }
 
 /* ---- what the process uses (device_stats): the POSIX seam ------------------------------------------
-   One reading: resident and peak memory, CPU time, the load. NaN where the system does not tell.
-   Linux: /proc/self/status (VmRSS, VmHWM) and /proc/loadavg, one read() each, and getrusage; elsewhere
-   getrusage's peak and CPU time only. */
+   Resident and peak memory, CPU time, load; NaN where unknown. Linux: /proc/self/status, /proc/loadavg,
+   getrusage; elsewhere getrusage's peak and CPU time. */
 typedef struct tr__host_use {
   double rss, peak;             /* bytes */
   double cpu;                   /* user + system seconds since the process began */
@@ -5274,14 +4395,10 @@ TR__SHARED void tr__dl_close(void *lib) { if (lib) dlclose(lib); }
 TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
   return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
 }
-/* The name index: open addressing (linear probing) on an FNV-1a hash of the name, each slot the metric's
-   position + 1, so that tr_log_set costs the same per value at 10 metrics or 10,000 (a search along the
-   list cost ~26 k instructions a value at 1,000 with a logger). Its own table rather than stb_ds's sh*
-   maps: train.h's implementation may be in a file without hooks.h's (TRAIN_HOOKS_ELSEWHERE), where
-   stb_ds is not compiled, and stb_ds aborts when memory runs out where tr_log_set returns TR_ERR_NOMEM.
-   A loop cuts n_metrics (to 0 between records): a slot counts only when it points below n_metrics at
-   the same name, and tr_log_set rebuilds the index when n_metrics is not what the index holds, so every
-   metric below n_metrics has its slot. */
+/* The name index: linear probing on FNV-1a, slots holding position + 1, so tr_log_set costs the same at
+   10 metrics or 10,000 (a list search cost ~26 k instructions a value at 1,000). Not stb_ds: it may not
+   be compiled here (TRAIN_HOOKS_ELSEWHERE) and it aborts out of memory. A slot counts only below
+   n_metrics at the same name; a loop that cut n_metrics gets the index rebuilt. */
 static uint32_t tr__log_hash(const char *name) {
   uint32_t h = 2166136261u;
   for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;
@@ -5380,8 +4497,8 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
 #define TR__HPARAM_VAL 256  /* and a value's */
 #define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
-/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
-   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+/* num: 0 string, 1 number (val its text), 2 boolean; prio: the trainer 0, hparams 1, tr_run_hparam 2 (of
+   one key the highest is kept) */
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
 /* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
 static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
@@ -5465,8 +4582,7 @@ TRAIN_API int tr_slurm_read(tr_slurm *s) {
   return s->why[0] ? -1 : s->on;
 }
 
-/* This process's global rank from its launcher's environment (Lightning's rank_zero looks the same way before
-   a strategy sets it): mpirun's, MPICH's, PMIx's, srun's, torchrun's; 0 without one. */
+/* The global rank from the launcher's environment (mpirun, MPICH, PMIx, srun, torchrun); 0 without one. */
 TR__SHARED int tr__launcher_rank(void) {
   static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
   size_t i;
@@ -5515,8 +4631,7 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
-/* The stop signal as a message names it, from the (agreed) TR_STOP_* bits: Slurm's scancel, mpirun and a
-   pod's shutdown send SIGTERM, a terminal's Ctrl-C SIGINT. The same words on every rank, whichever got it. */
+/* The agreed stop signal's name, the same on every rank (scancel, mpirun and pods send SIGTERM, Ctrl-C SIGINT). */
 TR__SHARED const char *tr__stop_name(int64_t stops) { return (stops & TR_STOP_SIGTERM) ? "SIGTERM" : "Ctrl-C"; }
 /* This process's own stop signal, as TR_STOP_SIGTERM (0: SIGINT, or none). */
 TR__SHARED int64_t tr__sigterm_bit(void) {
@@ -5582,8 +4697,7 @@ static void tr__on_preempt(int sig) {
   signal(sig, tr__on_preempt); /* System V-style signal() reset the handler before calling it */
 }
 #endif
-/* Install the handler for p's signal: 1 when it is ours now, 0 when there is none to install, -1 when
-   the program has its own handler (or ignores it): left as it is. */
+/* 1: p's handler installed; 0: none to install; -1: the program's own handler (or SIG_IGN), left alone. */
 TR__SHARED int tr__preempt_on(const tr_preempt *p) {
 #ifdef TR__SIGNALS
   int sig = tr__preempt_sig(p);
@@ -5635,9 +4749,8 @@ TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_s
   return agree ? agree(user, s) : s;
 }
 
-/* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
-   signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
-   seconds later), so that the step is saved. */
+/* In a Slurm job a second SIGTERM is no second request (Slurm signals every process, mpirun again): the
+   stop signals only count, so the step is saved; the hard stop is Slurm's SIGKILL. */
 TR__SHARED int tr__slurm_job(void) { const char *j = getenv("SLURM_JOB_ID"); return j && j[0]; } /* "": no job (as tr_slurm_read) */
 
 
@@ -5652,9 +4765,8 @@ TR__SHARED const char *tr__preempt_resume(const tr_preempt *p, const char *save_
   return save_to;
 }
 
-/* The run stopped on a signal (stops: the agreed TR_STOP_* bits): the message that says so, after the
-   state was saved (save_err NULL: saved to saved_to; saved_to NULL: nothing saved). With a preemption and
-   requeue, rank 0 requeues the job now. */
+/* The message of a run stopped on a signal, after its save (save_err NULL: saved to saved_to; saved_to
+   NULL: nothing saved); with a preemption's requeue, rank 0 requeues now. */
 TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_t step, const char *saved_to, const char *save_err,
                                     const tr_preempt *p, int rank) {
   char sig[24], cmd[64];
@@ -5706,9 +4818,8 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
   return 1;
 }
-/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
-   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
-   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
+/* save_to's directory must exist when the run starts (after setup: a logger may make it), not be found
+   missing at Ctrl-C with the state lost. 0, or why (who first). */
 TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
 #ifdef TR__POSIX
   struct stat st;
@@ -5753,88 +4864,85 @@ struct tr__hparam;
 typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
-  tr_log_record rec;         /* the record being built; histograms wait here for the next record */
-  tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
-  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
-                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
-  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
-  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be; a version 1 block) */
-  char cont_id[33];          /* the run id the block recorded ("" none: a version 1 block, or a run without a directory) */
-  char cont_job[24];         /* the Slurm job that wrote it ("" none: outside Slurm) */
+  tr_log_record rec;         /* the record being built; histograms wait here */
+  tr__run_dir *dirs;         /* the version directory of each save_dir/name */
+  char *dir;                 /* the run's directory (the first a logger opened); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded */
+  uint64_t cont_dev, cont_ino; /* what that directory was (a version 1 block) */
+  char cont_id[33];          /* the block's run id ("" none) */
+  char cont_job[24];         /* the Slurm job that wrote it ("" none) */
   int cont_version;          /* the block's version (0: none read) */
-  char id[33];               /* the run's id: its directory's run_id file and its checkpoints' ("" not yet) */
-  int id_said;               /* a run_id file that could not be written was said (once) */
-  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
-  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
-  int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
-  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  char id[33];               /* the run's id ("" not yet) */
+  int id_said;               /* an unwritable run_id file was said */
+  int64_t cont_step;         /* the checkpoint's step and place: the records after them */
+  tr_run_at cont_at;         /* are superseded */
+  int cont_given;            /* tr_run_continue gave the block for the next tr_run_enter */
+  tr__user_hp *hp;           /* tr_run_hparam's, in order */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
-  char **ckpt_dirs;          /* where checkpoint callbacks save (given dirpaths), for resume "auto" */
+  char **ckpt_dirs;          /* checkpoint callbacks' dirpaths, for resume "auto" */
   int n_ckpt_dirs;
-  int ckpt_default;          /* one saves into the run directory's checkpoints/ (or ./checkpoints) */
-  char *auto_path;           /* what resume "auto" chose (NULL: none) */
+  int ckpt_default;          /* one saves into the default checkpoints/ */
+  char *auto_path;           /* what resume "auto" chose */
   char error[512];           /* tr_run_error */
   tr_err err;
   hk_registry *reg;
-  uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
-  int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
-  int signals, preempt;      /* tr_run_start installed the stop signals; the preemption's handler (tr__preempt_on) */
-  int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
-  int stop_pending;          /* a hook asked to stop while tr_run_start fired */
-  int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
-  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
-  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
-  hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
-  double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
-  tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
-  int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
-  uint64_t loaded;           /* with tr_run_desc.agree: a hash of the state tr_run_load restored (0: none), the ranks compare it */
-  int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
-  int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
-  struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
+  uint64_t stamp[3];         /* hk_metric_stamp at the last train, val, test record */
+  int64_t last_step;         /* global_step at the last safe point */
+  int signals, preempt;      /* the stop signals and the preemption handler are installed */
+  int rank;                  /* global rank; -1: not known yet */
+  int stop_pending;          /* a hook asked to stop during tr_run_start */
+  int own_loop;              /* tr_run_start began the run (else tr_run_enter) */
+  struct tr__bar *bar;       /* the registry's progress bar */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* text above the live bar */
+  hk_bytes refused;          /* metric names refused and said (NUL-separated) */
+  double lr;                 /* the step's lr as tr_run_lr left ctx->lr */
+  tr_run_at at;              /* where in the loop the run is now */
+  int resumed_here;          /* restored, and no batch started since */
+  uint64_t loaded;           /* a hash of the restored state, for the ranks to compare */
+  int lr_known, lr_warned;   /* lr set this run; a hook's write said */
+  int lr_hook_said;          /* a hook's tr_run_lr refused and said */
+  struct tr__asave *asave;   /* the background writer (made at the first async save) */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
-  int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
-  /* the state machine (see "states" at THE RUN LAYER) */
-  char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
-  hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
-  unsigned pending;          /* TR__PEND_*: an end event fired and its tr_run_* call has not come yet */
-  int64_t pending_step[2];   /* ctx->global_step at the pending on_train_batch_end, on_train_epoch_end */
-  int in_sanity;             /* between on_sanity_check_start and _end */
-  int val_ran, val_sent;     /* since the last safe point: on_validation_epoch_end fired in the fit; a "val" record went out */
-  int64_t val_step;          /* ctx->global_step at that on_validation_epoch_end */
-  int val_warned;            /* the forgotten "val" record was said (once per run) */
-  int sending;               /* on_log of a record the run sends is being fired */
-  const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
-  const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
-  const char *eval;          /* tr_run_eval_start's stage ("val", "test") until tr_run_eval_end, else NULL */
-  int64_t eval_idx;          /* the training batch's view of ctx and its flow signals, kept during an evaluation */
+  int sync_only;             /* the last save collected (on_exception, teardown): write at once */
+  /* the state machine */
+  char failure[512];         /* why the run failed: ctx->abort_reason at tr_run_finish */
+  hk_handle guard;           /* the watch on the loop's events, 0 when none */
+  unsigned pending;          /* TR__PEND_*: an end event whose tr_run_* call is due */
+  int64_t pending_step[2];   /* global_step at those on_train_batch_end, on_train_epoch_end */
+  int in_sanity;             /* in the sanity check */
+  int val_ran, val_sent;     /* since the last safe point: a fit's validation ended; its record went */
+  int64_t val_step;          /* global_step at that validation */
+  int val_warned;            /* a forgotten "val" record said */
+  int sending;               /* firing on_log of the run's own record */
+  const char *busy;          /* the run-layer call firing events now */
+  const char *io, *io_path;  /* the save or load in progress, and its file */
+  const char *eval;          /* tr_run_eval_start's stage until tr_run_eval_end */
+  int64_t eval_idx;          /* the training batch's view of ctx, kept during an evaluation */
   double eval_loss;
   void *eval_batch;
   unsigned eval_signals;
-  int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
-  int loading;               /* a resume has not loaded yet (tr_run_start's load, tr_run_resumed): the loggers know their
-                                directory but write nothing until it has; a failed one changes no file (tr__run_loading) */
-  /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
-     callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
-     resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
+  int refused_start;         /* tr_run_start refused to begin: nothing fired */
+  int loading;               /* a resume not loaded yet: loggers write nothing (tr__run_loading) */
+  /* early_stopping's: does a callback's block (saved at epochs / step) record a stop? 0 no; 1 a stop a
+     resume would make again (why, fn first); 2 a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
-  tr__grad_pass gpass;       /* the gradients' one pass per change, for a loop that set no grad_norm_source */
+  tr__grad_pass gpass;       /* the gradients' shared pass, for a loop without a grad_norm_source */
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
-  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
-  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change */
+  const struct tr__pg_rule **rules; /* the param_group rules, in order (their callbacks own them) */
   int n_rules;
-  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  struct tr__tgroup *tg;     /* each tensor's settings (NULL: no groups) */
   int n_tg;
 } tr__run_priv;
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
    not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
 typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
-/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
-   scale; taken: updates before the stretch that began at step since). */
+/* A tensor's settings: the rules' (lr_mult, wd, frozen), the run's own (off, scale: tr_run_tensor_set);
+   taken: updates before the stretch begun at step since. */
 typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -5842,9 +4950,8 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
-   The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
-   callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
-   watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
+   One malloc'd struct attached to the registry (hk_attach), freed after every callback by hk_destroy.
+   Nothing runs on a step unless the loop calls it, but the run's watch (see "the state machine").
    ================================================================================================= */
 
 static void tr__run_free(void *p) {
@@ -5881,8 +4988,8 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
-/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
-/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+/* tr_run_get on the per-step path: no call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where available. */
 static const char *tr__run_waiting_now;
 TRAIN_API void tr_run_waiting(const char *what) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -5914,8 +5021,7 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   return run;
 }
 
-/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
-   live on a terminal (the bar's section sets q->above). */
+/* Text to f (NULL: the bar's stream, else stdout), above a live bar (q->above). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
   if (!f) f = stdout;
@@ -5948,8 +5054,8 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
-   callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
+/* Where callbacks talk: the run's log, else stderr; one write a line (never torn), "[rank: N] " first with
+   several processes. */
 static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
   FILE *f = run && run->desc.log ? run->desc.log : stderr;
   char line[1024];
@@ -5970,8 +5076,7 @@ static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, c
   tr__run_vsay(run, ctx, who, fmt, ap);
   va_end(ap);
 }
-/* The same, said on rank 0 only when zero_only is set (Lightning's rank_zero_info: a message that is the
-   same on every rank, or one Lightning prints there only). */
+/* The same, on rank 0 only with zero_only (Lightning's rank_zero_info). */
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) {
   va_list ap;
@@ -5995,8 +5100,7 @@ static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char
                  "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
 }
 
-/* One error channel: a call the run layer refuses (out of order, a bad setting) says why in
-   hk_last_error(reg) and in tr_run_error(reg), the same text. Returns e. */
+/* A refused call says why in hk_last_error(reg) and tr_run_error(reg), the same text. Returns e. */
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) TR__PRINTF(3, 4);
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
@@ -6169,8 +5273,7 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
   return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
 }
 
-/* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
-   the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
+/* Where monitors check when their flag is the default (Lightning's rule; the trainer resolves it per fit). */
 TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
   if (flag != TR_DEFAULT) return flag > 0;
   if (!run) return 1;
@@ -6179,15 +5282,13 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 }
 
 /* ---- the schedule's state in checkpoints, and hooks that set the lr ----------------------------------
-   56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
-   cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
-   without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
+   56 bytes LE: "TRLR", u32 1, doubles scale, plateau_lr, best, int64s num_bad, cooldown, checks. Written
+   only when not all zero, so a run without it writes the checkpoints it always wrote. */
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
-/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
-   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
-   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
-   name, the value's bits (8). */
+/* A checkpoint at TR_RUN_AT_VALIDATION keeps that validation's val/ metrics, for what judges them next
+   (early_stopping at the epoch's end) without running it again: u32 count, then per metric u16 name
+   length, name, the value's 8 bytes. */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
 
@@ -6219,8 +5320,7 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
 }
-/* tr_run_lr for a run already looked up. A hook's write is told by the bits (an lr that was NaN and still
-   is one is no write; x != x would fold away under -ffast-math). */
+/* tr_run_lr for a run looked up. A hook's write is told by the bits (x != x folds under -ffast-math). */
 static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
@@ -6232,8 +5332,8 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   q->lr_known = 1;
   return ctx->lr;
 }
-/* The step's lr comes from the loop, before on_train_batch_start: one set from a hook of a loop of your own would
-   be logged for a step that did not use it. Refused (ctx->lr unchanged), said once per run. */
+/* A hook of your own loop may not set the lr (it would be logged for a step that did not use it): refused,
+   said once per run. */
 static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE || !q->own_loop || !hk_dispatching(reg)) return 0; /* (the trainer's own hooks, lr_finder, may) */
@@ -6300,8 +5400,8 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
-/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
-   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+/* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
+   matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   int i, k, n = ctx->params ? ctx->n_tensors : 0;
@@ -6385,9 +5485,8 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
 /* ---- log records ------------------------------------------------------------------------------ */
 static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
-/* Which of the context's metrics a record carries: val/ ones in val records, test/ ones in test
-   records, the rest in training records except the trainer's computed-on-demand lr, grad_norm and
-   train/loss (which the record sets itself). */
+/* val/ metrics in val records, test/ in test, the rest in train, except lr, grad_norm, train/loss (set by
+   the record itself). */
 static int tr__log_wanted(const char *name, const char *stage) {
   if (!strcmp(stage, "val")) return tr__starts(name, "val/");
   if (!strcmp(stage, "test")) return tr__starts(name, "test/");
@@ -6396,11 +5495,9 @@ static int tr__log_wanted(const char *name, const char *stage) {
 }
 static int tr__stage_index(const char *stage) { return !strcmp(stage, "train") ? 0 : !strcmp(stage, "val") ? 1 : 2; }
 
-/* Build the record for stage from ctx and fire on_log (signals into flow). Only values set since the
-   stage's last record go in (hk_metric_stamp), and values computed on demand (lazy ones), so that a
-   value set once does not repeat in every row (Lightning logs what was logged since). */
-/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
-   name (rank 0), with its bytes escaped, instead of vanishing. */
+/* Build stage's record and fire on_log: only values set since that stage's last record (hk_metric_stamp)
+   and lazy ones, as Lightning logs what was logged since. */
+/* A metric the record could not take (not UTF-8, no memory): said once per name (rank 0), escaped. */
 static void tr__log_refused(tr_run *run, const hk_ctx *ctx, const char *name, tr_err e) {
   hk_bytes *seen = &run->tr__p->refused;
   char shown[200];
@@ -6519,10 +5616,9 @@ static void tr__run_settle(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------------------
-   Honouring HK_REQUEST_CHECKPOINT is the same in every loop: every path hooks queued
-   (hk_request_checkpoint), then the loop's default path when a hook asked for it (or queued none).
-   The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. *no_default
-   is set when the default was asked for and the loop has none. */
+   HK_REQUEST_CHECKPOINT in every loop: each queued path, then the default path when asked for (or none
+   queued); the queue is copied and cleared first, so on_checkpoint_saved may queue anew. *no_default: the
+   default was asked for and there is none. */
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
                                   int *no_default) {
   const char *paths[HK_MAX_CHECKPOINT_PATHS];
@@ -6548,26 +5644,20 @@ extern FILE *fmemopen(void *buf, size_t size, const char *mode);
 extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
 
-/* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
+/* The run's checkpoint, little-endian: the model's bytes (save_model), then
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
               per hook: u32 key length | key | u64 length | the callback's state
-     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
-   (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
+     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND" */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
-   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
-   TR_RUN_KEY: u64 version 2 | str the run id ("" none) | str the Slurm job that wrote it ("" none) |
-   str the run directory ("" none) | i64 global_step | u64 where in the loop (tr_run_at). Version 1 (still
-   read): u64 1 | str the directory | u64 its device | u64 its inode | i64 global_step | u64 at.
-   A resume reads it before setup (tr_run_start, tr_run_enter, or tr_run_continue from a loop's own reader,
-   as tr_fit's): tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and
-   supersede the records written after the checkpoint (tr__run_superseded).
-   A run is known by its id, not by a path or an inode (inodes are reused: ext4 often, a remounted tmpfs
-   always): the id is kept in its directory's run_id file, which the run writes at its first checkpoint
-   (through the atomic writer, where nothing is; a failed resume so leaves no file), and in every block.
-   A directory copied or moved elsewhere, or spelled another way, is continued when its run_id matches. */
+   Every checkpoint holds the run's block under TR_RUN_KEY: u64 2 | str run id | str Slurm job | str run
+   directory | i64 global_step | u64 tr_run_at ("" for none). Version 1 (still read): u64 1 | str directory
+   | u64 device | u64 inode | i64 global_step | u64 at. Read before setup (tr__run_resuming); the loggers
+   open in that directory and supersede the later records. A run is known by its id (inodes are reused),
+   kept in its directory's run_id file (written at the first checkpoint) and in every block, so a moved
+   or respelt directory continues when its run_id matches. */
 #define TR__RUN_ID_FILE "run_id"
 static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
   int i;
@@ -6646,8 +5736,7 @@ TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_s
   if (!sink) return HK_ERR_INVALID;
   return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
 }
-/* A run directory is a version_N (or a named version) under its base: one whose last name is empty, "." or ".."
-   would have the loggers write into the base or one level up (a crafted block needs no more than that). */
+/* A run directory's last name must not be empty, "." or "..": the loggers would write into the base or above. */
 static int tr__run_leaf_bad(const char *dir) {
   const char *leaf = strrchr(dir, '/');
   leaf = leaf ? leaf + 1 : dir;
@@ -6701,8 +5790,7 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
 }
-/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
-   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+/* The block must name this job; no block, or a version 1 one, is resumed as before run ids. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -6713,13 +5801,10 @@ TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, si
           q->cont_job, q->cont_id[0] ? ", run " : "", q->cont_id, s.job_id);
   return 1;
 }
-/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
-   taken before the record's batch; a val record: the last training step), so a checkpoint at global
-   step G was written after every record of a step below G - 1 and before every one of step G or more.
-   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
-   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
-   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
-   counts as a validation). */
+/* Was a record of the continued run written after its checkpoint? With Lightning's step (steps before the
+   record's batch), a checkpoint at step G came after every record below G - 1 and before every one of G or
+   more; of G - 1, the training record came before it, the validation after it only for TR_RUN_AT_BATCH (the
+   resumed run validates there again). A test counts as a validation. */
 TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
   const tr__run_priv *q = run->tr__p;
   return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
@@ -6742,8 +5827,8 @@ static int tr__run_fill(FILE *f, void *user) {
 }
 static int tr__run_fill_file(tr__afile *a, void *user) { return tr__afile_stream(a, tr__run_fill, user); }
 
-/* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
-   the run. At every safe point (no wait), before any other save or load, and before the run ends. */
+/* Collect the save in flight (wait: until on disk): on_checkpoint_saved, or the run fails. At every safe
+   point, before any other save or load, and before the run ends. */
 static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
   if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
   if (run && wait && run->desc.wait_saves) run->desc.wait_saves(run->desc.model_user, ctx); /* the loop's own writer */
@@ -6765,11 +5850,9 @@ static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
   ctx->hook_failure = failure;
 }
 
-/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream
-   on it, unbuffered: one copy), the state block and trailer follow, and the writer thread takes it from
-   there. The first save (or one that outgrew the buffer) writes into a growing stream instead, whose
-   buffer becomes the staging buffer: save_model runs once per save (twice when the state has grown).
-   POSIX (fmemopen, open_memstream) only. */
+/* An async save's step part: save_model writes into the staging buffer (an unbuffered memory stream: one
+   copy), then the state block and trailer; the first save, or one that outgrew the buffer, writes into a
+   growing stream whose buffer becomes the staging one. POSIX only (fmemopen, open_memstream). */
 #ifdef TR__POSIX
 static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
   tr__run_priv *q = run->tr__p;
@@ -7008,10 +6091,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
-/* A file of tr_run_save read and checked, all but the model's bytes: the counters, where in the loop it was
-   written, the schedule's state and the callbacks' blocks (each key NUL-terminated in place). tr_run_load's
-   first half, and tr_run_start's look at the file it resumes before the run begins. f stays open, at the
-   file's end. TR_OK, or the error with err naming the file and why. */
+/* A tr_run_save file read and checked, all but the model's bytes (keys NUL-terminated in place): the first
+   half of tr_run_load, and tr_run_start's look before the run begins. f stays open at the end. */
 typedef struct tr__run_file {
   FILE *f;
   unsigned char *state;
@@ -7124,9 +6205,8 @@ done:
   rf->n_hooks = n_hooks;
   return e;
 }
-/* A resume's look at its checkpoint before setup: the run's block (tr__run_resuming), so that the loggers
-   open in the run's directory. A file that cannot be read is left to tr_run_load: the run logs into a new
-   version. */
+/* Before setup: the checkpoint's run block, so the loggers open in its directory; an unreadable file is
+   left to tr_run_load (a new version). */
 static void tr__run_peek(tr_run *run, const char *path) {
   tr__run_file rf;
   char why[8];
@@ -7216,13 +6296,9 @@ done:
   return e;
 }
 
-/* ---- a resume with nothing left to train --------------------------------------------------------------
-   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
-/* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
-   failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
-   be read is refused here too, with tr_run_load's reason: before anything is made on disk (no run
-   directory for a resume that never starts). The one read of the file before setup: it also hands the
-   file's run block to the loggers (tr__run_resuming: a resume continues its run). */
+/* ---- a resume with nothing left to train (the rule: tr__resume_finished, train/base.h) ----------------- */
+/* 1 when the file would train nothing, or cannot be read (the run failed, saying why), before anything is
+   made on disk; *past_stop: a recorded stop the settings now go past. Also hands the loggers its run block. */
 static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
   tr__run_file rf;
   char why[sizeof run->tr__p->failure];
@@ -7254,10 +6330,8 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
 static void tr__run_unmake(tr_run *run);
-/* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
-   is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
-   a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
-   gets its files at on_fit_start, as before. */
+/* 1: a logger writes nothing (a resume not loaded yet, at its setup, or failed: every file left as it
+   was). A loop that never says tr_run_resumed gets its files at on_fit_start. */
 TR__SHARED int tr__run_loading(const tr_run *run, int at_setup) {
   return run && run->tr__p->loading && (at_setup || run->failed);
 }
@@ -7269,13 +6343,10 @@ static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow
 }
 
 /* ---- the state machine: the run's watch on the loop's events ----------------------------------------
-   tr_run_start registers one callback, "tr_run", that runs first on its events (the callback tier, the
-   lowest order); tr_run_finish removes it. It notes the end events whose tr_run_* call must come next
-   (on_train_batch_end: tr_run_batch_end; on_train_epoch_end: tr_run_epoch_end) and the validations of
-   the fit (on_validation_epoch_end outside a sanity check). A training event that comes while such a call
-   is missing fails the run at once, naming the call, and drops what the skipped call would have honoured:
-   the checkpoints queued in ctx belong to hooks that may have freed or replaced those paths since
-   (model_checkpoint frees its file name at its next save point). */
+   tr_run_start registers "tr_run", first on its events; tr_run_finish removes it. It notes end events whose
+   tr_run_* call must come next, and the fit's validations. A training event while a call is missing fails
+   the run naming it, and drops the skipped call's queued checkpoints (their hooks may have freed the
+   paths). */
 #define TR__RUN_GUARD_ORDER (-(1 << 30))
 /* The call the loop skipped (which: TR__PEND_BATCH or TR__PEND_EPOCH), seen at `at`: the run fails
    (once), the skipped call's requests are dropped. 1 when the run failed now. */
@@ -7354,9 +6425,8 @@ static void tr__run_check_val(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   }
   q->val_ran = q->val_sent = 0;
 }
-/* What a call of the loop (fn) needs to find: a run that tr_run_start began, and no save, load, record
-   or safe point of the run in progress (a hook called it). 0, or the refusal (said, and the run failed
-   when it is going). */
+/* A loop call (fn) needs a run tr_run_start began and none of its saves, loads, records or safe points in
+   progress (a hook called it). 0, or the refusal (the run failed when going). */
 static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn, const char *after) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE) {
@@ -7435,9 +6505,8 @@ static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ct
                    "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
                    (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
 }
-/* A loop of your own whose context has no grad_norm_source gets the run's shared pass for the run (on: 1; off
-   at tr_run_finish: 0), as tr_fit's: nan_guard's norm and gradient_monitor's per-tensor norms then read the
-   gradients once a step between them. Host views only (a device view has its own source). */
+/* A loop without a grad_norm_source gets the run's shared pass (as tr_fit's): nan_guard's norm and
+   gradient_monitor's read the gradients once a step. Host views only. */
 static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   int k, host = ctx->grads && ctx->n_tensors > 0;
   if (!on) {
@@ -7461,14 +6530,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source_user = &q->gpass;
 }
 /* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
-   A checkpoint callback says where it saves (tr__run_ckpt_dir: its dirpath, or NULL for the default, the
-   run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
-   every version directory under the run's save_dir/name (a second invocation of the same command has a new
-   version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
-   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
-   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
-   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
-   they loaded). */
+   Looked at: save_to, the checkpoint callbacks' dirpaths (tr__run_ckpt_dir), for the default checkpoints/
+   of every version under save_dir/name, and ./checkpoints. Each *.ckpt read as the resume would (`check`);
+   a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
+   picks the same, and the ranks compare what they loaded. */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char **grown, *d;
@@ -7566,9 +6631,8 @@ static int tr__run_ckpt_check(void *user, const char *path, int64_t *step, char 
   tr__run_file_free(&rf);
   return e != TR_OK;
 }
-/* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
-   an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
-   differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
+/* The ranks compare their resume hashes through agree's OR: equal to each rank's own only when all are
+   equal; a second vote tells every rank what any saw. */
 static void tr__run_agree_loaded(tr_run *run, hk_registry *reg) {
   uint64_t mine = run->tr__p->loaded, all = (uint64_t)run->desc.agree(run->desc.model_user, (int64_t)mine);
   int differ = all != mine;
@@ -8105,18 +7169,12 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
-/* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
-   A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
-   when that directory exists, made by another run started at the same moment (or left by an earlier
-   one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
-   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
-   recorded (tr__run_resuming) when tr_run_desc.new_version_on_resume is not TR_YES, no other process holds
-   it (never a symlink), and it is the run's: its run_id file holds the block's run id. It is looked for
-   under the loggers' save_dir/name by its last name (version_N), or is their named version: a directory
-   moved or copied (another machine, another spelling of the path: ./R, R/, an absolute one) is continued.
-   A version 1 block (no run id) is matched as before: the same save_dir/name spelling, device and inode.
-   Otherwise the run claims a new version_N and says why, once: nothing of another run is rewritten. */
+/* The directory a logger writes into (new string), made with its parents; NULL and why on failure. A new
+   version_N is claimed with one mkdir (EEXIST: N+1), so parallel runs never share one; a given version is
+   used as it is; each is held (tr__dir_hold). A resume continues its run's directory (*continued = 1)
+   unless new_version_on_resume, another process holds it, or its run_id is not the block's; found by its
+   last name under save_dir/name, so a moved or respelt one continues (a version 1 block: same spelling,
+   device, inode). Otherwise a new version_N, said once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -8239,8 +7297,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
-/* A resume that failed to load (the run failed, its load never said done): the version_N it claimed is removed
-   again while it is empty (it was made by this run; nothing else is), so that no empty version is left. */
+/* A resume that failed to load removes the version_N it made while empty: no empty version left. */
 static void tr__run_unmake(tr_run *run) {
   tr__run_priv *q = run->tr__p;
   tr__run_dir **at = &q->dirs;
@@ -8284,12 +7341,9 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
-   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
-   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
-   Returns the count; -1 out of memory. */
-/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
-   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+/* Sorted by key into a new array (*out; free it): the trainer's configuration, tr_run_desc.hparams (numbers
+   as numbers), then tr_run_hparam*'s, which win. -1 out of memory. */
+/* A loop of your own: its tr_run_setup settings under the trainer's keys (HParams compares both kinds). */
 static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   int n = 0;
   tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);
@@ -9444,9 +8498,8 @@ TR__SHARED int tr__st_read_meta(const char *path, tr_safetensors_meta *meta) {
 }
 /* =================================================================================================
    THE BATTERY KIT (implementation)
-   What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
-   a loaded state, errors of constructors, registering a callback. TR__SHARED marks the helpers that a
-   battery left out may leave unused.
+   What callbacks and loggers share: the clock, flags, the monitored metric, state checks, constructor
+   errors, registration. TR__SHARED marks helpers a left-out battery may leave unused.
    ================================================================================================= */
 #if defined(TR__POSIX) && !defined(__cplusplus)
 extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
@@ -9499,8 +8552,7 @@ TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char
                  "monitor one of those", who, monitor, len ? have : "none");
 }
 
-/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
-   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+/* A loaded state is range-checked like the loop counters, so nothing overflows; a refusal names the field. */
 TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
   uint64_t v;
   if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
@@ -9536,8 +8588,7 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
   if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
   return e;
 }
-/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
-   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+/* tr_<name>(reg, desc, out) over tr__<p>_make, and tr_<name>_get(reg, handle) (NULL for another kind). */
 #define TR__PUBLIC_OF(name, p) \
   TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
     tr__why w; \
@@ -9549,9 +8600,8 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
     return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
   }
 
-/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
-   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
-   as Lightning orders them. */
+/* Register cb (its destroy frees user on failure too). Monitors run after the model tier at
+   on_train_epoch_end (HK_MONITOR_LAST), early stopping before checkpointing (order): Lightning's order. */
 static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
                                    void *due_user, hk_handle *out, tr__why *w) {
   hk_opts o;
@@ -9576,15 +8626,12 @@ TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int o
 
 /* =================================================================================================
    STANDARD CALLBACKS (implementation)
-   One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
-   "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
-   its destroy; nothing here runs on a step unless the callback is due.
+   One part per callback; each state one malloc'd struct freed by its destroy; nothing runs on a step
+   unless the callback is due.
    ================================================================================================= */
-/* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
-   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/trainer/cuda.h fills (and the
-   trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
-   takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
-   the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */
+/* DEVICE VIEWS: callbacks reach device tensors (TRAIN_CUDA's trainer) only through this table, which
+   train/trainer/cuda.h fills; NULL without it (device views refused). Entries queue on ctx's stream and return 0,
+   or fail the hook naming the call; only to_host and sumsq wait. */
 typedef struct tr__dev_ops {
   float *(*alloc)(hk_ctx *ctx, size_t n);                              /* n floats, zeroed (NULL: failed) */
   void (*release)(void *d);                                            /* NULL is fine */
@@ -9597,9 +8644,7 @@ typedef struct tr__dev_ops {
 } tr__dev_ops;
 TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
 
-/* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
-   the table above), -1 refused (a loop of your own with device views, or a mix; hk_fail's caller adds the
-   callback's name). */
+/* Where the views live: 0 host, 1 device with the trainer (*dev set), -1 refused (own loop's or mixed). */
 TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const tr__dev_ops **dev) {
   int k, on = 0;
   *dev = NULL;
@@ -9616,8 +8661,7 @@ TR__SHARED const char *tr__nonfinite_name(double x) {
   memcpy(&b, &x, sizeof b);
   return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
 }
-/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
-   act only in a fit): say so, once per callback. */
+/* A loop that forgot ctx->stage = fit gets nothing from monitors (fit only): said once per callback. */
 TR__SHARED void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
   if (ctx->stage != HK_STAGE_NONE || *warned) return;
   *warned = 1;
@@ -9643,18 +8687,12 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 }
 
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
-   Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
-   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD). The entry
-       X(INT_ZERO, int, patience, "3", NULL, "checks without improvement before stopping")
-   is, in the desc (TR__FIELD), in the spec table (TR__PARAM) and in the copy (TR__COPY):
-       int patience;
-       { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
-       if (hk_arg_given(a, "patience")) { ...tr__int_arg: 0 -> TR_ZERO...; d->patience = (int)v; }
-   TR__SPEC_OF(p, desc, LIST) defines both for one callback: tr__<p>_params[] and tr__<p>_args(),
-   which copies each parameter the spec gave into a zero desc. A parameter not given keeps its zero,
-   the default its default text names (test_spec_desc_agree in tests/test_callbacks_b.c checks that
-   they agree for every factory). What a list cannot say is a few lines in the factory after the copy.
-   Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
+   Generated from each TR_<NAME>_PARAMS: X(INT_ZERO, int, patience, "3", NULL, "...") is
+       int patience;                                                        (TR__FIELD)
+       { "patience", HK_PARAM_INT, "3", NULL, "..." },                      (TR__PARAM)
+       if (hk_arg_given(a, "patience")) { ... d->patience = (int)v; }       (TR__COPY)
+   TR__SPEC_OF(p, desc, LIST) makes tr__<p>_params[] and tr__<p>_args(); test_spec_desc_agree checks a
+   spec at its defaults makes a zero desc. A factory's user is the trainer from tr_init, else NULL. */
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
@@ -9689,9 +8727,8 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__SPEC_OF(p, desc_type, LIST) \
   static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
   TR__ARGS_OF(p, desc_type, LIST)
-/* Every battery's factory: the spec table, the copy of the arguments into its desc, then from_spec, what a
-   spec string says differently from the C desc (a 0 that means something else, a stream by name):
-   tr_err from_spec(const hk_args *a, desc_type *d, tr__why *w), or tr__as_given for nothing. */
+/* A factory: spec table, argument copy, then from_spec for what a spec says unlike the C desc (a 0 that
+   means something else, a stream by name); tr__as_given for nothing. */
 #define tr__as_given(a, d, w) TR_OK
 #define TR__FACTORY_WITH(p, desc_type, LIST, from_spec) \
   TR__SPEC_OF(p, desc_type, LIST) \
@@ -9705,8 +8742,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
   } \
   TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
-/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
-   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+/* tr__<p>_factory_add for tr_add_factories (train/factories.h); unused in a program that names no battery. */
 #define TR__ADD_OF(p) \
   TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
     return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
@@ -9721,8 +8757,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     return TR_OK; \
   }
 
-/* An integer for an int or int64_t field. In an int, and for INT_ZERO, it must lie in -1e9..1e9;
-   INT_ZERO's 0 becomes TR_ZERO (the field's own 0 means the default). */
+/* An int or int64_t field; int and INT_ZERO in -1e9..1e9, INT_ZERO's 0 becoming TR_ZERO. */
 TR__SHARED int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
   *v = hk_arg_int(a, key);
   if ((zero || size < sizeof(int64_t)) && (*v < -1000000000 || *v > 1000000000))
@@ -9769,9 +8804,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   return e;
 }
 #if TR__ON_FILE_LOGGERS
-/* A file logger is the machinery here - the version directory, a file written whole at its start and
-   appended to after, whole records on a full disk, flushes at most once a second, an I/O error reported
-   once - and a format: csv.h, jsonl.h, tensorboard.h and plot.h each give one (a tr__log_format). */
+/* A file logger: the machinery here (the directory, a file written whole then appended to, whole records
+   on a full disk, flushes at most once a second, errors said once) and a format from csv.h, jsonl.h,
+   tensorboard.h or plot.h (a tr__log_format). */
 typedef struct tr__logger tr__logger;
 typedef struct tr__log_format {
   const char *name;     /* the callback's name, and the messages' */
@@ -9835,9 +8870,8 @@ static size_t tr__whole_records(const tr__logger *s, size_t n, int *count) {
   return at;
 }
 
-/* Append s->out (whole lines or records) to the file. On a short write (a full disk) the file is cut
-   back to its last whole record, so no reader ever sees half of one. 0 or errno; *count gets the
-   records that made it, *kept their bytes. */
+/* Append s->out to the file; a short write (a full disk) is cut back to the last whole record. 0 or
+   errno; *count the records that made it, *kept their bytes. */
 static int tr__logger_append(tr__logger *s, size_t *kept, int *count) {
   size_t done = 0;
   int e = tr__fd_write_n(s->fd, s->out.data, s->out.len, &done);
@@ -9894,9 +8928,8 @@ static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
 static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
-/* Make the version directory and let the format create its file (rank 0, at the first setup or
-   record); the logger then appends to that descriptor. Nothing here follows a symlink or replaces
-   anything but a regular file. */
+/* Make the version directory and let the format create its file (rank 0); then append to that
+   descriptor. Nothing followed through a symlink, nothing but a regular file replaced. */
 static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   char why[1100];
   int e;
@@ -9918,8 +8951,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
 }
-/* At the logger's open: a file of its name in the version directory that it did not write (nothing there
-   yet, for a logger that has not written) is refused, with what to do. 0, or EEXIST with why set. */
+/* A file of its name that the logger did not write is refused, with what to do: 0, or EEXIST and why. */
 TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
 #ifdef TR__POSIX
   struct stat st;
@@ -9941,11 +8973,9 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   return EEXIST;
 #endif
 }
-/* A file of the logger's at path in the version directory: refused when something is there already
-   (tr__logger_fresh), except in the run a resume continues (s->continued), where it is the logger's
-   own: read back into old (NULL: not needed), its identity into mine, so that the logger's next whole
-   write replaces that file and nothing else (the format leaves out the records after the checkpoint).
-   0 (nothing there is fine too), or an error as the format's open returns it. */
+/* The logger's file at path: refused when something is there (tr__logger_fresh), except in a continued
+   run, where it is read into old and its identity into mine, so the next whole write replaces that file
+   alone (without the superseded records). 0, or the format's open's error. */
 TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *old, tr__file_id *mine, char *why, size_t cap) {
   hk_bytes scratch;
   int e;
@@ -9960,8 +8990,7 @@ TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *
     snprintf(why, cap, "cannot read %s to continue the resumed run's log: %s", path, strerror(e));
   return e == ENOENT ? 0 : e;
 }
-/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write
-   (tr__logger_take: old as there): 0, or an error as the format's open returns it. */
+/* The file in the version directory (csv, jsonl, tensorboard): 0, or the format's open's error. */
 TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
@@ -9989,12 +9018,9 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
-/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
-   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
-   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
-   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
-   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
-   the lines appended since the last whole write. */
+/* on_save_checkpoint (before anything is written): every waiting record to the file, so a process killed
+   after the checkpoint has lost nothing the resume does not log again. A plain write suffices (the kernel
+   keeps it); no fsync, so a power loss may lose lines appended since the last whole write. */
 static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   hk_signal sig;
@@ -10025,8 +9051,7 @@ static void tr__logger_destroy(void *user) {
   free(s);
 }
 
-/* A logger of format fmt with own as the format's state (NULL: none, or out of memory when the format
-   has one: fmt->destroy is given it either way, so the caller never frees it). */
+/* A logger of fmt with own as the format's state (fmt->destroy gets it either way: the caller never frees). */
 static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const tr_logger_desc *d, void *own, int own_failed,
                               hk_handle *out, tr__why *w) {
   const char *who = fmt->name;
@@ -10095,8 +9120,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, d->flush_every);
   return HK_OK;
 }
-/* A file logger that takes the logger's parameters alone (csv, jsonl, tensorboard), from its make: its
-   constructor tr_<name>_logger, its spec table tr__<p>_params and its factory tr__<p>_factory. */
+/* A file logger with the logger's parameters alone (csv, jsonl, tensorboard): tr_<name>_logger, its spec
+   table and factory. */
 #define TR__LOGGER_OF(name, p, make) \
   TRAIN_API tr_err tr_##name##_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) { \
     tr__why w; \
@@ -10211,8 +9236,7 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   return HK_STOP;
 }
 
-/* What can be known before training is checked here: a monitored val/ metric in a run that never
-   validates would only fail at the first check. */
+/* A monitored val/ metric in a run that never validates is refused here, not at the first check. */
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
@@ -10284,10 +9308,8 @@ static int tr__es_read(hk_reader *in, tr__es_saved *v) {
   if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
   return 0;
 }
-/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
-   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
-   run that stopped early only then). A stop for patience that the patience now no longer makes is
-   undone (not stopped, no message). */
+/* The checkpoint's patience wins (Lightning), unless the one given now is larger: the only way to train
+   on past an early stop. A patience stop the patience now no longer makes is undone, silently. */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
   tr__es_saved v;
@@ -10310,12 +9332,10 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
-/* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
-   half of the rule tr_fit (train/trainer/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
-   train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
-   (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
-   training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
-   exceed, or says that no patience lifts the stop. */
+/* The stop half of the resume rule tr_fit and tr_run_start share (tr__resume_finished, train/base.h), for
+   the state v under key written at epochs / step. 0: it did not stop; 2: a patience stop the registered
+   patience now goes past (tr__es_load undoes it); 1: resuming would stop again: why (fn first) names the
+   patience to exceed, or says nothing lifts it. */
 static int tr__es_resume_verdict(hk_registry *reg, const char *fn, const char *path, int64_t epochs, int64_t step, const char *key,
                                  const tr__es_saved *v, char *why, size_t cap) {
   hk_handle h = hk_find(reg, key);
@@ -11663,10 +10683,9 @@ static void tr__lrm_destroy(void *user) {
   if (s) tr_log_record_free(&s->rec);
   free(s);
 }
-/* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
+/* lazy: read only when someone asks (no user pointer: the callback may go first) */
 static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
-/* lazy too, so that every training record has them as every one has the lr (Lightning logs them on every
-   row); the run's values, from the registry the context last dispatched on */
+/* lazy too, in every row the lr is in (Lightning's rows); the run's values */
 static double tr__lrm_momentum(const hk_ctx *ctx, void *user) {
   const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
   (void)user;
@@ -11702,8 +10721,7 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
-/* interval epoch: the metric for hooks, and one record of its own for the loggers (Lightning logs it at
-   the epoch's start with the steps taken so far, whatever log_every_n_steps says) */
+/* interval epoch: the metric, and a record of its own at the epoch's start (Lightning's) */
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   double v;
@@ -11719,8 +10737,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
 }
-/* interval epoch: the values are logged once per epoch by that record, so they are kept out of the
-   others (a training record carries the context's metrics set since the last one) */
+/* interval epoch: kept out of the other records (they carry what was set since the last one) */
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);
@@ -11838,9 +10855,7 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
-   param_filter that selects none of the views' names is said now, when the names are there (a setting
-   to fix before training, not at step 50); their buffers may still be missing. */
+/* A fit takes the views afresh at its first due step; a param_filter that selects no name is said now. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
@@ -11952,8 +10967,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(x[i]);
   }
-  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own; a device
-     model's norm is the device's own, summed in another order) */
+  /* every view in order: this is hk_grad_norm for whoever asks next (not a device's: another order) */
   if (!shared && !s->dev && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
@@ -12268,8 +11282,7 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
-   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
+/* The buffer has ctx->params' layout (sized at first use or by a checkpoint); data checked where read. */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
@@ -12297,13 +11310,11 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
-/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
-   too), so the buffer is allocated (and put on the device) before the first step rather than inside
-   one, and a resumed average of another model's size fails before a step is spent. */
+/* Sized at the start (parameters exist before training): allocated before the first step, and a resumed
+   average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
-/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
-   model the trc_ema kernel does the same double math per view. */
+/* avg += w*(p - avg) over the views; w = 1 at the first update (a copy); trc_ema on a device. */
 static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
@@ -13421,8 +12432,7 @@ static double tr__wd_limit(const tr__wd *s) {
   return m > s->seconds ? m : s->seconds;
 }
 
-/* Write all of text to fd 2 unless it stays unwritable for a second (a stuck reader of our stderr must not
-   keep the process from ending). */
+/* All of text to fd 2, unless unwritable for a second (a stuck reader must not keep us from ending). */
 static void tr__wd_say(const char *text) {
   size_t n = strlen(text), at = 0;
   while (at < n) {
@@ -13445,8 +12455,7 @@ static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
                                  : snprintf(out, cap, "watchdog: ");
   return n < 0 || (size_t)n >= cap ? 0 : n;
 }
-/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
-   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
+/* Read without a lock from this thread while the loop's stands still (it wrote them before stopping). */
 static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   const hk_ctx *c = s->ctx;
   char *out = s->pub.last, where[300];
@@ -13678,8 +12687,7 @@ static int64_t tr__ds_run_every(const tr__ds *s) {
   int64_t n = s->run ? s->run->desc.log_every_n_steps : 0;
   return n ? n : 50;
 }
-/* Due at on_train_batch_end of the n-th, 2n-th, ... optimizer step, once per step (a batch that did not step
-   keeps global_step); every other event it listens to is always due. */
+/* Due once per n-th optimizer step (a batch that did not step keeps global_step); other events always. */
 static int tr__ds_due(const hk_ctx *ctx, void *user) {
   const tr__ds *s = (const tr__ds *)user;
   int64_t n;
@@ -13794,8 +12802,7 @@ static hk_signal tr__ds_epoch_end(hk_ctx *ctx, void *user) {
   if (tr__ds_read(s, ctx)) return hk_fail(ctx, "out of memory");
   return tr__ds_send(s, ctx);
 }
-/* A record of the run's carries the context's metrics set since its last one: the stats only at the step
-   they were read for it. */
+/* The run's records carry metrics set since their last one: the stats only at the step read for them. */
 static hk_signal tr__ds_on_log(hk_ctx *ctx, void *user) {
   tr__ds *s = (tr__ds *)user;
   tr_log_record *r = tr_log_current(ctx);
@@ -13873,8 +12880,7 @@ static int tr__oec_paths(tr__oec *s, const char *dirpath) {
   s->pub.ckpt_path = s->path;
   return 0;
 }
-/* The default dirpath, model_checkpoint's rule (tr__mc_default_dir): the run directory's checkpoints/
-   once the run has a directory, else ./checkpoints; fixed once it is the run's. */
+/* The default dirpath, model_checkpoint's rule: the run's checkpoints/, else ./checkpoints. */
 static void tr__oec_default_dir(tr__oec *s) {
   const char *rd = s->run ? s->run->tr__p->dir : NULL;
   char *p;
@@ -14441,10 +13447,9 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
   return p;
 }
 
-/* A finite nonzero float as "%.9g" writes it (9 significant digits, which read back as the same float), about ten
-   times faster than snprintf: the float scaled by a power of ten to 9 digits and rounded once (exact, and so
-   the same text as printf's, wherever the power is exact: 1e-14 < |f| < 1e31; elsewhere within half a unit of
-   the 9th digit, which still reads back as the same float). Its length; out has room for 16. */
+/* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
+   digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
@@ -14709,13 +13714,10 @@ TR__PUBLIC_OF(tr_prediction_writer, pw)
 TR__FACTORY_OF(pw, tr_prediction_writer_desc, TR_PREDICTION_WRITER_PARAMS)
 #endif /* TR__ON_PREDICTION_WRITER */
 #if TR__ON_CSV
-/* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
-   once. In a larger file rows that bring new columns are appended without them (every row and every
-   known column is on disk as usual), and the rewrite that adds them waits until it is paid for: the
-   bytes appended since the last rewrite reach half of what that rewrite wrote (so rewrites cost at
-   most a constant times the bytes logged: a new column costs linear work in the rows, where rewriting
-   at every new column made a column per record cubic), or TR__CSV_WAIT seconds have passed since
-   rows first went without it (and 20 times the last rewrite's duration), or the run ends (teardown). */
+/* A new column rewrites the whole file: at once while it is small; in a larger one rows go without the new
+   column until the rewrite is paid for (the bytes appended since reach half of what the last rewrite
+   wrote), TR__CSV_WAIT seconds (and 20 times the last rewrite) passed, or the run ends. So a column per
+   record costs linear work, not cubic. */
 #define TR__CSV_SMALL (16 * 1024)
 #define TR__CSV_WAIT 2.0
 
@@ -14810,8 +13812,7 @@ static void tr__put_commas(hk_bytes *b, int n) {
   static const char commas[] = ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,"; /* 32 */
   for (; n > 0; n -= 32) hk_bytes_put(b, commas, n < 32 ? (size_t)n : 32);
 }
-/* Rows [from, n_rows) as CSV lines in the file's layout (the header first when header is set); a cell
-   of a column the file does not have yet is left out. Work: the row's text and its cells. */
+/* Rows [from, n_rows) as lines (the header first with header); cells of columns not in the file left out. */
 static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
   int nc = csv->file_cols, i, r, c;
   char num[40];
@@ -14901,8 +13902,7 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* One CSV cell of text at p (quoted as tr__csv_cell writes one, or plain up to a comma or line end) into
-   cell (a C string); returns where it ends. */
+/* One cell at p (quoted as tr__csv_cell writes, or plain to a comma or line end) into cell; returns its end. */
 static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *cell) {
   cell->len = 0;
   if (p < end && *p == '"') { /* "" inside is one quote */
@@ -14916,10 +13916,8 @@ static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *c
   hk_bytes_put(cell, "", 1);
   return p;
 }
-/* A resumed run's rows, back from the metrics.csv it continues (old), without those written after its
-   checkpoint (tr__run_superseded; a row's stage is val when it has a val/ cell, test when a test/ one,
-   else train); columns only superseded rows had are gone with them. 0, or EINVAL (why says so) for a
-   file this logger did not write, or ENOMEM. */
+/* A resumed run's rows back from old, without those after its checkpoint (a row's stage: val with a val/
+   cell, test with a test/ one, else train); columns only they had go too. EINVAL for a file not ours. */
 static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size_t cap) {
   const char *p = (const char *)old->data, *end = p + old->len;
   char **names = NULL;
@@ -14974,10 +13972,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
   return e;
 }
 
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
-   Neither may be there yet: both are checked before either is written. A resume that continues its run
-   takes both back: hparams.yaml written anew, metrics.csv rewritten at once without the rows after the
-   checkpoint. */
+/* hparams.yaml now, metrics.csv with its first rows (none when nothing is logged, as Lightning); both
+   checked before either is written. A continued run takes both back, metrics.csv rewritten at once. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b, old;
   char *yaml;
@@ -15497,10 +14493,8 @@ static int tr__bar_less(const char *postfix, int np) {
   while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
   return np >= 2 ? np - 2 : 0;
 }
-/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial.
-   With a width, what does not fit with a bar of TR__BAR_CELLS goes whole, in this order: the postfix's
-   fields (separated by ", "), the last first; the rate; the times. Only then does the bar shrink (to one
-   cell): a number is never cut (tr__bar_draw cuts the line at the width only when even that is wider). */
+/* initial: the count the bar started from (a resume), left out of the rate (tqdm's initial). Beyond the
+   width, dropped whole: postfix fields (the last first), the rate, the times; then the bar shrinks. */
 static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
                              double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
@@ -15618,11 +14612,9 @@ static int tr__term_cols(int fd) {
   return 0;
 }
 #endif
-/* Under a launcher (mpirun, mpiexec, srun) a rank's output may be a pseudo-terminal whatever the
-   launcher's own output is (Open MPI gives every rank one): the user's terminal or file is where the
-   launcher writes. Walks up the parent processes (Linux /proc) to the launcher and reads where its fd
-   goes: 1, a terminal (its path in term, to measure); 0, a file or a pipe; -1, no launcher found or
-   not Linux (then isatty decides). */
+/* Under a launcher (Open MPI gives every rank a pseudo-terminal) the user's terminal or file is where the
+   launcher writes: walk up /proc to it and read its fd. 1 terminal (path in term), 0 file or pipe, -1 not
+   found or not Linux (isatty decides). */
 #ifdef TR__POSIX
 static int tr__launcher_tty(int fd, char *term, size_t cap) {
 #ifdef __linux__
@@ -15657,8 +14649,7 @@ static int tr__launcher_tty(int fd, char *term, size_t cap) {
   return -1;
 }
 #endif
-/* The columns the line may take: the terminal's less one (tqdm), measured at every redraw (at most
-   every refresh_seconds), so a resized terminal gets lines of its new width. */
+/* The terminal's columns less one (tqdm), measured at every redraw: a resize takes effect. */
 static int tr__bar_cols(tr__bar *b) {
   const char *c;
   int n = 0;
@@ -15670,27 +14661,21 @@ static int tr__bar_cols(tr__bar *b) {
   if (n <= 1 || n > 100000) n = 80;
   return n - 1;
 }
-/* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
-   only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
-   every carriage return). */
+/* Cut the whole line to cols UTF-8 characters: a wrapped line leaves a row behind at every \r. */
 static void tr__utf8_cut(char *s, int cols) {
   int n = 0;
   for (; *s; s++)
     if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
 }
 
-/* The bar's writes: between tr__bar_io_begin and tr__bar_io_end (nested: the outermost pair counts). A
-   pipe's are made with SIGPIPE ignored; the begin writes what the stream holds already (the program's own
-   output: the lines that follow never make stdio write it in the middle of one), each line is flushed
-   (tr__bar_flush: its errno kept), the end puts the process's SIGPIPE disposition back and notes the
-   first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
-   lose a line, nothing more. */
+/* The bar's writes go between tr__bar_io_begin and _end (the outermost pair counts): SIGPIPE ignored for a
+   pipe, the stream's pending output written first (never in the middle of our line), the first failure
+   kept in b->broken. EAGAIN and EINTR lose a line, nothing more. */
 static void tr__bar_flush(tr__bar *b) {
   errno = 0;
   if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
 }
-/* A write to the bar's stream, its errno kept at once: an unbuffered stream (stderr) fails in the write,
-   not in the flush after it, and later calls would overwrite errno (ferror alone says EIO for EPIPE). */
+/* errno kept at once: stderr fails in the write, and ferror alone says EIO for EPIPE. */
 static void tr__bar_put(tr__bar *b, const char *s) {
   errno = 0;
   if (fputs(s, b->out) == EOF && !b->io_err) b->io_err = errno ? errno : EIO;
@@ -15733,10 +14718,8 @@ static void tr__bar_io_end(tr__bar *b) {
   b->pipe_set = b->pipe_dfl = 0;
 }
 static const char *tr__bar_stream(const tr__bar *b) { return b->out == stdout ? "stdout" : b->out == stderr ? "stderr" : "its stream"; }
-/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) in a process
-   that SIGPIPE kills fails the run (can_fail: a hook whose failure counts; else, teardown's, it is only
-   said); any other error, or a closed pipe in a process that ignores or handles SIGPIPE itself, stops the
-   bar alone, said on stderr, training goes on. */
+/* A failed stream is said once. EPIPE where SIGPIPE would kill fails the run (can_fail; teardown only
+   says it); any other error stops the bar alone, training goes on. */
 static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   char why[300];
   if (!b->broken || b->said) return HK_CONTINUE;
@@ -15755,10 +14738,8 @@ static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   return HK_CONTINUE;
 }
 
-/* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
-   that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
-   cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
-   the top row makes tmux push the screen into its history). */
+/* Back to the start of the line, erased; a line a narrowed terminal rewrapped is erased row by row up to
+   its first (erasing to the screen's end makes tmux push the screen into its history). */
 static void tr__bar_home(tr__bar *b, int width) {
   int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
   tr__bar_put(b, "\r\033[K");
@@ -15778,9 +14759,7 @@ static void tr__bar_up(tr__bar *b) {
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
-/* The latest training batch's loss into the postfix: at a redraw of the training bar, and where ctx->loss
-   is the training batch's (on_train_epoch_end, on_train_end, a validation's start inside fit). On a
-   device ctx->loss is NaN (the loss stays there): the metric train/loss copies it (as nan_guard). */
+/* The latest training batch's loss; on a device ctx->loss is NaN and train/loss copies it. */
 static void tr__bar_loss(tr__bar *b, hk_ctx *ctx) {
   double v = ctx->loss;
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &v);
@@ -15831,10 +14810,8 @@ static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   char desc[32];
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
-  /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
-     when a redraw is due (the time went to what followed that epoch's end: checkpoints). The new epoch
-     is drawn at its first batch's end, at 0% only when no line of ours is on screen (the first epoch):
-     a fast epoch's 0% would stay on screen while it runs, most of the time in a fast run. */
+  /* The ended epoch's last state, never drawn (lines without on_train_epoch_end; a terminal with a redraw
+     due). A new epoch shows from its first batch: a fast epoch's 0% would stay on screen. */
   if (b->main.live && b->main.drawn_n != b->main.n && (b->tty ? tr__wall() - b->last_draw >= b->refresh : b->epoch_open))
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
@@ -15863,9 +14840,8 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   l->n = l == &b->main && tr__bar_steps(b) ? ctx->global_step : ctx->batch_idx + 1;
   if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
   now = tr__wall();
-  /* terminal: at most one redraw per refresh interval, the last batch's too (the final state is drawn at
-     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
-     one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
+  /* terminal: one redraw per refresh interval (one per epoch end cost ~1% of a small model's step);
+     lines: one per line_seconds, the final one at the end */
   if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
     if (l == &b->main) tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
@@ -15913,12 +14889,9 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   b->epoch_open = 0;
   return tr__bar_said(b, ctx, 1);
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end,
-   the training bar redrawn with its metrics. In lines, its one line at its end for a standalone run and
-   the sanity check; a validation inside an epoch has none, the epoch's line that follows carries its
-   metrics; a step loop's validation ends its "epoch" (the steps since the last one): the training line
-   with its metrics. A step loop's validation before any step (llm.c validates at step 0) starts the
-   training bar, so that it has one to go below and to leave its metrics on. */
+/* Evaluation: on a terminal a bar below the training bar, erased at its end. In lines: one line for a
+   standalone run or the sanity check; inside an epoch the epoch's line carries its metrics; in a step
+   loop the training line. A validation before any step starts the training bar (to go below). */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
@@ -15979,9 +14952,8 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   return tr__bar_said(b, ctx, 0); /* the run ends: said, not failed */
 }
 
-/* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
-   are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
-   callback's stderr) is handled so only when that stream is a terminal too. */
+/* Text above the bar (tr_print, callbacks' lines): bar cleared, text written, bar redrawn (tqdm.write),
+   for another stream only when it is a terminal too. */
 static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
   int live = b->tty && (b->main.live || b->eval.live) && !b->broken;
   if (!f) f = b->out;
@@ -17114,12 +16086,9 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
-/* A name as MLflow takes it for a metric's or param's key (its validate_param_and_metric_name and
-   path_not_unique): letters, digits, '_', '-', '.', ' ', ':' and '/' only, and a path that normalises to
-   itself (no empty, "." or ".." part, no '/' first or last, not starting with ".."), at most 250 bytes.
-   Anything else is mended: another character (a non-ASCII one too: which of them MLflow counts as
-   letters is Python's business) becomes '_', empty and "." parts go, ".." becomes "__". 0: as it was;
-   1: mended into out; -1: nothing is left, or too long (not sent). */
+/* A key as MLflow takes it (validate_param_and_metric_name, path_not_unique): [A-Za-z0-9_-. :/] only, a
+   path that normalises to itself, at most 250 bytes. Mended: another character (non-ASCII too) becomes
+   '_', empty and "." parts go, ".." becomes "__". 0 as it was; 1 mended into out; -1 not sendable. */
 static int tr__mlf_fix_name(const char *in, char *out, size_t cap) {
   size_t n = 0, i = 0;
   while (in[i]) {
@@ -17202,10 +16171,9 @@ static void tr__mlf_spool_read(tr__mlf *s, hk_ctx *ctx) {
   if (lines) tr__run_say(s->run, ctx, "mlflow", "sending first what %d earlier run%s could not (%d requests kept in %s beside the "
                          "run directory)", files, files == 1 ? "" : "s", lines, TR__MLF_SPOOL);
 }
-/* A run's end: what is still unsent (spooled lines, params, the checkpoint tag, the queue's values, the end
-   status) is taken from the sender and written to the run directory's mlflow_unsent.txt; the spool files
-   read are removed once their lines are sent or written there. The number of metric values kept, or -1
-   when nothing could be written (no run directory: no file logger; or the write failed, said). */
+/* A run's end: everything unsent (spool lines, params, the tag, queued values, the status) written to
+   mlflow_unsent.txt; spools read are removed once sent or rewritten. The values kept, or -1 when nothing
+   could be written (no run directory, or the write failed, said). */
 static int64_t tr__mlf_spool(tr__mlf *s, const hk_ctx *ctx) {
   const char *dir = s->run->tr__p->dir;
   hk_bytes out, body;

@@ -5,8 +5,7 @@
 
 TR__C_BEGIN /* part */
 /* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
+   The run keeps the loop's place (epoch, batch, step, lr); the loop asks what comes next and does it:
 
        hk_registry *reg = hk_create(NULL);
        hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
@@ -23,33 +22,19 @@ TR__C_BEGIN /* part */
        }
        return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
 
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
+   tr_run_begin: tr_run_setup, the loop's shape checked, tr_run_start; the context is the run's (a change the
+   loop makes to epoch, global_step or batch_idx fails the run, naming it); NULL only without a registry or
+   memory. tr_run_next closes what the loop did last and returns TR_RUN_TRAIN (ctx->lr set, on_train_batch_start
+   fired), TR_RUN_VAL_BATCH (set ctx->loss to the batch's loss; val/loss is their mean) or 0 (the run is over).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step moved), 0 when skipped or mid-window; a
+   training batch must call it. tr_run_end: tr_run_finish, the outcome; a failure says why once. Details:
+   docs/reference.md ("Your own loop in full"). */
 enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
 TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
 TRAIN_API int tr_run_next(hk_registry *reg);
 TRAIN_API int tr_run_update(hk_registry *reg);
 TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes); base NULL: data NULL. */
 TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 TR__C_END /* part */
 

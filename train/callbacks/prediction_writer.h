@@ -6,38 +6,14 @@
 
 TR__C_BEGIN /* part */
 /* ---- prediction_writer (Lightning's BasePredictionWriter, with the writing done) --------------------------
-   Writes what a predict run predicts: at every on_predict_batch_end, ctx->outputs must point at a
-   tr_predictions (train/base.h: rows x cols floats, optional column names), which model.predict sets in
-   tr_predict and a loop of yours sets before it fires the event. Anything else there - NULL, rows < 0,
-   cols < 1, values NULL with rows, a column count other than the first batch's, a bad name - fails the run at
-   that batch, naming what it expected.
-   write_interval, Lightning's meaning: batch writes as each batch ends (streaming), epoch gathers the
-   epoch's rows and writes them once at on_predict_epoch_end, batch_and_epoch does both.
-   Files, in dirpath (default: <run directory>/predictions when a logger made the run directory, as
-   model_checkpoint's checkpoints/; else ./predictions):
-     csv    <filename>.csv: a header `batch,row,<names, or col0,col1,...>`, then one line a row: the batch's
-            index, the row's index in it, the values as "%.9g" (a float reads back exactly; nan, inf, -inf)
-     jsonl  <filename>.jsonl: one object a row, {"batch":0,"row":1,"<name or colK>":value,...} (values as
-            "%.9g", -0 as -0.0; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
-            csv and jsonl, batch: the file is put in place at the first batch and the rows of each batch
-            appended as it ends (fsynced at the epoch's end); epoch: the whole file at the epoch's end;
-            batch_and_epoch: streamed, then written whole again at the epoch's end.
-     safetensors  batch: <filename>-batch_<N>.safetensors for batch N, one tensor "predictions" [rows, cols];
-            epoch: <filename>.safetensors, the epoch's rows in batch order as one tensor "predictions"
-            [rows, cols] (metadata "rows_per_batch": "4,4,3"); both with batch_and_epoch. Metadata
-            "columns" holds the names joined with commas when they are given.
-   Every file is written atomically (the library's writer: a new temporary, fsync, then put in place) and
-   replaces only a file this callback wrote: a file of anyone else at a path it would write (another run's
-   predictions, a file of yours) fails the run at on_predict_start, naming it, and nothing is written (a
-   per-batch safetensors file is checked for every batch the run will have when the loop says how many,
-   else at its batch); give another dirpath or filename. A directory that cannot be made or written fails
-   there too. A second predict run on the same registry writes its files over its own.
-   Several processes (MPI): rank 0 writes its share of the batches, the others write nothing; {rank} in
-   filename (e.g. "predictions-{rank}") gives every rank its own files instead.
-   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), fire on_predict_start,
-   on_predict_epoch_start, around each batch on_predict_batch_start and on_predict_batch_end (ctx->outputs
-   set, ctx->batch_idx the batch), on_predict_epoch_end, on_predict_end, then tr_run_leave; stop at HK_FAIL
-   (ctx->hook_failure says why). */
+   Writes what a predict run predicts: at every on_predict_batch_end ctx->outputs must point at a
+   tr_predictions (train/base.h), else the run fails at that batch naming what it expected. write_interval
+   as Lightning's (batch streams, epoch writes once at the epoch's end, batch_and_epoch both); formats csv,
+   jsonl (9 significant digits: floats read back exactly) and safetensors; dirpath defaults to the run's
+   predictions/, else ./predictions. Every file written atomically, replacing only a file it wrote (anyone
+   else's fails the run at on_predict_start). MPI: rank 0 writes, {rank} in filename for every rank's own.
+   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), the predict events with
+   ctx->outputs and ctx->batch_idx set, tr_run_leave. docs/callbacks.md ("prediction_writer in detail"). */
 typedef enum tr_prediction_format { TR_PREDICTION_CSV = 0, TR_PREDICTION_JSONL, TR_PREDICTION_SAFETENSORS } tr_prediction_format;
 typedef enum tr_write_interval { TR_WRITE_BATCH = 0, TR_WRITE_EPOCH, TR_WRITE_BATCH_AND_EPOCH } tr_write_interval;
 
@@ -221,10 +197,9 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
   return p;
 }
 
-/* A finite nonzero float as "%.9g" writes it (9 significant digits, which read back as the same float), about ten
-   times faster than snprintf: the float scaled by a power of ten to 9 digits and rounded once (exact, and so
-   the same text as printf's, wherever the power is exact: 1e-14 < |f| < 1e31; elsewhere within half a unit of
-   the 9th digit, which still reads back as the same float). Its length; out has room for 16. */
+/* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
+   digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
