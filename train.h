@@ -2410,6 +2410,10 @@ extern int pthread_sigmask(int how, const __sigset_t *set, __sigset_t *old);
 extern int lstat(const char *path, struct stat *st);
 extern ssize_t readlink(const char *path, char *buf, size_t len);
 extern int ftruncate(int fd, off_t length);
+extern FILE *fdopen(int fd, const char *mode);
+extern int fileno(FILE *f);
+extern FILE *fmemopen(void *buf, size_t size, const char *mode);
+extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
 #ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
 #  ifndef OMPI_SKIP_MPICXX
@@ -5637,12 +5641,6 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
   return TR_OK;
 }
 
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
-extern int fileno(FILE *f);
-extern FILE *fmemopen(void *buf, size_t size, const char *mode);
-extern FILE *open_memstream(char **ptr, size_t *size);
-#endif
 
 /* The run's checkpoint, little-endian: the model's bytes (save_model), then
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
@@ -19131,6 +19129,11 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
   hk_bytes_free(&live);
   hk_bytes_free(&hooks);
   return t->tr__err;
+}
+
+/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
 }
 
 /* tr_save never changes the outcome of the run it is called in: its error is returned (and is

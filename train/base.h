@@ -336,6 +336,10 @@ extern int pthread_sigmask(int how, const __sigset_t *set, __sigset_t *old);
 extern int lstat(const char *path, struct stat *st);
 extern ssize_t readlink(const char *path, char *buf, size_t len);
 extern int ftruncate(int fd, off_t length);
+extern FILE *fdopen(int fd, const char *mode);
+extern int fileno(FILE *f);
+extern FILE *fmemopen(void *buf, size_t size, const char *mode);
+extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
 #ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
 #  ifndef OMPI_SKIP_MPICXX

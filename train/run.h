@@ -1081,12 +1081,6 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
   return TR_OK;
 }
 
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
-extern int fileno(FILE *f);
-extern FILE *fmemopen(void *buf, size_t size, const char *mode);
-extern FILE *open_memstream(char **ptr, size_t *size);
-#endif
 
 /* The run's checkpoint, little-endian: the model's bytes (save_model), then
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |

@@ -427,6 +427,11 @@ static tr_err tr__save_file(tr_trainer *t, const char *path) {
   return t->tr__err;
 }
 
+/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
+}
+
 /* tr_save never changes the outcome of the run it is called in: its error is returned (and is
    tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
    inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
