@@ -2006,48 +2006,26 @@ TRAIN_API tr_err tr_sweep_metric(tr_sweep_job *job, const char *name, double val
 #if !defined(TRAIN_NO_TRAINER)
 
 /* =================================================================================================
-   THE TRAINER
-   tr_init, tr_fit, tr_validate / tr_test / tr_predict, checkpoints (tr_save / tr_load): a complete loop
-   on the run layer, the callbacks and the loggers above (leave it out with TRAIN_NO_TRAINER).
+   THE TRAINER: tr_init, tr_fit, tr_validate / tr_test / tr_predict, tr_save / tr_load on the run layer
+   (leave it out with TRAIN_NO_TRAINER). Every option in full: docs/trainer.md, "The options".
    ================================================================================================= */
-/* ---- the trainer ---------------------------------------------------------------------------------- */
 typedef struct tr_desc {
   tr_model model;         /* required */
-  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
+  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and frees) one, t->reg */
   tr_optim optim;
   tr_sched sched;
-  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
-  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
-  void *user;             /* handed to hooks as ctx->user */
-  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
-     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
-  int strict_hook_state;
-  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
-     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
-  uint64_t max_checkpoint_bytes;
-  /* threads for the per-step math (train/math.h); 0 = 1. More than 1 needs a build
-     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
-  int threads;
-  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
-     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
-     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
-     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
-  double mpi_timeout;
-  /* TRAIN_MPI: 1 = ZeRO-1, each rank keeps only its shard (1/W) of the optimizer state (AdamW's m and v,
-     SGD's momentum), updates only those parameters and the ranks exchange the updated parameters:
-     16 bytes per parameter become 8 + 8/W for AdamW, the results stay bit-identical and checkpoints
-     stay whole (loadable at any world size, sharded or not). 0 = off. Every rank must give the same.
-     Refused without TRAIN_MPI, for plain SGD (no state), an on_device model. (Section "MPI STRATEGY".) */
-  int zero;
-  /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
-     buffer and returns; a background thread writes the file with the same guarantees and bytes, and
-     on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
-     is written before tr_save returns. */
-  int async_save;
+  uint64_t seed;          /* t->rng and the per-epoch shuffles; 0 is a seed like any other */
+  FILE *log;              /* warnings and HK_REQUEST_LOG lines; NULL = stderr */
+  void *user;             /* ctx->user */
+  int strict_hook_state;  /* tr_load with hook state missing or unclaimed: 0 = warn, 1 = refuse (TR_ERR_STATE) */
+  uint64_t max_checkpoint_bytes; /* the largest file tr_load reads; 0 = the model's state plus 256 MiB */
+  int threads;            /* per-step math threads (-fopenmp); 0 = 1; the same bits for any count */
+  double mpi_timeout;     /* TRAIN_MPI: seconds to wait for every rank (TR_ERR_COMM); 0 = 1800; < 0 = forever */
+  int zero;               /* TRAIN_MPI: 1 = ZeRO-1, the optimizer state sharded over the ranks; 0 = off */
+  int async_save;         /* 1: tr_save during a run stages the file for a background writer; 0 = write at once */
 } tr_desc;
 
-/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
-   builds still catch it). */
+/* A NaN or infinite training loss (told by the bits: -ffast-math builds still see it). */
 typedef enum tr_nonfinite {
   TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
   TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
@@ -2056,67 +2034,35 @@ typedef enum tr_nonfinite {
 
 typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
 
-/* One fit. Zero means the default in every field. */
+/* One run. Zero means the default in every field. */
 typedef struct tr_config {
   const tr_data *train;          /* required */
-  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
-  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
+  const tr_data *val;            /* optional validation data */
+  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no limit (Lightning's rule) */
   int64_t max_steps;             /* optimizer steps; 0 = no limit */
-  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
-  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
-  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
-  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
-  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step, counted over the whole run
-                                    (steps N, 2N, ... across epochs); 0 = off */
-  int64_t val_check_interval;    /* Lightning's integer val_check_interval: validate after every N-th training
-                                    batch of each epoch, counted from the epoch's start (batches, not optimizer
-                                    steps); the epoch's end then validates only when N divides its batches, or
-                                    when a stop ends the epoch. 5 batches an epoch, N = 2: after batches 2, 4, 7,
-                                    9. In the epochs val_every_n_epochs picks (Lightning's
-                                    check_val_every_n_epoch). 0 = off; more than an epoch's batches fails the
-                                    fit (Lightning raises); not together with val_every_n_steps */
-  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
-                                    Skipped when a step validation already ran at the same step. */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1. The window's gradient sum is
-                                    divided by it (Lightning divides each loss by it), also in a window
-                                    that has fewer: the epoch's short last one (5 batches, 3 per step:
-                                    its 2 count as 2/3 of a step) or one with a micro-batch skipped before
-                                    backward. With several processes (TRAIN_MPI): by it times the ranks. */
-  int accumulate_mean_of_window; /* 1: divide instead by the micro-batches whose gradient is in the sum (the
-                                    ranks' together), so every step gets the mean of what its window had:
-                                    the short last window above is divided by 2, not 3 */
+  int64_t min_epochs, min_steps; /* an HK_STOP is held back until both are reached */
+  int64_t limit_train_batches;   /* per epoch; 0 = all */
+  int64_t limit_val_batches;     /* per run; 0 = all; negative = no validation */
+  int num_sanity_val_steps;      /* 0 = 2; negative = none */
+  int64_t val_every_n_steps;     /* validate every N-th optimizer step of the run; 0 = off */
+  int64_t val_check_interval;    /* validate every N-th training batch of an epoch (Lightning's); 0 = off */
+  int64_t val_every_n_epochs;    /* 0 = 1; negative = never */
+  int accumulate_grad_batches;   /* micro-batches per step; 0 = 1; the sum divided by it (times the ranks) */
+  int accumulate_mean_of_window; /* 1: divide by the micro-batches the window had instead */
   double gradient_clip_val;      /* 0 = no clipping */
-  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
+  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (clip_grad_norm_), or by value */
   tr_nonfinite on_nonfinite_loss;/* 0 = fail */
-  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
-                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
-                                    finishes the current batch, the second stops at once; both end
-                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
-                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
-                                    are back when tr_fit returns, a signal the process ignores stays
-                                    ignored, and inside a loop of yours that installed it too, only
-                                    the signals that come during tr_fit count here. */
-  const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
-                                    where in one line (rank 0, tr_desc.log): "Restored all states from the
-                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch";
-                                    "auto": the newest checkpoint of this run that loads (save_to and the
-                                    checkpoint callbacks' directories), or a fresh start when there is none */
-  int no_resume_message;         /* 1: not that line */
-  int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
-                                    it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
-  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
-                                    warn (hk_request_checkpoint names its own path) */
-  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
-                                    0 = 50 (Lightning's default); negative = no training records */
-  tr_preempt preempt;            /* the preemption signal (SIGUSR1 by default; not with no_sigint): the step is
-                                    finished, saved to save_to, the Slurm job requeued when asked, and the fit ends
-                                    through on_exception with TR_ERR_INTERRUPTED; a requeued job's first fit resumes
-                                    from save_to by itself (section "CLUSTERS", train/cluster.h). Under it, Ctrl-C and
-                                    SIGTERM save the finished step to save_to too */
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone; default: Ctrl-C ends tr_fit after the batch */
+  const char *resume_from;       /* a checkpoint to continue from, or "auto": this run's newest that loads */
+  int no_resume_message;         /* 1: not the "Restored all states ..." line */
+  int new_version_on_resume;     /* TR_YES: log into a new version_N; default: continue the run's */
+  const char *save_to;           /* where checkpoint requests, Ctrl-C and preemption save; NULL: requests warn */
+  int64_t log_every_n_steps;     /* a training record every N steps; 0 = 50; negative = none */
+  tr_preempt preempt;            /* the preemption signal (SIGUSR1): save to save_to, requeue, end the fit */
 } tr_config;
 
-/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
-   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
+/* The trainer (tr_init .. tr_free). Hooks get it as ctx->trainer: read the fields above "private";
+   change them only through the functions below. */
 typedef struct tr_trainer {
   hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
   hk_ctx ctx;              /* what every hook sees */
@@ -2126,78 +2072,73 @@ typedef struct tr_trainer {
   tr_rng rng;              /* yours to draw from; saved in checkpoints */
   uint64_t seed;
   int64_t epoch;           /* current (or next) epoch, from 0 */
-  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
+  int64_t global_step;     /* optimizer steps taken */
   int64_t epoch_batch;     /* training batches finished in the current epoch */
   int64_t samples_seen;
   double lr;               /* current learning rate (also ctx->lr) */
-  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
-  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
+  hk_stage running;        /* the run in progress, HK_STAGE_NONE between runs */
+  int64_t train_batches;   /* batches in the current training epoch */
   int64_t eval_batches;    /* batches of the evaluation loop in progress */
   char error[512];         /* the last error's message ("" if none) */
-  tr_run *run;             /* the run layer of reg (train/run.h): the trainer is a loop that fires every
-                              event itself (tr_run_enter .. tr_run_leave); what the batteries read */
+  tr_run *run;             /* reg's run layer (train/run.h), which the trainer drives */
   /* private */
   tr_err tr__err;          /* the first error of the run in progress */
   FILE *tr__log;
-  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
+  int tr__own_reg;         /* tr_free destroys reg */
   hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
-  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
-  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v), of parameters
-                              [tr__opt_lo, tr__opt_lo + tr__opt_n): all of them, or this rank's shard (zero) */
+  tr_tensor tr__whole;     /* the one tensor when model.tensors is NULL */
+  float *tr__m, *tr__v;    /* optimizer state of [tr__opt_lo, + tr__opt_n): all, or this rank's shard */
   size_t tr__opt_lo, tr__opt_n;
-  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/trainer/mpi.h) */
-  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
-  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
-  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
-  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
-  int64_t tr__accum_n;     /* ... of which ran backward (accumulate_mean_of_window divides the sum by this) */
-  int tr__grads_zeroed;    /* the current window's zero_grad happened */
-  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
-  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
-  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
-  uint64_t tr__loaded;     /* the last loaded checkpoint's identity (its sections' checksums hashed; 0: none): ranks compare it */
-  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
+  int tr__zero;            /* the state is sharded (train/trainer/mpi.h) */
+  int tr__n_buf;           /* how many of m, v exist */
+  int tr__has_momentum;    /* PyTorch copies d into an empty buffer */
+  int tr__accum;           /* micro-batches per step now */
+  int64_t tr__accum_pos;   /* micro-batches seen in the window */
+  int64_t tr__accum_n;     /* ... of which ran backward */
+  int tr__grads_zeroed;    /* the window's zero_grad happened */
+  int64_t tr__val_at;      /* epoch_batch of the last in-epoch validation, -1 = none */
+  int tr__epoch_ended;     /* inside on_train_epoch_end */
+  int tr__restarting;      /* a mid-epoch checkpoint was loaded: no sanity check */
+  uint64_t tr__loaded;     /* the loaded checkpoint's identity, which ranks compare (0: none) */
+  int tr__lift_stop;       /* resuming past a recorded early stop */
   int64_t tr__total;       /* the cosine schedule's resolved total */
-  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
-  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
-  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
-  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
-  int tr__saving;          /* tr_save is running (a nested one is refused) */
-  char tr__save_why[512];  /* why the last tr_save failed (during a failing run, error keeps the run's own) */
-  int tr__async;           /* tr_desc.async_save */
-  int tr__async_now;       /* this tr_save stages its file for the background writer */
-  int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
-  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
+  double tr__last_loss;    /* the metric train/loss */
+  const tr_config *tr__cfg;/* the resolved config of the run in progress */
+  hk_flow tr__flow;        /* what hooks asked for */
+  hk_bytes tr__data_state; /* the training iterator's position */
+  int tr__saving;          /* a nested tr_save is refused */
+  char tr__save_why[512];  /* why the last tr_save failed (error keeps a failing run's own) */
+  int tr__async;
+  int tr__async_now;       /* this tr_save stages its file */
+  int tr__staged;          /* ... and did: on_checkpoint_saved waits for the disk */
+  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT */
   int tr__strict_hook_state;
-  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  struct tr__asave *tr__asave; /* the background writer of asynchronous saves (made at the first one) */
-  int tr__sync_only;       /* the run's last save is collected (on_exception, teardown): saves write at once */
-  char tr__settings[1024]; /* the configuration as tr_run_desc.settings words (the hyperparameters) */
-  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
-  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/trainer/cuda.h) */
-  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
-  int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
-  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
-  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
-  tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
-  int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
-  int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
-  int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
-  tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
+  uint64_t tr__max_ckpt;
+  struct tr__asave *tr__asave; /* the background writer (made at the first async save) */
+  int tr__sync_only;       /* on_exception, teardown: saves write at once */
+  char tr__settings[1024]; /* the hyperparameters, as tr_run_desc.settings words */
+  void *tr__dist;          /* the MPI strategy's state, else NULL */
+  void *tr__dev;           /* the CUDA device state of an on_device model */
+  int tr__threads;
+  int tr__grouped;         /* parameter groups: the update goes per tensor */
+  float tr__gscale;        /* clipping's scale, for the update's pass (1 = none) */
+  double tr__mpi_timeout;  /* seconds; < 0 = none */
+  tr_region tr__state[5];  /* the training state's snapshot regions (spike_detection) */
+  int tr__win_open;        /* a window has begun and not stepped (on_exception_checkpoint) */
+  int64_t tr__win_batch, tr__win_samples; /* where it began */
+  int tr__bs_warned;       /* the batch_size warning is given once */
+  tr__grad_pass tr__gpass; /* the gradients' one pass per change (the host's grad norm) */
 } tr_trainer;
 
-/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
-   even if a hook's call was refused during it (the hook saw that message when its call returned). */
+/* The last failure's message; empty after a run that returned TR_OK. */
 TRAIN_API const char *tr_error(const tr_trainer *t);
 
-/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
-   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
-   are the model's own (4 bytes each per parameter, on every rank). */
+/* The bytes of optimizer state this process holds (AdamW 8 per parameter, SGD with momentum 4); with
+   tr_desc.zero and W ranks, about 1/W of that. */
 TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
 
 
-/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
-   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
+/* The bin of x: one definition for the CPU and the GPU kernel, so both count alike; NaN/Inf by the bits. */
 TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
   union { float f; uint32_t u; } bits;
   int k;
