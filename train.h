@@ -2175,10 +2175,8 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
 #endif /* !defined(TRAIN_NO_TRAINER) */
 #if !defined(TRAIN_NO_TRAINER)
 
-/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
-   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
-   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
-   device). bins in 1..4096, lo < hi, both finite. */
+/* The gradients' histogram into counts[bins + 3]: equal-width bins over [lo, hi), then below lo, at or
+   above hi, NaN/Inf. bins in 1..4096, lo < hi, both finite; the same counts on the CPU and the GPU. */
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
@@ -2218,20 +2216,10 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 #if TR__ON_LR_FINDER
 
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
-   At on_fit_start of a fit that starts from step 0 it sweeps the learning rate exponentially,
-   lr_i = min_lr * (max_lr/min_lr)^(i/(N-1)) for N = num_training_steps optimizer steps on the
-   training data (batch i mod count; clipping as configured, no accumulation, no hooks fire), records
-   the loss smoothed with beta 0.98 (bias-corrected) and stops early once it exceeds
-   early_stop_threshold x the best. The suggestion is the learning rate at the steepest descent of the
-   smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
-   Then parameters, optimizer state, counters and gradients are restored exactly, and with
-   update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
-   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
-   atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
-   same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
-   train.h only (it drives the model itself); random-access training data, or an iterator with reset.
-   A device model (TRAIN_CUDA): the same sweep with the device kernels, the state kept and restored by
-   device-to-device copies; each step copies its loss to the host (one wait: the curve needs it). */
+   At on_fit_start of a fit from step 0: an exponential learning-rate sweep of N steps (no hooks fire),
+   the suggestion at the smoothed loss's steepest descent, then the state restored exactly and, with
+   update_attr, the suggestion as the fit's lr. Its result is in checkpoints: a resume does not sweep
+   again. The rules in full: docs/callbacks.md. */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
   X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
@@ -2242,10 +2230,10 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
   X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
 typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
 typedef struct tr_lr_finder_state {
-  int done;                     /* the sweep ran (in this process or before the checkpoint) */
+  int done;                     /* the sweep ran (here or before the checkpoint) */
   double suggestion;            /* NaN when there is none */
   int suggestion_index;         /* into lrs/losses; -1 when none */
-  int n;                        /* points of the curve (0 after a resume: the curve is not saved) */
+  int n;                        /* points of the curve (0 after a resume: not saved) */
   const double *lrs, *losses;   /* the learning rates and smoothed losses */
 } tr_lr_finder_state;
 TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
@@ -19767,35 +19755,30 @@ TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, 
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 
-/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
-   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
-   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
-   every hook and by clipping. */
+/* Lazy metrics: a call when a hook asks, so the step loop never touches the metrics map. */
 static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
 static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
 
-/* ---- log records and requests: the run layer's (train/run.h), as in any loop ----------------------- */
+/* ---- log records and requests: the run layer's, as in any loop ------------------------------------ */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
   if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
   if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
 }
-/* What hooks asked for (ctx.requests, only those in `which`) and is the run layer's to do: checkpoints (through
-   tr__save_checkpoint), a log line and, in a fit, a training record. A failed save has failed the run. */
+/* Hooks' requests among `which`, done by the run layer (checkpoints, log lines, records). */
 static void tr__hand_requests(tr_trainer *t, unsigned which) {
   unsigned later = t->ctx.requests & ~which;
   t->ctx.requests &= which;
   if (t->ctx.requests & HK_REQUEST_CHECKPOINT) tr__dist_paths(t); /* rank 0's paths, on every rank */
   if (t->ctx.requests && !t->tr__err) (void)tr_run_requests(t->reg, &t->ctx, &t->tr__flow);
-  t->ctx.requests |= later; /* (and what hooks asked for during the saves: the next safe point's) */
+  t->ctx.requests |= later; /* (asked during the saves: the next safe point's) */
   if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) tr__settle(t);
 }
 
 /* ---- the work of a step -------------------------------------------------------------------------
-   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
-   reads as a straight list. */
+   Each piece does nothing once skipped (or failed), so a batch reads as a straight list. */
 
-/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
+/* Batch b into ctx.batch. */
 static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
   void *batch = NULL;
   int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
@@ -19803,12 +19786,11 @@ static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *w
   t->ctx.batch_idx = b;
   t->ctx.batch = batch;
   t->ctx.outputs = NULL;
-  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
+  t->ctx.loss = NAN; /* NaN until the forward pass */
   return batch;
 }
 
-/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
-   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
+/* A training forward; a non-finite loss as tr_config.on_nonfinite_loss says. */
 static void tr__forward(tr_trainer *t, void *batch) {
   const tr_config *c = t->tr__cfg;
   double loss = 0;
@@ -19830,8 +19812,7 @@ static void tr__forward(tr_trainer *t, void *batch) {
   hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
 }
 
-/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
-   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
+/* Once per window, in its first micro-batch that gets this far (Lightning's). */
 static void tr__zero_grad(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
 #ifdef TRAIN_CUDA
@@ -19848,14 +19829,10 @@ static void tr__backward(tr_trainer *t, void *batch) {
   rc = t->model.backward(t->model.user, batch);
   if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
   hk_grads_changed(&t->ctx);
-  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
+  t->tr__accum_n++; /* gradients in the window's sum */
 }
 
-/* The window's gradient sum divided by accumulate_grad_batches (times the ranks), as Lightning divides
-   every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
-   micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
-   did gets no step. */
-/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+/* Clipping by norm on the host, over views that tile the gradient, reads the norm right after the averaging. */
 static int tr__clips_by_norm(const tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   size_t n = 0;
@@ -19866,8 +19843,7 @@ static int tr__clips_by_norm(const tr_trainer *t) {
   for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
   return n == t->model.n_params;
 }
-/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
-   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+/* The averaging's scale and the norm's pass (tr__grad_pass_source's bits) in one pass. */
 static void tr__scale_norm(tr_trainer *t, float s) {
   tr__grad_pass *p = &t->tr__gpass;
   double sum = 0;
@@ -19878,12 +19854,14 @@ static void tr__scale_norm(tr_trainer *t, float s) {
   p->version = t->ctx.hk__grads_version;
   hk_grad_norm_set(&t->ctx, sqrt(sum));
 }
+/* The window's sum divided by accumulate_grad_batches times the ranks (Lightning divides every loss), or
+   by the micro-batches that ran backward; a window where none did gets no step. */
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || by == 1) return;
-  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next */
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
@@ -19891,16 +19869,12 @@ static void tr__average_window(tr_trainer *t) {
   hk_grads_changed(&t->ctx);
 }
 
-/* hk_grad_norm's value: computed by ctx.grad_norm_source when nobody has asked since the gradients
-   changed, on the host the shared pass (tr__grad_pass_source: tr_sumsq per view with the trainer's threads,
-   in view order: hk_grad_norm's bits; the per-view sums kept for gradient_monitor), on the device cuda.h's. */
+/* Computed by ctx.grad_norm_source once per change of the gradients (the shared pass, or the device's). */
 static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
 
-/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
-   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
-   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
-   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
+/* By norm (clip_grad_norm_: limit / (norm + 1e-6) when below 1) or by value; hk_grad_norm stays the norm
+   before clipping for the rest of the step. */
 static void tr__clip_gradients(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
@@ -19910,11 +19884,11 @@ static void tr__clip_gradients(tr_trainer *t) {
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
     if (coef >= 1.0) return;
-    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look: scale now */
       tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
-    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
+    else /* else the update's pass scales them: one pass saved */
       t->tr__gscale = (float)coef;
-  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
+  } else { /* in hk_grad_norm's order: the same bits */
     float hi = (float)c->gradient_clip_val;
     double sum = 0;
     int k;
@@ -19924,10 +19898,8 @@ static void tr__clip_gradients(tr_trainer *t) {
   }
 }
 
-/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
-   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
-   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
-   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
+/* No step with an lr float32 cannot use (inf or NaN poisons every parameter; a decay to 0 trains nothing):
+   the run fails naming the schedule. Set-up refuses what it can foresee; this catches the rest. */
 static int tr__lr_usable(tr_trainer *t, double lr) {
   const tr_sched *s = &t->sched;
   const tr_sched_state *st = t->run ? &t->run->lr_state : NULL;
@@ -19944,9 +19916,7 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
   return 0;
 }
 
-/* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
-   AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
-   gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
+/* Per run of tensors with equal settings (torch's param_groups); a frozen run only clipped, as hooks see it. */
 static void tr__update_grouped(tr_trainer *t, double lr) {
   tr_optim o = t->optim;
   size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
@@ -19974,12 +19944,10 @@ static void tr__update_grouped(tr_trainer *t, double lr) {
   if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
 }
 
-/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
-   rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
+/* One update, step global_step + 1, over the parameters whose state this rank keeps (zero: its shard). */
 static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
-  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the parameters whose state this rank keeps */
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n;
   float *p = t->model.params + lo, *g = t->model.grads + lo;
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
@@ -19995,28 +19963,28 @@ static void tr__update(tr_trainer *t, double lr) {
     tr_sgd_update(p, g, t->tr__m, k, &c, t->tr__threads);
     if (o->momentum > 0) t->tr__has_momentum = 1;
   }
-  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest of the gradient is clipped too, as hooks see it unsharded */
+  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest clipped too, for hooks */
     tr_scale(t->model.grads, lo, t->tr__gscale, t->tr__threads);
     tr_scale(g + k, n - lo - k, t->tr__gscale, t->tr__threads);
   }
   t->tr__gscale = 1.0f;
 }
 
-/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
+/* global_step moves before on_after_optimizer_step (the context contract). */
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-  t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
-  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (sharded: the other ranks exchange all the same) */
+  t->lr = tr__current_lr(t); /* a hook may have scaled it */
+  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (the ranks exchange all the same) */
   tr__update(t, t->lr);
   tr__dist_params(t);
   t->ctx.global_step = ++t->global_step;
 }
 
-/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
+/* A window's end: its bookkeeping and a skipped step are forgotten. */
 static void tr__end_window(tr_trainer *t) {
   t->tr__accum_pos = t->tr__accum_n = 0;
   t->tr__grads_zeroed = 0;
-  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
+  t->tr__gscale = 1.0f; /* (a skipped step's) */
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
 }
 
@@ -21043,8 +21011,7 @@ static void tr__lrf_destroy(void *user) {
   free(s);
 }
 
-/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
-   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
+/* Lightning's: numpy.gradient's argmin, skipping the first 10 points and the last; -1 with too few. */
 static int tr__lrf_suggest(const double *loss, int n) {
   enum { SKIP_BEGIN = 10, SKIP_END = 1 };
   int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
@@ -21060,12 +21027,12 @@ static int tr__lrf_suggest(const double *loss, int n) {
   return best < 0 ? -1 : best + SKIP_BEGIN;
 }
 
-/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
+/* N optimizer steps driven by hand, everything restored after. */
 static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   const tr_data *d = c->train;
   size_t n = t->model.n_params, bytes = n * sizeof(float);
-  int dev = TR__ON_DEVICE(t); /* a device model: its state is kept on the device, the loss copied each step */
+  int dev = TR__ON_DEVICE(t); /* kept on the device */
   float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
@@ -21094,7 +21061,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (c->gradient_clip_val > 0) tr__clip_gradients(t);
     t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
     tr__update(t, lr);
-    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/trainer/cuda.h said which) */
+    if (t->tr__err) { stop = 2; break; } /* a device call failed */
     avg = beta * avg + (1 - beta) * loss;
     smooth = avg / (1 - pow(beta, i + 1));
     s->lrs[i] = lr;
@@ -21104,7 +21071,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (smooth < best || i == 0) best = smooth;
     if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
   }
-  /* restore exactly what the fit starts from */
+  /* exactly what the fit starts from */
   if (dev) (void)tr__dev_keep(t, 1);
   else {
     memcpy(t->model.params, save, bytes);
@@ -21118,7 +21085,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
-  if (t->tr__err) return HK_FAIL; /* a device call failed: the run's error says which */
+  if (t->tr__err) return HK_FAIL; /* the run's error says which */
   if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
@@ -21129,12 +21096,12 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
-  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
+  if (s->pub.done) { /* a resumed fit: no second sweep */
     if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
     return HK_CONTINUE;
   }
   if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
-  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need the ranks' parameter exchange, a collective inside a hook */
+  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need a collective inside a hook */
     return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
                    "learning rate in a run without zero, then set it");
   if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
@@ -21152,7 +21119,7 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
     t->optim.lr = s->pub.suggestion;
     t->lr = tr__current_lr(t);
   }
-  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
+  if (s->curve_path && ctx->rank == 0) { /* every rank sweeps the same */
     hk_bytes b;
     char why[1100];
     int e;

@@ -4,10 +4,8 @@
 #include "checkpoint.h" /* part */
 
 TR__C_BEGIN /* part */
-/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
-   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
-   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
-   device). bins in 1..4096, lo < hi, both finite. */
+/* The gradients' histogram into counts[bins + 3]: equal-width bins over [lo, hi), then below lo, at or
+   above hi, NaN/Inf. bins in 1..4096, lo < hi, both finite; the same counts on the CPU and the GPU. */
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
 TR__C_END /* part */
 
@@ -36,35 +34,30 @@ TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, 
 
 /* ---- setup --------------------------------------------------------------------------------------- */
 
-/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
-   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
-   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
-   every hook and by clipping. */
+/* Lazy metrics: a call when a hook asks, so the step loop never touches the metrics map. */
 static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
 static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
 
-/* ---- log records and requests: the run layer's (train/run.h), as in any loop ----------------------- */
+/* ---- log records and requests: the run layer's, as in any loop ------------------------------------ */
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
   if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
   if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
 }
-/* What hooks asked for (ctx.requests, only those in `which`) and is the run layer's to do: checkpoints (through
-   tr__save_checkpoint), a log line and, in a fit, a training record. A failed save has failed the run. */
+/* Hooks' requests among `which`, done by the run layer (checkpoints, log lines, records). */
 static void tr__hand_requests(tr_trainer *t, unsigned which) {
   unsigned later = t->ctx.requests & ~which;
   t->ctx.requests &= which;
   if (t->ctx.requests & HK_REQUEST_CHECKPOINT) tr__dist_paths(t); /* rank 0's paths, on every rank */
   if (t->ctx.requests && !t->tr__err) (void)tr_run_requests(t->reg, &t->ctx, &t->tr__flow);
-  t->ctx.requests |= later; /* (and what hooks asked for during the saves: the next safe point's) */
+  t->ctx.requests |= later; /* (asked during the saves: the next safe point's) */
   if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) tr__settle(t);
 }
 
 /* ---- the work of a step -------------------------------------------------------------------------
-   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
-   reads as a straight list. */
+   Each piece does nothing once skipped (or failed), so a batch reads as a straight list. */
 
-/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
+/* Batch b into ctx.batch. */
 static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
   void *batch = NULL;
   int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
@@ -72,12 +65,11 @@ static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *w
   t->ctx.batch_idx = b;
   t->ctx.batch = batch;
   t->ctx.outputs = NULL;
-  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
+  t->ctx.loss = NAN; /* NaN until the forward pass */
   return batch;
 }
 
-/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
-   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
+/* A training forward; a non-finite loss as tr_config.on_nonfinite_loss says. */
 static void tr__forward(tr_trainer *t, void *batch) {
   const tr_config *c = t->tr__cfg;
   double loss = 0;
@@ -99,8 +91,7 @@ static void tr__forward(tr_trainer *t, void *batch) {
   hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
 }
 
-/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
-   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
+/* Once per window, in its first micro-batch that gets this far (Lightning's). */
 static void tr__zero_grad(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
 #ifdef TRAIN_CUDA
@@ -117,14 +108,10 @@ static void tr__backward(tr_trainer *t, void *batch) {
   rc = t->model.backward(t->model.user, batch);
   if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
   hk_grads_changed(&t->ctx);
-  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
+  t->tr__accum_n++; /* gradients in the window's sum */
 }
 
-/* The window's gradient sum divided by accumulate_grad_batches (times the ranks), as Lightning divides
-   every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
-   micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
-   did gets no step. */
-/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
+/* Clipping by norm on the host, over views that tile the gradient, reads the norm right after the averaging. */
 static int tr__clips_by_norm(const tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   size_t n = 0;
@@ -135,8 +122,7 @@ static int tr__clips_by_norm(const tr_trainer *t) {
   for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
   return n == t->model.n_params;
 }
-/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
-   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
+/* The averaging's scale and the norm's pass (tr__grad_pass_source's bits) in one pass. */
 static void tr__scale_norm(tr_trainer *t, float s) {
   tr__grad_pass *p = &t->tr__gpass;
   double sum = 0;
@@ -147,12 +133,14 @@ static void tr__scale_norm(tr_trainer *t, float s) {
   p->version = t->ctx.hk__grads_version;
   hk_grad_norm_set(&t->ctx, sqrt(sum));
 }
+/* The window's sum divided by accumulate_grad_batches times the ranks (Lightning divides every loss), or
+   by the micro-batches that ran backward; a window where none did gets no step. */
 static void tr__average_window(tr_trainer *t) {
   int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
              : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
   if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
   if (tr__skips(t, HK_FLOW_SKIP_STEP) || by == 1) return;
-  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next */
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
 #endif
@@ -160,16 +148,12 @@ static void tr__average_window(tr_trainer *t) {
   hk_grads_changed(&t->ctx);
 }
 
-/* hk_grad_norm's value: computed by ctx.grad_norm_source when nobody has asked since the gradients
-   changed, on the host the shared pass (tr__grad_pass_source: tr_sumsq per view with the trainer's threads,
-   in view order: hk_grad_norm's bits; the per-view sums kept for gradient_monitor), on the device cuda.h's. */
+/* Computed by ctx.grad_norm_source once per change of the gradients (the shared pass, or the device's). */
 static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
 static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
 
-/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
-   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
-   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
-   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
+/* By norm (clip_grad_norm_: limit / (norm + 1e-6) when below 1) or by value; hk_grad_norm stays the norm
+   before clipping for the rest of the step. */
 static void tr__clip_gradients(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
@@ -179,11 +163,11 @@ static void tr__clip_gradients(tr_trainer *t) {
   if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
     double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
     if (coef >= 1.0) return;
-    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look: scale now */
       tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
-    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
+    else /* else the update's pass scales them: one pass saved */
       t->tr__gscale = (float)coef;
-  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
+  } else { /* in hk_grad_norm's order: the same bits */
     float hi = (float)c->gradient_clip_val;
     double sum = 0;
     int k;
@@ -193,10 +177,8 @@ static void tr__clip_gradients(tr_trainer *t) {
   }
 }
 
-/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
-   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
-   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
-   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
+/* No step with an lr float32 cannot use (inf or NaN poisons every parameter; a decay to 0 trains nothing):
+   the run fails naming the schedule. Set-up refuses what it can foresee; this catches the rest. */
 static int tr__lr_usable(tr_trainer *t, double lr) {
   const tr_sched *s = &t->sched;
   const tr_sched_state *st = t->run ? &t->run->lr_state : NULL;
@@ -213,9 +195,7 @@ static int tr__lr_usable(tr_trainer *t, double lr) {
   return 0;
 }
 
-/* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
-   AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
-   gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
+/* Per run of tensors with equal settings (torch's param_groups); a frozen run only clipped, as hooks see it. */
 static void tr__update_grouped(tr_trainer *t, double lr) {
   tr_optim o = t->optim;
   size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
@@ -243,12 +223,10 @@ static void tr__update_grouped(tr_trainer *t, double lr) {
   if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
 }
 
-/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
-   rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
+/* One update, step global_step + 1, over the parameters whose state this rank keeps (zero: its shard). */
 static void tr__update(tr_trainer *t, double lr) {
   const tr_optim *o = &t->optim;
-  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the parameters whose state this rank keeps */
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n;
   float *p = t->model.params + lo, *g = t->model.grads + lo;
 #ifdef TRAIN_CUDA
   if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
@@ -264,28 +242,28 @@ static void tr__update(tr_trainer *t, double lr) {
     tr_sgd_update(p, g, t->tr__m, k, &c, t->tr__threads);
     if (o->momentum > 0) t->tr__has_momentum = 1;
   }
-  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest of the gradient is clipped too, as hooks see it unsharded */
+  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest clipped too, for hooks */
     tr_scale(t->model.grads, lo, t->tr__gscale, t->tr__threads);
     tr_scale(g + k, n - lo - k, t->tr__gscale, t->tr__threads);
   }
   t->tr__gscale = 1.0f;
 }
 
-/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
+/* global_step moves before on_after_optimizer_step (the context contract). */
 static void tr__optimizer_step(tr_trainer *t) {
   if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-  t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
-  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (sharded: the other ranks exchange all the same) */
+  t->lr = tr__current_lr(t); /* a hook may have scaled it */
+  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (the ranks exchange all the same) */
   tr__update(t, t->lr);
   tr__dist_params(t);
   t->ctx.global_step = ++t->global_step;
 }
 
-/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
+/* A window's end: its bookkeeping and a skipped step are forgotten. */
 static void tr__end_window(tr_trainer *t) {
   t->tr__accum_pos = t->tr__accum_n = 0;
   t->tr__grads_zeroed = 0;
-  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
+  t->tr__gscale = 1.0f; /* (a skipped step's) */
   hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
 }
 
