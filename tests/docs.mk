@@ -56,5 +56,6 @@ test-loop-svg: $(LOOP_SVG) $(BUILD)/png_check
 # Comment density (scripts/density.py): train/'s comment words per 1,000 lines of code stay at or under 2,000;
 # the figures per part, densest first, and above the limit the parts with the most words over it.
 .PHONY: test-density
+TEST_TARGETS += test-density
 test-density:
 	@python3 scripts/density.py --max 2000
