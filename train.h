@@ -7424,7 +7424,7 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
    run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
    every version directory under the run's save_dir/name (a second invocation of the same command has a new
    version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
-   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
+   *.ckpt there (not a temporary; once, by device and inode, however often it is reached) is read as the resume would read it (`check`: the loop's format or
    tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
    time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
    they loaded). */
@@ -7439,7 +7439,13 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+typedef struct tr__auto_pick {
+  char *path;
+  int64_t step;
+  double mtime;
+  int seen, skipped, n_ids;
+  tr__file_id *ids; /* the files read (device and inode): save_to in a directory looked at, or by another name, once */
+} tr__auto_pick;
 static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
@@ -7453,7 +7459,22 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckp
   if (!tr__file_exists(path)) return;
 #endif
   if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+#ifdef TR__POSIX
+  {
+    tr__file_id *grown;
+    int i;
+    for (i = 0; i < best->n_ids; i++)
+      if (best->ids[i].dev == (uint64_t)st.st_dev && best->ids[i].ino == (uint64_t)st.st_ino) return;
+    if ((grown = (tr__file_id *)realloc(best->ids, (size_t)(best->n_ids + 1) * sizeof *grown)) != NULL) { /* (else: read again) */
+      best->ids = grown;
+      best->ids[best->n_ids].set = 1;
+      best->ids[best->n_ids].dev = (uint64_t)st.st_dev;
+      best->ids[best->n_ids++].ino = (uint64_t)st.st_ino;
+    }
+  }
+#else
   if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+#endif
   best->seen++;
   why[0] = 0;
   if (check(u, path, &step, why, sizeof why)) {
@@ -7503,6 +7524,7 @@ static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to
     free(base);
     tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
   }
+  free(best.ids);
   free(q->auto_path);
   q->auto_path = best.path;
   if (best.path)
