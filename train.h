@@ -2391,11 +2391,12 @@ TRAIN_API const tr_device_stats_state *tr_device_stats_get(const hk_registry *re
    on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
    with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
    exception). The file is written atomically (the old one stays until the new one is whole); a save
-   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
+   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing, at
+   on_fit_start, where a directory that cannot be made or written fails the run before its first step.
    Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
    run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
    directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
-   normal end leaves are found in one place; decided at on_train_start and again at the save (a
+   normal end leaves are found in one place; decided at on_fit_start and again at the save (a
    directory the run got in between). A resume continues its run's directory, so it goes there again.
    Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
@@ -11120,6 +11121,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
    data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  int e;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
     tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
@@ -11133,22 +11135,8 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-#ifdef TR__POSIX
-  { /* a probe file, created exclusively and removed: what a save does first */
-    size_t n = strlen(s->dirpath) + 64;
-    char *probe = (char *)malloc(n);
-    int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "out of memory");
-    snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
-    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) err = errno;
-    else { close(fd); (void)unlink(probe); }
-    free(probe);
-    if (err && err != EEXIST)
-      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
-                     s->dirpath, strerror(err));
-  }
-#endif
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there", s->dirpath, strerror(e));
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
@@ -13878,6 +13866,20 @@ static void tr__oec_default_dir(tr__oec *s) {
   if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
   free(p);
 }
+/* A directory that cannot be made or written: said before the first step, as model_checkpoint says it, not
+   found when the failure comes and its state is lost. Files: rank 0's job. */
+static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  int e;
+  tr__oec_default_dir(s);
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
+                   s->dirpath, strerror(e));
+  return HK_CONTINUE;
+}
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
   (void)ctx;
@@ -13896,7 +13898,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   why[0] = 0;
   tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
-    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    tr__msg(why, sizeof why, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
   } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
@@ -13937,6 +13939,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
   cb.user = s;
+  cb.on_fit_start = tr__oec_fit_start;
   cb.on_train_start = tr__oec_train_start;
   cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
   cb.on_exception = tr__oec_exception;
