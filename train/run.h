@@ -2364,10 +2364,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
    run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
    every version directory under the run's save_dir/name (a second invocation of the same command has a new
    version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
-   *.ckpt there (not a temporary; once, by device and inode, however often it is reached) is read as the resume would read it (`check`: the loop's format or
-   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
-   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
-   they loaded). */
+   *.ckpt there (not a temporary; once, by device and inode, however often it is reached) is read as the
+   resume would read it (`check`: the loop's format or tr_fit's); one that fails is skipped, said in one line.
+   The newest by global step, then by modification time, then by name (the same choice on every rank of a
+   shared file system; the ranks then compare what they loaded). */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char **grown, *d;
