@@ -1707,7 +1707,8 @@ TRAIN_API const tr_device_stats_state *tr_device_stats_get(const hk_registry *re
    completed optimizer step to dirpath/filename.ckpt before teardown, the window in progress undone, so a
    resume ends with the bits of a run that never failed. Nothing before on_train_start (a good file
    would be overwritten) nor outside a fit. dirpath defaults to model_checkpoint's (the run's
-   checkpoints/). Stateless. Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
+   checkpoints/), made at on_fit_start: one that cannot be made or written fails the run there. Stateless.
+   Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
    docs/callbacks.md has the rest. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
@@ -1776,7 +1777,8 @@ TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_regist
    as Lightning's (batch streams, epoch writes once at the epoch's end, batch_and_epoch both); formats csv,
    jsonl (9 significant digits: floats read back exactly) and safetensors; dirpath defaults to the run's
    predictions/, else ./predictions. Every file written atomically, replacing only a file it wrote (anyone
-   else's fails the run at on_predict_start). MPI: rank 0 writes, {rank} in filename for every rank's own.
+   else's fails the run at on_predict_start; a later process of the same run takes its own back through a
+   record kept beside them). MPI: rank 0 writes, {rank} in filename for every rank's own.
    Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), the predict events with
    ctx->outputs and ctx->batch_idx set, tr_run_leave. docs/callbacks.md ("prediction_writer in detail"). */
 typedef enum tr_prediction_format { TR_PREDICTION_CSV = 0, TR_PREDICTION_JSONL, TR_PREDICTION_SAFETENSORS } tr_prediction_format;
@@ -3680,6 +3682,25 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
   FILE *f = fopen(path, "rb");
   if (f) fclose(f);
   return f != NULL;
+#endif
+}
+/* A regular file's stamp (never through a symlink): device, inode, size, modification and change time. What
+   tells a file a writer left from one put at its path since (an inode may be given again). 0, or errno (EEXIST:
+   not a regular file); ENOENT where not known (no POSIX). */
+TR__SHARED int tr__file_stamp(const char *path, uint64_t stamp[5]) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!S_ISREG(st.st_mode)) return EEXIST;
+  stamp[0] = (uint64_t)st.st_dev;
+  stamp[1] = (uint64_t)st.st_ino;
+  stamp[2] = (uint64_t)st.st_size;
+  stamp[3] = (uint64_t)st.st_mtime;
+  stamp[4] = (uint64_t)st.st_ctime;
+  return 0;
+#else
+  (void)path; (void)stamp;
+  return ENOENT;
 #endif
 }
 /* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
@@ -6425,8 +6446,8 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
 }
 /* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
    Looked at: save_to, the checkpoint callbacks' dirpaths (tr__run_ckpt_dir), for the default checkpoints/
-   of every version under save_dir/name, and ./checkpoints. Each *.ckpt read as the resume would (`check`);
-   a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
+   of every version under save_dir/name, and ./checkpoints. Each *.ckpt (once, by device and inode) read as
+   the resume would (`check`); a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
    picks the same, and the ranks compare what they loaded. */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -6439,7 +6460,13 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+typedef struct tr__auto_pick {
+  char *path;
+  int64_t step;
+  double mtime;
+  int seen, skipped, n_ids;
+  tr__file_id *ids; /* the files read (device and inode): save_to in a directory looked at, or by another name, once */
+} tr__auto_pick;
 static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
@@ -6453,7 +6480,22 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckp
   if (!tr__file_exists(path)) return;
 #endif
   if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+#ifdef TR__POSIX
+  {
+    tr__file_id *grown;
+    int i;
+    for (i = 0; i < best->n_ids; i++)
+      if (best->ids[i].dev == (uint64_t)st.st_dev && best->ids[i].ino == (uint64_t)st.st_ino) return;
+    if ((grown = (tr__file_id *)realloc(best->ids, (size_t)(best->n_ids + 1) * sizeof *grown)) != NULL) { /* (else: read again) */
+      best->ids = grown;
+      best->ids[best->n_ids].set = 1;
+      best->ids[best->n_ids].dev = (uint64_t)st.st_dev;
+      best->ids[best->n_ids++].ino = (uint64_t)st.st_ino;
+    }
+  }
+#else
   if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+#endif
   best->seen++;
   why[0] = 0;
   if (check(u, path, &step, why, sizeof why)) {
@@ -6503,6 +6545,7 @@ static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to
     free(base);
     tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
   }
+  free(best.ids);
   free(q->auto_path);
   q->auto_path = best.path;
   if (best.path)
@@ -10038,6 +10081,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
    data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  int e;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
     tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
@@ -10051,22 +10095,8 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-#ifdef TR__POSIX
-  { /* a probe file, created exclusively and removed: what a save does first */
-    size_t n = strlen(s->dirpath) + 64;
-    char *probe = (char *)malloc(n);
-    int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "out of memory");
-    snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
-    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) err = errno;
-    else { close(fd); (void)unlink(probe); }
-    free(probe);
-    if (err && err != EEXIST)
-      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
-                     s->dirpath, strerror(err));
-  }
-#endif
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there", s->dirpath, strerror(e));
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
@@ -12782,6 +12812,20 @@ static void tr__oec_default_dir(tr__oec *s) {
   if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
   free(p);
 }
+/* A directory that cannot be made or written: said before the first step, as model_checkpoint says it, not
+   found when the failure comes and its state is lost. Files: rank 0's job. */
+static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  int e;
+  tr__oec_default_dir(s);
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
+                   s->dirpath, strerror(e));
+  return HK_CONTINUE;
+}
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
   (void)ctx;
@@ -12800,7 +12844,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   why[0] = 0;
   tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
-    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    tr__msg(why, sizeof why, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
   } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
@@ -12841,6 +12885,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
   cb.user = s;
+  cb.on_fit_start = tr__oec_fit_start;
   cb.on_train_start = tr__oec_train_start;
   cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
   cb.on_exception = tr__oec_exception;
@@ -13203,6 +13248,8 @@ typedef struct tr__pw {
   tr__file_id id;                /* the whole file (csv, jsonl; safetensors epoch) it wrote */
   tr__file_id *batch_id;         /* safetensors batch files it wrote, by batch index */
   int64_t n_batch_id;
+  tr__file_id record;            /* the record of its files (tr__pw_keep) it wrote or read back */
+  int kept;                      /* this predict run's record is kept (at on_predict_end; else at teardown) */
 } tr__pw;
 
 static void tr__pw_free_names(tr__pw *s) {
@@ -13246,6 +13293,105 @@ static tr__file_id *tr__pw_batch_id(tr__pw *s, int64_t b) {
   }
   return &s->batch_id[b];
 }
+/* ---- a later process of the run takes its files back ----------------------------------------------------------
+   Which files are the writer's is known in memory only, so a resume that continues the run (a second process)
+   found them there and refused them as anyone's. At a predict run's end a record is kept beside them,
+   <dirpath>/.<filename>.prediction_writer: the run's id (the one in the run directory and its checkpoints), then
+   a line per file it wrote, "dev ino size mtime ctime name". At on_predict_start a run of that id takes back
+   each of its names whose file still has that stamp; anything else at its paths stays refused. No run id yet
+   (no checkpoint written): no record, as before. */
+static char *tr__pw_file(const tr__pw *s, int64_t batch) { /* tr__pw_path's path, s->path untouched */
+  size_t n = strlen(s->base) + 48;
+  char *p = (char *)malloc(n);
+  if (!p) return NULL;
+  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
+  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  return p;
+}
+static char *tr__pw_record_path(const tr__pw *s) {
+  size_t d = strlen(s->dir), n = strlen(s->base) + 32;
+  char *p = (char *)malloc(n);
+  if (p) snprintf(p, n, "%s/.%s.prediction_writer", s->dir, s->base + d + 1);
+  return p;
+}
+static void tr__pw_record_line(const tr__pw *s, hk_bytes *b, int64_t batch, const tr__file_id *id) {
+  uint64_t st[5];
+  char line[160], *p = tr__pw_file(s, batch);
+  if (!p) { b->failed = 1; return; }
+  if (tr__file_stamp(p, st) == 0 && st[0] == id->dev && st[1] == id->ino) {
+    snprintf(line, sizeof line, "%llu %llu %llu %llu %llu ", (unsigned long long)st[0], (unsigned long long)st[1],
+             (unsigned long long)st[2], (unsigned long long)st[3], (unsigned long long)st[4]);
+    tr__put_s(b, line);
+    tr__put_s(b, p + strlen(s->dir) + 1);
+    hk_bytes_put(b, "\n", 1);
+  }
+  free(p);
+}
+static void tr__pw_keep(tr__pw *s, hk_ctx *ctx) {
+  const char *id = s->run ? s->run->tr__p->id : "";
+  char why[700], *rec;
+  hk_bytes b;
+  int64_t k;
+  int e;
+  if (s->kept || !s->writes || s->pub.files == 0 || !id[0] || !s->base) return;
+  s->kept = 1;
+  memset(&b, 0, sizeof b);
+  tr__put_s(&b, "prediction_writer 1 ");
+  tr__put_s(&b, id);
+  hk_bytes_put(&b, "\n", 1);
+  if (s->id.set) tr__pw_record_line(s, &b, -1, &s->id);
+  for (k = 0; k < s->n_batch_id; k++) if (s->batch_id[k].set) tr__pw_record_line(s, &b, k, &s->batch_id[k]);
+  rec = tr__pw_record_path(s);
+  e = b.failed || !rec ? ENOMEM : tr__write_mine(rec, b.data, b.len, &s->record, NULL, why, sizeof why);
+  if (e) tr__run_say(s->run, ctx, "prediction_writer", "the record of its files was not kept (%s): a resumed run will not "
+                     "replace them", e == ENOMEM ? "out of memory" : why);
+  free(rec);
+  free(b.data);
+}
+/* The record's files that are still as this run left them: its own again. */
+static void tr__pw_take_back(tr__pw *s) {
+  const char *id = s->run ? s->run->tr__p->id : "", *line, *end;
+  char *rec = tr__pw_record_path(s), *whole = tr__pw_file(s, -1), *text;
+  size_t dn = strlen(s->dir) + 1, bn = strlen(s->base) - dn;
+  tr__file_id got;
+  hk_bytes b;
+  memset(&b, 0, sizeof b);
+  memset(&got, 0, sizeof got);
+  if (rec && whole && tr__read_mine(rec, &b, &got) == 0 && hk_bytes_put(&b, "", 1) == 0 && !b.failed &&
+      !strncmp(text = (char *)b.data, "prediction_writer 1 ", 20) && (end = strchr(text, '\n')) != NULL) {
+    s->record = got; /* its own record: the next one replaces it */
+    if (id[0] && (size_t)(end - text - 20) == strlen(id) && !strncmp(text + 20, id, strlen(id)))
+      for (line = end + 1; *line; line = end + 1) {
+        unsigned long long v[5];
+        uint64_t st[5];
+        long long batch = -2;
+        int n = 0, k;
+        char *path;
+        if (!(end = strchr(line, '\n'))) break;
+        if (sscanf(line, "%llu %llu %llu %llu %llu%n", &v[0], &v[1], &v[2], &v[3], &v[4], &n) != 5 || line + n >= end ||
+            line[n] != ' ')
+          continue;
+        line += n + 1;
+        if ((size_t)(end - line) == strlen(whole + dn) && !strncmp(line, whole + dn, (size_t)(end - line))) batch = -1;
+        else if (s->format == TR_PREDICTION_SAFETENSORS && !strncmp(line, s->base + dn, bn) &&
+                 sscanf(line + bn, "-batch_%lld.safetensors", &batch) != 1) batch = -2;
+        if (batch < -1 || !(path = tr__pw_file(s, batch))) continue;
+        /* (the name read must be the one this writer gives that batch) */
+        if ((size_t)(end - line) == strlen(path + dn) && !strncmp(line, path + dn, (size_t)(end - line)) &&
+            tr__file_stamp(path, st) == 0) {
+          for (k = 0; k < 5 && st[k] == (uint64_t)v[k]; k++) {}
+          if (k == 5) {
+            tr__file_id *fid = batch < 0 ? &s->id : tr__pw_batch_id(s, batch);
+            if (fid) { fid->set = 1; fid->dev = st[0]; fid->ino = st[1]; }
+          }
+        }
+        free(path);
+      }
+  }
+  free(b.data);
+  free(rec);
+  free(whole);
+}
 static hk_signal tr__pw_foreign(hk_ctx *ctx, const char *path) {
   return hk_fail(ctx, "'%s' is there and was not written by this prediction_writer (another run's predictions, or a file "
                  "of yours): it is not replaced; give another dirpath or filename, or move it", path);
@@ -13266,6 +13412,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   s->per_batch.len = 0; s->per_batch.failed = 0;
   s->n_vals = 0;
   s->pub.rows = s->pub.files = 0;
+  s->kept = 0;
   tr__fd_close(&s->fd);
   free(s->dir);
   s->dir = s->dir_given[0] ? tr__strdup(s->dir_given) : rd ? tr__join(rd, "predictions") : tr__strdup("predictions");
@@ -13292,6 +13439,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   if (tr__mkdirs(s->dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", s->dir, strerror(errno));
   if ((e = tr__probe_dir(s->dir)) != 0)
     return hk_fail(ctx, "the directory '%s' is not writable: %s; predictions could not be written there", s->dir, strerror(e));
+  tr__pw_take_back(s); /* a later process of this run: its files again */
   if (s->format != TR_PREDICTION_SAFETENSORS || tr__pw_has_epoch(s)) {
     if (tr__pw_path(s, -1)) return hk_fail(ctx, "out of memory");
     if (tr__whose(s->path, &s->id) < 0) return tr__pw_foreign(ctx, s->path);
@@ -13562,8 +13710,8 @@ static hk_signal tr__pw_epoch_end(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__pw_end(hk_ctx *ctx, void *user) {
   tr__pw *s = (tr__pw *)user;
-  (void)ctx;
   tr__fd_close(&s->fd);
+  if (ctx->stage == HK_STAGE_PREDICT) tr__pw_keep(s, ctx); /* (a failed run's files too: its own) */
   return HK_CONTINUE;
 }
 

@@ -482,6 +482,25 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
   return f != NULL;
 #endif
 }
+/* A regular file's stamp (never through a symlink): device, inode, size, modification and change time. What
+   tells a file a writer left from one put at its path since (an inode may be given again). 0, or errno (EEXIST:
+   not a regular file); ENOENT where not known (no POSIX). */
+TR__SHARED int tr__file_stamp(const char *path, uint64_t stamp[5]) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!S_ISREG(st.st_mode)) return EEXIST;
+  stamp[0] = (uint64_t)st.st_dev;
+  stamp[1] = (uint64_t)st.st_ino;
+  stamp[2] = (uint64_t)st.st_size;
+  stamp[3] = (uint64_t)st.st_mtime;
+  stamp[4] = (uint64_t)st.st_ctime;
+  return 0;
+#else
+  (void)path; (void)stamp;
+  return ENOENT;
+#endif
+}
 /* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
    errno (EROFS, EACCES, ...). Not known (no POSIX): 0. */
 TR__SHARED int tr__probe_dir(const char *dir) {

@@ -1969,8 +1969,8 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
 }
 /* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
    Looked at: save_to, the checkpoint callbacks' dirpaths (tr__run_ckpt_dir), for the default checkpoints/
-   of every version under save_dir/name, and ./checkpoints. Each *.ckpt read as the resume would (`check`);
-   a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
+   of every version under save_dir/name, and ./checkpoints. Each *.ckpt (once, by device and inode) read as
+   the resume would (`check`); a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
    picks the same, and the ranks compare what they loaded. */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -1983,7 +1983,13 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+typedef struct tr__auto_pick {
+  char *path;
+  int64_t step;
+  double mtime;
+  int seen, skipped, n_ids;
+  tr__file_id *ids; /* the files read (device and inode): save_to in a directory looked at, or by another name, once */
+} tr__auto_pick;
 static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
@@ -1997,7 +2003,22 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckp
   if (!tr__file_exists(path)) return;
 #endif
   if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+#ifdef TR__POSIX
+  {
+    tr__file_id *grown;
+    int i;
+    for (i = 0; i < best->n_ids; i++)
+      if (best->ids[i].dev == (uint64_t)st.st_dev && best->ids[i].ino == (uint64_t)st.st_ino) return;
+    if ((grown = (tr__file_id *)realloc(best->ids, (size_t)(best->n_ids + 1) * sizeof *grown)) != NULL) { /* (else: read again) */
+      best->ids = grown;
+      best->ids[best->n_ids].set = 1;
+      best->ids[best->n_ids].dev = (uint64_t)st.st_dev;
+      best->ids[best->n_ids++].ino = (uint64_t)st.st_ino;
+    }
+  }
+#else
   if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+#endif
   best->seen++;
   why[0] = 0;
   if (check(u, path, &step, why, sizeof why)) {
@@ -2047,6 +2068,7 @@ static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to
     free(base);
     tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
   }
+  free(best.ids);
   free(q->auto_path);
   q->auto_path = best.path;
   if (best.path)

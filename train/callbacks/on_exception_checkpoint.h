@@ -9,7 +9,8 @@ TR__C_BEGIN /* part */
    completed optimizer step to dirpath/filename.ckpt before teardown, the window in progress undone, so a
    resume ends with the bits of a run that never failed. Nothing before on_train_start (a good file
    would be overwritten) nor outside a fit. dirpath defaults to model_checkpoint's (the run's
-   checkpoints/). Stateless. Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
+   checkpoints/), made at on_fit_start: one that cannot be made or written fails the run there. Stateless.
+   Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
    docs/callbacks.md has the rest. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
@@ -68,6 +69,20 @@ static void tr__oec_default_dir(tr__oec *s) {
   if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
   free(p);
 }
+/* A directory that cannot be made or written: said before the first step, as model_checkpoint says it, not
+   found when the failure comes and its state is lost. Files: rank 0's job. */
+static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  int e;
+  tr__oec_default_dir(s);
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
+                   s->dirpath, strerror(e));
+  return HK_CONTINUE;
+}
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
   (void)ctx;
@@ -86,7 +101,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   why[0] = 0;
   tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
-    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    tr__msg(why, sizeof why, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
   } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
@@ -127,6 +142,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
   cb.user = s;
+  cb.on_fit_start = tr__oec_fit_start;
   cb.on_train_start = tr__oec_train_start;
   cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
   cb.on_exception = tr__oec_exception;
