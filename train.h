@@ -6830,11 +6830,11 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
   q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
-  if (stage == HK_STAGE_FIT && !run->desc.no_signals) {
+  if (stage == HK_STAGE_FIT) { /* the stop signals, as tr_run_start's; the driver acts on them between its events */
     char line[512];
     const char *save_to = run->desc.save_to, *requeued = q->resume && save_to && !strcmp(q->resume, save_to) &&
                                                          tr__preempt_resume(&run->desc.preempt, save_to) ? save_to : NULL;
-    tr__run_signals_on(run, 1);
+    if (!run->desc.no_signals) tr__run_signals_on(run, 1);
     if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   }
   return TR_OK;
