@@ -712,6 +712,13 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    (never deleted), tr_run_fail before its on_exception. Refused while a run goes. */
 TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
+/* For a loop that drives the run between its own events (train.h's trainer; a loop of your own has
+   tr_run_batch_end act on them): the stop signals (SIGINT, SIGTERM) the run has received since it began or
+   since tr_run_stops_handled - 0, 1 or 2 (1 at the most in a Slurm job) - with TR_STOP_SIGTERM in *sigterm when
+   the latest was SIGTERM, and in *preempted 1 once the preemption signal came (NULLs are fine). A fit entered
+   with tr_run_enter installs them unless tr_run_desc.no_signals; tr_run_leave puts the handlers back. */
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted);
+TRAIN_API void tr_run_stops_handled(hk_registry *reg);
 /* Honour hk_request: every queued checkpoint (then save_to), a log line, in a fit a training record;
    TR_RUN_VALIDATE when a validation was asked for. A failed save fails the run. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
@@ -2130,6 +2137,9 @@ typedef struct tr_trainer {
   int64_t tr__win_batch, tr__win_samples; /* where it began */
   int tr__bs_warned;       /* the batch_size warning is given once */
   tr__grad_pass tr__gpass; /* the gradients' one pass per change (the host's grad norm) */
+  int tr__sig_deferred;    /* several processes: act on the agreed stop-signal counts (the MPI votes') */
+  int tr__sigint_count, tr__preempt_count; /* those counts: Ctrl-C / SIGTERM, the preemption signal */
+  int64_t tr__sigterm;     /* agreed: TR_STOP_SIGTERM when a rank's signal was SIGTERM */
 } tr_trainer;
 
 /* The last failure's message; empty after a run that returned TR_OK. */
@@ -4663,9 +4673,9 @@ TRAIN_API int tr_preempt_requested(void) {
 
 /* This rank's TR_STOP_* bits now, agreed with the other ranks when agree is given (every rank calls
    it at the same points, whatever its bits). */
-TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
+TR__SHARED int64_t tr__stops(int interrupts, int preempted, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
                              void *user) {
-  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+  int64_t s = (interrupts ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempted ? TR_STOP_PREEMPT : 0) |
               (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
   return agree ? agree(user, s) : s;
 }
@@ -4812,6 +4822,7 @@ typedef struct tr__run_priv {
   uint64_t stamp[3];         /* hk_metric_stamp at the last train, val, test record */
   int64_t last_step;         /* global_step at the last safe point */
   int signals, preempt;      /* the stop signals and the preemption handler are installed */
+  int sig_base, sig_most, pre_base; /* the counts at the run's start (or since tr_run_stops_handled); 1 or 2 */
   int rank;                  /* global rank; -1: not known yet */
   int stop_pending;          /* a hook asked to stop during tr_run_start */
   int own_loop;              /* tr_run_start began the run (else tr_run_enter) */
@@ -4875,14 +4886,40 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
    Nothing runs on a step unless the loop calls it, but the run's watch (see "the state machine").
    ================================================================================================= */
 
+/* ---- the stop signals: one path for every loop --------------------------------------------------------
+   SIGINT / SIGTERM and the preemption signal are installed when a run starts (tr_run_start; tr_run_enter for a
+   fit) unless tr_run_desc.no_signals, and put back when it ends. They count from there (an outer install's
+   earlier signals are its own). The second stop signal ends a loop of your own at once outside Slurm (hooks.h's
+   default); a loop that checks between its events (count_only: train.h's trainer) fails at its next event. In
+   a Slurm job a second SIGTERM is Slurm's own: only the first counts (tr__slurm_job). */
+static void tr__run_signals_on(tr_run *run, int count_only) {
+  tr__run_priv *q = run->tr__p;
+  q->signals = hk_stop_signals_install(count_only || tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0;
+  q->sig_base = hk_stop_requested();
+  q->sig_most = tr__slurm_job() ? 1 : 2;
+  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  q->pre_base = tr_preempt_requested();
+}
+static void tr__run_signals_off(tr_run *run) {
+  tr__run_priv *q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore();
+  q->signals = 0;
+  tr__preempt_off(&q->preempt);
+}
+/* The stop signals received since the run began (0, 1 or 2; sig_most at the most); *preempted: the preemption's. */
+static int tr__run_stops(const tr__run_priv *q, int *preempted) {
+  int n = q->signals ? hk_stop_requested() - q->sig_base : 0;
+  *preempted = q->preempt > 0 && tr_preempt_requested() > q->pre_base;
+  return n < 0 ? 0 : n > q->sig_most ? q->sig_most : n;
+}
+
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
   tr__run_priv *q;
   int i;
   if (!run) return;
   q = run->tr__p;
-  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run); /* a run started and never finished: the handlers go back */
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -6637,9 +6674,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                 "events: %s", hk_last_error(reg));
   }
   /* Nothing registered and nothing to save: Ctrl-C stays as the program had it, and nothing is said */
-  if (!run->desc.no_signals && (listened || run->desc.save_to))
-    q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
-  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  if (!run->desc.no_signals && (listened || run->desc.save_to)) tr__run_signals_on(run, 0); /* a second: the end */
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (foreign[0]) tr__run_say_on(run, ctx, 1, "train.h", "%s", foreign);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
@@ -6734,11 +6769,30 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
   q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
+  if (stage == HK_STAGE_FIT) { /* the stop signals, as tr_run_start's; the driver acts on them between its events */
+    char line[512];
+    const char *save_to = run->desc.save_to, *requeued = q->resume && save_to && !strcmp(q->resume, save_to) &&
+                                                         tr__preempt_resume(&run->desc.preempt, save_to) ? save_to : NULL;
+    if (!run->desc.no_signals) tr__run_signals_on(run, 1);
+    if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
+  }
   return TR_OK;
+}
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  int pre = 0, n = run ? tr__run_stops(run->tr__p, &pre) : 0;
+  if (sigterm) *sigterm = n ? tr__sigterm_bit() : 0;
+  if (preempted) *preempted = pre;
+  return n;
+}
+TRAIN_API void tr_run_stops_handled(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (run) run->tr__p->sig_base = hk_stop_requested();
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
   if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   run->running = HK_STAGE_NONE;
   run->resume_from = "";
@@ -6784,8 +6838,10 @@ static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, h
   }
   if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
   hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
-  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
-        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
+  if (q->signals | q->preempt | run->failed | hook_stop || run->desc.agree) { /* (agree: every rank calls it, always) */
+    int preempted, n = tr__run_stops(q, &preempted);
+    stops = tr__stops(n, preempted, run->failed, hook_stop, run->desc.agree, run->desc.model_user);
+  } else stops = 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -6979,8 +7035,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (teardown: reported only)", ctx->hook_failure);
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
-  if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   tr__run_grad_pass(q, ctx, 0);
@@ -17540,34 +17595,28 @@ static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
   return TR_OK;
 }
 
-/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
-   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
-   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
-   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
-   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
-   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
-static int tr__sig_on;       /* this fit installed the helper: its count is ours */
-static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
-static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
-static int tr__sigint_count; /* multi-process: the agreed count */
-static int64_t tr__sigterm;  /* multi-process: TR_STOP_SIGTERM when a rank's stop signal was SIGTERM (agreed) */
-/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
-static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
-static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
-static int tr__preempt_count; /* multi-process: the agreed count */
-static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
-static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
-
-/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
-static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
-static int tr__sig_own(void) {
-  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
+/* ---- Ctrl-C, SIGTERM and the preemption signal -----------------------------------------------------------
+   The run layer's, as in any loop: a fit installs them (tr_run_enter, unless tr_config.no_sigint) and counts
+   them (tr_run_stops); the loops look between steps. 1: finish the current batch (saved to save_to when given),
+   then fail with TR_ERR_INTERRUPTED; 2: fail at the next event. With several processes a rank acts on the
+   count every rank agreed on (the MPI strategy's votes move t->tr__sigint_count and co), so that every rank
+   stops at the same point. hk_stop_requested() first: an event with no signal ever counted asks nothing more. */
+static int tr__interrupts(const tr_trainer *t) {
+  return t->tr__sig_deferred ? t->tr__sigint_count : hk_stop_requested() > 0 ? tr_run_stops(t->reg, NULL, NULL) : 0;
 }
-/* What the loops act on. */
-static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
+static int tr__preempts(const tr_trainer *t) {
+  int preempted = 0;
+  if (t->tr__sig_deferred) return t->tr__preempt_count;
+  if (tr_preempt_requested() > 0) (void)tr_run_stops(t->reg, NULL, &preempted);
+  return preempted;
+}
 /* Which signal, as every rank names it: the agreed one, or this process's. */
-static int64_t tr__interrupt_kind(void) { return tr__sig_deferred ? tr__sigterm : tr__sig_own() ? tr__sigterm_bit() : 0; }
+static int64_t tr__interrupt_kind(const tr_trainer *t) {
+  int64_t sigterm = 0;
+  if (t->tr__sig_deferred) return t->tr__sigterm;
+  (void)tr_run_stops(t->reg, &sigterm, NULL);
+  return sigterm;
+}
 
 /* ---- firing events ---------------------------------------------------------------------------------
    Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
@@ -17582,7 +17631,7 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind()));
+  if (tr__interrupts(t) >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind(t)));
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
@@ -17595,7 +17644,7 @@ static TR__NOINLINE void tr__fire_armed(tr_trainer *t, int event) {
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
   if (HK_ACTIVE(t->reg, event)) tr__fire_armed(t, event);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+  if (t->ctx.hook_failure || tr__interrupts(t) >= 2) tr__settle(t);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
@@ -18500,15 +18549,16 @@ static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const 
    collective can pair with the wrong one. */
 static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t mine[TR__V_COUNT];
-  int rc;
+  int64_t mine[TR__V_COUNT], sigterm;
+  int rc, own, preempted;
   mine[TR__V_FAILED] = t->tr__err != TR_OK;
   mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
-  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
-  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
+  own = tr_run_stops(t->reg, &sigterm, &preempted); /* this rank's stop signals, as the run counts them */
+  mine[TR__V_SIGINT] = own > t->tr__sigint_count ? own : t->tr__sigint_count;
+  mine[TR__V_SIGTERM] = t->tr__sigterm | sigterm;
+  mine[TR__V_PREEMPT] = preempted > t->tr__preempt_count ? preempted : t->tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -18524,9 +18574,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
-  tr__sigterm |= v[TR__V_SIGTERM];
-  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
+  if (v[TR__V_SIGINT] > t->tr__sigint_count) t->tr__sigint_count = (int)v[TR__V_SIGINT];
+  t->tr__sigterm |= v[TR__V_SIGTERM];
+  if (v[TR__V_PREEMPT] > t->tr__preempt_count) t->tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];
@@ -19911,7 +19961,7 @@ static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
   if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
-  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts(t) >= 2) tr__settle(t);
 }
 /* Hooks' requests among `which`, done by the run layer (checkpoints, log lines, records). */
 static void tr__hand_requests(tr_trainer *t, unsigned which) {
@@ -20324,6 +20374,8 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
     d.new_version_on_resume = c->new_version_on_resume;
     d.accumulate_grad_batches = c->accumulate_grad_batches;
     d.save_to = c->save_to;
+    d.no_signals = c->no_sigint; /* the run installs Ctrl-C, SIGTERM and the preemption signal (tr_run_enter) */
+    d.preempt = c->preempt;
   }
   if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
   if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
@@ -20484,8 +20536,8 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
 /* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
    teardown, which always runs. Lightning skips teardown on errors; we do not. */
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
-  tr__sig_base = hk_stop_requested();
+  t->tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr_run_stops_handled(t->reg);
   t->ctx.abort_reason = t->error;
   t->ctx.hook_failure = NULL;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
@@ -20761,15 +20813,15 @@ static void tr__honour_final_requests(tr_trainer *t) {
    and rank 0 requeues the job when asked; then the fit ends through on_exception. */
 static void tr__stop_on_signal(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  int64_t stops = (tr__interrupts() >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts() >= 1 ? TR_STOP_PREEMPT : 0);
+  int64_t stops = (tr__interrupts(t) >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts(t) >= 1 ? TR_STOP_PREEMPT : 0);
   char msg[sizeof t->error], why[sizeof t->error];
-  int saves = !t->tr__err && tr__pre_on > 0 && c->save_to && c->save_to[0];
+  int saves = !t->tr__err && c->save_to && c->save_to[0];
   tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
   if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
   if (stops & TR_STOP_PREEMPT)
     tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
-  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind()), c->save_to, why);
-  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind()), saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind(t)), c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind(t)), saves ? "; its state saved to " : "", saves ? c->save_to : "");
   t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
   tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
 }
@@ -20830,7 +20882,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
   /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
+  if (tr__interrupts(t) >= 1 || tr__preempts(t) >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))
@@ -21060,7 +21112,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind())); break; }
+    if (tr__interrupts(t) >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind(t))); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
@@ -21098,7 +21150,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   const char *requeued = NULL;
-  char line[512], foreign[600] = "";
+  char foreign[600] = "";
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
@@ -21115,24 +21167,14 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
   t->lr = tr__current_lr(t);
-  tr__sigint_count = 0;
-  tr__sigterm = 0;
-  tr__sig_deferred = t->tr__dist != NULL;
-  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
-  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
-  tr__preempt_count = 0;
-  tr__sig_most = tr__slurm_job() ? 1 : 2;
-  tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
-  tr__pre_base = tr_preempt_requested();
-  if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
-    tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
+  t->tr__sigint_count = t->tr__preempt_count = 0;
+  t->tr__sigterm = 0;
+  t->tr__sig_deferred = t->tr__dist != NULL;
   if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
-  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
+  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL); /* (the run installs the stop signals: tr_run_enter) */
 
-  if (tr__sig_on) hk_stop_signals_restore();
-  tr__preempt_off(&tr__pre_on);
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
+  t->tr__sig_deferred = t->tr__sigint_count = t->tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;

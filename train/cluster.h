@@ -252,9 +252,9 @@ TRAIN_API int tr_preempt_requested(void) {
 
 /* This rank's TR_STOP_* bits now, agreed with the other ranks when agree is given (every rank calls
    it at the same points, whatever its bits). */
-TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
+TR__SHARED int64_t tr__stops(int interrupts, int preempted, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
                              void *user) {
-  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+  int64_t s = (interrupts ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempted ? TR_STOP_PREEMPT : 0) |
               (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
   return agree ? agree(user, s) : s;
 }

@@ -196,6 +196,13 @@ TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
    (never deleted), tr_run_fail before its on_exception. Refused while a run goes. */
 TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
+/* For a loop that drives the run between its own events (train.h's trainer; a loop of your own has
+   tr_run_batch_end act on them): the stop signals (SIGINT, SIGTERM) the run has received since it began or
+   since tr_run_stops_handled - 0, 1 or 2 (1 at the most in a Slurm job) - with TR_STOP_SIGTERM in *sigterm when
+   the latest was SIGTERM, and in *preempted 1 once the preemption signal came (NULLs are fine). A fit entered
+   with tr_run_enter installs them unless tr_run_desc.no_signals; tr_run_leave puts the handlers back. */
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted);
+TRAIN_API void tr_run_stops_handled(hk_registry *reg);
 /* Honour hk_request: every queued checkpoint (then save_to), a log line, in a fit a training record;
    TR_RUN_VALIDATE when a validation was asked for. A failed save fails the run. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
@@ -335,6 +342,7 @@ typedef struct tr__run_priv {
   uint64_t stamp[3];         /* hk_metric_stamp at the last train, val, test record */
   int64_t last_step;         /* global_step at the last safe point */
   int signals, preempt;      /* the stop signals and the preemption handler are installed */
+  int sig_base, sig_most, pre_base; /* the counts at the run's start (or since tr_run_stops_handled); 1 or 2 */
   int rank;                  /* global rank; -1: not known yet */
   int stop_pending;          /* a hook asked to stop during tr_run_start */
   int own_loop;              /* tr_run_start began the run (else tr_run_enter) */
@@ -398,14 +406,40 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
    Nothing runs on a step unless the loop calls it, but the run's watch (see "the state machine").
    ================================================================================================= */
 
+/* ---- the stop signals: one path for every loop --------------------------------------------------------
+   SIGINT / SIGTERM and the preemption signal are installed when a run starts (tr_run_start; tr_run_enter for a
+   fit) unless tr_run_desc.no_signals, and put back when it ends. They count from there (an outer install's
+   earlier signals are its own). The second stop signal ends a loop of your own at once outside Slurm (hooks.h's
+   default); a loop that checks between its events (count_only: train.h's trainer) fails at its next event. In
+   a Slurm job a second SIGTERM is Slurm's own: only the first counts (tr__slurm_job). */
+static void tr__run_signals_on(tr_run *run, int count_only) {
+  tr__run_priv *q = run->tr__p;
+  q->signals = hk_stop_signals_install(count_only || tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0;
+  q->sig_base = hk_stop_requested();
+  q->sig_most = tr__slurm_job() ? 1 : 2;
+  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  q->pre_base = tr_preempt_requested();
+}
+static void tr__run_signals_off(tr_run *run) {
+  tr__run_priv *q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore();
+  q->signals = 0;
+  tr__preempt_off(&q->preempt);
+}
+/* The stop signals received since the run began (0, 1 or 2; sig_most at the most); *preempted: the preemption's. */
+static int tr__run_stops(const tr__run_priv *q, int *preempted) {
+  int n = q->signals ? hk_stop_requested() - q->sig_base : 0;
+  *preempted = q->preempt > 0 && tr_preempt_requested() > q->pre_base;
+  return n < 0 ? 0 : n > q->sig_most ? q->sig_most : n;
+}
+
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
   tr__run_priv *q;
   int i;
   if (!run) return;
   q = run->tr__p;
-  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run); /* a run started and never finished: the handlers go back */
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -2160,9 +2194,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                 "events: %s", hk_last_error(reg));
   }
   /* Nothing registered and nothing to save: Ctrl-C stays as the program had it, and nothing is said */
-  if (!run->desc.no_signals && (listened || run->desc.save_to))
-    q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
-  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  if (!run->desc.no_signals && (listened || run->desc.save_to)) tr__run_signals_on(run, 0); /* a second: the end */
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (foreign[0]) tr__run_say_on(run, ctx, 1, "train.h", "%s", foreign);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
@@ -2257,11 +2289,30 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
   q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
+  if (stage == HK_STAGE_FIT) { /* the stop signals, as tr_run_start's; the driver acts on them between its events */
+    char line[512];
+    const char *save_to = run->desc.save_to, *requeued = q->resume && save_to && !strcmp(q->resume, save_to) &&
+                                                         tr__preempt_resume(&run->desc.preempt, save_to) ? save_to : NULL;
+    if (!run->desc.no_signals) tr__run_signals_on(run, 1);
+    if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
+  }
   return TR_OK;
+}
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  int pre = 0, n = run ? tr__run_stops(run->tr__p, &pre) : 0;
+  if (sigterm) *sigterm = n ? tr__sigterm_bit() : 0;
+  if (preempted) *preempted = pre;
+  return n;
+}
+TRAIN_API void tr_run_stops_handled(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (run) run->tr__p->sig_base = hk_stop_requested();
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
   if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   run->running = HK_STAGE_NONE;
   run->resume_from = "";
@@ -2307,8 +2358,10 @@ static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, h
   }
   if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
   hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
-  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
-        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
+  if (q->signals | q->preempt | run->failed | hook_stop || run->desc.agree) { /* (agree: every rank calls it, always) */
+    int preempted, n = tr__run_stops(q, &preempted);
+    stops = tr__stops(n, preempted, run->failed, hook_stop, run->desc.agree, run->desc.model_user);
+  } else stops = 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -2502,8 +2555,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (teardown: reported only)", ctx->hook_failure);
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
-  if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   tr__run_grad_pass(q, ctx, 0);

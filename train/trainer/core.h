@@ -129,6 +129,9 @@ typedef struct tr_trainer {
   int64_t tr__win_batch, tr__win_samples; /* where it began */
   int tr__bs_warned;       /* the batch_size warning is given once */
   tr__grad_pass tr__gpass; /* the gradients' one pass per change (the host's grad norm) */
+  int tr__sig_deferred;    /* several processes: act on the agreed stop-signal counts (the MPI votes') */
+  int tr__sigint_count, tr__preempt_count; /* those counts: Ctrl-C / SIGTERM, the preemption signal */
+  int64_t tr__sigterm;     /* agreed: TR_STOP_SIGTERM when a rank's signal was SIGTERM */
 } tr_trainer;
 
 /* The last failure's message; empty after a run that returned TR_OK. */
@@ -227,34 +230,28 @@ static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
   return TR_OK;
 }
 
-/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
-   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
-   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
-   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
-   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
-   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
-static int tr__sig_on;       /* this fit installed the helper: its count is ours */
-static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
-static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
-static int tr__sigint_count; /* multi-process: the agreed count */
-static int64_t tr__sigterm;  /* multi-process: TR_STOP_SIGTERM when a rank's stop signal was SIGTERM (agreed) */
-/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
-static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
-static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
-static int tr__preempt_count; /* multi-process: the agreed count */
-static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
-static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
-
-/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
-static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
-static int tr__sig_own(void) {
-  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
+/* ---- Ctrl-C, SIGTERM and the preemption signal -----------------------------------------------------------
+   The run layer's, as in any loop: a fit installs them (tr_run_enter, unless tr_config.no_sigint) and counts
+   them (tr_run_stops); the loops look between steps. 1: finish the current batch (saved to save_to when given),
+   then fail with TR_ERR_INTERRUPTED; 2: fail at the next event. With several processes a rank acts on the
+   count every rank agreed on (the MPI strategy's votes move t->tr__sigint_count and co), so that every rank
+   stops at the same point. hk_stop_requested() first: an event with no signal ever counted asks nothing more. */
+static int tr__interrupts(const tr_trainer *t) {
+  return t->tr__sig_deferred ? t->tr__sigint_count : hk_stop_requested() > 0 ? tr_run_stops(t->reg, NULL, NULL) : 0;
 }
-/* What the loops act on. */
-static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
+static int tr__preempts(const tr_trainer *t) {
+  int preempted = 0;
+  if (t->tr__sig_deferred) return t->tr__preempt_count;
+  if (tr_preempt_requested() > 0) (void)tr_run_stops(t->reg, NULL, &preempted);
+  return preempted;
+}
 /* Which signal, as every rank names it: the agreed one, or this process's. */
-static int64_t tr__interrupt_kind(void) { return tr__sig_deferred ? tr__sigterm : tr__sig_own() ? tr__sigterm_bit() : 0; }
+static int64_t tr__interrupt_kind(const tr_trainer *t) {
+  int64_t sigterm = 0;
+  if (t->tr__sig_deferred) return t->tr__sigterm;
+  (void)tr_run_stops(t->reg, &sigterm, NULL);
+  return sigterm;
+}
 
 /* ---- firing events ---------------------------------------------------------------------------------
    Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
@@ -269,7 +266,7 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind()));
+  if (tr__interrupts(t) >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind(t)));
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
@@ -282,7 +279,7 @@ static TR__NOINLINE void tr__fire_armed(tr_trainer *t, int event) {
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
   if (HK_ACTIVE(t->reg, event)) tr__fire_armed(t, event);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
+  if (t->ctx.hook_failure || tr__interrupts(t) >= 2) tr__settle(t);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an

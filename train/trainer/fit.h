@@ -223,6 +223,8 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
     d.new_version_on_resume = c->new_version_on_resume;
     d.accumulate_grad_batches = c->accumulate_grad_batches;
     d.save_to = c->save_to;
+    d.no_signals = c->no_sigint; /* the run installs Ctrl-C, SIGTERM and the preemption signal (tr_run_enter) */
+    d.preempt = c->preempt;
   }
   if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
   if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
@@ -383,8 +385,8 @@ TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
 /* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
    teardown, which always runs. Lightning skips teardown on errors; we do not. */
 static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
-  tr__sig_base = hk_stop_requested();
+  t->tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr_run_stops_handled(t->reg);
   t->ctx.abort_reason = t->error;
   t->ctx.hook_failure = NULL;
   (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
@@ -660,15 +662,15 @@ static void tr__honour_final_requests(tr_trainer *t) {
    and rank 0 requeues the job when asked; then the fit ends through on_exception. */
 static void tr__stop_on_signal(tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
-  int64_t stops = (tr__interrupts() >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts() >= 1 ? TR_STOP_PREEMPT : 0);
+  int64_t stops = (tr__interrupts(t) >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts(t) >= 1 ? TR_STOP_PREEMPT : 0);
   char msg[sizeof t->error], why[sizeof t->error];
-  int saves = !t->tr__err && tr__pre_on > 0 && c->save_to && c->save_to[0];
+  int saves = !t->tr__err && c->save_to && c->save_to[0];
   tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
   if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
   if (stops & TR_STOP_PREEMPT)
     tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
-  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind()), c->save_to, why);
-  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind()), saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind(t)), c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind(t)), saves ? "; its state saved to " : "", saves ? c->save_to : "");
   t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
   tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
 }
@@ -729,7 +731,7 @@ static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
       t->global_step % c->log_every_n_steps == 0)
     tr__log_record(t, "train");
   /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
+  if (tr__interrupts(t) >= 1 || tr__preempts(t) >= 1) tr__stop_on_signal(t);
 
   if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
                  tr__val_in_epoch(t, c)))
@@ -959,7 +961,7 @@ static void tr__fit_body(tr_trainer *t, const void *arg) {
   tr__dist_agree(t);
   if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
   while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind())); break; }
+    if (tr__interrupts(t) >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind(t))); break; }
     n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
     if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
       if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
@@ -997,7 +999,7 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   tr_config c;
   tr_err e;
   const char *requeued = NULL;
-  char line[512], foreign[600] = "";
+  char foreign[600] = "";
   if (!t) return TR_ERR_INVALID;
   if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
   e = tr__resolve(t, cfg, &c);
@@ -1014,24 +1016,14 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   t->ctx.global_step = t->global_step;
   t->ctx.samples_seen = t->samples_seen;
   t->lr = tr__current_lr(t);
-  tr__sigint_count = 0;
-  tr__sigterm = 0;
-  tr__sig_deferred = t->tr__dist != NULL;
-  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
-  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
-  tr__preempt_count = 0;
-  tr__sig_most = tr__slurm_job() ? 1 : 2;
-  tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
-  tr__pre_base = tr_preempt_requested();
-  if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
-    tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
+  t->tr__sigint_count = t->tr__preempt_count = 0;
+  t->tr__sigterm = 0;
+  t->tr__sig_deferred = t->tr__dist != NULL;
   if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
 
-  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
+  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL); /* (the run installs the stop signals: tr_run_enter) */
 
-  if (tr__sig_on) hk_stop_signals_restore();
-  tr__preempt_off(&tr__pre_on);
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
+  t->tr__sig_deferred = t->tr__sigint_count = t->tr__preempt_count = 0;
   tr__keep_data_state(t, c.train);
   t->tr__restarting = 0;
   t->tr__cfg = NULL;

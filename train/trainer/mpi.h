@@ -570,15 +570,16 @@ static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const 
    collective can pair with the wrong one. */
 static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t mine[TR__V_COUNT];
-  int rc;
+  int64_t mine[TR__V_COUNT], sigterm;
+  int rc, own, preempted;
   mine[TR__V_FAILED] = t->tr__err != TR_OK;
   mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
-  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
-  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
+  own = tr_run_stops(t->reg, &sigterm, &preempted); /* this rank's stop signals, as the run counts them */
+  mine[TR__V_SIGINT] = own > t->tr__sigint_count ? own : t->tr__sigint_count;
+  mine[TR__V_SIGTERM] = t->tr__sigterm | sigterm;
+  mine[TR__V_PREEMPT] = preempted > t->tr__preempt_count ? preempted : t->tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -594,9 +595,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
-  tr__sigterm |= v[TR__V_SIGTERM];
-  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
+  if (v[TR__V_SIGINT] > t->tr__sigint_count) t->tr__sigint_count = (int)v[TR__V_SIGINT];
+  t->tr__sigterm |= v[TR__V_SIGTERM];
+  if (v[TR__V_PREEMPT] > t->tr__preempt_count) t->tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];

@@ -42,7 +42,7 @@ static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return
 static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
   if (t->tr__err) return;
   if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
-  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts(t) >= 2) tr__settle(t);
 }
 /* Hooks' requests among `which`, done by the run layer (checkpoints, log lines, records). */
 static void tr__hand_requests(tr_trainer *t, unsigned which) {
