@@ -26,7 +26,8 @@ extern "C" {
 #include "hooks.h"
 #elif defined(TEST_IMPL_ELSEWHERE)
 /* -DTEST_IMPL_ELSEWHERE (the Makefile's cmocka_suite, 5th argument): the implementation is compiled once, in
-   tests/test_impl.c, and linked; the suite compiles only its own code. That object skips fsync. */
+   tests/test_impl.c, and linked; the suite compiles only its own code, so it includes the headers it uses
+   (the implementation's are not there). That object skips fsync. */
 #ifndef TEST_NO_FSYNC
 #error "tests/test_impl.c's implementation skips fsync: a suite that links it defines TEST_NO_FSYNC, else it compiles its own"
 #endif

@@ -28,6 +28,7 @@
 #define TEST_NO_FSYNC /* what it checks needs no flush to the disk (tests/test.h) */
 #include "test.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 
 static char g_root[256];
