@@ -2097,7 +2097,7 @@ HK__DEF double hk_grad_norm(hk_ctx *ctx) {
 #else
 #  define HK__PREFETCH(p) ((void)0)
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) /* ifunc */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__) /* ifunc (not under TSan: its resolvers would run before TSan's runtime) */
 #  define HK__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #  define HK__CLONES

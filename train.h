@@ -1296,7 +1296,10 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
    log_momentum / log_weight_decay "lr-<Optimizer>-momentum" (AdamW: beta1) and "-weight_decay". Interval
    step (lazy metrics: a step costs nothing) or epoch (one record of its own per epoch); default: the
    schedule's. Needs no logger: any hook reads the metrics. Hand-written loop: on_train_start (and
-   on_train_epoch_start) with ctx->lr set. docs/callbacks.md. */
+   on_train_epoch_start) with ctx->lr set. With parameter groups (param_group, finetuning) one lr per
+   group, as Lightning's per param group: "lr-AdamW/pg1", "lr-AdamW/pg2" ("lr-AdamW/pg1-momentum"), a
+   group being the tensors the same rules name with the same settings at the start (pg1 holds tensor 0;
+   a frozen group's lr is 0). docs/callbacks.md. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 #define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
@@ -1308,6 +1311,7 @@ typedef struct tr_lr_monitor_desc { TR_LR_MONITOR_PARAMS(TR__FIELD) } tr_lr_moni
 typedef struct tr_lr_monitor_state {
   const char *name, *momentum_name, *weight_decay_name; /* the metrics it publishes ("" = none) */
   int per_epoch;                /* the resolved interval: 1 epoch, 0 step */
+  int groups;                   /* the parameter groups logged one by one (0: none, name is the one lr) */
 } tr_lr_monitor_state;
 TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h);
@@ -1624,7 +1628,7 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
      watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
        in on_train_batch_start, hook 'slow' running
    action=exit then _exit(exit_code) (124), so a scheduler requeues: what stays is what kill -9 leaves.
-   The loop's thread pays one relaxed store a step. POSIX threads. Hand-written loop: setup, teardown,
+   The loop's thread publishes a snapshot a step (three stores). POSIX threads. Hand-written loop: setup, teardown,
    on_train_batch_end (tr_run_* fire them). docs/callbacks.md ("watchdog in detail"). */
 #define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
 typedef enum tr_watchdog_action {
@@ -2883,7 +2887,8 @@ static int tr__has_avx(void) { return __builtin_cpu_supports("avx"); }
 #else
 #  define TR__X86 0
 #endif
-#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) /* ifunc: glibc's loader */
+/* ifunc: glibc's loader; not under ThreadSanitizer (its resolvers run before TSan's runtime is up: a crash) */
+#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
 #  define TR__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #  define TR__CLONES
@@ -10215,17 +10220,19 @@ TR__FACTORY_OF(timer, tr_timer_desc, TR_TIMER_PARAMS)
 #endif /* TR__ON_TIMER */
 #if TR__ON_LR_MONITOR
 /* ---- lr_monitor ------------------------------------------------------------------------------------ */
+typedef struct tr__lrm_pg { int first; char lr[144], mom[160], wd[160]; } tr__lrm_pg; /* a group: its first tensor, its names */
 typedef struct tr__lrm {
   tr_lr_monitor_state pub;
   tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int interval, log_momentum, log_wd, named;
   char name[128], mom[160], wd[160];
+  tr__lrm_pg *pg;       /* with parameter groups: pub.groups of them (found at on_train_start) */
   tr_log_record rec;    /* interval epoch: the record sent at each epoch's start */
 } tr__lrm;
 
 static void tr__lrm_destroy(void *user) {
   tr__lrm *s = (tr__lrm *)user;
-  if (s) tr_log_record_free(&s->rec);
+  if (s) tr_log_record_free(&s->rec), free(s->pg);
   free(s);
 }
 /* lazy: read only when someone asks (no user pointer: the callback may go first) */
@@ -10240,6 +10247,63 @@ static double tr__lrm_weight_decay(const hk_ctx *ctx, void *user) {
   const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
   (void)user;
   return run ? run->desc.weight_decay : NAN;
+}
+/* a group's, from its first tensor (user: its index, so no pointer into a callback that may go first) */
+static double tr__lrm_group_lr(const hk_ctx *ctx, void *user) {
+  tr_tensor_opt o = tr_run_tensor_opt(ctx->reg, (int)(intptr_t)user, ctx->lr, ctx->global_step);
+  return o.frozen ? 0 : o.lr;
+}
+static double tr__lrm_group_wd(const hk_ctx *ctx, void *user) {
+  return tr_run_tensor_opt(ctx->reg, (int)(intptr_t)user, ctx->lr, ctx->global_step).weight_decay;
+}
+/* Tensors i and j in one group: the same rules name them, and they have the same settings now (lr factor,
+   decay, frozen, updates taken: a tensor unfrozen later is a group of its own, as torch's added group). */
+static int tr__lrm_same(hk_ctx *ctx, const tr_run *run, int i, int j) {
+  const tr__run_priv *q = run->tr__p;
+  tr_tensor_opt a = tr_run_tensor_opt(ctx->reg, i, 1, ctx->global_step), b = tr_run_tensor_opt(ctx->reg, j, 1, ctx->global_step);
+  int k;
+  if (a.lr != b.lr || a.weight_decay != b.weight_decay || a.frozen != b.frozen || a.step != b.step) return 0;
+  for (k = 0; k < q->n_rules; k++)
+    if (tr_name_match(q->rules[k]->match, ctx->params[i].name) != tr_name_match(q->rules[k]->match, ctx->params[j].name)) return 0;
+  return 1;
+}
+/* At the start (no step pays for it): the groups, in the order of their first tensors, and their names,
+   Lightning's: <name>/pg<k> when there are two or more, <name> for one. */
+static int tr__lrm_groups(tr__lrm *s, hk_ctx *ctx) {
+  int i, k, n = 0;
+  s->pub.groups = 0;
+  if (!tr_run_grouped(ctx->reg) || !ctx->params || ctx->n_tensors <= 0) return 0;
+  free(s->pg);
+  if (!(s->pg = (tr__lrm_pg *)calloc((size_t)ctx->n_tensors, sizeof *s->pg))) return -1;
+  for (i = 0; i < ctx->n_tensors; i++) {
+    for (k = 0; k < n && !tr__lrm_same(ctx, s->run, s->pg[k].first, i); k++) {}
+    if (k == n) s->pg[n++].first = i;
+  }
+  for (k = 0; k < n; k++) {
+    tr__lrm_pg *g = &s->pg[k];
+    if (n > 1) snprintf(g->lr, sizeof g->lr, "%s/pg%d", s->name, k + 1);
+    else snprintf(g->lr, sizeof g->lr, "%s", s->name);
+    snprintf(g->mom, sizeof g->mom, "%s-momentum", g->lr);
+    snprintf(g->wd, sizeof g->wd, "%s-weight_decay", g->lr);
+  }
+  s->pub.groups = n;
+  return 0;
+}
+/* interval epoch: the groups' values into the metrics and, when rec, into the epoch's record */
+static tr_err tr__lrm_groups_set(tr__lrm *s, hk_ctx *ctx, tr_log_record *rec) {
+  int k;
+  for (k = 0; k < s->pub.groups; k++) {
+    const tr__lrm_pg *g = &s->pg[k];
+    void *first = (void *)(intptr_t)g->first;
+    double lr = tr__lrm_group_lr(ctx, first), wd = tr__lrm_group_wd(ctx, first), mom = s->run->desc.momentum;
+    (void)hk_metric_set(ctx, g->lr, lr);
+    if (s->pub.momentum_name[0]) (void)hk_metric_set(ctx, g->mom, mom);
+    if (s->pub.weight_decay_name[0]) (void)hk_metric_set(ctx, g->wd, wd);
+    if (rec && (tr_log_set(rec, g->lr, lr) || (s->pub.momentum_name[0] && tr_log_set(rec, g->mom, mom)) ||
+                (s->pub.weight_decay_name[0] && tr_log_set(rec, g->wd, wd))))
+      return TR_ERR_NOMEM;
+  }
+  return TR_OK;
 }
 
 static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
@@ -10256,6 +10320,19 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   s->pub.name = s->name;
   s->pub.momentum_name = s->log_momentum && opt ? s->mom : "";
   s->pub.weight_decay_name = s->log_wd && opt ? s->wd : "";
+  if (tr__lrm_groups(s, ctx)) return hk_fail(ctx, "out of memory");
+  if (s->pub.groups) { /* one lr (momentum, decay) per group instead of the one */
+    int k;
+    if (s->pub.per_epoch) return HK_CONTINUE;
+    for (k = 0; k < s->pub.groups; k++) {
+      const tr__lrm_pg *g = &s->pg[k];
+      void *first = (void *)(intptr_t)g->first;
+      if (hk_metric_lazy(ctx, g->lr, tr__lrm_group_lr, first) || (s->pub.momentum_name[0] && hk_metric_lazy(ctx, g->mom, tr__lrm_momentum, NULL)) ||
+          (s->pub.weight_decay_name[0] && hk_metric_lazy(ctx, g->wd, tr__lrm_group_wd, first)))
+        return hk_fail(ctx, "out of memory");
+    }
+    return HK_CONTINUE;
+  }
   if (!s->pub.per_epoch) { /* every training record: the lr, the momentum and the weight decay (lazy: a step costs nothing) */
     if (hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL) || (opt && s->log_momentum && hk_metric_lazy(ctx, s->mom, tr__lrm_momentum, NULL)) ||
         (opt && s->log_wd && hk_metric_lazy(ctx, s->wd, tr__lrm_weight_decay, NULL)))
@@ -10270,13 +10347,21 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   double v;
+  int emit;
   if (!s->pub.per_epoch) return HK_CONTINUE;
+  emit = ctx->reg && HK_ACTIVE(ctx->reg, HK_ON_LOG);
+  if (emit) {
+    s->rec.step = ctx->global_step;
+    s->rec.epoch = ctx->epoch;
+    s->rec.stage = "train";
+    s->rec.n_metrics = s->rec.n_histograms = 0;
+  }
+  if (s->pub.groups) { /* the loop sets the epoch's lr first, finetuning its ratio (it goes before the monitors) */
+    if (tr__lrm_groups_set(s, ctx, emit ? &s->rec : NULL) != TR_OK) return hk_fail(ctx, "out of memory");
+    return emit ? tr_log_emit(ctx->reg, ctx, &s->rec) : HK_CONTINUE;
+  }
   (void)hk_metric_set(ctx, s->name, ctx->lr); /* the loop sets the epoch's lr first */
-  if (!ctx->reg || !HK_ACTIVE(ctx->reg, HK_ON_LOG)) return HK_CONTINUE;
-  s->rec.step = ctx->global_step;
-  s->rec.epoch = ctx->epoch;
-  s->rec.stage = "train";
-  s->rec.n_metrics = s->rec.n_histograms = 0;
+  if (!emit) return HK_CONTINUE;
   if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
@@ -10286,7 +10371,13 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);
+  int k;
   if (!r || r == &s->rec || !s->pub.per_epoch) return HK_CONTINUE;
+  for (k = 0; k < s->pub.groups; k++) {
+    tr_log_drop(r, s->pg[k].lr);
+    tr_log_drop(r, s->pg[k].mom);
+    tr_log_drop(r, s->pg[k].wd);
+  }
   tr_log_drop(r, s->name);
   if (s->pub.momentum_name[0]) tr_log_drop(r, s->mom);
   if (s->pub.weight_decay_name[0]) tr_log_drop(r, s->wd);
@@ -11225,7 +11316,7 @@ static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_hand
   cb.destroy = tr__ft_destroy;
   if (tr__run_rule_add(run, &s->rule) != TR_OK) return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
   s->run = run;
-  return tr__cb_register(reg, &cb, 0, out, w);
+  return tr__cb_register(reg, &cb, -5, out, w); /* before the monitors: lr_monitor sees the backbone frozen, then its new lr */
 }
 TR__PUBLIC_OF(tr_finetuning, ft)
 TR__FACTORY_OF(ft, tr_finetuning_desc, TR_FINETUNING_PARAMS)
@@ -11913,12 +12004,18 @@ TR__FACTORY_WITH(tp, tr_throughput_monitor_desc, TR_THROUGHPUT_MONITOR_PARAMS, t
 #endif /* TR__ON_THROUGHPUT_MONITOR */
 #if TR__ON_WATCHDOG
 /* ---- watchdog -------------------------------------------------------------------------------------- */
+/* The loop's thread publishes, the watchdog's reads: relaxed for the snapshot's fields, the counters last with
+   release and read with acquire, so a snapshot read after its counter is the one that counter ended. */
 #if defined(__GNUC__) || defined(__clang__)
 #  define TR__WD_PUT(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #  define TR__WD_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#  define TR__WD_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#  define TR__WD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #else
 #  define TR__WD_PUT(x, v) ((x) = (v))
 #  define TR__WD_GET(x) (x)
+#  define TR__WD_RELEASE(x, v) ((x) = (v))
+#  define TR__WD_ACQUIRE(x) (x)
 #endif
 enum { TR__WD_SAMPLES = 63 };   /* step times the median is taken over (odd: one middle) */
 
@@ -11927,7 +12024,9 @@ typedef struct tr__wd {
   hk_registry *reg;
   double seconds, multiple, poll;
   int warmup, action, exit_code;
-  int64_t steps, beats;         /* the loop's thread writes them (relaxed), the watchdog's reads */
+  int64_t steps, beats;         /* the loop's thread writes them (release), the watchdog's reads (acquire) */
+  int64_t at_step, at_batch, at_epoch; /* the snapshot: ctx's at the last step's end or beat (epoch: at beats) */
+  int rank, world;              /* ctx's at setup, before the thread starts */
   hk_ctx *ctx;                  /* the run's, from setup to teardown */
   int depth;                    /* setups not torn down (a fit inside a fit: one thread) */
 #ifdef TR__THREADS
@@ -11947,17 +12046,24 @@ static void tr__wd_destroy(void *user) {
   free(s);
 }
 
-/* The loop's side: a counter a step, another for the rest (cold). */
-static hk_signal tr__wd_step(hk_ctx *ctx, void *u) {
+/* The loop's side: the snapshot and a counter a step, another for the rest (cold). The watchdog's thread reads
+   only these (and hooks.h's dispatch state, tr__wd_where), never ctx's fields the loop goes on writing. */
+static void tr__wd_snap(tr__wd *s, const hk_ctx *ctx) {
+  TR__WD_PUT(s->at_step, ctx->global_step);
+  TR__WD_PUT(s->at_batch, ctx->batch_idx);
+  TR__WD_PUT(s->at_epoch, ctx->epoch);
+}
+static hk_signal tr__wd_step(hk_ctx *ctx, void *u) { /* the epoch moves only at beats: two stores fewer a step */
   tr__wd *s = (tr__wd *)u;
-  (void)ctx;
-  TR__WD_PUT(s->steps, s->steps + 1);
+  TR__WD_PUT(s->at_step, ctx->global_step);
+  TR__WD_PUT(s->at_batch, ctx->batch_idx);
+  TR__WD_RELEASE(s->steps, s->steps + 1);
   return HK_CONTINUE;
 }
 static hk_signal tr__wd_beat(hk_ctx *ctx, void *u) {
   tr__wd *s = (tr__wd *)u;
-  (void)ctx;
-  TR__WD_PUT(s->beats, s->beats + 1);
+  tr__wd_snap(s, ctx);
+  TR__WD_RELEASE(s->beats, s->beats + 1);
   return HK_CONTINUE;
 }
 
@@ -11996,23 +12102,39 @@ static void tr__wd_say(const char *text) {
 
 /* "watchdog: " and, with several processes, "rank R of W: "; its length */
 static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
-  int n = s->ctx->world_size > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->ctx->rank, s->ctx->world_size)
+  int n = s->world > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->rank, s->world)
                                  : snprintf(out, cap, "watchdog: ");
   return n < 0 || (size_t)n >= cap ? 0 : n;
 }
-/* Read without a lock from this thread while the loop's stands still (it wrote them before stopping). */
-static void tr__wd_report(tr__wd *s, double stuck, double limit) {
+/* Where the loop is: hooks.h's dispatch state (ctx->event, ctx->self, hk_dispatching), which its dispatch loop
+   writes with plain stores on every hook call. It is the one read here not ordered with the loop's thread: making
+   it so would cost every dispatch of every program an atomic write; it is read only after the loop has stood
+   still for the whole limit, and tests/tsan.supp names this function alone. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static void tr__wd_where(tr__wd *s, char *where, size_t cap, const char *waits) {
   const hk_ctx *c = s->ctx;
+  const char *ev = hk_event_name(s->reg, c->event), *name;
+  if (waits) snprintf(where, cap, "waiting in %s, after %s", waits, ev ? ev : "?");
+  else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
+    snprintf(where, cap, "in %s, hook '%s' running", ev ? ev : "?", name);
+  else snprintf(where, cap, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
+}
+/* The snapshot is read after its counter (acquire): the step, epoch and batch at the last progress. */
+static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   char *out = s->pub.last, where[300];
   size_t cap = sizeof s->pub.last;
-  const char *ev = hk_event_name(s->reg, c->event), *waits = tr_run_waits(), *name;
+  int64_t at_step, at_epoch, at_batch;
   int n = tr__wd_prefix(s, out, cap);
-  if (waits) snprintf(where, sizeof where, "waiting in %s, after %s", waits, ev ? ev : "?");
-  else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
-    snprintf(where, sizeof where, "in %s, hook '%s' running", ev ? ev : "?", name);
-  else snprintf(where, sizeof where, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
+  (void)TR__WD_ACQUIRE(s->steps);
+  (void)TR__WD_ACQUIRE(s->beats);
+  at_step = TR__WD_GET(s->at_step);
+  at_epoch = TR__WD_GET(s->at_epoch);
+  at_batch = TR__WD_GET(s->at_batch);
+  tr__wd_where(s, where, sizeof where, tr_run_waits());
   snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
-           stuck, limit, (long long)c->global_step, (long long)c->epoch, (long long)c->batch_idx, where);
+           stuck, limit, (long long)at_step, (long long)at_epoch, (long long)at_batch, where);
   s->pub.reports++;
   s->pub.limit = limit;
   tr__wd_say(out);
@@ -12028,7 +12150,7 @@ static void tr__wd_report(tr__wd *s, double stuck, double limit) {
 
 static void *tr__wd_main(void *p) {
   tr__wd *s = (tr__wd *)p;
-  int64_t steps = TR__WD_GET(s->steps), beats = TR__WD_GET(s->beats);
+  int64_t steps = TR__WD_ACQUIRE(s->steps), beats = TR__WD_ACQUIRE(s->beats);
   double moved = hk_clock(), t_steps = moved;
   int fired = 0;
   for (;;) {
@@ -12046,8 +12168,8 @@ static void *tr__wd_main(void *p) {
     if (r < 0 && errno == EINTR) continue;
     if (r != 0) break; /* woken (or the pipe broke): the run has ended */
     now = hk_clock();
-    st = TR__WD_GET(s->steps);
-    bt = TR__WD_GET(s->beats);
+    st = TR__WD_ACQUIRE(s->steps);
+    bt = TR__WD_ACQUIRE(s->beats);
     if (st != steps || bt != beats) {
       if (fired) {
         char again[200];
@@ -12091,9 +12213,12 @@ static void tr__wd_stop(tr__wd *s) {
 
 static hk_signal tr__wd_setup(hk_ctx *ctx, void *u) {
   tr__wd *s = (tr__wd *)u;
-  TR__WD_PUT(s->beats, s->beats + 1);
+  tr__wd_snap(s, ctx);
+  TR__WD_RELEASE(s->beats, s->beats + 1);
   if (s->depth++ > 0) return HK_CONTINUE;
   s->ctx = ctx;
+  s->rank = ctx->rank; /* (pthread_create orders these before the thread's reads) */
+  s->world = ctx->world_size;
 #ifdef TR__THREADS
   if (pipe(s->wake) != 0) return hk_fail(ctx, "watchdog: pipe: %s", strerror(errno));
   (void)fcntl(s->wake[0], F_SETFD, FD_CLOEXEC);

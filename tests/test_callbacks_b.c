@@ -325,6 +325,8 @@ static void test_lr_monitor(void **state) {
   assert_true(hk_metric_get(&t.ctx, "lr-AdamW-weight_decay", &v) && v == 0.01);
   assert_string_equal(tr_lr_monitor_get(t.reg, h)->name, "lr-AdamW");
   assert_int_equal(tr_lr_monitor_get(t.reg, h)->per_epoch, 0);
+  assert_int_equal(tr_lr_monitor_get(t.reg, h)->groups, 0); /* no groups: the one lr, as before */
+  assert_int_equal(hk_metric_get(&t.ctx, "lr-AdamW/pg1", NULL), 0);
   lin_free(&m, &t);
   /* SGD, a per-epoch step schedule: lr-SGD is the epoch's lr, set at its start (auto interval) */
   lin_init(&m, &t, TR_OPTIM_SGD, 0.1);
@@ -395,6 +397,131 @@ static void test_lr_monitor_every_row(void **state) {
     assert_int_equal(r.with_wd, r.with_lr);
     assert_true(r.mom == 0.5 && r.wd == 0.01);
     lin_free(&m, &t);
+  }
+}
+
+/* Parameter groups: one lr per group, Lightning's names (lr-AdamW/pg1, ...; one group: lr-AdamW), each the lr
+   its tensors are updated with (tr_run_tensor_opt), in tr_fit and in a loop of your own. */
+typedef struct lr_pg { const char *names[3]; double v[3][64], lr[64], wd[3]; int n, rows, with[3], with_plain; } lr_pg;
+static hk_signal rec_pg(hk_ctx *ctx, void *user) { /* every batch: what a hook reads */
+  lr_pg *r = (lr_pg *)user;
+  int k;
+  if (r->n >= 64) return HK_CONTINUE;
+  for (k = 0; k < 3 && r->names[k]; k++)
+    if (!hk_metric_get(ctx, r->names[k], &r->v[k][r->n])) r->v[k][r->n] = -1;
+  r->lr[r->n++] = ctx->lr;
+  return HK_CONTINUE;
+}
+static hk_signal rows_pg(hk_ctx *ctx, void *user) { /* last at on_log: what the loggers write */
+  lr_pg *r = (lr_pg *)user;
+  const tr_log_record *rec = tr_log_current(ctx);
+  char wd[64];
+  double v;
+  int k;
+  if (!rec || strcmp(rec->stage, "train")) return HK_CONTINUE;
+  r->rows++;
+  for (k = 0; k < 3 && r->names[k]; k++) {
+    r->with[k] += tr_log_get(rec, r->names[k], &v);
+    snprintf(wd, sizeof wd, "%s-weight_decay", r->names[k]);
+    if (tr_log_get(rec, wd, &v)) r->wd[k] = v;
+  }
+  r->with_plain += tr_log_get(rec, "lr-AdamW", &v) + tr_log_get(rec, "lr-SGD", &v);
+  return HK_CONTINUE;
+}
+static void pg_watch(hk_registry *reg, lr_pg *r, hk_event at, const char *n0, const char *n1) {
+  memset(r, 0, sizeof *r);
+  r->names[0] = n0;
+  r->names[1] = n1;
+  assert_int_equal(hk_on(reg, at, rec_pg, r, &(hk_opts){ .name = "rec_pg" }, NULL), HK_OK);
+  assert_int_equal(hk_on(reg, HK_ON_LOG, rows_pg, r, &(hk_opts){ .name = "rows_pg", .order = INT_MAX, .monitor = 1 }, NULL), HK_OK);
+}
+static void test_lr_monitor_groups(void **state) {
+  lin m;
+  tr_trainer t;
+  tr_config c = lin_cfg(3);
+  lr_pg r;
+  hk_handle h;
+  double v;
+  int i;
+  (void)state;
+  /* tr_fit, AdamW, cosine, step interval: w (pg1) at the lr, b (pg2) at twice it and no decay */
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.1);
+  t.sched.kind = TR_SCHED_COSINE;
+  t.sched.total = 12;
+  c.log_every_n_steps = 1;
+  assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(log_weight_decay=true); param_group(match=b, lr_mult=2, weight_decay=0)"), HK_OK);
+  h = hk_find(t.reg, "lr_monitor");
+  pg_watch(t.reg, &r, HK_ON_TRAIN_BATCH_END, "lr-AdamW/pg1", "lr-AdamW/pg2");
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_lr_monitor_get(t.reg, h)->groups, 2);
+  assert_int_equal(r.n, 12);
+  for (i = 0; i < r.n; i++) {
+    assert_true(r.v[0][i] == r.lr[i]);
+    assert_true(r.v[1][i] == 2 * r.lr[i]);
+  }
+  assert_true(r.lr[11] < r.lr[1]); /* the cosine decays */
+  assert_int_equal(r.rows, 12); /* every record has both, and not the one lr */
+  assert_true(r.with[0] == 12 && r.with[1] == 12 && r.with_plain == 0);
+  assert_true(r.wd[0] == 0.01 && r.wd[1] == 0);
+  assert_int_equal(hk_metric_get(&t.ctx, "lr-AdamW", NULL), 0);
+  lin_free(&m, &t);
+  /* one group over every tensor: Lightning's plain name, with the group's lr */
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.1);
+  c.log_every_n_steps = 0;
+  assert_int_equal(hk_spec_apply(t.reg, "lr_monitor; param_group(match=w|b, lr_mult=0.5)"), HK_OK);
+  h = hk_find(t.reg, "lr_monitor");
+  pg_watch(t.reg, &r, HK_ON_TRAIN_BATCH_END, "lr-AdamW", "lr-AdamW/pg1");
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_lr_monitor_get(t.reg, h)->groups, 1);
+  for (i = 0; i < r.n; i++) assert_true(r.v[0][i] == 0.5 * r.lr[i] && r.v[1][i] == -1);
+  lin_free(&m, &t);
+  /* finetuning, epoch interval, lr_monitor first in the spec: the backbone w frozen (lr 0) in epoch 0, then at
+     0.25 and 0.5 of the run's lr; one record per epoch with both */
+  lin_init(&m, &t, TR_OPTIM_SGD, 0.1);
+  c.log_every_n_steps = 1;
+  assert_int_equal(hk_spec_apply(t.reg, "lr_monitor(logging_interval=epoch, log_weight_decay=true); "
+                                        "finetuning(match=w, unfreeze_at_epoch=1, initial_ratio=0.25, lr_factor=2)"), HK_OK);
+  h = hk_find(t.reg, "lr_monitor");
+  pg_watch(t.reg, &r, HK_ON_TRAIN_EPOCH_START, "lr-SGD/pg1", "lr-SGD/pg2");
+  assert_int_equal(tr_fit(&t, &c), TR_OK);
+  assert_int_equal(tr_lr_monitor_get(t.reg, h)->groups, 2);
+  assert_int_equal(r.n, 3);
+  assert_true(r.v[0][0] == 0 && r.v[0][1] == 0.25 * 0.1 && r.v[0][2] == 0.5 * 0.1);
+  assert_true(r.v[1][0] == 0.1 && r.v[1][1] == 0.1 && r.v[1][2] == 0.1);
+  assert_true(r.with[0] == 3 && r.with[1] == 3 && r.with_plain == 0); /* only the epochs' own records */
+  assert_true(r.wd[0] == 0.01 && r.wd[1] == 0.01);
+  lin_free(&m, &t);
+  /* a loop of your own (tr_run_begin / tr_run_next): AdamW, b at 0.5 x, read after every step */
+  {
+    static const char *names[] = { "w", "b" };
+    static const size_t sizes[] = { 3, 1 };
+    float p[4] = { 0 }, g[4] = { 0 }, *pp = p, *gp = g;
+    hk_registry *reg = hk_create(NULL);
+    hk_ctx *ctx;
+    int steps = 0;
+    ctx = tr_run_begin(reg, &(tr_run_desc){ .max_epochs = 2, .train_batches = 3, .validation = TR_NO, .lr = 0.2,
+                                            .optimizer = "AdamW", .weight_decay = 0.1, .log_every_n_steps = 2, .no_signals = 1,
+                                            TR_TENSORS(&pp, &gp, names, sizes),
+                                            .spec = "param_group(match=b, lr_mult=0.5); lr_monitor(log_weight_decay=true)" }, NULL);
+    assert_non_null(ctx);
+    h = hk_find(reg, "lr_monitor");
+    pg_watch(reg, &r, HK_ON_TRAIN_BATCH_END, "lr-AdamW/pg1", "lr-AdamW/pg2");
+    while (tr_run_next(reg)) {
+      ctx->loss = 1;
+      if (!tr_run_update(reg)) continue;
+      steps++;
+      assert_true(hk_metric_get(ctx, "lr-AdamW/pg1", &v) && v == tr_run_tensor_opt(reg, 0, ctx->lr, ctx->global_step).lr);
+      assert_true(hk_metric_get(ctx, "lr-AdamW/pg2", &v) && v == tr_run_tensor_opt(reg, 1, ctx->lr, ctx->global_step).lr);
+      assert_true(v == 0.5 * 0.2);
+    }
+    assert_int_equal(tr_lr_monitor_get(reg, h)->groups, 2);
+    assert_int_equal(tr_run_end(reg), TR_OK);
+    assert_int_equal(steps, 6);
+    assert_int_equal(r.n, 6);
+    for (i = 0; i < r.n; i++) assert_true(r.v[0][i] == 0.2 && r.v[1][i] == 0.1);
+    assert_true(r.rows == 3 && r.with[0] == 3 && r.with[1] == 3 && r.with_plain == 0); /* the run's records, every 2 steps */
+    assert_true(r.wd[0] == 0.1 && r.wd[1] == 0.1);
+    hk_destroy(reg);
   }
 }
 
@@ -2608,6 +2735,7 @@ int main(void) {
 #ifndef NAN_GUARD_ONLY
     cmocka_unit_test(test_lr_monitor),
     cmocka_unit_test(test_lr_monitor_every_row),
+    cmocka_unit_test(test_lr_monitor_groups),
     cmocka_unit_test(test_gradient_monitor_fit),
     cmocka_unit_test(test_gradient_monitor_values),
     cmocka_unit_test(test_gradient_monitor_views_checked),

@@ -219,7 +219,7 @@ static void test_fit(void **state) {
   c.num_sanity_val_steps = TR_ZERO;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   assert_int_equal(tr_watchdog_get(t.reg, h)->reports, 1); /* the first validation (after step 4) stalls once */
-  assert_non_null(strstr(tr_watchdog_get(t.reg, h)->last, "at step 4 (epoch 0, batch 0)"));
+  assert_non_null(strstr(tr_watchdog_get(t.reg, h)->last, "at step 4 (epoch 0, batch 3)")); /* the last training batch */
   assert_non_null(strstr(tr_watchdog_get(t.reg, h)->last, ": in on_validation_batch_start, hook 'slow_validation' running\n"));
   assert_int_equal(((const tr__wd *)hk_callback_get(t.reg, h)->user)->started, 0);
   tr_free(&t);

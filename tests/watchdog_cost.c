@@ -1,9 +1,10 @@
 /* tests/watchdog_cost.c - what the watchdog costs the loop's thread a training step, in instructions (callgrind,
    exact), in a loop of your own (tr_run_begin) and in tr_fit: not registered, and registered (its thread looks
-   every second; callgrind counts only the loop's thread, inside measured()). Each mode runs for 2 and 12 steps;
-   the difference over 10 steps is one step's cost, every one-time cost (the thread's start and join) cancelled.
+   every second; callgrind counts only the loop's thread, inside measured()). Each mode runs for 2 and 402 steps;
+   the difference over 400 steps is one step's cost, every one-time cost (the thread's start and join) cancelled
+   (over 10 steps, how the threads interleaved under callgrind moved it by up to 10 instructions).
 
-     watchdog_cost                  the table (every mode, twice each under callgrind; about 10 s)
+     watchdog_cost                  the table (every mode, twice each under callgrind; about 30 s)
      watchdog_cost own|fit MODE N   one run (what the driver starts)
    MODE: nothing | watchdog */
 #define _POSIX_C_SOURCE 200809L /* popen */
@@ -95,10 +96,10 @@ int main(int argc, char **argv) {
     double per[2];
     for (i = 0; i < 2; i++) {
       uint64_t a, b;
-      if (measure(argv[0], loops[l], modes[i], 2, &a) || measure(argv[0], loops[l], modes[i], 12, &b)) return 1;
-      per[i] = (double)(b - a) / 10;
+      if (measure(argv[0], loops[l], modes[i], 2, &a) || measure(argv[0], loops[l], modes[i], 402, &b)) return 1;
+      per[i] = (double)(b - a) / 400;
     }
-    printf("%s: instructions per step (callgrind: (I(12 steps) - I(2 steps)) / 10)\n", said[l]);
+    printf("%s: instructions per step (callgrind: (I(402 steps) - I(2 steps)) / 400)\n", said[l]);
     for (i = 0; i < 2; i++) printf("  %-8s %10.0f  (%+.0f over nothing)\n", modes[i], per[i], per[i] - per[0]);
     printf("watchdog in %s: %.0f instructions a step in the loop's thread\n", said[l], per[1] - per[0]);
   }

@@ -121,7 +121,8 @@ static int tr__has_avx(void) { return __builtin_cpu_supports("avx"); }
 #else
 #  define TR__X86 0
 #endif
-#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) /* ifunc: glibc's loader */
+/* ifunc: glibc's loader; not under ThreadSanitizer (its resolvers run before TSan's runtime is up: a crash) */
+#if TR__X86 && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
 #  define TR__CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #  define TR__CLONES

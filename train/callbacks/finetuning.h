@@ -173,7 +173,7 @@ static tr_err tr__ft_make(hk_registry *reg, const tr_finetuning_desc *d, hk_hand
   cb.destroy = tr__ft_destroy;
   if (tr__run_rule_add(run, &s->rule) != TR_OK) return tr__ft_destroy(s), tr__bad(w, "finetuning: out of memory"), TR_ERR_NOMEM;
   s->run = run;
-  return tr__cb_register(reg, &cb, 0, out, w);
+  return tr__cb_register(reg, &cb, -5, out, w); /* before the monitors: lr_monitor sees the backbone frozen, then its new lr */
 }
 TR__PUBLIC_OF(tr_finetuning, ft)
 TR__FACTORY_OF(ft, tr_finetuning_desc, TR_FINETUNING_PARAMS)

@@ -9,7 +9,10 @@ TR__C_BEGIN /* part */
    log_momentum / log_weight_decay "lr-<Optimizer>-momentum" (AdamW: beta1) and "-weight_decay". Interval
    step (lazy metrics: a step costs nothing) or epoch (one record of its own per epoch); default: the
    schedule's. Needs no logger: any hook reads the metrics. Hand-written loop: on_train_start (and
-   on_train_epoch_start) with ctx->lr set. docs/callbacks.md. */
+   on_train_epoch_start) with ctx->lr set. With parameter groups (param_group, finetuning) one lr per
+   group, as Lightning's per param group: "lr-AdamW/pg1", "lr-AdamW/pg2" ("lr-AdamW/pg1-momentum"), a
+   group being the tensors the same rules name with the same settings at the start (pg1 holds tensor 0;
+   a frozen group's lr is 0). docs/callbacks.md. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 #define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
@@ -21,6 +24,7 @@ typedef struct tr_lr_monitor_desc { TR_LR_MONITOR_PARAMS(TR__FIELD) } tr_lr_moni
 typedef struct tr_lr_monitor_state {
   const char *name, *momentum_name, *weight_decay_name; /* the metrics it publishes ("" = none) */
   int per_epoch;                /* the resolved interval: 1 epoch, 0 step */
+  int groups;                   /* the parameter groups logged one by one (0: none, name is the one lr) */
 } tr_lr_monitor_state;
 TRAIN_API tr_err tr_lr_monitor(hk_registry *reg, const tr_lr_monitor_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, hk_handle h);
@@ -29,17 +33,19 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* ---- lr_monitor ------------------------------------------------------------------------------------ */
+typedef struct tr__lrm_pg { int first; char lr[144], mom[160], wd[160]; } tr__lrm_pg; /* a group: its first tensor, its names */
 typedef struct tr__lrm {
   tr_lr_monitor_state pub;
   tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   int interval, log_momentum, log_wd, named;
   char name[128], mom[160], wd[160];
+  tr__lrm_pg *pg;       /* with parameter groups: pub.groups of them (found at on_train_start) */
   tr_log_record rec;    /* interval epoch: the record sent at each epoch's start */
 } tr__lrm;
 
 static void tr__lrm_destroy(void *user) {
   tr__lrm *s = (tr__lrm *)user;
-  if (s) tr_log_record_free(&s->rec);
+  if (s) tr_log_record_free(&s->rec), free(s->pg);
   free(s);
 }
 /* lazy: read only when someone asks (no user pointer: the callback may go first) */
@@ -54,6 +60,63 @@ static double tr__lrm_weight_decay(const hk_ctx *ctx, void *user) {
   const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
   (void)user;
   return run ? run->desc.weight_decay : NAN;
+}
+/* a group's, from its first tensor (user: its index, so no pointer into a callback that may go first) */
+static double tr__lrm_group_lr(const hk_ctx *ctx, void *user) {
+  tr_tensor_opt o = tr_run_tensor_opt(ctx->reg, (int)(intptr_t)user, ctx->lr, ctx->global_step);
+  return o.frozen ? 0 : o.lr;
+}
+static double tr__lrm_group_wd(const hk_ctx *ctx, void *user) {
+  return tr_run_tensor_opt(ctx->reg, (int)(intptr_t)user, ctx->lr, ctx->global_step).weight_decay;
+}
+/* Tensors i and j in one group: the same rules name them, and they have the same settings now (lr factor,
+   decay, frozen, updates taken: a tensor unfrozen later is a group of its own, as torch's added group). */
+static int tr__lrm_same(hk_ctx *ctx, const tr_run *run, int i, int j) {
+  const tr__run_priv *q = run->tr__p;
+  tr_tensor_opt a = tr_run_tensor_opt(ctx->reg, i, 1, ctx->global_step), b = tr_run_tensor_opt(ctx->reg, j, 1, ctx->global_step);
+  int k;
+  if (a.lr != b.lr || a.weight_decay != b.weight_decay || a.frozen != b.frozen || a.step != b.step) return 0;
+  for (k = 0; k < q->n_rules; k++)
+    if (tr_name_match(q->rules[k]->match, ctx->params[i].name) != tr_name_match(q->rules[k]->match, ctx->params[j].name)) return 0;
+  return 1;
+}
+/* At the start (no step pays for it): the groups, in the order of their first tensors, and their names,
+   Lightning's: <name>/pg<k> when there are two or more, <name> for one. */
+static int tr__lrm_groups(tr__lrm *s, hk_ctx *ctx) {
+  int i, k, n = 0;
+  s->pub.groups = 0;
+  if (!tr_run_grouped(ctx->reg) || !ctx->params || ctx->n_tensors <= 0) return 0;
+  free(s->pg);
+  if (!(s->pg = (tr__lrm_pg *)calloc((size_t)ctx->n_tensors, sizeof *s->pg))) return -1;
+  for (i = 0; i < ctx->n_tensors; i++) {
+    for (k = 0; k < n && !tr__lrm_same(ctx, s->run, s->pg[k].first, i); k++) {}
+    if (k == n) s->pg[n++].first = i;
+  }
+  for (k = 0; k < n; k++) {
+    tr__lrm_pg *g = &s->pg[k];
+    if (n > 1) snprintf(g->lr, sizeof g->lr, "%s/pg%d", s->name, k + 1);
+    else snprintf(g->lr, sizeof g->lr, "%s", s->name);
+    snprintf(g->mom, sizeof g->mom, "%s-momentum", g->lr);
+    snprintf(g->wd, sizeof g->wd, "%s-weight_decay", g->lr);
+  }
+  s->pub.groups = n;
+  return 0;
+}
+/* interval epoch: the groups' values into the metrics and, when rec, into the epoch's record */
+static tr_err tr__lrm_groups_set(tr__lrm *s, hk_ctx *ctx, tr_log_record *rec) {
+  int k;
+  for (k = 0; k < s->pub.groups; k++) {
+    const tr__lrm_pg *g = &s->pg[k];
+    void *first = (void *)(intptr_t)g->first;
+    double lr = tr__lrm_group_lr(ctx, first), wd = tr__lrm_group_wd(ctx, first), mom = s->run->desc.momentum;
+    (void)hk_metric_set(ctx, g->lr, lr);
+    if (s->pub.momentum_name[0]) (void)hk_metric_set(ctx, g->mom, mom);
+    if (s->pub.weight_decay_name[0]) (void)hk_metric_set(ctx, g->wd, wd);
+    if (rec && (tr_log_set(rec, g->lr, lr) || (s->pub.momentum_name[0] && tr_log_set(rec, g->mom, mom)) ||
+                (s->pub.weight_decay_name[0] && tr_log_set(rec, g->wd, wd))))
+      return TR_ERR_NOMEM;
+  }
+  return TR_OK;
 }
 
 static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
@@ -70,6 +133,19 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   s->pub.name = s->name;
   s->pub.momentum_name = s->log_momentum && opt ? s->mom : "";
   s->pub.weight_decay_name = s->log_wd && opt ? s->wd : "";
+  if (tr__lrm_groups(s, ctx)) return hk_fail(ctx, "out of memory");
+  if (s->pub.groups) { /* one lr (momentum, decay) per group instead of the one */
+    int k;
+    if (s->pub.per_epoch) return HK_CONTINUE;
+    for (k = 0; k < s->pub.groups; k++) {
+      const tr__lrm_pg *g = &s->pg[k];
+      void *first = (void *)(intptr_t)g->first;
+      if (hk_metric_lazy(ctx, g->lr, tr__lrm_group_lr, first) || (s->pub.momentum_name[0] && hk_metric_lazy(ctx, g->mom, tr__lrm_momentum, NULL)) ||
+          (s->pub.weight_decay_name[0] && hk_metric_lazy(ctx, g->wd, tr__lrm_group_wd, first)))
+        return hk_fail(ctx, "out of memory");
+    }
+    return HK_CONTINUE;
+  }
   if (!s->pub.per_epoch) { /* every training record: the lr, the momentum and the weight decay (lazy: a step costs nothing) */
     if (hk_metric_lazy(ctx, s->name, tr__lrm_lr, NULL) || (opt && s->log_momentum && hk_metric_lazy(ctx, s->mom, tr__lrm_momentum, NULL)) ||
         (opt && s->log_wd && hk_metric_lazy(ctx, s->wd, tr__lrm_weight_decay, NULL)))
@@ -84,13 +160,21 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   double v;
+  int emit;
   if (!s->pub.per_epoch) return HK_CONTINUE;
+  emit = ctx->reg && HK_ACTIVE(ctx->reg, HK_ON_LOG);
+  if (emit) {
+    s->rec.step = ctx->global_step;
+    s->rec.epoch = ctx->epoch;
+    s->rec.stage = "train";
+    s->rec.n_metrics = s->rec.n_histograms = 0;
+  }
+  if (s->pub.groups) { /* the loop sets the epoch's lr first, finetuning its ratio (it goes before the monitors) */
+    if (tr__lrm_groups_set(s, ctx, emit ? &s->rec : NULL) != TR_OK) return hk_fail(ctx, "out of memory");
+    return emit ? tr_log_emit(ctx->reg, ctx, &s->rec) : HK_CONTINUE;
+  }
   (void)hk_metric_set(ctx, s->name, ctx->lr); /* the loop sets the epoch's lr first */
-  if (!ctx->reg || !HK_ACTIVE(ctx->reg, HK_ON_LOG)) return HK_CONTINUE;
-  s->rec.step = ctx->global_step;
-  s->rec.epoch = ctx->epoch;
-  s->rec.stage = "train";
-  s->rec.n_metrics = s->rec.n_histograms = 0;
+  if (!emit) return HK_CONTINUE;
   if (tr_log_set(&s->rec, s->name, ctx->lr) != TR_OK) return hk_fail(ctx, "out of memory");
   if (s->pub.momentum_name[0] && hk_metric_get(ctx, s->mom, &v)) (void)tr_log_set(&s->rec, s->mom, v);
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
@@ -100,7 +184,13 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);
+  int k;
   if (!r || r == &s->rec || !s->pub.per_epoch) return HK_CONTINUE;
+  for (k = 0; k < s->pub.groups; k++) {
+    tr_log_drop(r, s->pg[k].lr);
+    tr_log_drop(r, s->pg[k].mom);
+    tr_log_drop(r, s->pg[k].wd);
+  }
   tr_log_drop(r, s->name);
   if (s->pub.momentum_name[0]) tr_log_drop(r, s->mom);
   if (s->pub.weight_decay_name[0]) tr_log_drop(r, s->wd);

@@ -11,7 +11,7 @@ TR__C_BEGIN /* part */
      watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
        in on_train_batch_start, hook 'slow' running
    action=exit then _exit(exit_code) (124), so a scheduler requeues: what stays is what kill -9 leaves.
-   The loop's thread pays one relaxed store a step. POSIX threads. Hand-written loop: setup, teardown,
+   The loop's thread publishes a snapshot a step (three stores). POSIX threads. Hand-written loop: setup, teardown,
    on_train_batch_end (tr_run_* fire them). docs/callbacks.md ("watchdog in detail"). */
 #define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
 typedef enum tr_watchdog_action {
@@ -47,12 +47,18 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* ---- watchdog -------------------------------------------------------------------------------------- */
+/* The loop's thread publishes, the watchdog's reads: relaxed for the snapshot's fields, the counters last with
+   release and read with acquire, so a snapshot read after its counter is the one that counter ended. */
 #if defined(__GNUC__) || defined(__clang__)
 #  define TR__WD_PUT(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 #  define TR__WD_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#  define TR__WD_RELEASE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELEASE)
+#  define TR__WD_ACQUIRE(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
 #else
 #  define TR__WD_PUT(x, v) ((x) = (v))
 #  define TR__WD_GET(x) (x)
+#  define TR__WD_RELEASE(x, v) ((x) = (v))
+#  define TR__WD_ACQUIRE(x) (x)
 #endif
 enum { TR__WD_SAMPLES = 63 };   /* step times the median is taken over (odd: one middle) */
 
@@ -61,7 +67,9 @@ typedef struct tr__wd {
   hk_registry *reg;
   double seconds, multiple, poll;
   int warmup, action, exit_code;
-  int64_t steps, beats;         /* the loop's thread writes them (relaxed), the watchdog's reads */
+  int64_t steps, beats;         /* the loop's thread writes them (release), the watchdog's reads (acquire) */
+  int64_t at_step, at_batch, at_epoch; /* the snapshot: ctx's at the last step's end or beat (epoch: at beats) */
+  int rank, world;              /* ctx's at setup, before the thread starts */
   hk_ctx *ctx;                  /* the run's, from setup to teardown */
   int depth;                    /* setups not torn down (a fit inside a fit: one thread) */
 #ifdef TR__THREADS
@@ -81,17 +89,24 @@ static void tr__wd_destroy(void *user) {
   free(s);
 }
 
-/* The loop's side: a counter a step, another for the rest (cold). */
-static hk_signal tr__wd_step(hk_ctx *ctx, void *u) {
+/* The loop's side: the snapshot and a counter a step, another for the rest (cold). The watchdog's thread reads
+   only these (and hooks.h's dispatch state, tr__wd_where), never ctx's fields the loop goes on writing. */
+static void tr__wd_snap(tr__wd *s, const hk_ctx *ctx) {
+  TR__WD_PUT(s->at_step, ctx->global_step);
+  TR__WD_PUT(s->at_batch, ctx->batch_idx);
+  TR__WD_PUT(s->at_epoch, ctx->epoch);
+}
+static hk_signal tr__wd_step(hk_ctx *ctx, void *u) { /* the epoch moves only at beats: two stores fewer a step */
   tr__wd *s = (tr__wd *)u;
-  (void)ctx;
-  TR__WD_PUT(s->steps, s->steps + 1);
+  TR__WD_PUT(s->at_step, ctx->global_step);
+  TR__WD_PUT(s->at_batch, ctx->batch_idx);
+  TR__WD_RELEASE(s->steps, s->steps + 1);
   return HK_CONTINUE;
 }
 static hk_signal tr__wd_beat(hk_ctx *ctx, void *u) {
   tr__wd *s = (tr__wd *)u;
-  (void)ctx;
-  TR__WD_PUT(s->beats, s->beats + 1);
+  tr__wd_snap(s, ctx);
+  TR__WD_RELEASE(s->beats, s->beats + 1);
   return HK_CONTINUE;
 }
 
@@ -130,23 +145,39 @@ static void tr__wd_say(const char *text) {
 
 /* "watchdog: " and, with several processes, "rank R of W: "; its length */
 static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
-  int n = s->ctx->world_size > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->ctx->rank, s->ctx->world_size)
+  int n = s->world > 1 ? snprintf(out, cap, "watchdog: rank %d of %d: ", s->rank, s->world)
                                  : snprintf(out, cap, "watchdog: ");
   return n < 0 || (size_t)n >= cap ? 0 : n;
 }
-/* Read without a lock from this thread while the loop's stands still (it wrote them before stopping). */
-static void tr__wd_report(tr__wd *s, double stuck, double limit) {
+/* Where the loop is: hooks.h's dispatch state (ctx->event, ctx->self, hk_dispatching), which its dispatch loop
+   writes with plain stores on every hook call. It is the one read here not ordered with the loop's thread: making
+   it so would cost every dispatch of every program an atomic write; it is read only after the loop has stood
+   still for the whole limit, and tests/tsan.supp names this function alone. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline))
+#endif
+static void tr__wd_where(tr__wd *s, char *where, size_t cap, const char *waits) {
   const hk_ctx *c = s->ctx;
+  const char *ev = hk_event_name(s->reg, c->event), *name;
+  if (waits) snprintf(where, cap, "waiting in %s, after %s", waits, ev ? ev : "?");
+  else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
+    snprintf(where, cap, "in %s, hook '%s' running", ev ? ev : "?", name);
+  else snprintf(where, cap, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
+}
+/* The snapshot is read after its counter (acquire): the step, epoch and batch at the last progress. */
+static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   char *out = s->pub.last, where[300];
   size_t cap = sizeof s->pub.last;
-  const char *ev = hk_event_name(s->reg, c->event), *waits = tr_run_waits(), *name;
+  int64_t at_step, at_epoch, at_batch;
   int n = tr__wd_prefix(s, out, cap);
-  if (waits) snprintf(where, sizeof where, "waiting in %s, after %s", waits, ev ? ev : "?");
-  else if (hk_dispatching(s->reg) > 0 && (name = hk_name(s->reg, c->self)) != NULL)
-    snprintf(where, sizeof where, "in %s, hook '%s' running", ev ? ev : "?", name);
-  else snprintf(where, sizeof where, "after %s, in the loop's own code (no hook running)", ev ? ev : "?");
+  (void)TR__WD_ACQUIRE(s->steps);
+  (void)TR__WD_ACQUIRE(s->beats);
+  at_step = TR__WD_GET(s->at_step);
+  at_epoch = TR__WD_GET(s->at_epoch);
+  at_batch = TR__WD_GET(s->at_batch);
+  tr__wd_where(s, where, sizeof where, tr_run_waits());
   snprintf(out + n, cap - (size_t)n, "no progress for %.1f s (limit %.2g s) at step %lld (epoch %lld, batch %lld): %s\n",
-           stuck, limit, (long long)c->global_step, (long long)c->epoch, (long long)c->batch_idx, where);
+           stuck, limit, (long long)at_step, (long long)at_epoch, (long long)at_batch, where);
   s->pub.reports++;
   s->pub.limit = limit;
   tr__wd_say(out);
@@ -162,7 +193,7 @@ static void tr__wd_report(tr__wd *s, double stuck, double limit) {
 
 static void *tr__wd_main(void *p) {
   tr__wd *s = (tr__wd *)p;
-  int64_t steps = TR__WD_GET(s->steps), beats = TR__WD_GET(s->beats);
+  int64_t steps = TR__WD_ACQUIRE(s->steps), beats = TR__WD_ACQUIRE(s->beats);
   double moved = hk_clock(), t_steps = moved;
   int fired = 0;
   for (;;) {
@@ -180,8 +211,8 @@ static void *tr__wd_main(void *p) {
     if (r < 0 && errno == EINTR) continue;
     if (r != 0) break; /* woken (or the pipe broke): the run has ended */
     now = hk_clock();
-    st = TR__WD_GET(s->steps);
-    bt = TR__WD_GET(s->beats);
+    st = TR__WD_ACQUIRE(s->steps);
+    bt = TR__WD_ACQUIRE(s->beats);
     if (st != steps || bt != beats) {
       if (fired) {
         char again[200];
@@ -225,9 +256,12 @@ static void tr__wd_stop(tr__wd *s) {
 
 static hk_signal tr__wd_setup(hk_ctx *ctx, void *u) {
   tr__wd *s = (tr__wd *)u;
-  TR__WD_PUT(s->beats, s->beats + 1);
+  tr__wd_snap(s, ctx);
+  TR__WD_RELEASE(s->beats, s->beats + 1);
   if (s->depth++ > 0) return HK_CONTINUE;
   s->ctx = ctx;
+  s->rank = ctx->rank; /* (pthread_create orders these before the thread's reads) */
+  s->world = ctx->world_size;
 #ifdef TR__THREADS
   if (pipe(s->wake) != 0) return hk_fail(ctx, "watchdog: pipe: %s", strerror(errno));
   (void)fcntl(s->wake[0], F_SETFD, FD_CLOEXEC);
