@@ -8,15 +8,16 @@
      base.h  math.h            errors, RNG, your model and data, optimizers, schedules; per-step math
      files.h  records.h        the atomic writer and background writer; log records, hyperparameters
      cluster.h                 Slurm, the preemption signal, how ranks of a loop of yours agree to stop
-     run.h  loop.h             THE RUN LAYER (tr_run_*): what any loop gives the batteries; your loop
-                               in a dozen lines (tr_run_begin / next / update / end)
-     battery.h  factories.h    what callbacks and loggers share; the battery list; every spec factory
+     run.h                     THE RUN LAYER (tr_run_*): what any loop gives the batteries
+     battery.h                 what callbacks and loggers share; the battery list
      callbacks/, loggers/      one file each (early_stopping ... csv, tensorboard, progress_bar, mlflow)
+     factories.h  loop.h       tr_run_setup with every spec factory; your loop in a dozen lines
+                               (tr_run_begin / next / update / end)
      sweep.h                   tr_sweep: Hydra's multirun
      trainer/                  THE TRAINER's wing, each part on those before it: core.h (types, shared
                                helpers), cuda.h and mpi.h (on the GPU: TRAIN_CUDA; across processes:
                                TRAIN_MPI), checkpoint.h (tr_save / tr_load), step.h (a step's work),
-                               fit.h (tr_fit / validate / test / predict), lr_finder.h
+                               lr_finder.h, fit.h (tr_init, tr_fit / validate / test / predict)
    Each section but the run layer can be left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH, TRAIN_NO_CALLBACKS,
    TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, TRAIN_NO_<NAME>, TRAIN_ONLY_SPECIFIC_BATTERIES + TRAIN_ENABLE_<NAME>).
 
@@ -638,12 +639,7 @@ typedef struct tr_run {
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
-
-/* Set the run's settings (d NULL = defaults) and register the standard factories; refused during a run.
-   TR_ERR_INVALID naming the field for a bad setting. */
-TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
-/* Every compiled battery's spec factory (train/factories.h); a name already registered is kept. */
-TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+/* (tr_run_setup, which sets a run's settings, is train/factories.h's: it registers the batteries' factories) */
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
@@ -817,40 +813,6 @@ TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r)
 
 
 
-/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place (epoch, batch, step, lr); the loop asks what comes next and does it:
-
-       hk_registry *reg = hk_create(NULL);
-       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
-                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
-                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
-       for (int what; (what = tr_run_next(reg)); ) {
-         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
-         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
-         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
-         backward();
-         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
-         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
-         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
-       }
-       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
-
-   tr_run_begin: tr_run_setup, the loop's shape checked, tr_run_start; the context is the run's (a change the
-   loop makes to epoch, global_step or batch_idx fails the run, naming it); NULL only without a registry or
-   memory. tr_run_next closes what the loop did last and returns TR_RUN_TRAIN (ctx->lr set, on_train_batch_start
-   fired), TR_RUN_VAL_BATCH (set ctx->loss to the batch's loss; val/loss is their mean) or 0 (the run is over).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step moved), 0 when skipped or mid-window; a
-   training batch must call it. tr_run_end: tr_run_finish, the outcome; a failure says why once. Details:
-   docs/reference.md ("Your own loop in full"). */
-enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
-TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
-TRAIN_API int tr_run_next(hk_registry *reg);
-TRAIN_API int tr_run_update(hk_registry *reg);
-TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes); base NULL: data NULL. */
-TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
-
-
 /* ---- safetensors: the model's tensors for everyone else's tools ---------------------------------------
    tr_safetensors_save writes views (name, data, count: ctx->params in any loop, a trainer's t.ctx.params) as a
    .safetensors file that the Python package's safe_open / load_file, PyTorch, JAX and Rust read; tr_safetensors_load
@@ -962,7 +924,7 @@ typedef double (*tr_clock_fn)(void *user);
   X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
   X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run") \
   X(mlflow, MLFLOW, mlf, "send records to an MLflow tracking server (needs TRAIN_MLFLOW and -lcurl; Lightning's MLFlowLogger)")
-/* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
+/* (tr_add_factories registers them, train/factories.h, after the batteries; the trainer's, TR__LATE_<NAME>, tr_init) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
    TRAIN_NO_<NAME> leaves one out; TRAIN_ONLY_SPECIFIC_BATTERIES keeps only those with a TRAIN_ENABLE_<NAME>
@@ -980,130 +942,153 @@ typedef double (*tr_clock_fn)(void *user);
 #else
 #  define TR__ON_EARLY_STOPPING 1
 #endif
+#define TR__LATE_EARLY_STOPPING 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_CHECKPOINT))
 #  define TR__ON_MODEL_CHECKPOINT 0
 #else
 #  define TR__ON_MODEL_CHECKPOINT 1
 #endif
+#define TR__LATE_MODEL_CHECKPOINT 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_TIMER) || (TR__PICKED && !defined(TRAIN_ENABLE_TIMER))
 #  define TR__ON_TIMER 0
 #else
 #  define TR__ON_TIMER 1
 #endif
+#define TR__LATE_TIMER 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_MONITOR))
 #  define TR__ON_LR_MONITOR 0
 #else
 #  define TR__ON_LR_MONITOR 1
 #endif
+#define TR__LATE_LR_MONITOR 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_GRADIENT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_GRADIENT_MONITOR))
 #  define TR__ON_GRADIENT_MONITOR 0
 #else
 #  define TR__ON_GRADIENT_MONITOR 1
 #endif
+#define TR__LATE_GRADIENT_MONITOR 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_NAN_GUARD) || (TR__PICKED && !defined(TRAIN_ENABLE_NAN_GUARD))
 #  define TR__ON_NAN_GUARD 0
 #else
 #  define TR__ON_NAN_GUARD 1
 #endif
+#define TR__LATE_NAN_GUARD 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_EMA) || (TR__PICKED && !defined(TRAIN_ENABLE_EMA))
 #  define TR__ON_EMA 0
 #else
 #  define TR__ON_EMA 1
 #endif
+#define TR__LATE_EMA 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PARAM_GROUP) || (TR__PICKED && !defined(TRAIN_ENABLE_PARAM_GROUP))
 #  define TR__ON_PARAM_GROUP 0
 #else
 #  define TR__ON_PARAM_GROUP 1
 #endif
+#define TR__LATE_PARAM_GROUP 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_FINETUNING) || (TR__PICKED && !defined(TRAIN_ENABLE_FINETUNING))
 #  define TR__ON_FINETUNING 0
 #else
 #  define TR__ON_FINETUNING 1
 #endif
+#define TR__LATE_FINETUNING 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
 #  define TR__ON_LR_FINDER 0
 #else
 #  define TR__ON_LR_FINDER 1
 #endif
+#define TR__LATE_LR_FINDER 1
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_SUMMARY) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_SUMMARY))
 #  define TR__ON_MODEL_SUMMARY 0
 #else
 #  define TR__ON_MODEL_SUMMARY 1
 #endif
+#define TR__LATE_MODEL_SUMMARY 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ACCUMULATION_SCHEDULER) || (TR__PICKED && !defined(TRAIN_ENABLE_ACCUMULATION_SCHEDULER))
 #  define TR__ON_ACCUMULATION_SCHEDULER 0
 #else
 #  define TR__ON_ACCUMULATION_SCHEDULER 1
 #endif
+#define TR__LATE_ACCUMULATION_SCHEDULER 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PROFILER) || (TR__PICKED && !defined(TRAIN_ENABLE_PROFILER))
 #  define TR__ON_PROFILER 0
 #else
 #  define TR__ON_PROFILER 1
 #endif
+#define TR__LATE_PROFILER 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_THROUGHPUT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_THROUGHPUT_MONITOR))
 #  define TR__ON_THROUGHPUT_MONITOR 0
 #else
 #  define TR__ON_THROUGHPUT_MONITOR 1
 #endif
+#define TR__LATE_THROUGHPUT_MONITOR 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_WATCHDOG) || (TR__PICKED && !defined(TRAIN_ENABLE_WATCHDOG))
 #  define TR__ON_WATCHDOG 0
 #else
 #  define TR__ON_WATCHDOG 1
 #endif
+#define TR__LATE_WATCHDOG 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_DEVICE_STATS) || (TR__PICKED && !defined(TRAIN_ENABLE_DEVICE_STATS))
 #  define TR__ON_DEVICE_STATS 0
 #else
 #  define TR__ON_DEVICE_STATS 1
 #endif
+#define TR__LATE_DEVICE_STATS 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ON_EXCEPTION_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_ON_EXCEPTION_CHECKPOINT))
 #  define TR__ON_ON_EXCEPTION_CHECKPOINT 0
 #else
 #  define TR__ON_ON_EXCEPTION_CHECKPOINT 1
 #endif
+#define TR__LATE_ON_EXCEPTION_CHECKPOINT 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_SPIKE_DETECTION) || (TR__PICKED && !defined(TRAIN_ENABLE_SPIKE_DETECTION))
 #  define TR__ON_SPIKE_DETECTION 0
 #else
 #  define TR__ON_SPIKE_DETECTION 1
 #endif
+#define TR__LATE_SPIKE_DETECTION 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PREDICTION_WRITER) || (TR__PICKED && !defined(TRAIN_ENABLE_PREDICTION_WRITER))
 #  define TR__ON_PREDICTION_WRITER 0
 #else
 #  define TR__ON_PREDICTION_WRITER 1
 #endif
+#define TR__LATE_PREDICTION_WRITER 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_CSV) || (TR__PICKED && !defined(TRAIN_ENABLE_CSV))
 #  define TR__ON_CSV 0
 #else
 #  define TR__ON_CSV 1
 #endif
+#define TR__LATE_CSV 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_JSONL) || (TR__PICKED && !defined(TRAIN_ENABLE_JSONL))
 #  define TR__ON_JSONL 0
 #else
 #  define TR__ON_JSONL 1
 #endif
+#define TR__LATE_JSONL 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_TENSORBOARD) || (TR__PICKED && !defined(TRAIN_ENABLE_TENSORBOARD))
 #  define TR__ON_TENSORBOARD 0
 #else
 #  define TR__ON_TENSORBOARD 1
 #endif
+#define TR__LATE_TENSORBOARD 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PROGRESS_BAR) || (TR__PICKED && !defined(TRAIN_ENABLE_PROGRESS_BAR))
 #  define TR__ON_PROGRESS_BAR 0
 #else
 #  define TR__ON_PROGRESS_BAR 1
 #endif
+#define TR__LATE_PROGRESS_BAR 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PLOT) || (TR__PICKED && !defined(TRAIN_ENABLE_PLOT))
 #  define TR__ON_PLOT 0
 #else
 #  define TR__ON_PLOT 1
 #endif
+#define TR__LATE_PLOT 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_MLFLOW) || (TR__PICKED && !defined(TRAIN_ENABLE_MLFLOW))
 #  define TR__ON_MLFLOW 0
 #else
 #  define TR__ON_MLFLOW 1
 #endif
+#define TR__LATE_MLFLOW 0
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */
-
-
 
 #if TR__ON_FILE_LOGGERS
 
@@ -1934,6 +1919,50 @@ TRAIN_API tr_err tr_mlflow_logger(hk_registry *reg, const tr_mlflow_desc *d, hk_
 TRAIN_API tr_err tr_mlflow_get(const hk_registry *reg, hk_handle h, tr_mlflow_state *out);
 
 #endif /* TR__ON_MLFLOW */
+
+/* Set the run's settings (d NULL = defaults), register the standard factories (tr_add_factories) and apply
+   d->spec; refused during a run. TR_ERR_INVALID naming the field for a bad setting. It comes after the
+   batteries it registers: a program that includes train/'s parts includes this one (or train/loop.h) after
+   them. */
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
+/* Every compiled battery's spec factory; a name already registered is kept. The trainer's own (lr_finder)
+   tr_init registers. */
+TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+
+
+/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
+   The run keeps the loop's place (epoch, batch, step, lr); the loop asks what comes next and does it:
+
+       hk_registry *reg = hk_create(NULL);
+       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
+                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
+                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
+       for (int what; (what = tr_run_next(reg)); ) {
+         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
+         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
+         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+         backward();
+         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
+       }
+       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
+
+   tr_run_begin: tr_run_setup, the loop's shape checked, tr_run_start; the context is the run's (a change the
+   loop makes to epoch, global_step or batch_idx fails the run, naming it); NULL only without a registry or
+   memory. tr_run_next closes what the loop did last and returns TR_RUN_TRAIN (ctx->lr set, on_train_batch_start
+   fired), TR_RUN_VAL_BATCH (set ctx->loss to the batch's loss; val/loss is their mean) or 0 (the run is over).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step moved), 0 when skipped or mid-window; a
+   training batch must call it. tr_run_end: tr_run_finish, the outcome; a failure says why once. Details:
+   docs/reference.md ("Your own loop in full"). */
+enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
+TRAIN_API int tr_run_next(hk_registry *reg);
+TRAIN_API int tr_run_update(hk_registry *reg);
+TRAIN_API tr_err tr_run_end(hk_registry *reg);
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes); base NULL: data NULL. */
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
+
 #if !defined(TRAIN_NO_SWEEP)
 
 /* =================================================================================================
@@ -2196,6 +2225,33 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* th
 TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
+#if TR__ON_LR_FINDER
+
+/* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
+   At on_fit_start of a fit from step 0: an exponential learning-rate sweep of N steps (no hooks fire),
+   the suggestion at the smoothed loss's steepest descent, then the state restored exactly and, with
+   update_attr, the suggestion as the fit's lr. Its result is in checkpoints: a resume does not sweep
+   again. The rules in full: docs/callbacks.md. */
+#define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
+  X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
+  X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
+  X(INT_ZERO, int,        num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
+  X(DOUBLE_ZERO, double,  early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
+  X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
+  X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
+  X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
+typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
+typedef struct tr_lr_finder_state {
+  int done;                     /* the sweep ran (here or before the checkpoint) */
+  double suggestion;            /* NaN when there is none */
+  int suggestion_index;         /* into lrs/losses; -1 when none */
+  int n;                        /* points of the curve (0 after a resume: not saved) */
+  const double *lrs, *losses;   /* the learning rates and smoothed losses */
+} tr_lr_finder_state;
+TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
+TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
+
+#endif /* TR__ON_LR_FINDER */
 #if !defined(TRAIN_NO_TRAINER)
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -2229,33 +2285,6 @@ TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_ba
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
-#if TR__ON_LR_FINDER
-
-/* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
-   At on_fit_start of a fit from step 0: an exponential learning-rate sweep of N steps (no hooks fire),
-   the suggestion at the smoothed loss's steepest descent, then the state restored exactly and, with
-   update_attr, the suggestion as the fit's lr. Its result is in checkpoints: a resume does not sweep
-   again. The rules in full: docs/callbacks.md. */
-#define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
-  X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
-  X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
-  X(INT_ZERO, int,        num_training_steps,   "100",  NULL, "steps of the sweep (2..1000000)") \
-  X(DOUBLE_ZERO, double,  early_stop_threshold, "4",    NULL, "stop once the smoothed loss exceeds this x the best (negative: never)") \
-  X(TRI,    int,          update_attr,          "true", NULL, "set the optimizer's lr to the suggestion") \
-  X(STRING, const char *, curve_path,           "",     NULL, "write the curve (\"lr,loss\" lines) here (empty: no file)") \
-  X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
-typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
-typedef struct tr_lr_finder_state {
-  int done;                     /* the sweep ran (here or before the checkpoint) */
-  double suggestion;            /* NaN when there is none */
-  int suggestion_index;         /* into lrs/losses; -1 when none */
-  int n;                        /* points of the curve (0 after a resume: not saved) */
-  const double *lrs, *losses;   /* the learning rates and smoothed losses */
-} tr_lr_finder_state;
-TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
-TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
-
-#endif /* TR__ON_LR_FINDER */
 
 #ifdef __cplusplus
 }
@@ -5104,7 +5133,8 @@ static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when 
   return p;
 }
 
-TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
+/* tr_run_setup's settings half (train/factories.h adds the factories and applies the spec): checked and copied. */
+TR__SHARED tr_err tr__run_settings(hk_registry *reg, const tr_run_desc *d) {
   tr_run_desc zero;
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -5175,10 +5205,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.settings = q->strs[TR__RUN_SETTINGS];
   run->train_batches = d->train_batches;
   run->eval_batches = d->val_batches;
-  run->desc.spec = NULL; /* applied once, below */
-  if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
-  if (d->spec && hk_spec_apply(reg, d->spec) != HK_OK) /* (the settings stay: a spec fixed and given again applies) */
-    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: the spec: %s", hk_last_error(reg));
+  run->desc.spec = NULL; /* applied once, by tr_run_setup */
   return TR_OK;
 }
 
@@ -7383,438 +7410,6 @@ TR__SHARED int tr__run_hparams(const tr_run *run, tr__hparam **out) {
   return n;
 }
 
-/* ---- your loop in a dozen lines ------------------------------------------------------------------------
-   A client of the run layer's calls: tr_run_next is the loop a hand-written one would be (tr_run_epoch_start,
-   the batch's events, tr_run_batch_end, a validation between tr_run_eval_start and _end, tr_run_epoch_end),
-   with the counters kept here instead of in the loop, so that they cannot disagree with the run. */
-enum { TR__LOOP_OPEN, TR__LOOP_TRAIN, TR__LOOP_VAL_START, TR__LOOP_VAL, TR__LOOP_EPOCH_END, TR__LOOP_DONE };
-typedef struct tr__loop {
-  hk_ctx ctx;                /* the run's context: the loop reads it, the sites fire with it */
-  tr_run *run;
-  hk_flow flow;              /* the run's events' signals and, through ctx.flow, the loop's sites' */
-  hk_tensor *views;          /* TR_TENSORS: n_tensors parameter views, then n_tensors gradient views */
-  float *param_base, *grad_base; /* the buffers those views were cut from */
-  tr_sched sched;            /* tr_run_desc.sched with its total resolved */
-  int phase;                 /* TR__LOOP_*: what tr_run_next does next */
-  int epochs;                /* the loop has epochs (tr_run_desc.epochs is not TR_NO) */
-  int updated, stepped;      /* this training batch called tr_run_update; it stepped */
-  int micro, window_skip;    /* micro-batches of the accumulation window so far; a skip raised in it */
-  int epoch_open;            /* tr_run_epoch_start began an epoch that has not ended */
-  int after_val;             /* the phase after the validation going on (TR__LOOP_OPEN or _EPOCH_END) */
-  int resumed;               /* a resume: the first batch may owe the validation its checkpoint came before */
-  int64_t epoch, step, batch;/* the counters as the run left them in ctx: a change is the loop's mistake */
-  int64_t next;              /* the index of the next training batch */
-  int64_t val_n;             /* validation batches done, their losses' sum (val/loss: the mean) */
-  double val_sum;
-} tr__loop;
-
-static void tr__loop_free(void *p) {
-  tr__loop *L = (tr__loop *)p;
-  if (!L) return;
-  hk_ctx_free(&L->ctx);
-  free(L->views);
-  free(L);
-}
-static tr__loop *tr__loop_of(hk_registry *reg) {
-  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
-  return run ? (tr__loop *)run->tr__p->loop : NULL;
-}
-/* A refusal of the loop's call that also ends the run: a loop that calls out of order has a bug. */
-static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) TR__PRINTF(3, 4);
-static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
-  char msg[640];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
-  hk_set_error(reg, HK_ERR_INVALID, "%s", msg);
-  L->phase = TR__LOOP_DONE;
-}
-/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it, in the
-   desc's log: the settings were refused, but where the run talks is the loop's choice). */
-static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const tr_run_desc *d, const char *why) {
-  run->desc.log = d->log;
-  tr__run_begin(run, reg, &L->ctx, HK_STAGE_FIT);
-  run->tr__p->own_loop = 1;
-  run->tr__p->refused_start = 1;
-  tr_run_fail(reg, TR_ERR_INVALID, "tr_run_begin: %s", why);
-  L->phase = TR__LOOP_DONE;
-  return &L->ctx;
-}
-
-TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n) {
-  size_t off = 0;
-  int i;
-  for (i = 0; i < n; i++) {
-    views[i].name = names[i];
-    views[i].data = base ? base + off : NULL;
-    views[i].count = sizes[i];
-    views[i].on_device = 0;
-    off += sizes[i];
-  }
-}
-
-/* What tr_run_begin checks of the loop's shape before the run starts: why (the first problem), or "". */
-static void tr__loop_check(const tr_run_desc *d, tr__loop *L, char *why, size_t cap) {
-  int i, j, views = d->params || d->grads, flat = d->param_memory || d->grad_memory;
-  why[0] = 0;
-  if (L->epochs && d->train_batches <= 0)
-    snprintf(why, cap, "train_batches is %lld: a loop with epochs gives its batches per epoch (or epochs = TR_NO for a "
-             "step loop)", (long long)d->train_batches);
-  else if (!L->epochs && d->max_steps <= 0)
-    snprintf(why, cap, "a step loop (epochs = TR_NO) needs max_steps > 0: it is %lld", (long long)d->max_steps);
-  else if (L->epochs && d->max_epochs <= 0 && d->max_steps <= 0)
-    snprintf(why, cap, "give max_epochs or max_steps (both are 0): the loop would never end");
-  else if (d->validation != TR_NO && d->val_batches <= 0 && (d->val_every_n_steps > 0 || L->epochs))
-    snprintf(why, cap, "val_batches is %lld: give the batches of a validation, or validation = TR_NO", (long long)d->val_batches);
-  else if (d->val_every_n_steps < 0 || d->val_every_n_epochs < 0 || d->batch_size < 0)
-    snprintf(why, cap, "val_every_n_steps, val_every_n_epochs and batch_size must be >= 0");
-  else if (!hk_is_finite(d->lr) || d->lr < 0)
-    snprintf(why, cap, "lr is %g: give the learning rate, >= 0 and finite", d->lr);
-  else if (views && flat)
-    snprintf(why, cap, "give the tensors once: params and grads (TR_VIEWS) or param_memory and grad_memory (TR_TENSORS)");
-  else if ((views || flat) && d->n_tensors <= 0)
-    snprintf(why, cap, "n_tensors is %d with the tensors given: TR_VIEWS / TR_TENSORS count them from arrays (a pointer "
-             "counts as 0)", d->n_tensors);
-  else if (views && (!d->params || !d->grads))
-    snprintf(why, cap, "give params and grads together (the views of the parameters and of their gradients)");
-  else if (flat && (!d->param_memory || !d->grad_memory || !d->tensor_names || !d->tensor_sizes))
-    snprintf(why, cap, "TR_TENSORS needs the addresses of both buffers, the names and the sizes");
-  for (i = 0; !why[0] && (views || flat) && i < d->n_tensors; i++) { /* a count past the array shows as junk here */
-    const char *name = views ? d->params[i].name : d->tensor_names[i];
-    size_t count = views ? d->params[i].count : d->tensor_sizes[i];
-    if (!name || !name[0] || !count || (views && (!d->params[i].data || d->grads[i].count != count)))
-      snprintf(why, cap, "tensor %d of %d is not whole (%s): is the array shorter than n_tensors? TR_VIEWS / TR_TENSORS "
-               "count it", i, d->n_tensors, !name || !name[0] ? "no name" : !count ? "0 values"
-               : !d->params[i].data ? "no data" : "its gradient's count differs");
-    for (j = 0; !why[0] && j < i; j++)
-      if (!strcmp(name, views ? d->params[j].name : d->tensor_names[j]))
-        snprintf(why, cap, "two tensors are named '%s' (%d and %d): the batteries tell them apart by name", name, j, i);
-  }
-}
-
-/* The views of TR_TENSORS, cut again when a buffer moved: at every batch, and at on_after_backward (the run's
-   watch calls it first there: llm.c allocates its gradients in the first backward). */
-static void tr__loop_views(void *loop) {
-  tr__loop *L = (tr__loop *)loop;
-  const tr_run_desc *d = &L->run->desc;
-  if (!L->views || (*d->param_memory == L->param_base && *d->grad_memory == L->grad_base)) return;
-  L->param_base = *d->param_memory;
-  L->grad_base = *d->grad_memory;
-  tr_views(L->views, L->param_base, d->tensor_names, d->tensor_sizes, d->n_tensors);
-  tr_views(L->views + d->n_tensors, L->grad_base, d->tensor_names, d->tensor_sizes, d->n_tensors);
-  hk_grads_changed(&L->ctx);
-}
-
-TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from) {
-  tr_run *run = tr_run_get(reg);
-  tr__loop *L;
-  tr_run_desc zero;
-  char why[600];
-  if (!run) return NULL;
-  if (run->running != HK_STAGE_NONE) { /* refused, saying why; the run going is left alone */
-    char msg[sizeof run->tr__p->error + 16];
-    (void)tr_run_setup(reg, d);
-    snprintf(msg, sizeof msg, "tr_run_begin: %s", tr_run_error(reg));
-    if (!run->tr__p->loop && !(run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
-    run->tr__p->loop_free = tr__loop_free;
-    L = (tr__loop *)run->tr__p->loop;
-    if (run->tr__p->own_loop) tr__loop_fail(reg, L, "%s", msg); /* a loop begun twice: its run fails */
-    else hk_set_error(reg, HK_ERR_INVALID, "%s", msg), L->phase = TR__LOOP_DONE; /* (the trainer's run goes on) */
-    return &L->ctx;
-  }
-  memset(&zero, 0, sizeof zero);
-  if (!d) d = &zero;
-  if (run->tr__p->loop) tr__loop_free(run->tr__p->loop); /* a run begun again on this registry: a fresh place */
-  run->tr__p->loop_views = NULL;
-  if (!(L = (tr__loop *)(run->tr__p->loop = calloc(1, sizeof *L)))) return NULL;
-  run->tr__p->loop_free = tr__loop_free;
-  L->run = run;
-  L->epochs = d->epochs != TR_NO;
-  L->phase = TR__LOOP_OPEN;
-  L->ctx.loss = NAN;
-  tr__loop_check(d, L, why, sizeof why);
-  if (!why[0] && d->sched.kind) {
-    char sw[300];
-    L->sched = d->sched;
-    if (tr_sched_check(&L->sched, L->sched.per_epoch ? d->max_epochs : d->max_steps, sw, sizeof sw) != TR_OK)
-      snprintf(why, sizeof why, "sched: %s", sw);
-  }
-  if (!why[0] && d->param_memory && !(L->views = (hk_tensor *)calloc(2 * (size_t)d->n_tensors, sizeof *L->views)))
-    snprintf(why, sizeof why, "out of memory");
-  if (why[0]) return tr__loop_refused(reg, run, L, d, why);
-  if (tr_run_setup(reg, d) != TR_OK) {
-    snprintf(why, sizeof why, "%s", tr_run_error(reg));
-    return tr__loop_refused(reg, run, L, d, why);
-  }
-  if (d->param_memory) {
-    L->ctx.params = L->views;
-    L->ctx.grads = L->views + d->n_tensors;
-    L->param_base = L->grad_base = (float *)&L->param_base; /* never a buffer: cut at the first look */
-    tr__loop_views(L);
-    run->tr__p->loop_views = tr__loop_views;
-  } else {
-    L->ctx.params = d->params;
-    L->ctx.grads = d->grads;
-  }
-  L->ctx.n_tensors = d->params || d->param_memory ? d->n_tensors : 0;
-  L->ctx.user = d->model_user;
-  if (tr__groups_build(run, reg, &L->ctx, "")) { /* (tr_run_start would refuse it too, less plainly) */
-    snprintf(why, sizeof why, "%s", tr_run_error(reg));
-    return tr__loop_refused(reg, run, L, d, why);
-  }
-  if (tr_run_start(reg, &L->ctx, resume_from) != TR_OK) L->phase = TR__LOOP_DONE;
-  else if (resume_from && resume_from[0]) L->resumed = 1, L->next = L->ctx.batch_idx + 1; /* (a step loop's) */
-  L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx;
-  return &L->ctx;
-}
-
-/* The loop may read ctx's counters, never move them: a change is said and ends the run. */
-static TR__NOINLINE int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn);
-static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
-  if (L->ctx.epoch == L->epoch && L->ctx.global_step == L->step && L->ctx.batch_idx == L->batch) return 0; /* (every step) */
-  return tr__loop_tampered_say(reg, L, fn);
-}
-static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
-  static const char *const names[3] = { "epoch", "global_step", "batch_idx" };
-  const int64_t now[3] = { L->ctx.epoch, L->ctx.global_step, L->ctx.batch_idx }, was[3] = { L->epoch, L->step, L->batch };
-  int i = now[0] != was[0] ? 0 : now[1] != was[1] ? 1 : 2; /* (the caller saw one differ) */
-  tr__loop_fail(reg, L, "%s: the loop changed ctx->%s from %lld to %lld: the run keeps the loop's place (epoch, batch_idx, "
-                "global_step: read them; tr_run_update moves the step)", fn, names[i], (long long)was[i], (long long)now[i]);
-  return 1;
-}
-static void tr__loop_noted(tr__loop *L) { L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx; }
-/* The signals the loop's sites left in ctx join the run's flow. */
-static void tr__loop_signals(tr__loop *L) {
-  L->flow.signals |= L->ctx.flow.signals;
-  L->ctx.flow.signals = 0;
-}
-static void tr__loop_fire(hk_registry *reg, tr__loop *L, int event) {
-  (void)HK_FIRE_FLOW(reg, event, &L->ctx, &L->flow);
-  tr__loop_signals(L);
-}
-
-/* A validation is due after a batch that stepped to a multiple of val_every_n_steps, or, with epochs, after
-   the last batch of every val_every_n_epochs-th epoch. */
-static int tr__loop_val_due(const tr_run *run, const tr__loop *L, int stepped, int epoch_ends) {
-  const tr_run_desc *d = &run->desc;
-  int64_t every = d->val_every_n_epochs > 0 ? d->val_every_n_epochs : 1;
-  if (d->validation == TR_NO || d->val_batches <= 0) return 0;
-  if (stepped && d->val_every_n_steps > 0 && L->ctx.global_step % d->val_every_n_steps == 0) return 1;
-  return L->epochs && epoch_ends && (L->ctx.epoch + 1) % every == 0;
-}
-
-/* This step's learning rate: the desc's schedule or function, times the hooks' scale. */
-static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
-  const tr_run_desc *d = &run->desc;
-  if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
-  else if (L->sched.kind)
-    (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
-  else (void)tr__run_lr_now(run, &L->ctx, d->lr); /* tr_run_lr's, less its checks: tr_run_next made them */
-}
-
-/* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
-static int tr__loop_open(hk_registry *reg, tr_run *run, tr__loop *L) {
-  const tr_run_desc *d = &run->desc;
-  int64_t next = L->next;
-  if (d->max_steps > 0 && L->ctx.global_step >= d->max_steps) return L->phase = TR__LOOP_DONE, 0;
-  if (L->epochs && !L->epoch_open) {
-    if (d->max_epochs > 0 && L->ctx.epoch >= d->max_epochs) return L->phase = TR__LOOP_DONE, 0;
-    L->epoch_open = 1;
-    next = tr_run_epoch_start(reg, &L->ctx, &L->flow, d->train_batches); /* a resume: after its checkpoint's batch */
-    tr__loop_signals(L);
-  }
-  if (L->resumed) { /* the checkpoint came after a batch whose validation had not run yet: that validation now */
-    int ends = L->epochs && next >= run->train_batches;
-    L->resumed = 0;
-    if (tr_run_resumed_at(reg, TR_RUN_AT_BATCH) && L->ctx.global_step > 0 && tr__loop_val_due(run, L, 1, ends)) {
-      L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
-      return L->phase = TR__LOOP_VAL_START, 0;
-    }
-  }
-  if (L->epochs && (next >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)))
-    return L->phase = TR__LOOP_EPOCH_END, 0; /* (resumed after the epoch's last batch and its validation) */
-  if (HK_FLOW_HAS(&L->flow, HK_FLOW_STOP)) return L->phase = TR__LOOP_DONE, 0; /* a stop from on_train_epoch_start */
-  tr__loop_views(L);
-  L->ctx.batch_idx = next;
-  L->next = next + 1;
-  L->ctx.loss = NAN;
-  tr__loop_lr(reg, run, L);
-  L->updated = L->stepped = 0;
-  L->phase = TR__LOOP_TRAIN;
-  tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_START);
-  tr__loop_noted(L);
-  if (HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_BATCH)) return L->updated = 1, 0; /* a hook skipped it: closed at once */
-  return TR_RUN_TRAIN;
-}
-
-/* TR__LOOP_TRAIN: the batch the loop ran is over. */
-static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
-  int ends, due;
-  unsigned out;
-  tr__loop_signals(L);
-  if (!L->updated && !HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_STEP)) {
-    tr__loop_fail(reg, L, "tr_run_next: the training batch %lld ended without tr_run_update (at step %lld): call it "
-                  "where your optimizer steps: if (tr_run_update(reg)) your_update(ctx->lr, ctx->global_step)",
-                  (long long)L->ctx.batch_idx, (long long)L->ctx.global_step);
-    return;
-  }
-  if (L->stepped) tr__loop_fire(reg, L, HK_ON_AFTER_OPTIMIZER_STEP);
-  L->ctx.samples_seen += run->desc.batch_size;
-  ends = L->epochs && (L->ctx.batch_idx + 1 >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH));
-  if (ends) run->epoch_done = 1;
-  due = tr__loop_val_due(run, L, L->stepped, ends);
-  run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
-  if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
-  run->validates_next = 0;
-  out = run->running != HK_STAGE_NONE ? tr__run_safe_at(run, reg, &L->ctx, &L->flow, 0, "tr_run_batch_end") /* (tr_run_next */
-      : tr_run_batch_end(reg, &L->ctx, &L->flow);                      /* checked the call; a hook may have ended the run) */
-  tr__loop_noted(L);
-  if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
-  L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
-  L->phase = due || (out & TR_RUN_VALIDATE) ? TR__LOOP_VAL_START : L->after_val;
-}
-
-/* TR__LOOP_VAL_START / TR__LOOP_VAL: a validation batch, or its end. Returns TR_RUN_VAL_BATCH or 0. */
-static int tr__loop_val(hk_registry *reg, tr_run *run, tr__loop *L) {
-  int64_t n = run->desc.val_batches;
-  unsigned out;
-  if (L->phase == TR__LOOP_VAL_START) {
-    L->val_n = 0;
-    L->val_sum = 0;
-    (void)tr_run_eval_start(reg, &L->ctx, &L->flow, "val", n);
-    L->phase = TR__LOOP_VAL;
-  } else {
-    tr__loop_signals(L);
-    L->val_sum += L->ctx.loss;
-    L->val_n++;
-    tr__loop_fire(reg, L, HK_ON_VALIDATION_BATCH_END);
-  }
-  if (L->val_n < n && !HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)) { /* (a hook may end a validation early) */
-    L->ctx.batch_idx = L->val_n;
-    L->ctx.loss = NAN;
-    tr__loop_fire(reg, L, HK_ON_VALIDATION_BATCH_START);
-    tr__loop_noted(L);
-    return TR_RUN_VAL_BATCH;
-  }
-  tr_run_eval_end(reg, &L->ctx, &L->flow, L->val_n ? L->val_sum / (double)L->val_n : NAN);
-  tr__loop_signals(L);
-  if (L->sched.kind == TR_SCHED_PLATEAU) { /* the plateau looks at its metric after every validation */
-    double m = NAN;
-    (void)hk_metric_get(&L->ctx, L->sched.monitor[0] ? L->sched.monitor : "val/loss", &m);
-    (void)tr_plateau_step(&L->sched, &run->lr_state, run->desc.lr, m);
-  }
-  out = tr_run_batch_end(reg, &L->ctx, &L->flow); /* the validation's checkpoints and stop: at this step */
-  tr__loop_noted(L);
-  L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : L->after_val;
-  return 0;
-}
-
-/* TR__LOOP_EPOCH_END: on_train_epoch_end, then the next epoch (as Lightning's current_epoch, also after a stop:
-   epochs done). A run that failed here (Ctrl-C seen at this safe point) keeps the epoch: its checkpoints say
-   "at the end of this epoch", and a resume starts the next. */
-static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
-  unsigned out;
-  tr__loop_fire(reg, L, HK_ON_TRAIN_EPOCH_END);
-  out = tr_run_epoch_end(reg, &L->ctx, &L->flow);
-  L->epoch_open = 0;
-  L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : TR__LOOP_OPEN;
-  if (!run->failed) {
-    L->ctx.epoch++;
-    L->ctx.batch_idx = L->next = 0;
-    run->tr__p->at = TR_RUN_AT_EPOCH_START; /* a save from now on: the next epoch, none of its batches run */
-  }
-  tr__loop_noted(L);
-}
-
-TRAIN_API int tr_run_next(hk_registry *reg) {
-  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
-  tr__loop *L = run ? (tr__loop *)run->tr__p->loop : NULL;
-  if (!L) {
-    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
-    return 0;
-  }
-  if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
-  if (run->running == HK_STAGE_NONE) return tr__loop_fail(reg, L, "tr_run_next: the run has ended (tr_run_end)"), 0;
-  if (hk_dispatching(reg))
-    return tr__loop_fail(reg, L, "tr_run_next: called from a hook of %s", hk_event_name(reg, L->ctx.event)), 0;
-  if (run->tr__p->busy || run->tr__p->io || run->tr__p->sending)
-    return tr__loop_fail(reg, L, "tr_run_next: called from a hook while the run fires its events"), 0;
-  for (;;) {
-    int what = 0;
-    if (run->failed) L->phase = TR__LOOP_DONE;
-    switch (L->phase) {
-    case TR__LOOP_OPEN: what = tr__loop_open(reg, run, L); break;
-    case TR__LOOP_TRAIN: tr__loop_close(reg, run, L); break;
-    case TR__LOOP_VAL_START: case TR__LOOP_VAL: what = tr__loop_val(reg, run, L); break;
-    case TR__LOOP_EPOCH_END: tr__loop_epoch_end(reg, run, L); break;
-    default: return tr__loop_noted(L), 0;
-    }
-    if (what) return tr__loop_noted(L), what;
-  }
-}
-
-TRAIN_API int tr_run_update(hk_registry *reg) {
-  tr__loop *L = tr__loop_of(reg);
-  tr_run *run;
-  int window;
-  if (L && hk_dispatching(reg) && L->phase != TR__LOOP_DONE) { /* a hook would step the optimizer inside the loop's event */
-    tr__loop_fail(reg, L, "tr_run_update: called from a hook of %s: call it from the loop, where your optimizer steps",
-                  hk_event_name(reg, L->ctx.event));
-    return 0;
-  }
-  if (!L || L->phase != TR__LOOP_TRAIN) {
-    if (L && L->phase != TR__LOOP_DONE)
-      tr__loop_fail(reg, L, "tr_run_update: called outside a training batch (%s): call it once in each batch "
-                    "tr_run_next gave as TR_RUN_TRAIN", L->phase == TR__LOOP_VAL ? "in a validation batch" : "between "
-                    "batches");
-    else if (!L && reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_update: no run was begun: call tr_run_begin first");
-    return 0;
-  }
-  if (tr__loop_tampered(reg, L, "tr_run_update")) return 0;
-  if (L->updated) {
-    tr__loop_fail(reg, L, "tr_run_update: called twice in the training batch %lld (step %lld): once per batch",
-                  (long long)L->ctx.batch_idx, (long long)L->ctx.global_step);
-    return 0;
-  }
-  run = (tr_run *)hk_attached(reg);
-  tr__loop_signals(L);
-  L->updated = 1;
-  L->window_skip |= HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_STEP);
-  window = run->accumulation > 1 ? run->accumulation : 1;
-  if (++L->micro < window) return 0; /* the window goes on: the gradients accumulate */
-  L->micro = 0;
-  if (L->window_skip) return L->window_skip = 0, 0;
-  L->stepped = 1;
-  L->ctx.global_step++;
-  tr__loop_noted(L);
-  return 1;
-}
-
-TRAIN_API tr_err tr_run_end(hk_registry *reg) {
-  tr__loop *L = tr__loop_of(reg);
-  tr_run *run;
-  if (!L) {
-    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_end: no run was begun on this registry: call tr_run_begin first");
-    return TR_ERR_INVALID;
-  }
-  run = (tr_run *)hk_attached(reg);
-  if (run->running == HK_STAGE_NONE) return tr_run_finish(reg, &L->ctx, TR_OK); /* refused: said there */
-  if (hk_dispatching(reg)) { /* it would end the run inside the dispatch: the run fails, the loop's tr_run_next returns 0 */
-    if (L->phase != TR__LOOP_DONE)
-      tr__loop_fail(reg, L, "tr_run_end: called from a hook of %s: call it from the loop, once tr_run_next returns 0 "
-                    "(a hook ends the run with HK_STOP, or HK_FAIL)", hk_event_name(reg, L->ctx.event));
-    return TR_ERR_INVALID;
-  }
-  if (L->phase != TR__LOOP_DONE && !tr__loop_tampered(reg, L, "tr_run_end")) {
-    if (L->phase == TR__LOOP_TRAIN && L->updated) tr__loop_close(reg, run, L); /* the loop left after a whole batch */
-    else if (L->phase == TR__LOOP_VAL) tr_run_eval_end(reg, &L->ctx, &L->flow, NAN);
-  }
-  L->phase = TR__LOOP_DONE;
-  return tr_run_finish(reg, &L->ctx, TR_OK);
-}
-
 /* ---- safetensors ---------------------------------------------------------------------------------- */
 typedef struct tr__st_entry {
   char *name;
@@ -8770,35 +8365,6 @@ TR__SHARED int tr__auto_arg(const hk_args *a, const char *key) { /* auto|true|fa
 TR__SHARED int tr__given_zero(const hk_args *a, const char *key) { return hk_arg_given(a, key) && hk_arg_double(a, key) == 0; }
 TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *w) {
   return e ? hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg) : HK_OK;
-}
-/* Every standard factory (TR__BATTERIES); names already registered stay as they are (a registry
-   handed to two trainers, or given the factories before tr_init). A battery left out of the build
-   is registered without a constructor (hooks.h then refuses the name with this reason). */
-#define TR__IF_1(on, off) on
-#define TR__IF_0(on, off) off
-#define TR__IF(c, on, off) TR__IF_(c, on, off)
-#define TR__IF_(c, on, off) TR__IF_##c(on, off)
-/* Each battery compiled in defines tr__<p>_factory_add (TR__ADD_OF) in its part, which may come after this one: a
-   program that includes train/'s parts names the ones it includes (TRAIN_ONLY_SPECIFIC_BATTERIES and
-   TRAIN_ENABLE_<NAME> each, train/battery.h); one named but not included is a tr__<p>_factory_add "used but never
-   defined" here. */
-#define TR__X(name, NAME, p, doc) TR__IF(TR__ON_##NAME, static hk_err tr__##p##_factory_add(hk_registry *reg, const char *n, const char *d);, )
-TR__BATTERIES(TR__X)
-#undef TR__X
-TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
-  hk_err e = HK_OK;
-  if (!reg) return HK_ERR_INVALID;
-#define TR__X(name, NAME, p, doc) \
-  if (!e) { \
-    e = TR__IF(TR__ON_##NAME, tr__##p##_factory_add(reg, #name, doc), \
-               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
-                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
-                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
-    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
-  }
-  TR__BATTERIES(TR__X)
-#undef TR__X
-  return e;
 }
 #if TR__ON_FILE_LOGGERS
 /* A file logger: the machinery here (the directory, a file written whole then appended to, whole records
@@ -16916,6 +16482,470 @@ TRAIN_API tr_err tr_mlflow_logger(hk_registry *reg, const tr_mlflow_desc *d, hk_
 }
 TR__FACTORY_OF(mlf, tr_mlflow_desc, TR_MLFLOW_PARAMS)
 #endif /* TR__ON_MLFLOW */
+/* Every standard factory (TR__BATTERIES) but the trainer's (TR__LATE_<NAME>: tr_init's, after it); names
+   already registered stay as they are (a registry handed to two trainers, or given the factories before
+   tr_init). A battery left out of the build is registered without a constructor (hooks.h then refuses the
+   name with this reason). */
+#define TR__IF_1(on, off) on
+#define TR__IF_0(on, off) off
+#define TR__IF(c, on, off) TR__IF_(c, on, off)
+#define TR__IF_(c, on, off) TR__IF_##c(on, off)
+TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
+  hk_err e = HK_OK;
+  if (!reg) return HK_ERR_INVALID;
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, TR__IF(TR__LATE_##NAME, HK_OK, tr__##p##_factory_add(reg, #name, doc)), \
+               hk_factory_add(reg, #name, NULL, 0, NULL, NULL, "train.h's implementation was compiled without it: with TRAIN_NO_" \
+                              #NAME ", its group's TRAIN_NO_CALLBACKS or TRAIN_NO_LOGGERS (lr_finder: TRAIN_NO_TRAINER), or " \
+                              "TRAIN_ONLY_SPECIFIC_BATTERIES without TRAIN_ENABLE_" #NAME)); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
+#undef TR__X
+  return e;
+}
+
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
+  tr_err e = tr__run_settings(reg, d);
+  if (e) return e;
+  if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
+  if (d && d->spec && hk_spec_apply(reg, d->spec) != HK_OK) /* (the settings stay: a spec fixed and given again applies) */
+    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: the spec: %s", hk_last_error(reg));
+  return TR_OK;
+}
+/* ---- your loop in a dozen lines ------------------------------------------------------------------------
+   A client of the run layer's calls: tr_run_next is the loop a hand-written one would be (tr_run_epoch_start,
+   the batch's events, tr_run_batch_end, a validation between tr_run_eval_start and _end, tr_run_epoch_end),
+   with the counters kept here instead of in the loop, so that they cannot disagree with the run. */
+enum { TR__LOOP_OPEN, TR__LOOP_TRAIN, TR__LOOP_VAL_START, TR__LOOP_VAL, TR__LOOP_EPOCH_END, TR__LOOP_DONE };
+typedef struct tr__loop {
+  hk_ctx ctx;                /* the run's context: the loop reads it, the sites fire with it */
+  tr_run *run;
+  hk_flow flow;              /* the run's events' signals and, through ctx.flow, the loop's sites' */
+  hk_tensor *views;          /* TR_TENSORS: n_tensors parameter views, then n_tensors gradient views */
+  float *param_base, *grad_base; /* the buffers those views were cut from */
+  tr_sched sched;            /* tr_run_desc.sched with its total resolved */
+  int phase;                 /* TR__LOOP_*: what tr_run_next does next */
+  int epochs;                /* the loop has epochs (tr_run_desc.epochs is not TR_NO) */
+  int updated, stepped;      /* this training batch called tr_run_update; it stepped */
+  int micro, window_skip;    /* micro-batches of the accumulation window so far; a skip raised in it */
+  int epoch_open;            /* tr_run_epoch_start began an epoch that has not ended */
+  int after_val;             /* the phase after the validation going on (TR__LOOP_OPEN or _EPOCH_END) */
+  int resumed;               /* a resume: the first batch may owe the validation its checkpoint came before */
+  int64_t epoch, step, batch;/* the counters as the run left them in ctx: a change is the loop's mistake */
+  int64_t next;              /* the index of the next training batch */
+  int64_t val_n;             /* validation batches done, their losses' sum (val/loss: the mean) */
+  double val_sum;
+} tr__loop;
+
+static void tr__loop_free(void *p) {
+  tr__loop *L = (tr__loop *)p;
+  if (!L) return;
+  hk_ctx_free(&L->ctx);
+  free(L->views);
+  free(L);
+}
+static tr__loop *tr__loop_of(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  return run ? (tr__loop *)run->tr__p->loop : NULL;
+}
+/* A refusal of the loop's call that also ends the run: a loop that calls out of order has a bug. */
+static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) TR__PRINTF(3, 4);
+static void tr__loop_fail(hk_registry *reg, tr__loop *L, const char *fmt, ...) {
+  char msg[640];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  tr_run_fail(reg, TR_ERR_INVALID, "%s", msg);
+  hk_set_error(reg, HK_ERR_INVALID, "%s", msg);
+  L->phase = TR__LOOP_DONE;
+}
+/* tr_run_begin found the loop's shape wrong: a run that fails before anything fires (tr_run_end reports it, in the
+   desc's log: the settings were refused, but where the run talks is the loop's choice). */
+static hk_ctx *tr__loop_refused(hk_registry *reg, tr_run *run, tr__loop *L, const tr_run_desc *d, const char *why) {
+  run->desc.log = d->log;
+  tr__run_begin(run, reg, &L->ctx, HK_STAGE_FIT);
+  run->tr__p->own_loop = 1;
+  run->tr__p->refused_start = 1;
+  tr_run_fail(reg, TR_ERR_INVALID, "tr_run_begin: %s", why);
+  L->phase = TR__LOOP_DONE;
+  return &L->ctx;
+}
+
+TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n) {
+  size_t off = 0;
+  int i;
+  for (i = 0; i < n; i++) {
+    views[i].name = names[i];
+    views[i].data = base ? base + off : NULL;
+    views[i].count = sizes[i];
+    views[i].on_device = 0;
+    off += sizes[i];
+  }
+}
+
+/* What tr_run_begin checks of the loop's shape before the run starts: why (the first problem), or "". */
+static void tr__loop_check(const tr_run_desc *d, tr__loop *L, char *why, size_t cap) {
+  int i, j, views = d->params || d->grads, flat = d->param_memory || d->grad_memory;
+  why[0] = 0;
+  if (L->epochs && d->train_batches <= 0)
+    snprintf(why, cap, "train_batches is %lld: a loop with epochs gives its batches per epoch (or epochs = TR_NO for a "
+             "step loop)", (long long)d->train_batches);
+  else if (!L->epochs && d->max_steps <= 0)
+    snprintf(why, cap, "a step loop (epochs = TR_NO) needs max_steps > 0: it is %lld", (long long)d->max_steps);
+  else if (L->epochs && d->max_epochs <= 0 && d->max_steps <= 0)
+    snprintf(why, cap, "give max_epochs or max_steps (both are 0): the loop would never end");
+  else if (d->validation != TR_NO && d->val_batches <= 0 && (d->val_every_n_steps > 0 || L->epochs))
+    snprintf(why, cap, "val_batches is %lld: give the batches of a validation, or validation = TR_NO", (long long)d->val_batches);
+  else if (d->val_every_n_steps < 0 || d->val_every_n_epochs < 0 || d->batch_size < 0)
+    snprintf(why, cap, "val_every_n_steps, val_every_n_epochs and batch_size must be >= 0");
+  else if (!hk_is_finite(d->lr) || d->lr < 0)
+    snprintf(why, cap, "lr is %g: give the learning rate, >= 0 and finite", d->lr);
+  else if (views && flat)
+    snprintf(why, cap, "give the tensors once: params and grads (TR_VIEWS) or param_memory and grad_memory (TR_TENSORS)");
+  else if ((views || flat) && d->n_tensors <= 0)
+    snprintf(why, cap, "n_tensors is %d with the tensors given: TR_VIEWS / TR_TENSORS count them from arrays (a pointer "
+             "counts as 0)", d->n_tensors);
+  else if (views && (!d->params || !d->grads))
+    snprintf(why, cap, "give params and grads together (the views of the parameters and of their gradients)");
+  else if (flat && (!d->param_memory || !d->grad_memory || !d->tensor_names || !d->tensor_sizes))
+    snprintf(why, cap, "TR_TENSORS needs the addresses of both buffers, the names and the sizes");
+  for (i = 0; !why[0] && (views || flat) && i < d->n_tensors; i++) { /* a count past the array shows as junk here */
+    const char *name = views ? d->params[i].name : d->tensor_names[i];
+    size_t count = views ? d->params[i].count : d->tensor_sizes[i];
+    if (!name || !name[0] || !count || (views && (!d->params[i].data || d->grads[i].count != count)))
+      snprintf(why, cap, "tensor %d of %d is not whole (%s): is the array shorter than n_tensors? TR_VIEWS / TR_TENSORS "
+               "count it", i, d->n_tensors, !name || !name[0] ? "no name" : !count ? "0 values"
+               : !d->params[i].data ? "no data" : "its gradient's count differs");
+    for (j = 0; !why[0] && j < i; j++)
+      if (!strcmp(name, views ? d->params[j].name : d->tensor_names[j]))
+        snprintf(why, cap, "two tensors are named '%s' (%d and %d): the batteries tell them apart by name", name, j, i);
+  }
+}
+
+/* The views of TR_TENSORS, cut again when a buffer moved: at every batch, and at on_after_backward (the run's
+   watch calls it first there: llm.c allocates its gradients in the first backward). */
+static void tr__loop_views(void *loop) {
+  tr__loop *L = (tr__loop *)loop;
+  const tr_run_desc *d = &L->run->desc;
+  if (!L->views || (*d->param_memory == L->param_base && *d->grad_memory == L->grad_base)) return;
+  L->param_base = *d->param_memory;
+  L->grad_base = *d->grad_memory;
+  tr_views(L->views, L->param_base, d->tensor_names, d->tensor_sizes, d->n_tensors);
+  tr_views(L->views + d->n_tensors, L->grad_base, d->tensor_names, d->tensor_sizes, d->n_tensors);
+  hk_grads_changed(&L->ctx);
+}
+
+TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from) {
+  tr_run *run = tr_run_get(reg);
+  tr__loop *L;
+  tr_run_desc zero;
+  char why[600];
+  if (!run) return NULL;
+  if (run->running != HK_STAGE_NONE) { /* refused, saying why; the run going is left alone */
+    char msg[sizeof run->tr__p->error + 16];
+    (void)tr_run_setup(reg, d);
+    snprintf(msg, sizeof msg, "tr_run_begin: %s", tr_run_error(reg));
+    if (!run->tr__p->loop && !(run->tr__p->loop = calloc(1, sizeof *L))) return NULL;
+    run->tr__p->loop_free = tr__loop_free;
+    L = (tr__loop *)run->tr__p->loop;
+    if (run->tr__p->own_loop) tr__loop_fail(reg, L, "%s", msg); /* a loop begun twice: its run fails */
+    else hk_set_error(reg, HK_ERR_INVALID, "%s", msg), L->phase = TR__LOOP_DONE; /* (the trainer's run goes on) */
+    return &L->ctx;
+  }
+  memset(&zero, 0, sizeof zero);
+  if (!d) d = &zero;
+  if (run->tr__p->loop) tr__loop_free(run->tr__p->loop); /* a run begun again on this registry: a fresh place */
+  run->tr__p->loop_views = NULL;
+  if (!(L = (tr__loop *)(run->tr__p->loop = calloc(1, sizeof *L)))) return NULL;
+  run->tr__p->loop_free = tr__loop_free;
+  L->run = run;
+  L->epochs = d->epochs != TR_NO;
+  L->phase = TR__LOOP_OPEN;
+  L->ctx.loss = NAN;
+  tr__loop_check(d, L, why, sizeof why);
+  if (!why[0] && d->sched.kind) {
+    char sw[300];
+    L->sched = d->sched;
+    if (tr_sched_check(&L->sched, L->sched.per_epoch ? d->max_epochs : d->max_steps, sw, sizeof sw) != TR_OK)
+      snprintf(why, sizeof why, "sched: %s", sw);
+  }
+  if (!why[0] && d->param_memory && !(L->views = (hk_tensor *)calloc(2 * (size_t)d->n_tensors, sizeof *L->views)))
+    snprintf(why, sizeof why, "out of memory");
+  if (why[0]) return tr__loop_refused(reg, run, L, d, why);
+  if (tr_run_setup(reg, d) != TR_OK) {
+    snprintf(why, sizeof why, "%s", tr_run_error(reg));
+    return tr__loop_refused(reg, run, L, d, why);
+  }
+  if (d->param_memory) {
+    L->ctx.params = L->views;
+    L->ctx.grads = L->views + d->n_tensors;
+    L->param_base = L->grad_base = (float *)&L->param_base; /* never a buffer: cut at the first look */
+    tr__loop_views(L);
+    run->tr__p->loop_views = tr__loop_views;
+  } else {
+    L->ctx.params = d->params;
+    L->ctx.grads = d->grads;
+  }
+  L->ctx.n_tensors = d->params || d->param_memory ? d->n_tensors : 0;
+  L->ctx.user = d->model_user;
+  if (tr__groups_build(run, reg, &L->ctx, "")) { /* (tr_run_start would refuse it too, less plainly) */
+    snprintf(why, sizeof why, "%s", tr_run_error(reg));
+    return tr__loop_refused(reg, run, L, d, why);
+  }
+  if (tr_run_start(reg, &L->ctx, resume_from) != TR_OK) L->phase = TR__LOOP_DONE;
+  else if (resume_from && resume_from[0]) L->resumed = 1, L->next = L->ctx.batch_idx + 1; /* (a step loop's) */
+  L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx;
+  return &L->ctx;
+}
+
+/* The loop may read ctx's counters, never move them: a change is said and ends the run. */
+static TR__NOINLINE int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn);
+static int tr__loop_tampered(hk_registry *reg, tr__loop *L, const char *fn) {
+  if (L->ctx.epoch == L->epoch && L->ctx.global_step == L->step && L->ctx.batch_idx == L->batch) return 0; /* (every step) */
+  return tr__loop_tampered_say(reg, L, fn);
+}
+static int tr__loop_tampered_say(hk_registry *reg, tr__loop *L, const char *fn) {
+  static const char *const names[3] = { "epoch", "global_step", "batch_idx" };
+  const int64_t now[3] = { L->ctx.epoch, L->ctx.global_step, L->ctx.batch_idx }, was[3] = { L->epoch, L->step, L->batch };
+  int i = now[0] != was[0] ? 0 : now[1] != was[1] ? 1 : 2; /* (the caller saw one differ) */
+  tr__loop_fail(reg, L, "%s: the loop changed ctx->%s from %lld to %lld: the run keeps the loop's place (epoch, batch_idx, "
+                "global_step: read them; tr_run_update moves the step)", fn, names[i], (long long)was[i], (long long)now[i]);
+  return 1;
+}
+static void tr__loop_noted(tr__loop *L) { L->epoch = L->ctx.epoch, L->step = L->ctx.global_step, L->batch = L->ctx.batch_idx; }
+/* The signals the loop's sites left in ctx join the run's flow. */
+static void tr__loop_signals(tr__loop *L) {
+  L->flow.signals |= L->ctx.flow.signals;
+  L->ctx.flow.signals = 0;
+}
+static void tr__loop_fire(hk_registry *reg, tr__loop *L, int event) {
+  (void)HK_FIRE_FLOW(reg, event, &L->ctx, &L->flow);
+  tr__loop_signals(L);
+}
+
+/* A validation is due after a batch that stepped to a multiple of val_every_n_steps, or, with epochs, after
+   the last batch of every val_every_n_epochs-th epoch. */
+static int tr__loop_val_due(const tr_run *run, const tr__loop *L, int stepped, int epoch_ends) {
+  const tr_run_desc *d = &run->desc;
+  int64_t every = d->val_every_n_epochs > 0 ? d->val_every_n_epochs : 1;
+  if (d->validation == TR_NO || d->val_batches <= 0) return 0;
+  if (stepped && d->val_every_n_steps > 0 && L->ctx.global_step % d->val_every_n_steps == 0) return 1;
+  return L->epochs && epoch_ends && (L->ctx.epoch + 1) % every == 0;
+}
+
+/* This step's learning rate: the desc's schedule or function, times the hooks' scale. */
+static void tr__loop_lr(hk_registry *reg, tr_run *run, tr__loop *L) {
+  const tr_run_desc *d = &run->desc;
+  if (d->lr_at) (void)tr_run_lr(reg, &L->ctx, d->lr_at(d->model_user, &L->ctx));
+  else if (L->sched.kind)
+    (void)tr_run_sched_lr(reg, &L->ctx, &L->sched, d->lr, L->sched.per_epoch ? L->ctx.epoch : L->ctx.global_step);
+  else (void)tr__run_lr_now(run, &L->ctx, d->lr); /* tr_run_lr's, less its checks: tr_run_next made them */
+}
+
+/* TR__LOOP_OPEN: the next training batch, or the end. Returns TR_RUN_TRAIN, or 0 with L->phase moved on. */
+static int tr__loop_open(hk_registry *reg, tr_run *run, tr__loop *L) {
+  const tr_run_desc *d = &run->desc;
+  int64_t next = L->next;
+  if (d->max_steps > 0 && L->ctx.global_step >= d->max_steps) return L->phase = TR__LOOP_DONE, 0;
+  if (L->epochs && !L->epoch_open) {
+    if (d->max_epochs > 0 && L->ctx.epoch >= d->max_epochs) return L->phase = TR__LOOP_DONE, 0;
+    L->epoch_open = 1;
+    next = tr_run_epoch_start(reg, &L->ctx, &L->flow, d->train_batches); /* a resume: after its checkpoint's batch */
+    tr__loop_signals(L);
+  }
+  if (L->resumed) { /* the checkpoint came after a batch whose validation had not run yet: that validation now */
+    int ends = L->epochs && next >= run->train_batches;
+    L->resumed = 0;
+    if (tr_run_resumed_at(reg, TR_RUN_AT_BATCH) && L->ctx.global_step > 0 && tr__loop_val_due(run, L, 1, ends)) {
+      L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
+      return L->phase = TR__LOOP_VAL_START, 0;
+    }
+  }
+  if (L->epochs && (next >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)))
+    return L->phase = TR__LOOP_EPOCH_END, 0; /* (resumed after the epoch's last batch and its validation) */
+  if (HK_FLOW_HAS(&L->flow, HK_FLOW_STOP)) return L->phase = TR__LOOP_DONE, 0; /* a stop from on_train_epoch_start */
+  tr__loop_views(L);
+  L->ctx.batch_idx = next;
+  L->next = next + 1;
+  L->ctx.loss = NAN;
+  tr__loop_lr(reg, run, L);
+  L->updated = L->stepped = 0;
+  L->phase = TR__LOOP_TRAIN;
+  tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_START);
+  tr__loop_noted(L);
+  if (HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_BATCH)) return L->updated = 1, 0; /* a hook skipped it: closed at once */
+  return TR_RUN_TRAIN;
+}
+
+/* TR__LOOP_TRAIN: the batch the loop ran is over. */
+static void tr__loop_close(hk_registry *reg, tr_run *run, tr__loop *L) {
+  int ends, due;
+  unsigned out;
+  tr__loop_signals(L);
+  if (!L->updated && !HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_STEP)) {
+    tr__loop_fail(reg, L, "tr_run_next: the training batch %lld ended without tr_run_update (at step %lld): call it "
+                  "where your optimizer steps: if (tr_run_update(reg)) your_update(ctx->lr, ctx->global_step)",
+                  (long long)L->ctx.batch_idx, (long long)L->ctx.global_step);
+    return;
+  }
+  if (L->stepped) tr__loop_fire(reg, L, HK_ON_AFTER_OPTIMIZER_STEP);
+  L->ctx.samples_seen += run->desc.batch_size;
+  ends = L->epochs && (L->ctx.batch_idx + 1 >= run->train_batches || HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH));
+  if (ends) run->epoch_done = 1;
+  due = tr__loop_val_due(run, L, L->stepped, ends);
+  run->validates_next = due; /* model_checkpoint ranks a save due now on the validation's value */
+  if (!HK_FLOW_HAS(&L->flow, HK_FLOW_FAIL)) tr__loop_fire(reg, L, HK_ON_TRAIN_BATCH_END);
+  run->validates_next = 0;
+  out = run->running != HK_STAGE_NONE ? tr__run_safe_at(run, reg, &L->ctx, &L->flow, 0, "tr_run_batch_end") /* (tr_run_next */
+      : tr_run_batch_end(reg, &L->ctx, &L->flow);                      /* checked the call; a hook may have ended the run) */
+  tr__loop_noted(L);
+  if (out & TR_RUN_STOP) { L->phase = TR__LOOP_DONE; return; }
+  L->after_val = ends ? TR__LOOP_EPOCH_END : TR__LOOP_OPEN;
+  L->phase = due || (out & TR_RUN_VALIDATE) ? TR__LOOP_VAL_START : L->after_val;
+}
+
+/* TR__LOOP_VAL_START / TR__LOOP_VAL: a validation batch, or its end. Returns TR_RUN_VAL_BATCH or 0. */
+static int tr__loop_val(hk_registry *reg, tr_run *run, tr__loop *L) {
+  int64_t n = run->desc.val_batches;
+  unsigned out;
+  if (L->phase == TR__LOOP_VAL_START) {
+    L->val_n = 0;
+    L->val_sum = 0;
+    (void)tr_run_eval_start(reg, &L->ctx, &L->flow, "val", n);
+    L->phase = TR__LOOP_VAL;
+  } else {
+    tr__loop_signals(L);
+    L->val_sum += L->ctx.loss;
+    L->val_n++;
+    tr__loop_fire(reg, L, HK_ON_VALIDATION_BATCH_END);
+  }
+  if (L->val_n < n && !HK_FLOW_HAS(&L->flow, HK_FLOW_STOP_EPOCH)) { /* (a hook may end a validation early) */
+    L->ctx.batch_idx = L->val_n;
+    L->ctx.loss = NAN;
+    tr__loop_fire(reg, L, HK_ON_VALIDATION_BATCH_START);
+    tr__loop_noted(L);
+    return TR_RUN_VAL_BATCH;
+  }
+  tr_run_eval_end(reg, &L->ctx, &L->flow, L->val_n ? L->val_sum / (double)L->val_n : NAN);
+  tr__loop_signals(L);
+  if (L->sched.kind == TR_SCHED_PLATEAU) { /* the plateau looks at its metric after every validation */
+    double m = NAN;
+    (void)hk_metric_get(&L->ctx, L->sched.monitor[0] ? L->sched.monitor : "val/loss", &m);
+    (void)tr_plateau_step(&L->sched, &run->lr_state, run->desc.lr, m);
+  }
+  out = tr_run_batch_end(reg, &L->ctx, &L->flow); /* the validation's checkpoints and stop: at this step */
+  tr__loop_noted(L);
+  L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : L->after_val;
+  return 0;
+}
+
+/* TR__LOOP_EPOCH_END: on_train_epoch_end, then the next epoch (as Lightning's current_epoch, also after a stop:
+   epochs done). A run that failed here (Ctrl-C seen at this safe point) keeps the epoch: its checkpoints say
+   "at the end of this epoch", and a resume starts the next. */
+static void tr__loop_epoch_end(hk_registry *reg, tr_run *run, tr__loop *L) {
+  unsigned out;
+  tr__loop_fire(reg, L, HK_ON_TRAIN_EPOCH_END);
+  out = tr_run_epoch_end(reg, &L->ctx, &L->flow);
+  L->epoch_open = 0;
+  L->phase = out & TR_RUN_STOP ? TR__LOOP_DONE : TR__LOOP_OPEN;
+  if (!run->failed) {
+    L->ctx.epoch++;
+    L->ctx.batch_idx = L->next = 0;
+    run->tr__p->at = TR_RUN_AT_EPOCH_START; /* a save from now on: the next epoch, none of its batches run */
+  }
+  tr__loop_noted(L);
+}
+
+TRAIN_API int tr_run_next(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  tr__loop *L = run ? (tr__loop *)run->tr__p->loop : NULL;
+  if (!L) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_next: no run was begun on this registry: call tr_run_begin first");
+    return 0;
+  }
+  if (L->phase == TR__LOOP_DONE || tr__loop_tampered(reg, L, "tr_run_next")) return 0;
+  if (run->running == HK_STAGE_NONE) return tr__loop_fail(reg, L, "tr_run_next: the run has ended (tr_run_end)"), 0;
+  if (hk_dispatching(reg))
+    return tr__loop_fail(reg, L, "tr_run_next: called from a hook of %s", hk_event_name(reg, L->ctx.event)), 0;
+  if (run->tr__p->busy || run->tr__p->io || run->tr__p->sending)
+    return tr__loop_fail(reg, L, "tr_run_next: called from a hook while the run fires its events"), 0;
+  for (;;) {
+    int what = 0;
+    if (run->failed) L->phase = TR__LOOP_DONE;
+    switch (L->phase) {
+    case TR__LOOP_OPEN: what = tr__loop_open(reg, run, L); break;
+    case TR__LOOP_TRAIN: tr__loop_close(reg, run, L); break;
+    case TR__LOOP_VAL_START: case TR__LOOP_VAL: what = tr__loop_val(reg, run, L); break;
+    case TR__LOOP_EPOCH_END: tr__loop_epoch_end(reg, run, L); break;
+    default: return tr__loop_noted(L), 0;
+    }
+    if (what) return tr__loop_noted(L), what;
+  }
+}
+
+TRAIN_API int tr_run_update(hk_registry *reg) {
+  tr__loop *L = tr__loop_of(reg);
+  tr_run *run;
+  int window;
+  if (L && hk_dispatching(reg) && L->phase != TR__LOOP_DONE) { /* a hook would step the optimizer inside the loop's event */
+    tr__loop_fail(reg, L, "tr_run_update: called from a hook of %s: call it from the loop, where your optimizer steps",
+                  hk_event_name(reg, L->ctx.event));
+    return 0;
+  }
+  if (!L || L->phase != TR__LOOP_TRAIN) {
+    if (L && L->phase != TR__LOOP_DONE)
+      tr__loop_fail(reg, L, "tr_run_update: called outside a training batch (%s): call it once in each batch "
+                    "tr_run_next gave as TR_RUN_TRAIN", L->phase == TR__LOOP_VAL ? "in a validation batch" : "between "
+                    "batches");
+    else if (!L && reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_update: no run was begun: call tr_run_begin first");
+    return 0;
+  }
+  if (tr__loop_tampered(reg, L, "tr_run_update")) return 0;
+  if (L->updated) {
+    tr__loop_fail(reg, L, "tr_run_update: called twice in the training batch %lld (step %lld): once per batch",
+                  (long long)L->ctx.batch_idx, (long long)L->ctx.global_step);
+    return 0;
+  }
+  run = (tr_run *)hk_attached(reg);
+  tr__loop_signals(L);
+  L->updated = 1;
+  L->window_skip |= HK_FLOW_HAS(&L->flow, HK_FLOW_SKIP_STEP);
+  window = run->accumulation > 1 ? run->accumulation : 1;
+  if (++L->micro < window) return 0; /* the window goes on: the gradients accumulate */
+  L->micro = 0;
+  if (L->window_skip) return L->window_skip = 0, 0;
+  L->stepped = 1;
+  L->ctx.global_step++;
+  tr__loop_noted(L);
+  return 1;
+}
+
+TRAIN_API tr_err tr_run_end(hk_registry *reg) {
+  tr__loop *L = tr__loop_of(reg);
+  tr_run *run;
+  if (!L) {
+    if (reg) hk_set_error(reg, HK_ERR_INVALID, "tr_run_end: no run was begun on this registry: call tr_run_begin first");
+    return TR_ERR_INVALID;
+  }
+  run = (tr_run *)hk_attached(reg);
+  if (run->running == HK_STAGE_NONE) return tr_run_finish(reg, &L->ctx, TR_OK); /* refused: said there */
+  if (hk_dispatching(reg)) { /* it would end the run inside the dispatch: the run fails, the loop's tr_run_next returns 0 */
+    if (L->phase != TR__LOOP_DONE)
+      tr__loop_fail(reg, L, "tr_run_end: called from a hook of %s: call it from the loop, once tr_run_next returns 0 "
+                    "(a hook ends the run with HK_STOP, or HK_FAIL)", hk_event_name(reg, L->ctx.event));
+    return TR_ERR_INVALID;
+  }
+  if (L->phase != TR__LOOP_DONE && !tr__loop_tampered(reg, L, "tr_run_end")) {
+    if (L->phase == TR__LOOP_TRAIN && L->updated) tr__loop_close(reg, run, L); /* the loop left after a whole batch */
+    else if (L->phase == TR__LOOP_VAL) tr_run_eval_end(reg, &L->ctx, &L->flow, NAN);
+  }
+  L->phase = TR__LOOP_DONE;
+  return tr_run_finish(reg, &L->ctx, TR_OK);
+}
+
 #if !defined(TRAIN_NO_SWEEP)
 /* =================================================================================================
    SWEEPS (implementation)
@@ -20312,6 +20342,214 @@ static void tr__end_window(tr_trainer *t) {
 }
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
+#if TR__ON_LR_FINDER
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
+TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
+/* ---- lr_finder ------------------------------------------------------------------------------------ */
+typedef struct tr__lrf {
+  tr_lr_finder_state pub;
+  double min_lr, max_lr, threshold;
+  int steps, update_attr, verbose;
+  char *curve_path;
+  double *lrs, *losses;
+} tr__lrf;
+
+static void tr__lrf_destroy(void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  free(s->lrs);
+  free(s->losses);
+  free(s->curve_path);
+  free(s);
+}
+
+/* Lightning's: numpy.gradient's argmin, skipping the first 10 points and the last; -1 with too few. */
+static int tr__lrf_suggest(const double *loss, int n) {
+  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
+  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
+  double best_g = HUGE_VAL;
+  const double *y = loss + SKIP_BEGIN;
+  if (m < 2) return -1;
+  for (i = 0; i < m; i++) {
+    double g;
+    if (!hk_is_finite(y[i])) return -1;
+    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
+    if (g < best_g) { best_g = g; best = i; }
+  }
+  return best < 0 ? -1 : best + SKIP_BEGIN;
+}
+
+/* N optimizer steps driven by hand, everything restored after. */
+static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  const tr_data *d = c->train;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  int dev = TR__ON_DEVICE(t); /* kept on the device */
+  float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int64_t count = d->count(d->user), step0 = t->global_step;
+  int has_mom = t->tr__has_momentum, i, stop = 0;
+  double avg = 0, best = HUGE_VAL, beta = 0.98;
+  if (count <= 0) return hk_fail(ctx, "the training data has no batches");
+  if (d->next && !d->reset) return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)");
+  if (dev) { if (tr__dev_keep(t, 0)) return HK_FAIL; }
+  else if (!save) return hk_fail(ctx, "out of memory");
+  else {
+    memcpy(save, t->model.params, bytes);
+    memcpy(save + n, t->model.grads, bytes);
+    if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+    if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  }
+  s->pub.n = 0;
+  for (i = 0; i < s->steps && !stop; i++) {
+    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
+    void *batch = NULL;
+    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
+    if (rc) { stop = 2; break; }
+    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
+    if (dev) { loss = tr__dev_eval_loss(t, loss); tr__dev_zero_grad(t); } /* the step's one wait: its loss */
+    else memset(t->model.grads, 0, bytes);
+    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
+    hk_grads_changed(&t->ctx);
+    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
+    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
+    tr__update(t, lr);
+    if (t->tr__err) { stop = 2; break; } /* a device call failed */
+    avg = beta * avg + (1 - beta) * loss;
+    smooth = avg / (1 - pow(beta, i + 1));
+    s->lrs[i] = lr;
+    s->losses[i] = smooth;
+    s->pub.n = i + 1;
+    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
+    if (smooth < best || i == 0) best = smooth;
+    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
+  }
+  /* exactly what the fit starts from */
+  if (dev) (void)tr__dev_keep(t, 1);
+  else {
+    memcpy(t->model.params, save, bytes);
+    memcpy(t->model.grads, save + n, bytes);
+    if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+    if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+    free(save);
+  }
+  t->global_step = step0;
+  t->tr__has_momentum = has_mom;
+  hk_grads_changed(&t->ctx);
+  t->ctx.loss = NAN;
+  if (d->next && d->reset(d->user)) stop = 2;
+  if (t->tr__err) return HK_FAIL; /* the run's error says which */
+  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr_trainer *t = (tr_trainer *)ctx->trainer;
+  int k;
+  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+                         "can sweep the learning rate with its own steps");
+  if (s->pub.done) { /* a resumed fit: no second sweep */
+    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
+    return HK_CONTINUE;
+  }
+  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need a collective inside a hook */
+    return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
+                   "learning rate in a run without zero, then set it");
+  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
+  s->pub.done = 1;
+  k = tr__lrf_suggest(s->losses, s->pub.n);
+  s->pub.suggestion_index = k;
+  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
+  if (s->verbose && ctx->rank == 0) {
+    if (k >= 0) tr_run_say(t->reg, ctx, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
+    else tr_run_say(t->reg, ctx, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+                    s->pub.n, t->optim.lr);
+  }
+  if (s->update_attr && k >= 0) {
+    t->optim.lr = s->pub.suggestion;
+    t->lr = tr__current_lr(t);
+  }
+  if (s->curve_path && ctx->rank == 0) { /* every rank sweeps the same */
+    hk_bytes b;
+    char why[1100];
+    int e;
+    memset(&b, 0, sizeof b);
+    tr__putf(&b, "lr,loss\n");
+    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
+    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
+    hk_bytes_free(&b);
+    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+  }
+  return HK_CONTINUE;
+}
+static int tr__lrf_save(void *user, hk_bytes *out) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.done);
+  tr__put_f64(out, s->pub.suggestion);
+  return out->failed ? -1 : 0;
+}
+static int tr__lrf_load(void *user, hk_reader *in) {
+  tr__lrf *s = (tr__lrf *)user;
+  uint64_t done = 0;
+  double v = 0;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
+  s->pub.done = (int)done;
+  s->pub.suggestion = v;
+  s->pub.suggestion_index = -1;
+  s->pub.n = 0;
+  return 0;
+}
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrf *s;
+  hk_callback cb;
+  double lo, hi, threshold;
+  int steps;
+  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
+  lo = tr__zero_double(d->min_lr, 1e-8);
+  hi = tr__zero_double(d->max_lr, 1.0);
+  steps = tr__zero_int(d->num_training_steps, 100);
+  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
+  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
+    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
+  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
+  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
+  s = (tr__lrf *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  s->min_lr = lo;
+  s->max_lr = hi;
+  s->steps = steps;
+  s->threshold = threshold;
+  s->update_attr = tr__flag(d->update_attr, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.suggestion = NAN;
+  s->pub.suggestion_index = -1;
+  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
+  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
+  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
+    tr__lrf_destroy(s);
+    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  }
+  s->pub.lrs = s->lrs;
+  s->pub.losses = s->losses;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_finder";
+  cb.user = s;
+  cb.on_fit_start = tr__lrf_fit_start;
+  cb.save_state = tr__lrf_save;
+  cb.load_state = tr__lrf_load;
+  cb.destroy = tr__lrf_destroy;
+  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
+}
+TR__PUBLIC_OF(tr_lr_finder, lrf)
+#endif /* TR__ON_LR_FINDER */
 #if !defined(TRAIN_NO_TRAINER)
 /* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
 static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
@@ -20509,6 +20747,20 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   return TR_OK;
 }
 
+/* The factories of the batteries that need the trainer (TR__LATE_<NAME>: lr_finder), which tr_add_factories
+   leaves to it; a name already registered stays. */
+static hk_err tr__add_own_factories(hk_registry *reg) {
+  hk_err e = HK_OK;
+  (void)reg; /* (none compiled: lr_finder left out) */
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, TR__IF(TR__LATE_##NAME, tr__##p##_factory_add(reg, #name, doc), HK_OK), HK_OK); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
+#undef TR__X
+  return e;
+}
 static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
@@ -20637,7 +20889,8 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
   /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
-     work at once (tr_run_setup registers the factories) */
+     work at once (tr_run_setup registers the factories; the trainer's own, lr_finder, first) */
+  if (tr__add_own_factories(t->reg) != HK_OK) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory"); }
   if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
   if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/trainer/cuda.h */
   return TR_OK;
@@ -21306,214 +21559,6 @@ TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
   return e;
 }
 #endif /* !defined(TRAIN_NO_TRAINER) */
-#if TR__ON_LR_FINDER
-static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
-TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
-/* ---- lr_finder ------------------------------------------------------------------------------------ */
-typedef struct tr__lrf {
-  tr_lr_finder_state pub;
-  double min_lr, max_lr, threshold;
-  int steps, update_attr, verbose;
-  char *curve_path;
-  double *lrs, *losses;
-} tr__lrf;
-
-static void tr__lrf_destroy(void *user) {
-  tr__lrf *s = (tr__lrf *)user;
-  free(s->lrs);
-  free(s->losses);
-  free(s->curve_path);
-  free(s);
-}
-
-/* Lightning's: numpy.gradient's argmin, skipping the first 10 points and the last; -1 with too few. */
-static int tr__lrf_suggest(const double *loss, int n) {
-  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
-  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
-  double best_g = HUGE_VAL;
-  const double *y = loss + SKIP_BEGIN;
-  if (m < 2) return -1;
-  for (i = 0; i < m; i++) {
-    double g;
-    if (!hk_is_finite(y[i])) return -1;
-    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
-    if (g < best_g) { best_g = g; best = i; }
-  }
-  return best < 0 ? -1 : best + SKIP_BEGIN;
-}
-
-/* N optimizer steps driven by hand, everything restored after. */
-static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  const tr_data *d = c->train;
-  size_t n = t->model.n_params, bytes = n * sizeof(float);
-  int dev = TR__ON_DEVICE(t); /* kept on the device */
-  float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
-  int64_t count = d->count(d->user), step0 = t->global_step;
-  int has_mom = t->tr__has_momentum, i, stop = 0;
-  double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (count <= 0) return hk_fail(ctx, "the training data has no batches");
-  if (d->next && !d->reset) return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)");
-  if (dev) { if (tr__dev_keep(t, 0)) return HK_FAIL; }
-  else if (!save) return hk_fail(ctx, "out of memory");
-  else {
-    memcpy(save, t->model.params, bytes);
-    memcpy(save + n, t->model.grads, bytes);
-    if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
-    if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
-  }
-  s->pub.n = 0;
-  for (i = 0; i < s->steps && !stop; i++) {
-    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
-    void *batch = NULL;
-    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
-    if (rc) { stop = 2; break; }
-    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
-    if (dev) { loss = tr__dev_eval_loss(t, loss); tr__dev_zero_grad(t); } /* the step's one wait: its loss */
-    else memset(t->model.grads, 0, bytes);
-    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
-    hk_grads_changed(&t->ctx);
-    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
-    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
-    tr__update(t, lr);
-    if (t->tr__err) { stop = 2; break; } /* a device call failed */
-    avg = beta * avg + (1 - beta) * loss;
-    smooth = avg / (1 - pow(beta, i + 1));
-    s->lrs[i] = lr;
-    s->losses[i] = smooth;
-    s->pub.n = i + 1;
-    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
-    if (smooth < best || i == 0) best = smooth;
-    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
-  }
-  /* exactly what the fit starts from */
-  if (dev) (void)tr__dev_keep(t, 1);
-  else {
-    memcpy(t->model.params, save, bytes);
-    memcpy(t->model.grads, save + n, bytes);
-    if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
-    if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
-    free(save);
-  }
-  t->global_step = step0;
-  t->tr__has_momentum = has_mom;
-  hk_grads_changed(&t->ctx);
-  t->ctx.loss = NAN;
-  if (d->next && d->reset(d->user)) stop = 2;
-  if (t->tr__err) return HK_FAIL; /* the run's error says which */
-  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
-  return HK_CONTINUE;
-}
-
-static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
-  tr__lrf *s = (tr__lrf *)user;
-  tr_trainer *t = (tr_trainer *)ctx->trainer;
-  int k;
-  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
-                         "can sweep the learning rate with its own steps");
-  if (s->pub.done) { /* a resumed fit: no second sweep */
-    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
-    return HK_CONTINUE;
-  }
-  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
-  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need a collective inside a hook */
-    return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
-                   "learning rate in a run without zero, then set it");
-  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
-  s->pub.done = 1;
-  k = tr__lrf_suggest(s->losses, s->pub.n);
-  s->pub.suggestion_index = k;
-  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
-  if (s->verbose && ctx->rank == 0) {
-    if (k >= 0) tr_run_say(t->reg, ctx, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
-                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
-    else tr_run_say(t->reg, ctx, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
-                    s->pub.n, t->optim.lr);
-  }
-  if (s->update_attr && k >= 0) {
-    t->optim.lr = s->pub.suggestion;
-    t->lr = tr__current_lr(t);
-  }
-  if (s->curve_path && ctx->rank == 0) { /* every rank sweeps the same */
-    hk_bytes b;
-    char why[1100];
-    int e;
-    memset(&b, 0, sizeof b);
-    tr__putf(&b, "lr,loss\n");
-    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
-    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
-    hk_bytes_free(&b);
-    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
-  }
-  return HK_CONTINUE;
-}
-static int tr__lrf_save(void *user, hk_bytes *out) {
-  tr__lrf *s = (tr__lrf *)user;
-  tr__put_u64(out, 1);
-  tr__put_u64(out, (uint64_t)s->pub.done);
-  tr__put_f64(out, s->pub.suggestion);
-  return out->failed ? -1 : 0;
-}
-static int tr__lrf_load(void *user, hk_reader *in) {
-  tr__lrf *s = (tr__lrf *)user;
-  uint64_t done = 0;
-  double v = 0;
-  if (tr__get_version(in, 1)) return -1;
-  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
-  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
-  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
-    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
-  if (tr__get_end(in)) return -1;
-  s->pub.done = (int)done;
-  s->pub.suggestion = v;
-  s->pub.suggestion_index = -1;
-  s->pub.n = 0;
-  return 0;
-}
-static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
-  tr__lrf *s;
-  hk_callback cb;
-  double lo, hi, threshold;
-  int steps;
-  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  lo = tr__zero_double(d->min_lr, 1e-8);
-  hi = tr__zero_double(d->max_lr, 1.0);
-  steps = tr__zero_int(d->num_training_steps, 100);
-  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
-  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
-    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
-  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
-  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
-    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
-  s = (tr__lrf *)calloc(1, sizeof *s);
-  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  s->min_lr = lo;
-  s->max_lr = hi;
-  s->steps = steps;
-  s->threshold = threshold;
-  s->update_attr = tr__flag(d->update_attr, 1);
-  s->verbose = tr__flag(d->verbose, 1);
-  s->pub.suggestion = NAN;
-  s->pub.suggestion_index = -1;
-  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
-  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
-  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
-    tr__lrf_destroy(s);
-    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  }
-  s->pub.lrs = s->lrs;
-  s->pub.losses = s->losses;
-  memset(&cb, 0, sizeof cb);
-  cb.name = "lr_finder";
-  cb.user = s;
-  cb.on_fit_start = tr__lrf_fit_start;
-  cb.save_state = tr__lrf_save;
-  cb.load_state = tr__lrf_load;
-  cb.destroy = tr__lrf_destroy;
-  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
-}
-TR__PUBLIC_OF(tr_lr_finder, lrf)
-#endif /* TR__ON_LR_FINDER */
 
 #ifdef __cplusplus
 }

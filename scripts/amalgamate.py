@@ -18,18 +18,20 @@ batteries come in the order of the battery list TR__BATTERIES (train/battery.h),
 train/callbacks/<name>.h or train/loggers/<name>.h, inside a generated guard: TR__ON_<NAME>, 1 when
 it is compiled (see "which batteries are compiled" in train/battery.h). A part that batteries
 include (train/loggers/file_loggers.h) is compiled when any of them is. A battery whose first line
-says "needs the trainer" comes after the trainer's wing (train/trainer/: its types and shared helpers, then its
-strategies, then its loop), and may live in the wing itself (train/trainer/lr_finder.h)."""
+says "needs the trainer" comes inside the trainer's wing (train/trainer/: its types and shared helpers, its
+strategies, its step, then such batteries - train/trainer/lr_finder.h - and last its loop, whose tr_init registers
+their factories: TR__LATE_<NAME>). train/factories.h comes after every other battery (tr_add_factories registers
+them, tr_run_setup calls it), then loop.h and sweep.h, which call tr_run_setup."""
 import os, re, sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 TRAIN = os.path.join(ROOT, 'train')
-BEFORE = ['base', 'math', 'files', 'records', 'cluster', 'run', 'loop', 'safetensors', 'battery', 'factories']  # then the batteries
-TRAINER = ['trainer/core', 'trainer/cuda', 'trainer/mpi', 'trainer/checkpoint', 'trainer/step', 'trainer/fit']
-MIDDLE = ['sweep'] + TRAINER  # then the batteries that need the trainer
-AFTER = []
+BEFORE = ['base', 'math', 'files', 'records', 'cluster', 'run', 'safetensors', 'battery']  # then the batteries
+TRAINER = ['trainer/core', 'trainer/cuda', 'trainer/mpi', 'trainer/checkpoint', 'trainer/step']  # then its batteries
+MIDDLE = ['factories', 'loop', 'sweep'] + TRAINER  # factories: after every battery it registers
+AFTER = ['trainer/fit']                              # the trainer's loop, on top
 GUARD = {'math': '!defined(TRAIN_NO_MATH)', 'sweep': '!defined(TRAIN_NO_SWEEP)'}
-GUARD.update((p, '!defined(TRAIN_NO_TRAINER)') for p in TRAINER)
+GUARD.update((p, '!defined(TRAIN_NO_TRAINER)') for p in TRAINER + AFTER)
 GROUP = {'callbacks': 'TRAIN_NO_CALLBACKS', 'loggers': 'TRAIN_NO_LOGGERS'}
 
 
@@ -79,6 +81,7 @@ def main(mode):
             off.append('defined(TRAIN_NO_TRAINER)')
         off.append('(TR__PICKED && !defined(TRAIN_ENABLE_%s))' % NAME)
         table += ['#if ' + ' || '.join(off), '#  define TR__ON_%s 0' % NAME, '#else', '#  define TR__ON_%s 1' % NAME, '#endif']
+        table.append('#define TR__LATE_%s %d' % (NAME, 1 if late else 0))  # the trainer registers it (tr_init)
     support = {}
     for part, NAME, group, late, uses in bats:
         for u in uses:

@@ -29,7 +29,7 @@ alone() {
   { printf '#define HOOKS_IMPLEMENTATION\n#define TRAIN_IMPLEMENTATION\n'
     printf '#include "train/%s"\nint tr__parts_impl;\n' "$p"; } > "$out/impl.c"
   # the batteries it includes, named as a program that includes parts names them (README, train/battery.h)
-  names=$("$CC" "$@" $CFLAGS -MM "$out/decl.c" | tr ' \\' '\n\n' | sed -n 's#^train/\(callbacks\|loggers\)/\([a-z_]*\)\.h$#\2#p' |
+  names=$("$CC" "$@" $CFLAGS -MM "$out/decl.c" | tr ' \\' '\n\n' | sed -n 's#^train/\(callbacks\|loggers\|trainer\)/\([a-z_]*\)\.h$#\2#p' |
           grep -vx file_loggers | tr a-z A-Z | sed 's/^/-DTRAIN_ENABLE_/')
   "$CC" $CFLAGS "$@" -DTRAIN_ONLY_SPECIFIC_BATTERIES $names -c -o "$out/decl.o" "$out/decl.c" ||
     { echo "parts: train/$p $*: its declarations do not compile on their own" >&2; exit 1; }
@@ -54,8 +54,8 @@ set -- "$CC" $CFLAGS
 "$@" -c -o "$out/user.o" tests/test_train_user.c
 "$@" -o "$out/user" "$out/all.o" "$out/user.o" -lm
 "$out/user" "$out/user.ckpt" > "$out/user.out"
-# 3. train/run.h and one battery part, as the README says (issue 37, item 16: the unused factory failed -Werror and
-#    tr_add_factories was undefined without train/factories.h): every warning, no -Wno-unused-function; compiled,
+# 3. train/run.h, one battery part, then train/factories.h (tr_run_setup and tr_add_factories, after the batteries
+#    they register), as docs/setup.md says: every warning, no -Wno-unused-function; compiled,
 #    linked and run: the battery's spec works, another's is refused naming its define.
 for b in "callbacks/early_stopping:EARLY_STOPPING:early_stopping(monitor=val/loss):csv" "loggers/csv:CSV:csv(save_dir=$out/runs):timer"; do
   part=${b%%:*} rest=${b#*:}; NAME=${rest%%:*} rest=${rest#*:}; spec=${rest%%:*} other=${rest#*:}
@@ -66,6 +66,7 @@ for b in "callbacks/early_stopping:EARLY_STOPPING:early_stopping(monitor=val/los
 #define TRAIN_IMPLEMENTATION
 #include "train/run.h"
 #include "train/$part.h"
+#include "train/factories.h"
 int main(void) {
   hk_registry *reg = hk_create(NULL);
   tr_run_desc d;
@@ -108,12 +109,9 @@ print("parts: the trainer's parts name none of the %d private names of train/run
 PY
 
 # 6. The parts read in order: no part names a function or macro that a later part defines (no forward
-#    prototype, no circle), in its code (comments and strings aside). One exception, named here: the run layer
-#    registers every battery's factory (tr_run_setup calls tr_add_factories, train/factories.h), so that spec
-#    strings work in any loop at once.
+#    prototype, no circle), in its code (comments and strings aside).
 python3 - $parts <<'PY'
 import re, sys
-ALLOWED = {('run.h', 'tr_add_factories')}
 parts = sys.argv[1:]
 def code(p):
     s = open('train/' + p).read()
@@ -134,12 +132,12 @@ bad = 0
 for i, p in enumerate(parts):
     for name in sorted(set(re.findall(r'\b(tr_\w+|TR_\w+)\b', src[p]))):
         q = owner.get(name)
-        if q and parts.index(q) > i and (p, name) not in ALLOWED:
+        if q and parts.index(q) > i:
             print('train/%s names %s, which the later train/%s defines' % (p, name, q)); bad = 1
 if bad:
     sys.exit('parts: a part uses a later one (above): move the name to the part it belongs to, before its users, or hand it over '
              '(a function pointer)')
-print('parts: no part names what a later part defines (%d definitions; the one exception: run.h registers the factories)' % len(owner))
+print('parts: no part names what a later part defines (%d definitions)' % len(owner))
 PY
 
 # 5. The generator refuses a line it would drop: a copy of train/ with a line after a part's implementation block

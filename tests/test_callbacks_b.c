@@ -1915,6 +1915,7 @@ static void test_spec_desc_agree(void **state) {
       assert_non_null(req = field_named(c, val));
     }
     assert_int_equal(tr_add_factories(spec_reg), HK_OK);
+    assert_int_equal(tr__lrf_factory_add(spec_reg, "lr_finder", "lr_finder"), HK_OK); /* the trainer's own: tr_init registers it */
     /* 1. every spec key is a desc field, or SPEC_ONLY; every field but C_ONLY ones is a spec key */
     for (k = 0; k < c->n_params; k++) {
       const field_at *f = field_named(c, c->params[k].key);

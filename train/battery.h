@@ -71,7 +71,7 @@ typedef double (*tr_clock_fn)(void *user);
   X(progress_bar, PROGRESS_BAR, bar, "tqdm's progress bar on a terminal, plain lines elsewhere (Lightning's TQDMProgressBar)") \
   X(plot, PLOT, plot, "write logged metrics against step as an SVG plot at the end of each run") \
   X(mlflow, MLFLOW, mlf, "send records to an MLflow tracking server (needs TRAIN_MLFLOW and -lcurl; Lightning's MLFlowLogger)")
-/* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
+/* (tr_add_factories registers them, train/factories.h, after the batteries; the trainer's, TR__LATE_<NAME>, tr_init) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
    TRAIN_NO_<NAME> leaves one out; TRAIN_ONLY_SPECIFIC_BATTERIES keeps only those with a TRAIN_ENABLE_<NAME>
@@ -89,126 +89,151 @@ typedef double (*tr_clock_fn)(void *user);
 #else
 #  define TR__ON_EARLY_STOPPING 1
 #endif
+#define TR__LATE_EARLY_STOPPING 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_CHECKPOINT))
 #  define TR__ON_MODEL_CHECKPOINT 0
 #else
 #  define TR__ON_MODEL_CHECKPOINT 1
 #endif
+#define TR__LATE_MODEL_CHECKPOINT 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_TIMER) || (TR__PICKED && !defined(TRAIN_ENABLE_TIMER))
 #  define TR__ON_TIMER 0
 #else
 #  define TR__ON_TIMER 1
 #endif
+#define TR__LATE_TIMER 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_MONITOR))
 #  define TR__ON_LR_MONITOR 0
 #else
 #  define TR__ON_LR_MONITOR 1
 #endif
+#define TR__LATE_LR_MONITOR 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_GRADIENT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_GRADIENT_MONITOR))
 #  define TR__ON_GRADIENT_MONITOR 0
 #else
 #  define TR__ON_GRADIENT_MONITOR 1
 #endif
+#define TR__LATE_GRADIENT_MONITOR 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_NAN_GUARD) || (TR__PICKED && !defined(TRAIN_ENABLE_NAN_GUARD))
 #  define TR__ON_NAN_GUARD 0
 #else
 #  define TR__ON_NAN_GUARD 1
 #endif
+#define TR__LATE_NAN_GUARD 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_EMA) || (TR__PICKED && !defined(TRAIN_ENABLE_EMA))
 #  define TR__ON_EMA 0
 #else
 #  define TR__ON_EMA 1
 #endif
+#define TR__LATE_EMA 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PARAM_GROUP) || (TR__PICKED && !defined(TRAIN_ENABLE_PARAM_GROUP))
 #  define TR__ON_PARAM_GROUP 0
 #else
 #  define TR__ON_PARAM_GROUP 1
 #endif
+#define TR__LATE_PARAM_GROUP 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_FINETUNING) || (TR__PICKED && !defined(TRAIN_ENABLE_FINETUNING))
 #  define TR__ON_FINETUNING 0
 #else
 #  define TR__ON_FINETUNING 1
 #endif
+#define TR__LATE_FINETUNING 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_LR_FINDER) || defined(TRAIN_NO_TRAINER) || (TR__PICKED && !defined(TRAIN_ENABLE_LR_FINDER))
 #  define TR__ON_LR_FINDER 0
 #else
 #  define TR__ON_LR_FINDER 1
 #endif
+#define TR__LATE_LR_FINDER 1
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_MODEL_SUMMARY) || (TR__PICKED && !defined(TRAIN_ENABLE_MODEL_SUMMARY))
 #  define TR__ON_MODEL_SUMMARY 0
 #else
 #  define TR__ON_MODEL_SUMMARY 1
 #endif
+#define TR__LATE_MODEL_SUMMARY 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ACCUMULATION_SCHEDULER) || (TR__PICKED && !defined(TRAIN_ENABLE_ACCUMULATION_SCHEDULER))
 #  define TR__ON_ACCUMULATION_SCHEDULER 0
 #else
 #  define TR__ON_ACCUMULATION_SCHEDULER 1
 #endif
+#define TR__LATE_ACCUMULATION_SCHEDULER 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PROFILER) || (TR__PICKED && !defined(TRAIN_ENABLE_PROFILER))
 #  define TR__ON_PROFILER 0
 #else
 #  define TR__ON_PROFILER 1
 #endif
+#define TR__LATE_PROFILER 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_THROUGHPUT_MONITOR) || (TR__PICKED && !defined(TRAIN_ENABLE_THROUGHPUT_MONITOR))
 #  define TR__ON_THROUGHPUT_MONITOR 0
 #else
 #  define TR__ON_THROUGHPUT_MONITOR 1
 #endif
+#define TR__LATE_THROUGHPUT_MONITOR 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_WATCHDOG) || (TR__PICKED && !defined(TRAIN_ENABLE_WATCHDOG))
 #  define TR__ON_WATCHDOG 0
 #else
 #  define TR__ON_WATCHDOG 1
 #endif
+#define TR__LATE_WATCHDOG 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_DEVICE_STATS) || (TR__PICKED && !defined(TRAIN_ENABLE_DEVICE_STATS))
 #  define TR__ON_DEVICE_STATS 0
 #else
 #  define TR__ON_DEVICE_STATS 1
 #endif
+#define TR__LATE_DEVICE_STATS 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_ON_EXCEPTION_CHECKPOINT) || (TR__PICKED && !defined(TRAIN_ENABLE_ON_EXCEPTION_CHECKPOINT))
 #  define TR__ON_ON_EXCEPTION_CHECKPOINT 0
 #else
 #  define TR__ON_ON_EXCEPTION_CHECKPOINT 1
 #endif
+#define TR__LATE_ON_EXCEPTION_CHECKPOINT 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_SPIKE_DETECTION) || (TR__PICKED && !defined(TRAIN_ENABLE_SPIKE_DETECTION))
 #  define TR__ON_SPIKE_DETECTION 0
 #else
 #  define TR__ON_SPIKE_DETECTION 1
 #endif
+#define TR__LATE_SPIKE_DETECTION 0
 #if defined(TRAIN_NO_CALLBACKS) || defined(TRAIN_NO_PREDICTION_WRITER) || (TR__PICKED && !defined(TRAIN_ENABLE_PREDICTION_WRITER))
 #  define TR__ON_PREDICTION_WRITER 0
 #else
 #  define TR__ON_PREDICTION_WRITER 1
 #endif
+#define TR__LATE_PREDICTION_WRITER 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_CSV) || (TR__PICKED && !defined(TRAIN_ENABLE_CSV))
 #  define TR__ON_CSV 0
 #else
 #  define TR__ON_CSV 1
 #endif
+#define TR__LATE_CSV 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_JSONL) || (TR__PICKED && !defined(TRAIN_ENABLE_JSONL))
 #  define TR__ON_JSONL 0
 #else
 #  define TR__ON_JSONL 1
 #endif
+#define TR__LATE_JSONL 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_TENSORBOARD) || (TR__PICKED && !defined(TRAIN_ENABLE_TENSORBOARD))
 #  define TR__ON_TENSORBOARD 0
 #else
 #  define TR__ON_TENSORBOARD 1
 #endif
+#define TR__LATE_TENSORBOARD 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PROGRESS_BAR) || (TR__PICKED && !defined(TRAIN_ENABLE_PROGRESS_BAR))
 #  define TR__ON_PROGRESS_BAR 0
 #else
 #  define TR__ON_PROGRESS_BAR 1
 #endif
+#define TR__LATE_PROGRESS_BAR 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_PLOT) || (TR__PICKED && !defined(TRAIN_ENABLE_PLOT))
 #  define TR__ON_PLOT 0
 #else
 #  define TR__ON_PLOT 1
 #endif
+#define TR__LATE_PLOT 0
 #if defined(TRAIN_NO_LOGGERS) || defined(TRAIN_NO_MLFLOW) || (TR__PICKED && !defined(TRAIN_ENABLE_MLFLOW))
 #  define TR__ON_MLFLOW 0
 #else
 #  define TR__ON_MLFLOW 1
 #endif
+#define TR__LATE_MLFLOW 0
 #define TR__ON_FILE_LOGGERS (TR__ON_CSV || TR__ON_JSONL || TR__ON_TENSORBOARD || TR__ON_PLOT)
 /* generated table: end */
 TR__C_END /* part */
@@ -495,6 +520,4 @@ TR__SHARED hk_err tr__factory_result(hk_registry *reg, tr_err e, const tr__why *
 }
 TR__C_END /* part */
 #endif /* implementation */
-/* tr_add_factories (tr_run_setup calls it) comes with the kit, whatever battery a program of parts includes */ /* part */
-#include "factories.h" /* part */
 #endif /* part */

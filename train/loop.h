@@ -1,7 +1,7 @@
 /* train/loop.h - your loop in a dozen lines: tr_run_begin / tr_run_next / tr_run_update / tr_run_end, the run layer keeping the loop's place. A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_LOOP_H /* part */
 #define TRAIN_LOOP_H /* part */
-#include "run.h" /* part */
+#include "factories.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------

@@ -122,12 +122,7 @@ typedef struct tr_run {
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
-
-/* Set the run's settings (d NULL = defaults) and register the standard factories; refused during a run.
-   TR_ERR_INVALID naming the field for a bad setting. */
-TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
-/* Every compiled battery's spec factory (train/factories.h); a name already registered is kept. */
-TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+/* (tr_run_setup, which sets a run's settings, is train/factories.h's: it registers the batteries' factories) */
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
 /* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
@@ -619,7 +614,8 @@ static char *tr__join(const char *a, const char *b) { /* "a/b" (or b alone when 
   return p;
 }
 
-TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
+/* tr_run_setup's settings half (train/factories.h adds the factories and applies the spec): checked and copied. */
+TR__SHARED tr_err tr__run_settings(hk_registry *reg, const tr_run_desc *d) {
   tr_run_desc zero;
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q;
@@ -690,10 +686,7 @@ TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d) {
   run->desc.settings = q->strs[TR__RUN_SETTINGS];
   run->train_batches = d->train_batches;
   run->eval_batches = d->val_batches;
-  run->desc.spec = NULL; /* applied once, below */
-  if (tr_add_factories(reg) != HK_OK) return tr__run_refuse(reg, TR_ERR_NOMEM, "tr_run_setup: %s", hk_last_error(reg));
-  if (d->spec && hk_spec_apply(reg, d->spec) != HK_OK) /* (the settings stay: a spec fixed and given again applies) */
-    return tr__run_refuse(reg, TR_ERR_INVALID, "tr_run_setup: the spec: %s", hk_last_error(reg));
+  run->desc.spec = NULL; /* applied once, by tr_run_setup */
   return TR_OK;
 }
 

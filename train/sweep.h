@@ -3,6 +3,7 @@
 #define TRAIN_SWEEP_H /* part */
 #include "battery.h" /* part */
 #include "loggers/plot.h" /* part */
+#include "factories.h" /* part */
 
 TR__C_BEGIN /* part */
 /* =================================================================================================

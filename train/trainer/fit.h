@@ -1,7 +1,8 @@
 /* train/trainer/fit.h - the trainer's loops: tr_init, tr_fit, tr_validate / tr_test / tr_predict. A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_TRAINER_FIT_H /* part */
 #define TRAIN_TRAINER_FIT_H /* part */
-#include "step.h" /* part */
+#include "lr_finder.h" /* part */
+#include "../factories.h" /* part */
 
 TR__C_BEGIN /* part */
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
@@ -233,6 +234,20 @@ static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
   return TR_OK;
 }
 
+/* The factories of the batteries that need the trainer (TR__LATE_<NAME>: lr_finder), which tr_add_factories
+   leaves to it; a name already registered stays. */
+static hk_err tr__add_own_factories(hk_registry *reg) {
+  hk_err e = HK_OK;
+  (void)reg; /* (none compiled: lr_finder left out) */
+#define TR__X(name, NAME, p, doc) \
+  if (!e) { \
+    e = TR__IF(TR__ON_##NAME, TR__IF(TR__LATE_##NAME, tr__##p##_factory_add(reg, #name, doc), HK_OK), HK_OK); \
+    if (e == HK_ERR_DUPLICATE) e = HK_OK; \
+  }
+  TR__BATTERIES(TR__X)
+#undef TR__X
+  return e;
+}
 static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
   const tr_model *m;
   tr_optim *o;
@@ -361,7 +376,8 @@ static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   }
   /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
-     work at once (tr_run_setup registers the factories) */
+     work at once (tr_run_setup registers the factories; the trainer's own, lr_finder, first) */
+  if (tr__add_own_factories(t->reg) != HK_OK) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory"); }
   if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
   if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/trainer/cuda.h */
   return TR_OK;

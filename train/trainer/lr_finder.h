@@ -1,7 +1,7 @@
 /* train/trainer/lr_finder.h - lr_finder (needs the trainer). A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_LR_FINDER_H /* part */
 #define TRAIN_LR_FINDER_H /* part */
-#include "fit.h" /* part */
+#include "step.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
