@@ -488,7 +488,7 @@ TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a na
 TR__SHARED int tr__file_stamp(const char *path, uint64_t stamp[5]) {
 #ifdef TR__POSIX
   struct stat st;
-  if (lstat(path, &st) != 0) return errno;
+  if (lstat(path, &st) != 0) return errno ? errno : EIO;
   if (!S_ISREG(st.st_mode)) return EEXIST;
   stamp[0] = (uint64_t)st.st_dev;
   stamp[1] = (uint64_t)st.st_ino;

@@ -127,7 +127,7 @@ static char *tr__pw_record_path(const tr__pw *s) {
   return p;
 }
 static void tr__pw_record_line(const tr__pw *s, hk_bytes *b, int64_t batch, const tr__file_id *id) {
-  uint64_t st[5];
+  uint64_t st[5] = { 0 };
   char line[160], *p = tr__pw_file(s, batch);
   if (!p) { b->failed = 1; return; }
   if (tr__file_stamp(p, st) == 0 && st[0] == id->dev && st[1] == id->ino) {
@@ -175,7 +175,7 @@ static void tr__pw_take_back(tr__pw *s) {
     if (id[0] && (size_t)(end - text - 20) == strlen(id) && !strncmp(text + 20, id, strlen(id)))
       for (line = end + 1; *line; line = end + 1) {
         unsigned long long v[5];
-        uint64_t st[5];
+        uint64_t st[5] = { 0 };
         long long batch = -2;
         int n = 0, k;
         char *path;
