@@ -25,7 +25,7 @@ test-groups-valgrind: $(GRP_BIN)
 # Instructions per step of AdamW with parameter groups against the one flat pass (callgrind, exact; about 30 s),
 # in tr_fit and in a loop of your own (docs/callbacks.md quotes the numbers).
 .PHONY: groups-cost
-$(BUILD)/groups_cost: tests/groups_cost.c hooks.h train.h | $(BUILD)
+$(BUILD)/groups_cost: tests/groups_cost.c tests/cost.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/groups_cost.c $(LDLIBS)
 groups-cost: $(BUILD)/groups_cost
 	./$(BUILD)/groups_cost

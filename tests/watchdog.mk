@@ -34,7 +34,7 @@ test-watchdog-mpi: $(BUILD)/mpi/wd_mpi
 # The watchdog's cost a step in the loop's thread (callgrind, exact; about 10 s): not registered, registered, in a
 # loop of your own and in tr_fit (docs/callbacks.md quotes the numbers).
 .PHONY: watchdog-cost
-$(BUILD)/watchdog_cost: tests/watchdog_cost.c hooks.h train.h | $(BUILD)
+$(BUILD)/watchdog_cost: tests/watchdog_cost.c tests/cost.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/watchdog_cost.c $(LDLIBS) -pthread
 watchdog-cost: $(BUILD)/watchdog_cost
 	./$(BUILD)/watchdog_cost
