@@ -1,6 +1,6 @@
 /* tests/test.h - what the cmocka suites share, once: cmocka (extern "C" in the C++ builds), the implementation
    (train.h's and hooks.h's; hooks.h's alone with TEST_HOOKS_ONLY), the C library they use, and three small
-   helpers. A suite defines first what must come before the implementation (a feature macro, a wrapped call:
+   helpers, and run_tests_in_dir (a suite's main in a temporary directory). A suite defines first what must come before the implementation (a feature macro, a wrapped call:
    test_async.c's fsync), then includes this. */
 #ifndef TESTS_TEST_H
 #define TESTS_TEST_H
@@ -67,6 +67,24 @@ static inline char *file_text(FILE *f) {
   p[n] = 0;
   fseek(f, 0, SEEK_END);
   return p;
+}
+/* Runs the suite's tests (an array) in a directory of their own: root (a char array) becomes $TMPDIR/NAME.XXXXXX
+   (/tmp without TMPDIR), made before and removed after when every test passed and KEEP is not set in the
+   environment. TEST_ONLY=test_name runs that test alone. cmocka's count of failures, or 2 when no directory. */
+#define run_tests_in_dir(tests, name, root) \
+  test__run_in_dir(#tests, tests, sizeof(tests) / sizeof((tests)[0]), name, root, sizeof root)
+static inline int test__run_in_dir(const char *group, const struct CMUnitTest *tests, size_t n, const char *name,
+                                   char *root, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  char cmd[600];
+  int rc;
+  snprintf(root, size, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+  if (!mkdtemp(root)) { perror(root); return 2; }
+  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY"));
+  rc = _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  if (rc == 0 && !getenv("KEEP") && system(cmd) != 0) { fprintf(stderr, "%s: could not remove %s\n", name, root); rc = 1; }
+  return rc;
 }
 /* How many times needle stands in text, not overlapping. */
 static inline int count_of(const char *text, const char *needle) {

@@ -2130,12 +2130,5 @@ int main(void) {
     cmocka_unit_test(test_exact_resume),
     cmocka_unit_test(test_exact_resume_mid_epoch),
   };
-  int rc;
-  char tmpl[] = "/tmp/test_callbacks.XXXXXX";
-  if (!mkdtemp(tmpl)) { perror("mkdtemp"); return 1; }
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  rm_rf(g_root);
-  rmdir(g_root);
-  return rc;
+  return run_tests_in_dir(tests, "test_callbacks", g_root);
 }

@@ -562,17 +562,6 @@ static void test_calls_from_hooks(void **state) {
   fixture_free(f);
 }
 
-static int setup_dir(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/test_ckpt_%ld", (long)getpid());
-  return mkdir(g_dir, 0700);
-}
-static int remove_dir(void **state) {
-  char cmd[300];
-  (void)state;
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd);
-}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -587,6 +576,5 @@ int main(void) {
     cmocka_unit_test(test_state_check_and_order),
     cmocka_unit_test(test_calls_from_hooks),
   };
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_stale_temporary_files */
-  return cmocka_run_group_tests(tests, setup_dir, remove_dir);
+  return run_tests_in_dir(tests, "test_ckpt", g_dir); /* one test: TEST_ONLY=test_stale_temporary_files */
 }

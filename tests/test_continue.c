@@ -23,7 +23,6 @@
 #include <dirent.h>
 
 static char g_root[256];
-static int g_keep; /* --tb DIR: the runs stay there */
 
 /* The two files hold the same text (from_line: after their first from_line lines: a jsonl's hparams
    line names its run's directory in the specs). */
@@ -1005,21 +1004,11 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_killed_after_checkpoint),
     cmocka_unit_test(test_interrupted_resumes_raw),
   };
-  int rc;
-  if (argc == 3 && !strcmp(argv[1], "--tb")) {
+  if (argc == 3 && !strcmp(argv[1], "--tb")) { /* the runs stay in DIR */
     snprintf(g_root, sizeof g_root, "%s", argv[2]);
-    g_keep = 1;
     if (mkdir(g_root, 0777) != 0 && !exists(g_root)) return 2;
-  } else {
-    snprintf(g_root, sizeof g_root, "/tmp/test_continue.XXXXXX");
-    if (!mkdtemp(g_root)) return 2;
+    if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
   }
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_plot_continues */
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  if (!g_keep && !getenv("KEEP")) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-    if (system(cmd) != 0) rc = rc ? rc : 1;
-  }
-  return rc;
+  return run_tests_in_dir(tests, "test_continue", g_root); /* one test: TEST_ONLY=test_plot_continues */
 }

@@ -773,7 +773,7 @@ static void test_accumulate_epoch_loop(void **state) { /* 2 epochs of 6 batches:
   accumulate_in(d, 12);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_uninterrupted_resumes),
     cmocka_unit_test(test_ctrl_c_step_train_batch),
@@ -817,14 +817,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_accumulate_step_loop),
     cmocka_unit_test(test_accumulate_epoch_loop),
   };
-  char tmpl[] = "/tmp/test_loop.XXXXXX", cmd[300];
-  int rc;
-  (void)argc;
-  (void)argv;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_loop", g_root);
 }

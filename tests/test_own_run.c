@@ -595,7 +595,7 @@ static void test_nan_guard_unfired(void **state) {
   fclose(log);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_hparams_keep_their_values),
     cmocka_unit_test(test_resume_without_callback_state),
@@ -613,15 +613,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_save_to_dir_missing),
     CLUSTER_TESTS,
   };
-  char tmpl[] = "/tmp/test_own_run.XXXXXX", cmd[300];
-  int rc;
-  (void)argc;
-  (void)argv;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  if (getenv("TEST_ONLY")) cmocka_set_test_filter(getenv("TEST_ONLY")); /* one test: TEST_ONLY=test_requeue_messages */
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_own_run", g_root); /* one test: TEST_ONLY=test_requeue_messages */
 }

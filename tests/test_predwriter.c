@@ -423,13 +423,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_float_text),
   };
   if (argc > 1) return for_python(argc, argv);
-  snprintf(g_root, sizeof g_root, "/tmp/test_predwriter.%ld", (long)getpid());
-  mkdir(g_root, 0755);
-  {
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
-    if (rc == 0 && system(cmd) != 0) rc = 1;
-    return rc;
-  }
+  return run_tests_in_dir(tests, "test_predwriter", g_root);
 }

@@ -1270,7 +1270,7 @@ static void test_unreadable_resume_refused_first(void **state) {
   fclose(log);
 }
 
-int main(int argc, char **argv) {
+int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_entered_loop_with_sanity_check),
     cmocka_unit_test(test_entered_calls_out_of_order),
@@ -1293,14 +1293,5 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_spec_in_desc_and_flow_cleared),
     cmocka_unit_test(test_unreadable_resume_refused_first),
   };
-  char tmpl[] = "/tmp/test_run_api.XXXXXX", cmd[300];
-  int rc;
-  (void)argc;
-  (void)argv;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (rc == 0 && system(cmd) != 0) rc = 1;
-  return rc;
+  return run_tests_in_dir(tests, "test_run_api", g_root);
 }

@@ -599,13 +599,5 @@ int main(void) {
     cmocka_unit_test(test_sweep_hooks_from_spec),
     cmocka_unit_test(test_sweep_summary_symlink),
   };
-  char tmpl[] = "/tmp/test_sweep_XXXXXX", cmd[300];
-  int rc;
-  if (!mkdtemp(tmpl)) return 2;
-  snprintf(g_root, sizeof g_root, "%s", tmpl);
-  rc = cmocka_run_group_tests(tests, NULL, NULL);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-  if (getenv("TEST_SWEEP_KEEP")) { printf("kept %s\n", g_root); return rc; }
-  if (system(cmd) != 0) fprintf(stderr, "test_sweep: could not remove %s\n", g_root);
-  return rc;
+  return run_tests_in_dir(tests, "test_sweep", g_root); /* KEEP=1: the directory stays */
 }
