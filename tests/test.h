@@ -86,6 +86,36 @@ static inline int test__run_in_dir(const char *group, const struct CMUnitTest *t
   if (rc == 0 && !getenv("KEEP") && system(cmd) != 0) { fprintf(stderr, "%s: could not remove %s\n", name, root); rc = 1; }
   return rc;
 }
+#ifndef TEST_HOOKS_ONLY
+/* What most fits start from: train (val: validation data, NULL for none) for max_epochs epochs, Ctrl-C left to the
+   program (tests raise signals of their own); the caller sets what else it tests. */
+static inline tr_config test_config(tr_data *train, tr_data *val, int64_t max_epochs) {
+  tr_config c;
+  memset(&c, 0, sizeof c);
+  c.train = train;
+  c.val = val;
+  c.max_epochs = max_epochs;
+  c.no_sigint = 1;
+  return c;
+}
+/* Random-access data: count and get, handed user. */
+static inline tr_data test_data(int64_t (*count)(void *), int (*get)(void *, int64_t, void **), void *user) {
+  tr_data d;
+  memset(&d, 0, sizeof d);
+  d.count = count;
+  d.get = get;
+  d.user = user;
+  return d;
+}
+/* spec (every battery known) is refused, and the error says says. */
+static inline void expect_spec_refused(const char *spec, const char *says) {
+  hk_registry *reg = hk_create(NULL);
+  assert_int_equal(tr_add_factories(reg), HK_OK);
+  assert_int_not_equal(hk_spec_apply(reg, spec), HK_OK);
+  if (!strstr(hk_last_error(reg), says)) fail_msg("%s: '%s' does not say '%s'", spec, hk_last_error(reg), says);
+  hk_destroy(reg);
+}
+#endif
 /* How many times needle stands in text, not overlapping. */
 static inline int count_of(const char *text, const char *needle) {
   int n = 0;

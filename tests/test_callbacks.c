@@ -148,15 +148,7 @@ static void sc_free(sc *m, tr_trainer *t) {
   fclose(m->log);
   free(m->log_buf);
 }
-static tr_config sc_cfg(int64_t max_epochs) {
-  tr_config c;
-  memset(&c, 0, sizeof c);
-  c.train = &g_train;
-  c.val = &g_val;
-  c.max_epochs = max_epochs;
-  c.no_sigint = 1;
-  return c;
-}
+static tr_config sc_cfg(int64_t max_epochs) { return test_config(&g_train, &g_val, max_epochs); }
 static void in_dir(const sc *m, char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", m->dir, name); }
 
 /* =================================================================================================

@@ -102,15 +102,7 @@ static void lin_free(lin *m, tr_trainer *t) {
   fclose(m->log);
   free(m->log_buf);
 }
-static tr_config lin_cfg(int64_t max_epochs) {
-  tr_config c;
-  memset(&c, 0, sizeof c);
-  c.train = &g_train;
-  c.val = &g_val;
-  c.max_epochs = max_epochs;
-  c.no_sigint = 1;
-  return c;
-}
+static tr_config lin_cfg(int64_t max_epochs) { return test_config(&g_train, &g_val, max_epochs); }
 
 /* =================================================================================================
    nan_guard

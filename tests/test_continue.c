@@ -319,14 +319,8 @@ static void fm_fit_as(const char *name, const char *resume, int64_t interval, en
   assert_int_equal(hk_spec_apply(reg, specs), HK_OK);
   w = watch(reg);
   add_killer(reg);
-  memset(&data, 0, sizeof data);
-  data.user = &m;
-  data.count = fm_count;
-  data.get = fm_get;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 3;
+  data = test_data(fm_count, fm_get, &m);
+  c = test_config(&data, &data, 3);
   c.log_every_n_steps = 1;
   c.val_check_interval = interval;
   c.num_sanity_val_steps = -1;

@@ -3,29 +3,7 @@
    against torch's AdamW and SGD with parameter groups (tests/groups_ref.h, made by tests/gen_groups_ref.py: the
    parameters after 15 steps, as float32 bits, compared exactly); the same bits as before when no group is given;
    an exact resume in the middle of a fine-tuning run; the refusals. */
-#define _POSIX_C_SOURCE 200809L
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#ifdef __cplusplus
-extern "C" {
-#endif
-#include <cmocka.h>
-#ifdef __cplusplus
-}
-#endif
-
-#define HOOKS_IMPLEMENTATION
-#define TRAIN_IMPLEMENTATION
-#include "train.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
+#include "test.h"
 #include "groups_ref.h"
 
 /* ---- the model of tests/gen_groups_ref.py: 7 named tensors, a gradient that depends on the parameters -------- */
@@ -285,13 +263,6 @@ static void test_name_match(void **state) {
 }
 
 /* ---- refusals: each names what is wrong ------------------------------------------------------------------------ */
-static void expect_spec_refused(const char *spec, const char *says) {
-  hk_registry *reg = hk_create(NULL);
-  assert_int_equal(tr_add_factories(reg), HK_OK);
-  assert_int_not_equal(hk_spec_apply(reg, spec), HK_OK);
-  if (!strstr(hk_last_error(reg), says)) fail_msg("%s: '%s' does not say '%s'", spec, hk_last_error(reg), says);
-  hk_destroy(reg);
-}
 static void test_refusals(void **state) {
   model m;
   own *o = (own *)calloc(1, sizeof *o);

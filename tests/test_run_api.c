@@ -913,16 +913,10 @@ static int64_t fit_epochs(int64_t min_epochs, int64_t *stopped_epoch) {
   d.log = log;
   assert_int_equal(tr_init(&t, &d), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, ES_SPEC), HK_OK);
-  memset(&data, 0, sizeof data);
-  data.count = tm_count;
-  data.get = tm_get;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 8;
+  data = test_data(tm_count, tm_get, NULL);
+  c = test_config(&data, &data, 8);
   c.min_epochs = min_epochs;
   c.num_sanity_val_steps = -1;
-  c.no_sigint = 1;
   assert_int_equal(tr_fit(&t, &c), TR_OK);
   *stopped_epoch = tr_early_stopping_get(t.reg, hk_spec_find(t.reg, "early_stopping", 0))->stopped_epoch;
   {

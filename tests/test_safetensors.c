@@ -235,14 +235,8 @@ static void test_mc_sidecars(void **state) {
   init_trainer();
   assert_int_equal(tr_model_checkpoint(g_t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir, .monitor = "val/loss", .save_top_k = 2,
                    .filename = "{epoch}", .save_last = TR_SAVE_LAST_YES, .save_safetensors = 1 }, &h), TR_OK);
-  memset(&data, 0, sizeof data);
-  data.count = count1;
-  data.get = get1;
-  memset(&c, 0, sizeof c);
-  c.train = &data;
-  c.val = &data;
-  c.max_epochs = 5;
-  c.no_sigint = 1;
+  data = test_data(count1, get1, NULL);
+  c = test_config(&data, &data, 5);
   assert_int_equal(tr_fit(&g_t, &c), TR_OK);
   /* kept: epochs 3 and 4 (1 and 2) with their sidecars, last with its; evicted 0, 1, 2 with theirs; yours as it was */
   assert_true(exists(dir, "epoch=3.ckpt") && exists(dir, "epoch=3.safetensors"));

@@ -298,14 +298,7 @@ static void fx_free(fx *f) {
   free(f);
 }
 
-static tr_config fx_config(fx *f, int with_val) {
-  tr_config c;
-  memset(&c, 0, sizeof c);
-  c.train = &f->train_d;
-  c.val = with_val ? &f->val_d : NULL;
-  c.no_sigint = 1;
-  return c;
-}
+static tr_config fx_config(fx *f, int with_val) { return test_config(&f->train_d, with_val ? &f->val_d : NULL, 0); }
 
 /* Events as they must appear, one name per word. */
 static void assert_log(const probe *p, const char *expected) {

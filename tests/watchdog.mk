@@ -10,9 +10,9 @@ WD_ASAN := $(BUILD)/test_watchdog_asan
 TEST_TARGETS += test-watchdog test-watchdog-mpi
 QUICK_TARGETS += test-watchdog-unit test-watchdog-asan
 
-$(WD_BIN): $(WD_SRC) hooks.h train.h | $(BUILD)
+$(WD_BIN): $(WD_SRC) tests/test.h tests/one.h hooks.h train.h | $(BUILD)
 	$(CC) $(TEST_CFLAGS) -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
-$(WD_ASAN): $(WD_SRC) hooks.h train.h | $(BUILD)
+$(WD_ASAN): $(WD_SRC) tests/test.h tests/one.h hooks.h train.h | $(BUILD)
 	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
 
 test-watchdog: test-watchdog-unit test-watchdog-asan test-watchdog-valgrind
@@ -24,7 +24,7 @@ test-watchdog-valgrind: $(WD_BIN)
 	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes ./$(WD_BIN)
 
 # mpicc -DTRAIN_MPI; every mpirun under timeout (a hang fails the test). MPI_ENV, MPIRUN: tests/mpi.mk.
-$(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c hooks.h train.h | $(BUILD)
+$(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c tests/one.h hooks.h train.h | $(BUILD)
 	@mkdir -p $(BUILD)/mpi
 	@command -v $(MPICC) >/dev/null || { echo "test-watchdog-mpi: $(MPICC) not found: install openmpi-bin libopenmpi-dev (sh scripts/deps.sh)"; exit 1; }
 	$(MPICC) $(TEST_CFLAGS) -DTRAIN_MPI -o $@ tests/watchdog_mpi.c $(LDLIBS) -pthread
