@@ -1721,12 +1721,8 @@ static int mc_proc(const char *dir, int id, int ready_fd, int go_fd) {
   d.model_user = &id;
   d.log_every_n_steps = -1;
   if (tr_run_setup(reg, &d) != TR_OK) return 10;
-  memset(&mc, 0, sizeof mc);
-  mc.dirpath = dir;
-  mc.filename = "{epoch}";
-  mc.save_top_k = 1;
-  mc.save_last = TR_SAVE_LAST_YES;
-  mc.save_on_train_epoch_end = TR_YES;
+  mc = (tr_model_checkpoint_desc){ .dirpath = dir, .filename = "{epoch}", .save_top_k = 1, .save_last = TR_SAVE_LAST_YES,
+                                   .save_on_train_epoch_end = TR_YES };
   if (tr_model_checkpoint(reg, &mc, &h) != TR_OK) return 11;
   memset(&ctx, 0, sizeof ctx);
   if (tr_run_start(reg, &ctx, NULL) != TR_OK) return 12;

@@ -246,16 +246,9 @@ static hk_signal counter_on_load(hk_ctx *ctx, void *u) {
   return ((counter_cb *)u)->fail_on_load ? hk_fail(ctx, "refusing %s", ctx->path) : HK_CONTINUE;
 }
 static void add_counter(fixture *f, const char *name, counter_cb *c, hk_tier tier) {
-  hk_callback cb;
-  hk_opts o;
-  memset(&cb, 0, sizeof cb);
-  memset(&o, 0, sizeof o);
-  cb.name = name;
-  cb.user = c;
-  cb.save_state = counter_save;
-  cb.load_state = counter_load;
-  cb.on_load_checkpoint = counter_on_load;
-  o.tier = tier;
+  hk_callback cb = { .name = name, .user = c, .save_state = counter_save, .load_state = counter_load,
+                     .on_load_checkpoint = counter_on_load };
+  hk_opts o = { .tier = tier };
   assert_int_equal(hk_add_callback(f->t.reg, &cb, &o, NULL), HK_OK);
 }
 

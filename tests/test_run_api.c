@@ -1077,7 +1077,6 @@ static void test_eval_pair(void **state) {
   hk_ctx ctx;
   hk_flow flow = { 0 };
   evw w;
-  hk_callback cb;
   FILE *log = tmpfile();
   char *text;
   int64_t b;
@@ -1092,16 +1091,10 @@ static void test_eval_pair(void **state) {
   assert_non_null(reg = hk_create(NULL));
   assert_int_equal(tr_run_setup(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .log_every_n_steps = 1, .save_dir = dir,
                                                      .name = "", .version = "v", .no_signals = 1, .log = log }), TR_OK);
-  memset(&cb, 0, sizeof cb);
-  cb.name = "evw";
-  cb.user = &w;
-  cb.on_validation_start = evw_vstart;
-  cb.on_validation_end = evw_vend;
-  cb.on_validation_batch_start = evw_vbatch;
-  cb.on_test_start = evw_tstart;
-  cb.on_test_end = evw_tend;
-  cb.on_test_batch_start = evw_vbatch;
-  assert_int_equal(hk_add_callback(reg, &cb, NULL, NULL), HK_OK);
+  assert_int_equal(hk_add_callback(reg, &(hk_callback){ .name = "evw", .user = &w, .on_validation_start = evw_vstart,
+                                                       .on_validation_end = evw_vend, .on_validation_batch_start = evw_vbatch,
+                                                       .on_test_start = evw_tstart, .on_test_end = evw_tend,
+                                                       .on_test_batch_start = evw_vbatch }, NULL, NULL), HK_OK);
   assert_int_equal(hk_spec_apply(reg, "csv"), HK_OK);
   /* outside a run: refused, no batch to run */
   assert_int_equal(tr_run_eval_start(reg, &ctx, &flow, "val", 3), 3);
