@@ -116,6 +116,12 @@ static inline void expect_spec_refused(const char *spec, const char *says) {
   hk_destroy(reg);
 }
 #endif
+/* What a trainer or a run writes to its log (desc.log = l.f), kept in memory: memlog_open, memlog_text (all of it so
+   far), memlog_close. */
+typedef struct memlog { FILE *f; char *text; size_t len; } memlog;
+static inline FILE *memlog_open(memlog *l) { l->text = NULL; l->len = 0; return l->f = open_memstream(&l->text, &l->len); }
+static inline const char *memlog_text(memlog *l) { fflush(l->f); return l->text ? l->text : ""; }
+static inline void memlog_close(memlog *l) { fclose(l->f); free(l->text); }
 /* How many times needle stands in text, not overlapping. */
 static inline int count_of(const char *text, const char *needle) {
   int n = 0;

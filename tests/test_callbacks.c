@@ -25,9 +25,7 @@ typedef struct sc {
   char dir[300];
   char files[64][1024];     /* directory listing after each epoch (recorded at on_train_epoch_start and at the end) */
   int n_files;
-  FILE *log;
-  char *log_buf;
-  size_t log_len;
+  memlog log;
   int batch;
 } sc;
 
@@ -117,7 +115,7 @@ static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t b
   m->by_step = by_step;
   snprintf(m->dir, sizeof m->dir, "%s/t%d", g_root, ++g_n);
   rm_rf(m->dir);
-  m->log = open_memstream(&m->log_buf, &m->log_len);
+  memlog_open(&m->log);
   memset(&d, 0, sizeof d);
   d.model.params = m->p;
   d.model.grads = m->g;
@@ -128,7 +126,7 @@ static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t b
   d.optim.kind = TR_OPTIM_SGD;
   d.optim.lr = 0.1;
   d.seed = 3;
-  d.log = m->log;
+  d.log = m->log.f;
   assert_int_equal(tr_init(t, &d), TR_OK);
   memset(&g_train, 0, sizeof g_train);
   g_train.count = sc_count;
@@ -142,11 +140,10 @@ static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t b
 static void sc_record(sc *m, tr_trainer *t) {
   hk_on(t->reg, HK_ON_TRAIN_EPOCH_START, record_files, m, &(hk_opts){ .name = "record_files" }, NULL);
 }
-static const char *sc_logtext(sc *m) { fflush(m->log); return m->log_buf ? m->log_buf : ""; }
+static const char *sc_logtext(sc *m) { return memlog_text(&m->log); }
 static void sc_free(sc *m, tr_trainer *t) {
   tr_free(t);
-  fclose(m->log);
-  free(m->log_buf);
+  memlog_close(&m->log);
 }
 static tr_config sc_cfg(int64_t max_epochs) { return test_config(&g_train, &g_val, max_epochs); }
 static void in_dir(const sc *m, char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", m->dir, name); }
@@ -618,7 +615,7 @@ static void test_mc_default_dir(void **state) {
   /* the same program again, in the same place: version_1/checkpoints, the same names, no -v1 */
   m.p[0] = 0.5f;
   assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = sc_forward,
-                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log }), TR_OK);
+                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log.f }), TR_OK);
   assert_int_equal(tr_run_setup(t.reg, &(tr_run_desc){ .save_dir = m.dir }), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, "csv; model_checkpoint(monitor=val/loss, save_top_k=2, save_last=true)"), HK_OK);
   h = hk_spec_find(t.reg, "model_checkpoint", 0);
@@ -635,7 +632,7 @@ static void test_mc_default_dir(void **state) {
   assert_int_equal(chdir(m.dir), 0);
   m.p[0] = 0.5f;
   assert_int_equal(tr_init(&t, &(tr_desc){ .model = { .params = m.p, .grads = m.g, .n_params = 2, .user = &m, .forward = sc_forward,
-                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log }), TR_OK);
+                   .backward = sc_backward }, .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m.log.f }), TR_OK);
   assert_int_equal(hk_spec_apply(t.reg, "model_checkpoint(monitor=val/loss)"), HK_OK);
   h = hk_spec_find(t.reg, "model_checkpoint", 0);
   assert_int_equal(tr_fit(&t, &c), TR_OK);

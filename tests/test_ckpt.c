@@ -36,7 +36,7 @@ static int big_backward(void *u, void *batch) {
 static int64_t one_count(void *u) { (void)u; return 3; }
 static int one_get(void *u, int64_t i, void **b) { (void)u; (void)i; *b = NULL; return 0; }
 
-typedef struct fixture { big m; tr_trainer t; tr_data d; FILE *log; char *log_buf; size_t log_len; } fixture;
+typedef struct fixture { big m; tr_trainer t; tr_data d; memlog log; } fixture;
 
 static void quiet(const char *msg, void *user) { (void)msg; (void)user; }
 
@@ -62,21 +62,20 @@ static fixture *fixture_new(size_t n, int strict, uint64_t max_bytes) {
   d.reg = hk_create(&hd);
   d.strict_hook_state = strict;
   d.max_checkpoint_bytes = max_bytes;
-  f->log = open_memstream(&f->log_buf, &f->log_len);
-  d.log = f->log;
+  memlog_open(&f->log);
+  d.log = f->log.f;
   assert_int_equal(tr_init(&f->t, &d), TR_OK);
   memset(&f->d, 0, sizeof f->d);
   f->d.count = one_count;
   f->d.get = one_get;
   return f;
 }
-static const char *fixture_log(fixture *f) { fflush(f->log); return f->log_buf ? f->log_buf : ""; }
+static const char *fixture_log(fixture *f) { return memlog_text(&f->log); }
 static void fixture_free(fixture *f) {
   hk_registry *reg = f->t.reg;
   tr_free(&f->t);
   hk_destroy(reg);
-  fclose(f->log);
-  free(f->log_buf);
+  memlog_close(&f->log);
   free(f->m.p);
   free(f->m.g);
   free(f);

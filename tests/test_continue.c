@@ -119,9 +119,7 @@ typedef struct lp {
   hk_flow flow;
   float p[2], g[2];
   hk_tensor pv, gv;
-  FILE *log;
-  char *log_buf;
-  size_t log_len;
+  memlog log;
   char dir[300];
   watched w;
 } lp;
@@ -143,14 +141,14 @@ static void lp_init(lp *l, const char *name, int new_version) {
   l->ctx.grads = &l->gv;
   l->ctx.n_tensors = 1;
   snprintf(l->dir, sizeof l->dir, "%s/%s", g_root, name);
-  assert_non_null(l->log = open_memstream(&l->log_buf, &l->log_len));
+  assert_non_null(memlog_open(&l->log));
   assert_non_null(l->reg = hk_create(NULL));
   memset(&d, 0, sizeof d);
   d.epochs = TR_NO;
   d.max_steps = OWN_STEPS;
   d.log_every_n_steps = 1;
   d.save_dir = l->dir;
-  d.log = l->log;
+  d.log = l->log.f;
   d.no_signals = 1;
   d.no_resume_message = 1;
   d.new_version_on_resume = new_version;
@@ -162,12 +160,11 @@ static void lp_init(lp *l, const char *name, int new_version) {
   l->w = watch(l->reg);
   add_killer(l->reg);
 }
-static const char *lp_log(lp *l) { fflush(l->log); return l->log_buf ? l->log_buf : ""; }
+static const char *lp_log(lp *l) { return memlog_text(&l->log); }
 static void lp_free(lp *l) {
   hk_ctx_free(&l->ctx);
   hk_destroy(l->reg);
-  fclose(l->log);
-  free(l->log_buf);
+  memlog_close(&l->log);
 }
 static void lp_save_as(lp *l, char kind) {
   char path[400];

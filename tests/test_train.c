@@ -250,9 +250,7 @@ typedef struct fx {
   hk_registry *reg;
   tr_trainer t;
   probe p;
-  FILE *log;                 /* the trainer's log (warnings, log requests) */
-  char *log_buf;
-  size_t log_len;
+  memlog log;               /* the trainer's log (warnings, log requests) */
 } fx;
 
 static fx *fx_new(int n_train, int n_val, const tr_optim *optim, const tr_sched *sched, int with_probe) {
@@ -268,14 +266,14 @@ static fx *fx_new(int n_train, int n_val, const tr_optim *optim, const tr_sched 
   hd.log = quiet_log;
   f->reg = hk_create(&hd);
   assert_non_null(f->reg);
-  f->log = open_memstream(&f->log_buf, &f->log_len);
+  memlog_open(&f->log);
   memset(&d, 0, sizeof d);
   d.model = as_model(&f->m);
   d.reg = f->reg;
   if (optim) d.optim = *optim;
   if (sched) d.sched = *sched;
   d.seed = 42;
-  d.log = f->log;
+  d.log = f->log.f;
   assert_int_equal(tr_init(&f->t, &d), TR_OK);
   f->m.t = &f->t;
   if (with_probe) {
@@ -285,13 +283,12 @@ static fx *fx_new(int n_train, int n_val, const tr_optim *optim, const tr_sched 
   return f;
 }
 
-static const char *fx_logtext(fx *f) { fflush(f->log); return f->log_buf ? f->log_buf : ""; }
+static const char *fx_logtext(fx *f) { return memlog_text(&f->log); }
 
 static void fx_free(fx *f) {
   tr_free(&f->t);
   hk_destroy(f->reg);
-  fclose(f->log);
-  free(f->log_buf);
+  memlog_close(&f->log);
   lin_free(&f->m);
   data_free(&f->train);
   data_free(&f->val);
