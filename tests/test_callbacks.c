@@ -106,7 +106,6 @@ static int g_n = 0; /* test directory counter */
 
 /* A trainer over the scripted model, logging into memory, with a fresh directory m->dir. */
 static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t by_step) {
-  tr_desc d;
   memset(m, 0, sizeof *m);
   m->p[0] = 0.5f;
   m->t = t;
@@ -116,26 +115,11 @@ static void sc_init(sc *m, tr_trainer *t, const double *script, int n, int64_t b
   snprintf(m->dir, sizeof m->dir, "%s/t%d", g_root, ++g_n);
   rm_rf(m->dir);
   memlog_open(&m->log);
-  memset(&d, 0, sizeof d);
-  d.model.params = m->p;
-  d.model.grads = m->g;
-  d.model.n_params = 2;
-  d.model.user = m;
-  d.model.forward = sc_forward;
-  d.model.backward = sc_backward;
-  d.optim.kind = TR_OPTIM_SGD;
-  d.optim.lr = 0.1;
-  d.seed = 3;
-  d.log = m->log.f;
-  assert_int_equal(tr_init(t, &d), TR_OK);
-  memset(&g_train, 0, sizeof g_train);
-  g_train.count = sc_count;
-  g_train.get = sc_get;
-  g_train.user = m;
-  memset(&g_val, 0, sizeof g_val);
-  g_val.count = sc_count1;
-  g_val.get = sc_get;
-  g_val.user = m;
+  assert_int_equal(tr_init(t, &(tr_desc){ .model = { .params = m->p, .grads = m->g, .n_params = 2, .user = m,
+                                                     .forward = sc_forward, .backward = sc_backward },
+                                          .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .seed = 3, .log = m->log.f }), TR_OK);
+  g_train = test_data(sc_count, sc_get, m);
+  g_val = test_data(sc_count1, sc_get, m);
 }
 static void sc_record(sc *m, tr_trainer *t) {
   hk_on(t->reg, HK_ON_TRAIN_EPOCH_START, record_files, m, &(hk_opts){ .name = "record_files" }, NULL);

@@ -58,7 +58,6 @@ static int lin_get(void *user, int64_t i, void **batch) { (void)user; *batch = (
 
 static tr_data g_train, g_val;
 static void lin_init(lin *m, tr_trainer *t, tr_optim_kind kind, double lr) {
-  tr_desc d;
   int k;
   memset(m, 0, sizeof *m);
   for (k = 0; k < NS; k++) {
@@ -72,26 +71,11 @@ static void lin_init(lin *m, tr_trainer *t, tr_optim_kind kind, double lr) {
   m->p[2] = 0.3f;
   memlog_open(&m->log);
   m->t = t;
-  memset(&d, 0, sizeof d);
-  d.model.params = m->p;
-  d.model.grads = m->g;
-  d.model.n_params = 4;
-  d.model.tensors = lin_tensors;
-  d.model.n_tensors = 2;
-  d.model.user = m;
-  d.model.forward = lin_forward;
-  d.model.backward = lin_backward;
-  d.optim.kind = kind;
-  d.optim.lr = lr;
-  d.optim.momentum = kind == TR_OPTIM_SGD ? 0.5 : 0;
-  d.optim.weight_decay = 0.01;
-  d.seed = 11;
-  d.log = m->log.f;
-  assert_int_equal(tr_init(t, &d), TR_OK);
-  memset(&g_train, 0, sizeof g_train);
-  g_train.count = lin_count;
-  g_train.get = lin_get;
-  g_train.user = m;
+  assert_int_equal(tr_init(t, &(tr_desc){ .model = { .params = m->p, .grads = m->g, .n_params = 4, .tensors = lin_tensors,
+                                                     .n_tensors = 2, .user = m, .forward = lin_forward, .backward = lin_backward },
+                                          .optim = { .kind = kind, .lr = lr, .momentum = kind == TR_OPTIM_SGD ? 0.5 : 0,
+                                                     .weight_decay = 0.01 }, .seed = 11, .log = m->log.f }), TR_OK);
+  g_train = test_data(lin_count, lin_get, m);
   g_val = g_train;
 }
 static const char *lin_logtext(lin *m) { return memlog_text(&m->log); }
