@@ -107,6 +107,14 @@ static inline tr_data test_data(int64_t (*count)(void *), int (*get)(void *, int
   d.user = user;
   return d;
 }
+/* An HK_ON_LOG hook that counts the records by stage into user, an int[2]: train, val. */
+static inline hk_signal count_records(hk_ctx *ctx, void *user) {
+  const tr_log_record *r = tr_log_current(ctx);
+  int *n = (int *)user;
+  if (r && !strcmp(r->stage, "train")) n[0]++;
+  if (r && !strcmp(r->stage, "val")) n[1]++;
+  return HK_CONTINUE;
+}
 /* spec (every battery known) is refused, and the error says says. */
 static inline void expect_spec_refused(const char *spec, const char *says) {
   hk_registry *reg = hk_create(NULL);

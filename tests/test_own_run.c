@@ -189,34 +189,26 @@ static void test_resume_without_callback_state(void **state) {
 }
 
 /* ---- a validation after tr_run_batch_end, then tr_run_batch_end again ----------------------------- */
-static int g_train_records, g_val_records;
-static hk_signal count_records(hk_ctx *ctx, void *u) {
-  const tr_log_record *r = tr_log_current(ctx);
-  (void)u;
-  if (r && !strcmp(r->stage, "train")) g_train_records++;
-  if (r && !strcmp(r->stage, "val")) g_val_records++;
-  return HK_CONTINUE;
-}
 static void test_validation_then_batch_end_again(void **state) {
   static const double script[] = { 1.0, 2.0, 0.5, 0.4 }; /* better, worse (patience 1: stop), ... */
   char dir[300], spec[700], path[700], *text;
   FILE *log;
   lp l, back;
+  int records[2] = { 0, 0 }; /* train, val */
   (void)state;
   path_of(dir, sizeof dir, "again");
   lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .log_every_n_steps = 1, .save_dir = dir });
   snprintf(spec, sizeof spec, "early_stopping(monitor=val/loss, patience=1); model_checkpoint(monitor=val/loss, "
            "dirpath=\"%s/ckpt\", filename=\"{step}\")", dir);
   assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
-  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, records, NULL, NULL), HK_OK);
   l.val_every = 2;
   l.val_script = script;
   l.second_call = 1;
-  g_train_records = g_val_records = 0;
   assert_int_equal(lp_run(&l, NULL, 100), TR_OK);
   assert_int_equal(l.ctx.global_step, 4);          /* the stop at step 4's validation: no step 5 */
-  assert_int_equal(g_train_records, 4);            /* the second call sent no second record */
-  assert_int_equal(g_val_records, 2);
+  assert_int_equal(records[0], 4);            /* the second call sent no second record */
+  assert_int_equal(records[1], 2);
   assert_int_equal(tr_early_stopping_get(l.reg, hk_spec_find(l.reg, "early_stopping", 0))->stopping_reason, TR_STOP_PATIENCE_EXHAUSTED);
   /* the file asked for at step 2's validation was written at step 2: its counters and model say so */
   snprintf(path, sizeof path, "%s/ckpt/step=2.ckpt", dir);

@@ -579,27 +579,19 @@ static hk_signal request_at_2(hk_ctx *ctx, void *u) {
   if (ctx->global_step == 4) hk_request(ctx, HK_REQUEST_VALIDATION);
   return HK_CONTINUE;
 }
-static int g_train_records, g_val_records;
-static hk_signal count_records(hk_ctx *ctx, void *u) {
-  const tr_log_record *r = tr_log_current(ctx);
-  (void)u;
-  if (r && !strcmp(r->stage, "train")) g_train_records++;
-  if (r && !strcmp(r->stage, "val")) g_val_records++;
-  return HK_CONTINUE;
-}
 static void test_requests_through_save_checkpoint(void **state) {
   char save_to[400], *text;
   FILE *log = tmpfile();
   ol l;
+  int records[2] = { 0, 0 }; /* train, val */
   (void)state;
   assert_non_null(log);
   path_of(g_req_path, sizeof g_req_path, "req-at-2.ckpt");
   path_of(save_to, sizeof save_to, "req-save-to.ckpt");
   ol_init(&l, (tr_run_desc){ .log = log, .save_to = save_to, .save_checkpoint = ol_save_checkpoint });
   assert_int_equal(hk_on(l.reg, HK_ON_TRAIN_BATCH_END, request_at_2, NULL, NULL, NULL), HK_OK);
-  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, NULL, NULL, NULL), HK_OK);
+  assert_int_equal(hk_on(l.reg, HK_ON_LOG, count_records, records, NULL, NULL), HK_OK);
   l.batches = 5;
-  g_train_records = g_val_records = 0;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
   assert_int_equal(l.saves, 2);                     /* the loop's own writer, with the path asked for */
   assert_string_equal(l.saved[0], g_req_path);
@@ -613,8 +605,8 @@ static void test_requests_through_save_checkpoint(void **state) {
   text = file_text(log);                            /* the log request: a line, and in a fit a training record */
   assert_int_equal(count_of(text, "epoch=0 step=2 batch=1 loss="), 1);
   free(text);
-  assert_int_equal(g_train_records, 1);
-  assert_int_equal(g_val_records, 1);               /* the validation asked for at step 4 */
+  assert_int_equal(records[0], 1);
+  assert_int_equal(records[1], 1);               /* the validation asked for at step 4 */
   assert_int_equal(l.requested, (unsigned)TR_RUN_VALIDATE);
   assert_int_equal(l.n_val, 1);
   fclose(log);
