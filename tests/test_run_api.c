@@ -38,6 +38,13 @@ static void refused_with(hk_registry *reg, const char *a, const char *b) {
   if (a && !strstr(tr_run_error(reg), a)) fail_msg("'%s' not in '%s'", a, tr_run_error(reg));
   if (b && !strstr(tr_run_error(reg), b)) fail_msg("'%s' not in '%s'", b, tr_run_error(reg));
 }
+/* The text of the file NAME in the run directory DIR/v (it must be there); the caller frees it. */
+static char *run_file(const char *dir, const char *name) {
+  char path[700], *text;
+  snprintf(path, sizeof path, "%s/v/%s", dir, name);
+  if (!(text = slurp(path))) fail_msg("%s: not there", path);
+  return text;
+}
 
 /* ---- a loop of our own: loss = 1 + p0^2, SGD, epochs of `batches` batches; entered (tr_run_enter, every
    event fired here) or started (tr_run_start / tr_run_batch_end / tr_run_finish) --------------------------- */
@@ -384,8 +391,7 @@ static void test_entered_loop_with_sanity_check(void **state) {
   assert_int_equal(l.ctx.global_step, 4);
   /* csv got the train records through tr_run_log (step is Lightning's: steps before the batch) and the two
      validations' records; the sanity check's val/loss (99) reached no logger */
-  snprintf(path, sizeof path, "%s/v/metrics.csv", dir);
-  assert_non_null(csv = slurp(path));
+  csv = run_file(dir, "metrics.csv");
   assert_string_equal(csv, "epoch,step,train/loss,val/loss\n0,0,2,\n0,1,1.6400000190734865,\n0,1,,3\n"
                            "1,2,1.4095999816894533,\n1,3,1.2621439638671887,\n1,3,,2\n");
   free(csv);
@@ -721,7 +727,7 @@ static void test_ctrl_c_saves_through_save_checkpoint(void **state) {
    4. settings as hyperparameters
    ================================================================================================= */
 static void test_settings_as_hparams(void **state) {
-  char dir[300], path[700], *yaml, *jl;
+  char dir[300], *yaml, *jl;
   ol l;
   (void)state;
   path_of(dir, sizeof dir, "settings");
@@ -733,8 +739,7 @@ static void test_settings_as_hparams(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, "csv; jsonl"), HK_OK);
   l.batches = 2;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
-  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
-  assert_non_null(yaml = slurp(path));
+  yaml = run_file(dir, "hparams.yaml");
   /* the settings in place of the desc's (no loop, max_steps, log_every_n_steps keys); hparams and
      tr_run_hparam win over a key of them */
   assert_non_null(strstr(yaml, "data: cifar10\nlr: 0.02\noptimizer: sgd\nseed: 8\ntag: run-1\nwidth: 128\nspecs:\n"));
@@ -742,8 +747,7 @@ static void test_settings_as_hparams(void **state) {
   assert_null(strstr(yaml, "max_steps"));
   assert_null(strstr(yaml, "loop:"));
   free(yaml);
-  snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
-  assert_non_null(jl = slurp(path));
+  jl = run_file(dir, "metrics.jsonl");
   assert_non_null(strstr(jl, "{\"hparams\":{\"data\":\"cifar10\",\"lr\":0.02,\"optimizer\":\"sgd\",\"seed\":8,"
                              "\"tag\":\"run-1\",\"width\":128,\"specs\":"));
   free(jl);
@@ -754,7 +758,7 @@ static void test_settings_as_hparams(void **state) {
    ("1.10", "0123", "true", "no", "null") is quoted, and so is a key that is not plain ("batch size", "Yes"), as jsonl writes it as a JSON string; it was written
    plain, so a reader of hparams.yaml got 1.1, 83 (octal), True ... Numbers and booleans stay plain. */
 static void test_hparams_strings_stay_strings(void **state) {
-  char dir[300], path[700], *yaml, *jl;
+  char dir[300], *yaml, *jl;
   ol l;
   (void)state;
   path_of(dir, sizeof dir, "strings");
@@ -770,14 +774,12 @@ static void test_hparams_strings_stay_strings(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, "csv; jsonl"), HK_OK);
   l.batches = 1;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
-  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
-  assert_non_null(yaml = slurp(path));
+  yaml = run_file(dir, "hparams.yaml");
   assert_string_equal(yaml, "\"Yes\": \"Off\"\n\"batch size\": 32\ncode: \"0123\"\ndotted: \".5x\"\nempty: \"null\"\nflag: \"true\"\nlr: 1e-3\n"
                             "mode: \"no\"\nname: run-1\nneg: -2\nrelease: \"1.10\"\nshuffle: true\nsteps: 10\nwidth: 64\n"
                             "specs:\n- \"csv; jsonl\"\n");
   free(yaml);
-  snprintf(path, sizeof path, "%s/v/metrics.jsonl", dir);
-  assert_non_null(jl = slurp(path));
+  jl = run_file(dir, "metrics.jsonl");
   assert_non_null(strstr(jl, "\"code\":\"0123\",\"dotted\":\".5x\",\"empty\":\"null\",\"flag\":\"true\",\"lr\":1e-3,"
                              "\"mode\":\"no\",\"name\":\"run-1\",\"neg\":-2,\"release\":\"1.10\",\"shuffle\":true,"));
   free(jl);
@@ -788,7 +790,7 @@ static void test_hparams_strings_stay_strings(void **state) {
    that builds them in a buffer of its own and frees or reuses it after tr_run_setup still gets them
    recorded. They were kept as the caller's pointer: the loggers read freed memory at setup. */
 static void test_settings_copied_by_setup(void **state) {
-  char dir[300], path[700], *yaml, *words;
+  char dir[300], *yaml, *words;
   ol l;
   (void)state;
   path_of(dir, sizeof dir, "settings-copied");
@@ -801,8 +803,7 @@ static void test_settings_copied_by_setup(void **state) {
   assert_int_equal(hk_spec_apply(l.reg, "csv"), HK_OK);
   l.batches = 1;
   assert_int_equal(ol_fit_entered(&l, NULL), TR_OK);
-  snprintf(path, sizeof path, "%s/v/hparams.yaml", dir);
-  assert_non_null(yaml = slurp(path));
+  yaml = run_file(dir, "hparams.yaml");
   assert_non_null(strstr(yaml, "data: mnist\nwidth: 32\nspecs:\n"));
   free(yaml);
   {                                                 /* setup again from the run's own desc (the trainer does so) */
