@@ -115,6 +115,16 @@ static inline hk_signal count_records(hk_ctx *ctx, void *user) {
   if (r && !strcmp(r->stage, "val")) n[1]++;
   return HK_CONTINUE;
 }
+/* e is TR_ERR_INVALID and t's error says needle (a constructor's refusal). */
+static inline void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
+  assert_int_equal(e, TR_ERR_INVALID);
+  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("error '%s' lacks '%s'", hk_last_error(t->reg), needle);
+}
+/* spec is refused on t's registry and the error says needle. */
+static inline void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
+  assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
+  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("spec '%s': error '%s' lacks '%s'", spec, hk_last_error(t->reg), needle);
+}
 /* spec (every battery known) is refused, and the error says says. */
 static inline void expect_spec_refused(const char *spec, const char *says) {
   hk_registry *reg = hk_create(NULL);

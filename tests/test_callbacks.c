@@ -1117,14 +1117,6 @@ static void test_timer(void **state) {
 /* =================================================================================================
    bad parameters: constructors and spec strings, before anything runs
    ================================================================================================= */
-static void expect_bad(tr_trainer *t, tr_err e, const char *needle) {
-  assert_int_equal(e, TR_ERR_INVALID);
-  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("error '%s' lacks '%s'", hk_last_error(t->reg), needle);
-}
-static void expect_bad_spec(tr_trainer *t, const char *spec, const char *needle) {
-  assert_int_not_equal(hk_spec_apply(t->reg, spec), HK_OK);
-  if (!strstr(hk_last_error(t->reg), needle)) fail_msg("spec '%s': error '%s' lacks '%s'", spec, hk_last_error(t->reg), needle);
-}
 static void test_bad_parameters(void **state) {
   static const double v[] = { 1 };
   sc m;

@@ -2,26 +2,11 @@
 # hook reported with its event, name and step; action=exit's status and whole csv lines; no report and a joined
 # thread when nothing hangs; bad parameters), and under mpirun -np 2 with one rank stuck (test-watchdog-mpi:
 # both ranks report, the waiting one in a collective; with action=exit the job ends non-zero instead of hanging).
-WD_SRC  := tests/test_watchdog.c
-WD_BIN  := $(BUILD)/test_watchdog
-WD_ASAN := $(BUILD)/test_watchdog_asan
-
-.PHONY: test-watchdog test-watchdog-unit test-watchdog-asan test-watchdog-valgrind test-watchdog-mpi
-TEST_TARGETS += test-watchdog test-watchdog-mpi
-QUICK_TARGETS += test-watchdog-unit test-watchdog-asan
-
-$(WD_BIN): $(WD_SRC) tests/test.h tests/one.h hooks.h train.h | $(BUILD)
-	$(CC) $(TEST_CFLAGS) -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
-$(WD_ASAN): $(WD_SRC) tests/test.h tests/one.h hooks.h train.h | $(BUILD)
-	$(CC) $(ALL_CFLAGS) $(SAN) -o $@ $(WD_SRC) -lcmocka $(LDLIBS) -pthread
-
-test-watchdog: test-watchdog-unit test-watchdog-asan test-watchdog-valgrind
-test-watchdog-unit: $(WD_BIN)
-	./$(WD_BIN)
-test-watchdog-asan: $(WD_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ./$(WD_ASAN)
-test-watchdog-valgrind: $(WD_BIN)
-	$(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect --child-silent-after-fork=yes ./$(WD_BIN)
+$(eval $(call cmocka_suite,watchdog,watchdog,tests/one.h hooks.h train.h))
+$(BUILD)/test_watchdog $(BUILD)/test_watchdog_asan: LDLIBS += -pthread
+test-watchdog-valgrind: VALGRIND += --child-silent-after-fork=yes # test_exit forks a child
+.PHONY: test-watchdog-mpi
+TEST_TARGETS += test-watchdog-mpi
 
 # mpicc -DTRAIN_MPI; every mpirun under timeout (a hang fails the test). MPI_ENV, MPIRUN: tests/mpi.mk.
 $(BUILD)/mpi/wd_mpi: tests/watchdog_mpi.c tests/one.h hooks.h train.h | $(BUILD)
