@@ -76,18 +76,9 @@ static void make(void) {
 }
 
 static tr_err fit(void) {
-  tr_data d;
-  tr_config c;
-  tr_err e;
-  memset(&d, 0, sizeof d);
-  d.count = count4;
-  d.get = get;
-  memset(&c, 0, sizeof c);
-  c.train = &d;
-  c.val = &d;
-  c.max_epochs = 2;
-  c.no_sigint = 1;
-  e = tr_fit(&t, &c); /* an error is fine; a crash, an overflow or a leak is not */
+  tr_data d = { .count = count4, .get = get };
+  /* an error is fine; a crash, an overflow or a leak is not */
+  tr_err e = tr_fit(&t, &(tr_config){ .train = &d, .val = &d, .max_epochs = 2, .no_sigint = 1 });
   if (getenv("FUZZ_CBSTATE_VERBOSE")) fprintf(stderr, "fit: %s after %lld steps%s%s\n", tr_err_name(e), (long long)t.global_step,
                                               e ? ": " : "", e ? tr_error(&t) : "");
   return e;
