@@ -47,20 +47,12 @@ static double now(void *u) { (void)u; return clk; }
 
 /* A trainer with every stateful standard callback; h[i] and key[i] name them. */
 static void make(void) {
-  tr_desc d;
+  tr_desc d = { .model = { .params = P, .grads = G, .n_params = 2, .forward = fwd, .backward = bwd },
+                .optim = { .kind = TR_OPTIM_SGD, .lr = 0.1 }, .log = devnull };
   int i;
-  memset(&d, 0, sizeof d);
   P[0] = 0.5f; P[1] = -0.25f;
   G[0] = G[1] = 0;
   clk = 0;
-  d.model.params = P;
-  d.model.grads = G;
-  d.model.n_params = 2;
-  d.model.forward = fwd;
-  d.model.backward = bwd;
-  d.optim.kind = TR_OPTIM_SGD;
-  d.optim.lr = 0.1;
-  d.log = devnull;
   if (tr_init(&t, &d) != TR_OK ||
       tr_early_stopping(t.reg, &(tr_early_stopping_desc){ .monitor = "val/loss", .patience = 2, .verbose = 1 }, &h[0]) ||
       tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = "fz", .monitor = "val/loss", .save_top_k = 2,
