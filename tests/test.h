@@ -147,4 +147,16 @@ static inline int count_of(const char *text, const char *needle) {
   while ((p = strstr(p, needle)) != NULL) { n++; p += strlen(needle); }
   return n;
 }
+/* How many times needle stands in what the tmpfile() f holds now. */
+static inline int count_in(FILE *f, const char *needle) {
+  char *text = file_text(f);
+  int n = count_of(text, needle);
+  free(text);
+  return n;
+}
+/* Empties the tmpfile() f (the next run's log starts there). */
+static inline void empty_file(FILE *f) {
+  rewind(f);
+  assert_int_equal(ftruncate(fileno(f), 0), 0);
+}
 #endif
