@@ -346,7 +346,7 @@ typedef struct hk_tensor {
                              loop's own path). The loop clears them with the request bit (below)
                              it honours at its next safe point
    metrics        both       hk_metric_set/get: the way hooks talk to each other; the loop may publish
-                             values there (train.h's are listed at the top of train.h) */
+                             values there (train.h's are listed in docs/trainer.md, "Metrics") */
 struct hk_ctx {
   hk_registry *reg;
   int event;

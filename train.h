@@ -1,66 +1,31 @@
 /* train.h - GENERATED from train/ by `make train.h` (train/train.h.in, scripts/amalgamate.py): do not edit
    train.h - v0.2.0 - 2026-11-22 - a minimal, complete trainer built on hooks.h - MIT or public domain
 
-   The batteries for a training loop in C, and a small trainer you can read top to bottom. Built only
-   on hooks.h's public API; every section but the run layer can be left out with a define.
+   The batteries for a training loop in C, and a small trainer you can read top to bottom, built only on
+   hooks.h's public API. Edit the parts in train/ (one concept each); this file is what a user copies.
 
-   The parts in train/ hold one concept each (a callback or logger in one file): read and edit those;
-   this file is what a user copies.
+   CONTENTS (declarations in this order, then the implementation in the same order)
+     base.h  math.h            errors, RNG, your model and data, optimizers, schedules; per-step math
+     files.h  records.h        the atomic writer and background writer; log records, hyperparameters
+     cluster.h                 Slurm, the preemption signal, how ranks of a loop of yours agree to stop
+     run.h  loop.h             THE RUN LAYER (tr_run_*): what any loop gives the batteries; your loop
+                               in a dozen lines (tr_run_begin / next / update / end)
+     battery.h  factories.h    what callbacks and loggers share; the battery list; every spec factory
+     callbacks/, loggers/      one file each (early_stopping ... csv, tensorboard, progress_bar, mlflow)
+     sweep.h                   tr_sweep: Hydra's multirun
+     trainer/                  THE TRAINER's wing, each part on those before it: core.h (types, shared
+                               helpers), cuda.h and mpi.h (on the GPU: TRAIN_CUDA; across processes:
+                               TRAIN_MPI), checkpoint.h (tr_save / tr_load), step.h (a step's work),
+                               fit.h (tr_fit / validate / test / predict), lr_finder.h
+   Each section but the run layer can be left out (TRAIN_NO_TRAINER, TRAIN_NO_MATH, TRAIN_NO_CALLBACKS,
+   TRAIN_NO_LOGGERS, TRAIN_NO_SWEEP, TRAIN_NO_<NAME>, TRAIN_ONLY_SPECIFIC_BATTERIES + TRAIN_ENABLE_<NAME>).
 
-   CONTENTS: the parts of train/ (declarations in this order; the implementation follows the same order)
-     base.h                    errors, random numbers, your model and data, optimizers, schedules
-     math.h                    AdamW, SGD, zero_grad, clipping, norms at memory speed   TRAIN_NO_MATH
-     files.h                   the atomic writer; asynchronous saves' background writer
-     records.h                 log records: what a loop sends the loggers; the hyperparameters
-     cluster.h                 clusters: Slurm's environment, the preemption signal (save, requeue,
-                               resume by itself), how the ranks of a loop of yours agree to stop
-     run.h                     THE RUN LAYER: what any loop gives the batteries: run directory, log
-                               records, checkpoints in your own format, stop signals (tr_run_*)
-     loop.h                    your loop in a dozen lines: tr_run_begin / next / update / end, the run
-                               keeping the loop's place
-     battery.h                 what callbacks and loggers share; the battery list, which are compiled
-     loggers/file_loggers.h    what csv, jsonl, tensorboard and plot share
-     callbacks/<name>.h        Lightning's: early_stopping, model_checkpoint, timer, lr_monitor,
-                               gradient_monitor, nan_guard, ema, model_summary,
-                               accumulation_scheduler, profiler, throughput_monitor, watchdog,
-                               device_stats, on_exception_checkpoint, spike_detection,
-                               prediction_writer; each its constructor and spec
-                               factory                                              TRAIN_NO_CALLBACKS
-     loggers/<name>.h          csv, jsonl, tensorboard, progress_bar, plot, mlflow   TRAIN_NO_LOGGERS
-     sweep.h                   tr_sweep: Hydra's multirun (overrides key=v1,v2 of the program's fields
-                               and spec parameters, a job per combination, a summary) TRAIN_NO_SWEEP
-     trainer.h                 THE TRAINER: tr_fit / validate / test / predict, a sanity check, limits,
-                               accumulation, clipping, checksummed checkpoints with exact resume,
-                               the failure path (hook failure, NaN loss, Ctrl-C)     TRAIN_NO_TRAINER
-     checkpoint.h              the trainer's checkpoints: tr_save / tr_load, the format, a resume with
-                               nothing left to train                               TRAIN_NO_TRAINER
-     callbacks/lr_finder.h     Lightning's LearningRateFinder (it drives the trainer)
-     factories.h               tr_add_factories: every battery's spec factory
-     cuda.h                    the trainer's models on the GPU, kernels/train_cuda.cuh  TRAIN_CUDA
-     mpi.h                     the trainer's data parallelism across processes      TRAIN_MPI
-   Each callback and logger can be left out too (TRAIN_NO_EARLY_STOPPING, TRAIN_NO_TENSORBOARD, ...), or
-   all but those a program names (TRAIN_ONLY_SPECIFIC_BATTERIES with TRAIN_ENABLE_<NAME>): see "which
-   batteries are compiled". A loop of your own (the train_gpt2.c kind) uses the run layer with the
-   callbacks and loggers it wants (tr_run_begin / tr_run_next), and can leave out the trainer and the math:
-   examples/own_loop.c. In the trainer, hooks fire
-   in PyTorch Lightning 2.6's order, except where the list "WHERE train.h DIFFERS FROM LIGHTNING"
-   below says otherwise.
-
-   USAGE
-     In exactly one C or C++ file, with hooks.h's implementation:
+   USAGE: in exactly one C or C++ file, with hooks.h's implementation,
          #define HOOKS_IMPLEMENTATION
          #define TRAIN_IMPLEMENTATION
          #include "train.h"          (includes hooks.h)
-     Everywhere else just #include "train.h". Link with -lm, and -pthread (asynchronous saves use one
-     writer thread; glibc 2.34 and later need nothing extra; TRAIN_NO_THREADS leaves it out).
-     TRAIN_IMPLEMENTATION without HOOKS_IMPLEMENTATION is an #error that says so (else: hundreds of
-     undefined hk_* symbols at link time); a program whose hooks.h implementation is in another file
-     defines TRAIN_HOOKS_ELSEWHERE.
-
-     The model is yours: a flat float buffer of parameters, a gradient buffer of the same layout, named
-     views into them (llm.c style), and a forward+loss and a backward function. The data is yours too:
-     a count and a "get batch i" function (or an iterator: next, reset, and its position saved in
-     checkpoints), and an optional shuffle. Then:
+   and plain #include "train.h" elsewhere; link with -lm and -pthread. A loop of your own uses the run layer
+   (examples/own_loop.c); the trainer:
 
        tr_trainer t;
        tr_err e = tr_init(&t, &(tr_desc){
@@ -73,123 +38,10 @@
        if (e) fprintf(stderr, "training failed: %s\n", tr_error(&t));
        tr_free(&t);
 
-     examples/first_trainer.c is that in full (validation, early stopping, the best checkpoints, csv and
-     TensorBoard logs, the progress bar, resume when run again); docs/trainer.md, docs/callbacks.md and
-     docs/logging.md are the long versions of what the doc blocks below say.
-
-   A zero-initialised tr_desc / tr_config / tr_optim / tr_sched means sensible defaults: each field's
-   comment says what its zero means.
-
-   THE ORDER OF EVENTS IN tr_fit
-     setup(fit)  configure_model  [tr_config.resume_from: load -> on_load_checkpoint]  on_fit_start
-     on_sanity_check_start  <validation loop>  on_sanity_check_end
-                            (skipped after resuming from a checkpoint written in the middle of an epoch
-                             or of a validation; run after one written at an epoch's end, as Lightning)
-     on_train_start
-       per epoch:  on_train_epoch_start                       (not when resuming in mid-epoch)
-         per batch:  on_train_batch_start  forward
-                     on_before_zero_grad, zero_grad           (first micro-batch of a window only)
-                     on_before_backward  backward  on_after_backward
-                     on_before_optimizer_step  clip  on_gradient_clip  step  on_after_optimizer_step
-                                                              (last micro-batch of a window only)
-                     on_train_batch_end   [validation: every val_every_n_steps steps, or every
-                                          val_check_interval batches of the epoch]   [requests]
-         [validation at the epoch's end]  on_train_epoch_end  [requests]
-     on_train_end  on_fit_end  teardown(fit)
-   The validation loop: on_validation_start, on_validation_epoch_start, per batch
-   on_validation_batch_start / _end, on_validation_epoch_end (val/loss is set), on_validation_end.
-   tr_validate / tr_test / tr_predict: setup(stage), configure_model, the loop, teardown(stage).
-   Within an event: callbacks, then the model tier, then the strategy tier (hooks.h's tiers); on
-   on_load_checkpoint the model tier first (hooks.h's HK_MODEL_FIRST), as Lightning.
-   What each hk_ctx field holds at each event is hooks.h's "CONTEXT CONTRACT"; train.h keeps all of it.
-
-   WHAT A HOOK'S SIGNAL DOES (the strongest of an event's hooks wins; every hook still runs). Which
-   events honour which signals is hooks.h's event table; a signal an event does not honour counts as
-   the strongest weaker one it does (hk_honoured): HK_FAIL from teardown or on_exception is only
-   reported, HK_SKIP_STEP from on_train_batch_end does nothing.
-     HK_SKIP_STEP   the current accumulation window gets no optimizer step; its gradients are dropped
-                    (on_train_batch_start .. on_gradient_clip); global_step does not move.
-     HK_SKIP_BATCH  the rest of this batch is skipped (forward, backward, step, whichever are left);
-                    on_train_batch_end still fires. A window whose last micro-batch is skipped gets no
-                    step. In validation/test/predict: the batch's forward is skipped (not averaged).
-     HK_STOP_EPOCH  the epoch (or the evaluation loop) ends after this batch; the epoch's end runs
-                    as usual (validation, on_train_epoch_end), then the next epoch starts.
-     HK_STOP        training stops after the current batch, once min_epochs and min_steps are reached
-                    (until then the request is held); the epoch ends as usual, then on_train_end,
-                    on_fit_end, teardown; tr_fit returns TR_OK. From any event of a fit.
-     HK_FAIL        the run fails: every on_exception handler runs (ctx->abort_reason says why), then
-                    teardown; the function returns TR_ERR_HOOK with the hook's message.
-   A non-finite loss (tr_config.on_nonfinite_loss) and Ctrl-C (tr_config.no_sigint) end the same way
-   as HK_FAIL, with TR_ERR_NONFINITE / TR_ERR_INTERRUPTED. Requests (hk_request) are honoured after
-   the current training batch or epoch: HK_REQUEST_VALIDATION runs a validation, HK_REQUEST_CHECKPOINT
-   saves at every path queued with hk_request_checkpoint (each followed by on_checkpoint_saved), and
-   at tr_config.save_to when plain hk_request asked for it (a failed save fails the run), HK_REQUEST_LOG
-   writes the counters and every metric to tr_desc.log and, in a fit, sends a training log record to
-   the loggers (on_log) at once. Checkpoint and log requests made in
-   on_train_end are honoured right after it. A tr_fit, tr_validate, tr_test, tr_predict or tr_load called from a
-   hook while a run is going is refused (TR_ERR_INVALID) and leaves the run as it was.
-
-   METRICS the trainer provides (hk_metric_get), all lazy (computed only when a hook reads them):
-     lr           the learning rate of the current step (also ctx->lr), from the first batch on
-     train/loss   the last training batch's loss (NaN before the first)
-     grad_norm    hk_grad_norm(ctx): the L2 norm of the gradients, from on_after_backward; during the
-                  optimizer step it is the norm before clipping (computed once per step, shared with
-                  clipping)
-     val/loss     the mean loss of the last validation, set before on_validation_epoch_end
-     test/loss    the mean loss of the last test, set before on_test_epoch_end
-
-   WHERE train.h DIFFERS FROM LIGHTNING (2.6), ON PURPOSE (each one pinned by tests/test_train.c)
-     - teardown also runs when a run fails, after on_exception; Lightning skips it on errors.
-     - every on_exception handler runs even if one fails; in Lightning an exception in one ends the rest.
-     - Ctrl-C ends tr_fit with TR_ERR_INTERRUPTED after on_exception and teardown; Lightning exits the
-       process (sys.exit(1)).
-     - A hook's state (save_state) is taken after on_save_checkpoint and restored before
-       on_load_checkpoint, so on_save_checkpoint can update what is saved and on_load_checkpoint sees
-       the restored state; Lightning takes state_dict before on_save_checkpoint and calls
-       on_load_checkpoint before load_state_dict.
-     - on_fit_start sees the whole restored state (counters, optimizer, schedule); Lightning restores
-       the loop counters and optimizers after on_fit_start.
-     - ctx->stage stays HK_STAGE_FIT during validation inside a fit; Lightning's stage is "validating".
-     - Any hook can skip the step or the batch, end the epoch or stop (signals, the strongest wins);
-       in Lightning only the LightningModule's on_train_batch_start can skip (by returning -1, which
-       ends the epoch) and callbacks stop by setting trainer.should_stop.
-     - HK_STOP_EPOCH still fires that batch's on_train_batch_end and runs the epoch's validation;
-       Lightning's -1 skips both.
-     - The plateau schedule checks its metric before on_train_epoch_end (after the epoch's validation);
-       Lightning steps it after, which a checkpoint written at the epoch's end misses on resume
-       (test_schedule_resume_exact).
-
-   COMPILE-TIME OPTIONS (define before including)
-     TRAIN_IMPLEMENTATION   emit the implementation in this translation unit (with HOOKS_IMPLEMENTATION)
-     TRAIN_HOOKS_ELSEWHERE  with TRAIN_IMPLEMENTATION: hooks.h's implementation is in another file
-     TRAIN_STATIC           make every function static
-     TRAIN_API              declaration prefix for public functions (default: extern)
-     TRAIN_ASSERT(c)        assertion used by the implementation (default: assert)
-     TRAIN_NO_TRAINER       leave out the trainer (tr_trainer, tr_fit, tr_save/tr_load, lr_finder): a
-                            loop of your own with the run layer, callbacks and loggers
-     TRAIN_NO_MATH          leave out the per-step math (implies TRAIN_NO_TRAINER)
-     TRAIN_NO_CALLBACKS     leave out the standard callbacks
-     TRAIN_NO_LOGGERS       leave out the loggers and the progress bar (log records and tr_log_emit
-                            stay: they are the run layer's)
-     TRAIN_NO_SWEEP         leave out the sweep runner (tr_sweep)
-     TRAIN_NO_SIMD          plain C loops only in the per-step math (no x86 intrinsics, no AVX2 copies)
-     TRAIN_NO_AVX           x86: AdamW's SSE kernel even where the CPU has AVX
-     TRAIN_NO_THREADS       no POSIX threads: asynchronous saves (async_save) are written in the caller
-     TRAIN_MLFLOW           the mlflow logger's HTTP client, libcurl (link -lcurl): without it "mlflow" is
-                            refused with a message naming this define and the library
-     TRAIN_MPI              data parallelism across processes on MPI (in the implementation's TU; build
-                            with mpicc, run with mpirun): section "MPI STRATEGY" at the end
-     TRAIN_CUDA             with TRAIN_IMPLEMENTATION, in a file built by nvcc -fmad=false: models with
-                            tr_model.on_device train on the GPU with kernels/train_cuda.cuh (section CUDA)
-     TRAIN_CUDA_NO_KERNELS  with TRAIN_CUDA: the kernels' implementation is not compiled here (another
-                            file provides the trc_* functions; the tests run train.h's CUDA path this way
-                            on the CPU)
-     (hooks.h's options apply to hooks.h, which this header includes)
-
-   POSIX: the implementation uses open/write/fsync/rename for atomic checkpoints; elsewhere it falls
-   back to stdio (no fsync). Ctrl-C is hooks.h's stop-signal helper (ISO C signal()).
-
-   CHANGELOG: CHANGES.md in the hooks.h repository (every version of hooks.h, train.h and the kernels).
+   A zero-initialised desc or config means defaults. The order of events in tr_fit, what each signal does
+   and where train.h differs from Lightning 2.6 on purpose: docs/trainer.md; the compile-time options
+   (TRAIN_STATIC, TRAIN_API, TRAIN_ASSERT, TRAIN_MPI, TRAIN_CUDA, ...): docs/setup.md; a loop of your own:
+   docs/reference.md. examples/first_trainer.c is the trainer in full. Changes: CHANGES.md.
 */
 #ifndef TRAIN_H
 #define TRAIN_H
@@ -200,7 +52,7 @@
 #define TRAIN_VERSION_PATCH 0
 #define TRAIN_VERSION_STRING "0.2.0"
 
-/* Sections left out (COMPILE-TIME OPTIONS): the trainer needs the per-step math; MPI and CUDA are the
+/* Sections left out (docs/setup.md, "Options"): the trainer needs the per-step math; MPI and CUDA are the
    trainer's strategies. */
 #if defined(TRAIN_NO_MATH) && !defined(TRAIN_NO_TRAINER)
 #  define TRAIN_NO_TRAINER
@@ -254,17 +106,17 @@ extern "C" {
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
   X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
   X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
-  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/cuda.h)")
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/trainer/cuda.h)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
 #undef TR__X
   TR_ERR_COUNT
 } tr_err;
+TRAIN_API const char *tr_err_name(tr_err e); /* "TR_ERR_IO", ... */
 
 /* ---- random numbers ------------------------------------------------------------------------------
-   A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
-   own use, e.g. dropout or initialisation, and hands a per-epoch one to your shuffle function. */
+   splitmix64. The trainer owns one (t->rng, in checkpoints) for your use; your shuffle gets one per epoch. */
 typedef struct tr_rng { uint64_t state; } tr_rng;
 
 TRAIN_API void     tr_rng_seed(tr_rng *r, uint64_t seed);
@@ -273,23 +125,20 @@ TRAIN_API uint32_t tr_rng_u32(tr_rng *r);
 TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n);  /* uniform in [0, n), n > 0; unbiased */
 TRAIN_API float    tr_rng_float(tr_rng *r);              /* uniform in [0, 1) */
 TRAIN_API float    tr_rng_normal(tr_rng *r);             /* standard normal (Box-Muller) */
-/* Write a fresh random permutation of 0..n-1 into idx (Fisher-Yates). The result depends only on the
-   generator, never on idx's previous contents: exactly what a resumable shuffle needs. */
+/* A fresh random permutation of 0..n-1 (Fisher-Yates), independent of idx's contents: a resumable shuffle. */
 TRAIN_API void     tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n);
 
 /* ---- the model (yours) ---------------------------------------------------------------------------
-   llm.c style: every parameter lives in one flat float buffer; a tensor is a named (offset, count)
-   view into it; the gradient buffer has the same layout. */
+   llm.c style: one flat float buffer, tensors are named (offset, count) views, gradients alike. */
 typedef struct tr_tensor {
   const char *name;    /* unique; checked against checkpoints; must stay valid while the trainer lives */
   size_t offset;       /* first element in params/grads */
   size_t count;        /* number of elements */
 } tr_tensor;
 
-/* A batch's predictions as the prediction_writer callback writes them: rows x cols floats, row-major, on the
-   host (values: rows * cols of them; NULL only when rows is 0); names: NULL, or cols column names (not empty;
-   no comma, quote or line break). model.predict (or a loop of your own, before on_predict_batch_end) points
-   ctx->outputs at one: your memory, read during on_predict_batch_end only. */
+/* A batch's predictions for prediction_writer: rows x cols floats, row-major, host memory; names NULL or
+   cols column names (not empty; no comma, quote or line break). ctx->outputs points at one during
+   on_predict_batch_end. */
 typedef struct tr_predictions {
   const float *values;
   int64_t rows, cols;
@@ -305,56 +154,44 @@ typedef struct tr_model {
   const tr_tensor *tensors;   /* named views; NULL = one tensor "params" covering everything */
   int n_tensors;
   void *user;                 /* passed as the first argument of the functions below */
-  /* Forward pass and loss on one batch: store the batch's (mean) loss in *loss. training is 1 inside
-     tr_fit's training batches and 0 in validation, test and the sanity check (turn dropout off).
-     Return 0, or nonzero for an error (the run fails with TR_ERR_MODEL). Required. */
+  /* Store the batch's mean loss in *loss; training 0 in validation, test, sanity check (no dropout).
+     Nonzero: the run fails with TR_ERR_MODEL. Required. */
   int (*forward)(void *user, void *batch, int training, double *loss);
-  /* Backward pass for the batch of the forward just before: ADD d(loss)/d(params) into grads (+=).
-     The trainer zeroes grads at the start of each accumulation window and divides the sum by the
-     window's size before clipping and the step. Return 0 or nonzero. Required for tr_fit. */
+  /* ADD d(loss)/d(params) into grads (+=); the trainer zeroes them per window and divides by its size.
+     Required for tr_fit. */
   int (*backward)(void *user, void *batch);
-  /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
-     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. For the
-     prediction_writer callback (files of predictions), point *outputs at a tr_predictions (below). */
+  /* Optional, for tr_predict: point *outputs at the batch's outputs (ctx->outputs; for prediction_writer a
+     tr_predictions), valid until the next call. */
   int (*predict)(void *user, void *batch, void **outputs);
-  /* On the GPU (train/cuda.h): 1 when params and grads are device memory. The trainer
-     then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
+  /* 1: params and grads are device memory; optimizer state and steps on the GPU (train/trainer/cuda.h). */
   int on_device;
-  /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
-     it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
-     until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
+  /* With on_device: a device float forward leaves the mean loss in (*loss ignored; it stays on the device
+     until a hook reads it). NULL: *loss on the host. */
   float *device_loss;
-  /* With on_device: the CUDA stream (a cudaStream_t) train.h queues its kernels and copies on, in
-     order with your forward and backward if they use it too; NULL = the default stream. A stream of
-     your own is what CUDA graph capture needs (the legacy default stream cannot be captured). */
+  /* With on_device: the cudaStream_t for train.h's kernels and copies; NULL = the default stream (which
+     CUDA graph capture cannot capture). */
   void *stream;
 } tr_model;
 
 /* ---- the data (yours) -----------------------------------------------------------------------------
-   Two shapes: random access (get batch i) or an iterator (next batch), as llm.c's data loader is.
-   Give exactly one of get and next. */
+   Random access (get) or an iterator (next), exactly one. */
 typedef struct tr_data {
   void *user;                                          /* first argument of the functions below */
   int64_t (*count)(void *user);                        /* batches per epoch (required) */
-  /* Batch `index` (0 <= index < count) in the current order: point *batch at it (your memory; it must
-     stay valid until the next get). Hooks see it as ctx->batch. Return 0, or nonzero for an error. */
+  /* Point *batch at batch `index` of the current order (your memory, valid until the next get). */
   int (*get)(void *user, int64_t index, void **batch);
-  /* An iterator instead: the next batch. reset (optional) rewinds it at the start of every epoch that
-     does not resume in its middle. For exact resume, save_state/load_state (optional; both or neither)
-     write and read the iterator's position: checkpoints store it, and a fit that resumes hands it
-     back before its first batch. A checkpoint written inside a training batch resumes after that
-     batch (the iterator has moved past it), not at it as random-access data does. */
+  /* An iterator: reset (optional) rewinds at each epoch not resumed mid-way; save_state/load_state (both
+     or neither) keep its position in checkpoints for exact resume (a mid-batch checkpoint resumes after
+     that batch). */
   int (*next)(void *user, void **batch);
   int (*reset)(void *user);
   int (*save_state)(void *user, hk_bytes *out);
   int (*load_state)(void *user, hk_reader *in);
-  /* Optional: reorder your samples for a new training epoch. rng is seeded from the trainer's seed and
-     the epoch number, so the same epoch gets the same order after a resume, provided the order depends
-     only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
+  /* Optional: reorder for a new epoch; rng is seeded from the seed and the epoch, so a resume gets the same
+     order when the order depends only on the numbers drawn (as tr_rng_perm's). */
   void (*shuffle)(void *user, tr_rng *rng);
-  /* samples per batch, for ctx->samples_seen. 0: each batch counts as 1 sample, so a rate per sample
-     (throughput_monitor's samples/s, tokens, FLOP/s) is per batch: tr_fit warns once when throughput_monitor
-     is registered and this is 0. */
+  /* samples per batch, for ctx->samples_seen; 0: a batch counts as 1 (tr_fit warns when throughput_monitor
+     is registered). */
   int64_t batch_size;
 } tr_data;
 
@@ -379,43 +216,12 @@ typedef struct tr_optim {
 } tr_optim;
 
 /* ---- learning-rate schedules --------------------------------------------------------------------
-   lr(t) = optim.lr * factor(t) * scale, where t counts scheduler steps taken: optimizer steps (default)
-   or finished epochs (per_epoch = 1), and scale is what hooks set (tr_lr_scale, below; 1 by default).
-   Every kind starts with an optional linear warmup:
-     t < warmup:  factor = (t+1) / warmup        (the first step already trains: 1/warmup, not 0)
-   then, with u = t - warmup, T = total - warmup, m = min_factor and each formula PyTorch's:
-     TR_SCHED_CONSTANT     1
-     TR_SCHED_STEP         gamma ^ floor(u / step_size)                                      (StepLR)
-     TR_SCHED_COSINE       m + (1-m) * 0.5 * (1 + cos(pi * min(u, T) / T))        (CosineAnnealingLR)
-     TR_SCHED_LINEAR       m + (1-m) * max(0, (T - u) / T)        (Hugging Face's default: linear to 0)
-     TR_SCHED_EXPONENTIAL  gamma ^ u                                                  (ExponentialLR)
-     TR_SCHED_WSD          warmup, then 1 (stable) until total - decay, then over the decay steps,
-                           with p = (u - stable) / decay: m + (1-m) * d(p), d = 1-p (linear),
-                           0.5 * (1 + cos(pi p)) (cos) or 1 - sqrt(p) (1-sqrt); m after total
-                           (Hugging Face's get_wsd_schedule; stable = T - decay)
-     TR_SCHED_ONECYCLE     PyTorch's OneCycleLR over total steps (t counts from 0, no warmup of its
-                           own: pct_start is its warmup): from max_lr/div_factor up to max_lr at step
-                           pct_start*total - 1, then down to max_lr/(div_factor*final_div_factor) at
-                           total - 1 (three_phase: down to max_lr/div_factor at 2*pct_start*total - 2
-                           first), each phase cos or linear (anneal). Steps past total keep the last
-                           value (PyTorch raises). The momentum is not cycled.
-     TR_SCHED_PLATEAU      ReduceLROnPlateau: after warmup the lr is the plateau's own (it starts at
-                           optim.lr), checked once per training epoch with the metric `monitor`
-                           (tr_plateau_step, PyTorch's rule exactly: threshold rel/abs, patience,
-                           cooldown, min_lr, eps; with TRAIN_MPI on the ranks' mean of
-                           the metric, so every rank keeps the same lr). The trainer checks right after each epoch's
-                           validation, before on_train_epoch_end (Lightning: after it), so a checkpoint
-                           written at the epoch's end holds the state after that check; a monitored
-                           metric that is not set then fails the run (Lightning's strict default).
-   The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
-   the others depend on t alone, so a resume is exact. A step or exponential decay must stay finite
-   over the run: tr_sched_check refuses a subnormal gamma and a gamma^(decays over the run) outside a
-   double's range, tr_fit an lr that float32 updates turn into inf or 0 at either end of the run, and
-   the trainer takes no step with an lr that is not usable (the run fails, naming the schedule). Set total explicitly when one training is split
-   over fits with different max_steps (resume), so that the curve stays put.
-   The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
-   anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
-   max_lr=0.01, pct_start=0.25)", ...), the kind as the name and the parameters below as keys. */
+   lr(t) = optim.lr * factor(t) * scale (hooks' tr_lr_scale); t counts optimizer steps, or finished epochs
+   with per_epoch; an optional linear warmup first ((t+1) / warmup). The kinds are PyTorch's and Hugging
+   Face's: constant, step, cosine, linear, exponential, wsd, onecycle, plateau (checked once per epoch
+   after its validation). The formulas: docs/trainer.md ("The schedules' formulas"). The state (plateau,
+   scale) is in checkpoints; a step or exponential decay that cannot stay finite over the run is refused.
+   A spec makes one: tr_sched_parse(&s, "onecycle(max_lr=0.01, pct_start=0.25)", ...). */
 #define TR_SCHED_KINDS(X) /* X(enum, spec name) */ \
   X(TR_SCHED_CONSTANT, "constant") X(TR_SCHED_STEP, "step") X(TR_SCHED_COSINE, "cosine") \
   X(TR_SCHED_LINEAR, "linear") X(TR_SCHED_PLATEAU, "plateau") X(TR_SCHED_WSD, "wsd") \
@@ -434,10 +240,9 @@ typedef enum tr_anneal { TR_ANNEAL_COS = 0, TR_ANNEAL_LINEAR, TR_ANNEAL_SQRT } t
 /* A double field whose 0 means a default takes TR_ZERO_F (a negative zero) for an explicit 0. */
 #define TR_ZERO_F (-0.0)
 
-/* The parameters, written once: X(kind, C type, name, spec default, choices, kinds, doc). kind is
-   INT, INT_ZERO, DOUBLE, BOOL or CHOICE as for the callbacks' lists (TR__FIELD), NAME for a char
-   array of TR_SCHED_NAME_MAX, C_ONLY for no spec key; kinds lists the schedules the key belongs to in
-   a spec (' *' all; a '!' after a name: required there). The spec default is also what 0 means. */
+/* The parameters, once: X(kind, C type, name, spec default, choices, kinds, doc). kind as TR__FIELD's, NAME
+   for a char[TR_SCHED_NAME_MAX], C_ONLY: no spec key; kinds: the schedules it belongs to (' *' all; '!':
+   required). The spec default is what 0 means. */
 #define TR_SCHED_PARAMS(X) \
   X(C_ONLY,   tr_sched_kind, kind,          "",      NULL, "",  "the schedule; 0 = constant (a spec names it)") \
   X(BOOL,     int,       per_epoch,         "false", NULL, " *", "0: t counts optimizer steps; 1: finished epochs") \
@@ -485,39 +290,31 @@ typedef struct tr_sched_state {
   int64_t checks;      /* plateau: checks made */
 } tr_sched_state;
 
-/* lr after t scheduler steps of the stateless part (total must be resolved, i.e. > warmup, where the
-   kind uses it; a plateau gives its warmup, then base_lr). */
+/* lr after t scheduler steps, the stateless part (total resolved > warmup where used). */
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
 /* The whole lr: tr_lr_at, the plateau's lr in place of base_lr after warmup, times the scale. */
 TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t);
-/* One plateau check with the metric's value now (PyTorch's ReduceLROnPlateau.step): returns 1 when it
-   reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
+/* One plateau check (ReduceLROnPlateau.step): 1 when it reduced the lr; a NaN never improves. */
 TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
-/* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
-   not known yet: the checks that need it wait); for step and exponential, which have no total of
-   their own, the scheduler steps the run will take (max_steps, or max_epochs when per_epoch): gamma
-   to the number of decays over them must stay a normal double (not inf, not 0). A subnormal gamma is
-   refused whatever the total. TR_ERR_INVALID with why naming the field and what would be right. */
+/* Fill in the defaults and check s; total_resolved: the scheduler steps of the run (0: not known yet).
+   A subnormal gamma, or gamma^(decays over the run) outside a double's range, is refused. TR_ERR_INVALID
+   with why naming the field and what would be right. */
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
-/* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
-   into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
-   listing what is valid. Allocates while it parses (setup, not the step loop). */
+/* Parse "cosine(warmup=100, min_factor=0.1)" into *s (zeroed first) and check it; why names the bad
+   part and lists what is valid. Allocates (setup, not the step loop). */
 TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap);
 
 
-/* Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take TR_YES /
-   TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
+/* An explicit 0 for an int field whose zero means a default; tri-state flags: TR_YES / TR_NO, 0 default. */
 #define TR_ZERO (-2147483647 - 1)
 enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 
-/* private: one pass over the gradients per change, shared by whoever asks. A loop sets ctx->grad_norm_source
-   to tr__grad_pass_source with one of these as its user (train.h's trainer does): the first hk_grad_norm
-   after the gradients changed (nan_guard's, clipping's, the grad_norm metric's) sums every view's squares
-   in one pass and keeps them per view, and gradient_monitor's per-tensor norms read those
-   (tr__grad_pass_sums) instead of making a second pass. The same bits as hk_grad_norm's own loop. */
+/* private: one pass over the gradients per change (ctx->grad_norm_source = tr__grad_pass_source): the first
+   hk_grad_norm sums every view's squares and keeps them, so gradient_monitor's per-tensor norms need no
+   second pass. The same bits as hk_grad_norm's own loop. */
 typedef struct tr__grad_pass {
   double *sq;                   /* n sums of squares, in view order */
   int n;
@@ -531,49 +328,13 @@ typedef struct tr__grad_pass {
 
 /* =================================================================================================
    PER-STEP MATH
-   Every pass the trainer makes over the parameters and gradients in a step, public so that a
-   hand-written loop can use them too: the optimizer updates, zero_grad, scaling, clipping, the
-   gradient norm and the NaN/Inf scan.
-
-   Same answers: float32 arithmetic in the order of PyTorch's single-tensor torch.optim.AdamW and
-   torch.optim.SGD (the per-step scalars are computed in double on the host, as Python does, and
-   rounded to float once). Per element, with the tr_*_coef fields:
-     AdamW  p = p * decay                          param.mul_(1 - lr*wd)          (skipped when wd = 0)
-            m = m + w1 * (g - m)                   exp_avg.lerp_(g, 1 - beta1)    (g - (g - m) * (1 - w1)
-                                                                                   when w1 >= 0.5, as lerp)
-            v = v * beta2 + (w2 * g) * g           exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            d = sqrt(v) / bc2_sqrt + eps           (exp_avg_sq.sqrt() / sqrt(1 - beta2^t)).add_(eps)
-            p = p + (neg_step * m) / d             param.addcdiv_(m, d, value=-lr / (1 - beta1^t))
-     SGD    d = g + wd * p                         (when wd != 0)
-            b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
-            d = nesterov ? d + momentum * b : b
-            p = p + neg_lr * d
-   No product is fused with an addition (no FMA; the norm's kernel fuses and still gives the same bits,
-   see tr__sumsq_fma): tests/ref_f32.c writes the same formulas as plain
-   scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
-   vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
-   from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
-   with an FMA target are not) to keep the bits; -ffast-math builds are faster and only close.
-
-   Threads: each pass takes a thread count (tr_desc.threads for the trainer). With OpenMP (-fopenmp)
-   the work is split over that many threads, in fixed chunks of HK_NORM_CHUNK elements; without it
-   the passes run on the calling thread. Reductions are deterministic: every chunk is summed in
-   hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
-   bits for any thread count, and equal to hooks.h's hk_grad_norm.
-
-   Speed, with the default flags (-O2, nothing machine-specific; make bench-math prints it, against
-   loops at the limit timed in the same run): on arrays far larger than the caches, AdamW, SGD,
-   zero_grad, scale and clip by value move their bytes at 0.9 or more of an in-place axpy's rate
-   (a += s*b), and the gradient norm and the NaN/Inf scan at 0.9 or more of a loop that reads one
-   array (itself about 0.6 of the axpy: one stream in flight). The loops are shaped so that gcc
-   vectorises them at -O2, AdamW has SSE and AVX kernels (chosen at run time), the other loops get
-   AVX2 copies on x86-64 with glibc (TRAIN_NO_SIMD / TRAIN_NO_AVX turn these off), clipping by norm
-   is folded into the optimizer's pass when no on_gradient_clip hook would look at the clipped
-   gradients, clipping by value takes the norm and clamps in one pass, and zero_grad of a buffer
-   much larger than the caches uses streaming stores. No pass allocates.
-
-   The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
-   the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
+   Every pass a step makes over parameters and gradients (AdamW, SGD, zero_grad, scale, clipping, the
+   norm, the NaN/Inf scan), public for hand-written loops. Float32 in PyTorch's single-tensor order, bit
+   for bit against tests/ref_f32.c (no FMA: build with contraction off); the same bits for any thread
+   count (fixed chunks, sums in chunk order, equal to hk_grad_norm); vectorised at -O2, at 0.9 or more of
+   the memory's limit (make bench-math). tr_adamw_elem / tr_sgd_elem are the one definition of the
+   formulas, for CUDA too (TR__HD). The formulas beside PyTorch's: docs/trainer.md ("The optimizers'
+   arithmetic"); the speeds: docs/numbers.md. */
 #if defined(__CUDACC__)
 #  define TR__HD __host__ __device__
 #else
@@ -606,15 +367,13 @@ typedef struct tr_sgd_coef {
   int nesterov;
 } tr_sgd_coef;
 
-/* The coefficients of AdamW's step number `step` (1 for the first) at learning rate lr, and of
-   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. Zero fields of o
-   mean tr_optim's defaults (beta1 0.9, beta2 0.999, eps 1e-8); o->lr is not read (lr is). */
+/* AdamW's coefficients for step `step` (from 1) at lr, and SGD's (first: empty momentum buffer). gscale
+   starts at 1; zero fields of o mean tr_optim's defaults; o->lr is not read. */
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
 TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
 
-/* One element of AdamW (g already scaled); small is c.lerp_small. The int fields of c and small only
-   choose between forms: a loop that fixes them (constants in its copy of c) has no branch left in
-   its body. */
+/* One element of AdamW (g already scaled). The int fields of c and small only choose a form: a loop
+   that fixes them has no branch left. */
 TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c, int small) {
   float pi = c.decays ? *p * c.decay : *p;
   float mi = small ? *m + c.w1 * (g - *m) : g - (g - *m) * c.w1_comp; /* PyTorch's lerp */
@@ -636,19 +395,17 @@ TR__HD static inline void tr_sgd_elem(float *p, float g, float *buf, tr_sgd_coef
   *p = *p + c.neg_lr * d;
 }
 
-/* The passes, over n elements with `threads` threads (0 or 1 = the calling thread only). g is
-   written only when c->gscale != 1 (then it holds the scaled gradient, as after a separate clip). */
+/* The passes over n elements on `threads` threads (0 or 1: the caller's). g is written only when
+   c->gscale != 1 (the scaled gradient, as after a separate clip). */
 TRAIN_API void   tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads);
 TRAIN_API void   tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_sgd_coef *c, int threads);
 TRAIN_API void   tr_zero(float *x, size_t n, int threads);                  /* x = 0 */
 TRAIN_API void   tr_scale(float *x, size_t n, float k, int threads);        /* x = x * k */
 /* hk_sumsq(x, n) (the same bits), computed with threads. */
 TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
-/* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
-   the norm before clipping). A NaN stays NaN. */
+/* Clamp x into [lo, hi] and return hk_sumsq of x before it (NaN stays): value clipping and its norm. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
-/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
-   (the averaging of the gradients and the norm that clipping reads next). */
+/* x *= s and return hk_sumsq of the result: tr_scale and tr_sumsq in one pass, the same bits. */
 TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
@@ -662,42 +419,15 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 
 /* =================================================================================================
    LOGGERS AND PROGRESS BAR
-   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
-   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
-   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
-   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
-   other callback and the model tier's hooks. Records, in Lightning's rhythm:
-     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
-            default; a batch that did not step - accumulation, a skipped step - logs nothing):
-            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
-            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
-            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
-     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
-            tr_validate: every metric named val/...
-     test   after on_test_epoch_end: every metric named test/...
-     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
-            current training batch or epoch end, where requests are honoured)
-   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
-   logs step 49; validation records carry the last training step), so columns line up with
-   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
-   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
-   disk) is reported once, with the path and the system's reason, and that logger stops writing;
-   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
-   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
-   reader ever sees half of one.
-   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
-   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
-   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
-   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
-   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
-   directory where a logger's file goes is reported (the logger stops) and left as it is.
-   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
-   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
-   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
-   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
-   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
-   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
-   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
+   Logging is an event: a record (step, epoch, stage, the metrics due) is built and on_log fired with
+   ctx->outputs at it; hooks change it there, then the loggers (monitoring callbacks, run last) write it.
+   Records, in Lightning's rhythm: "train" every log_every_n_steps-th optimizer step (a batch that did not
+   step logs nothing; train/loss and every metric but val/, test/ and the lazy lr and grad_norm: a hook
+   adds grad_norm at on_log with tr_log_set), "val" after every validation of a fit (not the sanity
+   check), "test" after a test, and "train" at once on HK_REQUEST_LOG. step is the optimizer steps before
+   the record's batch (Lightning's: the 50th logs 49). Rank 0 writes; every file whole through the atomic
+   writer, logs appended to its descriptor; an I/O error stops that logger alone (fail_on_error: the
+   run). docs/logging.md has it all, a loop of your own included.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_HISTOGRAMS
 #  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
@@ -707,10 +437,8 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n);
 #endif
 #define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
 
-/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
-   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
-   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
-   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
+/* Any number of metrics, names of any length (tr_log_set grows the storage, then reuses it), valid UTF-8
+   only: the trainer reports another once instead of logging it. */
 typedef struct tr_log_metric {
   const char *name;             /* the record's own copy */
   double value;
@@ -739,9 +467,8 @@ typedef struct tr_log_record {
 
 /* The record being logged, at on_log (NULL at any other event). */
 TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
-/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
-   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
-   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
+/* Add or change a metric: TR_ERR_INVALID for a NULL, empty or non-UTF-8 name, TR_ERR_NOMEM. Your own
+   loop's record: zero it once, n_metrics = 0 (and n_histograms) between records, tr_log_record_free. */
 TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
 TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
 TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
@@ -750,40 +477,13 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name);                  
 
 /* =================================================================================================
    CLUSTERS: SLURM AND PREEMPTION
-   A job on a cluster is stopped from outside: its time limit comes, or the scheduler takes its nodes
-   for another job. Slurm warns first when asked (sbatch --signal=B:USR1@120: SIGUSR1 to the batch
-   shell 120 s before the limit; scancel -s USR1 -b JOBID sends it at once) and ends a job with
-   SIGTERM, then SIGKILL KillWait seconds later. A run of the run layer (your loop through tr_run_*,
-   or tr_fit) handles both, as Lightning's SLURMEnvironment(auto_requeue=True) does:
-     - the preemption signal (tr_preempt.signal; SIGUSR1 by default) finishes the step, saves it to
-       save_to, and with tr_preempt.requeue puts the job back in the queue (rank 0 runs
-       scontrol requeue $SLURM_JOB_ID; the job was submitted with --requeue), then the run ends
-       through on_exception with TR_ERR_INTERRUPTED: "preempted (SIGUSR1): stopped after step 120;
-       its state saved to ckpt.bin; job 42 requeued";
-     - SIGTERM (and Ctrl-C) does the same without the requeue (the scheduler requeues a preempted
-       job itself when its partition says so);
-     - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
-       from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
-       TR_NO: not), and only when this job wrote it (the checkpoint records SLURM_JOB_ID): another
-       job's file (the same script and save_to submitted again) is said and not used, and the job
-       starts from the beginning.
-   Under Slurm the run says so once at its start (rank 0, in the run's log):
-       train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
-       resuming from ckpt.bin (the job was requeued)
-   SEVERAL PROCESSES: a signal reaches the ranks at different steps (mpirun forwards SIGUSR1 and
-   SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
-   exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
-   votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
-   at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
-   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank; at the start also a hash of
-   the state each rank resumed, twice more: ranks that resumed different checkpoints fail, every one) and
-   which returns their OR over the ranks, all 64 bits (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
-   a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
-   saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
-   Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption
-   signal is left in place (the run then says it does not handle it). */
-
-/* What Slurm's environment says about this process (tr_slurm_read). */
+   A job is stopped from outside: Slurm warns with a signal when asked (sbatch --signal=B:USR1@120), then
+   sends SIGTERM and SIGKILL. A run of the run layer (tr_run_*, tr_fit) handles both, as Lightning's
+   SLURMEnvironment(auto_requeue=True): the preemption signal finishes the step, saves to save_to and with
+   requeue puts the job back (rank 0: scontrol requeue); SIGTERM and Ctrl-C save without the requeue; the
+   requeued job resumes from save_to by itself, only when this job wrote it. With several processes every
+   rank stops at the same step through tr_run_desc.agree (the OR of every rank's TR_STOP_* bits). Signals
+   are ISO C's signal(); a program's own handler is left in place. docs/scaling.md ("Under Slurm"). */
 typedef struct tr_slurm {
   int on;              /* 1: in a Slurm job (SLURM_JOB_ID set) */
   char job_id[24];     /* SLURM_JOB_ID ("" outside Slurm) */
@@ -793,16 +493,14 @@ typedef struct tr_slurm {
   int rank, world;     /* SLURM_PROCID and SLURM_NTASKS when srun started it; else 0 and 1 */
   char why[200];       /* a variable that is set but malformed, and its value ("" when none is) */
 } tr_slurm;
-/* Read Slurm's variables: 1 in a Slurm job, 0 outside one, -1 when one is malformed (s->why says
-   which; the rest of s is what could be read). */
+/* Slurm's variables: 1 in a job, 0 outside, -1 when one is malformed (s->why says which). */
 TRAIN_API int tr_slurm_read(tr_slurm *s);
 
 /* Preemption settings, in tr_run_desc.preempt and tr_config.preempt (zero: the defaults). */
 typedef struct tr_preempt {
   int signal;          /* the signal that asks the run to stop after its step with a checkpoint to save_to;
-                          0 = SIGUSR1 (what sbatch --signal=B:USR1@N sends); TR_NO: none. Not SIGINT or
-                          SIGTERM (they stop the run already), SIGKILL or SIGSTOP (they cannot be caught),
-                          SIGCONT (Slurm sends it to every job it ends) or a fault (SIGSEGV, ...) */
+                          0 = SIGUSR1 (sbatch --signal=B:USR1@N); TR_NO: none. Not SIGINT, SIGTERM,
+                          SIGKILL, SIGSTOP, SIGCONT (Slurm sends it to every job it ends) or a fault */
   int requeue;         /* TR_YES: then requeue the Slurm job (rank 0: scontrol requeue $SLURM_JOB_ID);
                           needs save_to, where the requeued job resumes from */
   int resume;          /* TR_NO: a requeued job (SLURM_RESTART_COUNT >= 1) does not resume from save_to by
@@ -824,103 +522,77 @@ enum { TR_STOP_SIGNAL = 1,   /* SIGINT or SIGTERM */
 
 /* =================================================================================================
    THE RUN LAYER
-   What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
-   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
-   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
-   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
-   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
-   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
-   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
-   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
-   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
-   the hooks.h repository.
+   What any loop gives the batteries (callbacks, loggers, the bar), attached to the hook registry: one
+   version directory for every logger, log records, the bar's totals, checkpoints in the loop's own format
+   with every callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption. train.h's trainer is
+   one client (tr_run_enter / tr_run_leave), train/loop.h's tr_run_begin / next / update / end another. A
+   small state machine (no run, running, entered): a call out of order is refused with TR_ERR_INVALID and a
+   message naming the call to make (tr_run_error, hk_last_error). The states and every call:
+   docs/reference.md ("The run layer underneath", "Every run-layer call").
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
 typedef struct tr_region { void *data; size_t bytes; } tr_region;
 
-/* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
+/* The run's settings; zero means the default, TR_YES / TR_NO where zero is ambiguous. */
 typedef struct tr_run_desc {
   /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
-  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
-                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
-                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
+  int new_version_on_resume;     /* TR_YES: a resume logs into a new version_N (Lightning's way); default:
+                                    it continues its run */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
-  int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
-                                    default: the loop has epochs */
-  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
-                                    loop's bar counts to max_steps */
-  int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
-                                    refuses to resume a checkpoint that reached them: nothing left to train) */
+  int epochs;                    /* TR_NO: a step loop (no on_train_epoch_start/_end); default: epochs */
+  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown */
+  int64_t val_batches;           /* batches of each validation; 0 = unknown */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
-  int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
-                                    is refused at tr_run_start); default: it does */
-  int check_on_train_epoch_end;  /* where monitoring callbacks check when their own flag is left at its
-                                    default: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
-                                    default: the epoch's end with epochs, the validation's end without */
+  int validation;                /* TR_NO: the loop never validates (a val/ monitor is refused at the start) */
+  int check_on_train_epoch_end;  /* where monitors check by default: TR_YES on_train_epoch_end, TR_NO
+                                    on_validation_end; default: the epoch's end with epochs, else validation's */
   /* the optimizer: lr_monitor's metric names (lr-<optimizer>) and the hyperparameters */
   const char *optimizer;         /* "AdamW", "SGD", ...; NULL: lr_monitor publishes "lr" */
-  double momentum, weight_decay; /* published by lr_monitor's log_momentum / log_weight_decay (with optimizer) */
-  int lr_per_epoch;              /* 1: the learning rate changes per epoch (lr_monitor's default interval) */
+  double momentum, weight_decay; /* for lr_monitor's log_momentum / log_weight_decay */
+  int lr_per_epoch;              /* 1: the lr changes per epoch (lr_monitor's default interval) */
   const char *hparams;           /* "key=value key=value ...": hyperparameters the loggers record */
   /* checkpoints in the loop's own format */
   int (*save_model)(void *user, FILE *f); /* write the model (and optimizer state) your way; 0 = ok */
   int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
   void *model_user;
-  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
-  int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
-                                    state and write it in the background (see "asynchronous saves"
-                                    at tr_run_save); default: written before the call returns */
-  int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
-  tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
-  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (TR_STOP_* a step; at the start a hash of what each resumed; cluster.h) */
-  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
-     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
-     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
-     trainer gives its own. */
+  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) and Ctrl-C save */
+  int async_save;                /* TR_YES: saves during a run are written in the background (tr_run_save) */
+  int no_signals;                /* 1: leave SIGINT, SIGTERM and the preemption signal alone */
+  tr_preempt preempt;            /* the preemption signal: save, maybe requeue (train/cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (cluster.h) */
+  /* spike_detection's rollback: everything a step changes (parameters, optimizer state, its step count
+     if not ctx->global_step), yours and valid while the run lives (not copied). */
   const tr_region *state;
   int n_state;
-  void (*rolled_back)(void *user, hk_ctx *ctx); /* (model_user) after spike_detection put the state back:
-                                    drop what the undone steps left behind (an accumulation window) */
-  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
-                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step the loop fixed (0 = 1): tr_run.accumulation
-                                    starts there; accumulation_scheduler refuses a loop that fixed more than 1 */
-  const char *settings;          /* the loop's settings as "key=value ..." words, recorded as hyperparameters
-                                    in place of the ones this desc gives (loop, optimizer, max_steps, ...);
-                                    hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
-                                    its configuration here. */
-  /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
-     here (model_user): the checkpoints hooks request, on_exception_checkpoint's and Ctrl-C's to save_to are
-     written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
-     finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
+  void (*rolled_back)(void *user, hk_ctx *ctx); /* after a rollback: drop what the undone steps left */
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line */
+  int accumulate_grad_batches;   /* micro-batches per step the loop fixed (0 = 1) */
+  const char *settings;          /* the loop's settings, "key=value ...", recorded as hyperparameters in place
+                                    of this desc's; hparams and tr_run_hparam* win */
+  /* A loop with a checkpoint format of its own (train.h's trainer) writes requested, on_exception and
+     Ctrl-C checkpoints through this (model_user); during on_exception, the state after the last finished
+     step. TR_OK, or the error with why. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-  const char *spec;              /* callbacks and loggers as a spec string ("early_stopping(monitor=val/loss); csv"),
-                                    applied by tr_run_setup once the settings are in place (hk_spec_apply: all or
-                                    nothing); not kept: a later tr_run_setup applies only its own */
-  void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
-                                    its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
-                                    waits so before it decides which files to keep) */
+  const char *spec;              /* callbacks and loggers, applied by tr_run_setup (all or nothing; not kept) */
+  void (*wait_saves)(void *user, hk_ctx *ctx); /* a background save_checkpoint: return once its last file is on
+                                    disk and on_checkpoint_saved fired */
   /* A loop that tr_run_begin drives (YOUR LOOP IN A DOZEN LINES, below): */
   double lr;                     /* the learning rate, or the schedule's base (sched); 0: none (ctx->lr 0) */
   tr_sched sched;                /* one of train.h's schedules over lr (kind 0: constant) */
-  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own (model_user): the lr of the step ctx->global_step
-                                    + 1; hooks' tr_lr_scale applies on top of either */
+  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own: the lr of step ctx->global_step + 1 */
   int64_t val_every_n_steps;     /* a validation after every N-th optimizer step; 0: none by steps */
-  int64_t val_every_n_epochs;    /* with epochs: a validation at the end of every N-th epoch (0 = 1; none when
-                                    validation is TR_NO) */
-  int64_t batch_size;            /* samples a training batch holds: ctx->samples_seen counts them (0: not counted) */
-  const hk_tensor *params, *grads; /* the model's views for the batteries (n_tensors of each; TR_VIEWS counts them), */
-  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch: a buffer
-                                    allocated late, as llm.c's gradients at the first backward, is seen once it is
-                                    there), cut into tensors of these names and sizes (TR_TENSORS counts them) */
+  int64_t val_every_n_epochs;    /* with epochs: at the end of every N-th epoch (0 = 1) */
+  int64_t batch_size;            /* samples per training batch: ctx->samples_seen counts them (0: not counted) */
+  const hk_tensor *params, *grads; /* the model's views (n_tensors of each; TR_VIEWS counts them), */
+  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch, so a
+                                    buffer allocated late is seen), cut by names and sizes (TR_TENSORS) */
   const char *const *tensor_names;
   const size_t *tensor_sizes;
   int n_tensors;
@@ -941,46 +613,212 @@ typedef struct tr_run_desc {
 #define TR_TENSORS(param_memory_addr, grad_memory_addr, names, sizes) .param_memory = (param_memory_addr), \
   .grad_memory = (grad_memory_addr), .tensor_names = (names), .tensor_sizes = (sizes), .n_tensors = TR__COUNT2(names, sizes)
 
-/* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
-   after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
-   start (no batch of it run), at its end (on_train_epoch_end run). */
+/* Where in the loop a checkpoint was written (tr_run.resumed_at after a resume). */
 typedef enum tr_run_at { TR_RUN_AT_BATCH = 0, TR_RUN_AT_VALIDATION, TR_RUN_AT_EPOCH_START, TR_RUN_AT_EPOCH_END } tr_run_at;
 
-/* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
-   differ in length) - the rest through tr_run_setup. */
+/* The run of a registry. Read any field; change only train_batches / eval_batches (epochs of different
+   lengths) - the rest through tr_run_setup. */
 typedef struct tr_run {
   tr_run_desc desc;              /* the settings, strings copied */
   int64_t train_batches;         /* batches of the training epoch in progress: the bar's total (0 = unknown) */
   int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
   hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
   const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
-  tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
-                                    TR_RUN_AT_BATCH) */
-  int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
-  tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
-                                    saved by tr_save and tr_run_save, restored by their loads */
-  /* The loop and the batteries share these while a run goes (the loop writes the first two): */
-  int epoch_done;                /* the training epoch in progress has run its last batch; what follows (its
-                                    validation) ends it: tr_stop_allowed counts the epoch as done. tr_run_batch_end
-                                    sets it at the batch train_batches says is the last, tr_run_epoch_start and
-                                    tr_run_epoch_end clear it; a loop that ends an epoch early sets it itself */
-  int validates_next;            /* 1 while on_train_batch_end fires for a batch right after which the loop
-                                    validates: model_checkpoint ranks a save due at that batch on the validation's
-                                    value, not on the metrics of before it (0: on those) */
-  int accumulation;              /* micro-batches per optimizer step from the next window on: the desc's
-                                    accumulate_grad_batches at the run's start, then what accumulation_scheduler
-                                    sets at on_train_epoch_start; a loop that accumulates reads it as a window begins */
-  int async_requests;            /* model_checkpoint(async_save=true) sets it: requested checkpoints are
-                                    written in the background */
+  tr_run_at resumed_at;          /* where in the loop it was written */
+  int failed;                    /* the run has failed (tr_run_error says why) */
+  tr_sched_state lr_state;       /* tr_lr_scale's scale, the plateau's progress: in checkpoints */
+  /* The loop and the batteries share these while a run goes (docs/reference.md): */
+  int epoch_done;                /* the epoch's last batch has run, its validation still to come */
+  int validates_next;            /* 1 around the on_train_batch_end of a batch right before a validation */
+  int accumulation;              /* micro-batches per step from the next window on */
+  int async_requests;            /* model_checkpoint(async_save=true): requested saves in the background */
   struct tr__run_priv *tr__p;    /* private */
 } tr_run;
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
+
+/* Set the run's settings (d NULL = defaults) and register the standard factories; refused during a run.
+   TR_ERR_INVALID naming the field for a bad setting. */
+TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
+/* Every compiled battery's spec factory (train/factories.h); a name already registered is kept. */
+TRAIN_API hk_err tr_add_factories(hk_registry *reg);
+/* The run of reg, made with the defaults when it has none (NULL only out of memory). */
+TRAIN_API tr_run *tr_run_get(hk_registry *reg);
+/* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
+   hk_last_error(reg) when it cannot be made. */
+TRAIN_API const char *tr_run_dir(hk_registry *reg);
+/* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
+   before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
+TRAIN_API void tr_run_waiting(const char *what);
+TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
+
+/* Your hyperparameters, typed, recorded by every logger (csv's hparams.yaml, jsonl's first line,
+   TensorBoard's HParams tab, plot's <desc>); a key given again takes the new value and wins over the
+   trainer's and tr_run_desc.hparams'. Before the run starts. TR_ERR_INVALID for an empty key, one over 63
+   bytes or with a control character or '=', a string over 255 bytes, a non-finite number, or during a run. */
+TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
+TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
+TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
+
+/* Start a fit: stop signals, setup, configure_model, the resume (resume_from: a tr_run_save file, or "auto":
+   the newest of this run that loads, else a fresh start), on_fit_start, on_train_start. A resume continues
+   its run's directory; one with nothing left to train, or a file that cannot be read, is refused before
+   anything fires or is made on disk. TR_OK, or the run failed: tr_run_finish reports it either way. A loop
+   with a sanity check forgets what it set (hk_metric_forget_between). docs/reference.md has the rest. */
+TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
+/* resume "auto" in a checkpoint format of your own: the newest of save_to and the checkpoint callbacks'
+   *.ckpt that `check` reads (0 and the file's step), or NULL; each refused file said in one line. The path
+   lives until the next call or the run's end. */
+typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
+TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
+/* After every on_train_batch_end (and again after a validation at that step): the training record, the
+   requests hooks made, flow's HK_FAIL / HK_STOP (once min_steps/min_epochs allow), the stop signals. Returns
+   TR_RUN_* bits (a failed run: TR_RUN_STOP); clears the batch's signals in flow, HK_STOP stays. */
+TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* Where on_train_epoch_start belongs: fires it and returns (and sets ctx->batch_idx to) the first batch to
+   run, 0 or, after a mid-epoch resume, the one after the checkpoint's (the event not fired again). n_batches:
+   the bar's total (0: unknown).  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ... } */
+TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
+/* After on_train_epoch_end, after the epoch's last tr_run_batch_end: as tr_run_batch_end, no record. */
+TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* 1 when the run resumed from a checkpoint written at `at` and no batch has started since: skip what the
+   checkpoint's run did there.  if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) ... */
+TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
+/* An evaluation in a loop of your own, stage "val" or "test":
+       for (b = tr_run_eval_start(reg, &ctx, &flow, "val", n); b < n; b++) { ctx.batch_idx = b; ...events... }
+       tr_run_eval_end(reg, &ctx, &flow, sum / n);
+   start fires on_validation_start / _epoch_start and keeps the training batch's view of ctx; end sets
+   val/loss (a NaN leaves it), fires on_validation_epoch_end, sends the record, fires on_validation_end and
+   puts the training view back. Refused outside a run, from a hook, and nested. */
+TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches);
+TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss);
+/* Send a record for stage "train" (train/loss and every metric but val/ and test/), "val" or "test" (their
+   metrics): "val" after on_validation_epoch_end. HK_FAIL when an on_log hook failed or the call is refused. */
+TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
+/* End the run: on_exception when it failed, else on_train_end and on_fit_end; teardown; files flushed;
+   signals restored. Returns the outcome (TR_ERR_INTERRUPTED after Ctrl-C, TR_ERR_HOOK, TR_ERR_INVALID for
+   a skipped call). Once per start. */
+TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
+/* Why the run failed, or why the last call was refused ("" until either happens). */
+TRAIN_API const char *tr_run_error(hk_registry *reg);
+/* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
+TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
+
+/* A loop that fires every event itself, setup to teardown (train.h's trainer; a sanity check, validate or
+   test run of your own): a run of stage for the batteries, nothing fired, watched or checked between. The
+   loop calls tr_run_log and tr_run_requests at its safe points, tr_run_resumed after restoring resume_from
+   (never deleted), tr_run_fail before its on_exception. Refused while a run goes. */
+TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
+TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
+/* For a loop that drives the run between its own events (train.h's trainer; a loop of your own has
+   tr_run_batch_end act on them): the stop signals (SIGINT, SIGTERM) the run has received since it began or
+   since tr_run_stops_handled - 0, 1 or 2 (1 at the most in a Slurm job) - with TR_STOP_SIGTERM in *sigterm when
+   the latest was SIGTERM, and in *preempted 1 once the preemption signal came (NULLs are fine). A fit entered
+   with tr_run_enter installs them unless tr_run_desc.no_signals; tr_run_leave puts the handlers back. */
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted);
+TRAIN_API void tr_run_stops_handled(hk_registry *reg);
+/* Honour hk_request: every queued checkpoint (then save_to), a log line, in a fit a training record;
+   TR_RUN_VALIDATE when a validation was asked for. A failed save fails the run. */
+TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
+/* The loop restored tr_run_enter's checkpoint: the "Restored all states ..." line (rank 0). */
+TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
+/* A loop with a checkpoint format of its own keeps the run's block (where it logs, its id, its Slurm job):
+   tr_run_block hands it to sink under TR_RUN_KEY in the save (step, at: where it is written); the resume
+   gives it back to tr_run_continue before tr_run_enter (NULL: none, a new version). An unreadable block
+   counts as none (TR_ERR_FORMAT, nothing said). Refused during a run. */
+#define TR_RUN_KEY "train.run"
+TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
+TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
+/* After tr_run_continue: 1 when another Slurm job (or a run outside Slurm) wrote path, why saying so (start
+   from the beginning: tr_run_continue(reg, NULL, 0)); 0 to resume it. */
+TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
+/* A line in the run's log above the bar, in one write: "who: " (not NULL), "[rank: N] " with several
+   processes. How batteries and loops report. */
+TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 4, 5)))
+#endif
+  ;
+
+/* Checkpoints in the loop's own format: on_save_checkpoint, save_model into a new file written atomically,
+   the callbacks' state and counters after it, on_checkpoint_saved; tr_run_load checks everything before
+   changing anything, then restores the model, counters, callbacks and fires on_load_checkpoint. Errors name
+   the file and why. They do not nest (a hook asks with hk_request_checkpoint). With async_save a save
+   during the run copies into a reused staging buffer and returns; a thread writes the same bytes (its
+   signals blocked), on_checkpoint_saved fires at the next safe point, a failed write fails the run there;
+   one save in flight; tr_run_finish waits for the last. docs/reference.md has the whole contract. */
+TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
+TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
+
+/* From a hook: the lr is schedule(t) * scale from now on (the scale in checkpoints); tr_lr_scale multiplies
+   the scale by factor (> 0, finite), tr_lr_set makes the lr now lr (needs ctx->lr > 0). ctx->lr changes at
+   once. TR_ERR_INVALID for a bad value. */
+TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
+TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
+/* This step's lr: lr (your schedule's value) times the hooks' scale, into ctx->lr and returned. Once per
+   step before on_train_batch_start; a hook's direct write of ctx->lr lasts one step and is said once. */
+TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
+/* The same with train.h's schedule s at t (steps, or epochs for a per-epoch schedule); a plateau's state is
+   the run's lr_state (tr_plateau_step once per epoch). */
+TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
+
+/* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
+   param_group and finetuning (train/callbacks/) give tensors matched by name their own lr multiplier,
+   weight decay or freezing; the run resolves them at its start and every optimizer step asks per tensor
+   (tr_run_tensor_opt) when tr_run_grouped says there are groups. Nothing registered: the same bits as
+   one flat update. docs/callbacks.md ("Parameter groups and fine-tuning"). */
+typedef struct tr_tensor_opt {
+  double lr;            /* this update's learning rate for the tensor */
+  double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
+  int frozen;           /* 1: no update, no optimizer state touched */
+  int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
+} tr_tensor_opt;
+/* 1 when some tensor's settings may differ from the run's. */
+TRAIN_API int tr_run_grouped(hk_registry *reg);
+/* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
+   range: { lr, the run's weight decay, 0, step }. */
+TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
+/* During a run (finetuning): freeze or unfreeze tensor i and scale its lr (> 0) from the next update;
+   steps: ctx->global_step now (its update count starts there). A param_group's frozen stays. */
+TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
+/* 1 when name matches pattern: '|'-separated whole-name globs ('*', '?'): "*.bias|*norm*|wte". */
+TRAIN_API int tr_name_match(const char *pattern, const char *name);
+
+/* 1 when a stop now would end the run: min_epochs and min_steps reached (1 outside a fit). */
+TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
+
+/* A line above the progress bar (tqdm.write), from global rank 0 only (the run's rank, else the launcher's
+   environment); tr_print_all on every rank. Without a bar, a plain line. */
+TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+
+/* A histogram of n values (non-finite left out) for TensorBoard, sent with the next record (a tag given
+   twice keeps the last). */
+TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
+/* The same, already counted: n_bins bins, n_bins + 1 edges, counts, sum, sum of squares; more than
+   TR_LOG_HIST_BUCKETS bins are merged. */
+TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
+                                       const int64_t *counts, double sum, double sum_squares);
+/* 1 when a training record will follow this step's update (with an on_log hook): a costly monitor
+   computes only then. */
+TRAIN_API int tr_log_due(const hk_ctx *ctx);
+/* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
+TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
+
+
+
 /* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
+   The run keeps the loop's place (epoch, batch, step, lr); the loop asks what comes next and does it:
 
        hk_registry *reg = hk_create(NULL);
        hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
@@ -997,351 +835,21 @@ enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
        }
        return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
 
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
+   tr_run_begin: tr_run_setup, the loop's shape checked, tr_run_start; the context is the run's (a change the
+   loop makes to epoch, global_step or batch_idx fails the run, naming it); NULL only without a registry or
+   memory. tr_run_next closes what the loop did last and returns TR_RUN_TRAIN (ctx->lr set, on_train_batch_start
+   fired), TR_RUN_VAL_BATCH (set ctx->loss to the batch's loss; val/loss is their mean) or 0 (the run is over).
+   tr_run_update: 1 when the optimizer steps now (ctx->global_step moved), 0 when skipped or mid-window; a
+   training batch must call it. tr_run_end: tr_run_finish, the outcome; a failure says why once. Details:
+   docs/reference.md ("Your own loop in full"). */
 enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
 TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
 TRAIN_API int tr_run_next(hk_registry *reg);
 TRAIN_API int tr_run_update(hk_registry *reg);
 TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
+/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes); base NULL: data NULL. */
 TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
 
-/* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
-   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
-   tr_run_error) naming the field for a bad setting. Call it before tr_run_start or after tr_run_finish:
-   during a run (yours or the trainer's) it is refused, TR_ERR_INVALID, and the run keeps its settings. */
-TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
-/* Registers the spec factory of every battery compiled in (train/factories.h, after the batteries);
-   a name already registered is left as it is. tr_run_setup and tr_init call it. */
-TRAIN_API hk_err tr_add_factories(hk_registry *reg);
-/* The run of reg, made with the defaults when it has none (NULL only out of memory). */
-TRAIN_API tr_run *tr_run_get(hk_registry *reg);
-/* The version directory every logger of reg writes into: the one the first logger opened (under its
-   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
-   it cannot be made. */
-TRAIN_API const char *tr_run_dir(hk_registry *reg);
-/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
-   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
-   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
-   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
-TRAIN_API void tr_run_waiting(const char *what);
-TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
-
-/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
-   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
-   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
-   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
-   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
-   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
-   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
-   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
-   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
-TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
-TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
-TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
-
-/* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
-   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load (resume_from "auto":
-   the newest checkpoint of this run that loads, from save_to and the checkpoint callbacks' directories, or
-   a fresh start when there is none; each file passed over said in one line); then
-   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
-   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
-   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
-   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
-   now would stop it again (a patience above its checks without improvement trains on past that stop;
-   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
-   tr_run_finish reports it, firing nothing (no on_exception, no teardown). So is a checkpoint that cannot
-   be read (missing, not a tr_run_save file, corrupted): its error, nothing made on disk. TR_OK, or the
-   run failed (a hook failed, load_model or a callback refused the checkpoint): call tr_run_finish, which
-   reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
-   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
-   read before setup, and the loggers open there again once the load has succeeded (until then no file is
-   touched: a resume that fails to load changes no file and leaves no new version_N), the records written
-   after the checkpoint superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
-   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
-   a new version_N always, as Lightning. */
-TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
-/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
-   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
-   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
-   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
-typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
-TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
-/* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
-   when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
-   is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
-   TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. On its way out it clears the batch's signals
-   in flow (HK_SKIP_BATCH, HK_SKIP_STEP: the batch is over; a loop that wants a skip raised in one
-   micro-batch to skip its accumulation window's step keeps that itself); HK_STOP stays. Call it again after a validation run at this step (the loop's own cadence or
-   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
-   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
-   another step), as in train.h's trainer. Before tr_run_start (or after tr_run_finish) it is refused:
-   TR_RUN_STOP, with tr_run_error / hk_last_error saying to call tr_run_start. A loop that fires
-   on_train_batch_end and does not call it before its next training event fails there (see the states
-   above). */
-TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* An epoch of a loop with epochs begins: call it where on_train_epoch_start belongs; it fires that event
-   (into flow) and returns the index of the epoch's first batch to run, also set in ctx->batch_idx: 0, or,
-   in the epoch a run resumed in the middle of (its checkpoint written after a batch or a validation), the
-   batch after the checkpoint's, without firing on_train_epoch_start again (as Lightning). n_batches: the
-   epoch's training batches, the progress bar's total (0: unknown). A resumed run whose checkpoint was
-   written at an epoch's end starts at the next epoch: tr_run_start (tr_run_load) sets ctx->epoch to it.
-   The loop:  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ctx.batch_idx = b; ... }.
-   Refused outside a run of your own (n_batches returned: no batch to run). */
-TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
-/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs; the
-   epoch's signals cleared, HK_STOP_EPOCH too).
-   The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
-TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* 1 when the run resumed from a checkpoint written at `at` (TR_RUN_AT_VALIDATION: after the validation at
-   that step) and no batch has started since: the loop skips what the checkpoint's run did already there
-   (a loop that validates at the top of its step:
-       if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) validate(...)). */
-TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
-/* An evaluation in a loop of your own, a validation (stage "val") or a test ("test"), as train.h's trainer
-   runs one: tr_run_eval_start fires on_validation_start and on_validation_epoch_start (on_test_* for "test")
-   into flow, gives the bar its total n_batches (0: unknown), keeps the training batch's view of ctx
-   (batch_idx, loss, batch) and the flow's HK_SKIP_BATCH / HK_STOP_EPOCH (those raised from now on are the
-   evaluation's), and returns 0, the first batch. The loop sets ctx->batch_idx and fires
-   on_validation_batch_start / _end around each batch (HK_FLOW_HAS(&flow, HK_FLOW_STOP_EPOCH) ends it early).
-   tr_run_eval_end sets "val/loss" ("test/loss") and ctx->loss to loss (a NaN: the metric is left alone),
-   fires on_validation_epoch_end, sends the "val" ("test") record (tr_run_log; not in a sanity check), fires
-   on_validation_end, and puts the training view and signals back. The loop:
-       for (b = tr_run_eval_start(reg, &ctx, &flow, "val", n); b < n; b++) { ctx.batch_idx = b; ...events... }
-       tr_run_eval_end(reg, &ctx, &flow, sum / n);
-   In a fit, a validation comes between two tr_run_batch_end calls (see there). Refused outside a run, from a
-   hook, and nested (tr_run_eval_start: n_batches returned, no batch to run; tr_run_eval_end: nothing done). */
-TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches);
-TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss);
-/* Send a record for stage "train", "val" or "test" built from the context now: train carries
-   train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
-   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
-   HK_FAIL when a hook of on_log failed (the run fails), and for a refused call (a stage that is none of
-   those, a call from a hook of on_log): tr_run_error / hk_last_error say why. */
-TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
-/* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
-   on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
-   and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
-   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL, TR_ERR_INVALID when the loop skipped a call
-   (see the states above). Once per start: without a run going (before tr_run_start, a second time) it
-   is refused, TR_ERR_INVALID. */
-TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
-/* Why the run failed, or why the run layer's last refused call was refused (the same text as
-   hk_last_error(reg) then); "" from tr_run_start until either happens. After tr_run_finish of a failed
-   run: why it failed. */
-TRAIN_API const char *tr_run_error(hk_registry *reg);
-/* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
-TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
-
-/* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
-   one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
-   a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
-   and tr_run_leave ends it. Nothing is fired, watched or checked between
-   them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
-   records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
-   tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
-   a run goes (TR_ERR_INVALID, tr_run_error says why); tr_run_leave without a run entered does nothing. */
-TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
-TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
-/* Honour what hooks asked for with hk_request: every checkpoint queued (then tr_run_desc.save_to when one
-   asked for the default path), through save_checkpoint or tr_run_save; a log line, and in a fit a training
-   record. Returns TR_RUN_VALIDATE when a validation was asked for (the loop runs it), 0 otherwise; clears
-   ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
-TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
-   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
-   (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
-TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
-/* A resume continues its run (tr_run_start says how): the checkpoint holds the run's block, where the run
-   logs, under the key TR_RUN_KEY, and the resume hands it back before setup so that the loggers open in that
-   directory again. tr_run_save writes it and tr_run_start / tr_run_enter find it in a file of tr_run_save
-   themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
-   keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
-   (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
-   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
-   to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
-   version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
-   none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
-   (TR_ERR_INVALID). */
-#define TR_RUN_KEY "train.run"
-TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
-TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
-/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
-   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
-   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
-   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
-   no Slurm job now. */
-TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
-/* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
-   (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
-   batteries and loops report. */
-TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-  __attribute__((format(printf, 4, 5)))
-#endif
-  ;
-
-/* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
-   on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
-   restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
-   ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
-   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error (and hk_last_error) naming
-   the file and why. They do not nest: a tr_run_save or tr_run_load while one is in progress (from
-   save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved or on_load_checkpoint) is
-   refused, TR_ERR_INVALID; a hook asks for a checkpoint with hk_request_checkpoint instead.
-   Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
-   checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
-   on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
-   buffer is allocated at the first save, or grown when the state grows, and reused), appends the state
-   block and returns TR_OK; a background thread writes the same bytes through the same atomic writer.
-   on_checkpoint_saved fires (ctx->path = the file) at the next safe point once it is on disk:
-   tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
-   write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
-   file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
-   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
-   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process.
-   The writer thread blocks every signal: Ctrl-C and SIGTERM go to the loop's threads (the stop is
-   counted there, never in the writer, whose write or fsync a signal would interrupt on FUSE or NFS;
-   an interrupted fsync is asked again). Under a strict -std=c99 without _POSIX_C_SOURCE outside glibc,
-   where <signal.h> hides pthread_sigmask, the writer keeps the caller's mask. */
-TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
-TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
-
-/* Set or scale the learning rate from a hook (the seeds' "halve the lr when the loss stays high").
-   The scale is a multiplier on the schedule, kept in the run's lr_state (saved in checkpoints): the
-   lr is schedule(t) * scale from now on, so the schedule keeps its shape at the new level, and a
-   plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
-   finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
-   once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
-   called before it) see the new value. A loop of your own takes its lr from tr_run_lr (below). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
-TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
-TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
-/* The learning rate of this step: lr (your schedule's value now, or your constant) times the scale the
-   hooks set with tr_lr_scale / tr_lr_set (kept in checkpoints), written into ctx->lr and returned. A loop of
-   your own calls it once per step, before on_train_batch_start, and gives its optimizer ctx->lr at the
-   step, so that a hook's tr_lr_scale takes effect at once and stays; train.h's trainer does the same. A
-   hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
-   tr_lr_set. */
-TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
-/* The same with one of train.h's schedules: tr_run_lr of tr_sched_lr(s, the run's schedule state, base_lr, t),
-   the hooks' scale applied once. t: steps taken, or epochs finished for a per-epoch schedule. A plateau
-   schedule's state is the run's (tr_plateau_step(s, &tr_run_get(reg)->lr_state, base_lr, metric) once per
-   epoch): in checkpoints with the rest. */
-TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
-
-/* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
-   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
-   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
-   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
-   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
-   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
-   optimizer step asks it per tensor:
-     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
-     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
-     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
-                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
-     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
-                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
-   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
-   optimizer step, when tr_run_grouped says there are groups:
-       if (tr_run_update(reg))
-         for (int i = 0; i < n_tensors; i++) {
-           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
-           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
-         }
-   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
-typedef struct tr_tensor_opt {
-  double lr;            /* this update's learning rate for the tensor */
-  double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
-  int frozen;           /* 1: no update, no optimizer state touched */
-  int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
-} tr_tensor_opt;
-/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
-   the run has tensors); 0: one update over every tensor with the run's settings. */
-TRAIN_API int tr_run_grouped(hk_registry *reg);
-/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
-   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
-   of range: { lr, the run's weight decay, 0, step }. */
-TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
-/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
-   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
-   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
-   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
-   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
-   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
-TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
-/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
-   '?' one): "*.bias|*norm*|wte". */
-TRAIN_API int tr_name_match(const char *pattern, const char *name);
-
-/* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
-   are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
-   re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
-TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
-
-/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
-   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
-   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
-   Global rank 0 only, as Lightning's print: one line from a job, whichever ranks call it. The rank is
-   the run's (ctx->rank at tr_run_start; the trainer's MPI rank from tr_init on); before either, the
-   launcher's (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID or RANK; 0 without one).
-   tr_print_all prints on every rank that calls it (the same way; the lines of processes sharing a
-   stream may interleave, each one whole). */
-TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-  __attribute__((format(printf, 2, 3)))
-#endif
-  ;
-TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-  __attribute__((format(printf, 2, 3)))
-#endif
-  ;
-
-/* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
-   record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
-   calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
-TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
-/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
-   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
-   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
-TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
-                                       const int64_t *counts, double sum, double sum_squares);
-/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
-   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
-   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
-TRAIN_API int tr_log_due(const hk_ctx *ctx);
-/* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
-TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
-
-
-/* (the declarations are run.h's: "YOUR LOOP IN A DOZEN LINES") */
 
 /* ---- safetensors: the model's tensors for everyone else's tools ---------------------------------------
    tr_safetensors_save writes views (name, data, count: ctx->params in any loop, a trainer's t.ctx.params) as a
@@ -1389,63 +897,27 @@ TRAIN_API void tr_safetensors_meta_free(tr_safetensors_meta *m);
 
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
-   Each has
-     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
-       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
-       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
-       the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
-       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
-       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
-       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
-     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
-       in a loop of your own, so a resumed run decides exactly as the uninterrupted one; a loaded
-       state is range-checked as tr_load checks the LOOP counters (counters in 0..2^53,
-       early_stopping's patience in 0..INT_MAX, timer's elapsed times finite in 0..2^53 s, lr_finder's
-       suggestion finite and > 0 or NaN, nan_guard's skipped <= found, ema's n_averaged matching its
-       average), so nothing overflows when it counts on or prints; an out-of-range state is refused
-       (hk_reject: the message names the field, its value and the range) and the callback keeps the
-       state it had;
-     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
-   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
-   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
-   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
-   tr_run_batch_end and tr_run_finish fire or honour the rest.
-   Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
-   TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
-   What a callback prints (verbose) goes to the run's log (tr_run_desc.log; the trainer's tr_desc.log),
-   else stderr, one line in one write (never torn by another process's output), with "[rank: N] "
-   first when the job has several processes (Lightning's prefix); model_checkpoint, timer, lr_finder,
-   gradient_monitor and model_summary print on rank 0 only (Lightning's rank_zero_info),
-   early_stopping and nan_guard on every rank (early_stopping's log_rank_zero_only: rank 0 only, as
-   Lightning's flag).
+   Lightning's callbacks on hooks.h's public API and the run layer. Each has a constructor taking the
+   registry and a zero-initialised desc (bad parameters: TR_ERR_INVALID naming them, nothing registered),
+   a spec factory of the same name (hk_spec_apply(reg, "early_stopping(patience=3)")), its state in
+   checkpoints under its name (range-checked on load: an out-of-range state is refused and the callback
+   keeps its own), and a getter tr_<name>_get(reg, handle). They act only through signals and requests and
+   read the loop's settings from the registry's run. What they print goes to the run's log, one write a
+   line, "[rank: N] " first with several processes. docs/callbacks.md has each in full.
    ================================================================================================= */
 
 /* ---- parameters, written once ------------------------------------------------------------------
-   Each callback's (and logger's) parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its
-   doc block. Its desc struct's fields are generated from the list here (TR__FIELD); its spec
-   factory's parameter table and the factory's copy of a spec's arguments into the desc are generated
-   from the same list in the implementation (TR__PARAM, TR__COPY). An entry
-       X(kind, C type, name, default, choices, doc)
-   is the desc field `name` and the spec key "name"; default is the spec's default as text (NULL:
-   required), and it is also what the field's zero means, since a zero desc is the defaults; choices
-   are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
-     INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
-     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
-     DOUBLE_ZERO a double whose 0 means the default: TR_ZERO_F (a negative zero) is an explicit 0 (spec: 0)
-     DOUBLE     a double; spec: a number
-     BOOL       an int, 1 yes, 0 no (the default); spec: true or false
-     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
-     AUTO       the same, where 0 is a rule the doc names; spec: auto|true|false
-     STRING     a const char *, NULL the default; spec: text
-     CHOICE     an enum whose values are the choices in their order (the first, 0, the default);
-                spec: one of the choices
-     C_ONLY     a field with no spec parameter (a function pointer, a FILE *, what a hook sets)
-     SPEC_ONLY  a spec parameter of type `C type` (CHOICE, INT, ...) with no field: the factory turns
-                it into C_ONLY fields by hand
-   A spec sets only the fields it gives; the others stay zero, i.e. their defaults. */
+   Each battery's parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its doc block: the desc's
+   fields (TR__FIELD, here), the spec table and the spec-to-desc copy (TR__PARAM, TR__COPY, below) and
+   docs/'s tables come from it. X(kind, C type, name, default, choices, doc): default is the spec's as text
+   (NULL: required) and what the field's zero means. The kinds:
+     INT, DOUBLE     numbers (an int in -1e9..1e9)
+     INT_ZERO, DOUBLE_ZERO  0 means the default; TR_ZERO / TR_ZERO_F is an explicit 0
+     BOOL            1 / 0 (the default); spec true|false
+     TRI, AUTO       TR_YES / TR_NO, 0 the default (AUTO: a rule the doc names; spec auto|true|false)
+     STRING, CHOICE  const char * (NULL default); an enum of the choices in order (the first, 0, default)
+     C_ONLY          no spec key (a function pointer, a FILE *)
+     SPEC_ONLY       a spec key with no field: the factory sets C_ONLY fields from it by hand */
 #define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
 #define TR__FIELD_INT(type, name)       type name;
 #define TR__FIELD_INT_ZERO(type, name)  type name;
@@ -1462,10 +934,8 @@ TRAIN_API void tr_safetensors_meta_free(tr_safetensors_meta *m);
 /* A clock for callbacks that measure time (C_ONLY): seconds, from any fixed point. */
 typedef double (*tr_clock_fn)(void *user);
 
-/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers the spec factory
-   `name` (tr__<p>_params, tr__<p>_factory) when TR__ON_<NAME>, else the name alone, which says how
-   to get it. The callbacks they make read the loop's settings from the registry's run (tr_run_setup;
-   the trainer sets them at each fit). */
+/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers `name` when
+   TR__ON_<NAME>, else the name alone, which says which define brings it. */
 #define TR__BATTERIES(X) \
   X(early_stopping, EARLY_STOPPING, es, "stop training when a monitored metric stops improving (Lightning's EarlyStopping)") \
   X(model_checkpoint, MODEL_CHECKPOINT, mc, "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)") \
@@ -1495,18 +965,10 @@ typedef double (*tr_clock_fn)(void *user);
 /* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
-   Each callback and logger can be left out on its own: TRAIN_NO_<NAME> (TRAIN_NO_EARLY_STOPPING,
-   TRAIN_NO_TENSORBOARD, ...); or every one but those named: TRAIN_ONLY_SPECIFIC_BATTERIES with a
-   TRAIN_ENABLE_<NAME> for each one wanted, so a program compiles only what it uses.
-   A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
-   name stays known: "tensorboard(...)" fails with a message that names the define to change.
-   TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
-   Give the same defines to every file that includes train.h (the compiler's command line does), else a
-   call of a left-out constructor in another file is an undefined symbol at link time instead.
-   A program that includes train/'s parts directly (not train.h) names the batteries it includes the
-   same way: TRAIN_ONLY_SPECIFIC_BATTERIES and a TRAIN_ENABLE_<NAME> for each.
-   TR__ON_<NAME> is 1 for a battery that is compiled, 0 for one left out: the table below is written by
-   make train.h (scripts/amalgamate.py) from TR__BATTERIES, and checked by make test. */
+   TRAIN_NO_<NAME> leaves one out; TRAIN_ONLY_SPECIFIC_BATTERIES keeps only those with a TRAIN_ENABLE_<NAME>
+   (also for a program that includes parts directly). A left-out battery is not declared and its spec
+   name fails naming the define. Give every file that includes train.h the same defines (docs/setup.md).
+   TR__ON_<NAME>: 1 when compiled; the table below is written by make train.h from TR__BATTERIES. */
 /* generated table: begin */
 #if defined(TRAIN_ONLY_SPECIFIC_BATTERIES)
 #  define TR__PICKED 1
@@ -1645,23 +1107,11 @@ typedef double (*tr_clock_fn)(void *user);
 
 #if TR__ON_FILE_LOGGERS
 
-/* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
-   version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
-   one version directory. The directory is made at the logger's first write (setup of the first run
-   on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
-   it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
-   never share a version directory.
-   A file the logger did not write is never replaced: with a version given, the directory may exist,
-   but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
-   an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
-   open: it says which file and what to do (another version, or remove the file), and writes nothing
-   (fail_on_error: the run fails). Later writes (csv's rewrite when columns come, the plot at every
-   run's end) replace only the file the logger wrote itself.
-   A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
-   TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
-   recorded, where their files are their own (tr__logger_take), once the load has succeeded (at on_fit_start:
-   a resume that fails to load touches no file), with the records written after the checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
-   tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
+/* Where a logger writes: Lightning's save_dir/name/version_N/, shared by the registry's loggers, claimed
+   with one mkdir (parallel runs never share one) and made at the first write on rank 0. A file the logger
+   did not write is never replaced: one of its name there makes it refuse at its open, saying what to do.
+   A resume continues its run's directory once the load succeeded (new_version_on_resume: a new one), the
+   records after the checkpoint superseded. docs/logging.md has each rule. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
@@ -1693,29 +1143,14 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 #if TR__ON_EARLY_STOPPING
 
 /* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
-   Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
-   check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
-   Lightning's order, each exclusive: (1) check_finite and the value is NaN/inf: stop; (2) the value
-   is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
-   (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
-   wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
-   counts worse values as improvements); values are compared in double (Lightning: in the metric's
-   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
-   Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
-   every check, so a metric that improves meanwhile keeps training going (state.held says so).
-   Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
-   (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
-   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
-   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end).
-   When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
-   it only with verbose), above a live progress bar:
+   Checks the monitored metric once per check (on_train_epoch_end or on_validation_end, in a fit): a
+   non-finite value, a threshold passed, or patience checks without an improvement above min_delta stop
+   it, in Lightning's order, by HK_STOP, so min_epochs / min_steps hold; a held stop is decided again at
+   every check (Lightning issue 19966 latches it). The stop is said in one line from rank 0 (log_stop):
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only.
-   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
-   it, which leaves no way to train on past an early stop); tr_fit and tr_run_start refuse to resume a run
-   that stopped early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
+   On resume the checkpoint's patience wins unless the one given now is larger, which trains on past a
+   recorded stop. Hand-written loop: fire the check event with the metric set and stage HK_STAGE_FIT;
+   stop at HK_STOP. docs/callbacks.md has the decision and the differences from Lightning. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -1872,20 +1307,11 @@ TRAIN_API double tr_timer_elapsed(const hk_registry *reg, hk_handle h, tr_timer_
 #if TR__ON_LR_MONITOR
 
 /* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
-   Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
-   with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
-   log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
-   when someone asks (a logger), so a step costs nothing, and it rides with the training records;
-   interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
-   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
-   row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay). The momentum and weight decay are in every row the lr is in (Lightning's rows):
-   lazy metrics too with interval step, in each epoch's record with interval epoch. Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
-   Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
-   has it for any hook. The optimizer's name, momentum and weight decay come from the run
-   (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
-   name the metric is "lr" and momentum / weight decay are not published. Hand-written loop: fire
-   on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
+   Publishes the lr as "lr-<Optimizer>" (lr-AdamW; "lr" without tr_run_desc.optimizer), with
+   log_momentum / log_weight_decay "lr-<Optimizer>-momentum" (AdamW: beta1) and "-weight_decay". Interval
+   step (lazy metrics: a step costs nothing) or epoch (one record of its own per epoch); default: the
+   schedule's. Needs no logger: any hook reads the metrics. Hand-written loop: on_train_start (and
+   on_train_epoch_start) with ctx->lr set. docs/callbacks.md. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 #define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
@@ -1905,32 +1331,15 @@ TRAIN_API const tr_lr_monitor_state *tr_lr_monitor_get(const hk_registry *reg, h
 #if TR__ON_GRADIENT_MONITOR
 
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
-   On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
-   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
-   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
-   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
-     grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
-     grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
-     grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
-                                  linear interpolation between order statistics (numpy's default)
-     grad_vanishing, grad_exploding  1 when the total norm is below vanishing_threshold / above
-                                  exploding_threshold, else 0 (verbose also prints a warning)
-   and, with histogram_bins > 0, a histogram of the gradient values (tr_histogram) handed to
-   on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
-   as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
-   comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
-   allocated, at its first due step, where it first reads them: a loop may point the views at their
-   buffers late (llm.c allocates its gradients in the first backward).
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
-   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
-   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
-   A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
-   selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
-   then the selected gradients are copied to the host instead (one wait per tensor) and everything is
-   computed there as on the CPU. Steps that are not due touch nothing. */
+   Every log_frequency-th step at on_before_optimizer_step (the window's averaged gradients, before
+   clipping): grad_2.0_norm_total, grad_2.0_norm/<tensor> (per_tensor), grad_abs_p<q> (percentiles),
+   grad_vanishing / grad_exploding, and with histogram_bins a histogram ("gradients" in the next record).
+   Sums from the loop's shared pass when it has one. param_filter keeps tensors whose name contains one of
+   its substrings. Steps not due cost one filter test; views checked and scratch allocated at the first
+   due step (llm.c allocates gradients in the first backward). Hand-written loop: on_train_start,
+   on_before_optimizer_step with host ctx->grads; log_frequency 0 follows log_every_n_steps. On a device
+   model the norms come from the device kernel (one wait), percentiles and histograms from host copies.
+   docs/callbacks.md. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -1969,23 +1378,13 @@ TRAIN_API const tr_gradient_monitor_state *tr_gradient_monitor_get(const hk_regi
 #if TR__ON_NAN_GUARD
 
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
-   Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
-   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm: one pass
-   per step, shared with clipping, spike_detection and gradient_monitor (in train.h's trainer that pass
-   also keeps the per-tensor sums gradient_monitor publishes, so both registered read the gradients
-   once); only when it is not finite does it scan for the first tensor and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
-   what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
-   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
-   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
-   from that batch's on_train_batch_end. With train.h, set
-   tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
-   trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
-   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
-   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
-   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). A check whose event the loop never fires is said
-   once (tr_run_desc.log), as early as it can be known: the loss check at the first on_before_optimizer_step
-   of a fit that has fired no on_before_backward (with check_grads off: at on_train_end), the gradient
-   check at on_train_end of a fit that stepped without on_before_optimizer_step. */
+   Checks the loss at on_before_backward and the gradients at on_before_optimizer_step with bit tests
+   (they survive -ffast-math), through the shared hk_grad_norm pass; only a non-finite norm is scanned for
+   the first bad tensor and index. TR_NAN_FAIL (default) fails the run naming what, where and the step;
+   TR_NAN_SKIP_STEP skips the window's step; TR_NAN_STOP skips it and stops. Counters in checkpoints.
+   Hand-written loop: fire those events (HK_FIRE_FLOW), skip at HK_FLOW_SKIP_STEP, fire
+   on_train_batch_end, stop at HK_FLOW_STOP; a check whose event never fires is said once.
+   docs/callbacks.md. */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 #define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \
@@ -2005,21 +1404,12 @@ TRAIN_API const tr_nan_guard_state *tr_nan_guard_get(const hk_registry *reg, hk_
 #if TR__ON_EMA
 
 /* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
-   Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
-   global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
-   parameters, as torch's AveragedModel). With swa_epoch_start > 0 it is SWA instead: an equal-weight
-   average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
-   swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
-   the parameters for each validation, test and predict run (on_*_start) and swapped back at their
-   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
-   on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
-   trained weights exactly). The average and its count are in checkpoints (a save from inside an
-   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
-   on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
-   evaluations, on_train_epoch_end for SWA.
-   A device model (TRAIN_CUDA): the average lives on the device (tr_ema_state.average is device memory
-   then), updated by the trc_ema kernel (the CPU's double math: the same bits) and swapped by trc_swap;
-   no step waits for the device. Only a checkpoint copies it to the host (one wait per save). */
+   avg = decay*avg + (1-decay)*params at on_after_optimizer_step (from start_step, every every_n_steps;
+   the first copies), or with swa_epoch_start an equal-weight average at each epoch's end. The average is
+   swapped in for validation, test and predict (the sanity check too) and back after; copy_at_end (default
+   no) copies it into the model at the end. In checkpoints. On a device model it lives on the device (the
+   same bits, no wait a step). Hand-written loop: on_after_optimizer_step with host ctx->params, the
+   evaluation start/end events, on_train_epoch_end for SWA. docs/callbacks.md. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
   X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
@@ -2044,19 +1434,11 @@ TRAIN_API const tr_ema_state *tr_ema_get(const hk_registry *reg, hk_handle h);
 #if TR__ON_PARAM_GROUP
 
 /* ---- param_group (torch's optimizer parameter groups, chosen by tensor name) -----------------------
-   The tensors whose names match `match` get their own learning-rate multiplier, weight decay, or are
-   frozen (no update, their optimizer state untouched: torch's requires_grad = False). One param_group
-   per rule; the rules apply in registration order, a later one winning for the fields it gives, so a
-   recipe reads top down. The common one (llm.c's and nanoGPT's: decay only the matrices, never the
-   biases, the norms or the embeddings), with llm.c's names and with torch's:
-       param_group(match=*b|ln*|wte|wpe, weight_decay=0)
-       param_group(match=*.bias|*norm*|*embed*, weight_decay=0)
-   and a fine-tuning one: param_group(match=backbone.*, lr_mult=0.1); param_group(match=embed*, frozen=true).
-   The run resolves the rules when it starts (a pattern that matches no tensor fails the run, naming it),
-   and every optimizer step reads them (tr_run_tensor_opt, "PARAMETER GROUPS" in train/run.h): train.h's
-   trainer does, on the CPU and with TRAIN_CUDA; a loop of your own does at its optimizer step. With no
-   param_group (nor finetuning) registered nothing changes: the same update, the same bits. Register it
-   before the run starts (the spec of tr_run_desc / tr_config, or the constructor before tr_fit). */
+   The tensors whose names match `match` get their own lr multiplier, weight decay, or are frozen (torch's
+   requires_grad = False). Rules apply in registration order, a later one winning for the fields it gives:
+       param_group(match=*b|ln*|wte|wpe, weight_decay=0)          (llm.c's names: decay only the matrices)
+   A pattern that matches no tensor fails the run's start; with none registered nothing changes (the same
+   bits). Register before the run starts. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 #define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
     "patterns ('*' any characters, '?' one); required") \
@@ -2076,23 +1458,11 @@ TRAIN_API const tr_param_group_state *tr_param_group_get(const hk_registry *reg,
 #if TR__ON_FINETUNING
 
 /* ---- finetuning (Lightning's BackboneFinetuning) ----------------------------------------------------
-   The tensors matching `match` (a pretrained backbone) are frozen from the start of training until the
-   epoch unfreeze_at_epoch begins; then they train at a fraction of the run's learning rate that grows
-   at every later epoch's start:
-     at unfreeze_at_epoch   ratio = initial_lr / the run's lr then      (initial_lr given)
-                                    initial_ratio                       (otherwise)
-     each epoch e after it  ratio = ratio x lr_factor                   (lr_factor_at(user, e + 1) in C)
-                            and with align, never above 1: the backbone's lr catches up with the run's
-                            and stays with it.
-   The backbone's lr is ratio x the run's lr of each step (times a param_group's lr_mult of its own), so it
-   follows the schedule; with a constant lr these are Lightning's numbers (backbone_initial_ratio_lr,
-   backbone_initial_lr, lambda_func, should_align). Lightning's initial_denom_lr is left out: it divides only
-   when unfreeze_and_add_param_group gets no lr, and BackboneFinetuning always gives one. Unfrozen tensors
-   start AdamW afresh (their moments zero, their own step count from 1), as Lightning's new parameter group
-   does. norms: the backbone's normalisation tensors; with train_norms (Lightning's train_bn, default true)
-   they are never frozen and train at the run's lr. Its state (unfrozen, where, the ratio) is in checkpoints:
-   a resume goes on with the same lr and step counts. It needs epochs (tr_fit; a loop of your own with
-   epochs); a step loop is refused at on_train_start. */
+   The tensors matching `match` are frozen until epoch unfreeze_at_epoch, then train at ratio x the run's
+   lr: initial_lr / lr (or initial_ratio) at the unfreeze, times lr_factor (lr_factor_at in C) at each
+   later epoch's start, with align never above 1. Unfrozen tensors start AdamW afresh, as Lightning's new
+   parameter group. norms with train_norms (train_bn) are never frozen. State in checkpoints. Needs epochs.
+   docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at's type */
 #define TR_FINETUNING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \
@@ -2263,31 +1633,14 @@ TRAIN_API const tr_throughput_monitor_state *tr_throughput_monitor_get(const hk_
 #if TR__ON_WATCHDOG
 
 /* ---- watchdog: a hang reported, and on request the process ended ---------------------------------
-   A thread of its own (made at setup, joined at teardown) looks every poll seconds whether the loop
-   has moved: a training step ended (on_train_batch_end) or another event it listens to fired (setup,
-   fit/train/epoch/validation/test/predict starts and ends, evaluation batches, checkpoints). When nothing
-   has moved for the limit - `seconds`, or `multiple` times the run's median training step once `warmup`
-   steps have run (both: the larger) - it writes one report to stderr (fd 2, one write(2): nothing the
-   stuck thread could hold is taken), on every rank:
+   A thread of its own (setup to teardown) looks every poll seconds whether the loop moved (a step ended,
+   or an event it listens to fired). After `seconds`, or `multiple` times the median step once `warmup`
+   steps ran, it writes one report to fd 2 on every rank, taking nothing the stuck thread could hold:
      watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
        in on_train_batch_start, hook 'slow' running
-   or "after on_after_backward, in the loop's own code (no hook running)", or "waiting in the gradient
-   all-reduce (MPI)" (tr_run_waiting: train.h's MPI strategy says it, a loop of yours may). The event
-   and the hook are hooks.h's (ctx->event, ctx->self, hk_dispatching, hk_name), read from the watchdog's
-   thread while the loop stands still. One report a stall; when the loop moves again it says so.
-   action=exit: after the report the process ends with _exit(exit_code) (124 by default, as timeout(1)),
-   so that a scheduler requeues the job (Slurm's --requeue, a Kubernetes restart, an mpirun that ends
-   every rank when one exits). What that keeps is what a kill -9 keeps, which train.h makes enough: the
-   last checkpoint written stays whole (the atomic writer; one being written in the background is
-   abandoned, its temporary file removed by the next run there, the one before it kept), the loggers'
-   files hold every line written so far, whole (flush_every: at most about a second of records held in
-   memory is lost, none logged before the last checkpoint); nothing is saved from the stuck thread's
-   state (another thread cannot copy it safely), no atexit handler and no stdio buffer is flushed (the
-   stuck thread may hold their locks). A resume (resume = the last checkpoint) goes on from there.
-   The loop's thread pays one relaxed store at each on_train_batch_end (a counter: no clock, no lock, no
-   system call); the watchdog's thread takes the time. Needs POSIX threads (not with TRAIN_NO_THREADS).
-   Hand-written loop: fire setup and teardown (tr_run_start / tr_run_finish do) and on_train_batch_end
-   (tr_run_batch_end does). */
+   action=exit then _exit(exit_code) (124), so a scheduler requeues: what stays is what kill -9 leaves.
+   The loop's thread pays one relaxed store a step. POSIX threads. Hand-written loop: setup, teardown,
+   on_train_batch_end (tr_run_* fire them). docs/callbacks.md ("watchdog in detail"). */
 #define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
 typedef enum tr_watchdog_action {
 #define TR__X(sym, name) sym,
@@ -2322,31 +1675,12 @@ TRAIN_API const tr_watchdog_state *tr_watchdog_get(const hk_registry *reg, hk_ha
 #if TR__ON_DEVICE_STATS
 
 /* ---- device_stats (Lightning's DeviceStatsMonitor) ------------------------------------------------
-   Reads what the process uses, at on_train_batch_end of every n-th optimizer step (every_n_steps; by
-   default the run's log_every_n_steps, Lightning's cadence) and, with on_epoch_end, at every
-   on_train_epoch_end, and publishes it as metrics (hk_metric_set, for any hook) and to the loggers:
-     device_stats/rss_mb            resident memory now (MB: 2^20 bytes, as nvidia-smi's MiB)
-     device_stats/peak_rss_mb       the most resident memory so far
-     device_stats/cpu_percent       the process's user + system CPU time over the wall time since the
-                                    last reading (or on_train_start): 100 = one core busy, as psutil's
-     device_stats/load_1m           the system's 1-minute load average
-   and, built with TRAIN_CUDA, of the GPU the process uses (the current CUDA device, found in NVML by
-   its PCI bus id), through NVML, which it loads at run time (dlopen of nvml_library; no link-time
-   dependency):
-     device_stats/gpu_util_percent  the share of the last sample period a kernel ran (NVML's)
-     device_stats/gpu_mem_used_mb, device_stats/gpu_mem_total_mb  the device's memory (every process's)
-   A machine without NVML or without a device says so once (rank 0) and the GPU metrics are left out;
-   a value the system does not tell (no /proc: RSS and the load) is left out too. Linux reads
-   /proc/self/status and /proc/loadavg (one read() each) and getrusage; each reading costs a few system
-   calls, and steps that are not due run none of its code (a hooks.h filter predicate).
-   Records: on a step where the run sends its training record (log_every_n_steps) the stats ride in it;
-   otherwise, and at an epoch's end, they go out in a record of their own (step: the run's, so the rows
-   line up), as Lightning's calls log_metrics itself; they are kept out of the records of steps where
-   they were not read. Differences from Lightning: host memory and the load for every run (Lightning's
-   cpu_stats needs psutil), no on_train_batch_start reading (one reading a step: its start would say
-   the same), validation batches not read, NVML instead of torch.cuda.memory_stats.
-   Hand-written loop: fire on_train_start and on_train_batch_end with ctx->global_step counted
-   (tr_run_next does), and on_train_epoch_end for on_epoch_end. */
+   Every every_n_steps-th optimizer step (default log_every_n_steps) and with on_epoch_end at each
+   epoch's end: device_stats/rss_mb, peak_rss_mb, cpu_percent (100 = one core), load_1m, and with
+   TRAIN_CUDA gpu_util_percent, gpu_mem_used_mb, gpu_mem_total_mb through NVML loaded at run time (none:
+   said once, left out). As metrics and to the loggers, riding with the run's record or in one of their
+   own. Steps not due run none of its code. Hand-written loop: on_train_start, on_train_batch_end with
+   global_step counted (tr_run_next does), on_train_epoch_end for on_epoch_end. docs/callbacks.md. */
 #define TR_DEVICE_STATS_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT,    int64_t,      every_n_steps, "0",     NULL, "read every n-th optimizer step (0: the run's log_every_n_steps, 50 " \
     "when it has none; negative: never on steps)") \
@@ -2376,28 +1710,13 @@ TRAIN_API const tr_device_stats_state *tr_device_stats_get(const hk_registry *re
 #if TR__ON_ON_EXCEPTION_CHECKPOINT
 
 /* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
-   When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
-   SIGTERM: every path through on_exception), saves the last consistent state to
-   dirpath/filename.ckpt before teardown, so that tr_config.resume_from (tr_run_start's resume_from in
-   a loop of your own) continues from it. The last consistent state is the state after the last
-   completed optimizer step: in train.h's trainer the parameters, optimizer state, counters, RNG and
-   every callback's state as tr_save writes them, with the loop's position moved back to the first
-   batch of the accumulation window that was in progress (the batch that failed, with no
-   accumulation), whose partial gradients are dropped; so a resumed run repeats that window and ends
-   with the same bits as a run that never failed (random-access data; an iterator cannot go back:
-   it resumes where it stood). Callbacks' states are saved as they were at the failure. In a loop of
-   your own it saves through tr_run_save (save_model, the callbacks' state, ctx's counters): call
-   tr_run_finish with the model and ctx as they were after the last step. Nothing is saved before
-   on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
-   with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
-   exception). The file is written atomically (the old one stays until the new one is whole); a save
-   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
-   Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
-   run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
-   directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
-   normal end leaves are found in one place; decided at on_train_start and again at the save (a
-   directory the run got in between). A resume continues its run's directory, so it goes there again.
-   Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
+   When a fit fails or is interrupted (every path through on_exception), saves the state after the last
+   completed optimizer step to dirpath/filename.ckpt before teardown, the window in progress undone, so a
+   resume ends with the bits of a run that never failed. Nothing before on_train_start (a good file
+   would be overwritten) nor outside a fit. dirpath defaults to model_checkpoint's (the run's
+   checkpoints/), made at on_fit_start: one that cannot be made or written fails the run there. Stateless.
+   Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
+   docs/callbacks.md has the rest. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
     "empty: where model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/ " \
@@ -2418,38 +1737,14 @@ TRAIN_API const tr_on_exception_checkpoint_state *tr_on_exception_checkpoint_get
 #if TR__ON_SPIKE_DETECTION
 
 /* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
-   Watches the training loss against a running window of the last `window` good losses (checked from
-   the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
-   or above centre + threshold * |centre| (mode relative) or centre + threshold * the window's
-   standard deviation (mode zscore), where centre is the window's mean or median, is a spike, and so
-   is a non-finite gradient norm. Lightning's SpikeDetection then raises; this one rolls back:
-     - every every_n_steps-th optimizer step (and at on_train_start) it copies the training state into
-       one buffer allocated at on_train_start (the only snapshot: memory is the state's size once);
-       the state is the run's (tr_run_desc.state): train.h's trainer gives its parameters, optimizer
-       state and step counters, a loop of yours the regions it lists;
-     - at a spike (the batch's backward and step are skipped: HK_SKIP_BATCH from on_before_backward,
-       HK_SKIP_STEP from on_before_optimizer_step) it copies the snapshot back at the batch's end, puts
-       ctx->global_step (the trainer: its step count, so the learning rate too) and its window back to
-       the snapshot's, and skips the next skip_after batches (HK_SKIP_BATCH from
-       on_train_batch_start). The data goes on: the batches from the snapshot to the spike are
-       undone and never seen again, which is what a run that skipped them from the snapshot on does,
-       bit for bit (same data, same order; the counters of the data - epoch, batch, samples_seen -
-       go on in both). An accumulation window in progress is dropped.
-   The (max_rollbacks+1)-th spike fails the run (HK_FAIL) as Lightning does at the first
-   (max_rollbacks = TR_ZERO: Lightning's behaviour; -1: never). Not restored: the other callbacks'
-   states (ema's average keeps the undone steps), the trainer's RNG (t->rng). In checkpoints: the
-   window, the counters, the skip range, and the snapshot itself (a resumed run rolls back to the
-   same snapshot as the run that did not stop; a checkpoint grows by the state's size). Refused at
-   on_train_start: no state to snapshot, a model on the GPU, more than one process (TRAIN_MPI). With
-   train.h, set tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let it see non-finite losses
-   (the trainer's default fails first). Cost per batch without a spike: the window's update (O(window);
-   the median sorts a copy), with check_grads a gradient norm (shared with clipping and the other
-   hooks), and a memcpy of the state every every_n_steps steps: +0.7% per step at the defaults on
-   make bench-train's MLP (about 1900 instructions, most of them the gradient norm).
-   Hand-written loop: tr_run_desc.state (and n_state), on_train_start, on_train_batch_start,
-   on_before_backward with ctx->loss, on_before_optimizer_step with ctx->grads, on_train_batch_end
-   (HK_FIRE_FLOW; honour HK_FLOW_SKIP_BATCH and HK_FLOW_SKIP_STEP), then take the step count from
-   ctx->global_step. */
+   A non-finite loss, or one too far above the running window's centre (relative or zscore), or with
+   check_grads a non-finite gradient norm, is a spike. Instead of raising it rolls back: every
+   every_n_steps-th step it copies the run's training state (tr_run_desc.state) into one buffer; at a spike
+   the batch is skipped, the snapshot copied back (global_step with it) and skip_after more batches skipped,
+   the data going on: bit for bit a run that skipped those batches. The (max_rollbacks+1)-th spike fails
+   the run. Window, counters and the snapshot in checkpoints. Not with a GPU model or under MPI.
+   Hand-written loop: tr_run_desc.state, the training batch events (HK_FIRE_FLOW, honour the skips), then
+   take the step count from ctx->global_step. docs/callbacks.md has the rules and the cost. */
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
@@ -2484,38 +1779,15 @@ TRAIN_API const tr_spike_detection_state *tr_spike_detection_get(const hk_regist
 #if TR__ON_PREDICTION_WRITER
 
 /* ---- prediction_writer (Lightning's BasePredictionWriter, with the writing done) --------------------------
-   Writes what a predict run predicts: at every on_predict_batch_end, ctx->outputs must point at a
-   tr_predictions (train/base.h: rows x cols floats, optional column names), which model.predict sets in
-   tr_predict and a loop of yours sets before it fires the event. Anything else there - NULL, rows < 0,
-   cols < 1, values NULL with rows, a column count other than the first batch's, a bad name - fails the run at
-   that batch, naming what it expected.
-   write_interval, Lightning's meaning: batch writes as each batch ends (streaming), epoch gathers the
-   epoch's rows and writes them once at on_predict_epoch_end, batch_and_epoch does both.
-   Files, in dirpath (default: <run directory>/predictions when a logger made the run directory, as
-   model_checkpoint's checkpoints/; else ./predictions):
-     csv    <filename>.csv: a header `batch,row,<names, or col0,col1,...>`, then one line a row: the batch's
-            index, the row's index in it, the values as "%.9g" (a float reads back exactly; nan, inf, -inf)
-     jsonl  <filename>.jsonl: one object a row, {"batch":0,"row":1,"<name or colK>":value,...} (values as
-            "%.9g", -0 as -0.0; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
-            csv and jsonl, batch: the file is put in place at the first batch and the rows of each batch
-            appended as it ends (fsynced at the epoch's end); epoch: the whole file at the epoch's end;
-            batch_and_epoch: streamed, then written whole again at the epoch's end.
-     safetensors  batch: <filename>-batch_<N>.safetensors for batch N, one tensor "predictions" [rows, cols];
-            epoch: <filename>.safetensors, the epoch's rows in batch order as one tensor "predictions"
-            [rows, cols] (metadata "rows_per_batch": "4,4,3"); both with batch_and_epoch. Metadata
-            "columns" holds the names joined with commas when they are given.
-   Every file is written atomically (the library's writer: a new temporary, fsync, then put in place) and
-   replaces only a file this callback wrote: a file of anyone else at a path it would write (another run's
-   predictions, a file of yours) fails the run at on_predict_start, naming it, and nothing is written (a
-   per-batch safetensors file is checked for every batch the run will have when the loop says how many,
-   else at its batch); give another dirpath or filename. A directory that cannot be made or written fails
-   there too. A second predict run on the same registry writes its files over its own.
-   Several processes (MPI): rank 0 writes its share of the batches, the others write nothing; {rank} in
-   filename (e.g. "predictions-{rank}") gives every rank its own files instead.
-   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), fire on_predict_start,
-   on_predict_epoch_start, around each batch on_predict_batch_start and on_predict_batch_end (ctx->outputs
-   set, ctx->batch_idx the batch), on_predict_epoch_end, on_predict_end, then tr_run_leave; stop at HK_FAIL
-   (ctx->hook_failure says why). */
+   Writes what a predict run predicts: at every on_predict_batch_end ctx->outputs must point at a
+   tr_predictions (train/base.h), else the run fails at that batch naming what it expected. write_interval
+   as Lightning's (batch streams, epoch writes once at the epoch's end, batch_and_epoch both); formats csv,
+   jsonl (9 significant digits: floats read back exactly) and safetensors; dirpath defaults to the run's
+   predictions/, else ./predictions. Every file written atomically, replacing only a file it wrote (anyone
+   else's fails the run at on_predict_start; a later process of the same run takes its own back through a
+   record kept beside them). MPI: rank 0 writes, {rank} in filename for every rank's own.
+   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), the predict events with
+   ctx->outputs and ctx->batch_idx set, tr_run_leave. docs/callbacks.md ("prediction_writer in detail"). */
 typedef enum tr_prediction_format { TR_PREDICTION_CSV = 0, TR_PREDICTION_JSONL, TR_PREDICTION_SAFETENSORS } tr_prediction_format;
 typedef enum tr_write_interval { TR_WRITE_BATCH = 0, TR_WRITE_EPOCH, TR_WRITE_BATCH_AND_EPOCH } tr_write_interval;
 
@@ -2539,17 +1811,10 @@ TRAIN_API const tr_prediction_writer_state *tr_prediction_writer_get(const hk_re
 #endif /* TR__ON_PREDICTION_WRITER */
 #if TR__ON_CSV
 
-/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
-   key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
-   record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
-   Python writes them). metrics.csv is made with its first rows (none when nothing is logged, as
-   Lightning); rows are appended as whole lines. A new column rewrites the file (atomically: a crash
-   leaves the old file or the new one): at once while it is under 16 KiB; in a larger file the rows
-   are appended without the new column until the rewrite is paid for (the bytes appended since the
-   last rewrite reach half of it), 2 seconds have passed, or the run ends (teardown), so that a new
-   column at every record costs work linear in the rows per column instead of rewriting everything
-   each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
-   under "specs". */
+/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them: columns the sorted union of the
+   keys logged (epoch, step too), one row a record, empty cells where a record lacks a column, numbers in
+   the shortest form that reads back (nan, inf as Python). Rows appended as whole lines; a new column
+   rewrites the file atomically. hparams.yaml: "key: value" sorted, the specs as a list. docs/logging.md. */
 TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 
 #endif /* TR__ON_CSV */
@@ -2578,54 +1843,13 @@ TRAIN_API tr_err tr_tensorboard_logger(hk_registry *reg, const tr_logger_desc *d
 
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
-   the postfix the latest training batch's loss (ctx->loss, read at each redraw of the training bar, as
-   Lightning's bar shows it: not the last record's, which is log_every_n_steps old; on a device, the
-   metric train/loss: one copy per redraw) and the last validation record's metrics. The totals: the
-   training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
-   when it starts (the trainer sets both; a loop of its own sets eval_batches before
-   on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation. A step loop's bar ("Training", steps) starts with the run, before a validation at
-   step 0; its "epoch" is the steps between validations. One bar per registry: a second is refused.
-   On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
-   refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
-   model that is hundreds of redraws a second), and once more when training ends with its final
-   state; one due at an epoch's start shows the ended epoch's last state if no redraw did, and a new
-   epoch shows from its first batch on (a fast epoch's 0% would stay on screen while it runs). The line fits the
-   terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
-   else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
-   first), then the rate, then the times, so no number is cut (only a line still too wide, under about
-   25 columns, is cut); it never wraps, and a resized terminal gets lines of its new width; when the
-   terminal was narrowed below the last line, the rows a rewrapping terminal (tmux, most desktop ones)
-   made of it are erased too (those still on the screen: tmux may push one into its scrollback). The validation
-   line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
-   complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
-   every training epoch carrying its validation's metrics (a validation inside an epoch has no line
-   of its own), one per step loop's validation (the training line at that step, with its metrics), one
-   per evaluation run (tr_validate, tr_test), one at most
-   every line_seconds within a long epoch or evaluation, and the final state at the end of training
-   when no line showed it (a loop without epochs).
-   mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
-   gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
-   own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
-   Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
-   A CLOSED STREAM: a pipe whose reader exited (prog | head -1) would kill the process with SIGPIPE at the
-   bar's next write, before on_exception (so before on_exception_checkpoint). The bar writes to a pipe,
-   FIFO or socket with SIGPIPE ignored (the process's disposition is put back after each redraw: with
-   sigaction where <signal.h> gives it, else through signal(), which gives a handler back without its
-   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and, where SIGPIPE
-   kills the process (its default), fails the run through the usual path: after this hook the run stops,
-   on_exception runs (on_exception_checkpoint saves), and tr_fit / tr_run_finish return the error
-   ("callback 'progress_bar' failed in on_train_batch_end: stdout was closed (Broken pipe: its reader
-   exited ..."). It does not let training go on there: nobody can read the stream any more, and the
-   program's next write to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no
-   hook runs. A process that ignores SIGPIPE or handles it itself, and any other write error (a full
-   disk under a redirected stdout), lose the bar alone, said once on stderr; training goes on.
-   PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
-   the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
-   Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
-   when that stream is a terminal. Events it uses: on_train_epoch_start/end, on_train_batch_end,
-   on_validation_start/batch_end/end, on_test_*, on_train_end, on_log, teardown. */
+   with the latest training batch's loss and the last validation's metrics; a validation bar on the line
+   below during evaluation. On a terminal redrawn in place at most every refresh_seconds, fitted to the
+   width less one so it never wraps (fields dropped whole, never a number cut); elsewhere (a pipe, CI)
+   complete lines, never \r or an escape code. Rank 0 draws; under a launcher, by where the launcher's own
+   output goes. A closed pipe fails the run through on_exception where SIGPIPE would kill the process
+   (other write errors lose the bar alone). Hooks print above it with tr_print. One bar per registry.
+   The whole behaviour: docs/logging.md ("progress_bar", "The bar at 80 columns and in a step loop"). */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
 #define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
@@ -2639,9 +1863,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
   X(BOOL,      int,         ascii,           "false",  NULL, "draw the bar in \" 123456789#\" instead of Unicode blocks")
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
-/* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
-   10-cell bar; a width: what does not fit beside 10 cells goes whole (postfix fields, ", " between them,
-   the last first; the rate; the times). Returns the line's length in bytes (clipped to cap - 1). */
+/* tqdm's line for n of total (<= 0: unknown) after elapsed seconds into buf; width <= 0: a 10-cell bar,
+   else fields dropped whole to fit. Returns the line's length (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 
@@ -2667,32 +1890,15 @@ TRAIN_API tr_err tr_plot_csv(const char *csv_path, const char *svg_path, const c
 #endif /* TR__ON_PLOT */
 #if TR__ON_MLFLOW
 
-/* mlflow: the run's records in an MLflow tracking server (MLflow's REST API over HTTP, through libcurl),
-   where a team looks at its runs. Compiled in by #define TRAIN_MLFLOW (in the file with
-   TRAIN_IMPLEMENTATION) and -lcurl (Debian/Ubuntu: libcurl4-openssl-dev); without it the constructor and
-   the spec name "mlflow" are refused with a message saying so.
-     At the first run's start (on_fit_start, or its first record) it makes the experiment when missing and
-   creates an MLflow run in it (run_name, tags), then sends the hyperparameters once as params (those of
-   csv's hparams.yaml, the spec strings as "specs"), every record's metrics as MLflow metrics (name, value,
-   the record's step, the wall time of the record; "epoch" as a metric too, as Lightning's MLFlowLogger),
-   the path of every checkpoint saved as the tag "checkpoint" (the latest), and at the run's end its status:
-   FINISHED, FAILED (on_exception) or KILLED (Ctrl-C / SIGTERM, TR_ERR_INTERRUPTED). NaN and infinities go
-   as MLflow's strings "NaN", "Infinity", "-Infinity" (a bare NaN in JSON would be stored as 0).
-     Nothing waits for the server on the step's path: a record's values go into a queue (max_queue of them,
-   allocated once; nothing is allocated per record) and one background thread (every signal blocked, so
-   Ctrl-C reaches the loop) sends them in batches within MLflow's limits per request (1000 metrics, 100
-   params and tags, 1 MB). A server that is down, slow or frozen (timeout_ms bounds each request, the
-   connection and the answer) is tried again with a growing pause (up to 4 s), the values kept; when the
-   queue is full newer values are dropped and counted. The run never fails because of the tracker: what
-   goes wrong is said once each (the server does not answer; it refused a request and why) and, at the end,
-   one line saying how many values were dropped or not sent. At each run's end the queue is sent before
-   teardown returns, waiting at most flush_timeout seconds.
-     A resume continues the same MLflow run: its id is the logger's state in checkpoints (tr_save's,
-   tr_run_save's); the resumed run sets it RUNNING again and logs on. MLflow keeps a metric's history, so
-   the values of steps logged after the checkpoint stay there beside the new ones of those steps. Rank 0
-   alone talks to the server under MPI (the others do nothing, no thread).
-     Authentication as MLflow's clients: MLFLOW_TRACKING_TOKEN (a bearer token), or MLFLOW_TRACKING_USERNAME
-   and MLFLOW_TRACKING_PASSWORD (basic); MLFLOW_TRACKING_INSECURE_TLS=true skips TLS verification. */
+/* mlflow: the run's records in an MLflow tracking server (its REST API through libcurl). Needs
+   #define TRAIN_MLFLOW and -lcurl; without them "mlflow" is refused with a message saying so. It makes the
+   experiment and run, sends the hyperparameters once, every record's metrics, the latest checkpoint as a
+   tag and the run's end status (FINISHED, FAILED, KILLED). Nothing waits on the step: values go into a
+   queue allocated once, one background thread sends them in batches within MLflow's limits, retrying a
+   server that is down or slow; what a run's end cannot send is kept in the run directory and sent by the
+   next start. The run never fails because of the tracker. A resume continues the MLflow run (its id is
+   the state). Rank 0 only. Authentication as MLflow's clients (MLFLOW_TRACKING_TOKEN, _USERNAME /
+   _PASSWORD, _INSECURE_TLS). docs/logging.md ("MLflow"). */
 #define TR_MLFLOW_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,   const char *, tracking_uri,  "",       NULL, "the tracking server: http://host:port or https://host[:port][/path] " \
     "(empty: the environment's MLFLOW_TRACKING_URI)") \
@@ -2809,48 +2015,26 @@ TRAIN_API tr_err tr_sweep_metric(tr_sweep_job *job, const char *name, double val
 #if !defined(TRAIN_NO_TRAINER)
 
 /* =================================================================================================
-   THE TRAINER
-   tr_init, tr_fit, tr_validate / tr_test / tr_predict, checkpoints (tr_save / tr_load): a complete loop
-   on the run layer, the callbacks and the loggers above (leave it out with TRAIN_NO_TRAINER).
+   THE TRAINER: tr_init, tr_fit, tr_validate / tr_test / tr_predict, tr_save / tr_load on the run layer
+   (leave it out with TRAIN_NO_TRAINER). Every option in full: docs/trainer.md, "The options".
    ================================================================================================= */
-/* ---- the trainer ---------------------------------------------------------------------------------- */
 typedef struct tr_desc {
   tr_model model;         /* required */
-  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and later frees) one, as t->reg */
+  hk_registry *reg;       /* your hooks; NULL: the trainer makes (and frees) one, t->reg */
   tr_optim optim;
   tr_sched sched;
-  uint64_t seed;          /* seeds t->rng and the per-epoch shuffles; 0 is a seed like any other */
-  FILE *log;              /* where HK_REQUEST_LOG lines and warnings go; NULL = stderr */
-  void *user;             /* handed to hooks as ctx->user */
-  /* tr_load with a hook registered whose state the checkpoint lacks (it keeps its current state), or
-     with state no registered hook loads: 0 = load and warn about each, 1 = refuse (TR_ERR_STATE) */
-  int strict_hook_state;
-  /* the largest checkpoint file tr_load reads; 0 = what this model's checkpoint needs without hook
-     state (parameters, optimizer state, gradients, counters) plus 256 MiB for hook and data state */
-  uint64_t max_checkpoint_bytes;
-  /* threads for the per-step math (train/math.h); 0 = 1. More than 1 needs a build
-     with -fopenmp (otherwise the passes run on one thread); the results are the same bits either way. */
-  int threads;
-  /* TRAIN_MPI with several processes: how long tr_init and the start of each run (tr_fit, tr_validate,
-     tr_test, tr_predict) wait for every rank to arrive, in seconds; past it they fail with TR_ERR_COMM
-     instead of hanging on a rank that returned early. 0 = 1800 (torch.distributed's default); < 0 =
-     wait forever. Ignored in one process. (Section "MPI STRATEGY".) */
-  double mpi_timeout;
-  /* TRAIN_MPI: 1 = ZeRO-1, each rank keeps only its shard (1/W) of the optimizer state (AdamW's m and v,
-     SGD's momentum), updates only those parameters and the ranks exchange the updated parameters:
-     16 bytes per parameter become 8 + 8/W for AdamW, the results stay bit-identical and checkpoints
-     stay whole (loadable at any world size, sharded or not). 0 = off. Every rank must give the same.
-     Refused without TRAIN_MPI, for plain SGD (no state), an on_device model. (Section "MPI STRATEGY".) */
-  int zero;
-  /* 1: tr_save during a run (hooks' checkpoint requests included) copies the state into a staging
-     buffer and returns; a background thread writes the file with the same guarantees and bytes, and
-     on_checkpoint_saved fires at the next safe point after it is on disk (see tr_save). 0: the file
-     is written before tr_save returns. */
-  int async_save;
+  uint64_t seed;          /* t->rng and the per-epoch shuffles; 0 is a seed like any other */
+  FILE *log;              /* warnings and HK_REQUEST_LOG lines; NULL = stderr */
+  void *user;             /* ctx->user */
+  int strict_hook_state;  /* tr_load with hook state missing or unclaimed: 0 = warn, 1 = refuse (TR_ERR_STATE) */
+  uint64_t max_checkpoint_bytes; /* the largest file tr_load reads; 0 = the model's state plus 256 MiB */
+  int threads;            /* per-step math threads (-fopenmp); 0 = 1; the same bits for any count */
+  double mpi_timeout;     /* TRAIN_MPI: seconds to wait for every rank (TR_ERR_COMM); 0 = 1800; < 0 = forever */
+  int zero;               /* TRAIN_MPI: 1 = ZeRO-1, the optimizer state sharded over the ranks; 0 = off */
+  int async_save;         /* 1: tr_save during a run stages the file for a background writer; 0 = write at once */
 } tr_desc;
 
-/* How tr_fit treats a training loss that is NaN or infinite (tested on the bits, so -ffast-math
-   builds still catch it). */
+/* A NaN or infinite training loss (told by the bits: -ffast-math builds still see it). */
 typedef enum tr_nonfinite {
   TR_NONFINITE_FAIL = 0,  /* fail the run with TR_ERR_NONFINITE through on_exception (default) */
   TR_NONFINITE_SKIP,      /* warn, skip the rest of the batch (no backward, no step) */
@@ -2859,67 +2043,35 @@ typedef enum tr_nonfinite {
 
 typedef enum tr_clip { TR_CLIP_NORM = 0, TR_CLIP_VALUE } tr_clip;
 
-/* One fit. Zero means the default in every field. */
+/* One run. Zero means the default in every field. */
 typedef struct tr_config {
   const tr_data *train;          /* required */
-  const tr_data *val;            /* optional validation data (sanity check, per-epoch and per-step validation) */
-  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no epoch limit (Lightning's rule) */
+  const tr_data *val;            /* optional validation data */
+  int64_t max_epochs;            /* 0 = 1000 if max_steps is 0, else no limit (Lightning's rule) */
   int64_t max_steps;             /* optimizer steps; 0 = no limit */
-  int64_t min_epochs, min_steps; /* a stop request (HK_STOP) is held back until both are reached */
-  int64_t limit_train_batches;   /* training batches per epoch; 0 = all */
-  int64_t limit_val_batches;     /* validation batches per run; 0 = all; negative = no validation */
-  int num_sanity_val_steps;      /* validation batches of the sanity check; 0 = 2; negative = none */
-  int64_t val_every_n_steps;     /* also validate after every N-th optimizer step, counted over the whole run
-                                    (steps N, 2N, ... across epochs); 0 = off */
-  int64_t val_check_interval;    /* Lightning's integer val_check_interval: validate after every N-th training
-                                    batch of each epoch, counted from the epoch's start (batches, not optimizer
-                                    steps); the epoch's end then validates only when N divides its batches, or
-                                    when a stop ends the epoch. 5 batches an epoch, N = 2: after batches 2, 4, 7,
-                                    9. In the epochs val_every_n_epochs picks (Lightning's
-                                    check_val_every_n_epoch). 0 = off; more than an epoch's batches fails the
-                                    fit (Lightning raises); not together with val_every_n_steps */
-  int64_t val_every_n_epochs;    /* validate at the end of every N-th epoch; 0 = 1; negative = never.
-                                    Skipped when a step validation already ran at the same step. */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step; 0 = 1. The window's gradient sum is
-                                    divided by it (Lightning divides each loss by it), also in a window
-                                    that has fewer: the epoch's short last one (5 batches, 3 per step:
-                                    its 2 count as 2/3 of a step) or one with a micro-batch skipped before
-                                    backward. With several processes (TRAIN_MPI): by it times the ranks. */
-  int accumulate_mean_of_window; /* 1: divide instead by the micro-batches whose gradient is in the sum (the
-                                    ranks' together), so every step gets the mean of what its window had:
-                                    the short last window above is divided by 2, not 3 */
+  int64_t min_epochs, min_steps; /* an HK_STOP is held back until both are reached */
+  int64_t limit_train_batches;   /* per epoch; 0 = all */
+  int64_t limit_val_batches;     /* per run; 0 = all; negative = no validation */
+  int num_sanity_val_steps;      /* 0 = 2; negative = none */
+  int64_t val_every_n_steps;     /* validate every N-th optimizer step of the run; 0 = off */
+  int64_t val_check_interval;    /* validate every N-th training batch of an epoch (Lightning's); 0 = off */
+  int64_t val_every_n_epochs;    /* 0 = 1; negative = never */
+  int accumulate_grad_batches;   /* micro-batches per step; 0 = 1; the sum divided by it (times the ranks) */
+  int accumulate_mean_of_window; /* 1: divide by the micro-batches the window had instead */
   double gradient_clip_val;      /* 0 = no clipping */
-  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (PyTorch clip_grad_norm_), or by value */
+  tr_clip gradient_clip_algorithm; /* 0 = by total L2 norm (clip_grad_norm_), or by value */
   tr_nonfinite on_nonfinite_loss;/* 0 = fail */
-  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone. Default: during tr_fit the first Ctrl-C
-                                    (or SIGTERM, which is what mpirun sends the ranks on Ctrl-C)
-                                    finishes the current batch, the second stops at once; both end
-                                    through on_exception with TR_ERR_INTERRUPTED. This is hooks.h's
-                                    hk_stop_signals_install(HK_STOP_COUNT_ONLY): the previous handlers
-                                    are back when tr_fit returns, a signal the process ignores stays
-                                    ignored, and inside a loop of yours that installed it too, only
-                                    the signals that come during tr_fit count here. */
-  const char *resume_from;       /* load this checkpoint after configure_model and continue from it; says
-                                    where in one line (rank 0, tr_desc.log): "Restored all states from the
-                                    checkpoint at PATH: epoch E, global step S, batch B of the epoch";
-                                    "auto": the newest checkpoint of this run that loads (save_to and the
-                                    checkpoint callbacks' directories), or a fresh start when there is none */
-  int no_resume_message;         /* 1: not that line */
-  int new_version_on_resume;     /* TR_YES: the resumed fit logs into a new version_N, as Lightning's; default:
-                                    it continues its run (tr_run_desc.new_version_on_resume, tr_run_start) */
-  const char *save_to;           /* where hk_request(ctx, HK_REQUEST_CHECKPOINT) saves; NULL: such requests only
-                                    warn (hk_request_checkpoint names its own path) */
-  int64_t log_every_n_steps;     /* a training log record every N optimizer steps (on_log, the loggers);
-                                    0 = 50 (Lightning's default); negative = no training records */
-  tr_preempt preempt;            /* the preemption signal (SIGUSR1 by default; not with no_sigint): the step is
-                                    finished, saved to save_to, the Slurm job requeued when asked, and the fit ends
-                                    through on_exception with TR_ERR_INTERRUPTED; a requeued job's first fit resumes
-                                    from save_to by itself (section "CLUSTERS", train/cluster.h). Under it, Ctrl-C and
-                                    SIGTERM save the finished step to save_to too */
+  int no_sigint;                 /* 1: leave SIGINT and SIGTERM alone; default: Ctrl-C ends tr_fit after the batch */
+  const char *resume_from;       /* a checkpoint to continue from, or "auto": this run's newest that loads */
+  int no_resume_message;         /* 1: not the "Restored all states ..." line */
+  int new_version_on_resume;     /* TR_YES: log into a new version_N; default: continue the run's */
+  const char *save_to;           /* where checkpoint requests, Ctrl-C and preemption save; NULL: requests warn */
+  int64_t log_every_n_steps;     /* a training record every N steps; 0 = 50; negative = none */
+  tr_preempt preempt;            /* the preemption signal (SIGUSR1): save to save_to, requeue, end the fit */
 } tr_config;
 
-/* The trainer. Initialise with tr_init, free with tr_free. The fields above "private" may be read
-   (hooks get the trainer as ctx->trainer); change them only through the functions below. */
+/* The trainer (tr_init .. tr_free). Hooks get it as ctx->trainer: read the fields above "private";
+   change them only through the functions below. */
 typedef struct tr_trainer {
   hk_registry *reg;        /* the hooks (yours, or one the trainer made) */
   hk_ctx ctx;              /* what every hook sees */
@@ -2929,65 +2081,118 @@ typedef struct tr_trainer {
   tr_rng rng;              /* yours to draw from; saved in checkpoints */
   uint64_t seed;
   int64_t epoch;           /* current (or next) epoch, from 0 */
-  int64_t global_step;     /* optimizer steps taken (AdamW's t; the schedule's t unless per_epoch) */
+  int64_t global_step;     /* optimizer steps taken */
   int64_t epoch_batch;     /* training batches finished in the current epoch */
   int64_t samples_seen;
   double lr;               /* current learning rate (also ctx->lr) */
-  hk_stage running;        /* the stage of the run in progress, HK_STAGE_NONE between runs */
-  int64_t train_batches;   /* batches in the current training epoch (the progress bar's total) */
+  hk_stage running;        /* the run in progress, HK_STAGE_NONE between runs */
+  int64_t train_batches;   /* batches in the current training epoch */
   int64_t eval_batches;    /* batches of the evaluation loop in progress */
   char error[512];         /* the last error's message ("" if none) */
-  tr_run *run;             /* the run layer of reg (train/run.h): the trainer is a loop that fires every
-                              event itself (tr_run_enter .. tr_run_leave); what the batteries read */
+  tr_run *run;             /* reg's run layer (train/run.h), which the trainer drives */
   /* private */
   tr_err tr__err;          /* the first error of the run in progress */
   FILE *tr__log;
-  int tr__own_reg;         /* reg was made by tr_init: tr_free destroys it */
+  int tr__own_reg;         /* tr_free destroys reg */
   hk_tensor *tr__views;    /* 2*n_tensors views: params, then grads */
-  tr_tensor tr__whole;     /* the single tensor used when model.tensors is NULL */
-  float *tr__m, *tr__v;    /* optimizer state: SGD momentum (m) or AdamW moments (m, v), of parameters
-                              [tr__opt_lo, tr__opt_lo + tr__opt_n): all of them, or this rank's shard (zero) */
+  tr_tensor tr__whole;     /* the one tensor when model.tensors is NULL */
+  float *tr__m, *tr__v;    /* optimizer state of [tr__opt_lo, + tr__opt_n): all, or this rank's shard */
   size_t tr__opt_lo, tr__opt_n;
-  int tr__zero;            /* tr_desc.zero: the state is sharded over the ranks (train/mpi.h) */
-  int tr__n_buf;           /* how many of m, v exist: 0, 1 or 2 */
-  int tr__has_momentum;    /* SGD: the momentum buffer holds a value (PyTorch copies d on the first step) */
-  int tr__accum;           /* micro-batches per step now (tr_config.accumulate_grad_batches, tr_set_accumulation) */
-  int64_t tr__accum_pos;   /* micro-batches seen in the current accumulation window */
-  int64_t tr__accum_n;     /* ... of which ran backward (accumulate_mean_of_window divides the sum by this) */
-  int tr__grads_zeroed;    /* the current window's zero_grad happened */
-  int64_t tr__val_at;      /* epoch_batch at which the last in-epoch validation ran, -1 = none */
-  int tr__epoch_ended;     /* set while on_train_epoch_end runs: the epoch is complete */
-  int tr__restarting;      /* a mid-epoch checkpoint was loaded: the next fit skips the sanity check */
-  uint64_t tr__loaded;     /* the last loaded checkpoint's identity (its sections' checksums hashed; 0: none): ranks compare it */
-  int tr__lift_stop;       /* the fit resumes a run that stopped early, past its stop (tr__resume_check) */
+  int tr__zero;            /* the state is sharded (train/trainer/mpi.h) */
+  int tr__n_buf;           /* how many of m, v exist */
+  int tr__has_momentum;    /* PyTorch copies d into an empty buffer */
+  int tr__accum;           /* micro-batches per step now */
+  int64_t tr__accum_pos;   /* micro-batches seen in the window */
+  int64_t tr__accum_n;     /* ... of which ran backward */
+  int tr__grads_zeroed;    /* the window's zero_grad happened */
+  int64_t tr__val_at;      /* epoch_batch of the last in-epoch validation, -1 = none */
+  int tr__epoch_ended;     /* inside on_train_epoch_end */
+  int tr__restarting;      /* a mid-epoch checkpoint was loaded: no sanity check */
+  uint64_t tr__loaded;     /* the loaded checkpoint's identity, which ranks compare (0: none) */
+  int tr__lift_stop;       /* resuming past a recorded early stop */
   int64_t tr__total;       /* the cosine schedule's resolved total */
-  double tr__last_loss;    /* the last training batch's loss (the lazy metric train/loss) */
-  const tr_config *tr__cfg;/* the resolved config of the fit in progress */
-  hk_flow tr__flow;        /* what hooks asked for: skip the step/batch, stop the epoch/training */
-  hk_bytes tr__data_state; /* the training iterator's position: from a checkpoint, or the last fit's end */
-  int tr__saving;          /* tr_save is running (a nested one is refused) */
-  char tr__save_why[512];  /* why the last tr_save failed (during a failing run, error keeps the run's own) */
-  int tr__async;           /* tr_desc.async_save */
-  int tr__async_now;       /* this tr_save stages its file for the background writer */
-  int tr__staged;          /* ... and did: on_checkpoint_saved waits until it is on disk */
-  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT (model_checkpoint's async_save) */
+  double tr__last_loss;    /* the metric train/loss */
+  const tr_config *tr__cfg;/* the resolved config of the run in progress */
+  hk_flow tr__flow;        /* what hooks asked for */
+  hk_bytes tr__data_state; /* the training iterator's position */
+  int tr__saving;          /* a nested tr_save is refused */
+  char tr__save_why[512];  /* why the last tr_save failed (error keeps a failing run's own) */
+  int tr__async;
+  int tr__async_now;       /* this tr_save stages its file */
+  int tr__staged;          /* ... and did: on_checkpoint_saved waits for the disk */
+  int tr__in_request;      /* honouring HK_REQUEST_CHECKPOINT */
   int tr__strict_hook_state;
-  uint64_t tr__max_ckpt;   /* tr_desc.max_checkpoint_bytes, resolved */
-  struct tr__asave *tr__asave; /* the background writer of asynchronous saves (made at the first one) */
-  int tr__sync_only;       /* the run's last save is collected (on_exception, teardown): saves write at once */
-  char tr__settings[1024]; /* the configuration as tr_run_desc.settings words (the hyperparameters) */
-  void *tr__dist;          /* the MPI strategy's state (TRAIN_MPI, more than one process), else NULL */
-  void *tr__dev;           /* TRAIN_CUDA: the device state of an on_device model (train/cuda.h) */
-  int tr__threads;         /* tr_desc.threads, resolved (>= 1) */
-  int tr__grouped;         /* the run has parameter groups (tr_run_grouped at the run's start): the update goes per tensor */
-  float tr__gscale;        /* clipping's scale, left for the update's pass to apply (1 = none) */
-  double tr__mpi_timeout;  /* tr_desc.mpi_timeout, resolved (seconds; < 0 = none) */
-  tr_region tr__state[5];  /* what a snapshot of the training state holds (spike_detection) */
-  int tr__win_open;        /* an accumulation window has begun and not stepped (on_exception_checkpoint) */
-  int64_t tr__win_batch, tr__win_samples; /* epoch_batch and samples_seen where it began */
-  int tr__bs_warned;       /* the batch_size warning was given (once per trainer) */
-  tr__grad_pass tr__gpass; /* the gradients' one pass per change (ctx.grad_norm_source on the host) */
+  uint64_t tr__max_ckpt;
+  struct tr__asave *tr__asave; /* the background writer (made at the first async save) */
+  int tr__sync_only;       /* on_exception, teardown: saves write at once */
+  char tr__settings[1024]; /* the hyperparameters, as tr_run_desc.settings words */
+  void *tr__dist;          /* the MPI strategy's state, else NULL */
+  void *tr__dev;           /* the CUDA device state of an on_device model */
+  int tr__threads;
+  int tr__grouped;         /* parameter groups: the update goes per tensor */
+  float tr__gscale;        /* clipping's scale, for the update's pass (1 = none) */
+  double tr__mpi_timeout;  /* seconds; < 0 = none */
+  tr_region tr__state[5];  /* the training state's snapshot regions (spike_detection) */
+  int tr__win_open;        /* a window has begun and not stepped (on_exception_checkpoint) */
+  int64_t tr__win_batch, tr__win_samples; /* where it began */
+  int tr__bs_warned;       /* the batch_size warning is given once */
+  tr__grad_pass tr__gpass; /* the gradients' one pass per change (the host's grad norm) */
+  int tr__sig_deferred;    /* several processes: act on the agreed stop-signal counts (the MPI votes') */
+  int tr__sigint_count, tr__preempt_count; /* those counts: Ctrl-C / SIGTERM, the preemption signal */
+  int64_t tr__sigterm;     /* agreed: TR_STOP_SIGTERM when a rank's signal was SIGTERM */
 } tr_trainer;
+
+/* The last failure's message; empty after a run that returned TR_OK. */
+TRAIN_API const char *tr_error(const tr_trainer *t);
+
+/* The bytes of optimizer state this process holds (AdamW 8 per parameter, SGD with momentum 4); with
+   tr_desc.zero and W ranks, about 1/W of that. */
+TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
+
+
+/* The bin of x: one definition for the CPU and the GPU kernel, so both count alike; NaN/Inf by the bits. */
+TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
+  union { float f; uint32_t u; } bits;
+  int k;
+  bits.f = x;
+  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
+  if (x < lo) return bins;
+  if (x >= hi) return bins + 1;
+  k = (int)((x - lo) / width);
+  return k < bins ? k : bins - 1; /* rounding just below hi */
+}
+
+
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+
+/* The host's waits for the GPU so far (copies back, synchronisations); 0 without TRAIN_CUDA. */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+
+
+#if !defined(TRAIN_NO_TRAINER)
+
+/* tr_save: on_save_checkpoint, the state (the hooks' and the iterator's included) to a temporary file
+   renamed over path (the old file or the new, never half of one), on_checkpoint_saved; with async_save a
+   background thread writes it. tr_load verifies the whole file before it changes anything, then fires
+   on_load_checkpoint; on any failure the trainer and the hooks are as they were. A hook's tr_save never
+   changes the run's outcome; its tr_load is refused. In full: docs/trainer.md, "Checkpoints". */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+
+/* The gradients' histogram into counts[bins + 3]: equal-width bins over [lo, hi), then below lo, at or
+   above hi, NaN/Inf. bins in 1..4096, lo < hi, both finite; the same counts on the CPU and the GPU. */
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
 
 /* Hand over the model's buffers after tr_init, for a model that allocates them late (llm.c allocates
    its gradients on the first backward: allocate them in a configure_model hook and pass them here).
@@ -3014,103 +2219,19 @@ TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batch
 /* Calls model.predict on every batch; hooks see each batch's outputs in on_predict_batch_end. */
 TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches);
 
-/* Checkpoints (format described in the implementation section, "CHECKPOINT FORMAT").
-   tr_save fires on_save_checkpoint, stores every stateful hook's state (hk_state_save) and the
-   training iterator's position, writes a new temporary file <path>.tmp.<pid>.<n> (created with
-   O_EXCL: an existing file or symlink there is never followed), fsyncs it and renames it over path,
-   then fires on_checkpoint_saved (ctx->path). path must be a regular file, a symlink (replaced itself,
-   never followed) or nothing: a device, a FIFO or a directory there is refused (TR_ERR_IO), never
-   replaced. Any failure (a full disk, say) returns TR_ERR_IO naming
-   the file that failed, removes the temporary file and leaves the previous checkpoint as it was.
-   Temporary files left by a save that was killed are removed by the next save to the same path
-   (those whose process no longer exists, where /proc tells). A tr_save from inside a save is refused;
-   a tr_save from a hook never changes the run's outcome (its error is returned, not recorded), but
-   with TRAIN_MPI a tr_save on some ranks only fails the run on every rank (see the MPI strategy).
-   From a hook, prefer hk_request(ctx, HK_REQUEST_CHECKPOINT) with tr_config.save_to: the
-   trainer then saves right after the current training batch (or epoch end), when every hook of that
-   event has run. tr_save called directly from a hook records the loop as it is at that moment:
-   from on_train_batch_end or later it resumes after that batch; from inside a training batch the
-   resumed run repeats the batch (in an accumulation window a gradient it already added then counts
-   twice).
-   ASYNCHRONOUS SAVES (tr_desc.async_save, or model_checkpoint(async_save=true) for requested ones):
-   during a run, tr_save fires on_save_checkpoint, copies parameters, optimizer state (the gradients
-   inside a window), the data's position and the hooks' state into a staging buffer (allocated at the
-   first such save, reused after) and returns TR_OK; a background thread writes the same bytes with the
-   same guarantees. on_checkpoint_saved fires at the trainer's next safe point (after a training batch,
-   at the next save, or when the run ends) once the file is on disk; a failed write fails the run there
-   (TR_ERR_IO, "tr_save (in the background): ..."), the previous file intact. One save in flight: the
-   next tr_save first waits for it (saves are not coalesced). The run ends (teardown) only after the
-   last one is on disk. Outside a run, and from on_exception or teardown, tr_save writes at once. TRAIN_MPI: rank 0 writes in the
-   background; the other ranks fire on_checkpoint_saved at once. Ctrl-C during a background write is
-   taken by the loop's thread (the writer blocks signals: tr_run_save above).
-   tr_load refuses what is not a regular file and files larger than tr_desc.max_checkpoint_bytes,
-   reads and verifies the whole file (checksums, every field's range) before changing anything; then
-   restores parameters, optimizer, schedule, counters, RNG, the data's position and hook states
-   (the model tier's first), and fires on_load_checkpoint. On any error - a failing
-   on_load_checkpoint hook included - the trainer and the hooks are exactly as before. A checkpoint
-   without the state of a registered stateful hook, or with state no hook loads, warns (the hook keeps
-   its state), or is refused under tr_desc.strict_hook_state. tr_load from a hook during a run is
-   refused and leaves the run alone. */
-TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
-TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
-TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
-
-/* The message of the last failure. Empty after a run (tr_fit, tr_validate, ...) that returned TR_OK,
-   even if a hook's call was refused during it (the hook saw that message when its call returned). */
-TRAIN_API const char *tr_error(const tr_trainer *t);
-TRAIN_API const char *tr_err_name(tr_err e);
-
-/* The bytes of optimizer state this process holds (AdamW: 8 per parameter, SGD with momentum 4, plain
-   SGD 0); with tr_desc.zero and W ranks, its shard's: about 1/W of that. The parameters and gradients
-   are the model's own (4 bytes each per parameter, on every rank). */
-TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t);
-
-
-/* A histogram of the gradients (every view, in order): counts[0..bins-1] for equal-width bins over
-   [lo, hi), then counts[bins] = values below lo, counts[bins+1] = at or above hi, counts[bins+2] =
-   NaN/Inf (bins+3 entries, yours). The same binning on the CPU and on the GPU (one copy back from the
-   device). bins in 1..4096, lo < hi, both finite. */
-TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
-/* The bin of x (width = (hi - lo) / bins, as a float): one definition for the CPU and the GPU kernel
-   (TR__HD), so both count exactly alike. NaN/Inf are told by the bits (-ffast-math safe). */
-TR__HD static inline int tr_hist_bin(float x, float lo, float hi, float width, int bins) {
-  union { float f; uint32_t u; } bits;
-  int k;
-  bits.f = x;
-  if ((bits.u & 0x7f800000u) == 0x7f800000u) return bins + 2;
-  if (x < lo) return bins;
-  if (x >= hi) return bins + 1;
-  k = (int)((x - lo) / width);
-  return k < bins ? k : bins - 1; /* rounding just below hi */
-}
-
-/* Calls so far that made the host wait for the GPU (device-to-host copies, synchronisations) in the
-   TRAIN_CUDA build; 0 without it. A training step with nothing registered makes none (train/cuda.h). */
-TRAIN_API unsigned long long tr_cuda_sync_count(void);
 /* Micro-batches per optimizer step from the next window on (accumulation_scheduler calls it at each
    on_train_epoch_start). factor >= 1; during a fit only; tr_config.accumulate_grad_batches sets it
    at the start of every fit. TR_ERR_INVALID outside a fit or for factor < 1. */
 TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
 
 #endif /* !defined(TRAIN_NO_TRAINER) */
-
 #if TR__ON_LR_FINDER
 
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
-   At on_fit_start of a fit that starts from step 0 it sweeps the learning rate exponentially,
-   lr_i = min_lr * (max_lr/min_lr)^(i/(N-1)) for N = num_training_steps optimizer steps on the
-   training data (batch i mod count; clipping as configured, no accumulation, no hooks fire), records
-   the loss smoothed with beta 0.98 (bias-corrected) and stops early once it exceeds
-   early_stop_threshold x the best. The suggestion is the learning rate at the steepest descent of the
-   smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
-   Then parameters, optimizer state, counters and gradients are restored exactly, and with
-   update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
-   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
-   atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
-   same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
-   train.h only (it drives the model itself); random-access training data, or an iterator with reset.
-   A device model (TRAIN_CUDA): the same sweep with the device kernels, the state kept and restored by
-   device-to-device copies; each step copies its loss to the host (one wait: the curve needs it). */
+   At on_fit_start of a fit from step 0: an exponential learning-rate sweep of N steps (no hooks fire),
+   the suggestion at the smoothed loss's steepest descent, then the state restored exactly and, with
+   update_attr, the suggestion as the fit's lr. Its result is in checkpoints: a resume does not sweep
+   again. The rules in full: docs/callbacks.md. */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
   X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
@@ -3121,20 +2242,16 @@ TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor);
   X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
 typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
 typedef struct tr_lr_finder_state {
-  int done;                     /* the sweep ran (in this process or before the checkpoint) */
+  int done;                     /* the sweep ran (here or before the checkpoint) */
   double suggestion;            /* NaN when there is none */
   int suggestion_index;         /* into lrs/losses; -1 when none */
-  int n;                        /* points of the curve (0 after a resume: the curve is not saved) */
+  int n;                        /* points of the curve (0 after a resume: not saved) */
   const double *lrs, *losses;   /* the learning rates and smoothed losses */
 } tr_lr_finder_state;
 TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
 TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_handle h);
 
 #endif /* TR__ON_LR_FINDER */
-
-
-
-
 
 #ifdef __cplusplus
 }
@@ -3147,8 +2264,7 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #ifdef TRAIN_IMPLEMENTATION
 #ifndef TRAIN__IMPLEMENTED
 #define TRAIN__IMPLEMENTED
-/* Forgetting hooks.h's implementation gives hundreds of undefined hk_* symbols at link time with no
-   hint; this says it at once. A program with hooks.h's implementation in another file says so. */
+/* Without this, hundreds of undefined hk_* symbols at link time and no hint. */
 #if !defined(HOOKS_IMPLEMENTATION) && !defined(TRAIN_HOOKS_ELSEWHERE)
 #  error "train.h: TRAIN_IMPLEMENTATION needs hooks.h's implementation: #define HOOKS_IMPLEMENTATION too, before #include \"train.h\" in this file (or, when another file of the program defines it, #define TRAIN_HOOKS_ELSEWHERE here)"
 #endif
@@ -3184,10 +2300,8 @@ TRAIN_API const tr_lr_finder_state *tr_lr_finder_get(const hk_registry *reg, hk_
 #  include <pthread.h> /* asynchronous saves: one background writer */
 #  include <signal.h>
 #  define TR__THREADS 1
-/* The writer thread is made with every signal blocked, so that Ctrl-C/SIGTERM always reach a thread
-   of the loop (and never interrupt the writer's write or fsync). A strict -std=c99 <signal.h> hides
-   sigset_t and pthread_sigmask; glibc's are known (pthread.h gives __sigset_t), elsewhere without
-   _POSIX_C_SOURCE the writer keeps the caller's mask (the handlers only count, and it retries EINTR). */
+/* The writer thread blocks every signal, so Ctrl-C/SIGTERM reach the loop and never interrupt its write
+   or fsync. Strict -std=c99 hides pthread_sigmask outside glibc: there it keeps the caller's mask. */
 #  if defined(SIG_SETMASK)
 #    define TR__SIGMASK 1
 #    define TR__SIG_SETMASK SIG_SETMASK
@@ -3204,6 +2318,10 @@ extern int pthread_sigmask(int how, const __sigset_t *set, __sigset_t *old);
 extern int lstat(const char *path, struct stat *st);
 extern ssize_t readlink(const char *path, char *buf, size_t len);
 extern int ftruncate(int fd, off_t length);
+extern FILE *fdopen(int fd, const char *mode);
+extern int fileno(FILE *f);
+extern FILE *fmemopen(void *buf, size_t size, const char *mode);
+extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
 #ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
 #  ifndef OMPI_SKIP_MPICXX
@@ -3274,13 +2392,9 @@ TRAIN_API const char *tr_err_name(tr_err e) {
 }
 
 /* ---- a resume with nothing left to train ------------------------------------------------------------
-   A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
-   (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
-   would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
-   tr_fit (train/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
-   disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
-   (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
-   left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
+   tr_fit and tr_run_start refuse a checkpoint whose run finished or stopped early (it would train nothing
+   and its callbacks would mislead), before anything fires. The finished half, shared: 1 with why (fn
+   first) when epochs / step reach max_epochs / max_steps (0: none; field: how the caller names them). */
 TR__SHARED int tr__resume_finished(char *why, size_t cap, const char *fn, const char *path, int64_t epochs, int64_t step,
                                    int64_t max_epochs, int64_t max_steps, const char *field) {
   int by_steps = max_steps > 0 && step >= max_steps;
@@ -3333,10 +2447,8 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
 }
 
 /* ---- tensor views a callback reads ---------------------------------------------------------------
-   A battery checks the loop's views where it first reads them, not at on_train_start: a loop may point
-   them at their buffers late (llm.c allocates its gradients in the first backward). field is what the
-   loop calls them ("ctx->grads"); each message names the view and the event (hk_fail's caller adds the
-   battery's name), so a view still empty there is a clear error, not a crash. 0, or -1 with hk_fail. */
+   Checked where first read, not at on_train_start (llm.c allocates its gradients in the first backward):
+   an empty view is an error naming it and the event, not a crash. 0, or -1 with hk_fail. */
 TR__SHARED int tr__view_empty(hk_ctx *ctx, const hk_tensor *v, int k, const char *field) {
   return hk_fail(ctx, "%s[%d] ('%s') has no data (NULL) at %s, where it is first read: point each view at its "
                  "buffer by then (llm.c's gradients: after the first backward)", field, k, v[k].name ? v[k].name : "?",
@@ -3349,8 +2461,7 @@ TR__SHARED int tr__views_data(hk_ctx *ctx, const hk_tensor *v, const char *field
     if (!v[k].data) return tr__view_empty(ctx, v, k, field);
   return 0;
 }
-/* A battery that keeps the views (gradient_monitor names a metric after each) also needs each named once
-   and count > 0 (an empty name would make a column "grad_2.0_norm/"). */
+/* Views a battery keeps must also be named once, count > 0. */
 TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field) {
   const char *at = hk_event_name(ctx->reg, ctx->event);
   int k, j;
@@ -3387,8 +2498,7 @@ TR__SHARED double tr__grad_pass_source(hk_ctx *ctx, void *user) {
   p->version = ctx->hk__grads_version;
   return sqrt(sum);
 }
-/* The views' sums of squares of the gradients as they are now, from the loop's shared pass (made now, and
-   hk_grad_norm with it, when nobody has asked since they changed); NULL when the loop has no such pass. */
+/* The views' sums of squares now, from the loop's shared pass; NULL without one. */
 TR__SHARED const double *tr__grad_pass_sums(hk_ctx *ctx) {
   tr__grad_pass *p;
   double norm;
@@ -3563,8 +2673,7 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     TR__SCHED_BAD("%s: sched.gamma %g is subnormal: the lr would be 0 after its first decay; give a gamma >= %g (e.g. 0.99)",
                   k, s->gamma, DBL_MIN);
   if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && total > 0) {
-    /* the last scheduler step the run takes is total - 1: gamma to its number of decays must stay a
-       normal double, or the lr becomes inf (every parameter inf / NaN) or 0 (nothing trains) */
+    /* gamma^(decays to step total - 1) must stay a normal double: inf or 0 would ruin the run */
     int64_t u = total - 1 - s->warmup, n = u <= 0 ? 0 : s->kind == TR_SCHED_STEP ? u / s->step_size : u;
     double f = pow(s->gamma, (double)n);
     if (!(f <= DBL_MAX) || f < DBL_MIN)
@@ -3591,8 +2700,7 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
   return TR_OK;
 }
 
-/* The spec: one factory per kind on a registry of its own, with the keys TR_SCHED_PARAMS gives that
-   kind, so the grammar and the messages are hooks.h's (names the bad part, lists what is valid). */
+/* The spec: one factory per kind on a private registry, so the grammar and messages are hooks.h's. */
 typedef struct tr__sched_parsing { tr_sched *s; char *why; size_t cap; } tr__sched_parsing;
 static int tr__sched_in(const char *kinds, const char *kind, int *required) {
   size_t n = strlen(kind);
@@ -3678,8 +2786,45 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
   hk_destroy(reg);
   return e;
 }
+/* The schedule's state (tr_sched_state) as TR__LR_STATE_SIZE bytes: the run's checkpoints and the trainer's
+   LRST section hold it (only when it is not at its start: tr__lr_state_any). */
+#define TR__LR_STATE_SIZE 56
+TR__SHARED int tr__lr_state_any(const tr_sched_state *st) {
+  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
+}
+TR__SHARED void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
+  double d[3];
+  int i;
+  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
+  memcpy(p, "TRLR", 4);
+  tr__le(p + 4, 1, 4);
+  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
+  tr__le(p + 32, (uint64_t)st->num_bad, 8);
+  tr__le(p + 40, (uint64_t)st->cooldown, 8);
+  tr__le(p + 48, (uint64_t)st->checks, 8);
+}
+/* Read and range-check; why says what is wrong. */
+TR__SHARED int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
+  double d[3];
+  int64_t v[3];
+  int i;
+  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
+    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
+  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
+  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
+  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
+    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
+                   d[0], d[1], d[2]), -1;
+  for (i = 0; i < 3; i++)
+    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
+      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
+                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
+  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
+  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
+  return 0;
+}
 #if !defined(TRAIN_NO_MATH)
-/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+/* the kernels come with the implementation (train/trainer/cuda.h) after the formulas they run: this file is built by nvcc */
 #ifdef TRAIN_CUDA
 #  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
 #    define TRAIN_CUDA_IMPLEMENTATION
@@ -3688,20 +2833,16 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
 #endif
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
-   The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
-   elements (256 KiB of floats: a chunk stays in L2 while a pass works on it) and hands whole chunks
-   to OpenMP threads; a reduction stores one partial per chunk and adds them in chunk order, so no
-   thread count changes a bit. No allocation: partials live on the stack, TR__GROUP chunks at a time.
+   Chunks of HK_NORM_CHUNK elements (256 KiB: one stays in L2) handed whole to OpenMP threads; one partial
+   per chunk, added in chunk order. No allocation: partials on the stack, TR__GROUP chunks at a time.
    ================================================================================================= */
 #if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 199901L
 #  define TR__RESTRICT __restrict
 #else
 #  define TR__RESTRICT restrict
 #endif
-/* x86-64 with gcc or clang: AdamW has SSE and AVX kernels (tr__adamw_sse/avx), the AVX one chosen at
-   run time, and with gcc and glibc the other loops get an AVX2 copy beside the default one
-   (target_clones: the loader picks one per machine, so a plain -O2 build runs AVX2 where the CPU
-   has it). Elsewhere: the same loops, plain. */
+/* x86-64: AdamW's SSE and AVX kernels (AVX chosen at run time); with gcc and glibc the other loops get an
+   AVX2 copy (target_clones: a plain -O2 build runs AVX2 where the CPU has it). */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(TRAIN_NO_SIMD)
 #  include <immintrin.h>
 #  define TR__X86 1
@@ -3769,11 +2910,8 @@ TRAIN_API tr_sgd_coef tr_sgd_coefs(const tr_optim *o, double lr, int first) {
   return c;
 }
 
-/* Every chunk loop below runs in blocks of TR__BLOCK elements, then the remainder: an inner loop
-   with a constant trip count is one that gcc vectorises at -O2 (its default "very cheap" cost model
-   refuses loops that would need a scalar epilogue), so the default flags get SIMD code. Loops whose
-   float forms depend on a flag are copied per value of the flag (a constant in their copy of the
-   coefficients), so their bodies have no branch. */
+/* Blocks of TR__BLOCK, then the remainder: gcc -O2's "very cheap" cost model vectorises only loops with
+   no scalar epilogue. Loops are copied per value of a flag, so their bodies have no branch. */
 #define TR__BLOCK 16
 
 /* x *= k */
@@ -3796,11 +2934,8 @@ static inline void tr__adamw_run(float *TR__RESTRICT p, const float *TR__RESTRIC
 }
 
 #if TR__X86
-/* AdamW four and eight elements at a time: tr_adamw_elem's operations in its order, one intrinsic
-   each (no fused multiply-add: neither target enables FMA). Intrinsics because the square root in C
-   is sqrtf, which sets errno on a negative input, so no compiler vectorises it without
-   -fno-math-errno; here it is the instruction itself. The branch on c.decays is the same every
-   iteration (predicted). */
+/* AdamW 4 and 8 at a time, tr_adamw_elem's operations in order, no FMA. Intrinsics because C's sqrtf
+   sets errno and is not vectorised without -fno-math-errno. */
 static void tr__adamw_sse(float *p, const float *g, float *m, float *v, size_t n, tr_adamw_coef c) {
   const __m128 decay = _mm_set1_ps(c.decay), w1 = _mm_set1_ps(c.w1), b2 = _mm_set1_ps(c.beta2),
                w2 = _mm_set1_ps(c.w2), bc2 = _mm_set1_ps(c.bc2_sqrt), eps = _mm_set1_ps(c.eps),
@@ -3878,11 +3013,8 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
   tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch, 16
-   counts side by side (32-bit lanes like the data's; a chunk gives each at most HK_NORM_CHUNK / 16)
-   added up once at the end. (It added up the 16 every block before: 8 more instructions per 16
-   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.91-0.93 of a
-   prefetching one-array read before, 1.01-1.02 after, on a quiet machine.) */
+/* Exponent bits all ones, counted without a branch in 16 lanes added once at the end (adding them every
+   block kept fewer loads in flight: 0.91 of a one-array read before, 1.01 after). */
 static inline int tr__nonfinite_bits(const float *x) {
   uint32_t bits;
   memcpy(&bits, x, sizeof bits);
@@ -3918,14 +3050,10 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
   }
 }
 
-/* zero_grad. A buffer far larger than the caches is zeroed with streaming stores, one share per
-   thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
-   written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
-   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy.
-   AVX's 32-byte streaming store where the CPU has it (SSE2's 16-byte one was slower on a later VM:
-   Xeon, 300 MiB L3, AVX-512). A small buffer is
-   zeroed chunk by chunk with memset, its zeros staying in cache for the backward pass that comes next.
-   (Zero floats are zero bytes in IEEE 754, which train.h assumes throughout.) */
+/* zero_grad: a buffer far beyond the caches with streaming stores (a plain store or memset reads every
+   line it overwrites: 2.0x faster than glibc 2.36's memset, docs/numbers.md), AVX's 32-byte ones where
+   present; a small buffer with memset chunk by chunk, its zeros in cache for the backward. (Zero floats
+   are zero bytes.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
 #if TR__X86
 __attribute__((target("avx"))) static size_t tr__zero_stream_avx(float *x, size_t n) {
@@ -3969,14 +3097,9 @@ TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
   for (k = 0; k < nk; k++) tr__scale_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), s);
 }
 
-/* One chunk of tr_sumsq (n <= HK_NORM_CHUNK) in hk_sumsq's order. On x86-64 with AVX and FMA:
-   accumulator j % 16 is lane j % 4 of register j / 4, each lane adding its elements' squares in
-   element order as the scalar loop does. The multiply-add is fused here, and the bits are still
-   hk_sumsq's: a float's square is exact in double (24-bit significands, 48-bit product), so the
-   fused and the separate forms round the same sum once. Fewer instructions per byte keep more loads
-   in flight: make bench-math, 16M floats, 1 thread, against a one-array read that asks ahead as this
-   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 27 instructions per 16 floats) 0.87,
-   this one (12) 1.00-1.01 on a quiet machine (docs/numbers.md has the runs). */
+/* One chunk of tr_sumsq in hk_sumsq's order: on x86-64 with AVX and FMA, accumulator j % 16 is lane
+   j % 4 of register j / 4. Fused and still hk_sumsq's bits (a float's square is exact in double); fewer
+   instructions per byte keep more loads in flight: 0.87 -> 1.00 of a one-array read (docs/numbers.md). */
 #if TR__X86 && !defined(TRAIN_NO_AVX)
 static int tr__has_fma(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"); }
 __attribute__((target("avx,fma"))) static double tr__sumsq_fma(const float *TR__RESTRICT x, size_t n) {
@@ -4020,9 +3143,7 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
   return sum;
 }
 
-/* One chunk (n <= HK_NORM_CHUNK): its sum of squares in hk_sumsq's order (element j into sum j % 16,
-   the sums folded by halving) and the clamp into [lo, hi], in one pass over the elements. A NaN fails
-   both tests and stays. */
+/* One chunk: sum of squares in hk_sumsq's order and the clamp, in one pass (a NaN stays). */
 static TR__CLONES double tr__clamp_sumsq_chunk(float *TR__RESTRICT x, size_t n, float lo, float hi) {
   double acc[16] = {0};
   size_t i = 0, j, w;
@@ -4103,22 +3224,13 @@ TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads) {
 }
 #endif /* !defined(TRAIN_NO_MATH) */
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
-   Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
-   first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
-   tr__afile: a new temporary file <path>.tmp.<tag>.<pid>.<n> (tag: tr__temp_tag), created with O_CREAT|O_EXCL|O_NOFOLLOW (an
-   existing file or a symlink planted at that name is never opened, let alone written through), written,
-   flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
-   leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
-   regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
-   socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
-   A temporary file left by a writer that was killed is removed by the next write to the same path (those
-   whose process no longer exists, where /proc tells, and of this host, boot and PID namespace only). A file that is appended to afterwards (a log) keeps
-   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
-   The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
-   in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
-   moment where another file is replaced; a rename after a check where the file system has no hard
-   links), and a later one replaces only the file the earlier write made (the same device and inode, its
-   tr__file_id); anything else at the path - a user's file, an earlier run's - is left as it is. */
+   tr__afile: a new temporary <path>.tmp.<tag>.<pid>.<n> made with O_CREAT|O_EXCL|O_NOFOLLOW (nothing
+   planted there is ever written through), written, fsynced, renamed over path, the directory fsynced: a
+   crash leaves the old file or the new one. Only a regular file at path is replaced (TR__AF_LINK_OK: a
+   symlink too, itself); a killed writer's temporary is removed by the next write to path. A log keeps
+   the temporary's descriptor (keep_fd), never reopened by name. tr__write_mine replaces nothing it did
+   not write: the first write links the temporary where nothing is, later ones replace only the same
+   device and inode (tr__file_id). docs/never_lost.md lists the guarantees and their tests. */
 #if defined(O_NOFOLLOW)
 #  define TR__O_NOFOLLOW O_NOFOLLOW
 #elif defined(__O_NOFOLLOW)
@@ -4194,10 +3306,8 @@ TR__SHARED int tr__exit_status(int rc) {
 }
 
 #ifdef TR__POSIX
-/* Who may judge a temporary's writer dead: a process of the same kernel boot, host name and PID namespace.
-   A writer on another host of a shared file system, or in another PID namespace (a container), has pids
-   that mean nothing here: its live temporary must never look stale. 8 hex digits of a hash of the three
-   (Linux's /proc; elsewhere the stale files are left alone anyway), in every temporary's name. */
+/* Only a process of the same boot, host name and PID namespace may judge a temporary's writer dead (pids
+   of another host or container mean nothing here): a hash of the three in every temporary's name. */
 static void tr__temp_tag(char tag[9]) {
   static const char *const files[] = { "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname" };
   uint32_t h = 2166136261u; /* FNV-1a */
@@ -4217,10 +3327,8 @@ static void tr__temp_tag(char tag[9]) {
   }
   snprintf(tag, 9, "%08x", (unsigned)h);
 }
-/* Temporary files of path whose process is gone: those of this host, boot and PID namespace (the tag)
-   whose pid is not running. An untagged one (an older version's) or another tag's is not ours to judge.
-   unlink removes a name, never what a symlink points to, so a planted link costs nothing either. (kill is
-   not declared by a strict -std=c99 build.) */
+/* path's temporaries whose process is gone, of our tag only (an untagged or foreign one is not ours to
+   judge); unlink never follows a planted link. (kill is hidden by strict -std=c99.) */
 static void tr__remove_stale_temps(const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -4353,10 +3461,8 @@ static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
   return a->err;
 }
 
-/* Flush, check path, rename. keep_fd (POSIX, may be NULL) gets the descriptor of the file now at path,
-   open for writing at its end; else it is closed. On failure the temporary is removed and path is as
-   it was once tr__afile_free (called afterwards in every case) has removed the temporary. Returns 0 or
-   errno. */
+/* Flush, check path, rename; keep_fd (may be NULL) gets the file's descriptor open at its end. On failure
+   path is as it was once tr__afile_free (always called after) removed the temporary. 0 or errno. */
 static int tr__afile_commit(tr__afile *a, int *keep_fd) {
   if (keep_fd) *keep_fd = -1;
 #ifdef TR__POSIX
@@ -4450,9 +3556,8 @@ static void tr__afile_free(tr__afile *a) {
   a->tmp = NULL;
 }
 
-/* The reason of a failed tr__afile, for a message: "cannot write /x/metrics.csv.tmp.12.0: No space left
-   on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
-   not replaced". */
+/* Why a tr__afile failed, for a message ("cannot write ...: No space left on device", "... is not a
+   regular file ...: it is not replaced"). */
 static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
   if (a->taken)
     snprintf(buf, cap, "%s is there and was not written by this logger (another run's, or a file of yours): it is not "
@@ -4465,9 +3570,50 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
                 a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
 }
 
-/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
-   tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
-   mine is then the file written; EEXIST (a->taken) when another file is at path. */
+/* The one checkpoint writer (tr_run_save's and tr_save's): fill writes the file into a, the new temporary file
+   (tr__afile_write, or a stream: tr__afile_stream), which is then flushed to the disk and renamed over path;
+   any failure removes the temporary file, leaves path as it was and says why. fill returns 0, or an errno-like
+   code. path may be a symlink (replaced itself, never followed), never a device or a directory. */
+static tr_err tr__write_checkpoint(const char *path, int (*fill)(tr__afile *a, void *user), void *user, char *why, size_t cap) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    int filled = fill(&a, user);
+    if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
+  }
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
+  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (e && !strcmp(a.step, "renaming"))
+    tr__msg(why, cap, "renaming '%s' to '%s' failed: %s (the previous '%s' is untouched)", a.tmp, path, strerror(e), path);
+  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
+  tr__afile_free(&a);
+  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+}
+/* A fill that writes through a stdio stream: the stream on a's temporary file, filled by fill, flushed and closed
+   (its own descriptor: a keeps a.fd for fsync and rename). 0, or an errno-like code. */
+static int tr__afile_stream(tr__afile *a, int (*fill)(FILE *f, void *user), void *user) {
+  FILE *f = NULL;
+  int e = 0;
+#ifdef TR__POSIX
+  int fd = dup(a->fd);
+  if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+    e = errno ? errno : EIO;
+    if (fd >= 0) close(fd);
+    return e;
+  }
+#else
+  f = a->f;
+#endif
+  e = fill(f, user);
+  if (fflush(f) != 0 && !e) e = errno ? errno : EIO;
+#ifdef TR__POSIX
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+#endif
+  return e;
+}
+/* A whole file in one go: 0, or errno and why. tr__write_mine: only where nothing is or over mine (then
+   mine is the new file); EEXIST when another file is there. */
 static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
                         char *why, size_t why_len) {
   tr__afile a;
@@ -4487,9 +3633,8 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
 TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
   return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
-/* A resumed run's logger takes its file back: the regular file at path (never read through a symlink)
-   appended to out, its identity into mine, so that tr__write_mine may replace that file and no other.
-   0; ENOENT when nothing is there; EEXIST when it is not a regular file; else errno. */
+/* A resumed logger takes its file back: the regular file at path (no symlink) into out, its identity into
+   mine. 0; ENOENT nothing there; EEXIST not a regular file; else errno. */
 TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine) {
 #ifdef TR__POSIX
   struct stat st;
@@ -4526,14 +3671,47 @@ TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
   return mine->set && remove(path) == 0 ? 0 : EEXIST;
 #endif
 }
-/* What is at path: 0 nothing, 1 the file of mine (tr__write_mine's), -1 anything else (a user's file, another
-   run's, a symlink, a directory): what a writer that replaces only its own files checks before it starts. */
+/* What is at path: 0 nothing, 1 mine (tr__write_mine's), -1 anything else. */
 TR__SHARED int tr__whose(const char *path, const tr__file_id *mine) {
   tr__afile a;
   memset(&a, 0, sizeof a);
   a.path = path;
   a.mine = (tr__file_id *)mine; /* read only */
   return tr__afile_whose(&a);
+}
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
+/* A regular file's stamp (never through a symlink): device, inode, size, modification and change time. What
+   tells a file a writer left from one put at its path since (an inode may be given again). 0, or errno (EEXIST:
+   not a regular file); ENOENT where not known (no POSIX). */
+TR__SHARED int tr__file_stamp(const char *path, uint64_t stamp[5]) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!S_ISREG(st.st_mode)) return EEXIST;
+  stamp[0] = (uint64_t)st.st_dev;
+  stamp[1] = (uint64_t)st.st_ino;
+  stamp[2] = (uint64_t)st.st_size;
+  stamp[3] = (uint64_t)st.st_mtime;
+  stamp[4] = (uint64_t)st.st_ctime;
+  return 0;
+#else
+  (void)path; (void)stamp;
+  return ENOENT;
+#endif
 }
 /* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
    errno (EROFS, EACCES, ...). Not known (no POSIX): 0. */
@@ -4573,8 +3751,7 @@ TR__SHARED void tr__fd_close(int *fd) {
   *fd = -1;
 }
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-/* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
-   there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
+/* The largest n of "<prefix><n>[.anything]" in dir (up to 15 digits), -1 for none. */
 static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   int64_t max = -1;
 #ifdef TR__POSIX
@@ -4597,8 +3774,8 @@ static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   return max;
 }
 
-/* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
-   each and it). Returns the count, -1 out of memory (nothing then to free). */
+/* The names in dir starting with prefix, sorted, new strings in a new array (free each and it); -1 out of
+   memory. */
 TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names) {
   int n = 0;
 #ifdef TR__POSIX
@@ -4631,11 +3808,9 @@ TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names)
 }
 
 /* ---- a run directory held: two processes never log into one ------------------------------------------
-   tr__dir_hold opens dir (never through a symlink: O_NOFOLLOW on the last name), checks that it is a
-   directory, and takes flock's exclusive lock on it, held while the descriptor stays open (the run's
-   registry) and dropped by the system when the process ends, however it ends. 0 with *fd, *dev, *ino;
-   ENOENT: nothing there; ENOTDIR: a symlink or not a directory; EWOULDBLOCK: another process holds it.
-   A file system without flock holds nothing (0: its runs are not kept apart). */
+   Open dir (O_NOFOLLOW), check it is a directory, take flock's exclusive lock, held while the descriptor
+   is open and dropped by the system however the process ends. 0; ENOENT; ENOTDIR (a symlink or not a
+   directory); EWOULDBLOCK (another process holds it). No flock on the file system: nothing held. */
 static int tr__dir_hold(const char *dir, int *fd, uint64_t *dev, uint64_t *ino) {
 #ifdef TR__POSIX
   struct stat st;
@@ -4666,15 +3841,10 @@ static void tr__dir_release(int fd) {
 }
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
-   A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's
-   async_save) copies everything the file will hold into a staging buffer (allocated at the first such
-   save, grown only when the state grows, reused after) and hands it to a writer thread: the thread
-   writes it through tr__afile (exclusive temporary, fsync, rename, directory fsync: the guarantees and
-   the bytes of a synchronous save), and the loop collects the outcome at its next safe point: then
-   on_checkpoint_saved fires, or the error fails the run. One save in flight: the next save waits for
-   it (never coalesced: two requests are two files, and each gets its on_checkpoint_saved). Without
-   threads (TRAIN_NO_THREADS, not POSIX, pthread_create failing) the writer runs at once in the caller
-   and the outcome is collected the same way. */
+   A staging buffer (made at the first save, grown only with the state) handed to a writer thread that
+   writes through tr__afile (the same guarantees and bytes); the loop collects the outcome at its next safe
+   point (on_checkpoint_saved, or the run fails). One in flight, never coalesced. Without threads the
+   writer runs in the caller and is collected the same way. */
 typedef struct tr__asave tr__asave;
 typedef void (*tr__asave_job)(tr__asave *as, tr__afile *a);  /* the writer's side: write the staged file */
 typedef void (*tr__asave_done)(tr__asave *as, hk_ctx *ctx); /* the loop's side: on_checkpoint_saved or the error */
@@ -4790,8 +3960,7 @@ static void tr__asave_submit(tr__asave *as) {
   tr__asave_write(as);
 }
 
-/* 1 when the save handed over has ended (wait: once it has), its outcome in err/why: the caller
-   collects it (done). 0 when none is in flight, or it is still being written. */
+/* 1 when the save handed over has ended (wait: once it has), outcome in err/why; 0: none, or still going. */
 static int tr__asave_ended(tr__asave *as, int wait) {
   int busy = 0;
   (void)wait;
@@ -4838,10 +4007,8 @@ static void tr__asave_free(tr__asave *as) {
 }
 
 /* ---- text for files: numbers that read back exactly, UTF-8, JSON, CSV and YAML strings ----------- */
-/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
-   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
-   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
-   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
+/* The shortest text that reads back as v (Python's repr); nan/inf as Python. 16 digits first: if they fail
+   17 always work, if they work 15 may: the same answer as 15, 16, 17 in turn with one try fewer. */
 static void tr__num(char *buf, size_t cap, double v) {
   char shorter[32];
   if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
@@ -4901,10 +4068,8 @@ static void tr__putf(hk_bytes *b, const char *fmt, ...) {
 }
 static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
 
-/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
-   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
-   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
-   covers the rest (spec strings, titles, the stage). */
+/* Text that must be UTF-8 (JSON, YAML, TensorBoard, SVG): valid sequences kept, any other byte as U+FFFD,
+   so every reader decodes the file (metric names are checked by tr_log_set; this covers the rest). */
 static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
   *k = tr__utf8_len((const unsigned char *)s);
   if (*k) return s;
@@ -4951,9 +4116,8 @@ TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
   }
   hk_bytes_put(b, "\"", 1);
 }
-/* YAML scalar: quoted unless it is plain safe text that YAML reads as a string: not a number's start (a
-   digit, '-', '.': "1.10", "0123", "-2", ".inf") nor a YAML 1.1 boolean or null word ("true", "no", "Off",
-   "null", "y", any case), which a reader would take for a number, a boolean or null */
+/* YAML scalar: quoted unless plain text YAML reads as a string (not "1.10", "-2", ".inf", nor a YAML 1.1
+   boolean or null word such as "no", "Off", "y") */
 TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   static const char *const words[] = { "y", "n", "yes", "no", "true", "false", "on", "off", "null" };
   const char *p;
@@ -4978,6 +4142,17 @@ static char *tr__strdup(const char *s) {
   char *p = (char *)malloc(n);
   if (p) memcpy(p, s ? s : "", n);
   return p;
+}
+/* A hk_state_sink that appends each state to an hk_bytes (user): u32 key length | key | u64 length | state. */
+TR__SHARED hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  unsigned char x[8];
+  size_t klen = strlen(key);
+  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, key, klen);
+  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
+  hk_bytes_put(b, data, len);
+  return HK_OK;
 }
 /* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
 static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
@@ -5034,8 +4209,8 @@ static int tr__mkdirs(const char *dir) {
 #endif
 }
 
-/* A new run id: 32 hex digits (128 bits) from the system's random source, else from the time, the pid and
-   addresses mixed by splitmix64 (unique enough to tell two runs apart; nothing secret depends on it). */
+/* A run id: 128 random bits in hex, from the system, else time, pid and addresses through splitmix64
+   (tells runs apart; nothing secret). */
 TR__SHARED void tr__random_id(char out[33]) {
   static uint64_t counter;
   unsigned char b[16];
@@ -5058,9 +4233,7 @@ TR__SHARED void tr__random_id(char out[33]) {
   for (i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", (unsigned)b[i]);
 }
 
-/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
-   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
-   record's cost (bench-log). */
+/* CRC-32C (0x82F63B78) a nibble at a time: a 16-entry table, 4x faster than bitwise (bench-log). */
 TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
   static const uint32_t nibble[16] = {
     0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
@@ -5081,9 +4254,8 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
 }
 
 /* ---- what the process uses (device_stats): the POSIX seam ------------------------------------------
-   One reading: resident and peak memory, CPU time, the load. NaN where the system does not tell.
-   Linux: /proc/self/status (VmRSS, VmHWM) and /proc/loadavg, one read() each, and getrusage; elsewhere
-   getrusage's peak and CPU time only. */
+   Resident and peak memory, CPU time, load; NaN where unknown. Linux: /proc/self/status, /proc/loadavg,
+   getrusage; elsewhere getrusage's peak and CPU time. */
 typedef struct tr__host_use {
   double rss, peak;             /* bytes */
   double cpu;                   /* user + system seconds since the process began */
@@ -5154,14 +4326,10 @@ TR__SHARED void tr__dl_close(void *lib) { if (lib) dlclose(lib); }
 TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
   return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
 }
-/* The name index: open addressing (linear probing) on an FNV-1a hash of the name, each slot the metric's
-   position + 1, so that tr_log_set costs the same per value at 10 metrics or 10,000 (a search along the
-   list cost ~26 k instructions a value at 1,000 with a logger). Its own table rather than stb_ds's sh*
-   maps: train.h's implementation may be in a file without hooks.h's (TRAIN_HOOKS_ELSEWHERE), where
-   stb_ds is not compiled, and stb_ds aborts when memory runs out where tr_log_set returns TR_ERR_NOMEM.
-   A loop cuts n_metrics (to 0 between records): a slot counts only when it points below n_metrics at
-   the same name, and tr_log_set rebuilds the index when n_metrics is not what the index holds, so every
-   metric below n_metrics has its slot. */
+/* The name index: linear probing on FNV-1a, slots holding position + 1, so tr_log_set costs the same at
+   10 metrics or 10,000 (a list search cost ~26 k instructions a value at 1,000). Not stb_ds: it may not
+   be compiled here (TRAIN_HOOKS_ELSEWHERE) and it aborts out of memory. A slot counts only below
+   n_metrics at the same name; a loop that cut n_metrics gets the index rebuilt. */
 static uint32_t tr__log_hash(const char *name) {
   uint32_t h = 2166136261u;
   for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;
@@ -5260,8 +4428,8 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
 #define TR__HPARAM_VAL 256  /* and a value's */
 #define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
-/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
-   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+/* num: 0 string, 1 number (val its text), 2 boolean; prio: the trainer 0, hparams 1, tr_run_hparam 2 (of
+   one key the highest is kept) */
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
 /* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
 static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }
@@ -5345,8 +4513,7 @@ TRAIN_API int tr_slurm_read(tr_slurm *s) {
   return s->why[0] ? -1 : s->on;
 }
 
-/* This process's global rank from its launcher's environment (Lightning's rank_zero looks the same way before
-   a strategy sets it): mpirun's, MPICH's, PMIx's, srun's, torchrun's; 0 without one. */
+/* The global rank from the launcher's environment (mpirun, MPICH, PMIx, srun, torchrun); 0 without one. */
 TR__SHARED int tr__launcher_rank(void) {
   static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
   size_t i;
@@ -5395,8 +4562,7 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
-/* The stop signal as a message names it, from the (agreed) TR_STOP_* bits: Slurm's scancel, mpirun and a
-   pod's shutdown send SIGTERM, a terminal's Ctrl-C SIGINT. The same words on every rank, whichever got it. */
+/* The agreed stop signal's name, the same on every rank (scancel, mpirun and pods send SIGTERM, Ctrl-C SIGINT). */
 TR__SHARED const char *tr__stop_name(int64_t stops) { return (stops & TR_STOP_SIGTERM) ? "SIGTERM" : "Ctrl-C"; }
 /* This process's own stop signal, as TR_STOP_SIGTERM (0: SIGINT, or none). */
 TR__SHARED int64_t tr__sigterm_bit(void) {
@@ -5462,8 +4628,7 @@ static void tr__on_preempt(int sig) {
   signal(sig, tr__on_preempt); /* System V-style signal() reset the handler before calling it */
 }
 #endif
-/* Install the handler for p's signal: 1 when it is ours now, 0 when there is none to install, -1 when
-   the program has its own handler (or ignores it): left as it is. */
+/* 1: p's handler installed; 0: none to install; -1: the program's own handler (or SIG_IGN), left alone. */
 TR__SHARED int tr__preempt_on(const tr_preempt *p) {
 #ifdef TR__SIGNALS
   int sig = tr__preempt_sig(p);
@@ -5508,16 +4673,15 @@ TRAIN_API int tr_preempt_requested(void) {
 
 /* This rank's TR_STOP_* bits now, agreed with the other ranks when agree is given (every rank calls
    it at the same points, whatever its bits). */
-TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
+TR__SHARED int64_t tr__stops(int interrupts, int preempted, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
                              void *user) {
-  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+  int64_t s = (interrupts ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempted ? TR_STOP_PREEMPT : 0) |
               (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
   return agree ? agree(user, s) : s;
 }
 
-/* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
-   signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
-   seconds later), so that the step is saved. */
+/* In a Slurm job a second SIGTERM is no second request (Slurm signals every process, mpirun again): the
+   stop signals only count, so the step is saved; the hard stop is Slurm's SIGKILL. */
 TR__SHARED int tr__slurm_job(void) { const char *j = getenv("SLURM_JOB_ID"); return j && j[0]; } /* "": no job (as tr_slurm_read) */
 
 
@@ -5532,9 +4696,8 @@ TR__SHARED const char *tr__preempt_resume(const tr_preempt *p, const char *save_
   return save_to;
 }
 
-/* The run stopped on a signal (stops: the agreed TR_STOP_* bits): the message that says so, after the
-   state was saved (save_err NULL: saved to saved_to; saved_to NULL: nothing saved). With a preemption and
-   requeue, rank 0 requeues the job now. */
+/* The message of a run stopped on a signal, after its save (save_err NULL: saved to saved_to; saved_to
+   NULL: nothing saved); with a preemption's requeue, rank 0 requeues now. */
 TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_t step, const char *saved_to, const char *save_err,
                                     const tr_preempt *p, int rank) {
   char sig[24], cmd[64];
@@ -5586,6 +4749,40 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
   return 1;
 }
+/* save_to's directory must exist when the run starts (after setup: a logger may make it), not be found
+   missing at Ctrl-C with the state lost. 0, or why (who first). */
+TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  char dir[1024];
+  const char *slash;
+  size_t n;
+  if (!save_to || !save_to[0]) return 0;
+  slash = strrchr(save_to, '/');
+  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
+  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
+  memcpy(dir, n ? save_to : ".", n ? n : 1);
+  dir[n ? n : 1] = 0;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
+             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+    return -1;
+  }
+  if (access(dir, W_OK) != 0) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
+             "checkpoints save there", who, save_to, dir, strerror(errno));
+    return -1;
+  }
+  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
+             save_to);
+    return -1;
+  }
+#else
+  (void)save_to; (void)who; (void)why; (void)cap;
+#endif
+  return 0;
+}
 /* The run layer's private part (train/run.h). */
 /* A directory the run's loggers write into, held (tr__dir_hold: fd) while the registry lives. base: the
    save_dir/name it was claimed under, or the directory itself for a named version. */
@@ -5598,88 +4795,86 @@ struct tr__hparam;
 typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
-  tr_log_record rec;         /* the record being built; histograms wait here for the next record */
-  tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
-  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
-                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
-  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
-  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be; a version 1 block) */
-  char cont_id[33];          /* the run id the block recorded ("" none: a version 1 block, or a run without a directory) */
-  char cont_job[24];         /* the Slurm job that wrote it ("" none: outside Slurm) */
+  tr_log_record rec;         /* the record being built; histograms wait here */
+  tr__run_dir *dirs;         /* the version directory of each save_dir/name */
+  char *dir;                 /* the run's directory (the first a logger opened); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded */
+  uint64_t cont_dev, cont_ino; /* what that directory was (a version 1 block) */
+  char cont_id[33];          /* the block's run id ("" none) */
+  char cont_job[24];         /* the Slurm job that wrote it ("" none) */
   int cont_version;          /* the block's version (0: none read) */
-  char id[33];               /* the run's id: its directory's run_id file and its checkpoints' ("" not yet) */
-  int id_said;               /* a run_id file that could not be written was said (once) */
-  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
-  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
-  int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
-  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  char id[33];               /* the run's id ("" not yet) */
+  int id_said;               /* an unwritable run_id file was said */
+  int64_t cont_step;         /* the checkpoint's step and place: the records after them */
+  tr_run_at cont_at;         /* are superseded */
+  int cont_given;            /* tr_run_continue gave the block for the next tr_run_enter */
+  tr__user_hp *hp;           /* tr_run_hparam's, in order */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
-  char **ckpt_dirs;          /* where checkpoint callbacks save (given dirpaths), for resume "auto" */
+  char **ckpt_dirs;          /* checkpoint callbacks' dirpaths, for resume "auto" */
   int n_ckpt_dirs;
-  int ckpt_default;          /* one saves into the run directory's checkpoints/ (or ./checkpoints) */
-  char *auto_path;           /* what resume "auto" chose (NULL: none) */
+  int ckpt_default;          /* one saves into the default checkpoints/ */
+  char *auto_path;           /* what resume "auto" chose */
   char error[512];           /* tr_run_error */
   tr_err err;
   hk_registry *reg;
-  uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
-  int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
-  int signals, preempt;      /* tr_run_start installed the stop signals; the preemption's handler (tr__preempt_on) */
-  int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
-  int stop_pending;          /* a hook asked to stop while tr_run_start fired */
-  int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
-  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
-  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
-  hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
-  double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
-  tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
-  int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
-  uint64_t loaded;           /* with tr_run_desc.agree: a hash of the state tr_run_load restored (0: none), the ranks compare it */
-  int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
-  int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
-  struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
+  uint64_t stamp[3];         /* hk_metric_stamp at the last train, val, test record */
+  int64_t last_step;         /* global_step at the last safe point */
+  int signals, preempt;      /* the stop signals and the preemption handler are installed */
+  int sig_base, sig_most, pre_base; /* the counts at the run's start (or since tr_run_stops_handled); 1 or 2 */
+  int rank;                  /* global rank; -1: not known yet */
+  int stop_pending;          /* a hook asked to stop during tr_run_start */
+  int own_loop;              /* tr_run_start began the run (else tr_run_enter) */
+  struct tr__bar *bar;       /* the registry's progress bar */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* text above the live bar */
+  hk_bytes refused;          /* metric names refused and said (NUL-separated) */
+  double lr;                 /* the step's lr as tr_run_lr left ctx->lr */
+  tr_run_at at;              /* where in the loop the run is now */
+  int resumed_here;          /* restored, and no batch started since */
+  uint64_t loaded;           /* a hash of the restored state, for the ranks to compare */
+  int lr_known, lr_warned;   /* lr set this run; a hook's write said */
+  int lr_hook_said;          /* a hook's tr_run_lr refused and said */
+  struct tr__asave *asave;   /* the background writer (made at the first async save) */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
-  int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
-  /* the state machine (see "states" at THE RUN LAYER) */
-  char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
-  hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
-  unsigned pending;          /* TR__PEND_*: an end event fired and its tr_run_* call has not come yet */
-  int64_t pending_step[2];   /* ctx->global_step at the pending on_train_batch_end, on_train_epoch_end */
-  int in_sanity;             /* between on_sanity_check_start and _end */
-  int val_ran, val_sent;     /* since the last safe point: on_validation_epoch_end fired in the fit; a "val" record went out */
-  int64_t val_step;          /* ctx->global_step at that on_validation_epoch_end */
-  int val_warned;            /* the forgotten "val" record was said (once per run) */
-  int sending;               /* on_log of a record the run sends is being fired */
-  const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
-  const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
-  const char *eval;          /* tr_run_eval_start's stage ("val", "test") until tr_run_eval_end, else NULL */
-  int64_t eval_idx;          /* the training batch's view of ctx and its flow signals, kept during an evaluation */
+  int sync_only;             /* the last save collected (on_exception, teardown): write at once */
+  /* the state machine */
+  char failure[512];         /* why the run failed: ctx->abort_reason at tr_run_finish */
+  hk_handle guard;           /* the watch on the loop's events, 0 when none */
+  unsigned pending;          /* TR__PEND_*: an end event whose tr_run_* call is due */
+  int64_t pending_step[2];   /* global_step at those on_train_batch_end, on_train_epoch_end */
+  int in_sanity;             /* in the sanity check */
+  int val_ran, val_sent;     /* since the last safe point: a fit's validation ended; its record went */
+  int64_t val_step;          /* global_step at that validation */
+  int val_warned;            /* a forgotten "val" record said */
+  int sending;               /* firing on_log of the run's own record */
+  const char *busy;          /* the run-layer call firing events now */
+  const char *io, *io_path;  /* the save or load in progress, and its file */
+  const char *eval;          /* tr_run_eval_start's stage until tr_run_eval_end */
+  int64_t eval_idx;          /* the training batch's view of ctx, kept during an evaluation */
   double eval_loss;
   void *eval_batch;
   unsigned eval_signals;
-  int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
-  int loading;               /* a resume has not loaded yet (tr_run_start's load, tr_run_resumed): the loggers know their
-                                directory but write nothing until it has; a failed one changes no file (tr__run_loading) */
-  /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
-     callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
-     resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
+  int refused_start;         /* tr_run_start refused to begin: nothing fired */
+  int loading;               /* a resume not loaded yet: loggers write nothing (tr__run_loading) */
+  /* early_stopping's: does a callback's block (saved at epochs / step) record a stop? 0 no; 1 a stop a
+     resume would make again (why, fn first); 2 a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
-  tr__grad_pass gpass;       /* the gradients' one pass per change, for a loop that set no grad_norm_source */
+  tr__grad_pass gpass;       /* the gradients' shared pass, for a loop without a grad_norm_source */
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
-  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
-  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change */
+  const struct tr__pg_rule **rules; /* the param_group rules, in order (their callbacks own them) */
   int n_rules;
-  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  struct tr__tgroup *tg;     /* each tensor's settings (NULL: no groups) */
   int n_tg;
 } tr__run_priv;
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
    not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
 typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
-/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
-   scale; taken: updates before the stretch that began at step since). */
+/* A tensor's settings: the rules' (lr_mult, wd, frozen), the run's own (off, scale: tr_run_tensor_set);
+   taken: updates before the stretch begun at step since. */
 typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -5687,10 +4882,36 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
-   The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
-   callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
-   watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
+   One malloc'd struct attached to the registry (hk_attach), freed after every callback by hk_destroy.
+   Nothing runs on a step unless the loop calls it, but the run's watch (see "the state machine").
    ================================================================================================= */
+
+/* ---- the stop signals: one path for every loop --------------------------------------------------------
+   SIGINT / SIGTERM and the preemption signal are installed when a run starts (tr_run_start; tr_run_enter for a
+   fit) unless tr_run_desc.no_signals, and put back when it ends. They count from there (an outer install's
+   earlier signals are its own). The second stop signal ends a loop of your own at once outside Slurm (hooks.h's
+   default); a loop that checks between its events (count_only: train.h's trainer) fails at its next event. In
+   a Slurm job a second SIGTERM is Slurm's own: only the first counts (tr__slurm_job). */
+static void tr__run_signals_on(tr_run *run, int count_only) {
+  tr__run_priv *q = run->tr__p;
+  q->signals = hk_stop_signals_install(count_only || tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0;
+  q->sig_base = hk_stop_requested();
+  q->sig_most = tr__slurm_job() ? 1 : 2;
+  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  q->pre_base = tr_preempt_requested();
+}
+static void tr__run_signals_off(tr_run *run) {
+  tr__run_priv *q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore();
+  q->signals = 0;
+  tr__preempt_off(&q->preempt);
+}
+/* The stop signals received since the run began (0, 1 or 2; sig_most at the most); *preempted: the preemption's. */
+static int tr__run_stops(const tr__run_priv *q, int *preempted) {
+  int n = q->signals ? hk_stop_requested() - q->sig_base : 0;
+  *preempted = q->preempt > 0 && tr_preempt_requested() > q->pre_base;
+  return n < 0 ? 0 : n > q->sig_most ? q->sig_most : n;
+}
 
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
@@ -5698,8 +4919,7 @@ static void tr__run_free(void *p) {
   int i;
   if (!run) return;
   q = run->tr__p;
-  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run); /* a run started and never finished: the handlers go back */
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -5726,8 +4946,8 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
-/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
-/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+/* tr_run_get on the per-step path: no call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where available. */
 static const char *tr__run_waiting_now;
 TRAIN_API void tr_run_waiting(const char *what) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -5759,8 +4979,7 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   return run;
 }
 
-/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
-   live on a terminal (the bar's section sets q->above). */
+/* Text to f (NULL: the bar's stream, else stdout), above a live bar (q->above). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
   if (!f) f = stdout;
@@ -5793,8 +5012,8 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
-   callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
+/* Where callbacks talk: the run's log, else stderr; one write a line (never torn), "[rank: N] " first with
+   several processes. */
 static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
   FILE *f = run && run->desc.log ? run->desc.log : stderr;
   char line[1024];
@@ -5815,8 +5034,7 @@ static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, c
   tr__run_vsay(run, ctx, who, fmt, ap);
   va_end(ap);
 }
-/* The same, said on rank 0 only when zero_only is set (Lightning's rank_zero_info: a message that is the
-   same on every rank, or one Lightning prints there only). */
+/* The same, on rank 0 only with zero_only (Lightning's rank_zero_info). */
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) {
   va_list ap;
@@ -5840,8 +5058,7 @@ static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char
                  "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
 }
 
-/* One error channel: a call the run layer refuses (out of order, a bad setting) says why in
-   hk_last_error(reg) and in tr_run_error(reg), the same text. Returns e. */
+/* A refused call says why in hk_last_error(reg) and tr_run_error(reg), the same text. Returns e. */
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) TR__PRINTF(3, 4);
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
@@ -6014,8 +5231,7 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
   return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
 }
 
-/* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
-   the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
+/* Where monitors check when their flag is the default (Lightning's rule; the trainer resolves it per fit). */
 TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
   if (flag != TR_DEFAULT) return flag > 0;
   if (!run) return 1;
@@ -6024,52 +5240,15 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 }
 
 /* ---- the schedule's state in checkpoints, and hooks that set the lr ----------------------------------
-   56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
-   cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
-   without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
-#define TR__LR_STATE_SIZE 56
+   56 bytes LE: "TRLR", u32 1, doubles scale, plateau_lr, best, int64s num_bad, cooldown, checks. Written
+   only when not all zero, so a run without it writes the checkpoints it always wrote. */
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
-/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
-   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
-   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
-   name, the value's bits (8). */
+/* A checkpoint at TR_RUN_AT_VALIDATION keeps that validation's val/ metrics, for what judges them next
+   (early_stopping at the epoch's end) without running it again: u32 count, then per metric u16 name
+   length, name, the value's 8 bytes. */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
-static int tr__lr_state_any(const tr_sched_state *st) {
-  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
-}
-static void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
-  double d[3];
-  int i;
-  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
-  memcpy(p, "TRLR", 4);
-  tr__le(p + 4, 1, 4);
-  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
-  tr__le(p + 32, (uint64_t)st->num_bad, 8);
-  tr__le(p + 40, (uint64_t)st->cooldown, 8);
-  tr__le(p + 48, (uint64_t)st->checks, 8);
-}
-/* Read and range-check; why says what is wrong. */
-static int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
-  double d[3];
-  int64_t v[3];
-  int i;
-  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
-    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
-  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
-  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
-  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
-    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
-                   d[0], d[1], d[2]), -1;
-  for (i = 0; i < 3; i++)
-    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
-      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
-                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
-  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
-  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
-  return 0;
-}
 
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   tr_run *run;
@@ -6099,8 +5278,7 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
 }
-/* tr_run_lr for a run already looked up. A hook's write is told by the bits (an lr that was NaN and still
-   is one is no write; x != x would fold away under -ffast-math). */
+/* tr_run_lr for a run looked up. A hook's write is told by the bits (x != x folds under -ffast-math). */
 static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
@@ -6112,8 +5290,8 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   q->lr_known = 1;
   return ctx->lr;
 }
-/* The step's lr comes from the loop, before on_train_batch_start: one set from a hook of a loop of your own would
-   be logged for a step that did not use it. Refused (ctx->lr unchanged), said once per run. */
+/* A hook of your own loop may not set the lr (it would be logged for a step that did not use it): refused,
+   said once per run. */
 static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE || !q->own_loop || !hk_dispatching(reg)) return 0; /* (the trainer's own hooks, lr_finder, may) */
@@ -6180,8 +5358,8 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
-/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
-   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+/* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
+   matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   int i, k, n = ctx->params ? ctx->n_tensors : 0;
@@ -6265,9 +5443,8 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
 /* ---- log records ------------------------------------------------------------------------------ */
 static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
-/* Which of the context's metrics a record carries: val/ ones in val records, test/ ones in test
-   records, the rest in training records except the trainer's computed-on-demand lr, grad_norm and
-   train/loss (which the record sets itself). */
+/* val/ metrics in val records, test/ in test, the rest in train, except lr, grad_norm, train/loss (set by
+   the record itself). */
 static int tr__log_wanted(const char *name, const char *stage) {
   if (!strcmp(stage, "val")) return tr__starts(name, "val/");
   if (!strcmp(stage, "test")) return tr__starts(name, "test/");
@@ -6276,11 +5453,9 @@ static int tr__log_wanted(const char *name, const char *stage) {
 }
 static int tr__stage_index(const char *stage) { return !strcmp(stage, "train") ? 0 : !strcmp(stage, "val") ? 1 : 2; }
 
-/* Build the record for stage from ctx and fire on_log (signals into flow). Only values set since the
-   stage's last record go in (hk_metric_stamp), and values computed on demand (lazy ones), so that a
-   value set once does not repeat in every row (Lightning logs what was logged since). */
-/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
-   name (rank 0), with its bytes escaped, instead of vanishing. */
+/* Build stage's record and fire on_log: only values set since that stage's last record (hk_metric_stamp)
+   and lazy ones, as Lightning logs what was logged since. */
+/* A metric the record could not take (not UTF-8, no memory): said once per name (rank 0), escaped. */
 static void tr__log_refused(tr_run *run, const hk_ctx *ctx, const char *name, tr_err e) {
   hk_bytes *seen = &run->tr__p->refused;
   char shown[200];
@@ -6399,10 +5574,9 @@ static void tr__run_settle(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------------------
-   Honouring HK_REQUEST_CHECKPOINT is the same in every loop: every path hooks queued
-   (hk_request_checkpoint), then the loop's default path when a hook asked for it (or queued none).
-   The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. *no_default
-   is set when the default was asked for and the loop has none. */
+   HK_REQUEST_CHECKPOINT in every loop: each queued path, then the default path when asked for (or none
+   queued); the queue is copied and cleared first, so on_checkpoint_saved may queue anew. *no_default: the
+   default was asked for and there is none. */
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
                                   int *no_default) {
   const char *paths[HK_MAX_CHECKPOINT_PATHS];
@@ -6421,78 +5595,21 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
   return TR_OK;
 }
 
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
-extern int fileno(FILE *f);
-extern FILE *fmemopen(void *buf, size_t size, const char *mode);
-extern FILE *open_memstream(char **ptr, size_t *size);
-#endif
-/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
-   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
-   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
-   be a symlink (replaced itself, never followed), never a device or a directory. */
-static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
-  tr__afile a;
-  FILE *f = NULL;
-  int e;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-#ifdef TR__POSIX
-    int fd = dup(a.fd); /* the stream gets its own descriptor: the writer keeps a.fd for fsync and rename */
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
-      a.err = errno ? errno : EIO;
-      a.step = "writing";
-      if (fd >= 0) close(fd);
-    }
-#else
-    f = a.f;
-#endif
-    if (f) {
-      int filled = fill(f, user);
-      if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
-      if (fflush(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#ifdef TR__POSIX
-      if (fclose(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#endif
-    }
-  }
-  e = a.err ? a.err : tr__afile_commit(&a, NULL);
-  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
-  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
-  tr__afile_free(&a);
-  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
-}
 
-/* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
+/* The run's checkpoint, little-endian: the model's bytes (save_model), then
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
               per hook: u32 key length | key | u64 length | the callback's state
-     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
-   (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
+     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND" */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
-static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  unsigned char x[8];
-  size_t klen = strlen(key);
-  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
-  hk_bytes_put(b, key, klen);
-  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
-  hk_bytes_put(b, data, len);
-  return HK_OK;
-}
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
-   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
-   TR_RUN_KEY: u64 version 2 | str the run id ("" none) | str the Slurm job that wrote it ("" none) |
-   str the run directory ("" none) | i64 global_step | u64 where in the loop (tr_run_at). Version 1 (still
-   read): u64 1 | str the directory | u64 its device | u64 its inode | i64 global_step | u64 at.
-   A resume reads it before setup (tr_run_start, tr_run_enter, or tr_run_continue from a loop's own reader,
-   as tr_fit's): tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and
-   supersede the records written after the checkpoint (tr__run_superseded).
-   A run is known by its id, not by a path or an inode (inodes are reused: ext4 often, a remounted tmpfs
-   always): the id is kept in its directory's run_id file, which the run writes at its first checkpoint
-   (through the atomic writer, where nothing is; a failed resume so leaves no file), and in every block.
-   A directory copied or moved elsewhere, or spelled another way, is continued when its run_id matches. */
+   Every checkpoint holds the run's block under TR_RUN_KEY: u64 2 | str run id | str Slurm job | str run
+   directory | i64 global_step | u64 tr_run_at ("" for none). Version 1 (still read): u64 1 | str directory
+   | u64 device | u64 inode | i64 global_step | u64 at. Read before setup (tr__run_resuming); the loggers
+   open in that directory and supersede the later records. A run is known by its id (inodes are reused),
+   kept in its directory's run_id file (written at the first checkpoint) and in every block, so a moved
+   or respelt directory continues when its run_id matches. */
 #define TR__RUN_ID_FILE "run_id"
 static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
   int i;
@@ -6571,8 +5688,7 @@ TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_s
   if (!sink) return HK_ERR_INVALID;
   return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
 }
-/* A run directory is a version_N (or a named version) under its base: one whose last name is empty, "." or ".."
-   would have the loggers write into the base or one level up (a crafted block needs no more than that). */
+/* A run directory's last name must not be empty, "." or "..": the loggers would write into the base or above. */
 static int tr__run_leaf_bad(const char *dir) {
   const char *leaf = strrchr(dir, '/');
   leaf = leaf ? leaf + 1 : dir;
@@ -6626,8 +5742,7 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
 }
-/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
-   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+/* The block must name this job; no block, or a version 1 one, is resumed as before run ids. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -6638,13 +5753,10 @@ TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, si
           q->cont_job, q->cont_id[0] ? ", run " : "", q->cont_id, s.job_id);
   return 1;
 }
-/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
-   taken before the record's batch; a val record: the last training step), so a checkpoint at global
-   step G was written after every record of a step below G - 1 and before every one of step G or more.
-   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
-   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
-   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
-   counts as a validation). */
+/* Was a record of the continued run written after its checkpoint? With Lightning's step (steps before the
+   record's batch), a checkpoint at step G came after every record below G - 1 and before every one of G or
+   more; of G - 1, the training record came before it, the validation after it only for TR_RUN_AT_BATCH (the
+   resumed run validates there again). A test counts as a validation. */
 TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
   const tr__run_priv *q = run->tr__p;
   return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
@@ -6665,9 +5777,10 @@ static int tr__run_fill(FILE *f, void *user) {
   if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
   return 0;
 }
+static int tr__run_fill_file(tr__afile *a, void *user) { return tr__afile_stream(a, tr__run_fill, user); }
 
-/* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
-   the run. At every safe point (no wait), before any other save or load, and before the run ends. */
+/* Collect the save in flight (wait: until on disk): on_checkpoint_saved, or the run fails. At every safe
+   point, before any other save or load, and before the run ends. */
 static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
   if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
   if (run && wait && run->desc.wait_saves) run->desc.wait_saves(run->desc.model_user, ctx); /* the loop's own writer */
@@ -6689,11 +5802,9 @@ static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
   ctx->hook_failure = failure;
 }
 
-/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream
-   on it, unbuffered: one copy), the state block and trailer follow, and the writer thread takes it from
-   there. The first save (or one that outgrew the buffer) writes into a growing stream instead, whose
-   buffer becomes the staging buffer: save_model runs once per save (twice when the state has grown).
-   POSIX (fmemopen, open_memstream) only. */
+/* An async save's step part: save_model writes into the staging buffer (an unbuffered memory stream: one
+   copy), then the state block and trailer; the first save, or one that outgrew the buffer, writes into a
+   growing stream whose buffer becomes the staging one. POSIX only (fmemopen, open_memstream). */
 #ifdef TR__POSIX
 static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
   tr__run_priv *q = run->tr__p;
@@ -6879,10 +5990,10 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   }
   if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
 #ifdef TR__POSIX
-  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #else
   async = 0;
-  e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #endif
   if (e && s.model_failed) { /* the model's own writer said no: not the disk's fault, and say what is on disk */
     FILE *old = fopen(path, "rb");
@@ -6932,10 +6043,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
-/* A file of tr_run_save read and checked, all but the model's bytes: the counters, where in the loop it was
-   written, the schedule's state and the callbacks' blocks (each key NUL-terminated in place). tr_run_load's
-   first half, and tr_run_start's look at the file it resumes before the run begins. f stays open, at the
-   file's end. TR_OK, or the error with err naming the file and why. */
+/* A tr_run_save file read and checked, all but the model's bytes (keys NUL-terminated in place): the first
+   half of tr_run_load, and tr_run_start's look before the run begins. f stays open at the end. */
 typedef struct tr__run_file {
   FILE *f;
   unsigned char *state;
@@ -7048,9 +6157,8 @@ done:
   rf->n_hooks = n_hooks;
   return e;
 }
-/* A resume's look at its checkpoint before setup: the run's block (tr__run_resuming), so that the loggers
-   open in the run's directory. A file that cannot be read is left to tr_run_load: the run logs into a new
-   version. */
+/* Before setup: the checkpoint's run block, so the loggers open in its directory; an unreadable file is
+   left to tr_run_load (a new version). */
 static void tr__run_peek(tr_run *run, const char *path) {
   tr__run_file rf;
   char why[8];
@@ -7140,13 +6248,9 @@ done:
   return e;
 }
 
-/* ---- a resume with nothing left to train --------------------------------------------------------------
-   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
-/* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
-   failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
-   be read is refused here too, with tr_run_load's reason: before anything is made on disk (no run
-   directory for a resume that never starts). The one read of the file before setup: it also hands the
-   file's run block to the loggers (tr__run_resuming: a resume continues its run). */
+/* ---- a resume with nothing left to train (the rule: tr__resume_finished, train/base.h) ----------------- */
+/* 1 when the file would train nothing, or cannot be read (the run failed, saying why), before anything is
+   made on disk; *past_stop: a recorded stop the settings now go past. Also hands the loggers its run block. */
 static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
   tr__run_file rf;
   char why[sizeof run->tr__p->failure];
@@ -7178,45 +6282,8 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
 static void tr__run_unmake(tr_run *run);
-/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
-   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
-   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
-TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
-#ifdef TR__POSIX
-  struct stat st;
-  char dir[1024];
-  const char *slash;
-  size_t n;
-  if (!save_to || !save_to[0]) return 0;
-  slash = strrchr(save_to, '/');
-  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
-  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
-  memcpy(dir, n ? save_to : ".", n ? n : 1);
-  dir[n ? n : 1] = 0;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
-             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
-    return -1;
-  }
-  if (access(dir, W_OK) != 0) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
-             "checkpoints save there", who, save_to, dir, strerror(errno));
-    return -1;
-  }
-  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
-             save_to);
-    return -1;
-  }
-#else
-  (void)save_to; (void)who; (void)why; (void)cap;
-#endif
-  return 0;
-}
-/* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
-   is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
-   a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
-   gets its files at on_fit_start, as before. */
+/* 1: a logger writes nothing (a resume not loaded yet, at its setup, or failed: every file left as it
+   was). A loop that never says tr_run_resumed gets its files at on_fit_start. */
 TR__SHARED int tr__run_loading(const tr_run *run, int at_setup) {
   return run && run->tr__p->loading && (at_setup || run->failed);
 }
@@ -7228,13 +6295,10 @@ static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow
 }
 
 /* ---- the state machine: the run's watch on the loop's events ----------------------------------------
-   tr_run_start registers one callback, "tr_run", that runs first on its events (the callback tier, the
-   lowest order); tr_run_finish removes it. It notes the end events whose tr_run_* call must come next
-   (on_train_batch_end: tr_run_batch_end; on_train_epoch_end: tr_run_epoch_end) and the validations of
-   the fit (on_validation_epoch_end outside a sanity check). A training event that comes while such a call
-   is missing fails the run at once, naming the call, and drops what the skipped call would have honoured:
-   the checkpoints queued in ctx belong to hooks that may have freed or replaced those paths since
-   (model_checkpoint frees its file name at its next save point). */
+   tr_run_start registers "tr_run", first on its events; tr_run_finish removes it. It notes end events whose
+   tr_run_* call must come next, and the fit's validations. A training event while a call is missing fails
+   the run naming it, and drops the skipped call's queued checkpoints (their hooks may have freed the
+   paths). */
 #define TR__RUN_GUARD_ORDER (-(1 << 30))
 /* The call the loop skipped (which: TR__PEND_BATCH or TR__PEND_EPOCH), seen at `at`: the run fails
    (once), the skipped call's requests are dropped. 1 when the run failed now. */
@@ -7313,9 +6377,8 @@ static void tr__run_check_val(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   }
   q->val_ran = q->val_sent = 0;
 }
-/* What a call of the loop (fn) needs to find: a run that tr_run_start began, and no save, load, record
-   or safe point of the run in progress (a hook called it). 0, or the refusal (said, and the run failed
-   when it is going). */
+/* A loop call (fn) needs a run tr_run_start began and none of its saves, loads, records or safe points in
+   progress (a hook called it). 0, or the refusal (the run failed when going). */
 static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn, const char *after) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE) {
@@ -7394,9 +6457,8 @@ static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ct
                    "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
                    (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
 }
-/* A loop of your own whose context has no grad_norm_source gets the run's shared pass for the run (on: 1; off
-   at tr_run_finish: 0), as tr_fit's: nan_guard's norm and gradient_monitor's per-tensor norms then read the
-   gradients once a step between them. Host views only (a device view has its own source). */
+/* A loop without a grad_norm_source gets the run's shared pass (as tr_fit's): nan_guard's norm and
+   gradient_monitor's read the gradients once a step. Host views only. */
 static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   int k, host = ctx->grads && ctx->n_tensors > 0;
   if (!on) {
@@ -7420,14 +6482,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source_user = &q->gpass;
 }
 /* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
-   A checkpoint callback says where it saves (tr__run_ckpt_dir: its dirpath, or NULL for the default, the
-   run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
-   every version directory under the run's save_dir/name (a second invocation of the same command has a new
-   version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
-   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
-   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
-   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
-   they loaded). */
+   Looked at: save_to, the checkpoint callbacks' dirpaths (tr__run_ckpt_dir), for the default checkpoints/
+   of every version under save_dir/name, and ./checkpoints. Each *.ckpt (once, by device and inode) read as
+   the resume would (`check`); a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
+   picks the same, and the ranks compare what they loaded. */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char **grown, *d;
@@ -7439,7 +6497,13 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+typedef struct tr__auto_pick {
+  char *path;
+  int64_t step;
+  double mtime;
+  int seen, skipped, n_ids;
+  tr__file_id *ids; /* the files read (device and inode): save_to in a directory looked at, or by another name, once */
+} tr__auto_pick;
 static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
@@ -7453,7 +6517,22 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckp
   if (!tr__file_exists(path)) return;
 #endif
   if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+#ifdef TR__POSIX
+  {
+    tr__file_id *grown;
+    int i;
+    for (i = 0; i < best->n_ids; i++)
+      if (best->ids[i].dev == (uint64_t)st.st_dev && best->ids[i].ino == (uint64_t)st.st_ino) return;
+    if ((grown = (tr__file_id *)realloc(best->ids, (size_t)(best->n_ids + 1) * sizeof *grown)) != NULL) { /* (else: read again) */
+      best->ids = grown;
+      best->ids[best->n_ids].set = 1;
+      best->ids[best->n_ids].dev = (uint64_t)st.st_dev;
+      best->ids[best->n_ids++].ino = (uint64_t)st.st_ino;
+    }
+  }
+#else
   if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+#endif
   best->seen++;
   why[0] = 0;
   if (check(u, path, &step, why, sizeof why)) {
@@ -7503,6 +6582,7 @@ static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to
     free(base);
     tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
   }
+  free(best.ids);
   free(q->auto_path);
   q->auto_path = best.path;
   if (best.path)
@@ -7525,9 +6605,8 @@ static int tr__run_ckpt_check(void *user, const char *path, int64_t *step, char 
   tr__run_file_free(&rf);
   return e != TR_OK;
 }
-/* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
-   an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
-   differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
+/* The ranks compare their resume hashes through agree's OR: equal to each rank's own only when all are
+   equal; a second vote tells every rank what any saw. */
 static void tr__run_agree_loaded(tr_run *run, hk_registry *reg) {
   uint64_t mine = run->tr__p->loaded, all = (uint64_t)run->desc.agree(run->desc.model_user, (int64_t)mine);
   int differ = all != mine;
@@ -7595,9 +6674,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                 "events: %s", hk_last_error(reg));
   }
   /* Nothing registered and nothing to save: Ctrl-C stays as the program had it, and nothing is said */
-  if (!run->desc.no_signals && (listened || run->desc.save_to))
-    q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
-  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  if (!run->desc.no_signals && (listened || run->desc.save_to)) tr__run_signals_on(run, 0); /* a second: the end */
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (foreign[0]) tr__run_say_on(run, ctx, 1, "train.h", "%s", foreign);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
@@ -7692,11 +6769,30 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
   q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
+  if (stage == HK_STAGE_FIT) { /* the stop signals, as tr_run_start's; the driver acts on them between its events */
+    char line[512];
+    const char *save_to = run->desc.save_to, *requeued = q->resume && save_to && !strcmp(q->resume, save_to) &&
+                                                         tr__preempt_resume(&run->desc.preempt, save_to) ? save_to : NULL;
+    if (!run->desc.no_signals) tr__run_signals_on(run, 1);
+    if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
+  }
   return TR_OK;
+}
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  int pre = 0, n = run ? tr__run_stops(run->tr__p, &pre) : 0;
+  if (sigterm) *sigterm = n ? tr__sigterm_bit() : 0;
+  if (preempted) *preempted = pre;
+  return n;
+}
+TRAIN_API void tr_run_stops_handled(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (run) run->tr__p->sig_base = hk_stop_requested();
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
   if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   run->running = HK_STAGE_NONE;
   run->resume_from = "";
@@ -7742,8 +6838,10 @@ static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, h
   }
   if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
   hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
-  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
-        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
+  if (q->signals | q->preempt | run->failed | hook_stop || run->desc.agree) { /* (agree: every rank calls it, always) */
+    int preempted, n = tr__run_stops(q, &preempted);
+    stops = tr__stops(n, preempted, run->failed, hook_stop, run->desc.agree, run->desc.model_user);
+  } else stops = 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -7937,8 +7035,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (teardown: reported only)", ctx->hook_failure);
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
-  if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   tr__run_grad_pass(q, ctx, 0);
@@ -8064,18 +7161,12 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
-/* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
-   A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
-   when that directory exists, made by another run started at the same moment (or left by an earlier
-   one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
-   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
-   recorded (tr__run_resuming) when tr_run_desc.new_version_on_resume is not TR_YES, no other process holds
-   it (never a symlink), and it is the run's: its run_id file holds the block's run id. It is looked for
-   under the loggers' save_dir/name by its last name (version_N), or is their named version: a directory
-   moved or copied (another machine, another spelling of the path: ./R, R/, an absolute one) is continued.
-   A version 1 block (no run id) is matched as before: the same save_dir/name spelling, device and inode.
-   Otherwise the run claims a new version_N and says why, once: nothing of another run is rewritten. */
+/* The directory a logger writes into (new string), made with its parents; NULL and why on failure. A new
+   version_N is claimed with one mkdir (EEXIST: N+1), so parallel runs never share one; a given version is
+   used as it is; each is held (tr__dir_hold). A resume continues its run's directory (*continued = 1)
+   unless new_version_on_resume, another process holds it, or its run_id is not the block's; found by its
+   last name under save_dir/name, so a moved or respelt one continues (a version 1 block: same spelling,
+   device, inode). Otherwise a new version_N, said once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -8198,8 +7289,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
-/* A resume that failed to load (the run failed, its load never said done): the version_N it claimed is removed
-   again while it is empty (it was made by this run; nothing else is), so that no empty version is left. */
+/* A resume that failed to load removes the version_N it made while empty: no empty version left. */
 static void tr__run_unmake(tr_run *run) {
   tr__run_priv *q = run->tr__p;
   tr__run_dir **at = &q->dirs;
@@ -8243,12 +7333,9 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
-   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
-   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
-   Returns the count; -1 out of memory. */
-/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
-   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+/* Sorted by key into a new array (*out; free it): the trainer's configuration, tr_run_desc.hparams (numbers
+   as numbers), then tr_run_hparam*'s, which win. -1 out of memory. */
+/* A loop of your own: its tr_run_setup settings under the trainer's keys (HParams compares both kinds). */
 static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   int n = 0;
   tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);
@@ -9403,9 +8490,8 @@ TR__SHARED int tr__st_read_meta(const char *path, tr_safetensors_meta *meta) {
 }
 /* =================================================================================================
    THE BATTERY KIT (implementation)
-   What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
-   a loaded state, errors of constructors, registering a callback. TR__SHARED marks the helpers that a
-   battery left out may leave unused.
+   What callbacks and loggers share: the clock, flags, the monitored metric, state checks, constructor
+   errors, registration. TR__SHARED marks helpers a left-out battery may leave unused.
    ================================================================================================= */
 #if defined(TR__POSIX) && !defined(__cplusplus)
 extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
@@ -9458,8 +8544,7 @@ TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char
                  "monitor one of those", who, monitor, len ? have : "none");
 }
 
-/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
-   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+/* A loaded state is range-checked like the loop counters, so nothing overflows; a refusal names the field. */
 TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
   uint64_t v;
   if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
@@ -9495,8 +8580,7 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
   if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
   return e;
 }
-/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
-   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+/* tr_<name>(reg, desc, out) over tr__<p>_make, and tr_<name>_get(reg, handle) (NULL for another kind). */
 #define TR__PUBLIC_OF(name, p) \
   TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
     tr__why w; \
@@ -9508,9 +8592,8 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
     return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
   }
 
-/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
-   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
-   as Lightning orders them. */
+/* Register cb (its destroy frees user on failure too). Monitors run after the model tier at
+   on_train_epoch_end (HK_MONITOR_LAST), early stopping before checkpointing (order): Lightning's order. */
 static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
                                    void *due_user, hk_handle *out, tr__why *w) {
   hk_opts o;
@@ -9532,33 +8615,15 @@ TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int o
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
-/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
-   is seen as one, never as what it points to. */
-#ifdef TR__POSIX
-static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
-#endif
-TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
-#ifdef TR__POSIX
-  struct stat st;
-  return tr__lstat(path, &st) == 0;
-#else
-  FILE *f = fopen(path, "rb");
-  if (f) fclose(f);
-  return f != NULL;
-#endif
-}
 
 /* =================================================================================================
    STANDARD CALLBACKS (implementation)
-   One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
-   "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
-   its destroy; nothing here runs on a step unless the callback is due.
+   One part per callback; each state one malloc'd struct freed by its destroy; nothing runs on a step
+   unless the callback is due.
    ================================================================================================= */
-/* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
-   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/cuda.h fills (and the
-   trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
-   takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
-   the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */
+/* DEVICE VIEWS: callbacks reach device tensors (TRAIN_CUDA's trainer) only through this table, which
+   train/trainer/cuda.h fills; NULL without it (device views refused). Entries queue on ctx's stream and return 0,
+   or fail the hook naming the call; only to_host and sumsq wait. */
 typedef struct tr__dev_ops {
   float *(*alloc)(hk_ctx *ctx, size_t n);                              /* n floats, zeroed (NULL: failed) */
   void (*release)(void *d);                                            /* NULL is fine */
@@ -9571,9 +8636,7 @@ typedef struct tr__dev_ops {
 } tr__dev_ops;
 TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
 
-/* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
-   the table above), -1 refused (a loop of your own with device views, or a mix; hk_fail's caller adds the
-   callback's name). */
+/* Where the views live: 0 host, 1 device with the trainer (*dev set), -1 refused (own loop's or mixed). */
 TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const tr__dev_ops **dev) {
   int k, on = 0;
   *dev = NULL;
@@ -9590,8 +8653,7 @@ TR__SHARED const char *tr__nonfinite_name(double x) {
   memcpy(&b, &x, sizeof b);
   return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
 }
-/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
-   act only in a fit): say so, once per callback. */
+/* A loop that forgot ctx->stage = fit gets nothing from monitors (fit only): said once per callback. */
 TR__SHARED void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
   if (ctx->stage != HK_STAGE_NONE || *warned) return;
   *warned = 1;
@@ -9617,18 +8679,12 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 }
 
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
-   Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
-   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD). The entry
-       X(INT_ZERO, int, patience, "3", NULL, "checks without improvement before stopping")
-   is, in the desc (TR__FIELD), in the spec table (TR__PARAM) and in the copy (TR__COPY):
-       int patience;
-       { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
-       if (hk_arg_given(a, "patience")) { ...tr__int_arg: 0 -> TR_ZERO...; d->patience = (int)v; }
-   TR__SPEC_OF(p, desc, LIST) defines both for one callback: tr__<p>_params[] and tr__<p>_args(),
-   which copies each parameter the spec gave into a zero desc. A parameter not given keeps its zero,
-   the default its default text names (test_spec_desc_agree in tests/test_callbacks_b.c checks that
-   they agree for every factory). What a list cannot say is a few lines in the factory after the copy.
-   Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
+   Generated from each TR_<NAME>_PARAMS: X(INT_ZERO, int, patience, "3", NULL, "...") is
+       int patience;                                                        (TR__FIELD)
+       { "patience", HK_PARAM_INT, "3", NULL, "..." },                      (TR__PARAM)
+       if (hk_arg_given(a, "patience")) { ... d->patience = (int)v; }       (TR__COPY)
+   TR__SPEC_OF(p, desc, LIST) makes tr__<p>_params[] and tr__<p>_args(); test_spec_desc_agree checks a
+   spec at its defaults makes a zero desc. A factory's user is the trainer from tr_init, else NULL. */
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
@@ -9663,9 +8719,8 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__SPEC_OF(p, desc_type, LIST) \
   static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
   TR__ARGS_OF(p, desc_type, LIST)
-/* Every battery's factory: the spec table, the copy of the arguments into its desc, then from_spec, what a
-   spec string says differently from the C desc (a 0 that means something else, a stream by name):
-   tr_err from_spec(const hk_args *a, desc_type *d, tr__why *w), or tr__as_given for nothing. */
+/* A factory: spec table, argument copy, then from_spec for what a spec says unlike the C desc (a 0 that
+   means something else, a stream by name); tr__as_given for nothing. */
 #define tr__as_given(a, d, w) TR_OK
 #define TR__FACTORY_WITH(p, desc_type, LIST, from_spec) \
   TR__SPEC_OF(p, desc_type, LIST) \
@@ -9679,8 +8734,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
   } \
   TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
-/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
-   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+/* tr__<p>_factory_add for tr_add_factories (train/factories.h); unused in a program that names no battery. */
 #define TR__ADD_OF(p) \
   TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
     return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
@@ -9695,8 +8749,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     return TR_OK; \
   }
 
-/* An integer for an int or int64_t field. In an int, and for INT_ZERO, it must lie in -1e9..1e9;
-   INT_ZERO's 0 becomes TR_ZERO (the field's own 0 means the default). */
+/* An int or int64_t field; int and INT_ZERO in -1e9..1e9, INT_ZERO's 0 becoming TR_ZERO. */
 TR__SHARED int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
   *v = hk_arg_int(a, key);
   if ((zero || size < sizeof(int64_t)) && (*v < -1000000000 || *v > 1000000000))
@@ -9743,9 +8796,9 @@ TRAIN_API hk_err tr_add_factories(hk_registry *reg) {
   return e;
 }
 #if TR__ON_FILE_LOGGERS
-/* A file logger is the machinery here - the version directory, a file written whole at its start and
-   appended to after, whole records on a full disk, flushes at most once a second, an I/O error reported
-   once - and a format: csv.h, jsonl.h, tensorboard.h and plot.h each give one (a tr__log_format). */
+/* A file logger: the machinery here (the directory, a file written whole then appended to, whole records
+   on a full disk, flushes at most once a second, errors said once) and a format from csv.h, jsonl.h,
+   tensorboard.h or plot.h (a tr__log_format). */
 typedef struct tr__logger tr__logger;
 typedef struct tr__log_format {
   const char *name;     /* the callback's name, and the messages' */
@@ -9809,9 +8862,8 @@ static size_t tr__whole_records(const tr__logger *s, size_t n, int *count) {
   return at;
 }
 
-/* Append s->out (whole lines or records) to the file. On a short write (a full disk) the file is cut
-   back to its last whole record, so no reader ever sees half of one. 0 or errno; *count gets the
-   records that made it, *kept their bytes. */
+/* Append s->out to the file; a short write (a full disk) is cut back to the last whole record. 0 or
+   errno; *count the records that made it, *kept their bytes. */
 static int tr__logger_append(tr__logger *s, size_t *kept, int *count) {
   size_t done = 0;
   int e = tr__fd_write_n(s->fd, s->out.data, s->out.len, &done);
@@ -9868,9 +8920,8 @@ static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
 static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
-/* Make the version directory and let the format create its file (rank 0, at the first setup or
-   record); the logger then appends to that descriptor. Nothing here follows a symlink or replaces
-   anything but a regular file. */
+/* Make the version directory and let the format create its file (rank 0); then append to that
+   descriptor. Nothing followed through a symlink, nothing but a regular file replaced. */
 static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   char why[1100];
   int e;
@@ -9892,8 +8943,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
 }
-/* At the logger's open: a file of its name in the version directory that it did not write (nothing there
-   yet, for a logger that has not written) is refused, with what to do. 0, or EEXIST with why set. */
+/* A file of its name that the logger did not write is refused, with what to do: 0, or EEXIST and why. */
 TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
 #ifdef TR__POSIX
   struct stat st;
@@ -9915,11 +8965,9 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   return EEXIST;
 #endif
 }
-/* A file of the logger's at path in the version directory: refused when something is there already
-   (tr__logger_fresh), except in the run a resume continues (s->continued), where it is the logger's
-   own: read back into old (NULL: not needed), its identity into mine, so that the logger's next whole
-   write replaces that file and nothing else (the format leaves out the records after the checkpoint).
-   0 (nothing there is fine too), or an error as the format's open returns it. */
+/* The logger's file at path: refused when something is there (tr__logger_fresh), except in a continued
+   run, where it is read into old and its identity into mine, so the next whole write replaces that file
+   alone (without the superseded records). 0, or the format's open's error. */
 TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *old, tr__file_id *mine, char *why, size_t cap) {
   hk_bytes scratch;
   int e;
@@ -9934,8 +8982,7 @@ TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *
     snprintf(why, cap, "cannot read %s to continue the resumed run's log: %s", path, strerror(e));
   return e == ENOENT ? 0 : e;
 }
-/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write
-   (tr__logger_take: old as there): 0, or an error as the format's open returns it. */
+/* The file in the version directory (csv, jsonl, tensorboard): 0, or the format's open's error. */
 TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
@@ -9963,12 +9010,9 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
-/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
-   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
-   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
-   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
-   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
-   the lines appended since the last whole write. */
+/* on_save_checkpoint (before anything is written): every waiting record to the file, so a process killed
+   after the checkpoint has lost nothing the resume does not log again. A plain write suffices (the kernel
+   keeps it); no fsync, so a power loss may lose lines appended since the last whole write. */
 static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   hk_signal sig;
@@ -9999,8 +9043,7 @@ static void tr__logger_destroy(void *user) {
   free(s);
 }
 
-/* A logger of format fmt with own as the format's state (NULL: none, or out of memory when the format
-   has one: fmt->destroy is given it either way, so the caller never frees it). */
+/* A logger of fmt with own as the format's state (fmt->destroy gets it either way: the caller never frees). */
 static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const tr_logger_desc *d, void *own, int own_failed,
                               hk_handle *out, tr__why *w) {
   const char *who = fmt->name;
@@ -10069,8 +9112,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, d->flush_every);
   return HK_OK;
 }
-/* A file logger that takes the logger's parameters alone (csv, jsonl, tensorboard), from its make: its
-   constructor tr_<name>_logger, its spec table tr__<p>_params and its factory tr__<p>_factory. */
+/* A file logger with the logger's parameters alone (csv, jsonl, tensorboard): tr_<name>_logger, its spec
+   table and factory. */
 #define TR__LOGGER_OF(name, p, make) \
   TRAIN_API tr_err tr_##name##_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) { \
     tr__why w; \
@@ -10185,8 +9228,7 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   return HK_STOP;
 }
 
-/* What can be known before training is checked here: a monitored val/ metric in a run that never
-   validates would only fail at the first check. */
+/* A monitored val/ metric in a run that never validates is refused here, not at the first check. */
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
@@ -10258,10 +9300,8 @@ static int tr__es_read(hk_reader *in, tr__es_saved *v) {
   if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
   return 0;
 }
-/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
-   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
-   run that stopped early only then). A stop for patience that the patience now no longer makes is
-   undone (not stopped, no message). */
+/* The checkpoint's patience wins (Lightning), unless the one given now is larger: the only way to train
+   on past an early stop. A patience stop the patience now no longer makes is undone, silently. */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
   tr__es_saved v;
@@ -10284,12 +9324,10 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
-/* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
-   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
-   train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
-   (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
-   training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
-   exceed, or says that no patience lifts the stop. */
+/* The stop half of the resume rule tr_fit and tr_run_start share (tr__resume_finished, train/base.h), for
+   the state v under key written at epochs / step. 0: it did not stop; 2: a patience stop the registered
+   patience now goes past (tr__es_load undoes it); 1: resuming would stop again: why (fn first) names the
+   patience to exceed, or says nothing lifts it. */
 static int tr__es_resume_verdict(hk_registry *reg, const char *fn, const char *path, int64_t epochs, int64_t step, const char *key,
                                  const tr__es_saved *v, char *why, size_t cap) {
   hk_handle h = hk_find(reg, key);
@@ -11098,6 +10136,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
    data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  int e;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
     tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
@@ -11111,22 +10150,8 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-#ifdef TR__POSIX
-  { /* a probe file, created exclusively and removed: what a save does first */
-    size_t n = strlen(s->dirpath) + 64;
-    char *probe = (char *)malloc(n);
-    int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "out of memory");
-    snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
-    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) err = errno;
-    else { close(fd); (void)unlink(probe); }
-    free(probe);
-    if (err && err != EEXIST)
-      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
-                     s->dirpath, strerror(err));
-  }
-#endif
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there", s->dirpath, strerror(e));
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {
@@ -11637,10 +10662,9 @@ static void tr__lrm_destroy(void *user) {
   if (s) tr_log_record_free(&s->rec);
   free(s);
 }
-/* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
+/* lazy: read only when someone asks (no user pointer: the callback may go first) */
 static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
-/* lazy too, so that every training record has them as every one has the lr (Lightning logs them on every
-   row); the run's values, from the registry the context last dispatched on */
+/* lazy too, in every row the lr is in (Lightning's rows); the run's values */
 static double tr__lrm_momentum(const hk_ctx *ctx, void *user) {
   const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
   (void)user;
@@ -11676,8 +10700,7 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
-/* interval epoch: the metric for hooks, and one record of its own for the loggers (Lightning logs it at
-   the epoch's start with the steps taken so far, whatever log_every_n_steps says) */
+/* interval epoch: the metric, and a record of its own at the epoch's start (Lightning's) */
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   double v;
@@ -11693,8 +10716,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
 }
-/* interval epoch: the values are logged once per epoch by that record, so they are kept out of the
-   others (a training record carries the context's metrics set since the last one) */
+/* interval epoch: kept out of the other records (they carry what was set since the last one) */
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);
@@ -11812,9 +10834,7 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
-   param_filter that selects none of the views' names is said now, when the names are there (a setting
-   to fix before training, not at step 50); their buffers may still be missing. */
+/* A fit takes the views afresh at its first due step; a param_filter that selects no name is said now. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
@@ -11926,8 +10946,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(x[i]);
   }
-  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own; a device
-     model's norm is the device's own, summed in another order) */
+  /* every view in order: this is hk_grad_norm for whoever asks next (not a device's: another order) */
   if (!shared && !s->dev && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;
@@ -12242,8 +11261,7 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
-   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
+/* The buffer has ctx->params' layout (sized at first use or by a checkpoint); data checked where read. */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
@@ -12271,13 +11289,11 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
-/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
-   too), so the buffer is allocated (and put on the device) before the first step rather than inside
-   one, and a resumed average of another model's size fails before a step is spent. */
+/* Sized at the start (parameters exist before training): allocated before the first step, and a resumed
+   average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
-/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
-   model the trc_ema kernel does the same double math per view. */
+/* avg += w*(p - avg) over the views; w = 1 at the first update (a copy); trc_ema on a device. */
 static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   float *a = s->d_avg ? s->d_avg : s->avg;
   int k;
@@ -13395,8 +12411,7 @@ static double tr__wd_limit(const tr__wd *s) {
   return m > s->seconds ? m : s->seconds;
 }
 
-/* Write all of text to fd 2 unless it stays unwritable for a second (a stuck reader of our stderr must not
-   keep the process from ending). */
+/* All of text to fd 2, unless unwritable for a second (a stuck reader must not keep us from ending). */
 static void tr__wd_say(const char *text) {
   size_t n = strlen(text), at = 0;
   while (at < n) {
@@ -13419,8 +12434,7 @@ static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
                                  : snprintf(out, cap, "watchdog: ");
   return n < 0 || (size_t)n >= cap ? 0 : n;
 }
-/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
-   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
+/* Read without a lock from this thread while the loop's stands still (it wrote them before stopping). */
 static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   const hk_ctx *c = s->ctx;
   char *out = s->pub.last, where[300];
@@ -13652,8 +12666,7 @@ static int64_t tr__ds_run_every(const tr__ds *s) {
   int64_t n = s->run ? s->run->desc.log_every_n_steps : 0;
   return n ? n : 50;
 }
-/* Due at on_train_batch_end of the n-th, 2n-th, ... optimizer step, once per step (a batch that did not step
-   keeps global_step); every other event it listens to is always due. */
+/* Due once per n-th optimizer step (a batch that did not step keeps global_step); other events always. */
 static int tr__ds_due(const hk_ctx *ctx, void *user) {
   const tr__ds *s = (const tr__ds *)user;
   int64_t n;
@@ -13768,8 +12781,7 @@ static hk_signal tr__ds_epoch_end(hk_ctx *ctx, void *user) {
   if (tr__ds_read(s, ctx)) return hk_fail(ctx, "out of memory");
   return tr__ds_send(s, ctx);
 }
-/* A record of the run's carries the context's metrics set since its last one: the stats only at the step
-   they were read for it. */
+/* The run's records carry metrics set since their last one: the stats only at the step read for them. */
 static hk_signal tr__ds_on_log(hk_ctx *ctx, void *user) {
   tr__ds *s = (tr__ds *)user;
   tr_log_record *r = tr_log_current(ctx);
@@ -13847,14 +12859,27 @@ static int tr__oec_paths(tr__oec *s, const char *dirpath) {
   s->pub.ckpt_path = s->path;
   return 0;
 }
-/* The default dirpath, model_checkpoint's rule (tr__mc_default_dir): the run directory's checkpoints/
-   once the run has a directory, else ./checkpoints; fixed once it is the run's. */
+/* The default dirpath, model_checkpoint's rule: the run's checkpoints/, else ./checkpoints. */
 static void tr__oec_default_dir(tr__oec *s) {
   const char *rd = s->run ? s->run->tr__p->dir : NULL;
   char *p;
   if (s->dir_default != 1 || !rd || !(p = tr__join(rd, "checkpoints"))) return; /* out of memory: ./checkpoints */
   if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
   free(p);
+}
+/* A directory that cannot be made or written: said before the first step, as model_checkpoint says it, not
+   found when the failure comes and its state is lost. Files: rank 0's job. */
+static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  int e;
+  tr__oec_default_dir(s);
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
+                   s->dirpath, strerror(e));
+  return HK_CONTINUE;
 }
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
@@ -13874,7 +12899,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   why[0] = 0;
   tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
-    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    tr__msg(why, sizeof why, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
   } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
@@ -13915,6 +12940,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
   cb.user = s;
+  cb.on_fit_start = tr__oec_fit_start;
   cb.on_train_start = tr__oec_train_start;
   cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
   cb.on_exception = tr__oec_exception;
@@ -14277,6 +13303,8 @@ typedef struct tr__pw {
   tr__file_id id;                /* the whole file (csv, jsonl; safetensors epoch) it wrote */
   tr__file_id *batch_id;         /* safetensors batch files it wrote, by batch index */
   int64_t n_batch_id;
+  tr__file_id record;            /* the record of its files (tr__pw_keep) it wrote or read back */
+  int kept;                      /* this predict run's record is kept (at on_predict_end; else at teardown) */
 } tr__pw;
 
 static void tr__pw_free_names(tr__pw *s) {
@@ -14320,6 +13348,105 @@ static tr__file_id *tr__pw_batch_id(tr__pw *s, int64_t b) {
   }
   return &s->batch_id[b];
 }
+/* ---- a later process of the run takes its files back ----------------------------------------------------------
+   Which files are the writer's is known in memory only, so a resume that continues the run (a second process)
+   found them there and refused them as anyone's. At a predict run's end a record is kept beside them,
+   <dirpath>/.<filename>.prediction_writer: the run's id (the one in the run directory and its checkpoints), then
+   a line per file it wrote, "dev ino size mtime ctime name". At on_predict_start a run of that id takes back
+   each of its names whose file still has that stamp; anything else at its paths stays refused. No run id yet
+   (no checkpoint written): no record, as before. */
+static char *tr__pw_file(const tr__pw *s, int64_t batch) { /* tr__pw_path's path, s->path untouched */
+  size_t n = strlen(s->base) + 48;
+  char *p = (char *)malloc(n);
+  if (!p) return NULL;
+  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
+  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  return p;
+}
+static char *tr__pw_record_path(const tr__pw *s) {
+  size_t d = strlen(s->dir), n = strlen(s->base) + 32;
+  char *p = (char *)malloc(n);
+  if (p) snprintf(p, n, "%s/.%s.prediction_writer", s->dir, s->base + d + 1);
+  return p;
+}
+static void tr__pw_record_line(const tr__pw *s, hk_bytes *b, int64_t batch, const tr__file_id *id) {
+  uint64_t st[5];
+  char line[160], *p = tr__pw_file(s, batch);
+  if (!p) { b->failed = 1; return; }
+  if (tr__file_stamp(p, st) == 0 && st[0] == id->dev && st[1] == id->ino) {
+    snprintf(line, sizeof line, "%llu %llu %llu %llu %llu ", (unsigned long long)st[0], (unsigned long long)st[1],
+             (unsigned long long)st[2], (unsigned long long)st[3], (unsigned long long)st[4]);
+    tr__put_s(b, line);
+    tr__put_s(b, p + strlen(s->dir) + 1);
+    hk_bytes_put(b, "\n", 1);
+  }
+  free(p);
+}
+static void tr__pw_keep(tr__pw *s, hk_ctx *ctx) {
+  const char *id = s->run ? s->run->tr__p->id : "";
+  char why[700], *rec;
+  hk_bytes b;
+  int64_t k;
+  int e;
+  if (s->kept || !s->writes || s->pub.files == 0 || !id[0] || !s->base) return;
+  s->kept = 1;
+  memset(&b, 0, sizeof b);
+  tr__put_s(&b, "prediction_writer 1 ");
+  tr__put_s(&b, id);
+  hk_bytes_put(&b, "\n", 1);
+  if (s->id.set) tr__pw_record_line(s, &b, -1, &s->id);
+  for (k = 0; k < s->n_batch_id; k++) if (s->batch_id[k].set) tr__pw_record_line(s, &b, k, &s->batch_id[k]);
+  rec = tr__pw_record_path(s);
+  e = b.failed || !rec ? ENOMEM : tr__write_mine(rec, b.data, b.len, &s->record, NULL, why, sizeof why);
+  if (e) tr__run_say(s->run, ctx, "prediction_writer", "the record of its files was not kept (%s): a resumed run will not "
+                     "replace them", e == ENOMEM ? "out of memory" : why);
+  free(rec);
+  free(b.data);
+}
+/* The record's files that are still as this run left them: its own again. */
+static void tr__pw_take_back(tr__pw *s) {
+  const char *id = s->run ? s->run->tr__p->id : "", *line, *end;
+  char *rec = tr__pw_record_path(s), *whole = tr__pw_file(s, -1), *text;
+  size_t dn = strlen(s->dir) + 1, bn = strlen(s->base) - dn;
+  tr__file_id got;
+  hk_bytes b;
+  memset(&b, 0, sizeof b);
+  memset(&got, 0, sizeof got);
+  if (rec && whole && tr__read_mine(rec, &b, &got) == 0 && hk_bytes_put(&b, "", 1) == 0 && !b.failed &&
+      !strncmp(text = (char *)b.data, "prediction_writer 1 ", 20) && (end = strchr(text, '\n')) != NULL) {
+    s->record = got; /* its own record: the next one replaces it */
+    if (id[0] && (size_t)(end - text - 20) == strlen(id) && !strncmp(text + 20, id, strlen(id)))
+      for (line = end + 1; *line; line = end + 1) {
+        unsigned long long v[5];
+        uint64_t st[5];
+        long long batch = -2;
+        int n = 0, k;
+        char *path;
+        if (!(end = strchr(line, '\n'))) break;
+        if (sscanf(line, "%llu %llu %llu %llu %llu%n", &v[0], &v[1], &v[2], &v[3], &v[4], &n) != 5 || line + n >= end ||
+            line[n] != ' ')
+          continue;
+        line += n + 1;
+        if ((size_t)(end - line) == strlen(whole + dn) && !strncmp(line, whole + dn, (size_t)(end - line))) batch = -1;
+        else if (s->format == TR_PREDICTION_SAFETENSORS && !strncmp(line, s->base + dn, bn) &&
+                 sscanf(line + bn, "-batch_%lld.safetensors", &batch) != 1) batch = -2;
+        if (batch < -1 || !(path = tr__pw_file(s, batch))) continue;
+        /* (the name read must be the one this writer gives that batch) */
+        if ((size_t)(end - line) == strlen(path + dn) && !strncmp(line, path + dn, (size_t)(end - line)) &&
+            tr__file_stamp(path, st) == 0) {
+          for (k = 0; k < 5 && st[k] == (uint64_t)v[k]; k++) {}
+          if (k == 5) {
+            tr__file_id *fid = batch < 0 ? &s->id : tr__pw_batch_id(s, batch);
+            if (fid) { fid->set = 1; fid->dev = st[0]; fid->ino = st[1]; }
+          }
+        }
+        free(path);
+      }
+  }
+  free(b.data);
+  free(rec);
+  free(whole);
+}
 static hk_signal tr__pw_foreign(hk_ctx *ctx, const char *path) {
   return hk_fail(ctx, "'%s' is there and was not written by this prediction_writer (another run's predictions, or a file "
                  "of yours): it is not replaced; give another dirpath or filename, or move it", path);
@@ -14340,6 +13467,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   s->per_batch.len = 0; s->per_batch.failed = 0;
   s->n_vals = 0;
   s->pub.rows = s->pub.files = 0;
+  s->kept = 0;
   tr__fd_close(&s->fd);
   free(s->dir);
   s->dir = s->dir_given[0] ? tr__strdup(s->dir_given) : rd ? tr__join(rd, "predictions") : tr__strdup("predictions");
@@ -14366,6 +13494,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   if (tr__mkdirs(s->dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", s->dir, strerror(errno));
   if ((e = tr__probe_dir(s->dir)) != 0)
     return hk_fail(ctx, "the directory '%s' is not writable: %s; predictions could not be written there", s->dir, strerror(e));
+  tr__pw_take_back(s); /* a later process of this run: its files again */
   if (s->format != TR_PREDICTION_SAFETENSORS || tr__pw_has_epoch(s)) {
     if (tr__pw_path(s, -1)) return hk_fail(ctx, "out of memory");
     if (tr__whose(s->path, &s->id) < 0) return tr__pw_foreign(ctx, s->path);
@@ -14415,10 +13544,9 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
   return p;
 }
 
-/* A finite nonzero float as "%.9g" writes it (9 significant digits, which read back as the same float), about ten
-   times faster than snprintf: the float scaled by a power of ten to 9 digits and rounded once (exact, and so
-   the same text as printf's, wherever the power is exact: 1e-14 < |f| < 1e31; elsewhere within half a unit of
-   the 9th digit, which still reads back as the same float). Its length; out has room for 16. */
+/* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
+   digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
@@ -14637,8 +13765,8 @@ static hk_signal tr__pw_epoch_end(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__pw_end(hk_ctx *ctx, void *user) {
   tr__pw *s = (tr__pw *)user;
-  (void)ctx;
   tr__fd_close(&s->fd);
+  if (ctx->stage == HK_STAGE_PREDICT) tr__pw_keep(s, ctx); /* (a failed run's files too: its own) */
   return HK_CONTINUE;
 }
 
@@ -14683,13 +13811,10 @@ TR__PUBLIC_OF(tr_prediction_writer, pw)
 TR__FACTORY_OF(pw, tr_prediction_writer_desc, TR_PREDICTION_WRITER_PARAMS)
 #endif /* TR__ON_PREDICTION_WRITER */
 #if TR__ON_CSV
-/* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
-   once. In a larger file rows that bring new columns are appended without them (every row and every
-   known column is on disk as usual), and the rewrite that adds them waits until it is paid for: the
-   bytes appended since the last rewrite reach half of what that rewrite wrote (so rewrites cost at
-   most a constant times the bytes logged: a new column costs linear work in the rows, where rewriting
-   at every new column made a column per record cubic), or TR__CSV_WAIT seconds have passed since
-   rows first went without it (and 20 times the last rewrite's duration), or the run ends (teardown). */
+/* A new column rewrites the whole file: at once while it is small; in a larger one rows go without the new
+   column until the rewrite is paid for (the bytes appended since reach half of what the last rewrite
+   wrote), TR__CSV_WAIT seconds (and 20 times the last rewrite) passed, or the run ends. So a column per
+   record costs linear work, not cubic. */
 #define TR__CSV_SMALL (16 * 1024)
 #define TR__CSV_WAIT 2.0
 
@@ -14784,8 +13909,7 @@ static void tr__put_commas(hk_bytes *b, int n) {
   static const char commas[] = ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,"; /* 32 */
   for (; n > 0; n -= 32) hk_bytes_put(b, commas, n < 32 ? (size_t)n : 32);
 }
-/* Rows [from, n_rows) as CSV lines in the file's layout (the header first when header is set); a cell
-   of a column the file does not have yet is left out. Work: the row's text and its cells. */
+/* Rows [from, n_rows) as lines (the header first with header); cells of columns not in the file left out. */
 static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
   int nc = csv->file_cols, i, r, c;
   char num[40];
@@ -14875,8 +13999,7 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* One CSV cell of text at p (quoted as tr__csv_cell writes one, or plain up to a comma or line end) into
-   cell (a C string); returns where it ends. */
+/* One cell at p (quoted as tr__csv_cell writes, or plain to a comma or line end) into cell; returns its end. */
 static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *cell) {
   cell->len = 0;
   if (p < end && *p == '"') { /* "" inside is one quote */
@@ -14890,10 +14013,8 @@ static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *c
   hk_bytes_put(cell, "", 1);
   return p;
 }
-/* A resumed run's rows, back from the metrics.csv it continues (old), without those written after its
-   checkpoint (tr__run_superseded; a row's stage is val when it has a val/ cell, test when a test/ one,
-   else train); columns only superseded rows had are gone with them. 0, or EINVAL (why says so) for a
-   file this logger did not write, or ENOMEM. */
+/* A resumed run's rows back from old, without those after its checkpoint (a row's stage: val with a val/
+   cell, test with a test/ one, else train); columns only they had go too. EINVAL for a file not ours. */
 static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size_t cap) {
   const char *p = (const char *)old->data, *end = p + old->len;
   char **names = NULL;
@@ -14948,10 +14069,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
   return e;
 }
 
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
-   Neither may be there yet: both are checked before either is written. A resume that continues its run
-   takes both back: hparams.yaml written anew, metrics.csv rewritten at once without the rows after the
-   checkpoint. */
+/* hparams.yaml now, metrics.csv with its first rows (none when nothing is logged, as Lightning); both
+   checked before either is written. A continued run takes both back, metrics.csv rewritten at once. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b, old;
   char *yaml;
@@ -15471,10 +14590,8 @@ static int tr__bar_less(const char *postfix, int np) {
   while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
   return np >= 2 ? np - 2 : 0;
 }
-/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial.
-   With a width, what does not fit with a bar of TR__BAR_CELLS goes whole, in this order: the postfix's
-   fields (separated by ", "), the last first; the rate; the times. Only then does the bar shrink (to one
-   cell): a number is never cut (tr__bar_draw cuts the line at the width only when even that is wider). */
+/* initial: the count the bar started from (a resume), left out of the rate (tqdm's initial). Beyond the
+   width, dropped whole: postfix fields (the last first), the rate, the times; then the bar shrinks. */
 static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
                              double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
@@ -15592,11 +14709,9 @@ static int tr__term_cols(int fd) {
   return 0;
 }
 #endif
-/* Under a launcher (mpirun, mpiexec, srun) a rank's output may be a pseudo-terminal whatever the
-   launcher's own output is (Open MPI gives every rank one): the user's terminal or file is where the
-   launcher writes. Walks up the parent processes (Linux /proc) to the launcher and reads where its fd
-   goes: 1, a terminal (its path in term, to measure); 0, a file or a pipe; -1, no launcher found or
-   not Linux (then isatty decides). */
+/* Under a launcher (Open MPI gives every rank a pseudo-terminal) the user's terminal or file is where the
+   launcher writes: walk up /proc to it and read its fd. 1 terminal (path in term), 0 file or pipe, -1 not
+   found or not Linux (isatty decides). */
 #ifdef TR__POSIX
 static int tr__launcher_tty(int fd, char *term, size_t cap) {
 #ifdef __linux__
@@ -15631,8 +14746,7 @@ static int tr__launcher_tty(int fd, char *term, size_t cap) {
   return -1;
 }
 #endif
-/* The columns the line may take: the terminal's less one (tqdm), measured at every redraw (at most
-   every refresh_seconds), so a resized terminal gets lines of its new width. */
+/* The terminal's columns less one (tqdm), measured at every redraw: a resize takes effect. */
 static int tr__bar_cols(tr__bar *b) {
   const char *c;
   int n = 0;
@@ -15644,27 +14758,21 @@ static int tr__bar_cols(tr__bar *b) {
   if (n <= 1 || n > 100000) n = 80;
   return n - 1;
 }
-/* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
-   only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
-   every carriage return). */
+/* Cut the whole line to cols UTF-8 characters: a wrapped line leaves a row behind at every \r. */
 static void tr__utf8_cut(char *s, int cols) {
   int n = 0;
   for (; *s; s++)
     if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
 }
 
-/* The bar's writes: between tr__bar_io_begin and tr__bar_io_end (nested: the outermost pair counts). A
-   pipe's are made with SIGPIPE ignored; the begin writes what the stream holds already (the program's own
-   output: the lines that follow never make stdio write it in the middle of one), each line is flushed
-   (tr__bar_flush: its errno kept), the end puts the process's SIGPIPE disposition back and notes the
-   first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
-   lose a line, nothing more. */
+/* The bar's writes go between tr__bar_io_begin and _end (the outermost pair counts): SIGPIPE ignored for a
+   pipe, the stream's pending output written first (never in the middle of our line), the first failure
+   kept in b->broken. EAGAIN and EINTR lose a line, nothing more. */
 static void tr__bar_flush(tr__bar *b) {
   errno = 0;
   if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
 }
-/* A write to the bar's stream, its errno kept at once: an unbuffered stream (stderr) fails in the write,
-   not in the flush after it, and later calls would overwrite errno (ferror alone says EIO for EPIPE). */
+/* errno kept at once: stderr fails in the write, and ferror alone says EIO for EPIPE. */
 static void tr__bar_put(tr__bar *b, const char *s) {
   errno = 0;
   if (fputs(s, b->out) == EOF && !b->io_err) b->io_err = errno ? errno : EIO;
@@ -15707,10 +14815,8 @@ static void tr__bar_io_end(tr__bar *b) {
   b->pipe_set = b->pipe_dfl = 0;
 }
 static const char *tr__bar_stream(const tr__bar *b) { return b->out == stdout ? "stdout" : b->out == stderr ? "stderr" : "its stream"; }
-/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) in a process
-   that SIGPIPE kills fails the run (can_fail: a hook whose failure counts; else, teardown's, it is only
-   said); any other error, or a closed pipe in a process that ignores or handles SIGPIPE itself, stops the
-   bar alone, said on stderr, training goes on. */
+/* A failed stream is said once. EPIPE where SIGPIPE would kill fails the run (can_fail; teardown only
+   says it); any other error stops the bar alone, training goes on. */
 static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   char why[300];
   if (!b->broken || b->said) return HK_CONTINUE;
@@ -15729,10 +14835,8 @@ static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   return HK_CONTINUE;
 }
 
-/* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
-   that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
-   cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
-   the top row makes tmux push the screen into its history). */
+/* Back to the start of the line, erased; a line a narrowed terminal rewrapped is erased row by row up to
+   its first (erasing to the screen's end makes tmux push the screen into its history). */
 static void tr__bar_home(tr__bar *b, int width) {
   int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
   tr__bar_put(b, "\r\033[K");
@@ -15752,9 +14856,7 @@ static void tr__bar_up(tr__bar *b) {
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
-/* The latest training batch's loss into the postfix: at a redraw of the training bar, and where ctx->loss
-   is the training batch's (on_train_epoch_end, on_train_end, a validation's start inside fit). On a
-   device ctx->loss is NaN (the loss stays there): the metric train/loss copies it (as nan_guard). */
+/* The latest training batch's loss; on a device ctx->loss is NaN and train/loss copies it. */
 static void tr__bar_loss(tr__bar *b, hk_ctx *ctx) {
   double v = ctx->loss;
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &v);
@@ -15805,10 +14907,8 @@ static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   char desc[32];
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
-  /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
-     when a redraw is due (the time went to what followed that epoch's end: checkpoints). The new epoch
-     is drawn at its first batch's end, at 0% only when no line of ours is on screen (the first epoch):
-     a fast epoch's 0% would stay on screen while it runs, most of the time in a fast run. */
+  /* The ended epoch's last state, never drawn (lines without on_train_epoch_end; a terminal with a redraw
+     due). A new epoch shows from its first batch: a fast epoch's 0% would stay on screen. */
   if (b->main.live && b->main.drawn_n != b->main.n && (b->tty ? tr__wall() - b->last_draw >= b->refresh : b->epoch_open))
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
@@ -15837,9 +14937,8 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   l->n = l == &b->main && tr__bar_steps(b) ? ctx->global_step : ctx->batch_idx + 1;
   if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
   now = tr__wall();
-  /* terminal: at most one redraw per refresh interval, the last batch's too (the final state is drawn at
-     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
-     one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
+  /* terminal: one redraw per refresh interval (one per epoch end cost ~1% of a small model's step);
+     lines: one per line_seconds, the final one at the end */
   if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
     if (l == &b->main) tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
@@ -15887,12 +14986,9 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   b->epoch_open = 0;
   return tr__bar_said(b, ctx, 1);
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end,
-   the training bar redrawn with its metrics. In lines, its one line at its end for a standalone run and
-   the sanity check; a validation inside an epoch has none, the epoch's line that follows carries its
-   metrics; a step loop's validation ends its "epoch" (the steps since the last one): the training line
-   with its metrics. A step loop's validation before any step (llm.c validates at step 0) starts the
-   training bar, so that it has one to go below and to leave its metrics on. */
+/* Evaluation: on a terminal a bar below the training bar, erased at its end. In lines: one line for a
+   standalone run or the sanity check; inside an epoch the epoch's line carries its metrics; in a step
+   loop the training line. A validation before any step starts the training bar (to go below). */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
@@ -15953,9 +15049,8 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   return tr__bar_said(b, ctx, 0); /* the run ends: said, not failed */
 }
 
-/* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
-   are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
-   callback's stderr) is handled so only when that stream is a terminal too. */
+/* Text above the bar (tr_print, callbacks' lines): bar cleared, text written, bar redrawn (tqdm.write),
+   for another stream only when it is a terminal too. */
 static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
   int live = b->tty && (b->main.live || b->eval.live) && !b->broken;
   if (!f) f = b->out;
@@ -17088,12 +16183,9 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
-/* A name as MLflow takes it for a metric's or param's key (its validate_param_and_metric_name and
-   path_not_unique): letters, digits, '_', '-', '.', ' ', ':' and '/' only, and a path that normalises to
-   itself (no empty, "." or ".." part, no '/' first or last, not starting with ".."), at most 250 bytes.
-   Anything else is mended: another character (a non-ASCII one too: which of them MLflow counts as
-   letters is Python's business) becomes '_', empty and "." parts go, ".." becomes "__". 0: as it was;
-   1: mended into out; -1: nothing is left, or too long (not sent). */
+/* A key as MLflow takes it (validate_param_and_metric_name, path_not_unique): [A-Za-z0-9_-. :/] only, a
+   path that normalises to itself, at most 250 bytes. Mended: another character (non-ASCII too) becomes
+   '_', empty and "." parts go, ".." becomes "__". 0 as it was; 1 mended into out; -1 not sendable. */
 static int tr__mlf_fix_name(const char *in, char *out, size_t cap) {
   size_t n = 0, i = 0;
   while (in[i]) {
@@ -17176,10 +16268,9 @@ static void tr__mlf_spool_read(tr__mlf *s, hk_ctx *ctx) {
   if (lines) tr__run_say(s->run, ctx, "mlflow", "sending first what %d earlier run%s could not (%d requests kept in %s beside the "
                          "run directory)", files, files == 1 ? "" : "s", lines, TR__MLF_SPOOL);
 }
-/* A run's end: what is still unsent (spooled lines, params, the checkpoint tag, the queue's values, the end
-   status) is taken from the sender and written to the run directory's mlflow_unsent.txt; the spool files
-   read are removed once their lines are sent or written there. The number of metric values kept, or -1
-   when nothing could be written (no run directory: no file logger; or the write failed, said). */
+/* A run's end: everything unsent (spool lines, params, the tag, queued values, the status) written to
+   mlflow_unsent.txt; spools read are removed once sent or rewritten. The values kept, or -1 when nothing
+   could be written (no run directory, or the write failed, said). */
 static int64_t tr__mlf_spool(tr__mlf *s, const hk_ctx *ctx) {
   const char *dir = s->run->tr__p->dir;
   hk_bytes out, body;
@@ -18433,58 +17524,11 @@ out:
 }
 #endif /* !defined(TRAIN_NO_SWEEP) */
 #if !defined(TRAIN_NO_TRAINER)
-static tr_err tr__load_file(tr_trainer *t, const char *path);
-static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap);
-static tr_err tr__resume_check(tr_trainer *t, const tr_config *c);
-static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap);
-static uint64_t tr__default_ckpt_limit(const tr_trainer *t);
-static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c);
-/* The CUDA strategy (train/cuda.h, after this part): a model with tr_model.on_device trains on the GPU
-   through these; without TRAIN_CUDA only the first eight exist (doing nothing), and tr__dev_init refuses
-   such a model. */
-static tr_err tr__dev_init(tr_trainer *t);
-static void   tr__dev_free(tr_trainer *t);
-static tr_err tr__dev_to_host(tr_trainer *t);
-static void   tr__dev_upload(tr_trainer *t);
-static void   tr__dev_unswap(tr_trainer *t);
-TR__SHARED tr_err tr__dev_keep(tr_trainer *t, int restore); /* lr_finder: keep (0) / restore (1) the state, on the device */
-TR__SHARED void   tr__dev_zero_grad(tr_trainer *t);
-TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss); /* the loss of a forward, on the host (one copy) */
 #ifdef TRAIN_CUDA
-static void   tr__dev_scale_grads(tr_trainer *t, float k);
-static void   tr__dev_clip(tr_trainer *t, const tr_config *c);
-static void   tr__dev_update(tr_trainer *t, double lr);
-static void   tr__dev_forward_loss(tr_trainer *t, double *loss);
-static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts);
-#  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL)
+#  define TR__ON_DEVICE(t) ((t)->tr__dev != NULL) /* the model trains on the GPU (trainer/cuda.h) */
 #else
 #  define TR__ON_DEVICE(t) 0
 #endif
-/* The MPI strategy (train/mpi.h, at the end): each does nothing in a single process.
-   tr__dist_init and the tr__dist_start_* agreements also run on a rank whose own checks failed
-   (`failed`, its error): it takes part, so that every rank fails instead of some hanging. */
-static tr_err  tr__dist_init(tr_trainer *t, tr_err failed);
-static tr_err  tr__dist_start_fit(tr_trainer *t, const tr_config *c, tr_err failed);
-static tr_err  tr__dist_start_eval(tr_trainer *t, hk_stage stage, const tr_data *data, int64_t limit, tr_err failed);
-static void    tr__dist_check_resumed(tr_trainer *t);
-static void    tr__dist_free(tr_trainer *t);
-static void    tr__dist_agree_at(tr_trainer *t, int site);
-/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
-#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
-static int64_t tr__dist_shard(tr_trainer *t, const tr_data *d, int64_t n, int equal, const char *what);
-static int64_t tr__dist_index(const tr_trainer *t, int64_t b);
-static int     tr__dist_empty(const tr_trainer *t, int64_t n);
-static void    tr__dist_grads(tr_trainer *t);
-static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted);
-static void    tr__dist_paths(tr_trainer *t);
-static void    tr__dist_save_file(tr_trainer *t, const char *path);
-/* ZeRO-1 (tr_desc.zero): every rank's updated shard of the parameters to every rank, after the update;
-   and rank 0's writer's view of the whole optimizer state, each piece handed to `put` in file order
-   (its own shard as it is, the others' received from them). */
-static void    tr__dist_params(tr_trainer *t);
-static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u);
-static int     tr__dist_broken(const tr_trainer *t);
-static double tr__grad_norm_metric(const hk_ctx *ctx, void *user); /* the step's work, below */
 TRAIN_API const char *tr_error(const tr_trainer *t) { return t ? t->error : "no trainer"; }
 TRAIN_API size_t tr_optim_state_bytes(const tr_trainer *t) { return t ? t->tr__opt_n * (size_t)t->tr__n_buf * sizeof(float) : 0; }
 
@@ -18539,163 +17583,6 @@ static double tr__current_lr(tr_trainer *t) {
   return tr_run_sched_lr(t->reg, &t->ctx, &s, t->optim.lr, s.per_epoch ? t->epoch : t->global_step);
 }
 
-/* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
-static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
-  char num[40];
-  size_t n = strlen(t->tr__settings);
-  if (!text) { tr__num(num, sizeof num, v); text = num; }
-  snprintf(t->tr__settings + n, sizeof t->tr__settings - n, "%s%s=%s", n ? " " : "", key, text);
-}
-/* The trainer's configuration, recorded by the loggers as hyperparameters (c: the fit's, NULL outside one). */
-static const char *tr__settings(tr_trainer *t, const tr_config *c) {
-  t->tr__settings[0] = 0;
-  tr__setting(t, "optimizer", t->optim.kind == TR_OPTIM_SGD ? "sgd" : "adamw", 0);
-  tr__setting(t, "lr", NULL, t->optim.lr);
-  tr__setting(t, "weight_decay", NULL, t->optim.weight_decay);
-  if (t->optim.kind == TR_OPTIM_SGD) tr__setting(t, "momentum", NULL, t->optim.momentum);
-  else { tr__setting(t, "beta1", NULL, t->optim.beta1); tr__setting(t, "beta2", NULL, t->optim.beta2); tr__setting(t, "eps", NULL, t->optim.eps); }
-  tr__setting(t, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
-  tr__setting(t, "warmup", NULL, (double)t->sched.warmup);
-  tr__setting(t, "seed", NULL, (double)t->seed);
-  tr__setting(t, "n_params", NULL, (double)t->model.n_params);
-  if (c) {
-    tr__setting(t, "max_epochs", NULL, (double)c->max_epochs);
-    tr__setting(t, "max_steps", NULL, (double)c->max_steps);
-    tr__setting(t, "min_epochs", NULL, (double)c->min_epochs);
-    tr__setting(t, "min_steps", NULL, (double)c->min_steps);
-    tr__setting(t, "limit_train_batches", NULL, (double)c->limit_train_batches);
-    tr__setting(t, "limit_val_batches", NULL, (double)c->limit_val_batches);
-    tr__setting(t, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
-    tr__setting(t, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
-    if (c->val_check_interval > 0) tr__setting(t, "val_check_interval", NULL, (double)c->val_check_interval);
-    tr__setting(t, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
-    if (c->accumulate_mean_of_window) tr__setting(t, "accumulate_mean_of_window", NULL, 1);
-    tr__setting(t, "gradient_clip_val", NULL, c->gradient_clip_val);
-    tr__setting(t, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
-    tr__setting(t, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
-    tr__setting(t, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
-    tr__setting(t, "batch_size", NULL, (double)c->train->batch_size);
-  }
-  return t->tr__settings;
-}
-
-TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
-  float width;
-  int k;
-  if (!t || !counts) return TR_ERR_INVALID;
-  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
-    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
-                      bins, (double)lo, (double)hi);
-  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
-  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) return tr__dev_histogram(t, lo, hi, bins, counts);
-#endif
-  width = (hi - lo) / (float)bins;
-  for (k = 0; k < t->ctx.n_tensors; k++) {
-    const float *x = t->ctx.grads[k].data;
-    size_t i;
-    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
-  }
-  return TR_OK;
-}
-
-/* ---- setup --------------------------------------------------------------------------------------- */
-
-/* The trainer's metrics are lazy: reading them costs a function call when a hook asks for one, and
-   the step loop never touches the metrics map (no hashing, no allocation). The gradient norm is
-   hooks.h's hk_grad_norm: computed when first asked after the gradients changed, then shared by
-   every hook and by clipping. */
-static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
-static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
-
-/* Views sorted by offset, for the tiling check. */
-static int tr__by_offset(const void *a, const void *b) {
-  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
-  return x < y ? -1 : x > y;
-}
-
-/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
-   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
-static tr_err tr__check_tiling(tr_trainer *t) {
-  int i, n = t->model.n_tensors;
-  size_t end = 0;
-  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
-  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
-  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
-  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
-  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
-  if (i < n || end != t->model.n_params) {
-    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
-                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
-    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
-                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
-  }
-  free(v);
-  return t->tr__err;
-}
-
-/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
-static void tr__point_views(tr_trainer *t) {
-  int i, n = t->model.n_tensors;
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
-    p->name = g->name = x->name;
-    p->count = g->count = x->count;
-    p->data = t->model.params + x->offset;
-    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
-  }
-  hk_grads_changed(&t->ctx);
-}
-
-TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
-  if (!t || !t->tr__views) return TR_ERR_INVALID;
-  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
-    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
-                      "current buffer (hand buffers over before training, e.g. in configure_model)");
-  if (params) t->model.params = params;
-  if (grads) t->model.grads = grads;
-  tr__point_views(t);
-  return TR_OK;
-}
-
-static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
-
-TRAIN_API void tr_free(tr_trainer *t) {
-  if (!t) return;
-  tr__dev_free(t);
-  hk_ctx_free(&t->ctx);
-  hk_bytes_free(&t->tr__data_state);
-  tr__asave_free(t->tr__asave); /* the last save in flight ends first */
-  t->tr__asave = NULL;
-  if (t->run && !t->tr__own_reg && t->run->desc.model_user == (void *)t) { /* the run stays with a registry of the
-                                                                             user's: it forgets this trainer */
-    tr_run_desc d = t->run->desc;
-    d.state = NULL;
-    d.n_state = 0;
-    d.rolled_back = NULL;
-    d.save_checkpoint = NULL;
-    d.wait_saves = NULL;
-    d.model_user = NULL;
-    d.settings = NULL;
-    (void)tr_run_setup(t->reg, &d);
-  }
-  t->run = NULL;
-  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
-  free(t->tr__views);
-  free(t->tr__m);
-  free(t->tr__v);
-  free(t->tr__gpass.sq);
-  t->tr__gpass.sq = NULL;
-  tr__dist_free(t);
-  t->reg = NULL;
-  t->tr__views = NULL;
-  t->tr__m = t->tr__v = NULL;
-  t->tr__opt_lo = t->tr__opt_n = 0;
-  t->tr__own_reg = 0;
-}
-
 /* The optimizer state, zeroed, for parameters [lo, lo + n): all of them, or (zero) a rank's shard, which
    the strategy allocates once it knows the ranks (tr__dist_init). */
 static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
@@ -18708,183 +17595,28 @@ static tr_err tr__alloc_state(tr_trainer *t, size_t lo, size_t n) {
   return TR_OK;
 }
 
-static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
-  const tr_model *m;
-  tr_optim *o;
-  int i, j, n;
-  memset(t, 0, sizeof *t);
-  t->running = HK_STAGE_NONE;
-  t->tr__val_at = -1;
-  t->tr__mpi_timeout = 1800;
-  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
-  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
-  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
-  t->tr__log = d->log;
-  t->model = d->model;
-  m = &t->model;
-  if (!m->params || m->n_params == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
-                    "come later, through tr_set_buffers)");
-  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
-  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
-  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
-    t->tr__whole.name = "params";
-    t->tr__whole.offset = 0;
-    t->tr__whole.count = m->n_params;
-    t->model.tensors = &t->tr__whole;
-    t->model.n_tensors = 1;
-  }
-  n = t->model.n_tensors;
-  for (i = 0; i < n; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
-    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
-      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
-                      x->name, x->offset, x->count, m->n_params);
-    for (j = 0; j < i; j++)
-      if (strcmp(t->model.tensors[j].name, x->name) == 0)
-        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
-  }
-  if (tr__check_tiling(t)) return t->tr__err;
-  if (d->threads < 0 || d->threads > 4096)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
-  t->tr__threads = d->threads ? d->threads : 1;
-  t->tr__gscale = 1.0f;
-
-  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
-  t->optim = d->optim;
-  o = &t->optim;
-  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
-  if (o->lr == 0) o->lr = 1e-3;
-  if (o->beta1 == 0) o->beta1 = 0.9;
-  if (o->beta2 == 0) o->beta2 = 0.999;
-  if (o->eps == 0) o->eps = 1e-8;
-  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
-  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
-  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
-  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
-  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
-  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
-  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
-
-  t->sched = d->sched;
-  {
-    char why[256];
-    if (tr_sched_check(&t->sched, t->sched.total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_init: %s", why);
-  }
-  t->tr__total = t->sched.total;
-
-  /* Everything the step loop needs is allocated now, once (a sharded state by the strategy, below). */
-  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
-  if (d->zero != 0 && d->zero != 1)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero is %d; it must be 0 (off) or 1 (ZeRO-1: each rank keeps its shard of "
-                    "the optimizer state; stages 2 and 3 are not implemented)", d->zero);
-#ifndef TRAIN_MPI
-  if (d->zero)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no "
-                    "TRAIN_MPI: define it in the file with TRAIN_IMPLEMENTATION and build with mpicc, or leave zero at 0");
-#endif
-  if (d->zero && t->tr__n_buf == 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer's state, and plain SGD (momentum 0) has "
-                    "none: leave zero at 0, or use AdamW or SGD with momentum");
-  if (d->zero && m->on_device)
-    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards optimizer state kept on the host; an on_device model's state "
-                    "lives on the GPU and is not sharded (train/cuda.h): leave zero at 0");
-  t->tr__zero = d->zero;
-  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
-  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
-  if (!t->tr__views || !t->tr__gpass.sq || (!t->tr__zero && tr__alloc_state(t, 0, m->n_params))) {
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
-  }
-  tr__point_views(t);
-  if (d->reg) t->reg = d->reg;
-  else {
-    t->reg = hk_create(NULL);
-    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
-    t->tr__own_reg = 1;
-  }
-  if (!(t->run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
-
-  t->seed = d->seed;
-  tr_rng_seed(&t->rng, d->seed);
-  t->tr__strict_hook_state = d->strict_hook_state != 0;
-  t->tr__async = d->async_save != 0;
-  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
-  t->lr = o->lr;
-  t->ctx.trainer = t;
-  t->ctx.user = d->user;
-  t->ctx.params = t->tr__views;
-  t->ctx.grads = t->tr__views + n;
-  t->ctx.n_tensors = n;
-  t->ctx.world_size = 1;
-  t->ctx.lr = t->lr;
-  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
-  t->tr__gpass.threads = t->tr__threads;
-  t->tr__gpass.sumsq = tr_sumsq;
-  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/cuda.h puts its own) */
-  t->ctx.grad_norm_source_user = &t->tr__gpass;
-  t->tr__last_loss = NAN; /* no training batch yet */
-  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
-      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
-    tr_free(t);
-    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
-  }
-  /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
-     work at once (tr_run_setup registers the factories) */
-  if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
-  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/cuda.h */
-  return TR_OK;
+/* ---- Ctrl-C, SIGTERM and the preemption signal -----------------------------------------------------------
+   The run layer's, as in any loop: a fit installs them (tr_run_enter, unless tr_config.no_sigint) and counts
+   them (tr_run_stops); the loops look between steps. 1: finish the current batch (saved to save_to when given),
+   then fail with TR_ERR_INTERRUPTED; 2: fail at the next event. With several processes a rank acts on the
+   count every rank agreed on (the MPI strategy's votes move t->tr__sigint_count and co), so that every rank
+   stops at the same point. hk_stop_requested() first: an event with no signal ever counted asks nothing more. */
+static int tr__interrupts(const tr_trainer *t) {
+  return t->tr__sig_deferred ? t->tr__sigint_count : hk_stop_requested() > 0 ? tr_run_stops(t->reg, NULL, NULL) : 0;
 }
-
-TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
-  tr_err e, mine;
-  if (!t) return TR_ERR_INVALID;
-  mine = tr__init(t, d);
-  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
-     own checks failed (it takes part with its error, so that no rank waits for it) */
-  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
-    char why[sizeof t->error];
-    memcpy(why, t->error, sizeof why);
-    tr_free(t);
-    return tr__fail(t, e, "%s", why);
-  }
-  return e;
+static int tr__preempts(const tr_trainer *t) {
+  int preempted = 0;
+  if (t->tr__sig_deferred) return t->tr__preempt_count;
+  if (tr_preempt_requested() > 0) (void)tr_run_stops(t->reg, NULL, &preempted);
+  return preempted;
 }
-
-/* ---- Ctrl-C and SIGTERM ---------------------------------------------------------------------------
-   hooks.h's stop-signal helper counts (hk_stop_signals_install with HK_STOP_COUNT_ONLY); the loops
-   look at the count between steps. 1: finish the current batch, then fail with TR_ERR_INTERRUPTED.
-   2: fail at the next event. SIGTERM counts like SIGINT: mpirun turns Ctrl-C into SIGTERM for every
-   rank. With several processes a rank's own count is only voted on: the strategy's agreement points
-   move tr__sigint_count (to the largest count of any rank), so that every rank stops at the same point. */
-static int tr__sig_on;       /* this fit installed the helper: its count is ours */
-static int tr__sig_base;     /* the helper's count already dealt with (when the fit began, after an abort) */
-static int tr__sig_deferred; /* a multi-process fit is running: act on the agreed count only */
-static int tr__sigint_count; /* multi-process: the agreed count */
-static int64_t tr__sigterm;  /* multi-process: TR_STOP_SIGTERM when a rank's stop signal was SIGTERM (agreed) */
-/* The preemption signal (train/cluster.h) the same way: counted by its handler, voted on with several processes. */
-static int tr__pre_on;       /* this fit's tr__preempt_on: 1 installed (or an outer run's counts), else 0 or -1 */
-static int tr__pre_base;     /* tr_preempt_requested() when the fit began */
-static int tr__preempt_count; /* multi-process: the agreed count */
-static int tr__pre_own(void) { return tr__pre_on > 0 && tr_preempt_requested() > tr__pre_base ? 1 : 0; }
-static int tr__preempts(void) { return tr__sig_deferred ? tr__preempt_count : tr__pre_own(); }
-
-/* This process's signals since the fit began (or since an abort dealt with them): 0, 1 or 2. */
-static int tr__sig_most = 2; /* 1 in a Slurm job: a second SIGTERM is Slurm's and mpirun's (tr__slurm_job) */
-static int tr__sig_own(void) {
-  int n = tr__sig_on ? hk_stop_requested() - tr__sig_base : 0;
-  return n < 0 ? 0 : n > tr__sig_most ? tr__sig_most : n;
-}
-/* What the loops act on. */
-static int tr__interrupts(void) { return tr__sig_deferred ? tr__sigint_count : tr__sig_own(); }
 /* Which signal, as every rank names it: the agreed one, or this process's. */
-static int64_t tr__interrupt_kind(void) { return tr__sig_deferred ? tr__sigterm : tr__sig_own() ? tr__sigterm_bit() : 0; }
+static int64_t tr__interrupt_kind(const tr_trainer *t) {
+  int64_t sigterm = 0;
+  if (t->tr__sig_deferred) return t->tr__sigterm;
+  (void)tr_run_stops(t->reg, &sigterm, NULL);
+  return sigterm;
+}
 
 /* ---- firing events ---------------------------------------------------------------------------------
    Every event of a run goes through tr__fire. HK_FIRE_FLOW costs hooks.h's 3-instruction guard when
@@ -18899,7 +17631,7 @@ static TR__NOINLINE void tr__settle(tr_trainer *t) {
     tr__fail(t, TR_ERR_HOOK, "%s", why ? why : "a hook failed");
     hk_flow_clear(&t->tr__flow, HK_FLOW_FAIL);
   } else if (why) tr__warn(t, "%s (this event does not stop the run)", why); /* teardown: reported only */
-  if (tr__interrupts() >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind()));
+  if (tr__interrupts(t) >= 2) tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s twice)", tr__stop_name(tr__interrupt_kind(t)));
 }
 
 /* hooks.h reports a fatal failure only through ctx.hook_failure; this is where train.h reports it.
@@ -18912,205 +17644,13 @@ static TR__NOINLINE void tr__fire_armed(tr_trainer *t, int event) {
 static inline void tr__fire(tr_trainer *t, int event) {
   if (t->tr__err) return;
   if (HK_ACTIVE(t->reg, event)) tr__fire_armed(t, event);
-  if (t->ctx.hook_failure || tr__interrupts() >= 2) tr__settle(t);
-}
-
-/* Collect the save written in the background (wait: until it is on disk): tr__save_ended. */
-static void tr__saves_settle(tr_trainer *t, int wait) {
-  tr__asave_settle(t->tr__asave, &t->ctx, wait);
+  if (t->ctx.hook_failure || tr__interrupts(t) >= 2) tr__settle(t);
 }
 
 /* "Do this unless a hook skipped it": the batch's work and events stop at HK_SKIP_BATCH (or an
    error); the optimizer's stop at HK_SKIP_STEP too. */
 static int tr__skips(const tr_trainer *t, unsigned mask) { return t->tr__err || HK_FLOW_HAS(&t->tr__flow, mask); }
 static void tr__fire_unless(tr_trainer *t, unsigned mask, int event) { if (!tr__skips(t, mask)) tr__fire(t, event); }
-
-/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
-   teardown, which always runs. Lightning skips teardown on errors; we do not. */
-static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
-  tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
-  tr__sig_base = hk_stop_requested();
-  t->ctx.abort_reason = t->error;
-  t->ctx.hook_failure = NULL;
-  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
-  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
-  t->ctx.stage = stage;
-  tr_run_fail(t->reg, t->tr__err, "%s", t->error); /* teardown's hooks see it (tensorboard's session status) */
-  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
-  tr__settle(t);
-  t->ctx.abort_reason = NULL;
-  return t->tr__err;
-}
-
-/* ---- log records and requests: the run layer's (train/run.h), as in any loop ----------------------- */
-static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
-  if (t->tr__err) return;
-  if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
-  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts() >= 2) tr__settle(t);
-}
-/* What hooks asked for (ctx.requests, only those in `which`) and is the run layer's to do: checkpoints (through
-   tr__save_checkpoint), a log line and, in a fit, a training record. A failed save has failed the run. */
-static void tr__hand_requests(tr_trainer *t, unsigned which) {
-  unsigned later = t->ctx.requests & ~which;
-  t->ctx.requests &= which;
-  if (t->ctx.requests & HK_REQUEST_CHECKPOINT) tr__dist_paths(t); /* rank 0's paths, on every rank */
-  if (t->ctx.requests && !t->tr__err) (void)tr_run_requests(t->reg, &t->ctx, &t->tr__flow);
-  t->ctx.requests |= later; /* (and what hooks asked for during the saves: the next safe point's) */
-  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) tr__settle(t);
-}
-
-/* ---- the work of a step -------------------------------------------------------------------------
-   Each piece does nothing once a hook has skipped it (or the run has failed), so the batch below
-   reads as a straight list. */
-
-/* Fetch batch b of data into ctx.batch (random access, or the iterator's next). */
-static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
-  void *batch = NULL;
-  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
-  if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
-  t->ctx.batch_idx = b;
-  t->ctx.batch = batch;
-  t->ctx.outputs = NULL;
-  t->ctx.loss = NAN; /* until the forward pass; it stays NaN in a batch skipped before it */
-  return batch;
-}
-
-/* The forward pass of a training batch. A non-finite loss (tested on the bits, so -Ofast builds
-   catch it) fails the run, skips the batch or is ignored, as tr_config.on_nonfinite_loss says. */
-static void tr__forward(tr_trainer *t, void *batch) {
-  const tr_config *c = t->tr__cfg;
-  double loss = 0;
-  int rc;
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-  rc = t->model.forward(t->model.user, batch, 1, &loss);
-  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
-#endif
-  t->ctx.loss = t->tr__last_loss = loss;
-  if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
-  if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
-    tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
-             (long long)t->epoch, (long long)t->epoch_batch, (long long)t->global_step);
-    return;
-  }
-  tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)t->epoch_batch);
-  hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
-}
-
-/* Zero the gradients once per accumulation window, in its first micro-batch that gets this far
-   (Lightning: when batch_idx % accumulate_grad_batches == 0). */
-static void tr__zero_grad(tr_trainer *t) {
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
-#endif
-  tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
-  hk_grads_changed(&t->ctx);
-  t->tr__grads_zeroed = 1;
-}
-
-static void tr__backward(tr_trainer *t, void *batch) {
-  int rc;
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-  rc = t->model.backward(t->model.user, batch);
-  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
-  hk_grads_changed(&t->ctx);
-  t->tr__accum_n++; /* micro-batches of this window whose gradient is in the sum */
-}
-
-/* The window's gradient sum divided by accumulate_grad_batches (times the ranks), as Lightning divides
-   every loss by it, however many micro-batches the window had; with accumulate_mean_of_window by the
-   micro-batches that ran backward (on every rank: tr__dist_grads counts them all). A window where none
-   did gets no step. */
-/* Clipping by norm on the host, over views that tile the gradient: it reads hk_grad_norm right after the averaging. */
-static int tr__clips_by_norm(const tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  size_t n = 0;
-  int k;
-  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
-      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
-    return 0;
-  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
-  return n == t->model.n_params;
-}
-/* The gradients times s and the shared pass's sums of squares of the result in one pass (tr__grad_pass_source's
-   work, the same bits as a tr_scale and then that pass): the averaging's scale and the norm clipping reads. */
-static void tr__scale_norm(tr_trainer *t, float s) {
-  tr__grad_pass *p = &t->tr__gpass;
-  double sum = 0;
-  int k;
-  hk_grads_changed(&t->ctx);
-  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
-  p->ok = 1;
-  p->version = t->ctx.hk__grads_version;
-  hk_grad_norm_set(&t->ctx, sqrt(sum));
-}
-static void tr__average_window(tr_trainer *t) {
-  int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
-             : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
-  if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
-  if (tr__skips(t, HK_FLOW_SKIP_STEP) || by == 1) return;
-  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next: one pass */
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
-#endif
-  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
-  hk_grads_changed(&t->ctx);
-}
-
-/* hk_grad_norm's value: computed by ctx.grad_norm_source when nobody has asked since the gradients
-   changed, on the host the shared pass (tr__grad_pass_source: tr_sumsq per view with the trainer's threads,
-   in view order: hk_grad_norm's bits; the per-view sums kept for gradient_monitor), on the device cuda.h's. */
-static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
-static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
-
-/* Clip by the total L2 norm (PyTorch's clip_grad_norm_: scale by limit / (norm + 1e-6) when that is
-   below 1) or by value. The norm before clipping stays hk_grad_norm's value for the rest of the step:
-   clipping by norm reads it (computed once, shared with every hook that asks); clipping by value
-   computes it in the same pass, so a hook reading it later finds the norm before clipping. */
-static void tr__clip_gradients(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
-#endif
-  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
-    double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
-    if (coef >= 1.0) return;
-    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look at the clipped gradients: scale now */
-      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
-    else /* nobody looks before the update: its pass scales them (and stores them) on the way, one pass saved */
-      t->tr__gscale = (float)coef;
-  } else { /* over the views (they tile the buffer), in hk_grad_norm's order: the same bits */
-    float hi = (float)c->gradient_clip_val;
-    double sum = 0;
-    int k;
-    for (k = 0; k < t->ctx.n_tensors; k++)
-      sum += tr_clamp_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, -hi, hi, t->tr__threads);
-    hk_grad_norm_set(&t->ctx, sqrt(sum));
-  }
-}
-
-/* No step with a learning rate that float32 updates cannot use: inf or NaN (or above FLT_MAX, inf once
-   rounded) would make every parameter inf / NaN, and a step or exponential decay that rounds to 0
-   trains nothing. The run fails instead, naming the schedule (tr_fit refuses at set-up what it can
-   foresee; this catches the rest: a run whose length was not known, a hook's tr_lr_scale). */
-static int tr__lr_usable(tr_trainer *t, double lr) {
-  const tr_sched *s = &t->sched;
-  const tr_sched_state *st = t->run ? &t->run->lr_state : NULL;
-  int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
-  int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
-  char gamma[48] = "", scale[64] = "";
-  if (!inf && !zero) return 1;
-  if (decays) snprintf(gamma, sizeof gamma, ", gamma %g", s->gamma);
-  if (st && st->scale > 0 && st->scale != 1) snprintf(scale, sizeof scale, ", times tr_lr_scale's %g", st->scale);
-  tr__fail(t, TR_ERR_INVALID, "step %lld: the learning rate is %g%s (the %s schedule%s%s at scheduler step %lld); no step was "
-           "taken with it: give the schedule values that stay finite over the run's length",
-           (long long)t->global_step + 1, lr, zero ? ", 0 as a float32: it decayed away" : hk_is_finite(lr) && lr > FLT_MAX ? ", inf as a float32" : "",
-           tr_sched_kind_name(s->kind), gamma, scale, (long long)(s->per_epoch ? t->epoch : t->global_step));
-  return 0;
-}
 
 /* The next run of neighbouring tensors from i on (in the buffer: views tile it) whose settings are the same: its
    first element and length in *off, *len and its settings in *o; returns the tensor after it. Parameter groups. */
@@ -19128,2212 +17668,22 @@ TR__SHARED int tr__group_run(tr_trainer *t, int i, double lr, tr_tensor_opt *o, 
   return j;
 }
 
-/* The update with parameter groups: each run of tensors with its own lr, weight decay and step count (torch's
-   AdamW over param_groups, one tensor's state per tensor); a frozen run is left alone, its state untouched (its
-   gradient is still clipped, as hooks see it). With zero, each run's part in this rank's shard. */
-static void tr__update_grouped(tr_trainer *t, double lr) {
-  tr_optim o = t->optim;
-  size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
-  int i = 0;
-  while (i < t->ctx.n_tensors) {
-    tr_tensor_opt s;
-    float *p, *g;
-    i = tr__group_run(t, i, lr, &s, &off, &len);
-    a = off > lo ? off : lo;
-    b = off + len < hi ? off + len : hi;
-    if (a >= b) continue; /* (zero: another rank's) */
-    p = t->model.params + a, g = t->model.grads + a;
-    if (s.frozen) { if (t->tr__gscale != 1.0f) tr_scale(g, b - a, t->tr__gscale, t->tr__threads); continue; }
-    o.weight_decay = s.weight_decay;
-    if (o.kind == TR_OPTIM_ADAMW) {
-      tr_adamw_coef c = tr_adamw_coefs(&o, s.lr, s.step);
-      c.gscale = t->tr__gscale;
-      tr_adamw_update(p, g, t->tr__m + (a - lo), t->tr__v + (a - lo), b - a, &c, t->tr__threads);
-    } else {
-      tr_sgd_coef c = tr_sgd_coefs(&o, s.lr, !t->tr__has_momentum || s.step == 1); /* torch: a fresh buffer per tensor */
-      c.gscale = t->tr__gscale;
-      tr_sgd_update(p, g, t->tr__m ? t->tr__m + (a - lo) : NULL, b - a, &c, t->tr__threads);
-    }
-  }
-  if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
-}
-
-/* One optimizer update with learning rate lr; t->global_step + 1 is the step number. The per-step
-   scalars in double, then one float pass (train/math.h) over the parameters whose optimizer state this
-   rank keeps: all, or with tr_desc.zero its shard (tr__dist_params then brings the others'). */
-static void tr__update(tr_trainer *t, double lr) {
-  const tr_optim *o = &t->optim;
-  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the parameters whose state this rank keeps */
-  float *p = t->model.params + lo, *g = t->model.grads + lo;
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
-#endif
-  if (t->tr__grouped) tr__update_grouped(t, lr);
-  else if (o->kind == TR_OPTIM_ADAMW) {
-    tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
-    c.gscale = t->tr__gscale;
-    tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
-  } else {
-    tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
-    c.gscale = t->tr__gscale;
-    tr_sgd_update(p, g, t->tr__m, k, &c, t->tr__threads);
-    if (o->momentum > 0) t->tr__has_momentum = 1;
-  }
-  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest of the gradient is clipped too, as hooks see it unsharded */
-    tr_scale(t->model.grads, lo, t->tr__gscale, t->tr__threads);
-    tr_scale(g + k, n - lo - k, t->tr__gscale, t->tr__threads);
-  }
-  t->tr__gscale = 1.0f;
-}
-
-/* The update, then global_step moves (before on_after_optimizer_step, as in the context contract). */
-static void tr__optimizer_step(tr_trainer *t) {
-  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
-  t->lr = tr__current_lr(t); /* a hook may have scaled it in this batch (tr_lr_scale) */
-  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (sharded: the other ranks exchange all the same) */
-  tr__update(t, t->lr);
-  tr__dist_params(t);
-  t->ctx.global_step = ++t->global_step;
-}
-
-/* The end of an accumulation window: its bookkeeping and a skipped step are forgotten. */
-static void tr__end_window(tr_trainer *t) {
-  t->tr__accum_pos = t->tr__accum_n = 0;
-  t->tr__grads_zeroed = 0;
-  t->tr__gscale = 1.0f; /* (only a skipped step leaves one behind; its gradients are dropped) */
-  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
-}
-
-/* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
-
-typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
-static const tr__loop_events tr__val_events = {
-  HK_ON_VALIDATION_START, HK_ON_VALIDATION_EPOCH_START, HK_ON_VALIDATION_BATCH_START,
-  HK_ON_VALIDATION_BATCH_END, HK_ON_VALIDATION_EPOCH_END, HK_ON_VALIDATION_END };
-static const tr__loop_events tr__test_events = {
-  HK_ON_TEST_START, HK_ON_TEST_EPOCH_START, HK_ON_TEST_BATCH_START,
-  HK_ON_TEST_BATCH_END, HK_ON_TEST_EPOCH_END, HK_ON_TEST_END };
-static const tr__loop_events tr__predict_events = {
-  HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
-  HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
-
-/* What one evaluation loop runs: its events, its data, and where its mean loss goes. */
-typedef struct tr__eval {
-  const tr__loop_events *ev;
-  const tr_data *data;
-  int64_t limit;        /* batches; 0 = all */
-  int predict;          /* model.predict instead of forward; no loss */
-  const char *metric;   /* the mean loss's metric name, or NULL */
-  const char *what;     /* for messages */
-  double *mean;         /* where the mean loss goes, or NULL */
-} tr__eval;
-
-/* Number of batches to run: the data's count (this rank's share of it), capped by limit (> 0). */
-static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
-  int64_t n = t->tr__err ? 0 : data->count(data->user);
-  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); n = 0; }
-  n = tr__dist_shard(t, data, n, !strcmp(what, "train"), what);
-  return (limit > 0 && limit < n) ? limit : n;
-}
-
-/* One evaluation batch: forward (its loss joins the mean) or predict (ctx->outputs). */
-static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, double *sum, int64_t *counted) {
-  double loss = 0;
-  int rc;
-  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
-  if (e->predict) {
-    rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
-    if (rc) tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)t->ctx.batch_idx);
-    return;
-  }
-  rc = t->model.forward(t->model.user, batch, 0, &loss);
-  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
-#ifdef TRAIN_CUDA
-  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
-#endif
-  t->ctx.loss = loss;
-  *sum += loss;
-  ++*counted;
-}
-
-/* start, epoch_start, every batch, epoch_end, end; nothing at all when the data has no batches. The
-   mean loss goes into the metric before epoch_end. HK_STOP_EPOCH and HK_SKIP_BATCH mean this loop's
-   epoch and batches: the loop keeps its own (`own`) and gives the training loop's back afterwards.
-   HK_STOP ends a standalone run like HK_STOP_EPOCH; inside fit it only asks training to stop (the
-   validation finishes), so it stays in the flow for the fit, next to a held stop or a skipped step
-   (which a checkpoint written during the validation records). */
-static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
-  int in_fit = t->running == HK_STAGE_FIT;
-  unsigned own = HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH) | (in_fit ? 0 : HK_SIGNAL_BIT(HK_STOP));
-  unsigned ends = in_fit ? HK_SIGNAL_BIT(HK_STOP_EPOCH) : HK_FLOW_STOP_EPOCH;
-  unsigned outer = t->tr__flow.signals;
-  int64_t b, n, counted = 0;
-  double sum = 0, mean = NAN;
-  int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
-  double saved_loss = t->ctx.loss;
-  void *saved_batch = t->ctx.batch;
-
-  if (e->mean) *e->mean = NAN;
-  n = tr__n_batches(t, e->data, e->limit, e->what);
-  if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
-  t->eval_batches = t->run->eval_batches = n;
-  hk_flow_clear(&t->tr__flow, own);
-  if (e->data->reset && e->data->reset(e->data->user))
-    tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
-  tr__fire(t, e->ev->start);
-  tr__fire(t, e->ev->epoch_start);
-  for (b = 0; b < n && !tr__skips(t, ends); b++) {
-    void *batch = tr__fetch(t, e->data, b, e->what);
-    tr__fire(t, e->ev->batch_start);
-    tr__eval_forward(t, e, batch, &sum, &counted);
-    tr__fire(t, e->ev->batch_end);
-    hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
-  }
-  t->ctx.outputs = NULL;
-  tr__dist_mean(t, &sum, &counted); /* every rank's batches: the global mean */
-  if (!e->predict) {
-    mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
-    t->ctx.loss = mean;
-    if (e->metric && !t->tr__err && hk_metric_set(&t->ctx, e->metric, mean) != HK_OK)
-      tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", e->metric);
-  }
-  if (e->mean) *e->mean = mean;
-  tr__fire(t, e->ev->epoch_end);
-  if (!e->predict && t->ctx.stage != HK_STAGE_SANITY_CHECK && HK_ACTIVE(t->reg, HK_ON_LOG))
-    tr__log_record(t, e->ev == &tr__test_events ? "test" : "val");
-  tr__fire(t, e->ev->end);
-  tr__dist_agree(t);
-  t->ctx.batch_idx = saved_idx;
-  t->ctx.batch = saved_batch;
-  if (in_fit) t->ctx.loss = saved_loss;
-  t->tr__flow.signals = (t->tr__flow.signals & ~own) | (outer & own);
-  return t->tr__err;
-}
-
-/* ---- runs -------------------------------------------------------------------------------------------
-   fit, validate, test and predict start and end the same way: refuse to start inside another run,
-   setup(stage), configure_model, the body, then teardown; on failure on_exception, then teardown. */
-
-static tr_err tr__idle(tr_trainer *t, const char *fn) {
-  if (t->running != HK_STAGE_NONE)
-    return tr__refuse(t, "%s called during a %s run (from a hook?); call it when the run has returned", fn, hk_stage_name(t->running));
-  t->tr__err = TR_OK;
-  t->error[0] = 0;
-  return TR_OK;
-}
-
-/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
-   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
-static int tr__state_regions(tr_trainer *t) {
-  int n = 0;
-  size_t bytes = t->model.n_params * sizeof(float), opt = t->tr__opt_n * sizeof(float); /* (zero: this rank's shard) */
-  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
-  if (t->tr__m && opt) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = opt; } /* (an empty shard: none) */
-  if (t->tr__v && opt) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = opt; }
-  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
-  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
-  return n;
-}
-
-static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
-static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap); /* train/checkpoint.h */
-static void tr__rolled_back(void *user, hk_ctx *ctx);
-/* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
-   outside a fit), given through tr_run_setup as any loop gives them; then, for a run (stage), the run
-   entered (tr_run_enter). Set at every run: the trainer's registry may be shared. */
-static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
-  tr_run_desc d = t->run->desc;
-  d.log = t->tr__log;
-  d.epochs = TR_YES;
-  d.optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
-  d.momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
-  d.weight_decay = t->optim.weight_decay;
-  d.lr_per_epoch = t->sched.per_epoch;
-  d.settings = tr__settings(t, c);
-  d.model_user = t;
-  d.save_checkpoint = tr__save_checkpoint;
-  d.wait_saves = tr__wait_saves;
-  d.rolled_back = tr__rolled_back;
-  d.state = t->tr__state;
-  d.n_state = tr__state_regions(t);
-  if (c) {
-    d.max_steps = c->max_steps;
-    d.max_epochs = c->max_epochs;
-    d.min_steps = c->min_steps;
-    d.min_epochs = c->min_epochs;
-    d.log_every_n_steps = c->log_every_n_steps;
-    d.validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
-    /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
-       (or not at all), else at the validation's end */
-    d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
-                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
-    d.no_resume_message = c->no_resume_message;
-    d.new_version_on_resume = c->new_version_on_resume;
-    d.accumulate_grad_batches = c->accumulate_grad_batches;
-    d.save_to = c->save_to;
-  }
-  if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
-  if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
-    return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
-  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
-  return TR_OK;
-}
-
-static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
-  hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
-  tr_err e;
-  if (tr__configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL)) return t->tr__err; /* nothing fired yet */
-  t->tr__sync_only = 0;
-  t->running = stage;
-  t->ctx.stage = stage;
-  t->ctx.requests = 0;
-  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
-  if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
-  tr__fire(t, HK_SETUP);
-  tr__fire(t, HK_CONFIGURE_MODEL);
-  tr__dist_agree(t);
-  if (!t->tr__err) body(t, arg);
-  tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
-  t->tr__sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
-  tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
-  if (t->tr__err) e = tr__abort(t, stage);
-  else {
-    t->ctx.stage = stage;
-    tr__fire(t, HK_TEARDOWN);
-    e = TR_OK; /* teardown honours no signal */
-    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
-  }
-  tr__dist_agree(t); /* after on_exception / teardown: a tr_save there on some ranks only meets the others here */
-  if (!e && tr__dist_broken(t)) e = t->tr__err;
-  t->running = HK_STAGE_NONE;
-  tr_run_leave(t->reg, &t->ctx);
-  t->ctx.stage = HK_STAGE_NONE;
-  t->ctx.batch = NULL;
-  t->ctx.requests = 0;
-  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
-  t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
-  return e;
-}
-
-static void tr__eval_body(tr_trainer *t, const void *arg) {
-  tr__eval_loop(t, (const tr__eval *)arg);
-  if (!t->tr__err) tr__hand_requests(t, HK_REQUEST_LOG); /* the log line; an evaluation honours nothing else */
-}
-
-static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
-  tr_err err = TR_OK;
-  if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, fn)) return TR_ERR_INVALID;
-  if (!e->data || !e->data->count || !e->data->get == !e->data->next)
-    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
-  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
-  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
-  return tr__stage_run(t, stage, tr__eval_body, e);
-}
-
-TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
-  tr__eval e = { &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss };
-  return tr__eval_run(t, HK_STAGE_VALIDATE, &e, "tr_validate");
-}
-TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
-  tr__eval e = { &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss };
-  return tr__eval_run(t, HK_STAGE_TEST, &e, "tr_test");
-}
-TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
-  tr__eval e = { &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL };
-  return tr__eval_run(t, HK_STAGE_PREDICT, &e, "tr_predict");
-}
-
-/* ---- the training loop ------------------------------------------------------------------------------- */
-
-static int tr__can_stop(const tr_trainer *t) {
-  return t->epoch >= t->tr__cfg->min_epochs && t->global_step >= t->tr__cfg->min_steps;
-}
-/* A graceful stop (HK_STOP) takes effect once min_epochs and min_steps are reached; until then it is held. */
-static int tr__stopping(const tr_trainer *t) {
-  return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
-}
-
-
-/* This epoch validates (val_every_n_epochs: Lightning's check_val_every_n_epoch). */
-static int tr__val_epoch(const tr_trainer *t, const tr_config *c) {
-  return c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
-}
-/* val_check_interval: the training batch just finished (epoch_batch of them so far) is the N-th, 2N-th, ...
-   of its epoch (Lightning: (batch_idx + 1) % val_check_batch == 0, batch_idx counted within the epoch). */
-static int tr__val_in_epoch(const tr_trainer *t, const tr_config *c) {
-  return c->val_check_interval > 0 && t->epoch_batch > 0 && t->epoch_batch % c->val_check_interval == 0 && tr__val_epoch(t, c);
-}
-/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
-   the batch stepped), at this batch of the epoch (val_check_interval), or at the epoch's end after its last
-   batch? (tr_run.validates_next: model_checkpoint ranks a step save due now on that validation's value.) */
-static int tr__val_follows(const tr_trainer *t, int stepped) {
-  const tr_config *c = t->tr__cfg;
-  if (!c->val || c->val->count(c->val->user) <= 0) return 0;
-  if (stepped && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) return 1;
-  if (c->val_check_interval > 0) return tr__val_in_epoch(t, c); /* its epoch's end adds none (unless stopped) */
-  return t->run->epoch_done && tr__val_epoch(t, c);
-}
-/* The factor goes to the run layer, which keeps it for every loop (tr_run.accumulation): the next batch takes it. */
-TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
-  if (!t) return TR_ERR_INVALID;
-  if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
-  if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
-  t->run->accumulation = factor;
-  return TR_OK;
-}
-
-/* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
-   validation resumes after it instead of repeating it. */
-static void tr__fit_validate(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  tr__eval e = { &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL };
-  if (t->tr__err) return;
-  t->tr__val_at = t->epoch_batch;
-  tr__eval_loop(t, &e);
-}
-
-/* The run layer's checkpoints are the trainer's format (tr_run_desc.save_checkpoint): a hook's request (the
-   run layer takes the paths hooks queued, then save_to; a failed save is the run's failure, as a hook asked
-   for it), or on_exception_checkpoint's, during on_exception: the state after the last optimizer step. */
-static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr_err e;
-  t->tr__save_why[0] = 0;
-  e = tr_save(t, path);
-  (void)ctx;
-  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason, not the failing run's error */
-  return e;
-}
-static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr_err e;
-  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
-  t->tr__in_request = 1; /* model_checkpoint(async_save) writes it in the background */
-  e = tr__save_for_request(user, ctx, path, why, cap);
-  t->tr__in_request = 0;
-  if (e) tr__fail(t, e, "%s", why);
-  return e;
-}
-/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
-static void tr__rolled_back(void *user, hk_ctx *ctx) {
-  tr_trainer *t = (tr_trainer *)user;
-  (void)ctx;
-  t->ctx.global_step = t->global_step;
-  t->tr__accum_pos = t->tr__accum_n = 0;
-  t->tr__grads_zeroed = 0;
-  t->tr__gscale = 1.0f;
-  t->tr__win_open = 0;
-  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
-  hk_grads_changed(&t->ctx);
-}
-
-/* A safe point (after a training batch or an epoch): honour what hooks requested, a validation first. */
-static void tr__honour_requests(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  unsigned r = t->ctx.requests, later;
-  tr__saves_settle(t, 0); /* a save written in the background: done yet? */
-  if (t->tr__err) return;
-  t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
-  if (r & HK_REQUEST_VALIDATION) {
-    if (c->val) tr__fit_validate(t);
-    else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
-  }
-  later = t->ctx.requests;
-  t->ctx.requests = r & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
-  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
-  t->ctx.requests |= later;
-}
-
-/* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
-   a validation is not run any more. */
-static void tr__honour_final_requests(tr_trainer *t) {
-  if (t->tr__err) return;
-  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
-  t->ctx.requests = 0;
-}
-
-/* After a training batch, a stop signal or the preemption signal (agreed by every rank): with the preemption
-   handled (tr_config.preempt), the finished step is saved to save_to (every rank calls tr_save; rank 0 writes)
-   and rank 0 requeues the job when asked; then the fit ends through on_exception. */
-static void tr__stop_on_signal(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  int64_t stops = (tr__interrupts() >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts() >= 1 ? TR_STOP_PREEMPT : 0);
-  char msg[sizeof t->error], why[sizeof t->error];
-  int saves = !t->tr__err && tr__pre_on > 0 && c->save_to && c->save_to[0];
-  tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
-  if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
-  if (stops & TR_STOP_PREEMPT)
-    tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
-  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind()), c->save_to, why);
-  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind()), saves ? "; its state saved to " : "", saves ? c->save_to : "");
-  t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
-  tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
-}
-
-/* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
-   hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
-   lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
-static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
-  const tr_config *c = t->tr__cfg;
-  int64_t steps_before = t->global_step;
-  int window_ends;
-  void *batch;
-
-  t->tr__accum = t->run->accumulation; /* tr_set_accumulation's, accumulation_scheduler's: from this batch on */
-  window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
-
-  t->lr = tr__current_lr(t);
-  if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
-    t->tr__win_open = 1;
-    t->tr__win_batch = t->epoch_batch;
-    t->tr__win_samples = t->samples_seen;
-  }
-  batch = tr__fetch(t, c->train, t->epoch_batch, "train");
-  tr__fire(t, HK_ON_TRAIN_BATCH_START);
-  tr__forward(t, batch);
-  if (!t->tr__grads_zeroed) {              /* the window's first micro-batch that gets this far */
-    tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_ZERO_GRAD);
-    tr__zero_grad(t);
-  }
-  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_BACKWARD);
-  tr__backward(t, batch);
-  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
-  t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
-  if (window_ends) {                       /* the last micro-batch of the window steps */
-    tr__dist_grads(t);                     /* every rank's gradients summed (TRAIN_MPI) */
-    tr__average_window(t);
-    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
-    if (c->gradient_clip_val > 0) {
-      tr__clip_gradients(t);
-      tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
-    }
-    tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
-    tr__optimizer_step(t);
-    if (t->global_step > steps_before || !t->tr__err) t->tr__win_open = 0; /* stepped, or ended without a step */
-    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
-    tr__end_window(t);
-  }
-  t->epoch_batch++;
-  t->run->epoch_done = t->epoch_batch >= n_batches;
-  t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
-  t->ctx.samples_seen = t->samples_seen;
-  t->run->validates_next = tr__val_follows(t, t->global_step > steps_before);
-  tr__fire(t, HK_ON_TRAIN_BATCH_END);
-  t->run->validates_next = 0;
-  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
-  tr__dist_agree(t);
-  if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
-      t->global_step % c->log_every_n_steps == 0)
-    tr__log_record(t, "train");
-  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
-  if (tr__interrupts() >= 1 || tr__preempts() >= 1) tr__stop_on_signal(t);
-
-  if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
-                 tr__val_in_epoch(t, c)))
-    tr__fit_validate(t);
-  tr__honour_requests(t);
-}
-
-/* The epoch is over: move the counters to the next one. */
-static void tr__finish_epoch(tr_trainer *t) {
-  t->epoch++;
-  t->epoch_batch = 0;
-  t->tr__val_at = -1;
-  t->tr__epoch_ended = 0;
-  t->run->epoch_done = 0;
-  tr__end_window(t); /* a window cut short by a stop is dropped */
-  t->tr__win_open = 0;
-  hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
-  t->ctx.epoch = t->epoch;
-}
-
-/* Start epoch t->epoch, or continue it mid-way after a resume: the shuffle is rebuilt from the seed
-   either way; an iterator is rewound only at a real start (a resumed one was handed its position). */
-static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
-  int resuming = t->epoch_batch > 0;
-  t->ctx.epoch = t->epoch;
-  t->ctx.batch_idx = t->epoch_batch;
-  if (d->shuffle) {
-    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
-    d->shuffle(d->user, &r);
-  }
-  if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
-  if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
-  t->lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
-  tr__fire(t, HK_ON_TRAIN_EPOCH_START);
-}
-
-/* The plateau's check at a complete epoch's end, after its validation and before on_train_epoch_end
-   (so that a checkpoint written there holds it). The lr it sets applies from the next batch on. */
-static void tr__plateau_check(tr_trainer *t) {
-  double v = 0, sum;
-  int64_t have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0; /* a lazy one is computed now (hooks.h) */
-  sum = have ? v : 0;
-  /* TRAIN_MPI: every rank decides on the ranks' mean (val/loss is the same on each already; a rank's own
-     train/loss is not), so the lr stays the same everywhere; one process: the value itself */
-  tr__dist_mean(t, &sum, &have);
-  if (t->tr__err) return;
-  if (have < (t->tr__dist ? (int64_t)t->ctx.world_size : 1)) {
-    tr__fail(t, TR_ERR_INVALID, "the plateau schedule monitors '%s', which is not set at the end of epoch %lld (no "
-             "validation data? monitor a metric a hook sets, e.g. train/loss)", t->sched.monitor, (long long)t->epoch);
-    return;
-  }
-  if (t->tr__dist) v = sum / (double)have;
-  (void)tr_plateau_step(&t->sched, &t->run->lr_state, t->optim.lr, v);
-}
-
-/* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
-   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
-static void tr__train_epoch(tr_trainer *t, int64_t n) {
-  const tr_config *c = t->tr__cfg;
-  int complete, stopped;
-  t->train_batches = t->run->train_batches = n;
-  tr__start_epoch(t, c->train);
-  tr__dist_agree(t);
-  while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
-    tr__train_batch(t, n);
-    if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
-  }
-  if (t->tr__err) return;
-  stopped = HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
-  complete = t->epoch_batch >= n || stopped;
-  t->run->epoch_done = complete;
-  /* the epoch's validation, unless one just ran after its last batch; with val_check_interval only when a
-     stop ended the epoch (Lightning validates at a stop; otherwise at the N-th batches alone) */
-  if (complete && c->val && tr__val_epoch(t, c) && (c->val_check_interval <= 0 || stopped) && t->tr__val_at != t->epoch_batch)
-    tr__fit_validate(t);
-  if (complete && !t->tr__err && t->sched.kind == TR_SCHED_PLATEAU) tr__plateau_check(t);
-  t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
-  tr__fire(t, HK_ON_TRAIN_EPOCH_END);
-  tr__dist_agree(t);
-  if (complete && !t->tr__err) tr__finish_epoch(t);
-  tr__honour_requests(t);
-}
-
-static int tr__fit_done(const tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  return t->tr__err || (c->max_steps > 0 && t->global_step >= c->max_steps) ||
-         (c->max_epochs > 0 && t->epoch >= c->max_epochs) || tr__stopping(t);
-}
-
-/* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
-static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
-  char why[512];
-  if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
-  *c = *in;
-  if (!c->train || !c->train->count || !c->train->get == !c->train->next)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count, and get or next (one of them)");
-  if (c->val && (!c->val->count || !c->val->get == !c->val->next))
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count, and get or next (one of them)");
-  if (!c->train->save_state != !c->train->load_state)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
-  if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
-  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "%s", why);
-  if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
-      c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
-                    "and accumulate_grad_batches must be >= 0");
-  if (c->val_every_n_steps > 0 && c->val_check_interval > 0)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: val_every_n_steps (%lld, optimizer steps over the run) and val_check_interval "
-                    "(%lld, batches within each epoch) are both set; give one", (long long)c->val_every_n_steps,
-                    (long long)c->val_check_interval);
-  if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
-      (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
-  if (c->on_nonfinite_loss < TR_NONFINITE_FAIL || c->on_nonfinite_loss > TR_NONFINITE_IGNORE)
-    return tr__fail(t, TR_ERR_INVALID, "tr_fit: on_nonfinite_loss is not a tr_nonfinite value");
-  if (c->max_epochs == 0 && c->max_steps == 0) c->max_epochs = 1000;
-  if (c->limit_val_batches < 0) c->val = NULL;
-  if (c->num_sanity_val_steps == 0) c->num_sanity_val_steps = 2;
-  if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
-  if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
-  if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
-  if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
-  t->tr__total = t->sched.total;
-  if (t->tr__total == 0 && (t->sched.kind == TR_SCHED_COSINE || t->sched.kind == TR_SCHED_LINEAR ||
-                            t->sched.kind == TR_SCHED_WSD || t->sched.kind == TR_SCHED_ONECYCLE))
-    t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
-  {
-    char why[256];
-    tr_sched s = t->sched;
-    if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
-        t->tr__total == 0)
-      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs its total, the scheduler steps of the whole curve "
-                      "(%s): give sched.total (in a spec: %s(total=N)), or %s so that the run's length is the total",
-                      tr_sched_kind_name(s.kind), s.per_epoch ? "epochs, per_epoch" : "optimizer steps; epochs with per_epoch=true",
-                      tr_sched_kind_name(s.kind), s.per_epoch ? "tr_config.max_epochs" : "tr_config.max_steps (max_epochs does not give "
-                      "the steps: the batches per epoch are not known before the fit)");
-    if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
-      int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
-      if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
-      if (horizon > 0) { /* the updates are float32: the lr at either end must be a float above 0 */
-        double first = tr_lr_at(&s, t->optim.lr, 0), last = tr_lr_at(&s, t->optim.lr, horizon - 1);
-        double worst = s.gamma > 1 ? last : first > last ? last : first;
-        if (!(worst <= FLT_MAX) || !((float)worst > 0))
-          return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule (gamma %g) takes the learning rate to %g by scheduler step %lld "
-                          "of %lld, which float32 updates %s; give a gamma closer to 1, a smaller or larger optim.lr, or fewer steps",
-                          tr_sched_kind_name(s.kind), s.gamma, worst, (long long)(horizon - 1), (long long)horizon,
-                          worst > 1 ? "turn into inf" : "round to 0");
-      }
-    } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
-  }
-  (void)tr_run_continue(t->reg, NULL, 0); /* a resume's run directory: tr__resume_check gives it (tr__peek) */
-  return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
-}
-
-/* Everything the model must have handed over by the first step, and the training data's position. */
-static void tr__ready_to_train(tr_trainer *t) {
-  const tr_data *d = t->tr__cfg->train;
-  if (t->tr__err) return;
-  /* Without batch_size samples_seen counts batches: a rate per sample would be off by the batch's size */
-  if (d->batch_size <= 0 && !t->tr__bs_warned && t->ctx.rank == 0 && hk_find(t->reg, "throughput_monitor")) {
-    t->tr__bs_warned = 1;
-    tr__warn(t, "throughput_monitor is registered but the training data's tr_data.batch_size is 0: samples_seen "
-             "counts batches, so its samples/s, tokens and FLOP/s are per batch; set tr_data.batch_size to the "
-             "samples in one batch");
-  }
-  if (!t->model.grads) {
-    tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
-             "(for example in a configure_model hook) before training starts");
-    return;
-  }
-  if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
-    hk_reader rd;
-    memset(&rd, 0, sizeof rd);
-    rd.data = t->tr__data_state.data;
-    rd.len = t->tr__data_state.len;
-    if (d->load_state(d->user, &rd)) {
-      rd.why[sizeof rd.why - 1] = 0;
-      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
-               rd.why[0] ? ": " : "", rd.why);
-    }
-  }
-}
-
-/* The sanity check: a few validation batches before training, to find bugs in validation early. */
-static void tr__sanity_check(tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  int64_t limit = c->num_sanity_val_steps;
-  tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
-  uint64_t before, during;
-  if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
-  if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
-  e.limit = limit;
-  t->ctx.stage = HK_STAGE_SANITY_CHECK;
-  before = hk_metric_stamp(&t->ctx, NULL);
-  tr__fire(t, HK_ON_SANITY_CHECK_START);
-  tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
-  during = hk_metric_stamp(&t->ctx, NULL);
-  tr__fire(t, HK_ON_SANITY_CHECK_END);
-  /* As Lightning resets its metrics after the sanity check: nothing ranks or stops on its val/loss.
-     What hooks publish at on_sanity_check_end (the timer's time/sanity_check) stays. */
-  hk_metric_forget_between(&t->ctx, before, during);
-  t->ctx.stage = HK_STAGE_FIT;
-}
-
-/* The body of tr_fit, after setup and configure_model, in the order of Lightning's Trainer.fit. */
-static void tr__fit_body(tr_trainer *t, const void *arg) {
-  const tr_config *c = t->tr__cfg;
-  int64_t n;
-  char why[600];
-  (void)arg;
-  if (tr__save_to_check(c->save_to, "tr_fit: config.", why, sizeof why)) tr__fail(t, TR_ERR_INVALID, "%s", why); /* not at Ctrl-C */
-  if (c->resume_from && !t->tr__err) { /* a failure skips what follows */
-    tr__load_file(t, c->resume_from);
-    if (!t->tr__err) tr_run_resumed(t->reg, &t->ctx);
-    if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
-      hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
-      tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
-    }
-  }
-  t->tr__lift_stop = 0;
-  tr__ready_to_train(t);
-  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
-  tr__fire(t, HK_ON_FIT_START);
-  tr__dist_agree(t);
-  tr__sanity_check(t);
-  tr__fire(t, HK_ON_TRAIN_START);
-  tr__dist_agree(t);
-  if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
-  while (!tr__fit_done(t)) {
-    if (tr__interrupts() >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind())); break; }
-    n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
-    if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
-      if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
-      break;
-    }
-    if (c->val && c->val_check_interval > n) { /* it would never validate (Lightning raises a ValueError) */
-      tr__fail(t, TR_ERR_INVALID, "tr_fit: val_check_interval (%lld) is more than the %lld training batches of an epoch: it "
-               "counts batches within each epoch (Lightning's rule); give at most %lld, or val_every_n_steps to count "
-               "optimizer steps across epochs", (long long)c->val_check_interval, (long long)n, (long long)n);
-      break;
-    }
-    tr__train_epoch(t, n);
-  }
-  tr__fire(t, HK_ON_TRAIN_END);
-  tr__dist_agree(t);
-  tr__honour_final_requests(t);
-  tr__fire(t, HK_ON_FIT_END);
-}
-
-/* Where the training iterator stands when a fit ends: what tr_save writes and the next fit restores. */
-static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
-  hk_bytes b;
-  if (!d->save_state) return;
-  memset(&b, 0, sizeof b);
-  if (d->save_state(d->user, &b) || b.failed) {
-    hk_bytes_free(&b);
-    tr__warn(t, "train data: save_state() failed when the fit ended; the next checkpoint holds the previous position");
-    return;
-  }
-  hk_bytes_free(&t->tr__data_state);
-  t->tr__data_state = b;
-}
-
-TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
-  tr_config c;
-  tr_err e;
-  const char *requeued = NULL;
-  char line[512], foreign[600] = "";
-  if (!t) return TR_ERR_INVALID;
-  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
-  e = tr__resolve(t, cfg, &c);
-  if (!e && c.resume_from && !strcmp(c.resume_from, "auto")) /* the newest checkpoint of this run, or a fresh start */
-    c.resume_from = tr_run_find_resume(t->reg, &t->ctx, c.save_to, tr__ckpt_check, t);
-  if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
-    c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
-  if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
-    c.resume_from = requeued = NULL;
-  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
-  t->tr__cfg = &c;
-  t->tr__accum = c.accumulate_grad_batches;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->lr = tr__current_lr(t);
-  tr__sigint_count = 0;
-  tr__sigterm = 0;
-  tr__sig_deferred = t->tr__dist != NULL;
-  tr__sig_on = !c.no_sigint && hk_stop_signals_install(HK_STOP_COUNT_ONLY) == 0;
-  tr__sig_base = hk_stop_requested(); /* inside a loop that installed already: its earlier signals are its own */
-  tr__preempt_count = 0;
-  tr__sig_most = tr__slurm_job() ? 1 : 2;
-  tr__pre_on = tr__sig_on ? tr__preempt_on(&c.preempt) : 0;
-  tr__pre_base = tr_preempt_requested();
-  if (t->ctx.rank == 0 && tr__slurm_line(line, sizeof line, &c.preempt, tr__pre_on, c.save_to, requeued))
-    tr_run_say(t->reg, &t->ctx, "train.h", "%s", line);
-  if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
-
-  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL);
-
-  if (tr__sig_on) hk_stop_signals_restore();
-  tr__preempt_off(&tr__pre_on);
-  tr__sigint_count = tr__sig_on = tr__sig_deferred = tr__pre_on = tr__preempt_count = 0;
-  tr__keep_data_state(t, c.train);
-  t->tr__restarting = 0;
-  t->tr__cfg = NULL;
-  return e;
-}
 #endif /* !defined(TRAIN_NO_TRAINER) */
-#if !defined(TRAIN_NO_TRAINER)
-/* ---- checkpoints --------------------------------------------------------------------------------------
-   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
-
-     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
-              load) | u32 flags (0)
-     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
-              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
-
-   The sections, in this order:
-     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
-           n_tensors x (u32 name length | name | u64 offset | u64 count)
-     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
-           i64 val_at | i64 accum_pos | i64 accum_n |
-           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
-     PARM  n_params x f32: the parameters
-     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
-           (whole also with tr_desc.zero: rank 0 writes every rank's shard as it receives it; a load
-           takes its own slice, so the file is the same at any world size, sharded or not)
-     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
-     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
-     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
-     END   empty; nothing may follow it
-   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
-   is needed for any change to this layout. */
-
-#define TR__MAGIC "TRAINCKP"
-#define TR__VERSION 2u
-#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
-#define TR__META TR__TAG('M', 'E', 'T', 'A')
-#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
-#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
-#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
-#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
-#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
-#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
-#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state (optional: only when not at its start) */
-#define TR__END  TR__TAG('E', 'N', 'D', '!')
-#define TR__LOOP_SIZE (9 * 8 + 4)
-#define TR__MAX_KEY 4096
-enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
-
-/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
-   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
-static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
-  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
-  int i;
-  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
-  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
-}
-
-
-/* -- writing: a buffered writer that checksums what it writes -- */
-typedef struct tr__writer {
-  unsigned char *buf;
-  size_t pos, cap;
-  uint64_t hash;     /* running checksum of the current section */
-  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
-  tr__afile *af;     /* the temporary file it writes */
-  int failed;        /* 0, or the errno of the first failure */
-} tr__writer;
-
-/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
-   wait for room that a failed write will not make (it used to spin here on a full disk). */
-static void tr__w_flush(tr__writer *w) {
-  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
-  w->pos = 0;
-}
-
-static void tr__w_put(tr__writer *w, const void *data, size_t n) {
-  const unsigned char *p = (const unsigned char *)data;
-  w->hash = tr__fnv(w->hash, p, n);
-  w->left -= n;
-  while (n > 0 && !w->failed) {
-    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
-    memcpy(w->buf + w->pos, p, k);
-    w->pos += k;
-    p += k;
-    n -= k;
-    if (w->pos == w->cap) tr__w_flush(w);
-  }
-}
-static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
-static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
-static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
-  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
-  size_t i, k;
-  for (i = 0; i < n; i += k) {
-    const uint32_t one = 1;
-    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
-    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
-    else {
-      size_t j;
-      for (j = 0; j < k; j++) {
-        uint32_t u;
-        memcpy(&u, &x[i + j], 4);
-        tr__le(block + 4 * j, u, 4);
-      }
-    }
-    tr__w_put(w, block, 4 * k);
-  }
-}
-static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
-  w->hash = TR__FNV_START;
-  w->left = 12;
-  tr__w_u32(w, tag);
-  tr__w_u64(w, size);
-  w->left = size;
-}
-static void tr__w_end(tr__writer *w) {
-  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
-  w->left = 8;
-  tr__w_u64(w, w->hash);
-}
-
-/* The training iterator's position to store: asked of the data during a fit, else the one kept from
-   the last fit's end (or from the checkpoint loaded last). */
-static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
-  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
-  if (!d || !d->save_state) return &t->tr__data_state;
-  if (d->save_state(d->user, live) || live->failed) {
-    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
-    return NULL;
-  }
-  return live;
-}
-
-/* Everything a checkpoint holds, taken at one moment: tr__write_all writes the file from it alone, so
-   the background writer can too (its arrays then point into the staging buffer). */
-typedef struct tr__snap {
-  uint64_t n;                          /* parameters */
-  uint32_t optim, n_buf, flags;
-  int n_tensors;
-  const tr_tensor *tensors;            /* the model's views (fixed while the trainer lives) */
-  uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
-                                          accum_pos, accum_n: the LOOP section */
-  const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
-  void *opt_owner;                     /* not NULL (tr_desc.zero, rank 0): m and v are NULL and come from the
-                                          ranks, piece by piece in file order (tr__dist_opt_each) */
-  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
-  size_t data_len, hooks_len;
-  int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
-  unsigned char lrst[TR__LR_STATE_SIZE];
-} tr__snap;
-
-/* Where in the loop the trainer is, in the run layer's words (the run's block in the checkpoint). */
-static tr_run_at tr__at(const tr_trainer *t) {
-  if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
-  if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
-  return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
-}
-
-/* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
-   hooks and data. TR_OK, or the run's error (a failed save_state). */
-static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
-  const hk_bytes *data = tr__data_position(t, live);
-  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
-  int in_window = t->tr__accum_pos > 0;
-  memset(s, 0, sizeof *s);
-  s->n = t->model.n_params;
-  s->optim = (uint32_t)t->optim.kind;
-  s->n_buf = (uint32_t)t->tr__n_buf;
-  s->flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
-             (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
-             (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
-  s->n_tensors = t->model.n_tensors;
-  s->tensors = t->model.tensors;
-  s->loop[0] = t->seed;
-  s->loop[1] = t->rng.state;
-  s->loop[2] = (uint64_t)t->epoch;
-  s->loop[3] = (uint64_t)t->global_step;
-  s->loop[4] = (uint64_t)t->epoch_batch;
-  s->loop[5] = (uint64_t)t->samples_seen;
-  s->loop[6] = (uint64_t)t->tr__val_at;
-  s->loop[7] = (uint64_t)t->tr__accum_pos;
-  s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
-  s->params = t->model.params;
-  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/mpi.h) */
-  else {
-    s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
-    s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
-  }
-  s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
-  if (data && data->len) { s->data = data->data; s->data_len = data->len; }
-  if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
-  if (!data) return t->tr__err;
-  if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
-    return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
-  /* one more HOOK section: where the run logs (tr_run_block; tr__peek gives it back to tr_run_continue) */
-  if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
-  if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  s->hooks = hooks->data;
-  s->hooks_len = hooks->len;
-  return TR_OK;
-}
-
-static void tr__w_piece(void *w, const float *x, size_t n) { tr__w_f32s((tr__writer *)w, x, n); }
-
-static void tr__write_all(tr__writer *w, const tr__snap *s) {
-  size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
-  int i;
-  unsigned char header[16];
-  memcpy(header, TR__MAGIC, 8);
-  tr__le(header + 8, TR__VERSION, 4);
-  tr__le(header + 12, 0, 4);
-  w->left = 16;
-  tr__w_put(w, header, 16);
-
-  for (i = 0; i < s->n_tensors; i++) meta += 4 + strlen(s->tensors[i].name) + 16;
-  tr__w_begin(w, TR__META, meta);
-  tr__w_u64(w, n);
-  tr__w_u32(w, s->optim);
-  tr__w_u32(w, s->n_buf);
-  tr__w_u32(w, (uint32_t)s->n_tensors);
-  for (i = 0; i < s->n_tensors; i++) {
-    const tr_tensor *x = &s->tensors[i];
-    size_t len = strlen(x->name);
-    tr__w_u32(w, (uint32_t)len);
-    tr__w_put(w, x->name, len);
-    tr__w_u64(w, x->offset);
-    tr__w_u64(w, x->count);
-  }
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
-  for (i = 0; i < 9; i++) tr__w_u64(w, s->loop[i]);
-  tr__w_u32(w, s->flags);
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
-  tr__w_f32s(w, s->params, n);
-  tr__w_end(w);
-
-  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
-  if (s->opt_owner) tr__dist_opt_each(s->opt_owner, tr__w_piece, w);
-  else {
-    if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
-    if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
-  }
-  tr__w_end(w);
-
-  if (s->grads) {
-    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
-    tr__w_f32s(w, s->grads, n);
-    tr__w_end(w);
-  }
-  if (s->data_len) { /* the training iterator's position */
-    tr__w_begin(w, TR__DATA, s->data_len);
-    tr__w_put(w, s->data, s->data_len);
-    tr__w_end(w);
-  }
-  if (s->has_lrst) { /* the schedule's state */
-    tr__w_begin(w, TR__LRST, sizeof s->lrst);
-    tr__w_put(w, s->lrst, sizeof s->lrst);
-    tr__w_end(w);
-  }
-  for (p = 0; p + 4 <= s->hooks_len;) { /* one HOOK section per stateful hook */
-    size_t klen = (size_t)tr__get(s->hooks + p, 4), len = (size_t)tr__get(s->hooks + p + 4 + klen, 8);
-    tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
-    tr__w_put(w, s->hooks + p, 4 + klen + 8 + len); /* u32 key length | key | u64 length | state */
-    tr__w_end(w);
-    p += 4 + klen + 8 + len;
-  }
-  tr__w_begin(w, TR__END, 0);
-  tr__w_end(w);
-  tr__w_flush(w);
-}
-
-/* The background writer's job: the file from the snapshot in the staging buffer. */
-static void tr__save_job(tr__asave *as, tr__afile *a) {
-  tr__writer w;
-  memset(&w, 0, sizeof w);
-  w.cap = 1 << 16;
-  if (!(w.buf = (unsigned char *)malloc(w.cap))) { a->err = ENOMEM; a->step = "writing"; return; }
-  w.af = a;
-  tr__write_all(&w, (const tr__snap *)as->job_user);
-  free(w.buf);
-}
-
-/* The loop's side: the file is on disk (on_checkpoint_saved), or the write failed the run. */
-static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
-  tr_trainer *t = (tr_trainer *)as->owner;
-  const char *path = t->ctx.path;
-  (void)ctx;
-  if (as->err) { tr__fail(t, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_save (in the background): %s", as->why); return; }
-  t->ctx.path = as->path;
-  tr__fire(t, HK_ON_CHECKPOINT_SAVED);
-  t->ctx.path = path;
-}
-
-/* A sharded optimizer state gathered into the staging buffer (at: where the next piece goes). */
-typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
-static void tr__stage_piece(void *u, const float *x, size_t n) {
-  tr__stage_at *s = (tr__stage_at *)u;
-  memcpy(s->at, x, 4 * n);
-  s->at += 4 * n;
-}
-
-/* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
-   staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
-static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
-  tr__asave *as;
-  tr__snap *s;
-  size_t n4 = 4 * (size_t)live->n, at = 0;
-  size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
-  if (!t->tr__asave && !(t->tr__asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
-  as = t->tr__asave;
-  if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
-  if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
-    tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
-    return;
-  }
-  s = (tr__snap *)as->job_user;
-  *s = *live;
-#define TR__STAGE(field, type, bytes) \
-  do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
-  TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
-  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v, straight into the buffer */
-    tr__stage_at sa;
-    sa.at = as->buf + at;
-    tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
-    if (live->n_buf >= 1) s->m = (const float *)(const void *)(as->buf + at);
-    if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
-    s->opt_owner = NULL;
-    at += n4 * live->n_buf;
-    if (t->tr__err) return; /* a shard did not arrive: nothing is written */
-  }
-  TR__STAGE(m, const float *, n4);
-  TR__STAGE(v, const float *, n4);
-  TR__STAGE(grads, const float *, n4);
-  TR__STAGE(data, const unsigned char *, live->data_len);
-  TR__STAGE(hooks, const unsigned char *, live->hooks_len);
-#undef TR__STAGE
-  as->len = at;
-  as->job = tr__save_job;
-  as->done = tr__save_ended;
-  as->owner = t;
-  tr__asave_submit(as);
-  t->tr__staged = 1;
-}
-
-/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
-   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
-   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced.
-   With tr__async_now the file is staged for the background writer instead (the same bytes). */
-static tr_err tr__save_file(tr_trainer *t, const char *path) {
-  tr__writer w;
-  tr__afile a;
-  tr__snap snap;
-  hk_bytes live, hooks;
-  memset(&live, 0, sizeof live);
-  memset(&hooks, 0, sizeof hooks);
-  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  if (t->tr__async_now) {
-    tr__stage_file(t, path, &snap);
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  memset(&w, 0, sizeof w);
-  w.cap = 1 << 16;
-  w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
-  w.af = &a;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(&w, &snap);
-    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
-  }
-  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (a.err && !strcmp(a.step, "renaming"))
-    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
-  else if (a.err)
-    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
-  tr__afile_free(&a);
-  free(w.buf);
-  hk_bytes_free(&live);
-  hk_bytes_free(&hooks);
-  return t->tr__err;
-}
-
-/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
-   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
-   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
-TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
-  tr_err run_err, e;
-  char run_msg[sizeof t->error];
-  hk_flow run_flow;
-  if (!t) return TR_ERR_INVALID;
-  if (t->tr__saving)
-    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
-                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
-  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
-  tr__saves_settle(t, 1); /* one save in flight: this one waits for the last (a failed one fails the run) */
-  run_err = t->tr__err;
-  run_flow = t->tr__flow;
-  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
-  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
-  t->tr__saving = 1;
-  t->tr__staged = 0;
-  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
-  tr__dist_agree(t); /* TRAIN_MPI: every rank saves alike; a save on some ranks only fails them all here, nothing written */
-  if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
-  else if (!t->tr__err) {
-    t->ctx.path = path;
-    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
-  }
-  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
-  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
-  tr__dev_unswap(t);
-  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
-  t->tr__async_now = t->tr__staged = 0;
-  tr__dist_agree(t);
-  t->ctx.path = NULL;
-  e = t->tr__err;
-  t->tr__saving = 0;
-  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
-  if (t->running != HK_STAGE_NONE) {
-    t->tr__err = run_err;
-    t->tr__flow = run_flow;
-    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
-    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways: the run cannot go on (TRAIN_MPI) */
-  }
-  return e;
-}
-
-/* -- reading: verify everything first, then change the trainer -- */
-typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
-
-static const char *tr__tag_name(uint32_t tag, char out[5]) {
-  int i;
-  for (i = 0; i < 4; i++) {
-    char c = (char)(tag >> (8 * i));
-    out[i] = (c >= 32 && c < 127) ? c : '?';
-  }
-  out[4] = 0;
-  return out;
-}
-
-/* Read the section at *pos: its header, bounds and checksum. */
-static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
-  size_t at = *pos, avail = len - at;
-  uint64_t size;
-  char name[5];
-  if (avail < 12)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
-  s->tag = (uint32_t)tr__get(buf + at, 4);
-  size = tr__get(buf + at + 4, 8);
-  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
-                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
-  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
-                    tr__tag_name(s->tag, name), at);
-  s->p = buf + at + 12;
-  s->n = (size_t)size;
-  s->at = at;
-  *pos = at + 12 + (size_t)size + 8;
-  return TR_OK;
-}
-
-/* Read the next section and check that it is the expected one. */
-static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
-  char want[5], got[5];
-  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
-  if (s->tag != tag)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
-                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
-  return TR_OK;
-}
-
-/* A parsed, verified checkpoint: pointers into the file's bytes. */
-typedef struct tr__ckpt {
-  uint32_t version;
-  tr__section meta, loop, parm, optm, grad, data;
-  int has_grad, has_data;
-  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
-  size_t key_bytes;
-  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
-  uint64_t seed, rng;
-  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
-  uint32_t flags;
-  tr_sched_state lr_state;    /* the LRST section's; zero (the start) without one */
-} tr__ckpt;
-
-static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
-  const unsigned char *p = s->p;
-  size_t pos = 20, n = s->n;
-  uint64_t n_params;
-  uint32_t kind, nbuf, nt, i;
-  static const char *optim_names[2] = { "AdamW", "SGD" };
-  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
-  n_params = tr__get(p, 8);
-  kind = (uint32_t)tr__get(p + 8, 4);
-  nbuf = (uint32_t)tr__get(p + 12, 4);
-  nt = (uint32_t)tr__get(p + 16, 4);
-  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
-  if (kind != (uint32_t)t->optim.kind)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
-                    optim_names[kind], optim_names[t->optim.kind]);
-  if (nbuf != (uint32_t)t->tr__n_buf)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
-                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
-  if (nt != (uint32_t)t->model.n_tensors)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
-  for (i = 0; i < nt; i++) {
-    const tr_tensor *x = &t->model.tensors[i];
-    size_t len;
-    uint64_t off, cnt;
-    if (n - pos < 4) break;
-    len = (size_t)tr__get(p + pos, 4);
-    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
-    off = tr__get(p + pos + 4 + len, 8);
-    cnt = tr__get(p + pos + 4 + len + 8, 8);
-    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
-      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
-                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
-    if (off != x->offset || cnt != x->count)
-      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
-                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
-                      (unsigned long long)off, x->count, x->offset);
-    pos += 4 + len + 16;
-  }
-  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
-  if (n_params != t->model.n_params)
-    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
-                    (unsigned long long)n_params, t->model.n_params);
-  return TR_OK;
-}
-
-static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
-  size_t pos = 16, n4 = t->model.n_params * 4;
-  int i;
-  tr__section s;
-  memset(ck, 0, sizeof *ck);
-  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
-  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
-    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
-                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
-                    "not tr_fit's resume_from or tr_load");
-  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
-  ck->version = (uint32_t)tr__get(buf + 8, 4);
-  if (ck->version < 1 || ck->version > TR__VERSION)
-    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
-                    (unsigned)ck->version, TR__VERSION);
-  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
-
-  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
-  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
-  if (ck->loop.n != TR__LOOP_SIZE)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
-  ck->seed = tr__get(ck->loop.p, 8);
-  ck->rng = tr__get(ck->loop.p + 8, 8);
-  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
-  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
-  /* every field in its range, so that nothing overflows when the loop counts on from it */
-  for (i = 0; i < 7; i++) {
-    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
-    int64_t lo = i == 4 ? -1 : 0;
-    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
-                      (long long)ck->v[i], (long long)lo);
-  }
-  if (ck->v[4] > ck->v[2])
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
-                    (long long)ck->v[4], (long long)ck->v[2]);
-  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
-                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
-                    (long long)ck->v[6], (long long)ck->v[2]);
-  if (ck->flags & ~(uint32_t)TR__F_ALL)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
-                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
-
-  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
-  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
-  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
-  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
-  if (ck->v[5] > 0) {
-    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
-    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
-    ck->has_grad = 1;
-  }
-  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
-    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
-    ck->has_data = 1;
-  }
-  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__LRST) {
-    tr__section ls;
-    char why[200];
-    if (tr__expect(t, buf, len, &pos, TR__LRST, &ls)) return t->tr__err;
-    if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
-  }
-
-  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
-  ck->hooks_at = pos;
-  for (;;) {
-    size_t klen, at = pos;
-    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
-    if (s.tag == TR__END) break;
-    if (s.tag != TR__HOOK) {
-      char name[5];
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
-    }
-    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
-    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
-        memchr(s.p + 4, 0, klen) != NULL)
-      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
-    ck->n_hooks++;
-    ck->key_bytes += klen + 1;
-  }
-  ck->hooks_end = pos - 20; /* where END starts */
-  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
-  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
-  return TR_OK;
-}
-
-static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++) {
-    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
-    memcpy(&dst[i], &u, 4);
-  }
-}
-
-/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
-   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
-static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
-  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
-  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
-  size_t pos;
-  int i, n, missing = 0, unknown = 0;
-  if (!keys || !blobs) {
-    free(keys);
-    free(blobs);
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
-  }
-  for (i = n = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
-    const unsigned char *p = buf + pos + 12;
-    size_t klen = (size_t)tr__get(p, 4);
-    if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(p + 4, TR_RUN_KEY, klen)) continue; /* the run's: read before setup (tr__peek) */
-    memcpy(k, p + 4, klen);
-    k[klen] = 0;
-    blobs[n].key = k;
-    blobs[n].data = p + 4 + klen + 8;
-    blobs[n++].len = (size_t)tr__get(p + 4 + klen, 8);
-    k += klen + 1;
-  }
-  if (hk_state_check(t->reg, blobs, n, &missing) != HK_OK)
-    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
-  for (i = 0; i < n && !t->tr__err; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
-      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
-  if (!t->tr__err && missing && t->tr__strict_hook_state)
-    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
-  if (!t->tr__err && hk_state_load_all(t->reg, blobs, n) != HK_OK)
-    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
-  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
-  for (i = 0; i < n && !t->tr__err; i++)
-    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
-  free(keys);
-  free(blobs);
-  return t->tr__err;
-}
-
-/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
-/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
-   its rollback are the same assignment. */
-typedef struct tr__loop_state {
-  uint64_t seed, rng;
-  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
-  unsigned signals;
-  int grads_zeroed, epoch_ended, has_momentum, restarting;
-  tr_sched_state lr_state;
-  hk_bytes data;
-} tr__loop_state;
-
-static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
-  ls->seed = t->seed;                 ls->rng = t->rng.state;
-  ls->epoch = t->epoch;               ls->global_step = t->global_step;
-  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
-  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
-  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
-  ls->grads_zeroed = t->tr__grads_zeroed;
-  ls->epoch_ended = t->tr__epoch_ended;
-  ls->has_momentum = t->tr__has_momentum;
-  ls->restarting = t->tr__restarting;
-  ls->lr_state = t->run->lr_state;
-  ls->data = t->tr__data_state;
-}
-
-static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
-  t->seed = ls->seed;                 t->rng.state = ls->rng;
-  t->epoch = ls->epoch;               t->global_step = ls->global_step;
-  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
-  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
-  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
-  t->tr__grads_zeroed = ls->grads_zeroed;
-  t->tr__epoch_ended = ls->epoch_ended;
-  t->tr__has_momentum = ls->has_momentum;
-  t->tr__restarting = ls->restarting;
-  t->run->lr_state = ls->lr_state;
-  t->tr__data_state = ls->data;
-  t->ctx.epoch = t->epoch;
-  t->ctx.global_step = t->global_step;
-  t->ctx.samples_seen = t->samples_seen;
-  t->ctx.batch_idx = t->epoch_batch;
-  hk_grads_changed(&t->ctx);
-}
-
-/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
-   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
-   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
-   resumed run repeats it. The trainer's counters are put back after the save. */
-static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  tr__loop_state kept;
-  tr_err e;
-  tr__get_loop(t, &kept);
-  if (t->tr__win_open) {
-    t->epoch_batch = t->tr__win_batch;
-    t->samples_seen = t->tr__win_samples;
-    t->tr__accum_pos = t->tr__accum_n = 0;
-    t->tr__grads_zeroed = 0;
-    t->tr__epoch_ended = 0;
-    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
-  }
-  e = tr__save_for_request(user, ctx, path, why, cap);
-  tr__set_loop(t, &kept);
-  return e;
-}
-/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
-static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  uint32_t k = (uint32_t)strlen(key);
-  uint64_t l = len;
-  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
-}
-static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
-  size_t pos = 0;
-  int n = 0, i;
-  hk_state_blob *blobs;
-  char *keys = (char *)malloc(b->len + 1), *k = keys;
-  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
-  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
-  if (!keys || !blobs) {
-    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
-  } else {
-    for (i = 0, pos = 0; i < n; i++) {
-      uint32_t kl;
-      uint64_t l;
-      memcpy(&kl, b->data + pos, 4);
-      memcpy(k, b->data + pos + 4, kl);
-      k[kl] = 0;
-      memcpy(&l, b->data + pos + 4 + kl, 8);
-      blobs[i].key = k;
-      blobs[i].data = b->data + pos + 12 + kl;
-      blobs[i].len = (size_t)l;
-      k += kl + 1;
-      pos += 12 + kl + (size_t)l;
-    }
-    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
-  }
-  free(keys);
-  free(blobs);
-}
-
-/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
-   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
-   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
-   on_load_checkpoint (nobody else can fail after the commit). */
-/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
-static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
-  char old[sizeof t->error];
-  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
-  memcpy(old, t->error, sizeof old);
-  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
-  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
-  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
-  return t->tr__err;
-}
-static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  tr__ckpt ck;
-  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the optimizer state of [lo, lo + k): all, or a shard */
-  size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
-  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
-  tr__loop_state before, after;
-  hk_bytes hooks_before = { NULL, 0, 0, 0 };
-  float *floats_before = NULL;
-  memset(&after, 0, sizeof after);
-  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
-  if (ck.has_grad && !t->model.grads)
-    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
-                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
-  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
-  if (listened) {
-    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
-    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
-      free(floats_before);
-      hk_bytes_free(&hooks_before);
-      hk_bytes_free(&after.data);
-      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
-    }
-    memcpy(floats_before, t->model.params, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * k);
-    if (t->tr__n_buf >= 2) memcpy(floats_before + n + k, t->tr__v, 4 * k);
-    if (t->model.grads) memcpy(floats_before + n + k * (size_t)t->tr__n_buf, t->model.grads, 4 * n);
-  }
-  if (tr__load_hooks(t, buf, &ck)) {
-    free(floats_before);
-    hk_bytes_free(&hooks_before);
-    hk_bytes_free(&after.data);
-    return t->tr__err;
-  }
-
-  tr__get_loop(t, &before);
-  tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
-  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
-  after.seed = ck.seed;
-  after.rng = ck.rng;
-  after.epoch = ck.v[0];
-  after.global_step = ck.v[1];
-  after.epoch_batch = ck.v[2];
-  after.samples_seen = ck.v[3];
-  after.val_at = ck.v[4];
-  after.accum_pos = ck.v[5];
-  after.accum_n = ck.v[6];
-  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
-  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
-                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
-  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
-  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
-  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
-  after.lr_state = ck.lr_state;
-  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
-  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
-    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
-    int u;
-    t->tr__loaded = TR__FNV_START;
-    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
-  }
-
-  t->ctx.path = path;
-  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
-  t->ctx.path = NULL;
-  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
-    memcpy(t->model.params, floats_before, 4 * n);
-    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
-    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
-    if (t->model.grads) memcpy(t->model.grads, floats_before + n + k * (size_t)t->tr__n_buf, 4 * n);
-    tr__dev_upload(t);
-    tr__set_loop(t, &before);
-    tr__snap_restore(t, &hooks_before);
-    hk_bytes_free(&after.data);
-  } else hk_bytes_free(&before.data);
-  free(floats_before);
-  hk_bytes_free(&hooks_before);
-  return t->tr__err;
-}
-
-/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
-   pass of its size (a file that grows meanwhile is refused rather than read forever). */
-static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
-  unsigned char *buf;
-  uint64_t size;
-  size_t len = 0;
-#ifdef TR__POSIX
-  struct stat st;
-#ifdef O_NONBLOCK
-  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
-#else
-  int fd = open(path, O_RDONLY);
-#endif
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
-  }
-  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
-  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
-  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
-  size = (uint64_t)st.st_size;
-#else
-  FILE *f = fopen(path, "rb");
-  long end;
-  if (!f) {
-    int err = errno;
-    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
-  }
-  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    fclose(f);
-    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
-  }
-  size = (uint64_t)end;
-#endif
-  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
-#ifdef TR__POSIX
-    close(fd);
-#else
-    fclose(f);
-#endif
-    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
-                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
-                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
-  }
-  buf = (unsigned char *)malloc((size_t)size + 1);
-  if (!buf) {
-#ifdef TR__POSIX
-    close(fd);
-#else
-    fclose(f);
-#endif
-    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
-  }
-  for (;;) { /* one byte more than the size: to see a file that grew */
-#ifdef TR__POSIX
-    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
-#else
-    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
-    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
-#endif
-    if (k == 0) break;
-    len += (size_t)k;
-    if (len > size) break;
-  }
-#ifdef TR__POSIX
-  close(fd);
-#else
-  fclose(f);
-#endif
-  if (len != size) {
-    free(buf);
-    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
-                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
-  }
-  *out = buf;
-  *out_len = len;
-  return TR_OK;
-}
-
-/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/cuda.h). */
-static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
-  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
-  tr__dev_unswap(t);
-  return t->tr__err;
-}
-
-static tr_err tr__load_file(tr_trainer *t, const char *path) {
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
-  tr__load_mem(t, buf, len, path);
-  free(buf);
-  return t->tr__err;
-}
-
-/* resume "auto" for tr_fit: a checkpoint of this model that reads whole (every section's checksum), its step. */
-static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
-  tr_trainer *t = (tr_trainer *)user;
-  unsigned char *buf = NULL;
-  size_t len = 0;
-  tr__ckpt ck;
-  int bad = tr__read_file(t, path, &buf, &len) || tr__parse(t, buf, len, &ck);
-  if (bad) tr__msg(why, cap, "%s", t->error);
-  else *step = ck.v[1];
-  free(buf);
-  t->tr__err = TR_OK; /* (looked at before the fit: nothing had failed) */
-  t->error[0] = 0;
-  return bad;
-}
-
-/* ---- a resume with nothing left to train ---------------------------------------------------------------
-   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
-   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
-   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
-   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
-   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
-   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
-   is left to the load, which says why. */
-typedef struct tr__peeked {
-  int64_t epoch, step;
-  uint32_t flags;
-  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
-  int64_t es_wait, es_patience, es_reason;
-  char es_msg[300];
-} tr__peeked;
-static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
-static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
-  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
-  FILE *f = fopen(path, "rb");
-  int rc = -1, seen_loop = 0;
-  memset(pk, 0, sizeof *pk);
-  if (!f) return -1;
-  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
-  for (;;) {
-    uint32_t tag;
-    uint64_t size;
-    if (tr__peek_read(f, head, 12)) goto done;
-    tag = (uint32_t)tr__get(head, 4);
-    size = tr__get(head + 4, 8);
-    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
-    if (tag == TR__LOOP) {
-      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
-          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
-        goto done;
-      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
-      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
-      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
-      seen_loop = 1;
-      continue;
-    }
-    if (tag == TR__HOOK && size >= 12 && size < ((uint64_t)1 << 20)) { /* the run's block; an early stop */
-      size_t klen, n = (size_t)size;
-      if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
-      klen = (size_t)tr__get(hook, 4);
-      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
-        const unsigned char *data = hook + 4 + klen + 8;
-        size_t len = n - 12 - klen;
-        if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
-#if TR__ON_EARLY_STOPPING
-        else if (!pk->es_key[0] && klen <= TR__MAX_KEY && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
-          hk_reader rd;
-          tr__es_saved v;
-          memset(&rd, 0, sizeof rd);
-          rd.data = data;
-          rd.len = len;
-          if (tr__es_read(&rd, &v) == 0) {
-            if (v.reason != TR_STOP_NOT_STOPPED) {
-              memcpy(pk->es_key, hook + 4, klen);
-              pk->es_key[klen] = 0;
-              pk->es_wait = v.wait;
-              pk->es_patience = v.patience;
-              pk->es_reason = v.reason;
-              snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
-            }
-            free(v.msg);
-          }
-        }
-#endif
-      }
-      free(hook);
-      hook = NULL;
-      continue;
-    }
-    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
-  }
-done:
-  free(hook);
-  fclose(f);
-  return rc;
-}
-static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
-  tr__peeked pk;
-  int64_t epochs;
-  const char *path = c->resume_from;
-  char why[sizeof t->error];
-  t->tr__lift_stop = 0;
-  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says what is wrong with it */
-  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
-  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
-    return tr__fail(t, TR_ERR_INVALID, "%s", why);
-  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
-#if TR__ON_EARLY_STOPPING
-  if (pk.es_key[0]) { /* early_stopping's rule, which tr_run_start's look shares */
-    tr__es_saved v;
-    memset(&v, 0, sizeof v);
-    v.wait = pk.es_wait;
-    v.patience = pk.es_patience;
-    v.reason = pk.es_reason;
-    v.msg = pk.es_msg;
-    switch (tr__es_resume_verdict(t->reg, "tr_fit", path, epochs, pk.step, pk.es_key, &v, why, sizeof why)) {
-    case 2: t->tr__lift_stop = 1; return TR_OK;
-    case 1: return tr__fail(t, TR_ERR_INVALID, "%s", why);
-    default: break;
-    }
-  }
-#endif
-  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
-                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
-}
-
-/* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
-   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
-static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
-  tr__peeked pk;
-  (void)tr_run_continue(t->reg, NULL, 0);
-  (void)tr__peek(t->reg, path, &pk);
-  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
-  (void)tr_run_continue(t->reg, NULL, 0);
-  return 1;
-}
-
-/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
-   the way to resume inside fit): refused, without touching the run. */
-static tr_err tr__load_allowed(tr_trainer *t) {
-  if (t->running != HK_STAGE_NONE)
-    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
-                      hk_stage_name(t->running));
-  t->tr__err = TR_OK;
-  t->error[0] = 0;
-  return TR_OK;
-}
-
-TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
-  if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return TR_ERR_INVALID;
-  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
-  return tr__load_file(t, path);
-}
-
-TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
-  if (!t) return TR_ERR_INVALID;
-  if (tr__load_allowed(t)) return TR_ERR_INVALID;
-  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
-  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
-}
-#endif /* !defined(TRAIN_NO_TRAINER) */
-#if TR__ON_LR_FINDER
-static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
-TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
-/* ---- lr_finder ------------------------------------------------------------------------------------ */
-typedef struct tr__lrf {
-  tr_lr_finder_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
-  double min_lr, max_lr, threshold;
-  int steps, update_attr, verbose;
-  char *curve_path;
-  double *lrs, *losses;
-} tr__lrf;
-
-static void tr__lrf_destroy(void *user) {
-  tr__lrf *s = (tr__lrf *)user;
-  free(s->lrs);
-  free(s->losses);
-  free(s->curve_path);
-  free(s);
-}
-
-/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
-   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
-static int tr__lrf_suggest(const double *loss, int n) {
-  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
-  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
-  double best_g = HUGE_VAL;
-  const double *y = loss + SKIP_BEGIN;
-  if (m < 2) return -1;
-  for (i = 0; i < m; i++) {
-    double g;
-    if (!hk_is_finite(y[i])) return -1;
-    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
-    if (g < best_g) { best_g = g; best = i; }
-  }
-  return best < 0 ? -1 : best + SKIP_BEGIN;
-}
-
-/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
-static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
-  const tr_config *c = t->tr__cfg;
-  const tr_data *d = c->train;
-  size_t n = t->model.n_params, bytes = n * sizeof(float);
-  int dev = TR__ON_DEVICE(t); /* a device model: its state is kept on the device, the loss copied each step */
-  float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
-  int64_t count = d->count(d->user), step0 = t->global_step;
-  int has_mom = t->tr__has_momentum, i, stop = 0;
-  double avg = 0, best = HUGE_VAL, beta = 0.98;
-  if (count <= 0) return hk_fail(ctx, "the training data has no batches");
-  if (d->next && !d->reset) return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)");
-  if (dev) { if (tr__dev_keep(t, 0)) return HK_FAIL; }
-  else if (!save) return hk_fail(ctx, "out of memory");
-  else {
-    memcpy(save, t->model.params, bytes);
-    memcpy(save + n, t->model.grads, bytes);
-    if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
-    if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
-  }
-  s->pub.n = 0;
-  for (i = 0; i < s->steps && !stop; i++) {
-    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
-    void *batch = NULL;
-    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
-    if (rc) { stop = 2; break; }
-    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
-    if (dev) { loss = tr__dev_eval_loss(t, loss); tr__dev_zero_grad(t); } /* the step's one wait: its loss */
-    else memset(t->model.grads, 0, bytes);
-    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
-    hk_grads_changed(&t->ctx);
-    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
-    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
-    tr__update(t, lr);
-    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/cuda.h said which) */
-    avg = beta * avg + (1 - beta) * loss;
-    smooth = avg / (1 - pow(beta, i + 1));
-    s->lrs[i] = lr;
-    s->losses[i] = smooth;
-    s->pub.n = i + 1;
-    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
-    if (smooth < best || i == 0) best = smooth;
-    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
-  }
-  /* restore exactly what the fit starts from */
-  if (dev) (void)tr__dev_keep(t, 1);
-  else {
-    memcpy(t->model.params, save, bytes);
-    memcpy(t->model.grads, save + n, bytes);
-    if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
-    if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
-    free(save);
-  }
-  t->global_step = step0;
-  t->tr__has_momentum = has_mom;
-  hk_grads_changed(&t->ctx);
-  t->ctx.loss = NAN;
-  if (d->next && d->reset(d->user)) stop = 2;
-  if (t->tr__err) return HK_FAIL; /* a device call failed: the run's error says which */
-  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
-  return HK_CONTINUE;
-}
-
-static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
-  tr__lrf *s = (tr__lrf *)user;
-  tr_run *run = s->run;
-  tr_trainer *t = (tr_trainer *)ctx->trainer;
-  int k;
-  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
-                         "can sweep the learning rate with its own steps");
-  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
-    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
-    return HK_CONTINUE;
-  }
-  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
-  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need the ranks' parameter exchange, a collective inside a hook */
-    return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
-                   "learning rate in a run without zero, then set it");
-  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
-  s->pub.done = 1;
-  k = tr__lrf_suggest(s->losses, s->pub.n);
-  s->pub.suggestion_index = k;
-  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
-  if (s->verbose) {
-    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
-                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
-    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
-                    s->pub.n, t->optim.lr);
-  }
-  if (s->update_attr && k >= 0) {
-    t->optim.lr = s->pub.suggestion;
-    t->lr = tr__current_lr(t);
-  }
-  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
-    hk_bytes b;
-    char why[1100];
-    int e;
-    memset(&b, 0, sizeof b);
-    tr__putf(&b, "lr,loss\n");
-    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
-    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
-    hk_bytes_free(&b);
-    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
-  }
-  return HK_CONTINUE;
-}
-static int tr__lrf_save(void *user, hk_bytes *out) {
-  tr__lrf *s = (tr__lrf *)user;
-  tr__put_u64(out, 1);
-  tr__put_u64(out, (uint64_t)s->pub.done);
-  tr__put_f64(out, s->pub.suggestion);
-  return out->failed ? -1 : 0;
-}
-static int tr__lrf_load(void *user, hk_reader *in) {
-  tr__lrf *s = (tr__lrf *)user;
-  uint64_t done = 0;
-  double v = 0;
-  if (tr__get_version(in, 1)) return -1;
-  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
-  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
-  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
-    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
-  if (tr__get_end(in)) return -1;
-  s->pub.done = (int)done;
-  s->pub.suggestion = v;
-  s->pub.suggestion_index = -1;
-  s->pub.n = 0;
-  return 0;
-}
-static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
-  tr__lrf *s;
-  hk_callback cb;
-  double lo, hi, threshold;
-  int steps;
-  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
-  lo = tr__zero_double(d->min_lr, 1e-8);
-  hi = tr__zero_double(d->max_lr, 1.0);
-  steps = tr__zero_int(d->num_training_steps, 100);
-  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
-  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
-    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
-  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
-  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
-    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
-  s = (tr__lrf *)calloc(1, sizeof *s);
-  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  s->run = tr_run_get(reg);
-  s->min_lr = lo;
-  s->max_lr = hi;
-  s->steps = steps;
-  s->threshold = threshold;
-  s->update_attr = tr__flag(d->update_attr, 1);
-  s->verbose = tr__flag(d->verbose, 1);
-  s->pub.suggestion = NAN;
-  s->pub.suggestion_index = -1;
-  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
-  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
-  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
-    tr__lrf_destroy(s);
-    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  }
-  s->pub.lrs = s->lrs;
-  s->pub.losses = s->losses;
-  memset(&cb, 0, sizeof cb);
-  cb.name = "lr_finder";
-  cb.user = s;
-  cb.on_fit_start = tr__lrf_fit_start;
-  cb.save_state = tr__lrf_save;
-  cb.load_state = tr__lrf_load;
-  cb.destroy = tr__lrf_destroy;
-  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
-}
-TR__PUBLIC_OF(tr_lr_finder, lrf)
-#endif /* TR__ON_LR_FINDER */
 #if !defined(TRAIN_NO_TRAINER)
 /* =================================================================================================
-   CUDA (TRAIN_CUDA)
-   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
-   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
-   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
-   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
-     zero_grad       trc_zero                     accumulation mean   trc_scale
-     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
-                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
-                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
-     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
-     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (train/math.h):
-                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
-                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
-   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
-   the host or synchronises unless asked:
-     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
-       the gradients, when a hook first reads it (ctx->grad_norm_source);
-     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
-       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
-       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
-       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
-     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
-   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
-   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
-   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
-   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
-   checks it against the CPU path bit for bit.
-   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
-   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
-   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
-   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
-   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss;
-   device_stats reads the GPU's utilisation and memory through NVML (trc_pci_bus_id names the device): no wait.
-   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
-   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
-   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
-   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
-   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
-   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
-   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
-   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
-   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
-   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   CUDA (TRAIN_CUDA, in the file nvcc builds): a model with tr_model.on_device = 1 trains on the GPU.
+   params and grads are its device buffers, the optimizer state lives on the device, and the step's
+   pieces below run kernels/train_cuda.cuh instead of the CPU loops, with the CPU's bits (-fmad=false).
+   Nothing in a step waits for the device unless a hook reads a value (tr_cuda_sync_count counts);
+   hooks see device views. Checkpoints go through host mirrors, in the CPU's format. In full: docs/cuda.md.
    ================================================================================================= */
 #ifdef TRAIN_CUDA
 typedef struct tr__device {
   float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
-  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *params, *grads;    /* the device buffers while host mirrors stand in */
   float *host_params, *host_grads;
   double *partials;         /* TRC_NORM_BLOCKS */
-  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  trc_ctrl *ctrl;           /* the norm, the clip scale: device-side */
   unsigned long long *counts; /* histogram bins */
   int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
   int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
@@ -21341,8 +17691,8 @@ typedef struct tr__device {
   int loss_known;           /* loss holds the device loss of the last training forward */
   double loss;
   int swapped;              /* model.params/grads point at the host mirrors */
-  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* one per view: the callbacks' per-tensor sums (tr__dev_grad_sumsq) */
-  float *kept;              /* lr_finder's copy of params, grads, m, v (tr__dev_keep) */
+  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* the callbacks' per-tensor sums */
+  float *kept;              /* lr_finder's copy of params, grads, m, v */
 } tr__device;
 
 #define TR__DEV(t) ((tr__device *)(t)->tr__dev)
@@ -21352,7 +17702,7 @@ static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
   return e == 0;
 }
 
-/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+/* The gradients' norm on the device; max_norm gives the clip scale (0: none). */
 static void tr__dev_norm(tr_trainer *t, double max_norm) {
   tr__device *d = TR__DEV(t);
   if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
@@ -21395,7 +17745,7 @@ static void tr__dev_free(tr_trainer *t) {
   t->tr__dev = NULL;
 }
 
-/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h): ctx is the trainer's ---- */
+/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h) ---- */
 static tr_trainer *tr__dev_of(hk_ctx *ctx) { return (tr_trainer *)ctx->trainer; }
 static int tr__dev_hook_ok(hk_ctx *ctx, int e, const char *what) {
   if (e) hk_fail(ctx, "CUDA: %s failed: %s", what, trc_error_string(e));
@@ -21424,7 +17774,7 @@ static int tr__dev_swap(hk_ctx *ctx, float *d_a, float *d_b, size_t n) {
 static int tr__dev_average(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w) {
   return tr__dev_hook_ok(ctx, trc_ema(d_avg, d_p, n, w, tr__dev_of(ctx)->model.stream), "trc_ema");
 }
-/* trc_norm per selected view into its own control block (the norm kernel, nothing new), then one copy */
+/* trc_norm per selected view into its own control block, then one copy */
 static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
   tr_trainer *t = tr__dev_of(ctx);
   tr__device *d = TR__DEV(t);
@@ -21442,8 +17792,7 @@ static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
 static const tr__dev_ops tr__dev_ops_table = { tr__dev_alloc, tr__dev_release, tr__dev_to_host_bytes, tr__dev_to_device_bytes,
                                                tr__dev_copy, tr__dev_swap, tr__dev_average, tr__dev_grad_sumsq };
 
-/* lr_finder's save (restore = 0) and restore of params, grads and the optimizer state: device-to-device
-   copies into a buffer that lives from the save to the restore. */
+/* lr_finder's keep (restore = 0) and restore of params, grads and the optimizer state, on the device. */
 static tr_err tr__dev_keep(tr_trainer *t, int restore) {
   tr__device *d = TR__DEV(t);
   size_t n = t->model.n_params, bytes = n * sizeof(float);
@@ -21464,7 +17813,7 @@ static tr_err tr__dev_keep(tr_trainer *t, int restore) {
   return tr__dev_ok(t, e, restore ? "restoring the state on the device" : "keeping the state on the device") ? TR_OK : t->tr__err;
 }
 
-/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+/* tr_init's part: the device state; the norm and train/loss read from the device. */
 static tr_err tr__dev_init(tr_trainer *t) {
   tr__device *d;
   size_t n = t->model.n_params, bytes = n * sizeof(float);
@@ -21492,7 +17841,7 @@ static tr_err tr__dev_init(tr_trainer *t) {
   for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
   t->ctx.grad_norm_source = tr__dev_grad_norm;
   t->ctx.grad_norm_source_user = t;
-  *tr__dev_seam() = &tr__dev_ops_table; /* the standard callbacks' way to the device views (train/battery.h) */
+  *tr__dev_seam() = &tr__dev_ops_table; /* the callbacks' way to the device */
   if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   return TR_OK;
@@ -21540,7 +17889,7 @@ static void tr__dev_unswap(tr_trainer *t) {
   d->swapped = 0;
 }
 
-/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+/* The step's pieces on the device (called by the CPU's when TR__ON_DEVICE). */
 static void tr__dev_zero_grad(tr_trainer *t) {
   tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
 }
@@ -21570,7 +17919,7 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   size_t n = t->model.n_params;
   int e;
   d->fold_clip = 0;
-  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
+  if (t->tr__grouped) { /* parameter groups: one launch per run of equal settings */
     tr_optim og = *o;
     size_t off, len;
     int i = 0;
@@ -21581,7 +17930,7 @@ static void tr__dev_update(tr_trainer *t, double lr) {
       i = tr__group_run(t, i, lr, &s, &off, &len);
       p = t->model.params + off, g = t->model.grads + off;
       og.weight_decay = s.weight_decay;
-      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
+      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* clipped as hooks see it */
       else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
       else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
     }
@@ -21622,10 +17971,10 @@ static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uin
   return TR_OK;
 }
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
-#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+#else /* no TRAIN_CUDA: a device model is refused; the rest is empty */
 static tr_err tr__dev_init(tr_trainer *t) {
   return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
-                                       "compiled with TRAIN_CUDA by nvcc (see train/cuda.h)") : TR_OK;
+                                       "compiled with TRAIN_CUDA by nvcc (see train/trainer/cuda.h)") : TR_OK;
 }
 static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
@@ -21637,6 +17986,7 @@ TR__SHARED double tr__dev_eval_loss(tr_trainer *t, double loss) { (void)t; retur
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
 #endif
 #endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
 /* =================================================================================================
    MPI STRATEGY (TRAIN_MPI)
    Data parallelism across processes, Lightning's DDP on MPI: every rank holds the whole model, trains
@@ -21648,6 +17998,10 @@ TRAIN_API unsigned long long tr_cuda_sync_count(void) { return 0; }
    fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
    stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
    point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
+/* How a checkpoint file is written (trainer/checkpoint.h hands it over to tr__dist_save_file). */
+typedef tr_err (*tr__write_fn)(tr_trainer *t, const char *path);
 #ifdef TRAIN_MPI
 #ifdef TR__POSIX
 #  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
@@ -21944,6 +18298,30 @@ static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) 
   *len = n - *lo < per ? n - *lo : per;
 }
 
+static void tr__dist_free(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int done = 0;
+  if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
+  MPI_Finalized(&done);
+#ifdef TRAIN_CUDA
+  if (d->nccl) ncclCommDestroy(d->nccl);
+#endif
+  if (!done) {
+    MPI_Op_free(&d->vote_op);
+    MPI_Type_free(&d->vote_type);
+    MPI_Type_free(&d->block);
+    MPI_Comm_free(&d->comm);
+  }
+  free(d->counts);
+  free(d->piece);
+  free(d->sums);
+  free(d->facts);
+  free(d->gather);
+  free(d);
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -22128,30 +18506,6 @@ static void tr__dist_check_resumed(tr_trainer *t) {
   if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
 }
 
-static void tr__dist_free(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int done = 0;
-  if (!d) return;
-  t->tr__dist = NULL;
-  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
-  MPI_Finalized(&done);
-#ifdef TRAIN_CUDA
-  if (d->nccl) ncclCommDestroy(d->nccl);
-#endif
-  if (!done) {
-    MPI_Op_free(&d->vote_op);
-    MPI_Type_free(&d->vote_type);
-    MPI_Type_free(&d->block);
-    MPI_Comm_free(&d->comm);
-  }
-  free(d->counts);
-  free(d->piece);
-  free(d->sums);
-  free(d->facts);
-  free(d->gather);
-  free(d);
-}
-
 /* The ranks reached different agreement points (different paths through the loop): each learns where
    the others are, then none communicates until the next run's start (they cannot meet again). A tr_save
    on some ranks only (a hook or an on_exception handler registered on some ranks) is named as such. A
@@ -22195,15 +18549,16 @@ static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const 
    collective can pair with the wrong one. */
 static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t mine[TR__V_COUNT];
-  int rc;
+  int64_t mine[TR__V_COUNT], sigterm;
+  int rc, own, preempted;
   mine[TR__V_FAILED] = t->tr__err != TR_OK;
   mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
-  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
-  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
+  own = tr_run_stops(t->reg, &sigterm, &preempted); /* this rank's stop signals, as the run counts them */
+  mine[TR__V_SIGINT] = own > t->tr__sigint_count ? own : t->tr__sigint_count;
+  mine[TR__V_SIGTERM] = t->tr__sigterm | sigterm;
+  mine[TR__V_PREEMPT] = preempted > t->tr__preempt_count ? preempted : t->tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -22219,9 +18574,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
-  tr__sigterm |= v[TR__V_SIGTERM];
-  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
+  if (v[TR__V_SIGINT] > t->tr__sigint_count) t->tr__sigint_count = (int)v[TR__V_SIGINT];
+  t->tr__sigterm |= v[TR__V_SIGTERM];
+  if (v[TR__V_PREEMPT] > t->tr__preempt_count) t->tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];
@@ -22411,7 +18766,7 @@ static void tr__dist_paths(tr_trainer *t) {
   t->ctx.checkpoint_default = head[1];
 }
 
-static void tr__dist_save_file(tr_trainer *t, const char *path) {
+static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
     if (d->broken || d->dead) {
@@ -22422,10 +18777,10 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
     tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
     if (!t->tr__err && d->rank == 0) {
       d->opt_done = 0;
-      tr__save_file(t, path);
+      write(t, path);
       if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
     } else if (!t->tr__err) tr__dist_send_state(t, d);
-  } else if (!t->tr__err && (!d || d->rank == 0)) tr__save_file(t, path);
+  } else if (!t->tr__err && (!d || d->rank == 0)) write(t, path);
   tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
 }
 
@@ -22444,11 +18799,2596 @@ static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return 
 static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
-static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
 static void    tr__dist_params(tr_trainer *t) { (void)t; }
 static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
 static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }
 #endif /* TRAIN_MPI */
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+/* ---- checkpoints --------------------------------------------------------------------------------------
+   FORMAT, version 2 (version 1 files, without DATA, still load). Little-endian; floats as binary32 bits.
+     header   8 bytes "TRAINCKP" | u32 version | u32 flags (0)
+     section  u32 tag (4 ASCII characters) | u64 size | payload | u64 FNV-1a 64 of tag, size and payload
+   The sections, in this order:
+     META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
+           n_tensors x (u32 name length | name | u64 offset | u64 count)
+     LOOP  u64 seed | u64 rng state | i64 epoch | i64 global_step | i64 epoch_batch | i64 samples_seen |
+           i64 val_at | i64 accum_pos | i64 accum_n |
+           u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
+     PARM  n_params x f32: the parameters
+     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum; whole also when sharded (zero)
+     GRAD  n_params x f32, only inside an accumulation window (accum_pos > 0)
+     DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
+     LRST  the schedule's state, only when it is not at its start
+     HOOK  u32 key length | key | u64 state length | state: one per stateful hook, and the run's block
+     END   empty; nothing may follow it
+   The lr is not stored: it follows from the counters. Any change to this layout needs a new version. */
+
+#define TR__MAGIC "TRAINCKP"
+#define TR__VERSION 2u
+#define TR__TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TR__META TR__TAG('M', 'E', 'T', 'A')
+#define TR__LOOP TR__TAG('L', 'O', 'O', 'P')
+#define TR__PARM TR__TAG('P', 'A', 'R', 'M')
+#define TR__OPTM TR__TAG('O', 'P', 'T', 'M')
+#define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
+#define TR__DATA TR__TAG('D', 'A', 'T', 'A')
+#define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
+#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state */
+#define TR__END  TR__TAG('E', 'N', 'D', '!')
+#define TR__LOOP_SIZE (9 * 8 + 4)
+#define TR__MAX_KEY 4096
+enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
+
+/* max_checkpoint_bytes' default: every section but HOOK and DATA at its largest, plus 256 MiB. */
+static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
+  uint64_t meta = 20, sections = 8; /* their headers and checksums */
+  int i;
+  for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
+  return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
+}
+
+
+/* -- writing: a buffered writer that checksums what it writes -- */
+typedef struct tr__writer {
+  unsigned char *buf;
+  size_t pos, cap;
+  uint64_t hash;     /* running checksum of the current section */
+  uint64_t left;     /* payload the section still owes (checks our sizes) */
+  tr__afile *af;
+  int failed;        /* 0, or the errno of the first failure */
+} tr__writer;
+
+/* Emptied even after a failure: waiting for room a failed write never makes spun on a full disk. */
+static void tr__w_flush(tr__writer *w) {
+  if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
+  w->pos = 0;
+}
+
+static void tr__w_put(tr__writer *w, const void *data, size_t n) {
+  const unsigned char *p = (const unsigned char *)data;
+  w->hash = tr__fnv(w->hash, p, n);
+  w->left -= n;
+  while (n > 0 && !w->failed) {
+    size_t k = w->cap - w->pos < n ? w->cap - w->pos : n;
+    memcpy(w->buf + w->pos, p, k);
+    w->pos += k;
+    p += k;
+    n -= k;
+    if (w->pos == w->cap) tr__w_flush(w);
+  }
+}
+static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
+static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
+static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
+  unsigned char block[4096]; /* one checksum call per 1024 floats */
+  size_t i, k;
+  for (i = 0; i < n; i += k) {
+    const uint32_t one = 1;
+    k = n - i < sizeof block / 4 ? n - i : sizeof block / 4;
+    if (*(const unsigned char *)&one == 1) memcpy(block, x + i, 4 * k); /* a little-endian host: as is */
+    else {
+      size_t j;
+      for (j = 0; j < k; j++) {
+        uint32_t u;
+        memcpy(&u, &x[i + j], 4);
+        tr__le(block + 4 * j, u, 4);
+      }
+    }
+    tr__w_put(w, block, 4 * k);
+  }
+}
+static void tr__w_begin(tr__writer *w, uint32_t tag, uint64_t size) {
+  w->hash = TR__FNV_START;
+  w->left = 12;
+  tr__w_u32(w, tag);
+  tr__w_u64(w, size);
+  w->left = size;
+}
+static void tr__w_end(tr__writer *w) {
+  TRAIN_ASSERT(w->left == 0); /* the size written in the header matches the payload */
+  w->left = 8;
+  tr__w_u64(w, w->hash);
+}
+
+/* The iterator's position: the data's during a fit, else the one kept from the last fit or load. */
+static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
+  const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
+  if (!d || !d->save_state) return &t->tr__data_state;
+  if (d->save_state(d->user, live) || live->failed) {
+    tr__fail(t, TR_ERR_STATE, "train data: save_state() failed");
+    return NULL;
+  }
+  return live;
+}
+
+/* Everything a checkpoint holds, at one moment: the file is written from it alone, so the background
+   writer can write it from the staging buffer. */
+typedef struct tr__snap {
+  uint64_t n;                          /* parameters */
+  uint32_t optim, n_buf, flags;
+  int n_tensors;
+  const tr_tensor *tensors;            /* the model's views (fixed) */
+  uint64_t loop[9];                    /* the LOOP section's i64s */
+  const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
+  void *opt_owner;                     /* zero, rank 0: m, v come from the ranks (tr__dist_opt_each) */
+  const unsigned char *data, *hooks;   /* tr__state_sink's layout */
+  size_t data_len, hooks_len;
+  int has_lrst;
+  unsigned char lrst[TR__LR_STATE_SIZE];
+} tr__snap;
+
+/* Where the loop is, in the run layer's words (for the run's block). */
+static tr_run_at tr__at(const tr_trainer *t) {
+  if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
+  if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
+  return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
+}
+
+/* The snapshot, pointing into the live trainer; hooks and live get the bytes asked of hooks and data. */
+static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
+  const hk_bytes *data = tr__data_position(t, live);
+  /* Outside a window no gradient is kept: the resumed run starts a new one. */
+  int in_window = t->tr__accum_pos > 0;
+  memset(s, 0, sizeof *s);
+  s->n = t->model.n_params;
+  s->optim = (uint32_t)t->optim.kind;
+  s->n_buf = (uint32_t)t->tr__n_buf;
+  s->flags = (t->tr__grads_zeroed && in_window ? TR__F_ZEROED : 0) | (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP)) && in_window ? TR__F_SKIP : 0) |
+             (HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP)) ? TR__F_STOP : 0) | (t->tr__epoch_ended ? TR__F_ENDED : 0) |
+             (t->tr__has_momentum ? TR__F_MOMENTUM : 0);
+  s->n_tensors = t->model.n_tensors;
+  s->tensors = t->model.tensors;
+  s->loop[0] = t->seed;
+  s->loop[1] = t->rng.state;
+  s->loop[2] = (uint64_t)t->epoch;
+  s->loop[3] = (uint64_t)t->global_step;
+  s->loop[4] = (uint64_t)t->epoch_batch;
+  s->loop[5] = (uint64_t)t->samples_seen;
+  s->loop[6] = (uint64_t)t->tr__val_at;
+  s->loop[7] = (uint64_t)t->tr__accum_pos;
+  s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
+  s->params = t->model.params;
+  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded: gathered as it is written */
+  else {
+    s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
+    s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
+  }
+  s->grads = in_window ? t->model.grads : NULL; /* the window's partial sum must survive */
+  if (data && data->len) { s->data = data->data; s->data_len = data->len; }
+  if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
+  if (!data) return t->tr__err;
+  if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
+    return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
+  /* the run's block (tr__peek hands it to tr_run_continue) */
+  if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
+  if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
+  s->hooks = hooks->data;
+  s->hooks_len = hooks->len;
+  return TR_OK;
+}
+
+static void tr__w_piece(void *w, const float *x, size_t n) { tr__w_f32s((tr__writer *)w, x, n); }
+
+static void tr__write_all(tr__writer *w, const tr__snap *s) {
+  size_t n = (size_t)s->n, meta = 8 + 4 + 4 + 4, p;
+  int i;
+  unsigned char header[16];
+  memcpy(header, TR__MAGIC, 8);
+  tr__le(header + 8, TR__VERSION, 4);
+  tr__le(header + 12, 0, 4);
+  w->left = 16;
+  tr__w_put(w, header, 16);
+
+  for (i = 0; i < s->n_tensors; i++) meta += 4 + strlen(s->tensors[i].name) + 16;
+  tr__w_begin(w, TR__META, meta);
+  tr__w_u64(w, n);
+  tr__w_u32(w, s->optim);
+  tr__w_u32(w, s->n_buf);
+  tr__w_u32(w, (uint32_t)s->n_tensors);
+  for (i = 0; i < s->n_tensors; i++) {
+    const tr_tensor *x = &s->tensors[i];
+    size_t len = strlen(x->name);
+    tr__w_u32(w, (uint32_t)len);
+    tr__w_put(w, x->name, len);
+    tr__w_u64(w, x->offset);
+    tr__w_u64(w, x->count);
+  }
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__LOOP, TR__LOOP_SIZE);
+  for (i = 0; i < 9; i++) tr__w_u64(w, s->loop[i]);
+  tr__w_u32(w, s->flags);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__PARM, 4 * (uint64_t)n);
+  tr__w_f32s(w, s->params, n);
+  tr__w_end(w);
+
+  tr__w_begin(w, TR__OPTM, 4 * (uint64_t)n * (uint64_t)s->n_buf);
+  if (s->opt_owner) tr__dist_opt_each(s->opt_owner, tr__w_piece, w);
+  else {
+    if (s->n_buf >= 1) tr__w_f32s(w, s->m, n);
+    if (s->n_buf >= 2) tr__w_f32s(w, s->v, n);
+  }
+  tr__w_end(w);
+
+  if (s->grads) {
+    tr__w_begin(w, TR__GRAD, 4 * (uint64_t)n);
+    tr__w_f32s(w, s->grads, n);
+    tr__w_end(w);
+  }
+  if (s->data_len) { /* the training iterator's position */
+    tr__w_begin(w, TR__DATA, s->data_len);
+    tr__w_put(w, s->data, s->data_len);
+    tr__w_end(w);
+  }
+  if (s->has_lrst) { /* the schedule's state */
+    tr__w_begin(w, TR__LRST, sizeof s->lrst);
+    tr__w_put(w, s->lrst, sizeof s->lrst);
+    tr__w_end(w);
+  }
+  for (p = 0; p + 4 <= s->hooks_len;) { /* one HOOK section per stateful hook */
+    size_t klen = (size_t)tr__get(s->hooks + p, 4), len = (size_t)tr__get(s->hooks + p + 4 + klen, 8);
+    tr__w_begin(w, TR__HOOK, 4 + (uint64_t)klen + 8 + len);
+    tr__w_put(w, s->hooks + p, 4 + klen + 8 + len); /* u32 key length | key | u64 length | state */
+    tr__w_end(w);
+    p += 4 + klen + 8 + len;
+  }
+  tr__w_begin(w, TR__END, 0);
+  tr__w_end(w);
+  tr__w_flush(w);
+}
+
+/* The background writer's job. */
+static void tr__save_job(tr__asave *as, tr__afile *a) {
+  tr__writer w;
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) { a->err = ENOMEM; a->step = "writing"; return; }
+  w.af = a;
+  tr__write_all(&w, (const tr__snap *)as->job_user);
+  free(w.buf);
+}
+
+/* The loop's side: on_checkpoint_saved, or the failed write fails the run. */
+static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)as->owner;
+  const char *path = t->ctx.path;
+  (void)ctx;
+  if (as->err) { tr__fail(t, as->err == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO, "tr_save (in the background): %s", as->why); return; }
+  t->ctx.path = as->path;
+  tr__fire(t, HK_ON_CHECKPOINT_SAVED);
+  t->ctx.path = path;
+}
+
+/* A sharded optimizer state gathered into the staging buffer. */
+typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
+static void tr__stage_piece(void *u, const float *x, size_t n) {
+  tr__stage_at *s = (tr__stage_at *)u;
+  memcpy(s->at, x, 4 * n);
+  s->at += 4 * n;
+}
+
+/* An asynchronous save's part in the step: one copy into the staging buffer (reused), then the thread. */
+static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
+  tr__asave *as;
+  tr__snap *s;
+  size_t n4 = 4 * (size_t)live->n, at = 0;
+  size_t total = n4 * (1 + live->n_buf + (live->grads != NULL)) + live->data_len + live->hooks_len;
+  if (!t->tr__asave && !(t->tr__asave = tr__asave_new())) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  as = t->tr__asave;
+  if (!as->job_user && !(as->job_user = malloc(sizeof(tr__snap)))) { tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); return; }
+  if (tr__asave_reserve(as, total) || tr__asave_set_path(as, path)) {
+    tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory staging '%s' (%zu bytes)", path, total);
+    return;
+  }
+  s = (tr__snap *)as->job_user;
+  *s = *live;
+#define TR__STAGE(field, type, bytes) \
+  do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
+  TR__STAGE(params, const float *, n4); /* every array stays aligned */
+  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v */
+    tr__stage_at sa;
+    sa.at = as->buf + at;
+    tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
+    if (live->n_buf >= 1) s->m = (const float *)(const void *)(as->buf + at);
+    if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
+    s->opt_owner = NULL;
+    at += n4 * live->n_buf;
+    if (t->tr__err) return; /* a shard did not arrive */
+  }
+  TR__STAGE(m, const float *, n4);
+  TR__STAGE(v, const float *, n4);
+  TR__STAGE(grads, const float *, n4);
+  TR__STAGE(data, const unsigned char *, live->data_len);
+  TR__STAGE(hooks, const unsigned char *, live->hooks_len);
+#undef TR__STAGE
+  as->len = at;
+  as->job = tr__save_job;
+  as->done = tr__save_ended;
+  as->owner = t;
+  tr__asave_submit(as);
+  t->tr__staged = 1;
+}
+
+/* The file through the one checkpoint writer (tr__write_checkpoint, files.h), or staged (tr__async_now). */
+typedef struct tr__ckpt_out { tr_trainer *t; const tr__snap *snap; } tr__ckpt_out;
+static int tr__ckpt_fill(tr__afile *a, void *user) {
+  tr__ckpt_out *o = (tr__ckpt_out *)user;
+  tr__writer w;
+  memset(&w, 0, sizeof w);
+  w.cap = 1 << 16;
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) return ENOMEM;
+  w.af = a;
+  tr__write_all(&w, o->snap);
+  free(w.buf);
+  return w.failed ? w.failed : o->t->tr__err ? EIO : 0; /* a shard did not arrive: nothing is committed */
+}
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__snap snap;
+  hk_bytes live, hooks;
+  char why[sizeof t->error - 16];
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) == TR_OK) {
+    if (t->tr__async_now) tr__stage_file(t, path, &snap);
+    else {
+      tr__ckpt_out o;
+      tr_err e;
+      o.t = t;
+      o.snap = &snap;
+      e = tr__write_checkpoint(path, tr__ckpt_fill, &o, why, sizeof why);
+      if (e) tr__fail(t, e, "tr_save: %s", why);
+    }
+  }
+  hk_bytes_free(&live);
+  hk_bytes_free(&hooks);
+  return t->tr__err;
+}
+
+/* Collect a background save (wait: until it is on disk). */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
+}
+
+/* The run's own error and signals are put back: a save returns its error, never changes the run's. */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
+  tr_err run_err, e;
+  char run_msg[sizeof t->error];
+  hk_flow run_flow;
+  if (!t) return TR_ERR_INVALID;
+  if (t->tr__saving)
+    return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
+                      "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
+  if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
+  tr__saves_settle(t, 1); /* one save in flight */
+  run_err = t->tr__err;
+  run_flow = t->tr__flow;
+  if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
+  t->tr__err = TR_OK; /* on_exception may save a failing run */
+  t->tr__saving = 1;
+  t->tr__staged = 0;
+  t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
+  tr__dist_agree(t); /* TRAIN_MPI: a save on some ranks only fails them all here */
+  if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
+  else if (!t->tr__err) {
+    t->ctx.path = path;
+    tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
+    (void)tr__dev_to_host(t);    /* CUDA: host mirrors */
+  }
+  /* after a failure too: every rank in the same agreements */
+  tr__dist_save_file(t, path, tr__save_file); /* rank 0 writes */
+  tr__dev_unswap(t);
+  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once on disk */
+  t->tr__async_now = t->tr__staged = 0;
+  tr__dist_agree(t);
+  t->ctx.path = NULL;
+  e = t->tr__err;
+  t->tr__saving = 0;
+  if (e) memcpy(t->tr__save_why, t->error, sizeof t->tr__save_why);
+  if (t->running != HK_STAGE_NONE) {
+    t->tr__err = run_err;
+    t->tr__flow = run_flow;
+    if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
+    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways */
+  }
+  return e;
+}
+
+/* -- reading: verify everything first, then change the trainer -- */
+typedef struct tr__section { uint32_t tag; const unsigned char *p; size_t n, at; } tr__section;
+
+static const char *tr__tag_name(uint32_t tag, char out[5]) {
+  int i;
+  for (i = 0; i < 4; i++) {
+    char c = (char)(tag >> (8 * i));
+    out[i] = (c >= 32 && c < 127) ? c : '?';
+  }
+  out[4] = 0;
+  return out;
+}
+
+/* The section at *pos: header, bounds, checksum. */
+static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
+  size_t at = *pos, avail = len - at;
+  uint64_t size;
+  char name[5];
+  if (avail < 12)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: a section header at byte %zu needs 12 bytes, %zu remain", at, avail);
+  s->tag = (uint32_t)tr__get(buf + at, 4);
+  size = tr__get(buf + at + 4, 8);
+  if (size > (uint64_t)(avail - 12) || avail - 12 - (size_t)size < 8)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint truncated: section '%s' at byte %zu declares %llu bytes, %zu remain",
+                    tr__tag_name(s->tag, name), at, (unsigned long long)size, avail - 12);
+  if (tr__fnv(TR__FNV_START, buf + at, 12 + (size_t)size) != tr__get(buf + at + 12 + (size_t)size, 8))
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint corrupted: the checksum of section '%s' at byte %zu does not match",
+                    tr__tag_name(s->tag, name), at);
+  s->p = buf + at + 12;
+  s->n = (size_t)size;
+  s->at = at;
+  *pos = at + 12 + (size_t)size + 8;
+  return TR_OK;
+}
+
+
+static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
+  char want[5], got[5];
+  if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
+  if (s->tag != tag)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: expected section '%s' at byte %zu, found '%s'",
+                    tr__tag_name(tag, want), s->at, tr__tag_name(s->tag, got));
+  return TR_OK;
+}
+
+/* A verified checkpoint: pointers into the file's bytes. */
+typedef struct tr__ckpt {
+  uint32_t version;
+  tr__section meta, loop, parm, optm, grad, data;
+  int has_grad, has_data;
+  int n_hooks;                /* HOOK sections; their keys' bytes with terminators */
+  size_t key_bytes;
+  size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
+  uint64_t seed, rng;
+  int64_t v[7];               /* LOOP's i64s */
+  uint32_t flags;
+  tr_sched_state lr_state;    /* zero (the start) without LRST */
+} tr__ckpt;
+
+static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
+  const unsigned char *p = s->p;
+  size_t pos = 20, n = s->n;
+  uint64_t n_params;
+  uint32_t kind, nbuf, nt, i;
+  static const char *optim_names[2] = { "AdamW", "SGD" };
+  if (n < 20) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: META is %zu bytes, at least 20 expected", n);
+  n_params = tr__get(p, 8);
+  kind = (uint32_t)tr__get(p + 8, 4);
+  nbuf = (uint32_t)tr__get(p + 12, 4);
+  nt = (uint32_t)tr__get(p + 16, 4);
+  if (kind > 1 || nbuf > 2) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown optimizer %u with %u buffers", kind, nbuf);
+  if (kind != (uint32_t)t->optim.kind)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %s state, this trainer uses %s",
+                    optim_names[kind], optim_names[t->optim.kind]);
+  if (nbuf != (uint32_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it holds %u optimizer buffers, this trainer has %d "
+                    "(SGD momentum on one side only?)", nbuf, t->tr__n_buf);
+  if (nt != (uint32_t)t->model.n_tensors)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %u tensors, the model has %d", nt, t->model.n_tensors);
+  for (i = 0; i < nt; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    size_t len;
+    uint64_t off, cnt;
+    if (n - pos < 4) break;
+    len = (size_t)tr__get(p + pos, 4);
+    if (n - pos - 4 < 16 || len > n - pos - 4 - 16) break;
+    off = tr__get(p + pos + 4 + len, 8);
+    cnt = tr__get(p + pos + 4 + len + 8, 8);
+    if (len != strlen(x->name) || memcmp(p + pos + 4, x->name, len) != 0)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor %u is '%.*s' in the checkpoint, '%s' in the model",
+                      i, (int)(len > 64 ? 64 : len), (const char *)(p + pos + 4), x->name);
+    if (off != x->offset || cnt != x->count)
+      return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: tensor '%s' has %llu elements at offset %llu in the "
+                      "checkpoint, %zu at offset %zu in the model", x->name, (unsigned long long)cnt,
+                      (unsigned long long)off, x->count, x->offset);
+    pos += 4 + len + 16;
+  }
+  if (i < nt || pos != n) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the META section's tensor list is inconsistent");
+  if (n_params != t->model.n_params)
+    return tr__fail(t, TR_ERR_MISMATCH, "checkpoint mismatch: it has %llu parameters, the model has %zu",
+                    (unsigned long long)n_params, t->model.n_params);
+  return TR_OK;
+}
+
+static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr__ckpt *ck) {
+  size_t pos = 16, n4 = t->model.n_params * 4;
+  int i;
+  tr__section s;
+  memset(ck, 0, sizeof *ck);
+  if (len < 16) return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint: %zu bytes is too short", len);
+  if (memcmp(buf, TR__MAGIC, 8) != 0 && len >= 24 && memcmp(buf + len - 8, "TRRUNEND", 8) == 0)
+    return tr__fail(t, TR_ERR_FORMAT, "not a checkpoint of train.h's trainer: it is the checkpoint of a loop of your own "
+                    "(tr_run_save wrote it, your model's bytes first); tr_run_load loads it (tr_run_start's resume_from), "
+                    "not tr_fit's resume_from or tr_load");
+  if (memcmp(buf, TR__MAGIC, 8) != 0) return tr__fail(t, TR_ERR_FORMAT, "not a train.h checkpoint (bad magic)");
+  ck->version = (uint32_t)tr__get(buf + 8, 4);
+  if (ck->version < 1 || ck->version > TR__VERSION)
+    return tr__fail(t, TR_ERR_VERSION, "checkpoint format version %u; this build reads versions 1 to %u",
+                    (unsigned)ck->version, TR__VERSION);
+  if (tr__get(buf + 12, 4) != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unknown header flags");
+
+  if (tr__expect(t, buf, len, &pos, TR__META, &ck->meta) || tr__check_meta(t, &ck->meta)) return t->tr__err;
+  if (tr__expect(t, buf, len, &pos, TR__LOOP, &ck->loop)) return t->tr__err;
+  if (ck->loop.n != TR__LOOP_SIZE)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP is %zu bytes, %d expected", ck->loop.n, TR__LOOP_SIZE);
+  ck->seed = tr__get(ck->loop.p, 8);
+  ck->rng = tr__get(ck->loop.p + 8, 8);
+  for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
+  ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
+  /* in range, so that nothing overflows when the loop counts on */
+  for (i = 0; i < 7; i++) {
+    static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
+    int64_t lo = i == 4 ? -1 : 0;
+    if (ck->v[i] < lo || ck->v[i] > TR__MAX_COUNT)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's %s is %lld, outside %lld..2^53", names[i],
+                      (long long)ck->v[i], (long long)lo);
+  }
+  if (ck->v[4] > ck->v[2])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's val_at (%lld) is after epoch_batch (%lld)",
+                    (long long)ck->v[4], (long long)ck->v[2]);
+  if (ck->v[5] > ck->v[2] + 1 || ck->v[6] > ck->v[5])
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's accumulation counters (accum_pos %lld, accum_n %lld) do "
+                    "not fit epoch_batch %lld (accum_n <= accum_pos <= epoch_batch + 1)", (long long)ck->v[5],
+                    (long long)ck->v[6], (long long)ck->v[2]);
+  if (ck->flags & ~(uint32_t)TR__F_ALL)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: LOOP's flags 0x%x has unknown bits (known: 0x%x)",
+                    (unsigned)ck->flags, (unsigned)TR__F_ALL);
+
+  if (tr__expect(t, buf, len, &pos, TR__PARM, &ck->parm)) return t->tr__err;
+  if (ck->parm.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: PARM is %zu bytes, %zu expected", ck->parm.n, n4);
+  if (tr__expect(t, buf, len, &pos, TR__OPTM, &ck->optm)) return t->tr__err;
+  if (ck->optm.n != n4 * (size_t)t->tr__n_buf)
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: OPTM is %zu bytes, %zu expected", ck->optm.n, n4 * (size_t)t->tr__n_buf);
+  if (ck->v[5] > 0) {
+    if (tr__expect(t, buf, len, &pos, TR__GRAD, &ck->grad)) return t->tr__err;
+    if (ck->grad.n != n4) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: GRAD is %zu bytes, %zu expected", ck->grad.n, n4);
+    ck->has_grad = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__DATA) {
+    if (tr__expect(t, buf, len, &pos, TR__DATA, &ck->data)) return t->tr__err;
+    ck->has_data = 1;
+  }
+  if (ck->version >= 2 && len - pos >= 4 && tr__get(buf + pos, 4) == TR__LRST) {
+    tr__section ls;
+    char why[200];
+    if (tr__expect(t, buf, len, &pos, TR__LRST, &ls)) return t->tr__err;
+    if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
+  }
+
+  /* HOOK sections until END (hk_state_check finds duplicate keys, in linear time). */
+  ck->hooks_at = pos;
+  for (;;) {
+    size_t klen, at = pos;
+    if (tr__read_section(t, buf, len, &pos, &s)) return t->tr__err;
+    if (s.tag == TR__END) break;
+    if (s.tag != TR__HOOK) {
+      char name[5];
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: unexpected section '%s' at byte %zu", tr__tag_name(s.tag, name), at);
+    }
+    klen = s.n >= 4 ? (size_t)tr__get(s.p, 4) : 0;
+    if (s.n < 12 || klen == 0 || klen > TR__MAX_KEY || klen > s.n - 12 || tr__get(s.p + 4 + klen, 8) != s.n - 12 - klen ||
+        memchr(s.p + 4, 0, klen) != NULL)
+      return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: bad HOOK section at byte %zu", at);
+    ck->n_hooks++;
+    ck->key_bytes += klen + 1;
+  }
+  ck->hooks_end = pos - 20; /* where END starts */
+  if (s.n != 0) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: the END section is not empty");
+  if (pos != len) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %zu unexpected bytes after the END section", len - pos);
+  return TR_OK;
+}
+
+static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)tr__get(p + 4 * i, 4);
+    memcpy(&dst[i], &u, 4);
+  }
+}
+
+/* Every HOOK section to its hook, all or nothing (hk_state_load_all puts back those loaded before). */
+static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
+  char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
+  hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
+  size_t pos;
+  int i, n, missing = 0, unknown = 0;
+  if (!keys || !blobs) {
+    free(keys);
+    free(blobs);
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory loading the state of %d hooks", ck->n_hooks);
+  }
+  for (i = n = 0, pos = ck->hooks_at; i < ck->n_hooks; i++, pos += 12 + (size_t)tr__get(buf + pos + 4, 8) + 8) {
+    const unsigned char *p = buf + pos + 12;
+    size_t klen = (size_t)tr__get(p, 4);
+    if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(p + 4, TR_RUN_KEY, klen)) continue; /* the run's: read before setup (tr__peek) */
+    memcpy(k, p + 4, klen);
+    k[klen] = 0;
+    blobs[n].key = k;
+    blobs[n].data = p + 4 + klen + 8;
+    blobs[n++].len = (size_t)tr__get(p + 4 + klen, 8);
+    k += klen + 1;
+  }
+  if (hk_state_check(t->reg, blobs, n, &missing) != HK_OK)
+    tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", hk_last_error(t->reg));
+  for (i = 0; i < n && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND && unknown++ == 0 && t->tr__strict_hook_state)
+      tr__fail(t, TR_ERR_STATE, "the checkpoint holds state for '%s', which no registered hook loads (tr_desc.strict_hook_state)", blobs[i].key);
+  if (!t->tr__err && missing && t->tr__strict_hook_state)
+    tr__fail(t, TR_ERR_STATE, "the checkpoint holds %s (tr_desc.strict_hook_state)", hk_last_error(t->reg));
+  if (!t->tr__err && hk_state_load_all(t->reg, blobs, n) != HK_OK)
+    tr__fail(t, TR_ERR_STATE, "loading hook state: %s", hk_last_error(t->reg));
+  if (!t->tr__err && missing) tr__warn(t, "the checkpoint holds %s: kept as it is now", hk_last_error(t->reg));
+  for (i = 0; i < n && !t->tr__err; i++)
+    if (blobs[i].result == HK_ERR_NOT_FOUND) tr__warn(t, "the checkpoint has state for an unknown hook '%s'; ignored", blobs[i].key);
+  free(keys);
+  free(blobs);
+  return t->tr__err;
+}
+
+/* What a load replaces besides the floats: one struct, so that commit and rollback are one assignment. */
+typedef struct tr__loop_state {
+  uint64_t seed, rng;
+  int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
+  unsigned signals;
+  int grads_zeroed, epoch_ended, has_momentum, restarting;
+  tr_sched_state lr_state;
+  hk_bytes data;
+} tr__loop_state;
+
+static void tr__get_loop(const tr_trainer *t, tr__loop_state *ls) {
+  ls->seed = t->seed;                 ls->rng = t->rng.state;
+  ls->epoch = t->epoch;               ls->global_step = t->global_step;
+  ls->epoch_batch = t->epoch_batch;   ls->samples_seen = t->samples_seen;
+  ls->val_at = t->tr__val_at;         ls->accum_pos = t->tr__accum_pos;
+  ls->accum_n = t->tr__accum_n;       ls->signals = t->tr__flow.signals;
+  ls->grads_zeroed = t->tr__grads_zeroed;
+  ls->epoch_ended = t->tr__epoch_ended;
+  ls->has_momentum = t->tr__has_momentum;
+  ls->restarting = t->tr__restarting;
+  ls->lr_state = t->run->lr_state;
+  ls->data = t->tr__data_state;
+}
+
+static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
+  t->seed = ls->seed;                 t->rng.state = ls->rng;
+  t->epoch = ls->epoch;               t->global_step = ls->global_step;
+  t->epoch_batch = ls->epoch_batch;   t->samples_seen = ls->samples_seen;
+  t->tr__val_at = ls->val_at;         t->tr__accum_pos = ls->accum_pos;
+  t->tr__accum_n = ls->accum_n;       t->tr__flow.signals = ls->signals;
+  t->tr__grads_zeroed = ls->grads_zeroed;
+  t->tr__epoch_ended = ls->epoch_ended;
+  t->tr__has_momentum = ls->has_momentum;
+  t->tr__restarting = ls->restarting;
+  t->run->lr_state = ls->lr_state;
+  t->tr__data_state = ls->data;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->ctx.batch_idx = t->epoch_batch;
+  hk_grads_changed(&t->ctx);
+}
+
+/* The run layer saves in the trainer's format (tr_run_desc.save_checkpoint): hooks' requests, and
+   on_exception_checkpoint's save during on_exception. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason */
+  return e;
+}
+
+/* on_exception_checkpoint: the state after the last completed step. A window that did not step is
+   undone (back to its first batch, no gradients), so the resume repeats it; counters restored after. */
+static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr__loop_state kept;
+  tr_err e;
+  tr__get_loop(t, &kept);
+  if (t->tr__win_open) {
+    t->epoch_batch = t->tr__win_batch;
+    t->samples_seen = t->tr__win_samples;
+    t->tr__accum_pos = t->tr__accum_n = 0;
+    t->tr__grads_zeroed = 0;
+    t->tr__epoch_ended = 0;
+    if (t->tr__val_at > t->epoch_batch) t->tr__val_at = -1;
+  }
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  tr__set_loop(t, &kept);
+  return e;
+}
+/* Hook states as records (u32 key length | key | u64 length | bytes), to put back. */
+static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  uint32_t k = (uint32_t)strlen(key);
+  uint64_t l = len;
+  return hk_bytes_put(b, &k, 4) || hk_bytes_put(b, key, k) || hk_bytes_put(b, &l, 8) || hk_bytes_put(b, data, len) ? HK_ERR_NOMEM : HK_OK;
+}
+static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
+  size_t pos = 0;
+  int n = 0, i;
+  hk_state_blob *blobs;
+  char *keys = (char *)malloc(b->len + 1), *k = keys;
+  while (pos < b->len) { uint32_t kl; uint64_t l; memcpy(&kl, b->data + pos, 4); memcpy(&l, b->data + pos + 4 + kl, 8); pos += 12 + kl + (size_t)l; n++; }
+  blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(n + 1));
+  if (!keys || !blobs) {
+    tr__warn(t, "out of memory putting the hooks' state back after a failed load");
+  } else {
+    for (i = 0, pos = 0; i < n; i++) {
+      uint32_t kl;
+      uint64_t l;
+      memcpy(&kl, b->data + pos, 4);
+      memcpy(k, b->data + pos + 4, kl);
+      k[kl] = 0;
+      memcpy(&l, b->data + pos + 4 + kl, 8);
+      blobs[i].key = k;
+      blobs[i].data = b->data + pos + 12 + kl;
+      blobs[i].len = (size_t)l;
+      k += kl + 1;
+      pos += 12 + kl + (size_t)l;
+    }
+    if (hk_state_load_all(t->reg, blobs, n) != HK_OK) tr__warn(t, "putting the hooks' state back: %s", hk_last_error(t->reg));
+  }
+  free(keys);
+  free(blobs);
+}
+
+/* A file that is not a checkpoint, or a bad one: the message names it. */
+static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
+  char old[sizeof t->error];
+  if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
+  memcpy(old, t->error, sizeof old);
+  if (!strncmp(old, "checkpoint ", 11)) tr__msg(t->error, sizeof t->error, "checkpoint '%s' %s", path, old + 11);
+  else if (!strncmp(old, "not a ", 6)) tr__msg(t->error, sizeof t->error, "'%s' is %s", path, old);
+  else tr__msg(t->error, sizeof t->error, "%s (checkpoint '%s')", old, path);
+  return t->tr__err;
+}
+static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  tr__ckpt ck;
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the state of [lo, lo + k) */
+  size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
+  int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
+  tr__loop_state before, after;
+  hk_bytes hooks_before = { NULL, 0, 0, 0 };
+  float *floats_before = NULL;
+  memset(&after, 0, sizeof after);
+  /* Verify, then commit. The copy that puts everything back when on_load_checkpoint fails is made only
+     when a hook listens to it (nothing else can fail after the commit). */
+  if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
+  if (ck.has_grad && !t->model.grads)
+    return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
+                    "but model.grads is not set: hand the buffer over with tr_set_buffers before loading");
+  if (ck.has_data && hk_bytes_put(&after.data, ck.data.p, ck.data.n))
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory for the training data's position (%zu bytes)", ck.data.n);
+  if (listened) {
+    floats_before = (float *)malloc(sizeof(float) * (n_floats ? n_floats : 1));
+    if (!floats_before || hk_state_save(t->reg, tr__snap_sink, &hooks_before) != HK_OK || hooks_before.failed) {
+      free(floats_before);
+      hk_bytes_free(&hooks_before);
+      hk_bytes_free(&after.data);
+      return tr__fail(t, TR_ERR_NOMEM, "out of memory keeping the trainer's state while loading (%zu floats)", n_floats);
+    }
+    memcpy(floats_before, t->model.params, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(floats_before + n, t->tr__m, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(floats_before + n + k, t->tr__v, 4 * k);
+    if (t->model.grads) memcpy(floats_before + n + k * (size_t)t->tr__n_buf, t->model.grads, 4 * n);
+  }
+  if (tr__load_hooks(t, buf, &ck)) {
+    free(floats_before);
+    hk_bytes_free(&hooks_before);
+    hk_bytes_free(&after.data);
+    return t->tr__err;
+  }
+
+  tr__get_loop(t, &before);
+  tr__read_f32s(t->model.params, ck.parm.p, n);
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* a shard takes its slice */
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* (any world size) */
+  if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
+  tr__dev_upload(t); /* CUDA: to the device */
+  after.seed = ck.seed;
+  after.rng = ck.rng;
+  after.epoch = ck.v[0];
+  after.global_step = ck.v[1];
+  after.epoch_batch = ck.v[2];
+  after.samples_seen = ck.v[3];
+  after.val_at = ck.v[4];
+  after.accum_pos = ck.v[5];
+  after.accum_n = ck.v[6];
+  after.grads_zeroed = (ck.flags & TR__F_ZEROED) != 0;
+  after.signals = ((ck.flags & TR__F_SKIP) ? HK_SIGNAL_BIT(HK_SKIP_STEP) : 0) |
+                  ((ck.flags & TR__F_STOP) ? HK_SIGNAL_BIT(HK_STOP) : 0); /* what hooks asked, held */
+  after.epoch_ended = (ck.flags & TR__F_ENDED) != 0;
+  after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
+  after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
+  after.lr_state = ck.lr_state;
+  tr__set_loop(t, &after); /* no DATA: the iterator starts afresh */
+  { /* what the ranks compare: the file's checksums */
+    const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
+    int u;
+    t->tr__loaded = TR__FNV_START;
+    for (u = 0; u < 4 + ck.has_grad; u++) t->tr__loaded = tr__fnv(t->tr__loaded, used[u]->p + used[u]->n, 8);
+  }
+
+  t->ctx.path = path;
+  tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
+  t->ctx.path = NULL;
+  if (t->tr__err && listened) { /* as if the load never started */
+    memcpy(t->model.params, floats_before, 4 * n);
+    if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
+    if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
+    if (t->model.grads) memcpy(t->model.grads, floats_before + n + k * (size_t)t->tr__n_buf, 4 * n);
+    tr__dev_upload(t);
+    tr__set_loop(t, &before);
+    tr__snap_restore(t, &hooks_before);
+    hk_bytes_free(&after.data);
+  } else hk_bytes_free(&before.data);
+  free(floats_before);
+  hk_bytes_free(&hooks_before);
+  return t->tr__err;
+}
+
+/* A regular file no larger than tr__max_ckpt, read in one pass (a growing one is refused, not read forever). */
+static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
+  unsigned char *buf;
+  uint64_t size;
+  size_t len = 0;
+#ifdef TR__POSIX
+  struct stat st;
+#ifdef O_NONBLOCK
+  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block: refused below */
+#else
+  int fd = open(path, O_RDONLY);
+#endif
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fstat(fd, &st) != 0) { int err = errno; close(fd); return tr__fail(t, TR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(err)); }
+  if (S_ISDIR(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is a directory, not a checkpoint file", path); }
+  if (!S_ISREG(st.st_mode)) { close(fd); return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file (a device, pipe or socket?); checkpoints are files", path); }
+  size = (uint64_t)st.st_size;
+#else
+  FILE *f = fopen(path, "rb");
+  long end;
+  if (!f) {
+    int err = errno;
+    if (err == ENOENT) return tr__fail(t, TR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
+    return tr__fail(t, TR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(err));
+  }
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return tr__fail(t, TR_ERR_IO, "'%s' is not a regular file; checkpoints are files", path);
+  }
+  size = (uint64_t)end;
+#endif
+  if (size > t->tr__max_ckpt || size > (uint64_t)SIZE_MAX - 1) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_FORMAT, "checkpoint '%s' is %llu bytes, more than the %llu this model's checkpoints can need "
+                    "(raise tr_desc.max_checkpoint_bytes if its hooks keep that much state)", path,
+                    (unsigned long long)size, (unsigned long long)t->tr__max_ckpt);
+  }
+  buf = (unsigned char *)malloc((size_t)size + 1);
+  if (!buf) {
+#ifdef TR__POSIX
+    close(fd);
+#else
+    fclose(f);
+#endif
+    return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
+  }
+  for (;;) { /* one byte more: to see a file that grew */
+#ifdef TR__POSIX
+    ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) { int err = errno; free(buf); close(fd); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed: %s", path, strerror(err)); }
+#else
+    size_t k = fread(buf + len, 1, (size_t)size + 1 - len, f);
+    if (k == 0 && ferror(f)) { free(buf); fclose(f); return tr__fail(t, TR_ERR_IO, "reading checkpoint '%s' failed", path); }
+#endif
+    if (k == 0) break;
+    len += (size_t)k;
+    if (len > size) break;
+  }
+#ifdef TR__POSIX
+  close(fd);
+#else
+  fclose(f);
+#endif
+  if (len != size) {
+    free(buf);
+    return tr__fail(t, TR_ERR_IO, "checkpoint '%s' changed size while it was read (%llu bytes, then %s%zu): is something "
+                    "writing it?", path, (unsigned long long)size, len > size ? "more than " : "", len > size ? (size_t)size : len);
+  }
+  *out = buf;
+  *out_len = len;
+  return TR_OK;
+}
+
+/* TRAIN_CUDA: read into the device buffers' host mirrors. */
+static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
+  if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
+  tr__dev_unswap(t);
+  return t->tr__err;
+}
+
+static tr_err tr__load_file(tr_trainer *t, const char *path) {
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  if (tr__read_file(t, path, &buf, &len)) return t->tr__err;
+  tr__load_mem(t, buf, len, path);
+  free(buf);
+  return t->tr__err;
+}
+
+/* resume "auto": a checkpoint of this model that reads whole, and its step. */
+static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  unsigned char *buf = NULL;
+  size_t len = 0;
+  tr__ckpt ck;
+  int bad = tr__read_file(t, path, &buf, &len) || tr__parse(t, buf, len, &ck);
+  if (bad) tr__msg(why, cap, "%s", t->error);
+  else *step = ck.v[1];
+  free(buf);
+  t->tr__err = TR_OK; /* (before the fit) */
+  t->error[0] = 0;
+  return bad;
+}
+
+/* ---- a resume with nothing left to train ---------------------------------------------------------------
+   tr_fit looks at the checkpoint it resumes before anything fires (nothing is made on disk): a run that
+   finished (max_epochs / max_steps reached under this fit's limits) or stopped early (a hook's HK_STOP,
+   recorded in the checkpoint, that min_epochs / min_steps no longer hold) would train nothing, and its
+   hooks would say misleading things (early_stopping: "never checked"). TR_ERR_INVALID then, saying what
+   to raise: max_epochs / max_steps, or early_stopping's patience (a larger one given now wins over the
+   checkpoint's: the fit then goes on past the recorded stop). A file that cannot be read or parsed here
+   is left to the load, which says why. */
+typedef struct tr__peeked {
+  int64_t epoch, step;
+  uint32_t flags;
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping that stopped */
+  int64_t es_wait, es_patience, es_reason;
+  char es_msg[300];
+} tr__peeked;
+static int tr__peek_read(FILE *f, unsigned char *buf, size_t n) { return fread(buf, 1, n, f) == n ? 0 : -1; }
+static int tr__peek(hk_registry *reg, const char *path, tr__peeked *pk) {
+  unsigned char head[16 + 12 + TR__LOOP_SIZE + 8], *hook = NULL;
+  FILE *f = fopen(path, "rb");
+  int rc = -1, seen_loop = 0;
+  memset(pk, 0, sizeof *pk);
+  if (!f) return -1;
+  if (tr__peek_read(f, head, 16) || memcmp(head, TR__MAGIC, 8) != 0) goto done;
+  for (;;) {
+    uint32_t tag;
+    uint64_t size;
+    if (tr__peek_read(f, head, 12)) goto done;
+    tag = (uint32_t)tr__get(head, 4);
+    size = tr__get(head + 4, 8);
+    if (tag == TR__END) { rc = seen_loop ? 0 : -1; goto done; }
+    if (tag == TR__LOOP) {
+      if (size != TR__LOOP_SIZE || tr__peek_read(f, head + 12, TR__LOOP_SIZE + 8) ||
+          tr__fnv(TR__FNV_START, head, 12 + TR__LOOP_SIZE) != tr__get(head + 12 + TR__LOOP_SIZE, 8))
+        goto done;
+      pk->epoch = (int64_t)tr__get(head + 12 + 16, 8);
+      pk->step = (int64_t)tr__get(head + 12 + 24, 8);
+      pk->flags = (uint32_t)tr__get(head + 12 + 72, 4);
+      seen_loop = 1;
+      continue;
+    }
+    if (tag == TR__HOOK && size >= 12 && size < ((uint64_t)1 << 20)) { /* the run's block; an early stop */
+      size_t klen, n = (size_t)size;
+      if (!(hook = (unsigned char *)malloc(n + 8)) || tr__peek_read(f, hook, n + 8)) goto done;
+      klen = (size_t)tr__get(hook, 4);
+      if (klen <= n - 12 && tr__fnv(tr__fnv(TR__FNV_START, head, 12), hook, n) == tr__get(hook + n, 8)) {
+        const unsigned char *data = hook + 4 + klen + 8;
+        size_t len = n - 12 - klen;
+        if (klen == sizeof TR_RUN_KEY - 1 && !memcmp(hook + 4, TR_RUN_KEY, klen)) (void)tr_run_continue(reg, data, len);
+#if TR__ON_EARLY_STOPPING
+        else if (!pk->es_key[0] && klen <= TR__MAX_KEY && klen >= 15 && !memcmp(hook + 4, "early_stopping{", 15)) {
+          hk_reader rd;
+          tr__es_saved v;
+          memset(&rd, 0, sizeof rd);
+          rd.data = data;
+          rd.len = len;
+          if (tr__es_read(&rd, &v) == 0) {
+            if (v.reason != TR_STOP_NOT_STOPPED) {
+              memcpy(pk->es_key, hook + 4, klen);
+              pk->es_key[klen] = 0;
+              pk->es_wait = v.wait;
+              pk->es_patience = v.patience;
+              pk->es_reason = v.reason;
+              snprintf(pk->es_msg, sizeof pk->es_msg, "%s", v.msg ? v.msg : "");
+            }
+            free(v.msg);
+          }
+        }
+#endif
+      }
+      free(hook);
+      hook = NULL;
+      continue;
+    }
+    if (size > (uint64_t)LONG_MAX - 8 || fseek(f, (long)(size + 8), SEEK_CUR) != 0) goto done;
+  }
+done:
+  free(hook);
+  fclose(f);
+  return rc;
+}
+static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
+  tr__peeked pk;
+  int64_t epochs;
+  const char *path = c->resume_from;
+  char why[sizeof t->error];
+  t->tr__lift_stop = 0;
+  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says why */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* saved in on_train_epoch_end: done */
+  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h */
+    return tr__fail(t, TR_ERR_INVALID, "%s", why);
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK;
+#if TR__ON_EARLY_STOPPING
+  if (pk.es_key[0]) { /* early_stopping's rule */
+    tr__es_saved v;
+    memset(&v, 0, sizeof v);
+    v.wait = pk.es_wait;
+    v.patience = pk.es_patience;
+    v.reason = pk.es_reason;
+    v.msg = pk.es_msg;
+    switch (tr__es_resume_verdict(t->reg, "tr_fit", path, epochs, pk.step, pk.es_key, &v, why, sizeof why)) {
+    case 2: t->tr__lift_stop = 1; return TR_OK;
+    case 1: return tr__fail(t, TR_ERR_INVALID, "%s", why);
+    default: break;
+    }
+  }
+#endif
+  return tr__fail(t, TR_ERR_INVALID, "tr_fit: the run that wrote '%s' stopped early, at epoch %lld (step %lld): a hook asked it to stop "
+                  "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
+}
+
+/* A requeued job's save_to: its run block to the run (tr__peek); 1 with why when another job wrote it. */
+static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
+  tr__peeked pk;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  (void)tr__peek(t->reg, path, &pk);
+  if (!tr_run_other_job(t->reg, path, why, cap)) return 0;
+  (void)tr_run_continue(t->reg, NULL, 0);
+  return 1;
+}
+
+/* A load during a run would pull the counters from under the loop: refused, the run untouched. */
+static tr_err tr__load_allowed(tr_trainer *t) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
+                      hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!path || !path[0]) return tr__fail(t, TR_ERR_INVALID, "tr_load: no path");
+  return tr__load_file(t, path);
+}
+
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
+  if (!t) return TR_ERR_INVALID;
+  if (tr__load_allowed(t)) return TR_ERR_INVALID;
+  if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
+  return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
+}
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
+  t->tr__in_request = 1; /* model_checkpoint(async_save) */
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  t->tr__in_request = 0;
+  if (e) tr__fail(t, e, "%s", why);
+  return e;
+}
+static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+TRAIN_API tr_err tr_grad_histogram(tr_trainer *t, float lo, float hi, int bins, uint64_t *counts) {
+  float width;
+  int k;
+  if (!t || !counts) return TR_ERR_INVALID;
+  if (bins < 1 || bins > 4096 || !hk_is_finitef(lo) || !hk_is_finitef(hi) || !(lo < hi))
+    return tr__refuse(t, "tr_grad_histogram: bins must be in 1..4096 (got %d) and lo < hi, both finite (got %g, %g)",
+                      bins, (double)lo, (double)hi);
+  if (!t->model.grads) return tr__refuse(t, "tr_grad_histogram: model.grads is not set");
+  memset(counts, 0, sizeof *counts * (size_t)(bins + 3));
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) return tr__dev_histogram(t, lo, hi, bins, counts);
+#endif
+  width = (hi - lo) / (float)bins;
+  for (k = 0; k < t->ctx.n_tensors; k++) {
+    const float *x = t->ctx.grads[k].data;
+    size_t i;
+    for (i = 0; i < t->ctx.grads[k].count; i++) counts[tr_hist_bin(x[i], lo, hi, width, bins)]++;
+  }
+  return TR_OK;
+}
+
+/* ---- setup --------------------------------------------------------------------------------------- */
+
+/* Lazy metrics: a call when a hook asks, so the step loop never touches the metrics map. */
+static double tr__lr_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->lr; }
+static double tr__loss_metric(const hk_ctx *ctx, void *user) { (void)ctx; return ((const tr_trainer *)user)->tr__last_loss; }
+
+/* ---- log records and requests: the run layer's, as in any loop ------------------------------------ */
+static TR__NOINLINE void tr__log_record(tr_trainer *t, const char *stage) {
+  if (t->tr__err) return;
+  if (tr_run_log(t->reg, &t->ctx, stage) == HK_FAIL) hk_flow_raise(&t->tr__flow, HK_FAIL); /* a hook of on_log failed */
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL) || tr__interrupts(t) >= 2) tr__settle(t);
+}
+/* Hooks' requests among `which`, done by the run layer (checkpoints, log lines, records). */
+static void tr__hand_requests(tr_trainer *t, unsigned which) {
+  unsigned later = t->ctx.requests & ~which;
+  t->ctx.requests &= which;
+  if (t->ctx.requests & HK_REQUEST_CHECKPOINT) tr__dist_paths(t); /* rank 0's paths, on every rank */
+  if (t->ctx.requests && !t->tr__err) (void)tr_run_requests(t->reg, &t->ctx, &t->tr__flow);
+  t->ctx.requests |= later; /* (asked during the saves: the next safe point's) */
+  if (t->ctx.hook_failure || HK_FLOW_HAS(&t->tr__flow, HK_FLOW_FAIL)) tr__settle(t);
+}
+
+/* ---- the work of a step -------------------------------------------------------------------------
+   Each piece does nothing once skipped (or failed), so a batch reads as a straight list. */
+
+/* Batch b into ctx.batch. */
+static void *tr__fetch(tr_trainer *t, const tr_data *d, int64_t b, const char *what) {
+  void *batch = NULL;
+  int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, tr__dist_index(t, b), &batch);
+  if (rc) tr__fail(t, TR_ERR_MODEL, "%s data: %s(%lld) returned %d", what, d->next ? "next" : "get", (long long)b, rc);
+  t->ctx.batch_idx = b;
+  t->ctx.batch = batch;
+  t->ctx.outputs = NULL;
+  t->ctx.loss = NAN; /* NaN until the forward pass */
+  return batch;
+}
+
+/* A training forward; a non-finite loss as tr_config.on_nonfinite_loss says. */
+static void tr__forward(tr_trainer *t, void *batch) {
+  const tr_config *c = t->tr__cfg;
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.forward(t->model.user, batch, 1, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_forward_loss(t, &loss); /* stays on the device unless needed */
+#endif
+  t->ctx.loss = t->tr__last_loss = loss;
+  if (hk_is_finite(loss) || c->on_nonfinite_loss == TR_NONFINITE_IGNORE) return;
+  if (c->on_nonfinite_loss == TR_NONFINITE_FAIL) {
+    tr__fail(t, TR_ERR_NONFINITE, "the training loss is %f at epoch %lld, batch %lld, step %lld", loss,
+             (long long)t->epoch, (long long)t->epoch_batch, (long long)t->global_step);
+    return;
+  }
+  tr__warn(t, "the training loss is %f at epoch %lld, batch %lld: batch skipped", loss, (long long)t->epoch, (long long)t->epoch_batch);
+  hk_flow_raise(&t->tr__flow, HK_SKIP_BATCH);
+}
+
+/* Once per window, in its first micro-batch that gets this far (Lightning's). */
+static void tr__zero_grad(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_zero_grad(t); else
+#endif
+  tr_zero(t->model.grads, t->model.n_params, t->tr__threads);
+  hk_grads_changed(&t->ctx);
+  t->tr__grads_zeroed = 1;
+}
+
+static void tr__backward(tr_trainer *t, void *batch) {
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  rc = t->model.backward(t->model.user, batch);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.backward returned %d on training batch %lld", rc, (long long)t->epoch_batch); return; }
+  hk_grads_changed(&t->ctx);
+  t->tr__accum_n++; /* gradients in the window's sum */
+}
+
+/* Clipping by norm on the host, over views that tile the gradient, reads the norm right after the averaging. */
+static int tr__clips_by_norm(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  size_t n = 0;
+  int k;
+  if (!(c->gradient_clip_val > 0) || c->gradient_clip_algorithm != TR_CLIP_NORM || TR__ON_DEVICE(t) ||
+      t->ctx.grad_norm_source != tr__grad_pass_source || t->ctx.n_tensors > t->tr__gpass.n)
+    return 0;
+  for (k = 0; k < t->ctx.n_tensors; k++) n += t->ctx.grads[k].count;
+  return n == t->model.n_params;
+}
+/* The averaging's scale and the norm's pass (tr__grad_pass_source's bits) in one pass. */
+static void tr__scale_norm(tr_trainer *t, float s) {
+  tr__grad_pass *p = &t->tr__gpass;
+  double sum = 0;
+  int k;
+  hk_grads_changed(&t->ctx);
+  for (k = 0; k < t->ctx.n_tensors; k++) sum += p->sq[k] = tr_scale_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, s, t->tr__threads);
+  p->ok = 1;
+  p->version = t->ctx.hk__grads_version;
+  hk_grad_norm_set(&t->ctx, sqrt(sum));
+}
+/* The window's sum divided by accumulate_grad_batches times the ranks (Lightning divides every loss), or
+   by the micro-batches that ran backward; a window where none did gets no step. */
+static void tr__average_window(tr_trainer *t) {
+  int64_t by = t->tr__cfg->accumulate_mean_of_window ? t->tr__accum_n
+             : (int64_t)t->tr__accum * (t->ctx.world_size > 1 ? t->ctx.world_size : 1);
+  if (t->tr__accum_n == 0) hk_flow_raise(&t->tr__flow, HK_SKIP_STEP);
+  if (tr__skips(t, HK_FLOW_SKIP_STEP) || by == 1) return;
+  if (tr__clips_by_norm(t)) { tr__scale_norm(t, 1.0f / (float)by); return; } /* the norm is read next */
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) tr__dev_scale_grads(t, 1.0f / (float)by); else
+#endif
+  tr_scale(t->model.grads, t->model.n_params, 1.0f / (float)by, t->tr__threads);
+  hk_grads_changed(&t->ctx);
+}
+
+/* Computed by ctx.grad_norm_source once per change of the gradients (the shared pass, or the device's). */
+static double tr__grad_norm(tr_trainer *t) { return hk_grad_norm(&t->ctx); }
+static double tr__grad_norm_metric(const hk_ctx *ctx, void *user) { (void)ctx; return tr__grad_norm((tr_trainer *)user); }
+
+/* By norm (clip_grad_norm_: limit / (norm + 1e-6) when below 1) or by value; hk_grad_norm stays the norm
+   before clipping for the rest of the step. */
+static void tr__clip_gradients(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_clip(t, c); return; }
+#endif
+  if (c->gradient_clip_algorithm == TR_CLIP_NORM) {
+    double coef = c->gradient_clip_val / (tr__grad_norm(t) + 1e-6);
+    if (coef >= 1.0) return;
+    if (HK_ACTIVE(t->reg, HK_ON_GRADIENT_CLIP)) /* a hook will look: scale now */
+      tr_scale(t->model.grads, t->model.n_params, (float)coef, t->tr__threads);
+    else /* else the update's pass scales them: one pass saved */
+      t->tr__gscale = (float)coef;
+  } else { /* in hk_grad_norm's order: the same bits */
+    float hi = (float)c->gradient_clip_val;
+    double sum = 0;
+    int k;
+    for (k = 0; k < t->ctx.n_tensors; k++)
+      sum += tr_clamp_sumsq(t->ctx.grads[k].data, t->ctx.grads[k].count, -hi, hi, t->tr__threads);
+    hk_grad_norm_set(&t->ctx, sqrt(sum));
+  }
+}
+
+/* No step with an lr float32 cannot use (inf or NaN poisons every parameter; a decay to 0 trains nothing):
+   the run fails naming the schedule. Set-up refuses what it can foresee; this catches the rest. */
+static int tr__lr_usable(tr_trainer *t, double lr) {
+  const tr_sched *s = &t->sched;
+  const tr_sched_state *st = t->run ? &t->run->lr_state : NULL;
+  int decays = s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL;
+  int inf = !hk_is_finite(lr) || lr < 0 || lr > FLT_MAX, zero = !inf && decays && (float)lr == 0;
+  char gamma[48] = "", scale[64] = "";
+  if (!inf && !zero) return 1;
+  if (decays) snprintf(gamma, sizeof gamma, ", gamma %g", s->gamma);
+  if (st && st->scale > 0 && st->scale != 1) snprintf(scale, sizeof scale, ", times tr_lr_scale's %g", st->scale);
+  tr__fail(t, TR_ERR_INVALID, "step %lld: the learning rate is %g%s (the %s schedule%s%s at scheduler step %lld); no step was "
+           "taken with it: give the schedule values that stay finite over the run's length",
+           (long long)t->global_step + 1, lr, zero ? ", 0 as a float32: it decayed away" : hk_is_finite(lr) && lr > FLT_MAX ? ", inf as a float32" : "",
+           tr_sched_kind_name(s->kind), gamma, scale, (long long)(s->per_epoch ? t->epoch : t->global_step));
+  return 0;
+}
+
+/* Per run of tensors with equal settings (torch's param_groups); a frozen run only clipped, as hooks see it. */
+static void tr__update_grouped(tr_trainer *t, double lr) {
+  tr_optim o = t->optim;
+  size_t lo = t->tr__opt_lo, hi = lo + t->tr__opt_n, off, len, a, b;
+  int i = 0;
+  while (i < t->ctx.n_tensors) {
+    tr_tensor_opt s;
+    float *p, *g;
+    i = tr__group_run(t, i, lr, &s, &off, &len);
+    a = off > lo ? off : lo;
+    b = off + len < hi ? off + len : hi;
+    if (a >= b) continue; /* (zero: another rank's) */
+    p = t->model.params + a, g = t->model.grads + a;
+    if (s.frozen) { if (t->tr__gscale != 1.0f) tr_scale(g, b - a, t->tr__gscale, t->tr__threads); continue; }
+    o.weight_decay = s.weight_decay;
+    if (o.kind == TR_OPTIM_ADAMW) {
+      tr_adamw_coef c = tr_adamw_coefs(&o, s.lr, s.step);
+      c.gscale = t->tr__gscale;
+      tr_adamw_update(p, g, t->tr__m + (a - lo), t->tr__v + (a - lo), b - a, &c, t->tr__threads);
+    } else {
+      tr_sgd_coef c = tr_sgd_coefs(&o, s.lr, !t->tr__has_momentum || s.step == 1); /* torch: a fresh buffer per tensor */
+      c.gscale = t->tr__gscale;
+      tr_sgd_update(p, g, t->tr__m ? t->tr__m + (a - lo) : NULL, b - a, &c, t->tr__threads);
+    }
+  }
+  if (o.kind == TR_OPTIM_SGD && o.momentum > 0) t->tr__has_momentum = 1;
+}
+
+/* One update, step global_step + 1, over the parameters whose state this rank keeps (zero: its shard). */
+static void tr__update(tr_trainer *t, double lr) {
+  const tr_optim *o = &t->optim;
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n;
+  float *p = t->model.params + lo, *g = t->model.grads + lo;
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) { tr__dev_update(t, lr); return; }
+#endif
+  if (t->tr__grouped) tr__update_grouped(t, lr);
+  else if (o->kind == TR_OPTIM_ADAMW) {
+    tr_adamw_coef c = tr_adamw_coefs(o, lr, t->global_step + 1);
+    c.gscale = t->tr__gscale;
+    tr_adamw_update(p, g, t->tr__m, t->tr__v, k, &c, t->tr__threads);
+  } else {
+    tr_sgd_coef c = tr_sgd_coefs(o, lr, !t->tr__has_momentum);
+    c.gscale = t->tr__gscale;
+    tr_sgd_update(p, g, t->tr__m, k, &c, t->tr__threads);
+    if (o->momentum > 0) t->tr__has_momentum = 1;
+  }
+  if (t->tr__gscale != 1.0f && k < n) { /* sharded: the rest clipped too, for hooks */
+    tr_scale(t->model.grads, lo, t->tr__gscale, t->tr__threads);
+    tr_scale(g + k, n - lo - k, t->tr__gscale, t->tr__threads);
+  }
+  t->tr__gscale = 1.0f;
+}
+
+/* global_step moves before on_after_optimizer_step (the context contract). */
+static void tr__optimizer_step(tr_trainer *t) {
+  if (tr__skips(t, HK_FLOW_SKIP_STEP)) return;
+  t->lr = tr__current_lr(t); /* a hook may have scaled it */
+  if (!tr__lr_usable(t, t->lr)) { tr__dist_params(t); return; } /* (the ranks exchange all the same) */
+  tr__update(t, t->lr);
+  tr__dist_params(t);
+  t->ctx.global_step = ++t->global_step;
+}
+
+/* A window's end: its bookkeeping and a skipped step are forgotten. */
+static void tr__end_window(tr_trainer *t) {
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f; /* (a skipped step's) */
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+}
+
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if !defined(TRAIN_NO_TRAINER)
+/* One "key=value" word of the settings (tr__settings): text, or the number v as the loggers write numbers. */
+static void tr__setting(tr_trainer *t, const char *key, const char *text, double v) {
+  char num[40];
+  size_t n = strlen(t->tr__settings);
+  if (!text) { tr__num(num, sizeof num, v); text = num; }
+  snprintf(t->tr__settings + n, sizeof t->tr__settings - n, "%s%s=%s", n ? " " : "", key, text);
+}
+/* The trainer's configuration, recorded by the loggers as hyperparameters (c: the fit's, NULL outside one). */
+static const char *tr__settings_text(tr_trainer *t, const tr_config *c) {
+  t->tr__settings[0] = 0;
+  tr__setting(t, "optimizer", t->optim.kind == TR_OPTIM_SGD ? "sgd" : "adamw", 0);
+  tr__setting(t, "lr", NULL, t->optim.lr);
+  tr__setting(t, "weight_decay", NULL, t->optim.weight_decay);
+  if (t->optim.kind == TR_OPTIM_SGD) tr__setting(t, "momentum", NULL, t->optim.momentum);
+  else { tr__setting(t, "beta1", NULL, t->optim.beta1); tr__setting(t, "beta2", NULL, t->optim.beta2); tr__setting(t, "eps", NULL, t->optim.eps); }
+  tr__setting(t, "scheduler", tr_sched_kind_name(t->sched.kind), 0);
+  tr__setting(t, "warmup", NULL, (double)t->sched.warmup);
+  tr__setting(t, "seed", NULL, (double)t->seed);
+  tr__setting(t, "n_params", NULL, (double)t->model.n_params);
+  if (c) {
+    tr__setting(t, "max_epochs", NULL, (double)c->max_epochs);
+    tr__setting(t, "max_steps", NULL, (double)c->max_steps);
+    tr__setting(t, "min_epochs", NULL, (double)c->min_epochs);
+    tr__setting(t, "min_steps", NULL, (double)c->min_steps);
+    tr__setting(t, "limit_train_batches", NULL, (double)c->limit_train_batches);
+    tr__setting(t, "limit_val_batches", NULL, (double)c->limit_val_batches);
+    tr__setting(t, "val_every_n_steps", NULL, (double)c->val_every_n_steps);
+    tr__setting(t, "val_every_n_epochs", NULL, (double)c->val_every_n_epochs);
+    if (c->val_check_interval > 0) tr__setting(t, "val_check_interval", NULL, (double)c->val_check_interval);
+    tr__setting(t, "accumulate_grad_batches", NULL, (double)c->accumulate_grad_batches);
+    if (c->accumulate_mean_of_window) tr__setting(t, "accumulate_mean_of_window", NULL, 1);
+    tr__setting(t, "gradient_clip_val", NULL, c->gradient_clip_val);
+    tr__setting(t, "gradient_clip_algorithm", c->gradient_clip_algorithm == TR_CLIP_VALUE ? "value" : "norm", 0);
+    tr__setting(t, "log_every_n_steps", NULL, (double)c->log_every_n_steps);
+    tr__setting(t, "num_sanity_val_steps", NULL, (double)c->num_sanity_val_steps);
+    tr__setting(t, "batch_size", NULL, (double)c->train->batch_size);
+  }
+  return t->tr__settings;
+}
+
+/* Views sorted by offset, for the tiling check. */
+static int tr__by_offset(const void *a, const void *b) {
+  size_t x = ((const tr_tensor *)a)->offset, y = ((const tr_tensor *)b)->offset;
+  return x < y ? -1 : x > y;
+}
+
+/* Every parameter must lie in exactly one named tensor: the gradient norm, value clipping and the
+   hooks all go through the views, so a gap or an overlap would make them disagree with the update. */
+static tr_err tr__check_tiling(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  size_t end = 0;
+  tr_tensor *v = (tr_tensor *)malloc(sizeof *v * (size_t)n);
+  if (!v) return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory checking %d tensors", n);
+  memcpy(v, t->model.tensors, sizeof *v * (size_t)n);
+  qsort(v, (size_t)n, sizeof *v, tr__by_offset);
+  for (i = 0; i < n && v[i].offset == end; i++) end += v[i].count;
+  if (i < n || end != t->model.n_params) {
+    if (i < n && v[i].offset < end) tr__fail(t, TR_ERR_INVALID, "tr_init: tensors '%s' and '%s' overlap (each parameter must "
+                                             "belong to exactly one tensor)", v[i - 1].name, v[i].name);
+    else tr__fail(t, TR_ERR_INVALID, "tr_init: parameters %zu..%zu belong to no tensor (the tensors must cover all %zu "
+                  "parameters, without gaps)", end, (i < n ? v[i].offset : t->model.n_params) - 1, t->model.n_params);
+  }
+  free(v);
+  return t->tr__err;
+}
+
+/* Point the views at the buffers (grads may still be NULL: tr_set_buffers comes later). */
+static void tr__point_views(tr_trainer *t) {
+  int i, n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    hk_tensor *p = &t->tr__views[i], *g = &t->tr__views[n + i];
+    p->name = g->name = x->name;
+    p->count = g->count = x->count;
+    p->data = t->model.params + x->offset;
+    g->data = t->model.grads ? t->model.grads + x->offset : NULL;
+  }
+  hk_grads_changed(&t->ctx);
+}
+
+TRAIN_API tr_err tr_set_buffers(tr_trainer *t, float *params, float *grads) {
+  if (!t || !t->tr__views) return TR_ERR_INVALID;
+  if (t->tr__accum_pos > 0 || t->tr__grads_zeroed)
+    return tr__refuse(t, "tr_set_buffers: an accumulation window is in progress; its gradient sum lives in the "
+                      "current buffer (hand buffers over before training, e.g. in configure_model)");
+  if (params) t->model.params = params;
+  if (grads) t->model.grads = grads;
+  tr__point_views(t);
+  return TR_OK;
+}
+
+static int tr__bad_number(double x, double lo, double hi) { return !hk_is_finite(x) || x < lo || x > hi; }
+
+TRAIN_API void tr_free(tr_trainer *t) {
+  if (!t) return;
+  tr__dev_free(t);
+  hk_ctx_free(&t->ctx);
+  hk_bytes_free(&t->tr__data_state);
+  tr__asave_free(t->tr__asave); /* the last save in flight ends first */
+  t->tr__asave = NULL;
+  if (t->run && !t->tr__own_reg && t->run->desc.model_user == (void *)t) { /* the run stays with a registry of the
+                                                                             user's: it forgets this trainer */
+    tr_run_desc d = t->run->desc;
+    d.state = NULL;
+    d.n_state = 0;
+    d.rolled_back = NULL;
+    d.save_checkpoint = NULL;
+    d.wait_saves = NULL;
+    d.model_user = NULL;
+    d.settings = NULL;
+    (void)tr_run_setup(t->reg, &d);
+  }
+  t->run = NULL;
+  if (t->tr__own_reg && t->reg) hk_destroy(t->reg);
+  free(t->tr__views);
+  free(t->tr__m);
+  free(t->tr__v);
+  free(t->tr__gpass.sq);
+  t->tr__gpass.sq = NULL;
+  tr__dist_free(t);
+  t->reg = NULL;
+  t->tr__views = NULL;
+  t->tr__m = t->tr__v = NULL;
+  t->tr__opt_lo = t->tr__opt_n = 0;
+  t->tr__own_reg = 0;
+}
+
+/* The training state a rollback puts back (spike_detection): parameters, optimizer state, the step
+   count (AdamW's t and the schedule's) and SGD's first-step flag. The data's counters go on. */
+static int tr__state_regions(tr_trainer *t) {
+  int n = 0;
+  size_t bytes = t->model.n_params * sizeof(float), opt = t->tr__opt_n * sizeof(float); /* (zero: this rank's shard) */
+  if (t->model.params) { t->tr__state[n].data = t->model.params; t->tr__state[n++].bytes = bytes; }
+  if (t->tr__m && opt) { t->tr__state[n].data = t->tr__m; t->tr__state[n++].bytes = opt; } /* (an empty shard: none) */
+  if (t->tr__v && opt) { t->tr__state[n].data = t->tr__v; t->tr__state[n++].bytes = opt; }
+  t->tr__state[n].data = &t->global_step; t->tr__state[n++].bytes = sizeof t->global_step;
+  t->tr__state[n].data = &t->tr__has_momentum; t->tr__state[n++].bytes = sizeof t->tr__has_momentum;
+  return n;
+}
+
+/* spike_detection put the state back: the window in progress is dropped, ctx follows the step count. */
+static void tr__rolled_back(void *user, hk_ctx *ctx) {
+  tr_trainer *t = (tr_trainer *)user;
+  (void)ctx;
+  t->ctx.global_step = t->global_step;
+  t->tr__accum_pos = t->tr__accum_n = 0;
+  t->tr__grads_zeroed = 0;
+  t->tr__gscale = 1.0f;
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_STEP));
+  hk_grads_changed(&t->ctx);
+}
+
+/* What the batteries read from the run layer: this trainer's settings and the fit's config (c; NULL
+   outside a fit), given through tr_run_setup as any loop gives them; then, for a run (stage), the run
+   entered (tr_run_enter). Set at every run: the trainer's registry may be shared. */
+static tr_err tr__configure(tr_trainer *t, hk_stage stage, const tr_config *c) {
+  tr_run_desc d = t->run->desc;
+  d.log = t->tr__log;
+  d.epochs = TR_YES;
+  d.optimizer = t->optim.kind == TR_OPTIM_SGD ? "SGD" : "AdamW"; /* Lightning's names for lr_monitor */
+  d.momentum = t->optim.kind == TR_OPTIM_SGD ? t->optim.momentum : t->optim.beta1;
+  d.weight_decay = t->optim.weight_decay;
+  d.lr_per_epoch = t->sched.per_epoch;
+  d.settings = tr__settings_text(t, c);
+  d.model_user = t;
+  d.save_checkpoint = tr__save_checkpoint;
+  d.wait_saves = tr__wait_saves;
+  d.rolled_back = tr__rolled_back;
+  d.state = t->tr__state;
+  d.n_state = tr__state_regions(t);
+  if (c) {
+    d.max_steps = c->max_steps;
+    d.max_epochs = c->max_epochs;
+    d.min_steps = c->min_steps;
+    d.min_epochs = c->min_epochs;
+    d.log_every_n_steps = c->log_every_n_steps;
+    d.validation = c->val && c->limit_val_batches >= 0 ? TR_YES : TR_NO;
+    /* Lightning's rule: monitors act at the epoch's end when validation runs at every epoch's end only
+       (or not at all), else at the validation's end */
+    d.check_on_train_epoch_end = !c->val || (c->val_every_n_steps <= 0 && c->val_check_interval <= 0 &&
+                                              c->val_every_n_epochs == 1) ? TR_YES : TR_NO;
+    d.no_resume_message = c->no_resume_message;
+    d.new_version_on_resume = c->new_version_on_resume;
+    d.accumulate_grad_batches = c->accumulate_grad_batches;
+    d.save_to = c->save_to;
+    d.no_signals = c->no_sigint; /* the run installs Ctrl-C, SIGTERM and the preemption signal (tr_run_enter) */
+    d.preempt = c->preempt;
+  }
+  if (tr_run_setup(t->reg, &d) != TR_OK) return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  if (stage != HK_STAGE_NONE && tr_run_enter(t->reg, &t->ctx, stage, c ? c->resume_from : NULL) != TR_OK)
+    return tr__fail(t, TR_ERR_INVALID, "%s", tr_run_error(t->reg));
+  t->tr__grouped = stage != HK_STAGE_NONE && tr_run_grouped(t->reg); /* (asked once: the groups are fixed for the run) */
+  return TR_OK;
+}
+
+static tr_err tr__init(tr_trainer *t, const tr_desc *d) {
+  const tr_model *m;
+  tr_optim *o;
+  int i, j, n;
+  memset(t, 0, sizeof *t);
+  t->running = HK_STAGE_NONE;
+  t->tr__val_at = -1;
+  t->tr__mpi_timeout = 1800;
+  if (!d) return tr__fail(t, TR_ERR_INVALID, "tr_init: desc is NULL");
+  if (d->mpi_timeout != d->mpi_timeout) return tr__fail(t, TR_ERR_INVALID, "tr_init: mpi_timeout is NaN (seconds; 0 = 1800, < 0 = forever)");
+  if (d->mpi_timeout != 0) t->tr__mpi_timeout = d->mpi_timeout < 0 ? -1 : d->mpi_timeout;
+  t->tr__log = d->log;
+  t->model = d->model;
+  m = &t->model;
+  if (!m->params || m->n_params == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.params and model.n_params are required (model.grads may "
+                    "come later, through tr_set_buffers)");
+  if (!m->forward) return tr__fail(t, TR_ERR_INVALID, "tr_init: model.forward is required");
+  if (m->n_tensors < 0 || (m->n_tensors > 0 && !m->tensors) || (m->tensors && m->n_tensors == 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: model.tensors and model.n_tensors must be given together");
+  if (!m->tensors) { /* no names given: one tensor covering the whole buffer */
+    t->tr__whole.name = "params";
+    t->tr__whole.offset = 0;
+    t->tr__whole.count = m->n_params;
+    t->model.tensors = &t->tr__whole;
+    t->model.n_tensors = 1;
+  }
+  n = t->model.n_tensors;
+  for (i = 0; i < n; i++) {
+    const tr_tensor *x = &t->model.tensors[i];
+    if (!x->name || !x->name[0]) return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor %d has no name", i);
+    if (x->offset > m->n_params || x->count > m->n_params - x->offset)
+      return tr__fail(t, TR_ERR_INVALID, "tr_init: tensor '%s' (offset %zu, count %zu) lies outside the %zu parameters",
+                      x->name, x->offset, x->count, m->n_params);
+    for (j = 0; j < i; j++)
+      if (strcmp(t->model.tensors[j].name, x->name) == 0)
+        return tr__fail(t, TR_ERR_INVALID, "tr_init: two tensors are named '%s'", x->name);
+  }
+  if (tr__check_tiling(t)) return t->tr__err;
+  if (d->threads < 0 || d->threads > 4096)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: threads is %d; it must be 0 (one thread) to 4096", d->threads);
+  t->tr__threads = d->threads ? d->threads : 1;
+  t->tr__gscale = 1.0f;
+
+  /* The optimizer: fill in the defaults, then check (PyTorch raises on the same values). */
+  t->optim = d->optim;
+  o = &t->optim;
+  if (o->kind != TR_OPTIM_ADAMW && o->kind != TR_OPTIM_SGD)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.kind %d is not an optimizer", (int)o->kind);
+  if (o->lr == 0) o->lr = 1e-3;
+  if (o->beta1 == 0) o->beta1 = 0.9;
+  if (o->beta2 == 0) o->beta2 = 0.999;
+  if (o->eps == 0) o->eps = 1e-8;
+  if (tr__bad_number(o->lr, 0, HUGE_VAL) || o->lr <= 0) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.lr must be > 0");
+  if (tr__bad_number(o->weight_decay, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.weight_decay must be >= 0");
+  if (tr__bad_number(o->momentum, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.momentum must be >= 0");
+  if (tr__bad_number(o->dampening, 0, 1)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.dampening must be in [0, 1]");
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: nesterov needs momentum > 0 and dampening 0");
+  if (tr__bad_number(o->beta1, 0, 1) || o->beta1 >= 1 || tr__bad_number(o->beta2, 0, 1) || o->beta2 >= 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.beta1 and optim.beta2 must be in [0, 1)");
+  if (tr__bad_number(o->eps, 0, HUGE_VAL)) return tr__fail(t, TR_ERR_INVALID, "tr_init: optim.eps must be > 0");
+
+  t->sched = d->sched;
+  {
+    char why[256];
+    if (tr_sched_check(&t->sched, t->sched.total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_init: %s", why);
+  }
+  t->tr__total = t->sched.total;
+
+  /* Everything the step loop needs is allocated now, once (a sharded state by the strategy, below). */
+  t->tr__n_buf = o->kind == TR_OPTIM_ADAMW ? 2 : (o->momentum > 0 ? 1 : 0);
+  if (d->zero != 0 && d->zero != 1)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero is %d; it must be 0 (off) or 1 (ZeRO-1: each rank keeps its shard of "
+                    "the optimizer state; stages 2 and 3 are not implemented)", d->zero);
+#ifndef TRAIN_MPI
+  if (d->zero)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer state over MPI ranks, and this build has no "
+                    "TRAIN_MPI: define it in the file with TRAIN_IMPLEMENTATION and build with mpicc, or leave zero at 0");
+#endif
+  if (d->zero && t->tr__n_buf == 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards the optimizer's state, and plain SGD (momentum 0) has "
+                    "none: leave zero at 0, or use AdamW or SGD with momentum");
+  if (d->zero && m->on_device)
+    return tr__fail(t, TR_ERR_INVALID, "tr_init: zero = 1 shards optimizer state kept on the host; an on_device model's state "
+                    "lives on the GPU and is not sharded (train/trainer/cuda.h): leave zero at 0");
+  t->tr__zero = d->zero;
+  t->tr__views = (hk_tensor *)calloc((size_t)n * 2, sizeof(hk_tensor));
+  t->tr__gpass.sq = (double *)calloc((size_t)n, sizeof(double));
+  if (!t->tr__views || !t->tr__gpass.sq || (!t->tr__zero && tr__alloc_state(t, 0, m->n_params))) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for %zu parameters", m->n_params);
+  }
+  tr__point_views(t);
+  if (d->reg) t->reg = d->reg;
+  else {
+    t->reg = hk_create(NULL);
+    if (!t->reg) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the hook registry"); }
+    t->tr__own_reg = 1;
+  }
+  if (!(t->run = tr_run_get(t->reg))) { tr_free(t); return tr__fail(t, TR_ERR_NOMEM, "tr_init: out of memory for the run"); }
+
+  t->seed = d->seed;
+  tr_rng_seed(&t->rng, d->seed);
+  t->tr__strict_hook_state = d->strict_hook_state != 0;
+  t->tr__async = d->async_save != 0;
+  t->tr__max_ckpt = d->max_checkpoint_bytes ? d->max_checkpoint_bytes : tr__default_ckpt_limit(t);
+  t->lr = o->lr;
+  t->ctx.trainer = t;
+  t->ctx.user = d->user;
+  t->ctx.params = t->tr__views;
+  t->ctx.grads = t->tr__views + n;
+  t->ctx.n_tensors = n;
+  t->ctx.world_size = 1;
+  t->ctx.lr = t->lr;
+  t->tr__gpass.n = n; /* the gradient norm: one pass per change, its per-view sums kept for gradient_monitor */
+  t->tr__gpass.threads = t->tr__threads;
+  t->tr__gpass.sumsq = tr_sumsq;
+  t->ctx.grad_norm_source = tr__grad_pass_source; /* (on_device: train/trainer/cuda.h puts its own) */
+  t->ctx.grad_norm_source_user = &t->tr__gpass;
+  t->tr__last_loss = NAN; /* no training batch yet */
+  if (hk_metric_lazy(&t->ctx, "lr", tr__lr_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "train/loss", tr__loss_metric, t) != HK_OK ||
+      hk_metric_lazy(&t->ctx, "grad_norm", tr__grad_norm_metric, t) != HK_OK) {
+    tr_free(t);
+    return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
+  }
+  /* the batteries see this trainer's settings from now on; spec strings such as "early_stopping(...)"
+     work at once (tr_run_setup registers the factories) */
+  if (tr__configure(t, HK_STAGE_NONE, NULL)) { tr_free(t); return t->tr__err; }
+  if (tr__dev_init(t)) { tr_free(t); return t->tr__err; } /* on_device: train/trainer/cuda.h */
+  return TR_OK;
+}
+
+TRAIN_API tr_err tr_init(tr_trainer *t, const tr_desc *d) {
+  tr_err e, mine;
+  if (!t) return TR_ERR_INVALID;
+  mine = tr__init(t, d);
+  /* the MPI strategy (TRAIN_MPI, several processes): every rank agrees on the model, also a rank whose
+     own checks failed (it takes part with its error, so that no rank waits for it) */
+  if ((e = tr__dist_init(t, mine)) != TR_OK && !mine) {
+    char why[sizeof t->error];
+    memcpy(why, t->error, sizeof why);
+    tr_free(t);
+    return tr__fail(t, e, "%s", why);
+  }
+  return e;
+}
+
+/* The failure path: every on_exception handler runs (hooks.h runs them all, even if one fails), then
+   teardown, which always runs. Lightning skips teardown on errors; we do not. */
+static tr_err tr__abort(tr_trainer *t, hk_stage stage) {
+  t->tr__sigint_count = 0; /* handled: an on_exception handler may still save a checkpoint */
+  tr_run_stops_handled(t->reg);
+  t->ctx.abort_reason = t->error;
+  t->ctx.hook_failure = NULL;
+  (void)HK_FIRE(t->reg, HK_ON_EXCEPTION, &t->ctx);
+  tr__settle(t); /* the run has failed already: a failing handler is reported, not recorded */
+  t->ctx.stage = stage;
+  tr_run_fail(t->reg, t->tr__err, "%s", t->error); /* teardown's hooks see it (tensorboard's session status) */
+  (void)HK_FIRE(t->reg, HK_TEARDOWN, &t->ctx);
+  tr__settle(t);
+  t->ctx.abort_reason = NULL;
+  return t->tr__err;
+}
+
+/* ---- the evaluation loops (validation, test, predict, sanity check) ---------------------------------- */
+
+typedef struct tr__loop_events { int start, epoch_start, batch_start, batch_end, epoch_end, end; } tr__loop_events;
+static const tr__loop_events tr__val_events = {
+  HK_ON_VALIDATION_START, HK_ON_VALIDATION_EPOCH_START, HK_ON_VALIDATION_BATCH_START,
+  HK_ON_VALIDATION_BATCH_END, HK_ON_VALIDATION_EPOCH_END, HK_ON_VALIDATION_END };
+static const tr__loop_events tr__test_events = {
+  HK_ON_TEST_START, HK_ON_TEST_EPOCH_START, HK_ON_TEST_BATCH_START,
+  HK_ON_TEST_BATCH_END, HK_ON_TEST_EPOCH_END, HK_ON_TEST_END };
+static const tr__loop_events tr__predict_events = {
+  HK_ON_PREDICT_START, HK_ON_PREDICT_EPOCH_START, HK_ON_PREDICT_BATCH_START,
+  HK_ON_PREDICT_BATCH_END, HK_ON_PREDICT_EPOCH_END, HK_ON_PREDICT_END };
+
+/* What one evaluation loop runs: its events, its data, and where its mean loss goes. */
+typedef struct tr__eval {
+  const tr__loop_events *ev;
+  const tr_data *data;
+  int64_t limit;        /* batches; 0 = all */
+  int predict;          /* model.predict instead of forward; no loss */
+  const char *metric;   /* the mean loss's metric name, or NULL */
+  const char *what;     /* for messages */
+  double *mean;         /* where the mean loss goes, or NULL */
+} tr__eval;
+
+/* Number of batches to run: the data's count (this rank's share of it), capped by limit (> 0). */
+static int64_t tr__n_batches(tr_trainer *t, const tr_data *data, int64_t limit, const char *what) {
+  int64_t n = t->tr__err ? 0 : data->count(data->user);
+  if (n < 0) { tr__fail(t, TR_ERR_MODEL, "%s data: count() returned %lld", what, (long long)n); n = 0; }
+  n = tr__dist_shard(t, data, n, !strcmp(what, "train"), what);
+  return (limit > 0 && limit < n) ? limit : n;
+}
+
+/* One evaluation batch: forward (its loss joins the mean) or predict (ctx->outputs). */
+static void tr__eval_forward(tr_trainer *t, const tr__eval *e, void *batch, double *sum, int64_t *counted) {
+  double loss = 0;
+  int rc;
+  if (tr__skips(t, HK_FLOW_SKIP_BATCH)) return;
+  if (e->predict) {
+    rc = t->model.predict(t->model.user, batch, &t->ctx.outputs);
+    if (rc) tr__fail(t, TR_ERR_MODEL, "model.predict returned %d on batch %lld", rc, (long long)t->ctx.batch_idx);
+    return;
+  }
+  rc = t->model.forward(t->model.user, batch, 0, &loss);
+  if (rc) { tr__fail(t, TR_ERR_MODEL, "model.forward returned %d on %s batch %lld", rc, e->what, (long long)t->ctx.batch_idx); return; }
+#ifdef TRAIN_CUDA
+  if (TR__ON_DEVICE(t)) loss = tr__dev_eval_loss(t, loss);
+#endif
+  t->ctx.loss = loss;
+  *sum += loss;
+  ++*counted;
+}
+
+/* start, epoch_start, every batch, epoch_end, end; nothing at all when the data has no batches. The
+   mean loss goes into the metric before epoch_end. HK_STOP_EPOCH and HK_SKIP_BATCH mean this loop's
+   epoch and batches: the loop keeps its own (`own`) and gives the training loop's back afterwards.
+   HK_STOP ends a standalone run like HK_STOP_EPOCH; inside fit it only asks training to stop (the
+   validation finishes), so it stays in the flow for the fit, next to a held stop or a skipped step
+   (which a checkpoint written during the validation records). */
+static tr_err tr__eval_loop(tr_trainer *t, const tr__eval *e) {
+  int in_fit = t->running == HK_STAGE_FIT;
+  unsigned own = HK_SIGNAL_BIT(HK_SKIP_BATCH) | HK_SIGNAL_BIT(HK_STOP_EPOCH) | (in_fit ? 0 : HK_SIGNAL_BIT(HK_STOP));
+  unsigned ends = in_fit ? HK_SIGNAL_BIT(HK_STOP_EPOCH) : HK_FLOW_STOP_EPOCH;
+  unsigned outer = t->tr__flow.signals;
+  int64_t b, n, counted = 0;
+  double sum = 0, mean = NAN;
+  int64_t saved_idx = t->ctx.batch_idx; /* inside fit, the training batch's view comes back after */
+  double saved_loss = t->ctx.loss;
+  void *saved_batch = t->ctx.batch;
+
+  if (e->mean) *e->mean = NAN;
+  n = tr__n_batches(t, e->data, e->limit, e->what);
+  if (t->tr__err || tr__dist_empty(t, n)) return t->tr__err; /* no batches (on any rank): no loop at all, as Lightning */
+  t->eval_batches = t->run->eval_batches = n;
+  hk_flow_clear(&t->tr__flow, own);
+  if (e->data->reset && e->data->reset(e->data->user))
+    tr__fail(t, TR_ERR_MODEL, "%s data: reset() failed", e->what);
+  tr__fire(t, e->ev->start);
+  tr__fire(t, e->ev->epoch_start);
+  for (b = 0; b < n && !tr__skips(t, ends); b++) {
+    void *batch = tr__fetch(t, e->data, b, e->what);
+    tr__fire(t, e->ev->batch_start);
+    tr__eval_forward(t, e, batch, &sum, &counted);
+    tr__fire(t, e->ev->batch_end);
+    hk_flow_clear(&t->tr__flow, HK_FLOW_BATCH_SIGNALS);
+  }
+  t->ctx.outputs = NULL;
+  tr__dist_mean(t, &sum, &counted); /* every rank's batches: the global mean */
+  if (!e->predict) {
+    mean = counted ? sum / (double)counted : NAN; /* NaN: every batch was skipped */
+    t->ctx.loss = mean;
+    if (e->metric && !t->tr__err && hk_metric_set(&t->ctx, e->metric, mean) != HK_OK)
+      tr__fail(t, TR_ERR_NOMEM, "could not set the metric %s", e->metric);
+  }
+  if (e->mean) *e->mean = mean;
+  tr__fire(t, e->ev->epoch_end);
+  if (!e->predict && t->ctx.stage != HK_STAGE_SANITY_CHECK && HK_ACTIVE(t->reg, HK_ON_LOG))
+    tr__log_record(t, e->ev == &tr__test_events ? "test" : "val");
+  tr__fire(t, e->ev->end);
+  tr__dist_agree(t);
+  t->ctx.batch_idx = saved_idx;
+  t->ctx.batch = saved_batch;
+  if (in_fit) t->ctx.loss = saved_loss;
+  t->tr__flow.signals = (t->tr__flow.signals & ~own) | (outer & own);
+  return t->tr__err;
+}
+
+/* ---- runs -------------------------------------------------------------------------------------------
+   fit, validate, test and predict start and end the same way: refuse to start inside another run,
+   setup(stage), configure_model, the body, then teardown; on failure on_exception, then teardown. */
+
+static tr_err tr__idle(tr_trainer *t, const char *fn) {
+  if (t->running != HK_STAGE_NONE)
+    return tr__refuse(t, "%s called during a %s run (from a hook?); call it when the run has returned", fn, hk_stage_name(t->running));
+  t->tr__err = TR_OK;
+  t->error[0] = 0;
+  return TR_OK;
+}
+
+static tr_err tr__stage_run(tr_trainer *t, hk_stage stage, void (*body)(tr_trainer *t, const void *arg), const void *arg) {
+  hk_flow kept = t->tr__flow; /* a fit starts from what a checkpoint holds (a held stop, a skipped step) */
+  tr_err e;
+  if (tr__configure(t, stage, stage == HK_STAGE_FIT ? t->tr__cfg : NULL)) return t->tr__err; /* nothing fired yet */
+  t->tr__sync_only = 0;
+  t->running = stage;
+  t->ctx.stage = stage;
+  t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
+  if (stage != HK_STAGE_FIT) t->tr__flow.signals = 0;
+  tr__fire(t, HK_SETUP);
+  tr__fire(t, HK_CONFIGURE_MODEL);
+  tr__dist_agree(t);
+  if (!t->tr__err) body(t, arg);
+  tr__saves_settle(t, 1); /* the run ends once its last save is on disk (or has failed it) */
+  t->tr__sync_only = 1; /* a save from on_exception or teardown: nothing collects it later */
+  tr__dist_agree(t); /* a failure on any rank fails the run on every rank */
+  if (t->tr__err) e = tr__abort(t, stage);
+  else {
+    t->ctx.stage = stage;
+    tr__fire(t, HK_TEARDOWN);
+    e = TR_OK; /* teardown honours no signal */
+    t->error[0] = 0; /* a refused call from a hook (its message) does not outlive a run that succeeded */
+  }
+  tr__dist_agree(t); /* after on_exception / teardown: a tr_save there on some ranks only meets the others here */
+  if (!e && tr__dist_broken(t)) e = t->tr__err;
+  t->running = HK_STAGE_NONE;
+  tr_run_leave(t->reg, &t->ctx);
+  t->ctx.stage = HK_STAGE_NONE;
+  t->ctx.batch = NULL;
+  t->ctx.requests = 0;
+  t->ctx.n_checkpoint_paths = t->ctx.checkpoint_default = 0;
+  t->tr__flow.signals = stage == HK_STAGE_FIT ? 0 : kept.signals; /* a fit consumes its signals */
+  return e;
+}
+
+static void tr__eval_body(tr_trainer *t, const void *arg) {
+  tr__eval_loop(t, (const tr__eval *)arg);
+  if (!t->tr__err) tr__hand_requests(t, HK_REQUEST_LOG); /* the log line; an evaluation honours nothing else */
+}
+
+static tr_err tr__eval_run(tr_trainer *t, hk_stage stage, const tr__eval *e, const char *fn) {
+  tr_err err = TR_OK;
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, fn)) return TR_ERR_INVALID;
+  if (!e->data || !e->data->count || !e->data->get == !e->data->next)
+    err = tr__fail(t, TR_ERR_INVALID, "%s: the data needs count, and get or next (one of them)", fn);
+  else if (e->predict && !t->model.predict) err = tr__fail(t, TR_ERR_INVALID, "tr_predict: model.predict is not set");
+  if ((err = tr__dist_start_eval(t, stage, err ? NULL : e->data, e->limit, err)) != TR_OK) return err;
+  return tr__stage_run(t, stage, tr__eval_body, e);
+}
+
+TRAIN_API tr_err tr_validate(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  tr__eval e = { &tr__val_events, data, limit_batches, 0, "val/loss", "validate", mean_loss };
+  return tr__eval_run(t, HK_STAGE_VALIDATE, &e, "tr_validate");
+}
+TRAIN_API tr_err tr_test(tr_trainer *t, const tr_data *data, int64_t limit_batches, double *mean_loss) {
+  tr__eval e = { &tr__test_events, data, limit_batches, 0, "test/loss", "test", mean_loss };
+  return tr__eval_run(t, HK_STAGE_TEST, &e, "tr_test");
+}
+TRAIN_API tr_err tr_predict(tr_trainer *t, const tr_data *data, int64_t limit_batches) {
+  tr__eval e = { &tr__predict_events, data, limit_batches, 1, NULL, "predict", NULL };
+  return tr__eval_run(t, HK_STAGE_PREDICT, &e, "tr_predict");
+}
+
+/* ---- the training loop ------------------------------------------------------------------------------- */
+
+static int tr__can_stop(const tr_trainer *t) {
+  return t->epoch >= t->tr__cfg->min_epochs && t->global_step >= t->tr__cfg->min_steps;
+}
+/* A graceful stop (HK_STOP) takes effect once min_epochs and min_steps are reached; until then it is held. */
+static int tr__stopping(const tr_trainer *t) {
+  return (t->tr__flow.signals & HK_SIGNAL_BIT(HK_STOP)) && tr__can_stop(t);
+}
+
+
+/* This epoch validates (val_every_n_epochs: Lightning's check_val_every_n_epoch). */
+static int tr__val_epoch(const tr_trainer *t, const tr_config *c) {
+  return c->val_every_n_epochs > 0 && (t->epoch + 1) % c->val_every_n_epochs == 0;
+}
+/* val_check_interval: the training batch just finished (epoch_batch of them so far) is the N-th, 2N-th, ...
+   of its epoch (Lightning: (batch_idx + 1) % val_check_batch == 0, batch_idx counted within the epoch). */
+static int tr__val_in_epoch(const tr_trainer *t, const tr_config *c) {
+  return c->val_check_interval > 0 && t->epoch_batch > 0 && t->epoch_batch % c->val_check_interval == 0 && tr__val_epoch(t, c);
+}
+/* Does a validation run right after the training batch in progress: at this step (val_every_n_steps, when
+   the batch stepped), at this batch of the epoch (val_check_interval), or at the epoch's end after its last
+   batch? (tr_run.validates_next: model_checkpoint ranks a step save due now on that validation's value.) */
+static int tr__val_follows(const tr_trainer *t, int stepped) {
+  const tr_config *c = t->tr__cfg;
+  if (!c->val || c->val->count(c->val->user) <= 0) return 0;
+  if (stepped && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) return 1;
+  if (c->val_check_interval > 0) return tr__val_in_epoch(t, c); /* its epoch's end adds none (unless stopped) */
+  return t->run->epoch_done && tr__val_epoch(t, c);
+}
+/* The factor goes to the run layer, which keeps it for every loop (tr_run.accumulation): the next batch takes it. */
+TRAIN_API tr_err tr_set_accumulation(tr_trainer *t, int factor) {
+  if (!t) return TR_ERR_INVALID;
+  if (t->running != HK_STAGE_FIT || !t->tr__cfg) return tr__refuse(t, "tr_set_accumulation: only during a fit (from a hook)");
+  if (factor < 1) return tr__refuse(t, "tr_set_accumulation: factor must be >= 1, got %d", factor);
+  t->run->accumulation = factor;
+  return TR_OK;
+}
+
+/* Validation inside fit. tr__val_at is set first, so that a checkpoint written during this
+   validation resumes after it instead of repeating it. */
+static void tr__fit_validate(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  tr__eval e = { &tr__val_events, c->val, c->limit_val_batches, 0, "val/loss", "validation", NULL };
+  if (t->tr__err) return;
+  t->tr__val_at = t->epoch_batch;
+  tr__eval_loop(t, &e);
+}
+
+
+/* A safe point (after a training batch or an epoch): honour what hooks requested, a validation first. */
+static void tr__honour_requests(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  unsigned r = t->ctx.requests, later;
+  tr__saves_settle(t, 0); /* a save written in the background: done yet? */
+  if (t->tr__err) return;
+  t->ctx.requests = 0; /* cleared first: a hook that requests again during validation gets a new turn */
+  if (r & HK_REQUEST_VALIDATION) {
+    if (c->val) tr__fit_validate(t);
+    else tr__warn(t, "a hook requested a validation but tr_config.val is not set");
+  }
+  later = t->ctx.requests;
+  t->ctx.requests = r & (HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  t->ctx.requests |= later;
+}
+
+/* After on_train_end: checkpoints and logs asked for there (model_checkpoint's final last.ckpt);
+   a validation is not run any more. */
+static void tr__honour_final_requests(tr_trainer *t) {
+  if (t->tr__err) return;
+  tr__hand_requests(t, HK_REQUEST_CHECKPOINT | HK_REQUEST_LOG);
+  t->ctx.requests = 0;
+}
+
+/* After a training batch, a stop signal or the preemption signal (agreed by every rank): with the preemption
+   handled (tr_config.preempt), the finished step is saved to save_to (every rank calls tr_save; rank 0 writes)
+   and rank 0 requeues the job when asked; then the fit ends through on_exception. */
+static void tr__stop_on_signal(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t stops = (tr__interrupts(t) >= 1 ? TR_STOP_SIGNAL : 0) | (tr__preempts(t) >= 1 ? TR_STOP_PREEMPT : 0);
+  char msg[sizeof t->error], why[sizeof t->error];
+  int saves = !t->tr__err && c->save_to && c->save_to[0];
+  tr_err e = saves ? tr__save_for_request(t, &t->ctx, c->save_to, why, sizeof why) : TR_OK;
+  if (t->tr__err && !e) return; /* (the save failed the run on another rank: its error stands) */
+  if (stops & TR_STOP_PREEMPT)
+    tr__preempt_stopped(msg, sizeof msg, stops, t->global_step, saves ? c->save_to : NULL, e ? why : NULL, &c->preempt, t->ctx.rank);
+  else if (e) tr__msg(msg, sizeof msg, "interrupted (%s); saving the step to %s failed: %s", tr__stop_name(tr__interrupt_kind(t)), c->save_to, why);
+  else tr__msg(msg, sizeof msg, "interrupted (%s)%s%s", tr__stop_name(tr__interrupt_kind(t)), saves ? "; its state saved to " : "", saves ? c->save_to : "");
+  t->tr__err = TR_OK; /* a failed save's error gives way to the interruption's, which names it */
+  tr__fail(t, TR_ERR_INTERRUPTED, "%s", msg);
+}
+
+/* One training batch, in Lightning's order. Each line fires an event or does a piece of work; once a
+   hook skips the batch (HK_SKIP_BATCH) or the window's step (HK_SKIP_STEP), or anything fails, the
+   lines it covers do nothing, and on_train_batch_end still fires (unless the run failed). */
+static void tr__train_batch(tr_trainer *t, int64_t n_batches) {
+  const tr_config *c = t->tr__cfg;
+  int64_t steps_before = t->global_step;
+  int window_ends;
+  void *batch;
+
+  t->tr__accum = t->run->accumulation; /* tr_set_accumulation's, accumulation_scheduler's: from this batch on */
+  window_ends = t->tr__accum_pos + 1 >= t->tr__accum || t->epoch_batch + 1 >= n_batches;
+
+  t->lr = tr__current_lr(t);
+  if (t->tr__accum_pos == 0) { /* a window begins: where a failure before its step resumes */
+    t->tr__win_open = 1;
+    t->tr__win_batch = t->epoch_batch;
+    t->tr__win_samples = t->samples_seen;
+  }
+  batch = tr__fetch(t, c->train, t->epoch_batch, "train");
+  tr__fire(t, HK_ON_TRAIN_BATCH_START);
+  tr__forward(t, batch);
+  if (!t->tr__grads_zeroed) {              /* the window's first micro-batch that gets this far */
+    tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_ZERO_GRAD);
+    tr__zero_grad(t);
+  }
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_BEFORE_BACKWARD);
+  tr__backward(t, batch);
+  tr__fire_unless(t, HK_FLOW_SKIP_BATCH, HK_ON_AFTER_BACKWARD);
+  t->tr__accum_pos++;                      /* with accum_n: a checkpoint taken mid-batch stays consistent */
+  if (window_ends) {                       /* the last micro-batch of the window steps */
+    tr__dist_grads(t);                     /* every rank's gradients summed (TRAIN_MPI) */
+    tr__average_window(t);
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_BEFORE_OPTIMIZER_STEP);
+    if (c->gradient_clip_val > 0) {
+      tr__clip_gradients(t);
+      tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_GRADIENT_CLIP);
+    }
+    tr__dist_agree(t);                     /* a skip from on_before_optimizer_step .. on_gradient_clip: everywhere */
+    tr__optimizer_step(t);
+    if (t->global_step > steps_before || !t->tr__err) t->tr__win_open = 0; /* stepped, or ended without a step */
+    tr__fire_unless(t, HK_FLOW_SKIP_STEP, HK_ON_AFTER_OPTIMIZER_STEP);
+    tr__end_window(t);
+  }
+  t->epoch_batch++;
+  t->run->epoch_done = t->epoch_batch >= n_batches;
+  t->samples_seen += c->train->batch_size > 0 ? c->train->batch_size : 1;
+  t->ctx.samples_seen = t->samples_seen;
+  t->run->validates_next = tr__val_follows(t, t->global_step > steps_before);
+  tr__fire(t, HK_ON_TRAIN_BATCH_END);
+  t->run->validates_next = 0;
+  hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_SKIP_BATCH));
+  tr__dist_agree(t);
+  if (HK_ACTIVE(t->reg, HK_ON_LOG) && t->global_step > steps_before && c->log_every_n_steps > 0 &&
+      t->global_step % c->log_every_n_steps == 0)
+    tr__log_record(t, "train");
+  /* after the step's record: a stop saves this step, and its resume logs from the next one (as tr_run_batch_end) */
+  if (tr__interrupts(t) >= 1 || tr__preempts(t) >= 1) tr__stop_on_signal(t);
+
+  if (c->val && ((t->global_step > steps_before && c->val_every_n_steps > 0 && t->global_step % c->val_every_n_steps == 0) ||
+                 tr__val_in_epoch(t, c)))
+    tr__fit_validate(t);
+  tr__honour_requests(t);
+}
+
+/* The epoch is over: move the counters to the next one. */
+static void tr__finish_epoch(tr_trainer *t) {
+  t->epoch++;
+  t->epoch_batch = 0;
+  t->tr__val_at = -1;
+  t->tr__epoch_ended = 0;
+  t->run->epoch_done = 0;
+  tr__end_window(t); /* a window cut short by a stop is dropped */
+  t->tr__win_open = 0;
+  hk_flow_clear(&t->tr__flow, HK_FLOW_EPOCH_SIGNALS);
+  t->ctx.epoch = t->epoch;
+}
+
+/* Start epoch t->epoch, or continue it mid-way after a resume: the shuffle is rebuilt from the seed
+   either way; an iterator is rewound only at a real start (a resumed one was handed its position). */
+static void tr__start_epoch(tr_trainer *t, const tr_data *d) {
+  int resuming = t->epoch_batch > 0;
+  t->ctx.epoch = t->epoch;
+  t->ctx.batch_idx = t->epoch_batch;
+  if (d->shuffle) {
+    tr_rng r = tr__epoch_rng(t->seed, t->epoch);
+    d->shuffle(d->user, &r);
+  }
+  if (resuming) return; /* no second on_train_epoch_start, as Lightning after a mid-epoch restart */
+  if (d->reset && d->reset(d->user)) tr__fail(t, TR_ERR_MODEL, "train data: reset() failed at epoch %lld", (long long)t->epoch);
+  t->lr = tr__current_lr(t); /* the epoch's learning rate is known before its first batch (lr_monitor) */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_START);
+}
+
+/* The plateau's check at a complete epoch's end, after its validation and before on_train_epoch_end
+   (so that a checkpoint written there holds it). The lr it sets applies from the next batch on. */
+static void tr__plateau_check(tr_trainer *t) {
+  double v = 0, sum;
+  int64_t have = hk_metric_get(&t->ctx, t->sched.monitor, &v) ? 1 : 0; /* a lazy one is computed now (hooks.h) */
+  sum = have ? v : 0;
+  /* TRAIN_MPI: every rank decides on the ranks' mean (val/loss is the same on each already; a rank's own
+     train/loss is not), so the lr stays the same everywhere; one process: the value itself */
+  tr__dist_mean(t, &sum, &have);
+  if (t->tr__err) return;
+  if (have < (t->tr__dist ? (int64_t)t->ctx.world_size : 1)) {
+    tr__fail(t, TR_ERR_INVALID, "the plateau schedule monitors '%s', which is not set at the end of epoch %lld (no "
+             "validation data? monitor a metric a hook sets, e.g. train/loss)", t->sched.monitor, (long long)t->epoch);
+    return;
+  }
+  if (t->tr__dist) v = sum / (double)have;
+  (void)tr_plateau_step(&t->sched, &t->run->lr_state, t->optim.lr, v);
+}
+
+/* One training epoch: on_train_epoch_start, batches, [validation], on_train_epoch_end. An epoch that
+   max_steps cuts short stays open (epoch_batch > 0): the next fit continues it mid-way. */
+static void tr__train_epoch(tr_trainer *t, int64_t n) {
+  const tr_config *c = t->tr__cfg;
+  int complete, stopped;
+  t->train_batches = t->run->train_batches = n;
+  tr__start_epoch(t, c->train);
+  tr__dist_agree(t);
+  while (t->epoch_batch < n && !tr__skips(t, HK_SIGNAL_BIT(HK_STOP_EPOCH)) && !tr__stopping(t)) {
+    tr__train_batch(t, n);
+    if (c->max_steps > 0 && t->global_step >= c->max_steps) break;
+  }
+  if (t->tr__err) return;
+  stopped = HK_FLOW_HAS(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP_EPOCH)) || tr__stopping(t);
+  complete = t->epoch_batch >= n || stopped;
+  t->run->epoch_done = complete;
+  /* the epoch's validation, unless one just ran after its last batch; with val_check_interval only when a
+     stop ended the epoch (Lightning validates at a stop; otherwise at the N-th batches alone) */
+  if (complete && c->val && tr__val_epoch(t, c) && (c->val_check_interval <= 0 || stopped) && t->tr__val_at != t->epoch_batch)
+    tr__fit_validate(t);
+  if (complete && !t->tr__err && t->sched.kind == TR_SCHED_PLATEAU) tr__plateau_check(t);
+  t->tr__epoch_ended = complete; /* a checkpoint written by an on_train_epoch_end hook resumes after it */
+  tr__fire(t, HK_ON_TRAIN_EPOCH_END);
+  tr__dist_agree(t);
+  if (complete && !t->tr__err) tr__finish_epoch(t);
+  tr__honour_requests(t);
+}
+
+static int tr__fit_done(const tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  return t->tr__err || (c->max_steps > 0 && t->global_step >= c->max_steps) ||
+         (c->max_epochs > 0 && t->epoch >= c->max_epochs) || tr__stopping(t);
+}
+
+/* Fill in the defaults of a tr_config and check it; nothing has fired yet. */
+static tr_err tr__resolve(tr_trainer *t, const tr_config *in, tr_config *c) {
+  char why[512];
+  if (!in) return tr__fail(t, TR_ERR_INVALID, "tr_fit: config is NULL");
+  *c = *in;
+  if (!c->train || !c->train->count || !c->train->get == !c->train->next)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train needs count, and get or next (one of them)");
+  if (c->val && (!c->val->count || !c->val->get == !c->val->next))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.val needs count, and get or next (one of them)");
+  if (!c->train->save_state != !c->train->load_state)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: config.train has only one of save_state/load_state; give both or neither");
+  if (!t->model.backward) return tr__fail(t, TR_ERR_INVALID, "tr_fit: model.backward is required");
+  if (tr_preempt_check(&in->preempt, in->save_to, "tr_fit: config.", why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "%s", why);
+  if (c->max_epochs < 0 || c->max_steps < 0 || c->min_epochs < 0 || c->min_steps < 0 || c->limit_train_batches < 0 ||
+      c->val_every_n_steps < 0 || c->val_check_interval < 0 || c->accumulate_grad_batches < 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: max_*, min_*, limit_train_batches, val_every_n_steps, val_check_interval "
+                    "and accumulate_grad_batches must be >= 0");
+  if (c->val_every_n_steps > 0 && c->val_check_interval > 0)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: val_every_n_steps (%lld, optimizer steps over the run) and val_check_interval "
+                    "(%lld, batches within each epoch) are both set; give one", (long long)c->val_every_n_steps,
+                    (long long)c->val_check_interval);
+  if (tr__bad_number(c->gradient_clip_val, 0, HUGE_VAL) ||
+      (c->gradient_clip_algorithm != TR_CLIP_NORM && c->gradient_clip_algorithm != TR_CLIP_VALUE))
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: gradient_clip_val must be >= 0 and the algorithm norm or value");
+  if (c->on_nonfinite_loss < TR_NONFINITE_FAIL || c->on_nonfinite_loss > TR_NONFINITE_IGNORE)
+    return tr__fail(t, TR_ERR_INVALID, "tr_fit: on_nonfinite_loss is not a tr_nonfinite value");
+  if (c->max_epochs == 0 && c->max_steps == 0) c->max_epochs = 1000;
+  if (c->limit_val_batches < 0) c->val = NULL;
+  if (c->num_sanity_val_steps == 0) c->num_sanity_val_steps = 2;
+  if (c->num_sanity_val_steps < 0) c->num_sanity_val_steps = 0;
+  if (c->val_every_n_epochs == 0) c->val_every_n_epochs = 1;
+  if (c->accumulate_grad_batches == 0) c->accumulate_grad_batches = 1;
+  if (c->log_every_n_steps == 0) c->log_every_n_steps = 50;
+  t->tr__total = t->sched.total;
+  if (t->tr__total == 0 && (t->sched.kind == TR_SCHED_COSINE || t->sched.kind == TR_SCHED_LINEAR ||
+                            t->sched.kind == TR_SCHED_WSD || t->sched.kind == TR_SCHED_ONECYCLE))
+    t->tr__total = t->sched.per_epoch ? c->max_epochs : c->max_steps;
+  {
+    char why[256];
+    tr_sched s = t->sched;
+    if ((s.kind == TR_SCHED_COSINE || s.kind == TR_SCHED_LINEAR || s.kind == TR_SCHED_WSD || s.kind == TR_SCHED_ONECYCLE) &&
+        t->tr__total == 0)
+      return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule needs its total, the scheduler steps of the whole curve "
+                      "(%s): give sched.total (in a spec: %s(total=N)), or %s so that the run's length is the total",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "epochs, per_epoch" : "optimizer steps; epochs with per_epoch=true",
+                      tr_sched_kind_name(s.kind), s.per_epoch ? "tr_config.max_epochs" : "tr_config.max_steps (max_epochs does not give "
+                      "the steps: the batches per epoch are not known before the fit)");
+    if (s.kind == TR_SCHED_STEP || s.kind == TR_SCHED_EXPONENTIAL) { /* gamma^steps over the run, when its length is known */
+      int64_t horizon = s.total ? s.total : s.per_epoch ? c->max_epochs : c->max_steps;
+      if (tr_sched_check(&s, horizon, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+      if (horizon > 0) { /* the updates are float32: the lr at either end must be a float above 0 */
+        double first = tr_lr_at(&s, t->optim.lr, 0), last = tr_lr_at(&s, t->optim.lr, horizon - 1);
+        double worst = s.gamma > 1 ? last : first > last ? last : first;
+        if (!(worst <= FLT_MAX) || !((float)worst > 0))
+          return tr__fail(t, TR_ERR_INVALID, "tr_fit: the %s schedule (gamma %g) takes the learning rate to %g by scheduler step %lld "
+                          "of %lld, which float32 updates %s; give a gamma closer to 1, a smaller or larger optim.lr, or fewer steps",
+                          tr_sched_kind_name(s.kind), s.gamma, worst, (long long)(horizon - 1), (long long)horizon,
+                          worst > 1 ? "turn into inf" : "round to 0");
+      }
+    } else if (tr_sched_check(&s, t->tr__total, why, sizeof why)) return tr__fail(t, TR_ERR_INVALID, "tr_fit: %s", why);
+  }
+  (void)tr_run_continue(t->reg, NULL, 0); /* a resume's run directory: tr__resume_check gives it (tr__peek) */
+  return c->resume_from && c->resume_from[0] ? tr__resume_check(t, c) : TR_OK;
+}
+
+/* Everything the model must have handed over by the first step, and the training data's position. */
+static void tr__ready_to_train(tr_trainer *t) {
+  const tr_data *d = t->tr__cfg->train;
+  if (t->tr__err) return;
+  /* Without batch_size samples_seen counts batches: a rate per sample would be off by the batch's size */
+  if (d->batch_size <= 0 && !t->tr__bs_warned && t->ctx.rank == 0 && hk_find(t->reg, "throughput_monitor")) {
+    t->tr__bs_warned = 1;
+    tr__warn(t, "throughput_monitor is registered but the training data's tr_data.batch_size is 0: samples_seen "
+             "counts batches, so its samples/s, tokens and FLOP/s are per batch; set tr_data.batch_size to the "
+             "samples in one batch");
+  }
+  if (!t->model.grads) {
+    tr__fail(t, TR_ERR_INVALID, "model.grads is not set: pass it to tr_init, or hand it over with tr_set_buffers "
+             "(for example in a configure_model hook) before training starts");
+    return;
+  }
+  if (t->tr__data_state.len && d->load_state) { /* from a checkpoint, or where the last fit left it */
+    hk_reader rd;
+    memset(&rd, 0, sizeof rd);
+    rd.data = t->tr__data_state.data;
+    rd.len = t->tr__data_state.len;
+    if (d->load_state(d->user, &rd)) {
+      rd.why[sizeof rd.why - 1] = 0;
+      tr__fail(t, TR_ERR_STATE, "train data: load_state() rejected the saved position (%zu bytes)%s%s", t->tr__data_state.len,
+               rd.why[0] ? ": " : "", rd.why);
+    }
+  }
+}
+
+/* The sanity check: a few validation batches before training, to find bugs in validation early. */
+static void tr__sanity_check(tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  int64_t limit = c->num_sanity_val_steps;
+  tr__eval e = { &tr__val_events, c->val, 0, 0, "val/loss", "sanity check", NULL };
+  uint64_t before, during;
+  if (t->tr__err || !c->val || c->num_sanity_val_steps <= 0 || t->tr__restarting) return;
+  if (c->limit_val_batches > 0 && c->limit_val_batches < limit) limit = c->limit_val_batches;
+  e.limit = limit;
+  t->ctx.stage = HK_STAGE_SANITY_CHECK;
+  before = hk_metric_stamp(&t->ctx, NULL);
+  tr__fire(t, HK_ON_SANITY_CHECK_START);
+  tr__eval_loop(t, &e); /* nothing after a failure (but the ranks' agreement on it) */
+  during = hk_metric_stamp(&t->ctx, NULL);
+  tr__fire(t, HK_ON_SANITY_CHECK_END);
+  /* As Lightning resets its metrics after the sanity check: nothing ranks or stops on its val/loss.
+     What hooks publish at on_sanity_check_end (the timer's time/sanity_check) stays. */
+  hk_metric_forget_between(&t->ctx, before, during);
+  t->ctx.stage = HK_STAGE_FIT;
+}
+
+/* The body of tr_fit, after setup and configure_model, in the order of Lightning's Trainer.fit. */
+static void tr__fit_body(tr_trainer *t, const void *arg) {
+  const tr_config *c = t->tr__cfg;
+  int64_t n;
+  char why[600];
+  (void)arg;
+  if (tr__save_to_check(c->save_to, "tr_fit: config.", why, sizeof why)) tr__fail(t, TR_ERR_INVALID, "%s", why); /* not at Ctrl-C */
+  if (c->resume_from && !t->tr__err) { /* a failure skips what follows */
+    tr__load_file(t, c->resume_from);
+    if (!t->tr__err) tr_run_resumed(t->reg, &t->ctx);
+    if (!t->tr__err && t->tr__lift_stop) { /* a larger patience now: the early stop it recorded is not made again */
+      hk_flow_clear(&t->tr__flow, HK_SIGNAL_BIT(HK_STOP));
+      tr__warn(t, "resuming past the early stop that checkpoint recorded: early_stopping's patience given now is larger");
+    }
+  }
+  t->tr__lift_stop = 0;
+  tr__ready_to_train(t);
+  tr__dist_check_resumed(t); /* every rank starts from the same counters (TRAIN_MPI) */
+  tr__fire(t, HK_ON_FIT_START);
+  tr__dist_agree(t);
+  tr__sanity_check(t);
+  tr__fire(t, HK_ON_TRAIN_START);
+  tr__dist_agree(t);
+  if (t->tr__epoch_ended) tr__finish_epoch(t); /* a checkpoint from inside on_train_epoch_end */
+  while (!tr__fit_done(t)) {
+    if (tr__interrupts(t) >= 1) { tr__fail(t, TR_ERR_INTERRUPTED, "interrupted (%s)", tr__stop_name(tr__interrupt_kind(t))); break; }
+    n = tr__n_batches(t, c->train, c->limit_train_batches, "train");
+    if (n == 0) { /* nothing to train on: Lightning skips the training loop too */
+      if (!t->tr__err) tr__warn(t, "the training data has no batches: nothing to train");
+      break;
+    }
+    if (c->val && c->val_check_interval > n) { /* it would never validate (Lightning raises a ValueError) */
+      tr__fail(t, TR_ERR_INVALID, "tr_fit: val_check_interval (%lld) is more than the %lld training batches of an epoch: it "
+               "counts batches within each epoch (Lightning's rule); give at most %lld, or val_every_n_steps to count "
+               "optimizer steps across epochs", (long long)c->val_check_interval, (long long)n, (long long)n);
+      break;
+    }
+    tr__train_epoch(t, n);
+  }
+  tr__fire(t, HK_ON_TRAIN_END);
+  tr__dist_agree(t);
+  tr__honour_final_requests(t);
+  tr__fire(t, HK_ON_FIT_END);
+}
+
+/* Where the training iterator stands when a fit ends: what tr_save writes and the next fit restores. */
+static void tr__keep_data_state(tr_trainer *t, const tr_data *d) {
+  hk_bytes b;
+  if (!d->save_state) return;
+  memset(&b, 0, sizeof b);
+  if (d->save_state(d->user, &b) || b.failed) {
+    hk_bytes_free(&b);
+    tr__warn(t, "train data: save_state() failed when the fit ended; the next checkpoint holds the previous position");
+    return;
+  }
+  hk_bytes_free(&t->tr__data_state);
+  t->tr__data_state = b;
+}
+
+TRAIN_API tr_err tr_fit(tr_trainer *t, const tr_config *cfg) {
+  tr_config c;
+  tr_err e;
+  const char *requeued = NULL;
+  char foreign[600] = "";
+  if (!t) return TR_ERR_INVALID;
+  if (tr__idle(t, "tr_fit")) return TR_ERR_INVALID; /* nested in a hook: this rank alone, no agreement */
+  e = tr__resolve(t, cfg, &c);
+  if (!e && c.resume_from && !strcmp(c.resume_from, "auto")) /* the newest checkpoint of this run, or a fresh start */
+    c.resume_from = tr_run_find_resume(t->reg, &t->ctx, c.save_to, tr__ckpt_check, t);
+  if (!e && (!c.resume_from || !c.resume_from[0]) && t->global_step == 0 && t->epoch == 0 && t->epoch_batch == 0)
+    c.resume_from = requeued = tr__preempt_resume(&c.preempt, c.save_to); /* a requeued job's first fit */
+  if (requeued && tr__requeue_foreign(t, requeued, foreign, sizeof foreign)) /* only this job's own checkpoint */
+    c.resume_from = requeued = NULL;
+  if ((e = tr__dist_start_fit(t, &c, e)) != TR_OK) return e; /* every rank: the same run length (TRAIN_MPI) */
+  t->tr__cfg = &c;
+  t->tr__accum = c.accumulate_grad_batches;
+  t->ctx.epoch = t->epoch;
+  t->ctx.global_step = t->global_step;
+  t->ctx.samples_seen = t->samples_seen;
+  t->lr = tr__current_lr(t);
+  t->tr__sigint_count = t->tr__preempt_count = 0;
+  t->tr__sigterm = 0;
+  t->tr__sig_deferred = t->tr__dist != NULL;
+  if (t->ctx.rank == 0 && foreign[0]) tr_run_say(t->reg, &t->ctx, "train.h", "%s", foreign);
+
+  e = tr__stage_run(t, HK_STAGE_FIT, tr__fit_body, NULL); /* (the run installs the stop signals: tr_run_enter) */
+
+  t->tr__sig_deferred = t->tr__sigint_count = t->tr__preempt_count = 0;
+  tr__keep_data_state(t, c.train);
+  t->tr__restarting = 0;
+  t->tr__cfg = NULL;
+  return e;
+}
+#endif /* !defined(TRAIN_NO_TRAINER) */
+#if TR__ON_LR_FINDER
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w);
+TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
+/* ---- lr_finder ------------------------------------------------------------------------------------ */
+typedef struct tr__lrf {
+  tr_lr_finder_state pub;
+  double min_lr, max_lr, threshold;
+  int steps, update_attr, verbose;
+  char *curve_path;
+  double *lrs, *losses;
+} tr__lrf;
+
+static void tr__lrf_destroy(void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  free(s->lrs);
+  free(s->losses);
+  free(s->curve_path);
+  free(s);
+}
+
+/* Lightning's: numpy.gradient's argmin, skipping the first 10 points and the last; -1 with too few. */
+static int tr__lrf_suggest(const double *loss, int n) {
+  enum { SKIP_BEGIN = 10, SKIP_END = 1 };
+  int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
+  double best_g = HUGE_VAL;
+  const double *y = loss + SKIP_BEGIN;
+  if (m < 2) return -1;
+  for (i = 0; i < m; i++) {
+    double g;
+    if (!hk_is_finite(y[i])) return -1;
+    g = i == 0 ? y[1] - y[0] : i == m - 1 ? y[m - 1] - y[m - 2] : (y[i + 1] - y[i - 1]) / 2;
+    if (g < best_g) { best_g = g; best = i; }
+  }
+  return best < 0 ? -1 : best + SKIP_BEGIN;
+}
+
+/* N optimizer steps driven by hand, everything restored after. */
+static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
+  const tr_config *c = t->tr__cfg;
+  const tr_data *d = c->train;
+  size_t n = t->model.n_params, bytes = n * sizeof(float);
+  int dev = TR__ON_DEVICE(t); /* kept on the device */
+  float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
+  int64_t count = d->count(d->user), step0 = t->global_step;
+  int has_mom = t->tr__has_momentum, i, stop = 0;
+  double avg = 0, best = HUGE_VAL, beta = 0.98;
+  if (count <= 0) return hk_fail(ctx, "the training data has no batches");
+  if (d->next && !d->reset) return hk_fail(ctx, "iterator training data needs reset() (the sweep rewinds it)");
+  if (dev) { if (tr__dev_keep(t, 0)) return HK_FAIL; }
+  else if (!save) return hk_fail(ctx, "out of memory");
+  else {
+    memcpy(save, t->model.params, bytes);
+    memcpy(save + n, t->model.grads, bytes);
+    if (t->tr__n_buf > 0) memcpy(save + 2 * n, t->tr__m, bytes);
+    if (t->tr__n_buf > 1) memcpy(save + 3 * n, t->tr__v, bytes);
+  }
+  s->pub.n = 0;
+  for (i = 0; i < s->steps && !stop; i++) {
+    double lr = s->min_lr * pow(s->max_lr / s->min_lr, s->steps > 1 ? (double)i / (double)(s->steps - 1) : 0.0), loss = 0, smooth;
+    void *batch = NULL;
+    int rc = d->next ? d->next(d->user, &batch) : d->get(d->user, i % count, &batch);
+    if (rc) { stop = 2; break; }
+    if (t->model.forward(t->model.user, batch, 1, &loss)) { stop = 2; break; }
+    if (dev) { loss = tr__dev_eval_loss(t, loss); tr__dev_zero_grad(t); } /* the step's one wait: its loss */
+    else memset(t->model.grads, 0, bytes);
+    if (t->model.backward(t->model.user, batch)) { stop = 2; break; }
+    hk_grads_changed(&t->ctx);
+    if (c->gradient_clip_val > 0) tr__clip_gradients(t);
+    t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
+    tr__update(t, lr);
+    if (t->tr__err) { stop = 2; break; } /* a device call failed */
+    avg = beta * avg + (1 - beta) * loss;
+    smooth = avg / (1 - pow(beta, i + 1));
+    s->lrs[i] = lr;
+    s->losses[i] = smooth;
+    s->pub.n = i + 1;
+    if (!hk_is_finite(smooth) || (s->threshold > 0 && i > 1 && smooth > s->threshold * best)) stop = 1; /* diverged */
+    if (smooth < best || i == 0) best = smooth;
+    if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
+  }
+  /* exactly what the fit starts from */
+  if (dev) (void)tr__dev_keep(t, 1);
+  else {
+    memcpy(t->model.params, save, bytes);
+    memcpy(t->model.grads, save + n, bytes);
+    if (t->tr__n_buf > 0) memcpy(t->tr__m, save + 2 * n, bytes);
+    if (t->tr__n_buf > 1) memcpy(t->tr__v, save + 3 * n, bytes);
+    free(save);
+  }
+  t->global_step = step0;
+  t->tr__has_momentum = has_mom;
+  hk_grads_changed(&t->ctx);
+  t->ctx.loss = NAN;
+  if (d->next && d->reset(d->user)) stop = 2;
+  if (t->tr__err) return HK_FAIL; /* the run's error says which */
+  if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
+  return HK_CONTINUE;
+}
+
+static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr_trainer *t = (tr_trainer *)ctx->trainer;
+  int k;
+  if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
+                         "can sweep the learning rate with its own steps");
+  if (s->pub.done) { /* a resumed fit: no second sweep */
+    if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
+    return HK_CONTINUE;
+  }
+  if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
+  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need a collective inside a hook */
+    return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
+                   "learning rate in a run without zero, then set it");
+  if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
+  s->pub.done = 1;
+  k = tr__lrf_suggest(s->losses, s->pub.n);
+  s->pub.suggestion_index = k;
+  s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
+  if (s->verbose && ctx->rank == 0) {
+    if (k >= 0) tr_run_say(t->reg, ctx, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+                           s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
+    else tr_run_say(t->reg, ctx, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+                    s->pub.n, t->optim.lr);
+  }
+  if (s->update_attr && k >= 0) {
+    t->optim.lr = s->pub.suggestion;
+    t->lr = tr__current_lr(t);
+  }
+  if (s->curve_path && ctx->rank == 0) { /* every rank sweeps the same */
+    hk_bytes b;
+    char why[1100];
+    int e;
+    memset(&b, 0, sizeof b);
+    tr__putf(&b, "lr,loss\n");
+    for (k = 0; k < s->pub.n; k++) tr__putf(&b, "%.9g,%.9g\n", s->lrs[k], s->losses[k]);
+    e = b.failed ? ENOMEM : tr__write_whole(s->curve_path, b.data, b.len, 0, NULL, why, sizeof why);
+    hk_bytes_free(&b);
+    if (e) return hk_fail(ctx, "cannot write the curve to '%s': %s", s->curve_path, e == ENOMEM ? "out of memory" : why);
+  }
+  return HK_CONTINUE;
+}
+static int tr__lrf_save(void *user, hk_bytes *out) {
+  tr__lrf *s = (tr__lrf *)user;
+  tr__put_u64(out, 1);
+  tr__put_u64(out, (uint64_t)s->pub.done);
+  tr__put_f64(out, s->pub.suggestion);
+  return out->failed ? -1 : 0;
+}
+static int tr__lrf_load(void *user, hk_reader *in) {
+  tr__lrf *s = (tr__lrf *)user;
+  uint64_t done = 0;
+  double v = 0;
+  if (tr__get_version(in, 1)) return -1;
+  if (tr__get_u64(in, &done) || done > 1) return hk_reject(in, "done is truncated or not 0 or 1");
+  if (tr__get_f64(in, &v)) return hk_reject(in, "truncated at suggestion");
+  if (v == v && (!hk_is_finite(v) || v <= 0)) /* NaN: no suggestion; else a learning rate */
+    return hk_reject(in, "suggestion is %g; a learning rate is finite and > 0 (NaN: none)", v);
+  if (tr__get_end(in)) return -1;
+  s->pub.done = (int)done;
+  s->pub.suggestion = v;
+  s->pub.suggestion_index = -1;
+  s->pub.n = 0;
+  return 0;
+}
+static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out, tr__why *w) {
+  tr__lrf *s;
+  hk_callback cb;
+  double lo, hi, threshold;
+  int steps;
+  if (!d) return tr__bad(w, "lr_finder: desc is NULL");
+  lo = tr__zero_double(d->min_lr, 1e-8);
+  hi = tr__zero_double(d->max_lr, 1.0);
+  steps = tr__zero_int(d->num_training_steps, 100);
+  threshold = tr__zero_double(d->early_stop_threshold, 4.0);
+  if (!hk_is_finite(lo) || !hk_is_finite(hi) || lo <= 0 || hi <= lo)
+    return tr__bad(w, "lr_finder: need 0 < min_lr < max_lr (got min_lr=%g, max_lr=%g)", lo, hi);
+  if (steps < 2 || steps > 1000000) return tr__bad(w, "lr_finder: num_training_steps must be in 2..1000000, got %d", steps);
+  if (!hk_is_finite(threshold) || (threshold >= 0 && threshold <= 1))
+    return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
+  s = (tr__lrf *)calloc(1, sizeof *s);
+  if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  s->min_lr = lo;
+  s->max_lr = hi;
+  s->steps = steps;
+  s->threshold = threshold;
+  s->update_attr = tr__flag(d->update_attr, 1);
+  s->verbose = tr__flag(d->verbose, 1);
+  s->pub.suggestion = NAN;
+  s->pub.suggestion_index = -1;
+  s->lrs = (double *)calloc((size_t)s->steps, sizeof(double));
+  s->losses = (double *)calloc((size_t)s->steps, sizeof(double));
+  if (!s->lrs || !s->losses || (d->curve_path && d->curve_path[0] && !(s->curve_path = tr__strdup(d->curve_path)))) {
+    tr__lrf_destroy(s);
+    return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
+  }
+  s->pub.lrs = s->lrs;
+  s->pub.losses = s->losses;
+  memset(&cb, 0, sizeof cb);
+  cb.name = "lr_finder";
+  cb.user = s;
+  cb.on_fit_start = tr__lrf_fit_start;
+  cb.save_state = tr__lrf_save;
+  cb.load_state = tr__lrf_load;
+  cb.destroy = tr__lrf_destroy;
+  return tr__cb_register(reg, &cb, -30, out, w); /* first at on_fit_start: the others see the chosen lr */
+}
+TR__PUBLIC_OF(tr_lr_finder, lrf)
+#endif /* TR__ON_LR_FINDER */
 
 #ifdef __cplusplus
 }

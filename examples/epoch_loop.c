@@ -7,7 +7,9 @@
    it),  epoch_loop max_epochs=4,  epoch_loop resume=PATH  (from last.ckpt, a top-k file or interrupted.ckpt: the
    same end, bit for bit, as one run),  epoch_loop ctrl_c_at=70  (Ctrl-C at that step: exit 130; resume=
    interrupted.ckpt goes on in the middle of that epoch),  epoch_loop ctrl_c_in_val=3  (Ctrl-C during the
-   validation of epoch 3),  epoch_loop nan_at=30  (a NaN loss: nan_guard fails the run, exit 2).
+   validation of epoch 3),  epoch_loop nan_at=30  (a NaN loss: nan_guard fails the run, exit 2),  epoch_loop
+   kill_at=N  (SIGKILL at step N: as if the machine went away; epoch_loop resume=auto then goes on from the newest
+   checkpoint of the run).
    It checks its own results (exit 1). */
 #include <signal.h>
 #include <stdio.h>
@@ -38,11 +40,12 @@ static int load_model(void *u, FILE *f) {
 }
 static hk_signal report(hk_ctx *ctx, void *u) { return (void)u, tr_print(ctx->reg, "on_exception: %s", ctx->abort_reason), HK_CONTINUE; }
 int main(int argc, char **argv) {
-  long max_epochs = 100, ctrl_c_at = -1, ctrl_c_in_val = -1, nan_at = -1;
+  long max_epochs = 100, ctrl_c_at = -1, ctrl_c_in_val = -1, nan_at = -1, kill_at = -1;
   const char *resume = NULL;
-  for (int i = 1; i < argc; i++)   /* max_epochs=N, ctrl_c_at=N, ctrl_c_in_val=EPOCH, nan_at=N, resume=PATH */
+  for (int i = 1; i < argc; i++)   /* max_epochs=N, ctrl_c_at=N, ctrl_c_in_val=EPOCH, nan_at=N, kill_at=N, resume=PATH|auto */
     if (!sscanf(argv[i], "max_epochs=%ld", &max_epochs) && !sscanf(argv[i], "ctrl_c_at=%ld", &ctrl_c_at) &&
-        !sscanf(argv[i], "ctrl_c_in_val=%ld", &ctrl_c_in_val) && !sscanf(argv[i], "nan_at=%ld", &nan_at))
+        !sscanf(argv[i], "ctrl_c_in_val=%ld", &ctrl_c_in_val) && !sscanf(argv[i], "nan_at=%ld", &nan_at) &&
+        !sscanf(argv[i], "kill_at=%ld", &kill_at))
       resume = argv[i] + (strncmp(argv[i], "resume=", 7) ? 0 : 7);
   unsigned seed = 11;              /* data: two overlapping clouds (odd i, even i), the last NVAL for validation */
   for (int i = 0; i < NTRAIN + NVAL; i++) {
@@ -62,6 +65,7 @@ int main(int argc, char **argv) {
     if (what == TR_RUN_VAL_BATCH && ctx->epoch == ctrl_c_in_val && ctx->batch_idx == 1) raise(SIGINT); /* Ctrl-C in it */
     if (what == TR_RUN_VAL_BATCH) { ctx->loss = forward(NTRAIN + (int)ctx->batch_idx * B, B, 0); continue; }
     if (ctx->global_step == ctrl_c_at) raise(SIGINT);                    /* as if you pressed Ctrl-C now */
+    if (ctx->global_step == kill_at) raise(SIGKILL);                    /* as if the machine went away now */
     ctx->loss = forward((int)ctx->batch_idx * B, B, 1);                 /* forward and backward */
     if (ctx->global_step == nan_at) ctx->loss = NAN;                    /* as a diverging model */
     HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);                           /* nan_guard: the loss */

@@ -18,17 +18,18 @@ batteries come in the order of the battery list TR__BATTERIES (train/battery.h),
 train/callbacks/<name>.h or train/loggers/<name>.h, inside a generated guard: TR__ON_<NAME>, 1 when
 it is compiled (see "which batteries are compiled" in train/battery.h). A part that batteries
 include (train/loggers/file_loggers.h) is compiled when any of them is. A battery whose first line
-says "needs the trainer" comes after train/trainer.h."""
+says "needs the trainer" comes after the trainer's wing (train/trainer/: its types and shared helpers, then its
+strategies, then its loop), and may live in the wing itself (train/trainer/lr_finder.h)."""
 import os, re, sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 TRAIN = os.path.join(ROOT, 'train')
 BEFORE = ['base', 'math', 'files', 'records', 'cluster', 'run', 'loop', 'safetensors', 'battery', 'factories']  # then the batteries
-MIDDLE = ['sweep', 'trainer', 'checkpoint']  # then the batteries that need the trainer
-AFTER = ['cuda', 'mpi']
-GUARD = {'math': '!defined(TRAIN_NO_MATH)', 'sweep': '!defined(TRAIN_NO_SWEEP)',
-         'cuda': '!defined(TRAIN_NO_TRAINER)', 'trainer': '!defined(TRAIN_NO_TRAINER)',
-         'checkpoint': '!defined(TRAIN_NO_TRAINER)'}
+TRAINER = ['trainer/core', 'trainer/cuda', 'trainer/mpi', 'trainer/checkpoint', 'trainer/step', 'trainer/fit']
+MIDDLE = ['sweep'] + TRAINER  # then the batteries that need the trainer
+AFTER = []
+GUARD = {'math': '!defined(TRAIN_NO_MATH)', 'sweep': '!defined(TRAIN_NO_SWEEP)'}
+GUARD.update((p, '!defined(TRAIN_NO_TRAINER)') for p in TRAINER)
 GROUP = {'callbacks': 'TRAIN_NO_CALLBACKS', 'loggers': 'TRAIN_NO_LOGGERS'}
 
 
@@ -60,9 +61,10 @@ def batteries():
     rows = re.findall(r'^\s*X\((\w+), (\w+), ', text, re.M)
     out = []
     for name, NAME in rows:
-        group = 'callbacks' if os.path.exists(os.path.join(TRAIN, 'callbacks', name + '.h')) else 'loggers'
-        part = group + '/' + name
-        uses = re.findall(r'^#include "(\w+)\.h" /\* part \*/$', '\n'.join(read(part)), re.M)
+        where = next(g for g in ('callbacks', 'loggers', 'trainer') if os.path.exists(os.path.join(TRAIN, g, name + '.h')))
+        part = where + '/' + name
+        group = 'callbacks' if where == 'trainer' else where  # lr_finder: a callback that lives in the trainer's wing
+        uses = [] if where == 'trainer' else re.findall(r'^#include "(\w+)\.h" /\* part \*/$', '\n'.join(read(part)), re.M)
         out.append((part, NAME, group, 'needs the trainer' in read(part)[0], uses))
     return out
 

@@ -52,3 +52,10 @@ test-loop-svg: $(LOOP_SVG) $(BUILD)/png_check
 	@rsvg-convert -o $(BUILD)/loop_svg_tmp/loop.png docs/loop.svg
 	@$(BUILD)/png_check $(BUILD)/loop_svg_tmp/loop.png 2f6db5 e07b00
 	@echo "test-loop-svg: docs/loop.svg is what the event list and the run layer draw, and renders"
+
+# Comment density (scripts/density.py): train/'s comment words per 1,000 lines of code stay at or under 2,000;
+# the figures per part, densest first, and above the limit the parts with the most words over it.
+.PHONY: test-density
+TEST_TARGETS += test-density
+test-density:
+	@python3 scripts/density.py --max 2000

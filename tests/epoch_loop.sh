@@ -11,6 +11,8 @@
 #   inval    SIGINT during the validation of epoch 3 (after its last batch, step 48): exit 130, interrupted.ckpt; resumed
 #            from it and from last.ckpt (epoch 2's end): the full run's end again (the old loop skipped an epoch here)
 #   nan      a NaN loss at step 30: nan_guard fails the run, exit 2
+#   auto     resume=auto, killed by SIGKILL at steps 30 (epoch 2) and 65 (epoch 5) and run again until it ends: the
+#            full run's end, bit for bit; the first run starts fresh, the others resume the newest checkpoint
 # With PYTHON (a python with tensorboard): the full run's event file read back, every scalar equal to metrics.csv.
 set -u
 bin=$1 dir=$2 py=${3:-}
@@ -71,6 +73,20 @@ run nan nan_at=30; rc=$?
 grep -q "^on_exception: callback 'nan_guard' failed in on_before_backward: the training loss is nan" "$dir/nan/out.txt" ||
   fail "nan: nan_guard did not fail the run"
 
+# the same command (resume=auto) killed (SIGKILL, at given steps) and run again until it ends
+for k in 30 65 ""; do
+  run auto resume=auto ${k:+kill_at=$k}; rc=$?
+  [ -n "$k" ] || break
+  [ $rc = 137 ] || { cat "$dir/auto/out.txt"; fail "auto: kill_at=$k: exit $rc, not 137 (SIGKILL)"; }
+done
+[ $rc = 0 ] || { cat "$dir/auto/out.txt"; fail "auto: the last run exited $rc"; }
+[ "$(weights auto)" = "$(weights full)" ] || fail "auto: killed twice and resumed, not the full run's weights"
+[ "$(ended auto)" = "$(ended full)" ] || fail "auto: killed twice and resumed, $(ended auto), not as the full run"
+[ "$(grep -c '^resume auto: no checkpoint of this run was found: a fresh start$' "$dir/auto/out.txt")" = 1 ] || fail "auto: not one fresh start"
+grep -q "^resume auto: resuming $ck/[a-z0-9=-]*.ckpt (global step 24;" "$dir/auto/out.txt" || fail "auto: the first resume is not from epoch 1's end (step 24)"
+grep -q "^resume auto: resuming $ck/[a-z0-9=-]*.ckpt (global step 60;" "$dir/auto/out.txt" || fail "auto: the second resume is not from epoch 4's end (step 60)"
+[ ! -e "$dir/auto/runs/lightning_logs/version_1" ] || fail "auto: a resume opened version_1 instead of continuing version_0"
+
 python3 - "$dir/full/runs/lightning_logs/version_0" "$steps" "$py" <<'PY' || exit 1
 import csv, math, subprocess, sys
 run, steps, py = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -100,4 +116,4 @@ print("tensorboard reads %d scalars" % sum(len(acc.Scalars(t)) for t in acc.Tags
     check(out.returncode == 0, "tensorboard: " + out.stderr[-400:])
     print("epoch_loop.sh: " + out.stdout.strip())
 PY
-echo "epoch_loop.sh: $steps steps; resumed from last.ckpt, a top-k file and Ctrl-C's interrupted.ckpt (mid-epoch and during an epoch's validation) to the same bits; NaN through on_exception; the logs read back"
+echo "epoch_loop.sh: $steps steps; resumed from last.ckpt, a top-k file and Ctrl-C's interrupted.ckpt (mid-epoch and during an epoch's validation) and by resume=auto after two SIGKILLs to the same bits; NaN through on_exception; the logs read back"

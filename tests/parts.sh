@@ -3,18 +3,18 @@
 #   1. each part on its own (what it includes of the earlier parts comes with it): its declarations compiled with
 #      every warning; its implementation checked by CC and by clang (-fsyntax-only: at -O0 the code generator adds
 #      no check, and clang names unused static variables that gcc finds only when it generates code; a part alone
-#      leaves some shared helpers unused, so not -Wunused-function). No part uses a name of a later part, except the
-#      trainer, its checkpoints and its strategies (trainer.h declares what checkpoint.h, cuda.h and mpi.h define: the
-#      four go together). Each is compiled as a program that includes parts compiles it: TRAIN_ONLY_SPECIFIC_BATTERIES
-#      and a TRAIN_ENABLE_<NAME> for each battery it includes. cuda.h also with TRAIN_CUDA (the kernels' declarations;
-#      TRAIN_CUDA_NO_KERNELS: no nvcc), mpi.h also with TRAIN_MPI (mpi.h from mpicc's include path);
+#      leaves some shared helpers unused, so not -Wunused-function).
+#      Each is compiled as a program that includes parts compiles it: TRAIN_ONLY_SPECIFIC_BATTERIES
+#      and a TRAIN_ENABLE_<NAME> for each battery it includes. trainer/cuda.h also with TRAIN_CUDA (the kernels'
+#      declarations; TRAIN_CUDA_NO_KERNELS: no nvcc), trainer/mpi.h also with TRAIN_MPI (mpi.h from mpicc's include path);
 #   2. every part, in train.h's order, as the implementation of tests/test_train_user.c, which includes
 #      train.h: the same program, linked and run;
 #   3. train/run.h and one battery part (a callback, a logger), linked and run;
-#   4. the trainer's parts use nothing private of the run layer (every tr__ name that train/run.h's implementation
-#      defines);
+#   4. the trainer's parts (train/trainer/) use nothing private of the run layer (every tr__ name that
+#      train/run.h's implementation defines);
 #   5. the generator refuses a line it would drop (scripts/amalgamate.py on a copy of train/ with a line after a
-#      part's implementation block).
+#      part's implementation block);
+#   6. no part names what a later part defines (the parts read in order: no forward prototype, no circle).
 set -eu
 out=$1; shift
 mkdir -p "$out"
@@ -25,11 +25,9 @@ n=0
 # alone PART [DEFINES...]
 alone() {
   p=$1; shift
-  with=""
-  case $p in trainer.h|checkpoint.h|cuda.h|mpi.h|callbacks/lr_finder.h) with="train/trainer.h train/checkpoint.h train/cuda.h train/mpi.h" ;; esac
-  { for f in "train/$p" $with; do printf '#include "%s"\n' "$f"; done; echo 'int tr__parts_decl;'; } > "$out/decl.c"
+  { printf '#include "train/%s"\nint tr__parts_decl;\n' "$p"; } > "$out/decl.c"
   { printf '#define HOOKS_IMPLEMENTATION\n#define TRAIN_IMPLEMENTATION\n'
-    for f in "train/$p" $with; do printf '#include "%s"\n' "$f"; done; echo 'int tr__parts_impl;'; } > "$out/impl.c"
+    printf '#include "train/%s"\nint tr__parts_impl;\n' "$p"; } > "$out/impl.c"
   # the batteries it includes, named as a program that includes parts names them (README, train/battery.h)
   names=$("$CC" "$@" $CFLAGS -MM "$out/decl.c" | tr ' \\' '\n\n' | sed -n 's#^train/\(callbacks\|loggers\)/\([a-z_]*\)\.h$#\2#p' |
           grep -vx file_loggers | tr a-z A-Z | sed 's/^/-DTRAIN_ENABLE_/')
@@ -44,8 +42,8 @@ CC=$1; shift; CFLAGS=$*
 for p in $parts; do
   alone "$p"
   case $p in
-    cuda.h) alone "$p" -DTRAIN_CUDA -DTRAIN_CUDA_NO_KERNELS ;;
-    mpi.h) if [ -n "$mpi_inc" ]; then alone "$p" -DTRAIN_MPI $mpi_inc; else echo "parts: mpi.h with TRAIN_MPI: skipped (no mpicc)"; fi ;;
+    trainer/cuda.h) alone "$p" -DTRAIN_CUDA -DTRAIN_CUDA_NO_KERNELS ;;
+    trainer/mpi.h) if [ -n "$mpi_inc" ]; then alone "$p" -DTRAIN_MPI $mpi_inc; else echo "parts: mpi.h with TRAIN_MPI: skipped (no mpicc)"; fi ;;
   esac
   n=$((n + 1))
 done
@@ -85,14 +83,10 @@ EOF
   "$out/one" || { echo "parts: train/run.h + train/$part.h: the program failed" >&2; exit 1; }
 done
 
-# 4. The trainer is a client of the run layer's public API: its parts name nothing that train/run.h's implementation
-#    defines (every tr__ function, macro, variable and type there), but for the names below, which the trainer's own
-#    checkpoint writer shares with the run's until there is one writer (issue 38, item 1). The list only shrinks: a
-#    name on it that the trainer no longer uses fails too.
-python3 - train/run.h train/trainer.h train/checkpoint.h train/mpi.h train/cuda.h <<'PY'
+# 4. The trainer is a client of the run layer's public API: its parts (train/trainer/) name nothing that
+#    train/run.h's implementation defines (every tr__ function, macro, variable and type there).
+python3 - train/run.h train/trainer/*.h <<'PY'
 import re, sys
-SHARED = {'train/checkpoint.h': {'tr__lr_state_any', 'tr__lr_state_get', 'tr__lr_state_put', 'tr__state_sink'},
-          'train/trainer.h': {'tr__save_to_check'}}
 src = open(sys.argv[1]).read()
 impl = src[src.index('#ifdef TRAIN_IMPLEMENTATION /* implementation */'):]
 private = set(re.findall(r'^(?:static|TR__SHARED)\b[^;{=(]*?\b(tr__\w+)\s*\(', impl, re.M))         # functions
@@ -100,20 +94,52 @@ private |= set(re.findall(r'^#\s*define\s+(tr__\w+)', impl, re.M))              
 private |= set(re.findall(r'^static\b[^;({]*?\b(tr__\w+)\s*(?:\[[^\]]*\])*\s*[=;]', impl, re.M))      # variables
 private |= set(re.findall(r'^(?:typedef\s+)?(?:struct|enum|union)\s+(tr__\w+)\s*\{', impl, re.M))    # types
 private |= set(re.findall(r'^\}\s*(tr__\w+)\s*;', impl, re.M))
-if len(private) < 50 or not {'tr__run_priv', 'tr__state_sink', 'tr__run_say'} <= private:
+if len(private) < 50 or not {'tr__run_priv', 'tr__run_say'} <= private:
     sys.exit('parts: found only %d private names in %s: the pattern no longer reads it' % (len(private), sys.argv[1]))
 bad = 0
 for path in sys.argv[2:]:
     text = open(path).read()
-    used = set(re.findall(r'\b(tr__\w+)\b', text)) & private
-    for name in sorted(used - SHARED.get(path, set())):
+    for name in sorted(set(re.findall(r'\b(tr__\w+)\b', text)) & private):
         line = text[:re.search(r'\b%s\b' % name, text).start()].count('\n') + 1
         print('%s:%d: %s is private to train/run.h' % (path, line, name)); bad = 1
-    for name in sorted(SHARED.get(path, set()) - used):
-        print('%s: no longer uses %s: take it off tests/parts.sh\'s list' % (path, name)); bad = 1
 if bad:
     sys.exit("parts: the trainer's parts (above) reach into the run layer's private part; use its public API")
-print("parts: the trainer's parts name none of the %d private names of train/run.h (but the %d listed)" % (len(private), sum(map(len, SHARED.values()))))
+print("parts: the trainer's parts name none of the %d private names of train/run.h" % len(private))
+PY
+
+# 6. The parts read in order: no part names a function or macro that a later part defines (no forward
+#    prototype, no circle), in its code (comments and strings aside). One exception, named here: the run layer
+#    registers every battery's factory (tr_run_setup calls tr_add_factories, train/factories.h), so that spec
+#    strings work in any loop at once.
+python3 - $parts <<'PY'
+import re, sys
+ALLOWED = {('run.h', 'tr_add_factories')}
+parts = sys.argv[1:]
+def code(p):
+    s = open('train/' + p).read()
+    s = re.sub(r'/\*.*?\*/', ' ', s, flags=re.S)
+    s = re.sub(r'//[^\n]*', ' ', s)
+    s = re.sub(r'"(\\.|[^"\\\n])*"', '""', s)
+    return re.sub(r'(->|\.)\s*\w+', ' ', s)                    # a member is not a name of a part
+src = {p: code(p) for p in parts}
+owner = {}
+for p in parts:
+    for m in re.finditer(r'^(?:static|TRAIN_API|TR__SHARED)\b[^;{=]*?\b(tr_\w+)\s*\([^;{]*\)\s*(?:TR__\w+\([^)]*\)\s*)?\{', src[p], re.M | re.S):
+        owner.setdefault(m.group(1), p)
+    for m in re.finditer(r'^#\s*define\s+(tr_\w+|TR_\w+)', src[p], re.M):
+        owner.setdefault(m.group(1), p)
+if len(owner) < 500:
+    sys.exit('parts: found only %d definitions in the parts: the pattern no longer reads them' % len(owner))
+bad = 0
+for i, p in enumerate(parts):
+    for name in sorted(set(re.findall(r'\b(tr_\w+|TR_\w+)\b', src[p]))):
+        q = owner.get(name)
+        if q and parts.index(q) > i and (p, name) not in ALLOWED:
+            print('train/%s names %s, which the later train/%s defines' % (p, name, q)); bad = 1
+if bad:
+    sys.exit('parts: a part uses a later one (above): move the name to the part it belongs to, before its users, or hand it over '
+             '(a function pointer)')
+print('parts: no part names what a later part defines (%d definitions; the one exception: run.h registers the factories)' % len(owner))
 PY
 
 # 5. The generator refuses a line it would drop: a copy of train/ with a line after a part's implementation block

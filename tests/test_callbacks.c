@@ -1514,43 +1514,53 @@ static void test_fit_ok_clears_refusal(void **state) {
   sc_free(&m, &t);
 }
 
-/* what can be checked at setup is: an unusable directory, a validation metric without validation */
+/* what can be checked at setup is: an unusable directory (model_checkpoint's and on_exception_checkpoint's, by
+   tr__probe_dir), a validation metric without validation */
 static void test_mc_setup_checks(void **state) {
   static const double v[] = { 5 };
   sc m;
   tr_trainer t;
   tr_config c = sc_cfg(2);
   char dir[800], file[700];
+  int oec;
   (void)state;
-  sc_init(&m, &t, v, 1, 0);
-  assert_int_equal(mkdir(m.dir, 0777), 0);
-  in_dir(&m, file, sizeof file, "a-file");
-  write_file(file, "x");
-  snprintf(dir, sizeof dir, "%s/sub", file);
-  assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
-  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
-  assert_int_equal(t.global_step, 0); /* before the first step */
-  assert_non_null(strstr(tr_error(&t), "}' failed in on_fit_start: cannot create the directory"));
-  sc_free(&m, &t);
-  { /* a directory it cannot write: without write permission, or (root writes anyway) a read-only mount */
-    char cmd[900];
-    int ro = 0;
+  for (oec = 0; oec < 2; oec++) { /* model_checkpoint, on_exception_checkpoint: the same check, the same words */
     sc_init(&m, &t, v, 1, 0);
-    assert_int_equal(mkdir(m.dir, geteuid() != 0 ? 0555 : 0777), 0);
-    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o ro,size=64k tmpfs '%s' 2>/dev/null", m.dir);
-    if (geteuid() == 0) ro = system(cmd) == 0;
-    if (geteuid() != 0 || ro) {
-      assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir }, NULL), TR_OK);
-      assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
-      assert_int_equal(t.global_step, 0);
-      assert_non_null(strstr(tr_error(&t), "is not writable"));
-    }
-    if (ro) {
-      snprintf(cmd, sizeof cmd, "umount '%s'", m.dir);
-      assert_int_equal(system(cmd), 0);
-    }
-    chmod(m.dir, 0777);
+    assert_int_equal(mkdir(m.dir, 0777), 0);
+    in_dir(&m, file, sizeof file, "a-file");
+    write_file(file, "x");
+    snprintf(dir, sizeof dir, "%s/sub", file);
+    if (oec) assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
+    else assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = dir }, NULL), TR_OK);
+    assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+    assert_int_equal(t.global_step, 0); /* before the first step */
+    if (!strstr(tr_error(&t), "' failed in on_fit_start: cannot create the directory '")) fail_msg("got: %s", tr_error(&t));
+    assert_non_null(strstr(tr_error(&t), "/a-file/sub': Not a directory"));
     sc_free(&m, &t);
+    { /* a directory it cannot write: without write permission, or (root writes anyway) a read-only mount */
+      char cmd[900];
+      int ro = 0;
+      sc_init(&m, &t, v, 1, 0);
+      assert_int_equal(mkdir(m.dir, geteuid() != 0 ? 0555 : 0777), 0);
+      snprintf(cmd, sizeof cmd, "mount -t tmpfs -o ro,size=64k tmpfs '%s' 2>/dev/null", m.dir);
+      if (geteuid() == 0) ro = system(cmd) == 0;
+      if (geteuid() != 0 || ro) {
+        if (oec) assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = m.dir }, NULL), TR_OK);
+        else assert_int_equal(tr_model_checkpoint(t.reg, &(tr_model_checkpoint_desc){ .dirpath = m.dir }, NULL), TR_OK);
+        assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+        assert_int_equal(t.global_step, 0);
+        if (!strstr(tr_error(&t), "' failed in on_fit_start: the directory '")) fail_msg("got: %s", tr_error(&t));
+        assert_non_null(strstr(tr_error(&t), "' is not writable: "));
+        assert_non_null(strstr(tr_error(&t), oec ? "; the checkpoint of a failure could not be saved there"
+                                                  : "; checkpoints could not be saved there"));
+      }
+      if (ro) {
+        snprintf(cmd, sizeof cmd, "umount '%s'", m.dir);
+        assert_int_equal(system(cmd), 0);
+      }
+      chmod(m.dir, 0777);
+      sc_free(&m, &t);
+    }
   }
   /* val/loss with no validation data: nothing will ever set it */
   sc_init(&m, &t, v, 1, 0);

@@ -1624,7 +1624,7 @@ SAME(tr__gm, PTR(run); STR(filter); PTR(pub.histogram); PTR(hist.edges); PTR(his
      PTR(scratch); PTR(edges); PTR(counts))
 SAME(tr__ng, PTR(run); PTR(pub.last))
 SAME(tr__ema, PTR(pub.average); PTR(avg))
-SAME(tr__lrf, PTR(run); STR(curve_path); MEM(lrs, (size_t)x.steps * sizeof(double)); MEM(losses, (size_t)x.steps * sizeof(double));
+SAME(tr__lrf, STR(curve_path); MEM(lrs, (size_t)x.steps * sizeof(double)); MEM(losses, (size_t)x.steps * sizeof(double));
      PTR(pub.lrs); PTR(pub.losses))
 SAME(tr__ms, PTR(run))
 SAME(tr__as, PTR(run); PTR(pub.epochs); PTR(pub.factors))
@@ -1887,8 +1887,15 @@ static void test_on_exception_checkpoint_resume(void **state) {
   oec_case(TR_OPTIM_SGD, 2, 5, 1);    /* Ctrl-C after a window's first micro-batch: the window is undone */
 }
 /* Nothing is saved before training starts (a failed setup must not overwrite a good file), nor after a
-   fit that got through; a directory that cannot be made is reported, the run's error stands. */
+   fit that got through; a directory that cannot be made fails the run at on_fit_start; one made unusable
+   during the run is reported at the save, the run's error stands. */
 static hk_signal fail_now(hk_ctx *ctx, void *user) { (void)user; return hk_fail(ctx, "no"); }
+static hk_signal block_dir(hk_ctx *ctx, void *user) { /* the checked directory replaced by a file */
+  FILE *f;
+  (void)ctx;
+  if (rmdir((const char *)user) == 0 && (f = fopen((const char *)user, "w")) != NULL) fclose(f);
+  return HK_CONTINUE;
+}
 static void test_on_exception_checkpoint_when(void **state) {
   lin m;
   tr_trainer t;
@@ -1914,7 +1921,7 @@ static void test_on_exception_checkpoint_when(void **state) {
   assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
   assert_int_not_equal(access(path, F_OK), 0);
   lin_free(&m, &t);
-  /* the directory cannot be made (a file is in the way): said, and the run's error is the hook's */
+  /* the directory cannot be made (a file is in the way): the run fails at on_fit_start, before a step, naming it */
   lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
   {
     char file[80], sub[96];
@@ -1924,6 +1931,21 @@ static void test_on_exception_checkpoint_when(void **state) {
     fclose(fp);
     snprintf(sub, sizeof sub, "%s/sub", file);
     assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = sub }, &h), TR_OK);
+  }
+  assert_int_equal(tr_fit(&t, &c), TR_ERR_HOOK);
+  assert_int_equal(t.global_step, 0);
+  if (!strstr(tr_error(&t), "'on_exception_checkpoint' failed in on_fit_start: cannot create the directory '") ||
+      !strstr(tr_error(&t), "/file/sub': Not a directory"))
+    fail_msg("got: %s", tr_error(&t));
+  assert_int_equal(tr_on_exception_checkpoint_get(t.reg, h)->saved, 0);
+  lin_free(&m, &t);
+  /* a file put in its place during the run: said at the save, and the run's error is the hook's */
+  lin_init(&m, &t, TR_OPTIM_ADAMW, 0.05);
+  {
+    static char late[96];
+    snprintf(late, sizeof late, "%s/late", dir);
+    assert_int_equal(tr_on_exception_checkpoint(t.reg, &(tr_on_exception_checkpoint_desc){ .dirpath = late }, &h), TR_OK);
+    assert_int_equal(hk_on(t.reg, HK_ON_TRAIN_START, block_dir, late, NULL, NULL), HK_OK);
   }
   {
     failer f = { &t, 2, 0 };

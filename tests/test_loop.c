@@ -22,6 +22,8 @@
         TR_TENSORS with a gradient buffer allocated in the first backward) seen by the batteries.
      c. hooks that change the run, in both shapes: tr_lr_scale halves the lr from the next step on;
         hk_request_checkpoint saves at that step; accumulate_grad_batches = 2 steps every 2nd batch.
+     d. model_checkpoint's retention (keep_last_n, keep_every_n) in both shapes; in the epoch shape resume_from "auto"
+        after SIGKILLs at given steps (a forked child) ends as the uninterrupted run, bit for bit.
    Cost: about 60 short runs of a 3-weight model; well under a second plain. */
 #include "test.h"
 
@@ -744,6 +746,114 @@ static void test_retention_step_loop(void **state) {
   }
 }
 static void test_request_checkpoint_epoch_loop(void **state) { (void)state; request_in(SHAPE_EPOCH); }
+
+/* model_checkpoint's retention and resume_from "auto" in an epoch loop: 8 epochs of 5 batches, a save at every
+   epoch's end, the newest (save_top_k=1, no monitor), the 2 newest (keep_last_n) and every 3rd save for good
+   (keep_every_n: epochs 2 and 5) kept, and last.ckpt. The same command (resume "auto") run in a child killed by
+   SIGKILL at step 23 (epoch 4) and again at step 33 (epoch 6), then to its end: the files of each moment as
+   retention says, and the uninterrupted run's end, bit for bit (weights, momentum, step). No cmocka call in a
+   child (a failed one would go on with the suite there): a child exits 2 when its run did not end by the kill. */
+static tr_err auto_loop(const char *dir, int64_t kill_at, result *out) {
+  hk_registry *reg = hk_create(NULL);
+  hk_tensor pv[] = { { "w", M.w, NP, 0 } }, gv[] = { { "w", M.g, NP, 0 } };
+  tr_run_desc d = epoch_desc(8);
+  char spec[600], logp[400];
+  FILE *log;
+  hk_ctx *ctx;
+  int what;
+  tr_err e;
+  model_init();
+  snprintf(logp, sizeof logp, "%s/log.txt", dir);
+  snprintf(spec, sizeof spec, "model_checkpoint(dirpath=\"%s/ck\", save_top_k=1, keep_last_n=2, keep_every_n=3, save_last=true)", dir);
+  if (!reg || !(log = fopen(logp, "a"))) return TR_ERR_IO;
+  d.lr = 0.05;
+  d.params = pv, d.grads = gv, d.n_tensors = 1;
+  d.save_model = save_model, d.load_model = load_model;
+  d.log = log;
+  d.spec = spec;
+  ctx = tr_run_begin(reg, &d, "auto");
+  while (ctx && (what = tr_run_next(reg)) != 0) {
+    if (what == TR_RUN_VAL_BATCH) { ctx->loss = batch_loss(1000 + ctx->batch_idx, 0); continue; }
+    if (ctx->global_step == kill_at) raise(SIGKILL); /* as if the machine went away now */
+    ctx->loss = batch_loss(ctx->epoch * 17 + ctx->batch_idx, 1);
+    HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
+    HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
+    HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
+    if (tr_run_update(reg)) sgd(ctx->lr);
+  }
+  e = tr_run_end(reg);
+  memcpy(out->w, M.w, sizeof M.w);
+  memcpy(out->m, M.m, sizeof M.m);
+  out->step = ctx ? ctx->global_step : -1;
+  out->epoch = ctx ? ctx->epoch : -1;
+  snprintf(out->error, sizeof out->error, "%s", tr_run_error(reg));
+  hk_destroy(reg);
+  fclose(log);
+  return e;
+}
+/* dir/ck's names, sorted, joined with spaces */
+static void ck_names(const char *dir, char *out, size_t cap) {
+  char ck[400], *names[64];
+  struct dirent *de;
+  DIR *dd;
+  int n = 0, i, j;
+  snprintf(ck, sizeof ck, "%s/ck", dir);
+  out[0] = 0;
+  assert_non_null(dd = opendir(ck));
+  while ((de = readdir(dd)) != NULL && n < 64) if (de->d_name[0] != '.') names[n++] = strdup(de->d_name);
+  closedir(dd);
+  for (i = 1; i < n; i++) for (j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) { char *x = names[j]; names[j] = names[j - 1]; names[j - 1] = x; }
+  for (i = 0; i < n; i++) {
+    snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? " " : "", names[i]);
+    free(names[i]);
+  }
+}
+static void test_retention_auto_epoch_loop(void **state) {
+  static const struct { int64_t kill_at; const char *files; } kills[] = {
+    { 23, "epoch=2-step=15.ckpt epoch=3-step=20.ckpt last.ckpt" },                        /* epochs 0-3 saved */
+    { 33, "epoch=2-step=15.ckpt epoch=4-step=25.ckpt epoch=5-step=30.ckpt last.ckpt" },   /* 4-5 since */
+  };
+  const char *end_files = "epoch=2-step=15.ckpt epoch=5-step=30.ckpt epoch=6-step=35.ckpt epoch=7-step=40.ckpt last.ckpt";
+  char ref[400], dir[400], names[600], logp[500], *log;
+  result full, r;
+  size_t k;
+  (void)state;
+  snprintf(ref, sizeof ref, "%s/auto_ref", g_root);
+  snprintf(dir, sizeof dir, "%s/auto_killed", g_root);
+  assert_int_equal(mkdir(ref, 0755), 0);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(auto_loop(ref, -1, &full), TR_OK); /* uninterrupted (resume "auto" finds nothing) */
+  assert_int_equal(full.step, 40);
+  ck_names(ref, names, sizeof names);
+  assert_string_equal(names, end_files);
+  for (k = 0; k < sizeof kills / sizeof kills[0]; k++) {
+    int status = 0;
+    pid_t pid;
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { result c; auto_loop(dir, kills[k].kill_at, &c); _exit(2); }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+      fail_msg("the run to be killed at step %lld ended otherwise (status %d)", (long long)kills[k].kill_at, status);
+    ck_names(dir, names, sizeof names);
+    if (strcmp(names, kills[k].files)) fail_msg("killed at step %lld: ck holds '%s', not '%s'", (long long)kills[k].kill_at, names, kills[k].files);
+  }
+  assert_int_equal(auto_loop(dir, -1, &r), TR_OK);
+  if (!same_bits(&r, &full))
+    fail_msg("killed twice and resumed by \"auto\": ends at step %lld with other bits than the uninterrupted run (step %lld; "
+             "w[0] %a vs %a)", (long long)r.step, (long long)full.step, (double)r.w[0], (double)full.w[0]);
+  ck_names(dir, names, sizeof names);
+  assert_string_equal(names, end_files);
+  snprintf(logp, sizeof logp, "%s/log.txt", dir);
+  log = slurp(logp);
+  assert_non_null(log);
+  if (count_of(log, "resume auto: no checkpoint of this run was found: a fresh start") != 1 || count_of(log, "resume auto: resuming ") != 2 ||
+      !strstr(log, "/ck/epoch=3-step=20.ckpt (global step 20;") == !strstr(log, "/ck/last.ckpt (global step 20;") ||
+      !strstr(log, "(global step 30; the newest of 4 checkpoints of this run that load)"))
+    fail_msg("the runs said: %s", log);
+  free(log);
+}
 static void accumulate_in(tr_run_desc d, int64_t batches) {
   mini r;
   int64_t i;
@@ -805,6 +915,7 @@ int main(void) {
     cmocka_unit_test(test_request_checkpoint_step_loop),
     cmocka_unit_test(test_retention_step_loop),
     cmocka_unit_test(test_request_checkpoint_epoch_loop),
+    cmocka_unit_test(test_retention_auto_epoch_loop),
     cmocka_unit_test(test_accumulate_step_loop),
     cmocka_unit_test(test_accumulate_epoch_loop),
   };

@@ -16,6 +16,8 @@
      - a resume with nothing left to train (finished under tr_run_desc.max_steps; stopped by early_stopping
        with a patience that stops it again) refused by tr_run_start before anything fires or is made on
        disk, tr_run_finish reporting it and firing nothing; a larger limit or patience trains on
+     - resume "auto" reads and counts each file once: save_to inside model_checkpoint's dirpath, not the newest or
+       spelled otherwise
      - nan_guard's checks whose events the loop never fires: said once, as early as known
      - train/cluster.h: Slurm's environment, preemption settings, signal, requeue, resume, agreement
        (tests/own_run_cluster.h) */
@@ -424,6 +426,58 @@ static void test_save_to_dir_missing(void **state) {
   lp_free(&l);
 }
 
+/* resume "auto" reads each file once: save_to inside a directory it scans (model_checkpoint's dirpath) was read
+   and counted a second time when it was not the newest, or when spelled otherwise ("D/./save.ckpt"). The check
+   reads the file's step from its text and counts its calls by file. */
+static int g_auto_reads[2];
+static int auto_check(void *u, const char *path, int64_t *step, char *why, size_t cap) {
+  char *text = slurp(path);
+  long v = -1;
+  (void)u, (void)why, (void)cap;
+  g_auto_reads[strstr(path, "save.ckpt") ? 1 : 0]++;
+  if (text) sscanf(text, "%ld", &v);
+  free(text);
+  *step = v;
+  return v < 0;
+}
+static void test_resume_auto_reads_each_once(void **state) {
+  static const char *const saves[] = { "save.ckpt", "./save.ckpt" };
+  char dir[300], spec[400], newer[400], save[400], save_to[400];
+  const char *got;
+  int k;
+  (void)state;
+  path_of(dir, sizeof dir, "auto_once");
+  assert_int_equal(mkdir(dir, 0755), 0);
+  snprintf(newer, sizeof newer, "%s/a_newer.ckpt", dir); /* scanned before save.ckpt */
+  snprintf(save, sizeof save, "%s/save.ckpt", dir);
+  snprintf(spec, sizeof spec, "model_checkpoint(dirpath=\"%s\")", dir);
+  for (k = 0; k < 2; k++) {
+    FILE *f, *log = tmpfile();
+    char *text;
+    lp l;
+    assert_non_null(f = fopen(newer, "w"));
+    fputs(k == 0 ? "9" : "3", f); /* k 0: save_to is not the newest; k 1: it is, spelled otherwise */
+    fclose(f);
+    assert_non_null(f = fopen(save, "w"));
+    fputs(k == 0 ? "3" : "9", f);
+    fclose(f);
+    snprintf(save_to, sizeof save_to, "%s/%s", dir, saves[k]);
+    lp_init(&l, (tr_run_desc){ .epochs = TR_NO, .max_steps = 4, .log = log });
+    assert_int_equal(hk_spec_apply(l.reg, spec), HK_OK);
+    memset(g_auto_reads, 0, sizeof g_auto_reads);
+    got = tr_run_find_resume(l.reg, &l.ctx, save_to, auto_check, NULL);
+    assert_non_null(got);
+    assert_non_null(strstr(got, k == 0 ? "a_newer.ckpt" : "save.ckpt"));
+    if (g_auto_reads[0] != 1 || g_auto_reads[1] != 1)
+      fail_msg("save_to '%s': a_newer.ckpt read %d times, save.ckpt %d times (once each expected)", save_to, g_auto_reads[0], g_auto_reads[1]);
+    text = file_text(log);
+    if (!strstr(text, "(global step 9; the newest of 2 checkpoints of this run that load)")) fail_msg("said: %s", text);
+    free(text);
+    fclose(log);
+    lp_free(&l);
+  }
+}
+
 /* ---- a resume with nothing left to train ------------------------------------------------------------ */
 static int g_fired[HK_EVENT_COUNT];
 static hk_signal count_fired(hk_ctx *ctx, void *u) { (void)ctx; g_fired[(intptr_t)u]++; return HK_CONTINUE; }
@@ -586,6 +640,7 @@ int main(void) {
     cmocka_unit_test(test_resume_early_stopped),
     cmocka_unit_test(test_nan_guard_unfired),
     cmocka_unit_test(test_save_to_dir_missing),
+    cmocka_unit_test(test_resume_auto_reads_each_once),
     CLUSTER_TESTS,
   };
   return run_tests_in_dir(tests, "test_own_run", g_root); /* one test: TEST_ONLY=test_requeue_messages */

@@ -2,7 +2,8 @@
    writing csv, jsonl and safetensors at every write_interval, read back and compared bit for bit (csv and jsonl
    parsed with strtof, safetensors with train.h's reader); a loop of your own firing the predict events itself;
    ctx->outputs NULL or malformed failing the run with what was expected; a file of yours never replaced; a
-   directory that cannot be written; a second run over its own files; the default directory. Built by
+   directory that cannot be written; a second run over its own files; a resumed run (a second process) over its
+   own files, never another run's or a file put there since; the default directory. Built by
    tests/predwriter.mk: plain, ASan+UBSan, valgrind. One mode for tests/pw_check.py (the real safetensors package):
      test_predwriter --write DIR   tr_predict's files in DIR (safetensors per batch and per epoch, csv, jsonl) */
 #include "test.h"
@@ -39,6 +40,7 @@ static int predict(void *u, void *batch, void **outputs) {
   return 0;
 }
 static int fwd(void *u, void *batch, int training, double *loss) { (void)u; (void)batch; (void)training; *loss = 1; return 0; }
+static int bwd(void *u, void *batch) { (void)u; (void)batch; return 0; } /* (a fit before the predict run) */
 static int64_t count(void *u) { (void)u; return NB; }
 static int get(void *u, int64_t i, void **b) { (void)u; *b = (void *)(intptr_t)i; return 0; }
 static float P[2], G[2];
@@ -47,7 +49,7 @@ static void init_trainer(tr_trainer *t) {
   tr_desc d;
   memset(&d, 0, sizeof d);
   d.model.params = P; d.model.grads = G; d.model.n_params = 2;
-  d.model.forward = fwd; d.model.predict = predict;
+  d.model.forward = fwd; d.model.backward = bwd; d.model.predict = predict;
   d.optim.kind = TR_OPTIM_SGD;
   d.optim.lr = 0.1;
   d.log = stderr;
@@ -328,6 +330,64 @@ static void test_readonly_dir(void **state) {
   chmod(dir, 0777);
 }
 
+/* a resume that continues its run (a second process: a new trainer) replaces its own predictions in the run
+   directory, which it refused as anyone's; another run's, and a file put there since, are still refused */
+static void test_resumed_run_takes_back(void **state) {
+  static const char *const spec = "csv(save_dir=logs); model_checkpoint(dirpath=ck, save_last=true); prediction_writer";
+  const char *pred = "logs/lightning_logs/version_0/predictions/predictions.csv";
+  char cwd[400], dir[400], *got;
+  tr_trainer t;
+  struct stat st0, st1;
+  int k;
+  (void)state;
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  path_of(dir, sizeof dir, "resumed");
+  mkdir(dir, 0755);
+  assert_int_equal(chdir(dir), 0);
+  for (k = 0; k < 2; k++) { /* the run, then its resume: each fits an epoch more and predicts */
+    init_trainer(&t);
+    assert_int_equal(hk_spec_apply(t.reg, spec), HK_OK);
+    assert_int_equal(tr_fit(&t, &(tr_config){ .train = &g_data, .max_epochs = k + 1, .resume_from = k ? "ck/last.ckpt" : NULL }), TR_OK);
+    if (tr_predict(&t, &g_data, 0) != TR_OK) fail_msg("predict run %d: %s", k, tr_error(&t));
+    assert_string_equal(tr_prediction_writer_get(t.reg, hk_spec_find(t.reg, "prediction_writer", 0))->dirpath,
+                        "logs/lightning_logs/version_0/predictions");
+    check_csv(pred, 0);
+    assert_int_equal(stat(pred, k ? &st1 : &st0), 0);
+    tr_free(&t);
+    got = slurp("logs/lightning_logs/version_0/predictions/.predictions.prediction_writer"); /* the record beside it */
+    assert_non_null(got);
+    if (strncmp(got, "prediction_writer 1 ", 20) || count_of(got, "\n") != 2 || !strstr(got, " predictions.csv\n"))
+      fail_msg("the record: %s", got);
+    free(got);
+  }
+  assert_true(st0.st_ino != st1.st_ino || st0.st_mtime != st1.st_mtime || st0.st_ctime != st1.st_ctime); /* written again */
+  init_trainer(&t); /* another run (its own checkpoints, its own id) writing there: refused */
+  assert_int_equal(hk_spec_apply(t.reg, "model_checkpoint(dirpath=ck2, save_last=true); "
+                   "prediction_writer(dirpath=logs/lightning_logs/version_0/predictions)"), HK_OK);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &g_data, .max_epochs = 1 }), TR_OK);
+  assert_int_equal(tr_predict(&t, &g_data, 0), TR_ERR_HOOK);
+  if (!strstr(tr_error(&t), "predictions.csv' is there and was not written by this prediction_writer")) fail_msg("got: %s", tr_error(&t));
+  tr_free(&t);
+  check_csv(pred, 0);
+  assert_int_equal(unlink(pred), 0); /* a file of yours in its place (it may get the same inode) */
+  {
+    FILE *f = fopen(pred, "w");
+    assert_non_null(f);
+    fputs("yours", f);
+    fclose(f);
+  }
+  init_trainer(&t); /* the run's next resume: the file is not its own any more */
+  assert_int_equal(hk_spec_apply(t.reg, spec), HK_OK);
+  assert_int_equal(tr_fit(&t, &(tr_config){ .train = &g_data, .max_epochs = 3, .resume_from = "ck/last.ckpt" }), TR_OK);
+  assert_int_equal(tr_predict(&t, &g_data, 0), TR_ERR_HOOK);
+  if (!strstr(tr_error(&t), "predictions.csv' is there and was not written by this prediction_writer")) fail_msg("got: %s", tr_error(&t));
+  tr_free(&t);
+  got = slurp(pred);
+  assert_string_equal(got, "yours");
+  free(got);
+  assert_int_equal(chdir(cwd), 0);
+}
+
 /* the default directory: ./predictions without a logger, <run directory>/predictions with one */
 static void test_default_dir(void **state) {
   char cwd[400], dir[400], p[800];
@@ -421,6 +481,7 @@ int main(int argc, char **argv) {
     cmocka_unit_test(test_foreign_file),
     cmocka_unit_test(test_readonly_dir),
     cmocka_unit_test(test_default_dir),
+    cmocka_unit_test(test_resumed_run_takes_back),
     cmocka_unit_test(test_float_text),
   };
   if (argc > 1) return for_python(argc, argv);

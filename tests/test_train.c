@@ -2685,8 +2685,8 @@ static void test_resume_sgd_momentum(void **state) {
 /* tr_fit again continues where the last one stopped: a max_steps cut mid-epoch is resumed without
    a second on_train_epoch_start. */
 /* =================================================================================================
-   Where train.h follows Lightning 2.6, and where it differs on purpose (the list at the top of
-   train.h, "WHERE train.h DIFFERS FROM LIGHTNING"): each item is pinned here.
+   Where train.h follows Lightning 2.6, and where it differs on purpose (the list in docs/trainer.md,
+   "Where train.h differs from Lightning 2.6"): each item is pinned here.
    ================================================================================================= */
 
 /* A stateful callback that counts its saves: on_save_checkpoint bumps the count before the state is

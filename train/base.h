@@ -8,7 +8,7 @@
 #define TRAIN_VERSION_PATCH 0
 #define TRAIN_VERSION_STRING "0.2.0"
 
-/* Sections left out (COMPILE-TIME OPTIONS): the trainer needs the per-step math; MPI and CUDA are the
+/* Sections left out (docs/setup.md, "Options"): the trainer needs the per-step math; MPI and CUDA are the
    trainer's strategies. */
 #if defined(TRAIN_NO_MATH) && !defined(TRAIN_NO_TRAINER)
 #  define TRAIN_NO_TRAINER
@@ -62,17 +62,17 @@ extern "C" {
   X(TR_ERR_NONFINITE,   "non-finite loss",      "the training loss was NaN or infinite") \
   X(TR_ERR_INTERRUPTED, "interrupted",          "Ctrl-C (SIGINT) or SIGTERM during tr_fit") \
   X(TR_ERR_COMM,        "communication error",  "an MPI call failed (TRAIN_MPI)") \
-  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/cuda.h)")
+  X(TR_ERR_DEVICE,      "device error",         "a CUDA call failed, or model.on_device without TRAIN_CUDA (train/trainer/cuda.h)")
 typedef enum tr_err {
 #define TR__X(sym, name, doc) sym,
   TR_ERRORS(TR__X)
 #undef TR__X
   TR_ERR_COUNT
 } tr_err;
+TRAIN_API const char *tr_err_name(tr_err e); /* "TR_ERR_IO", ... */
 
 /* ---- random numbers ------------------------------------------------------------------------------
-   A tiny seeded generator (splitmix64). The trainer owns one (t->rng, saved in checkpoints) for your
-   own use, e.g. dropout or initialisation, and hands a per-epoch one to your shuffle function. */
+   splitmix64. The trainer owns one (t->rng, in checkpoints) for your use; your shuffle gets one per epoch. */
 typedef struct tr_rng { uint64_t state; } tr_rng;
 
 TRAIN_API void     tr_rng_seed(tr_rng *r, uint64_t seed);
@@ -81,23 +81,20 @@ TRAIN_API uint32_t tr_rng_u32(tr_rng *r);
 TRAIN_API uint64_t tr_rng_below(tr_rng *r, uint64_t n);  /* uniform in [0, n), n > 0; unbiased */
 TRAIN_API float    tr_rng_float(tr_rng *r);              /* uniform in [0, 1) */
 TRAIN_API float    tr_rng_normal(tr_rng *r);             /* standard normal (Box-Muller) */
-/* Write a fresh random permutation of 0..n-1 into idx (Fisher-Yates). The result depends only on the
-   generator, never on idx's previous contents: exactly what a resumable shuffle needs. */
+/* A fresh random permutation of 0..n-1 (Fisher-Yates), independent of idx's contents: a resumable shuffle. */
 TRAIN_API void     tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n);
 
 /* ---- the model (yours) ---------------------------------------------------------------------------
-   llm.c style: every parameter lives in one flat float buffer; a tensor is a named (offset, count)
-   view into it; the gradient buffer has the same layout. */
+   llm.c style: one flat float buffer, tensors are named (offset, count) views, gradients alike. */
 typedef struct tr_tensor {
   const char *name;    /* unique; checked against checkpoints; must stay valid while the trainer lives */
   size_t offset;       /* first element in params/grads */
   size_t count;        /* number of elements */
 } tr_tensor;
 
-/* A batch's predictions as the prediction_writer callback writes them: rows x cols floats, row-major, on the
-   host (values: rows * cols of them; NULL only when rows is 0); names: NULL, or cols column names (not empty;
-   no comma, quote or line break). model.predict (or a loop of your own, before on_predict_batch_end) points
-   ctx->outputs at one: your memory, read during on_predict_batch_end only. */
+/* A batch's predictions for prediction_writer: rows x cols floats, row-major, host memory; names NULL or
+   cols column names (not empty; no comma, quote or line break). ctx->outputs points at one during
+   on_predict_batch_end. */
 typedef struct tr_predictions {
   const float *values;
   int64_t rows, cols;
@@ -113,56 +110,44 @@ typedef struct tr_model {
   const tr_tensor *tensors;   /* named views; NULL = one tensor "params" covering everything */
   int n_tensors;
   void *user;                 /* passed as the first argument of the functions below */
-  /* Forward pass and loss on one batch: store the batch's (mean) loss in *loss. training is 1 inside
-     tr_fit's training batches and 0 in validation, test and the sanity check (turn dropout off).
-     Return 0, or nonzero for an error (the run fails with TR_ERR_MODEL). Required. */
+  /* Store the batch's mean loss in *loss; training 0 in validation, test, sanity check (no dropout).
+     Nonzero: the run fails with TR_ERR_MODEL. Required. */
   int (*forward)(void *user, void *batch, int training, double *loss);
-  /* Backward pass for the batch of the forward just before: ADD d(loss)/d(params) into grads (+=).
-     The trainer zeroes grads at the start of each accumulation window and divides the sum by the
-     window's size before clipping and the step. Return 0 or nonzero. Required for tr_fit. */
+  /* ADD d(loss)/d(params) into grads (+=); the trainer zeroes them per window and divides by its size.
+     Required for tr_fit. */
   int (*backward)(void *user, void *batch);
-  /* Optional, for tr_predict: compute the batch's outputs and point *outputs at them (your memory,
-     valid until the next call). Hooks see them as ctx->outputs. Return 0 or nonzero. For the
-     prediction_writer callback (files of predictions), point *outputs at a tr_predictions (below). */
+  /* Optional, for tr_predict: point *outputs at the batch's outputs (ctx->outputs; for prediction_writer a
+     tr_predictions), valid until the next call. */
   int (*predict)(void *user, void *batch, void **outputs);
-  /* On the GPU (train/cuda.h): 1 when params and grads are device memory. The trainer
-     then keeps the optimizer state on the device and runs kernels/train_cuda.cuh for every step. */
+  /* 1: params and grads are device memory; optimizer state and steps on the GPU (train/trainer/cuda.h). */
   int on_device;
-  /* With on_device: a device float where forward leaves the batch's mean loss (trc_loss_mean makes
-     it from per-sample losses); forward's *loss is then ignored and the loss stays on the device
-     until a hook reads it. NULL: forward stores *loss on the host, as on the CPU. */
+  /* With on_device: a device float forward leaves the mean loss in (*loss ignored; it stays on the device
+     until a hook reads it). NULL: *loss on the host. */
   float *device_loss;
-  /* With on_device: the CUDA stream (a cudaStream_t) train.h queues its kernels and copies on, in
-     order with your forward and backward if they use it too; NULL = the default stream. A stream of
-     your own is what CUDA graph capture needs (the legacy default stream cannot be captured). */
+  /* With on_device: the cudaStream_t for train.h's kernels and copies; NULL = the default stream (which
+     CUDA graph capture cannot capture). */
   void *stream;
 } tr_model;
 
 /* ---- the data (yours) -----------------------------------------------------------------------------
-   Two shapes: random access (get batch i) or an iterator (next batch), as llm.c's data loader is.
-   Give exactly one of get and next. */
+   Random access (get) or an iterator (next), exactly one. */
 typedef struct tr_data {
   void *user;                                          /* first argument of the functions below */
   int64_t (*count)(void *user);                        /* batches per epoch (required) */
-  /* Batch `index` (0 <= index < count) in the current order: point *batch at it (your memory; it must
-     stay valid until the next get). Hooks see it as ctx->batch. Return 0, or nonzero for an error. */
+  /* Point *batch at batch `index` of the current order (your memory, valid until the next get). */
   int (*get)(void *user, int64_t index, void **batch);
-  /* An iterator instead: the next batch. reset (optional) rewinds it at the start of every epoch that
-     does not resume in its middle. For exact resume, save_state/load_state (optional; both or neither)
-     write and read the iterator's position: checkpoints store it, and a fit that resumes hands it
-     back before its first batch. A checkpoint written inside a training batch resumes after that
-     batch (the iterator has moved past it), not at it as random-access data does. */
+  /* An iterator: reset (optional) rewinds at each epoch not resumed mid-way; save_state/load_state (both
+     or neither) keep its position in checkpoints for exact resume (a mid-batch checkpoint resumes after
+     that batch). */
   int (*next)(void *user, void **batch);
   int (*reset)(void *user);
   int (*save_state)(void *user, hk_bytes *out);
   int (*load_state)(void *user, hk_reader *in);
-  /* Optional: reorder your samples for a new training epoch. rng is seeded from the trainer's seed and
-     the epoch number, so the same epoch gets the same order after a resume, provided the order depends
-     only on the numbers drawn (start from a fixed order each time, as tr_rng_perm does). */
+  /* Optional: reorder for a new epoch; rng is seeded from the seed and the epoch, so a resume gets the same
+     order when the order depends only on the numbers drawn (as tr_rng_perm's). */
   void (*shuffle)(void *user, tr_rng *rng);
-  /* samples per batch, for ctx->samples_seen. 0: each batch counts as 1 sample, so a rate per sample
-     (throughput_monitor's samples/s, tokens, FLOP/s) is per batch: tr_fit warns once when throughput_monitor
-     is registered and this is 0. */
+  /* samples per batch, for ctx->samples_seen; 0: a batch counts as 1 (tr_fit warns when throughput_monitor
+     is registered). */
   int64_t batch_size;
 } tr_data;
 
@@ -187,43 +172,12 @@ typedef struct tr_optim {
 } tr_optim;
 
 /* ---- learning-rate schedules --------------------------------------------------------------------
-   lr(t) = optim.lr * factor(t) * scale, where t counts scheduler steps taken: optimizer steps (default)
-   or finished epochs (per_epoch = 1), and scale is what hooks set (tr_lr_scale, below; 1 by default).
-   Every kind starts with an optional linear warmup:
-     t < warmup:  factor = (t+1) / warmup        (the first step already trains: 1/warmup, not 0)
-   then, with u = t - warmup, T = total - warmup, m = min_factor and each formula PyTorch's:
-     TR_SCHED_CONSTANT     1
-     TR_SCHED_STEP         gamma ^ floor(u / step_size)                                      (StepLR)
-     TR_SCHED_COSINE       m + (1-m) * 0.5 * (1 + cos(pi * min(u, T) / T))        (CosineAnnealingLR)
-     TR_SCHED_LINEAR       m + (1-m) * max(0, (T - u) / T)        (Hugging Face's default: linear to 0)
-     TR_SCHED_EXPONENTIAL  gamma ^ u                                                  (ExponentialLR)
-     TR_SCHED_WSD          warmup, then 1 (stable) until total - decay, then over the decay steps,
-                           with p = (u - stable) / decay: m + (1-m) * d(p), d = 1-p (linear),
-                           0.5 * (1 + cos(pi p)) (cos) or 1 - sqrt(p) (1-sqrt); m after total
-                           (Hugging Face's get_wsd_schedule; stable = T - decay)
-     TR_SCHED_ONECYCLE     PyTorch's OneCycleLR over total steps (t counts from 0, no warmup of its
-                           own: pct_start is its warmup): from max_lr/div_factor up to max_lr at step
-                           pct_start*total - 1, then down to max_lr/(div_factor*final_div_factor) at
-                           total - 1 (three_phase: down to max_lr/div_factor at 2*pct_start*total - 2
-                           first), each phase cos or linear (anneal). Steps past total keep the last
-                           value (PyTorch raises). The momentum is not cycled.
-     TR_SCHED_PLATEAU      ReduceLROnPlateau: after warmup the lr is the plateau's own (it starts at
-                           optim.lr), checked once per training epoch with the metric `monitor`
-                           (tr_plateau_step, PyTorch's rule exactly: threshold rel/abs, patience,
-                           cooldown, min_lr, eps; with TRAIN_MPI on the ranks' mean of
-                           the metric, so every rank keeps the same lr). The trainer checks right after each epoch's
-                           validation, before on_train_epoch_end (Lightning: after it), so a checkpoint
-                           written at the epoch's end holds the state after that check; a monitored
-                           metric that is not set then fails the run (Lightning's strict default).
-   The schedule's state (the plateau's and the scale) is saved in checkpoints (tr_save, tr_run_save);
-   the others depend on t alone, so a resume is exact. A step or exponential decay must stay finite
-   over the run: tr_sched_check refuses a subnormal gamma and a gamma^(decays over the run) outside a
-   double's range, tr_fit an lr that float32 updates turn into inf or 0 at either end of the run, and
-   the trainer takes no step with an lr that is not usable (the run fails, naming the schedule). Set total explicitly when one training is split
-   over fits with different max_steps (resume), so that the curve stays put.
-   The current value is in ctx->lr before every training batch; tr_lr_at / tr_sched_lr compute it
-   anywhere (a loop of your own calls them). A spec string makes one: tr_sched_parse(&s, "onecycle(
-   max_lr=0.01, pct_start=0.25)", ...), the kind as the name and the parameters below as keys. */
+   lr(t) = optim.lr * factor(t) * scale (hooks' tr_lr_scale); t counts optimizer steps, or finished epochs
+   with per_epoch; an optional linear warmup first ((t+1) / warmup). The kinds are PyTorch's and Hugging
+   Face's: constant, step, cosine, linear, exponential, wsd, onecycle, plateau (checked once per epoch
+   after its validation). The formulas: docs/trainer.md ("The schedules' formulas"). The state (plateau,
+   scale) is in checkpoints; a step or exponential decay that cannot stay finite over the run is refused.
+   A spec makes one: tr_sched_parse(&s, "onecycle(max_lr=0.01, pct_start=0.25)", ...). */
 #define TR_SCHED_KINDS(X) /* X(enum, spec name) */ \
   X(TR_SCHED_CONSTANT, "constant") X(TR_SCHED_STEP, "step") X(TR_SCHED_COSINE, "cosine") \
   X(TR_SCHED_LINEAR, "linear") X(TR_SCHED_PLATEAU, "plateau") X(TR_SCHED_WSD, "wsd") \
@@ -242,10 +196,9 @@ typedef enum tr_anneal { TR_ANNEAL_COS = 0, TR_ANNEAL_LINEAR, TR_ANNEAL_SQRT } t
 /* A double field whose 0 means a default takes TR_ZERO_F (a negative zero) for an explicit 0. */
 #define TR_ZERO_F (-0.0)
 
-/* The parameters, written once: X(kind, C type, name, spec default, choices, kinds, doc). kind is
-   INT, INT_ZERO, DOUBLE, BOOL or CHOICE as for the callbacks' lists (TR__FIELD), NAME for a char
-   array of TR_SCHED_NAME_MAX, C_ONLY for no spec key; kinds lists the schedules the key belongs to in
-   a spec (' *' all; a '!' after a name: required there). The spec default is also what 0 means. */
+/* The parameters, once: X(kind, C type, name, spec default, choices, kinds, doc). kind as TR__FIELD's, NAME
+   for a char[TR_SCHED_NAME_MAX], C_ONLY: no spec key; kinds: the schedules it belongs to (' *' all; '!':
+   required). The spec default is what 0 means. */
 #define TR_SCHED_PARAMS(X) \
   X(C_ONLY,   tr_sched_kind, kind,          "",      NULL, "",  "the schedule; 0 = constant (a spec names it)") \
   X(BOOL,     int,       per_epoch,         "false", NULL, " *", "0: t counts optimizer steps; 1: finished epochs") \
@@ -293,39 +246,31 @@ typedef struct tr_sched_state {
   int64_t checks;      /* plateau: checks made */
 } tr_sched_state;
 
-/* lr after t scheduler steps of the stateless part (total must be resolved, i.e. > warmup, where the
-   kind uses it; a plateau gives its warmup, then base_lr). */
+/* lr after t scheduler steps, the stateless part (total resolved > warmup where used). */
 TRAIN_API double tr_lr_at(const tr_sched *s, double base_lr, int64_t t);
 /* The whole lr: tr_lr_at, the plateau's lr in place of base_lr after warmup, times the scale. */
 TRAIN_API double tr_sched_lr(const tr_sched *s, const tr_sched_state *st, double base_lr, int64_t t);
-/* One plateau check with the metric's value now (PyTorch's ReduceLROnPlateau.step): returns 1 when it
-   reduced the lr. A NaN never improves. Call it once per epoch in a loop of your own. */
+/* One plateau check (ReduceLROnPlateau.step): 1 when it reduced the lr; a NaN never improves. */
 TRAIN_API int tr_plateau_step(const tr_sched *s, tr_sched_state *st, double base_lr, double metric);
-/* Fill in the defaults (the zeros) and check s; total_resolved is the total the fit will use (0 when
-   not known yet: the checks that need it wait); for step and exponential, which have no total of
-   their own, the scheduler steps the run will take (max_steps, or max_epochs when per_epoch): gamma
-   to the number of decays over them must stay a normal double (not inf, not 0). A subnormal gamma is
-   refused whatever the total. TR_ERR_INVALID with why naming the field and what would be right. */
+/* Fill in the defaults and check s; total_resolved: the scheduler steps of the run (0: not known yet).
+   A subnormal gamma, or gamma^(decays over the run) outside a double's range, is refused. TR_ERR_INVALID
+   with why naming the field and what would be right. */
 TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total_resolved, char *why, size_t cap);
-/* Parse a spec, e.g. "cosine(warmup=100, min_factor=0.1)" or "plateau(monitor=val/acc, mode=max)",
-   into *s (zeroed first), then tr_sched_check it; TR_ERR_INVALID with why naming the bad part and
-   listing what is valid. Allocates while it parses (setup, not the step loop). */
+/* Parse "cosine(warmup=100, min_factor=0.1)" into *s (zeroed first) and check it; why names the bad
+   part and lists what is valid. Allocates (setup, not the step loop). */
 TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t cap);
 
 
-/* Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take TR_YES /
-   TR_NO, and 0 (TR_DEFAULT) means the default each field names. */
+/* An explicit 0 for an int field whose zero means a default; tri-state flags: TR_YES / TR_NO, 0 default. */
 #define TR_ZERO (-2147483647 - 1)
 enum { TR_NO = -1, TR_DEFAULT = 0, TR_YES = 1 };
 
 /* Which direction is better for a monitored metric. */
 typedef enum tr_mode { TR_MODE_MIN = 0, TR_MODE_MAX } tr_mode;
 
-/* private: one pass over the gradients per change, shared by whoever asks. A loop sets ctx->grad_norm_source
-   to tr__grad_pass_source with one of these as its user (train.h's trainer does): the first hk_grad_norm
-   after the gradients changed (nan_guard's, clipping's, the grad_norm metric's) sums every view's squares
-   in one pass and keeps them per view, and gradient_monitor's per-tensor norms read those
-   (tr__grad_pass_sums) instead of making a second pass. The same bits as hk_grad_norm's own loop. */
+/* private: one pass over the gradients per change (ctx->grad_norm_source = tr__grad_pass_source): the first
+   hk_grad_norm sums every view's squares and keeps them, so gradient_monitor's per-tensor norms need no
+   second pass. The same bits as hk_grad_norm's own loop. */
 typedef struct tr__grad_pass {
   double *sq;                   /* n sums of squares, in view order */
   int n;
@@ -337,8 +282,7 @@ typedef struct tr__grad_pass {
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
-/* Forgetting hooks.h's implementation gives hundreds of undefined hk_* symbols at link time with no
-   hint; this says it at once. A program with hooks.h's implementation in another file says so. */
+/* Without this, hundreds of undefined hk_* symbols at link time and no hint. */
 #if !defined(HOOKS_IMPLEMENTATION) && !defined(TRAIN_HOOKS_ELSEWHERE)
 #  error "train.h: TRAIN_IMPLEMENTATION needs hooks.h's implementation: #define HOOKS_IMPLEMENTATION too, before #include \"train.h\" in this file (or, when another file of the program defines it, #define TRAIN_HOOKS_ELSEWHERE here)"
 #endif
@@ -374,10 +318,8 @@ TR__C_END /* part */
 #  include <pthread.h> /* asynchronous saves: one background writer */
 #  include <signal.h>
 #  define TR__THREADS 1
-/* The writer thread is made with every signal blocked, so that Ctrl-C/SIGTERM always reach a thread
-   of the loop (and never interrupt the writer's write or fsync). A strict -std=c99 <signal.h> hides
-   sigset_t and pthread_sigmask; glibc's are known (pthread.h gives __sigset_t), elsewhere without
-   _POSIX_C_SOURCE the writer keeps the caller's mask (the handlers only count, and it retries EINTR). */
+/* The writer thread blocks every signal, so Ctrl-C/SIGTERM reach the loop and never interrupt its write
+   or fsync. Strict -std=c99 hides pthread_sigmask outside glibc: there it keeps the caller's mask. */
 #  if defined(SIG_SETMASK)
 #    define TR__SIGMASK 1
 #    define TR__SIG_SETMASK SIG_SETMASK
@@ -394,6 +336,10 @@ extern int pthread_sigmask(int how, const __sigset_t *set, __sigset_t *old);
 extern int lstat(const char *path, struct stat *st);
 extern ssize_t readlink(const char *path, char *buf, size_t len);
 extern int ftruncate(int fd, off_t length);
+extern FILE *fdopen(int fd, const char *mode);
+extern int fileno(FILE *f);
+extern FILE *fmemopen(void *buf, size_t size, const char *mode);
+extern FILE *open_memstream(char **ptr, size_t *size);
 #endif
 #ifdef TRAIN_MPI /* the MPI strategy; C bindings only (the C++ ones are deprecated and warn) */
 #  ifndef OMPI_SKIP_MPICXX
@@ -464,13 +410,9 @@ TRAIN_API const char *tr_err_name(tr_err e) {
 }
 
 /* ---- a resume with nothing left to train ------------------------------------------------------------
-   A checkpoint whose run finished (max_epochs / max_steps reached under the limits now) or stopped early
-   (a stop it recorded, e.g. early_stopping's saved state, that min_epochs / min_steps no longer hold)
-   would train nothing, and its callbacks would say misleading things (early_stopping: "never checked"):
-   tr_fit (train/checkpoint.h) and tr_run_start (train/run.h) refuse it before anything fires or is made on
-   disk, saying what to raise; early_stopping's half is tr__es_resume_verdict. The finished half, shared
-   (here, below both): 1 with why (fn first) when the run that wrote path (epochs done, step) has nothing
-   left under max_epochs / max_steps (0: none; field: how the caller's settings name them). */
+   tr_fit and tr_run_start refuse a checkpoint whose run finished or stopped early (it would train nothing
+   and its callbacks would mislead), before anything fires. The finished half, shared: 1 with why (fn
+   first) when epochs / step reach max_epochs / max_steps (0: none; field: how the caller names them). */
 TR__SHARED int tr__resume_finished(char *why, size_t cap, const char *fn, const char *path, int64_t epochs, int64_t step,
                                    int64_t max_epochs, int64_t max_steps, const char *field) {
   int by_steps = max_steps > 0 && step >= max_steps;
@@ -523,10 +465,8 @@ TRAIN_API void tr_rng_perm(tr_rng *r, int64_t *idx, int64_t n) {
 }
 
 /* ---- tensor views a callback reads ---------------------------------------------------------------
-   A battery checks the loop's views where it first reads them, not at on_train_start: a loop may point
-   them at their buffers late (llm.c allocates its gradients in the first backward). field is what the
-   loop calls them ("ctx->grads"); each message names the view and the event (hk_fail's caller adds the
-   battery's name), so a view still empty there is a clear error, not a crash. 0, or -1 with hk_fail. */
+   Checked where first read, not at on_train_start (llm.c allocates its gradients in the first backward):
+   an empty view is an error naming it and the event, not a crash. 0, or -1 with hk_fail. */
 TR__SHARED int tr__view_empty(hk_ctx *ctx, const hk_tensor *v, int k, const char *field) {
   return hk_fail(ctx, "%s[%d] ('%s') has no data (NULL) at %s, where it is first read: point each view at its "
                  "buffer by then (llm.c's gradients: after the first backward)", field, k, v[k].name ? v[k].name : "?",
@@ -539,8 +479,7 @@ TR__SHARED int tr__views_data(hk_ctx *ctx, const hk_tensor *v, const char *field
     if (!v[k].data) return tr__view_empty(ctx, v, k, field);
   return 0;
 }
-/* A battery that keeps the views (gradient_monitor names a metric after each) also needs each named once
-   and count > 0 (an empty name would make a column "grad_2.0_norm/"). */
+/* Views a battery keeps must also be named once, count > 0. */
 TR__SHARED int tr__views_ready(hk_ctx *ctx, const hk_tensor *v, int n, const char *field) {
   const char *at = hk_event_name(ctx->reg, ctx->event);
   int k, j;
@@ -577,8 +516,7 @@ TR__SHARED double tr__grad_pass_source(hk_ctx *ctx, void *user) {
   p->version = ctx->hk__grads_version;
   return sqrt(sum);
 }
-/* The views' sums of squares of the gradients as they are now, from the loop's shared pass (made now, and
-   hk_grad_norm with it, when nobody has asked since they changed); NULL when the loop has no such pass. */
+/* The views' sums of squares now, from the loop's shared pass; NULL without one. */
 TR__SHARED const double *tr__grad_pass_sums(hk_ctx *ctx) {
   tr__grad_pass *p;
   double norm;
@@ -753,8 +691,7 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
     TR__SCHED_BAD("%s: sched.gamma %g is subnormal: the lr would be 0 after its first decay; give a gamma >= %g (e.g. 0.99)",
                   k, s->gamma, DBL_MIN);
   if ((s->kind == TR_SCHED_STEP || s->kind == TR_SCHED_EXPONENTIAL) && total > 0) {
-    /* the last scheduler step the run takes is total - 1: gamma to its number of decays must stay a
-       normal double, or the lr becomes inf (every parameter inf / NaN) or 0 (nothing trains) */
+    /* gamma^(decays to step total - 1) must stay a normal double: inf or 0 would ruin the run */
     int64_t u = total - 1 - s->warmup, n = u <= 0 ? 0 : s->kind == TR_SCHED_STEP ? u / s->step_size : u;
     double f = pow(s->gamma, (double)n);
     if (!(f <= DBL_MAX) || f < DBL_MIN)
@@ -781,8 +718,7 @@ TRAIN_API tr_err tr_sched_check(tr_sched *s, int64_t total, char *why, size_t ca
   return TR_OK;
 }
 
-/* The spec: one factory per kind on a registry of its own, with the keys TR_SCHED_PARAMS gives that
-   kind, so the grammar and the messages are hooks.h's (names the bad part, lists what is valid). */
+/* The spec: one factory per kind on a private registry, so the grammar and messages are hooks.h's. */
 typedef struct tr__sched_parsing { tr_sched *s; char *why; size_t cap; } tr__sched_parsing;
 static int tr__sched_in(const char *kinds, const char *kind, int *required) {
   size_t n = strlen(kind);
@@ -867,6 +803,43 @@ TRAIN_API tr_err tr_sched_parse(tr_sched *s, const char *spec, char *why, size_t
   }
   hk_destroy(reg);
   return e;
+}
+/* The schedule's state (tr_sched_state) as TR__LR_STATE_SIZE bytes: the run's checkpoints and the trainer's
+   LRST section hold it (only when it is not at its start: tr__lr_state_any). */
+#define TR__LR_STATE_SIZE 56
+TR__SHARED int tr__lr_state_any(const tr_sched_state *st) {
+  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
+}
+TR__SHARED void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
+  double d[3];
+  int i;
+  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
+  memcpy(p, "TRLR", 4);
+  tr__le(p + 4, 1, 4);
+  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
+  tr__le(p + 32, (uint64_t)st->num_bad, 8);
+  tr__le(p + 40, (uint64_t)st->cooldown, 8);
+  tr__le(p + 48, (uint64_t)st->checks, 8);
+}
+/* Read and range-check; why says what is wrong. */
+TR__SHARED int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
+  double d[3];
+  int64_t v[3];
+  int i;
+  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
+    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
+  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
+  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
+  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
+    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
+                   d[0], d[1], d[2]), -1;
+  for (i = 0; i < 3; i++)
+    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
+      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
+                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
+  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
+  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
+  return 0;
 }
 TR__C_END /* part */
 #endif /* implementation */

@@ -6,63 +6,27 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    STANDARD CALLBACKS
-   Lightning's callbacks, as hooks.h callbacks built on hooks.h's public API and the run layer.
-   Each has
-     - a constructor taking the registry and a zero-initialised desc (sokol style) that registers one
-       hk_callback on reg and hands back its handle (out may be NULL); bad parameters are refused
-       before anything is registered, with TR_ERR_INVALID and a message (hk_last_error(reg)) naming
-       the parameter and what is valid;
-     - a spec-string factory of the same name (TR_FACTORIES): tr_init and tr_run_setup register them,
-       so  hk_spec_apply(reg, "early_stopping(monitor=val/loss, patience=3)")  works (any other
-       registry: tr_add_factories(reg); a bad parameter: HK_ERR_INVALID and hk_last_error naming it);
-       a spec-made callback's handle is hk_spec_find(reg, "early_stopping", 0);
-     - its state in checkpoints (the callback's name is its state key): tr_save's, and tr_run_save's
-       in a loop of your own, so a resumed run decides exactly as the uninterrupted one; a loaded
-       state is range-checked as tr_load checks the LOOP counters (counters in 0..2^53,
-       early_stopping's patience in 0..INT_MAX, timer's elapsed times finite in 0..2^53 s, lr_finder's
-       suggestion finite and > 0 or NaN, nan_guard's skipped <= found, ema's n_averaged matching its
-       average), so nothing overflows when it counts on or prints; an out-of-range state is refused
-       (hk_reject: the message names the field, its value and the range) and the callback keeps the
-       state it had;
-     - a getter for its public state: tr_<name>_get(reg, handle), NULL when handle is not one of these.
-   They act only through hooks.h's signals (HK_STOP) and requests (hk_request_checkpoint), and read
-   what they need to know of the loop (where to check, the run directory, the optimizer's name) from
-   the registry's run (THE RUN LAYER): train.h's trainer fills it at every fit, a loop of yours with
-   tr_run_setup. Each one's "Hand-written loop:" note lists the events it needs; tr_run_start,
-   tr_run_batch_end and tr_run_finish fire or honour the rest.
-   Int fields whose zero means a default take TR_ZERO for an explicit 0; tri-state flags take
-   TR_YES / TR_NO, and 0 (TR_DEFAULT) means the default each field names.
-   What a callback prints (verbose) goes to the run's log (tr_run_desc.log; the trainer's tr_desc.log),
-   else stderr, one line in one write (never torn by another process's output), with "[rank: N] "
-   first when the job has several processes (Lightning's prefix); model_checkpoint, timer, lr_finder,
-   gradient_monitor and model_summary print on rank 0 only (Lightning's rank_zero_info),
-   early_stopping and nan_guard on every rank (early_stopping's log_rank_zero_only: rank 0 only, as
-   Lightning's flag).
+   Lightning's callbacks on hooks.h's public API and the run layer. Each has a constructor taking the
+   registry and a zero-initialised desc (bad parameters: TR_ERR_INVALID naming them, nothing registered),
+   a spec factory of the same name (hk_spec_apply(reg, "early_stopping(patience=3)")), its state in
+   checkpoints under its name (range-checked on load: an out-of-range state is refused and the callback
+   keeps its own), and a getter tr_<name>_get(reg, handle). They act only through signals and requests and
+   read the loop's settings from the registry's run. What they print goes to the run's log, one write a
+   line, "[rank: N] " first with several processes. docs/callbacks.md has each in full.
    ================================================================================================= */
 
 /* ---- parameters, written once ------------------------------------------------------------------
-   Each callback's (and logger's) parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its
-   doc block. Its desc struct's fields are generated from the list here (TR__FIELD); its spec
-   factory's parameter table and the factory's copy of a spec's arguments into the desc are generated
-   from the same list in the implementation (TR__PARAM, TR__COPY). An entry
-       X(kind, C type, name, default, choices, doc)
-   is the desc field `name` and the spec key "name"; default is the spec's default as text (NULL:
-   required), and it is also what the field's zero means, since a zero desc is the defaults; choices
-   are CHOICE's ("min|max"); doc says what the parameter does. The kinds:
-     INT        an integer field (int: -1e9..1e9, or int64_t); spec: an integer
-     INT_ZERO   the same where the field's 0 means the default: TR_ZERO is an explicit 0 (spec: 0)
-     DOUBLE_ZERO a double whose 0 means the default: TR_ZERO_F (a negative zero) is an explicit 0 (spec: 0)
-     DOUBLE     a double; spec: a number
-     BOOL       an int, 1 yes, 0 no (the default); spec: true or false
-     TRI        an int flag, TR_YES or TR_NO, 0 (TR_DEFAULT) the default; spec: true or false
-     AUTO       the same, where 0 is a rule the doc names; spec: auto|true|false
-     STRING     a const char *, NULL the default; spec: text
-     CHOICE     an enum whose values are the choices in their order (the first, 0, the default);
-                spec: one of the choices
-     C_ONLY     a field with no spec parameter (a function pointer, a FILE *, what a hook sets)
-     SPEC_ONLY  a spec parameter of type `C type` (CHOICE, INT, ...) with no field: the factory turns
-                it into C_ONLY fields by hand
-   A spec sets only the fields it gives; the others stay zero, i.e. their defaults. */
+   Each battery's parameters are one X-macro list, TR_<NAME>_PARAMS(X), beside its doc block: the desc's
+   fields (TR__FIELD, here), the spec table and the spec-to-desc copy (TR__PARAM, TR__COPY, below) and
+   docs/'s tables come from it. X(kind, C type, name, default, choices, doc): default is the spec's as text
+   (NULL: required) and what the field's zero means. The kinds:
+     INT, DOUBLE     numbers (an int in -1e9..1e9)
+     INT_ZERO, DOUBLE_ZERO  0 means the default; TR_ZERO / TR_ZERO_F is an explicit 0
+     BOOL            1 / 0 (the default); spec true|false
+     TRI, AUTO       TR_YES / TR_NO, 0 the default (AUTO: a rule the doc names; spec auto|true|false)
+     STRING, CHOICE  const char * (NULL default); an enum of the choices in order (the first, 0, default)
+     C_ONLY          no spec key (a function pointer, a FILE *)
+     SPEC_ONLY       a spec key with no field: the factory sets C_ONLY fields from it by hand */
 #define TR__FIELD(kind, type, name, def, choices, doc) TR__FIELD_##kind(type, name)
 #define TR__FIELD_INT(type, name)       type name;
 #define TR__FIELD_INT_ZERO(type, name)  type name;
@@ -79,10 +43,8 @@ TR__C_BEGIN /* part */
 /* A clock for callbacks that measure time (C_ONLY): seconds, from any fixed point. */
 typedef double (*tr_clock_fn)(void *user);
 
-/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers the spec factory
-   `name` (tr__<p>_params, tr__<p>_factory) when TR__ON_<NAME>, else the name alone, which says how
-   to get it. The callbacks they make read the loop's settings from the registry's run (tr_run_setup;
-   the trainer sets them at each fit). */
+/* The standard factories, X(name, NAME, p, what it does): tr_add_factories registers `name` when
+   TR__ON_<NAME>, else the name alone, which says which define brings it. */
 #define TR__BATTERIES(X) \
   X(early_stopping, EARLY_STOPPING, es, "stop training when a monitored metric stops improving (Lightning's EarlyStopping)") \
   X(model_checkpoint, MODEL_CHECKPOINT, mc, "save checkpoints, keeping the k best by a metric (Lightning's ModelCheckpoint)") \
@@ -112,18 +74,10 @@ typedef double (*tr_clock_fn)(void *user);
 /* (tr_add_factories, declared with tr_run_setup, registers them: train/factories.h) */
 
 /* ---- which batteries are compiled ---------------------------------------------------------------
-   Each callback and logger can be left out on its own: TRAIN_NO_<NAME> (TRAIN_NO_EARLY_STOPPING,
-   TRAIN_NO_TENSORBOARD, ...); or every one but those named: TRAIN_ONLY_SPECIFIC_BATTERIES with a
-   TRAIN_ENABLE_<NAME> for each one wanted, so a program compiles only what it uses.
-   A left-out battery has no declarations, so a call of its constructor does not compile, and its spec
-   name stays known: "tensorboard(...)" fails with a message that names the define to change.
-   TRAIN_NO_CALLBACKS and TRAIN_NO_LOGGERS leave out a whole group; lr_finder needs the trainer.
-   Give the same defines to every file that includes train.h (the compiler's command line does), else a
-   call of a left-out constructor in another file is an undefined symbol at link time instead.
-   A program that includes train/'s parts directly (not train.h) names the batteries it includes the
-   same way: TRAIN_ONLY_SPECIFIC_BATTERIES and a TRAIN_ENABLE_<NAME> for each.
-   TR__ON_<NAME> is 1 for a battery that is compiled, 0 for one left out: the table below is written by
-   make train.h (scripts/amalgamate.py) from TR__BATTERIES, and checked by make test. */
+   TRAIN_NO_<NAME> leaves one out; TRAIN_ONLY_SPECIFIC_BATTERIES keeps only those with a TRAIN_ENABLE_<NAME>
+   (also for a program that includes parts directly). A left-out battery is not declared and its spec
+   name fails naming the define. Give every file that includes train.h the same defines (docs/setup.md).
+   TR__ON_<NAME>: 1 when compiled; the table below is written by make train.h from TR__BATTERIES. */
 /* generated table: begin */
 #if defined(TRAIN_ONLY_SPECIFIC_BATTERIES)
 #  define TR__PICKED 1
@@ -263,9 +217,8 @@ TR__C_END /* part */
 TR__C_BEGIN /* part */
 /* =================================================================================================
    THE BATTERY KIT (implementation)
-   What the callbacks and the loggers have in common: the clock, flags, the monitored metric, checks of
-   a loaded state, errors of constructors, registering a callback. TR__SHARED marks the helpers that a
-   battery left out may leave unused.
+   What callbacks and loggers share: the clock, flags, the monitored metric, state checks, constructor
+   errors, registration. TR__SHARED marks helpers a left-out battery may leave unused.
    ================================================================================================= */
 #if defined(TR__POSIX) && !defined(__cplusplus)
 extern int symlink(const char *target, const char *linkpath); /* strict C99 headers hide it */
@@ -318,8 +271,7 @@ TR__SHARED hk_signal tr__missing_metric(hk_ctx *ctx, const char *who, const char
                  "monitor one of those", who, monitor, len ? have : "none");
 }
 
-/* A loaded callback state is checked as the LOOP counters are: every field in its range, so that nothing
-   overflows when a callback counts on from it or prints it; each refusal says which field and why. */
+/* A loaded state is range-checked like the loop counters, so nothing overflows; a refusal names the field. */
 TR__SHARED int tr__get_version(hk_reader *r, uint64_t want) {
   uint64_t v;
   if (tr__get_u64(r, &v)) return hk_reject(r, "empty or truncated (no version)");
@@ -355,8 +307,7 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
   if (e) hk_set_error(reg, e == TR_ERR_NOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID, "%s", w->msg);
   return e;
 }
-/* A callback's public constructor and getter: tr_<name>(reg, desc, out) over its maker tr__<p>_make,
-   and tr_<name>_get(reg, handle), its state's public part (NULL for a handle of another kind). */
+/* tr_<name>(reg, desc, out) over tr__<p>_make, and tr_<name>_get(reg, handle) (NULL for another kind). */
 #define TR__PUBLIC_OF(name, p) \
   TRAIN_API tr_err name(hk_registry *reg, const name##_desc *d, hk_handle *out) { \
     tr__why w; \
@@ -368,9 +319,8 @@ TR__SHARED tr_err tr__cb_result(hk_registry *reg, tr_err e, const tr__why *w) { 
     return cb && cb->destroy == tr__##p##_destroy ? &((const tr__##p *)cb->user)->pub : NULL; \
   }
 
-/* Register cb (its destroy frees user on failure too). Monitoring callbacks run after the model tier
-   at on_train_epoch_end (hooks.h's HK_MONITOR_LAST), early stopping before checkpointing (order),
-   as Lightning orders them. */
+/* Register cb (its destroy frees user on failure too). Monitors run after the model tier at
+   on_train_epoch_end (HK_MONITOR_LAST), early stopping before checkpointing (order): Lightning's order. */
 static tr_err tr__cb_register_when(hk_registry *reg, const hk_callback *cb, int order, int (*due)(const hk_ctx *, void *),
                                    void *due_user, hk_handle *out, tr__why *w) {
   hk_opts o;
@@ -392,33 +342,15 @@ TR__SHARED tr_err tr__cb_register(hk_registry *reg, const hk_callback *cb, int o
   return tr__cb_register_when(reg, cb, order, NULL, NULL, out, w);
 }
 
-/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
-   is seen as one, never as what it points to. */
-#ifdef TR__POSIX
-static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
-#endif
-TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
-#ifdef TR__POSIX
-  struct stat st;
-  return tr__lstat(path, &st) == 0;
-#else
-  FILE *f = fopen(path, "rb");
-  if (f) fclose(f);
-  return f != NULL;
-#endif
-}
 
 /* =================================================================================================
    STANDARD CALLBACKS (implementation)
-   One part per callback (lr_finder's is the trainer's: it re-runs its steps); their factories are in
-   "the factories" below. A callback's state is one malloc'd struct (its hk_callback user), freed by
-   its destroy; nothing here runs on a step unless the callback is due.
+   One part per callback; each state one malloc'd struct freed by its destroy; nothing runs on a step
+   unless the callback is due.
    ================================================================================================= */
-/* DEVICE VIEWS. A callback reaches tensors in device memory (hk_tensor.on_device: train.h's trainer on a
-   model with tr_model.on_device, TRAIN_CUDA) only through this table, which train/cuda.h fills (and the
-   trainer's tr_init installs); without TRAIN_CUDA it stays NULL and device views are refused. Each entry
-   takes the trainer's ctx (its stream), queues its work there and returns 0, or fails the hook naming
-   the call (hk_fail) and returns -1. Only to_host and sumsq wait for the device. */
+/* DEVICE VIEWS: callbacks reach device tensors (TRAIN_CUDA's trainer) only through this table, which
+   train/trainer/cuda.h fills; NULL without it (device views refused). Entries queue on ctx's stream and return 0,
+   or fail the hook naming the call; only to_host and sumsq wait. */
 typedef struct tr__dev_ops {
   float *(*alloc)(hk_ctx *ctx, size_t n);                              /* n floats, zeroed (NULL: failed) */
   void (*release)(void *d);                                            /* NULL is fine */
@@ -431,9 +363,7 @@ typedef struct tr__dev_ops {
 } tr__dev_ops;
 TR__SHARED const tr__dev_ops **tr__dev_seam(void) { static const tr__dev_ops *ops; return &ops; }
 
-/* Where the views a callback works on live: 0 host memory, 1 device memory with train.h's trainer (*dev:
-   the table above), -1 refused (a loop of your own with device views, or a mix; hk_fail's caller adds the
-   callback's name). */
+/* Where the views live: 0 host, 1 device with the trainer (*dev set), -1 refused (own loop's or mixed). */
 TR__SHARED int tr__views_where(hk_ctx *ctx, const hk_tensor *v, const tr__dev_ops **dev) {
   int k, on = 0;
   *dev = NULL;
@@ -450,8 +380,7 @@ TR__SHARED const char *tr__nonfinite_name(double x) {
   memcpy(&b, &x, sizeof b);
   return (b & 0xfffffffffffffull) ? "nan" : b >> 63 ? "-inf" : "inf";
 }
-/* A hand-written loop that forgot to say it is fitting gets nothing from the monitoring callbacks (they
-   act only in a fit): say so, once per callback. */
+/* A loop that forgot ctx->stage = fit gets nothing from monitors (fit only): said once per callback. */
 TR__SHARED void tr__warn_stage(const tr_run *run, hk_ctx *ctx, const char *who, int *warned) {
   if (ctx->stage != HK_STAGE_NONE || *warned) return;
   *warned = 1;
@@ -477,18 +406,12 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 }
 
 /* ---- the factories: spec strings -> the constructors above --------------------------------------
-   Each factory's parameter table and its copy of a spec's arguments into the desc are generated from
-   the callback's parameter list (TR_<NAME>_PARAMS; the kinds are explained at TR__FIELD). The entry
-       X(INT_ZERO, int, patience, "3", NULL, "checks without improvement before stopping")
-   is, in the desc (TR__FIELD), in the spec table (TR__PARAM) and in the copy (TR__COPY):
-       int patience;
-       { "patience", HK_PARAM_INT, "3", NULL, "checks without improvement before stopping" },
-       if (hk_arg_given(a, "patience")) { ...tr__int_arg: 0 -> TR_ZERO...; d->patience = (int)v; }
-   TR__SPEC_OF(p, desc, LIST) defines both for one callback: tr__<p>_params[] and tr__<p>_args(),
-   which copies each parameter the spec gave into a zero desc. A parameter not given keeps its zero,
-   the default its default text names (test_spec_desc_agree in tests/test_callbacks_b.c checks that
-   they agree for every factory). What a list cannot say is a few lines in the factory after the copy.
-   Each factory's user is the trainer when tr_init registered it (NULL from tr_add_factories). */
+   Generated from each TR_<NAME>_PARAMS: X(INT_ZERO, int, patience, "3", NULL, "...") is
+       int patience;                                                        (TR__FIELD)
+       { "patience", HK_PARAM_INT, "3", NULL, "..." },                      (TR__PARAM)
+       if (hk_arg_given(a, "patience")) { ... d->patience = (int)v; }       (TR__COPY)
+   TR__SPEC_OF(p, desc, LIST) makes tr__<p>_params[] and tr__<p>_args(); test_spec_desc_agree checks a
+   spec at its defaults makes a zero desc. A factory's user is the trainer from tr_init, else NULL. */
 #define TR__NPARAMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 #define TR__PARAM(kind, type, name, def, choices, doc) TR__PARAM_##kind(type, name, def, choices, doc)
 #define TR__PARAM_INT(type, name, def, choices, doc)       { #name, HK_PARAM_INT, def, choices, doc },
@@ -523,9 +446,8 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
 #define TR__SPEC_OF(p, desc_type, LIST) \
   static const hk_param tr__##p##_params[] = { LIST(TR__PARAM) }; \
   TR__ARGS_OF(p, desc_type, LIST)
-/* Every battery's factory: the spec table, the copy of the arguments into its desc, then from_spec, what a
-   spec string says differently from the C desc (a 0 that means something else, a stream by name):
-   tr_err from_spec(const hk_args *a, desc_type *d, tr__why *w), or tr__as_given for nothing. */
+/* A factory: spec table, argument copy, then from_spec for what a spec says unlike the C desc (a 0 that
+   means something else, a stream by name); tr__as_given for nothing. */
 #define tr__as_given(a, d, w) TR_OK
 #define TR__FACTORY_WITH(p, desc_type, LIST, from_spec) \
   TR__SPEC_OF(p, desc_type, LIST) \
@@ -539,8 +461,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
   } \
   TR__ADD_OF(p)
 #define TR__FACTORY_OF(p, desc_type, LIST) TR__FACTORY_WITH(p, desc_type, LIST, tr__as_given)
-/* tr__<p>_factory_add: the factory on a registry, for tr_add_factories (train/factories.h), which declares it for every
-   battery compiled in; unused (and no warning) in a program that includes the part without naming it */
+/* tr__<p>_factory_add for tr_add_factories (train/factories.h); unused in a program that names no battery. */
 #define TR__ADD_OF(p) \
   TR__SHARED hk_err tr__##p##_factory_add(hk_registry *reg, const char *name, const char *doc) { \
     return hk_factory_add(reg, name, tr__##p##_params, TR__NPARAMS(tr__##p##_params), tr__##p##_factory, NULL, doc); \
@@ -555,8 +476,7 @@ TR__SHARED const char *tr__unique_name(const hk_registry *reg, const char *base,
     return TR_OK; \
   }
 
-/* An integer for an int or int64_t field. In an int, and for INT_ZERO, it must lie in -1e9..1e9;
-   INT_ZERO's 0 becomes TR_ZERO (the field's own 0 means the default). */
+/* An int or int64_t field; int and INT_ZERO in -1e9..1e9, INT_ZERO's 0 becoming TR_ZERO. */
 TR__SHARED int tr__int_arg(const hk_args *a, const char *key, size_t size, int zero, int64_t *v, tr__why *w) {
   *v = hk_arg_int(a, key);
   if ((zero || size < sizeof(int64_t)) && (*v < -1000000000 || *v > 1000000000))

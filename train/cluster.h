@@ -6,40 +6,13 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    CLUSTERS: SLURM AND PREEMPTION
-   A job on a cluster is stopped from outside: its time limit comes, or the scheduler takes its nodes
-   for another job. Slurm warns first when asked (sbatch --signal=B:USR1@120: SIGUSR1 to the batch
-   shell 120 s before the limit; scancel -s USR1 -b JOBID sends it at once) and ends a job with
-   SIGTERM, then SIGKILL KillWait seconds later. A run of the run layer (your loop through tr_run_*,
-   or tr_fit) handles both, as Lightning's SLURMEnvironment(auto_requeue=True) does:
-     - the preemption signal (tr_preempt.signal; SIGUSR1 by default) finishes the step, saves it to
-       save_to, and with tr_preempt.requeue puts the job back in the queue (rank 0 runs
-       scontrol requeue $SLURM_JOB_ID; the job was submitted with --requeue), then the run ends
-       through on_exception with TR_ERR_INTERRUPTED: "preempted (SIGUSR1): stopped after step 120;
-       its state saved to ckpt.bin; job 42 requeued";
-     - SIGTERM (and Ctrl-C) does the same without the requeue (the scheduler requeues a preempted
-       job itself when its partition says so);
-     - the requeued job (SLURM_RESTART_COUNT >= 1), started again with the same command, resumes
-       from save_to by itself when no resume_from is given and the file is there (tr_preempt.resume
-       TR_NO: not), and only when this job wrote it (the checkpoint records SLURM_JOB_ID): another
-       job's file (the same script and save_to submitted again) is said and not used, and the job
-       starts from the beginning.
-   Under Slurm the run says so once at its start (rank 0, in the run's log):
-       train.h: Slurm job 42, restart 1, 2 tasks; SIGUSR1 saves to ckpt.bin and requeues the job;
-       resuming from ckpt.bin (the job was requeued)
-   SEVERAL PROCESSES: a signal reaches the ranks at different steps (mpirun forwards SIGUSR1 and
-   SIGUSR2 to its ranks; with --signal=B: only the batch shell gets it, so the batch script ends in
-   exec mpirun ..., or exec srun ...). Every rank must stop at the same step: tr_fit with TRAIN_MPI
-   votes on it at its agreement points; a loop of yours gives tr_run_desc.agree, which the run calls
-   at the end of tr_run_start and at every tr_run_batch_end / tr_run_epoch_end on every rank with this
-   rank's TR_STOP_* bits (a start that failed on one rank fails on every rank; at the start also a hash of
-   the state each rank resumed, twice more: ranks that resumed different checkpoints fail, every one) and
-   which returns their OR over the ranks, all 64 bits (one MPI_Allreduce of an int64 with MPI_BOR): a stop signal,
-   a preemption, a failure or a hook's stop on any rank then stops every rank at that step, each
-   saving the same state (every rank writes the same bytes to save_to; rank 0 alone requeues).
-   Signals are ISO C's signal(), as hooks.h's stop signals: a program's own handler of the preemption
-   signal is left in place (the run then says it does not handle it). */
-
-/* What Slurm's environment says about this process (tr_slurm_read). */
+   A job is stopped from outside: Slurm warns with a signal when asked (sbatch --signal=B:USR1@120), then
+   sends SIGTERM and SIGKILL. A run of the run layer (tr_run_*, tr_fit) handles both, as Lightning's
+   SLURMEnvironment(auto_requeue=True): the preemption signal finishes the step, saves to save_to and with
+   requeue puts the job back (rank 0: scontrol requeue); SIGTERM and Ctrl-C save without the requeue; the
+   requeued job resumes from save_to by itself, only when this job wrote it. With several processes every
+   rank stops at the same step through tr_run_desc.agree (the OR of every rank's TR_STOP_* bits). Signals
+   are ISO C's signal(); a program's own handler is left in place. docs/scaling.md ("Under Slurm"). */
 typedef struct tr_slurm {
   int on;              /* 1: in a Slurm job (SLURM_JOB_ID set) */
   char job_id[24];     /* SLURM_JOB_ID ("" outside Slurm) */
@@ -49,16 +22,14 @@ typedef struct tr_slurm {
   int rank, world;     /* SLURM_PROCID and SLURM_NTASKS when srun started it; else 0 and 1 */
   char why[200];       /* a variable that is set but malformed, and its value ("" when none is) */
 } tr_slurm;
-/* Read Slurm's variables: 1 in a Slurm job, 0 outside one, -1 when one is malformed (s->why says
-   which; the rest of s is what could be read). */
+/* Slurm's variables: 1 in a job, 0 outside, -1 when one is malformed (s->why says which). */
 TRAIN_API int tr_slurm_read(tr_slurm *s);
 
 /* Preemption settings, in tr_run_desc.preempt and tr_config.preempt (zero: the defaults). */
 typedef struct tr_preempt {
   int signal;          /* the signal that asks the run to stop after its step with a checkpoint to save_to;
-                          0 = SIGUSR1 (what sbatch --signal=B:USR1@N sends); TR_NO: none. Not SIGINT or
-                          SIGTERM (they stop the run already), SIGKILL or SIGSTOP (they cannot be caught),
-                          SIGCONT (Slurm sends it to every job it ends) or a fault (SIGSEGV, ...) */
+                          0 = SIGUSR1 (sbatch --signal=B:USR1@N); TR_NO: none. Not SIGINT, SIGTERM,
+                          SIGKILL, SIGSTOP, SIGCONT (Slurm sends it to every job it ends) or a fault */
   int requeue;         /* TR_YES: then requeue the Slurm job (rank 0: scontrol requeue $SLURM_JOB_ID);
                           needs save_to, where the requeued job resumes from */
   int resume;          /* TR_NO: a requeued job (SLURM_RESTART_COUNT >= 1) does not resume from save_to by
@@ -121,8 +92,7 @@ TRAIN_API int tr_slurm_read(tr_slurm *s) {
   return s->why[0] ? -1 : s->on;
 }
 
-/* This process's global rank from its launcher's environment (Lightning's rank_zero looks the same way before
-   a strategy sets it): mpirun's, MPICH's, PMIx's, srun's, torchrun's; 0 without one. */
+/* The global rank from the launcher's environment (mpirun, MPICH, PMIx, srun, torchrun); 0 without one. */
 TR__SHARED int tr__launcher_rank(void) {
   static const char *const vars[] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID", "RANK" };
   size_t i;
@@ -171,8 +141,7 @@ static const char *tr__sig_name(int sig, char *buf, size_t cap) {
   return buf;
 }
 
-/* The stop signal as a message names it, from the (agreed) TR_STOP_* bits: Slurm's scancel, mpirun and a
-   pod's shutdown send SIGTERM, a terminal's Ctrl-C SIGINT. The same words on every rank, whichever got it. */
+/* The agreed stop signal's name, the same on every rank (scancel, mpirun and pods send SIGTERM, Ctrl-C SIGINT). */
 TR__SHARED const char *tr__stop_name(int64_t stops) { return (stops & TR_STOP_SIGTERM) ? "SIGTERM" : "Ctrl-C"; }
 /* This process's own stop signal, as TR_STOP_SIGTERM (0: SIGINT, or none). */
 TR__SHARED int64_t tr__sigterm_bit(void) {
@@ -238,8 +207,7 @@ static void tr__on_preempt(int sig) {
   signal(sig, tr__on_preempt); /* System V-style signal() reset the handler before calling it */
 }
 #endif
-/* Install the handler for p's signal: 1 when it is ours now, 0 when there is none to install, -1 when
-   the program has its own handler (or ignores it): left as it is. */
+/* 1: p's handler installed; 0: none to install; -1: the program's own handler (or SIG_IGN), left alone. */
 TR__SHARED int tr__preempt_on(const tr_preempt *p) {
 #ifdef TR__SIGNALS
   int sig = tr__preempt_sig(p);
@@ -284,16 +252,15 @@ TRAIN_API int tr_preempt_requested(void) {
 
 /* This rank's TR_STOP_* bits now, agreed with the other ranks when agree is given (every rank calls
    it at the same points, whatever its bits). */
-TR__SHARED int64_t tr__stops(int signals, int preempt_on, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
+TR__SHARED int64_t tr__stops(int interrupts, int preempted, int failed, int hook_stop, int64_t (*agree)(void *user, int64_t stops),
                              void *user) {
-  int64_t s = (signals && hk_stop_requested() > 0 ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempt_on && tr_preempt_requested() > 0 ? TR_STOP_PREEMPT : 0) |
+  int64_t s = (interrupts ? TR_STOP_SIGNAL | tr__sigterm_bit() : 0) | (preempted ? TR_STOP_PREEMPT : 0) |
               (failed ? TR_STOP_FAILED : 0) | (hook_stop ? TR_STOP_HOOK : 0);
   return agree ? agree(user, s) : s;
 }
 
-/* In a Slurm job a second SIGTERM is no second request: Slurm signals every process of the job and mpirun
-   signals its ranks again. There the stop signals only count (the hard stop is Slurm's SIGKILL, KillWait
-   seconds later), so that the step is saved. */
+/* In a Slurm job a second SIGTERM is no second request (Slurm signals every process, mpirun again): the
+   stop signals only count, so the step is saved; the hard stop is Slurm's SIGKILL. */
 TR__SHARED int tr__slurm_job(void) { const char *j = getenv("SLURM_JOB_ID"); return j && j[0]; } /* "": no job (as tr_slurm_read) */
 
 
@@ -308,9 +275,8 @@ TR__SHARED const char *tr__preempt_resume(const tr_preempt *p, const char *save_
   return save_to;
 }
 
-/* The run stopped on a signal (stops: the agreed TR_STOP_* bits): the message that says so, after the
-   state was saved (save_err NULL: saved to saved_to; saved_to NULL: nothing saved). With a preemption and
-   requeue, rank 0 requeues the job now. */
+/* The message of a run stopped on a signal, after its save (save_err NULL: saved to saved_to; saved_to
+   NULL: nothing saved); with a preemption's requeue, rank 0 requeues now. */
 TR__SHARED void tr__preempt_stopped(char *out, size_t cap, int64_t stops, int64_t step, const char *saved_to, const char *save_err,
                                     const tr_preempt *p, int rank) {
   char sig[24], cmd[64];
@@ -361,6 +327,40 @@ TR__SHARED int tr__slurm_line(char *out, size_t cap, const tr_preempt *p, int in
   else n += (size_t)snprintf(out + n, cap - n, "; no preemption signal");
   if (resume && n < cap) snprintf(out + n, cap - n, "; resuming from %s (the job was requeued)", resume);
   return 1;
+}
+/* save_to's directory must exist when the run starts (after setup: a logger may make it), not be found
+   missing at Ctrl-C with the state lost. 0, or why (who first). */
+TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
+#ifdef TR__POSIX
+  struct stat st;
+  char dir[1024];
+  const char *slash;
+  size_t n;
+  if (!save_to || !save_to[0]) return 0;
+  slash = strrchr(save_to, '/');
+  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
+  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
+  memcpy(dir, n ? save_to : ".", n ? n : 1);
+  dir[n ? n : 1] = 0;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
+             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
+    return -1;
+  }
+  if (access(dir, W_OK) != 0) {
+    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
+             "checkpoints save there", who, save_to, dir, strerror(errno));
+    return -1;
+  }
+  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
+    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
+             save_to);
+    return -1;
+  }
+#else
+  (void)save_to; (void)who; (void)why; (void)cap;
+#endif
+  return 0;
 }
 TR__C_END /* part */
 #endif /* implementation */

@@ -12,22 +12,13 @@ TR__C_END /* part */
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* ---- files written whole: one atomic writer for checkpoints, loggers and plots (no section's own) ----
-   Every file train.h writes whole (a checkpoint, metrics.csv when its columns change, hparams.yaml, the
-   first part of metrics.jsonl and of a TensorBoard file, an SVG plot, lr_finder's curve) goes through
-   tr__afile: a new temporary file <path>.tmp.<tag>.<pid>.<n> (tag: tr__temp_tag), created with O_CREAT|O_EXCL|O_NOFOLLOW (an
-   existing file or a symlink planted at that name is never opened, let alone written through), written,
-   flushed to the disk (fsync), then renamed over path, and the directory fsynced: a crash at any moment
-   leaves the old file or the new one, never half of one. What is at path is replaced only when it is a
-   regular file (TR__AF_LINK_OK: or a symlink, replaced itself, never followed); a device, a FIFO, a
-   socket or a directory is never replaced (a plain rename would put a regular file in a device's place).
-   A temporary file left by a writer that was killed is removed by the next write to the same path (those
-   whose process no longer exists, where /proc tells, and of this host, boot and PID namespace only). A file that is appended to afterwards (a log) keeps
-   the temporary's descriptor (tr__afile_commit's keep_fd): it is never opened again by name.
-   The loggers' files (tr__write_mine) replace nothing they did not write: the first write puts the file
-   in place only where nothing is (a hard link of the temporary, which fails when the name exists: no
-   moment where another file is replaced; a rename after a check where the file system has no hard
-   links), and a later one replaces only the file the earlier write made (the same device and inode, its
-   tr__file_id); anything else at the path - a user's file, an earlier run's - is left as it is. */
+   tr__afile: a new temporary <path>.tmp.<tag>.<pid>.<n> made with O_CREAT|O_EXCL|O_NOFOLLOW (nothing
+   planted there is ever written through), written, fsynced, renamed over path, the directory fsynced: a
+   crash leaves the old file or the new one. Only a regular file at path is replaced (TR__AF_LINK_OK: a
+   symlink too, itself); a killed writer's temporary is removed by the next write to path. A log keeps
+   the temporary's descriptor (keep_fd), never reopened by name. tr__write_mine replaces nothing it did
+   not write: the first write links the temporary where nothing is, later ones replace only the same
+   device and inode (tr__file_id). docs/never_lost.md lists the guarantees and their tests. */
 #if defined(O_NOFOLLOW)
 #  define TR__O_NOFOLLOW O_NOFOLLOW
 #elif defined(__O_NOFOLLOW)
@@ -103,10 +94,8 @@ TR__SHARED int tr__exit_status(int rc) {
 }
 
 #ifdef TR__POSIX
-/* Who may judge a temporary's writer dead: a process of the same kernel boot, host name and PID namespace.
-   A writer on another host of a shared file system, or in another PID namespace (a container), has pids
-   that mean nothing here: its live temporary must never look stale. 8 hex digits of a hash of the three
-   (Linux's /proc; elsewhere the stale files are left alone anyway), in every temporary's name. */
+/* Only a process of the same boot, host name and PID namespace may judge a temporary's writer dead (pids
+   of another host or container mean nothing here): a hash of the three in every temporary's name. */
 static void tr__temp_tag(char tag[9]) {
   static const char *const files[] = { "/proc/sys/kernel/random/boot_id", "/proc/sys/kernel/hostname" };
   uint32_t h = 2166136261u; /* FNV-1a */
@@ -126,10 +115,8 @@ static void tr__temp_tag(char tag[9]) {
   }
   snprintf(tag, 9, "%08x", (unsigned)h);
 }
-/* Temporary files of path whose process is gone: those of this host, boot and PID namespace (the tag)
-   whose pid is not running. An untagged one (an older version's) or another tag's is not ours to judge.
-   unlink removes a name, never what a symlink points to, so a planted link costs nothing either. (kill is
-   not declared by a strict -std=c99 build.) */
+/* path's temporaries whose process is gone, of our tag only (an untagged or foreign one is not ours to
+   judge); unlink never follows a planted link. (kill is hidden by strict -std=c99.) */
 static void tr__remove_stale_temps(const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
@@ -262,10 +249,8 @@ static int tr__afile_write(tr__afile *a, const void *data, size_t n) {
   return a->err;
 }
 
-/* Flush, check path, rename. keep_fd (POSIX, may be NULL) gets the descriptor of the file now at path,
-   open for writing at its end; else it is closed. On failure the temporary is removed and path is as
-   it was once tr__afile_free (called afterwards in every case) has removed the temporary. Returns 0 or
-   errno. */
+/* Flush, check path, rename; keep_fd (may be NULL) gets the file's descriptor open at its end. On failure
+   path is as it was once tr__afile_free (always called after) removed the temporary. 0 or errno. */
 static int tr__afile_commit(tr__afile *a, int *keep_fd) {
   if (keep_fd) *keep_fd = -1;
 #ifdef TR__POSIX
@@ -359,9 +344,8 @@ static void tr__afile_free(tr__afile *a) {
   a->tmp = NULL;
 }
 
-/* The reason of a failed tr__afile, for a message: "cannot write /x/metrics.csv.tmp.12.0: No space left
-   on device", "/x/metrics.csv is not a regular file (a symlink, a device, a FIFO or a directory): it is
-   not replaced". */
+/* Why a tr__afile failed, for a message ("cannot write ...: No space left on device", "... is not a
+   regular file ...: it is not replaced"). */
 static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
   if (a->taken)
     snprintf(buf, cap, "%s is there and was not written by this logger (another run's, or a file of yours): it is not "
@@ -374,9 +358,50 @@ static void tr__afile_why(const tr__afile *a, char *buf, size_t cap) {
                 a->tmp && a->tmp[0] ? a->tmp : a->path, strerror(a->err));
 }
 
-/* A whole file in one go: 0, or errno with why filled (why may be NULL). keep_fd as tr__afile_commit.
-   tr__write_mine: only where nothing is, or over the file of mine (its earlier write: mine->set), and
-   mine is then the file written; EEXIST (a->taken) when another file is at path. */
+/* The one checkpoint writer (tr_run_save's and tr_save's): fill writes the file into a, the new temporary file
+   (tr__afile_write, or a stream: tr__afile_stream), which is then flushed to the disk and renamed over path;
+   any failure removes the temporary file, leaves path as it was and says why. fill returns 0, or an errno-like
+   code. path may be a symlink (replaced itself, never followed), never a device or a directory. */
+static tr_err tr__write_checkpoint(const char *path, int (*fill)(tr__afile *a, void *user), void *user, char *why, size_t cap) {
+  tr__afile a;
+  int e;
+  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
+    int filled = fill(&a, user);
+    if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
+  }
+  e = a.err ? a.err : tr__afile_commit(&a, NULL);
+  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
+  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
+  else if (e && !strcmp(a.step, "renaming"))
+    tr__msg(why, cap, "renaming '%s' to '%s' failed: %s (the previous '%s' is untouched)", a.tmp, path, strerror(e), path);
+  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
+  tr__afile_free(&a);
+  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
+}
+/* A fill that writes through a stdio stream: the stream on a's temporary file, filled by fill, flushed and closed
+   (its own descriptor: a keeps a.fd for fsync and rename). 0, or an errno-like code. */
+static int tr__afile_stream(tr__afile *a, int (*fill)(FILE *f, void *user), void *user) {
+  FILE *f = NULL;
+  int e = 0;
+#ifdef TR__POSIX
+  int fd = dup(a->fd);
+  if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+    e = errno ? errno : EIO;
+    if (fd >= 0) close(fd);
+    return e;
+  }
+#else
+  f = a->f;
+#endif
+  e = fill(f, user);
+  if (fflush(f) != 0 && !e) e = errno ? errno : EIO;
+#ifdef TR__POSIX
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+#endif
+  return e;
+}
+/* A whole file in one go: 0, or errno and why. tr__write_mine: only where nothing is or over mine (then
+   mine is the new file); EEXIST when another file is there. */
 static int tr__write_as(const char *path, const void *data, size_t n, unsigned flags, tr__file_id *mine, int *keep_fd,
                         char *why, size_t why_len) {
   tr__afile a;
@@ -396,9 +421,8 @@ TR__SHARED int tr__write_whole(const char *path, const void *data, size_t n, uns
 TR__SHARED int tr__write_mine(const char *path, const void *data, size_t n, tr__file_id *mine, int *keep_fd, char *why, size_t why_len) {
   return tr__write_as(path, data, n, 0, mine, keep_fd, why, why_len);
 }
-/* A resumed run's logger takes its file back: the regular file at path (never read through a symlink)
-   appended to out, its identity into mine, so that tr__write_mine may replace that file and no other.
-   0; ENOENT when nothing is there; EEXIST when it is not a regular file; else errno. */
+/* A resumed logger takes its file back: the regular file at path (no symlink) into out, its identity into
+   mine. 0; ENOENT nothing there; EEXIST not a regular file; else errno. */
 TR__SHARED int tr__read_mine(const char *path, hk_bytes *out, tr__file_id *mine) {
 #ifdef TR__POSIX
   struct stat st;
@@ -435,14 +459,47 @@ TR__SHARED int tr__remove_mine(const char *path, const tr__file_id *mine) {
   return mine->set && remove(path) == 0 ? 0 : EEXIST;
 #endif
 }
-/* What is at path: 0 nothing, 1 the file of mine (tr__write_mine's), -1 anything else (a user's file, another
-   run's, a symlink, a directory): what a writer that replaces only its own files checks before it starts. */
+/* What is at path: 0 nothing, 1 mine (tr__write_mine's), -1 anything else. */
 TR__SHARED int tr__whose(const char *path, const tr__file_id *mine) {
   tr__afile a;
   memset(&a, 0, sizeof a);
   a.path = path;
   a.mine = (tr__file_id *)mine; /* read only */
   return tr__afile_whose(&a);
+}
+/* lstat (declared at the top of the implementation where strict -std=c99 headers hide it): a symlink
+   is seen as one, never as what it points to. */
+#ifdef TR__POSIX
+static int tr__lstat(const char *path, struct stat *st) { return lstat(path, st); }
+#endif
+TR__SHARED int tr__file_exists(const char *path) { /* a dangling symlink is a name too */
+#ifdef TR__POSIX
+  struct stat st;
+  return tr__lstat(path, &st) == 0;
+#else
+  FILE *f = fopen(path, "rb");
+  if (f) fclose(f);
+  return f != NULL;
+#endif
+}
+/* A regular file's stamp (never through a symlink): device, inode, size, modification and change time. What
+   tells a file a writer left from one put at its path since (an inode may be given again). 0, or errno (EEXIST:
+   not a regular file); ENOENT where not known (no POSIX). */
+TR__SHARED int tr__file_stamp(const char *path, uint64_t stamp[5]) {
+#ifdef TR__POSIX
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno;
+  if (!S_ISREG(st.st_mode)) return EEXIST;
+  stamp[0] = (uint64_t)st.st_dev;
+  stamp[1] = (uint64_t)st.st_ino;
+  stamp[2] = (uint64_t)st.st_size;
+  stamp[3] = (uint64_t)st.st_mtime;
+  stamp[4] = (uint64_t)st.st_ctime;
+  return 0;
+#else
+  (void)path; (void)stamp;
+  return ENOENT;
+#endif
 }
 /* Can files be made in dir? A probe file created exclusively and removed (what a write does first): 0, or
    errno (EROFS, EACCES, ...). Not known (no POSIX): 0. */
@@ -482,8 +539,7 @@ TR__SHARED void tr__fd_close(int *fd) {
   *fd = -1;
 }
 TR__SHARED int tr__strcmp_p(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-/* The largest n of a name "<prefix><n>" or "<prefix><n>.<anything>" in dir (n: up to 15 digits), -1 when
-   there is none: the version_N to claim next, a TensorBoard file named to be read after the others. */
+/* The largest n of "<prefix><n>[.anything]" in dir (up to 15 digits), -1 for none. */
 static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   int64_t max = -1;
 #ifdef TR__POSIX
@@ -506,8 +562,8 @@ static int64_t tr__dir_max_number(const char *dir, const char *prefix) {
   return max;
 }
 
-/* The names in dir that start with prefix, sorted (strcmp), as a new array of new strings (*names; free
-   each and it). Returns the count, -1 out of memory (nothing then to free). */
+/* The names in dir starting with prefix, sorted, new strings in a new array (free each and it); -1 out of
+   memory. */
 TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names) {
   int n = 0;
 #ifdef TR__POSIX
@@ -540,11 +596,9 @@ TR__SHARED int tr__dir_names(const char *dir, const char *prefix, char ***names)
 }
 
 /* ---- a run directory held: two processes never log into one ------------------------------------------
-   tr__dir_hold opens dir (never through a symlink: O_NOFOLLOW on the last name), checks that it is a
-   directory, and takes flock's exclusive lock on it, held while the descriptor stays open (the run's
-   registry) and dropped by the system when the process ends, however it ends. 0 with *fd, *dev, *ino;
-   ENOENT: nothing there; ENOTDIR: a symlink or not a directory; EWOULDBLOCK: another process holds it.
-   A file system without flock holds nothing (0: its runs are not kept apart). */
+   Open dir (O_NOFOLLOW), check it is a directory, take flock's exclusive lock, held while the descriptor
+   is open and dropped by the system however the process ends. 0; ENOENT; ENOTDIR (a symlink or not a
+   directory); EWOULDBLOCK (another process holds it). No flock on the file system: nothing held. */
 static int tr__dir_hold(const char *dir, int *fd, uint64_t *dev, uint64_t *ino) {
 #ifdef TR__POSIX
   struct stat st;
@@ -575,15 +629,10 @@ static void tr__dir_release(int fd) {
 }
 
 /* ---- asynchronous saves: the step copies the state, one background thread writes it -----------------
-   A save asked for asynchronously (tr_desc.async_save, tr_run_desc.async_save, model_checkpoint's
-   async_save) copies everything the file will hold into a staging buffer (allocated at the first such
-   save, grown only when the state grows, reused after) and hands it to a writer thread: the thread
-   writes it through tr__afile (exclusive temporary, fsync, rename, directory fsync: the guarantees and
-   the bytes of a synchronous save), and the loop collects the outcome at its next safe point: then
-   on_checkpoint_saved fires, or the error fails the run. One save in flight: the next save waits for
-   it (never coalesced: two requests are two files, and each gets its on_checkpoint_saved). Without
-   threads (TRAIN_NO_THREADS, not POSIX, pthread_create failing) the writer runs at once in the caller
-   and the outcome is collected the same way. */
+   A staging buffer (made at the first save, grown only with the state) handed to a writer thread that
+   writes through tr__afile (the same guarantees and bytes); the loop collects the outcome at its next safe
+   point (on_checkpoint_saved, or the run fails). One in flight, never coalesced. Without threads the
+   writer runs in the caller and is collected the same way. */
 typedef struct tr__asave tr__asave;
 typedef void (*tr__asave_job)(tr__asave *as, tr__afile *a);  /* the writer's side: write the staged file */
 typedef void (*tr__asave_done)(tr__asave *as, hk_ctx *ctx); /* the loop's side: on_checkpoint_saved or the error */
@@ -699,8 +748,7 @@ static void tr__asave_submit(tr__asave *as) {
   tr__asave_write(as);
 }
 
-/* 1 when the save handed over has ended (wait: once it has), its outcome in err/why: the caller
-   collects it (done). 0 when none is in flight, or it is still being written. */
+/* 1 when the save handed over has ended (wait: once it has), outcome in err/why; 0: none, or still going. */
 static int tr__asave_ended(tr__asave *as, int wait) {
   int busy = 0;
   (void)wait;
@@ -747,10 +795,8 @@ static void tr__asave_free(tr__asave *as) {
 }
 
 /* ---- text for files: numbers that read back exactly, UTF-8, JSON, CSV and YAML strings ----------- */
-/* The shortest text that reads back as exactly v (Python's repr does the same); nan/inf as Python.
-   Tried at 16 digits first: when 16 fail, 17 always read back (no check); when 16 do, 15 may. A value
-   that reads back at p digits does at p + 1 too, so this finds the same text as trying 15, 16, 17 in
-   turn, with one formatting and parse fewer for most values (a float's, like a loss, needs 16 or 17). */
+/* The shortest text that reads back as v (Python's repr); nan/inf as Python. 16 digits first: if they fail
+   17 always work, if they work 15 may: the same answer as 15, 16, 17 in turn with one try fewer. */
 static void tr__num(char *buf, size_t cap, double v) {
   char shorter[32];
   if (!hk_is_finite(v)) { snprintf(buf, cap, "%s", v != v ? "nan" : v > 0 ? "inf" : "-inf"); return; }
@@ -810,10 +856,8 @@ static void tr__putf(hk_bytes *b, const char *fmt, ...) {
 }
 static void tr__put_s(hk_bytes *b, const char *s) { hk_bytes_put(b, s, strlen(s)); }
 
-/* Text that must be UTF-8 (JSON, YAML, TensorBoard's strings, SVG): valid sequences as they are, every
-   byte that does not start one as U+FFFD (the replacement character), so a name or a spec string with
-   stray bytes still gives a file every reader decodes. Metric names are checked by tr_log_set; this
-   covers the rest (spec strings, titles, the stage). */
+/* Text that must be UTF-8 (JSON, YAML, TensorBoard, SVG): valid sequences kept, any other byte as U+FFFD,
+   so every reader decodes the file (metric names are checked by tr_log_set; this covers the rest). */
 static const char *tr__utf8_next(const char *s, size_t *k) { /* the sequence at s: *k bytes, or U+FFFD */
   *k = tr__utf8_len((const unsigned char *)s);
   if (*k) return s;
@@ -860,9 +904,8 @@ TR__SHARED void tr__csv_cell(hk_bytes *b, const char *s) {
   }
   hk_bytes_put(b, "\"", 1);
 }
-/* YAML scalar: quoted unless it is plain safe text that YAML reads as a string: not a number's start (a
-   digit, '-', '.': "1.10", "0123", "-2", ".inf") nor a YAML 1.1 boolean or null word ("true", "no", "Off",
-   "null", "y", any case), which a reader would take for a number, a boolean or null */
+/* YAML scalar: quoted unless plain text YAML reads as a string (not "1.10", "-2", ".inf", nor a YAML 1.1
+   boolean or null word such as "no", "Off", "y") */
 TR__SHARED void tr__yaml_str(hk_bytes *b, const char *s) {
   static const char *const words[] = { "y", "n", "yes", "no", "true", "false", "on", "off", "null" };
   const char *p;
@@ -887,6 +930,17 @@ static char *tr__strdup(const char *s) {
   char *p = (char *)malloc(n);
   if (p) memcpy(p, s ? s : "", n);
   return p;
+}
+/* A hk_state_sink that appends each state to an hk_bytes (user): u32 key length | key | u64 length | state. */
+TR__SHARED hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
+  hk_bytes *b = (hk_bytes *)user;
+  unsigned char x[8];
+  size_t klen = strlen(key);
+  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
+  hk_bytes_put(b, key, klen);
+  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
+  hk_bytes_put(b, data, len);
+  return HK_OK;
 }
 /* State bytes: little-endian integers, doubles as their bit patterns, strings as u32 length + bytes. */
 static void tr__put_u64(hk_bytes *b, uint64_t v) { unsigned char x[8]; tr__le(x, v, 8); hk_bytes_put(b, x, 8); }
@@ -943,8 +997,8 @@ static int tr__mkdirs(const char *dir) {
 #endif
 }
 
-/* A new run id: 32 hex digits (128 bits) from the system's random source, else from the time, the pid and
-   addresses mixed by splitmix64 (unique enough to tell two runs apart; nothing secret depends on it). */
+/* A run id: 128 random bits in hex, from the system, else time, pid and addresses through splitmix64
+   (tells runs apart; nothing secret). */
 TR__SHARED void tr__random_id(char out[33]) {
   static uint64_t counter;
   unsigned char b[16];
@@ -967,9 +1021,7 @@ TR__SHARED void tr__random_id(char out[33]) {
   for (i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", (unsigned)b[i]);
 }
 
-/* CRC-32C (reflected polynomial 0x82F63B78) four bits at a time: a 16-entry table (the CRC of each
-   nibble) is small enough to write out and 4x faster than bit by bit, which showed in a logging
-   record's cost (bench-log). */
+/* CRC-32C (0x82F63B78) a nibble at a time: a 16-entry table, 4x faster than bitwise (bench-log). */
 TRAIN_API uint32_t tr_crc32c(const void *data, size_t n) {
   static const uint32_t nibble[16] = {
     0x00000000u, 0x105EC76Fu, 0x20BD8EDEu, 0x30E349B1u, 0x417B1DBCu, 0x5125DAD3u, 0x61C69362u, 0x7198540Du,
@@ -990,9 +1042,8 @@ TRAIN_API uint32_t tr_crc32c_masked(const void *data, size_t n) {
 }
 
 /* ---- what the process uses (device_stats): the POSIX seam ------------------------------------------
-   One reading: resident and peak memory, CPU time, the load. NaN where the system does not tell.
-   Linux: /proc/self/status (VmRSS, VmHWM) and /proc/loadavg, one read() each, and getrusage; elsewhere
-   getrusage's peak and CPU time only. */
+   Resident and peak memory, CPU time, load; NaN where unknown. Linux: /proc/self/status, /proc/loadavg,
+   getrusage; elsewhere getrusage's peak and CPU time. */
 typedef struct tr__host_use {
   double rss, peak;             /* bytes */
   double cpu;                   /* user + system seconds since the process began */

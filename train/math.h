@@ -6,49 +6,13 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    PER-STEP MATH
-   Every pass the trainer makes over the parameters and gradients in a step, public so that a
-   hand-written loop can use them too: the optimizer updates, zero_grad, scaling, clipping, the
-   gradient norm and the NaN/Inf scan.
-
-   Same answers: float32 arithmetic in the order of PyTorch's single-tensor torch.optim.AdamW and
-   torch.optim.SGD (the per-step scalars are computed in double on the host, as Python does, and
-   rounded to float once). Per element, with the tr_*_coef fields:
-     AdamW  p = p * decay                          param.mul_(1 - lr*wd)          (skipped when wd = 0)
-            m = m + w1 * (g - m)                   exp_avg.lerp_(g, 1 - beta1)    (g - (g - m) * (1 - w1)
-                                                                                   when w1 >= 0.5, as lerp)
-            v = v * beta2 + (w2 * g) * g           exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            d = sqrt(v) / bc2_sqrt + eps           (exp_avg_sq.sqrt() / sqrt(1 - beta2^t)).add_(eps)
-            p = p + (neg_step * m) / d             param.addcdiv_(m, d, value=-lr / (1 - beta1^t))
-     SGD    d = g + wd * p                         (when wd != 0)
-            b = d on the first step, else b = b * momentum + damp1 * d        (when momentum != 0)
-            d = nesterov ? d + momentum * b : b
-            p = p + neg_lr * d
-   No product is fused with an addition (no FMA; the norm's kernel fuses and still gives the same bits,
-   see tr__sumsq_fma): tests/ref_f32.c writes the same formulas as plain
-   scalar C compiled with -ffp-contract=off, and the test compares bit for bit. (PyTorch's own
-   vectorised CPU kernels fuse a few of these, lerp and add-with-alpha, so torch itself can differ
-   from this in the last bit.) Build with contraction off (ISO modes such as -std=c99 are; GNU modes
-   with an FMA target are not) to keep the bits; -ffast-math builds are faster and only close.
-
-   Threads: each pass takes a thread count (tr_desc.threads for the trainer). With OpenMP (-fopenmp)
-   the work is split over that many threads, in fixed chunks of HK_NORM_CHUNK elements; without it
-   the passes run on the calling thread. Reductions are deterministic: every chunk is summed in
-   hooks.h's hk_sumsq order and the chunk sums are added in chunk order, so the results are the same
-   bits for any thread count, and equal to hooks.h's hk_grad_norm.
-
-   Speed, with the default flags (-O2, nothing machine-specific; make bench-math prints it, against
-   loops at the limit timed in the same run): on arrays far larger than the caches, AdamW, SGD,
-   zero_grad, scale and clip by value move their bytes at 0.9 or more of an in-place axpy's rate
-   (a += s*b), and the gradient norm and the NaN/Inf scan at 0.9 or more of a loop that reads one
-   array (itself about 0.6 of the axpy: one stream in flight). The loops are shaped so that gcc
-   vectorises them at -O2, AdamW has SSE and AVX kernels (chosen at run time), the other loops get
-   AVX2 copies on x86-64 with glibc (TRAIN_NO_SIMD / TRAIN_NO_AVX turn these off), clipping by norm
-   is folded into the optimizer's pass when no on_gradient_clip hook would look at the clipped
-   gradients, clipping by value takes the norm and clamps in one pass, and zero_grad of a buffer
-   much larger than the caches uses streaming stores. No pass allocates.
-
-   The per-element functions (tr_adamw_elem, tr_sgd_elem) are the single definition of the formulas:
-   the CPU loops call them, and under nvcc (TR__HD = __host__ __device__) CUDA kernels can too. */
+   Every pass a step makes over parameters and gradients (AdamW, SGD, zero_grad, scale, clipping, the
+   norm, the NaN/Inf scan), public for hand-written loops. Float32 in PyTorch's single-tensor order, bit
+   for bit against tests/ref_f32.c (no FMA: build with contraction off); the same bits for any thread
+   count (fixed chunks, sums in chunk order, equal to hk_grad_norm); vectorised at -O2, at 0.9 or more of
+   the memory's limit (make bench-math). tr_adamw_elem / tr_sgd_elem are the one definition of the
+   formulas, for CUDA too (TR__HD). The formulas beside PyTorch's: docs/trainer.md ("The optimizers'
+   arithmetic"); the speeds: docs/numbers.md. */
 #if defined(__CUDACC__)
 #  define TR__HD __host__ __device__
 #else
@@ -81,15 +45,13 @@ typedef struct tr_sgd_coef {
   int nesterov;
 } tr_sgd_coef;
 
-/* The coefficients of AdamW's step number `step` (1 for the first) at learning rate lr, and of
-   an SGD step (first = the momentum buffer holds nothing yet). gscale starts at 1. Zero fields of o
-   mean tr_optim's defaults (beta1 0.9, beta2 0.999, eps 1e-8); o->lr is not read (lr is). */
+/* AdamW's coefficients for step `step` (from 1) at lr, and SGD's (first: empty momentum buffer). gscale
+   starts at 1; zero fields of o mean tr_optim's defaults; o->lr is not read. */
 TRAIN_API tr_adamw_coef tr_adamw_coefs(const tr_optim *o, double lr, int64_t step);
 TRAIN_API tr_sgd_coef   tr_sgd_coefs(const tr_optim *o, double lr, int first);
 
-/* One element of AdamW (g already scaled); small is c.lerp_small. The int fields of c and small only
-   choose between forms: a loop that fixes them (constants in its copy of c) has no branch left in
-   its body. */
+/* One element of AdamW (g already scaled). The int fields of c and small only choose a form: a loop
+   that fixes them has no branch left. */
 TR__HD static inline void tr_adamw_elem(float *p, float g, float *m, float *v, tr_adamw_coef c, int small) {
   float pi = c.decays ? *p * c.decay : *p;
   float mi = small ? *m + c.w1 * (g - *m) : g - (g - *m) * c.w1_comp; /* PyTorch's lerp */
@@ -111,26 +73,24 @@ TR__HD static inline void tr_sgd_elem(float *p, float g, float *buf, tr_sgd_coef
   *p = *p + c.neg_lr * d;
 }
 
-/* The passes, over n elements with `threads` threads (0 or 1 = the calling thread only). g is
-   written only when c->gscale != 1 (then it holds the scaled gradient, as after a separate clip). */
+/* The passes over n elements on `threads` threads (0 or 1: the caller's). g is written only when
+   c->gscale != 1 (the scaled gradient, as after a separate clip). */
 TRAIN_API void   tr_adamw_update(float *p, float *g, float *m, float *v, size_t n, const tr_adamw_coef *c, int threads);
 TRAIN_API void   tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_sgd_coef *c, int threads);
 TRAIN_API void   tr_zero(float *x, size_t n, int threads);                  /* x = 0 */
 TRAIN_API void   tr_scale(float *x, size_t n, float k, int threads);        /* x = x * k */
 /* hk_sumsq(x, n) (the same bits), computed with threads. */
 TRAIN_API double tr_sumsq(const float *x, size_t n, int threads);
-/* Clamp x into [lo, hi] and return hk_sumsq of x as it was before (one pass for value clipping and
-   the norm before clipping). A NaN stays NaN. */
+/* Clamp x into [lo, hi] and return hk_sumsq of x before it (NaN stays): value clipping and its norm. */
 TRAIN_API double tr_clamp_sumsq(float *x, size_t n, float lo, float hi, int threads);
-/* x = x * s and return hk_sumsq of x as it is then: tr_scale and tr_sumsq in one pass, the same bits
-   (the averaging of the gradients and the norm that clipping reads next). */
+/* x *= s and return hk_sumsq of the result: tr_scale and tr_sumsq in one pass, the same bits. */
 TRAIN_API double tr_scale_sumsq(float *x, size_t n, float s, int threads);
 /* How many of x are NaN or infinite, tested on the bits (so -ffast-math builds still see them). */
 TRAIN_API size_t tr_count_nonfinite(const float *x, size_t n, int threads);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
-/* the kernels come with the implementation (train/cuda.h) after the formulas they run: this file is built by nvcc */
+/* the kernels come with the implementation (train/trainer/cuda.h) after the formulas they run: this file is built by nvcc */
 #ifdef TRAIN_CUDA
 #  ifndef TRAIN_CUDA_NO_KERNELS /* the program links its own trc_* functions (tests/cuda_host.h: on the CPU) */
 #    define TRAIN_CUDA_IMPLEMENTATION
@@ -140,20 +100,16 @@ TR__C_END /* part */
 TR__C_BEGIN /* part */
 /* =================================================================================================
    PER-STEP MATH (CPU kernels)
-   The passes declared in "PER-STEP MATH". Each splits its array into chunks of HK_NORM_CHUNK
-   elements (256 KiB of floats: a chunk stays in L2 while a pass works on it) and hands whole chunks
-   to OpenMP threads; a reduction stores one partial per chunk and adds them in chunk order, so no
-   thread count changes a bit. No allocation: partials live on the stack, TR__GROUP chunks at a time.
+   Chunks of HK_NORM_CHUNK elements (256 KiB: one stays in L2) handed whole to OpenMP threads; one partial
+   per chunk, added in chunk order. No allocation: partials on the stack, TR__GROUP chunks at a time.
    ================================================================================================= */
 #if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 199901L
 #  define TR__RESTRICT __restrict
 #else
 #  define TR__RESTRICT restrict
 #endif
-/* x86-64 with gcc or clang: AdamW has SSE and AVX kernels (tr__adamw_sse/avx), the AVX one chosen at
-   run time, and with gcc and glibc the other loops get an AVX2 copy beside the default one
-   (target_clones: the loader picks one per machine, so a plain -O2 build runs AVX2 where the CPU
-   has it). Elsewhere: the same loops, plain. */
+/* x86-64: AdamW's SSE and AVX kernels (AVX chosen at run time); with gcc and glibc the other loops get an
+   AVX2 copy (target_clones: a plain -O2 build runs AVX2 where the CPU has it). */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(TRAIN_NO_SIMD)
 #  include <immintrin.h>
 #  define TR__X86 1
@@ -221,11 +177,8 @@ TRAIN_API tr_sgd_coef tr_sgd_coefs(const tr_optim *o, double lr, int first) {
   return c;
 }
 
-/* Every chunk loop below runs in blocks of TR__BLOCK elements, then the remainder: an inner loop
-   with a constant trip count is one that gcc vectorises at -O2 (its default "very cheap" cost model
-   refuses loops that would need a scalar epilogue), so the default flags get SIMD code. Loops whose
-   float forms depend on a flag are copied per value of the flag (a constant in their copy of the
-   coefficients), so their bodies have no branch. */
+/* Blocks of TR__BLOCK, then the remainder: gcc -O2's "very cheap" cost model vectorises only loops with
+   no scalar epilogue. Loops are copied per value of a flag, so their bodies have no branch. */
 #define TR__BLOCK 16
 
 /* x *= k */
@@ -248,11 +201,8 @@ static inline void tr__adamw_run(float *TR__RESTRICT p, const float *TR__RESTRIC
 }
 
 #if TR__X86
-/* AdamW four and eight elements at a time: tr_adamw_elem's operations in its order, one intrinsic
-   each (no fused multiply-add: neither target enables FMA). Intrinsics because the square root in C
-   is sqrtf, which sets errno on a negative input, so no compiler vectorises it without
-   -fno-math-errno; here it is the instruction itself. The branch on c.decays is the same every
-   iteration (predicted). */
+/* AdamW 4 and 8 at a time, tr_adamw_elem's operations in order, no FMA. Intrinsics because C's sqrtf
+   sets errno and is not vectorised without -fno-math-errno. */
 static void tr__adamw_sse(float *p, const float *g, float *m, float *v, size_t n, tr_adamw_coef c) {
   const __m128 decay = _mm_set1_ps(c.decay), w1 = _mm_set1_ps(c.w1), b2 = _mm_set1_ps(c.beta2),
                w2 = _mm_set1_ps(c.w2), bc2 = _mm_set1_ps(c.bc2_sqrt), eps = _mm_set1_ps(c.eps),
@@ -330,11 +280,8 @@ static TR__CLONES void tr__sgd_range(float *TR__RESTRICT p, float *TR__RESTRICT 
   tr__sgd_run(p + i, g + i, c.has_momentum ? b + i : b, n - i, c);
 }
 
-/* Non-finite values: exponent bits all ones (hk_is_finitef's test), counted without a branch, 16
-   counts side by side (32-bit lanes like the data's; a chunk gives each at most HK_NORM_CHUNK / 16)
-   added up once at the end. (It added up the 16 every block before: 8 more instructions per 16
-   floats, which kept fewer loads in flight: make bench-math, 16M floats, 1 thread, 0.91-0.93 of a
-   prefetching one-array read before, 1.01-1.02 after, on a quiet machine.) */
+/* Exponent bits all ones, counted without a branch in 16 lanes added once at the end (adding them every
+   block kept fewer loads in flight: 0.91 of a one-array read before, 1.01 after). */
 static inline int tr__nonfinite_bits(const float *x) {
   uint32_t bits;
   memcpy(&bits, x, sizeof bits);
@@ -370,14 +317,10 @@ TRAIN_API void tr_sgd_update(float *p, float *g, float *buf, size_t n, const tr_
   }
 }
 
-/* zero_grad. A buffer far larger than the caches is zeroed with streaming stores, one share per
-   thread: a plain store or memset costs a read of every line it overwrites (8 bytes of traffic for 4
-   written). make bench-math, 16M floats, on the VM of docs/numbers.md: streaming stores 2.0x glibc
-   2.36's memset (whose rep stosb read the lines there), which put zero_grad at 0.56 of the axpy.
-   AVX's 32-byte streaming store where the CPU has it (SSE2's 16-byte one was slower on a later VM:
-   Xeon, 300 MiB L3, AVX-512). A small buffer is
-   zeroed chunk by chunk with memset, its zeros staying in cache for the backward pass that comes next.
-   (Zero floats are zero bytes in IEEE 754, which train.h assumes throughout.) */
+/* zero_grad: a buffer far beyond the caches with streaming stores (a plain store or memset reads every
+   line it overwrites: 2.0x faster than glibc 2.36's memset, docs/numbers.md), AVX's 32-byte ones where
+   present; a small buffer with memset chunk by chunk, its zeros in cache for the backward. (Zero floats
+   are zero bytes.) */
 #define TR__STREAM_MIN ((size_t)1 << 23) /* floats (32 MiB) */
 #if TR__X86
 __attribute__((target("avx"))) static size_t tr__zero_stream_avx(float *x, size_t n) {
@@ -421,14 +364,9 @@ TRAIN_API void tr_scale(float *x, size_t n, float s, int threads) {
   for (k = 0; k < nk; k++) tr__scale_range(x + (size_t)k * TR__CHUNK, tr__chunk_len(n, (size_t)k), s);
 }
 
-/* One chunk of tr_sumsq (n <= HK_NORM_CHUNK) in hk_sumsq's order. On x86-64 with AVX and FMA:
-   accumulator j % 16 is lane j % 4 of register j / 4, each lane adding its elements' squares in
-   element order as the scalar loop does. The multiply-add is fused here, and the bits are still
-   hk_sumsq's: a float's square is exact in double (24-bit significands, 48-bit product), so the
-   fused and the separate forms round the same sum once. Fewer instructions per byte keep more loads
-   in flight: make bench-math, 16M floats, 1 thread, against a one-array read that asks ahead as this
-   does: hk_sumsq's loop (gcc -O2: shuffles and a scalar lane, 27 instructions per 16 floats) 0.87,
-   this one (12) 1.00-1.01 on a quiet machine (docs/numbers.md has the runs). */
+/* One chunk of tr_sumsq in hk_sumsq's order: on x86-64 with AVX and FMA, accumulator j % 16 is lane
+   j % 4 of register j / 4. Fused and still hk_sumsq's bits (a float's square is exact in double); fewer
+   instructions per byte keep more loads in flight: 0.87 -> 1.00 of a one-array read (docs/numbers.md). */
 #if TR__X86 && !defined(TRAIN_NO_AVX)
 static int tr__has_fma(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma"); }
 __attribute__((target("avx,fma"))) static double tr__sumsq_fma(const float *TR__RESTRICT x, size_t n) {
@@ -472,9 +410,7 @@ TRAIN_API double tr_sumsq(const float *x, size_t n, int threads) {
   return sum;
 }
 
-/* One chunk (n <= HK_NORM_CHUNK): its sum of squares in hk_sumsq's order (element j into sum j % 16,
-   the sums folded by halving) and the clamp into [lo, hi], in one pass over the elements. A NaN fails
-   both tests and stays. */
+/* One chunk: sum of squares in hk_sumsq's order and the clamp, in one pass (a NaN stays). */
 static TR__CLONES double tr__clamp_sumsq_chunk(float *TR__RESTRICT x, size_t n, float lo, float hi) {
   double acc[16] = {0};
   size_t i = 0, j, w;

@@ -6,42 +6,15 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    LOGGERS AND PROGRESS BAR
-   Logging is an event. The trainer builds a log record (step, epoch, stage and the metrics that are
-   due) and fires on_log with ctx->outputs pointing at it; hooks change it there (tr_log_current,
-   tr_log_set, tr_log_drop), then the loggers, which are ordinary callbacks registered as monitoring
-   callbacks with a high order, write it: on_log is an HK_MONITOR_LAST event, so they run after every
-   other callback and the model tier's hooks. Records, in Lightning's rhythm:
-     train  after on_train_batch_end of every log_every_n_steps-th optimizer step (tr_config, 50 by
-            default; a batch that did not step - accumulation, a skipped step - logs nothing):
-            "train/loss" (the batch's loss) and every metric in the context except val/ and test/
-            ones and the trainer's computed-on-demand lr and grad_norm (lr_monitor logs lr; a hook
-            adds grad_norm at on_log with tr_log_set(r, "grad_norm", hk_grad_norm(ctx)))
-     val    after on_validation_epoch_end of every validation in a fit (not the sanity check) and of
-            tr_validate: every metric named val/...
-     test   after on_test_epoch_end: every metric named test/...
-     train  also at once when a hook asks with hk_request(ctx, HK_REQUEST_LOG) in a fit (after the
-            current training batch or epoch end, where requests are honoured)
-   step is Lightning's: the number of optimizer steps taken before the record's batch (the 50th step
-   logs step 49; validation records carry the last training step), so columns line up with
-   Lightning's CSVLogger. Histograms (tr_log_histogram) ride with the next record.
-   Loggers and the bar write only on rank 0 (ctx->rank). An I/O error (unwritable directory, full
-   disk) is reported once, with the path and the system's reason, and that logger stops writing;
-   training goes on unless the logger was made with fail_on_error (then the run fails, HK_FAIL). A
-   short write (a full disk) is cut back to the file's last whole line or TensorBoard record: no
-   reader ever sees half of one.
-   Files: everything written whole (hparams.yaml, metrics.csv at its first rows and when its columns
-   change, the start of metrics.jsonl and of the TensorBoard file, the plot) goes through the atomic
-   writer that checkpoints use: an exclusive temporary (O_CREAT|O_EXCL|O_NOFOLLOW), fsync, rename; the
-   logs are then appended to that descriptor, never reopened by name. A symlink planted at any of these
-   names is never followed, and nothing but a regular file is replaced: a link, a device, a FIFO or a
-   directory where a logger's file goes is reported (the logger stops) and left as it is.
-   Hand-written loop: the run layer sends the records - tr_run_batch_end a training record every
-   log_every_n_steps-th step, tr_run_log(reg, &ctx, "val") after on_validation_epoch_end - and every
-   logger of the registry writes into the run's one version directory (tr_run_dir); fire the stage
-   events the progress bar lists (a loop without epochs: tr_run_desc.epochs = TR_NO and max_steps,
-   and the bar counts steps). A record of your own: tr_log_emit(reg, &ctx, &record) (zero it once, set
-   n_metrics = 0 between records, tr_log_record_free it at the end). Records are flushed at teardown
-   (tr_run_finish fires it) and, in any case, when the registry is destroyed.
+   Logging is an event: a record (step, epoch, stage, the metrics due) is built and on_log fired with
+   ctx->outputs at it; hooks change it there, then the loggers (monitoring callbacks, run last) write it.
+   Records, in Lightning's rhythm: "train" every log_every_n_steps-th optimizer step (a batch that did not
+   step logs nothing; train/loss and every metric but val/, test/ and the lazy lr and grad_norm: a hook
+   adds grad_norm at on_log with tr_log_set), "val" after every validation of a fit (not the sanity
+   check), "test" after a test, and "train" at once on HK_REQUEST_LOG. step is the optimizer steps before
+   the record's batch (Lightning's: the 50th logs 49). Rank 0 writes; every file whole through the atomic
+   writer, logs appended to its descriptor; an I/O error stops that logger alone (fail_on_error: the
+   run). docs/logging.md has it all, a loop of your own included.
    ================================================================================================= */
 #ifndef TR_LOG_MAX_HISTOGRAMS
 #  define TR_LOG_MAX_HISTOGRAMS 16  /* histograms riding with one record; more are refused (an error, not a drop) */
@@ -51,10 +24,8 @@ TR__C_BEGIN /* part */
 #endif
 #define TR_LOG_HIST_BUCKETS 30      /* the most buckets a histogram keeps (tr_log_histogram uses all) */
 
-/* A record holds any number of metrics with names of any length: tr_log_set grows its storage (the
-   trainer's record grows in its first records, then reuses it). Names must be valid UTF-8 (every
-   logger writes UTF-8 text: JSON, CSV, TensorBoard's protobuf strings); tr_log_set refuses others, and
-   the trainer reports such a metric once (tr_desc.log) instead of logging it. */
+/* Any number of metrics, names of any length (tr_log_set grows the storage, then reuses it), valid UTF-8
+   only: the trainer reports another once instead of logging it. */
 typedef struct tr_log_metric {
   const char *name;             /* the record's own copy */
   double value;
@@ -83,9 +54,8 @@ typedef struct tr_log_record {
 
 /* The record being logged, at on_log (NULL at any other event). */
 TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx);
-/* Add or change a metric: TR_ERR_INVALID for a NULL or empty name or one that is not valid UTF-8,
-   TR_ERR_NOMEM when out of memory. A record of your own loop: zero it once, set n_metrics = 0 (and
-   n_histograms = 0) between records to reuse its storage, tr_log_record_free it at the end. */
+/* Add or change a metric: TR_ERR_INVALID for a NULL, empty or non-UTF-8 name, TR_ERR_NOMEM. Your own
+   loop's record: zero it once, n_metrics = 0 (and n_histograms) between records, tr_log_record_free. */
 TRAIN_API tr_err tr_log_set(tr_log_record *r, const char *name, double value);
 TRAIN_API void tr_log_record_free(tr_log_record *r); /* its storage; the record is empty (zero) after */
 TRAIN_API int tr_log_get(const tr_log_record *r, const char *name, double *value); /* 1 if present */
@@ -97,14 +67,10 @@ TR__C_BEGIN /* part */
 TRAIN_API tr_log_record *tr_log_current(hk_ctx *ctx) {
   return ctx && ctx->event == HK_ON_LOG ? (tr_log_record *)ctx->outputs : NULL;
 }
-/* The name index: open addressing (linear probing) on an FNV-1a hash of the name, each slot the metric's
-   position + 1, so that tr_log_set costs the same per value at 10 metrics or 10,000 (a search along the
-   list cost ~26 k instructions a value at 1,000 with a logger). Its own table rather than stb_ds's sh*
-   maps: train.h's implementation may be in a file without hooks.h's (TRAIN_HOOKS_ELSEWHERE), where
-   stb_ds is not compiled, and stb_ds aborts when memory runs out where tr_log_set returns TR_ERR_NOMEM.
-   A loop cuts n_metrics (to 0 between records): a slot counts only when it points below n_metrics at
-   the same name, and tr_log_set rebuilds the index when n_metrics is not what the index holds, so every
-   metric below n_metrics has its slot. */
+/* The name index: linear probing on FNV-1a, slots holding position + 1, so tr_log_set costs the same at
+   10 metrics or 10,000 (a list search cost ~26 k instructions a value at 1,000). Not stb_ds: it may not
+   be compiled here (TRAIN_HOOKS_ELSEWHERE) and it aborts out of memory. A slot counts only below
+   n_metrics at the same name; a loop that cut n_metrics gets the index rebuilt. */
 static uint32_t tr__log_hash(const char *name) {
   uint32_t h = 2166136261u;
   for (; *name; name++) h = (h ^ (unsigned char)*name) * 16777619u;
@@ -203,8 +169,8 @@ TRAIN_API int tr_log_drop(tr_log_record *r, const char *name) {
 #define TR__HPARAM_KEY 64   /* tr_run_hparam: a key's bytes, its NUL included */
 #define TR__HPARAM_VAL 256  /* and a value's */
 #define TR__MAX_HPARAMS 40  /* the trainer's and tr_run_desc.hparams' entries; tr_run_hparam's come on top */
-/* num: 0 a string, 1 a number (val is its text), 2 a boolean (val is "true" or "false"); prio: who
-   gave it (the trainer 0, tr_run_desc.hparams 1, tr_run_hparam 2): of one key, the highest is kept */
+/* num: 0 string, 1 number (val its text), 2 boolean; prio: the trainer 0, hparams 1, tr_run_hparam 2 (of
+   one key the highest is kept) */
 typedef struct tr__hparam { const char *key; char keybuf[64]; char val[TR__HPARAM_VAL]; int num, prio; } tr__hparam;
 /* A key of the loop's own lives in its entry (keybuf, key NULL until sorted: qsort moves entries). */
 static const char *tr__hparam_key(const tr__hparam *h) { return h->key ? h->key : h->keybuf; }

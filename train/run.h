@@ -6,103 +6,77 @@
 TR__C_BEGIN /* part */
 /* =================================================================================================
    THE RUN LAYER
-   What any loop gives the batteries (the standard callbacks, the loggers, the progress bar), in one
-   place attached to the hook registry, and the few calls every loop repeats. train.h's trainer is one
-   client of it (tr_run_enter / tr_run_leave); a hand-written loop is another (train/loop.h's tr_run_begin
-   / next / update / end on top of these calls; examples/own_loop.c). It keeps one version directory for
-   every logger, the log records, the bar's totals, checkpoints in the loop's own format with every
-   stateful callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption, and warnings for
-   events a callback waits for but the loop never fires. It is a small state machine (no run, running,
-   entered): a call out of order is refused at the call with TR_ERR_INVALID and a message naming the call
-   to make (tr_run_error(reg) and hk_last_error(reg)), never a crash and never a silent success. The
-   states, what each call requires, and every call: docs/reference.md ("The run layer underneath") in
-   the hooks.h repository.
+   What any loop gives the batteries (callbacks, loggers, the bar), attached to the hook registry: one
+   version directory for every logger, log records, the bar's totals, checkpoints in the loop's own format
+   with every callback's state, the schedule's state, Ctrl-C / SIGTERM / preemption. train.h's trainer is
+   one client (tr_run_enter / tr_run_leave), train/loop.h's tr_run_begin / next / update / end another. A
+   small state machine (no run, running, entered): a call out of order is refused with TR_ERR_INVALID and a
+   message naming the call to make (tr_run_error, hk_last_error). The states and every call:
+   docs/reference.md ("The run layer underneath", "Every run-layer call").
    ================================================================================================= */
 
 /* A piece of the loop's training state in memory (tr_run_desc.state): bytes a snapshot copies. */
 typedef struct tr_region { void *data; size_t bytes; } tr_region;
 
-/* Where monitoring callbacks check, and whether the loop has epochs: TR_YES / TR_NO, 0 = the default. */
+/* The run's settings; zero means the default, TR_YES / TR_NO where zero is ambiguous. */
 typedef struct tr_run_desc {
   /* where the loggers write: save_dir/name/version_N (a logger's own desc fields win) */
   const char *save_dir;          /* NULL = "runs" */
   const char *name;              /* NULL = "lightning_logs"; "" = versions directly in save_dir */
   const char *version;           /* NULL = the next free version_N, claimed once for the registry */
-  int new_version_on_resume;     /* TR_YES: a resumed run logs into a new version_N, as Lightning's (its old
-                                    logs stay as they are; model_checkpoint's top-k starts afresh in the new
-                                    checkpoints/). Default: a resume continues its run (see tr_run_start) */
+  int new_version_on_resume;     /* TR_YES: a resume logs into a new version_N (Lightning's way); default:
+                                    it continues its run */
   FILE *log;                     /* where callbacks talk (verbose lines, warnings); NULL = stderr */
   /* the loop's shape */
-  int epochs;                    /* TR_NO: a step loop that never fires on_train_epoch_start/_end;
-                                    default: the loop has epochs */
-  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown; a step
-                                    loop's bar counts to max_steps */
-  int64_t val_batches;           /* batches of each validation (the validation bar's total); 0 = unknown */
-  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known (tr_run_start
-                                    refuses to resume a checkpoint that reached them: nothing left to train) */
+  int epochs;                    /* TR_NO: a step loop (no on_train_epoch_start/_end); default: epochs */
+  int64_t train_batches;         /* training batches per epoch (the bar's total); 0 = unknown */
+  int64_t val_batches;           /* batches of each validation; 0 = unknown */
+  int64_t max_steps, max_epochs; /* the run's limits as the loop applies them; 0 = none known */
   int64_t min_steps, min_epochs; /* a stop (HK_STOP) waits until both are reached (tr_stop_allowed) */
   int64_t log_every_n_steps;     /* a training record every N-th optimizer step; 0 = 50; negative = none */
-  int validation;                /* TR_NO: the loop never validates (a callback monitoring a val/ metric
-                                    is refused at tr_run_start); default: it does */
-  int check_on_train_epoch_end;  /* where monitoring callbacks check when their own flag is left at its
-                                    default: TR_YES at on_train_epoch_end, TR_NO at on_validation_end;
-                                    default: the epoch's end with epochs, the validation's end without */
+  int validation;                /* TR_NO: the loop never validates (a val/ monitor is refused at the start) */
+  int check_on_train_epoch_end;  /* where monitors check by default: TR_YES on_train_epoch_end, TR_NO
+                                    on_validation_end; default: the epoch's end with epochs, else validation's */
   /* the optimizer: lr_monitor's metric names (lr-<optimizer>) and the hyperparameters */
   const char *optimizer;         /* "AdamW", "SGD", ...; NULL: lr_monitor publishes "lr" */
-  double momentum, weight_decay; /* published by lr_monitor's log_momentum / log_weight_decay (with optimizer) */
-  int lr_per_epoch;              /* 1: the learning rate changes per epoch (lr_monitor's default interval) */
+  double momentum, weight_decay; /* for lr_monitor's log_momentum / log_weight_decay */
+  int lr_per_epoch;              /* 1: the lr changes per epoch (lr_monitor's default interval) */
   const char *hparams;           /* "key=value key=value ...": hyperparameters the loggers record */
   /* checkpoints in the loop's own format */
   int (*save_model)(void *user, FILE *f); /* write the model (and optimizer state) your way; 0 = ok */
   int (*load_model)(void *user, FILE *f); /* read it back from the start of f; 0 = ok */
   void *model_user;
-  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) saves */
-  int async_save;                /* TR_YES: during a run, tr_run_save and requested checkpoints copy the
-                                    state and write it in the background (see "asynchronous saves"
-                                    at tr_run_save); default: written before the call returns */
-  int no_signals;                /* 1: tr_run_start leaves SIGINT, SIGTERM and the preemption signal alone */
-  tr_preempt preempt;            /* a preemption signal saves to save_to, may requeue the Slurm job (train/cluster.h) */
-  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (TR_STOP_* a step; at the start a hash of what each resumed; cluster.h) */
-  /* the training state in memory, for spike_detection's rollback: everything a step changes that a
-     rollback must put back (parameters, optimizer state, the optimizer's step count if it is not
-     ctx->global_step), as n_state regions, yours and valid while the run lives (not copied). The
-     trainer gives its own. */
+  const char *save_to;           /* where a plain hk_request(ctx, HK_REQUEST_CHECKPOINT) and Ctrl-C save */
+  int async_save;                /* TR_YES: saves during a run are written in the background (tr_run_save) */
+  int no_signals;                /* 1: leave SIGINT, SIGTERM and the preemption signal alone */
+  tr_preempt preempt;            /* the preemption signal: save, maybe requeue (train/cluster.h) */
+  int64_t (*agree)(void *user, int64_t stops); /* several processes: every rank's 64 bits OR'ed (cluster.h) */
+  /* spike_detection's rollback: everything a step changes (parameters, optimizer state, its step count
+     if not ctx->global_step), yours and valid while the run lives (not copied). */
   const tr_region *state;
   int n_state;
-  void (*rolled_back)(void *user, hk_ctx *ctx); /* (model_user) after spike_detection put the state back:
-                                    drop what the undone steps left behind (an accumulation window) */
-  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line when
-                                    tr_run_start resumes (by default one, from rank 0, in the run's log) */
-  int accumulate_grad_batches;   /* micro-batches per optimizer step the loop fixed (0 = 1): tr_run.accumulation
-                                    starts there; accumulation_scheduler refuses a loop that fixed more than 1 */
-  const char *settings;          /* the loop's settings as "key=value ..." words, recorded as hyperparameters
-                                    in place of the ones this desc gives (loop, optimizer, max_steps, ...);
-                                    hparams and tr_run_hparam* win over a key of it. train.h's trainer gives
-                                    its configuration here. */
-  /* A loop that writes whole checkpoints in a format of its own (train.h's trainer: tr_save) gives its save
-     here (model_user): the checkpoints hooks request, on_exception_checkpoint's and Ctrl-C's to save_to are
-     written through it instead of tr_run_save. During on_exception (ctx->abort_reason set) it writes the state after the last
-     finished optimizer step. TR_OK, or the error with why (cap bytes) saying what failed. */
+  void (*rolled_back)(void *user, hk_ctx *ctx); /* after a rollback: drop what the undone steps left */
+  int no_resume_message;         /* 1: no "Restored all states from the checkpoint at ..." line */
+  int accumulate_grad_batches;   /* micro-batches per step the loop fixed (0 = 1) */
+  const char *settings;          /* the loop's settings, "key=value ...", recorded as hyperparameters in place
+                                    of this desc's; hparams and tr_run_hparam* win */
+  /* A loop with a checkpoint format of its own (train.h's trainer) writes requested, on_exception and
+     Ctrl-C checkpoints through this (model_user); during on_exception, the state after the last finished
+     step. TR_OK, or the error with why. */
   tr_err (*save_checkpoint)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
-  const char *spec;              /* callbacks and loggers as a spec string ("early_stopping(monitor=val/loss); csv"),
-                                    applied by tr_run_setup once the settings are in place (hk_spec_apply: all or
-                                    nothing); not kept: a later tr_run_setup applies only its own */
-  void (*wait_saves)(void *user, hk_ctx *ctx); /* a save_checkpoint that writes in the background: return once
-                                    its last file is on disk and its on_checkpoint_saved has fired (model_checkpoint
-                                    waits so before it decides which files to keep) */
+  const char *spec;              /* callbacks and loggers, applied by tr_run_setup (all or nothing; not kept) */
+  void (*wait_saves)(void *user, hk_ctx *ctx); /* a background save_checkpoint: return once its last file is on
+                                    disk and on_checkpoint_saved fired */
   /* A loop that tr_run_begin drives (YOUR LOOP IN A DOZEN LINES, below): */
   double lr;                     /* the learning rate, or the schedule's base (sched); 0: none (ctx->lr 0) */
   tr_sched sched;                /* one of train.h's schedules over lr (kind 0: constant) */
-  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own (model_user): the lr of the step ctx->global_step
-                                    + 1; hooks' tr_lr_scale applies on top of either */
+  double (*lr_at)(void *user, const hk_ctx *ctx); /* or your own: the lr of step ctx->global_step + 1 */
   int64_t val_every_n_steps;     /* a validation after every N-th optimizer step; 0: none by steps */
-  int64_t val_every_n_epochs;    /* with epochs: a validation at the end of every N-th epoch (0 = 1; none when
-                                    validation is TR_NO) */
-  int64_t batch_size;            /* samples a training batch holds: ctx->samples_seen counts them (0: not counted) */
-  const hk_tensor *params, *grads; /* the model's views for the batteries (n_tensors of each; TR_VIEWS counts them), */
-  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch: a buffer
-                                    allocated late, as llm.c's gradients at the first backward, is seen once it is
-                                    there), cut into tensors of these names and sizes (TR_TENSORS counts them) */
+  int64_t val_every_n_epochs;    /* with epochs: at the end of every N-th epoch (0 = 1) */
+  int64_t batch_size;            /* samples per training batch: ctx->samples_seen counts them (0: not counted) */
+  const hk_tensor *params, *grads; /* the model's views (n_tensors of each; TR_VIEWS counts them), */
+  float **param_memory, **grad_memory; /* or the addresses of one flat buffer each (read at every batch, so a
+                                    buffer allocated late is seen), cut by names and sizes (TR_TENSORS) */
   const char *const *tensor_names;
   const size_t *tensor_sizes;
   int n_tensors;
@@ -123,378 +97,184 @@ typedef struct tr_run_desc {
 #define TR_TENSORS(param_memory_addr, grad_memory_addr, names, sizes) .param_memory = (param_memory_addr), \
   .grad_memory = (grad_memory_addr), .tensor_names = (names), .tensor_sizes = (sizes), .n_tensors = TR__COUNT2(names, sizes)
 
-/* Where in the loop a checkpoint of tr_run_save was written, kept in it (tr_run.resumed_at after a resume):
-   after a training batch (the checkpoint's batch_idx), after the validation at that step, at an epoch's
-   start (no batch of it run), at its end (on_train_epoch_end run). */
+/* Where in the loop a checkpoint was written (tr_run.resumed_at after a resume). */
 typedef enum tr_run_at { TR_RUN_AT_BATCH = 0, TR_RUN_AT_VALIDATION, TR_RUN_AT_EPOCH_START, TR_RUN_AT_EPOCH_END } tr_run_at;
 
-/* The run of a registry. Read any field; change only train_batches / eval_batches (a loop whose epochs
-   differ in length) - the rest through tr_run_setup. */
+/* The run of a registry. Read any field; change only train_batches / eval_batches (epochs of different
+   lengths) - the rest through tr_run_setup. */
 typedef struct tr_run {
   tr_run_desc desc;              /* the settings, strings copied */
   int64_t train_batches;         /* batches of the training epoch in progress: the bar's total (0 = unknown) */
   int64_t eval_batches;          /* batches of the evaluation loop in progress (0 = unknown) */
   hk_stage running;              /* HK_STAGE_FIT from tr_run_start to tr_run_finish (the trainer: its runs) */
   const char *resume_from;       /* the checkpoint the run resumed from ("" when none): never deleted */
-  tr_run_at resumed_at;          /* where in the loop that checkpoint was written (tr_run_load; an older file:
-                                    TR_RUN_AT_BATCH) */
-  int failed;                    /* the run has failed (tr_run_error says why); tr_run_finish ends it so */
-  tr_sched_state lr_state;       /* the schedule's state: tr_lr_scale's scale, the plateau's progress;
-                                    saved by tr_save and tr_run_save, restored by their loads */
-  /* The loop and the batteries share these while a run goes (the loop writes the first two): */
-  int epoch_done;                /* the training epoch in progress has run its last batch; what follows (its
-                                    validation) ends it: tr_stop_allowed counts the epoch as done. tr_run_batch_end
-                                    sets it at the batch train_batches says is the last, tr_run_epoch_start and
-                                    tr_run_epoch_end clear it; a loop that ends an epoch early sets it itself */
-  int validates_next;            /* 1 while on_train_batch_end fires for a batch right after which the loop
-                                    validates: model_checkpoint ranks a save due at that batch on the validation's
-                                    value, not on the metrics of before it (0: on those) */
-  int accumulation;              /* micro-batches per optimizer step from the next window on: the desc's
-                                    accumulate_grad_batches at the run's start, then what accumulation_scheduler
-                                    sets at on_train_epoch_start; a loop that accumulates reads it as a window begins */
-  int async_requests;            /* model_checkpoint(async_save=true) sets it: requested checkpoints are
-                                    written in the background */
+  tr_run_at resumed_at;          /* where in the loop it was written */
+  int failed;                    /* the run has failed (tr_run_error says why) */
+  tr_sched_state lr_state;       /* tr_lr_scale's scale, the plateau's progress: in checkpoints */
+  /* The loop and the batteries share these while a run goes (docs/reference.md): */
+  int epoch_done;                /* the epoch's last batch has run, its validation still to come */
+  int validates_next;            /* 1 around the on_train_batch_end of a batch right before a validation */
+  int accumulation;              /* micro-batches per step from the next window on */
+  int async_requests;            /* model_checkpoint(async_save=true): requested saves in the background */
   struct tr__run_priv *tr__p;    /* private */
 } tr_run;
 
 /* What the loop should do next (tr_run_batch_end, tr_run_epoch_end). */
 enum { TR_RUN_VALIDATE = 1, TR_RUN_STOP = 2 };
 
-/* ---- YOUR LOOP IN A DOZEN LINES -------------------------------------------------------------------------
-   The run keeps the loop's place: the epoch, the batch, the optimizer step, the learning rate and the flow
-   between them are the run's. The loop asks what comes next and does it:
 
-       hk_registry *reg = hk_create(NULL);
-       hk_ctx *ctx = tr_run_begin(reg, &(tr_run_desc){ .epochs = TR_NO, .max_steps = 5000, .lr = 3e-4,
-                                  .val_every_n_steps = 100, .val_batches = 20, TR_VIEWS(param_views, grad_views),
-                                  .save_model = save, .load_model = load, .spec = "nan_guard; csv" }, resume);
-       for (int what; (what = tr_run_next(reg)); ) {
-         if (what == TR_RUN_VAL_BATCH) { ctx->loss = evaluate(ctx->batch_idx); continue; }
-         ctx->loss = forward(ctx->global_step);         (the data's place: ctx->epoch, batch_idx, global_step)
-         HK_FIRE(reg, HK_ON_BEFORE_BACKWARD, ctx);
-         backward();
-         HK_FIRE(reg, HK_ON_AFTER_BACKWARD, ctx);
-         HK_FIRE(reg, HK_ON_BEFORE_OPTIMIZER_STEP, ctx);
-         if (tr_run_update(reg)) adamw(ctx->lr, ctx->global_step);
-       }
-       return tr_run_end(reg) != TR_OK;               (a failure is said on stderr by the run itself)
-
-   tr_run_begin: tr_run_setup(d) (the spec applied), the loop's shape checked (what is missing is said now, not
-   after an epoch), tr_run_start(resume_from: a checkpoint of tr_run_save, or NULL). Returns the run's context:
-   its counters, lr and views are the run's (read them; a change the loop makes to epoch, global_step or
-   batch_idx fails the run at the next call, naming it). NULL only without a registry or out of memory.
-   tr_run_next: closes what the loop did last (on_after_optimizer_step, on_train_batch_end, the record, what
-   hooks asked, the stop signals and Ctrl-C, a validation's end, the epoch's end) and opens what comes next:
-     TR_RUN_TRAIN      a training batch: ctx->lr set, on_train_batch_start fired. The loop runs the batch, fires
-                       its sites with HK_FIRE (a signal a hook returns there is the run's: HK_FIRE_FLOW is not
-                       needed) and calls tr_run_update where its optimizer steps.
-     TR_RUN_VAL_BATCH  a validation batch (ctx->batch_idx of val_batches): the loop sets ctx->loss to the batch's
-                       loss; val/loss is their mean. Validations come every val_every_n_steps, at the end of
-                       every val_every_n_epochs-th epoch (with epochs), and when a hook asks.
-     0                 the run is over: max_steps / max_epochs reached, a stop, a failure or Ctrl-C.
-   A resume goes on exactly where its checkpoint was written (in an epoch, after a validation, at its end).
-   tr_run_update: 1 when the optimizer steps now (ctx->global_step has moved: AdamW's t), 0 when a hook skipped
-   it, the batch failed, or an accumulation window (accumulate_grad_batches) has not ended. A training batch
-   that never calls it fails the run: it would never step.
-   tr_run_end: tr_run_finish; the run's outcome (TR_OK, TR_ERR_INTERRUPTED after Ctrl-C, ...). A run that
-   failed says why once, through tr_print's way (above the bar), whatever the loop prints. The registry (and the
-   callbacks' state) stays until hk_destroy. */
-enum { TR_RUN_TRAIN = 1, TR_RUN_VAL_BATCH = 2 };
-TRAIN_API hk_ctx *tr_run_begin(hk_registry *reg, const tr_run_desc *d, const char *resume_from);
-TRAIN_API int tr_run_next(hk_registry *reg);
-TRAIN_API int tr_run_update(hk_registry *reg);
-TRAIN_API tr_err tr_run_end(hk_registry *reg);
-/* Views of n tensors in one flat buffer (llm.c's params_memory and param_sizes): views[i] = { names[i],
-   base + the sizes before it, sizes[i] }; base NULL gives views with data NULL (a buffer not allocated yet). */
-TRAIN_API void tr_views(hk_tensor *views, float *base, const char *const *names, const size_t *sizes, int n);
-
-/* Set (or change) the run of reg: copies d (NULL = defaults) and registers the standard factories
-   (tr_add_factories), so spec strings work at once. TR_ERR_INVALID with hk_last_error(reg) (and
-   tr_run_error) naming the field for a bad setting. Call it before tr_run_start or after tr_run_finish:
-   during a run (yours or the trainer's) it is refused, TR_ERR_INVALID, and the run keeps its settings. */
+/* Set the run's settings (d NULL = defaults) and register the standard factories; refused during a run.
+   TR_ERR_INVALID naming the field for a bad setting. */
 TRAIN_API tr_err tr_run_setup(hk_registry *reg, const tr_run_desc *d);
-/* Registers the spec factory of every battery compiled in (train/factories.h, after the batteries);
-   a name already registered is left as it is. tr_run_setup and tr_init call it. */
+/* Every compiled battery's spec factory (train/factories.h); a name already registered is kept. */
 TRAIN_API hk_err tr_add_factories(hk_registry *reg);
 /* The run of reg, made with the defaults when it has none (NULL only out of memory). */
 TRAIN_API tr_run *tr_run_get(hk_registry *reg);
-/* The version directory every logger of reg writes into: the one the first logger opened (under its
-   save_dir), else claimed (and made) now under tr_run_desc.save_dir; NULL and hk_last_error(reg) when
-   it cannot be made. */
+/* The version directory every logger of reg writes into (claimed and made now if none has); NULL and
+   hk_last_error(reg) when it cannot be made. */
 TRAIN_API const char *tr_run_dir(hk_registry *reg);
-/* What this process's loop waits for now (a collective), for the watchdog's report of where it is stuck
-   (train/callbacks/watchdog.h): tr_run_waiting("MPI_Allreduce (gradients)") before the call and
-   tr_run_waiting(NULL) after (a store each: nothing else); train.h's MPI strategy says it around its
-   collectives, a loop of your own around its own. what must outlive the wait (a string literal). */
+/* What this process waits for now, for the watchdog's report: tr_run_waiting("MPI_Allreduce (gradients)")
+   before a collective, tr_run_waiting(NULL) after (a store each). what must outlive the wait. */
 TRAIN_API void tr_run_waiting(const char *what);
 TRAIN_API const char *tr_run_waits(void); /* NULL: not waiting */
 
-/* Your hyperparameters (model width, data set, seed ...), recorded by every logger beside the
-   trainer's configuration and the spec strings: csv's hparams.yaml, jsonl's first line, tensorboard's
-   text table and its HParams tab (the hparams plugin: the run's values, its status at the end, and
-   every scalar logged as a metric to compare runs by), plot's <desc>. Typed: a string, a number, a
-   boolean; a key given again takes the new value, and wins over the trainer's key of the same name
-   and tr_run_desc.hparams'. Give them before the run starts (tr_run_start, tr_fit): the loggers write
-   them when they open their files, at the first run's setup. TR_ERR_INVALID (hk_last_error(reg) says
-   why) for a key that is empty, longer than 63 bytes or holds a control character or '=', a string
-   value longer than 255 bytes, a number that is not finite, or a call while a run is going. */
+/* Your hyperparameters, typed, recorded by every logger (csv's hparams.yaml, jsonl's first line,
+   TensorBoard's HParams tab, plot's <desc>); a key given again takes the new value and wins over the
+   trainer's and tr_run_desc.hparams'. Before the run starts. TR_ERR_INVALID for an empty key, one over 63
+   bytes or with a control character or '=', a string over 255 bytes, a non-finite number, or during a run. */
 TRAIN_API tr_err tr_run_hparam(hk_registry *reg, const char *key, const char *value);
 TRAIN_API tr_err tr_run_hparam_num(hk_registry *reg, const char *key, double value);
 TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value);
 
-/* Start a fit: ctx->stage = HK_STAGE_FIT, ctx->reg, rank defaults; stop signals installed (unless
-   no_signals); setup, configure_model; with resume_from (not NULL or "") tr_run_load (resume_from "auto":
-   the newest checkpoint of this run that loads, from save_to and the checkpoint callbacks' directories, or
-   a fresh start when there is none; each file passed over said in one line); then
-   on_fit_start and on_train_start. A loop with a sanity check fires its events itself and then forgets
-   what it set (hk_metric_forget_between, as train.h's trainer does), so that nothing ranks or stops on
-   its val/loss. A resume with nothing left to train is refused before anything fires or is made on disk
-   (as tr_fit refuses it; see "a resume with nothing left to train" below): the checkpoint's run finished
-   (max_epochs / max_steps of this desc reached: raise them), or early_stopping stopped it and its patience
-   now would stop it again (a patience above its checks without improvement trains on past that stop;
-   min_epochs / min_steps above where it stopped hold the stop, as during a run); TR_ERR_INVALID, and
-   tr_run_finish reports it, firing nothing (no on_exception, no teardown). So is a checkpoint that cannot
-   be read (missing, not a tr_run_save file, corrupted): its error, nothing made on disk. TR_OK, or the
-   run failed (a hook failed, load_model or a callback refused the checkpoint): call tr_run_finish, which
-   reports it.
-   During a run it is refused (TR_ERR_INVALID; the run goes on): tr_run_finish ends a run first.
-   A resume continues its run: the checkpoint's run directory (recorded by tr_run_save and tr_save) is
-   read before setup, and the loggers open there again once the load has succeeded (until then no file is
-   touched: a resume that fails to load changes no file and leaves no new version_N), the records written
-   after the checkpoint superseded (docs/logging.md says which); when that directory is gone, is a symlink now, is another
-   directory or another process holds it, one warning and a new version_N. new_version_on_resume TR_YES:
-   a new version_N always, as Lightning. */
+/* Start a fit: stop signals, setup, configure_model, the resume (resume_from: a tr_run_save file, or "auto":
+   the newest of this run that loads, else a fresh start), on_fit_start, on_train_start. A resume continues
+   its run's directory; one with nothing left to train, or a file that cannot be read, is refused before
+   anything fires or is made on disk. TR_OK, or the run failed: tr_run_finish reports it either way. A loop
+   with a sanity check forgets what it set (hk_metric_forget_between). docs/reference.md has the rest. */
 TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_from);
-/* resume "auto" for a loop with a checkpoint format of its own (train.h's trainer uses it; tr_run_start does it
-   for tr_run_save's files): the newest of save_to and the *.ckpt files in the checkpoint callbacks' directories
-   that `check` reads (returns 0 and the file's global step), or NULL when none does (a fresh start). Each file
-   check refuses is said in one line (its `why`). The path stays valid until the run is destroyed or the next call. */
+/* resume "auto" in a checkpoint format of your own: the newest of save_to and the checkpoint callbacks'
+   *.ckpt that `check` reads (0 and the file's step), or NULL; each refused file said in one line. The path
+   lives until the next call or the run's end. */
 typedef int (*tr_ckpt_check_fn)(void *user, const char *path, int64_t *step, char *why, size_t cap);
 TRAIN_API const char *tr_run_find_resume(hk_registry *reg, hk_ctx *ctx, const char *save_to, tr_ckpt_check_fn check, void *user);
-/* After on_train_batch_end: sends a training record on every log_every_n_steps-th optimizer step (not
-   when the batch did not step), honours the requests hooks made (checkpoints, a log line; a validation
-   is returned as TR_RUN_VALIDATE), looks at flow (HK_FAIL fails the run; HK_STOP is returned as
-   TR_RUN_STOP once min_steps/min_epochs allow) and at the stop signals. Returns TR_RUN_* bits; a failed
-   run returns TR_RUN_STOP and tr_run_finish reports it. On its way out it clears the batch's signals
-   in flow (HK_SKIP_BATCH, HK_SKIP_STEP: the batch is over; a loop that wants a skip raised in one
-   micro-batch to skip its accumulation window's step keeps that itself); HK_STOP stays. Call it again after a validation run at this step (the loop's own cadence or
-   TR_RUN_VALIDATE): no second record is sent, and what the validation's callbacks asked for happens at
-   this step (model_checkpoint's file holds this step's model; early_stopping's stop ends the run before
-   another step), as in train.h's trainer. Before tr_run_start (or after tr_run_finish) it is refused:
-   TR_RUN_STOP, with tr_run_error / hk_last_error saying to call tr_run_start. A loop that fires
-   on_train_batch_end and does not call it before its next training event fails there (see the states
-   above). */
+/* After every on_train_batch_end (and again after a validation at that step): the training record, the
+   requests hooks made, flow's HK_FAIL / HK_STOP (once min_steps/min_epochs allow), the stop signals. Returns
+   TR_RUN_* bits (a failed run: TR_RUN_STOP); clears the batch's signals in flow, HK_STOP stays. */
 TRAIN_API unsigned tr_run_batch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* An epoch of a loop with epochs begins: call it where on_train_epoch_start belongs; it fires that event
-   (into flow) and returns the index of the epoch's first batch to run, also set in ctx->batch_idx: 0, or,
-   in the epoch a run resumed in the middle of (its checkpoint written after a batch or a validation), the
-   batch after the checkpoint's, without firing on_train_epoch_start again (as Lightning). n_batches: the
-   epoch's training batches, the progress bar's total (0: unknown). A resumed run whose checkpoint was
-   written at an epoch's end starts at the next epoch: tr_run_start (tr_run_load) sets ctx->epoch to it.
-   The loop:  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ctx.batch_idx = b; ... }.
-   Refused outside a run of your own (n_batches returned: no batch to run). */
+/* Where on_train_epoch_start belongs: fires it and returns (and sets ctx->batch_idx to) the first batch to
+   run, 0 or, after a mid-epoch resume, the one after the checkpoint's (the event not fired again). n_batches:
+   the bar's total (0: unknown).  for (b = tr_run_epoch_start(reg, &ctx, &flow, n); b < n; b++) { ... } */
 TRAIN_API int64_t tr_run_epoch_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, int64_t n_batches);
-/* The same after on_train_epoch_end (no training record; the epoch counts as done for min_epochs; the
-   epoch's signals cleared, HK_STOP_EPOCH too).
-   The epoch's last tr_run_batch_end comes before it (else the run fails: that step's record is lost). */
+/* After on_train_epoch_end, after the epoch's last tr_run_batch_end: as tr_run_batch_end, no record. */
 TRAIN_API unsigned tr_run_epoch_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* 1 when the run resumed from a checkpoint written at `at` (TR_RUN_AT_VALIDATION: after the validation at
-   that step) and no batch has started since: the loop skips what the checkpoint's run did already there
-   (a loop that validates at the top of its step:
-       if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) validate(...)). */
+/* 1 when the run resumed from a checkpoint written at `at` and no batch has started since: skip what the
+   checkpoint's run did there.  if (step % 100 == 0 && !tr_run_resumed_at(reg, TR_RUN_AT_VALIDATION)) ... */
 TRAIN_API int tr_run_resumed_at(hk_registry *reg, tr_run_at at);
-/* An evaluation in a loop of your own, a validation (stage "val") or a test ("test"), as train.h's trainer
-   runs one: tr_run_eval_start fires on_validation_start and on_validation_epoch_start (on_test_* for "test")
-   into flow, gives the bar its total n_batches (0: unknown), keeps the training batch's view of ctx
-   (batch_idx, loss, batch) and the flow's HK_SKIP_BATCH / HK_STOP_EPOCH (those raised from now on are the
-   evaluation's), and returns 0, the first batch. The loop sets ctx->batch_idx and fires
-   on_validation_batch_start / _end around each batch (HK_FLOW_HAS(&flow, HK_FLOW_STOP_EPOCH) ends it early).
-   tr_run_eval_end sets "val/loss" ("test/loss") and ctx->loss to loss (a NaN: the metric is left alone),
-   fires on_validation_epoch_end, sends the "val" ("test") record (tr_run_log; not in a sanity check), fires
-   on_validation_end, and puts the training view and signals back. The loop:
+/* An evaluation in a loop of your own, stage "val" or "test":
        for (b = tr_run_eval_start(reg, &ctx, &flow, "val", n); b < n; b++) { ctx.batch_idx = b; ...events... }
        tr_run_eval_end(reg, &ctx, &flow, sum / n);
-   In a fit, a validation comes between two tr_run_batch_end calls (see there). Refused outside a run, from a
-   hook, and nested (tr_run_eval_start: n_batches returned, no batch to run; tr_run_eval_end: nothing done). */
+   start fires on_validation_start / _epoch_start and keeps the training batch's view of ctx; end sets
+   val/loss (a NaN leaves it), fires on_validation_epoch_end, sends the record, fires on_validation_end and
+   puts the training view back. Refused outside a run, from a hook, and nested. */
 TRAIN_API int64_t tr_run_eval_start(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, const char *stage, int64_t n_batches);
 TRAIN_API void tr_run_eval_end(hk_registry *reg, hk_ctx *ctx, hk_flow *flow, double loss);
-/* Send a record for stage "train", "val" or "test" built from the context now: train carries
-   train/loss (ctx->loss) and every metric except val/ and test/ ones; val every val/ metric; test every
-   test/ one. A loop calls it for "val" after on_validation_epoch_end, for "test" after on_test_epoch_end.
-   HK_FAIL when a hook of on_log failed (the run fails), and for a refused call (a stage that is none of
-   those, a call from a hook of on_log): tr_run_error / hk_last_error say why. */
+/* Send a record for stage "train" (train/loss and every metric but val/ and test/), "val" or "test" (their
+   metrics): "val" after on_validation_epoch_end. HK_FAIL when an on_log hook failed or the call is refused. */
 TRAIN_API hk_signal tr_run_log(hk_registry *reg, hk_ctx *ctx, const char *stage);
-/* End the run: when it failed (status != TR_OK, a hook's HK_FAIL, a failed save, a second Ctrl-C)
-   on_exception with ctx->abort_reason, else on_train_end (its checkpoint and log requests honoured)
-   and on_fit_end; then teardown, the loggers' files flushed, the stop signals restored. Returns the
-   run's outcome: TR_OK, status, or the run's own error (tr_run_error): TR_ERR_INTERRUPTED after
-   Ctrl-C / SIGTERM, TR_ERR_HOOK after a hook's HK_FAIL, TR_ERR_INVALID when the loop skipped a call
-   (see the states above). Once per start: without a run going (before tr_run_start, a second time) it
-   is refused, TR_ERR_INVALID. */
+/* End the run: on_exception when it failed, else on_train_end and on_fit_end; teardown; files flushed;
+   signals restored. Returns the outcome (TR_ERR_INTERRUPTED after Ctrl-C, TR_ERR_HOOK, TR_ERR_INVALID for
+   a skipped call). Once per start. */
 TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status);
-/* Why the run failed, or why the run layer's last refused call was refused (the same text as
-   hk_last_error(reg) then); "" from tr_run_start until either happens. After tr_run_finish of a failed
-   run: why it failed. */
+/* Why the run failed, or why the last call was refused ("" until either happens). */
 TRAIN_API const char *tr_run_error(hk_registry *reg);
 /* Fail the run from the loop (a non-finite loss, a data error): tr_run_finish reports it. */
 TRAIN_API void tr_run_fail(hk_registry *reg, tr_err e, const char *fmt, ...);
 
-/* A loop that fires every event itself, setup to teardown, and keeps its own order (train.h's trainer is
-   one; so is a loop of yours with a sanity check of its own, or a validate or test run): tr_run_enter begins
-   a run of stage for the batteries (ctx->reg, ctx->rank; resume_from, not NULL or "", is the checkpoint the
-   loop will restore: never deleted; its run's directory is where the loggers open again, see tr_run_continue)
-   and tr_run_leave ends it. Nothing is fired, watched or checked between
-   them: the loop answers for the events' order and calls, where tr_run_batch_end would, tr_run_log for its
-   records and tr_run_requests for what hooks asked; tr_run_resumed once it has restored its checkpoint;
-   tr_run_fail when it fails (before on_exception). Settings come first, from tr_run_setup. Refused while
-   a run goes (TR_ERR_INVALID, tr_run_error says why); tr_run_leave without a run entered does nothing. */
+/* A loop that fires every event itself, setup to teardown (train.h's trainer; a sanity check, validate or
+   test run of your own): a run of stage for the batteries, nothing fired, watched or checked between. The
+   loop calls tr_run_log and tr_run_requests at its safe points, tr_run_resumed after restoring resume_from
+   (never deleted), tr_run_fail before its on_exception. Refused while a run goes. */
 TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, const char *resume_from);
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx);
-/* Honour what hooks asked for with hk_request: every checkpoint queued (then tr_run_desc.save_to when one
-   asked for the default path), through save_checkpoint or tr_run_save; a log line, and in a fit a training
-   record. Returns TR_RUN_VALIDATE when a validation was asked for (the loop runs it), 0 otherwise; clears
-   ctx->requests. A failed save fails the run. tr_run_batch_end and tr_run_epoch_end call it. */
+/* For a loop that drives the run between its own events (train.h's trainer; a loop of your own has
+   tr_run_batch_end act on them): the stop signals (SIGINT, SIGTERM) the run has received since it began or
+   since tr_run_stops_handled - 0, 1 or 2 (1 at the most in a Slurm job) - with TR_STOP_SIGTERM in *sigterm when
+   the latest was SIGTERM, and in *preempted 1 once the preemption signal came (NULLs are fine). A fit entered
+   with tr_run_enter installs them unless tr_run_desc.no_signals; tr_run_leave puts the handlers back. */
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted);
+TRAIN_API void tr_run_stops_handled(hk_registry *reg);
+/* Honour hk_request: every queued checkpoint (then save_to), a log line, in a fit a training record;
+   TR_RUN_VALIDATE when a validation was asked for. A failed save fails the run. */
 TRAIN_API unsigned tr_run_requests(hk_registry *reg, hk_ctx *ctx, hk_flow *flow);
-/* The loop restored the checkpoint tr_run_enter named, in a format of its own: one line says where the run
-   goes on from (rank 0; not with tr_run_desc.no_resume_message), as tr_run_start's resume does. Refused
-   (tr_run_error says why; nothing said) without a run entered with a checkpoint to resume from. */
+/* The loop restored tr_run_enter's checkpoint: the "Restored all states ..." line (rank 0). */
 TRAIN_API void tr_run_resumed(hk_registry *reg, const hk_ctx *ctx);
-/* A resume continues its run (tr_run_start says how): the checkpoint holds the run's block, where the run
-   logs, under the key TR_RUN_KEY, and the resume hands it back before setup so that the loggers open in that
-   directory again. tr_run_save writes it and tr_run_start / tr_run_enter find it in a file of tr_run_save
-   themselves. A loop that saves in a format of its own (tr_run_desc.save_checkpoint; train.h's trainer)
-   keeps it too: tr_run_block gives the block to sink once, as hk_state_save gives a hook's state
-   (sink(TR_RUN_KEY, data, len, user)); step: the checkpoint's global_step, at: where in the loop it is
-   written. The block names the run (its id, kept in its directory's run_id file) and the Slurm job that
-   wrote it (a requeued job resumes only its own), and the directory when the run has one. HK_OK, or the sink's error (HK_ERR_NOMEM out of memory). Its resume reads the block back and gives it
-   to tr_run_continue before tr_run_enter (data NULL: the checkpoint holds none, the run logs into a new
-   version); tr_run_enter then takes it instead of looking at its file. A block it cannot read counts as
-   none: TR_ERR_FORMAT (nothing said; the loop's load judges the file). Refused during a run
-   (TR_ERR_INVALID). */
+/* A loop with a checkpoint format of its own keeps the run's block (where it logs, its id, its Slurm job):
+   tr_run_block hands it to sink under TR_RUN_KEY in the save (step, at: where it is written); the resume
+   gives it back to tr_run_continue before tr_run_enter (NULL: none, a new version). An unreadable block
+   counts as none (TR_ERR_FORMAT, nothing said). Refused during a run. */
 #define TR_RUN_KEY "train.run"
 TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_state_sink sink, void *user);
 TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len);
-/* A requeued Slurm job resumes from save_to only when this job wrote it (tr_run_start and tr_fit do so by
-   themselves). After tr_run_continue gave the block of path: 1 when another job wrote it, or a run outside
-   Slurm, why saying what was found and that it is not resumed (the loop starts from the beginning; give
-   tr_run_continue(reg, NULL, 0)); 0 to resume it: this job's, a checkpoint older than the job's record, or
-   no Slurm job now. */
+/* After tr_run_continue: 1 when another Slurm job (or a run outside Slurm) wrote path, why saying so (start
+   from the beginning: tr_run_continue(reg, NULL, 0)); 0 to resume it. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap);
-/* A line in the run's log (tr_run_desc.log, else stderr), above the progress bar, in one write: "who: "
-   (who not NULL), the text, "[rank: N] " first when ctx says there are several processes. The way
-   batteries and loops report. */
+/* A line in the run's log above the bar, in one write: "who: " (not NULL), "[rank: N] " with several
+   processes. How batteries and loops report. */
 TRAIN_API void tr_run_say(hk_registry *reg, const hk_ctx *ctx, const char *who, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 4, 5)))
 #endif
   ;
 
-/* Checkpoints in the loop's own format (see above): fires on_save_checkpoint, writes, fires
-   on_checkpoint_saved; tr_run_load reads and checks everything before changing anything, then
-   restores the model (load_model), the counters (epoch, global_step, batch_idx, samples_seen) into
-   ctx, every callback's state, and fires on_load_checkpoint. TR_ERR_INVALID without save_model /
-   load_model; TR_ERR_IO / TR_ERR_FORMAT / TR_ERR_STATE with tr_run_error (and hk_last_error) naming
-   the file and why. They do not nest: a tr_run_save or tr_run_load while one is in progress (from
-   save_model, load_model, or a hook of on_save_checkpoint, on_checkpoint_saved or on_load_checkpoint) is
-   refused, TR_ERR_INVALID; a hook asks for a checkpoint with hk_request_checkpoint instead.
-   Asynchronous saves (tr_run_desc.async_save TR_YES, or model_checkpoint(async_save=true) for the
-   checkpoints hooks request), between tr_run_start and tr_run_finish: tr_run_save fires
-   on_save_checkpoint, lets save_model write into a memory stream on the staging buffer (one copy; the
-   buffer is allocated at the first save, or grown when the state grows, and reused), appends the state
-   block and returns TR_OK; a background thread writes the same bytes through the same atomic writer.
-   on_checkpoint_saved fires (ctx->path = the file) at the next safe point once it is on disk:
-   tr_run_batch_end / tr_run_epoch_end, the next tr_run_save or tr_run_load, tr_run_finish. A failed
-   write fails the run there (tr_run_error says "tr_run_save (in the background): ..."; the previous
-   file intact, no temporary left). One save in flight: the next waits for it (never coalesced); the
-   run ends (tr_run_finish, before on_exception / teardown) only once the last is on disk; a save from
-   on_exception or teardown is written at once. In a process of an MPI job, the saves of that process.
-   The writer thread blocks every signal: Ctrl-C and SIGTERM go to the loop's threads (the stop is
-   counted there, never in the writer, whose write or fsync a signal would interrupt on FUSE or NFS;
-   an interrupted fsync is asked again). Under a strict -std=c99 without _POSIX_C_SOURCE outside glibc,
-   where <signal.h> hides pthread_sigmask, the writer keeps the caller's mask. */
+/* Checkpoints in the loop's own format: on_save_checkpoint, save_model into a new file written atomically,
+   the callbacks' state and counters after it, on_checkpoint_saved; tr_run_load checks everything before
+   changing anything, then restores the model, counters, callbacks and fires on_load_checkpoint. Errors name
+   the file and why. They do not nest (a hook asks with hk_request_checkpoint). With async_save a save
+   during the run copies into a reused staging buffer and returns; a thread writes the same bytes (its
+   signals blocked), on_checkpoint_saved fires at the next safe point, a failed write fails the run there;
+   one save in flight; tr_run_finish waits for the last. docs/reference.md has the whole contract. */
 TRAIN_API tr_err tr_run_save(hk_registry *reg, hk_ctx *ctx, const char *path);
 TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path);
 
-/* Set or scale the learning rate from a hook (the seeds' "halve the lr when the loss stays high").
-   The scale is a multiplier on the schedule, kept in the run's lr_state (saved in checkpoints): the
-   lr is schedule(t) * scale from now on, so the schedule keeps its shape at the new level, and a
-   plateau or onecycle curve goes on under it. tr_lr_scale multiplies the scale by factor (> 0,
-   finite); tr_lr_set sets it so that the lr now is lr (> 0; needs ctx->lr > 0). Both set ctx->lr at
-   once: the hooks after this one and, in the trainer, the optimizer step of the current batch (when
-   called before it) see the new value. A loop of your own takes its lr from tr_run_lr (below). TR_ERR_INVALID for a bad value, with hk_last_error(ctx->reg) saying why. */
+/* From a hook: the lr is schedule(t) * scale from now on (the scale in checkpoints); tr_lr_scale multiplies
+   the scale by factor (> 0, finite), tr_lr_set makes the lr now lr (needs ctx->lr > 0). ctx->lr changes at
+   once. TR_ERR_INVALID for a bad value. */
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor);
 TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr);
-/* The learning rate of this step: lr (your schedule's value now, or your constant) times the scale the
-   hooks set with tr_lr_scale / tr_lr_set (kept in checkpoints), written into ctx->lr and returned. A loop of
-   your own calls it once per step, before on_train_batch_start, and gives its optimizer ctx->lr at the
-   step, so that a hook's tr_lr_scale takes effect at once and stays; train.h's trainer does the same. A
-   hook that writes ctx->lr itself changes one step only: the next call says so, once per run, naming
-   tr_lr_set. */
+/* This step's lr: lr (your schedule's value) times the hooks' scale, into ctx->lr and returned. Once per
+   step before on_train_batch_start; a hook's direct write of ctx->lr lasts one step and is said once. */
 TRAIN_API double tr_run_lr(hk_registry *reg, hk_ctx *ctx, double lr);
-/* The same with one of train.h's schedules: tr_run_lr of tr_sched_lr(s, the run's schedule state, base_lr, t),
-   the hooks' scale applied once. t: steps taken, or epochs finished for a per-epoch schedule. A plateau
-   schedule's state is the run's (tr_plateau_step(s, &tr_run_get(reg)->lr_state, base_lr, metric) once per
-   epoch): in checkpoints with the rest. */
+/* The same with train.h's schedule s at t (steps, or epochs for a per-epoch schedule); a plateau's state is
+   the run's lr_state (tr_plateau_step once per epoch). */
 TRAIN_API double tr_run_sched_lr(hk_registry *reg, hk_ctx *ctx, const tr_sched *s, double base_lr, int64_t t);
 
 /* ---- PARAMETER GROUPS: each tensor's learning rate, weight decay and freezing -------------------------
-   By default every tensor takes the run's learning rate and weight decay, as one update over the flat
-   buffer. The param_group callback (train/callbacks/param_group.h) gives the tensors whose names match a
-   pattern their own: a learning-rate multiplier, a weight decay, or frozen (torch's parameter groups and
-   requires_grad = False, chosen by name); finetuning freezes and unfreezes while the run goes. The run
-   resolves the groups against ctx->params' names when it starts (tr_run_start, tr_run_enter), and every
-   optimizer step asks it per tensor:
-     lr            the run's lr of this step (ctx->lr) x the tensor's lr_mult x its lr_scale (finetuning's)
-     weight_decay  its group's, else the run's (tr_run_desc.weight_decay: the trainer's optim.weight_decay)
-     frozen        1: no update, and its optimizer state is neither read nor written (it stays as it
-                   was: zeros for a tensor never trained, so an unfrozen tensor starts as torch's fresh state)
-     step          AdamW's t for it: the updates it has taken, this one included (torch keeps one per
-                   tensor): the run's step while it never froze; a tensor unfrozen at step s counts from s
-   train.h's trainer does it (tr_fit, on the CPU and with TRAIN_CUDA); a loop of your own reads them at its
-   optimizer step, when tr_run_grouped says there are groups:
-       if (tr_run_update(reg))
-         for (int i = 0; i < n_tensors; i++) {
-           tr_tensor_opt o = tr_run_tensor_opt(reg, i, ctx->lr, ctx->global_step);
-           if (!o.frozen) adamw(i, o.lr, o.weight_decay, o.step);
-         }
-   Without a param_group or finetuning registered nothing changes (the same bits as before groups). */
+   param_group and finetuning (train/callbacks/) give tensors matched by name their own lr multiplier,
+   weight decay or freezing; the run resolves them at its start and every optimizer step asks per tensor
+   (tr_run_tensor_opt) when tr_run_grouped says there are groups. Nothing registered: the same bits as
+   one flat update. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef struct tr_tensor_opt {
   double lr;            /* this update's learning rate for the tensor */
   double weight_decay;  /* its weight decay (AdamW: decoupled; SGD: L2) */
   int frozen;           /* 1: no update, no optimizer state touched */
   int64_t step;         /* its AdamW t (1 for its first update); an SGD momentum buffer is fresh at 1 */
 } tr_tensor_opt;
-/* 1 when some tensor's settings may differ from the run's (a param_group or finetuning is registered and
-   the run has tensors); 0: one update over every tensor with the run's settings. */
+/* 1 when some tensor's settings may differ from the run's. */
 TRAIN_API int tr_run_grouped(hk_registry *reg);
-/* Tensor i's settings for the update with learning rate lr (ctx->lr) whose step number is step (AdamW's t of
-   the run: ctx->global_step after tr_run_update; the trainer's global_step + 1). Without groups, or for i out
-   of range: { lr, the run's weight decay, 0, step }. */
+/* Tensor i's settings for the update with lr (ctx->lr) at step (AdamW's t); without groups or out of
+   range: { lr, the run's weight decay, 0, step }. */
 TRAIN_API tr_tensor_opt tr_run_tensor_opt(hk_registry *reg, int i, double lr, int64_t step);
-/* While a run goes (hooks: finetuning): freeze (1) or unfreeze (0) tensor i, and scale its learning rate by
-   lr_scale (> 0, finite; 1 = the run's x its lr_mult) from the next update on. steps is the run's optimizer
-   steps taken now (ctx->global_step): a tensor unfrozen here counts its updates (tensor_opt's step) from
-   there; a loop that restores a run gives the step where it was unfrozen. A param_group's frozen stays
-   frozen whatever this says. Lasts until the run ends (tr_run_finish, tr_run_leave); a loop that changes
-   it keeps what it changed in its own state (finetuning does). TR_ERR_INVALID for no run or a bad i. */
+/* During a run (finetuning): freeze or unfreeze tensor i and scale its lr (> 0) from the next update;
+   steps: ctx->global_step now (its update count starts there). A param_group's frozen stays. */
 TRAIN_API tr_err tr_run_tensor_set(hk_registry *reg, int i, int frozen, double lr_scale, int64_t steps);
-/* 1 when name matches pattern: '|'-separated alternatives, each a whole-name glob ('*' any characters,
-   '?' one): "*.bias|*norm*|wte". */
+/* 1 when name matches pattern: '|'-separated whole-name globs ('*', '?'): "*.bias|*norm*|wte". */
 TRAIN_API int tr_name_match(const char *pattern, const char *name);
 
-/* 1 when a stop now would end the run at the loop's next stopping point: min_epochs and min_steps
-   are reached (the epoch counts once its on_train_epoch_end runs); 1 outside a fit. A callback that
-   re-decides at every check (early_stopping) asks this instead of returning HK_STOP early. */
+/* 1 when a stop now would end the run: min_epochs and min_steps reached (1 outside a fit). */
 TRAIN_API int tr_stop_allowed(const hk_ctx *ctx);
 
-/* Print a line above the progress bar (tqdm.write): the way for hooks to print while a bar is live.
-   On a terminal the bar's lines are cleared, the text printed (a newline added) on the bar's stream,
-   the bar redrawn below it; otherwise (no bar, a pipe) a plain line on the bar's stream or stdout.
-   Global rank 0 only, as Lightning's print: one line from a job, whichever ranks call it. The rank is
-   the run's (ctx->rank at tr_run_start; the trainer's MPI rank from tr_init on); before either, the
-   launcher's (OMPI_COMM_WORLD_RANK, PMI_RANK, PMIX_RANK, SLURM_PROCID or RANK; 0 without one).
-   tr_print_all prints on every rank that calls it (the same way; the lines of processes sharing a
-   stream may interleave, each one whole). */
+/* A line above the progress bar (tqdm.write), from global rank 0 only (the run's rank, else the launcher's
+   environment); tr_print_all on every rank. Without a bar, a plain line. */
 TRAIN_API void tr_print(hk_registry *reg, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
   __attribute__((format(printf, 2, 3)))
@@ -506,18 +286,15 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...)
 #endif
   ;
 
-/* A histogram of n values (non-finite ones are left out) for TensorBoard. At on_log it joins that
-   record; at any other event of train.h's trainer it waits for the next record (a gradient monitor
-   calls it where gradients are valid). A tag given twice before a record is sent keeps the last. */
+/* A histogram of n values (non-finite left out) for TensorBoard, sent with the next record (a tag given
+   twice keeps the last). */
 TRAIN_API tr_err tr_log_histogram(hk_ctx *ctx, const char *tag, const float *values, size_t n);
-/* The same from a histogram already counted (a monitor's): n_bins equal or unequal bins with
-   n_bins + 1 edges from min to max, their counts, and the values' sum and sum of squares. More than
-   TR_LOG_HIST_BUCKETS bins are merged into that many (neighbours summed, edges kept). */
+/* The same, already counted: n_bins bins, n_bins + 1 edges, counts, sum, sum of squares; more than
+   TR_LOG_HIST_BUCKETS bins are merged. */
 TRAIN_API tr_err tr_log_histogram_bins(hk_ctx *ctx, const char *tag, int n_bins, const double *edges,
                                        const int64_t *counts, double sum, double sum_squares);
-/* 1 when a training record will follow the optimizer step being taken now: from on_train_batch_start
-   to on_before_optimizer_step / on_gradient_clip of train.h's fit (global_step not moved yet), with a
-   hook on on_log. A monitor that costs something (a gradient histogram) computes it only then. */
+/* 1 when a training record will follow this step's update (with an on_log hook): a costly monitor
+   computes only then. */
 TRAIN_API int tr_log_due(const hk_ctx *ctx);
 /* Fire on_log for a record of your own loop (ctx->outputs points at it while on_log runs). */
 TRAIN_API hk_signal tr_log_emit(hk_registry *reg, hk_ctx *ctx, tr_log_record *r);
@@ -538,88 +315,86 @@ struct tr__hparam;
 typedef struct tr__user_hp { char *key, *val; int kind; } tr__user_hp; /* kind: tr__hparam's num */
 typedef tr_err (*tr__save_fn)(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap);
 typedef struct tr__run_priv {
-  tr_log_record rec;         /* the record being built; histograms wait here for the next record */
-  tr__run_dir *dirs;         /* the version directory each save_dir/name got: the registry's loggers share it */
-  char *dir;                 /* the run's directory: the first one a logger opened or tr_run_dir gave
-                                (model_checkpoint's default dirpath is its checkpoints/); NULL: none yet */
-  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded (NULL: none) */
-  uint64_t cont_dev, cont_ino; /* what that directory was (it must still be; a version 1 block) */
-  char cont_id[33];          /* the run id the block recorded ("" none: a version 1 block, or a run without a directory) */
-  char cont_job[24];         /* the Slurm job that wrote it ("" none: outside Slurm) */
+  tr_log_record rec;         /* the record being built; histograms wait here */
+  tr__run_dir *dirs;         /* the version directory of each save_dir/name */
+  char *dir;                 /* the run's directory (the first a logger opened); NULL: none yet */
+  char *cont_dir;            /* a resume continues its run: the directory its checkpoint recorded */
+  uint64_t cont_dev, cont_ino; /* what that directory was (a version 1 block) */
+  char cont_id[33];          /* the block's run id ("" none) */
+  char cont_job[24];         /* the Slurm job that wrote it ("" none) */
   int cont_version;          /* the block's version (0: none read) */
-  char id[33];               /* the run's id: its directory's run_id file and its checkpoints' ("" not yet) */
-  int id_said;               /* a run_id file that could not be written was said (once) */
-  int64_t cont_step;         /* the checkpoint's global_step and where it was written: the records after it */
-  tr_run_at cont_at;         /* are superseded (tr__run_superseded) */
-  int cont_given;            /* tr_run_continue said it for the next tr_run_enter (which then does not look) */
-  tr__user_hp *hp;           /* tr_run_hparam's, in the order given */
+  char id[33];               /* the run's id ("" not yet) */
+  int id_said;               /* an unwritable run_id file was said */
+  int64_t cont_step;         /* the checkpoint's step and place: the records after them */
+  tr_run_at cont_at;         /* are superseded */
+  int cont_given;            /* tr_run_continue gave the block for the next tr_run_enter */
+  tr__user_hp *hp;           /* tr_run_hparam's, in order */
   int n_hp;
   char *strs[TR__RUN_STRS];  /* tr_run_desc's strings, copied */
   char *resume;              /* run->resume_from */
-  char **ckpt_dirs;          /* where checkpoint callbacks save (given dirpaths), for resume "auto" */
+  char **ckpt_dirs;          /* checkpoint callbacks' dirpaths, for resume "auto" */
   int n_ckpt_dirs;
-  int ckpt_default;          /* one saves into the run directory's checkpoints/ (or ./checkpoints) */
-  char *auto_path;           /* what resume "auto" chose (NULL: none) */
+  int ckpt_default;          /* one saves into the default checkpoints/ */
+  char *auto_path;           /* what resume "auto" chose */
   char error[512];           /* tr_run_error */
   tr_err err;
   hk_registry *reg;
-  uint64_t stamp[3];         /* hk_metric_stamp(ctx, NULL) at the last train, val and test record */
-  int64_t last_step;         /* global_step at the last safe point: a training record is due only when it moved */
-  int signals, preempt;      /* tr_run_start installed the stop signals; the preemption's handler (tr__preempt_on) */
-  int rank;                  /* this process's global rank (ctx->rank of tr_run_start, the trainer's); -1: not known yet */
-  int stop_pending;          /* a hook asked to stop while tr_run_start fired */
-  int own_loop;              /* tr_run_start began the run (else tr_run_enter: the loop fires everything itself) */
-  struct tr__bar *bar;       /* the registry's progress bar (one at most) */
-  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* write text above the live bar (tr_print) */
-  hk_bytes refused;          /* metric names a record could not take, each reported once (NUL-separated) */
-  double lr;                 /* the step's learning rate as tr_run_lr and tr_lr_scale left ctx->lr */
-  tr_run_at at;              /* where in the loop the run is now, for a checkpoint (the watch keeps it) */
-  int resumed_here;          /* tr_run_load restored a checkpoint and no batch has started since */
-  uint64_t loaded;           /* with tr_run_desc.agree: a hash of the state tr_run_load restored (0: none), the ranks compare it */
-  int lr_known, lr_warned;   /* lr is set (this run); a hook's write of ctx->lr was reported */
-  int lr_hook_said;          /* a hook's tr_run_lr was refused and said (once per run) */
-  struct tr__asave *asave;   /* the background writer of asynchronous saves (made at the first one) */
+  uint64_t stamp[3];         /* hk_metric_stamp at the last train, val, test record */
+  int64_t last_step;         /* global_step at the last safe point */
+  int signals, preempt;      /* the stop signals and the preemption handler are installed */
+  int sig_base, sig_most, pre_base; /* the counts at the run's start (or since tr_run_stops_handled); 1 or 2 */
+  int rank;                  /* global rank; -1: not known yet */
+  int stop_pending;          /* a hook asked to stop during tr_run_start */
+  int own_loop;              /* tr_run_start began the run (else tr_run_enter) */
+  struct tr__bar *bar;       /* the registry's progress bar */
+  void (*above)(struct tr__bar *bar, FILE *f, const char *text); /* text above the live bar */
+  hk_bytes refused;          /* metric names refused and said (NUL-separated) */
+  double lr;                 /* the step's lr as tr_run_lr left ctx->lr */
+  tr_run_at at;              /* where in the loop the run is now */
+  int resumed_here;          /* restored, and no batch started since */
+  uint64_t loaded;           /* a hash of the restored state, for the ranks to compare */
+  int lr_known, lr_warned;   /* lr set this run; a hook's write said */
+  int lr_hook_said;          /* a hook's tr_run_lr refused and said */
+  struct tr__asave *asave;   /* the background writer (made at the first async save) */
   int in_request;            /* honouring HK_REQUEST_CHECKPOINT now */
-  int sync_only;             /* the run's last save has been collected (on_exception, teardown): saves write at once */
-  /* the state machine (see "states" at THE RUN LAYER) */
-  char failure[512];         /* why the run failed (tr_run_fail's first message): ctx->abort_reason at tr_run_finish */
-  hk_handle guard;           /* the run's watch on the loop's events (tr_run_start .. tr_run_finish), 0 when none */
-  unsigned pending;          /* TR__PEND_*: an end event fired and its tr_run_* call has not come yet */
-  int64_t pending_step[2];   /* ctx->global_step at the pending on_train_batch_end, on_train_epoch_end */
-  int in_sanity;             /* between on_sanity_check_start and _end */
-  int val_ran, val_sent;     /* since the last safe point: on_validation_epoch_end fired in the fit; a "val" record went out */
-  int64_t val_step;          /* ctx->global_step at that on_validation_epoch_end */
-  int val_warned;            /* the forgotten "val" record was said (once per run) */
-  int sending;               /* on_log of a record the run sends is being fired */
-  const char *busy;          /* the run-layer call firing events now (tr_run_start, _batch_end, _epoch_end, _finish) */
-  const char *io, *io_path;  /* "tr_run_save" / "tr_run_load" in progress, and its file: saves and loads do not nest */
-  const char *eval;          /* tr_run_eval_start's stage ("val", "test") until tr_run_eval_end, else NULL */
-  int64_t eval_idx;          /* the training batch's view of ctx and its flow signals, kept during an evaluation */
+  int sync_only;             /* the last save collected (on_exception, teardown): write at once */
+  /* the state machine */
+  char failure[512];         /* why the run failed: ctx->abort_reason at tr_run_finish */
+  hk_handle guard;           /* the watch on the loop's events, 0 when none */
+  unsigned pending;          /* TR__PEND_*: an end event whose tr_run_* call is due */
+  int64_t pending_step[2];   /* global_step at those on_train_batch_end, on_train_epoch_end */
+  int in_sanity;             /* in the sanity check */
+  int val_ran, val_sent;     /* since the last safe point: a fit's validation ended; its record went */
+  int64_t val_step;          /* global_step at that validation */
+  int val_warned;            /* a forgotten "val" record said */
+  int sending;               /* firing on_log of the run's own record */
+  const char *busy;          /* the run-layer call firing events now */
+  const char *io, *io_path;  /* the save or load in progress, and its file */
+  const char *eval;          /* tr_run_eval_start's stage until tr_run_eval_end */
+  int64_t eval_idx;          /* the training batch's view of ctx, kept during an evaluation */
   double eval_loss;
   void *eval_batch;
   unsigned eval_signals;
-  int refused_start;         /* tr_run_start refused to begin (a resume with nothing left to train): nothing fired */
-  int loading;               /* a resume has not loaded yet (tr_run_start's load, tr_run_resumed): the loggers know their
-                                directory but write nothing until it has; a failed one changes no file (tr__run_loading) */
-  /* A callback whose saved state can say the run it was saved in stopped (early_stopping sets it): b is one
-     callback's block of a checkpoint written at epochs / step. 0: not a stop of its own; 1: a stop that
-     resuming would make again (why says what to change, fn first); 2: a stop the settings now go past. */
+  int refused_start;         /* tr_run_start refused to begin: nothing fired */
+  int loading;               /* a resume not loaded yet: loggers write nothing (tr__run_loading) */
+  /* early_stopping's: does a callback's block (saved at epochs / step) record a stop? 0 no; 1 a stop a
+     resume would make again (why, fn first); 2 a stop the settings now go past. */
   int (*resume_stopped)(hk_registry *reg, const hk_state_blob *b, const char *fn, const char *path, int64_t epochs,
                         int64_t step, char *why, size_t cap);
-  tr__grad_pass gpass;       /* the gradients' one pass per change, for a loop that set no grad_norm_source */
+  tr__grad_pass gpass;       /* the gradients' shared pass, for a loop without a grad_norm_source */
   void *loop;                /* tr_run_begin's loop (train/loop.h), freed with the run */
   void (*loop_free)(void *loop);
-  void (*loop_views)(void *loop); /* its views cut again where the gradients change (a buffer allocated late) */
-  const struct tr__pg_rule **rules; /* the param_groups (and finetuning's) registered, in order; their callbacks own them */
+  void (*loop_views)(void *loop); /* its views cut again where the gradients change */
+  const struct tr__pg_rule **rules; /* the param_group rules, in order (their callbacks own them) */
   int n_rules;
-  struct tr__tgroup *tg;     /* each tensor's settings, resolved at the run's start (NULL: no groups) */
+  struct tr__tgroup *tg;     /* each tensor's settings (NULL: no groups) */
   int n_tg;
 } tr__run_priv;
 /* A param_group's rule: the tensors matching `match` get the fields it gives (lr_mult 0 and weight_decay 0:
    not given, TR_ZERO_F: an explicit 0; frozen TR_YES / TR_NO, 0: not given). Later rules win. */
 typedef struct tr__pg_rule { const char *match, *who; double lr_mult, weight_decay; int frozen; } tr__pg_rule;
-/* A tensor's settings: the rules' (lr_mult, wd, frozen) and the run's own while it goes (tr_run_tensor_set: off,
-   scale; taken: updates before the stretch that began at step since). */
+/* A tensor's settings: the rules' (lr_mult, wd, frozen), the run's own (off, scale: tr_run_tensor_set);
+   taken: updates before the stretch begun at step since. */
 typedef struct tr__tgroup { double lr_mult, wd, scale; int has_wd, frozen, off; int64_t taken, since; } tr__tgroup;
 enum { TR__PEND_BATCH = 1, TR__PEND_EPOCH = 2 };
 static void tr__run_write(const tr_run *run, FILE *f, const char *text);
@@ -627,10 +402,36 @@ static void tr__run_send(tr_run *run, hk_ctx *ctx, const char *stage, hk_flow *f
 
 /* =================================================================================================
    THE RUN LAYER (implementation)
-   The run is one malloc'd struct attached to the registry (hooks.h's hk_attach), freed after every
-   callback by hk_destroy. Nothing here runs on a step unless the loop calls it, but for the run's
-   watch on the loop's events (one callback from tr_run_start to tr_run_finish: "the state machine").
+   One malloc'd struct attached to the registry (hk_attach), freed after every callback by hk_destroy.
+   Nothing runs on a step unless the loop calls it, but the run's watch (see "the state machine").
    ================================================================================================= */
+
+/* ---- the stop signals: one path for every loop --------------------------------------------------------
+   SIGINT / SIGTERM and the preemption signal are installed when a run starts (tr_run_start; tr_run_enter for a
+   fit) unless tr_run_desc.no_signals, and put back when it ends. They count from there (an outer install's
+   earlier signals are its own). The second stop signal ends a loop of your own at once outside Slurm (hooks.h's
+   default); a loop that checks between its events (count_only: train.h's trainer) fails at its next event. In
+   a Slurm job a second SIGTERM is Slurm's own: only the first counts (tr__slurm_job). */
+static void tr__run_signals_on(tr_run *run, int count_only) {
+  tr__run_priv *q = run->tr__p;
+  q->signals = hk_stop_signals_install(count_only || tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0;
+  q->sig_base = hk_stop_requested();
+  q->sig_most = tr__slurm_job() ? 1 : 2;
+  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  q->pre_base = tr_preempt_requested();
+}
+static void tr__run_signals_off(tr_run *run) {
+  tr__run_priv *q = run->tr__p;
+  if (q->signals) hk_stop_signals_restore();
+  q->signals = 0;
+  tr__preempt_off(&q->preempt);
+}
+/* The stop signals received since the run began (0, 1 or 2; sig_most at the most); *preempted: the preemption's. */
+static int tr__run_stops(const tr__run_priv *q, int *preempted) {
+  int n = q->signals ? hk_stop_requested() - q->sig_base : 0;
+  *preempted = q->preempt > 0 && tr_preempt_requested() > q->pre_base;
+  return n < 0 ? 0 : n > q->sig_most ? q->sig_most : n;
+}
 
 static void tr__run_free(void *p) {
   tr_run *run = (tr_run *)p;
@@ -638,8 +439,7 @@ static void tr__run_free(void *p) {
   int i;
   if (!run) return;
   q = run->tr__p;
-  if (q->signals) hk_stop_signals_restore(); /* a run started and never finished: the handlers go back */
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run); /* a run started and never finished: the handlers go back */
   while (q->dirs) {
     tr__run_dir *next = q->dirs->next;
     tr__dir_release(q->dirs->fd);
@@ -666,8 +466,8 @@ static void tr__run_free(void *p) {
   free(run);
 }
 
-/* tr_run_get on the per-step path: the attached run without a call, made only when there is none. */
-/* Written by the loop's thread, read by the watchdog's: atomic where the compiler has them. */
+/* tr_run_get on the per-step path: no call, made only when there is none. */
+/* Written by the loop's thread, read by the watchdog's: atomic where available. */
 static const char *tr__run_waiting_now;
 TRAIN_API void tr_run_waiting(const char *what) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -699,8 +499,7 @@ TRAIN_API tr_run *tr_run_get(hk_registry *reg) {
   return run;
 }
 
-/* Text to f (NULL: the progress bar's stream, stdout without a bar), above the progress bar while one is
-   live on a terminal (the bar's section sets q->above). */
+/* Text to f (NULL: the bar's stream, else stdout), above a live bar (q->above). */
 static void tr__run_write(const tr_run *run, FILE *f, const char *text) {
   if (run && run->tr__p->above) { run->tr__p->above(run->tr__p->bar, f, text); return; }
   if (!f) f = stdout;
@@ -733,8 +532,8 @@ TRAIN_API void tr_print_all(hk_registry *reg, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* Where callbacks talk: the run's log, else stderr; one write per line (lines of processes and
-   callbacks never tear into each other), with "[rank: N] " first when there are several processes. */
+/* Where callbacks talk: the run's log, else stderr; one write a line (never torn), "[rank: N] " first with
+   several processes. */
 static void tr__run_vsay(const tr_run *run, const hk_ctx *ctx, const char *who, const char *fmt, va_list ap) {
   FILE *f = run && run->desc.log ? run->desc.log : stderr;
   char line[1024];
@@ -755,8 +554,7 @@ static void tr__run_say(const tr_run *run, const hk_ctx *ctx, const char *who, c
   tr__run_vsay(run, ctx, who, fmt, ap);
   va_end(ap);
 }
-/* The same, said on rank 0 only when zero_only is set (Lightning's rank_zero_info: a message that is the
-   same on every rank, or one Lightning prints there only). */
+/* The same, on rank 0 only with zero_only (Lightning's rank_zero_info). */
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) TR__PRINTF(5, 6);
 static void tr__run_say_on(const tr_run *run, const hk_ctx *ctx, int zero_only, const char *who, const char *fmt, ...) {
   va_list ap;
@@ -780,8 +578,7 @@ static void tr__run_say_resumed(const tr_run *run, const hk_ctx *ctx, const char
                  "batch %lld of the epoch", path, (long long)ctx->epoch, (long long)ctx->global_step, (long long)ctx->batch_idx);
 }
 
-/* One error channel: a call the run layer refuses (out of order, a bad setting) says why in
-   hk_last_error(reg) and in tr_run_error(reg), the same text. Returns e. */
+/* A refused call says why in hk_last_error(reg) and tr_run_error(reg), the same text. Returns e. */
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) TR__PRINTF(3, 4);
 static tr_err tr__run_refuse(hk_registry *reg, tr_err e, const char *fmt, ...) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
@@ -954,8 +751,7 @@ TRAIN_API tr_err tr_run_hparam_bool(hk_registry *reg, const char *key, int value
   return tr__run_hparam_add(reg, "tr_run_hparam_bool", key, value ? "true" : "false", 2);
 }
 
-/* Where monitoring callbacks check when their own flag is the default (Lightning's rule, resolved by
-   the trainer at each fit; a hand-written loop says it, or gets the epoch's end with epochs). */
+/* Where monitors check when their flag is the default (Lightning's rule; the trainer resolves it per fit). */
 TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
   if (flag != TR_DEFAULT) return flag > 0;
   if (!run) return 1;
@@ -964,52 +760,15 @@ TR__SHARED int tr__at_epoch_end(const tr_run *run, int flag) {
 }
 
 /* ---- the schedule's state in checkpoints, and hooks that set the lr ----------------------------------
-   56 bytes: "TRLR", u32 version 1, the doubles scale, plateau_lr, best (their bits), the int64s num_bad,
-   cooldown, checks (little-endian). Written only when the state is not all zero (the start), so a run
-   without it writes the checkpoints it always wrote; a checkpoint without it loads the start. */
-#define TR__LR_STATE_SIZE 56
+   56 bytes LE: "TRLR", u32 1, doubles scale, plateau_lr, best, int64s num_bad, cooldown, checks. Written
+   only when not all zero, so a run without it writes the checkpoints it always wrote. */
 #define TR__LR_STATE_KEY "train.lr_state" /* the run's checkpoint: a state block of its own under this key */
 #define TR__AT_KEY "train.at"             /* and where in the loop it was written (tr_run_at, one byte) */
-/* A checkpoint written right after a validation (TR_RUN_AT_VALIDATION) keeps that validation's val/ metrics: what
-   comes next in the loop (on_train_epoch_end: early_stopping's check at the epoch's end) judges them, and a
-   resume does not run that validation again. Its block: a count (4 bytes), then each name's length (2), the
-   name, the value's bits (8). */
+/* A checkpoint at TR_RUN_AT_VALIDATION keeps that validation's val/ metrics, for what judges them next
+   (early_stopping at the epoch's end) without running it again: u32 count, then per metric u16 name
+   length, name, the value's 8 bytes. */
 #define TR__VAL_METRICS_KEY "train.val_metrics"
 /* TR_RUN_KEY (above): the run's id, its Slurm job and its directory (tr__run_block): both formats */
-static int tr__lr_state_any(const tr_sched_state *st) {
-  return st->scale != 0 || st->plateau_lr != 0 || st->best != 0 || st->num_bad || st->cooldown || st->checks;
-}
-static void tr__lr_state_put(unsigned char *p, const tr_sched_state *st) {
-  double d[3];
-  int i;
-  d[0] = st->scale; d[1] = st->plateau_lr; d[2] = st->best;
-  memcpy(p, "TRLR", 4);
-  tr__le(p + 4, 1, 4);
-  for (i = 0; i < 3; i++) { uint64_t u; memcpy(&u, &d[i], 8); tr__le(p + 8 + 8 * i, u, 8); }
-  tr__le(p + 32, (uint64_t)st->num_bad, 8);
-  tr__le(p + 40, (uint64_t)st->cooldown, 8);
-  tr__le(p + 48, (uint64_t)st->checks, 8);
-}
-/* Read and range-check; why says what is wrong. */
-static int tr__lr_state_get(const unsigned char *p, size_t n, tr_sched_state *st, char *why, size_t cap) {
-  double d[3];
-  int64_t v[3];
-  int i;
-  if (n != TR__LR_STATE_SIZE || memcmp(p, "TRLR", 4) != 0 || tr__get(p + 4, 4) != 1)
-    return tr__msg(why, cap, "the schedule's state is malformed (%zu bytes, %d expected, version 1)", n, TR__LR_STATE_SIZE), -1;
-  for (i = 0; i < 3; i++) { uint64_t u = tr__get(p + 8 + 8 * i, 8); memcpy(&d[i], &u, 8); }
-  for (i = 0; i < 3; i++) v[i] = (int64_t)tr__get(p + 32 + 8 * i, 8);
-  if (!(d[0] >= 0 && d[0] < HUGE_VAL) || !(d[1] >= 0 && d[1] < HUGE_VAL) || d[2] != d[2])
-    return tr__msg(why, cap, "the schedule's state is out of range (scale %g and plateau lr %g must be >= 0 and finite, best %g a number)",
-                   d[0], d[1], d[2]), -1;
-  for (i = 0; i < 3; i++)
-    if (v[i] < 0 || v[i] > ((int64_t)1 << 53))
-      return tr__msg(why, cap, "the schedule's state is out of range (num_bad, cooldown, checks: %lld %lld %lld)",
-                     (long long)v[0], (long long)v[1], (long long)v[2]), -1;
-  st->scale = d[0]; st->plateau_lr = d[1]; st->best = d[2];
-  st->num_bad = v[0]; st->cooldown = v[1]; st->checks = v[2];
-  return 0;
-}
 
 TRAIN_API tr_err tr_lr_scale(hk_ctx *ctx, double factor) {
   tr_run *run;
@@ -1039,8 +798,7 @@ TRAIN_API tr_err tr_lr_set(hk_ctx *ctx, double lr) {
   }
   return tr_lr_scale(ctx, lr / ctx->lr);
 }
-/* tr_run_lr for a run already looked up. A hook's write is told by the bits (an lr that was NaN and still
-   is one is no write; x != x would fold away under -ffast-math). */
+/* tr_run_lr for a run looked up. A hook's write is told by the bits (x != x folds under -ffast-math). */
 static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   tr__run_priv *q = run->tr__p;
   if (q->lr_known && !q->lr_warned && ctx->lr != q->lr && memcmp(&ctx->lr, &q->lr, sizeof q->lr) != 0) {
@@ -1052,8 +810,8 @@ static double tr__run_lr_now(tr_run *run, hk_ctx *ctx, double lr) {
   q->lr_known = 1;
   return ctx->lr;
 }
-/* The step's lr comes from the loop, before on_train_batch_start: one set from a hook of a loop of your own would
-   be logged for a step that did not use it. Refused (ctx->lr unchanged), said once per run. */
+/* A hook of your own loop may not set the lr (it would be logged for a step that did not use it): refused,
+   said once per run. */
 static int tr__run_lr_refused(tr_run *run, hk_registry *reg, hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE || !q->own_loop || !hk_dispatching(reg)) return 0; /* (the trainer's own hooks, lr_finder, may) */
@@ -1120,8 +878,8 @@ TR__SHARED void tr__run_rule_drop(tr_run *run, const tr__pg_rule *r) {
     if (q->rules[i] != r) q->rules[k++] = q->rules[i];
   q->n_rules = k;
 }
-/* At the run's start (tr_run_start, tr_run_enter, before anything fires): every tensor's settings from the rules, in
-   order. A rule that matches no tensor refuses the start (a misspelt name would otherwise change nothing, silently). */
+/* At the run's start, before anything fires: every tensor's settings from the rules in order. A rule that
+   matches no tensor refuses the start (a misspelt name would silently change nothing). */
 static tr_err tr__groups_build(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn) {
   tr__run_priv *q = run->tr__p;
   int i, k, n = ctx->params ? ctx->n_tensors : 0;
@@ -1205,9 +963,8 @@ TRAIN_API int tr_stop_allowed(const hk_ctx *ctx) {
 /* ---- log records ------------------------------------------------------------------------------ */
 static int tr__starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
-/* Which of the context's metrics a record carries: val/ ones in val records, test/ ones in test
-   records, the rest in training records except the trainer's computed-on-demand lr, grad_norm and
-   train/loss (which the record sets itself). */
+/* val/ metrics in val records, test/ in test, the rest in train, except lr, grad_norm, train/loss (set by
+   the record itself). */
 static int tr__log_wanted(const char *name, const char *stage) {
   if (!strcmp(stage, "val")) return tr__starts(name, "val/");
   if (!strcmp(stage, "test")) return tr__starts(name, "test/");
@@ -1216,11 +973,9 @@ static int tr__log_wanted(const char *name, const char *stage) {
 }
 static int tr__stage_index(const char *stage) { return !strcmp(stage, "train") ? 0 : !strcmp(stage, "val") ? 1 : 2; }
 
-/* Build the record for stage from ctx and fire on_log (signals into flow). Only values set since the
-   stage's last record go in (hk_metric_stamp), and values computed on demand (lazy ones), so that a
-   value set once does not repeat in every row (Lightning logs what was logged since). */
-/* A metric the record could not take (a name that is not UTF-8, or no memory) is reported once per
-   name (rank 0), with its bytes escaped, instead of vanishing. */
+/* Build stage's record and fire on_log: only values set since that stage's last record (hk_metric_stamp)
+   and lazy ones, as Lightning logs what was logged since. */
+/* A metric the record could not take (not UTF-8, no memory): said once per name (rank 0), escaped. */
 static void tr__log_refused(tr_run *run, const hk_ctx *ctx, const char *name, tr_err e) {
   hk_bytes *seen = &run->tr__p->refused;
   char shown[200];
@@ -1339,10 +1094,9 @@ static void tr__run_settle(hk_registry *reg, hk_ctx *ctx, hk_flow *flow) {
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------------------
-   Honouring HK_REQUEST_CHECKPOINT is the same in every loop: every path hooks queued
-   (hk_request_checkpoint), then the loop's default path when a hook asked for it (or queued none).
-   The queue is copied and cleared first, so hooks of on_checkpoint_saved may queue anew. *no_default
-   is set when the default was asked for and the loop has none. */
+   HK_REQUEST_CHECKPOINT in every loop: each queued path, then the default path when asked for (or none
+   queued); the queue is copied and cleared first, so on_checkpoint_saved may queue anew. *no_default: the
+   default was asked for and there is none. */
 static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_fn save, void *user, char *why, size_t cap,
                                   int *no_default) {
   const char *paths[HK_MAX_CHECKPOINT_PATHS];
@@ -1361,78 +1115,21 @@ static tr_err tr__run_checkpoints(hk_ctx *ctx, const char *dflt_path, tr__save_f
   return TR_OK;
 }
 
-#if defined(TR__POSIX) && !defined(__cplusplus)
-extern FILE *fdopen(int fd, const char *mode); /* strict C99 headers hide these */
-extern int fileno(FILE *f);
-extern FILE *fmemopen(void *buf, size_t size, const char *mode);
-extern FILE *open_memstream(char **ptr, size_t *size);
-#endif
-/* Write a file atomically through tr__afile (the one writer): fill writes it into a stream on the new
-   temporary file, which is then flushed to the disk and renamed over path; any failure removes the
-   temporary file, leaves path as it was and says why. fill returns 0, or an errno-like code. path may
-   be a symlink (replaced itself, never followed), never a device or a directory. */
-static tr_err tr__write_atomic(const char *path, int (*fill)(FILE *f, void *user), void *user, char *why, size_t cap) {
-  tr__afile a;
-  FILE *f = NULL;
-  int e;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-#ifdef TR__POSIX
-    int fd = dup(a.fd); /* the stream gets its own descriptor: the writer keeps a.fd for fsync and rename */
-    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
-      a.err = errno ? errno : EIO;
-      a.step = "writing";
-      if (fd >= 0) close(fd);
-    }
-#else
-    f = a.f;
-#endif
-    if (f) {
-      int filled = fill(f, user);
-      if (filled && !a.err) { a.err = filled > 0 ? filled : EIO; a.step = "writing"; }
-      if (fflush(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#ifdef TR__POSIX
-      if (fclose(f) != 0 && !a.err) { a.err = errno ? errno : EIO; a.step = "writing"; }
-#endif
-    }
-  }
-  e = a.err ? a.err : tr__afile_commit(&a, NULL);
-  if (e && !a.tmp) tr__msg(why, cap, "out of memory writing '%s'", path);
-  else if (e && a.special) tr__msg(why, cap, "'%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (e) tr__msg(why, cap, "%s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(e), path);
-  tr__afile_free(&a);
-  return !e ? TR_OK : e == ENOMEM ? TR_ERR_NOMEM : TR_ERR_IO;
-}
 
-/* The run's checkpoint: the model's bytes (save_model), then the state block, then a trailer
+/* The run's checkpoint, little-endian: the model's bytes (save_model), then
      state:   "TRRUN" 0 0 0 | u64 epoch, global_step, batch_idx, samples_seen | u32 hooks |
               per hook: u32 key length | key | u64 length | the callback's state
-     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND"
-   (little-endian), so the file starts as the loop's own format and ends with what the library needs. */
+     trailer: u64 state length | u32 CRC-32C of the state | u32 version (1) | "TRRUNEND" */
 #define TR__RUN_TRAILER 24
 typedef struct tr__run_saving { tr_run *run; hk_bytes state; int model_failed; } tr__run_saving; /* model_failed: save_model's non-zero */
-static hk_err tr__state_sink(const char *key, const void *data, size_t len, void *user) {
-  hk_bytes *b = (hk_bytes *)user;
-  unsigned char x[8];
-  size_t klen = strlen(key);
-  tr__le(x, (uint64_t)klen, 4); hk_bytes_put(b, x, 4);
-  hk_bytes_put(b, key, klen);
-  tr__le(x, (uint64_t)len, 8); hk_bytes_put(b, x, 8);
-  hk_bytes_put(b, data, len);
-  return HK_OK;
-}
 
 /* ---- a resume continues its run ------------------------------------------------------------------------
-   Every checkpoint (tr_run_save's state block, tr_save's HOOK sections) holds the run's block under
-   TR_RUN_KEY: u64 version 2 | str the run id ("" none) | str the Slurm job that wrote it ("" none) |
-   str the run directory ("" none) | i64 global_step | u64 where in the loop (tr_run_at). Version 1 (still
-   read): u64 1 | str the directory | u64 its device | u64 its inode | i64 global_step | u64 at.
-   A resume reads it before setup (tr_run_start, tr_run_enter, or tr_run_continue from a loop's own reader,
-   as tr_fit's): tr__run_resuming keeps it, the loggers open in that directory (tr__run_dir_get) and
-   supersede the records written after the checkpoint (tr__run_superseded).
-   A run is known by its id, not by a path or an inode (inodes are reused: ext4 often, a remounted tmpfs
-   always): the id is kept in its directory's run_id file, which the run writes at its first checkpoint
-   (through the atomic writer, where nothing is; a failed resume so leaves no file), and in every block.
-   A directory copied or moved elsewhere, or spelled another way, is continued when its run_id matches. */
+   Every checkpoint holds the run's block under TR_RUN_KEY: u64 2 | str run id | str Slurm job | str run
+   directory | i64 global_step | u64 tr_run_at ("" for none). Version 1 (still read): u64 1 | str directory
+   | u64 device | u64 inode | i64 global_step | u64 at. Read before setup (tr__run_resuming); the loggers
+   open in that directory and supersede the later records. A run is known by its id (inodes are reused),
+   kept in its directory's run_id file (written at the first checkpoint) and in every block, so a moved
+   or respelt directory continues when its run_id matches. */
 #define TR__RUN_ID_FILE "run_id"
 static int tr__run_id_ok(const char *s) { /* 32 lowercase hex digits */
   int i;
@@ -1511,8 +1208,7 @@ TRAIN_API hk_err tr_run_block(hk_registry *reg, int64_t step, tr_run_at at, hk_s
   if (!sink) return HK_ERR_INVALID;
   return run ? tr__run_block(run, step, at, sink, user) : HK_ERR_NOMEM;
 }
-/* A run directory is a version_N (or a named version) under its base: one whose last name is empty, "." or ".."
-   would have the loggers write into the base or one level up (a crafted block needs no more than that). */
+/* A run directory's last name must not be empty, "." or "..": the loggers would write into the base or above. */
 static int tr__run_leaf_bad(const char *dir) {
   const char *leaf = strrchr(dir, '/');
   leaf = leaf ? leaf + 1 : dir;
@@ -1566,8 +1262,7 @@ TRAIN_API tr_err tr_run_continue(hk_registry *reg, const void *data, size_t len)
   run->tr__p->cont_given = 1;
   return tr__run_resuming(run, data, len) ? TR_ERR_FORMAT : TR_OK;
 }
-/* The block (read by tr__run_peek or tr_run_continue) names the job that wrote it, which must be this one; a
-   checkpoint without a block, or with a version 1 block, is resumed as before run ids. */
+/* The block must name this job; no block, or a version 1 one, is resumed as before run ids. */
 TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, size_t cap) {
   tr_run *run = tr_run_get(reg);
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -1578,13 +1273,10 @@ TRAIN_API int tr_run_other_job(hk_registry *reg, const char *path, char *why, si
           q->cont_job, q->cont_id[0] ? ", run " : "", q->cont_id, s.job_id);
   return 1;
 }
-/* Was a record of the run being continued written after its checkpoint? Its step is Lightning's (steps
-   taken before the record's batch; a val record: the last training step), so a checkpoint at global
-   step G was written after every record of a step below G - 1 and before every one of step G or more.
-   The records of step G - 1 are the G-th step's training record, written before the checkpoint, and the
-   validation at that step, which follows a checkpoint written after the batch (TR_RUN_AT_BATCH: the
-   resumed run validates there again) and precedes the others. stage: "train", "val" or "test" (a test
-   counts as a validation). */
+/* Was a record of the continued run written after its checkpoint? With Lightning's step (steps before the
+   record's batch), a checkpoint at step G came after every record below G - 1 and before every one of G or
+   more; of G - 1, the training record came before it, the validation after it only for TR_RUN_AT_BATCH (the
+   resumed run validates there again). A test counts as a validation. */
 TR__SHARED int tr__run_superseded(const tr_run *run, int64_t step, const char *stage) {
   const tr__run_priv *q = run->tr__p;
   return step >= q->cont_step || (step == q->cont_step - 1 && q->cont_at == TR_RUN_AT_BATCH && strcmp(stage, "train") != 0);
@@ -1605,9 +1297,10 @@ static int tr__run_fill(FILE *f, void *user) {
   if (fwrite(s->state.data, 1, s->state.len, f) != s->state.len || fwrite(t, 1, sizeof t, f) != sizeof t) return errno ? errno : EIO;
   return 0;
 }
+static int tr__run_fill_file(tr__afile *a, void *user) { return tr__afile_stream(a, tr__run_fill, user); }
 
-/* Collect the run's save in flight (wait: until it is on disk): on_checkpoint_saved, or its error fails
-   the run. At every safe point (no wait), before any other save or load, and before the run ends. */
+/* Collect the save in flight (wait: until on disk): on_checkpoint_saved, or the run fails. At every safe
+   point, before any other save or load, and before the run ends. */
 static void tr__run_saves_settle(tr_run *run, hk_ctx *ctx, int wait) {
   if (run && run->tr__p->asave) tr__asave_settle(run->tr__p->asave, ctx, wait);
   if (run && wait && run->desc.wait_saves) run->desc.wait_saves(run->desc.model_user, ctx); /* the loop's own writer */
@@ -1629,11 +1322,9 @@ static void tr__run_save_ended(tr__asave *as, hk_ctx *ctx) {
   ctx->hook_failure = failure;
 }
 
-/* The step's part of an asynchronous save: save_model writes into the staging buffer (a memory stream
-   on it, unbuffered: one copy), the state block and trailer follow, and the writer thread takes it from
-   there. The first save (or one that outgrew the buffer) writes into a growing stream instead, whose
-   buffer becomes the staging buffer: save_model runs once per save (twice when the state has grown).
-   POSIX (fmemopen, open_memstream) only. */
+/* An async save's step part: save_model writes into the staging buffer (an unbuffered memory stream: one
+   copy), then the state block and trailer; the first save, or one that outgrew the buffer, writes into a
+   growing stream whose buffer becomes the staging one. POSIX only (fmemopen, open_memstream). */
 #ifdef TR__POSIX
 static tr_err tr__run_stage(tr_run *run, hk_registry *reg, const hk_bytes *state, const char *path, char *why, size_t cap) {
   tr__run_priv *q = run->tr__p;
@@ -1819,10 +1510,10 @@ static tr_err tr__run_save_body(void *user, hk_ctx *ctx, const char *path, char 
   }
   if (s.state.failed) { hk_bytes_free(&s.state); ctx->path = NULL; tr__msg(why, cap, "out of memory saving '%s'", path); return TR_ERR_NOMEM; }
 #ifdef TR__POSIX
-  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = async ? tr__run_stage(s.run, reg, &s.state, path, why, cap) : tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #else
   async = 0;
-  e = tr__write_atomic(path, tr__run_fill, &s, why, cap);
+  e = tr__write_checkpoint(path, tr__run_fill_file, &s, why, cap);
 #endif
   if (e && s.model_failed) { /* the model's own writer said no: not the disk's fault, and say what is on disk */
     FILE *old = fopen(path, "rb");
@@ -1872,10 +1563,8 @@ TRAIN_API tr_err tr_run_load(hk_registry *reg, hk_ctx *ctx, const char *path) {
   run->tr__p->io_path = NULL;
   return tr__run_said(reg, run, e);
 }
-/* A file of tr_run_save read and checked, all but the model's bytes: the counters, where in the loop it was
-   written, the schedule's state and the callbacks' blocks (each key NUL-terminated in place). tr_run_load's
-   first half, and tr_run_start's look at the file it resumes before the run begins. f stays open, at the
-   file's end. TR_OK, or the error with err naming the file and why. */
+/* A tr_run_save file read and checked, all but the model's bytes (keys NUL-terminated in place): the first
+   half of tr_run_load, and tr_run_start's look before the run begins. f stays open at the end. */
 typedef struct tr__run_file {
   FILE *f;
   unsigned char *state;
@@ -1988,9 +1677,8 @@ done:
   rf->n_hooks = n_hooks;
   return e;
 }
-/* A resume's look at its checkpoint before setup: the run's block (tr__run_resuming), so that the loggers
-   open in the run's directory. A file that cannot be read is left to tr_run_load: the run logs into a new
-   version. */
+/* Before setup: the checkpoint's run block, so the loggers open in its directory; an unreadable file is
+   left to tr_run_load (a new version). */
 static void tr__run_peek(tr_run *run, const char *path) {
   tr__run_file rf;
   char why[8];
@@ -2080,13 +1768,9 @@ done:
   return e;
 }
 
-/* ---- a resume with nothing left to train --------------------------------------------------------------
-   (the rule and its finished half: tr__resume_finished in train/base.h, shared with tr_fit) */
-/* tr_run_start's look at the file it resumes (tr_run_desc's limits): 1 when it would train nothing (the run
-   failed, saying why); *past_stop: a callback's recorded stop the settings now go past. A file that cannot
-   be read is refused here too, with tr_run_load's reason: before anything is made on disk (no run
-   directory for a resume that never starts). The one read of the file before setup: it also hands the
-   file's run block to the loggers (tr__run_resuming: a resume continues its run). */
+/* ---- a resume with nothing left to train (the rule: tr__resume_finished, train/base.h) ----------------- */
+/* 1 when the file would train nothing, or cannot be read (the run failed, saying why), before anything is
+   made on disk; *past_stop: a recorded stop the settings now go past. Also hands the loggers its run block. */
 static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *path, int *past_stop) {
   tr__run_file rf;
   char why[sizeof run->tr__p->failure];
@@ -2118,45 +1802,8 @@ static int tr__run_resume_refused(tr_run *run, hk_registry *reg, const char *pat
 
 /* ---- start, safe points, finish ------------------------------------------------------------------ */
 static void tr__run_unmake(tr_run *run);
-/* save_to is where Ctrl-C, a preemption and hooks' requests save: a directory that is not there would be found
-   only then, with that state lost. Checked when a run starts, after setup and configure_model (a logger makes
-   save_dir, where save_to may be): tr_run_start, tr_fit. 0, or why (who first). */
-TR__SHARED int tr__save_to_check(const char *save_to, const char *who, char *why, size_t cap) {
-#ifdef TR__POSIX
-  struct stat st;
-  char dir[1024];
-  const char *slash;
-  size_t n;
-  if (!save_to || !save_to[0]) return 0;
-  slash = strrchr(save_to, '/');
-  n = !slash ? 0 : slash == save_to ? 1 : (size_t)(slash - save_to);
-  if (n >= sizeof dir) return 0; /* (a path that long: left to the save) */
-  memcpy(dir, n ? save_to : ".", n ? n : 1);
-  dir[n ? n : 1] = 0;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' %s: Ctrl-C, a preemption and requested checkpoints save there; "
-             "make the directory first", who, save_to, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a directory");
-    return -1;
-  }
-  if (access(dir, W_OK) != 0) {
-    tr__msg(why, cap, "%ssave_to '%s': its directory '%s' cannot be written (%s): Ctrl-C, a preemption and requested "
-             "checkpoints save there", who, save_to, dir, strerror(errno));
-    return -1;
-  }
-  if (stat(save_to, &st) == 0 && S_ISDIR(st.st_mode)) {
-    tr__msg(why, cap, "%ssave_to '%s' is a directory: give the checkpoint's file name (e.g. '%s/last.ckpt')", who, save_to,
-             save_to);
-    return -1;
-  }
-#else
-  (void)save_to; (void)who; (void)why; (void)cap;
-#endif
-  return 0;
-}
-/* A logger writes nothing while this says 1: a resume has not loaded yet, and this is its setup (the directory
-   is known then, model_checkpoint compares it at the load), or the load has failed (nothing was rewritten:
-   a failed resume leaves every file as it was). A loop that enters its run and never says tr_run_resumed
-   gets its files at on_fit_start, as before. */
+/* 1: a logger writes nothing (a resume not loaded yet, at its setup, or failed: every file left as it
+   was). A loop that never says tr_run_resumed gets its files at on_fit_start. */
 TR__SHARED int tr__run_loading(const tr_run *run, int at_setup) {
   return run && run->tr__p->loading && (at_setup || run->failed);
 }
@@ -2168,13 +1815,10 @@ static void tr__run_fire(hk_registry *reg, hk_ctx *ctx, int event, hk_flow *flow
 }
 
 /* ---- the state machine: the run's watch on the loop's events ----------------------------------------
-   tr_run_start registers one callback, "tr_run", that runs first on its events (the callback tier, the
-   lowest order); tr_run_finish removes it. It notes the end events whose tr_run_* call must come next
-   (on_train_batch_end: tr_run_batch_end; on_train_epoch_end: tr_run_epoch_end) and the validations of
-   the fit (on_validation_epoch_end outside a sanity check). A training event that comes while such a call
-   is missing fails the run at once, naming the call, and drops what the skipped call would have honoured:
-   the checkpoints queued in ctx belong to hooks that may have freed or replaced those paths since
-   (model_checkpoint frees its file name at its next save point). */
+   tr_run_start registers "tr_run", first on its events; tr_run_finish removes it. It notes end events whose
+   tr_run_* call must come next, and the fit's validations. A training event while a call is missing fails
+   the run naming it, and drops the skipped call's queued checkpoints (their hooks may have freed the
+   paths). */
 #define TR__RUN_GUARD_ORDER (-(1 << 30))
 /* The call the loop skipped (which: TR__PEND_BATCH or TR__PEND_EPOCH), seen at `at`: the run fails
    (once), the skipped call's requests are dropped. 1 when the run failed now. */
@@ -2253,9 +1897,8 @@ static void tr__run_check_val(tr_run *run, hk_registry *reg, hk_ctx *ctx, const 
   }
   q->val_ran = q->val_sent = 0;
 }
-/* What a call of the loop (fn) needs to find: a run that tr_run_start began, and no save, load, record
-   or safe point of the run in progress (a hook called it). 0, or the refusal (said, and the run failed
-   when it is going). */
+/* A loop call (fn) needs a run tr_run_start began and none of its saves, loads, records or safe points in
+   progress (a hook called it). 0, or the refusal (the run failed when going). */
 static int tr__run_refused_now(tr_run *run, hk_registry *reg, const hk_ctx *ctx, const char *fn, const char *after) {
   tr__run_priv *q = run->tr__p;
   if (run->running == HK_STAGE_NONE) {
@@ -2334,9 +1977,8 @@ static void tr__run_log_cadence(const tr_run *run, hk_registry *reg, const hk_ct
                    "steps: no training record (train/loss) would be logged; set log_every_n_steps lower, e.g. %lld",
                    (long long)n, (long long)steps, (long long)(steps >= 10 ? steps / 10 : 1));
 }
-/* A loop of your own whose context has no grad_norm_source gets the run's shared pass for the run (on: 1; off
-   at tr_run_finish: 0), as tr_fit's: nan_guard's norm and gradient_monitor's per-tensor norms then read the
-   gradients once a step between them. Host views only (a device view has its own source). */
+/* A loop without a grad_norm_source gets the run's shared pass (as tr_fit's): nan_guard's norm and
+   gradient_monitor's read the gradients once a step. Host views only. */
 static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   int k, host = ctx->grads && ctx->n_tensors > 0;
   if (!on) {
@@ -2360,14 +2002,10 @@ static void tr__run_grad_pass(tr__run_priv *q, hk_ctx *ctx, int on) {
   ctx->grad_norm_source_user = &q->gpass;
 }
 /* ---- resume "auto": the newest checkpoint of this run that loads, or a fresh start ---------------------
-   A checkpoint callback says where it saves (tr__run_ckpt_dir: its dirpath, or NULL for the default, the
-   run directory's checkpoints/). Looked at: save_to, those directories, and for the default checkpoints/ of
-   every version directory under the run's save_dir/name (a second invocation of the same command has a new
-   version_N of its own until the resume continues the old one) and ./checkpoints (no logger). Every regular
-   *.ckpt there (not a temporary) is read as the resume would read it (`check`: the loop's format or
-   tr_fit's); one that fails is skipped, said in one line. The newest by global step, then by modification
-   time, then by name (the same choice on every rank of a shared file system; the ranks then compare what
-   they loaded). */
+   Looked at: save_to, the checkpoint callbacks' dirpaths (tr__run_ckpt_dir), for the default checkpoints/
+   of every version under save_dir/name, and ./checkpoints. Each *.ckpt (once, by device and inode) read as
+   the resume would (`check`); a failure said in one line. Newest by step, then mtime, then name: every rank on a shared file system
+   picks the same, and the ranks compare what they loaded. */
 TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   tr__run_priv *q = run ? run->tr__p : NULL;
   char **grown, *d;
@@ -2379,7 +2017,13 @@ TR__SHARED void tr__run_ckpt_dir(tr_run *run, const char *dir) {
   q->ckpt_dirs = grown;
   q->ckpt_dirs[q->n_ckpt_dirs++] = d;
 }
-typedef struct tr__auto_pick { char *path; int64_t step; double mtime; int seen, skipped; } tr__auto_pick;
+typedef struct tr__auto_pick {
+  char *path;
+  int64_t step;
+  double mtime;
+  int seen, skipped, n_ids;
+  tr__file_id *ids; /* the files read (device and inode): save_to in a directory looked at, or by another name, once */
+} tr__auto_pick;
 static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckpt_check_fn check, void *u, tr__auto_pick *best) {
   char why[600];
   int64_t step = 0;
@@ -2393,7 +2037,22 @@ static void tr__auto_consider(tr_run *run, hk_ctx *ctx, const char *path, tr_ckp
   if (!tr__file_exists(path)) return;
 #endif
   if (n < 5 || strcmp(path + n - 5, ".ckpt") || strstr(path, ".tmp.")) return;
+#ifdef TR__POSIX
+  {
+    tr__file_id *grown;
+    int i;
+    for (i = 0; i < best->n_ids; i++)
+      if (best->ids[i].dev == (uint64_t)st.st_dev && best->ids[i].ino == (uint64_t)st.st_ino) return;
+    if ((grown = (tr__file_id *)realloc(best->ids, (size_t)(best->n_ids + 1) * sizeof *grown)) != NULL) { /* (else: read again) */
+      best->ids = grown;
+      best->ids[best->n_ids].set = 1;
+      best->ids[best->n_ids].dev = (uint64_t)st.st_dev;
+      best->ids[best->n_ids++].ino = (uint64_t)st.st_ino;
+    }
+  }
+#else
   if (best->path && !strcmp(best->path, path)) return; /* (save_to inside a directory looked at) */
+#endif
   best->seen++;
   why[0] = 0;
   if (check(u, path, &step, why, sizeof why)) {
@@ -2443,6 +2102,7 @@ static const char *tr__auto_resume(tr_run *run, hk_ctx *ctx, const char *save_to
     free(base);
     tr__auto_scan(run, ctx, "checkpoints", check, u, &best);
   }
+  free(best.ids);
   free(q->auto_path);
   q->auto_path = best.path;
   if (best.path)
@@ -2465,9 +2125,8 @@ static int tr__run_ckpt_check(void *user, const char *path, int64_t *step, char 
   tr__run_file_free(&rf);
   return e != TR_OK;
 }
-/* The ranks compare what they resumed (tr__run_hash_loaded; 0 on a fresh start) through tr_run_desc.agree,
-   an OR of every rank's 64 bits: the OR equals each rank's own value only when all are equal (two that
-   differ make it differ from at least one), and a second vote tells every rank what any rank saw. */
+/* The ranks compare their resume hashes through agree's OR: equal to each rank's own only when all are
+   equal; a second vote tells every rank what any saw. */
 static void tr__run_agree_loaded(tr_run *run, hk_registry *reg) {
   uint64_t mine = run->tr__p->loaded, all = (uint64_t)run->desc.agree(run->desc.model_user, (int64_t)mine);
   int differ = all != mine;
@@ -2535,9 +2194,7 @@ TRAIN_API tr_err tr_run_start(hk_registry *reg, hk_ctx *ctx, const char *resume_
                 "events: %s", hk_last_error(reg));
   }
   /* Nothing registered and nothing to save: Ctrl-C stays as the program had it, and nothing is said */
-  if (!run->desc.no_signals && (listened || run->desc.save_to))
-    q->signals = hk_stop_signals_install(tr__slurm_job() ? HK_STOP_COUNT_ONLY : 0) == 0; /* a second: the end */
-  q->preempt = q->signals ? tr__preempt_on(&run->desc.preempt) : 0;
+  if (!run->desc.no_signals && (listened || run->desc.save_to)) tr__run_signals_on(run, 0); /* a second: the end */
   if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, run->desc.save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
   if (foreign[0]) tr__run_say_on(run, ctx, 1, "train.h", "%s", foreign);
   if (q->signals && run->desc.save_model && !run->desc.save_to && !hk_find(reg, "on_exception_checkpoint"))
@@ -2632,11 +2289,30 @@ TRAIN_API tr_err tr_run_enter(hk_registry *reg, hk_ctx *ctx, hk_stage stage, con
   else if (!q->cont_given) tr__run_peek(run, q->resume); /* or the one in a file of tr_run_save */
   q->cont_given = 0;
   q->loading = q->resume != NULL; /* until tr_run_resumed: the loggers write nothing */
+  if (stage == HK_STAGE_FIT) { /* the stop signals, as tr_run_start's; the driver acts on them between its events */
+    char line[512];
+    const char *save_to = run->desc.save_to, *requeued = q->resume && save_to && !strcmp(q->resume, save_to) &&
+                                                         tr__preempt_resume(&run->desc.preempt, save_to) ? save_to : NULL;
+    if (!run->desc.no_signals) tr__run_signals_on(run, 1);
+    if (tr__slurm_line(line, sizeof line, &run->desc.preempt, q->preempt, save_to, requeued)) tr__run_say_on(run, ctx, 1, "train.h", "%s", line);
+  }
   return TR_OK;
+}
+TRAIN_API int tr_run_stops(hk_registry *reg, int64_t *sigterm, int *preempted) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  int pre = 0, n = run ? tr__run_stops(run->tr__p, &pre) : 0;
+  if (sigterm) *sigterm = n ? tr__sigterm_bit() : 0;
+  if (preempted) *preempted = pre;
+  return n;
+}
+TRAIN_API void tr_run_stops_handled(hk_registry *reg) {
+  tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
+  if (run) run->tr__p->sig_base = hk_stop_requested();
 }
 TRAIN_API void tr_run_leave(hk_registry *reg, hk_ctx *ctx) {
   tr_run *run = reg ? (tr_run *)hk_attached(reg) : NULL;
   if (!run || run->running == HK_STAGE_NONE || run->tr__p->own_loop) return;
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   run->running = HK_STAGE_NONE;
   run->resume_from = "";
@@ -2682,8 +2358,10 @@ static unsigned tr__run_safe_point(tr_run *run, hk_registry *reg, hk_ctx *ctx, h
   }
   if (ctx->requests) out |= tr__run_requests(run, reg, ctx, flow); /* (none: nothing to clear, nothing to call) */
   hook_stop = flow && HK_FLOW_HAS(flow, HK_FLOW_STOP);
-  stops = q->signals | q->preempt | run->failed | hook_stop || run->desc.agree /* (agree: every rank calls it, always) */
-        ? tr__stops(q->signals, q->preempt > 0, run->failed, hook_stop, run->desc.agree, run->desc.model_user) : 0;
+  if (q->signals | q->preempt | run->failed | hook_stop || run->desc.agree) { /* (agree: every rank calls it, always) */
+    int preempted, n = tr__run_stops(q, &preempted);
+    stops = tr__stops(n, preempted, run->failed, hook_stop, run->desc.agree, run->desc.model_user);
+  } else stops = 0;
   if ((stops & TR_STOP_FAILED) && !run->failed) tr_run_fail(reg, TR_ERR_COMM, "another rank's run failed (tr_run_desc.agree)");
   if ((stops & TR_STOP_HOOK) && flow) hk_flow_raise(flow, HK_STOP); /* a hook's stop on any rank: every rank's */
   if ((stops & (TR_STOP_SIGNAL | TR_STOP_PREEMPT)) && !run->failed) { /* the step just ended is saved (the loop's save) */
@@ -2877,8 +2555,7 @@ TRAIN_API tr_err tr_run_finish(hk_registry *reg, hk_ctx *ctx, tr_err status) {
   if (ctx->hook_failure) tr__run_say(run, ctx, "tr_run", "%s (teardown: reported only)", ctx->hook_failure);
   ctx->hook_failure = NULL;
   ctx->abort_reason = NULL;
-  if (q->signals) { hk_stop_signals_restore(); q->signals = 0; }
-  tr__preempt_off(&q->preempt);
+  tr__run_signals_off(run);
   tr__run_unmake(run);
   if (q->guard && hk_callback_get(reg, q->guard)) (void)hk_off(reg, q->guard);
   tr__run_grad_pass(q, ctx, 0);
@@ -3004,18 +2681,12 @@ static const char *tr__run_lost(int e) {
        : e == 0 ? "another directory is there now than the one the run wrote" : strerror(e);
 }
 
-/* The directory a logger writes into (a new string), made with its parents; NULL and why on failure.
-   A new version_N is claimed with one mkdir (its parents are made first): mkdir fails with EEXIST
-   when that directory exists, made by another run started at the same moment (or left by an earlier
-   one), and then N+1 is tried. So parallel runs never share a version directory. A given version is
-   used as it is (made when missing). Every directory is held while the registry lives (tr__dir_hold).
-   A resume continues its run (*continued = 1): the loggers go on in the directory its checkpoint
-   recorded (tr__run_resuming) when tr_run_desc.new_version_on_resume is not TR_YES, no other process holds
-   it (never a symlink), and it is the run's: its run_id file holds the block's run id. It is looked for
-   under the loggers' save_dir/name by its last name (version_N), or is their named version: a directory
-   moved or copied (another machine, another spelling of the path: ./R, R/, an absolute one) is continued.
-   A version 1 block (no run id) is matched as before: the same save_dir/name spelling, device and inode.
-   Otherwise the run claims a new version_N and says why, once: nothing of another run is rewritten. */
+/* The directory a logger writes into (new string), made with its parents; NULL and why on failure. A new
+   version_N is claimed with one mkdir (EEXIST: N+1), so parallel runs never share one; a given version is
+   used as it is; each is held (tr__dir_hold). A resume continues its run's directory (*continued = 1)
+   unless new_version_on_resume, another process holds it, or its run_id is not the block's; found by its
+   last name under save_dir/name, so a moved or respelt one continues (a version 1 block: same spelling,
+   device, inode). Otherwise a new version_N, said once: nothing of another run is rewritten. */
 static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name, const char *version,
                              char *why, size_t why_len, int *continued) {
   tr__run_priv *q = run ? run->tr__p : NULL;
@@ -3138,8 +2809,7 @@ static char *tr__run_dir_get(tr_run *run, const char *save_dir, const char *name
   return dir;
 }
 
-/* A resume that failed to load (the run failed, its load never said done): the version_N it claimed is removed
-   again while it is empty (it was made by this run; nothing else is), so that no empty version is left. */
+/* A resume that failed to load removes the version_N it made while empty: no empty version left. */
 static void tr__run_unmake(tr_run *run) {
   tr__run_priv *q = run->tr__p;
   tr__run_dir **at = &q->dirs;
@@ -3183,12 +2853,9 @@ TRAIN_API const char *tr_run_dir(hk_registry *reg) {
 }
 
 /* -- hparams: the trainer's configuration and the spec strings in effect, sorted by key -- */
-/* The run's hyperparameters, sorted by key, into a new array (*out; free it): the trainer's
-   configuration, the loop's own (tr_run_desc.hparams, "key=value" words; a value that reads as a
-   number is written as one), then the user's (tr_run_hparam*), which win over the others' same key.
-   Returns the count; -1 out of memory. */
-/* A loop of your own: the settings it gave tr_run_setup, as the trainer records its configuration (the keys
-   are the trainer's: a run of either kind compares with the other in TensorBoard's HParams tab). */
+/* Sorted by key into a new array (*out; free it): the trainer's configuration, tr_run_desc.hparams (numbers
+   as numbers), then tr_run_hparam*'s, which win. -1 out of memory. */
+/* A loop of your own: its tr_run_setup settings under the trainer's keys (HParams compares both kinds). */
 static int tr__run_desc_hparams(const tr_run_desc *d, tr__hparam *h) {
   int n = 0;
   tr__hp(h, &n, "loop", d->epochs == TR_NO ? "steps" : "epochs", 0);

@@ -5,31 +5,12 @@
 
 TR__C_BEGIN /* part */
 /* ---- device_stats (Lightning's DeviceStatsMonitor) ------------------------------------------------
-   Reads what the process uses, at on_train_batch_end of every n-th optimizer step (every_n_steps; by
-   default the run's log_every_n_steps, Lightning's cadence) and, with on_epoch_end, at every
-   on_train_epoch_end, and publishes it as metrics (hk_metric_set, for any hook) and to the loggers:
-     device_stats/rss_mb            resident memory now (MB: 2^20 bytes, as nvidia-smi's MiB)
-     device_stats/peak_rss_mb       the most resident memory so far
-     device_stats/cpu_percent       the process's user + system CPU time over the wall time since the
-                                    last reading (or on_train_start): 100 = one core busy, as psutil's
-     device_stats/load_1m           the system's 1-minute load average
-   and, built with TRAIN_CUDA, of the GPU the process uses (the current CUDA device, found in NVML by
-   its PCI bus id), through NVML, which it loads at run time (dlopen of nvml_library; no link-time
-   dependency):
-     device_stats/gpu_util_percent  the share of the last sample period a kernel ran (NVML's)
-     device_stats/gpu_mem_used_mb, device_stats/gpu_mem_total_mb  the device's memory (every process's)
-   A machine without NVML or without a device says so once (rank 0) and the GPU metrics are left out;
-   a value the system does not tell (no /proc: RSS and the load) is left out too. Linux reads
-   /proc/self/status and /proc/loadavg (one read() each) and getrusage; each reading costs a few system
-   calls, and steps that are not due run none of its code (a hooks.h filter predicate).
-   Records: on a step where the run sends its training record (log_every_n_steps) the stats ride in it;
-   otherwise, and at an epoch's end, they go out in a record of their own (step: the run's, so the rows
-   line up), as Lightning's calls log_metrics itself; they are kept out of the records of steps where
-   they were not read. Differences from Lightning: host memory and the load for every run (Lightning's
-   cpu_stats needs psutil), no on_train_batch_start reading (one reading a step: its start would say
-   the same), validation batches not read, NVML instead of torch.cuda.memory_stats.
-   Hand-written loop: fire on_train_start and on_train_batch_end with ctx->global_step counted
-   (tr_run_next does), and on_train_epoch_end for on_epoch_end. */
+   Every every_n_steps-th optimizer step (default log_every_n_steps) and with on_epoch_end at each
+   epoch's end: device_stats/rss_mb, peak_rss_mb, cpu_percent (100 = one core), load_1m, and with
+   TRAIN_CUDA gpu_util_percent, gpu_mem_used_mb, gpu_mem_total_mb through NVML loaded at run time (none:
+   said once, left out). As metrics and to the loggers, riding with the run's record or in one of their
+   own. Steps not due run none of its code. Hand-written loop: on_train_start, on_train_batch_end with
+   global_step counted (tr_run_next does), on_train_epoch_end for on_epoch_end. docs/callbacks.md. */
 #define TR_DEVICE_STATS_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(INT,    int64_t,      every_n_steps, "0",     NULL, "read every n-th optimizer step (0: the run's log_every_n_steps, 50 " \
     "when it has none; negative: never on steps)") \
@@ -113,8 +94,7 @@ static int64_t tr__ds_run_every(const tr__ds *s) {
   int64_t n = s->run ? s->run->desc.log_every_n_steps : 0;
   return n ? n : 50;
 }
-/* Due at on_train_batch_end of the n-th, 2n-th, ... optimizer step, once per step (a batch that did not step
-   keeps global_step); every other event it listens to is always due. */
+/* Due once per n-th optimizer step (a batch that did not step keeps global_step); other events always. */
 static int tr__ds_due(const hk_ctx *ctx, void *user) {
   const tr__ds *s = (const tr__ds *)user;
   int64_t n;
@@ -229,8 +209,7 @@ static hk_signal tr__ds_epoch_end(hk_ctx *ctx, void *user) {
   if (tr__ds_read(s, ctx)) return hk_fail(ctx, "out of memory");
   return tr__ds_send(s, ctx);
 }
-/* A record of the run's carries the context's metrics set since its last one: the stats only at the step
-   they were read for it. */
+/* The run's records carry metrics set since their last one: the stats only at the step read for them. */
 static hk_signal tr__ds_on_log(hk_ctx *ctx, void *user) {
   tr__ds *s = (tr__ds *)user;
   tr_log_record *r = tr_log_current(ctx);

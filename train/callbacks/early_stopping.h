@@ -5,29 +5,14 @@
 
 TR__C_BEGIN /* part */
 /* ---- early_stopping (Lightning's EarlyStopping) ---------------------------------------------------
-   Checks the monitored metric once per check: at on_train_epoch_end, or at on_validation_end (see
-   check_on_train_epoch_end), never during the sanity check or outside a fit. The decision, in
-   Lightning's order, each exclusive: (1) check_finite and the value is NaN/inf: stop; (2) the value
-   is better than stopping_threshold (strictly): stop; (3) it is worse than divergence_threshold
-   (strictly): stop; (4) it improves on the best by more than min_delta (strictly): best = value,
-   wait_count = 0; (5) otherwise wait_count += 1, and stop once wait_count >= patience (patience
-   counts checks, not epochs). min_delta must be >= 0 (Lightning accepts a negative one, which then
-   counts worse values as improvements); values are compared in double (Lightning: in the metric's
-   float32). It stops by returning HK_STOP, so min_epochs / min_steps hold; unlike
-   Lightning (issue 19966) a decision taken while they are unmet is not latched: it is made again at
-   every check, so a metric that improves meanwhile keeps training going (state.held says so).
-   Hand-written loop: fire on_train_epoch_end (or on_validation_end) with the metric set
-   (hk_metric_set) and stage HK_STAGE_FIT; stop at HK_STOP. It returns HK_STOP at every check whose
-   decision is "stop", so a loop that ignores stops before its own minimum gets the same behaviour.
-   Said once (tr_run_desc.log): ctx->stage unset at a check; checking at on_train_epoch_end in a run
-   whose tr_run_desc.epochs is TR_NO (at on_fit_start); no check at all in a fit (at on_train_end).
-   When it stops training it says why in one line, by default, from rank 0 (log_stop; Lightning logs
-   it only with verbose), above a live progress bar:
+   Checks the monitored metric once per check (on_train_epoch_end or on_validation_end, in a fit): a
+   non-finite value, a threshold passed, or patience checks without an improvement above min_delta stop
+   it, in Lightning's order, by HK_STOP, so min_epochs / min_steps hold; a held stop is decided again at
+   every check (Lightning issue 19966 latches it). The stop is said in one line from rank 0 (log_stop):
      early_stopping: Monitored metric val/loss did not improve in the last 3 records. Best score: 0.056. ...
-   Held stops and the other decisions are printed with verbose only.
-   Resume: the checkpoint's patience wins unless the one given now is larger (Lightning always restores
-   it, which leaves no way to train on past an early stop); tr_fit and tr_run_start refuse to resume a run
-   that stopped early, before anything runs, unless that larger patience lets it go on past the recorded stop. */
+   On resume the checkpoint's patience wins unless the one given now is larger, which trains on past a
+   recorded stop. Hand-written loop: fire the check event with the metric set and stage HK_STAGE_FIT;
+   stop at HK_STOP. docs/callbacks.md has the decision and the differences from Lightning. */
 #define TR_STOP_REASONS(X) /* X(enum, name); the values are Lightning's EarlyStoppingReason */ \
   X(TR_STOP_NOT_STOPPED,          "not_stopped")          \
   X(TR_STOP_STOPPING_THRESHOLD,   "stopping_threshold")   \
@@ -177,8 +162,7 @@ static hk_signal tr__es_check(tr__es *s, hk_ctx *ctx) {
   return HK_STOP;
 }
 
-/* What can be known before training is checked here: a monitored val/ metric in a run that never
-   validates would only fail at the first check. */
+/* A monitored val/ metric in a run that never validates is refused here, not at the first check. */
 static hk_signal tr__es_fit_start(hk_ctx *ctx, void *user) {
   tr__es *s = (tr__es *)user;
   s->checks = 0;
@@ -250,10 +234,8 @@ static int tr__es_read(hk_reader *in, tr__es_saved *v) {
   if (tr__get_end(in)) { free(v->msg); v->msg = NULL; return -1; }
   return 0;
 }
-/* The checkpoint's patience wins (Lightning restores it), unless the one given now is larger: Lightning's
-   rule leaves no way to train on past an early stop, which a larger patience now is (tr_fit resumes a
-   run that stopped early only then). A stop for patience that the patience now no longer makes is
-   undone (not stopped, no message). */
+/* The checkpoint's patience wins (Lightning), unless the one given now is larger: the only way to train
+   on past an early stop. A patience stop the patience now no longer makes is undone, silently. */
 static int tr__es_load(void *user, hk_reader *in) {
   tr__es *s = (tr__es *)user;
   tr__es_saved v;
@@ -276,12 +258,10 @@ static int tr__es_load(void *user, hk_reader *in) {
   return 0;
 }
 
-/* A resume of a checkpoint holding an early_stopping state v under key, written at epochs / step: the stop
-   half of the rule tr_fit (train/checkpoint.h) and tr_run_start share (see "a resume with nothing left to
-   train" in train/run.h). 0: v says it did not stop; 2: it stopped for patience and the patience given now
-   (the registered early_stopping of that key) is above its wait count: tr__es_load undoes that stop and
-   training goes on past it; 1: resuming would stop again at once: why (fn first) names the patience to
-   exceed, or says that no patience lifts the stop. */
+/* The stop half of the resume rule tr_fit and tr_run_start share (tr__resume_finished, train/base.h), for
+   the state v under key written at epochs / step. 0: it did not stop; 2: a patience stop the registered
+   patience now goes past (tr__es_load undoes it); 1: resuming would stop again: why (fn first) names the
+   patience to exceed, or says nothing lifts it. */
 static int tr__es_resume_verdict(hk_registry *reg, const char *fn, const char *path, int64_t epochs, int64_t step, const char *key,
                                  const tr__es_saved *v, char *why, size_t cap) {
   hk_handle h = hk_find(reg, key);

@@ -5,21 +5,12 @@
 
 TR__C_BEGIN /* part */
 /* ---- ema (Lightning's EMAWeightAveraging; StochasticWeightAveraging as an option) ----------------
-   Keeps an average of the parameters: at on_after_optimizer_step when global_step >= start_step and
-   global_step % every_n_steps == 0, avg = decay*avg + (1-decay)*params (the first update copies the
-   parameters, as torch's AveragedModel). With swa_epoch_start > 0 it is SWA instead: an equal-weight
-   average, avg += (params - avg)/(n+1), of the weights at the end of every epoch from epoch
-   swa_epoch_start (0-based) on, and no per-step updates. Once there is an average, it is swapped into
-   the parameters for each validation, test and predict run (on_*_start) and swapped back at their
-   end (on_*_end, or teardown when the run failed inside one); train.h's sanity check included. copy_at_end copies the average into the model at
-   on_train_end (Lightning does; here the default is no, so that a later tr_fit continues from the
-   trained weights exactly). The average and its count are in checkpoints (a save from inside an
-   evaluation, while the average is swapped in, is refused: TR_ERR_STATE). Hand-written loop: fire
-   on_after_optimizer_step (ctx->params in host memory), the evaluation start/end events around your
-   evaluations, on_train_epoch_end for SWA.
-   A device model (TRAIN_CUDA): the average lives on the device (tr_ema_state.average is device memory
-   then), updated by the trc_ema kernel (the CPU's double math: the same bits) and swapped by trc_swap;
-   no step waits for the device. Only a checkpoint copies it to the host (one wait per save). */
+   avg = decay*avg + (1-decay)*params at on_after_optimizer_step (from start_step, every every_n_steps;
+   the first copies), or with swa_epoch_start an equal-weight average at each epoch's end. The average is
+   swapped in for validation, test and predict (the sanity check too) and back after; copy_at_end (default
+   no) copies it into the model at the end. In checkpoints. On a device model it lives on the device (the
+   same bits, no wait a step). Hand-written loop: on_after_optimizer_step with host ctx->params, the
+   evaluation start/end events, on_train_epoch_end for SWA. docs/callbacks.md. */
 #define TR_EMA_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double, decay,      "0.999", NULL, "in (0, 1): avg = decay*avg + (1-decay)*params") \
   X(INT_ZERO, int64_t, every_n_steps,  "1",     NULL, "update every n optimizer steps") \
@@ -70,8 +61,7 @@ static void tr__ema_sync(tr__ema *s) {
   s->pub.swapped = s->swapped;
   s->pub.on_device = s->d_avg != NULL;
 }
-/* The buffer has the layout of ctx->params (sized at the first use, or by a checkpoint). It reads the
-   views' counts and where they live, not their data (checked where it is read: tr__ema_update). */
+/* The buffer has ctx->params' layout (sized at first use or by a checkpoint); data checked where read. */
 static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   size_t n = tr__views_count(ctx, ctx->params);
   const tr__dev_ops *dev;
@@ -99,13 +89,11 @@ static int tr__ema_ready(tr__ema *s, hk_ctx *ctx) {
   tr__ema_sync(s);
   return 0;
 }
-/* Sized at the start, unlike the gradient batteries: the parameters exist before training (llm.c's
-   too), so the buffer is allocated (and put on the device) before the first step rather than inside
-   one, and a resumed average of another model's size fails before a step is spent. */
+/* Sized at the start (parameters exist before training): allocated before the first step, and a resumed
+   average of another model's size fails before a step is spent. */
 static hk_signal tr__ema_train_start(hk_ctx *ctx, void *user) { return tr__ema_ready((tr__ema *)user, ctx) ? HK_FAIL : HK_CONTINUE; }
 
-/* avg = avg + w*(p - avg) over the views, in order; w = 1 on the first update (a copy). On a device
-   model the trc_ema kernel does the same double math per view. */
+/* avg += w*(p - avg) over the views; w = 1 at the first update (a copy); trc_ema on a device. */
 static int tr__ema_update(tr__ema *s, hk_ctx *ctx, double w) {
   float *a = s->d_avg ? s->d_avg : s->avg;
   int k;

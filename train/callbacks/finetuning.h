@@ -5,23 +5,11 @@
 
 TR__C_BEGIN /* part */
 /* ---- finetuning (Lightning's BackboneFinetuning) ----------------------------------------------------
-   The tensors matching `match` (a pretrained backbone) are frozen from the start of training until the
-   epoch unfreeze_at_epoch begins; then they train at a fraction of the run's learning rate that grows
-   at every later epoch's start:
-     at unfreeze_at_epoch   ratio = initial_lr / the run's lr then      (initial_lr given)
-                                    initial_ratio                       (otherwise)
-     each epoch e after it  ratio = ratio x lr_factor                   (lr_factor_at(user, e + 1) in C)
-                            and with align, never above 1: the backbone's lr catches up with the run's
-                            and stays with it.
-   The backbone's lr is ratio x the run's lr of each step (times a param_group's lr_mult of its own), so it
-   follows the schedule; with a constant lr these are Lightning's numbers (backbone_initial_ratio_lr,
-   backbone_initial_lr, lambda_func, should_align). Lightning's initial_denom_lr is left out: it divides only
-   when unfreeze_and_add_param_group gets no lr, and BackboneFinetuning always gives one. Unfrozen tensors
-   start AdamW afresh (their moments zero, their own step count from 1), as Lightning's new parameter group
-   does. norms: the backbone's normalisation tensors; with train_norms (Lightning's train_bn, default true)
-   they are never frozen and train at the run's lr. Its state (unfrozen, where, the ratio) is in checkpoints:
-   a resume goes on with the same lr and step counts. It needs epochs (tr_fit; a loop of your own with
-   epochs); a step loop is refused at on_train_start. */
+   The tensors matching `match` are frozen until epoch unfreeze_at_epoch, then train at ratio x the run's
+   lr: initial_lr / lr (or initial_ratio) at the unfreeze, times lr_factor (lr_factor_at in C) at each
+   later epoch's start, with align never above 1. Unfrozen tensors start AdamW afresh, as Lightning's new
+   parameter group. norms with train_norms (train_bn) are never frozen. State in checkpoints. Needs epochs.
+   docs/callbacks.md ("Parameter groups and fine-tuning"). */
 typedef double (*tr_epoch_factor_fn)(void *user, int64_t epoch); /* lr_factor_at's type */
 #define TR_FINETUNING_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,             NULL,   NULL, "the backbone's tensors ('|'-separated whole-name patterns, " \

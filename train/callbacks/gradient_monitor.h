@@ -5,32 +5,15 @@
 
 TR__C_BEGIN /* part */
 /* ---- gradient_monitor (Lightning's grad_norm utility) ----------------
-   On every log_frequency-th optimizer step (the step being taken: steps n, 2n, ...) at
-   on_before_optimizer_step, i.e. on the window's averaged gradients before clipping, it publishes (the
-   per-tensor sums come from the loop's one pass per step when it has one - train.h's trainer: the pass
-   behind hk_grad_norm, shared with nan_guard and clipping - else from a pass of its own, which then
-   gives hk_grad_norm its value for whoever asks next when every tensor is selected)
-     grad_2.0_norm_total          the L2 norm of the selected tensors' gradients (Lightning's name)
-     grad_2.0_norm/<tensor>       per tensor (per_tensor, default yes)
-     grad_abs_p<q>                the q-th percentile of |g| for each q of percentiles ("10,50,90"),
-                                  linear interpolation between order statistics (numpy's default)
-     grad_vanishing, grad_exploding  1 when the total norm is below vanishing_threshold / above
-                                  exploding_threshold, else 0 (verbose also prints a warning)
-   and, with histogram_bins > 0, a histogram of the gradient values (tr_histogram) handed to
-   on_histogram, kept for tr_gradient_monitor_get, and sent to the loggers with the next log record
-   as "gradients" (tr_log_histogram_bins; more than TR_LOG_HIST_BUCKETS bins are merged there). param_filter keeps the tensors whose name contains one of its
-   comma-separated substrings. Steps that are not due cost one filter test in the dispatcher (a
-   hooks.h filter predicate); nothing is computed. The views are checked, and its scratch memory
-   allocated, at its first due step, where it first reads them: a loop may point the views at their
-   buffers late (llm.c allocates its gradients in the first backward).
-   Hand-written loop: fire on_train_start and on_before_optimizer_step with ctx->grads (host memory,
-   complete by the first due step: each view named once, its data set, count > 0; it fails naming the
-   view and the event otherwise) and global_step = steps taken before this one; with log_frequency left at 0 it follows
-   tr_run_desc.log_every_n_steps, so every training record carries its metrics and histogram.
-   A device model (TRAIN_CUDA): on a due step the norms come from the device's norm kernel, one per
-   selected tensor, and one copy of those sums (one wait); percentiles or a histogram need the values:
-   then the selected gradients are copied to the host instead (one wait per tensor) and everything is
-   computed there as on the CPU. Steps that are not due touch nothing. */
+   Every log_frequency-th step at on_before_optimizer_step (the window's averaged gradients, before
+   clipping): grad_2.0_norm_total, grad_2.0_norm/<tensor> (per_tensor), grad_abs_p<q> (percentiles),
+   grad_vanishing / grad_exploding, and with histogram_bins a histogram ("gradients" in the next record).
+   Sums from the loop's shared pass when it has one. param_filter keeps tensors whose name contains one of
+   its substrings. Steps not due cost one filter test; views checked and scratch allocated at the first
+   due step (llm.c allocates gradients in the first backward). Hand-written loop: on_train_start,
+   on_before_optimizer_step with host ctx->grads; log_frequency 0 follows log_every_n_steps. On a device
+   model the norms come from the device kernel (one wait), percentiles and histograms from host copies.
+   docs/callbacks.md. */
 typedef struct tr_histogram {
   int n_bins;
   const double *edges;          /* n_bins + 1 bin edges, from min to max (equal widths) */
@@ -147,9 +130,7 @@ static int tr__gm_selected(const tr__gm *s, const char *name) {
   return 0;
 }
 
-/* A fit takes the loop's views afresh (another model, other views) at its first due step. Only a
-   param_filter that selects none of the views' names is said now, when the names are there (a setting
-   to fix before training, not at step 50); their buffers may still be missing. */
+/* A fit takes the views afresh at its first due step; a param_filter that selects no name is said now. */
 static hk_signal tr__gm_train_start(hk_ctx *ctx, void *user) {
   tr__gm *s = (tr__gm *)user;
   int k, named = ctx->grads && ctx->n_tensors > 0, hit = 0;
@@ -261,8 +242,7 @@ static hk_signal tr__gm_check(hk_ctx *ctx, void *user) {
     if (s->per_tensor) (void)hk_metric_set(ctx, s->names[j], sqrt(sq));
     if (s->scratch) for (i = 0; i < g->count; i++) s->scratch[at++] = fabsf(x[i]);
   }
-  /* every view, in view order: this is hk_grad_norm, for whoever asks next (a loop of your own; a device
-     model's norm is the device's own, summed in another order) */
+  /* every view in order: this is hk_grad_norm for whoever asks next (not a device's: another order) */
   if (!shared && !s->dev && s->pub.n_tensors == ctx->n_tensors && !hk_grad_norm_known(ctx)) hk_grad_norm_set(ctx, sqrt(total));
   total = sqrt(total);
   s->pub.total_norm = total;

@@ -5,20 +5,11 @@
 
 TR__C_BEGIN /* part */
 /* ---- lr_monitor (Lightning's LearningRateMonitor) -------------------------------------------------
-   Publishes the learning rate as the metric "lr-<Optimizer>" (lr-AdamW, lr-SGD: Lightning's names),
-   with log_momentum "lr-<Optimizer>-momentum" (SGD's momentum, AdamW's beta1, as Lightning) and with
-   log_weight_decay "lr-<Optimizer>-weight_decay". Interval step: a lazy metric, read from ctx->lr
-   when someone asks (a logger), so a step costs nothing, and it rides with the training records;
-   interval epoch: set at each on_train_epoch_start to that epoch's learning rate, and sent to the
-   loggers then as a record of its own (step = the optimizer steps taken so far, as Lightning: one
-   row per epoch whatever log_every_n_steps is), kept out of the step records (with the momentum and
-   weight decay). The momentum and weight decay are in every row the lr is in (Lightning's rows):
-   lazy metrics too with interval step, in each epoch's record with interval epoch. Default interval: the schedule's (epoch when tr_sched.per_epoch, else step), as
-   Lightning follows its scheduler's interval. Unlike Lightning it needs no logger: the metrics map
-   has it for any hook. The optimizer's name, momentum and weight decay come from the run
-   (tr_run_desc.optimizer, .momentum, .weight_decay; the trainer sets them); without an optimizer
-   name the metric is "lr" and momentum / weight decay are not published. Hand-written loop: fire
-   on_train_start (and on_train_epoch_start for epoch) with ctx->lr set. */
+   Publishes the lr as "lr-<Optimizer>" (lr-AdamW; "lr" without tr_run_desc.optimizer), with
+   log_momentum / log_weight_decay "lr-<Optimizer>-momentum" (AdamW: beta1) and "-weight_decay". Interval
+   step (lazy metrics: a step costs nothing) or epoch (one record of its own per epoch); default: the
+   schedule's. Needs no logger: any hook reads the metrics. Hand-written loop: on_train_start (and
+   on_train_epoch_start) with ctx->lr set. docs/callbacks.md. */
 enum { TR_LR_LOG_STEP = 1, TR_LR_LOG_EPOCH = 2 };
 #define TR_LR_MONITOR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(CHOICE, int,          logging_interval, "auto",  "auto|step|epoch", "when to publish (auto: the schedule's interval; C: " \
@@ -51,10 +42,9 @@ static void tr__lrm_destroy(void *user) {
   if (s) tr_log_record_free(&s->rec);
   free(s);
 }
-/* lazy: the step's learning rate, read only when someone asks (no user pointer: the callback may go first) */
+/* lazy: read only when someone asks (no user pointer: the callback may go first) */
 static double tr__lrm_lr(const hk_ctx *ctx, void *user) { (void)user; return ctx->lr; }
-/* lazy too, so that every training record has them as every one has the lr (Lightning logs them on every
-   row); the run's values, from the registry the context last dispatched on */
+/* lazy too, in every row the lr is in (Lightning's rows); the run's values */
 static double tr__lrm_momentum(const hk_ctx *ctx, void *user) {
   const tr_run *run = (const tr_run *)hk_attached(ctx->reg);
   (void)user;
@@ -90,8 +80,7 @@ static hk_signal tr__lrm_train_start(hk_ctx *ctx, void *user) {
   if (opt && s->log_wd) (void)hk_metric_set(ctx, s->wd, run->desc.weight_decay);
   return HK_CONTINUE;
 }
-/* interval epoch: the metric for hooks, and one record of its own for the loggers (Lightning logs it at
-   the epoch's start with the steps taken so far, whatever log_every_n_steps says) */
+/* interval epoch: the metric, and a record of its own at the epoch's start (Lightning's) */
 static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   double v;
@@ -107,8 +96,7 @@ static hk_signal tr__lrm_epoch_start(hk_ctx *ctx, void *user) {
   if (s->pub.weight_decay_name[0] && hk_metric_get(ctx, s->wd, &v)) (void)tr_log_set(&s->rec, s->wd, v);
   return tr_log_emit(ctx->reg, ctx, &s->rec);
 }
-/* interval epoch: the values are logged once per epoch by that record, so they are kept out of the
-   others (a training record carries the context's metrics set since the last one) */
+/* interval epoch: kept out of the other records (they carry what was set since the last one) */
 static hk_signal tr__lrm_on_log(hk_ctx *ctx, void *user) {
   tr__lrm *s = (tr__lrm *)user;
   tr_log_record *r = tr_log_current(ctx);

@@ -779,6 +779,7 @@ static hk_signal tr__mc_save(tr__mc *s, hk_ctx *ctx, int from_step) {
    data (nothing would ever set it), and a directory that cannot be made or written. */
 static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   tr__mc *s = (tr__mc *)user;
+  int e;
   s->at_epoch_end = tr__at_epoch_end(s->run, s->epoch_flag);
   if (s->run && s->run->desc.epochs == TR_NO && s->at_epoch_end && s->every_epochs > 0)
     tr__run_say(s->run, ctx, "model_checkpoint", "saves every %lld epochs at on_train_epoch_end, which this loop never "
@@ -792,22 +793,8 @@ static hk_signal tr__mc_fit_start(hk_ctx *ctx, void *user) {
   if (ctx->rank != 0) return HK_CONTINUE; /* files: rank 0's job */
   if (tr__mkdirs(s->dirpath) != 0)
     return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
-#ifdef TR__POSIX
-  { /* a probe file, created exclusively and removed: what a save does first */
-    size_t n = strlen(s->dirpath) + 64;
-    char *probe = (char *)malloc(n);
-    int fd, err = 0;
-    if (!probe) return hk_fail(ctx, "out of memory");
-    snprintf(probe, n, "%s/.model_checkpoint-probe.%ld", s->dirpath, (long)getpid());
-    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) err = errno;
-    else { close(fd); (void)unlink(probe); }
-    free(probe);
-    if (err && err != EEXIST)
-      return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there",
-                     s->dirpath, strerror(err));
-  }
-#endif
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; checkpoints could not be saved there", s->dirpath, strerror(e));
   return HK_CONTINUE;
 }
 static hk_signal tr__mc_train_start(hk_ctx *ctx, void *user) {

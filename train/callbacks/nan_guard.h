@@ -5,23 +5,13 @@
 
 TR__C_BEGIN /* part */
 /* ---- nan_guard (Lightning's detect_anomaly) ---------------------------
-   Checks the training loss at on_before_backward and the gradients at on_before_optimizer_step with
-   hk_is_finite (bit tests: they survive -ffast-math). The gradient check reads hk_grad_norm: one pass
-   per step, shared with clipping, spike_detection and gradient_monitor (in train.h's trainer that pass
-   also keeps the per-tensor sums gradient_monitor publishes, so both registered read the gradients
-   once); only when it is not finite does it scan for the first tensor and index that is not. Then it acts: TR_NAN_FAIL (default) fails the run with a message naming
-   what, where and the step; TR_NAN_SKIP_STEP drops the accumulation window's step (HK_SKIP_STEP) and
-   warns; TR_NAN_STOP drops that step too (the non-finite update is never applied, so the weights and
-   any checkpoint stay finite) and stops training gracefully: HK_SKIP_STEP from the check, then HK_STOP
-   from that batch's on_train_batch_end. With train.h, set
-   tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let nan_guard decide about the loss (the
-   trainer's default acts first). Its counters are in checkpoints. Hand-written loop: fire
-   on_before_backward with ctx->loss and on_before_optimizer_step with ctx->grads (HK_FIRE_FLOW), skip
-   the update when HK_FLOW_HAS(&flow, HK_FLOW_SKIP_STEP), fire on_train_batch_end and stop at
-   HK_FLOW_STOP (HK_FAIL: ctx->hook_failure says why). A check whose event the loop never fires is said
-   once (tr_run_desc.log), as early as it can be known: the loss check at the first on_before_optimizer_step
-   of a fit that has fired no on_before_backward (with check_grads off: at on_train_end), the gradient
-   check at on_train_end of a fit that stepped without on_before_optimizer_step. */
+   Checks the loss at on_before_backward and the gradients at on_before_optimizer_step with bit tests
+   (they survive -ffast-math), through the shared hk_grad_norm pass; only a non-finite norm is scanned for
+   the first bad tensor and index. TR_NAN_FAIL (default) fails the run naming what, where and the step;
+   TR_NAN_SKIP_STEP skips the window's step; TR_NAN_STOP skips it and stops. Counters in checkpoints.
+   Hand-written loop: fire those events (HK_FIRE_FLOW), skip at HK_FLOW_SKIP_STEP, fire
+   on_train_batch_end, stop at HK_FLOW_STOP; a check whose event never fires is said once.
+   docs/callbacks.md. */
 typedef enum tr_nan_action { TR_NAN_FAIL = 0, TR_NAN_SKIP_STEP, TR_NAN_STOP } tr_nan_action;
 #define TR_NAN_GUARD_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(TRI,    int,           check_loss,  "true", NULL, "check the training loss (before backward)") \

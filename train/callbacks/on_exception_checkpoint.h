@@ -5,28 +5,13 @@
 
 TR__C_BEGIN /* part */
 /* ---- on_exception_checkpoint (Lightning's OnExceptionCheckpoint) ---------------------------------
-   When a fit fails or is interrupted (a hook's HK_FAIL, a model error, a non-finite loss, Ctrl-C or
-   SIGTERM: every path through on_exception), saves the last consistent state to
-   dirpath/filename.ckpt before teardown, so that tr_config.resume_from (tr_run_start's resume_from in
-   a loop of your own) continues from it. The last consistent state is the state after the last
-   completed optimizer step: in train.h's trainer the parameters, optimizer state, counters, RNG and
-   every callback's state as tr_save writes them, with the loop's position moved back to the first
-   batch of the accumulation window that was in progress (the batch that failed, with no
-   accumulation), whose partial gradients are dropped; so a resumed run repeats that window and ends
-   with the same bits as a run that never failed (random-access data; an iterator cannot go back:
-   it resumes where it stood). Callbacks' states are saved as they were at the failure. In a loop of
-   your own it saves through tr_run_save (save_model, the callbacks' state, ctx's counters): call
-   tr_run_finish with the model and ctx as they were after the last step. Nothing is saved before
-   on_train_start of the fit (a failed setup, configure_model or resume would overwrite a good file
-   with the initial state), nor in tr_validate / tr_test / tr_predict (Lightning saves on any
-   exception). The file is written atomically (the old one stays until the new one is whole); a save
-   that fails is reported (verbose) and the run's own error stands. dirpath is made when missing.
-   Where: dirpath, or when none is given the directory model_checkpoint's default puts last.ckpt in (the
-   run directory's checkpoints/, version_N/checkpoints, once a logger or tr_run_dir made the run's
-   directory; ./checkpoints when the run has none), so the file a failure or Ctrl-C leaves and the one a
-   normal end leaves are found in one place; decided at on_train_start and again at the save (a
-   directory the run got in between). A resume continues its run's directory, so it goes there again.
-   Stateless. Hand-written loop: tr_run_setup's save_model / load_model, tr_run_start, tr_run_finish. */
+   When a fit fails or is interrupted (every path through on_exception), saves the state after the last
+   completed optimizer step to dirpath/filename.ckpt before teardown, the window in progress undone, so a
+   resume ends with the bits of a run that never failed. Nothing before on_train_start (a good file
+   would be overwritten) nor outside a fit. dirpath defaults to model_checkpoint's (the run's
+   checkpoints/), made at on_fit_start: one that cannot be made or written fails the run there. Stateless.
+   Hand-written loop: save_model / load_model, tr_run_start, tr_run_finish.
+   docs/callbacks.md has the rest. */
 #define TR_ON_EXCEPTION_CHECKPOINT_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, dirpath,  "",             NULL, "the checkpoint's directory (made when missing); not given or " \
     "empty: where model_checkpoint's last.ckpt goes by default, the run directory's checkpoints/ " \
@@ -76,14 +61,27 @@ static int tr__oec_paths(tr__oec *s, const char *dirpath) {
   s->pub.ckpt_path = s->path;
   return 0;
 }
-/* The default dirpath, model_checkpoint's rule (tr__mc_default_dir): the run directory's checkpoints/
-   once the run has a directory, else ./checkpoints; fixed once it is the run's. */
+/* The default dirpath, model_checkpoint's rule: the run's checkpoints/, else ./checkpoints. */
 static void tr__oec_default_dir(tr__oec *s) {
   const char *rd = s->run ? s->run->tr__p->dir : NULL;
   char *p;
   if (s->dir_default != 1 || !rd || !(p = tr__join(rd, "checkpoints"))) return; /* out of memory: ./checkpoints */
   if (tr__oec_paths(s, p) == 0) s->dir_default = 2;
   free(p);
+}
+/* A directory that cannot be made or written: said before the first step, as model_checkpoint says it, not
+   found when the failure comes and its state is lost. Files: rank 0's job. */
+static hk_signal tr__oec_fit_start(hk_ctx *ctx, void *user) {
+  tr__oec *s = (tr__oec *)user;
+  int e;
+  tr__oec_default_dir(s);
+  if (ctx->rank != 0) return HK_CONTINUE;
+  if (tr__mkdirs(s->dirpath) != 0)
+    return hk_fail(ctx, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
+  if ((e = tr__probe_dir(s->dirpath)) != 0)
+    return hk_fail(ctx, "the directory '%s' is not writable: %s; the checkpoint of a failure could not be saved there",
+                   s->dirpath, strerror(e));
+  return HK_CONTINUE;
 }
 static hk_signal tr__oec_train_start(hk_ctx *ctx, void *user) {
   tr__oec *s = (tr__oec *)user;
@@ -103,7 +101,7 @@ static hk_signal tr__oec_exception(hk_ctx *ctx, void *user) {
   why[0] = 0;
   tr__oec_default_dir(s);
   if (tr__mkdirs(s->dirpath) != 0) {
-    tr__msg(why, sizeof why, "cannot make the directory '%s': %s", s->dirpath, strerror(errno));
+    tr__msg(why, sizeof why, "cannot create the directory '%s': %s", s->dirpath, strerror(errno));
     e = TR_ERR_IO;
   } else e = tr__run_checkpoint_to(s->reg, ctx, s->path, why, sizeof why); /* the loop's own save, when it gave one */
   s->pub.last_error = e;
@@ -144,6 +142,7 @@ static tr_err tr__oec_make(hk_registry *reg, const tr_on_exception_checkpoint_de
   memset(&cb, 0, sizeof cb);
   cb.name = "on_exception_checkpoint";
   cb.user = s;
+  cb.on_fit_start = tr__oec_fit_start;
   cb.on_train_start = tr__oec_train_start;
   cb.on_train_end = tr__oec_over; /* the fit got through: a later failure (on_fit_end, teardown) has nothing new */
   cb.on_exception = tr__oec_exception;

@@ -5,19 +5,11 @@
 
 TR__C_BEGIN /* part */
 /* ---- param_group (torch's optimizer parameter groups, chosen by tensor name) -----------------------
-   The tensors whose names match `match` get their own learning-rate multiplier, weight decay, or are
-   frozen (no update, their optimizer state untouched: torch's requires_grad = False). One param_group
-   per rule; the rules apply in registration order, a later one winning for the fields it gives, so a
-   recipe reads top down. The common one (llm.c's and nanoGPT's: decay only the matrices, never the
-   biases, the norms or the embeddings), with llm.c's names and with torch's:
-       param_group(match=*b|ln*|wte|wpe, weight_decay=0)
-       param_group(match=*.bias|*norm*|*embed*, weight_decay=0)
-   and a fine-tuning one: param_group(match=backbone.*, lr_mult=0.1); param_group(match=embed*, frozen=true).
-   The run resolves the rules when it starts (a pattern that matches no tensor fails the run, naming it),
-   and every optimizer step reads them (tr_run_tensor_opt, "PARAMETER GROUPS" in train/run.h): train.h's
-   trainer does, on the CPU and with TRAIN_CUDA; a loop of your own does at its optimizer step. With no
-   param_group (nor finetuning) registered nothing changes: the same update, the same bits. Register it
-   before the run starts (the spec of tr_run_desc / tr_config, or the constructor before tr_fit). */
+   The tensors whose names match `match` get their own lr multiplier, weight decay, or are frozen (torch's
+   requires_grad = False). Rules apply in registration order, a later one winning for the fields it gives:
+       param_group(match=*b|ln*|wte|wpe, weight_decay=0)          (llm.c's names: decay only the matrices)
+   A pattern that matches no tensor fails the run's start; with none registered nothing changes (the same
+   bits). Register before the run starts. docs/callbacks.md ("Parameter groups and fine-tuning"). */
 #define TR_PARAM_GROUP_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,      const char *, match,        NULL,    NULL, "the tensors: names matching one of '|'-separated whole-name " \
     "patterns ('*' any characters, '?' one); required") \

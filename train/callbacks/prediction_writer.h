@@ -6,38 +6,15 @@
 
 TR__C_BEGIN /* part */
 /* ---- prediction_writer (Lightning's BasePredictionWriter, with the writing done) --------------------------
-   Writes what a predict run predicts: at every on_predict_batch_end, ctx->outputs must point at a
-   tr_predictions (train/base.h: rows x cols floats, optional column names), which model.predict sets in
-   tr_predict and a loop of yours sets before it fires the event. Anything else there - NULL, rows < 0,
-   cols < 1, values NULL with rows, a column count other than the first batch's, a bad name - fails the run at
-   that batch, naming what it expected.
-   write_interval, Lightning's meaning: batch writes as each batch ends (streaming), epoch gathers the
-   epoch's rows and writes them once at on_predict_epoch_end, batch_and_epoch does both.
-   Files, in dirpath (default: <run directory>/predictions when a logger made the run directory, as
-   model_checkpoint's checkpoints/; else ./predictions):
-     csv    <filename>.csv: a header `batch,row,<names, or col0,col1,...>`, then one line a row: the batch's
-            index, the row's index in it, the values as "%.9g" (a float reads back exactly; nan, inf, -inf)
-     jsonl  <filename>.jsonl: one object a row, {"batch":0,"row":1,"<name or colK>":value,...} (values as
-            "%.9g", -0 as -0.0; NaN and the infinities as the strings "NaN", "Infinity", "-Infinity", as the jsonl logger)
-            csv and jsonl, batch: the file is put in place at the first batch and the rows of each batch
-            appended as it ends (fsynced at the epoch's end); epoch: the whole file at the epoch's end;
-            batch_and_epoch: streamed, then written whole again at the epoch's end.
-     safetensors  batch: <filename>-batch_<N>.safetensors for batch N, one tensor "predictions" [rows, cols];
-            epoch: <filename>.safetensors, the epoch's rows in batch order as one tensor "predictions"
-            [rows, cols] (metadata "rows_per_batch": "4,4,3"); both with batch_and_epoch. Metadata
-            "columns" holds the names joined with commas when they are given.
-   Every file is written atomically (the library's writer: a new temporary, fsync, then put in place) and
-   replaces only a file this callback wrote: a file of anyone else at a path it would write (another run's
-   predictions, a file of yours) fails the run at on_predict_start, naming it, and nothing is written (a
-   per-batch safetensors file is checked for every batch the run will have when the loop says how many,
-   else at its batch); give another dirpath or filename. A directory that cannot be made or written fails
-   there too. A second predict run on the same registry writes its files over its own.
-   Several processes (MPI): rank 0 writes its share of the batches, the others write nothing; {rank} in
-   filename (e.g. "predictions-{rank}") gives every rank its own files instead.
-   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), fire on_predict_start,
-   on_predict_epoch_start, around each batch on_predict_batch_start and on_predict_batch_end (ctx->outputs
-   set, ctx->batch_idx the batch), on_predict_epoch_end, on_predict_end, then tr_run_leave; stop at HK_FAIL
-   (ctx->hook_failure says why). */
+   Writes what a predict run predicts: at every on_predict_batch_end ctx->outputs must point at a
+   tr_predictions (train/base.h), else the run fails at that batch naming what it expected. write_interval
+   as Lightning's (batch streams, epoch writes once at the epoch's end, batch_and_epoch both); formats csv,
+   jsonl (9 significant digits: floats read back exactly) and safetensors; dirpath defaults to the run's
+   predictions/, else ./predictions. Every file written atomically, replacing only a file it wrote (anyone
+   else's fails the run at on_predict_start; a later process of the same run takes its own back through a
+   record kept beside them). MPI: rank 0 writes, {rank} in filename for every rank's own.
+   Hand-written loop: tr_run_enter(reg, &ctx, HK_STAGE_PREDICT, NULL), the predict events with
+   ctx->outputs and ctx->batch_idx set, tr_run_leave. docs/callbacks.md ("prediction_writer in detail"). */
 typedef enum tr_prediction_format { TR_PREDICTION_CSV = 0, TR_PREDICTION_JSONL, TR_PREDICTION_SAFETENSORS } tr_prediction_format;
 typedef enum tr_write_interval { TR_WRITE_BATCH = 0, TR_WRITE_EPOCH, TR_WRITE_BATCH_AND_EPOCH } tr_write_interval;
 
@@ -83,6 +60,8 @@ typedef struct tr__pw {
   tr__file_id id;                /* the whole file (csv, jsonl; safetensors epoch) it wrote */
   tr__file_id *batch_id;         /* safetensors batch files it wrote, by batch index */
   int64_t n_batch_id;
+  tr__file_id record;            /* the record of its files (tr__pw_keep) it wrote or read back */
+  int kept;                      /* this predict run's record is kept (at on_predict_end; else at teardown) */
 } tr__pw;
 
 static void tr__pw_free_names(tr__pw *s) {
@@ -126,6 +105,105 @@ static tr__file_id *tr__pw_batch_id(tr__pw *s, int64_t b) {
   }
   return &s->batch_id[b];
 }
+/* ---- a later process of the run takes its files back ----------------------------------------------------------
+   Which files are the writer's is known in memory only, so a resume that continues the run (a second process)
+   found them there and refused them as anyone's. At a predict run's end a record is kept beside them,
+   <dirpath>/.<filename>.prediction_writer: the run's id (the one in the run directory and its checkpoints), then
+   a line per file it wrote, "dev ino size mtime ctime name". At on_predict_start a run of that id takes back
+   each of its names whose file still has that stamp; anything else at its paths stays refused. No run id yet
+   (no checkpoint written): no record, as before. */
+static char *tr__pw_file(const tr__pw *s, int64_t batch) { /* tr__pw_path's path, s->path untouched */
+  size_t n = strlen(s->base) + 48;
+  char *p = (char *)malloc(n);
+  if (!p) return NULL;
+  if (batch < 0) snprintf(p, n, "%s.%s", s->base, tr__pw_ext[s->format]);
+  else snprintf(p, n, "%s-batch_%lld.safetensors", s->base, (long long)batch);
+  return p;
+}
+static char *tr__pw_record_path(const tr__pw *s) {
+  size_t d = strlen(s->dir), n = strlen(s->base) + 32;
+  char *p = (char *)malloc(n);
+  if (p) snprintf(p, n, "%s/.%s.prediction_writer", s->dir, s->base + d + 1);
+  return p;
+}
+static void tr__pw_record_line(const tr__pw *s, hk_bytes *b, int64_t batch, const tr__file_id *id) {
+  uint64_t st[5];
+  char line[160], *p = tr__pw_file(s, batch);
+  if (!p) { b->failed = 1; return; }
+  if (tr__file_stamp(p, st) == 0 && st[0] == id->dev && st[1] == id->ino) {
+    snprintf(line, sizeof line, "%llu %llu %llu %llu %llu ", (unsigned long long)st[0], (unsigned long long)st[1],
+             (unsigned long long)st[2], (unsigned long long)st[3], (unsigned long long)st[4]);
+    tr__put_s(b, line);
+    tr__put_s(b, p + strlen(s->dir) + 1);
+    hk_bytes_put(b, "\n", 1);
+  }
+  free(p);
+}
+static void tr__pw_keep(tr__pw *s, hk_ctx *ctx) {
+  const char *id = s->run ? s->run->tr__p->id : "";
+  char why[700], *rec;
+  hk_bytes b;
+  int64_t k;
+  int e;
+  if (s->kept || !s->writes || s->pub.files == 0 || !id[0] || !s->base) return;
+  s->kept = 1;
+  memset(&b, 0, sizeof b);
+  tr__put_s(&b, "prediction_writer 1 ");
+  tr__put_s(&b, id);
+  hk_bytes_put(&b, "\n", 1);
+  if (s->id.set) tr__pw_record_line(s, &b, -1, &s->id);
+  for (k = 0; k < s->n_batch_id; k++) if (s->batch_id[k].set) tr__pw_record_line(s, &b, k, &s->batch_id[k]);
+  rec = tr__pw_record_path(s);
+  e = b.failed || !rec ? ENOMEM : tr__write_mine(rec, b.data, b.len, &s->record, NULL, why, sizeof why);
+  if (e) tr__run_say(s->run, ctx, "prediction_writer", "the record of its files was not kept (%s): a resumed run will not "
+                     "replace them", e == ENOMEM ? "out of memory" : why);
+  free(rec);
+  free(b.data);
+}
+/* The record's files that are still as this run left them: its own again. */
+static void tr__pw_take_back(tr__pw *s) {
+  const char *id = s->run ? s->run->tr__p->id : "", *line, *end;
+  char *rec = tr__pw_record_path(s), *whole = tr__pw_file(s, -1), *text;
+  size_t dn = strlen(s->dir) + 1, bn = strlen(s->base) - dn;
+  tr__file_id got;
+  hk_bytes b;
+  memset(&b, 0, sizeof b);
+  memset(&got, 0, sizeof got);
+  if (rec && whole && tr__read_mine(rec, &b, &got) == 0 && hk_bytes_put(&b, "", 1) == 0 && !b.failed &&
+      !strncmp(text = (char *)b.data, "prediction_writer 1 ", 20) && (end = strchr(text, '\n')) != NULL) {
+    s->record = got; /* its own record: the next one replaces it */
+    if (id[0] && (size_t)(end - text - 20) == strlen(id) && !strncmp(text + 20, id, strlen(id)))
+      for (line = end + 1; *line; line = end + 1) {
+        unsigned long long v[5];
+        uint64_t st[5];
+        long long batch = -2;
+        int n = 0, k;
+        char *path;
+        if (!(end = strchr(line, '\n'))) break;
+        if (sscanf(line, "%llu %llu %llu %llu %llu%n", &v[0], &v[1], &v[2], &v[3], &v[4], &n) != 5 || line + n >= end ||
+            line[n] != ' ')
+          continue;
+        line += n + 1;
+        if ((size_t)(end - line) == strlen(whole + dn) && !strncmp(line, whole + dn, (size_t)(end - line))) batch = -1;
+        else if (s->format == TR_PREDICTION_SAFETENSORS && !strncmp(line, s->base + dn, bn) &&
+                 sscanf(line + bn, "-batch_%lld.safetensors", &batch) != 1) batch = -2;
+        if (batch < -1 || !(path = tr__pw_file(s, batch))) continue;
+        /* (the name read must be the one this writer gives that batch) */
+        if ((size_t)(end - line) == strlen(path + dn) && !strncmp(line, path + dn, (size_t)(end - line)) &&
+            tr__file_stamp(path, st) == 0) {
+          for (k = 0; k < 5 && st[k] == (uint64_t)v[k]; k++) {}
+          if (k == 5) {
+            tr__file_id *fid = batch < 0 ? &s->id : tr__pw_batch_id(s, batch);
+            if (fid) { fid->set = 1; fid->dev = st[0]; fid->ino = st[1]; }
+          }
+        }
+        free(path);
+      }
+  }
+  free(b.data);
+  free(rec);
+  free(whole);
+}
 static hk_signal tr__pw_foreign(hk_ctx *ctx, const char *path) {
   return hk_fail(ctx, "'%s' is there and was not written by this prediction_writer (another run's predictions, or a file "
                  "of yours): it is not replaced; give another dirpath or filename, or move it", path);
@@ -146,6 +224,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   s->per_batch.len = 0; s->per_batch.failed = 0;
   s->n_vals = 0;
   s->pub.rows = s->pub.files = 0;
+  s->kept = 0;
   tr__fd_close(&s->fd);
   free(s->dir);
   s->dir = s->dir_given[0] ? tr__strdup(s->dir_given) : rd ? tr__join(rd, "predictions") : tr__strdup("predictions");
@@ -172,6 +251,7 @@ static hk_signal tr__pw_start(hk_ctx *ctx, void *user) {
   if (tr__mkdirs(s->dir) != 0) return hk_fail(ctx, "cannot create the directory '%s': %s", s->dir, strerror(errno));
   if ((e = tr__probe_dir(s->dir)) != 0)
     return hk_fail(ctx, "the directory '%s' is not writable: %s; predictions could not be written there", s->dir, strerror(e));
+  tr__pw_take_back(s); /* a later process of this run: its files again */
   if (s->format != TR_PREDICTION_SAFETENSORS || tr__pw_has_epoch(s)) {
     if (tr__pw_path(s, -1)) return hk_fail(ctx, "out of memory");
     if (tr__whose(s->path, &s->id) < 0) return tr__pw_foreign(ctx, s->path);
@@ -221,10 +301,9 @@ static const tr_predictions *tr__pw_outputs(tr__pw *s, const hk_ctx *ctx, char *
   return p;
 }
 
-/* A finite nonzero float as "%.9g" writes it (9 significant digits, which read back as the same float), about ten
-   times faster than snprintf: the float scaled by a power of ten to 9 digits and rounded once (exact, and so
-   the same text as printf's, wherever the power is exact: 1e-14 < |f| < 1e31; elsewhere within half a unit of
-   the 9th digit, which still reads back as the same float). Its length; out has room for 16. */
+/* A finite nonzero float as "%.9g" writes it, ~10x faster than snprintf: scaled by a power of ten to 9
+   digits and rounded once (printf's text where the power is exact, 1e-14 < |f| < 1e31; elsewhere within
+   half a unit of the 9th digit, still reading back as the same float). Its length; out holds 16. */
 static int tr__pw_f9(char *out, float f) {
   static const double p10[23] = { 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
@@ -443,8 +522,8 @@ static hk_signal tr__pw_epoch_end(hk_ctx *ctx, void *user) {
 }
 static hk_signal tr__pw_end(hk_ctx *ctx, void *user) {
   tr__pw *s = (tr__pw *)user;
-  (void)ctx;
   tr__fd_close(&s->fd);
+  if (ctx->stage == HK_STAGE_PREDICT) tr__pw_keep(s, ctx); /* (a failed run's files too: its own) */
   return HK_CONTINUE;
 }
 

@@ -5,38 +5,14 @@
 
 TR__C_BEGIN /* part */
 /* ---- spike_detection (Lightning's SpikeDetection, with a rollback instead of an exception) -------
-   Watches the training loss against a running window of the last `window` good losses (checked from
-   the batch that fills it), and, with check_grads, the gradient norm. A loss that is NaN or infinite,
-   or above centre + threshold * |centre| (mode relative) or centre + threshold * the window's
-   standard deviation (mode zscore), where centre is the window's mean or median, is a spike, and so
-   is a non-finite gradient norm. Lightning's SpikeDetection then raises; this one rolls back:
-     - every every_n_steps-th optimizer step (and at on_train_start) it copies the training state into
-       one buffer allocated at on_train_start (the only snapshot: memory is the state's size once);
-       the state is the run's (tr_run_desc.state): train.h's trainer gives its parameters, optimizer
-       state and step counters, a loop of yours the regions it lists;
-     - at a spike (the batch's backward and step are skipped: HK_SKIP_BATCH from on_before_backward,
-       HK_SKIP_STEP from on_before_optimizer_step) it copies the snapshot back at the batch's end, puts
-       ctx->global_step (the trainer: its step count, so the learning rate too) and its window back to
-       the snapshot's, and skips the next skip_after batches (HK_SKIP_BATCH from
-       on_train_batch_start). The data goes on: the batches from the snapshot to the spike are
-       undone and never seen again, which is what a run that skipped them from the snapshot on does,
-       bit for bit (same data, same order; the counters of the data - epoch, batch, samples_seen -
-       go on in both). An accumulation window in progress is dropped.
-   The (max_rollbacks+1)-th spike fails the run (HK_FAIL) as Lightning does at the first
-   (max_rollbacks = TR_ZERO: Lightning's behaviour; -1: never). Not restored: the other callbacks'
-   states (ema's average keeps the undone steps), the trainer's RNG (t->rng). In checkpoints: the
-   window, the counters, the skip range, and the snapshot itself (a resumed run rolls back to the
-   same snapshot as the run that did not stop; a checkpoint grows by the state's size). Refused at
-   on_train_start: no state to snapshot, a model on the GPU, more than one process (TRAIN_MPI). With
-   train.h, set tr_config.on_nonfinite_loss = TR_NONFINITE_IGNORE to let it see non-finite losses
-   (the trainer's default fails first). Cost per batch without a spike: the window's update (O(window);
-   the median sorts a copy), with check_grads a gradient norm (shared with clipping and the other
-   hooks), and a memcpy of the state every every_n_steps steps: +0.7% per step at the defaults on
-   make bench-train's MLP (about 1900 instructions, most of them the gradient norm).
-   Hand-written loop: tr_run_desc.state (and n_state), on_train_start, on_train_batch_start,
-   on_before_backward with ctx->loss, on_before_optimizer_step with ctx->grads, on_train_batch_end
-   (HK_FIRE_FLOW; honour HK_FLOW_SKIP_BATCH and HK_FLOW_SKIP_STEP), then take the step count from
-   ctx->global_step. */
+   A non-finite loss, or one too far above the running window's centre (relative or zscore), or with
+   check_grads a non-finite gradient norm, is a spike. Instead of raising it rolls back: every
+   every_n_steps-th step it copies the run's training state (tr_run_desc.state) into one buffer; at a spike
+   the batch is skipped, the snapshot copied back (global_step with it) and skip_after more batches skipped,
+   the data going on: bit for bit a run that skipped those batches. The (max_rollbacks+1)-th spike fails
+   the run. Window, counters and the snapshot in checkpoints. Not with a GPU model or under MPI.
+   Hand-written loop: tr_run_desc.state, the training batch events (HK_FIRE_FLOW, honour the skips), then
+   take the step count from ctx->global_step. docs/callbacks.md has the rules and the cost. */
 typedef enum tr_spike_centre { TR_SPIKE_MEAN = 0, TR_SPIKE_MEDIAN } tr_spike_centre;
 typedef enum tr_spike_mode { TR_SPIKE_RELATIVE = 0, TR_SPIKE_ZSCORE } tr_spike_mode;
 #define TR_SPIKE_DETECTION_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \

@@ -5,31 +5,14 @@
 
 TR__C_BEGIN /* part */
 /* ---- watchdog: a hang reported, and on request the process ended ---------------------------------
-   A thread of its own (made at setup, joined at teardown) looks every poll seconds whether the loop
-   has moved: a training step ended (on_train_batch_end) or another event it listens to fired (setup,
-   fit/train/epoch/validation/test/predict starts and ends, evaluation batches, checkpoints). When nothing
-   has moved for the limit - `seconds`, or `multiple` times the run's median training step once `warmup`
-   steps have run (both: the larger) - it writes one report to stderr (fd 2, one write(2): nothing the
-   stuck thread could hold is taken), on every rank:
+   A thread of its own (setup to teardown) looks every poll seconds whether the loop moved (a step ended,
+   or an event it listens to fired). After `seconds`, or `multiple` times the median step once `warmup`
+   steps ran, it writes one report to fd 2 on every rank, taking nothing the stuck thread could hold:
      watchdog: rank 1 of 2: no progress for 2.1 s (limit 0.3 s) at step 7 (epoch 0, batch 3):
        in on_train_batch_start, hook 'slow' running
-   or "after on_after_backward, in the loop's own code (no hook running)", or "waiting in the gradient
-   all-reduce (MPI)" (tr_run_waiting: train.h's MPI strategy says it, a loop of yours may). The event
-   and the hook are hooks.h's (ctx->event, ctx->self, hk_dispatching, hk_name), read from the watchdog's
-   thread while the loop stands still. One report a stall; when the loop moves again it says so.
-   action=exit: after the report the process ends with _exit(exit_code) (124 by default, as timeout(1)),
-   so that a scheduler requeues the job (Slurm's --requeue, a Kubernetes restart, an mpirun that ends
-   every rank when one exits). What that keeps is what a kill -9 keeps, which train.h makes enough: the
-   last checkpoint written stays whole (the atomic writer; one being written in the background is
-   abandoned, its temporary file removed by the next run there, the one before it kept), the loggers'
-   files hold every line written so far, whole (flush_every: at most about a second of records held in
-   memory is lost, none logged before the last checkpoint); nothing is saved from the stuck thread's
-   state (another thread cannot copy it safely), no atexit handler and no stdio buffer is flushed (the
-   stuck thread may hold their locks). A resume (resume = the last checkpoint) goes on from there.
-   The loop's thread pays one relaxed store at each on_train_batch_end (a counter: no clock, no lock, no
-   system call); the watchdog's thread takes the time. Needs POSIX threads (not with TRAIN_NO_THREADS).
-   Hand-written loop: fire setup and teardown (tr_run_start / tr_run_finish do) and on_train_batch_end
-   (tr_run_batch_end does). */
+   action=exit then _exit(exit_code) (124), so a scheduler requeues: what stays is what kill -9 leaves.
+   The loop's thread pays one relaxed store a step. POSIX threads. Hand-written loop: setup, teardown,
+   on_train_batch_end (tr_run_* fire them). docs/callbacks.md ("watchdog in detail"). */
 #define TR_WATCHDOG_ACTIONS(X) X(TR_WATCHDOG_REPORT, "report") X(TR_WATCHDOG_EXIT, "exit")
 typedef enum tr_watchdog_action {
 #define TR__X(sym, name) sym,
@@ -128,8 +111,7 @@ static double tr__wd_limit(const tr__wd *s) {
   return m > s->seconds ? m : s->seconds;
 }
 
-/* Write all of text to fd 2 unless it stays unwritable for a second (a stuck reader of our stderr must not
-   keep the process from ending). */
+/* All of text to fd 2, unless unwritable for a second (a stuck reader must not keep us from ending). */
 static void tr__wd_say(const char *text) {
   size_t n = strlen(text), at = 0;
   while (at < n) {
@@ -152,8 +134,7 @@ static int tr__wd_prefix(const tr__wd *s, char *out, size_t cap) {
                                  : snprintf(out, cap, "watchdog: ");
   return n < 0 || (size_t)n >= cap ? 0 : n;
 }
-/* Where the loop is, from what hooks.h keeps in its context and registry: read without a lock, from this
-   thread, while the loop's thread stands still (it wrote them before it stopped moving). */
+/* Read without a lock from this thread while the loop's stands still (it wrote them before stopping). */
 static void tr__wd_report(tr__wd *s, double stuck, double limit) {
   const hk_ctx *c = s->ctx;
   char *out = s->pub.last, where[300];

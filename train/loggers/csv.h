@@ -4,29 +4,19 @@
 #include "file_loggers.h" /* part */
 
 TR__C_BEGIN /* part */
-/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them. Columns: the union of every
-   key logged, epoch and step included, sorted by name; one row per record; an empty cell where a
-   record lacks a column; numbers in the shortest form that reads back exactly (nan, inf, -inf as
-   Python writes them). metrics.csv is made with its first rows (none when nothing is logged, as
-   Lightning); rows are appended as whole lines. A new column rewrites the file (atomically: a crash
-   leaves the old file or the new one): at once while it is under 16 KiB; in a larger file the rows
-   are appended without the new column until the rewrite is paid for (the bytes appended since the
-   last rewrite reach half of it), 2 seconds have passed, or the run ends (teardown), so that a new
-   column at every record costs work linear in the rows per column instead of rewriting everything
-   each time. hparams.yaml: "key: value" lines sorted by key; the spec strings in effect as a list
-   under "specs". */
+/* csv: metrics.csv and hparams.yaml as Lightning's CSVLogger writes them: columns the sorted union of the
+   keys logged (epoch, step too), one row a record, empty cells where a record lacks a column, numbers in
+   the shortest form that reads back (nan, inf as Python). Rows appended as whole lines; a new column
+   rewrites the file atomically. hparams.yaml: "key: value" sorted, the specs as a list. docs/logging.md. */
 TRAIN_API tr_err tr_csv_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
-/* csv: a new column rewrites the whole file; while the file is small (TR__CSV_SMALL) that happens at
-   once. In a larger file rows that bring new columns are appended without them (every row and every
-   known column is on disk as usual), and the rewrite that adds them waits until it is paid for: the
-   bytes appended since the last rewrite reach half of what that rewrite wrote (so rewrites cost at
-   most a constant times the bytes logged: a new column costs linear work in the rows, where rewriting
-   at every new column made a column per record cubic), or TR__CSV_WAIT seconds have passed since
-   rows first went without it (and 20 times the last rewrite's duration), or the run ends (teardown). */
+/* A new column rewrites the whole file: at once while it is small; in a larger one rows go without the new
+   column until the rewrite is paid for (the bytes appended since reach half of what the last rewrite
+   wrote), TR__CSV_WAIT seconds (and 20 times the last rewrite) passed, or the run ends. So a column per
+   record costs linear work, not cubic. */
 #define TR__CSV_SMALL (16 * 1024)
 #define TR__CSV_WAIT 2.0
 
@@ -121,8 +111,7 @@ static void tr__put_commas(hk_bytes *b, int n) {
   static const char commas[] = ",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,"; /* 32 */
   for (; n > 0; n -= 32) hk_bytes_put(b, commas, n < 32 ? (size_t)n : 32);
 }
-/* Rows [from, n_rows) as CSV lines in the file's layout (the header first when header is set); a cell
-   of a column the file does not have yet is left out. Work: the row's text and its cells. */
+/* Rows [from, n_rows) as lines (the header first with header); cells of columns not in the file left out. */
 static int tr__csv_text(tr__csv *csv, hk_bytes *b, int header, int from) {
   int nc = csv->file_cols, i, r, c;
   char num[40];
@@ -212,8 +201,7 @@ static hk_signal tr__csv_flush_if(tr__logger *s, hk_ctx *ctx, int force) {
   if (!s->pending && !(force && s->fd >= 0 && csv->file_cols != csv->n_cols)) return HK_CONTINUE;
   return tr__csv_flush(s, ctx, force);
 }
-/* One CSV cell of text at p (quoted as tr__csv_cell writes one, or plain up to a comma or line end) into
-   cell (a C string); returns where it ends. */
+/* One cell at p (quoted as tr__csv_cell writes, or plain to a comma or line end) into cell; returns its end. */
 static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *cell) {
   cell->len = 0;
   if (p < end && *p == '"') { /* "" inside is one quote */
@@ -227,10 +215,8 @@ static const char *tr__csv_read_cell(const char *p, const char *end, hk_bytes *c
   hk_bytes_put(cell, "", 1);
   return p;
 }
-/* A resumed run's rows, back from the metrics.csv it continues (old), without those written after its
-   checkpoint (tr__run_superseded; a row's stage is val when it has a val/ cell, test when a test/ one,
-   else train); columns only superseded rows had are gone with them. 0, or EINVAL (why says so) for a
-   file this logger did not write, or ENOMEM. */
+/* A resumed run's rows back from old, without those after its checkpoint (a row's stage: val with a val/
+   cell, test with a test/ one, else train); columns only they had go too. EINVAL for a file not ours. */
 static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size_t cap) {
   const char *p = (const char *)old->data, *end = p + old->len;
   char **names = NULL;
@@ -285,10 +271,8 @@ static int tr__csv_take_back(tr__logger *s, const hk_bytes *old, char *why, size
   return e;
 }
 
-/* hparams.yaml now; metrics.csv with its first rows (no empty file when nothing is logged, as Lightning).
-   Neither may be there yet: both are checked before either is written. A resume that continues its run
-   takes both back: hparams.yaml written anew, metrics.csv rewritten at once without the rows after the
-   checkpoint. */
+/* hparams.yaml now, metrics.csv with its first rows (none when nothing is logged, as Lightning); both
+   checked before either is written. A continued run takes both back, metrics.csv rewritten at once. */
 static int tr__csv_open(tr__logger *s, hk_ctx *ctx, char *why, size_t cap) {
   hk_bytes b, old;
   char *yaml;

@@ -4,23 +4,11 @@
 #include "../battery.h" /* part */
 
 TR__C_BEGIN /* part */
-/* Where a logger writes: Lightning's layout  save_dir/name/version_N/  (N = 1 + the largest
-   version_<int> there, 0 when none). The loggers of one trainer with the same save_dir and name share
-   one version directory. The directory is made at the logger's first write (setup of the first run
-   on rank 0); the configuration (hparams) is written then. version_N is claimed with one mkdir: when
-   it exists already (another run started at the same moment took it) N+1 is tried, so parallel runs
-   never share a version directory.
-   A file the logger did not write is never replaced: with a version given, the directory may exist,
-   but a file of the logger's name in it (metrics.csv or hparams.yaml, metrics.jsonl, metrics.svg) -
-   an earlier run's, another logger's of this run, a file of yours - makes the logger refuse at its
-   open: it says which file and what to do (another version, or remove the file), and writes nothing
-   (fail_on_error: the run fails). Later writes (csv's rewrite when columns come, the plot at every
-   run's end) replace only the file the logger wrote itself.
-   A resume continues its run (tr_run_desc.new_version_on_resume / tr_config.new_version_on_resume
-   TR_YES: a new version_N instead, as Lightning): the loggers open the version directory the checkpoint
-   recorded, where their files are their own (tr__logger_take), once the load has succeeded (at on_fit_start:
-   a resume that fails to load touches no file), with the records written after the checkpoint superseded: csv and jsonl rewrite theirs without them (through the atomic writer), the
-   tensorboard logger starts a file whose SessionLog START makes TensorBoard drop them. */
+/* Where a logger writes: Lightning's save_dir/name/version_N/, shared by the registry's loggers, claimed
+   with one mkdir (parallel runs never share one) and made at the first write on rank 0. A file the logger
+   did not write is never replaced: one of its name there makes it refuse at its open, saying what to do.
+   A resume continues its run's directory once the load succeeded (new_version_on_resume: a new one), the
+   records after the checkpoint superseded. docs/logging.md has each rule. */
 #define TR_LOGGER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING, const char *, save_dir,      "runs",           NULL, "the directory of runs (not given: the run's, " \
     "tr_run_desc.save_dir, runs by default)") \
@@ -50,9 +38,9 @@ TRAIN_API const tr_logger_state *tr_logger_get(const hk_registry *reg, hk_handle
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
-/* A file logger is the machinery here - the version directory, a file written whole at its start and
-   appended to after, whole records on a full disk, flushes at most once a second, an I/O error reported
-   once - and a format: csv.h, jsonl.h, tensorboard.h and plot.h each give one (a tr__log_format). */
+/* A file logger: the machinery here (the directory, a file written whole then appended to, whole records
+   on a full disk, flushes at most once a second, errors said once) and a format from csv.h, jsonl.h,
+   tensorboard.h or plot.h (a tr__log_format). */
 typedef struct tr__logger tr__logger;
 typedef struct tr__log_format {
   const char *name;     /* the callback's name, and the messages' */
@@ -116,9 +104,8 @@ static size_t tr__whole_records(const tr__logger *s, size_t n, int *count) {
   return at;
 }
 
-/* Append s->out (whole lines or records) to the file. On a short write (a full disk) the file is cut
-   back to its last whole record, so no reader ever sees half of one. 0 or errno; *count gets the
-   records that made it, *kept their bytes. */
+/* Append s->out to the file; a short write (a full disk) is cut back to the last whole record. 0 or
+   errno; *count the records that made it, *kept their bytes. */
 static int tr__logger_append(tr__logger *s, size_t *kept, int *count) {
   size_t done = 0;
   int e = tr__fd_write_n(s->fd, s->out.data, s->out.len, &done);
@@ -175,9 +162,8 @@ static const char *tr__logger_save_dir(const tr__logger *s) { return s->save_dir
 static const char *tr__logger_name(const tr__logger *s) { return s->name ? s->name : tr__run_str(s->run, TR__RUN_NAME, "lightning_logs"); }
 static const char *tr__logger_version(const tr__logger *s) { return s->version ? s->version : tr__run_str(s->run, TR__RUN_VERSION, NULL); }
 
-/* Make the version directory and let the format create its file (rank 0, at the first setup or
-   record); the logger then appends to that descriptor. Nothing here follows a symlink or replaces
-   anything but a regular file. */
+/* Make the version directory and let the format create its file (rank 0); then append to that
+   descriptor. Nothing followed through a symlink, nothing but a regular file replaced. */
 static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   char why[1100];
   int e;
@@ -199,8 +185,7 @@ static hk_signal tr__logger_open(tr__logger *s, hk_ctx *ctx) {
   if (e) return tr__logger_broke(s, ctx, "%s", e == ENOMEM ? "out of memory" : why);
   return HK_CONTINUE;
 }
-/* At the logger's open: a file of its name in the version directory that it did not write (nothing there
-   yet, for a logger that has not written) is refused, with what to do. 0, or EEXIST with why set. */
+/* A file of its name that the logger did not write is refused, with what to do: 0, or EEXIST and why. */
 TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
 #ifdef TR__POSIX
   struct stat st;
@@ -222,11 +207,9 @@ TR__SHARED int tr__logger_fresh(const char *path, char *why, size_t cap) {
   return EEXIST;
 #endif
 }
-/* A file of the logger's at path in the version directory: refused when something is there already
-   (tr__logger_fresh), except in the run a resume continues (s->continued), where it is the logger's
-   own: read back into old (NULL: not needed), its identity into mine, so that the logger's next whole
-   write replaces that file and nothing else (the format leaves out the records after the checkpoint).
-   0 (nothing there is fine too), or an error as the format's open returns it. */
+/* The logger's file at path: refused when something is there (tr__logger_fresh), except in a continued
+   run, where it is read into old and its identity into mine, so the next whole write replaces that file
+   alone (without the superseded records). 0, or the format's open's error. */
 TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *old, tr__file_id *mine, char *why, size_t cap) {
   hk_bytes scratch;
   int e;
@@ -241,8 +224,7 @@ TR__SHARED int tr__logger_take(const tr__logger *s, const char *path, hk_bytes *
     snprintf(why, cap, "cannot read %s to continue the resumed run's log: %s", path, strerror(e));
   return e == ENOENT ? 0 : e;
 }
-/* The file in the version directory (csv, jsonl, tensorboard), on a system where the loggers can write
-   (tr__logger_take: old as there): 0, or an error as the format's open returns it. */
+/* The file in the version directory (csv, jsonl, tensorboard): 0, or the format's open's error. */
 TR__SHARED int tr__logger_file(tr__logger *s, const char *file, hk_bytes *old, char *why, size_t cap) {
   if (!(s->path = tr__join(s->dir, file))) return ENOMEM;
 #ifndef TR__POSIX
@@ -270,12 +252,9 @@ static hk_signal tr__logger_on_log(hk_ctx *ctx, void *u) {
   return HK_CONTINUE;
 }
 
-/* Before a checkpoint is written (on_save_checkpoint: tr_run_save and tr_save fire it before they write
-   anything): every record waiting goes to the file, csv's held-back columns and the plot too, so that a
-   process killed after the checkpoint has lost nothing the resume does not log again (a resume continues
-   from the checkpoint's step). A plain write is enough for that: the kernel keeps what was written when a
-   process dies. No fsync (a disk flush per logger per checkpoint): a machine that loses power may lose
-   the lines appended since the last whole write. */
+/* on_save_checkpoint (before anything is written): every waiting record to the file, so a process killed
+   after the checkpoint has lost nothing the resume does not log again. A plain write suffices (the kernel
+   keeps it); no fsync, so a power loss may lose lines appended since the last whole write. */
 static hk_signal tr__logger_checkpoint(hk_ctx *ctx, void *u) {
   tr__logger *s = (tr__logger *)u;
   hk_signal sig;
@@ -306,8 +285,7 @@ static void tr__logger_destroy(void *user) {
   free(s);
 }
 
-/* A logger of format fmt with own as the format's state (NULL: none, or out of memory when the format
-   has one: fmt->destroy is given it either way, so the caller never frees it). */
+/* A logger of fmt with own as the format's state (fmt->destroy gets it either way: the caller never frees). */
 static tr_err tr__logger_make(hk_registry *reg, const tr__log_format *fmt, const tr_logger_desc *d, void *own, int own_failed,
                               hk_handle *out, tr__why *w) {
   const char *who = fmt->name;
@@ -376,8 +354,8 @@ static hk_err tr__logger_spec(hk_registry *reg, const hk_args *a, tr_logger_desc
     return hk_set_error(reg, HK_ERR_INVALID, "%s: flush_every must be between 0 and 1e9 (0: once a second), got %d", a->factory, d->flush_every);
   return HK_OK;
 }
-/* A file logger that takes the logger's parameters alone (csv, jsonl, tensorboard), from its make: its
-   constructor tr_<name>_logger, its spec table tr__<p>_params and its factory tr__<p>_factory. */
+/* A file logger with the logger's parameters alone (csv, jsonl, tensorboard): tr_<name>_logger, its spec
+   table and factory. */
 #define TR__LOGGER_OF(name, p, make) \
   TRAIN_API tr_err tr_##name##_logger(hk_registry *reg, const tr_logger_desc *d, hk_handle *out) { \
     tr__why w; \

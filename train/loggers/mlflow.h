@@ -4,32 +4,15 @@
 #include "../battery.h" /* part */
 
 TR__C_BEGIN /* part */
-/* mlflow: the run's records in an MLflow tracking server (MLflow's REST API over HTTP, through libcurl),
-   where a team looks at its runs. Compiled in by #define TRAIN_MLFLOW (in the file with
-   TRAIN_IMPLEMENTATION) and -lcurl (Debian/Ubuntu: libcurl4-openssl-dev); without it the constructor and
-   the spec name "mlflow" are refused with a message saying so.
-     At the first run's start (on_fit_start, or its first record) it makes the experiment when missing and
-   creates an MLflow run in it (run_name, tags), then sends the hyperparameters once as params (those of
-   csv's hparams.yaml, the spec strings as "specs"), every record's metrics as MLflow metrics (name, value,
-   the record's step, the wall time of the record; "epoch" as a metric too, as Lightning's MLFlowLogger),
-   the path of every checkpoint saved as the tag "checkpoint" (the latest), and at the run's end its status:
-   FINISHED, FAILED (on_exception) or KILLED (Ctrl-C / SIGTERM, TR_ERR_INTERRUPTED). NaN and infinities go
-   as MLflow's strings "NaN", "Infinity", "-Infinity" (a bare NaN in JSON would be stored as 0).
-     Nothing waits for the server on the step's path: a record's values go into a queue (max_queue of them,
-   allocated once; nothing is allocated per record) and one background thread (every signal blocked, so
-   Ctrl-C reaches the loop) sends them in batches within MLflow's limits per request (1000 metrics, 100
-   params and tags, 1 MB). A server that is down, slow or frozen (timeout_ms bounds each request, the
-   connection and the answer) is tried again with a growing pause (up to 4 s), the values kept; when the
-   queue is full newer values are dropped and counted. The run never fails because of the tracker: what
-   goes wrong is said once each (the server does not answer; it refused a request and why) and, at the end,
-   one line saying how many values were dropped or not sent. At each run's end the queue is sent before
-   teardown returns, waiting at most flush_timeout seconds.
-     A resume continues the same MLflow run: its id is the logger's state in checkpoints (tr_save's,
-   tr_run_save's); the resumed run sets it RUNNING again and logs on. MLflow keeps a metric's history, so
-   the values of steps logged after the checkpoint stay there beside the new ones of those steps. Rank 0
-   alone talks to the server under MPI (the others do nothing, no thread).
-     Authentication as MLflow's clients: MLFLOW_TRACKING_TOKEN (a bearer token), or MLFLOW_TRACKING_USERNAME
-   and MLFLOW_TRACKING_PASSWORD (basic); MLFLOW_TRACKING_INSECURE_TLS=true skips TLS verification. */
+/* mlflow: the run's records in an MLflow tracking server (its REST API through libcurl). Needs
+   #define TRAIN_MLFLOW and -lcurl; without them "mlflow" is refused with a message saying so. It makes the
+   experiment and run, sends the hyperparameters once, every record's metrics, the latest checkpoint as a
+   tag and the run's end status (FINISHED, FAILED, KILLED). Nothing waits on the step: values go into a
+   queue allocated once, one background thread sends them in batches within MLflow's limits, retrying a
+   server that is down or slow; what a run's end cannot send is kept in the run directory and sent by the
+   next start. The run never fails because of the tracker. A resume continues the MLflow run (its id is
+   the state). Rank 0 only. Authentication as MLflow's clients (MLFLOW_TRACKING_TOKEN, _USERNAME /
+   _PASSWORD, _INSECURE_TLS). docs/logging.md ("MLflow"). */
 #define TR_MLFLOW_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(STRING,   const char *, tracking_uri,  "",       NULL, "the tracking server: http://host:port or https://host[:port][/path] " \
     "(empty: the environment's MLFLOW_TRACKING_URI)") \
@@ -700,12 +683,9 @@ static int tr__mlf_thread(tr__mlf *s) {
   return ok;
 }
 
-/* A name as MLflow takes it for a metric's or param's key (its validate_param_and_metric_name and
-   path_not_unique): letters, digits, '_', '-', '.', ' ', ':' and '/' only, and a path that normalises to
-   itself (no empty, "." or ".." part, no '/' first or last, not starting with ".."), at most 250 bytes.
-   Anything else is mended: another character (a non-ASCII one too: which of them MLflow counts as
-   letters is Python's business) becomes '_', empty and "." parts go, ".." becomes "__". 0: as it was;
-   1: mended into out; -1: nothing is left, or too long (not sent). */
+/* A key as MLflow takes it (validate_param_and_metric_name, path_not_unique): [A-Za-z0-9_-. :/] only, a
+   path that normalises to itself, at most 250 bytes. Mended: another character (non-ASCII too) becomes
+   '_', empty and "." parts go, ".." becomes "__". 0 as it was; 1 mended into out; -1 not sendable. */
 static int tr__mlf_fix_name(const char *in, char *out, size_t cap) {
   size_t n = 0, i = 0;
   while (in[i]) {
@@ -788,10 +768,9 @@ static void tr__mlf_spool_read(tr__mlf *s, hk_ctx *ctx) {
   if (lines) tr__run_say(s->run, ctx, "mlflow", "sending first what %d earlier run%s could not (%d requests kept in %s beside the "
                          "run directory)", files, files == 1 ? "" : "s", lines, TR__MLF_SPOOL);
 }
-/* A run's end: what is still unsent (spooled lines, params, the checkpoint tag, the queue's values, the end
-   status) is taken from the sender and written to the run directory's mlflow_unsent.txt; the spool files
-   read are removed once their lines are sent or written there. The number of metric values kept, or -1
-   when nothing could be written (no run directory: no file logger; or the write failed, said). */
+/* A run's end: everything unsent (spool lines, params, the tag, queued values, the status) written to
+   mlflow_unsent.txt; spools read are removed once sent or rewritten. The values kept, or -1 when nothing
+   could be written (no run directory, or the write failed, said). */
 static int64_t tr__mlf_spool(tr__mlf *s, const hk_ctx *ctx) {
   const char *dir = s->run->tr__p->dir;
   hk_bytes out, body;

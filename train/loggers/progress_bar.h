@@ -6,54 +6,13 @@
 TR__C_BEGIN /* part */
 /* progress_bar: tqdm's line, as Lightning's TQDMProgressBar draws it,
      Epoch 3:  45%|████▌     | 27/60 [00:01<00:01, 25.30it/s, loss=0.231, val/loss=0.187]
-   the rate averaged over the epoch (after a resume: over the batches run since, as tqdm's initial),
-   the postfix the latest training batch's loss (ctx->loss, read at each redraw of the training bar, as
-   Lightning's bar shows it: not the last record's, which is log_every_n_steps old; on a device, the
-   metric train/loss: one copy per redraw) and the last validation record's metrics. The totals: the
-   training bar's tr_run.train_batches (a step loop's: max_steps), an evaluation bar's tr_run.eval_batches
-   when it starts (the trainer sets both; a loop of its own sets eval_batches before
-   on_validation_start, else that bar counts without a total). A validation bar ("Validation", "Sanity Checking", "Testing") runs on the line below
-   during evaluation. A step loop's bar ("Training", steps) starts with the run, before a validation at
-   step 0; its "epoch" is the steps between validations. One bar per registry: a second is refused.
-   On a terminal: redrawn in place (carriage return, the line, erase to its end) at most every
-   refresh_seconds, the end of an epoch included (Lightning redraws at every epoch's end; with a fast
-   model that is hundreds of redraws a second), and once more when training ends with its final
-   state; one due at an epoch's start shows the ended epoch's last state if no redraw did, and a new
-   epoch shows from its first batch on (a fast epoch's 0% would stay on screen while it runs). The line fits the
-   terminal's width less one (tqdm), measured at every redraw (TIOCGWINSZ on the stream, else $COLUMNS,
-   else 80): what does not fit beside a bar of 10 cells goes whole, the postfix's fields (the last
-   first), then the rate, then the times, so no number is cut (only a line still too wide, under about
-   25 columns, is cut); it never wraps, and a resized terminal gets lines of its new width; when the
-   terminal was narrowed below the last line, the rows a rewrapping terminal (tmux, most desktop ones)
-   made of it are erased too (those still on the screen: tmux may push one into its scrollback). The validation
-   line is cleared when it ends, so the screen shows one live bar. Elsewhere (a pipe, a file, CI):
-   complete lines, never a carriage return or an escape code: the sanity check's, one at the end of
-   every training epoch carrying its validation's metrics (a validation inside an epoch has no line
-   of its own), one per step loop's validation (the training line at that step, with its metrics), one
-   per evaluation run (tr_validate, tr_test), one at most
-   every line_seconds within a long epoch or evaluation, and the final state at the end of training
-   when no line showed it (a loop without epochs).
-   mode=auto tells a terminal by isatty, except under a launcher (mpirun, mpiexec, srun; Open MPI
-   gives every rank a pseudo-terminal even when mpirun writes to a file): then by where the launcher's
-   own output goes (Linux: its /proc/PID/fd), as a user expects; its terminal's width is measured too.
-   Only rank 0 (ctx->rank) draws. mode=tty / lines force either.
-   A CLOSED STREAM: a pipe whose reader exited (prog | head -1) would kill the process with SIGPIPE at the
-   bar's next write, before on_exception (so before on_exception_checkpoint). The bar writes to a pipe,
-   FIFO or socket with SIGPIPE ignored (the process's disposition is put back after each redraw: with
-   sigaction where <signal.h> gives it, else through signal(), which gives a handler back without its
-   sigaction flags), so the write fails with EPIPE; the bar then draws nothing more and, where SIGPIPE
-   kills the process (its default), fails the run through the usual path: after this hook the run stops,
-   on_exception runs (on_exception_checkpoint saves), and tr_fit / tr_run_finish return the error
-   ("callback 'progress_bar' failed in on_train_batch_end: stdout was closed (Broken pipe: its reader
-   exited ..."). It does not let training go on there: nobody can read the stream any more, and the
-   program's next write to it (a printf, the exit's flush) would be killed by SIGPIPE anyway, where no
-   hook runs. A process that ignores SIGPIPE or handles it itself, and any other write error (a full
-   disk under a redirected stdout), lose the bar alone, said once on stderr; training goes on.
-   PRINTING WHILE THE BAR IS LIVE: tr_print(reg, fmt, ...) (tqdm.write) clears the bar's lines, prints
-   the line, draws the bar again below it; a hook's plain printf lands in the middle of the bar's line.
-   Callbacks' lines (the run's log: warnings, verbose, early_stopping's stop, a resume) go the same way
-   when that stream is a terminal. Events it uses: on_train_epoch_start/end, on_train_batch_end,
-   on_validation_start/batch_end/end, on_test_*, on_train_end, on_log, teardown. */
+   with the latest training batch's loss and the last validation's metrics; a validation bar on the line
+   below during evaluation. On a terminal redrawn in place at most every refresh_seconds, fitted to the
+   width less one so it never wraps (fields dropped whole, never a number cut); elsewhere (a pipe, CI)
+   complete lines, never \r or an escape code. Rank 0 draws; under a launcher, by where the launcher's own
+   output goes. A closed pipe fails the run through on_exception where SIGPIPE would kill the process
+   (other write errors lose the bar alone). Hooks print above it with tr_print. One bar per registry.
+   The whole behaviour: docs/logging.md ("progress_bar", "The bar at 80 columns and in a step loop"). */
 typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mode;
 #define TR_PROGRESS_BAR_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(C_ONLY,    FILE *,      out,             NULL,     NULL, "NULL = stdout (a spec: stream)") \
@@ -67,9 +26,8 @@ typedef enum tr_bar_mode { TR_BAR_AUTO = 0, TR_BAR_TTY, TR_BAR_LINES } tr_bar_mo
   X(BOOL,      int,         ascii,           "false",  NULL, "draw the bar in \" 123456789#\" instead of Unicode blocks")
 typedef struct tr_progress_bar_desc { TR_PROGRESS_BAR_PARAMS(TR__FIELD) } tr_progress_bar_desc;
 TRAIN_API tr_err tr_progress_bar(hk_registry *reg, const tr_progress_bar_desc *d, hk_handle *out);
-/* tqdm's line for n of total (total <= 0: unknown) after elapsed seconds, into buf; width <= 0 gives a
-   10-cell bar; a width: what does not fit beside 10 cells goes whole (postfix fields, ", " between them,
-   the last first; the rate; the times). Returns the line's length in bytes (clipped to cap - 1). */
+/* tqdm's line for n of total (<= 0: unknown) after elapsed seconds into buf; width <= 0: a 10-cell bar,
+   else fields dropped whole to fit. Returns the line's length (clipped to cap - 1). */
 TRAIN_API size_t tr_bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t total, double elapsed,
                                const char *postfix, int width, int ascii);
 TR__C_END /* part */
@@ -100,10 +58,8 @@ static int tr__bar_less(const char *postfix, int np) {
   while (np > 0 && !(np >= 2 && postfix[np - 2] == ',' && postfix[np - 1] == ' ')) np--;
   return np >= 2 ? np - 2 : 0;
 }
-/* initial: the count the bar started from (a resumed run), left out of the rate, as tqdm's initial.
-   With a width, what does not fit with a bar of TR__BAR_CELLS goes whole, in this order: the postfix's
-   fields (separated by ", "), the last first; the rate; the times. Only then does the bar shrink (to one
-   cell): a number is never cut (tr__bar_draw cuts the line at the width only when even that is wider). */
+/* initial: the count the bar started from (a resume), left out of the rate (tqdm's initial). Beyond the
+   width, dropped whole: postfix fields (the last first), the rate, the times; then the bar shrinks. */
 static size_t tr__bar_format(char *buf, size_t cap, const char *desc, int64_t n, int64_t initial, int64_t total,
                              double elapsed, const char *postfix, int width, int ascii) {
   static const char *const blocks[9] = { " ", "\xe2\x96\x8f", "\xe2\x96\x8e", "\xe2\x96\x8d", "\xe2\x96\x8c",
@@ -221,11 +177,9 @@ static int tr__term_cols(int fd) {
   return 0;
 }
 #endif
-/* Under a launcher (mpirun, mpiexec, srun) a rank's output may be a pseudo-terminal whatever the
-   launcher's own output is (Open MPI gives every rank one): the user's terminal or file is where the
-   launcher writes. Walks up the parent processes (Linux /proc) to the launcher and reads where its fd
-   goes: 1, a terminal (its path in term, to measure); 0, a file or a pipe; -1, no launcher found or
-   not Linux (then isatty decides). */
+/* Under a launcher (Open MPI gives every rank a pseudo-terminal) the user's terminal or file is where the
+   launcher writes: walk up /proc to it and read its fd. 1 terminal (path in term), 0 file or pipe, -1 not
+   found or not Linux (isatty decides). */
 #ifdef TR__POSIX
 static int tr__launcher_tty(int fd, char *term, size_t cap) {
 #ifdef __linux__
@@ -260,8 +214,7 @@ static int tr__launcher_tty(int fd, char *term, size_t cap) {
   return -1;
 }
 #endif
-/* The columns the line may take: the terminal's less one (tqdm), measured at every redraw (at most
-   every refresh_seconds), so a resized terminal gets lines of its new width. */
+/* The terminal's columns less one (tqdm), measured at every redraw: a resize takes effect. */
 static int tr__bar_cols(tr__bar *b) {
   const char *c;
   int n = 0;
@@ -273,27 +226,21 @@ static int tr__bar_cols(tr__bar *b) {
   if (n <= 1 || n > 100000) n = 80;
   return n - 1;
 }
-/* Cut s to at most cols characters (UTF-8: the bar's blocks take one column each): the whole line, not
-   only the bar's cells, so a narrow terminal never wraps it (a wrapped line leaves a row behind at
-   every carriage return). */
+/* Cut the whole line to cols UTF-8 characters: a wrapped line leaves a row behind at every \r. */
 static void tr__utf8_cut(char *s, int cols) {
   int n = 0;
   for (; *s; s++)
     if (((unsigned char)*s & 0xC0) != 0x80 && n++ == cols) { *s = 0; return; }
 }
 
-/* The bar's writes: between tr__bar_io_begin and tr__bar_io_end (nested: the outermost pair counts). A
-   pipe's are made with SIGPIPE ignored; the begin writes what the stream holds already (the program's own
-   output: the lines that follow never make stdio write it in the middle of one), each line is flushed
-   (tr__bar_flush: its errno kept), the end puts the process's SIGPIPE disposition back and notes the
-   first failure in b->broken (then nothing more is drawn). EAGAIN and EINTR (a non-blocking stream)
-   lose a line, nothing more. */
+/* The bar's writes go between tr__bar_io_begin and _end (the outermost pair counts): SIGPIPE ignored for a
+   pipe, the stream's pending output written first (never in the middle of our line), the first failure
+   kept in b->broken. EAGAIN and EINTR lose a line, nothing more. */
 static void tr__bar_flush(tr__bar *b) {
   errno = 0;
   if (fflush(b->out) != 0 && !b->io_err) b->io_err = errno ? errno : EIO;
 }
-/* A write to the bar's stream, its errno kept at once: an unbuffered stream (stderr) fails in the write,
-   not in the flush after it, and later calls would overwrite errno (ferror alone says EIO for EPIPE). */
+/* errno kept at once: stderr fails in the write, and ferror alone says EIO for EPIPE. */
 static void tr__bar_put(tr__bar *b, const char *s) {
   errno = 0;
   if (fputs(s, b->out) == EOF && !b->io_err) b->io_err = errno ? errno : EIO;
@@ -336,10 +283,8 @@ static void tr__bar_io_end(tr__bar *b) {
   b->pipe_set = b->pipe_dfl = 0;
 }
 static const char *tr__bar_stream(const tr__bar *b) { return b->out == stdout ? "stdout" : b->out == stderr ? "stderr" : "its stream"; }
-/* After the bar's writes in a hook: a stream that failed is said once. A closed pipe (EPIPE) in a process
-   that SIGPIPE kills fails the run (can_fail: a hook whose failure counts; else, teardown's, it is only
-   said); any other error, or a closed pipe in a process that ignores or handles SIGPIPE itself, stops the
-   bar alone, said on stderr, training goes on. */
+/* A failed stream is said once. EPIPE where SIGPIPE would kill fails the run (can_fail; teardown only
+   says it); any other error stops the bar alone, training goes on. */
 static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   char why[300];
   if (!b->broken || b->said) return HK_CONTINUE;
@@ -358,10 +303,8 @@ static hk_signal tr__bar_said(tr__bar *b, hk_ctx *ctx, int can_fail) {
   return HK_CONTINUE;
 }
 
-/* Terminal: back to the start of the line the cursor is on, erased. When the terminal was narrowed below
-   that line's width, a terminal that rewraps lines (tmux, most desktop ones) made it several rows, the
-   cursor on the last: go up to the first, erasing each (row by row: erasing to the screen's end from
-   the top row makes tmux push the screen into its history). */
+/* Back to the start of the line, erased; a line a narrowed terminal rewrapped is erased row by row up to
+   its first (erasing to the screen's end makes tmux push the screen into its history). */
 static void tr__bar_home(tr__bar *b, int width) {
   int up = b->width <= 0 && width > 0 && b->drawn_w > width + 1 ? (b->drawn_w - 1) / (width + 1) : 0;
   tr__bar_put(b, "\r\033[K");
@@ -381,9 +324,7 @@ static void tr__bar_up(tr__bar *b) {
   b->drawn_w = b->above_w;
   tr__bar_home(b, width);
 }
-/* The latest training batch's loss into the postfix: at a redraw of the training bar, and where ctx->loss
-   is the training batch's (on_train_epoch_end, on_train_end, a validation's start inside fit). On a
-   device ctx->loss is NaN (the loss stays there): the metric train/loss copies it (as nan_guard). */
+/* The latest training batch's loss; on a device ctx->loss is NaN and train/loss copies it. */
 static void tr__bar_loss(tr__bar *b, hk_ctx *ctx) {
   double v = ctx->loss;
   if (ctx->params && ctx->n_tensors > 0 && ctx->params[0].on_device) (void)hk_metric_get(ctx, "train/loss", &v);
@@ -434,10 +375,8 @@ static hk_signal tr__bar_epoch_start(hk_ctx *ctx, void *u) {
   char desc[32];
   if (ctx->rank != 0 || b->broken) return ctx->rank != 0 ? HK_CONTINUE : tr__bar_said(b, ctx, 1);
   tr__bar_io_begin(b);
-  /* The ended epoch's last state, never drawn: in lines, a loop without on_train_epoch_end; on a terminal,
-     when a redraw is due (the time went to what followed that epoch's end: checkpoints). The new epoch
-     is drawn at its first batch's end, at 0% only when no line of ours is on screen (the first epoch):
-     a fast epoch's 0% would stay on screen while it runs, most of the time in a fast run. */
+  /* The ended epoch's last state, never drawn (lines without on_train_epoch_end; a terminal with a redraw
+     due). A new epoch shows from its first batch: a fast epoch's 0% would stay on screen. */
   if (b->main.live && b->main.drawn_n != b->main.n && (b->tty ? tr__wall() - b->last_draw >= b->refresh : b->epoch_open))
     tr__bar_draw(b, &b->main, tr__wall());
   snprintf(desc, sizeof desc, "Epoch %lld", (long long)ctx->epoch);
@@ -466,9 +405,8 @@ static hk_signal tr__bar_batch_end(hk_ctx *ctx, void *u) {
   l->n = l == &b->main && tr__bar_steps(b) ? ctx->global_step : ctx->batch_idx + 1;
   if (l->n < l->next_look && l->n != l->total) return HK_CONTINUE; /* not even the clock: a step is short */
   now = tr__wall();
-  /* terminal: at most one redraw per refresh interval, the last batch's too (the final state is drawn at
-     the end of training; a redraw at every epoch's end cost ~1% of a small model's step time). Lines:
-     one every line_seconds within a long epoch or evaluation; the final one comes at its end. */
+  /* terminal: one redraw per refresh interval (one per epoch end cost ~1% of a small model's step);
+     lines: one per line_seconds, the final one at the end */
   if (b->tty ? now - b->last_draw >= b->refresh : now - l->last >= b->line_every && l->n != l->total) {
     if (l == &b->main) tr__bar_loss(b, ctx);
     tr__bar_io_begin(b);
@@ -516,12 +454,9 @@ static hk_signal tr__bar_train_end(hk_ctx *ctx, void *u) {
   b->epoch_open = 0;
   return tr__bar_said(b, ctx, 1);
 }
-/* Evaluation: on a terminal its bar runs on the line below the training bar and is erased at its end,
-   the training bar redrawn with its metrics. In lines, its one line at its end for a standalone run and
-   the sanity check; a validation inside an epoch has none, the epoch's line that follows carries its
-   metrics; a step loop's validation ends its "epoch" (the steps since the last one): the training line
-   with its metrics. A step loop's validation before any step (llm.c validates at step 0) starts the
-   training bar, so that it has one to go below and to leave its metrics on. */
+/* Evaluation: on a terminal a bar below the training bar, erased at its end. In lines: one line for a
+   standalone run or the sanity check; inside an epoch the epoch's line carries its metrics; in a step
+   loop the training line. A validation before any step starts the training bar (to go below). */
 static hk_signal tr__bar_eval_start(hk_ctx *ctx, void *u) {
   tr__bar *b = (tr__bar *)u;
   const char *desc = ctx->stage == HK_STAGE_SANITY_CHECK ? "Sanity Checking" : ctx->event == HK_ON_TEST_START ? "Testing" : "Validation";
@@ -582,9 +517,8 @@ static hk_signal tr__bar_teardown(hk_ctx *ctx, void *u) { /* a failed run: leave
   return tr__bar_said(b, ctx, 0); /* the run ends: said, not failed */
 }
 
-/* Text above the bar (tr_print, callbacks' lines): on a terminal, while a bar is on screen, its lines
-   are cleared, the text written, the bar redrawn below it (tqdm.write). Text for another stream (a
-   callback's stderr) is handled so only when that stream is a terminal too. */
+/* Text above the bar (tr_print, callbacks' lines): bar cleared, text written, bar redrawn (tqdm.write),
+   for another stream only when it is a terminal too. */
 static void tr__bar_above(tr__bar *b, FILE *f, const char *text) {
   int live = b->tty && (b->main.live || b->eval.live) && !b->broken;
   if (!f) f = b->out;

@@ -1,8 +1,7 @@
-/* train/mpi.h - the MPI strategy of the trainer (TRAIN_MPI). A part of train.h (make train.h joins the parts) */ /* part */
-#ifndef TRAIN_MPI_H /* part */
-#define TRAIN_MPI_H /* part */
-#include "trainer.h" /* part */
-#include "checkpoint.h" /* part */
+/* train/trainer/mpi.h - the MPI strategy of the trainer (TRAIN_MPI). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_MPI_H /* part */
+#define TRAIN_TRAINER_MPI_H /* part */
+#include "cuda.h" /* part */
 
 TR__C_BEGIN /* part */
 TR__C_END /* part */
@@ -20,6 +19,10 @@ TR__C_BEGIN /* part */
    fails with one message, never a hang. tr_desc.zero shards the optimizer state (ZeRO-1); checkpoints
    stay whole. Without TRAIN_MPI, and in one process, nothing here runs. The rules, each agreement
    point, what hooks see, the limits and the costs: docs/scaling.md in the hooks.h repository. */
+/* Each agreement point is told apart by its line (site = 2 * line): ranks at different points are out of step. */
+#define tr__dist_agree(t) tr__dist_agree_at((t), 2 * __LINE__)
+/* How a checkpoint file is written (trainer/checkpoint.h hands it over to tr__dist_save_file). */
+typedef tr_err (*tr__write_fn)(tr_trainer *t, const char *path);
 #ifdef TRAIN_MPI
 #ifdef TR__POSIX
 #  include <poll.h> /* poll(NULL, 0, ms): a sleep that strict C99 headers still declare */
@@ -316,6 +319,30 @@ static void tr__zero_shard(size_t n, int world, int r, size_t *lo, size_t *len) 
   *len = n - *lo < per ? n - *lo : per;
 }
 
+static void tr__dist_free(tr_trainer *t) {
+  tr__dist *d = (tr__dist *)t->tr__dist;
+  int done = 0;
+  if (!d) return;
+  t->tr__dist = NULL;
+  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
+  MPI_Finalized(&done);
+#ifdef TRAIN_CUDA
+  if (d->nccl) ncclCommDestroy(d->nccl);
+#endif
+  if (!done) {
+    MPI_Op_free(&d->vote_op);
+    MPI_Type_free(&d->vote_type);
+    MPI_Type_free(&d->block);
+    MPI_Comm_free(&d->comm);
+  }
+  free(d->counts);
+  free(d->piece);
+  free(d->sums);
+  free(d->facts);
+  free(d->gather);
+  free(d);
+}
+
 static tr_err tr__dist_init(tr_trainer *t, tr_err failed) {
   tr__dist *d;
   int init = 0, done = 0, world = 1, rank = 0, rc, i;
@@ -500,30 +527,6 @@ static void tr__dist_check_resumed(tr_trainer *t) {
   if (e && !t->tr__err) t->tr__err = e; /* the failed ranks keep their own error; the vote that follows tells the rest */
 }
 
-static void tr__dist_free(tr_trainer *t) {
-  tr__dist *d = (tr__dist *)t->tr__dist;
-  int done = 0;
-  if (!d) return;
-  t->tr__dist = NULL;
-  if (d->dead) return; /* a collective is still pending on it: MPI may write into it later */
-  MPI_Finalized(&done);
-#ifdef TRAIN_CUDA
-  if (d->nccl) ncclCommDestroy(d->nccl);
-#endif
-  if (!done) {
-    MPI_Op_free(&d->vote_op);
-    MPI_Type_free(&d->vote_type);
-    MPI_Type_free(&d->block);
-    MPI_Comm_free(&d->comm);
-  }
-  free(d->counts);
-  free(d->piece);
-  free(d->sums);
-  free(d->facts);
-  free(d->gather);
-  free(d);
-}
-
 /* The ranks reached different agreement points (different paths through the loop): each learns where
    the others are, then none communicates until the next run's start (they cannot meet again). A tr_save
    on some ranks only (a hook or an on_exception handler registered on some ranks) is named as such. A
@@ -567,15 +570,16 @@ static int tr__dist_broken(const tr_trainer *t) { return t->tr__dist && ((const 
    collective can pair with the wrong one. */
 static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v, int site) {
   tr__dist *d = (tr__dist *)t->tr__dist;
-  int64_t mine[TR__V_COUNT];
-  int rc;
+  int64_t mine[TR__V_COUNT], sigterm;
+  int rc, own, preempted;
   mine[TR__V_FAILED] = t->tr__err != TR_OK;
   mine[TR__V_FIRST] = t->tr__err ? d->rank : d->world;
   mine[TR__V_SIGNALS] = t->tr__flow.signals;
   mine[TR__V_REQUESTS] = t->ctx.requests;
-  mine[TR__V_SIGINT] = tr__sig_own() > tr__sigint_count ? tr__sig_own() : tr__sigint_count;
-  mine[TR__V_SIGTERM] = tr__sigterm | (tr__sig_own() ? tr__sigterm_bit() : 0);
-  mine[TR__V_PREEMPT] = tr__pre_own() > tr__preempt_count ? tr__pre_own() : tr__preempt_count;
+  own = tr_run_stops(t->reg, &sigterm, &preempted); /* this rank's stop signals, as the run counts them */
+  mine[TR__V_SIGINT] = own > t->tr__sigint_count ? own : t->tr__sigint_count;
+  mine[TR__V_SIGTERM] = t->tr__sigterm | sigterm;
+  mine[TR__V_PREEMPT] = preempted > t->tr__preempt_count ? preempted : t->tr__preempt_count;
   mine[TR__V_SUM] = sum;
   mine[TR__V_LEAST] = mine[TR__V_MOST] = count;
   mine[TR__V_SITE_LO] = mine[TR__V_SITE_HI] = site;
@@ -591,9 +595,9 @@ static void tr__dist_vote(tr_trainer *t, int64_t sum, int64_t count, int64_t *v,
   if (v[TR__V_SITE_LO] != v[TR__V_SITE_HI]) { tr__dist_out_of_step(t, d, site); memcpy(v, mine, sizeof mine); return; }
   t->tr__flow.signals |= (unsigned)v[TR__V_SIGNALS];
   t->ctx.requests |= (unsigned)v[TR__V_REQUESTS];
-  if (v[TR__V_SIGINT] > tr__sigint_count) tr__sigint_count = (int)v[TR__V_SIGINT];
-  tr__sigterm |= v[TR__V_SIGTERM];
-  if (v[TR__V_PREEMPT] > tr__preempt_count) tr__preempt_count = (int)v[TR__V_PREEMPT];
+  if (v[TR__V_SIGINT] > t->tr__sigint_count) t->tr__sigint_count = (int)v[TR__V_SIGINT];
+  t->tr__sigterm |= v[TR__V_SIGTERM];
+  if (v[TR__V_PREEMPT] > t->tr__preempt_count) t->tr__preempt_count = (int)v[TR__V_PREEMPT];
   if (v[TR__V_FAILED] > 0 && v[TR__V_FAILED] < d->world) { /* some ranks failed, some not: tell the others why */
     struct { int32_t code; char msg[sizeof t->error]; } why;
     int root = (int)v[TR__V_FIRST];
@@ -783,7 +787,7 @@ static void tr__dist_paths(tr_trainer *t) {
   t->ctx.checkpoint_default = head[1];
 }
 
-static void tr__dist_save_file(tr_trainer *t, const char *path) {
+static void tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) {
   tr__dist *d = (tr__dist *)t->tr__dist;
   if (d && t->tr__zero) { /* the state is sharded: rank 0 writes what every rank sends it */
     if (d->broken || d->dead) {
@@ -794,10 +798,10 @@ static void tr__dist_save_file(tr_trainer *t, const char *path) {
     tr__dist_agree(t); /* every rank ready (or every rank failed): rank 0 will take every shard sent */
     if (!t->tr__err && d->rank == 0) {
       d->opt_done = 0;
-      tr__save_file(t, path);
+      write(t, path);
       if (!d->opt_done) tr__dist_opt_each(t, NULL, NULL); /* its write failed early: the shards are taken all the same */
     } else if (!t->tr__err) tr__dist_send_state(t, d);
-  } else if (!t->tr__err && (!d || d->rank == 0)) tr__save_file(t, path);
+  } else if (!t->tr__err && (!d || d->rank == 0)) write(t, path);
   tr__dist_agree(t); /* the barrier: no rank goes on before the file is complete (or failed everywhere) */
 }
 
@@ -816,7 +820,7 @@ static int     tr__dist_empty(const tr_trainer *t, int64_t n) { (void)t; return 
 static void    tr__dist_grads(tr_trainer *t) { (void)t; }
 static void    tr__dist_mean(tr_trainer *t, double *sum, int64_t *counted) { (void)t; (void)sum; (void)counted; }
 static void    tr__dist_paths(tr_trainer *t) { (void)t; }
-static void    tr__dist_save_file(tr_trainer *t, const char *path) { if (!t->tr__err) tr__save_file(t, path); }
+static void    tr__dist_save_file(tr_trainer *t, const char *path, tr__write_fn write) { if (!t->tr__err) write(t, path); }
 static void    tr__dist_params(tr_trainer *t) { (void)t; }
 static void    tr__dist_opt_each(void *trainer, void (*put)(void *u, const float *x, size_t n), void *u) { (void)trainer; (void)put; (void)u; }
 static int     tr__dist_broken(const tr_trainer *t) { (void)t; return 0; }

@@ -1,18 +1,25 @@
-/* train/checkpoint.h - the trainer's checkpoints: tr_save and tr_load, their format written and read, a resume with nothing left to train. A part of train.h (make train.h joins the parts) */ /* part */
-#ifndef TRAIN_CHECKPOINT_H /* part */
-#define TRAIN_CHECKPOINT_H /* part */
-#include "trainer.h" /* part */
+/* train/trainer/checkpoint.h - the trainer's checkpoints: tr_save and tr_load, their format written and read, a resume with nothing left to train. A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_CHECKPOINT_H /* part */
+#define TRAIN_TRAINER_CHECKPOINT_H /* part */
+#include "mpi.h" /* part */
+
+TR__C_BEGIN /* part */
+/* tr_save: on_save_checkpoint, the state (the hooks' and the iterator's included) to a temporary file
+   renamed over path (the old file or the new, never half of one), on_checkpoint_saved; with async_save a
+   background thread writes it. tr_load verifies the whole file before it changes anything, then fires
+   on_load_checkpoint; on any failure the trainer and the hooks are as they were. A hook's tr_save never
+   changes the run's outcome; its tr_load is refused. In full: docs/trainer.md, "Checkpoints". */
+TRAIN_API tr_err tr_save(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load(tr_trainer *t, const char *path);
+TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len); /* the same, from memory */
+TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* ---- checkpoints --------------------------------------------------------------------------------------
-   CHECKPOINT FORMAT, version 2. Little-endian throughout; floats are IEEE-754 binary32 bit patterns.
-
-     header   8 bytes magic "TRAINCKP" | u32 version (2; version 1 files, which have no DATA, still
-              load) | u32 flags (0)
-     section  u32 tag (4 ASCII characters) | u64 size | size bytes of payload |
-              u64 checksum: FNV-1a 64 over the tag, size and payload bytes
-
+   FORMAT, version 2 (version 1 files, without DATA, still load). Little-endian; floats as binary32 bits.
+     header   8 bytes "TRAINCKP" | u32 version | u32 flags (0)
+     section  u32 tag (4 ASCII characters) | u64 size | payload | u64 FNV-1a 64 of tag, size and payload
    The sections, in this order:
      META  u64 n_params | u32 optimizer (0 AdamW, 1 SGD) | u32 state buffers (0, 1 or 2) | u32 n_tensors |
            n_tensors x (u32 name length | name | u64 offset | u64 count)
@@ -20,15 +27,13 @@ TR__C_BEGIN /* part */
            i64 val_at | i64 accum_pos | i64 accum_n |
            u32 flags (1 grads zeroed, 2 step skipped, 4 stop requested, 8 epoch ended, 16 momentum set)
      PARM  n_params x f32: the parameters
-     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum buffer (nothing for plain SGD)
-           (whole also with tr_desc.zero: rank 0 writes every rank's shard as it receives it; a load
-           takes its own slice, so the file is the same at any world size, sharded or not)
-     GRAD  n_params x f32, only when saved inside an accumulation window (accum_pos > 0)
+     OPTM  buffers x n_params x f32: AdamW's m then v, or SGD's momentum; whole also when sharded (zero)
+     GRAD  n_params x f32, only inside an accumulation window (accum_pos > 0)
      DATA  the training iterator's position (tr_data.save_state's bytes), only when there is one
-     HOOK  u32 key length | key | u64 state length | state: one per hook with save_state (hk_state_save)
+     LRST  the schedule's state, only when it is not at its start
+     HOOK  u32 key length | key | u64 state length | state: one per stateful hook, and the run's block
      END   empty; nothing may follow it
-   The learning rate is not stored: it is a function of the counters (tr_lr_at). A new version number
-   is needed for any change to this layout. */
+   The lr is not stored: it follows from the counters. Any change to this layout needs a new version. */
 
 #define TR__MAGIC "TRAINCKP"
 #define TR__VERSION 2u
@@ -40,16 +45,15 @@ TR__C_BEGIN /* part */
 #define TR__GRAD TR__TAG('G', 'R', 'A', 'D')
 #define TR__DATA TR__TAG('D', 'A', 'T', 'A')
 #define TR__HOOK TR__TAG('H', 'O', 'O', 'K')
-#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state (optional: only when not at its start) */
+#define TR__LRST TR__TAG('L', 'R', 'S', 'T') /* the schedule's state */
 #define TR__END  TR__TAG('E', 'N', 'D', '!')
 #define TR__LOOP_SIZE (9 * 8 + 4)
 #define TR__MAX_KEY 4096
 enum { TR__F_ZEROED = 1, TR__F_SKIP = 2, TR__F_STOP = 4, TR__F_ENDED = 8, TR__F_MOMENTUM = 16, TR__F_ALL = 31 };
 
-/* tr_desc.max_checkpoint_bytes' default: every section but the hooks' at its largest (SGD with
-   momentum or AdamW, gradients of an open window), plus 256 MiB for hook and data state. */
+/* max_checkpoint_bytes' default: every section but HOOK and DATA at its largest, plus 256 MiB. */
 static uint64_t tr__default_ckpt_limit(const tr_trainer *t) {
-  uint64_t meta = 20, sections = 8; /* META LOOP PARM OPTM GRAD DATA END: headers and checksums */
+  uint64_t meta = 20, sections = 8; /* their headers and checksums */
   int i;
   for (i = 0; i < t->model.n_tensors; i++) meta += 4 + strlen(t->model.tensors[i].name) + 16;
   return 16 + sections * 20 + meta + TR__LOOP_SIZE + 4 * (uint64_t)t->model.n_params * 4 + ((uint64_t)256 << 20);
@@ -61,13 +65,12 @@ typedef struct tr__writer {
   unsigned char *buf;
   size_t pos, cap;
   uint64_t hash;     /* running checksum of the current section */
-  uint64_t left;     /* payload bytes the current section still owes (checks our own sizes) */
-  tr__afile *af;     /* the temporary file it writes */
+  uint64_t left;     /* payload the section still owes (checks our sizes) */
+  tr__afile *af;
   int failed;        /* 0, or the errno of the first failure */
 } tr__writer;
 
-/* After a failure nothing more is written, and the buffer is emptied either way: the writer must never
-   wait for room that a failed write will not make (it used to spin here on a full disk). */
+/* Emptied even after a failure: waiting for room a failed write never makes spun on a full disk. */
 static void tr__w_flush(tr__writer *w) {
   if (!w->failed) w->failed = tr__afile_write(w->af, w->buf, w->pos);
   w->pos = 0;
@@ -89,7 +92,7 @@ static void tr__w_put(tr__writer *w, const void *data, size_t n) {
 static void tr__w_u32(tr__writer *w, uint32_t v) { unsigned char b[4]; tr__le(b, v, 4); tr__w_put(w, b, 4); }
 static void tr__w_u64(tr__writer *w, uint64_t v) { unsigned char b[8]; tr__le(b, v, 8); tr__w_put(w, b, 8); }
 static void tr__w_f32s(tr__writer *w, const float *x, size_t n) {
-  unsigned char block[4096]; /* converted a block at a time: one checksum/copy call per 1024 floats */
+  unsigned char block[4096]; /* one checksum call per 1024 floats */
   size_t i, k;
   for (i = 0; i < n; i += k) {
     const uint32_t one = 1;
@@ -119,8 +122,7 @@ static void tr__w_end(tr__writer *w) {
   tr__w_u64(w, w->hash);
 }
 
-/* The training iterator's position to store: asked of the data during a fit, else the one kept from
-   the last fit's end (or from the checkpoint loaded last). */
+/* The iterator's position: the data's during a fit, else the one kept from the last fit or load. */
 static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
   const tr_data *d = t->tr__cfg ? t->tr__cfg->train : NULL;
   if (!d || !d->save_state) return &t->tr__data_state;
@@ -131,36 +133,33 @@ static const hk_bytes *tr__data_position(tr_trainer *t, hk_bytes *live) {
   return live;
 }
 
-/* Everything a checkpoint holds, taken at one moment: tr__write_all writes the file from it alone, so
-   the background writer can too (its arrays then point into the staging buffer). */
+/* Everything a checkpoint holds, at one moment: the file is written from it alone, so the background
+   writer can write it from the staging buffer. */
 typedef struct tr__snap {
   uint64_t n;                          /* parameters */
   uint32_t optim, n_buf, flags;
   int n_tensors;
-  const tr_tensor *tensors;            /* the model's views (fixed while the trainer lives) */
-  uint64_t loop[9];                    /* seed, rng, epoch, global_step, epoch_batch, samples_seen, val_at,
-                                          accum_pos, accum_n: the LOOP section */
+  const tr_tensor *tensors;            /* the model's views (fixed) */
+  uint64_t loop[9];                    /* the LOOP section's i64s */
   const float *params, *m, *v, *grads; /* grads: NULL outside an accumulation window */
-  void *opt_owner;                     /* not NULL (tr_desc.zero, rank 0): m and v are NULL and come from the
-                                          ranks, piece by piece in file order (tr__dist_opt_each) */
-  const unsigned char *data, *hooks;   /* the iterator's position; every hook's state (tr__state_sink's layout) */
+  void *opt_owner;                     /* zero, rank 0: m, v come from the ranks (tr__dist_opt_each) */
+  const unsigned char *data, *hooks;   /* tr__state_sink's layout */
   size_t data_len, hooks_len;
-  int has_lrst;                        /* the LRST section: the schedule's state, when it has any */
+  int has_lrst;
   unsigned char lrst[TR__LR_STATE_SIZE];
 } tr__snap;
 
-/* Where in the loop the trainer is, in the run layer's words (the run's block in the checkpoint). */
+/* Where the loop is, in the run layer's words (for the run's block). */
 static tr_run_at tr__at(const tr_trainer *t) {
   if (t->tr__epoch_ended) return TR_RUN_AT_EPOCH_END;
   if (t->tr__val_at == t->epoch_batch) return TR_RUN_AT_VALIDATION; /* set when the validation begins */
   return t->epoch_batch ? TR_RUN_AT_BATCH : TR_RUN_AT_EPOCH_START;
 }
 
-/* Take the snapshot with pointers into the live trainer; hooks (and live) receive the bytes asked of
-   hooks and data. TR_OK, or the run's error (a failed save_state). */
+/* The snapshot, pointing into the live trainer; hooks and live get the bytes asked of hooks and data. */
 static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes *hooks) {
   const hk_bytes *data = tr__data_position(t, live);
-  /* Outside a window (accum_pos 0) no gradient is kept: the resumed run starts a new window. */
+  /* Outside a window no gradient is kept: the resumed run starts a new one. */
   int in_window = t->tr__accum_pos > 0;
   memset(s, 0, sizeof *s);
   s->n = t->model.n_params;
@@ -181,18 +180,18 @@ static tr_err tr__snap_take(tr_trainer *t, tr__snap *s, hk_bytes *live, hk_bytes
   s->loop[7] = (uint64_t)t->tr__accum_pos;
   s->loop[8] = (uint64_t)(in_window ? t->tr__accum_n : 0);
   s->params = t->model.params;
-  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded over the ranks: gathered as it is written (train/mpi.h) */
+  if (t->tr__zero && t->tr__dist) s->opt_owner = t; /* sharded: gathered as it is written */
   else {
     s->m = t->tr__n_buf >= 1 ? t->tr__m : NULL;
     s->v = t->tr__n_buf >= 2 ? t->tr__v : NULL;
   }
-  s->grads = in_window ? t->model.grads : NULL; /* inside an accumulation window: the partial sum must survive */
+  s->grads = in_window ? t->model.grads : NULL; /* the window's partial sum must survive */
   if (data && data->len) { s->data = data->data; s->data_len = data->len; }
   if ((s->has_lrst = tr__lr_state_any(&t->run->lr_state)) != 0) tr__lr_state_put(s->lrst, &t->run->lr_state);
   if (!data) return t->tr__err;
   if (hk_state_save(t->reg, tr__state_sink, hooks) != HK_OK)
     return tr__fail(t, TR_ERR_STATE, "saving hook state failed: %s", hk_last_error(t->reg));
-  /* one more HOOK section: where the run logs (tr_run_block; tr__peek gives it back to tr_run_continue) */
+  /* the run's block (tr__peek hands it to tr_run_continue) */
   if (tr_run_block(t->reg, t->global_step, tr__at(t), tr__state_sink, hooks) != HK_OK) hooks->failed = 1;
   if (hooks->failed) return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
   s->hooks = hooks->data;
@@ -272,7 +271,7 @@ static void tr__write_all(tr__writer *w, const tr__snap *s) {
   tr__w_flush(w);
 }
 
-/* The background writer's job: the file from the snapshot in the staging buffer. */
+/* The background writer's job. */
 static void tr__save_job(tr__asave *as, tr__afile *a) {
   tr__writer w;
   memset(&w, 0, sizeof w);
@@ -283,7 +282,7 @@ static void tr__save_job(tr__asave *as, tr__afile *a) {
   free(w.buf);
 }
 
-/* The loop's side: the file is on disk (on_checkpoint_saved), or the write failed the run. */
+/* The loop's side: on_checkpoint_saved, or the failed write fails the run. */
 static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
   tr_trainer *t = (tr_trainer *)as->owner;
   const char *path = t->ctx.path;
@@ -294,7 +293,7 @@ static void tr__save_ended(tr__asave *as, hk_ctx *ctx) {
   t->ctx.path = path;
 }
 
-/* A sharded optimizer state gathered into the staging buffer (at: where the next piece goes). */
+/* A sharded optimizer state gathered into the staging buffer. */
 typedef struct tr__stage_at { unsigned char *at; } tr__stage_at;
 static void tr__stage_piece(void *u, const float *x, size_t n) {
   tr__stage_at *s = (tr__stage_at *)u;
@@ -302,8 +301,7 @@ static void tr__stage_piece(void *u, const float *x, size_t n) {
   s->at += 4 * n;
 }
 
-/* The step's part of an asynchronous tr_save: one copy of the snapshot's arrays and bytes into the
-   staging buffer (reused; grown only when the state grows), then the writer thread takes it. */
+/* An asynchronous save's part in the step: one copy into the staging buffer (reused), then the thread. */
 static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live) {
   tr__asave *as;
   tr__snap *s;
@@ -320,8 +318,8 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
   *s = *live;
 #define TR__STAGE(field, type, bytes) \
   do { if (live->field) { memcpy(as->buf + at, live->field, (bytes)); s->field = (type)(const void *)(as->buf + at); at += (bytes); } } while (0)
-  TR__STAGE(params, const float *, n4); /* n4 is a multiple of 4: every array stays aligned */
-  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v, straight into the buffer */
+  TR__STAGE(params, const float *, n4); /* every array stays aligned */
+  if (live->opt_owner) { /* sharded (rank 0): the ranks' pieces, m then v */
     tr__stage_at sa;
     sa.at = as->buf + at;
     tr__dist_opt_each(live->opt_owner, tr__stage_piece, &sa);
@@ -329,7 +327,7 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
     if (live->n_buf >= 2) s->v = (const float *)(const void *)(as->buf + at + n4);
     s->opt_owner = NULL;
     at += n4 * live->n_buf;
-    if (t->tr__err) return; /* a shard did not arrive: nothing is written */
+    if (t->tr__err) return; /* a shard did not arrive */
   }
   TR__STAGE(m, const float *, n4);
   TR__STAGE(v, const float *, n4);
@@ -345,54 +343,47 @@ static void tr__stage_file(tr_trainer *t, const char *path, const tr__snap *live
   t->tr__staged = 1;
 }
 
-/* Write to a temporary file, flush it to the disk, then rename it over path (tr__afile): a crash at any
-   moment leaves either the old checkpoint or the new one, never half of one. Every failure removes the
-   temporary file and names the file that failed. path may be a symlink (model_checkpoint's last.ckpt
-   link): the link is replaced, never followed; a device or a directory at path is never replaced.
-   With tr__async_now the file is staged for the background writer instead (the same bytes). */
-static tr_err tr__save_file(tr_trainer *t, const char *path) {
+/* The file through the one checkpoint writer (tr__write_checkpoint, files.h), or staged (tr__async_now). */
+typedef struct tr__ckpt_out { tr_trainer *t; const tr__snap *snap; } tr__ckpt_out;
+static int tr__ckpt_fill(tr__afile *a, void *user) {
+  tr__ckpt_out *o = (tr__ckpt_out *)user;
   tr__writer w;
-  tr__afile a;
-  tr__snap snap;
-  hk_bytes live, hooks;
-  memset(&live, 0, sizeof live);
-  memset(&hooks, 0, sizeof hooks);
-  if (tr__snap_take(t, &snap, &live, &hooks) != TR_OK) {
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
-  if (t->tr__async_now) {
-    tr__stage_file(t, path, &snap);
-    hk_bytes_free(&live);
-    hk_bytes_free(&hooks);
-    return t->tr__err;
-  }
   memset(&w, 0, sizeof w);
   w.cap = 1 << 16;
-  w.buf = (unsigned char *)malloc(w.cap);
-  if (!w.buf) { hk_bytes_free(&live); hk_bytes_free(&hooks); return tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory"); }
-  w.af = &a;
-  if (tr__afile_open(&a, path, TR__AF_LINK_OK) == 0) {
-    tr__write_all(&w, &snap);
-    if (!a.err && !t->tr__err) tr__afile_commit(&a, NULL);
-  }
-  if (!a.tmp) tr__fail(t, TR_ERR_NOMEM, "tr_save: out of memory");
-  else if (a.special) tr__fail(t, TR_ERR_IO, "tr_save: '%s' is not a regular file (a device, a FIFO or a directory): it is not replaced", path);
-  else if (a.err && !strcmp(a.step, "renaming"))
-    tr__fail(t, TR_ERR_IO, "tr_save: renaming '%s' to '%s' failed: %s", a.tmp, path, strerror(a.err));
-  else if (a.err)
-    tr__fail(t, TR_ERR_IO, "tr_save: %s '%s' failed: %s (the previous '%s' is untouched)", a.step, a.tmp, strerror(a.err), path);
-  tr__afile_free(&a);
+  if (!(w.buf = (unsigned char *)malloc(w.cap))) return ENOMEM;
+  w.af = a;
+  tr__write_all(&w, o->snap);
   free(w.buf);
+  return w.failed ? w.failed : o->t->tr__err ? EIO : 0; /* a shard did not arrive: nothing is committed */
+}
+static tr_err tr__save_file(tr_trainer *t, const char *path) {
+  tr__snap snap;
+  hk_bytes live, hooks;
+  char why[sizeof t->error - 16];
+  memset(&live, 0, sizeof live);
+  memset(&hooks, 0, sizeof hooks);
+  if (tr__snap_take(t, &snap, &live, &hooks) == TR_OK) {
+    if (t->tr__async_now) tr__stage_file(t, path, &snap);
+    else {
+      tr__ckpt_out o;
+      tr_err e;
+      o.t = t;
+      o.snap = &snap;
+      e = tr__write_checkpoint(path, tr__ckpt_fill, &o, why, sizeof why);
+      if (e) tr__fail(t, e, "tr_save: %s", why);
+    }
+  }
   hk_bytes_free(&live);
   hk_bytes_free(&hooks);
   return t->tr__err;
 }
 
-/* tr_save never changes the outcome of the run it is called in: its error is returned (and is
-   tr_error(t) when the run has none); the run's own error and signals stay as they were. A save from
-   inside a save (an on_save_checkpoint hook calling tr_save) is refused. */
+/* Collect a background save (wait: until it is on disk). */
+static void tr__saves_settle(tr_trainer *t, int wait) {
+  tr__asave_settle(t->tr__asave, &t->ctx, wait);
+}
+
+/* The run's own error and signals are put back: a save returns its error, never changes the run's. */
 TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
   tr_err run_err, e;
   char run_msg[sizeof t->error];
@@ -402,25 +393,25 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     return tr__refuse(t, "tr_save called while a save is in progress (from an on_save_checkpoint or on_checkpoint_saved "
                       "hook?); ask for one with hk_request(ctx, HK_REQUEST_CHECKPOINT) instead");
   if (t->running == HK_STAGE_NONE) { t->tr__err = TR_OK; t->error[0] = 0; }
-  tr__saves_settle(t, 1); /* one save in flight: this one waits for the last (a failed one fails the run) */
+  tr__saves_settle(t, 1); /* one save in flight */
   run_err = t->tr__err;
   run_flow = t->tr__flow;
   if (run_err) memcpy(run_msg, t->error, sizeof run_msg);
-  t->tr__err = TR_OK; /* an on_exception handler may save while the run is failing: a clean slate */
+  t->tr__err = TR_OK; /* on_exception may save a failing run */
   t->tr__saving = 1;
   t->tr__staged = 0;
   t->tr__async_now = t->running != HK_STAGE_NONE && !t->tr__sync_only && (t->tr__async || (t->run->async_requests && t->tr__in_request));
-  tr__dist_agree(t); /* TRAIN_MPI: every rank saves alike; a save on some ranks only fails them all here, nothing written */
+  tr__dist_agree(t); /* TRAIN_MPI: a save on some ranks only fails them all here */
   if (!t->tr__err && (!path || !path[0])) tr__fail(t, TR_ERR_INVALID, "tr_save: no path");
   else if (!t->tr__err) {
     t->ctx.path = path;
     tr__fire(t, HK_ON_SAVE_CHECKPOINT); /* hooks may update what they save */
-    (void)tr__dev_to_host(t);    /* CUDA: from host mirrors (a failure is the run's error: nothing is written) */
+    (void)tr__dev_to_host(t);    /* CUDA: host mirrors */
   }
-  /* also after a failure: every rank takes part in the same agreements (TRAIN_MPI) */
-  tr__dist_save_file(t, path);   /* rank 0 writes (the only writer, unless failed), then every rank goes on */
+  /* after a failure too: every rank in the same agreements */
+  tr__dist_save_file(t, path, tr__save_file); /* rank 0 writes */
   tr__dev_unswap(t);
-  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once it is on disk */
+  if (!t->tr__err && !t->tr__staged) tr__fire(t, HK_ON_CHECKPOINT_SAVED); /* staged: once on disk */
   t->tr__async_now = t->tr__staged = 0;
   tr__dist_agree(t);
   t->ctx.path = NULL;
@@ -431,7 +422,7 @@ TRAIN_API tr_err tr_save(tr_trainer *t, const char *path) {
     t->tr__err = run_err;
     t->tr__flow = run_flow;
     if (run_err) memcpy(t->error, run_msg, sizeof run_msg);
-    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways: the run cannot go on (TRAIN_MPI) */
+    else if (tr__dist_broken(t)) t->tr__err = e; /* the ranks went different ways */
   }
   return e;
 }
@@ -449,7 +440,7 @@ static const char *tr__tag_name(uint32_t tag, char out[5]) {
   return out;
 }
 
-/* Read the section at *pos: its header, bounds and checksum. */
+/* The section at *pos: header, bounds, checksum. */
 static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, tr__section *s) {
   size_t at = *pos, avail = len - at;
   uint64_t size;
@@ -471,7 +462,7 @@ static tr_err tr__read_section(tr_trainer *t, const unsigned char *buf, size_t l
   return TR_OK;
 }
 
-/* Read the next section and check that it is the expected one. */
+
 static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, size_t *pos, uint32_t tag, tr__section *s) {
   char want[5], got[5];
   if (tr__read_section(t, buf, len, pos, s)) return t->tr__err;
@@ -481,18 +472,18 @@ static tr_err tr__expect(tr_trainer *t, const unsigned char *buf, size_t len, si
   return TR_OK;
 }
 
-/* A parsed, verified checkpoint: pointers into the file's bytes. */
+/* A verified checkpoint: pointers into the file's bytes. */
 typedef struct tr__ckpt {
   uint32_t version;
   tr__section meta, loop, parm, optm, grad, data;
   int has_grad, has_data;
-  int n_hooks;                /* HOOK sections, and the bytes their keys need with terminators */
+  int n_hooks;                /* HOOK sections; their keys' bytes with terminators */
   size_t key_bytes;
   size_t hooks_at, hooks_end; /* the HOOK sections lie in [hooks_at, hooks_end) */
   uint64_t seed, rng;
-  int64_t v[7];               /* epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n */
+  int64_t v[7];               /* LOOP's i64s */
   uint32_t flags;
-  tr_sched_state lr_state;    /* the LRST section's; zero (the start) without one */
+  tr_sched_state lr_state;    /* zero (the start) without LRST */
 } tr__ckpt;
 
 static tr_err tr__check_meta(tr_trainer *t, const tr__section *s) {
@@ -565,7 +556,7 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
   ck->rng = tr__get(ck->loop.p + 8, 8);
   for (i = 0; i < 7; i++) ck->v[i] = (int64_t)tr__get(ck->loop.p + 16 + 8 * i, 8);
   ck->flags = (uint32_t)tr__get(ck->loop.p + 72, 4);
-  /* every field in its range, so that nothing overflows when the loop counts on from it */
+  /* in range, so that nothing overflows when the loop counts on */
   for (i = 0; i < 7; i++) {
     static const char *const names[7] = { "epoch", "global_step", "epoch_batch", "samples_seen", "val_at", "accum_pos", "accum_n" };
     int64_t lo = i == 4 ? -1 : 0;
@@ -605,7 +596,7 @@ static tr_err tr__parse(tr_trainer *t, const unsigned char *buf, size_t len, tr_
     if (tr__lr_state_get(ls.p, ls.n, &ck->lr_state, why, sizeof why)) return tr__fail(t, TR_ERR_FORMAT, "checkpoint malformed: %s", why);
   }
 
-  /* HOOK sections until END. Keys must be sane (hk_state_check finds duplicates, in linear time). */
+  /* HOOK sections until END (hk_state_check finds duplicate keys, in linear time). */
   ck->hooks_at = pos;
   for (;;) {
     size_t klen, at = pos;
@@ -636,8 +627,7 @@ static void tr__read_f32s(float *dst, const unsigned char *p, size_t n) {
   }
 }
 
-/* Give every HOOK section to its hook, all or nothing (hk_state_load_all puts the hooks loaded before
-   a rejecting one back as they were). The blobs point into buf, which tr__parse has verified. */
+/* Every HOOK section to its hook, all or nothing (hk_state_load_all puts back those loaded before). */
 static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__ckpt *ck) {
   char *keys = (char *)malloc(ck->key_bytes + 1), *k = keys;
   hk_state_blob *blobs = (hk_state_blob *)malloc(sizeof *blobs * (size_t)(ck->n_hooks + 1));
@@ -676,9 +666,7 @@ static tr_err tr__load_hooks(tr_trainer *t, const unsigned char *buf, const tr__
   return t->tr__err;
 }
 
-/* Verify, then commit. Nothing of the trainer changes before every check has passed. */
-/* The trainer state a load replaces (besides the float buffers): one struct, so that the commit and
-   its rollback are the same assignment. */
+/* What a load replaces besides the floats: one struct, so that commit and rollback are one assignment. */
 typedef struct tr__loop_state {
   uint64_t seed, rng;
   int64_t epoch, global_step, epoch_batch, samples_seen, val_at, accum_pos, accum_n;
@@ -721,10 +709,20 @@ static void tr__set_loop(tr_trainer *t, const tr__loop_state *ls) {
   hk_grads_changed(&t->ctx);
 }
 
-/* on_exception_checkpoint: the state after the last completed optimizer step. A window that began and
-   did not step (the failure came inside it, or a stop signal after one of its micro-batches) is
-   undone: the loop's position goes back to its first batch and its gradients are not saved, so the
-   resumed run repeats it. The trainer's counters are put back after the save. */
+/* The run layer saves in the trainer's format (tr_run_desc.save_checkpoint): hooks' requests, and
+   on_exception_checkpoint's save during on_exception. */
+static tr_err tr__save_for_request(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  t->tr__save_why[0] = 0;
+  e = tr_save(t, path);
+  (void)ctx;
+  if (e) tr__msg(why, cap, "%s", t->tr__save_why[0] ? t->tr__save_why : t->error); /* the save's own reason */
+  return e;
+}
+
+/* on_exception_checkpoint: the state after the last completed step. A window that did not step is
+   undone (back to its first batch, no gradients), so the resume repeats it; counters restored after. */
 static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
   tr__loop_state kept;
@@ -742,7 +740,7 @@ static tr_err tr__save_failed(void *user, hk_ctx *ctx, const char *path, char *w
   tr__set_loop(t, &kept);
   return e;
 }
-/* Hook states as records (u32 key length | key | u64 length | bytes), in memory, to put back. */
+/* Hook states as records (u32 key length | key | u64 length | bytes), to put back. */
 static hk_err tr__snap_sink(const char *key, const void *data, size_t len, void *user) {
   hk_bytes *b = (hk_bytes *)user;
   uint32_t k = (uint32_t)strlen(key);
@@ -778,11 +776,7 @@ static void tr__snap_restore(tr_trainer *t, const hk_bytes *b) {
   free(blobs);
 }
 
-/* Verify, then commit. Nothing of the trainer changes before every check has passed; if an
-   on_load_checkpoint hook then fails, everything the commit replaced is put back. That needs a copy of
-   the parameters, optimizer state, gradients and hook states, made only when a hook listens to
-   on_load_checkpoint (nobody else can fail after the commit). */
-/* A file that is not a checkpoint, or a truncated, corrupted or mismatched one: the message names it. */
+/* A file that is not a checkpoint, or a bad one: the message names it. */
 static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
   char old[sizeof t->error];
   if (!path || !strcmp(path, "<memory>") || strstr(t->error, path)) return t->tr__err;
@@ -794,13 +788,15 @@ static tr_err tr__name_ckpt(tr_trainer *t, const char *path) {
 }
 static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   tr__ckpt ck;
-  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the optimizer state of [lo, lo + k): all, or a shard */
+  size_t n = t->model.n_params, lo = t->tr__opt_lo, k = t->tr__opt_n; /* the state of [lo, lo + k) */
   size_t n_floats = n * (size_t)(1 + (t->model.grads != NULL)) + k * (size_t)t->tr__n_buf;
   int listened = HK_ACTIVE(t->reg, HK_ON_LOAD_CHECKPOINT) != 0;
   tr__loop_state before, after;
   hk_bytes hooks_before = { NULL, 0, 0, 0 };
   float *floats_before = NULL;
   memset(&after, 0, sizeof after);
+  /* Verify, then commit. The copy that puts everything back when on_load_checkpoint fails is made only
+     when a hook listens to it (nothing else can fail after the commit). */
   if (tr__parse(t, buf, len, &ck)) return tr__name_ckpt(t, path);
   if (ck.has_grad && !t->model.grads)
     return tr__fail(t, TR_ERR_INVALID, "the checkpoint was written inside an accumulation window and holds its gradients, "
@@ -829,10 +825,10 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
 
   tr__get_loop(t, &before);
   tr__read_f32s(t->model.params, ck.parm.p, n);
-  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* the whole state is in the file: a shard */
-  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* takes its slice, at any world size */
+  if (t->tr__n_buf >= 1) tr__read_f32s(t->tr__m, ck.optm.p + 4 * lo, k); /* a shard takes its slice */
+  if (t->tr__n_buf >= 2) tr__read_f32s(t->tr__v, ck.optm.p + 4 * (n + lo), k); /* (any world size) */
   if (ck.has_grad) tr__read_f32s(t->model.grads, ck.grad.p, n);
-  tr__dev_upload(t); /* CUDA: the device gets what was read (train/cuda.h) */
+  tr__dev_upload(t); /* CUDA: to the device */
   after.seed = ck.seed;
   after.rng = ck.rng;
   after.epoch = ck.v[0];
@@ -849,8 +845,8 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   after.has_momentum = (ck.flags & TR__F_MOMENTUM) != 0;
   after.restarting = after.epoch_batch > 0 && !after.epoch_ended; /* mid-epoch or mid-validation (Lightning) */
   after.lr_state = ck.lr_state;
-  tr__set_loop(t, &after); /* no DATA section: the next fit starts the iterator afresh */
-  { /* what was loaded, as the ranks compare it (TRAIN_MPI): the checksums the file already keeps */
+  tr__set_loop(t, &after); /* no DATA: the iterator starts afresh */
+  { /* what the ranks compare: the file's checksums */
     const tr__section *used[5] = { &ck.meta, &ck.loop, &ck.parm, &ck.optm, &ck.grad };
     int u;
     t->tr__loaded = TR__FNV_START;
@@ -860,7 +856,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   t->ctx.path = path;
   tr__fire(t, HK_ON_LOAD_CHECKPOINT); /* hook state is already restored */
   t->ctx.path = NULL;
-  if (t->tr__err && listened) { /* put everything back, as if the load had never started */
+  if (t->tr__err && listened) { /* as if the load never started */
     memcpy(t->model.params, floats_before, 4 * n);
     if (t->tr__n_buf >= 1) memcpy(t->tr__m, floats_before + n, 4 * k);
     if (t->tr__n_buf >= 2) memcpy(t->tr__v, floats_before + n + k, 4 * k);
@@ -875,8 +871,7 @@ static tr_err tr__load_host(tr_trainer *t, const unsigned char *buf, size_t len,
   return t->tr__err;
 }
 
-/* Read a whole checkpoint file into memory: a regular file no larger than tr__max_ckpt, read in one
-   pass of its size (a file that grows meanwhile is refused rather than read forever). */
+/* A regular file no larger than tr__max_ckpt, read in one pass (a growing one is refused, not read forever). */
 static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out, size_t *out_len) {
   unsigned char *buf;
   uint64_t size;
@@ -884,7 +879,7 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
 #ifdef TR__POSIX
   struct stat st;
 #ifdef O_NONBLOCK
-  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block the open: it is refused below */
+  int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block: refused below */
 #else
   int fd = open(path, O_RDONLY);
 #endif
@@ -930,7 +925,7 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
 #endif
     return tr__fail(t, TR_ERR_NOMEM, "out of memory reading '%s' (%llu bytes)", path, (unsigned long long)size);
   }
-  for (;;) { /* one byte more than the size: to see a file that grew */
+  for (;;) { /* one byte more: to see a file that grew */
 #ifdef TR__POSIX
     ssize_t k = read(fd, buf + len, (size_t)size + 1 - len);
     if (k < 0 && errno == EINTR) continue;
@@ -958,7 +953,7 @@ static tr_err tr__read_file(tr_trainer *t, const char *path, unsigned char **out
   return TR_OK;
 }
 
-/* With TRAIN_CUDA the checkpoint is read into host mirrors of the device buffers (train/cuda.h). */
+/* TRAIN_CUDA: read into the device buffers' host mirrors. */
 static tr_err tr__load_mem(tr_trainer *t, const unsigned char *buf, size_t len, const char *path) {
   if (!tr__dev_to_host(t)) tr__load_host(t, buf, len, path);
   tr__dev_unswap(t);
@@ -974,7 +969,7 @@ static tr_err tr__load_file(tr_trainer *t, const char *path) {
   return t->tr__err;
 }
 
-/* resume "auto" for tr_fit: a checkpoint of this model that reads whole (every section's checksum), its step. */
+/* resume "auto": a checkpoint of this model that reads whole, and its step. */
 static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why, size_t cap) {
   tr_trainer *t = (tr_trainer *)user;
   unsigned char *buf = NULL;
@@ -984,7 +979,7 @@ static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why
   if (bad) tr__msg(why, cap, "%s", t->error);
   else *step = ck.v[1];
   free(buf);
-  t->tr__err = TR_OK; /* (looked at before the fit: nothing had failed) */
+  t->tr__err = TR_OK; /* (before the fit) */
   t->error[0] = 0;
   return bad;
 }
@@ -1000,7 +995,7 @@ static int tr__ckpt_check(void *user, const char *path, int64_t *step, char *why
 typedef struct tr__peeked {
   int64_t epoch, step;
   uint32_t flags;
-  char es_key[TR__MAX_KEY + 1]; /* an early_stopping whose state says it stopped: its key, counters, message */
+  char es_key[TR__MAX_KEY + 1]; /* an early_stopping that stopped */
   int64_t es_wait, es_patience, es_reason;
   char es_msg[300];
 } tr__peeked;
@@ -1075,13 +1070,13 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
   const char *path = c->resume_from;
   char why[sizeof t->error];
   t->tr__lift_stop = 0;
-  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says what is wrong with it */
-  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* a checkpoint from inside on_train_epoch_end: that epoch is done */
-  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h: shared with tr_run_start */
+  if (tr__peek(t->reg, path, &pk)) return TR_OK; /* the load says why */
+  epochs = pk.epoch + ((pk.flags & TR__F_ENDED) ? 1 : 0); /* saved in on_train_epoch_end: done */
+  if (tr__resume_finished(why, sizeof why, "tr_fit", path, epochs, pk.step, c->max_epochs, c->max_steps, "")) /* base.h */
     return tr__fail(t, TR_ERR_INVALID, "%s", why);
-  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK; /* (a held stop: it trains on) */
+  if (!(pk.flags & TR__F_STOP) || epochs < c->min_epochs || pk.step < c->min_steps) return TR_OK;
 #if TR__ON_EARLY_STOPPING
-  if (pk.es_key[0]) { /* early_stopping's rule, which tr_run_start's look shares */
+  if (pk.es_key[0]) { /* early_stopping's rule */
     tr__es_saved v;
     memset(&v, 0, sizeof v);
     v.wait = pk.es_wait;
@@ -1099,8 +1094,7 @@ static tr_err tr__resume_check(tr_trainer *t, const tr_config *c) {
                   "(HK_STOP), and the checkpoint keeps that: resuming it trains nothing", path, (long long)epochs, (long long)pk.step);
 }
 
-/* A requeued job's save_to: its run block (where the run logs, which job wrote it) given to the run as a resume's
-   (tr__peek), then 1 with why when another job wrote it (not resumed: tr_run_other_job). */
+/* A requeued job's save_to: its run block to the run (tr__peek); 1 with why when another job wrote it. */
 static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_t cap) {
   tr__peeked pk;
   (void)tr_run_continue(t->reg, NULL, 0);
@@ -1110,8 +1104,7 @@ static int tr__requeue_foreign(tr_trainer *t, const char *path, char *why, size_
   return 1;
 }
 
-/* Loading while a run is going would pull the counters from under the loop (tr_config.resume_from is
-   the way to resume inside fit): refused, without touching the run. */
+/* A load during a run would pull the counters from under the loop: refused, the run untouched. */
 static tr_err tr__load_allowed(tr_trainer *t) {
   if (t->running != HK_STAGE_NONE)
     return tr__refuse(t, "tr_load called during a %s run (from a hook?); to resume inside a fit, use tr_config.resume_from",
@@ -1134,6 +1127,17 @@ TRAIN_API tr_err tr_load_mem(tr_trainer *t, const void *data, size_t len) {
   if (!data && len) return tr__fail(t, TR_ERR_INVALID, "tr_load_mem: no data");
   return tr__load_mem(t, (const unsigned char *)(data ? data : ""), len, "<memory>");
 }
+static tr_err tr__save_checkpoint(void *user, hk_ctx *ctx, const char *path, char *why, size_t cap) {
+  tr_trainer *t = (tr_trainer *)user;
+  tr_err e;
+  if (ctx->abort_reason) return tr__save_failed(user, ctx, path, why, cap);
+  t->tr__in_request = 1; /* model_checkpoint(async_save) */
+  e = tr__save_for_request(user, ctx, path, why, cap);
+  t->tr__in_request = 0;
+  if (e) tr__fail(t, e, "%s", why);
+  return e;
+}
+static void tr__wait_saves(void *user, hk_ctx *ctx) { (void)ctx; tr__saves_settle((tr_trainer *)user, 1); }
 TR__C_END /* part */
 #endif /* implementation */
 #endif /* part */

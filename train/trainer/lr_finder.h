@@ -1,24 +1,14 @@
-/* train/callbacks/lr_finder.h - lr_finder (needs the trainer). A part of train.h (make train.h joins the parts) */ /* part */
+/* train/trainer/lr_finder.h - lr_finder (needs the trainer). A part of train.h (make train.h joins the parts) */ /* part */
 #ifndef TRAIN_LR_FINDER_H /* part */
 #define TRAIN_LR_FINDER_H /* part */
-#include "../trainer.h" /* part */
+#include "fit.h" /* part */
 
 TR__C_BEGIN /* part */
 /* ---- lr_finder (Lightning's LearningRateFinder) -------------------------------------------------
-   At on_fit_start of a fit that starts from step 0 it sweeps the learning rate exponentially,
-   lr_i = min_lr * (max_lr/min_lr)^(i/(N-1)) for N = num_training_steps optimizer steps on the
-   training data (batch i mod count; clipping as configured, no accumulation, no hooks fire), records
-   the loss smoothed with beta 0.98 (bias-corrected) and stops early once it exceeds
-   early_stop_threshold x the best. The suggestion is the learning rate at the steepest descent of the
-   smoothed curve (numpy.gradient's argmin, skipping the first 10 and the last point, as Lightning).
-   Then parameters, optimizer state, counters and gradients are restored exactly, and with
-   update_attr (default) tr_desc.optim.lr becomes the suggestion for the fit that follows. It prints
-   the suggestion, writes the curve as CSV (lr,loss) to curve_path when given (whole, through the
-   atomic writer: never through a symlink), and keeps it for tr_lr_finder_get. Its result is in checkpoints: a resumed fit does not sweep again but applies the
-   same learning rate. Too few points (fewer than 13) give no suggestion (NaN) and leave lr alone.
-   train.h only (it drives the model itself); random-access training data, or an iterator with reset.
-   A device model (TRAIN_CUDA): the same sweep with the device kernels, the state kept and restored by
-   device-to-device copies; each step copies its loss to the host (one wait: the curve needs it). */
+   At on_fit_start of a fit from step 0: an exponential learning-rate sweep of N steps (no hooks fire),
+   the suggestion at the smoothed loss's steepest descent, then the state restored exactly and, with
+   update_attr, the suggestion as the fit's lr. Its result is in checkpoints: a resume does not sweep
+   again. The rules in full: docs/callbacks.md. */
 #define TR_LR_FINDER_PARAMS(X) /* kind, C type, name, default, choices, doc (see TR__FIELD) */ \
   X(DOUBLE_ZERO, double,  min_lr,               "1e-8", NULL, "the sweep's first learning rate") \
   X(DOUBLE_ZERO, double,  max_lr,               "1",    NULL, "the sweep's last learning rate") \
@@ -29,10 +19,10 @@ TR__C_BEGIN /* part */
   X(TRI,    int,          verbose,              "true", NULL, "print the suggestion")
 typedef struct tr_lr_finder_desc { TR_LR_FINDER_PARAMS(TR__FIELD) } tr_lr_finder_desc;
 typedef struct tr_lr_finder_state {
-  int done;                     /* the sweep ran (in this process or before the checkpoint) */
+  int done;                     /* the sweep ran (here or before the checkpoint) */
   double suggestion;            /* NaN when there is none */
   int suggestion_index;         /* into lrs/losses; -1 when none */
-  int n;                        /* points of the curve (0 after a resume: the curve is not saved) */
+  int n;                        /* points of the curve (0 after a resume: not saved) */
   const double *lrs, *losses;   /* the learning rates and smoothed losses */
 } tr_lr_finder_state;
 TRAIN_API tr_err tr_lr_finder(hk_registry *reg, const tr_lr_finder_desc *d, hk_handle *out);
@@ -46,7 +36,6 @@ TR__FACTORY_OF(lrf, tr_lr_finder_desc, TR_LR_FINDER_PARAMS)
 /* ---- lr_finder ------------------------------------------------------------------------------------ */
 typedef struct tr__lrf {
   tr_lr_finder_state pub;
-  tr_run *run;          /* the registry's run: what the loop says (train/run.h) */
   double min_lr, max_lr, threshold;
   int steps, update_attr, verbose;
   char *curve_path;
@@ -61,8 +50,7 @@ static void tr__lrf_destroy(void *user) {
   free(s);
 }
 
-/* Lightning's suggestion: the steepest descent (numpy.gradient's argmin over the index) of the
-   finite smoothed losses, skipping the first 10 points and the last one; -1 with too few points. */
+/* Lightning's: numpy.gradient's argmin, skipping the first 10 points and the last; -1 with too few. */
 static int tr__lrf_suggest(const double *loss, int n) {
   enum { SKIP_BEGIN = 10, SKIP_END = 1 };
   int i, best = -1, m = n - SKIP_BEGIN - SKIP_END;
@@ -78,12 +66,12 @@ static int tr__lrf_suggest(const double *loss, int n) {
   return best < 0 ? -1 : best + SKIP_BEGIN;
 }
 
-/* The sweep itself: N optimizer steps driven by hand (no hooks fire), everything restored after. */
+/* N optimizer steps driven by hand, everything restored after. */
 static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   const tr_config *c = t->tr__cfg;
   const tr_data *d = c->train;
   size_t n = t->model.n_params, bytes = n * sizeof(float);
-  int dev = TR__ON_DEVICE(t); /* a device model: its state is kept on the device, the loss copied each step */
+  int dev = TR__ON_DEVICE(t); /* kept on the device */
   float *save = dev ? NULL : (float *)malloc(bytes * (size_t)(2 + t->tr__n_buf));
   int64_t count = d->count(d->user), step0 = t->global_step;
   int has_mom = t->tr__has_momentum, i, stop = 0;
@@ -112,7 +100,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (c->gradient_clip_val > 0) tr__clip_gradients(t);
     t->global_step = step0 + i; /* AdamW's bias correction counts the sweep's steps */
     tr__update(t, lr);
-    if (t->tr__err) { stop = 2; break; } /* a device call failed (train/cuda.h said which) */
+    if (t->tr__err) { stop = 2; break; } /* a device call failed */
     avg = beta * avg + (1 - beta) * loss;
     smooth = avg / (1 - pow(beta, i + 1));
     s->lrs[i] = lr;
@@ -122,7 +110,7 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
     if (smooth < best || i == 0) best = smooth;
     if (d->next && i + 1 < s->steps && (i + 1) % count == 0 && d->reset(d->user)) { stop = 2; break; }
   }
-  /* restore exactly what the fit starts from */
+  /* exactly what the fit starts from */
   if (dev) (void)tr__dev_keep(t, 1);
   else {
     memcpy(t->model.params, save, bytes);
@@ -136,24 +124,23 @@ static hk_signal tr__lrf_sweep(tr__lrf *s, hk_ctx *ctx, tr_trainer *t) {
   hk_grads_changed(&t->ctx);
   t->ctx.loss = NAN;
   if (d->next && d->reset(d->user)) stop = 2;
-  if (t->tr__err) return HK_FAIL; /* a device call failed: the run's error says which */
+  if (t->tr__err) return HK_FAIL; /* the run's error says which */
   if (stop == 2) return hk_fail(ctx, "the model or the data failed during the sweep (step %d)", i);
   return HK_CONTINUE;
 }
 
 static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   tr__lrf *s = (tr__lrf *)user;
-  tr_run *run = s->run;
   tr_trainer *t = (tr_trainer *)ctx->trainer;
   int k;
   if (!t) return hk_fail(ctx, "needs train.h's tr_fit (it re-runs training steps itself); a hand-written loop "
                          "can sweep the learning rate with its own steps");
-  if (s->pub.done) { /* a resumed fit: the same learning rate, no second sweep */
+  if (s->pub.done) { /* a resumed fit: no second sweep */
     if (s->update_attr && hk_is_finite(s->pub.suggestion)) t->optim.lr = s->pub.suggestion;
     return HK_CONTINUE;
   }
   if (t->global_step != 0 || t->epoch_batch != 0) return HK_CONTINUE; /* only before the first step */
-  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need the ranks' parameter exchange, a collective inside a hook */
+  if (t->tr__zero && t->ctx.world_size > 1) /* its steps would need a collective inside a hook */
     return hk_fail(ctx, "does not work with tr_desc.zero (each rank updates only its shard of the parameters): find the "
                    "learning rate in a run without zero, then set it");
   if (tr__lrf_sweep(s, ctx, t) == HK_FAIL) return HK_FAIL;
@@ -161,17 +148,17 @@ static hk_signal tr__lrf_fit_start(hk_ctx *ctx, void *user) {
   k = tr__lrf_suggest(s->losses, s->pub.n);
   s->pub.suggestion_index = k;
   s->pub.suggestion = k >= 0 ? s->lrs[k] : NAN;
-  if (s->verbose) {
-    if (k >= 0) tr__run_say_on(run, ctx, 1, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
+  if (s->verbose && ctx->rank == 0) {
+    if (k >= 0) tr_run_say(t->reg, ctx, "lr_finder", "suggested learning rate %.6g (steepest descent of the smoothed loss, %d points%s)",
                            s->pub.suggestion, s->pub.n, s->update_attr ? "; set as the optimizer's lr" : "");
-    else tr__run_say_on(run, ctx, 1, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
+    else tr_run_say(t->reg, ctx, "lr_finder", "no suggestion: too few points (%d; it needs at least 13) or a non-finite loss; lr stays %g",
                     s->pub.n, t->optim.lr);
   }
   if (s->update_attr && k >= 0) {
     t->optim.lr = s->pub.suggestion;
     t->lr = tr__current_lr(t);
   }
-  if (s->curve_path && ctx->rank == 0) { /* one file for the job (every rank sweeps the same), written whole */
+  if (s->curve_path && ctx->rank == 0) { /* every rank sweeps the same */
     hk_bytes b;
     char why[1100];
     int e;
@@ -224,7 +211,6 @@ static tr_err tr__lrf_make(hk_registry *reg, const tr_lr_finder_desc *d, hk_hand
     return tr__bad(w, "lr_finder: early_stop_threshold must be > 1 (negative: never), got %g", threshold);
   s = (tr__lrf *)calloc(1, sizeof *s);
   if (!s) return tr__bad(w, "lr_finder: out of memory"), TR_ERR_NOMEM;
-  s->run = tr_run_get(reg);
   s->min_lr = lo;
   s->max_lr = hi;
   s->steps = steps;

@@ -1,66 +1,29 @@
-/* train/cuda.h - the CUDA strategy of the trainer (TRAIN_CUDA). A part of train.h (make train.h joins the parts) */ /* part */
-#ifndef TRAIN_CUDA_H /* part */
-#define TRAIN_CUDA_H /* part */
-#include "trainer.h" /* part */
+/* train/trainer/cuda.h - the CUDA strategy of the trainer (TRAIN_CUDA). A part of train.h (make train.h joins the parts) */ /* part */
+#ifndef TRAIN_TRAINER_CUDA_H /* part */
+#define TRAIN_TRAINER_CUDA_H /* part */
+#include "core.h" /* part */
 
 TR__C_BEGIN /* part */
+/* The host's waits for the GPU so far (copies back, synchronisations); 0 without TRAIN_CUDA. */
+TRAIN_API unsigned long long tr_cuda_sync_count(void);
 TR__C_END /* part */
 
 #ifdef TRAIN_IMPLEMENTATION /* implementation */
 TR__C_BEGIN /* part */
 /* =================================================================================================
-   CUDA (TRAIN_CUDA)
-   With TRAIN_CUDA defined where the implementation is compiled (a .cu file built by nvcc; every other
-   file of the program stays C and sees the same declarations), a model with tr_model.on_device = 1
-   trains on the GPU: params and grads are the user's device buffers, the optimizer state lives on the
-   device, and each step runs kernels/train_cuda.cuh instead of the CPU loops:
-     zero_grad       trc_zero                     accumulation mean   trc_scale
-     clip by norm    trc_norm (the clip scale stays on the device), folded into the update; when an
-                     on_gradient_clip hook is registered it is applied first (trc_apply_clip), so the
-                     hook sees clipped gradients, as on the CPU. Either way the buffer ends clipped.
-     clip by value   trc_clip_value (clamps in place and keeps the norm from before clipping)
-     AdamW / SGD     trc_adamw / trc_sgd run tr_adamw_elem / tr_sgd_elem (train/math.h):
-                     the CPU's float32 formulas, bit for bit when the file is built with -fmad=false
-                     (make cuda-test compares them with tr_adamw_update / tr_sgd_update)
-   NO HOST WAIT IN A STEP. Every kernel is queued on the default stream; nothing in a step copies to
-   the host or synchronises unless asked:
-     - hk_grad_norm(ctx) (and the metric grad_norm) copy the norm from the device once per change of
-       the gradients, when a hook first reads it (ctx->grad_norm_source);
-     - the loss stays on the device (tr_model.device_loss): the metric train/loss copies it when a
-       hook reads it (once per batch). ctx->loss is NaN in training batches, unless the loss was
-       copied anyway: tr_config.on_nonfinite_loss FAIL (the default) and SKIP must see the loss before
-       backward, so they cost one copy per step; TR_NONFINITE_IGNORE costs none;
-     - a tr_model without device_loss hands the loss over on the host (forward waited for it).
-   tr_cuda_sync_count() counts every wait; make cuda-test checks that a step with nothing registered
-   and TR_NONFINITE_IGNORE makes none. Validation and test copy each batch's loss (one wait per batch).
-   Non-finite gradients are not skipped, as on the CPU (trc_norm's device-side skip is for own loops).
-   make test-cuda-cpu runs this whole section on the CPU with emulated kernels (tests/cuda_host.h) and
-   checks it against the CPU path bit for bit.
-   WHAT HOOKS CAN DO. ctx->params / ctx->grads are views of device memory (on_device = 1): a hook
-   launches its own kernels on them, or copies them; it must not dereference them on the host. Of
-   the standard callbacks, nan_guard reads hk_grad_norm and train/loss; gradient_monitor and ema reach
-   the device views through tr__dev_ops (train/battery.h; the table below, installed by tr__dev_init):
-   per-tensor norms with one copy per logged step, the weight average on the device (trc_ema, trc_swap:
-   no wait); lr_finder keeps the state by device copies (tr__dev_keep) and copies each sweep loss;
-   device_stats reads the GPU's utilisation and memory through NVML (trc_pci_bus_id names the device): no wait.
-   CUDA GRAPHS. Hook sites with nothing registered cost a host-side branch and launch nothing, so a
-   step with no hooks is a fixed sequence of kernel launches on tr_model.stream that can be captured
-   (give the model a stream of its own: the legacy default stream cannot be captured). A hook runs once,
-   at capture time, and never on replay: during capture, hooks must not read lazy metrics (a copy
-   cannot be captured), call tr_save, or expect to run each step. AdamW's step count and the learning
-   rate are kernel arguments: a captured update keeps the captured values (see the kernels' header).
-   CHECKPOINTS are the CPU format: tr_save copies the device state to host mirrors (t->tr__m/tr__v
-   double as the optimizer's), writes them, and tr_load copies what it read back to the device, so a
-   checkpoint from the GPU resumes on the CPU and the other way round. Without TRAIN_CUDA, a model
-   with on_device is refused by tr_init (TR_ERR_DEVICE).
+   CUDA (TRAIN_CUDA, in the file nvcc builds): a model with tr_model.on_device = 1 trains on the GPU.
+   params and grads are its device buffers, the optimizer state lives on the device, and the step's
+   pieces below run kernels/train_cuda.cuh instead of the CPU loops, with the CPU's bits (-fmad=false).
+   Nothing in a step waits for the device unless a hook reads a value (tr_cuda_sync_count counts);
+   hooks see device views. Checkpoints go through host mirrors, in the CPU's format. In full: docs/cuda.md.
    ================================================================================================= */
 #ifdef TRAIN_CUDA
 typedef struct tr__device {
   float *m, *v;             /* the optimizer state (t->tr__m / tr__v are its host mirrors) */
-  float *params, *grads;    /* the model's device buffers while host mirrors stand in (tr__dev_to_host) */
+  float *params, *grads;    /* the device buffers while host mirrors stand in */
   float *host_params, *host_grads;
   double *partials;         /* TRC_NORM_BLOCKS */
-  trc_ctrl *ctrl;           /* the norm, the clip scale, the skip decision: device-side */
+  trc_ctrl *ctrl;           /* the norm, the clip scale: device-side */
   unsigned long long *counts; /* histogram bins */
   int fold_clip;            /* the next update multiplies by ctrl->clip_scale */
   int norm_known;           /* ctrl->norm belongs to the gradients of version norm_version */
@@ -68,8 +31,8 @@ typedef struct tr__device {
   int loss_known;           /* loss holds the device loss of the last training forward */
   double loss;
   int swapped;              /* model.params/grads point at the host mirrors */
-  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* one per view: the callbacks' per-tensor sums (tr__dev_grad_sumsq) */
-  float *kept;              /* lr_finder's copy of params, grads, m, v (tr__dev_keep) */
+  trc_ctrl *tensor_ctrl, *tensor_ctrl_host; /* the callbacks' per-tensor sums */
+  float *kept;              /* lr_finder's copy of params, grads, m, v */
 } tr__device;
 
 #define TR__DEV(t) ((tr__device *)(t)->tr__dev)
@@ -79,7 +42,7 @@ static int tr__dev_ok(tr_trainer *t, int e, const char *what) {
   return e == 0;
 }
 
-/* The norm of the current gradients on the device, max_norm giving the clip scale (0: none). */
+/* The gradients' norm on the device; max_norm gives the clip scale (0: none). */
 static void tr__dev_norm(tr_trainer *t, double max_norm) {
   tr__device *d = TR__DEV(t);
   if (tr__dev_ok(t, trc_norm(t->model.grads, t->model.n_params, d->partials, d->ctrl, max_norm, 0, t->model.stream), "trc_norm")) {
@@ -122,7 +85,7 @@ static void tr__dev_free(tr_trainer *t) {
   t->tr__dev = NULL;
 }
 
-/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h): ctx is the trainer's ---- */
+/* ---- the standard callbacks' seam (tr__dev_ops, train/battery.h) ---- */
 static tr_trainer *tr__dev_of(hk_ctx *ctx) { return (tr_trainer *)ctx->trainer; }
 static int tr__dev_hook_ok(hk_ctx *ctx, int e, const char *what) {
   if (e) hk_fail(ctx, "CUDA: %s failed: %s", what, trc_error_string(e));
@@ -151,7 +114,7 @@ static int tr__dev_swap(hk_ctx *ctx, float *d_a, float *d_b, size_t n) {
 static int tr__dev_average(hk_ctx *ctx, float *d_avg, const float *d_p, size_t n, double w) {
   return tr__dev_hook_ok(ctx, trc_ema(d_avg, d_p, n, w, tr__dev_of(ctx)->model.stream), "trc_ema");
 }
-/* trc_norm per selected view into its own control block (the norm kernel, nothing new), then one copy */
+/* trc_norm per selected view into its own control block, then one copy */
 static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
   tr_trainer *t = tr__dev_of(ctx);
   tr__device *d = TR__DEV(t);
@@ -169,8 +132,7 @@ static int tr__dev_grad_sumsq(hk_ctx *ctx, const int *sel, int n, double *out) {
 static const tr__dev_ops tr__dev_ops_table = { tr__dev_alloc, tr__dev_release, tr__dev_to_host_bytes, tr__dev_to_device_bytes,
                                                tr__dev_copy, tr__dev_swap, tr__dev_average, tr__dev_grad_sumsq };
 
-/* lr_finder's save (restore = 0) and restore of params, grads and the optimizer state: device-to-device
-   copies into a buffer that lives from the save to the restore. */
+/* lr_finder's keep (restore = 0) and restore of params, grads and the optimizer state, on the device. */
 static tr_err tr__dev_keep(tr_trainer *t, int restore) {
   tr__device *d = TR__DEV(t);
   size_t n = t->model.n_params, bytes = n * sizeof(float);
@@ -191,7 +153,7 @@ static tr_err tr__dev_keep(tr_trainer *t, int restore) {
   return tr__dev_ok(t, e, restore ? "restoring the state on the device" : "keeping the state on the device") ? TR_OK : t->tr__err;
 }
 
-/* tr_init's part: the device state, and the lazy metrics and norm that read from the device. */
+/* tr_init's part: the device state; the norm and train/loss read from the device. */
 static tr_err tr__dev_init(tr_trainer *t) {
   tr__device *d;
   size_t n = t->model.n_params, bytes = n * sizeof(float);
@@ -219,7 +181,7 @@ static tr_err tr__dev_init(tr_trainer *t) {
   for (i = 0; i < 2 * t->model.n_tensors; i++) t->tr__views[i].on_device = 1;
   t->ctx.grad_norm_source = tr__dev_grad_norm;
   t->ctx.grad_norm_source_user = t;
-  *tr__dev_seam() = &tr__dev_ops_table; /* the standard callbacks' way to the device views (train/battery.h) */
+  *tr__dev_seam() = &tr__dev_ops_table; /* the callbacks' way to the device */
   if (hk_metric_lazy(&t->ctx, "train/loss", tr__dev_loss_metric, t) != HK_OK)
     return tr__fail(t, TR_ERR_NOMEM, "tr_init: could not register the metrics");
   return TR_OK;
@@ -267,7 +229,7 @@ static void tr__dev_unswap(tr_trainer *t) {
   d->swapped = 0;
 }
 
-/* The step's pieces on the device (the CPU versions call these first when TR__ON_DEVICE). */
+/* The step's pieces on the device (called by the CPU's when TR__ON_DEVICE). */
 static void tr__dev_zero_grad(tr_trainer *t) {
   tr__dev_ok(t, trc_zero(t->model.grads, t->model.n_params, t->model.stream), "zeroing the gradients");
 }
@@ -297,7 +259,7 @@ static void tr__dev_update(tr_trainer *t, double lr) {
   size_t n = t->model.n_params;
   int e;
   d->fold_clip = 0;
-  if (t->tr__grouped) { /* parameter groups: one launch per run of tensors with the same settings (the CPU's runs) */
+  if (t->tr__grouped) { /* parameter groups: one launch per run of equal settings */
     tr_optim og = *o;
     size_t off, len;
     int i = 0;
@@ -308,7 +270,7 @@ static void tr__dev_update(tr_trainer *t, double lr) {
       i = tr__group_run(t, i, lr, &s, &off, &len);
       p = t->model.params + off, g = t->model.grads + off;
       og.weight_decay = s.weight_decay;
-      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* no update; clipped as hooks see it */
+      if (s.frozen) e = ctrl ? trc_apply_clip(g, len, ctrl, t->model.stream) : 0; /* clipped as hooks see it */
       else if (o->kind == TR_OPTIM_ADAMW) e = trc_adamw(p, g, d->m + off, d->v + off, len, tr_adamw_coefs(&og, s.lr, s.step), ctrl, t->model.stream);
       else e = trc_sgd(p, g, d->m ? d->m + off : NULL, len, tr_sgd_coefs(&og, s.lr, !t->tr__has_momentum || s.step == 1), ctrl, t->model.stream);
     }
@@ -349,10 +311,10 @@ static tr_err tr__dev_histogram(tr_trainer *t, float lo, float hi, int bins, uin
   return TR_OK;
 }
 TRAIN_API unsigned long long tr_cuda_sync_count(void) { return trc_sync_count(); }
-#else /* no TRAIN_CUDA: a device model is refused, and the hooks below compile to nothing */
+#else /* no TRAIN_CUDA: a device model is refused; the rest is empty */
 static tr_err tr__dev_init(tr_trainer *t) {
   return t->model.on_device ? tr__fail(t, TR_ERR_DEVICE, "tr_init: model.on_device needs train.h's implementation "
-                                       "compiled with TRAIN_CUDA by nvcc (see train/cuda.h)") : TR_OK;
+                                       "compiled with TRAIN_CUDA by nvcc (see train/trainer/cuda.h)") : TR_OK;
 }
 static void tr__dev_free(tr_trainer *t) { (void)t; }
 static tr_err tr__dev_to_host(tr_trainer *t) { (void)t; return TR_OK; }
